@@ -1,0 +1,49 @@
+# omniserve build. The CPU flags matter 2-6x for llama.cpp (see docs/BUILDING.md); every target
+# that compiles Go uses the same flags so the build cache is shared between build, test and bench.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/omniserve
+BUILD_INCLUDE := $(CURDIR)/.build/include
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/omniserve/omniserve/internal/api.Version=$(VERSION) -X github.com/omniserve/omniserve/internal/api.Commit=$(COMMIT)
+
+export CGO_ENABLED := 1
+export CGO_CFLAGS := -O3 -march=x86-64-v3
+export CGO_CXXFLAGS := -O3 -march=x86-64-v3
+export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
+export GOFLAGS := -mod=mod
+
+.PHONY: all deps headers build run test test-short lint bench bench-engine bench-speech bench-chat bench-realtime cuda clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+headers:
+	@./scripts/cgo-headers.sh >/dev/null
+
+build: headers
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/omniserve
+
+run: deps build
+	./$(BIN) serve
+
+test: deps build
+	$(GO) test -race -count=1 -timeout 40m ./...
+
+test-short: headers
+	$(GO) test -race -short -count=1 ./...
+
+lint: headers
+	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench: bench-engine bench-speech bench-chat bench-realtime
+
+cuda: headers
+	./scripts/build-cuda.sh
+
+clean:
+	rm -rf bin lib .build
