@@ -1,0 +1,82 @@
+// Package requestclient sits between the session / HTTP layers and the stage pipeline. It owns the
+// request-state registry for chat requests (chat*.go) and duplex sessions (duplex*.go), and ingests
+// every stage output and stage-metrics message into the metrics aggregators.
+package requestclient
+
+import (
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// Options configures a Client. The zero value is usable.
+type Options struct {
+	// LogStats prints the statistics tables for every chat request and every duplex turn. When
+	// false no aggregators, pending-turn buffers or per-chunk copies are created at all.
+	LogStats bool
+	// Collectors receives Prometheus observations; nil disables them.
+	Collectors *metrics.Collectors
+	// Clock is the wall clock for statistics; nil means metrics.Now.
+	Clock metrics.Clock
+	// ModelName labels logs and metrics.
+	ModelName string
+}
+
+// Client owns the request-state registry shared by the chat path and the duplex sessions. It is
+// safe for concurrent use.
+type Client struct {
+	pipeline *stage.Pipeline
+	opts     Options
+	clock    metrics.Clock
+	log      *zap.Logger
+
+	mu     sync.Mutex
+	states map[string]string // live request id -> kind ("chat" | "duplex"), for diagnostics and leak tests
+}
+
+// New returns a Client over p. log may be nil.
+func New(p *stage.Pipeline, opts Options, log *zap.Logger) *Client {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = metrics.Now
+	}
+	return &Client{
+		pipeline: p,
+		opts:     opts,
+		clock:    clock,
+		log:      log.Named("requestclient"),
+		states:   make(map[string]string),
+	}
+}
+
+// register records a live request id; it reports false when the id is already live.
+func (c *Client) register(id, kind string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.states[id]; ok {
+		return false
+	}
+	c.states[id] = kind
+	return true
+}
+
+// unregister forgets a request id; it is idempotent.
+func (c *Client) unregister(id string) {
+	c.mu.Lock()
+	delete(c.states, id)
+	c.mu.Unlock()
+}
+
+// Live returns the number of live request states (chat requests and duplex session epochs). Tests
+// use it to prove that every path drops its state.
+func (c *Client) Live() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.states)
+}
