@@ -1,0 +1,218 @@
+package speech
+
+/*
+#cgo LDFLAGS: -lwebrtc_audio_processing
+#include <stdint.h>
+#include <stddef.h>
+
+// libwebrtc-audio-processing 0.3 exports the VAD but installs no header for it; these match
+// the exported symbols (WebRtcVad_Create takes no argument and returns the handle in 0.3).
+typedef struct WebRtcVadInst VadInst;
+VadInst *WebRtcVad_Create(void);
+void WebRtcVad_Free(VadInst *handle);
+int WebRtcVad_Init(VadInst *handle);
+int WebRtcVad_set_mode(VadInst *handle, int mode);
+int WebRtcVad_Process(VadInst *handle, int fs, const int16_t *audio_frame, size_t frame_length);
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// VAD defaults, as the OpenAI realtime API's server_vad defines them.
+const (
+	DefaultPrefixPaddingMs   = 300
+	DefaultSilenceDurationMs = 500
+	DefaultMinSpeechMs       = 90
+	vadFrameMs               = 30
+)
+
+// VADConfig configures a VAD. Zero values take defaults: SampleRate 16000, PrefixPaddingMs 300,
+// SilenceDurationMs 500, MinSpeechMs 90; a negative duration means 0.
+// Aggressiveness: when Threshold is in (0, 1] it picks the WebRTC mode (0–0.25 → 0, 0.25–0.5 → 1,
+// 0.5–0.75 → 2, above → 3), otherwise Mode (0–3) is used.
+type VADConfig struct {
+	SampleRate        int     // 8000, 16000, 32000 or 48000
+	Mode              int     // WebRTC aggressiveness 0 (least) … 3 (most), used when Threshold is 0
+	Threshold         float64 // realtime API threshold in [0, 1]
+	PrefixPaddingMs   int     // audio kept before the detected onset; SpeechStarted.AtMs includes it
+	SilenceDurationMs int     // unvoiced time that ends a segment
+	MinSpeechMs       int     // voiced time needed to start a segment
+}
+
+// VADEventKind says whether speech started or stopped.
+type VADEventKind int
+
+// VAD event kinds.
+const (
+	SpeechStarted VADEventKind = iota + 1
+	SpeechStopped
+)
+
+func (k VADEventKind) String() string {
+	switch k {
+	case SpeechStarted:
+		return "speech_started"
+	case SpeechStopped:
+		return "speech_stopped"
+	}
+	return fmt.Sprintf("VADEventKind(%d)", int(k))
+}
+
+// VADEvent is a segment boundary in stream time (milliseconds since the first sample).
+// SpeechStarted.AtMs is the onset minus the prefix padding (never before 0 or the previous
+// stop), as the realtime API's audio_start_ms; SpeechStopped.AtMs is the end of the last voiced
+// frame (audio_end_ms), reported SilenceDurationMs later.
+type VADEvent struct {
+	Kind VADEventKind
+	AtMs int64
+}
+
+// VAD segments a stream into speech and silence with WebRTC VAD on 30 ms frames.
+// It is not safe for concurrent use.
+type VAD struct {
+	cfg      VADConfig
+	mode     int
+	inst     *C.VadInst
+	frame    []int16 // the frame being filled; remainder kept between calls
+	fill     int
+	pos      int64 // samples in completed frames
+	inSpeech bool
+	voiced   int   // consecutive voiced frames while not in speech
+	runStart int64 // sample index where that voiced run began
+	silent   int   // consecutive unvoiced frames while in speech
+	lastEnd  int64 // sample index just after the last voiced frame
+	lastStop int64 // ms of the previous SpeechStopped
+	events   []VADEvent
+}
+
+// NewVAD validates cfg and creates the WebRTC VAD instance.
+func NewVAD(cfg VADConfig) (*VAD, error) {
+	if cfg.SampleRate == 0 {
+		cfg.SampleRate = 16000
+	}
+	switch cfg.SampleRate {
+	case 8000, 16000, 32000, 48000:
+	default:
+		return nil, fmt.Errorf("creating vad at %d Hz: %w", cfg.SampleRate, ErrUnsupportedRate)
+	}
+	mode := cfg.Mode
+	switch {
+	case math.IsNaN(cfg.Threshold) || cfg.Threshold < 0 || cfg.Threshold > 1:
+		return nil, fmt.Errorf("vad threshold %v: %w", cfg.Threshold, ErrInvalidConfig)
+	case cfg.Threshold > 0:
+		mode = min(int(cfg.Threshold*4), 3)
+	case mode < 0 || mode > 3:
+		return nil, fmt.Errorf("vad mode %d: %w", mode, ErrInvalidConfig)
+	}
+	cfg.PrefixPaddingMs = defaultMs(cfg.PrefixPaddingMs, DefaultPrefixPaddingMs)
+	cfg.SilenceDurationMs = defaultMs(cfg.SilenceDurationMs, DefaultSilenceDurationMs)
+	cfg.MinSpeechMs = defaultMs(cfg.MinSpeechMs, DefaultMinSpeechMs)
+	inst := C.WebRtcVad_Create()
+	if inst == nil {
+		return nil, fmt.Errorf("creating webrtc vad: out of memory")
+	}
+	if C.WebRtcVad_Init(inst) != 0 || C.WebRtcVad_set_mode(inst, C.int(mode)) != 0 {
+		C.WebRtcVad_Free(inst)
+		return nil, fmt.Errorf("initialising webrtc vad mode %d: %w", mode, ErrInvalidConfig)
+	}
+	return &VAD{cfg: cfg, mode: mode, inst: inst, frame: make([]int16, cfg.SampleRate*vadFrameMs/1000)}, nil
+}
+
+func defaultMs(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// Mode reports the WebRTC aggressiveness in use.
+func (v *VAD) Mode() int { return v.mode }
+
+// Process consumes samples of any length and returns the boundaries they complete. The returned
+// slice is reused by the next call.
+func (v *VAD) Process(pcm []float32) ([]VADEvent, error) {
+	v.events = v.events[:0]
+	if v.inst == nil {
+		return v.events, fmt.Errorf("processing vad audio: %w", ErrClosed)
+	}
+	if err := CheckFinite(pcm); err != nil {
+		return v.events, fmt.Errorf("processing vad audio: %w", err)
+	}
+	for len(pcm) > 0 {
+		n := min(len(v.frame)-v.fill, len(pcm))
+		Float32ToInt16(v.frame[v.fill:v.fill], pcm[:n]) // converts in place into the frame
+		v.fill += n
+		pcm = pcm[n:]
+		if v.fill < len(v.frame) {
+			break
+		}
+		v.fill = 0
+		rc := C.WebRtcVad_Process(v.inst, C.int(v.cfg.SampleRate), (*C.int16_t)(unsafe.Pointer(&v.frame[0])), C.size_t(len(v.frame)))
+		if rc < 0 {
+			return v.events, fmt.Errorf("processing vad frame: webrtc error %d", int(rc))
+		}
+		v.step(rc == 1)
+	}
+	return v.events, nil
+}
+
+func (v *VAD) step(voiced bool) {
+	start := v.pos
+	v.pos += int64(len(v.frame))
+	if !v.inSpeech {
+		if !voiced {
+			v.voiced = 0
+			return
+		}
+		if v.voiced == 0 {
+			v.runStart = start
+		}
+		v.voiced++
+		if v.voiced*vadFrameMs < v.cfg.MinSpeechMs {
+			return
+		}
+		v.inSpeech, v.silent, v.lastEnd = true, 0, v.pos
+		at := max(v.ms(v.runStart)-int64(v.cfg.PrefixPaddingMs), v.lastStop, 0)
+		v.events = append(v.events, VADEvent{Kind: SpeechStarted, AtMs: at})
+		return
+	}
+	if voiced {
+		v.silent, v.lastEnd = 0, v.pos
+		return
+	}
+	v.silent++
+	if v.silent*vadFrameMs >= v.cfg.SilenceDurationMs {
+		v.inSpeech, v.voiced = false, 0
+		v.lastStop = v.ms(v.lastEnd)
+		v.events = append(v.events, VADEvent{Kind: SpeechStopped, AtMs: v.lastStop})
+	}
+}
+
+func (v *VAD) ms(sample int64) int64 { return sample * 1000 / int64(v.cfg.SampleRate) }
+
+// InSpeech reports whether a segment is open.
+func (v *VAD) InSpeech() bool { return v.inSpeech }
+
+// Reset forgets the open segment and buffered samples; stream time restarts at 0.
+func (v *VAD) Reset() {
+	*v = VAD{cfg: v.cfg, mode: v.mode, inst: v.inst, frame: v.frame, events: v.events[:0]}
+	if v.inst != nil {
+		C.WebRtcVad_Init(v.inst)
+		C.WebRtcVad_set_mode(v.inst, C.int(v.mode))
+	}
+}
+
+// Close frees the WebRTC instance; it is idempotent.
+func (v *VAD) Close() {
+	if v.inst != nil {
+		C.WebRtcVad_Free(v.inst)
+		v.inst = nil
+	}
+}
