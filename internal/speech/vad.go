@@ -26,12 +26,16 @@ import (
 const (
 	DefaultPrefixPaddingMs   = 300
 	DefaultSilenceDurationMs = 500
-	DefaultMinSpeechMs       = 90
-	vadFrameMs               = 30
+	// DefaultMinSpeechMs is five 30 ms frames: WebRTC VAD flags the step from digital silence
+	// to a microphone's noise floor as a 90–120 ms voiced burst (measured on goforward.raw
+	// padded with zeros, modes 0–2); 150 ms ignores that while the onset is still backdated
+	// to the run's first frame.
+	DefaultMinSpeechMs = 150
+	vadFrameMs         = 30
 )
 
 // VADConfig configures a VAD. Zero values take defaults: SampleRate 16000, PrefixPaddingMs 300,
-// SilenceDurationMs 500, MinSpeechMs 90; a negative duration means 0.
+// SilenceDurationMs 500, MinSpeechMs 150; a negative duration means 0.
 // Aggressiveness: when Threshold is in (0, 1] it picks the WebRTC mode (0–0.25 → 0, 0.25–0.5 → 1,
 // 0.5–0.75 → 2, above → 3), otherwise Mode (0–3) is used.
 type VADConfig struct {

