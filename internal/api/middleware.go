@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// RequestIDHeader carries the request id in both directions.
+const RequestIDHeader = "X-Request-Id"
+
+type ctxKey struct{ name string }
+
+var requestIDKey = &ctxKey{"request-id"}
+
+// RequestIDFromContext returns the id the requestID middleware assigned, or "".
+func RequestIDFromContext(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestID keeps a well-formed client id (so a caller can correlate logs) and makes one otherwise.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(RequestIDHeader)
+		if !validRequestID(id) {
+			id = uuid.NewString()
+		}
+		w.Header().Set(RequestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// accessLog writes one line per request. Probe and scrape traffic is logged at debug level so
+// that it does not drown the requests that matter.
+func accessLog(log *zap.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			// The wrapper keeps http.Hijacker and http.Flusher, which WebSocket and SSE need.
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			defer func() {
+				level := zapcore.InfoLevel
+				switch r.URL.Path {
+				case "/health", "/ready", "/metrics":
+					level = zapcore.DebugLevel
+				}
+				ce := log.Check(level, "request")
+				if ce == nil {
+					return
+				}
+				status := ww.Status()
+				if status == 0 { // hijacked (WebSocket) or nothing written
+					status = http.StatusOK
+				}
+				ce.Write(
+					zap.String("method", r.Method),
+					zap.String("path", r.URL.Path),
+					zap.Int("status", status),
+					zap.Int("bytes", ww.BytesWritten()),
+					zap.Duration("duration", time.Since(start)),
+					zap.String("request_id", RequestIDFromContext(r.Context())),
+					zap.String("remote", r.RemoteAddr),
+				)
+			}()
+			next.ServeHTTP(ww, r)
+		})
+	}
+}
+
+// recoverer turns a handler panic into a logged 500 in OpenAI's error shape; the server keeps
+// serving. http.ErrAbortHandler is re-raised: it is net/http's way to abort a response silently.
+func recoverer(log *zap.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				rec := recover()
+				if rec == nil {
+					return
+				}
+				if rec == http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared by identity in net/http too
+					panic(rec)
+				}
+				log.Error("handler panic",
+					zap.Any("panic", rec),
+					zap.String("method", r.Method),
+					zap.String("path", r.URL.Path),
+					zap.String("request_id", RequestIDFromContext(r.Context())),
+					zap.Stack("stack"))
+				if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
+					return // headers already sent; the client sees a truncated response
+				}
+				writeAPIError(w, http.StatusInternalServerError, "server_error", "internal_error", "internal server error")
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// limitBody bounds every request body; reading past the limit fails with *http.MaxBytesError.
+func limitBody(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil && r.Body != http.NoBody {
+				if r.ContentLength > n {
+					writeAPIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "request body is larger than the server accepts")
+					return
+				}
+				r.Body = http.MaxBytesReader(w, r.Body, n)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// wsKeyProtocol is how browsers, which cannot set headers on a WebSocket, send the key to
+// OpenAI's realtime API: as a Sec-WebSocket-Protocol entry.
+const wsKeyProtocol = "openai-insecure-api-key."
+
+// requireAPIKey checks "Authorization: Bearer <key>" in constant time.
+func requireAPIKey(key string) func(http.Handler) http.Handler {
+	want := []byte(key)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, ok := presentedKey(r)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve"`)
+				writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+					"You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.")
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve", error="invalid_token"`)
+				writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func presentedKey(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok), true
+		}
+		return "", true // present but malformed: "incorrect", not "missing"
+	}
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if k, ok := strings.CutPrefix(strings.TrimSpace(p), wsKeyProtocol); ok {
+				return k, true
+			}
+		}
+	}
+	return "", false
+}

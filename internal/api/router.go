@@ -1,0 +1,114 @@
+// Package api is omniserve's HTTP surface: the chi router, its middleware, the probe and model
+// endpoints, /metrics, and the mount points of the chat completions and realtime handlers.
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+)
+
+// DefaultMaxBodyBytes bounds a request body when RouterDeps.MaxBodyBytes is zero. Chat requests
+// may carry base64 audio, so it is generous.
+const DefaultMaxBodyBytes = 64 << 20
+
+// RouterDeps is everything the router serves. Nil handlers answer 503 in OpenAI's error shape,
+// so the server can start (and tests can run) before every component exists.
+type RouterDeps struct {
+	Log *zap.Logger
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on /v1/*. The probes and
+	// /metrics stay open, as vLLM's --api-key leaves them.
+	APIKey string
+	// Ready reports whether the model is loaded and the pipeline is up; false while draining.
+	// Nil means never ready.
+	Ready func() bool
+	// Models are the ids listed by /v1/models.
+	Models []string
+	// Chat serves POST /v1/chat/completions; Realtime serves GET /v1/realtime; Metrics serves
+	// GET /metrics (nil: not mounted).
+	Chat, Realtime, Metrics http.Handler
+	// MaxBodyBytes bounds every request body (0 = DefaultMaxBodyBytes). A handler that reads past
+	// it gets an *http.MaxBytesError and should answer 413.
+	MaxBodyBytes int64
+}
+
+// NewRouter builds the HTTP handler of the server.
+func NewRouter(d RouterDeps) http.Handler {
+	log := d.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("api")
+	maxBody := d.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodyBytes
+	}
+
+	r := chi.NewRouter()
+	// Order matters: the request id is set before anything logs, the access log wraps recover
+	// so a recovered panic is logged with its 500.
+	r.Use(requestID, accessLog(log), recoverer(log), limitBody(maxBody))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+	})
+
+	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if d.Ready != nil && d.Ready() {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+			return
+		}
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+	})
+	if d.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", d.Metrics)
+	}
+
+	created := time.Now().Unix()
+	r.Route("/v1", func(r chi.Router) {
+		if d.APIKey != "" {
+			r.Use(requireAPIKey(d.APIKey))
+		}
+		r.Get("/models", modelsHandler(d.Models, created))
+		r.Method(http.MethodPost, "/chat/completions", orUnavailable(d.Chat, "chat completions"))
+		r.Method(http.MethodGet, "/realtime", orUnavailable(d.Realtime, "the realtime API"))
+	})
+	return r
+}
+
+// orUnavailable returns h, or a handler answering 503 when the component is not configured.
+func orUnavailable(h http.Handler, what string) http.Handler {
+	if h != nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "unavailable", what+" is not available on this server")
+	})
+}
+
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func modelsHandler(models []string, created int64) http.HandlerFunc {
+	list := modelList{Object: "list", Data: make([]modelCard, 0, len(models))}
+	for _, m := range models {
+		list.Data = append(list.Data, modelCard{ID: m, Object: "model", Created: created, OwnedBy: "omniserve"})
+	}
+	return func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, list) }
+}

@@ -1,0 +1,146 @@
+// Package config resolves the server configuration of `omniserve serve`.
+//
+// One table (keys.go) lists every setting once, with its YAML key, its environment variable
+// and its command-line flag, so that the three sources cannot drift apart. Precedence, lowest
+// first: built-in defaults, the YAML file, OMNISERVE_* environment variables, flags. The YAML
+// `pipeline:` section belongs to internal/stage; it is kept here as an undecoded yaml.Node.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultPath is the config file `serve` reads when neither --config nor OMNISERVE_CONFIG is given.
+const DefaultPath = "configs/omni-cpu.yaml"
+
+// Config is the resolved configuration of one server process.
+type Config struct {
+	Server Server `yaml:"server"`
+	Engine Engine `yaml:"engine"`
+	// Pipeline is the `pipeline:` section, passed through undecoded for internal/stage.
+	Pipeline yaml.Node `yaml:"pipeline"`
+	// Path is the file the configuration was read from; empty when none was read.
+	Path string `yaml:"-"`
+}
+
+// Server holds the HTTP surface settings.
+type Server struct {
+	Host            string        `yaml:"host"`
+	Port            int           `yaml:"port"` // 0 picks a free port (tests)
+	LogFormat       string        `yaml:"log_format"`
+	LogLevel        string        `yaml:"log_level"`
+	LogStats        bool          `yaml:"log_stats"`
+	APIKey          string        `yaml:"api_key"`
+	MaxSessions     int           `yaml:"max_sessions"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	TLSCertFile     string        `yaml:"tls_cert_file"`
+	TLSKeyFile      string        `yaml:"tls_key_file"`
+	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
+}
+
+// Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
+// own default" (docs/CONTRACTS.md lists them), so the defaults live in one place.
+type Engine struct {
+	Model        string `yaml:"model"`
+	Device       string `yaml:"device"`
+	GPULayers    int    `yaml:"gpu_layers"`
+	Threads      int    `yaml:"threads"`
+	CacheDir     string `yaml:"cache_dir"`
+	ContextSize  int    `yaml:"context_size"`
+	MaxSequences int    `yaml:"max_sequences"`
+	BatchSize    int    `yaml:"batch_size"`
+	PrefillChunk int    `yaml:"prefill_chunk"`
+	SeqContext   int    `yaml:"seq_context"`
+	Overflow     string `yaml:"overflow"`
+}
+
+// Defaults returns the built-in configuration.
+func Defaults() Config {
+	return Config{
+		Server: Server{
+			Host:            "0.0.0.0",
+			Port:            8000,
+			LogFormat:       "console",
+			LogLevel:        "info",
+			MaxSessions:     64,
+			ShutdownTimeout: 30 * time.Second,
+			MaxBodyBytes:    64 << 20, // a chat request may carry base64 audio
+		},
+		Engine: Engine{
+			Model:     "dummy",
+			Device:    "auto",
+			GPULayers: -1,
+		},
+	}
+}
+
+// Error is a configuration problem: a bad value, an unknown key or an unreadable file.
+// The CLI maps it to exit code 2. Its message is one line that names the key and value.
+type Error struct {
+	Source string // "flag --port", "env OMNISERVE_PORT", "configs/x.yaml:3", or "config"
+	Msg    string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Source == "" {
+		return e.Msg
+	}
+	return e.Source + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsError reports whether err is (or wraps) a configuration Error.
+func IsError(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce)
+}
+
+// Validate checks the cross-field and range rules that a single key's parser cannot.
+func (c *Config) Validate() error {
+	s, e := c.Server, c.Engine
+	checks := []struct {
+		bad bool
+		key string
+		val any
+		msg string
+	}{
+		{s.Port < 0 || s.Port > 65535, "server.port", s.Port, "must be 0..65535"},
+		{!oneOf(s.LogFormat, "console", "json"), "server.log_format", s.LogFormat, "must be console or json"},
+		{!oneOf(s.LogLevel, "debug", "info", "warn", "error"), "server.log_level", s.LogLevel, "must be debug, info, warn or error"},
+		{s.MaxSessions < 1, "server.max_sessions", s.MaxSessions, "must be at least 1"},
+		{s.ShutdownTimeout <= 0, "server.shutdown_timeout", s.ShutdownTimeout, "must be positive"},
+		{s.MaxBodyBytes < 1024, "server.max_body_bytes", s.MaxBodyBytes, "must be at least 1024"},
+		{(s.TLSCertFile == "") != (s.TLSKeyFile == ""), "server.tls_cert_file", s.TLSCertFile, "tls_cert_file and tls_key_file must be given together"},
+		{e.Model == "", "engine.model", e.Model, "must not be empty"},
+		{!oneOf(e.Device, "auto", "cpu", "cuda"), "engine.device", e.Device, "must be auto, cpu or cuda"},
+		{e.GPULayers < -1, "engine.gpu_layers", e.GPULayers, "must be -1 (all) or more"},
+		{e.Threads < 0, "engine.threads", e.Threads, "must be 0 (all cores) or more"},
+		{e.ContextSize < 0, "engine.context_size", e.ContextSize, "must not be negative"},
+		{e.MaxSequences < 0, "engine.max_sequences", e.MaxSequences, "must not be negative"},
+		{e.BatchSize < 0, "engine.batch_size", e.BatchSize, "must not be negative"},
+		{e.PrefillChunk < 0, "engine.prefill_chunk", e.PrefillChunk, "must not be negative"},
+		{e.SeqContext < 0, "engine.seq_context", e.SeqContext, "must not be negative"},
+		{!oneOf(e.Overflow, "", "truncate", "error"), "engine.overflow", e.Overflow, "must be truncate or error"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return &Error{Source: "config", Msg: fmt.Sprintf("invalid %s %q: %s", ch.key, fmt.Sprint(ch.val), ch.msg)}
+		}
+	}
+	return nil
+}
+
+func oneOf(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvPrefix starts every environment variable the server reads.
+const EnvPrefix = "OMNISERVE_"
+
+// Key is one setting: its YAML path, its flag (empty when it has none) and its usage text.
+// The environment variable is derived from the last path element: server.api_key → OMNISERVE_API_KEY.
+type Key struct {
+	Name  string
+	Flag  string
+	Usage string
+	ptr   func(*Config) any
+}
+
+// Env returns the environment variable that sets k.
+func (k Key) Env() string {
+	leaf := k.Name[strings.LastIndexByte(k.Name, '.')+1:]
+	return EnvPrefix + strings.ToUpper(leaf)
+}
+
+// Value returns k's current value in c, for flag defaults and printing.
+func (k Key) Value(c *Config) any {
+	switch p := k.ptr(c).(type) {
+	case *string:
+		return *p
+	case *int:
+		return *p
+	case *int64:
+		return *p
+	case *bool:
+		return *p
+	case *time.Duration:
+		return *p
+	}
+	panic("config: unsupported key type for " + k.Name) // a bug in the table below
+}
+
+// keys is the single table of settings. Order is the order of `serve --help`.
+var keys = []Key{
+	{"server.host", "host", "address to listen on", func(c *Config) any { return &c.Server.Host }},
+	{"server.port", "port", "port to listen on (0 picks a free one)", func(c *Config) any { return &c.Server.Port }},
+	{"engine.model", "model", `model: "dummy" (generated, no download), "dummy:tiny", "dummy:0.6b" or a .gguf path`, func(c *Config) any { return &c.Engine.Model }},
+	{"engine.device", "device", "engine device: auto, cpu or cuda", func(c *Config) any { return &c.Engine.Device }},
+	{"engine.gpu_layers", "gpu-layers", "layers to offload to the GPU (-1 = all)", func(c *Config) any { return &c.Engine.GPULayers }},
+	{"engine.threads", "threads", "CPU threads for the engine (0 = all cores)", func(c *Config) any { return &c.Engine.Threads }},
+	{"engine.cache_dir", "cache-dir", "directory for generated dummy models (default $XDG_CACHE_HOME/omniserve)", func(c *Config) any { return &c.Engine.CacheDir }},
+	{"server.log_stats", "log-stats", "print statistics tables for every request and duplex turn", func(c *Config) any { return &c.Server.LogStats }},
+	{"server.log_format", "log-format", "log format: console or json", func(c *Config) any { return &c.Server.LogFormat }},
+	{"server.log_level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.Server.LogLevel }},
+	{"server.api_key", "api-key", "require this key as 'Authorization: Bearer <key>' on /v1/*", func(c *Config) any { return &c.Server.APIKey }},
+	{"server.max_sessions", "max-sessions", "maximum concurrent realtime sessions", func(c *Config) any { return &c.Server.MaxSessions }},
+	{"server.tls_cert_file", "tls-cert-file", "TLS certificate file (serves HTTPS and WSS with --tls-key-file)", func(c *Config) any { return &c.Server.TLSCertFile }},
+	{"server.tls_key_file", "tls-key-file", "TLS private key file", func(c *Config) any { return &c.Server.TLSKeyFile }},
+	{"server.shutdown_timeout", "shutdown-timeout", "how long to drain in-flight requests on SIGINT/SIGTERM", func(c *Config) any { return &c.Server.ShutdownTimeout }},
+	{"server.max_body_bytes", "", "largest accepted request body", func(c *Config) any { return &c.Server.MaxBodyBytes }},
+	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine default)", func(c *Config) any { return &c.Engine.ContextSize }},
+	{"engine.max_sequences", "", "concurrent sequences (0 = engine default)", func(c *Config) any { return &c.Engine.MaxSequences }},
+	{"engine.batch_size", "", "max tokens per scheduler step (0 = engine default)", func(c *Config) any { return &c.Engine.BatchSize }},
+	{"engine.prefill_chunk", "", "max prefill tokens of one sequence per step (0 = engine default)", func(c *Config) any { return &c.Engine.PrefillChunk }},
+	{"engine.seq_context", "", "per-sequence context limit (0 = engine default)", func(c *Config) any { return &c.Engine.SeqContext }},
+	{"engine.overflow", "", "when a sequence is full: truncate or error (empty = engine default)", func(c *Config) any { return &c.Engine.Overflow }},
+}
+
+// Keys returns every setting, in help order.
+func Keys() []Key { return append([]Key(nil), keys...) }
+
+// LookupFlag returns the key with the given flag name.
+func LookupFlag(flag string) (Key, bool) {
+	for _, k := range keys {
+		if k.Flag != "" && k.Flag == flag {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// Set parses value into key k of c. source names where the value came from, for the error.
+func (k Key) Set(c *Config, value, source string) error {
+	bad := func(want string) error {
+		return &Error{Source: source, Msg: fmt.Sprintf("invalid value %q for %s: want %s", value, k.Name, want)}
+	}
+	switch p := k.ptr(c).(type) {
+	case *string:
+		*p = value
+	case *int:
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil {
+			return bad("an integer")
+		}
+		*p = n
+	case *int64:
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil {
+			return bad("an integer")
+		}
+		*p = n
+	case *bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(value))
+		if err != nil {
+			return bad("true or false")
+		}
+		*p = b
+	case *time.Duration:
+		d, err := time.ParseDuration(strings.TrimSpace(value))
+		if err != nil {
+			return bad("a duration such as 30s")
+		}
+		*p = d
+	}
+	return nil
+}
+
+// ApplyEnv sets every key whose OMNISERVE_* variable is present. lookup is os.LookupEnv in
+// production and a map in tests.
+func ApplyEnv(c *Config, lookup func(string) (string, bool)) error {
+	for _, k := range keys {
+		v, ok := lookup(k.Env())
+		if !ok {
+			continue
+		}
+		if err := k.Set(c, v, "env "+k.Env()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
