@@ -1,0 +1,75 @@
+package session
+
+import (
+	"context"
+	"errors"
+)
+
+// Fence identifies the engine resource of one session epoch (reference §2.1).
+type Fence struct {
+	SessionID   string
+	Incarnation int
+	Epoch       int
+}
+
+// OpenOptions configures the long-lived engine stream of a session.
+type OpenOptions struct {
+	Instructions      string
+	AutoResponse      bool
+	WantAudio         bool
+	MaxTokens         int
+	Temperature       *float64
+	VADThreshold      float64
+	PrefixPaddingMs   int
+	SilenceDurationMs int
+}
+
+// OutputKind classifies engine output.
+type OutputKind int
+
+// Output kinds, mirroring stage.OutputKind.
+const (
+	OutDecision OutputKind = iota
+	OutTranscript
+	OutText
+	OutAudio
+	OutFinished
+	OutError
+)
+
+// Output is one engine output for the session, in the order the engine produced it.
+type Output struct {
+	Kind         OutputKind
+	Turn         int
+	Decision     string // listen | speak
+	Text         string
+	Audio        []float32 // 24 kHz mono
+	SampleRate   int
+	FinishReason string // stop | length | abort | error
+	Err          error
+}
+
+// Backend opens engine streams. It is declared here, by its consumer; the production
+// implementation is NewPipelineBackend over internal/requestclient.
+type Backend interface {
+	SupportsDuplex() bool
+	Open(ctx context.Context, f Fence, opts OpenOptions, out func(Output)) (Engine, error)
+}
+
+// Engine is the per-session engine handle (the DuplexRequestClient). out is called from engine
+// goroutines and must not block; the session queues outputs for its actor.
+type Engine interface {
+	AppendAudio(ctx context.Context, pcm16k []float32) error
+	Commit(ctx context.Context, respond bool) (string, error)
+	AppendText(ctx context.Context, role, text string) error
+	Respond(ctx context.Context, maxTokens int) (int, error)
+	Signal(ctx context.Context, event string, next Fence) error
+	Close(ctx context.Context, reason string) error
+	Abort()
+	MarkTurnArrival(ts float64) float64
+	BeginTurn(responseID string, turnID int, arrival float64)
+	FinalizeTurn(reason string) bool
+}
+
+// ErrInputBackpressure is returned by an Engine whose pending input exceeds its bound.
+var ErrInputBackpressure = errors.New("input backpressure")

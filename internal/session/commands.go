@@ -1,0 +1,116 @@
+package session
+
+// Command is one decoded client event, handed by internal/realtime to the session actor. Every
+// command carries the client's event_id so that errors can echo it.
+type Command interface {
+	// EventID is the client event_id ("" when the client sent none).
+	EventID() string
+	// Type is the wire type, for errors and logs.
+	Type() string
+}
+
+// Base carries the fields every command shares.
+type Base struct {
+	ID   string
+	Kind string
+}
+
+// EventID implements Command.
+func (b Base) EventID() string { return b.ID }
+
+// Type implements Command.
+func (b Base) Type() string { return b.Kind }
+
+// UpdateSession is session.update; the first one creates the session.
+type UpdateSession struct {
+	Base
+	Patch ConfigPatch
+}
+
+// AppendAudio is input_audio_buffer.append. Data is the decoded base64 payload in Format (or the
+// session's input format when Format is nil); the session converts it to 16 kHz float32.
+type AppendAudio struct {
+	Base
+	Data   []byte
+	Format *AudioFormat
+}
+
+// CommitInput is input_audio_buffer.commit.
+type CommitInput struct {
+	Base
+	ResponseCreate *bool
+}
+
+// ClearInput is input_audio_buffer.clear.
+type ClearInput struct{ Base }
+
+// CreateResponse is response.create.
+type CreateResponse struct {
+	Base
+	MaxOutputTokens *int
+	Modalities      []string
+	// Unsupported names a per-response option the native duplex path rejects ("" when none).
+	Unsupported string
+}
+
+// CancelResponse is response.cancel.
+type CancelResponse struct {
+	Base
+	ResponseID string
+}
+
+// CreateItem is conversation.item.create with a user (or system/assistant) message.
+type CreateItem struct {
+	Base
+	ItemID string
+	Role   string
+	Text   string
+	Audio  []byte // decoded input_audio part, in the session's input format
+}
+
+// DeleteItem is conversation.item.delete.
+type DeleteItem struct {
+	Base
+	ItemID string
+}
+
+// RetrieveItem is conversation.item.retrieve.
+type RetrieveItem struct {
+	Base
+	ItemID string
+}
+
+// TruncateItem is conversation.item.truncate.
+type TruncateItem struct {
+	Base
+	ItemID       string
+	ContentIndex int
+	AudioEndMs   int
+}
+
+// ClearOutputAudio is output_audio_buffer.clear.
+type ClearOutputAudio struct {
+	Base
+	ResponseID string
+}
+
+// CancelInput is the duplex extension input.cancel.
+type CancelInput struct{ Base }
+
+// BargeIn is the duplex extension barge_in.
+type BargeIn struct{ Base }
+
+// CloseSession is session.close.
+type CloseSession struct{ Base }
+
+// Heartbeat is session.heartbeat.
+type Heartbeat struct{ Base }
+
+// PlaybackAck is the duplex extension playback.ack: the client's playback cursor.
+type PlaybackAck struct {
+	Base
+	PlayedMs   int
+	ResponseID string
+	ItemID     string
+	Truncate   bool
+}

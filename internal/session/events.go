@@ -1,0 +1,63 @@
+package session
+
+// Event is one server event as the session produces it. internal/realtime stamps event_id and
+// server_event_seq at write time and serializes Type plus Fields.
+type Event struct {
+	Type string
+	// Epoch is the session epoch the event belongs to.
+	Epoch int
+	// Model marks model output (deltas, item/part added) that the stale-epoch filter drops once
+	// its epoch is over. Terminal events (done, cancelled) are never Model.
+	Model  bool
+	Fields map[string]any
+}
+
+// Sink is the outbound side of the connection, declared by its consumer (this package).
+type Sink interface {
+	// Send queues ev without blocking; an error means the client is gone or too slow to drain its
+	// queue, and the session ends.
+	Send(ev Event) error
+	// DropStale removes queued model output of epochs before epoch and refuses any later.
+	DropStale(epoch int)
+}
+
+// ErrorFields builds the payload of an OpenAI-style error event.
+func ErrorFields(typ, code, message, eventID, param string) map[string]any {
+	e := map[string]any{"type": typ, "code": code, "message": message}
+	if eventID != "" {
+		e["event_id"] = eventID
+	} else {
+		e["event_id"] = nil
+	}
+	if param != "" {
+		e["param"] = param
+	} else {
+		e["param"] = nil
+	}
+	return map[string]any{"error": e}
+}
+
+// ErrorType maps an error code to its Realtime error class.
+func ErrorType(code string) string {
+	switch code {
+	case "resource_exhausted", "duplex_session_busy", "input_backpressure":
+		return "rate_limit_error"
+	case "runtime_open_failed", "runtime_append_failed", "runtime_abort_failed", "engine_error", "server_error":
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// finishedReasonForCancel maps a cancel source to the logged finished_reason (reference §2.4,
+// corrected per §10 #5: server-VAD barge-in, turn_detected, is logged as barge_in).
+func finishedReasonForCancel(source string) string {
+	switch source {
+	case "barge_in", "turn_detected":
+		return "barge_in"
+	case "session_close", "disconnect", "disconnect_grace_expired", "shutdown", "close":
+		return "close"
+	case "stop", "cancel", "abort", "error":
+		return source
+	}
+	return "cancel"
+}

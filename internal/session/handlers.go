@@ -1,0 +1,477 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+)
+
+func (s *DuplexSession) handle(c Command) {
+	switch c := c.(type) {
+	case *UpdateSession:
+		s.handleUpdate(c, false)
+	case *AppendAudio:
+		s.handleAppend(c)
+	case *CommitInput:
+		s.handleCommit(c.ID, c.ResponseCreate)
+	case *ClearInput:
+		s.inputBuf, s.inputBytes = nil, 0
+		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
+	case *CreateResponse:
+		s.handleCreateResponse(c)
+	case *CancelResponse:
+		if s.resp == nil {
+			if c.ResponseID == "" {
+				s.sendError("response_not_active", "there is no active response to cancel", c.ID, "")
+			}
+			return
+		}
+		if c.ResponseID != "" && c.ResponseID != s.resp.id {
+			s.sendError("response_not_active", fmt.Sprintf("response %q is not active", c.ResponseID), c.ID, "response_id")
+			return
+		}
+		s.cancelActive("client_cancelled", "client_cancelled", true)
+	case *CreateItem:
+		s.handleCreateItem(c)
+	case *DeleteItem:
+		if !s.removeItem(c.ItemID) {
+			s.sendError("item_not_found", fmt.Sprintf("item %q does not exist", c.ItemID), c.ID, "item_id")
+			return
+		}
+		s.send(Event{Type: "conversation.item.deleted", Epoch: s.epoch, Fields: map[string]any{"item_id": c.ItemID}})
+	case *RetrieveItem:
+		it := s.findItem(c.ItemID)
+		if it == nil {
+			s.sendError("item_not_found", fmt.Sprintf("item %q does not exist", c.ItemID), c.ID, "item_id")
+			return
+		}
+		s.send(Event{Type: "conversation.item.retrieved", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
+	case *TruncateItem:
+		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
+	case *ClearOutputAudio:
+		rid := any(nil)
+		if s.resp != nil {
+			rid = s.resp.id
+		}
+		s.send(Event{Type: "output_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{"response_id": rid}})
+		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
+	case *CancelInput:
+		s.inputBuf, s.inputBytes = nil, 0
+		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
+		// §10 #4: the wire keeps the documented reason; only the logged reason is mapped (cancel).
+		s.cancelActive("cancel", "barge_in", true)
+	case *BargeIn:
+		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
+			"session_id": s.id, "epoch": s.epoch, "policy": s.cfg.OverlapPolicy(), "action": "barge_in", "reason": "client"}})
+		s.cancelActive("barge_in", "barge_in", true)
+	case *CloseSession:
+		s.closeReason = ReasonClientClose
+	case *Heartbeat:
+		s.send(Event{Type: "session.heartbeat_ack", Epoch: s.epoch, Fields: map[string]any{"session_id": s.id}})
+	case *PlaybackAck:
+		s.handlePlaybackAck(c)
+	default:
+		s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
+	}
+}
+
+func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
+	next, err := c.Patch.Apply(s.cfg)
+	if err == nil && !s.opts.Duplex && next.AutoResponse {
+		err = &FieldError{"unsupported", "session.extra_body.auto_response", "auto_response needs the full-duplex endpoint (?duplex=1)"}
+	}
+	if err == nil && s.engine != nil && (next.AutoResponse != s.cfg.AutoResponse || next.Instructions != s.cfg.Instructions ||
+		(next.TurnDetection == nil) != (s.cfg.TurnDetection == nil)) {
+		err = &FieldError{"session_update_unsupported", "session", "auto_response, instructions and turn_detection cannot change once audio has reached the engine"}
+	}
+	if first {
+		s.emitCreated(err == nil)
+	}
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
+		} else {
+			s.sendError("invalid_request_error", err.Error(), c.ID, "")
+		}
+		return
+	}
+	s.cfg = next
+	s.resetIdle()
+	if !first {
+		s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	} else {
+		s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	}
+}
+
+func (s *DuplexSession) emitCreated(_ bool) {
+	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+}
+
+func (s *DuplexSession) emitClosed(reason string) {
+	s.send(Event{Type: "session.closed", Epoch: s.epoch, Fields: map[string]any{"session_id": s.id, "reason": reason}})
+}
+
+func (s *DuplexSession) publicSession() map[string]any {
+	var td any
+	if s.cfg.TurnDetection != nil {
+		td = s.cfg.TurnDetection
+	}
+	fmtObj := func(f AudioFormat) map[string]any {
+		t := "audio/pcm"
+		switch f.Type {
+		case "pcm_f32le":
+			t = "audio/pcm_f32le"
+		case "g711_ulaw":
+			t = "audio/pcmu"
+		case "g711_alaw":
+			t = "audio/pcma"
+		}
+		return map[string]any{"type": t, "rate": f.Rate}
+	}
+	maxTok := any("inf")
+	if s.cfg.MaxOutputTokens > 0 {
+		maxTok = s.cfg.MaxOutputTokens
+	}
+	return map[string]any{
+		"id": s.id, "object": "realtime.session", "type": "realtime", "model": s.cfg.Model,
+		"modalities": s.cfg.Modalities, "output_modalities": s.cfg.Modalities,
+		"instructions": s.cfg.Instructions, "voice": s.cfg.Voice,
+		"input_audio_format": s.cfg.InputFormat.Type, "output_audio_format": s.cfg.OutputFormat.Type,
+		"audio": map[string]any{
+			"input":  map[string]any{"format": fmtObj(s.cfg.InputFormat), "sample_rate_hz": s.cfg.InputFormat.Rate, "turn_detection": td},
+			"output": map[string]any{"format": fmtObj(s.cfg.OutputFormat), "voice": s.cfg.Voice},
+		},
+		"turn_detection": td, "idle_timeout_s": s.cfg.IdleTimeout.Seconds(),
+		"max_response_output_tokens": maxTok, "overlap_policy": s.cfg.OverlapPolicy(),
+		"duplex": s.opts.Duplex, "auto_response": s.autoResponse(), "state": s.state, "turn_state": s.turnState,
+		"epoch": s.epoch, "turn": s.turnID,
+		"extra_body": map[string]any{"auto_response": s.cfg.AutoResponse},
+		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
+			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100,
+			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
+	}
+}
+
+func (s *DuplexSession) handleAppend(c *AppendAudio) {
+	f := s.cfg.InputFormat
+	if c.Format != nil {
+		nf, err := NormalizeInputFormat(*c.Format)
+		if err != nil {
+			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
+			return
+		}
+		f = nf
+	}
+	pcm, err := DecodeInput(c.Data, f)
+	if err != nil {
+		s.sendError("bad_audio", err.Error(), c.ID, "audio")
+		return
+	}
+	if len(pcm) == 0 {
+		return
+	}
+	speech := s.detectSpeech(pcm)
+	if s.resp != nil && speech && s.cfg.OverlapPolicy() == PolicyBargeIn {
+		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
+			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})
+		s.cancelActive("turn_detected", "turn_detected", true)
+	}
+	if !s.autoResponse() {
+		if s.inputBytes+4*len(pcm) > s.m.cfg.MaxPendingInputBytes {
+			s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
+			return
+		}
+		s.inputBuf = append(s.inputBuf, pcm)
+		s.inputBytes += 4 * len(pcm)
+		if s.resp == nil {
+			s.turnState = TurnUserSpeaking
+		}
+		return
+	}
+	if !s.ensureEngine(c.ID) {
+		return
+	}
+	if speech && s.engine != nil {
+		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat).
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+	}
+	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
+		if errors.Is(err, ErrInputBackpressure) {
+			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
+			return
+		}
+		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
+	}
+}
+
+// detectSpeech is an energy detector over 20 ms frames used for the overlap decision: it
+// reports speech once 100 ms of voiced frames have accumulated, and emits speech_started /
+// speech_stopped under server_vad.
+func (s *DuplexSession) detectSpeech(pcm []float32) bool {
+	const frame = EngineRate / 50
+	thr := 0.02
+	if td := s.cfg.TurnDetection; td != nil {
+		thr = 0.04 * td.Threshold
+	}
+	voiced := false
+	for i := 0; i+frame <= len(pcm); i += frame {
+		var e float64
+		for _, v := range pcm[i : i+frame] {
+			e += float64(v) * float64(v)
+		}
+		if math.Sqrt(e/frame) >= thr {
+			s.speechRun += 20e6
+			s.silenceRun = 0
+		} else {
+			s.silenceRun += 20e6
+			if s.silenceRun >= 300e6 {
+				s.speechRun = 0
+			}
+		}
+		if s.speechRun >= 100e6 {
+			voiced = true
+			if !s.inSpeech {
+				s.inSpeech = true
+				if s.cfg.TurnDetection != nil {
+					s.send(Event{Type: "input_audio_buffer.speech_started", Epoch: s.epoch, Fields: map[string]any{"audio_start_ms": 0, "item_id": nil}})
+				}
+			}
+		}
+		if s.inSpeech && s.silenceRun >= 300e6 {
+			s.inSpeech = false
+			if s.cfg.TurnDetection != nil {
+				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{"audio_end_ms": 0, "item_id": nil}})
+			}
+		}
+	}
+	return voiced
+}
+
+// handleCommit commits buffered input as a user item; with a response it precreates the
+// response (response.created now, the metrics turn begins here) and runs the engine work as one
+// ordered job: append → commit (transcript) → respond.
+func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool {
+	respond := s.autoResponse()
+	if responseCreate != nil {
+		respond = *responseCreate
+	}
+	if s.autoResponse() {
+		if !s.ensureEngine(eventID) {
+			return false
+		}
+		it := s.addUserAudioItem()
+		s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		eng := s.engine
+		itemID := it.ID
+		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+			tr, err := eng.Commit(ctx, respond)
+			return jobResult{itemID: itemID, transcript: tr, err: err, errCode: "runtime_append_failed"}
+		}}) {
+			s.sendError("input_backpressure", "too many pending commits", eventID, "")
+			return false
+		}
+		return true
+	}
+	if len(s.inputBuf) == 0 {
+		s.sendError("input_audio_buffer_empty", "the input audio buffer is empty", eventID, "")
+		return false
+	}
+	if respond && s.resp != nil {
+		s.sendError("response_already_active", "a response is already in progress", eventID, "")
+		return false
+	}
+	if !s.ensureEngine(eventID) {
+		return false
+	}
+	buf := s.inputBuf
+	s.inputBuf, s.inputBytes = nil, 0
+	it := s.addUserAudioItem()
+	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
+	s.pendingIn++
+	s.turnState = TurnUserCommitted
+	s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+	var r *response
+	maxTok := s.cfg.MaxOutputTokens
+	if respond {
+		r = s.beginResponse(-1, maxTok)
+	}
+	eng := s.engine
+	itemID := it.ID
+	j := job{run: func(ctx context.Context) jobResult {
+		res := jobResult{itemID: itemID, errCode: "runtime_append_failed"}
+		for _, pcm := range buf {
+			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
+				return res
+			}
+		}
+		if res.transcript, res.err = eng.Commit(ctx, false); res.err != nil {
+			return res
+		}
+		if r != nil && !r.cancelled.Load() {
+			res.turn, res.err = eng.Respond(ctx, maxTok)
+			res.haveTurn = res.err == nil
+			res.errCode = "runtime_respond_failed"
+		}
+		return res
+	}}
+	if r != nil {
+		j.responseID = r.id
+	}
+	if !s.submitJob(j) {
+		s.sendError("input_backpressure", "too many pending commits", eventID, "")
+		if r != nil {
+			s.failResponse(r, "input_backpressure", "too many pending commits")
+		}
+		return false
+	}
+	return true
+}
+
+func (s *DuplexSession) addUserAudioItem() *item {
+	it := &item{ID: "item_" + uuid.New().String()[:8] + uuid.New().String()[:8], Role: "user", Type: "message", Status: "completed", Audio: true}
+	s.items = append(s.items, it)
+	s.sendItemAdded(it, s.epoch, false)
+	return it
+}
+
+func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
+	if c.Unsupported != "" {
+		s.sendError("unsupported_native_response_options", fmt.Sprintf("response.%s is not supported per response; set it with session.update", c.Unsupported), c.ID, "response."+c.Unsupported)
+		return
+	}
+	if s.resp != nil {
+		s.sendError("response_already_active", "a response is already in progress", c.ID, "")
+		return
+	}
+	if len(s.inputBuf) > 0 {
+		t := true
+		s.handleCommit(c.ID, &t)
+		return
+	}
+	if s.pendingIn == 0 {
+		s.sendError("response_create_without_input", "there is no committed input to respond to", c.ID, "")
+		return
+	}
+	if !s.ensureEngine(c.ID) {
+		return
+	}
+	maxTok := s.cfg.MaxOutputTokens
+	if c.MaxOutputTokens != nil {
+		maxTok = *c.MaxOutputTokens
+	}
+	r := s.beginResponse(-1, maxTok)
+	eng := s.engine
+	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
+		if r.cancelled.Load() {
+			return jobResult{}
+		}
+		t, err := eng.Respond(ctx, maxTok)
+		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
+	}}) {
+		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+	}
+}
+
+func (s *DuplexSession) handleCreateItem(c *CreateItem) {
+	role := c.Role
+	if role != "user" && role != "system" && role != "assistant" {
+		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
+		return
+	}
+	if !s.ensureEngine(c.ID) {
+		return
+	}
+	id := c.ItemID
+	if id == "" {
+		id = "item_" + uuid.New().String()[:16]
+	}
+	if s.findItem(id) != nil {
+		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+		return
+	}
+	it := &item{ID: id, Role: role, Type: "message", Status: "completed", Text: c.Text}
+	var pcm []float32
+	if len(c.Audio) > 0 {
+		var err error
+		if pcm, err = DecodeInput(c.Audio, s.cfg.InputFormat); err != nil {
+			s.sendError("bad_audio", err.Error(), c.ID, "item.content")
+			return
+		}
+		it.Audio = true
+	}
+	s.items = append(s.items, it)
+	s.sendItemAdded(it, s.epoch, false)
+	s.send(Event{Type: "conversation.item.done", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
+	if role == "user" {
+		s.pendingIn++
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+	}
+	eng := s.engine
+	text := c.Text
+	s.submitJob(job{run: func(ctx context.Context) jobResult {
+		res := jobResult{itemID: id, errCode: "runtime_append_failed"}
+		if len(pcm) > 0 {
+			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
+				return res
+			}
+			res.transcript, res.err = eng.Commit(ctx, false)
+			return res
+		}
+		res.err = eng.AppendText(ctx, role, text)
+		return res
+	}})
+}
+
+func (s *DuplexSession) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
+	it := s.findItem(itemID)
+	if it == nil {
+		s.sendError("item_not_found", fmt.Sprintf("item %q does not exist", itemID), eventID, "item_id")
+		return
+	}
+	if it.Role != "assistant" || !it.Audio {
+		s.sendError("invalid_value", "only assistant audio items can be truncated", eventID, "item_id")
+		return
+	}
+	if s.resp != nil && s.resp.itemID == itemID {
+		if endMs > s.resp.sentMs {
+			s.sendError("invalid_value", fmt.Sprintf("audio_end_ms %.0f is beyond the %.0f ms sent", endMs, s.resp.sentMs), eventID, "audio_end_ms")
+			return
+		}
+		s.resp.playedMs = endMs
+		it.Text = s.resp.heardText()
+	} else {
+		if endMs > it.AudioMs {
+			s.sendError("invalid_value", fmt.Sprintf("audio_end_ms %.0f is beyond the item's %.0f ms", endMs, it.AudioMs), eventID, "audio_end_ms")
+			return
+		}
+		if it.AudioMs > 0 {
+			// Proportional transcript truncation ("not word alignment"), as the reference does.
+			rs := []rune(it.Text)
+			it.Text = string(rs[:int(float64(len(rs))*endMs/it.AudioMs)])
+		}
+		it.AudioMs = endMs
+	}
+	s.send(Event{Type: "conversation.item.truncated", Epoch: s.epoch, Fields: map[string]any{
+		"item_id": itemID, "content_index": contentIndex, "audio_end_ms": int(endMs)}})
+}
+
+func (s *DuplexSession) handlePlaybackAck(c *PlaybackAck) {
+	r := s.resp
+	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && c.ItemID != r.itemID) {
+		s.sendError("playback_item_not_found", "no active response matches this playback.ack", c.ID, "response_id")
+		return
+	}
+	played := math.Min(float64(c.PlayedMs), r.sentMs)
+	r.playedMs = played
+	s.send(Event{Type: "playback.acknowledged", Epoch: s.epoch, Fields: map[string]any{
+		"response_id": r.id, "item_id": r.itemID, "played_ms": int(played), "sent_ms": int(r.sentMs)}})
+	if c.Truncate {
+		s.handleTruncate(c.ID, r.itemID, 0, played)
+	}
+}

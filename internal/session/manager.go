@@ -1,0 +1,196 @@
+// Package session implements the DuplexSession actor: the per-connection turn state machine,
+// epoch fence, begin/end response with its metrics hooks, overlap (barge-in) policy, output pacing,
+// timeouts, and admission of sessions.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ManagerConfig holds server-side session limits. Zero values take the documented defaults.
+type ManagerConfig struct {
+	// MaxSessions bounds concurrent sessions (admission slots). Default 16.
+	MaxSessions int
+	// IdleTimeout is the receive-idle timeout when a session sets none. Default 300 s.
+	IdleTimeout time.Duration
+	// MaxOutputLead bounds how far audio is sent ahead of real time per response. Default 500 ms.
+	MaxOutputLead time.Duration
+	// MaxPendingInputBytes bounds buffered, not yet processed input per session. Default 16 MiB.
+	MaxPendingInputBytes int
+	// DrainGrace is how long Shutdown lets sessions finish before closing them. Default 0.
+	DrainGrace time.Duration
+	// ModelName is reported in session.created.
+	ModelName string
+	// Now is the monotonic clock for pacing and timeouts; nil means time.Now.
+	Now func() time.Time
+	// WallClock is the statistics clock (unix seconds); nil means the real one.
+	WallClock func() float64
+}
+
+func (c ManagerConfig) withDefaults() ManagerConfig {
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 16
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 300 * time.Second
+	}
+	if c.MaxOutputLead <= 0 {
+		c.MaxOutputLead = 500 * time.Millisecond
+	}
+	if c.MaxPendingInputBytes <= 0 {
+		c.MaxPendingInputBytes = 16 << 20
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.WallClock == nil {
+		c.WallClock = func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+	}
+	return c
+}
+
+// Admission errors.
+var (
+	ErrCapacity     = errors.New("duplex_session_capacity_exhausted")
+	ErrShuttingDown = errors.New("server is shutting down")
+)
+
+// Manager admits sessions and shuts them down.
+type Manager struct {
+	cfg     ManagerConfig
+	backend Backend
+	log     *zap.Logger
+
+	mu       sync.Mutex
+	active   int
+	closing  bool
+	sessions map[*DuplexSession]struct{}
+	idle     chan struct{} // closed and replaced when active drops to 0 during shutdown
+}
+
+// NewManager returns a Manager; log may be nil.
+func NewManager(cfg ManagerConfig, backend Backend, log *zap.Logger) *Manager {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Manager{
+		cfg:      cfg.withDefaults(),
+		backend:  backend,
+		log:      log.Named("session"),
+		sessions: make(map[*DuplexSession]struct{}),
+		idle:     make(chan struct{}),
+	}
+}
+
+// Config returns the effective configuration.
+func (m *Manager) Config() ManagerConfig { return m.cfg }
+
+// SupportsDuplex reports whether the backend can run full-duplex sessions.
+func (m *Manager) SupportsDuplex() bool { return m.backend != nil && m.backend.SupportsDuplex() }
+
+// Active returns the number of held admission slots.
+func (m *Manager) Active() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active
+}
+
+// Slot is one admission slot; Release is idempotent, so every exit path may call it.
+type Slot struct {
+	once sync.Once
+	m    *Manager
+}
+
+// Acquire takes a slot or fails with ErrCapacity / ErrShuttingDown.
+func (m *Manager) Acquire() (*Slot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return nil, ErrShuttingDown
+	}
+	if m.active >= m.cfg.MaxSessions {
+		return nil, fmt.Errorf("%w: limit=%d", ErrCapacity, m.cfg.MaxSessions)
+	}
+	m.active++
+	return &Slot{m: m}, nil
+}
+
+// Release returns the slot.
+func (s *Slot) Release() {
+	if s == nil {
+		return
+	}
+	s.once.Do(func() {
+		m := s.m
+		m.mu.Lock()
+		m.active--
+		if m.active == 0 && m.closing {
+			close(m.idle)
+			m.idle = make(chan struct{})
+		}
+		m.mu.Unlock()
+	})
+}
+
+func (m *Manager) track(s *DuplexSession) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return false
+	}
+	m.sessions[s] = struct{}{}
+	return true
+}
+
+func (m *Manager) untrack(s *DuplexSession) {
+	m.mu.Lock()
+	delete(m.sessions, s)
+	m.mu.Unlock()
+}
+
+// Shutdown refuses new sessions, waits DrainGrace, then closes every live session with
+// session.closed{reason:"shutdown"} and waits until every slot is returned or ctx ends.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.closing = true
+	if m.active == 0 {
+		m.mu.Unlock()
+		return nil
+	}
+	idle := m.idle
+	m.mu.Unlock()
+	if m.cfg.DrainGrace > 0 {
+		select {
+		case <-idle:
+			return nil
+		case <-time.After(m.cfg.DrainGrace):
+		case <-ctx.Done():
+		}
+	}
+	m.mu.Lock()
+	live := make([]*DuplexSession, 0, len(m.sessions))
+	for s := range m.sessions {
+		live = append(live, s)
+	}
+	idle = m.idle
+	active := m.active
+	m.mu.Unlock()
+	for _, s := range live {
+		s.Stop("shutdown")
+	}
+	if active == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for %d sessions to close: %w", m.Active(), context.Cause(ctx))
+	}
+}

@@ -1,0 +1,138 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
+// become response.listen / response.speak, turn output feeds the active response.
+func (s *DuplexSession) drainOutputs() {
+	s.outMu.Lock()
+	q := s.outQ
+	s.outQ = nil
+	s.outMu.Unlock()
+	for _, o := range q {
+		if s.closeReason != "" {
+			return
+		}
+		s.routeOutput(o)
+	}
+}
+
+func (s *DuplexSession) routeOutput(o Output) {
+	if o.Kind == OutError && o.Turn < 0 {
+		s.sendError("runtime_append_failed", errString(o.Err), "", "")
+		return
+	}
+	if o.Kind == OutTranscript {
+		if s.autoResponse() && o.Text != "" {
+			it := s.addUserAudioItem()
+			it.Transcript = o.Text
+			s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
+			s.emitTranscript(it.ID, o.Text)
+		}
+		return
+	}
+	if o.Turn <= s.lastClosed {
+		return // a turn that is already over: cancelled or done
+	}
+	r := s.resp
+	if r != nil && r.stageTurn >= 0 && o.Turn > r.stageTurn {
+		// The engine moved to a newer turn while this response was open (auto-response handoff):
+		// the old response ends as completed with what was sent.
+		r.frames = nil
+		r.finished = true
+		s.completeResponse(r)
+		r = nil
+	}
+	if o.Kind == OutDecision {
+		switch o.Decision {
+		case "listen":
+			if r == nil {
+				s.send(Event{Type: "response.listen", Epoch: s.epoch, Fields: map[string]any{
+					"session_id": s.id, "epoch": s.epoch, "turn": o.Turn,
+					"response": map[string]any{"object": "realtime.response", "status": "listening"}}})
+			}
+		case "speak":
+			if r == nil && s.autoResponse() {
+				r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
+			}
+			if r != nil && r.stageTurn < 0 {
+				r.stageTurn = o.Turn
+			}
+			if r != nil {
+				s.send(Event{Type: "response.speak", Epoch: r.epoch, Model: true, Fields: map[string]any{
+					"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
+					"metadata": map[string]any{"session_id": s.id, "epoch": r.epoch, "model_speak": true}}})
+			}
+		}
+		return
+	}
+	if r == nil {
+		if !s.autoResponse() || o.Kind == OutFinished || o.Kind == OutError {
+			if o.Kind == OutFinished && o.Turn > s.lastClosed {
+				s.lastClosed = o.Turn
+			}
+			return
+		}
+		r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
+	}
+	if r.stageTurn < 0 {
+		r.stageTurn = o.Turn
+	}
+	if o.Turn != r.stageTurn {
+		return
+	}
+	s.onResponseOutput(r, o)
+}
+
+func (s *DuplexSession) emitTranscript(itemID, text string) {
+	s.send(Event{Type: "conversation.item.input_audio_transcription.completed", Epoch: s.epoch, Fields: map[string]any{
+		"item_id": itemID, "content_index": 0, "transcript": text}})
+	if it := s.findItem(itemID); it != nil {
+		it.Transcript = text
+		s.send(Event{Type: "conversation.item.done", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
+	}
+}
+
+// handleResult applies the outcome of an engine job on the actor.
+func (s *DuplexSession) handleResult(res jobResult) {
+	if res.itemID != "" && res.err == nil && !s.autoResponse() {
+		s.emitTranscript(res.itemID, res.transcript)
+	} else if res.itemID != "" && res.err == nil && s.autoResponse() && res.transcript != "" {
+		s.emitTranscript(res.itemID, res.transcript)
+	}
+	r := s.resp
+	active := r != nil && res.responseID != "" && r.id == res.responseID
+	if res.responseID != "" && !active {
+		// The response was cancelled while its job ran; make sure its turn stays fenced off.
+		if res.haveTurn && res.turn > s.lastClosed {
+			s.lastClosed = res.turn
+			if s.engine != nil {
+				s.advanceEpochQuiet()
+			}
+		}
+		return
+	}
+	if res.err != nil {
+		if active {
+			s.failResponse(r, res.errCode, fmt.Sprintf("engine: %v", res.err))
+		} else {
+			s.sendError(res.errCode, fmt.Sprintf("engine: %v", res.err), "", "")
+		}
+		return
+	}
+	if active && res.haveTurn && r.stageTurn < 0 {
+		r.stageTurn = res.turn
+	}
+}
+
+// advanceEpochQuiet stops engine work of a response that was cancelled before its turn was
+// known, without a client-visible event.
+func (s *DuplexSession) advanceEpochQuiet() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = s.engine.Signal(ctx, "response.cancel", s.fence())
+}

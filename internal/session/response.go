@@ -1,0 +1,354 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// frameMs is the pacing unit: talker audio is cut into frames of this length so a barge-in
+// stops within one frame of real time.
+const frameMs = 100
+
+type frame struct {
+	data []byte
+	ms   float64
+	text string
+}
+
+type sentFrame struct {
+	startMs float64
+	text    string
+}
+
+type response struct {
+	id, itemID string
+	epoch      int
+	turnID     int
+	stageTurn  int // engine turn, -1 until bound
+	audio      bool
+	maxTokens  int
+	cancelled  atomic.Bool // read by the job goroutine before it starts generation
+
+	frames   []frame
+	sent     []sentFrame
+	sentMs   float64
+	started  time.Time
+	text     strings.Builder // text modality deltas
+	finished bool
+	finish   string
+	playedMs float64 // client-acknowledged playback, -1 = none
+	textPart bool
+}
+
+func newResponseID(sessionID string, epoch int) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("resp-%s-%d-%s", sessionID, epoch, hex.EncodeToString(b[:]))
+}
+
+// heardText is the assistant text the user has heard: what was sent, clipped to the client's
+// playback acknowledgement when there is one.
+func (r *response) heardText() string {
+	if !r.audio {
+		return r.text.String()
+	}
+	var b strings.Builder
+	for _, f := range r.sent {
+		if r.playedMs >= 0 && f.startMs >= r.playedMs {
+			break
+		}
+		b.WriteString(f.text)
+	}
+	return b.String()
+}
+
+// safeHook runs a metrics hook; a panic is logged and never reaches the session (§4.7.8).
+func (s *DuplexSession) safeHook(name string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("turn metrics hook panicked", zap.String("hook", name), zap.Any("panic", p))
+		}
+	}()
+	fn()
+}
+
+// beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
+// response.created sequence.
+func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
+	s.turnID++
+	r := &response{
+		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
+		audio: s.cfg.WantAudio(), maxTokens: maxTokens, playedMs: -1,
+	}
+	r.itemID = "item_" + r.id
+	s.resp = r
+	s.turnState = TurnAssistantGenerating
+	if s.engine != nil {
+		s.safeHook("begin_turn", func() {
+			arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+			s.engine.BeginTurn(r.id, r.turnID, arrival)
+		})
+	}
+	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
+	s.items = append(s.items, it)
+	mods := []string{"text"}
+	if r.audio {
+		mods = []string{"audio", "text"}
+	}
+	s.send(Event{Type: "response.created", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id,
+		"response": map[string]any{"id": r.id, "object": "realtime.response", "status": "in_progress",
+			"status_details": nil, "output": []any{}, "modalities": mods, "output_modalities": mods,
+			"metadata": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID}},
+	}})
+	s.sendItemAdded(it, r.epoch, true)
+	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "output_index": 0, "item": it.wire()}})
+	if r.audio {
+		s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
+			"part": map[string]any{"type": "audio", "transcript": ""}}})
+	}
+	return r
+}
+
+// endResponse is end_response(finished_reason): clears the active response and finalizes its
+// metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
+func (s *DuplexSession) endResponse(reason string) *response {
+	r := s.resp
+	if r == nil {
+		return nil
+	}
+	s.resp = nil
+	s.turnState = TurnIdle
+	if r.stageTurn > s.lastClosed {
+		s.lastClosed = r.stageTurn
+	}
+	if s.pendingIn > 0 {
+		s.pendingIn--
+	}
+	if it := s.findItem(r.itemID); it != nil {
+		it.Text = r.heardText()
+		it.AudioMs = r.sentMs
+		if r.playedMs >= 0 {
+			it.AudioMs = min(r.sentMs, r.playedMs)
+		}
+	}
+	if s.engine != nil {
+		s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
+	}
+	return r
+}
+
+// onOutput routes one engine output of the response's turn.
+func (s *DuplexSession) onResponseOutput(r *response, o Output) {
+	switch o.Kind {
+	case OutText:
+		if r.audio || o.Text == "" {
+			return // with audio the transcript rides on the audio chunks
+		}
+		if !r.textPart {
+			r.textPart = true
+			s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+				"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
+				"part": map[string]any{"type": "text", "text": ""}}})
+		}
+		r.text.WriteString(o.Text)
+		s.send(Event{Type: "response.output_text.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
+			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": o.Text}})
+	case OutAudio:
+		if !r.audio {
+			return
+		}
+		s.turnState = TurnAssistantPlaying
+		s.queueAudio(r, o.Audio, o.Text)
+		s.pace()
+	case OutFinished:
+		r.finished = true
+		r.finish = o.FinishReason
+		s.pace()
+	case OutError:
+		s.failResponse(r, "engine_error", errString(o.Err))
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "engine error"
+	}
+	return err.Error()
+}
+
+func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
+	per := OutputRate * frameMs / 1000
+	for i := 0; i < len(pcm); i += per {
+		end := min(i+per, len(pcm))
+		f := frame{data: EncodeOutput(pcm[i:end], s.cfg.OutputFormat), ms: float64(end-i) * 1000 / OutputRate}
+		if i == 0 {
+			f.text = text
+		}
+		r.frames = append(r.frames, f)
+	}
+	if len(pcm) == 0 && text != "" {
+		r.frames = append(r.frames, frame{text: text})
+	}
+}
+
+// pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
+// real time, arms the timer for the next frame, and completes a finished, drained response.
+func (s *DuplexSession) pace() {
+	r := s.resp
+	if r == nil {
+		return
+	}
+	now := s.m.cfg.Now()
+	lead := float64(s.m.cfg.MaxOutputLead) / float64(time.Millisecond)
+	if len(r.frames) > 0 && r.started.IsZero() {
+		r.started = now
+	}
+	for len(r.frames) > 0 {
+		elapsed := float64(now.Sub(r.started)) / float64(time.Millisecond)
+		if r.sentMs > elapsed+lead {
+			wait := time.Duration((r.sentMs - elapsed - lead) * float64(time.Millisecond))
+			s.paceTimer.Reset(max(wait, time.Millisecond))
+			return
+		}
+		f := r.frames[0]
+		r.frames = r.frames[1:]
+		r.sent = append(r.sent, sentFrame{startMs: r.sentMs, text: f.text})
+		r.sentMs += f.ms
+		s.send(Event{Type: "response.output_audio.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
+			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
+			"delta": base64.StdEncoding.EncodeToString(f.data), "format": s.cfg.OutputFormat.Type,
+			"sample_rate_hz": s.cfg.OutputFormat.Rate, "audio_duration_ms": f.ms}})
+		s.send(Event{Type: "response.output_audio_transcript.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
+			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": f.text}})
+	}
+	if r.finished {
+		s.completeResponse(r)
+	}
+}
+
+func (s *DuplexSession) completeResponse(r *response) {
+	status, details, reason := "completed", any(nil), "stop"
+	switch r.finish {
+	case "length":
+		status = "incomplete"
+		details = map[string]any{"type": "incomplete", "reason": "max_output_tokens"}
+	case "error":
+		status, reason = "failed", "error"
+		details = map[string]any{"type": "failed", "reason": "engine_error"}
+	case "abort":
+		status, reason = "cancelled", "abort"
+		details = map[string]any{"type": "cancelled", "reason": "abort"}
+	}
+	s.endResponse(reason)
+	s.emitDone(r, status, details)
+}
+
+func (s *DuplexSession) failResponse(r *response, code, msg string) {
+	s.sendError(code, msg, "", "")
+	r.frames = nil
+	s.sink.DropStale(s.epoch + 1)
+	s.endResponse("error")
+	s.emitDone(r, "failed", map[string]any{"type": "failed", "reason": code})
+	s.advanceEpoch("response.cancel")
+}
+
+// emitDone sends the terminal sequence of a response. These events are not Model output, so
+// they pass the stale filter even after the epoch advanced.
+func (s *DuplexSession) emitDone(r *response, status string, details any) {
+	heard := r.heardText()
+	base := func() map[string]any {
+		return map[string]any{"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0}
+	}
+	if r.audio {
+		s.send(Event{Type: "response.output_audio.done", Epoch: r.epoch, Fields: base()})
+		f := base()
+		f["transcript"] = heard
+		s.send(Event{Type: "response.output_audio_transcript.done", Epoch: r.epoch, Fields: f})
+		f = base()
+		f["part"] = map[string]any{"type": "audio", "transcript": heard}
+		s.send(Event{Type: "response.content_part.done", Epoch: r.epoch, Fields: f})
+	} else {
+		f := base()
+		f["text"] = heard
+		s.send(Event{Type: "response.output_text.done", Epoch: r.epoch, Fields: f})
+		f = base()
+		f["part"] = map[string]any{"type": "text", "text": heard}
+		s.send(Event{Type: "response.content_part.done", Epoch: r.epoch, Fields: f})
+	}
+	it := s.findItem(r.itemID)
+	var w map[string]any
+	if it != nil {
+		it.Status = "completed"
+		if status != "completed" {
+			it.Status = "incomplete"
+		}
+		w = it.wire()
+	}
+	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
+	s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"item": w}})
+	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
+		"response_id": r.id,
+		"response": map[string]any{"id": r.id, "object": "realtime.response", "status": status, "status_details": details,
+			"output": []any{w}, "metadata": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID,
+				"audio_sent_ms": r.sentMs}},
+	}})
+	s.send(Event{Type: "rate_limits.updated", Epoch: r.epoch, Fields: map[string]any{"rate_limits": []any{}}})
+}
+
+// cancelActive is _cancel_active_response: end the response with the mapped finished_reason
+// (before the epoch moves, so the hook sees the ids), drop its queued audio, notify, advance the
+// epoch and stop the engine work. wireReason is what the client sees in status_details.
+func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) bool {
+	r := s.resp
+	if r == nil {
+		return false
+	}
+	r.cancelled.Store(true)
+	r.frames = nil
+	s.sink.DropStale(s.epoch + 1)
+	s.endResponse(finishedReasonForCancel(source))
+	if notify {
+		s.emitDone(r, "cancelled", map[string]any{"type": "cancelled", "reason": wireReason})
+	}
+	signal := "response.cancel"
+	switch source {
+	case "barge_in", "turn_detected":
+		signal = "barge_in"
+	case "cancel":
+		signal = "input.cancel"
+	}
+	s.advanceEpoch(signal)
+	s.turnState = TurnBargeIn
+	if heard := r.heardText(); heard != "" && s.engine != nil && s.state == "open" {
+		// The engine dropped the partial response; put back what the user actually heard.
+		eng := s.engine
+		s.submitJob(job{run: func(ctx context.Context) jobResult {
+			return jobResult{err: eng.AppendText(ctx, "assistant", heard)}
+		}})
+	}
+	return true
+}
+
+func (s *DuplexSession) advanceEpoch(signal string) {
+	s.epoch++
+	if s.engine == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.engine.Signal(ctx, signal, s.fence()); err != nil {
+		s.log.Warn("signalling the engine", zap.String("event", signal), zap.Error(err))
+		s.sendError("runtime_abort_failed", fmt.Sprintf("stopping the engine work: %v", err), "", "")
+	}
+}

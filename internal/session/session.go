@@ -1,0 +1,349 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// Options configures one session at creation.
+type Options struct {
+	// Duplex selects native full duplex (?duplex=1); false is turn-based realtime
+	// (response_required only).
+	Duplex bool
+	// Model is the model the client asked for ("" = the server's).
+	Model string
+}
+
+// Close reasons reported in session.closed and returned by Run.
+const (
+	ReasonClientClose = "client_close"
+	ReasonDisconnect  = "disconnect"
+	ReasonTimeout     = "timeout"
+	ReasonShutdown    = "shutdown"
+	ReasonSlowClient  = "slow_client"
+	ReasonEngineError = "engine_error"
+)
+
+// Turn states (reference §2.2).
+const (
+	TurnIdle                = "idle"
+	TurnUserSpeaking        = "user_speaking"
+	TurnUserCommitted       = "user_committed"
+	TurnAssistantGenerating = "assistant_generating"
+	TurnAssistantPlaying    = "assistant_playing"
+	TurnBargeIn             = "barge_in"
+)
+
+// DuplexSession is the actor that owns all state of one realtime session. Its Run goroutine is
+// the only one touching that state; other goroutines talk to it through bounded channels.
+type DuplexSession struct {
+	id   string
+	m    *Manager
+	cfg  Config
+	opts Options
+	sink Sink
+	log  *zap.Logger
+
+	inbox   chan Command
+	stop    chan string // buffered(1): a Stop reason
+	jobs    chan job
+	results chan jobResult
+
+	outMu     sync.Mutex
+	outQ      []Output
+	outNotify chan struct{}
+
+	// State below is owned by the Run goroutine.
+	engine      Engine
+	engineCtx   context.Context
+	state       string
+	turnState   string
+	epoch       int
+	turnID      int
+	resp        *response
+	lastClosed  int // highest engine turn whose output is over (done or cancelled)
+	inputBuf    [][]float32
+	inputBytes  int
+	pendingIn   int // committed user inputs not yet answered
+	items       []*item
+	speechRun   time.Duration // voiced time in the current speech run
+	silenceRun  time.Duration
+	inSpeech    bool
+	paceTimer   *time.Timer
+	idleTimer   *time.Timer
+	closeReason string
+}
+
+type job struct {
+	responseID string
+	run        func(ctx context.Context) jobResult
+}
+
+type jobResult struct {
+	responseID string
+	itemID     string
+	transcript string
+	haveTurn   bool
+	turn       int
+	err        error
+	errCode    string
+}
+
+// NewSession creates a session that will hold slot until Run returns. sink receives its events.
+func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession {
+	s := &DuplexSession{
+		id:         "duplex-" + uuid.NewString(),
+		m:          m,
+		opts:       opts,
+		sink:       sink,
+		inbox:      make(chan Command, 64),
+		stop:       make(chan string, 1),
+		jobs:       make(chan job, 16),
+		results:    make(chan jobResult, 16),
+		outNotify:  make(chan struct{}, 1),
+		state:      "open",
+		turnState:  TurnIdle,
+		lastClosed: -1,
+		cfg: Config{
+			Model:         firstNonEmpty(opts.Model, m.cfg.ModelName),
+			Modalities:    []string{"text", "audio"},
+			InputFormat:   AudioFormat{Type: "pcm16", Rate: 16000},
+			OutputFormat:  AudioFormat{Type: "pcm16", Rate: 24000},
+			TurnDetection: DefaultTurnDetection(),
+			IdleTimeout:   m.cfg.IdleTimeout,
+		},
+	}
+	if !opts.Duplex {
+		// Turn-based realtime: the client commits and asks for responses; input during a
+		// response is buffered.
+		s.cfg.TurnDetection = nil
+	}
+	s.log = m.log.With(zap.String("session_id", s.id))
+	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
+	return s
+}
+
+// ID returns the session id, duplex-<uuid>.
+func (s *DuplexSession) ID() string { return s.id }
+
+// Submit hands a command to the actor, waiting while its bounded inbox is full (which in turn
+// stops the reader and lets TCP push back on the client).
+func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
+	select {
+	case s.inbox <- c:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Stop asks the session to end with reason (shutdown, disconnect); it never blocks.
+func (s *DuplexSession) Stop(reason string) {
+	select {
+	case s.stop <- reason:
+	default:
+	}
+}
+
+// deliver is the engine's output callback: it queues and wakes the actor without blocking.
+// The queue is bounded by the response length (max output tokens) since the actor drains it
+// on every wake-up.
+func (s *DuplexSession) deliver(o Output) {
+	s.outMu.Lock()
+	s.outQ = append(s.outQ, o)
+	s.outMu.Unlock()
+	select {
+	case s.outNotify <- struct{}{}:
+	default:
+	}
+}
+
+// Run is the actor loop. It returns the close reason after releasing the engine; the caller
+// then closes the connection and releases the slot.
+func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
+	if !s.m.track(s) {
+		s.emitClosed(ReasonShutdown)
+		return ReasonShutdown
+	}
+	defer s.m.untrack(s)
+
+	jobCtx, cancelJobs := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.runJobs(jobCtx) }()
+	s.engineCtx = jobCtx
+
+	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
+	s.paceTimer = time.NewTimer(time.Hour)
+	s.paceTimer.Stop()
+	defer s.idleTimer.Stop()
+	defer s.paceTimer.Stop()
+
+	if first != nil {
+		s.handleUpdate(first, true)
+	} else {
+		s.emitCreated(false)
+	}
+	reason := s.loop(ctx)
+	s.shutdown(reason)
+	cancelJobs()
+	wg.Wait()
+	return reason
+}
+
+func (s *DuplexSession) loop(ctx context.Context) string {
+	for s.closeReason == "" {
+		select {
+		case c := <-s.inbox:
+			s.resetIdle()
+			s.handle(c)
+		case <-s.outNotify:
+			s.drainOutputs()
+		case r := <-s.results:
+			s.handleResult(r)
+		case <-s.paceTimer.C:
+			s.pace()
+		case <-s.idleTimer.C:
+			return ReasonTimeout
+		case r := <-s.stop:
+			return r
+		case <-ctx.Done():
+			return ReasonDisconnect
+		}
+	}
+	return s.closeReason
+}
+
+func (s *DuplexSession) resetIdle() {
+	if !s.idleTimer.Stop() {
+		select {
+		case <-s.idleTimer.C:
+		default:
+		}
+	}
+	s.idleTimer.Reset(s.cfg.IdleTimeout)
+}
+
+// runJobs executes engine jobs (commit, respond, history) one at a time in submission order,
+// so that they reach the engine in wire order without blocking the actor.
+func (s *DuplexSession) runJobs(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-s.jobs:
+			r := j.run(ctx)
+			r.responseID = j.responseID
+			select {
+			case s.results <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// submitJob queues a job; a full queue is input backpressure.
+func (s *DuplexSession) submitJob(j job) bool {
+	select {
+	case s.jobs <- j:
+		return true
+	default:
+		return false
+	}
+}
+
+// shutdown ends the active response with the close reason's mapping, closes the engine and
+// emits session.closed (not after a disconnect: nobody is listening).
+func (s *DuplexSession) shutdown(reason string) {
+	s.state = "closing"
+	cancelSource := reason
+	switch reason {
+	case ReasonClientClose:
+		cancelSource = "session_close"
+	case ReasonSlowClient, ReasonEngineError:
+		cancelSource = "close"
+	}
+	s.cancelActive(cancelSource, reason, reason != ReasonDisconnect && reason != ReasonSlowClient)
+	if s.engine != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.engine.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
+			s.log.Warn("closing engine stream", zap.Error(err))
+		}
+		cancel()
+	}
+	if reason != ReasonDisconnect && reason != ReasonSlowClient {
+		s.emitClosed(reason)
+	}
+	s.state = "closed"
+}
+
+// ensureEngine opens the engine stream on first use, so that session.update may still change
+// engine-level settings until input flows.
+func (s *DuplexSession) ensureEngine(eventID string) bool {
+	if s.engine != nil {
+		return true
+	}
+	if s.m.backend == nil {
+		s.sendError("server_error", "no engine is configured", eventID, "")
+		return false
+	}
+	td := s.cfg.TurnDetection
+	if td == nil {
+		td = DefaultTurnDetection()
+	}
+	opts := OpenOptions{
+		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
+		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature,
+		VADThreshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
+	}
+	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
+	if err != nil {
+		s.log.Warn("opening engine stream", zap.Error(err))
+		s.sendError("server_error", fmt.Sprintf("opening the engine stream: %v", err), eventID, "")
+		if errors.Is(err, ErrCapacity) {
+			s.sendErrorCode("resource_exhausted", "engine capacity exhausted", eventID, "")
+		}
+		return false
+	}
+	s.engine = eng
+	return true
+}
+
+func (s *DuplexSession) autoResponse() bool { return s.opts.Duplex && s.cfg.AutoResponse }
+
+func (s *DuplexSession) fence() Fence { return Fence{SessionID: s.id, Epoch: s.epoch} }
+
+func (s *DuplexSession) send(ev Event) {
+	if s.closeReason != "" && ev.Type != "session.closed" {
+		return
+	}
+	if err := s.sink.Send(ev); err != nil && s.closeReason == "" {
+		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
+		s.closeReason = ReasonSlowClient
+	}
+}
+
+func (s *DuplexSession) sendError(typ, message, eventID, param string) {
+	code := typ
+	s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ErrorType(code), code, message, eventID, param)})
+}
+
+func (s *DuplexSession) sendErrorCode(code, message, eventID, param string) {
+	s.sendError(code, message, eventID, param)
+}
+
+func firstNonEmpty(a ...string) string {
+	for _, s := range a {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
