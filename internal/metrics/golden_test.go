@@ -1,0 +1,157 @@
+package metrics
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const chatRID = "chatcmpl-9f1c2e7ab34d4e11-5d0c3a1e"
+
+// chatExample feeds the aggregator the numbers behind the spec §4.5 example, through the same
+// calls the chat path makes, with a fake wall clock.
+func chatExample(t *testing.T) *Aggregator {
+	t.Helper()
+	clk := newFakeClock(1000.0)
+	a := NewAggregator(3, true, 1000.0, 2, WithClock(clk.now))
+	const submit = 1000.022477 // req_start_ts, also stage 0's first timestamp
+
+	clk.set(1000.830000)
+	a.OnForward(0, 1, chatRID, 2048*1024, 12.55, true)
+	clk.set(1000.834767)
+	a.OnStageMetrics(0, chatRID, StageRequestStats{
+		BatchID: 17, BatchSize: 1, NumTokensIn: 1512, NumTokensOut: 86, StageGenTimeMs: 790.113,
+		OutputUnitType: "text", VllmTtftMs: 120.404, VllmTpotMs: 7.88, VllmItlMs: 7.902,
+		VllmItlsMs: []float64{7.8, 8.0}, PipelineTimings: map[string]float64{"preprocess_ms": 21.337},
+	}, "text")
+	a.MarkStageTimes(0, submit)
+
+	clk.set(1000.978686)
+	a.OnForward(1, 2, chatRID, 112132, 16.17, true)
+	clk.set(1003.440075)
+	a.OnStageMetrics(1, chatRID, StageRequestStats{
+		BatchID: 9, BatchSize: 1, NumTokensOut: 262, StageGenTimeMs: 2580.332,
+		RxTransferBytes: 2048 * 1024, RxDecodeTimeMs: 6.902, RxInFlightTimeMs: 2.114,
+	}, "")
+	a.MarkStageTimes(1, 0)
+
+	clk.set(1003.512604)
+	a.OnStageMetrics(2, chatRID, StageRequestStats{
+		BatchID: 5, BatchSize: 1, NumTokensOut: 42, StageGenTimeMs: 380.771,
+		AudioGeneratedFrames: 199680, AudioSampleRate: 24000, AudioDurationS: 8.32, OutputUnitType: "audio",
+		RxTransferBytes: 112132, RxDecodeTimeMs: 3.119, RxInFlightTimeMs: 1.007,
+		PipelineTimings: map[string]float64{"preprocess_ms": 21.337},
+	}, "audio")
+	a.MarkStageTimes(2, 0)
+	a.OnFinalizeRequest(2, chatRID, submit)
+	return a
+}
+
+// TestChatExampleMatchesSpec renders spec §4.5's example from the same numbers and compares it
+// byte for byte with the spec text (testdata/chat_spec_4_5.txt is copied verbatim from the spec).
+func TestChatExampleMatchesSpec(t *testing.T) {
+	t.Parallel()
+	got := transcript(chatExample(t).Render())
+	want, err := os.ReadFile("testdata/chat_spec_4_5.txt")
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+	checkGolden(t, "chat_summary", got)
+}
+
+// duplexExample drives one turn through the per-turn path with the numbers of spec §4.7.11.
+func duplexExample(t *testing.T) (*TurnMetrics, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock(1999.0)
+	rid := DuplexResourceRequestID("sid-1", 0, 0, "stage0")
+	session := NewAggregator(3, true, 1999.0, 2, WithClock(clk.now))
+	session.OnForward(0, 1, rid, 512, 3.0, false) // before the turn: must be excluded
+
+	const arrival = 2000.0
+	clk.set(2000.001)
+	turn := NewTurn(rid, "resp-sid-1-0-3fa2b9c1", 2, arrival, 3, session, clk.now)
+
+	clk.set(2000.600)
+	turn.Accumulate(0, StageRequestStats{BatchID: 3, BatchSize: 1, NumTokensIn: 200, NumTokensOut: 20,
+		StageGenTimeMs: 400.0, OutputUnitType: "text", VllmTtftMs: 58.12, VllmTpotMs: 11.873}, "text", 2000.010)
+	turn.MarkFirstOutput(0, 2000.300, false)
+	clk.set(2001.000)
+	session.OnForward(0, 1, rid, 256*1024, 3.10, true)
+	clk.set(2001.500)
+	turn.Accumulate(1, StageRequestStats{BatchID: 7, BatchSize: 1, NumTokensOut: 50, StageGenTimeMs: 209.33,
+		RxTransferBytes: 256 * 1024, RxDecodeTimeMs: 1.0, RxInFlightTimeMs: 0.5}, "", 2000.300)
+	clk.set(2002.002118)
+	turn.Accumulate(1, StageRequestStats{BatchID: 8, BatchSize: 2, NumTokensOut: 41, StageGenTimeMs: 200.0,
+		RxDecodeTimeMs: 0.441, RxInFlightTimeMs: 0.412}, "", 0)
+	clk.set(2002.140455)
+	turn.Accumulate(0, StageRequestStats{BatchID: 4, BatchSize: 2, NumTokensIn: 56, NumTokensOut: 18,
+		StageGenTimeMs: 221.442, VllmTtftMs: 70.0, VllmTpotMs: 11.873}, "text", 0)
+	session.OnForward(1, 2, rid, 56*1024, 2.05, true)
+	clk.set(2000.826903)
+	turn.MarkFirstOutput(2, 0, true) // first audio packet at 0.826903 s after arrival
+	turn.Accumulate(2, StageRequestStats{BatchID: 7, BatchSize: 1, NumTokensOut: 30, StageGenTimeMs: 176.905,
+		AudioGeneratedFrames: 62400, AudioSampleRate: 24000, AudioDurationS: 2.6, OutputUnitType: "audio",
+		RxTransferBytes: 56 * 1024, RxDecodeTimeMs: 1.641, RxInFlightTimeMs: 0.731}, "audio", 0)
+
+	clk.set(2002.481907)
+	turn.CopySessionTX(session)
+	return turn, clk
+}
+
+// TestDuplexExample renders spec §4.7.11 adapted per §10: serving_time_to_first_output_ms is a
+// real duration and shown (#7), and the all-blank list rows are not printed (see listCell).
+func TestDuplexExample(t *testing.T) {
+	t.Parallel()
+	turn, _ := duplexExample(t)
+	log, logs := observedLogger()
+	require.True(t, turn.Finalize(ReasonStop, log, true))
+	got := transcript(turn.Summary().Entries)
+	checkGolden(t, "duplex_turn", got)
+
+	msgs := messages(logs)
+	require.Len(t, msgs, 5)
+	for i, m := range msgs {
+		if strings.HasPrefix(m, "[OmniTiming]") {
+			require.Equal(t, turn.Summary().Entries[i], m)
+			continue
+		}
+		require.Equal(t, "\n"+turn.Summary().Entries[i], m, "tables are logged with a leading newline")
+	}
+	require.Contains(t, got, "| serving_time_to_first_output_ms | 300.000 |   0.000 | 826.903 |")
+	require.NotContains(t, got, "inter_output_latencies_ms")
+	require.NotContains(t, got, "total=")
+}
+
+func TestTableKindsGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		got  func() string
+	}{
+		{"empty_table", func() string { return renderTable("StageRequestStats [request_id=r]", []string{"Field"}, nil) + "\n" }},
+		{"stage_table_duplicates_diffusion", func() string {
+			s, ok := renderStageTable("StageRequestStats [request_id=r1]", []StageRequestStats{
+				{StageID: 0, NumTokensOut: 3, PostprocessTimeMs: 5, VllmItlsMs: []float64{1, 2, 4}},
+				{StageID: 0, NumTokensOut: 1234567, DiffusionMetrics: map[string]float64{"vae_ms": 12.5, "steps_ms": 1}},
+				{StageID: 1, OutputUnitType: "image", ReplicaID: 2},
+			})
+			require.True(t, ok)
+			return s + "\n"
+		}},
+		{"transfer_table", func() string {
+			s, ok := renderTransferTable("TransferEdgeStats [request_id=r1]", []TransferEdgeStats{
+				{FromStage: 0, ToStage: 1, SizeBytes: 1536, TxTimeMs: 0.25},
+				{FromStage: 1, ToStage: 2, SizeBytes: 10 << 20, UsedShm: true},
+			})
+			require.True(t, ok)
+			return s + "\n"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			checkGolden(t, tt.name, tt.got())
+		})
+	}
+}

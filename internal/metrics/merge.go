@@ -1,0 +1,134 @@
+package metrics
+
+// Merger folds the segments of one stage into one row with the merge rules of stageFields
+// (spec §4.7.4). It keeps the running tpot weight that the reference stores in the private
+// `_vllm_tpot_weight` / `_vllm_tpot_weighted_ms` keys, so folding incrementally (as pending
+// snapshots arrive, §10 #3) gives the same result as folding a stored list at finalize.
+// The zero value is ready to use; it is not safe for concurrent use.
+type Merger struct {
+	cur      StageRequestStats
+	n        int
+	tpotW    float64
+	tpotWSum float64
+}
+
+// Len is the number of segments folded so far.
+func (mg *Merger) Len() int { return mg.n }
+
+// Add folds e into the running row. e is deep-copied on first use and its lists are copied on
+// concatenation, so the caller keeps ownership of e.
+func (mg *Merger) Add(e StageRequestStats) {
+	if mg.n == 0 {
+		mg.cur = e.Clone()
+		mg.n = 1
+		mg.tpotW, mg.tpotWSum = 0, 0
+		if e.VllmTpotMs > 0 {
+			mg.tpotW = tpotWeight(e.NumTokensOut)
+			mg.tpotWSum = e.VllmTpotMs * mg.tpotW
+		}
+		return
+	}
+	mg.n++
+	cur := &mg.cur
+	prevOut := cur.NumTokensOut
+	// Pass 1: every rule that reads only this field.
+	for i := range stageFields {
+		fd := &stageFields[i]
+		switch fd.merge {
+		case mergeSum:
+			if fd.kind == kindInt {
+				*fd.i(cur) += *fd.i(&e)
+			} else {
+				*fd.f(cur) += *fd.f(&e)
+			}
+		case mergeFirstPositive:
+			if fd.kind == kindInt {
+				if *fd.i(cur) <= 0 && *fd.i(&e) > 0 {
+					*fd.i(cur) = *fd.i(&e)
+				}
+			} else if *fd.f(cur) <= 0 && *fd.f(&e) > 0 {
+				*fd.f(cur) = *fd.f(&e)
+			}
+		case mergeLastPositive:
+			if *fd.f(&e) > 0 {
+				*fd.f(cur) = *fd.f(&e)
+			}
+		case mergeLastNonEmpty:
+			if v := *fd.s(&e); v != "" {
+				*fd.s(cur) = v
+			}
+		case mergeConcat:
+			if src := *fd.l(&e); len(src) > 0 {
+				*fd.l(cur) = append(*fd.l(cur), src...)
+			}
+		case mergeTokenWeighted:
+			mg.mergeTpot(prevOut, e)
+		case mergeKeepFirst, mergeMeanOfList, mergeRecomputeTPOU, mergeUnset:
+			// derived rules run in pass 2; keep-first needs nothing
+		}
+	}
+	// Pass 2: fields derived from merged values.
+	for i := range stageFields {
+		fd := &stageFields[i]
+		switch fd.merge {
+		case mergeMeanOfList:
+			*fd.f(cur) = mean(*stageFields[fd.meanOf].l(cur))
+		case mergeRecomputeTPOU:
+			cur.TimePerOutputUnitMs = 0
+			if cur.OutputUnitCount > 1 {
+				cur.TimePerOutputUnitMs = max(cur.StageGenTimeMs-cur.ServingTimeToFirstOutputMs, 0) /
+					float64(cur.OutputUnitCount-1)
+			}
+		default:
+		}
+	}
+}
+
+func (mg *Merger) mergeTpot(prevOut int, e StageRequestStats) {
+	cur := &mg.cur
+	if mg.tpotW == 0 && cur.VllmTpotMs > 0 {
+		// The running row came from outside this Merger's history: rebuild its weight from the
+		// tokens it carried before e was summed in (the reference's prev_tokens).
+		mg.tpotW = tpotWeight(prevOut)
+		mg.tpotWSum = cur.VllmTpotMs * mg.tpotW
+	}
+	if e.VllmTpotMs > 0 {
+		w := tpotWeight(e.NumTokensOut)
+		mg.tpotW += w
+		mg.tpotWSum += e.VllmTpotMs * w
+	}
+	if mg.tpotW > 0 {
+		cur.VllmTpotMs = mg.tpotWSum / mg.tpotW
+	}
+}
+
+// Result is the merged row. It shares lists with the Merger: do not Add after using it unless
+// you Clone it first.
+func (mg *Merger) Result() StageRequestStats { return mg.cur }
+
+// Reset empties the Merger for reuse.
+func (mg *Merger) Reset() { *mg = Merger{} }
+
+// MergeStageStats folds next into cur with the merge table (spec §4.7.4). cur's tpot weight is
+// rebuilt from its token count, as the reference does when no running weight is known.
+func MergeStageStats(cur, next StageRequestStats) StageRequestStats {
+	mg := Merger{cur: cur.Clone(), n: 1}
+	mg.Add(next)
+	return mg.Result()
+}
+
+// tpotWeight is the number of inter-token gaps a segment's tpot averages over, at least 1.
+func tpotWeight(out int) float64 {
+	return float64(max(out-1, 1))
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}

@@ -1,0 +1,218 @@
+package metrics
+
+import "sync"
+
+// PendingTurn buffers the stage snapshots of a duplex session that arrive while no turn is open
+// (auto-response: the engine works before begin_response), plus the next turn's arrival stamp.
+// Snapshots are merged per stage as they arrive with the collapse rules, so a long listen-only
+// stretch costs O(stages) memory, not O(chunks) (§10 #3). A nil *PendingTurn does nothing.
+// Methods are safe for concurrent use.
+type PendingTurn struct {
+	mu         sync.Mutex
+	clock      Clock
+	stages     []pendingStage
+	arrival    float64
+	hasArrival bool
+}
+
+type pendingStage struct {
+	merger   Merger
+	fot      string
+	submitTS float64 // first positive submit time
+	// RX adds up per segment (record_transfer_rx), while the merged row keeps the first
+	// segment's rx_* values; keep the sums apart so replay accounts RX like one-for-one replay.
+	rxBytes      int
+	rxDecodeMs   float64
+	rxInFlightMs float64
+}
+
+// NewPendingTurn makes an empty buffer; a nil clock means Now.
+func NewPendingTurn(clock Clock) *PendingTurn {
+	if clock == nil {
+		clock = Now
+	}
+	return &PendingTurn{clock: clock}
+}
+
+// MarkArrival stamps the next turn's t0 unless a stamp already exists (keep first) and returns
+// the stamp. ts <= 0 means now. Call it at the first user-input event (commit or append) after
+// the previous turn opened; the stamp survives that turn's finalize (§10 #1) and is consumed by
+// BeginTurn.
+func (p *PendingTurn) MarkArrival(ts float64) float64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.markLocked(ts)
+}
+
+func (p *PendingTurn) markLocked(ts float64) float64 {
+	if !p.hasArrival {
+		if ts <= 0 {
+			ts = p.clock()
+		}
+		p.arrival, p.hasArrival = ts, true
+	}
+	return p.arrival
+}
+
+// Arrival returns the stamp, if any.
+func (p *PendingTurn) Arrival() (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.arrival, p.hasArrival
+}
+
+// Add merges a snapshot that arrived with no open turn. The first snapshot also stamps the
+// arrival (its submit time, else now) if nothing stamped it before.
+func (p *PendingTurn) Add(stage int, m StageRequestStats, finalOutputType string, submitTS float64) {
+	if p == nil || stage < 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.markLocked(submitTS)
+	for stage >= len(p.stages) {
+		p.stages = append(p.stages, pendingStage{})
+	}
+	ps := &p.stages[stage]
+	ps.merger.Add(m)
+	if finalOutputType != "" {
+		ps.fot = finalOutputType
+	}
+	if ps.submitTS <= 0 && submitTS > 0 {
+		ps.submitTS = submitTS
+	}
+	if ps.rxBytes == 0 {
+		ps.rxBytes = m.RxTransferBytes
+	}
+	ps.rxDecodeMs += m.RxDecodeTimeMs
+	ps.rxInFlightMs += m.RxInFlightTimeMs
+}
+
+// Stages is the number of stage rows buffered (at most the number of stages, however many
+// snapshots arrived).
+func (p *PendingTurn) Stages() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i := range p.stages {
+		if p.stages[i].merger.Len() > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// SegmentCount is the number of snapshots merged into the buffer.
+func (p *PendingTurn) SegmentCount() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i := range p.stages {
+		n += p.stages[i].merger.Len()
+	}
+	return n
+}
+
+// Row returns the merged row buffered for stage.
+func (p *PendingTurn) Row(stage int) (StageRequestStats, bool) {
+	if p == nil {
+		return StageRequestStats{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if stage < 0 || stage >= len(p.stages) || p.stages[stage].merger.Len() == 0 {
+		return StageRequestStats{}, false
+	}
+	return p.stages[stage].merger.Result().Clone(), true
+}
+
+// ReplayInto moves the buffered rows into t in stage order, keeping each stage's first submit
+// time, and empties the buffer (not the arrival stamp). The merge state (token weights) moves
+// with the rows, so the turn's final collapse equals folding every snapshot one by one.
+func (p *PendingTurn) ReplayInto(t *TurnMetrics) {
+	if p == nil || t == nil {
+		return
+	}
+	p.mu.Lock()
+	stages := p.stages
+	p.stages = nil
+	p.mu.Unlock()
+	for i := range stages {
+		ps := &stages[i]
+		if ps.merger.Len() > 0 {
+			t.replay(i, ps)
+		}
+	}
+}
+
+// TakeArrival returns and clears the stamp.
+func (p *PendingTurn) TakeArrival() (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.arrival, p.hasArrival
+	p.arrival, p.hasArrival = 0, false
+	return a, ok
+}
+
+// Reset drops the buffered rows and the stamp (session close).
+func (p *PendingTurn) Reset() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stages, p.arrival, p.hasArrival = nil, 0, false
+}
+
+// BeginTurn opens a turn the way the reference's begin_turn_metrics does (§4.7.3): its t0 is
+// arrival if > 0, else the stored stamp, else now; the buffered snapshots are replayed into it and
+// the stamp is cleared.
+func (p *PendingTurn) BeginTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator) *TurnMetrics {
+	if p == nil {
+		return nil
+	}
+	stamp, ok := p.TakeArrival()
+	if arrival <= 0 && ok {
+		arrival = stamp
+	}
+	t := NewTurn(requestID, responseID, turnID, arrival, numStages, session, p.clock)
+	p.ReplayInto(t)
+	return t
+}
+
+// replay installs a pending stage's merge state in an open turn.
+func (t *TurnMetrics) replay(stage int, ps *pendingStage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized {
+		return
+	}
+	st := t.stageLocked(stage)
+	if st.merger.Len() == 0 {
+		st.merger = ps.merger
+		st.merger.cur.RequestID = t.responseID
+	} else {
+		st.merger.Add(ps.merger.Result())
+	}
+	if ps.fot != "" {
+		st.fot = ps.fot
+	}
+	t.segments += ps.merger.Len()
+	t.agg.recordRX(stage, t.responseID, ps.rxBytes, ps.rxDecodeMs, ps.rxInFlightMs)
+	t.agg.MarkStageTimes(stage, ps.submitTS)
+}

@@ -1,0 +1,147 @@
+package metrics
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+)
+
+// Finished reasons a turn or request is logged with (spec §2.4). Anything else normalizes to
+// ReasonAbort.
+const (
+	ReasonStop    = "stop"
+	ReasonBargeIn = "barge_in"
+	ReasonCancel  = "cancel"
+	ReasonClose   = "close"
+	ReasonAbort   = "abort"
+	ReasonError   = "error"
+)
+
+// Cancel sources: the `reason` a session passes when it cancels the active response.
+const (
+	CancelBargeIn                = "barge_in"
+	CancelTurnDetected           = "turn_detected"
+	CancelSessionClose           = "session_close"
+	CancelDisconnect             = "disconnect"
+	CancelDisconnectGraceExpired = "disconnect_grace_expired"
+	CancelTimeout                = "timeout"
+	CancelNewResponse            = "new_response"
+	CancelOutputAudioBufferClear = "output_audio_buffer_clear"
+	CancelInputCancel            = "input.cancel"
+	CancelResponseCancel         = "response.cancel"
+	CancelClientCancelled        = "client_cancelled"
+	CancelEngineError            = "engine_error"
+	CancelLeaseExpired           = "lease_expired"
+)
+
+// FinishedReasonForCancel maps a cancel source to the logged finished_reason (spec §2.4 table).
+// Deviations from the reference, per spec §10: server-VAD barge-in (`turn_detected`) is a
+// barge-in, not a cancel (#5), and an engine / data-plane error ends the turn as `error`, not
+// `stop` (#6). Only the logged reason is mapped; the wire event keeps its own reason (#4).
+func FinishedReasonForCancel(source string) string {
+	switch source {
+	case CancelBargeIn, CancelTurnDetected:
+		return ReasonBargeIn
+	case CancelSessionClose, CancelDisconnect, CancelDisconnectGraceExpired, CancelLeaseExpired:
+		return ReasonClose
+	case CancelEngineError:
+		return ReasonError
+	case CancelTimeout, CancelNewResponse, CancelOutputAudioBufferClear, CancelInputCancel,
+		CancelResponseCancel, CancelClientCancelled:
+		return ReasonCancel
+	}
+	if isKnownReason(source) {
+		return source
+	}
+	return ReasonCancel
+}
+
+// NormalizeFinishedReason passes the known reasons through and maps anything else to abort.
+func NormalizeFinishedReason(r string) string {
+	if isKnownReason(r) {
+		return r
+	}
+	return ReasonAbort
+}
+
+func isKnownReason(r string) bool {
+	switch r {
+	case ReasonStop, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
+		return true
+	}
+	return false
+}
+
+const duplexIDPrefix = "duplex-s."
+
+// DuplexResourceRequestID is the id of a duplex session's long-lived stage request
+// (architecture.md "Identities"): `duplex-s.<base64url(session_id), no padding>.i.<incarnation>
+// .e.<epoch>.r.<role>`, eight dot-separated parts. base64url never contains '.', so the id
+// splits unambiguously.
+func DuplexResourceRequestID(sessionID string, incarnation, epoch int, role string) string {
+	return duplexIDPrefix + base64.RawURLEncoding.EncodeToString([]byte(sessionID)) +
+		".i." + strconv.Itoa(incarnation) + ".e." + strconv.Itoa(epoch) + ".r." + role
+}
+
+// DuplexResourceID is a parsed DuplexResourceRequestID.
+type DuplexResourceID struct {
+	SessionID   string
+	Incarnation int
+	Epoch       int
+	Role        string
+}
+
+// ParseDuplexResourceRequestID parses an id made by DuplexResourceRequestID.
+func ParseDuplexResourceRequestID(rid string) (DuplexResourceID, bool) {
+	if !strings.HasPrefix(rid, duplexIDPrefix) {
+		return DuplexResourceID{}, false
+	}
+	parts := strings.Split(rid, ".")
+	if len(parts) != 8 || parts[2] != "i" || parts[4] != "e" || parts[6] != "r" {
+		return DuplexResourceID{}, false
+	}
+	sid, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || len(sid) == 0 {
+		return DuplexResourceID{}, false
+	}
+	inc, ok1 := parseNonNegative(parts[3])
+	ep, ok2 := parseNonNegative(parts[5])
+	if !ok1 || !ok2 || !validRole(parts[7]) {
+		return DuplexResourceID{}, false
+	}
+	return DuplexResourceID{SessionID: string(sid), Incarnation: inc, Epoch: ep, Role: parts[7]}, true
+}
+
+// IsDuplexResourceRequestID reports whether rid is an 8-part duplex resource id. Unlike the
+// reference predicate it also validates the integers, the base64 and the role charset
+// `[A-Za-z0-9_-]+`, since omniserve only has to accept the ids it makes itself.
+func IsDuplexResourceRequestID(rid string) bool {
+	_, ok := ParseDuplexResourceRequestID(rid)
+	return ok
+}
+
+func parseNonNegative(s string) (int, bool) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
+}
+
+func validRole(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		ok := c == '_' || c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,402 @@
+package metrics
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Summary is what BuildAndLogSummary produced; it exists for tests and callers that want the
+// figures without parsing log text.
+type Summary struct {
+	// FinalStageIDs is {"*": id}, or the per-request map given WithFinalStages.
+	FinalStageIDs map[string]int
+	// Overall holds the Overall Summary rows that survived the zero filter, in order.
+	Overall []SummaryRow
+	// Requests are the per-request sections in emission (sorted rid) order.
+	Requests []RequestSummary
+	// Entries are the logged texts in order: tables as "[<title>]\n<table>" (logged with a
+	// leading "\n") and the "[OmniTiming] ..." line.
+	Entries []string
+}
+
+// SummaryRow is one Field | Value row of the Overall Summary.
+type SummaryRow struct {
+	Key   string
+	Value float64
+}
+
+// OverallValue returns the Overall Summary value of key.
+func (s Summary) OverallValue(key string) (float64, bool) {
+	for _, r := range s.Overall {
+		if r.Key == key {
+			return r.Value, true
+		}
+	}
+	return 0, false
+}
+
+// RequestSummary is one request's section.
+type RequestSummary struct {
+	RequestID  string
+	E2E        *RequestE2EStats
+	Stages     []StageRequestStats // sorted by stage id
+	Transfers  []TransferEdgeStats // sorted by (from, to)
+	OmniTiming string              // "" when not printed
+}
+
+// BuildAndLogSummary renders every table and logs each one at info level, one entry per table
+// whose message starts with "\n" (as the reference does), and the [OmniTiming] line. It does
+// nothing, and allocates nothing, when the aggregator was built with logStats false.
+func (a *Aggregator) BuildAndLogSummary(log *zap.Logger) Summary {
+	if !a.logStats {
+		return Summary{}
+	}
+	s := a.build()
+	if log == nil {
+		return s
+	}
+	for _, e := range s.Entries {
+		if strings.HasPrefix(e, omniTimingPrefix) {
+			log.Info(e)
+		} else {
+			log.Info("\n" + e)
+		}
+	}
+	return s
+}
+
+// Render returns the texts BuildAndLogSummary would log, in order, regardless of logStats.
+func (a *Aggregator) Render() []string {
+	return a.build().Entries
+}
+
+const omniTimingPrefix = "[OmniTiming] "
+
+func (a *Aggregator) build() Summary {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var s Summary
+	if a.finalStages != nil {
+		s.FinalStageIDs = maps.Clone(a.finalStages)
+	} else {
+		s.FinalStageIDs = map[string]int{"*": a.finalStage}
+	}
+	rows := a.overallRowsLocked()
+	var nonZero []kv
+	for _, r := range rows {
+		if !r.val.zero {
+			nonZero = append(nonZero, r)
+		}
+	}
+	if len(nonZero) > 0 {
+		for _, r := range nonZero {
+			s.Overall = append(s.Overall, SummaryRow{Key: r.key, Value: r.num})
+		}
+		s.Entries = append(s.Entries, renderKV("Overall Summary", nonZero))
+	}
+
+	for _, rid := range a.requestIDsLocked() {
+		rs := a.requestSectionLocked(rid)
+		s.Requests = append(s.Requests, rs.RequestSummary)
+		s.Entries = append(s.Entries, rs.entries...)
+	}
+	return s
+}
+
+func (a *Aggregator) overallRowsLocked() []kv {
+	wallMs := max(0, (a.lastFinish-a.wallStart)*1000)
+	var avgPerReq, avgTokPerS float64
+	if a.e2eCount > 0 {
+		avgPerReq = wallMs / float64(a.e2eCount)
+	}
+	if wallMs > 0 {
+		avgTokPerS = float64(a.e2eTotalTokens) * 1000 / wallMs
+	}
+	rows := []kv{
+		{"e2e_requests", intCell(int64(a.e2eCount)), float64(a.e2eCount)},
+		{"e2e_wall_time_ms", floatCell(wallMs), wallMs},
+		{"e2e_total_tokens", intCell(a.e2eTotalTokens), float64(a.e2eTotalTokens)},
+		{"e2e_avg_time_per_request_ms", floatCell(avgPerReq), avgPerReq},
+		{"e2e_avg_tokens_per_s", floatCell(avgTokPerS), avgTokPerS},
+	}
+	// input_preprocess_time_ms: mean over requests of the first event's preprocess_ms.
+	var preSum float64
+	var preN int
+	for _, rid := range slices.Sorted(maps.Keys(a.stageEvents)) {
+		evs := a.stageEvents[rid]
+		if len(evs) == 0 {
+			continue
+		}
+		if v, ok := evs[0].PipelineTimings["preprocess_ms"]; ok {
+			preSum += v
+			preN++
+		}
+	}
+	if preN > 0 {
+		v := preSum / float64(preN)
+		rows = append(rows, kv{"input_preprocess_time_ms", floatCell(v), v})
+	}
+	for i := range a.numStages {
+		var w float64
+		if a.hasFirst[i] && a.hasLast[i] {
+			w = (a.stageLast[i] - a.stageFirst[i]) * 1000
+		}
+		rows = append(rows, kv{"e2e_stage_" + strconv.Itoa(i) + "_wall_time_ms", floatCell(w), w})
+	}
+	return rows
+}
+
+func (a *Aggregator) requestIDsLocked() []string {
+	set := make(map[string]struct{}, len(a.stageEvents)+len(a.e2eEvents))
+	for rid := range a.stageEvents {
+		set[rid] = struct{}{}
+	}
+	for _, e := range a.e2eEvents {
+		set[e.RequestID] = struct{}{}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+type requestSection struct {
+	RequestSummary
+	entries []string
+}
+
+func (a *Aggregator) title(kind, rid string) string {
+	id := a.identity
+	if id == nil {
+		return kind + " [request_id=" + rid + "]"
+	}
+	req := id.Req
+	if req == "" {
+		req = rid
+	}
+	var b strings.Builder
+	b.WriteString(kind + " [request_id=" + req)
+	writeIdentity(&b, id)
+	b.WriteByte(']')
+	return b.String()
+}
+
+func writeIdentity(b *strings.Builder, id *TimingIdentity) {
+	if id.Response != "" {
+		b.WriteString(" response=" + id.Response)
+	}
+	if id.Turn >= 0 {
+		b.WriteString(" turn=" + strconv.Itoa(id.Turn))
+	}
+	if id.Reason != "" {
+		b.WriteString(" reason=" + id.Reason)
+	}
+}
+
+func (a *Aggregator) requestSectionLocked(rid string) requestSection {
+	rs := requestSection{RequestSummary: RequestSummary{RequestID: rid}}
+	evs := slices.Clone(a.stageEvents[rid])
+	slices.SortStableFunc(evs, func(x, y StageRequestStats) int { return x.StageID - y.StageID })
+	rs.Stages = evs
+	e2e, hasE2E := a.e2eLocked(rid)
+	if hasE2E {
+		rs.E2E = &e2e
+	}
+	edges := a.transfersLocked(rid)
+	sorted := slices.Clone(edges)
+	slices.SortStableFunc(sorted, func(x, y TransferEdgeStats) int {
+		if x.FromStage != y.FromStage {
+			return x.FromStage - y.FromStage
+		}
+		return x.ToStage - y.ToStage
+	})
+	rs.Transfers = sorted
+
+	// 1. RequestE2EStats.
+	if hasE2E {
+		rows := []kv{
+			{key: "e2e_total_ms", val: floatCell(e2e.E2ETotalMs)},
+			{key: "e2e_total_tokens", val: intCell(e2e.E2ETotalTokens)},
+			{key: "transfers_total_kbytes", val: floatCell(float64(e2e.TransfersTotalBytes) / 1024.0)},
+			{key: "transfers_total_time_ms", val: floatCell(e2e.TransfersTotalTimeMs)},
+		}
+		if slices.ContainsFunc(rows, func(r kv) bool { return !r.val.zero }) {
+			rs.entries = append(rs.entries, renderKV(a.title("RequestE2EStats", rid), rows))
+		}
+	}
+	// 2. [OmniTiming].
+	var pt map[string]float64
+	if len(evs) > 0 {
+		pt = evs[len(evs)-1].PipelineTimings
+	}
+	if len(pt) > 0 || hasE2E {
+		rs.OmniTiming = a.omniTiming(rid, evs, edges, pt, e2e, hasE2E)
+		rs.entries = append(rs.entries, rs.OmniTiming)
+	}
+	// 3. StageRequestStats.
+	if t, ok := renderStageTable(a.title("StageRequestStats", rid), evs); ok {
+		rs.entries = append(rs.entries, t)
+	}
+	// 4. TransferEdgeStats.
+	if t, ok := renderTransferTable(a.title("TransferEdgeStats", rid), sorted); ok {
+		rs.entries = append(rs.entries, t)
+	}
+	return rs
+}
+
+// omniTiming builds the one-line timing summary (spec §4.4). With an identity and no
+// preprocess time (every duplex turn) total= and engine= are left out.
+func (a *Aggregator) omniTiming(rid string, evs []StageRequestStats, edges []TransferEdgeStats,
+	pt map[string]float64, e2e RequestE2EStats, hasE2E bool,
+) string {
+	var b strings.Builder
+	b.WriteString(omniTimingPrefix + "req=")
+	id := a.identity
+	if id != nil && id.Req != "" {
+		b.WriteString(id.Req)
+	} else {
+		b.WriteString(rid)
+	}
+	if id != nil {
+		writeIdentity(&b, id)
+	}
+	pre, hasPre := pt["preprocess_ms"]
+	skipTotal := id != nil && !hasPre
+	if hasE2E && !skipTotal {
+		b.WriteString(" total=" + strconv.FormatFloat(e2e.E2ETotalMs/1000, 'f', 2, 64) + "s")
+	}
+	if hasPre {
+		b.WriteString(" preprocess=" + strconv.FormatFloat(pre/1000, 'f', 2, 64) + "s")
+	}
+	if hasE2E && !skipTotal {
+		b.WriteString(" engine=" + strconv.FormatFloat((e2e.E2ETotalMs-pre)/1000, 'f', 2, 64) + "s")
+	}
+	b.WriteString(" stages=[")
+	for i, ev := range evs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(ev.StageID) + ":" + strconv.FormatFloat(ev.StageGenTimeMs/1000, 'f', 2, 64) + "s")
+	}
+	b.WriteString("] transfers=[")
+	for i, e := range edges {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(e.FromStage) + "->" + strconv.Itoa(e.ToStage) + "=" +
+			strconv.FormatFloat(e.TxTimeMs, 'f', 2, 64) + "ms")
+	}
+	b.WriteByte(']')
+	if v, ok := pt["ar2diffusion_ms"]; ok {
+		b.WriteString(" ar2diffusion=" + strconv.FormatFloat(v, 'f', 2, 64) + "ms")
+	}
+	return b.String()
+}
+
+// renderStageTable renders one column per stage event (already sorted by stage) and one row per
+// shown field, sorted by name; rows that are zero in every column are dropped.
+func renderStageTable(title string, evs []StageRequestStats) (string, bool) {
+	if len(evs) == 0 {
+		return "", false
+	}
+	anyDiffusion := slices.ContainsFunc(evs, func(e StageRequestStats) bool { return len(e.DiffusionMetrics) > 0 })
+	cols := make([]map[string]cell, len(evs))
+	names := map[string]struct{}{}
+	headers := make([]string, len(evs))
+	for c := range evs {
+		ev := &evs[c]
+		headers[c] = strconv.Itoa(ev.StageID)
+		m := make(map[string]cell, len(stageFields))
+		for i := range stageFields {
+			fd := &stageFields[i]
+			if fd.excluded || (anyDiffusion && fd.name == fieldPostprocess) {
+				continue
+			}
+			switch fd.kind {
+			case kindInt:
+				m[fd.name] = intCell(int64(*fd.i(ev)))
+			case kindFloat:
+				m[fd.name] = floatCell(*fd.f(ev))
+			case kindString:
+				m[fd.name] = optStringCell(*fd.s(ev))
+			case kindList:
+				m[fd.name] = listCell(*fd.l(ev))
+			case kindMap:
+				// diffusion_metrics expands into one row per key; the dict row itself is removed.
+				for k, v := range *fd.m(ev) {
+					m[k] = floatCell(v)
+				}
+				continue
+			case kindStageRef:
+				continue
+			}
+			names[fd.name] = struct{}{}
+		}
+		for k := range ev.DiffusionMetrics {
+			names[k] = struct{}{}
+		}
+		cols[c] = m
+	}
+	var rows [][]string
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		row := make([]string, 0, len(cols)+1)
+		row = append(row, name)
+		keep := false
+		for _, col := range cols {
+			cl, ok := col[name]
+			if !ok {
+				cl = emptyCell
+			}
+			keep = keep || !cl.zero
+			row = append(row, cl.text)
+		}
+		if keep {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return "", false
+	}
+	return renderTable(title, append([]string{"Field"}, uniqueHeaders(headers)...), rows), true
+}
+
+// renderTransferTable renders one column per edge "<from>-><to>" (sorted by from, to).
+func renderTransferTable(title string, edges []TransferEdgeStats) (string, bool) {
+	if len(edges) == 0 {
+		return "", false
+	}
+	type rowDef struct {
+		name string
+		get  func(TransferEdgeStats) cell
+	}
+	defs := []rowDef{
+		{"in_flight_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.InFlightTimeMs) }},
+		{"rx_decode_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.RxDecodeTimeMs) }},
+		{"size_kbytes", func(e TransferEdgeStats) cell { return floatCell(float64(e.SizeBytes) / 1024.0) }},
+		{"tx_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.TxTimeMs) }},
+	}
+	headers := make([]string, 0, len(edges)+1)
+	headers = append(headers, "Field")
+	for _, e := range edges {
+		headers = append(headers, strconv.Itoa(e.FromStage)+"->"+strconv.Itoa(e.ToStage))
+	}
+	var rows [][]string
+	for _, d := range defs {
+		row := []string{d.name}
+		keep := false
+		for _, e := range edges {
+			c := d.get(e)
+			keep = keep || !c.zero
+			row = append(row, c.text)
+		}
+		if keep {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return "", false
+	}
+	hs := append(headers[:1:1], uniqueHeaders(headers[1:])...)
+	return renderTable(title, hs, rows), true
+}

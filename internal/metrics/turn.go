@@ -1,0 +1,312 @@
+package metrics
+
+import (
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// TurnMetrics collects one assistant turn of a duplex session (one response_id), the unit that
+// prints one set of --log-stats tables (spec §4.6, §4.7). Snapshots are merged per stage as they
+// arrive, so a turn holds O(stages) rows however many segments the engine emits; the result is
+// the reference's collapse at finalize (§4.7.4).
+//
+// A nil *TurnMetrics is valid and does nothing: callers with --log-stats off simply never create
+// one, and that path allocates nothing (§10 #2). Methods are safe for concurrent use.
+type TurnMetrics struct {
+	mu         sync.Mutex
+	requestID  string
+	responseID string
+	turnID     int
+	arrival    float64
+	numStages  int
+	clock      Clock
+	agg        *Aggregator
+
+	stages    []turnStage // index = stage id
+	segments  int
+	baseline  map[edgeKey]txBase
+	finalized bool
+	reason    string
+
+	firstAudio      float64
+	firstAudioStage int
+	record          FinalizedRequest
+	summary         Summary
+}
+
+type turnStage struct {
+	merger      Merger
+	fot         string
+	firstOutput float64 // wall time of the stage's first output for this turn; 0 = none
+}
+
+type txBase struct {
+	txMs float64
+	size int64
+}
+
+// NewTurn opens a turn. requestID is the session's stage-0 resource id, responseID keys the turn
+// (titles, e2e), turnID < 0 means unknown (left out of titles). arrival is the turn's t0 (the
+// commit or first append of the user input that led to it); arrival <= 0 means now. The session
+// aggregator's current TX for requestID becomes the baseline that CopySessionTX subtracts.
+func NewTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator, clock Clock) *TurnMetrics {
+	if clock == nil {
+		clock = Now
+	}
+	if arrival <= 0 {
+		arrival = clock()
+	}
+	numStages = max(numStages, 1)
+	t := &TurnMetrics{
+		requestID:  requestID,
+		responseID: responseID,
+		turnID:     turnID,
+		arrival:    arrival,
+		numStages:  numStages,
+		clock:      clock,
+		// logStats is true here: whether tables are logged is decided by Finalize's argument.
+		agg:      NewAggregator(numStages, true, arrival, numStages-1, WithClock(clock)),
+		stages:   make([]turnStage, numStages),
+		baseline: map[edgeKey]txBase{},
+	}
+	if session != nil {
+		for _, e := range session.Transfers(requestID) {
+			t.baseline[edgeKey{e.FromStage, e.ToStage, e.RequestID}] = txBase{e.TxTimeMs, e.SizeBytes}
+		}
+	}
+	return t
+}
+
+// RequestID is the stage-0 resource id.
+func (t *TurnMetrics) RequestID() string { return t.requestID }
+
+// ResponseID keys the turn.
+func (t *TurnMetrics) ResponseID() string { return t.responseID }
+
+// TurnID is the turn number, or < 0 when unknown.
+func (t *TurnMetrics) TurnID() int { return t.turnID }
+
+// Arrival is the turn's t0 in wall seconds.
+func (t *TurnMetrics) Arrival() float64 { return t.arrival }
+
+// Aggregator is the turn's own aggregator (its rows appear at Finalize).
+func (t *TurnMetrics) Aggregator() *Aggregator { return t.agg }
+
+// Finalized reports whether Finalize already ran.
+func (t *TurnMetrics) Finalized() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.finalized
+}
+
+// FinishedReason is the normalized reason given to Finalize ("" before).
+func (t *TurnMetrics) FinishedReason() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reason
+}
+
+// SegmentCount is the number of snapshots accumulated (before collapse).
+func (t *TurnMetrics) SegmentCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.segments
+}
+
+// StageRows returns the merged row of every stage that has data, in stage order.
+func (t *TurnMetrics) StageRows() []StageRequestStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []StageRequestStats
+	for i := range t.stages {
+		if t.stages[i].merger.Len() > 0 {
+			r := t.stages[i].merger.Result().Clone()
+			r.StageID = i
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Accumulate adds one stage snapshot to the open turn (ignored once finalized). The snapshot is
+// copied, never retained. Its RX figures land on the turn's (stage-1 → stage, response_id) edge.
+// The stage's first timestamp prefers submitTS (> 0) over receipt time; the last is receipt time.
+func (t *TurnMetrics) Accumulate(stage int, m StageRequestStats, finalOutputType string, submitTS float64) {
+	if t == nil || stage < 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized {
+		return
+	}
+	st := t.stageLocked(stage)
+	m.RequestID = t.responseID
+	st.merger.Add(m)
+	if finalOutputType != "" {
+		st.fot = finalOutputType
+	}
+	t.segments++
+	t.agg.recordRX(stage, t.responseID, m.RxTransferBytes, m.RxDecodeTimeMs, m.RxInFlightTimeMs)
+	t.agg.MarkStageTimes(stage, submitTS)
+}
+
+func (t *TurnMetrics) stageLocked(stage int) *turnStage {
+	for stage >= len(t.stages) {
+		t.stages = append(t.stages, turnStage{})
+	}
+	return &t.stages[stage]
+}
+
+// MarkFirstOutput records when a stage first produced client-visible output for this turn; the
+// first call per stage wins. At Finalize the stage's serving_time_to_first_output_ms becomes the
+// real duration from arrival to that output (§10 #7), and an audio stage's mark is the turn's
+// audio time to first packet.
+func (t *TurnMetrics) MarkFirstOutput(stage int, ts float64, audio bool) {
+	if t == nil || stage < 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized {
+		return
+	}
+	if ts <= 0 {
+		ts = t.clock()
+	}
+	st := t.stageLocked(stage)
+	if st.firstOutput == 0 {
+		st.firstOutput = ts
+	}
+	if audio && t.firstAudio == 0 {
+		t.firstAudio, t.firstAudioStage = ts, stage
+	}
+}
+
+// CopySessionTX copies connector TX that landed on the session aggregator under the stage-0
+// resource id into the turn, as the delta since the previous copy (initially since NewTurn's
+// baseline), so TX from before the turn opened is excluded (§4.7.7). Unlike the reference it
+// advances the baseline, so calling it twice never counts TX twice.
+func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
+	if t == nil || session == nil {
+		return
+	}
+	edges := session.Transfers(t.requestID)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized {
+		return
+	}
+	for _, e := range edges {
+		k := edgeKey{e.FromStage, e.ToStage, e.RequestID}
+		base := t.baseline[k]
+		dTx, dSize := e.TxTimeMs-base.txMs, e.SizeBytes-base.size
+		if dTx <= 0 && dSize <= 0 {
+			continue
+		}
+		t.baseline[k] = txBase{e.TxTimeMs, e.SizeBytes}
+		t.agg.addTX(e.FromStage, e.ToStage, t.responseID, max(dTx, 0), dSize, e.UsedShm)
+	}
+}
+
+// Finalize ends the turn once: it writes one collapsed row per stage, records the e2e time from
+// arrival, and, when logStats is set, logs the tables with the turn's identity in the titles and
+// the [OmniTiming] line. It returns false when the turn was already finalized. A panic while
+// rendering or logging is recovered and logged; the turn still counts as finalized and Finalize
+// returns true, so a close path never loses its state (§4.7.8).
+func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) (ok bool) {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	if t.finalized {
+		t.mu.Unlock()
+		return false
+	}
+	t.finalized = true
+	t.reason = NormalizeFinishedReason(reason)
+	t.mu.Unlock()
+
+	defer func() {
+		if r := recover(); r != nil {
+			ok = true
+			if log != nil {
+				log.Error("failed to log duplex turn summary",
+					zap.String("req", t.requestID), zap.String("response", t.responseID),
+					zap.String("panic", fmt.Sprint(r)))
+			}
+		}
+	}()
+	t.collapseAndClose()
+	if logStats {
+		t.agg.SetTimingIdentity(&TimingIdentity{Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason})
+		s := t.agg.BuildAndLogSummary(log)
+		t.mu.Lock()
+		t.summary = s
+		t.mu.Unlock()
+	}
+	return true
+}
+
+// collapseAndClose moves the merged rows into the aggregator and closes the e2e record. Accumulate
+// and MarkFirstOutput ignore a finalized turn, so the stage rows are stable here.
+func (t *TurnMetrics) collapseAndClose() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rows := make([]StageRequestStats, 0, len(t.stages))
+	for i := range t.stages {
+		st := &t.stages[i]
+		if st.merger.Len() == 0 {
+			continue
+		}
+		row := st.merger.Result()
+		if st.firstOutput > 0 {
+			row.ServingTimeToFirstOutputMs = max(st.firstOutput-t.arrival, 0) * 1000
+		}
+		t.agg.addStageEvent(i, t.responseID, row, st.fot)
+		row.StageID, row.RequestID = i, t.responseID
+		if st.fot != "" {
+			row.FinalOutputType = st.fot
+		}
+		rows = append(rows, row)
+	}
+	final := t.agg.FinalStage(t.responseID)
+	if !t.agg.E2EDone(t.responseID) {
+		t.agg.OnFinalizeRequest(final, t.responseID, t.arrival)
+	}
+	e2e, _ := t.agg.E2E(t.responseID)
+	t.record = FinalizedRequest{
+		Duplex:         true,
+		FinishedReason: t.reason,
+		E2E:            e2e,
+		Stages:         rows,
+		Transfers:      t.agg.Transfers(t.responseID),
+	}
+	if t.firstAudio > 0 {
+		t.record.AudioTTFPSeconds = max(t.firstAudio-t.arrival, 0)
+		t.record.AudioTTFPStage = t.firstAudioStage
+	}
+}
+
+// Record is what Prometheus observes for the finalized turn (Collectors.ObserveFinalized); ok is
+// false before Finalize.
+func (t *TurnMetrics) Record() (FinalizedRequest, bool) {
+	if t == nil {
+		return FinalizedRequest{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.record, t.finalized && t.record.E2E.RequestID != ""
+}
+
+// Summary is what the logged Finalize produced (empty when logStats was false).
+func (t *TurnMetrics) Summary() Summary {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.summary
+}
