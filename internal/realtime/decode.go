@@ -1,0 +1,438 @@
+// Package realtime is the WebSocket endpoint /v1/realtime: the event codec (OpenAI Realtime GA
+// and beta spellings plus the duplex extensions), validation with OpenAI-style error events,
+// per-connection reader and writer goroutines and the bounded outbound queue.
+package realtime
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// WireError is a decoding or validation failure, sent to the client as an error event.
+type WireError struct {
+	Code, Message, Param, EventID string
+}
+
+func (e *WireError) Error() string { return e.Code + ": " + e.Message }
+
+// Event returns the error as a session event.
+func (e *WireError) Event() session.Event {
+	return session.Event{Type: "error", Fields: session.ErrorFields(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)}
+}
+
+type envelope struct {
+	Type    *string `json:"type"`
+	EventID string  `json:"event_id"`
+}
+
+// DecodeClientEvent parses one client event (a text frame) into a session command.
+func DecodeClientEvent(data []byte) (session.Command, *WireError) {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		var eid struct {
+			EventID string `json:"event_id"`
+		}
+		_ = json.Unmarshal(data, &eid)
+		return nil, &WireError{Code: "invalid_json", Message: fmt.Sprintf("the event is not a JSON object: %v", err), EventID: eid.EventID}
+	}
+	werr := func(code, param, format string, a ...any) *WireError {
+		return &WireError{Code: code, Param: param, Message: fmt.Sprintf(format, a...), EventID: env.EventID}
+	}
+	if env.Type == nil || *env.Type == "" {
+		return nil, werr("missing_required_parameter", "type", "missing required parameter 'type'")
+	}
+	typ := *env.Type
+	base := session.Base{ID: env.EventID, Kind: typ}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, werr("invalid_json", "", "the event is not a JSON object: %v", err)
+	}
+	switch typ {
+	case "session.update":
+		obj := raw
+		if s, ok := raw["session"]; ok {
+			if err := json.Unmarshal(s, &obj); err != nil || obj == nil {
+				return nil, werr("invalid_type", "session", "'session' must be an object")
+			}
+		}
+		p, e := decodePatch(obj)
+		if e != nil {
+			e.EventID = env.EventID
+			return nil, e
+		}
+		return &session.UpdateSession{Base: base, Patch: p}, nil
+	case "input_audio_buffer.append":
+		b64, ok, e := str(raw, "audio", "delta")
+		if e != nil || !ok {
+			return nil, werr("missing_required_parameter", "audio", "missing required parameter 'audio' (base64)")
+		}
+		audio, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, werr("bad_audio", "audio", "'audio' is not valid base64: %v", err)
+		}
+		c := &session.AppendAudio{Base: base, Data: audio}
+		if f, present, e := decodeFormat(raw, "format"); e != nil {
+			e.EventID = env.EventID
+			return nil, e
+		} else if present {
+			c.Format = &f
+		}
+		if rate, ok := intField(raw, "sample_rate_hz", "sample_rate"); ok {
+			if c.Format == nil {
+				c.Format = &session.AudioFormat{Type: "pcm16"}
+			}
+			c.Format.Rate = rate
+		}
+		return c, nil
+	case "input_audio_buffer.commit", "input.commit":
+		c := &session.CommitInput{Base: base}
+		if v, ok := raw["response_create"]; ok {
+			var b bool
+			if json.Unmarshal(v, &b) != nil {
+				return nil, werr("invalid_type", "response_create", "'response_create' must be a boolean")
+			}
+			c.ResponseCreate = &b
+		}
+		return c, nil
+	case "input_audio_buffer.clear":
+		return &session.ClearInput{Base: base}, nil
+	case "response.create":
+		return decodeResponseCreate(base, raw, werr)
+	case "response.cancel":
+		id, _, _ := str(raw, "response_id")
+		return &session.CancelResponse{Base: base, ResponseID: id}, nil
+	case "conversation.item.create":
+		return decodeItemCreate(base, raw, werr)
+	case "conversation.item.delete", "conversation.item.retrieve":
+		id, ok, _ := str(raw, "item_id")
+		if !ok || id == "" {
+			return nil, werr("missing_item_id", "item_id", "missing required parameter 'item_id'")
+		}
+		if typ == "conversation.item.delete" {
+			return &session.DeleteItem{Base: base, ItemID: id}, nil
+		}
+		return &session.RetrieveItem{Base: base, ItemID: id}, nil
+	case "conversation.item.truncate":
+		id, ok, _ := str(raw, "item_id")
+		if !ok || id == "" {
+			return nil, werr("missing_item_id", "item_id", "missing required parameter 'item_id'")
+		}
+		end, ok := intField(raw, "audio_end_ms")
+		if !ok || end < 0 {
+			return nil, werr("missing_required_parameter", "audio_end_ms", "missing or negative 'audio_end_ms'")
+		}
+		ci, _ := intField(raw, "content_index")
+		return &session.TruncateItem{Base: base, ItemID: id, ContentIndex: ci, AudioEndMs: end}, nil
+	case "output_audio_buffer.clear":
+		id, _, _ := str(raw, "response_id")
+		return &session.ClearOutputAudio{Base: base, ResponseID: id}, nil
+	case "input.cancel":
+		return &session.CancelInput{Base: base}, nil
+	case "barge_in":
+		return &session.BargeIn{Base: base}, nil
+	case "session.close", "close":
+		return &session.CloseSession{Base: base}, nil
+	case "session.heartbeat":
+		return &session.Heartbeat{Base: base}, nil
+	case "playback.ack":
+		played, ok := intField(raw, "played_ms", "audio_ms")
+		if !ok || played < 0 {
+			return nil, werr("missing_required_parameter", "played_ms", "missing or negative 'played_ms'")
+		}
+		c := &session.PlaybackAck{Base: base, PlayedMs: played}
+		c.ResponseID, _, _ = str(raw, "response_id")
+		c.ItemID, _, _ = str(raw, "item_id")
+		if v, ok := raw["truncate"]; ok {
+			_ = json.Unmarshal(v, &c.Truncate)
+		}
+		return c, nil
+	case "turn.signal":
+		ev, _, _ := str(raw, "event")
+		switch ev {
+		case "input.cancel":
+			return &session.CancelInput{Base: base}, nil
+		case "response.cancel":
+			return &session.CancelResponse{Base: base}, nil
+		case "barge_in":
+			return &session.BargeIn{Base: base}, nil
+		}
+		return nil, werr("invalid_value", "event", "unsupported turn.signal event %q", ev)
+	}
+	return nil, werr("unknown_event", "type", "unsupported event type %q", typ)
+}
+
+func str(raw map[string]json.RawMessage, keys ...string) (string, bool, *WireError) {
+	for _, k := range keys {
+		v, ok := raw[k]
+		if !ok || bytes.Equal(v, []byte("null")) {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", false, &WireError{Code: "invalid_type", Param: k, Message: fmt.Sprintf("'%s' must be a string", k)}
+		}
+		return s, true, nil
+	}
+	return "", false, nil
+}
+
+func intField(raw map[string]json.RawMessage, keys ...string) (int, bool) {
+	for _, k := range keys {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		var f float64
+		if err := json.Unmarshal(v, &f); err != nil || f != float64(int(f)) {
+			return 0, false
+		}
+		return int(f), true
+	}
+	return 0, false
+}
+
+func object(raw map[string]json.RawMessage, key string) map[string]json.RawMessage {
+	v, ok := raw[key]
+	if !ok {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// decodeFormat reads a format given as a string or as {type|format, rate|sample_rate_hz|sample_rate}.
+func decodeFormat(raw map[string]json.RawMessage, key string) (session.AudioFormat, bool, *WireError) {
+	v, ok := raw[key]
+	if !ok || bytes.Equal(v, []byte("null")) {
+		return session.AudioFormat{}, false, nil
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return session.AudioFormat{Type: s}, true, nil
+	}
+	m := object(raw, key)
+	if m == nil {
+		return session.AudioFormat{}, false, &WireError{Code: "invalid_type", Param: key, Message: fmt.Sprintf("'%s' must be a string or an object", key)}
+	}
+	t, _, _ := str(m, "type", "format")
+	rate, _ := intField(m, "rate", "sample_rate_hz", "sample_rate")
+	return session.AudioFormat{Type: t, Rate: rate}, true, nil
+}
+
+func decodeTokens(v json.RawMessage, param string) (int, *WireError) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		switch strings.ToLower(s) {
+		case "inf", "infinity", "unlimited":
+			return 0, nil
+		}
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			return n, nil
+		}
+	}
+	var n float64
+	if json.Unmarshal(v, &n) == nil && n >= 1 && n == float64(int(n)) {
+		return int(n), nil
+	}
+	return 0, &WireError{Code: "invalid_value", Param: param, Message: "must be a positive integer or \"inf\""}
+}
+
+func decodePatch(obj map[string]json.RawMessage) (session.ConfigPatch, *WireError) {
+	var p session.ConfigPatch
+	if s, ok, e := str(obj, "model"); e != nil {
+		return p, e
+	} else if ok {
+		p.Model = &s
+	}
+	for _, k := range []string{"output_modalities", "modalities"} {
+		if v, ok := obj[k]; ok {
+			if err := json.Unmarshal(v, &p.Modalities); err != nil {
+				return p, &WireError{Code: "invalid_type", Param: "session." + k, Message: "must be an array of strings"}
+			}
+			if p.Modalities == nil {
+				p.Modalities = []string{}
+			}
+			break
+		}
+	}
+	if s, ok, e := str(obj, "instructions"); e != nil {
+		return p, e
+	} else if ok {
+		p.Instructions = &s
+	}
+	audio := object(obj, "audio")
+	in, out := object(audio, "input"), object(audio, "output")
+	if s, ok, _ := str(obj, "voice"); ok {
+		p.Voice = &s
+	} else if s, ok, _ := str(out, "voice"); ok {
+		p.Voice = &s
+	}
+	if f, ok, e := decodeFormat(obj, "input_audio_format"); e != nil {
+		return p, e
+	} else if ok {
+		p.InputFormat = &f
+	} else if f, ok, e := decodeFormat(in, "format"); e != nil {
+		return p, e
+	} else if ok {
+		p.InputFormat = &f
+	}
+	if rate, ok := intField(in, "sample_rate_hz"); ok {
+		if p.InputFormat == nil {
+			p.InputFormat = &session.AudioFormat{Type: "pcm16"}
+		}
+		p.InputFormat.Rate = rate
+	}
+	if f, ok, e := decodeFormat(obj, "output_audio_format"); e != nil {
+		return p, e
+	} else if ok {
+		p.OutputFormat = &f
+	} else if f, ok, e := decodeFormat(out, "format"); e != nil {
+		return p, e
+	} else if ok {
+		p.OutputFormat = &f
+	}
+	td, tdOK := obj["turn_detection"]
+	if !tdOK {
+		td, tdOK = in["turn_detection"]
+	}
+	if tdOK {
+		p.TurnDetectionSet = true
+		if !bytes.Equal(bytes.TrimSpace(td), []byte("null")) {
+			var t session.TurnDetection
+			if err := json.Unmarshal(td, &t); err != nil {
+				return p, &WireError{Code: "invalid_type", Param: "turn_detection", Message: "turn_detection must be null or an object"}
+			}
+			var extra struct {
+				InterruptResponse *bool `json:"interrupt_response"`
+			}
+			_ = json.Unmarshal(td, &extra)
+			if extra.InterruptResponse != nil && !*extra.InterruptResponse {
+				return p, &WireError{Code: "unsupported_turn_detection", Param: "turn_detection.interrupt_response", Message: "interrupt_response=false is not supported"}
+			}
+			p.TurnDetection = &t
+		}
+	}
+	if v, ok := obj["idle_timeout_s"]; ok {
+		var f float64
+		if json.Unmarshal(v, &f) != nil {
+			return p, &WireError{Code: "invalid_type", Param: "session.idle_timeout_s", Message: "must be a number"}
+		}
+		p.IdleTimeoutS = &f
+	}
+	extra := object(obj, "extra_body")
+	for _, k := range []string{"auto_response", "full_duplex"} {
+		if v, ok := extra[k]; ok {
+			var b bool
+			if json.Unmarshal(v, &b) != nil {
+				return p, &WireError{Code: "invalid_type", Param: "session.extra_body." + k, Message: "must be a boolean"}
+			}
+			if p.AutoResponse == nil || b {
+				p.AutoResponse = &b
+			}
+		}
+	}
+	for _, k := range []string{"max_response_output_tokens", "max_output_tokens", "max_tokens"} {
+		if v, ok := obj[k]; ok {
+			n, e := decodeTokens(v, "session."+k)
+			if e != nil {
+				return p, e
+			}
+			p.MaxOutputTokens = &n
+			break
+		}
+	}
+	if v, ok := obj["temperature"]; ok {
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f < 0 || f > 2 {
+			return p, &WireError{Code: "invalid_value", Param: "session.temperature", Message: "temperature must be a number in [0, 2]"}
+		}
+		p.Temperature = &f
+	}
+	return p, nil
+}
+
+func decodeResponseCreate(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
+	c := &session.CreateResponse{Base: base}
+	r := object(raw, "response")
+	for _, k := range []string{"instructions", "voice", "temperature", "tools", "tool_choice"} {
+		if v, ok := r[k]; ok && !bytes.Equal(v, []byte("null")) {
+			c.Unsupported = k
+			break
+		}
+	}
+	for _, k := range []string{"max_output_tokens", "max_response_output_tokens"} {
+		if v, ok := r[k]; ok {
+			n, e := decodeTokens(v, "response."+k)
+			if e != nil {
+				e.EventID = base.ID
+				return nil, e
+			}
+			c.MaxOutputTokens = &n
+		}
+	}
+	for _, k := range []string{"output_modalities", "modalities"} {
+		if v, ok := r[k]; ok {
+			if json.Unmarshal(v, &c.Modalities) != nil {
+				return nil, werr("invalid_type", "response."+k, "must be an array of strings")
+			}
+		}
+	}
+	return c, nil
+}
+
+func decodeItemCreate(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
+	it := object(raw, "item")
+	if it == nil {
+		return nil, werr("missing_required_parameter", "item", "missing required parameter 'item'")
+	}
+	c := &session.CreateItem{Base: base}
+	c.ItemID, _, _ = str(it, "id")
+	typ, _, _ := str(it, "type")
+	if typ != "" && typ != "message" {
+		return nil, werr("invalid_value", "item.type", "unsupported item type %q (only message)", typ)
+	}
+	role, ok, _ := str(it, "role")
+	if !ok || role == "" {
+		return nil, werr("missing_required_parameter", "item.role", "missing required parameter 'item.role'")
+	}
+	c.Role = role
+	var parts []map[string]json.RawMessage
+	if v, ok := it["content"]; !ok || json.Unmarshal(v, &parts) != nil || len(parts) == 0 {
+		return nil, werr("missing_required_parameter", "item.content", "'item.content' must be a non-empty array")
+	}
+	var text strings.Builder
+	for i, p := range parts {
+		pt, _, _ := str(p, "type")
+		switch pt {
+		case "input_text", "text", "output_text":
+			s, _, _ := str(p, "text")
+			text.WriteString(s)
+		case "input_audio":
+			b64, ok, _ := str(p, "audio")
+			if !ok {
+				return nil, werr("missing_required_parameter", fmt.Sprintf("item.content[%d].audio", i), "missing base64 'audio'")
+			}
+			a, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil {
+				return nil, werr("bad_audio", fmt.Sprintf("item.content[%d].audio", i), "'audio' is not valid base64: %v", err)
+			}
+			c.Audio = append(c.Audio, a...)
+		default:
+			return nil, werr("invalid_value", fmt.Sprintf("item.content[%d].type", i), "unsupported content type %q", pt)
+		}
+	}
+	c.Text = text.String()
+	if c.Text == "" && len(c.Audio) == 0 {
+		return nil, werr("missing_required_parameter", "item.content", "the item has no text or audio")
+	}
+	return c, nil
+}

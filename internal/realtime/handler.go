@@ -1,0 +1,353 @@
+package realtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// HandlerConfig configures the endpoint. Zero values take the documented defaults.
+type HandlerConfig struct {
+	// APIKey, when set, is required as "Authorization: Bearer <key>" or as the
+	// "openai-insecure-api-key.<key>" WebSocket subprotocol (browser clients).
+	APIKey string
+	// HandshakeTimeout bounds the wait for the first event. Default 10 s.
+	HandshakeTimeout time.Duration
+	// MaxEventBytes is the largest inbound event. Default 15 MiB.
+	MaxEventBytes int64
+	// SendQueue bounds queued outbound model events per connection. Default 512.
+	SendQueue int
+	// WriteTimeout bounds one frame write; a client that cannot take a frame in time is gone.
+	// Default 5 s.
+	WriteTimeout time.Duration
+	// BaseContext is the server-owned parent of every session (never the request context, which
+	// ends with the upgrade). Default context.Background().
+	BaseContext context.Context
+	// OriginPatterns are extra allowed browser origins (coder/websocket AcceptOptions).
+	OriginPatterns []string
+}
+
+func (c HandlerConfig) withDefaults() HandlerConfig {
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.MaxEventBytes <= 0 {
+		c.MaxEventBytes = 15 << 20
+	}
+	if c.SendQueue <= 0 {
+		c.SendQueue = 512
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.BaseContext == nil {
+		c.BaseContext = context.Background()
+	}
+	return c
+}
+
+type handler struct {
+	cfg      HandlerConfig
+	sessions *session.Manager
+	log      *zap.Logger
+}
+
+// NewHandler returns the /v1/realtime endpoint. Mount it for GET; it answers 401 (bad key) and
+// 503 (no admission slot) before the upgrade.
+func NewHandler(cfg HandlerConfig, sessions *session.Manager, log *zap.Logger) http.Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &handler{cfg: cfg.withDefaults(), sessions: sessions, log: log.Named("realtime")}
+}
+
+const keyProtocolPrefix = "openai-insecure-api-key."
+
+func (h *handler) authorized(r *http.Request) bool {
+	if h.cfg.APIKey == "" {
+		return true
+	}
+	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, "Bearer ") &&
+		strings.TrimSpace(strings.TrimPrefix(auth, "Bearer ")) == h.cfg.APIKey {
+		return true
+	}
+	for _, line := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(line, ",") {
+			if strings.TrimSpace(p) == keyProtocolPrefix+h.cfg.APIKey {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func writeHTTPError(w http.ResponseWriter, status int, typ, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": nil}})
+}
+
+func truthy(v string) bool {
+	switch strings.ToLower(v) {
+	case "1", "true", "on", "yes":
+		return true
+	}
+	return false
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.authorized(r) {
+		writeHTTPError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key")
+		return
+	}
+	duplex := truthy(r.URL.Query().Get("duplex"))
+	slot, err := h.sessions.Acquire()
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeHTTPError(w, http.StatusServiceUnavailable, "rate_limit_error", "resource_exhausted", err.Error())
+		return
+	}
+	defer slot.Release()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"realtime"}, OriginPatterns: h.cfg.OriginPatterns})
+	if err != nil {
+		h.log.Debug("websocket upgrade failed", zap.Error(err))
+		return
+	}
+	// Reads are bounded by hand (MaxEventBytes → event_too_large, the connection survives); the
+	// library limit only stops abuse far beyond that.
+	ws.SetReadLimit(4*h.cfg.MaxEventBytes + 1<<20)
+	c := &conn{h: h, ws: ws, q: newOutQueue(h.cfg.SendQueue), log: h.log}
+	c.serve(duplex, r.URL.Query().Get("model"), slot)
+}
+
+// conn is one WebSocket connection: the handler goroutine reads, one writer goroutine writes,
+// one session actor owns the session state.
+type conn struct {
+	h   *handler
+	ws  *websocket.Conn
+	q   *outQueue
+	log *zap.Logger
+	seq int64
+}
+
+func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
+	ctx, cancel := context.WithCancel(c.h.cfg.BaseContext)
+	defer cancel()
+	var wg sync.WaitGroup
+	writerDone := make(chan struct{})
+	wg.Add(1)
+	go func() { defer wg.Done(); defer close(writerDone); c.writeLoop(ctx) }()
+	finish := func(code websocket.StatusCode, reason string) {
+		c.q.close()
+		select {
+		case <-writerDone:
+		case <-time.After(c.h.cfg.WriteTimeout):
+		}
+		if code == 0 {
+			_ = c.ws.CloseNow()
+		} else {
+			closeCtxDone := make(chan struct{})
+			go func() { defer close(closeCtxDone); _ = c.ws.Close(code, reason) }()
+			select {
+			case <-closeCtxDone:
+			case <-time.After(time.Second):
+				_ = c.ws.CloseNow()
+				<-closeCtxDone
+			}
+		}
+		cancel()
+		wg.Wait()
+	}
+
+	if duplex && !c.h.sessions.SupportsDuplex() {
+		_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "unsupported",
+			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")})
+		finish(websocket.StatusPolicyViolation, "duplex unsupported")
+		return
+	}
+
+	first, pending, ok := c.handshake(ctx, duplex, model)
+	if !ok {
+		finish(websocket.StatusPolicyViolation, "handshake failed")
+		return
+	}
+	sess := c.h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: model}, c.q)
+	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex))
+	reasonCh := make(chan string, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); reasonCh <- sess.Run(ctx, first) }()
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		if pending != nil {
+			if err := sess.Submit(ctx, pending); err != nil {
+				return
+			}
+		}
+		c.readLoop(ctx, sess)
+	}()
+	reason := <-reasonCh
+	c.log.Debug("session ended", zap.String("session_id", sess.ID()), zap.String("reason", reason))
+	switch reason {
+	case session.ReasonDisconnect:
+		finish(0, "")
+	case session.ReasonSlowClient:
+		finish(websocket.StatusPolicyViolation, "connection too slow")
+	case session.ReasonShutdown:
+		finish(websocket.StatusGoingAway, "server shutting down")
+	default:
+		finish(websocket.StatusNormalClosure, reason)
+	}
+	<-readerDone
+}
+
+// readEvent reads one frame, bounded by MaxEventBytes; an oversized frame is discarded and
+// reported, and the connection stays usable.
+func (c *conn) readEvent(ctx context.Context) ([]byte, *WireError, error) {
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	max := c.h.cfg.MaxEventBytes
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if int64(len(data)) > max {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return nil, nil, err
+		}
+		return nil, &WireError{Code: "event_too_large", Param: "", Message: fmt.Sprintf("the event exceeds %d bytes", max)}, nil
+	}
+	if typ != websocket.MessageText {
+		return nil, &WireError{Code: "invalid_json", Message: "events must be JSON text frames"}, nil
+	}
+	return data, nil, nil
+}
+
+// handshake waits for the first valid event. session.update creates the session; any other
+// event auto-creates a default one in turn-based mode or when ?model= was given, and is then
+// processed; otherwise it is refused with session_not_created and the wait goes on.
+func (c *conn) handshake(ctx context.Context, duplex bool, model string) (*session.UpdateSession, session.Command, bool) {
+	hctx, cancel := context.WithTimeout(ctx, c.h.cfg.HandshakeTimeout)
+	defer cancel()
+	for {
+		data, werr, err := c.readEvent(hctx)
+		if err != nil {
+			if hctx.Err() != nil && ctx.Err() == nil {
+				_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "config_timeout",
+					"timeout waiting for session.update", "", "")})
+			}
+			return nil, nil, false
+		}
+		if werr != nil {
+			_ = c.q.Send(werr.Event())
+			continue
+		}
+		cmd, werr := DecodeClientEvent(data)
+		if werr != nil {
+			_ = c.q.Send(werr.Event())
+			continue
+		}
+		if u, ok := cmd.(*session.UpdateSession); ok {
+			return u, nil, true
+		}
+		if !duplex || model != "" {
+			return nil, cmd, true
+		}
+		_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "session_not_created",
+			fmt.Sprintf("send session.update before %s", cmd.Type()), cmd.EventID(), "type")})
+	}
+}
+
+func (c *conn) readLoop(ctx context.Context, sess *session.DuplexSession) {
+	for {
+		data, werr, err := c.readEvent(ctx)
+		if err != nil {
+			sess.Stop(session.ReasonDisconnect)
+			return
+		}
+		if werr == nil {
+			var cmd session.Command
+			if cmd, werr = DecodeClientEvent(data); werr == nil {
+				if err := sess.Submit(ctx, cmd); err != nil {
+					return
+				}
+				continue
+			}
+		}
+		if err := c.q.Send(werr.Event()); err != nil {
+			sess.Stop(session.ReasonSlowClient)
+			return
+		}
+	}
+}
+
+func (c *conn) writeLoop(ctx context.Context) {
+	var buf []session.Event
+	for {
+		var done bool
+		buf, done = c.q.take(buf[:0])
+		for _, ev := range buf {
+			if c.q.isStale(ev) {
+				continue
+			}
+			if err := c.write(ctx, ev); err != nil {
+				c.q.fail(fmt.Errorf("writing to the client: %w", err))
+				return
+			}
+		}
+		if done || c.q.err() != nil {
+			return
+		}
+		if len(buf) > 0 {
+			continue
+		}
+		select {
+		case <-c.q.notify:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// write stamps event_id and the monotonic server_event_seq, then sends one text frame.
+func (c *conn) write(ctx context.Context, ev session.Event) error {
+	c.seq++
+	m := make(map[string]any, len(ev.Fields)+3)
+	for k, v := range ev.Fields {
+		m[k] = v
+	}
+	m["type"] = ev.Type
+	m["event_id"] = newEventID()
+	m["server_event_seq"] = c.seq
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", ev.Type, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.h.cfg.WriteTimeout)
+	defer cancel()
+	if err := c.ws.Write(wctx, websocket.MessageText, data); err != nil {
+		return err
+	}
+	return nil
+}
+
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "event_" + hex.EncodeToString(b[:])
+}
+
