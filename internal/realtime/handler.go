@@ -350,4 +350,3 @@ func newEventID() string {
 	_, _ = rand.Read(b[:])
 	return "event_" + hex.EncodeToString(b[:])
 }
-
