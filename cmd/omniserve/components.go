@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/config"
+)
+
+// components are the parts of a running server, built one step at a time. Each step that
+// acquires something registers a closer; close runs them in reverse order, so the realtime
+// sessions stop before the pipeline and the pipeline before the engine.
+type components struct {
+	cfg   config.Config
+	log   *zap.Logger
+	reg   *prometheus.Registry
+	ready atomic.Bool
+
+	engine   *engine
+	models   []string
+	chat     http.Handler // nil until the chat path is wired: the router answers 503
+	realtime http.Handler // nil until the realtime path is wired
+
+	closers []namedCloser
+}
+
+type namedCloser struct {
+	name string
+	fn   func(context.Context) error
+}
+
+func newComponents(cfg config.Config, log *zap.Logger) *components {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return &components{cfg: cfg, log: log, reg: reg}
+}
+
+// build runs the start-up steps in order. On error the steps already done stay registered in
+// closers; the caller closes them.
+func (c *components) build(ctx context.Context) error {
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"engine", c.buildEngine},
+		// The pipeline (internal/stage), the request client, the session manager and the
+		// realtime handler are added here as steps of their own, each registering its closer.
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("starting %s: %w", s.name, err)
+		}
+		c.log.Info("started "+s.name, zap.Duration("took", time.Since(start)))
+	}
+	return nil
+}
+
+func (c *components) onClose(name string, fn func(context.Context) error) {
+	c.closers = append(c.closers, namedCloser{name: name, fn: fn})
+}
+
+// close runs the closers in reverse order, each bounded by timeout, and logs one line each.
+func (c *components) close(ctx context.Context, timeout time.Duration) {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		cl := c.closers[i]
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err := cl.fn(cctx)
+		cancel()
+		if err != nil {
+			c.log.Warn("shutdown: closing "+cl.name+" failed", zap.Error(err), zap.Duration("took", time.Since(start)))
+			continue
+		}
+		c.log.Info("shutdown: closed "+cl.name, zap.Duration("took", time.Since(start)))
+	}
+	c.closers = nil
+}
+
+func (c *components) buildEngine(ctx context.Context) error {
+	e, err := loadEngine(ctx, c.cfg.Engine, c.log.Named("engine"))
+	if err != nil {
+		return err
+	}
+	c.engine = e
+	c.models = []string{e.name}
+	c.onClose("engine", func(context.Context) error { return e.close() })
+	return nil
+}
+
+// router builds the HTTP handler from what exists so far.
+func (c *components) router() http.Handler {
+	models := c.models
+	if models == nil {
+		models = []string{}
+	}
+	return api.NewRouter(api.RouterDeps{
+		Log:          c.log,
+		APIKey:       c.cfg.Server.APIKey,
+		Ready:        c.ready.Load,
+		Models:       models,
+		Chat:         c.chat,
+		Realtime:     c.realtime,
+		Metrics:      promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg}),
+		MaxBodyBytes: c.cfg.Server.MaxBodyBytes,
+	})
+}
