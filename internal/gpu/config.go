@@ -1,0 +1,170 @@
+package gpu
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Config configures Load. Zero fields take the defaults documented on each field.
+type Config struct {
+	Model        string // "dummy" | "dummy:tiny" | "dummy:0.6b" | path to a .gguf ("" = "dummy")
+	CacheDir     string // dummy models; default $XDG_CACHE_HOME/omniserve or ~/.cache/omniserve
+	Device       string // auto | cpu | cuda ("" = auto)
+	GPULayers    int    // -1 = all layers when a GPU is used (0 = -1)
+	Threads      int    // 0 = runtime.NumCPU()
+	ContextSize  int    // KV cells shared by all sequences (default 8192)
+	MaxSequences int    // KV slots = concurrent sequences (default 32)
+	BatchSize    int    // max tokens per scheduler step (default 512)
+	PrefillChunk int    // max prefill tokens of one sequence per step (default 128)
+	SeqContext   int    // per-sequence context limit (default 2048)
+	Overflow     string // "truncate" (drop oldest, keep system prefix; default) | "error"
+}
+
+const (
+	OverflowTruncate = "truncate"
+	OverflowError    = "error"
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Model == "" {
+		c.Model = "dummy"
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = defaultCacheDir()
+	}
+	c.Device = strings.ToLower(c.Device)
+	if c.Device == "" {
+		c.Device = "auto"
+	}
+	switch c.Device {
+	case "auto", "cpu", "cuda":
+	default:
+		return c, fmt.Errorf("%w: device %q (want auto, cpu or cuda)", ErrInvalidConfig, c.Device)
+	}
+	if c.GPULayers == 0 {
+		c.GPULayers = -1
+	}
+	if c.Threads <= 0 {
+		c.Threads = runtime.NumCPU()
+	}
+	if c.ContextSize <= 0 {
+		c.ContextSize = 8192
+	}
+	if c.MaxSequences <= 0 {
+		c.MaxSequences = 32
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 512
+	}
+	if c.PrefillChunk <= 0 {
+		c.PrefillChunk = 128
+	}
+	if c.SeqContext <= 0 {
+		c.SeqContext = 2048
+	}
+	// A sequence can never hold more cells than the shared cache has.
+	c.SeqContext = min(c.SeqContext, c.ContextSize)
+	// A step must hold one decode token per sequence.
+	c.BatchSize = max(c.BatchSize, c.MaxSequences)
+	c.PrefillChunk = min(c.PrefillChunk, c.BatchSize)
+	if c.Overflow == "" {
+		c.Overflow = OverflowTruncate
+	}
+	if c.Overflow != OverflowTruncate && c.Overflow != OverflowError {
+		return c, fmt.Errorf("%w: overflow %q (want truncate or error)", ErrInvalidConfig, c.Overflow)
+	}
+	return c, nil
+}
+
+func defaultCacheDir() string {
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "omniserve")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".cache", "omniserve")
+	}
+	return filepath.Join(os.TempDir(), "omniserve-cache")
+}
+
+// ModelInfo describes the loaded model and the compute it runs on.
+type ModelInfo struct {
+	Name        string
+	Path        string
+	Arch        string
+	VocabSize   int
+	ContextSize int      // KV cells shared by all sequences
+	SeqContext  int      // default per-sequence context limit
+	Backends    []string // compute backends available in this process, e.g. "CPU", "CUDA"
+	Devices     []string // devices the model runs on, e.g. "CPU", "CUDA0 (GPU-…)"
+	GPULayers   int      // layers offloaded to a GPU (0 on CPU)
+	ChatFormat  string   // "chatml" or "plain" (see doc.go)
+}
+
+// ChatMessage is one message of a chat prompt.
+type ChatMessage struct{ Role, Content string }
+
+// SeqOptions configures a sequence.
+type SeqOptions struct {
+	MaxContext int      // tokens this sequence may hold (0 or larger than Config.SeqContext = SeqContext)
+	Sampling   Sampling // default sampling for Generate
+	KeepPrefix int      // tokens at the start of the history that truncation never drops (system prompt)
+}
+
+// Sampling selects tokens. Temperature 0 is greedy; TopK 0 and TopP 0 disable those filters;
+// RepeatPenalty 0 means 1 (off). Equal Seed and history give equal tokens.
+type Sampling struct {
+	Temperature, TopP float32
+	TopK              int
+	Seed              uint32
+	RepeatPenalty     float32
+}
+
+// AppendStats reports one Append. Tokens counts every token the call prefilled, which includes
+// the last token of a preceding Generate (sampled but not yet in the KV cache).
+type AppendStats struct {
+	Tokens    int
+	PrefillMs float64
+	SubmitTS  float64 // wall-clock unix seconds when the call was submitted
+	BatchID   int64   // the last scheduler step that carried this append
+	BatchSize int     // tokens in that step
+}
+
+// GenerateOptions bounds one Generate. MaxTokens 0 means until the context limit.
+// Sampling, when set, replaces the sequence's sampling for this call.
+type GenerateOptions struct {
+	MaxTokens int
+	Stop      []string
+	Sampling  *Sampling
+}
+
+// Piece is one generated token. Text is the text that became final with this token: it is
+// empty while the text could still be the start of a stop string, and stop strings are never
+// emitted.
+type Piece struct {
+	Token int
+	Text  string
+}
+
+// GenerateResult ends a Generate. FinishReason is "stop" (EOS or a stop string), "length"
+// (MaxTokens or the context limit) or "abort" (Abort, ctx cancelled, or emit failed).
+type GenerateResult struct {
+	FinishReason string
+	Stats        GenStats
+}
+
+// GenStats are the per-request engine statistics that feed stage metrics.
+type GenStats struct {
+	BatchID   int64 // the step that produced the first token
+	BatchSize int   // tokens in that step
+	TokensIn  int   // tokens prefilled by this call (pending appended input)
+	TokensOut int
+	PrefillMs float64
+	DecodeMs  float64
+	TTFTMs    float64 // submit to first token sampled
+	TPOTMs    float64 // mean time per output token after the first
+	ITLsMs    []float64
+	SubmitTS  float64 // wall-clock unix seconds
+}

@@ -1,0 +1,68 @@
+// Package gpu is the model runner: the only package that talks to llama.cpp (through
+// github.com/ollama/ollama/llama, cgo). Everything it exports is plain Go.
+//
+// # Scheduler
+//
+// Load starts one scheduler goroutine, locked to its OS thread, that owns the llama context.
+// Every step packs one batch from all live sequences: first one decode token for each
+// generating sequence, then prefill chunks (at most PrefillChunk tokens of one sequence)
+// round-robin over the sequences with pending input, up to BatchSize tokens. Sequences join
+// and leave between steps. The KV cache is unified (one pool of ContextSize cells shared by
+// MaxSequences sequence ids), so any mix of sequences decodes as one batch.
+//
+// Generated tokens go to the caller through a bounded per-sequence buffer; a sequence whose
+// caller does not drain it sits out of the batch until it does, so a slow consumer never stalls
+// the others. emit runs on the caller's goroutine.
+//
+// # Sequences
+//
+// A Sequence is a long-lived history: Append prefills tokens into its KV cells (the last
+// appended token is decoded with the next call, which needs its logits), Generate samples after
+// the history and appends its output to it, Abort stops a Generate at once, Close frees the
+// slot. The first Append of a sequence gets the model's BOS token when the model wants one.
+// Sampling uses a fresh sampler per Generate seeded with Sampling.Seed, so the same seed and
+// history give the same tokens.
+//
+// Context overflow (a sequence reaching its limit) never affects other sequences. With
+// Overflow "truncate" the oldest history after KeepPrefix tokens is dropped, a quarter of the
+// window at a time, by a KV shift (KvCacheSeqRm + KvCacheSeqAdd) when the cache supports it,
+// else by re-prefilling the kept tail. With "error" the one call that would overflow fails
+// with ErrContextFull. A full shared cache fails (or truncates) the sequence holding the most
+// cells.
+//
+// # Models
+//
+// Config.Model "dummy", "dummy:tiny" or "dummy:0.6b" generates a deterministic random-weight
+// llama-architecture GGUF into CacheDir (written to a temp file and renamed, so concurrent
+// processes are safe; reused when its identity key matches and its tensors lie inside the
+// file). The vocabulary is SentencePiece-style: <unk>, <s>, </s>, 256 byte tokens, the
+// "▁"-prefixes of a few hundred common English words, and the words. Only whole words have
+// non-zero output weights, so generation produces speakable words and practically never EOS:
+// bound every Generate on a dummy model with MaxTokens. tiny is about 1 MiB (f32), 0.6b is a
+// 28-layer, width-1024 Q8_0 model of about 0.6 GiB (~0.57 B parameters).
+//
+// Any other value is a GGUF path. Load checks it before llama.cpp sees it and returns a
+// *LoadError (errors.Is: ErrModelNotFound, ErrNotGGUF, ErrUnsupportedArch, ErrCorruptModel,
+// ErrModelTooLarge, ErrBackendUnavailable) naming the path and the reason.
+//
+// # Chat template
+//
+// ChatPrompt reads tokenizer.chat_template from the GGUF. A template using the ChatML markers
+// (<|im_start|>, <|im_end|>; Qwen, many others) is rendered as
+//
+//	<|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
+//
+// Any other template, or none (the dummy models), uses the plain fallback:
+//
+//	{role}: {content}\n ... assistant:
+//
+// Tokenize parses special-token text, so ChatML markers become their tokens.
+//
+// # Backends
+//
+// The CPU backend is compiled in. CUDA is a shared library, libggml-cuda.so, that ggml loads at
+// start-up from <dir of the executable>/../lib/ollama (or OLLAMA_LIBRARY_PATH when it contains
+// lib/ollama); scripts/build-cuda.sh builds it from the module's own sources. Device "auto" uses
+// the first GPU when one is present, "cuda" requires one, "cpu" never offloads. Info lists the
+// backends and devices.
+package gpu

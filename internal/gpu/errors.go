@@ -1,0 +1,52 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	// ErrContextFull is returned by the one Append or Generate call that would grow a sequence
+	// past its context when the overflow policy is "error", or when the shared KV cache has no
+	// free cell left. The sequence and every other sequence stay usable.
+	ErrContextFull = errors.New("gpu: sequence context is full")
+	// ErrNoFreeSlot is returned by Open when MaxSequences sequences are already live.
+	ErrNoFreeSlot = errors.New("gpu: no free sequence slot")
+	// ErrClosed is returned by calls on a closed Runner or Sequence.
+	ErrClosed = errors.New("gpu: closed")
+	// ErrBusy is returned by Append or Generate while the same sequence already runs a Generate.
+	ErrBusy = errors.New("gpu: sequence is busy generating")
+)
+
+// Reasons a model fails to load; a *LoadError wraps exactly one of them.
+var (
+	ErrModelNotFound      = errors.New("model file not found")
+	ErrNotGGUF            = errors.New("not a GGUF file")
+	ErrUnsupportedArch    = errors.New("unsupported model architecture")
+	ErrCorruptModel       = errors.New("corrupt model file")
+	ErrModelTooLarge      = errors.New("model larger than available memory")
+	ErrBackendUnavailable = errors.New("requested device backend unavailable")
+	ErrInvalidConfig      = errors.New("invalid engine configuration")
+)
+
+// LoadError says which model file failed to load and why. Reason is one of the sentinels above
+// (errors.Is works through LoadError); Detail carries the specifics.
+type LoadError struct {
+	Path   string
+	Reason error
+	Detail string
+}
+
+func (e *LoadError) Error() string {
+	if e.Detail == "" {
+		return fmt.Sprintf("load model %q: %v", e.Path, e.Reason)
+	}
+	return fmt.Sprintf("load model %q: %v: %s", e.Path, e.Reason, e.Detail)
+}
+
+func (e *LoadError) Unwrap() error { return e.Reason }
+
+func loadErr(path string, reason error, format string, args ...any) *LoadError {
+	return &LoadError{Path: path, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}

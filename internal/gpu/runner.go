@@ -1,0 +1,262 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ollama/ollama/llama"
+	"go.uber.org/zap"
+)
+
+// outCap bounds the tokens a Generate may have produced but its caller not yet consumed; a
+// sequence whose buffer is full sits out of the batch (others keep decoding) until it drains.
+const outCap = 64
+
+// Runner owns one model and one llama.cpp context. A single scheduler goroutine, locked to
+// its OS thread, owns the context; callers talk to it through a queue of operations.
+type Runner struct {
+	cfg    Config
+	log    *zap.Logger
+	info   ModelInfo
+	model  *llama.Model
+	lctx   *llama.Context
+	batch  *llama.Batch
+	bos    int // -1 when the model has none
+	addBOS bool
+	vocab  int
+
+	mu     sync.Mutex
+	closed bool
+	ops    []op
+	slots  []bool // KV sequence ids in use
+	live   int
+	wake   chan struct{} // cap 1: "ops queued or closing"
+	done   chan struct{} // closed when the scheduler has exited and freed the context
+
+	// Owned by the scheduler goroutine.
+	seqs     []*Sequence
+	rr       int
+	batchID  atomic.Int64
+	parts    []part
+	canShift bool
+}
+
+type opKind int
+
+const (
+	opAdd opKind = iota
+	opAppend
+	opGenerate
+	opAbort
+	opClose
+)
+
+type op struct {
+	kind opKind
+	seq  *Sequence
+	app  *appendJob
+	gen  *genJob
+	keep bool
+	done chan struct{} // opClose: closed once the slot is free
+}
+
+func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Logger) (*Runner, error) {
+	batch, err := llama.NewBatch(cfg.BatchSize, 1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("allocate batch: %w", err)
+	}
+	r := &Runner{
+		cfg: cfg, log: log, model: model, lctx: lctx, batch: batch,
+		bos: -1, addBOS: model.AddBOSToken(), vocab: model.NumVocab(),
+		slots:    make([]bool, cfg.MaxSequences),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		canShift: lctx.KvCacheCanShift(),
+	}
+	// The binding has no BOS accessor; tokenizing "" with specials yields exactly [BOS].
+	if toks, err := model.Tokenize("", true, false); err == nil && len(toks) == 1 {
+		r.bos = toks[0]
+	}
+	if r.bos < 0 {
+		r.addBOS = false
+	}
+	started := make(chan struct{})
+	go r.loop(started)
+	<-started
+	return r, nil
+}
+
+// Close stops the scheduler (running Generates end with ErrClosed), frees the context and
+// the model, and waits for all of it. Safe to call more than once.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	already := r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if !already {
+		r.signal()
+	}
+	<-r.done
+	return nil
+}
+
+// LiveSequences counts open sequences (KV slots in use).
+func (r *Runner) LiveSequences() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live
+}
+
+func (r *Runner) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue hands an operation to the scheduler; false when the runner is closed.
+func (r *Runner) enqueue(o op) bool {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false
+	}
+	r.ops = append(r.ops, o)
+	r.mu.Unlock()
+	r.signal()
+	return true
+}
+
+// Open starts a sequence in a free KV slot.
+func (r *Runner) Open(ctx context.Context, opts SeqOptions) (*Sequence, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if opts.MaxContext <= 0 || opts.MaxContext > r.cfg.SeqContext {
+		opts.MaxContext = r.cfg.SeqContext
+	}
+	// Truncation must leave room for at least one prefill chunk after the kept prefix.
+	opts.KeepPrefix = max(0, min(opts.KeepPrefix, opts.MaxContext-min(r.cfg.PrefillChunk, opts.MaxContext/2)-1))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	slot := -1
+	for i, used := range r.slots {
+		if !used {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 {
+		return nil, ErrNoFreeSlot
+	}
+	r.slots[slot] = true
+	r.live++
+	s := &Sequence{r: r, slot: slot, opts: opts}
+	r.ops = append(r.ops, op{kind: opAdd, seq: s})
+	r.signal()
+	return s, nil
+}
+
+func (r *Runner) freeSlot(slot int) {
+	r.mu.Lock()
+	r.slots[slot] = false
+	r.live--
+	r.mu.Unlock()
+}
+
+// loop is the scheduler. It owns the llama context for its whole life.
+func (r *Runner) loop(started chan<- struct{}) {
+	// llama.cpp contexts are not thread-safe and its CPU backend keeps per-thread state;
+	// one locked thread makes every C call come from the same place.
+	runtime.LockOSThread()
+	defer close(r.done)
+	defer r.shutdown()
+	close(started)
+	for {
+		if !r.applyOps() {
+			return
+		}
+		if r.safeStep() {
+			continue
+		}
+		<-r.wake
+	}
+}
+
+// applyOps applies queued operations; false when the runner is closing.
+func (r *Runner) applyOps() bool {
+	r.mu.Lock()
+	ops := r.ops
+	r.ops = nil
+	closed := r.closed
+	r.mu.Unlock()
+	for _, o := range ops {
+		if closed {
+			r.rejectOp(o, ErrClosed)
+			continue
+		}
+		r.apply(o)
+	}
+	return !closed
+}
+
+func (r *Runner) rejectOp(o op, err error) {
+	switch o.kind {
+	case opAppend:
+		o.app.res <- err
+	case opGenerate:
+		o.gen.done <- genDone{reason: "abort", err: err}
+	case opClose:
+		close(o.done)
+	}
+}
+
+// shutdown fails everything still in flight and frees the C state, on the scheduler thread.
+func (r *Runner) shutdown() {
+	r.mu.Lock()
+	r.closed = true
+	ops := r.ops
+	r.ops = nil
+	r.mu.Unlock()
+	for _, o := range ops {
+		r.rejectOp(o, ErrClosed)
+	}
+	for _, s := range r.seqs {
+		r.failSeq(s, ErrClosed)
+		s.schedClosed = true
+	}
+	r.seqs = nil
+	r.batch.Free()
+	freeContext(r.lctx)
+	llama.FreeModel(r.model)
+}
+
+// safeStep runs one step; a Go panic inside it fails the sequences of that step instead of
+// killing the server.
+func (r *Runner) safeStep() (worked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("gpu: scheduler step panicked: %v", p)
+			r.log.Error("scheduler step failed", zap.Error(err))
+			for _, pt := range r.parts {
+				r.failSeq(pt.seq, err)
+			}
+			r.parts = r.parts[:0]
+			worked = true
+		}
+	}()
+	return r.step()
+}
+
+var errEmptyHistory = errors.New("gpu: nothing to generate from: the sequence has no history")
+
+// wallSeconds is the wall clock as unix seconds (the statistics clock of the project).
+func wallSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
