@@ -1,0 +1,96 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCollectorsLintAndObserve(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	c := NewCollectors(reg, "dummy:tiny")
+
+	turn, _ := duplexExample(t)
+	require.True(t, turn.Finalize(FinishedReasonForCancel(CancelTurnDetected), nil, false))
+	rec, ok := turn.Record()
+	require.True(t, ok)
+	c.ObserveFinalized(rec)
+
+	chat := chatExample(t)
+	chatRec, ok := chat.FinalizedRequest(chatRID, "length")
+	require.True(t, ok)
+	c.ObserveFinalized(chatRec)
+	_, ok = chat.FinalizedRequest("unknown", "stop")
+	require.False(t, ok)
+
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	for _, col := range []prometheus.Collector{c.requestSuccess, c.e2eLatency, c.promptTokens,
+		c.generationTokens, c.duplexTurns, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.transferTx, c.transferRxDecode, c.transferInFlight} {
+		problems, err := testutil.CollectAndLint(col)
+		require.NoError(t, err)
+		require.Empty(t, problems)
+	}
+
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("barge_in")), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("length")), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.duplexTurns.WithLabelValues("barge_in")), 0)
+	require.InDelta(t, float64(256+1512), testutil.ToFloat64(c.promptTokens), 0)
+	require.InDelta(t, float64(38+91+30+86+262+42), testutil.ToFloat64(c.generationTokens), 0)
+
+	const want = `
+# HELP omniserve_audio_time_to_first_packet_seconds Time from request or turn arrival to the first audio packet.
+# TYPE omniserve_audio_time_to_first_packet_seconds histogram
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.05"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.1"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.25"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.5"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="1"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="2"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="5"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="10"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="20"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="30"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="60"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="120"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="300"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="+Inf"} 1
+omniserve_audio_time_to_first_packet_seconds_sum{model_name="dummy:tiny",stage="2"} 0.826902999999902
+omniserve_audio_time_to_first_packet_seconds_count{model_name="dummy:tiny",stage="2"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "omniserve_audio_time_to_first_packet_seconds"))
+
+	// Every family is omniserve_*, counters and only counters end in _total, and no label value
+	// carries a session, request or response id.
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, mfs, 12)
+	for _, mf := range mfs {
+		name := mf.GetName()
+		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
+		isCounter := mf.GetType().String() == "COUNTER"
+		require.Equal(t, isCounter, strings.HasSuffix(name, "_total"), name)
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				v := lp.GetValue()
+				require.False(t, strings.Contains(v, "resp-") || strings.Contains(v, "duplex-") ||
+					strings.Contains(v, "chatcmpl-"), "%s has id label %s=%s", name, lp.GetName(), v)
+			}
+		}
+	}
+	require.Equal(t, 2, testutil.CollectAndCount(c.transferSize))
+	require.Equal(t, 1, testutil.CollectAndCount(c.audioDuration), "turn stage 2 and chat stage 2 share one series")
+}
+
+func TestCollectorsRejectDoubleRegistration(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	NewCollectors(reg, "m")
+	require.Panics(t, func() { NewCollectors(reg, "m") })
+}

@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// #1 test_is_duplex_resource_request_id_matches_engine_format.
+func TestIsDuplexResourceRequestID(t *testing.T) {
+	t.Parallel()
+	rid := DuplexResourceRequestID("sid-1", 0, 0, "stage0")
+	require.Equal(t, "duplex-s.c2lkLTE.i.0.e.0.r.stage0", rid)
+	tests := []struct {
+		rid  string
+		want bool
+	}{
+		{rid, true},
+		{DuplexResourceRequestID("duplex-6f1d2c3b-aaaa-bbbb-cccc-1234567890ab", 3, 12, "stage0"), true},
+		{DuplexResourceRequestID("sid", 0, 1, "stage1-turn_2"), true},
+		{"chatcmpl-abc", false},
+		{"duplex-sid-e0-stage0", false},
+		{"", false},
+		{"duplex-s.c2lkLTE.e.0.r.stage0", false},                   // 6-part later format
+		{"duplex-s.c2lkLTE.i.x.e.0.r.stage0", false},               // integers are validated
+		{"duplex-s.c2lkLTE.i.0.e.-1.r.stage0", false},              // non-negative
+		{"duplex-s.c2lkLTE.i.0.e.0.r.st/age", false},               // role charset
+		{"duplex-s.c2lkLTE.j.0.e.0.r.stage0", false},               // part markers
+		{"duplex-s..i.0.e.0.r.stage0", false},                      // empty session
+		{"duplex-s.c2lkLTE.i.0.e.0.r.stage0.extra", false},         // 9 parts
+		{"duplex-s.!!!.i.0.e.0.r.stage0", false},                   // not base64url
+		{"duplex-s.c2lkLTE.i.01.e.0.r.stage0", false},              // canonical ints only
+		{"duplex-s.c2lkLTE.i.0.e.0.r.", false},                     // empty role
+		{"xduplex-s.c2lkLTE.i.0.e.0.r.stage0", false},              // prefix
+		{"duplex-s.c2lkLTE.i.0.e.99999999999999999999.r.s", false}, // overflow
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, IsDuplexResourceRequestID(tt.rid), tt.rid)
+	}
+	id, ok := ParseDuplexResourceRequestID(DuplexResourceRequestID("sid.with.dots", 2, 7, "stage0"))
+	require.True(t, ok)
+	require.Equal(t, DuplexResourceID{SessionID: "sid.with.dots", Incarnation: 2, Epoch: 7, Role: "stage0"}, id)
+}
+
+// #5 test_finished_reason_for_cancel_mapping, plus §10 #5 (turn_detected → barge_in) and
+// §10 #6 (engine error → error).
+func TestFinishedReasonForCancel(t *testing.T) {
+	t.Parallel()
+	tests := map[string]string{
+		"barge_in":                  ReasonBargeIn,
+		"turn_detected":             ReasonBargeIn, // §10 #5: the reference logs cancel
+		"session_close":             ReasonClose,
+		"disconnect":                ReasonClose,
+		"disconnect_grace_expired":  ReasonClose,
+		"lease_expired":             ReasonClose,
+		"timeout":                   ReasonCancel,
+		"new_response":              ReasonCancel,
+		"output_audio_buffer_clear": ReasonCancel,
+		"client_cancelled":          ReasonCancel,
+		"input.cancel":              ReasonCancel,
+		"response.cancel":           ReasonCancel,
+		"cancel":                    ReasonCancel,
+		"engine_error":              ReasonError, // §10 #6: the reference ends these as stop
+		"error":                     ReasonError,
+		"stop":                      ReasonStop,
+		"close":                     ReasonClose,
+		"abort":                     ReasonAbort,
+		"something_else":            ReasonCancel,
+		"":                          ReasonCancel,
+	}
+	for src, want := range tests {
+		require.Equal(t, want, FinishedReasonForCancel(src), src)
+	}
+}
+
+func TestNormalizeFinishedReason(t *testing.T) {
+	t.Parallel()
+	for _, r := range []string{"stop", "barge_in", "cancel", "close", "abort", "error"} {
+		require.Equal(t, r, NormalizeFinishedReason(r))
+	}
+	for _, r := range []string{"oops", "", "length", "STOP"} {
+		require.Equal(t, ReasonAbort, NormalizeFinishedReason(r), r)
+	}
+}

@@ -1,0 +1,380 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Ports of the pure-metrics tests of tests/metrics/test_duplex_turn_metrics.py (spec §6.1 #1-#6,
+// #8, #9, #10, #19, #23, #24, #26). The request-state tests (#7, #11-#18, #20-#22, #25) belong
+// to internal/requestclient. Changes per spec §10 are marked "§10".
+
+var metricsRID = DuplexResourceRequestID("sid-metrics", 0, 0, "stage0")
+
+func newTestTurn(t *testing.T, clk *fakeClock, resp string, turnID int) *TurnMetrics {
+	t.Helper()
+	return NewTurn(metricsRID, resp, turnID, clk.now(), 3, nil, clk.now)
+}
+
+// #2 test_accumulate_appends_segments_collapse_at_finalize.
+func TestAccumulateSegmentsCollapseAtFinalize(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(100)
+	turn := newTestTurn(t, clk, "resp-collapse", 1)
+	turn.Accumulate(0, StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15, VllmTtftMs: 12,
+		VllmItlsMs: []float64{8}, VllmTpotMs: 10}, "text", 0)
+	turn.Accumulate(0, StageRequestStats{NumTokensIn: 8, NumTokensOut: 6, StageGenTimeMs: 20, VllmTtftMs: 30,
+		VllmItlsMs: []float64{9}, VllmTpotMs: 20}, "text", 0)
+	turn.Accumulate(1, StageRequestStats{AudioDurationS: 0.25, AudioGeneratedFrames: 4000}, "audio", 0)
+	turn.Accumulate(1, StageRequestStats{AudioDurationS: 0.5, AudioGeneratedFrames: 8000}, "audio", 0)
+	require.Equal(t, 4, turn.SegmentCount())
+
+	clk.set(101)
+	require.True(t, turn.Finalize(ReasonStop, nil, true))
+	evs := turn.Aggregator().StageEvents("resp-collapse")
+	require.Len(t, evs, 2)
+	s0, s1 := evs[0], evs[1]
+	require.Equal(t, []int{0, 1}, []int{s0.StageID, s1.StageID})
+	require.Equal(t, 18, s0.NumTokensIn)
+	require.Equal(t, 10, s0.NumTokensOut)
+	require.InDelta(t, 35.0, s0.StageGenTimeMs, 1e-12)
+	require.InDelta(t, 12.0, s0.VllmTtftMs, 0)
+	require.Equal(t, []float64{8, 9}, s0.VllmItlsMs)
+	require.InDelta(t, (10.0*3+20*5)/8, s0.VllmTpotMs, 1e-12)
+	require.InDelta(t, 0.75, s1.AudioDurationS, 1e-12)
+	require.Equal(t, 12000, s1.AudioGeneratedFrames)
+	require.Equal(t, "resp-collapse", s0.RequestID)
+	e2e, ok := turn.Aggregator().E2E("resp-collapse")
+	require.True(t, ok)
+	require.Equal(t, int64(18+10), e2e.E2ETotalTokens)
+}
+
+// #3 test_finalize_logs_once_with_identity_line (226b43d9: no total=/engine=).
+func TestFinalizeLogsOnceWithIdentityLine(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(100)
+	turn := newTestTurn(t, clk, "resp-turn", 3)
+	turn.Accumulate(0, StageRequestStats{NumTokensOut: 2, StageGenTimeMs: 5}, "text", 0)
+	log, logs := observedLogger()
+	require.True(t, turn.Finalize(ReasonStop, log, true))
+	require.False(t, turn.Finalize(ReasonClose, log, true), "second finalize is a no-op")
+
+	msgs := messages(logs)
+	require.Equal(t, 1, countPrefix(msgs, "\n[Overall Summary]"), "one summary")
+	require.Equal(t, 1, countPrefix(msgs, "[OmniTiming] "))
+	var line string
+	for _, m := range msgs {
+		if strings.HasPrefix(m, "[OmniTiming] ") {
+			line = m
+		}
+	}
+	require.Contains(t, line, metricsRID)
+	require.Contains(t, line, "response=resp-turn")
+	require.Contains(t, line, "turn=3")
+	require.Contains(t, line, "reason=stop")
+	require.NotContains(t, line, "total=")
+	require.NotContains(t, line, "engine=")
+	require.True(t, turn.Aggregator().E2EDone("resp-turn"))
+	require.Equal(t, ReasonStop, turn.FinishedReason())
+}
+
+// #4 test_finished_reason_passthrough.
+func TestFinishedReasonPassthrough(t *testing.T) {
+	t.Parallel()
+	for _, r := range []string{ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError, "oops"} {
+		t.Run(r, func(t *testing.T) {
+			t.Parallel()
+			clk := newFakeClock(1)
+			turn := newTestTurn(t, clk, "resp-"+r, 0)
+			log, logs := observedLogger()
+			require.True(t, turn.Finalize(r, log, true))
+			want := r
+			if r == "oops" {
+				want = ReasonAbort
+			}
+			require.Equal(t, want, turn.FinishedReason())
+			require.Contains(t, strings.Join(messages(logs), "\n"), "reason="+want)
+		})
+	}
+}
+
+// #6 test_accumulate_prefers_stage_submit_ts.
+func TestAccumulatePrefersStageSubmitTS(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(200)
+	turn := NewTurn(metricsRID, "resp-ts", 0, 150, 3, nil, clk.now)
+	turn.Accumulate(0, StageRequestStats{NumTokensOut: 1}, "text", 100)
+	turn.Accumulate(1, StageRequestStats{NumTokensOut: 1}, "audio", 0)
+	f, l, ok := turn.Aggregator().StageTimes(0)
+	require.True(t, ok)
+	require.InDelta(t, 100.0, f, 0)
+	require.InDelta(t, 200.0, l, 0)
+	f, _, _ = turn.Aggregator().StageTimes(1)
+	require.InDelta(t, 200.0, f, 0)
+}
+
+// #8 test_metrics_before_begin_are_flushed_on_begin; §10 #3: buffered per stage, not per chunk.
+func TestPendingFlushedOnBegin(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(60)
+	p := NewPendingTurn(clk.now)
+	p.Add(0, StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}, "text", 50)
+	require.Equal(t, 1, p.Stages())
+	a, ok := p.Arrival()
+	require.True(t, ok)
+	require.InDelta(t, 50.0, a, 0)
+
+	turn := p.BeginTurn(metricsRID, "resp-auto", 0, 0, 3, nil)
+	require.InDelta(t, 50.0, turn.Arrival(), 0)
+	rows := turn.StageRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, 7, rows[0].NumTokensOut)
+	require.InDelta(t, 30.0, rows[0].StageGenTimeMs, 0)
+	require.Zero(t, p.Stages(), "pending emptied")
+	_, ok = p.Arrival()
+	require.False(t, ok, "arrival cleared")
+	f, _, _ := turn.Aggregator().StageTimes(0)
+	require.InDelta(t, 50.0, f, 0, "replay keeps the first submit ts")
+}
+
+// §10 #3: a long listen-only stretch keeps one merged row per stage, with the same result as
+// accumulating every snapshot into an open turn.
+func TestPendingIsBoundedAndEqualsOneForOne(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(10)
+	p := NewPendingTurn(clk.now)
+	direct := NewTurn(metricsRID, "resp-direct", 0, 10, 2, nil, clk.now)
+	for i := range 5000 {
+		s := StageRequestStats{NumTokensIn: 3, NumTokensOut: 2 + i%5, StageGenTimeMs: 1.5,
+			VllmTpotMs: float64(10 + i%7), VllmItlsMs: []float64{float64(i % 3)}}
+		p.Add(0, s, "text", 0)
+		direct.Accumulate(0, s, "text", 0)
+		if i%10 == 0 {
+			r := StageRequestStats{NumTokensOut: 1, RxDecodeTimeMs: 0.5, RxInFlightTimeMs: 0.25, RxTransferBytes: 64}
+			p.Add(1, r, "audio", 0)
+			direct.Accumulate(1, r, "audio", 0)
+		}
+	}
+	require.Equal(t, 2, p.Stages())
+	require.Equal(t, 5500, p.SegmentCount())
+	turn := p.BeginTurn(metricsRID, "resp-direct", 0, 10, 2, nil)
+	require.Equal(t, direct.StageRows(), turn.StageRows())
+	require.Equal(t, 5500, turn.SegmentCount())
+	clk.set(11)
+	require.True(t, turn.Finalize(ReasonStop, nil, false))
+	require.True(t, direct.Finalize(ReasonStop, nil, false))
+	require.Equal(t, direct.Aggregator().Transfers("resp-direct"), turn.Aggregator().Transfers("resp-direct"))
+	tr := turn.Aggregator().Transfers("resp-direct")
+	require.Len(t, tr, 1)
+	require.InDelta(t, 250.0, tr[0].RxDecodeTimeMs, 1e-9)
+	require.Equal(t, int64(64), tr[0].SizeBytes)
+}
+
+// #9 test_finalize_noop_when_log_stats_off.
+func TestFinalizeNoLogWhenLogStatsOff(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1)
+	turn := newTestTurn(t, clk, "resp-off", 0)
+	log, logs := observedLogger()
+	require.True(t, turn.Finalize(ReasonStop, log, false))
+	require.Zero(t, logs.Len())
+	require.Empty(t, turn.Summary().Entries)
+}
+
+// #10 test_client_two_turns_emit_two_summaries: each turn owns a fresh aggregator.
+func TestTwoTurnsTwoSummaries(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1)
+	p := NewPendingTurn(clk.now)
+	var all []string
+	for _, resp := range []string{"resp-a", "resp-b"} {
+		turn := p.BeginTurn(metricsRID, resp, 0, 0, 3, nil)
+		turn.Accumulate(0, StageRequestStats{NumTokensOut: 1}, "text", 0)
+		log, logs := observedLogger()
+		require.True(t, turn.Finalize(ReasonStop, log, true))
+		all = append(all, strings.Join(messages(logs), "\n"))
+	}
+	require.Contains(t, all[0], "resp-a")
+	require.NotContains(t, all[0], "resp-b")
+	require.Contains(t, all[1], "resp-b")
+	require.NotContains(t, all[1], "resp-a")
+}
+
+// #19 test_session_transfer_tx_copied_into_turn.
+func TestSessionTXCopiedIntoTurn(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1)
+	session := NewAggregator(3, true, 1, 2, WithClock(clk.now))
+	session.OnForward(0, 1, metricsRID, 512, 3, false)
+	turn := NewTurn(metricsRID, "resp-tx", 0, 2, 3, session, clk.now)
+	session.OnForward(0, 1, metricsRID, 1024, 7.5, true)
+	turn.Accumulate(1, StageRequestStats{RxDecodeTimeMs: 1.0, RxInFlightTimeMs: 0.5}, "audio", 0)
+	turn.CopySessionTX(session)
+	turn.CopySessionTX(session) // omniserve: a second copy adds nothing
+	clk.set(3)
+	require.True(t, turn.Finalize(ReasonStop, nil, true))
+	tr := turn.Aggregator().Transfers("resp-tx")
+	require.Len(t, tr, 1)
+	require.Equal(t, TransferEdgeStats{FromStage: 0, ToStage: 1, RequestID: "resp-tx", SizeBytes: 1024,
+		TxTimeMs: 7.5, UsedShm: true, RxDecodeTimeMs: 1.0, InFlightTimeMs: 0.5}, tr[0])
+}
+
+// #23 test_mark_turn_arrival_stamps_before_begin (the chat-id half lives in requestclient).
+func TestMarkArrivalKeepsFirst(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(42)
+	p := NewPendingTurn(clk.now)
+	require.InDelta(t, 42.0, p.MarkArrival(0), 0)
+	clk.set(99)
+	require.InDelta(t, 42.0, p.MarkArrival(0), 0)
+	require.InDelta(t, 42.0, p.MarkArrival(77), 0)
+	turn := p.BeginTurn(metricsRID, "resp-arr", 0, 0, 3, nil)
+	require.InDelta(t, 42.0, turn.Arrival(), 0)
+	require.InDelta(t, 42.0, turn.Aggregator().WallStart(), 0)
+	// An explicit arrival wins over the stamp.
+	p.MarkArrival(50)
+	require.InDelta(t, 60.0, p.BeginTurn(metricsRID, "resp-x", 0, 60, 3, nil).Arrival(), 0)
+}
+
+// §10 #1: on an auto-response handoff the next turn's first append stamps arrival while the old
+// turn is still open; finalizing the old turn must not wipe it.
+func TestArrivalStampSurvivesPreviousFinalize(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(10)
+	p := NewPendingTurn(clk.now)
+	old := p.BeginTurn(metricsRID, "resp-old", 0, 0, 3, nil)
+	clk.set(20)
+	p.MarkArrival(0) // first append of the next user input
+	clk.set(25)
+	require.True(t, old.Finalize(ReasonStop, nil, true))
+	clk.set(30)
+	next := p.BeginTurn(metricsRID, "resp-next", 1, 0, 3, nil)
+	require.InDelta(t, 20.0, next.Arrival(), 0, "t0 is the first append, not begin_response")
+	clk.set(31)
+	require.True(t, next.Finalize(ReasonStop, nil, false))
+	e, _ := next.Aggregator().E2E("resp-next")
+	require.InDelta(t, 11000.0, e.E2ETotalMs, 1e-6)
+}
+
+// #24 test_duplex_dump_titles_hide_ttfo_and_skip_total_engine. §10 #7: serving_time_to_first_
+// output_ms is a real duration (arrival → first output) and is shown, not hidden.
+func TestDuplexDumpTitlesShowTTFOAndSkipTotalEngine(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1000)
+	turn := NewTurn(metricsRID, "resp-dump", 4, 1000, 3, nil, clk.now)
+	// An engine that (wrongly) reports an epoch value is overridden by the turn's own mark.
+	turn.Accumulate(0, StageRequestStats{NumTokensOut: 3, ServingTimeToFirstOutputMs: 1_757_000_000.0}, "text", 0)
+	turn.MarkFirstOutput(0, 1000.25, false)
+	turn.MarkFirstOutput(0, 1000.75, false) // first mark wins
+	clk.set(1001)
+	log, logs := observedLogger()
+	require.True(t, turn.Finalize(ReasonStop, log, true))
+	text := strings.Join(messages(logs), "\n")
+	require.Contains(t, text, "request_id="+metricsRID)
+	require.Contains(t, text, "response=resp-dump")
+	require.Contains(t, text, "turn=4")
+	require.Contains(t, text, "reason=stop")
+	require.Contains(t, text, "[StageRequestStats [request_id="+metricsRID+" response=resp-dump turn=4 reason=stop]]")
+	require.Contains(t, text, "| serving_time_to_first_output_ms | 250.000 |")
+	require.NotContains(t, text, "1,757,000,000")
+	require.NotContains(t, text, "total=")
+	require.NotContains(t, text, "engine=")
+}
+
+// panicCore makes the table log entries blow up, like a failing build_and_log_summary.
+type panicCore struct{ zapcore.Core }
+
+func (c panicCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.HasPrefix(e.Message, "\n[") {
+		panic("render failure")
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c panicCore) With(f []zapcore.Field) zapcore.Core { return panicCore{c.Core.With(f)} }
+
+// #26 test_finalize_survives_summary_failure.
+func TestFinalizeSurvivesSummaryFailure(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1)
+	turn := newTestTurn(t, clk, "resp-fail", 0)
+	turn.Accumulate(0, StageRequestStats{NumTokensOut: 1}, "text", 0)
+	base, logs := observedLogger()
+	log := zap.New(panicCore{base.Core()})
+	require.True(t, turn.Finalize(ReasonStop, log, true))
+	require.True(t, turn.Finalized())
+	require.False(t, turn.Finalize(ReasonStop, log, true))
+	require.Equal(t, 1, logs.FilterMessage("failed to log duplex turn summary").Len())
+	_, ok := turn.Record()
+	require.True(t, ok, "the e2e record survives a logging failure")
+}
+
+func TestFinalizedTurnIgnoresLateInput(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1)
+	turn := newTestTurn(t, clk, "resp-late", 0)
+	require.True(t, turn.Finalize(ReasonCancel, nil, false))
+	turn.Accumulate(0, StageRequestStats{NumTokensOut: 5}, "text", 0)
+	turn.MarkFirstOutput(0, 5, true)
+	require.Zero(t, turn.SegmentCount())
+	require.Empty(t, turn.Aggregator().StageEvents("resp-late"))
+}
+
+// Accumulate copies its input: later mutation of the caller's snapshot changes nothing.
+func TestAccumulateIsDefensive(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock(1)
+	turn := newTestTurn(t, clk, "resp-copy", 0)
+	s := StageRequestStats{VllmItlsMs: []float64{1, 2}, PipelineTimings: map[string]float64{"preprocess_ms": 1},
+		StageStats: &StageStats{TotalToken: 3}}
+	turn.Accumulate(0, s, "text", 0)
+	s.VllmItlsMs[0] = 100
+	s.PipelineTimings["preprocess_ms"] = 100
+	s.StageStats.TotalToken = 100
+	r := turn.StageRows()[0]
+	require.Equal(t, []float64{1, 2}, r.VllmItlsMs)
+	require.InDelta(t, 1.0, r.PipelineTimings["preprocess_ms"], 0)
+	require.Equal(t, 3, r.StageStats.TotalToken)
+}
+
+func TestTurnRecordForPrometheus(t *testing.T) {
+	t.Parallel()
+	turn, _ := duplexExample(t)
+	_, ok := turn.Record()
+	require.False(t, ok)
+	require.True(t, turn.Finalize("turn_detected", nil, false))
+	rec, ok := turn.Record()
+	require.True(t, ok)
+	require.True(t, rec.Duplex)
+	require.Equal(t, ReasonAbort, rec.FinishedReason, "Finalize normalizes; map cancel sources first")
+	require.InDelta(t, 0.826903, rec.AudioTTFPSeconds, 1e-6)
+	require.Equal(t, 2, rec.AudioTTFPStage)
+	require.Len(t, rec.Stages, 3)
+	require.Len(t, rec.Transfers, 2)
+}
+
+// §10 #2: with log-stats off callers keep nil turns and buffers; every call is a no-op that
+// allocates nothing, and so is a summary of an aggregator built with logStats false.
+func TestOffPathDoesNotAllocate(t *testing.T) {
+	var turn *TurnMetrics
+	var p *PendingTurn
+	var c *Collectors
+	off := NewAggregator(3, false, 0, 2)
+	s := StageRequestStats{NumTokensOut: 3, VllmItlsMs: []float64{1}}
+	allocs := testing.AllocsPerRun(100, func() {
+		turn.Accumulate(0, s, "text", 5)
+		turn.MarkFirstOutput(1, 5, true)
+		turn.CopySessionTX(off)
+		_ = turn.Finalize(ReasonStop, nil, false)
+		p.Add(0, s, "text", 5)
+		p.MarkArrival(5)
+		p.ReplayInto(turn)
+		_ = off.BuildAndLogSummary(nil)
+		c.ObserveFinalized(FinalizedRequest{})
+	})
+	require.Zero(t, allocs)
+}
