@@ -14,7 +14,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-short lint bench bench-engine bench-speech bench-chat bench-realtime cuda clean
+.PHONY: all deps headers build run test test-short lint bench cuda clean
 
 all: build
 
@@ -30,6 +30,7 @@ build: headers
 run: deps build
 	./$(BIN) serve
 
+# test includes test/, whose end-to-end tests drive the bin/omniserve built here.
 test: deps build
 	$(GO) test -race -count=1 -timeout 40m ./...
 
@@ -40,7 +41,14 @@ lint: headers
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-bench: bench-engine bench-speech bench-chat bench-realtime
+# bench runs each benchmark target that exists; later issues add them (bench-engine: the engine
+# issue). A target not written yet is reported, not failed.
+BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime
+bench: headers
+	@for t in $(BENCH_TARGETS); do \
+	  if $(MAKE) -s -n $$t >/dev/null 2>&1; then $(MAKE) --no-print-directory $$t || exit 1; \
+	  else echo "bench: $$t not available yet"; fi; \
+	done
 
 cuda: headers
 	./scripts/build-cuda.sh
