@@ -1,0 +1,219 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// Request is one chat request in flight.
+type Request struct {
+	p    *Pipeline
+	req  ChatRequest
+	disp *dispatcher
+	ts   *turnState
+	stop context.CancelFunc // releases the link to the caller's ctx
+	done chan struct{}
+
+	mu  sync.Mutex
+	seq *gpu.Sequence // while generating, so Abort can stop it at once
+}
+
+// SubmitChat validates req and starts it: stage 0 transcribes audio parts, builds the prompt
+// with the model's chat template, and streams text; with WantAudio stage 1 streams 24 kHz
+// audio. The Sink gets the outputs and ends with a Finished output, unless the request is
+// aborted (Abort, or ctx cancelled): then it gets nothing more. Bad input fails here.
+func (p *Pipeline) SubmitChat(ctx context.Context, req ChatRequest, sink Sink) (*Request, error) {
+	if err := p.validateChat(&req); err != nil {
+		return nil, err
+	}
+	if err := p.thinker.admit(); err != nil {
+		return nil, fmt.Errorf("admitting to stage thinker: %w", err)
+	}
+	if err := p.admitTalker(req.WantAudio); err != nil {
+		p.thinker.unadmit()
+		return nil, err
+	}
+	rctx, stop := p.requestContext(ctx)
+	r := &Request{
+		p: p, req: req, disp: newDispatcher(sink, p.cfg.SinkQueue),
+		ts: newTurn(rctx, 1), stop: stop, done: make(chan struct{}),
+	}
+	unadmit := func() {
+		p.thinker.unadmit()
+		if req.WantAudio {
+			p.talker.unadmit()
+		}
+		stop()
+	}
+	if err := p.register(r); err != nil {
+		unadmit()
+		return nil, err
+	}
+	if err := p.goTracked(r.disp.run); err != nil {
+		p.unregister(r)
+		unadmit()
+		return nil, err
+	}
+	if err := p.goTracked(r.run); err != nil {
+		r.disp.close()
+		p.unregister(r)
+		unadmit()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (p *Pipeline) validateChat(req *ChatRequest) error {
+	if len(req.Messages) == 0 {
+		return fmt.Errorf("%w: no messages", ErrInvalidRequest)
+	}
+	if req.RequestID == "" {
+		req.RequestID = "chatcmpl-" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	}
+	for i, m := range req.Messages {
+		if err := validRole(m.Role); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+		if len(m.Audio) > 0 {
+			if p.deps.ASR == nil {
+				return fmt.Errorf("message %d: %w: audio input needs the ASR", i, ErrInvalidRequest)
+			}
+			if err := speech.CheckFinite(m.Audio); err != nil {
+				return fmt.Errorf("message %d audio: %w", i, err)
+			}
+			continue
+		}
+		if m.Audio != nil {
+			return fmt.Errorf("message %d audio: %w", i, speech.ErrEmptyAudio)
+		}
+		if strings.TrimSpace(m.Text) == "" {
+			return fmt.Errorf("message %d: %w", i, speech.ErrEmptyText)
+		}
+	}
+	if req.MaxTokens < 0 {
+		return fmt.Errorf("%w: max_tokens %d", ErrInvalidRequest, req.MaxTokens)
+	}
+	if req.MaxTokens == 0 {
+		req.MaxTokens = p.cfg.Thinker.MaxTokens
+	}
+	return nil
+}
+
+func validRole(role string) error {
+	switch role {
+	case "system", "developer", "user", "assistant":
+		return nil
+	}
+	return fmt.Errorf("%w: role %q", ErrInvalidRequest, role)
+}
+
+// run is the request's stage-0 worker; it owns the sequence and waits for the talker.
+func (r *Request) run() {
+	p := r.p
+	defer close(r.done)
+	defer p.unregister(r)
+	defer r.disp.close()
+	defer r.stop()
+	ts := r.ts
+	resp := &response{rid: r.req.RequestID, ts: ts, disp: r.disp, wantAudio: r.req.WantAudio, submitTS: metrics.Now()}
+	if err := p.thinker.acquire(ts.ctx); err != nil {
+		if r.req.WantAudio {
+			p.talker.unadmit()
+		}
+		return
+	}
+	defer p.thinker.release()
+	resp.started = time.Now()
+	seq, err := r.prepare(resp)
+	if err != nil {
+		if r.req.WantAudio {
+			p.talker.unadmit()
+		}
+		p.fail(resp, 0, err)
+		return
+	}
+	defer func() {
+		r.mu.Lock()
+		r.seq = nil
+		r.mu.Unlock()
+		seq.Close()
+	}()
+	opts := gpu.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
+	if _, _, err := p.generate(resp, seq, opts); err != nil {
+		p.log.Debug("chat generation failed", zap.String("request_id", resp.rid), zap.Error(err))
+	}
+}
+
+// prepare transcribes audio parts, renders the prompt and prefills it into a new sequence.
+func (r *Request) prepare(resp *response) (*gpu.Sequence, error) {
+	p, ctx := r.p, r.ts.ctx
+	msgs := make([]gpu.ChatMessage, 0, len(r.req.Messages))
+	for i, m := range r.req.Messages {
+		text := m.Text
+		if len(m.Audio) > 0 {
+			tr, err := p.deps.ASR.Transcribe(ctx, m.Audio)
+			if err != nil {
+				return nil, fmt.Errorf("transcribing message %d: %w", i, err)
+			}
+			text = strings.TrimSpace(strings.TrimSpace(text) + " " + tr)
+		}
+		msgs = append(msgs, gpu.ChatMessage{Role: m.Role, Content: text})
+	}
+	prompt, err := p.deps.Engine.ChatPrompt(msgs, true)
+	if err != nil {
+		return nil, fmt.Errorf("rendering chat prompt: %w", err)
+	}
+	seq, err := p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: r.req.Sampling})
+	if err != nil {
+		return nil, fmt.Errorf("opening sequence: %w", err)
+	}
+	r.mu.Lock()
+	r.seq = seq
+	aborted := r.ts.aborted.Load()
+	r.mu.Unlock()
+	if aborted {
+		seq.Close()
+		return nil, fmt.Errorf("preparing chat: %w", context.Canceled)
+	}
+	st, err := seq.AppendText(ctx, prompt)
+	if err != nil {
+		seq.Close()
+		return nil, fmt.Errorf("prefilling prompt: %w", err)
+	}
+	resp.prefill = st
+	return seq, nil
+}
+
+// Abort stops the request in every stage at once: no Sink call starts after it returns (one in
+// progress may finish), the generation is aborted, queued connector items are dropped.
+func (r *Request) Abort() {
+	r.ts.abort(false)
+	r.disp.stop()
+	r.mu.Lock()
+	seq := r.seq
+	r.mu.Unlock()
+	if seq != nil {
+		seq.Abort(false)
+	}
+}
+
+// Done is closed when every stage has finished with the request and its Sink calls are over.
+func (r *Request) Done() <-chan struct{} { return r.done }
+
+// ID is the request id (generated when the request had none).
+func (r *Request) ID() string { return r.req.RequestID }
+
+func (r *Request) closeForShutdown() {
+	r.Abort()
+	<-r.done
+}

@@ -1,0 +1,106 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// dispatcher delivers one request's (or duplex stream's) events to its Sink from a single
+// goroutine, in the order the stages produced them. The queue is bounded: a Sink that falls
+// behind makes this request's stages wait in push, never another request's.
+type dispatcher struct {
+	sink    Sink
+	ch      chan event
+	done    chan struct{}
+	stopped atomic.Bool // set by stop: nothing more is delivered
+
+	closeOnce sync.Once
+}
+
+// event is one Sink call. turn, when set, is checked at delivery: events of an aborted turn
+// are dropped, so nothing of that turn reaches the Sink once the abort is made.
+type event struct {
+	turn *turnState
+	out  *OutputMessage
+	sm   *StageMetricsMessage
+	tx   *TransferEvent
+}
+
+func newDispatcher(sink Sink, capacity int) *dispatcher {
+	return &dispatcher{sink: sink, ch: make(chan event, capacity), done: make(chan struct{})}
+}
+
+// run delivers events until close; its owner starts it once and waits on done.
+func (d *dispatcher) run() {
+	defer close(d.done)
+	for ev := range d.ch {
+		if d.stopped.Load() || (ev.turn != nil && ev.turn.aborted.Load()) {
+			continue
+		}
+		switch {
+		case ev.out != nil:
+			d.sink.OnOutput(*ev.out)
+		case ev.sm != nil:
+			d.sink.OnStageMetrics(*ev.sm)
+		case ev.tx != nil:
+			d.sink.OnTransfer(*ev.tx)
+		}
+	}
+}
+
+// push queues an event, waiting while the queue is full until ctx ends.
+func (d *dispatcher) push(ctx context.Context, ev event) error {
+	if d.stopped.Load() || (ev.turn != nil && ev.turn.aborted.Load()) {
+		return fmt.Errorf("delivering output: %w", context.Canceled)
+	}
+	select {
+	case d.ch <- ev:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("delivering output: %w", ctx.Err())
+	}
+}
+
+func (d *dispatcher) output(ctx context.Context, ts *turnState, m OutputMessage) error {
+	return d.push(ctx, event{turn: ts, out: &m})
+}
+
+func (d *dispatcher) stageMetrics(ctx context.Context, ts *turnState, m StageMetricsMessage) error {
+	return d.push(ctx, event{turn: ts, sm: &m})
+}
+
+func (d *dispatcher) transfer(ctx context.Context, ts *turnState, t TransferEvent) error {
+	return d.push(ctx, event{turn: ts, tx: &t})
+}
+
+// stop makes every later delivery a no-op (a call already in progress finishes).
+func (d *dispatcher) stop() { d.stopped.Store(true) }
+
+// close ends the queue once every producer has returned; queued events are still delivered
+// unless stopped. It does not wait; wait on done.
+func (d *dispatcher) close() { d.closeOnce.Do(func() { close(d.ch) }) }
+
+// turnState is one response (duplex) or the one generation of a chat request. Cancelling it
+// stops both stages' work for it; aborted makes the dispatcher drop its remaining events.
+type turnState struct {
+	n       int
+	ctx     context.Context //nolint:containedctx // the turn's lifetime, shared by its stages
+	cancel  context.CancelFunc
+	aborted atomic.Bool
+	keep    atomic.Bool   // keep the partial reply in the conversation (CancelResponse(true))
+	done    chan struct{} // closed when both stages are finished with the turn
+}
+
+func newTurn(parent context.Context, n int) *turnState {
+	ctx, cancel := context.WithCancel(parent)
+	return &turnState{n: n, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// abort drops the turn's undelivered events and cancels its work.
+func (t *turnState) abort(keepHistory bool) {
+	t.keep.Store(keepHistory)
+	t.aborted.Store(true)
+	t.cancel()
+}

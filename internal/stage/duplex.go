@@ -1,0 +1,423 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// DuplexStream is the long-lived stage-0 request of a duplex session epoch: it listens (VAD +
+// streaming ASR on every audio unit), keeps the conversation in one engine sequence, and speaks
+// (generates, and with audio voices through the talker) on an endpoint, Commit or Respond.
+//
+// Audio calls (AppendAudio, Commit) are serialized with each other. Everything that touches the
+// engine sequence (prefilling a committed turn, generating a response) runs in FIFO order on
+// the stream's own sequence goroutine, so audio keeps flowing while the assistant speaks.
+type DuplexStream struct {
+	p    *Pipeline
+	opts DuplexOptions
+	rid  string
+	disp *dispatcher
+	seq  *gpu.Sequence
+
+	ctx      context.Context //nolint:containedctx // the stream's lifetime; Close cancels it
+	stopLink context.CancelFunc
+	jobs     chan seqJob
+	loopDone chan struct{}
+
+	audio audioState // guarded by audioMu
+	// audioMu serializes the audio path; a channel so waiters give up on their ctx.
+	audioMu chan struct{}
+
+	mu      sync.Mutex
+	turns   int                     // responses started
+	live    map[*turnState]struct{} // responses not finished
+	gen     *turnState              // the response generating now
+	history []gpu.ChatMessage       // the conversation as the model should see it
+	fedText string                  // the rendered history already in the sequence
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// seqJob runs on the sequence goroutine: a prefill of new history (ts nil) or a response.
+type seqJob struct {
+	ts        *turnState
+	maxTokens int
+}
+
+// OpenDuplex starts a duplex stream: an engine sequence (prefilled with the instructions), a
+// VAD and an ASR stream. Close it when done; ctx ending aborts its work too.
+func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink) (*DuplexStream, error) {
+	if !p.SupportsDuplex() {
+		return nil, ErrNoDuplex
+	}
+	if opts.WantAudio && p.talker == nil {
+		return nil, fmt.Errorf("%w: audio output needs the talker stage", ErrInvalidRequest)
+	}
+	if opts.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: max_tokens %d", ErrInvalidRequest, opts.MaxTokens)
+	}
+	if opts.RequestID == "" {
+		opts.RequestID = "duplex-" + uuid.NewString()
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = p.cfg.Thinker.MaxTokens
+	}
+	if opts.Instructions == "" {
+		opts.Instructions = p.cfg.Thinker.Instructions
+	}
+	opts.VAD = p.vadConfig(opts.VAD)
+	vad, err := speech.NewVAD(opts.VAD)
+	if err != nil {
+		return nil, fmt.Errorf("opening duplex stream: %w", err)
+	}
+	asr, err := p.deps.ASR.NewStream(ctx)
+	if err != nil {
+		vad.Close()
+		return nil, fmt.Errorf("opening duplex stream: %w", err)
+	}
+	seq, err := p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: opts.Sampling})
+	if err != nil {
+		asr.Close()
+		vad.Close()
+		return nil, fmt.Errorf("opening duplex stream: %w", err)
+	}
+	sctx, stop := p.requestContext(ctx)
+	d := &DuplexStream{
+		p: p, opts: opts, rid: opts.RequestID, disp: newDispatcher(sink, p.cfg.SinkQueue), seq: seq,
+		ctx: sctx, stopLink: stop, jobs: make(chan seqJob, p.cfg.StreamQueue), loopDone: make(chan struct{}),
+		audioMu: make(chan struct{}, 1), live: map[*turnState]struct{}{}, closed: make(chan struct{}),
+	}
+	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
+	if strings.TrimSpace(opts.Instructions) != "" {
+		d.history = append(d.history, gpu.ChatMessage{Role: "system", Content: opts.Instructions})
+		d.jobs <- seqJob{} // prefill the instructions now, not on the first response
+	}
+	if err := p.register(d); err != nil {
+		d.release()
+		return nil, err
+	}
+	if err := p.goTracked(d.disp.run); err != nil {
+		p.unregister(d)
+		d.release()
+		return nil, err
+	}
+	if err := p.goTracked(d.loop); err != nil {
+		d.disp.close()
+		p.unregister(d)
+		d.release()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
+	def := p.cfg.Thinker.VAD
+	if v.SampleRate == 0 {
+		v.SampleRate = speech.ASRSampleRate
+	}
+	if v.Threshold == 0 && v.Mode == 0 {
+		v.Threshold, v.Mode = def.Threshold, def.Mode
+	}
+	if v.PrefixPaddingMs == 0 {
+		v.PrefixPaddingMs = def.PrefixPaddingMs
+	}
+	if v.SilenceDurationMs == 0 {
+		v.SilenceDurationMs = def.SilenceDurationMs
+	}
+	if v.MinSpeechMs == 0 {
+		v.MinSpeechMs = def.MinSpeechMs
+	}
+	return v
+}
+
+// ID is the stream's request id.
+func (d *DuplexStream) ID() string { return d.rid }
+
+// upcoming is the turn that listen-side events lead to: responses so far + 1.
+func (d *DuplexStream) upcoming() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.turns + 1
+}
+
+// AppendText adds a message to the conversation (role system, developer, user or assistant);
+// it is prefilled into the sequence in the background, after any running response.
+func (d *DuplexStream) AppendText(ctx context.Context, role, text string) error {
+	if err := validRole(role); err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		return fmt.Errorf("appending text: %w", speech.ErrEmptyText)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("appending text: %w", err)
+	}
+	return d.addMessage(role, text)
+}
+
+func (d *DuplexStream) addMessage(role, text string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed() {
+		return fmt.Errorf("appending to stream: %w", ErrClosed)
+	}
+	d.history = append(d.history, gpu.ChatMessage{Role: role, Content: text})
+	select {
+	case d.jobs <- seqJob{}:
+	default:
+		// A prefill job is queued or a response is pending; either syncs the whole history.
+	}
+	return nil
+}
+
+// Respond starts a response and returns its turn number. Responses queue behind a running one.
+func (d *DuplexStream) Respond(ctx context.Context, maxTokens int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("starting response: %w", err)
+	}
+	ts, err := d.startResponse(maxTokens)
+	if err != nil {
+		return 0, err
+	}
+	return ts.n, nil
+}
+
+func (d *DuplexStream) startResponse(maxTokens int) (*turnState, error) {
+	if maxTokens <= 0 {
+		maxTokens = d.opts.MaxTokens
+	}
+	p := d.p
+	if err := p.thinker.admit(); err != nil {
+		return nil, fmt.Errorf("admitting to stage thinker: %w", err)
+	}
+	if err := p.admitTalker(d.opts.WantAudio); err != nil {
+		p.thinker.unadmit()
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed() {
+		d.unadmit()
+		return nil, fmt.Errorf("starting response: %w", ErrClosed)
+	}
+	ts := newTurn(d.ctx, d.turns+1)
+	select {
+	case d.jobs <- seqJob{ts: ts, maxTokens: maxTokens}:
+	default:
+		ts.cancel()
+		d.unadmit()
+		return nil, fmt.Errorf("starting response: %w", ErrQueueFull)
+	}
+	d.turns++
+	d.live[ts] = struct{}{}
+	return ts, nil
+}
+
+func (d *DuplexStream) unadmit() {
+	d.p.thinker.unadmit()
+	if d.opts.WantAudio {
+		d.p.talker.unadmit()
+	}
+}
+
+// CancelResponse aborts every unfinished response at once: the generation stops, the talker
+// drops its queue, and no output of those turns reaches the Sink after it returns.
+// keepHistory keeps the partial reply in the conversation.
+func (d *DuplexStream) CancelResponse(keepHistory bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gen != nil {
+		// Abort the engine first: its keepHistory must win over the ctx-cancel path, which keeps.
+		d.seq.Abort(keepHistory)
+	}
+	for ts := range d.live {
+		ts.abort(keepHistory)
+	}
+}
+
+// Close aborts everything of the stream, frees its sequence, ASR decoder and VAD, and waits
+// for its goroutines. No Sink call starts after it returns. It is idempotent. It waits for the
+// Sink, so it must not be called from a Sink method (CancelResponse may be).
+func (d *DuplexStream) Close() {
+	d.closeOnce.Do(func() {
+		d.disp.stop()
+		d.mu.Lock()
+		close(d.closed)
+		for ts := range d.live {
+			ts.abort(false)
+		}
+		d.mu.Unlock()
+		d.stopLink() // cancels d.ctx: the loop aborts its job, frees the sequence and exits
+		<-d.loopDone
+		d.audioMu <- struct{}{} // no audio call in progress from here on
+		d.audio.close()
+		d.disp.close()
+		<-d.disp.done
+		d.p.unregister(d)
+	})
+}
+
+func (d *DuplexStream) closeForShutdown() { d.Close() }
+
+func (d *DuplexStream) isClosed() bool {
+	select {
+	case <-d.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// release frees what OpenDuplex acquired when it fails after acquiring.
+func (d *DuplexStream) release() {
+	d.stopLink()
+	d.seq.Close()
+	d.audio.close()
+}
+
+// loop is the sequence goroutine: it runs prefill and response jobs in order and owns the
+// sequence's lifetime.
+func (d *DuplexStream) loop() {
+	defer close(d.loopDone)
+	defer d.seq.Close()
+	for {
+		select {
+		case <-d.ctx.Done():
+			for {
+				select {
+				case j := <-d.jobs:
+					if j.ts != nil {
+						d.unadmit()
+						d.finishTurn(j.ts)
+					}
+				default:
+					return
+				}
+			}
+		case j := <-d.jobs:
+			if j.ts == nil {
+				d.prefill()
+			} else {
+				d.respond(j.ts, j.maxTokens)
+			}
+		}
+	}
+}
+
+// syncHistory prefills the part of the rendered history the sequence does not have yet.
+func (d *DuplexStream) syncHistory(ctx context.Context, addGen bool) (gpu.AppendStats, error) {
+	d.mu.Lock()
+	hist := append([]gpu.ChatMessage(nil), d.history...)
+	fed := d.fedText
+	d.mu.Unlock()
+	if len(hist) == 0 && !addGen {
+		return gpu.AppendStats{}, nil
+	}
+	want, err := d.p.deps.Engine.ChatPrompt(hist, addGen)
+	if err != nil {
+		return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
+	}
+	delta, ok := strings.CutPrefix(want, fed)
+	if !ok {
+		// The sequence's text is no prefix of the rendering (an aborted reply left its header):
+		// append the newest message rendered alone rather than re-prefilling everything.
+		last := hist[max(len(hist)-1, 0):]
+		if delta, err = d.p.deps.Engine.ChatPrompt(last, addGen); err != nil {
+			return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
+		}
+	}
+	if delta == "" {
+		return gpu.AppendStats{}, nil
+	}
+	st, err := d.seq.AppendText(ctx, delta)
+	if err != nil {
+		return gpu.AppendStats{}, fmt.Errorf("prefilling conversation: %w", err)
+	}
+	d.mu.Lock()
+	d.fedText = want
+	d.mu.Unlock()
+	return st, nil
+}
+
+// prefill appends committed history and reports it as stage-0 work of the upcoming turn.
+func (d *DuplexStream) prefill() {
+	submitTS := metrics.Now()
+	start := time.Now()
+	st, err := d.syncHistory(d.ctx, false)
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.p.log.Warn("duplex prefill failed", zap.String("request_id", d.rid), zap.Error(err))
+			_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, Kind: Error, Turn: d.upcoming(), Err: err})
+		}
+		return
+	}
+	if st.Tokens == 0 {
+		return
+	}
+	if st.SubmitTS > 0 {
+		submitTS = st.SubmitTS
+	}
+	_ = d.disp.stageMetrics(d.ctx, nil, StageMetricsMessage{
+		RequestID: d.rid, StageID: 0, Turn: d.upcoming(), StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
+		Metrics: metrics.StageRequestStats{
+			BatchID: int(st.BatchID), BatchSize: st.BatchSize, NumTokensIn: st.Tokens,
+			StageGenTimeMs: msSince(start), OutputUnitType: "text",
+		},
+	})
+}
+
+// respond runs one response: prefill the history with the generation prompt, generate, and
+// fold the reply into the conversation.
+func (d *DuplexStream) respond(ts *turnState, maxTokens int) {
+	p := d.p
+	defer d.finishTurn(ts)
+	if err := p.thinker.acquire(ts.ctx); err != nil {
+		if d.opts.WantAudio {
+			p.talker.unadmit()
+		}
+		return
+	}
+	defer p.thinker.release()
+	r := &response{rid: d.rid, ts: ts, disp: d.disp, wantAudio: d.opts.WantAudio, started: time.Now(), submitTS: metrics.Now()}
+	st, err := d.syncHistory(ts.ctx, true)
+	if err != nil {
+		if d.opts.WantAudio {
+			p.talker.unadmit()
+		}
+		p.fail(r, 0, err)
+		return
+	}
+	r.prefill = st
+	d.mu.Lock()
+	d.gen = ts
+	at := len(d.history) // the reply answers what was there when it began
+	d.mu.Unlock()
+	text, _, _ := p.generate(r, d.seq, gpu.GenerateOptions{MaxTokens: maxTokens})
+	d.mu.Lock()
+	d.gen = nil
+	if text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
+		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
+		d.fedText += text
+	}
+	d.mu.Unlock()
+}
+
+func (d *DuplexStream) finishTurn(ts *turnState) {
+	d.mu.Lock()
+	delete(d.live, ts)
+	d.mu.Unlock()
+	ts.cancel()
+	close(ts.done)
+}

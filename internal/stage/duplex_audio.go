@@ -1,0 +1,224 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// audioState is the listening side of a duplex stream: VAD, the ASR stream, and a short history
+// of recent audio so that the ASR also hears the prefix padding before a detected onset.
+type audioState struct {
+	vad *speech.VAD
+	asr *speech.ASRStream
+
+	hist    []float32 // the most recent samples, at most 2*histCap
+	histCap int
+	pos     int64 // samples received so far (stream time)
+	fed     int64 // samples up to which the ASR has been fed
+	inSeg   bool  // VAD-gated feeding: inside a speech segment
+	asrHas  bool  // the ASR's open utterance has audio
+	closed  bool
+}
+
+func newAudioState(vad *speech.VAD, asr *speech.ASRStream, historyMs int) audioState {
+	capSamples := historyMs * speech.ASRSampleRate / 1000
+	return audioState{vad: vad, asr: asr, histCap: capSamples, hist: make([]float32, 0, 2*capSamples)}
+}
+
+func (a *audioState) close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	a.asr.Close()
+	a.vad.Close()
+}
+
+// record appends samples to the history, keeping at least histCap of them.
+func (a *audioState) record(pcm []float32) {
+	if len(pcm) >= a.histCap {
+		a.hist = append(a.hist[:0], pcm[len(pcm)-a.histCap:]...)
+	} else {
+		if len(a.hist)+len(pcm) > cap(a.hist) {
+			keep := a.hist[len(a.hist)-(a.histCap-len(pcm)):]
+			a.hist = append(a.hist[:0], keep...) // copy within: keep starts after dst
+		}
+		a.hist = append(a.hist, pcm...)
+	}
+	a.pos += int64(len(pcm))
+}
+
+// feedTo writes history samples [fed, end) to the ASR; samples already gone from the history
+// are skipped (only possible for onsets older than audio_history_ms).
+func (a *audioState) feedTo(end int64) error {
+	start := a.pos - int64(len(a.hist))
+	from := max(a.fed, start)
+	end = min(end, a.pos)
+	if end <= from {
+		return nil
+	}
+	if err := a.asr.Write(a.hist[from-start : end-start]); err != nil {
+		return err
+	}
+	a.fed = end
+	a.asrHas = true
+	return nil
+}
+
+func sampleAt(ms int64) int64 { return ms * speech.ASRSampleRate / 1000 }
+
+// finish ends the ASR utterance and returns its transcript.
+func (a *audioState) finish() (string, error) {
+	a.asrHas = false
+	return a.asr.Finish()
+}
+
+func (d *DuplexStream) lockAudio(ctx context.Context) error {
+	select {
+	case d.audioMu <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if d.audio.closed {
+		<-d.audioMu
+		return ErrClosed
+	}
+	return nil
+}
+
+func (d *DuplexStream) unlockAudio() { <-d.audioMu }
+
+// AppendAudio consumes one unit of 16 kHz mono audio: VAD and streaming ASR. It sends one
+// Decision output for the unit, "listen", or "speak" when the unit holds a VAD endpoint and
+// AutoResponse is on (then a Transcript output precedes it and a response starts), and one
+// StageMetricsMessage with the unit's stage-0 time.
+func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("appending audio: %w", err)
+		}
+	}()
+	if len(pcm16k) == 0 {
+		return speech.ErrEmptyAudio
+	}
+	if err := speech.CheckFinite(pcm16k); err != nil {
+		return err
+	}
+	if err := d.lockAudio(ctx); err != nil {
+		return err
+	}
+	defer d.unlockAudio()
+	start := time.Now()
+	submitTS := metrics.Now()
+	a := &d.audio
+	a.record(pcm16k)
+	evs, err := a.vad.Process(pcm16k)
+	if err != nil {
+		return err
+	}
+	var transcripts []string
+	if !d.opts.AutoResponse {
+		// Manual turns: the client decides what is a turn, so the ASR hears everything.
+		if err := a.feedTo(a.pos); err != nil {
+			return err
+		}
+	} else {
+		for _, ev := range evs {
+			switch ev.Kind {
+			case speech.SpeechStarted:
+				a.fed, a.inSeg = max(a.fed, sampleAt(ev.AtMs)), true
+			case speech.SpeechStopped:
+				// The stop is reported silence_duration_ms after the speech ended; the ASR
+				// already heard up to here while in the segment.
+				if err := a.feedTo(sampleAt(ev.AtMs + int64(d.opts.VAD.SilenceDurationMs))); err != nil {
+					return err
+				}
+				a.inSeg = false
+				if !a.asrHas {
+					continue // committed by hand mid-segment: nothing left to answer
+				}
+				tr, err := a.finish()
+				if err != nil && !errors.Is(err, speech.ErrEmptyAudio) {
+					return err
+				}
+				transcripts = append(transcripts, tr)
+			}
+		}
+		if a.inSeg {
+			if err := a.feedTo(a.pos); err != nil {
+				return err
+			}
+		}
+	}
+	// The unit's own stage-0 work (VAD + ASR) belongs to the turn it leads to.
+	turn := d.upcoming()
+	_ = d.disp.stageMetrics(ctx, nil, StageMetricsMessage{
+		RequestID: d.rid, StageID: 0, Turn: turn, StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
+		Metrics: metrics.StageRequestStats{StageGenTimeMs: msSince(start), OutputUnitType: "text"},
+	})
+	decision := OutputMessage{RequestID: d.rid, StageID: 0, Kind: Decision, Turn: turn, Decision: DecisionListen, StageSubmitTS: submitTS}
+	var respondErr error
+	for _, tr := range transcripts {
+		ts, err := d.commitTranscript(ctx, tr, true, submitTS)
+		if err != nil {
+			respondErr = err
+			continue
+		}
+		decision.Decision, decision.Turn = DecisionSpeak, ts.n
+	}
+	if err := d.disp.output(ctx, nil, decision); err != nil {
+		return err
+	}
+	return respondErr
+}
+
+// Commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
+// output, joins the conversation, and with respond a response starts. With nothing heard since
+// the last commit it fails with speech.ErrEmptyAudio.
+func (d *DuplexStream) Commit(ctx context.Context, respond bool) (string, error) {
+	if err := d.lockAudio(ctx); err != nil {
+		return "", fmt.Errorf("committing audio: %w", err)
+	}
+	defer d.unlockAudio()
+	a := &d.audio
+	if a.inSeg {
+		if err := a.feedTo(a.pos); err != nil {
+			return "", fmt.Errorf("committing audio: %w", err)
+		}
+	}
+	if !a.asrHas {
+		return "", fmt.Errorf("committing audio: %w", speech.ErrEmptyAudio)
+	}
+	tr, err := a.finish()
+	if err != nil {
+		return "", fmt.Errorf("committing audio: %w", err)
+	}
+	if _, err := d.commitTranscript(ctx, tr, respond, metrics.Now()); err != nil {
+		return tr, fmt.Errorf("committing audio: %w", err)
+	}
+	return tr, nil
+}
+
+// commitTranscript sends the Transcript output, adds the user message and optionally starts a
+// response (returned; nil without respond).
+func (d *DuplexStream) commitTranscript(ctx context.Context, tr string, respond bool, submitTS float64) (*turnState, error) {
+	if err := d.disp.output(ctx, nil, OutputMessage{
+		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: d.upcoming(), Text: tr, StageSubmitTS: submitTS,
+	}); err != nil {
+		return nil, err
+	}
+	if tr != "" {
+		if err := d.addMessage("user", tr); err != nil {
+			return nil, err
+		}
+	}
+	if !respond {
+		return nil, nil
+	}
+	return d.startResponse(0)
+}

@@ -1,0 +1,148 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// Sink receives everything a request produces; internal/requestclient implements it.
+// Calls for one request (or duplex stream) come from one goroutine, in order. A Sink must not
+// block for long: while it does, the request's stages wait (other requests do not).
+type Sink interface {
+	OnOutput(OutputMessage)
+	OnStageMetrics(StageMetricsMessage)
+	OnTransfer(TransferEvent) // connector TX (spec §3.2)
+}
+
+// OutputKind says what an OutputMessage carries.
+type OutputKind int
+
+// Output kinds.
+const (
+	// Decision is a duplex decision of stage 0 for one audio unit: "listen" or "speak".
+	Decision OutputKind = iota
+	// Transcript is the final user transcript of an endpoint or commit (stage 0).
+	Transcript
+	// Text is a delta of generated text (stage 0).
+	Text
+	// Audio is a chunk of synthesized speech (stage 1) with the text of the phrase it speaks.
+	Audio
+	// Finished ends a response or chat request; it comes from the final stage.
+	Finished
+	// Error reports a failure of a response or chat request; a Finished with reason "error" follows.
+	Error
+)
+
+var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error"}
+
+func (k OutputKind) String() string {
+	if k >= 0 && int(k) < len(outputKindNames) {
+		return outputKindNames[k]
+	}
+	return fmt.Sprintf("OutputKind(%d)", int(k))
+}
+
+// Duplex decisions.
+const (
+	DecisionListen = "listen"
+	DecisionSpeak  = "speak"
+)
+
+// Finish reasons.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length"
+	FinishAbort  = "abort"
+	FinishError  = "error"
+)
+
+// OutputMessage is one output of a stage for a request.
+type OutputMessage struct {
+	RequestID string
+	StageID   int
+	Kind      OutputKind
+	// Turn is the response the output belongs to: 1 for the first response of a duplex stream.
+	// Listen decisions and transcripts carry the turn they lead to (responses so far + 1).
+	// Chat requests have turn 1.
+	Turn          int
+	Decision      string // "listen" | "speak" (Kind == Decision)
+	Text          string // transcript / text delta / audio's transcript segment
+	Audio         []float32
+	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
+	Finished      bool
+	FinishReason  string // stop | length | abort | error
+	Metrics       *metrics.StageRequestStats
+	StageSubmitTS float64
+	Err           error
+}
+
+// StageMetricsMessage is one stage's statistics snapshot for one request (or one unit or
+// response of a duplex stream).
+type StageMetricsMessage struct {
+	RequestID       string
+	StageID         int
+	Turn            int
+	Metrics         metrics.StageRequestStats
+	StageSubmitTS   float64 // wall-clock unix seconds when the stage started this work
+	FinalOutputType string
+}
+
+// TransferEvent is the TX side of one connector send (spec §3.2).
+type TransferEvent struct {
+	From, To  int
+	RequestID string
+	SizeBytes int64
+	TxMs      float64
+	UsedShm   bool
+}
+
+// ChatRequest is one chat completion.
+type ChatRequest struct {
+	RequestID string
+	Messages  []ChatMessage
+	MaxTokens int // 0 = thinker.max_tokens
+	Stop      []string
+	Sampling  gpu.Sampling
+	WantAudio bool
+}
+
+// ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
+// and joins Text.
+type ChatMessage struct {
+	Role  string
+	Text  string
+	Audio []float32
+}
+
+// DuplexOptions configures a duplex stream.
+type DuplexOptions struct {
+	RequestID    string
+	Instructions string // system prompt; "" = thinker.instructions
+	VAD          speech.VADConfig
+	// AutoResponse: a VAD endpoint (speech, then silence_duration_ms of silence) commits the
+	// user's audio and starts a response ("speak"). Without it the stream only listens until
+	// Commit or Respond, and the ASR hears all audio, not only the VAD's speech segments.
+	AutoResponse bool
+	WantAudio    bool
+	MaxTokens    int
+	Sampling     gpu.Sampling
+}
+
+// Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,
+// ErrEmptyAudio, ErrEmptyText) are returned wrapped for bad audio and text.
+var (
+	// ErrQueueFull reports a stage whose workers and queue are all taken.
+	ErrQueueFull = errors.New("stage: queue full")
+	// ErrClosed reports use of a closed pipeline, request or stream.
+	ErrClosed = errors.New("stage: closed")
+	// ErrInvalidRequest reports a malformed request: no messages, an unknown role.
+	ErrInvalidRequest = errors.New("stage: invalid request")
+	// ErrResponseActive reports Respond while a response of the stream is still running.
+	ErrResponseActive = errors.New("stage: a response is already active")
+	// ErrNoDuplex reports OpenDuplex on a pipeline without an ASR.
+	ErrNoDuplex = errors.New("stage: pipeline does not support duplex")
+)

@@ -1,0 +1,181 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+)
+
+// response is one generation of stage 0 and, with audio, its stage-1 voice: the part shared by
+// chat requests and duplex responses.
+type response struct {
+	rid       string
+	ts        *turnState
+	disp      *dispatcher
+	wantAudio bool
+	// Set by the caller: the prefill of the prompt (its tokens count as num_tokens_in), when the
+	// stage started working on the response, and its wall-clock submit time.
+	prefill  gpu.AppendStats
+	started  time.Time
+	submitTS float64
+}
+
+// generate streams the reply of seq: Text outputs from stage 0, and with audio the pieces go
+// over the connector to a talker goroutine that sends Audio outputs and the Finished output.
+// The caller holds a thinker worker; the talker's place must be admitted (admitTalker).
+// It returns the generated text and the result; after an abort it returns the partial text
+// and emits nothing more.
+func (p *Pipeline) generate(r *response, seq *gpu.Sequence, opts gpu.GenerateOptions) (string, gpu.GenerateResult, error) {
+	ts := r.ts
+	var (
+		conn     *connector
+		talkDone chan struct{}
+	)
+	// The talker gets its own cancel so that a stage-0 failure can stop it without aborting
+	// (and so silencing) the turn's Error output.
+	talkCtx, talkCancel := context.WithCancel(ts.ctx)
+	defer talkCancel()
+	if r.wantAudio {
+		conn = newConnector(0, 1, p.cfg.Connectors[0].Capacity)
+		talkDone = make(chan struct{})
+		err := p.goTracked(func() {
+			defer close(talkDone)
+			p.runTalker(talkCtx, r, conn)
+		})
+		if err != nil {
+			p.talker.unadmit()
+			return "", gpu.GenerateResult{}, err
+		}
+	}
+	waitTalker := func() {
+		if talkDone != nil {
+			<-talkDone
+		}
+	}
+
+	var text strings.Builder
+	emit := func(pc gpu.Piece) error {
+		if pc.Text == "" {
+			return nil
+		}
+		text.WriteString(pc.Text)
+		if err := r.disp.output(ts.ctx, ts, OutputMessage{
+			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, StageSubmitTS: r.submitTS,
+		}); err != nil {
+			return err
+		}
+		if conn == nil {
+			return nil
+		}
+		tx, err := conn.Send(ts.ctx, pc.Text)
+		if err != nil {
+			return err
+		}
+		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, SizeBytes: tx.SizeBytes, TxMs: tx.TxMs})
+	}
+	res, err := seq.Generate(ts.ctx, opts, emit)
+	if ts.ctx.Err() != nil || res.FinishReason == FinishAbort {
+		talkCancel()
+		waitTalker()
+		return text.String(), res, nil
+	}
+	if err != nil {
+		talkCancel()
+		waitTalker()
+		p.fail(r, 0, fmt.Errorf("generating: %w", err))
+		return text.String(), res, err
+	}
+	_ = r.disp.stageMetrics(ts.ctx, ts, StageMetricsMessage{
+		RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
+		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
+	})
+	if conn == nil {
+		_ = r.disp.output(ts.ctx, ts, OutputMessage{
+			RequestID: r.rid, StageID: 0, Kind: Finished, Turn: ts.n, Finished: true,
+			FinishReason: res.FinishReason, StageSubmitTS: r.submitTS,
+		})
+		return text.String(), res, nil
+	}
+	if err := conn.End(ts.ctx, res.FinishReason); err != nil {
+		talkCancel()
+	}
+	waitTalker()
+	return text.String(), res, nil
+}
+
+// admitTalker reserves a talker place for a response that wants audio.
+func (p *Pipeline) admitTalker(wantAudio bool) error {
+	if !wantAudio {
+		return nil
+	}
+	if p.talker == nil {
+		return fmt.Errorf("%w: audio output needs the talker stage", ErrInvalidRequest)
+	}
+	if err := p.talker.admit(); err != nil {
+		return fmt.Errorf("admitting to stage talker: %w", err)
+	}
+	return nil
+}
+
+// fail reports a response's failure: an Error output and a Finished output with reason error.
+func (p *Pipeline) fail(r *response, stageID int, err error) {
+	if isAbort(err) && r.ts.ctx.Err() != nil {
+		return
+	}
+	p.log.Warn("response failed", zap.String("request_id", r.rid), zap.Int("turn", r.ts.n),
+		zap.Int("stage", stageID), zap.Error(err))
+	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{
+		RequestID: r.rid, StageID: stageID, Kind: Error, Turn: r.ts.n, Err: err, StageSubmitTS: r.submitTS,
+	})
+	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{
+		RequestID: r.rid, StageID: p.NumStages() - 1, Kind: Finished, Turn: r.ts.n, Finished: true,
+		FinishReason: FinishError, Err: err, StageSubmitTS: r.submitTS,
+	})
+}
+
+func finalOutputType(wantAudio bool) string {
+	if wantAudio {
+		return "audio"
+	}
+	return "text"
+}
+
+// thinkerStats is stage 0's snapshot for one response.
+func thinkerStats(r *response, res gpu.GenerateResult) metrics.StageRequestStats {
+	st := res.Stats
+	in := r.prefill.Tokens
+	if in == 0 {
+		in = st.TokensIn
+	}
+	return metrics.StageRequestStats{
+		BatchID:         int(st.BatchID),
+		BatchSize:       st.BatchSize,
+		NumTokensIn:     in,
+		NumTokensOut:    st.TokensOut,
+		StageGenTimeMs:  msSince(r.started),
+		FinishReason:    res.FinishReason,
+		OutputUnitType:  "text",
+		OutputUnitCount: st.TokensOut,
+		VllmTtftMs:      st.TTFTMs,
+		VllmTpotMs:      st.TPOTMs,
+		VllmItlMs:       mean(st.ITLsMs),
+		VllmItlsMs:      append([]float64(nil), st.ITLsMs...),
+	}
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}

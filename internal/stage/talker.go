@@ -1,0 +1,124 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// runTalker is stage 1 for one response: it reads text deltas from the connector, cuts them
+// into phrases and synthesizes each phrase as soon as it is complete, so the first audio leaves
+// while stage 0 is still generating. It sends the stage-1 metrics and the Finished output.
+// On ctx end (abort) it drops what is queued and returns without output.
+func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) {
+	defer conn.Drop()
+	ts := r.ts
+	if err := p.talker.acquire(ctx); err != nil {
+		return
+	}
+	defer p.talker.release()
+
+	start := time.Now()
+	submitTS := metrics.Now()
+	rate := p.deps.TTS.OutputRate()
+	sp := newPhraseSplitter(p.cfg.Talker.Phrase)
+	var (
+		frames, units int
+		synthMs       float64
+		firstMs       float64
+		lastOut       time.Time
+		iols          []float64
+		failed        error
+	)
+	speak := func(phrase string) error {
+		if failed != nil || !speakable(phrase) {
+			return nil
+		}
+		t0 := time.Now()
+		pcm, err := p.deps.TTS.Synthesize(ctx, phrase)
+		synthMs += msSince(t0)
+		switch {
+		case errors.Is(err, speech.ErrEmptyText):
+			return nil // nothing to say (a phrase of symbols flite cannot voice)
+		case err != nil:
+			return fmt.Errorf("synthesizing phrase: %w", err)
+		}
+		now := time.Now()
+		if units == 0 {
+			firstMs = float64(now.Sub(start)) / float64(time.Millisecond)
+		} else {
+			iols = append(iols, float64(now.Sub(lastOut))/float64(time.Millisecond))
+		}
+		lastOut = now
+		frames += len(pcm)
+		units++
+		return r.disp.output(ctx, ts, OutputMessage{
+			RequestID: r.rid, StageID: 1, Kind: Audio, Turn: ts.n, Text: phrase,
+			Audio: pcm, SampleRate: rate, StageSubmitTS: submitTS,
+		})
+	}
+	for {
+		text, end, reason, err := conn.Recv(ctx)
+		if err != nil {
+			return // aborted
+		}
+		if end {
+			if err := speak(sp.Flush()); err != nil && failed == nil {
+				failed = err
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if failed != nil {
+				reason = FinishError
+				p.fail(&response{rid: r.rid, ts: ts, disp: r.disp, submitTS: submitTS}, 1, failed)
+			}
+			rx := conn.RxStats()
+			m := metrics.StageRequestStats{
+				NumTokensIn:                rx.Items,
+				StageGenTimeMs:             synthMs,
+				RxTransferBytes:            int(rx.Bytes),
+				RxDecodeTimeMs:             rx.DecodeMs,
+				RxInFlightTimeMs:           rx.InFlightMs,
+				FinishReason:               reason,
+				AudioGeneratedFrames:       frames,
+				AudioSampleRate:            rate,
+				AudioDurationS:             float64(frames) / float64(rate),
+				OutputUnitType:             "audio",
+				OutputUnitCount:            units,
+				ServingTimeToFirstOutputMs: firstMs,
+				InterOutputLatencyMs:       mean(iols),
+				InterOutputLatenciesMs:     iols,
+			}
+			_ = r.disp.stageMetrics(ctx, ts, StageMetricsMessage{
+				RequestID: r.rid, StageID: 1, Turn: ts.n, Metrics: m, StageSubmitTS: submitTS, FinalOutputType: "audio",
+			})
+			if failed == nil {
+				_ = r.disp.output(ctx, ts, OutputMessage{
+					RequestID: r.rid, StageID: 1, Kind: Finished, Turn: ts.n, Finished: true,
+					FinishReason: reason, StageSubmitTS: submitTS,
+				})
+			}
+			return
+		}
+		for _, ph := range sp.Push(text) {
+			if err := speak(ph); err != nil && failed == nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failed = err // keep draining stage 0 so it is not blocked; report at the end
+			}
+		}
+	}
+}
+
+// speakable reports whether flite has something to voice: a letter or a digit.
+func speakable(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) })
+}
