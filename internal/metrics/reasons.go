@@ -100,7 +100,8 @@ func ParseDuplexResourceRequestID(rid string) (DuplexResourceID, bool) {
 	if len(parts) != 8 || parts[2] != "i" || parts[4] != "e" || parts[6] != "r" {
 		return DuplexResourceID{}, false
 	}
-	sid, err := base64.RawURLEncoding.DecodeString(parts[1])
+	// Strict: non-zero trailing bits would let two spellings name one session.
+	sid, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil || len(sid) == 0 {
 		return DuplexResourceID{}, false
 	}

@@ -82,3 +82,22 @@ func TestNormalizeFinishedReason(t *testing.T) {
 		require.Equal(t, ReasonAbort, NormalizeFinishedReason(r), r)
 	}
 }
+
+// FuzzDuplexResourceRequestID: every id we make parses back to its parts, and the predicate
+// never accepts a string that does not round-trip.
+func FuzzDuplexResourceRequestID(f *testing.F) {
+	f.Add("sid-1", 0, 0, "stage0", "duplex-s.c2lkLTE.i.0.e.0.r.stage0")
+	f.Add("duplex-6f1d2c3b", 3, 12, "stage1-turn_2", "chatcmpl-abc")
+	f.Fuzz(func(t *testing.T, sid string, inc, epoch int, role, raw string) {
+		if sid == "" || inc < 0 || epoch < 0 || !validRole(role) {
+			return
+		}
+		rid := DuplexResourceRequestID(sid, inc, epoch, role)
+		id, ok := ParseDuplexResourceRequestID(rid)
+		require.True(t, ok, rid)
+		require.Equal(t, DuplexResourceID{SessionID: sid, Incarnation: inc, Epoch: epoch, Role: role}, id)
+		if p, ok := ParseDuplexResourceRequestID(raw); ok {
+			require.Equal(t, raw, DuplexResourceRequestID(p.SessionID, p.Incarnation, p.Epoch, p.Role))
+		}
+	})
+}
