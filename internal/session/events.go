@@ -1,5 +1,7 @@
 package session
 
+import "github.com/omniserve/omniserve/internal/metrics"
+
 // Event is one server event as the session produces it. internal/realtime stamps event_id and
 // server_event_seq at write time and serializes Type plus Fields.
 type Event struct {
@@ -49,15 +51,5 @@ func ErrorType(code string) string {
 }
 
 // finishedReasonForCancel maps a cancel source to the logged finished_reason (reference §2.4,
-// corrected per §10 #5: server-VAD barge-in, turn_detected, is logged as barge_in).
-func finishedReasonForCancel(source string) string {
-	switch source {
-	case "barge_in", "turn_detected":
-		return "barge_in"
-	case "session_close", "disconnect", "disconnect_grace_expired", "shutdown", "close":
-		return "close"
-	case "stop", "cancel", "abort", "error":
-		return source
-	}
-	return "cancel"
-}
+// corrected per §10 #5/#6 in internal/metrics).
+func finishedReasonForCancel(source string) string { return metrics.FinishedReasonForCancel(source) }

@@ -39,7 +39,8 @@ func (s *DuplexSession) routeOutput(o Output) {
 		return // a turn that is already over: cancelled or done
 	}
 	r := s.resp
-	if r != nil && r.stageTurn >= 0 && o.Turn > r.stageTurn {
+	turnOutput := o.Kind != OutDecision || o.Decision == "speak"
+	if r != nil && turnOutput && r.stageTurn >= 0 && o.Turn > r.stageTurn {
 		// The engine moved to a newer turn while this response was open (auto-response handoff):
 		// the old response ends as completed with what was sent.
 		r.frames = nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"go.uber.org/zap"
 )
 
@@ -265,10 +266,10 @@ func (s *DuplexSession) shutdown(reason string) {
 	s.state = "closing"
 	cancelSource := reason
 	switch reason {
-	case ReasonClientClose:
-		cancelSource = "session_close"
-	case ReasonSlowClient, ReasonEngineError:
-		cancelSource = "close"
+	case ReasonClientClose, ReasonShutdown:
+		cancelSource = metrics.CancelSessionClose
+	case ReasonSlowClient:
+		cancelSource = metrics.CancelDisconnect
 	}
 	s.cancelActive(cancelSource, reason, reason != ReasonDisconnect && reason != ReasonSlowClient)
 	if s.engine != nil {

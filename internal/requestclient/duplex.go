@@ -1,0 +1,345 @@
+package requestclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// Fence identifies the stage-0 resource of one session epoch.
+type Fence struct {
+	SessionID   string
+	Incarnation int
+	Epoch       int
+}
+
+// Stage0ID is the 8-part resource request id (architecture.md "Identities").
+func (f Fence) Stage0ID() string {
+	return metrics.DuplexResourceRequestID(f.SessionID, f.Incarnation, f.Epoch, "stage0")
+}
+
+// Duplex errors.
+var (
+	// ErrInputBackpressure: more than MaxPendingInputBytes of appended audio is not yet processed.
+	ErrInputBackpressure = errors.New("input backpressure: too much pending input")
+	// ErrDuplexClosed: the stream was closed or aborted.
+	ErrDuplexClosed = errors.New("duplex stream closed")
+)
+
+// MaxPendingInputBytes bounds appended, unprocessed float32 audio per session (16 MiB, reference
+// max_pending_input_bytes_per_session).
+const MaxPendingInputBytes = 16 << 20
+
+// Duplex is the DuplexRequestClient of one session: it owns the long-lived stage-0 stream,
+// feeds it in wire order, and keeps the session's turn metrics.
+type Duplex struct {
+	c      *Client
+	stream duplexStream
+	out    func(stage.OutputMessage)
+	log    *zap.Logger
+
+	ops     chan *op
+	gen     atomic.Int64 // current chain; a failure bumps failedGen to stop the rest of its chain
+	failed  atomic.Int64
+	pending atomic.Int64
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+
+	mu        sync.Mutex
+	fence     Fence
+	numStages int
+	turns     *turnState // nil when LogStats is off: no aggregators, buffers or copies at all
+}
+
+// duplexStream is what Duplex needs of *stage.DuplexStream (declared here, by the consumer, so
+// tests can drive the FIFO and turn metrics with a fake that checks its inputs).
+type duplexStream interface {
+	AppendAudio(ctx context.Context, pcm16k []float32) error
+	Commit(ctx context.Context, respond bool) (string, error)
+	AppendText(ctx context.Context, role, text string) error
+	Respond(ctx context.Context, maxTokens int) (int, error)
+	CancelResponse(keepHistory bool)
+	Close()
+}
+
+type op struct {
+	gen   int64
+	bytes int64
+	run   func(ctx context.Context) error
+	done  chan error // nil for fire-and-forget appends
+}
+
+// OpenDuplex opens the session's stage-0 stream. out receives every output in order, from the
+// pipeline's goroutine; it must not block.
+func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts stage.DuplexOptions, out func(stage.OutputMessage)) (*Duplex, error) {
+	if c.pipeline == nil {
+		return nil, fmt.Errorf("opening duplex stream: %w", ErrDuplexClosed)
+	}
+	if opts.RequestID == "" {
+		opts.RequestID = f.Stage0ID()
+	}
+	d := c.newDuplex(f, c.pipeline.NumStages(), out)
+	st, err := c.pipeline.OpenDuplex(ctx, opts, d)
+	if err != nil {
+		c.unregister(f.Stage0ID())
+		return nil, fmt.Errorf("opening duplex stream: %w", err)
+	}
+	d.start(st)
+	return d, nil
+}
+
+func (c *Client) newDuplex(f Fence, numStages int, out func(stage.OutputMessage)) *Duplex {
+	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, ops: make(chan *op, 256),
+		log: c.log.With(zap.String("session_id", f.SessionID))}
+	if c.opts.LogStats {
+		d.turns = newTurnState(numStages, c.clock)
+	}
+	c.register(f.Stage0ID(), "duplex")
+	return d
+}
+
+func (d *Duplex) start(st duplexStream) {
+	d.stream = st
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); d.runOps(ctx) }()
+}
+
+// runOps executes appends and barriers one at a time in submission (wire) order. A failed op
+// stops the queued ops of its chain; the next command the session sends starts a new chain.
+func (d *Duplex) runOps(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case o := <-d.ops:
+			var err error
+			if o.gen <= d.failed.Load() {
+				err = fmt.Errorf("skipped: an earlier append of this chain failed")
+			} else if err = o.run(ctx); err != nil {
+				d.failed.Store(o.gen)
+				d.gen.CompareAndSwap(o.gen, o.gen+1)
+				if o.done == nil {
+					d.out(stage.OutputMessage{RequestID: d.Stage0ID(), Kind: stage.Error, Turn: -1,
+						Err: fmt.Errorf("appending audio: %w", err)})
+				}
+			}
+			d.pending.Add(-o.bytes)
+			if o.done != nil {
+				o.done <- err
+			}
+		}
+	}
+}
+
+func (d *Duplex) enqueue(ctx context.Context, o *op) error {
+	if d.closed.Load() {
+		return ErrDuplexClosed
+	}
+	o.gen = d.gen.Load()
+	select {
+	case d.ops <- o:
+		return nil
+	case <-ctx.Done():
+		d.pending.Add(-o.bytes)
+		return context.Cause(ctx)
+	}
+}
+
+func (d *Duplex) barrier(ctx context.Context, run func(ctx context.Context) error) error {
+	o := &op{run: run, done: make(chan error, 1)}
+	if err := d.enqueue(ctx, o); err != nil {
+		return err
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Stage0ID returns the current epoch's resource id.
+func (d *Duplex) Stage0ID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fence.Stage0ID()
+}
+
+// AppendAudio queues 16 kHz audio behind earlier appends and returns at once; a failure is
+// reported through out as an Error output with Turn -1 and stops the queued appends.
+func (d *Duplex) AppendAudio(ctx context.Context, pcm16k []float32) error {
+	n := int64(4 * len(pcm16k))
+	if d.pending.Add(n) > MaxPendingInputBytes {
+		d.pending.Add(-n)
+		return ErrInputBackpressure
+	}
+	return d.enqueue(ctx, &op{bytes: n, run: func(ctx context.Context) error { return d.stream.AppendAudio(ctx, pcm16k) }})
+}
+
+// Commit ends the user's utterance after every earlier append and returns its transcript.
+func (d *Duplex) Commit(ctx context.Context, respond bool) (string, error) {
+	var tr string
+	err := d.barrier(ctx, func(ctx context.Context) error {
+		var err error
+		tr, err = d.stream.Commit(ctx, respond)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("committing input: %w", err)
+	}
+	return tr, nil
+}
+
+// AppendText adds a history message after every earlier append.
+func (d *Duplex) AppendText(ctx context.Context, role, text string) error {
+	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, role, text) }); err != nil {
+		return fmt.Errorf("appending text: %w", err)
+	}
+	return nil
+}
+
+// Respond starts a response after every earlier input and returns its turn.
+func (d *Duplex) Respond(ctx context.Context, maxTokens int) (int, error) {
+	var turn int
+	err := d.barrier(ctx, func(ctx context.Context) error {
+		var err error
+		turn, err = d.stream.Respond(ctx, maxTokens)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("starting a response: %w", err)
+	}
+	return turn, nil
+}
+
+// Signal applies a turn signal: barge_in, input.cancel and response.cancel stop the current
+// response's engine work at once, finalize its turn metrics (a no-op when end_response already
+// did) and move the request state to the next epoch's id, finalizing before the state drop.
+func (d *Duplex) Signal(_ context.Context, event string, next Fence) error {
+	reason := metrics.ReasonCancel
+	switch event {
+	case "barge_in":
+		reason = metrics.ReasonBargeIn
+	case "input.cancel", "response.cancel":
+	default:
+		return fmt.Errorf("signal %q: unsupported event", event)
+	}
+	if d.closed.Load() {
+		return ErrDuplexClosed
+	}
+	d.stream.CancelResponse(false)
+	d.FinalizeTurn(reason)
+	d.mu.Lock()
+	old := d.fence
+	if next.SessionID == old.SessionID && (next.Epoch != old.Epoch || next.Incarnation != old.Incarnation) {
+		d.fence = next
+	}
+	cur := d.fence
+	d.mu.Unlock()
+	if cur != old {
+		d.c.unregister(old.Stage0ID())
+		d.c.register(cur.Stage0ID(), "duplex")
+	}
+	return nil
+}
+
+// Close finalizes the open turn with reason (close unless given), stops the FIFO and closes the
+// stream, then drops the request state.
+func (d *Duplex) Close(_ context.Context, reason string) error {
+	if reason == "" {
+		reason = metrics.ReasonClose
+	}
+	d.shutdown(reason)
+	return nil
+}
+
+// Abort stops everything at once; the open turn is finalized with reason abort.
+func (d *Duplex) Abort() { d.shutdown(metrics.ReasonAbort) }
+
+func (d *Duplex) shutdown(reason string) {
+	if !d.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if reason == metrics.ReasonAbort {
+		d.stream.CancelResponse(false)
+	}
+	d.FinalizeTurn(reason)
+	if d.turns != nil {
+		d.turns.reset()
+	}
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	d.stream.Close()
+	d.c.unregister(d.Stage0ID())
+}
+
+// Sink implementation: called by the pipeline in order for this stream.
+
+// OnOutput forwards the output and ingests attached metrics into the turn. Listen/speak decision
+// snapshots already arrived as StageMetricsMessages, so they are not counted twice.
+func (d *Duplex) OnOutput(m stage.OutputMessage) {
+	if d.turns != nil && m.Metrics != nil && m.Kind != stage.Decision {
+		d.turns.ingest(m.StageID, *m.Metrics, "", m.StageSubmitTS, d.Stage0ID())
+	}
+	if d.turns != nil && (m.Kind == stage.Audio || m.Kind == stage.Text) {
+		d.turns.firstOutput(m.StageID, m.Kind == stage.Audio)
+	}
+	if d.out != nil && !d.closed.Load() {
+		d.out(m)
+	}
+}
+
+// OnStageMetrics ingests a stage snapshot into the session aggregator and the open turn (or the
+// pending buffer before begin).
+func (d *Duplex) OnStageMetrics(m stage.StageMetricsMessage) {
+	if d.turns == nil {
+		return
+	}
+	d.turns.ingest(m.StageID, m.Metrics, m.FinalOutputType, m.StageSubmitTS, d.Stage0ID())
+}
+
+// OnTransfer records connector TX on the session aggregator; turns copy the delta at finalize.
+func (d *Duplex) OnTransfer(t stage.TransferEvent) {
+	if d.turns == nil {
+		return
+	}
+	d.turns.transfer(t, d.Stage0ID())
+}
+
+// MarkTurnArrival stamps the next turn's t0 (keep first) and returns it; with LogStats off it
+// returns ts and records nothing.
+func (d *Duplex) MarkTurnArrival(ts float64) float64 {
+	if d.turns == nil {
+		return ts
+	}
+	return d.turns.pending.MarkArrival(ts)
+}
+
+// BeginTurn opens the metrics turn of responseID; idempotent for the same id, and a different id
+// finalizes the open turn with reason abort first.
+func (d *Duplex) BeginTurn(responseID string, turnID int, arrival float64) {
+	if d.turns == nil || responseID == "" {
+		return
+	}
+	d.turns.begin(d.Stage0ID(), responseID, turnID, arrival, d.log)
+}
+
+// FinalizeTurn finalizes the open turn once (later calls return false and print nothing).
+func (d *Duplex) FinalizeTurn(reason string) bool {
+	if d.turns == nil {
+		return false
+	}
+	return d.turns.finalize(reason, d.log, d.c.opts.Collectors)
+}
