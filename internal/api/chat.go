@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// ChatClient runs one chat completion on the engine; *requestclient.Client implements it.
+type ChatClient interface {
+	Chat(ctx context.Context, req stage.ChatRequest) (*requestclient.ChatStream, error)
+}
+
+// ChatConfig configures the /v1/chat/completions handler. Zero fields take the documented defaults.
+type ChatConfig struct {
+	// Models lists the model names a request may name; empty accepts any name.
+	Models []string
+	// MaxBodyBytes caps the request body (default 25 MiB, OpenAI's input audio limit); larger
+	// bodies get 413.
+	MaxBodyBytes int64
+	// MaxInFlight bounds concurrently running completions (default 64). A request beyond it gets
+	// 429 with Retry-After at once instead of queueing without bound.
+	MaxInFlight int
+	// DefaultMaxTokens applies when the request sets neither max_tokens nor
+	// max_completion_tokens (default 256).
+	DefaultMaxTokens int
+	// MaxTokensLimit is the largest accepted max_tokens (default 4096).
+	MaxTokensLimit int
+	// WriteTimeout bounds each write to the client (default 30 s); a client that stops reading
+	// is dropped and its generation aborted.
+	WriteTimeout time.Duration
+	// RetryAfter is the Retry-After value, in seconds, of overload answers (default 1).
+	RetryAfter int
+}
+
+func (c *ChatConfig) withDefaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 25 << 20
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 64
+	}
+	if c.DefaultMaxTokens <= 0 {
+		c.DefaultMaxTokens = 256
+	}
+	if c.MaxTokensLimit <= 0 {
+		c.MaxTokensLimit = 4096
+	}
+	if c.DefaultMaxTokens > c.MaxTokensLimit {
+		c.DefaultMaxTokens = c.MaxTokensLimit
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = 1
+	}
+}
+
+type chatHandler struct {
+	cfg    ChatConfig
+	client ChatClient
+	log    *zap.Logger
+	slots  chan struct{} // bounded in-flight completions
+}
+
+// NewChatHandler serves OpenAI-compatible POST /v1/chat/completions (JSON and SSE streaming) on
+// client. log may be nil.
+func NewChatHandler(cfg ChatConfig, client ChatClient, log *zap.Logger) http.Handler {
+	cfg.withDefaults()
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &chatHandler{cfg: cfg, client: client, log: log.Named("chat"), slots: make(chan struct{}, cfg.MaxInFlight)}
+}
+
+func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeChatError(w, &chatAPIError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Message: fmt.Sprintf("method %s is not allowed; use POST", r.Method)})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeChatError(w, &chatAPIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)})
+			return
+		}
+		writeChatError(w, chatBadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
+		return
+	}
+	parsed, apiErr := parseChatRequest(body, &h.cfg)
+	if apiErr != nil {
+		writeChatError(w, apiErr)
+		return
+	}
+	// Bad requests are answered above even under load; only real work takes a slot.
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		writeChatError(w, &chatAPIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
+			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is at its limit of %d concurrent completions; retry later", h.cfg.MaxInFlight)})
+		return
+	}
+	h.serve(w, r, parsed)
+}
+
+func (h *chatHandler) serve(w http.ResponseWriter, r *http.Request, p *chatParsed) {
+	created := time.Now().Unix()
+	p.Req.RequestID = newChatCompletionID()
+	stream, err := h.client.Chat(r.Context(), p.Req)
+	if err != nil {
+		h.writeEngineError(w, r, err)
+		return
+	}
+	// Close aborts the generation when the client went away or a write failed; after a normal
+	// end it only releases the request.
+	defer stream.Close()
+	out := chatOutput{id: p.Req.RequestID, model: p.Model, created: created, audio: p.WantAudio, format: p.AudioFormat}
+	if p.Stream {
+		h.serveStream(w, r, p, stream, &out)
+		return
+	}
+	h.serveJSON(w, r, stream, &out)
+}
+
+// writeEngineError maps a failure to start a completion to an HTTP answer.
+func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case r.Context().Err() != nil:
+		return // the client is gone; nobody reads an answer
+	case errors.Is(err, gpu.ErrNoFreeSlot), errors.Is(err, stage.ErrQueueFull):
+		// The engine's own bounds (sequence slots, stage queues) were hit before ours.
+		writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "engine_overloaded",
+			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is overloaded (%v); retry later", err)})
+	case errors.Is(err, stage.ErrInvalidRequest):
+		writeChatError(w, chatBadRequest("messages", "invalid_value", err.Error()))
+	default:
+		h.log.Error("starting chat completion", zap.Error(err))
+		writeChatError(w, &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+			Message: fmt.Sprintf("the engine could not start the completion: %v", err)})
+	}
+}
+
+// newChatCompletionID returns the external id chatcmpl-<16 hex>; the request client appends
+// -<8 hex> for its internal id, as the reference does.
+func newChatCompletionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}
+
+func newChatAudioID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "audio_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,378 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// Input and output audio rates. pcm16 follows OpenAI: raw little-endian 16-bit mono at 24 kHz, in
+// both directions. The thinker's ASR wants 16 kHz, so input is resampled here.
+const (
+	chatPCM16Rate = 24000
+	chatASRRate   = 16000
+)
+
+// chatRequestBody is the subset of OpenAI's chat completion request that omniserve reads. Fields a
+// client may send but that change nothing here (frequency_penalty, ...) are ignored; fields whose
+// meaning omniserve cannot honour (n>1, tools, logprobs) are rejected rather than ignored, so a
+// client never gets a silently different answer.
+type chatRequestBody struct {
+	Model               string            `json:"model"`
+	Messages            []chatMessageBody `json:"messages"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *chatStreamOpts   `json:"stream_options"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Temperature         *float64          `json:"temperature"`
+	TopP                *float64          `json:"top_p"`
+	Seed                *int64            `json:"seed"`
+	Stop                json.RawMessage   `json:"stop"`
+	Modalities          []string          `json:"modalities"`
+	Audio               *chatAudioParams  `json:"audio"`
+	User                string            `json:"user"`
+	Metadata            map[string]string `json:"metadata"`
+
+	// Rejected when set to something omniserve cannot do.
+	N           *int            `json:"n"`
+	Tools       json.RawMessage `json:"tools"`
+	Functions   json.RawMessage `json:"functions"`
+	Logprobs    *bool           `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
+}
+
+type chatStreamOpts struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatAudioParams struct {
+	Voice  string `json:"voice"`
+	Format string `json:"format"`
+}
+
+type chatMessageBody struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type chatContentPart struct {
+	Type       string          `json:"type"`
+	Text       string          `json:"text"`
+	InputAudio *chatInputAudio `json:"input_audio"`
+}
+
+type chatInputAudio struct {
+	Data   string `json:"data"`
+	Format string `json:"format"`
+}
+
+// chatParsed is a validated request, ready for the pipeline.
+type chatParsed struct {
+	Model        string
+	Stream       bool
+	IncludeUsage bool
+	WantAudio    bool
+	AudioFormat  string // wav | pcm16 when WantAudio
+	Req          stage.ChatRequest
+}
+
+// parseChatRequest decodes and validates body. Every rejection is a 400 in OpenAI's shape naming
+// the offending parameter.
+func parseChatRequest(body []byte, cfg *ChatConfig) (*chatParsed, *chatAPIError) {
+	var in chatRequestBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&in); err != nil {
+		return nil, chatBadRequest("", "invalid_json", fmt.Sprintf("We could not parse the JSON body of your request: %v", err))
+	}
+	if dec.More() {
+		return nil, chatBadRequest("", "invalid_json", "We could not parse the JSON body of your request: trailing data after the JSON object")
+	}
+	out := &chatParsed{Stream: in.Stream}
+	if e := checkChatModel(&in, cfg, out); e != nil {
+		return nil, e
+	}
+	if e := checkChatUnsupported(&in); e != nil {
+		return nil, e
+	}
+	if e := checkChatSampling(&in, cfg, out); e != nil {
+		return nil, e
+	}
+	if e := checkChatModalities(&in, out); e != nil {
+		return nil, e
+	}
+	if in.StreamOptions != nil {
+		if !in.Stream {
+			return nil, chatBadRequest("stream_options", "invalid_value", "stream_options is only allowed when stream is true")
+		}
+		out.IncludeUsage = in.StreamOptions.IncludeUsage
+	}
+	msgs, e := convertChatMessages(in.Messages)
+	if e != nil {
+		return nil, e
+	}
+	out.Req.Messages = msgs
+	out.Req.WantAudio = out.WantAudio
+	return out, nil
+}
+
+func checkChatModel(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *chatAPIError {
+	if in.Model == "" {
+		return chatBadRequest("model", "missing_required_parameter", "you must provide a model parameter")
+	}
+	if len(cfg.Models) > 0 && !slices.Contains(cfg.Models, in.Model) {
+		// 404 model_not_found is what OpenAI and vLLM answer; the SDKs raise NotFoundError.
+		return &chatAPIError{Status: 404, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("The model `%s` does not exist. Available models: %s", in.Model, strings.Join(cfg.Models, ", "))}
+	}
+	out.Model = in.Model
+	if len(in.Messages) == 0 {
+		return chatBadRequest("messages", "missing_required_parameter", "messages must be a non-empty array")
+	}
+	return nil
+}
+
+func checkChatUnsupported(in *chatRequestBody) *chatAPIError {
+	if in.N != nil && *in.N != 1 {
+		return chatBadRequest("n", "unsupported_value", "only n=1 is supported")
+	}
+	if chatRawSet(in.Tools) {
+		return chatBadRequest("tools", "unsupported_parameter", "tools are not supported by this server")
+	}
+	if chatRawSet(in.Functions) {
+		return chatBadRequest("functions", "unsupported_parameter", "functions are not supported by this server")
+	}
+	if in.Logprobs != nil && *in.Logprobs {
+		return chatBadRequest("logprobs", "unsupported_parameter", "logprobs are not supported by this server")
+	}
+	if in.TopLogprobs != nil && *in.TopLogprobs > 0 {
+		return chatBadRequest("top_logprobs", "unsupported_parameter", "top_logprobs are not supported by this server")
+	}
+	return nil
+}
+
+// chatRawSet reports whether an optional JSON field carries a value other than null or empty.
+func chatRawSet(r json.RawMessage) bool {
+	s := strings.TrimSpace(string(r))
+	return s != "" && s != "null" && s != "[]"
+}
+
+func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *chatAPIError {
+	maxTok := cfg.DefaultMaxTokens
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", in.MaxTokens}, {"max_completion_tokens", in.MaxCompletionTokens}} {
+		if p.v == nil {
+			continue
+		}
+		if *p.v < 1 || *p.v > cfg.MaxTokensLimit {
+			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between 1 and %d, got %d", p.name, cfg.MaxTokensLimit, *p.v))
+		}
+		maxTok = *p.v // max_completion_tokens wins: it is checked last, as OpenAI prefers it
+	}
+	s := gpu.Sampling{Temperature: 1, TopP: 1}
+	if in.Temperature != nil {
+		t := *in.Temperature
+		if math.IsNaN(t) || t < 0 || t > 2 {
+			return chatBadRequest("temperature", "invalid_value", fmt.Sprintf("temperature must be between 0 and 2, got %g", t))
+		}
+		s.Temperature = float32(t)
+	}
+	if in.TopP != nil {
+		p := *in.TopP
+		if math.IsNaN(p) || p <= 0 || p > 1 {
+			return chatBadRequest("top_p", "invalid_value", fmt.Sprintf("top_p must be in (0, 1], got %g", p))
+		}
+		s.TopP = float32(p)
+	}
+	if in.Seed != nil {
+		if *in.Seed < 0 || *in.Seed > math.MaxUint32 {
+			return chatBadRequest("seed", "invalid_value", fmt.Sprintf("seed must be between 0 and %d, got %d", uint64(math.MaxUint32), *in.Seed))
+		}
+		s.Seed = uint32(*in.Seed)
+	}
+	stop, e := parseChatStop(in.Stop)
+	if e != nil {
+		return e
+	}
+	out.Req.MaxTokens = maxTok
+	out.Req.Sampling = s
+	out.Req.Stop = stop
+	return nil
+}
+
+// parseChatStop accepts OpenAI's string-or-list form; at most 4 sequences, none empty.
+func parseChatStop(raw json.RawMessage) ([]string, *chatAPIError) {
+	if !chatRawSet(raw) {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return nil, chatBadRequest("stop", "invalid_value", "stop sequences must not be empty")
+		}
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, chatBadRequest("stop", "invalid_type", "stop must be a string or an array of strings")
+	}
+	if len(list) > 4 {
+		return nil, chatBadRequest("stop", "invalid_value", fmt.Sprintf("at most 4 stop sequences are allowed, got %d", len(list)))
+	}
+	for _, s := range list {
+		if s == "" {
+			return nil, chatBadRequest("stop", "invalid_value", "stop sequences must not be empty")
+		}
+	}
+	return list, nil
+}
+
+func checkChatModalities(in *chatRequestBody, out *chatParsed) *chatAPIError {
+	for _, m := range in.Modalities {
+		switch m {
+		case "text":
+		case "audio":
+			out.WantAudio = true
+		default:
+			return chatBadRequest("modalities", "invalid_value", fmt.Sprintf("unsupported modality %q; use [\"text\"] or [\"text\",\"audio\"]", m))
+		}
+	}
+	if len(in.Modalities) > 0 && !slices.Contains(in.Modalities, "text") {
+		return chatBadRequest("modalities", "invalid_value", "modalities must include \"text\"")
+	}
+	if !out.WantAudio {
+		return nil
+	}
+	out.AudioFormat = "wav"
+	if in.Audio != nil && in.Audio.Format != "" {
+		out.AudioFormat = in.Audio.Format
+	}
+	switch out.AudioFormat {
+	case "wav", "pcm16":
+	default:
+		return chatBadRequest("audio.format", "unsupported_value", fmt.Sprintf("unsupported audio format %q; use wav or pcm16", out.AudioFormat))
+	}
+	// As with OpenAI, streamed audio is raw pcm16 chunks; a WAV header per chunk would not play.
+	if in.Stream && out.AudioFormat != "pcm16" {
+		return chatBadRequest("audio.format", "unsupported_value", "streaming audio output requires audio.format \"pcm16\"")
+	}
+	return nil
+}
+
+// convertChatMessages turns wire messages into pipeline messages, decoding input audio to 16 kHz.
+func convertChatMessages(in []chatMessageBody) ([]stage.ChatMessage, *chatAPIError) {
+	out := make([]stage.ChatMessage, 0, len(in))
+	for i, m := range in {
+		param := fmt.Sprintf("messages[%d]", i)
+		role := m.Role
+		switch role {
+		case "system", "user", "assistant":
+		case "developer": // newer OpenAI clients send developer for system instructions
+			role = "system"
+		case "":
+			return nil, chatBadRequest(param+".role", "missing_required_parameter", "each message needs a role")
+		default:
+			return nil, chatBadRequest(param+".role", "unsupported_value", fmt.Sprintf("unsupported role %q; use system, user or assistant", m.Role))
+		}
+		msg := stage.ChatMessage{Role: role}
+		if e := fillChatContent(&msg, m.Content, param); e != nil {
+			return nil, e
+		}
+		if msg.Text == "" && len(msg.Audio) == 0 && role == "user" {
+			return nil, chatBadRequest(param+".content", "invalid_value", "user message content must not be empty")
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) *chatAPIError {
+	param += ".content"
+	if !chatRawSet(raw) {
+		return nil // assistant messages may carry null content
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		msg.Text = s
+		return nil
+	}
+	var parts []chatContentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return chatBadRequest(param, "invalid_type", "content must be a string or an array of content parts")
+	}
+	var texts []string
+	for j, p := range parts {
+		pp := fmt.Sprintf("%s[%d]", param, j)
+		switch p.Type {
+		case "text":
+			texts = append(texts, p.Text)
+		case "input_audio":
+			if msg.Role != "user" {
+				return chatBadRequest(pp, "unsupported_value", "input_audio is only allowed in user messages")
+			}
+			pcm, e := decodeChatInputAudio(p.InputAudio, pp+".input_audio")
+			if e != nil {
+				return e
+			}
+			msg.Audio = append(msg.Audio, pcm...)
+		case "image_url", "image", "file", "video_url":
+			return chatBadRequest(pp, "unsupported_content_type", fmt.Sprintf("content part type %q is not supported; this server accepts text and input_audio", p.Type))
+		default:
+			return chatBadRequest(pp+".type", "invalid_value", fmt.Sprintf("unknown content part type %q", p.Type))
+		}
+	}
+	msg.Text = strings.Join(texts, "\n")
+	return nil
+}
+
+// decodeChatInputAudio decodes base64 WAV (any mono/stereo rate the resampler knows) or pcm16
+// (24 kHz mono s16le, OpenAI's convention) to 16 kHz float32.
+func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *chatAPIError) {
+	if a == nil || a.Data == "" {
+		return nil, chatBadRequest(param+".data", "invalid_value", "input_audio.data must be non-empty base64 audio")
+	}
+	raw, err := base64.StdEncoding.DecodeString(a.Data)
+	if err != nil {
+		return nil, chatBadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio.data is not valid base64: %v", err))
+	}
+	var pcm []float32
+	rate := chatPCM16Rate
+	switch a.Format {
+	case "wav":
+		pcm, rate, err = speech.DecodeWAV(raw)
+	case "pcm16":
+		pcm, err = speech.PCM16BytesToFloat32(nil, raw)
+	default:
+		return nil, chatBadRequest(param+".format", "unsupported_value", fmt.Sprintf("unsupported input_audio format %q; use wav or pcm16", a.Format))
+	}
+	if err != nil {
+		return nil, chatBadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio could not be decoded as %s: %v", a.Format, err))
+	}
+	if len(pcm) == 0 {
+		return nil, chatBadRequest(param+".data", "invalid_value", "input_audio contains no samples")
+	}
+	if err := speech.CheckFinite(pcm); err != nil {
+		return nil, chatBadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio: %v", err))
+	}
+	if rate != chatASRRate {
+		pcm, err = speech.Resample(pcm, rate, chatASRRate)
+		if err != nil {
+			msg := fmt.Sprintf("input_audio sample rate %d Hz cannot be converted: %v", rate, err)
+			if errors.Is(err, speech.ErrUnsupportedRate) {
+				msg = fmt.Sprintf("input_audio sample rate %d Hz is not supported; use 8000, 16000, 24000 or 48000", rate)
+			}
+			return nil, chatBadRequest(param+".data", "invalid_value", msg)
+		}
+	}
+	return pcm, nil
+}

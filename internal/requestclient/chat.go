@@ -1,0 +1,148 @@
+package requestclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// chatAbortWait bounds how long Close waits for the pipeline to wind an aborted request down, so
+// that the stages' last metrics still reach the tables; a stage that ignores the abort longer than
+// this does not hold the caller.
+const chatAbortWait = 5 * time.Second
+
+// ChatEvent is one piece of a chat completion. Text carries the thinker's text deltas; Audio carries
+// talker PCM chunks (mono float32 at SampleRate, 24 kHz by default). The last event has Done (with
+// FinishReason stop | length | abort and the token counts) or Err.
+type ChatEvent struct {
+	Text                           string
+	Audio                          []float32
+	SampleRate                     int
+	Done                           bool
+	FinishReason                   string
+	PromptTokens, CompletionTokens int
+	Err                            error
+}
+
+// ChatStream is one running chat completion. Read Events until it is closed, then call Close;
+// calling Close early aborts the generation.
+type ChatStream struct {
+	c      *Client
+	st     *chatState
+	req    *stage.Request
+	cancel context.CancelFunc
+	events chan ChatEvent
+	quit   chan struct{} // closed by Close: the pump stops delivering
+	pumped chan struct{} // closed when the pump goroutine has returned
+	once   sync.Once
+}
+
+// Chat submits req to the pipeline and streams its outputs. A missing req.RequestID gets a fresh
+// chatcmpl-<16 hex>; the internal id (the tables' request_id and the pipeline's) appends -<8 hex>
+// to it, as the reference does, so one external id may be retried without colliding.
+func (c *Client) Chat(ctx context.Context, req stage.ChatRequest) (*ChatStream, error) {
+	wallStart := c.clock() // arrival: before any preprocessing in the pipeline
+	if req.RequestID == "" {
+		req.RequestID = "chatcmpl-" + randHex(8)
+	}
+	req.RequestID += "-" + randHex(4)
+	if !c.register(req.RequestID, "chat") {
+		return nil, fmt.Errorf("chat request %s is already live", req.RequestID)
+	}
+	st := newChatState(c, req, wallStart)
+	reqCtx, cancel := context.WithCancel(ctx)
+	st.setReqStart(c.clock()) // provisional: outputs may arrive before SubmitChat returns
+	r, err := c.pipeline.SubmitChat(reqCtx, req, st)
+	if err != nil {
+		cancel()
+		c.unregister(req.RequestID)
+		return nil, fmt.Errorf("submitting chat request %s: %w", req.RequestID, err)
+	}
+	st.setReqStart(c.clock()) // the reference's req_start: right after the submit returns
+	s := &ChatStream{c: c, st: st, req: r, cancel: cancel,
+		events: make(chan ChatEvent, chatEventBuffer), quit: make(chan struct{}), pumped: make(chan struct{})}
+	go s.pump()
+	return s, nil
+}
+
+// RequestID returns the internal request id (the tables' request_id).
+func (s *ChatStream) RequestID() string { return s.st.id }
+
+// Events returns the completion's events; it is closed after the Done (or Err) event, or when the
+// stream is closed.
+func (s *ChatStream) Events() <-chan ChatEvent { return s.events }
+
+// Close releases the request. If the completion has not finished it is aborted at once and
+// finalized with reason abort (its tables are still printed). Close waits for the stream's goroutine
+// and is idempotent.
+func (s *ChatStream) Close() {
+	s.once.Do(func() {
+		if !s.st.isFinished() {
+			s.req.Abort()
+			s.cancel()
+			t := time.NewTimer(chatAbortWait)
+			select {
+			case <-s.req.Done():
+			case <-t.C:
+				s.c.log.Warn("chat request did not stop within the abort wait", zap.String("request_id", s.st.id),
+					zap.Duration("wait", chatAbortWait))
+			}
+			t.Stop()
+			s.st.finish("abort", nil)
+		}
+		close(s.quit)
+		<-s.pumped
+		s.cancel()
+		s.st.report()
+	})
+}
+
+// pump moves queued events to the bounded events channel. The sink never blocks on a slow HTTP
+// client: it appends to a queue bounded by the request's own output (max_tokens and its audio),
+// and this goroutine, owned by the stream and stopped by Close, does the waiting.
+func (s *ChatStream) pump() {
+	defer close(s.pumped)
+	defer close(s.events)
+	pipelineDone := s.req.Done()
+	for {
+		batch, last := s.st.take()
+		for _, ev := range batch {
+			select {
+			case s.events <- ev:
+			case <-s.quit:
+				return
+			}
+		}
+		if last {
+			// Done was delivered; print and record now rather than at Close, so the tables do not
+			// wait for the HTTP handler.
+			s.st.report()
+			return
+		}
+		select {
+		case <-s.st.notify:
+		case <-pipelineDone:
+			pipelineDone = nil
+			// Sink calls precede Done; anything still unfinished means the pipeline gave up.
+			s.st.finish("error", errors.New("the pipeline ended the request without a final output"))
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+const chatEventBuffer = 64
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

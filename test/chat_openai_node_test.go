@@ -1,0 +1,76 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// testChatOpenAINode runs the official OpenAI Node SDK (npm package openai, pinned by
+// test/openai-node/package-lock.json) against the real server: non-streaming and streaming text,
+// text+audio, and typed errors. It skips only when node is not installed.
+func testChatOpenAINode(t *testing.T, f *chatFixture) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: skipping the OpenAI Node SDK compatibility test (apt-get install nodejs npm to run it)")
+	}
+	npm, err := exec.LookPath("npm")
+	require.NoError(t, err, "node is installed but npm is not; the SDK cannot be installed")
+	dir := filepath.Join(repoRoot(t), "test", "openai-node")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
+	install.Dir = dir
+	out, err := install.CombinedOutput()
+	require.NoError(t, err, "npm install in %s:\n%s", dir, out)
+
+	run := exec.CommandContext(ctx, node, "compat.mjs")
+	run.Dir = dir
+	run.Env = append(os.Environ(), "OMNISERVE_BASE_URL="+f.url, "OMNISERVE_MODEL="+chatModel)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	require.NoError(t, run.Run(), "compat.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var got struct {
+		Nonstream struct {
+			Content string `json:"content"`
+			Finish  string `json:"finish"`
+		} `json:"nonstream"`
+		Stream struct {
+			Text   string `json:"text"`
+			Chunks int    `json:"chunks"`
+			Usage  *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		} `json:"stream"`
+		Audio struct {
+			Bytes int `json:"bytes"`
+		} `json:"audio"`
+		UnknownModel struct {
+			Status int `json:"status"`
+		} `json:"unknown_model"`
+		N2 struct {
+			Status int `json:"status"`
+		} `json:"n2"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
+	t.Logf("OpenAI Node SDK: %s", lines[len(lines)-1])
+	require.NotEmpty(t, got.Nonstream.Content)
+	require.NotEmpty(t, got.Stream.Text)
+	require.GreaterOrEqual(t, got.Stream.Chunks, 3)
+	require.NotNil(t, got.Stream.Usage)
+	require.Positive(t, got.Stream.Usage.CompletionTokens)
+	require.Greater(t, got.Audio.Bytes, 44)
+	require.Equal(t, 404, got.UnknownModel.Status)
+	require.Equal(t, 400, got.N2.Status)
+}
