@@ -14,6 +14,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // components are the parts of a running server, built one step at a time. Each step that
@@ -25,7 +26,7 @@ type components struct {
 	reg   *prometheus.Registry
 	ready atomic.Bool
 
-	engine   *engine
+	engine   *gpu.Runner
 	models   []string
 	chat     http.Handler // nil until the chat path is wired: the router answers 503
 	realtime http.Handler // nil until the realtime path is wired
@@ -90,13 +91,15 @@ func (c *components) close(ctx context.Context, timeout time.Duration) {
 }
 
 func (c *components) buildEngine(ctx context.Context) error {
-	e, err := loadEngine(ctx, c.cfg.Engine, c.log.Named("engine"))
+	r, err := loadEngine(ctx, c.cfg.Engine, c.log.Named("engine"))
 	if err != nil {
 		return err
 	}
-	c.engine = e
-	c.models = []string{e.name}
-	c.onClose("engine", func(context.Context) error { return e.close() })
+	c.engine = r
+	// The id clients send as "model" is the name they started the server with ("dummy",
+	// or the .gguf path), as vLLM lists its --model.
+	c.models = []string{c.cfg.Engine.Model}
+	c.onClose("engine", func(context.Context) error { return r.Close() })
 	return nil
 }
 
