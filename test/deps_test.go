@@ -2,6 +2,7 @@ package test
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,34 +31,74 @@ var layer = map[string]int{
 // indirect violation is caught too.
 func TestImportDirection(t *testing.T) {
 	t.Parallel()
-	root := binRoot(t)
-	lines := goList(t, root, "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...")
+	lines := goList(t, binRoot(t), "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...")
 	require.NotEmpty(t, lines)
+	for _, v := range importViolations(lines) {
+		t.Error(v)
+	}
+}
+
+// TestImportViolationsDetects checks the checker itself on made-up graphs.
+func TestImportViolationsDetects(t *testing.T) {
+	t.Parallel()
+	m := module + "/"
+	tests := []struct {
+		name string
+		line string
+		want string // "" = no violation
+	}{
+		{"down is fine", m + "internal/stage " + m + "internal/gpu " + m + "internal/metrics fmt", ""},
+		{"cmd may import api", m + "cmd/omniserve " + m + "internal/api " + m + "internal/config", ""},
+		{"up is not", m + "internal/gpu " + m + "internal/stage", "internal/gpu (layer 1) depends on internal/stage"},
+		{"sideways is not", m + "internal/gpu " + m + "internal/speech", "internal/gpu (layer 1) depends on internal/speech"},
+		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/gpu", "internal/metrics (layer 0) depends on internal/gpu"},
+		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "imports internal/api"},
+		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "nothing imports cmd/"},
+		{"config is cmd's", m + "internal/session " + m + "internal/config", "imports internal/config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := importViolations([]string{tt.line})
+			if tt.want == "" {
+				require.Empty(t, got)
+				return
+			}
+			require.NotEmpty(t, got)
+			require.Contains(t, strings.Join(got, "\n"), tt.want)
+		})
+	}
+}
+
+// importViolations reads lines of "pkg dep dep ..." and lists every import against the rules.
+func importViolations(lines []string) []string {
+	var out []string
 	for _, l := range lines {
 		f := strings.Fields(l)
-		p, deps := f[0], f[1:]
-		rel := strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
-		for _, d := range deps {
-			if d == p || !strings.HasPrefix(d, module+"/") {
+		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		for _, d := range f[1:] {
+			if d == f[0] || !strings.HasPrefix(d, module+"/") {
 				continue
 			}
 			drel := strings.TrimPrefix(d, module+"/")
+			fromCmd := strings.HasPrefix(rel, "cmd/") || rel == "test"
 			if strings.HasPrefix(drel, "cmd/") {
-				t.Errorf("%s imports %s: nothing imports cmd/", rel, drel)
+				out = append(out, rel+" imports "+drel+": nothing imports cmd/")
 			}
-			if drel == "internal/api" && !strings.HasPrefix(rel, "cmd/") && rel != "test" {
-				t.Errorf("%s imports internal/api: only cmd/ may", rel)
+			if drel == "internal/api" && !fromCmd {
+				out = append(out, rel+" imports internal/api: only cmd/ may")
 			}
-			if drel == "internal/config" && !strings.HasPrefix(rel, "cmd/") && rel != "test" {
-				t.Errorf("%s imports internal/config: only cmd/ reads the server config", rel)
+			if drel == "internal/config" && !fromCmd {
+				out = append(out, rel+" imports internal/config: only cmd/ reads the server config")
 			}
 			lp, pok := layer[rel]
 			ld, dok := layer[drel]
 			if pok && dok && ld >= lp {
-				t.Errorf("%s (layer %d) depends on %s (layer %d): imports must point down architecture.md's picture", rel, lp, drel, ld)
+				out = append(out, fmt.Sprintf("%s (layer %d) depends on %s (layer %d): imports must point down architecture.md's picture", rel, lp, drel, ld))
 			}
 		}
 	}
+	return out
 }
 
 // TestCgoConfinement checks that only internal/gpu imports the llama.cpp binding and only gpu
@@ -65,9 +106,9 @@ func TestImportDirection(t *testing.T) {
 func TestCgoConfinement(t *testing.T) {
 	t.Parallel()
 	root := binRoot(t)
-	lines := goList(t, root, "-f", "{{.ImportPath}} {{len .CgoFiles}} {{join .Imports \",\"}}", "./...")
+	lines := goList(t, root, "-f", "{{.ImportPath}}|{{len .CgoFiles}}|{{join .Imports \",\"}}", "./...")
 	for _, l := range lines {
-		f := strings.SplitN(l, " ", 3)
+		f := strings.SplitN(l, "|", 3)
 		require.Len(t, f, 3, l)
 		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
 		if f[1] != "0" && rel != "internal/gpu" && rel != "internal/speech" {

@@ -26,16 +26,13 @@ func gpuConfig(e config.Engine) gpu.Config {
 	}
 }
 
-// loadEngine loads the model (generating the dummy GGUF on first use) and logs what it runs on.
+// loadEngine loads the model, generating the dummy GGUF on first use; gpu.Load logs what it
+// loaded and on which devices.
 func loadEngine(ctx context.Context, e config.Engine, log *zap.Logger) (*gpu.Runner, error) {
 	r, err := gpu.Load(ctx, gpuConfig(e), log)
 	if err != nil {
 		return nil, err
 	}
-	info := r.Info()
-	log.Info("model loaded", zap.String("name", info.Name), zap.String("path", info.Path),
-		zap.String("arch", info.Arch), zap.Int("vocab", info.VocabSize), zap.Int("context", info.ContextSize),
-		zap.Strings("backends", info.Backends), zap.Strings("devices", info.Devices), zap.Int("gpu_layers", info.GPULayers))
 	return r, nil
 }
 
