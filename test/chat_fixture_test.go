@@ -34,6 +34,7 @@ const chatModel = "dummy:tiny"
 // chatFixture is one real engine (dummy:tiny in a TempDir, ASR, TTS, the default pipeline) served
 // by two real servers through the real router: plain, and with --log-stats whose log is captured.
 type chatFixture struct {
+	runner   *gpu.Runner
 	pipeline *stage.Pipeline
 	plain    *requestclient.Client
 	stats    *requestclient.Client
@@ -68,7 +69,7 @@ func newChatFixture(t *testing.T, chatCfg api.ChatConfig) *chatFixture {
 	t.Cleanup(p.Close) // runs before the runner closes (cleanups are LIFO)
 
 	core, logs := observer.New(zapcore.InfoLevel)
-	f := &chatFixture{pipeline: p, logs: logs}
+	f := &chatFixture{runner: runner, pipeline: p, logs: logs}
 	f.plain = requestclient.New(p, requestclient.Options{ModelName: chatModel}, log)
 	f.stats = requestclient.New(p, requestclient.Options{ModelName: chatModel, LogStats: true}, zap.New(core))
 	f.url = serveChat(t, f.plain, chatCfg)

@@ -112,6 +112,7 @@ func (s *ChatStream) pump() {
 	defer close(s.pumped)
 	defer close(s.events)
 	pipelineDone := s.req.Done()
+	var grace <-chan time.Time
 	for {
 		batch, last := s.st.take()
 		for _, ev := range batch {
@@ -130,14 +131,22 @@ func (s *ChatStream) pump() {
 		select {
 		case <-s.st.notify:
 		case <-pipelineDone:
+			// Done may close while the request's dispatcher is still delivering its last
+			// events; give them a moment before calling the request lost.
 			pipelineDone = nil
-			// Sink calls precede Done; anything still unfinished means the pipeline gave up.
+			t := time.NewTimer(chatDoneGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
 			s.st.finish("error", errors.New("the pipeline ended the request without a final output"))
 		case <-s.quit:
 			return
 		}
 	}
 }
+
+// chatDoneGrace is how long after the pipeline's Done the final output may still arrive.
+const chatDoneGrace = 2 * time.Second
 
 const chatEventBuffer = 64
 
