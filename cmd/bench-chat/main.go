@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -54,13 +55,22 @@ func main() {
 	flag.StringVar(&o.config, "config", "configs/omni-cpu.yaml", "pipeline config")
 	flag.StringVar(&o.cacheDir, "cache-dir", "", "dummy model cache (default: a temporary directory)")
 	flag.IntVar(&o.concurrency, "c", 16, "concurrent requests")
-	flag.IntVar(&o.requests, "n", 64, "requests per round and server")
-	flag.IntVar(&o.rounds, "rounds", 4, "rounds per server (alternating plain / log-stats)")
+	flag.IntVar(&o.requests, "n", 400, "requests per round and server")
+	flag.IntVar(&o.rounds, "rounds", 6, "rounds per server (alternating plain / log-stats)")
 	flag.IntVar(&o.maxTokens, "max-tokens", 32, "max_tokens of each request")
 	flag.StringVar(&o.logFile, "log-file", "", "where the log-stats server writes its tables (default: a temporary file)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
+	}
 	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chat:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -111,9 +121,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stats.stop()
 
-	// Warm-up: the first requests pay for lazy allocations in the engine and the HTTP stack.
-	if _, err := round(ctx, plain.url, o, o.concurrency); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+	// Warm-up of both servers: the first requests pay for lazy allocations in the engine, the
+	// HTTP stack and the log file.
+	for _, s := range []*server{plain, stats} {
+		if _, err := round(ctx, s.url, o, 4*o.concurrency); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
 	}
 	var offRes, onRes result
 	for r := range o.rounds {
@@ -139,7 +152,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if tables != onRes.n {
+	if tables != onRes.n+4*o.concurrency {
 		return fmt.Errorf("log-stats printed %d OmniTiming lines for %d requests", tables, onRes.n)
 	}
 	fmt.Fprintf(out, "model=%s concurrency=%d max_tokens=%d requests_per_server=%d log_stats_bytes=%d omnitiming_lines=%d\n",
