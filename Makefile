@@ -14,7 +14,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-short lint bench cuda clean
+.PHONY: all deps headers build run test test-short lint bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime cuda clean
 
 all: build
 
@@ -43,12 +43,21 @@ lint: headers
 
 # bench runs each benchmark target that exists; later issues add them (bench-engine: the engine
 # issue). A target not written yet is reported, not failed.
-BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime
+BENCH_TARGETS ?= bench-engine bench-speech bench-pipeline bench-chat bench-realtime
 bench: headers
 	@for t in $(BENCH_TARGETS); do \
 	  if $(MAKE) -s -n $$t >/dev/null 2>&1; then $(MAKE) --no-print-directory $$t || exit 1; \
 	  else echo "bench: $$t not available yet"; fi; \
 	done
+
+bench-speech: headers
+	$(GO) run ./cmd/bench-speech
+
+bench-chat: headers
+	$(GO) run ./cmd/bench-chat
+
+bench-pipeline: headers
+	$(GO) run ./cmd/bench-pipeline
 
 cuda: headers
 	./scripts/build-cuda.sh
