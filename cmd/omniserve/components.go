@@ -15,6 +15,10 @@ import (
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // components are the parts of a running server, built one step at a time. Each step that
@@ -26,10 +30,16 @@ type components struct {
 	reg   *prometheus.Registry
 	ready atomic.Bool
 
-	engine   *gpu.Runner
-	models   []string
-	chat     http.Handler // nil until the chat path is wired: the router answers 503
-	realtime http.Handler // nil until the realtime path is wired
+	engine      *gpu.Runner
+	models      []string
+	pipelineCfg stage.PipelineConfig
+	asr         *speech.ASR
+	tts         *speech.TTS
+	pipeline    *stage.Pipeline
+	client      *requestclient.Client
+	sessions    *session.Manager
+	chat        http.Handler // nil until built: the router answers 503
+	realtime    http.Handler // nil until built
 
 	closers []namedCloser
 }
@@ -56,8 +66,9 @@ func (c *components) build(ctx context.Context) error {
 		fn   func(context.Context) error
 	}{
 		{"engine", c.buildEngine},
-		// The pipeline (internal/stage), the request client, the session manager and the
-		// realtime handler are added here as steps of their own, each registering its closer.
+		{"speech", c.buildSpeech},
+		{"pipeline", c.buildPipeline},
+		{"realtime", c.buildRealtime},
 	}
 	for _, s := range steps {
 		start := time.Now()
