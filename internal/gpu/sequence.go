@@ -194,6 +194,10 @@ func (s *Sequence) Generate(ctx context.Context, opts GenerateOptions, emit func
 	for {
 		select {
 		case ev := <-g.out:
+			if len(g.out) >= outCap-1 {
+				// The buffer was full, so the scheduler left this sequence out; wake it.
+				s.r.signal()
+			}
 			if err := take(ev); err != nil {
 				s.abortGen(g, true)
 				finish("abort")

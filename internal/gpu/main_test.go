@@ -1,0 +1,64 @@
+package gpu
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+)
+
+// testCacheDir is shared by the package's tests so the dummy model is generated once.
+var testCacheDir string
+
+func TestMain(m *testing.M) {
+	// llama.cpp logs through slog's default level; keep test output to warnings.
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	dir, err := os.MkdirTemp("", "gpu-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	testCacheDir = dir
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		goleak.VerifyTestMain(m)
+	}()
+	os.Exit(code)
+}
+
+// loadTiny loads dummy:tiny with small limits; the runner is closed when the test ends.
+func loadTiny(t *testing.T, mod func(*Config)) *Runner {
+	t.Helper()
+	cfg := Config{Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 1,
+		ContextSize: 4096, MaxSequences: 16, SeqContext: 512, PrefillChunk: 32, BatchSize: 256}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := Load(context.Background(), cfg, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close()) })
+	return r
+}
+
+// generate runs one Generate and returns its tokens and text.
+func generate(t *testing.T, s *Sequence, opts GenerateOptions) ([]int, string, GenerateResult) {
+	t.Helper()
+	var toks []int
+	var text string
+	res, err := s.Generate(context.Background(), opts, func(p Piece) error {
+		if p.Token >= 0 {
+			toks = append(toks, p.Token)
+		}
+		text += p.Text
+		return nil
+	})
+	require.NoError(t, err)
+	return toks, text, res
+}
+
+func testRNG() *rand.Rand { return rand.New(rand.NewPCG(7, 7)) }
