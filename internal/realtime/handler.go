@@ -178,9 +178,13 @@ func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
 		return
 	}
 
-	first, pending, ok := c.handshake(ctx, duplex, model)
+	frames := make(chan frame)
+	readerDone := make(chan struct{})
+	go func() { defer close(readerDone); c.readFrames(ctx, frames) }()
+	first, pending, ok := c.handshake(ctx, frames, duplex, model)
 	if !ok {
 		finish(websocket.StatusPolicyViolation, "handshake failed")
+		<-readerDone
 		return
 	}
 	sess := c.h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: model}, c.q)
@@ -188,15 +192,15 @@ func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
 	reasonCh := make(chan string, 1)
 	wg.Add(1)
 	go func() { defer wg.Done(); reasonCh <- sess.Run(ctx, first) }()
-	readerDone := make(chan struct{})
+	wg.Add(1)
 	go func() {
-		defer close(readerDone)
+		defer wg.Done()
 		if pending != nil {
 			if err := sess.Submit(ctx, pending); err != nil {
 				return
 			}
 		}
-		c.readLoop(ctx, sess)
+		c.dispatch(ctx, frames, sess)
 	}()
 	reason := <-reasonCh
 	c.log.Debug("session ended", zap.String("session_id", sess.ID()), zap.String("reason", reason))
@@ -237,26 +241,55 @@ func (c *conn) readEvent(ctx context.Context) ([]byte, *WireError, error) {
 	return data, nil, nil
 }
 
+// frame is one inbound frame, or the read error that ended the connection.
+type frame struct {
+	data []byte
+	werr *WireError
+	err  error
+}
+
+// readFrames is the connection's reader goroutine. Timeouts are applied by the consumers, not
+// through the read ctx: cancelling a read ctx closes a coder/websocket connection, and the
+// handshake timeout must still be able to send its error event.
+func (c *conn) readFrames(ctx context.Context, out chan<- frame) {
+	for {
+		data, werr, err := c.readEvent(ctx)
+		select {
+		case out <- frame{data: data, werr: werr, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 // handshake waits for the first valid event. session.update creates the session; any other
 // event auto-creates a default one in turn-based mode or when ?model= was given, and is then
 // processed; otherwise it is refused with session_not_created and the wait goes on.
-func (c *conn) handshake(ctx context.Context, duplex bool, model string) (*session.UpdateSession, session.Command, bool) {
-	hctx, cancel := context.WithTimeout(ctx, c.h.cfg.HandshakeTimeout)
-	defer cancel()
+func (c *conn) handshake(ctx context.Context, frames <-chan frame, duplex bool, model string) (*session.UpdateSession, session.Command, bool) {
+	timer := time.NewTimer(c.h.cfg.HandshakeTimeout)
+	defer timer.Stop()
 	for {
-		data, werr, err := c.readEvent(hctx)
-		if err != nil {
-			if hctx.Err() != nil && ctx.Err() == nil {
-				_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "config_timeout",
-					"timeout waiting for session.update", "", "")})
-			}
+		var f frame
+		select {
+		case f = <-frames:
+		case <-timer.C:
+			_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "config_timeout",
+				"timeout waiting for session.update", "", "")})
+			return nil, nil, false
+		case <-ctx.Done():
 			return nil, nil, false
 		}
-		if werr != nil {
-			_ = c.q.Send(werr.Event())
+		if f.err != nil {
+			return nil, nil, false
+		}
+		if f.werr != nil {
+			_ = c.q.Send(f.werr.Event())
 			continue
 		}
-		cmd, werr := DecodeClientEvent(data)
+		cmd, werr := DecodeClientEvent(f.data)
 		if werr != nil {
 			_ = c.q.Send(werr.Event())
 			continue
@@ -272,16 +305,23 @@ func (c *conn) handshake(ctx context.Context, duplex bool, model string) (*sessi
 	}
 }
 
-func (c *conn) readLoop(ctx context.Context, sess *session.DuplexSession) {
+// dispatch decodes frames and hands commands to the session in wire order.
+func (c *conn) dispatch(ctx context.Context, frames <-chan frame, sess *session.DuplexSession) {
 	for {
-		data, werr, err := c.readEvent(ctx)
-		if err != nil {
+		var f frame
+		select {
+		case f = <-frames:
+		case <-ctx.Done():
+			return
+		}
+		if f.err != nil {
 			sess.Stop(session.ReasonDisconnect)
 			return
 		}
+		werr := f.werr
 		if werr == nil {
 			var cmd session.Command
-			if cmd, werr = DecodeClientEvent(data); werr == nil {
+			if cmd, werr = DecodeClientEvent(f.data); werr == nil {
 				if err := sess.Submit(ctx, cmd); err != nil {
 					return
 				}

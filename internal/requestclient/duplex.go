@@ -99,6 +99,7 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts stage.DuplexOptio
 func (c *Client) newDuplex(f Fence, numStages int, out func(stage.OutputMessage)) *Duplex {
 	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, ops: make(chan *op, 256),
 		log: c.log.With(zap.String("session_id", f.SessionID))}
+	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats {
 		d.turns = newTurnState(numStages, c.clock)
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 
 	"github.com/google/uuid"
+
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 func (s *DuplexSession) handle(c Command) {
@@ -261,17 +263,19 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 		respond = *responseCreate
 	}
 	if s.autoResponse() {
+		// Input already streams into the engine; commit ends the utterance now. The transcript
+		// comes back as a Transcript output, which creates the user item.
 		if !s.ensureEngine(eventID) {
 			return false
 		}
-		it := s.addUserAudioItem()
-		s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
 		eng := s.engine
-		itemID := it.ID
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			tr, err := eng.Commit(ctx, respond)
-			return jobResult{itemID: itemID, transcript: tr, err: err, errCode: "runtime_append_failed"}
+			_, err := eng.Commit(ctx, respond)
+			if errors.Is(err, speech.ErrEmptyAudio) {
+				return jobResult{err: err, errCode: "input_audio_buffer_empty"}
+			}
+			return jobResult{err: err, errCode: "runtime_append_failed"}
 		}}) {
 			s.sendError("input_backpressure", "too many pending commits", eventID, "")
 			return false

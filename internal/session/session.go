@@ -79,6 +79,7 @@ type DuplexSession struct {
 	paceTimer   *time.Timer
 	idleTimer   *time.Timer
 	closeReason string
+	sinkBroken  bool // the connection refused an event: nothing more can be sent
 }
 
 type job struct {
@@ -322,12 +323,15 @@ func (s *DuplexSession) autoResponse() bool { return s.opts.Duplex && s.cfg.Auto
 func (s *DuplexSession) fence() Fence { return Fence{SessionID: s.id, Epoch: s.epoch} }
 
 func (s *DuplexSession) send(ev Event) {
-	if s.closeReason != "" && ev.Type != "session.closed" {
+	if s.sinkBroken {
 		return
 	}
-	if err := s.sink.Send(ev); err != nil && s.closeReason == "" {
+	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
-		s.closeReason = ReasonSlowClient
+		s.sinkBroken = true
+		if s.closeReason == "" {
+			s.closeReason = ReasonSlowClient
+		}
 	}
 }
 

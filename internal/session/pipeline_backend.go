@@ -1,0 +1,106 @@
+package session
+
+import (
+	"context"
+	"errors"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// PipelineBackend is the production Backend: one requestclient.Duplex per session over the
+// stage pipeline.
+type PipelineBackend struct {
+	client   *requestclient.Client
+	pipeline *stage.Pipeline
+}
+
+// NewPipelineBackend returns a Backend over c and p (p answers SupportsDuplex).
+func NewPipelineBackend(c *requestclient.Client, p *stage.Pipeline) *PipelineBackend {
+	return &PipelineBackend{client: c, pipeline: p}
+}
+
+// SupportsDuplex implements Backend.
+func (b *PipelineBackend) SupportsDuplex() bool {
+	return b.pipeline != nil && b.pipeline.SupportsDuplex()
+}
+
+// Open implements Backend.
+func (b *PipelineBackend) Open(ctx context.Context, f Fence, o OpenOptions, out func(Output)) (Engine, error) {
+	opts := stage.DuplexOptions{
+		Instructions: o.Instructions,
+		AutoResponse: o.AutoResponse,
+		WantAudio:    o.WantAudio,
+		MaxTokens:    o.MaxTokens,
+		VAD:          speech.VADConfig{PrefixPaddingMs: o.PrefixPaddingMs, SilenceDurationMs: o.SilenceDurationMs},
+	}
+	if o.Temperature != nil {
+		opts.Sampling = gpu.Sampling{Temperature: float32(*o.Temperature)}
+	}
+	d, err := b.client.OpenDuplex(ctx, toRCFence(f), opts, func(m stage.OutputMessage) { out(fromStage(m)) })
+	if err != nil {
+		if errors.Is(err, stage.ErrQueueFull) {
+			return nil, errors.Join(ErrCapacity, err)
+		}
+		return nil, err
+	}
+	return pipelineEngine{d}, nil
+}
+
+func toRCFence(f Fence) requestclient.Fence {
+	return requestclient.Fence{SessionID: f.SessionID, Incarnation: f.Incarnation, Epoch: f.Epoch}
+}
+
+func fromStage(m stage.OutputMessage) Output {
+	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Audio: m.Audio, SampleRate: m.SampleRate,
+		FinishReason: m.FinishReason, Err: m.Err}
+	switch m.Kind {
+	case stage.Decision:
+		o.Kind = OutDecision
+	case stage.Transcript:
+		o.Kind = OutTranscript
+	case stage.Text:
+		o.Kind = OutText
+	case stage.Audio:
+		o.Kind = OutAudio
+	case stage.Finished:
+		o.Kind = OutFinished
+	default:
+		o.Kind = OutError
+	}
+	return o
+}
+
+// pipelineEngine adapts *requestclient.Duplex to Engine (fence and error types).
+type pipelineEngine struct{ d *requestclient.Duplex }
+
+func (e pipelineEngine) AppendAudio(ctx context.Context, pcm []float32) error {
+	err := e.d.AppendAudio(ctx, pcm)
+	if errors.Is(err, requestclient.ErrInputBackpressure) {
+		return errors.Join(ErrInputBackpressure, err)
+	}
+	return err
+}
+func (e pipelineEngine) Commit(ctx context.Context, respond bool) (string, error) {
+	return e.d.Commit(ctx, respond)
+}
+func (e pipelineEngine) AppendText(ctx context.Context, role, text string) error {
+	return e.d.AppendText(ctx, role, text)
+}
+func (e pipelineEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
+	return e.d.Respond(ctx, maxTokens)
+}
+func (e pipelineEngine) Signal(ctx context.Context, event string, next Fence) error {
+	return e.d.Signal(ctx, event, toRCFence(next))
+}
+func (e pipelineEngine) Close(ctx context.Context, reason string) error {
+	return e.d.Close(ctx, reason)
+}
+func (e pipelineEngine) Abort()                             { e.d.Abort() }
+func (e pipelineEngine) MarkTurnArrival(ts float64) float64 { return e.d.MarkTurnArrival(ts) }
+func (e pipelineEngine) BeginTurn(responseID string, turnID int, arrival float64) {
+	e.d.BeginTurn(responseID, turnID, arrival)
+}
+func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTurn(reason) }
