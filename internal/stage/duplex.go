@@ -262,7 +262,7 @@ func (d *DuplexStream) Close() {
 		d.stopLink() // cancels d.ctx: the loop aborts its job, frees the sequence and exits
 		<-d.loopDone
 		d.audioMu <- struct{}{} // no audio call in progress from here on
-		d.audio.close()          // later audio calls see closed and fail with ErrClosed
+		d.audio.close()         // later audio calls see closed and fail with ErrClosed
 		<-d.audioMu
 		d.disp.close()
 		<-d.disp.done
