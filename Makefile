@@ -59,6 +59,13 @@ bench-chat: headers
 bench-pipeline: headers
 	$(GO) run ./cmd/bench-pipeline
 
+# bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); built into bin/
+# so that a CUDA backend in lib/ollama is found (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).
+BENCH_ENGINE_FLAGS ?= --device cpu --threads 2
+bench-engine: headers
+	$(GO) build -o bin/bench-engine ./cmd/bench-engine
+	./bin/bench-engine $(BENCH_ENGINE_FLAGS)
+
 cuda: headers
 	./scripts/build-cuda.sh
 
