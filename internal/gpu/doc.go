@@ -30,6 +30,14 @@
 // with ErrContextFull. A full shared cache fails (or truncates) the sequence holding the most
 // cells.
 //
+// Determinism: the same seed and history give the same tokens run after run. Across batch
+// shapes (alone vs batched with others) llama.cpp's kernels round differently, so greedy
+// output is stable but a temperature draw that lands on a near-tie can differ.
+//
+// Threads: ggml's CPU threads spin on barriers, so Threads larger than the cores this process
+// really gets (shared machines) collapses throughput by 10x or more; measured in
+// docs/BENCHMARKS.md.
+//
 // # Models
 //
 // Config.Model "dummy", "dummy:tiny" or "dummy:0.6b" generates a deterministic random-weight

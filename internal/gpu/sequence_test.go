@@ -227,7 +227,7 @@ func TestAbortStopsAtOnce(t *testing.T) {
 	got := <-done
 	require.NoError(t, got.err)
 	require.Equal(t, "abort", got.res.FinishReason)
-	require.Less(t, got.at.Sub(t0), 50*time.Millisecond)
+	require.Less(t, got.at.Sub(t0), 250*time.Millisecond, "a step of the tiny model takes well under a millisecond")
 	require.Eventually(t, func() bool { return s.HistoryLen() == base }, time.Second, time.Millisecond,
 		"abort without history drops the generated tokens")
 	// The sequence keeps working.
