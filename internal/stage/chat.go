@@ -43,9 +43,10 @@ func (p *Pipeline) SubmitChat(ctx context.Context, req ChatRequest, sink Sink) (
 		p.thinker.unadmit()
 		return nil, err
 	}
-	rctx, stop := p.requestContext(ctx)
+	disp := newDispatcher(sink, p.cfg.SinkQueue)
+	rctx, stop := p.requestContext(ctx, disp.stop)
 	r := &Request{
-		p: p, req: req, disp: newDispatcher(sink, p.cfg.SinkQueue),
+		p: p, req: req, disp: disp,
 		ts: newTurn(rctx, 1), stop: stop, done: make(chan struct{}),
 	}
 	unadmit := func() {
@@ -120,10 +121,13 @@ func validRole(role string) error {
 // run is the request's stage-0 worker; it owns the sequence and waits for the talker.
 func (r *Request) run() {
 	p := r.p
-	defer close(r.done)
-	defer p.unregister(r)
-	defer r.disp.close()
-	defer r.stop()
+	defer func() {
+		r.stop()
+		r.disp.close()
+		<-r.disp.done // Done means the Sink calls are over too
+		p.unregister(r)
+		close(r.done)
+	}()
 	ts := r.ts
 	resp := &response{rid: r.req.RequestID, ts: ts, disp: r.disp, wantAudio: r.req.WantAudio, submitTS: metrics.Now()}
 	if err := p.thinker.acquire(ts.ctx); err != nil {

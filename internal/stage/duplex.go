@@ -93,9 +93,10 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		vad.Close()
 		return nil, fmt.Errorf("opening duplex stream: %w", err)
 	}
-	sctx, stop := p.requestContext(ctx)
+	disp := newDispatcher(sink, p.cfg.SinkQueue)
+	sctx, stop := p.requestContext(ctx, disp.stop)
 	d := &DuplexStream{
-		p: p, opts: opts, rid: opts.RequestID, disp: newDispatcher(sink, p.cfg.SinkQueue), seq: seq,
+		p: p, opts: opts, rid: opts.RequestID, disp: disp, seq: seq,
 		ctx: sctx, stopLink: stop, jobs: make(chan seqJob, p.cfg.StreamQueue), loopDone: make(chan struct{}),
 		audioMu: make(chan struct{}, 1), live: map[*turnState]struct{}{}, closed: make(chan struct{}),
 	}

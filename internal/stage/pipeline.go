@@ -137,10 +137,14 @@ func (p *Pipeline) goTracked(f func()) error {
 }
 
 // requestContext derives a request's context from the pipeline's (Close cancels it) and the
-// caller's (its cancellation aborts the request). The returned stop releases the link.
-func (p *Pipeline) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// caller's: when the caller's ends, onAbort runs (it silences the Sink) and the request is
+// cancelled. The returned stop releases the link and cancels the request's context.
+func (p *Pipeline) requestContext(ctx context.Context, onAbort func()) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancel(p.ctx)
-	stop := context.AfterFunc(ctx, cancel)
+	stop := context.AfterFunc(ctx, func() {
+		onAbort()
+		cancel()
+	})
 	return rctx, func() {
 		stop()
 		cancel()

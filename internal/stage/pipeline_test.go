@@ -410,3 +410,24 @@ func TestPipelineClose(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, d.AppendAudio(context.Background(), make([]float32, 160)), ErrClosed)
 }
+
+// TestChatContextCancel: cancelling the caller's ctx aborts like Abort does.
+func TestChatContextCancel(t *testing.T) {
+	p, eng := newTestPipeline(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	sink := newRecSink(t)
+	r, err := p.SubmitChat(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Text: "go on"}}, MaxTokens: 4000, WantAudio: true}, sink)
+	require.NoError(t, err)
+	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Text)) > 0 }))
+	cancel()
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled request did not stop")
+	}
+	outs, _, _ := sink.snapshot()
+	require.Empty(t, ofKind(outs, Finished))
+	require.Equal(t, 0, eng.LiveSequences())
+	require.Equal(t, 0, p.thinker.Pending())
+	require.Equal(t, 0, p.talker.Pending())
+}
