@@ -60,15 +60,16 @@ func (e event) obj(k string) event {
 }
 
 type wsClient struct {
-	t      *testing.T
-	ws     *websocket.Conn
-	events chan event
-	done   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	closeE error
-	lastSq float64
+	t         *testing.T
+	ws        *websocket.Conn
+	events    chan event
+	done      chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	closeE    error
+	lastSq    float64
+	closeOnce sync.Once
 }
 
 func dial(t *testing.T, url string, opts *websocket.DialOptions) *wsClient {
@@ -110,10 +111,22 @@ func (c *wsClient) read() {
 }
 
 func (c *wsClient) close() {
-	_ = c.ws.CloseNow()
-	c.cancel()
-	<-c.done
+	c.closeOnce.Do(func() {
+		_ = c.ws.CloseNow()
+		c.cancel()
+		<-c.done
+	})
 }
+
+func (c *wsClient) sendErr(e event) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return c.ws.Write(c.ctx, websocket.MessageText, data)
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 func (c *wsClient) send(e event) {
 	c.t.Helper()

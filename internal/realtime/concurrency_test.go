@@ -1,0 +1,119 @@
+package realtime
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// TestConcurrentAutoResponseSessions streams real-time audio into 16 auto_response sessions at
+// once (speech, then silence, repeated) and checks that every session gets decisions and
+// transcripts, that the pipeline answers, that every session closes cleanly, and that all slots
+// and goroutines come back. Streams last 12 s; -short streams 2 s and checks decisions and clean
+// ends only (2 shared cores cannot run 16 real-time ASR streams; see docs/BENCHMARKS.md).
+func TestConcurrentAutoResponseSessions(t *testing.T) {
+	const sessions = 16
+	streamFor := 12 * time.Second
+	if testing.Short() {
+		streamFor = 2 * time.Second
+	}
+	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions}, HandlerConfig{}, nil)
+	speech := goForward(t)
+	before := runtime.NumGoroutine()
+
+	type result struct {
+		listens, transcripts, responses int
+		err                             string
+	}
+	results := make([]result, sessions)
+	var wg sync.WaitGroup
+	var clients []*wsClient
+	for i := range sessions {
+		c := dial(t, srv.url+"?duplex=1", nil)
+		c.update(event{"extra_body": event{"auto_response": true}, "max_response_output_tokens": 4,
+			"turn_detection": event{"type": "server_vad"}})
+		wg.Add(2)
+		stop := make(chan struct{})
+		go func() { // the client's microphone: real-time 100 ms chunks
+			defer wg.Done()
+			defer close(stop)
+			unit := append(append([]byte{}, speech...), silence(1000)...)
+			deadline := time.Now().Add(streamFor)
+			for off := 0; time.Now().Before(deadline); off = (off + 3200) % len(unit) {
+				end := min(off+3200, len(unit))
+				if err := c.sendErr(event{"type": "input_audio_buffer.append", "audio": b64(unit[off:end])}); err != nil {
+					results[i].err = err.Error()
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		clients = append(clients, c)
+		go func() { // the client's speaker: count what comes back, then wait out the last answer
+			defer wg.Done()
+			var grace <-chan time.Time
+			for {
+				if grace != nil && ((testing.Short() && results[i].listens > 0) || results[i].transcripts > 0) {
+					return
+				}
+				select {
+				case e, ok := <-c.events:
+					if !ok {
+						return
+					}
+					switch e.str("type") {
+					case "response.listen":
+						results[i].listens++
+					case "conversation.item.input_audio_transcription.completed":
+						results[i].transcripts++
+					case "response.created":
+						results[i].responses++
+					case "error":
+						results[i].err = e.obj("error").str("code")
+					}
+				case <-stop:
+					stop = nil
+					grace = time.After(20 * time.Second)
+				case <-grace:
+					return
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	wg.Wait()
+	t.Logf("streams and answers done after %v", time.Since(t0))
+	total := 0
+	for i, r := range results {
+		require.Empty(t, r.err, "session %d", i)
+		require.Positive(t, r.listens, "session %d got listen decisions", i)
+		if !testing.Short() {
+			require.Positive(t, r.transcripts, "session %d heard its user", i)
+		}
+		total += r.responses
+	}
+	// The talker (flite, 4 workers) is the bottleneck on 2 cores; with barge-in on speech not
+	// every endpoint becomes a voiced answer, but the pipeline must answer.
+	if !testing.Short() {
+		require.Positive(t, total, "responses")
+	}
+	require.Equal(t, sessions, srv.m.Active())
+	for _, c := range clients {
+		c.send(event{"type": "session.close"})
+	}
+	t1 := time.Now()
+	defer func() { t.Logf("sessions closed in %v", time.Since(t1)) }()
+	for _, c := range clients {
+		closed, _ := c.until("session.closed", 20*time.Second)
+		require.Equal(t, "client_close", closed.str("reason"))
+		c.close()
+	}
+	srv.waitSlots(t, 0)
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+2 }, 10*time.Second, 50*time.Millisecond,
+		"goroutines: before %d, now %d", before, runtime.NumGoroutine())
+}
