@@ -94,3 +94,13 @@ func (s *turnState) finalize(reason string, log *zap.Logger, col *metrics.Collec
 func (s *turnState) reset() {
 	s.pending.Reset()
 }
+
+// turnRecordArrival returns the open turn's t0 (tests).
+func (s *turnState) turnRecordArrival() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn == nil {
+		return 0
+	}
+	return s.turn.Arrival()
+}

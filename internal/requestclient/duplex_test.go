@@ -1,0 +1,251 @@
+package requestclient
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// fakeStream records what the Duplex drives into the stage stream and fails the appends the
+// test names; it checks that no call arrives after Close.
+type fakeStream struct {
+	t        *testing.T
+	mu       sync.Mutex
+	calls    []string
+	failAt   map[int]bool // 1-based append numbers that fail
+	appends  int
+	closed   bool
+	cancels  []bool
+	respondN int
+}
+
+func (f *fakeStream) record(c string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.False(f.t, f.closed, "%s after Close", c)
+	f.calls = append(f.calls, c)
+}
+
+func (f *fakeStream) AppendAudio(_ context.Context, pcm []float32) error {
+	require.NotEmpty(f.t, pcm)
+	f.mu.Lock()
+	f.appends++
+	n := f.appends
+	f.mu.Unlock()
+	f.record("append")
+	if f.failAt[n] {
+		return errors.New("append failed")
+	}
+	return nil
+}
+
+func (f *fakeStream) Commit(_ context.Context, respond bool) (string, error) {
+	f.record("commit")
+	return "go forward", nil
+}
+
+func (f *fakeStream) AppendText(_ context.Context, role, text string) error {
+	require.NotEmpty(f.t, role)
+	f.record("text:" + role + ":" + text)
+	return nil
+}
+
+func (f *fakeStream) Respond(_ context.Context, maxTokens int) (int, error) {
+	f.record("respond")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.respondN++
+	return f.respondN, nil
+}
+
+func (f *fakeStream) CancelResponse(keep bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancels = append(f.cancels, keep)
+}
+
+func (f *fakeStream) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+}
+
+func (f *fakeStream) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+type outputs struct {
+	mu  sync.Mutex
+	all []stage.OutputMessage
+}
+
+func (o *outputs) add(m stage.OutputMessage) {
+	o.mu.Lock()
+	o.all = append(o.all, m)
+	o.mu.Unlock()
+}
+
+func (o *outputs) errors() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, m := range o.all {
+		if m.Kind == stage.Error {
+			n++
+		}
+	}
+	return n
+}
+
+func newTestDuplex(t *testing.T, opts Options, log *zap.Logger, fs *fakeStream) (*Duplex, *outputs, *Client) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	c := New(nil, opts, log)
+	out := &outputs{}
+	d := c.newDuplex(Fence{SessionID: "duplex-test", Epoch: 0}, 2, out.add)
+	d.start(fs)
+	return d, out, c
+}
+
+func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
+	fs := &fakeStream{t: t, failAt: map[int]bool{2: true}}
+	d, out, c := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	ctx := context.Background()
+	for range 4 {
+		require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
+	}
+	// The barrier runs after the queued appends; it belongs to the failed chain, so it is skipped.
+	_, err := d.Commit(ctx, false)
+	require.Error(t, err)
+	require.Equal(t, []string{"append", "append"}, fs.callList(), "appends 3 and 4 never ran")
+	require.Equal(t, 1, out.errors(), "the failure is reported once")
+	// A later command starts a new chain.
+	require.NoError(t, d.AppendAudio(ctx, []float32{0.2}))
+	tr, err := d.Commit(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, "go forward", tr)
+	turn, err := d.Respond(ctx, 4)
+	require.NoError(t, err)
+	require.Equal(t, 1, turn)
+	require.Equal(t, []string{"append", "append", "append", "commit", "respond"}, fs.callList())
+	require.Equal(t, 1, c.Live())
+	require.NoError(t, d.Close(ctx, ""))
+	require.Equal(t, 0, c.Live())
+	_, err = d.Commit(ctx, false)
+	require.ErrorIs(t, err, ErrDuplexClosed)
+}
+
+func TestDuplexBackpressure(t *testing.T) {
+	block := make(chan struct{})
+	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: block}
+	c := New(nil, Options{}, zap.NewNop())
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(stage.OutputMessage) {})
+	d.start(fs)
+	big := make([]float32, MaxPendingInputBytes/4/2+1)
+	require.NoError(t, d.AppendAudio(context.Background(), big))
+	require.ErrorIs(t, d.AppendAudio(context.Background(), big), ErrInputBackpressure)
+	close(block)
+	require.Eventually(t, func() bool { return d.pending.Load() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, d.AppendAudio(context.Background(), big))
+	require.NoError(t, d.Close(context.Background(), ""))
+}
+
+type blockingStream struct {
+	fakeStream
+	block chan struct{}
+}
+
+func (b *blockingStream) AppendAudio(ctx context.Context, pcm []float32) error {
+	select {
+	case <-b.block:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func stageSnap(ms float64) metrics.StageRequestStats {
+	return metrics.StageRequestStats{StageGenTimeMs: ms, NumTokensOut: 3, OutputUnitType: "text"}
+}
+
+func TestDuplexTurnMetricsSemantics(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	now := 100.0
+	clock := func() float64 { return now }
+	fs := &fakeStream{t: t}
+	d, _, _ := newTestDuplex(t, Options{LogStats: true, Clock: clock}, zap.New(core), fs)
+
+	// Keep-first arrival stamp.
+	require.Equal(t, 42.0, d.MarkTurnArrival(42))
+	require.Equal(t, 42.0, d.MarkTurnArrival(99))
+	// Snapshots before begin are pending, then flushed into the turn.
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 41})
+	d.BeginTurn("resp-a", 1, d.MarkTurnArrival(0))
+	d.BeginTurn("resp-a", 1, 0) // idempotent
+	now = 101
+	// A stamp set after the turn opened belongs to the next turn and survives its finalize (§10 #1).
+	require.Equal(t, 101.0, d.MarkTurnArrival(0))
+	require.True(t, d.FinalizeTurn("stop"))
+	require.False(t, d.FinalizeTurn("stop"), "finalize once")
+	require.True(t, logged(logs, "response=resp-a", "reason=stop"))
+
+	now = 102
+	d.BeginTurn("resp-b", 2, d.MarkTurnArrival(0))
+	rec := d.turns.turnRecordArrival()
+	require.Equal(t, 101.0, rec, "the next turn's t0 is its first input, not its begin")
+	// A different response id finalizes the open turn with abort first.
+	d.BeginTurn("resp-c", 3, 0)
+	require.True(t, logged(logs, "response=resp-b", "reason=abort"))
+	// Signal finalizes with barge_in before moving the state to the next epoch's id.
+	require.NoError(t, d.Signal(context.Background(), "barge_in", Fence{SessionID: "duplex-test", Epoch: 1}))
+	require.True(t, logged(logs, "response=resp-c", "reason=barge_in"))
+	require.Equal(t, Fence{SessionID: "duplex-test", Epoch: 1}.Stage0ID(), d.Stage0ID())
+	// Close finalizes an open turn with close.
+	d.BeginTurn("resp-d", 4, 0)
+	require.NoError(t, d.Close(context.Background(), ""))
+	require.True(t, logged(logs, "response=resp-d", "reason=close"))
+	require.False(t, d.FinalizeTurn("abort"), "nothing left after close")
+}
+
+func logged(logs *observer.ObservedLogs, parts ...string) bool {
+	for _, e := range logs.All() {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(e.Message, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDuplexLogStatsOffAllocatesNothing(t *testing.T) {
+	fs := &fakeStream{t: t}
+	d, _, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	require.Nil(t, d.turns)
+	msg := stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 1}
+	allocs := testing.AllocsPerRun(1000, func() {
+		d.OnStageMetrics(msg)
+		d.MarkTurnArrival(1)
+		d.BeginTurn("resp-x", 1, 1)
+		d.FinalizeTurn("stop")
+	})
+	require.Zero(t, allocs)
+	require.NoError(t, d.Close(context.Background(), ""))
+}
