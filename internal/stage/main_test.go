@@ -110,6 +110,7 @@ type recSink struct {
 	txs    []TransferEvent
 	notify chan struct{}
 	onOut  func(OutputMessage) // optional, called inside OnOutput
+	delay  time.Duration       // optional: a slow consumer, so undelivered events pile up
 }
 
 func newRecSink(t testing.TB) *recSink {
@@ -134,6 +135,7 @@ func (s *recSink) leave() {
 }
 
 func (s *recSink) OnOutput(m OutputMessage) {
+	time.Sleep(s.delay)
 	s.enter()
 	s.outs = append(s.outs, m)
 	f := s.onOut

@@ -270,6 +270,9 @@ func TestAbort(t *testing.T) {
 	short := ChatRequest{RequestID: "chat-short", Messages: []ChatMessage{{Role: "user", Text: "Be short."}}, MaxTokens: 16, WantAudio: true}
 
 	sinkLong, sinkShort := newRecSink(t), newRecSink(t)
+	// A slow consumer: at abort, the long request has events queued for delivery, and none of
+	// them may arrive after Abort returns.
+	sinkLong.delay = 2 * time.Millisecond
 	rl, err := p.SubmitChat(ctx, long, sinkLong)
 	require.NoError(t, err)
 	rs, err := p.SubmitChat(ctx, short, sinkShort)
@@ -310,6 +313,7 @@ func TestAbort(t *testing.T) {
 func TestDuplexCancelResponse(t *testing.T) {
 	p, eng := newTestPipeline(t, func(c *PipelineConfig) { c.Connectors[0].Capacity = 4 })
 	sink := newRecSink(t)
+	sink.delay = 2 * time.Millisecond // events of the cancelled turn are still queued at cancel
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-cancel", WantAudio: true, MaxTokens: 4000}, sink)
 	require.NoError(t, err)
 	defer d.Close()
