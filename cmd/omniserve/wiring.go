@@ -36,7 +36,9 @@ func (c *components) buildSpeech(context.Context) error {
 		return err
 	}
 	c.pipelineCfg = pc
-	asr, err := speech.NewASR(speech.ASRConfig{}, c.log.Named("asr"))
+	// One decoder per live duplex session plus a few for chat input_audio; the pool grows
+	// lazily, so an idle server holds one decoder, not MaxSessions of them (~95 MiB each).
+	asr, err := speech.NewASR(speech.ASRConfig{PoolSize: c.cfg.Server.MaxSessions + 4}, c.log.Named("asr"))
 	if err != nil {
 		return fmt.Errorf("loading ASR: %w", err)
 	}
