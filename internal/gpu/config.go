@@ -132,7 +132,8 @@ type AppendStats struct {
 	BatchSize int     // tokens in that step
 }
 
-// GenerateOptions bounds one Generate. MaxTokens 0 means until the context limit.
+// GenerateOptions bounds one Generate. MaxTokens 0 means until the sequence's context limit
+// (FinishReason "length"; no truncation for unbounded calls).
 // Sampling, when set, replaces the sequence's sampling for this call.
 type GenerateOptions struct {
 	MaxTokens int

@@ -91,3 +91,14 @@ func TestSharedCacheFull(t *testing.T) {
 	toks, _, _ := generate(t, seqs[1], GenerateOptions{MaxTokens: 5})
 	require.Len(t, toks, 5)
 }
+
+func TestUnboundedGenerateEndsAtWindow(t *testing.T) {
+	r := loadTiny(t, func(c *Config) { c.SeqContext = 64 })
+	s := openSeq(t, r, SeqOptions{})
+	_, err := s.AppendText(context.Background(), "hello there")
+	require.NoError(t, err)
+	toks, _, res := generate(t, s, GenerateOptions{})
+	require.Equal(t, "length", res.FinishReason)
+	require.Equal(t, 64, s.HistoryLen())
+	require.Len(t, toks, 64-3)
+}

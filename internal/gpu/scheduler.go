@@ -358,6 +358,10 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 		r.finish(s, "length", nil)
 	case r.cfg.Overflow == OverflowError && s.logicalLen() >= s.opts.MaxContext:
 		r.finish(s, "length", ErrContextFull)
+	case g.opts.MaxTokens <= 0 && s.logicalLen() >= s.opts.MaxContext:
+		// Unbounded generation ends at the window; truncation only serves bounded ones, so a
+		// model that never emits EOS cannot run forever.
+		r.finish(s, "length", nil)
 	}
 }
 
