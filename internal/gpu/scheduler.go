@@ -169,6 +169,8 @@ func (r *Runner) finish(s *Sequence, reason string, err error) {
 		tail = g.text
 	}
 	g.text = ""
+	// Publish the history before the caller can observe the end of its Generate.
+	s.histLen.Store(int64(s.logicalLen()))
 	g.done <- genDone{reason: reason, err: err, tail: tail}
 }
 
