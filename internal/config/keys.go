@@ -49,7 +49,7 @@ var keys = []Key{
 	{"engine.model", "model", `model: "dummy" (generated, no download), "dummy:tiny", "dummy:0.6b" or a .gguf path`, func(c *Config) any { return &c.Engine.Model }},
 	{"engine.device", "device", "engine device: auto, cpu or cuda", func(c *Config) any { return &c.Engine.Device }},
 	{"engine.gpu_layers", "gpu-layers", "layers to offload to the GPU (-1 = all)", func(c *Config) any { return &c.Engine.GPULayers }},
-	{"engine.threads", "threads", "CPU threads for the engine (0 = all cores)", func(c *Config) any { return &c.Engine.Threads }},
+	{"engine.threads", "threads", "CPU threads for the engine (0 = all cores but one, left to speech)", func(c *Config) any { return &c.Engine.Threads }},
 	{"engine.cache_dir", "cache-dir", "directory for generated dummy models (default $XDG_CACHE_HOME/omniserve)", func(c *Config) any { return &c.Engine.CacheDir }},
 	{"server.log_stats", "log-stats", "print statistics tables for every request and duplex turn", func(c *Config) any { return &c.Server.LogStats }},
 	{"server.log_format", "log-format", "log format: console or json", func(c *Config) any { return &c.Server.LogFormat }},
