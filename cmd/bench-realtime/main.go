@@ -150,7 +150,7 @@ func run(o options) error {
 	}
 	rc := requestclient.New(p, requestclient.Options{ModelName: o.model}, log)
 	tb := &timedBackend{Backend: session.NewPipelineBackend(rc, p), appends: make(chan time.Time, 1), decisions: map[string]*atomic.Int64{}}
-	m := session.NewManager(session.ManagerConfig{MaxSessions: o.maxSessions + 4}, tb, log)
+	m := session.NewManager(session.ManagerConfig{MaxSessions: 4 * o.maxSessions}, tb, log)
 	srv := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{}, m, log))
 	defer srv.Close()
 	defer func() {
@@ -172,7 +172,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("barge-in: %w", err)
 	}
-	sessions, err := benchSessions(ctx, url, tb, pcm, o.maxSessions, time.Duration(o.rampSeconds*float64(time.Second)))
+	sessions, err := benchSessions(ctx, url, tb, m, pcm, o.maxSessions, time.Duration(o.rampSeconds*float64(time.Second)))
 	if err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
@@ -404,12 +404,15 @@ func benchBargeIn(ctx context.Context, url string, pcm []byte, n int) ([]float64
 // benchSessions finds the largest number of concurrent auto_response sessions (1, 2, 4, 8, 12,
 // 16, ...) whose stage-0 decisions keep up with real-time 100 ms audio: at the end of the stream
 // every session's decisions must be within 1 s of its audio.
-func benchSessions(ctx context.Context, url string, tb *timedBackend, pcm []byte, maxN int, streamFor time.Duration) (int, error) {
+func benchSessions(ctx context.Context, url string, tb *timedBackend, m *session.Manager, pcm []byte, maxN int, streamFor time.Duration) (int, error) {
 	unit := append(append([]byte{}, pcm...), make([]byte, 32000)...)
 	best := 0
 	for _, n := range []int{1, 2, 4, 6, 8, 12, 16, 24, 32} {
 		if n > maxN {
 			break
+		}
+		for deadline := time.Now().Add(10 * time.Second); m.Active() > 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // the previous step's sessions are still closing
 		}
 		ok, err := realTimeAt(ctx, url, tb, unit, n, streamFor)
 		if err != nil {
