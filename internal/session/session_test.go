@@ -1,0 +1,268 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeEngine records the calls the session makes and checks their inputs.
+type fakeEngine struct {
+	t      *testing.T
+	mu     sync.Mutex
+	calls  []string
+	fences []Fence
+	panics bool
+	out    func(Output)
+	turn   int
+}
+
+func (f *fakeEngine) rec(c string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+}
+
+func (f *fakeEngine) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeEngine) AppendAudio(_ context.Context, pcm []float32) error {
+	require.NotEmpty(f.t, pcm)
+	f.rec("append")
+	return nil
+}
+func (f *fakeEngine) Commit(context.Context, bool) (string, error) { f.rec("commit"); return "hello", nil }
+func (f *fakeEngine) AppendText(_ context.Context, role, text string) error {
+	require.Equal(f.t, "assistant", role)
+	f.rec("text:" + text)
+	return nil
+}
+func (f *fakeEngine) Respond(context.Context, int) (int, error) {
+	f.rec("respond")
+	f.mu.Lock()
+	f.turn++
+	n := f.turn
+	f.mu.Unlock()
+	// The engine speaks: two 100 ms chunks of audio, then (not yet) finished.
+	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
+	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
+	return n, nil
+}
+func (f *fakeEngine) Signal(_ context.Context, ev string, next Fence) error {
+	f.rec("signal:" + ev)
+	f.mu.Lock()
+	f.fences = append(f.fences, next)
+	f.mu.Unlock()
+	return nil
+}
+func (f *fakeEngine) Close(_ context.Context, reason string) error { f.rec("close:" + reason); return nil }
+func (f *fakeEngine) Abort()                                       { f.rec("abort") }
+func (f *fakeEngine) MarkTurnArrival(ts float64) float64 {
+	require.Positive(f.t, ts)
+	f.rec("mark")
+	return ts
+}
+func (f *fakeEngine) BeginTurn(id string, turn int, arrival float64) {
+	require.Contains(f.t, id, "resp-duplex-")
+	require.Positive(f.t, arrival)
+	f.rec("begin")
+	if f.panics {
+		panic("hook failure")
+	}
+}
+func (f *fakeEngine) FinalizeTurn(reason string) bool {
+	f.rec("finalize:" + reason)
+	if f.panics {
+		panic("hook failure")
+	}
+	return true
+}
+
+type fakeBackend struct{ eng *fakeEngine }
+
+func (b *fakeBackend) SupportsDuplex() bool { return true }
+func (b *fakeBackend) Open(_ context.Context, f Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+	require.Contains(b.eng.t, f.SessionID, "duplex-")
+	b.eng.out = out
+	return b.eng, nil
+}
+
+// sink records events; DropStale removes queued model events like the real queue.
+type sink struct {
+	mu     sync.Mutex
+	events []Event
+	min    int
+	ch     chan Event
+}
+
+func (s *sink) Send(ev Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.Model && ev.Epoch < s.min {
+		return nil
+	}
+	s.events = append(s.events, ev)
+	s.ch <- ev
+	return nil
+}
+
+func (s *sink) DropStale(epoch int) {
+	s.mu.Lock()
+	s.min = max(s.min, epoch)
+	s.mu.Unlock()
+}
+
+func (s *sink) until(t *testing.T, typ string) Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-s.ch:
+			if ev.Type == typ {
+				return ev
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s", typ)
+		}
+	}
+}
+
+func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSession, *sink, *Manager, func() string) {
+	t.Helper()
+	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: lead}, &fakeBackend{eng}, zap.NewNop())
+	slot, err := m.Acquire()
+	require.NoError(t, err)
+	sk := &sink{ch: make(chan Event, 1024)}
+	s := m.NewSession(slot, Options{Duplex: true}, sk)
+	done := make(chan string, 1)
+	go func() { defer slot.Release(); done <- s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true}}) }()
+	sk.until(t, "session.updated")
+	return s, sk, m, func() string { return <-done }
+}
+
+func TestCancelFinalizesBeforeEpochAdvance(t *testing.T) {
+	eng := &fakeEngine{t: t}
+	s, sk, m, wait := startSession(t, eng, 50*time.Millisecond)
+	ctx := context.Background()
+	pcm := make([]byte, 3200)
+	require.NoError(t, s.Submit(ctx, &AppendAudio{Base: Base{Kind: "input_audio_buffer.append"}, Data: pcm}))
+	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
+	created := sk.until(t, "response.created")
+	require.Equal(t, 0, created.Epoch)
+	sk.until(t, "response.output_audio.delta")
+	require.NoError(t, s.Submit(ctx, &BargeIn{}))
+	done := sk.until(t, "response.done")
+	require.Equal(t, "cancelled", done.Fields["response"].(map[string]any)["status"])
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+	require.Equal(t, 0, m.Active())
+	calls := eng.list()
+	require.Equal(t, []string{"mark", "mark", "begin", "append", "commit", "respond"}, calls[:6])
+	iFin, iSig := indexOf(calls, "finalize:barge_in"), indexOf(calls, "signal:barge_in")
+	require.GreaterOrEqual(t, iFin, 0)
+	require.Less(t, iFin, iSig, "end_response (finalize) runs before the epoch signal")
+	require.Equal(t, 1, eng.fences[0].Epoch, "the signal carries the next epoch")
+	require.Equal(t, "close:close", calls[len(calls)-1])
+	// With 50 ms of lead only the first frame went out, so history keeps only its text.
+	require.Contains(t, calls, "text:one ")
+}
+
+func TestHooksNeverPanicIntoSession(t *testing.T) {
+	eng := &fakeEngine{t: t, panics: true}
+	s, sk, _, wait := startSession(t, eng, time.Minute)
+	ctx := context.Background()
+	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
+	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
+	sk.until(t, "response.created")
+	require.NoError(t, s.Submit(ctx, &CancelResponse{}))
+	done := sk.until(t, "response.done")
+	require.Equal(t, "client_cancelled", done.Fields["response"].(map[string]any)["status_details"].(map[string]any)["reason"])
+	s.Stop(ReasonShutdown)
+	require.Equal(t, ReasonShutdown, wait())
+	sk.until(t, "session.closed")
+}
+
+func TestAdmission(t *testing.T) {
+	m := NewManager(ManagerConfig{MaxSessions: 2}, nil, nil)
+	a, err := m.Acquire()
+	require.NoError(t, err)
+	b, err := m.Acquire()
+	require.NoError(t, err)
+	_, err = m.Acquire()
+	require.ErrorIs(t, err, ErrCapacity)
+	a.Release()
+	a.Release() // idempotent
+	require.Equal(t, 1, m.Active())
+	b.Release()
+	require.NoError(t, m.Shutdown(context.Background()))
+	_, err = m.Acquire()
+	require.ErrorIs(t, err, ErrShuttingDown)
+}
+
+func TestConfigPatch(t *testing.T) {
+	base := Config{Modalities: []string{"text", "audio"}}
+	tests := []struct {
+		name  string
+		patch ConfigPatch
+		code  string
+	}{
+		{"ok formats", ConfigPatch{InputFormat: &AudioFormat{Type: "audio/pcm", Rate: 24000}, OutputFormat: &AudioFormat{Type: "g711_ulaw"}}, ""},
+		{"bad input format", ConfigPatch{InputFormat: &AudioFormat{Type: "mp3"}}, "unsupported_audio_format"},
+		{"bad rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 11025}}, "unsupported_audio_format"},
+		{"bad modality", ConfigPatch{Modalities: []string{"video"}}, "invalid_value"},
+		{"semantic vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetection{Type: "semantic_vad"}}, "unsupported_turn_detection"},
+		{"negative idle", ConfigPatch{IdleTimeoutS: ptr(-1.0)}, "invalid_value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.patch.Apply(base)
+			if tt.code == "" {
+				require.NoError(t, err)
+				return
+			}
+			var fe *FieldError
+			require.True(t, errors.As(err, &fe))
+			require.Equal(t, tt.code, fe.Code)
+		})
+	}
+}
+
+func TestDecodeInput(t *testing.T) {
+	_, err := DecodeInput([]byte{1, 2, 3}, AudioFormat{Type: "pcm16", Rate: 16000})
+	require.ErrorIs(t, err, ErrBadAudio)
+	pcm, err := DecodeInput(make([]byte, 4800), AudioFormat{Type: "pcm16", Rate: 24000})
+	require.NoError(t, err)
+	require.Len(t, pcm, 1600, "24 kHz → 16 kHz")
+	for _, v := range []int16{-32000, -1000, 0, 1000, 32000} {
+		require.InDelta(t, float64(v), float64(ulawDecode(ulawEncode(v))), float64(abs(v))/16+40)
+		require.InDelta(t, float64(v), float64(alawDecode(alawEncode(v))), float64(abs(v))/16+40)
+	}
+}
+
+func abs(v int16) int16 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func indexOf(xs []string, x string) int {
+	for i, s := range xs {
+		if s == x {
+			return i
+		}
+	}
+	return -1
+}
