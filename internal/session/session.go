@@ -193,9 +193,11 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 		s.emitCreated(false)
 	}
 	reason := s.loop(ctx)
-	s.shutdown(reason)
-	cancelJobs()
-	wg.Wait()
+	s.shutdown(reason, func() {
+		// No engine job may run after the engine is closed.
+		cancelJobs()
+		wg.Wait()
+	})
 	return reason
 }
 
@@ -263,7 +265,7 @@ func (s *DuplexSession) submitJob(j job) bool {
 
 // shutdown ends the active response with the close reason's mapping, closes the engine and
 // emits session.closed (not after a disconnect: nobody is listening).
-func (s *DuplexSession) shutdown(reason string) {
+func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 	s.state = "closing"
 	cancelSource := reason
 	switch reason {
@@ -273,6 +275,7 @@ func (s *DuplexSession) shutdown(reason string) {
 		cancelSource = metrics.CancelDisconnect
 	}
 	s.cancelActive(cancelSource, reason, reason != ReasonDisconnect && reason != ReasonSlowClient)
+	stopJobs()
 	if s.engine != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.engine.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {

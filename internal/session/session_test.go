@@ -42,7 +42,10 @@ func (f *fakeEngine) AppendAudio(_ context.Context, pcm []float32) error {
 	f.rec("append")
 	return nil
 }
-func (f *fakeEngine) Commit(context.Context, bool) (string, error) { f.rec("commit"); return "hello", nil }
+func (f *fakeEngine) Commit(context.Context, bool) (string, error) {
+	f.rec("commit")
+	return "hello", nil
+}
 func (f *fakeEngine) AppendText(_ context.Context, role, text string) error {
 	require.Equal(f.t, "assistant", role)
 	f.rec("text:" + text)
@@ -66,8 +69,11 @@ func (f *fakeEngine) Signal(_ context.Context, ev string, next Fence) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeEngine) Close(_ context.Context, reason string) error { f.rec("close:" + reason); return nil }
-func (f *fakeEngine) Abort()                                       { f.rec("abort") }
+func (f *fakeEngine) Close(_ context.Context, reason string) error {
+	f.rec("close:" + reason)
+	return nil
+}
+func (f *fakeEngine) Abort() { f.rec("abort") }
 func (f *fakeEngine) MarkTurnArrival(ts float64) float64 {
 	require.Positive(f.t, ts)
 	f.rec("mark")
@@ -145,7 +151,10 @@ func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSes
 	sk := &sink{ch: make(chan Event, 1024)}
 	s := m.NewSession(slot, Options{Duplex: true}, sk)
 	done := make(chan string, 1)
-	go func() { defer slot.Release(); done <- s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true}}) }()
+	go func() {
+		defer slot.Release()
+		done <- s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true}})
+	}()
 	sk.until(t, "session.updated")
 	return s, sk, m, func() string { return <-done }
 }
