@@ -59,6 +59,9 @@ bench-chat: headers
 bench-pipeline: headers
 	$(GO) run ./cmd/bench-pipeline
 
+bench-realtime: headers
+	$(GO) run ./cmd/bench-realtime
+
 # bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); built into bin/
 # so that a CUDA backend in lib/ollama is found (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).
 BENCH_ENGINE_FLAGS ?= --device cpu --threads 2
