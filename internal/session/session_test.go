@@ -152,8 +152,10 @@ func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSes
 	s := m.NewSession(slot, Options{Duplex: true}, sk)
 	done := make(chan string, 1)
 	go func() {
-		defer slot.Release()
-		done <- s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true}})
+		// Release before reporting, so a test that reads the result sees the slot returned.
+		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true}})
+		slot.Release()
+		done <- reason
 	}()
 	sk.until(t, "session.updated")
 	return s, sk, m, func() string { return <-done }
