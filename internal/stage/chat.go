@@ -31,7 +31,8 @@ type Request struct {
 // SubmitChat validates req and starts it: stage 0 transcribes audio parts, builds the prompt
 // with the model's chat template, and streams text; with WantAudio stage 1 streams 24 kHz
 // audio. The Sink gets the outputs and ends with a Finished output, unless the request is
-// aborted (Abort, or ctx cancelled): then it gets nothing more. Bad input fails here.
+// aborted (Abort, or ctx cancelled): then it gets no more outputs, only the stages' final
+// metrics (see Abort). Bad input fails here.
 func (p *Pipeline) SubmitChat(ctx context.Context, req ChatRequest, sink Sink) (*Request, error) {
 	if err := p.validateChat(&req); err != nil {
 		return nil, err
@@ -143,6 +144,10 @@ func (r *Request) run() {
 		if r.req.WantAudio {
 			p.talker.unadmit()
 		}
+		if ts.ctx.Err() != nil || ts.aborted.Load() {
+			p.abortMetrics(resp, gpu.GenerateResult{}) // aborted while transcribing or prefilling
+			return
+		}
 		p.fail(resp, 0, err)
 		return
 	}
@@ -198,8 +203,10 @@ func (r *Request) prepare(resp *response) (*gpu.Sequence, error) {
 	return seq, nil
 }
 
-// Abort stops the request in every stage at once: no Sink call starts after it returns (one in
-// progress may finish), the generation is aborted, queued connector items are dropped.
+// Abort stops the request in every stage at once: the generation is aborted, queued connector
+// items are dropped, and no output reaches the Sink after it returns (one call in progress may
+// finish). Each stage that did work still delivers its one StageMetricsMessage (FinishReason
+// "abort" unless it had finished) before Done closes, so the request's work is accounted.
 func (r *Request) Abort() {
 	r.ts.abort(false)
 	r.disp.stop()

@@ -20,9 +20,12 @@ type dispatcher struct {
 }
 
 // event is one Sink call. turn, when set, is checked at delivery: events of an aborted turn
-// are dropped, so nothing of that turn reaches the Sink once the abort is made.
+// are dropped, so nothing of that turn reaches the Sink once the abort is made. A kept event
+// (a turn's stage metrics) is delivered even after an abort or stop: nothing accepted is
+// lost, and a cut-short turn is still reported with the work its stages did.
 type event struct {
 	turn *turnState
+	kept bool
 	out  *OutputMessage
 	sm   *StageMetricsMessage
 	tx   *TransferEvent
@@ -36,7 +39,7 @@ func newDispatcher(sink Sink, capacity int) *dispatcher {
 func (d *dispatcher) run() {
 	defer close(d.done)
 	for ev := range d.ch {
-		if d.stopped.Load() || (ev.turn != nil && ev.turn.aborted.Load()) {
+		if d.dropped(ev) {
 			continue
 		}
 		switch {
@@ -50,9 +53,14 @@ func (d *dispatcher) run() {
 	}
 }
 
+// dropped reports an event that an abort or stop silenced.
+func (d *dispatcher) dropped(ev event) bool {
+	return !ev.kept && (d.stopped.Load() || (ev.turn != nil && ev.turn.aborted.Load()))
+}
+
 // push queues an event, waiting while the queue is full until ctx ends.
 func (d *dispatcher) push(ctx context.Context, ev event) error {
-	if d.stopped.Load() || (ev.turn != nil && ev.turn.aborted.Load()) {
+	if d.dropped(ev) {
 		return fmt.Errorf("delivering output: %w", context.Canceled)
 	}
 	select {
@@ -69,6 +77,15 @@ func (d *dispatcher) output(ctx context.Context, ts *turnState, m OutputMessage)
 
 func (d *dispatcher) stageMetrics(ctx context.Context, ts *turnState, m StageMetricsMessage) error {
 	return d.push(ctx, event{turn: ts, sm: &m})
+}
+
+// turnMetrics queues a stage's one metrics snapshot of a response. It is delivered even when
+// the turn is aborted or the Sink stopped meanwhile, so it waits for queue room regardless of
+// the turn's ctx: the dispatcher keeps draining (it drops the aborted turn's other events),
+// so the wait is bounded by the Sink, and the dispatcher outlives every producer (it is closed
+// only after them), so the send cannot hit a closed queue.
+func (d *dispatcher) turnMetrics(ts *turnState, m StageMetricsMessage) {
+	d.ch <- event{turn: ts, kept: true, sm: &m}
 }
 
 func (d *dispatcher) transfer(ctx context.Context, ts *turnState, t TransferEvent) error {

@@ -234,8 +234,10 @@ func (d *DuplexStream) unadmit() {
 }
 
 // CancelResponse aborts every unfinished response at once: the generation stops, the talker
-// drops its queue, and no output of those turns reaches the Sink after it returns.
-// keepHistory keeps the partial reply in the conversation.
+// drops its queue, and no output of those turns reaches the Sink after it returns. Each stage
+// that did work for a cancelled turn still delivers its one StageMetricsMessage of that turn
+// (FinishReason "abort" unless it had finished) shortly after, before anything of a later
+// turn's response. keepHistory keeps the partial reply in the conversation.
 func (d *DuplexStream) CancelResponse(keepHistory bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -397,6 +399,10 @@ func (d *DuplexStream) respond(ts *turnState, maxTokens int) {
 	if err != nil {
 		if d.opts.WantAudio {
 			p.talker.unadmit()
+		}
+		if ts.ctx.Err() != nil || ts.aborted.Load() {
+			p.abortMetrics(r, gpu.GenerateResult{}) // aborted while prefilling
+			return
 		}
 		p.fail(r, 0, err)
 		return

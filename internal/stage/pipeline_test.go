@@ -260,9 +260,10 @@ func TestChat(t *testing.T) {
 	}
 }
 
-// TestAbort aborts a long audio chat mid-generation while another request runs: nothing of the
-// aborted request reaches its Sink after Abort returns, its sequence and queues are released,
-// and the other request finishes normally.
+// TestAbort aborts a long audio chat mid-generation while another request runs: no output of
+// the aborted request reaches its Sink after Abort returns, only one abort snapshot per stage
+// with the work done so far; its sequence and queues are released, and the other request
+// finishes normally.
 func TestAbort(t *testing.T) {
 	p, eng := newTestPipeline(t, func(c *PipelineConfig) { c.Connectors[0].Capacity = 4 })
 	ctx := context.Background()
@@ -287,10 +288,13 @@ func TestAbort(t *testing.T) {
 		t.Fatal("aborted request did not stop")
 	}
 	outs, sms, txs := sinkLong.snapshot()
-	// One Sink call may have been in progress while Abort ran; nothing after that.
-	require.LessOrEqual(t, len(outs)+len(sms)+len(txs), len(outsAtAbort)+len(smsAtAbort)+len(txAtAbort)+1)
+	// One output or transfer call may have been in progress while Abort ran; nothing after that
+	// but the stage metrics of the work done.
+	require.LessOrEqual(t, len(outs)+len(txs), len(outsAtAbort)+len(txAtAbort)+1)
 	require.Empty(t, ofKind(outs, Finished))
 	require.Less(t, len(ofKind(outs, Text)), 4000)
+	require.Empty(t, smsAtAbort, "a running chat request has no stage metrics yet")
+	requireAbortMetrics(t, sms, 1, outs)
 
 	select {
 	case <-rs.Done():
@@ -329,7 +333,7 @@ func TestDuplexCancelResponse(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, turn+1, turn2)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(turn2)))
-	outs, _, _ := sink.snapshot()
+	outs, sms, _ := sink.snapshot()
 	late := 0
 	for _, o := range outs[len(atCancel):] {
 		if o.Turn == turn {
@@ -339,6 +343,19 @@ func TestDuplexCancelResponse(t *testing.T) {
 	require.LessOrEqual(t, late, 1, "at most the one call in progress at cancel")
 	for _, o := range ofKind(outs, Finished) {
 		require.Equal(t, turn2, o.Turn, "the cancelled turn gets no Finished")
+	}
+	var turnOuts []OutputMessage
+	for _, o := range outs {
+		if o.Turn == turn {
+			turnOuts = append(turnOuts, o)
+		}
+	}
+	// The cancelled turn's stages still report their work; turn 2 finished normally.
+	requireAbortMetrics(t, sms, turn, turnOuts)
+	for _, m := range sms {
+		if m.Turn == turn2 && m.Metrics.FinishReason != "" {
+			require.Equal(t, FinishLength, m.Metrics.FinishReason, "stage %d", m.StageID)
+		}
 	}
 	d.Close()
 	require.Equal(t, 0, eng.LiveSequences())
@@ -429,9 +446,48 @@ func TestChatContextCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("cancelled request did not stop")
 	}
-	outs, _, _ := sink.snapshot()
+	outs, sms, _ := sink.snapshot()
 	require.Empty(t, ofKind(outs, Finished))
+	// Stage 0 did work; the talker reports only when it had received text by then.
+	require.NotEmpty(t, sms)
+	require.Equal(t, 0, sms[0].StageID)
+	for _, m := range sms {
+		require.Equal(t, FinishAbort, m.Metrics.FinishReason, "stage %d", m.StageID)
+	}
 	require.Equal(t, 0, eng.LiveSequences())
 	require.Equal(t, 0, p.thinker.Pending())
 	require.Equal(t, 0, p.talker.Pending())
+}
+
+// requireAbortMetrics checks the stage metrics of an aborted turn that was speaking: exactly one
+// snapshot per stage, stage 0 first, reason abort, with the work the delivered outputs show.
+func requireAbortMetrics(t *testing.T, sms []StageMetricsMessage, turn int, outs []OutputMessage) {
+	t.Helper()
+	var got []StageMetricsMessage
+	for _, m := range sms {
+		if m.Turn == turn && m.Metrics.FinishReason != "" { // listen-side prefill snapshots have none
+			got = append(got, m)
+		}
+	}
+	require.Len(t, got, 2, "one snapshot per stage: %+v", got)
+	th, ta := got[0], got[1]
+	require.Equal(t, 0, th.StageID)
+	require.Equal(t, 1, ta.StageID)
+	texts, audio, samples := ofKind(outs, Text), ofKind(outs, Audio), 0
+	for _, a := range audio {
+		samples += len(a.Audio)
+	}
+	require.Equal(t, FinishAbort, th.Metrics.FinishReason)
+	require.Positive(t, th.Metrics.NumTokensIn)
+	require.GreaterOrEqual(t, th.Metrics.NumTokensOut, len(texts), "tokens generated, delivered or not")
+	require.Len(t, th.Metrics.VllmItlsMs, th.Metrics.NumTokensOut-1)
+	require.Positive(t, th.Metrics.VllmTtftMs)
+	require.Positive(t, th.Metrics.StageGenTimeMs)
+	require.Equal(t, FinishAbort, ta.Metrics.FinishReason)
+	require.GreaterOrEqual(t, ta.Metrics.AudioGeneratedFrames, samples, "frames synthesized, delivered or not")
+	require.Positive(t, ta.Metrics.AudioGeneratedFrames)
+	require.GreaterOrEqual(t, ta.Metrics.OutputUnitCount, len(audio))
+	require.Positive(t, ta.Metrics.RxTransferBytes)
+	require.Positive(t, ta.Metrics.NumTokensIn)
+	require.Positive(t, ta.Metrics.StageGenTimeMs)
 }

@@ -34,8 +34,9 @@ type response struct {
 func (p *Pipeline) generate(r *response, seq *gpu.Sequence, opts gpu.GenerateOptions) (string, gpu.GenerateResult, error) {
 	ts := r.ts
 	var (
-		conn     *connector
-		talkDone chan struct{}
+		conn      *connector
+		talkDone  chan struct{}
+		talkFinal *StageMetricsMessage // the talker's snapshot when the turn was aborted
 	)
 	// The talker gets its own cancel so that a stage-0 failure can stop it without aborting
 	// (and so silencing) the turn's Error output.
@@ -46,16 +47,22 @@ func (p *Pipeline) generate(r *response, seq *gpu.Sequence, opts gpu.GenerateOpt
 		talkDone = make(chan struct{})
 		err := p.goTracked(func() {
 			defer close(talkDone)
-			p.runTalker(talkCtx, r, conn)
+			talkFinal = p.runTalker(talkCtx, r, conn)
 		})
 		if err != nil {
 			p.talker.unadmit()
 			return "", gpu.GenerateResult{}, err
 		}
 	}
+	// waitTalker waits for the talker and then delivers its abort snapshot, if any, so an
+	// aborted turn's rows come in stage order.
 	waitTalker := func() {
-		if talkDone != nil {
-			<-talkDone
+		if talkDone == nil {
+			return
+		}
+		<-talkDone
+		if talkFinal != nil {
+			r.disp.turnMetrics(ts, *talkFinal)
 		}
 	}
 
@@ -81,7 +88,10 @@ func (p *Pipeline) generate(r *response, seq *gpu.Sequence, opts gpu.GenerateOpt
 	}
 	res, err := seq.Generate(ts.ctx, opts, emit)
 	if ts.ctx.Err() != nil || res.FinishReason == FinishAbort {
+		// Aborted: no more outputs, but the work done so far is still reported (Generate
+		// returns its partial stats at once on abort, so this does not delay the abort).
 		talkCancel()
+		p.abortMetrics(r, res)
 		waitTalker()
 		return text.String(), res, nil
 	}
@@ -91,7 +101,7 @@ func (p *Pipeline) generate(r *response, seq *gpu.Sequence, opts gpu.GenerateOpt
 		p.fail(r, 0, fmt.Errorf("generating: %w", err))
 		return text.String(), res, err
 	}
-	_ = r.disp.stageMetrics(ts.ctx, ts, StageMetricsMessage{
+	r.disp.turnMetrics(ts, StageMetricsMessage{
 		RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
 		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
 	})
@@ -136,6 +146,17 @@ func (p *Pipeline) fail(r *response, stageID int, err error) {
 	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{
 		RequestID: r.rid, StageID: p.NumStages() - 1, Kind: Finished, Turn: r.ts.n, Finished: true,
 		FinishReason: FinishError, Err: err, StageSubmitTS: r.submitTS,
+	})
+}
+
+// abortMetrics delivers stage 0's snapshot of an aborted response: the tokens prefilled and
+// generated so far, its time, TTFT and ITLs (res is Generate's partial result, or zero when the
+// abort came before generation began).
+func (p *Pipeline) abortMetrics(r *response, res gpu.GenerateResult) {
+	res.FinishReason = FinishAbort
+	r.disp.turnMetrics(r.ts, StageMetricsMessage{
+		RequestID: r.rid, StageID: 0, Turn: r.ts.n, Metrics: thinkerStats(r, res),
+		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
 	})
 }
 

@@ -15,12 +15,14 @@ import (
 // runTalker is stage 1 for one response: it reads text deltas from the connector, cuts them
 // into phrases and synthesizes each phrase as soon as it is complete, so the first audio leaves
 // while stage 0 is still generating. It sends the stage-1 metrics and the Finished output.
-// On ctx end (abort) it drops what is queued and returns without output.
-func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) {
+// On ctx end (abort) it drops what is queued and returns at once without output; when it had
+// received work by then, it returns its snapshot (reason abort) for generate to deliver after
+// stage 0's.
+func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) (aborted *StageMetricsMessage) {
 	defer conn.Drop()
 	ts := r.ts
 	if err := p.talker.acquire(ctx); err != nil {
-		return
+		return nil // never started: no work to report
 	}
 	defer p.talker.release()
 
@@ -36,6 +38,36 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		iols          []float64
 		failed        error
 	)
+	snapshot := func(reason string) StageMetricsMessage {
+		rx := conn.RxStats()
+		return StageMetricsMessage{
+			RequestID: r.rid, StageID: 1, Turn: ts.n, StageSubmitTS: submitTS, FinalOutputType: "audio",
+			Metrics: metrics.StageRequestStats{
+				NumTokensIn:                rx.Items,
+				StageGenTimeMs:             synthMs,
+				RxTransferBytes:            int(rx.Bytes),
+				RxDecodeTimeMs:             rx.DecodeMs,
+				RxInFlightTimeMs:           rx.InFlightMs,
+				FinishReason:               reason,
+				AudioGeneratedFrames:       frames,
+				AudioSampleRate:            rate,
+				AudioDurationS:             float64(frames) / float64(rate),
+				OutputUnitType:             "audio",
+				OutputUnitCount:            units,
+				ServingTimeToFirstOutputMs: firstMs,
+				InterOutputLatencyMs:       mean(iols),
+				InterOutputLatenciesMs:     iols,
+			},
+		}
+	}
+	// abort is the snapshot of an aborted turn, when stage 1 had work for it.
+	abort := func() *StageMetricsMessage {
+		if conn.RxStats().Items == 0 && frames == 0 {
+			return nil
+		}
+		m := snapshot(FinishAbort)
+		return &m
+	}
 	speak := func(phrase string) error {
 		if failed != nil || !speakable(phrase) {
 			return nil
@@ -66,51 +98,32 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 	for {
 		text, end, reason, err := conn.Recv(ctx)
 		if err != nil {
-			return // aborted
+			return abort()
 		}
 		if end {
 			if err := speak(sp.Flush()); err != nil && failed == nil {
 				failed = err
 			}
 			if ctx.Err() != nil {
-				return
+				return abort()
 			}
 			if failed != nil {
 				reason = FinishError
 				p.fail(&response{rid: r.rid, ts: ts, disp: r.disp, submitTS: submitTS}, 1, failed)
 			}
-			rx := conn.RxStats()
-			m := metrics.StageRequestStats{
-				NumTokensIn:                rx.Items,
-				StageGenTimeMs:             synthMs,
-				RxTransferBytes:            int(rx.Bytes),
-				RxDecodeTimeMs:             rx.DecodeMs,
-				RxInFlightTimeMs:           rx.InFlightMs,
-				FinishReason:               reason,
-				AudioGeneratedFrames:       frames,
-				AudioSampleRate:            rate,
-				AudioDurationS:             float64(frames) / float64(rate),
-				OutputUnitType:             "audio",
-				OutputUnitCount:            units,
-				ServingTimeToFirstOutputMs: firstMs,
-				InterOutputLatencyMs:       mean(iols),
-				InterOutputLatenciesMs:     iols,
-			}
-			_ = r.disp.stageMetrics(ctx, ts, StageMetricsMessage{
-				RequestID: r.rid, StageID: 1, Turn: ts.n, Metrics: m, StageSubmitTS: submitTS, FinalOutputType: "audio",
-			})
+			r.disp.turnMetrics(ts, snapshot(reason))
 			if failed == nil {
 				_ = r.disp.output(ctx, ts, OutputMessage{
 					RequestID: r.rid, StageID: 1, Kind: Finished, Turn: ts.n, Finished: true,
 					FinishReason: reason, StageSubmitTS: submitTS,
 				})
 			}
-			return
+			return nil
 		}
 		for _, ph := range sp.Push(text) {
 			if err := speak(ph); err != nil && failed == nil {
 				if ctx.Err() != nil {
-					return
+					return abort()
 				}
 				failed = err // keep draining stage 0 so it is not blocked; report at the end
 			}
