@@ -219,19 +219,14 @@ func TestBinaryServeAndGracefulShutdown(t *testing.T) {
 	probe, err := http.Post("http://"+s.addr+"/v1/chat/completions", "application/json", strings.NewReader(chatBody)) //nolint:noctx // bounded by the server under test
 	require.NoError(t, err)
 	probe.Body.Close()
-	chatWired := probe.StatusCode != http.StatusServiceUnavailable
-	var conn net.Conn
-	if chatWired {
-		conn, err = net.Dial("tcp", s.addr)
-		require.NoError(t, err)
-		defer conn.Close()
-		half := len(chatBody) / 2
-		_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: omniserve\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(chatBody), chatBody[:half])
-		require.NoError(t, err)
-		time.Sleep(200 * time.Millisecond) // let the handler start reading
-	} else {
-		t.Log("chat is not wired into serve yet: in-flight completion is covered by cmd/omniserve TestDrain only")
-	}
+	require.Equal(t, http.StatusOK, probe.StatusCode, "chat must be served by the default config")
+	conn, err := net.Dial("tcp", s.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	half := len(chatBody) / 2
+	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: omniserve\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(chatBody), chatBody[:half])
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // let the handler start reading
 
 	signalled := time.Now()
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
@@ -244,18 +239,16 @@ func TestBinaryServeAndGracefulShutdown(t *testing.T) {
 		return false
 	}, 3*time.Second, 10*time.Millisecond, "new connections must be refused while draining")
 
-	if chatWired {
-		_, err = io.WriteString(conn, chatBody[len(chatBody)/2:])
-		require.NoError(t, err)
-		require.NoError(t, conn.SetReadDeadline(time.Now().Add(shutdownTimeout)))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		require.NoError(t, err, s.logs.String())
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, "in-flight request must complete: %s", b)
-		require.Contains(t, string(b), `"chat.completion"`)
-	}
+	_, err = io.WriteString(conn, chatBody[half:])
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(shutdownTimeout)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, s.logs.String())
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "in-flight request must complete: %s", b)
+	require.Contains(t, string(b), `"chat.completion"`)
 
 	require.Equal(t, 0, s.exitCode(t, shutdownTimeout+5*time.Second), s.logs.String())
 	require.Less(t, time.Since(signalled), shutdownTimeout)
