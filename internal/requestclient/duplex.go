@@ -226,6 +226,10 @@ func (d *Duplex) Respond(ctx context.Context, maxTokens int) (int, error) {
 // Signal applies a turn signal: barge_in, input.cancel and response.cancel stop the current
 // response's engine work at once, finalize its turn metrics (a no-op when end_response already
 // did) and move the request state to the next epoch's id, finalizing before the state drop.
+//
+// A signal whose next fence is the current one moves no epoch: it re-stops work of a response
+// the session already ended (a cancelled job that still started a turn). It must not finalize
+// the turn that is open now, which belongs to a newer response.
 func (d *Duplex) Signal(_ context.Context, event string, next Fence) error {
 	reason := metrics.ReasonCancel
 	switch event {
@@ -239,7 +243,12 @@ func (d *Duplex) Signal(_ context.Context, event string, next Fence) error {
 		return ErrDuplexClosed
 	}
 	d.stream.CancelResponse(false)
-	d.FinalizeTurn(reason)
+	d.mu.Lock()
+	moves := next != d.fence
+	d.mu.Unlock()
+	if moves {
+		d.FinalizeTurn(reason)
+	}
 	d.mu.Lock()
 	old := d.fence
 	if next.SessionID == old.SessionID && (next.Epoch != old.Epoch || next.Incarnation != old.Incarnation) {

@@ -269,19 +269,28 @@ func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 	s.state = "closing"
 	cancelSource := reason
 	switch reason {
-	case ReasonClientClose, ReasonShutdown:
+	case ReasonClientClose:
 		cancelSource = metrics.CancelSessionClose
+	case ReasonShutdown:
+		// The server, not the client, ends the session: its engine work is aborted under it, as
+		// the reference's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
+		// The wire keeps reason "shutdown" (§10 #4).
+		cancelSource = metrics.ReasonAbort
 	case ReasonSlowClient:
 		cancelSource = metrics.CancelDisconnect
 	}
 	s.cancelActive(cancelSource, reason, reason != ReasonDisconnect && reason != ReasonSlowClient)
 	stopJobs()
 	if s.engine != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := s.engine.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
-			s.log.Warn("closing engine stream", zap.Error(err))
+		if reason == ReasonShutdown {
+			s.engine.Abort()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := s.engine.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
+				s.log.Warn("closing engine stream", zap.Error(err))
+			}
+			cancel()
 		}
-		cancel()
 	}
 	if reason != ReasonDisconnect && reason != ReasonSlowClient {
 		s.emitClosed(reason)
