@@ -274,9 +274,12 @@ func testChatDisconnect(t *testing.T, f *chatFixture) {
 	t.Logf("sequence released %v after the disconnect", time.Since(start))
 	waitIdle(t, f.stats)
 	entries := strings.Join(chatLogEntries(f), "\n")
-	// Aborted requests get no more stage output, but they are finalized with their reason.
+	// Aborted requests get no more stage output, but they are finalized with their reason, and
+	// stage 0's work up to the abort is still in the stage table (nothing accepted is lost).
 	require.Regexp(t, `\[RequestE2EStats \[request_id=`+id+`-[0-9a-f]{8} reason=abort\]\]`, entries)
 	require.Regexp(t, `\[OmniTiming\] req=`+id+`-[0-9a-f]{8} reason=abort stages=\[`, entries)
+	require.Regexp(t, `\[StageRequestStats \[request_id=`+id+`-[0-9a-f]{8} reason=abort\]\]`, entries)
+	require.Regexp(t, `\| num_tokens_out\s+\|\s+[1-9]\d* \|`, entries, "the tokens generated before the abort")
 
 	t.Run("full_generation", func(t *testing.T) {
 		// The control: undisturbed, the same request runs well past the abort bound above.

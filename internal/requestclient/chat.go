@@ -39,6 +39,7 @@ type ChatStream struct {
 	st     *chatState
 	req    *stage.Request
 	cancel context.CancelFunc
+	ctxEnd <-chan struct{} // the request's ctx: closed once the caller or Close cancelled it
 	events chan ChatEvent
 	quit   chan struct{} // closed by Close: the pump stops delivering
 	pumped chan struct{} // closed when the pump goroutine has returned
@@ -67,7 +68,7 @@ func (c *Client) Chat(ctx context.Context, req stage.ChatRequest) (*ChatStream, 
 		return nil, fmt.Errorf("submitting chat request %s: %w", req.RequestID, err)
 	}
 	st.setReqStart(c.clock()) // the reference's req_start: right after the submit returns
-	s := &ChatStream{c: c, st: st, req: r, cancel: cancel,
+	s := &ChatStream{c: c, st: st, req: r, cancel: cancel, ctxEnd: reqCtx.Done(),
 		events: make(chan ChatEvent, chatEventBuffer), quit: make(chan struct{}), pumped: make(chan struct{})}
 	go s.pump()
 	return s, nil
@@ -86,8 +87,10 @@ func (s *ChatStream) Events() <-chan ChatEvent { return s.events }
 func (s *ChatStream) Close() {
 	s.once.Do(func() {
 		if !s.st.isFinished() {
-			s.req.Abort()
+			// Cancel first so the pump, seeing Done without a Finished output, knows it was
+			// an abort. The stages' last metrics arrive before Done (stage.Request.Abort).
 			s.cancel()
+			s.req.Abort()
 			t := time.NewTimer(chatAbortWait)
 			select {
 			case <-s.req.Done():
@@ -112,7 +115,6 @@ func (s *ChatStream) pump() {
 	defer close(s.pumped)
 	defer close(s.events)
 	pipelineDone := s.req.Done()
-	var grace <-chan time.Time
 	for {
 		batch, last := s.st.take()
 		for _, ev := range batch {
@@ -131,22 +133,21 @@ func (s *ChatStream) pump() {
 		select {
 		case <-s.st.notify:
 		case <-pipelineDone:
-			// Done may close while the request's dispatcher is still delivering its last
-			// events; give them a moment before calling the request lost.
+			// Done closes after the request's last Sink call, so every event, the stages'
+			// final metrics included, is in (or already through) the queue: a request still
+			// unfinished now has no Finished output coming. Loop once more to deliver it.
 			pipelineDone = nil
-			t := time.NewTimer(chatDoneGrace)
-			defer t.Stop()
-			grace = t.C
-		case <-grace:
-			s.st.finish("error", errors.New("the pipeline ended the request without a final output"))
+			select {
+			case <-s.ctxEnd:
+				s.st.finish("abort", nil) // the caller went away (or Close): cut short, not failed
+			default:
+				s.st.finish("error", errors.New("the pipeline ended the request without a final output"))
+			}
 		case <-s.quit:
 			return
 		}
 	}
 }
-
-// chatDoneGrace is how long after the pipeline's Done the final output may still arrive.
-const chatDoneGrace = 2 * time.Second
 
 const chatEventBuffer = 64
 
