@@ -1,0 +1,118 @@
+package session
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// G.711 sample codecs for session_test.go's round trips; they go through internal/speech, the
+// one implementation the session uses.
+func ulawDecode(b byte) int16 { return int16(speech.ULawToFloat32(nil, []byte{b})[0] * 32768) }
+func alawDecode(b byte) int16 { return int16(speech.ALawToFloat32(nil, []byte{b})[0] * 32768) }
+func ulawEncode(v int16) byte { return speech.Float32ToULaw(nil, []float32{float32(v) / 32768})[0] }
+func alawEncode(v int16) byte { return speech.Float32ToALaw(nil, []float32{float32(v) / 32768})[0] }
+
+func f32le(xs ...float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// sine is n samples of a 440 Hz tone at rate, amplitude 0.5.
+func sine(n, rate int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = 0.5 * float32(math.Sin(2*math.Pi*440*float64(i)/float64(rate)))
+	}
+	return s
+}
+
+func rms(xs []float32) float64 {
+	var s float64
+	for _, x := range xs {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s / float64(len(xs)))
+}
+
+func TestDecodeInputFormats(t *testing.T) {
+	tone16 := sine(1600, 16000)
+	tests := []struct {
+		name    string
+		data    []byte
+		f       AudioFormat
+		samples int
+		errIs   error
+		msg     string
+	}{
+		{"pcm16 16k", speech.Float32ToPCM16Bytes(nil, tone16), AudioFormat{Type: "pcm16", Rate: 16000}, 1600, nil, ""},
+		{"pcm16 24k", speech.Float32ToPCM16Bytes(nil, sine(2400, 24000)), AudioFormat{Type: "pcm16", Rate: 24000}, 1600, nil, ""},
+		{"pcm16 48k", speech.Float32ToPCM16Bytes(nil, sine(4800, 48000)), AudioFormat{Type: "pcm16", Rate: 48000}, 1600, nil, ""},
+		{"pcm16 odd", []byte{1, 2, 3}, AudioFormat{Type: "pcm16", Rate: 16000}, 0, ErrBadAudio, "bad audio: pcm16 payload has an odd length (3 bytes)"},
+		{"f32 16k", f32le(tone16...), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 1600, nil, ""},
+		{"f32 bad length", []byte{0, 0, 0}, AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, ErrBadAudio, "bad audio: pcm_f32le payload length 3 is not a multiple of 4"},
+		{"f32 nan", f32le(0, float32(math.NaN())), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, speech.ErrNonFinite, ""},
+		{"f32 inf", f32le(float32(math.Inf(-1))), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, ErrBadAudio, ""},
+		{"ulaw 8k", speech.Float32ToULaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_ulaw", Rate: 8000}, 1600, nil, ""},
+		{"alaw 8k", speech.Float32ToALaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_alaw", Rate: 8000}, 1600, nil, ""},
+		{"unknown", []byte{0, 0}, AudioFormat{Type: "mp3", Rate: 16000}, 0, ErrBadAudio, `bad audio: unsupported format "mp3"`},
+		{"empty", nil, AudioFormat{Type: "pcm16", Rate: 24000}, 0, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pcm, err := DecodeInput(tt.data, tt.f)
+			if tt.errIs != nil {
+				require.ErrorIs(t, err, tt.errIs)
+				require.ErrorIs(t, err, ErrBadAudio)
+				if tt.msg != "" {
+					require.EqualError(t, err, tt.msg)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, pcm, tt.samples)
+			if tt.samples > 0 {
+				// The tone survives decoding and resampling at its level (0.5/√2), G.711 included.
+				require.InDelta(t, 0.5/math.Sqrt2, rms(pcm[100:len(pcm)-100]), 0.02)
+			}
+		})
+	}
+	// Out-of-range float samples are clipped, not rejected.
+	pcm, err := DecodeInput(f32le(2, -3), AudioFormat{Type: "pcm_f32le", Rate: 16000})
+	require.NoError(t, err)
+	require.Equal(t, []float32{1, -1}, pcm)
+}
+
+func TestEncodeOutputFormats(t *testing.T) {
+	tone := sine(2400, OutputRate) // 100 ms, one pacing frame
+	tests := []struct {
+		name  string
+		f     AudioFormat
+		bytes int
+		back  func([]byte) []float32
+	}{
+		{"pcm16", AudioFormat{Type: "pcm16", Rate: 24000}, 4800, func(b []byte) []float32 {
+			pcm, err := speech.PCM16BytesToFloat32(nil, b)
+			require.NoError(t, err)
+			return pcm
+		}},
+		{"ulaw", AudioFormat{Type: "g711_ulaw", Rate: 8000}, 800, func(b []byte) []float32 { return speech.ULawToFloat32(nil, b) }},
+		{"alaw", AudioFormat{Type: "g711_alaw", Rate: 8000}, 800, func(b []byte) []float32 { return speech.ALawToFloat32(nil, b) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := EncodeOutput(tone, tt.f)
+			require.Len(t, b, tt.bytes)
+			require.InDelta(t, float64(tt.bytes)/100, OutputBytesPerMs(tt.f), 1e-9, "pacing rate matches the encoding")
+			back := tt.back(b)
+			require.InDelta(t, 0.5/math.Sqrt2, rms(back[len(back)/10:len(back)*9/10]), 0.02)
+		})
+	}
+}
