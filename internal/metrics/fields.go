@@ -74,8 +74,11 @@ const (
 // rule (spec §4.1, §4.7.4). Fields the reference does not merge (batch_id, batch_size, replica_id,
 // rx_*, diffusion_metrics, ...) are mergeKeepFirst, so nothing is dropped silently (§10 #8).
 var stageFields = [...]stageField{
-	intField("batch_id", false, mergeKeepFirst, func(m *StageRequestStats) *int { return &m.BatchID }),
-	intField("batch_size", false, mergeKeepFirst, func(m *StageRequestStats) *int { return &m.BatchSize }),
+	// batch_id / batch_size: first positive, not keep-first. A duplex turn's stage-0 row starts
+	// with listen units (VAD + ASR) that ran no engine batch and report 0; keep-first would hide
+	// the batch of the turn's generation, which the same request's chat table shows.
+	intField("batch_id", false, mergeFirstPositive, func(m *StageRequestStats) *int { return &m.BatchID }),
+	intField("batch_size", false, mergeFirstPositive, func(m *StageRequestStats) *int { return &m.BatchSize }),
 	intField("num_tokens_in", false, mergeSum, func(m *StageRequestStats) *int { return &m.NumTokensIn }),
 	intField("num_tokens_out", false, mergeSum, func(m *StageRequestStats) *int { return &m.NumTokensOut }),
 	floatField("stage_gen_time_ms", false, mergeSum, func(m *StageRequestStats) *float64 { return &m.StageGenTimeMs }),
