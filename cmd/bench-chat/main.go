@@ -1,7 +1,8 @@
 // Command bench-chat measures /v1/chat/completions on a real in-process server: streaming requests
 // at a fixed concurrency over loopback HTTP, against one engine served twice (plain and with
-// --log-stats, whose tables go to a real log file). Rounds alternate between the two servers so
-// that drift (thermal, other load) hits both alike. The last lines are machine-readable:
+// --log-stats, whose tables go to a real log file), both with Prometheus collectors as
+// cmd/omniserve always wires them. Rounds alternate between the two servers so that drift
+// (thermal, other load) hits both alike. The last lines are machine-readable:
 //
 //	chat_rps_c16=<requests/s without log-stats>
 //	chat_ttft_ms_p50=<client-side time to first content delta>
@@ -28,11 +29,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -110,12 +113,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	enc := zapcore.NewConsoleEncoder(zap.NewProductionEncoderConfig())
 	statsLog := zap.New(zapcore.NewCore(enc, zapcore.AddSync(lf), zapcore.InfoLevel))
 
-	plain, err := startServer(requestclient.New(p, requestclient.Options{ModelName: o.model}, zap.NewNop()), o)
+	// Both servers mirror cmd/omniserve's wiring, which always passes Collectors (so every
+	// request has an aggregator feeding Prometheus); each has its own registry. The difference
+	// between them is exactly what --log-stats adds: building, rendering and writing the tables.
+	plain, err := startServer(requestclient.New(p, requestclient.Options{ModelName: o.model,
+		Collectors: metrics.NewCollectors(prometheus.NewRegistry(), o.model)}, zap.NewNop()), o)
 	if err != nil {
 		return err
 	}
 	defer plain.stop()
-	stats, err := startServer(requestclient.New(p, requestclient.Options{ModelName: o.model, LogStats: true}, statsLog), o)
+	stats, err := startServer(requestclient.New(p, requestclient.Options{ModelName: o.model, LogStats: true,
+		Collectors: metrics.NewCollectors(prometheus.NewRegistry(), o.model)}, statsLog), o)
 	if err != nil {
 		return err
 	}
