@@ -6,6 +6,8 @@
 //	rt_ttfp_ms_p50=<input_audio_buffer.commit (response_create) → first audio delta>
 //	rt_bargein_ms_p99=<barge_in sent → response.done{cancelled}, after which no old audio arrives>
 //	rt_sessions_realtime_2cores=<auto_response sessions whose decisions keep up with real time>
+//	turn_metrics_allocs_per_chunk_off=<allocations of the per-chunk turn-metrics ingest, --log-stats off; must be 0>
+//	turn_metrics_overhead_pct_on=<response_required turn throughput loss with --log-stats, same run>
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/realtime"
@@ -37,6 +41,7 @@ import (
 type options struct {
 	model, config, cacheDir, speech string
 	overheadN, ttfpN, bargeN        int
+	logStatsN                       int
 	maxSessions                     int
 	rampSeconds                     float64
 }
@@ -50,6 +55,7 @@ func main() {
 	flag.IntVar(&o.overheadN, "overhead-n", 300, "append events timed for the overhead")
 	flag.IntVar(&o.ttfpN, "ttfp-n", 10, "turns timed for TTFP")
 	flag.IntVar(&o.bargeN, "barge-n", 20, "barge-ins timed")
+	flag.IntVar(&o.logStatsN, "logstats-n", 20, "turns per side timed with and without --log-stats")
 	flag.IntVar(&o.maxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	flag.Float64Var(&o.rampSeconds, "ramp-seconds", 8, "seconds of audio streamed per concurrency step")
 	flag.Parse()
@@ -160,6 +166,32 @@ func run(o options) error {
 	}()
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/realtime"
 
+	// The same server with --log-stats: its own request client (turn tables rendered and encoded
+	// as JSON, written to io.Discard) and session manager over the same pipeline.
+	statsLog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	rcOn := requestclient.New(p, requestclient.Options{ModelName: o.model, LogStats: true}, statsLog)
+	mOn := session.NewManager(session.ManagerConfig{MaxSessions: 4}, session.NewPipelineBackend(rcOn, p), log)
+	srvOn := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{}, mOn, log))
+	defer srvOn.Close()
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = mOn.Shutdown(sctx)
+	}()
+	urlOn := "ws" + strings.TrimPrefix(srvOn.URL, "http") + "/v1/realtime"
+	allocsOff, err := turnMetricsAllocsPerChunk(ctx, rc, "off")
+	if err != nil {
+		return fmt.Errorf("turn metrics allocs: %w", err)
+	}
+	allocsOn, err := turnMetricsAllocsPerChunk(ctx, rcOn, "on")
+	if err != nil {
+		return fmt.Errorf("turn metrics allocs: %w", err)
+	}
+	lsOff, lsOn, err := benchLogStatsOverhead(ctx, url, urlOn, pcm, o.logStatsN)
+	if err != nil {
+		return fmt.Errorf("log-stats overhead: %w", err)
+	}
+
 	over, err := benchOverhead(ctx, url, pcm, tb.appends, o.overheadN)
 	if err != nil {
 		return fmt.Errorf("overhead: %w", err)
@@ -183,6 +215,7 @@ func run(o options) error {
 	fmt.Printf("rt_ttfp_ms_p50=%.1f\n", pct(ttfp, 50))
 	fmt.Printf("rt_bargein_ms_p99=%.1f\n", pct(barge, 99))
 	fmt.Printf("rt_sessions_realtime_2cores=%d\n", sessions)
+	printTurnMetrics(allocsOff, allocsOn, lsOff, lsOn)
 	return nil
 }
 

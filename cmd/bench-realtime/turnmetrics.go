@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// turnMetricsAllocsPerChunk opens a real duplex stream on rc and measures, like
+// testing.AllocsPerRun, the allocations of the per-chunk ingest path the pipeline drives for
+// every 100 ms audio unit: the unit's stage-0 snapshot, its listen decision, a text output with
+// metrics attached, and the session's arrival stamp. With LogStats off it must be 0 (§10 #2).
+func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, name string) (float64, error) {
+	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-allocs-" + name}, stage.DuplexOptions{}, func(stage.OutputMessage) {})
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close(ctx, "")
+	snap := stage.StageMetricsMessage{RequestID: d.Stage0ID(), StageID: 0, StageSubmitTS: metrics.Now(), FinalOutputType: "audio",
+		Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}}
+	listen := stage.OutputMessage{RequestID: d.Stage0ID(), StageID: 0, Kind: stage.Decision, Decision: stage.DecisionListen}
+	textMetrics := metrics.StageRequestStats{NumTokensOut: 1, StageGenTimeMs: 2}
+	text := stage.OutputMessage{RequestID: d.Stage0ID(), StageID: 0, Kind: stage.Text, Text: "hi", Metrics: &textMetrics}
+	d.BeginTurn("resp-bench-allocs", 1, 0)
+	defer d.FinalizeTurn(metrics.ReasonStop)
+	return testing.AllocsPerRun(2000, func() {
+		d.MarkTurnArrival(0)
+		d.OnStageMetrics(snap)
+		d.OnOutput(listen)
+		d.OnOutput(text)
+	}), nil
+}
+
+// benchLogStatsOverhead runs the same response_required text turns (2.8 s of speech appended
+// faster than real time, commit with response_create, wait for response.done) alternately on a
+// server without and one with --log-stats, over the same pipeline, and returns the per-turn
+// wall times of each. Interleaving spreads the other jobs' load over both sides.
+func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte, n int) (off, on []float64, err error) {
+	turn := func(url string) (float64, error) {
+		c, err := dial(ctx, url+"?duplex=1")
+		if err != nil {
+			return 0, err
+		}
+		defer c.ws.CloseNow()
+		if err := c.open(map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 8}); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		for i := 0; i < len(pcm); i += 3200 {
+			if err := c.send(appendEv(pcm[i:min(i+3200, len(pcm))])); err != nil {
+				return 0, err
+			}
+		}
+		if err := c.send(map[string]any{"type": "input_audio_buffer.commit", "response_create": true}); err != nil {
+			return 0, err
+		}
+		if _, err := c.until("response.done", 30*time.Second); err != nil {
+			return 0, err
+		}
+		return float64(time.Since(start).Microseconds()) / 1000, nil
+	}
+	for i := range n + 1 {
+		first, second := urlOff, urlOn
+		if i%2 == 1 {
+			first, second = urlOn, urlOff // alternate the order too
+		}
+		a, err := turn(first)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := turn(second)
+		if err != nil {
+			return nil, nil, err
+		}
+		if i == 0 {
+			continue // warm-up
+		}
+		if first == urlOff {
+			off, on = append(off, a), append(on, b)
+		} else {
+			on, off = append(on, a), append(off, b)
+		}
+	}
+	return off, on, nil
+}
+
+// overheadPct compares throughput (turns per second of summed wall time) with and without
+// --log-stats: positive means --log-stats is slower.
+func overheadPct(off, on []float64) float64 {
+	var so, sn float64
+	for _, v := range off {
+		so += v
+	}
+	for _, v := range on {
+		sn += v
+	}
+	if so == 0 {
+		return 0
+	}
+	return (sn/so - 1) * 100
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func printTurnMetrics(allocsOff, allocsOn float64, off, on []float64) {
+	fmt.Printf("turn metrics ingest: allocs/chunk off=%.1f on=%.1f\n", allocsOff, allocsOn)
+	fmt.Printf("log-stats overhead: n=%d per side; turn ms median off=%.1f on=%.1f; sum off=%.0f on=%.0f\n",
+		len(off), median(off), median(on), sum(off), sum(on))
+	fmt.Printf("turn_metrics_allocs_per_chunk_off=%.0f\n", allocsOff)
+	fmt.Printf("turn_metrics_overhead_pct_on=%.1f\n", overheadPct(off, on))
+}
+
+func sum(xs []float64) float64 {
+	var s float64
+	for _, v := range xs {
+		s += v
+	}
+	return s
+}
