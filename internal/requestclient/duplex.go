@@ -317,6 +317,15 @@ func (d *Duplex) OnStageMetrics(m stage.StageMetricsMessage) {
 	if d.turns == nil {
 		return
 	}
+	// A cancelled response's last rows (finish_reason abort) arrive after its turn was
+	// finalized: every cancel path ends the response (finalize) before the engine abort. They
+	// belong to no open turn, and ingesting them would add the old response's work to the next
+	// turn or to its pending buffer.
+	if m.Metrics.FinishReason == stage.FinishAbort {
+		d.log.Debug("dropping stage metrics of an aborted, already finalized turn",
+			zap.String("request_id", d.Stage0ID()), zap.Int("stage", m.StageID), zap.Int("stage_turn", m.Turn))
+		return
+	}
 	d.turns.ingest(m.StageID, m.Metrics, m.FinalOutputType, m.StageSubmitTS, d.Stage0ID())
 }
 

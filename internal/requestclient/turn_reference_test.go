@@ -305,3 +305,29 @@ func TestRefDecisionOutputNotCountedTwice(t *testing.T) {
 	require.Equal(t, 4, rows[0].NumTokensOut)
 	require.Equal(t, 15.0, rows[0].StageGenTimeMs)
 }
+
+// Not in the reference list: a barged-in response's abort rows reach the client after its turn
+// was finalized (end_response runs before the engine abort); they must not land in the next
+// turn's table or pending buffer.
+func TestAbortRowsOfFinalizedTurnDoNotLeakIntoNextTurn(t *testing.T) {
+	log, logs := observed()
+	d, _, now := refDuplex(t, log)
+	d.BeginTurn("resp-a", 1, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
+	*now++
+	require.True(t, d.FinalizeTurn("barge_in"))
+	late := stageSnap(7)
+	late.FinishReason = stage.FinishAbort
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: late})
+	d.BeginTurn("resp-b", 2, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(3)})
+	*now++
+	require.True(t, d.FinalizeTurn("stop"))
+	var table string
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "StageRequestStats") && strings.Contains(e.Message, "response=resp-b") {
+			table = e.Message
+		}
+	}
+	require.Regexp(t, `stage_gen_time_ms\s+\|\s+3\.000 \|`, table, "only resp-b's own work: %s", table)
+}
