@@ -52,7 +52,7 @@ func run() error {
 	flag.IntVar(&o.runs, "runs", 7, "measured runs (after one warm-up run)")
 	flag.IntVar(&o.maxTokens, "max-tokens", 32, "reply length")
 	flag.BoolVar(&o.realtime, "realtime", true, "pace the 100 ms units in real time")
-	flag.IntVar(&o.threads, "threads", 0, "engine threads (0 = all cores)")
+	flag.IntVar(&o.threads, "threads", 0, "engine threads (0 = the engine default: all cores but one)")
 	flag.Parse()
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"runtime"
 
 	"go.uber.org/zap"
 
@@ -17,7 +16,7 @@ func gpuConfig(e config.Engine) gpu.Config {
 		CacheDir:     e.CacheDir,
 		Device:       e.Device,
 		GPULayers:    e.GPULayers,
-		Threads:      engineThreads(e.Threads, runtime.NumCPU()),
+		Threads:      e.Threads, // 0: the engine's default, all cores but one
 		ContextSize:  e.ContextSize,
 		MaxSequences: e.MaxSequences,
 		BatchSize:    e.BatchSize,
@@ -41,13 +40,3 @@ func loadEngine(ctx context.Context, e config.Engine, log *zap.Logger) (*gpu.Run
 // backends only for a loaded model (CUDA is a library found at run time, not compiled in),
 // so the binary itself carries the CPU backend alone.
 func engineBackends() []string { return []string{"cpu"} }
-
-// engineThreads resolves 0 to all cores but one: ggml's CPU threads spin on barriers, so an
-// engine holding every core stalls whenever the pipeline's ASR, VAD or TTS runs (measured: the
-// first-audio p50 fell from 127 ms to 36 ms with one engine thread on 2 busy cores).
-func engineThreads(configured, cpus int) int {
-	if configured > 0 {
-		return configured
-	}
-	return max(1, cpus-1)
-}

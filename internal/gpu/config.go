@@ -14,7 +14,7 @@ type Config struct {
 	CacheDir     string // dummy models; default $XDG_CACHE_HOME/omniserve or ~/.cache/omniserve
 	Device       string // auto | cpu | cuda ("" = auto)
 	GPULayers    int    // -1 = all layers when a GPU is used (0 = -1)
-	Threads      int    // 0 = runtime.NumCPU()
+	Threads      int    // 0 = all cores but one, at least 1 (see doc.go, Threads)
 	ContextSize  int    // KV cells shared by all sequences (default 8192)
 	MaxSequences int    // KV slots = concurrent sequences (default 32)
 	BatchSize    int    // max tokens per scheduler step (default 512)
@@ -48,7 +48,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.GPULayers = -1
 	}
 	if c.Threads <= 0 {
-		c.Threads = runtime.NumCPU()
+		c.Threads = max(1, runtime.NumCPU()-1)
 	}
 	if c.ContextSize <= 0 {
 		c.ContextSize = 8192
