@@ -55,7 +55,7 @@ func main() {
 	flag.IntVar(&o.overheadN, "overhead-n", 300, "append events timed for the overhead")
 	flag.IntVar(&o.ttfpN, "ttfp-n", 10, "turns timed for TTFP")
 	flag.IntVar(&o.bargeN, "barge-n", 20, "barge-ins timed")
-	flag.IntVar(&o.logStatsN, "logstats-n", 20, "turns per side timed with and without --log-stats")
+	flag.IntVar(&o.logStatsN, "logstats-n", 40, "turns per side timed with and without --log-stats")
 	flag.IntVar(&o.maxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	flag.Float64Var(&o.rampSeconds, "ramp-seconds", 8, "seconds of audio streamed per concurrency step")
 	flag.Parse()
