@@ -43,15 +43,20 @@ lint: headers
 
 # bench runs each benchmark target that exists; later issues add them (bench-engine: the engine
 # issue). A target not written yet is reported, not failed.
-BENCH_TARGETS ?= bench-engine bench-speech bench-pipeline bench-chat bench-realtime
+BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime
 bench: headers
 	@for t in $(BENCH_TARGETS); do \
 	  if $(MAKE) -s -n $$t >/dev/null 2>&1; then $(MAKE) --no-print-directory $$t || exit 1; \
 	  else echo "bench: $$t not available yet"; fi; \
 	done
 
+# bench-speech: the speech front end, then the pipeline's endpoint-to-first-audio latency; the
+# machine-readable lines of both are repeated last.
 bench-speech: headers
-	$(GO) run ./cmd/bench-speech
+	@mkdir -p .build
+	set -o pipefail; $(GO) run ./cmd/bench-speech | tee .build/bench-speech.out
+	set -o pipefail; $(GO) run ./cmd/bench-pipeline | tee .build/bench-pipeline.out
+	@grep -hE '^[a-z0-9_]+=' .build/bench-speech.out .build/bench-pipeline.out
 
 bench-chat: headers
 	$(GO) run ./cmd/bench-chat
