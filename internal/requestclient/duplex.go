@@ -64,6 +64,7 @@ type Duplex struct {
 type duplexStream interface {
 	AppendAudio(ctx context.Context, pcm16k []float32) error
 	Commit(ctx context.Context, respond bool) (string, error)
+	DiscardAudio(ctx context.Context) error
 	AppendText(ctx context.Context, role, text string) error
 	Respond(ctx context.Context, maxTokens int) (int, error)
 	CancelResponse(keepHistory bool)
@@ -75,6 +76,9 @@ type op struct {
 	bytes int64
 	run   func(ctx context.Context) error
 	done  chan error // nil for fire-and-forget appends
+	// always runs the op even when its chain failed: a discard must reach the ASR whatever
+	// happened to the appends it discards.
+	always bool
 }
 
 // OpenDuplex opens the session's stage-0 stream. out receives every output in order, from the
@@ -124,7 +128,7 @@ func (d *Duplex) runOps(ctx context.Context) {
 			return
 		case o := <-d.ops:
 			var err error
-			if o.gen <= d.failed.Load() {
+			if o.gen <= d.failed.Load() && !o.always {
 				err = fmt.Errorf("skipped: an earlier append of this chain failed")
 			} else if err = o.run(ctx); err != nil {
 				d.failed.Store(o.gen)
@@ -199,6 +203,13 @@ func (d *Duplex) Commit(ctx context.Context, respond bool) (string, error) {
 		return "", fmt.Errorf("committing input: %w", err)
 	}
 	return tr, nil
+}
+
+// DiscardAudio queues, behind earlier appends, the stream's forgetting of every uncommitted
+// append (input_audio_buffer.clear) and returns at once; a failure is reported like an
+// append's. It runs even when an earlier append of its chain failed.
+func (d *Duplex) DiscardAudio(ctx context.Context) error {
+	return d.enqueue(ctx, &op{always: true, run: d.stream.DiscardAudio})
 }
 
 // AppendText adds a history message after every earlier append.

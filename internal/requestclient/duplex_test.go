@@ -56,6 +56,11 @@ func (f *fakeStream) Commit(_ context.Context, respond bool) (string, error) {
 	return "go forward", nil
 }
 
+func (f *fakeStream) DiscardAudio(context.Context) error {
+	f.record("discard")
+	return nil
+}
+
 func (f *fakeStream) AppendText(_ context.Context, role, text string) error {
 	require.NotEmpty(f.t, role)
 	f.record("text:" + role + ":" + text)
@@ -147,6 +152,27 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	require.Equal(t, 0, c.Live())
 	_, err = d.Commit(ctx, false)
 	require.ErrorIs(t, err, ErrDuplexClosed)
+}
+
+// A discard (input_audio_buffer.clear) runs in wire order behind the appends it drops, even
+// when one of them failed and the rest of their chain is skipped: the ASR must forget them.
+func TestDuplexDiscardRunsAfterFailedChain(t *testing.T) {
+	fs := &fakeStream{t: t, failAt: map[int]bool{1: true}}
+	d, out, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	ctx := context.Background()
+	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
+	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
+	require.NoError(t, d.DiscardAudio(ctx))
+	_, err := d.Commit(ctx, false)
+	require.Error(t, err, "the commit belongs to the failed chain")
+	require.Equal(t, []string{"append", "discard"}, fs.callList(), "append 2 is skipped with its chain; the discard still runs")
+	require.NoError(t, d.AppendAudio(ctx, []float32{0.3}))
+	tr, err := d.Commit(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, "go forward", tr)
+	require.Equal(t, []string{"append", "discard", "append", "commit"}, fs.callList())
+	require.Equal(t, 1, out.errors())
+	require.NoError(t, d.Close(ctx, ""))
 }
 
 func TestDuplexBackpressure(t *testing.T) {

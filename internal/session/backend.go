@@ -71,5 +71,12 @@ type Engine interface {
 	FinalizeTurn(reason string) bool
 }
 
+// AudioDiscarder is implemented by engines that can forget uncommitted audio
+// (input_audio_buffer.clear). Only with it does a response_required session stream appended
+// audio into the engine ahead of the commit; without it the audio waits for the commit.
+type AudioDiscarder interface {
+	DiscardAudio(ctx context.Context) error
+}
+
 // ErrInputBackpressure is returned by an Engine whose pending input exceeds its bound.
 var ErrInputBackpressure = errors.New("input backpressure")

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -20,7 +21,7 @@ func (s *DuplexSession) handle(c Command) {
 	case *CommitInput:
 		s.handleCommit(c.ID, c.ResponseCreate)
 	case *ClearInput:
-		s.inputBuf, s.inputBytes = nil, 0
+		s.clearInput(c.ID)
 		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
 	case *CreateResponse:
 		s.handleCreateResponse(c)
@@ -61,7 +62,7 @@ func (s *DuplexSession) handle(c Command) {
 		s.send(Event{Type: "output_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{"response_id": rid}})
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
 	case *CancelInput:
-		s.inputBuf, s.inputBytes = nil, 0
+		s.clearInput(c.ID)
 		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
 		// §10 #4: the wire keeps the documented reason; only the logged reason is mapped (cancel).
 		s.cancelActive("cancel", "barge_in", true)
@@ -193,6 +194,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		if s.resp == nil {
 			s.turnState = TurnUserSpeaking
 		}
+		s.forwardInput()
 		return
 	}
 	if !s.ensureEngine(c.ID) {
@@ -209,6 +211,60 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		}
 		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
 	}
+}
+
+// forwardInput streams the uncommitted input buffer into the engine ahead of the commit, so the
+// ASR decodes while the user speaks and the commit pays only the final hypothesis. It forwards
+// only while nothing could reorder it or change what it means: the engine is open (opening it
+// would freeze session.update's engine settings), no response is active (input during a
+// response stays buffered, as the overlap policies expect), no engine job is queued or running
+// (appends go straight to the engine's FIFO and must not overtake a queued commit), and the
+// engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
+// stay local and the commit job feeds them, as before.
+func (s *DuplexSession) forwardInput() {
+	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd >= len(s.inputBuf) {
+		return
+	}
+	if _, ok := s.engine.(AudioDiscarder); !ok {
+		return
+	}
+	if s.inputFwd == 0 {
+		// The turn's metrics arrival is its first append (keep-first; the commit's stamp is later).
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+	}
+	for s.inputFwd < len(s.inputBuf) {
+		if err := s.engine.AppendAudio(s.engineCtx, s.inputBuf[s.inputFwd]); err != nil {
+			// Backpressure or a closing engine: the rest stays local for the commit job, which
+			// reports a lasting failure.
+			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
+			return
+		}
+		s.inputFwd++
+		s.aheadListens++
+	}
+}
+
+// unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
+// itself is kept (the next commit feeds all of it).
+func (s *DuplexSession) unforwardInput(eventID string) {
+	if s.inputFwd == 0 {
+		return
+	}
+	s.inputFwd = 0
+	d, ok := s.engine.(AudioDiscarder)
+	if !ok {
+		return
+	}
+	if err := d.DiscardAudio(s.engineCtx); err != nil {
+		s.sendError("runtime_append_failed", err.Error(), eventID, "")
+	}
+}
+
+// clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
+// dropped.
+func (s *DuplexSession) clearInput(eventID string) {
+	s.unforwardInput(eventID)
+	s.inputBuf, s.inputBytes = nil, 0
 }
 
 // detectSpeech is an energy detector over 20 ms frames used for the overlap decision: it
@@ -293,8 +349,8 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 	if !s.ensureEngine(eventID) {
 		return false
 	}
-	buf := s.inputBuf
-	s.inputBuf, s.inputBytes = nil, 0
+	buf := s.inputBuf[s.inputFwd:] // the forwarded head is already in the engine's ASR
+	s.inputBuf, s.inputBytes, s.inputFwd = nil, 0, 0
 	it := s.addUserAudioItem()
 	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
 	s.pendingIn++
@@ -408,6 +464,9 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 			return
 		}
 		it.Audio = true
+		// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
+		// (its commit feeds the whole buffer again).
+		s.unforwardInput(c.ID)
 	}
 	s.items = append(s.items, it)
 	s.sendItemAdded(it, s.epoch, false)

@@ -26,6 +26,10 @@ func (s *DuplexSession) routeOutput(o Output) {
 		s.sendError("runtime_append_failed", errString(o.Err), "", "")
 		return
 	}
+	if o.Kind == OutDecision && o.Decision == "listen" && s.aheadListens > 0 {
+		s.aheadListens-- // an append forwarded ahead of its commit: internal, as before
+		return
+	}
 	if o.Kind == OutTranscript {
 		if s.autoResponse() && o.Text != "" {
 			it := s.addUserAudioItem()
@@ -100,6 +104,7 @@ func (s *DuplexSession) emitTranscript(itemID, text string) {
 
 // handleResult applies the outcome of an engine job on the actor.
 func (s *DuplexSession) handleResult(res jobResult) {
+	s.jobsOut--
 	if res.itemID != "" && res.err == nil && !s.autoResponse() {
 		s.emitTranscript(res.itemID, res.transcript)
 	} else if res.itemID != "" && res.err == nil && s.autoResponse() && res.transcript != "" {

@@ -86,6 +86,9 @@ func (e pipelineEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 func (e pipelineEngine) Commit(ctx context.Context, respond bool) (string, error) {
 	return e.d.Commit(ctx, respond)
 }
+func (e pipelineEngine) DiscardAudio(ctx context.Context) error {
+	return e.d.DiscardAudio(ctx)
+}
 func (e pipelineEngine) AppendText(ctx context.Context, role, text string) error {
 	return e.d.AppendText(ctx, role, text)
 }

@@ -61,25 +61,32 @@ type DuplexSession struct {
 	outNotify chan struct{}
 
 	// State below is owned by the Run goroutine.
-	engine      Engine
-	engineCtx   context.Context
-	state       string
-	turnState   string
-	epoch       int
-	turnID      int
-	resp        *response
-	lastClosed  int // highest engine turn whose output is over (done or cancelled)
-	inputBuf    [][]float32
-	inputBytes  int
-	pendingIn   int // committed user inputs not yet answered
-	items       []*item
-	speechRun   time.Duration // voiced time in the current speech run
-	silenceRun  time.Duration
-	inSpeech    bool
-	paceTimer   *time.Timer
-	idleTimer   *time.Timer
-	closeReason string
-	sinkBroken  bool // the connection refused an event: nothing more can be sent
+	engine     Engine
+	engineCtx  context.Context
+	state      string
+	turnState  string
+	epoch      int
+	turnID     int
+	resp       *response
+	lastClosed int // highest engine turn whose output is over (done or cancelled)
+	inputBuf   [][]float32
+	inputBytes int
+	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
+	// commit (decoded while the user speaks); the commit job feeds only the rest.
+	inputFwd int
+	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
+	// answers every append with one, and before streaming ahead none reached the client.
+	aheadListens int
+	jobsOut      int // jobs submitted whose result has not come back
+	pendingIn    int // committed user inputs not yet answered
+	items        []*item
+	speechRun    time.Duration // voiced time in the current speech run
+	silenceRun   time.Duration
+	inSpeech     bool
+	paceTimer    *time.Timer
+	idleTimer    *time.Timer
+	closeReason  string
+	sinkBroken   bool // the connection refused an event: nothing more can be sent
 }
 
 type job struct {
@@ -257,6 +264,7 @@ func (s *DuplexSession) runJobs(ctx context.Context) {
 func (s *DuplexSession) submitJob(j job) bool {
 	select {
 	case s.jobs <- j:
+		s.jobsOut++
 		return true
 	default:
 		return false

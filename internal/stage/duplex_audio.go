@@ -177,6 +177,27 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 	return respondErr
 }
 
+// DiscardAudio forgets the audio heard since the last commit (input_audio_buffer.clear): the
+// ASR's open utterance is ended and its hypothesis dropped, so the next Commit transcribes only
+// audio appended after this call. The VAD keeps running on stream time (its events are
+// positions in the whole stream); an open segment is closed so that auto-response does not
+// answer the dropped audio at its endpoint.
+func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
+	if err := d.lockAudio(ctx); err != nil {
+		return fmt.Errorf("discarding audio: %w", err)
+	}
+	defer d.unlockAudio()
+	a := &d.audio
+	a.fed, a.inSeg = a.pos, false
+	if !a.asrHas {
+		return nil
+	}
+	if _, err := a.finish(); err != nil && !errors.Is(err, speech.ErrEmptyAudio) {
+		return fmt.Errorf("discarding audio: %w", err)
+	}
+	return nil
+}
+
 // Commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with speech.ErrEmptyAudio.

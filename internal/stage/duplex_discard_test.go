@@ -1,0 +1,44 @@
+package stage
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// TestDuplexDiscardAudio: audio streamed into a manual-turn stream and then discarded
+// (input_audio_buffer.clear) leaves no trace in the next commit's transcript, which holds only
+// what was appended after the discard; a discard with nothing heard is a no-op, and a commit
+// right after a discard has nothing to transcribe.
+func TestDuplexDiscardAudio(t *testing.T) {
+	b, err := os.ReadFile("/usr/share/pocketsphinx/test/data/numbers.raw")
+	if err != nil {
+		t.Skip("pocketsphinx numbers.raw not installed")
+	}
+	numbers, err := speech.PCM16BytesToFloat32(nil, b)
+	require.NoError(t, err)
+	p, _ := newTestPipeline(t, nil)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-discard", MaxTokens: 4}, newRecSink(t))
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+
+	require.NoError(t, d.DiscardAudio(ctx), "nothing heard yet")
+	feedUnits(t, d, numbers[:min(len(numbers), 4*16000)])
+	require.NoError(t, d.DiscardAudio(ctx))
+	_, err = d.Commit(ctx, false)
+	require.ErrorIs(t, err, speech.ErrEmptyAudio, "the discarded audio is gone")
+
+	feedUnits(t, d, numbers[:min(len(numbers), 4*16000)])
+	require.NoError(t, d.DiscardAudio(ctx))
+	feedUnits(t, d, goForward(t))
+	tr, err := d.Commit(ctx, false)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, wordOverlap(tr, "go forward ten meters"), 0.75, "transcript %q", tr)
+	require.LessOrEqual(t, len(strings.Fields(tr)), 5, "transcript %q holds discarded words", tr)
+}
