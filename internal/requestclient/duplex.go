@@ -68,6 +68,7 @@ type duplexStream interface {
 	AppendText(ctx context.Context, role, text string) error
 	Respond(ctx context.Context, maxTokens int) (int, error)
 	CancelResponse(keepHistory bool)
+	CancelTurn(n int, keepHistory bool)
 	Close()
 }
 
@@ -272,6 +273,15 @@ func (d *Duplex) Signal(_ context.Context, event string, next Fence) error {
 		d.c.register(cur.Stage0ID(), "duplex")
 	}
 	return nil
+}
+
+// CancelTurn stops the engine work of stage turn n only (see stage.DuplexStream.CancelTurn); it
+// neither finalizes a metrics turn nor moves the fence.
+func (d *Duplex) CancelTurn(n int) {
+	if d.closed.Load() {
+		return
+	}
+	d.stream.CancelTurn(n, false)
 }
 
 // Close finalizes the open turn with reason (close unless given), stops the FIFO and closes the

@@ -3,6 +3,7 @@ package requestclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,10 @@ func (f *fakeStream) CancelResponse(keep bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cancels = append(f.cancels, keep)
+}
+
+func (f *fakeStream) CancelTurn(n int, _ bool) {
+	f.record(fmt.Sprintf("cancel_turn:%d", n))
 }
 
 func (f *fakeStream) Close() {

@@ -78,5 +78,11 @@ type AudioDiscarder interface {
 	DiscardAudio(ctx context.Context) error
 }
 
+// TurnCanceller is implemented by engines that can stop one response by its engine turn
+// number without touching a response queued after it.
+type TurnCanceller interface {
+	CancelTurn(turn int)
+}
+
 // ErrInputBackpressure is returned by an Engine whose pending input exceeds its bound.
 var ErrInputBackpressure = errors.New("input backpressure")

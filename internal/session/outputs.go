@@ -117,7 +117,7 @@ func (s *DuplexSession) handleResult(res jobResult) {
 		if res.haveTurn && res.turn > s.lastClosed {
 			s.lastClosed = res.turn
 			if s.engine != nil {
-				s.advanceEpochQuiet()
+				s.stopCancelledTurn(res.turn)
 			}
 		}
 		return
@@ -135,9 +135,14 @@ func (s *DuplexSession) handleResult(res jobResult) {
 	}
 }
 
-// advanceEpochQuiet stops engine work of a response that was cancelled before its turn was
-// known, without a client-visible event.
-func (s *DuplexSession) advanceEpochQuiet() {
+// stopCancelledTurn stops the engine work of a response that was cancelled before its turn was
+// known, without a client-visible event. Only that turn stops: a response the client started
+// since may already be queued behind it in the engine.
+func (s *DuplexSession) stopCancelledTurn(turn int) {
+	if tc, ok := s.engine.(TurnCanceller); ok {
+		tc.CancelTurn(turn)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = s.engine.Signal(ctx, "response.cancel", s.fence())

@@ -86,6 +86,10 @@ func (e pipelineEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 func (e pipelineEngine) Commit(ctx context.Context, respond bool) (string, error) {
 	return e.d.Commit(ctx, respond)
 }
+
+// CancelTurn implements TurnCanceller.
+func (e pipelineEngine) CancelTurn(turn int) { e.d.CancelTurn(turn) }
+
 func (e pipelineEngine) DiscardAudio(ctx context.Context) error {
 	return e.d.DiscardAudio(ctx)
 }

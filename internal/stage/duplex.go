@@ -250,6 +250,22 @@ func (d *DuplexStream) CancelResponse(keepHistory bool) {
 	}
 }
 
+// CancelTurn aborts response n only, running or queued; a later response is untouched. It is
+// for a cancel that raced the response's start: the caller learns n only after it cancelled,
+// and by then the next response may already be queued behind n.
+func (d *DuplexStream) CancelTurn(n int, keepHistory bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gen != nil && d.gen.n == n {
+		d.seq.Abort(keepHistory)
+	}
+	for ts := range d.live {
+		if ts.n == n {
+			ts.abort(keepHistory)
+		}
+	}
+}
+
 // Close aborts everything of the stream, frees its sequence, ASR decoder and VAD, and waits
 // for its goroutines. No Sink call starts after it returns. It is idempotent. It waits for the
 // Sink, so it must not be called from a Sink method (CancelResponse may be).

@@ -491,3 +491,29 @@ func requireAbortMetrics(t *testing.T, sms []StageMetricsMessage, turn int, outs
 	require.Positive(t, ta.Metrics.NumTokensIn)
 	require.Positive(t, ta.Metrics.StageGenTimeMs)
 }
+
+// CancelTurn stops one response and leaves the one queued behind it alone: the session uses it
+// for a cancel that raced its response's start, when the client may already have asked for the
+// next response.
+func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
+	p, eng := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-cancel-turn", WantAudio: true, MaxTokens: 4000}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.AppendText(context.Background(), "user", "tell me a long story"))
+	first, err := d.Respond(context.Background(), 0)
+	require.NoError(t, err)
+	second, err := d.Respond(context.Background(), 6)
+	require.NoError(t, err)
+	require.Equal(t, first+1, second)
+	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Text)) > 0 }))
+	d.CancelTurn(first, false)
+	require.True(t, sink.waitFor(20*time.Second, finishedTurn(second)), "the queued response still runs to its end")
+	outs, _, _ := sink.snapshot()
+	for _, o := range ofKind(outs, Finished) {
+		require.Equal(t, second, o.Turn, "the cancelled turn gets no Finished")
+	}
+	d.Close()
+	require.Equal(t, 0, eng.LiveSequences())
+}
