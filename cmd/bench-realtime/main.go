@@ -4,6 +4,7 @@
 //
 //	rt_event_overhead_us_p99=<client write of an append → the session's engine append call>
 //	rt_ttfp_ms_p50=<input_audio_buffer.commit (response_create) → first audio delta>
+//	rt_ttfp_paced_ms_p50=<the same, turns 2.. of one session with appends paced at real time>
 //	rt_bargein_ms_p99=<barge_in sent → response.done{cancelled}, after which no old audio arrives>
 //	rt_sessions_realtime_2cores=<auto_response sessions whose decisions keep up with real time>
 //	turn_metrics_allocs_per_chunk_off=<allocations of the per-chunk turn-metrics ingest, --log-stats off; must be 0>
@@ -41,6 +42,7 @@ import (
 type options struct {
 	model, config, cacheDir, speech string
 	overheadN, ttfpN, bargeN        int
+	pacedTurns                      int
 	logStatsN                       int
 	maxSessions                     int
 	rampSeconds                     float64
@@ -54,6 +56,7 @@ func main() {
 	flag.StringVar(&o.speech, "speech", "/usr/share/pocketsphinx/test/data/goforward.raw", "16 kHz PCM16 speech")
 	flag.IntVar(&o.overheadN, "overhead-n", 300, "append events timed for the overhead")
 	flag.IntVar(&o.ttfpN, "ttfp-n", 10, "turns timed for TTFP")
+	flag.IntVar(&o.pacedTurns, "paced-turns", 7, "turns of the paced TTFP session (the first is dropped)")
 	flag.IntVar(&o.bargeN, "barge-n", 20, "barge-ins timed")
 	flag.IntVar(&o.logStatsN, "logstats-n", 40, "turns per side timed with and without --log-stats")
 	flag.IntVar(&o.maxSessions, "max-sessions", 16, "largest concurrency tried for real time")
@@ -98,7 +101,36 @@ func (b *timedBackend) Open(ctx context.Context, f session.Fence, o session.Open
 	if err != nil {
 		return nil, err
 	}
-	return &timedEngine{Engine: e, appends: b.appends}, nil
+	return wrapTimed(e, b.appends), nil
+}
+
+// wrapTimed wraps e in a timedEngine that keeps e's optional interfaces: the session
+// type-asserts them (AudioDiscarder turns on streaming response_required appends into the ASR
+// ahead of the commit, TurnCanceller stops only the cancelled turn), so a wrapper that hid them
+// would bench a different session than the server runs.
+func wrapTimed(e session.Engine, appends chan time.Time) session.Engine {
+	t := &timedEngine{Engine: e, appends: appends}
+	d, discards := e.(session.AudioDiscarder)
+	c, cancels := e.(session.TurnCanceller)
+	switch {
+	case discards && cancels:
+		return struct {
+			*timedEngine
+			session.AudioDiscarder
+			session.TurnCanceller
+		}{t, d, c}
+	case discards:
+		return struct {
+			*timedEngine
+			session.AudioDiscarder
+		}{t, d}
+	case cancels:
+		return struct {
+			*timedEngine
+			session.TurnCanceller
+		}{t, c}
+	}
+	return t
 }
 
 type timedEngine struct {
@@ -200,6 +232,12 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("ttfp: %w", err)
 	}
+	pacedStart := time.Now()
+	paced, err := benchTTFPPaced(ctx, url, pcm, o.pacedTurns)
+	pacedFor := time.Since(pacedStart)
+	if err != nil {
+		return fmt.Errorf("paced ttfp: %w", err)
+	}
 	barge, err := benchBargeIn(ctx, url, pcm, o.bargeN)
 	if err != nil {
 		return fmt.Errorf("barge-in: %w", err)
@@ -210,9 +248,12 @@ func run(o options) error {
 	}
 	fmt.Printf("event overhead: n=%d p50=%.0fus p99=%.0fus\n", len(over), pct(over, 50), pct(over, 99))
 	fmt.Printf("ttfp: n=%d p50=%.1fms p99=%.1fms\n", len(ttfp), pct(ttfp, 50), pct(ttfp, 99))
+	fmt.Printf("ttfp paced (turns 2..%d, one session, %.1fs): n=%d p50=%.1fms p99=%.1fms\n",
+		o.pacedTurns, pacedFor.Seconds(), len(paced), pct(paced, 50), pct(paced, 99))
 	fmt.Printf("barge-in: n=%d p50=%.1fms p99=%.1fms\n", len(barge), pct(barge, 50), pct(barge, 99))
 	fmt.Printf("rt_event_overhead_us_p99=%.0f\n", pct(over, 99))
 	fmt.Printf("rt_ttfp_ms_p50=%.1f\n", pct(ttfp, 50))
+	fmt.Printf("rt_ttfp_paced_ms_p50=%.1f\n", pct(paced, 50))
 	fmt.Printf("rt_bargein_ms_p99=%.1f\n", pct(barge, 99))
 	fmt.Printf("rt_sessions_realtime_2cores=%d\n", sessions)
 	printTurnMetrics(allocsOff, allocsOn, lsOff, lsOn)
