@@ -30,6 +30,22 @@ type fakeStream struct {
 	closed   bool
 	cancels  []bool
 	respondN int
+	gate     chan struct{} // when set, the first append waits for it (see gateFirstAppend)
+}
+
+// gateFirstAppend holds the first append until want ops wait behind it, so a whole burst is
+// queued before the failure is seen, as when a client sends faster than the engine appends.
+// Without it the worker may fail append 1 before the test enqueued the rest, and those would
+// rightly start a new chain.
+func gateFirstAppend(fs *fakeStream, d *Duplex, want int) {
+	fs.gate = make(chan struct{})
+	go func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for len(d.ops) < want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		close(fs.gate)
+	}()
 }
 
 func (f *fakeStream) record(c string) {
@@ -45,6 +61,9 @@ func (f *fakeStream) AppendAudio(_ context.Context, pcm []float32) error {
 	f.appends++
 	n := f.appends
 	f.mu.Unlock()
+	if n == 1 && f.gate != nil {
+		<-f.gate
+	}
 	f.record("append")
 	if f.failAt[n] {
 		return errors.New("append failed")
@@ -134,6 +153,7 @@ func newTestDuplex(t *testing.T, opts Options, log *zap.Logger, fs *fakeStream) 
 func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	fs := &fakeStream{t: t, failAt: map[int]bool{2: true}}
 	d, out, c := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	gateFirstAppend(fs, d, 4) // appends 2-4 and the commit
 	ctx := context.Background()
 	for range 4 {
 		require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
@@ -164,6 +184,7 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 func TestDuplexDiscardRunsAfterFailedChain(t *testing.T) {
 	fs := &fakeStream{t: t, failAt: map[int]bool{1: true}}
 	d, out, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	gateFirstAppend(fs, d, 3) // append 2, the discard and the commit: queued before append 1 fails
 	ctx := context.Background()
 	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
 	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
