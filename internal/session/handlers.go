@@ -178,8 +178,8 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 	if len(pcm) == 0 {
 		return
 	}
-	speech := s.detectSpeech(pcm)
-	if s.resp != nil && speech && s.cfg.OverlapPolicy() == PolicyBargeIn {
+	started, voiced := s.detectSpeech(pcm)
+	if s.resp != nil && started && s.cfg.OverlapPolicy() == PolicyBargeIn {
 		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
 			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})
 		s.cancelActive("turn_detected", "turn_detected", true)
@@ -200,7 +200,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	if speech && s.engine != nil {
+	if voiced && s.engine != nil {
 		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat).
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
 	}
@@ -265,49 +265,6 @@ func (s *DuplexSession) unforwardInput(eventID string) {
 func (s *DuplexSession) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes = nil, 0
-}
-
-// detectSpeech is an energy detector over 20 ms frames used for the overlap decision: it
-// reports speech once 100 ms of voiced frames have accumulated, and emits speech_started /
-// speech_stopped under server_vad.
-func (s *DuplexSession) detectSpeech(pcm []float32) bool {
-	const frame = EngineRate / 50
-	thr := 0.02
-	if td := s.cfg.TurnDetection; td != nil {
-		thr = 0.04 * td.Threshold
-	}
-	voiced := false
-	for i := 0; i+frame <= len(pcm); i += frame {
-		var e float64
-		for _, v := range pcm[i : i+frame] {
-			e += float64(v) * float64(v)
-		}
-		if math.Sqrt(e/frame) >= thr {
-			s.speechRun += 20e6
-			s.silenceRun = 0
-		} else {
-			s.silenceRun += 20e6
-			if s.silenceRun >= 300e6 {
-				s.speechRun = 0
-			}
-		}
-		if s.speechRun >= 100e6 {
-			voiced = true
-			if !s.inSpeech {
-				s.inSpeech = true
-				if s.cfg.TurnDetection != nil {
-					s.send(Event{Type: "input_audio_buffer.speech_started", Epoch: s.epoch, Fields: map[string]any{"audio_start_ms": 0, "item_id": nil}})
-				}
-			}
-		}
-		if s.inSpeech && s.silenceRun >= 300e6 {
-			s.inSpeech = false
-			if s.cfg.TurnDetection != nil {
-				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{"audio_end_ms": 0, "item_id": nil}})
-			}
-		}
-	}
-	return voiced
 }
 
 // handleCommit commits buffered input as a user item; with a response it precreates the

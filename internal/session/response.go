@@ -83,6 +83,7 @@ func (s *DuplexSession) safeHook(name string, fn func()) {
 // beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
 // response.created sequence.
 func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
+	s.resetVAD()
 	s.turnID++
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/speech"
 	"go.uber.org/zap"
 )
 
@@ -80,9 +81,9 @@ type DuplexSession struct {
 	jobsOut      int // jobs submitted whose result has not come back
 	pendingIn    int // committed user inputs not yet answered
 	items        []*item
-	speechRun    time.Duration // voiced time in the current speech run
-	silenceRun   time.Duration
-	inSpeech     bool
+	vad          *speech.VAD   // server_vad's overlap detector, created on the first append
+	vadTD        TurnDetection // the settings vad was created with
+	inSpeech     bool          // speech_started went out and its speech_stopped has not
 	paceTimer    *time.Timer
 	idleTimer    *time.Timer
 	closeReason  string
@@ -181,6 +182,7 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 		return ReasonShutdown
 	}
 	defer s.m.untrack(s)
+	defer s.closeVAD()
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -145,6 +145,12 @@ func (s *sink) until(t *testing.T, typ string) Event {
 
 func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSession, *sink, *Manager, func() string) {
 	t.Helper()
+	// turn_detection: null (the policy listens only).
+	return startSessionWith(t, eng, lead, ConfigPatch{TurnDetectionSet: true})
+}
+
+func startSessionWith(t *testing.T, eng *fakeEngine, lead time.Duration, patch ConfigPatch) (*DuplexSession, *sink, *Manager, func() string) {
+	t.Helper()
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: lead}, &fakeBackend{eng}, zap.NewNop())
 	slot, err := m.Acquire()
 	require.NoError(t, err)
@@ -153,7 +159,7 @@ func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSes
 	done := make(chan string, 1)
 	go func() {
 		// Release before reporting, so a test that reads the result sees the slot returned.
-		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true}})
+		reason := s.Run(context.Background(), &UpdateSession{Patch: patch})
 		slot.Release()
 		done <- reason
 	}()
