@@ -155,7 +155,7 @@ func (s *DuplexSession) publicSession() map[string]any {
 		"epoch": s.epoch, "turn": s.turnID,
 		"extra_body": map[string]any{"auto_response": s.cfg.AutoResponse},
 		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
-			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100,
+			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
 			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
 	}
 }
