@@ -188,29 +188,15 @@ func run(o options) error {
 	}
 	rc := requestclient.New(p, requestclient.Options{ModelName: o.model}, log)
 	tb := &timedBackend{Backend: session.NewPipelineBackend(rc, p), appends: make(chan time.Time, 1), decisions: map[string]*atomic.Int64{}}
-	m := session.NewManager(session.ManagerConfig{MaxSessions: 4 * o.maxSessions}, tb, log)
-	srv := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{}, m, log))
-	defer srv.Close()
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = m.Shutdown(sctx)
-	}()
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/realtime"
+	m, url, stop := serveRealtime(ctx, tb, 4*o.maxSessions, log)
+	defer stop()
 
 	// The same server with --log-stats: its own request client (turn tables rendered and encoded
 	// as JSON, written to io.Discard) and session manager over the same pipeline.
 	statsLog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	rcOn := requestclient.New(p, requestclient.Options{ModelName: o.model, LogStats: true}, statsLog)
-	mOn := session.NewManager(session.ManagerConfig{MaxSessions: 4}, session.NewPipelineBackend(rcOn, p), log)
-	srvOn := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{}, mOn, log))
-	defer srvOn.Close()
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = mOn.Shutdown(sctx)
-	}()
-	urlOn := "ws" + strings.TrimPrefix(srvOn.URL, "http") + "/v1/realtime"
+	_, urlOn, stopOn := serveRealtime(ctx, session.NewPipelineBackend(rcOn, p), 4, log)
+	defer stopOn()
 	allocsOff, err := turnMetricsAllocsPerChunk(ctx, rc, "off")
 	if err != nil {
 		return fmt.Errorf("turn metrics allocs: %w", err)
@@ -258,6 +244,20 @@ func run(o options) error {
 	fmt.Printf("rt_sessions_realtime_2cores=%d\n", sessions)
 	printTurnMetrics(allocsOff, allocsOn, lsOff, lsOn)
 	return nil
+}
+
+// serveRealtime serves the realtime endpoint over b on a loopback httptest server and returns
+// its manager, its ws:// URL and a stop that shuts the sessions down, then the server.
+func serveRealtime(ctx context.Context, b session.Backend, maxSessions int, log *zap.Logger) (*session.Manager, string, func()) {
+	m := session.NewManager(session.ManagerConfig{MaxSessions: maxSessions}, b, log)
+	srv := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{}, m, log))
+	stop := func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = m.Shutdown(sctx)
+		srv.Close()
+	}
+	return m, "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/realtime", stop
 }
 
 func pct(xs []float64, p float64) float64 {
