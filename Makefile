@@ -3,7 +3,8 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/omniserve
-BUILD_INCLUDE := $(CURDIR)/.build/include
+# BUILD_INCLUDE may be set from the environment so that several checkouts share one cgo build cache.
+BUILD_INCLUDE ?= $(CURDIR)/.build/include
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/omniserve/omniserve/internal/api.Version=$(VERSION) -X github.com/omniserve/omniserve/internal/api.Commit=$(COMMIT)
