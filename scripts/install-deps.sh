@@ -17,6 +17,7 @@ packages=(
   libspeexdsp-dev               # resampling
   nodejs                        # OpenAI Node SDK compatibility test
   npm
+  haproxy                       # deploy/haproxy: the replicas-behind-a-balancer test
 )
 
 # present reports whether package $1 is installed. nodejs and npm also count as present when
