@@ -14,7 +14,7 @@ import (
 // of recent audio so that the ASR also hears the prefix padding before a detected onset.
 type audioState struct {
 	vad *speech.VAD
-	asr *speech.ASRStream
+	asr asrStream
 
 	hist    []float32 // the most recent samples, at most 2*histCap
 	histCap int
@@ -25,7 +25,7 @@ type audioState struct {
 	closed  bool
 }
 
-func newAudioState(vad *speech.VAD, asr *speech.ASRStream, historyMs int) audioState {
+func newAudioState(vad *speech.VAD, asr asrStream, historyMs int) audioState {
 	capSamples := historyMs * speech.ASRSampleRate / 1000
 	return audioState{vad: vad, asr: asr, histCap: capSamples, hist: make([]float32, 0, 2*capSamples)}
 }

@@ -38,7 +38,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 
 	start := time.Now()
 	submitTS := metrics.Now()
-	rate := p.deps.TTS.OutputRate()
+	rate := p.tts.OutputRate()
 	sp := newPhraseSplitter(p.cfg.Talker.Phrase)
 	var (
 		frames, units int
@@ -83,7 +83,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 			return nil
 		}
 		t0 := time.Now()
-		pcm, err := p.deps.TTS.Synthesize(ctx, phrase)
+		pcm, err := p.tts.Synthesize(ctx, phrase)
 		synthMs += msSince(t0)
 		switch {
 		case errors.Is(err, speech.ErrEmptyText):
