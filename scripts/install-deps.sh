@@ -17,6 +17,7 @@ packages=(
   libspeexdsp-dev               # resampling
   nodejs                        # OpenAI Node SDK compatibility test
   npm
+  chromium                      # headless browser for the console test (test/browser)
   haproxy                       # deploy/haproxy: the replicas-behind-a-balancer test
 )
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/api/console"
 )
 
 // DefaultMaxBodyBytes bounds a request body when RouterDeps.MaxBodyBytes is zero. Chat requests
@@ -73,6 +75,11 @@ func NewRouter(d RouterDeps) http.Handler {
 	if d.Metrics != nil {
 		r.Method(http.MethodGet, "/metrics", d.Metrics)
 	}
+
+	// The browser console: public like the probes (it holds no data); its WebSocket is /v1.
+	con := console.Handler()
+	r.Method(http.MethodGet, "/", con)
+	r.Method(http.MethodGet, "/console/*", con)
 
 	created := time.Now().Unix()
 	r.Route("/v1", func(r chi.Router) {
