@@ -216,4 +216,3 @@ func serverStates(url string) map[string]string {
 	}
 	return out
 }
-
