@@ -80,7 +80,11 @@ func TestHAProxyReplicas(t *testing.T) {
 	// Drain omniserve1.
 	victim := reps[0]
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGTERM))
-	code, _ := victim.get(t, "/ready")
+	var code int
+	require.Eventually(t, func() bool {
+		code, _ = victim.get(t, "/ready")
+		return code != http.StatusOK
+	}, 5*time.Second, 10*time.Millisecond, "the replica stays ready after SIGTERM")
 	switch code {
 	case http.StatusServiceUnavailable:
 		t.Log("draining replica answers /ready 503 with its listener open")
@@ -116,6 +120,9 @@ func TestHAProxyReplicas(t *testing.T) {
 		if s.replica == "omniserve1" {
 			continue
 		}
+		s.c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "message", "role": "user",
+			"content": []map[string]any{{"type": "input_text", "text": "Say something about the weather."}}}})
+		s.c.until(t, "conversation.item.created", 10*time.Second)
 		s.c.send(t, map[string]any{"type": "response.create"})
 		require.Contains(t, []string{"completed", "incomplete"}, status(s.c.until(t, "response.done", 30*time.Second)),
 			"session on %s", s.replica)
@@ -209,4 +216,3 @@ func serverStates(url string) map[string]string {
 	}
 	return out
 }
-
