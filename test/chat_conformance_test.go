@@ -256,7 +256,7 @@ func testChatMultiTurnAudio(t *testing.T, f *chatFixture) {
 		{"role": "user", "content": "say something"}, {"role": "assistant", "audio": map[string]any{"id": a.ID}},
 		{"role": "user", "content": "and again"}}})
 	byText := completeJSON(t, f.url, map[string]any{"model": chatModel, "max_tokens": 4, "messages": []map[string]any{
-		{"role": "user", "content": "say something"}, {"role": "assistant", "content": a.Transcript},
+		{"role": "user", "content": "say something"}, {"role": "assistant", "content": strings.TrimSpace(a.Transcript)},
 		{"role": "user", "content": "and again"}}})
 	require.Equal(t, byText.Usage.PromptTokens, byID.Usage.PromptTokens)
 	// A streamed audio response's id works too.

@@ -107,13 +107,20 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	if req.MaxTokens < 0 {
 		return fmt.Errorf("%w: max_tokens %d", ErrInvalidRequest, req.MaxTokens)
 	}
-	// Bad sampling (a logit_bias token outside the vocabulary, a grammar that does not
-	// compile) is refused here, before anything streams: a *gpu.SamplingError names the field.
-	if err := p.deps.Engine.CheckSampling(&req.Sampling); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = p.cfg.Thinker.MaxTokens
+	}
+	// Bad sampling (a logit_bias token outside the vocabulary, a grammar that does not
+	// compile) is refused here, before anything streams: a *gpu.SamplingError names the field.
+	if p.remote != nil {
+		// The remote engine counts its own context; what it is not sent must not be accepted.
+		if err := remoteSamplingUnsupported(&req.Sampling); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		return nil
+	}
+	if err := p.deps.Engine.CheckSampling(&req.Sampling); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	if hasAudio {
 		return nil // the prompt is known after transcription: prepare checks it
@@ -317,4 +324,25 @@ func hasChatAudio(msgs []ChatMessage) bool {
 		}
 	}
 	return false
+}
+
+// remoteSamplingUnsupported refuses the sampling features the remote thinker does not forward
+// upstream (it sends temperature, top_p, seed, max_tokens and stop).
+func remoteSamplingUnsupported(s *gpu.Sampling) error {
+	unsupported := func(param string) error {
+		return &gpu.SamplingError{Param: param, Detail: "not supported with a remote thinker stage"}
+	}
+	switch {
+	case s.Grammar != "":
+		return unsupported("response_format")
+	case s.Logprobs:
+		return unsupported("logprobs")
+	case len(s.LogitBias) > 0:
+		return unsupported("logit_bias")
+	case s.PresencePenalty != 0:
+		return unsupported("presence_penalty")
+	case s.FrequencyPenalty != 0:
+		return unsupported("frequency_penalty")
+	}
+	return nil
 }
