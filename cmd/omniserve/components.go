@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -109,9 +111,10 @@ func (c *components) buildEngine(ctx context.Context) error {
 		return err
 	}
 	c.engine = r
-	// The id clients send as "model" is the name they started the server with ("dummy",
-	// or the .gguf path), as vLLM lists its --model.
-	c.models = []string{c.cfg.Engine.Model}
+	// The id clients send as "model" and the model_name of every metric: the name they
+	// started the server with for dummy models, a .gguf file's base name for a path (a path
+	// would leak the server's file layout to /v1/models and /metrics, which are open).
+	c.models = []string{modelID(c.cfg.Engine.Model)}
 	c.onClose("engine", func(context.Context) error { return r.Close() })
 	return nil
 }
@@ -134,4 +137,13 @@ func (c *components) router() http.Handler {
 		Metrics:        promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg}),
 		MaxBodyBytes:   c.cfg.Server.MaxBodyBytes,
 	})
+}
+
+// modelID is the public id of a --model value: "dummy..." as given, else the file's base name
+// without its .gguf extension.
+func modelID(model string) string {
+	if model == "" || model == "dummy" || strings.HasPrefix(model, "dummy:") {
+		return model
+	}
+	return strings.TrimSuffix(filepath.Base(model), ".gguf")
 }

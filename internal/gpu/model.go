@@ -225,3 +225,34 @@ func (r *Runner) Detokenize(tokens []int) string {
 	}
 	return b.String()
 }
+
+// CountTokens counts the tokens text takes as the first append of a sequence (BOS included when
+// the model wants one). over reports text that cannot fit in limit tokens; a text longer than
+// limit times the longest token is known to be over without tokenizing it, so a huge prompt
+// costs nothing to refuse.
+func (r *Runner) CountTokens(text string, limit int) (n int, over bool, err error) {
+	if maxBytes := r.maxTokenBytes(); limit > 0 && len(text) > limit*maxBytes {
+		return 0, true, nil
+	}
+	toks, err := r.Tokenize(text)
+	if err != nil {
+		return 0, false, err
+	}
+	n = len(toks)
+	if r.addBOS && (n == 0 || toks[0] != r.bos) {
+		n++
+	}
+	return n, limit > 0 && n > limit, nil
+}
+
+// maxTokenBytes is the longest text any one token stands for.
+func (r *Runner) maxTokenBytes() int {
+	r.maxPieceOnce.Do(func() {
+		m := 1
+		for i := range r.vocab {
+			m = max(m, len(r.model.TokenToPiece(i)))
+		}
+		r.maxPiece = m
+	})
+	return r.maxPiece
+}

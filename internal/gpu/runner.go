@@ -47,6 +47,9 @@ type Runner struct {
 
 	gvOnce sync.Once
 	gv     *grammarVocab // the vocabulary as grammars see it, built on first use
+
+	maxPieceOnce sync.Once
+	maxPiece     int // bytes of the longest token text (CountTokens)
 }
 
 type opKind int

@@ -72,13 +72,19 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 	}
 
 	var text strings.Builder
+	var logprobs []gpu.TokenLogprob // of tokens whose text is still held back
 	emit := func(pc gpu.Piece) error {
+		if pc.Logprob != nil {
+			logprobs = append(logprobs, *pc.Logprob)
+		}
 		if pc.Text == "" {
 			return nil
 		}
 		text.WriteString(pc.Text)
+		lps := logprobs
+		logprobs = nil
 		if err := r.disp.output(ts.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, StageSubmitTS: r.submitTS,
+			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, Logprobs: lps, StageSubmitTS: r.submitTS,
 		}); err != nil {
 			return err
 		}
