@@ -65,6 +65,7 @@ func (c *components) buildPipeline(context.Context) error {
 	c.pipeline = p
 
 	collectors := metrics.NewCollectors(c.reg, c.cfg.Engine.Model)
+	collectors.InitStages(p.NumStages())
 	c.client = requestclient.New(p, requestclient.Options{
 		LogStats:   c.cfg.Server.LogStats,
 		Collectors: collectors,

@@ -5,6 +5,7 @@ package requestclient
 
 import (
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -23,6 +24,9 @@ type Options struct {
 	Clock metrics.Clock
 	// ModelName labels logs and metrics.
 	ModelName string
+	// TurnDrainTimeout bounds how long an interrupted duplex turn waits for its stages' partial
+	// snapshots before it is finalized; 0 means DefaultTurnDrainTimeout.
+	TurnDrainTimeout time.Duration
 }
 
 // Client owns the request-state registry shared by the chat path and the duplex sessions. It is
