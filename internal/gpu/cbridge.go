@@ -17,6 +17,14 @@ extern void *ggml_backend_dev_get(size_t index);
 extern const char *ggml_backend_dev_name(void *dev);
 extern const char *ggml_backend_dev_description(void *dev);
 extern int ggml_backend_dev_type(void *dev);
+
+#include <stdint.h>
+typedef void (*omni_log_cb)(int level, const char *text, void *user_data);
+extern void llama_log_set(omni_log_cb cb, void *user_data);
+extern void omniLlamaLog(int level, char *text, void *user_data);
+// omni_route_llama_log sends llama.cpp's and ggml's log lines (llama_log_set sets both) to
+// omniLlamaLog with h as user data; h == 0 drops them.
+static void omni_route_llama_log(uintptr_t h) { llama_log_set((omni_log_cb)omniLlamaLog, (void *)h); }
 */
 import "C"
 
@@ -25,6 +33,9 @@ import (
 
 	"github.com/ollama/ollama/llama"
 )
+
+// routeLlamaLog points the C library's log callback at omniLlamaLog with handle h (0: drop).
+func routeLlamaLog(h uintptr) { C.omni_route_llama_log(C.uintptr_t(h)) }
 
 // cContextParams mirrors struct llama_context_params of the pinned llama.cpp (llama.h) so that
 // kv_unified and embeddings can be set; llama.ContextParams wraps exactly this struct.
