@@ -67,9 +67,10 @@ func (c *components) buildPipeline(context.Context) error {
 	collectors := metrics.NewCollectors(c.reg, c.cfg.Engine.Model)
 	collectors.InitStages(p.NumStages())
 	c.client = requestclient.New(p, requestclient.Options{
-		LogStats:   c.cfg.Server.LogStats,
-		Collectors: collectors,
-		ModelName:  c.cfg.Engine.Model,
+		LogStats:        c.cfg.Server.LogStats,
+		StructuredStats: c.cfg.Server.LogFormat == "json",
+		Collectors:      collectors,
+		ModelName:       c.cfg.Engine.Model,
 	}, c.log)
 	c.chat = api.NewChatHandler(api.ChatConfig{
 		Models:       c.models,

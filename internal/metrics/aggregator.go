@@ -23,6 +23,13 @@ func WithFinalStages(m map[string]int) AggregatorOption {
 	return func(a *Aggregator) { a.finalStages = m }
 }
 
+// WithStructuredRecords makes BuildAndLogSummary log each table as one structured record (its
+// fields are the table's fields, with the request / response / turn / reason ids) instead of an
+// ASCII table in the message: for --log-format json, so a log pipeline needs no regex.
+func WithStructuredRecords(on bool) AggregatorOption {
+	return func(a *Aggregator) { a.structured = on }
+}
+
 type edgeKey struct {
 	from, to int
 	rid      string
@@ -40,6 +47,7 @@ type Aggregator struct {
 	finalStages map[string]int
 	clock       Clock
 	identity    *TimingIdentity
+	structured  bool
 
 	stageFirst  []float64
 	stageLast   []float64
@@ -408,4 +416,11 @@ func (a *Aggregator) setE2EExtras(rid string, fill func(*RequestE2EStats)) {
 			fill(&a.e2eEvents[i])
 		}
 	}
+}
+
+// SetStructuredRecords is WithStructuredRecords after construction.
+func (a *Aggregator) SetStructuredRecords(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.structured = on
 }

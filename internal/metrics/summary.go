@@ -59,6 +59,13 @@ func (a *Aggregator) BuildAndLogSummary(log *zap.Logger) Summary {
 	if log == nil {
 		return s
 	}
+	a.mu.Lock()
+	structured, id := a.structured, a.identity
+	a.mu.Unlock()
+	if structured {
+		logRecords(log, s, id)
+		return s
+	}
 	for _, e := range s.Entries {
 		if strings.HasPrefix(e, omniTimingPrefix) {
 			log.Info(e)

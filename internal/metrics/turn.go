@@ -84,6 +84,14 @@ func NewTurn(requestID, responseID string, turnID int, arrival float64, numStage
 	return t
 }
 
+// SetStructuredRecords makes Finalize log structured records instead of ASCII tables
+// (Aggregator.SetStructuredRecords).
+func (t *TurnMetrics) SetStructuredRecords(on bool) {
+	if t != nil {
+		t.agg.SetStructuredRecords(on)
+	}
+}
+
 // RequestID is the stage-0 resource id.
 func (t *TurnMetrics) RequestID() string { return t.requestID }
 

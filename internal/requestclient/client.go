@@ -24,6 +24,9 @@ type Options struct {
 	Clock metrics.Clock
 	// ModelName labels logs and metrics.
 	ModelName string
+	// StructuredStats logs each statistics table as one structured record (fields = the
+	// table's fields and ids) instead of an ASCII table: for --log-format json.
+	StructuredStats bool
 	// TurnDrainTimeout bounds how long an interrupted duplex turn waits for its stages' partial
 	// snapshots before it is finalized; 0 means DefaultTurnDrainTimeout.
 	TurnDrainTimeout time.Duration

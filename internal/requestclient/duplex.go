@@ -117,6 +117,7 @@ func (c *Client) newDuplex(f Fence, numStages int, out func(stage.OutputMessage)
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats || c.opts.Collectors != nil {
 		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats, c.opts.TurnDrainTimeout)
+		d.turns.structured = c.opts.StructuredStats
 	}
 	c.register(f.Stage0ID(), "duplex")
 	return d

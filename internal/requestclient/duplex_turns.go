@@ -28,14 +28,15 @@ const DefaultTurnDrainTimeout = 2 * time.Second
 // drain at the latest. Its state is O(stages × edges) whatever the session length: no
 // session-scoped aggregator, no per-chunk rows.
 type turnState struct {
-	mu        sync.Mutex
-	numStages int
-	clock     metrics.Clock
-	log       *zap.Logger
-	col       *metrics.Collectors
-	logStats  bool
-	drain     time.Duration
-	pending   *metrics.PendingTurn
+	mu         sync.Mutex
+	numStages  int
+	clock      metrics.Clock
+	log        *zap.Logger
+	col        *metrics.Collectors
+	logStats   bool
+	structured bool
+	drain      time.Duration
+	pending    *metrics.PendingTurn
 
 	turn      *metrics.TurnMetrics // open turn, nil between turns
 	turnN     int                  // the stage turn the open turn is bound to; 0 = not yet known
@@ -285,6 +286,7 @@ func (s *turnState) begin(rid, responseID string, turnID int, arrival float64) {
 		s.mu.Lock()
 	}
 	s.turn = s.pending.BeginTurn(rid, responseID, turnID, arrival, s.numStages, nil)
+	s.turn.SetStructuredRecords(s.structured)
 	s.turnN = 0
 	s.mu.Unlock()
 }
