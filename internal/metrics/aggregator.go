@@ -424,3 +424,18 @@ func (a *Aggregator) SetStructuredRecords(on bool) {
 	defer a.mu.Unlock()
 	a.structured = on
 }
+
+// clampStageLast caps every stage's last timestamp at end (and its first, so a wall time is
+// never negative).
+func (a *Aggregator) clampStageLast(end float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.stageLast {
+		if a.hasLast[i] && a.stageLast[i] > end {
+			a.stageLast[i] = end
+		}
+		if a.hasFirst[i] && a.stageFirst[i] > end {
+			a.stageFirst[i] = end
+		}
+	}
+}

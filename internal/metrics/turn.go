@@ -374,6 +374,11 @@ func (t *TurnMetrics) collapseAndClose() {
 	if t.genEnd > 0 {
 		end = max(t.genEnd, t.arrival)
 	}
+	if t.genEnd > 0 {
+		// Nothing of the turn ends after its generation end: snapshots received later (the
+		// partial counts of an interrupted turn) do not stretch the stage wall times.
+		t.agg.clampStageLast(end)
+	}
 	if !t.agg.E2EDone(t.responseID) {
 		t.agg.onFinalizeRequestAt(final, t.responseID, t.arrival, end)
 	}

@@ -315,7 +315,10 @@ func (s *turnState) finalize(reason string, mayStart bool) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if !interrupted(reason) || s.closed || t.StagesDone() || (n > 0 && n <= s.lastEnded) || (n == 0 && !mayStart) {
+	if interrupted(reason) {
+		t.MarkStagesDone(0) // generation ends at the interruption (keep-first: earlier if done)
+	}
+	if !interrupted(reason) || s.closed || (n > 0 && n <= s.lastEnded) || (n == 0 && !mayStart) {
 		s.lastDone = max(s.lastDone, n)
 		s.mu.Unlock()
 		return s.finish(t, reason)
