@@ -106,6 +106,10 @@ func (c *components) close(ctx context.Context, timeout time.Duration) {
 }
 
 func (c *components) buildEngine(ctx context.Context) error {
+	// llama.cpp and ggml log through the process logger (JSON with --log-format json) from
+	// before the model load until the engine is closed.
+	stopLlamaLogs := gpu.RouteLlamaLogs(c.log)
+	c.onClose("llama logs", func(context.Context) error { stopLlamaLogs(); return nil })
 	r, err := loadEngine(ctx, c.cfg.Engine, c.log.Named("engine"))
 	if err != nil {
 		return err

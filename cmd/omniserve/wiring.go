@@ -67,10 +67,12 @@ func (c *components) buildPipeline(context.Context) error {
 
 	id := modelID(c.cfg.Engine.Model)
 	collectors := metrics.NewCollectors(c.reg, id)
+	collectors.InitStages(p.NumStages())
 	c.client = requestclient.New(p, requestclient.Options{
-		LogStats:   c.cfg.Server.LogStats,
-		Collectors: collectors,
-		ModelName:  id,
+		LogStats:        c.cfg.Server.LogStats,
+		StructuredStats: c.cfg.Server.LogFormat == "json",
+		Collectors:      collectors,
+		ModelName:       id,
 	}, c.log)
 	// The --model value itself stays accepted, so clients written against the path keep working.
 	accepted := c.models

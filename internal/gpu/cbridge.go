@@ -19,6 +19,13 @@ extern const char *ggml_backend_dev_name(void *dev);
 extern const char *ggml_backend_dev_description(void *dev);
 extern int ggml_backend_dev_type(void *dev);
 extern int32_t llama_token_to_piece(const void *vocab, int32_t token, char *buf, int32_t length, int32_t lstrip, bool special);
+
+typedef void (*omni_log_cb)(int level, const char *text, void *user_data);
+extern void llama_log_set(omni_log_cb cb, void *user_data);
+extern void omniLlamaLog(int level, char *text, void *user_data);
+// omni_route_llama_log sends llama.cpp's and ggml's log lines (llama_log_set sets both) to
+// omniLlamaLog with h as user data; h == 0 drops them.
+static void omni_route_llama_log(uintptr_t h) { llama_log_set((omni_log_cb)omniLlamaLog, (void *)h); }
 */
 import "C"
 
@@ -27,6 +34,9 @@ import (
 
 	"github.com/ollama/ollama/llama"
 )
+
+// routeLlamaLog points the C library's log callback at omniLlamaLog with handle h (0: drop).
+func routeLlamaLog(h uintptr) { C.omni_route_llama_log(C.uintptr_t(h)) }
 
 // cContextParams mirrors struct llama_context_params of the pinned llama.cpp (llama.h) so that
 // kv_unified and embeddings can be set; llama.ContextParams wraps exactly this struct.

@@ -64,6 +64,9 @@ func (s *DuplexSession) detectSpeech(pcm []float32) (started, voiced bool) {
 			if s.inSpeech {
 				s.inSpeech = false
 				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{"audio_end_ms": 0, "item_id": nil}})
+				if m := turnStats(s.engine); m != nil {
+					s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+				}
 			}
 		}
 	}

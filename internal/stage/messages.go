@@ -98,9 +98,28 @@ type StageMetricsMessage struct {
 type TransferEvent struct {
 	From, To  int
 	RequestID string
+	Turn      int // the response the send belongs to (1 for chat)
 	SizeBytes int64
+	// TxMs is the hand-off cost only: encoding and enqueueing. Time spent waiting for room on a
+	// full queue is BlockedMs (backpressure), not transfer time.
 	TxMs      float64
+	BlockedMs float64
 	UsedShm   bool
+}
+
+// TurnEnd reports that every stage is finished with one response (Turn) of a request or duplex
+// stream: each stage that worked for it delivered its (possibly partial) StageMetricsMessage
+// before this.
+type TurnEnd struct {
+	RequestID string
+	Turn      int
+	Aborted   bool
+}
+
+// TurnEndSink is implemented by Sinks that want TurnEnd reports (checked by the dispatcher, so
+// Sinks without it need nothing).
+type TurnEndSink interface {
+	OnTurnEnd(TurnEnd)
 }
 
 // ChatRequest is one chat completion.

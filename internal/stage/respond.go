@@ -95,7 +95,8 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 		if err != nil {
 			return err
 		}
-		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, SizeBytes: tx.SizeBytes, TxMs: tx.TxMs})
+		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
+			SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs})
 	}
 	res, err := seq.Generate(ts.ctx, opts, emit)
 	if ts.ctx.Err() != nil || res.FinishReason == FinishAbort {
@@ -185,6 +186,12 @@ func thinkerStats(r *response, res gpu.GenerateResult) metrics.StageRequestStats
 	if in == 0 {
 		in = st.TokensIn
 	}
+	// vLLM's TTFT runs from the request's arrival: queueing for a worker and the prompt's
+	// prefill are in it. The engine's own figure starts at the generate call (after prefill).
+	ttft := st.TTFTMs
+	if queued := r.ts.queuedTS; ttft > 0 && queued > 0 && st.SubmitTS > queued {
+		ttft += (st.SubmitTS - queued) * 1000
+	}
 	return metrics.StageRequestStats{
 		BatchID:         int(st.BatchID),
 		BatchSize:       st.BatchSize,
@@ -194,7 +201,7 @@ func thinkerStats(r *response, res gpu.GenerateResult) metrics.StageRequestStats
 		FinishReason:    res.FinishReason,
 		OutputUnitType:  "text",
 		OutputUnitCount: st.TokensOut,
-		VllmTtftMs:      st.TTFTMs,
+		VllmTtftMs:      ttft,
 		VllmTpotMs:      st.TPOTMs,
 		VllmItlMs:       mean(st.ITLsMs),
 		VllmItlsMs:      append([]float64(nil), st.ITLsMs...),
