@@ -12,15 +12,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // testChatOpenAINode runs the official OpenAI Node SDK (npm package openai, pinned by
 // test/openai-node/package-lock.json) against the real server: non-streaming and streaming text,
-// text+audio, and typed errors. It skips only when node is not installed.
+// text+audio, and typed errors. It skips only when node is not installed (failing under CI=true).
 func testChatOpenAINode(t *testing.T, f *chatFixture) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: skipping the OpenAI Node SDK compatibility test (apt-get install nodejs npm to run it)")
+		testenv.Missing(t, "node is not installed: skipping the OpenAI Node SDK compatibility test (apt-get install nodejs npm, or `make deps`, to run it)")
 	}
 	npm, err := exec.LookPath("npm")
 	require.NoError(t, err, "node is installed but npm is not; the SDK cannot be installed")
