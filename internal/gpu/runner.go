@@ -23,6 +23,7 @@ type Runner struct {
 	cfg    Config
 	log    *zap.Logger
 	info   ModelInfo
+	chat   chatTemplate
 	model  *llama.Model
 	lctx   *llama.Context
 	batch  *llama.Batch

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/session"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 type testServer struct {
@@ -199,7 +201,8 @@ func goForward(t testing.TB) []byte {
 		}
 	})
 	if speechPCM == nil {
-		t.Skip("pocketsphinx test data not installed")
+		testenv.NeedFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
+		t.Fatal("pocketsphinx test data unreadable")
 	}
 	return speechPCM
 }
