@@ -534,6 +534,9 @@
     setStatus("idle", "disconnected");
   }
 
-  window.omni = { stats, connect, disconnect, pttDown, pttUp };
+  // drop closes the socket as a network failure would (the console then reconnects); for tests
+  // and for trying the backoff by hand.
+  const drop = () => { if (ws) ws.close(4000, "dropped"); };
+  window.omni = { stats, connect, disconnect, pttDown, pttUp, drop };
   init();
 })();
