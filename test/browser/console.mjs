@@ -129,6 +129,30 @@ try {
     if (s.status !== "idle" || s.micActive) throw new Error(`after disconnect: status ${s.status}, mic ${s.micActive}`);
   });
 
+  await step("push-to-talk with the Space key", async () => {
+    const before = await stats();
+    await page.click('input[name="mode"][value="ptt"]');
+    await page.click("#connect");
+    await until(() => window.omni.stats.sessionReady && window.omni.stats.micActive, 30000);
+    const talkVisible = await page.$eval("#talk", (b) => !b.hidden && !b.disabled);
+    if (!talkVisible) throw new Error("the talk button is not usable in push-to-talk mode");
+    await page.focus("#talk"); // keyboard users Tab to the button and hold Space
+    const sent = (await stats()).samplesSent;
+    await page.keyboard.down(" ");
+    await new Promise((r) => setTimeout(r, 6000)); // longer than one loop of the fake microphone
+    await page.keyboard.up(" ");
+    const held = (await stats()).samplesSent - sent;
+    if (held < 24000 * 5) throw new Error(`only ${held} samples sent while Space was held`);
+    await until((b) => window.omni.stats.userTranscripts.length > b.t && window.omni.stats.audioDeltas > b.a, 60000,
+      { t: before.userTranscripts.length, a: before.audioDeltas });
+    const idle = (await stats()).samplesSent;
+    await new Promise((r) => setTimeout(r, 500));
+    if ((await stats()).samplesSent !== idle) throw new Error("audio is sent while Space is up");
+    summary.ptt = { heldSamples: held, transcript: (await stats()).userTranscripts.at(-1) };
+    await page.click("#disconnect");
+    await until(() => window.omni.stats.status === "idle" && !window.omni.stats.micActive, 10000);
+  });
+
   if (pageErrors.length) throw new Error("page errors: " + pageErrors.join("; "));
   const s = await stats();
   Object.assign(summary, {
