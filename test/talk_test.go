@@ -118,8 +118,15 @@ func TestTalk(t *testing.T) {
 		require.Equal(t, 0, r.code)
 		turns := turnLineRe.FindAllStringSubmatch(r.stdout, -1)
 		require.GreaterOrEqual(t, len(turns), 2, "the interrupted reply and the answer to the barge-in")
-		require.Equal(t, "cancelled", turns[0][2], "the server's VAD cancelled the first reply")
-		require.Equal(t, "turn_detected", turns[0][3])
+		interrupted := false
+		for _, tl := range turns[:len(turns)-1] {
+			audio, err := strconv.ParseFloat(tl[6], 64)
+			require.NoError(t, err)
+			if tl[2] == "cancelled" && tl[3] == "turn_detected" && audio >= 1 {
+				interrupted = true // the server's VAD cancelled a reply that had been speaking for 1 s
+			}
+		}
+		require.True(t, interrupted, "a reply was cut by the barge-in")
 		require.Contains(t, r.stdout, "barge-in: speaking again 1s into the reply")
 		last := turns[len(turns)-1]
 		require.Contains(t, []string{"completed", "incomplete"}, last[2], "the barge-in got its own answer")
