@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -93,7 +95,8 @@ type chatOutput struct {
 	audio     bool
 	format    string
 	text      strings.Builder
-	pcm       []float32 // 24 kHz
+	pcm       []float32         // 24 kHz
+	rs        *speech.Resampler // the request's output stream resampler, made on first need
 	usage     chatUsage
 	finish    string
 }
@@ -103,7 +106,14 @@ func (o *chatOutput) convertAudio(ev requestclient.ChatEvent) ([]float32, error)
 	if ev.SampleRate == 0 || ev.SampleRate == chatAudioRate {
 		return ev.Audio, nil
 	}
-	return speech.Resample(ev.Audio, ev.SampleRate, chatAudioRate)
+	if o.rs == nil {
+		rs, err := speech.NewResampler(ev.SampleRate, chatAudioRate)
+		if err != nil {
+			return nil, err
+		}
+		o.rs = rs
+	}
+	return o.rs.Process(nil, ev.Audio), nil // one stream per request: no distortion at chunk edges
 }
 
 func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
@@ -130,6 +140,10 @@ func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, s *reque
 		var ok bool
 		select {
 		case <-r.Context().Done():
+			if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+				writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+					Message: "the server shut down before the completion finished"})
+			}
 			return // the deferred Close aborts and finalizes with reason abort
 		case ev, ok = <-events:
 		}

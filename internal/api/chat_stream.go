@@ -2,8 +2,10 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -73,7 +75,12 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 		var ok bool
 		select {
 		case <-r.Context().Done():
-			return // the deferred Close aborts the generation: the client is gone
+			if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+				// Cut by the shutdown timeout: the client is still there and learns why.
+				e := &chatAPIError{Type: "server_error", Code: "shutting_down", Message: "the server shut down before the completion finished"}
+				_ = sse.send(e.body())
+			}
+			return // the deferred Close aborts the generation
 		case ev, ok = <-events:
 		}
 		if !ok || ev.Err != nil {
