@@ -26,7 +26,7 @@ func TestShutdownKeepsItsPromise(t *testing.T) {
 	c := dialRT(t, s, map[string]any{"turn_detection": nil, "modalities": []string{"text"}})
 
 	// A chat long enough to outlive the timeout: the talker voices a long reply.
-	body := `{"model":"dummy","stream":true,"max_tokens":2000,"modalities":["text","audio"],` +
+	body := `{"model":"dummy:tiny","stream":true,"max_tokens":2000,"modalities":["text","audio"],` +
 		`"audio":{"voice":"alloy","format":"pcm16"},"messages":[{"role":"user","content":"tell me a long story"}]}`
 	resp, err := http.Post("http://"+s.addr+"/v1/chat/completions", "application/json", strings.NewReader(body)) //nolint:noctx // bounded by the server under test
 	require.NoError(t, err)
