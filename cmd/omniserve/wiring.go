@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
@@ -92,8 +94,10 @@ func (c *components) buildPipeline(context.Context) error {
 // {reason:"shutdown"} and its turn finalized, before the pipeline stops under them.
 func (c *components) buildRealtime(ctx context.Context) error {
 	mgr := session.NewManager(session.ManagerConfig{
-		MaxSessions: c.cfg.Server.MaxSessions,
-		ModelName:   modelID(c.cfg.Engine.Model),
+		MaxSessions:    c.cfg.Server.MaxSessions,
+		DrainGrace:     c.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout: c.cfg.Server.MaxIdleTimeout,
+		ModelName:      modelID(c.cfg.Engine.Model),
 	}, session.NewPipelineBackend(c.client, c.pipeline), c.log)
 	c.onClose("realtime sessions", mgr.Shutdown)
 	c.realtime = realtime.NewHandler(realtime.HandlerConfig{
@@ -103,4 +107,14 @@ func (c *components) buildRealtime(ctx context.Context) error {
 	c.sessions = mgr
 	c.log.Info("realtime endpoint ready", zap.Int("max_sessions", c.cfg.Server.MaxSessions))
 	return nil
+}
+
+// modelLabel is the model_name label and log name: the model id, never a file path ("dummy",
+// or the .gguf file's base name without the extension), so /metrics, which answers without a
+// key, does not reveal the server's file layout.
+func modelLabel(model string) string {
+	if !strings.HasSuffix(model, ".gguf") && !strings.ContainsRune(model, filepath.Separator) {
+		return model
+	}
+	return strings.TrimSuffix(filepath.Base(model), ".gguf")
 }

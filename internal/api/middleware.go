@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -117,7 +119,7 @@ func recoverer(log *zap.Logger) func(http.Handler) http.Handler {
 }
 
 // limitBody bounds every request body; reading past the limit fails with *http.MaxBytesError.
-func limitBody(n int64) func(http.Handler) http.Handler {
+func limitBody(n int64, readTimeout time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Body != nil && r.Body != http.NoBody {
@@ -126,10 +128,33 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 					return
 				}
 				r.Body = http.MaxBytesReader(w, r.Body, n)
+				// A body trickling in (1 byte/s) must not hold a goroutine and a connection
+				// forever: the whole body has readTimeout. The deadline is lifted at the body's
+				// end, so a long SSE answer is not cut by it.
+				rc := http.NewResponseController(w)
+				if rc.SetReadDeadline(time.Now().Add(readTimeout)) == nil {
+					r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+				}
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// deadlineBody lifts the connection's read deadline once the body has been read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // wsKeyProtocol is how browsers, which cannot set headers on a WebSocket, send the key to

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -140,6 +141,8 @@ type conn struct {
 	q   *outQueue
 	log *zap.Logger
 	seq int64
+	// sess is set once the session exists; the writer stops it when the client stops reading.
+	sess atomic.Pointer[session.DuplexSession]
 }
 
 func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
@@ -188,6 +191,7 @@ func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
 		return
 	}
 	sess := c.h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: model}, c.q)
+	c.sess.Store(sess)
 	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex))
 	reasonCh := make(chan string, 1)
 	wg.Add(1)
@@ -346,6 +350,13 @@ func (c *conn) writeLoop(ctx context.Context) {
 			}
 			if err := c.write(ctx, ev); err != nil {
 				c.q.fail(fmt.Errorf("writing to the client: %w", err))
+				if s := c.sess.Load(); s != nil && ctx.Err() == nil {
+					// A client that stops reading is closed now (1008), not when the session
+					// next has something to say: its slot goes back within WriteTimeout.
+					c.log.Warn("realtime client is not reading; closing the connection (1008)",
+						zap.String("session_id", s.ID()), zap.Duration("write_timeout", c.h.cfg.WriteTimeout), zap.Error(err))
+					s.Stop(session.ReasonSlowClient)
+				}
 				return
 			}
 		}

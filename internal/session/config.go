@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // AudioFormat is a wire audio encoding and its sample rate.
@@ -198,10 +200,8 @@ func NormalizeInputFormat(f AudioFormat) (AudioFormat, error) {
 	if rate == 0 {
 		rate = 16000
 	}
-	switch rate {
-	case 8000, 16000, 24000, 48000:
-	default:
-		return f, fmt.Errorf("unsupported sample rate %d (use 8000, 16000, 24000 or 48000)", rate)
+	if rate < speech.MinRate || rate > speech.MaxRate {
+		return f, fmt.Errorf("unsupported sample rate %d (use %d to %d Hz)", rate, speech.MinRate, speech.MaxRate)
 	}
 	return AudioFormat{Type: t, Rate: rate}, nil
 }

@@ -83,6 +83,11 @@ func (s *DuplexSession) handle(c Command) {
 
 func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 	next, err := c.Patch.Apply(s.cfg)
+	if next.IdleTimeout <= 0 || next.IdleTimeout > s.m.cfg.MaxIdleTimeout {
+		// The server's maximum caps what a client may set (an overflowing value included);
+		// session.updated reports the effective timeout.
+		next.IdleTimeout = s.m.cfg.MaxIdleTimeout
+	}
 	if err == nil && !s.opts.Duplex && next.AutoResponse {
 		err = &FieldError{"unsupported", "session.extra_body.auto_response", "auto_response needs the full-duplex endpoint (?duplex=1)"}
 	}
@@ -170,7 +175,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		}
 		f = nf
 	}
-	pcm, err := DecodeInput(c.Data, f)
+	pcm, err := s.inDec.Decode(c.Data, f)
 	if err != nil {
 		s.sendError("bad_audio", err.Error(), c.ID, "audio")
 		return
@@ -439,6 +444,11 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 		// (its commit feeds the whole buffer again).
 		s.unforwardInput(c.ID)
 	}
+	if !s.canSubmitJob() {
+		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
+		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return
+	}
 	s.items = append(s.items, it)
 	s.sendItemAdded(it, s.epoch, false)
 	s.send(Event{Type: "conversation.item.done", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
@@ -448,7 +458,7 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 	}
 	eng := s.engine
 	text := c.Text
-	s.submitJob(job{run: func(ctx context.Context) jobResult {
+	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		res := jobResult{itemID: id, errCode: "runtime_append_failed"}
 		if len(pcm) > 0 {
 			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {

@@ -37,6 +37,7 @@ type response struct {
 	maxTokens  int
 	cancelled  atomic.Bool // read by the job goroutine before it starts generation
 
+	enc      OutputEncoder // one resampler for the response's audio stream
 	frames   []frame
 	sent     []sentFrame
 	sentMs   float64
@@ -195,7 +196,7 @@ func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
 	per := OutputRate * frameMs / 1000
 	for i := 0; i < len(pcm); i += per {
 		end := min(i+per, len(pcm))
-		f := frame{data: EncodeOutput(pcm[i:end], s.cfg.OutputFormat), ms: float64(end-i) * 1000 / OutputRate}
+		f := frame{data: r.enc.Encode(pcm[i:end], s.cfg.OutputFormat), ms: float64(end-i) * 1000 / OutputRate}
 		if i == 0 {
 			f.text = text
 		}
@@ -337,9 +338,12 @@ func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) boo
 	if heard := r.heardText(); heard != "" && s.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
 		eng := s.engine
-		s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, "assistant", heard)}
-		}})
+		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+			return jobResult{err: eng.AppendText(ctx, "assistant", heard), errCode: "runtime_append_failed"}
+		}}) {
+			s.log.Warn("dropping the heard assistant text: engine job queue full", zap.Int("chars", len(heard)))
+			s.sendError("input_backpressure", "too many pending engine jobs; the assistant text heard before the interruption was not kept in the conversation", "", "")
+		}
 	}
 	return true
 }

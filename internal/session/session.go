@@ -53,7 +53,8 @@ type DuplexSession struct {
 	log  *zap.Logger
 
 	inbox   chan Command
-	stop    chan string // buffered(1): a Stop reason
+	stop    chan string        // buffered(1): a Stop reason
+	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
 	results chan jobResult
 
@@ -69,7 +70,8 @@ type DuplexSession struct {
 	epoch      int
 	turnID     int
 	resp       *response
-	lastClosed int // highest engine turn whose output is over (done or cancelled)
+	lastClosed int          // highest engine turn whose output is over (done or cancelled)
+	inDec      InputDecoder // the append stream's decoder: one resampler for the session's input
 	inputBuf   [][]float32
 	inputBytes int
 	// inputStartTS is the wall time of the first append after the last commit / clear: a
@@ -117,6 +119,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 		sink:       sink,
 		inbox:      make(chan Command, 64),
 		stop:       make(chan string, 1),
+		drain:      make(chan time.Duration, 1),
 		jobs:       make(chan job, 16),
 		results:    make(chan jobResult, 16),
 		outNotify:  make(chan struct{}, 1),
@@ -160,6 +163,14 @@ func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
 func (s *DuplexSession) Stop(reason string) {
 	select {
 	case s.stop <- reason:
+	default:
+	}
+}
+
+// notifyDrain tells the session that the server is shutting down; it never blocks.
+func (s *DuplexSession) notifyDrain(grace time.Duration) {
+	select {
+	case s.drain <- grace:
 	default:
 	}
 }
@@ -227,6 +238,10 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 			s.pace()
 		case <-s.idleTimer.C:
 			return ReasonTimeout
+		case g := <-s.drain:
+			// Told at once, so the client can finish its turn and reconnect elsewhere.
+			s.send(Event{Type: "session.closing", Epoch: s.epoch, Fields: map[string]any{
+				"session_id": s.id, "reason": ReasonShutdown, "grace_ms": g.Milliseconds()}})
 		case r := <-s.stop:
 			return r
 		case <-ctx.Done():
@@ -264,6 +279,10 @@ func (s *DuplexSession) runJobs(ctx context.Context) {
 		}
 	}
 }
+
+// canSubmitJob reports whether the next submitJob will succeed: only the actor sends to jobs,
+// so a free slot now is still free when it submits.
+func (s *DuplexSession) canSubmitJob() bool { return len(s.jobs) < cap(s.jobs) }
 
 // submitJob queues a job; a full queue is input backpressure.
 func (s *DuplexSession) submitJob(j job) bool {

@@ -235,7 +235,10 @@ func TestConfigPatch(t *testing.T) {
 	}{
 		{"ok formats", ConfigPatch{InputFormat: &AudioFormat{Type: "audio/pcm", Rate: 24000}, OutputFormat: &AudioFormat{Type: "g711_ulaw"}}, ""},
 		{"bad input format", ConfigPatch{InputFormat: &AudioFormat{Type: "mp3"}}, "unsupported_audio_format"},
-		{"bad rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 11025}}, "unsupported_audio_format"},
+		{"bad rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 96000}}, "unsupported_audio_format"},
+		{"low rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 7999}}, "unsupported_audio_format"},
+		{"44.1 kHz", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 44100}}, ""},
+		{"11.025 kHz", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 11025}}, ""},
 		{"bad modality", ConfigPatch{Modalities: []string{"video"}}, "invalid_value"},
 		{"semantic vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetection{Type: "semantic_vad"}}, "unsupported_turn_detection"},
 		{"negative idle", ConfigPatch{IdleTimeoutS: ptr(-1.0)}, "invalid_value"},
