@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
@@ -107,14 +105,4 @@ func (c *components) buildRealtime(ctx context.Context) error {
 	c.sessions = mgr
 	c.log.Info("realtime endpoint ready", zap.Int("max_sessions", c.cfg.Server.MaxSessions))
 	return nil
-}
-
-// modelLabel is the model_name label and log name: the model id, never a file path ("dummy",
-// or the .gguf file's base name without the extension), so /metrics, which answers without a
-// key, does not reveal the server's file layout.
-func modelLabel(model string) string {
-	if !strings.HasSuffix(model, ".gguf") && !strings.ContainsRune(model, filepath.Separator) {
-		return model
-	}
-	return strings.TrimSuffix(filepath.Base(model), ".gguf")
 }
