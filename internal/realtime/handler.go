@@ -168,8 +168,8 @@ func offersProtocol(r *http.Request, proto string) bool {
 // conn is one WebSocket connection: the handler goroutine reads, one writer goroutine writes,
 // one session actor owns the session state.
 type conn struct {
-	h   *handler
-	ws  *websocket.Conn
+	h    *handler
+	ws   *websocket.Conn
 	q    *outQueue
 	log  *zap.Logger
 	seq  int64

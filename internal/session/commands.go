@@ -70,7 +70,7 @@ type CreateItem struct {
 	PreviousItemID string // "" = append, "root" = first
 	Role           string
 	Text           string
-	Audio  []byte // decoded input_audio part, in the session's input format
+	Audio          []byte // decoded input_audio part, in the session's input format
 }
 
 // DeleteItem is conversation.item.delete.

@@ -35,7 +35,7 @@ func (u usage) wire() map[string]any {
 		"total_tokens": in + out, "input_tokens": in, "output_tokens": out,
 		"input_token_details": map[string]any{
 			"text_tokens": u.inText, "audio_tokens": u.inAudio, "image_tokens": 0,
-			"cached_tokens": u.cached,
+			"cached_tokens":         u.cached,
 			"cached_tokens_details": map[string]any{"text_tokens": u.cachedText, "audio_tokens": u.cachedAudio, "image_tokens": 0},
 		},
 		"output_token_details": map[string]any{"text_tokens": u.outText, "audio_tokens": u.outAudio},
