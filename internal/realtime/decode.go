@@ -58,6 +58,7 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 	case "session.update":
 		obj := raw
 		if s, ok := raw["session"]; ok {
+			obj = nil // a fresh map: Unmarshal into raw would merge the event's own keys
 			if err := json.Unmarshal(s, &obj); err != nil || obj == nil {
 				return nil, werr("invalid_type", "session", "'session' must be an object")
 			}
