@@ -15,7 +15,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-short lint bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime cuda clean
+.PHONY: all deps headers build run test test-short lint bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency cuda clean
 
 all: build
 
@@ -44,7 +44,7 @@ lint: headers
 
 # bench runs each benchmark target that exists; later issues add them (bench-engine: the engine
 # issue). A target not written yet is reported, not failed.
-BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime
+BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime bench-latency
 bench: headers
 	@for t in $(BENCH_TARGETS); do \
 	  if $(MAKE) -s -n $$t >/dev/null 2>&1; then $(MAKE) --no-print-directory $$t || exit 1; \
@@ -67,6 +67,12 @@ bench-pipeline: headers
 
 bench-realtime: headers
 	$(GO) run ./cmd/bench-realtime
+
+# bench-latency: an independent client process against bin/omniserve (started as a child),
+# timing what a user hears (docs/BENCHMARKS.md "Latency as heard").
+BENCH_LATENCY_FLAGS ?=
+bench-latency: build
+	$(GO) run ./cmd/bench-latency $(BENCH_LATENCY_FLAGS)
 
 # bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); built into bin/
 # so that a CUDA backend in lib/ollama is found (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).

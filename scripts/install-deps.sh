@@ -17,6 +17,8 @@ packages=(
   libspeexdsp-dev               # resampling
   nodejs                        # OpenAI Node SDK compatibility test
   npm
+  chromium                      # headless browser for the console test (test/browser)
+  haproxy                       # deploy/haproxy: the replicas-behind-a-balancer test
 )
 
 # present reports whether package $1 is installed. nodejs and npm also count as present when

@@ -40,6 +40,8 @@ type components struct {
 	sessions    *session.Manager
 	chat        http.Handler // nil until built: the router answers 503
 	realtime    http.Handler // nil until built
+	transcribe  http.Handler // nil until built
+	speech      http.Handler // nil until built, and without a talker stage
 
 	closers []namedCloser
 }
@@ -121,13 +123,15 @@ func (c *components) router() http.Handler {
 		models = []string{}
 	}
 	return api.NewRouter(api.RouterDeps{
-		Log:          c.log,
-		APIKey:       c.cfg.Server.APIKey,
-		Ready:        c.ready.Load,
-		Models:       models,
-		Chat:         c.chat,
-		Realtime:     c.realtime,
-		Metrics:      promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg}),
-		MaxBodyBytes: c.cfg.Server.MaxBodyBytes,
+		Log:            c.log,
+		APIKey:         c.cfg.Server.APIKey,
+		Ready:          c.ready.Load,
+		Models:         models,
+		Chat:           c.chat,
+		Realtime:       c.realtime,
+		Transcriptions: c.transcribe,
+		Speech:         c.speech,
+		Metrics:        promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg}),
+		MaxBodyBytes:   c.cfg.Server.MaxBodyBytes,
 	})
 }

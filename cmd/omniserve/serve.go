@@ -28,6 +28,25 @@ func newServeCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
+	addConfigFlags(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := resolveConfig(fs, a.lookupEnv)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		// After the first signal, restore the default handlers: a second Ctrl-C during a long
+		// drain then ends the process at once, as users expect.
+		context.AfterFunc(ctx, stop)
+		return a.serve(ctx, a, cfg)
+	}
+	return cmd
+}
+
+// addConfigFlags registers --config and one flag per setting of the key table, the flags of
+// every command that resolves the server configuration (serve, config print).
+func addConfigFlags(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.String("config", config.DefaultPath, `YAML config file; "" for none (env OMNISERVE_CONFIG)`)
 	defaults := config.Defaults()
@@ -49,19 +68,6 @@ func newServeCmd(a *app) *cobra.Command {
 			fs.Duration(k.Flag, v, usage)
 		}
 	}
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := resolveConfig(fs, a.lookupEnv)
-		if err != nil {
-			return err
-		}
-		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		// After the first signal, restore the default handlers: a second Ctrl-C during a long
-		// drain then ends the process at once, as users expect.
-		context.AfterFunc(ctx, stop)
-		return a.serve(ctx, a, cfg)
-	}
-	return cmd
 }
 
 // resolveConfig applies the precedence rules to the flags the user actually set.

@@ -74,6 +74,7 @@ func (c *components) buildPipeline(context.Context) error {
 		Models:       c.models,
 		MaxBodyBytes: c.cfg.Server.MaxBodyBytes,
 	}, c.client, c.log)
+	c.buildAudio(p)
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/api/console"
 )
 
 // DefaultMaxBodyBytes bounds a request body when RouterDeps.MaxBodyBytes is zero. Chat requests
@@ -29,6 +31,9 @@ type RouterDeps struct {
 	// Chat serves POST /v1/chat/completions; Realtime serves GET /v1/realtime; Metrics serves
 	// GET /metrics (nil: not mounted).
 	Chat, Realtime, Metrics http.Handler
+	// Transcriptions serves POST /v1/audio/transcriptions, Speech POST /v1/audio/speech
+	// (NewTranscriptionsHandler, NewSpeechHandler; nil: 503).
+	Transcriptions, Speech http.Handler
 	// MaxBodyBytes bounds every request body (0 = DefaultMaxBodyBytes). A handler that reads past
 	// it gets an *http.MaxBytesError and should answer 413.
 	MaxBodyBytes int64
@@ -71,6 +76,11 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Method(http.MethodGet, "/metrics", d.Metrics)
 	}
 
+	// The browser console: public like the probes (it holds no data); its WebSocket is /v1.
+	con := console.Handler()
+	r.Method(http.MethodGet, "/", con)
+	r.Method(http.MethodGet, "/console/*", con)
+
 	created := time.Now().Unix()
 	r.Route("/v1", func(r chi.Router) {
 		if d.APIKey != "" {
@@ -79,6 +89,8 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Get("/models", modelsHandler(d.Models, created))
 		r.Method(http.MethodPost, "/chat/completions", orUnavailable(d.Chat, "chat completions"))
 		r.Method(http.MethodGet, "/realtime", orUnavailable(d.Realtime, "the realtime API"))
+		r.Method(http.MethodPost, "/audio/transcriptions", orUnavailable(d.Transcriptions, "audio transcriptions"))
+		r.Method(http.MethodPost, "/audio/speech", orUnavailable(d.Speech, "audio speech"))
 	})
 	return r
 }

@@ -12,10 +12,13 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/omniserve/omniserve/configs"
 )
 
-// DefaultPath is the config file `serve` reads when neither --config nor OMNISERVE_CONFIG is given.
-const DefaultPath = "configs/omni-cpu.yaml"
+// DefaultPath is the config file `serve` reads when neither --config nor OMNISERVE_CONFIG is
+// given; when it does not exist, the copy embedded in the binary is used (EmbeddedPath).
+const DefaultPath = configs.DefaultName
 
 // Config is the resolved configuration of one server process.
 type Config struct {

@@ -1,5 +1,19 @@
 package config
 
+import (
+	"os"
+
+	"github.com/omniserve/omniserve/configs"
+)
+
+// EmbeddedPath names the built-in copy of DefaultPath in Config.Path and in errors.
+const EmbeddedPath = "embedded:" + configs.DefaultName
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // FlagValue is one command-line flag the user set explicitly, by flag name, as text.
 type FlagValue struct {
 	Name, Value string
@@ -24,15 +38,24 @@ func Resolve(src Sources) (Config, error) {
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
-	path := DefaultPath
+	path, chosen := DefaultPath, false
 	if v, ok := lookup(EnvPrefix + "CONFIG"); ok {
-		path = v
+		path, chosen = v, true
 	}
 	if src.ConfigFlagSet {
-		path = src.ConfigFlag
+		path, chosen = src.ConfigFlag, true
 	}
 	c := Defaults()
-	if path != "" {
+	switch {
+	case path == "":
+	case !chosen && !fileExists(path):
+		// The default file is not beside the process (a binary run outside the repository or a
+		// release tree): the same file, embedded at build time.
+		if err := parse(EmbeddedPath, configs.Default(), &c); err != nil {
+			return Config{}, err
+		}
+		c.Path = EmbeddedPath
+	default:
 		if err := LoadFile(path, &c); err != nil {
 			return Config{}, err
 		}

@@ -8,6 +8,7 @@ package gpu
 /*
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdint.h>
 extern void llama_free(void *ctx);
 extern size_t ggml_backend_reg_count(void);
 extern void *ggml_backend_reg_get(size_t index);
@@ -17,6 +18,7 @@ extern void *ggml_backend_dev_get(size_t index);
 extern const char *ggml_backend_dev_name(void *dev);
 extern const char *ggml_backend_dev_description(void *dev);
 extern int ggml_backend_dev_type(void *dev);
+extern int32_t llama_token_to_piece(const void *vocab, int32_t token, char *buf, int32_t length, int32_t lstrip, bool special);
 */
 import "C"
 
@@ -92,4 +94,20 @@ func deviceNames() []string {
 		out = append(out, C.GoString(C.ggml_backend_dev_name(d))+" ("+C.GoString(C.ggml_backend_dev_description(d))+")")
 	}
 	return out
+}
+
+// plainPiece renders one token as text without special rendering: control tokens (BOS, chat
+// markers) are empty, which is what a grammar must see so it never admits them.
+func plainPiece(m *llama.Model, tok int) string {
+	var buf [64]byte
+	n := C.llama_token_to_piece(unsafe.Pointer(m.Vocab()), C.int32_t(tok), (*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(len(buf)), 0, false)
+	if n >= 0 {
+		return string(buf[:n])
+	}
+	big := make([]byte, -n)
+	n = C.llama_token_to_piece(unsafe.Pointer(m.Vocab()), C.int32_t(tok), (*C.char)(unsafe.Pointer(&big[0])), C.int32_t(len(big)), 0, false)
+	if n < 0 {
+		return ""
+	}
+	return string(big[:n])
 }

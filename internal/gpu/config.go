@@ -114,12 +114,28 @@ type SeqOptions struct {
 }
 
 // Sampling selects tokens. Temperature 0 is greedy; TopK 0 and TopP 0 disable those filters;
-// RepeatPenalty 0 means 1 (off). Equal Seed and history give equal tokens.
+// RepeatPenalty 0 means 1 (off). Equal Seed and history give equal tokens, unless RandomSeed.
+// Runner.CheckSampling validates it (errors are *SamplingError).
 type Sampling struct {
 	Temperature, TopP float32
 	TopK              int
 	Seed              uint32
-	RepeatPenalty     float32
+	// RandomSeed draws a fresh seed for every Generate; Seed is then ignored.
+	RandomSeed    bool
+	RepeatPenalty float32
+	// PresencePenalty and FrequencyPenalty ([-2, 2]) lower the logit of every token already
+	// generated in this Generate by presence + frequency * count, as OpenAI defines them.
+	PresencePenalty, FrequencyPenalty float32
+	// LogitBias adds a bias ([-100, 100]) to the logits of token ids; callers must not
+	// modify the map after handing it over.
+	LogitBias map[int]float32
+	// Grammar, a GBNF program (llama.cpp's grammar format, start rule "root"), constrains the
+	// output; see JSONGrammar and SchemaGrammar.
+	Grammar string
+	// Logprobs attaches a TokenLogprob to every generated Piece, with TopLogprobs ([0, 20])
+	// alternatives.
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // AppendStats reports one Append. Tokens counts every token the call prefilled, which includes
@@ -147,6 +163,8 @@ type GenerateOptions struct {
 type Piece struct {
 	Token int
 	Text  string
+	// Logprob is set when Sampling.Logprobs asked for it (never for the end-of-generation token).
+	Logprob *TokenLogprob
 }
 
 // GenerateResult ends a Generate. FinishReason is "stop" (EOS or a stop string), "length"

@@ -44,6 +44,9 @@ type Runner struct {
 	batchID  atomic.Int64
 	parts    []part
 	canShift bool
+
+	gvOnce sync.Once
+	gv     *grammarVocab // the vocabulary as grammars see it, built on first use
 }
 
 type opKind int

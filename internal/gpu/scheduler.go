@@ -109,23 +109,6 @@ func (r *Runner) applyGenerate(s *Sequence, g *genJob) {
 		g.done <- genDone{reason: "length", err: ErrContextFull}
 		return
 	}
-	sp := g.sampling
-	params := llama.SamplingParams{
-		TopK: sp.TopK, TopP: sp.TopP, TypicalP: 1, Temp: sp.Temperature,
-		RepeatLastN: 64, PenaltyRepeat: sp.RepeatPenalty, Seed: sp.Seed,
-	}
-	if params.TopP <= 0 || params.TopP > 1 {
-		params.TopP = 1
-	}
-	if params.PenaltyRepeat <= 0 {
-		params.PenaltyRepeat = 1
-	}
-	sampler, err := llama.NewSamplingContext(r.model, params)
-	if err != nil {
-		g.done <- genDone{reason: "abort", err: err}
-		return
-	}
-	g.sampler = sampler
 	s.active = g
 }
 
@@ -336,8 +319,12 @@ func (r *Runner) decodeFailed(err error) {
 // sample picks the next token of s's generation from logits row idx and releases its text.
 func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	g := s.active
-	tok := g.sampler.Sample(r.lctx, idx)
-	g.sampler.Accept(tok, false)
+	tok, lp, err := g.sampler.sample(r.lctx.GetLogitsIth(idx))
+	if err != nil {
+		r.finish(s, "stop", err)
+		return
+	}
+	g.sampler.accept(tok)
 	g.produced++
 	s.pending = append(s.pending, tok)
 	ev := genEvent{piece: Piece{Token: tok}, at: time.Now(), batchID: batchID, batchSize: batchSize,
@@ -350,6 +337,7 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	g.text += r.model.TokenToPiece(tok)
 	text, stopped := releasable(g.text, g.opts.Stop)
 	ev.piece.Text = text
+	ev.piece.Logprob = lp
 	g.text = g.text[len(text):]
 	g.out <- ev
 	switch {

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ollama/ollama/llama"
 )
 
 // Sequence is one conversation's slot in the KV cache: appended input and generated output
@@ -54,8 +52,8 @@ type genJob struct {
 	abort     chan struct{} // closed by Abort/Close so the caller returns at once
 	abortOnce sync.Once
 
-	// Owned by the scheduler.
-	sampler   *llama.SamplingContext
+	// Built by Generate, then used by the scheduler.
+	sampler   *sampler
 	produced  int
 	text      string // generated text not yet released (could start a stop string)
 	tokensIn  int
@@ -164,6 +162,14 @@ func (s *Sequence) Generate(ctx context.Context, opts GenerateOptions, emit func
 		s.gen = nil
 		s.mu.Unlock()
 	}()
+	// Built here, not on the scheduler thread: compiling a grammar against the vocabulary
+	// would stall every other sequence's step.
+	sm, err := s.r.newSampler(g.sampling)
+	if err != nil {
+		return GenerateResult{FinishReason: "abort"}, fmt.Errorf("generate: %w", err)
+	}
+	g.sampler = sm
+	defer sm.free()
 
 	res := GenerateResult{Stats: GenStats{SubmitTS: wallSeconds(now)}}
 	var first, last time.Time

@@ -87,7 +87,7 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 		if len(m.Audio) > 0 {
-			if p.deps.ASR == nil {
+			if p.asr == nil {
 				return fmt.Errorf("message %d: %w: audio input needs the ASR", i, ErrInvalidRequest)
 			}
 			if err := speech.CheckFinite(m.Audio); err != nil {
@@ -139,6 +139,10 @@ func (r *Request) run() {
 	}
 	defer p.thinker.release()
 	resp.started = time.Now()
+	if p.remote != nil {
+		r.runRemote(resp)
+		return
+	}
 	seq, err := r.prepare(resp)
 	if err != nil {
 		if r.req.WantAudio {
@@ -163,20 +167,53 @@ func (r *Request) run() {
 	}
 }
 
-// prepare transcribes audio parts, renders the prompt and prefills it into a new sequence.
-func (r *Request) prepare(resp *response) (*gpu.Sequence, error) {
+// runRemote is run with a remote thinker: the messages (audio parts transcribed) go upstream
+// as one streamed chat completion. Abort cancels ts.ctx, which closes the upstream request.
+func (r *Request) runRemote(resp *response) {
+	p, ts := r.p, r.ts
+	msgs, err := r.messages()
+	if err != nil {
+		if r.req.WantAudio {
+			p.talker.unadmit()
+		}
+		if ts.ctx.Err() != nil || ts.aborted.Load() {
+			p.abortMetrics(resp, gpu.GenerateResult{})
+			return
+		}
+		p.fail(resp, 0, err)
+		return
+	}
+	g := remoteGen{t: p.remote, msgs: msgs, sampling: r.req.Sampling}
+	opts := gpu.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
+	if _, _, err := p.generate(resp, g, opts); err != nil {
+		p.log.Debug("remote chat generation failed", zap.String("request_id", resp.rid), zap.Error(err))
+	}
+}
+
+// messages transcribes audio parts and returns the conversation as text messages.
+func (r *Request) messages() ([]gpu.ChatMessage, error) {
 	p, ctx := r.p, r.ts.ctx
 	msgs := make([]gpu.ChatMessage, 0, len(r.req.Messages))
 	for i, m := range r.req.Messages {
 		text := m.Text
 		if len(m.Audio) > 0 {
-			tr, err := p.deps.ASR.Transcribe(ctx, m.Audio)
+			tr, err := p.asr.Transcribe(ctx, m.Audio)
 			if err != nil {
 				return nil, fmt.Errorf("transcribing message %d: %w", i, err)
 			}
 			text = strings.TrimSpace(strings.TrimSpace(text) + " " + tr)
 		}
 		msgs = append(msgs, gpu.ChatMessage{Role: m.Role, Content: text})
+	}
+	return msgs, nil
+}
+
+// prepare transcribes audio parts, renders the prompt and prefills it into a new sequence.
+func (r *Request) prepare(resp *response) (*gpu.Sequence, error) {
+	p, ctx := r.p, r.ts.ctx
+	msgs, err := r.messages()
+	if err != nil {
+		return nil, err
 	}
 	prompt, err := p.deps.Engine.ChatPrompt(msgs, true)
 	if err != nil {

@@ -25,6 +25,9 @@ type PipelineConfig struct {
 	StreamQueue int           `yaml:"stream_queue"`
 	Thinker     ThinkerConfig `yaml:"thinker"`
 	Talker      TalkerConfig  `yaml:"talker"`
+	// Remote runs the thinker's LLM, the ASR or the TTS on OpenAI-compatible servers
+	// (see RemoteStages); absent entries stay local.
+	Remote RemoteStages `yaml:"remote"`
 }
 
 // StageConfig is one node of the graph.
@@ -215,6 +218,11 @@ func (c *PipelineConfig) applyDefaults() {
 	setDefault(&k.Phrase.FirstMaxWords, 4)
 	setDefault(&k.Phrase.MaxWords, 12)
 	setDefault(&k.Phrase.MinWords, 1)
+	for _, r := range []*RemoteConfig{c.Remote.Thinker, c.Remote.ASR, c.Remote.TTS} {
+		if r != nil {
+			r.applyDefaults()
+		}
+	}
 }
 
 func setDefault(v *int, d int) {
@@ -279,6 +287,13 @@ func (c PipelineConfig) Validate() error {
 	for _, ch := range checks {
 		if ch.bad {
 			return bad(ch.key, ch.val, ch.msg)
+		}
+	}
+	for key, r := range map[string]*RemoteConfig{"thinker": c.Remote.Thinker, "asr": c.Remote.ASR, "tts": c.Remote.TTS} {
+		if r != nil {
+			if err := r.validate(key); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

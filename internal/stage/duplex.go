@@ -82,16 +82,19 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 	if err != nil {
 		return nil, fmt.Errorf("opening duplex stream: %w", err)
 	}
-	asr, err := p.deps.ASR.NewStream(ctx)
+	asr, err := p.asr.NewStream(ctx)
 	if err != nil {
 		vad.Close()
 		return nil, fmt.Errorf("opening duplex stream: %w", err)
 	}
-	seq, err := p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: opts.Sampling})
-	if err != nil {
-		asr.Close()
-		vad.Close()
-		return nil, fmt.Errorf("opening duplex stream: %w", err)
+	var seq *gpu.Sequence // nil with a remote thinker: the conversation lives in history only
+	if p.remote == nil {
+		seq, err = p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: opts.Sampling})
+		if err != nil {
+			asr.Close()
+			vad.Close()
+			return nil, fmt.Errorf("opening duplex stream: %w", err)
+		}
 	}
 	disp := newDispatcher(sink, p.cfg.SinkQueue)
 	sctx, stop := p.requestContext(ctx, disp.stop)
@@ -241,7 +244,7 @@ func (d *DuplexStream) unadmit() {
 func (d *DuplexStream) CancelResponse(keepHistory bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.gen != nil {
+	if d.gen != nil && d.seq != nil {
 		// Abort the engine first: its keepHistory must win over the ctx-cancel path, which keeps.
 		d.seq.Abort(keepHistory)
 	}
@@ -256,7 +259,7 @@ func (d *DuplexStream) CancelResponse(keepHistory bool) {
 func (d *DuplexStream) CancelTurn(n int, keepHistory bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.gen != nil && d.gen.n == n {
+	if d.gen != nil && d.gen.n == n && d.seq != nil {
 		d.seq.Abort(keepHistory)
 	}
 	for ts := range d.live {
@@ -303,7 +306,9 @@ func (d *DuplexStream) isClosed() bool {
 // release frees what OpenDuplex acquired when it fails after acquiring.
 func (d *DuplexStream) release() {
 	d.stopLink()
-	d.seq.Close()
+	if d.seq != nil {
+		d.seq.Close()
+	}
 	d.audio.close()
 }
 
@@ -311,7 +316,9 @@ func (d *DuplexStream) release() {
 // sequence's lifetime.
 func (d *DuplexStream) loop() {
 	defer close(d.loopDone)
-	defer d.seq.Close()
+	if d.seq != nil {
+		defer d.seq.Close()
+	}
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -338,6 +345,9 @@ func (d *DuplexStream) loop() {
 
 // syncHistory prefills the part of the rendered history the sequence does not have yet.
 func (d *DuplexStream) syncHistory(ctx context.Context, addGen bool) (gpu.AppendStats, error) {
+	if d.seq == nil {
+		return gpu.AppendStats{}, nil // remote thinker: each response sends the whole history
+	}
 	d.mu.Lock()
 	hist := append([]gpu.ChatMessage(nil), d.history...)
 	fed := d.fedText
@@ -427,8 +437,12 @@ func (d *DuplexStream) respond(ts *turnState, maxTokens int) {
 	d.mu.Lock()
 	d.gen = ts
 	at := len(d.history) // the reply answers what was there when it began
+	var g generator = d.seq
+	if p.remote != nil {
+		g = remoteGen{t: p.remote, msgs: append([]gpu.ChatMessage(nil), d.history...), sampling: d.opts.Sampling}
+	}
 	d.mu.Unlock()
-	text, _, _ := p.generate(r, d.seq, gpu.GenerateOptions{MaxTokens: maxTokens})
+	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
 	d.mu.Lock()
 	d.gen = nil
 	if text != "" && (!ts.aborted.Load() || ts.keep.Load()) {

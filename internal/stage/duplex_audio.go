@@ -14,7 +14,7 @@ import (
 // of recent audio so that the ASR also hears the prefix padding before a detected onset.
 type audioState struct {
 	vad *speech.VAD
-	asr *speech.ASRStream
+	asr asrStream
 
 	hist    []float32 // the most recent samples, at most 2*histCap
 	histCap int
@@ -25,7 +25,7 @@ type audioState struct {
 	closed  bool
 }
 
-func newAudioState(vad *speech.VAD, asr *speech.ASRStream, historyMs int) audioState {
+func newAudioState(vad *speech.VAD, asr asrStream, historyMs int) audioState {
 	capSamples := historyMs * speech.ASRSampleRate / 1000
 	return audioState{vad: vad, asr: asr, histCap: capSamples, hist: make([]float32, 0, 2*capSamples)}
 }
@@ -53,17 +53,28 @@ func (a *audioState) record(pcm []float32) {
 	a.pos += int64(len(pcm))
 }
 
-// feedTo writes history samples [fed, end) to the ASR; samples already gone from the history
-// are skipped (only possible for onsets older than audio_history_ms).
-func (a *audioState) feedTo(end int64) error {
-	start := a.pos - int64(len(a.hist))
-	from := max(a.fed, start)
-	end = min(end, a.pos)
+// feedTo writes samples [fed, end) to the ASR. Samples before a.pos come from the history;
+// chunk is the unit being appended (stream positions a.pos onward, not recorded yet), so a unit
+// longer than the history still reaches the ASR whole. Only history samples older than
+// audio_history_ms can be skipped (an onset placed before what the history still holds).
+func (a *audioState) feedTo(end int64, chunk []float32) error {
+	histStart := a.pos - int64(len(a.hist))
+	from := max(a.fed, histStart)
+	end = min(end, a.pos+int64(len(chunk)))
 	if end <= from {
 		return nil
 	}
-	if err := a.asr.Write(a.hist[from-start : end-start]); err != nil {
-		return err
+	if from < a.pos {
+		upto := min(end, a.pos)
+		if err := a.asr.Write(a.hist[from-histStart : upto-histStart]); err != nil {
+			return err
+		}
+		from = upto
+	}
+	if from < end {
+		if err := a.asr.Write(chunk[from-a.pos : end-a.pos]); err != nil {
+			return err
+		}
 	}
 	a.fed = end
 	a.asrHas = true
@@ -116,7 +127,10 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 	start := time.Now()
 	submitTS := metrics.Now()
 	a := &d.audio
-	a.record(pcm16k)
+	// The unit joins the history only after it was fed (deferred, so that stream time advances
+	// with the VAD's even on an error): feeding reads it from pcm16k, never from a history that
+	// may be shorter than the unit.
+	defer a.record(pcm16k)
 	evs, err := a.vad.Process(pcm16k)
 	if err != nil {
 		return err
@@ -124,7 +138,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 	var transcripts []string
 	if !d.opts.AutoResponse {
 		// Manual turns: the client decides what is a turn, so the ASR hears everything.
-		if err := a.feedTo(a.pos); err != nil {
+		if err := a.feedTo(a.pos+int64(len(pcm16k)), pcm16k); err != nil {
 			return err
 		}
 	} else {
@@ -135,7 +149,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 			case speech.SpeechStopped:
 				// The stop is reported silence_duration_ms after the speech ended; the ASR
 				// already heard up to here while in the segment.
-				if err := a.feedTo(sampleAt(ev.AtMs + int64(d.opts.VAD.SilenceDurationMs))); err != nil {
+				if err := a.feedTo(sampleAt(ev.AtMs+int64(d.opts.VAD.SilenceDurationMs)), pcm16k); err != nil {
 					return err
 				}
 				a.inSeg = false
@@ -150,7 +164,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 			}
 		}
 		if a.inSeg {
-			if err := a.feedTo(a.pos); err != nil {
+			if err := a.feedTo(a.pos+int64(len(pcm16k)), pcm16k); err != nil {
 				return err
 			}
 		}
@@ -208,7 +222,7 @@ func (d *DuplexStream) Commit(ctx context.Context, respond bool) (string, error)
 	defer d.unlockAudio()
 	a := &d.audio
 	if a.inSeg {
-		if err := a.feedTo(a.pos); err != nil {
+		if err := a.feedTo(a.pos, nil); err != nil {
 			return "", fmt.Errorf("committing audio: %w", err)
 		}
 	}

@@ -27,6 +27,11 @@ type Pipeline struct {
 	log     *zap.Logger
 	thinker *slots
 	talker  *slots // nil without a talker stage
+	// The backends the stages run on: local (deps) or remote (cfg.Remote). remote is nil when
+	// the thinker's LLM is the local engine.
+	asr    asrBackend // nil: no duplex, no audio input
+	tts    ttsBackend // nil without a talker stage
+	remote *remoteThinker
 
 	ctx    context.Context //nolint:containedctx // base lifetime of every request; Close cancels it
 	cancel context.CancelFunc
@@ -50,18 +55,18 @@ func New(cfg PipelineConfig, deps Deps, log *zap.Logger) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("creating pipeline: %w", err)
 	}
-	if deps.Engine == nil {
-		return nil, fmt.Errorf("creating pipeline: %w: no engine", ErrConfig)
-	}
 	p := &Pipeline{cfg: cfg, deps: deps, log: log.Named("stage"), live: map[closer]struct{}{}}
+	if err := p.selectBackends(); err != nil {
+		return nil, fmt.Errorf("creating pipeline: %w", err)
+	}
 	p.thinker = newSlots(cfg.Stages[0].Workers, cfg.Stages[0].QueueSize)
 	if len(cfg.Stages) > 1 {
-		if deps.TTS == nil {
+		if p.tts == nil {
 			return nil, fmt.Errorf("creating pipeline: %w: stage talker needs a TTS", ErrConfig)
 		}
-		if deps.TTS.OutputRate() != cfg.Talker.OutputRate {
+		if p.tts.OutputRate() != cfg.Talker.OutputRate {
 			return nil, fmt.Errorf("creating pipeline: %w: TTS rate %d, talker.output_rate %d",
-				ErrConfig, deps.TTS.OutputRate(), cfg.Talker.OutputRate)
+				ErrConfig, p.tts.OutputRate(), cfg.Talker.OutputRate)
 		}
 		p.talker = newSlots(cfg.Stages[1].Workers, cfg.Stages[1].QueueSize)
 	}
@@ -78,7 +83,7 @@ func (p *Pipeline) Config() PipelineConfig { return p.cfg }
 func (p *Pipeline) NumStages() int { return len(p.cfg.Stages) }
 
 // SupportsDuplex reports whether OpenDuplex works: it needs the ASR.
-func (p *Pipeline) SupportsDuplex() bool { return p.deps.ASR != nil }
+func (p *Pipeline) SupportsDuplex() bool { return p.asr != nil }
 
 // Close aborts every open request and stream, stops the workers and waits for them.
 // Requests get no further Sink calls. It is idempotent.
@@ -100,6 +105,7 @@ func (p *Pipeline) Close() {
 		c.closeForShutdown()
 	}
 	p.wg.Wait()
+	p.closeRemotes()
 	p.log.Info("pipeline closed")
 }
 

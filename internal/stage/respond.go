@@ -26,12 +26,17 @@ type response struct {
 	submitTS float64
 }
 
+// generator is one generation: a local *gpu.Sequence or a remote thinker's remoteGen.
+type generator interface {
+	Generate(ctx context.Context, opts gpu.GenerateOptions, emit func(gpu.Piece) error) (gpu.GenerateResult, error)
+}
+
 // generate streams the reply of seq: Text outputs from stage 0, and with audio the pieces go
 // over the connector to a talker goroutine that sends Audio outputs and the Finished output.
 // The caller holds a thinker worker; the talker's place must be admitted (admitTalker).
 // It returns the generated text and the result; after an abort it returns the partial text
 // and emits nothing more.
-func (p *Pipeline) generate(r *response, seq *gpu.Sequence, opts gpu.GenerateOptions) (string, gpu.GenerateResult, error) {
+func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions) (string, gpu.GenerateResult, error) {
 	ts := r.ts
 	var (
 		conn      *connector

@@ -12,6 +12,16 @@ import (
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
+// Silence trimming of synthesized phrases: below silenceDBFS is silence; the first phrase of a
+// reply keeps firstLeadMs of its leading pause (flite's is 200–300 ms: dead air before the
+// first word), later phrases phraseLeadMs, and every phrase phraseTailMs of its trailing one.
+const (
+	silenceDBFS  = -40
+	firstLeadMs  = 10
+	phraseLeadMs = 60
+	phraseTailMs = 120
+)
+
 // runTalker is stage 1 for one response: it reads text deltas from the connector, cuts them
 // into phrases and synthesizes each phrase as soon as it is complete, so the first audio leaves
 // while stage 0 is still generating. It sends the stage-1 metrics and the Finished output.
@@ -28,7 +38,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 
 	start := time.Now()
 	submitTS := metrics.Now()
-	rate := p.deps.TTS.OutputRate()
+	rate := p.tts.OutputRate()
 	sp := newPhraseSplitter(p.cfg.Talker.Phrase)
 	var (
 		frames, units int
@@ -73,13 +83,22 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 			return nil
 		}
 		t0 := time.Now()
-		pcm, err := p.deps.TTS.Synthesize(ctx, phrase)
+		pcm, err := p.tts.Synthesize(ctx, phrase)
 		synthMs += msSince(t0)
 		switch {
 		case errors.Is(err, speech.ErrEmptyText):
 			return nil // nothing to say (a phrase of symbols flite cannot voice)
 		case err != nil:
 			return fmt.Errorf("synthesizing phrase: %w", err)
+		}
+		// The reply's first audio carries speech at once; later phrases keep a short pause
+		// on each side, the prosody between phrases.
+		lead := phraseLeadMs
+		if units == 0 {
+			lead = firstLeadMs
+		}
+		if pcm = speech.TrimSilence(pcm, rate, silenceDBFS, lead, phraseTailMs); len(pcm) == 0 {
+			return nil // flite produced only silence: nothing audible to send
 		}
 		now := time.Now()
 		if units == 0 {

@@ -1,0 +1,716 @@
+// Command bench-latency measures latency as a user hears it. It starts bin/omniserve as a child
+// process (or uses --addr), connects as an independent WebSocket client written from OpenAI's
+// Realtime documents (GA event names; it imports nothing of the server), streams real speech at
+// real-time pace in 100 ms appends, and times what it receives: the first audible sample of the
+// reply (first sample above −40 dBFS, placed on a playback clock that starts at the first audio
+// delta, as a client that plays on receipt hears it). Quantiles are nearest rank. The last
+// lines are machine-readable:
+//
+//	lat_commit_to_audible_ms_p50/_p90        manual turn: commit + response.create sent → first audible sample
+//	lat_commit_to_first_delta_ms_p50         … → first audio delta received (compute on the critical path)
+//	lat_commit_to_transcript_ms_p50          … → the user transcript (ASR tail after the commit)
+//	lat_speech_end_to_audible_ms_p50/_p90    server VAD: last voiced sample sent → first audible sample
+//	lat_bargein_onset_to_silence_ms_p50/_p90 speech onset sent during a reply → the client may stop playing
+//	                                         (output_audio_buffer.cleared or response.done cancelled; no old
+//	                                         audio after it)
+//	lat_bargein_onset_to_last_old_delta_ms_p50 speech onset → the last audio delta of the interrupted reply
+//	bargein_false_positive_noise=<replies interrupted by 100 ms white-noise bursts>
+//	bargein_false_positive_echo=<replies interrupted by their own audio fed back at −6 dB, 120 ms late>
+//	bargein_over_echo_detected=<share of replies interrupted by real speech over that echo>
+//
+// Each figure is reported for the first turn of a fresh session (_first) and for later turns
+// (_later) where the difference matters, and over both.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const (
+	inRate   = 16000 // what the client sends (stated in the session's input format)
+	outRate  = 24000 // what it asks for
+	chunkMs  = 100
+	audibleT = 0.01 // −40 dBFS
+)
+
+type options struct {
+	bin, addr, model, speech, user string
+	runs                           int
+	silenceMs                      int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/omniserve", "server binary started as a child process (unless --addr)")
+	flag.StringVar(&o.addr, "addr", "", "host:port of a running server instead of starting one")
+	flag.StringVar(&o.model, "model", "dummy:tiny", "model of the started server")
+	flag.StringVar(&o.speech, "speech", "/usr/share/pocketsphinx/test/data/goforward.raw", "16 kHz PCM16 speech: the user's turn")
+	flag.StringVar(&o.user, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech used to interrupt")
+	flag.IntVar(&o.runs, "runs", 10, "sessions per scenario")
+	flag.IntVar(&o.silenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-latency:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	speech, err := readRaw(o.speech)
+	if err != nil {
+		return err
+	}
+	interrupt, err := readRaw(o.user)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	addr := o.addr
+	if addr == "" {
+		stop, a, err := startServer(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addr = a
+	}
+	url := "ws://" + addr + "/v1/realtime?duplex=1"
+	res := map[string][]float64{}
+	add := func(k string, v float64) { res[k] = append(res[k], v) }
+
+	// Manual turns: two per session, first and later.
+	for i := range o.runs {
+		for turn, m := range manualTurns(ctx, url, speech, 2) {
+			if m.err != nil {
+				return fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+			}
+			which := "first"
+			if turn > 0 {
+				which = "later"
+			}
+			add("commit_to_audible_"+which, m.audible)
+			add("commit_to_audible", m.audible)
+			add("commit_to_first_delta", m.firstDelta)
+			add("commit_to_transcript", m.transcript)
+		}
+	}
+	// Server VAD: speech then silence; the server takes the turn.
+	for i := range o.runs {
+		m, err := vadTurn(ctx, url, speech, o.silenceMs)
+		if err != nil {
+			return fmt.Errorf("vad run %d: %w", i, err)
+		}
+		add("speech_end_to_audible", m)
+	}
+	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
+	var fpNoise, fpEcho, overEcho int
+	for i := range o.runs {
+		b, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptSpeech)
+		if err != nil {
+			return fmt.Errorf("barge-in run %d: %w", i, err)
+		}
+		if b.interrupted {
+			add("bargein_onset_to_silence", b.silence)
+			add("bargein_onset_to_last_old_delta", b.lastOld)
+		}
+		n, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptNoise)
+		if err != nil {
+			return fmt.Errorf("noise run %d: %w", i, err)
+		}
+		if n.interrupted {
+			fpNoise++
+		}
+		e, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptEcho)
+		if err != nil {
+			return fmt.Errorf("echo run %d: %w", i, err)
+		}
+		if e.interrupted {
+			fpEcho++
+		}
+		se, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptSpeechOverEcho)
+		if err != nil {
+			return fmt.Errorf("speech-over-echo run %d: %w", i, err)
+		}
+		if se.interrupted {
+			overEcho++
+		}
+	}
+	fmt.Printf("# %d sessions per scenario; nearest-rank quantiles; cpus=%d\n", o.runs, numCPU())
+	for _, k := range []string{"commit_to_audible", "commit_to_audible_first", "commit_to_audible_later", "speech_end_to_audible", "bargein_onset_to_silence"} {
+		fmt.Printf("lat_%s_ms_p50=%.1f\nlat_%s_ms_p90=%.1f\n", k, quantile(res[k], 50), k, quantile(res[k], 90))
+	}
+	for _, k := range []string{"commit_to_first_delta", "commit_to_transcript", "bargein_onset_to_last_old_delta"} {
+		fmt.Printf("lat_%s_ms_p50=%.1f\n", k, quantile(res[k], 50))
+	}
+	fmt.Printf("bargein_detected_speech=%.2f\n", float64(len(res["bargein_onset_to_silence"]))/float64(o.runs))
+	fmt.Printf("bargein_false_positive_noise=%d\nbargein_false_positive_echo=%d\nbargein_over_echo_detected=%.2f\n",
+		fpNoise, fpEcho, float64(overEcho)/float64(o.runs))
+	return nil
+}
+
+// quantile is the nearest-rank p-th percentile: the smallest value with at least p% of the
+// samples at or below it. NaN for no samples.
+func quantile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	r := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(0, min(len(s)-1, r-1))]
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+// --- the server -----------------------------------------------------------------------------
+
+func startServer(ctx context.Context, o options) (stop func(), addr string, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cache, err := os.MkdirTemp("", "bench-latency-*")
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.CommandContext(ctx, o.bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--model", o.model, "--cache-dir", cache, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(cache)
+		return nil, "", fmt.Errorf("starting %s: %w", o.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = os.RemoveAll(cache)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return stop, addr, nil
+			}
+		}
+		select {
+		case <-done:
+			stop()
+			return nil, "", errors.New("server exited before ready")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	stop()
+	return nil, "", errors.New("server not ready in 3 minutes")
+}
+
+// --- the client ---------------------------------------------------------------------------
+
+// event is one received server event with its arrival time.
+type event struct {
+	typ  string
+	at   time.Time
+	raw  map[string]any
+	pcm  []float32 // decoded audio of an audio delta
+	resp string    // response id of a delta / done
+}
+
+type client struct {
+	c       *websocket.Conn
+	events  chan event
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	readErr error
+}
+
+func dial(ctx context.Context, url string, turnDetection any) (*client, error) {
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	c.SetReadLimit(64 << 20)
+	rctx, cancel := context.WithCancel(ctx)
+	cl := &client{c: c, events: make(chan event, 4096), cancel: cancel}
+	cl.wg.Add(1)
+	go cl.read(rctx)
+	format := map[string]any{"type": "audio/pcm", "rate": inRate}
+	session := map[string]any{
+		"type":              "realtime",
+		"output_modalities": []string{"audio"},
+		"audio": map[string]any{
+			"input":  map[string]any{"format": format, "turn_detection": turnDetection},
+			"output": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": outRate}},
+		},
+		"max_output_tokens": 24,
+	}
+	if turnDetection != nil {
+		// omniserve's documented duplex extension for VAD-taken turns, for servers that still
+		// need it; a server that honours create_response ignores nothing it does not know.
+		session["extra_body"] = map[string]any{"auto_response": true}
+	}
+	if err := cl.send(ctx, map[string]any{"type": "session.update", "session": session}); err != nil {
+		cl.close()
+		return nil, err
+	}
+	if _, err := cl.waitFor(ctx, 20*time.Second, func(e event) bool { return e.typ == "session.updated" }); err != nil {
+		cl.close()
+		return nil, fmt.Errorf("session.update: %w", err)
+	}
+	return cl, nil
+}
+
+func (cl *client) read(ctx context.Context) {
+	defer cl.wg.Done()
+	defer close(cl.events)
+	for {
+		_, b, err := cl.c.Read(ctx)
+		if err != nil {
+			cl.mu.Lock()
+			cl.readErr = err
+			cl.mu.Unlock()
+			return
+		}
+		at := time.Now()
+		var m map[string]any
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		e := event{at: at, raw: m}
+		e.typ, _ = m["type"].(string)
+		e.resp, _ = m["response_id"].(string)
+		switch e.typ {
+		case "response.output_audio.delta", "response.audio.delta":
+			e.typ = "audio"
+			s, _ := m["delta"].(string)
+			b, _ := base64.StdEncoding.DecodeString(s)
+			e.pcm = make([]float32, len(b)/2)
+			for i := range e.pcm {
+				e.pcm[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / 32768
+			}
+		case "response.done":
+			if r, ok := m["response"].(map[string]any); ok {
+				e.resp, _ = r["id"].(string)
+			}
+		}
+		select {
+		case cl.events <- e:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (cl *client) send(ctx context.Context, ev map[string]any) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return cl.c.Write(ctx, websocket.MessageText, b)
+}
+
+func (cl *client) appendAudio(ctx context.Context, pcm []float32) error {
+	b := make([]byte, 2*len(pcm))
+	for i, v := range pcm {
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(int16(max(-1, min(1, v))*32767)))
+	}
+	return cl.send(ctx, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(b)})
+}
+
+// waitFor returns the first event that matches, failing on an error event or the timeout.
+func (cl *client) waitFor(ctx context.Context, d time.Duration, match func(event) bool) (event, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case e, ok := <-cl.events:
+			if !ok {
+				cl.mu.Lock()
+				defer cl.mu.Unlock()
+				return event{}, fmt.Errorf("connection ended: %v", cl.readErr)
+			}
+			if e.typ == "error" {
+				return e, fmt.Errorf("server error: %v", e.raw["error"])
+			}
+			if match(e) {
+				return e, nil
+			}
+		case <-t.C:
+			return event{}, errors.New("timed out")
+		case <-ctx.Done():
+			return event{}, ctx.Err()
+		}
+	}
+}
+
+func (cl *client) close() {
+	_ = cl.c.Close(websocket.StatusNormalClosure, "")
+	cl.cancel()
+	cl.wg.Wait()
+}
+
+// playback places received audio on the clock of a client that starts playing at the first
+// delta and plays continuously: sample k of the reply sounds at max(first + k/rate, arrival of
+// its delta) — a late delta delays the rest (an underrun).
+type playback struct {
+	start, end time.Time // end: when the audio received so far finishes playing
+	audible    time.Time // first audible sample
+	n          int
+}
+
+func (p *playback) add(e event) {
+	if p.n == 0 {
+		p.start, p.end = e.at, e.at
+	}
+	begin := p.end
+	if e.at.After(begin) {
+		begin = e.at
+	}
+	if p.audible.IsZero() {
+		for i, v := range e.pcm {
+			if v >= audibleT || v <= -audibleT {
+				p.audible = begin.Add(time.Duration(i) * time.Second / outRate)
+				break
+			}
+		}
+	}
+	p.n += len(e.pcm)
+	p.end = begin.Add(time.Duration(len(e.pcm)) * time.Second / outRate)
+}
+
+// streamPaced appends pcm in 100 ms units at real-time pace from start and returns the send
+// time of each unit.
+func streamPaced(ctx context.Context, cl *client, pcm []float32, start time.Time) ([]time.Time, error) {
+	per := inRate * chunkMs / 1000
+	var sent []time.Time
+	for i := 0; i < len(pcm); i += per {
+		if d := time.Until(start.Add(time.Duration(i) * time.Second / inRate)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return sent, ctx.Err()
+			}
+		}
+		sent = append(sent, time.Now())
+		if err := cl.appendAudio(ctx, pcm[i:min(i+per, len(pcm))]); err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// --- scenarios ----------------------------------------------------------------------------
+
+type manualResult struct {
+	audible, firstDelta, transcript float64
+	err                             error
+}
+
+// manualTurns runs turns manual turns on one session: speech streamed at pace, then commit and
+// response.create; each reply is read to response.done.
+func manualTurns(ctx context.Context, url string, speech []float32, turns int) []manualResult {
+	out := make([]manualResult, turns)
+	cl, err := dial(ctx, url, nil)
+	if err != nil {
+		out[0].err = err
+		return out[:1]
+	}
+	defer cl.close()
+	for t := range turns {
+		r := &out[t]
+		if _, r.err = streamPaced(ctx, cl, speech, time.Now()); r.err != nil {
+			return out[:t+1]
+		}
+		t0 := time.Now()
+		if r.err = cl.send(ctx, map[string]any{"type": "input_audio_buffer.commit"}); r.err != nil {
+			return out[:t+1]
+		}
+		if r.err = cl.send(ctx, map[string]any{"type": "response.create"}); r.err != nil {
+			return out[:t+1]
+		}
+		var pb playback
+		_, r.err = cl.waitFor(ctx, 60*time.Second, func(e event) bool {
+			switch e.typ {
+			case "conversation.item.input_audio_transcription.completed":
+				if r.transcript == 0 {
+					r.transcript = ms(e.at.Sub(t0))
+				}
+			case "audio":
+				if pb.n == 0 {
+					r.firstDelta = ms(e.at.Sub(t0))
+				}
+				pb.add(e)
+			}
+			return e.typ == "response.done"
+		})
+		if r.err == nil && pb.audible.IsZero() {
+			r.err = errors.New("the reply had no audible audio")
+		}
+		if r.err != nil {
+			return out[:t+1]
+		}
+		r.audible = ms(pb.audible.Sub(t0))
+	}
+	return out
+}
+
+func serverVAD(silenceMs int) map[string]any {
+	return map[string]any{"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+		"silence_duration_ms": silenceMs, "create_response": true, "interrupt_response": true}
+}
+
+// lastVoiced is the index one past the clip's last audible sample.
+func lastVoiced(pcm []float32) int {
+	for i := len(pcm) - 1; i >= 0; i-- {
+		if pcm[i] >= audibleT*3 || pcm[i] <= -audibleT*3 {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// vadTurn streams speech and 2 s of silence under server VAD and returns end of speech (the
+// send time of the last voiced sample) → first audible sample of the reply.
+func vadTurn(ctx context.Context, url string, speech []float32, silenceMs int) (float64, error) {
+	cl, err := dial(ctx, url, serverVAD(silenceMs))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.close()
+	pcm := append(slices.Clone(speech), make([]float32, 2*inRate)...)
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() { _, err := streamPaced(ctx, cl, pcm, start); errc <- err }()
+	end := start.Add(time.Duration(lastVoiced(speech)) * time.Second / inRate)
+	var pb playback
+	_, err = cl.waitFor(ctx, 60*time.Second, func(e event) bool {
+		if e.typ == "audio" {
+			pb.add(e)
+		}
+		return e.typ == "response.done"
+	})
+	if serr := <-errc; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if pb.audible.IsZero() {
+		return 0, errors.New("the reply had no audible audio")
+	}
+	return ms(pb.audible.Sub(end)), nil
+}
+
+type interruption int
+
+const (
+	interruptSpeech interruption = iota
+	interruptNoise
+	interruptEcho
+	interruptSpeechOverEcho
+)
+
+type bargeResult struct {
+	interrupted      bool
+	silence, lastOld float64
+}
+
+// bargeIn starts a manual reply under server VAD (interrupt_response on), and once its audio
+// plays, feeds the microphone in real time for 3 s: real speech, 100 ms white-noise bursts, the
+// reply's own audio as played back (−6 dB, 120 ms late: a loudspeaker without echo
+// cancellation), or speech over that echo. The reply counts as interrupted when it ends
+// cancelled.
+func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silenceMs int, kind interruption) (bargeResult, error) {
+	var res bargeResult
+	cl, err := dial(ctx, url, serverVAD(silenceMs))
+	if err != nil {
+		return res, err
+	}
+	defer cl.close()
+	// The user's question, then a long reply.
+	if err := cl.send(ctx, map[string]any{"type": "conversation.item.create", "item": map[string]any{
+		"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "tell me a long story about the robot"}}}}); err != nil {
+		return res, err
+	}
+	if err := cl.send(ctx, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 60}}); err != nil {
+		return res, err
+	}
+	var pb playback
+	var played []float32 // the reply's audio in playback order, at outRate
+	first, err := cl.waitFor(ctx, 60*time.Second, func(e event) bool { return e.typ == "audio" })
+	if err != nil {
+		return res, err
+	}
+	pb.add(first)
+	played = append(played, first.pcm...)
+	oldResp := first.resp
+
+	// Microphone: 3 s from now, fed at pace on the playback clock.
+	const micMs = 3000
+	mic := make([]float32, micMs*inRate/1000)
+	onsetAt := -1 // sample index of the interruption's onset within mic
+	rng := rand.New(rand.NewPCG(1, 2))
+	switch kind {
+	case interruptSpeech, interruptSpeechOverEcho:
+		onsetAt = inRate / 2 // 0.5 s in
+		voice := interrupt[:min(len(interrupt), 2*inRate)]
+		for i := range voice {
+			if onsetAt+i < len(mic) {
+				mic[onsetAt+i] += voice[i]
+			}
+		}
+		// the clip's own first voiced sample is the onset
+		for i, v := range voice {
+			if v >= audibleT*3 || v <= -audibleT*3 {
+				onsetAt += i
+				break
+			}
+		}
+	case interruptNoise:
+		for b := 0; b < 4; b++ { // 100 ms bursts at −10 dBFS every 700 ms
+			at := (300 + 700*b) * inRate / 1000
+			for i := 0; i < inRate/10 && at+i < len(mic); i++ {
+				mic[at+i] = float32(rng.NormFloat64() * 0.3)
+			}
+		}
+	}
+	echo := kind == interruptEcho || kind == interruptSpeechOverEcho
+	micStart := time.Now()
+	per := inRate * chunkMs / 1000
+	var onsetTime time.Time
+	ended := false
+	var doneEv event
+	for i := 0; i < len(mic) && !ended; i += per {
+		// Gather what arrived before this unit is due.
+		due := micStart.Add(time.Duration(i) * time.Second / inRate)
+		for !ended {
+			wait := time.Until(due)
+			if wait <= 0 {
+				break
+			}
+			select {
+			case e, ok := <-cl.events:
+				if !ok {
+					return res, errors.New("connection ended")
+				}
+				switch {
+				case e.typ == "audio" && e.resp == oldResp:
+					pb.add(e)
+					played = append(played, e.pcm...)
+					if !onsetTime.IsZero() {
+						res.lastOld = ms(e.at.Sub(onsetTime))
+					}
+				case e.typ == "output_audio_buffer.cleared" && !onsetTime.IsZero() && res.silence == 0:
+					res.silence = ms(e.at.Sub(onsetTime))
+				case e.typ == "response.done" && e.resp == oldResp:
+					ended, doneEv = true, e
+				case e.typ == "error":
+					return res, fmt.Errorf("server error: %v", e.raw["error"])
+				}
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
+		unit := slices.Clone(mic[i:min(i+per, len(mic))])
+		if echo {
+			// The microphone hears what the client played 120 ms earlier, at −6 dB: playback
+			// sample k sounds at pb.start + k/outRate.
+			for j := range unit {
+				tm := due.Add(time.Duration(j)*time.Second/inRate - 120*time.Millisecond)
+				k := int(tm.Sub(pb.start).Seconds() * outRate)
+				if k >= 0 && k < len(played) {
+					unit[j] += 0.5 * played[k]
+				}
+			}
+		}
+		if onsetAt >= i && onsetAt < i+per {
+			onsetTime = time.Now().Add(time.Duration(onsetAt-i) * time.Second / inRate)
+		}
+		if err := cl.appendAudio(ctx, unit); err != nil {
+			return res, err
+		}
+	}
+	if !ended {
+		// An interruption decided at the end of the window still lands within a second; after
+		// that the reply was not interrupted, and the client cancels it to move on.
+		var err error
+		track := func(e event) bool {
+			if e.typ == "audio" && e.resp == oldResp && !onsetTime.IsZero() {
+				res.lastOld = ms(e.at.Sub(onsetTime))
+			}
+			if e.typ == "output_audio_buffer.cleared" && !onsetTime.IsZero() && res.silence == 0 {
+				res.silence = ms(e.at.Sub(onsetTime))
+			}
+			return e.typ == "response.done" && e.resp == oldResp
+		}
+		doneEv, err = cl.waitFor(ctx, time.Second, track)
+		if err != nil {
+			if err := cl.send(ctx, map[string]any{"type": "response.cancel"}); err != nil {
+				return res, err
+			}
+			if _, err := cl.waitFor(ctx, 30*time.Second, track); err != nil {
+				return res, err
+			}
+			return res, nil // not interrupted
+		}
+	}
+	r, _ := doneEv.raw["response"].(map[string]any)
+	status, _ := r["status"].(string)
+	res.interrupted = status == "cancelled"
+	if res.interrupted && !onsetTime.IsZero() {
+		// Without output_audio_buffer.cleared the client stops at response.done{cancelled}.
+		if d := ms(doneEv.at.Sub(onsetTime)); res.silence == 0 || d < res.silence {
+			res.silence = d
+		}
+		res.silence = max(res.silence, res.lastOld)
+	}
+	return res, nil
+}
+
+// --- input --------------------------------------------------------------------------------
+
+func readRaw(path string) ([]float32, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading speech (Debian package pocketsphinx-testdata): %w", err)
+	}
+	out := make([]float32, len(b)/2)
+	for i := range out {
+		out[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / 32768
+	}
+	return out, nil
+}

@@ -1,0 +1,224 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// Transcriber turns one 16 kHz mono utterance into text; *stage.Pipeline implements it on its
+// ASR, local or remote.
+type Transcriber interface {
+	Transcribe(ctx context.Context, pcm16k []float32) (string, error)
+}
+
+// AudioConfig configures the /v1/audio/* handlers. Zero fields take the defaults written here.
+type AudioConfig struct {
+	// MaxBodyBytes caps an upload (default 25 MiB, OpenAI's limit); larger gets 413.
+	MaxBodyBytes int64
+	// MaxInFlight bounds concurrent requests per endpoint (default 16); one more gets 429.
+	MaxInFlight int
+	// MaxInputChars bounds /v1/audio/speech input (default 4096, OpenAI's limit).
+	MaxInputChars int
+}
+
+func (c *AudioConfig) withDefaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 25 << 20
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 16
+	}
+	if c.MaxInputChars <= 0 {
+		c.MaxInputChars = 4096
+	}
+}
+
+type transcriptionsHandler struct {
+	cfg   AudioConfig
+	asr   Transcriber
+	log   *zap.Logger
+	slots chan struct{}
+}
+
+// NewTranscriptionsHandler serves OpenAI's POST /v1/audio/transcriptions: a multipart upload
+// with file (WAV, or raw 16-bit LE PCM named *.pcm / *.raw at sample_rate, default 16000),
+// model, and optional language (English only), response_format (json, text, verbose_json),
+// temperature and prompt (accepted, unused). log may be nil.
+func NewTranscriptionsHandler(cfg AudioConfig, asr Transcriber, log *zap.Logger) http.Handler {
+	cfg.withDefaults()
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &transcriptionsHandler{cfg: cfg, asr: asr, log: log.Named("audio"), slots: make(chan struct{}, cfg.MaxInFlight)}
+}
+
+type transcriptionForm struct {
+	audio    []float32 // 16 kHz mono
+	format   string
+	language string
+}
+
+func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f, apiErr := parseTranscriptionForm(w, r, h.cfg.MaxBodyBytes)
+	if apiErr != nil {
+		writeChatError(w, apiErr)
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		writeChatError(w, &chatAPIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
+			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent transcriptions; retry later", h.cfg.MaxInFlight)})
+		return
+	}
+	text, err := h.asr.Transcribe(r.Context(), f.audio)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		h.log.Warn("transcription failed", zap.Error(err))
+		writeChatError(w, audioEngineError(err, "the transcription failed"))
+		return
+	}
+	switch f.format {
+	case "text":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, text+"\n")
+	case "verbose_json":
+		dur := float64(len(f.audio)) / speech.ASRSampleRate
+		writeJSON(w, http.StatusOK, map[string]any{
+			"task": "transcribe", "language": "english", "duration": dur, "text": text,
+			"segments": []map[string]any{{
+				"id": 0, "seek": 0, "start": 0.0, "end": dur, "text": text, "tokens": []int{},
+				"temperature": 0.0, "avg_logprob": 0.0, "compression_ratio": 0.0, "no_speech_prob": 0.0,
+			}},
+		})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"text": text})
+	}
+}
+
+func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int64) (*transcriptionForm, *chatAPIError) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseMultipartForm(8 << 20); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &chatAPIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", maxBody)}
+		}
+		return nil, chatBadRequest("", "invalid_body", fmt.Sprintf("the body must be multipart/form-data: %v", err))
+	}
+	defer func() { _ = r.MultipartForm.RemoveAll() }()
+	val := func(k string) string { return strings.TrimSpace(r.FormValue(k)) }
+	if val("model") == "" {
+		return nil, chatBadRequest("model", "missing_required_parameter", "you must provide a model parameter")
+	}
+	f := &transcriptionForm{format: val("response_format"), language: val("language")}
+	switch f.format {
+	case "":
+		f.format = "json"
+	case "json", "text", "verbose_json":
+	default:
+		return nil, chatBadRequest("response_format", "unsupported_value",
+			fmt.Sprintf("response_format %q is not supported; use json, text or verbose_json", f.format))
+	}
+	if f.language != "" && !strings.EqualFold(f.language, "en") && !strings.EqualFold(f.language, "english") {
+		return nil, chatBadRequest("language", "unsupported_value",
+			fmt.Sprintf("language %q is not supported; this server transcribes English (en)", f.language))
+	}
+	if s := val("stream"); s != "" && s != "false" {
+		return nil, chatBadRequest("stream", "unsupported_value", "streaming transcriptions are not supported")
+	}
+	file, hdr, err := r.FormFile("file")
+	if err != nil {
+		return nil, chatBadRequest("file", "missing_required_parameter", "you must provide a file parameter (the audio)")
+	}
+	defer file.Close()
+	audio, apiErr := decodeUpload(file, hdr, val("sample_rate"))
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	f.audio = audio
+	return f, nil
+}
+
+// decodeUpload reads a WAV (by its RIFF header) or raw PCM16 upload and returns 16 kHz mono.
+func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField string) ([]float32, *chatAPIError) {
+	data, err := io.ReadAll(file)
+	if err != nil {
+		return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("reading the file: %v", err))
+	}
+	var (
+		pcm  []float32
+		rate int
+	)
+	ext := strings.ToLower(filepath.Ext(hdr.Filename))
+	switch {
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WAVE":
+		if pcm, rate, err = speech.DecodeWAV(data); err != nil {
+			return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("decoding the WAV file: %v", err))
+		}
+	case ext == ".pcm" || ext == ".raw" || ext == ".s16le":
+		rate = speech.ASRSampleRate
+		if rateField != "" {
+			if rate, err = strconv.Atoi(rateField); err != nil || rate <= 0 {
+				return nil, chatBadRequest("sample_rate", "invalid_value", fmt.Sprintf("sample_rate %q is not a positive integer", rateField))
+			}
+		}
+		if pcm, err = speech.PCM16BytesToFloat32(nil, data); err != nil {
+			return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("decoding PCM16: %v", err))
+		}
+	default:
+		return nil, chatBadRequest("file", "invalid_value",
+			fmt.Sprintf("file %q: unsupported format; send WAV, or 16-bit little-endian PCM named *.pcm or *.raw", hdr.Filename))
+	}
+	if len(pcm) == 0 {
+		return nil, chatBadRequest("file", "invalid_value", "the audio file has no samples")
+	}
+	if rate != speech.ASRSampleRate {
+		if pcm, err = speech.Resample(pcm, rate, speech.ASRSampleRate); err != nil {
+			return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("sample rate %d: %v", rate, err))
+		}
+	}
+	return pcm, nil
+}
+
+// audioEngineError maps an engine failure to an OpenAI-shaped answer; an upstream failure
+// keeps the upstream's status and message.
+func audioEngineError(err error, what string) *chatAPIError {
+	var ue *stage.UpstreamError
+	switch {
+	case errors.As(err, &ue):
+		status := ue.Status
+		if status == 0 {
+			status = http.StatusBadGateway
+		}
+		typ := ue.Type
+		if typ == "" {
+			typ = "server_error"
+		}
+		code := ue.Code
+		if code == "" {
+			code = "upstream_error"
+		}
+		return &chatAPIError{Status: status, Type: typ, Code: code, Message: ue.Error()}
+	case errors.Is(err, speech.ErrEmptyText), errors.Is(err, speech.ErrEmptyAudio), errors.Is(err, speech.ErrNonFinite):
+		return chatBadRequest("", "invalid_value", fmt.Sprintf("%s: %v", what, err))
+	case errors.Is(err, stage.ErrInvalidRequest):
+		return &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: err.Error()}
+	}
+	return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error", Message: fmt.Sprintf("%s: %v", what, err)}
+}

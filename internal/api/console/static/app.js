@@ -1,0 +1,539 @@
+// omniserve console: a Realtime (OpenAI GA events) client in one file, no build step.
+//
+// window.omni.stats holds the page's own counters (connection, microphone, playback, flushes,
+// turns); the browser test reads them, and so can anyone from the devtools console.
+"use strict";
+
+(() => {
+  const WIRE_RATE = 24000;
+  const CHUNK_MS = 40;
+  const PREBUFFER_MS = 120;
+  const MAX_LOG = 1000;
+  // Error codes that are races of barge-in, not failures (OpenAI Realtime clients tolerate them).
+  const RACE_CODES = new Set(["response_cancel_not_active", "response_not_active",
+    "conversation_already_has_active_response", "item_truncate_invalid_item_id", "input_audio_buffer_commit_empty"]);
+
+  const $ = (id) => document.getElementById(id);
+
+  const stats = {
+    status: "idle", sessionReady: false, sessionId: "", connects: 0, reconnects: 0,
+    micActive: false, chunksSent: 0, samplesSent: 0,
+    audioDeltas: 0, samplesReceived: 0, samplesPlayed: 0, bufferedSamples: 0, underruns: 0, playing: false,
+    flushes: [], userTranscripts: [], assistantTranscripts: [], turns: [], errors: [],
+  };
+
+  let ws = null;
+  let userClosed = true;
+  let retry = 0;
+  let retryTimer = 0;
+  let mode = "handsfree";
+  let audio = null; // {ctx, player, capture}
+  let mic = null; // {stream, source}
+  let pttHeld = false;
+  let pttSamples = 0;
+  let pushedSinceReport = 0;
+  const responses = new Map(); // response id → turn record
+  let active = null; // the response in progress
+  let playingItem = null; // {id, start (samples played when it starts), received (samples)}
+  let inputEnd = 0; // performance.now() at the end of the user's last turn
+  const dropped = new Set(); // responses whose audio was flushed: late deltas are ignored
+
+  // ---- status and rendering ------------------------------------------------------------------
+
+  function setStatus(state, text) {
+    stats.status = state;
+    const el = $("status");
+    el.dataset.state = state;
+    el.textContent = text || state;
+    const connected = state === "ready" || state === "connecting";
+    $("connect").disabled = connected || state === "reconnecting";
+    $("disconnect").disabled = state === "idle" || state === "error";
+    $("talk").disabled = !(state === "ready" && mode === "ptt");
+  }
+
+  function bubble(cls, who, text) {
+    const li = document.createElement("li");
+    li.className = cls;
+    const w = document.createElement("span");
+    w.className = "who";
+    w.textContent = who;
+    const t = document.createElement("span");
+    t.className = "text";
+    t.textContent = text || "";
+    li.append(w, t);
+    const list = $("transcript");
+    list.append(li);
+    list.scrollTop = list.scrollHeight;
+    return li;
+  }
+
+  function showError(err) {
+    const race = RACE_CODES.has(err.code);
+    stats.errors.push(err);
+    const li = bubble("error" + (race ? " race" : ""), "error" + (err.code ? " · " + err.code : ""), err.message || "error");
+    li.setAttribute("role", "alert");
+  }
+
+  function note(text) {
+    bubble("note", "", text);
+  }
+
+  function logEvent(dir, ev) {
+    const li = document.createElement("li");
+    li.className = dir + (ev.type === "error" ? " error" : "");
+    li.dataset.type = ev.type || "";
+    let shown = ev;
+    if (typeof ev.delta === "string" && ev.delta.length > 64 && /audio\.delta$/.test(ev.type)) {
+      shown = { ...ev, delta: `<${ev.delta.length} base64 chars>` };
+    } else if (typeof ev.audio === "string") {
+      shown = { ...ev, audio: `<${ev.audio.length} base64 chars>` };
+    }
+    li.textContent = JSON.stringify(shown);
+    applyFilter(li);
+    const log = $("log");
+    const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.append(li);
+    while (log.childElementCount > MAX_LOG) log.firstElementChild.remove();
+    if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  function applyFilter(li) {
+    const f = $("filter").value.trim().toLowerCase();
+    const hideAudio = $("hide-audio").checked;
+    const t = li.dataset.type;
+    const isAudio = t === "input_audio_buffer.append" || /audio\.delta$/.test(t);
+    li.hidden = (hideAudio && isAudio) || (f !== "" && !li.textContent.toLowerCase().includes(f));
+  }
+
+  function refilter() {
+    for (const li of $("log").children) applyFilter(li);
+  }
+
+  function ms(v) {
+    return v === undefined || v === null ? "–" : `${Math.round(v)} ms`;
+  }
+
+  function renderTurn(t) {
+    const tbody = $("turns").tBodies[0];
+    let row = tbody.querySelector(`tr[data-id="${CSS.escape(t.id)}"]`);
+    if (!row) {
+      row = document.createElement("tr");
+      row.dataset.id = t.id;
+      tbody.prepend(row);
+    }
+    const cells = [String(t.n), ms(t.firstAudioMs), ms(t.doneMs), `${(t.audioMs / 1000).toFixed(2)} s`, t.reason ? `${t.status} (${t.reason})` : (t.status || "…")];
+    row.replaceChildren(...cells.map((c) => { const td = document.createElement("td"); td.textContent = c; return td; }));
+  }
+
+  function updatePlaying() {
+    $("playing").textContent = `${(stats.bufferedSamples / WIRE_RATE).toFixed(1)} s buffered`;
+  }
+
+  // ---- audio ---------------------------------------------------------------------------------
+
+  async function ensureAudio() {
+    if (audio) {
+      if (audio.ctx.state === "suspended") await audio.ctx.resume();
+      return audio;
+    }
+    let ctx;
+    try {
+      ctx = new AudioContext({ sampleRate: WIRE_RATE, latencyHint: "interactive" });
+    } catch (_) {
+      ctx = new AudioContext({ latencyHint: "interactive" }); // the worklets resample
+    }
+    await ctx.audioWorklet.addModule("/console/worklet.js");
+    const player = new AudioWorkletNode(ctx, "omni-player", { numberOfInputs: 0, outputChannelCount: [1], processorOptions: { prebufferMs: PREBUFFER_MS } });
+    player.connect(ctx.destination);
+    player.port.onmessage = (e) => onPlayer(e.data);
+    if (ctx.state === "suspended") await ctx.resume();
+    audio = { ctx, player };
+    return audio;
+  }
+
+  function onPlayer(m) {
+    if (m.type === "stats") {
+      stats.samplesPlayed = m.played;
+      stats.bufferedSamples = m.buffered;
+      stats.underruns = m.underruns;
+      stats.playing = m.playing;
+      pushedSinceReport = 0;
+      updatePlaying();
+    } else if (m.type === "flushed") {
+      stats.flushes.push({ reason: m.reason, dropped: m.dropped, bufferedAfter: m.buffered, at: Date.now() });
+    }
+  }
+
+  function flush(reason) {
+    if (!audio) return;
+    audio.player.port.postMessage({ type: "flush", reason });
+    pushedSinceReport = 0;
+  }
+
+  function playDelta(ev) {
+    if (dropped.has(ev.response_id)) return;
+    const b = atob(ev.delta);
+    const s = new Int16Array(b.length >> 1);
+    for (let i = 0; i < s.length; i++) s[i] = (b.charCodeAt(2 * i) | (b.charCodeAt(2 * i + 1) << 8)) << 16 >> 16;
+    stats.audioDeltas++;
+    stats.samplesReceived += s.length;
+    const t = responses.get(ev.response_id);
+    if (t) {
+      if (t.firstAudioAt === undefined) {
+        t.firstAudioAt = performance.now();
+        if (t.inputEnd) t.firstAudioMs = t.firstAudioAt - t.inputEnd;
+        renderTurn(t);
+      }
+      t.audioMs += s.length * 1000 / WIRE_RATE;
+    }
+    if (!playingItem || playingItem.id !== ev.item_id) {
+      playingItem = { id: ev.item_id, start: stats.samplesPlayed + stats.bufferedSamples + pushedSinceReport, received: 0 };
+    }
+    playingItem.received += s.length;
+    pushedSinceReport += s.length;
+    if (audio) audio.player.port.postMessage({ type: "push", samples: s }, [s.buffer]);
+  }
+
+  // bargeIn stops local playback at once and tells the server what was heard of the item.
+  function bargeIn(reason) {
+    const hadAudio = stats.bufferedSamples + pushedSinceReport > 0 || stats.playing;
+    if (active) dropped.add(active.id);
+    flush(reason);
+    if (playingItem && hadAudio) {
+      const heard = Math.max(0, Math.min(stats.samplesPlayed - playingItem.start, playingItem.received));
+      if (heard < playingItem.received) {
+        send({ type: "conversation.item.truncate", item_id: playingItem.id, content_index: 0, audio_end_ms: Math.floor(heard * 1000 / WIRE_RATE) });
+      }
+    }
+    playingItem = null;
+  }
+
+  async function startMic() {
+    if (mic) return;
+    const a = await ensureAudio();
+    const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true } });
+    if (!ws || userClosed) { // disconnected while the permission prompt was open
+      for (const tr of stream.getTracks()) tr.stop();
+      return;
+    }
+    const source = a.ctx.createMediaStreamSource(stream);
+    const capture = new AudioWorkletNode(a.ctx, "omni-capture", { numberOfOutputs: 0, processorOptions: { chunkMs: CHUNK_MS } });
+    capture.port.onmessage = (e) => onMicChunk(new Int16Array(e.data));
+    source.connect(capture);
+    mic = { stream, source, capture };
+    stats.micActive = true;
+    $("mic").textContent = mode === "ptt" ? "ready (hold to talk)" : "on";
+    $("mic").dataset.on = "true";
+  }
+
+  function stopMic() {
+    if (!mic) return;
+    for (const tr of mic.stream.getTracks()) tr.stop();
+    mic.source.disconnect();
+    mic.capture.port.onmessage = null;
+    mic.capture.disconnect();
+    mic = null;
+    stats.micActive = false;
+    $("mic").textContent = "off";
+    $("mic").dataset.on = "false";
+  }
+
+  function onMicChunk(s) {
+    if (!stats.sessionReady || !ws || ws.readyState !== WebSocket.OPEN) return;
+    if (mode === "ptt" && !pttHeld) return;
+    let bin = "";
+    const bytes = new Uint8Array(s.buffer);
+    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    send({ type: "input_audio_buffer.append", audio: btoa(bin) }, true);
+    stats.chunksSent++;
+    stats.samplesSent += s.length;
+    if (pttHeld) pttSamples += s.length;
+  }
+
+  // ---- push-to-talk --------------------------------------------------------------------------
+
+  function pttDown() {
+    if (pttHeld || mode !== "ptt" || !stats.sessionReady) return;
+    pttHeld = true;
+    pttSamples = 0;
+    $("talk").setAttribute("aria-pressed", "true");
+    $("talk").textContent = "Listening… release to send";
+    // Talking over the assistant interrupts it, as server VAD would.
+    if (active) send({ type: "response.cancel" });
+    bargeIn("push_to_talk");
+  }
+
+  function pttUp() {
+    if (!pttHeld) return;
+    pttHeld = false;
+    $("talk").setAttribute("aria-pressed", "false");
+    $("talk").textContent = "Hold to talk";
+    if (pttSamples < WIRE_RATE / 10) { // under 100 ms: nothing worth a turn
+      send({ type: "input_audio_buffer.clear" });
+      note("too short: hold the button while you speak");
+      return;
+    }
+    send({ type: "input_audio_buffer.commit" });
+    inputEnd = performance.now();
+    send({ type: "response.create" });
+  }
+
+  // ---- protocol ------------------------------------------------------------------------------
+
+  function send(ev, quiet) {
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    ev.event_id = "evt_console_" + Math.random().toString(36).slice(2, 10);
+    ws.send(JSON.stringify(ev));
+    if (!quiet || !$("hide-audio").checked) logEvent("out", ev);
+    return true;
+  }
+
+  function sessionConfig() {
+    const format = { type: "audio/pcm", rate: WIRE_RATE };
+    const handsFree = mode === "handsfree";
+    const s = {
+      type: "realtime",
+      output_modalities: ["audio"],
+      audio: {
+        input: {
+          format,
+          turn_detection: handsFree ? { type: "server_vad", threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 500, create_response: true, interrupt_response: true } : null,
+        },
+        output: { format },
+      },
+    };
+    // Today's server answers VAD turns on its full-duplex endpoint with this extension.
+    if (handsFree) s.extra_body = { auto_response: true };
+    return s;
+  }
+
+  function endpoint() {
+    const u = new URL($("url").value.trim(), location.href);
+    if (u.protocol === "http:") u.protocol = "ws:";
+    if (u.protocol === "https:") u.protocol = "wss:";
+    if (mode === "handsfree" && !u.searchParams.has("duplex")) u.searchParams.set("duplex", "1");
+    return u;
+  }
+
+  // probe asks the same server over plain HTTP whether the key works: a browser hides why a
+  // WebSocket handshake failed, and a 401 should not be retried.
+  async function probe(u, key) {
+    if (u.host !== location.host) return null;
+    try {
+      const headers = key ? { Authorization: "Bearer " + key } : {};
+      const r = await fetch(`${location.protocol}//${u.host}/v1/models`, { headers, cache: "no-store" });
+      if (r.status === 401) {
+        let msg = "the API key was rejected";
+        try { msg = (await r.json()).error.message || msg; } catch (_) { /* keep the default */ }
+        return { code: "invalid_api_key", message: msg };
+      }
+    } catch (_) {
+      // unreachable: the WebSocket attempt will say so and back off
+    }
+    return null;
+  }
+
+  async function connect() {
+    clearTimeout(retryTimer);
+    userClosed = false;
+    mode = document.querySelector('input[name="mode"]:checked').value;
+    setStatus("connecting", "connecting…");
+    let u;
+    try {
+      u = endpoint();
+      await ensureAudio();
+    } catch (e) {
+      showError({ code: "client", message: String(e && e.message || e) });
+      userClosed = true;
+      setStatus("error", "error");
+      return;
+    }
+    const key = $("apikey").value.trim();
+    const refused = await probe(u, key);
+    if (userClosed) return;
+    if (refused) {
+      showError(refused);
+      userClosed = true;
+      setStatus("error", "API key rejected");
+      return;
+    }
+    const protocols = ["realtime"];
+    if (key) protocols.push("openai-insecure-api-key." + key);
+    const sock = new WebSocket(u.href, protocols);
+    ws = sock;
+    stats.connects++;
+    let opened = false;
+    sock.onopen = () => {
+      opened = true;
+      // session.update at once: servers that send session.created first and servers that wait
+      // for the update both answer with session.updated.
+      send({ type: "session.update", session: sessionConfig() });
+    };
+    sock.onmessage = (e) => {
+      if (sock !== ws) return;
+      let ev;
+      try { ev = JSON.parse(e.data); } catch (_) { return; }
+      onEvent(ev);
+    };
+    sock.onclose = (e) => {
+      if (sock !== ws) return;
+      onClosed(opened, e);
+    };
+  }
+
+  function onClosed(opened, e) {
+    ws = null;
+    stats.sessionReady = false;
+    stopMic();
+    pttHeld = false;
+    flush("disconnect");
+    active = null;
+    playingItem = null;
+    if (userClosed) {
+      setStatus("idle", "disconnected");
+      return;
+    }
+    const delay = Math.min(10000, 500 * 2 ** retry) * (0.75 + Math.random() / 2);
+    retry++;
+    stats.reconnects++;
+    const why = opened ? `connection closed (${e.code}${e.reason ? " " + e.reason : ""})` : "could not connect";
+    setStatus("reconnecting", `${why}; retrying in ${(delay / 1000).toFixed(1)} s`);
+    note(`${why}; reconnecting`);
+    retryTimer = setTimeout(() => { if (!userClosed) connect(); }, delay);
+  }
+
+  function disconnect() {
+    userClosed = true;
+    clearTimeout(retryTimer);
+    stopMic();
+    if (ws) {
+      ws.close(1000, "bye");
+    } else {
+      setStatus("idle", "disconnected");
+    }
+  }
+
+  function onEvent(ev) {
+    logEvent("in", ev);
+    switch (ev.type) {
+      case "session.created":
+        stats.sessionId = ev.session && ev.session.id || "";
+        break;
+      case "session.updated":
+        if (!stats.sessionReady) {
+          stats.sessionReady = true;
+          retry = 0;
+          setStatus("ready", mode === "ptt" ? "connected · push-to-talk" : "connected · hands-free");
+          startMic().catch((e) => {
+            showError({ code: "microphone", message: "microphone unavailable: " + (e && e.message || e) });
+          });
+        }
+        break;
+      case "error":
+        showError(ev.error || {});
+        break;
+      case "input_audio_buffer.speech_started":
+        bargeIn("speech_started");
+        break;
+      case "input_audio_buffer.speech_stopped":
+        inputEnd = performance.now();
+        break;
+      case "conversation.item.input_audio_transcription.completed": {
+        const text = (ev.transcript || "").trim();
+        stats.userTranscripts.push(text);
+        bubble("user", "you", text || "(nothing recognized)");
+        break;
+      }
+      case "response.created": {
+        const id = ev.response && ev.response.id || ev.response_id;
+        const t = { id, n: stats.turns.length + responses.size + 1, inputEnd, created: performance.now(), audioMs: 0, text: "" };
+        inputEnd = 0;
+        t.li = bubble("assistant", "assistant", "");
+        responses.set(id, t);
+        active = t;
+        renderTurn(t);
+        break;
+      }
+      case "response.output_audio.delta":
+      case "response.audio.delta":
+        playDelta(ev);
+        break;
+      case "response.output_audio_transcript.delta":
+      case "response.audio_transcript.delta":
+      case "response.output_text.delta":
+      case "response.text.delta": {
+        const t = responses.get(ev.response_id);
+        if (t && ev.delta) {
+          t.text += ev.delta;
+          t.li.querySelector(".text").textContent = t.text.trim();
+        }
+        break;
+      }
+      case "response.done": {
+        const r = ev.response || {};
+        const t = responses.get(r.id);
+        if (r.status === "cancelled" || r.status === "failed") {
+          // Barge-in: whatever of this response is still queued must not play.
+          if (!dropped.has(r.id)) bargeIn("response.done " + r.status);
+        } else if (audio) {
+          audio.player.port.postMessage({ type: "end" });
+        }
+        if (t) {
+          responses.delete(r.id);
+          t.status = r.status;
+          t.reason = r.status_details && r.status_details.reason || "";
+          t.doneMs = t.inputEnd ? performance.now() - t.inputEnd : undefined;
+          if (t.status === "cancelled") t.li.classList.add("cancelled");
+          stats.turns.push({ id: t.id, n: t.n, status: t.status, reason: t.reason, firstAudioMs: t.firstAudioMs, doneMs: t.doneMs, audioMs: t.audioMs });
+          stats.assistantTranscripts.push(t.text.trim());
+          renderTurn(t);
+        }
+        if (active && active.id === r.id) active = null;
+        break;
+      }
+      case "output_audio_buffer.cleared":
+        bargeIn("output_audio_buffer.cleared");
+        break;
+      case "session.closed":
+        note(`session closed (${ev.reason || "server"})`);
+        break;
+    }
+  }
+
+  // ---- wiring --------------------------------------------------------------------------------
+
+  function init() {
+    $("url").value = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/realtime`;
+    $("connect-form").addEventListener("submit", (e) => { e.preventDefault(); connect(); });
+    $("disconnect").addEventListener("click", disconnect);
+    $("filter").addEventListener("input", refilter);
+    $("hide-audio").addEventListener("change", refilter);
+    $("clear-log").addEventListener("click", () => $("log").replaceChildren());
+    for (const r of document.querySelectorAll('input[name="mode"]')) {
+      r.addEventListener("change", () => {
+        // turn_detection is fixed once audio flows: a new mode is a new session.
+        if (ws && !userClosed) { disconnect(); setTimeout(connect, 100); } else { mode = r.value; }
+      });
+    }
+    const talk = $("talk");
+    talk.addEventListener("pointerdown", (e) => { e.preventDefault(); talk.setPointerCapture(e.pointerId); pttDown(); });
+    talk.addEventListener("pointerup", pttUp);
+    talk.addEventListener("pointercancel", pttUp);
+    talk.addEventListener("keydown", (e) => { if ((e.key === " " || e.key === "Enter") && !e.repeat) { e.preventDefault(); pttDown(); } });
+    talk.addEventListener("keyup", (e) => { if (e.key === " " || e.key === "Enter") { e.preventDefault(); pttUp(); } });
+    // Space anywhere outside a text field is the talk key too.
+    document.addEventListener("keydown", (e) => {
+      if (e.key !== " " || e.repeat || e.target === talk || e.target.closest("input, textarea, button, select")) return;
+      e.preventDefault();
+      pttDown();
+    });
+    document.addEventListener("keyup", (e) => {
+      if (e.key === " " && e.target !== talk) pttUp();
+    });
+    window.addEventListener("pagehide", () => { userClosed = true; stopMic(); if (ws) ws.close(1001, "page closed"); });
+    setStatus("idle", "disconnected");
+  }
+
+  window.omni = { stats, connect, disconnect, pttDown, pttUp };
+  init();
+})();

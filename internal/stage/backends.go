@@ -1,0 +1,85 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// selectBackends picks, per stage, the local engine from Deps or the remote backend that
+// cfg.Remote names. Local and remote mix freely.
+func (p *Pipeline) selectBackends() error {
+	r := p.cfg.Remote
+	switch {
+	case r.Thinker != nil:
+		p.remote = newRemoteThinker(*r.Thinker)
+		p.log.Info("stage thinker: remote LLM", zap.String("url", p.remote.where()), zap.String("model", r.Thinker.Model))
+	case p.deps.Engine == nil:
+		return fmt.Errorf("%w: no engine and no pipeline.remote.thinker", ErrConfig)
+	}
+	switch {
+	case r.ASR != nil:
+		a := newRemoteASR(*r.ASR)
+		p.asr = a
+		p.log.Info("stage thinker: remote ASR", zap.String("url", a.c.url("/audio/transcriptions")), zap.String("model", r.ASR.Model))
+	case p.deps.ASR != nil:
+		p.asr = localASR{p.deps.ASR}
+	}
+	if len(p.cfg.Stages) < 2 {
+		return nil
+	}
+	switch {
+	case r.TTS != nil:
+		t := newRemoteTTS(*r.TTS, p.cfg.Talker.OutputRate)
+		p.tts = t
+		p.log.Info("stage talker: remote TTS", zap.String("url", t.c.url("/audio/speech")), zap.String("model", r.TTS.Model))
+	case p.deps.TTS != nil:
+		p.tts = p.deps.TTS
+	}
+	return nil
+}
+
+func (p *Pipeline) closeRemotes() {
+	if p.remote != nil {
+		p.remote.c.close()
+	}
+	if a, ok := p.asr.(*remoteASR); ok {
+		a.c.close()
+	}
+	if t, ok := p.tts.(*remoteTTS); ok {
+		t.c.close()
+	}
+}
+
+// Transcribe runs the pipeline's ASR (local or remote) on one 16 kHz utterance; it serves
+// POST /v1/audio/transcriptions.
+func (p *Pipeline) Transcribe(ctx context.Context, pcm16k []float32) (string, error) {
+	if p.asr == nil {
+		return "", fmt.Errorf("transcribing: %w: no ASR", ErrInvalidRequest)
+	}
+	return p.asr.Transcribe(ctx, pcm16k)
+}
+
+// Synthesize runs the talker's TTS (local or remote) on text; it serves POST /v1/audio/speech.
+func (p *Pipeline) Synthesize(ctx context.Context, text string) ([]float32, error) {
+	if p.tts == nil {
+		return nil, fmt.Errorf("synthesizing: %w: no talker stage", ErrInvalidRequest)
+	}
+	return p.tts.Synthesize(ctx, text)
+}
+
+// SpeechRate is the sample rate of Synthesize's output (0 without a talker stage).
+func (p *Pipeline) SpeechRate() int {
+	if p.tts == nil {
+		return 0
+	}
+	return p.tts.OutputRate()
+}
+
+// HasSpeech reports whether Synthesize works.
+func (p *Pipeline) HasSpeech() bool { return p.tts != nil }
+
+var _ asrStream = (*speech.ASRStream)(nil)

@@ -1,0 +1,211 @@
+package stage
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+)
+
+// remoteThinker is stage 0's LLM on an OpenAI-compatible server: each response is one streamed
+// POST /v1/chat/completions carrying the whole conversation (the server keeps no state between
+// them, so the prefix cache is the upstream's business).
+type remoteThinker struct {
+	c *remoteClient
+}
+
+func newRemoteThinker(cfg RemoteConfig) *remoteThinker {
+	return &remoteThinker{c: newRemoteClient(StageThinker, cfg)}
+}
+
+// where names the backend for logs and errors.
+func (t *remoteThinker) where() string { return t.c.url("/chat/completions") }
+
+// remoteGen is one response of the remote thinker; it has the shape of gpu.Sequence's Generate
+// so that generate streams it to the Sink and the talker exactly like a local generation.
+type remoteGen struct {
+	t        *remoteThinker
+	msgs     []gpu.ChatMessage
+	sampling gpu.Sampling
+}
+
+type chatCompletionBody struct {
+	Model         string            `json:"model"`
+	Messages      []chatMessageJSON `json:"messages"`
+	Stream        bool              `json:"stream"`
+	StreamOptions map[string]bool   `json:"stream_options"`
+	MaxTokens     int               `json:"max_tokens,omitempty"`
+	Temperature   *float32          `json:"temperature,omitempty"`
+	TopP          float32           `json:"top_p,omitempty"`
+	Seed          *uint32           `json:"seed,omitempty"`
+	Stop          []string          `json:"stop,omitempty"`
+}
+
+type chatMessageJSON struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    any    `json:"code"`
+	} `json:"error"`
+}
+
+// Generate streams the reply: emit gets each content delta as it arrives. Retries happen only
+// before the first token. On ctx end (cancel, barge-in) the upstream request is closed at once
+// and the result is the partial one with reason abort.
+func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit func(gpu.Piece) error) (res gpu.GenerateResult, err error) {
+	t := g.t
+	submit := time.Now()
+	res.Stats.SubmitTS = metrics.Now()
+	body := chatCompletionBody{
+		Model: t.c.cfg.Model, Stream: true, StreamOptions: map[string]bool{"include_usage": true},
+		MaxTokens: opts.MaxTokens, Stop: opts.Stop,
+	}
+	s := g.sampling
+	if opts.Sampling != nil {
+		s = *opts.Sampling
+	}
+	temp := s.Temperature
+	body.Temperature, body.TopP = &temp, s.TopP
+	if s.Seed != 0 {
+		seed := s.Seed
+		body.Seed = &seed
+	}
+	for _, m := range g.msgs {
+		body.Messages = append(body.Messages, chatMessageJSON{Role: m.Role, Content: m.Content})
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return res, fmt.Errorf("encoding chat request: %w", err)
+	}
+	wctx, wd := newWatchdog(ctx, t.c.cfg.FirstByteTimeout, t.c.cfg.IdleTimeout)
+	defer wd.stop()
+	resp, err := t.c.do(wctx, "/chat/completions", func(ctx context.Context, url string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		return req, nil
+	})
+	if err != nil {
+		return g.end(ctx, res, timeoutError(wctx, StageThinker, t.where(), err))
+	}
+	defer resp.Body.Close()
+
+	var last time.Time
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue // comments, event names, blank separators
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			break
+		}
+		wd.kick()
+		var ch chatChunk
+		if err := json.Unmarshal(data, &ch); err != nil {
+			return g.end(ctx, res, &UpstreamError{Stage: StageThinker, URL: t.where(), Status: resp.StatusCode,
+				Message: fmt.Sprintf("bad stream chunk: %v", err)})
+		}
+		if ch.Error != nil {
+			ue := upstreamErrorFrom(StageThinker, t.where(), resp.StatusCode, data)
+			return g.end(ctx, res, ue)
+		}
+		if ch.Usage != nil {
+			res.Stats.TokensIn, res.Stats.TokensOut = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+		}
+		for _, c := range ch.Choices {
+			if c.Delta.Content != "" {
+				now := time.Now()
+				if last.IsZero() {
+					res.Stats.TTFTMs = float64(now.Sub(submit)) / float64(time.Millisecond)
+				} else {
+					res.Stats.ITLsMs = append(res.Stats.ITLsMs, float64(now.Sub(last))/float64(time.Millisecond))
+				}
+				last = now
+				if err := emit(gpu.Piece{Text: c.Delta.Content}); err != nil {
+					res.FinishReason = FinishAbort
+					g.finishStats(&res)
+					return res, nil
+				}
+			}
+			if c.FinishReason != nil && *c.FinishReason != "" {
+				res.FinishReason = *c.FinishReason
+			}
+		}
+		// With include_usage the usage chunk follows the finish chunk; without it (servers
+		// that ignore stream_options) [DONE] follows. Either way keep reading.
+	}
+	if err := sc.Err(); err != nil {
+		return g.end(ctx, res, timeoutError(wctx, StageThinker, t.where(),
+			&UpstreamError{Stage: StageThinker, URL: t.where(), Message: "stream broken: " + err.Error(), Err: err}))
+	}
+	if ctx.Err() != nil {
+		return g.end(ctx, res, ctx.Err())
+	}
+	if res.FinishReason == "" {
+		// The body ended without a finish_reason or [DONE]: the upstream went away mid-reply.
+		return g.end(ctx, res, &UpstreamError{Stage: StageThinker, URL: t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
+	}
+	if res.FinishReason != FinishStop && res.FinishReason != FinishLength {
+		res.FinishReason = FinishStop // content_filter, tool_calls: the text is what it is
+	}
+	g.finishStats(&res)
+	return res, nil
+}
+
+// end returns the partial result: reason abort when the caller's ctx ended (the error is then
+// not an error), the error otherwise.
+func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (gpu.GenerateResult, error) {
+	g.finishStats(&res)
+	if ctx.Err() != nil {
+		res.FinishReason = FinishAbort
+		return res, nil
+	}
+	var ue *UpstreamError
+	if !errors.As(err, &ue) && isAbort(err) {
+		// The watchdog cut it but the cause was lost in wrapping: report a timeout.
+		err = &UpstreamError{Stage: StageThinker, URL: g.t.where(), Status: http.StatusGatewayTimeout, Message: "upstream timed out", Err: err}
+	}
+	return res, err
+}
+
+func (g remoteGen) finishStats(res *gpu.GenerateResult) {
+	st := &res.Stats
+	if st.TokensOut == 0 {
+		st.TokensOut = len(st.ITLsMs)
+		if st.TTFTMs > 0 {
+			st.TokensOut++
+		}
+	}
+	st.TPOTMs = mean(st.ITLsMs)
+	st.BatchSize = 0
+}
