@@ -97,3 +97,22 @@ func TestBetaDialect(t *testing.T) {
 	require.Equal(t, "audio", done.obj("response")["output"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["type"])
 	require.NotNil(t, done.obj("response")["usage"])
 }
+
+// TestIdleTimeout: with turn_detection.idle_timeout_ms the server follows up when the user stays
+// silent after a response: input_audio_buffer.timeout_triggered, then a response.
+func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	c := dial(t, srv.url, nil)
+	c.update(event{"type": "realtime", "max_output_tokens": 3, "audio": event{"input": event{"turn_detection": event{
+		"type": "server_vad", "idle_timeout_ms": 5000}}}})
+	c.appendAudio(goForward(t), 200, false)
+	c.appendAudio(silence(1000), 200, false)
+	first := readResponse(t, c, 60*time.Second)
+	t0 := time.Now()
+	trig, _ := c.until("input_audio_buffer.timeout_triggered", 30*time.Second)
+	require.GreaterOrEqual(t, time.Since(t0), 4*time.Second, "the clock starts at response.done")
+	require.NotEmpty(t, trig.str("item_id"))
+	second := readResponse(t, c, 60*time.Second)
+	require.NotEqual(t, first.id, second.id)
+}

@@ -248,6 +248,9 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 	}
 	s.inputMs += float64(len(pcm)) * 1000 / EngineRate
 	vr := s.detectSpeech(pcm)
+	if vr.started {
+		s.stopIdleTimeout() // the user spoke: no idle follow-up
+	}
 	if s.resp != nil && vr.started && s.cfg.TurnDetection != nil && s.cfg.TurnDetection.InterruptResponse {
 		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
 			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})

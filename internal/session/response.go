@@ -104,6 +104,7 @@ func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
 }
 
 func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *response {
+	s.stopIdleTimeout()
 	s.resetVAD()
 	s.turnID++
 	r := &response{
@@ -323,6 +324,7 @@ func (s *DuplexSession) completeResponse(r *response) {
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
+	s.armIdleTimeout(r)
 }
 
 func (s *DuplexSession) failResponse(r *response, code, msg string) {

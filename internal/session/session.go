@@ -92,6 +92,7 @@ type DuplexSession struct {
 	vadTD        TurnDetection // the settings vad was created with
 	inSpeech     bool          // speech_started went out and its speech_stopped has not
 	paceTimer    *time.Timer
+	vadIdle      *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
 	idleTimer    *time.Timer
 	closeReason  string
 	sinkBroken   bool // the connection refused an event: nothing more can be sent
@@ -211,6 +212,9 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
 	s.paceTimer = time.NewTimer(time.Hour)
 	s.paceTimer.Stop()
+	s.vadIdle = time.NewTimer(time.Hour)
+	s.vadIdle.Stop()
+	defer s.vadIdle.Stop()
 	defer s.idleTimer.Stop()
 	defer s.paceTimer.Stop()
 
@@ -240,6 +244,8 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 			s.handleResult(r)
 		case <-s.paceTimer.C:
 			s.pace()
+		case <-s.vadIdle.C:
+			s.idleTimeoutTriggered()
 		case <-s.idleTimer.C:
 			return ReasonTimeout
 		case r := <-s.stop:

@@ -1,6 +1,9 @@
 package session
 
 import (
+	"context"
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/speech"
@@ -113,4 +116,73 @@ func (s *DuplexSession) closeVAD() {
 		s.vad = nil
 	}
 	s.inSpeech = false
+}
+
+// armIdleTimeout starts turn_detection.idle_timeout_ms after a response: the clock runs from
+// response.done plus the playback still ahead of the client (the audio sent beyond real time).
+func (s *DuplexSession) armIdleTimeout(r *response) {
+	td := s.cfg.TurnDetection
+	if td == nil || td.IdleTimeoutMs <= 0 {
+		return
+	}
+	ahead := 0.0
+	if !r.started.IsZero() {
+		ahead = max(0, r.sentMs-float64(s.m.cfg.Now().Sub(r.started))/float64(time.Millisecond))
+	}
+	s.stopIdleTimeout()
+	s.vadIdle.Reset(time.Duration(float64(td.IdleTimeoutMs)+ahead) * time.Millisecond)
+}
+
+func (s *DuplexSession) stopIdleTimeout() {
+	if s.vadIdle == nil {
+		return
+	}
+	if !s.vadIdle.Stop() {
+		select {
+		case <-s.vadIdle.C:
+		default:
+		}
+	}
+}
+
+// idleTimeoutTriggered is OpenAI's idle timeout: the user said nothing for idle_timeout_ms after
+// the assistant finished. The buffer is committed (if it holds audio) and a response follows.
+func (s *DuplexSession) idleTimeoutTriggered() {
+	td := s.cfg.TurnDetection
+	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil {
+		return
+	}
+	start := s.inputMs
+	if len(s.inputBuf) > 0 {
+		start = s.bufStartMs
+	}
+	id := s.speechItemID
+	if id == "" {
+		id = newItemID()
+		s.speechItemID = id
+	}
+	s.send(Event{Type: "input_audio_buffer.timeout_triggered", Epoch: s.epoch, Fields: map[string]any{
+		"audio_start_ms": int(start), "audio_end_ms": int(s.inputMs), "item_id": id}})
+	if !s.autoResponse() && len(s.inputBuf) > 0 && s.inputMs-s.bufStartMs >= 100 {
+		respond := true // the timeout's purpose is the response
+		s.handleCommit("", &respond)
+		return
+	}
+	s.speechItemID = ""
+	s.respondNow(s.cfg.MaxOutputTokens)
+}
+
+// respondNow starts a response over the conversation as it is, without new input.
+func (s *DuplexSession) respondNow(maxTok int) {
+	r := s.beginResponse(-1, maxTok)
+	eng := s.engine
+	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
+		if r.cancelled.Load() {
+			return jobResult{}
+		}
+		t, err := eng.Respond(ctx, maxTok)
+		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
+	}}) {
+		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+	}
 }
