@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 const goForwardRaw = "/usr/share/pocketsphinx/test/data/goforward.raw"
@@ -165,12 +167,13 @@ func TestAudioEndpoints(t *testing.T) {
 }
 
 // runNodeScript installs the pinned SDK (test/openai-node) and runs script there; it returns
-// the script's last stdout line. It skips only when node is not installed at all.
+// the script's last stdout line. It skips only when node is not installed at all (and fails
+// then under CI=true).
 func runNodeScript(t *testing.T, script string, env ...string) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: skipping the OpenAI Node SDK test (apt-get install nodejs npm to run it)")
+		testenv.Missing(t, "node is not installed: skipping the OpenAI Node SDK test (apt-get install nodejs npm, or `make deps`, to run it)")
 	}
 	npm, err := exec.LookPath("npm")
 	require.NoError(t, err, "node is installed but npm is not")

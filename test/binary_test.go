@@ -3,7 +3,6 @@ package test
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,24 +36,106 @@ func binRoot(t testing.TB) string {
 }
 
 // omniserveBin returns bin/omniserve, building it with the Makefile (its cgo flags and header
-// path, so the build cache is shared) when it is missing. `make test` builds it first.
+// path, so the build cache is shared) when it is missing or older than any source it is built
+// from, so the suite never tests a stale binary. `make test` builds it first.
 func omniserveBin(t testing.TB) string {
 	t.Helper()
 	root := binRoot(t)
 	bin := filepath.Join(root, "bin", "omniserve")
 	buildOnce.Do(func() {
-		if _, err := os.Stat(bin); err == nil {
-			return
+		why := "missing"
+		if st, err := os.Stat(bin); err == nil {
+			src, err := newerSource(root, st.ModTime())
+			if err != nil {
+				buildErr = err
+				return
+			}
+			if src == "" {
+				return
+			}
+			why = "older than " + src
 		}
 		cmd := exec.Command("make", "-s", "build")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			buildErr = errors.New("make build: " + err.Error() + "\n" + string(out))
+			buildErr = fmt.Errorf("make build (bin/omniserve %s): %w\n%s", why, err, out)
+			return
 		}
+		// go build leaves an up-to-date binary untouched; mark it as checked.
+		now := time.Now()
+		buildErr = os.Chtimes(bin, now, now)
 	})
 	require.NoError(t, buildErr)
 	return bin
+}
+
+// newerSource returns a file the binary is built from that changed after than ("" if none):
+// the module files, the Makefile, and every non-test file under cmd/, internal/ and configs/
+// (embedded assets included).
+func newerSource(root string, than time.Time) (string, error) {
+	newer := ""
+	for _, f := range []string{"go.mod", "go.sum", "Makefile"} {
+		if st, err := os.Stat(filepath.Join(root, f)); err == nil && st.ModTime().After(than) {
+			return f, nil
+		}
+	}
+	for _, dir := range []string{"cmd", "internal", "configs"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || newer != "" {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == "testdata" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if info.ModTime().After(than) {
+				newer, _ = filepath.Rel(root, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("checking bin/omniserve against its sources: %w", err)
+		}
+		if newer != "" {
+			return newer, nil
+		}
+	}
+	return "", nil
+}
+
+// TestNewerSource: the staleness check sees a changed source file and ignores tests.
+func TestNewerSource(t *testing.T) {
+	root := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for _, f := range []string{"go.mod", "cmd/m/main.go", "internal/x/x.go", "internal/x/x_test.go", "configs/a.yaml"} {
+		p := filepath.Join(root, f)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, nil, 0o644))
+		require.NoError(t, os.Chtimes(p, old, old))
+	}
+	built := time.Now().Add(-time.Minute)
+	src, err := newerSource(root, built)
+	require.NoError(t, err)
+	require.Empty(t, src)
+	now := time.Now()
+	require.NoError(t, os.Chtimes(filepath.Join(root, "internal/x/x_test.go"), now, now))
+	src, err = newerSource(root, built)
+	require.NoError(t, err)
+	require.Empty(t, src, "tests are not part of the binary")
+	require.NoError(t, os.Chtimes(filepath.Join(root, "configs/a.yaml"), now, now))
+	src, err = newerSource(root, built)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join("configs", "a.yaml"), src)
 }
 
 // freePort returns a loopback port that was free a moment ago.

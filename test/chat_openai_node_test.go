@@ -12,15 +12,19 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // testChatOpenAINode runs the official OpenAI Node SDK (npm package openai, pinned by
 // test/openai-node/package-lock.json) against the real server: non-streaming and streaming text,
-// text+audio, and typed errors. It skips only when node is not installed.
+// text+audio, seeds, response_format, logprobs, n, penalties and logit_bias, multi-turn audio,
+// models.retrieve, and typed errors. Without node it skips locally but fails under CI=true
+// (make deps installs node).
 func testChatOpenAINode(t *testing.T, f *chatFixture) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: skipping the OpenAI Node SDK compatibility test (apt-get install nodejs npm to run it)")
+		testenv.Missing(t, "node is not installed: skipping the OpenAI Node SDK compatibility test (apt-get install nodejs npm, or `make deps`, to run it)")
 	}
 	npm, err := exec.LookPath("npm")
 	require.NoError(t, err, "node is installed but npm is not; the SDK cannot be installed")
@@ -59,9 +63,26 @@ func testChatOpenAINode(t *testing.T, f *chatFixture) {
 		UnknownModel struct {
 			Status int `json:"status"`
 		} `json:"unknown_model"`
-		N2 struct {
+		N9 struct {
 			Status int `json:"status"`
-		} `json:"n2"`
+		} `json:"n9"`
+		Seed struct {
+			Same             bool `json:"same"`
+			UnseededDistinct int  `json:"unseeded_distinct"`
+		} `json:"seed"`
+		Logprobs struct {
+			Tokens int `json:"tokens"`
+		} `json:"logprobs"`
+		N struct {
+			Choices int `json:"choices"`
+		} `json:"n"`
+		Model           string `json:"model"`
+		RetrieveUnknown struct {
+			Status int `json:"status"`
+		} `json:"retrieve_unknown"`
+		ContextLength struct {
+			Code string `json:"code"`
+		} `json:"context_length"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
 	t.Logf("OpenAI Node SDK: %s", lines[len(lines)-1])
@@ -72,5 +93,12 @@ func testChatOpenAINode(t *testing.T, f *chatFixture) {
 	require.Positive(t, got.Stream.Usage.CompletionTokens)
 	require.Greater(t, got.Audio.Bytes, 44)
 	require.Equal(t, 404, got.UnknownModel.Status)
-	require.Equal(t, 400, got.N2.Status)
+	require.Equal(t, 400, got.N9.Status)
+	require.True(t, got.Seed.Same)
+	require.Greater(t, got.Seed.UnseededDistinct, 1)
+	require.Positive(t, got.Logprobs.Tokens)
+	require.Equal(t, 2, got.N.Choices)
+	require.Equal(t, chatModel, got.Model)
+	require.Equal(t, 404, got.RetrieveUnknown.Status)
+	require.Equal(t, "context_length_exceeded", got.ContextLength.Code)
 }

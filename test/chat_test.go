@@ -36,6 +36,8 @@ func TestChat(t *testing.T) {
 	t.Run("log_stats_tables", func(t *testing.T) { testChatLogStats(t, f) })
 	t.Run("disconnect_aborts", func(t *testing.T) { testChatDisconnect(t, f) })
 	t.Run("concurrent_16", func(t *testing.T) { testChatConcurrent(t, f) })
+	t.Run("conformance", func(t *testing.T) { testChatConformance(t, f) })
+	t.Run("http_edges", func(t *testing.T) { testChatHTTPEdges(t, f) })
 	t.Run("openai_node_sdk", func(t *testing.T) { testChatOpenAINode(t, f) })
 	waitIdle(t, f.plain)
 	waitIdle(t, f.stats)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // TestHAProxyReplicas runs deploy/haproxy/haproxy.cfg in the real HAProxy in front of three
@@ -25,7 +27,7 @@ import (
 func TestHAProxyReplicas(t *testing.T) {
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
-		t.Skip("haproxy is not installed: `make deps` installs it")
+		testenv.Missing(t, "haproxy is not installed: `make deps` installs it")
 	}
 	cache := filepath.Join(t.TempDir(), "cache")
 	reps := make([]*binServer, 3)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ func TestDuplexLogStats(t *testing.T) {
 		require.Contains(t, []string{"completed", "incomplete"}, status(done), "a natural end (incomplete: max tokens)")
 		tt := waitTurn(t, s, r1)
 		require.Equal(t, 1, tt.sets, "exactly one table set")
-		require.Equal(t, "stop", tt.reason)
+		require.Equal(t, naturalReason(done), tt.reason, "a turn cut by max tokens logs length")
 		require.Equal(t, "1", tt.turn)
 		require.True(t, strings.HasPrefix(tt.req, "duplex-s."), tt.req)
 		for _, kind := range []string{"RequestE2EStats", "StageRequestStats"} {
@@ -53,12 +52,13 @@ func TestDuplexLogStats(t *testing.T) {
 		require.Positive(t, tt.e2eMs)
 
 		r2 := c.respondTo(t, raw)
-		require.Contains(t, []string{"completed", "incomplete"}, status(c.until(t, "response.done", 30*time.Second)))
+		done2 := c.until(t, "response.done", 30*time.Second)
+		require.Contains(t, []string{"completed", "incomplete"}, status(done2))
 		t2 := waitTurn(t, s, r2)
 		require.NotEqual(t, r1, r2)
 		require.Equal(t, 1, t2.sets)
 		require.Equal(t, "2", t2.turn)
-		require.Equal(t, "stop", t2.reason)
+		require.Equal(t, naturalReason(done2), t2.reason)
 		require.Equal(t, tt.req, t2.req, "both turns ride the session's stage-0 resource")
 		c.close(t)
 	})
@@ -83,6 +83,16 @@ func TestDuplexLogStats(t *testing.T) {
 			tc.cut(t, c)
 			tt := waitTurn(t, s, rid)
 			require.Equal(t, tc.reason, tt.reason)
+			// The cut turn keeps its work: tokens out, stage 1's audio, and the audio delivered.
+			cols := map[float64]map[string]any{}
+			for _, col := range tt.stageCols {
+				cols[col["stage_id"].(float64)] = col
+			}
+			require.Contains(t, cols, 0.0, "stage 0's column")
+			require.Contains(t, cols, 1.0, "stage 1's column: its partial snapshot was waited for")
+			require.Positive(t, cols[0]["num_tokens_out"], "tokens generated before the cut")
+			require.Positive(t, cols[1]["audio_generated_frames"], "audio generated before the cut")
+			require.Positive(t, tt.deliveredS, "audio delivered to the client before the cut")
 			c.close(t)
 			time.Sleep(200 * time.Millisecond) // the real close has run: nothing more may appear
 			require.Equal(t, 1, turnOf(s.logs.String(), rid).sets, "one table set, nothing at the real close")
@@ -127,7 +137,7 @@ func TestDuplexLogStats(t *testing.T) {
 			}
 		}
 		t1, t2 := waitTurn(t, s, r1), waitTurn(t, s, r2)
-		require.Equal(t, "stop", t1.reason, "the handoff completes the first response")
+		require.Contains(t, []string{"stop", "length"}, t1.reason, "the handoff completes the first response")
 		require.Equal(t, "cancel", t2.reason)
 		fromFirstAppend := done.at.Sub(sent).Seconds() * 1000
 		fromBegin := done.at.Sub(created.at).Seconds() * 1000
@@ -162,7 +172,7 @@ func TestDuplexLogStats(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		var chatRows []string
 		require.Eventually(t, func() bool {
-			chatRows = stageRowsOf(s.logs.String(), "request_id="+cc.ID)
+			chatRows = stageRowsOf(s.logs.String(), cc.ID)
 			return len(chatRows) > 0
 		}, 10*time.Second, 20*time.Millisecond, "chat tables of %s", cc.ID)
 		// Known gap, outside the duplex path: the chat path (requestclient/chat_state.go) never
@@ -332,24 +342,46 @@ type turnTables struct {
 	omniTiming string
 	e2eMs      float64
 	stageRows  []string
+	stageCols  []map[string]any // the StageRequestStats record's columns
+	deliveredS float64          // RequestE2EStats audio_delivered_s
 }
 
-var (
-	titleRe  = regexp.MustCompile(`^\[(\w+) \[request_id=(\S+) response=(\S+) turn=(\d+) reason=(\w+)\]\]`)
-	timingRe = regexp.MustCompile(`reason=(\w+)`)
-)
+// naturalReason is the logged reason of a response that ended by itself: the wire's
+// incomplete (max_output_tokens) is length in the logs, completed is stop.
+func naturalReason(done map[string]any) string {
+	if status(done) == "incomplete" {
+		return "length"
+	}
+	return "stop"
+}
 
-// logMessages returns the msg of every JSON log line.
-func logMessages(logs string) []string {
-	var out []string
+// statsRecord is one structured --log-format json statistics record (docs/STATS.md): one per
+// table, its fields the table's rows plus the ids.
+type statsRecord struct {
+	Msg        string           `json:"msg"`
+	RequestID  string           `json:"request_id"`
+	ResponseID string           `json:"response_id"`
+	Turn       *int             `json:"turn"`
+	Reason     string           `json:"reason"`
+	Line       string           `json:"line"`
+	E2ETotalMs *float64         `json:"e2e_total_ms"`
+	DeliveredS float64          `json:"audio_delivered_s"`
+	Stages     []map[string]any `json:"stages"`
+}
+
+// statsRecords returns every statistics record of a JSON log.
+func statsRecords(logs string) []statsRecord {
+	var out []statsRecord
 	sc := bufio.NewScanner(strings.NewReader(logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var e struct {
-			Msg string `json:"msg"`
+		var r statsRecord
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.RequestID == "" {
+			continue
 		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Msg != "" {
-			out = append(out, e.Msg)
+		switch r.Msg {
+		case "Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats", "TransferEdgeStats":
+			out = append(out, r)
 		}
 	}
 	return out
@@ -357,35 +389,54 @@ func logMessages(logs string) []string {
 
 func turnOf(logs, responseID string) turnTables {
 	tt := turnTables{titles: map[string]int{}}
-	for _, msg := range logMessages(logs) {
-		msg = strings.TrimPrefix(msg, "\n")
-		if strings.HasPrefix(msg, "[OmniTiming] ") && strings.Contains(msg, " response="+responseID+" ") {
+	for _, r := range statsRecords(logs) {
+		if r.ResponseID != responseID {
+			continue
+		}
+		if strings.HasPrefix(r.Line, "[OmniTiming] ") {
 			tt.sets++
-			tt.omniTiming = msg
-			if m := timingRe.FindStringSubmatch(msg); m != nil {
-				tt.reason = m[1]
-			}
+			tt.omniTiming = r.Line
+			tt.reason = r.Reason
 			continue
 		}
-		m := titleRe.FindStringSubmatch(msg)
-		if m == nil || m[3] != responseID {
-			continue
+		tt.titles[r.Msg]++
+		tt.req = r.RequestID
+		if r.Turn != nil {
+			tt.turn = strconv.Itoa(*r.Turn)
 		}
-		tt.titles[m[1]]++
-		tt.req, tt.turn = m[2], m[4]
-		switch m[1] {
+		switch r.Msg {
 		case "RequestE2EStats":
-			if v, ok := tableValue(msg, "e2e_total_ms"); ok {
-				tt.e2eMs = v
+			if r.E2ETotalMs != nil {
+				tt.e2eMs = *r.E2ETotalMs
 			}
+			tt.deliveredS = r.DeliveredS
 		case "StageRequestStats":
-			tt.stageRows = tableFields(msg)
+			tt.stageRows = recordFields(r.Stages)
+			tt.stageCols = r.Stages
 		}
 	}
 	return tt
 }
 
-// waitTurn waits until the turn's [OmniTiming] line is in the log (the tables are logged just
+// recordFields returns the row names of a StageRequestStats record's columns, sorted.
+func recordFields(cols []map[string]any) []string {
+	set := map[string]bool{}
+	for _, c := range cols {
+		for k := range c {
+			if k != "stage_id" {
+				set[k] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitTurn waits until the turn's OmniTiming record is in the log (the tables are logged just
 // before it) and returns its tables.
 func waitTurn(t *testing.T, s *binServer, responseID string) turnTables {
 	t.Helper()
@@ -397,43 +448,13 @@ func waitTurn(t *testing.T, s *binServer, responseID string) turnTables {
 	return tt
 }
 
-// stageRowsOf returns the field names of the first StageRequestStats table whose title
-// contains key.
+// stageRowsOf returns the row names of the first StageRequestStats record whose request id
+// starts with key.
 func stageRowsOf(logs, key string) []string {
-	for _, msg := range logMessages(logs) {
-		msg = strings.TrimPrefix(msg, "\n")
-		if strings.HasPrefix(msg, "[StageRequestStats [") && strings.Contains(strings.SplitN(msg, "\n", 2)[0], key) {
-			return tableFields(msg)
+	for _, r := range statsRecords(logs) {
+		if r.Msg == "StageRequestStats" && strings.HasPrefix(r.RequestID, key) {
+			return recordFields(r.Stages)
 		}
 	}
 	return nil
-}
-
-// tableFields returns the Field column of a rendered table (header excluded), sorted.
-func tableFields(table string) []string {
-	var out []string
-	for _, line := range strings.Split(table, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 3 {
-			continue
-		}
-		f := strings.TrimSpace(cells[1])
-		if f != "" && f != "Field" {
-			out = append(out, f)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// tableValue reads a single-column table's value of field.
-func tableValue(table, field string) (float64, bool) {
-	for _, line := range strings.Split(table, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) >= 3 && strings.TrimSpace(cells[1]) == field {
-			v, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(cells[2]), ",", ""), 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
 }

@@ -9,6 +9,7 @@
 //	rt_sessions_realtime_2cores=<auto_response sessions whose decisions keep up with real time>
 //	turn_metrics_allocs_per_chunk_off=<allocations of the per-chunk turn-metrics ingest, --log-stats off; must be 0>
 //	turn_metrics_overhead_pct_on=<response_required turn throughput loss with --log-stats, same run>
+//	stats_heap_growth_kib_per_session_hour=<heap growth of one --log-stats session fed an hour of units; target <= 64>
 package main
 
 import (
@@ -205,6 +206,10 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("turn metrics allocs: %w", err)
 	}
+	heapKiB, err := statsHeapGrowthPerSessionHour(ctx, rcOn)
+	if err != nil {
+		return fmt.Errorf("stats heap growth: %w", err)
+	}
 	lsOff, lsOn, err := benchLogStatsOverhead(ctx, url, urlOn, pcm, o.logStatsN)
 	if err != nil {
 		return fmt.Errorf("log-stats overhead: %w", err)
@@ -243,6 +248,7 @@ func run(o options) error {
 	fmt.Printf("rt_bargein_ms_p99=%.1f\n", pct(barge, 99))
 	fmt.Printf("rt_sessions_realtime_2cores=%d\n", sessions)
 	printTurnMetrics(allocsOff, allocsOn, lsOff, lsOn)
+	fmt.Printf("stats_heap_growth_kib_per_session_hour=%.1f\n", heapKiB)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -128,4 +129,68 @@ func sum(xs []float64) float64 {
 		s += v
 	}
 	return s
+}
+
+// statsHeapGrowthPerSessionHour opens a real duplex stream on rc (--log-stats on) and drives its
+// statistics ingest with one session-hour of 100 ms units (36,000; a spoken turn every 50 units,
+// every fifth one cut short), the way the pipeline does, and returns the heap growth in KiB
+// between the end of a ten-minute warm-up and the end of the hour. The stream's real engine
+// work is not run: only the statistics state is measured.
+func statsHeapGrowthPerSessionHour(ctx context.Context, rc *requestclient.Client) (float64, error) {
+	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-heap"}, stage.DuplexOptions{}, func(stage.OutputMessage) {})
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close(ctx, "")
+	const hour = 36000
+	next := feedStatsSession(d, hour/6, 1)
+	before := heapAlloc()
+	feedStatsSession(d, hour, next)
+	after := heapAlloc()
+	return (float64(after) - float64(before)) / 1024, nil
+}
+
+func feedStatsSession(d *requestclient.Duplex, chunks, turn int) int {
+	listen := metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}
+	thinker := metrics.StageRequestStats{NumTokensIn: 12, NumTokensOut: 8, StageGenTimeMs: 40, VllmTtftMs: 9,
+		VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: stage.FinishStop}
+	talker := metrics.StageRequestStats{AudioGeneratedFrames: 24000, AudioSampleRate: 24000, AudioDurationS: 1,
+		StageGenTimeMs: 30, InterOutputLatenciesMs: []float64{5}, OutputUnitType: "audio", FinishReason: stage.FinishStop}
+	rid := d.Stage0ID()
+	for i := range chunks {
+		if i%50 == 10 {
+			d.MarkTurnArrival(0)
+		}
+		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: listen, StageSubmitTS: metrics.Now()})
+		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionListen})
+		if i%50 != 49 {
+			continue
+		}
+		d.MarkInputEnd(0)
+		d.BeginTurn(fmt.Sprintf("resp-bench-%d", turn), turn, 0)
+		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Text, Turn: turn, Text: "hello"})
+		d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: turn, SizeBytes: 6, TxMs: 0.01})
+		cut := turn%5 == 0
+		if cut {
+			d.SetTurnDelivered(300)
+			d.FinalizeTurn(metrics.ReasonCancel)
+		}
+		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: thinker})
+		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 1, Turn: turn, Metrics: talker})
+		d.OnTurnEnd(stage.TurnEnd{RequestID: rid, Turn: turn, Aborted: cut})
+		if !cut {
+			d.SetTurnDelivered(1000)
+			d.FinalizeTurn(metrics.ReasonStop)
+		}
+		turn++
+	}
+	return turn
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -104,14 +106,19 @@ func (c *components) close(ctx context.Context, timeout time.Duration) {
 }
 
 func (c *components) buildEngine(ctx context.Context) error {
+	// llama.cpp and ggml log through the process logger (JSON with --log-format json) from
+	// before the model load until the engine is closed.
+	stopLlamaLogs := gpu.RouteLlamaLogs(c.log)
+	c.onClose("llama logs", func(context.Context) error { stopLlamaLogs(); return nil })
 	r, err := loadEngine(ctx, c.cfg.Engine, c.log.Named("engine"))
 	if err != nil {
 		return err
 	}
 	c.engine = r
-	// The id clients send as "model" is the name they started the server with ("dummy",
-	// or the .gguf path), as vLLM lists its --model.
-	c.models = []string{c.cfg.Engine.Model}
+	// The id clients send as "model" and the model_name of every metric: the name they
+	// started the server with for dummy models, a .gguf file's base name for a path (a path
+	// would leak the server's file layout to /v1/models and /metrics, which are open).
+	c.models = []string{modelID(c.cfg.Engine.Model)}
 	c.onClose("engine", func(context.Context) error { return r.Close() })
 	return nil
 }
@@ -134,4 +141,13 @@ func (c *components) router() http.Handler {
 		Metrics:        promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg}),
 		MaxBodyBytes:   c.cfg.Server.MaxBodyBytes,
 	})
+}
+
+// modelID is the public id of a --model value: "dummy..." as given, else the file's base name
+// without its .gguf extension.
+func modelID(model string) string {
+	if model == "" || model == "dummy" || strings.HasPrefix(model, "dummy:") {
+		return model
+	}
+	return strings.TrimSuffix(filepath.Base(model), ".gguf")
 }

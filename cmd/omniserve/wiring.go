@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
@@ -64,14 +65,22 @@ func (c *components) buildPipeline(context.Context) error {
 	c.onClose("pipeline", func(context.Context) error { p.Close(); return nil })
 	c.pipeline = p
 
-	collectors := metrics.NewCollectors(c.reg, c.cfg.Engine.Model)
+	id := modelID(c.cfg.Engine.Model)
+	collectors := metrics.NewCollectors(c.reg, id)
+	collectors.InitStages(p.NumStages())
 	c.client = requestclient.New(p, requestclient.Options{
-		LogStats:   c.cfg.Server.LogStats,
-		Collectors: collectors,
-		ModelName:  c.cfg.Engine.Model,
+		LogStats:        c.cfg.Server.LogStats,
+		StructuredStats: c.cfg.Server.LogFormat == "json",
+		Collectors:      collectors,
+		ModelName:       id,
 	}, c.log)
+	// The --model value itself stays accepted, so clients written against the path keep working.
+	accepted := c.models
+	if c.cfg.Engine.Model != id {
+		accepted = append(slices.Clone(c.models), c.cfg.Engine.Model)
+	}
 	c.chat = api.NewChatHandler(api.ChatConfig{
-		Models:       c.models,
+		Models:       accepted,
 		MaxBodyBytes: c.cfg.Server.MaxBodyBytes,
 	}, c.client, c.log)
 	c.buildAudio(p)
@@ -84,7 +93,7 @@ func (c *components) buildPipeline(context.Context) error {
 func (c *components) buildRealtime(ctx context.Context) error {
 	mgr := session.NewManager(session.ManagerConfig{
 		MaxSessions: c.cfg.Server.MaxSessions,
-		ModelName:   c.cfg.Engine.Model,
+		ModelName:   modelID(c.cfg.Engine.Model),
 	}, session.NewPipelineBackend(c.client, c.pipeline), c.log)
 	c.onClose("realtime sessions", mgr.Shutdown)
 	c.realtime = realtime.NewHandler(realtime.HandlerConfig{

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"time"
 
@@ -42,6 +43,9 @@ type ChatConfig struct {
 	WriteTimeout time.Duration
 	// RetryAfter is the Retry-After value, in seconds, of overload answers (default 1).
 	RetryAfter int
+	// AudioStoreBytes bounds the transcripts of audio responses kept for multi-turn audio
+	// (default 16 MiB; least recently used first out). Ids expire after an hour, as OpenAI's.
+	AudioStoreBytes int64
 }
 
 func (c *ChatConfig) withDefaults() {
@@ -66,13 +70,17 @@ func (c *ChatConfig) withDefaults() {
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = 1
 	}
+	if c.AudioStoreBytes <= 0 {
+		c.AudioStoreBytes = 16 << 20
+	}
 }
 
 type chatHandler struct {
 	cfg    ChatConfig
 	client ChatClient
 	log    *zap.Logger
-	slots  chan struct{} // bounded in-flight completions
+	slots  chan struct{} // bounded in-flight completions (one per choice)
+	audio  *chatAudioStore
 }
 
 // NewChatHandler serves OpenAI-compatible POST /v1/chat/completions (JSON and SSE streaming) on
@@ -82,7 +90,8 @@ func NewChatHandler(cfg ChatConfig, client ChatClient, log *zap.Logger) http.Han
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &chatHandler{cfg: cfg, client: client, log: log.Named("chat"), slots: make(chan struct{}, cfg.MaxInFlight)}
+	return &chatHandler{cfg: cfg, client: client, log: log.Named("chat"),
+		slots: make(chan struct{}, cfg.MaxInFlight), audio: newChatAudioStore(cfg.AudioStoreBytes, chatAudioTTL)}
 }
 
 func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +99,12 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		writeChatError(w, &chatAPIError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
 			Message: fmt.Sprintf("method %s is not allowed; use POST", r.Method)})
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSONMediaType(ct) {
+		// Before reading the body: a form post or an upload is refused without being read.
+		writeChatError(w, &chatAPIError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+			Message: fmt.Sprintf("Unsupported content type: %q. This API method only accepts 'application/json' requests.", ct)})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
@@ -103,16 +118,26 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeChatError(w, chatBadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
 		return
 	}
-	parsed, apiErr := parseChatRequest(body, &h.cfg)
+	parsed, apiErr := parseChatRequest(body, &h.cfg, h.audio)
 	if apiErr != nil {
 		writeChatError(w, apiErr)
 		return
 	}
-	// Bad requests are answered above even under load; only real work takes a slot.
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
+	// Bad requests are answered above even under load; only real work takes slots, one per
+	// choice, all or none.
+	taken := 0
+	defer func() {
+		for range taken {
+			<-h.slots
+		}
+	}()
+	for taken < parsed.N {
+		select {
+		case h.slots <- struct{}{}:
+			taken++
+			continue
+		default:
+		}
 		writeChatError(w, &chatAPIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
 			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is at its limit of %d concurrent completions; retry later", h.cfg.MaxInFlight)})
 		return
@@ -120,27 +145,48 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serve(w, r, parsed)
 }
 
+// serve starts one engine request per choice (they decode together in the engine's batches)
+// and answers them as one completion.
 func (h *chatHandler) serve(w http.ResponseWriter, r *http.Request, p *chatParsed) {
 	created := time.Now().Unix()
-	p.Req.RequestID = newChatCompletionID()
-	stream, err := h.client.Chat(r.Context(), p.Req)
-	if err != nil {
-		h.writeEngineError(w, r, err)
-		return
-	}
-	// Close aborts the generation when the client went away or a write failed; after a normal
+	id := newChatCompletionID()
+	streams := make([]*requestclient.ChatStream, 0, p.N)
+	// Close aborts a generation when the client went away or a write failed; after a normal
 	// end it only releases the request.
-	defer stream.Close()
-	out := chatOutput{id: p.Req.RequestID, model: p.Model, created: created, audio: p.WantAudio, format: p.AudioFormat}
+	defer func() {
+		for _, s := range streams {
+			s.Close()
+		}
+	}()
+	outs := make([]*chatOutput, p.N)
+	for i := range p.N {
+		req := p.Req
+		req.RequestID = id // the request client makes each internal id unique
+		if i > 0 && !req.Sampling.RandomSeed {
+			req.Sampling.Seed += uint32(i) // seeded choices must differ from each other, reproducibly
+		}
+		s, err := h.client.Chat(r.Context(), req)
+		if err != nil {
+			h.writeEngineError(w, r, err)
+			return
+		}
+		streams = append(streams, s)
+		outs[i] = &chatOutput{index: i, id: id, model: p.Model, created: created, audio: p.WantAudio,
+			format: p.AudioFormat, logprobs: p.Logprobs}
+		if p.WantAudio {
+			outs[i].audioID = newChatAudioID()
+		}
+	}
 	if p.Stream {
-		h.serveStream(w, r, p, stream, &out)
+		h.serveStream(w, r, p, streams, outs)
 		return
 	}
-	h.serveJSON(w, r, stream, &out)
+	h.serveJSON(w, r, streams, outs)
 }
 
 // writeEngineError maps a failure to start a completion to an HTTP answer.
 func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, err error) {
+	var sampErr *gpu.SamplingError
 	switch {
 	case r.Context().Err() != nil:
 		return // the client is gone; nobody reads an answer
@@ -148,6 +194,10 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 		// The engine's own bounds (sequence slots, stage queues) were hit before ours.
 		writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "engine_overloaded",
 			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is overloaded (%v); retry later", err)})
+	case errors.Is(err, stage.ErrContextLength):
+		writeChatError(w, contextLengthError(err))
+	case errors.As(err, &sampErr):
+		writeChatError(w, chatBadRequest(sampErr.Param, "invalid_value", sampErr.Error()))
 	case errors.Is(err, stage.ErrInvalidRequest):
 		writeChatError(w, chatBadRequest("messages", "invalid_value", err.Error()))
 	default:
@@ -155,6 +205,22 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 		writeChatError(w, &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 			Message: fmt.Sprintf("the engine could not start the completion: %v", err)})
 	}
+}
+
+// isJSONMediaType accepts application/json with any parameters (charset=utf-8).
+func isJSONMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// contextLengthError is OpenAI's answer to a prompt that does not fit.
+func contextLengthError(err error) *chatAPIError {
+	msg := err.Error()
+	var cle *stage.ContextLengthError
+	if errors.As(err, &cle) {
+		msg = cle.Error()
+	}
+	return chatBadRequest("messages", "context_length_exceeded", msg)
 }
 
 // newChatCompletionID returns the external id chatcmpl-<16 hex>; the request client appends

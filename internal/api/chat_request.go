@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/omniserve/omniserve/internal/gpu"
@@ -22,9 +23,8 @@ const (
 	chatASRRate   = 16000
 )
 
-// chatRequestBody is the subset of OpenAI's chat completion request that omniserve reads. Fields a
-// client may send but that change nothing here (frequency_penalty, ...) are ignored; fields whose
-// meaning omniserve cannot honour (n>1, tools, logprobs) are rejected rather than ignored, so a
+// chatRequestBody is the subset of OpenAI's chat completion request that omniserve reads. Fields
+// whose meaning omniserve cannot honour (tools, functions) are rejected rather than ignored, so a
 // client never gets a silently different answer.
 type chatRequestBody struct {
 	Model               string            `json:"model"`
@@ -42,13 +42,31 @@ type chatRequestBody struct {
 	User                string            `json:"user"`
 	Metadata            map[string]string `json:"metadata"`
 
-	// Rejected when set to something omniserve cannot do.
-	N           *int            `json:"n"`
-	Tools       json.RawMessage `json:"tools"`
-	Functions   json.RawMessage `json:"functions"`
-	Logprobs    *bool           `json:"logprobs"`
-	TopLogprobs *int            `json:"top_logprobs"`
+	PresencePenalty  *float64           `json:"presence_penalty"`
+	FrequencyPenalty *float64           `json:"frequency_penalty"`
+	LogitBias        map[string]float64 `json:"logit_bias"`
+	ResponseFormat   *chatResponseFmt   `json:"response_format"`
+	Logprobs         *bool              `json:"logprobs"`
+	TopLogprobs      *int               `json:"top_logprobs"`
+	N                *int               `json:"n"`
+
+	// Rejected when set: omniserve cannot do them.
+	Tools     json.RawMessage `json:"tools"`
+	Functions json.RawMessage `json:"functions"`
 }
+
+// chatResponseFmt is response_format: text, json_object, or json_schema with a schema.
+type chatResponseFmt struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// chatMaxN bounds n: every choice is its own sequence in the engine.
+const chatMaxN = 8
 
 type chatStreamOpts struct {
 	IncludeUsage bool `json:"include_usage"`
@@ -62,6 +80,11 @@ type chatAudioParams struct {
 type chatMessageBody struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// Audio is OpenAI's multi-turn audio: an assistant message naming an earlier audio
+	// response by id stands for that response's transcript.
+	Audio *struct {
+		ID string `json:"id"`
+	} `json:"audio"`
 }
 
 type chatContentPart struct {
@@ -82,12 +105,15 @@ type chatParsed struct {
 	IncludeUsage bool
 	WantAudio    bool
 	AudioFormat  string // wav | pcm16 when WantAudio
+	N            int    // choices to generate, each its own sequence
+	Logprobs     bool
 	Req          stage.ChatRequest
 }
 
 // parseChatRequest decodes and validates body. Every rejection is a 400 in OpenAI's shape naming
 // the offending parameter.
-func parseChatRequest(body []byte, cfg *ChatConfig) (*chatParsed, *chatAPIError) {
+// audio resolves the ids of earlier audio responses to their transcripts (nil: none known).
+func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*chatParsed, *chatAPIError) {
 	var in chatRequestBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&in); err != nil {
@@ -115,7 +141,7 @@ func parseChatRequest(body []byte, cfg *ChatConfig) (*chatParsed, *chatAPIError)
 		}
 		out.IncludeUsage = in.StreamOptions.IncludeUsage
 	}
-	msgs, e := convertChatMessages(in.Messages)
+	msgs, e := convertChatMessages(in.Messages, audio)
 	if e != nil {
 		return nil, e
 	}
@@ -141,20 +167,11 @@ func checkChatModel(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *chat
 }
 
 func checkChatUnsupported(in *chatRequestBody) *chatAPIError {
-	if in.N != nil && *in.N != 1 {
-		return chatBadRequest("n", "unsupported_value", "only n=1 is supported")
-	}
 	if chatRawSet(in.Tools) {
 		return chatBadRequest("tools", "unsupported_parameter", "tools are not supported by this server")
 	}
 	if chatRawSet(in.Functions) {
 		return chatBadRequest("functions", "unsupported_parameter", "functions are not supported by this server")
-	}
-	if in.Logprobs != nil && *in.Logprobs {
-		return chatBadRequest("logprobs", "unsupported_parameter", "logprobs are not supported by this server")
-	}
-	if in.TopLogprobs != nil && *in.TopLogprobs > 0 {
-		return chatBadRequest("top_logprobs", "unsupported_parameter", "top_logprobs are not supported by this server")
 	}
 	return nil
 }
@@ -178,8 +195,11 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between 1 and %d, got %d", p.name, cfg.MaxTokensLimit, *p.v))
 		}
 		maxTok = *p.v // max_completion_tokens wins: it is checked last, as OpenAI prefers it
+		out.Req.MaxTokensSet = true
 	}
-	s := gpu.Sampling{Temperature: 1, TopP: 1}
+	// Without a seed every completion draws its own: equal requests give different answers at
+	// temperature > 0, as with OpenAI.
+	s := gpu.Sampling{Temperature: 1, TopP: 1, RandomSeed: true}
 	if in.Temperature != nil {
 		t := *in.Temperature
 		if math.IsNaN(t) || t < 0 || t > 2 {
@@ -199,6 +219,23 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 			return chatBadRequest("seed", "invalid_value", fmt.Sprintf("seed must be between 0 and %d, got %d", uint64(math.MaxUint32), *in.Seed))
 		}
 		s.Seed = uint32(*in.Seed)
+		s.RandomSeed = false
+	}
+	if e := checkChatPenalties(in, &s); e != nil {
+		return e
+	}
+	if e := checkChatLogprobs(in, &s, out); e != nil {
+		return e
+	}
+	if e := checkChatResponseFormat(in, &s); e != nil {
+		return e
+	}
+	out.N = 1
+	if in.N != nil {
+		if *in.N < 1 || *in.N > chatMaxN {
+			return chatBadRequest("n", "invalid_value", fmt.Sprintf("n must be between 1 and %d, got %d", chatMaxN, *in.N))
+		}
+		out.N = *in.N
 	}
 	stop, e := parseChatStop(in.Stop)
 	if e != nil {
@@ -207,6 +244,89 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 	out.Req.MaxTokens = maxTok
 	out.Req.Sampling = s
 	out.Req.Stop = stop
+	return nil
+}
+
+func checkChatPenalties(in *chatRequestBody, s *gpu.Sampling) *chatAPIError {
+	for _, p := range []struct {
+		name string
+		v    *float64
+		dst  *float32
+	}{{"presence_penalty", in.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", in.FrequencyPenalty, &s.FrequencyPenalty}} {
+		if p.v == nil {
+			continue
+		}
+		if math.IsNaN(*p.v) || *p.v < -gpu.MaxPenalty || *p.v > gpu.MaxPenalty {
+			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, gpu.MaxPenalty, gpu.MaxPenalty, *p.v))
+		}
+		*p.dst = float32(*p.v)
+	}
+	if len(in.LogitBias) == 0 {
+		return nil
+	}
+	s.LogitBias = make(map[int]float32, len(in.LogitBias))
+	for k, v := range in.LogitBias {
+		id, err := strconv.Atoi(k)
+		if err != nil || id < 0 {
+			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias keys must be token ids (non-negative integers), got %q", k))
+		}
+		if math.IsNaN(v) || v < -gpu.MaxLogitBias || v > gpu.MaxLogitBias {
+			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", gpu.MaxLogitBias, gpu.MaxLogitBias, v, id))
+		}
+		s.LogitBias[id] = float32(v) // ids outside the vocabulary are refused by the engine
+	}
+	return nil
+}
+
+func checkChatLogprobs(in *chatRequestBody, s *gpu.Sampling, out *chatParsed) *chatAPIError {
+	if in.Logprobs != nil && *in.Logprobs {
+		s.Logprobs, out.Logprobs = true, true
+	}
+	if in.TopLogprobs == nil {
+		return nil
+	}
+	if *in.TopLogprobs < 0 || *in.TopLogprobs > gpu.MaxTopLogprobs {
+		return chatBadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", gpu.MaxTopLogprobs, *in.TopLogprobs))
+	}
+	if *in.TopLogprobs > 0 && !s.Logprobs {
+		return chatBadRequest("top_logprobs", "invalid_value", "top_logprobs requires logprobs to be true")
+	}
+	s.TopLogprobs = *in.TopLogprobs
+	return nil
+}
+
+// checkChatResponseFormat turns response_format into a grammar the sampler enforces, so the
+// output parses whatever the model is (a truncated answer, finish_reason length, may not).
+func checkChatResponseFormat(in *chatRequestBody, s *gpu.Sampling) *chatAPIError {
+	f := in.ResponseFormat
+	if f == nil {
+		return nil
+	}
+	switch f.Type {
+	case "text":
+	case "json_object":
+		s.Grammar = gpu.JSONGrammar
+	case "json_schema":
+		if f.JSONSchema == nil {
+			return chatBadRequest("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema")
+		}
+		if f.JSONSchema.Name == "" {
+			return chatBadRequest("response_format.json_schema.name", "missing_required_parameter", "json_schema.name is required")
+		}
+		if !chatRawSet(f.JSONSchema.Schema) {
+			s.Grammar = gpu.JSONGrammar // no schema: any JSON object
+			return nil
+		}
+		g, err := gpu.SchemaGrammar(f.JSONSchema.Schema)
+		if err != nil {
+			return chatBadRequest("response_format.json_schema.schema", "invalid_value", fmt.Sprintf("invalid JSON schema: %v", err))
+		}
+		s.Grammar = g
+	case "":
+		return chatBadRequest("response_format.type", "missing_required_parameter", "response_format.type is required")
+	default:
+		return chatBadRequest("response_format.type", "invalid_value", fmt.Sprintf("unsupported response_format type %q; use text, json_object or json_schema", f.Type))
+	}
 	return nil
 }
 
@@ -270,7 +390,7 @@ func checkChatModalities(in *chatRequestBody, out *chatParsed) *chatAPIError {
 }
 
 // convertChatMessages turns wire messages into pipeline messages, decoding input audio to 16 kHz.
-func convertChatMessages(in []chatMessageBody) ([]stage.ChatMessage, *chatAPIError) {
+func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.ChatMessage, *chatAPIError) {
 	out := make([]stage.ChatMessage, 0, len(in))
 	for i, m := range in {
 		param := fmt.Sprintf("messages[%d]", i)
@@ -288,12 +408,40 @@ func convertChatMessages(in []chatMessageBody) ([]stage.ChatMessage, *chatAPIErr
 		if e := fillChatContent(&msg, m.Content, param); e != nil {
 			return nil, e
 		}
-		if msg.Text == "" && len(msg.Audio) == 0 && role == "user" {
-			return nil, chatBadRequest(param+".content", "invalid_value", "user message content must not be empty")
+		if m.Audio != nil {
+			if e := resolveChatAudio(&msg, m.Audio.ID, param+".audio", audio); e != nil {
+				return nil, e
+			}
+		}
+		if strings.TrimSpace(msg.Text) == "" && len(msg.Audio) == 0 {
+			if role == "assistant" {
+				return nil, chatBadRequest(param+".content", "invalid_value", "an assistant message needs content or audio: {id} of an earlier audio response")
+			}
+			return nil, chatBadRequest(param+".content", "invalid_value", role+" message content must not be empty")
 		}
 		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// resolveChatAudio replaces an assistant message's audio reference by the transcript of that
+// earlier response.
+func resolveChatAudio(msg *stage.ChatMessage, id, param string, audio *chatAudioStore) *chatAPIError {
+	if msg.Role != "assistant" {
+		return chatBadRequest(param, "invalid_value", "audio: {id} is only allowed in assistant messages")
+	}
+	if id == "" {
+		return chatBadRequest(param+".id", "missing_required_parameter", "audio.id is required")
+	}
+	tr, ok := "", false
+	if audio != nil {
+		tr, ok = audio.get(id)
+	}
+	if !ok {
+		return chatBadRequest(param+".id", "invalid_value", fmt.Sprintf("Audio with id %q was not found (unknown or expired; audio ids expire at expires_at)", id))
+	}
+	msg.Text = strings.TrimSpace(strings.TrimSpace(msg.Text) + " " + tr)
+	return nil
 }
 
 func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) *chatAPIError {

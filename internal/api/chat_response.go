@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,15 +11,17 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // chatAudioRate is the rate of returned audio (WAV and pcm16), as OpenAI's.
 const chatAudioRate = 24000
 
-// chatAudioTTL is how long an audio id is said to be valid (expires_at); omniserve keeps no
-// server-side audio, so a follow-up turn must resend the transcript as text.
+// chatAudioTTL is how long an audio id stays valid (expires_at): until then a follow-up
+// request may name it in an assistant message (see chatAudioStore).
 const chatAudioTTL = time.Hour
 
 type chatUsage struct {
@@ -44,8 +47,50 @@ type chatResponseMessage struct {
 type chatChoice struct {
 	Index        int                 `json:"index"`
 	Message      chatResponseMessage `json:"message"`
-	Logprobs     *struct{}           `json:"logprobs"`
+	Logprobs     *chatLogprobs       `json:"logprobs"`
 	FinishReason string              `json:"finish_reason"`
+}
+
+// chatLogprobs is a choice's logprobs: one entry per generated token.
+type chatLogprobs struct {
+	Content []chatTokenLogprob `json:"content"`
+	Refusal *[]struct{}        `json:"refusal"`
+}
+
+type chatTokenLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// tokenBytes is OpenAI's bytes field: the token's UTF-8 bytes as integers (a token may end
+// inside a character, which the token string cannot show).
+func tokenBytes(s string) []int {
+	b := make([]int, len(s))
+	for i := range len(s) {
+		b[i] = int(s[i])
+	}
+	return b
+}
+
+func wireLogprobs(lps []gpu.TokenLogprob) []chatTokenLogprob {
+	out := make([]chatTokenLogprob, 0, len(lps))
+	for _, lp := range lps {
+		e := chatTokenLogprob{Token: lp.Text, Logprob: float64(lp.Logprob), Bytes: tokenBytes(lp.Text),
+			TopLogprobs: make([]chatTopLogprob, 0, len(lp.Top))}
+		for _, t := range lp.Top {
+			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{Token: t.Text, Logprob: float64(t.Logprob), Bytes: tokenBytes(t.Text)})
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 type chatResponse struct {
@@ -71,10 +116,10 @@ type chatDelta struct {
 }
 
 type chatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        chatDelta `json:"delta"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chatChunk struct {
@@ -86,16 +131,43 @@ type chatChunk struct {
 	Usage   *chatUsage        `json:"usage,omitempty"`
 }
 
-// chatOutput is what one completion has produced so far.
+// chatOutput is what one choice of a completion has produced so far.
 type chatOutput struct {
+	index     int
 	id, model string
 	created   int64
 	audio     bool
+	audioID   string // with audio: the id a follow-up request may name
 	format    string
+	logprobs  bool
 	text      strings.Builder
+	lps       []gpu.TokenLogprob
 	pcm       []float32 // 24 kHz
 	usage     chatUsage
 	finish    string
+	done      bool
+}
+
+func (o *chatOutput) expiresAt() int64 { return time.Unix(o.created, 0).Add(chatAudioTTL).Unix() }
+
+// remember stores a finished audio choice's transcript for multi-turn audio.
+func (h *chatHandler) remember(o *chatOutput) {
+	if o.audio && o.audioID != "" {
+		h.audio.put(o.audioID, o.text.String(), time.Unix(o.expiresAt(), 0))
+	}
+}
+
+// totalUsage adds the choices up; the prompt is counted once, as OpenAI counts it.
+func totalUsage(outs []*chatOutput) chatUsage {
+	var u chatUsage
+	for i, o := range outs {
+		if i == 0 {
+			u.PromptTokens = o.usage.PromptTokens
+		}
+		u.CompletionTokens += o.usage.CompletionTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }
 
 // addAudio appends a chunk, converting it to 24 kHz if the talker produced another rate.
@@ -107,6 +179,7 @@ func (o *chatOutput) convertAudio(ev requestclient.ChatEvent) ([]float32, error)
 }
 
 func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
+	o.done = true
 	o.finish = ev.FinishReason
 	if o.finish != "length" {
 		o.finish = "stop" // the wire knows stop and length only
@@ -122,29 +195,66 @@ func (o *chatOutput) encodeAudio() string {
 	return base64.StdEncoding.EncodeToString(speech.EncodeWAV(o.pcm, chatAudioRate))
 }
 
-// serveJSON collects the whole completion and answers one chat.completion object.
-func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, s *requestclient.ChatStream, o *chatOutput) {
+// serveJSON collects every choice and answers one chat.completion object.
+func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, streams []*requestclient.ChatStream, outs []*chatOutput) {
+	choices := make([]chatChoice, len(outs))
+	for i, o := range outs {
+		if e := h.collect(r, streams[i], o); e != nil {
+			if e.Status != 0 {
+				writeChatError(w, e)
+			}
+			return
+		}
+		h.remember(o)
+		msg := chatResponseMessage{Role: "assistant"}
+		text := o.text.String()
+		if o.audio {
+			// As OpenAI: with audio output the words are the audio's transcript and content is null.
+			msg.Audio = &chatAudioOut{ID: o.audioID, Data: o.encodeAudio(), Transcript: text, ExpiresAt: o.expiresAt()}
+		} else {
+			msg.Content = &text
+		}
+		choices[i] = chatChoice{Index: i, Message: msg, FinishReason: o.finish}
+		if o.logprobs {
+			choices[i].Logprobs = &chatLogprobs{Content: wireLogprobs(o.lps)}
+		}
+	}
+	o := outs[0]
+	resp := chatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
+		Choices: choices, Usage: totalUsage(outs)}
+	w.Header().Set("Content-Type", "application/json")
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	if err := json.NewEncoder(w).Encode(resp); err != nil {
+		h.log.Debug("writing chat response", zap.String("id", o.id), zap.Error(err))
+	}
+}
+
+// collect reads one choice to its end. A returned error with Status 0 means the client is gone
+// (nothing to answer).
+func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *chatOutput) *chatAPIError {
 	events := s.Events()
 	for {
 		var ev requestclient.ChatEvent
 		var ok bool
 		select {
 		case <-r.Context().Done():
-			return // the deferred Close aborts and finalizes with reason abort
+			return &chatAPIError{} // the deferred Close aborts and finalizes with reason abort
 		case ev, ok = <-events:
 		}
 		if !ok {
-			writeChatError(w, &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
-				Message: "the completion ended without a result"})
-			return
+			return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+				Message: "the completion ended without a result"}
+		}
+		if errors.Is(ev.Err, stage.ErrContextLength) {
+			return contextLengthError(ev.Err) // known only after transcribing input audio
 		}
 		if ev.Err != nil {
 			h.log.Error("chat completion failed", zap.String("id", o.id), zap.Error(ev.Err))
-			writeChatError(w, &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
-				Message: fmt.Sprintf("the completion failed: %v", ev.Err)})
-			return
+			return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+				Message: fmt.Sprintf("the completion failed: %v", ev.Err)}
 		}
 		o.text.WriteString(ev.Text)
+		o.lps = append(o.lps, ev.Logprobs...)
 		if len(ev.Audio) > 0 {
 			pcm, err := o.convertAudio(ev)
 			if err != nil {
@@ -154,23 +264,7 @@ func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, s *reque
 		}
 		if ev.Done {
 			o.finishWith(ev)
-			break
+			return nil
 		}
-	}
-	msg := chatResponseMessage{Role: "assistant"}
-	text := o.text.String()
-	if o.audio {
-		// As OpenAI: with audio output the words are the audio's transcript and content is null.
-		msg.Audio = &chatAudioOut{ID: newChatAudioID(), Data: o.encodeAudio(), Transcript: text,
-			ExpiresAt: time.Unix(o.created, 0).Add(chatAudioTTL).Unix()}
-	} else {
-		msg.Content = &text
-	}
-	resp := chatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
-		Choices: []chatChoice{{Message: msg, FinishReason: o.finish}}, Usage: o.usage}
-	w.Header().Set("Content-Type", "application/json")
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
-	if err := json.NewEncoder(w).Encode(resp); err != nil {
-		h.log.Debug("writing chat response", zap.String("id", o.id), zap.Error(err))
 	}
 }

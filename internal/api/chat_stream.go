@@ -2,16 +2,21 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // chatSSE writes server-sent events with a deadline per write, so a client that stops reading is
@@ -44,9 +49,50 @@ func (s *chatSSE) write(b []byte) error {
 	return nil
 }
 
-// serveStream answers chat.completion.chunk events: a role chunk, content (or audio transcript and
-// pcm16 data) deltas, a finish chunk, a usage chunk when asked, then [DONE].
-func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *chatParsed, s *requestclient.ChatStream, o *chatOutput) {
+// indexedEvent is one engine event of choice i; closed marks the end of that choice's events.
+type indexedEvent struct {
+	i      int
+	ev     requestclient.ChatEvent
+	closed bool
+}
+
+// fanIn merges the choices' events into one channel. The forwarding goroutines are owned by the
+// returned stop, which cancels and waits for them.
+func fanIn(ctx context.Context, streams []*requestclient.ChatStream) (<-chan indexedEvent, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	merged := make(chan indexedEvent)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			events := s.Events()
+			for {
+				ie := indexedEvent{i: i}
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-events:
+					ie.ev, ie.closed = ev, !ok
+				}
+				select {
+				case merged <- ie:
+				case <-ctx.Done():
+					return
+				}
+				if ie.closed {
+					return
+				}
+			}
+		}()
+	}
+	return merged, func() { cancel(); wg.Wait() }
+}
+
+// serveStream answers chat.completion.chunk events: a role chunk per choice, content (or audio
+// transcript and pcm16 data) deltas, a finish chunk per choice, a usage chunk when asked, then
+// [DONE].
+func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *chatParsed, streams []*requestclient.ChatStream, outs []*chatOutput) {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
@@ -54,55 +100,71 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := &chatSSE{w: w, rc: http.NewResponseController(w), timeout: h.cfg.WriteTimeout}
-	chunk := func(d chatDelta, finish *string) chatChunk {
-		return chatChunk{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
-			Choices: []chatChunkChoice{{Delta: d, FinishReason: finish}}}
+	o0 := outs[0]
+	chunk := func(i int, d chatDelta, finish *string, lps []gpu.TokenLogprob) chatChunk {
+		c := chatChunkChoice{Index: i, Delta: d, FinishReason: finish}
+		if len(lps) > 0 {
+			c.Logprobs = &chatLogprobs{Content: wireLogprobs(lps)}
+		}
+		return chatChunk{ID: o0.id, Object: "chat.completion.chunk", Created: o0.created, Model: o0.model,
+			Choices: []chatChunkChoice{c}}
 	}
-	empty := ""
-	first := chatDelta{Role: "assistant", Content: &empty}
-	if o.audio {
-		first = chatDelta{Role: "assistant", Audio: &chatAudioDelta{ID: newChatAudioID(),
-			ExpiresAt: time.Unix(o.created, 0).Add(chatAudioTTL).Unix()}}
+	for i, o := range outs {
+		empty := ""
+		first := chatDelta{Role: "assistant", Content: &empty}
+		if o.audio {
+			first = chatDelta{Role: "assistant", Audio: &chatAudioDelta{ID: o.audioID, ExpiresAt: o.expiresAt()}}
+		}
+		if err := sse.send(chunk(i, first, nil, nil)); err != nil {
+			return
+		}
 	}
-	if err := sse.send(chunk(first, nil)); err != nil {
-		return
-	}
-	events := s.Events()
-	for {
-		var ev requestclient.ChatEvent
-		var ok bool
+	events, stop := fanIn(r.Context(), streams)
+	defer stop()
+	for left := len(outs); left > 0; {
+		var ie indexedEvent
 		select {
 		case <-r.Context().Done():
-			return // the deferred Close aborts the generation: the client is gone
-		case ev, ok = <-events:
+			return // the deferred Close aborts the generations: the client is gone
+		case ie = <-events:
 		}
-		if !ok || ev.Err != nil {
+		o, ev := outs[ie.i], ie.ev
+		if o.done {
+			continue // the channel closing after Done
+		}
+		if ie.closed || ev.Err != nil {
 			err := ev.Err
 			if err == nil {
 				err = fmt.Errorf("the completion ended without a result")
 			}
-			h.log.Error("chat stream failed", zap.String("id", o.id), zap.Error(err))
 			e := &chatAPIError{Type: "server_error", Code: "engine_error", Message: fmt.Sprintf("the completion failed: %v", err)}
+			if errors.Is(err, stage.ErrContextLength) {
+				e = contextLengthError(err)
+			} else {
+				h.log.Error("chat stream failed", zap.String("id", o.id), zap.Error(err))
+			}
 			_ = sse.send(e.body())
 			return
 		}
-		if d, has := h.streamDelta(o, ev); has {
-			if err := sse.send(chunk(d, nil)); err != nil {
+		o.text.WriteString(ev.Text)
+		if d, has := h.streamDelta(o, ev); has || len(ev.Logprobs) > 0 {
+			if err := sse.send(chunk(ie.i, d, nil, ev.Logprobs)); err != nil {
 				h.log.Debug("chat stream write", zap.String("id", o.id), zap.Error(err))
 				return
 			}
 		}
 		if ev.Done {
 			o.finishWith(ev)
-			break
+			h.remember(o)
+			left--
+			if err := sse.send(chunk(ie.i, chatDelta{}, &o.finish, nil)); err != nil {
+				return
+			}
 		}
 	}
-	if err := sse.send(chunk(chatDelta{}, &o.finish)); err != nil {
-		return
-	}
 	if p.IncludeUsage {
-		u := o.usage
-		c := chatChunk{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
+		u := totalUsage(outs)
+		c := chatChunk{ID: o0.id, Object: "chat.completion.chunk", Created: o0.created, Model: o0.model,
 			Choices: []chatChunkChoice{}, Usage: &u}
 		if err := sse.send(c); err != nil {
 			return

@@ -3,7 +3,9 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -87,6 +89,8 @@ func NewRouter(d RouterDeps) http.Handler {
 			r.Use(requireAPIKey(d.APIKey))
 		}
 		r.Get("/models", modelsHandler(d.Models, created))
+		// A wildcard, not {id}: model ids may contain slashes (org/name), as OpenAI's and vLLM's do.
+		r.Get("/models/*", modelHandler(d.Models, created))
 		r.Method(http.MethodPost, "/chat/completions", orUnavailable(d.Chat, "chat completions"))
 		r.Method(http.MethodGet, "/realtime", orUnavailable(d.Realtime, "the realtime API"))
 		r.Method(http.MethodPost, "/audio/transcriptions", orUnavailable(d.Transcriptions, "audio transcriptions"))
@@ -123,4 +127,20 @@ func modelsHandler(models []string, created int64) http.HandlerFunc {
 		list.Data = append(list.Data, modelCard{ID: m, Object: "model", Created: created, OwnedBy: "omniserve"})
 	}
 	return func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, list) }
+}
+
+// modelHandler serves GET /v1/models/{id}: the model object, or 404 model_not_found as OpenAI
+// answers (the SDKs raise NotFoundError).
+func modelHandler(models []string, created int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "*")
+		if slices.Contains(models, id) {
+			writeJSON(w, http.StatusOK, modelCard{ID: id, Object: "model", Created: created, OwnedBy: "omniserve"})
+			return
+		}
+		d := apiErrorDetail{Message: fmt.Sprintf("The model `%s` does not exist", id), Type: "invalid_request_error"}
+		param, code := "model", "model_not_found"
+		d.Param, d.Code = &param, &code
+		writeJSON(w, http.StatusNotFound, apiErrorEnvelope{Error: d})
+	}
 }

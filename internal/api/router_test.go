@@ -250,3 +250,32 @@ func TestMetricsMounted(t *testing.T) {
 	code, _, _ = do(t, http.MethodGet, srv2.URL+"/metrics", nil, "")
 	require.Equal(t, http.StatusNotFound, code)
 }
+
+func TestModelByID(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t, RouterDeps{Models: []string{"dummy:tiny", "org/name"}})
+	for _, id := range []string{"dummy:tiny", "org/name"} {
+		code, _, body := do(t, http.MethodGet, srv.URL+"/v1/models/"+id, nil, "")
+		require.Equal(t, http.StatusOK, code, string(body))
+		var m struct {
+			ID, Object, OwnedBy string
+			Created             int64
+		}
+		require.NoError(t, json.Unmarshal(body, &m))
+		require.Equal(t, id, m.ID)
+		require.Equal(t, "model", m.Object)
+		require.Positive(t, m.Created)
+	}
+	code, _, body := do(t, http.MethodGet, srv.URL+"/v1/models/gpt-4o", nil, "")
+	require.Equal(t, http.StatusNotFound, code)
+	var e struct {
+		Error struct {
+			Type, Message string
+			Code, Param   *string
+		}
+	}
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Equal(t, "invalid_request_error", e.Error.Type)
+	require.Equal(t, "model_not_found", *e.Error.Code)
+	require.Contains(t, e.Error.Message, "gpt-4o")
+}

@@ -20,8 +20,8 @@ type BareDecodeResult struct {
 // BareDecodeBench measures what llama.cpp does without this package's scheduler: it loads
 // cfg's model with the same model and context settings as Load, prefills promptLen tokens for
 // each of nSeq sequences, then runs `tokens` decode steps with one token per sequence in one
-// batch, greedy-sampled with llama.cpp's sampler. cmd/bench-engine compares the Runner with
-// it (bridge overhead, batching limit of the hardware). It lives here because only this
+// batch, greedy-sampled on the logits as the Runner does. cmd/bench-engine compares the Runner
+// with it (bridge overhead, batching limit of the hardware). It lives here because only this
 // package may import the binding.
 func BareDecodeBench(ctx context.Context, cfg Config, nSeq, promptLen, tokens int) (BareDecodeResult, error) {
 	res := BareDecodeResult{Seqs: nSeq, Tokens: tokens}
@@ -72,12 +72,6 @@ func BareDecodeBench(ctx context.Context, cfg Config, nSeq, promptLen, tokens in
 	if nSeq*len(prompt) > cfg.BatchSize || nSeq > cfg.MaxSequences {
 		return res, fmt.Errorf("bare bench: %d sequences of %d tokens exceed the batch", nSeq, len(prompt))
 	}
-	samplers := make([]*llama.SamplingContext, nSeq)
-	for s := range samplers {
-		if samplers[s], err = llama.NewSamplingContext(model, llama.SamplingParams{TopP: 1, TypicalP: 1, PenaltyRepeat: 1, RepeatLastN: 64}); err != nil {
-			return res, fmt.Errorf("bare bench: %w", err)
-		}
-	}
 	next := make([]int, nSeq)
 	idx := make([]int, nSeq)
 	for s := range nSeq {
@@ -90,8 +84,7 @@ func BareDecodeBench(ctx context.Context, cfg Config, nSeq, promptLen, tokens in
 		return res, fmt.Errorf("bare bench prefill: %w", err)
 	}
 	for s := range nSeq {
-		next[s] = samplers[s].Sample(lctx, idx[s])
-		samplers[s].Accept(next[s], false)
+		next[s] = argmax(lctx.GetLogitsIth(idx[s]))
 	}
 	t0 := time.Now()
 	for step := range tokens {
@@ -106,13 +99,23 @@ func BareDecodeBench(ctx context.Context, cfg Config, nSeq, promptLen, tokens in
 			return res, fmt.Errorf("bare bench decode: %w", err)
 		}
 		for s := range nSeq {
-			next[s] = samplers[s].Sample(lctx, s)
-			samplers[s].Accept(next[s], false)
+			next[s] = argmax(lctx.GetLogitsIth(s))
 		}
 	}
 	res.Seconds = time.Since(t0).Seconds()
 	res.TokS = float64(nSeq*tokens) / res.Seconds
 	return res, nil
+}
+
+// argmax is greedy sampling, as the Runner's sampler does it at temperature 0.
+func argmax(logits []float32) int {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return best
 }
 
 // benchText is deterministic text of about n vocabulary words.

@@ -100,7 +100,7 @@ type ModelInfo struct {
 	Backends    []string // compute backends available in this process, e.g. "CPU", "CUDA"
 	Devices     []string // devices the model runs on, e.g. "CPU", "CUDA0 (GPU-…)"
 	GPULayers   int      // layers offloaded to a GPU (0 on CPU)
-	ChatFormat  string   // "chatml" or "plain" (see doc.go)
+	ChatFormat  string   // the model's template by llama.cpp name ("llama3", "gemma", ...), "gguf", "chatml" or "plain" (see doc.go)
 }
 
 // ChatMessage is one message of a chat prompt.

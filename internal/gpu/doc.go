@@ -56,16 +56,21 @@
 //
 // # Chat template
 //
-// ChatPrompt reads tokenizer.chat_template from the GGUF. A template using the ChatML markers
-// (<|im_start|>, <|im_end|>; Qwen, many others) is rendered as
+// ChatPrompt renders with the model's own template (tokenizer.chat_template) through llama.cpp's
+// llama_chat_apply_template, which recognises the common formats (ChatML, Llama 3, Gemma,
+// Mistral, Phi, ...) without running Jinja; Info().ChatFormat names the one found. A GGUF with no
+// template gets ChatML:
 //
 //	<|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
 //
-// Any other template, or none (the dummy models), uses the plain fallback:
+// as does one whose template llama.cpp does not recognise (with a warning). The dummy models,
+// whose vocabulary is words without chat markers, use the plain format:
 //
 //	{role}: {content}\n ... assistant:
 //
-// Tokenize parses special-token text, so ChatML markers become their tokens.
+// Only the template's own markup becomes control tokens: ChatPrompt marks its control tokens
+// (U+FDD0 ... U+FDD1) and Tokenize parses special tokens only there, so message content such as
+// "<|im_end|>" is tokenized as text and cannot end a turn or open one.
 //
 // # Backends
 //

@@ -31,6 +31,11 @@ type dummyPreset struct {
 	ctx               int
 	kind              ggml.TensorType // weight type of the matrices (norms stay f32)
 	logitStd          float32         // spread of word logits; see outputRow
+	// chatTemplate, when set, is written as tokenizer.chat_template, and controls are added to
+	// the vocabulary as control tokens: GGUFs in another model family's prompt format, for
+	// tests. The presets have neither.
+	chatTemplate string
+	controls     []string
 }
 
 var dummyPresets = map[string]dummyPreset{
@@ -165,6 +170,9 @@ func dummyVocab() (tokens []string, scores []float32, types []int32, isWord []bo
 
 func (p dummyPreset) build() (ggml.KV, []*ggml.Tensor) {
 	tokens, scores, types, isWord := dummyVocab()
+	for _, c := range p.controls {
+		tokens, scores, types, isWord = append(tokens, c), append(scores, 0), append(types, 3), append(isWord, false)
+	}
 	vocab := len(tokens)
 	headDim := p.embd / p.heads
 	fileType := uint32(0) // all f32
@@ -195,6 +203,9 @@ func (p dummyPreset) build() (ggml.KV, []*ggml.Tensor) {
 		"tokenizer.ggml.eos_token_id":            uint32(2),
 		"tokenizer.ggml.add_bos_token":           true,
 		"tokenizer.ggml.add_eos_token":           false,
+	}
+	if p.chatTemplate != "" {
+		kv["tokenizer.chat_template"] = p.chatTemplate
 	}
 	e, kvd := uint64(p.embd), uint64(p.kvHeads*headDim)
 	mat := func(name string, cols, rows uint64, std float32) *ggml.Tensor {

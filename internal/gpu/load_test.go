@@ -165,18 +165,20 @@ func TestDummyCacheConcurrentAndReused(t *testing.T) {
 	require.Len(t, entries, 1, "no temp files left behind")
 }
 
-func TestChatPrompt(t *testing.T) {
-	r := loadTiny(t, nil)
-	msgs := []ChatMessage{{Role: "system", Content: "you are a robot"}, {Role: "user", Content: "hello"}}
-	got, err := r.ChatPrompt(msgs, true)
-	require.NoError(t, err)
-	require.Equal(t, "system: you are a robot\nuser: hello\nassistant:", got)
-	r.info.ChatFormat = chatFormatChatML
-	got, err = r.ChatPrompt(msgs, true)
-	require.NoError(t, err)
-	require.Equal(t, "<|im_start|>system\nyou are a robot<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", got)
-	_, err = r.ChatPrompt([]ChatMessage{{Content: "x"}}, false)
-	require.Error(t, err)
-	require.Equal(t, chatFormatChatML, chatFormatOf("{% for m in messages %}<|im_start|>{{m.role}}\n{{m.content}}<|im_end|>{% endfor %}"))
-	require.Equal(t, chatFormatPlain, chatFormatOf("[INST] {{ m.content }} [/INST]"))
+// TestLoadErrorKeepsLlamaReason: a file that passes the header checks but that llama.cpp
+// refuses fails with llama.cpp's own reason, not a pointer to its log.
+func TestLoadErrorKeepsLlamaReason(t *testing.T) {
+	path := writeGGUF(t, func(kv ggml.KV, ts []*ggml.Tensor) []*ggml.Tensor {
+		for i, tn := range ts {
+			if tn.Name == "blk.1.ffn_up.weight" {
+				return append(ts[:i], ts[i+1:]...)
+			}
+		}
+		return ts
+	})
+	_, err := Load(context.Background(), Config{Model: path, Device: "cpu", Threads: 1}, zaptest.NewLogger(t))
+	require.ErrorIs(t, err, ErrCorruptModel)
+	require.Contains(t, err.Error(), "missing tensor 'blk.1.ffn_up.weight'")
+	// The capture ends with the load: later llama.cpp errors are not kept.
+	require.False(t, logTap.capturing)
 }

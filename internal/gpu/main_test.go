@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -23,11 +24,19 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testCacheDir = dir
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		goleak.VerifyTestMain(m)
-	}()
+	// goleak.VerifyTestMain would os.Exit before a deferred RemoveAll ran: run, check, clean
+	// up, then exit.
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the test cache %s: %v\n", dir, err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -23,6 +23,7 @@ type Runner struct {
 	cfg    Config
 	log    *zap.Logger
 	info   ModelInfo
+	chat   chatTemplate
 	model  *llama.Model
 	lctx   *llama.Context
 	batch  *llama.Batch
@@ -47,6 +48,9 @@ type Runner struct {
 
 	gvOnce sync.Once
 	gv     *grammarVocab // the vocabulary as grammars see it, built on first use
+
+	maxPieceOnce sync.Once
+	maxPiece     int // bytes of the longest token text (CountTokens)
 }
 
 type opKind int

@@ -250,6 +250,10 @@ func (sm *sampler) adjust(logits []float32) {
 
 // draw picks a token from c (masked tokens have logit -Inf) with temperature, top-k and top-p;
 // -1 when every token is masked. c is left intact.
+//
+// Only tokens within logitWindow (temperature-scaled) of the best one take part: the others carry
+// less than e^-30 of its probability each. Top-k / top-p find their cut with a histogram of the
+// logits and sort only the tokens above it, not the whole vocabulary.
 func (sm *sampler) draw(c []llama.TokenData) int32 {
 	best := -1
 	for i := range c {
@@ -265,55 +269,24 @@ func (sm *sampler) draw(c []llama.TokenData) int32 {
 		return c[best].ID
 	}
 	maxL := c[best].Logit
-	w := c
+	cut := maxL - logitWindow*temp
+	w, probs := sm.work[:0], sm.probs[:0]
+	var sum float64
+	for _, t := range c {
+		if t.Logit >= cut {
+			p := math.Exp(float64((t.Logit - maxL) / temp))
+			w, probs = append(w, t), append(probs, p)
+			sum += p
+		}
+	}
+	sm.work, sm.probs = w, probs
 	topP := sm.s.TopP
 	if topP <= 0 || topP > 1 {
 		topP = 1
 	}
-	filter := sm.s.TopK > 0 || topP < 1
-	if filter {
-		cut := maxL - logitWindow*temp
-		w = sm.work[:0]
-		for _, t := range c {
-			if t.Logit >= cut {
-				w = append(w, t)
-			}
-		}
-		sm.work = w
-		slices.SortFunc(w, func(a, b llama.TokenData) int {
-			switch {
-			case a.Logit > b.Logit:
-				return -1
-			case a.Logit < b.Logit:
-				return 1
-			}
-			return int(a.ID - b.ID)
-		})
-		if k := sm.s.TopK; k > 0 && k < len(w) {
-			w = w[:k]
-		}
-	}
-	var sum float64
-	if cap(sm.probs) < len(w) {
-		sm.probs = make([]float64, len(w))
-	}
-	probs := sm.probs[:len(w)]
-	for i, t := range w {
-		probs[i] = 0
-		if !math.IsInf(float64(t.Logit), -1) {
-			probs[i] = math.Exp(float64((t.Logit - maxL) / temp))
-		}
-		sum += probs[i]
-	}
-	if topP < 1 {
-		var cum float64
-		for i, p := range probs {
-			cum += p
-			if cum >= float64(topP)*sum {
-				probs, w, sum = probs[:i+1], w[:i+1], cum
-				break
-			}
-		}
+	topK := sm.s.TopK
+	if (topK > 0 && topK < len(w)) || topP < 1 {
+		w, probs, sum = sm.nucleus(w, probs, sum, cut, maxL, temp, topK, topP)
 	}
 	x := sm.rng.Float64() * sum
 	for i, p := range probs {
@@ -323,6 +296,66 @@ func (sm *sampler) draw(c []llama.TokenData) int32 {
 		}
 	}
 	return c[best].ID // rounding left x >= 0: the last step belongs to the best token
+}
+
+// drawBuckets is the resolution of the histogram that finds the top-k / top-p cut.
+const drawBuckets = 1024
+
+// nucleus reduces the window w (weights probs, total sum) to the top-k tokens, then to the
+// smallest prefix of them, by probability, that holds topP of their mass.
+func (sm *sampler) nucleus(w []llama.TokenData, probs []float64, sum float64, cut, maxL, temp float32, topK int, topP float32) ([]llama.TokenData, []float64, float64) {
+	var cnt [drawBuckets]int
+	var mass [drawBuckets]float64
+	scale := float32(drawBuckets) / (maxL - cut)
+	bucket := func(l float32) int { return min(drawBuckets-1, max(0, int((l-cut)*scale))) }
+	for i, t := range w {
+		b := bucket(t.Logit)
+		cnt[b]++
+		mass[b] += probs[i]
+	}
+	// The lowest bucket that must stay: enough tokens for top-k, else enough mass for top-p.
+	lo, n, m := drawBuckets-1, 0, 0.0
+	for ; lo > 0; lo-- {
+		n += cnt[lo]
+		m += mass[lo]
+		if (topK > 0 && n >= topK) || (topK <= 0 && m >= float64(topP)*sum) {
+			break
+		}
+	}
+	keep := w[:0]
+	for _, t := range w {
+		if bucket(t.Logit) >= lo {
+			keep = append(keep, t)
+		}
+	}
+	slices.SortFunc(keep, func(a, b llama.TokenData) int {
+		switch {
+		case a.Logit > b.Logit:
+			return -1
+		case a.Logit < b.Logit:
+			return 1
+		}
+		return int(a.ID - b.ID)
+	})
+	if topK > 0 && topK < len(keep) {
+		keep = keep[:topK]
+	}
+	probs = probs[:len(keep)]
+	sum = 0
+	for i, t := range keep {
+		probs[i] = math.Exp(float64((t.Logit - maxL) / temp))
+		sum += probs[i]
+	}
+	if topP < 1 {
+		var cum float64
+		for i, p := range probs {
+			cum += p
+			if cum >= float64(topP)*sum {
+				return keep[:i+1], probs[:i+1], cum
+			}
+		}
+	}
+	return keep, probs, sum
 }
 
 // logprob computes the chosen token's log probability and the top alternatives from the

@@ -23,6 +23,13 @@ func WithFinalStages(m map[string]int) AggregatorOption {
 	return func(a *Aggregator) { a.finalStages = m }
 }
 
+// WithStructuredRecords makes BuildAndLogSummary log each table as one structured record (its
+// fields are the table's fields, with the request / response / turn / reason ids) instead of an
+// ASCII table in the message: for --log-format json, so a log pipeline needs no regex.
+func WithStructuredRecords(on bool) AggregatorOption {
+	return func(a *Aggregator) { a.structured = on }
+}
+
 type edgeKey struct {
 	from, to int
 	rid      string
@@ -40,6 +47,7 @@ type Aggregator struct {
 	finalStages map[string]int
 	clock       Clock
 	identity    *TimingIdentity
+	structured  bool
 
 	stageFirst  []float64
 	stageLast   []float64
@@ -366,5 +374,68 @@ func (a *Aggregator) addTX(from, to int, rid string, txMs float64, dSize int64, 
 	e.UsedShm = e.UsedShm || usedShm
 	if e.SizeBytes == 0 && dSize > 0 {
 		e.SizeBytes = dSize
+	}
+}
+
+// OnBackpressure adds time a sender spent blocked on a full connector queue to the (from, to,
+// rid) edge. It is reported beside tx_time_ms, never inside it.
+func (a *Aggregator) OnBackpressure(from, to int, rid string, blockedMs float64) {
+	if blockedMs <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.edgeLocked(from, to, rid).BackpressureTimeMs += blockedMs
+}
+
+// addSend records one connector send of a turn directly on its edge: size and times add up.
+func (a *Aggregator) addSend(from, to int, rid string, size int64, txMs, blockedMs float64, usedShm bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.edgeLocked(from, to, rid)
+	e.SizeBytes += size
+	e.TxTimeMs += txMs
+	e.BackpressureTimeMs += blockedMs
+	e.UsedShm = e.UsedShm || usedShm
+}
+
+// onFinalizeRequestAt is OnFinalizeRequest with an explicit end time (a duplex turn ends when
+// its last stage produced its last unit, which may be before the finalize call).
+func (a *Aggregator) onFinalizeRequestAt(stage int, rid string, reqStart, end float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.finalizeLocked(stage, rid, reqStart, end)
+}
+
+// setE2EExtras lets the turn fill the omniserve-only figures of rid's e2e record.
+func (a *Aggregator) setE2EExtras(rid string, fill func(*RequestE2EStats)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.e2eEvents {
+		if a.e2eEvents[i].RequestID == rid {
+			fill(&a.e2eEvents[i])
+		}
+	}
+}
+
+// SetStructuredRecords is WithStructuredRecords after construction.
+func (a *Aggregator) SetStructuredRecords(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.structured = on
+}
+
+// clampStageLast caps every stage's last timestamp at end (and its first, so a wall time is
+// never negative).
+func (a *Aggregator) clampStageLast(end float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.stageLast {
+		if a.hasLast[i] && a.stageLast[i] > end {
+			a.stageLast[i] = end
+		}
+		if a.hasFirst[i] && a.stageFirst[i] > end {
+			a.stageFirst[i] = end
+		}
 	}
 }

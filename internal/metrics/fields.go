@@ -25,7 +25,7 @@ const (
 	mergeConcat                         // lists are concatenated
 	mergeMeanOfList                     // mean of the concatenated list named by field.meanOf (0 if empty)
 	mergeTokenWeighted                  // vllm_tpot_ms: weight max(out-1,1) per segment with tpot > 0
-	mergeRecomputeTPOU                  // time_per_output_unit_ms from merged gen, ttfo and count
+	mergeRecomputeTPOU                  // time_per_output_unit_ms: mean of the merged inter-output gaps
 )
 
 // stageField is one row of the explicit field table. Exactly one accessor matching kind is set;

@@ -74,11 +74,10 @@ func (mg *Merger) Add(e StageRequestStats) {
 		case mergeMeanOfList:
 			*fd.f(cur) = mean(*stageFields[fd.meanOf].l(cur))
 		case mergeRecomputeTPOU:
-			cur.TimePerOutputUnitMs = 0
-			if cur.OutputUnitCount > 1 {
-				cur.TimePerOutputUnitMs = max(cur.StageGenTimeMs-cur.ServingTimeToFirstOutputMs, 0) /
-					float64(cur.OutputUnitCount-1)
-			}
+			// The time per output unit after the first: the mean gap between consecutive
+			// outputs. The reference divided generation time minus a first-output figure from
+			// another clock by units-1; the gaps are what the name says (docs/STATS.md).
+			cur.TimePerOutputUnitMs = mean(cur.InterOutputLatenciesMs)
 		default:
 		}
 	}

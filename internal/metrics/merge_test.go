@@ -36,7 +36,7 @@ func TestMergeRules(t *testing.T) {
 		}, func(t *testing.T, m StageRequestStats) {
 			require.Equal(t, StageRequestStats{NumTokensIn: 11, NumTokensOut: 22, StageGenTimeMs: 33,
 				PostprocessTimeMs: 44, AudioGeneratedFrames: 55, AudioDurationS: 0.75, ImagePixels: 66,
-				OutputUnitCount: 2, TimePerOutputUnitMs: 33}, m)
+				OutputUnitCount: 2}, m)
 		}},
 		{"first positive and last positive", []StageRequestStats{
 			{AudioSampleRate: 0, VllmTtftMs: 0, ServingTimeToFirstOutputMs: 5, DenoiseStepLatencyMs: 1},
@@ -88,11 +88,12 @@ func TestMergeRules(t *testing.T) {
 		}, func(t *testing.T, m StageRequestStats) {
 			require.InDelta(t, 15.0, m.VllmTpotMs, 1e-12)
 		}},
-		{"time per output unit subtracts ttfo", []StageRequestStats{
-			{StageGenTimeMs: 100, OutputUnitCount: 3, ServingTimeToFirstOutputMs: 40},
-			{StageGenTimeMs: 50, OutputUnitCount: 2},
+		{"time per output unit is the mean gap after the first output", []StageRequestStats{
+			{StageGenTimeMs: 100, OutputUnitCount: 3, ServingTimeToFirstOutputMs: 40, InterOutputLatenciesMs: []float64{10, 20}},
+			{StageGenTimeMs: 50, OutputUnitCount: 2, InterOutputLatenciesMs: []float64{30}},
 		}, func(t *testing.T, m StageRequestStats) {
-			require.InDelta(t, (150.0-40)/4, m.TimePerOutputUnitMs, 1e-12)
+			// Not generation time minus a first-output figure from another clock (the reference).
+			require.InDelta(t, 20.0, m.TimePerOutputUnitMs, 1e-12)
 		}},
 	}
 	for _, tt := range tests {

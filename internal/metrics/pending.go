@@ -13,6 +13,8 @@ type PendingTurn struct {
 	stages     []pendingStage
 	arrival    float64
 	hasArrival bool
+	inputEnd   float64 // end of the next turn's input (last MarkInputEnd); 0 = none
+	dropped    int     // snapshots dropped because no input had started (silence, setup)
 }
 
 type pendingStage struct {
@@ -67,15 +69,21 @@ func (p *PendingTurn) Arrival() (float64, bool) {
 	return p.arrival, p.hasArrival
 }
 
-// Add merges a snapshot that arrived with no open turn. The first snapshot also stamps the
-// arrival (its submit time, else now) if nothing stamped it before.
-func (p *PendingTurn) Add(stage int, m StageRequestStats, finalOutputType string, submitTS float64) {
+// Add merges a snapshot that arrived with no open turn. Only user input stamps a turn's t0
+// (MarkArrival): a snapshot that arrives while nothing is stamped is work before the user began
+// (server-side silence, session setup); it belongs to no turn and is dropped, so silence never
+// stamps and never bills its ASR time to the next turn (docs/STATS.md). Add reports whether the
+// snapshot was kept.
+func (p *PendingTurn) Add(stage int, m StageRequestStats, finalOutputType string, submitTS float64) bool {
 	if p == nil || stage < 0 {
-		return
+		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.markLocked(submitTS)
+	if !p.hasArrival {
+		p.dropped++
+		return false
+	}
 	for stage >= len(p.stages) {
 		p.stages = append(p.stages, pendingStage{})
 	}
@@ -92,6 +100,69 @@ func (p *PendingTurn) Add(stage int, m StageRequestStats, finalOutputType string
 	}
 	ps.rxDecodeMs += m.RxDecodeTimeMs
 	ps.rxInFlightMs += m.RxInFlightTimeMs
+	return true
+}
+
+// Dropped is the number of snapshots Add dropped because no input had started.
+func (p *PendingTurn) Dropped() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// MarkInputEnd records the end of the next turn's user input (commit, speech_stopped, VAD
+// endpoint, item create); the last call before BeginTurn wins.
+func (p *PendingTurn) MarkInputEnd(ts float64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ts <= 0 {
+		ts = p.clock()
+	}
+	p.inputEnd = ts
+}
+
+// MarkInputEndIfUnset is MarkInputEnd unless an input end is already recorded (the engine's own
+// endpoint is a fallback for sessions without server-VAD events).
+func (p *PendingTurn) MarkInputEndIfUnset(ts float64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inputEnd > 0 {
+		return
+	}
+	if ts <= 0 {
+		ts = p.clock()
+	}
+	p.inputEnd = ts
+}
+
+// DropRows drops the buffered rows but keeps the stamp and the input end.
+func (p *PendingTurn) DropRows() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stages = nil
+}
+
+// ClearInput is input_audio_buffer.clear: the buffered rows, the t0 stamp and the input end are
+// dropped, so a cleared utterance is billed to no turn.
+func (p *PendingTurn) ClearInput() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stages, p.arrival, p.hasArrival, p.inputEnd = nil, 0, false, 0
 }
 
 // Stages is the number of stage rows buffered (at most the number of stages, however many
@@ -176,7 +247,7 @@ func (p *PendingTurn) Reset() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stages, p.arrival, p.hasArrival = nil, 0, false
+	p.stages, p.arrival, p.hasArrival, p.inputEnd = nil, 0, false, 0
 }
 
 // BeginTurn opens a turn the way the reference's begin_turn_metrics does (§4.7.3): its t0 is
@@ -190,7 +261,15 @@ func (p *PendingTurn) BeginTurn(requestID, responseID string, turnID int, arriva
 	if arrival <= 0 && ok {
 		arrival = stamp
 	}
+	p.mu.Lock()
+	inputEnd := p.inputEnd
+	p.inputEnd = 0
+	p.mu.Unlock()
 	t := NewTurn(requestID, responseID, turnID, arrival, numStages, session, p.clock)
+	if inputEnd <= 0 {
+		inputEnd = t.arrival // a text item: its create is both the start and the end of input
+	}
+	t.MarkInputEnd(inputEnd)
 	p.ReplayInto(t)
 	return t
 }

@@ -29,24 +29,50 @@ var (
 // defaultAudioSampleRate is used to turn frames into seconds when a snapshot has no rate.
 const defaultAudioSampleRate = 24000
 
-// Collectors are the omniserve_* Prometheus families fed at request and turn finalize (spec §5,
-// RFC #6614 phase 2). Labels are bounded: model_name (constant), finished_reason (the normalized
-// set), stage and from_stage/to_stage (pipeline indices); never a session, request or response
-// id. A nil *Collectors does nothing.
+// Collectors are the omniserve_* Prometheus families (spec §5, RFC #6614 phase 2; docs/STATS.md).
+// Labels are bounded: model_name (constant), kind (chat | duplex) where chat and duplex share a
+// family, finished_reason (the normalized set), stage and from_stage/to_stage (pipeline
+// indices); never a session, request or response id. Every family is exported from start-up
+// (the label combinations are known up front), so dashboards and alerts see zeros, not gaps.
+// A nil *Collectors does nothing.
 type Collectors struct {
 	requestSuccess   *prometheus.CounterVec
-	e2eLatency       prometheus.Histogram
+	requestFailure   *prometheus.CounterVec
+	e2eLatency       *prometheus.HistogramVec
+	ttft             *prometheus.HistogramVec
+	itl              *prometheus.HistogramVec
 	promptTokens     prometheus.Counter
 	generationTokens prometheus.Counter
 	duplexTurns      *prometheus.CounterVec
+	inputToAudio     prometheus.Histogram
+	inputToText      prometheus.Histogram
+	audioDelivered   prometheus.Histogram
+	activeSessions   prometheus.Gauge
+	sessionDuration  prometheus.Histogram
+	admissionReject  prometheus.Counter
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
 	audioRTF         *prometheus.HistogramVec
 	transferSize     *prometheus.HistogramVec
 	transferTx       *prometheus.HistogramVec
+	transferBlocked  *prometheus.HistogramVec
 	transferRxDecode *prometheus.HistogramVec
 	transferInFlight *prometheus.HistogramVec
 }
+
+// Request kinds (the kind label).
+const (
+	KindChat   = "chat"
+	KindDuplex = "duplex"
+)
+
+// finishedReasons is every value the finished_reason label takes.
+var finishedReasons = []string{ReasonStop, ReasonLength, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
+
+// succeeded reports a finished reason that counts as a success: the model finished (stop) or
+// hit its token limit (length). Everything else (cancelled, barged in, closed, aborted, failed)
+// is a failure of the request, counted apart.
+func succeeded(reason string) bool { return reason == ReasonStop || reason == ReasonLength }
 
 // NewCollectors registers the families on reg with a constant model_name label. It panics if a
 // family is already registered on reg, like prometheus.MustRegister: that is a wiring bug.
@@ -57,29 +83,52 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: sub, Name: name, Help: help, Buckets: buckets,
 		}, labels)
 	}
+	hist1 := func(sub, name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "omniserve", Subsystem: sub, Name: name, Help: help, Buckets: buckets,
+		})
+	}
+	counter := func(sub, name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "omniserve", Subsystem: sub, Name: name, Help: help}, labels)
+	}
 	c := &Collectors{
-		requestSuccess: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "request", Name: "success_total",
-			Help: "Finalized requests and duplex turns by finished_reason.",
-		}, []string{"finished_reason"}),
-		e2eLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "omniserve", Subsystem: "request", Name: "e2e_latency_seconds",
-			Help: "End-to-end latency of a request or duplex turn, from arrival to finalize.", Buckets: secondsBuckets,
-		}),
+		requestSuccess: counter("request", "success_total",
+			"Chat requests and duplex turns that finished (stop) or hit their token limit (length).", "kind", "finished_reason"),
+		requestFailure: counter("request", "failure_total",
+			"Chat requests and duplex turns cut short: barge_in, cancel, close, abort or error.", "kind", "finished_reason"),
+		e2eLatency: hist("request", "e2e_latency_seconds",
+			"Time from the start of the user input (t0) to the end of generation.", secondsBuckets, "kind"),
+		ttft: hist("request", "time_to_first_token_seconds",
+			"Stage-0 time to first token, from submission (queueing and prefill included).", secondsFastBuckets, "kind"),
+		itl: hist("request", "inter_token_latency_seconds",
+			"Stage-0 time between consecutive output tokens.", secondsFastBuckets, "kind"),
 		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "omniserve", Subsystem: "request", Name: "prompt_tokens_total",
 			Help: "Stage-0 input tokens of finalized requests and turns.",
 		}),
 		generationTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "omniserve", Subsystem: "request", Name: "generation_tokens_total",
-			Help: "Output tokens of all stages of finalized requests and turns.",
+			Help: "Output tokens of all stages of finalized requests and turns, cut-short ones included.",
 		}),
-		duplexTurns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "duplex", Name: "turns_total",
-			Help: "Finalized duplex assistant turns by finished_reason.",
-		}, []string{"finished_reason"}),
+		duplexTurns: counter("duplex", "turns_total", "Finalized duplex assistant turns by finished_reason.", "finished_reason"),
+		inputToAudio: hist1("duplex", "input_end_to_first_audio_seconds",
+			"Time from the end of the user input (commit, speech_stopped, item create) to the turn's first audio frame.", secondsBuckets),
+		inputToText: hist1("duplex", "input_end_to_first_text_seconds",
+			"Time from the end of the user input to the turn's first text unit.", secondsBuckets),
+		audioDelivered: hist1("duplex", "audio_delivered_seconds",
+			"Audio actually sent to the client per turn.", secondsBuckets),
+		activeSessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "omniserve", Subsystem: "duplex", Name: "active_sessions",
+			Help: "Duplex engine streams open now.",
+		}),
+		sessionDuration: hist1("duplex", "session_duration_seconds",
+			"Lifetime of a duplex engine stream, from open to close.", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200}),
+		admissionReject: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
+			Help: "Duplex streams refused because the engine was at capacity.",
+		}),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
-			"Time from request or turn arrival to the first audio packet.", secondsBuckets, "stage"),
+			"Time from request or turn arrival to the first audio packet.", secondsBuckets, "kind", "stage"),
 		audioDuration: hist("audio", "duration_seconds",
 			"Duration of the audio generated for a request or turn.", secondsBuckets, "stage"),
 		audioRTF: hist("audio", "real_time_factor",
@@ -87,25 +136,61 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		transferSize: hist("transfer", "size_bytes",
 			"Bytes moved over a stage connector per request.", bytesBuckets, "from_stage", "to_stage"),
 		transferTx: hist("transfer", "tx_seconds",
-			"Connector send time per request.", secondsFastBuckets, "from_stage", "to_stage"),
+			"Connector hand-off time per request (encoding and enqueueing, no backpressure).", secondsFastBuckets, "from_stage", "to_stage"),
+		transferBlocked: hist("transfer", "backpressure_seconds",
+			"Time a connector sender waited for room on a full queue, per request.", secondsFastBuckets, "from_stage", "to_stage"),
 		transferRxDecode: hist("transfer", "rx_decode_seconds",
 			"Connector receive decode time per request.", secondsFastBuckets, "from_stage", "to_stage"),
 		transferInFlight: hist("transfer", "in_flight_seconds",
-			"Connector in-flight time per request.", secondsFastBuckets, "from_stage", "to_stage"),
+			"Time at least one item was queued on a connector, per request.", secondsFastBuckets, "from_stage", "to_stage"),
 	}
-	reg.MustRegister(c.requestSuccess, c.e2eLatency, c.promptTokens, c.generationTokens, c.duplexTurns,
-		c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize, c.transferTx, c.transferRxDecode,
-		c.transferInFlight)
+	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
+		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.activeSessions,
+		c.sessionDuration, c.admissionReject, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight)
+	// Present from start-up: every bounded label combination that is known up front.
+	for _, kind := range []string{KindChat, KindDuplex} {
+		for _, r := range finishedReasons {
+			if succeeded(r) {
+				c.requestSuccess.WithLabelValues(kind, r)
+			} else {
+				c.requestFailure.WithLabelValues(kind, r)
+			}
+		}
+		c.e2eLatency.WithLabelValues(kind)
+		c.ttft.WithLabelValues(kind)
+		c.itl.WithLabelValues(kind)
+	}
+	for _, r := range finishedReasons {
+		c.duplexTurns.WithLabelValues(r)
+	}
 	return c
 }
 
-// promReason bounds the finished_reason label: the duplex reasons plus chat's "length".
-func promReason(r string) string {
-	if r == "length" {
-		return r
+// SessionOpened counts a duplex stream that opened; call SessionClosed when it ends.
+func (c *Collectors) SessionOpened() {
+	if c != nil {
+		c.activeSessions.Inc()
 	}
-	return NormalizeFinishedReason(r)
 }
+
+// SessionClosed counts a duplex stream that ended after lifetime seconds.
+func (c *Collectors) SessionClosed(lifetime float64) {
+	if c != nil {
+		c.activeSessions.Dec()
+		c.sessionDuration.Observe(max(lifetime, 0))
+	}
+}
+
+// AdmissionRejected counts a duplex stream refused for capacity.
+func (c *Collectors) AdmissionRejected() {
+	if c != nil {
+		c.admissionReject.Inc()
+	}
+}
+
+// promReason bounds the finished_reason label to finishedReasons.
+func promReason(r string) string { return NormalizeFinishedReason(r) }
 
 // ObserveFinalized records one finalized chat request or duplex turn. The chat and turn finalize
 // paths call it once per request (TurnMetrics.Record, Aggregator.FinalizedRequest).
@@ -114,15 +199,36 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		return
 	}
 	reason := promReason(r.FinishedReason)
-	c.requestSuccess.WithLabelValues(reason).Inc()
+	kind := KindChat
 	if r.Duplex {
+		kind = KindDuplex
 		c.duplexTurns.WithLabelValues(reason).Inc()
+		if v := r.E2E.InputEndToFirstAudioMs; v > 0 {
+			c.inputToAudio.Observe(v / 1000)
+		}
+		if v := r.E2E.InputEndToFirstTextMs; v > 0 {
+			c.inputToText.Observe(v / 1000)
+		}
+		if v := r.E2E.AudioDeliveredS; v > 0 {
+			c.audioDelivered.Observe(v)
+		}
 	}
-	c.e2eLatency.Observe(max(r.E2E.E2ETotalMs, 0) / 1000)
+	if succeeded(reason) {
+		c.requestSuccess.WithLabelValues(kind, reason).Inc()
+	} else {
+		c.requestFailure.WithLabelValues(kind, reason).Inc()
+	}
+	c.e2eLatency.WithLabelValues(kind).Observe(max(r.E2E.E2ETotalMs, 0) / 1000)
 	var prompt, gen int
 	for _, s := range r.Stages {
 		if s.StageID == 0 {
 			prompt += s.NumTokensIn
+			if s.VllmTtftMs > 0 {
+				c.ttft.WithLabelValues(kind).Observe(s.VllmTtftMs / 1000)
+			}
+			for _, v := range s.VllmItlsMs {
+				c.itl.WithLabelValues(kind).Observe(v / 1000)
+			}
 		}
 		gen += s.NumTokensOut
 		dur := s.AudioDurationS
@@ -144,7 +250,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	c.promptTokens.Add(float64(prompt))
 	c.generationTokens.Add(float64(gen))
 	if r.AudioTTFPSeconds > 0 {
-		c.audioTTFP.WithLabelValues(strconv.Itoa(r.AudioTTFPStage)).Observe(r.AudioTTFPSeconds)
+		c.audioTTFP.WithLabelValues(kind, strconv.Itoa(r.AudioTTFPStage)).Observe(r.AudioTTFPSeconds)
 	}
 	for _, e := range r.Transfers {
 		from, to := strconv.Itoa(e.FromStage), strconv.Itoa(e.ToStage)
@@ -154,11 +260,36 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		if e.TxTimeMs > 0 {
 			c.transferTx.WithLabelValues(from, to).Observe(e.TxTimeMs / 1000)
 		}
+		if e.BackpressureTimeMs > 0 {
+			c.transferBlocked.WithLabelValues(from, to).Observe(e.BackpressureTimeMs / 1000)
+		}
 		if e.RxDecodeTimeMs > 0 {
 			c.transferRxDecode.WithLabelValues(from, to).Observe(e.RxDecodeTimeMs / 1000)
 		}
 		if e.InFlightTimeMs > 0 {
 			c.transferInFlight.WithLabelValues(from, to).Observe(e.InFlightTimeMs / 1000)
+		}
+	}
+}
+
+// InitStages creates the per-stage and per-edge series of a numStages pipeline (stage i, edge
+// i→i+1) at zero, so that those families are exported from start-up too.
+func (c *Collectors) InitStages(numStages int) {
+	if c == nil {
+		return
+	}
+	for i := range numStages {
+		st := strconv.Itoa(i)
+		for _, kind := range []string{KindChat, KindDuplex} {
+			c.audioTTFP.WithLabelValues(kind, st)
+		}
+		c.audioDuration.WithLabelValues(st)
+		c.audioRTF.WithLabelValues(st)
+		if i+1 < numStages {
+			to := strconv.Itoa(i + 1)
+			for _, h := range []*prometheus.HistogramVec{c.transferSize, c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight} {
+				h.WithLabelValues(st, to)
+			}
 		}
 	}
 }

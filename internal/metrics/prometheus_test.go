@@ -30,16 +30,19 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
-	for _, col := range []prometheus.Collector{c.requestSuccess, c.e2eLatency, c.promptTokens,
-		c.generationTokens, c.duplexTurns, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
-		c.transferTx, c.transferRxDecode, c.transferInFlight} {
+	for _, col := range []prometheus.Collector{c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl,
+		c.promptTokens, c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered,
+		c.activeSessions, c.sessionDuration, c.admissionReject, c.audioTTFP, c.audioDuration, c.audioRTF,
+		c.transferSize, c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight} {
 		problems, err := testutil.CollectAndLint(col)
 		require.NoError(t, err)
 		require.Empty(t, problems)
 	}
 
-	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("barge_in")), 0)
-	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("length")), 0)
+	// A barged-in turn is a failure of the request, counted apart; a truncated chat a success.
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestFailure.WithLabelValues("duplex", "barge_in")), 0)
+	require.InDelta(t, 0.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("duplex", "stop")), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("chat", "length")), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.duplexTurns.WithLabelValues("barge_in")), 0)
 	require.InDelta(t, float64(256+1512), testutil.ToFloat64(c.promptTokens), 0)
 	require.InDelta(t, float64(38+91+30+86+262+42), testutil.ToFloat64(c.generationTokens), 0)
@@ -47,22 +50,22 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	const want = `
 # HELP omniserve_audio_time_to_first_packet_seconds Time from request or turn arrival to the first audio packet.
 # TYPE omniserve_audio_time_to_first_packet_seconds histogram
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.05"} 0
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.1"} 0
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.25"} 0
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="0.5"} 0
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="1"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="2"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="5"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="10"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="20"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="30"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="60"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="120"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="300"} 1
-omniserve_audio_time_to_first_packet_seconds_bucket{model_name="dummy:tiny",stage="2",le="+Inf"} 1
-omniserve_audio_time_to_first_packet_seconds_sum{model_name="dummy:tiny",stage="2"} 0.826902999999902
-omniserve_audio_time_to_first_packet_seconds_count{model_name="dummy:tiny",stage="2"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="0.05"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="0.1"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="0.25"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="0.5"} 0
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="1"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="2"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="5"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="10"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="20"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="30"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="60"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="120"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="300"} 1
+omniserve_audio_time_to_first_packet_seconds_bucket{kind="duplex",model_name="dummy:tiny",stage="2",le="+Inf"} 1
+omniserve_audio_time_to_first_packet_seconds_sum{kind="duplex",model_name="dummy:tiny",stage="2"} 0.826902999999902
+omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dummy:tiny",stage="2"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "omniserve_audio_time_to_first_packet_seconds"))
 
@@ -70,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{model_name="dummy:tiny",stage
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 12)
+	require.Len(t, mfs, 21, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -84,8 +87,28 @@ omniserve_audio_time_to_first_packet_seconds_count{model_name="dummy:tiny",stage
 			}
 		}
 	}
-	require.Equal(t, 2, testutil.CollectAndCount(c.transferSize))
+	require.Equal(t, 2, testutil.CollectAndCount(c.transferSize), "edges 0->1 and 1->2")
 	require.Equal(t, 1, testutil.CollectAndCount(c.audioDuration), "turn stage 2 and chat stage 2 share one series")
+}
+
+// Every family is exported from start-up, before any request: dashboards see zeros, not gaps.
+func TestCollectorsPresentAtStartup(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	c := NewCollectors(reg, "m")
+	c.InitStages(2)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, mfs, 22)
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	c.SessionOpened()
+	c.SessionOpened()
+	c.SessionClosed(3)
+	c.AdmissionRejected()
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.activeSessions), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.admissionReject), 0)
 }
 
 func TestCollectorsRejectDoubleRegistration(t *testing.T) {

@@ -9,7 +9,10 @@ import (
 // Finished reasons a turn or request is logged with (spec §2.4). Anything else normalizes to
 // ReasonAbort.
 const (
-	ReasonStop    = "stop"
+	ReasonStop = "stop"
+	// ReasonLength is a response cut by max_output_tokens / max_tokens (the wire says
+	// max_output_tokens; every log says length, as chat does).
+	ReasonLength  = "length"
 	ReasonBargeIn = "barge_in"
 	ReasonCancel  = "cancel"
 	ReasonClose   = "close"
@@ -66,7 +69,7 @@ func NormalizeFinishedReason(r string) string {
 
 func isKnownReason(r string) bool {
 	switch r {
-	case ReasonStop, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
+	case ReasonStop, ReasonLength, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
 		return true
 	}
 	return false

@@ -75,10 +75,11 @@ func TestFinishedReasonForCancel(t *testing.T) {
 
 func TestNormalizeFinishedReason(t *testing.T) {
 	t.Parallel()
-	for _, r := range []string{"stop", "barge_in", "cancel", "close", "abort", "error"} {
+	// length passes through: a truncated turn logs length, as chat does (docs/STATS.md).
+	for _, r := range []string{"stop", "length", "barge_in", "cancel", "close", "abort", "error"} {
 		require.Equal(t, r, NormalizeFinishedReason(r))
 	}
-	for _, r := range []string{"oops", "", "length", "STOP"} {
+	for _, r := range []string{"oops", "", "STOP"} {
 		require.Equal(t, ReasonAbort, NormalizeFinishedReason(r), r)
 	}
 }

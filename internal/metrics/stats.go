@@ -91,6 +91,9 @@ type TransferEdgeStats struct {
 	UsedShm        bool
 	RxDecodeTimeMs float64
 	InFlightTimeMs float64
+	// BackpressureTimeMs is the time the sender waited for room on a full connector queue. It is
+	// not transfer time (tx_time_ms is the hand-off cost only) and is not part of TotalTimeMs.
+	BackpressureTimeMs float64
 }
 
 // TotalTimeMs is tx + rx decode + in flight.
@@ -105,6 +108,19 @@ type RequestE2EStats struct {
 	E2ETotalTokens       int64
 	TransfersTotalTimeMs float64
 	TransfersTotalBytes  int64
+
+	// Duplex-turn figures the reference has no name for (docs/STATS.md). Zero means unknown and
+	// the row is not printed, so chat tables keep the reference layout.
+
+	// InputEndToFirstTextMs / InputEndToFirstAudioMs run from the end of the user's input (commit,
+	// speech_stopped, VAD endpoint or item create) to the first text unit / audio frame.
+	InputEndToFirstTextMs  float64
+	InputEndToFirstAudioMs float64
+	// AudioDeliveredS is the audio actually sent to the client (not what was generated).
+	AudioDeliveredS float64
+	// DeliveryTotalMs runs from t0 to the end of delivery: the last audio frame sent, or the
+	// cancel that stopped it. E2ETotalMs ends when the last stage produced its last unit.
+	DeliveryTotalMs float64
 }
 
 // TimingIdentity names a duplex turn in titles and the [OmniTiming] line (spec §4.7.9). Empty

@@ -59,6 +59,13 @@ func (a *Aggregator) BuildAndLogSummary(log *zap.Logger) Summary {
 	if log == nil {
 		return s
 	}
+	a.mu.Lock()
+	structured, id := a.structured, a.identity
+	a.mu.Unlock()
+	if structured {
+		logRecords(log, s, id)
+		return s
+	}
 	for _, e := range s.Entries {
 		if strings.HasPrefix(e, omniTimingPrefix) {
 			log.Info(e)
@@ -222,6 +229,8 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 			{key: "transfers_total_time_ms", val: floatCell(e2e.TransfersTotalTimeMs)},
 		}
 		if slices.ContainsFunc(rows, func(r kv) bool { return !r.val.zero }) {
+			rows = append(rows, e2eExtraRows(e2e)...)
+			slices.SortStableFunc(rows, func(x, y kv) int { return strings.Compare(x.key, y.key) })
 			rs.entries = append(rs.entries, renderKV(a.title("RequestE2EStats", rid), rows))
 		}
 	}
@@ -272,22 +281,28 @@ func (a *Aggregator) omniTiming(rid string, evs []StageRequestStats, edges []Tra
 	if hasE2E && !skipTotal {
 		b.WriteString(" engine=" + strconv.FormatFloat((e2e.E2ETotalMs-pre)/1000, 'f', 2, 64) + "s")
 	}
-	b.WriteString(" stages=[")
-	for i, ev := range evs {
-		if i > 0 {
-			b.WriteByte(',')
+	// Empty lists are left out, as the reference does (it formats them only when non-empty).
+	if len(evs) > 0 {
+		b.WriteString(" stages=[")
+		for i, ev := range evs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(ev.StageID) + ":" + strconv.FormatFloat(ev.StageGenTimeMs/1000, 'f', 2, 64) + "s")
 		}
-		b.WriteString(strconv.Itoa(ev.StageID) + ":" + strconv.FormatFloat(ev.StageGenTimeMs/1000, 'f', 2, 64) + "s")
+		b.WriteByte(']')
 	}
-	b.WriteString("] transfers=[")
-	for i, e := range edges {
-		if i > 0 {
-			b.WriteByte(',')
+	if len(edges) > 0 {
+		b.WriteString(" transfers=[")
+		for i, e := range edges {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(e.FromStage) + "->" + strconv.Itoa(e.ToStage) + "=" +
+				strconv.FormatFloat(e.TxTimeMs, 'f', 2, 64) + "ms")
 		}
-		b.WriteString(strconv.Itoa(e.FromStage) + "->" + strconv.Itoa(e.ToStage) + "=" +
-			strconv.FormatFloat(e.TxTimeMs, 'f', 2, 64) + "ms")
+		b.WriteByte(']')
 	}
-	b.WriteByte(']')
 	if v, ok := pt["ar2diffusion_ms"]; ok {
 		b.WriteString(" ar2diffusion=" + strconv.FormatFloat(v, 'f', 2, 64) + "ms")
 	}
@@ -371,6 +386,8 @@ func renderTransferTable(title string, edges []TransferEdgeStats) (string, bool)
 		get  func(TransferEdgeStats) cell
 	}
 	defs := []rowDef{
+		// omniserve-only (docs/STATS.md): time blocked on a full queue, kept out of tx_time_ms.
+		{"backpressure_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.BackpressureTimeMs) }},
 		{"in_flight_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.InFlightTimeMs) }},
 		{"rx_decode_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.RxDecodeTimeMs) }},
 		{"size_kbytes", func(e TransferEdgeStats) cell { return floatCell(float64(e.SizeBytes) / 1024.0) }},
@@ -399,4 +416,20 @@ func renderTransferTable(title string, edges []TransferEdgeStats) (string, bool)
 	}
 	hs := append(headers[:1:1], uniqueHeaders(headers[1:])...)
 	return renderTable(title, hs, rows), true
+}
+
+// e2eExtraRows are the omniserve-only RequestE2EStats rows (docs/STATS.md); each is printed only
+// when known (non-zero), so a chat table keeps the reference's four rows.
+func e2eExtraRows(e RequestE2EStats) []kv {
+	var rows []kv
+	add := func(key string, v float64) {
+		if v > 0 {
+			rows = append(rows, kv{key: key, val: floatCell(v), num: v})
+		}
+	}
+	add("audio_delivered_s", e.AudioDeliveredS)
+	add("delivery_total_ms", e.DeliveryTotalMs)
+	add("input_end_to_first_audio_ms", e.InputEndToFirstAudioMs)
+	add("input_end_to_first_text_ms", e.InputEndToFirstTextMs)
+	return rows
 }

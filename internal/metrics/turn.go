@@ -32,6 +32,11 @@ type TurnMetrics struct {
 
 	firstAudio      float64
 	firstAudioStage int
+	firstText       float64 // first text unit of any stage; 0 = none
+	inputEnd        float64 // end of the user input this turn answers; 0 = unknown
+	genEnd          float64 // every working stage finished (MarkStagesDone); 0 = not yet
+	deliveredS      float64 // audio sent to the client (SetDelivered)
+	deliveredEnd    float64 // when delivery ended; 0 = at finalize
 	record          FinalizedRequest
 	summary         Summary
 }
@@ -77,6 +82,14 @@ func NewTurn(requestID, responseID string, turnID int, arrival float64, numStage
 		}
 	}
 	return t
+}
+
+// SetStructuredRecords makes Finalize log structured records instead of ASCII tables
+// (Aggregator.SetStructuredRecords).
+func (t *TurnMetrics) SetStructuredRecords(on bool) {
+	if t != nil {
+		t.agg.SetStructuredRecords(on)
+	}
 }
 
 // RequestID is the stage-0 resource id.
@@ -186,6 +199,81 @@ func (t *TurnMetrics) MarkFirstOutput(stage int, ts float64, audio bool) {
 	if audio && t.firstAudio == 0 {
 		t.firstAudio, t.firstAudioStage = ts, stage
 	}
+	if !audio && t.firstText == 0 {
+		t.firstText = ts
+	}
+}
+
+// MarkInputEnd records the end of the user input the turn answers (commit, speech_stopped, VAD
+// endpoint, item create); input end → first output is measured from it. The last call wins.
+func (t *TurnMetrics) MarkInputEnd(ts float64) {
+	if t == nil || ts <= 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.finalized {
+		t.inputEnd = ts
+	}
+}
+
+// MarkStagesDone records when every stage that worked for the turn had finished (the last
+// stage produced its last unit, or reported its partial snapshot after an abort): the end of
+// e2e_total_ms. The first call wins; without one, e2e ends at Finalize.
+func (t *TurnMetrics) MarkStagesDone(ts float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized || t.genEnd > 0 {
+		return
+	}
+	if ts <= 0 {
+		ts = t.clock()
+	}
+	t.genEnd = ts
+}
+
+// StagesDone reports whether MarkStagesDone ran.
+func (t *TurnMetrics) StagesDone() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.genEnd > 0
+}
+
+// SetDelivered records the audio actually sent to the client (seconds) and when delivery ended
+// (ts <= 0: at Finalize). Delivery is a figure of its own, apart from generation.
+func (t *TurnMetrics) SetDelivered(audioS, ts float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized {
+		return
+	}
+	t.deliveredS = max(audioS, 0)
+	if ts > 0 {
+		t.deliveredEnd = ts
+	}
+}
+
+// AddTransfer records one connector send of this turn on its (from → to) edge: size and tx time
+// add up; blockedMs (waiting for room on a full queue) is backpressure, not transfer time.
+func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs float64, usedShm bool) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized {
+		return
+	}
+	t.agg.addSend(from, to, t.responseID, sizeBytes, txMs, blockedMs, usedShm)
 }
 
 // CopySessionTX copies connector TX that landed on the session aggregator under the stage-0
@@ -230,6 +318,11 @@ func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) (o
 	}
 	t.finalized = true
 	t.reason = NormalizeFinishedReason(reason)
+	if t.reason == ReasonStop && len(t.stages) > 0 && t.stages[0].merger.Len() > 0 &&
+		t.stages[0].merger.Result().FinishReason == ReasonLength {
+		// Cut by the token limit: the session ends it like a natural end, the log says length.
+		t.reason = ReasonLength
+	}
 	t.mu.Unlock()
 
 	defer func() {
@@ -276,9 +369,35 @@ func (t *TurnMetrics) collapseAndClose() {
 		rows = append(rows, row)
 	}
 	final := t.agg.FinalStage(t.responseID)
-	if !t.agg.E2EDone(t.responseID) {
-		t.agg.OnFinalizeRequest(final, t.responseID, t.arrival)
+	now := t.clock()
+	end := now
+	if t.genEnd > 0 {
+		end = max(t.genEnd, t.arrival)
 	}
+	if t.genEnd > 0 {
+		// Nothing of the turn ends after its generation end: snapshots received later (the
+		// partial counts of an interrupted turn) do not stretch the stage wall times.
+		t.agg.clampStageLast(end)
+	}
+	if !t.agg.E2EDone(t.responseID) {
+		t.agg.onFinalizeRequestAt(final, t.responseID, t.arrival, end)
+	}
+	t.agg.setE2EExtras(t.responseID, func(e *RequestE2EStats) {
+		if t.inputEnd > 0 && t.firstText >= t.inputEnd {
+			e.InputEndToFirstTextMs = (t.firstText - t.inputEnd) * 1000
+		}
+		if t.inputEnd > 0 && t.firstAudio >= t.inputEnd {
+			e.InputEndToFirstAudioMs = (t.firstAudio - t.inputEnd) * 1000
+		}
+		e.AudioDeliveredS = t.deliveredS
+		if t.deliveredS > 0 {
+			dEnd := now
+			if t.deliveredEnd > 0 {
+				dEnd = t.deliveredEnd
+			}
+			e.DeliveryTotalMs = max(dEnd-t.arrival, 0) * 1000
+		}
+	})
 	e2e, _ := t.agg.E2E(t.responseID)
 	t.record = FinalizedRequest{
 		Duplex:         true,

@@ -122,7 +122,12 @@ func TestPendingFlushedOnBegin(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(60)
 	p := NewPendingTurn(clk.now)
-	p.Add(0, StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}, "text", 50)
+	// Silence never stamps: a snapshot before any user input is dropped.
+	require.False(t, p.Add(0, StageRequestStats{NumTokensOut: 99}, "text", 40))
+	_, ok := p.Arrival()
+	require.False(t, ok)
+	p.MarkArrival(50)
+	require.True(t, p.Add(0, StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}, "text", 50))
 	require.Equal(t, 1, p.Stages())
 	a, ok := p.Arrival()
 	require.True(t, ok)
@@ -147,6 +152,7 @@ func TestPendingIsBoundedAndEqualsOneForOne(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(10)
 	p := NewPendingTurn(clk.now)
+	p.MarkArrival(10) // user input began: snapshots from here on belong to the next turn
 	direct := NewTurn(metricsRID, "resp-direct", 0, 10, 2, nil, clk.now)
 	for i := range 5000 {
 		s := StageRequestStats{NumTokensIn: 3, NumTokensOut: 2 + i%5, StageGenTimeMs: 1.5,

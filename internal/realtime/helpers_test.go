@@ -18,6 +18,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 type testServer struct {
@@ -210,7 +211,8 @@ func goForward(t testing.TB) []byte {
 		speechPCM = speech.Float32ToPCM16Bytes(nil, up)
 	})
 	if speechPCM == nil {
-		t.Skip("pocketsphinx test data not installed")
+		testenv.NeedFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
+		t.Fatal("pocketsphinx test data unreadable")
 	}
 	return speechPCM
 }

@@ -43,7 +43,8 @@ func newChatState(c *Client, req stage.ChatRequest, wallStart float64) *chatStat
 		notify: make(chan struct{}, 1), firstOutputTS: make([]float64, n)}
 	// The aggregator feeds the tables and Prometheus; with neither there is nothing to collect.
 	if c.opts.LogStats || c.opts.Collectors != nil {
-		st.agg = metrics.NewAggregator(n, c.opts.LogStats, wallStart, final, metrics.WithClock(c.clock))
+		st.agg = metrics.NewAggregator(n, c.opts.LogStats, wallStart, final, metrics.WithClock(c.clock),
+			metrics.WithStructuredRecords(c.opts.StructuredStats))
 	}
 	return st
 }
@@ -93,8 +94,8 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 	}
 	switch m.Kind {
 	case stage.Text:
-		if m.Text != "" {
-			st.pushLocked(ChatEvent{Text: m.Text})
+		if m.Text != "" || len(m.Logprobs) > 0 {
+			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: m.Logprobs})
 		}
 	case stage.Audio:
 		// The chunk's Text is the phrase it speaks; the client already has it from stage 0.

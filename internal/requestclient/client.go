@@ -5,6 +5,7 @@ package requestclient
 
 import (
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -23,6 +24,12 @@ type Options struct {
 	Clock metrics.Clock
 	// ModelName labels logs and metrics.
 	ModelName string
+	// StructuredStats logs each statistics table as one structured record (fields = the
+	// table's fields and ids) instead of an ASCII table: for --log-format json.
+	StructuredStats bool
+	// TurnDrainTimeout bounds how long an interrupted duplex turn waits for its stages' partial
+	// snapshots before it is finalized; 0 means DefaultTurnDrainTimeout.
+	TurnDrainTimeout time.Duration
 }
 
 // Client owns the request-state registry shared by the chat path and the duplex sessions. It is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -52,11 +53,15 @@ type Duplex struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  atomic.Bool
+	// responding counts Respond calls in progress: an interrupted turn with no stage turn yet
+	// waits for its engine response only while one may still start.
+	responding atomic.Int32
+	opened     time.Time // when OpenDuplex succeeded (zero for test-made streams)
 
 	mu        sync.Mutex
 	fence     Fence
 	numStages int
-	turns     *turnState // nil when LogStats is off: no aggregators, buffers or copies at all
+	turns     *turnState // nil when neither LogStats nor Prometheus wants turns: nothing at all
 }
 
 // duplexStream is what Duplex needs of *stage.DuplexStream (declared here, by the consumer, so
@@ -95,8 +100,13 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts stage.DuplexOptio
 	st, err := c.pipeline.OpenDuplex(ctx, opts, d)
 	if err != nil {
 		c.unregister(f.Stage0ID())
+		if errors.Is(err, stage.ErrQueueFull) {
+			c.opts.Collectors.AdmissionRejected()
+		}
 		return nil, fmt.Errorf("opening duplex stream: %w", err)
 	}
+	d.opened = time.Now()
+	c.opts.Collectors.SessionOpened()
 	d.start(st)
 	return d, nil
 }
@@ -105,8 +115,9 @@ func (c *Client) newDuplex(f Fence, numStages int, out func(stage.OutputMessage)
 	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, ops: make(chan *op, 256),
 		log: c.log.With(zap.String("session_id", f.SessionID))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
-	if c.opts.LogStats {
-		d.turns = newTurnState(numStages, c.clock)
+	if c.opts.LogStats || c.opts.Collectors != nil {
+		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats, c.opts.TurnDrainTimeout)
+		d.turns.structured = c.opts.StructuredStats
 	}
 	c.register(f.Stage0ID(), "duplex")
 	return d
@@ -213,6 +224,36 @@ func (d *Duplex) DiscardAudio(ctx context.Context) error {
 	return d.enqueue(ctx, &op{always: true, run: d.stream.DiscardAudio})
 }
 
+// ClearTurnInput is input_audio_buffer.clear for the statistics: the next turn's t0 stamp,
+// input end and buffered listen rows are dropped, and rows of appends made before the clear
+// that are still on their way are dropped when they arrive (a barrier in the append FIFO).
+func (d *Duplex) ClearTurnInput() {
+	if d.turns == nil {
+		return
+	}
+	d.turns.clearInput()
+	_ = d.enqueue(context.Background(), &op{always: true, run: func(context.Context) error {
+		d.turns.clearBarrier()
+		return nil
+	}})
+}
+
+// MarkInputEnd records where the user's input for the next turn ended (commit, speech_stopped,
+// item create); input end → first output is measured from it.
+func (d *Duplex) MarkInputEnd(ts float64) {
+	if d.turns != nil {
+		d.turns.markInputEnd(ts)
+	}
+}
+
+// SetTurnDelivered records the audio actually sent to the client for the open turn; the
+// session calls it when it ends the response, before FinalizeTurn.
+func (d *Duplex) SetTurnDelivered(audioMs float64) {
+	if d.turns != nil {
+		d.turns.setDelivered(audioMs / 1000)
+	}
+}
+
 // AppendText adds a history message after every earlier append.
 func (d *Duplex) AppendText(ctx context.Context, role, text string) error {
 	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, role, text) }); err != nil {
@@ -224,13 +265,21 @@ func (d *Duplex) AppendText(ctx context.Context, role, text string) error {
 // Respond starts a response after every earlier input and returns its turn.
 func (d *Duplex) Respond(ctx context.Context, maxTokens int) (int, error) {
 	var turn int
+	d.responding.Add(1)
+	defer d.responding.Add(-1)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
 		turn, err = d.stream.Respond(ctx, maxTokens)
 		return err
 	})
 	if err != nil {
+		if d.turns != nil {
+			d.turns.noEngineTurn()
+		}
 		return 0, fmt.Errorf("starting a response: %w", err)
+	}
+	if d.turns != nil {
+		d.turns.bind(turn)
 	}
 	return turn, nil
 }
@@ -282,6 +331,9 @@ func (d *Duplex) CancelTurn(n int) {
 		return
 	}
 	d.stream.CancelTurn(n, false)
+	if d.turns != nil {
+		d.turns.orphan(n)
+	}
 }
 
 // Close finalizes the open turn with reason (close unless given), stops the FIFO and closes the
@@ -305,14 +357,19 @@ func (d *Duplex) shutdown(reason string) {
 		d.stream.CancelResponse(false)
 	}
 	d.FinalizeTurn(reason)
-	if d.turns != nil {
-		d.turns.reset()
-	}
 	if d.cancel != nil {
 		d.cancel()
 	}
 	d.wg.Wait()
+	// Close delivers every partial snapshot of the aborted work (and the stage-turn ends) before
+	// it returns; the interrupted turns are finalized with them, the rest right after.
 	d.stream.Close()
+	if d.turns != nil {
+		d.turns.flush()
+	}
+	if !d.opened.IsZero() {
+		d.c.opts.Collectors.SessionClosed(time.Since(d.opened).Seconds())
+	}
 	d.c.unregister(d.Stage0ID())
 }
 
@@ -321,41 +378,42 @@ func (d *Duplex) shutdown(reason string) {
 // OnOutput forwards the output and ingests attached metrics into the turn. Listen/speak decision
 // snapshots already arrived as StageMetricsMessages, so they are not counted twice.
 func (d *Duplex) OnOutput(m stage.OutputMessage) {
-	if d.turns != nil && m.Metrics != nil && m.Kind != stage.Decision {
-		d.turns.ingest(m.StageID, *m.Metrics, "", m.StageSubmitTS, d.Stage0ID())
-	}
-	if d.turns != nil && (m.Kind == stage.Audio || m.Kind == stage.Text) {
-		d.turns.firstOutput(m.StageID, m.Kind == stage.Audio)
+	if d.turns != nil {
+		if m.Metrics != nil && m.Kind != stage.Decision {
+			d.turns.ingest(m.Turn, m.StageID, *m.Metrics, "", m.StageSubmitTS)
+		}
+		d.turns.output(m)
 	}
 	if d.out != nil && !d.closed.Load() {
 		d.out(m)
 	}
 }
 
-// OnStageMetrics ingests a stage snapshot into the session aggregator and the open turn (or the
-// pending buffer before begin).
+// OnStageMetrics ingests a stage snapshot into the metrics turn of its stage turn: the open
+// turn, an interrupted turn still waiting for its stages, or the next turn's pending buffer.
+// An aborted response's partial rows arrive after the session ended it; they go to its own
+// (closing) turn, never to the next one.
 func (d *Duplex) OnStageMetrics(m stage.StageMetricsMessage) {
 	if d.turns == nil {
 		return
 	}
-	// A cancelled response's last rows (finish_reason abort) arrive after its turn was
-	// finalized: every cancel path ends the response (finalize) before the engine abort. They
-	// belong to no open turn, and ingesting them would add the old response's work to the next
-	// turn or to its pending buffer.
-	if m.Metrics.FinishReason == stage.FinishAbort {
-		d.log.Debug("dropping stage metrics of an aborted, already finalized turn",
-			zap.String("request_id", d.Stage0ID()), zap.Int("stage", m.StageID), zap.Int("stage_turn", m.Turn))
-		return
-	}
-	d.turns.ingest(m.StageID, m.Metrics, m.FinalOutputType, m.StageSubmitTS, d.Stage0ID())
+	d.turns.ingest(m.Turn, m.StageID, m.Metrics, m.FinalOutputType, m.StageSubmitTS)
 }
 
-// OnTransfer records connector TX on the session aggregator; turns copy the delta at finalize.
+// OnTransfer records one connector send on its turn's edge.
 func (d *Duplex) OnTransfer(t stage.TransferEvent) {
 	if d.turns == nil {
 		return
 	}
-	d.turns.transfer(t, d.Stage0ID())
+	d.turns.transfer(t)
+}
+
+// OnTurnEnd is the stages' report that stage turn n is finished (stage.TurnEndSink).
+func (d *Duplex) OnTurnEnd(e stage.TurnEnd) {
+	if d.turns == nil {
+		return
+	}
+	d.turns.turnEnd(e.Turn)
 }
 
 // MarkTurnArrival stamps the next turn's t0 (keep first) and returns it; with LogStats off it
@@ -373,13 +431,15 @@ func (d *Duplex) BeginTurn(responseID string, turnID int, arrival float64) {
 	if d.turns == nil || responseID == "" {
 		return
 	}
-	d.turns.begin(d.Stage0ID(), responseID, turnID, arrival, d.log)
+	d.turns.begin(d.Stage0ID(), responseID, turnID, arrival)
 }
 
-// FinalizeTurn finalizes the open turn once (later calls return false and print nothing).
+// FinalizeTurn ends the open turn once (later calls return false and print nothing). An
+// interrupted turn (any reason but stop and length) is logged once every stage that worked for
+// it reported its partial snapshot, bounded by Options.TurnDrainTimeout.
 func (d *Duplex) FinalizeTurn(reason string) bool {
 	if d.turns == nil {
 		return false
 	}
-	return d.turns.finalize(reason, d.log, d.c.opts.Collectors)
+	return d.turns.finalize(reason, d.responding.Load() > 0)
 }

@@ -246,7 +246,7 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	require.Equal(t, 42.0, d.MarkTurnArrival(42))
 	require.Equal(t, 42.0, d.MarkTurnArrival(99))
 	// Snapshots before begin are pending, then flushed into the turn.
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 41})
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 43})
 	d.BeginTurn("resp-a", 1, d.MarkTurnArrival(0))
 	d.BeginTurn("resp-a", 1, 0) // idempotent
 	now = 101

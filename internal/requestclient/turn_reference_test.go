@@ -43,6 +43,7 @@ package requestclient
 //     error maps to error, not stop (§10 #6). The reference logged a real barge-in as a cancel.
 //   - #8: pre-begin snapshots are merged per stage as they arrive (§10 #3), so the pending buffer
 //     holds one row per stage, not one per chunk; the flushed turn is the same as one-for-one replay.
+//     Only user input stamps t0: a snapshot that arrives before any input is dropped, not stamped.
 //   - #9: with --log-stats off no turn exists at all (§10 #2): FinalizeTurn returns false (the
 //     reference built the aggregator and returned True) and nothing allocates.
 //   - #11/#13/#22: omniserve keeps chat and duplex request states apart by type (a chat request
@@ -60,6 +61,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -112,7 +114,7 @@ func TestRefStageMetricsMessageForwardsSubmitTS(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
 	d.BeginTurn("resp-ts", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{RequestID: d.Stage0ID(), StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 50})
-	first, last, ok := d.turns.turn.Aggregator().StageTimes(0)
+	first, last, ok := d.turns.openTurn().Aggregator().StageTimes(0)
 	require.True(t, ok)
 	require.Equal(t, 50.0, first, "the first stage time prefers stage_submit_ts")
 	require.Equal(t, 200.0, last, "the last stage time is receipt time")
@@ -121,16 +123,22 @@ func TestRefStageMetricsMessageForwardsSubmitTS(t *testing.T) {
 func TestRefMetricsBeforeBeginFlushedOnBegin(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
 	m := metrics.StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m, StageSubmitTS: 50})
-	// The session aggregator got it, and so did the pending buffer (one merged row).
-	require.Len(t, d.turns.session.StageEvents(d.Stage0ID()), 1)
-	require.Equal(t, 1, d.turns.pending.Stages())
+	// Changed: only user input stamps t0. A snapshot before any input (server-side silence,
+	// setup) belongs to no turn and is dropped; it does not stamp.
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m, StageSubmitTS: 40})
+	require.Zero(t, d.turns.pending.Stages())
+	_, ok := d.turns.pending.Arrival()
+	require.False(t, ok, "silence never stamps")
+	require.Equal(t, 1, d.turns.pending.Dropped())
+	d.MarkTurnArrival(50)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m, StageSubmitTS: 51})
+	require.Equal(t, 1, d.turns.pending.Stages(), "the pending buffer holds one merged row")
 	a, ok := d.turns.pending.Arrival()
 	require.True(t, ok)
-	require.Equal(t, 50.0, a, "the first buffered snapshot's submit time stamps the turn")
+	require.Equal(t, 50.0, a)
 
 	d.BeginTurn("resp-auto", 1, 0)
-	turn := d.turns.turn
+	turn := d.turns.openTurn()
 	require.Equal(t, 50.0, turn.Arrival())
 	rows := turn.StageRows()
 	require.Len(t, rows, 1)
@@ -169,7 +177,7 @@ func TestRefTwoTurnsEmitTwoSummaries(t *testing.T) {
 	}
 	require.Equal(t, 1, summaries(logs, "response=resp-a"))
 	require.Equal(t, 1, summaries(logs, "response=resp-b"))
-	require.Nil(t, d.turns.turn)
+	require.Nil(t, d.turns.openTurn())
 }
 
 func TestRefBeginPreregistersAndIgnoresChatIDs(t *testing.T) {
@@ -180,12 +188,12 @@ func TestRefBeginPreregistersAndIgnoresChatIDs(t *testing.T) {
 	require.Equal(t, "duplex", kind, "the duplex state exists before any engine output")
 	require.True(t, metrics.IsDuplexResourceRequestID(d.Stage0ID()))
 	d.BeginTurn("resp-pre", 1, 0)
-	require.NotNil(t, d.turns.turn)
+	require.NotNil(t, d.turns.openTurn())
 	for _, chat := range []string{"chatcmpl-1", "chatcmpl-abc-1234abcd", "duplex-sid-e0-stage0"} {
 		require.False(t, metrics.IsDuplexResourceRequestID(chat), chat)
 	}
 	d.BeginTurn("", 2, 0)
-	require.Equal(t, "resp-pre", d.turns.turn.ResponseID(), "an empty response id opens nothing")
+	require.Equal(t, "resp-pre", d.turns.openTurn().ResponseID(), "an empty response id opens nothing")
 }
 
 func TestRefStageMetricsAndOutputRecordIntoOpenTurn(t *testing.T) {
@@ -194,13 +202,12 @@ func TestRefStageMetricsAndOutputRecordIntoOpenTurn(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}})
 	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Finished: true,
 		Metrics: &metrics.StageRequestStats{AudioGeneratedFrames: 12000, AudioDurationS: 0.5}})
-	rows := d.turns.turn.StageRows()
+	rows := d.turns.openTurn().StageRows()
 	require.Len(t, rows, 2)
 	require.Equal(t, 0, rows[0].StageID)
 	require.Equal(t, 4, rows[0].NumTokensOut)
 	require.Equal(t, 1, rows[1].StageID)
 	require.Equal(t, 12000, rows[1].AudioGeneratedFrames)
-	require.Len(t, d.turns.session.StageEvents(d.Stage0ID()), 2, "the session aggregator got both")
 }
 
 func TestRefSignalBargeInFinalizesBeforePop(t *testing.T) {
@@ -231,7 +238,7 @@ func TestRefSignalBargeInFinalizesBeforePop(t *testing.T) {
 	// A re-signal that moves no epoch must not finalize the turn that is open now.
 	d.BeginTurn("resp-next", 2, 0)
 	require.NoError(t, d.Signal(context.Background(), "response.cancel", Fence{SessionID: "sid-metrics", Epoch: 1}))
-	require.Equal(t, "resp-next", d.turns.turn.ResponseID())
+	require.Equal(t, "resp-next", d.turns.openTurn().ResponseID())
 	require.Zero(t, summaries(logs, "response=resp-next"))
 }
 
@@ -269,7 +276,7 @@ func TestRefSessionTransferTXCopiedIntoTurn(t *testing.T) {
 	d.BeginTurn("resp-tx", 1, 0)
 	d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, SizeBytes: 1024, TxMs: 7.5, UsedShm: true})
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Metrics: metrics.StageRequestStats{RxDecodeTimeMs: 1, RxInFlightTimeMs: 0.5, RxTransferBytes: 1024}})
-	turn := d.turns.turn
+	turn := d.turns.openTurn()
 	require.True(t, d.FinalizeTurn("stop"))
 	edges := turn.Aggregator().Transfers("resp-tx")
 	require.Len(t, edges, 1)
@@ -298,8 +305,8 @@ func TestRefDecisionOutputNotCountedTwice(t *testing.T) {
 	m := metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m})
 	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Decision: stage.DecisionSpeak, Finished: true, Metrics: &m})
-	require.Equal(t, 1, d.turns.turn.SegmentCount())
-	rows := d.turns.turn.StageRows()
+	require.Equal(t, 1, d.turns.openTurn().SegmentCount())
+	rows := d.turns.openTurn().StageRows()
 	require.Len(t, rows, 1)
 	require.Equal(t, 10, rows[0].NumTokensIn)
 	require.Equal(t, 4, rows[0].NumTokensOut)
@@ -330,4 +337,122 @@ func TestAbortRowsOfFinalizedTurnDoNotLeakIntoNextTurn(t *testing.T) {
 		}
 	}
 	require.Regexp(t, `stage_gen_time_ms\s+\|\s+3\.000 \|`, table, "only resp-b's own work: %s", table)
+}
+
+// An interrupted turn is logged only after every stage that worked for it delivered its partial
+// snapshot (TurnEnd), with that work in its table; rows of the next turn that arrive meanwhile
+// stay with the next turn.
+func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
+	log, logs := observed()
+	d, _, now := refDuplex(t, log)
+	d.MarkTurnArrival(100)
+	d.MarkInputEnd(150)
+	d.BeginTurn("resp-cut", 1, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
+	*now = 200.5
+	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: 1, Text: "hi"})
+	*now = 201
+	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 10)})
+	d.SetTurnDelivered(750)
+	*now = 202
+	require.True(t, d.FinalizeTurn(metrics.ReasonCancel))
+	require.Zero(t, summaries(logs), "the turn waits for its stages' partial snapshots")
+
+	// The next utterance starts while the stages wind down: its rows are the next turn's.
+	d.MarkTurnArrival(202)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(4), StageSubmitTS: 202})
+	// The partial snapshots of turn 1 (what the stages did before the abort), then its end.
+	cut := metrics.StageRequestStats{NumTokensOut: 15, StageGenTimeMs: 300, FinishReason: stage.FinishAbort}
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: cut})
+	audio := metrics.StageRequestStats{AudioGeneratedFrames: 48000, AudioSampleRate: 24000, AudioDurationS: 2, FinishReason: stage.FinishAbort}
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: 1, Metrics: audio})
+	*now = 203
+	d.OnTurnEnd(stage.TurnEnd{Turn: 1, Aborted: true})
+	require.Equal(t, 1, summaries(logs, "response=resp-cut", "reason=cancel"))
+
+	var stages, e2e string
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "StageRequestStats") && strings.Contains(e.Message, "response=resp-cut") {
+			stages = e.Message
+		}
+		if strings.Contains(e.Message, "RequestE2EStats") && strings.Contains(e.Message, "response=resp-cut") {
+			e2e = e.Message
+		}
+	}
+	require.Regexp(t, `num_tokens_out\s+\|\s+18 \|`, stages, "tokens out include the partial work: %s", stages)
+	require.Regexp(t, `audio_generated_frames\s+\|\s+0 \|\s+48,000 \|`, stages, "stage 1's column is there: %s", stages)
+	require.Regexp(t, `audio_delivered_s\s+\|\s+0\.750 \|`, e2e, "delivered audio is its own figure: %s", e2e)
+	require.Regexp(t, `e2e_total_ms\s+\|\s+102,000\.000 \|`, e2e, "t0 100 to the interruption at 202, not to when the stages stopped: %s", e2e)
+	require.Regexp(t, `input_end_to_first_text_ms\s+\|\s+50,500\.000 \|`, e2e, "%s", e2e)
+	require.Regexp(t, `input_end_to_first_audio_ms\s+\|\s+51,000\.000 \|`, e2e, "%s", e2e)
+
+	d.BeginTurn("resp-next", 2, 0)
+	rows := d.turns.openTurn().StageRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, 4.0, rows[0].StageGenTimeMs, "only the next turn's own listen row")
+	require.Equal(t, 202.0, d.turns.openTurn().Arrival())
+}
+
+// A wedged stage never reports: the interrupted turn is still finalized, after the drain bound.
+func TestInterruptedTurnDrainIsBounded(t *testing.T) {
+	log, logs := observed()
+	fs := &fakeStream{t: t}
+	d, _, _ := newTestDuplex(t, Options{LogStats: true, TurnDrainTimeout: 20 * time.Millisecond}, log, fs)
+	d.BeginTurn("resp-wedged", 1, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
+	require.True(t, d.FinalizeTurn(metrics.ReasonBargeIn))
+	require.Eventually(t, func() bool { return summaries(logs, "response=resp-wedged", "reason=barge_in") == 1 },
+		10*time.Second, 5*time.Millisecond)
+	// Its late rows, if they ever come, go nowhere.
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(7)})
+	d.MarkTurnArrival(0)
+	d.BeginTurn("resp-after", 2, 0)
+	require.Empty(t, d.turns.openTurn().StageRows())
+}
+
+// Close finalizes the turns still waiting for their stages once the stream delivered everything.
+func TestCloseFlushesInterruptedTurns(t *testing.T) {
+	log, logs := observed()
+	d, _, _ := refDuplex(t, log)
+	d.BeginTurn("resp-closing", 1, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
+	require.True(t, d.FinalizeTurn(metrics.ReasonCancel))
+	require.Zero(t, summaries(logs))
+	require.NoError(t, d.Close(context.Background(), ""))
+	require.Equal(t, 1, summaries(logs, "response=resp-closing", "reason=cancel"))
+}
+
+// input_audio_buffer.clear drops the next turn's stamp and buffered listen rows.
+func TestClearDropsStampAndListenRows(t *testing.T) {
+	d, _, _ := refDuplex(t, zap.NewNop())
+	d.MarkTurnArrival(100)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(8), StageSubmitTS: 101})
+	d.ClearTurnInput()
+	_, ok := d.turns.pending.Arrival()
+	require.False(t, ok, "clear un-stamps")
+	require.Zero(t, d.turns.pending.Stages(), "clear drops the buffered listen rows")
+	// Wait for the clear's barrier in the append FIFO (it runs after every earlier append).
+	require.NoError(t, d.barrier(context.Background(), func(context.Context) error { return nil }))
+	// A row of an append made before the clear that arrives late is dropped too.
+	d.MarkTurnArrival(300)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(8), StageSubmitTS: 102})
+	require.Zero(t, d.turns.pending.Stages())
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(2), StageSubmitTS: 301})
+	d.BeginTurn("resp-clean", 1, 0)
+	rows := d.turns.openTurn().StageRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, 2.0, rows[0].StageGenTimeMs)
+	require.Equal(t, 300.0, d.turns.openTurn().Arrival())
+}
+
+// A turn cut by the token limit is logged as length, though the session ends it like a stop.
+func TestTruncatedTurnLogsLength(t *testing.T) {
+	log, logs := observed()
+	d, _, _ := refDuplex(t, log)
+	d.BeginTurn("resp-len", 1, 0)
+	m := stageSnap(5)
+	m.FinishReason = stage.FinishLength
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m})
+	require.True(t, d.FinalizeTurn(metrics.ReasonStop))
+	require.Equal(t, 1, summaries(logs, "response=resp-len", "reason=length"))
 }

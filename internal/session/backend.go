@@ -86,3 +86,17 @@ type TurnCanceller interface {
 
 // ErrInputBackpressure is returned by an Engine whose pending input exceeds its bound.
 var ErrInputBackpressure = errors.New("input backpressure")
+
+// TurnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
+// where the user's input ended, when it was cleared, and how much audio the client was sent.
+type TurnStatsMarker interface {
+	MarkInputEnd(ts float64)
+	ClearTurnInput()
+	SetTurnDelivered(audioMs float64)
+}
+
+// turnStats returns the engine's TurnStatsMarker, or nil.
+func turnStats(e Engine) TurnStatsMarker {
+	m, _ := e.(TurnStatsMarker)
+	return m
+}

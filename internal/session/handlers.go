@@ -263,6 +263,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		}
 		if len(s.inputBuf) == 0 {
 			s.bufStartMs = s.inputMs - float64(len(pcm))*1000/EngineRate
+			s.inputStartTS = s.m.cfg.WallClock()
 		}
 		s.inputBuf = append(s.inputBuf, pcm)
 		s.inputBytes += 4 * len(pcm)
@@ -345,7 +346,10 @@ func (s *DuplexSession) unforwardInput(eventID string) {
 // dropped.
 func (s *DuplexSession) clearInput(eventID string) {
 	s.unforwardInput(eventID)
-	s.inputBuf, s.inputBytes = nil, 0
+	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
+	if m := turnStats(s.engine); m != nil {
+		s.safeHook("clear_turn_input", m.ClearTurnInput)
+	}
 }
 
 // handleCommit commits buffered input as a user item; with a response it precreates the
@@ -379,6 +383,9 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 			return false
 		}
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		if m := turnStats(s.engine); m != nil {
+			s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+		}
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 			_, err := eng.Commit(ctx, respond)
@@ -409,11 +416,16 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 		return false
 	}
 	buf := s.inputBuf[s.inputFwd:] // the forwarded head is already in the engine's ASR
-	s.inputBuf, s.inputBytes, s.inputFwd = nil, 0, 0
+	started := s.inputStartTS
+	s.inputBuf, s.inputBytes, s.inputFwd, s.inputStartTS = nil, 0, 0, 0
 	it := s.commitUserAudioItem(s.inputMs - s.bufStartMs)
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
-	s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
+	s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(started) })
+	if m := turnStats(s.engine); m != nil {
+		s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+	}
 	var r *response
 	maxTok := s.cfg.MaxOutputTokens
 	if respond {

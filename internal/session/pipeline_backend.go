@@ -111,3 +111,7 @@ func (e pipelineEngine) BeginTurn(responseID string, turnID int, arrival float64
 	e.d.BeginTurn(responseID, turnID, arrival)
 }
 func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTurn(reason) }
+
+func (e pipelineEngine) MarkInputEnd(ts float64)          { e.d.MarkInputEnd(ts) }
+func (e pipelineEngine) ClearTurnInput()                  { e.d.ClearTurnInput() }
+func (e pipelineEngine) SetTurnDelivered(audioMs float64) { e.d.SetTurnDelivered(audioMs) }

@@ -198,6 +198,9 @@ func (s *DuplexSession) endResponse(reason string) *response {
 		}
 	}
 	if s.engine != nil {
+		if m := turnStats(s.engine); m != nil {
+			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs) })
+		}
 		s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
 	}
 	return r

@@ -79,6 +79,9 @@ type DuplexSession struct {
 	lastClosed int // highest engine turn whose output is over (done or cancelled)
 	inputBuf   [][]float32
 	inputBytes int
+	// inputStartTS is the wall time of the first append after the last commit / clear: a
+	// manual turn's statistics t0 (turn 1 too, whose engine opens only at the commit).
+	inputStartTS float64
 	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
 	// commit (decoded while the user speaks); the commit job feeds only the rest.
 	inputFwd int

@@ -85,6 +85,9 @@ func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
 				end := min(s.vadBaseMs+float64(ev.AtMs)+float64(td.SilenceDurationMs), s.inputMs)
 				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{
 					"audio_end_ms": int(end), "item_id": s.speechItemID}})
+				if m := turnStats(s.engine); m != nil {
+					s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+				}
 			}
 		}
 	}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // pcm16 encodes float samples as the wire's pcm16 little-endian bytes.
@@ -57,10 +58,7 @@ func drainUntilAck(t *testing.T, s *DuplexSession, sk *sink) []string {
 // response playing, while real speech barges in with speech_started → overlap.decision →
 // response.done cancelled (turn_detected), finished_reason barge_in.
 func TestBargeInNeedsSpeech(t *testing.T) {
-	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
-	if err != nil {
-		t.Skip("pocketsphinx test data not installed")
-	}
+	raw := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
 	eng := &fakeEngine{t: t}
 	// A minute of lead: the fake engine never finishes, so the response stays active.
 	s, sk, _, wait := startSessionWith(t, eng, time.Minute,

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -17,12 +19,10 @@ const (
 	goforwardTxt = "go forward ten meters"
 )
 
-// needFile skips the test when a Debian data package is not installed.
+// needFile skips the test when a Debian data package is not installed (fails it under CI=true).
 func needFile(t testing.TB, path, pkg string) {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s not found (install the Debian package %s): %v", path, pkg, err)
-	}
+	testenv.NeedFile(t, path, pkg)
 }
 
 // loadRaw reads a 16 kHz s16le mono file.

@@ -82,7 +82,9 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	if req.RequestID == "" {
 		req.RequestID = "chatcmpl-" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	}
+	hasAudio := false
 	for i, m := range req.Messages {
+		hasAudio = hasAudio || len(m.Audio) > 0
 		if err := validRole(m.Role); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
@@ -107,6 +109,50 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = p.cfg.Thinker.MaxTokens
+	}
+	// Bad sampling (a logit_bias token outside the vocabulary, a grammar that does not
+	// compile) is refused here, before anything streams: a *gpu.SamplingError names the field.
+	if p.remote != nil {
+		// The remote engine counts its own context; what it is not sent must not be accepted.
+		if err := remoteSamplingUnsupported(&req.Sampling); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		return nil
+	}
+	if err := p.deps.Engine.CheckSampling(&req.Sampling); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if hasAudio {
+		return nil // the prompt is known after transcription: prepare checks it
+	}
+	msgs := make([]gpu.ChatMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = gpu.ChatMessage{Role: m.Role, Content: m.Text}
+	}
+	prompt, err := p.deps.Engine.ChatPrompt(msgs, true)
+	if err != nil {
+		return fmt.Errorf("rendering chat prompt: %w", err)
+	}
+	return p.checkPromptFits(prompt, req)
+}
+
+// checkPromptFits refuses a prompt that leaves no room in the sequence's context window (as
+// OpenAI does, instead of silently truncating it) and one that leaves less than an explicit
+// MaxTokens; a defaulted MaxTokens shrinks to the room left.
+func (p *Pipeline) checkPromptFits(prompt string, req *ChatRequest) error {
+	limit := p.deps.Engine.Info().SeqContext
+	n, over, err := p.deps.Engine.CountTokens(prompt, limit)
+	if err != nil {
+		return fmt.Errorf("counting prompt tokens: %w", err)
+	}
+	if over || n >= limit {
+		return &ContextLengthError{PromptTokens: n, Limit: limit}
+	}
+	if n+req.MaxTokens > limit {
+		if req.MaxTokensSet {
+			return &ContextLengthError{PromptTokens: n, CompletionTokens: req.MaxTokens, Limit: limit}
+		}
+		req.MaxTokens = limit - n
 	}
 	return nil
 }
@@ -219,6 +265,11 @@ func (r *Request) prepare(resp *response) (*gpu.Sequence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering chat prompt: %w", err)
 	}
+	if hasChatAudio(r.req.Messages) {
+		if err := p.checkPromptFits(prompt, &r.req); err != nil {
+			return nil, err
+		}
+	}
 	seq, err := p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: r.req.Sampling})
 	if err != nil {
 		return nil, fmt.Errorf("opening sequence: %w", err)
@@ -264,4 +315,34 @@ func (r *Request) ID() string { return r.req.RequestID }
 func (r *Request) closeForShutdown() {
 	r.Abort()
 	<-r.done
+}
+
+func hasChatAudio(msgs []ChatMessage) bool {
+	for _, m := range msgs {
+		if len(m.Audio) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteSamplingUnsupported refuses the sampling features the remote thinker does not forward
+// upstream (it sends temperature, top_p, seed, max_tokens and stop).
+func remoteSamplingUnsupported(s *gpu.Sampling) error {
+	unsupported := func(param string) error {
+		return &gpu.SamplingError{Param: param, Detail: "not supported with a remote thinker stage"}
+	}
+	switch {
+	case s.Grammar != "":
+		return unsupported("response_format")
+	case s.Logprobs:
+		return unsupported("logprobs")
+	case len(s.LogitBias) > 0:
+		return unsupported("logit_bias")
+	case s.PresencePenalty != 0:
+		return unsupported("presence_penalty")
+	case s.FrequencyPenalty != 0:
+		return unsupported("frequency_penalty")
+	}
+	return nil
 }

@@ -19,8 +19,9 @@ type connector struct {
 	from, to int
 	ch       chan connItem
 
-	mu sync.Mutex // guards rx (read by the receiver, and by tests)
-	rx RxStats
+	mu      sync.Mutex // guards rx and lastArr (read by the receiver, and by tests)
+	rx      RxStats
+	lastArr time.Time // latest arrival so far: in-flight time is the union of intervals
 }
 
 type connItem struct {
@@ -32,34 +33,53 @@ type connItem struct {
 
 // RxStats is the receiving side of one connector edge.
 type RxStats struct {
-	Items      int
-	Bytes      int64
-	DecodeMs   float64
+	Items    int
+	Bytes    int64
+	DecodeMs float64
+	// InFlightMs is the time at least one item was in the queue: the union of the items'
+	// [sent, received] intervals, so it never exceeds the edge's wall time (a sum of per-item
+	// waits would count overlapping waits many times).
 	InFlightMs float64
 }
 
 // TxStats is what one Send measured.
 type TxStats struct {
 	SizeBytes int64
-	TxMs      float64
+	// TxMs is the hand-off cost: encoding and enqueueing, without BlockedMs.
+	TxMs float64
+	// BlockedMs is the time the send waited for room on a full queue (backpressure).
+	BlockedMs float64
 }
 
 func newConnector(from, to, capacity int) *connector {
 	return &connector{from: from, to: to, ch: make(chan connItem, capacity)}
 }
 
-// Send encodes text and queues it, waiting while the queue is full (back-pressure) or until
-// ctx ends. TX time covers encoding and queueing, as the reference's put does.
+// Send encodes text and queues it, waiting while the queue is full (backpressure) or until ctx
+// ends. TX time is the hand-off cost (encoding and enqueueing); the wait for room is reported
+// apart as BlockedMs, so a slow receiver does not show up as a slow transfer.
 func (c *connector) Send(ctx context.Context, text string) (TxStats, error) {
 	t0 := time.Now()
 	it := connItem{payload: []byte(text)}
 	it.sentAt = time.Now()
+	var blocked time.Duration
 	select {
 	case c.ch <- it:
-	case <-ctx.Done():
-		return TxStats{}, fmt.Errorf("sending on connector %d->%d: %w", c.from, c.to, ctx.Err())
+	default:
+		b0 := time.Now()
+		select {
+		case c.ch <- it:
+		case <-ctx.Done():
+			return TxStats{}, fmt.Errorf("sending on connector %d->%d: %w", c.from, c.to, ctx.Err())
+		}
+		blocked = time.Since(b0)
 	}
-	return TxStats{SizeBytes: int64(len(it.payload)), TxMs: msSince(t0)}, nil
+	total := time.Since(t0)
+	return TxStats{
+		SizeBytes: int64(len(it.payload)),
+		TxMs:      float64(total-blocked) / float64(time.Millisecond),
+		BlockedMs: float64(blocked) / float64(time.Millisecond),
+	}, nil
 }
 
 // End queues the end marker with the sender's finish reason.
@@ -91,7 +111,14 @@ func (c *connector) Recv(ctx context.Context) (text string, end bool, reason str
 	c.rx.Items++
 	c.rx.Bytes += int64(len(it.payload))
 	c.rx.DecodeMs += decodeMs
-	c.rx.InFlightMs += float64(arrived.Sub(it.sentAt)) / float64(time.Millisecond)
+	// Items leave in FIFO order, so intervals are ordered by start and by end: the union grows
+	// by the part of this item's interval after the previous arrival.
+	if from := maxTime(it.sentAt, c.lastArr); arrived.After(from) {
+		c.rx.InFlightMs += float64(arrived.Sub(from)) / float64(time.Millisecond)
+	}
+	if arrived.After(c.lastArr) {
+		c.lastArr = arrived
+	}
 	c.mu.Unlock()
 	return text, false, "", nil
 }
@@ -122,4 +149,11 @@ func (c *connector) Len() int { return len(c.ch) }
 
 func msSince(t time.Time) float64 {
 	return float64(time.Since(t)) / float64(time.Millisecond)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

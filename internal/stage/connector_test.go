@@ -12,6 +12,7 @@ func TestConnectorAccounting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newConnector(0, 1, 4)
+	wall := time.Now()
 	var sent int64
 	for _, s := range []string{" go", " forward", " ten", "é"} {
 		tx, err := c.Send(ctx, s)
@@ -32,7 +33,10 @@ func TestConnectorAccounting(t *testing.T) {
 	rx := c.RxStats()
 	require.Equal(t, sent, rx.Bytes)
 	require.Equal(t, 4, rx.Items)
-	require.GreaterOrEqual(t, rx.InFlightMs, 4*5.0)
+	// In flight is the union of the items' queue intervals: at least the 5 ms they all waited,
+	// never more than the time since the first send (a per-item sum would count 4 × 5 ms).
+	require.GreaterOrEqual(t, rx.InFlightMs, 5.0)
+	require.LessOrEqual(t, rx.InFlightMs, float64(time.Since(wall))/float64(time.Millisecond))
 	require.GreaterOrEqual(t, rx.DecodeMs, 0.0)
 
 	require.NoError(t, c.End(ctx, FinishLength))
@@ -82,4 +86,31 @@ func TestSlots(t *testing.T) {
 	require.Equal(t, 1, s.Pending())
 	s.release()
 	require.Equal(t, 0, s.Pending())
+}
+
+// A send that waits for room on a full queue reports the wait as backpressure, not as tx time.
+func TestConnectorBlockedIsBackpressureNotTx(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newConnector(0, 1, 1)
+	tx, err := c.Send(ctx, "a")
+	require.NoError(t, err)
+	require.Zero(t, tx.BlockedMs, "room in the queue: no wait")
+	got := make(chan TxStats, 1)
+	go func() {
+		tx, err := c.Send(ctx, "b") // full: waits for the receiver
+		if err == nil {
+			got <- tx
+		}
+		close(got)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	_, _, _, err = c.Recv(ctx)
+	require.NoError(t, err)
+	tx, ok := <-got
+	require.True(t, ok)
+	require.GreaterOrEqual(t, tx.BlockedMs, 10.0, "the wait for room is backpressure")
+	require.Less(t, tx.TxMs, tx.BlockedMs, "tx is the hand-off cost only")
+	_, _, _, err = c.Recv(ctx)
+	require.NoError(t, err)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/omniserve/omniserve/internal/metrics"
 )
 
 // dispatcher delivers one request's (or duplex stream's) events to its Sink from a single
@@ -29,6 +31,7 @@ type event struct {
 	out  *OutputMessage
 	sm   *StageMetricsMessage
 	tx   *TransferEvent
+	end  *TurnEnd
 }
 
 func newDispatcher(sink Sink, capacity int) *dispatcher {
@@ -49,6 +52,10 @@ func (d *dispatcher) run() {
 			d.sink.OnStageMetrics(*ev.sm)
 		case ev.tx != nil:
 			d.sink.OnTransfer(*ev.tx)
+		case ev.end != nil:
+			if te, ok := d.sink.(TurnEndSink); ok {
+				te.OnTurnEnd(*ev.end)
+			}
 		}
 	}
 }
@@ -88,6 +95,12 @@ func (d *dispatcher) turnMetrics(ts *turnState, m StageMetricsMessage) {
 	d.ch <- event{turn: ts, kept: true, sm: &m}
 }
 
+// turnEnd queues the report that the turn's stages are finished; like turnMetrics it is kept
+// (delivered after an abort or stop), after every snapshot the turn's stages queued.
+func (d *dispatcher) turnEnd(ts *turnState, rid string) {
+	d.ch <- event{turn: ts, kept: true, end: &TurnEnd{RequestID: rid, Turn: ts.n, Aborted: ts.aborted.Load()}}
+}
+
 func (d *dispatcher) transfer(ctx context.Context, ts *turnState, t TransferEvent) error {
 	return d.push(ctx, event{turn: ts, tx: &t})
 }
@@ -108,11 +121,14 @@ type turnState struct {
 	aborted atomic.Bool
 	keep    atomic.Bool   // keep the partial reply in the conversation (CancelResponse(true))
 	done    chan struct{} // closed when both stages are finished with the turn
+	// queuedTS is when the response was submitted (wall seconds): TTFT counts from here, so it
+	// includes waiting for a thinker worker and the prompt's prefill, as vLLM's does.
+	queuedTS float64
 }
 
 func newTurn(parent context.Context, n int) *turnState {
 	ctx, cancel := context.WithCancel(parent)
-	return &turnState{n: n, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &turnState{n: n, ctx: ctx, cancel: cancel, done: make(chan struct{}), queuedTS: metrics.Now()}
 }
 
 // abort drops the turn's undelivered events and cancels its work.

@@ -457,5 +457,8 @@ func (d *DuplexStream) finishTurn(ts *turnState) {
 	delete(d.live, ts)
 	d.mu.Unlock()
 	ts.cancel()
+	// Both stages returned, and each delivered its snapshot of the turn (turnMetrics) before:
+	// the statistics may finalize an interrupted turn now.
+	d.disp.turnEnd(ts, d.rid)
 	close(ts.done)
 }

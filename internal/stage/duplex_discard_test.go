@@ -2,13 +2,14 @@ package stage
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/speech"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // TestDuplexDiscardAudio: audio streamed into a manual-turn stream and then discarded
@@ -16,10 +17,7 @@ import (
 // what was appended after the discard; a discard with nothing heard is a no-op, and a commit
 // right after a discard has nothing to transcribe.
 func TestDuplexDiscardAudio(t *testing.T) {
-	b, err := os.ReadFile("/usr/share/pocketsphinx/test/data/numbers.raw")
-	if err != nil {
-		t.Skip("pocketsphinx numbers.raw not installed")
-	}
+	b := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/numbers.raw", "pocketsphinx-testdata")
 	numbers, err := speech.PCM16BytesToFloat32(nil, b)
 	require.NoError(t, err)
 	p, _ := newTestPipeline(t, nil)

@@ -102,15 +102,17 @@ func goForward(t testing.TB) []float32 {
 
 // recSink records every Sink call and fails the test if two calls overlap.
 type recSink struct {
-	t      testing.TB
-	mu     sync.Mutex
-	inCall bool
-	outs   []OutputMessage
-	sms    []StageMetricsMessage
-	txs    []TransferEvent
-	notify chan struct{}
-	onOut  func(OutputMessage) // optional, called inside OnOutput
-	delay  time.Duration       // optional: a slow consumer, so undelivered events pile up
+	t        testing.TB
+	mu       sync.Mutex
+	inCall   bool
+	outs     []OutputMessage
+	sms      []StageMetricsMessage
+	txs      []TransferEvent
+	ends     []TurnEnd
+	smsAtEnd []int
+	notify   chan struct{}
+	onOut    func(OutputMessage) // optional, called inside OnOutput
+	delay    time.Duration       // optional: a slow consumer, so undelivered events pile up
 }
 
 func newRecSink(t testing.TB) *recSink {
@@ -155,6 +157,26 @@ func (s *recSink) OnTransfer(e TransferEvent) {
 	s.enter()
 	s.txs = append(s.txs, e)
 	s.leave()
+}
+
+// OnTurnEnd records the end and how many stage-metrics messages had arrived before it.
+func (s *recSink) OnTurnEnd(e TurnEnd) {
+	s.enter()
+	s.ends = append(s.ends, e)
+	s.smsAtEnd = append(s.smsAtEnd, len(s.sms))
+	s.leave()
+}
+
+// turnEnd returns turn n's end and the stage metrics delivered before it.
+func (s *recSink) turnEnd(n int) (TurnEnd, []StageMetricsMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range s.ends {
+		if e.Turn == n {
+			return e, append([]StageMetricsMessage(nil), s.sms[:s.smsAtEnd[i]]...), true
+		}
+	}
+	return TurnEnd{}, nil, false
 }
 
 func (s *recSink) snapshot() ([]OutputMessage, []StageMetricsMessage, []TransferEvent) {

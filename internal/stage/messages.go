@@ -68,9 +68,12 @@ type OutputMessage struct {
 	// Turn is the response the output belongs to: 1 for the first response of a duplex stream.
 	// Listen decisions and transcripts carry the turn they lead to (responses so far + 1).
 	// Chat requests have turn 1.
-	Turn          int
-	Decision      string // "listen" | "speak" (Kind == Decision)
-	Text          string // transcript / text delta / audio's transcript segment
+	Turn     int
+	Decision string // "listen" | "speak" (Kind == Decision)
+	Text     string // transcript / text delta / audio's transcript segment
+	// Logprobs of the tokens behind a Text delta, when the request's sampling asked for them
+	// (tokens whose text was cut by a stop string have none).
+	Logprobs      []gpu.TokenLogprob
 	Audio         []float32
 	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
 	Finished      bool
@@ -95,9 +98,28 @@ type StageMetricsMessage struct {
 type TransferEvent struct {
 	From, To  int
 	RequestID string
+	Turn      int // the response the send belongs to (1 for chat)
 	SizeBytes int64
+	// TxMs is the hand-off cost only: encoding and enqueueing. Time spent waiting for room on a
+	// full queue is BlockedMs (backpressure), not transfer time.
 	TxMs      float64
+	BlockedMs float64
 	UsedShm   bool
+}
+
+// TurnEnd reports that every stage is finished with one response (Turn) of a request or duplex
+// stream: each stage that worked for it delivered its (possibly partial) StageMetricsMessage
+// before this.
+type TurnEnd struct {
+	RequestID string
+	Turn      int
+	Aborted   bool
+}
+
+// TurnEndSink is implemented by Sinks that want TurnEnd reports (checked by the dispatcher, so
+// Sinks without it need nothing).
+type TurnEndSink interface {
+	OnTurnEnd(TurnEnd)
 }
 
 // ChatRequest is one chat completion.
@@ -105,9 +127,12 @@ type ChatRequest struct {
 	RequestID string
 	Messages  []ChatMessage
 	MaxTokens int // 0 = thinker.max_tokens
-	Stop      []string
-	Sampling  gpu.Sampling
-	WantAudio bool
+	// MaxTokensSet says the client asked for MaxTokens: a prompt that leaves less room than
+	// that is refused (ContextLengthError) instead of getting a shorter completion.
+	MaxTokensSet bool
+	Stop         []string
+	Sampling     gpu.Sampling
+	WantAudio    bool
 }
 
 // ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
@@ -145,4 +170,27 @@ var (
 	ErrResponseActive = errors.New("stage: a response is already active")
 	// ErrNoDuplex reports OpenDuplex on a pipeline without an ASR.
 	ErrNoDuplex = errors.New("stage: pipeline does not support duplex")
+	// ErrContextLength reports a prompt that does not fit the model's context window; the
+	// error is a *ContextLengthError.
+	ErrContextLength = errors.New("stage: prompt exceeds the context window")
 )
+
+// ContextLengthError reports a chat prompt (plus the requested completion) longer than the
+// sequence's context window. PromptTokens is 0 when the prompt was refused by its size alone.
+type ContextLengthError struct {
+	PromptTokens, CompletionTokens, Limit int
+}
+
+func (e *ContextLengthError) Error() string {
+	switch {
+	case e.PromptTokens == 0:
+		return fmt.Sprintf("This model's maximum context length is %d tokens, and your messages are far longer. Please reduce the length of the messages.", e.Limit)
+	case e.CompletionTokens > 0:
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			e.Limit, e.PromptTokens+e.CompletionTokens, e.PromptTokens, e.CompletionTokens)
+	}
+	return fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", e.Limit, e.PromptTokens)
+}
+
+// Is makes errors.Is(err, ErrContextLength) true.
+func (e *ContextLengthError) Is(target error) bool { return target == ErrContextLength }

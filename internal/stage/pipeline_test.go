@@ -352,6 +352,23 @@ func TestDuplexCancelResponse(t *testing.T) {
 	}
 	// The cancelled turn's stages still report their work; turn 2 finished normally.
 	requireAbortMetrics(t, sms, turn, turnOuts)
+	// The turn's end comes after both stages' partial snapshots: a statistics consumer may
+	// finalize the interrupted turn at it and lose nothing.
+	end, before, ok := sink.turnEnd(turn)
+	require.True(t, ok, "the cancelled turn's end is reported")
+	require.True(t, end.Aborted)
+	stagesBefore := map[int]bool{}
+	for _, m := range before {
+		if m.Turn == turn && m.Metrics.FinishReason == FinishAbort {
+			stagesBefore[m.StageID] = true
+		}
+	}
+	require.Equal(t, map[int]bool{0: true, 1: true}, stagesBefore, "both stages' abort rows precede the end")
+	_, _, txs := sink.snapshot()
+	for _, tx := range txs {
+		require.LessOrEqual(t, tx.Turn, turn2, "transfers carry their turn")
+		require.GreaterOrEqual(t, tx.Turn, turn)
+	}
 	for _, m := range sms {
 		if m.Turn == turn2 && m.Metrics.FinishReason != "" {
 			require.Equal(t, FinishLength, m.Metrics.FinishReason, "stage %d", m.StageID)

@@ -72,13 +72,19 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 	}
 
 	var text strings.Builder
+	var logprobs []gpu.TokenLogprob // of tokens whose text is still held back
 	emit := func(pc gpu.Piece) error {
+		if pc.Logprob != nil {
+			logprobs = append(logprobs, *pc.Logprob)
+		}
 		if pc.Text == "" {
 			return nil
 		}
 		text.WriteString(pc.Text)
+		lps := logprobs
+		logprobs = nil
 		if err := r.disp.output(ts.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, StageSubmitTS: r.submitTS,
+			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, Logprobs: lps, StageSubmitTS: r.submitTS,
 		}); err != nil {
 			return err
 		}
@@ -89,7 +95,8 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 		if err != nil {
 			return err
 		}
-		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, SizeBytes: tx.SizeBytes, TxMs: tx.TxMs})
+		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
+			SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs})
 	}
 	res, err := seq.Generate(ts.ctx, opts, emit)
 	if ts.ctx.Err() != nil || res.FinishReason == FinishAbort {
@@ -179,6 +186,12 @@ func thinkerStats(r *response, res gpu.GenerateResult) metrics.StageRequestStats
 	if in == 0 {
 		in = st.TokensIn
 	}
+	// vLLM's TTFT runs from the request's arrival: queueing for a worker and the prompt's
+	// prefill are in it. The engine's own figure starts at the generate call (after prefill).
+	ttft := st.TTFTMs
+	if queued := r.ts.queuedTS; ttft > 0 && queued > 0 && st.SubmitTS > queued {
+		ttft += (st.SubmitTS - queued) * 1000
+	}
 	return metrics.StageRequestStats{
 		BatchID:         int(st.BatchID),
 		BatchSize:       st.BatchSize,
@@ -188,7 +201,7 @@ func thinkerStats(r *response, res gpu.GenerateResult) metrics.StageRequestStats
 		FinishReason:    res.FinishReason,
 		OutputUnitType:  "text",
 		OutputUnitCount: st.TokensOut,
-		VllmTtftMs:      st.TTFTMs,
+		VllmTtftMs:      ttft,
 		VllmTpotMs:      st.TPOTMs,
 		VllmItlMs:       mean(st.ITLsMs),
 		VllmItlsMs:      append([]float64(nil), st.ITLsMs...),

@@ -43,8 +43,8 @@ type Options struct {
 	Mode string
 	// Fast sends the input as fast as the socket takes it; default is real-time pace.
 	Fast bool
-	// BargeInAt, when positive, speaks the input again over the first reply once that much of
-	// its audio has arrived: the server's VAD cancels the reply (VAD mode), or the client
+	// BargeInAt, when positive, speaks the input again over the first reply with audio once
+	// that much of its audio has arrived: the server's VAD cancels the reply (VAD mode), or the client
 	// cancels it and truncates the item to what was heard (manual mode).
 	BargeInAt time.Duration
 	// MaxOutputTokens bounds each response; 0 leaves the server's default ("inf").
@@ -526,7 +526,9 @@ func (c *conv) run(ctx context.Context) error {
 			if err := c.handle(ctx, ev); err != nil {
 				return err
 			}
-			if c.o.BargeInAt > 0 && !c.bargeDone && barge == nil && c.active != nil && !c.active.FirstAudio.IsZero() && len(c.res.Turns) == 0 {
+			// The barge-in goes into the first reply that has audio (the server's VAD may have
+			// ended and cancelled a silent one before it).
+			if c.o.BargeInAt > 0 && !c.bargeDone && barge == nil && c.active != nil && !c.active.FirstAudio.IsZero() {
 				bargeTimer = time.NewTimer(time.Until(c.active.FirstAudio.Add(c.o.BargeInAt)))
 				barge = bargeTimer.C
 			}

@@ -143,7 +143,9 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func wsURL(s *httptest.Server) string { return "ws" + strings.TrimPrefix(s.URL, "http") + "/v1/realtime" }
+func wsURL(s *httptest.Server) string {
+	return "ws" + strings.TrimPrefix(s.URL, "http") + "/v1/realtime"
+}
 
 func TestRunManual(t *testing.T) {
 	t.Parallel()

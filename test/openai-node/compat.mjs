@@ -63,10 +63,77 @@ assert.equal(wav.subarray(0, 4).toString("ascii"), "RIFF");
 assert.equal(wav.readUInt32LE(24), 24000, "sample rate");
 out.audio = { bytes: wav.length, transcript: audio.transcript };
 
-// 4. Errors surface as the SDK's typed exceptions.
-for (const [name, body, status] of [
-  ["unknown_model", { model: "no-such-model", messages }, 404],
-  ["n2", { model, messages, n: 2 }, 400],
+// 4. Seeds: the same seed gives the same answer; without one, temperature 1 samples.
+const seeded = async (seed) => (await client.chat.completions.create({
+  model, messages, max_tokens: 10, temperature: 1, ...(seed === undefined ? {} : { seed }),
+})).choices[0].message.content;
+const s1 = await seeded(42), s2 = await seeded(42);
+assert.equal(s1, s2, "same seed, different answers");
+const unseeded = new Set();
+for (let i = 0; i < 4; i++) unseeded.add(await seeded(undefined));
+assert.ok(unseeded.size > 1, "unseeded answers at temperature 1 were all the same");
+out.seed = { same: s1 === s2, unseeded_distinct: unseeded.size };
+
+// 5. response_format json_schema: the content parses and follows the schema.
+const schema = {
+  type: "object",
+  properties: { answer: { type: "string", enum: ["yes", "no"] }, count: { type: "integer" } },
+  required: ["answer", "count"], additionalProperties: false,
+};
+const js = await client.chat.completions.create({
+  model, messages, max_tokens: 100, seed: 1,
+  response_format: { type: "json_schema", json_schema: { name: "reply", strict: true, schema } },
+});
+const parsed = JSON.parse(js.choices[0].message.content);
+assert.ok(["yes", "no"].includes(parsed.answer), js.choices[0].message.content);
+assert.equal(typeof parsed.count, "number");
+out.json_schema = parsed;
+
+// 6. logprobs with top_logprobs, one entry per completion token.
+const lp = await client.chat.completions.create({ model, messages, max_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 2 });
+const entries = lp.choices[0].logprobs.content;
+assert.equal(entries.length, lp.usage.completion_tokens);
+for (const e of entries) {
+  assert.ok(e.logprob <= 0 && Array.isArray(e.bytes) && e.top_logprobs.length === 2);
+}
+out.logprobs = { tokens: entries.length };
+
+// 7. n = 2: two choices, indexed.
+const two = await client.chat.completions.create({ model, messages, max_tokens: 4, n: 2, seed: 5 });
+assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+out.n = { choices: two.choices.length };
+
+// 8. Penalties and logit_bias in range are accepted.
+await client.chat.completions.create({ model, messages, max_tokens: 4, presence_penalty: 1, frequency_penalty: -1, logit_bias: { "10": -100 } });
+
+// 9. Multi-turn audio: the assistant's earlier audio, named by id.
+const follow = await client.chat.completions.create({
+  model, max_tokens: 4, messages: [...messages, { role: "assistant", audio: { id: audio.id } }, { role: "user", content: "And then?" }],
+});
+assert.ok(follow.choices[0].message.content.length > 0);
+out.multi_turn_audio = { id: audio.id };
+
+// 10. models.retrieve.
+const m = await client.models.retrieve(model);
+assert.equal(m.id, model);
+assert.equal(m.object, "model");
+out.model = m.id;
+try {
+  await client.models.retrieve("no-such-model");
+  assert.fail("models.retrieve: no error");
+} catch (e) {
+  assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+  out.retrieve_unknown = { status: e.status };
+}
+
+// 11. Errors surface as the SDK's typed exceptions, naming the parameter.
+for (const [name, body, status, param] of [
+  ["unknown_model", { model: "no-such-model", messages }, 404, "model"],
+  ["n9", { model, messages, n: 9 }, 400, "n"],
+  ["presence_penalty", { model, messages, presence_penalty: 3 }, 400, "presence_penalty"],
+  ["logit_bias", { model, messages, logit_bias: { "5": 500 } }, 400, "logit_bias"],
+  ["audio_id", { model, messages: [{ role: "assistant", audio: { id: "audio_nope" } }, ...messages] }, 400, "messages[0].audio.id"],
+  ["context_length", { model, messages: [{ role: "user", content: "sea ".repeat(100000) }] }, 400, "messages"],
 ]) {
   try {
     await client.chat.completions.create(body);
@@ -74,8 +141,9 @@ for (const [name, body, status] of [
   } catch (e) {
     assert.ok(e instanceof OpenAI.APIError, `${name}: ${e}`);
     assert.equal(e.status, status, name);
+    assert.equal(e.param, param, name);
     assert.ok(e.error && typeof e.error.message === "string", `${name}: no message`);
-    out[name] = { status: e.status, type: e.type, code: e.code };
+    out[name] = { status: e.status, type: e.type, code: e.code, param: e.param };
   }
 }
 console.log(JSON.stringify(out));

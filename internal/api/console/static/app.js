@@ -49,6 +49,7 @@
     $("connect").disabled = connected || state === "reconnecting";
     $("disconnect").disabled = state === "idle" || state === "error";
     $("talk").disabled = !(state === "ready" && mode === "ptt");
+    $("talk").hidden = mode !== "ptt";
   }
 
   function bubble(cls, who, text) {
@@ -78,17 +79,27 @@
     bubble("note", "", text);
   }
 
+  // NOISY events arrive every few tens of milliseconds; the log hides them unless asked.
+  const NOISY = /^(input_audio_buffer\.append|response\.(output_)?audio\.delta|response\.listen)$/;
+  const t0 = performance.now();
+
   function logEvent(dir, ev) {
     const li = document.createElement("li");
     li.className = dir + (ev.type === "error" ? " error" : "");
     li.dataset.type = ev.type || "";
-    let shown = ev;
-    if (typeof ev.delta === "string" && ev.delta.length > 64 && /audio\.delta$/.test(ev.type)) {
-      shown = { ...ev, delta: `<${ev.delta.length} base64 chars>` };
-    } else if (typeof ev.audio === "string") {
-      shown = { ...ev, audio: `<${ev.audio.length} base64 chars>` };
-    }
-    li.textContent = JSON.stringify(shown);
+    const rest = { ...ev };
+    delete rest.type;
+    delete rest.event_id;
+    delete rest.server_event_seq;
+    if (typeof rest.delta === "string" && rest.delta.length > 64 && /audio\.delta$/.test(ev.type)) rest.delta = `<${rest.delta.length} base64 chars>`;
+    if (typeof rest.audio === "string") rest.audio = `<${rest.audio.length} base64 chars>`;
+    const at = document.createElement("span");
+    at.className = "at";
+    at.textContent = ((performance.now() - t0) / 1000).toFixed(2);
+    const t = document.createElement("span");
+    t.className = "t";
+    t.textContent = ev.type || "(no type)";
+    li.append(at, t, JSON.stringify(rest));
     applyFilter(li);
     const log = $("log");
     const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
@@ -99,10 +110,8 @@
 
   function applyFilter(li) {
     const f = $("filter").value.trim().toLowerCase();
-    const hideAudio = $("hide-audio").checked;
-    const t = li.dataset.type;
-    const isAudio = t === "input_audio_buffer.append" || /audio\.delta$/.test(t);
-    li.hidden = (hideAudio && isAudio) || (f !== "" && !li.textContent.toLowerCase().includes(f));
+    const hideNoisy = $("hide-audio").checked;
+    li.hidden = (hideNoisy && NOISY.test(li.dataset.type)) || (f !== "" && !li.textContent.toLowerCase().includes(f));
   }
 
   function refilter() {
@@ -336,6 +345,11 @@
   async function connect() {
     clearTimeout(retryTimer);
     userClosed = false;
+    // A connect may replace a socket whose close event has not run yet: start clean.
+    stopMic();
+    stats.sessionReady = false;
+    active = null;
+    playingItem = null;
     mode = document.querySelector('input[name="mode"]:checked').value;
     setStatus("connecting", "connecting…");
     let u;
@@ -512,7 +526,7 @@
     for (const r of document.querySelectorAll('input[name="mode"]')) {
       r.addEventListener("change", () => {
         // turn_detection is fixed once audio flows: a new mode is a new session.
-        if (ws && !userClosed) { disconnect(); setTimeout(connect, 100); } else { mode = r.value; }
+        if (ws && !userClosed) { disconnect(); setTimeout(connect, 100); } else { mode = r.value; setStatus(stats.status, $("status").textContent); }
       });
     }
     const talk = $("talk");
@@ -534,6 +548,9 @@
     setStatus("idle", "disconnected");
   }
 
-  window.omni = { stats, connect, disconnect, pttDown, pttUp };
+  // drop closes the socket as a network failure would (the console then reconnects); for tests
+  // and for trying the backoff by hand.
+  const drop = () => { if (ws) ws.close(4000, "dropped"); };
+  window.omni = { stats, connect, disconnect, pttDown, pttUp, drop };
   init();
 })();

@@ -12,7 +12,8 @@ class CaptureProcessor extends AudioWorkletProcessor {
     const chunkMs = (options.processorOptions && options.processorOptions.chunkMs) || 40;
     this.step = sampleRate / WIRE_RATE; // input samples per output sample
     this.pos = 0; // fractional read position into the current render quantum
-    this.chunk = new Int16Array(Math.round(WIRE_RATE * chunkMs / 1000));
+    this.chunkLen = Math.round(WIRE_RATE * chunkMs / 1000);
+    this.chunk = new Int16Array(this.chunkLen);
     this.fill = 0;
   }
 
@@ -30,10 +31,10 @@ class CaptureProcessor extends AudioWorkletProcessor {
       let v = a + (b - a) * frac;
       v = Math.max(-1, Math.min(1, v));
       this.chunk[this.fill++] = v < 0 ? v * 0x8000 : v * 0x7fff;
-      if (this.fill === this.chunk.length) {
-        const out = this.chunk;
-        this.port.postMessage(out.buffer, [out.buffer]);
-        this.chunk = new Int16Array(out.length);
+      if (this.fill === this.chunkLen) {
+        // Transferred, so detached here: the next chunk is a new array.
+        this.port.postMessage(this.chunk.buffer, [this.chunk.buffer]);
+        this.chunk = new Int16Array(this.chunkLen);
         this.fill = 0;
       }
       this.pos += this.step;

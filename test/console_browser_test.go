@@ -1,0 +1,98 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// chromiumPath is Debian's chromium, installed by `make deps`.
+const chromiumPath = "/usr/bin/chromium"
+
+// TestConsoleBrowser opens the console served by the real binary in headless Chromium, with
+// real speech (goforward.raw, looped by Chromium's fake capture device) as the microphone, and
+// lets test/browser/console.mjs (puppeteer-core, no browser download) check it through the
+// page's own counters. Screenshots land in the test's artifact directory
+// (go test ./test -run TestConsoleBrowser -artifacts -outputdir DIR keeps them).
+func TestConsoleBrowser(t *testing.T) {
+	node, err := exec.LookPath("node")
+	npm, npmErr := exec.LookPath("npm")
+	_, chromeErr := os.Stat(chromiumPath)
+	if err != nil || npmErr != nil || chromeErr != nil {
+		msg := "the console browser test needs node, npm and " + chromiumPath + " (make deps installs them)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	dir := filepath.Join(binRoot(t), "test", "browser")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "puppeteer-core")); err != nil {
+		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		install.Dir = dir
+		install.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
+		out, err := install.CombinedOutput()
+		require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
+	}
+
+	// The loop period holds a turn, its reply and the next utterance barging into that reply.
+	wav := speechWAV(t, 500*time.Millisecond, 2*time.Second)
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--api-key", "console-key",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	out := t.ArtifactDir()
+
+	run := exec.CommandContext(ctx, node, "console.mjs")
+	run.Dir = dir
+	run.Env = append(os.Environ(), "OMNISERVE_URL=http://"+s.addr+"/", "OMNISERVE_API_KEY=console-key",
+		"SPEECH_WAV="+wav, "OUT_DIR="+out, "CHROMIUM="+chromiumPath)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	start := time.Now()
+	runErr := run.Run()
+	t.Logf("console.mjs (%s):\n%s%s", time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var got struct {
+		OK              bool     `json:"ok"`
+		Error           string   `json:"error"`
+		UserTranscripts []string `json:"userTranscripts"`
+		SamplesPlayed   int      `json:"samplesPlayed"`
+		Connects        int      `json:"connects"`
+		Reconnects      int      `json:"reconnects"`
+		BargeIn         *struct {
+			Reason        string `json:"reason"`
+			Dropped       int    `json:"dropped"`
+			BufferedAfter int    `json:"bufferedAfter"`
+		} `json:"bargeIn"`
+		Turns []struct {
+			Status       string   `json:"status"`
+			Reason       string   `json:"reason"`
+			FirstAudioMs *float64 `json:"firstAudioMs"`
+		} `json:"turns"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), "last line is the JSON summary")
+	require.NoError(t, runErr, "console.mjs failed: %s\nserver log:\n%s", got.Error, s.logs.String())
+	require.True(t, got.OK, got.Error)
+
+	require.NotEmpty(t, got.UserTranscripts)
+	require.Contains(t, strings.ToLower(strings.Join(got.UserTranscripts, " ")), "forward", "pocketsphinx heard the fake microphone")
+	require.GreaterOrEqual(t, got.SamplesPlayed, 24000/2)
+	require.NotNil(t, got.BargeIn)
+	require.Positive(t, got.BargeIn.Dropped, "queued reply audio was dropped")
+	require.Zero(t, got.BargeIn.BufferedAfter, "the playback buffer is empty after the barge-in")
+	require.GreaterOrEqual(t, got.Reconnects, 1)
+	require.NotEmpty(t, got.Turns)
+	for _, f := range []string{"console.png", "console-phone.png"} {
+		st, err := os.Stat(filepath.Join(out, f))
+		require.NoError(t, err)
+		require.Greater(t, st.Size(), int64(10_000), "%s is a real screenshot", f)
+	}
+}
