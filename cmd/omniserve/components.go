@@ -27,9 +27,9 @@ import (
 // acquires something registers a closer; close runs them in reverse order, so the realtime
 // sessions stop before the pipeline and the pipeline before the engine.
 type components struct {
-	cfg   config.Config
-	log   *zap.Logger
-	reg   *prometheus.Registry
+	cfg      config.Config
+	log      *zap.Logger
+	reg      *prometheus.Registry
 	ready    atomic.Bool
 	draining atomic.Bool // set at the shutdown signal: new work is refused, probes still answer
 
