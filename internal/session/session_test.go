@@ -316,10 +316,16 @@ func TestTurnDetectionDefaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ms, cfg.TurnDetection.SilenceDurationMs, eager)
 	}
-	// auto_response is server_vad with create_response.
+	// auto_response is server_vad with create_response; on a session without turn detection
+	// it keeps the listen-only overlap (no interrupt_response).
 	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{})
 	require.NoError(t, err)
 	require.True(t, cfg.TurnDetection.CreateResponse)
+	require.False(t, cfg.TurnDetection.InterruptResponse)
+	require.Equal(t, PolicyListenOnly, cfg.OverlapPolicy())
+	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{TurnDetection: DefaultTurnDetection()})
+	require.NoError(t, err)
+	require.True(t, cfg.TurnDetection.InterruptResponse)
 	cfg, err = ConfigPatch{AutoResponse: ptr(false)}.Apply(cfg)
 	require.NoError(t, err)
 	require.False(t, cfg.TurnDetection.CreateResponse)
