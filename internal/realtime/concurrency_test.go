@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // TestConcurrentAutoResponseSessions streams real-time audio into 16 auto_response sessions at
@@ -23,7 +24,7 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 		streamFor = 2 * time.Second
 	}
 	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions}, HandlerConfig{}, nil)
-	speech := goForward(t)
+	speech := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata") // 16 kHz
 	before := runtime.NumGoroutine()
 
 	type result struct {
@@ -35,14 +36,16 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	var clients []*wsClient
 	for i := range sessions {
 		c := dial(t, srv.url+"?duplex=1", nil)
+		// 16 kHz stated: the engine's own rate, so no session pays for resampling (this test is
+		// about concurrency) and 3200 bytes are 100 ms, streamed in real time.
 		c.update(event{"extra_body": event{"auto_response": true}, "max_response_output_tokens": 4,
-			"turn_detection": event{"type": "server_vad"}})
+			"turn_detection": event{"type": "server_vad"}, "input_audio_format": event{"type": "pcm16", "rate": 16000}})
 		wg.Add(2)
 		stop := make(chan struct{})
 		go func() { // the client's microphone: real-time 100 ms chunks
 			defer wg.Done()
 			defer close(stop)
-			unit := append(append([]byte{}, speech...), silence(1000)...)
+			unit := append(append([]byte{}, speech...), make([]byte, 32000)...) // + 1 s of 16 kHz silence
 			deadline := time.Now().Add(streamFor)
 			for off := 0; time.Now().Before(deadline); off = (off + 100*bytesPerMs) % len(unit) {
 				end := min(off+100*bytesPerMs, len(unit))
