@@ -344,7 +344,7 @@ func (r *Runner) decodeFailed(err error) {
 // sample picks the next token of s's generation from logits row idx and releases its text.
 func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	g := s.active
-	tok, lp, err := g.sampler.sample(r.lctx.GetLogitsIth(idx))
+	tok, lp, err := g.sampler.sampleAt(r.lctx, idx)
 	if err != nil {
 		r.finish(s, "stop", err)
 		return
