@@ -143,7 +143,7 @@ func (r *Runner) newGrammar(gbnf string) (*llama.Grammar, error) {
 type sampler struct {
 	r       *Runner
 	s       Sampling
-	native  *llama.SamplingContext
+	native  *nativeSampler
 	rng     *rand.Rand
 	grammar *llama.Grammar
 	counts  map[int32]int // generated tokens, for the presence and frequency penalties
@@ -165,9 +165,9 @@ func (r *Runner) newSampler(s Sampling) (*sampler, error) {
 	}
 	sm := &sampler{r: r, s: s, rng: rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)), counts: map[int32]int{}}
 	if !s.Logprobs && len(s.LogitBias) == 0 {
-		native, err := llama.NewSamplingContext(r.model, s.nativeParams(uint32(seed)))
+		native, err := newNativeSampler(r.lctx, s.nativeParams(uint32(seed)))
 		if err != nil {
-			return nil, fmt.Errorf("creating the llama.cpp sampler: %w", err)
+			return nil, err
 		}
 		sm.native = native
 		return sm, nil
@@ -183,7 +183,13 @@ func (r *Runner) newSampler(s Sampling) (*sampler, error) {
 }
 
 func (sm *sampler) free() {
-	if sm != nil && sm.grammar != nil {
+	if sm == nil {
+		return
+	}
+	if sm.native != nil {
+		sm.native.free()
+	}
+	if sm.grammar != nil {
 		sm.grammar.Free()
 	}
 }
@@ -191,21 +197,20 @@ func (sm *sampler) free() {
 // nativeParams maps s onto llama.cpp's sampler chain. Its presence and frequency penalties look
 // at the last RepeatLastN accepted tokens; a window as long as any completion makes them count
 // every generated token, as OpenAI defines them.
-func (s *Sampling) nativeParams(seed uint32) llama.SamplingParams {
-	p := llama.SamplingParams{
-		TopK: s.TopK, TopP: s.TopP, TypicalP: 1, Temp: s.Temperature,
-		RepeatLastN: repeatLastN, PenaltyRepeat: s.RepeatPenalty,
-		PenaltyFreq: s.FrequencyPenalty, PenaltyPresent: s.PresencePenalty,
+func (s *Sampling) nativeParams(seed uint32) nativeParams {
+	p := nativeParams{
+		TopK: s.TopK, TopP: s.TopP, Temp: s.Temperature,
+		LastN: repeatLastN, Repeat: s.RepeatPenalty, Freq: s.FrequencyPenalty, Present: s.PresencePenalty,
 		Seed: seed, Grammar: s.Grammar,
 	}
 	if p.TopP <= 0 || p.TopP > 1 {
 		p.TopP = 1
 	}
-	if p.PenaltyRepeat <= 0 {
-		p.PenaltyRepeat = 1
+	if p.Repeat <= 0 {
+		p.Repeat = 1
 	}
 	if s.PresencePenalty != 0 || s.FrequencyPenalty != 0 {
-		p.RepeatLastN = nativePenaltyWindow
+		p.LastN = nativePenaltyWindow
 	}
 	return p
 }
@@ -217,7 +222,8 @@ const nativePenaltyWindow = 4096
 // sampleAt picks the next token from row idx of the context's logits.
 func (sm *sampler) sampleAt(lctx *llama.Context, idx int) (int, *TokenLogprob, error) {
 	if sm.native != nil {
-		return sm.native.Sample(lctx, idx), nil, nil
+		tok, err := sm.native.sample(lctx, idx)
+		return tok, nil, err
 	}
 	return sm.sample(lctx.GetLogitsIth(idx))
 }
@@ -258,7 +264,7 @@ func (sm *sampler) sample(logits []float32) (tok int, lp *TokenLogprob, err erro
 func (sm *sampler) accept(tok int) {
 	if sm.native != nil {
 		// The grammar advances with every token but the end, which it has already allowed.
-		sm.native.Accept(tok, sm.s.Grammar != "" && !sm.r.model.TokenIsEog(tok))
+		sm.native.accept(tok, sm.s.Grammar != "" && !sm.r.model.TokenIsEog(tok))
 		return
 	}
 	t := int32(tok)
