@@ -125,7 +125,7 @@ func TestHAProxyReplicas(t *testing.T) {
 		}
 		s.c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "message", "role": "user",
 			"content": []map[string]any{{"type": "input_text", "text": "Say something about the weather."}}}})
-		s.c.until(t, "conversation.item.created", 10*time.Second)
+		s.c.until(t, "conversation.item.added", 10*time.Second)
 		s.c.send(t, map[string]any{"type": "response.create"})
 		require.Contains(t, []string{"completed", "incomplete"}, status(s.c.until(t, "response.done", 30*time.Second)),
 			"session on %s", s.replica)

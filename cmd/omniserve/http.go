@@ -82,11 +82,11 @@ func (hs *httpServer) count(h http.Handler) http.Handler {
 
 // drain waits, with the listener still open (probes answer; /ready is 503 and new work is
 // refused by the router), until no request is in flight or cutAt. At cutAt the requests left
-// are cancelled with api.ErrShuttingDown (a chat stream ends with an error chunk) and given a
-// moment to say so. Then it stops the listener, closes what is left by ctx's end, and waits
+// are cancelled with api.ErrShuttingDown (a chat stream ends with an error chunk) and given
+// until stopBy to say so. Then it stops the listener, closes what is left at stopBy, and waits
 // for the serving goroutine. Hijacked WebSocket connections are not seen by
 // http.Server.Shutdown; the session manager's drain ends them.
-func (hs *httpServer) drain(ctx context.Context, cutAt time.Time) {
+func (hs *httpServer) drain(ctx context.Context, cutAt, stopBy time.Time) {
 	start := time.Now()
 	hs.log.Info("shutdown: draining in-flight requests; listener kept for probes",
 		zap.Int64("in_flight", hs.inflight.Load()), zap.Time("cut_at", cutAt))
@@ -106,7 +106,11 @@ func (hs *httpServer) drain(ctx context.Context, cutAt time.Time) {
 		hs.log.Warn("shutdown: cutting in-flight requests", zap.Int64("in_flight", n), zap.Duration("after", time.Since(start)))
 		hs.cut(api.ErrShuttingDown)
 	}
-	if err := hs.srv.Shutdown(ctx); err != nil {
+	// The cut requests need a moment to write their last words: Shutdown gets until stopBy,
+	// not ctx, whose deadline (the cut) has passed by now.
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), stopBy)
+	defer cancel()
+	if err := hs.srv.Shutdown(sctx); err != nil {
 		hs.log.Warn("shutdown: drain timed out; closing remaining connections", zap.Duration("after", time.Since(start)), zap.Error(err))
 		_ = hs.srv.Close()
 	} else {

@@ -171,7 +171,8 @@ func shutdown(ctx context.Context, s config.Server, hs *httpServer, c *component
 	} else {
 		close(done)
 	}
-	hs.drain(cutCtx, cutAt)
+	margin := deadline.Sub(cutAt)
+	hs.drain(cutCtx, cutAt, cutAt.Add(margin/2))
 	<-done // bounded by cutCtx
 	closeCtx, cancelClose := context.WithDeadline(ctx, deadline)
 	defer cancelClose()

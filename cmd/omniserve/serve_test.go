@@ -162,7 +162,7 @@ func TestDrain(t *testing.T) {
 	<-entered
 
 	drained := make(chan struct{})
-	go func() { hs.drain(context.Background(), time.Now().Add(10*time.Second)); close(drained) }()
+	go func() { hs.drain(context.Background(), time.Now().Add(10*time.Second), time.Now().Add(11*time.Second)); close(drained) }()
 
 	// Probes still answer while the old request runs: the listener is kept.
 	for range 3 {
@@ -219,7 +219,7 @@ func TestDrainTimeout(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	hs.drain(ctx, time.Now().Add(200*time.Millisecond))
+	hs.drain(ctx, time.Now().Add(200*time.Millisecond), time.Now().Add(400*time.Millisecond))
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Equal(t, 1, logs.FilterMessage("shutdown: cutting in-flight requests").Len())
 	// The handler learns why, so a chat stream can end with an error chunk.

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -76,24 +77,10 @@ func NewHandler(cfg HandlerConfig, sessions *session.Manager, log *zap.Logger) h
 	return &handler{cfg: cfg.withDefaults(), sessions: sessions, log: log.Named("realtime")}
 }
 
-const keyProtocolPrefix = "openai-insecure-api-key."
-
+// authorized applies the server's one key check (internal/auth), so the endpoint mounted
+// on its own (tests, other routers) accepts exactly what the /v1 middleware accepts.
 func (h *handler) authorized(r *http.Request) bool {
-	if h.cfg.APIKey == "" {
-		return true
-	}
-	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, "Bearer ") &&
-		strings.TrimSpace(strings.TrimPrefix(auth, "Bearer ")) == h.cfg.APIKey {
-		return true
-	}
-	for _, line := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for _, p := range strings.Split(line, ",") {
-			if strings.TrimSpace(p) == keyProtocolPrefix+h.cfg.APIKey {
-				return true
-			}
-		}
-	}
-	return false
+	return auth.Check(r, h.cfg.APIKey) == auth.OK
 }
 
 func writeHTTPError(w http.ResponseWriter, status int, typ, code, msg string) {

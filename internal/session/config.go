@@ -106,9 +106,10 @@ func (c Config) WantAudio() bool {
 	return false
 }
 
-// OverlapPolicy is forced by turn_detection: server_vad barges in on speech, null only listens.
+// OverlapPolicy follows turn_detection: interrupt_response barges in on speech, otherwise (or
+// with turn_detection null) input during a response is only listened to.
 func (c Config) OverlapPolicy() string {
-	if c.TurnDetection != nil {
+	if c.TurnDetection != nil && c.TurnDetection.InterruptResponse {
 		return PolicyBargeIn
 	}
 	return PolicyListenOnly
@@ -215,8 +216,10 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	}
 	if p.AutoResponse != nil {
 		// The native extension is server_vad with create_response (plus, on ?duplex=1, the
-		// engine's listen / speak decisions).
+		// engine's listen / speak decisions). On a session without turn detection it keeps that
+		// session's listen-only overlap: interrupt_response false.
 		td := DefaultTurnDetection()
+		td.InterruptResponse = false
 		if cfg.TurnDetection != nil {
 			c := *cfg.TurnDetection
 			td = &c

@@ -21,6 +21,7 @@ type frame struct {
 	data []byte
 	ms   float64
 	text string
+	ref  []float32 // the frame at 16 kHz, the echo canceller's reference (only while a VAD listens)
 }
 
 type sentFrame struct {
@@ -267,6 +268,9 @@ func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
 	for i := 0; i < len(pcm); i += per {
 		end := min(i+per, len(pcm))
 		f := frame{data: r.enc.Encode(pcm[i:end], r.format), ms: float64(end-i) * 1000 / OutputRate}
+		if s.listening() {
+			f.ref = echoReference(pcm[i:end])
+		}
 		if i == 0 {
 			f.text = text
 		}
@@ -301,6 +305,9 @@ func (s *DuplexSession) pace() {
 		r.sent = append(r.sent, sentFrame{startMs: r.sentMs, text: f.text})
 		r.sentMs += f.ms
 		s.assistantAudio = true
+		if f.ref != nil {
+			s.echoCanceller().Reference(f.ref)
+		}
 		s.send(Event{Type: "response.output_audio.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
 			"delta": base64.StdEncoding.EncodeToString(f.data), "format": r.format.Type,

@@ -24,6 +24,7 @@ type fakeEngine struct {
 	panics bool
 	out    func(Output)
 	turn   int
+	speak  []float32 // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
 }
 
 func (f *fakeEngine) rec(c string) {
@@ -58,6 +59,10 @@ func (f *fakeEngine) Respond(context.Context, int) (int, error) {
 	f.turn++
 	n := f.turn
 	f.mu.Unlock()
+	if f.speak != nil {
+		f.out(Output{Kind: OutAudio, Turn: n, Audio: f.speak, Text: "speech "})
+		return n, nil
+	}
 	// The engine speaks: two 100 ms chunks of audio, then (not yet) finished.
 	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
 	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
@@ -311,10 +316,16 @@ func TestTurnDetectionDefaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ms, cfg.TurnDetection.SilenceDurationMs, eager)
 	}
-	// auto_response is server_vad with create_response.
+	// auto_response is server_vad with create_response; on a session without turn detection
+	// it keeps the listen-only overlap (no interrupt_response).
 	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{})
 	require.NoError(t, err)
 	require.True(t, cfg.TurnDetection.CreateResponse)
+	require.False(t, cfg.TurnDetection.InterruptResponse)
+	require.Equal(t, PolicyListenOnly, cfg.OverlapPolicy())
+	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{TurnDetection: DefaultTurnDetection()})
+	require.NoError(t, err)
+	require.True(t, cfg.TurnDetection.InterruptResponse)
 	cfg, err = ConfigPatch{AutoResponse: ptr(false)}.Apply(cfg)
 	require.NoError(t, err)
 	require.False(t, cfg.TurnDetection.CreateResponse)

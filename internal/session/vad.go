@@ -33,6 +33,12 @@ type vadResult struct {
 // runs only for auto_response's t0, silently and with the default settings. Call it after
 // s.inputMs counts pcm.
 func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
+	// The VAD hears the input without the echo of what the session itself sent: a client
+	// without echo cancellation must not barge in on its own assistant. The canceller's clock
+	// advances with every append, whether a VAD runs or not.
+	if s.echo != nil {
+		pcm = s.echo.Process(pcm)
+	}
 	td := s.cfg.TurnDetection
 	announce := td != nil
 	if td == nil {
@@ -188,4 +194,42 @@ func (s *DuplexSession) respondNow(maxTok int) {
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
 	}
+}
+
+// echoMaxDelayMs bounds the delay between sending audio and hearing it back in the input that
+// the echo canceller searches: the client's playback buffer plus the room.
+const echoMaxDelayMs = 400
+
+// listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
+// which is when sent audio must be kept as the echo canceller's reference.
+func (s *DuplexSession) listening() bool {
+	return s.cfg.TurnDetection != nil || s.autoResponse()
+}
+
+// echoCanceller returns the session's canceller, made on the first audio sent while a VAD
+// listens (pure Go, no C memory).
+func (s *DuplexSession) echoCanceller() *speech.EchoCanceller {
+	if s.echo == nil {
+		s.echo = speech.NewEchoCanceller(echoMaxDelayMs)
+	}
+	return s.echo
+}
+
+// echoReference converts a 24 kHz talker frame to 16 kHz (linear interpolation: the canceller
+// correlates and subtracts, it does not need a band-limited resampler).
+func echoReference(pcm []float32) []float32 {
+	n := len(pcm) * EngineRate / OutputRate
+	out := make([]float32, n)
+	for i := range out {
+		x := float64(i) * OutputRate / EngineRate
+		j := int(x)
+		frac := float32(x - float64(j))
+		a := pcm[j]
+		b := a
+		if j+1 < len(pcm) {
+			b = pcm[j+1]
+		}
+		out[i] = a + (b-a)*frac
+	}
+	return out
 }
