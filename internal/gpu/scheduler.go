@@ -345,6 +345,11 @@ func (r *Runner) decodeFailed(err error) {
 func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	g := s.active
 	tok, lp, err := g.sampler.sampleAt(r.lctx, idx)
+	if errors.Is(err, errSamplerFreed) {
+		// The caller's Generate returned (abort, ctx, Close) and freed its sampler; the abort
+		// or close op it queued first ends the job (with the rollback it asked for).
+		return
+	}
 	if err != nil {
 		r.finish(s, "stop", err)
 		return
