@@ -344,7 +344,12 @@ func (r *Runner) decodeFailed(err error) {
 // sample picks the next token of s's generation from logits row idx and releases its text.
 func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	g := s.active
-	tok, lp, err := g.sampler.sample(r.lctx.GetLogitsIth(idx))
+	tok, lp, err := g.sampler.sampleAt(r.lctx, idx)
+	if errors.Is(err, errSamplerFreed) {
+		// The caller's Generate returned (abort, ctx, Close) and freed its sampler; the abort
+		// or close op it queued first ends the job (with the rollback it asked for).
+		return
+	}
 	if err != nil {
 		r.finish(s, "stop", err)
 		return
