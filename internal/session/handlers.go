@@ -204,8 +204,13 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		return
 	}
 	if voiced && s.engine != nil {
-		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat).
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat):
+		// the speech onset's own append when this append confirmed it (docs/STATS.md).
+		at := s.m.cfg.WallClock()
+		if started && s.onsetAt > 0 {
+			at = s.onsetAt
+		}
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
 		if errors.Is(err, ErrInputBackpressure) {

@@ -52,6 +52,7 @@ func (s *DuplexSession) detectSpeech(pcm []float32) (started, voiced bool) {
 		s.log.Debug("overlap vad", zap.Error(err))
 		return false, false
 	}
+	s.markVAD(len(pcm), td.PrefixPaddingMs, evs)
 	for _, ev := range evs { // evs is reused by the next Process call: consumed here
 		switch ev.Kind {
 		case speech.SpeechStarted:
@@ -73,6 +74,36 @@ func (s *DuplexSession) detectSpeech(pcm []float32) (started, voiced bool) {
 	return started, voiced || s.vad.InSpeech()
 }
 
+// vadMark is one append as the VAD saw it.
+type vadMark struct {
+	endMs int64
+	at    float64
+}
+
+// markVAD records the append that was just processed and, when it completed a SpeechStarted,
+// sets onsetAt to the receipt time of the append holding the onset (the VAD confirms speech
+// only after min speech; the turn's t0 is the onset, as speech_started reports it).
+func (s *DuplexSession) markVAD(samples, prefixPaddingMs int, evs []speech.VADEvent) {
+	now := s.m.cfg.WallClock()
+	s.vadFed += int64(samples)
+	copy(s.vadMarks[:], s.vadMarks[1:])
+	s.vadMarks[len(s.vadMarks)-1] = vadMark{endMs: s.vadFed * 1000 / EngineRate, at: now}
+	s.onsetAt = 0
+	for _, ev := range evs {
+		if ev.Kind != speech.SpeechStarted {
+			continue
+		}
+		onset := ev.AtMs + int64(prefixPaddingMs) // AtMs has the prefix padding taken off
+		s.onsetAt = now
+		for _, m := range s.vadMarks {
+			if m.at > 0 && m.endMs > onset {
+				s.onsetAt = m.at
+				break
+			}
+		}
+	}
+}
+
 // resetVAD starts a response with a fresh detector, so only speech that begins during the
 // response can barge in on it. A segment announced to the client is closed first: the VAD
 // forgets it, and speech_started must not come twice without a speech_stopped between.
@@ -85,6 +116,7 @@ func (s *DuplexSession) resetVAD() {
 		s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{"audio_end_ms": 0, "item_id": nil}})
 	}
 	s.vad.Reset()
+	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 }
 
 // closeVAD frees the WebRTC instance (C memory the GC does not see); Run defers it so every exit
@@ -95,4 +127,5 @@ func (s *DuplexSession) closeVAD() {
 		s.vad = nil
 	}
 	s.inSpeech = false
+	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 }
