@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -58,6 +59,7 @@ type Collectors struct {
 	transferBlocked  *prometheus.HistogramVec
 	transferRxDecode *prometheus.HistogramVec
 	transferInFlight *prometheus.HistogramVec
+	load             *loadCollector
 }
 
 // Request kinds (the kind label).
@@ -143,11 +145,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Connector receive decode time per request.", secondsFastBuckets, "from_stage", "to_stage"),
 		transferInFlight: hist("transfer", "in_flight_seconds",
 			"Time at least one item was queued on a connector, per request.", secondsFastBuckets, "from_stage", "to_stage"),
+		load: newLoadCollector(),
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.activeSessions,
 		c.sessionDuration, c.admissionReject, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
-		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight)
+		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
@@ -278,6 +281,9 @@ func (c *Collectors) InitStages(numStages int) {
 	if c == nil {
 		return
 	}
+	c.load.mu.Lock()
+	c.load.stages = numStages
+	c.load.mu.Unlock()
 	for i := range numStages {
 		st := strconv.Itoa(i)
 		for _, kind := range []string{KindChat, KindDuplex} {
@@ -292,4 +298,63 @@ func (c *Collectors) InitStages(numStages int) {
 			}
 		}
 	}
+}
+
+// StageLoad is one stage's admitted work at a moment (what the queue / running gauges show).
+type StageLoad struct {
+	Stage            int
+	Running, Waiting int
+}
+
+// loadCollector exports omniserve_stage_running_requests and omniserve_stage_waiting_requests
+// from a function read at scrape time, so the gauges are never stale.
+type loadCollector struct {
+	running, waiting *prometheus.Desc
+	mu               sync.Mutex
+	fn               func() []StageLoad
+	stages           int
+}
+
+func newLoadCollector() *loadCollector {
+	return &loadCollector{
+		running: prometheus.NewDesc("omniserve_stage_running_requests",
+			"Requests and duplex responses holding a worker of the stage now.", []string{"stage"}, nil),
+		waiting: prometheus.NewDesc("omniserve_stage_waiting_requests",
+			"Requests and duplex responses admitted to the stage and waiting for a worker.", []string{"stage"}, nil),
+	}
+}
+
+func (l *loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- l.running
+	ch <- l.waiting
+}
+
+func (l *loadCollector) Collect(ch chan<- prometheus.Metric) {
+	l.mu.Lock()
+	fn, n := l.fn, l.stages
+	l.mu.Unlock()
+	loads := map[int]StageLoad{}
+	for i := range n {
+		loads[i] = StageLoad{Stage: i}
+	}
+	if fn != nil {
+		for _, s := range fn() {
+			loads[s.Stage] = s
+		}
+	}
+	for _, s := range loads {
+		st := strconv.Itoa(s.Stage)
+		ch <- prometheus.MustNewConstMetric(l.running, prometheus.GaugeValue, float64(s.Running), st)
+		ch <- prometheus.MustNewConstMetric(l.waiting, prometheus.GaugeValue, float64(s.Waiting), st)
+	}
+}
+
+// SetStageLoad makes the queue / running gauges read fn at every scrape.
+func (c *Collectors) SetStageLoad(fn func() []StageLoad) {
+	if c == nil {
+		return
+	}
+	c.load.mu.Lock()
+	c.load.fn = fn
+	c.load.mu.Unlock()
 }

@@ -99,10 +99,23 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 22)
+	require.Len(t, mfs, 24)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
+	c.SetStageLoad(func() []StageLoad { return []StageLoad{{Stage: 0, Running: 2, Waiting: 3}} })
+	const loads = `
+# HELP omniserve_stage_running_requests Requests and duplex responses holding a worker of the stage now.
+# TYPE omniserve_stage_running_requests gauge
+omniserve_stage_running_requests{model_name="m",stage="0"} 2
+omniserve_stage_running_requests{model_name="m",stage="1"} 0
+# HELP omniserve_stage_waiting_requests Requests and duplex responses admitted to the stage and waiting for a worker.
+# TYPE omniserve_stage_waiting_requests gauge
+omniserve_stage_waiting_requests{model_name="m",stage="0"} 3
+omniserve_stage_waiting_requests{model_name="m",stage="1"} 0
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(loads),
+		"omniserve_stage_running_requests", "omniserve_stage_waiting_requests"))
 	c.SessionOpened()
 	c.SessionOpened()
 	c.SessionClosed(3)
