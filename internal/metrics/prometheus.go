@@ -51,6 +51,7 @@ type Collectors struct {
 	activeSessions   prometheus.Gauge
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
+	bargeIn          prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
 	audioRTF         *prometheus.HistogramVec
@@ -129,6 +130,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
 			Help: "Duplex streams refused because the engine was at capacity.",
 		}),
+		bargeIn: hist1("duplex", "barge_in_latency_seconds",
+			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
 			"Time from request or turn arrival to the first audio packet.", secondsBuckets, "kind", "stage"),
 		audioDuration: hist("audio", "duration_seconds",
@@ -149,7 +152,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.activeSessions,
-		c.sessionDuration, c.admissionReject, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, kind := range []string{KindChat, KindDuplex} {
@@ -182,6 +185,13 @@ func (c *Collectors) SessionClosed(lifetime float64) {
 	if c != nil {
 		c.activeSessions.Dec()
 		c.sessionDuration.Observe(max(lifetime, 0))
+	}
+}
+
+// BargeIn observes a server-VAD barge-in's latency in seconds.
+func (c *Collectors) BargeIn(latency float64) {
+	if c != nil && latency >= 0 {
+		c.bargeIn.Observe(latency)
 	}
 }
 

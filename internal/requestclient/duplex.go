@@ -246,6 +246,11 @@ func (d *Duplex) MarkInputEnd(ts float64) {
 	}
 }
 
+// ObserveBargeIn records a server-VAD barge-in's latency (speech onset → response cut).
+func (d *Duplex) ObserveBargeIn(latencyS float64) {
+	d.c.opts.Collectors.BargeIn(latencyS)
+}
+
 // SetTurnDelivered records the audio actually sent to the client for the open turn; the
 // session calls it when it ends the response, before FinalizeTurn.
 func (d *Duplex) SetTurnDelivered(audioMs float64) {

@@ -182,7 +182,13 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 	if s.resp != nil && started && s.cfg.OverlapPolicy() == PolicyBargeIn {
 		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
 			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})
-		s.cancelActive("turn_detected", "turn_detected", true)
+		onset := s.onsetAt
+		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
+			if m := turnStats(s.engine); m != nil {
+				lat := s.m.cfg.WallClock() - onset
+				s.safeHook("observe_barge_in", func() { m.ObserveBargeIn(lat) })
+			}
+		}
 	}
 	if !s.autoResponse() {
 		if s.inputBytes+4*len(pcm) > s.m.cfg.MaxPendingInputBytes {

@@ -115,3 +115,4 @@ func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTu
 func (e pipelineEngine) MarkInputEnd(ts float64)          { e.d.MarkInputEnd(ts) }
 func (e pipelineEngine) ClearTurnInput()                  { e.d.ClearTurnInput() }
 func (e pipelineEngine) SetTurnDelivered(audioMs float64) { e.d.SetTurnDelivered(audioMs) }
+func (e pipelineEngine) ObserveBargeIn(latencyS float64)  { e.d.ObserveBargeIn(latencyS) }
