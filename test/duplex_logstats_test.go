@@ -175,6 +175,52 @@ func TestDuplexLogStats(t *testing.T) {
 		c.close(t)
 	})
 
+	t.Run("cancel right after response.create", func(t *testing.T) {
+		c := dialRT(t, s, long)
+		c.stream(t, raw, 0)
+		// The commit creates the response at once (precreate); the cancel follows before the
+		// engine has started it.
+		c.send(t, map[string]any{"type": "input_audio_buffer.commit", "response_create": true})
+		c.send(t, map[string]any{"type": "response.cancel"})
+		// (The cancel drops the still-queued response.created of the old epoch; response.done
+		// names the response.)
+		done := c.until(t, "response.done", 30*time.Second)
+		require.Equal(t, "cancelled", status(done))
+		rid := responseID(done)
+		// No engine work ran for it (the cancel came first): its set has no stage table.
+		var tt turnTables
+		require.Eventually(t, func() bool {
+			tt = turnOf(s.logs.String(), rid)
+			return tt.sets > 0
+		}, 15*time.Second, 20*time.Millisecond, "no tables for %s", rid)
+		require.Equal(t, "cancel", tt.reason)
+		time.Sleep(200 * time.Millisecond)
+		require.Equal(t, 1, turnOf(s.logs.String(), rid).sets, "logged once")
+		c.close(t)
+	})
+
+	t.Run("clear then a new utterance", func(t *testing.T) {
+		c := dialRT(t, s, text)
+		c.stream(t, raw, 20*time.Millisecond) // the cleared utterance: about 1.7 s of sending
+		c.send(t, map[string]any{"type": "input_audio_buffer.clear"})
+		c.until(t, "input_audio_buffer.cleared", 10*time.Second)
+		second := c.stream(t, raw, 0)
+		c.send(t, map[string]any{"type": "input_audio_buffer.commit", "response_create": true})
+		rid := responseID(c.until(t, "response.created", 30*time.Second))
+		var done rtEvent
+		for {
+			done = c.untilEv(t, "response.done", 30*time.Second)
+			if responseID(done.m) == rid {
+				break
+			}
+		}
+		tt := waitTurn(t, s, rid)
+		fromSecond := done.at.Sub(second).Seconds() * 1000
+		t.Logf("logged e2e %.0f ms; client: first append after the clear → done %.0f ms", tt.e2eMs, fromSecond)
+		require.Less(t, tt.e2eMs, fromSecond+50, "t0 is the first append after the clear: the cleared input is billed to no turn")
+		c.close(t)
+	})
+
 	t.Run("metrics count turns by the tables' reasons", func(t *testing.T) {
 		resp, err := http.Get("http://" + s.addr + "/metrics") //nolint:noctx // bounded by the server under test
 		require.NoError(t, err)
