@@ -14,7 +14,6 @@ packages=(
   pocketsphinx-en-us            # acoustic model, dictionary, language model
   pocketsphinx-testdata         # real human speech used by the tests
   libwebrtc-audio-processing-dev  # VAD
-  libspeexdsp-dev               # resampling
   nodejs                        # OpenAI Node SDK compatibility test
   npm
   chromium                      # headless browser for the console test (test/browser)

@@ -281,7 +281,8 @@ func TestBinaryVersion(t *testing.T) {
 
 // TestBinaryServeAndGracefulShutdown runs `serve` with the default config, checks the endpoints
 // a user calls first, then sends SIGTERM while a chat request is in flight (its body half sent):
-// the request completes, new connections are refused, and the exit code is 0.
+// the request completes, /ready answers 503 and new requests are refused while probes still
+// answer, and the exit code is 0.
 func TestBinaryServeAndGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	const shutdownTimeout = 10 * time.Second
@@ -311,14 +312,19 @@ func TestBinaryServeAndGracefulShutdown(t *testing.T) {
 
 	signalled := time.Now()
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	// Draining: the listener stays up for probes, /ready answers 503, new work is refused.
 	require.Eventually(t, func() bool {
-		c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
-		if err != nil {
-			return true
-		}
-		c.Close()
-		return false
-	}, 3*time.Second, 10*time.Millisecond, "new connections must be refused while draining")
+		code, _ := s.get(t, "/ready")
+		return code == http.StatusServiceUnavailable
+	}, 3*time.Second, 10*time.Millisecond, "/ready must answer 503 while draining")
+	code, _ = s.get(t, "/health")
+	require.Equal(t, http.StatusOK, code, "probes still answer while draining")
+	refused, err := http.Post("http://"+s.addr+"/v1/chat/completions", "application/json", strings.NewReader(chatBody)) //nolint:noctx // bounded by the server under test
+	require.NoError(t, err)
+	refusedBody, _ := io.ReadAll(refused.Body)
+	refused.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, refused.StatusCode)
+	require.Contains(t, string(refusedBody), "shutting_down")
 
 	_, err = io.WriteString(conn, chatBody[half:])
 	require.NoError(t, err)
@@ -334,7 +340,7 @@ func TestBinaryServeAndGracefulShutdown(t *testing.T) {
 	require.Equal(t, 0, s.exitCode(t, shutdownTimeout+5*time.Second), s.logs.String())
 	require.Less(t, time.Since(signalled), shutdownTimeout)
 	logs := s.logs.String()
-	for _, phase := range []string{"shutdown: signal received", "shutdown: stopped accepting", "shutdown: drained",
+	for _, phase := range []string{"shutdown: signal received", "shutdown: draining in-flight requests", "shutdown: drained",
 		"shutdown: closed engine", "shutdown: complete"} {
 		require.Contains(t, logs, phase)
 	}

@@ -51,7 +51,7 @@ func testChatErrors(t *testing.T, f *chatFixture) {
 			{"type": "input_audio", "input_audio": map[string]any{"data": data, "format": format}}}}}
 	}
 	silentWAV := speech.EncodeWAV(nil, 16000)
-	oddRateWAV := speech.EncodeWAV(make([]float32, 1000), 11025)
+	oddRateWAV := speech.EncodeWAV(make([]float32, 1000), 96000) // above the 8–48 kHz the server resamples
 	cases := []struct {
 		name   string
 		body   any

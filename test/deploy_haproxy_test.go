@@ -61,7 +61,8 @@ func TestHAProxyReplicas(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond, "replicas not UP in HAProxy:\n%s", hpLogs.String())
 
 	addr := "127.0.0.1:" + strconv.Itoa(front)
-	session := map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 8}
+	session := map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 8,
+		"input_audio_format": map[string]any{"type": "pcm16", "rate": 16000}} // goforward.raw is 16 kHz
 	type live struct {
 		c       *rtClient
 		replica string
@@ -124,7 +125,7 @@ func TestHAProxyReplicas(t *testing.T) {
 		}
 		s.c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "message", "role": "user",
 			"content": []map[string]any{{"type": "input_text", "text": "Say something about the weather."}}}})
-		s.c.until(t, "conversation.item.created", 10*time.Second)
+		s.c.until(t, "conversation.item.added", 10*time.Second)
 		s.c.send(t, map[string]any{"type": "response.create"})
 		require.Contains(t, []string{"completed", "incomplete"}, status(s.c.until(t, "response.done", 30*time.Second)),
 			"session on %s", s.replica)

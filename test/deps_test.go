@@ -19,6 +19,7 @@ var layer = map[string]int{
 	"internal/metrics":       0,
 	"internal/config":        0,
 	"internal/talkclient":    0,
+	"internal/auth":          0,
 	"internal/gpu":           1,
 	"internal/speech":        1,
 	"internal/stage":         2,

@@ -337,6 +337,10 @@ func dialRT(t *testing.T, s *binServer, session map[string]any) *rtClient {
 		<-c.done
 		cancel()
 	})
+	if _, ok := session["input_audio_format"]; !ok {
+		// goforward.raw is 16 kHz; pcm16 without a rate is OpenAI's 24 kHz.
+		session["input_audio_format"] = map[string]any{"type": "pcm16", "rate": 16000}
+	}
 	c.send(t, map[string]any{"type": "session.update", "session": session})
 	created := c.until(t, "session.created", 10*time.Second)
 	c.sid, _ = created["session"].(map[string]any)["id"].(string)

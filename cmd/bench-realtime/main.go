@@ -325,8 +325,16 @@ func (c *client) until(typ string, timeout time.Duration) (map[string]any, error
 	}
 }
 
+// speech16k declares the speech file's rate: pcm16 without a rate is OpenAI's 24 kHz.
+func speech16k(sess map[string]any) map[string]any {
+	if _, ok := sess["input_audio_format"]; !ok {
+		sess["input_audio_format"] = map[string]any{"type": "pcm16", "rate": 16000}
+	}
+	return sess
+}
+
 func (c *client) open(sess map[string]any) error {
-	if err := c.send(map[string]any{"type": "session.update", "session": sess}); err != nil {
+	if err := c.send(map[string]any{"type": "session.update", "session": speech16k(sess)}); err != nil {
 		return err
 	}
 	_, err := c.until("session.updated", 10*time.Second)
@@ -353,7 +361,7 @@ func benchOverhead(ctx context.Context, url string, pcm []byte, appends chan tim
 			}
 		}
 	}()
-	if err := c.send(map[string]any{"type": "session.update", "session": map[string]any{"extra_body": map[string]any{"auto_response": true}}}); err != nil {
+	if err := c.send(map[string]any{"type": "session.update", "session": speech16k(map[string]any{"extra_body": map[string]any{"auto_response": true}})}); err != nil {
 		return nil, err
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -521,8 +529,8 @@ func realTimeAt(ctx context.Context, url string, tb *timedBackend, unit []byte, 
 				return
 			}
 			defer c.ws.CloseNow()
-			if err := c.send(map[string]any{"type": "session.update", "session": map[string]any{
-				"extra_body": map[string]any{"auto_response": true}, "max_response_output_tokens": 4}}); err != nil {
+			if err := c.send(map[string]any{"type": "session.update", "session": speech16k(map[string]any{
+				"extra_body": map[string]any{"auto_response": true}, "max_response_output_tokens": 4})}); err != nil {
 				errs[i] = err
 				return
 			}

@@ -27,10 +27,11 @@ import (
 // acquires something registers a closer; close runs them in reverse order, so the realtime
 // sessions stop before the pipeline and the pipeline before the engine.
 type components struct {
-	cfg   config.Config
-	log   *zap.Logger
-	reg   *prometheus.Registry
-	ready atomic.Bool
+	cfg      config.Config
+	log      *zap.Logger
+	reg      *prometheus.Registry
+	ready    atomic.Bool
+	draining atomic.Bool // set at the shutdown signal: new work is refused, probes still answer
 
 	engine      *gpu.Runner
 	models      []string
@@ -88,14 +89,28 @@ func (c *components) onClose(name string, fn func(context.Context) error) {
 	c.closers = append(c.closers, namedCloser{name: name, fn: fn})
 }
 
-// close runs the closers in reverse order, each bounded by timeout, and logs one line each.
-func (c *components) close(ctx context.Context, timeout time.Duration) {
+// close runs the closers in reverse order and logs one line each. ctx bounds the whole run: a
+// closer that ignores it (a wedged stage) is left behind when ctx ends, and the closers after
+// it are skipped (they would free what it may still use); the process is exiting.
+func (c *components) close(ctx context.Context) {
 	for i := len(c.closers) - 1; i >= 0; i-- {
 		cl := c.closers[i]
 		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		err := cl.fn(cctx)
-		cancel()
+		done := make(chan error, 1)
+		go func() { done <- cl.fn(ctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			skipped := make([]string, 0, i)
+			for j := i - 1; j >= 0; j-- {
+				skipped = append(skipped, c.closers[j].name)
+			}
+			c.log.Error("shutdown: deadline reached; exiting without waiting for "+cl.name,
+				zap.Duration("took", time.Since(start)), zap.Strings("skipped", skipped), zap.NamedError("cause", context.Cause(ctx)))
+			c.closers = nil
+			return
+		}
 		if err != nil {
 			c.log.Warn("shutdown: closing "+cl.name+" failed", zap.Error(err), zap.Duration("took", time.Since(start)))
 			continue
@@ -133,6 +148,7 @@ func (c *components) router() http.Handler {
 		Log:            c.log,
 		APIKey:         c.cfg.Server.APIKey,
 		Ready:          c.ready.Load,
+		Draining:       c.draining.Load,
 		Models:         models,
 		Chat:           c.chat,
 		Realtime:       c.realtime,

@@ -117,8 +117,7 @@ func runServer(ctx context.Context, a *app, cfg config.Config) error {
 	switch {
 	case buildErr != nil && ctx.Err() == nil:
 		log.Error("start-up failed", zap.Error(buildErr))
-		hs.drain(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout)
-		c.close(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout)
+		shutdown(context.WithoutCancel(ctx), cfg.Server, hs, c)
 		return withExitCode(exitFailure, buildErr)
 	case buildErr == nil:
 		h.set(c.router())
@@ -137,14 +136,47 @@ func runServer(ctx context.Context, a *app, cfg config.Config) error {
 		}
 		log.Error("http server failed", zap.Error(serveErr))
 	}
-	c.ready.Store(false)
-	hs.drain(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout)
-	c.close(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout)
+	shutdown(context.WithoutCancel(ctx), cfg.Server, hs, c)
 	log.Info("shutdown: complete")
 	if serveErr != nil {
 		return withExitCode(exitFailure, serveErr)
 	}
 	return nil
+}
+
+// shutdown keeps the promise of --shutdown-timeout and --drain-grace: /ready turns 503 and new
+// work is refused at once while the listener stays up for probes; live realtime sessions are
+// told at once (session.closing) and closed after the drain grace (session.closed{reason:
+// "shutdown"}); in-flight requests run until the cut, shortly before the timeout, when chats
+// are ended with an error chunk; then the components close in what is left of the timeout. The
+// whole shutdown ends within ShutdownTimeout even when a stage ignores its context.
+func shutdown(ctx context.Context, s config.Server, hs *httpServer, c *components) {
+	start := time.Now()
+	deadline := start.Add(s.ShutdownTimeout)
+	// The closers (pipeline, speech, engine) get the last part of the timeout.
+	cutAt := deadline.Add(-min(5*time.Second, s.ShutdownTimeout/4))
+	c.ready.Store(false)
+	c.draining.Store(true)
+	cutCtx, cancelCut := context.WithDeadline(ctx, cutAt)
+	defer cancelCut()
+	done := make(chan struct{})
+	if c.sessions != nil {
+		c.sessions.Drain()
+		go func() {
+			defer close(done)
+			if err := c.sessions.Shutdown(cutCtx); err != nil {
+				c.log.Warn("shutdown: realtime sessions", zap.Error(err))
+			}
+		}()
+	} else {
+		close(done)
+	}
+	margin := deadline.Sub(cutAt)
+	hs.drain(cutCtx, cutAt, cutAt.Add(margin/2))
+	<-done // bounded by cutCtx
+	closeCtx, cancelClose := context.WithDeadline(ctx, deadline)
+	defer cancelClose()
+	c.close(closeCtx)
 }
 
 // loadTLS reads the certificate pair up front, so that a bad file is a start-up error naming

@@ -517,7 +517,7 @@ func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *chatAPIE
 		if err != nil {
 			msg := fmt.Sprintf("input_audio sample rate %d Hz cannot be converted: %v", rate, err)
 			if errors.Is(err, speech.ErrUnsupportedRate) {
-				msg = fmt.Sprintf("input_audio sample rate %d Hz is not supported; use 8000, 16000, 24000 or 48000", rate)
+				msg = fmt.Sprintf("input_audio sample rate %d Hz is not supported; use %d to %d Hz", rate, speech.MinRate, speech.MaxRate)
 			}
 			return nil, chatBadRequest(param+".data", "invalid_value", msg)
 		}

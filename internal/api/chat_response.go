@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -142,7 +143,8 @@ type chatOutput struct {
 	logprobs  bool
 	text      strings.Builder
 	lps       []gpu.TokenLogprob
-	pcm       []float32 // 24 kHz
+	pcm       []float32         // 24 kHz
+	rs        *speech.Resampler // the request's output stream resampler, made on first need
 	usage     chatUsage
 	finish    string
 	done      bool
@@ -175,7 +177,14 @@ func (o *chatOutput) convertAudio(ev requestclient.ChatEvent) ([]float32, error)
 	if ev.SampleRate == 0 || ev.SampleRate == chatAudioRate {
 		return ev.Audio, nil
 	}
-	return speech.Resample(ev.Audio, ev.SampleRate, chatAudioRate)
+	if o.rs == nil {
+		rs, err := speech.NewResampler(ev.SampleRate, chatAudioRate)
+		if err != nil {
+			return nil, err
+		}
+		o.rs = rs
+	}
+	return o.rs.Process(nil, ev.Audio), nil // one stream per request: no distortion at chunk edges
 }
 
 func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
@@ -238,6 +247,10 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 		var ok bool
 		select {
 		case <-r.Context().Done():
+			if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+				return &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+					Message: "the server shut down before the completion finished"}
+			}
 			return &chatAPIError{} // the deferred Close aborts and finalizes with reason abort
 		case ev, ok = <-events:
 		}

@@ -125,7 +125,12 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 		var ie indexedEvent
 		select {
 		case <-r.Context().Done():
-			return // the deferred Close aborts the generations: the client is gone
+			if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+				// Cut by the shutdown timeout: the client is still there and learns why.
+				e := &chatAPIError{Type: "server_error", Code: "shutting_down", Message: "the server shut down before the completion finished"}
+				_ = sse.send(e.body())
+			}
+			return // the deferred Close aborts the generations
 		case ie = <-events:
 		}
 		o, ev := outs[ie.i], ie.ev

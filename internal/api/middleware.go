@@ -2,15 +2,17 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
+	"errors"
+	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/omniserve/omniserve/internal/auth"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -117,7 +119,7 @@ func recoverer(log *zap.Logger) func(http.Handler) http.Handler {
 }
 
 // limitBody bounds every request body; reading past the limit fails with *http.MaxBytesError.
-func limitBody(n int64) func(http.Handler) http.Handler {
+func limitBody(n int64, readTimeout time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Body != nil && r.Body != http.NoBody {
@@ -126,29 +128,47 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 					return
 				}
 				r.Body = http.MaxBytesReader(w, r.Body, n)
+				// A body trickling in (1 byte/s) must not hold a goroutine and a connection
+				// forever: the whole body has readTimeout. The deadline is lifted at the body's
+				// end, so a long SSE answer is not cut by it.
+				rc := http.NewResponseController(w)
+				if rc.SetReadDeadline(time.Now().Add(readTimeout)) == nil {
+					r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+				}
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
 
-// wsKeyProtocol is how browsers, which cannot set headers on a WebSocket, send the key to
-// OpenAI's realtime API: as a Sec-WebSocket-Protocol entry.
-const wsKeyProtocol = "openai-insecure-api-key."
+// deadlineBody lifts the connection's read deadline once the body has been read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
 
-// requireAPIKey checks "Authorization: Bearer <key>" in constant time.
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// requireAPIKey checks the API key (auth.Check: Bearer in any case or the WebSocket key
+// sub-protocol, constant time) and answers 401 in OpenAI's shape.
 func requireAPIKey(key string) func(http.Handler) http.Handler {
-	want := []byte(key)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, ok := presentedKey(r)
-			if !ok {
+			switch auth.Check(r, key) {
+			case auth.Missing:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve"`)
 				writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 					"You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.")
 				return
-			}
-			if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			case auth.Invalid:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve", error="invalid_token"`)
 				writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 				return
@@ -156,22 +176,4 @@ func requireAPIKey(key string) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-func presentedKey(r *http.Request) (string, bool) {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, tok, ok := strings.Cut(h, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(tok), true
-		}
-		return "", true // present but malformed: "incorrect", not "missing"
-	}
-	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for _, p := range strings.Split(v, ",") {
-			if k, ok := strings.CutPrefix(strings.TrimSpace(p), wsKeyProtocol); ok {
-				return k, true
-			}
-		}
-	}
-	return "", false
 }

@@ -3,6 +3,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -28,6 +29,10 @@ type RouterDeps struct {
 	// Ready reports whether the model is loaded and the pipeline is up; false while draining.
 	// Nil means never ready.
 	Ready func() bool
+	// Draining reports that the server is shutting down: /ready answers 503 {"status":
+	// "draining"} and new chat requests and realtime sessions get 503 shutting_down, while the
+	// listener stays up for probes and in-flight work. Nil means never.
+	Draining func() bool
 	// Models are the ids listed by /v1/models.
 	Models []string
 	// Chat serves POST /v1/chat/completions; Realtime serves GET /v1/realtime; Metrics serves
@@ -39,7 +44,13 @@ type RouterDeps struct {
 	// MaxBodyBytes bounds every request body (0 = DefaultMaxBodyBytes). A handler that reads past
 	// it gets an *http.MaxBytesError and should answer 413.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the reading of a whole request body (0 = DefaultBodyReadTimeout); a
+	// slower client gets its connection closed.
+	BodyReadTimeout time.Duration
 }
+
+// DefaultBodyReadTimeout is RouterDeps.BodyReadTimeout's default: 64 MiB at ~2.5 MB/s.
+const DefaultBodyReadTimeout = 30 * time.Second
 
 // NewRouter builds the HTTP handler of the server.
 func NewRouter(d RouterDeps) http.Handler {
@@ -56,7 +67,11 @@ func NewRouter(d RouterDeps) http.Handler {
 	r := chi.NewRouter()
 	// Order matters: the request id is set before anything logs, the access log wraps recover
 	// so a recovered panic is logged with its 500.
-	r.Use(requestID, accessLog(log), recoverer(log), limitBody(maxBody))
+	bodyTimeout := d.BodyReadTimeout
+	if bodyTimeout <= 0 {
+		bodyTimeout = DefaultBodyReadTimeout
+	}
+	r.Use(requestID, accessLog(log), recoverer(log), limitBody(maxBody, bodyTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path)
 	})
@@ -67,7 +82,12 @@ func NewRouter(d RouterDeps) http.Handler {
 	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	draining := func() bool { return d.Draining != nil && d.Draining() }
 	r.Get("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if draining() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+			return
+		}
 		if d.Ready != nil && d.Ready() {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 			return
@@ -91,10 +111,10 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Get("/models", modelsHandler(d.Models, created))
 		// A wildcard, not {id}: model ids may contain slashes (org/name), as OpenAI's and vLLM's do.
 		r.Get("/models/*", modelHandler(d.Models, created))
-		r.Method(http.MethodPost, "/chat/completions", orUnavailable(d.Chat, "chat completions"))
-		r.Method(http.MethodGet, "/realtime", orUnavailable(d.Realtime, "the realtime API"))
-		r.Method(http.MethodPost, "/audio/transcriptions", orUnavailable(d.Transcriptions, "audio transcriptions"))
-		r.Method(http.MethodPost, "/audio/speech", orUnavailable(d.Speech, "audio speech"))
+		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
+		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
+		r.Method(http.MethodPost, "/audio/transcriptions", refuseWhile(draining, orUnavailable(d.Transcriptions, "audio transcriptions")))
+		r.Method(http.MethodPost, "/audio/speech", refuseWhile(draining, orUnavailable(d.Speech, "audio speech")))
 	})
 	return r
 }
@@ -106,6 +126,22 @@ func orUnavailable(h http.Handler, what string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "unavailable", what+" is not available on this server")
+	})
+}
+
+// ErrShuttingDown is the cause the server cancels request contexts with when its shutdown
+// timeout cuts them; handlers that can still write tell the client (an SSE error chunk).
+var ErrShuttingDown = errors.New("server is shutting down")
+
+// refuseWhile answers 503 shutting_down instead of starting new work while draining() holds.
+func refuseWhile(draining func() bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining() {
+			w.Header().Set("Connection", "close")
+			writeAPIError(w, http.StatusServiceUnavailable, "server_error", "shutting_down", "the server is shutting down; retry on another replica")
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -40,10 +40,16 @@ type Server struct {
 	APIKey          string        `yaml:"api_key"`
 	MaxSessions     int           `yaml:"max_sessions"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	DrainGrace      time.Duration `yaml:"drain_grace"`
+	MaxIdleTimeout  time.Duration `yaml:"max_idle_timeout"`
 	TLSCertFile     string        `yaml:"tls_cert_file"`
 	TLSKeyFile      string        `yaml:"tls_key_file"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 }
+
+// EffectiveDrainGrace is DrainGrace capped at half of ShutdownTimeout, so that the sessions'
+// close and the components' close always have time left within the timeout.
+func (s Server) EffectiveDrainGrace() time.Duration { return min(s.DrainGrace, s.ShutdownTimeout/2) }
 
 // Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
 // own default" (docs/CONTRACTS.md lists them), so the defaults live in one place.
@@ -71,6 +77,8 @@ func Defaults() Config {
 			LogLevel:        "info",
 			MaxSessions:     64,
 			ShutdownTimeout: 30 * time.Second,
+			DrainGrace:      10 * time.Second,
+			MaxIdleTimeout:  30 * time.Minute,
 			MaxBodyBytes:    64 << 20, // a chat request may carry base64 audio
 		},
 		Engine: Engine{
@@ -118,6 +126,8 @@ func (c *Config) Validate() error {
 		{!oneOf(s.LogLevel, "debug", "info", "warn", "error"), "server.log_level", s.LogLevel, "must be debug, info, warn or error"},
 		{s.MaxSessions < 1, "server.max_sessions", s.MaxSessions, "must be at least 1"},
 		{s.ShutdownTimeout <= 0, "server.shutdown_timeout", s.ShutdownTimeout, "must be positive"},
+		{s.DrainGrace < 0, "server.drain_grace", s.DrainGrace, "must not be negative"},
+		{s.MaxIdleTimeout <= 0, "server.max_idle_timeout", s.MaxIdleTimeout, "must be positive"},
 		{s.MaxBodyBytes < 1024, "server.max_body_bytes", s.MaxBodyBytes, "must be at least 1024"},
 		{(s.TLSCertFile == "") != (s.TLSKeyFile == ""), "server.tls_cert_file", s.TLSCertFile, "tls_cert_file and tls_key_file must be given together"},
 		{e.Model == "", "engine.model", e.Model, "must not be empty"},

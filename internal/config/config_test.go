@@ -162,3 +162,12 @@ func TestKeysComplete(t *testing.T) {
 		require.True(t, seenFlag[f], "missing flag --%s", f)
 	}
 }
+
+func TestDrainGrace(t *testing.T) {
+	c := Defaults()
+	require.Equal(t, 10*time.Second, c.Server.EffectiveDrainGrace())
+	c.Server.ShutdownTimeout = 5 * time.Second
+	require.Equal(t, 2500*time.Millisecond, c.Server.EffectiveDrainGrace(), "capped at half the timeout")
+	c.Server.DrainGrace = -time.Second
+	require.ErrorContains(t, c.Validate(), "server.drain_grace")
+}

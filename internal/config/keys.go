@@ -59,6 +59,8 @@ var keys = []Key{
 	{"server.tls_cert_file", "tls-cert-file", "TLS certificate file (serves HTTPS and WSS with --tls-key-file)", func(c *Config) any { return &c.Server.TLSCertFile }},
 	{"server.tls_key_file", "tls-key-file", "TLS private key file", func(c *Config) any { return &c.Server.TLSKeyFile }},
 	{"server.shutdown_timeout", "shutdown-timeout", "how long to drain in-flight requests on SIGINT/SIGTERM", func(c *Config) any { return &c.Server.ShutdownTimeout }},
+	{"server.drain_grace", "drain-grace", "on SIGINT/SIGTERM, how long live realtime sessions may go on (told at once with session.closing) before they are closed (at most half of --shutdown-timeout)", func(c *Config) any { return &c.Server.DrainGrace }},
+	{"server.max_idle_timeout", "", "largest idle timeout a realtime client may set (idle_timeout_s)", func(c *Config) any { return &c.Server.MaxIdleTimeout }},
 	{"server.max_body_bytes", "", "largest accepted request body", func(c *Config) any { return &c.Server.MaxBodyBytes }},
 	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine default)", func(c *Config) any { return &c.Engine.ContextSize }},
 	{"engine.max_sequences", "", "concurrent sequences (0 = engine default)", func(c *Config) any { return &c.Engine.MaxSequences }},

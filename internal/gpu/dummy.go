@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/ollama/ollama/fs/ggml"
 	"github.com/x448/float16"
@@ -74,6 +75,7 @@ func (p dummyPreset) id() string {
 // file and renames it into place, so readers only ever see a complete file.
 func ensureDummy(dir string, p dummyPreset) (string, error) {
 	path := filepath.Join(dir, fmt.Sprintf("dummy-%s-v%d.gguf", p.name, dummyVersion))
+	removeOrphanTemps(dir)
 	if dummyValid(path, p) {
 		return path, nil
 	}
@@ -85,6 +87,9 @@ func ensureDummy(dir string, p dummyPreset) (string, error) {
 		return "", fmt.Errorf("create dummy model: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	// The lock marks the temp file as being written: removeOrphanTemps in another process skips
+	// it. The kernel drops it when this process dies, however it dies.
+	_ = syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	kv, tensors := p.build()
 	if err := ggml.WriteGGUF(tmp, kv, tensors); err != nil {
 		tmp.Close()
@@ -101,6 +106,23 @@ func ensureDummy(dir string, p dummyPreset) (string, error) {
 		return "", fmt.Errorf("install dummy model: %w", err)
 	}
 	return path, nil
+}
+
+// removeOrphanTemps deletes the temp files of generations that died before their rename (a kill
+// during start-up): a temp file nobody holds the write lock on is an orphan. Errors are
+// ignored: an orphan costs disk space, not correctness.
+func removeOrphanTemps(dir string) {
+	names, _ := filepath.Glob(filepath.Join(dir, "dummy-*.gguf.tmp-*"))
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			_ = os.Remove(name)
+		}
+		f.Close()
+	}
 }
 
 // dummyValid checks the identity key and that every tensor lies inside the file (Decode checks

@@ -112,6 +112,28 @@ func (r *Runner) applyGenerate(s *Sequence, g *genJob) {
 	s.active = g
 }
 
+// dropCancelled stops the prefill of appends whose callers left (response.cancel, barge-in,
+// disconnect cancel their ctx): while the newest waiting append is cancelled and no generation
+// runs, its tokens are rolled back, both those still pending and those already prefilled, so
+// the history is as if it had never been appended and no more chunks of it are decoded. An
+// older cancelled append behind a live one stays: the live one's tokens follow it.
+func (r *Runner) dropCancelled(s *Sequence) {
+	for s.active == nil && len(s.waiters) > 0 {
+		w := s.waiters[len(s.waiters)-1]
+		if !w.cancelled.Load() {
+			return
+		}
+		s.waiters = s.waiters[:len(s.waiters)-1]
+		n := min(w.stats.Tokens, s.logicalLen())
+		done := n - min(n, len(s.pending)-s.reprefill) // already prefilled (in the history)
+		r.rollback(s, n)
+		s.queued -= int64(n)
+		s.prefilled -= int64(max(done, 0))
+		s.cancelledTokens.Add(int64(n))
+		w.res <- errAppendCancelled
+	}
+}
+
 // errAppendCancelled answers an Append whose caller already left; nobody reads it.
 var errAppendCancelled = errors.New("append cancelled")
 
@@ -202,6 +224,9 @@ func (r *Runner) truncate(s *Sequence, need int) bool {
 // each generating sequence, then prefill chunks round-robin, so a long prefill never delays
 // anyone's next token by more than one chunk. It reports whether there was work.
 func (r *Runner) step() bool {
+	for _, s := range r.seqs {
+		r.dropCancelled(s)
+	}
 	budget := r.cfg.BatchSize
 	r.batch.Clear()
 	r.parts = r.parts[:0]

@@ -22,6 +22,8 @@ type Sequence struct {
 
 	histLen atomic.Int64 // logical history length, published by the scheduler
 	decoded atomic.Int64 // tokens this sequence has put through llama_decode (tests)
+	// cancelledTokens counts tokens of cancelled appends rolled back by the scheduler (tests).
+	cancelledTokens atomic.Int64
 
 	// Owned by the scheduler goroutine.
 	history     []int // tokens in the KV cache, at positions 0..len-1
@@ -107,8 +109,9 @@ func (s *Sequence) AppendText(ctx context.Context, text string) (AppendStats, er
 
 // Append adds tokens to the history and returns once they are in the KV cache (all but the
 // last, which is decoded together with the next Append or Generate so that no step is spent
-// on logits nobody reads). If ctx ends first, Append returns ctx.Err(); tokens the scheduler
-// already took stay in the history.
+// on logits nobody reads). If ctx ends first, Append returns ctx.Err() and the prefill stops
+// within one step: when it is the newest append and no generation runs, its tokens are rolled
+// back (prefilled ones included); otherwise they stay in the history.
 func (s *Sequence) Append(ctx context.Context, tokens []int) (AppendStats, error) {
 	for _, t := range tokens {
 		if t < 0 || t >= s.r.vocab {

@@ -345,3 +345,55 @@ func TestReleasable(t *testing.T) {
 		require.Equal(t, tc.stopped, stopped, fmt.Sprint(tc))
 	}
 }
+
+// A cancelled append stops its prefill within a step: a long prompt whose caller left (response
+// .cancel, barge-in, disconnect) is rolled back instead of burning the CPU to its end, and the
+// sequence stays usable.
+func TestCancelledAppendStopsPrefill(t *testing.T) {
+	r := loadTiny(t, func(c *Config) { c.PrefillChunk = 16; c.SeqContext = 4096 })
+	s := openSeq(t, r, SeqOptions{})
+	long := make([]int, 3000)
+	for i := range long {
+		long[i] = 10 + i%50
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := s.Append(ctx, long); errc <- err }()
+	require.Eventually(t, func() bool { return s.decoded.Load() >= 64 }, 30*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.Eventually(t, func() bool { return s.cancelledTokens.Load() > 0 }, 5*time.Second, time.Millisecond)
+	stopped := s.decoded.Load()
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, stopped, s.decoded.Load(), "no prefill after the cancel")
+	require.Less(t, stopped, int64(len(long)/2), "the prefill stopped early")
+	require.Equal(t, 0, s.HistoryLen(), "the cancelled append is rolled back")
+	// The sequence is still usable.
+	_, err := s.AppendText(context.Background(), "user: hello\nassistant:")
+	require.NoError(t, err)
+	toks, _, _ := generate(t, s, GenerateOptions{MaxTokens: 4})
+	require.NotEmpty(t, toks)
+}
+
+// Prefill chunks of different sequences interleave: a short prompt appended while a long one
+// prefills is done long before it, not after it.
+func TestPrefillInterleaves(t *testing.T) {
+	r := loadTiny(t, func(c *Config) { c.PrefillChunk = 16; c.BatchSize = 32; c.SeqContext = 4096 })
+	big, small := openSeq(t, r, SeqOptions{}), openSeq(t, r, SeqOptions{})
+	long := make([]int, 2000)
+	for i := range long {
+		long[i] = 10 + i%50
+	}
+	bigDone := make(chan error, 1)
+	go func() {
+		_, err := big.Append(context.Background(), long)
+		bigDone <- err
+	}()
+	require.Eventually(t, func() bool { return big.decoded.Load() >= 32 }, 30*time.Second, time.Millisecond)
+	_, err := small.Append(context.Background(), long[:40])
+	require.NoError(t, err)
+	atSmall := big.decoded.Load()
+	require.NoError(t, <-bigDone)
+	t.Logf("big prompt: %d of %d tokens prefilled when the small one (40) was done", atSmall, len(long))
+	require.Less(t, atSmall, int64(len(long)/2), "the small prompt did not wait for the big one")
+}

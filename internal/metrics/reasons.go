@@ -103,9 +103,10 @@ func ParseDuplexResourceRequestID(rid string) (DuplexResourceID, bool) {
 	if len(parts) != 8 || parts[2] != "i" || parts[4] != "e" || parts[6] != "r" {
 		return DuplexResourceID{}, false
 	}
-	// Strict: non-zero trailing bits would let two spellings name one session.
+	// One spelling per id: Strict rejects non-zero trailing bits, and the re-encoding check
+	// rejects what the decoder skips (\r and \n) or any other non-canonical form.
 	sid, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
-	if err != nil || len(sid) == 0 {
+	if err != nil || len(sid) == 0 || base64.RawURLEncoding.EncodeToString(sid) != parts[1] {
 		return DuplexResourceID{}, false
 	}
 	inc, ok1 := parseNonNegative(parts[3])

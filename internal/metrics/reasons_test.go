@@ -89,6 +89,8 @@ func TestNormalizeFinishedReason(t *testing.T) {
 func FuzzDuplexResourceRequestID(f *testing.F) {
 	f.Add("sid-1", 0, 0, "stage0", "duplex-s.c2lkLTE.i.0.e.0.r.stage0")
 	f.Add("duplex-6f1d2c3b", 3, 12, "stage1-turn_2", "chatcmpl-abc")
+	f.Add("0", 0, 0, "0", "duplex-s.0A\n.i.0.e.0.r.0") // found by the fuzzer: \n was skipped
+	f.Add("0", 0, 0, "0", "duplex-s.MA\r.i.0.e.0.r.0")
 	f.Fuzz(func(t *testing.T, sid string, inc, epoch int, role, raw string) {
 		if sid == "" || inc < 0 || epoch < 0 || !validRole(role) {
 			return

@@ -44,8 +44,8 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 			defer close(stop)
 			unit := append(append([]byte{}, speech...), silence(1000)...)
 			deadline := time.Now().Add(streamFor)
-			for off := 0; time.Now().Before(deadline); off = (off + 3200) % len(unit) {
-				end := min(off+3200, len(unit))
+			for off := 0; time.Now().Before(deadline); off = (off + 100*bytesPerMs) % len(unit) {
+				end := min(off+100*bytesPerMs, len(unit))
 				if err := c.sendErr(event{"type": "input_audio_buffer.append", "audio": b64(unit[off:end])}); err != nil {
 					results[i].err = err.Error()
 					return

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -57,6 +58,7 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 	case "session.update":
 		obj := raw
 		if s, ok := raw["session"]; ok {
+			obj = nil // a fresh map: Unmarshal into raw would merge the event's own keys
 			if err := json.Unmarshal(s, &obj); err != nil || obj == nil {
 				return nil, werr("invalid_type", "session", "'session' must be an object")
 			}
@@ -124,10 +126,19 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 			return nil, werr("missing_item_id", "item_id", "missing required parameter 'item_id'")
 		}
 		end, ok := intField(raw, "audio_end_ms")
-		if !ok || end < 0 {
-			return nil, werr("missing_required_parameter", "audio_end_ms", "missing or negative 'audio_end_ms'")
+		if !ok {
+			return nil, werr("missing_required_parameter", "audio_end_ms", "missing required parameter 'audio_end_ms' (an integer)")
 		}
-		ci, _ := intField(raw, "content_index")
+		if end < 0 {
+			return nil, werr("integer_below_min_value", "audio_end_ms", "Invalid 'audio_end_ms': integer below minimum value. Expected a value >= 0, but got %d instead.", end)
+		}
+		ci, ok := intField(raw, "content_index")
+		if _, present := raw["content_index"]; present && !ok {
+			return nil, werr("invalid_type", "content_index", "'content_index' must be an integer")
+		}
+		if ci < 0 {
+			return nil, werr("integer_below_min_value", "content_index", "'content_index' must be >= 0")
+		}
 		return &session.TruncateItem{Base: base, ItemID: id, ContentIndex: ci, AudioEndMs: end}, nil
 	case "output_audio_buffer.clear":
 		id, _, _ := str(raw, "response_id")
@@ -301,24 +312,44 @@ func decodePatch(obj map[string]json.RawMessage) (session.ConfigPatch, *WireErro
 		p.OutputFormat = &f
 	}
 	td, tdOK := obj["turn_detection"]
+	tdParam := "session.turn_detection"
 	if !tdOK {
 		td, tdOK = in["turn_detection"]
+		tdParam = "session.audio.input.turn_detection"
 	}
 	if tdOK {
 		p.TurnDetectionSet = true
 		if !bytes.Equal(bytes.TrimSpace(td), []byte("null")) {
-			var t session.TurnDetection
-			if err := json.Unmarshal(td, &t); err != nil {
-				return p, &WireError{Code: "invalid_type", Param: "turn_detection", Message: "turn_detection must be null or an object"}
+			t, e := decodeTurnDetection(td, tdParam)
+			if e != nil {
+				return p, e
 			}
-			var extra struct {
-				InterruptResponse *bool `json:"interrupt_response"`
-			}
-			_ = json.Unmarshal(td, &extra)
-			if extra.InterruptResponse != nil && !*extra.InterruptResponse {
-				return p, &WireError{Code: "unsupported_turn_detection", Param: "turn_detection.interrupt_response", Message: "interrupt_response=false is not supported"}
-			}
-			p.TurnDetection = &t
+			p.TurnDetection = t
+		}
+	}
+	if v, ok := obj["input_audio_transcription"]; ok {
+		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+	} else if v, ok := in["transcription"]; ok {
+		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+	}
+	if s, ok, e := str(obj, "type"); e != nil {
+		return p, e
+	} else if ok {
+		p.Type = &s
+	}
+	if v, ok := obj["tools"]; ok {
+		var tools []json.RawMessage
+		if json.Unmarshal(v, &tools) != nil {
+			return p, &WireError{Code: "invalid_type", Param: "session.tools", Message: "tools must be an array"}
+		}
+		if len(tools) > 0 {
+			return p, &WireError{Code: "unsupported_tools", Param: "session.tools", Message: "tools are not supported by omniserve (the array must be empty)"}
+		}
+	}
+	if v, ok := obj["tool_choice"]; ok {
+		var tc string
+		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
+			return p, &WireError{Code: "unsupported_tools", Param: "session.tool_choice", Message: "tool_choice must be \"auto\" or \"none\" (no tools are supported)"}
 		}
 	}
 	if v, ok := obj["idle_timeout_s"]; ok {
@@ -360,13 +391,83 @@ func decodePatch(obj map[string]json.RawMessage) (session.ConfigPatch, *WireErro
 	return p, nil
 }
 
+// decodeTurnDetection reads a turn_detection object; absent fields take their type's defaults.
+func decodeTurnDetection(raw json.RawMessage, param string) (*session.TurnDetectionPatch, *WireError) {
+	var w struct {
+		Type              *string  `json:"type"`
+		Threshold         *float64 `json:"threshold"`
+		PrefixPaddingMs   *float64 `json:"prefix_padding_ms"`
+		SilenceDurationMs *float64 `json:"silence_duration_ms"`
+		IdleTimeoutMs     *float64 `json:"idle_timeout_ms"`
+		CreateResponse    *bool    `json:"create_response"`
+		InterruptResponse *bool    `json:"interrupt_response"`
+		Eagerness         *string  `json:"eagerness"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, &WireError{Code: "invalid_type", Param: param, Message: fmt.Sprintf("turn_detection must be null or an object with typed fields: %v", err)}
+	}
+	p := &session.TurnDetectionPatch{Type: w.Type, Threshold: w.Threshold, CreateResponse: w.CreateResponse,
+		InterruptResponse: w.InterruptResponse, Eagerness: w.Eagerness}
+	ms := func(v *float64, name string) (*int, *WireError) {
+		if v == nil {
+			return nil, nil
+		}
+		if *v > 1<<31 || *v < -(1<<31) || *v != math.Trunc(*v) {
+			return nil, &WireError{Code: "invalid_type", Param: param + "." + name, Message: name + " must be an integer number of milliseconds"}
+		}
+		n := int(*v)
+		return &n, nil
+	}
+	var e *WireError
+	if p.PrefixPaddingMs, e = ms(w.PrefixPaddingMs, "prefix_padding_ms"); e != nil {
+		return nil, e
+	}
+	if p.SilenceDurationMs, e = ms(w.SilenceDurationMs, "silence_duration_ms"); e != nil {
+		return nil, e
+	}
+	if p.IdleTimeoutMs, e = ms(w.IdleTimeoutMs, "idle_timeout_ms"); e != nil {
+		return nil, e
+	}
+	return p, nil
+}
+
 func decodeResponseCreate(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
 	c := &session.CreateResponse{Base: base}
+	if v, ok := raw["response"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) && object(raw, "response") == nil {
+		return nil, werr("invalid_type", "response", "'response' must be an object")
+	}
 	r := object(raw, "response")
-	for _, k := range []string{"instructions", "voice", "temperature", "tools", "tool_choice"} {
-		if v, ok := r[k]; ok && !bytes.Equal(v, []byte("null")) {
+	if s, ok, e := str(r, "instructions"); e != nil {
+		return nil, werr("invalid_type", "response.instructions", "'response.instructions' must be a string")
+	} else if ok {
+		c.Instructions = &s
+	}
+	if conv, ok, e := str(r, "conversation"); e != nil {
+		return nil, werr("invalid_type", "response.conversation", "'response.conversation' must be \"auto\" or \"none\"")
+	} else if ok {
+		switch conv {
+		case "auto":
+		case "none":
+			c.Unsupported = "conversation"
+		default:
+			return nil, werr("invalid_value", "response.conversation", "'response.conversation' must be \"auto\" or \"none\"")
+		}
+	}
+	for _, k := range []string{"input", "prompt", "temperature", "reasoning"} {
+		if v, ok := r[k]; ok && !bytes.Equal(v, []byte("null")) && c.Unsupported == "" {
 			c.Unsupported = k
-			break
+		}
+	}
+	if v, ok := r["tools"]; ok {
+		var tools []json.RawMessage
+		if json.Unmarshal(v, &tools) != nil || len(tools) > 0 {
+			c.Unsupported = "tools"
+		}
+	}
+	if v, ok := r["tool_choice"]; ok {
+		var tc string
+		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
+			c.Unsupported = "tool_choice"
 		}
 	}
 	for _, k := range []string{"max_output_tokens", "max_response_output_tokens"} {
@@ -384,8 +485,27 @@ func decodeResponseCreate(base session.Base, raw map[string]json.RawMessage, wer
 			if json.Unmarshal(v, &c.Modalities) != nil {
 				return nil, werr("invalid_type", "response."+k, "must be an array of strings")
 			}
+			if c.Modalities == nil {
+				c.Modalities = []string{}
+			}
 		}
 	}
+	if v, ok := r["metadata"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if json.Unmarshal(v, &c.Metadata) != nil {
+			return nil, werr("invalid_type", "response.metadata", "'response.metadata' must be an object of string values")
+		}
+	}
+	out := object(object(r, "audio"), "output")
+	if f, ok, e := decodeFormat(r, "output_audio_format"); e != nil {
+		return nil, werr("invalid_type", "response.output_audio_format", "%s", e.Message)
+	} else if ok {
+		c.OutputFormat = &f
+	} else if f, ok, e := decodeFormat(out, "format"); e != nil {
+		return nil, werr("invalid_type", "response.audio.output.format", "%s", e.Message)
+	} else if ok {
+		c.OutputFormat = &f
+	}
+	// voice: omniserve's talker has one voice; the name is a label (as session.voice), accepted.
 	return c, nil
 }
 
@@ -396,6 +516,11 @@ func decodeItemCreate(base session.Base, raw map[string]json.RawMessage, werr fu
 	}
 	c := &session.CreateItem{Base: base}
 	c.ItemID, _, _ = str(it, "id")
+	if prev, ok, e := str(raw, "previous_item_id"); e != nil {
+		return nil, werr("invalid_type", "previous_item_id", "'previous_item_id' must be a string")
+	} else if ok {
+		c.PreviousItemID = prev
+	}
 	typ, _, _ := str(it, "type")
 	if typ != "" && typ != "message" {
 		return nil, werr("invalid_value", "item.type", "unsupported item type %q (only message)", typ)

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -23,7 +25,9 @@ type HandlerConfig struct {
 	// APIKey, when set, is required as "Authorization: Bearer <key>" or as the
 	// "openai-insecure-api-key.<key>" WebSocket subprotocol (browser clients).
 	APIKey string
-	// HandshakeTimeout bounds the wait for the first event. Default 10 s.
+	// HandshakeTimeout is no longer used: the session exists from the upgrade on (session.created
+	// goes out at once, as OpenAI sends it) and its idle timeout bounds a silent client.
+	// Deprecated: kept so that existing configurations still compile.
 	HandshakeTimeout time.Duration
 	// MaxEventBytes is the largest inbound event. Default 15 MiB.
 	MaxEventBytes int64
@@ -73,24 +77,10 @@ func NewHandler(cfg HandlerConfig, sessions *session.Manager, log *zap.Logger) h
 	return &handler{cfg: cfg.withDefaults(), sessions: sessions, log: log.Named("realtime")}
 }
 
-const keyProtocolPrefix = "openai-insecure-api-key."
-
+// authorized applies the server's one key check (internal/auth), so the endpoint mounted
+// on its own (tests, other routers) accepts exactly what the /v1 middleware accepts.
 func (h *handler) authorized(r *http.Request) bool {
-	if h.cfg.APIKey == "" {
-		return true
-	}
-	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, "Bearer ") &&
-		strings.TrimSpace(strings.TrimPrefix(auth, "Bearer ")) == h.cfg.APIKey {
-		return true
-	}
-	for _, line := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for _, p := range strings.Split(line, ",") {
-			if strings.TrimSpace(p) == keyProtocolPrefix+h.cfg.APIKey {
-				return true
-			}
-		}
-	}
-	return false
+	return auth.Check(r, h.cfg.APIKey) == auth.OK
 }
 
 func writeHTTPError(w http.ResponseWriter, status int, typ, code, msg string) {
@@ -113,6 +103,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	duplex := truthy(r.URL.Query().Get("duplex"))
+	beta := isBeta(r)
 	slot, err := h.sessions.Acquire()
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
@@ -120,7 +111,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer slot.Release()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"realtime"}, OriginPatterns: h.cfg.OriginPatterns})
+	protos := []string{"realtime"}
+	if beta && offersProtocol(r, betaProtocol) && !offersProtocol(r, "realtime") {
+		protos = append(protos, betaProtocol)
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: protos, OriginPatterns: h.cfg.OriginPatterns})
 	if err != nil {
 		h.log.Debug("websocket upgrade failed", zap.Error(err))
 		return
@@ -128,18 +123,47 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Reads are bounded by hand (MaxEventBytes → event_too_large, the connection survives); the
 	// library limit only stops abuse far beyond that.
 	ws.SetReadLimit(4*h.cfg.MaxEventBytes + 1<<20)
-	c := &conn{h: h, ws: ws, q: newOutQueue(h.cfg.SendQueue), log: h.log}
+	c := &conn{h: h, ws: ws, q: newOutQueue(h.cfg.SendQueue), log: h.log, beta: beta}
 	c.serve(duplex, r.URL.Query().Get("model"), slot)
+}
+
+const betaProtocol = "openai-beta.realtime-v1"
+
+// isBeta reports a beta Realtime client: the OpenAI-Beta: realtime=v1 header or the
+// openai-beta.realtime-v1 subprotocol. The dialect is fixed for the connection.
+func isBeta(r *http.Request) bool {
+	for _, v := range r.Header.Values("OpenAI-Beta") {
+		for _, p := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "realtime=v1") {
+				return true
+			}
+		}
+	}
+	return offersProtocol(r, betaProtocol)
+}
+
+func offersProtocol(r *http.Request, proto string) bool {
+	for _, line := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(line, ",") {
+			if strings.TrimSpace(p) == proto {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // conn is one WebSocket connection: the handler goroutine reads, one writer goroutine writes,
 // one session actor owns the session state.
 type conn struct {
-	h   *handler
-	ws  *websocket.Conn
-	q   *outQueue
-	log *zap.Logger
-	seq int64
+	h    *handler
+	ws   *websocket.Conn
+	q    *outQueue
+	log  *zap.Logger
+	seq  int64
+	beta bool // beta dialect: beta event names
+	// sess is set once the session exists; the writer stops it when the client stops reading.
+	sess atomic.Pointer[session.DuplexSession]
 }
 
 func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
@@ -181,25 +205,17 @@ func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
 	frames := make(chan frame)
 	readerDone := make(chan struct{})
 	go func() { defer close(readerDone); c.readFrames(ctx, frames) }()
-	first, pending, ok := c.handshake(ctx, frames, duplex, model)
-	if !ok {
-		finish(websocket.StatusPolicyViolation, "handshake failed")
-		<-readerDone
-		return
-	}
-	sess := c.h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: model}, c.q)
-	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex))
+	// The session exists from the upgrade on: Run sends session.created with the full default
+	// session at once, and session.update may follow at any time.
+	sess := c.h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: model, Beta: c.beta}, c.q)
+	c.sess.Store(sess)
+	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", c.beta))
 	reasonCh := make(chan string, 1)
 	wg.Add(1)
-	go func() { defer wg.Done(); reasonCh <- sess.Run(ctx, first) }()
+	go func() { defer wg.Done(); reasonCh <- sess.Run(ctx, nil) }()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if pending != nil {
-			if err := sess.Submit(ctx, pending); err != nil {
-				return
-			}
-		}
 		c.dispatch(ctx, frames, sess)
 	}()
 	reason := <-reasonCh
@@ -265,46 +281,6 @@ func (c *conn) readFrames(ctx context.Context, out chan<- frame) {
 	}
 }
 
-// handshake waits for the first valid event. session.update creates the session; any other
-// event auto-creates a default one in turn-based mode or when ?model= was given, and is then
-// processed; otherwise it is refused with session_not_created and the wait goes on.
-func (c *conn) handshake(ctx context.Context, frames <-chan frame, duplex bool, model string) (*session.UpdateSession, session.Command, bool) {
-	timer := time.NewTimer(c.h.cfg.HandshakeTimeout)
-	defer timer.Stop()
-	for {
-		var f frame
-		select {
-		case f = <-frames:
-		case <-timer.C:
-			_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "config_timeout",
-				"timeout waiting for session.update", "", "")})
-			return nil, nil, false
-		case <-ctx.Done():
-			return nil, nil, false
-		}
-		if f.err != nil {
-			return nil, nil, false
-		}
-		if f.werr != nil {
-			_ = c.q.Send(f.werr.Event())
-			continue
-		}
-		cmd, werr := DecodeClientEvent(f.data)
-		if werr != nil {
-			_ = c.q.Send(werr.Event())
-			continue
-		}
-		if u, ok := cmd.(*session.UpdateSession); ok {
-			return u, nil, true
-		}
-		if !duplex || model != "" {
-			return nil, cmd, true
-		}
-		_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "session_not_created",
-			fmt.Sprintf("send session.update before %s", cmd.Type()), cmd.EventID(), "type")})
-	}
-}
-
 // dispatch decodes frames and hands commands to the session in wire order.
 func (c *conn) dispatch(ctx context.Context, frames <-chan frame, sess *session.DuplexSession) {
 	for {
@@ -346,6 +322,13 @@ func (c *conn) writeLoop(ctx context.Context) {
 			}
 			if err := c.write(ctx, ev); err != nil {
 				c.q.fail(fmt.Errorf("writing to the client: %w", err))
+				if s := c.sess.Load(); s != nil && ctx.Err() == nil {
+					// A client that stops reading is closed now (1008), not when the session
+					// next has something to say: its slot goes back within WriteTimeout.
+					c.log.Warn("realtime client is not reading; closing the connection (1008)",
+						zap.String("session_id", s.ID()), zap.Duration("write_timeout", c.h.cfg.WriteTimeout), zap.Error(err))
+					s.Stop(session.ReasonSlowClient)
+				}
 				return
 			}
 		}
@@ -371,6 +354,14 @@ func (c *conn) write(ctx context.Context, ev session.Event) error {
 		m[k] = v
 	}
 	m["type"] = ev.Type
+	if c.beta {
+		t, keep := betaName(ev.Type)
+		if !keep {
+			c.seq--
+			return nil
+		}
+		m["type"] = t
+	}
 	m["event_id"] = newEventID()
 	m["server_event_seq"] = c.seq
 	data, err := json.Marshal(m)
@@ -389,4 +380,29 @@ func newEventID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "event_" + hex.EncodeToString(b[:])
+}
+
+// betaName returns the beta spelling (OpenAI-Beta: realtime=v1) of a GA server event; keep is
+// false for GA-only events that beta clients do not get (conversation.item.done: beta sends one
+// conversation.item.created per item).
+func betaName(ga string) (name string, keep bool) {
+	switch ga {
+	case "conversation.item.done":
+		return "", false
+	case "conversation.item.added":
+		return "conversation.item.created", true
+	case "response.output_text.delta":
+		return "response.text.delta", true
+	case "response.output_text.done":
+		return "response.text.done", true
+	case "response.output_audio.delta":
+		return "response.audio.delta", true
+	case "response.output_audio.done":
+		return "response.audio.done", true
+	case "response.output_audio_transcript.delta":
+		return "response.audio_transcript.delta", true
+	case "response.output_audio_transcript.done":
+		return "response.audio_transcript.done", true
+	}
+	return ga, true
 }

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/session"
-
+	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -192,13 +192,23 @@ var (
 	speechPCM  []byte
 )
 
-// goForward is pocketsphinx's test utterance "go forward ten meters", 16 kHz mono PCM16.
+// goForward is pocketsphinx's test utterance "go forward ten meters" (16 kHz in the file),
+// resampled to OpenAI's 24 kHz mono PCM16, the session default.
 func goForward(t testing.TB) []byte {
 	speechOnce.Do(func() {
 		b, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
-		if err == nil {
-			speechPCM = b
+		if err != nil {
+			return
 		}
+		pcm, err := speech.PCM16BytesToFloat32(nil, b)
+		if err != nil {
+			return
+		}
+		up, err := speech.Resample(pcm, 16000, 24000)
+		if err != nil {
+			return
+		}
+		speechPCM = speech.Float32ToPCM16Bytes(nil, up)
 	})
 	if speechPCM == nil {
 		testenv.NeedFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
@@ -207,12 +217,15 @@ func goForward(t testing.TB) []byte {
 	return speechPCM
 }
 
-func silence(ms int) []byte { return make([]byte, 32*ms) }
+// bytesPerMs is 24 kHz mono PCM16.
+const bytesPerMs = 48
 
-// appendAudio sends pcm16 16 kHz audio in chunkMs pieces; with realTime it paces them.
+func silence(ms int) []byte { return make([]byte, bytesPerMs*ms) }
+
+// appendAudio sends pcm16 24 kHz audio in chunkMs pieces; with realTime it paces them.
 func (c *wsClient) appendAudio(pcm []byte, chunkMs int, realTime bool) {
 	c.t.Helper()
-	step := 32 * chunkMs
+	step := bytesPerMs * chunkMs
 	for i := 0; i < len(pcm); i += step {
 		end := min(i+step, len(pcm))
 		c.send(event{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcm[i:end])})

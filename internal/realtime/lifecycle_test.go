@@ -52,13 +52,25 @@ func TestLifecycleEndsReturnSlot(t *testing.T) {
 		require.Equal(t, "timeout", closed.str("reason"))
 		srv.waitSlots(t, 0)
 	})
-	t.Run("handshake timeout", func(t *testing.T) {
-		s2 := newServer(t, session.ManagerConfig{}, HandlerConfig{HandshakeTimeout: 200 * time.Millisecond}, nil)
-		c := dial(t, s2.url+"?duplex=1", nil)
-		e, _ := c.until("error", 5*time.Second)
-		require.Equal(t, "config_timeout", e.obj("error").str("code"))
-		require.Equal(t, websocket.StatusPolicyViolation, c.closeStatus())
-		s2.waitSlots(t, 0)
+	t.Run("session.created at once", func(t *testing.T) {
+		// A client that waits for session.created before sending anything (the SDK's pattern).
+		c := dial(t, srv.url+"?duplex=1", nil)
+		e, ok := c.next(5 * time.Second)
+		require.True(t, ok)
+		require.Equal(t, "session.created", e.str("type"))
+		sess := e.obj("session")
+		require.Equal(t, "realtime", sess.str("type"))
+		require.Equal(t, []any{"audio"}, sess["output_modalities"])
+		require.Equal(t, event{"type": "audio/pcm", "rate": 24000.0}, sess.obj("audio").obj("input").obj("format"))
+		require.Equal(t, event{"type": "audio/pcm", "rate": 24000.0}, sess.obj("audio").obj("output").obj("format"))
+		require.Equal(t, "inf", sess["max_output_tokens"])
+		require.Equal(t, "auto", sess["tool_choice"])
+		require.Positive(t, sess["expires_at"])
+		c.send(event{"type": "session.update", "session": event{"type": "realtime", "instructions": "be brief"}})
+		u, _ := c.until("session.updated", 5*time.Second)
+		require.Equal(t, "be brief", u.obj("session").str("instructions"))
+		c.send(event{"type": "session.close"})
+		c.until("session.closed", 5*time.Second)
 	})
 }
 
@@ -120,12 +132,12 @@ func TestBadInputKeepsSession(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{MaxEventBytes: 1 << 20}, nil)
 	c := dial(t, srv.url+"?duplex=1", nil)
-	// Before session.update (duplex=1 without ?model=): refused, the handshake goes on.
+	// Before any session.update: the session exists (session.created came at once).
 	c.send(event{"type": "input_audio_buffer.commit", "event_id": "ev_early"})
 	e, _ := c.until("error", 5*time.Second)
-	require.Equal(t, "session_not_created", e.obj("error").str("code"))
+	require.Equal(t, "input_audio_buffer_commit_empty", e.obj("error").str("code"))
 	require.Equal(t, "ev_early", e.obj("error").str("event_id"))
-	c.update(event{"turn_detection": nil})
+	c.update2(event{"turn_detection": nil})
 
 	big := strings.Repeat("A", 2<<20)
 	cases := []struct {
@@ -141,13 +153,27 @@ func TestBadInputKeepsSession(t *testing.T) {
 		{"bad base64", `{"type":"input_audio_buffer.append","audio":"***"}`, "bad_audio", "audio"},
 		{"odd pcm length", `{"type":"input_audio_buffer.append","audio":"AAAA"}`, "bad_audio", "audio"},
 		{"unsupported format", `{"type":"session.update","session":{"input_audio_format":"mp3"}}`, "unsupported_audio_format", "session.input_audio_format"},
-		{"bad turn detection", `{"type":"session.update","session":{"turn_detection":{"type":"semantic_vad"}}}`, "unsupported_turn_detection", "turn_detection"},
+		{"bad turn detection", `{"type":"session.update","session":{"turn_detection":{"type":"magic_vad"}}}`, "invalid_value", "session.audio.input.turn_detection.type"},
+		{"negative silence", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","silence_duration_ms":-1}}}}}`, "integer_below_min_value", "session.audio.input.turn_detection.silence_duration_ms"},
+		{"negative padding", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","prefix_padding_ms":-1}}}}}`, "integer_below_min_value", "session.audio.input.turn_detection.prefix_padding_ms"},
+		{"idle timeout overflow", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":1e300}}}}}`, "invalid_type", "session.audio.input.turn_detection.idle_timeout_ms"},
+		{"max tokens range", `{"type":"session.update","session":{"max_output_tokens":4097}}`, "invalid_value", "session.max_output_tokens"},
+		{"max tokens word", `{"type":"session.update","session":{"max_output_tokens":"lots"}}`, "invalid_value", "session.max_output_tokens"},
+		{"empty voice", `{"type":"session.update","session":{"audio":{"output":{"voice":""}}}}`, "invalid_value", "session.audio.output.voice"},
+		{"tools", `{"type":"session.update","session":{"tools":[{"type":"function","name":"f"}]}}`, "unsupported_tools", "session.tools"},
 		{"missing item id", `{"type":"conversation.item.delete"}`, "missing_item_id", "item_id"},
-		{"unknown item", `{"type":"conversation.item.retrieve","item_id":"nope"}`, "item_not_found", "item_id"},
-		{"empty commit", `{"type":"input_audio_buffer.commit"}`, "input_audio_buffer_empty", ""},
+		{"unknown item", `{"type":"conversation.item.retrieve","item_id":"nope"}`, "item_retrieve_invalid_item_id", "item_id"},
+		{"unknown item delete", `{"type":"conversation.item.delete","item_id":"nope"}`, "item_delete_invalid_item_id", "item_id"},
+		{"truncate unknown item", `{"type":"conversation.item.truncate","item_id":"nope","content_index":0,"audio_end_ms":10}`, "item_truncate_invalid_item_id", "item_id"},
+		{"truncate negative", `{"type":"conversation.item.truncate","item_id":"nope","content_index":0,"audio_end_ms":-1}`, "integer_below_min_value", "audio_end_ms"},
+		{"unknown previous item", `{"type":"conversation.item.create","previous_item_id":"nope","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`, "invalid_value", "previous_item_id"},
+		{"empty commit", `{"type":"input_audio_buffer.commit"}`, "input_audio_buffer_commit_empty", ""},
 		{"response without input", `{"type":"response.create"}`, "response_create_without_input", ""},
-		{"cancel without response", `{"type":"response.cancel"}`, "response_not_active", ""},
-		{"per-response instructions", `{"type":"response.create","response":{"instructions":"x"}}`, "unsupported_native_response_options", "response.instructions"},
+		{"cancel without response", `{"type":"response.cancel"}`, "response_cancel_not_active", ""},
+		{"per-response instructions", `{"type":"response.create","response":{"instructions":"x"}}`, "unsupported_response_option", "response.instructions"},
+		{"out-of-band response", `{"type":"response.create","response":{"conversation":"none","input":[]}}`, "unsupported_response_option", "response.conversation"},
+		{"response max tokens", `{"type":"response.create","response":{"max_output_tokens":0}}`, "invalid_value", "response.max_output_tokens"},
+		{"response modality", `{"type":"response.create","response":{"output_modalities":["video"]}}`, "invalid_value", "response.output_modalities"},
 		{"oversized event", `{"type":"input_audio_buffer.append","audio":"` + big + `"}`, "event_too_large", ""},
 	}
 	for _, tc := range cases {
@@ -168,7 +194,7 @@ func TestBadInputKeepsSession(t *testing.T) {
 	c.until("response.created", 30*time.Second)
 	c.send(event{"type": "response.create", "event_id": "dup"})
 	e, _ = c.until("error", 10*time.Second)
-	require.Equal(t, "response_already_active", e.obj("error").str("code"))
+	require.Equal(t, "conversation_already_has_active_response", e.obj("error").str("code"))
 	require.Equal(t, "dup", e.obj("error").str("event_id"))
 	require.Contains(t, []string{"completed", "incomplete"}, readResponseAfterCreated(t, c))
 }

@@ -94,7 +94,7 @@ func TestResponseRequiredTextOnly(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
-	c.update(event{"modalities": []string{"text"}, "max_response_output_tokens": 6})
+	c.update(event{"modalities": []string{"text"}, "max_response_output_tokens": 6, "turn_detection": nil})
 	c.appendAudio(goForward(t), 200, false)
 	c.send(event{"type": "input_audio_buffer.commit", "response_create": true})
 	out := readResponse(t, c, 60*time.Second)
@@ -130,51 +130,77 @@ func TestAutoResponseTurn(t *testing.T) {
 	require.Positive(t, out.audioBytes)
 }
 
-func TestBargeIn(t *testing.T) {
+// TestServerVADBargeIn is OpenAI's server_vad flow with its defaults (create_response and
+// interrupt_response true): speech then silence takes the turn (speech_started / speech_stopped
+// with positions and the item id, committed, a response), speech during the response interrupts
+// it (output_audio_buffer.cleared, response.done cancelled / turn_detected, the assistant item
+// truncated to what was played), and the interrupting speech becomes the next turn.
+func TestServerVADBargeIn(t *testing.T) {
 	t.Parallel()
 	// Default pacing (500 ms lead): the response plays at real time, so speech can interrupt it.
 	srv := newServer(t, session.ManagerConfig{MaxOutputLead: 500 * time.Millisecond}, HandlerConfig{}, nil)
-	c := dial(t, srv.url+"?duplex=1", nil)
-	c.update(event{"turn_detection": event{"type": "server_vad"}, "max_response_output_tokens": 40})
-	c.appendAudio(goForward(t), 100, false)
-	c.send(event{"type": "input_audio_buffer.commit", "response_create": true})
-	created, _ := c.until("response.created", 30*time.Second)
-	rid := created.obj("response").str("id")
-	epoch0, _ := created.obj("response").obj("metadata")["epoch"].(float64)
+	c := dial(t, srv.url, nil)
+	created, _ := c.until("session.created", 10*time.Second)
+	td := created.obj("session").obj("audio").obj("input").obj("turn_detection")
+	require.Equal(t, "server_vad", td.str("type"))
+	require.Equal(t, true, td["create_response"])
+	require.Equal(t, true, td["interrupt_response"])
+	c.update2(event{"type": "realtime", "max_output_tokens": 40})
+	speechBytes := goForward(t)
+	c.appendAudio(speechBytes, 100, false)
+	c.appendAudio(silence(1000), 100, false)
+	started, _ := c.until("input_audio_buffer.speech_started", 30*time.Second)
+	stopped, _ := c.until("input_audio_buffer.speech_stopped", 30*time.Second)
+	committed, _ := c.until("input_audio_buffer.committed", 30*time.Second)
+	userItem := started.str("item_id")
+	require.NotEmpty(t, userItem)
+	require.Equal(t, userItem, stopped.str("item_id"))
+	require.Equal(t, userItem, committed.str("item_id"))
+	require.Nil(t, committed["previous_item_id"])
+	speechMs := float64(len(speechBytes) / bytesPerMs)
+	start, end := started["audio_start_ms"].(float64), stopped["audio_end_ms"].(float64)
+	require.Greater(t, start, 0.0)
+	require.Greater(t, end, start+500)
+	require.LessOrEqual(t, end, speechMs+1000)
+	resp, _ := c.until("response.created", 30*time.Second)
+	rid := resp.obj("response").str("id")
+	added, _ := c.until("response.output_item.added", 10*time.Second)
+	asstItem := added.obj("item").str("id")
 	c.until("response.output_audio.delta", 60*time.Second)
 
 	// The user talks over the assistant.
-	c.appendAudio(goForward(t)[16000:48000], 100, false)
-	var done event
-	for {
-		e, ok := c.next(10 * time.Second)
-		require.True(t, ok, "no response.done after barge-in")
-		if e.str("type") == "response.done" {
-			done = e
-			break
-		}
-	}
+	c.appendAudio(speechBytes, 100, false)
+	done, before := c.until("response.done", 30*time.Second)
 	require.Equal(t, rid, done.str("response_id"))
 	require.Equal(t, "cancelled", done.obj("response").str("status"))
 	require.Equal(t, "turn_detected", done.obj("response").obj("status_details").str("reason"))
-	// Nothing of the old response after its terminal event.
-	c.send(event{"type": "session.heartbeat"})
-	for {
-		e, ok := c.next(5 * time.Second)
-		require.True(t, ok)
-		if e.str("type") == "session.heartbeat_ack" {
-			break
+	var cleared event
+	for _, e := range before {
+		if e.str("type") == "output_audio_buffer.cleared" {
+			cleared = e
 		}
-		require.NotEqual(t, "response.output_audio.delta", e.str("type"), "old audio after response.done")
 	}
-	// The next turn works, in a later epoch (short, as it plays at real time).
-	c.update2(event{"max_response_output_tokens": 4})
-	c.send(event{"type": "input_audio_buffer.commit", "response_create": true})
+	require.NotNil(t, cleared, "output_audio_buffer.cleared before response.done")
+	require.Equal(t, rid, cleared.str("response_id"))
+	played := cleared["audio_end_ms"].(float64)
+	sent := done.obj("response").obj("omniserve")["audio_sent_ms"].(float64)
+	require.LessOrEqual(t, played, sent, "the item keeps only what was played")
+	require.NotNil(t, done.obj("response")["usage"])
+	c.update2(event{"max_output_tokens": 4}) // the next answer is short: it plays at real time
+
+	// The interrupting speech is the next turn: it commits after the assistant item.
+	c.appendAudio(silence(1000), 100, false)
+	committed2, _ := c.until("input_audio_buffer.committed", 30*time.Second)
+	require.Equal(t, asstItem, committed2.str("previous_item_id"))
 	out := readResponse(t, c, 60*time.Second)
 	require.NotEqual(t, rid, out.id)
-	epoch1, _ := out.done.obj("response").obj("metadata")["epoch"].(float64)
-	require.Greater(t, epoch1, epoch0)
-	requireNaturalEnd(t, out)
+	c.send(event{"type": "conversation.item.retrieve", "item_id": asstItem})
+	got, _ := c.until("conversation.item.retrieved", 10*time.Second)
+	require.Equal(t, "incomplete", got.obj("item").str("status"))
+	require.Equal(t, "output_audio", got.obj("item")["content"].([]any)[0].(map[string]any)["type"])
+	e0 := resp.obj("response").obj("omniserve")["epoch"].(float64)
+	e1 := out.done.obj("response").obj("omniserve")["epoch"].(float64)
+	require.Greater(t, e1, e0)
 }
 
 func TestCancelsDuringResponse(t *testing.T) {

@@ -38,6 +38,15 @@ var (
 // max_pending_input_bytes_per_session).
 const MaxPendingInputBytes = 16 << 20
 
+// MaxInputStall bounds how long queued input may wait behind an op that makes no progress (a
+// stalled ASR or engine): past it new input fails fast with ErrInputBackpressure instead of
+// piling up behind the stall.
+const MaxInputStall = 5 * time.Second
+
+// opOverhead is what an op without audio (commit, text, discard, respond) counts against
+// MaxPendingInputBytes, so that the queue is bounded in count as well as in bytes.
+const opOverhead = 256
+
 // Duplex is the DuplexRequestClient of one session: it owns the long-lived stage-0 stream,
 // feeds it in wire order, and keeps the session's turn metrics.
 type Duplex struct {
@@ -46,7 +55,15 @@ type Duplex struct {
 	out    func(stage.OutputMessage)
 	log    *zap.Logger
 
-	ops     chan *op
+	// The op queue: a FIFO bounded by bytes (pending, MaxPendingInputBytes) and by time (an op
+	// may not wait more than MaxInputStall behind a stalled one), never by blocking the caller:
+	// the session actor calls enqueue and must always get an answer at once.
+	qmu      sync.Mutex
+	queue    []*op
+	progress time.Time     // when the runner last started an op, or the queue became non-empty
+	wake     chan struct{} // buffered(1): the queue became non-empty
+	now      func() time.Time
+
 	gen     atomic.Int64 // current chain; a failure bumps failedGen to stop the rest of its chain
 	failed  atomic.Int64
 	pending atomic.Int64
@@ -112,8 +129,8 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts stage.DuplexOptio
 }
 
 func (c *Client) newDuplex(f Fence, numStages int, out func(stage.OutputMessage)) *Duplex {
-	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, ops: make(chan *op, 256),
-		log: c.log.With(zap.String("session_id", f.SessionID))}
+	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, wake: make(chan struct{}, 1),
+		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats || c.opts.Collectors != nil {
 		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats, c.opts.TurnDrainTimeout)
@@ -135,41 +152,95 @@ func (d *Duplex) start(st duplexStream) {
 // stops the queued ops of its chain; the next command the session sends starts a new chain.
 func (d *Duplex) runOps(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case o := <-d.ops:
-			var err error
-			if o.gen <= d.failed.Load() && !o.always {
-				err = fmt.Errorf("skipped: an earlier append of this chain failed")
-			} else if err = o.run(ctx); err != nil {
-				d.failed.Store(o.gen)
-				d.gen.CompareAndSwap(o.gen, o.gen+1)
-				if o.done == nil {
-					d.out(stage.OutputMessage{RequestID: d.Stage0ID(), Kind: stage.Error, Turn: -1,
-						Err: fmt.Errorf("appending audio: %w", err)})
-				}
+		o := d.next()
+		if o == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.wake:
+				continue
 			}
+		}
+		if ctx.Err() != nil {
 			d.pending.Add(-o.bytes)
 			if o.done != nil {
-				o.done <- err
+				o.done <- ErrDuplexClosed
 			}
+			continue
+		}
+		var err error
+		if o.gen <= d.failed.Load() && !o.always {
+			err = fmt.Errorf("skipped: an earlier append of this chain failed")
+		} else if err = o.run(ctx); err != nil {
+			d.failed.Store(o.gen)
+			d.gen.CompareAndSwap(o.gen, o.gen+1)
+			if o.done == nil {
+				d.out(stage.OutputMessage{RequestID: d.Stage0ID(), Kind: stage.Error, Turn: -1,
+					Err: fmt.Errorf("appending audio: %w", err)})
+			}
+		}
+		d.pending.Add(-o.bytes)
+		if o.done != nil {
+			o.done <- err
 		}
 	}
 }
 
-func (d *Duplex) enqueue(ctx context.Context, o *op) error {
+// next pops the queue's head and stamps progress; nil when the queue is empty.
+func (d *Duplex) next() *op {
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	if len(d.queue) == 0 {
+		return nil
+	}
+	o := d.queue[0]
+	d.queue[0] = nil
+	d.queue = d.queue[1:]
+	if len(d.queue) == 0 {
+		d.queue = nil // let the backing array go once drained
+	}
+	d.progress = d.now()
+	return o
+}
+
+// queued returns the number of ops waiting (not counting the one running).
+func (d *Duplex) queued() int {
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	return len(d.queue)
+}
+
+// enqueue appends o to the FIFO without ever blocking: it fails with ErrInputBackpressure when
+// the pending bytes would pass MaxPendingInputBytes or when the queue has made no progress for
+// MaxInputStall (a discard, which only lightens the engine's work, is exempt from the stall
+// bound), and with ErrDuplexClosed after Close. ctx is unused: nothing here waits.
+func (d *Duplex) enqueue(_ context.Context, o *op) error {
 	if d.closed.Load() {
 		return ErrDuplexClosed
 	}
-	o.gen = d.gen.Load()
-	select {
-	case d.ops <- o:
-		return nil
-	case <-ctx.Done():
-		d.pending.Add(-o.bytes)
-		return context.Cause(ctx)
+	cost := max(o.bytes, opOverhead)
+	if d.pending.Add(cost) > MaxPendingInputBytes {
+		d.pending.Add(-cost)
+		return fmt.Errorf("%w: more than %d bytes of input are pending", ErrInputBackpressure, MaxPendingInputBytes)
 	}
+	o.bytes = cost
+	d.qmu.Lock()
+	now := d.now()
+	if len(d.queue) == 0 {
+		d.progress = now
+	} else if stalled := now.Sub(d.progress); stalled > MaxInputStall && !o.always {
+		d.qmu.Unlock()
+		d.pending.Add(-cost)
+		return fmt.Errorf("%w: the engine has taken no input for %s", ErrInputBackpressure, stalled.Round(time.Millisecond))
+	}
+	o.gen = d.gen.Load()
+	d.queue = append(d.queue, o)
+	d.qmu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 func (d *Duplex) barrier(ctx context.Context, run func(ctx context.Context) error) error {
@@ -196,10 +267,6 @@ func (d *Duplex) Stage0ID() string {
 // reported through out as an Error output with Turn -1 and stops the queued appends.
 func (d *Duplex) AppendAudio(ctx context.Context, pcm16k []float32) error {
 	n := int64(4 * len(pcm16k))
-	if d.pending.Add(n) > MaxPendingInputBytes {
-		d.pending.Add(-n)
-		return ErrInputBackpressure
-	}
 	return d.enqueue(ctx, &op{bytes: n, run: func(ctx context.Context) error { return d.stream.AppendAudio(ctx, pcm16k) }})
 }
 

@@ -41,7 +41,7 @@ func gateFirstAppend(fs *fakeStream, d *Duplex, want int) {
 	fs.gate = make(chan struct{})
 	go func() {
 		deadline := time.Now().Add(5 * time.Second)
-		for len(d.ops) < want && time.Now().Before(deadline) {
+		for d.queued() < want && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 		close(fs.gate)
@@ -215,6 +215,80 @@ func TestDuplexBackpressure(t *testing.T) {
 	require.Eventually(t, func() bool { return d.pending.Load() == 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, d.AppendAudio(context.Background(), big))
 	require.NoError(t, d.Close(context.Background(), ""))
+}
+
+// A stalled ASR never blocks the caller (the session actor): with 20 ms appends queued far past
+// the old 256-slot channel, enqueue answers at once; once the stall passes MaxInputStall, new
+// input fails fast with ErrInputBackpressure; a signal (cancel, barge-in) and Close still work
+// while the stream is stuck inside an append.
+func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
+	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
+	c := New(nil, Options{}, zap.NewNop())
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, 2, func(stage.OutputMessage) {})
+	var clockMu sync.Mutex
+	now := time.Unix(1000, 0)
+	d.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	advance := func(dt time.Duration) { clockMu.Lock(); now = now.Add(dt); clockMu.Unlock() }
+	d.start(fs)
+	ctx := context.Background()
+	chunk := make([]float32, 320) // 20 ms at 16 kHz, 1280 bytes
+
+	start := time.Now()
+	for i := range 2000 { // 2.5 MB: far more ops than the old channel held, well under the byte bound
+		require.NoError(t, d.AppendAudio(ctx, chunk), "append %d", i)
+	}
+	require.Less(t, time.Since(start), time.Second, "2000 appends behind a stalled ASR must not wait")
+
+	advance(MaxInputStall + time.Millisecond)
+	start = time.Now()
+	err := d.AppendAudio(ctx, chunk)
+	require.ErrorIs(t, err, ErrInputBackpressure)
+	require.Contains(t, err.Error(), "no input for")
+	require.Less(t, time.Since(start), 100*time.Millisecond)
+	// A commit (through the job goroutine) fails the same way instead of queueing forever.
+	_, err = d.Commit(ctx, false)
+	require.ErrorIs(t, err, ErrInputBackpressure)
+	// A discard only lightens the work: it is still accepted.
+	require.NoError(t, d.DiscardAudio(ctx))
+
+	// Cancel and barge-in are served while the stream is stuck.
+	require.NoError(t, d.Signal(ctx, "response.cancel", Fence{SessionID: "duplex-stall", Epoch: 1}))
+	require.NoError(t, d.Signal(ctx, "barge_in", Fence{SessionID: "duplex-stall", Epoch: 2}))
+	fs.mu.Lock()
+	require.Len(t, fs.cancels, 2)
+	fs.mu.Unlock()
+
+	// Close stops the stuck append (its ctx is cancelled) and drops everything queued.
+	closeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start = time.Now()
+	require.NoError(t, d.Close(closeCtx, ""))
+	require.Less(t, time.Since(start), time.Second)
+	require.Equal(t, 0, c.Live())
+	require.ErrorIs(t, d.AppendAudio(ctx, chunk), ErrDuplexClosed)
+}
+
+// The byte bound counts ops without audio too, so the queue is bounded in count as well.
+func TestDuplexQueueBoundedInCount(t *testing.T) {
+	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
+	c := New(nil, Options{}, zap.NewNop())
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(stage.OutputMessage) {})
+	d.start(fs)
+	ctx := context.Background()
+	require.NoError(t, d.AppendAudio(ctx, []float32{0.1})) // the runner is stuck in this one
+	require.Eventually(t, func() bool { return d.queued() == 0 }, 5*time.Second, time.Millisecond)
+	var err error
+	n := 0
+	for ; n < MaxPendingInputBytes/opOverhead+10; n++ {
+		if err = d.DiscardAudio(ctx); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, ErrInputBackpressure)
+	require.Equal(t, MaxPendingInputBytes/opOverhead-1, n, "the stuck append holds one op's worth")
+	require.NoError(t, d.Close(ctx, ""))
 }
 
 type blockingStream struct {

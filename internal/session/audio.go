@@ -21,10 +21,65 @@ const g711Rate = 8000
 // ErrBadAudio is returned for payloads that are not whole samples or not finite.
 var ErrBadAudio = errors.New("bad audio")
 
-// DecodeInput converts one wire audio payload to 16 kHz mono float32. The sample conversions
-// and the resampler are internal/speech's; this file only picks them by format. It allocates
-// per call: appends arrive at most a few dozen times per second per session.
+// DecodeInput converts one whole wire audio clip (an item's audio) to 16 kHz mono float32. A
+// stream of appends goes through an InputDecoder instead, which keeps the resampler's state
+// across chunks.
 func DecodeInput(data []byte, f AudioFormat) ([]float32, error) {
+	var d InputDecoder
+	pcm, err := d.Decode(data, f)
+	if err != nil {
+		return nil, err
+	}
+	if d.rs != nil {
+		pcm = append(pcm, d.rs.Flush(nil)...)
+		pcm = pcm[:min(len(pcm), speech.ResampledLen(len(data)/bytesPerSample(f), f.Rate, EngineRate))]
+	}
+	return pcm, nil
+}
+
+// InputDecoder converts a session's stream of wire audio payloads to 16 kHz mono float32. It
+// keeps one streaming resampler, so chunk boundaries add no distortion; a change of rate starts
+// a new one. The zero value is ready; it is owned by the session actor.
+type InputDecoder struct {
+	rs *speech.Resampler
+}
+
+// Decode converts one payload of the stream. The sample conversions and the resampler are
+// internal/speech's; this only picks them by format. It allocates per call: appends arrive at
+// most a few dozen times per second per session.
+func (d *InputDecoder) Decode(data []byte, f AudioFormat) ([]float32, error) {
+	pcm, err := toFloat32(data, f)
+	if err != nil {
+		return nil, err
+	}
+	if f.Rate == EngineRate || len(pcm) == 0 {
+		return pcm, nil
+	}
+	if d.rs == nil || !sameRates(d.rs, f.Rate, EngineRate) {
+		if d.rs, err = speech.NewResampler(f.Rate, EngineRate); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadAudio, err)
+		}
+	}
+	return d.rs.Process(nil, pcm), nil
+}
+
+func sameRates(r *speech.Resampler, from, to int) bool {
+	a, b := r.Rates()
+	return a == from && b == to
+}
+
+func bytesPerSample(f AudioFormat) int {
+	switch f.Type {
+	case "pcm16":
+		return 2
+	case "pcm_f32le":
+		return 4
+	default:
+		return 1
+	}
+}
+
+func toFloat32(data []byte, f AudioFormat) ([]float32, error) {
 	var pcm []float32
 	switch f.Type {
 	case "pcm16":
@@ -54,29 +109,50 @@ func DecodeInput(data []byte, f AudioFormat) ([]float32, error) {
 	default:
 		return nil, fmt.Errorf("%w: unsupported format %q", ErrBadAudio, f.Type)
 	}
-	if f.Rate == EngineRate || len(pcm) == 0 {
-		return pcm, nil
-	}
-	out, err := speech.Resample(pcm, f.Rate, EngineRate)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadAudio, err)
-	}
-	return out, nil
+	return pcm, nil
 }
 
-// EncodeOutput converts 24 kHz float32 talker audio to the session's output format.
+// EncodeOutput converts one whole clip of 24 kHz float32 talker audio to format f.
 func EncodeOutput(pcm []float32, f AudioFormat) []byte {
+	if f.Type != "g711_ulaw" && f.Type != "g711_alaw" {
+		return speech.Float32ToPCM16Bytes(nil, pcm)
+	}
+	// 24 kHz → 8 kHz cannot fail: both rates are in speech's range.
+	s, err := speech.Resample(pcm, OutputRate, g711Rate)
+	if err != nil {
+		panic(fmt.Sprintf("session: resampling talker audio: %v", err))
+	}
+	if f.Type == "g711_ulaw" {
+		return speech.Float32ToULaw(nil, s)
+	}
+	return speech.Float32ToALaw(nil, s)
+}
+
+// OutputEncoder converts one response's stream of 24 kHz float32 talker audio to the session's
+// output format, keeping the resampler's state across chunks (G.711 is 8 kHz). The zero value
+// is ready; one per response, owned by the session actor.
+type OutputEncoder struct {
+	rs  *speech.Resampler
+	buf []float32
+}
+
+// Encode converts the next chunk of the stream.
+func (e *OutputEncoder) Encode(pcm []float32, f AudioFormat) []byte {
 	switch f.Type {
 	case "g711_ulaw", "g711_alaw":
-		// 24 kHz → 8 kHz cannot fail: both are rates speech supports.
-		s, err := speech.Resample(pcm, OutputRate, g711Rate)
-		if err != nil {
-			panic(fmt.Sprintf("session: resampling talker audio: %v", err))
+		if e.rs == nil {
+			// 24 kHz → 8 kHz cannot fail: both rates are in speech's range.
+			rs, err := speech.NewResampler(OutputRate, g711Rate)
+			if err != nil {
+				panic(fmt.Sprintf("session: resampling talker audio: %v", err))
+			}
+			e.rs = rs
 		}
+		e.buf = e.rs.Process(e.buf, pcm)
 		if f.Type == "g711_ulaw" {
-			return speech.Float32ToULaw(nil, s)
+			return speech.Float32ToULaw(nil, e.buf)
 		}
-		return speech.Float32ToALaw(nil, s)
+		return speech.Float32ToALaw(nil, e.buf)
 	default:
 		return speech.Float32ToPCM16Bytes(nil, pcm)
 	}

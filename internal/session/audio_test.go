@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 
@@ -115,4 +116,47 @@ func TestEncodeOutputFormats(t *testing.T) {
 			require.InDelta(t, 0.5/math.Sqrt2, rms(back[len(back)/10:len(back)*9/10]), 0.02)
 		})
 	}
+}
+
+// A session's append stream goes through one resampler: 20 ms chunks at 8 kHz (telephony), 24
+// and 44.1 kHz decode to the 16 kHz sine they carry, with no distortion at chunk boundaries
+// (each chunk resampled alone was off by up to 0.244 at 8 kHz).
+func TestInputDecoderStreamsAcrossChunks(t *testing.T) {
+	for _, rate := range []int{8000, 11025, 24000, 44100, 48000} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) {
+			t.Parallel()
+			in := sine(rate/2, rate) // 0.5 s, 0.5 peak
+			data := speech.Float32ToPCM16Bytes(nil, in)
+			var d InputDecoder
+			var got []float32
+			per := 2 * (rate / 50) // 20 ms of pcm16
+			for off := 0; off < len(data); off += per {
+				pcm, err := d.Decode(data[off:min(off+per, len(data))], AudioFormat{Type: "pcm16", Rate: rate})
+				require.NoError(t, err)
+				got = append(got, pcm...)
+			}
+			worst := 0.0
+			for i := 80; i < len(got)-80; i++ {
+				want := 0.5 * math.Sin(2*math.Pi*440*float64(i)/EngineRate)
+				worst = max(worst, math.Abs(float64(got[i])-want))
+			}
+			t.Logf("%d Hz in 20 ms chunks: max error %.2e", rate, worst)
+			require.Less(t, worst, 2e-3)
+		})
+	}
+}
+
+// A response's G.711 output streamed in 100 ms frames equals the one-shot encoding of the
+// whole clip (apart from the filter's held-back tail).
+func TestOutputEncoderStreams(t *testing.T) {
+	pcm := sine(OutputRate, OutputRate)
+	f := AudioFormat{Type: "g711_ulaw", Rate: 8000}
+	whole := EncodeOutput(pcm, f)
+	var e OutputEncoder
+	var got []byte
+	for off := 0; off < len(pcm); off += 2400 {
+		got = append(got, e.Encode(pcm[off:min(off+2400, len(pcm))], f)...)
+	}
+	require.Greater(t, len(got), len(whole)-16)
+	require.Equal(t, whole[:len(got)], got)
 }

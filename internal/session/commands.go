@@ -49,7 +49,11 @@ type CreateResponse struct {
 	Base
 	MaxOutputTokens *int
 	Modalities      []string
-	// Unsupported names a per-response option the native duplex path rejects ("" when none).
+	OutputFormat    *AudioFormat
+	Metadata        map[string]string
+	// Instructions is a per-response override (nil = the session's).
+	Instructions *string
+	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.
 	Unsupported string
 }
 
@@ -62,10 +66,11 @@ type CancelResponse struct {
 // CreateItem is conversation.item.create with a user (or system/assistant) message.
 type CreateItem struct {
 	Base
-	ItemID string
-	Role   string
-	Text   string
-	Audio  []byte // decoded input_audio part, in the session's input format
+	ItemID         string
+	PreviousItemID string // "" = append, "root" = first
+	Role           string
+	Text           string
+	Audio          []byte // decoded input_audio part, in the session's input format
 }
 
 // DeleteItem is conversation.item.delete.

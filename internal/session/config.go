@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // AudioFormat is a wire audio encoding and its sample rate.
@@ -12,12 +14,62 @@ type AudioFormat struct {
 	Rate int    // Hz; g711 is always 8000
 }
 
-// TurnDetection is the server_vad configuration; a nil *TurnDetection is turn_detection: null.
+// TurnDetection is the effective server_vad / semantic_vad configuration; a nil *TurnDetection
+// is turn_detection: null. semantic_vad is run by the same VAD with its eagerness mapped to
+// endpointing parameters (see SemanticSilenceMs).
 type TurnDetection struct {
-	Type              string  `json:"type"`
-	Threshold         float64 `json:"threshold"`
-	PrefixPaddingMs   int     `json:"prefix_padding_ms"`
-	SilenceDurationMs int     `json:"silence_duration_ms"`
+	Type              string // server_vad | semantic_vad
+	Threshold         float64
+	PrefixPaddingMs   int
+	SilenceDurationMs int
+	IdleTimeoutMs     int // 0 = null (no idle timeout)
+	CreateResponse    bool
+	InterruptResponse bool
+	Eagerness         string // semantic_vad only: low | medium | high | auto
+}
+
+// Wire returns the GA / beta turn_detection object.
+func (td *TurnDetection) Wire() map[string]any {
+	if td == nil {
+		return nil
+	}
+	idle := any(nil)
+	if td.IdleTimeoutMs > 0 {
+		idle = td.IdleTimeoutMs
+	}
+	if td.Type == "semantic_vad" {
+		return map[string]any{"type": td.Type, "eagerness": td.Eagerness, "create_response": td.CreateResponse,
+			"interrupt_response": td.InterruptResponse}
+	}
+	return map[string]any{"type": td.Type, "threshold": td.Threshold, "prefix_padding_ms": td.PrefixPaddingMs,
+		"silence_duration_ms": td.SilenceDurationMs, "idle_timeout_ms": idle,
+		"create_response": td.CreateResponse, "interrupt_response": td.InterruptResponse}
+}
+
+// TurnDetectionPatch is a turn_detection object as the client sent it: nil fields take the
+// defaults of its type (an object replaces the previous setting as a whole).
+type TurnDetectionPatch struct {
+	Type              *string
+	Threshold         *float64
+	PrefixPaddingMs   *int
+	SilenceDurationMs *int
+	IdleTimeoutMs     *int // nil = null
+	CreateResponse    *bool
+	InterruptResponse *bool
+	Eagerness         *string
+}
+
+// SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn. OpenAI's
+// semantic model waits up to 8 s / 4 s / 2 s (low / medium / high); omniserve has no semantic
+// end-of-turn model, so eagerness selects the VAD's silence window instead.
+func SemanticSilenceMs(eagerness string) int {
+	switch eagerness {
+	case "low":
+		return 1000
+	case "high":
+		return 250
+	}
+	return 500 // medium, auto
 }
 
 // Overlap policies (reference §1.3): what input during an active response does.
@@ -35,11 +87,14 @@ type Config struct {
 	InputFormat     AudioFormat
 	OutputFormat    AudioFormat
 	TurnDetection   *TurnDetection
+	Transcription   bool // audio.input.transcription is set: transcription events are sent
 	IdleTimeout     time.Duration
-	AutoResponse    bool
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
 }
+
+// MaxOutputTokensLimit is the largest max_output_tokens OpenAI accepts.
+const MaxOutputTokensLimit = 4096
 
 // WantAudio reports whether audio is an output modality.
 func (c Config) WantAudio() bool {
@@ -51,9 +106,10 @@ func (c Config) WantAudio() bool {
 	return false
 }
 
-// OverlapPolicy is forced by turn_detection: server_vad barges in on speech, null only listens.
+// OverlapPolicy follows turn_detection: interrupt_response barges in on speech, otherwise (or
+// with turn_detection null) input during a response is only listened to.
 func (c Config) OverlapPolicy() string {
-	if c.TurnDetection != nil {
+	if c.TurnDetection != nil && c.TurnDetection.InterruptResponse {
 		return PolicyBargeIn
 	}
 	return PolicyListenOnly
@@ -61,7 +117,8 @@ func (c Config) OverlapPolicy() string {
 
 // DefaultTurnDetection returns the OpenAI server_vad defaults.
 func DefaultTurnDetection() *TurnDetection {
-	return &TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500}
+	return &TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500,
+		CreateResponse: true, InterruptResponse: true}
 }
 
 // ConfigPatch is a session.update payload: nil fields are left unchanged.
@@ -72,8 +129,11 @@ type ConfigPatch struct {
 	Voice            *string
 	InputFormat      *AudioFormat
 	OutputFormat     *AudioFormat
-	TurnDetectionSet bool           // the key was present
-	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
+	TurnDetectionSet bool                // the key was present
+	TurnDetection    *TurnDetectionPatch // nil with TurnDetectionSet = null
+	TranscriptionSet bool                // audio.input.transcription was present
+	Transcription    bool                // it was an object (not null)
+	Type             *string             // GA session.type
 	IdleTimeoutS     *float64
 	AutoResponse     *bool
 	MaxOutputTokens  *int // 0 = unlimited
@@ -112,6 +172,9 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		cfg.Instructions = *p.Instructions
 	}
 	if p.Voice != nil {
+		if v := strings.TrimSpace(*p.Voice); v == "" || len(v) > 64 {
+			return cfg, &FieldError{"invalid_value", "session.audio.output.voice", "voice must be a non-empty string of at most 64 characters"}
+		}
 		cfg.Voice = *p.Voice
 	}
 	if p.InputFormat != nil {
@@ -128,28 +191,21 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		}
 		cfg.OutputFormat = f
 	}
+	if p.Type != nil && *p.Type != "realtime" {
+		return cfg, &FieldError{"invalid_value", "session.type", fmt.Sprintf("session type %q is not supported (only \"realtime\")", *p.Type)}
+	}
+	if p.TranscriptionSet {
+		cfg.Transcription = p.Transcription
+	}
 	if p.TurnDetectionSet {
 		if p.TurnDetection == nil {
 			cfg.TurnDetection = nil
 		} else {
-			td := *p.TurnDetection
-			if td.Type != "server_vad" {
-				return cfg, &FieldError{"unsupported_turn_detection", "turn_detection", fmt.Sprintf("turn_detection type %q is not supported (use server_vad or null)", td.Type)}
+			td, err := p.TurnDetection.resolve()
+			if err != nil {
+				return cfg, err
 			}
-			def := DefaultTurnDetection()
-			if td.Threshold == 0 {
-				td.Threshold = def.Threshold
-			}
-			if td.Threshold < 0 || td.Threshold > 1 {
-				return cfg, &FieldError{"invalid_value", "turn_detection.threshold", "threshold must be in [0, 1]"}
-			}
-			if td.PrefixPaddingMs <= 0 {
-				td.PrefixPaddingMs = def.PrefixPaddingMs
-			}
-			if td.SilenceDurationMs <= 0 {
-				td.SilenceDurationMs = def.SilenceDurationMs
-			}
-			cfg.TurnDetection = &td
+			cfg.TurnDetection = td
 		}
 	}
 	if p.IdleTimeoutS != nil {
@@ -159,11 +215,23 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		cfg.IdleTimeout = time.Duration(*p.IdleTimeoutS * float64(time.Second))
 	}
 	if p.AutoResponse != nil {
-		cfg.AutoResponse = *p.AutoResponse
+		// The native extension is server_vad with create_response (plus, on ?duplex=1, the
+		// engine's listen / speak decisions). On a session without turn detection it keeps that
+		// session's listen-only overlap: interrupt_response false.
+		td := DefaultTurnDetection()
+		td.InterruptResponse = false
+		if cfg.TurnDetection != nil {
+			c := *cfg.TurnDetection
+			td = &c
+		}
+		td.CreateResponse = *p.AutoResponse
+		if *p.AutoResponse || cfg.TurnDetection != nil {
+			cfg.TurnDetection = td
+		}
 	}
 	if p.MaxOutputTokens != nil {
-		if *p.MaxOutputTokens < 0 {
-			return cfg, &FieldError{"invalid_value", "session.max_response_output_tokens", "must be a positive integer or \"inf\""}
+		if *p.MaxOutputTokens < 0 || *p.MaxOutputTokens > MaxOutputTokensLimit {
+			return cfg, &FieldError{"invalid_value", "session.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
 		}
 		cfg.MaxOutputTokens = *p.MaxOutputTokens
 	}
@@ -196,12 +264,10 @@ func NormalizeInputFormat(f AudioFormat) (AudioFormat, error) {
 		rate = 8000
 	}
 	if rate == 0 {
-		rate = 16000
+		rate = 24000 // pcm16 / audio/pcm without a rate: OpenAI's 24 kHz
 	}
-	switch rate {
-	case 8000, 16000, 24000, 48000:
-	default:
-		return f, fmt.Errorf("unsupported sample rate %d (use 8000, 16000, 24000 or 48000)", rate)
+	if rate < speech.MinRate || rate > speech.MaxRate {
+		return f, fmt.Errorf("unsupported sample rate %d (use %d to %d Hz)", rate, speech.MinRate, speech.MaxRate)
 	}
 	return AudioFormat{Type: t, Rate: rate}, nil
 }
@@ -221,4 +287,70 @@ func NormalizeOutputFormat(f AudioFormat) (AudioFormat, error) {
 		return AudioFormat{Type: "g711_alaw", Rate: 8000}, nil
 	}
 	return f, fmt.Errorf("unsupported output audio format %q", f.Type)
+}
+
+// resolve validates a turn_detection object and fills its defaults.
+func (p *TurnDetectionPatch) resolve() (*TurnDetection, error) {
+	td := DefaultTurnDetection()
+	if p.Type != nil {
+		td.Type = *p.Type
+	}
+	const param = "session.audio.input.turn_detection"
+	switch td.Type {
+	case "server_vad":
+	case "semantic_vad":
+		td.Eagerness = "auto"
+		if p.Eagerness != nil {
+			switch *p.Eagerness {
+			case "low", "medium", "high", "auto":
+				td.Eagerness = *p.Eagerness
+			default:
+				return nil, &FieldError{"invalid_value", param + ".eagerness", fmt.Sprintf("eagerness %q is not one of low, medium, high, auto", *p.Eagerness)}
+			}
+		}
+		td.SilenceDurationMs = SemanticSilenceMs(td.Eagerness)
+	default:
+		return nil, &FieldError{"invalid_value", param + ".type", fmt.Sprintf("turn_detection type %q is not supported (use server_vad, semantic_vad or null)", td.Type)}
+	}
+	if p.Threshold != nil {
+		if *p.Threshold < 0 || *p.Threshold > 1 || *p.Threshold != *p.Threshold {
+			return nil, &FieldError{"invalid_value", param + ".threshold", "threshold must be in [0, 1]"}
+		}
+		if *p.Threshold > 0 {
+			td.Threshold = *p.Threshold
+		}
+	}
+	if p.PrefixPaddingMs != nil {
+		if *p.PrefixPaddingMs < 0 {
+			return nil, &FieldError{"integer_below_min_value", param + ".prefix_padding_ms", "prefix_padding_ms must be >= 0"}
+		}
+		if *p.PrefixPaddingMs > 10000 {
+			return nil, &FieldError{"integer_above_max_value", param + ".prefix_padding_ms", "prefix_padding_ms must be <= 10000"}
+		}
+		td.PrefixPaddingMs = *p.PrefixPaddingMs
+	}
+	if p.SilenceDurationMs != nil && td.Type == "server_vad" {
+		if *p.SilenceDurationMs < 0 {
+			return nil, &FieldError{"integer_below_min_value", param + ".silence_duration_ms", "silence_duration_ms must be >= 0"}
+		}
+		if *p.SilenceDurationMs > 10000 {
+			return nil, &FieldError{"integer_above_max_value", param + ".silence_duration_ms", "silence_duration_ms must be <= 10000"}
+		}
+		if *p.SilenceDurationMs > 0 {
+			td.SilenceDurationMs = *p.SilenceDurationMs
+		}
+	}
+	if p.IdleTimeoutMs != nil {
+		if *p.IdleTimeoutMs < 5000 || *p.IdleTimeoutMs > 30000 {
+			return nil, &FieldError{"invalid_value", param + ".idle_timeout_ms", "idle_timeout_ms must be null or in [5000, 30000]"}
+		}
+		td.IdleTimeoutMs = *p.IdleTimeoutMs
+	}
+	if p.CreateResponse != nil {
+		td.CreateResponse = *p.CreateResponse
+	}
+	if p.InterruptResponse != nil {
+		td.InterruptResponse = *p.InterruptResponse
+	}
+	return td, nil
 }

@@ -76,7 +76,8 @@ func TestClearForgetsForwardedInput(t *testing.T) {
 	s := m.NewSession(slot, Options{}, sk)
 	done := make(chan string, 1)
 	go func() {
-		reason := s.Run(context.Background(), &UpdateSession{})
+		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
+			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}})
 		slot.Release()
 		done <- reason
 	}()

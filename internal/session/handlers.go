@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/speech"
@@ -27,13 +26,11 @@ func (s *DuplexSession) handle(c Command) {
 		s.handleCreateResponse(c)
 	case *CancelResponse:
 		if s.resp == nil {
-			if c.ResponseID == "" {
-				s.sendError("response_not_active", "there is no active response to cancel", c.ID, "")
-			}
+			s.sendError("response_cancel_not_active", "Cancellation failed: no active response found", c.ID, "")
 			return
 		}
 		if c.ResponseID != "" && c.ResponseID != s.resp.id {
-			s.sendError("response_not_active", fmt.Sprintf("response %q is not active", c.ResponseID), c.ID, "response_id")
+			s.sendError("response_cancel_not_active", fmt.Sprintf("Cancellation failed: response %q is not active", c.ResponseID), c.ID, "response_id")
 			return
 		}
 		s.cancelActive("client_cancelled", "client_cancelled", true)
@@ -41,26 +38,29 @@ func (s *DuplexSession) handle(c Command) {
 		s.handleCreateItem(c)
 	case *DeleteItem:
 		if !s.removeItem(c.ItemID) {
-			s.sendError("item_not_found", fmt.Sprintf("item %q does not exist", c.ItemID), c.ID, "item_id")
+			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
 		s.send(Event{Type: "conversation.item.deleted", Epoch: s.epoch, Fields: map[string]any{"item_id": c.ItemID}})
 	case *RetrieveItem:
 		it := s.findItem(c.ItemID)
 		if it == nil {
-			s.sendError("item_not_found", fmt.Sprintf("item %q does not exist", c.ItemID), c.ID, "item_id")
+			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Type: "conversation.item.retrieved", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
+		s.send(Event{Type: "conversation.item.retrieved", Epoch: s.epoch, Fields: map[string]any{"item": it.wire(s.opts.Beta)}})
 	case *TruncateItem:
 		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
 	case *ClearOutputAudio:
-		rid := any(nil)
-		if s.resp != nil {
-			rid = s.resp.id
-		}
-		s.send(Event{Type: "output_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{"response_id": rid}})
+		r := s.resp
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
+		if r == nil || !r.clearedAudio {
+			rid := any(nil)
+			if r != nil {
+				rid = r.id
+			}
+			s.send(Event{Type: "output_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{"response_id": rid}})
+		}
 	case *CancelInput:
 		s.clearInput(c.ID)
 		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
@@ -82,18 +82,24 @@ func (s *DuplexSession) handle(c Command) {
 }
 
 func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
-	next, err := c.Patch.Apply(s.cfg)
-	if err == nil && !s.opts.Duplex && next.AutoResponse {
-		err = &FieldError{"unsupported", "session.extra_body.auto_response", "auto_response needs the full-duplex endpoint (?duplex=1)"}
-	}
-	if err == nil && s.engine != nil && (next.AutoResponse != s.cfg.AutoResponse || next.Instructions != s.cfg.Instructions ||
-		(next.TurnDetection == nil) != (s.cfg.TurnDetection == nil)) {
-		err = &FieldError{"session_update_unsupported", "session", "auto_response, instructions and turn_detection cannot change once audio has reached the engine"}
-	}
 	if first {
-		s.emitCreated(err == nil)
+		s.emitCreated()
+	}
+	next, err := c.Patch.Apply(s.cfg)
+	if next.IdleTimeout <= 0 || next.IdleTimeout > s.m.cfg.MaxIdleTimeout {
+		// The server's maximum caps what a client may set (an overflowing value included);
+		// session.updated reports the effective timeout.
+		next.IdleTimeout = s.m.cfg.MaxIdleTimeout
+	}
+	if err == nil && next.Voice != s.cfg.Voice && s.assistantAudio {
+		err = &FieldError{"cannot_update_voice", "session.audio.output.voice", "Cannot update a conversation's voice if assistant audio is present."}
+	}
+	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
+		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
+			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
 	}
 	if err != nil {
+		// A failed update changes nothing.
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
@@ -102,16 +108,21 @@ func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 		}
 		return
 	}
+	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
 	s.resetIdle()
-	if !first {
-		s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
-	} else {
-		s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	if instructionsChanged && s.engine != nil {
+		// The engine stream was opened with the old instructions: the new ones join the
+		// conversation as a system message, in wire order with the input around them.
+		eng, text := s.engine, next.Instructions
+		s.submitJob(job{run: func(ctx context.Context) jobResult {
+			return jobResult{err: eng.AppendText(ctx, "system", text), errCode: "runtime_append_failed"}
+		}})
 	}
+	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 }
 
-func (s *DuplexSession) emitCreated(_ bool) {
+func (s *DuplexSession) emitCreated() {
 	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 }
 
@@ -119,45 +130,107 @@ func (s *DuplexSession) emitClosed(reason string) {
 	s.send(Event{Type: "session.closed", Epoch: s.epoch, Fields: map[string]any{"session_id": s.id, "reason": reason}})
 }
 
+// wireFormat is the GA audio format object.
+func wireFormat(f AudioFormat) map[string]any {
+	switch f.Type {
+	case "g711_ulaw":
+		return map[string]any{"type": "audio/pcmu"}
+	case "g711_alaw":
+		return map[string]any{"type": "audio/pcma"}
+	case "pcm_f32le":
+		return map[string]any{"type": "audio/pcm_f32le", "rate": f.Rate}
+	}
+	return map[string]any{"type": "audio/pcm", "rate": f.Rate}
+}
+
+// betaFormat is the beta format string; rates other than the OpenAI ones are an extension
+// reported in audio.input.sample_rate_hz.
+func betaFormat(f AudioFormat) string { return f.Type }
+
+func (s *DuplexSession) maxTokensWire(n int) any {
+	if n > 0 {
+		return n
+	}
+	return "inf"
+}
+
+// outputModalities is the GA single-modality view: audio implies its transcript.
+func outputModalities(audio bool) []string {
+	if audio {
+		return []string{"audio"}
+	}
+	return []string{"text"}
+}
+
+// betaModalities is the beta view: audio comes with text.
+func betaModalities(audio bool) []string {
+	if audio {
+		return []string{"text", "audio"}
+	}
+	return []string{"text"}
+}
+
+func (s *DuplexSession) transcriptionWire() any {
+	if !s.cfg.Transcription {
+		return nil
+	}
+	return map[string]any{"model": "pocketsphinx", "language": "en", "prompt": ""}
+}
+
+// publicSession is the full effective session: GA shape (or beta for beta clients), plus the
+// omniserve extensions (duplex, state, capabilities) that strict clients ignore.
 func (s *DuplexSession) publicSession() map[string]any {
-	var td any
-	if s.cfg.TurnDetection != nil {
-		td = s.cfg.TurnDetection
+	td := s.cfg.TurnDetection.Wire()
+	var tdAny any
+	if td != nil {
+		tdAny = td
 	}
-	fmtObj := func(f AudioFormat) map[string]any {
-		t := "audio/pcm"
-		switch f.Type {
-		case "pcm_f32le":
-			t = "audio/pcm_f32le"
-		case "g711_ulaw":
-			t = "audio/pcmu"
-		case "g711_alaw":
-			t = "audio/pcma"
-		}
-		return map[string]any{"type": t, "rate": f.Rate}
-	}
-	maxTok := any("inf")
-	if s.cfg.MaxOutputTokens > 0 {
-		maxTok = s.cfg.MaxOutputTokens
-	}
-	return map[string]any{
-		"id": s.id, "object": "realtime.session", "type": "realtime", "model": s.cfg.Model,
-		"modalities": s.cfg.Modalities, "output_modalities": s.cfg.Modalities,
-		"instructions": s.cfg.Instructions, "voice": s.cfg.Voice,
-		"input_audio_format": s.cfg.InputFormat.Type, "output_audio_format": s.cfg.OutputFormat.Type,
-		"audio": map[string]any{
-			"input":  map[string]any{"format": fmtObj(s.cfg.InputFormat), "sample_rate_hz": s.cfg.InputFormat.Rate, "turn_detection": td},
-			"output": map[string]any{"format": fmtObj(s.cfg.OutputFormat), "voice": s.cfg.Voice},
-		},
-		"turn_detection": td, "idle_timeout_s": s.cfg.IdleTimeout.Seconds(),
-		"max_response_output_tokens": maxTok, "overlap_policy": s.cfg.OverlapPolicy(),
+	sess := map[string]any{
+		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
+		"instructions": s.cfg.Instructions, "tools": []any{}, "tool_choice": "auto",
+		"expires_at": s.expiresAt.Unix(),
+		// omniserve extensions
+		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
 		"duplex": s.opts.Duplex, "auto_response": s.autoResponse(), "state": s.state, "turn_state": s.turnState,
 		"epoch": s.epoch, "turn": s.turnID,
-		"extra_body": map[string]any{"auto_response": s.cfg.AutoResponse},
+		"extra_body": map[string]any{"auto_response": s.autoResponse()},
 		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
 			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
 			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
 	}
+	audio := s.cfg.WantAudio()
+	if s.opts.Beta {
+		sess["object"] = "realtime.session"
+		sess["modalities"] = betaModalities(audio)
+		sess["voice"] = s.cfg.Voice
+		sess["input_audio_format"] = betaFormat(s.cfg.InputFormat)
+		sess["output_audio_format"] = betaFormat(s.cfg.OutputFormat)
+		sess["input_audio_transcription"] = s.transcriptionWire()
+		sess["input_audio_noise_reduction"] = nil
+		sess["turn_detection"] = tdAny
+		sess["max_response_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
+		temp := 0.8
+		if s.cfg.Temperature != nil {
+			temp = *s.cfg.Temperature
+		}
+		sess["temperature"] = temp
+		sess["speed"] = 1.0
+		sess["audio"] = map[string]any{"input": map[string]any{"sample_rate_hz": s.cfg.InputFormat.Rate}}
+		return sess
+	}
+	sess["type"] = "realtime"
+	sess["output_modalities"] = outputModalities(audio)
+	sess["max_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
+	sess["tracing"] = nil
+	sess["truncation"] = "auto"
+	sess["prompt"] = nil
+	sess["include"] = nil
+	sess["audio"] = map[string]any{
+		"input": map[string]any{"format": wireFormat(s.cfg.InputFormat), "transcription": s.transcriptionWire(),
+			"noise_reduction": nil, "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
+		"output": map[string]any{"format": wireFormat(s.cfg.OutputFormat), "voice": s.cfg.Voice, "speed": 1.0},
+	}
+	return sess
 }
 
 func (s *DuplexSession) handleAppend(c *AppendAudio) {
@@ -170,7 +243,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		}
 		f = nf
 	}
-	pcm, err := DecodeInput(c.Data, f)
+	pcm, err := s.inDec.Decode(c.Data, f)
 	if err != nil {
 		s.sendError("bad_audio", err.Error(), c.ID, "audio")
 		return
@@ -178,8 +251,12 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 	if len(pcm) == 0 {
 		return
 	}
-	started, voiced := s.detectSpeech(pcm)
-	if s.resp != nil && started && s.cfg.OverlapPolicy() == PolicyBargeIn {
+	s.inputMs += float64(len(pcm)) * 1000 / EngineRate
+	vr := s.detectSpeech(pcm)
+	if vr.started {
+		s.stopIdleTimeout() // the user spoke: no idle follow-up
+	}
+	if s.resp != nil && vr.started && s.cfg.TurnDetection != nil && s.cfg.TurnDetection.InterruptResponse {
 		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
 			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})
 		onset := s.onsetAt
@@ -196,6 +273,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 			return
 		}
 		if len(s.inputBuf) == 0 {
+			s.bufStartMs = s.inputMs - float64(len(pcm))*1000/EngineRate
 			s.inputStartTS = s.m.cfg.WallClock()
 		}
 		s.inputBuf = append(s.inputBuf, pcm)
@@ -204,16 +282,22 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 			s.turnState = TurnUserSpeaking
 		}
 		s.forwardInput()
+		if vr.stopped {
+			// server_vad commits the buffer at the end of speech, and with create_response
+			// answers it (unless a response is still running: interrupt_response false).
+			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil
+			s.handleCommit("", &respond)
+		}
 		return
 	}
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	if voiced && s.engine != nil {
+	if vr.voiced && s.engine != nil {
 		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat):
 		// the speech onset's own append when this append confirmed it (docs/STATS.md).
 		at := s.m.cfg.WallClock()
-		if started && s.onsetAt > 0 {
+		if vr.started && s.onsetAt > 0 {
 			at = s.onsetAt
 		}
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
@@ -292,9 +376,25 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 	if responseCreate != nil {
 		respond = *responseCreate
 	}
+	if !respond {
+		return s.commit(eventID, nil)
+	}
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat}
+	return s.commit(eventID, &o)
+}
+
+// commit commits buffered input as a user item; with o non-nil a response answers it.
+func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
+	respond := o != nil
 	if s.autoResponse() {
 		// Input already streams into the engine; commit ends the utterance now. The transcript
 		// comes back as a Transcript output, which creates the user item.
+		if s.engine == nil {
+			// Appends open the engine: without one nothing was heard (and opening it now would
+			// freeze create_response for no reason).
+			s.sendError("input_audio_buffer_commit_empty", "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has 0.00ms of audio.", eventID, "")
+			return false
+		}
 		if !s.ensureEngine(eventID) {
 			return false
 		}
@@ -306,7 +406,7 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 			_, err := eng.Commit(ctx, respond)
 			if errors.Is(err, speech.ErrEmptyAudio) {
-				return jobResult{err: err, errCode: "input_audio_buffer_empty"}
+				return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
 			}
 			return jobResult{err: err, errCode: "runtime_append_failed"}
 		}}) {
@@ -315,12 +415,17 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 		}
 		return true
 	}
-	if len(s.inputBuf) == 0 {
-		s.sendError("input_audio_buffer_empty", "the input audio buffer is empty", eventID, "")
+	if bufMs := s.inputMs - s.bufStartMs; len(s.inputBuf) == 0 || bufMs < 100 {
+		if len(s.inputBuf) == 0 {
+			bufMs = 0
+		}
+		s.sendError("input_audio_buffer_commit_empty", fmt.Sprintf(
+			"Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.", bufMs), eventID, "")
 		return false
 	}
 	if respond && s.resp != nil {
-		s.sendError("response_already_active", "a response is already in progress", eventID, "")
+		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
+			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.resp.id), eventID, "")
 		return false
 	}
 	if !s.ensureEngine(eventID) {
@@ -329,8 +434,7 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 	buf := s.inputBuf[s.inputFwd:] // the forwarded head is already in the engine's ASR
 	started := s.inputStartTS
 	s.inputBuf, s.inputBytes, s.inputFwd, s.inputStartTS = nil, 0, 0, 0
-	it := s.addUserAudioItem()
-	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
+	it := s.commitUserAudioItem(s.inputMs - s.bufStartMs)
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
@@ -341,7 +445,8 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 	var r *response
 	maxTok := s.cfg.MaxOutputTokens
 	if respond {
-		r = s.beginResponse(-1, maxTok)
+		maxTok = o.maxTokens
+		r = s.beginResponseWith(-1, *o)
 	}
 	eng := s.engine
 	itemID := it.ID
@@ -375,25 +480,98 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 	return true
 }
 
-func (s *DuplexSession) addUserAudioItem() *item {
-	it := &item{ID: "item_" + uuid.New().String()[:8] + uuid.New().String()[:8], Role: "user", Type: "message", Status: "completed", Audio: true}
+// commitUserAudioItem adds the committed user audio as an item (with the id speech_started
+// announced, if any) and sends input_audio_buffer.committed, conversation.item.added and
+// conversation.item.done; the transcript follows with transcription.completed.
+func (s *DuplexSession) commitUserAudioItem(audioMs float64) *item {
+	id := s.speechItemID
+	if id == "" || s.findItem(id) != nil {
+		id = newItemID()
+	}
+	s.speechItemID = ""
+	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs}
+	prev := s.lastItemID()
 	s.items = append(s.items, it)
+	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": prev, "item_id": it.ID}})
 	s.sendItemAdded(it, s.epoch, false)
+	s.sendItemDone(it, s.epoch)
 	return it
 }
 
-func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
+// responseOptions resolves response.create's overrides against the session; the error names
+// the offending param.
+func (s *DuplexSession) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, metadata: c.Metadata}
 	if c.Unsupported != "" {
-		s.sendError("unsupported_native_response_options", fmt.Sprintf("response.%s is not supported per response; set it with session.update", c.Unsupported), c.ID, "response."+c.Unsupported)
+		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
+			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
+	}
+	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
+		// The engine's long-lived sequence holds the session instructions in its KV cache;
+		// a per-response replacement cannot be applied without re-reading the conversation.
+		return o, &FieldError{"unsupported_response_option", "response.instructions",
+			"per-response instructions are not supported; change them with session.update (they apply from the next response on)"}
+	}
+	if c.Modalities != nil {
+		audio, text := false, false
+		for _, m := range c.Modalities {
+			switch m {
+			case "audio":
+				audio = true
+			case "text":
+				text = true
+			default:
+				return o, &FieldError{"invalid_value", "response.output_modalities", fmt.Sprintf("unsupported modality %q", m)}
+			}
+		}
+		if !audio && !text {
+			return o, &FieldError{"invalid_value", "response.output_modalities", "at least one modality is required"}
+		}
+		o.audio = audio
+	}
+	if c.MaxOutputTokens != nil {
+		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > MaxOutputTokensLimit {
+			return o, &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
+		}
+		o.maxTokens = *c.MaxOutputTokens
+	}
+	if c.OutputFormat != nil {
+		f, err := NormalizeOutputFormat(*c.OutputFormat)
+		if err != nil {
+			return o, &FieldError{"invalid_value", "response.audio.output.format", err.Error()}
+		}
+		o.format = f
+	}
+	if len(c.Metadata) > 16 {
+		return o, &FieldError{"invalid_value", "response.metadata", "metadata holds at most 16 pairs"}
+	}
+	for k, v := range c.Metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return o, &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
+		}
+	}
+	if o.audio && !s.cfg.WantAudio() {
+		// The engine stream's talker is chosen with the session's modalities; a text-only
+		// response on an audio session just sends no audio.
+		return o, &FieldError{"invalid_value", "response.output_modalities",
+			"audio responses need output_modalities [\"audio\"] in the session (session.update)"}
+	}
+	return o, nil
+}
+
+func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
+	o, fe := s.responseOptions(c)
+	if fe != nil {
+		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
 	}
 	if s.resp != nil {
-		s.sendError("response_already_active", "a response is already in progress", c.ID, "")
+		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
+			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.resp.id), c.ID, "")
 		return
 	}
-	if len(s.inputBuf) > 0 {
-		t := true
-		s.handleCommit(c.ID, &t)
+	if len(s.inputBuf) > 0 && !s.autoResponse() {
+		s.commit(c.ID, &o)
 		return
 	}
 	if s.pendingIn == 0 {
@@ -403,12 +581,9 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	maxTok := s.cfg.MaxOutputTokens
-	if c.MaxOutputTokens != nil {
-		maxTok = *c.MaxOutputTokens
-	}
-	r := s.beginResponse(-1, maxTok)
+	r := s.beginResponseWith(-1, o)
 	eng := s.engine
+	maxTok := o.maxTokens
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
 		if r.cancelled.Load() {
 			return jobResult{}
@@ -431,10 +606,14 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 	}
 	id := c.ItemID
 	if id == "" {
-		id = "item_" + uuid.New().String()[:16]
+		id = newItemID()
 	}
 	if s.findItem(id) != nil {
 		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+		return
+	}
+	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
+		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
 		return
 	}
 	it := &item{ID: id, Role: role, Type: "message", Status: "completed", Text: c.Text}
@@ -450,18 +629,26 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 		// (its commit feeds the whole buffer again).
 		s.unforwardInput(c.ID)
 	}
-	s.items = append(s.items, it)
+	if !s.canSubmitJob() {
+		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
+		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return
+	}
+	// The item takes its place in the item list; the engine's context is append-only, so the
+	// model reads it after everything before it in time (documented in docs/REALTIME.md).
+	s.insertItem(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
-	s.send(Event{Type: "conversation.item.done", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
+	s.sendItemDone(it, s.epoch)
 	if role == "user" {
 		s.pendingIn++
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
 	}
 	eng := s.engine
 	text := c.Text
-	s.submitJob(job{run: func(ctx context.Context) jobResult {
-		res := jobResult{itemID: id, errCode: "runtime_append_failed"}
+	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
+		res := jobResult{errCode: "runtime_append_failed"}
 		if len(pcm) > 0 {
+			res.itemID = id // only audio items get a transcript
 			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
 				return res
 			}
@@ -473,35 +660,44 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 	}})
 }
 
+// truncateSlackMs is how far past the audio sent a truncate may point and still be taken as
+// "truncate at the end": client playback clocks overshoot (pipecat measured ~85 ms).
+const truncateSlackMs = 250
+
+// handleTruncate is conversation.item.truncate: the user heard only the first endMs of the
+// assistant item's audio. The audio after the cut is dropped and, as OpenAI does, the item's
+// transcript is removed. Every failure is an error event; the session goes on.
 func (s *DuplexSession) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
 	it := s.findItem(itemID)
 	if it == nil {
-		s.sendError("item_not_found", fmt.Sprintf("item %q does not exist", itemID), eventID, "item_id")
+		s.sendError("item_truncate_invalid_item_id", fmt.Sprintf("Error truncating item: the item with id '%s' does not exist.", itemID), eventID, "item_id")
 		return
 	}
 	if it.Role != "assistant" || !it.Audio {
-		s.sendError("invalid_value", "only assistant audio items can be truncated", eventID, "item_id")
+		s.sendError("invalid_value", "Only model output audio messages can be truncated", eventID, "item_id")
 		return
 	}
-	if s.resp != nil && s.resp.itemID == itemID {
-		if endMs > s.resp.sentMs {
-			s.sendError("invalid_value", fmt.Sprintf("audio_end_ms %.0f is beyond the %.0f ms sent", endMs, s.resp.sentMs), eventID, "audio_end_ms")
-			return
-		}
-		s.resp.playedMs = endMs
-		it.Text = s.resp.heardText()
-	} else {
-		if endMs > it.AudioMs {
-			s.sendError("invalid_value", fmt.Sprintf("audio_end_ms %.0f is beyond the item's %.0f ms", endMs, it.AudioMs), eventID, "audio_end_ms")
-			return
-		}
-		if it.AudioMs > 0 {
-			// Proportional transcript truncation ("not word alignment"), as the reference does.
-			rs := []rune(it.Text)
-			it.Text = string(rs[:int(float64(len(rs))*endMs/it.AudioMs)])
-		}
-		it.AudioMs = endMs
+	if contentIndex != 0 {
+		s.sendError("invalid_value", fmt.Sprintf("content_index %d does not exist (the item has one audio part, index 0)", contentIndex), eventID, "content_index")
+		return
 	}
+	length := it.AudioMs
+	active := s.resp != nil && s.resp.itemID == itemID
+	if active {
+		length = s.resp.sentMs
+	}
+	if endMs > length+truncateSlackMs {
+		s.sendError("invalid_value", fmt.Sprintf("Audio content of %.0fms is already shorter than %.0fms", length, endMs), eventID, "audio_end_ms")
+		return
+	}
+	endMs = min(endMs, length)
+	if active {
+		s.resp.playedMs = endMs
+		s.resp.truncated = true
+	}
+	it.AudioMs = endMs
+	it.Text = ""
+	it.Truncated = true
 	s.send(Event{Type: "conversation.item.truncated", Epoch: s.epoch, Fields: map[string]any{
 		"item_id": itemID, "content_index": contentIndex, "audio_end_ms": int(endMs)}})
 }

@@ -1,5 +1,10 @@
 package session
 
+import (
+	"crypto/rand"
+	"encoding/hex"
+)
+
 // item is one conversation item as the session tracks it for retrieve/delete/truncate.
 type item struct {
 	ID, Role, Type, Status string
@@ -8,15 +13,31 @@ type item struct {
 	AudioMs                float64
 	ResponseID             string
 	Transcript             string
+	Truncated              bool // conversation.item.truncate cut it: its transcript is gone
 }
 
-func (it *item) wire() map[string]any {
+func newItemID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "item_" + hex.EncodeToString(b[:])
+}
+
+// wire is the item as GA (output_audio / output_text parts) or beta (audio / text) spell it.
+func (it *item) wire(beta bool) map[string]any {
 	var content []any
 	switch {
 	case it.Role == "assistant" && it.Audio:
-		content = []any{map[string]any{"type": "audio", "transcript": it.Text}}
+		t := "output_audio"
+		if beta {
+			t = "audio"
+		}
+		content = []any{map[string]any{"type": t, "transcript": it.Text}}
 	case it.Role == "assistant":
-		content = []any{map[string]any{"type": "text", "text": it.Text}}
+		t := "output_text"
+		if beta {
+			t = "text"
+		}
+		content = []any{map[string]any{"type": t, "text": it.Text}}
 	case it.Audio:
 		content = []any{map[string]any{"type": "input_audio", "transcript": nullable(it.Transcript)}}
 	default:
@@ -49,15 +70,50 @@ func (s *DuplexSession) lastItemID() any {
 	return s.items[len(s.items)-1].ID
 }
 
-// sendItemAdded emits the GA and the beta spelling, as the reference does.
+// previousItemID is the id of the item before it in the conversation, or nil.
+func (s *DuplexSession) previousItemID(it *item) any {
+	for i, x := range s.items {
+		if x == it {
+			if i == 0 {
+				return nil
+			}
+			return s.items[i-1].ID
+		}
+	}
+	return nil
+}
+
+// insertItem adds it after the item prev ("" = at the end, "root" = first); false when prev
+// does not exist.
+func (s *DuplexSession) insertItem(it *item, prev string) bool {
+	switch prev {
+	case "":
+		s.items = append(s.items, it)
+		return true
+	case "root":
+		s.items = append([]*item{it}, s.items...)
+		return true
+	}
+	for i, x := range s.items {
+		if x.ID == prev {
+			s.items = append(s.items[:i+1], append([]*item{it}, s.items[i+1:]...)...)
+			return true
+		}
+	}
+	return false
+}
+
+// sendItemAdded emits conversation.item.added (the connection spells it
+// conversation.item.created for beta clients).
 func (s *DuplexSession) sendItemAdded(it *item, epoch int, model bool) {
-	prev := any(nil)
-	if n := len(s.items); n >= 2 {
-		prev = s.items[n-2].ID
-	}
-	for _, t := range []string{"conversation.item.added", "conversation.item.created"} {
-		s.send(Event{Type: t, Epoch: epoch, Model: model, Fields: map[string]any{"previous_item_id": prev, "item": it.wire()}})
-	}
+	s.send(Event{Type: "conversation.item.added", Epoch: epoch, Model: model, Fields: map[string]any{
+		"previous_item_id": s.previousItemID(it), "item": it.wire(s.opts.Beta)}})
+}
+
+// sendItemDone emits conversation.item.done (GA only; beta clients do not get it).
+func (s *DuplexSession) sendItemDone(it *item, epoch int) {
+	s.send(Event{Type: "conversation.item.done", Epoch: epoch, Fields: map[string]any{
+		"previous_item_id": s.previousItemID(it), "item": it.wire(s.opts.Beta)}})
 }
 
 func (s *DuplexSession) removeItem(id string) bool {

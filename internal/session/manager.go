@@ -23,8 +23,13 @@ type ManagerConfig struct {
 	MaxOutputLead time.Duration
 	// MaxPendingInputBytes bounds buffered, not yet processed input per session. Default 16 MiB.
 	MaxPendingInputBytes int
-	// DrainGrace is how long Shutdown lets sessions finish before closing them. Default 0.
+	// DrainGrace is how long live sessions may go on after the shutdown starts (Drain): they
+	// are told at once with session.closing{reason:"shutdown", grace_ms}, then closed with
+	// session.closed{reason:"shutdown"}. Default 0: closed at once.
 	DrainGrace time.Duration
+	// MaxIdleTimeout caps the idle timeout a client may set (idle_timeout_s), so an idle client
+	// cannot hold a slot indefinitely. Default 30 min.
+	MaxIdleTimeout time.Duration
 	// ModelName is reported in session.created.
 	ModelName string
 	// Now is the monotonic clock for pacing and timeouts; nil means time.Now.
@@ -40,6 +45,10 @@ func (c ManagerConfig) withDefaults() ManagerConfig {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 300 * time.Second
 	}
+	if c.MaxIdleTimeout <= 0 {
+		c.MaxIdleTimeout = 30 * time.Minute
+	}
+	c.IdleTimeout = min(c.IdleTimeout, c.MaxIdleTimeout)
 	if c.MaxOutputLead <= 0 {
 		c.MaxOutputLead = 500 * time.Millisecond
 	}
@@ -67,11 +76,12 @@ type Manager struct {
 	backend Backend
 	log     *zap.Logger
 
-	mu       sync.Mutex
-	active   int
-	closing  bool
-	sessions map[*DuplexSession]struct{}
-	idle     chan struct{} // closed and replaced when active drops to 0 during shutdown
+	mu         sync.Mutex
+	active     int
+	closing    bool
+	drainStart time.Time // when Drain ran
+	sessions   map[*DuplexSession]struct{}
+	idle       chan struct{} // closed and replaced when active drops to 0 during shutdown
 }
 
 // NewManager returns a Manager; log may be nil.
@@ -154,35 +164,63 @@ func (m *Manager) untrack(s *DuplexSession) {
 	m.mu.Unlock()
 }
 
-// Shutdown refuses new sessions, waits DrainGrace, then closes every live session with
-// session.closed{reason:"shutdown"} and waits until every slot is returned or ctx ends.
-func (m *Manager) Shutdown(ctx context.Context) error {
+// Drain starts the shutdown without blocking: new sessions are refused and every live session
+// is told at once with session.closing{reason:"shutdown", grace_ms: DrainGrace}. Shutdown ends
+// them when the grace is over. Later calls do nothing.
+func (m *Manager) Drain() {
 	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return
+	}
 	m.closing = true
+	m.drainStart = m.cfg.Now()
+	live := m.liveLocked()
+	m.mu.Unlock()
+	m.log.Info("draining sessions", zap.Int("sessions", len(live)), zap.Duration("grace", m.cfg.DrainGrace))
+	for _, s := range live {
+		s.notifyDrain(m.cfg.DrainGrace)
+	}
+}
+
+func (m *Manager) liveLocked() []*DuplexSession {
+	live := make([]*DuplexSession, 0, len(m.sessions))
+	for s := range m.sessions {
+		live = append(live, s)
+	}
+	return live
+}
+
+// Shutdown drains (see Drain) if that has not started, lets sessions go on until DrainGrace
+// after the drain started, then closes every live session with session.closed{reason:
+// "shutdown"} and waits until every slot is returned or ctx ends.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.Drain()
+	m.mu.Lock()
 	if m.active == 0 {
 		m.mu.Unlock()
 		return nil
 	}
 	idle := m.idle
+	left := m.cfg.DrainGrace - m.cfg.Now().Sub(m.drainStart)
 	m.mu.Unlock()
-	if m.cfg.DrainGrace > 0 {
+	if left > 0 {
+		t := time.NewTimer(left)
+		defer t.Stop()
 		select {
 		case <-idle:
 			return nil
-		case <-time.After(m.cfg.DrainGrace):
+		case <-t.C:
 		case <-ctx.Done():
 		}
 	}
 	m.mu.Lock()
-	live := make([]*DuplexSession, 0, len(m.sessions))
-	for s := range m.sessions {
-		live = append(live, s)
-	}
+	live := m.liveLocked()
 	idle = m.idle
 	active := m.active
 	m.mu.Unlock()
 	for _, s := range live {
-		s.Stop("shutdown")
+		s.Stop(ReasonShutdown)
 	}
 	if active == 0 {
 		return nil

@@ -32,9 +32,7 @@ func (s *DuplexSession) routeOutput(o Output) {
 	}
 	if o.Kind == OutTranscript {
 		if s.autoResponse() && o.Text != "" {
-			it := s.addUserAudioItem()
-			it.Transcript = o.Text
-			s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": nil, "item_id": it.ID}})
+			it := s.commitUserAudioItem(0)
 			s.emitTranscript(it.ID, o.Text)
 		}
 		return
@@ -93,21 +91,28 @@ func (s *DuplexSession) routeOutput(o Output) {
 	s.onResponseOutput(r, o)
 }
 
+// emitTranscript records the user audio item's transcript and, with input transcription on,
+// sends conversation.item.input_audio_transcription.completed. The item itself was added and
+// done at its commit (its transcript was null then, as OpenAI sends it).
 func (s *DuplexSession) emitTranscript(itemID, text string) {
-	s.send(Event{Type: "conversation.item.input_audio_transcription.completed", Epoch: s.epoch, Fields: map[string]any{
-		"item_id": itemID, "content_index": 0, "transcript": text}})
-	if it := s.findItem(itemID); it != nil {
+	it := s.findItem(itemID)
+	if it != nil {
 		it.Transcript = text
-		s.send(Event{Type: "conversation.item.done", Epoch: s.epoch, Fields: map[string]any{"item": it.wire()}})
 	}
+	if !s.cfg.Transcription {
+		return
+	}
+	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
+	if it != nil {
+		f["usage"] = map[string]any{"type": "duration", "seconds": it.AudioMs / 1000}
+	}
+	s.send(Event{Type: "conversation.item.input_audio_transcription.completed", Epoch: s.epoch, Fields: f})
 }
 
 // handleResult applies the outcome of an engine job on the actor.
 func (s *DuplexSession) handleResult(res jobResult) {
 	s.jobsOut--
-	if res.itemID != "" && res.err == nil && !s.autoResponse() {
-		s.emitTranscript(res.itemID, res.transcript)
-	} else if res.itemID != "" && res.err == nil && s.autoResponse() && res.transcript != "" {
+	if res.itemID != "" && res.err == nil {
 		s.emitTranscript(res.itemID, res.transcript)
 	}
 	r := s.resp

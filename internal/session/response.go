@@ -21,6 +21,7 @@ type frame struct {
 	data []byte
 	ms   float64
 	text string
+	ref  []float32 // the frame at 16 kHz, the echo canceller's reference (only while a VAD listens)
 }
 
 type sentFrame struct {
@@ -37,6 +38,7 @@ type response struct {
 	maxTokens  int
 	cancelled  atomic.Bool // read by the job goroutine before it starts generation
 
+	enc      OutputEncoder // one resampler for the response's audio stream
 	frames   []frame
 	sent     []sentFrame
 	sentMs   float64
@@ -46,6 +48,23 @@ type response struct {
 	finish   string
 	playedMs float64 // client-acknowledged playback, -1 = none
 	textPart bool
+
+	format       AudioFormat       // output audio format of this response
+	metadata     map[string]string // response.create metadata, echoed
+	transcript   strings.Builder   // the transcript as sent in deltas
+	textTokens   int               // model tokens generated (one Text output each)
+	inputUsage   usage             // the context the response read
+	prevItemID   any               // the item before the response's item
+	truncated    bool              // the client truncated the item while it played
+	clearedAudio bool              // output_audio_buffer.cleared went out
+}
+
+// respOptions are the per-response settings of response.create (or the session's).
+type respOptions struct {
+	audio     bool
+	maxTokens int
+	format    AudioFormat
+	metadata  map[string]string
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -83,11 +102,17 @@ func (s *DuplexSession) safeHook(name string, fn func()) {
 // beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
 // response.created sequence.
 func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
+	return s.beginResponseWith(stageTurn, respOptions{audio: s.cfg.WantAudio(), maxTokens: maxTokens, format: s.cfg.OutputFormat})
+}
+
+func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *response {
+	s.stopIdleTimeout()
 	s.resetVAD()
 	s.turnID++
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
-		audio: s.cfg.WantAudio(), maxTokens: maxTokens, playedMs: -1,
+		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, format: o.format, metadata: o.metadata,
+		inputUsage: s.contextUsage(),
 	}
 	r.itemID = "item_" + r.id
 	s.resp = r
@@ -99,20 +124,16 @@ func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
 		})
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
+	r.prevItemID = s.lastItemID()
 	s.items = append(s.items, it)
-	mods := []string{"text"}
-	if r.audio {
-		mods = []string{"audio", "text"}
-	}
 	s.send(Event{Type: "response.created", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id,
-		"response": map[string]any{"id": r.id, "object": "realtime.response", "status": "in_progress",
-			"status_details": nil, "output": []any{}, "modalities": mods, "output_modalities": mods,
-			"metadata": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID}},
-	}})
-	s.sendItemAdded(it, r.epoch, true)
+		"response_id": r.id, "response": s.responseObject(r, "in_progress", nil, []any{}, nil)}})
+	added := it.wire(s.opts.Beta)
+	added["content"] = []any{}
 	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "output_index": 0, "item": it.wire()}})
+		"response_id": r.id, "output_index": 0, "item": added}})
+	s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"previous_item_id": r.prevItemID, "item": added}})
 	if r.audio {
 		s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
@@ -120,6 +141,38 @@ func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
 	}
 	return r
 }
+
+// responseObject is the realtime.response of response.created / response.done.
+func (s *DuplexSession) responseObject(r *response, status string, details any, output []any, u *usage) map[string]any {
+	var meta any
+	if r.metadata != nil {
+		meta = r.metadata
+	}
+	o := map[string]any{"id": r.id, "object": "realtime.response", "status": status, "status_details": details,
+		"output": output, "conversation_id": s.conversationID(), "metadata": meta, "usage": nil,
+		"max_output_tokens": s.maxTokensWire(r.maxTokens),
+		// omniserve extension: where the response sits in the duplex session
+		"omniserve": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID, "audio_sent_ms": r.sentMs}}
+	if u != nil {
+		o["usage"] = u.wire()
+	}
+	if s.opts.Beta {
+		o["modalities"] = betaModalities(r.audio)
+		o["voice"] = s.cfg.Voice
+		o["output_audio_format"] = r.format.Type
+		temp := 0.8
+		if s.cfg.Temperature != nil {
+			temp = *s.cfg.Temperature
+		}
+		o["temperature"] = temp
+	} else {
+		o["output_modalities"] = outputModalities(r.audio)
+		o["audio"] = map[string]any{"output": map[string]any{"format": wireFormat(r.format), "voice": s.cfg.Voice}}
+	}
+	return o
+}
+
+func (s *DuplexSession) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
 // metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
@@ -138,6 +191,9 @@ func (s *DuplexSession) endResponse(reason string) *response {
 	}
 	if it := s.findItem(r.itemID); it != nil {
 		it.Text = r.heardText()
+		if r.truncated {
+			it.Text = ""
+		}
 		it.AudioMs = r.sentMs
 		if r.playedMs >= 0 {
 			it.AudioMs = min(r.sentMs, r.playedMs)
@@ -156,6 +212,9 @@ func (s *DuplexSession) endResponse(reason string) *response {
 func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 	switch o.Kind {
 	case OutText:
+		if o.Text != "" {
+			r.textTokens++
+		}
 		if r.audio || o.Text == "" {
 			return // with audio the transcript rides on the audio chunks
 		}
@@ -173,7 +232,7 @@ func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 			return
 		}
 		s.turnState = TurnAssistantPlaying
-		s.queueAudio(r, o.Audio, o.Text)
+		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
 		s.pace()
 	case OutFinished:
 		r.finished = true
@@ -191,11 +250,27 @@ func errString(err error) string {
 	return err.Error()
 }
 
+// joinTranscript returns a phrase's transcript delta so that the deltas concatenate into the
+// exact transcript: the talker's phrases carry no separating space.
+func (s *DuplexSession) joinTranscript(r *response, text string) string {
+	if text == "" {
+		return ""
+	}
+	if cur := r.transcript.String(); cur != "" && !strings.HasSuffix(cur, " ") && !strings.HasPrefix(text, " ") {
+		text = " " + text
+	}
+	r.transcript.WriteString(text)
+	return text
+}
+
 func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
 	per := OutputRate * frameMs / 1000
 	for i := 0; i < len(pcm); i += per {
 		end := min(i+per, len(pcm))
-		f := frame{data: EncodeOutput(pcm[i:end], s.cfg.OutputFormat), ms: float64(end-i) * 1000 / OutputRate}
+		f := frame{data: r.enc.Encode(pcm[i:end], r.format), ms: float64(end-i) * 1000 / OutputRate}
+		if s.listening() {
+			f.ref = echoReference(pcm[i:end])
+		}
 		if i == 0 {
 			f.text = text
 		}
@@ -229,10 +304,14 @@ func (s *DuplexSession) pace() {
 		r.frames = r.frames[1:]
 		r.sent = append(r.sent, sentFrame{startMs: r.sentMs, text: f.text})
 		r.sentMs += f.ms
+		s.assistantAudio = true
+		if f.ref != nil {
+			s.echoCanceller().Reference(f.ref)
+		}
 		s.send(Event{Type: "response.output_audio.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"delta": base64.StdEncoding.EncodeToString(f.data), "format": s.cfg.OutputFormat.Type,
-			"sample_rate_hz": s.cfg.OutputFormat.Rate, "audio_duration_ms": f.ms}})
+			"delta": base64.StdEncoding.EncodeToString(f.data), "format": r.format.Type,
+			"sample_rate_hz": r.format.Rate, "audio_duration_ms": f.ms}})
 		s.send(Event{Type: "response.output_audio_transcript.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": f.text}})
 	}
@@ -256,6 +335,7 @@ func (s *DuplexSession) completeResponse(r *response) {
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
+	s.armIdleTimeout(r)
 }
 
 func (s *DuplexSession) failResponse(r *response, code, msg string) {
@@ -271,6 +351,9 @@ func (s *DuplexSession) failResponse(r *response, code, msg string) {
 // they pass the stale filter even after the epoch advanced.
 func (s *DuplexSession) emitDone(r *response, status string, details any) {
 	heard := r.heardText()
+	if r.truncated {
+		heard = "" // the client truncated the item: its transcript is gone
+	}
 	base := func() map[string]any {
 		return map[string]any{"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0}
 	}
@@ -283,6 +366,12 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 		f["part"] = map[string]any{"type": "audio", "transcript": heard}
 		s.send(Event{Type: "response.content_part.done", Epoch: r.epoch, Fields: f})
 	} else {
+		if !r.textPart {
+			r.textPart = true
+			f := base()
+			f["part"] = map[string]any{"type": "text", "text": ""}
+			s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Fields: f})
+		}
 		f := base()
 		f["text"] = heard
 		s.send(Event{Type: "response.output_text.done", Epoch: r.epoch, Fields: f})
@@ -292,22 +381,28 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 	}
 	it := s.findItem(r.itemID)
 	var w map[string]any
+	output := []any{}
 	if it != nil {
 		it.Status = "completed"
 		if status != "completed" {
 			it.Status = "incomplete"
 		}
-		w = it.wire()
+		w = it.wire(s.opts.Beta)
+		output = []any{w}
+		s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
+		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
 	}
-	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
-	s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"item": w}})
+	u := r.inputUsage
+	u.outText = r.textTokens
+	if r.audio {
+		u.outAudio = audioTokens(r.sentMs, assistantAudioMsPerToken)
+	}
+	s.lastUsage = u
 	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
-		"response_id": r.id,
-		"response": map[string]any{"id": r.id, "object": "realtime.response", "status": status, "status_details": details,
-			"output": []any{w}, "metadata": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID,
-				"audio_sent_ms": r.sentMs}},
-	}})
-	s.send(Event{Type: "rate_limits.updated", Epoch: r.epoch, Fields: map[string]any{"rate_limits": []any{}}})
+		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})
+	s.send(Event{Type: "rate_limits.updated", Epoch: r.epoch, Fields: map[string]any{"rate_limits": []any{
+		map[string]any{"name": "requests", "limit": 0, "remaining": 0, "reset_seconds": 0},
+		map[string]any{"name": "tokens", "limit": 0, "remaining": 0, "reset_seconds": 0}}}})
 }
 
 // cancelActive is _cancel_active_response: end the response with the mapped finished_reason
@@ -321,6 +416,20 @@ func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) boo
 	r.cancelled.Store(true)
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
+	if r.audio && r.sentMs > 0 {
+		// The client holds audio it has not played yet: tell it which to drop, and keep in the
+		// item only what was played (the client's playback.ack, else the pacing clock, which
+		// assumes playback at real time from the first delta).
+		if r.playedMs < 0 {
+			elapsed := float64(s.m.cfg.Now().Sub(r.started)) / float64(time.Millisecond)
+			r.playedMs = max(0, min(r.sentMs, elapsed))
+		}
+		if notify {
+			r.clearedAudio = true
+			s.send(Event{Type: "output_audio_buffer.cleared", Epoch: r.epoch, Fields: map[string]any{
+				"response_id": r.id, "item_id": r.itemID, "audio_end_ms": int(r.playedMs)}})
+		}
+	}
 	s.endResponse(finishedReasonForCancel(source))
 	if notify {
 		s.emitDone(r, "cancelled", map[string]any{"type": "cancelled", "reason": wireReason})
@@ -337,9 +446,12 @@ func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) boo
 	if heard := r.heardText(); heard != "" && s.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
 		eng := s.engine
-		s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, "assistant", heard)}
-		}})
+		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+			return jobResult{err: eng.AppendText(ctx, "assistant", heard), errCode: "runtime_append_failed"}
+		}}) {
+			s.log.Warn("dropping the heard assistant text: engine job queue full", zap.Int("chars", len(heard)))
+			s.sendError("input_backpressure", "too many pending engine jobs; the assistant text heard before the interruption was not kept in the conversation", "", "")
+		}
 	}
 	return true
 }

@@ -20,7 +20,14 @@ type Options struct {
 	Duplex bool
 	// Model is the model the client asked for ("" = the server's).
 	Model string
+	// Beta selects the beta Realtime dialect's session shape (OpenAI-Beta: realtime=v1); the
+	// connection renames the server events.
+	Beta bool
 }
+
+// maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
+// their idle timeout, not by age.
+const maxSessionLength = 30 * time.Minute
 
 // Close reasons reported in session.closed and returned by Run.
 const (
@@ -53,7 +60,8 @@ type DuplexSession struct {
 	log  *zap.Logger
 
 	inbox   chan Command
-	stop    chan string // buffered(1): a Stop reason
+	stop    chan string        // buffered(1): a Stop reason
+	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
 	results chan jobResult
 
@@ -69,7 +77,8 @@ type DuplexSession struct {
 	epoch      int
 	turnID     int
 	resp       *response
-	lastClosed int // highest engine turn whose output is over (done or cancelled)
+	lastClosed int          // highest engine turn whose output is over (done or cancelled)
+	inDec      InputDecoder // the append stream's decoder: one resampler for the session's input
 	inputBuf   [][]float32
 	inputBytes int
 	// inputStartTS is the wall time of the first append after the last commit / clear: a
@@ -93,9 +102,19 @@ type DuplexSession struct {
 	onsetAt     float64 // wall time of the onset reported by the last append; 0 = none
 	inSpeech    bool    // speech_started went out and its speech_stopped has not
 	paceTimer   *time.Timer
+	vadIdle     *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
 	idleTimer   *time.Timer
 	closeReason string
 	sinkBroken  bool // the connection refused an event: nothing more can be sent
+
+	expiresAt      time.Time
+	assistantAudio bool                  // assistant audio was sent: the voice is fixed
+	inputMs        float64               // input audio written this session (audio_start_ms / audio_end_ms clock)
+	vadBaseMs      float64               // inputMs when the VAD's stream time was 0
+	echo           *speech.EchoCanceller // removes the session's own sent audio from what the VAD hears
+	speechItemID   string                // the item id announced by speech_started, used by the next commit
+	bufStartMs     float64               // inputMs at the start of the uncommitted buffer
+	lastUsage      usage                 // the previous response's usage (its context is cached)
 }
 
 type job struct {
@@ -122,25 +141,29 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 		sink:       sink,
 		inbox:      make(chan Command, 64),
 		stop:       make(chan string, 1),
+		drain:      make(chan time.Duration, 1),
 		jobs:       make(chan job, 16),
 		results:    make(chan jobResult, 16),
 		outNotify:  make(chan struct{}, 1),
 		state:      "open",
 		turnState:  TurnIdle,
 		lastClosed: -1,
+		expiresAt:  m.cfg.Now().Add(maxSessionLength),
+		// OpenAI's defaults: audio out, 24 kHz pcm16 both ways, server_vad that creates and
+		// interrupts responses. Input transcription is on (the ASR is the pipeline's input).
 		cfg: Config{
 			Model:         firstNonEmpty(opts.Model, m.cfg.ModelName),
-			Modalities:    []string{"text", "audio"},
-			InputFormat:   AudioFormat{Type: "pcm16", Rate: 16000},
+			Modalities:    []string{"audio"},
+			Voice:         "alloy",
+			InputFormat:   AudioFormat{Type: "pcm16", Rate: 24000},
 			OutputFormat:  AudioFormat{Type: "pcm16", Rate: 24000},
 			TurnDetection: DefaultTurnDetection(),
+			Transcription: true,
 			IdleTimeout:   m.cfg.IdleTimeout,
 		},
 	}
-	if !opts.Duplex {
-		// Turn-based realtime: the client commits and asks for responses; input during a
-		// response is buffered.
-		s.cfg.TurnDetection = nil
+	if opts.Beta {
+		s.cfg.Modalities = []string{"text", "audio"}
 	}
 	s.log = m.log.With(zap.String("session_id", s.id))
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
@@ -165,6 +188,14 @@ func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
 func (s *DuplexSession) Stop(reason string) {
 	select {
 	case s.stop <- reason:
+	default:
+	}
+}
+
+// notifyDrain tells the session that the server is shutting down; it never blocks.
+func (s *DuplexSession) notifyDrain(grace time.Duration) {
+	select {
+	case s.drain <- grace:
 	default:
 	}
 }
@@ -201,13 +232,16 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
 	s.paceTimer = time.NewTimer(time.Hour)
 	s.paceTimer.Stop()
+	s.vadIdle = time.NewTimer(time.Hour)
+	s.vadIdle.Stop()
+	defer s.vadIdle.Stop()
 	defer s.idleTimer.Stop()
 	defer s.paceTimer.Stop()
 
 	if first != nil {
 		s.handleUpdate(first, true)
 	} else {
-		s.emitCreated(false)
+		s.emitCreated()
 	}
 	reason := s.loop(ctx)
 	s.shutdown(reason, func() {
@@ -230,8 +264,14 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 			s.handleResult(r)
 		case <-s.paceTimer.C:
 			s.pace()
+		case <-s.vadIdle.C:
+			s.idleTimeoutTriggered()
 		case <-s.idleTimer.C:
 			return ReasonTimeout
+		case g := <-s.drain:
+			// Told at once, so the client can finish its turn and reconnect elsewhere.
+			s.send(Event{Type: "session.closing", Epoch: s.epoch, Fields: map[string]any{
+				"session_id": s.id, "reason": ReasonShutdown, "grace_ms": g.Milliseconds()}})
 		case r := <-s.stop:
 			return r
 		case <-ctx.Done():
@@ -269,6 +309,10 @@ func (s *DuplexSession) runJobs(ctx context.Context) {
 		}
 	}
 }
+
+// canSubmitJob reports whether the next submitJob will succeed: only the actor sends to jobs,
+// so a free slot now is still free when it submits.
+func (s *DuplexSession) canSubmitJob() bool { return len(s.jobs) < cap(s.jobs) }
 
 // submitJob queues a job; a full queue is input backpressure.
 func (s *DuplexSession) submitJob(j job) bool {
@@ -348,7 +392,14 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 	return true
 }
 
-func (s *DuplexSession) autoResponse() bool { return s.opts.Duplex && s.cfg.AutoResponse }
+// autoResponse reports whether the engine takes turns itself: on ?duplex=1, server_vad with
+// create_response is the native auto_response (the engine's VAD endpointing makes listen /
+// speak decisions). Without duplex the session's own VAD commits and creates responses.
+func (s *DuplexSession) autoResponse() bool { return s.autoResponseFor(s.cfg) }
+
+func (s *DuplexSession) autoResponseFor(c Config) bool {
+	return s.opts.Duplex && c.TurnDetection != nil && c.TurnDetection.CreateResponse
+}
 
 func (s *DuplexSession) fence() Fence { return Fence{SessionID: s.id, Epoch: s.epoch} }
 

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ type fakeEngine struct {
 	panics bool
 	out    func(Output)
 	turn   int
+	speak  []float32 // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
 }
 
 func (f *fakeEngine) rec(c string) {
@@ -57,6 +59,10 @@ func (f *fakeEngine) Respond(context.Context, int) (int, error) {
 	f.turn++
 	n := f.turn
 	f.mu.Unlock()
+	if f.speak != nil {
+		f.out(Output{Kind: OutAudio, Turn: n, Audio: f.speak, Text: "speech "})
+		return n, nil
+	}
 	// The engine speaks: two 100 ms chunks of audio, then (not yet) finished.
 	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
 	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
@@ -146,7 +152,7 @@ func (s *sink) until(t *testing.T, typ string) Event {
 func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSession, *sink, *Manager, func() string) {
 	t.Helper()
 	// turn_detection: null (the policy listens only).
-	return startSessionWith(t, eng, lead, ConfigPatch{TurnDetectionSet: true})
+	return startSessionWith(t, eng, lead, ConfigPatch{TurnDetectionSet: true, InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 }
 
 func startSessionWith(t *testing.T, eng *fakeEngine, lead time.Duration, patch ConfigPatch) (*DuplexSession, *sink, *Manager, func() string) {
@@ -235,14 +241,28 @@ func TestConfigPatch(t *testing.T) {
 	}{
 		{"ok formats", ConfigPatch{InputFormat: &AudioFormat{Type: "audio/pcm", Rate: 24000}, OutputFormat: &AudioFormat{Type: "g711_ulaw"}}, ""},
 		{"bad input format", ConfigPatch{InputFormat: &AudioFormat{Type: "mp3"}}, "unsupported_audio_format"},
-		{"bad rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 11025}}, "unsupported_audio_format"},
+		{"bad rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 96000}}, "unsupported_audio_format"},
+		{"low rate", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 7999}}, "unsupported_audio_format"},
+		{"44.1 kHz", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 44100}}, ""},
+		{"11.025 kHz", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 11025}}, ""},
 		{"bad modality", ConfigPatch{Modalities: []string{"video"}}, "invalid_value"},
-		{"semantic vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetection{Type: "semantic_vad"}}, "unsupported_turn_detection"},
+		{"semantic vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high")}}, ""},
+		{"bad eagerness", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("eager")}}, "invalid_value"},
+		{"unknown vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("magic_vad")}}, "invalid_value"},
+		{"negative silence", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{SilenceDurationMs: ptr(-1)}}, "integer_below_min_value"},
+		{"negative padding", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{PrefixPaddingMs: ptr(-5)}}, "integer_below_min_value"},
+		{"threshold above 1", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Threshold: ptr(1.5)}}, "invalid_value"},
+		{"idle timeout overflow", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{IdleTimeoutMs: ptr(1 << 40)}}, "invalid_value"},
+		{"idle timeout below range", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{IdleTimeoutMs: ptr(100)}}, "invalid_value"},
+		{"max tokens above 4096", ConfigPatch{MaxOutputTokens: ptr(5000)}, "invalid_value"},
+		{"empty voice", ConfigPatch{Voice: ptr("")}, "invalid_value"},
+		{"long voice", ConfigPatch{Voice: ptr(strings.Repeat("v", 65))}, "invalid_value"},
+		{"transcription session", ConfigPatch{Type: ptr("transcription")}, "invalid_value"},
 		{"negative idle", ConfigPatch{IdleTimeoutS: ptr(-1.0)}, "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.patch.Apply(base)
+			got, err := tt.patch.Apply(base)
 			if tt.code == "" {
 				require.NoError(t, err)
 				return
@@ -250,6 +270,8 @@ func TestConfigPatch(t *testing.T) {
 			var fe *FieldError
 			require.True(t, errors.As(err, &fe))
 			require.Equal(t, tt.code, fe.Code)
+			require.NotEmpty(t, fe.Param)
+			require.Equal(t, base, got, "a failed patch leaves the session unchanged")
 		})
 	}
 }
@@ -282,4 +304,36 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
+}
+
+func TestTurnDetectionDefaults(t *testing.T) {
+	cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad")}}.Apply(Config{})
+	require.NoError(t, err)
+	require.Equal(t, TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500,
+		CreateResponse: true, InterruptResponse: true}, *cfg.TurnDetection)
+	for eager, ms := range map[string]int{"low": 1000, "medium": 500, "auto": 500, "high": 250} {
+		cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr(eager)}}.Apply(Config{})
+		require.NoError(t, err)
+		require.Equal(t, ms, cfg.TurnDetection.SilenceDurationMs, eager)
+	}
+	// auto_response is server_vad with create_response; on a session without turn detection
+	// it keeps the listen-only overlap (no interrupt_response).
+	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{})
+	require.NoError(t, err)
+	require.True(t, cfg.TurnDetection.CreateResponse)
+	require.False(t, cfg.TurnDetection.InterruptResponse)
+	require.Equal(t, PolicyListenOnly, cfg.OverlapPolicy())
+	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{TurnDetection: DefaultTurnDetection()})
+	require.NoError(t, err)
+	require.True(t, cfg.TurnDetection.InterruptResponse)
+	cfg, err = ConfigPatch{AutoResponse: ptr(false)}.Apply(cfg)
+	require.NoError(t, err)
+	require.False(t, cfg.TurnDetection.CreateResponse)
+	require.True(t, cfg.TurnDetection.InterruptResponse)
+	f, err := NormalizeInputFormat(AudioFormat{Type: "audio/pcm"})
+	require.NoError(t, err)
+	require.Equal(t, 24000, f.Rate, "pcm without a rate is 24 kHz")
+	f, err = NormalizeInputFormat(AudioFormat{Type: "pcm16", Rate: 16000})
+	require.NoError(t, err)
+	require.Equal(t, 16000, f.Rate, "explicit rates stay accepted")
 }

@@ -1,6 +1,9 @@
 package session
 
 import (
+	"context"
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/speech"
@@ -14,19 +17,34 @@ import (
 // let most 50 ms bursts through. The cost is barge-in latency: 240 ms of speech after its onset.
 const overlapMinSpeechMs = 240
 
+// vadResult is what one append did to the speech segmentation.
+type vadResult struct {
+	started bool // a segment opened in this append (speech_started)
+	stopped bool // a segment closed in this append (speech_stopped)
+	voiced  bool // speech anywhere in this append, or a segment still open
+}
+
 // detectSpeech runs the session's WebRTC VAD over one decoded 16 kHz append and, under
-// server_vad, emits speech_started / speech_stopped. started reports a SpeechStarted in this
-// chunk (the overlap decision barges in on it: the VAD requires overlapMinSpeechMs of voiced
-// frames, so a click or a short cough does not interrupt); voiced reports speech in this chunk
-// at all (auto_response stamps the turn's t0 on it). The VAD runs under server_vad, and with
-// turn_detection null only for auto_response's t0, silently and with the default settings.
-func (s *DuplexSession) detectSpeech(pcm []float32) (started, voiced bool) {
+// server_vad, emits speech_started / speech_stopped with their positions in the session's input
+// audio (audio_start_ms includes prefix_padding_ms, audio_end_ms the silence window, as OpenAI
+// reports them) and the id the user item will get on commit. started feeds the overlap decision
+// (the VAD requires overlapMinSpeechMs of voiced frames, so a click or a short cough does not
+// interrupt); voiced lets auto_response stamp the turn's t0. With turn_detection null the VAD
+// runs only for auto_response's t0, silently and with the default settings. Call it after
+// s.inputMs counts pcm.
+func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
+	// The VAD hears the input without the echo of what the session itself sent: a client
+	// without echo cancellation must not barge in on its own assistant. The canceller's clock
+	// advances with every append, whether a VAD runs or not.
+	if s.echo != nil {
+		pcm = s.echo.Process(pcm)
+	}
 	td := s.cfg.TurnDetection
 	announce := td != nil
 	if td == nil {
 		if !s.autoResponse() {
 			s.closeVAD()
-			return false, false
+			return vadResult{}
 		}
 		td = DefaultTurnDetection()
 	}
@@ -43,35 +61,45 @@ func (s *DuplexSession) detectSpeech(pcm []float32) (started, voiced bool) {
 			// Config validation keeps the threshold in range, so only allocation can fail here;
 			// the session keeps working without barge-in on speech.
 			s.log.Warn("creating the overlap vad", zap.Error(err))
-			return false, false
+			return vadResult{}
 		}
 		s.vad, s.vadTD = v, *td
+		s.vadBaseMs = s.inputMs - float64(len(pcm))*1000/EngineRate
 	}
 	evs, err := s.vad.Process(pcm)
 	if err != nil {
 		s.log.Debug("overlap vad", zap.Error(err))
-		return false, false
+		return vadResult{}
 	}
 	s.markVAD(len(pcm), td.PrefixPaddingMs, evs)
+	var res vadResult
 	for _, ev := range evs { // evs is reused by the next Process call: consumed here
 		switch ev.Kind {
 		case speech.SpeechStarted:
-			voiced, started = true, true
+			res.voiced, res.started = true, true
 			if announce && !s.inSpeech {
 				s.inSpeech = true
-				s.send(Event{Type: "input_audio_buffer.speech_started", Epoch: s.epoch, Fields: map[string]any{"audio_start_ms": 0, "item_id": nil}})
+				if s.speechItemID == "" {
+					s.speechItemID = newItemID()
+				}
+				s.send(Event{Type: "input_audio_buffer.speech_started", Epoch: s.epoch, Fields: map[string]any{
+					"audio_start_ms": int(s.vadBaseMs) + int(ev.AtMs), "item_id": s.speechItemID}})
 			}
 		case speech.SpeechStopped:
 			if s.inSpeech {
 				s.inSpeech = false
-				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{"audio_end_ms": 0, "item_id": nil}})
+				res.stopped = true
+				end := min(s.vadBaseMs+float64(ev.AtMs)+float64(td.SilenceDurationMs), s.inputMs)
+				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{
+					"audio_end_ms": int(end), "item_id": s.speechItemID}})
 				if m := turnStats(s.engine); m != nil {
 					s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
 				}
 			}
 		}
 	}
-	return started, voiced || s.vad.InSpeech()
+	res.voiced = res.voiced || s.vad.InSpeech()
+	return res
 }
 
 // vadMark is one append as the VAD saw it.
@@ -113,10 +141,12 @@ func (s *DuplexSession) resetVAD() {
 	}
 	if s.inSpeech {
 		s.inSpeech = false
-		s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{"audio_end_ms": 0, "item_id": nil}})
+		s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{
+			"audio_end_ms": int(s.inputMs), "item_id": s.speechItemID}})
 	}
 	s.vad.Reset()
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
+	s.vadBaseMs = s.inputMs
 }
 
 // closeVAD frees the WebRTC instance (C memory the GC does not see); Run defers it so every exit
@@ -128,4 +158,111 @@ func (s *DuplexSession) closeVAD() {
 	}
 	s.inSpeech = false
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
+}
+
+// armIdleTimeout starts turn_detection.idle_timeout_ms after a response: the clock runs from
+// response.done plus the playback still ahead of the client (the audio sent beyond real time).
+func (s *DuplexSession) armIdleTimeout(r *response) {
+	td := s.cfg.TurnDetection
+	if td == nil || td.IdleTimeoutMs <= 0 {
+		return
+	}
+	ahead := 0.0
+	if !r.started.IsZero() {
+		ahead = max(0, r.sentMs-float64(s.m.cfg.Now().Sub(r.started))/float64(time.Millisecond))
+	}
+	s.stopIdleTimeout()
+	s.vadIdle.Reset(time.Duration(float64(td.IdleTimeoutMs)+ahead) * time.Millisecond)
+}
+
+func (s *DuplexSession) stopIdleTimeout() {
+	if s.vadIdle == nil {
+		return
+	}
+	if !s.vadIdle.Stop() {
+		select {
+		case <-s.vadIdle.C:
+		default:
+		}
+	}
+}
+
+// idleTimeoutTriggered is OpenAI's idle timeout: the user said nothing for idle_timeout_ms after
+// the assistant finished. The buffer is committed (if it holds audio) and a response follows.
+func (s *DuplexSession) idleTimeoutTriggered() {
+	td := s.cfg.TurnDetection
+	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil {
+		return
+	}
+	start := s.inputMs
+	if len(s.inputBuf) > 0 {
+		start = s.bufStartMs
+	}
+	id := s.speechItemID
+	if id == "" {
+		id = newItemID()
+		s.speechItemID = id
+	}
+	s.send(Event{Type: "input_audio_buffer.timeout_triggered", Epoch: s.epoch, Fields: map[string]any{
+		"audio_start_ms": int(start), "audio_end_ms": int(s.inputMs), "item_id": id}})
+	if !s.autoResponse() && len(s.inputBuf) > 0 && s.inputMs-s.bufStartMs >= 100 {
+		respond := true // the timeout's purpose is the response
+		s.handleCommit("", &respond)
+		return
+	}
+	s.speechItemID = ""
+	s.respondNow(s.cfg.MaxOutputTokens)
+}
+
+// respondNow starts a response over the conversation as it is, without new input.
+func (s *DuplexSession) respondNow(maxTok int) {
+	r := s.beginResponse(-1, maxTok)
+	eng := s.engine
+	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
+		if r.cancelled.Load() {
+			return jobResult{}
+		}
+		t, err := eng.Respond(ctx, maxTok)
+		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
+	}}) {
+		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+	}
+}
+
+// echoMaxDelayMs bounds the delay between sending audio and hearing it back in the input that
+// the echo canceller searches: the client's playback buffer plus the room.
+const echoMaxDelayMs = 400
+
+// listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
+// which is when sent audio must be kept as the echo canceller's reference.
+func (s *DuplexSession) listening() bool {
+	return s.cfg.TurnDetection != nil || s.autoResponse()
+}
+
+// echoCanceller returns the session's canceller, made on the first audio sent while a VAD
+// listens (pure Go, no C memory).
+func (s *DuplexSession) echoCanceller() *speech.EchoCanceller {
+	if s.echo == nil {
+		s.echo = speech.NewEchoCanceller(echoMaxDelayMs)
+	}
+	return s.echo
+}
+
+// echoReference converts a 24 kHz talker frame to 16 kHz (linear interpolation: the canceller
+// correlates and subtracts, it does not need a band-limited resampler).
+func echoReference(pcm []float32) []float32 {
+	n := len(pcm) * EngineRate / OutputRate
+	out := make([]float32, n)
+	for i := range out {
+		x := float64(i) * OutputRate / EngineRate
+		j := int(x)
+		frac := float32(x - float64(j))
+		a := pcm[j]
+		b := a
+		if j+1 < len(pcm) {
+			b = pcm[j+1]
+		}
+		out[i] = a + (b-a)*frac
+	}
+	return out
 }

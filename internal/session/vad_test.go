@@ -62,7 +62,8 @@ func TestBargeInNeedsSpeech(t *testing.T) {
 	eng := &fakeEngine{t: t}
 	// A minute of lead: the fake engine never finishes, so the response stays active.
 	s, sk, _, wait := startSessionWith(t, eng, time.Minute,
-		ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetection{Type: "server_vad"}})
+		ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad"), CreateResponse: ptr(false)},
+			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	ctx := context.Background()
 	appendChunks := func(b []byte) {
 		for i := 0; i < len(b); i += 3200 { // 100 ms chunks, as a client streams them

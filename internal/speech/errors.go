@@ -12,6 +12,9 @@ var (
 	ErrUnsupportedRate = errors.New("speech: unsupported sample rate")
 	// ErrEmptyText reports TTS input with no speakable characters.
 	ErrEmptyText = errors.New("speech: empty text")
+	// ErrSynthesis reports speakable text for which the synthesizer produced no audio: a
+	// failure, unlike ErrEmptyText, which means there was nothing to say.
+	ErrSynthesis = errors.New("speech: synthesis failed")
 	// ErrEmptyAudio reports audio input with no samples.
 	ErrEmptyAudio = errors.New("speech: empty audio")
 	// ErrInvalidWAV reports a byte slice that is not a WAV file this package can read.

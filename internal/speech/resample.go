@@ -5,34 +5,48 @@ import (
 	"math"
 )
 
-// Resampler converts a mono stream between two of the rates 8, 16, 24 and 48 kHz with a
-// polyphase windowed-sinc FIR filter. It keeps filter history between calls, so a stream can be
-// fed in chunks of any size; it is not safe for concurrent use.
+// Resampler converts a mono stream between any two rates from MinRate to MaxRate (8 to 48 kHz,
+// 44.1 / 22.05 / 11.025 kHz included) with a polyphase windowed-sinc FIR filter (Kaiser window,
+// 8 zero crossings each side, cutoff at 92 % of the lower Nyquist frequency). It keeps filter
+// history between calls, so a stream fed in chunks of any size gives exactly the samples of
+// resampling it in one piece; it is not safe for concurrent use. Keep one per stream: a session's
+// input, a response's output, a chat request.
+//
+// When the reduced ratio to/from has at most maxExactPhases phases (every common rate pair), each
+// output uses the exact phase; otherwise the filter is tabulated at interpPhases fractional
+// positions and each output interpolates linearly between the two nearest (as speexdsp does).
 //
 // Output sample n is aligned with input time n·from/to (the filter's group delay is absorbed by
 // starting the phase at the filter centre), so the stream's output lags its input by half the
-// filter length (about 0.5 ms at the ratios used here) until Flush.
+// filter length (about 0.5 ms) until Flush.
 type Resampler struct {
 	from, to int
 	up, down int         // to/from reduced: up = L, down = M
 	taps     int         // taps per phase (K)
-	phases   [][]float32 // phases[p][j] = h[p + (K-1-j)·L], reversed for a forward dot product
+	nphase   int         // rows of phases used per output position: up (exact) or interpPhases
+	interp   bool        // phases has nphase+1 rows and outputs interpolate between two
+	phases   [][]float32 // phases[p][j] = h(p/nphase + K-1-j), reversed for a forward dot product
 	hist     []float32   // the last K-1 input samples, zero at start
 	work     []float32   // hist followed by the current input, reused between calls
 	t        int         // upsampled time of the next output relative to the current input start
 }
 
-// supportedRate reports whether r is one of the rates the realtime API uses.
-func supportedRate(r int) bool {
-	switch r {
-	case 8000, 16000, 24000, 48000:
-		return true
-	}
-	return false
-}
+// Rates a Resampler accepts.
+const (
+	MinRate = 8000
+	MaxRate = 48000
+)
 
-// NewResampler returns a streaming converter from one supported rate to another (8000, 16000,
-// 24000 or 48000 Hz); other rates give ErrUnsupportedRate.
+const (
+	maxExactPhases = 1024
+	interpPhases   = 512
+)
+
+// supportedRate reports whether r is in the range a Resampler handles.
+func supportedRate(r int) bool { return r >= MinRate && r <= MaxRate }
+
+// NewResampler returns a streaming converter between two rates in [MinRate, MaxRate]; other rates
+// give ErrUnsupportedRate.
 func NewResampler(from, to int) (*Resampler, error) {
 	if !supportedRate(from) || !supportedRate(to) {
 		return nil, fmt.Errorf("resampling %d Hz to %d Hz: %w", from, to, ErrUnsupportedRate)
@@ -45,44 +59,51 @@ func NewResampler(from, to int) (*Resampler, error) {
 	// Eight zero crossings each side of the slower rate's Nyquist keep the stop band below
 	// about -70 dB; the cutoff sits just under the lower of the two Nyquist frequencies.
 	const zeroCrossings = 8
-	maxLM := max(r.up, r.down)
-	r.taps = 2 * zeroCrossings * maxLM / r.up
-	n := r.taps * r.up
-	centre := float64(n) / 2
-	fc := 0.5 / float64(maxLM) * 0.92 // cycles per upsampled sample
+	ratio := max(1, float64(from)/float64(to)) // input samples per zero crossing
+	r.taps = int(math.Ceil(2 * zeroCrossings * ratio))
+	fc := 0.5 / ratio * 0.92 // cycles per input sample
+	centre := float64(r.taps) / 2
 	const beta = 7.5
 	i0b := besselI0(beta)
-	h := make([]float64, n)
-	for j := range h {
-		x := float64(j) - centre
+	h := func(x float64) float64 { // x in input samples from the window's start
+		d := x - centre
 		s := 2 * fc
-		if x != 0 {
-			s = math.Sin(2*math.Pi*fc*x) / (math.Pi * x)
+		if d != 0 {
+			s = math.Sin(2*math.Pi*fc*d) / (math.Pi * d)
 		}
-		w := (float64(j) - centre) / centre
-		win := 0.0
-		if w*w <= 1 {
-			win = besselI0(beta*math.Sqrt(1-w*w)) / i0b
+		w := d / centre
+		if w*w > 1 {
+			return 0
 		}
-		h[j] = s * win
+		return s * besselI0(beta*math.Sqrt(1-w*w)) / i0b
 	}
-	r.phases = make([][]float32, r.up)
+	r.nphase = r.up
+	rows := r.up
+	if r.up > maxExactPhases {
+		r.nphase, rows, r.interp = interpPhases, interpPhases+1, true
+	}
+	r.phases = make([][]float32, rows)
+	row := make([]float64, r.taps)
 	for p := range r.phases {
-		ph := make([]float32, r.taps)
 		sum := 0.0
-		for k := range r.taps {
-			sum += h[p+k*r.up]
+		for j := range row {
+			row[j] = h(float64(p)/float64(r.nphase) + float64(r.taps-1-j))
+			sum += row[j]
 		}
-		for j := range r.taps {
+		ph := make([]float32, r.taps)
+		for j, v := range row {
 			// Each phase is normalised to unit DC gain so constant input stays constant.
-			ph[j] = float32(h[p+(r.taps-1-j)*r.up] / sum)
+			ph[j] = float32(v / sum)
 		}
 		r.phases[p] = ph
 	}
 	r.hist = make([]float32, r.taps-1)
-	r.t = n / 2 // start at the filter centre: output 0 lines up with input 0
+	r.t = r.taps * r.up / 2 // start at the filter centre: output 0 lines up with input 0
 	return r, nil
 }
+
+// Rates returns the input and output rates.
+func (r *Resampler) Rates() (from, to int) { return r.from, r.to }
 
 // Process resamples src into dst (reusing dst's storage from index 0) and returns the output.
 // No allocation happens once dst and the internal buffer have grown to the chunk size.
@@ -105,14 +126,16 @@ func (r *Resampler) Process(dst, src []float32) []float32 {
 	dst = grow(dst, n)
 	t := r.t
 	for o := range n {
-		i := t / r.up // newest input index used by this output
-		ph := r.phases[t%r.up]
+		i := t / r.up        // newest input index used by this output
 		x := r.work[i : i+k] // inputs i-K+1 .. i, shifted by the K-1 history samples
-		var acc float32
-		for j, c := range ph {
-			acc += c * x[j]
+		if !r.interp {
+			dst[o] = dot(r.phases[t%r.up], x)
+		} else {
+			pos := (t % r.up) * r.nphase
+			p, frac := pos/r.up, float32(pos%r.up)/float32(r.up)
+			a := dot(r.phases[p], x)
+			dst[o] = a + frac*(dot(r.phases[p+1], x)-a)
 		}
-		dst[o] = acc
 		t += r.down
 	}
 	r.t = t - limit
@@ -141,6 +164,13 @@ func (r *Resampler) Reset() {
 	r.t = r.taps * r.up / 2
 }
 
+// ResampledLen is the length Resample gives for n samples: ceil(n·to/from).
+func ResampledLen(n, from, to int) int {
+	g := gcd(from, to)
+	up, down := to/g, from/g
+	return (n*up + down - 1) / down
+}
+
 // Resample converts a whole clip; the result has ceil(len(src)·to/from) samples, aligned with
 // the input.
 func Resample(src []float32, from, to int) ([]float32, error) {
@@ -154,6 +184,15 @@ func Resample(src []float32, from, to int) ([]float32, error) {
 		out = append(out, r.Flush(nil)...)
 	}
 	return out[:min(want, len(out))], nil
+}
+
+func dot(c, x []float32) float32 {
+	x = x[:len(c)]
+	var acc float32
+	for j, v := range c {
+		acc += v * x[j]
+	}
+	return acc
 }
 
 func gcd(a, b int) int {

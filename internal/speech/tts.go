@@ -100,6 +100,7 @@ func (t *TTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
 	w := C.flite_text_to_wave(ctext, t.voice)
 	var pcm []float32
 	rate := 0
+	failed := w == nil
 	if w != nil {
 		if n := int(w.num_samples); n > 0 && w.samples != nil {
 			pcm = Int16ToFloat32(nil, unsafe.Slice((*int16)(unsafe.Pointer(w.samples)), n))
@@ -108,7 +109,15 @@ func (t *TTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
 		C.delete_wave(w)
 	}
 	<-fliteLock
-	if len(pcm) == 0 {
+	switch {
+	case failed:
+		return nil, fmt.Errorf("synthesizing %q: flite returned no wave: %w", text, ErrSynthesis)
+	case len(pcm) == 0 && asciiSpeakable(text):
+		// flite voices every ASCII letter and digit: silence here is a failure, and the
+		// phrase's audio must not vanish as if there were nothing to say.
+		return nil, fmt.Errorf("synthesizing %q: no audio: %w", text, ErrSynthesis)
+	case len(pcm) == 0:
+		// Letters outside flite's English lexicon (non-ASCII) are unspeakable for it.
 		return nil, fmt.Errorf("synthesizing %q: no audio: %w", text, ErrEmptyText)
 	}
 	if rate == t.cfg.OutputRate {
@@ -119,6 +128,13 @@ func (t *TTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
 		return nil, fmt.Errorf("resampling flite output: %w", err)
 	}
 	return out, nil
+}
+
+// asciiSpeakable reports whether text has an ASCII letter or digit, which flite always voices.
+func asciiSpeakable(text string) bool {
+	return strings.ContainsFunc(text, func(r rune) bool {
+		return r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r))
+	})
 }
 
 // Close unregisters the voice; Synthesize then fails with ErrClosed. It is idempotent.

@@ -70,7 +70,10 @@ func TestTTSBadInput(t *testing.T) {
 		_, err := tts.Synthesize(ctx, text)
 		require.ErrorIs(t, err, ErrEmptyText, "%q", text)
 	}
-	_, err := NewTTS(TTSConfig{OutputRate: 44100})
+	// Silence from flite for ASCII words is a synthesis failure, not "nothing to say".
+	require.True(t, asciiSpeakable("ok, 日本"))
+	require.False(t, asciiSpeakable("日本 — ¿?"))
+	_, err := NewTTS(TTSConfig{OutputRate: 96000})
 	require.ErrorIs(t, err, ErrUnsupportedRate)
 	_, err = NewTTS(TTSConfig{Voice: "nobody"})
 	require.ErrorIs(t, err, ErrInvalidConfig)

@@ -437,11 +437,24 @@ func (c *conv) run(ctx context.Context) error {
 	c.turns = map[string]*Turn{}
 	// session.update goes out at once: servers that send session.created first and servers that
 	// wait for the update both answer it with session.updated.
-	if _, err := c.send(ctx, map[string]any{"type": "session.update", "session": c.sessionConfig()}); err != nil {
+	cfg := c.sessionConfig()
+	if _, err := c.send(ctx, map[string]any{"type": "session.update", "session": cfg}); err != nil {
 		return err
 	}
 	if err := c.awaitUpdated(ctx); err != nil {
-		return err
+		// A strictly GA server refuses the duplex extension; server_vad with create_response
+		// says the same thing there, so try once without it.
+		var se *ServerError
+		if _, ext := cfg["extra_body"]; !ext || !errors.As(err, &se) || !strings.Contains(se.Param+se.Message, "extra_body") {
+			return err
+		}
+		delete(cfg, "extra_body")
+		if _, err := c.send(ctx, map[string]any{"type": "session.update", "session": cfg}); err != nil {
+			return err
+		}
+		if err := c.awaitUpdated(ctx); err != nil {
+			return err
+		}
 	}
 
 	var wg sync.WaitGroup

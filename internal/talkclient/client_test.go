@@ -70,6 +70,8 @@ type fakeServer struct {
 	mu     sync.Mutex
 	events []map[string]any
 	status int // non-zero: refuse the upgrade with this HTTP status
+	// strictGA refuses the duplex extension as OpenAI does unknown parameters.
+	strictGA bool
 }
 
 func (f *fakeServer) received(typ string) []map[string]any {
@@ -127,6 +129,11 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		switch ev["type"] {
 		case "session.update":
+			if _, ext := ev["session"].(map[string]any)["extra_body"]; ext && f.strictGA {
+				write(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "code": "unknown_parameter",
+					"message": "Unknown parameter: 'session.extra_body'.", "param": "session.extra_body", "event_id": ev["event_id"]}})
+				continue
+			}
 			write(map[string]any{"type": "session.updated", "session": ev["session"]})
 		case "input_audio_buffer.append":
 			appends++
@@ -203,6 +210,19 @@ func TestRunVAD(t *testing.T) {
 	require.Len(t, res.Turns, 1)
 	require.Equal(t, "resp_vad", res.Turns[0].ResponseID)
 	require.Positive(t, res.Turns[0].FirstAudioLatency()+1, "input end is the speech_stopped")
+}
+
+func TestRunVADStrictGA(t *testing.T) {
+	t.Parallel()
+	f := &fakeServer{t: t, strictGA: true}
+	s := httptest.NewServer(f)
+	t.Cleanup(s.Close)
+	res, err := Run(context.Background(), Options{URL: wsURL(s), Mode: ModeVAD, Fast: true, Linger: 200 * time.Millisecond}, make([]int16, Rate/2))
+	require.NoError(t, err)
+	upd := f.received("session.update")
+	require.Len(t, upd, 2, "the update is retried without the extension")
+	require.NotContains(t, upd[1]["session"], "extra_body")
+	require.Len(t, res.Turns, 1)
 }
 
 func TestRunRefused(t *testing.T) {

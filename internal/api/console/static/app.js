@@ -37,6 +37,8 @@
   let playingItem = null; // {id, start (samples played when it starts), received (samples)}
   let inputEnd = 0; // performance.now() at the end of the user's last turn
   const dropped = new Set(); // responses whose audio was flushed: late deltas are ignored
+  const userItems = new Map(); // item id → its bubble while its transcript streams
+  let retriedWithoutExtension = false;
 
   // ---- status and rendering ------------------------------------------------------------------
 
@@ -350,6 +352,7 @@
     stats.sessionReady = false;
     active = null;
     playingItem = null;
+    retriedWithoutExtension = false;
     mode = document.querySelector('input[name="mode"]:checked').value;
     setStatus("connecting", "connecting…");
     let u;
@@ -443,19 +446,41 @@
           });
         }
         break;
-      case "error":
-        showError(ev.error || {});
+      case "error": {
+        const err = ev.error || {};
+        // A strictly GA server refuses the duplex extension; server_vad with create_response
+        // means the same there, so the update is sent once more without it.
+        if (!stats.sessionReady && !retriedWithoutExtension && /extra_body/.test((err.param || "") + (err.message || ""))) {
+          retriedWithoutExtension = true;
+          const s = sessionConfig();
+          delete s.extra_body;
+          send({ type: "session.update", session: s });
+          break;
+        }
+        showError(err);
         break;
+      }
       case "input_audio_buffer.speech_started":
         bargeIn("speech_started");
         break;
       case "input_audio_buffer.speech_stopped":
         inputEnd = performance.now();
         break;
+      case "conversation.item.input_audio_transcription.delta": {
+        let li = userItems.get(ev.item_id);
+        if (!li) {
+          li = bubble("user", "you", "");
+          userItems.set(ev.item_id, li);
+        }
+        li.querySelector(".text").textContent += ev.delta || "";
+        break;
+      }
       case "conversation.item.input_audio_transcription.completed": {
         const text = (ev.transcript || "").trim();
         stats.userTranscripts.push(text);
-        bubble("user", "you", text || "(nothing recognized)");
+        const li = userItems.get(ev.item_id) || bubble("user", "you", "");
+        userItems.delete(ev.item_id);
+        li.querySelector(".text").textContent = text || "(nothing recognized)";
         break;
       }
       case "response.created": {

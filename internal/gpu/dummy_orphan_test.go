@@ -1,0 +1,29 @@
+package gpu
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A temp file left by a generation that was killed is removed at the next start; one that a
+// live generation is writing (it holds the lock) is kept.
+func TestRemoveOrphanTemps(t *testing.T) {
+	dir := t.TempDir()
+	orphan := filepath.Join(dir, "dummy-tiny-v3.gguf.tmp-123")
+	require.NoError(t, os.WriteFile(orphan, []byte("partial"), 0o644))
+	live, err := os.CreateTemp(dir, "dummy-tiny-v3.gguf.tmp-*")
+	require.NoError(t, err)
+	defer live.Close()
+	require.NoError(t, syscall.Flock(int(live.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	other := filepath.Join(dir, "notes.tmp-1")
+	require.NoError(t, os.WriteFile(other, nil, 0o644))
+
+	removeOrphanTemps(dir)
+	require.NoFileExists(t, orphan)
+	require.FileExists(t, live.Name())
+	require.FileExists(t, other, "only dummy model temp files are touched")
+}

@@ -1,0 +1,105 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// TestRealtimeOpenAINode runs the official OpenAI Node SDK's GA realtime client
+// (OpenAIRealtimeWS from openai/realtime/ws, which always dials wss) against the real router over
+// TLS, with the real pipeline and real speech: session.created on connect, session.update,
+// 24 kHz speech that server_vad turns into a response with audio and usage, then barge-in
+// (output_audio_buffer.cleared, cancelled / turn_detected) and truncate. It never skips: node and
+// npm are installed by `make deps`.
+func TestRealtimeOpenAINode(t *testing.T) {
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "node is required (make deps installs it)")
+	npm, err := exec.LookPath("npm")
+	require.NoError(t, err, "npm is required (make deps installs it)")
+	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
+	require.NoError(t, err, "install pocketsphinx-testdata")
+
+	f := newChatFixture(t, api.ChatConfig{})
+	m := session.NewManager(session.ManagerConfig{ModelName: chatModel}, session.NewPipelineBackend(f.plain, f.pipeline), zap.NewNop())
+	router := api.NewRouter(api.RouterDeps{Models: []string{chatModel}, Ready: func() bool { return true },
+		Realtime: realtime.NewHandler(realtime.HandlerConfig{}, m, zap.NewNop())})
+	srv := httptest.NewUnstartedServer(router)
+	srv.StartTLS()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, m.Shutdown(ctx))
+		srv.Close()
+	})
+	dir := t.TempDir()
+	certFile := filepath.Join(dir, "cert.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+
+	// goforward.raw is 16 kHz; the SDK flow streams OpenAI's 24 kHz.
+	pcm16k, err := speech.PCM16BytesToFloat32(nil, raw)
+	require.NoError(t, err)
+	pcm24k, err := speech.Resample(pcm16k, 16000, 24000)
+	require.NoError(t, err)
+	speechFile := filepath.Join(dir, "speech24k.pcm")
+	require.NoError(t, os.WriteFile(speechFile, speech.Float32ToPCM16Bytes(nil, pcm24k), 0o600))
+
+	sdkDir := filepath.Join(repoRoot(t), "test", "openai-node")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
+	install.Dir = sdkDir
+	out, err := install.CombinedOutput()
+	require.NoError(t, err, "npm install in %s:\n%s", sdkDir, out)
+
+	run := exec.CommandContext(ctx, node, "realtime.mjs")
+	run.Dir = sdkDir
+	run.Env = append(os.Environ(), "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_MODEL="+chatModel,
+		"OMNISERVE_SPEECH_24K="+speechFile, "NODE_EXTRA_CA_CERTS="+certFile)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	require.NoError(t, run.Run(), "realtime.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var got struct {
+		Events map[string]int `json:"events"`
+		Turn1  struct {
+			Transcript string `json:"transcript"`
+			Status     string `json:"status"`
+			AudioBytes int    `json:"audio_bytes"`
+			Usage      struct {
+				InputTokens  int `json:"input_tokens"`
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"turn1"`
+		BargeIn struct {
+			Reason string `json:"reason"`
+		} `json:"barge_in"`
+		BadTruncate string `json:"bad_truncate"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
+	t.Logf("OpenAI Node SDK realtime: %s", lines[len(lines)-1])
+	require.Contains(t, strings.ToLower(got.Turn1.Transcript), "forward", "24 kHz speech was heard as such")
+	require.Positive(t, got.Turn1.AudioBytes)
+	require.Positive(t, got.Turn1.Usage.InputTokens)
+	require.Positive(t, got.Turn1.Usage.OutputTokens)
+	require.Equal(t, "turn_detected", got.BargeIn.Reason)
+	require.Equal(t, "invalid_value", got.BadTruncate)
+	require.Equal(t, 1, got.Events["session.created"])
+}
