@@ -48,6 +48,7 @@ type Collectors struct {
 	inputToAudio     prometheus.Histogram
 	inputToText      prometheus.Histogram
 	audioDelivered   prometheus.Histogram
+	audioUnderrun    prometheus.Histogram
 	activeSessions   prometheus.Gauge
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
@@ -120,6 +121,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Time from the end of the user input to the turn's first text unit.", secondsBuckets),
 		audioDelivered: hist1("duplex", "audio_delivered_seconds",
 			"Audio actually sent to the client per turn.", secondsBuckets),
+		audioUnderrun: hist1("duplex", "audio_underrun_seconds",
+			"Time per turn the client's playback ran out of sent audio (paced delivery fell behind).", secondsFastBuckets),
 		activeSessions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "omniserve", Subsystem: "duplex", Name: "active_sessions",
 			Help: "Duplex engine streams open now.",
@@ -151,7 +154,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		load: newLoadCollector(),
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
-		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.activeSessions,
+		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioUnderrun, c.activeSessions,
 		c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
@@ -224,6 +227,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		}
 		if v := r.E2E.AudioDeliveredS; v > 0 {
 			c.audioDelivered.Observe(v)
+			c.audioUnderrun.Observe(r.E2E.AudioUnderrunS) // zero included: the share of clean turns
 		}
 	}
 	if succeeded(reason) {

@@ -42,14 +42,14 @@ func feedSession(d *Duplex, chunks, turn int) int {
 		d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: turn})
 		cancel := turn%5 == 0
 		if cancel {
-			d.SetTurnDelivered(300)
+			d.SetTurnDelivered(300, 0)
 			d.FinalizeTurn(metrics.ReasonCancel)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{Turn: turn, Aborted: cancel})
 		if !cancel {
-			d.SetTurnDelivered(1000)
+			d.SetTurnDelivered(1000, 0)
 			d.FinalizeTurn(metrics.ReasonStop)
 		}
 		turn++
