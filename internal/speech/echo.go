@@ -21,9 +21,9 @@ type EchoCanceller struct {
 	inPos    int64     // input-clock index of the next input sample
 	maxDelay int
 	residual []float32
-	dec      []float32 // decimated scratch
-	decRef   []float32
+	win      []float32 // the reference window of the current block
 	lastLag  int
+	tracking bool // the last block had echo at lastLag
 	// Delay and gain of the last block with echo; tests and logs read them.
 	Delay int
 	Gain  float64
@@ -73,106 +73,96 @@ func (e *EchoCanceller) refAt(i int64) float32 {
 func (e *EchoCanceller) Process(in []float32) []float32 {
 	p := e.inPos
 	e.inPos += int64(len(in))
-	n := int64(len(in))
-	// Any reference within [p-maxDelay, p+n)?
-	lo := p - int64(e.maxDelay)
-	if e.refEnd <= lo || len(in) == 0 {
+	if len(in) == 0 || e.refEnd <= p-int64(e.maxDelay) {
+		e.Delay, e.Gain, e.tracking = 0, 0, false
+		return in
+	}
+	// win[k] is the reference at input index p - maxDelay + k: copied out of the ring once, so
+	// the correlations below index a plain slice.
+	base := p - int64(e.maxDelay)
+	e.win = e.win[:0]
+	for k := int64(0); k < int64(e.maxDelay+len(in)); k++ {
+		e.win = append(e.win, e.refAt(base+k))
+	}
+	var xx float64
+	for _, v := range in {
+		xx += float64(v) * float64(v)
+	}
+	if xx < echoQuietEnergy*float64(len(in)) {
+		// Below −60 dBFS there is nothing for a VAD to hear: no search, and the last delay
+		// stays tracked across the pause.
 		e.Delay, e.Gain = 0, 0
 		return in
 	}
-	lag, ok := e.search(in, p)
+	lag, ok := -1, false
+	if e.tracking {
+		// The delay of a playback path drifts slowly: look near the last one first.
+		lag, ok = e.best(in, e.lastLag-echoTrackRadius, e.lastLag+echoTrackRadius, 1, echoTrackCorr)
+	}
 	if !ok {
-		e.Delay, e.Gain = 0, 0
+		if lag, ok = e.best(in, 0, e.maxDelay, echoCoarseStep, echoMinCorr); ok {
+			lag, ok = e.best(in, lag-echoCoarseStep, lag+echoCoarseStep, 1, echoMinCorr)
+		}
+	}
+	if !ok {
+		e.Delay, e.Gain, e.tracking = 0, 0, false
 		return in
 	}
 	// Least-squares gain at that lag, then subtract.
+	ref := e.win[e.maxDelay-lag : e.maxDelay-lag+len(in)]
 	var xr, rr float64
-	for i := int64(0); i < n; i++ {
-		r := float64(e.refAt(p + i - int64(lag)))
-		xr += float64(in[i]) * r
-		rr += r * r
+	for i, v := range in {
+		xr += float64(v) * float64(ref[i])
+		rr += float64(ref[i]) * float64(ref[i])
 	}
-	if rr == 0 {
-		return in
-	}
-	g := xr / rr
-	if g <= 0 {
-		e.Delay, e.Gain = 0, 0
-		return in
-	}
-	e.Delay, e.Gain, e.lastLag = lag, g, lag
+	g := xr / rr // rr > 0: best only returns lags with reference energy
+	e.Delay, e.Gain, e.lastLag, e.tracking = lag, g, lag, true
 	e.residual = append(e.residual[:0], in...)
-	for i := int64(0); i < n; i++ {
-		e.residual[i] -= float32(g) * e.refAt(p+i-int64(lag))
+	for i, r := range ref {
+		e.residual[i] -= float32(g) * r
 	}
 	return e.residual
 }
 
-// search finds the delay (in 16 kHz samples) whose reference best correlates with in: every
-// 4th lag on a 4 kHz decimation, then ±4 samples at full rate around the best. ok is false when
-// no lag correlates (normalized correlation below echoMinCorr), so unrelated input is untouched.
-func (e *EchoCanceller) search(in []float32, p int64) (int, bool) {
-	const step = 4
-	n := len(in) / step
-	e.dec = e.dec[:0]
-	for i := 0; i < n; i++ {
-		e.dec = append(e.dec, in[i*step])
-	}
-	// decRef[k] is the reference at input index p - maxDelay + k*step.
-	base := p - int64(e.maxDelay)
-	m := (e.maxDelay+len(in))/step + 1
-	e.decRef = e.decRef[:0]
-	for k := 0; k < m; k++ {
-		e.decRef = append(e.decRef, e.refAt(base+int64(k*step)))
-	}
+// Search parameters: the coarse search tries every echoCoarseStep-th lag on every
+// echoCoarseStep-th sample; tracking tries every lag within echoTrackRadius of the last delay
+// on every sample and keeps it when the correlation stays above echoTrackCorr.
+const (
+	echoQuietEnergy = 1e-6 // mean square of −60 dBFS
+	echoCoarseStep  = 4
+	echoTrackRadius = 16
+	echoTrackCorr   = 0.5
+)
+
+// best returns the lag in [lo, hi] (clamped to [0, maxDelay], every step-th) whose reference
+// (e.win) correlates best with in, sampling in every step-th sample; ok is false when none
+// reaches minCorr (normalized correlation), so unrelated input is left untouched.
+func (e *EchoCanceller) best(in []float32, lo, hi, step int, minCorr float64) (int, bool) {
+	lo, hi = max(lo, 0), min(hi, e.maxDelay)
 	var xx float64
-	for _, v := range e.dec {
-		xx += float64(v) * float64(v)
+	for i := 0; i < len(in); i += step {
+		xx += float64(in[i]) * float64(in[i])
 	}
 	if xx == 0 {
 		return 0, false
 	}
-	best, bestC := -1, 0.0
-	for lagK := 0; lagK*step <= e.maxDelay; lagK++ {
-		// reference index for input i: p + i*step - lag = base + (maxDelay - lag) + i*step
-		off := (e.maxDelay - lagK*step) / step
+	best, bestC := -1, minCorr
+	for lag := lo; lag <= hi; lag += step {
+		ref := e.win[e.maxDelay-lag : e.maxDelay-lag+len(in)]
 		var xr, rr float64
-		for i, v := range e.dec {
-			r := float64(e.decRef[off+i])
-			xr += float64(v) * r
+		for i := 0; i < len(in); i += step {
+			r := float64(ref[i])
+			xr += float64(in[i]) * r
 			rr += r * r
 		}
 		if rr == 0 || xr <= 0 {
 			continue
 		}
-		if c := xr / math.Sqrt(xx*rr); c > bestC {
-			best, bestC = lagK*step, c
+		if c := xr / math.Sqrt(xx*rr); c >= bestC {
+			best, bestC = lag, c
 		}
 	}
-	if best < 0 || bestC < echoMinCorr {
-		return 0, false
-	}
-	// Refine at full rate.
-	var fx float64
-	for _, v := range in {
-		fx += float64(v) * float64(v)
-	}
-	fine, fineC := best, 0.0
-	for lag := max(0, best-step); lag <= min(e.maxDelay, best+step); lag++ {
-		var xr, rr float64
-		for i, v := range in {
-			r := float64(e.refAt(p + int64(i) - int64(lag)))
-			xr += float64(v) * r
-			rr += r * r
-		}
-		if rr == 0 || xr <= 0 {
-			continue
-		}
-		if c := xr / math.Sqrt(fx*rr); c > fineC {
-			fine, fineC = lag, c
-		}
-	}
-	return fine, true
+	return best, best >= 0
 }
 
 // echoMinCorr is the normalized correlation below which a block is taken to hold no echo of
