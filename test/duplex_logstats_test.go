@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,6 +149,99 @@ func TestDuplexLogStats(t *testing.T) {
 		require.Greater(t, t2.e2eMs, fromBegin+(fromFirstAppend-fromBegin)/2,
 			"t0 is the first (speech) append of the utterance, not the response's begin")
 		c.close(t)
+	})
+
+	t.Run("silence before speech does not stamp t0", func(t *testing.T) {
+		c := dialRT(t, s, map[string]any{"turn_detection": nil, "max_response_output_tokens": 60,
+			"extra_body": map[string]any{"auto_response": true}})
+		quiet := c.stream(t, make([]byte, 4*32000), 50*time.Millisecond) // 4 s of silence at 2x real time
+		speech := c.stream(t, utterance, 50*time.Millisecond)
+		created := c.untilEv(t, "response.created", 30*time.Second)
+		rid := responseID(created.m)
+		c.send(t, map[string]any{"type": "response.cancel"})
+		var done rtEvent
+		for {
+			done = c.untilEv(t, "response.done", 10*time.Second)
+			if responseID(done.m) == rid {
+				break
+			}
+		}
+		tt := waitTurn(t, s, rid)
+		fromSpeech := done.at.Sub(speech).Seconds() * 1000
+		fromSilence := done.at.Sub(quiet).Seconds() * 1000
+		t.Logf("logged e2e %.0f ms; client: first speech append → done %.0f ms, first silence append → done %.0f ms",
+			tt.e2eMs, fromSpeech, fromSilence)
+		require.Less(t, tt.e2eMs, fromSpeech+50, "t0 is not before the speech: silence never stamps")
+		c.close(t)
+	})
+
+	t.Run("cancel right after response.create", func(t *testing.T) {
+		c := dialRT(t, s, long)
+		c.stream(t, raw, 0)
+		// The commit creates the response at once (precreate); the cancel follows before the
+		// engine has started it.
+		c.send(t, map[string]any{"type": "input_audio_buffer.commit", "response_create": true})
+		c.send(t, map[string]any{"type": "response.cancel"})
+		// (The cancel drops the still-queued response.created of the old epoch; response.done
+		// names the response.)
+		done := c.until(t, "response.done", 30*time.Second)
+		require.Equal(t, "cancelled", status(done))
+		rid := responseID(done)
+		// No engine work ran for it (the cancel came first): its set has no stage table.
+		var tt turnTables
+		require.Eventually(t, func() bool {
+			tt = turnOf(s.logs.String(), rid)
+			return tt.sets > 0
+		}, 15*time.Second, 20*time.Millisecond, "no tables for %s", rid)
+		require.Equal(t, "cancel", tt.reason)
+		time.Sleep(200 * time.Millisecond)
+		require.Equal(t, 1, turnOf(s.logs.String(), rid).sets, "logged once")
+		c.close(t)
+	})
+
+	t.Run("clear then a new utterance", func(t *testing.T) {
+		c := dialRT(t, s, text)
+		c.stream(t, raw, 20*time.Millisecond) // the cleared utterance: about 1.7 s of sending
+		c.send(t, map[string]any{"type": "input_audio_buffer.clear"})
+		c.until(t, "input_audio_buffer.cleared", 10*time.Second)
+		second := c.stream(t, raw, 0)
+		c.send(t, map[string]any{"type": "input_audio_buffer.commit", "response_create": true})
+		rid := responseID(c.until(t, "response.created", 30*time.Second))
+		var done rtEvent
+		for {
+			done = c.untilEv(t, "response.done", 30*time.Second)
+			if responseID(done.m) == rid {
+				break
+			}
+		}
+		tt := waitTurn(t, s, rid)
+		fromSecond := done.at.Sub(second).Seconds() * 1000
+		t.Logf("logged e2e %.0f ms; client: first append after the clear → done %.0f ms", tt.e2eMs, fromSecond)
+		require.Less(t, tt.e2eMs, fromSecond+50, "t0 is the first append after the clear: the cleared input is billed to no turn")
+		c.close(t)
+	})
+
+	t.Run("metrics count turns by the tables' reasons", func(t *testing.T) {
+		resp, err := http.Get("http://" + s.addr + "/metrics") //nolint:noctx // bounded by the server under test
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		logged := map[string]int{}
+		for _, r := range statsRecords(s.logs.String()) {
+			if r.Msg == "OmniTiming" && r.ResponseID != "" {
+				logged[r.Reason]++
+			}
+		}
+		require.NotEmpty(t, logged)
+		for reason, n := range logged {
+			re := regexp.MustCompile(`omniserve_duplex_turns_total\{finished_reason="` + reason + `",model_name="[^"]*"\} (\d+)`)
+			m := re.FindSubmatch(body)
+			require.NotNil(t, m, "no duplex_turns_total series for %s", reason)
+			got, err := strconv.Atoi(string(m[1]))
+			require.NoError(t, err)
+			require.Equal(t, n, got, "turns with reason %s: tables vs /metrics", reason)
+		}
 	})
 
 	t.Run("chat and duplex rows", func(t *testing.T) {

@@ -172,14 +172,14 @@ func feedStatsSession(d *requestclient.Duplex, chunks, turn int) int {
 		d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: turn, SizeBytes: 6, TxMs: 0.01})
 		cut := turn%5 == 0
 		if cut {
-			d.SetTurnDelivered(300)
+			d.SetTurnDelivered(300, 0)
 			d.FinalizeTurn(metrics.ReasonCancel)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{RequestID: rid, Turn: turn, Aborted: cut})
 		if !cut {
-			d.SetTurnDelivered(1000)
+			d.SetTurnDelivered(1000, 0)
 			d.FinalizeTurn(metrics.ReasonStop)
 		}
 		turn++

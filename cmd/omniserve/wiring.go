@@ -68,6 +68,13 @@ func (c *components) buildPipeline(context.Context) error {
 	id := modelID(c.cfg.Engine.Model)
 	collectors := metrics.NewCollectors(c.reg, id)
 	collectors.InitStages(p.NumStages())
+	collectors.SetStageLoad(func() []metrics.StageLoad {
+		var out []metrics.StageLoad
+		for _, l := range p.Load() {
+			out = append(out, metrics.StageLoad{Stage: l.Stage, Running: l.Running, Waiting: l.Waiting})
+		}
+		return out
+	})
 	c.client = requestclient.New(p, requestclient.Options{
 		LogStats:        c.cfg.Server.LogStats,
 		StructuredStats: c.cfg.Server.LogFormat == "json",

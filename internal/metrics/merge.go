@@ -7,6 +7,7 @@ package metrics
 // The zero value is ready to use; it is not safe for concurrent use.
 type Merger struct {
 	cur      StageRequestStats
+	next     StageRequestStats // the segment being folded: read through &mg.next, so Add's argument never escapes (no allocation per segment)
 	n        int
 	tpotW    float64
 	tpotWSum float64
@@ -30,6 +31,9 @@ func (mg *Merger) Add(e StageRequestStats) {
 	}
 	mg.n++
 	cur := &mg.cur
+	mg.next = e
+	defer func() { mg.next = StageRequestStats{} }() // keep no references to the caller's lists
+	ep := &mg.next
 	prevOut := cur.NumTokensOut
 	// Pass 1: every rule that reads only this field.
 	for i := range stageFields {
@@ -37,32 +41,32 @@ func (mg *Merger) Add(e StageRequestStats) {
 		switch fd.merge {
 		case mergeSum:
 			if fd.kind == kindInt {
-				*fd.i(cur) += *fd.i(&e)
+				*fd.i(cur) += *fd.i(ep)
 			} else {
-				*fd.f(cur) += *fd.f(&e)
+				*fd.f(cur) += *fd.f(ep)
 			}
 		case mergeFirstPositive:
 			if fd.kind == kindInt {
-				if *fd.i(cur) <= 0 && *fd.i(&e) > 0 {
-					*fd.i(cur) = *fd.i(&e)
+				if *fd.i(cur) <= 0 && *fd.i(ep) > 0 {
+					*fd.i(cur) = *fd.i(ep)
 				}
-			} else if *fd.f(cur) <= 0 && *fd.f(&e) > 0 {
-				*fd.f(cur) = *fd.f(&e)
+			} else if *fd.f(cur) <= 0 && *fd.f(ep) > 0 {
+				*fd.f(cur) = *fd.f(ep)
 			}
 		case mergeLastPositive:
-			if *fd.f(&e) > 0 {
-				*fd.f(cur) = *fd.f(&e)
+			if *fd.f(ep) > 0 {
+				*fd.f(cur) = *fd.f(ep)
 			}
 		case mergeLastNonEmpty:
-			if v := *fd.s(&e); v != "" {
+			if v := *fd.s(ep); v != "" {
 				*fd.s(cur) = v
 			}
 		case mergeConcat:
-			if src := *fd.l(&e); len(src) > 0 {
+			if src := *fd.l(ep); len(src) > 0 {
 				*fd.l(cur) = append(*fd.l(cur), src...)
 			}
 		case mergeTokenWeighted:
-			mg.mergeTpot(prevOut, e)
+			mg.mergeTpot(prevOut, ep)
 		case mergeKeepFirst, mergeMeanOfList, mergeRecomputeTPOU, mergeUnset:
 			// derived rules run in pass 2; keep-first needs nothing
 		}
@@ -83,7 +87,7 @@ func (mg *Merger) Add(e StageRequestStats) {
 	}
 }
 
-func (mg *Merger) mergeTpot(prevOut int, e StageRequestStats) {
+func (mg *Merger) mergeTpot(prevOut int, e *StageRequestStats) {
 	cur := &mg.cur
 	if mg.tpotW == 0 && cur.VllmTpotMs > 0 {
 		// The running row came from outside this Merger's history: rebuild its weight from the

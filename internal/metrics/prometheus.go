@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -47,9 +48,11 @@ type Collectors struct {
 	inputToAudio     prometheus.Histogram
 	inputToText      prometheus.Histogram
 	audioDelivered   prometheus.Histogram
+	audioUnderrun    prometheus.Histogram
 	activeSessions   prometheus.Gauge
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
+	bargeIn          prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
 	audioRTF         *prometheus.HistogramVec
@@ -58,6 +61,7 @@ type Collectors struct {
 	transferBlocked  *prometheus.HistogramVec
 	transferRxDecode *prometheus.HistogramVec
 	transferInFlight *prometheus.HistogramVec
+	load             *loadCollector
 }
 
 // Request kinds (the kind label).
@@ -117,6 +121,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Time from the end of the user input to the turn's first text unit.", secondsBuckets),
 		audioDelivered: hist1("duplex", "audio_delivered_seconds",
 			"Audio actually sent to the client per turn.", secondsBuckets),
+		audioUnderrun: hist1("duplex", "audio_underrun_seconds",
+			"Time per turn the client's playback ran out of sent audio (paced delivery fell behind).", secondsFastBuckets),
 		activeSessions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "omniserve", Subsystem: "duplex", Name: "active_sessions",
 			Help: "Duplex engine streams open now.",
@@ -127,6 +133,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
 			Help: "Duplex streams refused because the engine was at capacity.",
 		}),
+		bargeIn: hist1("duplex", "barge_in_latency_seconds",
+			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
 			"Time from request or turn arrival to the first audio packet.", secondsBuckets, "kind", "stage"),
 		audioDuration: hist("audio", "duration_seconds",
@@ -143,11 +151,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Connector receive decode time per request.", secondsFastBuckets, "from_stage", "to_stage"),
 		transferInFlight: hist("transfer", "in_flight_seconds",
 			"Time at least one item was queued on a connector, per request.", secondsFastBuckets, "from_stage", "to_stage"),
+		load: newLoadCollector(),
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
-		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.activeSessions,
-		c.sessionDuration, c.admissionReject, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
-		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight)
+		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioUnderrun, c.activeSessions,
+		c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
@@ -182,6 +191,13 @@ func (c *Collectors) SessionClosed(lifetime float64) {
 	}
 }
 
+// BargeIn observes a server-VAD barge-in's latency in seconds.
+func (c *Collectors) BargeIn(latency float64) {
+	if c != nil && latency >= 0 {
+		c.bargeIn.Observe(latency)
+	}
+}
+
 // AdmissionRejected counts a duplex stream refused for capacity.
 func (c *Collectors) AdmissionRejected() {
 	if c != nil {
@@ -211,6 +227,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		}
 		if v := r.E2E.AudioDeliveredS; v > 0 {
 			c.audioDelivered.Observe(v)
+			c.audioUnderrun.Observe(r.E2E.AudioUnderrunS) // zero included: the share of clean turns
 		}
 	}
 	if succeeded(reason) {
@@ -278,6 +295,9 @@ func (c *Collectors) InitStages(numStages int) {
 	if c == nil {
 		return
 	}
+	c.load.mu.Lock()
+	c.load.stages = numStages
+	c.load.mu.Unlock()
 	for i := range numStages {
 		st := strconv.Itoa(i)
 		for _, kind := range []string{KindChat, KindDuplex} {
@@ -292,4 +312,63 @@ func (c *Collectors) InitStages(numStages int) {
 			}
 		}
 	}
+}
+
+// StageLoad is one stage's admitted work at a moment (what the queue / running gauges show).
+type StageLoad struct {
+	Stage            int
+	Running, Waiting int
+}
+
+// loadCollector exports omniserve_stage_running_requests and omniserve_stage_waiting_requests
+// from a function read at scrape time, so the gauges are never stale.
+type loadCollector struct {
+	running, waiting *prometheus.Desc
+	mu               sync.Mutex
+	fn               func() []StageLoad
+	stages           int
+}
+
+func newLoadCollector() *loadCollector {
+	return &loadCollector{
+		running: prometheus.NewDesc("omniserve_stage_running_requests",
+			"Requests and duplex responses holding a worker of the stage now.", []string{"stage"}, nil),
+		waiting: prometheus.NewDesc("omniserve_stage_waiting_requests",
+			"Requests and duplex responses admitted to the stage and waiting for a worker.", []string{"stage"}, nil),
+	}
+}
+
+func (l *loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- l.running
+	ch <- l.waiting
+}
+
+func (l *loadCollector) Collect(ch chan<- prometheus.Metric) {
+	l.mu.Lock()
+	fn, n := l.fn, l.stages
+	l.mu.Unlock()
+	loads := map[int]StageLoad{}
+	for i := range n {
+		loads[i] = StageLoad{Stage: i}
+	}
+	if fn != nil {
+		for _, s := range fn() {
+			loads[s.Stage] = s
+		}
+	}
+	for _, s := range loads {
+		st := strconv.Itoa(s.Stage)
+		ch <- prometheus.MustNewConstMetric(l.running, prometheus.GaugeValue, float64(s.Running), st)
+		ch <- prometheus.MustNewConstMetric(l.waiting, prometheus.GaugeValue, float64(s.Waiting), st)
+	}
+}
+
+// SetStageLoad makes the queue / running gauges read fn at every scrape.
+func (c *Collectors) SetStageLoad(fn func() []StageLoad) {
+	if c == nil {
+		return
+	}
+	c.load.mu.Lock()
+	c.load.fn = fn
+	c.load.mu.Unlock()
 }

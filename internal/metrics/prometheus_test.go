@@ -31,8 +31,8 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, problems)
 	for _, col := range []prometheus.Collector{c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl,
-		c.promptTokens, c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered,
-		c.activeSessions, c.sessionDuration, c.admissionReject, c.audioTTFP, c.audioDuration, c.audioRTF,
+		c.promptTokens, c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioUnderrun,
+		c.activeSessions, c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF,
 		c.transferSize, c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight} {
 		problems, err := testutil.CollectAndLint(col)
 		require.NoError(t, err)
@@ -73,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 21, "all but the backpressure family, which nothing observed and no stage was initialized")
+	require.Len(t, mfs, 23, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -99,10 +99,23 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 22)
+	require.Len(t, mfs, 26)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
+	c.SetStageLoad(func() []StageLoad { return []StageLoad{{Stage: 0, Running: 2, Waiting: 3}} })
+	const loads = `
+# HELP omniserve_stage_running_requests Requests and duplex responses holding a worker of the stage now.
+# TYPE omniserve_stage_running_requests gauge
+omniserve_stage_running_requests{model_name="m",stage="0"} 2
+omniserve_stage_running_requests{model_name="m",stage="1"} 0
+# HELP omniserve_stage_waiting_requests Requests and duplex responses admitted to the stage and waiting for a worker.
+# TYPE omniserve_stage_waiting_requests gauge
+omniserve_stage_waiting_requests{model_name="m",stage="0"} 3
+omniserve_stage_waiting_requests{model_name="m",stage="1"} 0
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(loads),
+		"omniserve_stage_running_requests", "omniserve_stage_waiting_requests"))
 	c.SessionOpened()
 	c.SessionOpened()
 	c.SessionClosed(3)

@@ -121,6 +121,8 @@ type RequestE2EStats struct {
 	// DeliveryTotalMs runs from t0 to the end of delivery: the last audio frame sent, or the
 	// cancel that stopped it. E2ETotalMs ends when the last stage produced its last unit.
 	DeliveryTotalMs float64
+	// AudioUnderrunS is the time the client's playback ran out of sent audio during the turn.
+	AudioUnderrunS float64
 }
 
 // TimingIdentity names a duplex turn in titles and the [OmniTiming] line (spec §4.7.9). Empty

@@ -37,6 +37,7 @@ type TurnMetrics struct {
 	genEnd          float64 // every working stage finished (MarkStagesDone); 0 = not yet
 	deliveredS      float64 // audio sent to the client (SetDelivered)
 	deliveredEnd    float64 // when delivery ended; 0 = at finalize
+	underrunS       float64 // client playback starved (SetUnderrun)
 	record          FinalizedRequest
 	summary         Summary
 }
@@ -262,6 +263,18 @@ func (t *TurnMetrics) SetDelivered(audioS, ts float64) {
 	}
 }
 
+// SetUnderrun records the time the client's playback ran out of sent audio during the turn.
+func (t *TurnMetrics) SetUnderrun(s float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.finalized {
+		t.underrunS = max(s, 0)
+	}
+}
+
 // AddTransfer records one connector send of this turn on its (from → to) edge: size and tx time
 // add up; blockedMs (waiting for room on a full queue) is backpressure, not transfer time.
 func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs float64, usedShm bool) {
@@ -390,6 +403,7 @@ func (t *TurnMetrics) collapseAndClose() {
 			e.InputEndToFirstAudioMs = (t.firstAudio - t.inputEnd) * 1000
 		}
 		e.AudioDeliveredS = t.deliveredS
+		e.AudioUnderrunS = t.underrunS
 		if t.deliveredS > 0 {
 			dEnd := now
 			if t.deliveredEnd > 0 {

@@ -313,11 +313,17 @@ func (d *Duplex) MarkInputEnd(ts float64) {
 	}
 }
 
+// ObserveBargeIn records a server-VAD barge-in's latency (speech onset → response cut).
+func (d *Duplex) ObserveBargeIn(latencyS float64) {
+	d.c.opts.Collectors.BargeIn(latencyS)
+}
+
 // SetTurnDelivered records the audio actually sent to the client for the open turn; the
 // session calls it when it ends the response, before FinalizeTurn.
-func (d *Duplex) SetTurnDelivered(audioMs float64) {
+// underrunMs is the time the client's playback ran out of sent audio.
+func (d *Duplex) SetTurnDelivered(audioMs, underrunMs float64) {
 	if d.turns != nil {
-		d.turns.setDelivered(audioMs / 1000)
+		d.turns.setDelivered(audioMs/1000, underrunMs/1000)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -41,14 +42,14 @@ func feedSession(d *Duplex, chunks, turn int) int {
 		d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: turn})
 		cancel := turn%5 == 0
 		if cancel {
-			d.SetTurnDelivered(300)
+			d.SetTurnDelivered(300, 0)
 			d.FinalizeTurn(metrics.ReasonCancel)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{Turn: turn, Aborted: cancel})
 		if !cancel {
-			d.SetTurnDelivered(1000)
+			d.SetTurnDelivered(1000, 0)
 			d.FinalizeTurn(metrics.ReasonStop)
 		}
 		turn++
@@ -79,5 +80,26 @@ func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 	t.Logf("stats heap growth over a session hour: %.1f KiB", growthKiB)
 	require.LessOrEqual(t, growthKiB, 64.0)
 	require.LessOrEqual(t, d.turns.pending.Stages(), 2, "pending holds at most one row per stage")
+	require.NoError(t, d.Close(context.Background(), ""))
+}
+
+// With --log-stats off but Prometheus on (the server's default), duplex turns are kept for the
+// metrics; the per-chunk path (a listen row, its decision, the arrival stamp) still allocates
+// nothing.
+func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
+	col := metrics.NewCollectors(prometheus.NewRegistry(), "m")
+	d := New(nil, Options{Collectors: col}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(stage.OutputMessage) {})
+	d.start(&fakeStream{t: t})
+	require.NotNil(t, d.turns, "turns are kept for Prometheus")
+	listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}
+	decision := stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionListen}
+	d.MarkTurnArrival(1)
+	d.OnStageMetrics(listen) // the first row of a stage sizes its merge state
+	allocs := testing.AllocsPerRun(1000, func() {
+		d.MarkTurnArrival(0)
+		d.OnStageMetrics(listen)
+		d.OnOutput(decision)
+	})
+	require.Zero(t, allocs)
 	require.NoError(t, d.Close(context.Background(), ""))
 }

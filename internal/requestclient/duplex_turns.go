@@ -365,11 +365,12 @@ func (s *turnState) clearBarrier() {
 	s.pending.DropRows()
 }
 
-func (s *turnState) setDelivered(audioS float64) {
+func (s *turnState) setDelivered(audioS, underrunS float64) {
 	s.mu.Lock()
 	t := s.turn
 	s.mu.Unlock()
 	t.SetDelivered(audioS, s.clock())
+	t.SetUnderrun(underrunS)
 }
 
 // openTurn returns the open turn (tests).

@@ -92,7 +92,9 @@ var ErrInputBackpressure = errors.New("input backpressure")
 type TurnStatsMarker interface {
 	MarkInputEnd(ts float64)
 	ClearTurnInput()
-	SetTurnDelivered(audioMs float64)
+	SetTurnDelivered(audioMs, underrunMs float64)
+	// ObserveBargeIn reports a server-VAD barge-in: seconds from the speech onset to the cut.
+	ObserveBargeIn(latencyS float64)
 }
 
 // turnStats returns the engine's TurnStatsMarker, or nil.

@@ -259,7 +259,13 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 	if s.resp != nil && vr.started && s.cfg.TurnDetection != nil && s.cfg.TurnDetection.InterruptResponse {
 		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
 			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})
-		s.cancelActive("turn_detected", "turn_detected", true)
+		onset := s.onsetAt
+		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
+			if m := turnStats(s.engine); m != nil {
+				lat := s.m.cfg.WallClock() - onset
+				s.safeHook("observe_barge_in", func() { m.ObserveBargeIn(lat) })
+			}
+		}
 	}
 	if !s.autoResponse() {
 		if s.inputBytes+4*len(pcm) > s.m.cfg.MaxPendingInputBytes {
@@ -288,8 +294,13 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		return
 	}
 	if vr.voiced && s.engine != nil {
-		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat).
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat):
+		// the speech onset's own append when this append confirmed it (docs/STATS.md).
+		at := s.m.cfg.WallClock()
+		if vr.started && s.onsetAt > 0 {
+			at = s.onsetAt
+		}
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
 		if errors.Is(err, ErrInputBackpressure) {

@@ -112,6 +112,9 @@ func (e pipelineEngine) BeginTurn(responseID string, turnID int, arrival float64
 }
 func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTurn(reason) }
 
-func (e pipelineEngine) MarkInputEnd(ts float64)          { e.d.MarkInputEnd(ts) }
-func (e pipelineEngine) ClearTurnInput()                  { e.d.ClearTurnInput() }
-func (e pipelineEngine) SetTurnDelivered(audioMs float64) { e.d.SetTurnDelivered(audioMs) }
+func (e pipelineEngine) MarkInputEnd(ts float64) { e.d.MarkInputEnd(ts) }
+func (e pipelineEngine) ClearTurnInput()         { e.d.ClearTurnInput() }
+func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {
+	e.d.SetTurnDelivered(audioMs, underrunMs)
+}
+func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }

@@ -38,16 +38,17 @@ type response struct {
 	maxTokens  int
 	cancelled  atomic.Bool // read by the job goroutine before it starts generation
 
-	enc      OutputEncoder // one resampler for the response's audio stream
-	frames   []frame
-	sent     []sentFrame
-	sentMs   float64
-	started  time.Time
-	text     strings.Builder // text modality deltas
-	finished bool
-	finish   string
-	playedMs float64 // client-acknowledged playback, -1 = none
-	textPart bool
+	enc        OutputEncoder // one resampler for the response's audio stream
+	frames     []frame
+	sent       []sentFrame
+	sentMs     float64
+	underrunMs float64 // time the client's playback ran out of sent audio (paced delivery fell behind)
+	started    time.Time
+	text       strings.Builder // text modality deltas
+	finished   bool
+	finish     string
+	playedMs   float64 // client-acknowledged playback, -1 = none
+	textPart   bool
 
 	format       AudioFormat       // output audio format of this response
 	metadata     map[string]string // response.create metadata, echoed
@@ -201,7 +202,7 @@ func (s *DuplexSession) endResponse(reason string) *response {
 	}
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
-			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs) })
+			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs, r.underrunMs) })
 		}
 		s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
 	}
@@ -299,6 +300,10 @@ func (s *DuplexSession) pace() {
 			wait := time.Duration((r.sentMs - elapsed - lead) * float64(time.Millisecond))
 			s.paceTimer.Reset(max(wait, time.Millisecond))
 			return
+		}
+		if play := elapsed - r.underrunMs; r.sentMs > 0 && play > r.sentMs {
+			// The client played everything sent before this frame was ready: an underrun.
+			r.underrunMs += play - r.sentMs
 		}
 		f := r.frames[0]
 		r.frames = r.frames[1:]

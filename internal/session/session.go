@@ -95,12 +95,17 @@ type DuplexSession struct {
 	items        []*item
 	vad          *speech.VAD   // server_vad's overlap detector, created on the first append
 	vadTD        TurnDetection // the settings vad was created with
-	inSpeech     bool          // speech_started went out and its speech_stopped has not
-	paceTimer    *time.Timer
-	vadIdle      *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
-	idleTimer    *time.Timer
-	closeReason  string
-	sinkBroken   bool // the connection refused an event: nothing more can be sent
+	// vadMarks remembers when the last appends reached vad (stream ms at their end, wall time),
+	// so a speech onset the VAD reports later is stamped with the receipt of its own append.
+	vadMarks    [16]vadMark
+	vadFed      int64   // samples fed to vad since it was created or reset
+	onsetAt     float64 // wall time of the onset reported by the last append; 0 = none
+	inSpeech    bool    // speech_started went out and its speech_stopped has not
+	paceTimer   *time.Timer
+	vadIdle     *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
+	idleTimer   *time.Timer
+	closeReason string
+	sinkBroken  bool // the connection refused an event: nothing more can be sent
 
 	expiresAt      time.Time
 	assistantAudio bool                  // assistant audio was sent: the voice is fixed

@@ -71,6 +71,7 @@ func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
 		s.log.Debug("overlap vad", zap.Error(err))
 		return vadResult{}
 	}
+	s.markVAD(len(pcm), td.PrefixPaddingMs, evs)
 	var res vadResult
 	for _, ev := range evs { // evs is reused by the next Process call: consumed here
 		switch ev.Kind {
@@ -101,6 +102,36 @@ func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
 	return res
 }
 
+// vadMark is one append as the VAD saw it.
+type vadMark struct {
+	endMs int64
+	at    float64
+}
+
+// markVAD records the append that was just processed and, when it completed a SpeechStarted,
+// sets onsetAt to the receipt time of the append holding the onset (the VAD confirms speech
+// only after min speech; the turn's t0 is the onset, as speech_started reports it).
+func (s *DuplexSession) markVAD(samples, prefixPaddingMs int, evs []speech.VADEvent) {
+	now := s.m.cfg.WallClock()
+	s.vadFed += int64(samples)
+	copy(s.vadMarks[:], s.vadMarks[1:])
+	s.vadMarks[len(s.vadMarks)-1] = vadMark{endMs: s.vadFed * 1000 / EngineRate, at: now}
+	s.onsetAt = 0
+	for _, ev := range evs {
+		if ev.Kind != speech.SpeechStarted {
+			continue
+		}
+		onset := ev.AtMs + int64(prefixPaddingMs) // AtMs has the prefix padding taken off
+		s.onsetAt = now
+		for _, m := range s.vadMarks {
+			if m.at > 0 && m.endMs > onset {
+				s.onsetAt = m.at
+				break
+			}
+		}
+	}
+}
+
 // resetVAD starts a response with a fresh detector, so only speech that begins during the
 // response can barge in on it. A segment announced to the client is closed first: the VAD
 // forgets it, and speech_started must not come twice without a speech_stopped between.
@@ -114,6 +145,7 @@ func (s *DuplexSession) resetVAD() {
 			"audio_end_ms": int(s.inputMs), "item_id": s.speechItemID}})
 	}
 	s.vad.Reset()
+	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 	s.vadBaseMs = s.inputMs
 }
 
@@ -125,6 +157,7 @@ func (s *DuplexSession) closeVAD() {
 		s.vad = nil
 	}
 	s.inSpeech = false
+	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 }
 
 // armIdleTimeout starts turn_detection.idle_timeout_ms after a response: the clock runs from

@@ -211,6 +211,29 @@ func (s *slots) Pending() int {
 	return s.pending
 }
 
+// running is requests holding a worker now.
+func (s *slots) running() int { return len(s.sem) }
+
+// StageLoad is one stage's admitted work at a moment.
+type StageLoad struct {
+	Stage            int
+	Running, Waiting int
+}
+
+// Load reports, per stage, the requests holding a worker and those admitted and waiting for
+// one (Prometheus queue / running gauges).
+func (p *Pipeline) Load() []StageLoad {
+	var out []StageLoad
+	for i, sl := range []*slots{p.thinker, p.talker} {
+		if sl == nil {
+			continue
+		}
+		run := sl.running()
+		out = append(out, StageLoad{Stage: i, Running: run, Waiting: max(sl.Pending()-run, 0)})
+	}
+	return out
+}
+
 func isAbort(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
