@@ -162,7 +162,10 @@ func TestDrain(t *testing.T) {
 	<-entered
 
 	drained := make(chan struct{})
-	go func() { hs.drain(context.Background(), time.Now().Add(10*time.Second), time.Now().Add(11*time.Second)); close(drained) }()
+	go func() {
+		hs.drain(context.Background(), time.Now().Add(10*time.Second), time.Now().Add(11*time.Second))
+		close(drained)
+	}()
 
 	// Probes still answer while the old request runs: the listener is kept.
 	for range 3 {
