@@ -242,3 +242,28 @@ func TestCancelsDuringResponse(t *testing.T) {
 	}
 	srv.waitSlots(t, 0)
 }
+
+// TestCancelRightAfterCreate: a response.cancel sent right behind response.create (before the
+// engine started anything) still lets the client see the response's whole lifecycle:
+// response.created before its response.done, never a done for a response it never saw.
+func TestCancelRightAfterCreate(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	c := dial(t, srv.url+"?duplex=1", nil)
+	c.update(event{"turn_detection": nil, "max_response_output_tokens": 40})
+	for range 5 {
+		c.send(event{"type": "conversation.item.create", "item": event{"type": "message", "role": "user",
+			"content": []event{{"type": "input_text", "text": "tell me about the robot"}}}})
+		c.send(event{"type": "response.create"})
+		c.send(event{"type": "response.cancel"})
+		done, before := c.until("response.done", 30*time.Second)
+		rid := done.obj("response").str("id")
+		created := false
+		for _, e := range before {
+			created = created || (e.str("type") == "response.created" && e.obj("response").str("id") == rid)
+		}
+		require.True(t, created, "response.created of %s before its response.done", rid)
+	}
+	c.send(event{"type": "session.close"})
+	c.until("session.closed", 10*time.Second)
+}

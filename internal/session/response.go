@@ -127,16 +127,19 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.prevItemID = s.lastItemID()
 	s.items = append(s.items, it)
-	s.send(Event{Type: "response.created", Epoch: r.epoch, Model: true, Fields: map[string]any{
+	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
+	// must not drop a response.created the client has not been sent yet, or it would get
+	// response.done for a response it never saw created. Only the model's output is fenced.
+	s.send(Event{Type: "response.created", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "response": s.responseObject(r, "in_progress", nil, []any{}, nil)}})
 	added := it.wire(s.opts.Beta)
 	added["content"] = []any{}
-	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "output_index": 0, "item": added}})
-	s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+	s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Fields: map[string]any{
 		"previous_item_id": r.prevItemID, "item": added}})
 	if r.audio {
-		s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
 			"part": map[string]any{"type": "audio", "transcript": ""}}})
 	}
