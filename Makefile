@@ -15,7 +15,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency cuda clean
+.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency cuda clean
 
 all: build
 
@@ -31,9 +31,18 @@ build: headers
 run: deps build
 	./$(BIN) serve
 
-# test includes test/, whose end-to-end tests drive the bin/omniserve built here.
+# test includes test/, whose end-to-end tests drive the bin/omniserve built here, then the load
+# tests of test-soak (which a plain `go test ./...` skips).
 test: deps build
 	$(GO) test -race -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory test-soak
+
+# test-soak: load tests on bin/omniserve (test/soak_test.go): 200 abrupt disconnects mid-response,
+# then a 2-minute soak at 8 sessions (SOAK_DURATION) reporting turns, errors and the RSS slope.
+SOAK_DURATION ?= 2m
+test-soak: build
+	OMNISERVE_SOAK=1 OMNISERVE_SOAK_DURATION=$(SOAK_DURATION) \
+	  $(GO) test -count=1 -timeout 20m -parallel 16 -v -run '^(TestDisconnectStorm|TestSoak)$$' ./test/
 
 test-short: headers
 	$(GO) test -race -short -count=1 ./...

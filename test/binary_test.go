@@ -178,11 +178,18 @@ type binServer struct {
 // and waits until /ready answers 200. The process is killed at cleanup if still running.
 func startBinary(t *testing.T, args ...string) *binServer {
 	t.Helper()
+	return startBinaryEnv(t, nil, args...)
+}
+
+// startBinaryEnv is startBinary with extra environment variables (KEY=value), for the settings
+// that have no flag.
+func startBinaryEnv(t *testing.T, env []string, args ...string) *binServer {
+	t.Helper()
 	port := freePort(t)
 	all := append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
 	cmd := exec.Command(omniserveBin(t), all...)
 	cmd.Dir = binRoot(t)
-	cmd.Env = append(os.Environ(), "OMNISERVE_LOG_FORMAT=json")
+	cmd.Env = append(append(os.Environ(), "OMNISERVE_LOG_FORMAT=json"), env...)
 	s := &binServer{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), logs: &syncBuf{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	require.NoError(t, cmd.Start())

@@ -300,6 +300,9 @@ type rtClient struct {
 	events chan rtEvent
 	done   chan struct{}
 	ctx    context.Context
+	// readErr is the error that ended the reader (the close status, when the server sent one);
+	// read it after done.
+	readErr error
 }
 
 type rtEvent struct {
@@ -320,6 +323,7 @@ func dialRT(t *testing.T, s *binServer, session map[string]any) *rtClient {
 		for {
 			_, b, err := ws.Read(ctx)
 			if err != nil {
+				c.readErr = err
 				return
 			}
 			var m map[string]any

@@ -11,6 +11,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -41,6 +42,11 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 		}
 		_ = json.Unmarshal(data, &eid)
 		return nil, &WireError{Code: "invalid_json", Message: fmt.Sprintf("the event is not a JSON object: %v", err), EventID: eid.EventID}
+	}
+	// encoding/json silently turns invalid UTF-8 into U+FFFD: the event is refused instead, so
+	// that no mangled text reaches the conversation (RFC 8259: JSON text is UTF-8).
+	if !utf8.Valid(data) {
+		return nil, &WireError{Code: "invalid_json", Message: "the event is not valid UTF-8", EventID: env.EventID}
 	}
 	werr := func(code, param, format string, a ...any) *WireError {
 		return &WireError{Code: code, Param: param, Message: fmt.Sprintf(format, a...), EventID: env.EventID}

@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"testing"
+	"unicode/utf8"
 )
 
 func FuzzDecodeClientEvent(f *testing.F) {
@@ -16,6 +17,7 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		`{"type":"playback.ack","played_ms":300,"truncate":true}`,
 		`{"type":"turn.signal","event":"barge_in"}`,
 		`{"type":5}`, `[]`, `null`, `{"type":"session.update","session":[]}`, `{`,
+		"{\"type\":\"conversation.item.create\",\"item\":{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"\xff\xfe\"}]}}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -33,6 +35,9 @@ func FuzzDecodeClientEvent(f *testing.F) {
 				t.Fatalf("error event type %q", ev.Type)
 			}
 			return
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("an event that is not valid UTF-8 was accepted: %q", data)
 		}
 		if cmd.Type() == "" {
 			t.Fatalf("command without type: %#v", cmd)

@@ -1,0 +1,322 @@
+package test
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
+)
+
+// The load tests below run with `make test-soak` (OMNISERVE_SOAK=1), which `make test` runs
+// after the rest of the suite; a plain `go test ./...` skips them so they do not run twice.
+
+const soakEnv = "OMNISERVE_SOAK"
+
+// needSoak skips t unless the load tests were asked for, and checks that `go test -parallel`
+// lets the n sessions of the test run at once (its default is GOMAXPROCS: on a 2-core machine
+// the load would silently be 2 sessions).
+func needSoak(t *testing.T, n int) {
+	t.Helper()
+	if os.Getenv(soakEnv) == "" {
+		t.Skipf("a load test: run it with `make test-soak` (%s=1)", soakEnv)
+	}
+	p, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, p, n, "run with go test -parallel %d or more (make test-soak does)", n)
+}
+
+// goForwardSpeech is real speech (pocketsphinx-testdata): 16 kHz s16le mono.
+func goForwardSpeech(t *testing.T) []byte {
+	t.Helper()
+	return testenv.ReadFile(t, goForwardRaw, "pocketsphinx-testdata")
+}
+
+// TestDisconnectStorm drops 200 sessions abruptly while their responses play (real speech in,
+// a response streaming audio, then the TCP connection closed without a close frame). Afterwards
+// every slot is back (max_sessions new sessions succeed and one more is refused), and the
+// server's goroutines and file descriptors are back near their baseline.
+func TestDisconnectStorm(t *testing.T) {
+	const maxSessions, drops = 8, 200
+	needSoak(t, maxSessions) // one at a time: each is the whole load on the machine
+	raw := goForwardSpeech(t)
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--max-sessions", strconv.Itoa(maxSessions))
+	pid := s.cmd.Process.Pid
+	session := func() map[string]any {
+		return map[string]any{"turn_detection": nil, "max_response_output_tokens": 200}
+	}
+
+	// Warm-up: every slot serves one real turn and closes cleanly, so whatever is pooled per
+	// concurrent session (ASR decoders, engine sequences) exists before the baseline.
+	t.Run("warm-up", func(t *testing.T) {
+		for i := range maxSessions {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				c := dialRT(t, s, session())
+				c.respondTo(t, raw)
+				c.until(t, "response.output_audio.delta", time.Minute)
+				c.send(t, map[string]any{"type": "response.cancel"})
+				c.until(t, "response.done", time.Minute)
+				c.close(t)
+			})
+		}
+	})
+	waitActive(t, s, 0)
+	baseG, baseFD := metricValue(t, s, "go_goroutines"), procFDs(t, pid)
+	t.Logf("baseline after warm-up: %.0f goroutines, %d fds, RSS %d KiB", baseG, baseFD, procRSSKiB(t, pid))
+
+	var dropped atomic.Int64
+	start := time.Now()
+	t.Run("storm", func(t *testing.T) {
+		for w := range maxSessions {
+			t.Run(strconv.Itoa(w), func(t *testing.T) {
+				t.Parallel()
+				for range drops / maxSessions {
+					c := dialRT(t, s, session())
+					c.respondTo(t, raw)
+					c.until(t, "response.output_audio.delta", time.Minute) // the response is playing
+					require.NoError(t, c.ws.CloseNow())                    // TCP closed, no close frame
+					<-c.done
+					dropped.Add(1)
+				}
+			})
+		}
+	})
+	require.EqualValues(t, drops, dropped.Load())
+	t.Logf("%d sessions dropped mid-response in %v", drops, time.Since(start).Round(time.Millisecond))
+
+	released := time.Now()
+	waitActive(t, s, 0)
+	t.Logf("every slot back %v after the last drop", time.Since(released).Round(time.Millisecond))
+	var g float64
+	var fds int
+	require.Eventually(t, func() bool {
+		g, fds = metricValue(t, s, "go_goroutines"), procFDs(t, pid)
+		return g <= baseG+10 && fds <= baseFD+4
+	}, time.Minute, 100*time.Millisecond, "goroutines and fds back near the baseline (%.0f, %d fds)", baseG, baseFD)
+	t.Logf("after the storm: %.0f goroutines (baseline %.0f), %d fds (baseline %d), RSS %d KiB",
+		g, baseG, fds, baseFD, procRSSKiB(t, pid))
+
+	// Every slot serves again: max_sessions sessions at once, each answering, and one more is
+	// refused (the bound still holds).
+	t.Run("slots", func(t *testing.T) {
+		clients := make([]*rtClient, maxSessions)
+		for i := range clients {
+			clients[i] = dialRT(t, s, map[string]any{"turn_detection": nil, "modalities": []string{"text"}})
+		}
+		_, resp, err := websocket.Dial(t.Context(), "ws://"+s.addr+"/v1/realtime?duplex=1", nil)
+		require.Error(t, err, "max_sessions+1 is refused")
+		require.NotNil(t, resp)
+		resp.Body.Close()
+		require.Equal(t, 503, resp.StatusCode)
+		for _, c := range clients {
+			c.requireStillServes(t)
+			c.close(t)
+		}
+	})
+}
+
+// TestSoak runs 8 sessions of repeating spoken turns (real speech paced at real time, server
+// VAD, an audio response each) for 2 minutes (OMNISERVE_SOAK_DURATION), and reports the turns,
+// the errors and the slope of the server's RSS; it fails on any error or a slope above
+// soakMaxSlopeKiBPerMin.
+func TestSoak(t *testing.T) {
+	const sessions = 8
+	needSoak(t, sessions) // one at a time: each is the whole load on the machine
+	// The bound: a leak of 64 KiB per turn at this load (~40 turns/min) would be ~2.5 MiB/min.
+	const soakMaxSlopeKiBPerMin = 4096
+	dur := 2 * time.Minute
+	if v := os.Getenv("OMNISERVE_SOAK_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "OMNISERVE_SOAK_DURATION")
+		dur = d
+	}
+	raw := goForwardSpeech(t)
+	utterance := append(append([]byte{}, raw...), make([]byte, 32000)...) // + 1 s of silence: the VAD ends the turn
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	pid := s.cmd.Process.Pid
+	startG, startFD := metricValue(t, s, "go_goroutines"), procFDs(t, pid)
+
+	type sample struct {
+		at  time.Duration
+		kib int64
+	}
+	var samples []sample
+	began := time.Now()
+	stopSampling, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			if kib, err := readRSSKiB(pid); err == nil {
+				samples = append(samples, sample{time.Since(began), kib})
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	var turns, errs atomic.Int64
+	var errMu sync.Mutex
+	var errList []string
+	deadline := began.Add(dur)
+	t.Run("sessions", func(t *testing.T) {
+		for i := range sessions {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				c := dialRT(t, s, map[string]any{"max_response_output_tokens": 24})
+				for time.Now().Before(deadline) {
+					c.stream(t, utterance, 100*time.Millisecond) // paced: 100 ms of audio every 100 ms
+					ev, err := c.turnDone(t, 2*time.Minute)
+					if err != "" {
+						errs.Add(1)
+						errMu.Lock()
+						errList = append(errList, fmt.Sprintf("session %d: %s", i, err))
+						errMu.Unlock()
+						continue
+					}
+					require.Contains(t, []string{"completed", "incomplete"}, status(ev), "%v", ev)
+					turns.Add(1)
+				}
+				c.close(t)
+			})
+		}
+	})
+	close(stopSampling)
+	<-sampled
+	elapsed := time.Since(began)
+
+	warm := elapsed / 4 // the first quarter fills pools and caches: not part of the slope
+	var xs, ys []float64
+	for _, sm := range samples {
+		if sm.at >= warm {
+			xs, ys = append(xs, sm.at.Minutes()), append(ys, float64(sm.kib))
+		}
+	}
+	require.GreaterOrEqual(t, len(xs), 5, "RSS samples")
+	slope := linearSlope(xs, ys)
+	waitActive(t, s, 0)
+	endG, endFD := metricValue(t, s, "go_goroutines"), procFDs(t, pid)
+	t.Logf("soak: %d sessions for %v: %d turns (%.1f/min), %d errors", sessions, elapsed.Round(time.Second),
+		turns.Load(), float64(turns.Load())/elapsed.Minutes(), errs.Load())
+	t.Logf("soak: RSS %d KiB at start, %d KiB at end, slope after %v warm-up: %.0f KiB/min (bound %d)",
+		samples[0].kib, samples[len(samples)-1].kib, warm.Round(time.Second), slope, soakMaxSlopeKiBPerMin)
+	t.Logf("soak: goroutines %.0f -> %.0f, fds %d -> %d (sessions closed)", startG, endG, startFD, endFD)
+	fmt.Printf("soak_turns=%d soak_errors=%d soak_rss_slope_kib_per_min=%.0f soak_rss_end_kib=%d\n",
+		turns.Load(), errs.Load(), slope, samples[len(samples)-1].kib)
+	require.Zero(t, errs.Load(), "errors: %v", errList)
+	require.Positive(t, turns.Load())
+	require.Less(t, slope, float64(soakMaxSlopeKiBPerMin), "RSS grows")
+}
+
+// turnDone waits for the next response.done; an error event or the connection's end is
+// returned as a description instead of failing, so that the soak counts them.
+func (c *rtClient) turnDone(t *testing.T, timeout time.Duration) (map[string]any, string) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				return nil, fmt.Sprintf("connection ended: %v", c.readErr)
+			}
+			switch ev.m["type"] {
+			case "response.done":
+				return ev.m, ""
+			case "error":
+				return nil, fmt.Sprintf("error event: %v", ev.m["error"])
+			}
+		case <-deadline:
+			return nil, fmt.Sprintf("no response.done within %s", timeout)
+		}
+	}
+}
+
+// waitActive waits until the server counts n live realtime sessions.
+func waitActive(t *testing.T, s *binServer, n float64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return metricValue(t, s, "omniserve_duplex_active_sessions") == n },
+		time.Minute, 50*time.Millisecond, "active sessions never reached %v", n)
+}
+
+// metricValue returns the sum of the samples of one metric family on /metrics.
+func metricValue(t *testing.T, s *binServer, name string) float64 {
+	t.Helper()
+	code, body := s.get(t, "/metrics")
+	require.Equal(t, 200, code)
+	var sum float64
+	found := false
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		require.NoError(t, err, line)
+		sum += v
+		found = true
+	}
+	require.True(t, found, "no %s on /metrics", name)
+	return sum
+}
+
+// procFDs counts the open file descriptors of a process.
+func procFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	require.NoError(t, err)
+	return len(ents)
+}
+
+func procRSSKiB(t *testing.T, pid int) int64 {
+	t.Helper()
+	kib, err := readRSSKiB(pid)
+	require.NoError(t, err)
+	return kib
+}
+
+// readRSSKiB reads VmRSS from /proc/<pid>/status.
+func readRSSKiB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// linearSlope is the least-squares slope of ys over xs.
+func linearSlope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy = sx+xs[i], sy+ys[i]
+		sxx, sxy = sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
