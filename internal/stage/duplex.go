@@ -44,6 +44,7 @@ type DuplexStream struct {
 	live    map[*turnState]struct{} // responses not finished
 	gen     *turnState              // the response generating now
 	spec    *speculation            // a response started before its endpoint (preempt.go)
+	specs   specCounts
 	history []gpu.ChatMessage       // the conversation as the model should see it
 	fedText string                  // the rendered history already in the sequence
 

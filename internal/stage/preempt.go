@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -91,6 +92,11 @@ type speculation struct {
 	at         int       // confirmed: where the assistant reply goes in the history
 }
 
+// specCounts counts a stream's speculations (debug logs and tests).
+type specCounts struct {
+	started, confirmed, discarded atomic.Int64
+}
+
 // preemptMs is the pause after which the stream speculates, 0 when it does not.
 func (d *DuplexStream) preemptMs() int {
 	ms := d.opts.PreemptiveMs
@@ -159,6 +165,7 @@ func (d *DuplexStream) startSpeculation(tr string, endMs int64) {
 		return
 	}
 	d.spec = sp
+	d.specs.started.Add(1)
 	d.p.log.Debug("speculative turn started", zap.String("request_id", d.rid), zap.Int("turn", ts.n),
 		zap.Int64("speech_end_ms", endMs), zap.String("transcript", tr))
 }
@@ -176,6 +183,7 @@ func (d *DuplexStream) dropSpecLocked(why string) {
 	sp.ts.hold.discard()
 	sp.ts.abort(false)
 	sp.verdict <- false
+	d.specs.discarded.Add(1)
 	d.p.log.Debug("speculative turn discarded", zap.String("request_id", d.rid), zap.Int("turn", sp.ts.n),
 		zap.String("reason", why), zap.Duration("age", time.Since(sp.started)))
 }
@@ -218,6 +226,7 @@ func (d *DuplexStream) confirmSpec(ctx context.Context, sp *speculation, submitT
 	sp.at = len(d.history)
 	d.turns++
 	d.live[sp.ts] = struct{}{}
+	d.specs.confirmed.Add(1)
 	d.p.log.Debug("speculative turn confirmed", zap.String("request_id", d.rid), zap.Int("turn", sp.ts.n),
 		zap.Duration("head_start", time.Since(sp.started)))
 	return nil
@@ -284,8 +293,24 @@ func (d *DuplexStream) speculativeResponse(ts *turnState, hist []gpu.ChatMessage
 		return "", false
 	}
 	defer p.thinker.release()
+	// The user message is prefilled first and reported as the endpoint's prefill job reports
+	// it, then the generation prompt: the same appends in the same chunks as without
+	// speculation, so the engine computes (and a greedy reply comes out) exactly the same.
+	pre := time.Now()
+	st, err := d.syncHistoryTo(ts.ctx, hist, false)
+	if err == nil && st.Tokens > 0 {
+		_ = d.disp.stageMetrics(ts.ctx, ts, StageMetricsMessage{
+			RequestID: d.rid, StageID: 0, Turn: ts.n, StageSubmitTS: st.SubmitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
+			Metrics: metrics.StageRequestStats{
+				BatchID: int(st.BatchID), BatchSize: st.BatchSize, NumTokensIn: st.Tokens,
+				StageGenTimeMs: msSince(pre), OutputUnitType: "text",
+			},
+		})
+	}
 	r := &response{rid: d.rid, ts: ts, disp: d.disp, wantAudio: d.opts.WantAudio, started: time.Now(), submitTS: metrics.Now()}
-	st, err := d.syncHistoryTo(ts.ctx, hist, true)
+	if err == nil {
+		st, err = d.syncHistoryTo(ts.ctx, hist, true)
+	}
 	if err != nil {
 		if d.opts.WantAudio {
 			p.talker.unadmit()
