@@ -45,8 +45,8 @@ type DuplexStream struct {
 	gen     *turnState              // the response generating now
 	spec    *speculation            // a response started before its endpoint (preempt.go)
 	specs   specCounts
-	history []gpu.ChatMessage       // the conversation as the model should see it
-	fedText string                  // the rendered history already in the sequence
+	history []gpu.ChatMessage // the conversation as the model should see it
+	fedText string            // the rendered history already in the sequence
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -186,7 +186,7 @@ func TestPreemptiveSameTurnEarlier(t *testing.T) {
 func TestPreemptiveUserResumes(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	clip := goForward(t)
-	first := clip[:sampleAt(2400)]  // "go forward ten meters", without the clip's quiet tail
+	first := clip[:sampleAt(2400)] // "go forward ten meters", without the clip's quiet tail
 	second := clip[sampleAt(480):sampleAt(2400)]
 	pause := make([]float32, 2*unitSamples)
 	silence := make([]float32, 12*unitSamples)
