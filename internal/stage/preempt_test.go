@@ -25,6 +25,9 @@ type pacedRun struct {
 	discarded  int64
 	endpointMs float64 // endpoint unit appended → first audio output
 	speechMs   float64 // last speech unit appended → first audio output
+	// leadMs is how long before the endpoint unit was appended the thinker started the turn's
+	// response (negative: after it).
+	leadMs float64
 }
 
 // runPaced feeds segments in 100 ms units at real-time pace (a unit every 100 ms, as a client
@@ -89,8 +92,14 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	mu.Lock()
 	defer mu.Unlock()
 	for i, o := range decisions {
-		if o.Decision == DecisionSpeak {
-			r.endpointMs = float64(firstAudio.Sub(unitAt[i])) / float64(time.Millisecond)
+		if o.Decision != DecisionSpeak {
+			continue
+		}
+		r.endpointMs = float64(firstAudio.Sub(unitAt[i])) / float64(time.Millisecond)
+		for _, m := range sms {
+			if m.StageID == 0 && m.Metrics.NumTokensOut > 0 {
+				r.leadMs = float64(unitAt[i].UnixMicro())/1e3 - m.StageSubmitTS*1e3
+			}
 		}
 	}
 	r.speechMs = float64(firstAudio.Sub(lastSpeech)) / float64(time.Millisecond)
@@ -175,7 +184,13 @@ func TestPreemptiveSameTurnEarlier(t *testing.T) {
 	t.Logf("endpoint → first audio: %.1f ms without preemption, %.1f ms with preemptive_ms 200", off.endpointMs, on.endpointMs)
 	t.Logf("last speech unit → first audio: %.1f ms without, %.1f ms with (silence_duration_ms %d)",
 		off.speechMs, on.speechMs, p.cfg.Thinker.VAD.SilenceDurationMs)
-	require.Less(t, on.endpointMs, off.endpointMs, "the speculation's audio waits for the endpoint only")
+	// Behaviour, not timing: with preemption the response started in the pause, at least one
+	// paced unit before the endpoint (its thinker snapshot's submit time comes after the user
+	// message's prefill, so under load it may still land just after); without, it starts only
+	// at the endpoint. How much that saves depends on the machine, so it is only logged.
+	t.Logf("thinker start relative to the endpoint unit: %.1f ms before without, %.1f ms before with", off.leadMs, on.leadMs)
+	require.Negative(t, off.leadMs, "without preemption the response starts after the endpoint")
+	require.Greater(t, on.leadMs, off.leadMs, "with preemption it started in the pause, a paced unit or more earlier")
 	require.Equal(t, 0, eng.LiveSequences(), "streams closed")
 }
 
