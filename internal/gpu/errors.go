@@ -17,6 +17,9 @@ var (
 	ErrClosed = errors.New("gpu: closed")
 	// ErrBusy is returned by Append or Generate while the same sequence already runs a Generate.
 	ErrBusy = errors.New("gpu: sequence is busy generating")
+	// ErrMarkLost is returned by Rollback when the history no longer holds the mark: it was
+	// truncated (context overflow) since, or is already shorter.
+	ErrMarkLost = errors.New("gpu: rollback mark lost")
 )
 
 // Reasons a model fails to load; a *LoadError wraps exactly one of them.

@@ -61,6 +61,7 @@ const (
 	opGenerate
 	opAbort
 	opClose
+	opRollback
 )
 
 type op struct {
@@ -70,6 +71,8 @@ type op struct {
 	gen  *genJob
 	keep bool
 	done chan struct{} // opClose: closed once the slot is free
+	mark Mark          // opRollback: where the history goes back to
+	res  chan error    // opRollback: the outcome (cap 1)
 }
 
 func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Logger) (*Runner, error) {
@@ -223,6 +226,8 @@ func (r *Runner) rejectOp(o op, err error) {
 		o.gen.done <- genDone{reason: "abort", err: err}
 	case opClose:
 		close(o.done)
+	case opRollback:
+		o.res <- err
 	}
 }
 

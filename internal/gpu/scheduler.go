@@ -39,6 +39,8 @@ func (r *Runner) apply(o op) {
 			r.rollback(s, g.produced)
 		}
 		r.finish(s, "abort", nil)
+	case opRollback:
+		o.res <- r.applyRollback(s, o.mark)
 	case opClose:
 		r.failSeq(s, ErrClosed)
 		s.schedClosed = true
@@ -193,6 +195,24 @@ func (r *Runner) rollback(s *Sequence, n int) {
 	s.histLen.Store(int64(s.logicalLen()))
 }
 
+// applyRollback drops the history after mark: tokens appended or generated since, prefilled
+// or still pending, leave the KV cache as if they had never been there.
+func (r *Runner) applyRollback(s *Sequence, m Mark) error {
+	switch {
+	case s.schedClosed:
+		return ErrClosed
+	case s.active != nil || len(s.waiters) > 0:
+		return ErrBusy
+	case s.truncations.Load() != m.truncations || m.n > s.logicalLen():
+		return ErrMarkLost
+	}
+	r.rollback(s, s.logicalLen()-m.n)
+	// Nothing waits on the sequence, so the append counters may restart from what is decoded:
+	// the next Append's target then counts its own tokens only.
+	s.queued = s.prefilled + int64(len(s.pending)-s.reprefill)
+	return nil
+}
+
 // truncate frees at least need cells of s by dropping the oldest history after KeepPrefix:
 // a KV shift when the cache supports it, else the kept tail is queued for re-prefill.
 func (r *Runner) truncate(s *Sequence, need int) bool {
@@ -204,6 +224,7 @@ func (r *Runner) truncate(s *Sequence, need int) bool {
 	// Drop a quarter of the window at once so shifts are rare, not once per token.
 	discard := min(avail, max(need, (s.opts.MaxContext-keep)/4))
 	h := len(s.history)
+	s.truncations.Add(1)
 	if r.canShift {
 		r.lctx.KvCacheSeqRm(s.slot, keep, keep+discard)
 		r.lctx.KvCacheSeqAdd(s.slot, keep+discard, h, -discard)

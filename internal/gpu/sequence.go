@@ -34,6 +34,9 @@ type Sequence struct {
 	waiters     []*appendJob
 	active      *genJob
 	schedClosed bool
+	// truncations counts context truncations (written by the scheduler): a Mark from before
+	// one is lost, the positions moved.
+	truncations atomic.Int64
 }
 
 type appendJob struct {
@@ -260,6 +263,47 @@ func (s *Sequence) Abort(keepHistory bool) {
 	s.mu.Unlock()
 	if g != nil {
 		s.abortGen(g, keepHistory)
+	}
+}
+
+// Mark is a point in a sequence's history to roll back to (Rollback).
+type Mark struct {
+	n           int
+	truncations int64
+}
+
+// Mark returns the current end of the history. Take it while no Append or Generate of the
+// sequence runs (the caller serializes them): it is the length the last one left.
+func (s *Sequence) Mark() Mark {
+	return Mark{n: int(s.histLen.Load()), truncations: s.truncations.Load()}
+}
+
+// Rollback drops everything appended or generated since m from the history and the KV cache,
+// so that the sequence continues as if it had stopped at m (a speculative turn that was not
+// wanted). It fails with ErrBusy while an Append or Generate runs, and with ErrMarkLost when
+// the history was truncated since m (the positions moved) or is already shorter.
+func (s *Sequence) Rollback(ctx context.Context, m Mark) error {
+	s.mu.Lock()
+	closed, busy := s.closed, s.gen != nil
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("rollback: %w", ErrClosed)
+	case busy:
+		return fmt.Errorf("rollback: %w", ErrBusy)
+	}
+	res := make(chan error, 1)
+	if !s.r.enqueue(op{kind: opRollback, seq: s, mark: m, res: res}) {
+		return fmt.Errorf("rollback: %w", ErrClosed)
+	}
+	select {
+	case err := <-res:
+		if err != nil {
+			return fmt.Errorf("rollback: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rollback: %w", ctx.Err())
 	}
 }
 

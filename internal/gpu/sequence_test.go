@@ -397,3 +397,32 @@ func TestPrefillInterleaves(t *testing.T) {
 	t.Logf("big prompt: %d of %d tokens prefilled when the small one (40) was done", atSmall, len(long))
 	require.Less(t, atSmall, int64(len(long)/2), "the small prompt did not wait for the big one")
 }
+
+// TestRollbackForgetsSpeculation: a turn appended and generated after a Mark and then rolled
+// back leaves no trace: the next turn generates exactly what a sequence that never saw it
+// generates (greedy), and the history length is back at the mark.
+func TestRollbackForgetsSpeculation(t *testing.T) {
+	r := loadTiny(t, nil)
+	ctx := context.Background()
+	run := func(speculate bool) []int {
+		s := openSeq(t, r, SeqOptions{})
+		_, err := s.AppendText(ctx, "user: hello\nassistant:")
+		require.NoError(t, err)
+		generate(t, s, GenerateOptions{MaxTokens: 6})
+		if speculate {
+			m := s.Mark()
+			_, err := s.AppendText(ctx, "\nuser: go forward ten meters\nassistant:")
+			require.NoError(t, err)
+			generate(t, s, GenerateOptions{MaxTokens: 5})
+			require.Greater(t, s.HistoryLen(), m.n)
+			require.NoError(t, s.Rollback(ctx, m))
+			require.Equal(t, m.n, s.HistoryLen())
+		}
+		_, err = s.AppendText(ctx, "\nuser: turn left\nassistant:")
+		require.NoError(t, err)
+		toks, _, _ := generate(t, s, GenerateOptions{MaxTokens: 8})
+		require.ErrorIs(t, s.Rollback(ctx, Mark{n: 1 << 20}), ErrMarkLost, "a mark past the end")
+		return toks
+	}
+	require.Equal(t, run(false), run(true))
+}

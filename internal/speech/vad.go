@@ -201,6 +201,17 @@ func (v *VAD) step(voiced bool) {
 
 func (v *VAD) ms(sample int64) int64 { return sample * 1000 / int64(v.cfg.SampleRate) }
 
+// TrailingSilence reports, while a segment is open, how long the audio has been unvoiced since
+// its last voiced frame (in whole frames) and where that frame ended (stream ms, the AtMs the
+// segment's SpeechStopped will carry if no voiced frame follows); 0, 0 outside a segment.
+// Preemptive generation uses it to act on a pause before silence_duration_ms confirms it.
+func (v *VAD) TrailingSilence() (silentMs int, speechEndMs int64) {
+	if !v.inSpeech {
+		return 0, 0
+	}
+	return v.silent * vadFrameMs, v.ms(v.lastEnd)
+}
+
 // InSpeech reports whether a segment is open.
 func (v *VAD) InSpeech() bool { return v.inSpeech }
 

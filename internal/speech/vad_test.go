@@ -60,11 +60,18 @@ func TestVADPaddedSpeech(t *testing.T) {
 			require.NoError(t, err)
 			defer v.Close()
 			var got []VADEvent
+			var lastEnd int64 // TrailingSilence's speech end while the segment was open
 			// Odd chunk sizes exercise the frame remainder kept between calls.
 			for off := 0; off < len(pcm); off += 1234 {
 				ev, err := v.Process(pcm[off:min(off+1234, len(pcm))])
 				require.NoError(t, err)
 				got = append(got, ev...)
+				if sil, end := v.TrailingSilence(); v.InSpeech() {
+					require.Less(t, sil, v.cfg.SilenceDurationMs)
+					lastEnd = end
+				} else {
+					require.Zero(t, sil)
+				}
 			}
 			t.Logf("mode %d events %v", v.Mode(), got)
 			require.Len(t, got, 2, "one segment")
@@ -72,6 +79,7 @@ func TestVADPaddedSpeech(t *testing.T) {
 			require.Equal(t, SpeechStopped, got[1].Kind)
 			require.InDelta(t, truthStart, got[0].AtMs+tt.padding, 100, "start (padding %d ms)", tt.padding)
 			require.InDelta(t, truthEnd, got[1].AtMs, 100, "stop")
+			require.Equal(t, lastEnd, got[1].AtMs, "the pause's speech end is the stop's audio_end_ms")
 			require.False(t, v.InSpeech())
 		})
 	}

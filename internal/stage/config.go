@@ -64,6 +64,11 @@ type ThinkerConfig struct {
 	// AudioHistoryMs bounds the audio kept from before a speech start, so that the ASR also hears
 	// the prefix padding (default 1000; must be at least vad.prefix_padding_ms).
 	AudioHistoryMs int `yaml:"audio_history_ms"`
+	// PreemptiveMs starts a server-VAD turn's response speculatively after this much silence,
+	// before vad.silence_duration_ms confirms the endpoint; its outputs are held until then and
+	// dropped if the user resumes or the final transcript differs (default 0: off; must be less
+	// than vad.silence_duration_ms to take effect).
+	PreemptiveMs int `yaml:"preemptive_ms"`
 }
 
 // VADConfig mirrors the Realtime API's server_vad settings.
@@ -278,6 +283,7 @@ func (c PipelineConfig) Validate() error {
 		{t.VAD.PrefixPaddingMs < 0, "thinker.vad.prefix_padding_ms", t.VAD.PrefixPaddingMs, "must not be negative"},
 		{t.VAD.SilenceDurationMs < 0, "thinker.vad.silence_duration_ms", t.VAD.SilenceDurationMs, "must not be negative"},
 		{t.VAD.MinSpeechMs < 0, "thinker.vad.min_speech_ms", t.VAD.MinSpeechMs, "must not be negative"},
+		{t.PreemptiveMs < 0, "thinker.preemptive_ms", t.PreemptiveMs, "must not be negative"},
 		{t.AudioHistoryMs < t.VAD.PrefixPaddingMs, "thinker.audio_history_ms", t.AudioHistoryMs, "must be at least vad.prefix_padding_ms"},
 		{!validRate(k.OutputRate), "talker.output_rate", k.OutputRate, "must be 8000, 16000, 24000 or 48000"},
 		{k.Phrase.FirstMaxWords < 1, "talker.phrase.first_max_words", k.Phrase.FirstMaxWords, "must be at least 1"},

@@ -70,6 +70,9 @@ func (d *dispatcher) push(ctx context.Context, ev event) error {
 	if d.dropped(ev) {
 		return fmt.Errorf("delivering output: %w", context.Canceled)
 	}
+	if d.held(ev) {
+		return nil
+	}
 	select {
 	case d.ch <- ev:
 		return nil
@@ -92,13 +95,19 @@ func (d *dispatcher) stageMetrics(ctx context.Context, ts *turnState, m StageMet
 // so the wait is bounded by the Sink, and the dispatcher outlives every producer (it is closed
 // only after them), so the send cannot hit a closed queue.
 func (d *dispatcher) turnMetrics(ts *turnState, m StageMetricsMessage) {
-	d.ch <- event{turn: ts, kept: true, sm: &m}
+	ev := event{turn: ts, kept: true, sm: &m}
+	if !d.held(ev) {
+		d.ch <- ev
+	}
 }
 
 // turnEnd queues the report that the turn's stages are finished; like turnMetrics it is kept
 // (delivered after an abort or stop), after every snapshot the turn's stages queued.
 func (d *dispatcher) turnEnd(ts *turnState, rid string) {
-	d.ch <- event{turn: ts, kept: true, end: &TurnEnd{RequestID: rid, Turn: ts.n, Aborted: ts.aborted.Load()}}
+	ev := event{turn: ts, kept: true, end: &TurnEnd{RequestID: rid, Turn: ts.n, Aborted: ts.aborted.Load()}}
+	if !d.held(ev) {
+		d.ch <- ev
+	}
 }
 
 func (d *dispatcher) transfer(ctx context.Context, ts *turnState, t TransferEvent) error {
@@ -124,6 +133,9 @@ type turnState struct {
 	// queuedTS is when the response was submitted (wall seconds): TTFT counts from here, so it
 	// includes waiting for a thinker worker and the prompt's prefill, as vLLM's does.
 	queuedTS float64
+	// hold, for a speculative turn (preempt.go), keeps its events back until the endpoint
+	// confirms it, or drops them; nil for every other turn.
+	hold *specHold
 }
 
 func newTurn(parent context.Context, n int) *turnState {

@@ -43,8 +43,10 @@ type DuplexStream struct {
 	turns   int                     // responses started
 	live    map[*turnState]struct{} // responses not finished
 	gen     *turnState              // the response generating now
-	history []gpu.ChatMessage       // the conversation as the model should see it
-	fedText string                  // the rendered history already in the sequence
+	spec    *speculation            // a response started before its endpoint (preempt.go)
+	specs   specCounts
+	history []gpu.ChatMessage // the conversation as the model should see it
+	fedText string            // the rendered history already in the sequence
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -53,6 +55,7 @@ type DuplexStream struct {
 // seqJob runs on the sequence goroutine: a prefill of new history (ts nil) or a response.
 type seqJob struct {
 	ts        *turnState
+	spec      *speculation // set for a speculative response (ts is spec.ts)
 	maxTokens int
 }
 
@@ -177,6 +180,7 @@ func (d *DuplexStream) addMessage(role, text string) error {
 	if d.isClosed() {
 		return fmt.Errorf("appending to stream: %w", ErrClosed)
 	}
+	d.dropSpecLocked("conversation changed")
 	d.history = append(d.history, gpu.ChatMessage{Role: role, Content: text})
 	select {
 	case d.jobs <- seqJob{}:
@@ -216,6 +220,7 @@ func (d *DuplexStream) startResponse(maxTokens int) (*turnState, error) {
 		d.unadmit()
 		return nil, fmt.Errorf("starting response: %w", ErrClosed)
 	}
+	d.dropSpecLocked("response requested")
 	ts := newTurn(d.ctx, d.turns+1)
 	select {
 	case d.jobs <- seqJob{ts: ts, maxTokens: maxTokens}:
@@ -244,7 +249,8 @@ func (d *DuplexStream) unadmit() {
 func (d *DuplexStream) CancelResponse(keepHistory bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.gen != nil && d.seq != nil {
+	if _, ok := d.live[d.gen]; ok && d.seq != nil {
+		// An unconfirmed speculation (not live yet) is not a response of the caller's.
 		// Abort the engine first: its keepHistory must win over the ctx-cancel path, which keeps.
 		d.seq.Abort(keepHistory)
 	}
@@ -259,7 +265,7 @@ func (d *DuplexStream) CancelResponse(keepHistory bool) {
 func (d *DuplexStream) CancelTurn(n int, keepHistory bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.gen != nil && d.gen.n == n && d.seq != nil {
+	if _, ok := d.live[d.gen]; ok && d.gen.n == n && d.seq != nil {
 		d.seq.Abort(keepHistory)
 	}
 	for ts := range d.live {
@@ -277,6 +283,7 @@ func (d *DuplexStream) Close() {
 		d.disp.stop()
 		d.mu.Lock()
 		close(d.closed)
+		d.dropSpecLocked("stream closed")
 		for ts := range d.live {
 			ts.abort(false)
 		}
@@ -334,9 +341,12 @@ func (d *DuplexStream) loop() {
 				}
 			}
 		case j := <-d.jobs:
-			if j.ts == nil {
+			switch {
+			case j.ts == nil:
 				d.prefill()
-			} else {
+			case j.spec != nil:
+				d.speculate(j.spec, j.maxTokens)
+			default:
 				d.respond(j.ts, j.maxTokens)
 			}
 		}
@@ -345,11 +355,18 @@ func (d *DuplexStream) loop() {
 
 // syncHistory prefills the part of the rendered history the sequence does not have yet.
 func (d *DuplexStream) syncHistory(ctx context.Context, addGen bool) (gpu.AppendStats, error) {
+	d.mu.Lock()
+	hist := append([]gpu.ChatMessage(nil), d.history...)
+	d.mu.Unlock()
+	return d.syncHistoryTo(ctx, hist, addGen)
+}
+
+// syncHistoryTo prefills the part of hist's rendering the sequence does not have yet.
+func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage, addGen bool) (gpu.AppendStats, error) {
 	if d.seq == nil {
 		return gpu.AppendStats{}, nil // remote thinker: each response sends the whole history
 	}
 	d.mu.Lock()
-	hist := append([]gpu.ChatMessage(nil), d.history...)
 	fed := d.fedText
 	d.mu.Unlock()
 	if len(hist) == 0 && !addGen {

@@ -23,11 +23,13 @@ type audioState struct {
 	inSeg   bool  // VAD-gated feeding: inside a speech segment
 	asrHas  bool  // the ASR's open utterance has audio
 	closed  bool
+	// preemptedAt is the speech end (VAD ms) of the pause a speculation was last tried on.
+	preemptedAt int64
 }
 
 func newAudioState(vad *speech.VAD, asr asrStream, historyMs int) audioState {
 	capSamples := historyMs * speech.ASRSampleRate / 1000
-	return audioState{vad: vad, asr: asr, histCap: capSamples, hist: make([]float32, 0, 2*capSamples)}
+	return audioState{vad: vad, asr: asr, histCap: capSamples, hist: make([]float32, 0, 2*capSamples), preemptedAt: -1}
 }
 
 func (a *audioState) close() {
@@ -135,7 +137,13 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 	if err != nil {
 		return err
 	}
-	var transcripts []string
+	// endpoints are the unit's confirmed endpoints: each transcript, and the speculation
+	// started on it when one was (confirmed only if it answered the same speech end and text).
+	type endpoint struct {
+		tr string
+		sp *speculation
+	}
+	var endpoints []endpoint
 	if !d.opts.AutoResponse {
 		// Manual turns: the client decides what is a turn, so the ASR hears everything.
 		if err := a.feedTo(a.pos+int64(len(pcm16k)), pcm16k); err != nil {
@@ -146,6 +154,9 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 			switch ev.Kind {
 			case speech.SpeechStarted:
 				a.fed, a.inSeg = max(a.fed, sampleAt(ev.AtMs)), true
+				d.mu.Lock()
+				d.dropSpecLocked("new segment") // none expected: a segment's end decides its speculation
+				d.mu.Unlock()
 			case speech.SpeechStopped:
 				// The stop is reported silence_duration_ms after the speech ended; the ASR
 				// already heard up to here while in the segment.
@@ -153,20 +164,32 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 					return err
 				}
 				a.inSeg = false
+				sp := d.takeSpec()
 				if !a.asrHas {
+					if sp != nil {
+						d.discardSpec(sp, "audio committed by hand")
+					}
 					continue // committed by hand mid-segment: nothing left to answer
 				}
 				tr, err := a.finish()
 				if err != nil && !errors.Is(err, speech.ErrEmptyAudio) {
+					if sp != nil {
+						d.discardSpec(sp, "asr failed")
+					}
 					return err
 				}
-				transcripts = append(transcripts, tr)
+				if sp != nil && (sp.endMs != ev.AtMs || sp.transcript != tr) {
+					d.discardSpec(sp, "endpoint differs")
+					sp = nil
+				}
+				endpoints = append(endpoints, endpoint{tr: tr, sp: sp})
 			}
 		}
 		if a.inSeg {
 			if err := a.feedTo(a.pos+int64(len(pcm16k)), pcm16k); err != nil {
 				return err
 			}
+			d.preempt()
 		}
 	}
 	// The unit's own stage-0 work (VAD + ASR) belongs to the turn it leads to.
@@ -177,15 +200,30 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 	})
 	decision := OutputMessage{RequestID: d.rid, StageID: 0, Kind: Decision, Turn: turn, Decision: DecisionListen, StageSubmitTS: submitTS}
 	var respondErr error
-	for _, tr := range transcripts {
-		ts, err := d.commitTranscript(ctx, tr, true, submitTS)
+	var confirmed []*speculation
+	for _, e := range endpoints {
+		if e.sp != nil {
+			if err := d.confirmSpec(ctx, e.sp, submitTS); err != nil {
+				respondErr = err
+				continue
+			}
+			confirmed = append(confirmed, e.sp)
+			decision.Decision, decision.Turn = DecisionSpeak, e.sp.ts.n
+			continue
+		}
+		ts, err := d.commitTranscript(ctx, e.tr, true, submitTS)
 		if err != nil {
 			respondErr = err
 			continue
 		}
 		decision.Decision, decision.Turn = DecisionSpeak, ts.n
 	}
-	if err := d.disp.output(ctx, nil, decision); err != nil {
+	err = d.disp.output(ctx, nil, decision)
+	// A confirmed speculation's outputs follow its speak decision, as a response's would.
+	for _, sp := range confirmed {
+		d.releaseSpec(sp)
+	}
+	if err != nil {
 		return err
 	}
 	return respondErr
@@ -203,6 +241,9 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 	defer d.unlockAudio()
 	a := &d.audio
 	a.fed, a.inSeg = a.pos, false
+	d.mu.Lock()
+	d.dropSpecLocked("audio discarded")
+	d.mu.Unlock()
 	if !a.asrHas {
 		return nil
 	}

@@ -155,6 +155,10 @@ type DuplexOptions struct {
 	WantAudio    bool
 	MaxTokens    int
 	Sampling     gpu.Sampling
+	// PreemptiveMs: with AutoResponse, start the response speculatively after this much of the
+	// endpoint's silence, releasing its outputs only when the endpoint is confirmed with the same
+	// transcript (see preempt.go). 0 = thinker.preemptive_ms; negative disables.
+	PreemptiveMs int
 }
 
 // Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,
