@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ollama/ollama/fs/ggml"
 	"github.com/x448/float16"
@@ -99,21 +100,28 @@ func ensureDummy(dir string, p dummyPreset) (string, error) {
 		tmp.Close()
 		return "", fmt.Errorf("sync dummy model: %w", err)
 	}
+	// Rename while the file is still open, so the lock covers it until it has its final name:
+	// a concurrent removeOrphanTemps never sees it unlocked.
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("install dummy model: %w", err)
+	}
 	if err := tmp.Close(); err != nil {
 		return "", fmt.Errorf("close dummy model: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("install dummy model: %w", err)
 	}
 	return path, nil
 }
 
 // removeOrphanTemps deletes the temp files of generations that died before their rename (a kill
 // during start-up): a temp file nobody holds the write lock on is an orphan. Errors are
-// ignored: an orphan costs disk space, not correctness.
+// ignored: an orphan costs disk space, not correctness. A temp file younger than a minute is
+// left alone: its writer may not have taken the lock yet (CreateTemp, then Flock).
 func removeOrphanTemps(dir string) {
 	names, _ := filepath.Glob(filepath.Join(dir, "dummy-*.gguf.tmp-*"))
 	for _, name := range names {
+		if fi, err := os.Stat(name); err != nil || time.Since(fi.ModTime()) < time.Minute {
+			continue
+		}
 		f, err := os.Open(name)
 		if err != nil {
 			continue
