@@ -31,6 +31,8 @@ func TestHostileClients(t *testing.T) {
 	// A dummy-model generation killed mid-write leaves this behind; the next start removes it.
 	orphan := filepath.Join(cache, "dummy-tiny-v3.gguf.tmp-4242")
 	require.NoError(t, os.WriteFile(orphan, []byte("partial"), 0o644))
+	killedAt := time.Now().Add(-2 * time.Minute) // a fresh temp file may still be taking its lock
+	require.NoError(t, os.Chtimes(orphan, killedAt, killedAt))
 	s := startBinaryEnv(t, []string{"OMNISERVE_MAX_IDLE_TIMEOUT=" + maxIdle.String()},
 		"--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--cache-dir", cache)
 	require.NoFileExists(t, orphan, "an orphan temp file of a killed generation is removed at start")
