@@ -312,7 +312,13 @@ type rtEvent struct {
 
 func dialRT(t *testing.T, s *binServer, session map[string]any) *rtClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return dialRTFor(t, s, session, 90*time.Second)
+}
+
+// dialRTFor is dialRT for a connection that may live up to life (dialRT: 90 s).
+func dialRTFor(t *testing.T, s *binServer, session map[string]any, life time.Duration) *rtClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), life)
 	ws, _, err := websocket.Dial(ctx, "ws://"+s.addr+"/v1/realtime?duplex=1", nil) //nolint:bodyclose // coder/websocket closes it
 	require.NoError(t, err)
 	ws.SetReadLimit(64 << 20)
