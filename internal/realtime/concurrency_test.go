@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"testing"
@@ -24,6 +25,13 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 		streamFor = 2 * time.Second
 	}
 	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions}, HandlerConfig{}, nil)
+	// The ASR pool builds decoders lazily and one at a time (about a second each, several under
+	// -race on a busy machine): without warming, the last sessions of a cold pool waited half a
+	// minute for theirs and heard nothing in the window. This test is about steady-state
+	// concurrency, so the pool is warm first.
+	warmCtx, cancelWarm := context.WithTimeout(context.Background(), 3*time.Minute)
+	require.NoError(t, getFixture(t).asr.Warm(warmCtx, sessions))
+	cancelWarm()
 	speech := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata") // 16 kHz
 	before := runtime.NumGoroutine()
 
@@ -91,6 +99,9 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	t0 := time.Now()
 	wg.Wait()
 	t.Logf("streams and answers done after %v", time.Since(t0))
+	for i, r := range results {
+		t.Logf("session %d: listens %d transcripts %d responses %d err %q", i, r.listens, r.transcripts, r.responses, r.err)
+	}
 	total := 0
 	for i, r := range results {
 		require.Empty(t, r.err, "session %d", i)

@@ -27,6 +27,7 @@ type fixture struct {
 	backend  *session.PipelineBackend
 	client   *requestclient.Client
 	pipeline *stage.Pipeline
+	asr      *speech.ASR
 	closers  []func()
 	err      error
 }
@@ -96,6 +97,7 @@ func getFixture(t testing.TB) *fixture {
 		}
 		fx.closers = append(fx.closers, p.Close)
 		fx.pipeline = p
+		fx.asr = asr
 		fx.client = requestclient.New(p, requestclient.Options{ModelName: "dummy:tiny"}, log)
 		fx.backend = session.NewPipelineBackend(fx.client, p)
 	})

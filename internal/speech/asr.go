@@ -154,6 +154,39 @@ func (a *ASR) Decoders() int {
 	return a.live
 }
 
+// Warm builds idle decoders until n exist (at most PoolSize), so that the first n streams do
+// not each wait for a build: builds are serialized process-wide and take about a second each
+// (more on a loaded machine). It stops early when ctx ends.
+func (a *ASR) Warm(ctx context.Context, n int) error {
+	for {
+		a.mu.Lock()
+		if a.closed || a.live >= min(n, a.cfg.PoolSize) {
+			a.mu.Unlock()
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			a.mu.Unlock()
+			return fmt.Errorf("warming the asr pool: %w", err)
+		}
+		a.live++
+		a.mu.Unlock()
+		ps, err := a.newDecoder()
+		a.mu.Lock()
+		if err != nil {
+			a.live--
+			a.mu.Unlock()
+			return err
+		}
+		if a.closed {
+			C.ps_free(ps)
+			a.live--
+		} else {
+			a.idle = append(a.idle, ps)
+		}
+		a.mu.Unlock()
+	}
+}
+
 // NewStream takes a decoder from the pool, building one if fewer than PoolSize exist, or waits
 // until a stream closes or ctx ends.
 func (a *ASR) NewStream(ctx context.Context) (*ASRStream, error) {

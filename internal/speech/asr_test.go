@@ -104,3 +104,27 @@ func TestASRWriteDoesNotAllocate(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+// TestASRWarm: Warm builds idle decoders up to n (never past PoolSize), so the next streams
+// take a built decoder instead of waiting for a build.
+func TestASRWarm(t *testing.T) {
+	a := newTestASR(t, 3)
+	require.Equal(t, 1, a.Decoders(), "NewASR builds one decoder")
+	require.NoError(t, a.Warm(context.Background(), 2))
+	require.Equal(t, 2, a.Decoders())
+	require.NoError(t, a.Warm(context.Background(), 10))
+	require.Equal(t, 3, a.Decoders(), "capped by PoolSize")
+	var streams []*ASRStream
+	for range 3 {
+		s, err := a.NewStream(context.Background())
+		require.NoError(t, err)
+		streams = append(streams, s)
+	}
+	require.Equal(t, 3, a.Decoders(), "the streams took the warm decoders")
+	for _, s := range streams {
+		s.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, a.Warm(ctx, 1), "nothing to build")
+}
