@@ -94,14 +94,14 @@ func (e *EchoCanceller) Process(in []float32) []float32 {
 		e.Delay, e.Gain = 0, 0
 		return in
 	}
-	lag, ok := -1, false
+	lag, corr, ok := -1, 0.0, false
 	if e.tracking {
 		// The delay of a playback path drifts slowly: look near the last one first.
-		lag, ok = e.best(in, e.lastLag-echoTrackRadius, e.lastLag+echoTrackRadius, 1, echoTrackCorr)
+		lag, corr, ok = e.best(in, e.lastLag-echoTrackRadius, e.lastLag+echoTrackRadius, 1, echoTrackCorr)
 	}
 	if !ok {
-		if lag, ok = e.best(in, 0, e.maxDelay, echoCoarseStep, echoMinCorr); ok {
-			lag, ok = e.best(in, lag-echoCoarseStep, lag+echoCoarseStep, 1, echoMinCorr)
+		if lag, _, ok = e.best(in, 0, e.maxDelay, echoCoarseStep, echoMinCorr); ok {
+			lag, corr, ok = e.best(in, lag-echoCoarseStep, lag+echoCoarseStep, 1, echoMinCorr)
 		}
 	}
 	if !ok {
@@ -118,6 +118,13 @@ func (e *EchoCanceller) Process(in []float32) []float32 {
 	g := xr / rr // rr > 0: best only returns lags with reference energy
 	e.Delay, e.Gain, e.lastLag, e.tracking = lag, g, lag, true
 	e.residual = append(e.residual[:0], in...)
+	if corr >= echoOnlyCorr {
+		// The block is the echo and nothing else (user speech over it lowers the correlation):
+		// silence, not a residual. Subtraction leaves what the single tap cannot model (the
+		// client's resampling, the loudspeaker and the room), loud enough for a VAD.
+		clear(e.residual)
+		return e.residual
+	}
 	for i, r := range ref {
 		e.residual[i] -= float32(g) * r
 	}
@@ -137,14 +144,14 @@ const (
 // best returns the lag in [lo, hi] (clamped to [0, maxDelay], every step-th) whose reference
 // (e.win) correlates best with in, sampling in every step-th sample; ok is false when none
 // reaches minCorr (normalized correlation), so unrelated input is left untouched.
-func (e *EchoCanceller) best(in []float32, lo, hi, step int, minCorr float64) (int, bool) {
+func (e *EchoCanceller) best(in []float32, lo, hi, step int, minCorr float64) (int, float64, bool) {
 	lo, hi = max(lo, 0), min(hi, e.maxDelay)
 	var xx float64
 	for i := 0; i < len(in); i += step {
 		xx += float64(in[i]) * float64(in[i])
 	}
 	if xx == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	best, bestC := -1, minCorr
 	for lag := lo; lag <= hi; lag += step {
@@ -162,10 +169,17 @@ func (e *EchoCanceller) best(in []float32, lo, hi, step int, minCorr float64) (i
 			best, bestC = lag, c
 		}
 	}
-	return best, best >= 0
+	return best, bestC, best >= 0
 }
 
 // echoMinCorr is the normalized correlation below which a block is taken to hold no echo of
 // the reference. Echo alone correlates near 1; echo under user speech of the same level still
 // correlates about 0.7; unrelated speech stays under 0.2 on 100 ms blocks.
 const echoMinCorr = 0.3
+
+// echoOnlyCorr is the normalized correlation above which a block is taken to be echo alone and
+// is silenced instead of subtracted. User speech as loud as the echo brings the correlation to
+// about 0.45; user speech 6 dB under the echo to about 0.7; so both still reach the VAD, while a
+// user much quieter than the loudspeaker's echo is taken for echo (the price of no adaptive
+// filter).
+const echoOnlyCorr = 0.8
