@@ -161,6 +161,7 @@ func histogramView(id string, f Figure) histView {
 	}
 	if s == nil {
 		v.Empty = true
+		v.H = histT + 56 // room for the words, not for an empty plot
 		v.Desc = "No samples were measured."
 		return v
 	}
@@ -170,11 +171,10 @@ func histogramView(id string, f Figure) histView {
 	for _, b := range bins {
 		top = max(top, b.Count)
 	}
-	yt := ticks(0, float64(top), 4)
-	if len(yt) > 1 && yt[1]-yt[0] < 1 { // counts are whole
-		yt = ticks(0, float64(top), top)
-	}
-	ymax := max(float64(top), yt[len(yt)-1])
+	// Counts are whole: the step is at least 1, and the axis ends on the tick above the top.
+	step := max(1, niceStep(float64(top)/4))
+	ymax := math.Ceil(float64(top)/step) * step
+	yt := ticks(0, ymax, int(ymax/step))
 	px := func(x float64) c { return v.Plot.X + c((x-lo)/(hi-lo))*v.Plot.W }
 	py := func(y float64) c { return v.Plot.Y + v.Plot.H - c(y/ymax)*v.Plot.H }
 	for _, b := range bins {
@@ -202,7 +202,7 @@ func histogramView(id string, f Figure) histView {
 			line:   line{x, v.Plot.Y, x, v.Plot.Y + v.Plot.H},
 			Name:   q.name,
 			TextX:  x + 3,
-			TextY:  v.Plot.Y + 11 + c(12*i),
+			TextY:  v.Plot.Y + 13 + c(15*i),
 			Anchor: "start",
 			Label:  q.name + " " + formatNum(q.at),
 		}
