@@ -11,7 +11,7 @@ import (
 //go:embed report.html.tmpl
 var pageTemplate string
 
-// page is parsed once per render: rendering is rare, and a package-level template would be the
+// parsePage parses the page once per render: rendering is rare, and a package-level template would be the
 // package's only global.
 func parsePage() (*template.Template, error) {
 	return template.New("report").Funcs(template.FuncMap{

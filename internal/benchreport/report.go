@@ -161,7 +161,7 @@ const (
 	BargeIn        Kind = "barge_in"        // the reply was cut by the user's speech
 )
 
-// Kinds lists every [Kind] in lane order.
+// kinds lists every [Kind], in lane order.
 var kinds = []Kind{UserSpeech, SpeechStarted, SpeechStopped, AssistantAudio, BargeIn}
 
 // Instant reports whether k marks a moment rather than an interval.
