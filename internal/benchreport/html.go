@@ -11,8 +11,8 @@ import (
 //go:embed report.html.tmpl
 var pageTemplate string
 
-// parsePage parses the page once per render: rendering is rare, and a package-level template would be the
-// package's only global.
+// parsePage parses the page once per render: rendering is rare, and a package-level template
+// would be the package's only global.
 func parsePage() (*template.Template, error) {
 	return template.New("report").Funcs(template.FuncMap{
 		"num":  formatNum,
