@@ -13,12 +13,14 @@ import (
 const module = "github.com/omniserve/omniserve"
 
 // layer is each internal package's place in architecture.md's picture. A package may import
-// only packages of a lower layer; metrics, config and talkclient (a client: no server code, no
-// cgo) import no internal package at all.
+// only packages of a lower layer; metrics, config, talkclient (a client: no server code, no
+// cgo) and benchreport (the bench commands' report and progress bar) import no internal package
+// at all.
 var layer = map[string]int{
 	"internal/metrics":       0,
 	"internal/config":        0,
 	"internal/talkclient":    0,
+	"internal/benchreport":   0,
 	"internal/auth":          0,
 	"internal/gpu":           1,
 	"internal/speech":        1,
