@@ -29,6 +29,15 @@ var layer = map[string]int{
 	"internal/realtime":      5,
 	"internal/api":           6,
 	"internal/server":        7,
+	// The benchmarks: figures (no internal imports), the outsider latency client (figures only),
+	// and the in-process measurements over the parts internal/server builds. Only cmd/ imports
+	// them.
+	"internal/bench":          0,
+	"internal/bench/latency":  1,
+	"internal/bench/chat":     1,
+	"internal/bench/engine":   2,
+	"internal/bench/frontend": 3,
+	"internal/bench/realtime": 5,
 }
 
 // TestImportDirection keeps the import graph pointing down, as architecture.md draws it. It reads
@@ -62,6 +71,8 @@ func TestImportViolationsDetects(t *testing.T) {
 		{"config is cmd's", m + "internal/session " + m + "internal/config", "imports internal/config"},
 		{"server wires api and config", m + "internal/server " + m + "internal/api " + m + "internal/config " + m + "internal/realtime", ""},
 		{"server is cmd's", m + "internal/api " + m + "internal/server", "imports internal/server"},
+		{"benchmarks are cmd's", m + "internal/server " + m + "internal/bench/chat", "imports internal/bench/chat"},
+		{"the latency client uses figures only", m + "internal/bench/latency " + m + "internal/bench " + m + "internal/session", "internal/bench/latency (layer 1) depends on internal/session"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,6 +106,9 @@ func importViolations(lines []string) []string {
 			wiring := fromCmd || rel == "internal/server"
 			if drel == "internal/server" && !fromCmd {
 				out = append(out, rel+" imports internal/server: only cmd/ may")
+			}
+			if strings.HasPrefix(drel, "internal/bench") && !fromCmd && !strings.HasPrefix(rel, "internal/bench") {
+				out = append(out, rel+" imports "+drel+": only cmd/ may")
 			}
 			if drel == "internal/api" && !wiring {
 				out = append(out, rel+" imports internal/api: only internal/server and cmd/ may")

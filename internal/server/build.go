@@ -154,7 +154,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 func (s *Server) warmASR() {
 	n := min(WarmDecoders, s.cfg.Server.MaxSessions+4)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	done := s.warmed
 	asr := s.parts.ASR
 	go func() {
 		defer close(done)

@@ -82,6 +82,7 @@ type Server struct {
 	transcribe  http.Handler // nil until built
 	speech      http.Handler // nil until built, and without a talker stage
 
+	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser
 }
 
@@ -100,7 +101,7 @@ func New(cfg config.Config, opts Options) *Server {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	s := &Server{cfg: cfg, opts: opts, log: opts.Log, reg: reg}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Log, reg: reg, warmed: make(chan struct{})}
 	s.handler.set(s.router()) // probes only until the components exist: /ready is 503
 	return s
 }
@@ -123,6 +124,11 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // Sessions is the realtime session manager, nil until Build made it; the shutdown sequence
 // closes its sessions (Shutdown) before the HTTP drain ends.
 func (s *Server) Sessions() *session.Manager { return s.parts.Sessions }
+
+// Warmed is closed when the background ASR warm-up that Build starts has ended (done,
+// failed or cancelled by Close). Benchmarks wait for it so that they measure the steady state,
+// not start-up; it is never closed if Build fails before the warm-up starts.
+func (s *Server) Warmed() <-chan struct{} { return s.warmed }
 
 // Drain starts the shutdown: /ready answers 503, the router refuses new work, and live realtime
 // sessions are told (session.closing). Closing them is the caller's next step (Sessions().Shutdown).

@@ -155,8 +155,12 @@ func TestBuildServeDrainClose(t *testing.T) {
 	require.NotNil(t, p.Client)
 	require.NotNil(t, p.Sessions)
 	require.Same(t, p.Sessions, s.Sessions())
-	require.Eventually(t, func() bool { return logs.FilterMessage("asr warm-up done").Len() == 1 },
-		time.Minute, 20*time.Millisecond, "the ASR pool is warmed in the background")
+	select {
+	case <-s.Warmed():
+	case <-ctx.Done():
+		t.Fatal("the ASR warm-up did not end")
+	}
+	require.Equal(t, 1, logs.FilterMessage("asr warm-up done").Len(), "the ASR pool is warmed in the background")
 	require.GreaterOrEqual(t, p.ASR.Decoders(), WarmDecoders)
 
 	s.Drain()
