@@ -38,6 +38,10 @@ func TestBindingLayout(t *testing.T) {
 		n int
 		c unsafe.Pointer
 	}
+	var m moved
+	require.NoError(t, checkLayout(reflect.TypeFor[moved](), unsafe.Sizeof(m),
+		[]fieldWant{{"n", "int", unsafe.Offsetof(m.n)}, {"c", "unsafe.Pointer", unsafe.Offsetof(m.c)}}),
+		"the layout it has passes")
 	err := checkLayout(reflect.TypeFor[moved](), unsafe.Sizeof(moved{}), []fieldWant{{"c", "", 0}})
 	require.ErrorContains(t, err, "offset")
 	err = checkLayout(reflect.TypeFor[moved](), unsafe.Sizeof(moved{}), []fieldWant{{"n", "*int", 0}})

@@ -174,12 +174,10 @@ func dummyVocab() (tokens []string, scores []float32, types []int32, isWord []bo
 		seen[string(c)] = len(tokens)
 		add(string(c), -1000, normal, false)
 	}
-	words := []string{}
 	for _, w := range dummyWords {
 		if _, dup := seen["▁"+w]; dup && isWord[seen["▁"+w]] {
 			continue
 		}
-		words = append(words, w)
 		for k := 1; k < len(w); k++ {
 			piece := "▁" + w[:k]
 			if _, ok := seen[piece]; !ok {
