@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -20,7 +21,8 @@ import (
 )
 
 // fakeStream records what the Duplex drives into the stage stream and fails the appends the
-// test names; it checks that no call arrives after Close.
+// test names; it checks that no call arrives after Close. Its methods run on the Duplex's
+// worker, so they check with assert (t.Errorf), never require.
 type fakeStream struct {
 	t        *testing.T
 	mu       sync.Mutex
@@ -51,12 +53,12 @@ func gateFirstAppend(fs *fakeStream, d *Duplex, want int) {
 func (f *fakeStream) record(c string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	require.False(f.t, f.closed, "%s after Close", c)
+	assert.False(f.t, f.closed, "%s after Close", c)
 	f.calls = append(f.calls, c)
 }
 
 func (f *fakeStream) AppendAudio(_ context.Context, pcm []float32) error {
-	require.NotEmpty(f.t, pcm)
+	assert.NotEmpty(f.t, pcm)
 	f.mu.Lock()
 	f.appends++
 	n := f.appends
@@ -82,7 +84,7 @@ func (f *fakeStream) DiscardAudio(context.Context) error {
 }
 
 func (f *fakeStream) AppendText(_ context.Context, role, text string) error {
-	require.NotEmpty(f.t, role)
+	assert.NotEmpty(f.t, role)
 	f.record("text:" + role + ":" + text)
 	return nil
 }
