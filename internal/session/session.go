@@ -342,6 +342,13 @@ func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 		cancelSource = metrics.CancelDisconnect
 	}
 	s.cancelActive(cancelSource, reason, reason != ReasonDisconnect && reason != ReasonSlowClient)
+	if reason != ReasonDisconnect && reason != ReasonShutdown {
+		// Input the session accepted (appends, items, the assistant text the user heard before
+		// an interruption) reaches the engine before it closes, so a close never races the
+		// queue. Not after a disconnect (the jobs' context is already cancelled, nothing queued
+		// could run) nor at shutdown (the engine work is aborted under the session).
+		s.drainJobs(closeDrainTimeout)
+	}
 	stopJobs()
 	if s.engine != nil {
 		if reason == ReasonShutdown {
@@ -358,6 +365,31 @@ func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 		s.emitClosed(reason)
 	}
 	s.state = "closed"
+}
+
+// closeDrainTimeout bounds how long a closing session waits for its queued engine jobs.
+const closeDrainTimeout = 5 * time.Second
+
+// drainJobs runs on the actor during shutdown: it applies the results of every submitted job
+// until none is outstanding, or until d has passed (a stuck engine must not hold the close).
+// Jobs of a cancelled response check their response and return at once.
+func (s *DuplexSession) drainJobs(d time.Duration) {
+	if s.jobsOut == 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for s.jobsOut > 0 {
+		select {
+		case r := <-s.results:
+			s.handleResult(r)
+		case <-s.engineCtx.Done():
+			return
+		case <-timer.C:
+			s.log.Warn("closing with engine jobs still queued", zap.Int("jobs", s.jobsOut))
+			return
+		}
+	}
 }
 
 // ensureEngine opens the engine stream on first use, so that session.update may still change

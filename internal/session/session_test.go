@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -15,7 +16,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeEngine records the calls the session makes and checks their inputs.
+// fakeEngine records the calls the session makes and checks their inputs. Its methods run on
+// the session's actor and job goroutines, so they check with assert (t.Errorf), never require.
 type fakeEngine struct {
 	t      *testing.T
 	mu     sync.Mutex
@@ -24,7 +26,8 @@ type fakeEngine struct {
 	panics bool
 	out    func(Output)
 	turn   int
-	speak  []float32 // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
+	speak  []float32     // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
+	gate   chan struct{} // when set, AppendText waits for it to close (or for its context)
 }
 
 func (f *fakeEngine) rec(c string) {
@@ -40,7 +43,7 @@ func (f *fakeEngine) list() []string {
 }
 
 func (f *fakeEngine) AppendAudio(_ context.Context, pcm []float32) error {
-	require.NotEmpty(f.t, pcm)
+	assert.NotEmpty(f.t, pcm)
 	f.rec("append")
 	return nil
 }
@@ -48,8 +51,15 @@ func (f *fakeEngine) Commit(context.Context, bool) (string, error) {
 	f.rec("commit")
 	return "hello", nil
 }
-func (f *fakeEngine) AppendText(_ context.Context, role, text string) error {
-	require.Equal(f.t, "assistant", role)
+func (f *fakeEngine) AppendText(ctx context.Context, role, text string) error {
+	assert.Equal(f.t, "assistant", role)
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	f.rec("text:" + text)
 	return nil
 }
@@ -81,13 +91,13 @@ func (f *fakeEngine) Close(_ context.Context, reason string) error {
 }
 func (f *fakeEngine) Abort() { f.rec("abort") }
 func (f *fakeEngine) MarkTurnArrival(ts float64) float64 {
-	require.Positive(f.t, ts)
+	assert.Positive(f.t, ts)
 	f.rec("mark")
 	return ts
 }
 func (f *fakeEngine) BeginTurn(id string, turn int, arrival float64) {
-	require.Contains(f.t, id, "resp-duplex-")
-	require.Positive(f.t, arrival)
+	assert.Contains(f.t, id, "resp-duplex-")
+	assert.Positive(f.t, arrival)
 	f.rec("begin")
 	if f.panics {
 		panic("hook failure")
@@ -105,7 +115,7 @@ type fakeBackend struct{ eng *fakeEngine }
 
 func (b *fakeBackend) SupportsDuplex() bool { return true }
 func (b *fakeBackend) Open(_ context.Context, f Fence, _ OpenOptions, out func(Output)) (Engine, error) {
-	require.Contains(b.eng.t, f.SessionID, "duplex-")
+	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil
 }
@@ -198,6 +208,25 @@ func TestCancelFinalizesBeforeEpochAdvance(t *testing.T) {
 	require.Equal(t, "close:close", calls[len(calls)-1])
 	// With 50 ms of lead only the first frame went out, so history keeps only its text.
 	require.Contains(t, calls, "text:one ")
+}
+
+// TestCloseDrainsQueuedJobs: input the session accepted before session.close reaches the engine
+// before it closes, even when the engine is slow. The engine holds the first item until 200 ms
+// after the close was submitted (without the drain the close cancels both appends).
+func TestCloseDrainsQueuedJobs(t *testing.T) {
+	eng := &fakeEngine{t: t, gate: make(chan struct{})}
+	s, sk, _, wait := startSession(t, eng, time.Minute)
+	ctx := context.Background()
+	for _, text := range []string{"first", "second"} {
+		require.NoError(t, s.Submit(ctx, &CreateItem{Role: "assistant", Text: text}))
+		sk.until(t, "conversation.item.done")
+	}
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	time.Sleep(200 * time.Millisecond)
+	close(eng.gate)
+	require.Equal(t, ReasonClientClose, wait())
+	sk.until(t, "session.closed")
+	require.Equal(t, []string{"text:first", "text:second", "close:close"}, eng.list())
 }
 
 func TestHooksNeverPanicIntoSession(t *testing.T) {
