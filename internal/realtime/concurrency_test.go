@@ -40,7 +40,10 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 		listens, transcripts, responses int
 		err                             string
 	}
+	// Each goroutine writes only its own slice: results[i] by the speaker, micErrs[i] by the
+	// microphone (both once wrote results[i].err, a data race).
 	results := make([]result, sessions)
+	micErrs := make([]string, sessions)
 	var wg sync.WaitGroup
 	var clients []*wsClient
 	for i := range sessions {
@@ -59,7 +62,7 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 			for off := 0; time.Now().Before(deadline); off = (off + 100*bytesPerMs) % len(unit) {
 				end := min(off+100*bytesPerMs, len(unit))
 				if err := c.sendErr(event{"type": "input_audio_buffer.append", "audio": b64(unit[off:end])}); err != nil {
-					results[i].err = err.Error()
+					micErrs[i] = err.Error()
 					return
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -101,10 +104,11 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	wg.Wait()
 	t.Logf("streams and answers done after %v", time.Since(t0))
 	for i, r := range results {
-		t.Logf("session %d: listens %d transcripts %d responses %d err %q", i, r.listens, r.transcripts, r.responses, r.err)
+		t.Logf("session %d: listens %d transcripts %d responses %d err %q send err %q", i, r.listens, r.transcripts, r.responses, r.err, micErrs[i])
 	}
 	total := 0
 	for i, r := range results {
+		require.Empty(t, micErrs[i], "session %d: sending audio", i)
 		require.Empty(t, r.err, "session %d", i)
 		require.Positive(t, r.listens, "session %d got listen decisions", i)
 		if !testing.Short() {
