@@ -11,6 +11,8 @@ import (
 	"github.com/ollama/ollama/fs/ggml"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 func writeFile(t *testing.T, name string, data []byte) string {
@@ -103,7 +105,7 @@ func TestLoadErrors(t *testing.T) {
 func TestLoadTooLarge(t *testing.T) {
 	avail, ok := memAvailable()
 	if !ok {
-		t.Skip("no /proc/meminfo")
+		testenv.Missing(t, "no readable MemAvailable in /proc/meminfo (a Linux kernel provides it)")
 	}
 	tiny, err := ensureDummy(testCacheDir, dummyPresets["tiny"])
 	require.NoError(t, err)
