@@ -377,3 +377,34 @@ func TestDuplexLogStatsOffAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 	require.NoError(t, d.Close(context.Background(), ""))
 }
+
+// CancelTurn stops one stage turn (a response the session cancelled before Respond told it the
+// turn's number): the stream cancels that turn only, the fence does not move, the open metrics
+// turn stays open, and rows of the cancelled turn never reach it. After Close it does nothing.
+func TestDuplexCancelTurn(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	fs := &fakeStream{t: t}
+	d, _, _ := newTestDuplex(t, Options{LogStats: true}, zap.New(core), fs)
+	ctx := context.Background()
+	stage0 := d.Stage0ID()
+	d.BeginTurn("resp-b", 2, d.MarkTurnArrival(1))
+	d.CancelTurn(1)
+	require.Equal(t, []string{"cancel_turn:1"}, fs.callList())
+	require.Equal(t, stage0, d.Stage0ID(), "the fence does not move")
+	// The cancelled turn's partial rows arrive after; the open turn's own rows follow.
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensOut: 50, OutputUnitType: "text"}})
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(5)})
+	require.Empty(t, logs.All(), "nothing finalized")
+	require.True(t, d.FinalizeTurn("stop"))
+	var table string
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "response=resp-b") && strings.Contains(e.Message, "num_tokens_out") {
+			table = e.Message
+		}
+	}
+	require.NotEmpty(t, table, "resp-b's stage table")
+	require.Regexp(t, `num_tokens_out\s*\|\s*3\s*\|`, table, "only turn 2's rows")
+	require.NoError(t, d.Close(ctx, ""))
+	d.CancelTurn(2) // the stream is closed: fakeStream fails any call after Close
+	require.Equal(t, []string{"cancel_turn:1"}, fs.callList())
+}
