@@ -55,6 +55,7 @@ type DuplexStream struct {
 // seqJob runs on the sequence goroutine: a prefill of new history (ts nil) or a response.
 type seqJob struct {
 	ts        *turnState
+	turn      int          // prefill job (ts nil): the turn its history leads to, fixed when queued
 	spec      *speculation // set for a speculative response (ts is spec.ts)
 	maxTokens int
 }
@@ -109,7 +110,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
 	if strings.TrimSpace(opts.Instructions) != "" {
 		d.history = append(d.history, gpu.ChatMessage{Role: "system", Content: opts.Instructions})
-		d.jobs <- seqJob{} // prefill the instructions now, not on the first response
+		d.jobs <- seqJob{turn: 1} // prefill the instructions now, not on the first response
 	}
 	if err := p.register(d); err != nil {
 		d.release()
@@ -182,8 +183,10 @@ func (d *DuplexStream) addMessage(role, text string) error {
 	}
 	d.dropSpecLocked("conversation changed")
 	d.history = append(d.history, gpu.ChatMessage{Role: role, Content: text})
+	// The rows of the prefill belong to the turn after the last one started now: a Respond that
+	// follows at once increments turns before the loop runs the job.
 	select {
-	case d.jobs <- seqJob{}:
+	case d.jobs <- seqJob{turn: d.turns + 1}:
 	default:
 		// A prefill job is queued or a response is pending; either syncs the whole history.
 	}
@@ -343,7 +346,7 @@ func (d *DuplexStream) loop() {
 		case j := <-d.jobs:
 			switch {
 			case j.ts == nil:
-				d.prefill()
+				d.prefill(j.turn)
 			case j.spec != nil:
 				d.speculate(j.spec, j.maxTokens)
 			default:
@@ -398,15 +401,16 @@ func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage
 	return st, nil
 }
 
-// prefill appends committed history and reports it as stage-0 work of the upcoming turn.
-func (d *DuplexStream) prefill() {
+// prefill appends committed history and reports it as stage-0 work of turn, the turn that was
+// upcoming when the history was added.
+func (d *DuplexStream) prefill(turn int) {
 	submitTS := metrics.Now()
 	start := time.Now()
 	st, err := d.syncHistory(d.ctx, false)
 	if err != nil {
 		if d.ctx.Err() == nil {
 			d.p.log.Warn("duplex prefill failed", zap.String("request_id", d.rid), zap.Error(err))
-			_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, Kind: Error, Turn: d.upcoming(), Err: err})
+			_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, Kind: Error, Turn: turn, Err: err})
 		}
 		return
 	}
@@ -417,7 +421,7 @@ func (d *DuplexStream) prefill() {
 		submitTS = st.SubmitTS
 	}
 	_ = d.disp.stageMetrics(d.ctx, nil, StageMetricsMessage{
-		RequestID: d.rid, StageID: 0, Turn: d.upcoming(), StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
+		RequestID: d.rid, StageID: 0, Turn: turn, StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
 		Metrics: metrics.StageRequestStats{
 			BatchID: int(st.BatchID), BatchSize: st.BatchSize, NumTokensIn: st.Tokens,
 			StageGenTimeMs: msSince(start), OutputUnitType: "text",
