@@ -219,3 +219,49 @@ func TestRemoteASRAndTTS(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, ue.Status)
 	require.False(t, errors.Is(err, context.Canceled))
 }
+
+// A response whose remote thinker dies mid-reply reports the tokens it generated before the
+// failure (stage 0's snapshot, finish reason error) ahead of its Error output and turn end, as
+// an aborted one does: the failed turn's table keeps them.
+func TestRemoteThinkerFailureKeepsPartialWork(t *testing.T) {
+	t.Parallel()
+	u := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ *upstream) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, wd := range []string{"one", " two", " three"} {
+			sse(w, `{"choices":[{"delta":{"content":"`+wd+`"}}]}`)
+		}
+		panic(http.ErrAbortHandler) // the upstream dies mid-reply
+	})
+	p, _ := newTestPipeline(t, func(c *PipelineConfig) {
+		rc := u.cfg()
+		rc.Retries = 0
+		c.Remote.Thinker = &rc
+	})
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-remote-fail", MaxTokens: 8}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.AppendText(context.Background(), "user", "hi"))
+	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, err)
+	var sms []StageMetricsMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		_, sms, ok = sink.turnEnd(turn)
+		return ok
+	}, 10*time.Second, 5*time.Millisecond, "turn %d ended", turn)
+	var s0 *StageMetricsMessage
+	for i := range sms {
+		if sms[i].StageID == 0 && sms[i].Turn == turn && sms[i].Metrics.NumTokensOut > 0 {
+			s0 = &sms[i]
+		}
+	}
+	require.NotNil(t, s0, "stage 0's snapshot of the failed response: %+v", sms)
+	require.Equal(t, 3, s0.Metrics.NumTokensOut, "the three tokens streamed before the upstream died")
+	require.Equal(t, FinishError, s0.Metrics.FinishReason)
+	outs, _, _ := sink.snapshot()
+	errs := ofKind(outs, Error)
+	require.Len(t, errs, 1)
+	var ue *UpstreamError
+	require.ErrorAs(t, errs[0].Err, &ue)
+}

@@ -110,6 +110,14 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 	if err != nil {
 		talkCancel()
 		waitTalker()
+		// The tokens generated before the failure are the turn's work, as on abort: their
+		// snapshot goes out before the failure, so the turn (finalized after the turn end)
+		// counts them.
+		res.FinishReason = FinishError
+		r.disp.turnMetrics(ts, StageMetricsMessage{
+			RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
+			StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
+		})
 		p.fail(r, 0, fmt.Errorf("generating: %w", err))
 		return text.String(), res, err
 	}
