@@ -116,3 +116,74 @@ func stageCol(t *testing.T, tt turnTables, id int) map[string]any {
 	require.Failf(t, "no stage column", "stage %d in %v", id, tt.stageCols)
 	return nil
 }
+
+// A turn that fails (issue 10, reason error), on real binaries: the front's thinker is a remote
+// LLM, the back omniserve, which is killed mid-turn. The client gets an error event and a failed
+// response.done; the turn's tables are logged once, with reason error, keeping the tokens
+// generated before the failure; /metrics counts it as a failure.
+func TestDuplexErrorTurnLogStats(t *testing.T) {
+	raw, err := os.ReadFile(goForwardRaw)
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	cache := filepath.Join(t.TempDir(), "cache")
+	back := startBinaryAt(t, freePort(t), "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--log-format", "json", "--cache-dir", cache)
+	cfg := filepath.Join(t.TempDir(), "front.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("pipeline:\n  remote:\n    thinker: {base_url: %q, model: %q, "+
+		"first_byte_timeout: 20s, idle_timeout: 20s, retries: 1, retry_backoff: 50ms}\n", "http://"+back.addr+"/v1", "dummy:tiny")), 0o600))
+	front := startBinary(t, "--config", cfg, "--model", "dummy:tiny", "--log-stats", "--log-format", "json", "--cache-dir", cache)
+
+	c := dialRT(t, front, map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 2000})
+	first := c.stream(t, raw, 0)
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "response_create": true})
+	rid := responseID(c.until(t, "response.created", 30*time.Second))
+	deltas := 0
+	c.until(t, "response.output_text.delta", 30*time.Second)
+	deltas++
+	require.NoError(t, back.cmd.Process.Kill())
+	<-back.done
+	var errEv map[string]any
+	var done map[string]any
+	var doneAt time.Time
+	for done == nil {
+		select {
+		case ev, ok := <-c.events:
+			require.True(t, ok, "connection ended before response.done")
+			switch ev.m["type"] {
+			case "response.output_text.delta":
+				deltas++
+			case "error":
+				errEv = ev.m
+			case "response.done":
+				done, doneAt = ev.m, ev.at
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no response.done after the thinker died")
+		}
+	}
+	require.NotNil(t, errEv, "an error event before response.done")
+	msg, _ := errEv["error"].(map[string]any)["message"].(string)
+	require.Contains(t, msg, "remote thinker", errEv)
+	require.Equal(t, "failed", status(done))
+	require.Equal(t, rid, done["response"].(map[string]any)["id"])
+
+	tt := waitTurn(t, front, rid)
+	require.Equal(t, "error", tt.reason)
+	require.Equal(t, "1", tt.turn)
+	s0 := stageCol(t, tt, 0)
+	client := doneAt.Sub(first).Seconds() * 1000
+	t.Logf("error turn: %d text deltas on the wire; stage 0 %v; logged e2e %.0f ms, client first append → response.done %.0f ms",
+		deltas, s0, tt.e2eMs, client)
+	// Each remote piece is one token and one delta.
+	require.Equal(t, float64(deltas), s0["num_tokens_out"], "the tokens generated before the failure, as the client received them")
+	require.Positive(t, tt.e2eMs)
+	require.Less(t, tt.e2eMs, client+50, "t0 is the first append, the end no later than the failure")
+	c.send(t, map[string]any{"type": "session.close"})
+	c.until(t, "session.closed", 10*time.Second)
+	c.close(t)
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, 1, turnOf(front.logs.String(), rid).sets, "logged once: the close does not log it again")
+
+	code, body := front.get(t, "/metrics")
+	require.Equal(t, 200, code)
+	require.Regexp(t, `omniserve_request_failure_total\{finished_reason="error",kind="duplex",model_name="[^"]*"\} 1\b`, string(body))
+}
