@@ -1,7 +1,8 @@
 // Package bench holds what every `omniserve bench` subcommand shares: measured figures kept as
-// data (name, unit, definition, samples), the one quantile definition, and the machine-readable
-// key=value lines printed from them. It imports no other internal package, so the outsider
-// client of `bench latency` can use it too.
+// data (name, unit, definition, samples), the machine-readable key=value lines printed from them,
+// and the report (internal/benchreport) built from them. Its only internal import is benchreport
+// (no server code), so the outsider client of `bench latency` can use it too; the quantile
+// definition is benchreport's, one for the printed keys and the report.
 package bench
 
 import (
@@ -12,24 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/omniserve/omniserve/internal/benchreport"
 )
 
-// QuantileDefinition is the one quantile definition of every benchmark, for --help and the docs.
-const QuantileDefinition = "Quantiles are nearest rank: the p-th percentile of n samples is the " +
-	"ceil(p/100 × n)-th smallest sample, always a measured value (so p99 of fewer than 100 samples " +
-	"is the largest, and p50 of an even count is the lower middle one)."
-
-// Quantile is the nearest-rank p-th percentile of v (0 < p ≤ 100): the smallest sample with at
-// least p% of the samples at or below it. NaN for no samples.
-func Quantile(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	r := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[max(0, min(len(s)-1, r-1))]
-}
+// QuantileDefinition is the quantile definition of every benchmark as a sentence, for --help.
+const QuantileDefinition = "Quantiles are " + benchreport.QuantileDefinition + "."
 
 // Stat is one printed summary of a figure.
 type Stat string
@@ -65,11 +54,11 @@ func (f Figure) Summary(st Stat) float64 {
 	}
 	switch st {
 	case P50:
-		return Quantile(f.Samples, 50)
+		return benchreport.Quantile(f.Samples, 50)
 	case P90:
-		return Quantile(f.Samples, 90)
+		return benchreport.Quantile(f.Samples, 90)
 	case P99:
-		return Quantile(f.Samples, 99)
+		return benchreport.Quantile(f.Samples, 99)
 	case Max:
 		return slices.Max(f.Samples)
 	case Min:

@@ -8,29 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestQuantileNearestRank(t *testing.T) {
+// TestFigureSummary checks that the printed summaries use benchreport's nearest-rank quantile
+// (its table test is there) and leave the samples in measurement order.
+func TestFigureSummary(t *testing.T) {
 	t.Parallel()
 	ten := []float64{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
-	for _, tt := range []struct {
-		name string
-		v    []float64
-		p    float64
-		want float64
-	}{
-		{"p50 of an even count is the lower middle", ten, 50, 5},
-		{"p90 of ten is the ninth", ten, 90, 9},
-		{"p99 of ten is the largest", ten, 99, 10},
-		{"p100 is the largest", ten, 100, 10},
-		{"tiny p is the smallest", ten, 0.1, 1},
-		{"p50 of an odd count is the middle", []float64{3, 1, 2}, 50, 2},
-		{"one sample", []float64{7}, 99, 7},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, tt.want, Quantile(tt.v, tt.p))
-		})
+	f := Figure{Samples: ten}
+	for st, want := range map[Stat]float64{P50: 5, P90: 9, P99: 10, Max: 10, Min: 1, Value: 1} {
+		require.Equal(t, want, f.Summary(st), st)
 	}
-	require.True(t, math.IsNaN(Quantile(nil, 50)))
+	require.True(t, math.IsNaN(Figure{}.Summary(P50)))
 	require.Equal(t, []float64{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, ten, "the samples are not reordered")
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -98,7 +99,7 @@ func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32
 			return nil, err
 		}
 		fmt.Fprintf(out, "streams=%d keep_up=%v max_lag_ms=%.0f p99_lag_ms=%.0f finals=%d exact=%d decoders=%d rss_mib=%d\n",
-			n, r.ok, ms(r.maxLag), bench.Quantile(r.lagsMs, 99), r.finals, r.exact, asr.Decoders(), rssMiB())
+			n, r.ok, ms(r.maxLag), benchreport.Quantile(r.lagsMs, 99), r.finals, r.exact, asr.Decoders(), rssMiB())
 		if !r.ok {
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -52,7 +53,7 @@ func Pipeline(ctx context.Context, p *stage.Pipeline, clip []float32, o Pipeline
 			label, r.transcriptMs, r.textMs, r.ttftMs, r.promptTokens, r.audioMs, r.firstChunkS, r.heard)
 	}
 	fmt.Fprintf(out, "first audio over %d runs: p50 %.1f ms, min %.1f ms, max %.1f ms; first text p50 %.1f ms; transcript p50 %.1f ms\n",
-		o.Runs, bench.Quantile(firstAudio, 50), slices.Min(firstAudio), slices.Max(firstAudio), bench.Quantile(firstText, 50), bench.Quantile(transcript, 50))
+		o.Runs, benchreport.Quantile(firstAudio, 50), slices.Min(firstAudio), slices.Max(firstAudio), benchreport.Quantile(firstText, 50), benchreport.Quantile(transcript, 50))
 	return []bench.Figure{
 		{Name: "pipeline_first_audio_ms", Unit: "ms", Samples: firstAudio, Keys: []bench.Stat{bench.P50}, Bare: true, Digits: 1,
 			Definition: "the speak decision's audio unit arrives (VAD endpoint) → the first talker PCM chunk reaches the sink"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -168,7 +169,7 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
-	q := bench.Quantile
+	q := benchreport.Quantile
 	fmt.Fprintf(out, "event overhead: n=%d p50=%.0fus p99=%.0fus\n", len(over), q(over, 50), q(over, 99))
 	fmt.Fprintf(out, "ttfp: n=%d p50=%.1fms p99=%.1fms\n", len(ttfp), q(ttfp, 50), q(ttfp, 99))
 	fmt.Fprintf(out, "ttfp paced (turns 2..%d, one session, %.1fs): n=%d p50=%.1fms p99=%.1fms\n",

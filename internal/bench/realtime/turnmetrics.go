@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -110,7 +111,7 @@ func pairOverheadPct(off, on []float64) []float64 {
 func turnMetricsFigures(allocsOff, allocsOn float64, off, on []float64, out io.Writer) []bench.Figure {
 	fmt.Fprintf(out, "turn metrics ingest: allocs/chunk off=%.1f on=%.1f\n", allocsOff, allocsOn)
 	fmt.Fprintf(out, "log-stats overhead: n=%d per side; turn ms p50 off=%.1f on=%.1f; sum off=%.0f on=%.0f\n",
-		len(off), bench.Quantile(off, 50), bench.Quantile(on, 50), sum(off), sum(on))
+		len(off), benchreport.Quantile(off, 50), benchreport.Quantile(on, 50), sum(off), sum(on))
 	return []bench.Figure{
 		bench.One("turn_metrics_allocs_per_chunk_off", "allocs", "allocations of the per-chunk turn-metrics ingest with --log-stats off (testing.AllocsPerRun over 2000 chunks); must be 0", allocsOff, 0),
 		bench.One("turn_metrics_allocs_per_chunk_on", "allocs", "the same with --log-stats on", allocsOn, 0),
