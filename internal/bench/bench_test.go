@@ -2,10 +2,14 @@ package bench
 
 import (
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/benchreport"
 )
 
 // TestFigureSummary checks that the printed summaries use benchreport's nearest-rank quantile
@@ -32,4 +36,57 @@ func TestResultPrint(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, r.Print(&b))
 	require.Equal(t, "cpus=2\nlat_ms_p50=2.0\nlat_ms_p99=4.0\nbest_tok_s=22.25\nsessions=16\nfirst_audio_ms=20\n", b.String())
+}
+
+// TestResultReport checks the report built from a result: computed values become scalars, any
+// other figure keeps every sample (printed or report-only), non-finite values become notes, the
+// sessions pass through, and benchreport accepts and writes the whole.
+func TestResultReport(t *testing.T) {
+	t.Parallel()
+	r := &Result{Bench: "chat", CPUs: 2}
+	r.Add(Figure{Name: "ttft_ms", Unit: "ms", Definition: "POST → first delta", Samples: []float64{3, 1, 2}, Keys: []Stat{P50}},
+		Figure{Name: "round_rps", Unit: "req/s", Definition: "per round", Samples: []float64{20, 21}},
+		Figure{Name: "one_run_ms", Unit: "ms", Definition: "a quantile figure of one run", Samples: []float64{7}, Keys: []Stat{P50}},
+		Figure{Name: "not_measured_ms", Unit: "ms", Definition: "nothing ran"},
+		One("rps", "req/s", "requests / wall time", 22.5, 2),
+		One("overhead_pct", "%", "over nothing", math.NaN(), 2),
+		Figure{Name: "lag_ms", Unit: "ms", Definition: "lags", Samples: []float64{1, math.Inf(1), 2}, Keys: []Stat{P99}})
+	r.Sessions = []benchreport.Session{{Label: "s", Spans: []benchreport.Span{benchreport.Instant(benchreport.BargeIn, time.Second, "")}}}
+	now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+	rep := r.Report([]string{"omniserve", "bench", "chat"}, now)
+
+	require.Equal(t, "omniserve bench chat", rep.Title)
+	require.Equal(t, []string{"omniserve", "bench", "chat"}, rep.Command)
+	require.Equal(t, now, rep.Machine.Time)
+	require.Equal(t, []benchreport.Scalar{{Key: "rps", Value: 22.5, Unit: "req/s", Definition: "requests / wall time"}}, rep.Scalars)
+	require.Equal(t, []benchreport.Figure{
+		{Key: "ttft_ms", Unit: "ms", Definition: "POST → first delta", Samples: []float64{3, 1, 2}},
+		{Key: "round_rps", Unit: "req/s", Definition: "per round", Samples: []float64{20, 21}},
+		{Key: "one_run_ms", Unit: "ms", Definition: "a quantile figure of one run", Samples: []float64{7}},
+		{Key: "not_measured_ms", Unit: "ms", Definition: "nothing ran"},
+		{Key: "lag_ms", Unit: "ms", Definition: "lags", Samples: []float64{1, 2}},
+	}, rep.Figures)
+	require.Len(t, rep.Notes, 2)
+	require.Contains(t, rep.Notes[0], "overhead_pct was NaN")
+	require.Contains(t, rep.Notes[1], "lag_ms: 1 of 3 samples")
+	require.Equal(t, r.Sessions, rep.Sessions)
+	require.Equal(t, []float64{1, math.Inf(1), 2}, r.Figures[6].Samples, "the result's samples are untouched")
+
+	dir := t.TempDir()
+	require.NoError(t, benchreport.Write(dir, rep))
+	back, err := benchreport.Load(filepath.Join(dir, benchreport.JSONFile))
+	require.NoError(t, err)
+	require.Equal(t, 3.0, back.Figures[0].Summary.Max)
+}
+
+func TestMeter(t *testing.T) {
+	t.Parallel()
+	Meter(nil).Start("x", 3, "turns").Add(1) // a nil meter shows nothing and does not panic
+	var b strings.Builder
+	p := NewMeter(&b).Start("chat", 4, "requests")
+	for range 4 {
+		p.Add(1)
+	}
+	p.Done()
+	require.Contains(t, b.String(), "chat: 4/4 requests, done in", "plain lines off a terminal")
 }

@@ -18,9 +18,10 @@ import (
 
 // PipelineOptions shape the spoken-turn measurement.
 type PipelineOptions struct {
-	Runs      int  // measured runs, after one warm-up run
-	MaxTokens int  // reply length
-	Realtime  bool // pace the 100 ms units in real time
+	Runs      int         // measured runs, after one warm-up run
+	MaxTokens int         // reply length
+	Realtime  bool        // pace the 100 ms units in real time
+	Meter     bench.Meter // progress of the runs; nil shows none
 }
 
 // Pipeline measures, on the server's pipeline p, the spoken-turn latency: from the VAD endpoint
@@ -36,11 +37,14 @@ func Pipeline(ctx context.Context, p *stage.Pipeline, clip []float32, o Pipeline
 	fmt.Fprintf(out, "pipeline: clip %.2f s + 1 s silence; %d-token replies; realtime=%v\n",
 		float64(len(clip))/speech.ASRSampleRate, o.MaxTokens, o.Realtime)
 	var firstAudio, firstText, transcript []float64
+	prog := o.Meter.Start("speech pipeline", o.Runs+1, "runs")
+	defer prog.Done()
 	for i := range o.Runs + 1 {
 		r, err := oneRun(ctx, p, audio, o)
 		if err != nil {
 			return nil, fmt.Errorf("run %d: %w", i, err)
 		}
+		prog.Add(1)
 		label := fmt.Sprintf("run %d", i)
 		if i == 0 {
 			label = "warm-up"

@@ -44,7 +44,7 @@ func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, na
 // faster than real time, commit with response_create, wait for response.done) alternately on a
 // server without and one with --log-stats, over the same pipeline, and returns the per-turn
 // wall times of each. Interleaving spreads the other jobs' load over both sides.
-func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte, n int) (off, on []float64, err error) {
+func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte, n int, prog bench.Progress) (off, on []float64, err error) {
 	turn := func(url string) (float64, error) {
 		c, err := dial(ctx, url+"?duplex=1")
 		if err != nil {
@@ -81,6 +81,7 @@ func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte
 		if err != nil {
 			return nil, nil, err
 		}
+		prog.Add(1)
 		if i == 0 {
 			continue // warm-up
 		}
