@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/signal"
@@ -45,8 +46,9 @@ func newBenchCmd(a *app) *cobra.Command {
 // runBench runs one subcommand's measurement until SIGINT/SIGTERM, prints its figures and, with
 // --report DIR, writes DIR/report.json and DIR/report.html from them. Every subcommand ends here,
 // so the figures (samples and definitions, not only the printed keys) are in one place for the
-// report. Progress goes to stderr through meter; stdout is the key=value block alone.
-func runBench(cmd *cobra.Command, a *app, name string, measure func(ctx context.Context, res *bench.Result, meter bench.Meter) error) error {
+// report. measure prints what it sees to out (stdout) and shows progress through meter (bars
+// on stderr that out keeps clear of on a terminal); the key=value block follows on stdout.
+func runBench(cmd *cobra.Command, a *app, name string, measure func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error) error {
 	reportDir, _ := cmd.Flags().GetString("report")
 	if reportDir != "" {
 		// Before the run, not after it: a typo in the path must not cost a long measurement.
@@ -57,7 +59,8 @@ func runBench(cmd *cobra.Command, a *app, name string, measure func(ctx context.
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res := bench.NewResult(name)
-	if err := measure(ctx, res, bench.NewMeter(a.stderr)); err != nil {
+	console := bench.NewConsole(a.stdout, a.stderr)
+	if err := measure(ctx, res, console, console.Meter()); err != nil {
 		return withExitCode(exitFailure, fmt.Errorf("bench %s: %w", name, err))
 	}
 	if err := res.Print(a.stdout); err != nil {
@@ -183,9 +186,9 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 				}
 				o.Bin = exe
 			}
-			return runBench(cmd, a, "latency", func(ctx context.Context, res *bench.Result, meter bench.Meter) error {
+			return runBench(cmd, a, "latency", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
 				o.Meter = meter
-				figs, sessions, err := latency.Run(ctx, o, a.stdout)
+				figs, sessions, err := latency.Run(ctx, o, out)
 				res.Add(figs...)
 				res.Sessions = sessions
 				return err

@@ -53,7 +53,7 @@ func newBenchEngineCmd(a *app) *cobra.Command {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
-		return runBench(cmd, a, "engine", func(ctx context.Context, res *bench.Result, meter bench.Meter) error {
+		return runBench(cmd, a, "engine", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
 			o.Meter = meter
 			bs, err := startServer(ctx, cfg, server.Options{})
 			if err != nil {
@@ -62,8 +62,8 @@ func newBenchEngineCmd(a *app) *cobra.Command {
 			defer bs.stop()
 			eng := bs.srv.Parts().Engine
 			info := eng.Info()
-			fmt.Fprintf(a.stdout, "model=%s arch=%s devices=%v threads=%d\n", info.Name, info.Arch, info.Devices, cfg.Engine.Threads)
-			figs, err := benchengine.Run(ctx, eng, server.EngineConfig(cfg.Engine), o, a.stdout)
+			fmt.Fprintf(out, "model=%s arch=%s devices=%v threads=%d\n", info.Name, info.Arch, info.Devices, cfg.Engine.Threads)
+			figs, err := benchengine.Run(ctx, eng, server.EngineConfig(cfg.Engine), o, out)
 			res.Add(figs...)
 			return err
 		})
@@ -109,7 +109,7 @@ func newBenchSpeechCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return runBench(cmd, a, "speech", func(ctx context.Context, res *bench.Result, meter bench.Meter) error {
+		return runBench(cmd, a, "speech", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
 			fo.Meter, po.Meter = meter, meter
 			pcm, err := frontend.ReadClip(clip)
 			if err != nil {
@@ -125,14 +125,14 @@ func newBenchSpeechCmd(a *app) *cobra.Command {
 				if p.TTS == nil {
 					return errors.New("the pipeline has no talker stage: no TTS to measure")
 				}
-				figs, err := frontend.Front(ctx, p.ASR, p.TTS, pcm, fo, a.stdout)
+				figs, err := frontend.Front(ctx, p.ASR, p.TTS, pcm, fo, out)
 				res.Add(figs...)
 				if err != nil {
 					return err
 				}
 			}
 			if pipe {
-				figs, err := frontend.Pipeline(ctx, p.Pipeline, pcm, po, a.stdout)
+				figs, err := frontend.Pipeline(ctx, p.Pipeline, pcm, po, out)
 				res.Add(figs...)
 				return err
 			}
@@ -178,7 +178,7 @@ func newBenchChatCmd(a *app) *cobra.Command {
 			return err
 		}
 		o.Model = server.ModelID(cfg.Engine.Model)
-		return runBench(cmd, a, "chat", func(ctx context.Context, res *bench.Result, meter bench.Meter) error {
+		return runBench(cmd, a, "chat", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
 			o.Meter = meter
 			if logFile == "" {
 				dir, err := os.MkdirTemp("", "omniserve-bench-chat-")
@@ -217,7 +217,7 @@ func newBenchChatCmd(a *app) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			figs, err := benchchat.Run(ctx, o, benchchat.Target{URL: plain.url + "/v1"}, benchchat.Target{URL: stats.url + "/v1"}, logFile, a.stdout)
+			figs, err := benchchat.Run(ctx, o, benchchat.Target{URL: plain.url + "/v1"}, benchchat.Target{URL: stats.url + "/v1"}, logFile, out)
 			res.Add(figs...)
 			return err
 		})
@@ -260,7 +260,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return runBench(cmd, a, "realtime", func(ctx context.Context, res *bench.Result, meter bench.Meter) error {
+		return runBench(cmd, a, "realtime", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
 			o.Meter = meter
 			pcm, err := os.ReadFile(speechFile)
 			if err != nil {
@@ -283,7 +283,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 				p := b.srv.Parts()
 				return benchrt.Target{URL: "ws" + strings.TrimPrefix(b.url, "http") + "/v1/realtime", Client: p.Client, Sessions: p.Sessions}
 			}
-			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), timer, pcm, a.stdout)
+			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), timer, pcm, out)
 			res.Add(figs...)
 			return err
 		})

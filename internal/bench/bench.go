@@ -155,14 +155,6 @@ func (m Meter) Start(label string, total int, unit string) Progress {
 	return m(label, total, unit)
 }
 
-// NewMeter shows progress on w (the command's stderr, so that stdout stays the machine-readable
-// block): a bar redrawn in place on a terminal, plain lines elsewhere ([benchreport.NewProgress]).
-func NewMeter(w io.Writer) Meter {
-	return func(label string, total int, unit string) Progress {
-		return benchreport.NewProgress(w, label, total, unit, nil)
-	}
-}
-
 type noProgress struct{}
 
 func (noProgress) Add(int) {}

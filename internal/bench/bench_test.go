@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -82,11 +83,40 @@ func TestResultReport(t *testing.T) {
 func TestMeter(t *testing.T) {
 	t.Parallel()
 	Meter(nil).Start("x", 3, "turns").Add(1) // a nil meter shows nothing and does not panic
-	var b strings.Builder
-	p := NewMeter(&b).Start("chat", 4, "requests")
-	for range 4 {
+	var out, errb strings.Builder
+	c := NewConsole(&out, &errb)
+	p := c.Meter().Start("chat", 4, "requests")
+	for i := range 4 {
 		p.Add(1)
+		fmt.Fprintf(c, "line %d\n", i)
 	}
 	p.Done()
-	require.Contains(t, b.String(), "chat: 4/4 requests, done in", "plain lines off a terminal")
+	require.Equal(t, "line 0\nline 1\nline 2\nline 3\n", out.String(), "stdout holds the printed lines only")
+	require.Contains(t, errb.String(), "chat: 4/4 requests, done in", "plain lines off a terminal")
+	require.NotContains(t, errb.String(), "\r")
+}
+
+// TestConsoleOnATerminal checks that a line printed while a bar is drawn on the same terminal
+// gets a line of its own: the bar is blanked first and redrawn under it.
+func TestConsoleOnATerminal(t *testing.T) {
+	t.Parallel()
+	var screen strings.Builder // stdout and stderr on one terminal
+	tty := true
+	c := NewConsole(&screen, &screen)
+	c.opts = &benchreport.ProgressOptions{TTY: &tty, Width: 4}
+	p := c.Meter().Start("chat", 2, "requests")
+	p.Add(1)
+	fmt.Fprint(c, "round 0 rps=1\n")
+	p.Add(1)
+	p.Done()
+	// What the terminal shows: each \r returns to the line's start, so keep what follows the
+	// last \r of each line.
+	var shown []string
+	for _, l := range strings.Split(strings.TrimSuffix(screen.String(), "\n"), "\n") {
+		shown = append(shown, strings.TrimSpace(l[strings.LastIndex(l, "\r")+1:]))
+	}
+	require.Equal(t, "round 0 rps=1", shown[0], "the printed line does not share the bar's line: %q", screen.String())
+	require.Len(t, shown, 2)
+	require.Contains(t, shown[1], "chat [####] 2/2 requests 100%")
+	require.Contains(t, shown[1], "done in")
 }

@@ -16,7 +16,9 @@ func TestPlaybackSpans(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
 	ms := func(v int) time.Time { return t0.Add(time.Duration(v) * time.Millisecond) }
-	audio := func(at, lenMs int) event { return event{typ: "audio", at: ms(at), pcm: make([]float32, lenMs*outRate/1000)} }
+	audio := func(at, lenMs int) event {
+		return event{typ: "audio", at: ms(at), pcm: make([]float32, lenMs*outRate/1000)}
+	}
 	var pb playback
 	pb.add(audio(100, 200)) // plays 100..300
 	pb.add(audio(150, 200)) // queued: 300..500
