@@ -25,7 +25,8 @@ import (
 // report.json, report.html and the screenshots land in the test's artifact directory
 // (go test ./test -run TestBenchReportBrowser -artifacts -outputdir DIR keeps them).
 //
-// The figures are synthetic (syntheticBenchReport): this tests the renderer, not a measurement.
+// The figures are synthetic (syntheticBenchReport): this tests the renderer, not a measurement;
+// TestBenchReportBrowserLatency renders a measured one.
 func TestBenchReportBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -34,7 +35,131 @@ func TestBenchReportBrowser(t *testing.T) {
 	out := t.ArtifactDir()
 	r := syntheticBenchReport()
 	require.NoError(t, benchreport.Write(out, r))
+	requireReportShown(t, r, renderReport(ctx, t, node, dir, out))
+	back, err := benchreport.Load(filepath.Join(out, benchreport.JSONFile))
+	require.NoError(t, err)
+	require.Equal(t, r.Figures[0].Samples, back.Figures[0].Samples, "report.json next to the page holds the raw samples")
+}
 
+// TestBenchReportBrowserLatency runs the real `bin/omniserve bench latency --runs 1 --report`
+// (a child `serve`, one session of each of its six scenarios, about 45 s) and renders the page
+// it wrote in headless Chromium, with the same checks and screenshots as TestBenchReportBrowser.
+// Before that it checks that the timelines hold what the client and the server did: a session
+// per scenario, the user's speech, the server VAD's decisions placed around it, the replies,
+// and one barge-in mark per reply the run counted as interrupted. Progress went to stderr as
+// plain lines (not a terminal) and stdout is still the key=value block.
+func TestBenchReportBrowserLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real bench run of about 45 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	node, dir := browserHarness(ctx, t)
+	bin := omniserveBin(t)
+
+	out := t.ArtifactDir()
+	bench := exec.CommandContext(ctx, bin, "bench", "latency", "--runs", "1", "--report", out)
+	var stdout, stderr bytes.Buffer
+	bench.Stdout, bench.Stderr = &stdout, &stderr
+	err := bench.Run()
+	t.Logf("bench latency stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(stderr.String(), 2000))
+	require.NoError(t, err)
+	require.Contains(t, stderr.String(), "latency: 6/6 sessions, done in")
+	require.NotContains(t, stderr.String(), "\r", "no terminal redraws off a terminal")
+	require.Regexp(t, `(?m)^cpus=\d+\nlat_commit_to_audible_ms_p50=`, stdout.String())
+	require.NotContains(t, stdout.String(), "latency:", "progress stays off stdout")
+
+	r, err := benchreport.Load(filepath.Join(out, benchreport.JSONFile))
+	require.NoError(t, err)
+	scalars := map[string]float64{}
+	for _, s := range r.Scalars {
+		scalars[s.Key] = s.Value
+	}
+	for _, f := range r.Figures {
+		if f.Key == "lat_bargein_onset_to_silence_ms" || f.Key == "lat_bargein_onset_to_last_old_delta_ms" {
+			continue // only when the speech barge-in was detected
+		}
+		require.NotEmpty(t, f.Samples, f.Key)
+	}
+	require.Len(t, r.Sessions, 6, "one session per scenario")
+	interrupted := 0
+	for _, k := range []string{"bargein_detected_speech", "bargein_over_echo_detected", "bargein_false_positive_noise", "bargein_false_positive_echo"} {
+		v, ok := scalars[k]
+		require.True(t, ok, k)
+		interrupted += int(v) // one run: each is 0 or 1
+	}
+	kinds := map[benchreport.Kind]int{}
+	for _, s := range r.Sessions {
+		replies := 0
+		for _, sp := range s.Spans {
+			kinds[sp.Kind]++
+			if sp.Kind == benchreport.AssistantAudio {
+				replies++
+			}
+		}
+		require.Positive(t, replies, "%s: the reply was played", s.Label)
+	}
+	require.Equal(t, interrupted, kinds[benchreport.BargeIn], "a barge-in mark per reply the run counted as interrupted")
+	require.Positive(t, kinds[benchreport.UserSpeech])
+	require.Positive(t, kinds[benchreport.SpeechStarted])
+
+	// The server VAD turn: speech_started before the end of the user's speech (its
+	// audio_start_ms includes prefix_padding_ms), speech_stopped after it (audio_end_ms includes
+	// the silence window).
+	vad := r.Sessions[1]
+	require.Contains(t, vad.Label, "server VAD")
+	var speech benchreport.Span
+	var started, stopped []float64
+	for _, sp := range vad.Spans {
+		switch sp.Kind {
+		case benchreport.UserSpeech:
+			speech = sp
+		case benchreport.SpeechStarted:
+			started = append(started, sp.StartMs)
+		case benchreport.SpeechStopped:
+			stopped = append(stopped, sp.StartMs)
+		}
+	}
+	require.Greater(t, speech.EndMs, speech.StartMs+1000, "goforward.raw holds over a second of speech")
+	require.Len(t, started, 1, vad.Spans)
+	require.Len(t, stopped, 1, vad.Spans)
+	require.Less(t, started[0], speech.EndMs)
+	require.Greater(t, stopped[0], speech.EndMs)
+
+	requireReportShown(t, r, renderReport(ctx, t, node, dir, out))
+}
+
+// reportPage is report.mjs's summary of what the page shows.
+type reportPage struct {
+	OK            bool     `json:"ok"`
+	Error         string   `json:"error"`
+	Title         string   `json:"title"`
+	Blocked       []string `json:"blocked"`
+	PageErrors    []string `json:"pageErrors"`
+	PhoneOverflow bool     `json:"phoneOverflow"`
+	SVGs          []struct {
+		Class        string         `json:"class"`
+		Figure       string         `json:"figure"`
+		Role         string         `json:"role"`
+		Title        string         `json:"title"`
+		Desc         string         `json:"desc"`
+		Width        float64        `json:"width"`
+		Height       float64        `json:"height"`
+		Bars         int            `json:"bars"`
+		VisibleBars  int            `json:"visibleBars"`
+		BarCounts    int            `json:"barCounts"`
+		BarsInside   bool           `json:"barsInside"`
+		TallestCount int            `json:"tallestCount"`
+		Marks        int            `json:"marks"`
+		VisibleMarks map[string]int `json:"visibleMarks"`
+		Texts        int            `json:"texts"`
+	} `json:"svgs"`
+}
+
+// renderReport renders out/report.html with report.mjs in headless Chromium; the screenshots
+// report.png and report-phone.png land in out.
+func renderReport(ctx context.Context, t *testing.T, node, dir, out string) reportPage {
+	t.Helper()
 	run := exec.CommandContext(ctx, node, "report.mjs")
 	run.Dir = dir
 	run.Env = append(os.Environ(), "REPORT_HTML="+filepath.Join(out, benchreport.HTMLFile), "OUT_DIR="+out,
@@ -44,33 +169,17 @@ func TestBenchReportBrowser(t *testing.T) {
 	runErr := run.Run()
 	t.Logf("report.mjs:\n%s%s", stdout.String(), stderr.String())
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	var got struct {
-		OK            bool     `json:"ok"`
-		Error         string   `json:"error"`
-		Title         string   `json:"title"`
-		Blocked       []string `json:"blocked"`
-		PageErrors    []string `json:"pageErrors"`
-		PhoneOverflow bool     `json:"phoneOverflow"`
-		SVGs          []struct {
-			Class        string         `json:"class"`
-			Figure       string         `json:"figure"`
-			Role         string         `json:"role"`
-			Title        string         `json:"title"`
-			Desc         string         `json:"desc"`
-			Width        float64        `json:"width"`
-			Height       float64        `json:"height"`
-			Bars         int            `json:"bars"`
-			VisibleBars  int            `json:"visibleBars"`
-			BarCounts    int            `json:"barCounts"`
-			BarsInside   bool           `json:"barsInside"`
-			TallestCount int            `json:"tallestCount"`
-			Marks        int            `json:"marks"`
-			VisibleMarks map[string]int `json:"visibleMarks"`
-			Texts        int            `json:"texts"`
-		} `json:"svgs"`
-	}
+	var got reportPage
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), "last line is the JSON summary")
 	require.NoError(t, runErr, "report.mjs failed: %s", got.Error)
+	return got
+}
+
+// requireReportShown checks that the page shows r: a plot per figure and per session with a
+// title and a real size, a visible bar per non-empty bin holding every sample, a mark per span,
+// no request, no page error, a phone-wide layout, and real screenshots in out.
+func requireReportShown(t *testing.T, r benchreport.Report, got reportPage) {
+	t.Helper()
 	require.True(t, got.OK, got.Error)
 	require.Empty(t, got.PageErrors)
 	require.Empty(t, got.Blocked, "the page fetches nothing: no CDN, no font, no image")
@@ -120,13 +229,10 @@ func TestBenchReportBrowser(t *testing.T) {
 		require.Equal(t, want, s.VisibleMarks, "%s: every span is drawn, by kind", sess.Label)
 	}
 	for _, f := range []string{"report.png", "report-phone.png"} {
-		st, err := os.Stat(filepath.Join(out, f))
+		st, err := os.Stat(filepath.Join(t.ArtifactDir(), f))
 		require.NoError(t, err)
 		require.Greater(t, st.Size(), int64(10_000), "%s is a real screenshot", f)
 	}
-	back, err := benchreport.Load(filepath.Join(out, benchreport.JSONFile))
-	require.NoError(t, err)
-	require.Equal(t, r.Figures[0].Samples, back.Figures[0].Samples, "report.json next to the page holds the raw samples")
 }
 
 // syntheticBenchReport is a bench-latency-shaped report built from fixed synthetic samples (a

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/bench/latency"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/server"
 )
@@ -28,7 +32,10 @@ func newBenchCmd(a *app) *cobra.Command {
 		Long: "Bench measures the server users run: engine, speech, chat and realtime build it in this process " +
 			"with the same constructor as `serve` (internal/server) and drive it over loopback; latency starts " +
 			"this binary's `serve` as a child process and measures as an independent client. Each subcommand " +
-			"prints progress, then machine-readable key=value lines, starting with cpus=<logical CPUs>. " +
+			"shows its progress on stderr (a bar redrawn in place on a terminal, a plain line per tenth elsewhere), " +
+			"prints what it sees on stdout, then machine-readable key=value lines, starting with cpus=<logical CPUs>. " +
+			"With --report DIR it also writes DIR/report.json (every figure with its samples, unit and definition) and " +
+			"DIR/report.html (a self-contained page: a histogram per figure; for latency, a timeline per session). " +
 			"docs/BENCHMARKS.md defines every key. " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 	}
@@ -36,17 +43,53 @@ func newBenchCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// runBench runs one subcommand's measurement until SIGINT/SIGTERM and prints its figures. Every
-// subcommand ends here, so the figures (samples and definitions, not only the printed keys) are
-// in one place for a report.
-func runBench(cmd *cobra.Command, a *app, name string, measure func(ctx context.Context, res *bench.Result) error) error {
+// runBench runs one subcommand's measurement until SIGINT/SIGTERM, prints its figures and, with
+// --report DIR, writes DIR/report.json and DIR/report.html from them. Every subcommand ends here,
+// so the figures (samples and definitions, not only the printed keys) are in one place for the
+// report. measure prints what it sees to out (stdout) and shows progress through meter (bars
+// on stderr that out keeps clear of on a terminal); the key=value block follows on stdout.
+func runBench(cmd *cobra.Command, a *app, name string, measure func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error) error {
+	reportDir, _ := cmd.Flags().GetString("report")
+	if reportDir != "" {
+		// Before the run, not after it: a typo in the path must not cost a long measurement.
+		if err := os.MkdirAll(reportDir, 0o755); err != nil {
+			return withExitCode(exitFailure, fmt.Errorf("--report: %w", err))
+		}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res := bench.NewResult(name)
-	if err := measure(ctx, res); err != nil {
+	console := bench.NewConsole(a.stdout, a.stderr)
+	if err := measure(ctx, res, console, console.Meter()); err != nil {
 		return withExitCode(exitFailure, fmt.Errorf("bench %s: %w", name, err))
 	}
-	return res.Print(a.stdout)
+	if err := res.Print(a.stdout); err != nil {
+		return err
+	}
+	if reportDir == "" {
+		return nil
+	}
+	if err := benchreport.Write(reportDir, res.Report(commandLine(cmd), time.Now())); err != nil {
+		return withExitCode(exitFailure, fmt.Errorf("bench %s: %w", name, err))
+	}
+	fmt.Fprintf(a.stderr, "report: %s, %s\n", filepath.Join(reportDir, benchreport.JSONFile), filepath.Join(reportDir, benchreport.HTMLFile))
+	return nil
+}
+
+// addReportFlag adds --report to a bench subcommand; runBench reads it.
+func addReportFlag(fs *pflag.FlagSet) {
+	fs.String("report", "", "also write DIR/report.json (every figure: samples, unit, definition; timelines) and "+
+		"DIR/report.html (a self-contained page of histograms and timelines), creating DIR")
+}
+
+// commandLine is the command as run, rebuilt from the flags that were set: what a report needs
+// to repeat the run (os.Args would name a test binary under go test).
+func commandLine(cmd *cobra.Command) []string {
+	argv := strings.Fields(cmd.CommandPath())
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		argv = append(argv, "--"+f.Name, f.Value.String())
+	})
+	return argv
 }
 
 // serverFlags are the server settings every in-process benchmark takes; the rest of the
@@ -131,6 +174,8 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 			"It streams real speech at real-time pace in 100 ms appends and times the first audible sample of each reply " +
 			"(first sample above −40 dBFS on the playback clock of a client that plays on receipt): manual turns, " +
 			"server-VAD turns, barge-in by speech, and false barge-ins by noise and by the reply's own echo. " +
+			"--report draws each session as a timeline: the user's speech as sent, the server VAD's speech_started / " +
+			"speech_stopped at their audio_start_ms / audio_end_ms, the reply on the client's playback clock, barge-ins. " +
 			bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,9 +186,11 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 				}
 				o.Bin = exe
 			}
-			return runBench(cmd, a, "latency", func(ctx context.Context, res *bench.Result) error {
-				figs, err := latency.Run(ctx, o, a.stdout)
+			return runBench(cmd, a, "latency", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
+				o.Meter = meter
+				figs, sessions, err := latency.Run(ctx, o, out)
 				res.Add(figs...)
+				res.Sessions = sessions
 				return err
 			})
 		},
@@ -157,5 +204,6 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 	fs.StringVar(&o.Interrupt, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech used to interrupt")
 	fs.IntVar(&o.Runs, "runs", 10, "sessions per scenario")
 	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
+	addReportFlag(fs)
 	return cmd
 }

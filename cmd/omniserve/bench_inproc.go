@@ -43,6 +43,7 @@ func newBenchEngineCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.Prompt, "prompt", 32, "prompt tokens per sequence for the decode measurements")
 	fs.IntVar(&o.Rounds, "rounds", 2, "measurement rounds (the best is kept: the CPU may be shared)")
 	fs.IntVar(&o.TTFTReps, "ttft-reps", 5, "TTFT/TPOT repetitions (128-token prompt, 64 tokens)")
+	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := sf.resolve(fs)
 		if err != nil {
@@ -52,7 +53,8 @@ func newBenchEngineCmd(a *app) *cobra.Command {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
-		return runBench(cmd, a, "engine", func(ctx context.Context, res *bench.Result) error {
+		return runBench(cmd, a, "engine", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
+			o.Meter = meter
 			bs, err := startServer(ctx, cfg, server.Options{})
 			if err != nil {
 				return err
@@ -60,8 +62,8 @@ func newBenchEngineCmd(a *app) *cobra.Command {
 			defer bs.stop()
 			eng := bs.srv.Parts().Engine
 			info := eng.Info()
-			fmt.Fprintf(a.stdout, "model=%s arch=%s devices=%v threads=%d\n", info.Name, info.Arch, info.Devices, cfg.Engine.Threads)
-			figs, err := benchengine.Run(ctx, eng, server.EngineConfig(cfg.Engine), o, a.stdout)
+			fmt.Fprintf(out, "model=%s arch=%s devices=%v threads=%d\n", info.Name, info.Arch, info.Devices, cfg.Engine.Threads)
+			figs, err := benchengine.Run(ctx, eng, server.EngineConfig(cfg.Engine), o, out)
 			res.Add(figs...)
 			return err
 		})
@@ -97,6 +99,7 @@ func newBenchSpeechCmd(a *app) *cobra.Command {
 	fs.IntVar(&po.Runs, "runs", 7, "measured pipeline runs (after one warm-up run)")
 	fs.IntVar(&po.MaxTokens, "max-tokens", 32, "pipeline reply length")
 	fs.BoolVar(&po.Realtime, "realtime", true, "pace the pipeline's 100 ms units in real time")
+	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		front, pipe := part == "all" || part == "front", part == "all" || part == "pipeline"
 		if !front && !pipe {
@@ -106,7 +109,8 @@ func newBenchSpeechCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return runBench(cmd, a, "speech", func(ctx context.Context, res *bench.Result) error {
+		return runBench(cmd, a, "speech", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
+			fo.Meter, po.Meter = meter, meter
 			pcm, err := frontend.ReadClip(clip)
 			if err != nil {
 				return err
@@ -121,14 +125,14 @@ func newBenchSpeechCmd(a *app) *cobra.Command {
 				if p.TTS == nil {
 					return errors.New("the pipeline has no talker stage: no TTS to measure")
 				}
-				figs, err := frontend.Front(ctx, p.ASR, p.TTS, pcm, fo, a.stdout)
+				figs, err := frontend.Front(ctx, p.ASR, p.TTS, pcm, fo, out)
 				res.Add(figs...)
 				if err != nil {
 					return err
 				}
 			}
 			if pipe {
-				figs, err := frontend.Pipeline(ctx, p.Pipeline, pcm, po, a.stdout)
+				figs, err := frontend.Pipeline(ctx, p.Pipeline, pcm, po, out)
 				res.Add(figs...)
 				return err
 			}
@@ -163,6 +167,7 @@ func newBenchChatCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.MaxTokens, "max-tokens", 32, "max_tokens of each request")
 	fs.StringVar(&logFile, "log-file", "", "where the log-stats server writes its log (default: a temporary file)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the measurement here")
+	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := sf.resolve(fs)
 		if err != nil {
@@ -173,7 +178,8 @@ func newBenchChatCmd(a *app) *cobra.Command {
 			return err
 		}
 		o.Model = server.ModelID(cfg.Engine.Model)
-		return runBench(cmd, a, "chat", func(ctx context.Context, res *bench.Result) error {
+		return runBench(cmd, a, "chat", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
+			o.Meter = meter
 			if logFile == "" {
 				dir, err := os.MkdirTemp("", "omniserve-bench-chat-")
 				if err != nil {
@@ -211,7 +217,7 @@ func newBenchChatCmd(a *app) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			figs, err := benchchat.Run(ctx, o, benchchat.Target{URL: plain.url + "/v1"}, benchchat.Target{URL: stats.url + "/v1"}, logFile, a.stdout)
+			figs, err := benchchat.Run(ctx, o, benchchat.Target{URL: plain.url + "/v1"}, benchchat.Target{URL: stats.url + "/v1"}, logFile, out)
 			res.Add(figs...)
 			return err
 		})
@@ -243,6 +249,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.LogStatsN, "logstats-n", 40, "turns per side timed with and without --log-stats")
 	fs.IntVar(&o.MaxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	fs.DurationVar(&o.Ramp, "ramp", 8*time.Second, "audio streamed per concurrency step")
+	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: strconv.Itoa(max(64, 4*o.MaxSessions))})
 		if err != nil {
@@ -253,7 +260,8 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return runBench(cmd, a, "realtime", func(ctx context.Context, res *bench.Result) error {
+		return runBench(cmd, a, "realtime", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
+			o.Meter = meter
 			pcm, err := os.ReadFile(speechFile)
 			if err != nil {
 				return fmt.Errorf("reading speech (Debian package pocketsphinx-testdata): %w", err)
@@ -275,7 +283,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 				p := b.srv.Parts()
 				return benchrt.Target{URL: "ws" + strings.TrimPrefix(b.url, "http") + "/v1/realtime", Client: p.Client, Sessions: p.Sessions}
 			}
-			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), timer, pcm, a.stdout)
+			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), timer, pcm, out)
 			res.Add(figs...)
 			return err
 		})

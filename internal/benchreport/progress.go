@@ -139,6 +139,19 @@ func (p *Progress) Done() {
 	fmt.Fprintf(p.w, "%s: %s, done in %s\n", p.label, p.count(), took)
 }
 
+// Clear blanks the bar's line on a terminal, so that another line can be written there; the
+// next Add redraws the bar at once. Off a terminal, and after Done, it does nothing.
+func (p *Progress) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty || p.ended || p.drawn == 0 {
+		return
+	}
+	fmt.Fprint(p.w, "\r"+strings.Repeat(" ", p.drawn)+"\r")
+	p.drawn, p.drawnCount = 0, -1
+	p.lastDraw = time.Time{}
+}
+
 // count is "12/40 turns", or "12 turns" for an unknown total.
 func (p *Progress) count() string {
 	s := fmt.Sprint(p.done)

@@ -162,3 +162,30 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestProgressClear checks that Clear blanks the bar's line on a terminal so that another line
+// can take it, that the next Add redraws at once, and that off a terminal it writes nothing.
+func TestProgressClear(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	var buf bytes.Buffer
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	p := NewProgress(&buf, "chat", 4, "requests", &ProgressOptions{TTY: &yes, Width: 4, Now: clock.now})
+	bar := "\rchat [....] 0/4 requests   0%  0:00"
+	require.Equal(t, bar, buf.String())
+	p.Clear()
+	require.Equal(t, bar+"\r"+strings.Repeat(" ", len(bar)-1)+"\r", buf.String())
+	buf.WriteString("round 0 rps=1\n") // what the command prints on stdout
+	p.Clear()                          // nothing drawn since: nothing to blank
+	p.Add(1)                           // no time passed, yet the bar comes back at once
+	require.True(t, strings.HasSuffix(buf.String(), "round 0 rps=1\n\rchat [#...] 1/4 requests  25%  0:00"), "%q", buf.String())
+	p.Done()
+	n := buf.Len()
+	p.Clear()
+	require.Equal(t, n, buf.Len(), "after Done the line is the final one: kept")
+
+	buf.Reset()
+	q := NewProgress(&buf, "chat", 4, "requests", &ProgressOptions{TTY: &no, Now: clock.now})
+	q.Clear()
+	require.Empty(t, buf.String())
+}

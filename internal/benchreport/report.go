@@ -21,8 +21,11 @@ import (
 const Schema = "omniserve.benchreport/v1"
 
 // QuantileDefinition states how [Quantile] picks a sample; the report repeats it next to every
-// quantile so a reader never has to guess between interpolation methods.
-const QuantileDefinition = "nearest rank: the p-th percentile is the smallest sample with at least p% of the samples at or below it (p50 of 1..10 is 5, p90 is 9, p99 is 10)"
+// quantile so a reader never has to guess between interpolation methods. It is the one quantile
+// definition of omniserve's benchmarks: internal/bench prints its figures with [Quantile] too.
+const QuantileDefinition = "nearest rank: the p-th percentile of n samples is the ceil(p/100 × n)-th smallest sample, " +
+	"always a measured value (p50 of 1..10 is 5, p90 is 9, p99 is 10; p99 of fewer than 100 samples is the largest, " +
+	"p50 of an even count the lower middle one)"
 
 // Report is everything one bench run measured.
 type Report struct {

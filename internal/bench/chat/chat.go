@@ -23,11 +23,12 @@ import (
 
 // Options are the load's shape.
 type Options struct {
-	Model       string // the "model" of each request
-	Concurrency int    // concurrent requests (workers)
-	Requests    int    // requests per round and server
-	Rounds      int    // rounds per server
-	MaxTokens   int    // max_tokens of each request
+	Model       string      // the "model" of each request
+	Concurrency int         // concurrent requests (workers)
+	Requests    int         // requests per round and server
+	Rounds      int         // rounds per server
+	MaxTokens   int         // max_tokens of each request
+	Meter       bench.Meter // progress of the requests (warm-up included); nil shows none
 }
 
 // Target is one server under test.
@@ -41,8 +42,10 @@ func Run(ctx context.Context, o Options, plain, logStats Target, logFile string,
 	// Warm-up of both servers: the first requests pay for lazy allocations in the engine, the
 	// HTTP stack and the log file.
 	warm := 4 * o.Concurrency
+	prog := o.Meter.Start("chat", 2*(warm+o.Rounds*o.Requests), "requests")
+	defer prog.Done()
 	for _, s := range []Target{plain, logStats} {
-		if _, err := round(ctx, s.URL, o, warm); err != nil {
+		if _, err := round(ctx, s.URL, o, warm, prog); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -53,7 +56,7 @@ func Run(ctx context.Context, o Options, plain, logStats Target, logFile string,
 			first, second = logStats, plain
 		}
 		for _, s := range []Target{first, second} {
-			res, err := round(ctx, s.URL, o, o.Requests)
+			res, err := round(ctx, s.URL, o, o.Requests, prog)
 			if err != nil {
 				return nil, err
 			}
@@ -113,8 +116,9 @@ func (r result) rps() float64 {
 	return float64(r.n) / r.wall.Seconds()
 }
 
-// round sends n streaming requests with o.Concurrency workers and measures the wall time of all.
-func round(ctx context.Context, base string, o Options, n int) (result, error) {
+// round sends n streaming requests with o.Concurrency workers and measures the wall time of all;
+// prog counts each finished request.
+func round(ctx context.Context, base string, o Options, n int, prog bench.Progress) (result, error) {
 	jobs := make(chan int)
 	var mu sync.Mutex
 	var res result
@@ -131,6 +135,7 @@ func round(ctx context.Context, base string, o Options, n int) (result, error) {
 				}
 				res.ttftMs = append(res.ttftMs, ttft)
 				mu.Unlock()
+				prog.Add(1)
 			}
 		})
 	}

@@ -16,38 +16,46 @@ import (
 
 // Options are the measurement's shape.
 type Options struct {
-	Tokens   int // decode steps per measurement
-	Prompt   int // prompt tokens per sequence for the decode measurements
-	Rounds   int // measurement rounds; the best is kept (the CPU may be shared)
-	TTFTReps int // TTFT/TPOT repetitions (128-token prompt, 64 tokens)
+	Tokens   int         // decode steps per measurement
+	Prompt   int         // prompt tokens per sequence for the decode measurements
+	Rounds   int         // measurement rounds; the best is kept (the CPU may be shared)
+	TTFTReps int         // TTFT/TPOT repetitions (128-token prompt, 64 tokens)
+	Meter    bench.Meter // progress of the measurements; nil shows none
 }
 
 // Run measures r, and the bare loop on the same model and settings (cfg), and returns the figures.
 // Per-round lines go to out.
 func Run(ctx context.Context, r *gpu.Runner, cfg gpu.Config, o Options, out io.Writer) ([]bench.Figure, error) {
 	var eng1, eng8, bare1, bare8 []float64
+	// Four decode measurements per round, then one TTFT/TPOT measurement per repetition.
+	prog := o.Meter.Start("engine", 4*o.Rounds+o.TTFTReps, "measurements")
+	defer prog.Done()
 	for round := range o.Rounds {
 		b1, err := gpu.BareDecodeBench(ctx, cfg, 1, o.Prompt, o.Tokens)
 		if err != nil {
 			return nil, err
 		}
+		prog.Add(1)
 		e1, err := engineDecode(ctx, r, 1, o.Prompt, o.Tokens)
 		if err != nil {
 			return nil, err
 		}
+		prog.Add(1)
 		b8, err := gpu.BareDecodeBench(ctx, cfg, 8, o.Prompt, o.Tokens)
 		if err != nil {
 			return nil, err
 		}
+		prog.Add(1)
 		e8, err := engineDecode(ctx, r, 8, o.Prompt, o.Tokens)
 		if err != nil {
 			return nil, err
 		}
+		prog.Add(1)
 		fmt.Fprintf(out, "round %d: bare1=%.2f engine1=%.2f bare8=%.2f engine8=%.2f tok/s\n", round, b1.TokS, e1, b8.TokS, e8)
 		eng1, eng8 = append(eng1, e1), append(eng8, e8)
 		bare1, bare8 = append(bare1, b1.TokS), append(bare8, b8.TokS)
 	}
-	ttft, tpot, err := latency(ctx, r, o.TTFTReps)
+	ttft, tpot, err := latency(ctx, r, o.TTFTReps, prog)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +139,7 @@ func engineDecode(ctx context.Context, r *gpu.Runner, n, promptLen, tokens int) 
 
 // latency measures TTFT (Append of a 128-token prompt to the first token) and TPOT over 64
 // generated tokens, reps times on fresh sequences.
-func latency(ctx context.Context, r *gpu.Runner, reps int) (ttftMs, tpotMs []float64, err error) {
+func latency(ctx context.Context, r *gpu.Runner, reps int, prog bench.Progress) (ttftMs, tpotMs []float64, err error) {
 	prompt, err := r.BenchPrompt(127) // + BOS = 128
 	if err != nil {
 		return nil, nil, err
@@ -159,6 +167,7 @@ func latency(ctx context.Context, r *gpu.Runner, reps int) (ttftMs, tpotMs []flo
 		}
 		ttftMs = append(ttftMs, float64(first.Sub(t0))/1e6)
 		tpotMs = append(tpotMs, res.Stats.TPOTMs)
+		prog.Add(1)
 	}
 	return ttftMs, tpotMs, nil
 }

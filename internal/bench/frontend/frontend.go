@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -24,6 +25,7 @@ type FrontOptions struct {
 	MaxStreams int           // largest stream count tried
 	Trial      time.Duration // length of each real-time trial
 	MaxLag     time.Duration // a stream keeps up if no 100 ms chunk finishes later than this after it arrived
+	Meter      bench.Meter   // progress of the steps; nil shows none
 }
 
 // ReadClip reads 16 kHz s16le mono speech.
@@ -39,6 +41,11 @@ func ReadClip(path string) ([]float32, error) {
 func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32, o FrontOptions, out io.Writer) ([]bench.Figure, error) {
 	clipSec := float64(len(clip)) / speech.ASRSampleRate
 	fmt.Fprintf(out, "machine: %s\n", CPUModel())
+	// Steps: 3 ASR tries, 3 TTS tries, the VAD passes, one trial per stream count (the last
+	// trials are skipped once one fails to keep up).
+	counts := streamCounts(o.MaxStreams)
+	prog := o.Meter.Start("speech front", 7+len(counts), "steps")
+	defer prog.Done()
 
 	// ASR: whole-clip transcription on one stream, 3 tries (the first warms caches).
 	var asrRTF []float64
@@ -50,6 +57,7 @@ func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32
 			return nil, err
 		}
 		asrRTF = append(asrRTF, time.Since(start).Seconds()/clipSec)
+		prog.Add(1)
 	}
 	fmt.Fprintf(out, "asr: %.2f s clip, best RTF %.3f, transcript %q\n", clipSec, slices.Min(asrRTF), text)
 
@@ -67,6 +75,7 @@ func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32
 		d := time.Since(start)
 		ttsSec = float64(len(pcm)) / float64(tts.OutputRate())
 		ttsRTF = append(ttsRTF, d.Seconds()/ttsSec)
+		prog.Add(1)
 	}
 	fmt.Fprintf(out, "tts: %.2f s of %d Hz speech, best RTF %.4f\n", ttsSec, tts.OutputRate(), slices.Min(ttsRTF))
 
@@ -88,17 +97,19 @@ func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32
 	frames := vadPasses * len(clip) / 480
 	vadUs := float64(time.Since(start).Microseconds()) / float64(frames)
 	vad.Close()
+	prog.Add(1)
 
 	// Real-time streams: increase N until a trial fails.
 	best := 0
 	var lagsMs []float64
-	for _, n := range streamCounts(o.MaxStreams) {
+	for _, n := range counts {
 		r, err := realtimeTrial(ctx, asr, clip, n, o)
 		if err != nil {
 			return nil, err
 		}
+		prog.Add(1)
 		fmt.Fprintf(out, "streams=%d keep_up=%v max_lag_ms=%.0f p99_lag_ms=%.0f finals=%d exact=%d decoders=%d rss_mib=%d\n",
-			n, r.ok, ms(r.maxLag), bench.Quantile(r.lagsMs, 99), r.finals, r.exact, asr.Decoders(), rssMiB())
+			n, r.ok, ms(r.maxLag), benchreport.Quantile(r.lagsMs, 99), r.finals, r.exact, asr.Decoders(), rssMiB())
 		if !r.ok {
 			break
 		}

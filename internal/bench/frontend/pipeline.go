@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -17,9 +18,10 @@ import (
 
 // PipelineOptions shape the spoken-turn measurement.
 type PipelineOptions struct {
-	Runs      int  // measured runs, after one warm-up run
-	MaxTokens int  // reply length
-	Realtime  bool // pace the 100 ms units in real time
+	Runs      int         // measured runs, after one warm-up run
+	MaxTokens int         // reply length
+	Realtime  bool        // pace the 100 ms units in real time
+	Meter     bench.Meter // progress of the runs; nil shows none
 }
 
 // Pipeline measures, on the server's pipeline p, the spoken-turn latency: from the VAD endpoint
@@ -35,11 +37,14 @@ func Pipeline(ctx context.Context, p *stage.Pipeline, clip []float32, o Pipeline
 	fmt.Fprintf(out, "pipeline: clip %.2f s + 1 s silence; %d-token replies; realtime=%v\n",
 		float64(len(clip))/speech.ASRSampleRate, o.MaxTokens, o.Realtime)
 	var firstAudio, firstText, transcript []float64
+	prog := o.Meter.Start("speech pipeline", o.Runs+1, "runs")
+	defer prog.Done()
 	for i := range o.Runs + 1 {
 		r, err := oneRun(ctx, p, audio, o)
 		if err != nil {
 			return nil, fmt.Errorf("run %d: %w", i, err)
 		}
+		prog.Add(1)
 		label := fmt.Sprintf("run %d", i)
 		if i == 0 {
 			label = "warm-up"
@@ -52,7 +57,7 @@ func Pipeline(ctx context.Context, p *stage.Pipeline, clip []float32, o Pipeline
 			label, r.transcriptMs, r.textMs, r.ttftMs, r.promptTokens, r.audioMs, r.firstChunkS, r.heard)
 	}
 	fmt.Fprintf(out, "first audio over %d runs: p50 %.1f ms, min %.1f ms, max %.1f ms; first text p50 %.1f ms; transcript p50 %.1f ms\n",
-		o.Runs, bench.Quantile(firstAudio, 50), slices.Min(firstAudio), slices.Max(firstAudio), bench.Quantile(firstText, 50), bench.Quantile(transcript, 50))
+		o.Runs, benchreport.Quantile(firstAudio, 50), slices.Min(firstAudio), slices.Max(firstAudio), benchreport.Quantile(firstText, 50), benchreport.Quantile(transcript, 50))
 	return []bench.Figure{
 		{Name: "pipeline_first_audio_ms", Unit: "ms", Samples: firstAudio, Keys: []bench.Stat{bench.P50}, Bare: true, Digits: 1,
 			Definition: "the speak decision's audio unit arrives (VAD endpoint) → the first talker PCM chunk reaches the sink"},

@@ -4,7 +4,9 @@
 // package imports nothing of the server, only the figures of internal/bench). It streams real
 // speech at real-time pace in 100 ms appends and times what it receives: the first audible
 // sample of the reply (first sample above −40 dBFS, placed on a playback clock that starts at the
-// first audio delta, as a client that plays on receipt hears it).
+// first audio delta, as a client that plays on receipt hears it). Every session is also kept as
+// a timeline for the report: the user's speech as sent, the server VAD's decisions placed by their
+// audio_start_ms / audio_end_ms on the clock of the audio sent, the reply as played, barge-ins.
 package latency
 
 import (
@@ -28,6 +30,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 )
 
 const (
@@ -39,24 +42,34 @@ const (
 
 // Options say which server to measure and how often.
 type Options struct {
-	Bin       string // server binary started as a child process (unless Addr)
-	Addr      string // host:port of a running server instead of starting one
-	Model     string // model of the started server
-	Speech    string // 16 kHz PCM16 speech: the user's turn
-	Interrupt string // 16 kHz PCM16 speech used to interrupt
-	Runs      int    // sessions per scenario
-	SilenceMs int    // server VAD silence_duration_ms
+	Bin       string      // server binary started as a child process (unless Addr)
+	Addr      string      // host:port of a running server instead of starting one
+	Model     string      // model of the started server
+	Speech    string      // 16 kHz PCM16 speech: the user's turn
+	Interrupt string      // 16 kHz PCM16 speech used to interrupt
+	Runs      int         // sessions per scenario
+	SilenceMs int         // server VAD silence_duration_ms
+	Meter     bench.Meter // progress of the sessions; nil shows none
 }
 
-// Run measures and returns the figures; progress lines go to out.
-func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, error) {
+// Run measures and returns the figures and every session's timeline; progress lines go to out.
+func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []benchreport.Session, error) {
+	figs, tls, err := run(ctx, o, out)
+	sessions := make([]benchreport.Session, 0, len(tls))
+	for _, tl := range tls {
+		sessions = append(sessions, tl.session())
+	}
+	return figs, sessions, err
+}
+
+func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*timeline, error) {
 	speech, err := readRaw(o.Speech)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	interrupt, err := readRaw(o.Interrupt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
@@ -64,7 +77,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, error) 
 	if addr == "" {
 		stop, a, err := startServer(ctx, o)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer stop()
 		addr = a
@@ -72,12 +85,21 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, error) 
 	url := "ws://" + addr + "/v1/realtime?duplex=1"
 	res := map[string][]float64{}
 	add := func(k string, v float64) { res[k] = append(res[k], v) }
+	var tls []*timeline
+	session := func(format string, i int) *timeline {
+		tl := newTimeline(fmt.Sprintf(format, i+1))
+		tls = append(tls, tl)
+		return tl
+	}
+	// Six sessions per run: manual, server VAD, and the four barge-in scenarios.
+	prog := o.Meter.Start("latency", 6*o.Runs, "sessions")
+	defer prog.Done()
 
 	// Manual turns: two per session, first and later.
 	for i := range o.Runs {
-		for turn, m := range manualTurns(ctx, url, speech, 2) {
+		for turn, m := range manualTurns(ctx, url, speech, 2, session("manual turns, run %d", i)) {
 			if m.err != nil {
-				return nil, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+				return nil, tls, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
 			}
 			which := "first"
 			if turn > 0 {
@@ -88,46 +110,52 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, error) 
 			add("commit_to_first_delta", m.firstDelta)
 			add("commit_to_transcript", m.transcript)
 		}
+		prog.Add(1)
 	}
 	fmt.Fprintf(out, "manual turns: %d sessions done\n", o.Runs)
 	// Server VAD: speech then silence; the server takes the turn.
 	for i := range o.Runs {
-		m, err := vadTurn(ctx, url, speech, o.SilenceMs)
+		m, err := vadTurn(ctx, url, speech, o.SilenceMs, session("server VAD turn, run %d", i))
 		if err != nil {
-			return nil, fmt.Errorf("vad run %d: %w", i, err)
+			return nil, tls, fmt.Errorf("vad run %d: %w", i, err)
 		}
 		add("speech_end_to_audible", m)
+		prog.Add(1)
 	}
 	fmt.Fprintf(out, "server VAD turns: %d sessions done\n", o.Runs)
 	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
 	var fpNoise, fpEcho, overEcho int
 	for i := range o.Runs {
-		b, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeech)
+		b, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeech, session("barge-in by speech, run %d", i))
 		if err != nil {
-			return nil, fmt.Errorf("barge-in run %d: %w", i, err)
+			return nil, tls, fmt.Errorf("barge-in run %d: %w", i, err)
 		}
+		prog.Add(1)
 		if b.interrupted {
 			add("bargein_onset_to_silence", b.silence)
 			add("bargein_onset_to_last_old_delta", b.lastOld)
 		}
-		n, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptNoise)
+		n, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptNoise, session("noise bursts during a reply, run %d", i))
 		if err != nil {
-			return nil, fmt.Errorf("noise run %d: %w", i, err)
+			return nil, tls, fmt.Errorf("noise run %d: %w", i, err)
 		}
+		prog.Add(1)
 		if n.interrupted {
 			fpNoise++
 		}
-		e, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptEcho)
+		e, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptEcho, session("the reply's own echo, run %d", i))
 		if err != nil {
-			return nil, fmt.Errorf("echo run %d: %w", i, err)
+			return nil, tls, fmt.Errorf("echo run %d: %w", i, err)
 		}
+		prog.Add(1)
 		if e.interrupted {
 			fpEcho++
 		}
-		se, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeechOverEcho)
+		se, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeechOverEcho, session("barge-in by speech over the echo, run %d", i))
 		if err != nil {
-			return nil, fmt.Errorf("speech-over-echo run %d: %w", i, err)
+			return nil, tls, fmt.Errorf("speech-over-echo run %d: %w", i, err)
 		}
+		prog.Add(1)
 		if se.interrupted {
 			overEcho++
 		}
@@ -157,7 +185,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, error) 
 		bench.One("bargein_false_positive_echo", "replies", "replies interrupted by their own audio fed back at −6 dB, 120 ms late", float64(fpEcho), 0),
 		bench.One("bargein_over_echo_detected", "share", "share of replies interrupted by real speech over that echo", float64(overEcho)/runs, 2),
 	)
-	return figs, nil
+	return figs, tls, nil
 }
 
 // --- the server -----------------------------------------------------------------------------
@@ -225,12 +253,30 @@ type event struct {
 }
 
 type client struct {
-	c       *websocket.Conn
-	events  chan event
-	wg      sync.WaitGroup
-	cancel  context.CancelFunc
+	c      *websocket.Conn
+	events chan event
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
 	readErr error
+	sent    int        // input samples appended so far: the server's audio_*_ms clock
+	units   []sentUnit // every append: where it sits on that clock and on the wall clock
+	vad     []vadMark  // the server VAD's decisions, in arrival order
+}
+
+// sentUnit is one append: its first sample's index on the session's input audio clock, and when
+// that sample was due on the client's paced clock.
+type sentUnit struct {
+	pos int
+	due time.Time
+}
+
+// vadMark is an input_audio_buffer.speech_started (at its audio_start_ms) or speech_stopped (at
+// its audio_end_ms).
+type vadMark struct {
+	kind benchreport.Kind
+	ms   float64
 }
 
 func dial(ctx context.Context, url string, turnDetection any) (*client, error) {
@@ -289,6 +335,16 @@ func (cl *client) read(ctx context.Context) {
 		e.typ, _ = m["type"].(string)
 		e.resp, _ = m["response_id"].(string)
 		switch e.typ {
+		case "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped":
+			k, field := benchreport.SpeechStarted, "audio_start_ms"
+			if e.typ == "input_audio_buffer.speech_stopped" {
+				k, field = benchreport.SpeechStopped, "audio_end_ms"
+			}
+			if v, ok := m[field].(float64); ok {
+				cl.mu.Lock()
+				cl.vad = append(cl.vad, vadMark{kind: k, ms: v})
+				cl.mu.Unlock()
+			}
 		case "response.output_audio.delta", "response.audio.delta":
 			e.typ = "audio"
 			s, _ := m["delta"].(string)
@@ -318,7 +374,12 @@ func (cl *client) send(ctx context.Context, ev map[string]any) error {
 	return cl.c.Write(ctx, websocket.MessageText, b)
 }
 
-func (cl *client) appendAudio(ctx context.Context, pcm []float32) error {
+// appendAudio sends pcm, whose first sample was due at due on the client's paced clock.
+func (cl *client) appendAudio(ctx context.Context, pcm []float32, due time.Time) error {
+	cl.mu.Lock()
+	cl.units = append(cl.units, sentUnit{pos: cl.sent, due: due})
+	cl.sent += len(pcm)
+	cl.mu.Unlock()
 	b := make([]byte, 2*len(pcm))
 	for i, v := range pcm {
 		binary.LittleEndian.PutUint16(b[2*i:], uint16(int16(max(-1, min(1, v))*32767)))
@@ -365,6 +426,7 @@ type playback struct {
 	start, end time.Time // end: when the audio received so far finishes playing
 	audible    time.Time // first audible sample
 	n          int
+	spans      [][2]time.Time // stretches of continuous playback: an underrun starts a new one
 }
 
 func (p *playback) add(e event) {
@@ -385,6 +447,28 @@ func (p *playback) add(e event) {
 	}
 	p.n += len(e.pcm)
 	p.end = begin.Add(time.Duration(len(e.pcm)) * time.Second / outRate)
+	if len(e.pcm) == 0 {
+		return
+	}
+	if k := len(p.spans) - 1; k >= 0 && !begin.After(p.spans[k][1]) {
+		p.spans[k][1] = p.end
+	} else {
+		p.spans = append(p.spans, [2]time.Time{begin, p.end})
+	}
+}
+
+// stop ends playback at at (the client flushed its buffer): nothing after it sounds.
+func (p *playback) stop(at time.Time) {
+	kept := p.spans[:0]
+	for _, sp := range p.spans {
+		if sp[0].Before(at) {
+			if sp[1].After(at) {
+				sp[1] = at
+			}
+			kept = append(kept, sp)
+		}
+	}
+	p.spans = kept
 }
 
 // streamPaced appends pcm in 100 ms units at real-time pace from start and returns the send
@@ -401,7 +485,7 @@ func streamPaced(ctx context.Context, cl *client, pcm []float32, start time.Time
 			}
 		}
 		sent = append(sent, time.Now())
-		if err := cl.appendAudio(ctx, pcm[i:min(i+per, len(pcm))]); err != nil {
+		if err := cl.appendAudio(ctx, pcm[i:min(i+per, len(pcm))], start.Add(time.Duration(i)*time.Second/inRate)); err != nil {
 			return sent, err
 		}
 	}
@@ -419,7 +503,7 @@ type manualResult struct {
 
 // manualTurns runs turns manual turns on one session: speech streamed at pace, then commit and
 // response.create; each reply is read to response.done.
-func manualTurns(ctx context.Context, url string, speech []float32, turns int) []manualResult {
+func manualTurns(ctx context.Context, url string, speech []float32, turns int, tl *timeline) []manualResult {
 	out := make([]manualResult, turns)
 	cl, err := dial(ctx, url, nil)
 	if err != nil {
@@ -427,11 +511,14 @@ func manualTurns(ctx context.Context, url string, speech []float32, turns int) [
 		return out[:1]
 	}
 	defer cl.close()
+	from, to := voiced(speech)
 	for t := range turns {
 		r := &out[t]
-		if _, r.err = streamPaced(ctx, cl, speech, time.Now()); r.err != nil {
+		start := time.Now()
+		if _, r.err = streamPaced(ctx, cl, speech, start); r.err != nil {
 			return out[:t+1]
 		}
+		tl.interval(benchreport.UserSpeech, dueAt(start, from), dueAt(start, to), fmt.Sprintf("turn %d", t+1))
 		t0 := time.Now()
 		if r.err = cl.send(ctx, map[string]any{"type": "input_audio_buffer.commit"}); r.err != nil {
 			return out[:t+1]
@@ -454,6 +541,7 @@ func manualTurns(ctx context.Context, url string, speech []float32, turns int) [
 			}
 			return e.typ == "response.done"
 		})
+		tl.playback(&pb, fmt.Sprintf("reply %d", t+1))
 		if r.err == nil && pb.audible.IsZero() {
 			r.err = errors.New("the reply had no audible audio")
 		}
@@ -480,9 +568,25 @@ func lastVoiced(pcm []float32) int {
 	return 0
 }
 
+// voiced is the clip's voiced part: its first audible sample and one past its last (0, 0 for
+// silence).
+func voiced(pcm []float32) (from, to int) {
+	for i, v := range pcm {
+		if v >= audibleT*3 || v <= -audibleT*3 {
+			return i, lastVoiced(pcm)
+		}
+	}
+	return 0, 0
+}
+
+// dueAt is when sample i of audio streamed at pace from start is due.
+func dueAt(start time.Time, i int) time.Time {
+	return start.Add(time.Duration(i) * time.Second / inRate)
+}
+
 // vadTurn streams speech and 2 s of silence under server VAD and returns end of speech (the
 // send time of the last voiced sample) → first audible sample of the reply.
-func vadTurn(ctx context.Context, url string, speech []float32, silenceMs int) (float64, error) {
+func vadTurn(ctx context.Context, url string, speech []float32, silenceMs int, tl *timeline) (float64, error) {
 	cl, err := dial(ctx, url, serverVAD(silenceMs))
 	if err != nil {
 		return 0, err
@@ -503,6 +607,10 @@ func vadTurn(ctx context.Context, url string, speech []float32, silenceMs int) (
 	if serr := <-errc; err == nil {
 		err = serr
 	}
+	from, to := voiced(speech)
+	tl.interval(benchreport.UserSpeech, dueAt(start, from), dueAt(start, to), "the user's turn")
+	tl.vad(cl)
+	tl.playback(&pb, "reply")
 	if err != nil {
 		return 0, err
 	}
@@ -530,14 +638,45 @@ type bargeResult struct {
 // plays, feeds the microphone in real time for 3 s: real speech, 100 ms white-noise bursts, the
 // reply's own audio as played back (−6 dB, 120 ms late: a loudspeaker without echo
 // cancellation), or speech over that echo. The reply counts as interrupted when it ends
-// cancelled.
-func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silenceMs int, kind interruption) (bargeResult, error) {
+// cancelled. tl gets the session's timeline, also when the scenario fails part-way.
+func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silenceMs int, kind interruption, tl *timeline) (bargeResult, error) {
 	var res bargeResult
 	cl, err := dial(ctx, url, serverVAD(silenceMs))
 	if err != nil {
 		return res, err
 	}
 	defer cl.close()
+	var (
+		pb       playback
+		micStart time.Time
+		sentTo   int       // mic samples sent
+		micSpans [][2]int  // the user's voiced audio (or noise) within mic, in samples
+		stopAt   time.Time // the client stopped playing: the server cut the reply, or the client cancelled it
+		cut      bool      // the server cut the reply (a barge-in)
+	)
+	defer func() { // runs before cl.close
+		for _, sp := range micSpans {
+			if sp[0] < sentTo {
+				label := "interrupting speech"
+				if kind == interruptNoise {
+					label = "noise burst (not speech)"
+				}
+				tl.interval(benchreport.UserSpeech, dueAt(micStart, sp[0]), dueAt(micStart, min(sp[1], sentTo)), label)
+			}
+		}
+		tl.vad(cl)
+		if !stopAt.IsZero() {
+			pb.stop(stopAt)
+		}
+		tl.playback(&pb, "reply")
+		if cut {
+			label := "reply cut"
+			if kind == interruptNoise || kind == interruptEcho {
+				label = "reply cut: a false barge-in"
+			}
+			tl.instant(benchreport.BargeIn, stopAt, label)
+		}
+	}()
 	// The user's question, then a long reply.
 	if err := cl.send(ctx, map[string]any{"type": "conversation.item.create", "item": map[string]any{
 		"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "tell me a long story about the robot"}}}}); err != nil {
@@ -546,7 +685,6 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 	if err := cl.send(ctx, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 60}}); err != nil {
 		return res, err
 	}
-	var pb playback
 	var played []float32 // the reply's audio in playback order, at outRate
 	first, err := cl.waitFor(ctx, 60*time.Second, func(e event) bool { return e.typ == "audio" })
 	if err != nil {
@@ -570,6 +708,9 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 				mic[onsetAt+i] += voice[i]
 			}
 		}
+		if from, to := voiced(voice); to > from {
+			micSpans = append(micSpans, [2]int{onsetAt + from, min(len(mic), onsetAt+to)})
+		}
 		// the clip's own first voiced sample is the onset
 		for i, v := range voice {
 			if v >= audibleT*3 || v <= -audibleT*3 {
@@ -583,12 +724,13 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 			for i := 0; i < inRate/10 && at+i < len(mic); i++ {
 				mic[at+i] = float32(rng.NormFloat64() * 0.3)
 			}
+			micSpans = append(micSpans, [2]int{at, min(len(mic), at+inRate/10)})
 		}
 	}
 	echo := kind == interruptEcho || kind == interruptSpeechOverEcho
-	micStart := time.Now()
+	micStart = time.Now()
 	per := inRate * chunkMs / 1000
-	var onsetTime time.Time
+	var onsetTime, clearedAt time.Time
 	ended := false
 	var doneEv event
 	for i := 0; i < len(mic) && !ended; i += per {
@@ -611,8 +753,13 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 					if !onsetTime.IsZero() {
 						res.lastOld = ms(e.at.Sub(onsetTime))
 					}
-				case e.typ == "output_audio_buffer.cleared" && !onsetTime.IsZero() && res.silence == 0:
-					res.silence = ms(e.at.Sub(onsetTime))
+				case e.typ == "output_audio_buffer.cleared":
+					if clearedAt.IsZero() {
+						clearedAt = e.at
+					}
+					if !onsetTime.IsZero() && res.silence == 0 {
+						res.silence = ms(e.at.Sub(onsetTime))
+					}
 				case e.typ == "response.done" && e.resp == oldResp:
 					ended, doneEv = true, e
 				case e.typ == "error":
@@ -638,25 +785,36 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 		if onsetAt >= i && onsetAt < i+per {
 			onsetTime = time.Now().Add(time.Duration(onsetAt-i) * time.Second / inRate)
 		}
-		if err := cl.appendAudio(ctx, unit); err != nil {
+		if err := cl.appendAudio(ctx, unit, due); err != nil {
 			return res, err
 		}
+		sentTo = i + len(unit)
 	}
 	if !ended {
 		// An interruption decided at the end of the window still lands within a second; after
 		// that the reply was not interrupted, and the client cancels it to move on.
 		var err error
 		track := func(e event) bool {
-			if e.typ == "audio" && e.resp == oldResp && !onsetTime.IsZero() {
-				res.lastOld = ms(e.at.Sub(onsetTime))
+			if e.typ == "audio" && e.resp == oldResp {
+				pb.add(e)
+				if !onsetTime.IsZero() {
+					res.lastOld = ms(e.at.Sub(onsetTime))
+				}
 			}
-			if e.typ == "output_audio_buffer.cleared" && !onsetTime.IsZero() && res.silence == 0 {
-				res.silence = ms(e.at.Sub(onsetTime))
+			if e.typ == "output_audio_buffer.cleared" {
+				if clearedAt.IsZero() {
+					clearedAt = e.at
+				}
+				if !onsetTime.IsZero() && res.silence == 0 {
+					res.silence = ms(e.at.Sub(onsetTime))
+				}
 			}
 			return e.typ == "response.done" && e.resp == oldResp
 		}
 		doneEv, err = cl.waitFor(ctx, time.Second, track)
 		if err != nil {
+			// The client stops playing as it cancels.
+			stopAt = time.Now()
 			if err := cl.send(ctx, map[string]any{"type": "response.cancel"}); err != nil {
 				return res, err
 			}
@@ -669,6 +827,14 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 	r, _ := doneEv.raw["response"].(map[string]any)
 	status, _ := r["status"].(string)
 	res.interrupted = status == "cancelled"
+	if res.interrupted {
+		// The client stops playing at output_audio_buffer.cleared, or at response.done
+		// {cancelled} when that comes first.
+		cut, stopAt = true, doneEv.at
+		if !clearedAt.IsZero() && clearedAt.Before(stopAt) {
+			stopAt = clearedAt
+		}
+	}
 	if res.interrupted && !onsetTime.IsZero() {
 		// Without output_audio_buffer.cleared the client stops at response.done{cancelled}.
 		if d := ms(doneEv.at.Sub(onsetTime)); res.silence == 0 || d < res.silence {
@@ -691,4 +857,64 @@ func readRaw(path string) ([]float32, error) {
 		out[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / 32768
 	}
 	return out, nil
+}
+
+// --- timelines ----------------------------------------------------------------------------
+
+// timeline is one session as the report draws it, in ms from just before the client dialed.
+type timeline struct {
+	label string
+	t0    time.Time
+	spans []benchreport.Span
+}
+
+func newTimeline(label string) *timeline { return &timeline{label: label, t0: time.Now()} }
+
+func (tl *timeline) since(t time.Time) time.Duration { return max(0, t.Sub(tl.t0)) }
+
+// interval adds a span of kind k from from to to; an empty or reversed one is left out.
+func (tl *timeline) interval(k benchreport.Kind, from, to time.Time, label string) {
+	if !to.After(from) {
+		return
+	}
+	tl.spans = append(tl.spans, benchreport.Interval(k, tl.since(from), tl.since(to), label))
+}
+
+func (tl *timeline) instant(k benchreport.Kind, at time.Time, label string) {
+	tl.spans = append(tl.spans, benchreport.Instant(k, tl.since(at), label))
+}
+
+// playback adds the reply's stretches of continuous playback on the client's playback clock.
+func (tl *timeline) playback(pb *playback, label string) {
+	for _, sp := range pb.spans {
+		tl.interval(benchreport.AssistantAudio, sp[0], sp[1], label)
+	}
+}
+
+// vad adds the server VAD's decisions: each event's audio_start_ms / audio_end_ms, a position
+// on the session's input audio clock, is placed where the client's paced clock had that sample
+// due (the append holding it, plus the offset within).
+func (tl *timeline) vad(cl *client) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, m := range cl.vad {
+		pos := int(m.ms * inRate / 1000)
+		i, found := slices.BinarySearchFunc(cl.units, pos, func(u sentUnit, p int) int { return u.pos - p })
+		if !found {
+			i--
+		}
+		if i < 0 {
+			continue
+		}
+		u := cl.units[i]
+		label := fmt.Sprintf("audio_start_ms %.0f", m.ms)
+		if m.kind == benchreport.SpeechStopped {
+			label = fmt.Sprintf("audio_end_ms %.0f", m.ms)
+		}
+		tl.instant(m.kind, dueAt(u.due, pos-u.pos), label)
+	}
+}
+
+func (tl *timeline) session() benchreport.Session {
+	return benchreport.Session{Label: tl.label, Spans: tl.spans}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -27,6 +28,7 @@ type Options struct {
 	LogStatsN   int           // turns per side timed with and without --log-stats
 	MaxSessions int           // largest concurrency tried for real time
 	Ramp        time.Duration // audio streamed per concurrency step
+	Meter       bench.Meter   // progress of the steps; nil shows none
 }
 
 // Target is one server under test.
@@ -130,19 +132,32 @@ func (e *timedEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 // Run measures plain (whose backend timer wraps) and logStats with pcm (16 kHz PCM16 speech) and
 // returns the figures; progress lines go to out.
 func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, pcm []byte, out io.Writer) ([]bench.Figure, error) {
+	// One step per measurement, turn, pair of turns or concurrency step (the steps after the
+	// first that fails to keep up are skipped).
+	steps := 0
+	for _, n := range sessionSteps() {
+		if n <= o.MaxSessions {
+			steps++
+		}
+	}
+	prog := o.Meter.Start("realtime", 4+o.LogStatsN+1+o.TTFPN+o.PacedTurns+o.BargeN+steps, "steps")
+	defer prog.Done()
 	allocsOff, err := turnMetricsAllocsPerChunk(ctx, plain.Client, "off")
 	if err != nil {
 		return nil, fmt.Errorf("turn metrics allocs: %w", err)
 	}
+	prog.Add(1)
 	allocsOn, err := turnMetricsAllocsPerChunk(ctx, logStats.Client, "on")
 	if err != nil {
 		return nil, fmt.Errorf("turn metrics allocs: %w", err)
 	}
+	prog.Add(1)
 	heapKiB, err := statsHeapGrowthPerSessionHour(ctx, logStats.Client)
 	if err != nil {
 		return nil, fmt.Errorf("stats heap growth: %w", err)
 	}
-	lsOff, lsOn, err := benchLogStatsOverhead(ctx, plain.URL, logStats.URL, pcm, o.LogStatsN)
+	prog.Add(1)
+	lsOff, lsOn, err := benchLogStatsOverhead(ctx, plain.URL, logStats.URL, pcm, o.LogStatsN, prog)
 	if err != nil {
 		return nil, fmt.Errorf("log-stats overhead: %w", err)
 	}
@@ -150,25 +165,26 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 	if err != nil {
 		return nil, fmt.Errorf("overhead: %w", err)
 	}
-	ttfp, err := benchTTFP(ctx, plain.URL, pcm, o.TTFPN)
+	prog.Add(1)
+	ttfp, err := benchTTFP(ctx, plain.URL, pcm, o.TTFPN, prog)
 	if err != nil {
 		return nil, fmt.Errorf("ttfp: %w", err)
 	}
 	pacedStart := time.Now()
-	paced, err := benchTTFPPaced(ctx, plain.URL, pcm, o.PacedTurns)
+	paced, err := benchTTFPPaced(ctx, plain.URL, pcm, o.PacedTurns, prog)
 	pacedFor := time.Since(pacedStart)
 	if err != nil {
 		return nil, fmt.Errorf("paced ttfp: %w", err)
 	}
-	barge, err := benchBargeIn(ctx, plain.URL, pcm, o.BargeN)
+	barge, err := benchBargeIn(ctx, plain.URL, pcm, o.BargeN, prog)
 	if err != nil {
 		return nil, fmt.Errorf("barge-in: %w", err)
 	}
-	sessions, err := benchSessions(ctx, plain.URL, timer, plain.Sessions, pcm, o.MaxSessions, o.Ramp, out)
+	sessions, err := benchSessions(ctx, plain.URL, timer, plain.Sessions, pcm, o.MaxSessions, o.Ramp, out, prog)
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
-	q := bench.Quantile
+	q := benchreport.Quantile
 	fmt.Fprintf(out, "event overhead: n=%d p50=%.0fus p99=%.0fus\n", len(over), q(over, 50), q(over, 99))
 	fmt.Fprintf(out, "ttfp: n=%d p50=%.1fms p99=%.1fms\n", len(ttfp), q(ttfp, 50), q(ttfp, 99))
 	fmt.Fprintf(out, "ttfp paced (turns 2..%d, one session, %.1fs): n=%d p50=%.1fms p99=%.1fms\n",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -125,7 +126,7 @@ func benchOverhead(ctx context.Context, url string, pcm []byte, appends chan tim
 }
 
 // benchTTFP: response_required turns, commit with response_create → first audio delta.
-func benchTTFP(ctx context.Context, url string, pcm []byte, n int) ([]float64, error) {
+func benchTTFP(ctx context.Context, url string, pcm []byte, n int, prog bench.Progress) ([]float64, error) {
 	var out []float64
 	for range n {
 		c, err := dial(ctx, url)
@@ -155,6 +156,7 @@ func benchTTFP(ctx context.Context, url string, pcm []byte, n int) ([]float64, e
 		if err != nil {
 			return nil, err
 		}
+		prog.Add(1)
 	}
 	return out, nil
 }
@@ -162,7 +164,7 @@ func benchTTFP(ctx context.Context, url string, pcm []byte, n int) ([]float64, e
 // benchBargeIn: a response plays at real time (500 ms lead); after its third audio delta the
 // client sends barge_in and times the arrival of response.done{cancelled}. It also checks that no
 // audio delta of that response follows.
-func benchBargeIn(ctx context.Context, url string, pcm []byte, n int) ([]float64, error) {
+func benchBargeIn(ctx context.Context, url string, pcm []byte, n int, prog bench.Progress) ([]float64, error) {
 	c, err := dial(ctx, url+"?duplex=1")
 	if err != nil {
 		return nil, err
@@ -224,17 +226,21 @@ func benchBargeIn(ctx context.Context, url string, pcm []byte, n int) ([]float64
 				break
 			}
 		}
+		prog.Add(1)
 	}
 	return out, nil
 }
 
+// sessionSteps are the concurrencies benchSessions tries, in order.
+func sessionSteps() []int { return []int{1, 2, 4, 6, 8, 12, 16, 24, 32} }
+
 // benchSessions finds the largest number of concurrent auto_response sessions (1, 2, 4, 8, 12,
 // 16, ...) whose stage-0 decisions keep up with real-time 100 ms audio: at the end of the stream
 // every session's decisions must be within 1 s of its audio.
-func benchSessions(ctx context.Context, url string, tb *Timer, m *session.Manager, pcm []byte, maxN int, streamFor time.Duration, out io.Writer) (int, error) {
+func benchSessions(ctx context.Context, url string, tb *Timer, m *session.Manager, pcm []byte, maxN int, streamFor time.Duration, out io.Writer, prog bench.Progress) (int, error) {
 	unit := append(append([]byte{}, pcm...), make([]byte, 32000)...)
 	best := 0
-	for _, n := range []int{1, 2, 4, 6, 8, 12, 16, 24, 32} {
+	for _, n := range sessionSteps() {
 		if n > maxN {
 			break
 		}
@@ -246,6 +252,7 @@ func benchSessions(ctx context.Context, url string, tb *Timer, m *session.Manage
 			return best, err
 		}
 		fmt.Fprintf(out, "sessions=%d realtime=%v\n", n, ok)
+		prog.Add(1)
 		if !ok {
 			break
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/omniserve/omniserve/internal/bench"
 )
 
 // benchTTFPPaced runs turns response_required turns in ONE session, each with the clip appended
@@ -12,7 +14,7 @@ import (
 // is still speaking, and the session streams them into the ASR (once the engine is open and no
 // response is active), so the commit pays only the final hypothesis. The first turn is dropped:
 // the engine opens at the first commit, so that turn cannot decode ahead.
-func benchTTFPPaced(ctx context.Context, url string, pcm []byte, turns int) ([]float64, error) {
+func benchTTFPPaced(ctx context.Context, url string, pcm []byte, turns int, prog bench.Progress) ([]float64, error) {
 	c, err := dial(ctx, url)
 	if err != nil {
 		return nil, err
@@ -47,6 +49,7 @@ func benchTTFPPaced(ctx context.Context, url string, pcm []byte, turns int) ([]f
 		if turn > 0 {
 			out = append(out, ms)
 		}
+		prog.Add(1)
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -43,7 +44,7 @@ func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, na
 // faster than real time, commit with response_create, wait for response.done) alternately on a
 // server without and one with --log-stats, over the same pipeline, and returns the per-turn
 // wall times of each. Interleaving spreads the other jobs' load over both sides.
-func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte, n int) (off, on []float64, err error) {
+func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte, n int, prog bench.Progress) (off, on []float64, err error) {
 	turn := func(url string) (float64, error) {
 		c, err := dial(ctx, url+"?duplex=1")
 		if err != nil {
@@ -80,6 +81,7 @@ func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte
 		if err != nil {
 			return nil, nil, err
 		}
+		prog.Add(1)
 		if i == 0 {
 			continue // warm-up
 		}
@@ -110,7 +112,7 @@ func pairOverheadPct(off, on []float64) []float64 {
 func turnMetricsFigures(allocsOff, allocsOn float64, off, on []float64, out io.Writer) []bench.Figure {
 	fmt.Fprintf(out, "turn metrics ingest: allocs/chunk off=%.1f on=%.1f\n", allocsOff, allocsOn)
 	fmt.Fprintf(out, "log-stats overhead: n=%d per side; turn ms p50 off=%.1f on=%.1f; sum off=%.0f on=%.0f\n",
-		len(off), bench.Quantile(off, 50), bench.Quantile(on, 50), sum(off), sum(on))
+		len(off), benchreport.Quantile(off, 50), benchreport.Quantile(on, 50), sum(off), sum(on))
 	return []bench.Figure{
 		bench.One("turn_metrics_allocs_per_chunk_off", "allocs", "allocations of the per-chunk turn-metrics ingest with --log-stats off (testing.AllocsPerRun over 2000 chunks); must be 0", allocsOff, 0),
 		bench.One("turn_metrics_allocs_per_chunk_on", "allocs", "the same with --log-stats on", allocsOn, 0),
