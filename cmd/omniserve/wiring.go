@@ -99,10 +99,11 @@ func (c *components) buildPipeline(context.Context) error {
 // {reason:"shutdown"} and its turn finalized, before the pipeline stops under them.
 func (c *components) buildRealtime(ctx context.Context) error {
 	mgr := session.NewManager(session.ManagerConfig{
-		MaxSessions:    c.cfg.Server.MaxSessions,
-		DrainGrace:     c.cfg.Server.EffectiveDrainGrace(),
-		MaxIdleTimeout: c.cfg.Server.MaxIdleTimeout,
-		ModelName:      modelID(c.cfg.Engine.Model),
+		MaxSessions:          c.cfg.Server.MaxSessions,
+		DrainGrace:           c.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout:       c.cfg.Server.MaxIdleTimeout,
+		MaxInstructionsBytes: c.cfg.Server.MaxInstructionsBytes,
+		ModelName:            modelID(c.cfg.Engine.Model),
 	}, session.NewPipelineBackend(c.client, c.pipeline), c.log)
 	c.onClose("realtime sessions", mgr.Shutdown)
 	c.realtime = realtime.NewHandler(realtime.HandlerConfig{

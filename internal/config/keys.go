@@ -62,6 +62,7 @@ var keys = []Key{
 	{"server.drain_grace", "drain-grace", "on SIGINT/SIGTERM, how long live realtime sessions may go on (told at once with session.closing) before they are closed (at most half of --shutdown-timeout)", func(c *Config) any { return &c.Server.DrainGrace }},
 	{"server.max_idle_timeout", "", "largest idle timeout a realtime client may set (idle_timeout_s)", func(c *Config) any { return &c.Server.MaxIdleTimeout }},
 	{"server.max_body_bytes", "", "largest accepted request body", func(c *Config) any { return &c.Server.MaxBodyBytes }},
+	{"server.max_instructions_bytes", "", "largest realtime instructions (session.update and response.create), in bytes", func(c *Config) any { return &c.Server.MaxInstructionsBytes }},
 	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine default)", func(c *Config) any { return &c.Engine.ContextSize }},
 	{"engine.max_sequences", "", "concurrent sequences (0 = engine default)", func(c *Config) any { return &c.Engine.MaxSequences }},
 	{"engine.batch_size", "", "max tokens per scheduler step (0 = engine default)", func(c *Config) any { return &c.Engine.BatchSize }},

@@ -94,6 +94,11 @@ func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 	if err == nil && next.Voice != s.cfg.Voice && s.assistantAudio {
 		err = &FieldError{"cannot_update_voice", "session.audio.output.voice", "Cannot update a conversation's voice if assistant audio is present."}
 	}
+	if err == nil && next.Instructions != s.cfg.Instructions {
+		if fe := s.checkInstructions(next.Instructions, "session.instructions"); fe != nil {
+			err = fe
+		}
+	}
 	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
