@@ -454,12 +454,20 @@ func decodeResponseCreate(base session.Base, raw map[string]json.RawMessage, wer
 		switch conv {
 		case "auto":
 		case "none":
-			c.Unsupported = "conversation"
+			c.Conversation = "none"
 		default:
 			return nil, werr("invalid_value", "response.conversation", "'response.conversation' must be \"auto\" or \"none\"")
 		}
 	}
-	for _, k := range []string{"input", "prompt", "temperature", "reasoning"} {
+	if v, ok := r["input"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		in, e := decodeResponseInput(v)
+		if e != nil {
+			e.EventID = base.ID
+			return nil, e
+		}
+		c.Input = in
+	}
+	for _, k := range []string{"prompt", "temperature", "reasoning"} {
 		if v, ok := r[k]; ok && !bytes.Equal(v, []byte("null")) && c.Unsupported == "" {
 			c.Unsupported = k
 		}

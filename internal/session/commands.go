@@ -53,6 +53,10 @@ type CreateResponse struct {
 	Metadata        map[string]string
 	// Instructions is a per-response override (nil = the session's).
 	Instructions *string
+	// Conversation is "none" for an out-of-band response ("" or "auto": the default one).
+	Conversation string
+	// Input replaces the conversation as the response's context when non-nil (empty: none).
+	Input []InputItem
 	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.
 	Unsupported string
 }

@@ -448,10 +448,10 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 		s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
 	}
 	var r *response
-	maxTok := s.cfg.MaxOutputTokens
+	var ro respOptions
 	if respond {
-		maxTok = o.maxTokens
-		r = s.beginResponseWith(-1, *o)
+		ro = *o
+		r = s.beginResponseWith(-1, ro)
 	}
 	eng := s.engine
 	itemID := it.ID
@@ -466,7 +466,7 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 			return res
 		}
 		if r != nil && !r.cancelled.Load() {
-			res.turn, res.err = eng.Respond(ctx, maxTok)
+			res.turn, res.err = ro.respond(ctx, eng)
 			res.haveTurn = res.err == nil
 			res.errCode = "runtime_respond_failed"
 		}
@@ -511,11 +511,8 @@ func (s *DuplexSession) responseOptions(c *CreateResponse) (respOptions, *FieldE
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
 	}
-	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
-		// The engine's long-lived sequence holds the session instructions in its KV cache;
-		// a per-response replacement cannot be applied without re-reading the conversation.
-		return o, &FieldError{"unsupported_response_option", "response.instructions",
-			"per-response instructions are not supported; change them with session.update (they apply from the next response on)"}
+	if fe := s.resolveSpec(c, &o); fe != nil {
+		return o, fe
 	}
 	if c.Modalities != nil {
 		audio, text := false, false
@@ -575,11 +572,14 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.resp.id), c.ID, "")
 		return
 	}
-	if len(s.inputBuf) > 0 && !s.autoResponse() {
+	// An out-of-band response, or one with its own input, answers what it was given: the
+	// input buffer stays as it is, and no committed input is needed.
+	ownContext := o.outOfBand || o.input != nil
+	if len(s.inputBuf) > 0 && !s.autoResponse() && !ownContext {
 		s.commit(c.ID, &o)
 		return
 	}
-	if s.pendingIn == 0 {
+	if s.pendingIn == 0 && !ownContext {
 		s.sendError("response_create_without_input", "there is no committed input to respond to", c.ID, "")
 		return
 	}
@@ -588,12 +588,11 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 	}
 	r := s.beginResponseWith(-1, o)
 	eng := s.engine
-	maxTok := o.maxTokens
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
 		if r.cancelled.Load() {
 			return jobResult{}
 		}
-		t, err := eng.Respond(ctx, maxTok)
+		t, err := o.respond(ctx, eng)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
