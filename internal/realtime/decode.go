@@ -74,7 +74,7 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 			e.EventID = env.EventID
 			return nil, e
 		}
-		return &session.UpdateSession{Base: base, Patch: p}, nil
+		return &session.UpdateSession{Base: base, Patch: p, BetaSpelling: betaSpelling(obj)}, nil
 	case "input_audio_buffer.append":
 		b64, ok, e := str(raw, "audio", "delta")
 		if e != nil || !ok {

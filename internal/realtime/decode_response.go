@@ -62,3 +62,28 @@ func decodeResponseInput(v json.RawMessage) ([]session.InputItem, *WireError) {
 	}
 	return out, nil
 }
+
+// Session fields only one dialect has (shared/spec/openai-realtime.md §2.1, §2.4).
+var (
+	betaOnlySessionFields = []string{"modalities", "voice", "input_audio_format", "output_audio_format",
+		"input_audio_transcription", "input_audio_noise_reduction", "turn_detection",
+		"max_response_output_tokens", "temperature", "speed"}
+	gaOnlySessionFields = []string{"type", "output_modalities", "audio", "max_output_tokens",
+		"tracing", "truncation", "prompt", "include"}
+)
+
+// betaSpelling reports a session object written in the beta dialect: at least one beta-only
+// field and no GA-only one.
+func betaSpelling(obj map[string]json.RawMessage) bool {
+	for _, k := range gaOnlySessionFields {
+		if _, ok := obj[k]; ok {
+			return false
+		}
+	}
+	for _, k := range betaOnlySessionFields {
+		if _, ok := obj[k]; ok {
+			return true
+		}
+	}
+	return false
+}

@@ -354,7 +354,7 @@ func (c *conn) write(ctx context.Context, ev session.Event) error {
 		m[k] = v
 	}
 	m["type"] = ev.Type
-	if c.beta {
+	if c.beta || ev.Beta {
 		t, keep := betaName(ev.Type)
 		if !keep {
 			c.seq--

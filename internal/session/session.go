@@ -106,6 +106,9 @@ type DuplexSession struct {
 	idleTimer   *time.Timer
 	closeReason string
 	sinkBroken  bool // the connection refused an event: nothing more can be sent
+	// dialectFixed: the dialect can no longer change (the header chose it, or the client's
+	// first event was seen).
+	dialectFixed bool
 
 	expiresAt      time.Time
 	assistantAudio bool                  // assistant audio was sent: the voice is fixed
@@ -164,6 +167,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 	}
 	if opts.Beta {
 		s.cfg.Modalities = []string{"text", "audio"}
+		s.dialectFixed = true
 	}
 	s.log = m.log.With(zap.String("session_id", s.id))
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
@@ -239,6 +243,7 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 	defer s.paceTimer.Stop()
 
 	if first != nil {
+		s.detectDialect(first)
 		s.handleUpdate(first, true)
 	} else {
 		s.emitCreated()
@@ -257,6 +262,7 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 		select {
 		case c := <-s.inbox:
 			s.resetIdle()
+			s.detectDialect(c)
 			s.handle(c)
 		case <-s.outNotify:
 			s.drainOutputs()
@@ -407,6 +413,7 @@ func (s *DuplexSession) send(ev Event) {
 	if s.sinkBroken {
 		return
 	}
+	ev.Beta = s.opts.Beta
 	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
 		s.sinkBroken = true
