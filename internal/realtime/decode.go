@@ -377,6 +377,14 @@ func decodePatch(obj map[string]json.RawMessage) (session.ConfigPatch, *WireErro
 			}
 		}
 	}
+	if v, ok := extra["seed"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f != math.Trunc(f) || f < 0 || f > math.MaxUint32 {
+			return p, &WireError{Code: "invalid_value", Param: "session.extra_body.seed", Message: fmt.Sprintf("seed must be an integer between 0 and %d", uint64(math.MaxUint32))}
+		}
+		seed := uint32(f)
+		p.Seed = &seed
+	}
 	for _, k := range []string{"max_response_output_tokens", "max_output_tokens", "max_tokens"} {
 		if v, ok := obj[k]; ok {
 			n, e := decodeTokens(v, "session."+k)

@@ -19,6 +19,7 @@ type OpenOptions struct {
 	WantAudio         bool
 	MaxTokens         int
 	Temperature       *float64
+	Seed              *uint32 // nil = the pipeline's default (random unless configured)
 	VADThreshold      float64
 	PrefixPaddingMs   int
 	SilenceDurationMs int

@@ -198,7 +198,7 @@ func (s *DuplexSession) publicSession() map[string]any {
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
 		"duplex": s.opts.Duplex, "auto_response": s.autoResponse(), "state": s.state, "turn_state": s.turnState,
 		"epoch": s.epoch, "turn": s.turnID,
-		"extra_body": map[string]any{"auto_response": s.autoResponse()},
+		"extra_body": map[string]any{"auto_response": s.autoResponse(), "seed": s.seedWire()},
 		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
 			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
 			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},

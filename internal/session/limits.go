@@ -68,3 +68,11 @@ func (s *DuplexSession) checkInstructions(text, param string) *FieldError {
 		return &FieldError{"server_error", param, fmt.Sprintf("checking the instructions: %v", err)}
 	}
 }
+
+// seedWire is the session's extra_body.seed: null when responses draw random seeds.
+func (s *DuplexSession) seedWire() any {
+	if s.cfg.Seed == nil {
+		return nil
+	}
+	return *s.cfg.Seed
+}

@@ -382,7 +382,7 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 	}
 	opts := OpenOptions{
 		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
-		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature,
+		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
 		VADThreshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
 	}
 	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
