@@ -103,12 +103,15 @@ func (c *components) buildRealtime(ctx context.Context) error {
 		DrainGrace:           c.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:       c.cfg.Server.MaxIdleTimeout,
 		MaxInstructionsBytes: c.cfg.Server.MaxInstructionsBytes,
+		MaxInboxBytes:        c.cfg.Server.SessionInboxBytes,
+		MaxHistoryBytes:      c.cfg.Server.SessionHistoryBytes,
 		ModelName:            modelID(c.cfg.Engine.Model),
 	}, session.NewPipelineBackend(c.client, c.pipeline), c.log)
 	c.onClose("realtime sessions", mgr.Shutdown)
 	c.realtime = realtime.NewHandler(realtime.HandlerConfig{
-		APIKey:      c.cfg.Server.APIKey,
-		BaseContext: context.WithoutCancel(ctx),
+		APIKey:         c.cfg.Server.APIKey,
+		BaseContext:    context.WithoutCancel(ctx),
+		SendQueueBytes: c.cfg.Server.SessionOutputBytes,
 	}, mgr, c.log)
 	c.sessions = mgr
 	c.log.Info("realtime endpoint ready", zap.Int("max_sessions", c.cfg.Server.MaxSessions))

@@ -20,6 +20,7 @@ type OpenOptions struct {
 	MaxTokens         int
 	Temperature       *float64
 	Seed              *uint32 // nil = the pipeline's default (random unless configured)
+	MaxHistoryBytes   int     // the conversation's text budget (the engine's copy)
 	VADThreshold      float64
 	PrefixPaddingMs   int
 	SilenceDurationMs int

@@ -643,6 +643,7 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 	s.insertItem(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
+	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })

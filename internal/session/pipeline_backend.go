@@ -29,11 +29,12 @@ func (b *PipelineBackend) SupportsDuplex() bool {
 // Open implements Backend.
 func (b *PipelineBackend) Open(ctx context.Context, f Fence, o OpenOptions, out func(Output)) (Engine, error) {
 	opts := stage.DuplexOptions{
-		Instructions: o.Instructions,
-		AutoResponse: o.AutoResponse,
-		WantAudio:    o.WantAudio,
-		MaxTokens:    o.MaxTokens,
-		VAD:          speech.VADConfig{PrefixPaddingMs: o.PrefixPaddingMs, SilenceDurationMs: o.SilenceDurationMs},
+		Instructions:    o.Instructions,
+		AutoResponse:    o.AutoResponse,
+		WantAudio:       o.WantAudio,
+		MaxTokens:       o.MaxTokens,
+		MaxHistoryBytes: o.MaxHistoryBytes,
+		VAD:             speech.VADConfig{PrefixPaddingMs: o.PrefixPaddingMs, SilenceDurationMs: o.SilenceDurationMs},
 	}
 	if b.pipeline != nil {
 		// pipeline.thinker.sampling: a fresh random seed per response unless it sets one.

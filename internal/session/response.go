@@ -372,6 +372,7 @@ func (s *DuplexSession) completeResponse(r *response) {
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
+	s.trimHistory()
 	s.armIdleTimeout(r)
 }
 

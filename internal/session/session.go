@@ -60,6 +60,7 @@ type DuplexSession struct {
 	log  *zap.Logger
 
 	inbox   chan Command
+	inboxB  *byteBudget        // bytes of the commands in inbox
 	stop    chan string        // buffered(1): a Stop reason
 	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
@@ -143,6 +144,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 		opts:       opts,
 		sink:       sink,
 		inbox:      make(chan Command, 64),
+		inboxB:     newByteBudget(m.cfg.MaxInboxBytes),
 		stop:       make(chan string, 1),
 		drain:      make(chan time.Duration, 1),
 		jobs:       make(chan job, 16),
@@ -180,10 +182,15 @@ func (s *DuplexSession) ID() string { return s.id }
 // Submit hands a command to the actor, waiting while its bounded inbox is full (which in turn
 // stops the reader and lets TCP push back on the client).
 func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
+	n := commandBytes(c)
+	if err := s.inboxB.acquire(ctx, n); err != nil {
+		return err
+	}
 	select {
 	case s.inbox <- c:
 		return nil
 	case <-ctx.Done():
+		s.inboxB.release(n)
 		return context.Cause(ctx)
 	}
 }
@@ -261,6 +268,7 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 	for s.closeReason == "" {
 		select {
 		case c := <-s.inbox:
+			s.inboxB.release(commandBytes(c))
 			s.resetIdle()
 			s.detectDialect(c)
 			s.handle(c)
@@ -383,7 +391,8 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 	opts := OpenOptions{
 		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
 		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
-		VADThreshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
+		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
+		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
 	}
 	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
 	if err != nil {

@@ -346,6 +346,7 @@ func (d *DuplexStream) loop() {
 				}
 			}
 		case j := <-d.jobs:
+			d.trimHistory()
 			switch {
 			case j.ts == nil:
 				d.prefill()
