@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -63,27 +64,35 @@ func decodeResponseInput(v json.RawMessage) ([]session.InputItem, *WireError) {
 	return out, nil
 }
 
-// Session fields only one dialect has (shared/spec/openai-realtime.md §2.1, §2.4).
-var (
-	betaOnlySessionFields = []string{"modalities", "voice", "input_audio_format", "output_audio_format",
-		"input_audio_transcription", "input_audio_noise_reduction", "turn_detection",
-		"max_response_output_tokens", "temperature", "speed"}
-	gaOnlySessionFields = []string{"type", "output_modalities", "audio", "max_output_tokens",
-		"tracing", "truncation", "prompt", "include"}
-)
+// gaOnlySessionFields are session fields only the GA dialect has (shared/spec/openai-realtime.md
+// §2.1): their presence means GA.
+var gaOnlySessionFields = []string{"type", "output_modalities", "audio", "max_output_tokens",
+	"tracing", "truncation", "prompt", "include"}
 
-// betaSpelling reports a session object written in the beta dialect: at least one beta-only
-// field and no GA-only one.
+// betaSpelling reports a session object only a beta client writes: no GA-only field, and a
+// value only the beta dialect spells so: modalities with both text and audio (GA allows one),
+// an audio format as a string ("pcm16", "g711_ulaw", ...; GA uses {type, rate} objects), or
+// input_audio_transcription. The other beta-named fields (turn_detection, voice,
+// max_response_output_tokens, temperature, modalities with one entry) are not enough: omniserve
+// accepts them from GA clients too, and its own clients have always sent them.
 func betaSpelling(obj map[string]json.RawMessage) bool {
 	for _, k := range gaOnlySessionFields {
 		if _, ok := obj[k]; ok {
 			return false
 		}
 	}
-	for _, k := range betaOnlySessionFields {
-		if _, ok := obj[k]; ok {
+	var mods []string
+	if v, ok := obj["modalities"]; ok && json.Unmarshal(v, &mods) == nil && len(mods) >= 2 {
+		return true
+	}
+	for _, k := range []string{"input_audio_format", "output_audio_format"} {
+		var f string
+		if v, ok := obj[k]; ok && json.Unmarshal(v, &f) == nil {
 			return true
 		}
+	}
+	if v, ok := obj["input_audio_transcription"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return true
 	}
 	return false
 }

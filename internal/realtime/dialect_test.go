@@ -20,10 +20,10 @@ func typesUntilDone(t *testing.T, c *wsClient) []string {
 	return types
 }
 
-// TestBetaDetectedFromFields: without the OpenAI-Beta header, a first session.update spelled in
-// beta-only fields marks a beta client: session.updated in the beta shape, beta event names
-// after it. A GA-spelled (or neutral) first update keeps GA for good, even if a later update
-// uses beta fields.
+// TestBetaDetectedFromFields: without the OpenAI-Beta header, a first session.update with a
+// beta-only value (here a string audio format) marks a beta client: session.updated in the beta
+// shape, beta event names after it. A GA-spelled first update, or omniserve's long-accepted mix
+// (beta field names with values GA also has), keeps GA for good.
 func TestBetaDetectedFromFields(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
@@ -57,7 +57,7 @@ func TestBetaDetectedFromFields(t *testing.T) {
 		upd, _ := c.until("session.updated", 10*time.Second)
 		require.Equal(t, "realtime", upd.obj("session").str("type"))
 		// A later beta-spelled update is accepted but changes no dialect.
-		c.send(event{"type": "session.update", "session": event{"modalities": []string{"text"}}})
+		c.send(event{"type": "session.update", "session": event{"input_audio_format": "pcm16"}})
 		upd, _ = c.until("session.updated", 10*time.Second)
 		require.Equal(t, "realtime", upd.obj("session").str("type"))
 		c.send(userText("hello"))
@@ -69,11 +69,20 @@ func TestBetaDetectedFromFields(t *testing.T) {
 		c.close()
 	})
 
+	t.Run("omniserve's mixed spelling stays GA", func(t *testing.T) {
+		c := dial(t, srv.url, nil)
+		c.send(event{"type": "session.update", "session": event{"modalities": []string{"text"}, "turn_detection": nil,
+			"max_response_output_tokens": 8, "voice": "alloy"}})
+		upd, _ := c.until("session.updated", 10*time.Second)
+		require.Equal(t, "realtime", upd.obj("session").str("type"), "beta-named fields without a beta-only value: GA")
+		c.close()
+	})
+
 	t.Run("first event not an update", func(t *testing.T) {
 		c := dial(t, srv.url, nil)
 		c.send(event{"type": "session.heartbeat"})
 		c.until("session.heartbeat_ack", 10*time.Second)
-		c.send(event{"type": "session.update", "session": event{"modalities": []string{"text"}}})
+		c.send(event{"type": "session.update", "session": event{"modalities": []string{"text", "audio"}, "input_audio_format": "pcm16"}})
 		upd, _ := c.until("session.updated", 10*time.Second)
 		require.Equal(t, "realtime", upd.obj("session").str("type"), "the first event decides: GA")
 		c.close()
