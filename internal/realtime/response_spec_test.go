@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +133,23 @@ func TestResponseSpec(t *testing.T) {
 	c.send(event{"type": "conversation.item.retrieve", "item_id": item})
 	ret, _ := c.until("conversation.item.retrieved", 10*time.Second)
 	require.Equal(t, item, ret.obj("item").str("id"))
+
+	// An input that cannot fit the model's context fails its response, named, before any
+	// prefill; the session goes on.
+	c.send(event{"type": "response.create", "response": event{"conversation": "none", "input": []event{{"type": "message",
+		"role": "user", "content": []event{{"type": "input_text", "text": strings.Repeat("word ", 3000)}}}}}})
+	e, _ = c.until("error", time.Minute)
+	require.Equal(t, "context_length_exceeded", e.obj("error").str("code"))
+	done, _ = c.until("response.done", time.Minute)
+	require.Equal(t, "failed", done.obj("response").str("status"))
+	require.Equal(t, "context_length_exceeded", done.obj("response").obj("status_details").str("reason"))
+	// Per-response instructions are bounded as the session's are.
+	c.send(event{"type": "response.create", "event_id": "evt_long", "response": event{"instructions": strings.Repeat("word ", 3000)}})
+	e, _ = c.until("error", time.Minute)
+	require.Equal(t, "context_length_exceeded", e.obj("error").str("code"))
+	require.Equal(t, "response.instructions", e.obj("error").str("param"))
+	require.Equal(t, "evt_long", e.obj("error").str("event_id"))
+	got, _, _ = specReply(t, c, event{"conversation": "none"})
+	require.NotEmpty(t, got, "the session goes on")
 	c.close()
 }
