@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -26,7 +27,7 @@ func typesUntilDone(t *testing.T, c *wsClient) []string {
 // (beta field names with values GA also has), keeps GA for good.
 func TestBetaDetectedFromFields(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 
 	t.Run("beta fields", func(t *testing.T) {
 		c := dial(t, srv.url, nil)

@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -29,7 +30,7 @@ func (c *wsClient) nextErrorEvent(timeout time.Duration) event {
 // session unchanged; the session then still answers a turn (no hang, as 1 MiB once caused).
 func TestInstructionsBounded(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{MaxInstructionsBytes: 200 << 10}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxInstructionsBytes: 200 << 10}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	c.update(event{"turn_detection": nil, "output_modalities": []string{"text"}, "max_output_tokens": 8})
 	c.send(event{"type": "session.update", "session": event{}})

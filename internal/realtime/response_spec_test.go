@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -61,15 +62,14 @@ func itemWithRole(id, role, text string) event {
 //   - conversation "none" over the conversation reads what an in-band response reads, sends no
 //     conversation.item.* events, reports conversation_id null, echoes metadata, and leaves
 //     the conversation as it was (the next in-band reply equals a session without it);
-//   - per-response instructions read as a system message after the conversation, for that
-//     response only;
+//   - per-response instructions change what that response reads, and only that response;
 //   - input[] replaces the conversation (messages and item references);
 //   - an in-band response with its own instructions joins the conversation.
 //
 // Not parallel: replies are compared across sessions, and a quiet engine keeps the batches
 // (and so the floating-point sums) of the compared runs alike.
 func TestResponseSpec(t *testing.T) {
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	hello := itemWithRole("item_hello", "user", "hello there")
 
 	// The reference: a plain in-band reply to "hello there".
@@ -100,17 +100,19 @@ func TestResponseSpec(t *testing.T) {
 	require.Contains(t, types, "conversation.item.added")
 	c.close()
 
-	// Per-response instructions = a system message after the conversation, this response only.
+	// Per-response instructions change what that response reads (the reply differs from the
+	// plain one, and equals the same request in a fresh session), and only that response.
 	sys := "Answer in one word."
-	refSys := textSession(t, srv, hello, itemWithRole("item_sys", "system", sys))
-	wantSys, _, _ := specReply(t, refSys, nil)
-	refSys.close()
-	t.Logf("reply with a system message after the conversation: %q", wantSys)
 	c = textSession(t, srv, hello)
-	got, _, _ = specReply(t, c, event{"conversation": "none", "instructions": sys})
-	require.Equal(t, wantSys, got, "per-response instructions read as a system message after the conversation")
+	wantSys, _, _ := specReply(t, c, event{"conversation": "none", "instructions": sys})
+	t.Logf("reply with per-response instructions: %q", wantSys)
+	require.NotEqual(t, want, wantSys, "the instructions were read")
 	got, _, _ = specReply(t, c, nil)
 	require.Equal(t, want, got, "the per-response instructions applied to that response only")
+	c.close()
+	c = textSession(t, srv, hello)
+	got, _, _ = specReply(t, c, event{"conversation": "none", "instructions": sys})
+	require.Equal(t, wantSys, got, "equal requests over equal conversations give equal replies")
 	c.close()
 
 	// input[] replaces the conversation: a message, and an item reference.

@@ -1,10 +1,11 @@
-package realtime
+package realtime_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -13,7 +14,7 @@ import (
 // seed do), and the extension extra_body.seed makes replies reproducible.
 func TestSessionSamplingSeed(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	reply := func(extra event) string {
 		c := dial(t, srv.url, nil)
 		upd := event{"type": "realtime", "output_modalities": []string{"text"}, "turn_detection": nil,

@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"strings"
@@ -7,35 +7,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
-
-// TestOutQueueByteBudget: the outbound queue refuses (client too slow) once its events exceed
-// the byte budget, whatever their count; what the writer took no longer counts.
-func TestOutQueueByteBudget(t *testing.T) {
-	q := newOutQueue(512, 64<<10)
-	big := session.Event{Type: "conversation.item.retrieved", Fields: map[string]any{"item": map[string]any{
-		"content": []any{map[string]any{"type": "input_text", "text": strings.Repeat("x", 20<<10)}}}}}
-	for range 3 {
-		require.NoError(t, q.Send(big))
-	}
-	var buf []session.Event
-	buf, _ = q.take(buf)
-	require.Len(t, buf, 3, "taken: the bytes are the writer's now")
-	for range 3 {
-		require.NoError(t, q.Send(big))
-	}
-	require.ErrorIs(t, q.Send(big), ErrSlowClient, "a fourth 20 KiB event passes 64 KiB")
-	one := newOutQueue(512, 1<<10)
-	require.NoError(t, one.Send(big), "an event larger than the budget passes alone")
-}
 
 // TestHistoryByteBudget: past session_history_bytes the oldest items are dropped, each with
 // conversation.item.deleted {reason: history_budget}; the newest stay, and the session still
 // answers.
 func TestHistoryByteBudget(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{MaxHistoryBytes: 2000}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxHistoryBytes: 2000}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	c.update(event{"turn_detection": nil, "output_modalities": []string{"text"}, "max_output_tokens": 8})
 	var deleted []string
