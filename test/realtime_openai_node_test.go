@@ -22,7 +22,8 @@ import (
 // (OpenAIRealtimeWS from openai/realtime/ws, which always dials wss) against the real server over
 // TLS, with the real pipeline and real speech: session.created on connect, session.update,
 // 24 kHz speech that server_vad turns into a response with audio and usage, then barge-in
-// (output_audio_buffer.cleared, cancelled / turn_detected) and truncate. It never skips: node and
+// (output_audio_buffer.cleared, cancelled / turn_detected) and truncate, and an out-of-band
+// response (conversation "none", own instructions, metadata). It never skips: node and
 // npm are installed by `make deps`.
 func TestRealtimeOpenAINode(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -82,6 +83,9 @@ func TestRealtimeOpenAINode(t *testing.T) {
 			Reason string `json:"reason"`
 		} `json:"barge_in"`
 		BadTruncate string `json:"bad_truncate"`
+		OutOfBand   struct {
+			Status string `json:"status"`
+		} `json:"out_of_band"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
 	t.Logf("OpenAI Node SDK realtime: %s", lines[len(lines)-1])
@@ -92,4 +96,5 @@ func TestRealtimeOpenAINode(t *testing.T) {
 	require.Equal(t, "turn_detected", got.BargeIn.Reason)
 	require.Equal(t, "invalid_value", got.BadTruncate)
 	require.Equal(t, 1, got.Events["session.created"])
+	require.Contains(t, []string{"completed", "incomplete"}, got.OutOfBand.Status, "out-of-band response")
 }

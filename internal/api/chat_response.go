@@ -145,6 +145,8 @@ type chatOutput struct {
 	lps       []gpu.TokenLogprob
 	pcm       []float32         // 24 kHz
 	rs        *speech.Resampler // the request's output stream resampler, made on first need
+	rsIn      int               // samples that went into rs
+	rsOut     int               // samples that came out of rs
 	usage     chatUsage
 	finish    string
 	done      bool
@@ -184,7 +186,25 @@ func (o *chatOutput) convertAudio(ev requestclient.ChatEvent) ([]float32, error)
 		}
 		o.rs = rs
 	}
-	return o.rs.Process(nil, ev.Audio), nil // one stream per request: no distortion at chunk edges
+	out := o.rs.Process(nil, ev.Audio) // one stream per request: no distortion at chunk edges
+	o.rsIn += len(ev.Audio)
+	o.rsOut += len(out)
+	return out, nil
+}
+
+// flushAudio returns the output the resampler still holds back by its filter delay (up to
+// half a filter length, ≤ 0.5 ms), so that the choice's audio has exactly the length of what
+// the talker produced: ceil(in·24000/rate) samples. Nil when no resampling took place.
+func (o *chatOutput) flushAudio() []float32 {
+	if o.rs == nil {
+		return nil
+	}
+	from, to := o.rs.Rates()
+	want := speech.ResampledLen(o.rsIn, from, to) - o.rsOut
+	tail := o.rs.Flush(nil)
+	tail = tail[:max(0, min(want, len(tail)))]
+	o.rsOut += len(tail)
+	return tail
 }
 
 func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
@@ -276,6 +296,7 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 			o.pcm = append(o.pcm, pcm...)
 		}
 		if ev.Done {
+			o.pcm = append(o.pcm, o.flushAudio()...)
 			o.finishWith(ev)
 			return nil
 		}

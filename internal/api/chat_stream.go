@@ -159,6 +159,12 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 			}
 		}
 		if ev.Done {
+			if tail := o.flushAudio(); len(tail) > 0 {
+				d := chatDelta{Audio: &chatAudioDelta{Data: base64.StdEncoding.EncodeToString(speech.Float32ToPCM16Bytes(nil, tail))}}
+				if err := sse.send(chunk(ie.i, d, nil, nil)); err != nil {
+					return
+				}
+			}
 			o.finishWith(ev)
 			h.remember(o)
 			left--

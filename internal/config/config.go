@@ -45,6 +45,12 @@ type Server struct {
 	TLSCertFile     string        `yaml:"tls_cert_file"`
 	TLSKeyFile      string        `yaml:"tls_key_file"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
+	// MaxInstructionsBytes bounds realtime session and per-response instructions.
+	MaxInstructionsBytes int `yaml:"max_instructions_bytes"`
+	// Per-session byte budgets of the realtime buffers (docs/CONFIG.md).
+	SessionInboxBytes   int `yaml:"session_inbox_bytes"`
+	SessionOutputBytes  int `yaml:"session_output_bytes"`
+	SessionHistoryBytes int `yaml:"session_history_bytes"`
 }
 
 // EffectiveDrainGrace is DrainGrace capped at half of ShutdownTimeout, so that the sessions'
@@ -71,15 +77,19 @@ type Engine struct {
 func Defaults() Config {
 	return Config{
 		Server: Server{
-			Host:            "0.0.0.0",
-			Port:            8000,
-			LogFormat:       "console",
-			LogLevel:        "info",
-			MaxSessions:     64,
-			ShutdownTimeout: 30 * time.Second,
-			DrainGrace:      10 * time.Second,
-			MaxIdleTimeout:  30 * time.Minute,
-			MaxBodyBytes:    64 << 20, // a chat request may carry base64 audio
+			Host:                 "0.0.0.0",
+			Port:                 8000,
+			LogFormat:            "console",
+			LogLevel:             "info",
+			MaxSessions:          64,
+			ShutdownTimeout:      30 * time.Second,
+			DrainGrace:           10 * time.Second,
+			MaxIdleTimeout:       30 * time.Minute,
+			MaxBodyBytes:         64 << 20, // a chat request may carry base64 audio
+			MaxInstructionsBytes: 128 << 10,
+			SessionInboxBytes:    16 << 20,
+			SessionOutputBytes:   16 << 20,
+			SessionHistoryBytes:  4 << 20,
 		},
 		Engine: Engine{
 			Model:     "dummy",
@@ -129,6 +139,10 @@ func (c *Config) Validate() error {
 		{s.DrainGrace < 0, "server.drain_grace", s.DrainGrace, "must not be negative"},
 		{s.MaxIdleTimeout <= 0, "server.max_idle_timeout", s.MaxIdleTimeout, "must be positive"},
 		{s.MaxBodyBytes < 1024, "server.max_body_bytes", s.MaxBodyBytes, "must be at least 1024"},
+		{s.MaxInstructionsBytes < 1, "server.max_instructions_bytes", s.MaxInstructionsBytes, "must be at least 1"},
+		{s.SessionInboxBytes < 1<<10, "server.session_inbox_bytes", s.SessionInboxBytes, "must be at least 1024"},
+		{s.SessionOutputBytes < 1<<10, "server.session_output_bytes", s.SessionOutputBytes, "must be at least 1024"},
+		{s.SessionHistoryBytes < 1<<10, "server.session_history_bytes", s.SessionHistoryBytes, "must be at least 1024"},
 		{(s.TLSCertFile == "") != (s.TLSKeyFile == ""), "server.tls_cert_file", s.TLSCertFile, "tls_cert_file and tls_key_file must be given together"},
 		{e.Model == "", "engine.model", e.Model, "must not be empty"},
 		{!oneOf(e.Device, "auto", "cpu", "cuda"), "engine.device", e.Device, "must be auto, cpu or cuda"},

@@ -74,7 +74,7 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 			e.EventID = env.EventID
 			return nil, e
 		}
-		return &session.UpdateSession{Base: base, Patch: p}, nil
+		return &session.UpdateSession{Base: base, Patch: p, BetaSpelling: betaSpelling(obj)}, nil
 	case "input_audio_buffer.append":
 		b64, ok, e := str(raw, "audio", "delta")
 		if e != nil || !ok {
@@ -377,6 +377,14 @@ func decodePatch(obj map[string]json.RawMessage) (session.ConfigPatch, *WireErro
 			}
 		}
 	}
+	if v, ok := extra["seed"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f != math.Trunc(f) || f < 0 || f > math.MaxUint32 {
+			return p, &WireError{Code: "invalid_value", Param: "session.extra_body.seed", Message: fmt.Sprintf("seed must be an integer between 0 and %d", uint64(math.MaxUint32))}
+		}
+		seed := uint32(f)
+		p.Seed = &seed
+	}
 	for _, k := range []string{"max_response_output_tokens", "max_output_tokens", "max_tokens"} {
 		if v, ok := obj[k]; ok {
 			n, e := decodeTokens(v, "session."+k)
@@ -454,12 +462,20 @@ func decodeResponseCreate(base session.Base, raw map[string]json.RawMessage, wer
 		switch conv {
 		case "auto":
 		case "none":
-			c.Unsupported = "conversation"
+			c.Conversation = "none"
 		default:
 			return nil, werr("invalid_value", "response.conversation", "'response.conversation' must be \"auto\" or \"none\"")
 		}
 	}
-	for _, k := range []string{"input", "prompt", "temperature", "reasoning"} {
+	if v, ok := r["input"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		in, e := decodeResponseInput(v)
+		if e != nil {
+			e.EventID = base.ID
+			return nil, e
+		}
+		c.Input = in
+	}
+	for _, k := range []string{"prompt", "temperature", "reasoning"} {
 		if v, ok := r[k]; ok && !bytes.Equal(v, []byte("null")) && c.Unsupported == "" {
 			c.Unsupported = k
 		}

@@ -33,6 +33,10 @@ type HandlerConfig struct {
 	MaxEventBytes int64
 	// SendQueue bounds queued outbound model events per connection. Default 512.
 	SendQueue int
+	// SendQueueBytes bounds the bytes of queued outbound events per connection (estimated
+	// from their fields); a client that lets more pile up is closed as too slow (1008).
+	// Default 16 MiB.
+	SendQueueBytes int
 	// WriteTimeout bounds one frame write; a client that cannot take a frame in time is gone.
 	// Default 5 s.
 	WriteTimeout time.Duration
@@ -52,6 +56,9 @@ func (c HandlerConfig) withDefaults() HandlerConfig {
 	}
 	if c.SendQueue <= 0 {
 		c.SendQueue = 512
+	}
+	if c.SendQueueBytes <= 0 {
+		c.SendQueueBytes = 16 << 20
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 5 * time.Second
@@ -123,7 +130,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Reads are bounded by hand (MaxEventBytes → event_too_large, the connection survives); the
 	// library limit only stops abuse far beyond that.
 	ws.SetReadLimit(4*h.cfg.MaxEventBytes + 1<<20)
-	c := &conn{h: h, ws: ws, q: newOutQueue(h.cfg.SendQueue), log: h.log, beta: beta}
+	c := &conn{h: h, ws: ws, q: newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes), log: h.log, beta: beta}
 	c.serve(duplex, r.URL.Query().Get("model"), slot)
 }
 
@@ -354,7 +361,7 @@ func (c *conn) write(ctx context.Context, ev session.Event) error {
 		m[k] = v
 	}
 	m["type"] = ev.Type
-	if c.beta {
+	if c.beta || ev.Beta {
 		t, keep := betaName(ev.Type)
 		if !keep {
 			c.seq--

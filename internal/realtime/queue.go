@@ -23,14 +23,52 @@ type outQueue struct {
 	mu       sync.Mutex
 	items    []session.Event
 	max      int
+	bytes    int // eventBytes of items
+	maxBytes int // bound on bytes (a client that lets more pile up is too slow)
 	minEpoch int
 	closed   bool
 	failed   error
 	notify   chan struct{}
 }
 
-func newOutQueue(max int) *outQueue {
-	return &outQueue{max: max, notify: make(chan struct{}, 1)}
+func newOutQueue(max, maxBytes int) *outQueue {
+	return &outQueue{max: max, maxBytes: maxBytes, notify: make(chan struct{}, 1)}
+}
+
+// eventBytes estimates what an event takes on the wire (its strings, keys and a few bytes per
+// number), without encoding it.
+func eventBytes(ev session.Event) int { return 64 + len(ev.Type) + valueBytes(ev.Fields) }
+
+func valueBytes(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v) + 2
+	case map[string]any:
+		n := 2
+		for k, x := range v {
+			n += len(k) + 4 + valueBytes(x)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, x := range v {
+			n += 1 + valueBytes(x)
+		}
+		return n
+	case []string:
+		n := 2
+		for _, x := range v {
+			n += len(x) + 3
+		}
+		return n
+	case map[string]string:
+		n := 2
+		for k, x := range v {
+			n += len(k) + len(x) + 6
+		}
+		return n
+	}
+	return 8
 }
 
 // Send implements session.Sink.
@@ -50,12 +88,14 @@ func (q *outQueue) Send(ev session.Event) error {
 	if !ev.Model {
 		limit += reserve
 	}
-	if len(q.items) >= limit {
+	n := eventBytes(ev)
+	if len(q.items) >= limit || (len(q.items) > 0 && q.bytes+n > q.maxBytes) {
 		q.failed = ErrSlowClient
 		q.wake()
 		return ErrSlowClient
 	}
 	q.items = append(q.items, ev)
+	q.bytes += n
 	q.wake()
 	return nil
 }
@@ -72,6 +112,8 @@ func (q *outQueue) DropStale(epoch int) {
 	for _, ev := range q.items {
 		if !ev.Model || ev.Epoch >= epoch {
 			kept = append(kept, ev)
+		} else {
+			q.bytes -= eventBytes(ev)
 		}
 	}
 	clear(q.items[len(kept):])
@@ -97,6 +139,7 @@ func (q *outQueue) take(buf []session.Event) (_ []session.Event, done bool) {
 	buf = append(buf, q.items...)
 	clear(q.items)
 	q.items = q.items[:0]
+	q.bytes = 0
 	return buf, q.closed && len(buf) == 0
 }
 

@@ -23,7 +23,10 @@ import (
 func TestStoppedReaderClosedWithinWriteTimeout(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zap.InfoLevel)
-	m := session.NewManager(session.ManagerConfig{}, getFixture(t).backend, zap.NewNop())
+	// The real backend without its instructions check, and a 2 MiB instructions bound: each
+	// 1 MiB update is taken (the engine never opens, nothing is prefilled) and echoed in full.
+	m := session.NewManager(session.ManagerConfig{MaxInstructionsBytes: 2 << 20},
+		uncheckedBackend{getFixture(t).backend}, zap.NewNop())
 	hs := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{WriteTimeout: 300 * time.Millisecond}, m, zap.New(core)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -58,3 +61,7 @@ func TestStoppedReaderClosedWithinWriteTimeout(t *testing.T) {
 		return logs.FilterMessage("realtime client is not reading; closing the connection (1008)").Len() == 1
 	}, 5*time.Second, 10*time.Millisecond, "the close is logged")
 }
+
+// uncheckedBackend is a backend that does not check instructions against the model's context
+// (it hides session.InstructionsChecker).
+type uncheckedBackend struct{ session.Backend }

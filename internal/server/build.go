@@ -131,15 +131,19 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		backend = s.opts.WrapBackend(backend)
 	}
 	mgr := session.NewManager(session.ManagerConfig{
-		MaxSessions:    s.cfg.Server.MaxSessions,
-		DrainGrace:     s.cfg.Server.EffectiveDrainGrace(),
-		MaxIdleTimeout: s.cfg.Server.MaxIdleTimeout,
-		ModelName:      ModelID(s.cfg.Engine.Model),
+		MaxSessions:          s.cfg.Server.MaxSessions,
+		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
+		ModelName:            ModelID(s.cfg.Engine.Model),
+		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
+		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
+		MaxHistoryBytes:      s.cfg.Server.SessionHistoryBytes,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
 	s.realtime = realtime.NewHandler(realtime.HandlerConfig{
-		APIKey:      s.cfg.Server.APIKey,
-		BaseContext: context.WithoutCancel(ctx),
+		APIKey:         s.cfg.Server.APIKey,
+		BaseContext:    context.WithoutCancel(ctx),
+		SendQueueBytes: s.cfg.Server.SessionOutputBytes,
 	}, mgr, s.log)
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr

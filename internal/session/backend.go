@@ -19,6 +19,8 @@ type OpenOptions struct {
 	WantAudio         bool
 	MaxTokens         int
 	Temperature       *float64
+	Seed              *uint32 // nil = the pipeline's default (random unless configured)
+	MaxHistoryBytes   int     // the conversation's text budget (the engine's copy)
 	VADThreshold      float64
 	PrefixPaddingMs   int
 	SilenceDurationMs int

@@ -25,6 +25,10 @@ func (b Base) Type() string { return b.Kind }
 type UpdateSession struct {
 	Base
 	Patch ConfigPatch
+	// BetaSpelling: the session object uses beta-only fields (modalities, input_audio_format,
+	// top-level turn_detection, ...) and no GA-only one; as a connection's first event it marks
+	// a beta client that sent no OpenAI-Beta header (dialect.go).
+	BetaSpelling bool
 }
 
 // AppendAudio is input_audio_buffer.append. Data is the decoded base64 payload in Format (or the
@@ -53,6 +57,10 @@ type CreateResponse struct {
 	Metadata        map[string]string
 	// Instructions is a per-response override (nil = the session's).
 	Instructions *string
+	// Conversation is "none" for an out-of-band response ("" or "auto": the default one).
+	Conversation string
+	// Input replaces the conversation as the response's context when non-nil (empty: none).
+	Input []InputItem
 	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.
 	Unsupported string
 }

@@ -91,6 +91,9 @@ type Config struct {
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
+	// Seed (extension extra_body.seed) makes sampling reproducible; nil = a fresh random seed
+	// per response unless the server's configuration sets one.
+	Seed *uint32
 }
 
 // MaxOutputTokensLimit is the largest max_output_tokens OpenAI accepts.
@@ -138,6 +141,7 @@ type ConfigPatch struct {
 	AutoResponse     *bool
 	MaxOutputTokens  *int // 0 = unlimited
 	Temperature      *float64
+	Seed             *uint32
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -234,6 +238,9 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 			return cfg, &FieldError{"invalid_value", "session.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
 		}
 		cfg.MaxOutputTokens = *p.MaxOutputTokens
+	}
+	if p.Seed != nil {
+		cfg.Seed = p.Seed
 	}
 	if p.Temperature != nil {
 		cfg.Temperature = p.Temperature

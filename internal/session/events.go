@@ -12,6 +12,9 @@ type Event struct {
 	// its epoch is over. Terminal events (done, cancelled) are never Model.
 	Model  bool
 	Fields map[string]any
+	// Beta: the session speaks the beta dialect (known from the header, or detected from the
+	// client's first event): the connection writes the beta event name.
+	Beta bool
 }
 
 // Sink is the outbound side of the connection, declared by its consumer (this package).

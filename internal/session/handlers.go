@@ -94,6 +94,11 @@ func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 	if err == nil && next.Voice != s.cfg.Voice && s.assistantAudio {
 		err = &FieldError{"cannot_update_voice", "session.audio.output.voice", "Cannot update a conversation's voice if assistant audio is present."}
 	}
+	if err == nil && next.Instructions != s.cfg.Instructions {
+		if fe := s.checkInstructions(next.Instructions, "session.instructions"); fe != nil {
+			err = fe
+		}
+	}
 	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
@@ -193,7 +198,7 @@ func (s *DuplexSession) publicSession() map[string]any {
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
 		"duplex": s.opts.Duplex, "auto_response": s.autoResponse(), "state": s.state, "turn_state": s.turnState,
 		"epoch": s.epoch, "turn": s.turnID,
-		"extra_body": map[string]any{"auto_response": s.autoResponse()},
+		"extra_body": map[string]any{"auto_response": s.autoResponse(), "seed": s.seedWire()},
 		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
 			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
 			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
@@ -443,10 +448,10 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 		s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
 	}
 	var r *response
-	maxTok := s.cfg.MaxOutputTokens
+	var ro respOptions
 	if respond {
-		maxTok = o.maxTokens
-		r = s.beginResponseWith(-1, *o)
+		ro = *o
+		r = s.beginResponseWith(-1, ro)
 	}
 	eng := s.engine
 	itemID := it.ID
@@ -461,7 +466,7 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 			return res
 		}
 		if r != nil && !r.cancelled.Load() {
-			res.turn, res.err = eng.Respond(ctx, maxTok)
+			res.turn, res.err = ro.respond(ctx, eng)
 			res.haveTurn = res.err == nil
 			res.errCode = "runtime_respond_failed"
 		}
@@ -506,11 +511,8 @@ func (s *DuplexSession) responseOptions(c *CreateResponse) (respOptions, *FieldE
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
 	}
-	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
-		// The engine's long-lived sequence holds the session instructions in its KV cache;
-		// a per-response replacement cannot be applied without re-reading the conversation.
-		return o, &FieldError{"unsupported_response_option", "response.instructions",
-			"per-response instructions are not supported; change them with session.update (they apply from the next response on)"}
+	if fe := s.resolveSpec(c, &o); fe != nil {
+		return o, fe
 	}
 	if c.Modalities != nil {
 		audio, text := false, false
@@ -570,11 +572,14 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.resp.id), c.ID, "")
 		return
 	}
-	if len(s.inputBuf) > 0 && !s.autoResponse() {
+	// An out-of-band response, or one with its own input, answers what it was given: the
+	// input buffer stays as it is, and no committed input is needed.
+	ownContext := o.outOfBand || o.input != nil
+	if len(s.inputBuf) > 0 && !s.autoResponse() && !ownContext {
 		s.commit(c.ID, &o)
 		return
 	}
-	if s.pendingIn == 0 {
+	if s.pendingIn == 0 && !ownContext {
 		s.sendError("response_create_without_input", "there is no committed input to respond to", c.ID, "")
 		return
 	}
@@ -583,12 +588,11 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 	}
 	r := s.beginResponseWith(-1, o)
 	eng := s.engine
-	maxTok := o.maxTokens
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
 		if r.cancelled.Load() {
 			return jobResult{}
 		}
-		t, err := eng.Respond(ctx, maxTok)
+		t, err := o.respond(ctx, eng)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
@@ -639,6 +643,7 @@ func (s *DuplexSession) handleCreateItem(c *CreateItem) {
 	s.insertItem(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
+	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })

@@ -30,6 +30,15 @@ type ManagerConfig struct {
 	// MaxIdleTimeout caps the idle timeout a client may set (idle_timeout_s), so an idle client
 	// cannot hold a slot indefinitely. Default 30 min.
 	MaxIdleTimeout time.Duration
+	// MaxInboxBytes bounds the bytes of client commands waiting for the session actor (the
+	// connection's reader waits past it). Default DefaultMaxInboxBytes.
+	MaxInboxBytes int
+	// MaxHistoryBytes bounds the conversation's text; past it the oldest items are dropped
+	// (conversation.item.deleted). Default DefaultMaxHistoryBytes.
+	MaxHistoryBytes int
+	// MaxInstructionsBytes bounds session and per-response instructions (error
+	// string_above_max_length). Default DefaultMaxInstructionsBytes.
+	MaxInstructionsBytes int
 	// ModelName is reported in session.created.
 	ModelName string
 	// Now is the monotonic clock for pacing and timeouts; nil means time.Now.
@@ -54,6 +63,15 @@ func (c ManagerConfig) withDefaults() ManagerConfig {
 	}
 	if c.MaxPendingInputBytes <= 0 {
 		c.MaxPendingInputBytes = 16 << 20
+	}
+	if c.MaxInboxBytes <= 0 {
+		c.MaxInboxBytes = DefaultMaxInboxBytes
+	}
+	if c.MaxHistoryBytes <= 0 {
+		c.MaxHistoryBytes = DefaultMaxHistoryBytes
+	}
+	if c.MaxInstructionsBytes <= 0 {
+		c.MaxInstructionsBytes = DefaultMaxInstructionsBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now

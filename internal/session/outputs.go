@@ -100,6 +100,7 @@ func (s *DuplexSession) emitTranscript(itemID, text string) {
 		it.Transcript = text
 	}
 	if !s.cfg.Transcription {
+		s.trimHistory()
 		return
 	}
 	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
@@ -107,6 +108,7 @@ func (s *DuplexSession) emitTranscript(itemID, text string) {
 		f["usage"] = map[string]any{"type": "duration", "seconds": it.AudioMs / 1000}
 	}
 	s.send(Event{Type: "conversation.item.input_audio_transcription.completed", Epoch: s.epoch, Fields: f})
+	s.trimHistory()
 }
 
 // handleResult applies the outcome of an engine job on the actor.

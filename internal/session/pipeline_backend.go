@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -30,14 +29,22 @@ func (b *PipelineBackend) SupportsDuplex() bool {
 // Open implements Backend.
 func (b *PipelineBackend) Open(ctx context.Context, f Fence, o OpenOptions, out func(Output)) (Engine, error) {
 	opts := stage.DuplexOptions{
-		Instructions: o.Instructions,
-		AutoResponse: o.AutoResponse,
-		WantAudio:    o.WantAudio,
-		MaxTokens:    o.MaxTokens,
-		VAD:          speech.VADConfig{PrefixPaddingMs: o.PrefixPaddingMs, SilenceDurationMs: o.SilenceDurationMs},
+		Instructions:    o.Instructions,
+		AutoResponse:    o.AutoResponse,
+		WantAudio:       o.WantAudio,
+		MaxTokens:       o.MaxTokens,
+		MaxHistoryBytes: o.MaxHistoryBytes,
+		VAD:             speech.VADConfig{PrefixPaddingMs: o.PrefixPaddingMs, SilenceDurationMs: o.SilenceDurationMs},
+	}
+	if b.pipeline != nil {
+		// pipeline.thinker.sampling: a fresh random seed per response unless it sets one.
+		opts.Sampling = b.pipeline.DuplexSampling()
 	}
 	if o.Temperature != nil {
-		opts.Sampling = gpu.Sampling{Temperature: float32(*o.Temperature)}
+		opts.Sampling.Temperature = float32(*o.Temperature)
+	}
+	if o.Seed != nil {
+		opts.Sampling.Seed, opts.Sampling.RandomSeed = *o.Seed, false
 	}
 	d, err := b.client.OpenDuplex(ctx, toRCFence(f), opts, func(m stage.OutputMessage) { out(fromStage(m)) })
 	if err != nil {

@@ -58,6 +58,9 @@ type response struct {
 	prevItemID   any               // the item before the response's item
 	truncated    bool              // the client truncated the item while it played
 	clearedAudio bool              // output_audio_buffer.cleared went out
+	// outOfBand: conversation "none"; the item lives here only, never in the conversation.
+	outOfBand bool
+	item      *item // the response's output item
 }
 
 // respOptions are the per-response settings of response.create (or the session's).
@@ -66,6 +69,10 @@ type respOptions struct {
 	maxTokens int
 	format    AudioFormat
 	metadata  map[string]string
+	// Per-response context (response_spec.go): nil / false = the session's and the conversation.
+	instructions *string
+	input        []Message
+	outOfBand    bool
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -113,7 +120,7 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, format: o.format, metadata: o.metadata,
-		inputUsage: s.contextUsage(),
+		inputUsage: s.contextUsage(), outOfBand: o.outOfBand,
 	}
 	r.itemID = "item_" + r.id
 	s.resp = r
@@ -125,8 +132,11 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 		})
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
+	r.item = it
 	r.prevItemID = s.lastItemID()
-	s.items = append(s.items, it)
+	if !r.outOfBand {
+		s.items = append(s.items, it)
+	}
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
 	// response.done for a response it never saw created. Only the model's output is fenced.
@@ -136,8 +146,10 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 	added["content"] = []any{}
 	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "output_index": 0, "item": added}})
-	s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Fields: map[string]any{
-		"previous_item_id": r.prevItemID, "item": added}})
+	if !r.outOfBand {
+		s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Fields: map[string]any{
+			"previous_item_id": r.prevItemID, "item": added}})
+	}
 	if r.audio {
 		s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
@@ -153,7 +165,7 @@ func (s *DuplexSession) responseObject(r *response, status string, details any, 
 		meta = r.metadata
 	}
 	o := map[string]any{"id": r.id, "object": "realtime.response", "status": status, "status_details": details,
-		"output": output, "conversation_id": s.conversationID(), "metadata": meta, "usage": nil,
+		"output": output, "conversation_id": s.conversationIDOf(r), "metadata": meta, "usage": nil,
 		"max_output_tokens": s.maxTokensWire(r.maxTokens),
 		// omniserve extension: where the response sits in the duplex session
 		"omniserve": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID, "audio_sent_ms": r.sentMs}}
@@ -178,6 +190,23 @@ func (s *DuplexSession) responseObject(r *response, status string, details any, 
 
 func (s *DuplexSession) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
+// conversationIDOf is a response's conversation_id: null out of band (OpenAI).
+func (s *DuplexSession) conversationIDOf(r *response) any {
+	if r.outOfBand {
+		return nil
+	}
+	return s.conversationID()
+}
+
+// responseItem is the response's output item: in the conversation unless out of band (nil
+// when the client deleted it).
+func (s *DuplexSession) responseItem(r *response) *item {
+	if r.outOfBand {
+		return r.item
+	}
+	return s.findItem(r.itemID)
+}
+
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
 // metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
 func (s *DuplexSession) endResponse(reason string) *response {
@@ -190,10 +219,10 @@ func (s *DuplexSession) endResponse(reason string) *response {
 	if r.stageTurn > s.lastClosed {
 		s.lastClosed = r.stageTurn
 	}
-	if s.pendingIn > 0 {
+	if s.pendingIn > 0 && !r.outOfBand {
 		s.pendingIn--
 	}
-	if it := s.findItem(r.itemID); it != nil {
+	if it := s.responseItem(r); it != nil {
 		it.Text = r.heardText()
 		if r.truncated {
 			it.Text = ""
@@ -243,7 +272,7 @@ func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 		r.finish = o.FinishReason
 		s.pace()
 	case OutError:
-		s.failResponse(r, "engine_error", errString(o.Err))
+		s.failResponse(r, outputErrorCode(o.Err), errString(o.Err))
 	}
 }
 
@@ -343,6 +372,7 @@ func (s *DuplexSession) completeResponse(r *response) {
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
+	s.trimHistory()
 	s.armIdleTimeout(r)
 }
 
@@ -387,7 +417,7 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 		f["part"] = map[string]any{"type": "text", "text": heard}
 		s.send(Event{Type: "response.content_part.done", Epoch: r.epoch, Fields: f})
 	}
-	it := s.findItem(r.itemID)
+	it := s.responseItem(r)
 	var w map[string]any
 	output := []any{}
 	if it != nil {
@@ -398,7 +428,9 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 		w = it.wire(s.opts.Beta)
 		output = []any{w}
 		s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
-		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+		if !r.outOfBand {
+			s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+		}
 	}
 	u := r.inputUsage
 	u.outText = r.textTokens
@@ -451,7 +483,7 @@ func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) boo
 	}
 	s.advanceEpoch(signal)
 	s.turnState = TurnBargeIn
-	if heard := r.heardText(); heard != "" && s.engine != nil && s.state == "open" {
+	if heard := r.heardText(); heard != "" && !r.outOfBand && s.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {

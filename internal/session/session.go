@@ -60,6 +60,7 @@ type DuplexSession struct {
 	log  *zap.Logger
 
 	inbox   chan Command
+	inboxB  *byteBudget        // bytes of the commands in inbox
 	stop    chan string        // buffered(1): a Stop reason
 	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
@@ -106,6 +107,9 @@ type DuplexSession struct {
 	idleTimer   *time.Timer
 	closeReason string
 	sinkBroken  bool // the connection refused an event: nothing more can be sent
+	// dialectFixed: the dialect can no longer change (the header chose it, or the client's
+	// first event was seen).
+	dialectFixed bool
 
 	expiresAt      time.Time
 	assistantAudio bool                  // assistant audio was sent: the voice is fixed
@@ -140,6 +144,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 		opts:       opts,
 		sink:       sink,
 		inbox:      make(chan Command, 64),
+		inboxB:     newByteBudget(m.cfg.MaxInboxBytes),
 		stop:       make(chan string, 1),
 		drain:      make(chan time.Duration, 1),
 		jobs:       make(chan job, 16),
@@ -164,6 +169,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 	}
 	if opts.Beta {
 		s.cfg.Modalities = []string{"text", "audio"}
+		s.dialectFixed = true
 	}
 	s.log = m.log.With(zap.String("session_id", s.id))
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
@@ -176,10 +182,15 @@ func (s *DuplexSession) ID() string { return s.id }
 // Submit hands a command to the actor, waiting while its bounded inbox is full (which in turn
 // stops the reader and lets TCP push back on the client).
 func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
+	n := commandBytes(c)
+	if err := s.inboxB.acquire(ctx, n); err != nil {
+		return err
+	}
 	select {
 	case s.inbox <- c:
 		return nil
 	case <-ctx.Done():
+		s.inboxB.release(n)
 		return context.Cause(ctx)
 	}
 }
@@ -239,6 +250,7 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 	defer s.paceTimer.Stop()
 
 	if first != nil {
+		s.detectDialect(first)
 		s.handleUpdate(first, true)
 	} else {
 		s.emitCreated()
@@ -256,7 +268,9 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 	for s.closeReason == "" {
 		select {
 		case c := <-s.inbox:
+			s.inboxB.release(commandBytes(c))
 			s.resetIdle()
+			s.detectDialect(c)
 			s.handle(c)
 		case <-s.outNotify:
 			s.drainOutputs()
@@ -408,8 +422,9 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 	}
 	opts := OpenOptions{
 		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
-		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature,
-		VADThreshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
+		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
+		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
+		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
 	}
 	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
 	if err != nil {
@@ -439,6 +454,7 @@ func (s *DuplexSession) send(ev Event) {
 	if s.sinkBroken {
 		return
 	}
+	ev.Beta = s.opts.Beta
 	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
 		s.sinkBroken = true

@@ -85,7 +85,7 @@ type SamplingConfig struct {
 	Temperature   float32 `yaml:"temperature"`
 	TopP          float32 `yaml:"top_p"`
 	TopK          int     `yaml:"top_k"`
-	Seed          uint32  `yaml:"seed"`
+	Seed          *uint32 `yaml:"seed"` // nil: a fresh random seed per response
 	RepeatPenalty float32 `yaml:"repeat_penalty"`
 }
 

@@ -58,6 +58,7 @@ type seqJob struct {
 	turn      int          // prefill job (ts nil): the turn its history leads to, fixed when queued
 	spec      *speculation // set for a speculative response (ts is spec.ts)
 	maxTokens int
+	rspec     *ResponseSpec // set for a response with per-response options (duplex_spec.go)
 }
 
 // OpenDuplex starts a duplex stream: an engine sequence (prefilled with the instructions), a
@@ -206,6 +207,10 @@ func (d *DuplexStream) Respond(ctx context.Context, maxTokens int) (int, error) 
 }
 
 func (d *DuplexStream) startResponse(maxTokens int) (*turnState, error) {
+	return d.startResponseSpec(maxTokens, nil)
+}
+
+func (d *DuplexStream) startResponseSpec(maxTokens int, rspec *ResponseSpec) (*turnState, error) {
 	if maxTokens <= 0 {
 		maxTokens = d.opts.MaxTokens
 	}
@@ -226,7 +231,7 @@ func (d *DuplexStream) startResponse(maxTokens int) (*turnState, error) {
 	d.dropSpecLocked("response requested")
 	ts := newTurn(d.ctx, d.turns+1)
 	select {
-	case d.jobs <- seqJob{ts: ts, maxTokens: maxTokens}:
+	case d.jobs <- seqJob{ts: ts, maxTokens: maxTokens, rspec: rspec}:
 	default:
 		ts.cancel()
 		d.unadmit()
@@ -344,11 +349,15 @@ func (d *DuplexStream) loop() {
 				}
 			}
 		case j := <-d.jobs:
+			d.trimHistory()
 			switch {
 			case j.ts == nil:
 				d.prefill(j.turn)
 			case j.spec != nil:
 				d.speculate(j.spec, j.maxTokens)
+			case j.rspec != nil:
+				j.rspec.MaxTokens = j.maxTokens
+				d.respondSpec(j.ts, *j.rspec)
 			default:
 				d.respond(j.ts, j.maxTokens)
 			}

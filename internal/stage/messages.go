@@ -155,6 +155,9 @@ type DuplexOptions struct {
 	WantAudio    bool
 	MaxTokens    int
 	Sampling     gpu.Sampling
+	// MaxHistoryBytes bounds the conversation's text: past it the oldest messages (not the
+	// instructions) are dropped before the next job (duplex_history.go). 0 = unbounded.
+	MaxHistoryBytes int
 	// PreemptiveMs: with AutoResponse, start the response speculatively after this much of the
 	// endpoint's silence, releasing its outputs only when the endpoint is confirmed with the same
 	// transcript (see preempt.go). 0 = thinker.preemptive_ms; negative disables.

@@ -89,7 +89,7 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 	}
 	temp := s.Temperature
 	body.Temperature, body.TopP = &temp, s.TopP
-	if s.Seed != 0 {
+	if s.Seed != 0 && !s.RandomSeed {
 		seed := s.Seed
 		body.Seed = &seed
 	}

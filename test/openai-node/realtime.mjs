@@ -3,7 +3,7 @@
 //        OMNISERVE_SPEECH_24K=/path/speech.pcm NODE_EXTRA_CA_CERTS=cert.pem node realtime.mjs
 // The flow is the SDK's documented one: wait for session.created, session.update, stream 24 kHz
 // speech, let server_vad take the turn, read the audio, then talk over the next answer (barge-in)
-// and truncate it. Prints one JSON line with what it observed; exits non-zero on a mismatch.
+// and truncate it, then ask for an out-of-band response. Prints one JSON line with what it observed; exits non-zero on a mismatch.
 import OpenAI from "openai";
 import { OpenAIRealtimeWS } from "openai/realtime/ws";
 import assert from "node:assert/strict";
@@ -148,6 +148,23 @@ const err = await errP;
 assert.equal(err.error.param, "content_index");
 assert.equal(err.error.event_id, "bad_trunc");
 out.bad_truncate = err.error.code;
+
+// 6. An out-of-band response (conversation "none") with its own instructions and metadata:
+// conversation_id null, metadata echoed, its item never added to the conversation.
+await new Promise((resolve) => setTimeout(resolve, 2000)); // let the last speech's turn settle
+const oobDoneP = next("response.done", 120_000, (ev) => ev.response.metadata?.purpose === "classify");
+rt.send({ type: "response.cancel" }); // whatever the last speech started (an error when nothing)
+rt.send({
+  type: "response.create",
+  response: { conversation: "none", output_modalities: ["text"], max_output_tokens: 8,
+    instructions: "Name the topic in one word.", metadata: { purpose: "classify" } },
+});
+const oob = await oobDoneP;
+assert.equal(oob.response.conversation_id, null);
+assert.deepEqual(oob.response.metadata, { purpose: "classify" });
+const oobItem = oob.response.output[0].id;
+assert.ok(!seen.some((e) => e.type === "conversation.item.added" && e.item.id === oobItem), "out of band: no conversation item");
+out.out_of_band = { status: oob.response.status, text: oob.response.output[0].content[0].text, conversation_id: oob.response.conversation_id };
 
 rt.close();
 console.log(JSON.stringify(out));

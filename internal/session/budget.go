@@ -1,0 +1,123 @@
+package session
+
+import (
+	"context"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Default byte budgets of one session (ManagerConfig; docs/CONFIG.md lists every buffer).
+const (
+	DefaultMaxInboxBytes   = 16 << 20
+	DefaultMaxHistoryBytes = 4 << 20
+	// commandOverhead is what a command without a payload counts against the inbox budget.
+	commandOverhead = 256
+)
+
+// byteBudget bounds the bytes of the commands waiting in a session's inbox. One goroutine (the
+// connection's reader) acquires, the actor releases; a command larger than the whole budget
+// still passes when nothing else waits, so that any event the frame limit admits is handled.
+type byteBudget struct {
+	mu    sync.Mutex
+	used  int
+	limit int
+	freed chan struct{} // buffered(1): bytes were released
+}
+
+func newByteBudget(limit int) *byteBudget {
+	return &byteBudget{limit: limit, freed: make(chan struct{}, 1)}
+}
+
+// acquire waits until n bytes fit (the reader stops reading, and TCP pushes back on the
+// client) or ctx ends.
+func (b *byteBudget) acquire(ctx context.Context, n int) error {
+	for {
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.freed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func (b *byteBudget) release(n int) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	select {
+	case b.freed <- struct{}{}:
+	default:
+	}
+}
+
+// inUse reports the bytes held (tests).
+func (b *byteBudget) inUse() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// commandBytes is what a command holds in memory while it waits in the inbox: its decoded
+// payload plus a fixed overhead.
+func commandBytes(c Command) int {
+	n := commandOverhead
+	switch c := c.(type) {
+	case *AppendAudio:
+		n += len(c.Data)
+	case *CreateItem:
+		n += len(c.Audio) + len(c.Text)
+	case *UpdateSession:
+		if c.Patch.Instructions != nil {
+			n += len(*c.Patch.Instructions)
+		}
+	case *CreateResponse:
+		if c.Instructions != nil {
+			n += len(*c.Instructions)
+		}
+		for _, in := range c.Input {
+			n += len(in.Text) + len(in.Ref)
+		}
+	}
+	return n
+}
+
+// itemBytes is what an item holds of the conversation's text.
+func itemBytes(it *item) int { return len(it.Text) + len(it.Transcript) }
+
+// trimHistory drops the oldest conversation items while their text exceeds
+// MaxHistoryBytes, as OpenAI's truncation drops the oldest items when a conversation outgrows
+// its budget; each dropped item is announced with conversation.item.deleted (extension field
+// reason "history_budget"), so the client's copy of the conversation stays true. The newest
+// item and the active response's item are kept. The engine trims its own copy by the same
+// budget (stage.DuplexOptions.MaxHistoryBytes).
+func (s *DuplexSession) trimHistory() {
+	limit := s.m.cfg.MaxHistoryBytes
+	total := 0
+	for _, it := range s.items {
+		total += itemBytes(it)
+	}
+	for total > limit && len(s.items) > 1 {
+		i := 0
+		if s.resp != nil && s.items[0].ID == s.resp.itemID {
+			i = 1
+		}
+		if i >= len(s.items)-1 {
+			return
+		}
+		it := s.items[i]
+		s.items = append(s.items[:i], s.items[i+1:]...)
+		total -= itemBytes(it)
+		s.send(Event{Type: "conversation.item.deleted", Epoch: s.epoch, Fields: map[string]any{
+			"item_id": it.ID, "reason": "history_budget"}})
+		s.log.Debug("conversation over its byte budget: dropped the oldest item",
+			zap.String("item_id", it.ID), zap.Int("max_history_bytes", limit))
+	}
+}

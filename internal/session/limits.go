@@ -1,0 +1,78 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// DefaultMaxInstructionsBytes is the default bound on session and per-response instructions
+// (ManagerConfig.MaxInstructionsBytes): far above any real persona prompt, far below what it
+// would cost to tokenize on every update.
+const DefaultMaxInstructionsBytes = 128 << 10
+
+// ErrContextLength reports instructions (or a prompt) that cannot fit the model's context
+// window; the engine's error, joined to it, says by how much.
+var ErrContextLength = errors.New("context length exceeded")
+
+// InstructionsChecker is implemented by backends that can tell, before a session accepts
+// them, whether instructions fit the model's context window (ErrContextLength when not).
+type InstructionsChecker interface {
+	CheckInstructions(text string) error
+}
+
+// CheckInstructions implements InstructionsChecker.
+func (b *PipelineBackend) CheckInstructions(text string) error {
+	if b.pipeline == nil {
+		return nil
+	}
+	err := b.pipeline.CheckInstructions(text)
+	var cle *stage.ContextLengthError
+	if errors.As(err, &cle) {
+		return errors.Join(ErrContextLength, err)
+	}
+	return err
+}
+
+// checkInstructions validates instructions given as param (session.instructions or
+// response.instructions): at most MaxInstructionsBytes (OpenAI's string_above_max_length),
+// then within the model's context (context_length_exceeded), so that no turn ever has to
+// prefill a prompt that cannot fit.
+func (s *DuplexSession) checkInstructions(text, param string) *FieldError {
+	if limit := s.m.cfg.MaxInstructionsBytes; len(text) > limit {
+		return &FieldError{"string_above_max_length", param, fmt.Sprintf(
+			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
+			param, limit, len(text))}
+	}
+	ch, ok := s.m.backend.(InstructionsChecker)
+	if !ok || text == "" {
+		return nil
+	}
+	err := ch.CheckInstructions(text)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrContextLength):
+		var cle *stage.ContextLengthError
+		msg := "the instructions do not fit the model's context window"
+		if errors.As(err, &cle) {
+			if cle.PromptTokens > 0 {
+				msg = fmt.Sprintf("This model's maximum context length is %d tokens, and the instructions take %d tokens with the prompt around them. Please reduce the length of the instructions.", cle.Limit, cle.PromptTokens)
+			} else {
+				msg = fmt.Sprintf("This model's maximum context length is %d tokens, and the instructions are far longer. Please reduce the length of the instructions.", cle.Limit)
+			}
+		}
+		return &FieldError{"context_length_exceeded", param, msg}
+	default:
+		return &FieldError{"server_error", param, fmt.Sprintf("checking the instructions: %v", err)}
+	}
+}
+
+// seedWire is the session's extra_body.seed: null when responses draw random seeds.
+func (s *DuplexSession) seedWire() any {
+	if s.cfg.Seed == nil {
+		return nil
+	}
+	return *s.cfg.Seed
+}

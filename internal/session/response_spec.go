@@ -1,0 +1,115 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// InputItem is one entry of response.create's input: a message (Role, Text) or a reference to
+// a conversation item (Ref, an item id).
+type InputItem struct {
+	Role, Text string
+	Ref        string
+}
+
+// Message is one message of a response's own context.
+type Message struct{ Role, Text string }
+
+// ResponseSpec is a response with per-response options beyond its length.
+type ResponseSpec struct {
+	MaxTokens int
+	// Instructions override the session's for this response only (nil = the session's).
+	Instructions *string
+	// Input replaces the conversation as the response's context (nil = the conversation).
+	Input []Message
+	// OutOfBand keeps the reply out of the conversation (conversation "none").
+	OutOfBand bool
+}
+
+// SpecResponder is implemented by engines that run responses with per-response options.
+type SpecResponder interface {
+	RespondWith(ctx context.Context, spec ResponseSpec) (int, error)
+}
+
+// ErrSpecUnsupported reports per-response options on an engine without SpecResponder.
+var ErrSpecUnsupported = errors.New("per-response instructions, input and conversation \"none\" are not supported by this engine")
+
+// RespondWith implements SpecResponder.
+func (e pipelineEngine) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
+	st := stage.ResponseSpec{MaxTokens: spec.MaxTokens, Instructions: spec.Instructions, OutOfBand: spec.OutOfBand}
+	if spec.Input != nil {
+		st.Input = make([]gpu.ChatMessage, len(spec.Input))
+		for i, m := range spec.Input {
+			st.Input[i] = gpu.ChatMessage{Role: m.Role, Content: m.Text}
+		}
+	}
+	return e.d.RespondWith(ctx, st)
+}
+
+// special reports whether the response needs more of the engine than Respond.
+func (o respOptions) special() bool { return o.instructions != nil || o.outOfBand || o.input != nil }
+
+// respond starts the engine response of o on eng (run from a job, off the actor).
+func (o respOptions) respond(ctx context.Context, eng Engine) (int, error) {
+	if !o.special() {
+		return eng.Respond(ctx, o.maxTokens)
+	}
+	sr, ok := eng.(SpecResponder)
+	if !ok {
+		return 0, ErrSpecUnsupported
+	}
+	return sr.RespondWith(ctx, ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand})
+}
+
+// resolveSpec fills o's instructions, conversation and input from response.create, each
+// checked with its param named.
+func (s *DuplexSession) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
+	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
+		if fe := s.checkInstructions(*c.Instructions, "response.instructions"); fe != nil {
+			return fe
+		}
+		o.instructions = c.Instructions
+	}
+	o.outOfBand = c.Conversation == "none"
+	if c.Input == nil {
+		return nil
+	}
+	o.input = []Message{} // present: replaces the conversation, even when empty
+	for i, in := range c.Input {
+		if in.Ref == "" {
+			if in.Role != "user" && in.Role != "system" && in.Role != "assistant" {
+				return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
+			}
+			o.input = append(o.input, Message{Role: in.Role, Text: in.Text})
+			continue
+		}
+		it := s.findItem(in.Ref)
+		if it == nil {
+			return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
+				fmt.Sprintf("the item with id '%s' does not exist in the conversation", in.Ref)}
+		}
+		text := it.Text
+		if it.Audio && it.Role == "user" {
+			text = it.Transcript
+		}
+		if text == "" {
+			// An audio item not transcribed yet, or a truncated reply: nothing to read.
+			continue
+		}
+		o.input = append(o.input, Message{Role: it.Role, Text: text})
+	}
+	return nil
+}
+
+// outputErrorCode is the error code of an engine Error output: context_length_exceeded for a
+// response context that cannot fit (a response's own input), else engine_error.
+func outputErrorCode(err error) string {
+	if errors.Is(err, stage.ErrContextLength) {
+		return "context_length_exceeded"
+	}
+	return "engine_error"
+}

@@ -1,0 +1,223 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+)
+
+// ResponseSpec is a response with per-response options beyond its length (OpenAI's
+// response.create instructions, input and conversation "none").
+type ResponseSpec struct {
+	MaxTokens int // 0 = the stream's
+	// Instructions, when set, are this response's own instructions. Over the conversation they
+	// join the prompt as a system message after it, for this response only (the session's
+	// instructions stay at its head: the conversation's KV cache is reused, not re-read); with
+	// Input they are the system prompt instead of the session's.
+	Instructions *string
+	// Input, when non-nil, replaces the conversation as the response's context (empty: the
+	// instructions alone). It is prefilled into a sequence of its own, freed after the reply.
+	Input []gpu.ChatMessage
+	// OutOfBand keeps the reply out of the conversation (conversation "none").
+	OutOfBand bool
+}
+
+// RespondWith starts a response with per-response options and returns its turn number; it
+// queues behind a running response as Respond does.
+func (d *DuplexStream) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("starting response: %w", err)
+	}
+	for _, m := range spec.Input {
+		if err := validRole(m.Role); err != nil {
+			return 0, err
+		}
+	}
+	ts, err := d.startResponseSpec(spec.MaxTokens, &spec)
+	if err != nil {
+		return 0, err
+	}
+	return ts.n, nil
+}
+
+// respondSpec is respond for a ResponseSpec: the reply is generated over the conversation plus
+// the response's instructions (rolled back from the sequence afterwards), or over its own input
+// in a sequence of its own; unless out of band it then joins the conversation as respond's does.
+func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
+	p := d.p
+	defer d.finishTurn(ts)
+	if err := p.thinker.acquire(ts.ctx); err != nil {
+		if d.opts.WantAudio {
+			p.talker.unadmit()
+		}
+		return
+	}
+	defer p.thinker.release()
+	maxTokens := spec.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = d.opts.MaxTokens
+	}
+	r := &response{rid: d.rid, ts: ts, disp: d.disp, wantAudio: d.opts.WantAudio, started: time.Now(), submitTS: metrics.Now()}
+	fail := func(err error) {
+		if d.opts.WantAudio {
+			p.talker.unadmit()
+		}
+		if ts.ctx.Err() != nil || ts.aborted.Load() {
+			p.abortMetrics(r, gpu.GenerateResult{})
+			return
+		}
+		p.fail(r, 0, err)
+	}
+	d.mu.Lock()
+	at := len(d.history)
+	d.mu.Unlock()
+
+	var (
+		g        generator
+		rollback func() // undoes the response's tokens in the stream's sequence
+	)
+	switch {
+	case spec.Input != nil:
+		msgs := d.specMessages(spec)
+		if p.remote != nil {
+			g = remoteGen{t: p.remote, msgs: msgs, sampling: d.opts.Sampling}
+			break
+		}
+		seq, st, err := d.openSpecSequence(ts.ctx, msgs)
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer seq.Close()
+		r.prefill = st
+		g = seq
+	default:
+		// The conversation so far goes in for good; only what follows the mark is this
+		// response's alone.
+		if _, err := d.syncHistory(ts.ctx, false); err != nil {
+			fail(err)
+			return
+		}
+		d.mu.Lock()
+		hist := slices.Clone(d.history)
+		fedBefore := d.fedText
+		d.mu.Unlock()
+		if spec.Instructions != nil {
+			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
+		}
+		if p.remote != nil {
+			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
+			break
+		}
+		mark := d.seq.Mark()
+		rollback = func() {
+			d.mu.Lock()
+			d.fedText = fedBefore
+			d.mu.Unlock()
+			if d.ctx.Err() != nil {
+				return
+			}
+			// Only this goroutine touches the sequence, so nothing runs on it until the
+			// rollback is done.
+			if err := d.seq.Rollback(d.ctx, mark); err != nil {
+				// The sequence keeps the response's tokens; the next sync appends after them.
+				d.p.log.Warn("rolling back a response's own context", zap.String("request_id", d.rid), zap.Error(err))
+			}
+		}
+		// The instructions first, then the generation prompt: the same appends (and so the
+		// same tokens) as a system message added to the conversation before a response.
+		st, err := d.syncHistoryTo(ts.ctx, hist, false)
+		if err == nil {
+			st, err = d.syncHistoryTo(ts.ctx, hist, true)
+		}
+		if err != nil {
+			rollback()
+			fail(err)
+			return
+		}
+		r.prefill = st
+		g = d.seq
+	}
+	d.mu.Lock()
+	d.gen = ts
+	d.mu.Unlock()
+	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
+	if rollback != nil {
+		rollback()
+	}
+	d.mu.Lock()
+	d.gen = nil
+	if !spec.OutOfBand && text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
+		// Not in the sequence (rolled back, or generated elsewhere): the next sync prefills it.
+		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
+	}
+	d.mu.Unlock()
+}
+
+// specMessages is the context of a response with its own input: its instructions (or the
+// stream's) as the system prompt, then the input.
+func (d *DuplexStream) specMessages(spec ResponseSpec) []gpu.ChatMessage {
+	sys := d.opts.Instructions
+	if spec.Instructions != nil {
+		sys = *spec.Instructions
+	}
+	var msgs []gpu.ChatMessage
+	if sys != "" {
+		msgs = append(msgs, gpu.ChatMessage{Role: "system", Content: sys})
+	}
+	return append(msgs, spec.Input...)
+}
+
+// openSpecSequence prefills msgs with the generation prompt into a new sequence, refusing a
+// prompt that cannot fit its context (ContextLengthError) before prefilling anything.
+func (d *DuplexStream) openSpecSequence(ctx context.Context, msgs []gpu.ChatMessage) (*gpu.Sequence, gpu.AppendStats, error) {
+	eng := d.p.deps.Engine
+	prompt, err := eng.ChatPrompt(msgs, true)
+	if err != nil {
+		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
+	}
+	limit := eng.Info().SeqContext
+	n, over, err := eng.CountTokens(prompt, limit)
+	if err != nil {
+		return nil, gpu.AppendStats{}, fmt.Errorf("counting response input tokens: %w", err)
+	}
+	if over || n >= limit {
+		return nil, gpu.AppendStats{}, &ContextLengthError{PromptTokens: n, Limit: limit}
+	}
+	seq, err := eng.Open(ctx, gpu.SeqOptions{Sampling: d.opts.Sampling})
+	if err != nil {
+		return nil, gpu.AppendStats{}, fmt.Errorf("opening a sequence for the response input: %w", err)
+	}
+	// The messages, then the generation prompt: the same appends (and so the same tokens) as
+	// a conversation of these messages gets before its response.
+	body, err := eng.ChatPrompt(msgs, false)
+	if err != nil {
+		seq.Close()
+		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
+	}
+	tail, ok := strings.CutPrefix(prompt, body)
+	if !ok {
+		body, tail = prompt, ""
+	}
+	var st gpu.AppendStats
+	for _, part := range []string{body, tail} {
+		if part == "" {
+			continue
+		}
+		one, err := seq.AppendText(ctx, part)
+		if err != nil {
+			seq.Close()
+			return nil, gpu.AppendStats{}, fmt.Errorf("prefilling response input: %w", err)
+		}
+		one.Tokens += st.Tokens
+		st = one
+	}
+	return seq, st, nil
+}
