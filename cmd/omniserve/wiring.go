@@ -102,12 +102,16 @@ func (c *components) buildRealtime(ctx context.Context) error {
 		MaxSessions:    c.cfg.Server.MaxSessions,
 		DrainGrace:     c.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout: c.cfg.Server.MaxIdleTimeout,
+		ResumeGrace:    c.cfg.Realtime.ResumeGrace,
+		Metrics:        c.client.Collectors(),
 		ModelName:      modelID(c.cfg.Engine.Model),
 	}, session.NewPipelineBackend(c.client, c.pipeline), c.log)
 	c.onClose("realtime sessions", mgr.Shutdown)
 	c.realtime = realtime.NewHandler(realtime.HandlerConfig{
-		APIKey:      c.cfg.Server.APIKey,
-		BaseContext: context.WithoutCancel(ctx),
+		APIKey:        c.cfg.Server.APIKey,
+		BaseContext:   context.WithoutCancel(ctx),
+		JournalBytes:  c.cfg.Realtime.ResumeJournalBytes,
+		JournalEvents: c.cfg.Realtime.ResumeJournalEvents,
 	}, mgr, c.log)
 	c.sessions = mgr
 	c.log.Info("realtime endpoint ready", zap.Int("max_sessions", c.cfg.Server.MaxSessions))
