@@ -294,6 +294,10 @@ func (c *conn) writeLoop(lost chan<- loss) {
 			}
 			continue
 		case done:
+			if c.q.err() != nil && c.ctx.Err() == nil {
+				// The queue overflowed (the client reads too slowly): the connection is lost.
+				signal(lost, lostSlow)
+			}
 			return
 		}
 		select {

@@ -17,8 +17,9 @@ var (
 // can always end cleanly even when its deltas filled the queue.
 const reserve = 64
 
-// outQueue is the bounded per-connection send queue. The session actor pushes without blocking;
-// the writer goroutine pops. DropStale implements the epoch fence for queued model output.
+// outQueue is the bounded per-connection send queue. The session's stream pushes without
+// blocking; the writer goroutine pops (through the stream, which numbers what it pops).
+// DropStale implements the epoch fence for queued model output.
 type outQueue struct {
 	mu       sync.Mutex
 	items    []session.Event
@@ -138,7 +139,8 @@ func (q *outQueue) close() {
 	q.wake()
 }
 
-// fail makes every later Send fail with err (the writer could not write).
+// fail makes every later Send fail with err (the writer could not write), or, for a resumable
+// session, keep its events for the journal until the connection is detached.
 func (q *outQueue) fail(err error) {
 	q.mu.Lock()
 	if q.failed == nil {

@@ -460,3 +460,11 @@ func TestResumeCyclesDoNotLeak(t *testing.T) {
 	c2.send(event{"type": "session.close"})
 	srv.waitSlots(t, 0)
 }
+
+func TestResumeNeedsTheAPIKey(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, session.ManagerConfig{ResumeGrace: time.Minute}, HandlerConfig{APIKey: "k"}, nil)
+	code, body := httpStatus(t, srv.resumeURL("duplex-x"), http.Header{ResumeTokenHeader: {"t"}, LastSeqHeader: {"0"}})
+	require.Equal(t, http.StatusUnauthorized, code)
+	require.Equal(t, "invalid_api_key", body.obj("error").str("code"))
+}

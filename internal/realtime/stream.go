@@ -168,7 +168,7 @@ func (s *stream) lastSeq() int64 {
 	return s.seq
 }
 
-// journalStats reports what the journal holds (logs and tests).
+// journalStats reports what the journal holds (tests).
 func (s *stream) journalStats() (events, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
