@@ -68,44 +68,42 @@ lint: headers $(TOOLS_BIN)/staticcheck
 vulncheck: headers $(TOOLS_BIN)/govulncheck
 	$(TOOLS_BIN)/govulncheck ./...
 
-# bench runs each benchmark target that exists; later issues add them (bench-engine: the engine
-# issue). A target not written yet is reported, not failed.
+# bench runs every benchmark. Each bench-* target is an alias of `omniserve bench <name>` on the
+# bin/omniserve built here, so the benchmarks measure the server users run (docs/BENCHMARKS.md).
+# BENCH_<NAME>_FLAGS add flags, e.g. make bench-latency BENCH_LATENCY_FLAGS="--runs 5".
 BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime bench-latency
-bench: headers
-	@for t in $(BENCH_TARGETS); do \
-	  if $(MAKE) -s -n $$t >/dev/null 2>&1; then $(MAKE) --no-print-directory $$t || exit 1; \
-	  else echo "bench: $$t not available yet"; fi; \
-	done
+bench: build
+	@for t in $(BENCH_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
 
-# bench-speech: the speech front end, then the pipeline's endpoint-to-first-audio latency; the
-# machine-readable lines of both are repeated last.
-bench-speech: headers
-	@mkdir -p .build
-	set -o pipefail; $(GO) run ./cmd/bench-speech | tee .build/bench-speech.out
-	set -o pipefail; $(GO) run ./cmd/bench-pipeline | tee .build/bench-pipeline.out
-	@grep -hE '^[a-z0-9_]+=' .build/bench-speech.out .build/bench-pipeline.out
+# bench-speech: the speech front end, then the pipeline's endpoint-to-first-audio latency.
+BENCH_SPEECH_FLAGS ?=
+bench-speech: build
+	./$(BIN) bench speech $(BENCH_SPEECH_FLAGS)
 
-bench-chat: headers
-	$(GO) run ./cmd/bench-chat
+# bench-pipeline: the pipeline part of bench-speech alone.
+BENCH_PIPELINE_FLAGS ?=
+bench-pipeline: build
+	./$(BIN) bench speech --part pipeline $(BENCH_PIPELINE_FLAGS)
 
-bench-pipeline: headers
-	$(GO) run ./cmd/bench-pipeline
+BENCH_CHAT_FLAGS ?=
+bench-chat: build
+	./$(BIN) bench chat $(BENCH_CHAT_FLAGS)
 
-bench-realtime: headers
-	$(GO) run ./cmd/bench-realtime
+BENCH_REALTIME_FLAGS ?=
+bench-realtime: build
+	./$(BIN) bench realtime $(BENCH_REALTIME_FLAGS)
 
-# bench-latency: an independent client process against bin/omniserve (started as a child),
+# bench-latency: an independent client against bin/omniserve serve, started as a child process,
 # timing what a user hears (docs/BENCHMARKS.md "Latency as heard").
 BENCH_LATENCY_FLAGS ?=
 bench-latency: build
-	$(GO) run ./cmd/bench-latency $(BENCH_LATENCY_FLAGS)
+	./$(BIN) bench latency $(BENCH_LATENCY_FLAGS)
 
-# bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); built into bin/
-# so that a CUDA backend in lib/ollama is found (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).
+# bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); bin/omniserve
+# finds a CUDA backend in lib/ollama (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).
 BENCH_ENGINE_FLAGS ?= --device cpu --threads 2
-bench-engine: headers
-	$(GO) build -o bin/bench-engine ./cmd/bench-engine
-	./bin/bench-engine $(BENCH_ENGINE_FLAGS)
+bench-engine: build
+	./$(BIN) bench engine $(BENCH_ENGINE_FLAGS)
 
 cuda: headers
 	./scripts/build-cuda.sh

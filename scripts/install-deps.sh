@@ -16,7 +16,7 @@ packages=(
   libwebrtc-audio-processing-dev  # VAD
   nodejs                        # OpenAI Node SDK compatibility test
   npm
-  chromium                      # headless browser for the console test (test/browser)
+  chromium                      # headless browser for the console and bench report tests (test/browser)
   haproxy                       # deploy/haproxy: the replicas-behind-a-balancer test
 )
 

@@ -23,24 +23,30 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/server"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
 const chatModel = "dummy:tiny"
 
-// chatFixture is one real engine (dummy:tiny in a TempDir, ASR, TTS, the default pipeline) served
-// by two real servers through the real router: plain, and with --log-stats whose log is captured.
+// chatFixture is two real servers built by internal/server as `omniserve serve` builds them
+// (dummy:tiny in a TempDir, ASR, TTS, the pipeline of configs/omni-cpu.yaml), served over
+// loopback HTTP: plain, and with --log-stats, whose log is captured.
 type chatFixture struct {
-	runner   *gpu.Runner
-	pipeline *stage.Pipeline
-	plain    *requestclient.Client
-	stats    *requestclient.Client
-	logs     *observer.ObservedLogs
-	url      string // plain server, /v1 base
-	statsURL string // log-stats server, /v1 base
+	plainSrv    *server.Server
+	statsSrv    *server.Server
+	runner      *gpu.Runner // the plain server's engine
+	statsRunner *gpu.Runner // the log-stats server's engine
+	pipeline    *stage.Pipeline
+	plain       *requestclient.Client
+	stats       *requestclient.Client
+	logs        *observer.ObservedLogs
+	url         string // plain server, /v1 base
+	statsURL    string // log-stats server, /v1 base
 }
 
 func repoRoot(t testing.TB) string {
@@ -49,34 +55,54 @@ func repoRoot(t testing.TB) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-func newChatFixture(t *testing.T, chatCfg api.ChatConfig) *chatFixture {
+func newChatFixture(t *testing.T) *chatFixture {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	log := zap.NewNop()
-	runner, err := gpu.Load(ctx, gpu.Config{Model: chatModel, CacheDir: t.TempDir(), Device: "cpu"}, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = runner.Close() })
-	asr, err := speech.NewASR(speech.ASRConfig{PoolSize: 4}, log)
-	require.NoError(t, err)
-	t.Cleanup(asr.Close)
-	tts, err := speech.NewTTS(speech.TTSConfig{Voice: "cmu_us_slt", OutputRate: 24000})
-	require.NoError(t, err)
-	pcfg, err := stage.LoadPipelineConfig(filepath.Join(repoRoot(t), "configs", "omni-cpu.yaml"))
-	require.NoError(t, err)
-	p, err := stage.New(pcfg, stage.Deps{Engine: runner, ASR: asr, TTS: tts}, log)
-	require.NoError(t, err)
-	t.Cleanup(p.Close) // runs before the runner closes (cleanups are LIFO)
-
 	core, logs := observer.New(zapcore.InfoLevel)
-	f := &chatFixture{runner: runner, pipeline: p, logs: logs}
-	f.plain = requestclient.New(p, requestclient.Options{ModelName: chatModel}, log)
-	f.stats = requestclient.New(p, requestclient.Options{ModelName: chatModel, LogStats: true}, zap.New(core))
-	f.url = serveChat(t, f.plain, chatCfg)
-	f.statsURL = serveChat(t, f.stats, chatCfg)
+	f := &chatFixture{logs: logs}
+	var url string
+	f.plainSrv, url = startTestServer(t, zap.NewNop())
+	f.url = url + "/v1"
+	f.statsSrv, url = startTestServer(t, zap.New(core), config.FlagValue{Name: "log-stats", Value: "true"})
+	f.statsURL = url + "/v1"
+	p, sp := f.plainSrv.Parts(), f.statsSrv.Parts()
+	f.runner, f.statsRunner = p.Engine, sp.Engine
+	f.pipeline, f.plain, f.stats = p.Pipeline, p.Client, sp.Client
 	return f
 }
 
+// startTestServer builds a server from configs/omni-cpu.yaml on dummy:tiny plus flags, serves it
+// on a loopback httptest server and returns it with its base URL; both stop at the test's end.
+func startTestServer(t *testing.T, log *zap.Logger, flags ...config.FlagValue) (*server.Server, string) {
+	t.Helper()
+	cfg, err := config.Resolve(config.Sources{
+		ConfigFlag: filepath.Join(repoRoot(t), "configs", "omni-cpu.yaml"), ConfigFlagSet: true,
+		Flags: append([]config.FlagValue{
+			{Name: "model", Value: chatModel},
+			{Name: "device", Value: "cpu"},
+			{Name: "cache-dir", Value: t.TempDir()},
+		}, flags...),
+	})
+	require.NoError(t, err)
+	srv := server.New(cfg, server.Options{Log: log})
+	t.Cleanup(func() { // runs after the HTTP server's cleanup below (cleanups are LIFO)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		srv.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, srv.Build(ctx))
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		hs.Close()
+	})
+	return srv, hs.URL
+}
+
+// serveChat mounts a chat handler with test limits (a body cap and an in-flight bound smaller
+// than the server's) over a fixture server's request client: the limits test needs bounds that
+// the server configuration does not set.
 func serveChat(t *testing.T, c *requestclient.Client, cfg api.ChatConfig) string {
 	cfg.Models = []string{chatModel}
 	h := api.NewRouter(api.RouterDeps{Models: cfg.Models, Ready: func() bool { return true },

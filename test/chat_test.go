@@ -25,7 +25,7 @@ var chatIDRe = regexp.MustCompile(`^chatcmpl-[0-9a-f]{16}$`)
 // TestChat runs every chat behaviour against one real engine; building it once keeps the package
 // fast under -race.
 func TestChat(t *testing.T) {
-	f := newChatFixture(t, api.ChatConfig{})
+	f := newChatFixture(t)
 	t.Run("json_text", func(t *testing.T) { testChatJSONText(t, f) })
 	t.Run("stream_text", func(t *testing.T) { testChatStreamText(t, f) })
 	t.Run("json_audio_wav", func(t *testing.T) { testChatJSONAudio(t, f) })
@@ -266,12 +266,12 @@ func testChatDisconnect(t *testing.T, f *chatFixture) {
 			id = c.ID
 		}
 	}
-	require.Positive(t, f.runner.LiveSequences(), "the generation should still be running")
+	require.Positive(t, f.statsRunner.LiveSequences(), "the generation should still be running")
 	cancel()
 	// A 2000-token generation takes far longer than this on dummy:tiny (full_generation below);
 	// the sequence only goes away this fast if the disconnect aborted it.
 	start := time.Now()
-	require.Eventually(t, func() bool { return f.runner.LiveSequences() == 0 }, 250*time.Millisecond, time.Millisecond,
+	require.Eventually(t, func() bool { return f.statsRunner.LiveSequences() == 0 }, 250*time.Millisecond, time.Millisecond,
 		"the generation kept running after the client disconnected")
 	t.Logf("sequence released %v after the disconnect", time.Since(start))
 	waitIdle(t, f.stats)

@@ -14,35 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// chromiumPath is Debian's chromium, installed by `make deps`.
-const chromiumPath = "/usr/bin/chromium"
-
 // TestConsoleBrowser opens the console served by the real binary in headless Chromium, with
 // real speech (goforward.raw, looped by Chromium's fake capture device) as the microphone, and
 // lets test/browser/console.mjs (puppeteer-core, no browser download) check it through the
 // page's own counters. Screenshots land in the test's artifact directory
 // (go test ./test -run TestConsoleBrowser -artifacts -outputdir DIR keeps them).
 func TestConsoleBrowser(t *testing.T) {
-	node, err := exec.LookPath("node")
-	npm, npmErr := exec.LookPath("npm")
-	_, chromeErr := os.Stat(chromiumPath)
-	if err != nil || npmErr != nil || chromeErr != nil {
-		msg := "the console browser test needs node, npm and " + chromiumPath + " (make deps installs them)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	dir := filepath.Join(binRoot(t), "test", "browser")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "puppeteer-core")); err != nil {
-		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		install.Dir = dir
-		install.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
-		out, err := install.CombinedOutput()
-		require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
-	}
+	node, dir := browserHarness(ctx, t)
 
 	// The loop period holds a turn, its reply and the next utterance barging into that reply.
 	wav := speechWAV(t, 500*time.Millisecond, 2*time.Second)

@@ -13,12 +13,15 @@ import (
 const module = "github.com/omniserve/omniserve"
 
 // layer is each internal package's place in architecture.md's picture. A package may import
-// only packages of a lower layer; metrics, config and talkclient (a client: no server code, no
-// cgo) import no internal package at all.
+// only packages of a lower layer; metrics, config, talkclient (a client: no server code, no
+// cgo) and benchreport (the bench commands' report and progress bar) import no internal package
+// at all. server, the one place the parts are wired together, is the top: only cmd/ (and the
+// end-to-end tests) import it.
 var layer = map[string]int{
 	"internal/metrics":       0,
 	"internal/config":        0,
 	"internal/talkclient":    0,
+	"internal/benchreport":   0,
 	"internal/auth":          0,
 	"internal/gpu":           1,
 	"internal/speech":        1,
@@ -27,6 +30,16 @@ var layer = map[string]int{
 	"internal/session":       4,
 	"internal/realtime":      5,
 	"internal/api":           6,
+	"internal/server":        7,
+	// The benchmarks: figures (no internal imports), the outsider latency client (figures only),
+	// and the in-process measurements over the parts internal/server builds. Only cmd/ imports
+	// them.
+	"internal/bench":          0,
+	"internal/bench/latency":  1,
+	"internal/bench/chat":     1,
+	"internal/bench/engine":   2,
+	"internal/bench/frontend": 3,
+	"internal/bench/realtime": 5,
 }
 
 // TestImportDirection keeps the import graph pointing down, as architecture.md draws it. It reads
@@ -58,6 +71,10 @@ func TestImportViolationsDetects(t *testing.T) {
 		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "imports internal/api"},
 		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "nothing imports cmd/"},
 		{"config is cmd's", m + "internal/session " + m + "internal/config", "imports internal/config"},
+		{"server wires api and config", m + "internal/server " + m + "internal/api " + m + "internal/config " + m + "internal/realtime", ""},
+		{"server is cmd's", m + "internal/api " + m + "internal/server", "imports internal/server"},
+		{"benchmarks are cmd's", m + "internal/server " + m + "internal/bench/chat", "imports internal/bench/chat"},
+		{"the latency client uses figures only", m + "internal/bench/latency " + m + "internal/bench " + m + "internal/session", "internal/bench/latency (layer 1) depends on internal/session"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,11 +105,18 @@ func importViolations(lines []string) []string {
 			if strings.HasPrefix(drel, "cmd/") {
 				out = append(out, rel+" imports "+drel+": nothing imports cmd/")
 			}
-			if drel == "internal/api" && !fromCmd {
-				out = append(out, rel+" imports internal/api: only cmd/ may")
+			wiring := fromCmd || rel == "internal/server"
+			if drel == "internal/server" && !fromCmd {
+				out = append(out, rel+" imports internal/server: only cmd/ may")
 			}
-			if drel == "internal/config" && !fromCmd {
-				out = append(out, rel+" imports internal/config: only cmd/ reads the server config")
+			if strings.HasPrefix(drel, "internal/bench") && !fromCmd && !strings.HasPrefix(rel, "internal/bench") {
+				out = append(out, rel+" imports "+drel+": only cmd/ may")
+			}
+			if drel == "internal/api" && !wiring {
+				out = append(out, rel+" imports internal/api: only internal/server and cmd/ may")
+			}
+			if drel == "internal/config" && !wiring {
+				out = append(out, rel+" imports internal/config: only internal/server and cmd/ read the server config")
 			}
 			lp, pok := layer[rel]
 			ld, dok := layer[drel]

@@ -14,16 +14,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/api"
-	"github.com/omniserve/omniserve/internal/realtime"
-	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // TestRealtimeOpenAINode runs the official OpenAI Node SDK's GA realtime client
-// (OpenAIRealtimeWS from openai/realtime/ws, which always dials wss) against the real router over
+// (OpenAIRealtimeWS from openai/realtime/ws, which always dials wss) against the real server over
 // TLS, with the real pipeline and real speech: session.created on connect, session.update,
 // 24 kHz speech that server_vad turns into a response with audio and usage, then barge-in
 // (output_audio_buffer.cleared, cancelled / turn_detected) and truncate. It never skips: node and
@@ -36,18 +32,12 @@ func TestRealtimeOpenAINode(t *testing.T) {
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
 	require.NoError(t, err, "install pocketsphinx-testdata")
 
-	f := newChatFixture(t, api.ChatConfig{})
-	m := session.NewManager(session.ManagerConfig{ModelName: chatModel}, session.NewPipelineBackend(f.plain, f.pipeline), zap.NewNop())
-	router := api.NewRouter(api.RouterDeps{Models: []string{chatModel}, Ready: func() bool { return true },
-		Realtime: realtime.NewHandler(realtime.HandlerConfig{}, m, zap.NewNop())})
-	srv := httptest.NewUnstartedServer(router)
+	// The real server's handler (its realtime endpoint included) over TLS: the SDK connects
+	// over wss. The fixture closes the server, and with it the sessions, after this listener.
+	f := newChatFixture(t)
+	srv := httptest.NewUnstartedServer(f.plainSrv.Handler())
 	srv.StartTLS()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, m.Shutdown(ctx))
-		srv.Close()
-	})
+	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	certFile := filepath.Join(dir, "cert.pem")
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))

@@ -14,16 +14,6 @@ import (
 	"github.com/omniserve/omniserve/internal/api"
 )
 
-// swapHandler lets the server answer probes while the model loads and switch to the full
-// router once every component exists, without restarting the listener.
-type swapHandler struct{ h atomic.Pointer[http.Handler] }
-
-func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
-
-func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	(*s.h.Load()).ServeHTTP(w, r)
-}
-
 // httpServer owns the serving goroutine. stopped is closed when it ends; err is its result
 // and is read only after stopped is closed.
 type httpServer struct {

@@ -84,7 +84,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withExitCode(exitUsage, err)
 	})
-	root.AddCommand(newServeCmd(a), newConfigCmd(a), newTalkCmd(a), newVersionCmd(a))
+	root.AddCommand(newServeCmd(a), newConfigCmd(a), newTalkCmd(a), newBenchCmd(a), newVersionCmd(a))
 	return root
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/config"
+	"github.com/omniserve/omniserve/internal/server"
 )
 
 func newServeCmd(a *app) *cobra.Command {
@@ -105,24 +106,20 @@ func runServer(ctx context.Context, a *app, cfg config.Config) error {
 	log.Info("listening", zap.Stringer("addr", ln.Addr()), zap.Bool("tls", tlsCfg != nil),
 		zap.String("config", cfg.Path), zap.String("model", cfg.Engine.Model))
 
-	c := newComponents(cfg, log)
-	var h swapHandler
-	h.set(c.router()) // probes only until the components exist: /ready is 503
-	hs := startHTTP(log, ln, &h, tlsCfg)
+	srv := server.New(cfg, server.Options{Log: log})
+	hs := startHTTP(log, ln, srv.Handler(), tlsCfg)
 	if a.listening != nil {
 		a.listening(ln.Addr())
 	}
 
-	buildErr := c.build(ctx)
+	buildErr := srv.Build(ctx)
 	switch {
 	case buildErr != nil && ctx.Err() == nil:
 		log.Error("start-up failed", zap.Error(buildErr))
-		shutdown(context.WithoutCancel(ctx), cfg.Server, hs, c)
+		shutdown(context.WithoutCancel(ctx), cfg.Server, hs, srv, log)
 		return withExitCode(exitFailure, buildErr)
 	case buildErr == nil:
-		h.set(c.router())
-		c.ready.Store(true)
-		log.Info("ready", zap.Stringer("addr", ln.Addr()), zap.Strings("models", c.models))
+		log.Info("ready", zap.Stringer("addr", ln.Addr()), zap.Strings("models", srv.Models()))
 	}
 
 	var serveErr error
@@ -136,7 +133,7 @@ func runServer(ctx context.Context, a *app, cfg config.Config) error {
 		}
 		log.Error("http server failed", zap.Error(serveErr))
 	}
-	shutdown(context.WithoutCancel(ctx), cfg.Server, hs, c)
+	shutdown(context.WithoutCancel(ctx), cfg.Server, hs, srv, log)
 	log.Info("shutdown: complete")
 	if serveErr != nil {
 		return withExitCode(exitFailure, serveErr)
@@ -150,22 +147,20 @@ func runServer(ctx context.Context, a *app, cfg config.Config) error {
 // "shutdown"}); in-flight requests run until the cut, shortly before the timeout, when chats
 // are ended with an error chunk; then the components close in what is left of the timeout. The
 // whole shutdown ends within ShutdownTimeout even when a stage ignores its context.
-func shutdown(ctx context.Context, s config.Server, hs *httpServer, c *components) {
+func shutdown(ctx context.Context, s config.Server, hs *httpServer, srv *server.Server, log *zap.Logger) {
 	start := time.Now()
 	deadline := start.Add(s.ShutdownTimeout)
 	// The closers (pipeline, speech, engine) get the last part of the timeout.
 	cutAt := deadline.Add(-min(5*time.Second, s.ShutdownTimeout/4))
-	c.ready.Store(false)
-	c.draining.Store(true)
+	srv.Drain()
 	cutCtx, cancelCut := context.WithDeadline(ctx, cutAt)
 	defer cancelCut()
 	done := make(chan struct{})
-	if c.sessions != nil {
-		c.sessions.Drain()
+	if m := srv.Sessions(); m != nil {
 		go func() {
 			defer close(done)
-			if err := c.sessions.Shutdown(cutCtx); err != nil {
-				c.log.Warn("shutdown: realtime sessions", zap.Error(err))
+			if err := m.Shutdown(cutCtx); err != nil {
+				log.Warn("shutdown: realtime sessions", zap.Error(err))
 			}
 		}()
 	} else {
@@ -176,7 +171,7 @@ func shutdown(ctx context.Context, s config.Server, hs *httpServer, c *component
 	<-done // bounded by cutCtx
 	closeCtx, cancelClose := context.WithDeadline(ctx, deadline)
 	defer cancelClose()
-	c.close(closeCtx)
+	srv.Close(closeCtx)
 }
 
 // loadTLS reads the certificate pair up front, so that a bad file is a start-up error naming

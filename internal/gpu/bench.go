@@ -20,7 +20,7 @@ type BareDecodeResult struct {
 // BareDecodeBench measures what llama.cpp does without this package's scheduler: it loads
 // cfg's model with the same model and context settings as Load, prefills promptLen tokens for
 // each of nSeq sequences, then runs `tokens` decode steps with one token per sequence in one
-// batch, greedy-sampled on the logits as the Runner does. cmd/bench-engine compares the Runner
+// batch, greedy-sampled on the logits as the Runner does. `omniserve bench engine` compares the Runner
 // with it (bridge overhead, batching limit of the hardware). It lives here because only this
 // package may import the binding.
 func BareDecodeBench(ctx context.Context, cfg Config, nSeq, promptLen, tokens int) (BareDecodeResult, error) {

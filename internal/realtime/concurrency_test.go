@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
@@ -24,7 +25,7 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	if testing.Short() {
 		streamFor = 2 * time.Second
 	}
-	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions}, realtime.HandlerConfig{}, nil)
 	// The ASR pool builds decoders lazily and one at a time (about a second each, several under
 	// -race on a busy machine): without warming, the last sessions of a cold pool waited half a
 	// minute for theirs and heard nothing in the window. This test is about steady-state

@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -16,7 +17,7 @@ import (
 // whole-file append reaches the ASR complete every time (accepted audio is never dropped).
 func TestAppendSizesSameTranscript(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	utterance := append(append([]byte{}, goForward(t)...), silence(3000)...)
 	var first string
 	for _, chunkMs := range []int{20, 100, 1000, 5000, len(utterance) / bytesPerMs} {
@@ -40,7 +41,7 @@ func TestAppendSizesSameTranscript(t *testing.T) {
 // with the client's id and previous_item_id, and no transcription event.
 func TestTextItemEvents(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	c.update(event{"turn_detection": nil})
 	c.send(event{"type": "conversation.item.create", "item": event{"id": "item_a", "type": "message", "role": "user",
@@ -70,7 +71,7 @@ func TestTextItemEvents(t *testing.T) {
 // TestBetaDialect: OpenAI-Beta: realtime=v1 gets the beta session shape and beta event names.
 func TestBetaDialect(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, &websocket.DialOptions{HTTPHeader: http.Header{"OpenAI-Beta": {"realtime=v1"}}})
 	created, _ := c.until("session.created", 10*time.Second)
 	s := created.obj("session")
@@ -102,7 +103,7 @@ func TestBetaDialect(t *testing.T) {
 // silent after a response: input_audio_buffer.timeout_triggered, then a response.
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	c.update(event{"type": "realtime", "max_output_tokens": 3, "audio": event{"input": event{"turn_detection": event{
 		"type": "server_vad", "idle_timeout_ms": 5000}}}})

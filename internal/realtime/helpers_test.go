@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/testenv"
@@ -26,7 +27,7 @@ type testServer struct {
 	m   *session.Manager
 }
 
-func newServer(t *testing.T, mcfg session.ManagerConfig, hcfg HandlerConfig, backend session.Backend) *testServer {
+func newServer(t *testing.T, mcfg session.ManagerConfig, hcfg realtime.HandlerConfig, backend session.Backend) *testServer {
 	t.Helper()
 	if backend == nil {
 		backend = getFixture(t).backend
@@ -35,7 +36,7 @@ func newServer(t *testing.T, mcfg session.ManagerConfig, hcfg HandlerConfig, bac
 		mcfg.MaxOutputLead = time.Minute // tests that are not about pacing get the audio at once
 	}
 	m := session.NewManager(mcfg, backend, zap.NewNop())
-	srv := httptest.NewServer(NewHandler(hcfg, m, zap.NewNop()))
+	srv := httptest.NewServer(realtime.NewHandler(hcfg, m, zap.NewNop()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

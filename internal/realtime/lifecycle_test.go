@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
 func TestLifecycleEndsReturnSlot(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{MaxSessions: 4}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxSessions: 4}, realtime.HandlerConfig{}, nil)
 	startResponse := func(t *testing.T, c *wsClient) {
 		c.update(event{"turn_detection": nil, "max_response_output_tokens": 40, "idle_timeout_s": 30})
 		c.appendAudio(goForward(t), 200, false)
@@ -76,7 +77,7 @@ func TestLifecycleEndsReturnSlot(t *testing.T) {
 
 func TestShutdownClosesSessions(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	c.update(event{"turn_detection": nil})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -93,7 +94,7 @@ func TestShutdownClosesSessions(t *testing.T) {
 
 func TestAdmissionAndAuth(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{MaxSessions: 1}, HandlerConfig{APIKey: "sk-test"}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxSessions: 1}, realtime.HandlerConfig{APIKey: "sk-test"}, nil)
 	code, body := httpStatus(t, srv.url, nil)
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Equal(t, "invalid_api_key", body.obj("error").str("code"))
@@ -116,7 +117,7 @@ func (noDuplexBackend) SupportsDuplex() bool { return false }
 
 func TestDuplexUnsupported(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, noDuplexBackend{getFixture(t).backend})
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, noDuplexBackend{getFixture(t).backend})
 	c := dial(t, srv.url+"?duplex=1", nil)
 	e, _ := c.until("error", 5*time.Second)
 	require.Equal(t, "unsupported", e.obj("error").str("code"))
@@ -130,7 +131,7 @@ func TestDuplexUnsupported(t *testing.T) {
 
 func TestBadInputKeepsSession(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{MaxEventBytes: 1 << 20}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{MaxEventBytes: 1 << 20}, nil)
 	c := dial(t, srv.url+"?duplex=1", nil)
 	// Before any session.update: the session exists (session.created came at once).
 	c.send(event{"type": "input_audio_buffer.commit", "event_id": "ev_early"})

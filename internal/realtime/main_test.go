@@ -1,4 +1,7 @@
-package realtime
+// The tests of the realtime endpoint run in this external package because their fixture is the
+// real server: internal/server wires internal/realtime, so a test inside package realtime could
+// not import it (an import cycle).
+package realtime_test
 
 import (
 	"context"
@@ -6,30 +9,33 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/gpu"
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/config"
+	"github.com/omniserve/omniserve/internal/server"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
-	"github.com/omniserve/omniserve/internal/stage"
 )
 
-// fixture is one real engine (dummy:tiny generated into a temp dir, pocketsphinx ASR, flite TTS,
-// the default pipeline) shared by the package's tests; each test builds its own Manager and
-// server over it.
+// fixtureSessions is the server's max_sessions: its ASR pool holds that many decoders plus 4,
+// enough for the largest concurrency test.
+const fixtureSessions = 16
+
+// fixture is one real server (dummy:tiny generated into a temp dir, pocketsphinx ASR, flite TTS,
+// the pipeline of configs/omni-cpu.yaml), built by internal/server as `omniserve serve` builds
+// it and shared by the package's tests; each test mounts its own session manager and handler
+// over the server's engine backend, with the limits it is about.
 type fixture struct {
-	backend  *session.PipelineBackend
-	client   *requestclient.Client
-	pipeline *stage.Pipeline
-	asr      *speech.ASR
-	closers  []func()
-	err      error
+	srv     *server.Server
+	backend session.Backend
+	asr     *speech.ASR
+	dir     string
+	err     error
 }
 
 var (
@@ -40,9 +46,12 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fx != nil {
-		for i := len(fx.closers) - 1; i >= 0; i-- {
-			fx.closers[i]()
+		if fx.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			fx.srv.Close(ctx)
+			cancel()
 		}
+		_ = os.RemoveAll(fx.dir)
 	}
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
@@ -57,52 +66,36 @@ func getFixture(t testing.TB) *fixture {
 	t.Helper()
 	fxOnce.Do(func() {
 		fx = &fixture{}
-		dir, err := os.MkdirTemp("", "omniserve-realtime-test")
-		if err != nil {
-			fx.err = err
-			return
-		}
-		fx.closers = append(fx.closers, func() { _ = os.RemoveAll(dir) })
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		log := zap.NewNop()
-		runner, err := gpu.Load(ctx, gpu.Config{Model: "dummy:tiny", CacheDir: dir, Device: "cpu"}, log)
-		if err != nil {
-			fx.err = err
-			return
-		}
-		fx.closers = append(fx.closers, func() { _ = runner.Close() })
-		asr, err := speech.NewASR(speech.ASRConfig{PoolSize: 20}, log)
-		if err != nil {
-			fx.err = err
-			return
-		}
-		fx.closers = append(fx.closers, asr.Close)
-		tts, err := speech.NewTTS(speech.TTSConfig{Voice: "cmu_us_slt", OutputRate: 24000})
-		if err != nil {
-			fx.err = err
+		fx.dir, fx.err = os.MkdirTemp("", "omniserve-realtime-test")
+		if fx.err != nil {
 			return
 		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
-		pcfg, err := stage.LoadPipelineConfig(filepath.Join(root, "configs", "omni-cpu.yaml"))
+		cfg, err := config.Resolve(config.Sources{
+			ConfigFlag: filepath.Join(root, "configs", "omni-cpu.yaml"), ConfigFlagSet: true,
+			Flags: []config.FlagValue{
+				{Name: "model", Value: "dummy:tiny"},
+				{Name: "device", Value: "cpu"},
+				{Name: "cache-dir", Value: fx.dir},
+				{Name: "max-sessions", Value: strconv.Itoa(fixtureSessions)},
+			},
+		})
 		if err != nil {
 			fx.err = err
 			return
 		}
-		p, err := stage.New(pcfg, stage.Deps{Engine: runner, ASR: asr, TTS: tts}, log)
-		if err != nil {
-			fx.err = err
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		fx.srv = server.New(cfg, server.Options{})
+		if fx.err = fx.srv.Build(ctx); fx.err != nil {
 			return
 		}
-		fx.closers = append(fx.closers, p.Close)
-		fx.pipeline = p
-		fx.asr = asr
-		fx.client = requestclient.New(p, requestclient.Options{ModelName: "dummy:tiny"}, log)
-		fx.backend = session.NewPipelineBackend(fx.client, p)
+		fx.backend = fx.srv.Parts().Backend
+		fx.asr = fx.srv.Parts().ASR
 	})
 	if fx.err != nil {
-		t.Fatalf("building the test pipeline: %v", fx.err)
+		t.Fatalf("building the test server: %v", fx.err)
 	}
 	return fx
 }

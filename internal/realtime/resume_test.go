@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -14,12 +14,13 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
 // resumeServer is a server with resume on: grace as given, real pacing (the response streams
 // over seconds, so a disconnect lands mid-response).
-func resumeServer(t *testing.T, grace time.Duration, hcfg HandlerConfig) *testServer {
+func resumeServer(t *testing.T, grace time.Duration, hcfg realtime.HandlerConfig) *testServer {
 	t.Helper()
 	return newServer(t, session.ManagerConfig{ResumeGrace: grace, MaxOutputLead: 200 * time.Millisecond}, hcfg, nil)
 }
@@ -119,7 +120,7 @@ func startTurn(t *testing.T, c *wsClient, maxTokens int) (created event) {
 
 func TestResumeMidResponseLosesNothing(t *testing.T) {
 	t.Parallel()
-	srv := resumeServer(t, 30*time.Second, HandlerConfig{})
+	srv := resumeServer(t, 30*time.Second, realtime.HandlerConfig{})
 	c := dial(t, srv.url+"?duplex=1", nil)
 	created := startTurn(t, c, 24)
 	id := created.obj("session").str("id")
@@ -188,7 +189,7 @@ func TestResumeMidResponseLosesNothing(t *testing.T) {
 
 func TestResumeRefusals(t *testing.T) {
 	t.Parallel()
-	srv := resumeServer(t, 30*time.Second, HandlerConfig{})
+	srv := resumeServer(t, 30*time.Second, realtime.HandlerConfig{})
 	c := dial(t, srv.url, nil)
 	created, _ := c.until("session.created", 10*time.Second)
 	id, token := created.obj("session").str("id"), created.str("resume_token")
@@ -279,7 +280,7 @@ func TestResumeRefusals(t *testing.T) {
 	requireWireError(t, first, "invalid_resume_token", "resume_token")
 
 	// The current token works through the headers too, and takes over the live connection.
-	hdr := http.Header{ResumeTokenHeader: {newToken}, LastSeqHeader: {"1"}}
+	hdr := http.Header{realtime.ResumeTokenHeader: {newToken}, realtime.LastSeqHeader: {"1"}}
 	c3 := dial(t, srv.resumeURL(id), &websocket.DialOptions{HTTPHeader: hdr})
 	resumed, ok := c3.raw(10 * time.Second)
 	require.True(t, ok)
@@ -301,7 +302,7 @@ func TestResumeRefusals(t *testing.T) {
 
 func TestResumeGraceExpiry(t *testing.T) {
 	t.Parallel()
-	srv := resumeServer(t, 700*time.Millisecond, HandlerConfig{})
+	srv := resumeServer(t, 700*time.Millisecond, realtime.HandlerConfig{})
 	c := dial(t, srv.url+"?duplex=1", nil)
 	created := startTurn(t, c, 24)
 	id, token := created.obj("session").str("id"), created.str("resume_token")
@@ -318,7 +319,7 @@ func TestResumeGraceExpiry(t *testing.T) {
 
 func TestResumeCloseFrameEndsSession(t *testing.T) {
 	t.Parallel()
-	srv := resumeServer(t, time.Minute, HandlerConfig{})
+	srv := resumeServer(t, time.Minute, realtime.HandlerConfig{})
 	c := dial(t, srv.url, nil)
 	created, _ := c.until("session.created", 10*time.Second)
 	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"))
@@ -330,7 +331,7 @@ func TestResumeCloseFrameEndsSession(t *testing.T) {
 
 func TestResumeJournalOverflowResyncs(t *testing.T) {
 	t.Parallel()
-	srv := resumeServer(t, 30*time.Second, HandlerConfig{JournalEvents: 16})
+	srv := resumeServer(t, 30*time.Second, realtime.HandlerConfig{JournalEvents: 16})
 	c := dial(t, srv.url+"?duplex=1", nil)
 	created := startTurn(t, c, 8)
 	id, token := created.obj("session").str("id"), created.str("resume_token")
@@ -370,7 +371,7 @@ func TestResumeJournalOverflowResyncs(t *testing.T) {
 
 func TestResumeDisabledIsTodaysBehaviour(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	created, _ := c.until("session.created", 10*time.Second)
 	require.NotContains(t, created, "resume_token")
@@ -387,7 +388,7 @@ func TestResumeDisabledIsTodaysBehaviour(t *testing.T) {
 // TestResumeCyclesDoNotLeak: 100 disconnect/resume cycles end with the goroutines back at the
 // baseline and the heap within a bound.
 func TestResumeCyclesDoNotLeak(t *testing.T) {
-	srv := resumeServer(t, 30*time.Second, HandlerConfig{})
+	srv := resumeServer(t, 30*time.Second, realtime.HandlerConfig{})
 	c := dial(t, srv.url, nil)
 	created, _ := c.until("session.created", 10*time.Second)
 	id, token := created.obj("session").str("id"), created.str("resume_token")
@@ -451,8 +452,7 @@ func TestResumeCyclesDoNotLeak(t *testing.T) {
 	growth := int64(h1) - int64(h0)
 	t.Logf("%d cycles: goroutines %d -> %d, heap %d -> %d bytes (%+d)", cycles, g0, g1, h0, h1, growth)
 	require.Less(t, growth, int64(512<<10), "heap growth over %d cycles", cycles)
-	st := srv.m.Lookup(id).Sink().(*stream)
-	events, bytes := st.journalStats()
+	events, bytes := realtime.JournalStats(srv.m.Lookup(id).Sink())
 	require.LessOrEqual(t, events, 1024)
 	require.LessOrEqual(t, bytes, 1<<20)
 
@@ -463,8 +463,8 @@ func TestResumeCyclesDoNotLeak(t *testing.T) {
 
 func TestResumeNeedsTheAPIKey(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{ResumeGrace: time.Minute}, HandlerConfig{APIKey: "k"}, nil)
-	code, body := httpStatus(t, srv.resumeURL("duplex-x"), http.Header{ResumeTokenHeader: {"t"}, LastSeqHeader: {"0"}})
+	srv := newServer(t, session.ManagerConfig{ResumeGrace: time.Minute}, realtime.HandlerConfig{APIKey: "k"}, nil)
+	code, body := httpStatus(t, srv.resumeURL("duplex-x"), http.Header{realtime.ResumeTokenHeader: {"t"}, realtime.LastSeqHeader: {"0"}})
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Equal(t, "invalid_api_key", body.obj("error").str("code"))
 }

@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -23,7 +24,7 @@ func TestStoppedReaderClosedWithinWriteTimeout(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zap.InfoLevel)
 	m := session.NewManager(session.ManagerConfig{}, getFixture(t).backend, zap.NewNop())
-	hs := httptest.NewServer(NewHandler(HandlerConfig{WriteTimeout: 300 * time.Millisecond}, m, zap.New(core)))
+	hs := httptest.NewServer(realtime.NewHandler(realtime.HandlerConfig{WriteTimeout: 300 * time.Millisecond}, m, zap.New(core)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

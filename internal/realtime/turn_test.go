@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"encoding/base64"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -72,7 +73,7 @@ func requireNaturalEnd(t *testing.T, out *responseOutcome) {
 
 func TestResponseRequiredTurn(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	created := c.update(event{"turn_detection": nil, "max_response_output_tokens": 8})
 	require.True(t, strings.HasPrefix(created.obj("session").str("id"), "duplex-"))
@@ -92,7 +93,7 @@ func TestResponseRequiredTurn(t *testing.T) {
 
 func TestResponseRequiredTextOnly(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	c.update(event{"modalities": []string{"text"}, "max_response_output_tokens": 6, "turn_detection": nil})
 	c.appendAudio(goForward(t), 200, false)
@@ -105,7 +106,7 @@ func TestResponseRequiredTextOnly(t *testing.T) {
 
 func TestAutoResponseTurn(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url+"?duplex=1", nil)
 	c.update(event{"extra_body": event{"auto_response": true}, "max_response_output_tokens": 8,
 		"turn_detection": event{"type": "server_vad", "silence_duration_ms": 500}})
@@ -138,7 +139,7 @@ func TestAutoResponseTurn(t *testing.T) {
 func TestServerVADBargeIn(t *testing.T) {
 	t.Parallel()
 	// Default pacing (500 ms lead): the response plays at real time, so speech can interrupt it.
-	srv := newServer(t, session.ManagerConfig{MaxOutputLead: 500 * time.Millisecond}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxOutputLead: 500 * time.Millisecond}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url, nil)
 	created, _ := c.until("session.created", 10*time.Second)
 	td := created.obj("session").obj("audio").obj("input").obj("turn_detection")
@@ -216,7 +217,7 @@ func TestCancelsDuringResponse(t *testing.T) {
 		{"output_audio_buffer.clear", event{"type": "output_audio_buffer.clear"}, "output_audio_buffer_clear", "output_audio_buffer.cleared"},
 		{"barge_in", event{"type": "barge_in"}, "barge_in", "overlap.decision"},
 	}
-	srv := newServer(t, session.ManagerConfig{MaxOutputLead: 300 * time.Millisecond}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{MaxOutputLead: 300 * time.Millisecond}, realtime.HandlerConfig{}, nil)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, srv.url+"?duplex=1", nil)
@@ -248,7 +249,7 @@ func TestCancelsDuringResponse(t *testing.T) {
 // response.created before its response.done, never a done for a response it never saw.
 func TestCancelRightAfterCreate(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, session.ManagerConfig{}, HandlerConfig{}, nil)
+	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{}, nil)
 	c := dial(t, srv.url+"?duplex=1", nil)
 	c.update(event{"turn_detection": nil, "max_response_output_tokens": 40})
 	for range 5 {

@@ -1,115 +1,87 @@
-// Command bench-speech measures the speech front end on this machine: ASR and TTS real-time
-// factors, VAD cost per 30 ms frame, and how many concurrent real-time 16 kHz streams the
-// ASR+VAD front end keeps up with. The last lines are machine-readable key=value pairs.
-package main
+// Package frontend is `omniserve bench speech`: the speech front end of the server (its ASR
+// decoder pool and TTS voice: real-time factors, VAD cost per frame, how many concurrent
+// real-time streams ASR + VAD keep up with) and the spoken-turn latency of its pipeline (VAD
+// endpoint → first audio out of the talker).
+package frontend
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-speech:", err)
-		os.Exit(1)
-	}
+// FrontOptions shape the front-end measurement.
+type FrontOptions struct {
+	MaxStreams int           // largest stream count tried
+	Trial      time.Duration // length of each real-time trial
+	MaxLag     time.Duration // a stream keeps up if no 100 ms chunk finishes later than this after it arrived
 }
 
-type options struct {
-	clip      string
-	maxStream int
-	trial     time.Duration
-	maxLag    time.Duration
+// ReadClip reads 16 kHz s16le mono speech.
+func ReadClip(path string) ([]float32, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading clip (Debian package pocketsphinx-testdata): %w", err)
+	}
+	return speech.PCM16BytesToFloat32(nil, raw[:len(raw)&^1])
 }
 
-func run() error {
-	var o options
-	flag.StringVar(&o.clip, "clip", "/usr/share/pocketsphinx/test/data/goforward.raw", "16 kHz s16le mono speech clip")
-	flag.IntVar(&o.maxStream, "max-streams", 16, "largest stream count to try")
-	flag.DurationVar(&o.trial, "trial", 8*time.Second, "length of each real-time trial")
-	flag.DurationVar(&o.maxLag, "max-lag", 400*time.Millisecond, "a stream keeps up if no 100 ms chunk finishes later than this after it arrived")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+// Front measures asr and tts on clip and returns the figures; progress lines go to out.
+func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32, o FrontOptions, out io.Writer) ([]bench.Figure, error) {
+	clipSec := float64(len(clip)) / speech.ASRSampleRate
+	fmt.Fprintf(out, "machine: %s\n", CPUModel())
 
-	raw, err := os.ReadFile(o.clip)
-	if err != nil {
-		return fmt.Errorf("reading clip: %w", err)
-	}
-	clip, err := speech.PCM16BytesToFloat32(nil, raw[:len(raw)&^1])
-	if err != nil {
-		return err
-	}
-	clipSec := float64(len(clip)) / 16000
-	fmt.Printf("machine: %s, %d CPUs, GOMAXPROCS %d, %s\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
-
-	asr, err := speech.NewASR(speech.ASRConfig{PoolSize: o.maxStream}, nil)
-	if err != nil {
-		return err
-	}
-	defer asr.Close()
-
-	// ASR: whole-clip transcription on one stream, best of 3 (the first run warms caches).
-	var asrBest time.Duration
+	// ASR: whole-clip transcription on one stream, 3 tries (the first warms caches).
+	var asrRTF []float64
 	var text string
-	for i := range 3 {
+	for range 3 {
 		start := time.Now()
+		var err error
 		if text, err = asr.Transcribe(ctx, clip); err != nil {
-			return err
+			return nil, err
 		}
-		if d := time.Since(start); i == 0 || d < asrBest {
-			asrBest = d
-		}
+		asrRTF = append(asrRTF, time.Since(start).Seconds()/clipSec)
 	}
-	asrRTF := asrBest.Seconds() / clipSec
-	fmt.Printf("asr: %.2f s clip in %v, transcript %q\n", clipSec, asrBest.Round(time.Millisecond), text)
+	fmt.Fprintf(out, "asr: %.2f s clip, best RTF %.3f, transcript %q\n", clipSec, slices.Min(asrRTF), text)
 
-	// TTS: a fixed paragraph at 24 kHz, best of 3.
-	tts, err := speech.NewTTS(speech.TTSConfig{})
-	if err != nil {
-		return err
-	}
-	defer tts.Close()
+	// TTS: a fixed paragraph, 3 tries.
 	const para = "Hello, thanks for calling. The weather today is mostly sunny with a light breeze, " +
 		"and the temperature should reach twenty three degrees by the afternoon. Is there anything else I can help you with?"
-	var ttsBest time.Duration
+	var ttsRTF []float64
 	var ttsSec float64
-	for i := range 3 {
+	for range 3 {
 		start := time.Now()
 		pcm, err := tts.Synthesize(ctx, para)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if d := time.Since(start); i == 0 || d < ttsBest {
-			ttsBest = d
-		}
+		d := time.Since(start)
 		ttsSec = float64(len(pcm)) / float64(tts.OutputRate())
+		ttsRTF = append(ttsRTF, d.Seconds()/ttsSec)
 	}
-	ttsRTF := ttsBest.Seconds() / ttsSec
-	fmt.Printf("tts: %.2f s of 24 kHz speech in %v\n", ttsSec, ttsBest.Round(time.Millisecond))
+	fmt.Fprintf(out, "tts: %.2f s of %d Hz speech, best RTF %.4f\n", ttsSec, tts.OutputRate(), slices.Min(ttsRTF))
 
 	// VAD: 100 passes over the clip in 100 ms chunks.
 	vad, err := speech.NewVAD(speech.VADConfig{Threshold: 0.5})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	const vadPasses = 100
 	start := time.Now()
 	for range vadPasses {
 		for off := 0; off < len(clip); off += 1600 {
 			if _, err := vad.Process(clip[off:min(off+1600, len(clip))]); err != nil {
-				return err
+				vad.Close()
+				return nil, err
 			}
 		}
 	}
@@ -119,24 +91,29 @@ func run() error {
 
 	// Real-time streams: increase N until a trial fails.
 	best := 0
-	for _, n := range streamCounts(o.maxStream) {
+	var lagsMs []float64
+	for _, n := range streamCounts(o.MaxStreams) {
 		r, err := realtimeTrial(ctx, asr, clip, n, o)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Printf("streams=%d keep_up=%v max_lag_ms=%.0f p99_lag_ms=%.0f finals=%d exact=%d decoders=%d rss_mib=%d\n",
-			n, r.ok, ms(r.maxLag), ms(r.p99Lag), r.finals, r.exact, asr.Decoders(), rssMiB())
+		fmt.Fprintf(out, "streams=%d keep_up=%v max_lag_ms=%.0f p99_lag_ms=%.0f finals=%d exact=%d decoders=%d rss_mib=%d\n",
+			n, r.ok, ms(r.maxLag), bench.Quantile(r.lagsMs, 99), r.finals, r.exact, asr.Decoders(), rssMiB())
 		if !r.ok {
 			break
 		}
-		best = n
+		best, lagsMs = n, r.lagsMs
 	}
-
-	fmt.Printf("asr_rtf=%.3f\n", asrRTF)
-	fmt.Printf("tts_rtf=%.4f\n", ttsRTF)
-	fmt.Printf("vad_us_per_frame=%.2f\n", vadUs)
-	fmt.Printf("realtime_streams_2cores=%d\n", best)
-	return nil
+	return []bench.Figure{
+		{Name: "asr_rtf", Unit: "ratio", Samples: asrRTF, Keys: []bench.Stat{bench.Min}, Digits: 3,
+			Definition: "ASR time / audio time, whole clip on one stream; 3 tries, the best is printed"},
+		{Name: "tts_rtf", Unit: "ratio", Samples: ttsRTF, Keys: []bench.Stat{bench.Min}, Digits: 4,
+			Definition: "TTS time / audio time of a fixed paragraph; 3 tries, the best is printed"},
+		bench.One("vad_us_per_frame", "us", "VAD time per 30 ms frame, fed in 100 ms chunks, 100 passes over the clip", vadUs, 2),
+		bench.One("realtime_streams", "streams", "largest N of concurrent streams (VAD + streaming ASR at real-time pace) where no 100 ms chunk finishes later than --max-lag after it arrived", float64(best), 0),
+		{Name: "realtime_streams_lag_ms", Unit: "ms", Samples: lagsMs,
+			Definition: "at the realtime_streams step: each chunk's finish − its arrival"},
+	}, nil
 }
 
 func streamCounts(maxN int) []int {
@@ -148,18 +125,19 @@ func streamCounts(maxN int) []int {
 }
 
 type trialResult struct {
-	ok             bool
-	maxLag, p99Lag time.Duration
-	finals, exact  int
+	ok            bool
+	maxLag        time.Duration
+	lagsMs        []float64
+	finals, exact int
 }
 
 // realtimeTrial runs n streams; each feeds the clip followed by 0.7 s of silence, looped, in
 // 100 ms chunks at real-time pace through VAD and streaming ASR (Write and Partial every chunk,
 // Finish at each VAD end of speech), the work the thinker stage does per duplex session.
-func realtimeTrial(ctx context.Context, asr *speech.ASR, clip []float32, n int, o options) (trialResult, error) {
+func realtimeTrial(ctx context.Context, asr *speech.ASR, clip []float32, n int, o FrontOptions) (trialResult, error) {
 	loop := append(slices.Clone(clip), make([]float32, 11200)...)
 	const chunk = 1600
-	chunks := int(o.trial / (100 * time.Millisecond))
+	chunks := int(o.Trial / (100 * time.Millisecond))
 
 	streams := make([]*speech.ASRStream, n)
 	for i := range streams {
@@ -179,9 +157,7 @@ func realtimeTrial(ctx context.Context, asr *speech.ASR, clip []float32, n int, 
 		origin = time.Now().Add(50 * time.Millisecond)
 	)
 	for i, s := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			vad, err := speech.NewVAD(speech.VADConfig{Threshold: 0.5})
 			if err != nil {
 				mu.Lock()
@@ -237,7 +213,7 @@ func realtimeTrial(ctx context.Context, asr *speech.ASR, clip []float32, n int, 
 			res.finals += finals
 			res.exact += exact
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -246,16 +222,18 @@ func realtimeTrial(ctx context.Context, asr *speech.ASR, clip []float32, n int, 
 	if err := ctx.Err(); err != nil {
 		return trialResult{}, err
 	}
-	slices.Sort(lags)
-	res.maxLag = lags[len(lags)-1]
-	res.p99Lag = lags[len(lags)*99/100]
-	res.ok = res.maxLag <= o.maxLag
+	for _, l := range lags {
+		res.lagsMs = append(res.lagsMs, ms(l))
+	}
+	res.maxLag = slices.Max(lags)
+	res.ok = res.maxLag <= o.MaxLag
 	return res, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func cpuModel() string {
+// CPUModel is the processor's model name from /proc/cpuinfo.
+func CPUModel() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return "unknown CPU"

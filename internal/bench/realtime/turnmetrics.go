@@ -1,13 +1,14 @@
-package main
+package realtime
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -91,11 +92,11 @@ func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte
 	return off, on, nil
 }
 
-// overheadPct is the median over pairs of on/off − 1 in percent (positive: --log-stats is
+// pairOverheadPct is on/off − 1 in percent for each back-to-back pair (positive: --log-stats is
 // slower). Each pair ran back to back, so slow drift of the shared machine cancels within a
-// pair, and the median ignores the odd turn a background job stretched; with summed times one
-// such turn decided the figure (2.0 % and 7.0 % in two runs of the same code).
-func overheadPct(off, on []float64) float64 {
+// pair, and the figure's p50 ignores the odd turn a background job stretched; with summed times
+// one such turn decided the figure (2.0 % and 7.0 % in two runs of the same code).
+func pairOverheadPct(off, on []float64) []float64 {
 	n := min(len(off), len(on))
 	ratios := make([]float64, 0, n)
 	for i := range n {
@@ -103,32 +104,21 @@ func overheadPct(off, on []float64) float64 {
 			ratios = append(ratios, (on[i]/off[i]-1)*100)
 		}
 	}
-	return median(ratios)
+	return ratios
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
+func turnMetricsFigures(allocsOff, allocsOn float64, off, on []float64, out io.Writer) []bench.Figure {
+	fmt.Fprintf(out, "turn metrics ingest: allocs/chunk off=%.1f on=%.1f\n", allocsOff, allocsOn)
+	fmt.Fprintf(out, "log-stats overhead: n=%d per side; turn ms p50 off=%.1f on=%.1f; sum off=%.0f on=%.0f\n",
+		len(off), bench.Quantile(off, 50), bench.Quantile(on, 50), sum(off), sum(on))
+	return []bench.Figure{
+		bench.One("turn_metrics_allocs_per_chunk_off", "allocs", "allocations of the per-chunk turn-metrics ingest with --log-stats off (testing.AllocsPerRun over 2000 chunks); must be 0", allocsOff, 0),
+		bench.One("turn_metrics_allocs_per_chunk_on", "allocs", "the same with --log-stats on", allocsOn, 0),
+		{Name: "turn_metrics_overhead_pct_on", Unit: "%", Samples: pairOverheadPct(off, on), Keys: []bench.Stat{bench.P50}, Bare: true, Digits: 1,
+			Definition: "response_required text turn wall time, --log-stats server / plain server − 1, per back-to-back pair"},
+		{Name: "logstats_turn_ms_off", Unit: "ms", Samples: off, Definition: "plain server: one response_required text turn, first append → response.done"},
+		{Name: "logstats_turn_ms_on", Unit: "ms", Samples: on, Definition: "--log-stats server: the same turn"},
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func printTurnMetrics(allocsOff, allocsOn float64, off, on []float64) {
-	fmt.Printf("turn metrics ingest: allocs/chunk off=%.1f on=%.1f\n", allocsOff, allocsOn)
-	fmt.Printf("log-stats overhead: n=%d per side; turn ms median off=%.1f on=%.1f; sum off=%.0f on=%.0f\n",
-		len(off), median(off), median(on), sum(off), sum(on))
-	fmt.Printf("turn_metrics_allocs_per_chunk_off=%.0f\n", allocsOff)
-	fmt.Printf("turn_metrics_overhead_pct_on=%.1f\n", overheadPct(off, on))
-}
-
-func sum(xs []float64) float64 {
-	var s float64
-	for _, v := range xs {
-		s += v
-	}
-	return s
 }
 
 // statsHeapGrowthPerSessionHour opens a real duplex stream on rc (--log-stats on) and drives its
@@ -193,4 +183,12 @@ func heapAlloc() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+func sum(xs []float64) float64 {
+	var s float64
+	for _, v := range xs {
+		s += v
+	}
+	return s
 }

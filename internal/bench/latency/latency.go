@@ -1,26 +1,11 @@
-// Command bench-latency measures latency as a user hears it. It starts bin/omniserve as a child
-// process (or uses --addr), connects as an independent WebSocket client written from OpenAI's
-// Realtime documents (GA event names; it imports nothing of the server), streams real speech at
-// real-time pace in 100 ms appends, and times what it receives: the first audible sample of the
-// reply (first sample above −40 dBFS, placed on a playback clock that starts at the first audio
-// delta, as a client that plays on receipt hears it). Quantiles are nearest rank. The last
-// lines are machine-readable:
-//
-//	lat_commit_to_audible_ms_p50/_p90        manual turn: commit + response.create sent → first audible sample
-//	lat_commit_to_first_delta_ms_p50         … → first audio delta received (compute on the critical path)
-//	lat_commit_to_transcript_ms_p50          … → the user transcript (ASR tail after the commit)
-//	lat_speech_end_to_audible_ms_p50/_p90    server VAD: last voiced sample sent → first audible sample
-//	lat_bargein_onset_to_silence_ms_p50/_p90 speech onset sent during a reply → the client may stop playing
-//	                                         (output_audio_buffer.cleared or response.done cancelled; no old
-//	                                         audio after it)
-//	lat_bargein_onset_to_last_old_delta_ms_p50 speech onset → the last audio delta of the interrupted reply
-//	bargein_false_positive_noise=<replies interrupted by 100 ms white-noise bursts>
-//	bargein_false_positive_echo=<replies interrupted by their own audio fed back at −6 dB, 120 ms late>
-//	bargein_over_echo_detected=<share of replies interrupted by real speech over that echo>
-//
-// Each figure is reported for the first turn of a fresh session (_first) and for later turns
-// (_later) where the difference matters, and over both.
-package main
+// Package latency is `omniserve bench latency`: latency as a user hears it. It starts the
+// omniserve binary (`serve`) as a child process, or uses a running server, and connects as an
+// independent WebSocket client written from OpenAI's Realtime documents (GA event names; this
+// package imports nothing of the server, only the figures of internal/bench). It streams real
+// speech at real-time pace in 100 ms appends and times what it receives: the first audible
+// sample of the reply (first sample above −40 dBFS, placed on a playback clock that starts at the
+// first audio delta, as a client that plays on receipt hears it).
+package latency
 
 import (
 	"context"
@@ -28,21 +13,21 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"math"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/omniserve/omniserve/internal/bench"
 )
 
 const (
@@ -52,44 +37,34 @@ const (
 	audibleT = 0.01 // −40 dBFS
 )
 
-type options struct {
-	bin, addr, model, speech, user string
-	runs                           int
-	silenceMs                      int
+// Options say which server to measure and how often.
+type Options struct {
+	Bin       string // server binary started as a child process (unless Addr)
+	Addr      string // host:port of a running server instead of starting one
+	Model     string // model of the started server
+	Speech    string // 16 kHz PCM16 speech: the user's turn
+	Interrupt string // 16 kHz PCM16 speech used to interrupt
+	Runs      int    // sessions per scenario
+	SilenceMs int    // server VAD silence_duration_ms
 }
 
-func main() {
-	var o options
-	flag.StringVar(&o.bin, "bin", "bin/omniserve", "server binary started as a child process (unless --addr)")
-	flag.StringVar(&o.addr, "addr", "", "host:port of a running server instead of starting one")
-	flag.StringVar(&o.model, "model", "dummy:tiny", "model of the started server")
-	flag.StringVar(&o.speech, "speech", "/usr/share/pocketsphinx/test/data/goforward.raw", "16 kHz PCM16 speech: the user's turn")
-	flag.StringVar(&o.user, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech used to interrupt")
-	flag.IntVar(&o.runs, "runs", 10, "sessions per scenario")
-	flag.IntVar(&o.silenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
-	flag.Parse()
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-latency:", err)
-		os.Exit(1)
-	}
-}
-
-func run(o options) error {
-	speech, err := readRaw(o.speech)
+// Run measures and returns the figures; progress lines go to out.
+func Run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, error) {
+	speech, err := readRaw(o.Speech)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	interrupt, err := readRaw(o.user)
+	interrupt, err := readRaw(o.Interrupt)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	addr := o.addr
+	addr := o.Addr
 	if addr == "" {
 		stop, a, err := startServer(ctx, o)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer stop()
 		addr = a
@@ -99,10 +74,10 @@ func run(o options) error {
 	add := func(k string, v float64) { res[k] = append(res[k], v) }
 
 	// Manual turns: two per session, first and later.
-	for i := range o.runs {
+	for i := range o.Runs {
 		for turn, m := range manualTurns(ctx, url, speech, 2) {
 			if m.err != nil {
-				return fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+				return nil, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
 			}
 			which := "first"
 			if turn > 0 {
@@ -114,77 +89,80 @@ func run(o options) error {
 			add("commit_to_transcript", m.transcript)
 		}
 	}
+	fmt.Fprintf(out, "manual turns: %d sessions done\n", o.Runs)
 	// Server VAD: speech then silence; the server takes the turn.
-	for i := range o.runs {
-		m, err := vadTurn(ctx, url, speech, o.silenceMs)
+	for i := range o.Runs {
+		m, err := vadTurn(ctx, url, speech, o.SilenceMs)
 		if err != nil {
-			return fmt.Errorf("vad run %d: %w", i, err)
+			return nil, fmt.Errorf("vad run %d: %w", i, err)
 		}
 		add("speech_end_to_audible", m)
 	}
+	fmt.Fprintf(out, "server VAD turns: %d sessions done\n", o.Runs)
 	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
 	var fpNoise, fpEcho, overEcho int
-	for i := range o.runs {
-		b, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptSpeech)
+	for i := range o.Runs {
+		b, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeech)
 		if err != nil {
-			return fmt.Errorf("barge-in run %d: %w", i, err)
+			return nil, fmt.Errorf("barge-in run %d: %w", i, err)
 		}
 		if b.interrupted {
 			add("bargein_onset_to_silence", b.silence)
 			add("bargein_onset_to_last_old_delta", b.lastOld)
 		}
-		n, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptNoise)
+		n, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptNoise)
 		if err != nil {
-			return fmt.Errorf("noise run %d: %w", i, err)
+			return nil, fmt.Errorf("noise run %d: %w", i, err)
 		}
 		if n.interrupted {
 			fpNoise++
 		}
-		e, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptEcho)
+		e, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptEcho)
 		if err != nil {
-			return fmt.Errorf("echo run %d: %w", i, err)
+			return nil, fmt.Errorf("echo run %d: %w", i, err)
 		}
 		if e.interrupted {
 			fpEcho++
 		}
-		se, err := bargeIn(ctx, url, speech, interrupt, o.silenceMs, interruptSpeechOverEcho)
+		se, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeechOverEcho)
 		if err != nil {
-			return fmt.Errorf("speech-over-echo run %d: %w", i, err)
+			return nil, fmt.Errorf("speech-over-echo run %d: %w", i, err)
 		}
 		if se.interrupted {
 			overEcho++
 		}
 	}
-	fmt.Printf("# %d sessions per scenario; nearest-rank quantiles; cpus=%d\n", o.runs, numCPU())
+	fmt.Fprintf(out, "barge-in scenarios: %d replies each done\n", o.Runs)
+	defs := map[string]string{
+		"commit_to_audible":               "manual turn: commit + response.create sent → first audible sample (all turns)",
+		"commit_to_audible_first":         "the same, first turn of a fresh session",
+		"commit_to_audible_later":         "the same, later turns",
+		"speech_end_to_audible":           "server VAD: last voiced sample sent → first audible sample",
+		"bargein_onset_to_silence":        "speech onset sent during a reply → the client may stop playing (output_audio_buffer.cleared or response.done cancelled; no old audio after it)",
+		"commit_to_first_delta":           "manual turn: commit + response.create sent → first audio delta received (compute on the critical path)",
+		"commit_to_transcript":            "manual turn: commit + response.create sent → the user transcript (ASR tail after the commit)",
+		"bargein_onset_to_last_old_delta": "speech onset → the last audio delta of the interrupted reply",
+	}
+	var figs []bench.Figure
 	for _, k := range []string{"commit_to_audible", "commit_to_audible_first", "commit_to_audible_later", "speech_end_to_audible", "bargein_onset_to_silence"} {
-		fmt.Printf("lat_%s_ms_p50=%.1f\nlat_%s_ms_p90=%.1f\n", k, quantile(res[k], 50), k, quantile(res[k], 90))
+		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50, bench.P90}, Digits: 1})
 	}
 	for _, k := range []string{"commit_to_first_delta", "commit_to_transcript", "bargein_onset_to_last_old_delta"} {
-		fmt.Printf("lat_%s_ms_p50=%.1f\n", k, quantile(res[k], 50))
+		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50}, Digits: 1})
 	}
-	fmt.Printf("bargein_detected_speech=%.2f\n", float64(len(res["bargein_onset_to_silence"]))/float64(o.runs))
-	fmt.Printf("bargein_false_positive_noise=%d\nbargein_false_positive_echo=%d\nbargein_over_echo_detected=%.2f\n",
-		fpNoise, fpEcho, float64(overEcho)/float64(o.runs))
-	return nil
+	runs := float64(o.Runs)
+	figs = append(figs,
+		bench.One("bargein_detected_speech", "share", "share of replies interrupted by real speech", float64(len(res["bargein_onset_to_silence"]))/runs, 2),
+		bench.One("bargein_false_positive_noise", "replies", "replies interrupted by 100 ms white-noise bursts at −10 dBFS", float64(fpNoise), 0),
+		bench.One("bargein_false_positive_echo", "replies", "replies interrupted by their own audio fed back at −6 dB, 120 ms late", float64(fpEcho), 0),
+		bench.One("bargein_over_echo_detected", "share", "share of replies interrupted by real speech over that echo", float64(overEcho)/runs, 2),
+	)
+	return figs, nil
 }
-
-// quantile is the nearest-rank p-th percentile: the smallest value with at least p% of the
-// samples at or below it. NaN for no samples.
-func quantile(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	r := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[max(0, min(len(s)-1, r-1))]
-}
-
-func numCPU() int { return runtime.NumCPU() }
 
 // --- the server -----------------------------------------------------------------------------
 
-func startServer(ctx context.Context, o options) (stop func(), addr string, err error) {
+func startServer(ctx context.Context, o Options) (stop func(), addr string, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
@@ -196,12 +174,12 @@ func startServer(ctx context.Context, o options) (stop func(), addr string, err 
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--model", o.model, "--cache-dir", cache, "--log-level", "warn")
+	cmd := exec.CommandContext(ctx, o.Bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--model", o.Model, "--cache-dir", cache, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(cache)
-		return nil, "", fmt.Errorf("starting %s: %w", o.bin, err)
+		return nil, "", fmt.Errorf("starting %s: %w", o.Bin, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()

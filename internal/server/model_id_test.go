@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"testing"
@@ -15,6 +15,6 @@ func TestModelID(t *testing.T) {
 		"rel/dir/model.Q4_K_M.gguf":     "model.Q4_K_M",
 		"weights.bin":                   "weights.bin",
 	} {
-		require.Equal(t, want, modelID(in), in)
+		require.Equal(t, want, ModelID(in), in)
 	}
 }

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/bench/latency"
+	"github.com/omniserve/omniserve/internal/config"
+	"github.com/omniserve/omniserve/internal/server"
+)
+
+const goForwardClip = "/usr/share/pocketsphinx/test/data/goforward.raw"
+
+func newBenchCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the server: engine, speech, chat, realtime or latency as heard",
+		Long: "Bench measures the server users run: engine, speech, chat and realtime build it in this process " +
+			"with the same constructor as `serve` (internal/server) and drive it over loopback; latency starts " +
+			"this binary's `serve` as a child process and measures as an independent client. Each subcommand " +
+			"prints progress, then machine-readable key=value lines, starting with cpus=<logical CPUs>. " +
+			"docs/BENCHMARKS.md defines every key. " + bench.QuantileDefinition,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newBenchEngineCmd(a), newBenchSpeechCmd(a), newBenchChatCmd(a), newBenchRealtimeCmd(a), newBenchLatencyCmd(a))
+	return cmd
+}
+
+// runBench runs one subcommand's measurement until SIGINT/SIGTERM and prints its figures. Every
+// subcommand ends here, so the figures (samples and definitions, not only the printed keys) are
+// in one place for a report.
+func runBench(cmd *cobra.Command, a *app, name string, measure func(ctx context.Context, res *bench.Result) error) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res := bench.NewResult(name)
+	if err := measure(ctx, res); err != nil {
+		return withExitCode(exitFailure, fmt.Errorf("bench %s: %w", name, err))
+	}
+	return res.Print(a.stdout)
+}
+
+// serverFlags are the server settings every in-process benchmark takes; the rest of the
+// configuration comes from --config as for `serve` (the embedded default when the file is
+// absent). The environment is not read: a benchmark is reproduced from its command line.
+type serverFlags struct {
+	config   string
+	model    string
+	cacheDir string
+	device   string
+	threads  int
+}
+
+func addServerFlags(fs *pflag.FlagSet, model string, threads int) *serverFlags {
+	f := &serverFlags{}
+	fs.SortFlags = false
+	fs.StringVar(&f.config, "config", config.DefaultPath, "YAML config file of the server under test (its pipeline: section included)")
+	fs.StringVar(&f.model, "model", model, `model: "dummy:tiny", "dummy:0.6b" or a .gguf path`)
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "directory for generated dummy models (default $XDG_CACHE_HOME/omniserve)")
+	fs.StringVar(&f.device, "device", "cpu", "engine device: auto, cpu or cuda")
+	fs.IntVar(&f.threads, "threads", threads, "engine CPU threads (0 = all cores but one, as serve)")
+	return f
+}
+
+// resolve builds the server configuration from the flags, plus extra settings by flag name.
+func (f *serverFlags) resolve(fs *pflag.FlagSet, extra ...config.FlagValue) (config.Config, error) {
+	flags := append([]config.FlagValue{
+		{Name: "model", Value: f.model},
+		{Name: "device", Value: f.device},
+		{Name: "threads", Value: strconv.Itoa(f.threads)},
+	}, extra...)
+	if f.cacheDir != "" {
+		flags = append(flags, config.FlagValue{Name: "cache-dir", Value: f.cacheDir})
+	}
+	return config.Resolve(config.Sources{ConfigFlag: f.config, ConfigFlagSet: fs.Changed("config"), Flags: flags})
+}
+
+// benchServer is a server built by internal/server and served on a loopback listener.
+type benchServer struct {
+	srv *server.Server
+	url string // http://127.0.0.1:port
+	hs  *httptest.Server
+}
+
+// startServer builds the server, waits for its start-up work (the ASR warm-up) to end so that
+// the measurement sees the steady state, and serves it on loopback.
+func startServer(ctx context.Context, cfg config.Config, opts server.Options) (*benchServer, error) {
+	srv := server.New(cfg, opts)
+	if err := srv.Build(ctx); err != nil {
+		closeServer(srv)
+		return nil, err
+	}
+	select {
+	case <-srv.Warmed():
+	case <-ctx.Done():
+		closeServer(srv)
+		return nil, ctx.Err()
+	}
+	hs := httptest.NewServer(srv.Handler())
+	return &benchServer{srv: srv, url: hs.URL, hs: hs}, nil
+}
+
+// stop closes the listener, then the server (its sessions first).
+func (b *benchServer) stop() {
+	b.hs.Close()
+	closeServer(b.srv)
+}
+
+func closeServer(srv *server.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv.Close(ctx)
+}
+
+func newBenchLatencyCmd(a *app) *cobra.Command {
+	var o latency.Options
+	cmd := &cobra.Command{
+		Use:   "latency",
+		Short: "Latency as a user hears it: an independent client against `serve` started as a child process",
+		Long: "Latency starts this binary's `serve --model <model>` as a child process (or uses --addr) and connects as an " +
+			"independent WebSocket client written from OpenAI's Realtime documents (it imports nothing of the server). " +
+			"It streams real speech at real-time pace in 100 ms appends and times the first audible sample of each reply " +
+			"(first sample above −40 dBFS on the playback clock of a client that plays on receipt): manual turns, " +
+			"server-VAD turns, barge-in by speech, and false barge-ins by noise and by the reply's own echo. " +
+			bench.QuantileDefinition,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Bin == "" && o.Addr == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return withExitCode(exitFailure, fmt.Errorf("finding this binary: %w", err))
+				}
+				o.Bin = exe
+			}
+			return runBench(cmd, a, "latency", func(ctx context.Context, res *bench.Result) error {
+				figs, err := latency.Run(ctx, o, a.stdout)
+				res.Add(figs...)
+				return err
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&o.Bin, "bin", "", "server binary started as a child process (default: this binary)")
+	fs.StringVar(&o.Addr, "addr", "", "host:port of a running server instead of starting one")
+	fs.StringVar(&o.Model, "model", "dummy:tiny", "model of the started server")
+	fs.StringVar(&o.Speech, "speech", goForwardClip, "16 kHz PCM16 speech: the user's turn")
+	fs.StringVar(&o.Interrupt, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech used to interrupt")
+	fs.IntVar(&o.Runs, "runs", 10, "sessions per scenario")
+	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
+	return cmd
+}

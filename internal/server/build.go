@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
+
+	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// buildEngine loads the model, generating the dummy GGUF on first use; gpu.Load logs what it
+// loaded and on which devices.
+func (s *Server) buildEngine(ctx context.Context) error {
+	// llama.cpp and ggml log through the server's logger (JSON with --log-format json) from
+	// before the model load until the engine is closed.
+	stopLlamaLogs := gpu.RouteLlamaLogs(s.log)
+	s.onClose("llama logs", func(context.Context) error { stopLlamaLogs(); return nil })
+	r, err := gpu.Load(ctx, EngineConfig(s.cfg.Engine), s.log.Named("engine"))
+	if err != nil {
+		return err
+	}
+	s.parts.Engine = r
+	s.models = []string{ModelID(s.cfg.Engine.Model)}
+	s.onClose("engine", func(context.Context) error { return r.Close() })
+	return nil
+}
+
+// pipelineConfig decodes the `pipeline:` section the config loader passed through; an absent
+// section gives the built-in default graph.
+func pipelineConfig(n yaml.Node) (stage.PipelineConfig, error) {
+	if n.Kind == 0 {
+		return stage.DefaultPipelineConfig(), nil
+	}
+	doc, err := yaml.Marshal(map[string]*yaml.Node{"pipeline": &n})
+	if err != nil {
+		return stage.PipelineConfig{}, fmt.Errorf("re-encoding pipeline section: %w", err)
+	}
+	return stage.ParsePipelineConfig(doc)
+}
+
+// buildSpeech loads the ASR model and the TTS voice the stages run on.
+func (s *Server) buildSpeech(context.Context) error {
+	pc, err := pipelineConfig(s.cfg.Pipeline)
+	if err != nil {
+		return err
+	}
+	s.pipelineCfg = pc
+	// One decoder per live duplex session plus a few for chat input_audio; the pool grows
+	// lazily, so an idle server holds WarmDecoders, not MaxSessions of them (~95 MiB each).
+	asr, err := speech.NewASR(speech.ASRConfig{PoolSize: s.cfg.Server.MaxSessions + 4}, s.log.Named("asr"))
+	if err != nil {
+		return fmt.Errorf("loading ASR: %w", err)
+	}
+	s.onClose("asr", func(context.Context) error { asr.Close(); return nil })
+	s.parts.ASR = asr
+	if len(pc.Stages) > 1 {
+		tts, err := speech.NewTTS(speech.TTSConfig{Voice: pc.Talker.Voice, OutputRate: pc.Talker.OutputRate})
+		if err != nil {
+			return fmt.Errorf("loading TTS voice %q: %w", pc.Talker.Voice, err)
+		}
+		s.onClose("tts", func(context.Context) error { tts.Close(); return nil })
+		s.parts.TTS = tts
+	}
+	return nil
+}
+
+// buildPipeline starts the stage graph, the request client and the chat and audio handlers.
+func (s *Server) buildPipeline(context.Context) error {
+	p, err := stage.New(s.pipelineCfg, stage.Deps{Engine: s.parts.Engine, ASR: s.parts.ASR, TTS: s.parts.TTS}, s.log)
+	if err != nil {
+		return err
+	}
+	s.onClose("pipeline", func(context.Context) error { p.Close(); return nil })
+	s.parts.Pipeline = p
+
+	id := ModelID(s.cfg.Engine.Model)
+	collectors := metrics.NewCollectors(s.reg, id)
+	collectors.InitStages(p.NumStages())
+	collectors.SetStageLoad(func() []metrics.StageLoad {
+		var out []metrics.StageLoad
+		for _, l := range p.Load() {
+			out = append(out, metrics.StageLoad{Stage: l.Stage, Running: l.Running, Waiting: l.Waiting})
+		}
+		return out
+	})
+	s.parts.Client = requestclient.New(p, requestclient.Options{
+		LogStats:        s.cfg.Server.LogStats,
+		StructuredStats: s.cfg.Server.LogFormat == "json",
+		Collectors:      collectors,
+		ModelName:       id,
+	}, s.log)
+	// The engine.model value itself stays accepted, so clients written against the path keep
+	// working.
+	accepted := s.models
+	if s.cfg.Engine.Model != id {
+		accepted = append(slices.Clone(s.models), s.cfg.Engine.Model)
+	}
+	s.chat = api.NewChatHandler(api.ChatConfig{
+		Models:       accepted,
+		MaxBodyBytes: s.cfg.Server.MaxBodyBytes,
+	}, s.parts.Client, s.log)
+	// /v1/audio/transcriptions and /v1/audio/speech run on the pipeline's ASR and TTS (local
+	// or remote, as the pipeline config selects).
+	audio := api.AudioConfig{MaxBodyBytes: s.cfg.Server.MaxBodyBytes}
+	if p.SupportsDuplex() {
+		s.transcribe = api.NewTranscriptionsHandler(audio, p, s.log)
+	}
+	if p.HasSpeech() {
+		s.speech = api.NewSpeechHandler(audio, p, s.log)
+	}
+	return nil
+}
+
+// buildRealtime admits duplex sessions over the pipeline and mounts the WebSocket endpoint.
+// Sessions close first at Close (closers run in reverse), each with session.closed
+// {reason:"shutdown"} and its turn finalized, before the pipeline stops under them.
+func (s *Server) buildRealtime(ctx context.Context) error {
+	var backend session.Backend = session.NewPipelineBackend(s.parts.Client, s.parts.Pipeline)
+	if s.opts.WrapBackend != nil {
+		backend = s.opts.WrapBackend(backend)
+	}
+	mgr := session.NewManager(session.ManagerConfig{
+		MaxSessions:    s.cfg.Server.MaxSessions,
+		DrainGrace:     s.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout: s.cfg.Server.MaxIdleTimeout,
+		ResumeGrace:    s.cfg.Realtime.ResumeGrace,
+		Metrics:        s.parts.Client.Collectors(),
+		ModelName:      ModelID(s.cfg.Engine.Model),
+	}, backend, s.log)
+	s.onClose("realtime sessions", mgr.Shutdown)
+	s.realtime = realtime.NewHandler(realtime.HandlerConfig{
+		APIKey:        s.cfg.Server.APIKey,
+		BaseContext:   context.WithoutCancel(ctx),
+		JournalBytes:  s.cfg.Realtime.ResumeJournalBytes,
+		JournalEvents: s.cfg.Realtime.ResumeJournalEvents,
+	}, mgr, s.log)
+	s.parts.Backend = backend
+	s.parts.Sessions = mgr
+	s.log.Info("realtime endpoint ready", zap.Int("max_sessions", s.cfg.Server.MaxSessions))
+	return nil
+}
+
+// warmASR builds WarmDecoders ASR decoders in the background, so the first sessions after
+// start-up find one ready instead of each waiting about a second for its own. Readiness does
+// not wait for it: a session that comes first builds its decoder as before. The goroutine is
+// the server's: Close cancels it and waits before the ASR closes.
+func (s *Server) warmASR() {
+	n := min(WarmDecoders, s.cfg.Server.MaxSessions+4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := s.warmed
+	asr := s.parts.ASR
+	go func() {
+		defer close(done)
+		start := time.Now()
+		if err := asr.Warm(ctx, n); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("asr warm-up failed", zap.Error(err))
+			}
+			return
+		}
+		s.log.Info("asr warm-up done", zap.Int("decoders", asr.Decoders()), zap.Duration("took", time.Since(start)))
+	}()
+	s.onClose("asr warm-up", func(context.Context) error { cancel(); <-done; return nil })
+}
