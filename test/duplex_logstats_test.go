@@ -28,8 +28,11 @@ import (
 func TestDuplexLogStats(t *testing.T) {
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
 	require.NoError(t, err, "install pocketsphinx-testdata")
+	// --resume-grace 0: a dropped connection ends its session at once (the disconnect case);
+	// resume has its own test (resume_test.go).
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats",
-		"--log-format", "json", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--shutdown-timeout", "10s")
+		"--log-format", "json", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--shutdown-timeout", "10s",
+		"--resume-grace", "0")
 	utterance := append(append([]byte{}, raw...), make([]byte, 32000)...) // + 1 s of silence: the VAD ends the turn
 
 	text := map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 8}

@@ -54,7 +54,8 @@ func TestDisconnectStorm(t *testing.T) {
 	needSoak(t, clients) // one at a time: each is the whole load on the machine
 	raw := goForwardSpeech(t)
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
-		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--max-sessions", strconv.Itoa(maxSessions))
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--max-sessions", strconv.Itoa(maxSessions),
+		"--resume-grace", "0") // a dropped client's session ends at once (no resume window holding its slot)
 	pid := s.cmd.Process.Pid
 	session := func() map[string]any {
 		return map[string]any{"turn_detection": nil, "max_response_output_tokens": 200}
@@ -150,7 +151,7 @@ func TestSoak(t *testing.T) {
 	raw := goForwardSpeech(t)
 	utterance := append(append([]byte{}, raw...), make([]byte, 32000)...) // + 1 s of silence: the VAD ends the turn
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
-		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--resume-grace", "0")
 	pid := s.cmd.Process.Pid
 	startG, startFD := metricValue(t, s, "go_goroutines"), procFDs(t, pid)
 

@@ -24,6 +24,8 @@ const DefaultPath = configs.DefaultName
 type Config struct {
 	Server Server `yaml:"server"`
 	Engine Engine `yaml:"engine"`
+	// Realtime holds the realtime-session settings (session resume).
+	Realtime Realtime `yaml:"realtime"`
 	// Pipeline is the `pipeline:` section, passed through undecoded for internal/stage.
 	Pipeline yaml.Node `yaml:"pipeline"`
 	// Path is the file the configuration was read from; empty when none was read.
@@ -56,6 +58,16 @@ type Server struct {
 // EffectiveDrainGrace is DrainGrace capped at half of ShutdownTimeout, so that the sessions'
 // close and the components' close always have time left within the timeout.
 func (s Server) EffectiveDrainGrace() time.Duration { return min(s.DrainGrace, s.ShutdownTimeout/2) }
+
+// Realtime holds the settings of realtime sessions beyond admission (server.max_sessions).
+type Realtime struct {
+	// ResumeGrace is how long a session whose connection dropped (no close frame) is kept for a
+	// session.resume; 0 disables resume.
+	ResumeGrace time.Duration `yaml:"resume_grace"`
+	// ResumeJournalBytes and ResumeJournalEvents bound each session's replay journal.
+	ResumeJournalBytes  int `yaml:"resume_journal_bytes"`
+	ResumeJournalEvents int `yaml:"resume_journal_events"`
+}
 
 // Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
 // own default" (docs/CONTRACTS.md lists them), so the defaults live in one place.
@@ -96,6 +108,11 @@ func Defaults() Config {
 			Device:    "auto",
 			GPULayers: -1,
 		},
+		Realtime: Realtime{
+			ResumeGrace:         30 * time.Second,
+			ResumeJournalBytes:  1 << 20,
+			ResumeJournalEvents: 1024,
+		},
 	}
 }
 
@@ -124,7 +141,7 @@ func IsError(err error) bool {
 
 // Validate checks the cross-field and range rules that a single key's parser cannot.
 func (c *Config) Validate() error {
-	s, e := c.Server, c.Engine
+	s, e, rt := c.Server, c.Engine, c.Realtime
 	checks := []struct {
 		bad bool
 		key string
@@ -154,6 +171,9 @@ func (c *Config) Validate() error {
 		{e.PrefillChunk < 0, "engine.prefill_chunk", e.PrefillChunk, "must not be negative"},
 		{e.SeqContext < 0, "engine.seq_context", e.SeqContext, "must not be negative"},
 		{!oneOf(e.Overflow, "", "truncate", "error"), "engine.overflow", e.Overflow, "must be truncate or error"},
+		{rt.ResumeGrace < 0, "realtime.resume_grace", rt.ResumeGrace, "must not be negative (0 disables resume)"},
+		{rt.ResumeJournalBytes < 1024, "realtime.resume_journal_bytes", rt.ResumeJournalBytes, "must be at least 1024"},
+		{rt.ResumeJournalEvents < 16, "realtime.resume_journal_events", rt.ResumeJournalEvents, "must be at least 16"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -147,7 +147,7 @@ func TestKeysComplete(t *testing.T) {
 	seenEnv := map[string]bool{}
 	seenFlag := map[string]bool{}
 	for _, k := range Keys() {
-		require.True(t, strings.HasPrefix(k.Name, "server.") || strings.HasPrefix(k.Name, "engine."), k.Name)
+		require.True(t, strings.HasPrefix(k.Name, "server.") || strings.HasPrefix(k.Name, "engine.") || strings.HasPrefix(k.Name, "realtime."), k.Name)
 		require.False(t, seenEnv[k.Env()], "duplicate env %s", k.Env())
 		seenEnv[k.Env()] = true
 		if k.Flag != "" {
@@ -170,4 +170,18 @@ func TestDrainGrace(t *testing.T) {
 	require.Equal(t, 2500*time.Millisecond, c.Server.EffectiveDrainGrace(), "capped at half the timeout")
 	c.Server.DrainGrace = -time.Second
 	require.ErrorContains(t, c.Validate(), "server.drain_grace")
+}
+
+func TestResumeSettings(t *testing.T) {
+	t.Parallel()
+	d := Defaults()
+	require.Equal(t, 30*time.Second, d.Realtime.ResumeGrace)
+	path := writeFile(t, "realtime:\n  resume_grace: 0s\n  resume_journal_events: 64\n")
+	c, err := Resolve(Sources{ConfigFlag: path, ConfigFlagSet: true, Lookup: env(map[string]string{"OMNISERVE_RESUME_JOURNAL_BYTES": "4096"})})
+	require.NoError(t, err)
+	require.Zero(t, c.Realtime.ResumeGrace, "0 disables resume")
+	require.Equal(t, 64, c.Realtime.ResumeJournalEvents)
+	require.Equal(t, 4096, c.Realtime.ResumeJournalBytes)
+	_, err = Resolve(Sources{ConfigFlag: writeFile(t, "realtime:\n  resume_grace: -1s\n"), ConfigFlagSet: true, Lookup: env(nil)})
+	require.ErrorContains(t, err, "realtime.resume_grace")
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // sections are the top-level YAML keys. `pipeline` is owned by internal/stage and kept as a node.
-var sections = map[string]bool{"server": true, "engine": true, "pipeline": true}
+var sections = map[string]bool{"server": true, "engine": true, "realtime": true, "pipeline": true}
 
 // LoadFile reads the YAML file at path into c, over whatever c already holds. Every server and
 // engine value goes through the same parser as flags and environment variables, so a value is
@@ -40,7 +40,7 @@ func parse(path string, data []byte, c *Config) error {
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return &Error{Source: at(path, root), Msg: "top level must be a mapping of server, engine and pipeline"}
+		return &Error{Source: at(path, root), Msg: "top level must be a mapping of server, engine, realtime and pipeline"}
 	}
 	byName := make(map[string]Key, len(keys))
 	for _, k := range keys {
@@ -50,7 +50,7 @@ func parse(path string, data []byte, c *Config) error {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		name, val := root.Content[i], root.Content[i+1]
 		if !sections[name.Value] {
-			return &Error{Source: at(path, name), Msg: fmt.Sprintf("unknown key %q (want server, engine or pipeline)", name.Value)}
+			return &Error{Source: at(path, name), Msg: fmt.Sprintf("unknown key %q (want server, engine, realtime or pipeline)", name.Value)}
 		}
 		if seen[name.Value] {
 			return &Error{Source: at(path, name), Msg: fmt.Sprintf("duplicate key %q", name.Value)}

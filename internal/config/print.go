@@ -9,13 +9,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Render writes c as the YAML file that would reproduce it: every server and engine key of the
+// Render writes c as the YAML file that would reproduce it: every server, engine and realtime key of the
 // key table (in table order within each section) and the pipeline section as given. A set API
 // key is shown as "<redacted>": the output is meant for logs and bug reports.
 func Render(c Config) ([]byte, error) {
 	sections := map[string]*yaml.Node{}
 	root := &yaml.Node{Kind: yaml.MappingNode}
-	for _, name := range []string{"server", "engine"} {
+	for _, name := range []string{"server", "engine", "realtime"} {
 		m := &yaml.Node{Kind: yaml.MappingNode}
 		sections[name] = m
 		root.Content = append(root.Content, scalar(name), m)

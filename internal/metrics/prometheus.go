@@ -50,6 +50,7 @@ type Collectors struct {
 	audioDelivered   prometheus.Histogram
 	audioUnderrun    prometheus.Histogram
 	activeSessions   prometheus.Gauge
+	detachedSessions prometheus.Gauge
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
 	bargeIn          prometheus.Histogram
@@ -127,6 +128,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "active_sessions",
 			Help: "Duplex engine streams open now.",
 		}),
+		detachedSessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "omniserve", Subsystem: "duplex", Name: "detached_sessions",
+			Help: "Realtime sessions whose connection was lost, kept for a resume (they hold their admission slot and engine stream).",
+		}),
 		sessionDuration: hist1("duplex", "session_duration_seconds",
 			"Lifetime of a duplex engine stream, from open to close.", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200}),
 		admissionReject: prometheus.NewCounter(prometheus.CounterOpts{
@@ -155,7 +160,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioUnderrun, c.activeSessions,
-		c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, kind := range []string{KindChat, KindDuplex} {
@@ -188,6 +193,13 @@ func (c *Collectors) SessionClosed(lifetime float64) {
 	if c != nil {
 		c.activeSessions.Dec()
 		c.sessionDuration.Observe(max(lifetime, 0))
+	}
+}
+
+// AddDetachedSessions moves the gauge of sessions waiting for a resume.
+func (c *Collectors) AddDetachedSessions(delta int) {
+	if c != nil {
+		c.detachedSessions.Add(float64(delta))
 	}
 }
 

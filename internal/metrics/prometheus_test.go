@@ -73,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 23, "all but the backpressure family, which nothing observed and no stage was initialized")
+	require.Len(t, mfs, 24, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -99,7 +99,7 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 26)
+	require.Len(t, mfs, 27)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
@@ -122,6 +122,9 @@ omniserve_stage_waiting_requests{model_name="m",stage="1"} 0
 	c.AdmissionRejected()
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.activeSessions), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.admissionReject), 0)
+	c.AddDetachedSessions(2)
+	c.AddDetachedSessions(-1)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.detachedSessions), 0)
 }
 
 func TestCollectorsRejectDoubleRegistration(t *testing.T) {

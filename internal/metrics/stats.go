@@ -123,6 +123,9 @@ type RequestE2EStats struct {
 	DeliveryTotalMs float64
 	// AudioUnderrunS is the time the client's playback ran out of sent audio during the turn.
 	AudioUnderrunS float64
+	// DeliveryDetachedMs is the part of the delivery paused because the client was disconnected
+	// and then resumed the session (included in DeliveryTotalMs).
+	DeliveryDetachedMs float64
 }
 
 // TimingIdentity names a duplex turn in titles and the [OmniTiming] line (spec §4.7.9). Empty

@@ -38,6 +38,7 @@ type TurnMetrics struct {
 	deliveredS      float64 // audio sent to the client (SetDelivered)
 	deliveredEnd    float64 // when delivery ended; 0 = at finalize
 	underrunS       float64 // client playback starved (SetUnderrun)
+	detachedMs      float64 // delivery paused while the client was disconnected (SetDetached)
 	record          FinalizedRequest
 	summary         Summary
 }
@@ -275,6 +276,19 @@ func (t *TurnMetrics) SetUnderrun(s float64) {
 	}
 }
 
+// SetDetached records how long delivery of the turn was paused because its client was
+// disconnected and then resumed the session: a delivery delay of the same turn.
+func (t *TurnMetrics) SetDetached(ms float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.finalized {
+		t.detachedMs = max(ms, 0)
+	}
+}
+
 // AddTransfer records one connector send of this turn on its (from → to) edge: size and tx time
 // add up; blockedMs (waiting for room on a full queue) is backpressure, not transfer time.
 func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs float64, usedShm bool) {
@@ -404,6 +418,7 @@ func (t *TurnMetrics) collapseAndClose() {
 		}
 		e.AudioDeliveredS = t.deliveredS
 		e.AudioUnderrunS = t.underrunS
+		e.DeliveryDetachedMs = t.detachedMs
 		if t.deliveredS > 0 {
 			dEnd := now
 			if t.deliveredEnd > 0 {

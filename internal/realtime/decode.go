@@ -157,6 +157,8 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 		return &session.CloseSession{Base: base}, nil
 	case "session.heartbeat":
 		return &session.Heartbeat{Base: base}, nil
+	case "session.resume":
+		return decodeResume(base, raw, werr)
 	case "playback.ack":
 		played, ok := intField(raw, "played_ms", "audio_ms")
 		if !ok || played < 0 {
@@ -182,6 +184,53 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 		return nil, werr("invalid_value", "event", "unsupported turn.signal event %q", ev)
 	}
 	return nil, werr("unknown_event", "type", "unsupported event type %q", typ)
+}
+
+// ResumeSession is session.resume, the first event of a connection that takes over a session
+// after a disconnect (docs/REALTIME.md, "Resuming a session"). internal/realtime handles it; it
+// never reaches the session actor.
+type ResumeSession struct {
+	session.Base
+	SessionID string
+	Token     string
+	// LastSeq is the client's last received server_event_seq (0: none).
+	LastSeq int64
+}
+
+func decodeResume(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
+	c := &ResumeSession{Base: base}
+	var ok bool
+	var e *WireError
+	if c.SessionID, ok, e = str(raw, "session_id"); e != nil || !ok || c.SessionID == "" {
+		return nil, werr("missing_required_parameter", "session_id", "missing required parameter 'session_id' (a string)")
+	}
+	if c.Token, ok, e = str(raw, "resume_token"); e != nil || !ok || c.Token == "" {
+		return nil, werr("missing_required_parameter", "resume_token", "missing required parameter 'resume_token' (the token of session.created or of the last session.resumed)")
+	}
+	v, present := raw["last_received_server_event_seq"]
+	if !present {
+		return nil, werr("missing_required_parameter", "last_received_server_event_seq",
+			"missing required parameter 'last_received_server_event_seq' (an integer >= 0; 0 when no event was received)")
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	seq, err := int64(0), dec.Decode(&n)
+	if err == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) {
+		err = fmt.Errorf("a string, not a number")
+	}
+	if err == nil {
+		seq, err = n.Int64()
+	}
+	if err != nil {
+		return nil, werr("invalid_type", "last_received_server_event_seq", "'last_received_server_event_seq' must be an integer")
+	}
+	if seq < 0 {
+		return nil, werr("integer_below_min_value", "last_received_server_event_seq",
+			"Invalid 'last_received_server_event_seq': integer below minimum value. Expected a value >= 0, but got %d instead.", seq)
+	}
+	c.LastSeq = seq
+	return c, nil
 }
 
 func str(raw map[string]json.RawMessage, keys ...string) (string, bool, *WireError) {

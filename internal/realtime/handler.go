@@ -5,12 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -25,9 +22,9 @@ type HandlerConfig struct {
 	// APIKey, when set, is required as "Authorization: Bearer <key>" or as the
 	// "openai-insecure-api-key.<key>" WebSocket subprotocol (browser clients).
 	APIKey string
-	// HandshakeTimeout is no longer used: the session exists from the upgrade on (session.created
-	// goes out at once, as OpenAI sends it) and its idle timeout bounds a silent client.
-	// Deprecated: kept so that existing configurations still compile.
+	// HandshakeTimeout bounds the wait for session.resume, the first event of a resume
+	// connection. Default 10 s. (A new session needs no handshake: session.created goes out at
+	// once, as OpenAI sends it, and the idle timeout bounds a silent client.)
 	HandshakeTimeout time.Duration
 	// MaxEventBytes is the largest inbound event. Default 15 MiB.
 	MaxEventBytes int64
@@ -45,6 +42,10 @@ type HandlerConfig struct {
 	BaseContext context.Context
 	// OriginPatterns are extra allowed browser origins (coder/websocket AcceptOptions).
 	OriginPatterns []string
+	// JournalBytes and JournalEvents bound each resumable session's replay journal (the recent
+	// events a resuming client may have missed). Defaults 1 MiB and 1024 events.
+	JournalBytes  int
+	JournalEvents int
 }
 
 func (c HandlerConfig) withDefaults() HandlerConfig {
@@ -65,6 +66,12 @@ func (c HandlerConfig) withDefaults() HandlerConfig {
 	}
 	if c.BaseContext == nil {
 		c.BaseContext = context.Background()
+	}
+	if c.JournalBytes <= 0 {
+		c.JournalBytes = 1 << 20
+	}
+	if c.JournalEvents <= 0 {
+		c.JournalEvents = 1024
 	}
 	return c
 }
@@ -109,7 +116,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key")
 		return
 	}
-	duplex := truthy(r.URL.Query().Get("duplex"))
+	q := r.URL.Query()
+	if h.sessions.ResumeGrace() > 0 && (q.Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
+		h.serveResume(w, r)
+		return
+	}
+	duplex := truthy(q.Get("duplex"))
 	beta := isBeta(r)
 	slot, err := h.sessions.Acquire()
 	if err != nil {
@@ -118,6 +130,48 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer slot.Release()
+	resumable := h.sessions.ResumeGrace() > 0
+	var j *journal
+	if resumable {
+		j = newJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
+	}
+	st := newStream(beta, j)
+	var sess *session.DuplexSession
+	if !duplex || h.sessions.SupportsDuplex() {
+		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: q.Get("model"), Beta: beta}, st)
+		// The balancer learns which replica holds the session from this header (stickiness for
+		// resume, deploy/haproxy/haproxy.cfg).
+		w.Header().Set(SessionIDHeader, sess.ID())
+	}
+	ws := h.accept(w, r, beta)
+	if ws == nil {
+		return
+	}
+	c := h.newConn(ws, st, newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable))
+	if sess == nil {
+		c.refuse(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "unsupported",
+			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
+		return
+	}
+	st.attach(c.q, 0)
+	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", beta))
+	// The session may outlive this connection (resume grace): this goroutine owns its actor and
+	// holds its slot until the actor returns.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// The session exists from the upgrade on: Run sends session.created with the full
+		// default session at once, and session.update may follow at any time.
+		sess.Run(h.cfg.BaseContext, nil)
+	}()
+	c.serve(sess, 0)
+	wg.Wait()
+	c.log.Debug("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+}
+
+// accept upgrades the request; nil when the upgrade failed (the library answered).
+func (h *handler) accept(w http.ResponseWriter, r *http.Request, beta bool) *websocket.Conn {
 	protos := []string{"realtime"}
 	if beta && offersProtocol(r, betaProtocol) && !offersProtocol(r, "realtime") {
 		protos = append(protos, betaProtocol)
@@ -125,13 +179,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: protos, OriginPatterns: h.cfg.OriginPatterns})
 	if err != nil {
 		h.log.Debug("websocket upgrade failed", zap.Error(err))
-		return
+		return nil
 	}
 	// Reads are bounded by hand (MaxEventBytes → event_too_large, the connection survives); the
 	// library limit only stops abuse far beyond that.
 	ws.SetReadLimit(4*h.cfg.MaxEventBytes + 1<<20)
-	c := &conn{h: h, ws: ws, q: newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes), log: h.log, beta: beta}
-	c.serve(duplex, r.URL.Query().Get("model"), slot)
+	return ws
 }
 
 const betaProtocol = "openai-beta.realtime-v1"
@@ -158,229 +211,6 @@ func offersProtocol(r *http.Request, proto string) bool {
 		}
 	}
 	return false
-}
-
-// conn is one WebSocket connection: the handler goroutine reads, one writer goroutine writes,
-// one session actor owns the session state.
-type conn struct {
-	h    *handler
-	ws   *websocket.Conn
-	q    *outQueue
-	log  *zap.Logger
-	seq  int64
-	beta bool // beta dialect: beta event names
-	// sess is set once the session exists; the writer stops it when the client stops reading.
-	sess atomic.Pointer[session.DuplexSession]
-}
-
-func (c *conn) serve(duplex bool, model string, slot *session.Slot) {
-	ctx, cancel := context.WithCancel(c.h.cfg.BaseContext)
-	defer cancel()
-	var wg sync.WaitGroup
-	writerDone := make(chan struct{})
-	wg.Add(1)
-	go func() { defer wg.Done(); defer close(writerDone); c.writeLoop(ctx) }()
-	finish := func(code websocket.StatusCode, reason string) {
-		c.q.close()
-		select {
-		case <-writerDone:
-		case <-time.After(c.h.cfg.WriteTimeout):
-		}
-		if code == 0 {
-			_ = c.ws.CloseNow()
-		} else {
-			closeCtxDone := make(chan struct{})
-			go func() { defer close(closeCtxDone); _ = c.ws.Close(code, reason) }()
-			select {
-			case <-closeCtxDone:
-			case <-time.After(time.Second):
-				_ = c.ws.CloseNow()
-				<-closeCtxDone
-			}
-		}
-		cancel()
-		wg.Wait()
-	}
-
-	if duplex && !c.h.sessions.SupportsDuplex() {
-		_ = c.q.Send(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "unsupported",
-			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")})
-		finish(websocket.StatusPolicyViolation, "duplex unsupported")
-		return
-	}
-
-	frames := make(chan frame)
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); c.readFrames(ctx, frames) }()
-	// The session exists from the upgrade on: Run sends session.created with the full default
-	// session at once, and session.update may follow at any time.
-	sess := c.h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: model, Beta: c.beta}, c.q)
-	c.sess.Store(sess)
-	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", c.beta))
-	reasonCh := make(chan string, 1)
-	wg.Add(1)
-	go func() { defer wg.Done(); reasonCh <- sess.Run(ctx, nil) }()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.dispatch(ctx, frames, sess)
-	}()
-	reason := <-reasonCh
-	c.log.Debug("session ended", zap.String("session_id", sess.ID()), zap.String("reason", reason))
-	switch reason {
-	case session.ReasonDisconnect:
-		finish(0, "")
-	case session.ReasonSlowClient:
-		finish(websocket.StatusPolicyViolation, "connection too slow")
-	case session.ReasonShutdown:
-		finish(websocket.StatusGoingAway, "server shutting down")
-	default:
-		finish(websocket.StatusNormalClosure, reason)
-	}
-	<-readerDone
-}
-
-// readEvent reads one frame, bounded by MaxEventBytes; an oversized frame is discarded and
-// reported, and the connection stays usable.
-func (c *conn) readEvent(ctx context.Context) ([]byte, *WireError, error) {
-	typ, r, err := c.ws.Reader(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	max := c.h.cfg.MaxEventBytes
-	data, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if int64(len(data)) > max {
-		if _, err := io.Copy(io.Discard, r); err != nil {
-			return nil, nil, err
-		}
-		return nil, &WireError{Code: "event_too_large", Param: "", Message: fmt.Sprintf("the event exceeds %d bytes", max)}, nil
-	}
-	if typ != websocket.MessageText {
-		return nil, &WireError{Code: "invalid_json", Message: "events must be JSON text frames"}, nil
-	}
-	return data, nil, nil
-}
-
-// frame is one inbound frame, or the read error that ended the connection.
-type frame struct {
-	data []byte
-	werr *WireError
-	err  error
-}
-
-// readFrames is the connection's reader goroutine. Timeouts are applied by the consumers, not
-// through the read ctx: cancelling a read ctx closes a coder/websocket connection, and the
-// handshake timeout must still be able to send its error event.
-func (c *conn) readFrames(ctx context.Context, out chan<- frame) {
-	for {
-		data, werr, err := c.readEvent(ctx)
-		select {
-		case out <- frame{data: data, werr: werr, err: err}:
-		case <-ctx.Done():
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// dispatch decodes frames and hands commands to the session in wire order.
-func (c *conn) dispatch(ctx context.Context, frames <-chan frame, sess *session.DuplexSession) {
-	for {
-		var f frame
-		select {
-		case f = <-frames:
-		case <-ctx.Done():
-			return
-		}
-		if f.err != nil {
-			sess.Stop(session.ReasonDisconnect)
-			return
-		}
-		werr := f.werr
-		if werr == nil {
-			var cmd session.Command
-			if cmd, werr = DecodeClientEvent(f.data); werr == nil {
-				if err := sess.Submit(ctx, cmd); err != nil {
-					return
-				}
-				continue
-			}
-		}
-		if err := c.q.Send(werr.Event()); err != nil {
-			sess.Stop(session.ReasonSlowClient)
-			return
-		}
-	}
-}
-
-func (c *conn) writeLoop(ctx context.Context) {
-	var buf []session.Event
-	for {
-		var done bool
-		buf, done = c.q.take(buf[:0])
-		for _, ev := range buf {
-			if c.q.isStale(ev) {
-				continue
-			}
-			if err := c.write(ctx, ev); err != nil {
-				c.q.fail(fmt.Errorf("writing to the client: %w", err))
-				if s := c.sess.Load(); s != nil && ctx.Err() == nil {
-					// A client that stops reading is closed now (1008), not when the session
-					// next has something to say: its slot goes back within WriteTimeout.
-					c.log.Warn("realtime client is not reading; closing the connection (1008)",
-						zap.String("session_id", s.ID()), zap.Duration("write_timeout", c.h.cfg.WriteTimeout), zap.Error(err))
-					s.Stop(session.ReasonSlowClient)
-				}
-				return
-			}
-		}
-		if done || c.q.err() != nil {
-			return
-		}
-		if len(buf) > 0 {
-			continue
-		}
-		select {
-		case <-c.q.notify:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// write stamps event_id and the monotonic server_event_seq, then sends one text frame.
-func (c *conn) write(ctx context.Context, ev session.Event) error {
-	c.seq++
-	m := make(map[string]any, len(ev.Fields)+3)
-	for k, v := range ev.Fields {
-		m[k] = v
-	}
-	m["type"] = ev.Type
-	if c.beta || ev.Beta {
-		t, keep := betaName(ev.Type)
-		if !keep {
-			c.seq--
-			return nil
-		}
-		m["type"] = t
-	}
-	m["event_id"] = newEventID()
-	m["server_event_seq"] = c.seq
-	data, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encoding %s: %w", ev.Type, err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, c.h.cfg.WriteTimeout)
-	defer cancel()
-	if err := c.ws.Write(wctx, websocket.MessageText, data); err != nil {
-		return err
-	}
-	return nil
 }
 
 func newEventID() string {

@@ -17,8 +17,9 @@ var (
 // can always end cleanly even when its deltas filled the queue.
 const reserve = 64
 
-// outQueue is the bounded per-connection send queue. The session actor pushes without blocking;
-// the writer goroutine pops. DropStale implements the epoch fence for queued model output.
+// outQueue is the bounded per-connection send queue. The session's stream pushes without
+// blocking; the writer goroutine pops (through the stream, which numbers what it pops).
+// DropStale implements the epoch fence for queued model output.
 type outQueue struct {
 	mu       sync.Mutex
 	items    []session.Event
@@ -29,10 +30,14 @@ type outQueue struct {
 	closed   bool
 	failed   error
 	notify   chan struct{}
+	// keep: the session is resumable, so events are kept after a failure (the writer could not
+	// write, or the queue overflowed) until the connection is detached and its stream journals
+	// them; without it they are dropped and the session ends.
+	keep bool
 }
 
-func newOutQueue(max, maxBytes int) *outQueue {
-	return &outQueue{max: max, maxBytes: maxBytes, notify: make(chan struct{}, 1)}
+func newOutQueue(max, maxBytes int, keep bool) *outQueue {
+	return &outQueue{max: max, maxBytes: maxBytes, keep: keep, notify: make(chan struct{}, 1)}
 }
 
 // eventBytes estimates what an event takes on the wire (its strings, keys and a few bytes per
@@ -76,6 +81,10 @@ func (q *outQueue) Send(ev session.Event) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.failed != nil {
+		if q.keep && !q.closed {
+			q.items = append(q.items, ev)
+			return nil
+		}
 		return q.failed
 	}
 	if q.closed {
@@ -92,6 +101,10 @@ func (q *outQueue) Send(ev session.Event) error {
 	if len(q.items) >= limit || (len(q.items) > 0 && q.bytes+n > q.maxBytes) {
 		q.failed = ErrSlowClient
 		q.wake()
+		if q.keep {
+			q.items = append(q.items, ev)
+			return nil
+		}
 		return ErrSlowClient
 	}
 	q.items = append(q.items, ev)
@@ -127,27 +140,40 @@ func (q *outQueue) wake() {
 	}
 }
 
-// take removes and returns the queued events; done is true once the queue is closed (or failed)
-// and empty.
-func (q *outQueue) take(buf []session.Event) (_ []session.Event, done bool) {
+// pop removes the oldest queued event; ok is false when there is none, and done is then true
+// once the queue is closed (or failed): the writer stops. A failed queue of a resumable session
+// keeps its events for the journal.
+func (q *outQueue) pop() (ev session.Event, ok, done bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.failed != nil {
-		q.items = nil
-		return buf, true
+		if !q.keep {
+			q.items = nil
+			q.bytes = 0
+		}
+		return session.Event{}, false, true
 	}
-	buf = append(buf, q.items...)
-	clear(q.items)
-	q.items = q.items[:0]
-	q.bytes = 0
-	return buf, q.closed && len(buf) == 0
+	if len(q.items) == 0 {
+		return session.Event{}, false, q.closed
+	}
+	ev = q.items[0]
+	q.bytes -= eventBytes(ev)
+	q.items[0] = session.Event{}
+	q.items = q.items[1:]
+	if len(q.items) == 0 {
+		q.items = q.items[:0:0] // let the backing array go once drained
+	}
+	return ev, true, false
 }
 
-// isStale reports whether a popped event became stale before it reached the wire.
-func (q *outQueue) isStale(ev session.Event) bool {
+// takeAll removes and returns every queued event, failed or not.
+func (q *outQueue) takeAll() []session.Event {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return ev.Model && ev.Epoch < q.minEpoch
+	items := q.items
+	q.items = nil
+	q.bytes = 0
+	return items
 }
 
 // close stops accepting events; the writer drains what is queued and exits.
@@ -158,7 +184,8 @@ func (q *outQueue) close() {
 	q.wake()
 }
 
-// fail makes every later Send fail with err (the writer could not write).
+// fail makes every later Send fail with err (the writer could not write), or, for a resumable
+// session, keep its events for the journal until the connection is detached.
 func (q *outQueue) fail(err error) {
 	q.mu.Lock()
 	if q.failed == nil {

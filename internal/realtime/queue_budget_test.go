@@ -12,19 +12,20 @@ import (
 // TestOutQueueByteBudget: the outbound queue refuses (client too slow) once its events exceed
 // the byte budget, whatever their count; what the writer took no longer counts.
 func TestOutQueueByteBudget(t *testing.T) {
-	q := newOutQueue(512, 64<<10)
+	q := newOutQueue(512, 64<<10, false)
 	big := session.Event{Type: "conversation.item.retrieved", Fields: map[string]any{"item": map[string]any{
 		"content": []any{map[string]any{"type": "input_text", "text": strings.Repeat("x", 20<<10)}}}}}
 	for range 3 {
 		require.NoError(t, q.Send(big))
 	}
-	var buf []session.Event
-	buf, _ = q.take(buf)
-	require.Len(t, buf, 3, "taken: the bytes are the writer's now")
+	for range 3 {
+		_, ok, _ := q.pop()
+		require.True(t, ok, "taken: the bytes are the writer's now")
+	}
 	for range 3 {
 		require.NoError(t, q.Send(big))
 	}
 	require.ErrorIs(t, q.Send(big), ErrSlowClient, "a fourth 20 KiB event passes 64 KiB")
-	one := newOutQueue(512, 1<<10)
+	one := newOutQueue(512, 1<<10, false)
 	require.NoError(t, one.Send(big), "an event larger than the budget passes alone")
 }

@@ -8,18 +8,22 @@ import (
 	"github.com/omniserve/omniserve/internal/session"
 )
 
-func types(evs []session.Event) []string {
-	out := make([]string, len(evs))
-	for i, ev := range evs {
-		out[i] = ev.Type
+// drain pops every queued event; done reports whether the writer would stop.
+func drain(q *outQueue) (types []string, done bool) {
+	for {
+		ev, ok, done := q.pop()
+		if !ok {
+			return types, done
+		}
+		types = append(types, ev.Type)
 	}
-	return out
 }
 
 // The connection's half of the epoch fence: DropStale removes queued model output of older
-// epochs (and only that), refuses later arrivals of it, and makes an event already popped stale.
+// epochs (and only that) and refuses later arrivals of it. (An event popped before the fence
+// moved is skipped by the stream, which checks the epoch under its own lock: stream_test.go.)
 func TestOutQueueEpochFence(t *testing.T) {
-	q := newOutQueue(16)
+	q := newOutQueue(16, 1<<20, false)
 	for _, ev := range []session.Event{
 		{Type: "delta.e0", Epoch: 0, Model: true},
 		{Type: "done.e0", Epoch: 0}, // lifecycle events are never fenced
@@ -27,22 +31,17 @@ func TestOutQueueEpochFence(t *testing.T) {
 	} {
 		require.NoError(t, q.Send(ev))
 	}
-	popped := session.Event{Type: "popped.e0", Epoch: 0, Model: true}
-	require.False(t, q.isStale(popped))
-
 	q.DropStale(1)
-	require.True(t, q.isStale(popped), "popped before the fence moved, written after")
-	require.False(t, q.isStale(session.Event{Epoch: 0}), "not model output")
 	require.NoError(t, q.Send(session.Event{Type: "late.e0", Epoch: 0, Model: true}), "refused silently")
 	q.DropStale(0) // the fence never moves back
 	require.NoError(t, q.Send(session.Event{Type: "late2.e0", Epoch: 0, Model: true}))
 
-	got, done := q.take(nil)
+	got, done := drain(q)
 	require.False(t, done)
-	require.Equal(t, []string{"done.e0", "delta.e1"}, types(got))
+	require.Equal(t, []string{"done.e0", "delta.e1"}, got)
 
 	q.close()
-	_, done = q.take(nil)
+	_, done = drain(q)
 	require.True(t, done)
 	require.ErrorIs(t, q.Send(session.Event{Type: "after"}), ErrConnClosed)
 }
@@ -52,7 +51,7 @@ func TestOutQueueEpochFence(t *testing.T) {
 // the session as slow_client.
 func TestOutQueueSlowClient(t *testing.T) {
 	const limit = 4
-	q := newOutQueue(limit)
+	q := newOutQueue(limit, 1<<20, false)
 	for range limit {
 		require.NoError(t, q.Send(session.Event{Type: "delta", Model: true}))
 	}
@@ -63,12 +62,12 @@ func TestOutQueueSlowClient(t *testing.T) {
 	require.ErrorIs(t, q.Send(session.Event{Type: "response.done"}), ErrSlowClient)
 	require.ErrorIs(t, q.err(), ErrSlowClient)
 	require.ErrorIs(t, q.Send(session.Event{Type: "session.closed"}), ErrSlowClient, "failed for good")
-	got, done := q.take(nil)
+	got, done := drain(q)
 	require.True(t, done, "the writer stops: nothing more is written to a failed connection")
 	require.Empty(t, got)
 
 	// Model output alone fails at the limit.
-	q = newOutQueue(limit)
+	q = newOutQueue(limit, 1<<20, false)
 	for range limit {
 		require.NoError(t, q.Send(session.Event{Type: "delta", Model: true}))
 	}

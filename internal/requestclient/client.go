@@ -80,6 +80,9 @@ func (c *Client) unregister(id string) {
 	c.mu.Unlock()
 }
 
+// Collectors returns the Prometheus collectors the client reports to (nil when none).
+func (c *Client) Collectors() *metrics.Collectors { return c.opts.Collectors }
+
 // Live returns the number of live request states (chat requests and duplex session epochs). Tests
 // use it to prove that every path drops its state.
 func (c *Client) Live() int {

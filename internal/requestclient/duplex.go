@@ -327,6 +327,14 @@ func (d *Duplex) SetTurnDelivered(audioMs, underrunMs float64) {
 	}
 }
 
+// SetTurnDetached records how long the open turn's delivery was paused by a disconnect that the
+// client resumed (delivery delay of the same turn).
+func (d *Duplex) SetTurnDetached(ms float64) {
+	if d.turns != nil {
+		d.turns.setDetached(ms)
+	}
+}
+
 // AppendText adds a history message after every earlier append.
 func (d *Duplex) AppendText(ctx context.Context, role, text string) error {
 	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, role, text) }); err != nil {

@@ -373,6 +373,13 @@ func (s *turnState) setDelivered(audioS, underrunS float64) {
 	t.SetUnderrun(underrunS)
 }
 
+func (s *turnState) setDetached(ms float64) {
+	s.mu.Lock()
+	t := s.turn
+	s.mu.Unlock()
+	t.SetDetached(ms)
+}
+
 // openTurn returns the open turn (tests).
 func (s *turnState) openTurn() *metrics.TurnMetrics {
 	s.mu.Lock()

@@ -134,6 +134,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxSessions:          s.cfg.Server.MaxSessions,
 		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
+		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
+		Metrics:              s.parts.Client.Collectors(),
 		ModelName:            ModelID(s.cfg.Engine.Model),
 		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
 		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
@@ -144,6 +146,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		APIKey:         s.cfg.Server.APIKey,
 		BaseContext:    context.WithoutCancel(ctx),
 		SendQueueBytes: s.cfg.Server.SessionOutputBytes,
+		JournalBytes:   s.cfg.Realtime.ResumeJournalBytes,
+		JournalEvents:  s.cfg.Realtime.ResumeJournalEvents,
 	}, mgr, s.log)
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr

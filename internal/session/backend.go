@@ -99,6 +99,12 @@ type TurnStatsMarker interface {
 	ObserveBargeIn(latencyS float64)
 }
 
+// TurnDetachMarker is implemented by engines that keep per-turn statistics: a turn whose
+// client was disconnected and resumed records how long delivery was paused (delivery delay).
+type TurnDetachMarker interface {
+	SetTurnDetached(ms float64)
+}
+
 // turnStats returns the engine's TurnStatsMarker, or nil.
 func turnStats(e Engine) TurnStatsMarker {
 	m, _ := e.(TurnStatsMarker)

@@ -128,7 +128,12 @@ func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 }
 
 func (s *DuplexSession) emitCreated() {
-	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	f := map[string]any{"session": s.publicSession()}
+	if s.resumeToken != "" {
+		// omniserve extension: the bearer secret of session.resume (docs/REALTIME.md)
+		f["resume_token"] = s.resumeToken
+	}
+	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: f})
 }
 
 func (s *DuplexSession) emitClosed(reason string) {
@@ -199,7 +204,7 @@ func (s *DuplexSession) publicSession() map[string]any {
 		"duplex": s.opts.Duplex, "auto_response": s.autoResponse(), "state": s.state, "turn_state": s.turnState,
 		"epoch": s.epoch, "turn": s.turnID,
 		"extra_body": map[string]any{"auto_response": s.autoResponse(), "seed": s.seedWire()},
-		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
+		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": s.Resumable(),
 			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
 			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
 	}

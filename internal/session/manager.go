@@ -39,6 +39,13 @@ type ManagerConfig struct {
 	// MaxInstructionsBytes bounds session and per-response instructions (error
 	// string_above_max_length). Default DefaultMaxInstructionsBytes.
 	MaxInstructionsBytes int
+	// ResumeGrace is how long a session whose connection was lost without a close frame is kept
+	// for a resume (session.resume): its engine stream, conversation and admission slot stay.
+	// Zero disables resume: the session ends with its connection (the configuration default,
+	// realtime.resume_grace, is 30 s).
+	ResumeGrace time.Duration
+	// Metrics receives the detached-session gauge; nil reports nothing.
+	Metrics ManagerMetrics
 	// ModelName is reported in session.created.
 	ModelName string
 	// Now is the monotonic clock for pacing and timeouts; nil means time.Now.
@@ -82,6 +89,12 @@ func (c ManagerConfig) withDefaults() ManagerConfig {
 	return c
 }
 
+// ManagerMetrics is what the manager reports to Prometheus (metrics.Collectors).
+type ManagerMetrics interface {
+	// AddDetachedSessions moves the gauge of sessions waiting for a resume.
+	AddDetachedSessions(delta int)
+}
+
 // Admission errors.
 var (
 	ErrCapacity     = errors.New("duplex_session_capacity_exhausted")
@@ -99,6 +112,8 @@ type Manager struct {
 	closing    bool
 	drainStart time.Time // when Drain ran
 	sessions   map[*DuplexSession]struct{}
+	byID       map[string]*DuplexSession
+	detached   int
 	idle       chan struct{} // closed and replaced when active drops to 0 during shutdown
 }
 
@@ -112,6 +127,7 @@ func NewManager(cfg ManagerConfig, backend Backend, log *zap.Logger) *Manager {
 		backend:  backend,
 		log:      log.Named("session"),
 		sessions: make(map[*DuplexSession]struct{}),
+		byID:     make(map[string]*DuplexSession),
 		idle:     make(chan struct{}),
 	}
 }
@@ -173,13 +189,42 @@ func (m *Manager) track(s *DuplexSession) bool {
 		return false
 	}
 	m.sessions[s] = struct{}{}
+	m.byID[s.id] = s
 	return true
 }
 
 func (m *Manager) untrack(s *DuplexSession) {
 	m.mu.Lock()
 	delete(m.sessions, s)
+	delete(m.byID, s.id)
 	m.mu.Unlock()
+}
+
+// Lookup returns the live session with id on this server, or nil. Sessions are not shared
+// between replicas: a resume must reach the replica that holds the session.
+func (m *Manager) Lookup(id string) *DuplexSession {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byID[id]
+}
+
+// ResumeGrace is how long a session whose connection was lost waits for a resume (0: resume off).
+func (m *Manager) ResumeGrace() time.Duration { return m.cfg.ResumeGrace }
+
+// Detached returns the number of sessions waiting for a resume (they still hold their slots).
+func (m *Manager) Detached() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.detached
+}
+
+func (m *Manager) detachedDelta(d int) {
+	m.mu.Lock()
+	m.detached += d
+	m.mu.Unlock()
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.AddDetachedSessions(d)
+	}
 }
 
 // Drain starts the shutdown without blocking: new sessions are refused and every live session

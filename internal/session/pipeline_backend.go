@@ -124,4 +124,5 @@ func (e pipelineEngine) ClearTurnInput()         { e.d.ClearTurnInput() }
 func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {
 	e.d.SetTurnDelivered(audioMs, underrunMs)
 }
+func (e pipelineEngine) SetTurnDetached(ms float64)      { e.d.SetTurnDetached(ms) }
 func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }

@@ -43,6 +43,7 @@ type response struct {
 	sent       []sentFrame
 	sentMs     float64
 	underrunMs float64 // time the client's playback ran out of sent audio (paced delivery fell behind)
+	detachedMs float64 // time delivery was paused because the client was disconnected (resumed since)
 	started    time.Time
 	text       strings.Builder // text modality deltas
 	finished   bool
@@ -236,6 +237,9 @@ func (s *DuplexSession) endResponse(reason string) *response {
 		if m := turnStats(s.engine); m != nil {
 			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs, r.underrunMs) })
 		}
+		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
+			s.safeHook("set_turn_detached", func() { m.SetTurnDetached(r.detachedMs) })
+		}
 		s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
 	}
 	return r
@@ -319,6 +323,14 @@ func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
 func (s *DuplexSession) pace() {
 	r := s.resp
 	if r == nil {
+		return
+	}
+	if s.detached {
+		// Output pacing is paused while no client listens: the audio waits for a resume. A
+		// response with nothing left to send still completes (into the journal).
+		if r.finished && len(r.frames) == 0 {
+			s.completeResponse(r)
+		}
 		return
 	}
 	now := s.m.cfg.Now()

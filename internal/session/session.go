@@ -66,6 +66,13 @@ type DuplexSession struct {
 	jobs    chan job
 	results chan jobResult
 
+	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
+	// resume attempt; done is closed when Run returns, with endReason set.
+	lost      chan int
+	resumes   chan resumeCall
+	done      chan struct{}
+	endReason string
+
 	outMu     sync.Mutex
 	outQ      []Output
 	outNotify chan struct{}
@@ -111,6 +118,12 @@ type DuplexSession struct {
 	// first event was seen).
 	dialectFixed bool
 
+	resumeToken string      // the current resume token (never logged); "" when resume is off
+	attachGen   int         // the connection attachment: 0 the first, +1 per resume
+	detached    bool        // the connection was lost; waiting for a resume until graceTimer
+	detachedAt  time.Time   // when the session detached
+	graceTimer  *time.Timer // the resume grace of a detached session
+
 	expiresAt      time.Time
 	assistantAudio bool                  // assistant audio was sent: the voice is fixed
 	inputMs        float64               // input audio written this session (audio_start_ms / audio_end_ms clock)
@@ -150,6 +163,9 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 		jobs:       make(chan job, 16),
 		results:    make(chan jobResult, 16),
 		outNotify:  make(chan struct{}, 1),
+		lost:       make(chan int, 1),
+		resumes:    make(chan resumeCall),
+		done:       make(chan struct{}),
 		state:      "open",
 		turnState:  TurnIdle,
 		lastClosed: -1,
@@ -170,6 +186,9 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 	if opts.Beta {
 		s.cfg.Modalities = []string{"text", "audio"}
 		s.dialectFixed = true
+	}
+	if m.cfg.ResumeGrace > 0 {
+		s.resumeToken = newResumeToken()
 	}
 	s.log = m.log.With(zap.String("session_id", s.id))
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
@@ -226,13 +245,25 @@ func (s *DuplexSession) deliver(o Output) {
 
 // Run is the actor loop. It returns the close reason after releasing the engine; the caller
 // then closes the connection and releases the slot.
-func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
+func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) (reason string) {
+	defer func() {
+		s.endReason = reason
+		close(s.done)
+	}()
 	if !s.m.track(s) {
 		s.emitClosed(ReasonShutdown)
 		return ReasonShutdown
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
+	s.graceTimer = time.NewTimer(time.Hour)
+	s.graceTimer.Stop()
+	defer s.graceTimer.Stop()
+	defer func() {
+		if s.detached {
+			s.m.detachedDelta(-1)
+		}
+	}()
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -255,7 +286,7 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) string {
 	} else {
 		s.emitCreated()
 	}
-	reason := s.loop(ctx)
+	reason = s.loop(ctx)
 	s.shutdown(reason, func() {
 		// No engine job may run after the engine is closed.
 		cancelJobs()
@@ -288,6 +319,13 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 				"session_id": s.id, "reason": ReasonShutdown, "grace_ms": g.Milliseconds()}})
 		case r := <-s.stop:
 			return r
+		case gen := <-s.lost:
+			s.detach(gen)
+		case call := <-s.resumes:
+			s.resume(call)
+		case <-s.graceTimer.C:
+			s.log.Info("resume grace expired; closing the session")
+			return ReasonResumeExpired
 		case <-ctx.Done():
 			return ReasonDisconnect
 		}
@@ -354,8 +392,13 @@ func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 		cancelSource = metrics.ReasonAbort
 	case ReasonSlowClient:
 		cancelSource = metrics.CancelDisconnect
+	case ReasonResumeExpired:
+		cancelSource = metrics.CancelDisconnectGraceExpired
 	}
-	s.cancelActive(cancelSource, reason, reason != ReasonDisconnect && reason != ReasonSlowClient)
+	// Nobody hears a session that lost its client (disconnect, slow client, resume expired):
+	// its end is not announced.
+	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || s.detached
+	s.cancelActive(cancelSource, reason, !quiet)
 	if reason != ReasonDisconnect && reason != ReasonShutdown {
 		// Input the session accepted (appends, items, the assistant text the user heard before
 		// an interruption) reaches the engine before it closes, so a close never races the
@@ -375,7 +418,7 @@ func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 			cancel()
 		}
 	}
-	if reason != ReasonDisconnect && reason != ReasonSlowClient {
+	if !quiet {
 		s.emitClosed(reason)
 	}
 	s.state = "closed"

@@ -164,7 +164,7 @@ func (s *DuplexSession) closeVAD() {
 // response.done plus the playback still ahead of the client (the audio sent beyond real time).
 func (s *DuplexSession) armIdleTimeout(r *response) {
 	td := s.cfg.TurnDetection
-	if td == nil || td.IdleTimeoutMs <= 0 {
+	if td == nil || td.IdleTimeoutMs <= 0 || s.detached {
 		return
 	}
 	ahead := 0.0
@@ -191,7 +191,7 @@ func (s *DuplexSession) stopIdleTimeout() {
 // the assistant finished. The buffer is committed (if it holds audio) and a response follows.
 func (s *DuplexSession) idleTimeoutTriggered() {
 	td := s.cfg.TurnDetection
-	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil {
+	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil || s.detached {
 		return
 	}
 	start := s.inputMs

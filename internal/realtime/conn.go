@@ -1,0 +1,331 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// conn is one WebSocket connection: a reader goroutine reads frames, a dispatcher hands them to
+// the session in wire order, a writer writes what the session's stream has queued for it. The
+// session (its actor, owned by the handler that created it) may outlive the connection.
+type conn struct {
+	h   *handler
+	ws  *websocket.Conn
+	st  *stream
+	q   *outQueue
+	log *zap.Logger
+	// pre are frames written before anything queued: session.resumed and the replay.
+	pre [][]byte
+
+	ctx        context.Context // ends when the connection is finished
+	cancel     context.CancelFunc
+	frames     chan frame
+	readerDone chan struct{}
+}
+
+// loss is why a connection ended before its session.
+type loss int
+
+const (
+	lostRead     loss = iota // the read failed without a close frame: the network dropped
+	lostClosed               // the client sent a close frame: it ended the session on purpose
+	lostSlow                 // a write failed (timeout: the client stopped reading, or the network)
+	lostReplaced             // a resume moved the session to another connection
+)
+
+// newConn starts the reader of ws; the stream and queue may be attached to a session later.
+func (h *handler) newConn(ws *websocket.Conn, st *stream, q *outQueue) *conn {
+	ctx, cancel := context.WithCancel(h.cfg.BaseContext)
+	c := &conn{h: h, ws: ws, st: st, q: q, log: h.log, ctx: ctx, cancel: cancel,
+		frames: make(chan frame), readerDone: make(chan struct{})}
+	go func() { defer close(c.readerDone); c.readFrames(ctx) }()
+	return c
+}
+
+// closeWS ends the connection with code (0: at once, no close frame) and waits for the reader.
+func (c *conn) closeWS(code websocket.StatusCode, reason string) {
+	if code == 0 {
+		_ = c.ws.CloseNow()
+	} else {
+		done := make(chan struct{})
+		go func() { defer close(done); _ = c.ws.Close(code, reason) }()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			_ = c.ws.CloseNow()
+			<-done
+		}
+	}
+	c.cancel()
+	<-c.readerDone
+}
+
+// refuse writes ev on a connection that carries no session and closes it. numbered gives the
+// event server_event_seq 1 of the connection's own stream; a resume handshake reply has none
+// (it is not part of any session's stream).
+func (c *conn) refuse(ev session.Event, code websocket.StatusCode, reason string, numbered bool) {
+	var data []byte
+	var err error
+	if numbered {
+		c.st.mu.Lock()
+		data, err = c.st.stampLocked(ev)
+		c.st.mu.Unlock()
+	} else {
+		data, err = c.st.encodeUnnumbered(ev)
+	}
+	if err == nil && data != nil {
+		wctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.WriteTimeout)
+		_ = c.ws.Write(wctx, websocket.MessageText, data)
+		cancel()
+	}
+	c.closeWS(code, reason)
+}
+
+// serve runs the connection for sess (attachment gen) until the session ends or the connection
+// is lost. A lost connection of a resumable session detaches it (the session goes on for its
+// resume grace); otherwise the session ends with it, as without resume.
+func (c *conn) serve(sess *session.DuplexSession, gen int) {
+	lost := make(chan loss, 3)
+	var wg sync.WaitGroup
+	writerDone := make(chan struct{})
+	wg.Add(2)
+	go func() { defer wg.Done(); defer close(writerDone); c.writeLoop(lost) }()
+	go func() { defer wg.Done(); c.dispatch(sess, lost) }()
+	finish := func(code websocket.StatusCode, reason string) {
+		c.q.close()
+		if code != 0 {
+			// What is queued (session.closed) goes out before the close frame.
+			select {
+			case <-writerDone:
+			case <-time.After(c.h.cfg.WriteTimeout):
+			}
+		}
+		c.closeWS(code, reason)
+		wg.Wait()
+	}
+	select {
+	case <-sess.Done():
+		code, reason := closeCode(sess.CloseReason())
+		finish(code, reason)
+		return
+	case cause := <-lost:
+		if cause == lostSlow {
+			// A client that stops reading is closed now (1008), not when the session next has
+			// something to say: its slot goes back (or its resume grace starts) within WriteTimeout.
+			c.log.Warn("realtime client is not reading; closing the connection (1008)",
+				zap.String("session_id", sess.ID()), zap.Duration("write_timeout", c.h.cfg.WriteTimeout), zap.Error(c.q.err()))
+		}
+		switch {
+		case cause == lostReplaced:
+			finish(websocket.StatusPolicyViolation, "session resumed on another connection")
+		case cause != lostClosed && sess.Resumable():
+			c.st.detach(c.q)
+			sess.Disconnected(gen)
+			if cause == lostSlow {
+				finish(websocket.StatusPolicyViolation, "connection too slow")
+			} else {
+				finish(0, "")
+			}
+		default:
+			reason := session.ReasonDisconnect
+			if cause == lostSlow {
+				reason = session.ReasonSlowClient
+			}
+			sess.Stop(reason)
+			code, text := closeCode(sess.CloseReason())
+			finish(code, text)
+		}
+	}
+}
+
+// closeCode maps a session's close reason to the WebSocket close.
+func closeCode(reason string) (websocket.StatusCode, string) {
+	switch reason {
+	case session.ReasonDisconnect, session.ReasonResumeExpired:
+		return 0, ""
+	case session.ReasonSlowClient:
+		return websocket.StatusPolicyViolation, "connection too slow"
+	case session.ReasonShutdown:
+		return websocket.StatusGoingAway, "server shutting down"
+	}
+	return websocket.StatusNormalClosure, reason
+}
+
+func signal(lost chan<- loss, l loss) {
+	select {
+	case lost <- l:
+	default:
+	}
+}
+
+// readEvent reads one frame, bounded by MaxEventBytes; an oversized frame is discarded and
+// reported, and the connection stays usable.
+func (c *conn) readEvent(ctx context.Context) ([]byte, *WireError, error) {
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	max := c.h.cfg.MaxEventBytes
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if int64(len(data)) > max {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return nil, nil, err
+		}
+		return nil, &WireError{Code: "event_too_large", Param: "", Message: fmt.Sprintf("the event exceeds %d bytes", max)}, nil
+	}
+	if typ != websocket.MessageText {
+		return nil, &WireError{Code: "invalid_json", Message: "events must be JSON text frames"}, nil
+	}
+	return data, nil, nil
+}
+
+// frame is one inbound frame, or the read error that ended the connection.
+type frame struct {
+	data []byte
+	werr *WireError
+	err  error
+}
+
+// readFrames is the connection's reader goroutine. Timeouts are applied by the consumers, not
+// through the read ctx: cancelling a read ctx closes a coder/websocket connection, and a
+// handshake timeout must still be able to send its error event.
+func (c *conn) readFrames(ctx context.Context) {
+	for {
+		data, werr, err := c.readEvent(ctx)
+		select {
+		case c.frames <- frame{data: data, werr: werr, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lossOf classifies a read error: a close frame from the client ends the session on purpose;
+// anything else (EOF, reset, timeout) is a dropped network.
+func lossOf(err error) loss {
+	if websocket.CloseStatus(err) != -1 {
+		return lostClosed
+	}
+	return lostRead
+}
+
+// dispatch decodes frames and hands commands to the session in wire order.
+func (c *conn) dispatch(sess *session.DuplexSession, lost chan<- loss) {
+	for {
+		var f frame
+		select {
+		case f = <-c.frames:
+		case <-c.ctx.Done():
+			return
+		}
+		if f.err != nil {
+			signal(lost, lossOf(f.err))
+			return
+		}
+		werr := f.werr
+		if werr == nil {
+			var cmd session.Command
+			if cmd, werr = DecodeClientEvent(f.data); werr == nil {
+				if _, ok := cmd.(*ResumeSession); ok {
+					werr = &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(),
+						Message: "session.resume is only valid as the first event of a connection opened with ?session_id=<id>"}
+				} else {
+					if err := sess.Submit(c.ctx, cmd); err != nil {
+						return
+					}
+					continue
+				}
+			}
+		}
+		if err := c.st.Send(werr.Event()); err != nil {
+			signal(lost, lostSlow)
+			return
+		}
+	}
+}
+
+// writeLoop writes the pre frames, then the session's events as its stream numbers them. It
+// stops when the queue is closed and drained, when a write fails (lostSlow) or when the session
+// moved to another connection (lostReplaced).
+func (c *conn) writeLoop(lost chan<- loss) {
+	for _, data := range c.pre {
+		if err := c.writeFrame(data); err != nil {
+			c.q.fail(fmt.Errorf("writing to the client: %w", err))
+			signal(lost, lostSlow)
+			return
+		}
+	}
+	c.pre = nil
+	for {
+		data, done, err := c.st.next(c.q)
+		switch {
+		case errors.Is(err, errDetached):
+			if c.ctx.Err() == nil {
+				signal(lost, lostReplaced)
+			}
+			return
+		case err != nil:
+			c.q.fail(err)
+			signal(lost, lostSlow)
+			return
+		case data != nil:
+			if err := c.writeFrame(data); err != nil {
+				c.q.fail(fmt.Errorf("writing to the client: %w", err))
+				if c.ctx.Err() == nil {
+					signal(lost, lostSlow)
+				}
+				return
+			}
+			continue
+		case done:
+			if c.q.err() != nil && c.ctx.Err() == nil {
+				// The queue overflowed (the client reads too slowly): the connection is lost.
+				signal(lost, lostSlow)
+			}
+			return
+		}
+		select {
+		case <-c.q.notify:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *conn) writeFrame(data []byte) error {
+	wctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.WriteTimeout)
+	defer cancel()
+	return c.ws.Write(wctx, websocket.MessageText, data)
+}
+
+// encodeUnnumbered encodes ev with an event_id and without server_event_seq, in the stream's
+// dialect.
+func (s *stream) encodeUnnumbered(ev session.Event) ([]byte, error) {
+	m := make(map[string]any, len(ev.Fields)+2)
+	for k, v := range ev.Fields {
+		m[k] = v
+	}
+	m["type"] = ev.Type
+	m["event_id"] = newEventID()
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", ev.Type, err)
+	}
+	return data, nil
+}

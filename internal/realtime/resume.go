@@ -1,0 +1,170 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// Resume over HTTP headers (clients that can set them; browsers send session.resume instead).
+const (
+	// ResumeTokenHeader carries the resume token on a resume connection.
+	ResumeTokenHeader = "Omniserve-Resume-Token"
+	// LastSeqHeader carries the last server_event_seq the client received (0: none).
+	LastSeqHeader = "Omniserve-Last-Event-Seq"
+	// SessionIDHeader names the session on the 101 response of a new session, so that a
+	// balancer can route its resume (?session_id=) to the same replica.
+	SessionIDHeader = "Omniserve-Session-Id"
+)
+
+type resumeReq struct {
+	eventID   string
+	sessionID string
+	token     string
+	lastSeq   int64
+}
+
+// serveResume runs a connection opened with ?session_id=: its first event is session.resume
+// (or the token and seq come as headers). A refused resume gets one error event and the
+// connection closes (1008); the session it named is not touched.
+func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
+	beta := isBeta(r)
+	ws := h.accept(w, r, beta)
+	if ws == nil {
+		return
+	}
+	// A fresh stream for the handshake; a resume swaps in the session's.
+	c := h.newConn(ws, newStream(beta, nil), newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, true))
+	req, werr, gone := c.resumeRequest(r)
+	if gone {
+		c.closeWS(0, "")
+		return
+	}
+	if werr != nil {
+		c.refuseResume(werr)
+		return
+	}
+	log := h.log.With(zap.String("session_id", req.sessionID))
+	sess := h.sessions.Lookup(req.sessionID)
+	var st *stream
+	if sess != nil {
+		st, _ = sess.Sink().(*stream)
+	}
+	if st == nil {
+		log.Debug("session resume refused: no such session")
+		c.refuseResume(notFound(req))
+		return
+	}
+	q := c.q
+	var replay [][]byte
+	var last int64
+	ctx, cancel := context.WithTimeout(c.ctx, h.cfg.HandshakeTimeout)
+	res, err := sess.Resume(ctx, session.ResumeRequest{Token: req.token, Attach: func() bool {
+		var complete bool
+		replay, complete = st.attach(q, req.lastSeq)
+		last = st.lastSeq()
+		return complete
+	}})
+	cancel()
+	if err != nil {
+		switch {
+		case errors.Is(err, session.ErrSessionGone):
+			c.refuseResume(notFound(req))
+		case errors.Is(err, session.ErrResumeToken):
+			c.refuseResume(&WireError{Code: "invalid_resume_token", Param: "resume_token", EventID: req.eventID,
+				Message: "the resume token is not this session's current token (each resume rotates it: use the token of the last session.resumed)"})
+		default:
+			c.refuseResume(&WireError{Code: "session_resume_failed", EventID: req.eventID, Message: fmt.Sprintf("resuming the session: %v", err)})
+		}
+		return
+	}
+	c.st = st
+	ev := res.Event
+	ev.Fields["last_received_server_event_seq"] = req.lastSeq
+	ev.Fields["last_server_event_seq"] = last
+	if res.Resync {
+		replay = nil
+	}
+	ev.Fields["replayed_events"] = len(replay)
+	resumed, err := st.encodeUnnumbered(ev)
+	if err != nil {
+		// Cannot happen (plain values); the session stays attached and this connection ends.
+		log.Error("encoding session.resumed", zap.Error(err))
+	}
+	c.pre = append([][]byte{resumed}, replay...)
+	log.Info("session resumed on a new connection", zap.Int64("last_received_seq", req.lastSeq),
+		zap.Int64("last_seq", last), zap.Int("replayed_events", len(replay)), zap.Bool("resync_required", res.Resync))
+	c.serve(sess, res.Gen)
+}
+
+func notFound(req resumeReq) *WireError {
+	return &WireError{Code: "session_not_found", Param: "session_id", EventID: req.eventID,
+		Message: fmt.Sprintf("no session %q on this server: it ended, its resume grace expired, or it lives on another replica (sessions are not shared)", req.sessionID)}
+}
+
+// refuseResume answers a refused resume; the handshake reply has no server_event_seq.
+func (c *conn) refuseResume(werr *WireError) {
+	c.refuse(werr.Event(), websocket.StatusPolicyViolation, "session resume refused", false)
+}
+
+// resumeRequest reads the resume request: the headers when the token is there, else the first
+// event, which must be session.resume. gone is true when the client left during the handshake.
+func (c *conn) resumeRequest(r *http.Request) (req resumeReq, werr *WireError, gone bool) {
+	req.sessionID = r.URL.Query().Get("session_id")
+	if tok := r.Header.Get(ResumeTokenHeader); tok != "" {
+		req.token = tok
+		if req.sessionID == "" {
+			return req, &WireError{Code: "missing_required_parameter", Param: "session_id",
+				Message: "missing required query parameter 'session_id' (a resume names its session in the URL, which the balancer routes by)"}, false
+		}
+		v := r.Header.Get(LastSeqHeader)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return req, &WireError{Code: "invalid_value", Param: "last_received_server_event_seq",
+				Message: fmt.Sprintf("header %s must be an integer >= 0 (0 when no event was received), got %q", LastSeqHeader, v)}, false
+		}
+		req.lastSeq = n
+		return req, nil, false
+	}
+	timer := time.NewTimer(c.h.cfg.HandshakeTimeout)
+	defer timer.Stop()
+	var f frame
+	select {
+	case f = <-c.frames:
+	case <-timer.C:
+		return req, &WireError{Code: "session_resume_timeout", Param: "type",
+			Message: fmt.Sprintf("no session.resume within %v of connecting with ?session_id=", c.h.cfg.HandshakeTimeout)}, false
+	}
+	if f.err != nil {
+		return req, nil, true
+	}
+	if f.werr != nil {
+		return req, f.werr, false
+	}
+	cmd, werr := DecodeClientEvent(f.data)
+	if werr != nil {
+		return req, werr, false
+	}
+	rs, ok := cmd.(*ResumeSession)
+	if !ok {
+		return req, &WireError{Code: "session_resume_required", Param: "type", EventID: cmd.EventID(),
+			Message: fmt.Sprintf("a connection opened with ?session_id= must send session.resume first (or the %s header), got %q", ResumeTokenHeader, cmd.Type())}, false
+	}
+	req.eventID, req.token, req.lastSeq = rs.ID, rs.Token, rs.LastSeq
+	if req.sessionID == "" {
+		req.sessionID = rs.SessionID
+	}
+	if rs.SessionID != req.sessionID {
+		return req, &WireError{Code: "invalid_value", Param: "session_id", EventID: rs.ID,
+			Message: fmt.Sprintf("session.resume names session %q but the URL names %q", rs.SessionID, req.sessionID)}, false
+	}
+	return req, nil, false
+}

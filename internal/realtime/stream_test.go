@@ -1,0 +1,88 @@
+package realtime
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+func frameSeqTypes(t *testing.T, frames [][]byte) (seqs []int64, types []string) {
+	t.Helper()
+	for _, f := range frames {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(f, &m))
+		seqs = append(seqs, int64(m["server_event_seq"].(float64)))
+		types = append(types, m["type"].(string))
+	}
+	return seqs, types
+}
+
+// TestStreamNumbersAcrossDetach: events written, events still queued at the drop and events
+// sent while detached are numbered 1..n once each, in send order, and a resume replays exactly
+// those after the client's last seq; stale model output is dropped without using a number.
+func TestStreamNumbersAcrossDetach(t *testing.T) {
+	st := newStream(false, newJournal(1<<20, 1024))
+	q := newOutQueue(8, 1<<20, true)
+	st.attach(q, 0)
+	ev := func(typ string, epoch int, model bool) session.Event {
+		return session.Event{Type: typ, Epoch: epoch, Model: model, Fields: map[string]any{}}
+	}
+	require.NoError(t, st.Send(ev("a", 0, false)))
+	require.NoError(t, st.Send(ev("b", 0, true)))
+	data, done, err := st.next(q) // the writer writes a
+	require.NoError(t, err)
+	require.False(t, done)
+	require.NotNil(t, data)
+	st.DropStale(1) // b is stale: never numbered
+	require.NoError(t, st.Send(ev("c", 1, false)))
+	st.detach(q) // c was still queued: journaled now
+	_, _, err = st.next(q)
+	require.ErrorIs(t, err, errDetached, "the lost connection's writer stops")
+	require.NoError(t, st.Send(ev("d", 1, true)))
+	require.NoError(t, st.Send(ev("e", 0, true)), "stale while detached: dropped")
+
+	q2 := newOutQueue(8, 1<<20, true)
+	replay, complete := st.attach(q2, 1)
+	require.True(t, complete)
+	seqs, types := frameSeqTypes(t, replay)
+	require.Equal(t, []int64{2, 3}, seqs)
+	require.Equal(t, []string{"c", "d"}, types)
+	require.NoError(t, st.Send(ev("f", 1, false)))
+	data, _, err = st.next(q2)
+	require.NoError(t, err)
+	seqs, types = frameSeqTypes(t, [][]byte{data})
+	require.Equal(t, []int64{4}, seqs)
+	require.Equal(t, []string{"f"}, types)
+}
+
+// TestStreamOverflowKeepsEvents: a resumable session's queue that overflows fails the
+// connection but loses nothing: the events go to the journal at the detach.
+func TestStreamOverflowKeepsEvents(t *testing.T) {
+	st := newStream(false, newJournal(1<<20, 1024))
+	q := newOutQueue(2, 1<<20, true)
+	st.attach(q, 0)
+	for i := 0; i < 2+reserve+10; i++ {
+		require.NoError(t, st.Send(session.Event{Type: "x", Model: true, Fields: map[string]any{}}), "event %d", i)
+	}
+	require.ErrorIs(t, q.err(), ErrSlowClient, "the connection is failed")
+	_, done, err := st.next(q)
+	require.NoError(t, err)
+	require.True(t, done, "its writer stops")
+	st.detach(q)
+	replay, complete := st.attach(newOutQueue(2, 1<<20, true), 0)
+	require.True(t, complete)
+	require.Len(t, replay, 2+reserve+10)
+
+	// Without resume the overflow ends the session, as before.
+	st = newStream(false, nil)
+	q = newOutQueue(2, 1<<20, false)
+	st.attach(q, 0)
+	var sendErr error
+	for i := 0; i < 4 && sendErr == nil; i++ {
+		sendErr = st.Send(session.Event{Type: "x", Model: true, Fields: map[string]any{}})
+	}
+	require.ErrorIs(t, sendErr, ErrSlowClient)
+}

@@ -1,0 +1,194 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Resume errors, mapped to wire error codes by internal/realtime.
+var (
+	// ErrSessionGone: no such session here (never existed on this replica, ended, or its resume
+	// grace expired).
+	ErrSessionGone = errors.New("session not found")
+	// ErrResumeToken: the token is not the session's current one (wrong, or already used by a
+	// resume, which rotated it).
+	ErrResumeToken = errors.New("invalid resume token")
+	// ErrResumeDisabled: the server keeps no session after a disconnect (resume grace 0).
+	ErrResumeDisabled = errors.New("session resume is disabled on this server")
+)
+
+// ReasonResumeExpired ends a detached session whose resume grace ran out; the turn it cut is
+// logged with finished_reason close.
+const ReasonResumeExpired = "resume_expired"
+
+// ResumeRequest is a client's attempt to take over a session from a new connection.
+type ResumeRequest struct {
+	Token string
+	// Attach moves the session's output to the new connection. It runs on the session actor,
+	// between two events, only after the token matched, and reports whether every event the
+	// client missed can still be replayed (false: the client must resync).
+	Attach func() (complete bool)
+}
+
+// ResumeResult is what the new connection sends first: session.resumed.
+type ResumeResult struct {
+	// Event is session.resumed, without the connection's own fields (seq figures).
+	Event Event
+	// Gen identifies the attachment, for Disconnected.
+	Gen int
+	// Resync is true when the journal no longer held every missed event.
+	Resync bool
+}
+
+type resumeCall struct {
+	req   ResumeRequest
+	reply chan resumeReply // buffered(1)
+}
+
+type resumeReply struct {
+	res ResumeResult
+	err error
+}
+
+// newResumeToken returns 32 random bytes, URL-safe base64. It is a bearer secret: it is never
+// logged.
+func newResumeToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Resumable reports whether the session outlives an abrupt disconnect (resume grace > 0).
+func (s *DuplexSession) Resumable() bool { return s.m.cfg.ResumeGrace > 0 }
+
+// Sink returns the sink the session sends its events to (internal/realtime's stream, which
+// outlives connections).
+func (s *DuplexSession) Sink() Sink { return s.sink }
+
+// Done is closed when Run has returned; CloseReason is then the reason.
+func (s *DuplexSession) Done() <-chan struct{} { return s.done }
+
+// CloseReason is the reason Run returned; valid after Done is closed.
+func (s *DuplexSession) CloseReason() string {
+	<-s.done
+	return s.endReason
+}
+
+// Disconnected tells the session that the connection of attachment gen was lost without a
+// close frame. A resumable session detaches: it keeps its engine stream, conversation and slot
+// for the resume grace, its active response keeps generating (events go to the stream's
+// journal, audio waits with pacing paused). A stale gen (the session already moved to a newer
+// connection) is ignored.
+func (s *DuplexSession) Disconnected(gen int) {
+	select {
+	case s.lost <- gen:
+	case <-s.done:
+	}
+}
+
+// Resume validates req.Token (in constant time) and moves the session to the caller's
+// connection. A session still attached to another connection is taken over (that connection is
+// closed by the stream). The token is rotated: the old one is void from now on.
+func (s *DuplexSession) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error) {
+	if !s.Resumable() {
+		return ResumeResult{}, ErrResumeDisabled
+	}
+	call := resumeCall{req: req, reply: make(chan resumeReply, 1)}
+	select {
+	case s.resumes <- call:
+	case <-s.done:
+		return ResumeResult{}, ErrSessionGone
+	case <-ctx.Done():
+		return ResumeResult{}, context.Cause(ctx)
+	}
+	select {
+	case r := <-call.reply:
+		return r.res, r.err
+	case <-s.done:
+		return ResumeResult{}, ErrSessionGone
+	}
+}
+
+// detach is the actor's side of Disconnected.
+func (s *DuplexSession) detach(gen int) {
+	if gen != s.attachGen || s.detached || s.closeReason != "" {
+		return
+	}
+	if !s.Resumable() {
+		s.closeReason = ReasonDisconnect
+		return
+	}
+	s.detached = true
+	s.detachedAt = s.m.cfg.Now()
+	s.m.detachedDelta(1)
+	stopTimer(s.paceTimer)
+	s.stopIdleTimeout()
+	stopTimer(s.idleTimer) // the grace bounds a detached session, not the idle timeout
+	s.graceTimer.Reset(s.m.cfg.ResumeGrace)
+	s.log.Info("session detached; waiting for a resume", zap.Duration("grace", s.m.cfg.ResumeGrace))
+}
+
+// resume is the actor's side of Resume.
+func (s *DuplexSession) resume(call resumeCall) {
+	reply := func(res ResumeResult, err error) { call.reply <- resumeReply{res: res, err: err} }
+	if s.closeReason != "" || s.state != "open" {
+		reply(ResumeResult{}, ErrSessionGone)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(call.req.Token), []byte(s.resumeToken)) != 1 {
+		s.log.Info("session resume refused: invalid token", zap.Bool("detached", s.detached))
+		reply(ResumeResult{}, ErrResumeToken)
+		return
+	}
+	complete := call.req.Attach()
+	s.attachGen++
+	s.resumeToken = newResumeToken()
+	var gap time.Duration
+	if s.detached {
+		gap = s.m.cfg.Now().Sub(s.detachedAt)
+		s.detached = false
+		s.m.detachedDelta(-1)
+		stopTimer(s.graceTimer)
+		if r := s.resp; r != nil {
+			// Delivery was paused for the gap: the playback clock resumes where it stopped, and
+			// the turn records the gap as delivery delay.
+			if !r.started.IsZero() {
+				r.started = r.started.Add(gap)
+			}
+			r.detachedMs += float64(gap) / float64(time.Millisecond)
+		}
+	}
+	s.resetIdle()
+	f := map[string]any{"session_id": s.id, "resume_token": s.resumeToken, "resync_required": !complete,
+		"session": s.publicSession()}
+	if !complete {
+		items := make([]any, 0, len(s.items))
+		for _, it := range s.items {
+			items = append(items, it.wire(s.opts.Beta))
+		}
+		f["items"] = items
+		if r := s.resp; r != nil {
+			f["response"] = s.responseObject(r, "in_progress", nil, []any{}, nil)
+		}
+	}
+	s.log.Info("session resumed", zap.Duration("gap", gap), zap.Bool("resync_required", !complete))
+	reply(ResumeResult{Event: Event{Type: "session.resumed", Epoch: s.epoch, Fields: f}, Gen: s.attachGen, Resync: !complete}, nil)
+	// Output paused while detached goes on; it queues behind the replay on the new connection.
+	s.pace()
+}
+
+// stopTimer stops t and drains a tick that already fired, so that a later Reset starts clean.
+func stopTimer(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+}
