@@ -199,7 +199,8 @@ func (s *DuplexSession) publicSession() map[string]any {
 		"extra_body": map[string]any{"auto_response": s.autoResponse()},
 		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": false,
 			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
-			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
+			"barge_in_pitched_speech_ms": overlapEarlySpeechMs,
+			"max_output_lead_ms":         s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
 	}
 	audio := s.cfg.WantAudio()
 	if s.opts.Beta {
