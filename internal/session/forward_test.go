@@ -91,11 +91,11 @@ func TestClearForgetsForwardedInput(t *testing.T) {
 		return sk.until(t, "conversation.item.input_audio_transcription.completed").Fields["transcript"].(string)
 	}
 
-	// Turn 1 opens the engine: its audio waits for the commit, as the engine did not exist.
+	// Turn 1's first append opens the engine and streams into it ahead of the commit too.
 	appendAudio(0.1)
 	require.NoError(t, s.Submit(ctx, &CommitInput{}))
 	require.Equal(t, "0.1", transcript())
-	require.Equal(t, []string{"mark", "append", "commit"}, eng.list())
+	require.Equal(t, []string{"mark", "append", "mark", "commit"}, eng.list())
 
 	// Turn 2 streams ahead (its first append stamps the turn's arrival, keep-first; the commit
 	// stamps too); the clear drops it from the engine as well.
@@ -107,7 +107,7 @@ func TestClearForgetsForwardedInput(t *testing.T) {
 	appendAudio(0.5)
 	require.NoError(t, s.Submit(ctx, &CommitInput{}))
 	require.Equal(t, "0.4 0.5", transcript())
-	require.Equal(t, []string{"mark", "append", "commit",
+	require.Equal(t, []string{"mark", "append", "mark", "commit",
 		"mark", "append", "append", "discard", "mark", "append", "append", "mark", "commit"}, eng.list(),
 		"appends after turn 1 reach the engine as they arrive, before their commit")
 

@@ -116,6 +116,9 @@ func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
 	s.resetIdle()
+	if s.reopenFresh() {
+		instructionsChanged = false // the new stream was opened with them
+	}
 	if instructionsChanged && s.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.
@@ -206,7 +209,8 @@ func (s *DuplexSession) publicSession() map[string]any {
 		"extra_body": map[string]any{"auto_response": s.autoResponse(), "seed": s.seedWire()},
 		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": s.Resumable(),
 			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
-			"max_output_lead_ms": s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
+			"barge_in_pitched_speech_ms": overlapEarlySpeechMs,
+			"max_output_lead_ms":         s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
 	}
 	audio := s.cfg.WantAudio()
 	if s.opts.Beta {
@@ -291,6 +295,9 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		if s.resp == nil {
 			s.turnState = TurnUserSpeaking
 		}
+		if len(s.inputBuf) == 1 {
+			s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
+		}
 		s.forwardInput()
 		if vr.stopped {
 			// server_vad commits the buffer at the end of speech, and with create_response
@@ -323,8 +330,8 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 
 // forwardInput streams the uncommitted input buffer into the engine ahead of the commit, so the
 // ASR decodes while the user speaks and the commit pays only the final hypothesis. It forwards
-// only while nothing could reorder it or change what it means: the engine is open (opening it
-// would freeze session.update's engine settings), no response is active (input during a
+// only while nothing could reorder it or change what it means: the engine is open (the first
+// append opens it, ahead.go), no response is active (input during a
 // response stays buffered, as the overlap policies expect), no engine job is queued or running
 // (appends go straight to the engine's FIFO and must not overtake a queued commit), and the
 // engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
@@ -338,7 +345,11 @@ func (s *DuplexSession) forwardInput() {
 	}
 	if s.inputFwd == 0 {
 		// The turn's metrics arrival is its first append (keep-first; the commit's stamp is later).
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		at := s.inputStartTS // the buffer's first append, also when the stream opened later
+		if at <= 0 {
+			at = s.m.cfg.WallClock()
+		}
+		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
 	}
 	for s.inputFwd < len(s.inputBuf) {
 		if err := s.engine.AppendAudio(s.engineCtx, s.inputBuf[s.inputFwd]); err != nil {

@@ -80,17 +80,21 @@ type DuplexSession struct {
 	// State below is owned by the Run goroutine.
 	engine     Engine
 	engineCtx  context.Context
-	state      string
-	turnState  string
-	epoch      int
-	turnID     int
-	resp       *response
-	lastClosed int          // highest engine turn whose output is over (done or cancelled)
-	inDec      InputDecoder // the append stream's decoder: one resampler for the session's input
-	inputBuf   [][]float32
-	inputBytes int
+	engineOpts OpenOptions // the settings the engine stream was opened with
+	// engineFresh: the engine was opened ahead of the first commit (decode-ahead) and holds
+	// nothing but uncommitted audio, so a session.update may still reopen it (ahead.go).
+	engineFresh bool
+	state       string
+	turnState   string
+	epoch       int
+	turnID      int
+	resp        *response
+	lastClosed  int          // highest engine turn whose output is over (done or cancelled)
+	inDec       InputDecoder // the append stream's decoder: one resampler for the session's input
+	inputBuf    [][]float32
+	inputBytes  int
 	// inputStartTS is the wall time of the first append after the last commit / clear: a
-	// manual turn's statistics t0 (turn 1 too, whose engine opens only at the commit).
+	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
 	inputStartTS float64
 	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
 	// commit (decoded while the user speaks); the commit job feeds only the rest.
@@ -371,6 +375,7 @@ func (s *DuplexSession) submitJob(j job) bool {
 	select {
 	case s.jobs <- j:
 		s.jobsOut++
+		s.engineFresh = false // the engine holds more than uncommitted audio now
 		return true
 	default:
 		return false
@@ -449,8 +454,8 @@ func (s *DuplexSession) drainJobs(d time.Duration) {
 	}
 }
 
-// ensureEngine opens the engine stream on first use, so that session.update may still change
-// engine-level settings until input flows.
+// ensureEngine opens the engine stream on first use. A manual turn's first append opens it
+// earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).
 func (s *DuplexSession) ensureEngine(eventID string) bool {
 	if s.engine != nil {
 		return true
@@ -459,16 +464,7 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 		s.sendError("server_error", "no engine is configured", eventID, "")
 		return false
 	}
-	td := s.cfg.TurnDetection
-	if td == nil {
-		td = DefaultTurnDetection()
-	}
-	opts := OpenOptions{
-		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
-		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
-		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
-		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
-	}
+	opts := s.openOptions()
 	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
 	if err != nil {
 		s.log.Warn("opening engine stream", zap.Error(err))
@@ -478,7 +474,7 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 		}
 		return false
 	}
-	s.engine = eng
+	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
 	return true
 }
 

@@ -45,6 +45,11 @@ type VADConfig struct {
 	PrefixPaddingMs   int     // audio kept before the detected onset; SpeechStarted.AtMs includes it
 	SilenceDurationMs int     // unvoiced time that ends a segment
 	MinSpeechMs       int     // voiced time needed to start a segment
+	// EarlySpeechMs (0 = off) lets a shorter voiced run start a segment when it carries pitch:
+	// a run of at least EarlySpeechMs with EarlySpeechMs − 30 ms of it pitched and its latest
+	// frame pitched throughout (pitch.go). Noise bursts have no pitch and still need
+	// MinSpeechMs; tone bursts up to EarlySpeechMs − 50 ms are rejected too.
+	EarlySpeechMs int
 }
 
 // VADEventKind says whether speech started or stopped.
@@ -86,6 +91,7 @@ type VAD struct {
 	pos      int64 // samples in completed frames
 	inSpeech bool
 	voiced   int   // consecutive voiced frames while not in speech
+	pitched  int   // frames of that run with a pitch period (counted with EarlySpeechMs only)
 	runStart int64 // sample index where that voiced run began
 	silent   int   // consecutive unvoiced frames while in speech
 	lastEnd  int64 // sample index just after the last voiced frame
@@ -162,24 +168,38 @@ func (v *VAD) Process(pcm []float32) ([]VADEvent, error) {
 		if rc < 0 {
 			return v.events, fmt.Errorf("processing vad frame: webrtc error %d", int(rc))
 		}
-		v.step(rc == 1)
+		p := noPitch
+		if rc == 1 && v.cfg.EarlySpeechMs > 0 && !v.inSpeech {
+			p = pitched(v.frame, v.cfg.SampleRate)
+		}
+		v.step(rc == 1, p)
 	}
 	return v.events, nil
 }
 
-func (v *VAD) step(voiced bool) {
+func (v *VAD) step(voiced bool, p pitchEvidence) {
 	start := v.pos
 	v.pos += int64(len(v.frame))
 	if !v.inSpeech {
 		if !voiced {
-			v.voiced = 0
+			v.voiced, v.pitched = 0, 0
 			return
 		}
 		if v.voiced == 0 {
-			v.runStart = start
+			v.runStart, v.pitched = start, 0
 		}
 		v.voiced++
-		if v.voiced*vadFrameMs < v.cfg.MinSpeechMs {
+		if p != noPitch {
+			v.pitched++
+		}
+		runMs := v.voiced * vadFrameMs
+		// Early: a run of EarlySpeechMs or more, with EarlySpeechMs − 30 ms of it pitched and
+		// the sound still going on through its latest frame. A burst of EarlySpeechMs − 50 ms cannot do
+		// that: the run starts no earlier than the burst, so its last frame would need the
+		// burst to fill a third of it past EarlySpeechMs − 30 ms.
+		early := v.cfg.EarlySpeechMs > 0 && runMs >= v.cfg.EarlySpeechMs && p == pitchedFull &&
+			(v.pitched+1)*vadFrameMs >= v.cfg.EarlySpeechMs
+		if runMs < v.cfg.MinSpeechMs && !early {
 			return
 		}
 		v.inSpeech, v.silent, v.lastEnd = true, 0, v.pos
@@ -193,7 +213,7 @@ func (v *VAD) step(voiced bool) {
 	}
 	v.silent++
 	if v.silent*vadFrameMs >= v.cfg.SilenceDurationMs {
-		v.inSpeech, v.voiced = false, 0
+		v.inSpeech, v.voiced, v.pitched = false, 0, 0
 		v.lastStop = v.ms(v.lastEnd)
 		v.events = append(v.events, VADEvent{Kind: SpeechStopped, AtMs: v.lastStop})
 	}

@@ -1,0 +1,100 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Decode-ahead on a session's first turn. The engine stream (and with it the ASR) used to open
+// at the first commit, so the first turn's ASR decoded the whole utterance after the user had
+// finished (≈ 390 ms of the first turn's commit → audible on 2 cores, issue #13). Now a manual
+// turn's first append opens the stream and forwardInput streams the buffer into it while the
+// user speaks; the commit pays only the final hypothesis, as on every later turn.
+//
+// The settings a stream is opened with (instructions, output modalities, max tokens,
+// temperature) were frozen at the first commit before; a session.update between the first
+// append and the first commit must still apply. While the early stream holds nothing but
+// uncommitted audio (engineFresh), such an update closes it and opens a new one with the new
+// settings, and the buffered audio — the session keeps every chunk until its commit — is
+// forwarded again: nothing the user said is lost, and the conversation the model sees is the
+// one the lazy open would have built.
+
+// openOptions is what the engine stream is opened with under the current configuration.
+func (s *DuplexSession) openOptions() OpenOptions {
+	td := s.cfg.TurnDetection
+	if td == nil {
+		td = DefaultTurnDetection()
+	}
+	return OpenOptions{
+		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
+		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
+		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
+		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
+	}
+}
+
+// sameStreamSettings reports whether a stream opened with a serves b. The engine's own VAD
+// only endpoints auto-response turns; on manual turns its settings do not matter.
+func sameStreamSettings(a, b OpenOptions) bool {
+	if a.Instructions != b.Instructions || a.AutoResponse != b.AutoResponse || a.WantAudio != b.WantAudio ||
+		a.MaxTokens != b.MaxTokens || (a.Temperature == nil) != (b.Temperature == nil) ||
+		(a.Temperature != nil && *a.Temperature != *b.Temperature) ||
+		(a.Seed == nil) != (b.Seed == nil) || (a.Seed != nil && *a.Seed != *b.Seed) {
+		return false
+	}
+	return !a.AutoResponse || (a.VADThreshold == b.VADThreshold && a.PrefixPaddingMs == b.PrefixPaddingMs &&
+		a.SilenceDurationMs == b.SilenceDurationMs)
+}
+
+// openAhead opens the engine stream at the first append of a manual turn, so that the ASR
+// decodes while the user speaks. It never reports an error: a stream that cannot open now
+// (capacity, no backend) is opened, and its failure reported, by the commit as before.
+func (s *DuplexSession) openAhead() {
+	if s.engine != nil || s.m.backend == nil {
+		return
+	}
+	opts := s.openOptions()
+	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
+	if err != nil {
+		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
+		return
+	}
+	if _, ok := eng.(AudioDiscarder); !ok {
+		// Without discard the stream cannot forget a cleared buffer, so nothing is forwarded
+		// to it ahead of a commit (forwardInput): keep it, it is the one the commit would open.
+		s.engine, s.engineOpts, s.engineFresh = eng, opts, false
+		return
+	}
+	s.engine, s.engineOpts, s.engineFresh = eng, opts, true
+}
+
+// reopenFresh applies a session.update to a stream opened ahead of the first commit: if the
+// settings it was opened with no longer match, it is closed and a new one opened with the new
+// settings, and the buffered input is forwarded again. It reports whether it reopened (the new
+// stream already has the new instructions).
+func (s *DuplexSession) reopenFresh() bool {
+	if s.engine == nil || !s.engineFresh || s.resp != nil || s.jobsOut > 0 {
+		return false
+	}
+	if sameStreamSettings(s.engineOpts, s.openOptions()) {
+		return false
+	}
+	old := s.engine
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := old.Close(ctx, ""); err != nil {
+		s.log.Debug("closing the early engine stream", zap.Error(err))
+	}
+	cancel()
+	// Close returns after the stream's last output: route what it queued (listen decisions of
+	// the forwarded chunks), then forget the ones it never sent.
+	s.drainOutputs()
+	s.engine, s.engineFresh, s.inputFwd, s.aheadListens = nil, false, 0, 0
+	if len(s.inputBuf) == 0 {
+		return true // the next append opens the new stream
+	}
+	s.openAhead()
+	s.forwardInput()
+	return true
+}
