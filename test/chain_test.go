@@ -111,6 +111,52 @@ func TestRemoteChain(t *testing.T) {
 		require.Less(t, p50, 50.0, "a remote thinker should add one loopback hop, not more")
 	})
 
+	t.Run("upstream errors keep their status", func(t *testing.T) {
+		// A second front: its thinker asks the back for a model it does not have (the back
+		// answers 404 model_not_found), its ASR points at a port nothing listens on.
+		nowhere := fmt.Sprintf("http://127.0.0.1:%d/v1", freePort(t))
+		badCfg := filepath.Join(t.TempDir(), "bad.yaml")
+		require.NoError(t, os.WriteFile(badCfg, []byte("pipeline:\n  remote:\n"+
+			fmt.Sprintf("    thinker: {base_url: %q, model: no-such-model, retries: -1}\n", backURL)+
+			fmt.Sprintf("    asr: {base_url: %q, model: whisper-1, retries: -1}\n", nowhere)), 0o600))
+		bad := startBinary(t, "--config", badCfg, "--model", "dummy:tiny", "--log-format", "json", "--cache-dir", cache)
+		badURL := "http://" + bad.addr + "/v1"
+		for _, stream := range []bool{false, true} {
+			resp := postChat(t, context.Background(), badURL, map[string]any{"model": "dummy:tiny",
+				"messages": userText("hi"), "max_tokens": 4, "stream": stream})
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusNotFound, resp.StatusCode, "stream=%v: %s", stream, got)
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			var e struct {
+				Error struct{ Message, Type, Param, Code string }
+			}
+			require.NoError(t, json.Unmarshal(got, &e), string(got))
+			require.Equal(t, "model_not_found", e.Error.Code, string(got))
+			require.Equal(t, "model", e.Error.Param)
+			require.Equal(t, "invalid_request_error", e.Error.Type)
+			require.Contains(t, e.Error.Message, "remote thinker (upstream status 404)")
+			require.NotContains(t, e.Error.Message, back.addr, "the upstream's address is not told")
+		}
+		code, body := postForm(t, badURL, map[string]string{"model": "whisper-1"}, "goforward.raw", raw)
+		require.Equal(t, http.StatusBadGateway, code, string(body))
+		require.Contains(t, string(body), `"code":"upstream_error"`)
+		require.Contains(t, string(body), "remote asr")
+
+		c := dialRT(t, bad, map[string]any{"turn_detection": nil})
+		c.send(t, textItem("hello"))
+		c.until(t, "conversation.item.added", 10*time.Second)
+		c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"output_modalities": []string{"text"}}})
+		ev := c.untilType(t, "error", 30*time.Second)
+		e, _ := ev["error"].(map[string]any)
+		require.Equal(t, "model_not_found", e["code"], ev)
+		require.Equal(t, "invalid_request_error", e["type"], ev)
+		require.Contains(t, e["message"], "remote thinker (upstream status 404)", ev)
+		require.Equal(t, "failed", status(c.until(t, "response.done", 10*time.Second)))
+		c.close(t)
+	})
+
 	t.Run("back killed mid-turn, then back again", func(t *testing.T) {
 		c := dialRT(t, front, map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 2000})
 		c.respondTo(t, raw)
