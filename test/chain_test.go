@@ -43,7 +43,7 @@ func TestRemoteChain(t *testing.T) {
 		"    thinker: "+remote("dummy:tiny")+"\n"+
 		"    asr: "+remote("whisper-1")+"\n"+
 		"    tts: "+remote("tts-1")+"\n"), 0o600))
-	front := startBinary(t, "--config", cfg, "--model", "dummy:tiny", "--log-format", "json", "--cache-dir", cache)
+	front := startBinary(t, "--config", cfg, "--model", "dummy:tiny", "--log-stats", "--log-format", "json", "--cache-dir", cache)
 	frontURL := "http://" + front.addr + "/v1"
 	require.Contains(t, front.logs.String(), "stage thinker: remote LLM")
 
@@ -54,6 +54,12 @@ func TestRemoteChain(t *testing.T) {
 		via := completeJSON(t, frontURL, req)
 		require.NotEmpty(t, *via.Choices[0].Message.Content)
 		require.Equal(t, *direct.Choices[0].Message.Content, *via.Choices[0].Message.Content, "the same greedy reply, one hop further")
+		// The front's stage table names its remote backends; the back's (all local) keeps
+		// the reference layout, with no remote row.
+		row := fmt.Sprintf(`"remote":"llm=%s,asr=%s"`, back.addr, back.addr)
+		require.Eventually(t, func() bool { return strings.Contains(front.logs.String(), row) }, 5*time.Second, 10*time.Millisecond,
+			"no %s in the front's StageRequestStats:\n%s", row, tail(front.logs.String(), 3000))
+		require.NotContains(t, back.logs.String(), `"remote":"llm=`)
 	})
 
 	t.Run("audio endpoints through the front", func(t *testing.T) {
@@ -71,6 +77,9 @@ func TestRemoteChain(t *testing.T) {
 		done := c.until(t, "response.done", 60*time.Second)
 		require.Contains(t, []string{"completed", "incomplete"}, status(done))
 		c.close(t)
+		row := fmt.Sprintf(`"remote":"tts=%s"`, back.addr)
+		require.Eventually(t, func() bool { return strings.Contains(front.logs.String(), row) }, 5*time.Second, 10*time.Millisecond,
+			"no %s in the front's duplex StageRequestStats", row)
 	})
 
 	t.Run("cancel closes the back's request", func(t *testing.T) {

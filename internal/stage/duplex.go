@@ -100,6 +100,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		}
 	}
 	disp := newDispatcher(sink, p.cfg.SinkQueue)
+	disp.remote = p.remoteNames
 	sctx, stop := p.requestContext(ctx, disp.stop)
 	d := &DuplexStream{
 		p: p, opts: opts, rid: opts.RequestID, disp: disp, seq: seq,

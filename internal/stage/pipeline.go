@@ -32,6 +32,8 @@ type Pipeline struct {
 	asr    asrBackend // nil: no duplex, no audio input
 	tts    ttsBackend // nil without a talker stage
 	remote *remoteThinker
+	// remoteNames is each stage's `remote` statistics row (remoteNames()).
+	remoteNames [2]string
 
 	ctx    context.Context //nolint:containedctx // base lifetime of every request; Close cancels it
 	cancel context.CancelFunc
@@ -59,6 +61,7 @@ func New(cfg PipelineConfig, deps Deps, log *zap.Logger) (*Pipeline, error) {
 	if err := p.selectBackends(); err != nil {
 		return nil, fmt.Errorf("creating pipeline: %w", err)
 	}
+	p.remoteNames = remoteNames(cfg.Remote)
 	p.thinker = newSlots(cfg.Stages[0].Workers, cfg.Stages[0].QueueSize)
 	if len(cfg.Stages) > 1 {
 		if p.tts == nil {

@@ -5,10 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 )
 
 // TestRemoteUpstreamStatus drives each remote stage against an upstream answering one failure
@@ -121,4 +123,58 @@ func TestRemoteUpstreamStatus(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRemoteStatsNameTheBackend checks the `remote` statistics row: a remote thinker's stage-0
+// snapshot names its host, the local talker's stays empty (its row renders None), and a
+// pipeline with no remote stage leaves every snapshot empty, so its tables keep the
+// reference layout.
+func TestRemoteStatsNameTheBackend(t *testing.T) {
+	t.Parallel()
+	u := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ *upstream) {
+		streamReply(w, "Hello", " there.")
+	})
+	cfg := DefaultPipelineConfig()
+	rc := u.cfg()
+	cfg.Remote.Thinker = &rc
+	p, err := New(cfg, Deps{ASR: testASR, TTS: testTTS}, zap.NewNop())
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	local, _ := newTestPipeline(t, nil)
+	host := strings.TrimPrefix(u.srv.URL, "http://")
+	for _, tc := range []struct {
+		name string
+		p    *Pipeline
+		want [2]string
+	}{
+		{"remote thinker", p, [2]string{"llm=" + host, ""}},
+		{"all local", local, [2]string{"", ""}},
+	} {
+		sink := newRecSink(t)
+		r, err := tc.p.SubmitChat(context.Background(), ChatRequest{
+			Messages: []ChatMessage{{Role: "user", Text: "hi"}}, MaxTokens: 4, WantAudio: true}, sink)
+		require.NoError(t, err, tc.name)
+		select {
+		case <-r.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("chat did not finish")
+		}
+		_, sms, _ := sink.snapshot()
+		require.Len(t, sms, 2, tc.name)
+		for _, sm := range sms {
+			require.Equal(t, tc.want[sm.StageID], sm.Metrics.Remote, "%s: stage %d", tc.name, sm.StageID)
+		}
+	}
+}
+
+func TestRemoteNames(t *testing.T) {
+	t.Parallel()
+	got := remoteNames(RemoteStages{
+		Thinker: &RemoteConfig{BaseURL: "https://user:secret@llm.example:8443/v1"},
+		ASR:     &RemoteConfig{BaseURL: "http://10.0.0.6:8000/v1"},
+		TTS:     &RemoteConfig{BaseURL: "http://10.0.0.7/v1"},
+	})
+	require.Equal(t, [2]string{"llm=llm.example:8443,asr=10.0.0.6:8000", "tts=10.0.0.7"}, got,
+		"hosts only: no path, no credentials")
+	require.Equal(t, [2]string{"", ""}, remoteNames(RemoteStages{}))
 }
