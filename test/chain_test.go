@@ -120,6 +120,28 @@ func TestRemoteChain(t *testing.T) {
 		require.Less(t, p50, 50.0, "a remote thinker should add one loopback hop, not more")
 	})
 
+	t.Run("a front with a remote thinker loads no model", func(t *testing.T) {
+		// The main front's --model dummy:tiny was not loaded either; this one names a file
+		// that does not exist, which is then only the id it serves.
+		require.NotContains(t, front.logs.String(), `"msg":"model loaded"`)
+		require.Contains(t, front.logs.String(), "no local engine: the thinker is remote")
+		require.NotContains(t, front.logs.String(), "asr model loaded", "the ASR is remote too")
+		noCfg := filepath.Join(t.TempDir(), "nomodel.yaml")
+		require.NoError(t, os.WriteFile(noCfg, []byte("pipeline:\n  remote:\n    thinker: "+remote("dummy:tiny")+"\n"), 0o600))
+		nm := startBinary(t, "--config", noCfg, "--model", "/nonexistent/dir/front-model.gguf", "--log-format", "json", "--cache-dir", cache)
+		code, models := nm.get(t, "/v1/models")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, string(models), `"id":"front-model"`)
+		req := map[string]any{"model": "front-model", "messages": userText("Say something about the weather."),
+			"max_tokens": 12, "temperature": 0}
+		via := completeJSON(t, "http://"+nm.addr+"/v1", req)
+		req["model"] = "dummy:tiny"
+		direct := completeJSON(t, backURL, req)
+		require.Equal(t, *direct.Choices[0].Message.Content, *via.Choices[0].Message.Content)
+		require.Equal(t, "front-model", via.Model, "the front answers with its own id")
+		require.NotContains(t, nm.logs.String(), `"msg":"model loaded"`)
+	})
+
 	t.Run("upstream errors keep their status", func(t *testing.T) {
 		// A second front: its thinker asks the back for a model it does not have (the back
 		// answers 404 model_not_found), its ASR points at a port nothing listens on.
@@ -128,10 +150,10 @@ func TestRemoteChain(t *testing.T) {
 		require.NoError(t, os.WriteFile(badCfg, []byte("pipeline:\n  remote:\n"+
 			fmt.Sprintf("    thinker: {base_url: %q, model: no-such-model, retries: -1}\n", backURL)+
 			fmt.Sprintf("    asr: {base_url: %q, model: whisper-1, retries: -1}\n", nowhere)), 0o600))
-		bad := startBinary(t, "--config", badCfg, "--model", "dummy:tiny", "--log-format", "json", "--cache-dir", cache)
+		bad := startBinary(t, "--config", badCfg, "--model", "/nonexistent/garbage.gguf", "--log-format", "json")
 		badURL := "http://" + bad.addr + "/v1"
 		for _, stream := range []bool{false, true} {
-			resp := postChat(t, context.Background(), badURL, map[string]any{"model": "dummy:tiny",
+			resp := postChat(t, context.Background(), badURL, map[string]any{"model": "garbage",
 				"messages": userText("hi"), "max_tokens": 4, "stream": stream})
 			got, err := io.ReadAll(resp.Body)
 			resp.Body.Close()

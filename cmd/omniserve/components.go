@@ -121,6 +121,13 @@ func (c *components) close(ctx context.Context) {
 }
 
 func (c *components) buildEngine(ctx context.Context) error {
+	// A remote thinker needs no local model: --model is then only the id served (an invalid
+	// pipeline section is reported by buildSpeech).
+	if pc, err := pipelineConfig(c.cfg.Pipeline); err == nil && !pc.NeedsLocalEngine() {
+		c.models = []string{modelID(c.cfg.Engine.Model)}
+		c.log.Info("no local engine: the thinker is remote", zap.String("model_id", c.models[0]))
+		return nil
+	}
 	// llama.cpp and ggml log through the process logger (JSON with --log-format json) from
 	// before the model load until the engine is closed.
 	stopLlamaLogs := gpu.RouteLlamaLogs(c.log)

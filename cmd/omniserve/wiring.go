@@ -37,15 +37,17 @@ func (c *components) buildSpeech(context.Context) error {
 		return err
 	}
 	c.pipelineCfg = pc
-	// One decoder per live duplex session plus a few for chat input_audio; the pool grows
-	// lazily, so an idle server holds one decoder, not MaxSessions of them (~95 MiB each).
-	asr, err := speech.NewASR(speech.ASRConfig{PoolSize: c.cfg.Server.MaxSessions + 4}, c.log.Named("asr"))
-	if err != nil {
-		return fmt.Errorf("loading ASR: %w", err)
+	if pc.NeedsLocalASR() {
+		// One decoder per live duplex session plus a few for chat input_audio; the pool grows
+		// lazily, so an idle server holds one decoder, not MaxSessions of them (~95 MiB each).
+		asr, err := speech.NewASR(speech.ASRConfig{PoolSize: c.cfg.Server.MaxSessions + 4}, c.log.Named("asr"))
+		if err != nil {
+			return fmt.Errorf("loading ASR: %w", err)
+		}
+		c.onClose("asr", func(context.Context) error { asr.Close(); return nil })
+		c.asr = asr
 	}
-	c.onClose("asr", func(context.Context) error { asr.Close(); return nil })
-	c.asr = asr
-	if len(pc.Stages) > 1 {
+	if pc.NeedsLocalTTS() {
 		tts, err := speech.NewTTS(speech.TTSConfig{Voice: pc.Talker.Voice, OutputRate: pc.Talker.OutputRate})
 		if err != nil {
 			return fmt.Errorf("loading TTS voice %q: %w", pc.Talker.Voice, err)
