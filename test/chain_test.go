@@ -82,6 +82,18 @@ func TestRemoteChain(t *testing.T) {
 			"no %s in the front's duplex StageRequestStats", row)
 	})
 
+	t.Run("auto_response turn through the front", func(t *testing.T) {
+		// The engine VAD's endpoint cuts the utterance; the remote transcription, the user
+		// item and the response follow from the stream's transcriber, off the audio path.
+		c := dialRT(t, front, map[string]any{"turn_detection": nil, "modalities": []string{"text"},
+			"max_response_output_tokens": 8, "extra_body": map[string]any{"auto_response": true}})
+		c.stream(t, append(append([]byte{}, raw...), make([]byte, 32000)...), 0) // + 1 s of silence
+		tr := c.until(t, "conversation.item.input_audio_transcription.completed", 30*time.Second)
+		require.Equal(t, "go forward ten meters", tr["transcript"], "remote ASR")
+		require.Contains(t, []string{"completed", "incomplete"}, status(c.until(t, "response.done", 60*time.Second)))
+		c.close(t)
+	})
+
 	t.Run("cancel closes the back's request", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
