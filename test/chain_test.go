@@ -43,7 +43,7 @@ func TestRemoteChain(t *testing.T) {
 		"    thinker: "+remote("dummy:tiny")+"\n"+
 		"    asr: "+remote("whisper-1")+"\n"+
 		"    tts: "+remote("tts-1")+"\n"), 0o600))
-	front := startBinary(t, "--config", cfg, "--model", "dummy:tiny", "--log-format", "json", "--cache-dir", cache)
+	front := startBinary(t, "--config", cfg, "--model", "dummy:tiny", "--log-stats", "--log-format", "json", "--cache-dir", cache)
 	frontURL := "http://" + front.addr + "/v1"
 	require.Contains(t, front.logs.String(), "stage thinker: remote LLM")
 
@@ -54,6 +54,12 @@ func TestRemoteChain(t *testing.T) {
 		via := completeJSON(t, frontURL, req)
 		require.NotEmpty(t, *via.Choices[0].Message.Content)
 		require.Equal(t, *direct.Choices[0].Message.Content, *via.Choices[0].Message.Content, "the same greedy reply, one hop further")
+		// The front's stage table names its remote backends; the back's (all local) keeps
+		// the reference layout, with no remote row.
+		row := fmt.Sprintf(`"remote":"llm=%s,asr=%s"`, back.addr, back.addr)
+		require.Eventually(t, func() bool { return strings.Contains(front.logs.String(), row) }, 5*time.Second, 10*time.Millisecond,
+			"no %s in the front's StageRequestStats:\n%s", row, tail(front.logs.String(), 3000))
+		require.NotContains(t, back.logs.String(), `"remote":"llm=`)
 	})
 
 	t.Run("audio endpoints through the front", func(t *testing.T) {
@@ -70,6 +76,21 @@ func TestRemoteChain(t *testing.T) {
 		c.until(t, "response.output_audio.delta", 30*time.Second) // remote TTS
 		done := c.until(t, "response.done", 60*time.Second)
 		require.Contains(t, []string{"completed", "incomplete"}, status(done))
+		c.close(t)
+		row := fmt.Sprintf(`"remote":"tts=%s"`, back.addr)
+		require.Eventually(t, func() bool { return strings.Contains(front.logs.String(), row) }, 5*time.Second, 10*time.Millisecond,
+			"no %s in the front's duplex StageRequestStats", row)
+	})
+
+	t.Run("auto_response turn through the front", func(t *testing.T) {
+		// The engine VAD's endpoint cuts the utterance; the remote transcription, the user
+		// item and the response follow from the stream's transcriber, off the audio path.
+		c := dialRT(t, front, map[string]any{"turn_detection": nil, "modalities": []string{"text"},
+			"max_response_output_tokens": 8, "extra_body": map[string]any{"auto_response": true}})
+		c.stream(t, append(append([]byte{}, raw...), make([]byte, 32000)...), 0) // + 1 s of silence
+		tr := c.until(t, "conversation.item.input_audio_transcription.completed", 30*time.Second)
+		require.Equal(t, "go forward ten meters", tr["transcript"], "remote ASR")
+		require.Contains(t, []string{"completed", "incomplete"}, status(c.until(t, "response.done", 60*time.Second)))
 		c.close(t)
 	})
 
@@ -109,6 +130,74 @@ func TestRemoteChain(t *testing.T) {
 		t.Logf("remote_thinker_overhead_ms_p50=%.2f (n=%d pairs; ttft p50 direct %.2f ms, via front %.2f ms)",
 			p50, n, median(directs), median(fronts))
 		require.Less(t, p50, 50.0, "a remote thinker should add one loopback hop, not more")
+	})
+
+	t.Run("a front with a remote thinker loads no model", func(t *testing.T) {
+		// The main front's --model dummy:tiny was not loaded either; this one names a file
+		// that does not exist, which is then only the id it serves.
+		require.NotContains(t, front.logs.String(), `"msg":"model loaded"`)
+		require.Contains(t, front.logs.String(), "no local engine: the thinker is remote")
+		require.NotContains(t, front.logs.String(), "asr model loaded", "the ASR is remote too")
+		noCfg := filepath.Join(t.TempDir(), "nomodel.yaml")
+		require.NoError(t, os.WriteFile(noCfg, []byte("pipeline:\n  remote:\n    thinker: "+remote("dummy:tiny")+"\n"), 0o600))
+		nm := startBinary(t, "--config", noCfg, "--model", "/nonexistent/dir/front-model.gguf", "--log-format", "json", "--cache-dir", cache)
+		code, models := nm.get(t, "/v1/models")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, string(models), `"id":"front-model"`)
+		req := map[string]any{"model": "front-model", "messages": userText("Say something about the weather."),
+			"max_tokens": 12, "temperature": 0}
+		via := completeJSON(t, "http://"+nm.addr+"/v1", req)
+		req["model"] = "dummy:tiny"
+		direct := completeJSON(t, backURL, req)
+		require.Equal(t, *direct.Choices[0].Message.Content, *via.Choices[0].Message.Content)
+		require.Equal(t, "front-model", via.Model, "the front answers with its own id")
+		require.NotContains(t, nm.logs.String(), `"msg":"model loaded"`)
+	})
+
+	t.Run("upstream errors keep their status", func(t *testing.T) {
+		// A second front: its thinker asks the back for a model it does not have (the back
+		// answers 404 model_not_found), its ASR points at a port nothing listens on.
+		nowhere := fmt.Sprintf("http://127.0.0.1:%d/v1", freePort(t))
+		badCfg := filepath.Join(t.TempDir(), "bad.yaml")
+		require.NoError(t, os.WriteFile(badCfg, []byte("pipeline:\n  remote:\n"+
+			fmt.Sprintf("    thinker: {base_url: %q, model: no-such-model, retries: -1}\n", backURL)+
+			fmt.Sprintf("    asr: {base_url: %q, model: whisper-1, retries: -1}\n", nowhere)), 0o600))
+		bad := startBinary(t, "--config", badCfg, "--model", "/nonexistent/garbage.gguf", "--log-format", "json")
+		badURL := "http://" + bad.addr + "/v1"
+		for _, stream := range []bool{false, true} {
+			resp := postChat(t, context.Background(), badURL, map[string]any{"model": "garbage",
+				"messages": userText("hi"), "max_tokens": 4, "stream": stream})
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusNotFound, resp.StatusCode, "stream=%v: %s", stream, got)
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			var e struct {
+				Error struct{ Message, Type, Param, Code string }
+			}
+			require.NoError(t, json.Unmarshal(got, &e), string(got))
+			require.Equal(t, "model_not_found", e.Error.Code, string(got))
+			require.Equal(t, "model", e.Error.Param)
+			require.Equal(t, "invalid_request_error", e.Error.Type)
+			require.Contains(t, e.Error.Message, "remote thinker (upstream status 404)")
+			require.NotContains(t, e.Error.Message, back.addr, "the upstream's address is not told")
+		}
+		code, body := postForm(t, badURL, map[string]string{"model": "whisper-1"}, "goforward.raw", raw)
+		require.Equal(t, http.StatusBadGateway, code, string(body))
+		require.Contains(t, string(body), `"code":"upstream_error"`)
+		require.Contains(t, string(body), "remote asr")
+
+		c := dialRT(t, bad, map[string]any{"turn_detection": nil})
+		c.send(t, textItem("hello"))
+		c.until(t, "conversation.item.added", 10*time.Second)
+		c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"output_modalities": []string{"text"}}})
+		ev := c.untilType(t, "error", 30*time.Second)
+		e, _ := ev["error"].(map[string]any)
+		require.Equal(t, "model_not_found", e["code"], ev)
+		require.Equal(t, "invalid_request_error", e["type"], ev)
+		require.Contains(t, e["message"], "remote thinker (upstream status 404)", ev)
+		require.Equal(t, "failed", status(c.until(t, "response.done", 10*time.Second)))
+		c.close(t)
 	})
 
 	t.Run("back killed mid-turn, then back again", func(t *testing.T) {

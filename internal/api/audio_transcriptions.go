@@ -199,22 +199,10 @@ func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField stri
 // audioEngineError maps an engine failure to an OpenAI-shaped answer; an upstream failure
 // keeps the upstream's status and message.
 func audioEngineError(err error, what string) *chatAPIError {
-	var ue *stage.UpstreamError
+	if e, ok := upstreamError(err); ok {
+		return e
+	}
 	switch {
-	case errors.As(err, &ue):
-		status := ue.Status
-		if status == 0 {
-			status = http.StatusBadGateway
-		}
-		typ := ue.Type
-		if typ == "" {
-			typ = "server_error"
-		}
-		code := ue.Code
-		if code == "" {
-			code = "upstream_error"
-		}
-		return &chatAPIError{Status: status, Type: typ, Code: code, Message: ue.Error()}
 	case errors.Is(err, speech.ErrEmptyText), errors.Is(err, speech.ErrEmptyAudio), errors.Is(err, speech.ErrNonFinite):
 		return chatBadRequest("", "invalid_value", fmt.Sprintf("%s: %v", what, err))
 	case errors.Is(err, stage.ErrInvalidRequest):

@@ -202,6 +202,10 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 		writeChatError(w, chatBadRequest("messages", "invalid_value", err.Error()))
 	default:
 		h.log.Error("starting chat completion", zap.Error(err))
+		if e, ok := upstreamError(err); ok {
+			writeChatError(w, e)
+			return
+		}
 		writeChatError(w, &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 			Message: fmt.Sprintf("the engine could not start the completion: %v", err)})
 	}

@@ -2,8 +2,11 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // chatAPIError is an error answered in OpenAI's shape:
@@ -59,4 +62,16 @@ func writeChatError(w http.ResponseWriter, e *chatAPIError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	_ = json.NewEncoder(w).Encode(e.body())
+}
+
+// upstreamError answers err as the remote stage's upstream answered it (status, type, code,
+// param, message, Retry-After), or reports false when err did not come from a remote stage.
+// An unreachable or garbled upstream is a 502 upstream_error, a timeout a 504.
+func upstreamError(err error) (*chatAPIError, bool) {
+	var ue *stage.UpstreamError
+	if !errors.As(err, &ue) {
+		return nil, false
+	}
+	return &chatAPIError{Status: ue.ClientStatus(), Type: ue.ClientType(), Code: ue.ClientCode(),
+		Param: ue.ClientParam(), Message: ue.ClientMessage(), RetryAfter: ue.RetryAfter}, true
 }

@@ -283,6 +283,9 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 		}
 		if ev.Err != nil {
 			h.log.Error("chat completion failed", zap.String("id", o.id), zap.Error(ev.Err))
+			if e, ok := upstreamError(ev.Err); ok {
+				return e
+			}
 			return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 				Message: fmt.Sprintf("the completion failed: %v", ev.Err)}
 		}

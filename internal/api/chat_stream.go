@@ -91,8 +91,26 @@ func fanIn(ctx context.Context, streams []*requestclient.ChatStream) (<-chan ind
 
 // serveStream answers chat.completion.chunk events: a role chunk per choice, content (or audio
 // transcript and pcm16 data) deltas, a finish chunk per choice, a usage chunk when asked, then
-// [DONE].
+// [DONE]. The status line waits for the first engine event, so that a failure known before
+// any output (a remote thinker's upstream 429, a prompt too long after transcription) is an
+// HTTP error with its own status rather than an error event inside a 200 stream.
 func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *chatParsed, streams []*requestclient.ChatStream, outs []*chatOutput) {
+	events, stop := fanIn(r.Context(), streams)
+	defer stop()
+	var first indexedEvent
+	select {
+	case <-r.Context().Done():
+		if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+			writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+				Message: "the server shut down before the completion started"})
+		}
+		return // the deferred Close aborts the generations
+	case first = <-events:
+	}
+	if first.closed || first.ev.Err != nil {
+		writeChatError(w, h.streamFailure(outs[first.i], first.ev.Err))
+		return
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
@@ -111,44 +129,37 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 	}
 	for i, o := range outs {
 		empty := ""
-		first := chatDelta{Role: "assistant", Content: &empty}
+		role := chatDelta{Role: "assistant", Content: &empty}
 		if o.audio {
-			first = chatDelta{Role: "assistant", Audio: &chatAudioDelta{ID: o.audioID, ExpiresAt: o.expiresAt()}}
+			role = chatDelta{Role: "assistant", Audio: &chatAudioDelta{ID: o.audioID, ExpiresAt: o.expiresAt()}}
 		}
-		if err := sse.send(chunk(i, first, nil, nil)); err != nil {
+		if err := sse.send(chunk(i, role, nil, nil)); err != nil {
 			return
 		}
 	}
-	events, stop := fanIn(r.Context(), streams)
-	defer stop()
+	pending := &first
 	for left := len(outs); left > 0; {
 		var ie indexedEvent
-		select {
-		case <-r.Context().Done():
-			if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
-				// Cut by the shutdown timeout: the client is still there and learns why.
-				e := &chatAPIError{Type: "server_error", Code: "shutting_down", Message: "the server shut down before the completion finished"}
-				_ = sse.send(e.body())
+		if pending != nil {
+			ie, pending = *pending, nil
+		} else {
+			select {
+			case <-r.Context().Done():
+				if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+					// Cut by the shutdown timeout: the client is still there and learns why.
+					e := &chatAPIError{Type: "server_error", Code: "shutting_down", Message: "the server shut down before the completion finished"}
+					_ = sse.send(e.body())
+				}
+				return // the deferred Close aborts the generations
+			case ie = <-events:
 			}
-			return // the deferred Close aborts the generations
-		case ie = <-events:
 		}
 		o, ev := outs[ie.i], ie.ev
 		if o.done {
 			continue // the channel closing after Done
 		}
 		if ie.closed || ev.Err != nil {
-			err := ev.Err
-			if err == nil {
-				err = fmt.Errorf("the completion ended without a result")
-			}
-			e := &chatAPIError{Type: "server_error", Code: "engine_error", Message: fmt.Sprintf("the completion failed: %v", err)}
-			if errors.Is(err, stage.ErrContextLength) {
-				e = contextLengthError(err)
-			} else {
-				h.log.Error("chat stream failed", zap.String("id", o.id), zap.Error(err))
-			}
-			_ = sse.send(e.body())
+			_ = sse.send(h.streamFailure(o, ev.Err).body())
 			return
 		}
 		o.text.WriteString(ev.Text)
@@ -182,6 +193,24 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 		}
 	}
 	_ = sse.write([]byte("data: [DONE]\n\n"))
+}
+
+// streamFailure is the answer to a choice that failed (err) or ended without a result (nil):
+// an upstream's own error when a remote stage failed, context_length_exceeded, or a 500
+// engine_error.
+func (h *chatHandler) streamFailure(o *chatOutput, err error) *chatAPIError {
+	if err == nil {
+		err = fmt.Errorf("the completion ended without a result")
+	}
+	if errors.Is(err, stage.ErrContextLength) {
+		return contextLengthError(err)
+	}
+	h.log.Error("chat stream failed", zap.String("id", o.id), zap.Error(err))
+	if e, ok := upstreamError(err); ok {
+		return e
+	}
+	return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+		Message: fmt.Sprintf("the completion failed: %v", err)}
 }
 
 // streamDelta turns one engine event into a delta; has is false when there is nothing to send.

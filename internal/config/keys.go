@@ -46,7 +46,7 @@ func (k Key) Value(c *Config) any {
 var keys = []Key{
 	{"server.host", "host", "address to listen on", func(c *Config) any { return &c.Server.Host }},
 	{"server.port", "port", "port to listen on (0 picks a free one)", func(c *Config) any { return &c.Server.Port }},
-	{"engine.model", "model", `model: "dummy" (generated, no download), "dummy:tiny", "dummy:0.6b" or a .gguf path`, func(c *Config) any { return &c.Engine.Model }},
+	{"engine.model", "model", `model: "dummy" (generated, no download), "dummy:tiny", "dummy:0.6b" or a .gguf path; with pipeline.remote.thinker it is not loaded, only the id served`, func(c *Config) any { return &c.Engine.Model }},
 	{"engine.device", "device", "engine device: auto, cpu or cuda", func(c *Config) any { return &c.Engine.Device }},
 	{"engine.gpu_layers", "gpu-layers", "layers to offload to the GPU (-1 = all)", func(c *Config) any { return &c.Engine.GPULayers }},
 	{"engine.threads", "threads", "CPU threads for the engine (0 = all cores but one, left to speech)", func(c *Config) any { return &c.Engine.Threads }},

@@ -114,6 +114,7 @@ var stageFields = [...]stageField{
 	{name: "vllm_itl_ms", kind: kindFloat, merge: mergeMeanOfList, meanOf: idxVllmItls,
 		f: func(m *StageRequestStats) *float64 { return &m.VllmItlMs }},
 	listField("vllm_itls_ms", func(m *StageRequestStats) *[]float64 { return &m.VllmItlsMs }),
+	stringField("remote", false, mergeLastNonEmpty, func(m *StageRequestStats) *string { return &m.Remote }),
 }
 
 // Names of the fields that rendering treats specially.

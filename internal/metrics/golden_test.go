@@ -139,6 +139,16 @@ func TestTableKindsGolden(t *testing.T) {
 			require.True(t, ok)
 			return s + "\n"
 		}},
+		{"stage_table_remote", func() string {
+			// A remote thinker (stage 0) before a local talker: the remote row names the
+			// backends, the local column is None.
+			s, ok := renderStageTable("StageRequestStats [request_id=r1]", []StageRequestStats{
+				{StageID: 0, NumTokensOut: 12, OutputUnitType: "text", Remote: "llm=10.0.0.5:8000,asr=10.0.0.6:8000"},
+				{StageID: 1, NumTokensOut: 3, OutputUnitType: "audio"},
+			})
+			require.True(t, ok)
+			return s + "\n"
+		}},
 		{"transfer_table", func() string {
 			s, ok := renderTransferTable("TransferEdgeStats [request_id=r1]", []TransferEdgeStats{
 				{FromStage: 0, ToStage: 1, SizeBytes: 1536, TxTimeMs: 0.25},

@@ -64,6 +64,11 @@ type StageRequestStats struct {
 	VllmTpotMs                 float64            `stats:"vllm_tpot_ms"`
 	VllmItlMs                  float64            `stats:"vllm_itl_ms"`
 	VllmItlsMs                 []float64          `stats:"vllm_itls_ms"`
+	// Remote (omniserve; the reference has no such field) names the remote backends that did
+	// the stage's work, e.g. "llm=10.0.0.5:8000,asr=10.0.0.6:8000"; "" for a local stage. Its
+	// row is shown only when some stage of the table is remote, so local tables keep the
+	// reference layout (docs/STATS.md).
+	Remote string `stats:"remote"`
 }
 
 // Clone returns a deep copy: StageStats, lists and maps are not shared with m, so a snapshot the

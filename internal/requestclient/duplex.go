@@ -85,7 +85,7 @@ type Duplex struct {
 // tests can drive the FIFO and turn metrics with a fake that checks its inputs).
 type duplexStream interface {
 	AppendAudio(ctx context.Context, pcm16k []float32) error
-	Commit(ctx context.Context, respond bool) (string, error)
+	StartCommit(ctx context.Context, respond bool) (wait func(context.Context) (string, error), err error)
 	DiscardAudio(ctx context.Context) error
 	AppendText(ctx context.Context, role, text string) error
 	Respond(ctx context.Context, maxTokens int) (int, error)
@@ -271,15 +271,21 @@ func (d *Duplex) AppendAudio(ctx context.Context, pcm16k []float32) error {
 }
 
 // Commit ends the user's utterance after every earlier append and returns its transcript.
+// Only the cut of the utterance runs in the append FIFO; its transcription is waited for
+// outside it, so that appends sent after the commit go on while a remote ASR works.
 func (d *Duplex) Commit(ctx context.Context, respond bool) (string, error) {
-	var tr string
+	var wait func(context.Context) (string, error)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
-		tr, err = d.stream.Commit(ctx, respond)
+		wait, err = d.stream.StartCommit(ctx, respond)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("committing input: %w", err)
+	}
+	tr, err := wait(ctx)
+	if err != nil {
+		return tr, fmt.Errorf("committing input: %w", err)
 	}
 	return tr, nil
 }

@@ -73,9 +73,9 @@ func (f *fakeStream) AppendAudio(_ context.Context, pcm []float32) error {
 	return nil
 }
 
-func (f *fakeStream) Commit(_ context.Context, respond bool) (string, error) {
+func (f *fakeStream) StartCommit(_ context.Context, respond bool) (func(context.Context) (string, error), error) {
 	f.record("commit")
-	return "go forward", nil
+	return func(context.Context) (string, error) { return "go forward", nil }, nil
 }
 
 func (f *fakeStream) DiscardAudio(context.Context) error {

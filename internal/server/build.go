@@ -22,6 +22,13 @@ import (
 // buildEngine loads the model, generating the dummy GGUF on first use; gpu.Load logs what it
 // loaded and on which devices.
 func (s *Server) buildEngine(ctx context.Context) error {
+	// A remote thinker needs no local model: --model is then only the id served (an invalid
+	// pipeline section is reported by buildSpeech).
+	if pc, err := pipelineConfig(s.cfg.Pipeline); err == nil && !pc.NeedsLocalEngine() {
+		s.models = []string{ModelID(s.cfg.Engine.Model)}
+		s.log.Info("no local engine: the thinker is remote", zap.String("model_id", s.models[0]))
+		return nil
+	}
 	// llama.cpp and ggml log through the server's logger (JSON with --log-format json) from
 	// before the model load until the engine is closed.
 	stopLlamaLogs := gpu.RouteLlamaLogs(s.log)
@@ -56,15 +63,17 @@ func (s *Server) buildSpeech(context.Context) error {
 		return err
 	}
 	s.pipelineCfg = pc
-	// One decoder per live duplex session plus a few for chat input_audio; the pool grows
-	// lazily, so an idle server holds WarmDecoders, not MaxSessions of them (~95 MiB each).
-	asr, err := speech.NewASR(speech.ASRConfig{PoolSize: s.cfg.Server.MaxSessions + 4}, s.log.Named("asr"))
-	if err != nil {
-		return fmt.Errorf("loading ASR: %w", err)
+	if pc.NeedsLocalASR() {
+		// One decoder per live duplex session plus a few for chat input_audio; the pool grows
+		// lazily, so an idle server holds WarmDecoders, not MaxSessions of them (~95 MiB each).
+		asr, err := speech.NewASR(speech.ASRConfig{PoolSize: s.cfg.Server.MaxSessions + 4}, s.log.Named("asr"))
+		if err != nil {
+			return fmt.Errorf("loading ASR: %w", err)
+		}
+		s.onClose("asr", func(context.Context) error { asr.Close(); return nil })
+		s.parts.ASR = asr
 	}
-	s.onClose("asr", func(context.Context) error { asr.Close(); return nil })
-	s.parts.ASR = asr
-	if len(pc.Stages) > 1 {
+	if pc.NeedsLocalTTS() {
 		tts, err := speech.NewTTS(speech.TTSConfig{Voice: pc.Talker.Voice, OutputRate: pc.Talker.OutputRate})
 		if err != nil {
 			return fmt.Errorf("loading TTS voice %q: %w", pc.Talker.Voice, err)
@@ -161,9 +170,13 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 // the server's: Close cancels it and waits before the ASR closes.
 func (s *Server) warmASR() {
 	n := min(WarmDecoders, s.cfg.Server.MaxSessions+4)
-	ctx, cancel := context.WithCancel(context.Background())
 	done := s.warmed
 	asr := s.parts.ASR
+	if asr == nil { // the ASR is remote
+		close(done)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(done)
 		start := time.Now()

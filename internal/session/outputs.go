@@ -23,7 +23,7 @@ func (s *DuplexSession) drainOutputs() {
 
 func (s *DuplexSession) routeOutput(o Output) {
 	if o.Kind == OutError && o.Turn < 0 {
-		s.sendError("runtime_append_failed", errString(o.Err), "", "")
+		s.sendEngineError("runtime_append_failed", errString(o.Err), "", o.Err)
 		return
 	}
 	if o.Kind == OutDecision && o.Decision == "listen" && s.aheadListens > 0 {
@@ -131,9 +131,9 @@ func (s *DuplexSession) handleResult(res jobResult) {
 	}
 	if res.err != nil {
 		if active {
-			s.failResponse(r, res.errCode, fmt.Sprintf("engine: %v", res.err))
+			s.failResponseErr(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
 		} else {
-			s.sendError(res.errCode, fmt.Sprintf("engine: %v", res.err), "", "")
+			s.sendEngineError(res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err)
 		}
 		return
 	}

@@ -276,7 +276,7 @@ func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 		r.finish = o.FinishReason
 		s.pace()
 	case OutError:
-		s.failResponse(r, outputErrorCode(o.Err), errString(o.Err))
+		s.failResponseErr(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
 	}
 }
 
@@ -389,7 +389,14 @@ func (s *DuplexSession) completeResponse(r *response) {
 }
 
 func (s *DuplexSession) failResponse(r *response, code, msg string) {
-	s.sendError(code, msg, "", "")
+	s.failResponseErr(r, code, msg, nil)
+}
+
+// failResponseErr is failResponse for an engine failure err: a remote stage's upstream error
+// is told with the upstream's type, code and param (sendEngineError); the response's
+// status_details keep the session's own code.
+func (s *DuplexSession) failResponseErr(r *response, code, msg string, err error) {
+	s.sendEngineError(code, msg, "", err)
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
 	s.endResponse("error")

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/stage"
 	"go.uber.org/zap"
 )
 
@@ -506,6 +507,18 @@ func (s *DuplexSession) send(ev Event) {
 func (s *DuplexSession) sendError(typ, message, eventID, param string) {
 	code := typ
 	s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ErrorType(code), code, message, eventID, param)})
+}
+
+// sendEngineError tells the client about an engine failure err. When a remote stage failed
+// (*stage.UpstreamError) the event carries the upstream's type, code and param and a message
+// naming the stage and the upstream status; otherwise it is sendError(code, msg).
+func (s *DuplexSession) sendEngineError(code, msg, eventID string, err error) {
+	var ue *stage.UpstreamError
+	if errors.As(err, &ue) {
+		s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ue.ClientType(), ue.ClientCode(), ue.ClientMessage(), eventID, ue.ClientParam())})
+		return
+	}
+	s.sendError(code, msg, eventID, "")
 }
 
 func (s *DuplexSession) sendErrorCode(code, message, eventID, param string) {

@@ -3,6 +3,8 @@ package stage
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -40,6 +42,27 @@ func (p *Pipeline) selectBackends() error {
 		p.tts = p.deps.TTS
 	}
 	return nil
+}
+
+// remoteNames is the `remote` row of each stage's statistics (index = stage id): the remote
+// backends configured for the stage as part=host[:port], comma-separated ("" = all local).
+// Only the host is named: a base URL's path and credentials are not for logs.
+func remoteNames(r RemoteStages) [2]string {
+	var parts [2][]string
+	add := func(stage int, part string, c *RemoteConfig) {
+		if c == nil {
+			return
+		}
+		host := c.BaseURL
+		if u, err := url.Parse(c.BaseURL); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		parts[stage] = append(parts[stage], part+"="+host)
+	}
+	add(0, "llm", r.Thinker)
+	add(0, "asr", r.ASR)
+	add(1, "tts", r.TTS)
+	return [2]string{strings.Join(parts[0], ","), strings.Join(parts[1], ",")}
 }
 
 func (p *Pipeline) closeRemotes() {

@@ -45,6 +45,7 @@ func (p *Pipeline) SubmitChat(ctx context.Context, req ChatRequest, sink Sink) (
 		return nil, err
 	}
 	disp := newDispatcher(sink, p.cfg.SinkQueue)
+	disp.remote = p.remoteNames
 	rctx, stop := p.requestContext(ctx, disp.stop)
 	r := &Request{
 		p: p, req: req, disp: disp,

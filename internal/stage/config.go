@@ -30,6 +30,19 @@ type PipelineConfig struct {
 	Remote RemoteStages `yaml:"remote"`
 }
 
+// NeedsLocalEngine reports whether a stage runs the in-process LLM engine: false when the
+// thinker's LLM is remote (pipeline.remote.thinker), and then Deps.Engine may be nil and the
+// server loads no model (its --model is only the id it serves).
+func (c PipelineConfig) NeedsLocalEngine() bool { return c.Remote.Thinker == nil }
+
+// NeedsLocalASR reports whether the in-process ASR (pocketsphinx) is used: false when
+// pipeline.remote.asr is set, and then Deps.ASR may be nil.
+func (c PipelineConfig) NeedsLocalASR() bool { return c.Remote.ASR == nil }
+
+// NeedsLocalTTS reports whether the in-process TTS (flite) is used: only with a talker stage
+// and no pipeline.remote.tts; otherwise Deps.TTS may be nil.
+func (c PipelineConfig) NeedsLocalTTS() bool { return len(c.Stages) > 1 && c.Remote.TTS == nil }
+
 // StageConfig is one node of the graph.
 type StageConfig struct {
 	// Name is "thinker" or "talker".

@@ -112,3 +112,32 @@ func TestLoadPipelineConfigMissingFile(t *testing.T) {
 	_, err := LoadPipelineConfig(filepath.Join(t.TempDir(), "nope.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+func TestPipelineConfigNeedsLocal(t *testing.T) {
+	t.Parallel()
+	r := &RemoteConfig{BaseURL: "http://h/v1", Model: "m"}
+	textOnly := DefaultPipelineConfig()
+	textOnly.Stages = textOnly.Stages[:1]
+	tests := []struct {
+		name             string
+		cfg              PipelineConfig
+		engine, asr, tts bool
+	}{
+		{"all local", DefaultPipelineConfig(), true, true, true},
+		{"remote thinker", func() PipelineConfig { c := DefaultPipelineConfig(); c.Remote.Thinker = r; return c }(), false, true, true},
+		{"remote asr and tts", func() PipelineConfig {
+			c := DefaultPipelineConfig()
+			c.Remote.ASR, c.Remote.TTS = r, r
+			return c
+		}(), true, false, false},
+		{"no talker stage", textOnly, true, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.engine, tt.cfg.NeedsLocalEngine())
+			require.Equal(t, tt.asr, tt.cfg.NeedsLocalASR())
+			require.Equal(t, tt.tts, tt.cfg.NeedsLocalTTS())
+		})
+	}
+}

@@ -17,6 +17,9 @@ type dispatcher struct {
 	ch      chan event
 	done    chan struct{}
 	stopped atomic.Bool // set by stop: nothing more is delivered
+	// remote names each stage's remote backends; it is stamped on the stage's statistics
+	// (StageRequestStats.Remote) so that the tables say which stages ran elsewhere.
+	remote [2]string
 
 	closeOnce sync.Once
 }
@@ -86,7 +89,14 @@ func (d *dispatcher) output(ctx context.Context, ts *turnState, m OutputMessage)
 }
 
 func (d *dispatcher) stageMetrics(ctx context.Context, ts *turnState, m StageMetricsMessage) error {
+	d.stampRemote(&m)
 	return d.push(ctx, event{turn: ts, sm: &m})
+}
+
+func (d *dispatcher) stampRemote(m *StageMetricsMessage) {
+	if m.StageID >= 0 && m.StageID < len(d.remote) && m.Metrics.Remote == "" {
+		m.Metrics.Remote = d.remote[m.StageID]
+	}
 }
 
 // turnMetrics queues a stage's one metrics snapshot of a response. It is delivered even when
@@ -95,6 +105,7 @@ func (d *dispatcher) stageMetrics(ctx context.Context, ts *turnState, m StageMet
 // so the wait is bounded by the Sink, and the dispatcher outlives every producer (it is closed
 // only after them), so the send cannot hit a closed queue.
 func (d *dispatcher) turnMetrics(ts *turnState, m StageMetricsMessage) {
+	d.stampRemote(&m)
 	ev := event{turn: ts, kept: true, sm: &m}
 	if !d.held(ev) {
 		d.ch <- ev

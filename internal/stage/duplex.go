@@ -38,6 +38,10 @@ type DuplexStream struct {
 	audio audioState // guarded by audioMu
 	// audioMu serializes the audio path; a channel so waiters give up on their ctx.
 	audioMu chan struct{}
+	// asrq feeds the transcriber goroutine (duplex_asr.go) with a remote ASR's cut utterances;
+	// both nil with the local ASR. asrDone is closed when the transcriber has exited.
+	asrq    chan asrJob
+	asrDone chan struct{}
 
 	mu      sync.Mutex
 	turns   int                     // responses started
@@ -102,6 +106,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		}
 	}
 	disp := newDispatcher(sink, p.cfg.SinkQueue)
+	disp.remote = p.remoteNames
 	sctx, stop := p.requestContext(ctx, disp.stop)
 	d := &DuplexStream{
 		p: p, opts: opts, rid: opts.RequestID, disp: disp, seq: seq,
@@ -109,6 +114,10 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		audioMu: make(chan struct{}, 1), live: map[*turnState]struct{}{}, closed: make(chan struct{}),
 	}
 	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
+	_, remoteASR := asr.(asrCutter)
+	if remoteASR {
+		d.asrq, d.asrDone = make(chan asrJob, p.cfg.StreamQueue), make(chan struct{})
+	}
 	if strings.TrimSpace(opts.Instructions) != "" {
 		d.history = append(d.history, gpu.ChatMessage{Role: "system", Content: opts.Instructions})
 		d.jobs <- seqJob{turn: 1} // prefill the instructions now, not on the first response
@@ -127,6 +136,16 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		p.unregister(d)
 		d.release()
 		return nil, err
+	}
+	if remoteASR {
+		if err := p.goTracked(d.transcribeLoop); err != nil {
+			d.stopLink()
+			<-d.loopDone
+			d.disp.close()
+			p.unregister(d)
+			d.release()
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -298,8 +317,12 @@ func (d *DuplexStream) Close() {
 		d.mu.Unlock()
 		d.stopLink() // cancels d.ctx: the loop aborts its job, frees the sequence and exits
 		<-d.loopDone
-		d.audioMu <- struct{}{} // no audio call in progress from here on
-		d.audio.close()         // later audio calls see closed and fail with ErrClosed
+		if d.asrDone != nil {
+			<-d.asrDone // the transcriber's call was cut by the same cancel
+		}
+		d.audioMu <- struct{}{}      // no audio call in progress from here on
+		d.audio.close()              // later audio calls see closed and fail with ErrClosed
+		d.failQueuedTranscriptions() // a commit that queued after the transcriber exited
 		<-d.audioMu
 		d.disp.close()
 		<-d.disp.done

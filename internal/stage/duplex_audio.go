@@ -165,6 +165,17 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 				}
 				a.inSeg = false
 				sp := d.takeSpec()
+				if c, ok := a.asr.(asrCutter); ok && a.asrHas {
+					// Remote ASR: the endpoint's transcript, response and speak decision
+					// follow from the transcriber; this unit stays a listen.
+					if sp != nil {
+						d.discardSpec(sp, "remote asr")
+					}
+					if err := d.queueTranscription(c, asrJob{respond: true, submitTS: submitTS}); err != nil {
+						return err
+					}
+					continue
+				}
 				if !a.asrHas {
 					if sp != nil {
 						d.discardSpec(sp, "audio committed by hand")
@@ -247,6 +258,12 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 	if !a.asrHas {
 		return nil
 	}
+	if c, ok := a.asr.(asrCutter); ok {
+		// Dropped without a transcription: nobody wants its text.
+		_, _ = c.Cut()
+		a.asrHas = false
+		return nil
+	}
 	if _, err := a.finish(); err != nil && !errors.Is(err, speech.ErrEmptyAudio) {
 		return fmt.Errorf("discarding audio: %w", err)
 	}
@@ -257,27 +274,58 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with speech.ErrEmptyAudio.
 func (d *DuplexStream) Commit(ctx context.Context, respond bool) (string, error) {
+	wait, err := d.StartCommit(ctx, respond)
+	if err != nil {
+		return "", err
+	}
+	return wait(ctx)
+}
+
+// StartCommit is Commit in two steps: the utterance is cut now, in order with the audio calls
+// (after every earlier append), and wait returns its transcript once it is committed. With a
+// remote ASR the transcription runs on the stream's transcriber meanwhile, so audio calls made
+// after StartCommit returns go on while the upstream works; with the local ASR everything is
+// done when StartCommit returns. wait giving up on its ctx does not undo the commit.
+func (d *DuplexStream) StartCommit(ctx context.Context, respond bool) (wait func(context.Context) (string, error), err error) {
 	if err := d.lockAudio(ctx); err != nil {
-		return "", fmt.Errorf("committing audio: %w", err)
+		return nil, fmt.Errorf("committing audio: %w", err)
 	}
 	defer d.unlockAudio()
 	a := &d.audio
 	if a.inSeg {
 		if err := a.feedTo(a.pos, nil); err != nil {
-			return "", fmt.Errorf("committing audio: %w", err)
+			return nil, fmt.Errorf("committing audio: %w", err)
 		}
 	}
 	if !a.asrHas {
-		return "", fmt.Errorf("committing audio: %w", speech.ErrEmptyAudio)
+		return nil, fmt.Errorf("committing audio: %w", speech.ErrEmptyAudio)
+	}
+	if c, ok := a.asr.(asrCutter); ok {
+		done := make(chan commitResult, 1)
+		if err := d.queueTranscription(c, asrJob{respond: respond, submitTS: metrics.Now(), done: done}); err != nil {
+			return nil, fmt.Errorf("committing audio: %w", err)
+		}
+		return func(ctx context.Context) (string, error) {
+			select {
+			case r := <-done:
+				if r.err != nil {
+					return r.tr, fmt.Errorf("committing audio: %w", r.err)
+				}
+				return r.tr, nil
+			case <-ctx.Done():
+				return "", fmt.Errorf("committing audio: %w", ctx.Err())
+			}
+		}, nil
 	}
 	tr, err := a.finish()
 	if err != nil {
-		return "", fmt.Errorf("committing audio: %w", err)
+		return nil, fmt.Errorf("committing audio: %w", err)
 	}
 	if _, err := d.commitTranscript(ctx, tr, respond, metrics.Now()); err != nil {
-		return tr, fmt.Errorf("committing audio: %w", err)
+		err = fmt.Errorf("committing audio: %w", err)
+		return func(context.Context) (string, error) { return tr, err }, nil
 	}
-	return tr, nil
+	return func(context.Context) (string, error) { return tr, nil }, nil
 }
 
 // commitTranscript sends the Transcript output, adds the user message and optionally starts a

@@ -14,9 +14,9 @@ import (
 
 // Deps are the engines the stages run on; the caller owns and closes them after Pipeline.Close.
 type Deps struct {
-	Engine *gpu.Runner // required
-	ASR    *speech.ASR // required for duplex streams and audio chat parts
-	TTS    *speech.TTS // required when the graph has a talker
+	Engine *gpu.Runner // required unless the thinker is remote (PipelineConfig.NeedsLocalEngine)
+	ASR    *speech.ASR // for duplex streams and audio chat parts, unless the ASR is remote
+	TTS    *speech.TTS // required when the graph has a talker, unless the TTS is remote
 }
 
 // Pipeline runs the stage graph: stage 0 thinker (VAD + ASR + LLM) and stage 1 talker (TTS),
@@ -32,6 +32,8 @@ type Pipeline struct {
 	asr    asrBackend // nil: no duplex, no audio input
 	tts    ttsBackend // nil without a talker stage
 	remote *remoteThinker
+	// remoteNames is each stage's `remote` statistics row (remoteNames()).
+	remoteNames [2]string
 
 	ctx    context.Context //nolint:containedctx // base lifetime of every request; Close cancels it
 	cancel context.CancelFunc
@@ -59,6 +61,7 @@ func New(cfg PipelineConfig, deps Deps, log *zap.Logger) (*Pipeline, error) {
 	if err := p.selectBackends(); err != nil {
 		return nil, fmt.Errorf("creating pipeline: %w", err)
 	}
+	p.remoteNames = remoteNames(cfg.Remote)
 	p.thinker = newSlots(cfg.Stages[0].Workers, cfg.Stages[0].QueueSize)
 	if len(cfg.Stages) > 1 {
 		if p.tts == nil {

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -98,16 +100,85 @@ func (c *RemoteConfig) validate(key string) error {
 }
 
 // UpstreamError is a failure answered by (or on the way to) a remote backend. Status is the
-// upstream's HTTP status (0 when none came: connection refused, reset, timeout); Message,
-// Type and Code are from its OpenAI-shaped error body when it sent one.
+// upstream's HTTP status (0 when none came: connection refused, reset; 504 when the front's
+// own timeout cut it; 2xx when the answer was garbled); Message, Type, Code and Param are from
+// its OpenAI-shaped error body when it sent one. The Client* methods say what the front's own
+// client is told (see docs/DEPLOY.md, "Upstream errors").
 type UpstreamError struct {
-	Stage   string // "thinker", "asr" or "tts"
-	URL     string
-	Status  int
-	Type    string
-	Code    string
-	Message string
-	Err     error // the transport error when Status is 0
+	Stage      string // "thinker", "asr" or "tts"
+	URL        string
+	Status     int
+	Type       string
+	Code       string
+	Param      string
+	Message    string
+	RetryAfter int   // seconds, from the upstream's Retry-After header (0 when none)
+	Err        error // the transport error when Status is 0
+}
+
+// passesThrough reports an upstream status the front answers with as it is: every 4xx and 5xx
+// but the credential failures (401, 403, 407), which concern the front's key to the upstream,
+// not its client's key to the front.
+func (e *UpstreamError) passesThrough() bool {
+	switch e.Status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired:
+		return false
+	}
+	return e.Status >= 400 && e.Status <= 599
+}
+
+// ClientStatus is the HTTP status the front answers with: the upstream's own 4xx/5xx, 504
+// when the upstream timed out, 502 when it was unreachable, answered garbage, or refused
+// the front's credentials.
+func (e *UpstreamError) ClientStatus() int {
+	if e.passesThrough() {
+		return e.Status
+	}
+	return http.StatusBadGateway
+}
+
+// ClientType is the OpenAI error type: the upstream's when it passes through and named one.
+func (e *UpstreamError) ClientType() string {
+	if e.passesThrough() && e.Type != "" {
+		return e.Type
+	}
+	switch s := e.ClientStatus(); {
+	case s == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case s >= 400 && s < 500:
+		return "invalid_request_error"
+	}
+	return "server_error"
+}
+
+// ClientCode is the OpenAI error code: the upstream's when it passes through and sent one
+// (upstream_timeout for the front's own timeout), upstream_error otherwise.
+func (e *UpstreamError) ClientCode() string {
+	if e.passesThrough() && e.Code != "" {
+		return e.Code
+	}
+	return "upstream_error"
+}
+
+// ClientParam is the upstream's param when its status passes through.
+func (e *UpstreamError) ClientParam() string {
+	if e.passesThrough() {
+		return e.Param
+	}
+	return ""
+}
+
+// ClientMessage names the stage and the upstream's status and carries the upstream's message,
+// but not the upstream's URL (that is in the front's log). Realtime error events have no
+// HTTP status of their own, so the message is where a realtime client reads it.
+func (e *UpstreamError) ClientMessage() string {
+	switch {
+	case !e.passesThrough() && e.Status >= 400:
+		return fmt.Sprintf("remote %s refused the front's credentials (upstream status %d): %s", e.Stage, e.Status, e.Message)
+	case e.Status >= 400:
+		return fmt.Sprintf("remote %s (upstream status %d): %s", e.Stage, e.Status, e.Message)
+	}
+	return fmt.Sprintf("remote %s: %s", e.Stage, e.Message)
 }
 
 func (e *UpstreamError) Error() string {
@@ -194,14 +265,28 @@ func (c *remoteClient) once(ctx context.Context, url string, mk func(ctx context
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("calling %s: %w", url, ctx.Err())
 		}
-		return nil, &UpstreamError{Stage: c.stage, URL: url, Message: err.Error(), Err: err}
+		return nil, &UpstreamError{Stage: c.stage, URL: url, Message: transportMessage(err), Err: err}
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return nil, upstreamErrorFrom(c.stage, url, resp.StatusCode, body)
+	ue := upstreamErrorFrom(c.stage, url, resp.StatusCode, body)
+	if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s > 0 {
+		ue.RetryAfter = s
+	}
+	return nil, ue
+}
+
+// transportMessage is a transport error without the request line *url.Error prefixes (the
+// URL is in UpstreamError.URL; clients of the front are not told it).
+func transportMessage(err error) string {
+	var uerr *neturl.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err.Error()
+	}
+	return err.Error()
 }
 
 // upstreamErrorFrom reads an OpenAI-shaped error body, or keeps the raw text.
@@ -212,12 +297,16 @@ func upstreamErrorFrom(stage, url string, status int, body []byte) *UpstreamErro
 			Message string `json:"message"`
 			Type    string `json:"type"`
 			Code    any    `json:"code"`
+			Param   any    `json:"param"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &env) == nil && env.Error != nil {
 		e.Message, e.Type = env.Error.Message, env.Error.Type
 		if env.Error.Code != nil {
 			e.Code = fmt.Sprint(env.Error.Code)
+		}
+		if env.Error.Param != nil {
+			e.Param = fmt.Sprint(env.Error.Param)
 		}
 	} else {
 		e.Message = strings.TrimSpace(string(bytes.ToValidUTF8(body, nil)))

@@ -110,7 +110,8 @@ func (r *remoteASR) Transcribe(ctx context.Context, pcm16k []float32) (string, e
 }
 
 // remoteASRStream buffers one utterance. Its methods are serialized by the caller (the duplex
-// stream's audio lock); the mutex guards Close from another goroutine.
+// stream's audio lock); the mutex guards Close from another goroutine. The duplex stream uses
+// Cut, not Finish, so that the upstream call is made outside its audio lock.
 type remoteASRStream struct {
 	r   *remoteASR
 	ctx context.Context //nolint:containedctx // the stream's lifetime; Finish has no ctx of its own
@@ -146,6 +147,22 @@ func (s *remoteASRStream) Finish() (string, error) {
 		return "", fmt.Errorf("finishing utterance: %w", speech.ErrEmptyAudio)
 	}
 	return s.r.Transcribe(s.ctx, pcm)
+}
+
+// Cut takes the utterance's audio and returns its transcription call (asrCutter): the
+// duplex stream makes the call outside its audio lock.
+func (s *remoteASRStream) Cut() (func(ctx context.Context) (string, error), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("finishing utterance: %w", speech.ErrClosed)
+	}
+	pcm := s.buf
+	s.buf = nil
+	if len(pcm) == 0 {
+		return nil, fmt.Errorf("finishing utterance: %w", speech.ErrEmptyAudio)
+	}
+	return func(ctx context.Context) (string, error) { return s.r.Transcribe(ctx, pcm) }, nil
 }
 
 func (s *remoteASRStream) Close() {

@@ -193,7 +193,8 @@ func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (
 	var ue *UpstreamError
 	if !errors.As(err, &ue) && isAbort(err) {
 		// The watchdog cut it but the cause was lost in wrapping: report a timeout.
-		err = &UpstreamError{Stage: StageThinker, URL: g.t.where(), Status: http.StatusGatewayTimeout, Message: "upstream timed out", Err: err}
+		err = &UpstreamError{Stage: StageThinker, URL: g.t.where(), Status: http.StatusGatewayTimeout,
+			Type: "server_error", Code: "upstream_timeout", Message: "upstream timed out", Err: err}
 	}
 	return res, err
 }

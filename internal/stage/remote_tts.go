@@ -16,7 +16,8 @@ import (
 const remoteSpeechRate = 24000
 
 // remoteTTS voices the talker's phrases on an OpenAI-compatible /v1/audio/speech, asking for
-// raw pcm, which servers stream as they synthesize.
+// raw pcm, which servers stream as they synthesize; the talker hands the audio on as it
+// arrives (SynthesizeStream), not a whole phrase at a time.
 type remoteTTS struct {
 	c    *remoteClient
 	rate int // the talker's output rate
@@ -30,14 +31,40 @@ func (t *remoteTTS) OutputRate() int { return t.rate }
 
 // Synthesize posts one phrase and reads the streamed pcm to its end.
 func (t *remoteTTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
+	var pcm []float32
+	err := t.SynthesizeStream(ctx, text, func(p []float32) error {
+		pcm = append(pcm, p...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pcm, nil
+}
+
+// remoteChunkMs is the least audio SynthesizeStream hands on at once (the last piece of a
+// phrase may be shorter): servers flush a few ms at a time, and every piece costs a trip
+// through the connector, the dispatcher and the session.
+const remoteChunkMs = 40
+
+// SynthesizeStream posts one phrase and hands its pcm to emit as it arrives (ttsStreamer), at
+// the talker's rate, in pieces of at least remoteChunkMs. An upstream that sent no audio is
+// speech.ErrEmptyText; emit's error stops the stream and is returned.
+func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func(pcm []float32) error) error {
 	if !speakable(text) {
-		return nil, fmt.Errorf("synthesizing %q: %w", text, speech.ErrEmptyText)
+		return fmt.Errorf("synthesizing %q: %w", text, speech.ErrEmptyText)
 	}
 	raw, err := json.Marshal(map[string]any{
 		"model": t.c.cfg.Model, "input": text, "voice": t.c.cfg.Voice, "response_format": "pcm",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encoding speech request: %w", err)
+		return fmt.Errorf("encoding speech request: %w", err)
+	}
+	var rs *speech.Resampler
+	if t.rate != remoteSpeechRate {
+		if rs, err = speech.NewResampler(remoteSpeechRate, t.rate); err != nil {
+			return fmt.Errorf("resampling remote speech: %w", err)
+		}
 	}
 	url := t.c.url("/audio/speech")
 	wctx, wd := newWatchdog(ctx, t.c.cfg.FirstByteTimeout, t.c.cfg.IdleTimeout)
@@ -51,15 +78,26 @@ func (t *remoteTTS) Synthesize(ctx context.Context, text string) ([]float32, err
 		return req, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("synthesizing: %w", timeoutError(wctx, "tts", url, err))
+		return fmt.Errorf("synthesizing: %w", timeoutError(wctx, "tts", url, err))
 	}
 	defer resp.Body.Close()
 	var (
-		pcm   []float32
-		dec   []float32
-		chunk = make([]byte, 16<<10)
-		odd   []byte // a sample split across two reads
+		in, out int       // samples received (24 kHz) and handed on (talker rate)
+		pend    []float32 // decoded, not handed on yet
+		dec     []float32
+		chunk   = make([]byte, 16<<10)
+		odd     []byte // a sample split across two reads
+		least   = remoteChunkMs * t.rate / 1000
 	)
+	flush := func(all bool) error {
+		if len(pend) == 0 || (!all && len(pend) < least) {
+			return nil
+		}
+		p := pend
+		pend = nil
+		out += len(p)
+		return emit(p)
+	}
 	for {
 		n, rerr := resp.Body.Read(chunk)
 		if n > 0 {
@@ -67,31 +105,37 @@ func (t *remoteTTS) Synthesize(ctx context.Context, text string) ([]float32, err
 			b := append(odd, chunk[:n]...)
 			even := len(b) &^ 1
 			if dec, err = speech.PCM16BytesToFloat32(dec, b[:even]); err != nil {
-				return nil, fmt.Errorf("synthesizing: %w", err)
+				return fmt.Errorf("synthesizing: %w", err)
 			}
-			pcm = append(pcm, dec...)
 			odd = append([]byte(nil), b[even:]...)
+			in += len(dec)
+			if rs != nil {
+				pend = append(pend, rs.Process(nil, dec)...)
+			} else {
+				pend = append(pend, dec...)
+			}
+			if err := flush(false); err != nil {
+				return err
+			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
 		}
 		if rerr != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("synthesizing: %w", ctx.Err())
+				return fmt.Errorf("synthesizing: %w", ctx.Err())
 			}
-			return nil, fmt.Errorf("synthesizing: %w", timeoutError(wctx, "tts", url,
+			return fmt.Errorf("synthesizing: %w", timeoutError(wctx, "tts", url,
 				&UpstreamError{Stage: "tts", URL: url, Message: "audio stream broken: " + rerr.Error(), Err: rerr}))
 		}
 	}
-	if len(pcm) == 0 {
-		return nil, fmt.Errorf("synthesizing %q: upstream sent no audio: %w", text, speech.ErrEmptyText)
+	if in == 0 {
+		return fmt.Errorf("synthesizing %q: upstream sent no audio: %w", text, speech.ErrEmptyText)
 	}
-	if t.rate == remoteSpeechRate {
-		return pcm, nil
+	if rs != nil {
+		// The filter's delayed tail, cut to the length resampling the phrase whole gives.
+		pend = append(pend, rs.Flush(nil)...)
+		pend = pend[:max(0, min(len(pend), speech.ResampledLen(in, remoteSpeechRate, t.rate)-out))]
 	}
-	out, err := speech.Resample(pcm, remoteSpeechRate, t.rate)
-	if err != nil {
-		return nil, fmt.Errorf("resampling remote speech: %w", err)
-	}
-	return out, nil
+	return flush(true)
 }

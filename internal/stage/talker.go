@@ -78,9 +78,61 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		m := snapshot(FinishAbort)
 		return &m
 	}
+	// send hands one piece of a phrase's audio on; text is the phrase's transcript, carried by
+	// its first piece only.
+	var phraseOut bool // the current phrase has sent audio
+	send := func(pcm []float32, text string) error {
+		if len(pcm) == 0 {
+			return nil
+		}
+		now := time.Now()
+		if !phraseOut {
+			phraseOut = true
+			if units == 0 {
+				firstMs = float64(now.Sub(start)) / float64(time.Millisecond)
+			} else {
+				iols = append(iols, float64(now.Sub(lastOut))/float64(time.Millisecond))
+			}
+			lastOut = now
+			units++
+		} else {
+			text = ""
+		}
+		frames += len(pcm)
+		return r.disp.output(ctx, ts, OutputMessage{
+			RequestID: r.rid, StageID: 1, Kind: Audio, Turn: ts.n, Text: text,
+			Audio: pcm, SampleRate: rate, StageSubmitTS: submitTS,
+		})
+	}
+	// speakStream voices a phrase on a streaming TTS: each piece goes out as it arrives,
+	// trimmed as TrimSilence trims a whole phrase.
+	speakStream := func(st ttsStreamer, phrase string) error {
+		lead := phraseLeadMs
+		if units == 0 {
+			lead = firstLeadMs
+		}
+		tr := newPhraseTrimmer(rate, silenceDBFS, lead, phraseTailMs)
+		phraseOut = false
+		t0 := time.Now()
+		err := st.SynthesizeStream(ctx, phrase, func(pcm []float32) error { return send(tr.push(pcm), phrase) })
+		if err == nil {
+			err = send(tr.end(), phrase)
+		}
+		synthMs += msSince(t0) // the hand-offs of its pieces included
+		switch {
+		case errors.Is(err, speech.ErrEmptyText):
+			return nil // nothing to say
+		case err != nil:
+			return fmt.Errorf("synthesizing phrase: %w", err)
+		}
+		return nil
+	}
 	speak := func(phrase string) error {
 		if failed != nil || !speakable(phrase) {
 			return nil
+		}
+		if st, ok := p.tts.(ttsStreamer); ok {
+			return speakStream(st, phrase)
 		}
 		t0 := time.Now()
 		pcm, err := p.tts.Synthesize(ctx, phrase)
@@ -100,19 +152,8 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		if pcm = speech.TrimSilence(pcm, rate, silenceDBFS, lead, phraseTailMs); len(pcm) == 0 {
 			return nil // flite produced only silence: nothing audible to send
 		}
-		now := time.Now()
-		if units == 0 {
-			firstMs = float64(now.Sub(start)) / float64(time.Millisecond)
-		} else {
-			iols = append(iols, float64(now.Sub(lastOut))/float64(time.Millisecond))
-		}
-		lastOut = now
-		frames += len(pcm)
-		units++
-		return r.disp.output(ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 1, Kind: Audio, Turn: ts.n, Text: phrase,
-			Audio: pcm, SampleRate: rate, StageSubmitTS: submitTS,
-		})
+		phraseOut = false
+		return send(pcm, phrase)
 	}
 	for {
 		text, end, reason, err := conn.Recv(ctx)
