@@ -35,7 +35,7 @@ type edgeKey struct {
 	rid      string
 }
 
-// Aggregator is the reference OrchestratorAggregator (spec §4.2): it collects stage snapshots,
+// Aggregator is the reference's OrchestratorAggregator: it collects stage snapshots,
 // connector transfers and end-to-end records for one or more requests and renders the
 // --log-stats tables. Its methods are safe for concurrent use.
 type Aggregator struct {
@@ -116,7 +116,7 @@ func (a *Aggregator) finalStageLocked(rid string) int {
 	return a.finalStage
 }
 
-// SetTimingIdentity makes titles and the [OmniTiming] line carry a duplex turn identity (§4.7.9).
+// SetTimingIdentity makes titles and the [OmniTiming] line carry a duplex turn identity.
 func (a *Aggregator) SetTimingIdentity(id *TimingIdentity) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -128,7 +128,7 @@ func (a *Aggregator) SetTimingIdentity(id *TimingIdentity) {
 	a.identity = &c
 }
 
-// OnStageMetrics records one stage snapshot for rid (spec §4.2). The aggregator keeps m; pass a
+// OnStageMetrics records one stage snapshot for rid. The aggregator keeps m; pass a
 // Clone if the caller mutates it later. For stage > 0 the snapshot's RX figures are added to the
 // edge (stage-1 → stage).
 func (a *Aggregator) OnStageMetrics(stage int, rid string, m StageRequestStats, finalOutputType string) {
@@ -178,7 +178,7 @@ func (a *Aggregator) edgeLocked(from, to int, rid string) *TransferEdgeStats {
 	return e
 }
 
-// OnForward records connector TX (spec §3.2): the receiving stage's first timestamp is set if
+// OnForward records connector TX: the receiving stage's first timestamp is set if
 // unset, and size and time add up on the (from, to, rid) edge.
 func (a *Aggregator) OnForward(from, to int, rid string, sizeBytes int64, txMs float64, usedShm bool) {
 	now := a.clock()
@@ -226,7 +226,7 @@ func (a *Aggregator) StageTimes(stage int) (first, last float64, ok bool) {
 	return a.stageFirst[stage], a.stageLast[stage], a.hasFirst[stage] && a.hasLast[stage]
 }
 
-// OnFinalizeRequest closes rid at the final stage (spec §4.2): e2e_total_ms runs from reqStart
+// OnFinalizeRequest closes rid at the final stage: e2e_total_ms runs from reqStart
 // to now. A second call for the same rid is a no-op.
 func (a *Aggregator) OnFinalizeRequest(stage int, rid string, reqStart float64) {
 	now := a.clock()
@@ -365,7 +365,7 @@ func (a *Aggregator) recordRX(stage int, rid string, rxBytes int, rxDecodeMs, rx
 	})
 }
 
-// addTX adds copied TX to an edge (§4.7.7): time adds up, size is set only if still unknown.
+// addTX adds copied TX to an edge: time adds up, size is set only if still unknown.
 func (a *Aggregator) addTX(from, to int, rid string, txMs float64, dSize int64, usedShm bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Ports of tests/metrics/test_stats.py (spec §6.2).
+// Ports of vllm-omni's tests/metrics/test_stats.py.
 
 func TestAggregatorBuildsSummary(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,7 @@ const (
 	kindStageRef // *StageStats
 )
 
-// mergeRule is how the collapse of several segments of one stage folds a field (spec §4.7.4).
+// mergeRule is how the collapse of several segments of one stage into one row folds a field.
 type mergeRule uint8
 
 const (
@@ -71,8 +71,9 @@ const (
 )
 
 // stageFields lists every StageRequestStats field in dataclass order with its rendering and merge
-// rule (spec §4.1, §4.7.4). Fields the reference does not merge (batch_id, batch_size, replica_id,
-// rx_*, diffusion_metrics, ...) are mergeKeepFirst, so nothing is dropped silently (§10 #8).
+// rule. Fields the reference does not merge (batch_id, batch_size, replica_id, rx_*,
+// diffusion_metrics, ...) are mergeKeepFirst: the reference silently dropped a key without a rule,
+// so here every field has one and a test fails when a field is added without it.
 var stageFields = [...]stageField{
 	// batch_id / batch_size: first positive, not keep-first. A duplex turn's stage-0 row starts
 	// with listen units (VAD + ASR) that ran no engine batch and report 0; keep-first would hide

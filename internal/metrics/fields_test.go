@@ -9,7 +9,8 @@ import (
 
 // TestFieldTableCoversEveryField fails when a StageRequestStats field has no row in stageFields,
 // a row is out of dataclass order, a row lacks a merge rule, or a row's accessor points at a
-// different field (§10 #8). reflect is used here only, to enumerate the struct.
+// different field: the reference silently dropped keys without a rule. reflect is used here only,
+// to enumerate the struct.
 func TestFieldTableCoversEveryField(t *testing.T) {
 	t.Parallel()
 	typ := reflect.TypeFor[StageRequestStats]()
@@ -60,7 +61,8 @@ func TestFieldTableCoversEveryField(t *testing.T) {
 	}
 }
 
-// TestExcludedFieldsMatchReference pins STAGE_EXCLUDE (spec §4.1).
+// TestExcludedFieldsMatchReference pins the reference's STAGE_EXCLUDE: the fields never shown as
+// table rows.
 func TestExcludedFieldsMatchReference(t *testing.T) {
 	t.Parallel()
 	var got []string

@@ -28,7 +28,7 @@ func optStringCell(v string) cell {
 
 // listCell renders a numeric list as "<mean 3dp> (n=k)", nil as None and an empty list as "".
 // An empty list counts as zero here. The reference's filter does not treat [] as zero, which
-// prints rows of blank cells for collapsed duplex turns (spec §4.7.10); such a row says nothing,
+// prints rows of blank cells for collapsed duplex turns; such a row says nothing,
 // so omniserve drops it like any other all-zero row.
 func listCell(v []float64) cell {
 	switch {

@@ -10,8 +10,8 @@ import (
 
 const chatRID = "chatcmpl-9f1c2e7ab34d4e11-5d0c3a1e"
 
-// chatExample feeds the aggregator the numbers behind the spec §4.5 example, through the same
-// calls the chat path makes, with a fake wall clock.
+// chatExample feeds the aggregator the numbers behind the reference's chat-completion example
+// (testdata/chat_spec_4_5.txt), through the same calls the chat path makes, with a fake wall clock.
 func chatExample(t *testing.T) *Aggregator {
 	t.Helper()
 	clk := newFakeClock(1000.0)
@@ -49,8 +49,9 @@ func chatExample(t *testing.T) *Aggregator {
 	return a
 }
 
-// TestChatExampleMatchesSpec renders spec §4.5's example from the same numbers and compares it
-// byte for byte with the spec text (testdata/chat_spec_4_5.txt is copied verbatim from the spec).
+// TestChatExampleMatchesSpec renders the reference's 3-stage chat example from the same numbers
+// and compares it byte for byte with that example (testdata/chat_spec_4_5.txt, copied verbatim
+// from the reference specification), so the layout matches the reference's tables exactly.
 func TestChatExampleMatchesSpec(t *testing.T) {
 	t.Parallel()
 	got := transcript(chatExample(t).Render())
@@ -60,7 +61,8 @@ func TestChatExampleMatchesSpec(t *testing.T) {
 	checkGolden(t, "chat_summary", got)
 }
 
-// duplexExample drives one turn through the per-turn path with the numbers of spec §4.7.11.
+// duplexExample drives one turn through the per-turn path with the numbers of the reference's
+// one-turn duplex example.
 func duplexExample(t *testing.T) (*TurnMetrics, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock(1999.0)
@@ -99,8 +101,9 @@ func duplexExample(t *testing.T) (*TurnMetrics, *fakeClock) {
 	return turn, clk
 }
 
-// TestDuplexExample renders spec §4.7.11 adapted per §10: serving_time_to_first_output_ms is a
-// real duration and shown (#7), and the all-blank list rows are not printed (see listCell).
+// TestDuplexExample renders the reference's duplex example with omniserve's deliberate
+// differences: serving_time_to_first_output_ms is a real duration and shown (the reference held an
+// epoch timestamp and hid it), and the all-blank list rows are not printed (see listCell).
 func TestDuplexExample(t *testing.T) {
 	t.Parallel()
 	turn, _ := duplexExample(t)

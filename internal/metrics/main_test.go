@@ -41,7 +41,7 @@ func (c *fakeClock) set(t float64) {
 	c.t = t
 }
 
-// transcript joins logged texts the way the spec's examples show them: one blank line between
+// transcript joins logged texts the way the reference's examples show them: one blank line between
 // entries (each table message starts with "\n").
 func transcript(entries []string) string {
 	return strings.Join(entries, "\n\n") + "\n"

@@ -1,9 +1,10 @@
 package metrics
 
 // Merger folds the segments of one stage into one row with the merge rules of stageFields
-// (spec §4.7.4). It keeps the running tpot weight that the reference stores in the private
-// `_vllm_tpot_weight` / `_vllm_tpot_weighted_ms` keys, so folding incrementally (as pending
-// snapshots arrive, §10 #3) gives the same result as folding a stored list at finalize.
+// (the reference's collapse at finalize). It keeps the running tpot weight that the reference
+// stores in the private `_vllm_tpot_weight` / `_vllm_tpot_weighted_ms` keys, so folding
+// incrementally (as pending snapshots arrive, which keeps their memory O(stages)) gives the same
+// result as folding a stored list at finalize.
 // The zero value is ready to use; it is not safe for concurrent use.
 type Merger struct {
 	cur      StageRequestStats
@@ -112,7 +113,7 @@ func (mg *Merger) Result() StageRequestStats { return mg.cur }
 // Reset empties the Merger for reuse.
 func (mg *Merger) Reset() { *mg = Merger{} }
 
-// MergeStageStats folds next into cur with the merge table (spec §4.7.4). cur's tpot weight is
+// MergeStageStats folds next into cur with the merge table. cur's tpot weight is
 // rebuilt from its token count, as the reference does when no running weight is known.
 func MergeStageStats(cur, next StageRequestStats) StageRequestStats {
 	mg := Merger{cur: cur.Clone(), n: 1}

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// test_merge_stage_metric_event_token_weights_tpot (spec §6.2): segments of 4 tokens at 10 ms and
+// test_merge_stage_metric_event_token_weights_tpot (vllm-omni): segments of 4 tokens at 10 ms and
 // 6 tokens at 20 ms merge to (10·3 + 20·5) / 8 = 16.25.
 func TestMergeTokenWeightedTpot(t *testing.T) {
 	t.Parallel()

@@ -5,7 +5,8 @@ import "sync"
 // PendingTurn buffers the stage snapshots of a duplex session that arrive while no turn is open
 // (auto-response: the engine works before begin_response), plus the next turn's arrival stamp.
 // Snapshots are merged per stage as they arrive with the collapse rules, so a long listen-only
-// stretch costs O(stages) memory, not O(chunks) (§10 #3). A nil *PendingTurn does nothing.
+// stretch costs O(stages) memory, not O(chunks) (the reference kept every snapshot until the turn
+// began, growing without bound while the user only listened). A nil *PendingTurn does nothing.
 // Methods are safe for concurrent use.
 type PendingTurn struct {
 	mu         sync.Mutex
@@ -38,8 +39,10 @@ func NewPendingTurn(clock Clock) *PendingTurn {
 
 // MarkArrival stamps the next turn's t0 unless a stamp already exists (keep first) and returns
 // the stamp. ts <= 0 means now. Call it at the first user-input event (commit or append) after
-// the previous turn opened; the stamp survives that turn's finalize (§10 #1) and is consumed by
-// BeginTurn.
+// the previous turn opened; the stamp survives that turn's finalize and is consumed by BeginTurn.
+// On an auto-response handoff the next turn's first append comes before the old turn ends; the
+// reference wiped that stamp at finalize, so the new turn's e2e started at begin_response instead
+// of at the user's input.
 func (p *PendingTurn) MarkArrival(ts float64) float64 {
 	if p == nil {
 		return 0
@@ -250,7 +253,7 @@ func (p *PendingTurn) Reset() {
 	p.stages, p.arrival, p.hasArrival, p.inputEnd = nil, 0, false, 0
 }
 
-// BeginTurn opens a turn the way the reference's begin_turn_metrics does (§4.7.3): its t0 is
+// BeginTurn opens a turn the way the reference's begin_turn_metrics does: its t0 is
 // arrival if > 0, else the stored stamp, else now; the buffered snapshots are replayed into it and
 // the stamp is cleared.
 func (p *PendingTurn) BeginTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator) *TurnMetrics {

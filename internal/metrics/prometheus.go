@@ -19,7 +19,7 @@ type FinalizedRequest struct {
 	AudioTTFPStage   int
 }
 
-// Bucket sets of the reference (spec §5.1).
+// Bucket sets of the reference (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
 var (
 	secondsBuckets     = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
 	secondsFastBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60}
@@ -30,7 +30,8 @@ var (
 // defaultAudioSampleRate is used to turn frames into seconds when a snapshot has no rate.
 const defaultAudioSampleRate = 24000
 
-// Collectors are the omniserve_* Prometheus families (spec §5, RFC #6614 phase 2; docs/STATS.md).
+// Collectors are the omniserve_* Prometheus families (vllm-omni's families plus the duplex
+// per-turn ones its RFC #6614 planned; docs/STATS.md lists them).
 // Labels are bounded: model_name (constant), kind (chat | duplex) where chat and duplex share a
 // family, finished_reason (the normalized set), stage and from_stage/to_stage (pipeline
 // indices); never a session, request or response id. Every family is exported from start-up

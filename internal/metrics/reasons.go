@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// Finished reasons a turn or request is logged with (spec §2.4). Anything else normalizes to
-// ReasonAbort.
+// Finished reasons a turn or request is logged with (the reference's set, plus length). Anything
+// else normalizes to ReasonAbort.
 const (
 	ReasonStop = "stop"
 	// ReasonLength is a response cut by max_output_tokens / max_tokens (the wire says
@@ -37,10 +37,11 @@ const (
 	CancelLeaseExpired           = "lease_expired"
 )
 
-// FinishedReasonForCancel maps a cancel source to the logged finished_reason (spec §2.4 table).
-// Deviations from the reference, per spec §10: server-VAD barge-in (`turn_detected`) is a
-// barge-in, not a cancel (#5), and an engine / data-plane error ends the turn as `error`, not
-// `stop` (#6). Only the logged reason is mapped; the wire event keeps its own reason (#4).
+// FinishedReasonForCancel maps a cancel source to the logged finished_reason with the reference's
+// table, except in two deliberate ways: server-VAD barge-in (`turn_detected`) is a barge-in, not a
+// cancel (the reference logged every real barge-in as a cancel), and an engine / data-plane error
+// ends the turn as `error`, not `stop` (so a failed turn does not look like a normal one). Only
+// the logged reason is mapped; the wire event keeps its own documented reason, which clients read.
 func FinishedReasonForCancel(source string) string {
 	switch source {
 	case CancelBargeIn, CancelTurnDetected:

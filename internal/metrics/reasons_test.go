@@ -42,13 +42,13 @@ func TestIsDuplexResourceRequestID(t *testing.T) {
 	require.Equal(t, DuplexResourceID{SessionID: "sid.with.dots", Incarnation: 2, Epoch: 7, Role: "stage0"}, id)
 }
 
-// #5 test_finished_reason_for_cancel_mapping, plus §10 #5 (turn_detected → barge_in) and
-// §10 #6 (engine error → error).
+// #5 test_finished_reason_for_cancel_mapping, plus two deliberate differences from the reference:
+// server-VAD barge-in (turn_detected) logs as barge_in, and an engine error as error.
 func TestFinishedReasonForCancel(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
 		"barge_in":                  ReasonBargeIn,
-		"turn_detected":             ReasonBargeIn, // §10 #5: the reference logs cancel
+		"turn_detected":             ReasonBargeIn, // the reference logs cancel, hiding real barge-ins
 		"session_close":             ReasonClose,
 		"disconnect":                ReasonClose,
 		"disconnect_grace_expired":  ReasonClose,
@@ -60,7 +60,7 @@ func TestFinishedReasonForCancel(t *testing.T) {
 		"input.cancel":              ReasonCancel,
 		"response.cancel":           ReasonCancel,
 		"cancel":                    ReasonCancel,
-		"engine_error":              ReasonError, // §10 #6: the reference ends these as stop
+		"engine_error":              ReasonError, // the reference ends these as stop, like a normal turn
 		"error":                     ReasonError,
 		"stop":                      ReasonStop,
 		"close":                     ReasonClose,

@@ -15,16 +15,16 @@ func Now() float64 {
 	return float64(time.Now().UnixNano()) / 1e9
 }
 
-// StageStats is the per-stage running total the engine attaches to a snapshot (spec §4.1). It is
-// never rendered (STAGE_EXCLUDE) and never merged: the first segment's value is kept.
+// StageStats is the per-stage running total the engine attaches to a snapshot. It is never
+// rendered (the reference's STAGE_EXCLUDE) and never merged: the first segment's value is kept.
 type StageStats struct {
 	TotalToken     int
 	TotalGenTimeMs float64
 }
 
 // StageRequestStats is one stage's statistics for one request (or one segment of a duplex turn).
-// Fields follow the reference dataclass order (spec §4.1); the `stats` tag is the reference field
-// name. Every field has exactly one row in stageFields, which drives rendering and merging; a test
+// Fields follow the reference's dataclass order (vllm_omni/metrics/stats.py); the `stats` tag is
+// the reference field name. Every field has exactly one row in stageFields, which drives rendering and merging; a test
 // fails when a field is added without a row.
 //
 // "None" in the reference maps to the Go zero value: an empty optional string renders as None, a
@@ -86,7 +86,8 @@ func (m StageRequestStats) Clone() StageRequestStats {
 	return c
 }
 
-// TransferEdgeStats accumulates one connector edge (from → to) of one request (spec §3.2).
+// TransferEdgeStats accumulates one connector edge (from → to) of one request: the sender adds TX
+// (size, hand-off time), the receiving stage's snapshot adds RX (decode, in-flight time).
 type TransferEdgeStats struct {
 	FromStage      int
 	ToStage        int
@@ -133,8 +134,8 @@ type RequestE2EStats struct {
 	DeliveryDetachedMs float64
 }
 
-// TimingIdentity names a duplex turn in titles and the [OmniTiming] line (spec §4.7.9). Empty
-// strings and a negative Turn are omitted.
+// TimingIdentity names a duplex turn in titles and the [OmniTiming] line, so each turn's tables can
+// be told apart within a session. Empty strings and a negative Turn are omitted.
 type TimingIdentity struct {
 	Req      string
 	Response string

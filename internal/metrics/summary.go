@@ -254,8 +254,8 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 	return rs
 }
 
-// omniTiming builds the one-line timing summary (spec §4.4). With an identity and no
-// preprocess time (every duplex turn) total= and engine= are left out.
+// omniTiming builds the one-line [OmniTiming] summary in the reference's format. With an identity
+// and no preprocess time (every duplex turn) total= and engine= are left out, as the reference does.
 func (a *Aggregator) omniTiming(rid string, evs []StageRequestStats, edges []TransferEdgeStats,
 	pt map[string]float64, e2e RequestE2EStats, hasE2E bool,
 ) string {

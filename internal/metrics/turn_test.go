@@ -9,9 +9,11 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// Ports of the pure-metrics tests of tests/metrics/test_duplex_turn_metrics.py (spec §6.1 #1-#6,
-// #8, #9, #10, #19, #23, #24, #26). The request-state tests (#7, #11-#18, #20-#22, #25) belong
-// to internal/requestclient. Changes per spec §10 are marked "§10".
+// Ports of the pure-metrics tests of vllm-omni's tests/metrics/test_duplex_turn_metrics.py
+// (#1-#6, #8, #9, #10, #19, #23, #24, #26, numbered as in the list in
+// internal/requestclient/turn_reference_test.go). The request-state tests (#7, #11-#18, #20-#22,
+// #25) belong to internal/requestclient. Where omniserve deliberately differs from the reference
+// the comment says "Differs from the reference" and why.
 
 var metricsRID = DuplexResourceRequestID("sid-metrics", 0, 0, "stage0")
 
@@ -117,7 +119,8 @@ func TestAccumulatePrefersStageSubmitTS(t *testing.T) {
 	require.InDelta(t, 200.0, f, 0)
 }
 
-// #8 test_metrics_before_begin_are_flushed_on_begin; §10 #3: buffered per stage, not per chunk.
+// #8 test_metrics_before_begin_are_flushed_on_begin. Differs from the reference: buffered merged
+// per stage, not one copy per chunk, so a long listen-only stretch cannot grow without bound.
 func TestPendingFlushedOnBegin(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(60)
@@ -146,8 +149,8 @@ func TestPendingFlushedOnBegin(t *testing.T) {
 	require.InDelta(t, 50.0, f, 0, "replay keeps the first submit ts")
 }
 
-// §10 #3: a long listen-only stretch keeps one merged row per stage, with the same result as
-// accumulating every snapshot into an open turn.
+// A long listen-only stretch keeps one merged row per stage (the reference kept every snapshot
+// until the turn began), with the same result as accumulating every snapshot into an open turn.
 func TestPendingIsBoundedAndEqualsOneForOne(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(10)
@@ -246,8 +249,9 @@ func TestMarkArrivalKeepsFirst(t *testing.T) {
 	require.InDelta(t, 60.0, p.BeginTurn(metricsRID, "resp-x", 0, 60, 3, nil).Arrival(), 0)
 }
 
-// §10 #1: on an auto-response handoff the next turn's first append stamps arrival while the old
-// turn is still open; finalizing the old turn must not wipe it.
+// On an auto-response handoff the next turn's first append stamps arrival while the old turn is
+// still open; finalizing the old turn must not wipe it (the reference did, so the new turn's e2e
+// started at begin_response instead of at the user's input).
 func TestArrivalStampSurvivesPreviousFinalize(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(10)
@@ -266,8 +270,9 @@ func TestArrivalStampSurvivesPreviousFinalize(t *testing.T) {
 	require.InDelta(t, 11000.0, e.E2ETotalMs, 1e-6)
 }
 
-// #24 test_duplex_dump_titles_hide_ttfo_and_skip_total_engine. §10 #7: serving_time_to_first_
-// output_ms is a real duration (arrival → first output) and is shown, not hidden.
+// #24 test_duplex_dump_titles_hide_ttfo_and_skip_total_engine. Differs from the reference:
+// serving_time_to_first_output_ms is a real duration (arrival → first output) and is shown; the
+// reference stored an epoch timestamp there and hid the row.
 func TestDuplexDumpTitlesShowTTFOAndSkipTotalEngine(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(1000)
@@ -363,8 +368,9 @@ func TestTurnRecordForPrometheus(t *testing.T) {
 	require.Len(t, rec.Transfers, 2)
 }
 
-// §10 #2: with log-stats off callers keep nil turns and buffers; every call is a no-op that
-// allocates nothing, and so is a summary of an aggregator built with logStats false.
+// With log-stats off callers keep nil turns and buffers (the reference still built aggregators
+// and copied every snapshot); every call is a no-op that allocates nothing, and so is a summary
+// of an aggregator built with logStats false.
 func TestOffPathDoesNotAllocate(t *testing.T) {
 	var turn *TurnMetrics
 	var p *PendingTurn
