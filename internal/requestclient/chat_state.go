@@ -149,7 +149,8 @@ func (st *chatState) ingestLocked(stageID int, m metrics.StageRequestStats, subm
 	if st.agg == nil || st.reported {
 		return
 	}
-	// A real duration from arrival, not an epoch stamp (spec §10 #7).
+	// A real duration from arrival, not an epoch stamp (the reference put one there on duplex
+	// snapshots and had to hide the row).
 	if stageID >= 0 && stageID < len(st.firstOutputTS) && st.firstOutputTS[stageID] > 0 {
 		m.ServingTimeToFirstOutputMs = (st.firstOutputTS[stageID] - st.wallStart) * 1000
 	}

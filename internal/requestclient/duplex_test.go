@@ -326,7 +326,7 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	d.BeginTurn("resp-a", 1, d.MarkTurnArrival(0))
 	d.BeginTurn("resp-a", 1, 0) // idempotent
 	now = 101
-	// A stamp set after the turn opened belongs to the next turn and survives its finalize (§10 #1).
+	// A stamp set after the turn opened belongs to the next turn and survives its finalize.
 	require.Equal(t, 101.0, d.MarkTurnArrival(0))
 	require.True(t, d.FinalizeTurn("stop"))
 	require.False(t, d.FinalizeTurn("stop"), "finalize once")

@@ -16,8 +16,9 @@ import (
 // abort (measured well under 100 ms), so the bound only matters when a stage is wedged.
 const DefaultTurnDrainTimeout = 2 * time.Second
 
-// turnState is the per-session turn bookkeeping of a Duplex (spec §4.7, corrected per §10 and
-// docs/STATS.md). It exists only with LogStats on or Prometheus collectors set.
+// turnState is the per-session turn bookkeeping of a Duplex (the reference's per-turn metrics with
+// the differences docs/STATS.md lists). It exists only with LogStats on or Prometheus collectors
+// set, so the off path costs nothing.
 //
 // Every stage message carries the stage turn it belongs to (listen rows carry the turn they
 // lead to), so rows are routed by that number, not by arrival order: the open metrics turn is
@@ -303,7 +304,8 @@ func interrupted(reason string) bool {
 // finalize ends the open turn with reason. A natural end (stop, length) is finalized now: its
 // stages already reported. An interrupted turn waits, bounded by drain, for its stages'
 // partial snapshots (see turnState). It returns false when no turn was open. The pending stamp
-// of the next turn, if one was set after this turn opened, survives (§10 #1).
+// of the next turn, if one was set after this turn opened, survives: on an auto-response handoff
+// it is the next turn's t0.
 //
 // mayStart says an engine response may still start for an unbound turn (a Respond call is in
 // progress); without one an unbound turn has no stage work to wait for.

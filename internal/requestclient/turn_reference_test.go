@@ -1,20 +1,20 @@
 package requestclient
 
-// The reference test list, spec §6.1 (tests/metrics/test_duplex_turn_metrics.py at 226b43d9, 26
+// The reference test list (vllm-omni's tests/metrics/test_duplex_turn_metrics.py at 226b43d9, 26
 // tests), ported with the same intent to omniserve's types. Where omniserve deliberately differs
-// (spec §10) the port asserts the corrected behaviour; those rows say so.
+// from the reference the port asserts the corrected behaviour; those rows say so.
 //
 //	#  reference test                                              Go test (file:TestName)
 //	1  is_duplex_resource_request_id_matches_engine_format         internal/metrics/reasons_test.go:TestIsDuplexResourceRequestID
 //	2  accumulate_appends_segments_collapse_at_finalize            internal/metrics/turn_test.go:TestAccumulateSegmentsCollapseAtFinalize
 //	3  finalize_logs_once_with_identity_line                       internal/metrics/turn_test.go:TestFinalizeLogsOnceWithIdentityLine
 //	4  finished_reason_passthrough                                 internal/metrics/turn_test.go:TestFinishedReasonPassthrough
-//	5  finished_reason_for_cancel_mapping           (§10 #5, #6)   internal/metrics/reasons_test.go:TestFinishedReasonForCancel
+//	5  finished_reason_for_cancel_mapping           (changed)      internal/metrics/reasons_test.go:TestFinishedReasonForCancel
 //	6  accumulate_prefers_stage_submit_ts                          internal/metrics/turn_test.go:TestAccumulatePrefersStageSubmitTS
 //	7  stage_metrics_message_forwards_submit_ts                    turn_reference_test.go:TestRefStageMetricsMessageForwardsSubmitTS
-//	8  metrics_before_begin_are_flushed_on_begin    (§10 #3)       turn_reference_test.go:TestRefMetricsBeforeBeginFlushedOnBegin,
+//	8  metrics_before_begin_are_flushed_on_begin    (changed)      turn_reference_test.go:TestRefMetricsBeforeBeginFlushedOnBegin,
 //	                                                               internal/metrics/turn_test.go:TestPendingIsBoundedAndEqualsOneForOne
-//	9  finalize_noop_when_log_stats_off             (§10 #2)       duplex_test.go:TestDuplexLogStatsOffAllocatesNothing,
+//	9  finalize_noop_when_log_stats_off             (changed)      duplex_test.go:TestDuplexLogStatsOffAllocatesNothing,
 //	                                                               turn_reference_test.go:TestRefLogStatsOffCollectsNothing
 //	10 client_two_turns_emit_two_summaries                         turn_reference_test.go:TestRefTwoTurnsEmitTwoSummaries
 //	11 begin_preregisters_and_ignores_chat_ids      (adapted)      turn_reference_test.go:TestRefBeginPreregistersAndIgnoresChatIDs
@@ -31,20 +31,21 @@ package requestclient
 //	20 abort_emits_table_once_then_close_is_noop    (changed)      turn_reference_test.go:TestRefAbortEmitsOnceThenCloseIsNoop
 //	21 duplex_direct_output_does_not_double_count_stage0           turn_reference_test.go:TestRefDecisionOutputNotCountedTwice
 //	22 chat_request_does_not_buffer_duplex_pending  (adapted)      turn_reference_test.go:TestRefBeginPreregistersAndIgnoresChatIDs
-//	23 mark_turn_arrival_stamps_before_begin        (+ §10 #1)     internal/metrics/turn_test.go:TestMarkArrivalKeepsFirst,
+//	23 mark_turn_arrival_stamps_before_begin        (+ changed)    internal/metrics/turn_test.go:TestMarkArrivalKeepsFirst,
 //	                                                               internal/metrics/turn_test.go:TestArrivalStampSurvivesPreviousFinalize,
 //	                                                               duplex_test.go:TestDuplexTurnMetricsSemantics
-//	24 duplex_dump_titles_hide_ttfo_and_skip_total_engine (§10 #7) internal/metrics/turn_test.go:TestDuplexDumpTitlesShowTTFOAndSkipTotalEngine
+//	24 duplex_dump_titles_hide_ttfo_and_skip_total_engine (changed) internal/metrics/turn_test.go:TestDuplexDumpTitlesShowTTFOAndSkipTotalEngine
 //	25 response_hooks_do_not_raise_into_begin_end                  internal/session/session_test.go:TestHooksNeverPanicIntoSession
 //	26 finalize_survives_summary_failure                           internal/metrics/turn_test.go:TestFinalizeSurvivesSummaryFailure
 //
-// Changed per §10, and why:
-//   - #5: `turn_detected` (server-VAD barge-in) maps to barge_in, not cancel (§10 #5); an engine
-//     error maps to error, not stop (§10 #6). The reference logged a real barge-in as a cancel.
-//   - #8: pre-begin snapshots are merged per stage as they arrive (§10 #3), so the pending buffer
+// Changed, and why:
+//   - #5: `turn_detected` (server-VAD barge-in) maps to barge_in, not cancel; an engine error maps
+//     to error, not stop. The reference logged a real barge-in as a cancel and a failed turn as a
+//     normal one.
+//   - #8: pre-begin snapshots are merged per stage as they arrive, so the pending buffer
 //     holds one row per stage, not one per chunk; the flushed turn is the same as one-for-one replay.
 //     Only user input stamps t0: a snapshot that arrives before any input is dropped, not stamped.
-//   - #9: with --log-stats off no turn exists at all (§10 #2): FinalizeTurn returns false (the
+//   - #9: with --log-stats off no turn exists at all: FinalizeTurn returns false (the
 //     reference built the aggregator and returned True) and nothing allocates.
 //   - #11/#13/#22: omniserve keeps chat and duplex request states apart by type (a chat request
 //     never reaches Duplex), so "ignores chat ids" becomes: the duplex state is registered under
@@ -52,9 +53,10 @@ package requestclient
 //   - #20: Abort ends the stream, so the request state is dropped after the finalize (the
 //     reference kept it registered because generate() cleaned up later; omniserve has no
 //     generate() owner for the duplex state).
-//   - #23: a stamp set after the current turn opened survives its finalize (§10 #1).
+//   - #23: a stamp set after the current turn opened survives its finalize: on an auto-response
+//     handoff it is the next turn's t0, which the reference wiped.
 //   - #24: serving_time_to_first_output_ms is a real duration from the turn's arrival and is
-//     shown (§10 #7), instead of an epoch value that had to be hidden.
+//     shown, instead of an epoch value that had to be hidden.
 
 import (
 	"context"
@@ -156,7 +158,7 @@ func TestRefLogStatsOffCollectsNothing(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5)})
 	d.BeginTurn("resp-off", 1, 0)
 	require.Nil(t, d.turns, "no aggregator, pending buffer or turn")
-	require.False(t, d.FinalizeTurn("stop"), "changed per §10 #2: nothing to finalize")
+	require.False(t, d.FinalizeTurn("stop"), "with --log-stats off no turn exists: nothing to finalize")
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Zero(t, logs.Len())
 }
