@@ -64,8 +64,8 @@ func decodeResponseInput(v json.RawMessage) ([]session.InputItem, *WireError) {
 	return out, nil
 }
 
-// gaOnlySessionFields are session fields only the GA dialect has (shared/spec/openai-realtime.md
-// §2.1): their presence means GA.
+// gaOnlySessionFields are session fields only the GA dialect of the OpenAI Realtime session
+// object has: their presence means GA.
 var gaOnlySessionFields = []string{"type", "output_modalities", "audio", "max_output_tokens",
 	"tracing", "truncation", "prompt", "include"}
 

@@ -5,7 +5,8 @@ import (
 	"errors"
 )
 
-// Fence identifies the engine resource of one session epoch (reference §2.1).
+// Fence identifies the engine resource of one session epoch: a barge-in advances the epoch, so
+// work of the old epoch can be told apart and dropped.
 type Fence struct {
 	SessionID   string
 	Incarnation int

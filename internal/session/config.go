@@ -72,7 +72,7 @@ func SemanticSilenceMs(eagerness string) int {
 	return 500 // medium, auto
 }
 
-// Overlap policies (reference §1.3): what input during an active response does.
+// Overlap policies (the reference's names): what input during an active response does.
 const (
 	PolicyBargeIn    = "barge_in_on_speech"
 	PolicyListenOnly = "listen_only"
@@ -248,7 +248,8 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	return cfg, nil
 }
 
-// NormalizeInputFormat maps aliases (reference §1.4) to canonical names and checks the rate.
+// NormalizeInputFormat maps the aliases the reference accepts (audio/pcm, pcm, s16le, f32le,
+// ulaw, mulaw, alaw, ...) to canonical names and checks the rate.
 func NormalizeInputFormat(f AudioFormat) (AudioFormat, error) {
 	t := strings.ToLower(strings.TrimSpace(f.Type))
 	switch t {

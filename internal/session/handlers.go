@@ -64,7 +64,8 @@ func (s *DuplexSession) handle(c Command) {
 	case *CancelInput:
 		s.clearInput(c.ID)
 		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
-		// §10 #4: the wire keeps the documented reason; only the logged reason is mapped (cancel).
+		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
+		// (cancel). The reference changed the wire reason too, which clients do not expect.
 		s.cancelActive("cancel", "barge_in", true)
 	case *BargeIn:
 		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
@@ -311,7 +312,8 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		return
 	}
 	if vr.voiced && s.engine != nil {
-		// Stamp the turn's t0 at the first speech, not at server-side silence (§4.7.5 caveat):
+		// Stamp the turn's t0 at the first speech, not at server-side silence (silence appends
+		// before the user spoke would inflate e2e_total_ms):
 		// the speech onset's own append when this append confirmed it (docs/STATS.md).
 		at := s.m.cfg.WallClock()
 		if vr.started && s.onsetAt > 0 {

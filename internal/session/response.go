@@ -98,7 +98,8 @@ func (r *response) heardText() string {
 	return b.String()
 }
 
-// safeHook runs a metrics hook; a panic is logged and never reaches the session (§4.7.8).
+// safeHook runs a metrics hook; a panic is logged and never reaches the session: metrics must
+// never break a turn's state transitions.
 func (s *DuplexSession) safeHook(name string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil {

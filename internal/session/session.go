@@ -40,7 +40,7 @@ const (
 	ReasonEngineError = "engine_error"
 )
 
-// Turn states (reference §2.2).
+// Turn states (the reference's names, so logs and events read the same).
 const (
 	TurnIdle                = "idle"
 	TurnUserSpeaking        = "user_speaking"
@@ -394,7 +394,8 @@ func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
 	case ReasonShutdown:
 		// The server, not the client, ends the session: its engine work is aborted under it, as
 		// the reference's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
-		// The wire keeps reason "shutdown" (§10 #4).
+		// The wire keeps reason "shutdown": only the logged reason is mapped, so the client
+		// still learns why its session ended.
 		cancelSource = metrics.ReasonAbort
 	case ReasonSlowClient:
 		cancelSource = metrics.CancelDisconnect

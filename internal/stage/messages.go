@@ -15,7 +15,7 @@ import (
 type Sink interface {
 	OnOutput(OutputMessage)
 	OnStageMetrics(StageMetricsMessage)
-	OnTransfer(TransferEvent) // connector TX (spec §3.2)
+	OnTransfer(TransferEvent) // connector TX: size and hand-off time of one send
 }
 
 // OutputKind says what an OutputMessage carries.
@@ -94,7 +94,8 @@ type StageMetricsMessage struct {
 	FinalOutputType string
 }
 
-// TransferEvent is the TX side of one connector send (spec §3.2).
+// TransferEvent is the TX side of one connector send; the RX side arrives in the receiving
+// stage's StageRequestStats.
 type TransferEvent struct {
 	From, To  int
 	RequestID string

@@ -613,7 +613,8 @@ func decodeError(ev serverEvent) *ServerError {
 	return se
 }
 
-// toleratedCodes are the races every Realtime client expects (spec §7.3).
+// toleratedCodes are the races every Realtime client expects: clients such as pipecat treat any
+// other error as fatal, so these codes mark a benign race, not a failure.
 var toleratedCodes = map[string]bool{
 	"response_cancel_not_active":               true,
 	"response_not_active":                      true,

@@ -18,7 +18,8 @@ import (
 // turnMetricsAllocsPerChunk opens a real duplex stream on rc and measures, like
 // testing.AllocsPerRun, the allocations of the per-chunk ingest path the pipeline drives for
 // every 100 ms audio unit: the unit's stage-0 snapshot, its listen decision, a text output with
-// metrics attached, and the session's arrival stamp. With LogStats off it must be 0 (§10 #2).
+// metrics attached, and the session's arrival stamp. With LogStats off it must be 0: the
+// reference still built aggregators and copied every snapshot when its stats were off.
 func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, name string) (float64, error) {
 	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-allocs-" + name}, stage.DuplexOptions{}, func(stage.OutputMessage) {})
 	if err != nil {
