@@ -98,7 +98,7 @@ func TestRemoteChain(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		resp := postChat(t, ctx, frontURL, map[string]any{"model": "dummy:tiny", "messages": userText("talk for a long time"),
-			"stream": true, "max_tokens": 2000, "stop": []string{"§§§"}})
+			"stream": true, "max_tokens": 2000, "stop": []string{neverStop}})
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		firstContent(t, bufio.NewReader(resp.Body))

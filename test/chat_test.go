@@ -22,6 +22,10 @@ import (
 
 var chatIDRe = regexp.MustCompile(`^chatcmpl-[0-9a-f]{16}$`)
 
+// neverStop is a stop sequence the test models never emit (three section signs), so a long reply
+// runs to max_tokens. Escaped: source files carry no section sign (TestNoSpecSectionCitations).
+const neverStop = "\u00a7\u00a7\u00a7"
+
 // TestChat runs every chat behaviour against one real engine; building it once keeps the package
 // fast under -race.
 func TestChat(t *testing.T) {
@@ -252,7 +256,7 @@ func testChatDisconnect(t *testing.T, f *chatFixture) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	resp := postChat(t, ctx, f.statsURL, map[string]any{"model": chatModel, "messages": userText("talk for a long time"),
-		"stream": true, "max_tokens": 2000, "stop": []string{"§§§"}})
+		"stream": true, "max_tokens": 2000, "stop": []string{neverStop}})
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	br := bufio.NewReader(resp.Body)
@@ -287,7 +291,7 @@ func testChatDisconnect(t *testing.T, f *chatFixture) {
 		// The control: undisturbed, the same request runs well past the abort bound above.
 		start := time.Now()
 		c := completeJSON(t, f.url, map[string]any{"model": chatModel, "messages": userText("talk for a long time"),
-			"max_tokens": 2000, "stop": []string{"§§§"}})
+			"max_tokens": 2000, "stop": []string{neverStop}})
 		took := time.Since(start)
 		t.Logf("%d tokens in %v", c.Usage.CompletionTokens, took)
 		require.Greater(t, took, 250*time.Millisecond, "the engine is too fast for the abort bound to prove anything")
@@ -341,7 +345,7 @@ func testChatLimits(t *testing.T, f *chatFixture) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hold := postChat(t, ctx, small, map[string]any{"model": chatModel, "messages": userText("go on"), "stream": true,
-		"max_tokens": 2000, "stop": []string{"§§§"}})
+		"max_tokens": 2000, "stop": []string{neverStop}})
 	defer hold.Body.Close()
 	require.Equal(t, http.StatusOK, hold.StatusCode)
 	_, err := bufio.NewReader(hold.Body).ReadString('\n')

@@ -23,7 +23,8 @@ import (
 
 // TestDuplexLogStats drives the real bin/omniserve with --log-stats through real WebSocket
 // clients and real speech, and reads the per-turn tables back from its JSON log: one table set
-// per assistant turn, titled with the turn's identity and the reason it ended (spec §4.7, §10).
+// per assistant turn, titled with the turn's identity and the reason it ended (a duplex turn is
+// logged like one chat completion, with omniserve's corrected finished reasons).
 // One server serves every subtest; the last one shuts it down mid-turn.
 func TestDuplexLogStats(t *testing.T) {
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
@@ -275,7 +276,7 @@ func TestDuplexLogStats(t *testing.T) {
 		}, 10*time.Second, 20*time.Millisecond, "chat tables of %s", cc.ID)
 		// Known gap, outside the duplex path: the chat path (requestclient/chat_state.go) never
 		// derives time_per_output_unit_ms, while a turn's collapse recomputes it from the merged
-		// segments (§4.7.4). Every other row must match.
+		// segments when it folds them into one row per stage. Every other row must match.
 		duplexRows = slices.DeleteFunc(duplexRows, func(f string) bool { return f == "time_per_output_unit_ms" })
 		require.NotContains(t, chatRows, "time_per_output_unit_ms", "the chat path derives it now: drop this exception")
 		require.Equal(t, chatRows, duplexRows, "a duplex turn and a chat request print the same StageRequestStats rows")
