@@ -40,7 +40,7 @@ const (
 	ReasonEngineError = "engine_error"
 )
 
-// Turn states (the reference's names, so logs and events read the same).
+// Turn states, named as in the reference's DuplexSession.
 const (
 	TurnIdle                = "idle"
 	TurnUserSpeaking        = "user_speaking"
