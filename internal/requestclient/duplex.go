@@ -378,7 +378,10 @@ func (d *Duplex) Respond(ctx context.Context, maxTokens int) (int, error) {
 // A signal whose next fence is the current one moves no epoch: it re-stops work of a response
 // the session already ended (a cancelled job that still started a turn). It must not finalize
 // the turn that is open now, which belongs to a newer response.
-func (d *Duplex) Signal(_ context.Context, event string, next Fence) error {
+func (d *Duplex) Signal(ctx context.Context, event string, next Fence) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("signal %q: %w", event, err)
+	}
 	reason := metrics.ReasonCancel
 	switch event {
 	case "barge_in":
@@ -424,13 +427,24 @@ func (d *Duplex) CancelTurn(n int) {
 }
 
 // Close finalizes the open turn with reason (close unless given), stops the FIFO and closes the
-// stream, then drops the request state.
-func (d *Duplex) Close(_ context.Context, reason string) error {
+// stream, then drops the request state. It returns when that is done, or with ctx's error when
+// ctx ends first: the session actor calling it must not hang on a wedged stage. The shutdown
+// then goes on in the background and ends with the stages' work (a pipeline Close cancels all
+// of it); shutdownDone is closed when it has.
+func (d *Duplex) Close(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = metrics.ReasonClose
 	}
-	d.shutdown(reason)
-	return nil
+	done := make(chan struct{})
+	go func() { defer close(done); d.shutdown(reason) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		d.log.Warn("duplex close: the stages have not finished; going on without waiting",
+			zap.String("request_id", d.Stage0ID()), zap.Error(context.Cause(ctx)))
+		return fmt.Errorf("closing the duplex stream: %w", context.Cause(ctx))
+	}
 }
 
 // Abort stops everything at once; the open turn is finalized with reason abort.

@@ -33,6 +33,8 @@ type fakeStream struct {
 	cancels  []bool
 	respondN int
 	gate     chan struct{} // when set, the first append waits for it (see gateFirstAppend)
+	// closeGate, when set, holds Close until it is closed: a wedged stage.
+	closeGate chan struct{}
 }
 
 // gateFirstAppend holds the first append until want ops wait behind it, so a whole burst is
@@ -108,6 +110,9 @@ func (f *fakeStream) CancelTurn(n int, _ bool) {
 }
 
 func (f *fakeStream) Close() {
+	if f.closeGate != nil {
+		<-f.closeGate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
@@ -407,4 +412,26 @@ func TestDuplexCancelTurn(t *testing.T) {
 	require.NoError(t, d.Close(ctx, ""))
 	d.CancelTurn(2) // the stream is closed: fakeStream fails any call after Close
 	require.Equal(t, []string{"cancel_turn:1"}, fs.callList())
+}
+
+// A wedged stage must not hang the session actor: Close returns with ctx's error when ctx ends,
+// the shutdown finishes once the stage lets go, and the turn is still finalized exactly once.
+func TestDuplexCloseHonoursContext(t *testing.T) {
+	fs := &fakeStream{t: t, closeGate: make(chan struct{})}
+	d, _, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := d.Close(ctx, "")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second, "Close waited for the wedged stage")
+	require.ErrorIs(t, d.Signal(ctx, "response.cancel", Fence{SessionID: "duplex-test", Epoch: 1}), context.DeadlineExceeded)
+
+	close(fs.closeGate) // the stage lets go: the shutdown completes in the background
+	require.Eventually(t, func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.closed
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, d.Close(context.Background(), ""), "a second Close is a no-op")
 }
