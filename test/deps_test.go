@@ -23,7 +23,7 @@ var layer = map[string]int{
 	"internal/talkclient":    0,
 	"internal/benchreport":   0,
 	"internal/auth":          0,
-	"internal/gpu":           1,
+	"internal/engine":        1,
 	"internal/speech":        1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
@@ -64,11 +64,11 @@ func TestImportViolationsDetects(t *testing.T) {
 		line string
 		want string // "" = no violation
 	}{
-		{"down is fine", m + "internal/stage " + m + "internal/gpu " + m + "internal/metrics fmt", ""},
+		{"down is fine", m + "internal/stage " + m + "internal/engine " + m + "internal/metrics fmt", ""},
 		{"cmd may import api", m + "cmd/omniserve " + m + "internal/api " + m + "internal/config", ""},
-		{"up is not", m + "internal/gpu " + m + "internal/stage", "internal/gpu (layer 1) depends on internal/stage"},
-		{"sideways is not", m + "internal/gpu " + m + "internal/speech", "internal/gpu (layer 1) depends on internal/speech"},
-		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/gpu", "internal/metrics (layer 0) depends on internal/gpu"},
+		{"up is not", m + "internal/engine " + m + "internal/stage", "internal/engine (layer 1) depends on internal/stage"},
+		{"sideways is not", m + "internal/engine " + m + "internal/speech", "internal/engine (layer 1) depends on internal/speech"},
+		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/engine", "internal/metrics (layer 0) depends on internal/engine"},
 		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "imports internal/api"},
 		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "nothing imports cmd/"},
 		{"config is cmd's", m + "internal/session " + m + "internal/config", "imports internal/config"},
@@ -131,7 +131,7 @@ func importViolations(lines []string) []string {
 	return out
 }
 
-// TestCgoConfinement checks that only internal/gpu imports the llama.cpp binding and only gpu
+// TestCgoConfinement checks that only internal/engine imports the llama.cpp binding and only engine
 // and speech use cgo.
 func TestCgoConfinement(t *testing.T) {
 	t.Parallel()
@@ -141,12 +141,12 @@ func TestCgoConfinement(t *testing.T) {
 		f := strings.SplitN(l, "|", 3)
 		require.Len(t, f, 3, l)
 		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
-		if f[1] != "0" && rel != "internal/gpu" && rel != "internal/speech" {
-			t.Errorf("%s has cgo files: only internal/gpu and internal/speech may", rel)
+		if f[1] != "0" && rel != "internal/engine" && rel != "internal/speech" {
+			t.Errorf("%s has cgo files: only internal/engine and internal/speech may", rel)
 		}
 		for _, imp := range strings.Split(f[2], ",") {
-			if strings.HasPrefix(imp, "github.com/ollama/ollama/llama") && rel != "internal/gpu" {
-				t.Errorf("%s imports %s: only internal/gpu may", rel, imp)
+			if strings.HasPrefix(imp, "github.com/ollama/ollama/llama") && rel != "internal/engine" {
+				t.Errorf("%s imports %s: only internal/engine may", rel, imp)
 			}
 		}
 	}

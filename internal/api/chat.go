@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -186,11 +186,11 @@ func (h *chatHandler) serve(w http.ResponseWriter, r *http.Request, p *chatParse
 
 // writeEngineError maps a failure to start a completion to an HTTP answer.
 func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, err error) {
-	var sampErr *gpu.SamplingError
+	var sampErr *engine.SamplingError
 	switch {
 	case r.Context().Err() != nil:
 		return // the client is gone; nobody reads an answer
-	case errors.Is(err, gpu.ErrNoFreeSlot), errors.Is(err, stage.ErrQueueFull):
+	case errors.Is(err, engine.ErrNoFreeSlot), errors.Is(err, stage.ErrQueueFull):
 		// The engine's own bounds (sequence slots, stage queues) were hit before ours.
 		writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "engine_overloaded",
 			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is overloaded (%v); retry later", err)})

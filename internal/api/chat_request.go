@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -199,7 +199,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 	}
 	// Without a seed every completion draws its own: equal requests give different answers at
 	// temperature > 0, as with OpenAI.
-	s := gpu.Sampling{Temperature: 1, TopP: 1, RandomSeed: true}
+	s := engine.Sampling{Temperature: 1, TopP: 1, RandomSeed: true}
 	if in.Temperature != nil {
 		t := *in.Temperature
 		if math.IsNaN(t) || t < 0 || t > 2 {
@@ -247,7 +247,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 	return nil
 }
 
-func checkChatPenalties(in *chatRequestBody, s *gpu.Sampling) *chatAPIError {
+func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *chatAPIError {
 	for _, p := range []struct {
 		name string
 		v    *float64
@@ -256,8 +256,8 @@ func checkChatPenalties(in *chatRequestBody, s *gpu.Sampling) *chatAPIError {
 		if p.v == nil {
 			continue
 		}
-		if math.IsNaN(*p.v) || *p.v < -gpu.MaxPenalty || *p.v > gpu.MaxPenalty {
-			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, gpu.MaxPenalty, gpu.MaxPenalty, *p.v))
+		if math.IsNaN(*p.v) || *p.v < -engine.MaxPenalty || *p.v > engine.MaxPenalty {
+			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, engine.MaxPenalty, engine.MaxPenalty, *p.v))
 		}
 		*p.dst = float32(*p.v)
 	}
@@ -270,23 +270,23 @@ func checkChatPenalties(in *chatRequestBody, s *gpu.Sampling) *chatAPIError {
 		if err != nil || id < 0 {
 			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias keys must be token ids (non-negative integers), got %q", k))
 		}
-		if math.IsNaN(v) || v < -gpu.MaxLogitBias || v > gpu.MaxLogitBias {
-			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", gpu.MaxLogitBias, gpu.MaxLogitBias, v, id))
+		if math.IsNaN(v) || v < -engine.MaxLogitBias || v > engine.MaxLogitBias {
+			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", engine.MaxLogitBias, engine.MaxLogitBias, v, id))
 		}
 		s.LogitBias[id] = float32(v) // ids outside the vocabulary are refused by the engine
 	}
 	return nil
 }
 
-func checkChatLogprobs(in *chatRequestBody, s *gpu.Sampling, out *chatParsed) *chatAPIError {
+func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed) *chatAPIError {
 	if in.Logprobs != nil && *in.Logprobs {
 		s.Logprobs, out.Logprobs = true, true
 	}
 	if in.TopLogprobs == nil {
 		return nil
 	}
-	if *in.TopLogprobs < 0 || *in.TopLogprobs > gpu.MaxTopLogprobs {
-		return chatBadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", gpu.MaxTopLogprobs, *in.TopLogprobs))
+	if *in.TopLogprobs < 0 || *in.TopLogprobs > engine.MaxTopLogprobs {
+		return chatBadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", engine.MaxTopLogprobs, *in.TopLogprobs))
 	}
 	if *in.TopLogprobs > 0 && !s.Logprobs {
 		return chatBadRequest("top_logprobs", "invalid_value", "top_logprobs requires logprobs to be true")
@@ -297,7 +297,7 @@ func checkChatLogprobs(in *chatRequestBody, s *gpu.Sampling, out *chatParsed) *c
 
 // checkChatResponseFormat turns response_format into a grammar the sampler enforces, so the
 // output parses whatever the model is (a truncated answer, finish_reason length, may not).
-func checkChatResponseFormat(in *chatRequestBody, s *gpu.Sampling) *chatAPIError {
+func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *chatAPIError {
 	f := in.ResponseFormat
 	if f == nil {
 		return nil
@@ -305,7 +305,7 @@ func checkChatResponseFormat(in *chatRequestBody, s *gpu.Sampling) *chatAPIError
 	switch f.Type {
 	case "text":
 	case "json_object":
-		s.Grammar = gpu.JSONGrammar
+		s.Grammar = engine.JSONGrammar
 	case "json_schema":
 		if f.JSONSchema == nil {
 			return chatBadRequest("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema")
@@ -314,10 +314,10 @@ func checkChatResponseFormat(in *chatRequestBody, s *gpu.Sampling) *chatAPIError
 			return chatBadRequest("response_format.json_schema.name", "missing_required_parameter", "json_schema.name is required")
 		}
 		if !chatRawSet(f.JSONSchema.Schema) {
-			s.Grammar = gpu.JSONGrammar // no schema: any JSON object
+			s.Grammar = engine.JSONGrammar // no schema: any JSON object
 			return nil
 		}
-		g, err := gpu.SchemaGrammar(f.JSONSchema.Schema)
+		g, err := engine.SchemaGrammar(f.JSONSchema.Schema)
 		if err != nil {
 			return chatBadRequest("response_format.json_schema.schema", "invalid_value", fmt.Sprintf("invalid JSON schema: %v", err))
 		}

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -81,7 +81,7 @@ func tokenBytes(s string) []int {
 	return b
 }
 
-func wireLogprobs(lps []gpu.TokenLogprob) []chatTokenLogprob {
+func wireLogprobs(lps []engine.TokenLogprob) []chatTokenLogprob {
 	out := make([]chatTokenLogprob, 0, len(lps))
 	for _, lp := range lps {
 		e := chatTokenLogprob{Token: lp.Text, Logprob: float64(lp.Logprob), Bytes: tokenBytes(lp.Text),
@@ -142,7 +142,7 @@ type chatOutput struct {
 	format    string
 	logprobs  bool
 	text      strings.Builder
-	lps       []gpu.TokenLogprob
+	lps       []engine.TokenLogprob
 	pcm       []float32         // 24 kHz
 	rs        *speech.Resampler // the request's output stream resampler, made on first need
 	rsIn      int               // samples that went into rs

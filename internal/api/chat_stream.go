@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -119,7 +119,7 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 	w.WriteHeader(http.StatusOK)
 	sse := &chatSSE{w: w, rc: http.NewResponseController(w), timeout: h.cfg.WriteTimeout}
 	o0 := outs[0]
-	chunk := func(i int, d chatDelta, finish *string, lps []gpu.TokenLogprob) chatChunk {
+	chunk := func(i int, d chatDelta, finish *string, lps []engine.TokenLogprob) chatChunk {
 		c := chatChunkChoice{Index: i, Delta: d, FinishReason: finish}
 		if len(lps) > 0 {
 			c.Logprobs = &chatLogprobs{Content: wireLogprobs(lps)}

@@ -69,7 +69,7 @@ type Realtime struct {
 	ResumeJournalEvents int `yaml:"resume_journal_events"`
 }
 
-// Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
+// Engine holds the model-runner settings handed to internal/engine. Zero sizes mean "the engine's
 // own default" (docs/CONTRACTS.md lists them), so the defaults live in one place.
 type Engine struct {
 	Model        string `yaml:"model"`

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -25,7 +25,7 @@ const chatAbortWait = 5 * time.Second
 // FinishReason stop | length | abort and the token counts) or Err.
 type ChatEvent struct {
 	Text                           string
-	Logprobs                       []gpu.TokenLogprob // of Text's tokens, when asked
+	Logprobs                       []engine.TokenLogprob // of Text's tokens, when asked
 	Audio                          []float32
 	SampleRate                     int
 	Done                           bool

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -42,9 +42,9 @@ var ErrSpecUnsupported = errors.New("per-response instructions, input and conver
 func (e pipelineEngine) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
 	st := stage.ResponseSpec{MaxTokens: spec.MaxTokens, Instructions: spec.Instructions, OutOfBand: spec.OutOfBand}
 	if spec.Input != nil {
-		st.Input = make([]gpu.ChatMessage, len(spec.Input))
+		st.Input = make([]engine.ChatMessage, len(spec.Input))
 		for i, m := range spec.Input {
-			st.Input[i] = gpu.ChatMessage{Role: m.Role, Content: m.Text}
+			st.Input[i] = engine.ChatMessage{Role: m.Role, Content: m.Text}
 		}
 	}
 	return e.d.RespondWith(ctx, st)

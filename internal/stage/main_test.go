@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -61,9 +61,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func loadEngine(t testing.TB) *gpu.Runner {
+func loadEngine(t testing.TB) *engine.Runner {
 	t.Helper()
-	r, err := gpu.Load(context.Background(), gpu.Config{
+	r, err := engine.Load(context.Background(), engine.Config{
 		Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 2,
 		ContextSize: 4096, MaxSequences: 8, SeqContext: 1024,
 	}, zap.NewNop())
@@ -73,7 +73,7 @@ func loadEngine(t testing.TB) *gpu.Runner {
 }
 
 // newTestPipeline builds the default graph on real components.
-func newTestPipeline(t testing.TB, mod func(*PipelineConfig)) (*Pipeline, *gpu.Runner) {
+func newTestPipeline(t testing.TB, mod func(*PipelineConfig)) (*Pipeline, *engine.Runner) {
 	t.Helper()
 	eng := loadEngine(t)
 	cfg := DefaultPipelineConfig()

@@ -1,4 +1,4 @@
-// Package gpu is the model runner: the only package that talks to llama.cpp (through
+// Package engine is the model runner: the only package that talks to llama.cpp (through
 // github.com/ollama/ollama/llama, cgo). Everything it exports is plain Go.
 //
 // # Scheduler
@@ -79,4 +79,4 @@
 // lib/ollama); scripts/build-cuda.sh builds it from the module's own sources. Device "auto" uses
 // the first GPU when one is present, "cuda" requires one, "cpu" never offloads. Info lists the
 // backends and devices.
-package gpu
+package engine

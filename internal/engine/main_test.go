@@ -1,4 +1,4 @@
-package gpu
+package engine
 
 import (
 	"context"
@@ -19,7 +19,7 @@ var testCacheDir string
 func TestMain(m *testing.M) {
 	// llama.cpp logs through slog's default level; keep test output to warnings.
 	slog.SetLogLoggerLevel(slog.LevelWarn)
-	dir, err := os.MkdirTemp("", "gpu-test-cache-")
+	dir, err := os.MkdirTemp("", "engine-test-cache-")
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package gpu
+package engine
 
 import (
 	"errors"
@@ -10,16 +10,16 @@ var (
 	// ErrContextFull is returned by the one Append or Generate call that would grow a sequence
 	// past its context when the overflow policy is "error", or when the shared KV cache has no
 	// free cell left. The sequence and every other sequence stay usable.
-	ErrContextFull = errors.New("gpu: sequence context is full")
+	ErrContextFull = errors.New("engine: sequence context is full")
 	// ErrNoFreeSlot is returned by Open when MaxSequences sequences are already live.
-	ErrNoFreeSlot = errors.New("gpu: no free sequence slot")
+	ErrNoFreeSlot = errors.New("engine: no free sequence slot")
 	// ErrClosed is returned by calls on a closed Runner or Sequence.
-	ErrClosed = errors.New("gpu: closed")
+	ErrClosed = errors.New("engine: closed")
 	// ErrBusy is returned by Append or Generate while the same sequence already runs a Generate.
-	ErrBusy = errors.New("gpu: sequence is busy generating")
+	ErrBusy = errors.New("engine: sequence is busy generating")
 	// ErrMarkLost is returned by Rollback when the history no longer holds the mark: it was
 	// truncated (context overflow) since, or is already shorter.
-	ErrMarkLost = errors.New("gpu: rollback mark lost")
+	ErrMarkLost = errors.New("engine: rollback mark lost")
 )
 
 // Reasons a model fails to load; a *LoadError wraps exactly one of them.

@@ -1,4 +1,4 @@
-package gpu
+package engine
 
 import (
 	"context"
@@ -256,7 +256,7 @@ func (r *Runner) shutdown() {
 func (r *Runner) safeStep() (worked bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			err := fmt.Errorf("gpu: scheduler step panicked: %v", p)
+			err := fmt.Errorf("engine: scheduler step panicked: %v", p)
 			r.log.Error("scheduler step failed", zap.Error(err))
 			for _, pt := range r.parts {
 				r.failSeq(pt.seq, err)
@@ -268,7 +268,7 @@ func (r *Runner) safeStep() (worked bool) {
 	return r.step()
 }
 
-var errEmptyHistory = errors.New("gpu: nothing to generate from: the sequence has no history")
+var errEmptyHistory = errors.New("engine: nothing to generate from: the sequence has no history")
 
 // wallSeconds is the wall clock as unix seconds (the statistics clock of the project).
 func wallSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -1,4 +1,4 @@
-package gpu
+package engine
 
 // llama.cpp's own sampler chain (common_sampler: penalties, top-k, top-p, temperature, seeded
 // dist, grammar), called through the C entry points the binding compiles in (sampling_ext.h),
@@ -41,7 +41,7 @@ import (
 )
 
 // errSamplerFreed answers a sample after the owner freed the sampler (an aborted Generate).
-var errSamplerFreed = errors.New("gpu: sampler already freed")
+var errSamplerFreed = errors.New("engine: sampler already freed")
 
 // nativeSampler owns one common_sampler. sample and accept run on the scheduler thread; free
 // runs on the Generate caller's and may come while the scheduler still holds the job, hence mu.
@@ -52,7 +52,7 @@ type nativeSampler struct {
 
 func newNativeSampler(lctx *llama.Context, p nativeParams) (*nativeSampler, error) {
 	if err := bindingLayout(); err != nil {
-		return nil, fmt.Errorf("gpu: native sampler: %w", err)
+		return nil, fmt.Errorf("engine: native sampler: %w", err)
 	}
 	ctx := *(*unsafe.Pointer)(unsafe.Pointer(lctx))
 	model := C.llama_get_model(ctx)

@@ -1,4 +1,4 @@
-package gpu
+package engine
 
 import (
 	cryptorand "crypto/rand"
@@ -32,10 +32,12 @@ type SamplingError struct {
 	Detail string
 }
 
-func (e *SamplingError) Error() string { return fmt.Sprintf("gpu: invalid %s: %s", e.Param, e.Detail) }
+func (e *SamplingError) Error() string {
+	return fmt.Sprintf("engine: invalid %s: %s", e.Param, e.Detail)
+}
 
 // ErrGrammarStuck reports a grammar that allows no next token (the generation cannot go on).
-var ErrGrammarStuck = errors.New("gpu: the grammar allows no next token")
+var ErrGrammarStuck = errors.New("engine: the grammar allows no next token")
 
 // TokenLogprob is one generated token's log probability and, when asked, the most likely
 // alternatives at its position. Log probabilities are those of the distribution after
@@ -231,7 +233,7 @@ func (sm *sampler) sampleAt(lctx *llama.Context, idx int) (int, *TokenLogprob, e
 // sample picks the next token from one row of logits. lp is set when Logprobs is asked.
 func (sm *sampler) sample(logits []float32) (tok int, lp *TokenLogprob, err error) {
 	if len(logits) == 0 {
-		return -1, nil, errors.New("gpu: no logits for the sampled position")
+		return -1, nil, errors.New("engine: no logits for the sampled position")
 	}
 	sm.adjust(logits)
 	if cap(sm.cands) < len(logits) {
