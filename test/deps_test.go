@@ -23,6 +23,7 @@ var layer = map[string]int{
 	"internal/talkclient":    0,
 	"internal/benchreport":   0,
 	"internal/auth":          0,
+	"internal/oaierror":      0,
 	"internal/engine":        1,
 	"internal/speech":        1,
 	"internal/stage":         2,

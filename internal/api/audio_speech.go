@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -61,55 +62,55 @@ func (h *speechHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeChatError(w, &chatAPIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+			oaierror.Write(w, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)})
 			return
 		}
-		writeChatError(w, chatBadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
+		oaierror.Write(w, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
 		return
 	}
 	req, apiErr := h.parse(body)
 	if apiErr != nil {
-		writeChatError(w, apiErr)
+		oaierror.Write(w, apiErr)
 		return
 	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	default:
-		writeChatError(w, &chatAPIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
 			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent syntheses; retry later", h.cfg.MaxInFlight)})
 		return
 	}
 	h.stream(w, r, req)
 }
 
-func (h *speechHandler) parse(body []byte) (*speechRequest, *chatAPIError) {
+func (h *speechHandler) parse(body []byte) (*speechRequest, *oaierror.Error) {
 	var req speechRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, chatBadRequest("", "invalid_json", fmt.Sprintf("the body is not valid JSON: %v", err))
+		return nil, oaierror.BadRequest("", "invalid_json", fmt.Sprintf("the body is not valid JSON: %v", err))
 	}
 	switch {
 	case strings.TrimSpace(req.Model) == "":
-		return nil, chatBadRequest("model", "missing_required_parameter", "you must provide a model parameter")
+		return nil, oaierror.BadRequest("model", "missing_required_parameter", "you must provide a model parameter")
 	case req.Input == nil:
-		return nil, chatBadRequest("input", "missing_required_parameter", "you must provide an input parameter")
+		return nil, oaierror.BadRequest("input", "missing_required_parameter", "you must provide an input parameter")
 	case !speakableText(*req.Input):
-		return nil, chatBadRequest("input", "invalid_value", "input has nothing to speak (no letters or digits)")
+		return nil, oaierror.BadRequest("input", "invalid_value", "input has nothing to speak (no letters or digits)")
 	case len([]rune(*req.Input)) > h.cfg.MaxInputChars:
-		return nil, chatBadRequest("input", "string_above_max_length",
+		return nil, oaierror.BadRequest("input", "string_above_max_length",
 			fmt.Sprintf("input is longer than %d characters", h.cfg.MaxInputChars))
 	case req.Speed != nil && *req.Speed != 1:
-		return nil, chatBadRequest("speed", "unsupported_value", "only speed 1.0 is supported")
+		return nil, oaierror.BadRequest("speed", "unsupported_value", "only speed 1.0 is supported")
 	case req.StreamFormat != "" && req.StreamFormat != "audio":
-		return nil, chatBadRequest("stream_format", "unsupported_value", `only stream_format "audio" is supported`)
+		return nil, oaierror.BadRequest("stream_format", "unsupported_value", `only stream_format "audio" is supported`)
 	}
 	switch req.ResponseFormat {
 	case "":
 		req.ResponseFormat = "wav"
 	case "wav", "pcm":
 	default:
-		return nil, chatBadRequest("response_format", "unsupported_value",
+		return nil, oaierror.BadRequest("response_format", "unsupported_value",
 			fmt.Sprintf("response_format %q is not supported; use wav or pcm", req.ResponseFormat))
 	}
 	return &req, nil
@@ -139,7 +140,7 @@ func (h *speechHandler) stream(w http.ResponseWriter, r *http.Request, req *spee
 			}
 			h.log.Warn("speech synthesis failed", zap.Bool("started", started), zap.Error(err))
 			if !started {
-				writeChatError(w, audioEngineError(err, "the synthesis failed"))
+				oaierror.Write(w, audioEngineError(err, "the synthesis failed"))
 				return
 			}
 			panic(http.ErrAbortHandler) // cut the stream: the audio is incomplete
@@ -170,7 +171,7 @@ func (h *speechHandler) stream(w http.ResponseWriter, r *http.Request, req *spee
 		}
 	}
 	if !started {
-		writeChatError(w, chatBadRequest("input", "invalid_value", "input has nothing this voice can speak"))
+		oaierror.Write(w, oaierror.BadRequest("input", "invalid_value", "input has nothing this voice can speak"))
 	}
 }
 

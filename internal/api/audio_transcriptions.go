@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -73,14 +74,14 @@ type transcriptionForm struct {
 func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f, apiErr := parseTranscriptionForm(w, r, h.cfg.MaxBodyBytes)
 	if apiErr != nil {
-		writeChatError(w, apiErr)
+		oaierror.Write(w, apiErr)
 		return
 	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	default:
-		writeChatError(w, &chatAPIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
 			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent transcriptions; retry later", h.cfg.MaxInFlight)})
 		return
 	}
@@ -90,7 +91,7 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 			return
 		}
 		h.log.Warn("transcription failed", zap.Error(err))
-		writeChatError(w, audioEngineError(err, "the transcription failed"))
+		oaierror.Write(w, audioEngineError(err, "the transcription failed"))
 		return
 	}
 	switch f.format {
@@ -111,20 +112,20 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 	}
 }
 
-func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int64) (*transcriptionForm, *chatAPIError) {
+func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int64) (*transcriptionForm, *oaierror.Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseMultipartForm(8 << 20); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &chatAPIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+			return nil, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", maxBody)}
 		}
-		return nil, chatBadRequest("", "invalid_body", fmt.Sprintf("the body must be multipart/form-data: %v", err))
+		return nil, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("the body must be multipart/form-data: %v", err))
 	}
 	defer func() { _ = r.MultipartForm.RemoveAll() }()
 	val := func(k string) string { return strings.TrimSpace(r.FormValue(k)) }
 	if val("model") == "" {
-		return nil, chatBadRequest("model", "missing_required_parameter", "you must provide a model parameter")
+		return nil, oaierror.BadRequest("model", "missing_required_parameter", "you must provide a model parameter")
 	}
 	f := &transcriptionForm{format: val("response_format"), language: val("language")}
 	switch f.format {
@@ -132,19 +133,19 @@ func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int6
 		f.format = "json"
 	case "json", "text", "verbose_json":
 	default:
-		return nil, chatBadRequest("response_format", "unsupported_value",
+		return nil, oaierror.BadRequest("response_format", "unsupported_value",
 			fmt.Sprintf("response_format %q is not supported; use json, text or verbose_json", f.format))
 	}
 	if f.language != "" && !strings.EqualFold(f.language, "en") && !strings.EqualFold(f.language, "english") {
-		return nil, chatBadRequest("language", "unsupported_value",
+		return nil, oaierror.BadRequest("language", "unsupported_value",
 			fmt.Sprintf("language %q is not supported; this server transcribes English (en)", f.language))
 	}
 	if s := val("stream"); s != "" && s != "false" {
-		return nil, chatBadRequest("stream", "unsupported_value", "streaming transcriptions are not supported")
+		return nil, oaierror.BadRequest("stream", "unsupported_value", "streaming transcriptions are not supported")
 	}
 	file, hdr, err := r.FormFile("file")
 	if err != nil {
-		return nil, chatBadRequest("file", "missing_required_parameter", "you must provide a file parameter (the audio)")
+		return nil, oaierror.BadRequest("file", "missing_required_parameter", "you must provide a file parameter (the audio)")
 	}
 	defer file.Close()
 	audio, apiErr := decodeUpload(file, hdr, val("sample_rate"))
@@ -156,10 +157,10 @@ func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int6
 }
 
 // decodeUpload reads a WAV (by its RIFF header) or raw PCM16 upload and returns 16 kHz mono.
-func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField string) ([]float32, *chatAPIError) {
+func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField string) ([]float32, *oaierror.Error) {
 	data, err := io.ReadAll(file)
 	if err != nil {
-		return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("reading the file: %v", err))
+		return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("reading the file: %v", err))
 	}
 	var (
 		pcm  []float32
@@ -169,28 +170,28 @@ func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField stri
 	switch {
 	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WAVE":
 		if pcm, rate, err = speech.DecodeWAV(data); err != nil {
-			return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("decoding the WAV file: %v", err))
+			return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("decoding the WAV file: %v", err))
 		}
 	case ext == ".pcm" || ext == ".raw" || ext == ".s16le":
 		rate = speech.ASRSampleRate
 		if rateField != "" {
 			if rate, err = strconv.Atoi(rateField); err != nil || rate <= 0 {
-				return nil, chatBadRequest("sample_rate", "invalid_value", fmt.Sprintf("sample_rate %q is not a positive integer", rateField))
+				return nil, oaierror.BadRequest("sample_rate", "invalid_value", fmt.Sprintf("sample_rate %q is not a positive integer", rateField))
 			}
 		}
 		if pcm, err = speech.PCM16BytesToFloat32(nil, data); err != nil {
-			return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("decoding PCM16: %v", err))
+			return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("decoding PCM16: %v", err))
 		}
 	default:
-		return nil, chatBadRequest("file", "invalid_value",
+		return nil, oaierror.BadRequest("file", "invalid_value",
 			fmt.Sprintf("file %q: unsupported format; send WAV, or 16-bit little-endian PCM named *.pcm or *.raw", hdr.Filename))
 	}
 	if len(pcm) == 0 {
-		return nil, chatBadRequest("file", "invalid_value", "the audio file has no samples")
+		return nil, oaierror.BadRequest("file", "invalid_value", "the audio file has no samples")
 	}
 	if rate != speech.ASRSampleRate {
 		if pcm, err = speech.Resample(pcm, rate, speech.ASRSampleRate); err != nil {
-			return nil, chatBadRequest("file", "invalid_value", fmt.Sprintf("sample rate %d: %v", rate, err))
+			return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("sample rate %d: %v", rate, err))
 		}
 	}
 	return pcm, nil
@@ -198,15 +199,15 @@ func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField stri
 
 // audioEngineError maps an engine failure to an OpenAI-shaped answer; an upstream failure
 // keeps the upstream's status and message.
-func audioEngineError(err error, what string) *chatAPIError {
+func audioEngineError(err error, what string) *oaierror.Error {
 	if e, ok := upstreamError(err); ok {
 		return e
 	}
 	switch {
 	case errors.Is(err, speech.ErrEmptyText), errors.Is(err, speech.ErrEmptyAudio), errors.Is(err, speech.ErrNonFinite):
-		return chatBadRequest("", "invalid_value", fmt.Sprintf("%s: %v", what, err))
+		return oaierror.BadRequest("", "invalid_value", fmt.Sprintf("%s: %v", what, err))
 	case errors.Is(err, stage.ErrInvalidRequest):
-		return &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: err.Error()}
+		return &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: err.Error()}
 	}
-	return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error", Message: fmt.Sprintf("%s: %v", what, err)}
+	return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error", Message: fmt.Sprintf("%s: %v", what, err)}
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -97,13 +98,13 @@ func NewChatHandler(cfg ChatConfig, client ChatClient, log *zap.Logger) http.Han
 func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeChatError(w, &chatAPIError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
 			Message: fmt.Sprintf("method %s is not allowed; use POST", r.Method)})
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSONMediaType(ct) {
 		// Before reading the body: a form post or an upload is refused without being read.
-		writeChatError(w, &chatAPIError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
 			Message: fmt.Sprintf("Unsupported content type: %q. This API method only accepts 'application/json' requests.", ct)})
 		return
 	}
@@ -111,16 +112,16 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeChatError(w, &chatAPIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+			oaierror.Write(w, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)})
 			return
 		}
-		writeChatError(w, chatBadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
+		oaierror.Write(w, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
 		return
 	}
 	parsed, apiErr := parseChatRequest(body, &h.cfg, h.audio)
 	if apiErr != nil {
-		writeChatError(w, apiErr)
+		oaierror.Write(w, apiErr)
 		return
 	}
 	// Bad requests are answered above even under load; only real work takes slots, one per
@@ -138,7 +139,7 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		default:
 		}
-		writeChatError(w, &chatAPIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
 			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is at its limit of %d concurrent completions; retry later", h.cfg.MaxInFlight)})
 		return
 	}
@@ -192,21 +193,21 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 		return // the client is gone; nobody reads an answer
 	case errors.Is(err, engine.ErrNoFreeSlot), errors.Is(err, stage.ErrQueueFull):
 		// The engine's own bounds (sequence slots, stage queues) were hit before ours.
-		writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "engine_overloaded",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "engine_overloaded",
 			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is overloaded (%v); retry later", err)})
 	case errors.Is(err, stage.ErrContextLength):
-		writeChatError(w, contextLengthError(err))
+		oaierror.Write(w, contextLengthError(err))
 	case errors.As(err, &sampErr):
-		writeChatError(w, chatBadRequest(sampErr.Param, "invalid_value", sampErr.Error()))
+		oaierror.Write(w, oaierror.BadRequest(sampErr.Param, "invalid_value", sampErr.Error()))
 	case errors.Is(err, stage.ErrInvalidRequest):
-		writeChatError(w, chatBadRequest("messages", "invalid_value", err.Error()))
+		oaierror.Write(w, oaierror.BadRequest("messages", "invalid_value", err.Error()))
 	default:
 		h.log.Error("starting chat completion", zap.Error(err))
 		if e, ok := upstreamError(err); ok {
-			writeChatError(w, e)
+			oaierror.Write(w, e)
 			return
 		}
-		writeChatError(w, &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 			Message: fmt.Sprintf("the engine could not start the completion: %v", err)})
 	}
 }
@@ -218,13 +219,13 @@ func isJSONMediaType(ct string) bool {
 }
 
 // contextLengthError is OpenAI's answer to a prompt that does not fit.
-func contextLengthError(err error) *chatAPIError {
+func contextLengthError(err error) *oaierror.Error {
 	msg := err.Error()
 	var cle *stage.ContextLengthError
 	if errors.As(err, &cle) {
 		msg = cle.Error()
 	}
-	return chatBadRequest("messages", "context_length_exceeded", msg)
+	return oaierror.BadRequest("messages", "context_length_exceeded", msg)
 }
 
 // newChatCompletionID returns the external id chatcmpl-<16 hex>; the request client appends

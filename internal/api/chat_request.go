@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -113,14 +114,14 @@ type chatParsed struct {
 // parseChatRequest decodes and validates body. Every rejection is a 400 in OpenAI's shape naming
 // the offending parameter.
 // audio resolves the ids of earlier audio responses to their transcripts (nil: none known).
-func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*chatParsed, *chatAPIError) {
+func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*chatParsed, *oaierror.Error) {
 	var in chatRequestBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&in); err != nil {
-		return nil, chatBadRequest("", "invalid_json", fmt.Sprintf("We could not parse the JSON body of your request: %v", err))
+		return nil, oaierror.BadRequest("", "invalid_json", fmt.Sprintf("We could not parse the JSON body of your request: %v", err))
 	}
 	if dec.More() {
-		return nil, chatBadRequest("", "invalid_json", "We could not parse the JSON body of your request: trailing data after the JSON object")
+		return nil, oaierror.BadRequest("", "invalid_json", "We could not parse the JSON body of your request: trailing data after the JSON object")
 	}
 	out := &chatParsed{Stream: in.Stream}
 	if e := checkChatModel(&in, cfg, out); e != nil {
@@ -137,7 +138,7 @@ func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*cha
 	}
 	if in.StreamOptions != nil {
 		if !in.Stream {
-			return nil, chatBadRequest("stream_options", "invalid_value", "stream_options is only allowed when stream is true")
+			return nil, oaierror.BadRequest("stream_options", "invalid_value", "stream_options is only allowed when stream is true")
 		}
 		out.IncludeUsage = in.StreamOptions.IncludeUsage
 	}
@@ -150,28 +151,28 @@ func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*cha
 	return out, nil
 }
 
-func checkChatModel(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *chatAPIError {
+func checkChatModel(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *oaierror.Error {
 	if in.Model == "" {
-		return chatBadRequest("model", "missing_required_parameter", "you must provide a model parameter")
+		return oaierror.BadRequest("model", "missing_required_parameter", "you must provide a model parameter")
 	}
 	if len(cfg.Models) > 0 && !slices.Contains(cfg.Models, in.Model) {
 		// 404 model_not_found is what OpenAI and vLLM answer; the SDKs raise NotFoundError.
-		return &chatAPIError{Status: 404, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		return &oaierror.Error{Status: 404, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 			Message: fmt.Sprintf("The model `%s` does not exist. Available models: %s", in.Model, strings.Join(cfg.Models, ", "))}
 	}
 	out.Model = in.Model
 	if len(in.Messages) == 0 {
-		return chatBadRequest("messages", "missing_required_parameter", "messages must be a non-empty array")
+		return oaierror.BadRequest("messages", "missing_required_parameter", "messages must be a non-empty array")
 	}
 	return nil
 }
 
-func checkChatUnsupported(in *chatRequestBody) *chatAPIError {
+func checkChatUnsupported(in *chatRequestBody) *oaierror.Error {
 	if chatRawSet(in.Tools) {
-		return chatBadRequest("tools", "unsupported_parameter", "tools are not supported by this server")
+		return oaierror.BadRequest("tools", "unsupported_parameter", "tools are not supported by this server")
 	}
 	if chatRawSet(in.Functions) {
-		return chatBadRequest("functions", "unsupported_parameter", "functions are not supported by this server")
+		return oaierror.BadRequest("functions", "unsupported_parameter", "functions are not supported by this server")
 	}
 	return nil
 }
@@ -182,7 +183,7 @@ func chatRawSet(r json.RawMessage) bool {
 	return s != "" && s != "null" && s != "[]"
 }
 
-func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *chatAPIError {
+func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *oaierror.Error {
 	maxTok := cfg.DefaultMaxTokens
 	for _, p := range []struct {
 		name string
@@ -192,7 +193,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 			continue
 		}
 		if *p.v < 1 || *p.v > cfg.MaxTokensLimit {
-			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between 1 and %d, got %d", p.name, cfg.MaxTokensLimit, *p.v))
+			return oaierror.BadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between 1 and %d, got %d", p.name, cfg.MaxTokensLimit, *p.v))
 		}
 		maxTok = *p.v // max_completion_tokens wins: it is checked last, as OpenAI prefers it
 		out.Req.MaxTokensSet = true
@@ -203,20 +204,20 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 	if in.Temperature != nil {
 		t := *in.Temperature
 		if math.IsNaN(t) || t < 0 || t > 2 {
-			return chatBadRequest("temperature", "invalid_value", fmt.Sprintf("temperature must be between 0 and 2, got %g", t))
+			return oaierror.BadRequest("temperature", "invalid_value", fmt.Sprintf("temperature must be between 0 and 2, got %g", t))
 		}
 		s.Temperature = float32(t)
 	}
 	if in.TopP != nil {
 		p := *in.TopP
 		if math.IsNaN(p) || p <= 0 || p > 1 {
-			return chatBadRequest("top_p", "invalid_value", fmt.Sprintf("top_p must be in (0, 1], got %g", p))
+			return oaierror.BadRequest("top_p", "invalid_value", fmt.Sprintf("top_p must be in (0, 1], got %g", p))
 		}
 		s.TopP = float32(p)
 	}
 	if in.Seed != nil {
 		if *in.Seed < 0 || *in.Seed > math.MaxUint32 {
-			return chatBadRequest("seed", "invalid_value", fmt.Sprintf("seed must be between 0 and %d, got %d", uint64(math.MaxUint32), *in.Seed))
+			return oaierror.BadRequest("seed", "invalid_value", fmt.Sprintf("seed must be between 0 and %d, got %d", uint64(math.MaxUint32), *in.Seed))
 		}
 		s.Seed = uint32(*in.Seed)
 		s.RandomSeed = false
@@ -233,7 +234,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 	out.N = 1
 	if in.N != nil {
 		if *in.N < 1 || *in.N > chatMaxN {
-			return chatBadRequest("n", "invalid_value", fmt.Sprintf("n must be between 1 and %d, got %d", chatMaxN, *in.N))
+			return oaierror.BadRequest("n", "invalid_value", fmt.Sprintf("n must be between 1 and %d, got %d", chatMaxN, *in.N))
 		}
 		out.N = *in.N
 	}
@@ -247,7 +248,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *c
 	return nil
 }
 
-func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *chatAPIError {
+func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *oaierror.Error {
 	for _, p := range []struct {
 		name string
 		v    *float64
@@ -257,7 +258,7 @@ func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *chatAPIError {
 			continue
 		}
 		if math.IsNaN(*p.v) || *p.v < -engine.MaxPenalty || *p.v > engine.MaxPenalty {
-			return chatBadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, engine.MaxPenalty, engine.MaxPenalty, *p.v))
+			return oaierror.BadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, engine.MaxPenalty, engine.MaxPenalty, *p.v))
 		}
 		*p.dst = float32(*p.v)
 	}
@@ -268,17 +269,17 @@ func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *chatAPIError {
 	for k, v := range in.LogitBias {
 		id, err := strconv.Atoi(k)
 		if err != nil || id < 0 {
-			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias keys must be token ids (non-negative integers), got %q", k))
+			return oaierror.BadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias keys must be token ids (non-negative integers), got %q", k))
 		}
 		if math.IsNaN(v) || v < -engine.MaxLogitBias || v > engine.MaxLogitBias {
-			return chatBadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", engine.MaxLogitBias, engine.MaxLogitBias, v, id))
+			return oaierror.BadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", engine.MaxLogitBias, engine.MaxLogitBias, v, id))
 		}
 		s.LogitBias[id] = float32(v) // ids outside the vocabulary are refused by the engine
 	}
 	return nil
 }
 
-func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed) *chatAPIError {
+func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed) *oaierror.Error {
 	if in.Logprobs != nil && *in.Logprobs {
 		s.Logprobs, out.Logprobs = true, true
 	}
@@ -286,10 +287,10 @@ func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed)
 		return nil
 	}
 	if *in.TopLogprobs < 0 || *in.TopLogprobs > engine.MaxTopLogprobs {
-		return chatBadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", engine.MaxTopLogprobs, *in.TopLogprobs))
+		return oaierror.BadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", engine.MaxTopLogprobs, *in.TopLogprobs))
 	}
 	if *in.TopLogprobs > 0 && !s.Logprobs {
-		return chatBadRequest("top_logprobs", "invalid_value", "top_logprobs requires logprobs to be true")
+		return oaierror.BadRequest("top_logprobs", "invalid_value", "top_logprobs requires logprobs to be true")
 	}
 	s.TopLogprobs = *in.TopLogprobs
 	return nil
@@ -297,7 +298,7 @@ func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed)
 
 // checkChatResponseFormat turns response_format into a grammar the sampler enforces, so the
 // output parses whatever the model is (a truncated answer, finish_reason length, may not).
-func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *chatAPIError {
+func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *oaierror.Error {
 	f := in.ResponseFormat
 	if f == nil {
 		return nil
@@ -308,10 +309,10 @@ func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *chatAPIEr
 		s.Grammar = engine.JSONGrammar
 	case "json_schema":
 		if f.JSONSchema == nil {
-			return chatBadRequest("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema")
+			return oaierror.BadRequest("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema")
 		}
 		if f.JSONSchema.Name == "" {
-			return chatBadRequest("response_format.json_schema.name", "missing_required_parameter", "json_schema.name is required")
+			return oaierror.BadRequest("response_format.json_schema.name", "missing_required_parameter", "json_schema.name is required")
 		}
 		if !chatRawSet(f.JSONSchema.Schema) {
 			s.Grammar = engine.JSONGrammar // no schema: any JSON object
@@ -319,56 +320,56 @@ func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *chatAPIEr
 		}
 		g, err := engine.SchemaGrammar(f.JSONSchema.Schema)
 		if err != nil {
-			return chatBadRequest("response_format.json_schema.schema", "invalid_value", fmt.Sprintf("invalid JSON schema: %v", err))
+			return oaierror.BadRequest("response_format.json_schema.schema", "invalid_value", fmt.Sprintf("invalid JSON schema: %v", err))
 		}
 		s.Grammar = g
 	case "":
-		return chatBadRequest("response_format.type", "missing_required_parameter", "response_format.type is required")
+		return oaierror.BadRequest("response_format.type", "missing_required_parameter", "response_format.type is required")
 	default:
-		return chatBadRequest("response_format.type", "invalid_value", fmt.Sprintf("unsupported response_format type %q; use text, json_object or json_schema", f.Type))
+		return oaierror.BadRequest("response_format.type", "invalid_value", fmt.Sprintf("unsupported response_format type %q; use text, json_object or json_schema", f.Type))
 	}
 	return nil
 }
 
 // parseChatStop accepts OpenAI's string-or-list form; at most 4 sequences, none empty.
-func parseChatStop(raw json.RawMessage) ([]string, *chatAPIError) {
+func parseChatStop(raw json.RawMessage) ([]string, *oaierror.Error) {
 	if !chatRawSet(raw) {
 		return nil, nil
 	}
 	var one string
 	if err := json.Unmarshal(raw, &one); err == nil {
 		if one == "" {
-			return nil, chatBadRequest("stop", "invalid_value", "stop sequences must not be empty")
+			return nil, oaierror.BadRequest("stop", "invalid_value", "stop sequences must not be empty")
 		}
 		return []string{one}, nil
 	}
 	var list []string
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, chatBadRequest("stop", "invalid_type", "stop must be a string or an array of strings")
+		return nil, oaierror.BadRequest("stop", "invalid_type", "stop must be a string or an array of strings")
 	}
 	if len(list) > 4 {
-		return nil, chatBadRequest("stop", "invalid_value", fmt.Sprintf("at most 4 stop sequences are allowed, got %d", len(list)))
+		return nil, oaierror.BadRequest("stop", "invalid_value", fmt.Sprintf("at most 4 stop sequences are allowed, got %d", len(list)))
 	}
 	for _, s := range list {
 		if s == "" {
-			return nil, chatBadRequest("stop", "invalid_value", "stop sequences must not be empty")
+			return nil, oaierror.BadRequest("stop", "invalid_value", "stop sequences must not be empty")
 		}
 	}
 	return list, nil
 }
 
-func checkChatModalities(in *chatRequestBody, out *chatParsed) *chatAPIError {
+func checkChatModalities(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 	for _, m := range in.Modalities {
 		switch m {
 		case "text":
 		case "audio":
 			out.WantAudio = true
 		default:
-			return chatBadRequest("modalities", "invalid_value", fmt.Sprintf("unsupported modality %q; use [\"text\"] or [\"text\",\"audio\"]", m))
+			return oaierror.BadRequest("modalities", "invalid_value", fmt.Sprintf("unsupported modality %q; use [\"text\"] or [\"text\",\"audio\"]", m))
 		}
 	}
 	if len(in.Modalities) > 0 && !slices.Contains(in.Modalities, "text") {
-		return chatBadRequest("modalities", "invalid_value", "modalities must include \"text\"")
+		return oaierror.BadRequest("modalities", "invalid_value", "modalities must include \"text\"")
 	}
 	if !out.WantAudio {
 		return nil
@@ -380,17 +381,17 @@ func checkChatModalities(in *chatRequestBody, out *chatParsed) *chatAPIError {
 	switch out.AudioFormat {
 	case "wav", "pcm16":
 	default:
-		return chatBadRequest("audio.format", "unsupported_value", fmt.Sprintf("unsupported audio format %q; use wav or pcm16", out.AudioFormat))
+		return oaierror.BadRequest("audio.format", "unsupported_value", fmt.Sprintf("unsupported audio format %q; use wav or pcm16", out.AudioFormat))
 	}
 	// As with OpenAI, streamed audio is raw pcm16 chunks; a WAV header per chunk would not play.
 	if in.Stream && out.AudioFormat != "pcm16" {
-		return chatBadRequest("audio.format", "unsupported_value", "streaming audio output requires audio.format \"pcm16\"")
+		return oaierror.BadRequest("audio.format", "unsupported_value", "streaming audio output requires audio.format \"pcm16\"")
 	}
 	return nil
 }
 
 // convertChatMessages turns wire messages into pipeline messages, decoding input audio to 16 kHz.
-func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.ChatMessage, *chatAPIError) {
+func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.ChatMessage, *oaierror.Error) {
 	out := make([]stage.ChatMessage, 0, len(in))
 	for i, m := range in {
 		param := fmt.Sprintf("messages[%d]", i)
@@ -400,9 +401,9 @@ func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.C
 		case "developer": // newer OpenAI clients send developer for system instructions
 			role = "system"
 		case "":
-			return nil, chatBadRequest(param+".role", "missing_required_parameter", "each message needs a role")
+			return nil, oaierror.BadRequest(param+".role", "missing_required_parameter", "each message needs a role")
 		default:
-			return nil, chatBadRequest(param+".role", "unsupported_value", fmt.Sprintf("unsupported role %q; use system, user or assistant", m.Role))
+			return nil, oaierror.BadRequest(param+".role", "unsupported_value", fmt.Sprintf("unsupported role %q; use system, user or assistant", m.Role))
 		}
 		msg := stage.ChatMessage{Role: role}
 		if e := fillChatContent(&msg, m.Content, param); e != nil {
@@ -415,9 +416,9 @@ func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.C
 		}
 		if strings.TrimSpace(msg.Text) == "" && len(msg.Audio) == 0 {
 			if role == "assistant" {
-				return nil, chatBadRequest(param+".content", "invalid_value", "an assistant message needs content or audio: {id} of an earlier audio response")
+				return nil, oaierror.BadRequest(param+".content", "invalid_value", "an assistant message needs content or audio: {id} of an earlier audio response")
 			}
-			return nil, chatBadRequest(param+".content", "invalid_value", role+" message content must not be empty")
+			return nil, oaierror.BadRequest(param+".content", "invalid_value", role+" message content must not be empty")
 		}
 		out = append(out, msg)
 	}
@@ -426,25 +427,25 @@ func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.C
 
 // resolveChatAudio replaces an assistant message's audio reference by the transcript of that
 // earlier response.
-func resolveChatAudio(msg *stage.ChatMessage, id, param string, audio *chatAudioStore) *chatAPIError {
+func resolveChatAudio(msg *stage.ChatMessage, id, param string, audio *chatAudioStore) *oaierror.Error {
 	if msg.Role != "assistant" {
-		return chatBadRequest(param, "invalid_value", "audio: {id} is only allowed in assistant messages")
+		return oaierror.BadRequest(param, "invalid_value", "audio: {id} is only allowed in assistant messages")
 	}
 	if id == "" {
-		return chatBadRequest(param+".id", "missing_required_parameter", "audio.id is required")
+		return oaierror.BadRequest(param+".id", "missing_required_parameter", "audio.id is required")
 	}
 	tr, ok := "", false
 	if audio != nil {
 		tr, ok = audio.get(id)
 	}
 	if !ok {
-		return chatBadRequest(param+".id", "invalid_value", fmt.Sprintf("Audio with id %q was not found (unknown or expired; audio ids expire at expires_at)", id))
+		return oaierror.BadRequest(param+".id", "invalid_value", fmt.Sprintf("Audio with id %q was not found (unknown or expired; audio ids expire at expires_at)", id))
 	}
 	msg.Text = strings.TrimSpace(strings.TrimSpace(msg.Text) + " " + tr)
 	return nil
 }
 
-func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) *chatAPIError {
+func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) *oaierror.Error {
 	param += ".content"
 	if !chatRawSet(raw) {
 		return nil // assistant messages may carry null content
@@ -456,7 +457,7 @@ func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) 
 	}
 	var parts []chatContentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return chatBadRequest(param, "invalid_type", "content must be a string or an array of content parts")
+		return oaierror.BadRequest(param, "invalid_type", "content must be a string or an array of content parts")
 	}
 	var texts []string
 	for j, p := range parts {
@@ -466,7 +467,7 @@ func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) 
 			texts = append(texts, p.Text)
 		case "input_audio":
 			if msg.Role != "user" {
-				return chatBadRequest(pp, "unsupported_value", "input_audio is only allowed in user messages")
+				return oaierror.BadRequest(pp, "unsupported_value", "input_audio is only allowed in user messages")
 			}
 			pcm, e := decodeChatInputAudio(p.InputAudio, pp+".input_audio")
 			if e != nil {
@@ -474,9 +475,9 @@ func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) 
 			}
 			msg.Audio = append(msg.Audio, pcm...)
 		case "image_url", "image", "file", "video_url":
-			return chatBadRequest(pp, "unsupported_content_type", fmt.Sprintf("content part type %q is not supported; this server accepts text and input_audio", p.Type))
+			return oaierror.BadRequest(pp, "unsupported_content_type", fmt.Sprintf("content part type %q is not supported; this server accepts text and input_audio", p.Type))
 		default:
-			return chatBadRequest(pp+".type", "invalid_value", fmt.Sprintf("unknown content part type %q", p.Type))
+			return oaierror.BadRequest(pp+".type", "invalid_value", fmt.Sprintf("unknown content part type %q", p.Type))
 		}
 	}
 	msg.Text = strings.Join(texts, "\n")
@@ -485,13 +486,13 @@ func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) 
 
 // decodeChatInputAudio decodes base64 WAV (any mono/stereo rate the resampler knows) or pcm16
 // (24 kHz mono s16le, OpenAI's convention) to 16 kHz float32.
-func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *chatAPIError) {
+func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *oaierror.Error) {
 	if a == nil || a.Data == "" {
-		return nil, chatBadRequest(param+".data", "invalid_value", "input_audio.data must be non-empty base64 audio")
+		return nil, oaierror.BadRequest(param+".data", "invalid_value", "input_audio.data must be non-empty base64 audio")
 	}
 	raw, err := base64.StdEncoding.DecodeString(a.Data)
 	if err != nil {
-		return nil, chatBadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio.data is not valid base64: %v", err))
+		return nil, oaierror.BadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio.data is not valid base64: %v", err))
 	}
 	var pcm []float32
 	rate := chatPCM16Rate
@@ -501,16 +502,16 @@ func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *chatAPIE
 	case "pcm16":
 		pcm, err = speech.PCM16BytesToFloat32(nil, raw)
 	default:
-		return nil, chatBadRequest(param+".format", "unsupported_value", fmt.Sprintf("unsupported input_audio format %q; use wav or pcm16", a.Format))
+		return nil, oaierror.BadRequest(param+".format", "unsupported_value", fmt.Sprintf("unsupported input_audio format %q; use wav or pcm16", a.Format))
 	}
 	if err != nil {
-		return nil, chatBadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio could not be decoded as %s: %v", a.Format, err))
+		return nil, oaierror.BadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio could not be decoded as %s: %v", a.Format, err))
 	}
 	if len(pcm) == 0 {
-		return nil, chatBadRequest(param+".data", "invalid_value", "input_audio contains no samples")
+		return nil, oaierror.BadRequest(param+".data", "invalid_value", "input_audio contains no samples")
 	}
 	if err := speech.CheckFinite(pcm); err != nil {
-		return nil, chatBadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio: %v", err))
+		return nil, oaierror.BadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio: %v", err))
 	}
 	if rate != chatASRRate {
 		pcm, err = speech.Resample(pcm, rate, chatASRRate)
@@ -519,7 +520,7 @@ func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *chatAPIE
 			if errors.Is(err, speech.ErrUnsupportedRate) {
 				msg = fmt.Sprintf("input_audio sample rate %d Hz is not supported; use %d to %d Hz", rate, speech.MinRate, speech.MaxRate)
 			}
-			return nil, chatBadRequest(param+".data", "invalid_value", msg)
+			return nil, oaierror.BadRequest(param+".data", "invalid_value", msg)
 		}
 	}
 	return pcm, nil

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -230,7 +231,7 @@ func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, streams 
 	for i, o := range outs {
 		if e := h.collect(r, streams[i], o); e != nil {
 			if e.Status != 0 {
-				writeChatError(w, e)
+				oaierror.Write(w, e)
 			}
 			return
 		}
@@ -260,7 +261,7 @@ func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, streams 
 
 // collect reads one choice to its end. A returned error with Status 0 means the client is gone
 // (nothing to answer).
-func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *chatOutput) *chatAPIError {
+func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *chatOutput) *oaierror.Error {
 	events := s.Events()
 	for {
 		var ev requestclient.ChatEvent
@@ -268,14 +269,14 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 		select {
 		case <-r.Context().Done():
 			if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
-				return &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+				return &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
 					Message: "the server shut down before the completion finished"}
 			}
-			return &chatAPIError{} // the deferred Close aborts and finalizes with reason abort
+			return &oaierror.Error{} // the deferred Close aborts and finalizes with reason abort
 		case ev, ok = <-events:
 		}
 		if !ok {
-			return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+			return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 				Message: "the completion ended without a result"}
 		}
 		if errors.Is(ev.Err, stage.ErrContextLength) {
@@ -286,7 +287,7 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 			if e, ok := upstreamError(ev.Err); ok {
 				return e
 			}
-			return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+			return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 				Message: fmt.Sprintf("the completion failed: %v", ev.Err)}
 		}
 		o.text.WriteString(ev.Text)

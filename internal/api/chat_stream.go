@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -101,14 +102,14 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 	select {
 	case <-r.Context().Done():
 		if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
-			writeChatError(w, &chatAPIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+			oaierror.Write(w, &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
 				Message: "the server shut down before the completion started"})
 		}
 		return // the deferred Close aborts the generations
 	case first = <-events:
 	}
 	if first.closed || first.ev.Err != nil {
-		writeChatError(w, h.streamFailure(outs[first.i], first.ev.Err))
+		oaierror.Write(w, h.streamFailure(outs[first.i], first.ev.Err))
 		return
 	}
 	hd := w.Header()
@@ -147,8 +148,8 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 			case <-r.Context().Done():
 				if errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
 					// Cut by the shutdown timeout: the client is still there and learns why.
-					e := &chatAPIError{Type: "server_error", Code: "shutting_down", Message: "the server shut down before the completion finished"}
-					_ = sse.send(e.body())
+					e := &oaierror.Error{Type: "server_error", Code: "shutting_down", Message: "the server shut down before the completion finished"}
+					_ = sse.send(e.Body())
 				}
 				return // the deferred Close aborts the generations
 			case ie = <-events:
@@ -159,7 +160,7 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 			continue // the channel closing after Done
 		}
 		if ie.closed || ev.Err != nil {
-			_ = sse.send(h.streamFailure(o, ev.Err).body())
+			_ = sse.send(h.streamFailure(o, ev.Err).Body())
 			return
 		}
 		o.text.WriteString(ev.Text)
@@ -198,7 +199,7 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 // streamFailure is the answer to a choice that failed (err) or ended without a result (nil):
 // an upstream's own error when a remote stage failed, context_length_exceeded, or a 500
 // engine_error.
-func (h *chatHandler) streamFailure(o *chatOutput, err error) *chatAPIError {
+func (h *chatHandler) streamFailure(o *chatOutput, err error) *oaierror.Error {
 	if err == nil {
 		err = fmt.Errorf("the completion ended without a result")
 	}
@@ -209,7 +210,7 @@ func (h *chatHandler) streamFailure(o *chatOutput, err error) *chatAPIError {
 	if e, ok := upstreamError(err); ok {
 		return e
 	}
-	return &chatAPIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
+	return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 		Message: fmt.Sprintf("the completion failed: %v", err)}
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/omniserve/omniserve/internal/auth"
+	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -111,7 +112,7 @@ func recoverer(log *zap.Logger) func(http.Handler) http.Handler {
 				if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
 					return // headers already sent; the client sees a truncated response
 				}
-				writeAPIError(w, http.StatusInternalServerError, "server_error", "internal_error", "internal server error")
+				oaierror.Write(w, oaierror.New(http.StatusInternalServerError, "server_error", "internal_error", "internal server error"))
 			}()
 			next.ServeHTTP(w, r)
 		})
@@ -124,7 +125,7 @@ func limitBody(n int64, readTimeout time.Duration) func(http.Handler) http.Handl
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Body != nil && r.Body != http.NoBody {
 				if r.ContentLength > n {
-					writeAPIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "request body is larger than the server accepts")
+					oaierror.Write(w, oaierror.New(http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "request body is larger than the server accepts"))
 					return
 				}
 				r.Body = http.MaxBytesReader(w, r.Body, n)
@@ -165,12 +166,12 @@ func requireAPIKey(key string) func(http.Handler) http.Handler {
 			switch auth.Check(r, key) {
 			case auth.Missing:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve"`)
-				writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-					"You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.")
+				oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+					"You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."))
 				return
 			case auth.Invalid:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve", error="invalid_token"`)
-				writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+				oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided."))
 				return
 			}
 			next.ServeHTTP(w, r)

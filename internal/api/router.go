@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/api/console"
+	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
 // DefaultMaxBodyBytes bounds a request body when RouterDeps.MaxBodyBytes is zero. Chat requests
@@ -73,10 +74,10 @@ func NewRouter(d RouterDeps) http.Handler {
 	}
 	r.Use(requestID, accessLog(log), recoverer(log), limitBody(maxBody, bodyTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path)
+		oaierror.Write(w, oaierror.New(http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+		oaierror.Write(w, oaierror.New(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 
 	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) {
@@ -125,7 +126,7 @@ func orUnavailable(h http.Handler, what string) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "unavailable", what+" is not available on this server")
+		oaierror.Write(w, oaierror.New(http.StatusServiceUnavailable, "server_error", "unavailable", what+" is not available on this server"))
 	})
 }
 
@@ -138,7 +139,7 @@ func refuseWhile(draining func() bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if draining() {
 			w.Header().Set("Connection", "close")
-			writeAPIError(w, http.StatusServiceUnavailable, "server_error", "shutting_down", "the server is shutting down; retry on another replica")
+			oaierror.Write(w, oaierror.New(http.StatusServiceUnavailable, "server_error", "shutting_down", "the server is shutting down; retry on another replica"))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -174,9 +175,7 @@ func modelHandler(models []string, created int64) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, modelCard{ID: id, Object: "model", Created: created, OwnedBy: "omniserve"})
 			return
 		}
-		d := apiErrorDetail{Message: fmt.Sprintf("The model `%s` does not exist", id), Type: "invalid_request_error"}
-		param, code := "model", "model_not_found"
-		d.Param, d.Code = &param, &code
-		writeJSON(w, http.StatusNotFound, apiErrorEnvelope{Error: d})
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model",
+			Code: "model_not_found", Message: fmt.Sprintf("The model `%s` does not exist", id)})
 	}
 }

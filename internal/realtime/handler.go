@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/auth"
+	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -97,12 +97,6 @@ func (h *handler) authorized(r *http.Request) bool {
 	return auth.Check(r, h.cfg.APIKey) == auth.OK
 }
 
-func writeHTTPError(w http.ResponseWriter, status int, typ, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": nil}})
-}
-
 func truthy(v string) bool {
 	switch strings.ToLower(v) {
 	case "1", "true", "on", "yes":
@@ -113,7 +107,7 @@ func truthy(v string) bool {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.authorized(r) {
-		writeHTTPError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key")
+		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key"))
 		return
 	}
 	q := r.URL.Query()
@@ -126,7 +120,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	slot, err := h.sessions.Acquire()
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		writeHTTPError(w, http.StatusServiceUnavailable, "rate_limit_error", "resource_exhausted", err.Error())
+		oaierror.Write(w, oaierror.New(http.StatusServiceUnavailable, "rate_limit_error", "resource_exhausted", err.Error()))
 		return
 	}
 	defer slot.Release()
