@@ -458,8 +458,8 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 		}
 	}
 	u := r.usage()
-	if !r.ownInput {
-		s.lastUsage = u
+	if !r.ownInput && r.engineUsage != nil {
+		s.lastUsage = u // what the next response finds cached
 	}
 	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})

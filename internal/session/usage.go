@@ -77,13 +77,16 @@ func (s *DuplexSession) audioUsage(o respOptions) usage {
 
 // usage is the response's usage as it ends: the audio side from its context and the audio sent,
 // the text side from the engine's count. A response that ends before the engine reported its
-// prompt (cancelled while queued or prefilling) has no input text tokens; one that ends before
-// the engine's final count has the tokens behind the text deltas received as output.
+// prompt (cancelled while queued or prefilling) read no input: it has no input tokens at all.
+// One that ends before the engine's final count has the tokens behind the text deltas received
+// as output.
 func (r *response) usage() usage {
-	u := r.inputUsage
+	var u usage
 	u.outText = r.outTokens
 	if e := r.engineUsage; e != nil {
+		u = r.inputUsage
 		u.inText, u.cachedText = e.InputTokens, min(e.CachedTokens, e.InputTokens)
+		u.outText = r.outTokens
 		if e.Final {
 			u.outText = e.OutputTokens
 		}
