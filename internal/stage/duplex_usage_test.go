@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,107 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 		fed = want + reply.String()
 		prev = u
 	}
+}
+
+// With a remote thinker the upstream's usage is the response's: its prompt_tokens as input,
+// nothing cached, its completion tokens as output, as the statistics report them.
+func TestDuplexUsageRemoteThinker(t *testing.T) {
+	t.Parallel()
+	u := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ *upstream) {
+		streamReply(w, "hello", " there")
+	})
+	p, _ := newTestPipeline(t, func(c *PipelineConfig) {
+		rc := u.cfg()
+		c.Remote.Thinker = &rc
+	})
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-remote-usage", MaxTokens: 8}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.AppendText(context.Background(), "user", "hi"))
+	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, err)
+	var sms []StageMetricsMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		_, sms, ok = sink.turnEnd(turn)
+		return ok
+	}, 10*time.Second, 5*time.Millisecond, "turn %d ended", turn)
+	require.True(t, sink.waitFor(10*time.Second, finishedTurn(turn)))
+	outs, _, _ := sink.snapshot()
+	usages := ofKind(outs, Usage)
+	require.Len(t, usages, 1, "only the final report: the prompt is counted upstream")
+	got := *usages[0].Usage
+	require.Equal(t, TokenUsage{InputTokens: 7, OutputTokens: 2, Final: true}, got, "the upstream's usage")
+	in, out := 0, 0
+	for _, m := range sms {
+		if m.StageID == 0 && m.Turn == turn {
+			in += m.Metrics.NumTokensIn
+			out += m.Metrics.NumTokensOut
+		}
+	}
+	require.Equal(t, in, got.InputTokens-got.CachedTokens)
+	require.Equal(t, out, got.OutputTokens)
+}
+
+// turnUsage waits for turn n's end and returns its final usage and its stage-0 statistics'
+// num_tokens_in and num_tokens_out.
+func turnUsage(t *testing.T, sink *recSink, n int) (TokenUsage, int, int) {
+	t.Helper()
+	var sms []StageMetricsMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		_, sms, ok = sink.turnEnd(n)
+		return ok
+	}, 20*time.Second, 5*time.Millisecond, "turn %d ended", n)
+	require.True(t, sink.waitFor(20*time.Second, finishedTurn(n)))
+	outs, _, _ := sink.snapshot()
+	var u *TokenUsage
+	for _, o := range outs {
+		if o.Kind == Usage && o.Turn == n && o.Usage.Final {
+			u = o.Usage
+		}
+	}
+	require.NotNil(t, u, "turn %d: a final usage", n)
+	in, out := 0, 0
+	for _, m := range sms {
+		if m.StageID == 0 && m.Turn == n {
+			in += m.Metrics.NumTokensIn
+			out += m.Metrics.NumTokensOut
+		}
+	}
+	return *u, in, out
+}
+
+// Responses with their own instructions over the conversation, and with their own input, bill
+// every token they prefill to their turn: usage and statistics agree.
+func TestDuplexUsageResponseSpec(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-usage-spec", MaxTokens: 4}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+	require.NoError(t, d.AppendText(ctx, "user", "go forward ten meters"))
+	n, err := d.Respond(ctx, 0)
+	require.NoError(t, err)
+	first, _, _ := turnUsage(t, sink, n)
+
+	sys := "Answer in one word."
+	require.NoError(t, d.AppendText(ctx, "user", "and then turn left"))
+	n, err = d.RespondWith(ctx, ResponseSpec{Instructions: &sys})
+	require.NoError(t, err)
+	u, in, out := turnUsage(t, sink, n)
+	t.Logf("own instructions: %+v, stats in %d out %d", u, in, out)
+	require.Equal(t, in, u.InputTokens-u.CachedTokens, "the message, the instructions and the generation prompt")
+	require.Equal(t, out, u.OutputTokens)
+	require.Equal(t, first.InputTokens+first.OutputTokens, u.CachedTokens, "turn 1 is cached")
+
+	n, err = d.RespondWith(ctx, ResponseSpec{Input: []gpu.ChatMessage{{Role: "user", Content: "hello there"}}, OutOfBand: true})
+	require.NoError(t, err)
+	u, in, out = turnUsage(t, sink, n)
+	t.Logf("own input: %+v, stats in %d out %d", u, in, out)
+	require.Zero(t, u.CachedTokens, "a sequence of its own")
+	require.Equal(t, in, u.InputTokens)
+	require.Equal(t, out, u.OutputTokens)
 }
