@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -56,6 +57,8 @@ func TestDuplexLogStats(t *testing.T) {
 		require.NotContains(t, tt.omniTiming, "total=")
 		require.NotContains(t, tt.omniTiming, "engine=")
 		require.Positive(t, tt.e2eMs)
+		u1 := usageMatchesStats(t, done, tt)
+		require.Zero(t, u1.cachedText, "turn 1: nothing of the fresh sequence was cached before it")
 
 		r2 := c.respondTo(t, raw)
 		done2 := c.until(t, "response.done", 30*time.Second)
@@ -66,6 +69,9 @@ func TestDuplexLogStats(t *testing.T) {
 		require.Equal(t, "2", t2.turn)
 		require.Equal(t, naturalReason(done2), t2.reason)
 		require.Equal(t, tt.req, t2.req, "both turns ride the session's stage-0 resource")
+		u2 := usageMatchesStats(t, done2, t2)
+		require.GreaterOrEqual(t, u2.cachedText, u1.text, "turn 2 reads turn 1's prompt from the KV cache")
+		require.Positive(t, u2.cachedAudio, "turn 1's user audio counts as cached")
 		c.close(t)
 	})
 
@@ -462,6 +468,43 @@ func naturalReason(done map[string]any) string {
 		return "length"
 	}
 	return "stop"
+}
+
+// rtUsage is the text and audio split of a response.done usage.
+type rtUsage struct{ text, cachedText, cachedAudio, outText int }
+
+// usageMatchesStats checks a response.done usage against the turn's statistics: integers that
+// add up, input text tokens less the cached ones equal to stage 0's num_tokens_in (the tokens
+// the engine prefilled for the turn), output text tokens equal to its num_tokens_out.
+func usageMatchesStats(t *testing.T, done map[string]any, tt turnTables) rtUsage {
+	t.Helper()
+	u, ok := done["response"].(map[string]any)["usage"].(map[string]any)
+	require.True(t, ok, "response.done has usage")
+	n := func(m map[string]any, k string) int {
+		v, ok := m[k].(float64)
+		require.True(t, ok, "usage %s is a number: %v", k, m[k])
+		require.Equal(t, math.Trunc(v), v, "usage %s is an integer", k)
+		return int(v)
+	}
+	in, out := u["input_token_details"].(map[string]any), u["output_token_details"].(map[string]any)
+	cached := in["cached_tokens_details"].(map[string]any)
+	got := rtUsage{text: n(in, "text_tokens"), cachedText: n(cached, "text_tokens"), cachedAudio: n(cached, "audio_tokens"), outText: n(out, "text_tokens")}
+	require.Equal(t, n(u, "input_tokens")+n(u, "output_tokens"), n(u, "total_tokens"))
+	require.Equal(t, got.text+n(in, "audio_tokens")+n(in, "image_tokens"), n(u, "input_tokens"))
+	require.Equal(t, got.outText+n(out, "audio_tokens"), n(u, "output_tokens"))
+	require.Equal(t, got.cachedText+got.cachedAudio+n(cached, "image_tokens"), n(in, "cached_tokens"))
+	var stage0 map[string]any
+	for _, col := range tt.stageCols {
+		if col["stage_id"] == 0.0 {
+			stage0 = col
+		}
+	}
+	require.NotNil(t, stage0, "stage 0's column")
+	t.Logf("usage %v; stage 0 num_tokens_in %v num_tokens_out %v", u, stage0["num_tokens_in"], stage0["num_tokens_out"])
+	require.Positive(t, got.text-got.cachedText)
+	require.Equal(t, stage0["num_tokens_in"], float64(got.text-got.cachedText), "prefilled text tokens = the stats' num_tokens_in")
+	require.Equal(t, stage0["num_tokens_out"], float64(got.outText), "output text tokens = the stats' num_tokens_out")
+	return got
 }
 
 // statsRecord is one structured --log-format json statistics record (docs/STATS.md): one per

@@ -38,6 +38,7 @@ const (
 	OutAudio
 	OutFinished
 	OutError
+	OutUsage // the response's token accounting (Output.Usage)
 )
 
 // Output is one engine output for the session, in the order the engine produced it.
@@ -50,6 +51,19 @@ type Output struct {
 	SampleRate   int
 	FinishReason string // stop | length | abort | error
 	Err          error
+	// Tokens is the number of model tokens behind an OutText delta.
+	Tokens int
+	// Usage (OutUsage) is the engine's token count of the response: once when its prompt is in
+	// the engine, and once more (Final) after its last token.
+	Usage *EngineUsage
+}
+
+// EngineUsage is the engine's token count of one response (stage.TokenUsage): InputTokens is
+// everything the model read, CachedTokens the part of it already in the KV cache before the
+// turn, OutputTokens what it generated (set when Final).
+type EngineUsage struct {
+	InputTokens, CachedTokens, OutputTokens int
+	Final                                   bool
 }
 
 // Backend opens engine streams. It is declared here, by its consumer; the production

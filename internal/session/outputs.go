@@ -74,7 +74,7 @@ func (s *DuplexSession) routeOutput(o Output) {
 		return
 	}
 	if r == nil {
-		if !s.autoResponse() || o.Kind == OutFinished || o.Kind == OutError {
+		if !s.autoResponse() || o.Kind == OutFinished || o.Kind == OutError || o.Kind == OutUsage {
 			if o.Kind == OutFinished && o.Turn > s.lastClosed {
 				s.lastClosed = o.Turn
 			}

@@ -62,7 +62,7 @@ func toRCFence(f Fence) requestclient.Fence {
 
 func fromStage(m stage.OutputMessage) Output {
 	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Audio: m.Audio, SampleRate: m.SampleRate,
-		FinishReason: m.FinishReason, Err: m.Err}
+		FinishReason: m.FinishReason, Err: m.Err, Tokens: m.Tokens}
 	switch m.Kind {
 	case stage.Decision:
 		o.Kind = OutDecision
@@ -74,6 +74,11 @@ func fromStage(m stage.OutputMessage) Output {
 		o.Kind = OutAudio
 	case stage.Finished:
 		o.Kind = OutFinished
+	case stage.Usage:
+		o.Kind = OutUsage
+		if u := m.Usage; u != nil {
+			o.Usage = &EngineUsage{InputTokens: u.InputTokens, CachedTokens: u.CachedTokens, OutputTokens: u.OutputTokens, Final: u.Final}
+		}
 	default:
 		o.Kind = OutError
 	}

@@ -54,8 +54,10 @@ type response struct {
 	format       AudioFormat       // output audio format of this response
 	metadata     map[string]string // response.create metadata, echoed
 	transcript   strings.Builder   // the transcript as sent in deltas
-	textTokens   int               // model tokens generated (one Text output each)
-	inputUsage   usage             // the context the response read
+	outTokens    int               // model tokens behind the text deltas received
+	engineUsage  *EngineUsage      // the engine's count of the response, when it reported one
+	inputUsage   usage             // the audio of the context the response read (usage.go)
+	ownInput     bool              // the response read its own input[], not the conversation
 	prevItemID   any               // the item before the response's item
 	truncated    bool              // the client truncated the item while it played
 	clearedAudio bool              // output_audio_buffer.cleared went out
@@ -73,6 +75,7 @@ type respOptions struct {
 	// Per-response context (response_spec.go): nil / false = the session's and the conversation.
 	instructions *string
 	input        []Message
+	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
 }
 
@@ -122,7 +125,7 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, format: o.format, metadata: o.metadata,
-		inputUsage: s.contextUsage(), outOfBand: o.outOfBand,
+		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
 	}
 	r.itemID = "item_" + r.id
 	s.resp = r
@@ -250,9 +253,7 @@ func (s *DuplexSession) endResponse(reason string) *response {
 func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 	switch o.Kind {
 	case OutText:
-		if o.Text != "" {
-			r.textTokens++
-		}
+		r.outTokens += o.Tokens
 		if r.audio || o.Text == "" {
 			return // with audio the transcript rides on the audio chunks
 		}
@@ -272,6 +273,11 @@ func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 		s.turnState = TurnAssistantPlaying
 		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
 		s.pace()
+	case OutUsage:
+		if o.Usage != nil {
+			u := *o.Usage
+			r.engineUsage = &u
+		}
 	case OutFinished:
 		r.finished = true
 		r.finish = o.FinishReason
@@ -452,12 +458,10 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 			s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
 		}
 	}
-	u := r.inputUsage
-	u.outText = r.textTokens
-	if r.audio {
-		u.outAudio = audioTokens(r.sentMs, assistantAudioMsPerToken)
+	u := r.usage()
+	if !r.ownInput && r.engineUsage != nil {
+		s.lastUsage = u // what the next response finds cached
 	}
-	s.lastUsage = u
 	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})
 	s.send(Event{Type: "rate_limits.updated", Epoch: r.epoch, Fields: map[string]any{"rate_limits": []any{

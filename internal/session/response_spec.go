@@ -100,6 +100,7 @@ func (s *DuplexSession) resolveSpec(c *CreateResponse, o *respOptions) *FieldErr
 			// An audio item not transcribed yet, or a truncated reply: nothing to read.
 			continue
 		}
+		o.inputAudio += it.audioTokens()
 		o.input = append(o.input, Message{Role: it.Role, Text: text})
 	}
 	return nil

@@ -2,15 +2,23 @@ package session
 
 import "math"
 
-// Token accounting for response.done usage. OpenAI bills user audio at about one token per
-// 100 ms and assistant audio at one per 50 ms ("Managing costs"); omniserve reports its audio
-// with those same rates, so usage compares with OpenAI's. Output text tokens are exact (one per
-// model token generated). Input text is counted at OpenAI's rule of thumb of four characters per
-// token, since the ASR transcript and the chat template are tokenized inside the engine.
+// Token accounting for response.done usage (docs/REALTIME.md "Usage").
+//
+// Text tokens are the engine's own counts (EngineUsage, from the thinker stage): input text
+// tokens are every token the model read for the response (the chat-templated instructions,
+// messages and transcripts in its KV sequence), cached tokens the part of them that was in the
+// KV cache before the turn, so input - cached is exactly the num_tokens_in of the turn's
+// stage-0 statistics; output text tokens are the tokens generated (num_tokens_out).
+//
+// The model reads and writes text only: user audio reaches it as the ASR's transcript and its
+// reply is voiced by the talker. Audio tokens are therefore a stated equivalent of OpenAI's,
+// at OpenAI's published rates ("Managing costs"): one token per 100 ms of user audio and one
+// per 50 ms of assistant audio. Input audio tokens count the audio items of the context the
+// response read (the whole conversation, as OpenAI re-reads it each turn); the part the
+// previous response already read or spoke is cached. Output audio tokens count the audio sent.
 const (
 	userAudioMsPerToken      = 100
 	assistantAudioMsPerToken = 50
-	charsPerToken            = 4
 )
 
 // usage is the response.done usage object.
@@ -27,7 +35,17 @@ func audioTokens(ms float64, perToken int) int {
 	return int(math.Ceil(ms / float64(perToken)))
 }
 
-func textTokens(s string) int { return (len(s) + charsPerToken - 1) / charsPerToken }
+// audioTokens is the equivalent audio tokens of an audio item (0 for text).
+func (it *item) audioTokens() int {
+	switch {
+	case !it.Audio:
+		return 0
+	case it.Role == "assistant":
+		return audioTokens(it.AudioMs, assistantAudioMsPerToken)
+	default:
+		return audioTokens(it.AudioMs, userAudioMsPerToken)
+	}
+}
 
 func (u usage) wire() map[string]any {
 	in, out := u.inText+u.inAudio, u.outText+u.outAudio
@@ -42,25 +60,40 @@ func (u usage) wire() map[string]any {
 	}
 }
 
-// contextUsage is the input of a response that starts now: the instructions and every item of
-// the conversation (the whole conversation is the model's input each turn, as at OpenAI).
-// The part the previous response already read, plus what it wrote, sits in the engine's KV
-// cache and is reported as cached.
-func (s *DuplexSession) contextUsage() usage {
-	u := usage{inText: textTokens(s.cfg.Instructions)}
+// audioUsage is the audio side of the input of a response that starts now with options o: the
+// audio items of the conversation (of the items its input references, with input[]).
+func (s *DuplexSession) audioUsage(o respOptions) usage {
+	if o.input != nil {
+		return usage{inAudio: o.inputAudio} // a context of its own: nothing cached
+	}
+	var u usage
 	for _, it := range s.items {
-		switch {
-		case it.Role == "user" && it.Audio:
-			u.inAudio += audioTokens(it.AudioMs, userAudioMsPerToken)
-		case it.Role == "assistant" && it.Audio:
-			u.inAudio += audioTokens(it.AudioMs, assistantAudioMsPerToken)
-		default:
-			u.inText += textTokens(it.Text)
-		}
+		u.inAudio += it.audioTokens()
 	}
 	prev := s.lastUsage
-	u.cachedText = min(u.inText, prev.inText+prev.outText)
 	u.cachedAudio = min(u.inAudio, prev.inAudio+prev.outAudio)
+	return u
+}
+
+// usage is the response's usage as it ends: the audio side from its context and the audio sent,
+// the text side from the engine's count. A response that ends before the engine reported its
+// prompt (cancelled while queued or prefilling) read no input: it has no input tokens at all.
+// One that ends before the engine's final count has the tokens behind the text deltas received
+// as output.
+func (r *response) usage() usage {
+	var u usage
+	u.outText = r.outTokens
+	if e := r.engineUsage; e != nil {
+		u = r.inputUsage
+		u.inText, u.cachedText = e.InputTokens, min(e.CachedTokens, e.InputTokens)
+		u.outText = r.outTokens
+		if e.Final {
+			u.outText = e.OutputTokens
+		}
+	}
+	if r.audio {
+		u.outAudio = audioTokens(r.sentMs, assistantAudioMsPerToken)
+	}
 	u.cached = u.cachedText + u.cachedAudio
 	return u
 }

@@ -51,6 +51,9 @@ type DuplexStream struct {
 	specs   specCounts
 	history []engine.ChatMessage // the conversation as the model should see it
 	fedText string               // the rendered history already in the sequence
+	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
+	// to; the turn's response takes them into its usage (duplex_usage.go).
+	prefilled map[int]int
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -112,6 +115,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		p: p, opts: opts, rid: opts.RequestID, disp: disp, seq: seq,
 		ctx: sctx, stopLink: stop, jobs: make(chan seqJob, p.cfg.StreamQueue), loopDone: make(chan struct{}),
 		audioMu: make(chan struct{}, 1), live: map[*turnState]struct{}{}, closed: make(chan struct{}),
+		prefilled: map[int]int{},
 	}
 	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
 	_, remoteASR := asr.(asrCutter)
@@ -449,6 +453,7 @@ func (d *DuplexStream) prefill(turn int) {
 	if st.Tokens == 0 {
 		return
 	}
+	d.notePrefill(turn, st.Tokens)
 	if st.SubmitTS > 0 {
 		submitTS = st.SubmitTS
 	}
@@ -487,6 +492,7 @@ func (d *DuplexStream) respond(ts *turnState, maxTokens int) {
 		return
 	}
 	r.prefill = st
+	r.usage = d.promptUsage(ts.n, st.Tokens, d.seq)
 	d.mu.Lock()
 	d.gen = ts
 	at := len(d.history) // the reply answers what was there when it began

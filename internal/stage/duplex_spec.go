@@ -88,6 +88,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		msgs := d.specMessages(spec)
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: msgs, sampling: d.opts.Sampling}
+			r.usage = &TokenUsage{} // the remote's count, after generation
 			break
 		}
 		seq, st, err := d.openSpecSequence(ts.ctx, msgs)
@@ -97,11 +98,16 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		}
 		defer seq.Close()
 		r.prefill = st
+		// Its own sequence: nothing cached. Prefill jobs billed to the turn went into the
+		// conversation's sequence, which this response does not read.
+		r.usage = d.promptUsage(ts.n, st.Tokens, seq)
+		r.usage.CachedTokens = 0
 		g = seq
 	default:
 		// The conversation so far goes in for good; only what follows the mark is this
 		// response's alone.
-		if _, err := d.syncHistory(ts.ctx, false); err != nil {
+		conv, err := d.syncHistory(ts.ctx, false)
+		if err != nil {
 			fail(err)
 			return
 		}
@@ -114,6 +120,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		}
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
+			r.usage = &TokenUsage{} // the remote's count, after generation
 			break
 		}
 		mark := d.seq.Mark()
@@ -133,7 +140,8 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		}
 		// The instructions first, then the generation prompt: the same appends (and so the
 		// same tokens) as a system message added to the conversation before a response.
-		st, err := d.syncHistoryTo(ts.ctx, hist, false)
+		instr, err := d.syncHistoryTo(ts.ctx, hist, false)
+		var st engine.AppendStats
 		if err == nil {
 			st, err = d.syncHistoryTo(ts.ctx, hist, true)
 		}
@@ -142,7 +150,10 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 			fail(err)
 			return
 		}
+		// Every token this response prefilled is its turn's work (num_tokens_in).
+		st.Tokens += conv.Tokens + instr.Tokens
 		r.prefill = st
+		r.usage = d.promptUsage(ts.n, st.Tokens, d.seq)
 		g = d.seq
 	}
 	d.mu.Lock()

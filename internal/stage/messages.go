@@ -35,9 +35,13 @@ const (
 	Finished
 	// Error reports a failure of a response or chat request; a Finished with reason "error" follows.
 	Error
+	// Usage is stage 0's token accounting of a duplex response (OutputMessage.Usage): once when
+	// its prompt is in the engine, before the first Text, and once more (Final) after the last
+	// token, before Finished. Chat requests get none (their usage comes from the stage metrics).
+	Usage
 )
 
-var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error"}
+var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage"}
 
 func (k OutputKind) String() string {
 	if k >= 0 && int(k) < len(outputKindNames) {
@@ -71,6 +75,11 @@ type OutputMessage struct {
 	Turn     int
 	Decision string // "listen" | "speak" (Kind == Decision)
 	Text     string // transcript / text delta / audio's transcript segment
+	// Tokens is the number of model tokens behind a Text delta (tokens whose text was held back,
+	// such as the start of a possible stop string, count with the delta that releases it).
+	Tokens int
+	// Usage is the response's token accounting (Kind == Usage).
+	Usage *TokenUsage
 	// Logprobs of the tokens behind a Text delta, when the request's sampling asked for them
 	// (tokens whose text was cut by a stop string have none).
 	Logprobs      []engine.TokenLogprob
@@ -81,6 +90,21 @@ type OutputMessage struct {
 	Metrics       *metrics.StageRequestStats
 	StageSubmitTS float64
 	Err           error
+}
+
+// TokenUsage is a duplex response's token accounting, from the engine's own counts.
+type TokenUsage struct {
+	// InputTokens is every token the model read for the response: the engine sequence's whole
+	// history when generation began, the prompt template's tokens included.
+	InputTokens int
+	// CachedTokens is the part of InputTokens that was in the KV cache before the response's
+	// turn (earlier turns' prompts and replies). InputTokens - CachedTokens are the tokens
+	// prefilled for the turn: the num_tokens_in of its stage-0 statistics.
+	CachedTokens int
+	// OutputTokens is the number of tokens generated (the stage-0 num_tokens_out); set only in
+	// the Final report.
+	OutputTokens int
+	Final        bool
 }
 
 // StageMetricsMessage is one stage's statistics snapshot for one request (or one unit or

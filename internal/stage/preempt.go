@@ -298,6 +298,7 @@ func (d *DuplexStream) speculativeResponse(ts *turnState, hist []engine.ChatMess
 	// speculation, so the engine computes (and a greedy reply comes out) exactly the same.
 	pre := time.Now()
 	st, err := d.syncHistoryTo(ts.ctx, hist, false)
+	user := st.Tokens
 	if err == nil && st.Tokens > 0 {
 		_ = d.disp.stageMetrics(ts.ctx, ts, StageMetricsMessage{
 			RequestID: d.rid, StageID: 0, Turn: ts.n, StageSubmitTS: st.SubmitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
@@ -323,6 +324,7 @@ func (d *DuplexStream) speculativeResponse(ts *turnState, hist []engine.ChatMess
 		return "", false
 	}
 	r.prefill = st
+	r.usage = d.promptUsage(ts.n, user+st.Tokens, d.seq)
 	d.mu.Lock()
 	d.gen = ts
 	var g generator = d.seq

@@ -24,6 +24,9 @@ type response struct {
 	prefill  engine.AppendStats
 	started  time.Time
 	submitTS float64
+	// usage, set by a duplex response once its prompt is in the engine, is reported as Usage
+	// outputs (nil for chat requests).
+	usage *TokenUsage
 }
 
 // generator is one generation: a local *engine.Sequence or a remote thinker's remoteGen.
@@ -73,18 +76,20 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 
 	var text strings.Builder
 	var logprobs []engine.TokenLogprob // of tokens whose text is still held back
+	held := 0                          // tokens whose text is still held back
 	emit := func(pc engine.Piece) error {
 		if pc.Logprob != nil {
 			logprobs = append(logprobs, *pc.Logprob)
 		}
+		held++
 		if pc.Text == "" {
 			return nil
 		}
 		text.WriteString(pc.Text)
-		lps := logprobs
-		logprobs = nil
+		lps, n := logprobs, held
+		logprobs, held = nil, 0
 		if err := r.disp.output(ts.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, Logprobs: lps, StageSubmitTS: r.submitTS,
+			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, Tokens: n, Logprobs: lps, StageSubmitTS: r.submitTS,
 		}); err != nil {
 			return err
 		}
@@ -97,6 +102,10 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 		}
 		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
 			SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs})
+	}
+	if r.usage != nil && r.usage.InputTokens > 0 {
+		u := *r.usage
+		_ = r.disp.output(ts.ctx, ts, OutputMessage{RequestID: r.rid, StageID: 0, Kind: Usage, Turn: ts.n, Usage: &u, StageSubmitTS: r.submitTS})
 	}
 	res, err := seq.Generate(ts.ctx, opts, emit)
 	if ts.ctx.Err() != nil || res.FinishReason == FinishAbort {
@@ -118,6 +127,7 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 			RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
 			StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
 		})
+		r.finalUsage(res)
 		p.fail(r, 0, fmt.Errorf("generating: %w", err))
 		return text.String(), res, err
 	}
@@ -125,6 +135,7 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 		RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
 		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
 	})
+	r.finalUsage(res) // before the Finished output, which may come from the talker
 	if conn == nil {
 		_ = r.disp.output(ts.ctx, ts, OutputMessage{
 			RequestID: r.rid, StageID: 0, Kind: Finished, Turn: ts.n, Finished: true,
@@ -137,6 +148,20 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 	}
 	waitTalker()
 	return text.String(), res, nil
+}
+
+// finalUsage reports a duplex response's usage with its generated tokens (the same counts as
+// its stage-0 statistics). A remote thinker's prompt is known only now, from its own count.
+func (r *response) finalUsage(res engine.GenerateResult) {
+	if r.usage == nil {
+		return
+	}
+	u := *r.usage
+	if u.InputTokens == 0 {
+		u.InputTokens, u.CachedTokens = res.Stats.TokensIn, 0
+	}
+	u.OutputTokens, u.Final = res.Stats.TokensOut, true
+	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{RequestID: r.rid, StageID: 0, Kind: Usage, Turn: r.ts.n, Usage: &u, StageSubmitTS: r.submitTS})
 }
 
 // admitTalker reserves a talker place for a response that wants audio.

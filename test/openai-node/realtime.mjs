@@ -50,6 +50,26 @@ function stream(pcm, chunkMs = 100) {
 }
 const silence = (ms) => Buffer.alloc(48 * ms);
 
+// checkUsage asserts a response.done usage has OpenAI's shape, every count a non-negative
+// integer, and that the parts add up: total = input + output, input = text + audio + image,
+// output = text + audio, cached = its text + audio + image, each cached part within its input.
+function checkUsage(u, what) {
+  assert.ok(u, `${what}: response.done carries usage`);
+  const int = (v, k) => assert.ok(Number.isInteger(v) && v >= 0, `${what}: usage ${k} is a non-negative integer: ${v}`);
+  const i = u.input_token_details, o = u.output_token_details, c = i?.cached_tokens_details;
+  assert.ok(i && o && c, `${what}: usage has input_token_details, output_token_details and cached_tokens_details`);
+  for (const [k, v] of Object.entries({ total: u.total_tokens, input: u.input_tokens, output: u.output_tokens,
+    "input.text": i.text_tokens, "input.audio": i.audio_tokens, "input.image": i.image_tokens, cached: i.cached_tokens,
+    "cached.text": c.text_tokens, "cached.audio": c.audio_tokens, "cached.image": c.image_tokens,
+    "output.text": o.text_tokens, "output.audio": o.audio_tokens })) int(v, k);
+  assert.equal(u.total_tokens, u.input_tokens + u.output_tokens, `${what}: total = input + output`);
+  assert.equal(u.input_tokens, i.text_tokens + i.audio_tokens + i.image_tokens, `${what}: input = its parts`);
+  assert.equal(u.output_tokens, o.text_tokens + o.audio_tokens, `${what}: output = its parts`);
+  assert.equal(i.cached_tokens, c.text_tokens + c.audio_tokens + c.image_tokens, `${what}: cached = its parts`);
+  assert.ok(c.text_tokens <= i.text_tokens && c.audio_tokens <= i.audio_tokens, `${what}: cached within input`);
+  return u;
+}
+
 // 1. session.created comes first, unprompted, with the full GA session.
 const created = await next("session.created", 15_000);
 assert.equal(created.session.type, "realtime");
@@ -98,9 +118,8 @@ await deltaP;
 const done = await doneP;
 const transcriptDone = seen.filter((e) => e.type === "response.output_audio_transcript.done").at(-1);
 assert.ok(["completed", "incomplete"].includes(done.response.status), done.response.status);
-const u = done.response.usage;
-assert.ok(u, "response.done carries usage");
-assert.equal(u.total_tokens, u.input_tokens + u.output_tokens);
+const u = checkUsage(done.response.usage, "turn 1");
+assert.ok(u.input_token_details.text_tokens > 0, "the prompt's tokens counted");
 assert.ok(u.input_token_details.audio_tokens > 0, "user audio counted");
 assert.ok(u.output_token_details.audio_tokens > 0, "assistant audio counted");
 assert.ok(u.output_token_details.text_tokens > 0, "transcript tokens counted");
@@ -128,6 +147,8 @@ const cleared = await clearedP;
 const cancelled = await cancelledP;
 assert.equal(cancelled.response.status, "cancelled");
 assert.equal(cancelled.response.status_details.reason, "turn_detected");
+const u2 = checkUsage(cancelled.response.usage, "barge-in");
+assert.ok(u2.input_token_details.cached_tokens_details.text_tokens > 0, "the second response reads the first from the KV cache");
 assert.equal(cleared.response_id, resp2.response.id);
 // 5. The client truncates the item at what it played (as the agents SDKs do).
 const played = Math.min(Date.now() - t0, cleared.audio_end_ms ?? 0);
@@ -139,7 +160,7 @@ const retrievedP = next("conversation.item.retrieved", 15_000);
 rt.send({ type: "conversation.item.retrieve", item_id: firstDelta.item_id });
 const retrieved = await retrievedP;
 assert.equal(retrieved.item.content[0].transcript, "", "truncation removes the transcript");
-out.barge_in = { cleared_audio_end_ms: cleared.audio_end_ms, reason: cancelled.response.status_details.reason, truncated_ms: truncated.audio_end_ms };
+out.barge_in = { cleared_audio_end_ms: cleared.audio_end_ms, reason: cancelled.response.status_details.reason, truncated_ms: truncated.audio_end_ms, usage: u2 };
 
 // A bad truncate is an error that names its param, and the session goes on.
 const errP = new Promise((resolve) => rt.on("error", resolve));
@@ -162,9 +183,10 @@ rt.send({
 const oob = await oobDoneP;
 assert.equal(oob.response.conversation_id, null);
 assert.deepEqual(oob.response.metadata, { purpose: "classify" });
+checkUsage(oob.response.usage, "out of band");
 const oobItem = oob.response.output[0].id;
 assert.ok(!seen.some((e) => e.type === "conversation.item.added" && e.item.id === oobItem), "out of band: no conversation item");
-out.out_of_band = { status: oob.response.status, text: oob.response.output[0].content[0].text, conversation_id: oob.response.conversation_id };
+out.out_of_band = { status: oob.response.status, text: oob.response.output[0].content[0].text, conversation_id: oob.response.conversation_id, usage: oob.response.usage };
 
 rt.close();
 console.log(JSON.stringify(out));
