@@ -47,6 +47,8 @@ type Server struct {
 	TLSCertFile     string        `yaml:"tls_cert_file"`
 	TLSKeyFile      string        `yaml:"tls_key_file"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
+	// MaxInFlight bounds concurrently running chat completions; past it a request gets 429.
+	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxInstructionsBytes bounds realtime session and per-response instructions.
 	MaxInstructionsBytes int `yaml:"max_instructions_bytes"`
 	// Per-session byte budgets of the realtime buffers (docs/CONFIG.md).
@@ -67,6 +69,21 @@ type Realtime struct {
 	// ResumeJournalBytes and ResumeJournalEvents bound each session's replay journal.
 	ResumeJournalBytes  int `yaml:"resume_journal_bytes"`
 	ResumeJournalEvents int `yaml:"resume_journal_events"`
+	// IdleTimeout ends a session that sends nothing for this long, unless the client set its
+	// own idle_timeout_s (capped by server.max_idle_timeout).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// HandshakeTimeout bounds the wait for session.resume on a resume connection.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// WriteTimeout bounds one frame write: a client that stops reading is closed (1008) by then.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxEventBytes is the largest client event (larger ones get event_too_large).
+	MaxEventBytes int64 `yaml:"max_event_bytes"`
+	// SendQueueEvents bounds queued model events per connection (with
+	// server.session_output_bytes); past it the client is too slow and is closed (1008).
+	SendQueueEvents int `yaml:"send_queue_events"`
+	// OriginPatterns are extra browser origins allowed to open a WebSocket (comma-separated
+	// host patterns such as "example.com,*.example.org"); same-origin pages always may.
+	OriginPatterns string `yaml:"origin_patterns"`
 }
 
 // Engine holds the model-runner settings handed to internal/engine. Zero sizes mean "the engine's
@@ -98,6 +115,7 @@ func Defaults() Config {
 			DrainGrace:           10 * time.Second,
 			MaxIdleTimeout:       30 * time.Minute,
 			MaxBodyBytes:         64 << 20, // a chat request may carry base64 audio
+			MaxInFlight:          64,
 			MaxInstructionsBytes: 128 << 10,
 			SessionInboxBytes:    16 << 20,
 			SessionOutputBytes:   16 << 20,
@@ -112,6 +130,11 @@ func Defaults() Config {
 			ResumeGrace:         30 * time.Second,
 			ResumeJournalBytes:  1 << 20,
 			ResumeJournalEvents: 1024,
+			IdleTimeout:         300 * time.Second,
+			HandshakeTimeout:    10 * time.Second,
+			WriteTimeout:        5 * time.Second,
+			MaxEventBytes:       15 << 20,
+			SendQueueEvents:     512,
 		},
 	}
 }
@@ -156,6 +179,7 @@ func (c *Config) Validate() error {
 		{s.DrainGrace < 0, "server.drain_grace", s.DrainGrace, "must not be negative"},
 		{s.MaxIdleTimeout <= 0, "server.max_idle_timeout", s.MaxIdleTimeout, "must be positive"},
 		{s.MaxBodyBytes < 1024, "server.max_body_bytes", s.MaxBodyBytes, "must be at least 1024"},
+		{s.MaxInFlight < 1, "server.max_in_flight", s.MaxInFlight, "must be at least 1"},
 		{s.MaxInstructionsBytes < 1, "server.max_instructions_bytes", s.MaxInstructionsBytes, "must be at least 1"},
 		{s.SessionInboxBytes < 1<<10, "server.session_inbox_bytes", s.SessionInboxBytes, "must be at least 1024"},
 		{s.SessionOutputBytes < 1<<10, "server.session_output_bytes", s.SessionOutputBytes, "must be at least 1024"},
@@ -174,6 +198,11 @@ func (c *Config) Validate() error {
 		{rt.ResumeGrace < 0, "realtime.resume_grace", rt.ResumeGrace, "must not be negative (0 disables resume)"},
 		{rt.ResumeJournalBytes < 1024, "realtime.resume_journal_bytes", rt.ResumeJournalBytes, "must be at least 1024"},
 		{rt.ResumeJournalEvents < 16, "realtime.resume_journal_events", rt.ResumeJournalEvents, "must be at least 16"},
+		{rt.IdleTimeout <= 0 || rt.IdleTimeout > s.MaxIdleTimeout, "realtime.idle_timeout", rt.IdleTimeout, "must be positive and at most server.max_idle_timeout"},
+		{rt.HandshakeTimeout <= 0, "realtime.handshake_timeout", rt.HandshakeTimeout, "must be positive"},
+		{rt.WriteTimeout <= 0, "realtime.write_timeout", rt.WriteTimeout, "must be positive"},
+		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},
+		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

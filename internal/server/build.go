@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -118,6 +119,7 @@ func (s *Server) buildPipeline(context.Context) error {
 	s.chat = api.NewChatHandler(api.ChatConfig{
 		Models:       accepted,
 		MaxBodyBytes: s.cfg.Server.MaxBodyBytes,
+		MaxInFlight:  s.cfg.Server.MaxInFlight,
 	}, s.parts.Client, s.log)
 	// /v1/audio/transcriptions and /v1/audio/speech run on the pipeline's ASR and TTS (local
 	// or remote, as the pipeline config selects).
@@ -143,6 +145,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxSessions:          s.cfg.Server.MaxSessions,
 		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
+		IdleTimeout:          s.cfg.Realtime.IdleTimeout,
 		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
 		Metrics:              s.parts.Client.Collectors(),
 		ModelName:            ModelID(s.cfg.Engine.Model),
@@ -152,11 +155,16 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
 	s.realtime = realtime.NewHandler(realtime.HandlerConfig{
-		APIKey:         s.cfg.Server.APIKey,
-		BaseContext:    context.WithoutCancel(ctx),
-		SendQueueBytes: s.cfg.Server.SessionOutputBytes,
-		JournalBytes:   s.cfg.Realtime.ResumeJournalBytes,
-		JournalEvents:  s.cfg.Realtime.ResumeJournalEvents,
+		APIKey:           s.cfg.Server.APIKey,
+		BaseContext:      context.WithoutCancel(ctx),
+		SendQueueBytes:   s.cfg.Server.SessionOutputBytes,
+		JournalBytes:     s.cfg.Realtime.ResumeJournalBytes,
+		JournalEvents:    s.cfg.Realtime.ResumeJournalEvents,
+		HandshakeTimeout: s.cfg.Realtime.HandshakeTimeout,
+		WriteTimeout:     s.cfg.Realtime.WriteTimeout,
+		MaxEventBytes:    s.cfg.Realtime.MaxEventBytes,
+		SendQueue:        s.cfg.Realtime.SendQueueEvents,
+		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),
 	}, mgr, s.log)
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr
@@ -189,4 +197,15 @@ func (s *Server) warmASR() {
 		s.log.Info("asr warm-up done", zap.Int("decoders", asr.Decoders()), zap.Duration("took", time.Since(start)))
 	}()
 	s.onClose("asr warm-up", func(context.Context) error { cancel(); <-done; return nil })
+}
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -15,7 +15,7 @@ import (
 
 // ManagerConfig holds server-side session limits. Zero values take the documented defaults.
 type ManagerConfig struct {
-	// MaxSessions bounds concurrent sessions (admission slots). Default 16.
+	// MaxSessions bounds concurrent sessions (admission slots). Default 64, as server.max_sessions.
 	MaxSessions int
 	// IdleTimeout is the receive-idle timeout when a session sets none. Default 300 s.
 	IdleTimeout time.Duration
@@ -56,7 +56,7 @@ type ManagerConfig struct {
 
 func (c ManagerConfig) withDefaults() ManagerConfig {
 	if c.MaxSessions <= 0 {
-		c.MaxSessions = 16
+		c.MaxSessions = 64
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 300 * time.Second
