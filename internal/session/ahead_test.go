@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // streamsBackend opens a new asrEngine per stream and records the settings of each.
@@ -18,7 +20,7 @@ type streamsBackend struct {
 }
 
 func (b *streamsBackend) SupportsDuplex() bool { return true }
-func (b *streamsBackend) Open(_ context.Context, _ Fence, o OpenOptions, out func(Output)) (Engine, error) {
+func (b *streamsBackend) Open(_ context.Context, _ requestclient.Fence, o OpenOptions, out func(Output)) (Engine, error) {
 	e := &asrEngine{fakeEngine: &fakeEngine{t: b.t, out: out}}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -2,16 +2,9 @@ package session
 
 import (
 	"context"
-	"errors"
-)
 
-// Fence identifies the engine resource of one session epoch: a barge-in advances the epoch, so
-// work of the old epoch can be told apart and dropped.
-type Fence struct {
-	SessionID   string
-	Incarnation int
-	Epoch       int
-}
+	"github.com/omniserve/omniserve/internal/requestclient"
+)
 
 // OpenOptions configures the long-lived engine stream of a session.
 type OpenOptions struct {
@@ -70,7 +63,7 @@ type EngineUsage struct {
 // implementation is NewPipelineBackend over internal/requestclient.
 type Backend interface {
 	SupportsDuplex() bool
-	Open(ctx context.Context, f Fence, opts OpenOptions, out func(Output)) (Engine, error)
+	Open(ctx context.Context, f requestclient.Fence, opts OpenOptions, out func(Output)) (Engine, error)
 }
 
 // Engine is the per-session engine handle (the DuplexRequestClient). out is called from engine
@@ -80,7 +73,7 @@ type Engine interface {
 	Commit(ctx context.Context, respond bool) (string, error)
 	AppendText(ctx context.Context, role, text string) error
 	Respond(ctx context.Context, maxTokens int) (int, error)
-	Signal(ctx context.Context, event string, next Fence) error
+	Signal(ctx context.Context, event string, next requestclient.Fence) error
 	Close(ctx context.Context, reason string) error
 	Abort()
 	MarkTurnArrival(ts float64) float64
@@ -100,9 +93,6 @@ type AudioDiscarder interface {
 type TurnCanceller interface {
 	CancelTurn(turn int)
 }
-
-// ErrInputBackpressure is returned by an Engine whose pending input exceeds its bound.
-var ErrInputBackpressure = errors.New("input backpressure")
 
 // TurnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
 // where the user's input ended, when it was cleared, and how much audio the client was sent.

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // asrEngine models the engine's ASR contract on top of fakeEngine: appends accumulate an
@@ -49,7 +51,7 @@ func (a *asrEngine) DiscardAudio(context.Context) error {
 type asrBackend struct{ eng *asrEngine }
 
 func (b *asrBackend) SupportsDuplex() bool { return true }
-func (b *asrBackend) Open(_ context.Context, f Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+func (b *asrBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(Output)) (Engine, error) {
 	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil

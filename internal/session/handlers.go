@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -322,7 +323,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
-		if errors.Is(err, ErrInputBackpressure) {
+		if errors.Is(err, requestclient.ErrInputBackpressure) {
 			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // Tests for session paths that had none (issue 14 item 7): item create/retrieve/delete,
@@ -367,7 +368,7 @@ type engineBackend struct {
 }
 
 func (b *engineBackend) SupportsDuplex() bool { return true }
-func (b *engineBackend) Open(_ context.Context, _ Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+func (b *engineBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(Output)) (Engine, error) {
 	b.fake.out = out
 	return b.eng, nil
 }

@@ -27,7 +27,7 @@ func (b *PipelineBackend) SupportsDuplex() bool {
 }
 
 // Open implements Backend.
-func (b *PipelineBackend) Open(ctx context.Context, f Fence, o OpenOptions, out func(Output)) (Engine, error) {
+func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(Output)) (Engine, error) {
 	opts := stage.DuplexOptions{
 		Instructions:    o.Instructions,
 		AutoResponse:    o.AutoResponse,
@@ -46,7 +46,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f Fence, o OpenOptions, out 
 	if o.Seed != nil {
 		opts.Sampling.Seed, opts.Sampling.RandomSeed = *o.Seed, false
 	}
-	d, err := b.client.OpenDuplex(ctx, toRCFence(f), opts, func(m stage.OutputMessage) { out(fromStage(m)) })
+	d, err := b.client.OpenDuplex(ctx, f, opts, func(m stage.OutputMessage) { out(fromStage(m)) })
 	if err != nil {
 		if errors.Is(err, stage.ErrQueueFull) {
 			return nil, errors.Join(ErrCapacity, err)
@@ -54,10 +54,6 @@ func (b *PipelineBackend) Open(ctx context.Context, f Fence, o OpenOptions, out 
 		return nil, err
 	}
 	return pipelineEngine{d}, nil
-}
-
-func toRCFence(f Fence) requestclient.Fence {
-	return requestclient.Fence{SessionID: f.SessionID, Incarnation: f.Incarnation, Epoch: f.Epoch}
 }
 
 func fromStage(m stage.OutputMessage) Output {
@@ -85,15 +81,11 @@ func fromStage(m stage.OutputMessage) Output {
 	return o
 }
 
-// pipelineEngine adapts *requestclient.Duplex to Engine (fence and error types).
+// pipelineEngine adapts *requestclient.Duplex to Engine.
 type pipelineEngine struct{ d *requestclient.Duplex }
 
 func (e pipelineEngine) AppendAudio(ctx context.Context, pcm []float32) error {
-	err := e.d.AppendAudio(ctx, pcm)
-	if errors.Is(err, requestclient.ErrInputBackpressure) {
-		return errors.Join(ErrInputBackpressure, err)
-	}
-	return err
+	return e.d.AppendAudio(ctx, pcm)
 }
 func (e pipelineEngine) Commit(ctx context.Context, respond bool) (string, error) {
 	return e.d.Commit(ctx, respond)
@@ -111,8 +103,8 @@ func (e pipelineEngine) AppendText(ctx context.Context, role, text string) error
 func (e pipelineEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
 	return e.d.Respond(ctx, maxTokens)
 }
-func (e pipelineEngine) Signal(ctx context.Context, event string, next Fence) error {
-	return e.d.Signal(ctx, event, toRCFence(next))
+func (e pipelineEngine) Signal(ctx context.Context, event string, next requestclient.Fence) error {
+	return e.d.Signal(ctx, event, next)
 }
 func (e pipelineEngine) Close(ctx context.Context, reason string) error {
 	return e.d.Close(ctx, reason)

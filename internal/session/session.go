@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 	"go.uber.org/zap"
@@ -489,7 +490,9 @@ func (s *DuplexSession) autoResponseFor(c Config) bool {
 	return s.opts.Duplex && c.TurnDetection != nil && c.TurnDetection.CreateResponse
 }
 
-func (s *DuplexSession) fence() Fence { return Fence{SessionID: s.id, Epoch: s.epoch} }
+func (s *DuplexSession) fence() requestclient.Fence {
+	return requestclient.Fence{SessionID: s.id, Epoch: s.epoch}
+}
 
 func (s *DuplexSession) send(ev Event) {
 	if s.sinkBroken {

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,7 +24,7 @@ type fakeEngine struct {
 	t      *testing.T
 	mu     sync.Mutex
 	calls  []string
-	fences []Fence
+	fences []requestclient.Fence
 	panics bool
 	out    func(Output)
 	turn   int
@@ -78,7 +80,7 @@ func (f *fakeEngine) Respond(context.Context, int) (int, error) {
 	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
 	return n, nil
 }
-func (f *fakeEngine) Signal(_ context.Context, ev string, next Fence) error {
+func (f *fakeEngine) Signal(_ context.Context, ev string, next requestclient.Fence) error {
 	f.rec("signal:" + ev)
 	f.mu.Lock()
 	f.fences = append(f.fences, next)
@@ -114,7 +116,7 @@ func (f *fakeEngine) FinalizeTurn(reason string) bool {
 type fakeBackend struct{ eng *fakeEngine }
 
 func (b *fakeBackend) SupportsDuplex() bool { return true }
-func (b *fakeBackend) Open(_ context.Context, f Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+func (b *fakeBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(Output)) (Engine, error) {
 	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil

@@ -72,7 +72,7 @@ type timedBackend struct {
 	t *Timer
 }
 
-func (b *timedBackend) Open(ctx context.Context, f session.Fence, o session.OpenOptions, out func(session.Output)) (session.Engine, error) {
+func (b *timedBackend) Open(ctx context.Context, f requestclient.Fence, o session.OpenOptions, out func(session.Output)) (session.Engine, error) {
 	cnt := b.t.counter(f.SessionID)
 	e, err := b.Backend.Open(ctx, f, o, func(x session.Output) {
 		if x.Kind == session.OutDecision {
