@@ -107,6 +107,11 @@ func (f *fakeStream) CancelTurn(n int, _ bool) {
 	f.record(fmt.Sprintf("cancel_turn:%d", n))
 }
 
+func (f *fakeStream) SettleInput(context.Context) error {
+	f.record("settle")
+	return nil
+}
+
 func (f *fakeStream) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -86,6 +86,15 @@ type TurnCanceller interface {
 	CancelTurn(turn int)
 }
 
+// UnstartedTurnFinalizer is implemented by engines whose turn statistics can wait for the input
+// of a response cancelled before its engine response started: FinalizeUnstartedTurn ends such a
+// turn (instead of FinalizeTurn), and SettleInput, run as a job after the input's commands,
+// lets it be logged once that input's work (transcription, prefill) was counted.
+type UnstartedTurnFinalizer interface {
+	FinalizeUnstartedTurn(reason string) bool
+	SettleInput(ctx context.Context) error
+}
+
 // ErrInputBackpressure is returned by an Engine whose pending input exceeds its bound.
 var ErrInputBackpressure = errors.New("input backpressure")
 

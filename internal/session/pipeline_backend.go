@@ -119,6 +119,12 @@ func (e pipelineEngine) BeginTurn(responseID string, turnID int, arrival float64
 }
 func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTurn(reason) }
 
+// FinalizeUnstartedTurn and SettleInput implement UnstartedTurnFinalizer.
+func (e pipelineEngine) FinalizeUnstartedTurn(reason string) bool {
+	return e.d.FinalizeUnstartedTurn(reason)
+}
+func (e pipelineEngine) SettleInput(ctx context.Context) error { return e.d.SettleInput(ctx) }
+
 func (e pipelineEngine) MarkInputEnd(ts float64) { e.d.MarkInputEnd(ts) }
 func (e pipelineEngine) ClearTurnInput()         { e.d.ClearTurnInput() }
 func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {

@@ -550,3 +550,38 @@ func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
 	d.Close()
 	require.Equal(t, 0, eng.LiveSequences())
 }
+
+// SettleInput answers, through the Sink, after every row of the input given before it: the
+// listen units' snapshots and the prefill of the committed utterance (which runs later, on the
+// sequence goroutine). Its TurnEnd names the upcoming turn and says InputSettled; no response
+// of that number ran, so the next Respond still gets it.
+func TestDuplexSettleInputFollowsTheInputsRows(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-settle", MaxTokens: 4}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	units := feedUnits(t, d, goForward(t))
+	_, err = d.Commit(context.Background(), false)
+	require.NoError(t, err)
+	require.NoError(t, d.SettleInput(context.Background()))
+	var end TurnEnd
+	var before []StageMetricsMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		end, before, ok = sink.turnEnd(1)
+		return ok
+	}, 10*time.Second, 5*time.Millisecond)
+	require.True(t, end.InputSettled)
+	require.GreaterOrEqual(t, len(before), units+1, "every listen unit's row and the prefill came first")
+	tokensIn := 0
+	for _, m := range before {
+		require.Equal(t, 1, m.Turn)
+		tokensIn += m.Metrics.NumTokensIn
+	}
+	require.Positive(t, tokensIn, "the committed utterance's prefill")
+	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, turn, "the settled input's turn number is the next response's")
+	require.True(t, sink.waitFor(20*time.Second, finishedTurn(1)))
+}
