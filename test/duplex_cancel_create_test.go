@@ -72,3 +72,28 @@ func TestDuplexCancelRightAfterCreate(t *testing.T) {
 	require.Equal(t, 1, turnOf(s.logs.String(), rid).sets, "the cancelled turn is logged exactly once")
 	require.Equal(t, 1, turnOf(s.logs.String(), r2).sets)
 }
+
+// The client's playback.ack is a figure of the turn (issue 10, delivery "playback acked where
+// the client acks"): audio_played_s is the last acknowledged played_ms, next to the audio sent.
+func TestDuplexPlaybackAckInTurnTable(t *testing.T) {
+	raw, err := os.ReadFile(goForwardRaw)
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats",
+		"--log-format", "json", "--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	c := dialRT(t, s, map[string]any{"turn_detection": nil, "max_response_output_tokens": 200})
+	rid := c.respondTo(t, raw)
+	c.until(t, "response.output_audio.delta", 30*time.Second)
+	c.send(t, map[string]any{"type": "playback.ack", "response_id": rid, "played_ms": 40})
+	ack := c.until(t, "playback.acknowledged", 10*time.Second)
+	played, _ := ack["played_ms"].(float64)
+	require.Positive(t, played)
+	c.send(t, map[string]any{"type": "response.cancel"})
+	done := c.until(t, "response.done", 30*time.Second)
+	require.Equal(t, "cancelled", status(done))
+	tt := waitTurn(t, s, rid)
+	t.Logf("acked %.0f ms; logged audio_played_s %.3f, audio_delivered_s %.3f", played, tt.playedS, tt.deliveredS)
+	require.Equal(t, "cancel", tt.reason)
+	require.InDelta(t, played/1000, tt.playedS, 1e-9, "the last acknowledged playback")
+	require.LessOrEqual(t, tt.playedS, tt.deliveredS, "never more than was sent")
+	c.close(t)
+}

@@ -334,6 +334,14 @@ func (d *Duplex) SetTurnDelivered(audioMs, underrunMs float64) {
 	}
 }
 
+// SetTurnPlayed records the audio the client acknowledged as played for the open turn (its last
+// playback.ack); the session calls it when it ends the response, before FinalizeTurn.
+func (d *Duplex) SetTurnPlayed(playedMs float64) {
+	if d.turns != nil {
+		d.turns.setPlayed(playedMs / 1000)
+	}
+}
+
 // SetTurnDetached records how long the open turn's delivery was paused by a disconnect that the
 // client resumed (delivery delay of the same turn).
 func (d *Duplex) SetTurnDetached(ms float64) {

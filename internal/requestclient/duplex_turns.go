@@ -469,6 +469,13 @@ func (s *turnState) setDelivered(audioS, underrunS float64) {
 	t.SetUnderrun(underrunS)
 }
 
+func (s *turnState) setPlayed(playedS float64) {
+	s.mu.Lock()
+	t := s.turn
+	s.mu.Unlock()
+	t.SetPlayed(playedS)
+}
+
 func (s *turnState) setDetached(ms float64) {
 	s.mu.Lock()
 	t := s.turn

@@ -354,6 +354,7 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	*now = 201
 	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 10)})
 	d.SetTurnDelivered(750, 120)
+	d.SetTurnPlayed(500)
 	*now = 202
 	require.True(t, d.FinalizeTurn(metrics.ReasonCancel))
 	require.Zero(t, summaries(logs), "the turn waits for its stages' partial snapshots")
@@ -383,6 +384,7 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	require.Regexp(t, `audio_generated_frames\s+\|\s+0 \|\s+48,000 \|`, stages, "stage 1's column is there: %s", stages)
 	require.Regexp(t, `audio_delivered_s\s+\|\s+0\.750 \|`, e2e, "delivered audio is its own figure: %s", e2e)
 	require.Regexp(t, `audio_underrun_s\s+\|\s+0\.120 \|`, e2e, "%s", e2e)
+	require.Regexp(t, `audio_played_s\s+\|\s+0\.500 \|`, e2e, "what the client acknowledged as played: %s", e2e)
 	require.Regexp(t, `e2e_total_ms\s+\|\s+102,000\.000 \|`, e2e, "t0 100 to the interruption at 202, not to when the stages stopped: %s", e2e)
 	require.Regexp(t, `input_end_to_first_text_ms\s+\|\s+50,500\.000 \|`, e2e, "%s", e2e)
 	require.Regexp(t, `input_end_to_first_audio_ms\s+\|\s+51,000\.000 \|`, e2e, "%s", e2e)

@@ -114,6 +114,12 @@ type TurnDetachMarker interface {
 	SetTurnDetached(ms float64)
 }
 
+// TurnPlaybackMarker is implemented by engines that keep per-turn statistics: the audio the
+// client acknowledged as played (its last playback.ack of the response), next to what was sent.
+type TurnPlaybackMarker interface {
+	SetTurnPlayed(ms float64)
+}
+
 // turnStats returns the engine's TurnStatsMarker, or nil.
 func turnStats(e Engine) TurnStatsMarker {
 	m, _ := e.(TurnStatsMarker)

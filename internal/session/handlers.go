@@ -736,6 +736,7 @@ func (s *DuplexSession) handlePlaybackAck(c *PlaybackAck) {
 	}
 	played := math.Min(float64(c.PlayedMs), r.sentMs)
 	r.playedMs = played
+	r.ackedMs = played
 	s.send(Event{Type: "playback.acknowledged", Epoch: s.epoch, Fields: map[string]any{
 		"response_id": r.id, "item_id": r.itemID, "played_ms": int(played), "sent_ms": int(r.sentMs)}})
 	if c.Truncate {

@@ -131,4 +131,5 @@ func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {
 	e.d.SetTurnDelivered(audioMs, underrunMs)
 }
 func (e pipelineEngine) SetTurnDetached(ms float64)      { e.d.SetTurnDetached(ms) }
+func (e pipelineEngine) SetTurnPlayed(ms float64)        { e.d.SetTurnPlayed(ms) }
 func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }

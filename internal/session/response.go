@@ -54,6 +54,7 @@ type response struct {
 	finished   bool
 	finish     string
 	playedMs   float64 // client-acknowledged playback, -1 = none
+	ackedMs    float64 // the last playback.ack's played_ms (only acks, not the pacing estimate); -1 = none
 	textPart   bool
 
 	format       AudioFormat       // output audio format of this response
@@ -139,7 +140,7 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 	s.turnID++
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
-		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, format: o.format, metadata: o.metadata,
+		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.contextUsage(), outOfBand: o.outOfBand,
 	}
 	r.itemID = "item_" + r.id
@@ -255,6 +256,9 @@ func (s *DuplexSession) endResponse(reason string) *response {
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
 			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs, r.underrunMs) })
+		}
+		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
+			s.safeHook("set_turn_played", func() { m.SetTurnPlayed(r.ackedMs) })
 		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
 			s.safeHook("set_turn_detached", func() { m.SetTurnDetached(r.detachedMs) })
