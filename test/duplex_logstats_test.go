@@ -459,6 +459,7 @@ type turnTables struct {
 	stageRows  []string
 	stageCols  []map[string]any // the StageRequestStats record's columns
 	deliveredS float64          // RequestE2EStats audio_delivered_s
+	playedS    float64          // RequestE2EStats audio_played_s (the client's playback.ack)
 }
 
 // naturalReason is the logged reason of a response that ended by itself: the wire's
@@ -518,6 +519,7 @@ type statsRecord struct {
 	Line       string           `json:"line"`
 	E2ETotalMs *float64         `json:"e2e_total_ms"`
 	DeliveredS float64          `json:"audio_delivered_s"`
+	PlayedS    float64          `json:"audio_played_s"`
 	Stages     []map[string]any `json:"stages"`
 }
 
@@ -562,6 +564,7 @@ func turnOf(logs, responseID string) turnTables {
 				tt.e2eMs = *r.E2ETotalMs
 			}
 			tt.deliveredS = r.DeliveredS
+			tt.playedS = r.PlayedS
 		case "StageRequestStats":
 			tt.stageRows = recordFields(r.Stages)
 			tt.stageCols = r.Stages

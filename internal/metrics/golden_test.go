@@ -168,3 +168,38 @@ func TestTableKindsGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestChatAudioInputGolden is omniserve's two-stage chat with an audio part, fed as the chat
+// path feeds it: the part's transcription is the input preprocessing (preprocess_ms on both
+// stages' snapshots, as the stages send it), so it is its own figure
+// (input_preprocess_time_ms, [OmniTiming] preprocess=) and stage 0's stage_gen_time_ms and
+// wall time start after it.
+func TestChatAudioInputGolden(t *testing.T) {
+	t.Parallel()
+	const rid = "chatcmpl-5be0a1c2d3e4f506-0a1b2c3d"
+	clk := newFakeClock(3000.0)
+	a := NewAggregator(2, true, 3000.0, 1, WithClock(clk.now))
+	pt := map[string]float64{"preprocess_ms": 212.5}
+	const submit = 3000.2145 // stage 0's submit time: after the 212.5 ms transcription
+	clk.set(3000.390)
+	a.OnForward(0, 1, rid, 96, 0.42, false)
+	clk.set(3000.6105)
+	a.OnStageMetrics(0, rid, StageRequestStats{
+		BatchID: 3, BatchSize: 1, NumTokensIn: 61, NumTokensOut: 12, StageGenTimeMs: 395.75,
+		OutputUnitType: "text", OutputUnitCount: 12, VllmTtftMs: 305.25, VllmTpotMs: 8.5, VllmItlMs: 8.5,
+		VllmItlsMs: []float64{8, 9}, PipelineTimings: pt,
+	}, "audio")
+	a.MarkStageTimes(0, submit)
+	clk.set(3001.250)
+	a.OnStageMetrics(1, rid, StageRequestStats{
+		NumTokensIn: 12, StageGenTimeMs: 480.5, AudioGeneratedFrames: 48000, AudioSampleRate: 24000,
+		AudioDurationS: 2, OutputUnitType: "audio", OutputUnitCount: 2, RxTransferBytes: 96,
+		RxDecodeTimeMs: 0.05, RxInFlightTimeMs: 1.25, PipelineTimings: pt,
+	}, "audio")
+	a.MarkStageTimes(1, 3000.391)
+	a.OnFinalizeRequest(1, rid, 3000.0005)
+	got := transcript(a.Render())
+	require.Contains(t, got, "| input_preprocess_time_ms    |   212.500 |")
+	require.Contains(t, got, "total=1.25s preprocess=0.21s engine=1.04s stages=[0:0.40s,1:0.48s]")
+	checkGolden(t, "chat_audio_input", got)
+}

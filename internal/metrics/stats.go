@@ -124,6 +124,9 @@ type RequestE2EStats struct {
 	InputEndToFirstAudioMs float64
 	// AudioDeliveredS is the audio actually sent to the client (not what was generated).
 	AudioDeliveredS float64
+	// AudioPlayedS is the audio the client acknowledged as played (its last playback.ack of
+	// the turn); zero when it sent none.
+	AudioPlayedS float64
 	// DeliveryTotalMs runs from t0 to the end of delivery: the last audio frame sent, or the
 	// cancel that stopped it. E2ETotalMs ends when the last stage produced its last unit.
 	DeliveryTotalMs float64

@@ -428,6 +428,7 @@ func e2eExtraRows(e RequestE2EStats) []kv {
 		}
 	}
 	add("audio_delivered_s", e.AudioDeliveredS)
+	add("audio_played_s", e.AudioPlayedS)
 	add("audio_underrun_s", e.AudioUnderrunS)
 	add("delivery_total_ms", e.DeliveryTotalMs)
 	add("delivery_detached_ms", e.DeliveryDetachedMs)

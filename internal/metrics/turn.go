@@ -37,6 +37,7 @@ type TurnMetrics struct {
 	inputEnd        float64 // end of the user input this turn answers; 0 = unknown
 	genEnd          float64 // every working stage finished (MarkStagesDone); 0 = not yet
 	deliveredS      float64 // audio sent to the client (SetDelivered)
+	playedS         float64 // audio the client acknowledged as played (SetPlayed)
 	deliveredEnd    float64 // when delivery ended; 0 = at finalize
 	underrunS       float64 // client playback starved (SetUnderrun)
 	detachedMs      float64 // delivery paused while the client was disconnected (SetDetached)
@@ -278,6 +279,19 @@ func (t *TurnMetrics) SetUnderrun(s float64) {
 	}
 }
 
+// SetPlayed records the audio the client acknowledged as played (playback.ack), in seconds:
+// delivery as the listener had it, next to what was sent (SetDelivered).
+func (t *TurnMetrics) SetPlayed(s float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.finalized {
+		t.playedS = max(s, 0)
+	}
+}
+
 // SetDetached records how long delivery of the turn was paused because its client was
 // disconnected and then resumed the session: a delivery delay of the same turn.
 func (t *TurnMetrics) SetDetached(ms float64) {
@@ -419,6 +433,7 @@ func (t *TurnMetrics) collapseAndClose() {
 			e.InputEndToFirstAudioMs = (t.firstAudio - t.inputEnd) * 1000
 		}
 		e.AudioDeliveredS = t.deliveredS
+		e.AudioPlayedS = t.playedS
 		e.AudioUnderrunS = t.underrunS
 		e.DeliveryDetachedMs = t.detachedMs
 		if t.deliveredS > 0 {

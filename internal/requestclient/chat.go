@@ -60,7 +60,7 @@ func (c *Client) Chat(ctx context.Context, req stage.ChatRequest) (*ChatStream, 
 	if !c.register(req.RequestID, "chat") {
 		return nil, fmt.Errorf("chat request %s is already live", req.RequestID)
 	}
-	st := newChatState(c, req, wallStart)
+	st := newChatState(c, req, wallStart, c.pipeline.NumStages())
 	reqCtx, cancel := context.WithCancel(ctx)
 	st.setReqStart(c.clock()) // provisional: outputs may arrive before SubmitChat returns
 	r, err := c.pipeline.SubmitChat(reqCtx, req, st)

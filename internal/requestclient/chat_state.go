@@ -18,7 +18,8 @@ type chatState struct {
 	wallStart  float64
 	finalStage int                 // the stage whose Finished output ends the request
 	numStages  int                 //
-	agg        *metrics.Aggregator // nil without LogStats and Collectors: nothing is collected
+	agg        *metrics.Aggregator // the tables' aggregator: only with LogStats
+	prom       *chatFigures        // what Prometheus observes: only with Collectors
 	notify     chan struct{}       // cap 1: "the queue changed"
 
 	mu            sync.Mutex
@@ -33,18 +34,23 @@ type chatState struct {
 	reported      bool
 }
 
-func newChatState(c *Client, req stage.ChatRequest, wallStart float64) *chatState {
-	n := c.pipeline.NumStages()
+func newChatState(c *Client, req stage.ChatRequest, wallStart float64, n int) *chatState {
 	final := 0
 	if req.WantAudio && n > 1 {
 		final = n - 1
 	}
 	st := &chatState{c: c, id: req.RequestID, wallStart: wallStart, finalStage: final, numStages: n,
 		notify: make(chan struct{}, 1), firstOutputTS: make([]float64, n)}
-	// The aggregator feeds the tables and Prometheus; with neither there is nothing to collect.
-	if c.opts.LogStats || c.opts.Collectors != nil {
-		st.agg = metrics.NewAggregator(n, c.opts.LogStats, wallStart, final, metrics.WithClock(c.clock),
+	// The aggregator renders the tables, so only --log-stats builds it. Prometheus (on by
+	// default) gets its figures from chatFigures: a few counters and the stage rows it reads,
+	// observed directly, with no per-request maps or tables.
+	if c.opts.LogStats {
+		st.agg = metrics.NewAggregator(n, true, wallStart, final, metrics.WithClock(c.clock),
 			metrics.WithStructuredRecords(c.opts.StructuredStats))
+		c.chatAggregators.Add(1)
+	}
+	if c.opts.Collectors != nil {
+		st.prom = &chatFigures{}
 	}
 	return st
 }
@@ -146,7 +152,11 @@ func (st *chatState) ingestLocked(stageID int, m metrics.StageRequestStats, subm
 		st.promptTokens += m.NumTokensIn
 		st.outputTokens += m.NumTokensOut
 	}
-	if st.agg == nil || st.reported {
+	if st.reported {
+		return
+	}
+	st.prom.addStage(stageID, m)
+	if st.agg == nil {
 		return
 	}
 	// A real duration from arrival, not an epoch stamp (the reference put one there on duplex
@@ -162,10 +172,13 @@ func (st *chatState) ingestLocked(stageID int, m metrics.StageRequestStats, subm
 func (st *chatState) OnTransfer(t stage.TransferEvent) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.agg == nil || st.reported {
+	if st.reported {
 		return
 	}
-	st.agg.OnForward(t.From, t.To, st.id, t.SizeBytes, t.TxMs, t.UsedShm)
+	st.prom.addSend(t.From, t.To, t.SizeBytes, t.TxMs)
+	if st.agg != nil {
+		st.agg.OnForward(t.From, t.To, st.id, t.SizeBytes, t.TxMs, t.UsedShm)
+	}
 }
 
 // finish ends the request from outside the sink (Close, a pipeline that gave up).
@@ -182,6 +195,9 @@ func (st *chatState) finishLocked(reason string, err error) {
 	}
 	st.finished = true
 	st.reason = reason
+	if st.prom != nil {
+		st.prom.e2eMs = (st.c.clock() - st.reqStart) * 1000
+	}
 	if st.agg != nil {
 		if reason == "abort" || reason == "error" {
 			// Chat tables keep the reference's format; only a cut-short request names its reason.
@@ -216,14 +232,11 @@ func (st *chatState) report() {
 }
 
 func (st *chatState) recordPrometheus(reason string) {
-	if st.c.opts.Collectors == nil || st.agg == nil {
-		return
-	}
-	r, ok := st.agg.FinalizedRequest(st.id, reason)
-	if !ok {
+	if st.c.opts.Collectors == nil || st.prom == nil {
 		return
 	}
 	st.mu.Lock()
+	r := st.prom.record(reason)
 	for stageID, ts := range st.firstOutputTS {
 		if stageID > 0 && ts > 0 { // stage 0 writes text; the later stages speak
 			r.AudioTTFPSeconds, r.AudioTTFPStage = ts-st.wallStart, stageID

@@ -5,6 +5,7 @@ package requestclient
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,7 +17,9 @@ import (
 // Options configures a Client. The zero value is usable.
 type Options struct {
 	// LogStats prints the statistics tables for every chat request and every duplex turn. When
-	// false no aggregators, pending-turn buffers or per-chunk copies are created at all.
+	// false no aggregators are built (a chat request keeps only the figures Prometheus observes,
+	// when Collectors is set), and without Collectors either no pending-turn buffers or
+	// per-chunk copies are created at all.
 	LogStats bool
 	// Collectors receives Prometheus observations; nil disables them.
 	Collectors *metrics.Collectors
@@ -39,6 +42,9 @@ type Client struct {
 	opts     Options
 	clock    metrics.Clock
 	log      *zap.Logger
+	// chatAggregators counts the chat aggregators built: only --log-stats builds one (a test
+	// proves that Prometheus alone never does).
+	chatAggregators atomic.Int64
 
 	mu     sync.Mutex
 	states map[string]string // live request id -> kind ("chat" | "duplex"), for diagnostics and leak tests

@@ -91,6 +91,7 @@ type duplexStream interface {
 	Respond(ctx context.Context, maxTokens int) (int, error)
 	CancelResponse(keepHistory bool)
 	CancelTurn(n int, keepHistory bool)
+	SettleInput(ctx context.Context) error
 	Close()
 }
 
@@ -333,6 +334,14 @@ func (d *Duplex) SetTurnDelivered(audioMs, underrunMs float64) {
 	}
 }
 
+// SetTurnPlayed records the audio the client acknowledged as played for the open turn (its last
+// playback.ack); the session calls it when it ends the response, before FinalizeTurn.
+func (d *Duplex) SetTurnPlayed(playedMs float64) {
+	if d.turns != nil {
+		d.turns.setPlayed(playedMs / 1000)
+	}
+}
+
 // SetTurnDetached records how long the open turn's delivery was paused by a disconnect that the
 // client resumed (delivery delay of the same turn).
 func (d *Duplex) SetTurnDetached(ms float64) {
@@ -410,6 +419,34 @@ func (d *Duplex) Signal(ctx context.Context, event string, next Fence) error {
 	if cur != old {
 		d.c.unregister(old.Stage0ID())
 		d.c.register(cur.Stage0ID(), "duplex")
+	}
+	return nil
+}
+
+// FinalizeUnstartedTurn ends the open turn of a response that was cancelled before its engine
+// response started, and that never will (the caller's job sees the cancel): the turn waits,
+// bounded by Options.TurnDrainTimeout, for the rows of the input it answered until SettleInput
+// reports them delivered. It returns false when no turn was open.
+func (d *Duplex) FinalizeUnstartedTurn(reason string) bool {
+	if d.turns == nil {
+		return false
+	}
+	return d.turns.finalizeUnstarted(reason)
+}
+
+// SettleInput runs after every earlier append, commit and text and asks the stream to report
+// once the rows of that input were delivered; the turns FinalizeUnstartedTurn left waiting are
+// finalized then. Call it after the commands of the input a cancelled response answered.
+func (d *Duplex) SettleInput(ctx context.Context) error {
+	if d.turns == nil {
+		return nil
+	}
+	err := d.barrier(ctx, func(ctx context.Context) error {
+		d.turns.settleCut()
+		return d.stream.SettleInput(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("settling input: %w", err)
 	}
 	return nil
 }
@@ -512,6 +549,10 @@ func (d *Duplex) OnTransfer(t stage.TransferEvent) {
 // OnTurnEnd is the stages' report that stage turn n is finished (stage.TurnEndSink).
 func (d *Duplex) OnTurnEnd(e stage.TurnEnd) {
 	if d.turns == nil {
+		return
+	}
+	if e.InputSettled {
+		d.turns.inputSettled(e.Turn)
 		return
 	}
 	d.turns.turnEnd(e.Turn)

@@ -109,6 +109,11 @@ func (f *fakeStream) CancelTurn(n int, _ bool) {
 	f.record(fmt.Sprintf("cancel_turn:%d", n))
 }
 
+func (f *fakeStream) SettleInput(context.Context) error {
+	f.record("settle")
+	return nil
+}
+
 func (f *fakeStream) Close() {
 	if f.closeGate != nil {
 		<-f.closeGate

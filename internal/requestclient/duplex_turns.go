@@ -55,6 +55,14 @@ type closingTurn struct {
 	n      int
 	reason string
 	timer  *time.Timer
+	// inputOnly: the turn's engine response never started (cancelled before its job started
+	// it). It waits for the rows of the input it answered, which carry the upcoming stage turn
+	// (n once the first arrived), until the stages report that input settled; that stage turn
+	// stays open for the next response. cut is when SettleInput's barrier ran in the append
+	// FIFO (0 before): every append of that input was processed by then, so a listen row
+	// submitted later is the next input's.
+	inputOnly bool
+	cut       float64
 }
 
 func newTurnState(numStages int, clock metrics.Clock, log *zap.Logger, col *metrics.Collectors, logStats bool, drain time.Duration) *turnState {
@@ -78,7 +86,7 @@ func newTurnState(numStages int, clock metrics.Clock, log *zap.Logger, col *metr
 func (s *turnState) targetLocked(k int) (t *metrics.TurnMetrics, toPending bool) {
 	if k > 0 {
 		for _, c := range s.closing {
-			if c.n == k {
+			if c.n == k && !c.inputOnly {
 				return c.t, false
 			}
 		}
@@ -108,6 +116,10 @@ func (s *turnState) targetLocked(k int) (t *metrics.TurnMetrics, toPending bool)
 func (s *turnState) ingest(k, stageID int, m metrics.StageRequestStats, finalOutputType string, submitTS float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c := s.unstartedLocked(k, m, submitTS); c != nil {
+		c.t.Accumulate(stageID, m, finalOutputType, submitTS)
+		return
+	}
 	t, toPending := s.targetLocked(k)
 	switch {
 	case t != nil:
@@ -121,6 +133,28 @@ func (s *turnState) ingest(k, stageID int, m metrics.StageRequestStats, finalOut
 		s.log.Debug("dropping stage metrics of a finalized turn",
 			zap.Int("stage", stageID), zap.Int("stage_turn", k))
 	}
+}
+
+// unstartedLocked returns the inputOnly closing turn a row of stage turn k belongs to: a row
+// of the input it answered, that is of the stage turn it is bound to (or, unbound, of one not
+// finalized yet) and not of input given after its cancel. The prefill of history committed
+// before the cancel runs later, so a row with prompt tokens is the turn's whenever it comes
+// before the input settled.
+func (s *turnState) unstartedLocked(k int, m metrics.StageRequestStats, submitTS float64) *closingTurn {
+	if k <= 0 {
+		return nil
+	}
+	for _, c := range s.closing {
+		if !c.inputOnly || (c.n != k && (c.n != 0 || k <= s.lastDone)) {
+			continue
+		}
+		if c.cut > 0 && submitTS > c.cut && m.NumTokensIn == 0 {
+			return nil
+		}
+		c.n = k
+		return c
+	}
+	return nil
 }
 
 func (s *turnState) output(m stage.OutputMessage) {
@@ -178,7 +212,7 @@ func (s *turnState) bind(n int) {
 	var done []*closingTurn
 	bound := false
 	for i, c := range s.closing {
-		if c.n == 0 {
+		if c.n == 0 && !c.inputOnly {
 			c.n, bound = n, true
 			if n <= s.lastEnded {
 				done = append(done, c)
@@ -220,7 +254,7 @@ func (s *turnState) noEngineTurn() {
 	s.mu.Lock()
 	var done []*closingTurn
 	s.closing = slices.DeleteFunc(s.closing, func(c *closingTurn) bool {
-		if c.n == 0 {
+		if c.n == 0 && !c.inputOnly {
 			done = append(done, c)
 			return true
 		}
@@ -231,14 +265,34 @@ func (s *turnState) noEngineTurn() {
 	s.finishAll(done)
 }
 
-// settleLocked stops the drain timers of turns leaving closing and advances lastDone.
+// settleLocked stops the drain timers of turns leaving closing and advances lastDone (not for
+// an inputOnly turn: its stage turn is the next response's).
 func (s *turnState) settleLocked(done []*closingTurn) {
 	for _, c := range done {
 		if c.timer != nil && c.timer.Stop() {
 			s.timers.Done() // the timer will not run
 		}
-		s.lastDone = max(s.lastDone, c.n)
+		if !c.inputOnly {
+			s.lastDone = max(s.lastDone, c.n)
+		}
 	}
+}
+
+// inputSettled is the stages' report that every row of the input given before stage turn k's
+// SettleInput was delivered: the inputOnly turns waiting for it are finalized.
+func (s *turnState) inputSettled(k int) {
+	s.mu.Lock()
+	var done []*closingTurn
+	s.closing = slices.DeleteFunc(s.closing, func(c *closingTurn) bool {
+		if c.inputOnly && c.n <= k {
+			done = append(done, c)
+			return true
+		}
+		return false
+	})
+	s.settleLocked(done)
+	s.mu.Unlock()
+	s.finishAll(done)
 }
 
 func (s *turnState) expire(c *closingTurn) {
@@ -250,7 +304,9 @@ func (s *turnState) expire(c *closingTurn) {
 		return
 	}
 	s.closing = slices.Delete(s.closing, i, i+1)
-	s.lastDone = max(s.lastDone, c.n)
+	if !c.inputOnly {
+		s.lastDone = max(s.lastDone, c.n)
+	}
 	s.mu.Unlock()
 	s.log.Debug("finalizing an interrupted turn before all stages reported",
 		zap.String("response_id", c.t.ResponseID()), zap.Int("stage_turn", c.n), zap.Duration("waited", s.drain))
@@ -333,6 +389,46 @@ func (s *turnState) finalize(reason string, mayStart bool) bool {
 	return true
 }
 
+// finalizeUnstarted ends the open turn of a response cancelled before its engine response
+// started (the session's job will not start it): there is no stage turn to wait for, but the
+// input it answered may still be on its way (its transcription and prefill queued behind the
+// cancel). The turn keeps that input's rows and is finalized when the stages report the input
+// settled (inputSettled), after drain at the latest, or at close.
+func (s *turnState) finalizeUnstarted(reason string) bool {
+	s.mu.Lock()
+	t, n := s.turn, s.turnN
+	s.turn, s.turnN = nil, 0
+	if t == nil {
+		s.mu.Unlock()
+		return false
+	}
+	t.MarkStagesDone(0)
+	if s.closed {
+		s.mu.Unlock()
+		return s.finish(t, reason)
+	}
+	c := &closingTurn{t: t, n: n, reason: reason, inputOnly: true}
+	s.timers.Add(1)
+	// Its input may still wait behind queued engine work, which the FIFO's stall bound limits.
+	c.timer = time.AfterFunc(s.drain+MaxInputStall, func() { s.expire(c) })
+	s.closing = append(s.closing, c)
+	s.mu.Unlock()
+	return true
+}
+
+// settleCut runs in the append FIFO, after every append of the input the waiting inputOnly
+// turns answered: listen rows submitted from now on are the next input's.
+func (s *turnState) settleCut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	for _, c := range s.closing {
+		if c.inputOnly && c.cut == 0 {
+			c.cut = now
+		}
+	}
+}
+
 // flush finalizes every closing turn now (the stream is closed: nothing more will arrive) and
 // waits for drain timers that already fired.
 func (s *turnState) flush() {
@@ -373,6 +469,13 @@ func (s *turnState) setDelivered(audioS, underrunS float64) {
 	s.mu.Unlock()
 	t.SetDelivered(audioS, s.clock())
 	t.SetUnderrun(underrunS)
+}
+
+func (s *turnState) setPlayed(playedS float64) {
+	s.mu.Lock()
+	t := s.turn
+	s.mu.Unlock()
+	t.SetPlayed(playedS)
 }
 
 func (s *turnState) setDetached(ms float64) {

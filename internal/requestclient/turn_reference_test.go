@@ -356,6 +356,7 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	*now = 201
 	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 10)})
 	d.SetTurnDelivered(750, 120)
+	d.SetTurnPlayed(500)
 	*now = 202
 	require.True(t, d.FinalizeTurn(metrics.ReasonCancel))
 	require.Zero(t, summaries(logs), "the turn waits for its stages' partial snapshots")
@@ -385,6 +386,7 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	require.Regexp(t, `audio_generated_frames\s+\|\s+0 \|\s+48,000 \|`, stages, "stage 1's column is there: %s", stages)
 	require.Regexp(t, `audio_delivered_s\s+\|\s+0\.750 \|`, e2e, "delivered audio is its own figure: %s", e2e)
 	require.Regexp(t, `audio_underrun_s\s+\|\s+0\.120 \|`, e2e, "%s", e2e)
+	require.Regexp(t, `audio_played_s\s+\|\s+0\.500 \|`, e2e, "what the client acknowledged as played: %s", e2e)
 	require.Regexp(t, `e2e_total_ms\s+\|\s+102,000\.000 \|`, e2e, "t0 100 to the interruption at 202, not to when the stages stopped: %s", e2e)
 	require.Regexp(t, `input_end_to_first_text_ms\s+\|\s+50,500\.000 \|`, e2e, "%s", e2e)
 	require.Regexp(t, `input_end_to_first_audio_ms\s+\|\s+51,000\.000 \|`, e2e, "%s", e2e)
@@ -458,4 +460,66 @@ func TestTruncatedTurnLogsLength(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m})
 	require.True(t, d.FinalizeTurn(metrics.ReasonStop))
 	require.Equal(t, 1, summaries(logs, "response=resp-len", "reason=length"))
+}
+
+// A response cancelled before its engine response started (response.cancel right after
+// response.create, its input's commit still queued) keeps the work of the input it answered:
+// the listen rows processed after the cancel and the prefill of the committed utterance, up to
+// the stages' InputSettled report. Input given after SettleInput's barrier is the next turn's,
+// and the stage turn the rows carry stays free for the next response.
+func TestUnstartedTurnWaitsForItsInput(t *testing.T) {
+	log, logs := observed()
+	d, _, now := refDuplex(t, log)
+	d.MarkTurnArrival(100)
+	d.MarkInputEnd(150)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5), StageSubmitTS: 101})
+	d.BeginTurn("resp-unstarted", 1, 0)
+	*now = 202
+	require.True(t, d.FinalizeUnstartedTurn(metrics.ReasonCancel))
+	require.Zero(t, summaries(logs), "the turn waits for its input's rows")
+
+	// The input's own appends, processed after the cancel (they were queued behind it).
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(3), StageSubmitTS: 203})
+	*now = 205
+	require.NoError(t, d.SettleInput(context.Background()))
+	// After the barrier: the next utterance's append, then the prefill of the committed one.
+	d.MarkTurnArrival(206)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(4), StageSubmitTS: 206})
+	prefill := metrics.StageRequestStats{NumTokensIn: 8, StageGenTimeMs: 2}
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: prefill, StageSubmitTS: 207})
+	require.Zero(t, summaries(logs))
+	d.OnTurnEnd(stage.TurnEnd{Turn: 1, InputSettled: true})
+	require.Equal(t, 1, summaries(logs, "response=resp-unstarted", "reason=cancel"))
+	var stages string
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "StageRequestStats") && strings.Contains(e.Message, "response=resp-unstarted") {
+			stages = e.Message
+		}
+	}
+	require.Regexp(t, `num_tokens_in\s+\|\s+8 \|`, stages, "%s", stages)
+	require.Regexp(t, `stage_gen_time_ms\s+\|\s+10\.000 \|`, stages, "5 + 3 ms of listening and 2 ms of prefill: %s", stages)
+
+	// The next response is stage turn 1 too: its rows are its own.
+	d.BeginTurn("resp-next", 2, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensIn: 9, NumTokensOut: 4, StageGenTimeMs: 30}})
+	rows := d.turns.openTurn().StageRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, 9, rows[0].NumTokensIn)
+	require.Equal(t, 34.0, rows[0].StageGenTimeMs, "the next utterance's listen row and its response")
+	d.OnTurnEnd(stage.TurnEnd{Turn: 1, InputSettled: true})
+	require.True(t, d.FinalizeTurn(metrics.ReasonStop))
+	require.Equal(t, 1, summaries(logs, "response=resp-next", "reason=stop"))
+	require.Equal(t, 1, summaries(logs, "response=resp-unstarted"), "logged exactly once")
+}
+
+// Without the stages' report the unstarted turn is still logged, after its bound.
+func TestUnstartedTurnWaitIsBounded(t *testing.T) {
+	log, logs := observed()
+	fs := &fakeStream{t: t}
+	d, _, _ := newTestDuplex(t, Options{LogStats: true, TurnDrainTimeout: 20 * time.Millisecond}, log, fs)
+	d.MarkTurnArrival(100)
+	d.BeginTurn("resp-lost", 1, 0)
+	require.True(t, d.FinalizeUnstartedTurn(metrics.ReasonCancel))
+	require.Eventually(t, func() bool { return summaries(logs, "response=resp-lost", "reason=cancel") == 1 },
+		MaxInputStall+10*time.Second, 10*time.Millisecond)
 }

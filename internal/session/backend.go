@@ -94,6 +94,15 @@ type TurnCanceller interface {
 	CancelTurn(turn int)
 }
 
+// UnstartedTurnFinalizer is implemented by engines whose turn statistics can wait for the input
+// of a response cancelled before its engine response started: FinalizeUnstartedTurn ends such a
+// turn (instead of FinalizeTurn), and SettleInput, run as a job after the input's commands,
+// lets it be logged once that input's work (transcription, prefill) was counted.
+type UnstartedTurnFinalizer interface {
+	FinalizeUnstartedTurn(reason string) bool
+	SettleInput(ctx context.Context) error
+}
+
 // TurnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
 // where the user's input ended, when it was cleared, and how much audio the client was sent.
 type TurnStatsMarker interface {
@@ -108,6 +117,12 @@ type TurnStatsMarker interface {
 // client was disconnected and resumed records how long delivery was paused (delivery delay).
 type TurnDetachMarker interface {
 	SetTurnDetached(ms float64)
+}
+
+// TurnPlaybackMarker is implemented by engines that keep per-turn statistics: the audio the
+// client acknowledged as played (its last playback.ack of the response), next to what was sent.
+type TurnPlaybackMarker interface {
+	SetTurnPlayed(ms float64)
 }
 
 // turnStats returns the engine's TurnStatsMarker, or nil.

@@ -484,7 +484,7 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 		if res.transcript, res.err = eng.Commit(ctx, false); res.err != nil {
 			return res
 		}
-		if r != nil && !r.cancelled.Load() {
+		if r != nil && r.claimEngine() {
 			res.turn, res.err = ro.respond(ctx, eng)
 			res.haveTurn = res.err == nil
 			res.errCode = "runtime_respond_failed"
@@ -500,6 +500,9 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 			s.failResponse(r, "input_backpressure", "too many pending commits")
 		}
 		return false
+	}
+	if r != nil {
+		r.jobbed = true
 	}
 	return true
 }
@@ -608,14 +611,16 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 	r := s.beginResponseWith(-1, o)
 	eng := s.engine
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
-		if r.cancelled.Load() {
+		if !r.claimEngine() {
 			return jobResult{}
 		}
 		t, err := o.respond(ctx, eng)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+		return
 	}
+	r.jobbed = true
 }
 
 func (s *DuplexSession) handleCreateItem(c *CreateItem) {
@@ -734,6 +739,7 @@ func (s *DuplexSession) handlePlaybackAck(c *PlaybackAck) {
 	}
 	played := math.Min(float64(c.PlayedMs), r.sentMs)
 	r.playedMs = played
+	r.ackedMs = played
 	s.send(Event{Type: "playback.acknowledged", Epoch: s.epoch, Fields: map[string]any{
 		"response_id": r.id, "item_id": r.itemID, "played_ms": int(played), "sent_ms": int(r.sentMs)}})
 	if c.Truncate {

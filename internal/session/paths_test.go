@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,18 @@ func TestPlaybackAck(t *testing.T) {
 	closeSession(t, s, sk, wait)
 	// Both frames started before 120 ms: the user heard both words.
 	require.Contains(t, eng.list(), "text:one two ")
+	// The turn statistics get the last acknowledged playback, before the turn is finalized.
+	calls := eng.list()
+	played := slices.Index(calls, "played:120")
+	require.GreaterOrEqual(t, played, 0, "%v", calls)
+	require.Less(t, played, slices.Index(calls, "finalize:barge_in"), "%v", calls)
+	n := 0
+	for _, c := range calls {
+		if strings.HasPrefix(c, "played:") {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "one report, for the acked turn: %v", calls)
 }
 
 // lateEngine delivers one more output of the previous turn at the start of each Respond after

@@ -116,10 +116,17 @@ func (e pipelineEngine) BeginTurn(responseID string, turnID int, arrival float64
 }
 func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTurn(reason) }
 
+// FinalizeUnstartedTurn and SettleInput implement UnstartedTurnFinalizer.
+func (e pipelineEngine) FinalizeUnstartedTurn(reason string) bool {
+	return e.d.FinalizeUnstartedTurn(reason)
+}
+func (e pipelineEngine) SettleInput(ctx context.Context) error { return e.d.SettleInput(ctx) }
+
 func (e pipelineEngine) MarkInputEnd(ts float64) { e.d.MarkInputEnd(ts) }
 func (e pipelineEngine) ClearTurnInput()         { e.d.ClearTurnInput() }
 func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {
 	e.d.SetTurnDelivered(audioMs, underrunMs)
 }
 func (e pipelineEngine) SetTurnDetached(ms float64)      { e.d.SetTurnDetached(ms) }
+func (e pipelineEngine) SetTurnPlayed(ms float64)        { e.d.SetTurnPlayed(ms) }
 func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }

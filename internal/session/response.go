@@ -37,6 +37,11 @@ type response struct {
 	audio      bool
 	maxTokens  int
 	cancelled  atomic.Bool // read by the job goroutine before it starts generation
+	// claimed is set by the response's job right before it reads cancelled and starts the
+	// engine response (claimEngine); jobbed says such a job was queued (actor only). A response
+	// cancelled while a queued job has not claimed it never reaches the engine.
+	claimed atomic.Bool
+	jobbed  bool
 
 	enc        OutputEncoder // one resampler for the response's audio stream
 	frames     []frame
@@ -49,6 +54,7 @@ type response struct {
 	finished   bool
 	finish     string
 	playedMs   float64 // client-acknowledged playback, -1 = none
+	ackedMs    float64 // the last playback.ack's played_ms (only acks, not the pacing estimate); -1 = none
 	textPart   bool
 
 	format       AudioFormat       // output audio format of this response
@@ -101,6 +107,20 @@ func (r *response) heardText() string {
 	return b.String()
 }
 
+// claimEngine is called by the response's job before it starts the engine response: false
+// when the response was cancelled (the job must not start it).
+func (r *response) claimEngine() bool {
+	r.claimed.Store(true)
+	return !r.cancelled.Load()
+}
+
+// neverStarts reports, on the actor, a cancelled response whose queued job has not claimed it:
+// the job will see the cancel, so no engine response will ever start for it. (Both sides store
+// their flag before reading the other's, so one of them sees the other.)
+func (r *response) neverStarts() bool {
+	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
+}
+
 // safeHook runs a metrics hook; a panic is logged and never reaches the session: metrics must
 // never break a turn's state transitions.
 func (s *DuplexSession) safeHook(name string, fn func()) {
@@ -124,7 +144,7 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 	s.turnID++
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
-		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, format: o.format, metadata: o.metadata,
+		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
 	}
 	r.itemID = "item_" + r.id
@@ -241,12 +261,36 @@ func (s *DuplexSession) endResponse(reason string) *response {
 		if m := turnStats(s.engine); m != nil {
 			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs, r.underrunMs) })
 		}
+		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
+			s.safeHook("set_turn_played", func() { m.SetTurnPlayed(r.ackedMs) })
+		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
 			s.safeHook("set_turn_detached", func() { m.SetTurnDetached(r.detachedMs) })
 		}
-		s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
+		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
+			s.finalizeUnstarted(u, reason)
+		} else {
+			s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
+		}
 	}
 	return r
+}
+
+// finalizeUnstarted ends the turn of a response cancelled before its engine response started,
+// e.g. a response.cancel right after response.create while the input's commit is still queued:
+// the turn waits for that input's work (its transcription and prefill), which a job queued
+// behind the input's own jobs reports settled. Without room for that job the engine's drain
+// bound finalizes the turn.
+func (s *DuplexSession) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
+	s.safeHook("finalize_turn", func() { u.FinalizeUnstartedTurn(reason) })
+	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+		if err := u.SettleInput(ctx); err != nil {
+			s.log.Debug("settling the input of a cancelled response", zap.Error(err))
+		}
+		return jobResult{} // statistics only: nothing for the client
+	}}) {
+		s.log.Debug("no room to settle the input of a cancelled response; its turn waits for the drain bound")
+	}
 }
 
 // onOutput routes one engine output of the response's turn.

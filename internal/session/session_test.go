@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +106,10 @@ func (f *fakeEngine) BeginTurn(id string, turn int, arrival float64) {
 		panic("hook failure")
 	}
 }
+
+// SetTurnPlayed implements TurnPlaybackMarker.
+func (f *fakeEngine) SetTurnPlayed(ms float64) { f.rec(fmt.Sprintf("played:%.0f", ms)) }
+
 func (f *fakeEngine) FinalizeTurn(reason string) bool {
 	f.rec("finalize:" + reason)
 	if f.panics {

@@ -226,14 +226,16 @@ func (s *DuplexSession) respondNow(maxTok int) {
 	r := s.beginResponse(-1, maxTok)
 	eng := s.engine
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
-		if r.cancelled.Load() {
+		if !r.claimEngine() {
 			return jobResult{}
 		}
 		t, err := eng.Respond(ctx, maxTok)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+		return
 	}
+	r.jobbed = true
 }
 
 // echoMaxDelayMs bounds the delay between sending audio and hearing it back in the input that

@@ -218,7 +218,7 @@ func (r *Request) run() {
 // as one streamed chat completion. Abort cancels ts.ctx, which closes the upstream request.
 func (r *Request) runRemote(resp *response) {
 	p, ts := r.p, r.ts
-	msgs, err := r.messages()
+	msgs, err := r.messages(resp)
 	if err != nil {
 		if r.req.WantAudio {
 			p.talker.unadmit()
@@ -237,14 +237,19 @@ func (r *Request) runRemote(resp *response) {
 	}
 }
 
-// messages transcribes audio parts and returns the conversation as text messages.
-func (r *Request) messages() ([]engine.ChatMessage, error) {
+// messages transcribes audio parts and returns the conversation as text messages. The
+// transcription is the request's input preprocessing (docs/STATS.md): its time goes to
+// resp.preprocessMs, not to stage 0's generation time, and stage 0's submit time moves past it.
+func (r *Request) messages(resp *response) ([]engine.ChatMessage, error) {
 	p, ctx := r.p, r.ts.ctx
 	msgs := make([]engine.ChatMessage, 0, len(r.req.Messages))
 	for i, m := range r.req.Messages {
 		text := m.Text
 		if len(m.Audio) > 0 {
+			start := time.Now()
 			tr, err := p.asr.Transcribe(ctx, m.Audio)
+			resp.preprocessMs += msSince(start)
+			resp.submitTS = metrics.Now()
 			if err != nil {
 				return nil, fmt.Errorf("transcribing message %d: %w", i, err)
 			}
@@ -258,7 +263,7 @@ func (r *Request) messages() ([]engine.ChatMessage, error) {
 // prepare transcribes audio parts, renders the prompt and prefills it into a new sequence.
 func (r *Request) prepare(resp *response) (*engine.Sequence, error) {
 	p, ctx := r.p, r.ts.ctx
-	msgs, err := r.messages()
+	msgs, err := r.messages(resp)
 	if err != nil {
 		return nil, err
 	}

@@ -121,6 +121,12 @@ func (d *dispatcher) turnEnd(ts *turnState, rid string) {
 	}
 }
 
+// inputSettled queues the answer to DuplexStream.SettleInput, after every event queued before
+// it; kept like turnEnd.
+func (d *dispatcher) inputSettled(rid string, turn int) {
+	d.ch <- event{kept: true, end: &TurnEnd{RequestID: rid, Turn: turn, InputSettled: true}}
+}
+
 func (d *dispatcher) transfer(ctx context.Context, ts *turnState, t TransferEvent) error {
 	return d.push(ctx, event{turn: ts, tx: &t})
 }

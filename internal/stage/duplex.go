@@ -66,6 +66,7 @@ type seqJob struct {
 	spec      *speculation // set for a speculative response (ts is spec.ts)
 	maxTokens int
 	rspec     *ResponseSpec // set for a response with per-response options (duplex_spec.go)
+	settle    bool          // a SettleInput marker (ts nil): report InputSettled for turn
 }
 
 // OpenDuplex starts a duplex stream: an engine sequence (prefilled with the instructions), a
@@ -215,6 +216,33 @@ func (d *DuplexStream) addMessage(role, text string) error {
 		// A prefill job is queued or a response is pending; either syncs the whole history.
 	}
 	return nil
+}
+
+// SettleInput reports through the Sink, as a TurnEnd with InputSettled, once every row of the
+// input given before the call was delivered: the listen units' snapshots (their appends
+// returned before) and the prefill of the history committed so far (queued before the marker on
+// the sequence goroutine). A response cancelled before it started waits for it, so that its
+// turn keeps the work of the input it answered (docs/STATS.md). The marker waits behind a
+// running response; it is dropped when the stream closes (the close flushes the turns), and
+// refused when the job queue is full.
+func (d *DuplexStream) SettleInput(_ context.Context) error {
+	d.mu.Lock()
+	if d.isClosed() {
+		d.mu.Unlock()
+		return fmt.Errorf("settling input: %w", ErrClosed)
+	}
+	j := seqJob{settle: true, turn: d.turns + 1}
+	d.mu.Unlock()
+	// Never wait for room: the caller runs in the append FIFO, which must not stall behind a
+	// long response. A full queue leaves the waiting turn to its drain bound.
+	select {
+	case d.jobs <- j:
+		return nil
+	case <-d.ctx.Done():
+		return fmt.Errorf("settling input: %w", ErrClosed)
+	default:
+		return fmt.Errorf("settling input: %w: %d jobs are queued", ErrQueueFull, cap(d.jobs))
+	}
 }
 
 // Respond starts a response and returns its turn number. Responses queue behind a running one.
@@ -378,6 +406,8 @@ func (d *DuplexStream) loop() {
 		case j := <-d.jobs:
 			d.trimHistory()
 			switch {
+			case j.settle:
+				d.disp.inputSettled(d.rid, j.turn)
 			case j.ts == nil:
 				d.prefill(j.turn)
 			case j.spec != nil:

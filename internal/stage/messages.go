@@ -139,6 +139,11 @@ type TurnEnd struct {
 	RequestID string
 	Turn      int
 	Aborted   bool
+	// InputSettled marks the answer to DuplexStream.SettleInput rather than a response's end:
+	// every row of the input given before the call (listen units, the prefill of committed
+	// history) was delivered before it. Turn is the stage turn those rows carry (the upcoming
+	// one); no response of that number ran, so it is not finished.
+	InputSettled bool
 }
 
 // TurnEndSink is implemented by Sinks that want TurnEnd reports (checked by the dispatcher, so

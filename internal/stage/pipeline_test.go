@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -224,6 +225,7 @@ func TestChat(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := newRecSink(t)
+			submitted := metrics.Now()
 			r, err := p.SubmitChat(context.Background(), ChatRequest{
 				RequestID: "chatcmpl-" + strings.ReplaceAll(tt.name, " ", ""), Messages: tt.msgs, MaxTokens: 12, WantAudio: tt.wantAudio,
 			}, sink)
@@ -233,6 +235,7 @@ func TestChat(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("chat did not finish")
 			}
+			elapsedMs := (metrics.Now() - submitted) * 1000
 			outs, sms, txs := sink.snapshot()
 			require.Len(t, ofKind(outs, Text), 12)
 			fin := ofKind(outs, Finished)
@@ -255,6 +258,19 @@ func TestChat(t *testing.T) {
 			require.Equal(t, 12, s0.Metrics.NumTokensOut)
 			// The audio part was transcribed into the prompt: many more tokens than "Listen:".
 			require.Greater(t, s0.Metrics.NumTokensIn, 5)
+			// The transcription is the input's preprocessing: its own figure, on every stage's
+			// snapshot (the tables read it from the first and the last), outside stage 0's
+			// generation time and before stage 0's submit time.
+			pre, ok := s0.Metrics.PipelineTimings["preprocess_ms"]
+			if !tt.wantAudio {
+				require.False(t, ok, "a text request has no preprocessing")
+			} else {
+				require.True(t, ok)
+				require.Greater(t, pre, 0.0)
+				require.Equal(t, pre, sms[1].Metrics.PipelineTimings["preprocess_ms"])
+				require.GreaterOrEqual(t, s0.StageSubmitTS-submitted, pre/1000-0.001, "stage 0 starts after the ASR")
+				require.LessOrEqual(t, s0.Metrics.StageGenTimeMs+pre, elapsedMs+1, "ASR time is not generation time")
+			}
 			require.Equal(t, 0, eng.LiveSequences())
 		})
 	}
@@ -533,4 +549,39 @@ func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
 	}
 	d.Close()
 	require.Equal(t, 0, eng.LiveSequences())
+}
+
+// SettleInput answers, through the Sink, after every row of the input given before it: the
+// listen units' snapshots and the prefill of the committed utterance (which runs later, on the
+// sequence goroutine). Its TurnEnd names the upcoming turn and says InputSettled; no response
+// of that number ran, so the next Respond still gets it.
+func TestDuplexSettleInputFollowsTheInputsRows(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-settle", MaxTokens: 4}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	units := feedUnits(t, d, goForward(t))
+	_, err = d.Commit(context.Background(), false)
+	require.NoError(t, err)
+	require.NoError(t, d.SettleInput(context.Background()))
+	var end TurnEnd
+	var before []StageMetricsMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		end, before, ok = sink.turnEnd(1)
+		return ok
+	}, 10*time.Second, 5*time.Millisecond)
+	require.True(t, end.InputSettled)
+	require.GreaterOrEqual(t, len(before), units+1, "every listen unit's row and the prefill came first")
+	tokensIn := 0
+	for _, m := range before {
+		require.Equal(t, 1, m.Turn)
+		tokensIn += m.Metrics.NumTokensIn
+	}
+	require.Positive(t, tokensIn, "the committed utterance's prefill")
+	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, turn, "the settled input's turn number is the next response's")
+	require.True(t, sink.waitFor(20*time.Second, finishedTurn(1)))
 }

@@ -27,6 +27,18 @@ type response struct {
 	// usage, set by a duplex response once its prompt is in the engine, is reported as Usage
 	// outputs (nil for chat requests).
 	usage *TokenUsage
+	// preprocessMs is the transcription of a chat request's audio parts (its input
+	// preprocessing): reported as pipeline_timings.preprocess_ms, kept out of stage_gen_time_ms.
+	preprocessMs float64
+}
+
+// pipelineTimings is the response's pipeline_timings: preprocess_ms when its input was
+// transcribed, nil otherwise (duplex responses: their ASR is stage-0 listen work).
+func (r *response) pipelineTimings() map[string]float64 {
+	if r.preprocessMs <= 0 {
+		return nil
+	}
+	return map[string]float64{"preprocess_ms": r.preprocessMs}
 }
 
 // generator is one generation: a local *engine.Sequence or a remote thinker's remoteGen.
@@ -230,7 +242,7 @@ func thinkerStats(r *response, res engine.GenerateResult) metrics.StageRequestSt
 		BatchSize:       st.BatchSize,
 		NumTokensIn:     in,
 		NumTokensOut:    st.TokensOut,
-		StageGenTimeMs:  msSince(r.started),
+		StageGenTimeMs:  max(msSince(r.started)-r.preprocessMs, 0),
 		FinishReason:    res.FinishReason,
 		OutputUnitType:  "text",
 		OutputUnitCount: st.TokensOut,
@@ -238,6 +250,7 @@ func thinkerStats(r *response, res engine.GenerateResult) metrics.StageRequestSt
 		VllmTpotMs:      st.TPOTMs,
 		VllmItlMs:       mean(st.ITLsMs),
 		VllmItlsMs:      append([]float64(nil), st.ITLsMs...),
+		PipelineTimings: r.pipelineTimings(),
 	}
 }
 

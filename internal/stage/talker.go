@@ -67,6 +67,9 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 				ServingTimeToFirstOutputMs: firstMs,
 				InterOutputLatencyMs:       mean(iols),
 				InterOutputLatenciesMs:     iols,
+				// The final stage carries the request's pipeline timings, as in the reference
+				// ([OmniTiming] reads preprocess= from the last stage).
+				PipelineTimings: r.pipelineTimings(),
 			},
 		}
 	}

@@ -1,0 +1,96 @@
+package requestclient
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// setClock is a wall clock the test moves by hand: however often a path reads it, every
+// figure is the same, so the paths can be compared exactly.
+type setClock struct{ now float64 }
+
+func (c *setClock) read() float64 { return c.now }
+
+// feedChat drives a two-stage (text + audio) chat request through its Sink the way the pipeline
+// does: text deltas, connector sends, stage 0's snapshot, audio, and stage 1's Finished with
+// its snapshot; then the request is reported. It returns the state.
+func feedChat(t *testing.T, opts Options, reason string) *chatState {
+	t.Helper()
+	clk := &setClock{now: 5000}
+	opts.Clock = clk.read
+	c := New(nil, opts, nil)
+	st := newChatState(c, stage.ChatRequest{RequestID: "chatcmpl-figures", WantAudio: true}, clk.now, 2)
+	clk.now += 0.004
+	st.setReqStart(clk.now)
+	for i, txt := range []string{"Go", " forward", " ten", " meters."} {
+		clk.now += 0.030
+		st.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: 1, Text: txt})
+		st.OnTransfer(stage.TransferEvent{From: 0, To: 1, Turn: 1, SizeBytes: int64(10 + i), TxMs: 0.25 + float64(i)/10})
+	}
+	clk.now += 0.020
+	st.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, StageSubmitTS: 5000.006, FinalOutputType: "audio",
+		Metrics: metrics.StageRequestStats{NumTokensIn: 42, NumTokensOut: 5, StageGenTimeMs: 180.5, VllmTtftMs: 61.25,
+			VllmItlsMs: []float64{9.5, 10.25, 11, 12.75}, OutputUnitType: "text", OutputUnitCount: 5}})
+	clk.now += 0.100
+	st.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 240), SampleRate: 24000})
+	clk.now += 0.250
+	st.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Turn: 1, Finished: true, FinishReason: reason,
+		Metrics: &metrics.StageRequestStats{NumTokensIn: 4, StageGenTimeMs: 320.75, AudioGeneratedFrames: 36000,
+			AudioSampleRate: 24000, AudioDurationS: 1.5, OutputUnitType: "audio", OutputUnitCount: 1,
+			RxTransferBytes: 46, RxDecodeTimeMs: 0.5, RxInFlightTimeMs: 3.25}})
+	st.report()
+	return st
+}
+
+func exposition(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	var b bytes.Buffer
+	for _, f := range fams {
+		_, err := expfmt.MetricFamilyToText(&b, f)
+		require.NoError(t, err)
+	}
+	return b.String()
+}
+
+// TestChatPrometheusWithoutLogStatsBuildsNoAggregator: with --log-stats off and Prometheus on
+// (the server's default) a chat request builds no aggregator, and /metrics gets exactly what
+// the aggregator-based path observed (its FinalizedRequest), family by family.
+func TestChatPrometheusWithoutLogStatsBuildsNoAggregator(t *testing.T) {
+	for _, reason := range []string{stage.FinishStop, stage.FinishLength, "abort"} {
+		t.Run(reason, func(t *testing.T) {
+			// The aggregator-based observation, as the chat path made it before.
+			refReg := prometheus.NewRegistry()
+			refCol := metrics.NewCollectors(refReg, "m")
+			onReg := prometheus.NewRegistry()
+			on := feedChat(t, Options{LogStats: true, Collectors: metrics.NewCollectors(onReg, "m")}, reason)
+			require.NotNil(t, on.agg, "--log-stats builds the tables' aggregator")
+			require.EqualValues(t, 1, on.c.chatAggregators.Load())
+			rec, ok := on.agg.FinalizedRequest(on.id, reason)
+			require.True(t, ok)
+			rec.AudioTTFPSeconds, rec.AudioTTFPStage = on.firstOutputTS[1]-on.wallStart, 1
+			refCol.ObserveFinalized(rec)
+			want := exposition(t, refReg)
+			require.Contains(t, want, `omniserve_request_prompt_tokens_total{model_name="m"} 42`)
+
+			offReg := prometheus.NewRegistry()
+			off := feedChat(t, Options{Collectors: metrics.NewCollectors(offReg, "m")}, reason)
+			require.Nil(t, off.agg, "--log-stats off: no per-request aggregator for Prometheus")
+			require.Zero(t, off.c.chatAggregators.Load())
+			require.Equal(t, want, exposition(t, offReg))
+			require.Equal(t, want, exposition(t, onReg), "with --log-stats on Prometheus sees the same figures")
+
+			none := feedChat(t, Options{}, reason)
+			require.Nil(t, none.agg)
+			require.Nil(t, none.prom)
+		})
+	}
+}
