@@ -117,7 +117,7 @@ func EncodeOutput(pcm []float32, f AudioFormat) []byte {
 	if f.Type != "g711_ulaw" && f.Type != "g711_alaw" {
 		return audio.Float32ToPCM16Bytes(nil, pcm)
 	}
-	// 24 kHz → 8 kHz cannot fail: both rates are in speech's range.
+	// 24 kHz → 8 kHz cannot fail: both rates are in audio's range.
 	s, err := audio.Resample(pcm, OutputRate, g711Rate)
 	if err != nil {
 		panic(fmt.Sprintf("session: resampling talker audio: %v", err))
@@ -141,7 +141,7 @@ func (e *OutputEncoder) Encode(pcm []float32, f AudioFormat) []byte {
 	switch f.Type {
 	case "g711_ulaw", "g711_alaw":
 		if e.rs == nil {
-			// 24 kHz → 8 kHz cannot fail: both rates are in speech's range.
+			// 24 kHz → 8 kHz cannot fail: both rates are in audio's range.
 			rs, err := audio.NewResampler(OutputRate, g711Rate)
 			if err != nil {
 				panic(fmt.Sprintf("session: resampling talker audio: %v", err))
