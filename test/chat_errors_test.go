@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 type chatErrorBody struct {
@@ -50,8 +50,8 @@ func testChatErrors(t *testing.T, f *chatFixture) {
 		return []map[string]any{{"role": "user", "content": []map[string]any{
 			{"type": "input_audio", "input_audio": map[string]any{"data": data, "format": format}}}}}
 	}
-	silentWAV := speech.EncodeWAV(nil, 16000)
-	oddRateWAV := speech.EncodeWAV(make([]float32, 1000), 96000) // above the 8–48 kHz the server resamples
+	silentWAV := audio.EncodeWAV(nil, 16000)
+	oddRateWAV := audio.EncodeWAV(make([]float32, 1000), 96000) // above the 8–48 kHz the server resamples
 	cases := []struct {
 		name   string
 		body   any

@@ -23,11 +23,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/server"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -242,9 +242,9 @@ func goForwardWAV(t testing.TB) ([]byte, []float32) {
 	t.Helper()
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
 	require.NoError(t, err, "install pocketsphinx-testdata")
-	pcm, err := speech.PCM16BytesToFloat32(nil, raw)
+	pcm, err := audio.PCM16BytesToFloat32(nil, raw)
 	require.NoError(t, err)
-	return speech.EncodeWAV(pcm, 16000), pcm
+	return audio.EncodeWAV(pcm, 16000), pcm
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

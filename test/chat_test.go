@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/api"
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 var chatIDRe = regexp.MustCompile(`^chatcmpl-[0-9a-f]{16}$`)
@@ -130,11 +130,11 @@ func testChatJSONAudio(t *testing.T, f *chatFixture) {
 	wav, err := base64.StdEncoding.DecodeString(m.Audio.Data)
 	require.NoError(t, err)
 	require.Equal(t, 24000, wavRate(t, wav))
-	pcm, rate, err := speech.DecodeWAV(wav)
+	pcm, rate, err := audio.DecodeWAV(wav)
 	require.NoError(t, err)
 	require.Equal(t, 24000, rate)
 	require.Greater(t, len(pcm), 24000/10, "at least 100 ms of speech")
-	require.NoError(t, speech.CheckFinite(pcm))
+	require.NoError(t, audio.CheckFinite(pcm))
 
 	// pcm16 in a JSON answer: raw 24 kHz s16le.
 	c = completeJSON(t, f.url, map[string]any{"model": chatModel, "messages": userText("say hello"), "max_tokens": 6,
@@ -181,11 +181,11 @@ func testChatInputAudio(t *testing.T, f *chatFixture) {
 	require.Equal(t, ref.Usage.PromptTokens, c.Usage.PromptTokens, "the transcript of goforward.raw differs from its text")
 
 	// pcm16 input is 24 kHz mono s16le, as OpenAI's.
-	pcm24k, err := speech.Resample(pcm16k, 16000, 24000)
+	pcm24k, err := audio.Resample(pcm16k, 16000, 24000)
 	require.NoError(t, err)
 	c = completeJSON(t, f.url, map[string]any{"model": chatModel, "max_tokens": 4, "messages": []map[string]any{{"role": "user",
 		"content": []map[string]any{{"type": "input_audio", "input_audio": map[string]any{
-			"data": b64(speech.Float32ToPCM16Bytes(nil, pcm24k)), "format": "pcm16"}}}}}})
+			"data": b64(audio.Float32ToPCM16Bytes(nil, pcm24k)), "format": "pcm16"}}}}}})
 	require.Equal(t, ref.Usage.PromptTokens, c.Usage.PromptTokens, "pcm16 input was not read as 24 kHz")
 }
 

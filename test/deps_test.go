@@ -13,9 +13,10 @@ import (
 const module = "github.com/omniserve/omniserve"
 
 // layer is each internal package's place in architecture.md's picture. A package may import
-// only packages of a lower layer; metrics, config, talkclient (a client: no server code, no
-// cgo) and benchreport (the bench commands' report and progress bar) import no internal package
-// at all. server, the one place the parts are wired together, is the top: only cmd/ (and the
+// only packages of a lower layer; metrics, config, audio (sample formats, resampling, WAV: pure
+// Go, shared by api, session, stage and speech), talkclient (a client: no server code, no cgo)
+// and benchreport (the bench commands' report and progress bar) import no internal package at
+// all. server, the one place the parts are wired together, is the top: only cmd/ (and the
 // end-to-end tests) import it.
 var layer = map[string]int{
 	"internal/metrics":       0,
@@ -24,6 +25,7 @@ var layer = map[string]int{
 	"internal/benchreport":   0,
 	"internal/auth":          0,
 	"internal/oaierror":      0,
+	"internal/audio":         0,
 	"internal/engine":        1,
 	"internal/speech":        1,
 	"internal/stage":         2,
@@ -69,6 +71,8 @@ func TestImportViolationsDetects(t *testing.T) {
 		{"cmd may import api", m + "cmd/omniserve " + m + "internal/api " + m + "internal/config", ""},
 		{"up is not", m + "internal/engine " + m + "internal/stage", "internal/engine (layer 1) depends on internal/stage"},
 		{"sideways is not", m + "internal/engine " + m + "internal/speech", "internal/engine (layer 1) depends on internal/speech"},
+		{"speech builds on audio", m + "internal/speech " + m + "internal/audio", ""},
+		{"audio imports nothing internal", m + "internal/audio " + m + "internal/speech", "internal/audio (layer 0) depends on internal/speech (layer 1)"},
 		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/engine", "internal/metrics (layer 0) depends on internal/engine"},
 		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "imports internal/api"},
 		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "nothing imports cmd/"},

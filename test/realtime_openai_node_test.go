@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // sdkUsage is a response.done usage as the SDK client received it.
@@ -64,12 +64,12 @@ func TestRealtimeOpenAINode(t *testing.T) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
 
 	// goforward.raw is 16 kHz; the SDK flow streams OpenAI's 24 kHz.
-	pcm16k, err := speech.PCM16BytesToFloat32(nil, raw)
+	pcm16k, err := audio.PCM16BytesToFloat32(nil, raw)
 	require.NoError(t, err)
-	pcm24k, err := speech.Resample(pcm16k, 16000, 24000)
+	pcm24k, err := audio.Resample(pcm16k, 16000, 24000)
 	require.NoError(t, err)
 	speechFile := filepath.Join(dir, "speech24k.pcm")
-	require.NoError(t, os.WriteFile(speechFile, speech.Float32ToPCM16Bytes(nil, pcm24k), 0o600))
+	require.NoError(t, os.WriteFile(speechFile, audio.Float32ToPCM16Bytes(nil, pcm24k), 0o600))
 
 	sdkDir := filepath.Join(repoRoot(t), "test", "openai-node")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

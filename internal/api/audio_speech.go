@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/oaierror"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // Synthesizer speaks text as mono samples at SpeechRate; *stage.Pipeline implements it on the
@@ -131,7 +131,7 @@ func (h *speechHandler) stream(w http.ResponseWriter, r *http.Request, req *spee
 	var buf []byte
 	for _, sentence := range splitSentences(*req.Input) {
 		pcm, err := h.tts.Synthesize(ctx, sentence)
-		if errors.Is(err, speech.ErrEmptyText) {
+		if errors.Is(err, audio.ErrEmptyText) {
 			continue // a piece flite cannot voice (symbols only)
 		}
 		if err != nil {
@@ -146,7 +146,7 @@ func (h *speechHandler) stream(w http.ResponseWriter, r *http.Request, req *spee
 			panic(http.ErrAbortHandler) // cut the stream: the audio is incomplete
 		}
 		if outRate != rate {
-			if pcm, err = speech.Resample(pcm, rate, outRate); err != nil {
+			if pcm, err = audio.Resample(pcm, rate, outRate); err != nil {
 				h.log.Error("resampling speech", zap.Error(err))
 				panic(http.ErrAbortHandler)
 			}
@@ -162,7 +162,7 @@ func (h *speechHandler) stream(w http.ResponseWriter, r *http.Request, req *spee
 				w.WriteHeader(http.StatusOK)
 			}
 		}
-		buf = speech.Float32ToPCM16Bytes(buf, pcm)
+		buf = audio.Float32ToPCM16Bytes(buf, pcm)
 		if _, err := w.Write(buf); err != nil {
 			return // the client went away
 		}

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/oaierror"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -99,7 +99,7 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, text+"\n")
 	case "verbose_json":
-		dur := float64(len(f.audio)) / speech.ASRSampleRate
+		dur := float64(len(f.audio)) / audio.ASRSampleRate
 		writeJSON(w, http.StatusOK, map[string]any{
 			"task": "transcribe", "language": "english", "duration": dur, "text": text,
 			"segments": []map[string]any{{
@@ -169,17 +169,17 @@ func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField stri
 	ext := strings.ToLower(filepath.Ext(hdr.Filename))
 	switch {
 	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WAVE":
-		if pcm, rate, err = speech.DecodeWAV(data); err != nil {
+		if pcm, rate, err = audio.DecodeWAV(data); err != nil {
 			return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("decoding the WAV file: %v", err))
 		}
 	case ext == ".pcm" || ext == ".raw" || ext == ".s16le":
-		rate = speech.ASRSampleRate
+		rate = audio.ASRSampleRate
 		if rateField != "" {
 			if rate, err = strconv.Atoi(rateField); err != nil || rate <= 0 {
 				return nil, oaierror.BadRequest("sample_rate", "invalid_value", fmt.Sprintf("sample_rate %q is not a positive integer", rateField))
 			}
 		}
-		if pcm, err = speech.PCM16BytesToFloat32(nil, data); err != nil {
+		if pcm, err = audio.PCM16BytesToFloat32(nil, data); err != nil {
 			return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("decoding PCM16: %v", err))
 		}
 	default:
@@ -189,8 +189,8 @@ func decodeUpload(file multipart.File, hdr *multipart.FileHeader, rateField stri
 	if len(pcm) == 0 {
 		return nil, oaierror.BadRequest("file", "invalid_value", "the audio file has no samples")
 	}
-	if rate != speech.ASRSampleRate {
-		if pcm, err = speech.Resample(pcm, rate, speech.ASRSampleRate); err != nil {
+	if rate != audio.ASRSampleRate {
+		if pcm, err = audio.Resample(pcm, rate, audio.ASRSampleRate); err != nil {
 			return nil, oaierror.BadRequest("file", "invalid_value", fmt.Sprintf("sample rate %d: %v", rate, err))
 		}
 	}
@@ -204,7 +204,7 @@ func audioEngineError(err error, what string) *oaierror.Error {
 		return e
 	}
 	switch {
-	case errors.Is(err, speech.ErrEmptyText), errors.Is(err, speech.ErrEmptyAudio), errors.Is(err, speech.ErrNonFinite):
+	case errors.Is(err, audio.ErrEmptyText), errors.Is(err, audio.ErrEmptyAudio), errors.Is(err, audio.ErrNonFinite):
 		return oaierror.BadRequest("", "invalid_value", fmt.Sprintf("%s: %v", what, err))
 	case errors.Is(err, stage.ErrInvalidRequest):
 		return &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: err.Error()}

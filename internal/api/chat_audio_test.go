@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // TestChatOutputAudioLength: talker audio at another rate than 24 kHz, converted chunk by chunk
@@ -33,9 +33,9 @@ func TestChatOutputAudioLength(t *testing.T) {
 				}
 				beforeFlush := len(pcm)
 				pcm = append(pcm, o.flushAudio()...)
-				want := speech.ResampledLen(len(src), rate, chatAudioRate)
+				want := audio.ResampledLen(len(src), rate, chatAudioRate)
 				require.Equal(t, want, len(pcm), "samples out (before the flush: %d)", beforeFlush)
-				whole, err := speech.Resample(src, rate, chatAudioRate)
+				whole, err := audio.Resample(src, rate, chatAudioRate)
 				require.NoError(t, err)
 				require.InDeltaSlice(t, whole, pcm, 1e-6, "chunked equals whole")
 				require.Empty(t, o.flushAudio(), "a second flush adds nothing")

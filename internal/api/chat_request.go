@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -498,9 +498,9 @@ func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *oaierror
 	rate := chatPCM16Rate
 	switch a.Format {
 	case "wav":
-		pcm, rate, err = speech.DecodeWAV(raw)
+		pcm, rate, err = audio.DecodeWAV(raw)
 	case "pcm16":
-		pcm, err = speech.PCM16BytesToFloat32(nil, raw)
+		pcm, err = audio.PCM16BytesToFloat32(nil, raw)
 	default:
 		return nil, oaierror.BadRequest(param+".format", "unsupported_value", fmt.Sprintf("unsupported input_audio format %q; use wav or pcm16", a.Format))
 	}
@@ -510,15 +510,15 @@ func decodeChatInputAudio(a *chatInputAudio, param string) ([]float32, *oaierror
 	if len(pcm) == 0 {
 		return nil, oaierror.BadRequest(param+".data", "invalid_value", "input_audio contains no samples")
 	}
-	if err := speech.CheckFinite(pcm); err != nil {
+	if err := audio.CheckFinite(pcm); err != nil {
 		return nil, oaierror.BadRequest(param+".data", "invalid_value", fmt.Sprintf("input_audio: %v", err))
 	}
 	if rate != chatASRRate {
-		pcm, err = speech.Resample(pcm, rate, chatASRRate)
+		pcm, err = audio.Resample(pcm, rate, chatASRRate)
 		if err != nil {
 			msg := fmt.Sprintf("input_audio sample rate %d Hz cannot be converted: %v", rate, err)
-			if errors.Is(err, speech.ErrUnsupportedRate) {
-				msg = fmt.Sprintf("input_audio sample rate %d Hz is not supported; use %d to %d Hz", rate, speech.MinRate, speech.MaxRate)
+			if errors.Is(err, audio.ErrUnsupportedRate) {
+				msg = fmt.Sprintf("input_audio sample rate %d Hz is not supported; use %d to %d Hz", rate, audio.MinRate, audio.MaxRate)
 			}
 			return nil, oaierror.BadRequest(param+".data", "invalid_value", msg)
 		}

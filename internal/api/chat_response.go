@@ -12,10 +12,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -144,10 +144,10 @@ type chatOutput struct {
 	logprobs  bool
 	text      strings.Builder
 	lps       []engine.TokenLogprob
-	pcm       []float32         // 24 kHz
-	rs        *speech.Resampler // the request's output stream resampler, made on first need
-	rsIn      int               // samples that went into rs
-	rsOut     int               // samples that came out of rs
+	pcm       []float32        // 24 kHz
+	rs        *audio.Resampler // the request's output stream resampler, made on first need
+	rsIn      int              // samples that went into rs
+	rsOut     int              // samples that came out of rs
 	usage     chatUsage
 	finish    string
 	done      bool
@@ -181,7 +181,7 @@ func (o *chatOutput) convertAudio(ev requestclient.ChatEvent) ([]float32, error)
 		return ev.Audio, nil
 	}
 	if o.rs == nil {
-		rs, err := speech.NewResampler(ev.SampleRate, chatAudioRate)
+		rs, err := audio.NewResampler(ev.SampleRate, chatAudioRate)
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +201,7 @@ func (o *chatOutput) flushAudio() []float32 {
 		return nil
 	}
 	from, to := o.rs.Rates()
-	want := speech.ResampledLen(o.rsIn, from, to) - o.rsOut
+	want := audio.ResampledLen(o.rsIn, from, to) - o.rsOut
 	tail := o.rs.Flush(nil)
 	tail = tail[:max(0, min(want, len(tail)))]
 	o.rsOut += len(tail)
@@ -220,9 +220,9 @@ func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
 
 func (o *chatOutput) encodeAudio() string {
 	if o.format == "pcm16" {
-		return base64.StdEncoding.EncodeToString(speech.Float32ToPCM16Bytes(nil, o.pcm))
+		return base64.StdEncoding.EncodeToString(audio.Float32ToPCM16Bytes(nil, o.pcm))
 	}
-	return base64.StdEncoding.EncodeToString(speech.EncodeWAV(o.pcm, chatAudioRate))
+	return base64.StdEncoding.EncodeToString(audio.EncodeWAV(o.pcm, chatAudioRate))
 }
 
 // serveJSON collects every choice and answers one chat.completion object.

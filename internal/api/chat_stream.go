@@ -13,10 +13,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -172,7 +172,7 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 		}
 		if ev.Done {
 			if tail := o.flushAudio(); len(tail) > 0 {
-				d := chatDelta{Audio: &chatAudioDelta{Data: base64.StdEncoding.EncodeToString(speech.Float32ToPCM16Bytes(nil, tail))}}
+				d := chatDelta{Audio: &chatAudioDelta{Data: base64.StdEncoding.EncodeToString(audio.Float32ToPCM16Bytes(nil, tail))}}
 				if err := sse.send(chunk(ie.i, d, nil, nil)); err != nil {
 					return
 				}
@@ -229,7 +229,7 @@ func (h *chatHandler) streamDelta(o *chatOutput, ev requestclient.ChatEvent) (d 
 		if err != nil {
 			h.log.Error("converting output audio", zap.Error(err))
 		}
-		a.Data = base64.StdEncoding.EncodeToString(speech.Float32ToPCM16Bytes(nil, pcm))
+		a.Data = base64.StdEncoding.EncodeToString(audio.Float32ToPCM16Bytes(nil, pcm))
 	}
 	if a.Transcript == "" && a.Data == "" {
 		return d, false

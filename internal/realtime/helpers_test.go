@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -201,15 +201,15 @@ func goForward(t testing.TB) []byte {
 		if err != nil {
 			return
 		}
-		pcm, err := speech.PCM16BytesToFloat32(nil, b)
+		pcm, err := audio.PCM16BytesToFloat32(nil, b)
 		if err != nil {
 			return
 		}
-		up, err := speech.Resample(pcm, 16000, 24000)
+		up, err := audio.Resample(pcm, 16000, 24000)
 		if err != nil {
 			return
 		}
-		speechPCM = speech.Float32ToPCM16Bytes(nil, up)
+		speechPCM = audio.Float32ToPCM16Bytes(nil, up)
 	})
 	if speechPCM == nil {
 		testenv.NeedFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")

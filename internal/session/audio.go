@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // EngineRate is the input rate of the pipeline (stage 0: VAD + ASR) and OutputRate the talker's.
@@ -32,7 +32,7 @@ func DecodeInput(data []byte, f AudioFormat) ([]float32, error) {
 	}
 	if d.rs != nil {
 		pcm = append(pcm, d.rs.Flush(nil)...)
-		pcm = pcm[:min(len(pcm), speech.ResampledLen(len(data)/bytesPerSample(f), f.Rate, EngineRate))]
+		pcm = pcm[:min(len(pcm), audio.ResampledLen(len(data)/bytesPerSample(f), f.Rate, EngineRate))]
 	}
 	return pcm, nil
 }
@@ -41,7 +41,7 @@ func DecodeInput(data []byte, f AudioFormat) ([]float32, error) {
 // keeps one streaming resampler, so chunk boundaries add no distortion; a change of rate starts
 // a new one. The zero value is ready; it is owned by the session actor.
 type InputDecoder struct {
-	rs *speech.Resampler
+	rs *audio.Resampler
 }
 
 // Decode converts one payload of the stream. The sample conversions and the resampler are
@@ -56,14 +56,14 @@ func (d *InputDecoder) Decode(data []byte, f AudioFormat) ([]float32, error) {
 		return pcm, nil
 	}
 	if d.rs == nil || !sameRates(d.rs, f.Rate, EngineRate) {
-		if d.rs, err = speech.NewResampler(f.Rate, EngineRate); err != nil {
+		if d.rs, err = audio.NewResampler(f.Rate, EngineRate); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadAudio, err)
 		}
 	}
 	return d.rs.Process(nil, pcm), nil
 }
 
-func sameRates(r *speech.Resampler, from, to int) bool {
+func sameRates(r *audio.Resampler, from, to int) bool {
 	a, b := r.Rates()
 	return a == from && b == to
 }
@@ -84,7 +84,7 @@ func toFloat32(data []byte, f AudioFormat) ([]float32, error) {
 	switch f.Type {
 	case "pcm16":
 		var err error
-		if pcm, err = speech.PCM16BytesToFloat32(nil, data); err != nil {
+		if pcm, err = audio.PCM16BytesToFloat32(nil, data); err != nil {
 			return nil, fmt.Errorf("%w: pcm16 payload has an odd length (%d bytes)", ErrBadAudio, len(data))
 		}
 	case "pcm_f32le":
@@ -96,16 +96,16 @@ func toFloat32(data []byte, f AudioFormat) ([]float32, error) {
 		for i := range pcm {
 			pcm[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
-		if err := speech.CheckFinite(pcm); err != nil {
+		if err := audio.CheckFinite(pcm); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadAudio, err)
 		}
 		for i, v := range pcm {
 			pcm[i] = max(-1, min(1, v))
 		}
 	case "g711_ulaw":
-		pcm = speech.ULawToFloat32(nil, data)
+		pcm = audio.ULawToFloat32(nil, data)
 	case "g711_alaw":
-		pcm = speech.ALawToFloat32(nil, data)
+		pcm = audio.ALawToFloat32(nil, data)
 	default:
 		return nil, fmt.Errorf("%w: unsupported format %q", ErrBadAudio, f.Type)
 	}
@@ -115,24 +115,24 @@ func toFloat32(data []byte, f AudioFormat) ([]float32, error) {
 // EncodeOutput converts one whole clip of 24 kHz float32 talker audio to format f.
 func EncodeOutput(pcm []float32, f AudioFormat) []byte {
 	if f.Type != "g711_ulaw" && f.Type != "g711_alaw" {
-		return speech.Float32ToPCM16Bytes(nil, pcm)
+		return audio.Float32ToPCM16Bytes(nil, pcm)
 	}
-	// 24 kHz → 8 kHz cannot fail: both rates are in speech's range.
-	s, err := speech.Resample(pcm, OutputRate, g711Rate)
+	// 24 kHz → 8 kHz cannot fail: both rates are in audio's range.
+	s, err := audio.Resample(pcm, OutputRate, g711Rate)
 	if err != nil {
 		panic(fmt.Sprintf("session: resampling talker audio: %v", err))
 	}
 	if f.Type == "g711_ulaw" {
-		return speech.Float32ToULaw(nil, s)
+		return audio.Float32ToULaw(nil, s)
 	}
-	return speech.Float32ToALaw(nil, s)
+	return audio.Float32ToALaw(nil, s)
 }
 
 // OutputEncoder converts one response's stream of 24 kHz float32 talker audio to the session's
 // output format, keeping the resampler's state across chunks (G.711 is 8 kHz). The zero value
 // is ready; one per response, owned by the session actor.
 type OutputEncoder struct {
-	rs  *speech.Resampler
+	rs  *audio.Resampler
 	buf []float32
 }
 
@@ -141,8 +141,8 @@ func (e *OutputEncoder) Encode(pcm []float32, f AudioFormat) []byte {
 	switch f.Type {
 	case "g711_ulaw", "g711_alaw":
 		if e.rs == nil {
-			// 24 kHz → 8 kHz cannot fail: both rates are in speech's range.
-			rs, err := speech.NewResampler(OutputRate, g711Rate)
+			// 24 kHz → 8 kHz cannot fail: both rates are in audio's range.
+			rs, err := audio.NewResampler(OutputRate, g711Rate)
 			if err != nil {
 				panic(fmt.Sprintf("session: resampling talker audio: %v", err))
 			}
@@ -150,11 +150,11 @@ func (e *OutputEncoder) Encode(pcm []float32, f AudioFormat) []byte {
 		}
 		e.buf = e.rs.Process(e.buf, pcm)
 		if f.Type == "g711_ulaw" {
-			return speech.Float32ToULaw(nil, e.buf)
+			return audio.Float32ToULaw(nil, e.buf)
 		}
-		return speech.Float32ToALaw(nil, e.buf)
+		return audio.Float32ToALaw(nil, e.buf)
 	default:
-		return speech.Float32ToPCM16Bytes(nil, pcm)
+		return audio.Float32ToPCM16Bytes(nil, pcm)
 	}
 }
 

@@ -8,15 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // G.711 sample codecs for session_test.go's round trips; they go through internal/speech, the
 // one implementation the session uses.
-func ulawDecode(b byte) int16 { return int16(speech.ULawToFloat32(nil, []byte{b})[0] * 32768) }
-func alawDecode(b byte) int16 { return int16(speech.ALawToFloat32(nil, []byte{b})[0] * 32768) }
-func ulawEncode(v int16) byte { return speech.Float32ToULaw(nil, []float32{float32(v) / 32768})[0] }
-func alawEncode(v int16) byte { return speech.Float32ToALaw(nil, []float32{float32(v) / 32768})[0] }
+func ulawDecode(b byte) int16 { return int16(audio.ULawToFloat32(nil, []byte{b})[0] * 32768) }
+func alawDecode(b byte) int16 { return int16(audio.ALawToFloat32(nil, []byte{b})[0] * 32768) }
+func ulawEncode(v int16) byte { return audio.Float32ToULaw(nil, []float32{float32(v) / 32768})[0] }
+func alawEncode(v int16) byte { return audio.Float32ToALaw(nil, []float32{float32(v) / 32768})[0] }
 
 func f32le(xs ...float32) []byte {
 	b := make([]byte, 4*len(xs))
@@ -53,16 +53,16 @@ func TestDecodeInputFormats(t *testing.T) {
 		errIs   error
 		msg     string
 	}{
-		{"pcm16 16k", speech.Float32ToPCM16Bytes(nil, tone16), AudioFormat{Type: "pcm16", Rate: 16000}, 1600, nil, ""},
-		{"pcm16 24k", speech.Float32ToPCM16Bytes(nil, sine(2400, 24000)), AudioFormat{Type: "pcm16", Rate: 24000}, 1600, nil, ""},
-		{"pcm16 48k", speech.Float32ToPCM16Bytes(nil, sine(4800, 48000)), AudioFormat{Type: "pcm16", Rate: 48000}, 1600, nil, ""},
+		{"pcm16 16k", audio.Float32ToPCM16Bytes(nil, tone16), AudioFormat{Type: "pcm16", Rate: 16000}, 1600, nil, ""},
+		{"pcm16 24k", audio.Float32ToPCM16Bytes(nil, sine(2400, 24000)), AudioFormat{Type: "pcm16", Rate: 24000}, 1600, nil, ""},
+		{"pcm16 48k", audio.Float32ToPCM16Bytes(nil, sine(4800, 48000)), AudioFormat{Type: "pcm16", Rate: 48000}, 1600, nil, ""},
 		{"pcm16 odd", []byte{1, 2, 3}, AudioFormat{Type: "pcm16", Rate: 16000}, 0, ErrBadAudio, "bad audio: pcm16 payload has an odd length (3 bytes)"},
 		{"f32 16k", f32le(tone16...), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 1600, nil, ""},
 		{"f32 bad length", []byte{0, 0, 0}, AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, ErrBadAudio, "bad audio: pcm_f32le payload length 3 is not a multiple of 4"},
-		{"f32 nan", f32le(0, float32(math.NaN())), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, speech.ErrNonFinite, ""},
+		{"f32 nan", f32le(0, float32(math.NaN())), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, audio.ErrNonFinite, ""},
 		{"f32 inf", f32le(float32(math.Inf(-1))), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, ErrBadAudio, ""},
-		{"ulaw 8k", speech.Float32ToULaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_ulaw", Rate: 8000}, 1600, nil, ""},
-		{"alaw 8k", speech.Float32ToALaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_alaw", Rate: 8000}, 1600, nil, ""},
+		{"ulaw 8k", audio.Float32ToULaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_ulaw", Rate: 8000}, 1600, nil, ""},
+		{"alaw 8k", audio.Float32ToALaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_alaw", Rate: 8000}, 1600, nil, ""},
 		{"unknown", []byte{0, 0}, AudioFormat{Type: "mp3", Rate: 16000}, 0, ErrBadAudio, `bad audio: unsupported format "mp3"`},
 		{"empty", nil, AudioFormat{Type: "pcm16", Rate: 24000}, 0, nil, ""},
 	}
@@ -100,12 +100,12 @@ func TestEncodeOutputFormats(t *testing.T) {
 		back  func([]byte) []float32
 	}{
 		{"pcm16", AudioFormat{Type: "pcm16", Rate: 24000}, 4800, func(b []byte) []float32 {
-			pcm, err := speech.PCM16BytesToFloat32(nil, b)
+			pcm, err := audio.PCM16BytesToFloat32(nil, b)
 			require.NoError(t, err)
 			return pcm
 		}},
-		{"ulaw", AudioFormat{Type: "g711_ulaw", Rate: 8000}, 800, func(b []byte) []float32 { return speech.ULawToFloat32(nil, b) }},
-		{"alaw", AudioFormat{Type: "g711_alaw", Rate: 8000}, 800, func(b []byte) []float32 { return speech.ALawToFloat32(nil, b) }},
+		{"ulaw", AudioFormat{Type: "g711_ulaw", Rate: 8000}, 800, func(b []byte) []float32 { return audio.ULawToFloat32(nil, b) }},
+		{"alaw", AudioFormat{Type: "g711_alaw", Rate: 8000}, 800, func(b []byte) []float32 { return audio.ALawToFloat32(nil, b) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestInputDecoderStreamsAcrossChunks(t *testing.T) {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			t.Parallel()
 			in := sine(rate/2, rate) // 0.5 s, 0.5 peak
-			data := speech.Float32ToPCM16Bytes(nil, in)
+			data := audio.Float32ToPCM16Bytes(nil, in)
 			var d InputDecoder
 			var got []float32
 			per := 2 * (rate / 50) // 20 ms of pcm16

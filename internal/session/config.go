@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // AudioFormat is a wire audio encoding and its sample rate.
@@ -274,8 +274,8 @@ func NormalizeInputFormat(f AudioFormat) (AudioFormat, error) {
 	if rate == 0 {
 		rate = 24000 // pcm16 / audio/pcm without a rate: OpenAI's 24 kHz
 	}
-	if rate < speech.MinRate || rate > speech.MaxRate {
-		return f, fmt.Errorf("unsupported sample rate %d (use %d to %d Hz)", rate, speech.MinRate, speech.MaxRate)
+	if rate < audio.MinRate || rate > audio.MaxRate {
+		return f, fmt.Errorf("unsupported sample rate %d (use %d to %d Hz)", rate, audio.MinRate, audio.MaxRate)
 	}
 	return AudioFormat{Type: t, Rate: rate}, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestEchoDoesNotBargeIn(t *testing.T) {
 	assistant16 := pcmFromRaw(testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata"))
 	user := pcmFromRaw(testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/numbers.raw", "pocketsphinx-testdata"))[:2*EngineRate]
-	assistant, err := speech.Resample(assistant16, EngineRate, OutputRate)
+	assistant, err := audio.Resample(assistant16, EngineRate, OutputRate)
 	require.NoError(t, err)
 
 	for _, withUser := range []bool{false, true} {
@@ -49,7 +49,7 @@ func TestEchoDoesNotBargeIn(t *testing.T) {
 				sent = append(sent, float32(int16(binary.LittleEndian.Uint16(b[i:])))/32768)
 			}
 		}
-		played, err := speech.Resample(sent, OutputRate, EngineRate)
+		played, err := audio.Resample(sent, OutputRate, EngineRate)
 		require.NoError(t, err)
 		mic := make([]float32, 1920+len(played)) // 120 ms of room and playback delay
 		for i, v := range played {

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 func (s *DuplexSession) handle(c Command) {
@@ -429,7 +429,7 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 			_, err := eng.Commit(ctx, respond)
-			if errors.Is(err, speech.ErrEmptyAudio) {
+			if errors.Is(err, audio.ErrEmptyAudio) {
 				return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
 			}
 			return jobResult{err: err, errCode: "runtime_append_failed"}

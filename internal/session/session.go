@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -131,13 +132,13 @@ type DuplexSession struct {
 	graceTimer  *time.Timer // the resume grace of a detached session
 
 	expiresAt      time.Time
-	assistantAudio bool                  // assistant audio was sent: the voice is fixed
-	inputMs        float64               // input audio written this session (audio_start_ms / audio_end_ms clock)
-	vadBaseMs      float64               // inputMs when the VAD's stream time was 0
-	echo           *speech.EchoCanceller // removes the session's own sent audio from what the VAD hears
-	speechItemID   string                // the item id announced by speech_started, used by the next commit
-	bufStartMs     float64               // inputMs at the start of the uncommitted buffer
-	lastUsage      usage                 // the previous response's usage (its context is cached)
+	assistantAudio bool                 // assistant audio was sent: the voice is fixed
+	inputMs        float64              // input audio written this session (audio_start_ms / audio_end_ms clock)
+	vadBaseMs      float64              // inputMs when the VAD's stream time was 0
+	echo           *audio.EchoCanceller // removes the session's own sent audio from what the VAD hears
+	speechItemID   string               // the item id announced by speech_started, used by the next commit
+	bufStartMs     float64              // inputMs at the start of the uncommitted buffer
+	lastUsage      usage                // the previous response's usage (its context is cached)
 }
 
 type job struct {

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -250,9 +251,9 @@ func (s *DuplexSession) listening() bool {
 
 // echoCanceller returns the session's canceller, made on the first audio sent while a VAD
 // listens (pure Go, no C memory).
-func (s *DuplexSession) echoCanceller() *speech.EchoCanceller {
+func (s *DuplexSession) echoCanceller() *audio.EchoCanceller {
 	if s.echo == nil {
-		s.echo = speech.NewEchoCanceller(echoMaxDelayMs)
+		s.echo = audio.NewEchoCanceller(echoMaxDelayMs)
 	}
 	return s.echo
 }

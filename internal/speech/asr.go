@@ -44,6 +44,8 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // Default model locations of the Debian package pocketsphinx-en-us.
@@ -52,8 +54,6 @@ const (
 	DefaultASRDict     = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
 	DefaultASRLM       = "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"
 	DefaultASRPoolSize = 16
-	// ASRSampleRate is the only input rate the en-us acoustic model accepts.
-	ASRSampleRate = 16000
 )
 
 // ASRConfig selects the pocketsphinx model. Zero values take the Default* constants.
@@ -237,9 +237,9 @@ func (a *ASR) release(ps *C.ps_decoder_t) {
 // Transcribe decodes one whole 16 kHz utterance.
 func (a *ASR) Transcribe(ctx context.Context, pcm16k []float32) (string, error) {
 	if len(pcm16k) == 0 {
-		return "", fmt.Errorf("transcribing: %w", ErrEmptyAudio)
+		return "", fmt.Errorf("transcribing: %w", audio.ErrEmptyAudio)
 	}
-	if err := CheckFinite(pcm16k); err != nil {
+	if err := audio.CheckFinite(pcm16k); err != nil {
 		return "", fmt.Errorf("transcribing: %w", err)
 	}
 	s, err := a.NewStream(ctx)
@@ -248,11 +248,11 @@ func (a *ASR) Transcribe(ctx context.Context, pcm16k []float32) (string, error) 
 	}
 	defer s.Close()
 	// Feed in one-second chunks so a cancelled ctx stops a long clip early.
-	for off := 0; off < len(pcm16k); off += ASRSampleRate {
+	for off := 0; off < len(pcm16k); off += audio.ASRSampleRate {
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("transcribing: %w", err)
 		}
-		if err := s.Write(pcm16k[off:min(off+ASRSampleRate, len(pcm16k))]); err != nil {
+		if err := s.Write(pcm16k[off:min(off+audio.ASRSampleRate, len(pcm16k))]); err != nil {
 			return "", err
 		}
 	}
@@ -272,7 +272,7 @@ type ASRStream struct {
 
 // Write feeds 16 kHz mono samples, starting an utterance if none is open.
 func (s *ASRStream) Write(pcm16k []float32) error {
-	if err := CheckFinite(pcm16k); err != nil {
+	if err := audio.CheckFinite(pcm16k); err != nil {
 		return fmt.Errorf("writing asr audio: %w", err)
 	}
 	s.mu.Lock()
@@ -290,7 +290,7 @@ func (s *ASRStream) Write(pcm16k []float32) error {
 		s.started = true
 		s.samples = 0
 	}
-	s.buf = Float32ToInt16(s.buf, pcm16k)
+	s.buf = audio.Float32ToInt16(s.buf, pcm16k)
 	rc := C.ps_process_raw(s.ps, (*C.int16)(unsafe.Pointer(&s.buf[0])), C.size_t(len(s.buf)), 0, 0)
 	if rc < 0 {
 		return fmt.Errorf("decoding audio: pocketsphinx error %d", int(rc))
@@ -310,7 +310,7 @@ func (s *ASRStream) Partial() string {
 }
 
 // Finish ends the utterance and returns its final hypothesis; the stream can then take another
-// utterance. Finishing with no audio written gives ErrEmptyAudio.
+// utterance. Finishing with no audio written gives audio.ErrEmptyAudio.
 func (s *ASRStream) Finish() (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -318,7 +318,7 @@ func (s *ASRStream) Finish() (string, error) {
 		return "", fmt.Errorf("finishing utterance: %w", ErrClosed)
 	}
 	if !s.started {
-		return "", fmt.Errorf("finishing utterance: %w", ErrEmptyAudio)
+		return "", fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
 	}
 	s.started = false
 	if rc := C.ps_end_utt(s.ps); rc < 0 {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 func TestASRGoForward(t *testing.T) {
@@ -20,7 +22,7 @@ func TestASRGoForward(t *testing.T) {
 	got, err := a.Transcribe(ctx, pcm)
 	require.NoError(t, err)
 	require.Equal(t, goforwardTxt, got)
-	t.Logf("transcribed %.2f s of audio in %v", float64(len(pcm))/ASRSampleRate, time.Since(start))
+	t.Logf("transcribed %.2f s of audio in %v", float64(len(pcm))/audio.ASRSampleRate, time.Since(start))
 
 	// Streaming in 100 ms chunks gives the same final text, partials along the way, and the
 	// stream is reusable for a second utterance.
@@ -66,17 +68,17 @@ func TestASRBadInput(t *testing.T) {
 	a := newTestASR(t, 1)
 	ctx := context.Background()
 	_, err := a.Transcribe(ctx, nil)
-	require.ErrorIs(t, err, ErrEmptyAudio)
+	require.ErrorIs(t, err, audio.ErrEmptyAudio)
 	_, err = a.Transcribe(ctx, []float32{0, float32(math.NaN())})
-	require.ErrorIs(t, err, ErrNonFinite)
+	require.ErrorIs(t, err, audio.ErrNonFinite)
 	_, err = a.Transcribe(ctx, []float32{0, float32(math.Inf(-1))})
-	require.ErrorIs(t, err, ErrNonFinite)
+	require.ErrorIs(t, err, audio.ErrNonFinite)
 
 	s, err := a.NewStream(ctx)
 	require.NoError(t, err)
 	_, err = s.Finish()
-	require.ErrorIs(t, err, ErrEmptyAudio)
-	require.ErrorIs(t, s.Write([]float32{float32(math.Inf(1))}), ErrNonFinite)
+	require.ErrorIs(t, err, audio.ErrEmptyAudio)
+	require.ErrorIs(t, s.Write([]float32{float32(math.Inf(1))}), audio.ErrNonFinite)
 	s.Close()
 	require.ErrorIs(t, s.Write([]float32{0}), ErrClosed)
 

@@ -1,9 +1,8 @@
-// Package speech wraps the speech libraries omniserve uses on the CPU: streaming ASR on
-// pocketsphinx, voice activity detection on WebRTC VAD, TTS on flite, plus the sample-format
-// and sample-rate conversions the realtime API needs (PCM16, float32, G.711, 8/16/24/48 kHz, WAV).
+// Package speech wraps the C speech libraries omniserve uses on the CPU: streaming ASR on
+// pocketsphinx, voice activity detection on WebRTC VAD (with a pitch check for early speech
+// decisions) and TTS on flite.
 //
-// It is the only package with `import "C"` for speech libraries; no C type escapes it.
-// Audio inside omniserve is mono float32 in [-1, 1]. Conversions write into the caller's
-// dst slice (from index 0, growing it only when its capacity is too small) so hot paths can
-// run without per-frame allocation.
+// It is the only package with `import "C"` for speech libraries; no C type escapes it. Audio
+// in and out is mono float32 in [-1, 1]; the sample-format and sample-rate conversions, WAV and
+// the echo canceller are package audio's, which this package builds on.
 package speech

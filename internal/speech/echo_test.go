@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // echoScene streams 100 ms blocks: the assistant's audio (assistant) is sent as reference one
@@ -15,15 +17,15 @@ func echoScene(t *testing.T, assistant, user []float32, delayMs int, gain float3
 	t.Helper()
 	const block = 1600
 	newVAD := func() *VAD {
-		v, err := NewVAD(VADConfig{SampleRate: ASRSampleRate, MinSpeechMs: 240})
+		v, err := NewVAD(VADConfig{SampleRate: audio.ASRSampleRate, MinSpeechMs: 240})
 		require.NoError(t, err)
 		t.Cleanup(v.Close)
 		return v
 	}
 	vc, vr := newVAD(), newVAD()
-	ec := NewEchoCanceller(400)
-	d := delayMs * ASRSampleRate / 1000
-	u0 := userAtMs * ASRSampleRate / 1000
+	ec := audio.NewEchoCanceller(400)
+	d := delayMs * audio.ASRSampleRate / 1000
+	u0 := userAtMs * audio.ASRSampleRate / 1000
 	total := len(assistant) + d
 	if user != nil {
 		total = max(total, u0+len(user))
@@ -70,35 +72,8 @@ func TestEchoCancellerEchoDoesNotBargeIn(t *testing.T) {
 		require.False(t, cancelled, "delay %d ms: echo barged in", delayMs)
 		require.InDelta(t, delayMs*16, delay, 2, "delay estimate")
 	}
-	cancelled, _, _ := echoScene(t, assistant, user[:3*ASRSampleRate], 120, 0.5, 500)
+	cancelled, _, _ := echoScene(t, assistant, user[:3*audio.ASRSampleRate], 120, 0.5, 500)
 	require.True(t, cancelled, "user speech over the echo must still be detected")
-	cancelled, _, _ = echoScene(t, nil, user[:3*ASRSampleRate], 120, 0.5, 0)
+	cancelled, _, _ = echoScene(t, nil, user[:3*audio.ASRSampleRate], 120, 0.5, 0)
 	require.True(t, cancelled, "without any reference the input passes unchanged")
-}
-
-func TestEchoCancellerNoReferencePassesThrough(t *testing.T) {
-	ec := NewEchoCanceller(300)
-	in := []float32{0.1, -0.2, 0.3}
-	require.Equal(t, in, ec.Process(in))
-	// Reference long past the maximum delay is forgotten.
-	ec.Reference(make([]float32, 1600))
-	for range 10 {
-		ec.Process(make([]float32, 1600))
-	}
-	require.Equal(t, in, ec.Process(in))
-}
-
-func BenchmarkEchoCanceller(b *testing.B) {
-	assistant := loadRaw(b, goforwardRaw)
-	ec := NewEchoCanceller(400)
-	mic := make([]float32, len(assistant))
-	for i := 1920; i < len(mic); i++ {
-		mic[i] = 0.5 * assistant[i-1920]
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		off := (i * 1600) % (len(assistant) - 1600)
-		ec.Reference(assistant[off : off+1600])
-		ec.Process(mic[off : off+1600])
-	}
 }

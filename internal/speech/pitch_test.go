@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 var speechClips = []string{
@@ -15,7 +17,7 @@ var speechClips = []string{
 	"/usr/share/pocketsphinx/test/data/tidigits/dhd.2934z.raw",
 }
 
-func toFrame(pcm []float32) []int16 { return Float32ToInt16(nil, pcm) }
+func toFrame(pcm []float32) []int16 { return audio.Float32ToInt16(nil, pcm) }
 
 // TestPitchSeparatesSpeechFromNoise: most loud frames of real speech carry a pitch period, no
 // frame of loud white noise (uniform or Gaussian) does.

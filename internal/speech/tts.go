@@ -27,6 +27,8 @@ import (
 	"strings"
 	"unicode"
 	"unsafe"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // fliteLock serializes every flite call in the process. flite keeps process-wide state (the
@@ -55,8 +57,8 @@ func NewTTS(cfg TTSConfig) (*TTS, error) {
 	if cfg.OutputRate == 0 {
 		cfg.OutputRate = 24000
 	}
-	if !supportedRate(cfg.OutputRate) {
-		return nil, fmt.Errorf("tts output rate %d: %w", cfg.OutputRate, ErrUnsupportedRate)
+	if cfg.OutputRate < audio.MinRate || cfg.OutputRate > audio.MaxRate {
+		return nil, fmt.Errorf("tts output rate %d: %w", cfg.OutputRate, audio.ErrUnsupportedRate)
 	}
 	t := &TTS{cfg: cfg}
 	switch cfg.Voice {
@@ -80,10 +82,11 @@ func NewTTS(cfg TTSConfig) (*TTS, error) {
 func (t *TTS) OutputRate() int { return t.cfg.OutputRate }
 
 // Synthesize speaks text and returns mono samples at OutputRate. Text with no letters or digits
-// gives ErrEmptyText. It waits for other syntheses in the process (flite is serialized) or ctx.
+// gives audio.ErrEmptyText. It waits for other syntheses in the process (flite is serialized)
+// or ctx.
 func (t *TTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
 	if !strings.ContainsFunc(text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
-		return nil, fmt.Errorf("synthesizing %q: %w", text, ErrEmptyText)
+		return nil, fmt.Errorf("synthesizing %q: %w", text, audio.ErrEmptyText)
 	}
 	// C strings end at NUL; a NUL inside the text would silently cut it.
 	ctext := C.CString(strings.ReplaceAll(text, "\x00", " "))
@@ -103,7 +106,7 @@ func (t *TTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
 	failed := w == nil
 	if w != nil {
 		if n := int(w.num_samples); n > 0 && w.samples != nil {
-			pcm = Int16ToFloat32(nil, unsafe.Slice((*int16)(unsafe.Pointer(w.samples)), n))
+			pcm = audio.Int16ToFloat32(nil, unsafe.Slice((*int16)(unsafe.Pointer(w.samples)), n))
 		}
 		rate = int(w.sample_rate)
 		C.delete_wave(w)
@@ -118,12 +121,12 @@ func (t *TTS) Synthesize(ctx context.Context, text string) ([]float32, error) {
 		return nil, fmt.Errorf("synthesizing %q: no audio: %w", text, ErrSynthesis)
 	case len(pcm) == 0:
 		// Letters outside flite's English lexicon (non-ASCII) are unspeakable for it.
-		return nil, fmt.Errorf("synthesizing %q: no audio: %w", text, ErrEmptyText)
+		return nil, fmt.Errorf("synthesizing %q: no audio: %w", text, audio.ErrEmptyText)
 	}
 	if rate == t.cfg.OutputRate {
 		return pcm, nil
 	}
-	out, err := Resample(pcm, rate, t.cfg.OutputRate)
+	out, err := audio.Resample(pcm, rate, t.cfg.OutputRate)
 	if err != nil {
 		return nil, fmt.Errorf("resampling flite output: %w", err)
 	}

@@ -2,11 +2,14 @@ package speech
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 func newTestTTS(t testing.TB) *TTS {
@@ -31,10 +34,10 @@ func TestTTSASRRoundTrip(t *testing.T) {
 	require.Equal(t, 24000, tts.OutputRate())
 	secs := float64(len(pcm24)) / 24000
 	require.Greater(t, secs, 2.0, "a 13-word sentence lasts seconds")
-	require.NoError(t, CheckFinite(pcm24))
+	require.NoError(t, audio.CheckFinite(pcm24))
 	t.Logf("synthesized %.2f s in %v (rtf %.4f)", secs, elapsed, elapsed.Seconds()/secs)
 
-	pcm16, err := Resample(pcm24, 24000, 16000)
+	pcm16, err := audio.Resample(pcm24, 24000, 16000)
 	require.NoError(t, err)
 	got, err := a.Transcribe(ctx, pcm16)
 	require.NoError(t, err)
@@ -68,13 +71,13 @@ func TestTTSBadInput(t *testing.T) {
 	ctx := context.Background()
 	for _, text := range []string{"", "   ", "\t\n \r", "\x00"} {
 		_, err := tts.Synthesize(ctx, text)
-		require.ErrorIs(t, err, ErrEmptyText, "%q", text)
+		require.ErrorIs(t, err, audio.ErrEmptyText, "%q", text)
 	}
 	// Silence from flite for ASCII words is a synthesis failure, not "nothing to say".
 	require.True(t, asciiSpeakable("ok, 日本"))
 	require.False(t, asciiSpeakable("日本 — ¿?"))
 	_, err := NewTTS(TTSConfig{OutputRate: 96000})
-	require.ErrorIs(t, err, ErrUnsupportedRate)
+	require.ErrorIs(t, err, audio.ErrUnsupportedRate)
 	_, err = NewTTS(TTSConfig{Voice: "nobody"})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 
@@ -106,4 +109,28 @@ func TestTTSRates(t *testing.T) {
 		want := (base*rate + 15999) / 16000
 		require.Equal(t, want, len(pcm), "rate %d", rate)
 	}
+}
+
+// TestFliteLeadingSilenceTrimmed measures flite's own leading pause (the dead air a reply
+// started with) and checks that trimming leaves the first audible sample within the kept lead.
+func TestFliteLeadingSilenceTrimmed(t *testing.T) {
+	tts, err := NewTTS(TTSConfig{})
+	require.NoError(t, err)
+	defer tts.Close()
+	pcm, err := tts.Synthesize(context.Background(), "hello there")
+	require.NoError(t, err)
+	lead := func(s []float32) int {
+		for i, v := range s {
+			if math.Abs(float64(v)) >= 0.01 {
+				return i
+			}
+		}
+		return len(s)
+	}
+	rate := tts.OutputRate()
+	before := lead(pcm) * 1000 / rate
+	require.Greater(t, before, 50, "flite's leading pause (ms) is what this trims")
+	trimmed := audio.TrimSilence(pcm, rate, -40, 10, 100)
+	require.LessOrEqual(t, lead(trimmed)*1000/rate, 10)
+	t.Logf("flite leading silence %d ms -> %d ms; %d -> %d samples", before, lead(trimmed)*1000/rate, len(pcm), len(trimmed))
 }

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // VAD defaults, as the OpenAI realtime API's server_vad defines them.
@@ -107,7 +109,7 @@ func NewVAD(cfg VADConfig) (*VAD, error) {
 	switch cfg.SampleRate {
 	case 8000, 16000, 32000, 48000:
 	default:
-		return nil, fmt.Errorf("creating vad at %d Hz: %w", cfg.SampleRate, ErrUnsupportedRate)
+		return nil, fmt.Errorf("creating vad at %d Hz: %w", cfg.SampleRate, audio.ErrUnsupportedRate)
 	}
 	mode := cfg.Mode
 	switch {
@@ -152,12 +154,12 @@ func (v *VAD) Process(pcm []float32) ([]VADEvent, error) {
 	if v.inst == nil {
 		return v.events, fmt.Errorf("processing vad audio: %w", ErrClosed)
 	}
-	if err := CheckFinite(pcm); err != nil {
+	if err := audio.CheckFinite(pcm); err != nil {
 		return v.events, fmt.Errorf("processing vad audio: %w", err)
 	}
 	for len(pcm) > 0 {
 		n := min(len(v.frame)-v.fill, len(pcm))
-		Float32ToInt16(v.frame[v.fill:v.fill], pcm[:n]) // converts in place into the frame
+		audio.Float32ToInt16(v.frame[v.fill:v.fill], pcm[:n]) // converts in place into the frame
 		v.fill += n
 		pcm = pcm[n:]
 		if v.fill < len(v.frame) {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // speechBounds finds the first and last 10 ms frame whose energy is within 25 dB of the loudest
@@ -106,8 +108,8 @@ func TestVADBadInput(t *testing.T) {
 		cfg  VADConfig
 		err  error
 	}{
-		{"rate 44100", VADConfig{SampleRate: 44100}, ErrUnsupportedRate},
-		{"rate 24000", VADConfig{SampleRate: 24000}, ErrUnsupportedRate},
+		{"rate 44100", VADConfig{SampleRate: 44100}, audio.ErrUnsupportedRate},
+		{"rate 24000", VADConfig{SampleRate: 24000}, audio.ErrUnsupportedRate},
 		{"mode 4", VADConfig{Mode: 4}, ErrInvalidConfig},
 		{"mode -1", VADConfig{Mode: -1}, ErrInvalidConfig},
 		{"threshold 1.5", VADConfig{Threshold: 1.5}, ErrInvalidConfig},
@@ -124,7 +126,7 @@ func TestVADBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, v.Mode())
 	_, err = v.Process([]float32{0, float32(math.NaN())})
-	require.ErrorIs(t, err, ErrNonFinite)
+	require.ErrorIs(t, err, audio.ErrNonFinite)
 	ev, err := v.Process(nil)
 	require.NoError(t, err)
 	require.Empty(t, ev)

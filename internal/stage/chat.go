@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // Request is one chat request in flight.
@@ -93,16 +93,16 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 			if p.asr == nil {
 				return fmt.Errorf("message %d: %w: audio input needs the ASR", i, ErrInvalidRequest)
 			}
-			if err := speech.CheckFinite(m.Audio); err != nil {
+			if err := audio.CheckFinite(m.Audio); err != nil {
 				return fmt.Errorf("message %d audio: %w", i, err)
 			}
 			continue
 		}
 		if m.Audio != nil {
-			return fmt.Errorf("message %d audio: %w", i, speech.ErrEmptyAudio)
+			return fmt.Errorf("message %d audio: %w", i, audio.ErrEmptyAudio)
 		}
 		if strings.TrimSpace(m.Text) == "" {
-			return fmt.Errorf("message %d: %w", i, speech.ErrEmptyText)
+			return fmt.Errorf("message %d: %w", i, audio.ErrEmptyText)
 		}
 	}
 	if req.MaxTokens < 0 {

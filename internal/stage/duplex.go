@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -158,7 +159,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
 	def := p.cfg.Thinker.VAD
 	if v.SampleRate == 0 {
-		v.SampleRate = speech.ASRSampleRate
+		v.SampleRate = audio.ASRSampleRate
 	}
 	if v.Threshold == 0 && v.Mode == 0 {
 		v.Threshold, v.Mode = def.Threshold, def.Mode
@@ -192,7 +193,7 @@ func (d *DuplexStream) AppendText(ctx context.Context, role, text string) error 
 		return err
 	}
 	if strings.TrimSpace(text) == "" {
-		return fmt.Errorf("appending text: %w", speech.ErrEmptyText)
+		return fmt.Errorf("appending text: %w", audio.ErrEmptyText)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("appending text: %w", err)

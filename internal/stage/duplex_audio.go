@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -28,7 +29,7 @@ type audioState struct {
 }
 
 func newAudioState(vad *speech.VAD, asr asrStream, historyMs int) audioState {
-	capSamples := historyMs * speech.ASRSampleRate / 1000
+	capSamples := historyMs * audio.ASRSampleRate / 1000
 	return audioState{vad: vad, asr: asr, histCap: capSamples, hist: make([]float32, 0, 2*capSamples), preemptedAt: -1}
 }
 
@@ -83,7 +84,7 @@ func (a *audioState) feedTo(end int64, chunk []float32) error {
 	return nil
 }
 
-func sampleAt(ms int64) int64 { return ms * speech.ASRSampleRate / 1000 }
+func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 
 // finish ends the ASR utterance and returns its transcript.
 func (a *audioState) finish() (string, error) {
@@ -117,9 +118,9 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 		}
 	}()
 	if len(pcm16k) == 0 {
-		return speech.ErrEmptyAudio
+		return audio.ErrEmptyAudio
 	}
-	if err := speech.CheckFinite(pcm16k); err != nil {
+	if err := audio.CheckFinite(pcm16k); err != nil {
 		return err
 	}
 	if err := d.lockAudio(ctx); err != nil {
@@ -183,7 +184,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 					continue // committed by hand mid-segment: nothing left to answer
 				}
 				tr, err := a.finish()
-				if err != nil && !errors.Is(err, speech.ErrEmptyAudio) {
+				if err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
 					if sp != nil {
 						d.discardSpec(sp, "asr failed")
 					}
@@ -264,7 +265,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		a.asrHas = false
 		return nil
 	}
-	if _, err := a.finish(); err != nil && !errors.Is(err, speech.ErrEmptyAudio) {
+	if _, err := a.finish(); err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
 		return fmt.Errorf("discarding audio: %w", err)
 	}
 	return nil
@@ -272,7 +273,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 
 // Commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
-// the last commit it fails with speech.ErrEmptyAudio.
+// the last commit it fails with audio.ErrEmptyAudio.
 func (d *DuplexStream) Commit(ctx context.Context, respond bool) (string, error) {
 	wait, err := d.StartCommit(ctx, respond)
 	if err != nil {
@@ -298,7 +299,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, respond bool) (wait func
 		}
 	}
 	if !a.asrHas {
-		return nil, fmt.Errorf("committing audio: %w", speech.ErrEmptyAudio)
+		return nil, fmt.Errorf("committing audio: %w", audio.ErrEmptyAudio)
 	}
 	if c, ok := a.asr.(asrCutter); ok {
 		done := make(chan commitResult, 1)

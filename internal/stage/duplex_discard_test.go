@@ -7,8 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
-
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -18,7 +17,7 @@ import (
 // right after a discard has nothing to transcribe.
 func TestDuplexDiscardAudio(t *testing.T) {
 	b := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/numbers.raw", "pocketsphinx-testdata")
-	numbers, err := speech.PCM16BytesToFloat32(nil, b)
+	numbers, err := audio.PCM16BytesToFloat32(nil, b)
 	require.NoError(t, err)
 	p, _ := newTestPipeline(t, nil)
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-discard", MaxTokens: 4}, newRecSink(t))
@@ -30,7 +29,7 @@ func TestDuplexDiscardAudio(t *testing.T) {
 	feedUnits(t, d, numbers[:min(len(numbers), 4*16000)])
 	require.NoError(t, d.DiscardAudio(ctx))
 	_, err = d.Commit(ctx, false)
-	require.ErrorIs(t, err, speech.ErrEmptyAudio, "the discarded audio is gone")
+	require.ErrorIs(t, err, audio.ErrEmptyAudio, "the discarded audio is gone")
 
 	feedUnits(t, d, numbers[:min(len(numbers), 4*16000)])
 	require.NoError(t, d.DiscardAudio(ctx))

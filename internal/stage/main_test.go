@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -95,7 +96,7 @@ func goForward(t testing.TB) []float32 {
 	t.Helper()
 	b, err := os.ReadFile(goForwardPath)
 	require.NoError(t, err)
-	pcm, err := speech.PCM16BytesToFloat32(nil, b)
+	pcm, err := audio.PCM16BytesToFloat32(nil, b)
 	require.NoError(t, err)
 	return pcm
 }

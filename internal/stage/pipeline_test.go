@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -181,7 +182,7 @@ func TestDuplexManualTurns(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, wordOverlap(tr, "go forward ten meters"), 0.75, "transcript %q", tr)
 	_, err = d.Commit(context.Background(), false)
-	require.ErrorIs(t, err, speech.ErrEmptyAudio, "nothing heard since the last commit")
+	require.ErrorIs(t, err, audio.ErrEmptyAudio, "nothing heard since the last commit")
 
 	turn, err := d.Respond(context.Background(), 0)
 	require.NoError(t, err)
@@ -410,29 +411,29 @@ func TestBadInput(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"empty audio", func() error { return d.AppendAudio(ctx, nil) }, speech.ErrEmptyAudio},
-		{"nan audio", func() error { return d.AppendAudio(ctx, nan) }, speech.ErrNonFinite},
-		{"inf audio", func() error { return d.AppendAudio(ctx, inf) }, speech.ErrNonFinite},
-		{"commit nothing", func() error { _, err := d.Commit(ctx, true); return err }, speech.ErrEmptyAudio},
-		{"whitespace text", func() error { return d.AppendText(ctx, "user", " \n\t") }, speech.ErrEmptyText},
+		{"empty audio", func() error { return d.AppendAudio(ctx, nil) }, audio.ErrEmptyAudio},
+		{"nan audio", func() error { return d.AppendAudio(ctx, nan) }, audio.ErrNonFinite},
+		{"inf audio", func() error { return d.AppendAudio(ctx, inf) }, audio.ErrNonFinite},
+		{"commit nothing", func() error { _, err := d.Commit(ctx, true); return err }, audio.ErrEmptyAudio},
+		{"whitespace text", func() error { return d.AppendText(ctx, "user", " \n\t") }, audio.ErrEmptyText},
 		{"bad role", func() error { return d.AppendText(ctx, "robot", "hi") }, ErrInvalidRequest},
 		{"unsupported vad rate", func() error {
 			_, err := p.OpenDuplex(ctx, DuplexOptions{VAD: speech.VADConfig{SampleRate: 44100}}, sink)
 			return err
-		}, speech.ErrUnsupportedRate},
+		}, audio.ErrUnsupportedRate},
 		{"chat no messages", func() error { _, err := p.SubmitChat(ctx, ChatRequest{}, sink); return err }, ErrInvalidRequest},
 		{"chat whitespace", func() error {
 			_, err := p.SubmitChat(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Text: "  "}}}, sink)
 			return err
-		}, speech.ErrEmptyText},
+		}, audio.ErrEmptyText},
 		{"chat empty audio", func() error {
 			_, err := p.SubmitChat(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Audio: []float32{}}}}, sink)
 			return err
-		}, speech.ErrEmptyAudio},
+		}, audio.ErrEmptyAudio},
 		{"chat nan audio", func() error {
 			_, err := p.SubmitChat(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Audio: nan}}}, sink)
 			return err
-		}, speech.ErrNonFinite},
+		}, audio.ErrNonFinite},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

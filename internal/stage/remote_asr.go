@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -59,9 +60,9 @@ func (r *remoteASR) NewStream(ctx context.Context) (asrStream, error) {
 // Transcribe posts one utterance and returns its text.
 func (r *remoteASR) Transcribe(ctx context.Context, pcm16k []float32) (string, error) {
 	if len(pcm16k) == 0 {
-		return "", fmt.Errorf("transcribing: %w", speech.ErrEmptyAudio)
+		return "", fmt.Errorf("transcribing: %w", audio.ErrEmptyAudio)
 	}
-	if err := speech.CheckFinite(pcm16k); err != nil {
+	if err := audio.CheckFinite(pcm16k); err != nil {
 		return "", fmt.Errorf("transcribing: %w", err)
 	}
 	var body bytes.Buffer
@@ -72,7 +73,7 @@ func (r *remoteASR) Transcribe(ctx context.Context, pcm16k []float32) (string, e
 	if err != nil {
 		return "", fmt.Errorf("building transcription request: %w", err)
 	}
-	if _, err := fw.Write(speech.EncodeWAV(pcm16k, speech.ASRSampleRate)); err != nil {
+	if _, err := fw.Write(audio.EncodeWAV(pcm16k, audio.ASRSampleRate)); err != nil {
 		return "", fmt.Errorf("building transcription request: %w", err)
 	}
 	if err := mw.Close(); err != nil {
@@ -122,7 +123,7 @@ type remoteASRStream struct {
 }
 
 func (s *remoteASRStream) Write(pcm16k []float32) error {
-	if err := speech.CheckFinite(pcm16k); err != nil {
+	if err := audio.CheckFinite(pcm16k); err != nil {
 		return fmt.Errorf("writing asr audio: %w", err)
 	}
 	s.mu.Lock()
@@ -144,7 +145,7 @@ func (s *remoteASRStream) Finish() (string, error) {
 	s.buf = nil
 	s.mu.Unlock()
 	if len(pcm) == 0 {
-		return "", fmt.Errorf("finishing utterance: %w", speech.ErrEmptyAudio)
+		return "", fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
 	}
 	return s.r.Transcribe(s.ctx, pcm)
 }
@@ -160,7 +161,7 @@ func (s *remoteASRStream) Cut() (func(ctx context.Context) (string, error), erro
 	pcm := s.buf
 	s.buf = nil
 	if len(pcm) == 0 {
-		return nil, fmt.Errorf("finishing utterance: %w", speech.ErrEmptyAudio)
+		return nil, fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
 	}
 	return func(ctx context.Context) (string, error) { return s.r.Transcribe(ctx, pcm) }, nil
 }

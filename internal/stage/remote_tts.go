@@ -9,7 +9,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // remoteSpeechRate is the rate of OpenAI's response_format "pcm": 24 kHz, 16-bit LE, mono.
@@ -49,10 +49,10 @@ const remoteChunkMs = 40
 
 // SynthesizeStream posts one phrase and hands its pcm to emit as it arrives (ttsStreamer), at
 // the talker's rate, in pieces of at least remoteChunkMs. An upstream that sent no audio is
-// speech.ErrEmptyText; emit's error stops the stream and is returned.
+// audio.ErrEmptyText; emit's error stops the stream and is returned.
 func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func(pcm []float32) error) error {
 	if !speakable(text) {
-		return fmt.Errorf("synthesizing %q: %w", text, speech.ErrEmptyText)
+		return fmt.Errorf("synthesizing %q: %w", text, audio.ErrEmptyText)
 	}
 	raw, err := json.Marshal(map[string]any{
 		"model": t.c.cfg.Model, "input": text, "voice": t.c.cfg.Voice, "response_format": "pcm",
@@ -60,9 +60,9 @@ func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func
 	if err != nil {
 		return fmt.Errorf("encoding speech request: %w", err)
 	}
-	var rs *speech.Resampler
+	var rs *audio.Resampler
 	if t.rate != remoteSpeechRate {
-		if rs, err = speech.NewResampler(remoteSpeechRate, t.rate); err != nil {
+		if rs, err = audio.NewResampler(remoteSpeechRate, t.rate); err != nil {
 			return fmt.Errorf("resampling remote speech: %w", err)
 		}
 	}
@@ -104,7 +104,7 @@ func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func
 			wd.kick()
 			b := append(odd, chunk[:n]...)
 			even := len(b) &^ 1
-			if dec, err = speech.PCM16BytesToFloat32(dec, b[:even]); err != nil {
+			if dec, err = audio.PCM16BytesToFloat32(dec, b[:even]); err != nil {
 				return fmt.Errorf("synthesizing: %w", err)
 			}
 			odd = append([]byte(nil), b[even:]...)
@@ -130,12 +130,12 @@ func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func
 		}
 	}
 	if in == 0 {
-		return fmt.Errorf("synthesizing %q: upstream sent no audio: %w", text, speech.ErrEmptyText)
+		return fmt.Errorf("synthesizing %q: upstream sent no audio: %w", text, audio.ErrEmptyText)
 	}
 	if rs != nil {
 		// The filter's delayed tail, cut to the length resampling the phrase whole gives.
 		pend = append(pend, rs.Flush(nil)...)
-		pend = pend[:max(0, min(len(pend), speech.ResampledLen(in, remoteSpeechRate, t.rate)-out))]
+		pend = pend[:max(0, min(len(pend), audio.ResampledLen(in, remoteSpeechRate, t.rate)-out))]
 	}
 	return flush(true)
 }

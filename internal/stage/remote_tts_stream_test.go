@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // TestPhraseTrimmerMatchesTrimSilence: fed in pieces of any size, the streaming trimmer gives
@@ -45,7 +45,7 @@ func TestPhraseTrimmerMatchesTrimSilence(t *testing.T) {
 		for seed := range uint64(20) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			for _, lead := range []int{firstLeadMs, phraseLeadMs} {
-				want := speech.TrimSilence(pcm, rate, silenceDBFS, lead, phraseTailMs)
+				want := audio.TrimSilence(pcm, rate, silenceDBFS, lead, phraseTailMs)
 				tr := newPhraseTrimmer(rate, silenceDBFS, lead, phraseTailMs)
 				var got []float32
 				for off := 0; off < len(pcm); {
@@ -141,9 +141,9 @@ func TestRemoteTTSStreamsPartialAudio(t *testing.T) {
 		})
 		got, err := newRemoteTTS(full.cfg(), 16000).Synthesize(context.Background(), "hello")
 		require.NoError(t, err)
-		whole, err := speech.PCM16BytesToFloat32(nil, append(tone(4800), tone(7200)...))
+		whole, err := audio.PCM16BytesToFloat32(nil, append(tone(4800), tone(7200)...))
 		require.NoError(t, err)
-		want, err := speech.Resample(whole, remoteSpeechRate, 16000)
+		want, err := audio.Resample(whole, remoteSpeechRate, 16000)
 		require.NoError(t, err)
 		require.Len(t, got, len(want))
 		require.InDeltaSlice(t, want, got, 1e-5)

@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // Silence trimming of synthesized phrases: below silenceDBFS is silence; the first phrase of a
@@ -123,7 +123,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		}
 		synthMs += msSince(t0) // the hand-offs of its pieces included
 		switch {
-		case errors.Is(err, speech.ErrEmptyText):
+		case errors.Is(err, audio.ErrEmptyText):
 			return nil // nothing to say
 		case err != nil:
 			return fmt.Errorf("synthesizing phrase: %w", err)
@@ -141,7 +141,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		pcm, err := p.tts.Synthesize(ctx, phrase)
 		synthMs += msSince(t0)
 		switch {
-		case errors.Is(err, speech.ErrEmptyText):
+		case errors.Is(err, audio.ErrEmptyText):
 			return nil // nothing to say (a phrase of symbols flite cannot voice)
 		case err != nil:
 			return fmt.Errorf("synthesizing phrase: %w", err)
@@ -152,7 +152,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		if units == 0 {
 			lead = firstLeadMs
 		}
-		if pcm = speech.TrimSilence(pcm, rate, silenceDBFS, lead, phraseTailMs); len(pcm) == 0 {
+		if pcm = audio.TrimSilence(pcm, rate, silenceDBFS, lead, phraseTailMs); len(pcm) == 0 {
 			return nil // flite produced only silence: nothing audible to send
 		}
 		phraseOut = false

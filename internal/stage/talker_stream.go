@@ -12,7 +12,7 @@ type ttsStreamer interface {
 	SynthesizeStream(ctx context.Context, text string, emit func(pcm []float32) error) error
 }
 
-// phraseTrimmer is speech.TrimSilence for a phrase that arrives in pieces: the leading silence
+// phraseTrimmer is audio.TrimSilence for a phrase that arrives in pieces: the leading silence
 // is dropped but its last lead samples, and silence after speech is held back until more
 // speech follows (then it goes out whole: a pause inside the phrase) or the phrase ends (then
 // tail samples of it go out). The concatenated output equals TrimSilence of the whole phrase.

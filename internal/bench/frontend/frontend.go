@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -34,12 +35,12 @@ func ReadClip(path string) ([]float32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading clip (Debian package pocketsphinx-testdata): %w", err)
 	}
-	return speech.PCM16BytesToFloat32(nil, raw[:len(raw)&^1])
+	return audio.PCM16BytesToFloat32(nil, raw[:len(raw)&^1])
 }
 
 // Front measures asr and tts on clip and returns the figures; progress lines go to out.
 func Front(ctx context.Context, asr *speech.ASR, tts *speech.TTS, clip []float32, o FrontOptions, out io.Writer) ([]bench.Figure, error) {
-	clipSec := float64(len(clip)) / speech.ASRSampleRate
+	clipSec := float64(len(clip)) / audio.ASRSampleRate
 	fmt.Fprintf(out, "machine: %s\n", CPUModel())
 	// Steps: 3 ASR tries, 3 TTS tries, the VAD passes, one trial per stream count (the last
 	// trials are skipped once one fails to keep up).
@@ -202,7 +203,7 @@ func realtimeTrial(ctx context.Context, asr *speech.ASR, clip []float32, n int, 
 					if e.Kind == speech.SpeechStopped && err == nil {
 						var text string
 						text, err = s.Finish()
-						if errors.Is(err, speech.ErrEmptyAudio) {
+						if errors.Is(err, audio.ErrEmptyAudio) {
 							err = nil
 						}
 						finals++

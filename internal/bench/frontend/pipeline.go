@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -33,14 +33,14 @@ func Pipeline(ctx context.Context, p *stage.Pipeline, clip []float32, o Pipeline
 		return nil, errors.New("--runs must be at least 1")
 	}
 	// One second of trailing silence: enough for the default 500 ms endpoint.
-	audio := append(slices.Clone(clip), make([]float32, speech.ASRSampleRate)...)
+	input := append(slices.Clone(clip), make([]float32, audio.ASRSampleRate)...)
 	fmt.Fprintf(out, "pipeline: clip %.2f s + 1 s silence; %d-token replies; realtime=%v\n",
-		float64(len(clip))/speech.ASRSampleRate, o.MaxTokens, o.Realtime)
+		float64(len(clip))/audio.ASRSampleRate, o.MaxTokens, o.Realtime)
 	var firstAudio, firstText, transcript []float64
 	prog := o.Meter.Start("speech pipeline", o.Runs+1, "runs")
 	defer prog.Done()
 	for i := range o.Runs + 1 {
-		r, err := oneRun(ctx, p, audio, o)
+		r, err := oneRun(ctx, p, input, o)
 		if err != nil {
 			return nil, fmt.Errorf("run %d: %w", i, err)
 		}

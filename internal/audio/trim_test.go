@@ -1,7 +1,6 @@
-package speech
+package audio
 
 import (
-	"context"
 	"math"
 	"testing"
 
@@ -46,28 +45,4 @@ func TestTrimSilence(t *testing.T) {
 	}
 	require.Empty(t, TrimSilence(quiet(100), rate, -40, 10, 10), "all silent")
 	require.Empty(t, TrimSilence(nil, rate, -40, 10, 10))
-}
-
-// TestFliteLeadingSilenceTrimmed measures flite's own leading pause (the dead air a reply
-// started with) and checks that trimming leaves the first audible sample within the kept lead.
-func TestFliteLeadingSilenceTrimmed(t *testing.T) {
-	tts, err := NewTTS(TTSConfig{})
-	require.NoError(t, err)
-	defer tts.Close()
-	pcm, err := tts.Synthesize(context.Background(), "hello there")
-	require.NoError(t, err)
-	lead := func(s []float32) int {
-		for i, v := range s {
-			if math.Abs(float64(v)) >= 0.01 {
-				return i
-			}
-		}
-		return len(s)
-	}
-	rate := tts.OutputRate()
-	before := lead(pcm) * 1000 / rate
-	require.Greater(t, before, 50, "flite's leading pause (ms) is what this trims")
-	trimmed := TrimSilence(pcm, rate, -40, 10, 100)
-	require.LessOrEqual(t, lead(trimmed)*1000/rate, 10)
-	t.Logf("flite leading silence %d ms -> %d ms; %d -> %d samples", before, lead(trimmed)*1000/rate, len(pcm), len(trimmed))
 }
