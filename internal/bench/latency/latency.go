@@ -165,8 +165,8 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		"commit_to_audible":               "manual turn: commit + response.create sent → first audible sample (all turns)",
 		"commit_to_audible_first":         "the same, first turn of a fresh session",
 		"commit_to_audible_later":         "the same, later turns",
-		"speech_end_to_audible":           "server VAD: last voiced sample sent → first audible sample",
-		"bargein_onset_to_silence":        "speech onset sent during a reply → the client may stop playing (output_audio_buffer.cleared or response.done cancelled; no old audio after it)",
+		"speech_end_to_audible":           "server VAD: end of the last audible 10 ms window of the speech sent (RMS ≥ −40 dBFS) → first audible sample of the reply",
+		"bargein_onset_to_silence":        "speech onset (first audible 10 ms window, RMS ≥ −40 dBFS) sent during a reply → the client may stop playing (output_audio_buffer.cleared or response.done cancelled; no old audio after it)",
 		"commit_to_first_delta":           "manual turn: commit + response.create sent → first audio delta received (compute on the critical path)",
 		"commit_to_transcript":            "manual turn: commit + response.create sent → the user transcript (ASR tail after the commit)",
 		"bargein_onset_to_last_old_delta": "speech onset → the last audio delta of the interrupted reply",
@@ -558,25 +558,54 @@ func serverVAD(silenceMs int) map[string]any {
 		"silence_duration_ms": silenceMs, "create_response": true, "interrupt_response": true}
 }
 
-// lastVoiced is the index one past the clip's last audible sample.
+// voiceWindow is the window over which the user's speech is judged audible: 10 ms, its RMS
+// against audibleT. A window, not a sample, so that a click or a noise spike is not taken
+// for speech; the same −40 dBFS as the reply's audibility, so that both ends of a latency are
+// measured alike. (A per-sample −30 dBFS rule, used before, put the end of goforward.raw at
+// 2218 ms although its final "s" is heard until 2360 ms, where the server's WebRTC VAD also
+// ends the speech, and the onset of numbers.raw on a click 188 ms before the first word.)
+const voiceWindow = inRate / 100
+
+// windowAudible reports whether the window of pcm starting at i is above audibleT in RMS.
+func windowAudible(pcm []float32, i int) bool {
+	end := min(len(pcm), i+voiceWindow)
+	if end <= i {
+		return false
+	}
+	var sum float64
+	for _, v := range pcm[i:end] {
+		sum += float64(v) * float64(v)
+	}
+	return sum/float64(end-i) >= audibleT*audibleT
+}
+
+// lastVoiced is the index one past the clip's last audible 10 ms window.
 func lastVoiced(pcm []float32) int {
-	for i := len(pcm) - 1; i >= 0; i-- {
-		if pcm[i] >= audibleT*3 || pcm[i] <= -audibleT*3 {
-			return i + 1
+	for i := (len(pcm) - 1) / voiceWindow * voiceWindow; i >= 0; i -= voiceWindow {
+		if windowAudible(pcm, i) {
+			return min(len(pcm), i+voiceWindow)
 		}
 	}
 	return 0
 }
 
-// voiced is the clip's voiced part: its first audible sample and one past its last (0, 0 for
-// silence).
-func voiced(pcm []float32) (from, to int) {
-	for i, v := range pcm {
-		if v >= audibleT*3 || v <= -audibleT*3 {
-			return i, lastVoiced(pcm)
+// firstVoiced is the start of the clip's first audible 10 ms window (-1 for silence).
+func firstVoiced(pcm []float32) int {
+	for i := 0; i < len(pcm); i += voiceWindow {
+		if windowAudible(pcm, i) {
+			return i
 		}
 	}
-	return 0, 0
+	return -1
+}
+
+// voiced is the clip's voiced part: the start of its first audible window and one past its
+// last (0, 0 for silence).
+func voiced(pcm []float32) (from, to int) {
+	if from = firstVoiced(pcm); from < 0 {
+		return 0, 0
+	}
+	return from, lastVoiced(pcm)
 }
 
 // dueAt is when sample i of audio streamed at pace from start is due.
@@ -711,12 +740,9 @@ func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silen
 		if from, to := voiced(voice); to > from {
 			micSpans = append(micSpans, [2]int{onsetAt + from, min(len(mic), onsetAt+to)})
 		}
-		// the clip's own first voiced sample is the onset
-		for i, v := range voice {
-			if v >= audibleT*3 || v <= -audibleT*3 {
-				onsetAt += i
-				break
-			}
+		// the clip's own first audible window is the onset
+		if from := firstVoiced(voice); from >= 0 {
+			onsetAt += from
 		}
 	case interruptNoise:
 		for b := 0; b < 4; b++ { // 100 ms bursts at −10 dBFS every 700 ms
