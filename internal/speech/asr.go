@@ -267,6 +267,9 @@ func (a *ASR) Decoders() int {
 	return a.live
 }
 
+// InUse reports how many decoders are held by open streams.
+func (a *ASR) InUse() int { return len(a.slots) }
+
 // Warm builds idle decoders until n exist (at most PoolSize), so that the first n streams do
 // not each wait for a build: builds are serialized process-wide and take about a second each
 // (more on a loaded machine). It stops early when ctx ends.
@@ -388,7 +391,7 @@ type ASRStream struct {
 	mu      sync.Mutex
 	dec     C.omni_dec_t
 	ps      *C.ps_decoder_t // dec.ps; nil once closed
-	buf     []int16 // reused so Write does not allocate per chunk
+	buf     []int16         // reused so Write does not allocate per chunk
 	started bool
 	samples int
 }
