@@ -122,3 +122,27 @@ func rssKiB(t *testing.T) int {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// BenchmarkASRTranscribe compares decoding speed on the shared model (LM clone, restricted
+// dictionary) with decoders built as pocketsphinx alone builds them.
+func BenchmarkASRTranscribe(b *testing.B) {
+	pcm := loadRaw(b, goforwardRaw)
+	for _, tc := range []struct {
+		name     string
+		unshared bool
+	}{{"shared", false}, {"unshared", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			a, err := NewASR(ASRConfig{PoolSize: 1, unshared: tc.unshared}, nil)
+			require.NoError(b, err)
+			defer a.Close()
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := a.Transcribe(ctx, pcm)
+				require.NoError(b, err)
+				require.Equal(b, goforwardTxt, got)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/(float64(len(pcm))/ASRSampleRate), "rtf")
+		})
+	}
+}
