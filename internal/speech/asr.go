@@ -51,14 +51,14 @@ type ASRConfig struct {
 }
 
 // ASR is a bounded, lazily grown pool of pocketsphinx decoders built from one configuration.
-// A decoder costs about 330 ms to build, so decoders are reused across streams: a stream takes
-// one for its lifetime and Close returns it.
+// A decoder costs about 0.2 s to build (0.5 s before the shared model; more on a loaded machine),
+// so decoders are reused across streams: a stream takes one for its lifetime and Close returns it.
 //
 // Memory: the decoders share one copy of the language model, the dictionary and its triphone
 // map (asrshare.c explains how and why that is safe), and the dictionary holds only the words
 // the language model knows (cmudict's other 55k entries can never be recognised: the search
 // tree skips words without an LM unigram). What stays per decoder is the acoustic model
-// (mdef, Gaussians, front end, ~5 MiB) and the search (lexicon tree with its HMM state for
+// (mdef, Gaussians, front end, ~4 MiB) and the search (lexicon tree with its HMM state for
 // 72k words, word tables, ~26 MiB). docs/BENCHMARKS.md has the measured figures.
 type ASR struct {
 	cfg   ASRConfig
