@@ -256,11 +256,16 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 		for _, n := range o.RSSSessions {
 			most = max(most, n)
 		}
-		cfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: strconv.Itoa(max(64, 4*most))})
+		// The bench clients drop their connections without a close frame; with resume on, each
+		// dropped session would keep its slot (and its ASR decoder) for the resume grace, so the
+		// 4-slot --log-stats server refused its 5th session and the RSS steps saw the previous
+		// step's sessions. Resume is not what this bench measures.
+		noResume := config.FlagValue{Name: "resume-grace", Value: "0s"}
+		cfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: strconv.Itoa(max(64, 4*most))}, noResume)
 		if err != nil {
 			return err
 		}
-		statsCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"},
+		statsCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"}, noResume,
 			config.FlagValue{Name: "log-stats", Value: "true"}, config.FlagValue{Name: "log-format", Value: "json"})
 		if err != nil {
 			return err

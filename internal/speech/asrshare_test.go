@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // TestASRSharedMatchesUnshared: decoders on the shared language model, dictionary and triphone
@@ -142,7 +144,7 @@ func BenchmarkASRTranscribe(b *testing.B) {
 				require.NoError(b, err)
 				require.Equal(b, goforwardTxt, got)
 			}
-			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/(float64(len(pcm))/ASRSampleRate), "rtf")
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/(float64(len(pcm))/audio.ASRSampleRate), "rtf")
 		})
 	}
 }

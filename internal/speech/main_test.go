@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -72,8 +73,8 @@ func realClips(t testing.TB) map[string][]float32 {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pcm, rate, err := DecodeWAV(b)
-			if err != nil || rate != ASRSampleRate {
+			pcm, rate, err := audio.DecodeWAV(b)
+			if err != nil || rate != audio.ASRSampleRate {
 				t.Fatalf("%s: rate %d, %v", p, rate, err)
 			}
 			clips[strings.TrimPrefix(p, dir)] = pcm
