@@ -95,6 +95,10 @@ typedef struct {
 
 struct omni_asr_shared_s {
 	ngram_model_t *lm; // the loaded model; clones point into it
+	// lmath is the first decoder's logmath, which lm and its clones point to without holding
+	// a reference (sphinxbase's ngram models never retain it): held here so that it outlives
+	// the first decoder.
+	logmath_t *lmath;
 	dict_t *dict;
 	dict2pid_t *d2p;
 };
@@ -195,10 +199,12 @@ char *omni_asr_lm_vocab(const char *path) {
 	logmath_t *lmath = logmath_init(1.0001, 0, 0);
 	if (lmath == NULL)
 		return NULL;
+	// An ngram model keeps its logmath pointer without a reference: free that after the model.
 	ngram_model_t *lm = ngram_model_read(NULL, path, NGRAM_AUTO, lmath);
-	logmath_free(lmath); // the model holds its own reference
-	if (lm == NULL)
+	if (lm == NULL) {
+		logmath_free(lmath);
 		return NULL;
+	}
 	int32 n = (int32)ngram_model_get_counts(lm)[0];
 	size_t size = 1, used = 0;
 	for (int32 i = 0; i < n; i++) {
@@ -220,6 +226,7 @@ char *omni_asr_lm_vocab(const char *path) {
 		out[used] = '\0';
 	}
 	ngram_model_free(lm);
+	logmath_free(lmath);
 	return out;
 }
 
@@ -275,6 +282,7 @@ omni_asr_shared_t *omni_asr_shared_new(const char *hmm, const char *dict, const 
 	omni_asr_shared_t *s = ckd_calloc(1, sizeof(*s));
 	omni_ps_head_t *h = (omni_ps_head_t *)ps;
 	s->lm = master;
+	s->lmath = logmath_retain(ps_get_logmath(ps));
 	s->dict = dict_retain(h->dict);
 	s->d2p = dict2pid_retain(h->d2p);
 	first->ps = ps;
@@ -330,6 +338,7 @@ void omni_asr_shared_free(omni_asr_shared_t *s) {
 	if (s == NULL)
 		return;
 	ngram_model_free(s->lm);
+	logmath_free(s->lmath);
 	dict_free(s->dict);
 	dict2pid_free(s->d2p);
 	ckd_free(s);
