@@ -182,7 +182,7 @@ func TestSoak(t *testing.T) {
 	var errMu sync.Mutex
 	var errList []string
 	// Warm-up: all sessions speak at once, so that what is pooled per concurrent stream (the
-	// ASR decoders, ~95 MiB each, grown on demand) is there before the measured window.
+	// ASR decoders, ~30 MiB each, grown on demand) is there before the measured window.
 	var warmed sync.WaitGroup
 	warmed.Add(sessions)
 	var measured atomic.Int64 // when the window starts, ns since began

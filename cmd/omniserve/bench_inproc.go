@@ -249,13 +249,23 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.LogStatsN, "logstats-n", 40, "turns per side timed with and without --log-stats")
 	fs.IntVar(&o.MaxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	fs.DurationVar(&o.Ramp, "ramp", 8*time.Second, "audio streamed per concurrency step")
+	fs.IntSliceVar(&o.RSSSessions, "rss-sessions", []int{8, 32}, "live-session counts at which rss_per_session_mib is measured (empty: skip)")
 	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: strconv.Itoa(max(64, 4*o.MaxSessions))})
+		most := o.MaxSessions
+		for _, n := range o.RSSSessions {
+			most = max(most, n)
+		}
+		// The bench clients drop their connections without a close frame; with resume on, each
+		// dropped session would keep its slot (and its ASR decoder) for the resume grace, so the
+		// 4-slot --log-stats server refused its 5th session and the RSS steps saw the previous
+		// step's sessions. Resume is not what this bench measures.
+		noResume := config.FlagValue{Name: "resume-grace", Value: "0s"}
+		cfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: strconv.Itoa(max(64, 4*most))}, noResume)
 		if err != nil {
 			return err
 		}
-		statsCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"},
+		statsCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"}, noResume,
 			config.FlagValue{Name: "log-stats", Value: "true"}, config.FlagValue{Name: "log-format", Value: "json"})
 		if err != nil {
 			return err
@@ -281,7 +291,11 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 			defer stats.stop()
 			ws := func(b *benchServer) benchrt.Target {
 				p := b.srv.Parts()
-				return benchrt.Target{URL: "ws" + strings.TrimPrefix(b.url, "http") + "/v1/realtime", Client: p.Client, Sessions: p.Sessions}
+				t := benchrt.Target{URL: "ws" + strings.TrimPrefix(b.url, "http") + "/v1/realtime", Client: p.Client, Sessions: p.Sessions}
+				if p.ASR != nil {
+					t.ASR = p.ASR
+				}
+				return t
 			}
 			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), timer, pcm, out)
 			res.Add(figs...)

@@ -66,7 +66,8 @@ func (s *Server) buildSpeech(context.Context) error {
 	s.pipelineCfg = pc
 	if pc.NeedsLocalASR() {
 		// One decoder per live duplex session plus a few for chat input_audio; the pool grows
-		// lazily, so an idle server holds WarmDecoders, not MaxSessions of them (~95 MiB each).
+		// lazily, so an idle server holds WarmDecoders, not MaxSessions of them (~30 MiB each,
+		// on one shared copy of the LM and dictionary).
 		asr, err := speech.NewASR(speech.ASRConfig{PoolSize: s.cfg.Server.MaxSessions + 4}, s.log.Named("asr"))
 		if err != nil {
 			return fmt.Errorf("loading ASR: %w", err)

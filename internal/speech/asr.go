@@ -6,25 +6,7 @@ package speech
 #include <stdio.h>
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
-
-// omni_ps_new builds one decoder from its own copy of the configuration: ps_init writes
-// expanded model paths into the config it is given, so configs are never shared between
-// decoders that may run on different threads.
-static ps_decoder_t *omni_ps_new(const char *hmm, const char *dict, const char *lm) {
-	// Logging is process-global in sphinxbase and goes to stderr by default; omniserve
-	// reports ASR failures through Go errors instead.
-	err_set_logfp(NULL);
-	cmd_ln_t *cfg = cmd_ln_init(NULL, ps_args(), TRUE,
-		"-hmm", hmm, "-dict", dict, "-lm", lm,
-		// One forward pass only: the flat-lexicon rescoring and lattice best path cost about 15%
-		// more CPU per stream (asr_rtf 0.106 -> 0.089, one run each); goforward stays exact, the TTS
-		// round trip drops from 12/13 to 11/13 words.
-		"-fwdflat", "no", "-bestpath", "no", NULL);
-	if (cfg == NULL) return NULL;
-	ps_decoder_t *ps = ps_init(cfg);
-	cmd_ln_free_r(cfg); // ps_init holds its own reference
-	return ps;
-}
+#include "asrshare.h"
 
 static const char *omni_ps_hyp(ps_decoder_t *ps) {
 	int32 score;
@@ -62,19 +44,35 @@ type ASRConfig struct {
 	Dict     string // pronunciation dictionary (-dict)
 	LM       string // n-gram language model (-lm)
 	PoolSize int    // most decoders alive at once (each is one concurrent stream); default 16
+
+	// unshared builds every decoder as pocketsphinx alone would (own LM, full dictionary): the
+	// reference the tests compare the shared pool with.
+	unshared bool
 }
 
 // ASR is a bounded, lazily grown pool of pocketsphinx decoders built from one configuration.
-// A decoder costs about 330 ms to build, so decoders are reused across streams: a stream takes
-// one for its lifetime and Close returns it.
+// A decoder costs about 0.2 s to build (0.5 s before the shared model; more on a loaded machine),
+// so decoders are reused across streams: a stream takes one for its lifetime and Close returns it.
+//
+// Memory: the decoders share one copy of the language model, the dictionary and its triphone
+// map (asrshare.c explains how and why that is safe), and the dictionary holds only the words
+// the language model knows (cmudict's other 55k entries can never be recognised: the search
+// tree skips words without an LM unigram). What stays per decoder is the acoustic model
+// (mdef, Gaussians, front end, ~4 MiB) and the search (lexicon tree with its HMM state for
+// 72k words, word tables, ~26 MiB). docs/BENCHMARKS.md has the measured figures.
 type ASR struct {
-	cfg    ASRConfig
-	log    *zap.Logger
-	slots  chan struct{} // one token per decoder in use; capacity PoolSize bounds the pool
-	create sync.Mutex    // ps_init touches sphinxbase's global logger; build one at a time
+	cfg   ASRConfig
+	log   *zap.Logger
+	slots chan struct{} // one token per decoder in use; capacity PoolSize bounds the pool
+	// lib serializes building and freeing decoders: ps_init touches sphinxbase's global logger,
+	// and the shared model's reference counts are plain ints.
+	lib    sync.Mutex
+	shared *C.omni_asr_shared_t // nil when sharing is off (decoders own their models)
+	dict   string               // the LM-restricted dictionary file, kept while decoders may need it
+	tmpDir string               // holds dict; removed by Close
 
 	mu     sync.Mutex
-	idle   []*C.ps_decoder_t
+	idle   []C.omni_dec_t
 	live   int
 	closed bool
 }
@@ -106,30 +104,145 @@ func NewASR(cfg ASRConfig, log *zap.Logger) (*ASR, error) {
 	}
 	a := &ASR{cfg: cfg, log: log.Named("asr"), slots: make(chan struct{}, cfg.PoolSize)}
 	start := time.Now()
-	ps, err := a.newDecoder()
+	var (
+		words, kept int
+		first       C.omni_dec_t
+		err         error
+	)
+	if cfg.unshared {
+		a.dict = cfg.Dict
+		first, err = a.newDecoder()
+	} else {
+		if words, kept, err = a.restrictDict(); err != nil {
+			return nil, err
+		}
+		first, err = a.loadShared()
+	}
 	if err != nil {
+		a.removeDict()
 		return nil, err
 	}
-	a.idle = append(a.idle, ps)
+	a.idle = append(a.idle, first)
 	a.live = 1
 	a.log.Info("asr model loaded", zap.String("model", cfg.ModelDir), zap.String("lm", cfg.LM),
+		zap.Int("lm_words", words), zap.Int("dict_entries", kept), zap.Bool("shared", a.shared != nil),
 		zap.Duration("load_time", time.Since(start)), zap.Int("pool_size", cfg.PoolSize))
 	return a, nil
 }
 
-func (a *ASR) newDecoder() (*C.ps_decoder_t, error) {
-	hmm, dict, lm := C.CString(a.cfg.ModelDir), C.CString(a.cfg.Dict), C.CString(a.cfg.LM)
+// restrictDict writes the entries of cfg.Dict whose word (alternates "word(2)" included) is in
+// the language model's vocabulary to a private file, and returns the vocabulary size and the
+// entries kept. Decoding is unchanged (pocketsphinx builds its search tree from the words of
+// both, and every en-us LM word has a cmudict entry); the dictionary and the per-word search
+// tables shrink from 134,723 to 79,420 entries.
+func (a *ASR) restrictDict() (int, int, error) {
+	lm := C.CString(a.cfg.LM)
+	defer C.free(unsafe.Pointer(lm))
+	cv := C.omni_asr_lm_vocab(lm)
+	if cv == nil {
+		return 0, 0, fmt.Errorf("loading asr language model %s: cannot read it", a.cfg.LM)
+	}
+	vocab := strings.Split(strings.TrimSuffix(C.GoString(cv), "\n"), "\n")
+	C.free(unsafe.Pointer(cv))
+	known := make(map[string]struct{}, len(vocab))
+	for _, w := range vocab {
+		known[w] = struct{}{}
+	}
+	src, err := os.ReadFile(a.cfg.Dict)
+	if err != nil {
+		return 0, 0, fmt.Errorf("loading asr dictionary: %w", err)
+	}
+	out := make([]byte, 0, len(src))
+	kept := 0
+	for line := range strings.Lines(string(src)) {
+		word, _, _ := strings.Cut(strings.TrimLeft(line, " \t"), " ")
+		word, _, _ = strings.Cut(word, "\t")
+		if i := strings.IndexByte(word, '('); i > 0 && strings.HasSuffix(word, ")") {
+			word = word[:i]
+		}
+		if _, ok := known[word]; !ok {
+			continue
+		}
+		out = append(out, line...)
+		if !strings.HasSuffix(line, "\n") {
+			out = append(out, '\n')
+		}
+		kept++
+	}
+	if kept == 0 {
+		return 0, 0, fmt.Errorf("asr dictionary %s has no word of the language model %s: %w", a.cfg.Dict, a.cfg.LM, ErrInvalidConfig)
+	}
+	if a.tmpDir, err = os.MkdirTemp("", "omniserve-asr-"); err != nil {
+		return 0, 0, fmt.Errorf("writing the restricted asr dictionary: %w", err)
+	}
+	a.dict = filepath.Join(a.tmpDir, "lm-words.dict")
+	if err := os.WriteFile(a.dict, out, 0o600); err != nil {
+		a.removeDict()
+		return 0, 0, fmt.Errorf("writing the restricted asr dictionary: %w", err)
+	}
+	return len(known), kept, nil
+}
+
+func (a *ASR) removeDict() {
+	if a.tmpDir != "" {
+		_ = os.RemoveAll(a.tmpDir)
+		a.tmpDir = ""
+	}
+}
+
+// loadShared builds the first decoder and the model parts later decoders share; when the
+// library's layout checks refuse sharing, decoders own their models (as pocketsphinx builds
+// them) and a warning says why.
+func (a *ASR) loadShared() (C.omni_dec_t, error) {
+	hmm, dict, lm := C.CString(a.cfg.ModelDir), C.CString(a.dict), C.CString(a.cfg.LM)
 	defer C.free(unsafe.Pointer(hmm))
 	defer C.free(unsafe.Pointer(dict))
 	defer C.free(unsafe.Pointer(lm))
-	a.create.Lock()
-	ps := C.omni_ps_new(hmm, dict, lm)
-	a.create.Unlock()
-	if ps == nil {
-		return nil, fmt.Errorf("creating pocketsphinx decoder (hmm %s, dict %s, lm %s): initialisation failed",
+	var first C.omni_dec_t
+	var why *C.char
+	a.lib.Lock()
+	a.shared = C.omni_asr_shared_new(hmm, dict, lm, &first, &why)
+	a.lib.Unlock()
+	if first.ps == nil {
+		return first, fmt.Errorf("creating pocketsphinx decoder (hmm %s, dict %s, lm %s): initialisation failed",
 			a.cfg.ModelDir, a.cfg.Dict, a.cfg.LM)
 	}
-	return ps, nil
+	if a.shared != nil {
+		a.removeDict() // the shared dictionary is in memory; later decoders do not read the file
+	} else {
+		a.log.Warn("asr decoders will not share the language model and dictionary",
+			zap.String("reason", C.GoString(why)))
+	}
+	return first, nil
+}
+
+func (a *ASR) newDecoder() (C.omni_dec_t, error) {
+	hmm, dict, lm := C.CString(a.cfg.ModelDir), C.CString(a.dict), C.CString(a.cfg.LM)
+	defer C.free(unsafe.Pointer(hmm))
+	defer C.free(unsafe.Pointer(dict))
+	defer C.free(unsafe.Pointer(lm))
+	var d C.omni_dec_t
+	a.lib.Lock()
+	rc := C.omni_asr_dec_new(a.shared, hmm, dict, lm, &d)
+	a.lib.Unlock()
+	if rc < 0 || d.ps == nil {
+		return d, fmt.Errorf("creating pocketsphinx decoder (hmm %s, dict %s, lm %s): initialisation failed",
+			a.cfg.ModelDir, a.cfg.Dict, a.cfg.LM)
+	}
+	return d, nil
+}
+
+// freeLocked frees one decoder; the caller holds a.mu and has already counted it out of live.
+// The shared model goes with the last decoder after Close.
+func (a *ASR) freeLocked(d C.omni_dec_t) {
+	a.lib.Lock()
+	defer a.lib.Unlock()
+	C.omni_asr_dec_free(&d)
+	if a.closed && a.live == 0 {
+		C.omni_asr_shared_free(a.shared)
+		a.shared = nil
+		a.removeDict()
+	}
 }
 
 // Close frees the idle decoders; decoders held by open streams are freed when those close.
@@ -140,9 +253,9 @@ func (a *ASR) Close() {
 		return
 	}
 	a.closed = true
-	for _, ps := range a.idle {
-		C.ps_free(ps)
+	for _, d := range a.idle {
 		a.live--
+		a.freeLocked(d)
 	}
 	a.idle = nil
 }
@@ -153,6 +266,9 @@ func (a *ASR) Decoders() int {
 	defer a.mu.Unlock()
 	return a.live
 }
+
+// InUse reports how many decoders are held by open streams.
+func (a *ASR) InUse() int { return len(a.slots) }
 
 // Warm builds idle decoders until n exist (at most PoolSize), so that the first n streams do
 // not each wait for a build: builds are serialized process-wide and take about a second each
@@ -170,7 +286,7 @@ func (a *ASR) Warm(ctx context.Context, n int) error {
 		}
 		a.live++
 		a.mu.Unlock()
-		ps, err := a.newDecoder()
+		d, err := a.newDecoder()
 		a.mu.Lock()
 		if err != nil {
 			a.live--
@@ -178,10 +294,10 @@ func (a *ASR) Warm(ctx context.Context, n int) error {
 			return err
 		}
 		if a.closed {
-			C.ps_free(ps)
 			a.live--
+			a.freeLocked(d)
 		} else {
-			a.idle = append(a.idle, ps)
+			a.idle = append(a.idle, d)
 		}
 		a.mu.Unlock()
 	}
@@ -201,34 +317,43 @@ func (a *ASR) NewStream(ctx context.Context) (*ASRStream, error) {
 		<-a.slots
 		return nil, fmt.Errorf("opening asr stream: %w", ErrClosed)
 	}
-	var ps *C.ps_decoder_t
+	var d C.omni_dec_t
 	if n := len(a.idle); n > 0 {
-		ps = a.idle[n-1]
+		d = a.idle[n-1]
 		a.idle = a.idle[:n-1]
 	} else {
 		a.live++ // reserve before the slow build so Decoders never undercounts
 	}
 	a.mu.Unlock()
-	if ps == nil {
+	if d.ps == nil {
 		var err error
-		if ps, err = a.newDecoder(); err != nil {
+		if d, err = a.newDecoder(); err != nil {
 			a.mu.Lock()
 			a.live--
 			a.mu.Unlock()
 			<-a.slots
 			return nil, err
 		}
+		a.mu.Lock()
+		if a.closed { // closed during the build: the shared model must not outlive this decoder
+			a.live--
+			a.freeLocked(d)
+			a.mu.Unlock()
+			<-a.slots
+			return nil, fmt.Errorf("opening asr stream: %w", ErrClosed)
+		}
+		a.mu.Unlock()
 	}
-	return &ASRStream{asr: a, ps: ps}, nil
+	return &ASRStream{asr: a, dec: d, ps: d.ps}, nil
 }
 
-func (a *ASR) release(ps *C.ps_decoder_t) {
+func (a *ASR) release(d C.omni_dec_t) {
 	a.mu.Lock()
 	if a.closed {
-		C.ps_free(ps)
 		a.live--
+		a.freeLocked(d)
 	} else {
-		a.idle = append(a.idle, ps)
+		a.idle = append(a.idle, d)
 	}
 	a.mu.Unlock()
 	<-a.slots
@@ -264,8 +389,9 @@ func (a *ASR) Transcribe(ctx context.Context, pcm16k []float32) (string, error) 
 type ASRStream struct {
 	asr     *ASR
 	mu      sync.Mutex
-	ps      *C.ps_decoder_t
-	buf     []int16 // reused so Write does not allocate per chunk
+	dec     C.omni_dec_t
+	ps      *C.ps_decoder_t // dec.ps; nil once closed
+	buf     []int16         // reused so Write does not allocate per chunk
 	started bool
 	samples int
 }
@@ -338,7 +464,7 @@ func (s *ASRStream) Close() {
 		C.ps_end_utt(s.ps)
 		s.started = false
 	}
-	s.asr.release(s.ps)
+	s.asr.release(s.dec)
 	s.ps = nil
 }
 

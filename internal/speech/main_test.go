@@ -3,10 +3,13 @@ package speech
 import (
 	"encoding/binary"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -49,4 +52,33 @@ func newTestASR(t testing.TB, pool int) *ASR {
 	}
 	t.Cleanup(a.Close)
 	return a
+}
+
+// realClips are the 16 kHz speech recordings of pocketsphinx-testdata.
+func realClips(t testing.TB) map[string][]float32 {
+	t.Helper()
+	const dir = "/usr/share/pocketsphinx/test/data/"
+	needFile(t, dir+"goforward.raw", "pocketsphinx-testdata")
+	clips := map[string][]float32{}
+	for _, name := range []string{"goforward.raw", "numbers.raw", "something.raw", "tidigits/dhd.2934z.raw"} {
+		clips[name] = loadRaw(t, dir+name)
+	}
+	for _, pattern := range []string{"cards/*.wav", "librivox/*.wav"} {
+		paths, err := filepath.Glob(dir + pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcm, rate, err := audio.DecodeWAV(b)
+			if err != nil || rate != audio.ASRSampleRate {
+				t.Fatalf("%s: rate %d, %v", p, rate, err)
+			}
+			clips[strings.TrimPrefix(p, dir)] = pcm
+		}
+	}
+	return clips
 }

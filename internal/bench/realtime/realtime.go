@@ -28,6 +28,7 @@ type Options struct {
 	LogStatsN   int           // turns per side timed with and without --log-stats
 	MaxSessions int           // largest concurrency tried for real time
 	Ramp        time.Duration // audio streamed per concurrency step
+	RSSSessions []int         // live-session counts at which the RSS per session is measured; none skips it
 	Meter       bench.Meter   // progress of the steps; nil shows none
 }
 
@@ -36,6 +37,13 @@ type Target struct {
 	URL      string // ws://host:port/v1/realtime
 	Client   *requestclient.Client
 	Sessions *session.Manager
+	ASR      ASRPool // the server's ASR decoder pool; nil when the ASR is remote
+}
+
+// ASRPool is what the RSS measurement reads of the server's ASR (speech.ASR).
+type ASRPool interface {
+	Decoders() int // decoders built, idle or in use
+	InUse() int    // decoders held by open streams
 }
 
 // Timer wraps a session backend to timestamp engine appends (the end of the event path) and to
@@ -140,8 +148,24 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 			steps++
 		}
 	}
-	prog := o.Meter.Start("realtime", 4+o.LogStatsN+1+o.TTFPN+o.PacedTurns+o.BargeN+steps, "steps")
+	rssSteps := o.RSSSessions
+	if plain.ASR == nil {
+		rssSteps = nil
+	}
+	prog := o.Meter.Start("realtime", len(rssSteps)+4+o.LogStatsN+1+o.TTFPN+o.PacedTurns+o.BargeN+steps, "steps")
 	defer prog.Done()
+	var figs []bench.Figure
+	if len(rssSteps) > 0 {
+		per, err := rssPerSession(ctx, plain.URL, timer, plain.Sessions, plain.ASR, pcm, rssSteps, out, prog)
+		if err != nil {
+			return nil, fmt.Errorf("rss per session: %w", err)
+		}
+		for i, n := range rssSteps {
+			figs = append(figs, bench.One(fmt.Sprintf("rss_per_session_mib_%d", n), "MiB", fmt.Sprintf(
+				"resident memory per live session at %d auto_response sessions, each having decoded the speech: "+
+					"(RSS then − RSS before) / (%d − ASR decoders built before) (target ≤ 40)", n, n), per[i], 1))
+		}
+	}
 	allocsOff, err := turnMetricsAllocsPerChunk(ctx, plain.Client, "off")
 	if err != nil {
 		return nil, fmt.Errorf("turn metrics allocs: %w", err)
@@ -190,7 +214,7 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 	fmt.Fprintf(out, "ttfp paced (turns 2..%d, one session, %.1fs): n=%d p50=%.1fms p99=%.1fms\n",
 		o.PacedTurns, pacedFor.Seconds(), len(paced), q(paced, 50), q(paced, 99))
 	fmt.Fprintf(out, "barge-in: n=%d p50=%.1fms p99=%.1fms\n", len(barge), q(barge, 50), q(barge, 99))
-	figs := []bench.Figure{
+	figs = append(figs, []bench.Figure{
 		{Name: "rt_event_overhead_us", Unit: "us", Samples: over, Keys: []bench.Stat{bench.P99}, Digits: 0,
 			Definition: "client write of one 100 ms input_audio_buffer.append → the session's engine append call (auto_response, silence), one at a time"},
 		{Name: "rt_ttfp_ms", Unit: "ms", Samples: ttfp, Keys: []bench.Stat{bench.P50}, Digits: 1,
@@ -200,7 +224,7 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 		{Name: "rt_bargein_ms", Unit: "ms", Samples: barge, Keys: []bench.Stat{bench.P99}, Digits: 1,
 			Definition: "barge_in sent after the 3rd audio delta of a reply → response.done{cancelled}; no old audio may follow"},
 		bench.One("realtime_sessions", "sessions", "largest step of concurrent auto_response sessions whose stage-0 decisions keep up with real-time audio", float64(sessions), 0),
-	}
+	}...)
 	figs = append(figs, turnMetricsFigures(allocsOff, allocsOn, lsOff, lsOn, out)...)
 	figs = append(figs, bench.One("stats_heap_growth_kib_per_session_hour", "KiB",
 		"heap growth of one --log-stats session's statistics fed an hour of 100 ms units (target ≤ 64)", heapKiB, 1))
