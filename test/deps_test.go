@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,53 +13,139 @@ import (
 
 const module = "github.com/omniserve/omniserve"
 
-// layer is each internal package's place in architecture.md's picture. A package may import
-// only packages of a lower layer; metrics, config, audio (sample formats, resampling, WAV: pure
-// Go, shared by api, session, stage and speech), talkclient (a client: no server code, no cgo)
-// and benchreport (the bench commands' report and progress bar) import no internal package at
-// all. server, the one place the parts are wired together, is the top: only cmd/ (and the
-// end-to-end tests) import it.
+// allowed is, for every package of the module, the module packages it may import directly: the
+// picture of architecture.md ("Data flow", "Packages and what each owns") as edges. A package
+// missing here, or an import missing from its list, fails TestImportAllowList; an edge is added
+// here on purpose, with a comment when it is not simply "the layer below". Test files are not
+// checked: a package's tests may build a fixture from higher parts (internal/server).
+var allowed = map[string][]string{
+	// Layer 0: pure-Go leaves that import no module package. audio is the one home of sample
+	// formats, resampling, WAV and the echo canceller (api, session, stage and speech share it);
+	// oaierror writes OpenAI's error envelope; auth checks API keys for api and realtime.
+	"internal/metrics":     {},
+	"internal/audio":       {},
+	"internal/auth":        {},
+	"internal/oaierror":    {},
+	"internal/testenv":     {},
+	"internal/talkclient":  {}, // a client: no server code
+	"internal/benchreport": {}, // the bench commands' report, progress bar and nearest-rank quantile
+	"internal/api/console": {}, // the console page's embedded files
+	"configs":              {}, // the YAML configs, embedded (go:embed)
+	// The server config: its defaults are the embedded configs/omni-cpu.yaml. Only
+	// internal/server and cmd/ read it.
+	"internal/config": {"configs"},
+
+	// Layer 1: the only cgo packages. engine is the only importer of the llama.cpp binding.
+	"internal/engine": {},
+	"internal/speech": {"internal/audio"},
+
+	// Layer 2: the stage pipeline over the engine and the speech libraries.
+	"internal/stage": {"internal/audio", "internal/engine", "internal/metrics", "internal/speech"},
+
+	// Layer 3: the request client translates its own types to stage's and engine's; nothing
+	// above it sees either.
+	"internal/requestclient": {"internal/engine", "internal/metrics", "internal/stage"},
+
+	// Layer 4: the duplex session speaks requestclient's types.
+	"internal/session": {"internal/audio", "internal/metrics", "internal/requestclient",
+		// The server-VAD barge-in detector (session/vad.go) runs in the session actor on the
+		// audio as it is appended, before that audio is queued for the engine: barge-in must
+		// cut a reply within ~one frame of the onset even while stage 0 is busy or its queue
+		// is long, and the wire events input_audio_buffer.speech_started/stopped belong to the
+		// session, not to a stage. Stage 0's own VAD endpointing is a different job (the speak
+		// decision). speech, not stage or engine, is the only layer below requestclient the
+		// session reaches.
+		"internal/speech"},
+
+	// Layer 5: the WebSocket endpoint drives sessions only.
+	"internal/realtime": {"internal/auth", "internal/oaierror", "internal/session"},
+
+	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
+	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
+	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/oaierror", "internal/requestclient"},
+
+	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
+	"internal/server": {"internal/api", "internal/config", "internal/engine", "internal/metrics", "internal/realtime",
+		"internal/requestclient", "internal/session", "internal/speech", "internal/stage"},
+
+	// The benchmarks: figures over benchreport (one quantile definition, no server code); the
+	// outsider clients (chat, latency) use figures only; the in-process measurements reach the
+	// parts they measure. Only cmd/ imports them.
+	"internal/bench":         {"internal/benchreport"},
+	"internal/bench/chat":    {"internal/bench"},
+	"internal/bench/latency": {"internal/bench", "internal/benchreport"},
+	"internal/bench/engine":  {"internal/bench", "internal/engine"},
+	// The pipeline without a session or WebSocket: the stage front end's cost per session.
+	"internal/bench/frontend": {"internal/audio", "internal/bench", "internal/benchreport", "internal/metrics",
+		"internal/speech", "internal/stage"},
+	// Sessions over a timed Backend, and the turn statistics fed stage messages directly (the
+	// Sink side of requestclient, which only the pipeline calls in the server).
+	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/metrics", "internal/requestclient",
+		"internal/session", "internal/stage"},
+
+	// The CLI: builds the server (internal/server), runs the bench commands and the talk
+	// client; api only for its shutdown cause (api.ErrShuttingDown).
+	"cmd/omniserve": {"internal/api", "internal/bench", "internal/bench/chat", "internal/bench/engine",
+		"internal/bench/frontend", "internal/bench/latency", "internal/bench/realtime", "internal/benchreport",
+		"internal/config", "internal/server", "internal/talkclient"},
+	// The end-to-end tests drive the built binary; their non-test files import nothing.
+	"test": {},
+}
+
+// layer is each package's place in architecture.md's picture, used only to check that the
+// allow-list itself points down (TestAllowListPointsDown): an edge added upward, or sideways
+// inside one layer, is a change of architecture, not an allow-list entry.
 var layer = map[string]int{
-	"internal/metrics":       0,
-	"internal/config":        0,
-	"internal/talkclient":    0,
-	"internal/benchreport":   0,
-	"internal/auth":          0,
-	"internal/oaierror":      0,
-	"internal/audio":         0,
-	"internal/engine":        1,
-	"internal/speech":        1,
+	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0,
+	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
+	"internal/engine": 1, "internal/speech": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,
 	"internal/realtime":      5,
 	"internal/api":           6,
 	"internal/server":        7,
-	// The benchmarks: figures (over benchreport, whose nearest-rank quantile is the one both the
-	// printed keys and the report use: one definition, no server code), the outsider latency
-	// client (figures and report only), and the in-process measurements over the parts
-	// internal/server builds. Only cmd/ imports them.
-	"internal/bench":          1,
-	"internal/bench/latency":  2,
-	"internal/bench/chat":     2,
-	"internal/bench/engine":   2,
-	"internal/bench/frontend": 3,
-	"internal/bench/realtime": 5,
+	"internal/bench":         1, "internal/bench/chat": 2, "internal/bench/latency": 2, "internal/bench/engine": 2,
+	"internal/bench/frontend": 3, "internal/bench/realtime": 5,
+	"cmd/omniserve": 8, "test": 8,
 }
 
-// TestImportDirection keeps the import graph pointing down, as architecture.md draws it. It reads
-// each package's .Deps, the transitive set `go list -deps` prints, in one `go list` call, so an
-// indirect violation is caught too.
-func TestImportDirection(t *testing.T) {
+// TestImportAllowList checks every direct import of every package of the module against
+// allowed, in one `go list` call, and logs what each package imports (go test -v).
+func TestImportAllowList(t *testing.T) {
 	t.Parallel()
-	lines := goList(t, binRoot(t), "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...")
+	lines := goList(t, binRoot(t), "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
 	require.NotEmpty(t, lines)
+	for _, l := range lines {
+		f := strings.Fields(l)
+		imps := strings.Join(moduleImports(f[1:]), " ")
+		if imps == "" {
+			imps = "(no module package)"
+		}
+		t.Logf("%s imports: %s", rel(f[0]), imps)
+	}
 	for _, v := range importViolations(lines) {
 		t.Error(v)
 	}
 }
 
-// TestImportViolationsDetects checks the checker itself on made-up graphs.
+// TestAllowListPointsDown checks the allow-list against the layers: every allowed edge points to
+// a lower layer, and every package has a layer.
+func TestAllowListPointsDown(t *testing.T) {
+	t.Parallel()
+	for pkg, deps := range allowed {
+		lp, ok := layer[pkg]
+		require.True(t, ok, "%s has no layer", pkg)
+		for _, d := range deps {
+			ld, ok := layer[d]
+			require.True(t, ok, "%s (allowed for %s) has no layer", d, pkg)
+			require.Less(t, ld, lp, "%s (layer %d) may import %s (layer %d): the allow-list must point down", pkg, lp, d, ld)
+		}
+	}
+	require.Len(t, layer, len(allowed), "every layer entry has an allow-list entry")
+}
+
+// TestImportViolationsDetects checks the checker itself on made-up import lists.
 func TestImportViolationsDetects(t *testing.T) {
 	t.Parallel()
 	m := module + "/"
@@ -67,22 +154,28 @@ func TestImportViolationsDetects(t *testing.T) {
 		line string
 		want string // "" = no violation
 	}{
-		{"down is fine", m + "internal/stage " + m + "internal/engine " + m + "internal/metrics fmt", ""},
+		{"allowed edges", m + "internal/stage " + m + "internal/engine " + m + "internal/metrics fmt", ""},
 		{"cmd may import api", m + "cmd/omniserve " + m + "internal/api " + m + "internal/config", ""},
-		{"up is not", m + "internal/engine " + m + "internal/stage", "internal/engine (layer 1) depends on internal/stage"},
-		{"sideways is not", m + "internal/engine " + m + "internal/speech", "internal/engine (layer 1) depends on internal/speech"},
-		{"speech builds on audio", m + "internal/speech " + m + "internal/audio", ""},
-		{"audio imports nothing internal", m + "internal/audio " + m + "internal/speech", "internal/audio (layer 0) depends on internal/speech (layer 1)"},
-		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/engine", "internal/metrics (layer 0) depends on internal/engine"},
-		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "imports internal/api"},
-		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "nothing imports cmd/"},
-		{"config is cmd's", m + "internal/session " + m + "internal/config", "imports internal/config"},
+		{"standard library and modules are not checked", m + "internal/metrics fmt go.uber.org/zap", ""},
+		{"up is not", m + "internal/engine " + m + "internal/stage", "internal/engine imports internal/stage"},
+		{"sideways is not", m + "internal/engine " + m + "internal/speech", "internal/engine imports internal/speech"},
+		{"api skips to stage", m + "internal/api " + m + "internal/requestclient " + m + "internal/stage",
+			"internal/api imports internal/stage, which is not in its allow-list"},
+		{"api skips to engine", m + "internal/api " + m + "internal/engine", "internal/api imports internal/engine"},
+		{"api may not use speech", m + "internal/api " + m + "internal/speech", "internal/api imports internal/speech"},
+		{"session skips to stage", m + "internal/session " + m + "internal/stage", "internal/session imports internal/stage"},
+		{"session keeps its VAD", m + "internal/session " + m + "internal/speech " + m + "internal/requestclient", ""},
+		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/engine", "internal/metrics imports internal/engine"},
+		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "internal/realtime imports internal/api"},
+		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "internal/stage imports cmd/omniserve"},
+		{"config is the server's", m + "internal/session " + m + "internal/config", "internal/session imports internal/config"},
 		{"server wires api and config", m + "internal/server " + m + "internal/api " + m + "internal/config " + m + "internal/realtime", ""},
-		{"server is cmd's", m + "internal/api " + m + "internal/server", "imports internal/server"},
-		{"benchmarks are cmd's", m + "internal/server " + m + "internal/bench/chat", "imports internal/bench/chat"},
-		{"the latency client uses figures only", m + "internal/bench/latency " + m + "internal/bench " + m + "internal/session", "internal/bench/latency (layer 2) depends on internal/session"},
-		{"figures build on the report", m + "internal/bench/latency " + m + "internal/bench " + m + "internal/benchreport", ""},
-		{"the report imports no figures", m + "internal/benchreport " + m + "internal/bench", "internal/benchreport (layer 0) depends on internal/bench (layer 1)"},
+		{"server is cmd's", m + "internal/api " + m + "internal/server", "internal/api imports internal/server"},
+		{"benchmarks are cmd's", m + "internal/server " + m + "internal/bench/chat", "internal/server imports internal/bench/chat"},
+		{"the latency client uses figures only", m + "internal/bench/latency " + m + "internal/bench " + m + "internal/session", "internal/bench/latency imports internal/session"},
+		{"an unlisted package", m + "internal/newpkg " + m + "internal/metrics", "internal/newpkg is not in the allow-list"},
+		{"the message lists what it imports", m + "internal/api " + m + "internal/stage " + m + "internal/oaierror",
+			"(it imports: internal/oaierror internal/stage; allowed: internal/api/console internal/audio"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,41 +191,41 @@ func TestImportViolationsDetects(t *testing.T) {
 	}
 }
 
-// importViolations reads lines of "pkg dep dep ..." and lists every import against the rules.
+// importViolations reads lines of "pkg import import ..." and lists every module import that
+// the package's allow-list does not name, and every package without an allow-list.
 func importViolations(lines []string) []string {
 	var out []string
 	for _, l := range lines {
 		f := strings.Fields(l)
-		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
-		for _, d := range f[1:] {
-			if d == f[0] || !strings.HasPrefix(d, module+"/") {
-				continue
-			}
-			drel := strings.TrimPrefix(d, module+"/")
-			fromCmd := strings.HasPrefix(rel, "cmd/") || rel == "test"
-			if strings.HasPrefix(drel, "cmd/") {
-				out = append(out, rel+" imports "+drel+": nothing imports cmd/")
-			}
-			wiring := fromCmd || rel == "internal/server"
-			if drel == "internal/server" && !fromCmd {
-				out = append(out, rel+" imports internal/server: only cmd/ may")
-			}
-			if strings.HasPrefix(drel, "internal/bench") && !fromCmd && !strings.HasPrefix(rel, "internal/bench") {
-				out = append(out, rel+" imports "+drel+": only cmd/ may")
-			}
-			if drel == "internal/api" && !wiring {
-				out = append(out, rel+" imports internal/api: only internal/server and cmd/ may")
-			}
-			if drel == "internal/config" && !wiring {
-				out = append(out, rel+" imports internal/config: only internal/server and cmd/ read the server config")
-			}
-			lp, pok := layer[rel]
-			ld, dok := layer[drel]
-			if pok && dok && ld >= lp {
-				out = append(out, fmt.Sprintf("%s (layer %d) depends on %s (layer %d): imports must point down architecture.md's picture", rel, lp, drel, ld))
+		pkg := rel(f[0])
+		imps := moduleImports(f[1:])
+		have := fmt.Sprintf("(it imports: %s; allowed: %s)", strings.Join(imps, " "), strings.Join(allowed[pkg], " "))
+		ok, listed := allowed[pkg]
+		if !listed {
+			out = append(out, fmt.Sprintf("%s is not in the allow-list of test/deps_test.go: add it with the packages it may import, as architecture.md places it %s", pkg, have))
+			continue
+		}
+		for _, d := range imps {
+			if !slices.Contains(ok, d) {
+				out = append(out, fmt.Sprintf("%s imports %s, which is not in its allow-list: imports follow architecture.md's picture %s", pkg, d, have))
 			}
 		}
 	}
+	return out
+}
+
+// rel is a module package's path relative to the module ("" for the root).
+func rel(pkg string) string { return strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/") }
+
+// moduleImports keeps the module's own packages of imps, relative and sorted.
+func moduleImports(imps []string) []string {
+	var out []string
+	for _, d := range imps {
+		if strings.HasPrefix(d, module+"/") {
+			out = append(out, rel(d))
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

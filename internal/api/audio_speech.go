@@ -17,7 +17,7 @@ import (
 	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
-// Synthesizer speaks text as mono samples at SpeechRate; *stage.Pipeline implements it on the
+// Synthesizer speaks text as mono samples at SpeechRate; the stage pipeline implements it on the
 // talker's TTS, local or remote.
 type Synthesizer interface {
 	Synthesize(ctx context.Context, text string) ([]float32, error)

@@ -15,10 +15,10 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/oaierror"
-	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-// Transcriber turns one 16 kHz mono utterance into text; *stage.Pipeline implements it on its
+// Transcriber turns one 16 kHz mono utterance into text; the stage pipeline implements it on its
 // ASR, local or remote.
 type Transcriber interface {
 	Transcribe(ctx context.Context, pcm16k []float32) (string, error)
@@ -206,7 +206,7 @@ func audioEngineError(err error, what string) *oaierror.Error {
 	switch {
 	case errors.Is(err, audio.ErrEmptyText), errors.Is(err, audio.ErrEmptyAudio), errors.Is(err, audio.ErrNonFinite):
 		return oaierror.BadRequest("", "invalid_value", fmt.Sprintf("%s: %v", what, err))
-	case errors.Is(err, stage.ErrInvalidRequest):
+	case errors.Is(err, requestclient.ErrInvalidRequest):
 		return &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: err.Error()}
 	}
 	return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error", Message: fmt.Sprintf("%s: %v", what, err)}

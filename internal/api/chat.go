@@ -13,15 +13,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // ChatClient runs one chat completion on the engine; *requestclient.Client implements it.
 type ChatClient interface {
-	Chat(ctx context.Context, req stage.ChatRequest) (*requestclient.ChatStream, error)
+	Chat(ctx context.Context, req requestclient.ChatRequest) (*requestclient.ChatStream, error)
 }
 
 // ChatConfig configures the /v1/chat/completions handler. Zero fields take the documented defaults.
@@ -187,19 +185,19 @@ func (h *chatHandler) serve(w http.ResponseWriter, r *http.Request, p *chatParse
 
 // writeEngineError maps a failure to start a completion to an HTTP answer.
 func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, err error) {
-	var sampErr *engine.SamplingError
+	sampErr, isSampErr := requestclient.SamplingErrorOf(err)
 	switch {
 	case r.Context().Err() != nil:
 		return // the client is gone; nobody reads an answer
-	case errors.Is(err, engine.ErrNoFreeSlot), errors.Is(err, stage.ErrQueueFull):
+	case errors.Is(err, requestclient.ErrNoFreeSlot), errors.Is(err, requestclient.ErrQueueFull):
 		// The engine's own bounds (sequence slots, stage queues) were hit before ours.
 		oaierror.Write(w, &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "engine_overloaded",
 			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is overloaded (%v); retry later", err)})
-	case errors.Is(err, stage.ErrContextLength):
+	case errors.Is(err, requestclient.ErrContextLength):
 		oaierror.Write(w, contextLengthError(err))
-	case errors.As(err, &sampErr):
-		oaierror.Write(w, oaierror.BadRequest(sampErr.Param, "invalid_value", sampErr.Error()))
-	case errors.Is(err, stage.ErrInvalidRequest):
+	case isSampErr:
+		oaierror.Write(w, oaierror.BadRequest(sampErr.Param, "invalid_value", sampErr.Message))
+	case errors.Is(err, requestclient.ErrInvalidRequest):
 		oaierror.Write(w, oaierror.BadRequest("messages", "invalid_value", err.Error()))
 	default:
 		h.log.Error("starting chat completion", zap.Error(err))
@@ -221,9 +219,8 @@ func isJSONMediaType(ct string) bool {
 // contextLengthError is OpenAI's answer to a prompt that does not fit.
 func contextLengthError(err error) *oaierror.Error {
 	msg := err.Error()
-	var cle *stage.ContextLengthError
-	if errors.As(err, &cle) {
-		msg = cle.Error()
+	if cle, ok := requestclient.ContextLengthErrorOf(err); ok {
+		msg = cle.Message
 	}
 	return oaierror.BadRequest("messages", "context_length_exceeded", msg)
 }

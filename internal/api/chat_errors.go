@@ -1,20 +1,18 @@
 package api
 
 import (
-	"errors"
-
 	"github.com/omniserve/omniserve/internal/oaierror"
-	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // upstreamError answers err as the remote stage's upstream answered it (status, type, code,
 // param, message, Retry-After), or reports false when err did not come from a remote stage.
 // An unreachable or garbled upstream is a 502 upstream_error, a timeout a 504.
 func upstreamError(err error) (*oaierror.Error, bool) {
-	var ue *stage.UpstreamError
-	if !errors.As(err, &ue) {
+	ue, ok := requestclient.UpstreamErrorOf(err)
+	if !ok {
 		return nil, false
 	}
-	return &oaierror.Error{Status: ue.ClientStatus(), Type: ue.ClientType(), Code: ue.ClientCode(),
-		Param: ue.ClientParam(), Message: ue.ClientMessage(), RetryAfter: ue.RetryAfter}, true
+	return &oaierror.Error{Status: ue.Status, Type: ue.Type, Code: ue.Code,
+		Param: ue.Param, Message: ue.Message, RetryAfter: ue.RetryAfter}, true
 }

@@ -12,9 +12,8 @@ import (
 	"strings"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
-	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // Input and output audio rates. pcm16 follows OpenAI: raw little-endian 16-bit mono at 24 kHz, in
@@ -108,7 +107,7 @@ type chatParsed struct {
 	AudioFormat  string // wav | pcm16 when WantAudio
 	N            int    // choices to generate, each its own sequence
 	Logprobs     bool
-	Req          stage.ChatRequest
+	Req          requestclient.ChatRequest
 }
 
 // parseChatRequest decodes and validates body. Every rejection is a 400 in OpenAI's shape naming
@@ -200,7 +199,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *o
 	}
 	// Without a seed every completion draws its own: equal requests give different answers at
 	// temperature > 0, as with OpenAI.
-	s := engine.Sampling{Temperature: 1, TopP: 1, RandomSeed: true}
+	s := requestclient.Sampling{Temperature: 1, TopP: 1, RandomSeed: true}
 	if in.Temperature != nil {
 		t := *in.Temperature
 		if math.IsNaN(t) || t < 0 || t > 2 {
@@ -248,7 +247,7 @@ func checkChatSampling(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *o
 	return nil
 }
 
-func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *oaierror.Error {
+func checkChatPenalties(in *chatRequestBody, s *requestclient.Sampling) *oaierror.Error {
 	for _, p := range []struct {
 		name string
 		v    *float64
@@ -257,8 +256,8 @@ func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *oaierror.Error
 		if p.v == nil {
 			continue
 		}
-		if math.IsNaN(*p.v) || *p.v < -engine.MaxPenalty || *p.v > engine.MaxPenalty {
-			return oaierror.BadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, engine.MaxPenalty, engine.MaxPenalty, *p.v))
+		if math.IsNaN(*p.v) || *p.v < -requestclient.MaxPenalty || *p.v > requestclient.MaxPenalty {
+			return oaierror.BadRequest(p.name, "invalid_value", fmt.Sprintf("%s must be between -%d and %d, got %g", p.name, requestclient.MaxPenalty, requestclient.MaxPenalty, *p.v))
 		}
 		*p.dst = float32(*p.v)
 	}
@@ -271,23 +270,23 @@ func checkChatPenalties(in *chatRequestBody, s *engine.Sampling) *oaierror.Error
 		if err != nil || id < 0 {
 			return oaierror.BadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias keys must be token ids (non-negative integers), got %q", k))
 		}
-		if math.IsNaN(v) || v < -engine.MaxLogitBias || v > engine.MaxLogitBias {
-			return oaierror.BadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", engine.MaxLogitBias, engine.MaxLogitBias, v, id))
+		if math.IsNaN(v) || v < -requestclient.MaxLogitBias || v > requestclient.MaxLogitBias {
+			return oaierror.BadRequest("logit_bias", "invalid_value", fmt.Sprintf("logit_bias values must be between -%d and %d, got %g for token %d", requestclient.MaxLogitBias, requestclient.MaxLogitBias, v, id))
 		}
 		s.LogitBias[id] = float32(v) // ids outside the vocabulary are refused by the engine
 	}
 	return nil
 }
 
-func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed) *oaierror.Error {
+func checkChatLogprobs(in *chatRequestBody, s *requestclient.Sampling, out *chatParsed) *oaierror.Error {
 	if in.Logprobs != nil && *in.Logprobs {
 		s.Logprobs, out.Logprobs = true, true
 	}
 	if in.TopLogprobs == nil {
 		return nil
 	}
-	if *in.TopLogprobs < 0 || *in.TopLogprobs > engine.MaxTopLogprobs {
-		return oaierror.BadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", engine.MaxTopLogprobs, *in.TopLogprobs))
+	if *in.TopLogprobs < 0 || *in.TopLogprobs > requestclient.MaxTopLogprobs {
+		return oaierror.BadRequest("top_logprobs", "invalid_value", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", requestclient.MaxTopLogprobs, *in.TopLogprobs))
 	}
 	if *in.TopLogprobs > 0 && !s.Logprobs {
 		return oaierror.BadRequest("top_logprobs", "invalid_value", "top_logprobs requires logprobs to be true")
@@ -298,7 +297,7 @@ func checkChatLogprobs(in *chatRequestBody, s *engine.Sampling, out *chatParsed)
 
 // checkChatResponseFormat turns response_format into a grammar the sampler enforces, so the
 // output parses whatever the model is (a truncated answer, finish_reason length, may not).
-func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *oaierror.Error {
+func checkChatResponseFormat(in *chatRequestBody, s *requestclient.Sampling) *oaierror.Error {
 	f := in.ResponseFormat
 	if f == nil {
 		return nil
@@ -306,7 +305,7 @@ func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *oaierror.
 	switch f.Type {
 	case "text":
 	case "json_object":
-		s.Grammar = engine.JSONGrammar
+		s.Grammar = requestclient.JSONObjectGrammar
 	case "json_schema":
 		if f.JSONSchema == nil {
 			return oaierror.BadRequest("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema")
@@ -315,10 +314,10 @@ func checkChatResponseFormat(in *chatRequestBody, s *engine.Sampling) *oaierror.
 			return oaierror.BadRequest("response_format.json_schema.name", "missing_required_parameter", "json_schema.name is required")
 		}
 		if !chatRawSet(f.JSONSchema.Schema) {
-			s.Grammar = engine.JSONGrammar // no schema: any JSON object
+			s.Grammar = requestclient.JSONObjectGrammar // no schema: any JSON object
 			return nil
 		}
-		g, err := engine.SchemaGrammar(f.JSONSchema.Schema)
+		g, err := requestclient.SchemaGrammar(f.JSONSchema.Schema)
 		if err != nil {
 			return oaierror.BadRequest("response_format.json_schema.schema", "invalid_value", fmt.Sprintf("invalid JSON schema: %v", err))
 		}
@@ -391,8 +390,8 @@ func checkChatModalities(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 }
 
 // convertChatMessages turns wire messages into pipeline messages, decoding input audio to 16 kHz.
-func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.ChatMessage, *oaierror.Error) {
-	out := make([]stage.ChatMessage, 0, len(in))
+func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]requestclient.ChatMessage, *oaierror.Error) {
+	out := make([]requestclient.ChatMessage, 0, len(in))
 	for i, m := range in {
 		param := fmt.Sprintf("messages[%d]", i)
 		role := m.Role
@@ -405,7 +404,7 @@ func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.C
 		default:
 			return nil, oaierror.BadRequest(param+".role", "unsupported_value", fmt.Sprintf("unsupported role %q; use system, user or assistant", m.Role))
 		}
-		msg := stage.ChatMessage{Role: role}
+		msg := requestclient.ChatMessage{Role: role}
 		if e := fillChatContent(&msg, m.Content, param); e != nil {
 			return nil, e
 		}
@@ -427,7 +426,7 @@ func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]stage.C
 
 // resolveChatAudio replaces an assistant message's audio reference by the transcript of that
 // earlier response.
-func resolveChatAudio(msg *stage.ChatMessage, id, param string, audio *chatAudioStore) *oaierror.Error {
+func resolveChatAudio(msg *requestclient.ChatMessage, id, param string, audio *chatAudioStore) *oaierror.Error {
 	if msg.Role != "assistant" {
 		return oaierror.BadRequest(param, "invalid_value", "audio: {id} is only allowed in assistant messages")
 	}
@@ -445,7 +444,7 @@ func resolveChatAudio(msg *stage.ChatMessage, id, param string, audio *chatAudio
 	return nil
 }
 
-func fillChatContent(msg *stage.ChatMessage, raw json.RawMessage, param string) *oaierror.Error {
+func fillChatContent(msg *requestclient.ChatMessage, raw json.RawMessage, param string) *oaierror.Error {
 	param += ".content"
 	if !chatRawSet(raw) {
 		return nil // assistant messages may carry null content

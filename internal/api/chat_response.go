@@ -13,10 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // chatAudioRate is the rate of returned audio (WAV and pcm16), as OpenAI's.
@@ -82,7 +80,7 @@ func tokenBytes(s string) []int {
 	return b
 }
 
-func wireLogprobs(lps []engine.TokenLogprob) []chatTokenLogprob {
+func wireLogprobs(lps []requestclient.TokenLogprob) []chatTokenLogprob {
 	out := make([]chatTokenLogprob, 0, len(lps))
 	for _, lp := range lps {
 		e := chatTokenLogprob{Token: lp.Text, Logprob: float64(lp.Logprob), Bytes: tokenBytes(lp.Text),
@@ -143,7 +141,7 @@ type chatOutput struct {
 	format    string
 	logprobs  bool
 	text      strings.Builder
-	lps       []engine.TokenLogprob
+	lps       []requestclient.TokenLogprob
 	pcm       []float32        // 24 kHz
 	rs        *audio.Resampler // the request's output stream resampler, made on first need
 	rsIn      int              // samples that went into rs
@@ -279,7 +277,7 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 			return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
 				Message: "the completion ended without a result"}
 		}
-		if errors.Is(ev.Err, stage.ErrContextLength) {
+		if errors.Is(ev.Err, requestclient.ErrContextLength) {
 			return contextLengthError(ev.Err) // known only after transcribing input audio
 		}
 		if ev.Err != nil {

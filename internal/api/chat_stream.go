@@ -14,10 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // chatSSE writes server-sent events with a deadline per write, so a client that stops reading is
@@ -120,7 +118,7 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 	w.WriteHeader(http.StatusOK)
 	sse := &chatSSE{w: w, rc: http.NewResponseController(w), timeout: h.cfg.WriteTimeout}
 	o0 := outs[0]
-	chunk := func(i int, d chatDelta, finish *string, lps []engine.TokenLogprob) chatChunk {
+	chunk := func(i int, d chatDelta, finish *string, lps []requestclient.TokenLogprob) chatChunk {
 		c := chatChunkChoice{Index: i, Delta: d, FinishReason: finish}
 		if len(lps) > 0 {
 			c.Logprobs = &chatLogprobs{Content: wireLogprobs(lps)}
@@ -203,7 +201,7 @@ func (h *chatHandler) streamFailure(o *chatOutput, err error) *oaierror.Error {
 	if err == nil {
 		err = fmt.Errorf("the completion ended without a result")
 	}
-	if errors.Is(err, stage.ErrContextLength) {
+	if errors.Is(err, requestclient.ErrContextLength) {
 		return contextLengthError(err)
 	}
 	h.log.Error("chat stream failed", zap.String("id", o.id), zap.Error(err))

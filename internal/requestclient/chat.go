@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -25,7 +24,7 @@ const chatAbortWait = 5 * time.Second
 // FinishReason stop | length | abort and the token counts) or Err.
 type ChatEvent struct {
 	Text                           string
-	Logprobs                       []engine.TokenLogprob // of Text's tokens, when asked
+	Logprobs                       []TokenLogprob // of Text's tokens, when asked
 	Audio                          []float32
 	SampleRate                     int
 	Done                           bool
@@ -51,7 +50,8 @@ type ChatStream struct {
 // Chat submits req to the pipeline and streams its outputs. A missing req.RequestID gets a fresh
 // chatcmpl-<16 hex>; the internal id (the tables' request_id and the pipeline's) appends -<8 hex>
 // to it, as the reference does, so one external id may be retried without colliding.
-func (c *Client) Chat(ctx context.Context, req stage.ChatRequest) (*ChatStream, error) {
+func (c *Client) Chat(ctx context.Context, creq ChatRequest) (*ChatStream, error) {
+	req := creq.toStage()
 	wallStart := c.clock() // arrival: before any preprocessing in the pipeline
 	if req.RequestID == "" {
 		req.RequestID = "chatcmpl-" + randHex(8)

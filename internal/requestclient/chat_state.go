@@ -101,7 +101,7 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 	switch m.Kind {
 	case stage.Text:
 		if m.Text != "" || len(m.Logprobs) > 0 {
-			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: m.Logprobs})
+			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: logprobsFromEngine(m.Logprobs)})
 		}
 	case stage.Audio:
 		// The chunk's Text is the phrase it speaks; the client already has it from stage 0.

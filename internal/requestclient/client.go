@@ -96,3 +96,18 @@ func (c *Client) Live() int {
 	defer c.mu.Unlock()
 	return len(c.states)
 }
+
+// SupportsDuplex reports whether the pipeline can run duplex streams (it has an ASR).
+func (c *Client) SupportsDuplex() bool {
+	return c.pipeline != nil && c.pipeline.SupportsDuplex()
+}
+
+// CheckInstructions refuses duplex instructions that cannot fit the context window with room to
+// answer (an error with ErrContextLength and ContextLengthErrorOf's figures); nil when they fit,
+// or when the thinker is remote and counts its own context.
+func (c *Client) CheckInstructions(text string) error {
+	if c.pipeline == nil {
+		return nil
+	}
+	return c.pipeline.CheckInstructions(text)
+}

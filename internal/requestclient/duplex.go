@@ -52,7 +52,7 @@ const opOverhead = 256
 type Duplex struct {
 	c      *Client
 	stream duplexStream
-	out    func(stage.OutputMessage)
+	out    func(Output)
 	log    *zap.Logger
 
 	// The op queue: a FIFO bounded by bytes (pending, MaxPendingInputBytes) and by time (an op
@@ -107,15 +107,12 @@ type op struct {
 
 // OpenDuplex opens the session's stage-0 stream. out receives every output in order, from the
 // pipeline's goroutine; it must not block.
-func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts stage.DuplexOptions, out func(stage.OutputMessage)) (*Duplex, error) {
+func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, out func(Output)) (*Duplex, error) {
 	if c.pipeline == nil {
 		return nil, fmt.Errorf("opening duplex stream: %w", ErrDuplexClosed)
 	}
-	if opts.RequestID == "" {
-		opts.RequestID = f.Stage0ID()
-	}
 	d := c.newDuplex(f, c.pipeline.NumStages(), out)
-	st, err := c.pipeline.OpenDuplex(ctx, opts, d)
+	st, err := c.pipeline.OpenDuplex(ctx, opts.toStage(f.Stage0ID(), c.pipeline.DuplexSampling()), d)
 	if err != nil {
 		c.unregister(f.Stage0ID())
 		if errors.Is(err, stage.ErrQueueFull) {
@@ -129,7 +126,7 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts stage.DuplexOptio
 	return d, nil
 }
 
-func (c *Client) newDuplex(f Fence, numStages int, out func(stage.OutputMessage)) *Duplex {
+func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *Duplex {
 	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, wake: make(chan struct{}, 1),
 		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
@@ -176,8 +173,7 @@ func (d *Duplex) runOps(ctx context.Context) {
 			d.failed.Store(o.gen)
 			d.gen.CompareAndSwap(o.gen, o.gen+1)
 			if o.done == nil {
-				d.out(stage.OutputMessage{RequestID: d.Stage0ID(), Kind: stage.Error, Turn: -1,
-					Err: fmt.Errorf("appending audio: %w", err)})
+				d.out(Output{Kind: OutError, Turn: -1, Err: fmt.Errorf("appending audio: %w", err)})
 			}
 		}
 		d.pending.Add(-o.bytes)
@@ -523,7 +519,7 @@ func (d *Duplex) OnOutput(m stage.OutputMessage) {
 		d.turns.output(m)
 	}
 	if d.out != nil && !d.closed.Load() {
-		d.out(m)
+		d.out(outputFromStage(m))
 	}
 }
 

@@ -70,7 +70,7 @@ func heapAlloc() uint64 {
 // first ten minutes (the target; the per-chunk aggregator grew 12 MiB per hour).
 func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 	// The outputs go nowhere: the session's own queue is not statistics state.
-	d := New(nil, Options{LogStats: true}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-hour"}, 2, func(stage.OutputMessage) {})
+	d := New(nil, Options{LogStats: true}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-hour"}, 2, func(Output) {})
 	d.start(&fakeStream{t: t})
 	next := feedSession(d, sessionHourChunks/6, 1) // warm-up: every pool, map and buffer at its size
 	before := heapAlloc()
@@ -88,7 +88,7 @@ func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 // nothing.
 func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 	col := metrics.NewCollectors(prometheus.NewRegistry(), "m")
-	d := New(nil, Options{Collectors: col}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(stage.OutputMessage) {})
+	d := New(nil, Options{Collectors: col}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(Output) {})
 	d.start(&fakeStream{t: t})
 	require.NotNil(t, d.turns, "turns are kept for Prometheus")
 	listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}

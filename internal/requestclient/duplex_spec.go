@@ -19,7 +19,7 @@ var ErrSpecUnsupported = errors.New("per-response instructions and input are not
 
 // RespondWith is Respond with per-response options (instructions, input, out of band), in wire
 // order with the session's other engine work.
-func (d *Duplex) RespondWith(ctx context.Context, spec stage.ResponseSpec) (int, error) {
+func (d *Duplex) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
 	rs, ok := d.stream.(specResponder)
 	if !ok {
 		return 0, ErrSpecUnsupported
@@ -29,7 +29,7 @@ func (d *Duplex) RespondWith(ctx context.Context, spec stage.ResponseSpec) (int,
 	defer d.responding.Add(-1)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
-		turn, err = rs.RespondWith(ctx, spec)
+		turn, err = rs.RespondWith(ctx, spec.toStage())
 		return err
 	})
 	if err != nil {

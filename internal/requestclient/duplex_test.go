@@ -131,10 +131,10 @@ func (f *fakeStream) callList() []string {
 
 type outputs struct {
 	mu  sync.Mutex
-	all []stage.OutputMessage
+	all []Output
 }
 
-func (o *outputs) add(m stage.OutputMessage) {
+func (o *outputs) add(m Output) {
 	o.mu.Lock()
 	o.all = append(o.all, m)
 	o.mu.Unlock()
@@ -145,7 +145,7 @@ func (o *outputs) errors() int {
 	defer o.mu.Unlock()
 	n := 0
 	for _, m := range o.all {
-		if m.Kind == stage.Error {
+		if m.Kind == OutError {
 			n++
 		}
 	}
@@ -218,7 +218,7 @@ func TestDuplexBackpressure(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: block}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(stage.OutputMessage) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(Output) {})
 	d.start(fs)
 	big := make([]float32, MaxPendingInputBytes/4/2+1)
 	require.NoError(t, d.AppendAudio(context.Background(), big))
@@ -237,7 +237,7 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, 2, func(stage.OutputMessage) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, 2, func(Output) {})
 	var clockMu sync.Mutex
 	now := time.Unix(1000, 0)
 	d.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
@@ -286,7 +286,7 @@ func TestDuplexQueueBoundedInCount(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(stage.OutputMessage) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(Output) {})
 	d.start(fs)
 	ctx := context.Background()
 	require.NoError(t, d.AppendAudio(ctx, []float32{0.1})) // the runner is stuck in this one

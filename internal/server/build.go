@@ -138,7 +138,7 @@ func (s *Server) buildPipeline(context.Context) error {
 // Sessions close first at Close (closers run in reverse), each with session.closed
 // {reason:"shutdown"} and its turn finalized, before the pipeline stops under them.
 func (s *Server) buildRealtime(ctx context.Context) error {
-	var backend session.Backend = session.NewPipelineBackend(s.parts.Client, s.parts.Pipeline)
+	var backend session.Backend = session.NewPipelineBackend(s.parts.Client)
 	if s.opts.WrapBackend != nil {
 		backend = s.opts.WrapBackend(backend)
 	}

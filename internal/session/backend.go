@@ -23,7 +23,7 @@ type OpenOptions struct {
 // OutputKind classifies engine output.
 type OutputKind int
 
-// Output kinds, mirroring stage.OutputKind.
+// Output kinds, mirroring requestclient.OutputKind (fromClient converts).
 const (
 	OutDecision OutputKind = iota
 	OutTranscript
@@ -51,7 +51,7 @@ type Output struct {
 	Usage *EngineUsage
 }
 
-// EngineUsage is the engine's token count of one response (stage.TokenUsage): InputTokens is
+// EngineUsage is the engine's token count of one response (requestclient.Usage): InputTokens is
 // everything the model read, CachedTokens the part of it already in the KV cache before the
 // turn, OutputTokens what it generated (set when Final).
 type EngineUsage struct {

@@ -97,7 +97,7 @@ func itemBytes(it *item) int { return len(it.Text) + len(it.Transcript) }
 // its budget; each dropped item is announced with conversation.item.deleted (extension field
 // reason "history_budget"), so the client's copy of the conversation stays true. The newest
 // item and the active response's item are kept. The engine trims its own copy by the same
-// budget (stage.DuplexOptions.MaxHistoryBytes).
+// budget (requestclient.DuplexOptions.MaxHistoryBytes).
 func (s *DuplexSession) trimHistory() {
 	limit := s.m.cfg.MaxHistoryBytes
 	total := 0

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // DefaultMaxInstructionsBytes is the default bound on session and per-response instructions
@@ -24,12 +24,8 @@ type InstructionsChecker interface {
 
 // CheckInstructions implements InstructionsChecker.
 func (b *PipelineBackend) CheckInstructions(text string) error {
-	if b.pipeline == nil {
-		return nil
-	}
-	err := b.pipeline.CheckInstructions(text)
-	var cle *stage.ContextLengthError
-	if errors.As(err, &cle) {
+	err := b.client.CheckInstructions(text)
+	if _, ok := requestclient.ContextLengthErrorOf(err); ok {
 		return errors.Join(ErrContextLength, err)
 	}
 	return err
@@ -54,9 +50,8 @@ func (s *DuplexSession) checkInstructions(text, param string) *FieldError {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrContextLength):
-		var cle *stage.ContextLengthError
 		msg := "the instructions do not fit the model's context window"
-		if errors.As(err, &cle) {
+		if cle, ok := requestclient.ContextLengthErrorOf(err); ok {
 			if cle.PromptTokens > 0 {
 				msg = fmt.Sprintf("This model's maximum context length is %d tokens, and the instructions take %d tokens with the prompt around them. Please reduce the length of the instructions.", cle.Limit, cle.PromptTokens)
 			} else {

@@ -5,50 +5,38 @@ import (
 	"errors"
 
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
-	"github.com/omniserve/omniserve/internal/stage"
 )
 
 // PipelineBackend is the production Backend: one requestclient.Duplex per session over the
 // stage pipeline.
 type PipelineBackend struct {
-	client   *requestclient.Client
-	pipeline *stage.Pipeline
+	client *requestclient.Client
 }
 
-// NewPipelineBackend returns a Backend over c and p (p answers SupportsDuplex).
-func NewPipelineBackend(c *requestclient.Client, p *stage.Pipeline) *PipelineBackend {
-	return &PipelineBackend{client: c, pipeline: p}
+// NewPipelineBackend returns a Backend over c.
+func NewPipelineBackend(c *requestclient.Client) *PipelineBackend {
+	return &PipelineBackend{client: c}
 }
 
 // SupportsDuplex implements Backend.
-func (b *PipelineBackend) SupportsDuplex() bool {
-	return b.pipeline != nil && b.pipeline.SupportsDuplex()
-}
+func (b *PipelineBackend) SupportsDuplex() bool { return b.client.SupportsDuplex() }
 
 // Open implements Backend.
 func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(Output)) (Engine, error) {
-	opts := stage.DuplexOptions{
-		Instructions:    o.Instructions,
-		AutoResponse:    o.AutoResponse,
-		WantAudio:       o.WantAudio,
-		MaxTokens:       o.MaxTokens,
-		MaxHistoryBytes: o.MaxHistoryBytes,
-		VAD:             speech.VADConfig{PrefixPaddingMs: o.PrefixPaddingMs, SilenceDurationMs: o.SilenceDurationMs},
+	opts := requestclient.DuplexOptions{
+		Instructions:      o.Instructions,
+		AutoResponse:      o.AutoResponse,
+		WantAudio:         o.WantAudio,
+		MaxTokens:         o.MaxTokens,
+		MaxHistoryBytes:   o.MaxHistoryBytes,
+		PrefixPaddingMs:   o.PrefixPaddingMs,
+		SilenceDurationMs: o.SilenceDurationMs,
+		Temperature:       o.Temperature, // nil: pipeline.thinker.sampling's
+		Seed:              o.Seed,        // nil: a fresh random seed per response unless configured
 	}
-	if b.pipeline != nil {
-		// pipeline.thinker.sampling: a fresh random seed per response unless it sets one.
-		opts.Sampling = b.pipeline.DuplexSampling()
-	}
-	if o.Temperature != nil {
-		opts.Sampling.Temperature = float32(*o.Temperature)
-	}
-	if o.Seed != nil {
-		opts.Sampling.Seed, opts.Sampling.RandomSeed = *o.Seed, false
-	}
-	d, err := b.client.OpenDuplex(ctx, f, opts, func(m stage.OutputMessage) { out(fromStage(m)) })
+	d, err := b.client.OpenDuplex(ctx, f, opts, func(m requestclient.Output) { out(fromClient(m)) })
 	if err != nil {
-		if errors.Is(err, stage.ErrQueueFull) {
+		if errors.Is(err, requestclient.ErrQueueFull) {
 			return nil, errors.Join(ErrCapacity, err)
 		}
 		return nil, err
@@ -56,21 +44,22 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 	return pipelineEngine{d}, nil
 }
 
-func fromStage(m stage.OutputMessage) Output {
+// fromClient converts one output of the request client for the session.
+func fromClient(m requestclient.Output) Output {
 	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Audio: m.Audio, SampleRate: m.SampleRate,
 		FinishReason: m.FinishReason, Err: m.Err, Tokens: m.Tokens}
 	switch m.Kind {
-	case stage.Decision:
+	case requestclient.OutDecision:
 		o.Kind = OutDecision
-	case stage.Transcript:
+	case requestclient.OutTranscript:
 		o.Kind = OutTranscript
-	case stage.Text:
+	case requestclient.OutText:
 		o.Kind = OutText
-	case stage.Audio:
+	case requestclient.OutAudio:
 		o.Kind = OutAudio
-	case stage.Finished:
+	case requestclient.OutFinished:
 		o.Kind = OutFinished
-	case stage.Usage:
+	case requestclient.OutUsage:
 		o.Kind = OutUsage
 		if u := m.Usage; u != nil {
 			o.Usage = &EngineUsage{InputTokens: u.InputTokens, CachedTokens: u.CachedTokens, OutputTokens: u.OutputTokens, Final: u.Final}

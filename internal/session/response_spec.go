@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/engine"
-	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // InputItem is one entry of response.create's input: a message (Role, Text) or a reference to
@@ -40,14 +39,14 @@ var ErrSpecUnsupported = errors.New("per-response instructions, input and conver
 
 // RespondWith implements SpecResponder.
 func (e pipelineEngine) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
-	st := stage.ResponseSpec{MaxTokens: spec.MaxTokens, Instructions: spec.Instructions, OutOfBand: spec.OutOfBand}
+	rs := requestclient.ResponseSpec{MaxTokens: spec.MaxTokens, Instructions: spec.Instructions, OutOfBand: spec.OutOfBand}
 	if spec.Input != nil {
-		st.Input = make([]engine.ChatMessage, len(spec.Input))
+		rs.Input = make([]requestclient.Message, len(spec.Input))
 		for i, m := range spec.Input {
-			st.Input[i] = engine.ChatMessage{Role: m.Role, Content: m.Text}
+			rs.Input[i] = requestclient.Message{Role: m.Role, Text: m.Text}
 		}
 	}
-	return e.d.RespondWith(ctx, st)
+	return e.d.RespondWith(ctx, rs)
 }
 
 // special reports whether the response needs more of the engine than Respond.
@@ -109,7 +108,7 @@ func (s *DuplexSession) resolveSpec(c *CreateResponse, o *respOptions) *FieldErr
 // outputErrorCode is the error code of an engine Error output: context_length_exceeded for a
 // response context that cannot fit (a response's own input), else engine_error.
 func outputErrorCode(err error) string {
-	if errors.Is(err, stage.ErrContextLength) {
+	if errors.Is(err, requestclient.ErrContextLength) {
 		return "context_length_exceeded"
 	}
 	return "engine_error"

@@ -12,7 +12,6 @@ import (
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
-	"github.com/omniserve/omniserve/internal/stage"
 	"go.uber.org/zap"
 )
 
@@ -515,12 +514,11 @@ func (s *DuplexSession) sendError(typ, message, eventID, param string) {
 }
 
 // sendEngineError tells the client about an engine failure err. When a remote stage failed
-// (*stage.UpstreamError) the event carries the upstream's type, code and param and a message
+// (requestclient.UpstreamErrorOf) the event carries the upstream's type, code and param and a message
 // naming the stage and the upstream status; otherwise it is sendError(code, msg).
 func (s *DuplexSession) sendEngineError(code, msg, eventID string, err error) {
-	var ue *stage.UpstreamError
-	if errors.As(err, &ue) {
-		s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ue.ClientType(), ue.ClientCode(), ue.ClientMessage(), eventID, ue.ClientParam())})
+	if ue, ok := requestclient.UpstreamErrorOf(err); ok {
+		s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ue.Type, ue.Code, ue.Message, eventID, ue.Param)})
 		return
 	}
 	s.sendError(code, msg, eventID, "")

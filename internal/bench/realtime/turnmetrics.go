@@ -21,7 +21,7 @@ import (
 // metrics attached, and the session's arrival stamp. With LogStats off it must be 0: the
 // reference still built aggregators and copied every snapshot when its stats were off.
 func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, name string) (float64, error) {
-	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-allocs-" + name}, stage.DuplexOptions{}, func(stage.OutputMessage) {})
+	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-allocs-" + name}, requestclient.DuplexOptions{}, func(requestclient.Output) {})
 	if err != nil {
 		return 0, err
 	}
@@ -130,7 +130,7 @@ func turnMetricsFigures(allocsOff, allocsOn float64, off, on []float64, out io.W
 // between the end of a ten-minute warm-up and the end of the hour. The stream's real engine
 // work is not run: only the statistics state is measured.
 func statsHeapGrowthPerSessionHour(ctx context.Context, rc *requestclient.Client) (float64, error) {
-	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-heap"}, stage.DuplexOptions{}, func(stage.OutputMessage) {})
+	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-heap"}, requestclient.DuplexOptions{}, func(requestclient.Output) {})
 	if err != nil {
 		return 0, err
 	}

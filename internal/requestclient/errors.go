@@ -1,0 +1,82 @@
+package requestclient
+
+import (
+	"errors"
+
+	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// Errors the layers above test with errors.Is. Each is the lower layer's own sentinel value,
+// named here so that callers need not import stage or engine: errors from this package wrap
+// the originals, so errors.Is(err, ErrQueueFull) holds exactly when the stage refused.
+var (
+	// ErrQueueFull: a stage's workers and queue are all taken (the engine is overloaded).
+	ErrQueueFull = stage.ErrQueueFull
+	// ErrNoFreeSlot: the engine has no free sequence slot (the engine is overloaded).
+	ErrNoFreeSlot = engine.ErrNoFreeSlot
+	// ErrInvalidRequest: a malformed request (no messages, an unknown role), or a pipeline
+	// without the part the request needs.
+	ErrInvalidRequest = stage.ErrInvalidRequest
+	// ErrContextLength: a prompt that does not fit the model's context window;
+	// ContextLengthErrorOf has the figures.
+	ErrContextLength = stage.ErrContextLength
+)
+
+// ContextLengthError is the figures of an ErrContextLength failure. PromptTokens is 0 when the
+// prompt was refused by its size alone; Message is OpenAI's wording of the failure.
+type ContextLengthError struct {
+	PromptTokens, CompletionTokens, Limit int
+	Message                               string
+}
+
+func (e *ContextLengthError) Error() string { return e.Message }
+
+// ContextLengthErrorOf finds a context-length failure in err's chain.
+func ContextLengthErrorOf(err error) (*ContextLengthError, bool) {
+	var cle *stage.ContextLengthError
+	if !errors.As(err, &cle) {
+		return nil, false
+	}
+	return &ContextLengthError{PromptTokens: cle.PromptTokens, CompletionTokens: cle.CompletionTokens,
+		Limit: cle.Limit, Message: cle.Error()}, true
+}
+
+// UpstreamError is what the front's own client is told of a failure answered by (or on the way
+// to) a remote stage's backend: the upstream's status, type, code and param when they pass
+// through, 502 / 504 otherwise (docs/DEPLOY.md, "Upstream errors"). Message names the stage and
+// the upstream status but not the upstream's URL.
+type UpstreamError struct {
+	Status                     int
+	Type, Code, Param, Message string
+	RetryAfter                 int // seconds (0 when the upstream sent none)
+}
+
+func (e *UpstreamError) Error() string { return e.Message }
+
+// UpstreamErrorOf finds a remote stage's failure in err's chain.
+func UpstreamErrorOf(err error) (*UpstreamError, bool) {
+	var ue *stage.UpstreamError
+	if !errors.As(err, &ue) {
+		return nil, false
+	}
+	return &UpstreamError{Status: ue.ClientStatus(), Type: ue.ClientType(), Code: ue.ClientCode(),
+		Param: ue.ClientParam(), Message: ue.ClientMessage(), RetryAfter: ue.RetryAfter}, true
+}
+
+// SamplingError is a sampling parameter the engine cannot honour: Param names it in OpenAI's
+// spelling (logit_bias, presence_penalty, response_format, ...).
+type SamplingError struct {
+	Param, Message string
+}
+
+func (e *SamplingError) Error() string { return e.Message }
+
+// SamplingErrorOf finds a refused sampling parameter in err's chain.
+func SamplingErrorOf(err error) (*SamplingError, bool) {
+	var se *engine.SamplingError
+	if !errors.As(err, &se) {
+		return nil, false
+	}
+	return &SamplingError{Param: se.Param, Message: se.Error()}, true
+}

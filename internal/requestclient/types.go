@@ -1,0 +1,276 @@
+package requestclient
+
+import (
+	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/stage"
+)
+
+// The request, option and output types of this package are its own: the HTTP and session layers
+// above speak them and import neither stage nor engine (test/deps_test.go). Each has one
+// converter to its stage or engine counterpart, here, tested in types_test.go.
+
+// ChatRequest is one chat completion.
+type ChatRequest struct {
+	// RequestID is the external id (chatcmpl-<hex>); empty gets a fresh one. Chat appends
+	// -<8 hex> for the internal id.
+	RequestID string
+	Messages  []ChatMessage
+	MaxTokens int // 0 = the pipeline's thinker.max_tokens
+	// MaxTokensSet says the client asked for MaxTokens: a prompt that leaves less room than
+	// that is refused (ErrContextLength) instead of getting a shorter completion.
+	MaxTokensSet bool
+	Stop         []string
+	Sampling     Sampling
+	WantAudio    bool
+}
+
+// ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
+// and joins Text.
+type ChatMessage struct {
+	Role  string
+	Text  string
+	Audio []float32
+}
+
+// Limits of the sampling parameters: the engine's, as OpenAI documents them. Callers validate
+// requests against them before they reach the engine (which checks them again).
+const (
+	MaxPenalty     = engine.MaxPenalty     // presence_penalty and frequency_penalty lie in [-MaxPenalty, MaxPenalty]
+	MaxLogitBias   = engine.MaxLogitBias   // logit_bias values lie in [-MaxLogitBias, MaxLogitBias]
+	MaxTopLogprobs = engine.MaxTopLogprobs // top_logprobs lies in [0, MaxTopLogprobs]
+)
+
+// JSONObjectGrammar is the GBNF grammar of response_format {"type":"json_object"}: any JSON
+// object (the engine's grammar).
+const JSONObjectGrammar = engine.JSONGrammar
+
+// SchemaGrammar converts a JSON schema to a GBNF grammar for Sampling.Grammar (response_format
+// json_schema) with the engine's converter. Errors name the parameter (SamplingErrorOf).
+func SchemaGrammar(schema []byte) (string, error) { return engine.SchemaGrammar(schema) }
+
+// Sampling selects tokens; the fields mean what engine.Sampling's do. Temperature 0 is greedy;
+// TopK 0 and TopP 0 disable those filters; RepeatPenalty 0 means 1 (off). Equal Seed and history
+// give equal tokens, unless RandomSeed.
+type Sampling struct {
+	Temperature, TopP float32
+	TopK              int
+	Seed              uint32
+	// RandomSeed draws a fresh seed for every generation; Seed is then ignored.
+	RandomSeed                        bool
+	RepeatPenalty                     float32
+	PresencePenalty, FrequencyPenalty float32
+	// LogitBias adds a bias to the logits of token ids; callers must not modify the map after
+	// handing it over (the engine reads it as it is).
+	LogitBias map[int]float32
+	// Grammar, a GBNF program (start rule "root"), constrains the output: JSONObjectGrammar or
+	// SchemaGrammar's.
+	Grammar string
+	// Logprobs attaches TokenLogprobs to the text deltas, each with TopLogprobs alternatives.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// TokenLogprob is one generated token's log probability and, when asked, the most likely
+// alternatives at its position (after logit_bias and penalties, before temperature, top-k /
+// top-p and grammar).
+type TokenLogprob struct {
+	Token   int
+	Text    string
+	Logprob float32
+	Top     []TopLogprob
+}
+
+// TopLogprob is one alternative of a TokenLogprob.
+type TopLogprob struct {
+	Token   int
+	Text    string
+	Logprob float32
+}
+
+// DuplexOptions configures the long-lived stage-0 stream of a duplex session epoch.
+type DuplexOptions struct {
+	Instructions string // system prompt; "" = thinker.instructions
+	// AutoResponse: a VAD endpoint (speech, then SilenceDurationMs of silence) commits the
+	// user's audio and starts a response. Without it the stream only listens until Commit or
+	// Respond.
+	AutoResponse bool
+	WantAudio    bool
+	MaxTokens    int
+	// MaxHistoryBytes bounds the conversation's text (oldest messages dropped first); 0 =
+	// unbounded.
+	MaxHistoryBytes int
+	// The stream's endpointing VAD (the speak decision of the cascaded stage 0).
+	PrefixPaddingMs, SilenceDurationMs int
+	// Temperature and Seed override pipeline.thinker.sampling (nil = the pipeline's; without a
+	// configured seed every response draws a fresh random one).
+	Temperature *float64
+	Seed        *uint32
+}
+
+// Message is one message of a response's own context (ResponseSpec.Input).
+type Message struct{ Role, Text string }
+
+// ResponseSpec is a duplex response with per-response options beyond its length (OpenAI's
+// response.create instructions, input and conversation "none").
+type ResponseSpec struct {
+	MaxTokens int // 0 = the stream's
+	// Instructions, when set, are this response's own instructions (nil = the session's).
+	Instructions *string
+	// Input, when non-nil, replaces the conversation as the response's context (empty: the
+	// instructions alone).
+	Input []Message
+	// OutOfBand keeps the reply out of the conversation (conversation "none").
+	OutOfBand bool
+}
+
+// OutputKind says what a duplex Output carries.
+type OutputKind int
+
+// Output kinds.
+const (
+	// OutDecision is a duplex decision of stage 0 for one audio unit: listen or speak.
+	OutDecision OutputKind = iota
+	// OutTranscript is the final user transcript of an endpoint or commit.
+	OutTranscript
+	// OutText is a delta of generated text.
+	OutText
+	// OutAudio is a chunk of synthesized speech with the text of the phrase it speaks.
+	OutAudio
+	// OutFinished ends a response.
+	OutFinished
+	// OutError reports a failure (of a response, or of appended input with Turn -1); an
+	// OutFinished with reason error follows a response's.
+	OutError
+	// OutUsage is the response's token accounting (Output.Usage).
+	OutUsage
+)
+
+// Duplex decisions (Output.Decision).
+const (
+	DecisionListen = stage.DecisionListen
+	DecisionSpeak  = stage.DecisionSpeak
+)
+
+// Output is one output of a duplex stream, in the order the pipeline produced it.
+type Output struct {
+	Kind OutputKind
+	// Turn is the stage turn (response) it belongs to: 1 for the first response; listen
+	// decisions and transcripts carry the turn they lead to; -1 for a failed append.
+	Turn         int
+	Decision     string // listen | speak (OutDecision)
+	Text         string // transcript / text delta / the phrase an audio chunk speaks
+	Tokens       int    // model tokens behind an OutText delta
+	Audio        []float32
+	SampleRate   int    // OutAudio: 24 kHz by default, mono
+	FinishReason string // stop | length | abort | error
+	Err          error
+	Usage        *Usage // OutUsage
+}
+
+// Usage is a duplex response's token accounting, from the engine's own counts: InputTokens is
+// everything the model read, CachedTokens the part of it already in the KV cache before the
+// turn, OutputTokens what it generated (set when Final).
+type Usage struct {
+	InputTokens, CachedTokens, OutputTokens int
+	Final                                   bool
+}
+
+// toStage converts a chat request for the pipeline.
+func (r ChatRequest) toStage() stage.ChatRequest {
+	out := stage.ChatRequest{RequestID: r.RequestID, MaxTokens: r.MaxTokens, MaxTokensSet: r.MaxTokensSet,
+		Stop: r.Stop, Sampling: r.Sampling.toEngine(), WantAudio: r.WantAudio}
+	if r.Messages != nil {
+		out.Messages = make([]stage.ChatMessage, len(r.Messages))
+		for i, m := range r.Messages {
+			out.Messages[i] = stage.ChatMessage{Role: m.Role, Text: m.Text, Audio: m.Audio}
+		}
+	}
+	return out
+}
+
+// toEngine converts sampling for the engine.
+func (s Sampling) toEngine() engine.Sampling {
+	return engine.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
+		RandomSeed: s.RandomSeed, RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty,
+		FrequencyPenalty: s.FrequencyPenalty, LogitBias: s.LogitBias, Grammar: s.Grammar,
+		Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs}
+}
+
+// logprobsFromEngine converts the logprobs of one text delta (nil stays nil).
+func logprobsFromEngine(in []engine.TokenLogprob) []TokenLogprob {
+	if in == nil {
+		return nil
+	}
+	out := make([]TokenLogprob, len(in))
+	for i, lp := range in {
+		out[i] = TokenLogprob{Token: lp.Token, Text: lp.Text, Logprob: lp.Logprob}
+		if lp.Top != nil {
+			out[i].Top = make([]TopLogprob, len(lp.Top))
+			for j, t := range lp.Top {
+				out[i].Top[j] = TopLogprob{Token: t.Token, Text: t.Text, Logprob: t.Logprob}
+			}
+		}
+	}
+	return out
+}
+
+// toStage converts duplex options for the pipeline over its default duplex sampling
+// (pipeline.thinker.sampling).
+func (o DuplexOptions) toStage(requestID string, base engine.Sampling) stage.DuplexOptions {
+	out := stage.DuplexOptions{
+		RequestID:       requestID,
+		Instructions:    o.Instructions,
+		AutoResponse:    o.AutoResponse,
+		WantAudio:       o.WantAudio,
+		MaxTokens:       o.MaxTokens,
+		MaxHistoryBytes: o.MaxHistoryBytes,
+		Sampling:        base,
+	}
+	out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.PrefixPaddingMs, o.SilenceDurationMs
+	if o.Temperature != nil {
+		out.Sampling.Temperature = float32(*o.Temperature)
+	}
+	if o.Seed != nil {
+		out.Sampling.Seed, out.Sampling.RandomSeed = *o.Seed, false
+	}
+	return out
+}
+
+// toStage converts a response spec for the pipeline.
+func (s ResponseSpec) toStage() stage.ResponseSpec {
+	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand}
+	if s.Input != nil {
+		out.Input = make([]engine.ChatMessage, len(s.Input))
+		for i, m := range s.Input {
+			out.Input[i] = engine.ChatMessage{Role: m.Role, Content: m.Text}
+		}
+	}
+	return out
+}
+
+// outputFromStage converts one stage output for the session. A kind this package does not know
+// becomes OutError, so that nothing new passes unnoticed.
+func outputFromStage(m stage.OutputMessage) Output {
+	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Tokens: m.Tokens, Audio: m.Audio,
+		SampleRate: m.SampleRate, FinishReason: m.FinishReason, Err: m.Err}
+	switch m.Kind {
+	case stage.Decision:
+		o.Kind = OutDecision
+	case stage.Transcript:
+		o.Kind = OutTranscript
+	case stage.Text:
+		o.Kind = OutText
+	case stage.Audio:
+		o.Kind = OutAudio
+	case stage.Finished:
+		o.Kind = OutFinished
+	case stage.Usage:
+		o.Kind = OutUsage
+		if u := m.Usage; u != nil {
+			o.Usage = &Usage{InputTokens: u.InputTokens, CachedTokens: u.CachedTokens, OutputTokens: u.OutputTokens, Final: u.Final}
+		}
+	default:
+		o.Kind = OutError
+	}
+	return o
+}
