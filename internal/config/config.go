@@ -70,7 +70,7 @@ type Realtime struct {
 	ResumeJournalBytes  int `yaml:"resume_journal_bytes"`
 	ResumeJournalEvents int `yaml:"resume_journal_events"`
 	// IdleTimeout ends a session that sends nothing for this long, unless the client set its
-	// own idle_timeout_s (capped by server.max_idle_timeout).
+	// own idle_timeout_s. Both are capped by server.max_idle_timeout (EffectiveIdleTimeout).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// HandshakeTimeout bounds the wait for session.resume on a resume connection.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
@@ -162,6 +162,12 @@ func IsError(err error) bool {
 	return errors.As(err, &ce)
 }
 
+// EffectiveIdleTimeout is realtime.idle_timeout capped by server.max_idle_timeout, which bounds
+// every idle timeout, the server's default included.
+func (c *Config) EffectiveIdleTimeout() time.Duration {
+	return min(c.Realtime.IdleTimeout, c.Server.MaxIdleTimeout)
+}
+
 // Validate checks the cross-field and range rules that a single key's parser cannot.
 func (c *Config) Validate() error {
 	s, e, rt := c.Server, c.Engine, c.Realtime
@@ -198,7 +204,7 @@ func (c *Config) Validate() error {
 		{rt.ResumeGrace < 0, "realtime.resume_grace", rt.ResumeGrace, "must not be negative (0 disables resume)"},
 		{rt.ResumeJournalBytes < 1024, "realtime.resume_journal_bytes", rt.ResumeJournalBytes, "must be at least 1024"},
 		{rt.ResumeJournalEvents < 16, "realtime.resume_journal_events", rt.ResumeJournalEvents, "must be at least 16"},
-		{rt.IdleTimeout <= 0 || rt.IdleTimeout > s.MaxIdleTimeout, "realtime.idle_timeout", rt.IdleTimeout, "must be positive and at most server.max_idle_timeout"},
+		{rt.IdleTimeout <= 0, "realtime.idle_timeout", rt.IdleTimeout, "must be positive"},
 		{rt.HandshakeTimeout <= 0, "realtime.handshake_timeout", rt.HandshakeTimeout, "must be positive"},
 		{rt.WriteTimeout <= 0, "realtime.write_timeout", rt.WriteTimeout, "must be positive"},
 		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},

@@ -185,3 +185,18 @@ func TestResumeSettings(t *testing.T) {
 	_, err = Resolve(Sources{ConfigFlag: writeFile(t, "realtime:\n  resume_grace: -1s\n"), ConfigFlagSet: true, Lookup: env(nil)})
 	require.ErrorContains(t, err, "realtime.resume_grace")
 }
+
+// TestEffectiveIdleTimeout: server.max_idle_timeout caps the server's own default idle timeout
+// as it caps a client's idle_timeout_s; a lower cap is not an error.
+func TestEffectiveIdleTimeout(t *testing.T) {
+	tests := []struct{ idle, max, want time.Duration }{
+		{5 * time.Minute, 30 * time.Minute, 5 * time.Minute},
+		{5 * time.Minute, 2 * time.Second, 2 * time.Second},
+	}
+	for _, tc := range tests {
+		c := Defaults()
+		c.Realtime.IdleTimeout, c.Server.MaxIdleTimeout = tc.idle, tc.max
+		require.NoError(t, c.Validate())
+		require.Equal(t, tc.want, c.EffectiveIdleTimeout())
+	}
+}

@@ -146,7 +146,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxSessions:          s.cfg.Server.MaxSessions,
 		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
-		IdleTimeout:          s.cfg.Realtime.IdleTimeout,
+		IdleTimeout:          s.cfg.EffectiveIdleTimeout(),
 		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
 		Metrics:              s.parts.Client.Collectors(),
 		ModelName:            ModelID(s.cfg.Engine.Model),
