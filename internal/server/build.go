@@ -142,11 +142,14 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	if s.opts.WrapBackend != nil {
 		backend = s.opts.WrapBackend(backend)
 	}
+	// pipeline.thinker.vad is the server_vad default of every realtime session.
+	vad := s.pipelineCfg.Thinker.VAD
 	mgr := session.NewManager(session.ManagerConfig{
 		MaxSessions:          s.cfg.Server.MaxSessions,
 		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
 		IdleTimeout:          s.cfg.EffectiveIdleTimeout(),
+		TurnDetection:        &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
 		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
 		Metrics:              s.parts.Client.Collectors(),
 		ModelName:            ModelID(s.cfg.Engine.Model),

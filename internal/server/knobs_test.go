@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/config"
 )
 
 // TestRealtimeKnobsReachTheEndpoint: the realtime settings of the config reach the endpoint
@@ -51,5 +55,55 @@ func TestRealtimeKnobsReachTheEndpoint(t *testing.T) {
 	ev := read()
 	require.Equal(t, "error", ev["type"])
 	require.Equal(t, "event_too_large", ev["error"].(map[string]any)["code"], "realtime.max_event_bytes")
+	require.NoError(t, ws.Close(websocket.StatusNormalClosure, ""))
+}
+
+// TestPipelineVADIsTheSessionDefault: pipeline.thinker.vad is the server_vad default of every
+// realtime session (session.created), and a turn_detection object without values starts from it.
+func TestPipelineVADIsTheSessionDefault(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "omni.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("pipeline:\n  thinker:\n    vad:\n      silence_duration_ms: 700\n      prefix_padding_ms: 200\n"), 0o600))
+	cfg, err := config.Resolve(config.Sources{ConfigFlag: file, ConfigFlagSet: true, Flags: []config.FlagValue{
+		{Name: "model", Value: "dummy:tiny"}, {Name: "device", Value: "cpu"}, {Name: "cache-dir", Value: t.TempDir()},
+	}})
+	require.NoError(t, err)
+	s := New(cfg, Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, s.Build(ctx))
+	defer func() {
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancelClose()
+		s.Close(closeCtx)
+	}()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/realtime", nil) //nolint:bodyclose // coder/websocket closes it
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	read := func(want string) map[string]any {
+		for {
+			_, b, err := ws.Read(ctx)
+			require.NoError(t, err)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(b, &m))
+			if m["type"] == want {
+				return m
+			}
+		}
+	}
+	td := func(ev map[string]any) map[string]any {
+		return ev["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)["turn_detection"].(map[string]any)
+	}
+	got := td(read("session.created"))
+	require.InDelta(t, 700.0, got["silence_duration_ms"], 0, "the pipeline's VAD default")
+	require.InDelta(t, 200.0, got["prefix_padding_ms"], 0)
+
+	update := `{"type":"session.update","session":{"type":"realtime","audio":{"input":{"turn_detection":{"type":"server_vad","threshold":0.6}}}}}`
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(update)))
+	got = td(read("session.updated"))
+	require.InDelta(t, 700.0, got["silence_duration_ms"], 0, "an object without the field keeps the server's default")
+	require.InDelta(t, 0.6, got["threshold"], 1e-9)
 	require.NoError(t, ws.Close(websocket.StatusNormalClosure, ""))
 }

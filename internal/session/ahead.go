@@ -25,7 +25,7 @@ import (
 func (s *DuplexSession) openOptions() OpenOptions {
 	td := s.cfg.TurnDetection
 	if td == nil {
-		td = DefaultTurnDetection()
+		td = s.cfg.defaultTurnDetection()
 	}
 	return OpenOptions{
 		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),

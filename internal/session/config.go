@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // AudioFormat is a wire audio encoding and its sample rate.
@@ -94,6 +95,24 @@ type Config struct {
 	// Seed (extension extra_body.seed) makes sampling reproducible; nil = a fresh random seed
 	// per response unless the server's configuration sets one.
 	Seed *uint32
+	// vadDefaults is the server's server_vad defaults (ManagerConfig.TurnDetection), which a
+	// turn_detection object or auto_response starts from.
+	vadDefaults *TurnDetection
+}
+
+// copy is a fresh copy of td.
+func (td *TurnDetection) copy() *TurnDetection {
+	c := *td
+	return &c
+}
+
+// defaultTurnDetection is a fresh copy of the session's server_vad defaults.
+func (c Config) defaultTurnDetection() *TurnDetection {
+	if c.vadDefaults == nil {
+		return DefaultTurnDetection()
+	}
+	td := *c.vadDefaults
+	return &td
 }
 
 // MaxOutputTokensLimit is the largest max_output_tokens OpenAI accepts.
@@ -118,10 +137,11 @@ func (c Config) OverlapPolicy() string {
 	return PolicyListenOnly
 }
 
-// DefaultTurnDetection returns the OpenAI server_vad defaults.
+// DefaultTurnDetection returns the OpenAI server_vad defaults (speech's table); a server's
+// ManagerConfig.TurnDetection may replace them.
 func DefaultTurnDetection() *TurnDetection {
-	return &TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500,
-		CreateResponse: true, InterruptResponse: true}
+	return &TurnDetection{Type: "server_vad", Threshold: speech.DefaultThreshold, PrefixPaddingMs: speech.DefaultPrefixPaddingMs,
+		SilenceDurationMs: speech.DefaultSilenceDurationMs, CreateResponse: true, InterruptResponse: true}
 }
 
 // ConfigPatch is a session.update payload: nil fields are left unchanged.
@@ -205,7 +225,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		if p.TurnDetection == nil {
 			cfg.TurnDetection = nil
 		} else {
-			td, err := p.TurnDetection.resolve()
+			td, err := p.TurnDetection.resolve(cfg.defaultTurnDetection())
 			if err != nil {
 				return cfg, err
 			}
@@ -222,7 +242,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		// The native extension is server_vad with create_response (plus, on ?duplex=1, the
 		// engine's listen / speak decisions). On a session without turn detection it keeps that
 		// session's listen-only overlap: interrupt_response false.
-		td := DefaultTurnDetection()
+		td := cfg.defaultTurnDetection()
 		td.InterruptResponse = false
 		if cfg.TurnDetection != nil {
 			c := *cfg.TurnDetection
@@ -298,8 +318,7 @@ func NormalizeOutputFormat(f AudioFormat) (AudioFormat, error) {
 }
 
 // resolve validates a turn_detection object and fills its defaults.
-func (p *TurnDetectionPatch) resolve() (*TurnDetection, error) {
-	td := DefaultTurnDetection()
+func (p *TurnDetectionPatch) resolve(td *TurnDetection) (*TurnDetection, error) {
 	if p.Type != nil {
 		td.Type = *p.Type
 	}

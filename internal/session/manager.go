@@ -19,6 +19,11 @@ type ManagerConfig struct {
 	MaxSessions int
 	// IdleTimeout is the receive-idle timeout when a session sets none. Default 300 s.
 	IdleTimeout time.Duration
+	// TurnDetection is a new session's server_vad settings and the defaults a turn_detection
+	// object starts from (the server passes pipeline.thinker.vad). Default
+	// DefaultTurnDetection(). Type, CreateResponse and InterruptResponse are always server_vad,
+	// true and true.
+	TurnDetection *TurnDetection
 	// MaxOutputLead bounds how far audio is sent ahead of real time per response. Default 500 ms.
 	MaxOutputLead time.Duration
 	// MaxPendingInputBytes bounds buffered, not yet processed input per session. Default 16 MiB.
@@ -58,6 +63,11 @@ func (c ManagerConfig) withDefaults() ManagerConfig {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 64
 	}
+	td := DefaultTurnDetection()
+	if c.TurnDetection != nil {
+		td.Threshold, td.PrefixPaddingMs, td.SilenceDurationMs = c.TurnDetection.Threshold, c.TurnDetection.PrefixPaddingMs, c.TurnDetection.SilenceDurationMs
+	}
+	c.TurnDetection = td
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 300 * time.Second
 	}

@@ -184,9 +184,10 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 			Voice:         "alloy",
 			InputFormat:   AudioFormat{Type: "pcm16", Rate: 24000},
 			OutputFormat:  AudioFormat{Type: "pcm16", Rate: 24000},
-			TurnDetection: DefaultTurnDetection(),
+			TurnDetection: m.cfg.TurnDetection.copy(),
 			Transcription: true,
 			IdleTimeout:   m.cfg.IdleTimeout,
+			vadDefaults:   m.cfg.TurnDetection,
 		},
 	}
 	if opts.Beta {

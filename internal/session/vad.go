@@ -53,7 +53,7 @@ func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
 			s.closeVAD()
 			return vadResult{}
 		}
-		td = DefaultTurnDetection()
+		td = s.cfg.defaultTurnDetection()
 	}
 	if s.vad != nil && s.vadTD != *td {
 		// session.update changed the VAD settings: the next segment uses the new ones.

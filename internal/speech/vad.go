@@ -24,8 +24,12 @@ import (
 	"github.com/omniserve/omniserve/internal/audio"
 )
 
-// VAD defaults, as the OpenAI realtime API's server_vad defines them.
+// VAD defaults, as the OpenAI realtime API's server_vad defines them. They are the one table of
+// turn-detection defaults: the pipeline config (pipeline.thinker.vad) and the realtime sessions
+// start from these.
 const (
+	DefaultThreshold         = 0.5
+	DefaultMode              = 2
 	DefaultPrefixPaddingMs   = 300
 	DefaultSilenceDurationMs = 500
 	// DefaultMinSpeechMs is five 30 ms frames: WebRTC VAD flags the step from digital silence

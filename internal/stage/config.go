@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // PipelineConfig is the `pipeline:` section of configs/*.yaml: the stage graph and the settings
@@ -218,13 +220,13 @@ func (c *PipelineConfig) applyDefaults() {
 	t := &c.Thinker
 	setDefault(&t.MaxTokens, 256)
 	setDefault(&t.AudioHistoryMs, 1000)
-	setDefault(&t.VAD.Mode, 2)
+	setDefault(&t.VAD.Mode, speech.DefaultMode)
 	if t.VAD.Threshold == 0 {
-		t.VAD.Threshold = 0.5
+		t.VAD.Threshold = speech.DefaultThreshold
 	}
-	setDefault(&t.VAD.PrefixPaddingMs, 300)
-	setDefault(&t.VAD.SilenceDurationMs, 500)
-	setDefault(&t.VAD.MinSpeechMs, 150)
+	setDefault(&t.VAD.PrefixPaddingMs, speech.DefaultPrefixPaddingMs)
+	setDefault(&t.VAD.SilenceDurationMs, speech.DefaultSilenceDurationMs)
+	setDefault(&t.VAD.MinSpeechMs, speech.DefaultMinSpeechMs)
 	k := &c.Talker
 	if k.Voice == "" {
 		k.Voice = "cmu_us_slt"
