@@ -20,7 +20,7 @@ type streamsBackend struct {
 }
 
 func (b *streamsBackend) SupportsDuplex() bool { return true }
-func (b *streamsBackend) Open(_ context.Context, _ requestclient.Fence, o OpenOptions, out func(Output)) (Engine, error) {
+func (b *streamsBackend) Open(_ context.Context, _ requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
 	e := &asrEngine{fakeEngine: &fakeEngine{t: b.t, out: out}}
 	b.mu.Lock()
 	defer b.mu.Unlock()

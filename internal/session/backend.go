@@ -20,50 +20,11 @@ type OpenOptions struct {
 	SilenceDurationMs int
 }
 
-// OutputKind classifies engine output.
-type OutputKind int
-
-// Output kinds, mirroring requestclient.OutputKind (fromClient converts).
-const (
-	OutDecision OutputKind = iota
-	OutTranscript
-	OutText
-	OutAudio
-	OutFinished
-	OutError
-	OutUsage // the response's token accounting (Output.Usage)
-)
-
-// Output is one engine output for the session, in the order the engine produced it.
-type Output struct {
-	Kind         OutputKind
-	Turn         int
-	Decision     string // listen | speak
-	Text         string
-	Audio        []float32 // 24 kHz mono
-	SampleRate   int
-	FinishReason string // stop | length | abort | error
-	Err          error
-	// Tokens is the number of model tokens behind an OutText delta.
-	Tokens int
-	// Usage (OutUsage) is the engine's token count of the response: once when its prompt is in
-	// the engine, and once more (Final) after its last token.
-	Usage *EngineUsage
-}
-
-// EngineUsage is the engine's token count of one response (requestclient.Usage): InputTokens is
-// everything the model read, CachedTokens the part of it already in the KV cache before the
-// turn, OutputTokens what it generated (set when Final).
-type EngineUsage struct {
-	InputTokens, CachedTokens, OutputTokens int
-	Final                                   bool
-}
-
 // Backend opens engine streams. It is declared here, by its consumer; the production
 // implementation is NewPipelineBackend over internal/requestclient.
 type Backend interface {
 	SupportsDuplex() bool
-	Open(ctx context.Context, f requestclient.Fence, opts OpenOptions, out func(Output)) (Engine, error)
+	Open(ctx context.Context, f requestclient.Fence, opts OpenOptions, out func(requestclient.Output)) (Engine, error)
 }
 
 // Engine is the per-session engine handle (the DuplexRequestClient). out is called from engine

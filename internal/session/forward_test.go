@@ -51,7 +51,7 @@ func (a *asrEngine) DiscardAudio(context.Context) error {
 type asrBackend struct{ eng *asrEngine }
 
 func (b *asrBackend) SupportsDuplex() bool { return true }
-func (b *asrBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+func (b *asrBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
 	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
@@ -21,16 +23,16 @@ func (s *DuplexSession) drainOutputs() {
 	}
 }
 
-func (s *DuplexSession) routeOutput(o Output) {
-	if o.Kind == OutError && o.Turn < 0 {
+func (s *DuplexSession) routeOutput(o requestclient.Output) {
+	if o.Kind == requestclient.OutError && o.Turn < 0 {
 		s.sendEngineError("runtime_append_failed", errString(o.Err), "", o.Err)
 		return
 	}
-	if o.Kind == OutDecision && o.Decision == "listen" && s.aheadListens > 0 {
+	if o.Kind == requestclient.OutDecision && o.Decision == "listen" && s.aheadListens > 0 {
 		s.aheadListens-- // an append forwarded ahead of its commit: internal, as before
 		return
 	}
-	if o.Kind == OutTranscript {
+	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
 			s.emitTranscript(it.ID, o.Text)
@@ -41,7 +43,7 @@ func (s *DuplexSession) routeOutput(o Output) {
 		return // a turn that is already over: cancelled or done
 	}
 	r := s.resp
-	turnOutput := o.Kind != OutDecision || o.Decision == "speak"
+	turnOutput := o.Kind != requestclient.OutDecision || o.Decision == "speak"
 	if r != nil && turnOutput && r.stageTurn >= 0 && o.Turn > r.stageTurn {
 		// The engine moved to a newer turn while this response was open (auto-response handoff):
 		// the old response ends as completed with what was sent.
@@ -50,7 +52,7 @@ func (s *DuplexSession) routeOutput(o Output) {
 		s.completeResponse(r)
 		r = nil
 	}
-	if o.Kind == OutDecision {
+	if o.Kind == requestclient.OutDecision {
 		switch o.Decision {
 		case "listen":
 			if r == nil {
@@ -74,8 +76,8 @@ func (s *DuplexSession) routeOutput(o Output) {
 		return
 	}
 	if r == nil {
-		if !s.autoResponse() || o.Kind == OutFinished || o.Kind == OutError || o.Kind == OutUsage {
-			if o.Kind == OutFinished && o.Turn > s.lastClosed {
+		if !s.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
+			if o.Kind == requestclient.OutFinished && o.Turn > s.lastClosed {
 				s.lastClosed = o.Turn
 			}
 			return

@@ -229,7 +229,7 @@ func (l *lateEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
 	n := l.responds
 	l.mu.Unlock()
 	if n > 1 {
-		l.out(Output{Kind: OutAudio, Turn: n - 1, Audio: make([]float32, 2400), Text: "late "})
+		l.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n - 1, Audio: make([]float32, 2400), Text: "late "})
 	}
 	return l.fakeEngine.Respond(ctx, maxTokens)
 }
@@ -268,9 +268,9 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	sk.mu.Unlock()
 
 	// Turn 1's late output, then a barrier: nothing of it may be sent.
-	fake.out(Output{Kind: OutAudio, Turn: 1, Audio: make([]float32, 2400), Text: "late "})
-	fake.out(Output{Kind: OutText, Turn: 1, Text: "late "})
-	fake.out(Output{Kind: OutFinished, Turn: 1})
+	fake.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: 1, Audio: make([]float32, 2400), Text: "late "})
+	fake.out(requestclient.Output{Kind: requestclient.OutText, Turn: 1, Text: "late "})
+	fake.out(requestclient.Output{Kind: requestclient.OutFinished, Turn: 1})
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch
@@ -381,7 +381,7 @@ type engineBackend struct {
 }
 
 func (b *engineBackend) SupportsDuplex() bool { return true }
-func (b *engineBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+func (b *engineBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
 	b.fake.out = out
 	return b.eng, nil
 }
@@ -415,7 +415,7 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 	close(eng.release)
 	// The job's result comes back on its own: wait for the engine call it causes.
 	require.Eventually(t, func() bool { return indexOf(eng.list(), "cancel_turn:7") >= 0 }, 5*time.Second, time.Millisecond)
-	fake.out(Output{Kind: OutAudio, Turn: 7, Audio: make([]float32, 2400), Text: "late "})
+	fake.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: 7, Audio: make([]float32, 2400), Text: "late "})
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch

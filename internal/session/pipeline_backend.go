@@ -22,7 +22,7 @@ func NewPipelineBackend(c *requestclient.Client) *PipelineBackend {
 func (b *PipelineBackend) SupportsDuplex() bool { return b.client.SupportsDuplex() }
 
 // Open implements Backend.
-func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(Output)) (Engine, error) {
+func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
 	opts := requestclient.DuplexOptions{
 		Instructions:      o.Instructions,
 		AutoResponse:      o.AutoResponse,
@@ -34,7 +34,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		Temperature:       o.Temperature, // nil: pipeline.thinker.sampling's
 		Seed:              o.Seed,        // nil: a fresh random seed per response unless configured
 	}
-	d, err := b.client.OpenDuplex(ctx, f, opts, func(m requestclient.Output) { out(fromClient(m)) })
+	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {
 		if errors.Is(err, requestclient.ErrQueueFull) {
 			return nil, errors.Join(ErrCapacity, err)
@@ -42,32 +42,6 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		return nil, err
 	}
 	return pipelineEngine{d}, nil
-}
-
-// fromClient converts one output of the request client for the session.
-func fromClient(m requestclient.Output) Output {
-	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Audio: m.Audio, SampleRate: m.SampleRate,
-		FinishReason: m.FinishReason, Err: m.Err, Tokens: m.Tokens}
-	switch m.Kind {
-	case requestclient.OutDecision:
-		o.Kind = OutDecision
-	case requestclient.OutTranscript:
-		o.Kind = OutTranscript
-	case requestclient.OutText:
-		o.Kind = OutText
-	case requestclient.OutAudio:
-		o.Kind = OutAudio
-	case requestclient.OutFinished:
-		o.Kind = OutFinished
-	case requestclient.OutUsage:
-		o.Kind = OutUsage
-		if u := m.Usage; u != nil {
-			o.Usage = &EngineUsage{InputTokens: u.InputTokens, CachedTokens: u.CachedTokens, OutputTokens: u.OutputTokens, Final: u.Final}
-		}
-	default:
-		o.Kind = OutError
-	}
-	return o
 }
 
 // pipelineEngine adapts *requestclient.Duplex to Engine.

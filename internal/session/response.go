@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // frameMs is the pacing unit: talker audio is cut into frames of this length so a barge-in
@@ -57,16 +59,16 @@ type response struct {
 	ackedMs    float64 // the last playback.ack's played_ms (only acks, not the pacing estimate); -1 = none
 	textPart   bool
 
-	format       AudioFormat       // output audio format of this response
-	metadata     map[string]string // response.create metadata, echoed
-	transcript   strings.Builder   // the transcript as sent in deltas
-	outTokens    int               // model tokens behind the text deltas received
-	engineUsage  *EngineUsage      // the engine's count of the response, when it reported one
-	inputUsage   usage             // the audio of the context the response read (usage.go)
-	ownInput     bool              // the response read its own input[], not the conversation
-	prevItemID   any               // the item before the response's item
-	truncated    bool              // the client truncated the item while it played
-	clearedAudio bool              // output_audio_buffer.cleared went out
+	format       AudioFormat          // output audio format of this response
+	metadata     map[string]string    // response.create metadata, echoed
+	transcript   strings.Builder      // the transcript as sent in deltas
+	outTokens    int                  // model tokens behind the text deltas received
+	engineUsage  *requestclient.Usage // the engine's count of the response, when it reported one
+	inputUsage   usage                // the audio of the context the response read (usage.go)
+	ownInput     bool                 // the response read its own input[], not the conversation
+	prevItemID   any                  // the item before the response's item
+	truncated    bool                 // the client truncated the item while it played
+	clearedAudio bool                 // output_audio_buffer.cleared went out
 	// outOfBand: conversation "none"; the item lives here only, never in the conversation.
 	outOfBand bool
 	item      *item // the response's output item
@@ -294,9 +296,9 @@ func (s *DuplexSession) finalizeUnstarted(u UnstartedTurnFinalizer, reason strin
 }
 
 // onOutput routes one engine output of the response's turn.
-func (s *DuplexSession) onResponseOutput(r *response, o Output) {
+func (s *DuplexSession) onResponseOutput(r *response, o requestclient.Output) {
 	switch o.Kind {
-	case OutText:
+	case requestclient.OutText:
 		r.outTokens += o.Tokens
 		if r.audio || o.Text == "" {
 			return // with audio the transcript rides on the audio chunks
@@ -310,23 +312,23 @@ func (s *DuplexSession) onResponseOutput(r *response, o Output) {
 		r.text.WriteString(o.Text)
 		s.send(Event{Type: "response.output_text.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
 			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": o.Text}})
-	case OutAudio:
+	case requestclient.OutAudio:
 		if !r.audio {
 			return
 		}
 		s.turnState = TurnAssistantPlaying
 		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
 		s.pace()
-	case OutUsage:
+	case requestclient.OutUsage:
 		if o.Usage != nil {
 			u := *o.Usage
 			r.engineUsage = &u
 		}
-	case OutFinished:
+	case requestclient.OutFinished:
 		r.finished = true
 		r.finish = o.FinishReason
 		s.pace()
-	case OutError:
+	case requestclient.OutError:
 		s.failResponseErr(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
 	}
 }

@@ -76,7 +76,7 @@ type DuplexSession struct {
 	endReason string
 
 	outMu     sync.Mutex
-	outQ      []Output
+	outQ      []requestclient.Output
 	outNotify chan struct{}
 
 	// State below is owned by the Run goroutine.
@@ -240,7 +240,7 @@ func (s *DuplexSession) notifyDrain(grace time.Duration) {
 // deliver is the engine's output callback: it queues and wakes the actor without blocking.
 // The queue is bounded by the response length (max output tokens) since the actor drains it
 // on every wake-up.
-func (s *DuplexSession) deliver(o Output) {
+func (s *DuplexSession) deliver(o requestclient.Output) {
 	s.outMu.Lock()
 	s.outQ = append(s.outQ, o)
 	s.outMu.Unlock()

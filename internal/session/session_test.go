@@ -27,7 +27,7 @@ type fakeEngine struct {
 	calls  []string
 	fences []requestclient.Fence
 	panics bool
-	out    func(Output)
+	out    func(requestclient.Output)
 	turn   int
 	speak  []float32     // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
 	gate   chan struct{} // when set, AppendText waits for it to close (or for its context)
@@ -73,12 +73,12 @@ func (f *fakeEngine) Respond(context.Context, int) (int, error) {
 	n := f.turn
 	f.mu.Unlock()
 	if f.speak != nil {
-		f.out(Output{Kind: OutAudio, Turn: n, Audio: f.speak, Text: "speech "})
+		f.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: f.speak, Text: "speech "})
 		return n, nil
 	}
 	// The engine speaks: two 100 ms chunks of audio, then (not yet) finished.
-	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
-	f.out(Output{Kind: OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
+	f.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
+	f.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
 	return n, nil
 }
 func (f *fakeEngine) Signal(_ context.Context, ev string, next requestclient.Fence) error {
@@ -121,7 +121,7 @@ func (f *fakeEngine) FinalizeTurn(reason string) bool {
 type fakeBackend struct{ eng *fakeEngine }
 
 func (b *fakeBackend) SupportsDuplex() bool { return true }
-func (b *fakeBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(Output)) (Engine, error) {
+func (b *fakeBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
 	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil

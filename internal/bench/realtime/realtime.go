@@ -80,10 +80,10 @@ type timedBackend struct {
 	t *Timer
 }
 
-func (b *timedBackend) Open(ctx context.Context, f requestclient.Fence, o session.OpenOptions, out func(session.Output)) (session.Engine, error) {
+func (b *timedBackend) Open(ctx context.Context, f requestclient.Fence, o session.OpenOptions, out func(requestclient.Output)) (session.Engine, error) {
 	cnt := b.t.counter(f.SessionID)
-	e, err := b.Backend.Open(ctx, f, o, func(x session.Output) {
-		if x.Kind == session.OutDecision {
+	e, err := b.Backend.Open(ctx, f, o, func(x requestclient.Output) {
+		if x.Kind == requestclient.OutDecision {
 			cnt.Add(1)
 		}
 		out(x)
