@@ -94,7 +94,7 @@ func (c *conn) refuse(ev session.Event, code websocket.StatusCode, reason string
 // serve runs the connection for sess (attachment gen) until the session ends or the connection
 // is lost. A lost connection of a resumable session detaches it (the session goes on for its
 // resume grace); otherwise the session ends with it, as without resume.
-func (c *conn) serve(sess *session.DuplexSession, gen int) {
+func (c *conn) serve(sess *session.Session, gen int) {
 	lost := make(chan loss, 3)
 	var wg sync.WaitGroup
 	writerDone := make(chan struct{})
@@ -226,7 +226,7 @@ func lossOf(err error) loss {
 }
 
 // dispatch decodes frames and hands commands to the session in wire order.
-func (c *conn) dispatch(sess *session.DuplexSession, lost chan<- loss) {
+func (c *conn) dispatch(sess *session.Session, lost chan<- loss) {
 	for {
 		var f frame
 		select {

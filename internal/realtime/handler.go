@@ -130,7 +130,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		j = newJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
 	}
 	st := newStream(beta, j)
-	var sess *session.DuplexSession
+	var sess *session.Session
 	if !duplex || h.sessions.SupportsDuplex() {
 		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: q.Get("model"), Beta: beta}, st)
 		// The balancer learns which replica holds the session from this header (stickiness for

@@ -47,9 +47,9 @@ const MaxInputStall = 5 * time.Second
 // MaxPendingInputBytes, so that the queue is bounded in count as well as in bytes.
 const opOverhead = 256
 
-// Duplex is the DuplexRequestClient of one session: it owns the long-lived stage-0 stream,
+// DuplexRequest is the DuplexRequestClient of one session: it owns the long-lived stage-0 stream,
 // feeds it in wire order, and keeps the session's turn metrics.
-type Duplex struct {
+type DuplexRequest struct {
 	c      *Client
 	stream duplexStream
 	out    func(Output)
@@ -107,7 +107,7 @@ type op struct {
 
 // OpenDuplex opens the session's stage-0 stream. out receives every output in order, from the
 // pipeline's goroutine; it must not block.
-func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, out func(Output)) (*Duplex, error) {
+func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, out func(Output)) (*DuplexRequest, error) {
 	if c.pipeline == nil {
 		return nil, fmt.Errorf("opening duplex stream: %w", ErrDuplexClosed)
 	}
@@ -126,8 +126,8 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, ou
 	return d, nil
 }
 
-func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *Duplex {
-	d := &Duplex{c: c, out: out, fence: f, numStages: numStages, wake: make(chan struct{}, 1),
+func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *DuplexRequest {
+	d := &DuplexRequest{c: c, out: out, fence: f, numStages: numStages, wake: make(chan struct{}, 1),
 		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats || c.opts.Collectors != nil {
@@ -138,7 +138,7 @@ func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *Duplex {
 	return d
 }
 
-func (d *Duplex) start(st duplexStream) {
+func (d *DuplexRequest) start(st duplexStream) {
 	d.stream = st
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -148,7 +148,7 @@ func (d *Duplex) start(st duplexStream) {
 
 // runOps executes appends and barriers one at a time in submission (wire) order. A failed op
 // stops the queued ops of its chain; the next command the session sends starts a new chain.
-func (d *Duplex) runOps(ctx context.Context) {
+func (d *DuplexRequest) runOps(ctx context.Context) {
 	for {
 		o := d.next()
 		if o == nil {
@@ -184,7 +184,7 @@ func (d *Duplex) runOps(ctx context.Context) {
 }
 
 // next pops the queue's head and stamps progress; nil when the queue is empty.
-func (d *Duplex) next() *op {
+func (d *DuplexRequest) next() *op {
 	d.qmu.Lock()
 	defer d.qmu.Unlock()
 	if len(d.queue) == 0 {
@@ -201,7 +201,7 @@ func (d *Duplex) next() *op {
 }
 
 // queued returns the number of ops waiting (not counting the one running).
-func (d *Duplex) queued() int {
+func (d *DuplexRequest) queued() int {
 	d.qmu.Lock()
 	defer d.qmu.Unlock()
 	return len(d.queue)
@@ -211,7 +211,7 @@ func (d *Duplex) queued() int {
 // the pending bytes would pass MaxPendingInputBytes or when the queue has made no progress for
 // MaxInputStall (a discard, which only lightens the engine's work, is exempt from the stall
 // bound), and with ErrDuplexClosed after Close. ctx is unused: nothing here waits.
-func (d *Duplex) enqueue(_ context.Context, o *op) error {
+func (d *DuplexRequest) enqueue(_ context.Context, o *op) error {
 	if d.closed.Load() {
 		return ErrDuplexClosed
 	}
@@ -240,7 +240,7 @@ func (d *Duplex) enqueue(_ context.Context, o *op) error {
 	return nil
 }
 
-func (d *Duplex) barrier(ctx context.Context, run func(ctx context.Context) error) error {
+func (d *DuplexRequest) barrier(ctx context.Context, run func(ctx context.Context) error) error {
 	o := &op{run: run, done: make(chan error, 1)}
 	if err := d.enqueue(ctx, o); err != nil {
 		return err
@@ -254,7 +254,7 @@ func (d *Duplex) barrier(ctx context.Context, run func(ctx context.Context) erro
 }
 
 // Stage0ID returns the current epoch's resource id.
-func (d *Duplex) Stage0ID() string {
+func (d *DuplexRequest) Stage0ID() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.fence.Stage0ID()
@@ -262,7 +262,7 @@ func (d *Duplex) Stage0ID() string {
 
 // AppendAudio queues 16 kHz audio behind earlier appends and returns at once; a failure is
 // reported through out as an Error output with Turn -1 and stops the queued appends.
-func (d *Duplex) AppendAudio(ctx context.Context, pcm16k []float32) error {
+func (d *DuplexRequest) AppendAudio(ctx context.Context, pcm16k []float32) error {
 	n := int64(4 * len(pcm16k))
 	return d.enqueue(ctx, &op{bytes: n, run: func(ctx context.Context) error { return d.stream.AppendAudio(ctx, pcm16k) }})
 }
@@ -270,7 +270,7 @@ func (d *Duplex) AppendAudio(ctx context.Context, pcm16k []float32) error {
 // Commit ends the user's utterance after every earlier append and returns its transcript.
 // Only the cut of the utterance runs in the append FIFO; its transcription is waited for
 // outside it, so that appends sent after the commit go on while a remote ASR works.
-func (d *Duplex) Commit(ctx context.Context, respond bool) (string, error) {
+func (d *DuplexRequest) Commit(ctx context.Context, respond bool) (string, error) {
 	var wait func(context.Context) (string, error)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
@@ -290,14 +290,14 @@ func (d *Duplex) Commit(ctx context.Context, respond bool) (string, error) {
 // DiscardAudio queues, behind earlier appends, the stream's forgetting of every uncommitted
 // append (input_audio_buffer.clear) and returns at once; a failure is reported like an
 // append's. It runs even when an earlier append of its chain failed.
-func (d *Duplex) DiscardAudio(ctx context.Context) error {
+func (d *DuplexRequest) DiscardAudio(ctx context.Context) error {
 	return d.enqueue(ctx, &op{always: true, run: d.stream.DiscardAudio})
 }
 
 // ClearTurnInput is input_audio_buffer.clear for the statistics: the next turn's t0 stamp,
 // input end and buffered listen rows are dropped, and rows of appends made before the clear
 // that are still on their way are dropped when they arrive (a barrier in the append FIFO).
-func (d *Duplex) ClearTurnInput() {
+func (d *DuplexRequest) ClearTurnInput() {
 	if d.turns == nil {
 		return
 	}
@@ -310,21 +310,21 @@ func (d *Duplex) ClearTurnInput() {
 
 // MarkInputEnd records where the user's input for the next turn ended (commit, speech_stopped,
 // item create); input end → first output is measured from it.
-func (d *Duplex) MarkInputEnd(ts float64) {
+func (d *DuplexRequest) MarkInputEnd(ts float64) {
 	if d.turns != nil {
 		d.turns.markInputEnd(ts)
 	}
 }
 
 // ObserveBargeIn records a server-VAD barge-in's latency (speech onset → response cut).
-func (d *Duplex) ObserveBargeIn(latencyS float64) {
+func (d *DuplexRequest) ObserveBargeIn(latencyS float64) {
 	d.c.opts.Collectors.BargeIn(latencyS)
 }
 
 // SetTurnDelivered records the audio actually sent to the client for the open turn; the
 // session calls it when it ends the response, before FinalizeTurn.
 // underrunMs is the time the client's playback ran out of sent audio.
-func (d *Duplex) SetTurnDelivered(audioMs, underrunMs float64) {
+func (d *DuplexRequest) SetTurnDelivered(audioMs, underrunMs float64) {
 	if d.turns != nil {
 		d.turns.setDelivered(audioMs/1000, underrunMs/1000)
 	}
@@ -332,7 +332,7 @@ func (d *Duplex) SetTurnDelivered(audioMs, underrunMs float64) {
 
 // SetTurnPlayed records the audio the client acknowledged as played for the open turn (its last
 // playback.ack); the session calls it when it ends the response, before FinalizeTurn.
-func (d *Duplex) SetTurnPlayed(playedMs float64) {
+func (d *DuplexRequest) SetTurnPlayed(playedMs float64) {
 	if d.turns != nil {
 		d.turns.setPlayed(playedMs / 1000)
 	}
@@ -340,14 +340,14 @@ func (d *Duplex) SetTurnPlayed(playedMs float64) {
 
 // SetTurnDetached records how long the open turn's delivery was paused by a disconnect that the
 // client resumed (delivery delay of the same turn).
-func (d *Duplex) SetTurnDetached(ms float64) {
+func (d *DuplexRequest) SetTurnDetached(ms float64) {
 	if d.turns != nil {
 		d.turns.setDetached(ms)
 	}
 }
 
 // AppendText adds a history message after every earlier append.
-func (d *Duplex) AppendText(ctx context.Context, role, text string) error {
+func (d *DuplexRequest) AppendText(ctx context.Context, role, text string) error {
 	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, role, text) }); err != nil {
 		return fmt.Errorf("appending text: %w", err)
 	}
@@ -355,7 +355,7 @@ func (d *Duplex) AppendText(ctx context.Context, role, text string) error {
 }
 
 // Respond starts a response after every earlier input and returns its turn.
-func (d *Duplex) Respond(ctx context.Context, maxTokens int) (int, error) {
+func (d *DuplexRequest) Respond(ctx context.Context, maxTokens int) (int, error) {
 	var turn int
 	d.responding.Add(1)
 	defer d.responding.Add(-1)
@@ -383,7 +383,7 @@ func (d *Duplex) Respond(ctx context.Context, maxTokens int) (int, error) {
 // A signal whose next fence is the current one moves no epoch: it re-stops work of a response
 // the session already ended (a cancelled job that still started a turn). It must not finalize
 // the turn that is open now, which belongs to a newer response.
-func (d *Duplex) Signal(ctx context.Context, event string, next Fence) error {
+func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("signal %q: %w", event, err)
 	}
@@ -423,7 +423,7 @@ func (d *Duplex) Signal(ctx context.Context, event string, next Fence) error {
 // response started, and that never will (the caller's job sees the cancel): the turn waits,
 // bounded by Options.TurnDrainTimeout, for the rows of the input it answered until SettleInput
 // reports them delivered. It returns false when no turn was open.
-func (d *Duplex) FinalizeUnstartedTurn(reason string) bool {
+func (d *DuplexRequest) FinalizeUnstartedTurn(reason string) bool {
 	if d.turns == nil {
 		return false
 	}
@@ -433,7 +433,7 @@ func (d *Duplex) FinalizeUnstartedTurn(reason string) bool {
 // SettleInput runs after every earlier append, commit and text and asks the stream to report
 // once the rows of that input were delivered; the turns FinalizeUnstartedTurn left waiting are
 // finalized then. Call it after the commands of the input a cancelled response answered.
-func (d *Duplex) SettleInput(ctx context.Context) error {
+func (d *DuplexRequest) SettleInput(ctx context.Context) error {
 	if d.turns == nil {
 		return nil
 	}
@@ -449,7 +449,7 @@ func (d *Duplex) SettleInput(ctx context.Context) error {
 
 // CancelTurn stops the engine work of stage turn n only (see stage.DuplexStream.CancelTurn); it
 // neither finalizes a metrics turn nor moves the fence.
-func (d *Duplex) CancelTurn(n int) {
+func (d *DuplexRequest) CancelTurn(n int) {
 	if d.closed.Load() {
 		return
 	}
@@ -464,7 +464,7 @@ func (d *Duplex) CancelTurn(n int) {
 // ctx ends first: the session actor calling it must not hang on a wedged stage. The shutdown
 // then goes on in the background and ends with the stages' work (a pipeline Close cancels all
 // of it); shutdownDone is closed when it has.
-func (d *Duplex) Close(ctx context.Context, reason string) error {
+func (d *DuplexRequest) Close(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = metrics.ReasonClose
 	}
@@ -481,9 +481,9 @@ func (d *Duplex) Close(ctx context.Context, reason string) error {
 }
 
 // Abort stops everything at once; the open turn is finalized with reason abort.
-func (d *Duplex) Abort() { d.shutdown(metrics.ReasonAbort) }
+func (d *DuplexRequest) Abort() { d.shutdown(metrics.ReasonAbort) }
 
-func (d *Duplex) shutdown(reason string) {
+func (d *DuplexRequest) shutdown(reason string) {
 	if !d.closed.CompareAndSwap(false, true) {
 		return
 	}
@@ -511,7 +511,7 @@ func (d *Duplex) shutdown(reason string) {
 
 // OnOutput forwards the output and ingests attached metrics into the turn. Listen/speak decision
 // snapshots already arrived as StageMetricsMessages, so they are not counted twice.
-func (d *Duplex) OnOutput(m stage.OutputMessage) {
+func (d *DuplexRequest) OnOutput(m stage.OutputMessage) {
 	if d.turns != nil {
 		if m.Metrics != nil && m.Kind != stage.Decision {
 			d.turns.ingest(m.Turn, m.StageID, *m.Metrics, "", m.StageSubmitTS)
@@ -527,7 +527,7 @@ func (d *Duplex) OnOutput(m stage.OutputMessage) {
 // turn, an interrupted turn still waiting for its stages, or the next turn's pending buffer.
 // An aborted response's partial rows arrive after the session ended it; they go to its own
 // (closing) turn, never to the next one.
-func (d *Duplex) OnStageMetrics(m stage.StageMetricsMessage) {
+func (d *DuplexRequest) OnStageMetrics(m stage.StageMetricsMessage) {
 	if d.turns == nil {
 		return
 	}
@@ -535,7 +535,7 @@ func (d *Duplex) OnStageMetrics(m stage.StageMetricsMessage) {
 }
 
 // OnTransfer records one connector send on its turn's edge.
-func (d *Duplex) OnTransfer(t stage.TransferEvent) {
+func (d *DuplexRequest) OnTransfer(t stage.TransferEvent) {
 	if d.turns == nil {
 		return
 	}
@@ -543,7 +543,7 @@ func (d *Duplex) OnTransfer(t stage.TransferEvent) {
 }
 
 // OnTurnEnd is the stages' report that stage turn n is finished (stage.TurnEndSink).
-func (d *Duplex) OnTurnEnd(e stage.TurnEnd) {
+func (d *DuplexRequest) OnTurnEnd(e stage.TurnEnd) {
 	if d.turns == nil {
 		return
 	}
@@ -556,7 +556,7 @@ func (d *Duplex) OnTurnEnd(e stage.TurnEnd) {
 
 // MarkTurnArrival stamps the next turn's t0 (keep first) and returns it; with LogStats off it
 // returns ts and records nothing.
-func (d *Duplex) MarkTurnArrival(ts float64) float64 {
+func (d *DuplexRequest) MarkTurnArrival(ts float64) float64 {
 	if d.turns == nil {
 		return ts
 	}
@@ -565,7 +565,7 @@ func (d *Duplex) MarkTurnArrival(ts float64) float64 {
 
 // BeginTurn opens the metrics turn of responseID; idempotent for the same id, and a different id
 // finalizes the open turn with reason abort first.
-func (d *Duplex) BeginTurn(responseID string, turnID int, arrival float64) {
+func (d *DuplexRequest) BeginTurn(responseID string, turnID int, arrival float64) {
 	if d.turns == nil || responseID == "" {
 		return
 	}
@@ -575,7 +575,7 @@ func (d *Duplex) BeginTurn(responseID string, turnID int, arrival float64) {
 // FinalizeTurn ends the open turn once (later calls return false and print nothing). An
 // interrupted turn (any reason but stop and length) is logged once every stage that worked for
 // it reported its partial snapshot, bounded by Options.TurnDrainTimeout.
-func (d *Duplex) FinalizeTurn(reason string) bool {
+func (d *DuplexRequest) FinalizeTurn(reason string) bool {
 	if d.turns == nil {
 		return false
 	}

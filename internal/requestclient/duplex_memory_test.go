@@ -17,10 +17,10 @@ import (
 // sessionHourChunks is one hour of 100 ms audio units.
 const sessionHourChunks = 36000
 
-// feedSession drives a Duplex the way the pipeline does for chunks audio units: every unit's
+// feedSession drives a DuplexRequest the way the pipeline does for chunks audio units: every unit's
 // listen snapshot and decision, and every 50 units a spoken turn with text, a transfer, both
 // stages' snapshots and its end; every fifth turn is interrupted (cancel) instead of finishing.
-func feedSession(d *Duplex, chunks, turn int) int {
+func feedSession(d *DuplexRequest, chunks, turn int) int {
 	listen := metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}
 	thinker := metrics.StageRequestStats{NumTokensIn: 12, NumTokensOut: 8, StageGenTimeMs: 40,
 		VllmTtftMs: 9, VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: stage.FinishStop}

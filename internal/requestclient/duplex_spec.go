@@ -19,7 +19,7 @@ var ErrSpecUnsupported = errors.New("per-response instructions and input are not
 
 // RespondWith is Respond with per-response options (instructions, input, out of band), in wire
 // order with the session's other engine work.
-func (d *Duplex) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
+func (d *DuplexRequest) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
 	rs, ok := d.stream.(specResponder)
 	if !ok {
 		return 0, ErrSpecUnsupported

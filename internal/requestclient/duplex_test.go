@@ -20,8 +20,8 @@ import (
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
-// fakeStream records what the Duplex drives into the stage stream and fails the appends the
-// test names; it checks that no call arrives after Close. Its methods run on the Duplex's
+// fakeStream records what the DuplexRequest drives into the stage stream and fails the appends the
+// test names; it checks that no call arrives after Close. Its methods run on the DuplexRequest's
 // worker, so they check with assert (t.Errorf), never require.
 type fakeStream struct {
 	t        *testing.T
@@ -41,7 +41,7 @@ type fakeStream struct {
 // queued before the failure is seen, as when a client sends faster than the engine appends.
 // Without it the worker may fail append 1 before the test enqueued the rest, and those would
 // rightly start a new chain.
-func gateFirstAppend(fs *fakeStream, d *Duplex, want int) {
+func gateFirstAppend(fs *fakeStream, d *DuplexRequest, want int) {
 	fs.gate = make(chan struct{})
 	go func() {
 		deadline := time.Now().Add(5 * time.Second)
@@ -152,7 +152,7 @@ func (o *outputs) errors() int {
 	return n
 }
 
-func newTestDuplex(t *testing.T, opts Options, log *zap.Logger, fs *fakeStream) (*Duplex, *outputs, *Client) {
+func newTestDuplex(t *testing.T, opts Options, log *zap.Logger, fs *fakeStream) (*DuplexRequest, *outputs, *Client) {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	c := New(nil, opts, log)

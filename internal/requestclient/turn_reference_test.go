@@ -76,7 +76,7 @@ import (
 )
 
 // refDuplex is the reference's `_client()`: three stages, log_stats on, a settable clock.
-func refDuplex(t *testing.T, log *zap.Logger) (*Duplex, *Client, *float64) {
+func refDuplex(t *testing.T, log *zap.Logger) (*DuplexRequest, *Client, *float64) {
 	t.Helper()
 	now := new(float64)
 	*now = 200
@@ -213,7 +213,7 @@ func TestRefStageMetricsAndOutputRecordIntoOpenTurn(t *testing.T) {
 }
 
 func TestRefSignalBargeInFinalizesBeforePop(t *testing.T) {
-	var d *Duplex
+	var d *DuplexRequest
 	var c *Client
 	var registeredAtLog atomic.Int32
 	old := Fence{SessionID: "sid-metrics"}.Stage0ID()

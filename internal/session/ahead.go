@@ -22,7 +22,7 @@ import (
 // one the lazy open would have built.
 
 // openOptions is what the engine stream is opened with under the current configuration.
-func (s *DuplexSession) openOptions() OpenOptions {
+func (s *Session) openOptions() OpenOptions {
 	td := s.cfg.TurnDetection
 	if td == nil {
 		td = s.cfg.defaultTurnDetection()
@@ -51,7 +51,7 @@ func sameStreamSettings(a, b OpenOptions) bool {
 // openAhead opens the engine stream at the first append of a manual turn, so that the ASR
 // decodes while the user speaks. It never reports an error: a stream that cannot open now
 // (capacity, no backend) is opened, and its failure reported, by the commit as before.
-func (s *DuplexSession) openAhead() {
+func (s *Session) openAhead() {
 	if s.engine != nil || s.m.backend == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (s *DuplexSession) openAhead() {
 // settings it was opened with no longer match, it is closed and a new one opened with the new
 // settings, and the buffered input is forwarded again. It reports whether it reopened (the new
 // stream already has the new instructions).
-func (s *DuplexSession) reopenFresh() bool {
+func (s *Session) reopenFresh() bool {
 	if s.engine == nil || !s.engineFresh || s.resp != nil || s.jobsOut > 0 {
 		return false
 	}

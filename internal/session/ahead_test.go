@@ -41,7 +41,7 @@ func (a *asrEngine) heardNow() []string {
 	return append([]string(nil), a.heard...)
 }
 
-func startAheadSession(t *testing.T, b Backend) (*DuplexSession, *sink, func() string) {
+func startAheadSession(t *testing.T, b Backend) (*Session, *sink, func() string) {
 	t.Helper()
 	m := NewManager(ManagerConfig{MaxSessions: 1}, b, zap.NewNop())
 	slot, err := m.Acquire()

@@ -98,7 +98,7 @@ func itemBytes(it *item) int { return len(it.Text) + len(it.Transcript) }
 // reason "history_budget"), so the client's copy of the conversation stays true. The newest
 // item and the active response's item are kept. The engine trims its own copy by the same
 // budget (requestclient.DuplexOptions.MaxHistoryBytes).
-func (s *DuplexSession) trimHistory() {
+func (s *Session) trimHistory() {
 	limit := s.m.cfg.MaxHistoryBytes
 	total := 0
 	for _, it := range s.items {

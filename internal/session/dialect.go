@@ -5,7 +5,7 @@ package session
 // spelled in beta fields only (UpdateSession.BetaSpelling): then the client is a beta client,
 // and from that event on it gets the beta session shape and beta event names. session.created,
 // sent before the client spoke, keeps the GA shape.
-func (s *DuplexSession) detectDialect(c Command) {
+func (s *Session) detectDialect(c Command) {
 	if s.dialectFixed {
 		return
 	}

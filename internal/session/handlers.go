@@ -12,7 +12,7 @@ import (
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-func (s *DuplexSession) handle(c Command) {
+func (s *Session) handle(c Command) {
 	switch c := c.(type) {
 	case *UpdateSession:
 		s.handleUpdate(c, false)
@@ -83,7 +83,7 @@ func (s *DuplexSession) handle(c Command) {
 	}
 }
 
-func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
+func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	if first {
 		s.emitCreated()
 	}
@@ -132,7 +132,7 @@ func (s *DuplexSession) handleUpdate(c *UpdateSession, first bool) {
 	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 }
 
-func (s *DuplexSession) emitCreated() {
+func (s *Session) emitCreated() {
 	f := map[string]any{"session": s.publicSession()}
 	if s.resumeToken != "" {
 		// omniserve extension: the bearer secret of session.resume (docs/REALTIME.md)
@@ -141,7 +141,7 @@ func (s *DuplexSession) emitCreated() {
 	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: f})
 }
 
-func (s *DuplexSession) emitClosed(reason string) {
+func (s *Session) emitClosed(reason string) {
 	s.send(Event{Type: "session.closed", Epoch: s.epoch, Fields: map[string]any{"session_id": s.id, "reason": reason}})
 }
 
@@ -162,7 +162,7 @@ func wireFormat(f AudioFormat) map[string]any {
 // reported in audio.input.sample_rate_hz.
 func betaFormat(f AudioFormat) string { return f.Type }
 
-func (s *DuplexSession) maxTokensWire(n int) any {
+func (s *Session) maxTokensWire(n int) any {
 	if n > 0 {
 		return n
 	}
@@ -185,7 +185,7 @@ func betaModalities(audio bool) []string {
 	return []string{"text"}
 }
 
-func (s *DuplexSession) transcriptionWire() any {
+func (s *Session) transcriptionWire() any {
 	if !s.cfg.Transcription {
 		return nil
 	}
@@ -194,7 +194,7 @@ func (s *DuplexSession) transcriptionWire() any {
 
 // publicSession is the full effective session: GA shape (or beta for beta clients), plus the
 // omniserve extensions (duplex, state, capabilities) that strict clients ignore.
-func (s *DuplexSession) publicSession() map[string]any {
+func (s *Session) publicSession() map[string]any {
 	td := s.cfg.TurnDetection.Wire()
 	var tdAny any
 	if td != nil {
@@ -249,7 +249,7 @@ func (s *DuplexSession) publicSession() map[string]any {
 	return sess
 }
 
-func (s *DuplexSession) handleAppend(c *AppendAudio) {
+func (s *Session) handleAppend(c *AppendAudio) {
 	f := s.cfg.InputFormat
 	if c.Format != nil {
 		nf, err := NormalizeInputFormat(*c.Format)
@@ -339,7 +339,7 @@ func (s *DuplexSession) handleAppend(c *AppendAudio) {
 // (appends go straight to the engine's FIFO and must not overtake a queued commit), and the
 // engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
 // stay local and the commit job feeds them, as before.
-func (s *DuplexSession) forwardInput() {
+func (s *Session) forwardInput() {
 	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd >= len(s.inputBuf) {
 		return
 	}
@@ -368,7 +368,7 @@ func (s *DuplexSession) forwardInput() {
 
 // unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
 // itself is kept (the next commit feeds all of it).
-func (s *DuplexSession) unforwardInput(eventID string) {
+func (s *Session) unforwardInput(eventID string) {
 	if s.inputFwd == 0 {
 		return
 	}
@@ -384,7 +384,7 @@ func (s *DuplexSession) unforwardInput(eventID string) {
 
 // clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
 // dropped.
-func (s *DuplexSession) clearInput(eventID string) {
+func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
 	if m := turnStats(s.engine); m != nil {
@@ -395,7 +395,7 @@ func (s *DuplexSession) clearInput(eventID string) {
 // handleCommit commits buffered input as a user item; with a response it precreates the
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
 // ordered job: append → commit (transcript) → respond.
-func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool {
+func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	respond := s.autoResponse()
 	if responseCreate != nil {
 		respond = *responseCreate
@@ -408,7 +408,7 @@ func (s *DuplexSession) handleCommit(eventID string, responseCreate *bool) bool 
 }
 
 // commit commits buffered input as a user item; with o non-nil a response answers it.
-func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
+func (s *Session) commit(eventID string, o *respOptions) bool {
 	respond := o != nil
 	if s.autoResponse() {
 		// Input already streams into the engine; commit ends the utterance now. The transcript
@@ -510,7 +510,7 @@ func (s *DuplexSession) commit(eventID string, o *respOptions) bool {
 // commitUserAudioItem adds the committed user audio as an item (with the id speech_started
 // announced, if any) and sends input_audio_buffer.committed, conversation.item.added and
 // conversation.item.done; the transcript follows with transcription.completed.
-func (s *DuplexSession) commitUserAudioItem(audioMs float64) *item {
+func (s *Session) commitUserAudioItem(audioMs float64) *item {
 	id := s.speechItemID
 	if id == "" || s.findItem(id) != nil {
 		id = newItemID()
@@ -527,7 +527,7 @@ func (s *DuplexSession) commitUserAudioItem(audioMs float64) *item {
 
 // responseOptions resolves response.create's overrides against the session; the error names
 // the offending param.
-func (s *DuplexSession) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
+func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
 	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, metadata: c.Metadata}
 	if c.Unsupported != "" {
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
@@ -583,7 +583,7 @@ func (s *DuplexSession) responseOptions(c *CreateResponse) (respOptions, *FieldE
 	return o, nil
 }
 
-func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
+func (s *Session) handleCreateResponse(c *CreateResponse) {
 	o, fe := s.responseOptions(c)
 	if fe != nil {
 		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
@@ -623,7 +623,7 @@ func (s *DuplexSession) handleCreateResponse(c *CreateResponse) {
 	r.jobbed = true
 }
 
-func (s *DuplexSession) handleCreateItem(c *CreateItem) {
+func (s *Session) handleCreateItem(c *CreateItem) {
 	role := c.Role
 	if role != "user" && role != "system" && role != "assistant" {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
@@ -696,7 +696,7 @@ const truncateSlackMs = 250
 // handleTruncate is conversation.item.truncate: the user heard only the first endMs of the
 // assistant item's audio. The audio after the cut is dropped and, as OpenAI does, the item's
 // transcript is removed. Every failure is an error event; the session goes on.
-func (s *DuplexSession) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
+func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
 	it := s.findItem(itemID)
 	if it == nil {
 		s.sendError("item_truncate_invalid_item_id", fmt.Sprintf("Error truncating item: the item with id '%s' does not exist.", itemID), eventID, "item_id")
@@ -731,7 +731,7 @@ func (s *DuplexSession) handleTruncate(eventID, itemID string, contentIndex int,
 		"item_id": itemID, "content_index": contentIndex, "audio_end_ms": int(endMs)}})
 }
 
-func (s *DuplexSession) handlePlaybackAck(c *PlaybackAck) {
+func (s *Session) handlePlaybackAck(c *PlaybackAck) {
 	r := s.resp
 	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && c.ItemID != r.itemID) {
 		s.sendError("playback_item_not_found", "no active response matches this playback.ack", c.ID, "response_id")

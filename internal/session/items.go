@@ -54,7 +54,7 @@ func nullable(s string) any {
 	return s
 }
 
-func (s *DuplexSession) findItem(id string) *item {
+func (s *Session) findItem(id string) *item {
 	for _, it := range s.items {
 		if it.ID == id {
 			return it
@@ -63,7 +63,7 @@ func (s *DuplexSession) findItem(id string) *item {
 	return nil
 }
 
-func (s *DuplexSession) lastItemID() any {
+func (s *Session) lastItemID() any {
 	if len(s.items) == 0 {
 		return nil
 	}
@@ -71,7 +71,7 @@ func (s *DuplexSession) lastItemID() any {
 }
 
 // previousItemID is the id of the item before it in the conversation, or nil.
-func (s *DuplexSession) previousItemID(it *item) any {
+func (s *Session) previousItemID(it *item) any {
 	for i, x := range s.items {
 		if x == it {
 			if i == 0 {
@@ -85,7 +85,7 @@ func (s *DuplexSession) previousItemID(it *item) any {
 
 // insertItem adds it after the item prev ("" = at the end, "root" = first); false when prev
 // does not exist.
-func (s *DuplexSession) insertItem(it *item, prev string) bool {
+func (s *Session) insertItem(it *item, prev string) bool {
 	switch prev {
 	case "":
 		s.items = append(s.items, it)
@@ -105,18 +105,18 @@ func (s *DuplexSession) insertItem(it *item, prev string) bool {
 
 // sendItemAdded emits conversation.item.added (the connection spells it
 // conversation.item.created for beta clients).
-func (s *DuplexSession) sendItemAdded(it *item, epoch int, model bool) {
+func (s *Session) sendItemAdded(it *item, epoch int, model bool) {
 	s.send(Event{Type: "conversation.item.added", Epoch: epoch, Model: model, Fields: map[string]any{
 		"previous_item_id": s.previousItemID(it), "item": it.wire(s.opts.Beta)}})
 }
 
 // sendItemDone emits conversation.item.done (GA only; beta clients do not get it).
-func (s *DuplexSession) sendItemDone(it *item, epoch int) {
+func (s *Session) sendItemDone(it *item, epoch int) {
 	s.send(Event{Type: "conversation.item.done", Epoch: epoch, Fields: map[string]any{
 		"previous_item_id": s.previousItemID(it), "item": it.wire(s.opts.Beta)}})
 }
 
-func (s *DuplexSession) removeItem(id string) bool {
+func (s *Session) removeItem(id string) bool {
 	for i, it := range s.items {
 		if it.ID == id {
 			s.items = append(s.items[:i], s.items[i+1:]...)

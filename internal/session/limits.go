@@ -35,7 +35,7 @@ func (b *PipelineBackend) CheckInstructions(text string) error {
 // response.instructions): at most MaxInstructionsBytes (OpenAI's string_above_max_length),
 // then within the model's context (context_length_exceeded), so that no turn ever has to
 // prefill a prompt that cannot fit.
-func (s *DuplexSession) checkInstructions(text, param string) *FieldError {
+func (s *Session) checkInstructions(text, param string) *FieldError {
 	if limit := s.m.cfg.MaxInstructionsBytes; len(text) > limit {
 		return &FieldError{"string_above_max_length", param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
@@ -65,7 +65,7 @@ func (s *DuplexSession) checkInstructions(text, param string) *FieldError {
 }
 
 // seedWire is the session's extra_body.seed: null when responses draw random seeds.
-func (s *DuplexSession) seedWire() any {
+func (s *Session) seedWire() any {
 	if s.cfg.Seed == nil {
 		return nil
 	}

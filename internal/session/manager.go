@@ -1,4 +1,4 @@
-// Package session implements the DuplexSession actor: the per-connection turn state machine,
+// Package session implements the Session actor: the per-connection turn state machine,
 // epoch fence, begin/end response with its metrics hooks, overlap (barge-in) policy, output pacing,
 // timeouts, and admission of sessions.
 package session
@@ -121,8 +121,8 @@ type Manager struct {
 	active     int
 	closing    bool
 	drainStart time.Time // when Drain ran
-	sessions   map[*DuplexSession]struct{}
-	byID       map[string]*DuplexSession
+	sessions   map[*Session]struct{}
+	byID       map[string]*Session
 	detached   int
 	idle       chan struct{} // closed and replaced when active drops to 0 during shutdown
 }
@@ -136,8 +136,8 @@ func NewManager(cfg ManagerConfig, backend Backend, log *zap.Logger) *Manager {
 		cfg:      cfg.withDefaults(),
 		backend:  backend,
 		log:      log.Named("session"),
-		sessions: make(map[*DuplexSession]struct{}),
-		byID:     make(map[string]*DuplexSession),
+		sessions: make(map[*Session]struct{}),
+		byID:     make(map[string]*Session),
 		idle:     make(chan struct{}),
 	}
 }
@@ -192,7 +192,7 @@ func (s *Slot) Release() {
 	})
 }
 
-func (m *Manager) track(s *DuplexSession) bool {
+func (m *Manager) track(s *Session) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closing {
@@ -203,7 +203,7 @@ func (m *Manager) track(s *DuplexSession) bool {
 	return true
 }
 
-func (m *Manager) untrack(s *DuplexSession) {
+func (m *Manager) untrack(s *Session) {
 	m.mu.Lock()
 	delete(m.sessions, s)
 	delete(m.byID, s.id)
@@ -212,7 +212,7 @@ func (m *Manager) untrack(s *DuplexSession) {
 
 // Lookup returns the live session with id on this server, or nil. Sessions are not shared
 // between replicas: a resume must reach the replica that holds the session.
-func (m *Manager) Lookup(id string) *DuplexSession {
+func (m *Manager) Lookup(id string) *Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.byID[id]
@@ -256,8 +256,8 @@ func (m *Manager) Drain() {
 	}
 }
 
-func (m *Manager) liveLocked() []*DuplexSession {
-	live := make([]*DuplexSession, 0, len(m.sessions))
+func (m *Manager) liveLocked() []*Session {
+	live := make([]*Session, 0, len(m.sessions))
 	for s := range m.sessions {
 		live = append(live, s)
 	}

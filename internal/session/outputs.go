@@ -10,7 +10,7 @@ import (
 
 // drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
 // become response.listen / response.speak, turn output feeds the active response.
-func (s *DuplexSession) drainOutputs() {
+func (s *Session) drainOutputs() {
 	s.outMu.Lock()
 	q := s.outQ
 	s.outQ = nil
@@ -23,7 +23,7 @@ func (s *DuplexSession) drainOutputs() {
 	}
 }
 
-func (s *DuplexSession) routeOutput(o requestclient.Output) {
+func (s *Session) routeOutput(o requestclient.Output) {
 	if o.Kind == requestclient.OutError && o.Turn < 0 {
 		s.sendEngineError("runtime_append_failed", errString(o.Err), "", o.Err)
 		return
@@ -96,7 +96,7 @@ func (s *DuplexSession) routeOutput(o requestclient.Output) {
 // emitTranscript records the user audio item's transcript and, with input transcription on,
 // sends conversation.item.input_audio_transcription.completed. The item itself was added and
 // done at its commit (its transcript was null then, as OpenAI sends it).
-func (s *DuplexSession) emitTranscript(itemID, text string) {
+func (s *Session) emitTranscript(itemID, text string) {
 	it := s.findItem(itemID)
 	if it != nil {
 		it.Transcript = text
@@ -114,7 +114,7 @@ func (s *DuplexSession) emitTranscript(itemID, text string) {
 }
 
 // handleResult applies the outcome of an engine job on the actor.
-func (s *DuplexSession) handleResult(res jobResult) {
+func (s *Session) handleResult(res jobResult) {
 	s.jobsOut--
 	if res.itemID != "" && res.err == nil {
 		s.emitTranscript(res.itemID, res.transcript)
@@ -147,7 +147,7 @@ func (s *DuplexSession) handleResult(res jobResult) {
 // stopCancelledTurn stops the engine work of a response that was cancelled before its turn was
 // known, without a client-visible event. Only that turn stops: a response the client started
 // since may already be queued behind it in the engine.
-func (s *DuplexSession) stopCancelledTurn(turn int) {
+func (s *Session) stopCancelledTurn(turn int) {
 	if tc, ok := s.engine.(TurnCanceller); ok {
 		tc.CancelTurn(turn)
 		return

@@ -23,7 +23,7 @@ import (
 // startAudioResponse opens a session with a minute of output lead (all of the fake engine's
 // 200 ms of audio is sent at once and the response stays active: the fake never finishes) and
 // starts one response. It returns the response id after its two audio deltas went out.
-func startAudioResponse(t *testing.T, eng *fakeEngine) (*DuplexSession, *sink, func() string, string) {
+func startAudioResponse(t *testing.T, eng *fakeEngine) (*Session, *sink, func() string, string) {
 	t.Helper()
 	s, sk, _, wait := startSession(t, eng, time.Minute)
 	ctx := context.Background()
@@ -36,7 +36,7 @@ func startAudioResponse(t *testing.T, eng *fakeEngine) (*DuplexSession, *sink, f
 }
 
 // closeSession ends s with session.close and checks it closed for that reason.
-func closeSession(t *testing.T, s *DuplexSession, sk *sink, wait func() string) {
+func closeSession(t *testing.T, s *Session, sk *sink, wait func() string) {
 	t.Helper()
 	require.NoError(t, s.Submit(context.Background(), &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())

@@ -7,7 +7,7 @@ import (
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-// PipelineBackend is the production Backend: one requestclient.Duplex per session over the
+// PipelineBackend is the production Backend: one requestclient.DuplexRequest per session over the
 // stage pipeline.
 type PipelineBackend struct {
 	client *requestclient.Client
@@ -44,8 +44,8 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 	return pipelineEngine{d}, nil
 }
 
-// pipelineEngine adapts *requestclient.Duplex to Engine.
-type pipelineEngine struct{ d *requestclient.Duplex }
+// pipelineEngine adapts *requestclient.DuplexRequest to Engine.
+type pipelineEngine struct{ d *requestclient.DuplexRequest }
 
 func (e pipelineEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 	return e.d.AppendAudio(ctx, pcm)

@@ -125,7 +125,7 @@ func (r *response) neverStarts() bool {
 
 // safeHook runs a metrics hook; a panic is logged and never reaches the session: metrics must
 // never break a turn's state transitions.
-func (s *DuplexSession) safeHook(name string, fn func()) {
+func (s *Session) safeHook(name string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("turn metrics hook panicked", zap.String("hook", name), zap.Any("panic", p))
@@ -136,11 +136,11 @@ func (s *DuplexSession) safeHook(name string, fn func()) {
 
 // beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
 // response.created sequence.
-func (s *DuplexSession) beginResponse(stageTurn, maxTokens int) *response {
+func (s *Session) beginResponse(stageTurn, maxTokens int) *response {
 	return s.beginResponseWith(stageTurn, respOptions{audio: s.cfg.WantAudio(), maxTokens: maxTokens, format: s.cfg.OutputFormat})
 }
 
-func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *response {
+func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	s.stopIdleTimeout()
 	s.resetVAD()
 	s.turnID++
@@ -186,7 +186,7 @@ func (s *DuplexSession) beginResponseWith(stageTurn int, o respOptions) *respons
 }
 
 // responseObject is the realtime.response of response.created / response.done.
-func (s *DuplexSession) responseObject(r *response, status string, details any, output []any, u *usage) map[string]any {
+func (s *Session) responseObject(r *response, status string, details any, output []any, u *usage) map[string]any {
 	var meta any
 	if r.metadata != nil {
 		meta = r.metadata
@@ -215,10 +215,10 @@ func (s *DuplexSession) responseObject(r *response, status string, details any, 
 	return o
 }
 
-func (s *DuplexSession) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
+func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
 // conversationIDOf is a response's conversation_id: null out of band (OpenAI).
-func (s *DuplexSession) conversationIDOf(r *response) any {
+func (s *Session) conversationIDOf(r *response) any {
 	if r.outOfBand {
 		return nil
 	}
@@ -227,7 +227,7 @@ func (s *DuplexSession) conversationIDOf(r *response) any {
 
 // responseItem is the response's output item: in the conversation unless out of band (nil
 // when the client deleted it).
-func (s *DuplexSession) responseItem(r *response) *item {
+func (s *Session) responseItem(r *response) *item {
 	if r.outOfBand {
 		return r.item
 	}
@@ -236,7 +236,7 @@ func (s *DuplexSession) responseItem(r *response) *item {
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
 // metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
-func (s *DuplexSession) endResponse(reason string) *response {
+func (s *Session) endResponse(reason string) *response {
 	r := s.resp
 	if r == nil {
 		return nil
@@ -283,7 +283,7 @@ func (s *DuplexSession) endResponse(reason string) *response {
 // the turn waits for that input's work (its transcription and prefill), which a job queued
 // behind the input's own jobs reports settled. Without room for that job the engine's drain
 // bound finalizes the turn.
-func (s *DuplexSession) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
+func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
 	s.safeHook("finalize_turn", func() { u.FinalizeUnstartedTurn(reason) })
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		if err := u.SettleInput(ctx); err != nil {
@@ -296,7 +296,7 @@ func (s *DuplexSession) finalizeUnstarted(u UnstartedTurnFinalizer, reason strin
 }
 
 // onOutput routes one engine output of the response's turn.
-func (s *DuplexSession) onResponseOutput(r *response, o requestclient.Output) {
+func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 	switch o.Kind {
 	case requestclient.OutText:
 		r.outTokens += o.Tokens
@@ -342,7 +342,7 @@ func errString(err error) string {
 
 // joinTranscript returns a phrase's transcript delta so that the deltas concatenate into the
 // exact transcript: the talker's phrases carry no separating space.
-func (s *DuplexSession) joinTranscript(r *response, text string) string {
+func (s *Session) joinTranscript(r *response, text string) string {
 	if text == "" {
 		return ""
 	}
@@ -353,7 +353,7 @@ func (s *DuplexSession) joinTranscript(r *response, text string) string {
 	return text
 }
 
-func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
+func (s *Session) queueAudio(r *response, pcm []float32, text string) {
 	per := OutputRate * frameMs / 1000
 	for i := 0; i < len(pcm); i += per {
 		end := min(i+per, len(pcm))
@@ -373,7 +373,7 @@ func (s *DuplexSession) queueAudio(r *response, pcm []float32, text string) {
 
 // pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
 // real time, arms the timer for the next frame, and completes a finished, drained response.
-func (s *DuplexSession) pace() {
+func (s *Session) pace() {
 	r := s.resp
 	if r == nil {
 		return
@@ -422,7 +422,7 @@ func (s *DuplexSession) pace() {
 	}
 }
 
-func (s *DuplexSession) completeResponse(r *response) {
+func (s *Session) completeResponse(r *response) {
 	status, details, reason := "completed", any(nil), "stop"
 	switch r.finish {
 	case "length":
@@ -441,14 +441,14 @@ func (s *DuplexSession) completeResponse(r *response) {
 	s.armIdleTimeout(r)
 }
 
-func (s *DuplexSession) failResponse(r *response, code, msg string) {
+func (s *Session) failResponse(r *response, code, msg string) {
 	s.failResponseErr(r, code, msg, nil)
 }
 
 // failResponseErr is failResponse for an engine failure err: a remote stage's upstream error
 // is told with the upstream's type, code and param (sendEngineError); the response's
 // status_details keep the session's own code.
-func (s *DuplexSession) failResponseErr(r *response, code, msg string, err error) {
+func (s *Session) failResponseErr(r *response, code, msg string, err error) {
 	s.sendEngineError(code, msg, "", err)
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
@@ -459,7 +459,7 @@ func (s *DuplexSession) failResponseErr(r *response, code, msg string, err error
 
 // emitDone sends the terminal sequence of a response. These events are not Model output, so
 // they pass the stale filter even after the epoch advanced.
-func (s *DuplexSession) emitDone(r *response, status string, details any) {
+func (s *Session) emitDone(r *response, status string, details any) {
 	heard := r.heardText()
 	if r.truncated {
 		heard = "" // the client truncated the item: its transcript is gone
@@ -518,7 +518,7 @@ func (s *DuplexSession) emitDone(r *response, status string, details any) {
 // cancelActive is _cancel_active_response: end the response with the mapped finished_reason
 // (before the epoch moves, so the hook sees the ids), drop its queued audio, notify, advance the
 // epoch and stop the engine work. wireReason is what the client sees in status_details.
-func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) bool {
+func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 	r := s.resp
 	if r == nil {
 		return false
@@ -566,7 +566,7 @@ func (s *DuplexSession) cancelActive(source, wireReason string, notify bool) boo
 	return true
 }
 
-func (s *DuplexSession) advanceEpoch(signal string) {
+func (s *Session) advanceEpoch(signal string) {
 	s.epoch++
 	if s.engine == nil {
 		return

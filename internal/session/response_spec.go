@@ -66,7 +66,7 @@ func (o respOptions) respond(ctx context.Context, eng Engine) (int, error) {
 
 // resolveSpec fills o's instructions, conversation and input from response.create, each
 // checked with its param named.
-func (s *DuplexSession) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
+func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
 		if fe := s.checkInstructions(*c.Instructions, "response.instructions"); fe != nil {
 			return fe

@@ -65,17 +65,17 @@ func newResumeToken() string {
 }
 
 // Resumable reports whether the session outlives an abrupt disconnect (resume grace > 0).
-func (s *DuplexSession) Resumable() bool { return s.m.cfg.ResumeGrace > 0 }
+func (s *Session) Resumable() bool { return s.m.cfg.ResumeGrace > 0 }
 
 // Sink returns the sink the session sends its events to (internal/realtime's stream, which
 // outlives connections).
-func (s *DuplexSession) Sink() Sink { return s.sink }
+func (s *Session) Sink() Sink { return s.sink }
 
 // Done is closed when Run has returned; CloseReason is then the reason.
-func (s *DuplexSession) Done() <-chan struct{} { return s.done }
+func (s *Session) Done() <-chan struct{} { return s.done }
 
 // CloseReason is the reason Run returned; valid after Done is closed.
-func (s *DuplexSession) CloseReason() string {
+func (s *Session) CloseReason() string {
 	<-s.done
 	return s.endReason
 }
@@ -85,7 +85,7 @@ func (s *DuplexSession) CloseReason() string {
 // for the resume grace, its active response keeps generating (events go to the stream's
 // journal, audio waits with pacing paused). A stale gen (the session already moved to a newer
 // connection) is ignored.
-func (s *DuplexSession) Disconnected(gen int) {
+func (s *Session) Disconnected(gen int) {
 	select {
 	case s.lost <- gen:
 	case <-s.done:
@@ -95,7 +95,7 @@ func (s *DuplexSession) Disconnected(gen int) {
 // Resume validates req.Token (in constant time) and moves the session to the caller's
 // connection. A session still attached to another connection is taken over (that connection is
 // closed by the stream). The token is rotated: the old one is void from now on.
-func (s *DuplexSession) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error) {
+func (s *Session) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error) {
 	if !s.Resumable() {
 		return ResumeResult{}, ErrResumeDisabled
 	}
@@ -116,7 +116,7 @@ func (s *DuplexSession) Resume(ctx context.Context, req ResumeRequest) (ResumeRe
 }
 
 // detach is the actor's side of Disconnected.
-func (s *DuplexSession) detach(gen int) {
+func (s *Session) detach(gen int) {
 	if gen != s.attachGen || s.detached || s.closeReason != "" {
 		return
 	}
@@ -135,7 +135,7 @@ func (s *DuplexSession) detach(gen int) {
 }
 
 // resume is the actor's side of Resume.
-func (s *DuplexSession) resume(call resumeCall) {
+func (s *Session) resume(call resumeCall) {
 	reply := func(res ResumeResult, err error) { call.reply <- resumeReply{res: res, err: err} }
 	if s.closeReason != "" || s.state != "open" {
 		reply(ResumeResult{}, ErrSessionGone)

@@ -41,7 +41,7 @@ const (
 	ReasonEngineError = "engine_error"
 )
 
-// Turn states, named as in the reference's DuplexSession.
+// Turn states, named as in the reference's Session.
 const (
 	TurnIdle                = "idle"
 	TurnUserSpeaking        = "user_speaking"
@@ -51,9 +51,9 @@ const (
 	TurnBargeIn             = "barge_in"
 )
 
-// DuplexSession is the actor that owns all state of one realtime session. Its Run goroutine is
+// Session is the actor that owns all state of one realtime session. Its Run goroutine is
 // the only one touching that state; other goroutines talk to it through bounded channels.
-type DuplexSession struct {
+type Session struct {
 	id   string
 	m    *Manager
 	cfg  Config
@@ -156,8 +156,8 @@ type jobResult struct {
 }
 
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
-func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession {
-	s := &DuplexSession{
+func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
+	s := &Session{
 		id:         "duplex-" + uuid.NewString(),
 		m:          m,
 		opts:       opts,
@@ -203,11 +203,11 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *DuplexSession
 }
 
 // ID returns the session id, duplex-<uuid>.
-func (s *DuplexSession) ID() string { return s.id }
+func (s *Session) ID() string { return s.id }
 
 // Submit hands a command to the actor, waiting while its bounded inbox is full (which in turn
 // stops the reader and lets TCP push back on the client).
-func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
+func (s *Session) Submit(ctx context.Context, c Command) error {
 	n := commandBytes(c)
 	if err := s.inboxB.acquire(ctx, n); err != nil {
 		return err
@@ -222,7 +222,7 @@ func (s *DuplexSession) Submit(ctx context.Context, c Command) error {
 }
 
 // Stop asks the session to end with reason (shutdown, disconnect); it never blocks.
-func (s *DuplexSession) Stop(reason string) {
+func (s *Session) Stop(reason string) {
 	select {
 	case s.stop <- reason:
 	default:
@@ -230,7 +230,7 @@ func (s *DuplexSession) Stop(reason string) {
 }
 
 // notifyDrain tells the session that the server is shutting down; it never blocks.
-func (s *DuplexSession) notifyDrain(grace time.Duration) {
+func (s *Session) notifyDrain(grace time.Duration) {
 	select {
 	case s.drain <- grace:
 	default:
@@ -240,7 +240,7 @@ func (s *DuplexSession) notifyDrain(grace time.Duration) {
 // deliver is the engine's output callback: it queues and wakes the actor without blocking.
 // The queue is bounded by the response length (max output tokens) since the actor drains it
 // on every wake-up.
-func (s *DuplexSession) deliver(o requestclient.Output) {
+func (s *Session) deliver(o requestclient.Output) {
 	s.outMu.Lock()
 	s.outQ = append(s.outQ, o)
 	s.outMu.Unlock()
@@ -252,7 +252,7 @@ func (s *DuplexSession) deliver(o requestclient.Output) {
 
 // Run is the actor loop. It returns the close reason after releasing the engine; the caller
 // then closes the connection and releases the slot.
-func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) (reason string) {
+func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string) {
 	defer func() {
 		s.endReason = reason
 		close(s.done)
@@ -302,7 +302,7 @@ func (s *DuplexSession) Run(ctx context.Context, first *UpdateSession) (reason s
 	return reason
 }
 
-func (s *DuplexSession) loop(ctx context.Context) string {
+func (s *Session) loop(ctx context.Context) string {
 	for s.closeReason == "" {
 		select {
 		case c := <-s.inbox:
@@ -340,7 +340,7 @@ func (s *DuplexSession) loop(ctx context.Context) string {
 	return s.closeReason
 }
 
-func (s *DuplexSession) resetIdle() {
+func (s *Session) resetIdle() {
 	if !s.idleTimer.Stop() {
 		select {
 		case <-s.idleTimer.C:
@@ -352,7 +352,7 @@ func (s *DuplexSession) resetIdle() {
 
 // runJobs executes engine jobs (commit, respond, history) one at a time in submission order,
 // so that they reach the engine in wire order without blocking the actor.
-func (s *DuplexSession) runJobs(ctx context.Context) {
+func (s *Session) runJobs(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -371,10 +371,10 @@ func (s *DuplexSession) runJobs(ctx context.Context) {
 
 // canSubmitJob reports whether the next submitJob will succeed: only the actor sends to jobs,
 // so a free slot now is still free when it submits.
-func (s *DuplexSession) canSubmitJob() bool { return len(s.jobs) < cap(s.jobs) }
+func (s *Session) canSubmitJob() bool { return len(s.jobs) < cap(s.jobs) }
 
 // submitJob queues a job; a full queue is input backpressure.
-func (s *DuplexSession) submitJob(j job) bool {
+func (s *Session) submitJob(j job) bool {
 	select {
 	case s.jobs <- j:
 		s.jobsOut++
@@ -387,7 +387,7 @@ func (s *DuplexSession) submitJob(j job) bool {
 
 // shutdown ends the active response with the close reason's mapping, closes the engine and
 // emits session.closed (not after a disconnect: nobody is listening).
-func (s *DuplexSession) shutdown(reason string, stopJobs func()) {
+func (s *Session) shutdown(reason string, stopJobs func()) {
 	s.state = "closing"
 	cancelSource := reason
 	switch reason {
@@ -439,7 +439,7 @@ const closeDrainTimeout = 5 * time.Second
 // drainJobs runs on the actor during shutdown: it applies the results of every submitted job
 // until none is outstanding, or until d has passed (a stuck engine must not hold the close).
 // Jobs of a cancelled response check their response and return at once.
-func (s *DuplexSession) drainJobs(d time.Duration) {
+func (s *Session) drainJobs(d time.Duration) {
 	if s.jobsOut == 0 {
 		return
 	}
@@ -460,7 +460,7 @@ func (s *DuplexSession) drainJobs(d time.Duration) {
 
 // ensureEngine opens the engine stream on first use. A manual turn's first append opens it
 // earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).
-func (s *DuplexSession) ensureEngine(eventID string) bool {
+func (s *Session) ensureEngine(eventID string) bool {
 	if s.engine != nil {
 		return true
 	}
@@ -485,17 +485,17 @@ func (s *DuplexSession) ensureEngine(eventID string) bool {
 // autoResponse reports whether the engine takes turns itself: on ?duplex=1, server_vad with
 // create_response is the native auto_response (the engine's VAD endpointing makes listen /
 // speak decisions). Without duplex the session's own VAD commits and creates responses.
-func (s *DuplexSession) autoResponse() bool { return s.autoResponseFor(s.cfg) }
+func (s *Session) autoResponse() bool { return s.autoResponseFor(s.cfg) }
 
-func (s *DuplexSession) autoResponseFor(c Config) bool {
+func (s *Session) autoResponseFor(c Config) bool {
 	return s.opts.Duplex && c.TurnDetection != nil && c.TurnDetection.CreateResponse
 }
 
-func (s *DuplexSession) fence() requestclient.Fence {
+func (s *Session) fence() requestclient.Fence {
 	return requestclient.Fence{SessionID: s.id, Epoch: s.epoch}
 }
 
-func (s *DuplexSession) send(ev Event) {
+func (s *Session) send(ev Event) {
 	if s.sinkBroken {
 		return
 	}
@@ -509,7 +509,7 @@ func (s *DuplexSession) send(ev Event) {
 	}
 }
 
-func (s *DuplexSession) sendError(typ, message, eventID, param string) {
+func (s *Session) sendError(typ, message, eventID, param string) {
 	code := typ
 	s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ErrorType(code), code, message, eventID, param)})
 }
@@ -517,7 +517,7 @@ func (s *DuplexSession) sendError(typ, message, eventID, param string) {
 // sendEngineError tells the client about an engine failure err. When a remote stage failed
 // (requestclient.UpstreamErrorOf) the event carries the upstream's type, code and param and a message
 // naming the stage and the upstream status; otherwise it is sendError(code, msg).
-func (s *DuplexSession) sendEngineError(code, msg, eventID string, err error) {
+func (s *Session) sendEngineError(code, msg, eventID string, err error) {
 	if ue, ok := requestclient.UpstreamErrorOf(err); ok {
 		s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ue.Type, ue.Code, ue.Message, eventID, ue.Param)})
 		return
@@ -525,7 +525,7 @@ func (s *DuplexSession) sendEngineError(code, msg, eventID string, err error) {
 	s.sendError(code, msg, eventID, "")
 }
 
-func (s *DuplexSession) sendErrorCode(code, message, eventID, param string) {
+func (s *Session) sendErrorCode(code, message, eventID, param string) {
 	s.sendError(code, message, eventID, param)
 }
 

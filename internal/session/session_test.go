@@ -166,13 +166,13 @@ func (s *sink) until(t *testing.T, typ string) Event {
 	}
 }
 
-func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*DuplexSession, *sink, *Manager, func() string) {
+func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*Session, *sink, *Manager, func() string) {
 	t.Helper()
 	// turn_detection: null (the policy listens only).
 	return startSessionWith(t, eng, lead, ConfigPatch{TurnDetectionSet: true, InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 }
 
-func startSessionWith(t *testing.T, eng *fakeEngine, lead time.Duration, patch ConfigPatch) (*DuplexSession, *sink, *Manager, func() string) {
+func startSessionWith(t *testing.T, eng *fakeEngine, lead time.Duration, patch ConfigPatch) (*Session, *sink, *Manager, func() string) {
 	t.Helper()
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: lead}, &fakeBackend{eng}, zap.NewNop())
 	slot, err := m.Acquire()

@@ -62,7 +62,7 @@ func (u usage) wire() map[string]any {
 
 // audioUsage is the audio side of the input of a response that starts now with options o: the
 // audio items of the conversation (of the items its input references, with input[]).
-func (s *DuplexSession) audioUsage(o respOptions) usage {
+func (s *Session) audioUsage(o respOptions) usage {
 	if o.input != nil {
 		return usage{inAudio: o.inputAudio} // a context of its own: nothing cached
 	}

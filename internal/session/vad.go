@@ -39,7 +39,7 @@ type vadResult struct {
 // ones, so a click, a noise burst or a short cough does not interrupt); voiced lets auto_response stamp the turn's t0. With turn_detection null the VAD
 // runs only for auto_response's t0, silently and with the default settings. Call it after
 // s.inputMs counts pcm.
-func (s *DuplexSession) detectSpeech(pcm []float32) vadResult {
+func (s *Session) detectSpeech(pcm []float32) vadResult {
 	// The VAD hears the input without the echo of what the session itself sent: a client
 	// without echo cancellation must not barge in on its own assistant. The canceller's clock
 	// advances with every append, whether a VAD runs or not.
@@ -119,7 +119,7 @@ type vadMark struct {
 // markVAD records the append that was just processed and, when it completed a SpeechStarted,
 // sets onsetAt to the receipt time of the append holding the onset (the VAD confirms speech
 // only after min speech; the turn's t0 is the onset, as speech_started reports it).
-func (s *DuplexSession) markVAD(samples, prefixPaddingMs int, evs []speech.VADEvent) {
+func (s *Session) markVAD(samples, prefixPaddingMs int, evs []speech.VADEvent) {
 	now := s.m.cfg.WallClock()
 	s.vadFed += int64(samples)
 	copy(s.vadMarks[:], s.vadMarks[1:])
@@ -143,7 +143,7 @@ func (s *DuplexSession) markVAD(samples, prefixPaddingMs int, evs []speech.VADEv
 // resetVAD starts a response with a fresh detector, so only speech that begins during the
 // response can barge in on it. A segment announced to the client is closed first: the VAD
 // forgets it, and speech_started must not come twice without a speech_stopped between.
-func (s *DuplexSession) resetVAD() {
+func (s *Session) resetVAD() {
 	if s.vad == nil {
 		return
 	}
@@ -159,7 +159,7 @@ func (s *DuplexSession) resetVAD() {
 
 // closeVAD frees the WebRTC instance (C memory the GC does not see); Run defers it so every exit
 // path releases it.
-func (s *DuplexSession) closeVAD() {
+func (s *Session) closeVAD() {
 	if s.vad != nil {
 		s.vad.Close()
 		s.vad = nil
@@ -170,7 +170,7 @@ func (s *DuplexSession) closeVAD() {
 
 // armIdleTimeout starts turn_detection.idle_timeout_ms after a response: the clock runs from
 // response.done plus the playback still ahead of the client (the audio sent beyond real time).
-func (s *DuplexSession) armIdleTimeout(r *response) {
+func (s *Session) armIdleTimeout(r *response) {
 	td := s.cfg.TurnDetection
 	if td == nil || td.IdleTimeoutMs <= 0 || s.detached {
 		return
@@ -183,7 +183,7 @@ func (s *DuplexSession) armIdleTimeout(r *response) {
 	s.vadIdle.Reset(time.Duration(float64(td.IdleTimeoutMs)+ahead) * time.Millisecond)
 }
 
-func (s *DuplexSession) stopIdleTimeout() {
+func (s *Session) stopIdleTimeout() {
 	if s.vadIdle == nil {
 		return
 	}
@@ -197,7 +197,7 @@ func (s *DuplexSession) stopIdleTimeout() {
 
 // idleTimeoutTriggered is OpenAI's idle timeout: the user said nothing for idle_timeout_ms after
 // the assistant finished. The buffer is committed (if it holds audio) and a response follows.
-func (s *DuplexSession) idleTimeoutTriggered() {
+func (s *Session) idleTimeoutTriggered() {
 	td := s.cfg.TurnDetection
 	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil || s.detached {
 		return
@@ -223,7 +223,7 @@ func (s *DuplexSession) idleTimeoutTriggered() {
 }
 
 // respondNow starts a response over the conversation as it is, without new input.
-func (s *DuplexSession) respondNow(maxTok int) {
+func (s *Session) respondNow(maxTok int) {
 	r := s.beginResponse(-1, maxTok)
 	eng := s.engine
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
@@ -245,13 +245,13 @@ const echoMaxDelayMs = 400
 
 // listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
 // which is when sent audio must be kept as the echo canceller's reference.
-func (s *DuplexSession) listening() bool {
+func (s *Session) listening() bool {
 	return s.cfg.TurnDetection != nil || s.autoResponse()
 }
 
 // echoCanceller returns the session's canceller, made on the first audio sent while a VAD
 // listens (pure Go, no C memory).
-func (s *DuplexSession) echoCanceller() *audio.EchoCanceller {
+func (s *Session) echoCanceller() *audio.EchoCanceller {
 	if s.echo == nil {
 		s.echo = audio.NewEchoCanceller(echoMaxDelayMs)
 	}

@@ -36,7 +36,7 @@ func noiseBursts(rng *rand.Rand, n, burstMs, gapMs int) []float32 {
 
 // drainUntilAck sends a heartbeat and returns the event types that came before its ack: the
 // session handles commands in order, so everything the appends before it caused is in there.
-func drainUntilAck(t *testing.T, s *DuplexSession, sk *sink) []string {
+func drainUntilAck(t *testing.T, s *Session, sk *sink) []string {
 	t.Helper()
 	require.NoError(t, s.Submit(context.Background(), &Heartbeat{}))
 	var types []string

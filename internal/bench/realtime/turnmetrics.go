@@ -143,7 +143,7 @@ func statsHeapGrowthPerSessionHour(ctx context.Context, rc *requestclient.Client
 	return (float64(after) - float64(before)) / 1024, nil
 }
 
-func feedStatsSession(d *requestclient.Duplex, chunks, turn int) int {
+func feedStatsSession(d *requestclient.DuplexRequest, chunks, turn int) int {
 	listen := metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}
 	thinker := metrics.StageRequestStats{NumTokensIn: 12, NumTokensOut: 8, StageGenTimeMs: 40, VllmTtftMs: 9,
 		VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: stage.FinishStop}
