@@ -26,7 +26,7 @@ type Transcriber interface {
 
 // AudioConfig configures the /v1/audio/* handlers. Zero fields take the defaults written here.
 type AudioConfig struct {
-	// MaxBodyBytes caps an upload (default 25 MiB, OpenAI's limit); larger gets 413.
+	// MaxBodyBytes caps an upload (default DefaultMaxBodyBytes, as server.max_body_bytes); larger gets 413.
 	MaxBodyBytes int64
 	// MaxInFlight bounds concurrent requests per endpoint (default 16); one more gets 429.
 	MaxInFlight int
@@ -36,7 +36,7 @@ type AudioConfig struct {
 
 func (c *AudioConfig) withDefaults() {
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 25 << 20
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 16

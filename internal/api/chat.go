@@ -26,7 +26,7 @@ type ChatClient interface {
 type ChatConfig struct {
 	// Models lists the model names a request may name; empty accepts any name.
 	Models []string
-	// MaxBodyBytes caps the request body (default 25 MiB, OpenAI's input audio limit); larger
+	// MaxBodyBytes caps the request body (default DefaultMaxBodyBytes, as server.max_body_bytes); larger
 	// bodies get 413.
 	MaxBodyBytes int64
 	// MaxInFlight bounds concurrently running completions (default 64). A request beyond it gets
@@ -49,7 +49,7 @@ type ChatConfig struct {
 
 func (c *ChatConfig) withDefaults() {
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 25 << 20
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 64

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
 )
 
@@ -106,4 +107,11 @@ func TestPipelineVADIsTheSessionDefault(t *testing.T) {
 	require.InDelta(t, 700.0, got["silence_duration_ms"], 0, "an object without the field keeps the server's default")
 	require.InDelta(t, 0.6, got["threshold"], 1e-9)
 	require.NoError(t, ws.Close(websocket.StatusNormalClosure, ""))
+}
+
+// TestDefaultsAgree: a handler built without a limit uses the server's own default, so the two
+// tables cannot drift apart.
+func TestDefaultsAgree(t *testing.T) {
+	d := config.Defaults()
+	require.Equal(t, d.Server.MaxBodyBytes, int64(api.DefaultMaxBodyBytes), "server.max_body_bytes")
 }
