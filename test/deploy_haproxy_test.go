@@ -25,42 +25,7 @@ import (
 // replica is drained with SIGTERM, every one of its sessions ends with session.closed (none is
 // lost silently), the others keep working, and new sessions land only on the other replicas.
 func TestHAProxyReplicas(t *testing.T) {
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		testenv.Missing(t, "haproxy is not installed: `make deps` installs it")
-	}
-	cache := filepath.Join(t.TempDir(), "cache")
-	reps := make([]*binServer, 3)
-	for i := range reps {
-		reps[i] = startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--cache-dir", cache,
-			"--shutdown-timeout", "3s")
-	}
-	front, stats := freePort(t), freePort(t)
-	hp := exec.Command(haproxy, "-db", "-f", filepath.Join(repoRoot(t), "deploy", "haproxy", "haproxy.cfg"))
-	hp.Env = append(os.Environ(),
-		"OMNISERVE_BIND=127.0.0.1:"+strconv.Itoa(front), "OMNISERVE_STATS_BIND=127.0.0.1:"+strconv.Itoa(stats),
-		"OMNISERVE_1="+reps[0].addr, "OMNISERVE_2="+reps[1].addr, "OMNISERVE_3="+reps[2].addr)
-	hpLogs := &syncBuf{}
-	hp.Stdout, hp.Stderr = hpLogs, hpLogs
-	require.NoError(t, hp.Start())
-	hpDone := make(chan struct{})
-	go func() { _ = hp.Wait(); close(hpDone) }()
-	t.Cleanup(func() {
-		_ = hp.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-hpDone:
-		case <-time.After(5 * time.Second):
-			_ = hp.Process.Kill()
-			<-hpDone
-		}
-	})
-	statsURL := "http://127.0.0.1:" + strconv.Itoa(stats) + "/stats;csv"
-	require.Eventually(t, func() bool {
-		st := serverStates(statsURL)
-		return st["omniserve1"] == "UP" && st["omniserve2"] == "UP" && st["omniserve3"] == "UP"
-	}, 20*time.Second, 100*time.Millisecond, "replicas not UP in HAProxy:\n%s", hpLogs.String())
-
-	addr := "127.0.0.1:" + strconv.Itoa(front)
+	reps, addr, statsURL := startBalancedReplicas(t, "--shutdown-timeout", "3s")
 	session := map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 8,
 		"input_audio_format": map[string]any{"type": "pcm16", "rate": 16000}} // goforward.raw is 16 kHz
 	type live struct {
@@ -218,4 +183,46 @@ func serverStates(url string) map[string]string {
 		}
 	}
 	return out
+}
+
+// startBalancedReplicas starts three replicas (bin/omniserve on dummy:tiny, with args) behind
+// the real HAProxy running deploy/haproxy/haproxy.cfg, and waits until HAProxy sees all three
+// UP. It returns the replicas, the balancer's front address (host:port) and its stats CSV URL.
+// Everything is stopped at cleanup.
+func startBalancedReplicas(t *testing.T, args ...string) ([]*binServer, string, string) {
+	t.Helper()
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		testenv.Missing(t, "haproxy is not installed: `make deps` installs it")
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	reps := make([]*binServer, 3)
+	for i := range reps {
+		reps[i] = startBinary(t, append([]string{"--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--cache-dir", cache}, args...)...)
+	}
+	front, stats := freePort(t), freePort(t)
+	hp := exec.Command(haproxy, "-db", "-f", filepath.Join(repoRoot(t), "deploy", "haproxy", "haproxy.cfg"))
+	hp.Env = append(os.Environ(),
+		"OMNISERVE_BIND=127.0.0.1:"+strconv.Itoa(front), "OMNISERVE_STATS_BIND=127.0.0.1:"+strconv.Itoa(stats),
+		"OMNISERVE_1="+reps[0].addr, "OMNISERVE_2="+reps[1].addr, "OMNISERVE_3="+reps[2].addr)
+	hpLogs := &syncBuf{}
+	hp.Stdout, hp.Stderr = hpLogs, hpLogs
+	require.NoError(t, hp.Start())
+	hpDone := make(chan struct{})
+	go func() { _ = hp.Wait(); close(hpDone) }()
+	t.Cleanup(func() {
+		_ = hp.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-hpDone:
+		case <-time.After(5 * time.Second):
+			_ = hp.Process.Kill()
+			<-hpDone
+		}
+	})
+	statsURL := "http://127.0.0.1:" + strconv.Itoa(stats) + "/stats;csv"
+	require.Eventually(t, func() bool {
+		st := serverStates(statsURL)
+		return st["omniserve1"] == "UP" && st["omniserve2"] == "UP" && st["omniserve3"] == "UP"
+	}, 20*time.Second, 100*time.Millisecond, "replicas not UP in HAProxy:\n%s", hpLogs.String())
+	return reps, "127.0.0.1:" + strconv.Itoa(front), statsURL
 }

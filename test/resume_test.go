@@ -6,19 +6,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // resumeConn is a bare client of one connection: it reads every frame into events until the
@@ -238,41 +233,8 @@ func e2eField(t *testing.T, logs, responseID, field string) float64 {
 // dropped session reaches the replica that holds it (the stick table learns the session id from
 // the 101's Omniserve-Session-Id); sent to another replica, a resume answers session_not_found.
 func TestResumeThroughHAProxy(t *testing.T) {
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		testenv.Missing(t, "haproxy is not installed: `make deps` installs it")
-	}
-	cache := filepath.Join(t.TempDir(), "cache")
-	reps := make([]*binServer, 3)
-	for i := range reps {
-		reps[i] = startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--cache-dir", cache,
-			"--resume-grace", "1m")
-	}
-	front, stats := freePort(t), freePort(t)
-	hp := exec.Command(haproxy, "-db", "-f", filepath.Join(repoRoot(t), "deploy", "haproxy", "haproxy.cfg"))
-	hp.Env = append(os.Environ(),
-		"OMNISERVE_BIND=127.0.0.1:"+strconv.Itoa(front), "OMNISERVE_STATS_BIND=127.0.0.1:"+strconv.Itoa(stats),
-		"OMNISERVE_1="+reps[0].addr, "OMNISERVE_2="+reps[1].addr, "OMNISERVE_3="+reps[2].addr)
-	hpLogs := &syncBuf{}
-	hp.Stdout, hp.Stderr = hpLogs, hpLogs
-	require.NoError(t, hp.Start())
-	hpDone := make(chan struct{})
-	go func() { _ = hp.Wait(); close(hpDone) }()
-	t.Cleanup(func() {
-		_ = hp.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-hpDone:
-		case <-time.After(5 * time.Second):
-			_ = hp.Process.Kill()
-			<-hpDone
-		}
-	})
-	statsURL := "http://127.0.0.1:" + strconv.Itoa(stats) + "/stats;csv"
-	require.Eventually(t, func() bool {
-		st := serverStates(statsURL)
-		return st["omniserve1"] == "UP" && st["omniserve2"] == "UP" && st["omniserve3"] == "UP"
-	}, 20*time.Second, 100*time.Millisecond, "replicas not UP in HAProxy:\n%s", hpLogs.String())
-	base := "ws://127.0.0.1:" + strconv.Itoa(front) + "/v1/realtime"
+	reps, front, _ := startBalancedReplicas(t, "--resume-grace", "1m")
+	base := "ws://" + front + "/v1/realtime"
 
 	// dial opens a connection through the balancer: the first event, and the replica's name.
 	dial := func(url string, hdr http.Header) (*websocket.Conn, map[string]any, string) {
