@@ -48,7 +48,9 @@ type HandlerConfig struct {
 	JournalEvents int
 }
 
-func (c HandlerConfig) withDefaults() HandlerConfig {
+// WithDefaults is c with every zero value replaced by its documented default (the server's
+// config table has the same defaults: internal/server TestDefaultsAgree compares them).
+func (c HandlerConfig) WithDefaults() HandlerConfig {
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
 	}
@@ -88,7 +90,7 @@ func NewHandler(cfg HandlerConfig, sessions *session.Manager, log *zap.Logger) h
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &handler{cfg: cfg.withDefaults(), sessions: sessions, log: log.Named("realtime")}
+	return &handler{cfg: cfg.WithDefaults(), sessions: sessions, log: log.Named("realtime")}
 }
 
 // authorized applies the server's one key check (internal/auth), so the endpoint mounted

@@ -15,6 +15,8 @@ import (
 
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
+	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/session"
 )
 
 // TestRealtimeKnobsReachTheEndpoint: the realtime settings of the config reach the endpoint
@@ -109,9 +111,27 @@ func TestPipelineVADIsTheSessionDefault(t *testing.T) {
 	require.NoError(t, ws.Close(websocket.StatusNormalClosure, ""))
 }
 
-// TestDefaultsAgree: a handler built without a limit uses the server's own default, so the two
-// tables cannot drift apart.
+// TestDefaultsAgree: a component built without a setting uses the server's own default for it,
+// so the config table (which docs/CONFIG.md follows, TestConfigDocComplete) and the components'
+// zero-value defaults cannot drift apart.
 func TestDefaultsAgree(t *testing.T) {
 	d := config.Defaults()
 	require.Equal(t, d.Server.MaxBodyBytes, int64(api.DefaultMaxBodyBytes), "server.max_body_bytes")
+
+	m := session.ManagerConfig{}.WithDefaults()
+	require.Equal(t, d.Server.MaxSessions, m.MaxSessions, "server.max_sessions")
+	require.Equal(t, d.Server.MaxIdleTimeout, m.MaxIdleTimeout, "server.max_idle_timeout")
+	require.Equal(t, d.EffectiveIdleTimeout(), m.IdleTimeout, "realtime.idle_timeout")
+	require.Equal(t, d.Server.SessionInboxBytes, m.MaxInboxBytes, "server.session_inbox_bytes")
+	require.Equal(t, d.Server.SessionHistoryBytes, m.MaxHistoryBytes, "server.session_history_bytes")
+	require.Equal(t, d.Server.MaxInstructionsBytes, m.MaxInstructionsBytes, "server.max_instructions_bytes")
+
+	h := realtime.HandlerConfig{}.WithDefaults()
+	require.Equal(t, d.Realtime.HandshakeTimeout, h.HandshakeTimeout, "realtime.handshake_timeout")
+	require.Equal(t, d.Realtime.WriteTimeout, h.WriteTimeout, "realtime.write_timeout")
+	require.Equal(t, d.Realtime.MaxEventBytes, h.MaxEventBytes, "realtime.max_event_bytes")
+	require.Equal(t, d.Realtime.SendQueueEvents, h.SendQueue, "realtime.send_queue_events")
+	require.Equal(t, d.Server.SessionOutputBytes, h.SendQueueBytes, "server.session_output_bytes")
+	require.Equal(t, d.Realtime.ResumeJournalBytes, h.JournalBytes, "realtime.resume_journal_bytes")
+	require.Equal(t, d.Realtime.ResumeJournalEvents, h.JournalEvents, "realtime.resume_journal_events")
 }

@@ -59,7 +59,9 @@ type ManagerConfig struct {
 	WallClock func() float64
 }
 
-func (c ManagerConfig) withDefaults() ManagerConfig {
+// WithDefaults is c with every zero value replaced by its documented default (the server's
+// config table has the same defaults: internal/server TestDefaultsAgree compares them).
+func (c ManagerConfig) WithDefaults() ManagerConfig {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 64
 	}
@@ -133,7 +135,7 @@ func NewManager(cfg ManagerConfig, backend Backend, log *zap.Logger) *Manager {
 		log = zap.NewNop()
 	}
 	return &Manager{
-		cfg:      cfg.withDefaults(),
+		cfg:      cfg.WithDefaults(),
 		backend:  backend,
 		log:      log.Named("session"),
 		sessions: make(map[*Session]struct{}),
