@@ -19,6 +19,27 @@ import (
 	"github.com/omniserve/omniserve/internal/session"
 )
 
+// dialBuilt builds a server from cfg, serves its handler on loopback and opens a WebSocket to
+// path; the connection, the server and its parts are closed at cleanup. ctx bounds the test.
+func dialBuilt(t *testing.T, cfg config.Config, path string) (context.Context, *websocket.Conn) {
+	t.Helper()
+	s := New(cfg, Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	require.NoError(t, s.Build(ctx))
+	t.Cleanup(func() {
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancelClose()
+		s.Close(closeCtx)
+	})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+path, nil) //nolint:bodyclose // coder/websocket closes it
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return ctx, ws
+}
+
 // TestRealtimeKnobsReachTheEndpoint: the realtime settings of the config reach the endpoint
 // and the sessions the server builds (a knob that is parsed but never used fails here).
 func TestRealtimeKnobsReachTheEndpoint(t *testing.T) {
@@ -26,21 +47,7 @@ func TestRealtimeKnobsReachTheEndpoint(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Realtime.IdleTimeout = 7 * time.Second
 	cfg.Realtime.MaxEventBytes = 4096
-	s := New(cfg, Options{})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	require.NoError(t, s.Build(ctx))
-	defer func() {
-		closeCtx, cancelClose := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancelClose()
-		s.Close(closeCtx)
-	}()
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/realtime?duplex=1", nil) //nolint:bodyclose // coder/websocket closes it
-	require.NoError(t, err)
-	defer ws.CloseNow()
+	ctx, ws := dialBuilt(t, cfg, "/v1/realtime?duplex=1")
 	read := func() map[string]any {
 		_, b, err := ws.Read(ctx)
 		require.NoError(t, err)
@@ -71,20 +78,7 @@ func TestPipelineVADIsTheSessionDefault(t *testing.T) {
 		{Name: "model", Value: "dummy:tiny"}, {Name: "device", Value: "cpu"}, {Name: "cache-dir", Value: t.TempDir()},
 	}})
 	require.NoError(t, err)
-	s := New(cfg, Options{})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	require.NoError(t, s.Build(ctx))
-	defer func() {
-		closeCtx, cancelClose := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancelClose()
-		s.Close(closeCtx)
-	}()
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/realtime", nil) //nolint:bodyclose // coder/websocket closes it
-	require.NoError(t, err)
-	defer ws.CloseNow()
+	ctx, ws := dialBuilt(t, cfg, "/v1/realtime")
 	read := func(want string) map[string]any {
 		for {
 			_, b, err := ws.Read(ctx)
