@@ -44,19 +44,9 @@ func (a *asrEngine) heardNow() []string {
 func startAheadSession(t *testing.T, b Backend) (*Session, *sink, func() string) {
 	t.Helper()
 	m := NewManager(ManagerConfig{MaxSessions: 1}, b, zap.NewNop())
-	slot, err := m.Acquire()
-	require.NoError(t, err)
 	sk := &sink{ch: make(chan Event, 1024)}
-	s := m.NewSession(slot, Options{}, sk)
-	done := make(chan string, 1)
-	go func() {
-		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
-			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}})
-		slot.Release()
-		done <- reason
-	}()
-	sk.until(t, "session.updated")
-	return s, sk, func() string { return <-done }
+	s, wait := runSession(t, m, Options{}, sk, manual16k)
+	return s, sk, wait
 }
 
 // TestFirstTurnDecodesAhead: the first turn's appends reach the engine's ASR as they arrive,

@@ -73,18 +73,8 @@ func pcmOf(v float64, n int) []byte {
 func TestClearForgetsForwardedInput(t *testing.T) {
 	eng := &asrEngine{fakeEngine: &fakeEngine{t: t}}
 	m := NewManager(ManagerConfig{MaxSessions: 1}, &asrBackend{eng}, zap.NewNop())
-	slot, err := m.Acquire()
-	require.NoError(t, err)
 	sk := &sink{ch: make(chan Event, 1024)}
-	s := m.NewSession(slot, Options{}, sk)
-	done := make(chan string, 1)
-	go func() {
-		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
-			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}})
-		slot.Release()
-		done <- reason
-	}()
-	sk.until(t, "session.updated")
+	s, wait := runSession(t, m, Options{}, sk, manual16k)
 	ctx := context.Background()
 	appendAudio := func(v float64) {
 		require.NoError(t, s.Submit(ctx, &AppendAudio{Data: pcmOf(v, 1600)}))
@@ -123,5 +113,5 @@ func TestClearForgetsForwardedInput(t *testing.T) {
 	sk.until(t, "session.heartbeat_ack") // the actor handled the append
 	require.Len(t, eng.list(), n, "nothing reaches the engine while the response is active")
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
-	require.Equal(t, ReasonClientClose, <-done)
+	require.Equal(t, ReasonClientClose, wait())
 }

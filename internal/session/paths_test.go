@@ -242,19 +242,8 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	fake := &fakeEngine{t: t}
 	eng := &lateEngine{fakeEngine: fake}
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
-	slot, err := m.Acquire()
-	require.NoError(t, err)
 	sk := &sink{ch: make(chan Event, 1024)}
-	s := m.NewSession(slot, Options{Duplex: true}, sk)
-	reason := make(chan string, 1)
-	go func() {
-		r := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
-			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}})
-		slot.Release()
-		reason <- r
-	}()
-	wait := func() string { return <-reason }
-	sk.until(t, "session.updated")
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, manual16k)
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
@@ -328,18 +317,10 @@ func (f *failingSink) Send(ev Event) error {
 func TestSlowClientEndsSession(t *testing.T) {
 	eng := &fakeEngine{t: t}
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &fakeBackend{eng}, zap.NewNop())
-	slot, err := m.Acquire()
-	require.NoError(t, err)
 	sk := &failingSink{sink: &sink{ch: make(chan Event, 1024)}, failOn: "response.output_audio.delta"}
-	s := m.NewSession(slot, Options{Duplex: true}, sk)
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, manual16k)
 	done := make(chan string, 1)
-	go func() {
-		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
-			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}})
-		slot.Release()
-		done <- reason
-	}()
-	sk.until(t, "session.updated")
+	go func() { done <- wait() }()
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
@@ -393,18 +374,8 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 	fake := &fakeEngine{t: t}
 	eng := &cancellingEngine{fakeEngine: fake, responding: make(chan struct{}), release: make(chan struct{})}
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
-	slot, err := m.Acquire()
-	require.NoError(t, err)
 	sk := &sink{ch: make(chan Event, 1024)}
-	s := m.NewSession(slot, Options{Duplex: true}, sk)
-	done := make(chan string, 1)
-	go func() {
-		reason := s.Run(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
-			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}})
-		slot.Release()
-		done <- reason
-	}()
-	sk.until(t, "session.updated")
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, manual16k)
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
@@ -425,7 +396,7 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 		require.NotContains(t, ev.Type, "response.", "the cancelled turn stays silent: %v", ev.Fields)
 	}
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
-	require.Equal(t, ReasonClientClose, <-done)
+	require.Equal(t, ReasonClientClose, wait())
 	calls := eng.list()
 	signals := 0
 	for _, c := range calls {

@@ -168,26 +168,43 @@ func (s *sink) until(t *testing.T, typ string) Event {
 
 func startSession(t *testing.T, eng *fakeEngine, lead time.Duration) (*Session, *sink, *Manager, func() string) {
 	t.Helper()
-	// turn_detection: null (the policy listens only).
-	return startSessionWith(t, eng, lead, ConfigPatch{TurnDetectionSet: true, InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
+	return startSessionWith(t, eng, lead, manual16k)
 }
 
 func startSessionWith(t *testing.T, eng *fakeEngine, lead time.Duration, patch ConfigPatch) (*Session, *sink, *Manager, func() string) {
 	t.Helper()
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: lead}, &fakeBackend{eng}, zap.NewNop())
+	sk := &sink{ch: make(chan Event, 1024)}
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
+	return s, sk, m, wait
+}
+
+// testSink is a Sink a test can wait on.
+type testSink interface {
+	Sink
+	until(t *testing.T, typ string) Event
+}
+
+// manual16k is the patch most tests open with: turn_detection null (manual turns, the policy
+// listens only) and 16 kHz pcm16 input, the engine's own rate.
+var manual16k = ConfigPatch{TurnDetectionSet: true, InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}
+
+// runSession takes a slot of m, runs a session on sk with patch applied first, and waits for
+// its session.updated. wait returns the session's end reason; the slot is released before it is
+// reported, so a test that reads it sees the slot returned.
+func runSession(t *testing.T, m *Manager, opts Options, sk testSink, patch ConfigPatch) (s *Session, wait func() string) {
+	t.Helper()
 	slot, err := m.Acquire()
 	require.NoError(t, err)
-	sk := &sink{ch: make(chan Event, 1024)}
-	s := m.NewSession(slot, Options{Duplex: true}, sk)
+	s = m.NewSession(slot, opts, sk)
 	done := make(chan string, 1)
 	go func() {
-		// Release before reporting, so a test that reads the result sees the slot returned.
 		reason := s.Run(context.Background(), &UpdateSession{Patch: patch})
 		slot.Release()
 		done <- reason
 	}()
 	sk.until(t, "session.updated")
-	return s, sk, m, func() string { return <-done }
+	return s, func() string { return <-done }
 }
 
 func TestCancelFinalizesBeforeEpochAdvance(t *testing.T) {
