@@ -89,7 +89,7 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 					case "response.created":
 						results[i].responses++
 					case "error":
-						results[i].err = e.obj("error").str("code")
+						results[i].err = e.obj("error").str("code") + ": " + e.obj("error").str("message")
 					}
 				case <-stop:
 					stop = nil
