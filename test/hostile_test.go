@@ -223,17 +223,22 @@ func TestHostileClients(t *testing.T) {
 		t.Run("client that stops reading is closed", func(t *testing.T) {
 			t.Parallel()
 			ws, sid := dialStuckReader(t, s)
-			// Each session.updated echoes ~6 KB of instructions (what fits the model's context:
-			// only the first update's are checked, the rest are equal); nobody reads them, the
-			// socket buffers (the client's kept small) fill and the server's write blocks.
+			// One update sets ~6 KB of instructions (what fits the model's context); then each
+			// empty update is echoed with the whole session, 6 KB for 40 bytes. Nobody reads the
+			// echoes: the socket buffers (the client's kept small) fill and the server's write
+			// blocks, or its queue overflows. The client's updates are small so that the server
+			// takes them all at once: with 6 KB updates, up to 32 MiB of them waited in the
+			// server's receive buffer, and how soon the server's output backed up depended on how
+			// fast a loaded machine worked through them (a 20 s window was once missed).
 			big := strings.Repeat("You are a helpful assistant. ", 150)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			b, err := json.Marshal(map[string]any{"type": "session.update", "session": map[string]any{"instructions": big}})
+			require.NoError(t, err)
+			require.NoError(t, ws.Write(ctx, websocket.MessageText, b))
 			var lastWrite time.Time
 			for range 3000 {
-				b, err := json.Marshal(map[string]any{"type": "session.update", "session": map[string]any{"instructions": big}})
-				require.NoError(t, err)
-				if ws.Write(ctx, websocket.MessageText, b) != nil {
+				if ws.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","session":{}}`)) != nil {
 					break // the server already gave up on us
 				}
 				lastWrite = time.Now()
@@ -251,7 +256,6 @@ func TestHostileClients(t *testing.T) {
 				grepLines(s.logs.String(), sid))
 			t.Logf("slow client closed %v after its last write", time.Since(lastWrite).Round(time.Millisecond))
 			// Reading now drains what was buffered, then the connection is gone.
-			var err error
 			for err == nil {
 				_, _, err = ws.Read(ctx)
 			}

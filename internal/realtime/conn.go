@@ -98,9 +98,10 @@ func (c *conn) serve(sess *session.Session, gen int) {
 	lost := make(chan loss, 3)
 	var wg sync.WaitGroup
 	writerDone := make(chan struct{})
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); defer close(writerDone); c.writeLoop(lost) }()
 	go func() { defer wg.Done(); c.dispatch(sess, lost) }()
+	go func() { defer wg.Done(); c.watchQueue(lost) }()
 	finish := func(code websocket.StatusCode, reason string) {
 		c.q.close()
 		if code != 0 {
@@ -145,6 +146,20 @@ func (c *conn) serve(sess *session.Session, gen int) {
 			code, text := closeCode(sess.CloseReason())
 			finish(code, text)
 		}
+	}
+}
+
+// watchQueue reports the failure of the connection's queue: an overflow is known at once, not
+// when the writer (maybe blocked in a write) next looks at the queue.
+func (c *conn) watchQueue(lost chan<- loss) {
+	select {
+	case <-c.q.failedC():
+		if errors.Is(c.q.err(), errDetached) {
+			signal(lost, lostReplaced)
+		} else {
+			signal(lost, lostSlow)
+		}
+	case <-c.ctx.Done():
 	}
 }
 
@@ -276,7 +291,12 @@ func (c *conn) writeLoop(lost chan<- loss) {
 		data, done, err := c.st.next(c.q)
 		switch {
 		case errors.Is(err, errDetached):
-			if c.ctx.Err() == nil {
+			switch {
+			case c.ctx.Err() != nil:
+			case errors.Is(c.q.err(), ErrSlowClient):
+				// Detached by its own overflow (stream.Send), not by a resume.
+				signal(lost, lostSlow)
+			default:
 				signal(lost, lostReplaced)
 			}
 			return

@@ -29,6 +29,7 @@ type outQueue struct {
 	minEpoch int
 	closed   bool
 	failed   error
+	dead     chan struct{} // closed when failed is set: the connection watches it
 	notify   chan struct{}
 	// keep: the session is resumable, so events are kept after a failure (the writer could not
 	// write, or the queue overflowed) until the connection is detached and its stream journals
@@ -37,7 +38,7 @@ type outQueue struct {
 }
 
 func newOutQueue(max, maxBytes int, keep bool) *outQueue {
-	return &outQueue{max: max, maxBytes: maxBytes, keep: keep, notify: make(chan struct{}, 1)}
+	return &outQueue{max: max, maxBytes: maxBytes, keep: keep, dead: make(chan struct{}), notify: make(chan struct{}, 1)}
 }
 
 // eventBytes estimates what an event takes on the wire (its strings, keys and a few bytes per
@@ -99,7 +100,7 @@ func (q *outQueue) Send(ev session.Event) error {
 	}
 	n := eventBytes(ev)
 	if len(q.items) >= limit || (len(q.items) > 0 && q.bytes+n > q.maxBytes) {
-		q.failed = ErrSlowClient
+		q.failLocked(ErrSlowClient)
 		q.wake()
 		if q.keep {
 			q.items = append(q.items, ev)
@@ -188,12 +189,20 @@ func (q *outQueue) close() {
 // session, keep its events for the journal until the connection is detached.
 func (q *outQueue) fail(err error) {
 	q.mu.Lock()
-	if q.failed == nil {
-		q.failed = err
-	}
+	q.failLocked(err)
 	q.mu.Unlock()
 	q.wake()
 }
+
+func (q *outQueue) failLocked(err error) {
+	if q.failed == nil {
+		q.failed = err
+		close(q.dead)
+	}
+}
+
+// failed is closed once the queue has failed (its err says why).
+func (q *outQueue) failedC() <-chan struct{} { return q.dead }
 
 func (q *outQueue) err() error {
 	q.mu.Lock()

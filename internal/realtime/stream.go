@@ -40,9 +40,12 @@ func (s *stream) Send(ev session.Event) error {
 	}
 	if s.q != nil {
 		err := s.q.Send(ev)
-		if errors.Is(err, ErrSlowClient) && s.j != nil {
-			// The queue kept the event; the connection is detached as soon as its writer sees the
-			// failure, and the queued events go to the journal then.
+		if s.j != nil && s.q.err() != nil {
+			// A resumable session's queue failed (it overflowed, or its writer could not write):
+			// it is detached now and everything it held goes to the journal, which is bounded in
+			// bytes and events. Kept in the queue, the events of a session that goes on
+			// producing while its writer waits out the write timeout would pile up without bound.
+			s.detachLocked(s.q)
 			return nil
 		}
 		return err

@@ -59,22 +59,30 @@ func TestStreamNumbersAcrossDetach(t *testing.T) {
 }
 
 // TestStreamOverflowKeepsEvents: a resumable session's queue that overflows fails the
-// connection but loses nothing: the events go to the journal at the detach.
+// connection but loses nothing: it is detached at once and its events, and every later one,
+// go to the journal (bounded), not into the failed queue while its writer waits out a write.
 func TestStreamOverflowKeepsEvents(t *testing.T) {
 	st := newStream(false, newJournal(1<<20, 1024))
 	q := newOutQueue(2, 1<<20, true)
 	st.attach(q, 0)
 	for i := 0; i < 2+reserve+10; i++ {
 		require.NoError(t, st.Send(session.Event{Type: "x", Model: true, Fields: map[string]any{}}), "event %d", i)
+		if i >= 2 {
+			require.Empty(t, q.takeAll(), "event %d: a failed queue holds nothing", i)
+		}
 	}
 	require.ErrorIs(t, q.err(), ErrSlowClient, "the connection is failed")
 	_, done, err := st.next(q)
-	require.NoError(t, err)
-	require.True(t, done, "its writer stops")
+	require.ErrorIs(t, err, errDetached, "its writer stops")
+	require.True(t, done)
 	st.detach(q)
 	replay, complete := st.attach(newOutQueue(2, 1<<20, true), 0)
 	require.True(t, complete)
 	require.Len(t, replay, 2+reserve+10)
+	seqs, _ := frameSeqTypes(t, replay)
+	for i, seq := range seqs {
+		require.Equal(t, int64(i+1), seq, "numbered once each, in send order")
+	}
 
 	// Without resume the overflow ends the session, as before.
 	st = newStream(false, nil)
