@@ -106,6 +106,14 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	for i, r := range results {
 		t.Logf("session %d: listens %d transcripts %d responses %d err %q send err %q", i, r.listens, r.transcripts, r.responses, r.err, micErrs[i])
 	}
+	for i, r := range results {
+		if r.err != "" || micErrs[i] != "" {
+			for _, e := range getFixture(t).warnings.All() {
+				t.Logf("server %s: %s %v", e.Level, e.Message, e.ContextMap())
+			}
+			break
+		}
+	}
 	total := 0
 	for i, r := range results {
 		require.Empty(t, micErrs[i], "session %d: sending audio", i)

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/server"
@@ -36,6 +39,9 @@ type fixture struct {
 	asr     *speech.ASR
 	dir     string
 	err     error
+	// warnings keeps the server's warnings and errors (the engine's failures name their cause
+	// there), for tests to print when a session reports an error.
+	warnings *observer.ObservedLogs
 }
 
 var (
@@ -87,7 +93,9 @@ func getFixture(t testing.TB) *fixture {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		fx.srv = server.New(cfg, server.Options{})
+		var core zapcore.Core
+		core, fx.warnings = observer.New(zap.WarnLevel)
+		fx.srv = server.New(cfg, server.Options{Log: zap.New(core)})
 		if fx.err = fx.srv.Build(ctx); fx.err != nil {
 			return
 		}
