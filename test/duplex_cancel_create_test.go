@@ -95,5 +95,9 @@ func TestDuplexPlaybackAckInTurnTable(t *testing.T) {
 	require.Equal(t, "cancel", tt.reason)
 	require.InDelta(t, played/1000, tt.playedS, 1e-9, "the last acknowledged playback")
 	require.LessOrEqual(t, tt.playedS, tt.deliveredS, "never more than was sent")
+	// Prometheus gets the same figure, once for the turn.
+	require.Eventually(t, func() bool { return metricValue(t, s, "omniserve_duplex_audio_played_seconds_count") == 1 },
+		10*time.Second, 50*time.Millisecond)
+	require.InDelta(t, played/1000, metricValue(t, s, "omniserve_duplex_audio_played_seconds_sum"), 1e-9)
 	c.close(t)
 }

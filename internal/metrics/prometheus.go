@@ -49,6 +49,7 @@ type Collectors struct {
 	inputToAudio     prometheus.Histogram
 	inputToText      prometheus.Histogram
 	audioDelivered   prometheus.Histogram
+	audioPlayed      prometheus.Histogram
 	audioUnderrun    prometheus.Histogram
 	activeSessions   prometheus.Gauge
 	detachedSessions prometheus.Gauge
@@ -123,6 +124,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Time from the end of the user input to the turn's first text unit.", secondsBuckets),
 		audioDelivered: hist1("duplex", "audio_delivered_seconds",
 			"Audio actually sent to the client per turn.", secondsBuckets),
+		audioPlayed: hist1("duplex", "audio_played_seconds",
+			"Audio the client acknowledged as played per turn (its last playback.ack's played_ms); turns without an ack are not observed.", secondsBuckets),
 		audioUnderrun: hist1("duplex", "audio_underrun_seconds",
 			"Time per turn the client's playback ran out of sent audio (paced delivery fell behind).", secondsFastBuckets),
 		activeSessions: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -160,7 +163,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		load: newLoadCollector(),
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
-		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioUnderrun, c.activeSessions,
+		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
 		c.detachedSessions, c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
@@ -241,6 +244,9 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		if v := r.E2E.AudioDeliveredS; v > 0 {
 			c.audioDelivered.Observe(v)
 			c.audioUnderrun.Observe(r.E2E.AudioUnderrunS) // zero included: the share of clean turns
+		}
+		if v := r.E2E.AudioPlayedS; v > 0 {
+			c.audioPlayed.Observe(v)
 		}
 	}
 	if succeeded(reason) {

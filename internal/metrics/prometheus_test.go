@@ -31,7 +31,7 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, problems)
 	for _, col := range []prometheus.Collector{c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl,
-		c.promptTokens, c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioUnderrun,
+		c.promptTokens, c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun,
 		c.activeSessions, c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF,
 		c.transferSize, c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight} {
 		problems, err := testutil.CollectAndLint(col)
@@ -73,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 24, "all but the backpressure family, which nothing observed and no stage was initialized")
+	require.Len(t, mfs, 25, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -99,7 +99,7 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 27)
+	require.Len(t, mfs, 28)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
