@@ -33,6 +33,7 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	warmCtx, cancelWarm := context.WithTimeout(context.Background(), 3*time.Minute)
 	require.NoError(t, getFixture(t).asr.Warm(warmCtx, sessions))
 	cancelWarm()
+	t.Logf("engine sequences open before the sessions: %d", getFixture(t).srv.Parts().Engine.LiveSequences())
 	speech := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata") // 16 kHz
 	before := runtime.NumGoroutine()
 

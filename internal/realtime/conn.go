@@ -114,17 +114,26 @@ func (c *conn) serve(sess *session.Session, gen int) {
 		c.closeWS(code, reason)
 		wg.Wait()
 	}
+	logSlow := func() {
+		c.log.Warn("realtime client is not reading; closing the connection (1008)",
+			zap.String("session_id", sess.ID()), zap.Duration("write_timeout", c.h.cfg.WriteTimeout), zap.Error(c.q.err()))
+	}
 	select {
 	case <-sess.Done():
-		code, reason := closeCode(sess.CloseReason())
-		finish(code, reason)
+		reason := sess.CloseReason()
+		if reason == session.ReasonSlowClient {
+			// The session saw its queue refuse an event and ended before the connection did:
+			// the close is logged all the same.
+			logSlow()
+		}
+		code, text := closeCode(reason)
+		finish(code, text)
 		return
 	case cause := <-lost:
 		if cause == lostSlow {
 			// A client that stops reading is closed now (1008), not when the session next has
 			// something to say: its slot goes back (or its resume grace starts) within WriteTimeout.
-			c.log.Warn("realtime client is not reading; closing the connection (1008)",
-				zap.String("session_id", sess.ID()), zap.Duration("write_timeout", c.h.cfg.WriteTimeout), zap.Error(c.q.err()))
+			logSlow()
 		}
 		switch {
 		case cause == lostReplaced:
