@@ -31,6 +31,7 @@ type conn struct {
 	cancel     context.CancelFunc
 	frames     chan frame
 	readerDone chan struct{}
+	readErr    error // what ended the reader; read after readerDone is closed
 }
 
 // loss is why a connection ended before its session.
@@ -163,9 +164,11 @@ func (c *conn) serve(sess *session.Session, gen int) {
 func (c *conn) watchQueue(lost chan<- loss) {
 	select {
 	case <-c.q.failedC():
-		if errors.Is(c.q.err(), errDetached) {
+		// A failed write is reported by the writer (writeFailed), which knows why it failed.
+		switch err := c.q.err(); {
+		case errors.Is(err, errDetached):
 			signal(lost, lostReplaced)
-		} else {
+		case errors.Is(err, ErrSlowClient):
 			signal(lost, lostSlow)
 		}
 	case <-c.ctx.Done():
@@ -229,6 +232,9 @@ type frame struct {
 func (c *conn) readFrames(ctx context.Context) {
 	for {
 		data, werr, err := c.readEvent(ctx)
+		if err != nil {
+			c.readErr = err
+		}
 		select {
 		case c.frames <- frame{data: data, werr: werr, err: err}:
 		case <-ctx.Done():
@@ -290,8 +296,7 @@ func (c *conn) dispatch(sess *session.Session, lost chan<- loss) {
 func (c *conn) writeLoop(lost chan<- loss) {
 	for _, data := range c.pre {
 		if err := c.writeFrame(data); err != nil {
-			c.q.fail(fmt.Errorf("writing to the client: %w", err))
-			signal(lost, lostSlow)
+			c.writeFailed(err, lost)
 			return
 		}
 	}
@@ -315,15 +320,12 @@ func (c *conn) writeLoop(lost chan<- loss) {
 			return
 		case data != nil:
 			if err := c.writeFrame(data); err != nil {
-				c.q.fail(fmt.Errorf("writing to the client: %w", err))
-				if c.ctx.Err() == nil {
-					signal(lost, lostSlow)
-				}
+				c.writeFailed(err, lost)
 				return
 			}
 			continue
 		case done:
-			if c.q.err() != nil && c.ctx.Err() == nil {
+			if errors.Is(c.q.err(), ErrSlowClient) && c.ctx.Err() == nil {
 				// The queue overflowed (the client reads too slowly): the connection is lost.
 				signal(lost, lostSlow)
 			}
@@ -335,6 +337,34 @@ func (c *conn) writeLoop(lost chan<- loss) {
 			return
 		}
 	}
+}
+
+// writeFailed reports why a write failed. Only a write that timed out says the client stopped
+// reading (lostSlow). Any other failure means the connection is closing or broken, and the
+// reader knows which: a client that sent a close frame (the close handshake makes every later
+// write fail at once) ended the session on purpose and must not be taken for a slow or dropped
+// client, whose resumable session would hold its slot for the resume grace.
+func (c *conn) writeFailed(err error, lost chan<- loss) {
+	c.q.fail(fmt.Errorf("writing to the client: %w", err))
+	if c.ctx.Err() != nil {
+		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		signal(lost, lostSlow)
+		return
+	}
+	select {
+	case <-c.readerDone:
+		if c.readErr != nil {
+			signal(lost, lossOf(c.readErr))
+			return
+		}
+	case <-time.After(time.Second):
+		// A reader that has not failed yet: the connection is still broken for writing.
+	case <-c.ctx.Done():
+		return
+	}
+	signal(lost, lostRead)
 }
 
 func (c *conn) writeFrame(data []byte) error {

@@ -468,3 +468,24 @@ func TestResumeNeedsTheAPIKey(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Equal(t, "invalid_api_key", body.obj("error").str("code"))
 }
+
+// A close frame that arrives while the server is writing still ends the session: the close
+// handshake makes the writer's next write fail at once, and that failure must not be taken for
+// a slow or dropped client (whose resumable session would keep its slot for the resume grace).
+func TestResumeCloseFrameWhileWritingEndsSession(t *testing.T) {
+	t.Parallel()
+	srv := resumeServer(t, time.Minute, realtime.HandlerConfig{})
+	big := strings.Repeat("You are a helpful assistant. ", 150)
+	for i := range 12 {
+		c := dial(t, srv.url, nil)
+		c.until("session.created", 10*time.Second)
+		c.send(event{"type": "session.update", "session": event{"instructions": big}})
+		for range 200 { // each echoed with the whole session: the writer is busy
+			c.send(event{"type": "session.update", "session": event{}})
+		}
+		c.until("session.updated", 10*time.Second)
+		require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"), "round %d", i)
+		srv.waitSlots(t, 0)
+		require.Zero(t, srv.m.Detached(), "round %d: a close frame ends the session at once", i)
+	}
+}
