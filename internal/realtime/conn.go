@@ -122,9 +122,10 @@ func (c *conn) serve(sess *session.Session, gen int) {
 	select {
 	case <-sess.Done():
 		reason := sess.CloseReason()
-		if reason == session.ReasonSlowClient {
-			// The session saw its queue refuse an event and ended before the connection did:
-			// the close is logged all the same.
+		if qerr := c.q.err(); reason == session.ReasonSlowClient && (errors.Is(qerr, ErrSlowClient) || errors.Is(qerr, context.DeadlineExceeded)) {
+			// The session saw its queue refuse an event (overflow or write timeout) and ended
+			// before the connection did: the close is logged all the same. (A queue failed by a
+			// closing connection also ends the session this way, but that client is not slow.)
 			logSlow()
 		}
 		code, text := closeCode(reason)

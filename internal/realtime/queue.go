@@ -201,7 +201,7 @@ func (q *outQueue) failLocked(err error) {
 	}
 }
 
-// failed is closed once the queue has failed (its err says why).
+// failedC is closed once the queue has failed (its err says why).
 func (q *outQueue) failedC() <-chan struct{} { return q.dead }
 
 func (q *outQueue) err() error {
