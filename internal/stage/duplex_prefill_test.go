@@ -26,12 +26,7 @@ func TestDuplexPrefillRowsBelongToTheirTurn(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, turn)
 		// The turn's end is reported after its last row (Finished output may come first).
-		var sms []StageMetricsMessage
-		require.Eventually(t, func() bool {
-			var ok bool
-			_, sms, ok = sink.turnEnd(turn)
-			return ok
-		}, 20*time.Second, 5*time.Millisecond, "turn %d ended", turn)
+		sms := sink.waitTurnEnd(t, turn, 20*time.Second)
 		in := 0
 		for _, m := range sms {
 			if m.StageID == 0 && m.Metrics.NumTokensIn > 0 {

@@ -54,12 +54,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 		n, err := d.Respond(ctx, 0)
 		require.NoError(t, err)
 		require.Equal(t, turn, n)
-		var sms []StageMetricsMessage
-		require.Eventually(t, func() bool {
-			var ok bool
-			_, sms, ok = sink.turnEnd(turn)
-			return ok
-		}, 20*time.Second, 5*time.Millisecond, "turn %d ended", turn)
+		sms := sink.waitTurnEnd(t, turn, 20*time.Second)
 		require.True(t, sink.waitFor(20*time.Second, finishedTurn(turn)))
 		outs, _, _ := sink.snapshot()
 
@@ -142,12 +137,7 @@ func TestDuplexUsageRemoteThinker(t *testing.T) {
 	require.NoError(t, d.AppendText(context.Background(), "user", "hi"))
 	turn, err := d.Respond(context.Background(), 0)
 	require.NoError(t, err)
-	var sms []StageMetricsMessage
-	require.Eventually(t, func() bool {
-		var ok bool
-		_, sms, ok = sink.turnEnd(turn)
-		return ok
-	}, 10*time.Second, 5*time.Millisecond, "turn %d ended", turn)
+	sms := sink.waitTurnEnd(t, turn, 10*time.Second)
 	require.True(t, sink.waitFor(10*time.Second, finishedTurn(turn)))
 	outs, _, _ := sink.snapshot()
 	usages := ofKind(outs, Usage)
@@ -169,12 +159,7 @@ func TestDuplexUsageRemoteThinker(t *testing.T) {
 // num_tokens_in and num_tokens_out.
 func turnUsage(t *testing.T, sink *recSink, n int) (TokenUsage, int, int) {
 	t.Helper()
-	var sms []StageMetricsMessage
-	require.Eventually(t, func() bool {
-		var ok bool
-		_, sms, ok = sink.turnEnd(n)
-		return ok
-	}, 20*time.Second, 5*time.Millisecond, "turn %d ended", n)
+	sms := sink.waitTurnEnd(t, n, 20*time.Second)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(n)))
 	outs, _, _ := sink.snapshot()
 	var u *TokenUsage

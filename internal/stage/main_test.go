@@ -180,6 +180,18 @@ func (s *recSink) turnEnd(n int) (TurnEnd, []StageMetricsMessage, bool) {
 	return TurnEnd{}, nil, false
 }
 
+// waitTurnEnd waits for turn n's end (up to d) and returns the statistics delivered before it.
+func (s *recSink) waitTurnEnd(t *testing.T, n int, d time.Duration) []StageMetricsMessage {
+	t.Helper()
+	var sms []StageMetricsMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		_, sms, ok = s.turnEnd(n)
+		return ok
+	}, d, 5*time.Millisecond, "turn %d ended", n)
+	return sms
+}
+
 func (s *recSink) snapshot() ([]OutputMessage, []StageMetricsMessage, []TransferEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

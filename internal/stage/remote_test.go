@@ -244,12 +244,7 @@ func TestRemoteThinkerFailureKeepsPartialWork(t *testing.T) {
 	require.NoError(t, d.AppendText(context.Background(), "user", "hi"))
 	turn, err := d.Respond(context.Background(), 0)
 	require.NoError(t, err)
-	var sms []StageMetricsMessage
-	require.Eventually(t, func() bool {
-		var ok bool
-		_, sms, ok = sink.turnEnd(turn)
-		return ok
-	}, 10*time.Second, 5*time.Millisecond, "turn %d ended", turn)
+	sms := sink.waitTurnEnd(t, turn, 10*time.Second)
 	var s0 *StageMetricsMessage
 	for i := range sms {
 		if sms[i].StageID == 0 && sms[i].Turn == turn && sms[i].Metrics.NumTokensOut > 0 {
