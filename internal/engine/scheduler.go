@@ -173,7 +173,7 @@ func (r *Runner) finish(s *Sequence, reason string, err error) {
 	s.active = nil
 	tail := ""
 	if reason != "abort" {
-		tail = g.text
+		tail = validText(g.text)
 	}
 	g.text = ""
 	// Publish the history before the caller can observe the end of its Generate.
@@ -387,7 +387,7 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	}
 	g.text += r.model.TokenToPiece(tok)
 	text, stopped := releasable(g.text, g.opts.Stop)
-	ev.piece.Text = text
+	ev.piece.Text = validText(text)
 	ev.piece.Logprob = lp
 	g.text = g.text[len(text):]
 	g.out <- ev
@@ -405,6 +405,12 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 		r.finish(s, "length", nil)
 	}
 }
+
+// validText is released text as everyone downstream sees it: byte tokens can form invalid
+// UTF-8 (a random sampler draws them), which every JSON encoder replaces with U+FFFD. Replacing
+// it here, once, keeps the text a client receives, the text kept in a conversation's history
+// and the transcript an audio id stands for the same string.
+func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // releasable returns the prefix of text that can be emitted: everything before the first stop
 // string (stopped true), else all but a tail that could still begin a stop string or that

@@ -426,3 +426,21 @@ func TestRollbackForgetsSpeculation(t *testing.T) {
 	}
 	require.Equal(t, run(false), run(true))
 }
+
+// Released text is valid UTF-8: invalid bytes (byte tokens a random sampler drew) become
+// U+FFFD, as every JSON encoder would make them, so that what a client receives and what the
+// server keeps are the same string; valid text and held-back rune starts are untouched.
+func TestValidText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"hello", "hello"},
+		{"caf\u00e9", "caf\u00e9"},
+		{"a\xffb", "a\uFFFDb"},
+		{"\x80\x80x", "\uFFFDx"},
+		{"ok \xe2\x82", "ok \uFFFD"},
+	} {
+		require.Equal(t, tc.want, validText(tc.in), "%q", tc.in)
+	}
+	// releasable holds an incomplete rune back, so a split character is never replaced.
+	text, _ := releasable("price \xe2\x82", nil)
+	require.Equal(t, "price ", validText(text))
+}
