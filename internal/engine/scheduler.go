@@ -406,10 +406,10 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	}
 }
 
-// validText is released text as everyone downstream sees it: byte tokens can form invalid
-// UTF-8 (a random sampler draws them), which every JSON encoder replaces with U+FFFD. Replacing
-// it here, once, keeps the text a client receives, the text kept in a conversation's history
-// and the transcript an audio id stands for the same string.
+// validText makes released text valid UTF-8: byte tokens can form invalid sequences (a random
+// sampler draws them), which a JSON encoder would replace with U+FFFD on the wire only.
+// Replacing each invalid run here, once, keeps the text a client receives, the text kept in a
+// conversation's history and the transcript an audio id stands for the same string.
 func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // releasable returns the prefix of text that can be emitted: everything before the first stop

@@ -427,9 +427,9 @@ func TestRollbackForgetsSpeculation(t *testing.T) {
 	require.Equal(t, run(false), run(true))
 }
 
-// Released text is valid UTF-8: invalid bytes (byte tokens a random sampler drew) become
-// U+FFFD, as every JSON encoder would make them, so that what a client receives and what the
-// server keeps are the same string; valid text and held-back rune starts are untouched.
+// Released text is valid UTF-8: each run of invalid bytes (byte tokens a random sampler drew)
+// becomes one U+FFFD, so that what a client receives and what the server keeps are the same
+// string; valid text and held-back rune starts are untouched.
 func TestValidText(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"hello", "hello"},
