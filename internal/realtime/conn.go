@@ -292,8 +292,8 @@ func (c *conn) dispatch(sess *session.Session, lost chan<- loss) {
 }
 
 // writeLoop writes the pre frames, then the session's events as its stream numbers them. It
-// stops when the queue is closed and drained, when a write fails (lostSlow) or when the session
-// moved to another connection (lostReplaced).
+// stops when the queue is closed and drained or failed, when a write fails (writeFailed reports
+// why) or when the session moved to another connection (lostReplaced).
 func (c *conn) writeLoop(lost chan<- loss) {
 	for _, data := range c.pre {
 		if err := c.writeFrame(data); err != nil {
@@ -306,12 +306,8 @@ func (c *conn) writeLoop(lost chan<- loss) {
 		data, done, err := c.st.next(c.q)
 		switch {
 		case errors.Is(err, errDetached):
-			switch {
-			case c.ctx.Err() != nil:
-			case errors.Is(c.q.err(), ErrSlowClient):
-				// Detached by its own overflow (stream.Send), not by a resume.
-				signal(lost, lostSlow)
-			default:
+			// Detached by a resume (or by its own overflow, which watchQueue reports).
+			if c.ctx.Err() == nil && !errors.Is(c.q.err(), ErrSlowClient) {
 				signal(lost, lostReplaced)
 			}
 			return
@@ -326,11 +322,7 @@ func (c *conn) writeLoop(lost chan<- loss) {
 			}
 			continue
 		case done:
-			if errors.Is(c.q.err(), ErrSlowClient) && c.ctx.Err() == nil {
-				// The queue overflowed (the client reads too slowly): the connection is lost.
-				signal(lost, lostSlow)
-			}
-			return
+			return // closed and drained, or failed (an overflow is reported by watchQueue)
 		}
 		select {
 		case <-c.q.notify:
