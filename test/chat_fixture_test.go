@@ -25,7 +25,7 @@ import (
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/config"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/server"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -39,8 +39,8 @@ const chatModel = "dummy:tiny"
 type chatFixture struct {
 	plainSrv    *server.Server
 	statsSrv    *server.Server
-	runner      *engine.Runner // the plain server's engine
-	statsRunner *engine.Runner // the log-stats server's engine
+	runner      *gpu.Runner // the plain server's engine
+	statsRunner *gpu.Runner // the log-stats server's engine
 	pipeline    *stage.Pipeline
 	plain       *requestclient.Client
 	stats       *requestclient.Client

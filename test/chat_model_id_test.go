@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // TestChatModelIDNotPath serves a model given as a .gguf path and checks that its public id,
@@ -24,7 +24,7 @@ func TestChatModelIDNotPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cache := t.TempDir()
-	r, err := engine.Load(ctx, engine.Config{Model: chatModel, CacheDir: cache, Device: "cpu"}, zap.NewNop())
+	r, err := gpu.Load(ctx, gpu.Config{Model: chatModel, CacheDir: cache, Device: "cpu"}, zap.NewNop())
 	require.NoError(t, err)
 	src := r.Info().Path
 	require.NoError(t, r.Close())

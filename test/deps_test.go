@@ -35,16 +35,16 @@ var allowed = map[string][]string{
 	// internal/server and cmd/ read it.
 	"internal/config": {"configs"},
 
-	// Layer 1: the only cgo packages. engine is the only importer of the llama.cpp binding.
-	"internal/engine": {},
+	// Layer 1: the only cgo packages. gpu (the model-runner bridge) is the only importer of the llama.cpp binding.
+	"internal/gpu": {},
 	"internal/speech": {"internal/audio"},
 
 	// Layer 2: the stage pipeline over the engine and the speech libraries.
-	"internal/stage": {"internal/audio", "internal/engine", "internal/metrics", "internal/speech"},
+	"internal/stage": {"internal/audio", "internal/gpu", "internal/metrics", "internal/speech"},
 
-	// Layer 3: the request client translates its own types to stage's and engine's; nothing
+	// Layer 3: the request client translates its own types to stage's and gpu's; nothing
 	// above it sees either.
-	"internal/requestclient": {"internal/engine", "internal/metrics", "internal/stage"},
+	"internal/requestclient": {"internal/gpu", "internal/metrics", "internal/stage"},
 
 	// Layer 4: the duplex session speaks requestclient's types.
 	"internal/session": {"internal/audio", "internal/metrics", "internal/requestclient",
@@ -53,7 +53,7 @@ var allowed = map[string][]string{
 		// cut a reply within ~one frame of the onset even while stage 0 is busy or its queue
 		// is long, and the wire events input_audio_buffer.speech_started/stopped belong to the
 		// session, not to a stage. Stage 0's own VAD endpointing is a different job (the speak
-		// decision). speech, not stage or engine, is the only layer below requestclient the
+		// decision). speech, not stage or gpu, is the only layer below requestclient the
 		// session reaches.
 		"internal/speech"},
 
@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/oaierror", "internal/requestclient"},
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
-	"internal/server": {"internal/api", "internal/config", "internal/engine", "internal/metrics", "internal/realtime",
+	"internal/server": {"internal/api", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
 		"internal/requestclient", "internal/session", "internal/speech", "internal/stage"},
 
 	// The benchmarks: figures over benchreport (one quantile definition, no server code); the
@@ -74,7 +74,7 @@ var allowed = map[string][]string{
 	"internal/bench":         {"internal/benchreport"},
 	"internal/bench/chat":    {"internal/bench"},
 	"internal/bench/latency": {"internal/bench", "internal/benchreport"},
-	"internal/bench/engine":  {"internal/bench", "internal/engine"},
+	"internal/bench/engine":  {"internal/bench", "internal/gpu"},
 	// The pipeline without a session or WebSocket: the stage front end's cost per session.
 	"internal/bench/frontend": {"internal/audio", "internal/bench", "internal/benchreport", "internal/metrics",
 		"internal/speech", "internal/stage"},
@@ -98,7 +98,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0,
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/engine": 1, "internal/speech": 1,
+	"internal/gpu": 1, "internal/speech": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,
@@ -154,18 +154,18 @@ func TestImportViolationsDetects(t *testing.T) {
 		line string
 		want string // "" = no violation
 	}{
-		{"allowed edges", m + "internal/stage " + m + "internal/engine " + m + "internal/metrics fmt", ""},
+		{"allowed edges", m + "internal/stage " + m + "internal/gpu " + m + "internal/metrics fmt", ""},
 		{"cmd may import api", m + "cmd/omniserve " + m + "internal/api " + m + "internal/config", ""},
 		{"standard library and modules are not checked", m + "internal/metrics fmt go.uber.org/zap", ""},
-		{"up is not", m + "internal/engine " + m + "internal/stage", "internal/engine imports internal/stage"},
-		{"sideways is not", m + "internal/engine " + m + "internal/speech", "internal/engine imports internal/speech"},
+		{"up is not", m + "internal/gpu " + m + "internal/stage", "internal/gpu imports internal/stage"},
+		{"sideways is not", m + "internal/gpu " + m + "internal/speech", "internal/gpu imports internal/speech"},
 		{"api skips to stage", m + "internal/api " + m + "internal/requestclient " + m + "internal/stage",
 			"internal/api imports internal/stage, which is not in its allow-list"},
-		{"api skips to engine", m + "internal/api " + m + "internal/engine", "internal/api imports internal/engine"},
+		{"api skips to engine", m + "internal/api " + m + "internal/gpu", "internal/api imports internal/gpu"},
 		{"api may not use speech", m + "internal/api " + m + "internal/speech", "internal/api imports internal/speech"},
 		{"session skips to stage", m + "internal/session " + m + "internal/stage", "internal/session imports internal/stage"},
 		{"session keeps its VAD", m + "internal/session " + m + "internal/speech " + m + "internal/requestclient", ""},
-		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/engine", "internal/metrics imports internal/engine"},
+		{"metrics imports nothing internal", m + "internal/metrics " + m + "internal/gpu", "internal/metrics imports internal/gpu"},
 		{"nothing imports api", m + "internal/realtime " + m + "internal/api", "internal/realtime imports internal/api"},
 		{"nothing imports cmd", m + "internal/stage " + m + "cmd/omniserve", "internal/stage imports cmd/omniserve"},
 		{"config is the server's", m + "internal/session " + m + "internal/config", "internal/session imports internal/config"},
@@ -229,7 +229,7 @@ func moduleImports(imps []string) []string {
 	return out
 }
 
-// TestCgoConfinement checks that only internal/engine imports the llama.cpp binding and only engine
+// TestCgoConfinement checks that only internal/gpu imports the llama.cpp binding and only gpu
 // and speech use cgo.
 func TestCgoConfinement(t *testing.T) {
 	t.Parallel()
@@ -239,12 +239,12 @@ func TestCgoConfinement(t *testing.T) {
 		f := strings.SplitN(l, "|", 3)
 		require.Len(t, f, 3, l)
 		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
-		if f[1] != "0" && rel != "internal/engine" && rel != "internal/speech" {
-			t.Errorf("%s has cgo files: only internal/engine and internal/speech may", rel)
+		if f[1] != "0" && rel != "internal/gpu" && rel != "internal/speech" {
+			t.Errorf("%s has cgo files: only internal/gpu and internal/speech may", rel)
 		}
 		for _, imp := range strings.Split(f[2], ",") {
-			if strings.HasPrefix(imp, "github.com/ollama/ollama/llama") && rel != "internal/engine" {
-				t.Errorf("%s imports %s: only internal/engine may", rel, imp)
+			if strings.HasPrefix(imp, "github.com/ollama/ollama/llama") && rel != "internal/gpu" {
+				t.Errorf("%s imports %s: only internal/gpu may", rel, imp)
 			}
 		}
 	}

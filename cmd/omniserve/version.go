@@ -24,7 +24,7 @@ func newVersionCmd(a *app) *cobra.Command {
 	}
 }
 
-// engineBackends lists the engine backends compiled into this binary. internal/engine reports
+// engineBackends lists the engine backends compiled into this binary. internal/gpu reports
 // backends only for a loaded model (CUDA is a library found at run time, not compiled in),
 // so the binary itself carries the CPU backend alone.
 func engineBackends() []string { return []string{"cpu"} }

@@ -86,7 +86,7 @@ type Realtime struct {
 	OriginPatterns string `yaml:"origin_patterns"`
 }
 
-// Engine holds the model-runner settings handed to internal/engine. Zero sizes mean "the engine's
+// Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
 // own default" (docs/CONTRACTS.md lists them), so the defaults live in one place.
 type Engine struct {
 	Model        string `yaml:"model"`

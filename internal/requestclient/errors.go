@@ -3,7 +3,7 @@ package requestclient
 import (
 	"errors"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -14,7 +14,7 @@ var (
 	// ErrQueueFull: a stage's workers and queue are all taken (the engine is overloaded).
 	ErrQueueFull = stage.ErrQueueFull
 	// ErrNoFreeSlot: the engine has no free sequence slot (the engine is overloaded).
-	ErrNoFreeSlot = engine.ErrNoFreeSlot
+	ErrNoFreeSlot = gpu.ErrNoFreeSlot
 	// ErrInvalidRequest: a malformed request (no messages, an unknown role), or a pipeline
 	// without the part the request needs.
 	ErrInvalidRequest = stage.ErrInvalidRequest
@@ -74,7 +74,7 @@ func (e *SamplingError) Error() string { return e.Message }
 
 // SamplingErrorOf finds a refused sampling parameter in err's chain.
 func SamplingErrorOf(err error) (*SamplingError, bool) {
-	var se *engine.SamplingError
+	var se *gpu.SamplingError
 	if !errors.As(err, &se) {
 		return nil, false
 	}

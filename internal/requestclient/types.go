@@ -1,7 +1,7 @@
 package requestclient
 
 import (
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -35,20 +35,20 @@ type ChatMessage struct {
 // Limits of the sampling parameters: the engine's, as OpenAI documents them. Callers validate
 // requests against them before they reach the engine (which checks them again).
 const (
-	MaxPenalty     = engine.MaxPenalty     // presence_penalty and frequency_penalty lie in [-MaxPenalty, MaxPenalty]
-	MaxLogitBias   = engine.MaxLogitBias   // logit_bias values lie in [-MaxLogitBias, MaxLogitBias]
-	MaxTopLogprobs = engine.MaxTopLogprobs // top_logprobs lies in [0, MaxTopLogprobs]
+	MaxPenalty     = gpu.MaxPenalty     // presence_penalty and frequency_penalty lie in [-MaxPenalty, MaxPenalty]
+	MaxLogitBias   = gpu.MaxLogitBias   // logit_bias values lie in [-MaxLogitBias, MaxLogitBias]
+	MaxTopLogprobs = gpu.MaxTopLogprobs // top_logprobs lies in [0, MaxTopLogprobs]
 )
 
 // JSONObjectGrammar is the GBNF grammar of response_format {"type":"json_object"}: any JSON
 // object (the engine's grammar).
-const JSONObjectGrammar = engine.JSONGrammar
+const JSONObjectGrammar = gpu.JSONGrammar
 
 // SchemaGrammar converts a JSON schema to a GBNF grammar for Sampling.Grammar (response_format
 // json_schema) with the engine's converter. Errors name the parameter (SamplingErrorOf).
-func SchemaGrammar(schema []byte) (string, error) { return engine.SchemaGrammar(schema) }
+func SchemaGrammar(schema []byte) (string, error) { return gpu.SchemaGrammar(schema) }
 
-// Sampling selects tokens; the fields mean what engine.Sampling's do. Temperature 0 is greedy;
+// Sampling selects tokens; the fields mean what gpu.Sampling's do. Temperature 0 is greedy;
 // TopK 0 and TopP 0 disable those filters; RepeatPenalty 0 means 1 (off). Equal Seed and history
 // give equal tokens, unless RandomSeed.
 type Sampling struct {
@@ -189,15 +189,15 @@ func (r ChatRequest) toStage() stage.ChatRequest {
 }
 
 // toEngine converts sampling for the engine.
-func (s Sampling) toEngine() engine.Sampling {
-	return engine.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
+func (s Sampling) toEngine() gpu.Sampling {
+	return gpu.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
 		RandomSeed: s.RandomSeed, RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty,
 		FrequencyPenalty: s.FrequencyPenalty, LogitBias: s.LogitBias, Grammar: s.Grammar,
 		Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs}
 }
 
 // logprobsFromEngine converts the logprobs of one text delta (nil stays nil).
-func logprobsFromEngine(in []engine.TokenLogprob) []TokenLogprob {
+func logprobsFromEngine(in []gpu.TokenLogprob) []TokenLogprob {
 	if in == nil {
 		return nil
 	}
@@ -216,7 +216,7 @@ func logprobsFromEngine(in []engine.TokenLogprob) []TokenLogprob {
 
 // toStage converts duplex options for the pipeline over its default duplex sampling
 // (pipeline.thinker.sampling).
-func (o DuplexOptions) toStage(requestID string, base engine.Sampling) stage.DuplexOptions {
+func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.DuplexOptions {
 	out := stage.DuplexOptions{
 		RequestID:       requestID,
 		Instructions:    o.Instructions,
@@ -240,9 +240,9 @@ func (o DuplexOptions) toStage(requestID string, base engine.Sampling) stage.Dup
 func (s ResponseSpec) toStage() stage.ResponseSpec {
 	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand}
 	if s.Input != nil {
-		out.Input = make([]engine.ChatMessage, len(s.Input))
+		out.Input = make([]gpu.ChatMessage, len(s.Input))
 		for i, m := range s.Input {
-			out.Input[i] = engine.ChatMessage{Role: m.Role, Content: m.Text}
+			out.Input[i] = gpu.ChatMessage{Role: m.Role, Content: m.Text}
 		}
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -23,8 +23,8 @@ func TestChatRequestToStage(t *testing.T) {
 			Logprobs: true, TopLogprobs: 2}}
 	want := stage.ChatRequest{RequestID: "chatcmpl-x", MaxTokens: 12, MaxTokensSet: true, Stop: []string{"\n"}, WantAudio: true,
 		Messages: []stage.ChatMessage{{Role: "system", Text: "be brief"}, {Role: "user", Text: "hi", Audio: []float32{0.5}}},
-		Sampling: engine.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 40, Seed: 7, RandomSeed: true, RepeatPenalty: 1.1,
-			PresencePenalty: 0.5, FrequencyPenalty: -0.5, LogitBias: map[int]float32{3: -100}, Grammar: engine.JSONGrammar,
+		Sampling: gpu.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 40, Seed: 7, RandomSeed: true, RepeatPenalty: 1.1,
+			PresencePenalty: 0.5, FrequencyPenalty: -0.5, LogitBias: map[int]float32{3: -100}, Grammar: gpu.JSONGrammar,
 			Logprobs: true, TopLogprobs: 2}}
 	require.Equal(t, want, in.toStage())
 	require.Nil(t, ChatRequest{}.toStage().Messages)
@@ -32,7 +32,7 @@ func TestChatRequestToStage(t *testing.T) {
 
 func TestLogprobsFromEngine(t *testing.T) {
 	t.Parallel()
-	in := []engine.TokenLogprob{{Token: 1, Text: "a", Logprob: -0.1, Top: []engine.TopLogprob{{Token: 2, Text: "b", Logprob: -2}}},
+	in := []gpu.TokenLogprob{{Token: 1, Text: "a", Logprob: -0.1, Top: []gpu.TopLogprob{{Token: 2, Text: "b", Logprob: -2}}},
 		{Token: 3, Text: "c", Logprob: -0.3}}
 	want := []TokenLogprob{{Token: 1, Text: "a", Logprob: -0.1, Top: []TopLogprob{{Token: 2, Text: "b", Logprob: -2}}},
 		{Token: 3, Text: "c", Logprob: -0.3}}
@@ -42,7 +42,7 @@ func TestLogprobsFromEngine(t *testing.T) {
 
 func TestDuplexOptionsToStage(t *testing.T) {
 	t.Parallel()
-	base := engine.Sampling{Temperature: 0.8, TopP: 0.95, TopK: 20, RandomSeed: true}
+	base := gpu.Sampling{Temperature: 0.8, TopP: 0.95, TopK: 20, RandomSeed: true}
 	temp, seed := 0.25, uint32(42)
 	tests := []struct {
 		name string
@@ -54,7 +54,7 @@ func TestDuplexOptionsToStage(t *testing.T) {
 			stage.DuplexOptions{RequestID: "rid", Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
 				MaxHistoryBytes: 1000, Sampling: base}},
 		{"temperature and seed override it", DuplexOptions{Temperature: &temp, Seed: &seed},
-			stage.DuplexOptions{RequestID: "rid", Sampling: engine.Sampling{Temperature: 0.25, TopP: 0.95, TopK: 20, Seed: 42}}},
+			stage.DuplexOptions{RequestID: "rid", Sampling: gpu.Sampling{Temperature: 0.25, TopP: 0.95, TopK: 20, Seed: 42}}},
 	}
 	tests[0].want.VAD.PrefixPaddingMs, tests[0].want.VAD.SilenceDurationMs = 300, 500
 	for _, tt := range tests {
@@ -69,7 +69,7 @@ func TestResponseSpecToStage(t *testing.T) {
 	t.Parallel()
 	ins := "short"
 	in := ResponseSpec{MaxTokens: 5, Instructions: &ins, OutOfBand: true, Input: []Message{{Role: "user", Text: "q"}}}
-	want := stage.ResponseSpec{MaxTokens: 5, Instructions: &ins, OutOfBand: true, Input: []engine.ChatMessage{{Role: "user", Content: "q"}}}
+	want := stage.ResponseSpec{MaxTokens: 5, Instructions: &ins, OutOfBand: true, Input: []gpu.ChatMessage{{Role: "user", Content: "q"}}}
 	require.Equal(t, want, in.toStage())
 	require.Nil(t, ResponseSpec{}.toStage().Input, "nil input keeps the conversation")
 	require.NotNil(t, ResponseSpec{Input: []Message{}}.toStage().Input, "empty input replaces it")
@@ -117,7 +117,7 @@ func TestErrorsOf(t *testing.T) {
 	require.Equal(t, &UpstreamError{Status: 429, Type: "rate_limit_error", Code: "slow_down", Param: "model",
 		Message: "remote thinker (upstream status 429): busy", RetryAfter: 3}, up)
 
-	se := fmt.Errorf("submit: %w", &engine.SamplingError{Param: "logit_bias", Detail: "token id 9 is outside"})
+	se := fmt.Errorf("submit: %w", &gpu.SamplingError{Param: "logit_bias", Detail: "token id 9 is outside"})
 	sp, ok := SamplingErrorOf(se)
 	require.True(t, ok)
 	require.Equal(t, &SamplingError{Param: "logit_bias", Message: "engine: invalid logit_bias: token id 9 is outside"}, sp)
@@ -131,6 +131,6 @@ func TestErrorsOf(t *testing.T) {
 		require.False(t, f(nil))
 	}
 	require.ErrorIs(t, fmt.Errorf("x: %w", stage.ErrQueueFull), ErrQueueFull)
-	require.ErrorIs(t, fmt.Errorf("x: %w", engine.ErrNoFreeSlot), ErrNoFreeSlot)
+	require.ErrorIs(t, fmt.Errorf("x: %w", gpu.ErrNoFreeSlot), ErrNoFreeSlot)
 	require.ErrorIs(t, fmt.Errorf("x: %w", stage.ErrInvalidRequest), ErrInvalidRequest)
 }

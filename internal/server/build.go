@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/omniserve/omniserve/internal/api"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -20,7 +20,7 @@ import (
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
-// buildEngine loads the model, generating the dummy GGUF on first use; engine.Load logs what it
+// buildEngine loads the model, generating the dummy GGUF on first use; gpu.Load logs what it
 // loaded and on which devices.
 func (s *Server) buildEngine(ctx context.Context) error {
 	// A remote thinker needs no local model: --model is then only the id served (an invalid
@@ -32,9 +32,9 @@ func (s *Server) buildEngine(ctx context.Context) error {
 	}
 	// llama.cpp and ggml log through the server's logger (JSON with --log-format json) from
 	// before the model load until the engine is closed.
-	stopLlamaLogs := engine.RouteLlamaLogs(s.log)
+	stopLlamaLogs := gpu.RouteLlamaLogs(s.log)
 	s.onClose("llama logs", func(context.Context) error { stopLlamaLogs(); return nil })
-	r, err := engine.Load(ctx, EngineConfig(s.cfg.Engine), s.log.Named("engine"))
+	r, err := gpu.Load(ctx, EngineConfig(s.cfg.Engine), s.log.Named("engine"))
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -52,7 +52,7 @@ type Options struct {
 // Parts are the built components, for benchmarks and tests that drive one layer of the server
 // directly (the engine, the pipeline, the request client). Zero until Build has made them.
 type Parts struct {
-	Engine   *engine.Runner
+	Engine   *gpu.Runner
 	ASR      *speech.ASR
 	TTS      *speech.TTS // nil without a talker stage
 	Pipeline *stage.Pipeline
@@ -245,10 +245,10 @@ func ModelID(model string) string {
 	return strings.TrimSuffix(filepath.Base(model), ".gguf")
 }
 
-// EngineConfig maps the engine settings onto internal/engine's; zero sizes keep the engine
+// EngineConfig maps the engine settings onto internal/gpu's; zero sizes keep the engine
 // defaults.
-func EngineConfig(e config.Engine) engine.Config {
-	return engine.Config{
+func EngineConfig(e config.Engine) gpu.Config {
+	return gpu.Config{
 		Model:        e.Model,
 		CacheDir:     e.CacheDir,
 		Device:       e.Device,

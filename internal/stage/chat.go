@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -25,7 +25,7 @@ type Request struct {
 	done chan struct{}
 
 	mu  sync.Mutex
-	seq *engine.Sequence // while generating, so Abort can stop it at once
+	seq *gpu.Sequence // while generating, so Abort can stop it at once
 }
 
 // SubmitChat validates req and starts it: stage 0 transcribes audio parts, builds the prompt
@@ -112,7 +112,7 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 		req.MaxTokens = p.cfg.Thinker.MaxTokens
 	}
 	// Bad sampling (a logit_bias token outside the vocabulary, a grammar that does not
-	// compile) is refused here, before anything streams: a *engine.SamplingError names the field.
+	// compile) is refused here, before anything streams: a *gpu.SamplingError names the field.
 	if p.remote != nil {
 		// The remote engine counts its own context; what it is not sent must not be accepted.
 		if err := remoteSamplingUnsupported(&req.Sampling); err != nil {
@@ -126,9 +126,9 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	if hasAudio {
 		return nil // the prompt is known after transcription: prepare checks it
 	}
-	msgs := make([]engine.ChatMessage, len(req.Messages))
+	msgs := make([]gpu.ChatMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		msgs[i] = engine.ChatMessage{Role: m.Role, Content: m.Text}
+		msgs[i] = gpu.ChatMessage{Role: m.Role, Content: m.Text}
 	}
 	prompt, err := p.deps.Engine.ChatPrompt(msgs, true)
 	if err != nil {
@@ -196,7 +196,7 @@ func (r *Request) run() {
 			p.talker.unadmit()
 		}
 		if ts.ctx.Err() != nil || ts.aborted.Load() {
-			p.abortMetrics(resp, engine.GenerateResult{}) // aborted while transcribing or prefilling
+			p.abortMetrics(resp, gpu.GenerateResult{}) // aborted while transcribing or prefilling
 			return
 		}
 		p.fail(resp, 0, err)
@@ -208,7 +208,7 @@ func (r *Request) run() {
 		r.mu.Unlock()
 		seq.Close()
 	}()
-	opts := engine.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
+	opts := gpu.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
 	if _, _, err := p.generate(resp, seq, opts); err != nil {
 		p.log.Debug("chat generation failed", zap.String("request_id", resp.rid), zap.Error(err))
 	}
@@ -224,14 +224,14 @@ func (r *Request) runRemote(resp *response) {
 			p.talker.unadmit()
 		}
 		if ts.ctx.Err() != nil || ts.aborted.Load() {
-			p.abortMetrics(resp, engine.GenerateResult{})
+			p.abortMetrics(resp, gpu.GenerateResult{})
 			return
 		}
 		p.fail(resp, 0, err)
 		return
 	}
 	g := remoteGen{t: p.remote, msgs: msgs, sampling: r.req.Sampling}
-	opts := engine.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
+	opts := gpu.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
 	if _, _, err := p.generate(resp, g, opts); err != nil {
 		p.log.Debug("remote chat generation failed", zap.String("request_id", resp.rid), zap.Error(err))
 	}
@@ -240,9 +240,9 @@ func (r *Request) runRemote(resp *response) {
 // messages transcribes audio parts and returns the conversation as text messages. The
 // transcription is the request's input preprocessing (docs/STATS.md): its time goes to
 // resp.preprocessMs, not to stage 0's generation time, and stage 0's submit time moves past it.
-func (r *Request) messages(resp *response) ([]engine.ChatMessage, error) {
+func (r *Request) messages(resp *response) ([]gpu.ChatMessage, error) {
 	p, ctx := r.p, r.ts.ctx
-	msgs := make([]engine.ChatMessage, 0, len(r.req.Messages))
+	msgs := make([]gpu.ChatMessage, 0, len(r.req.Messages))
 	for i, m := range r.req.Messages {
 		text := m.Text
 		if len(m.Audio) > 0 {
@@ -255,13 +255,13 @@ func (r *Request) messages(resp *response) ([]engine.ChatMessage, error) {
 			}
 			text = strings.TrimSpace(strings.TrimSpace(text) + " " + tr)
 		}
-		msgs = append(msgs, engine.ChatMessage{Role: m.Role, Content: text})
+		msgs = append(msgs, gpu.ChatMessage{Role: m.Role, Content: text})
 	}
 	return msgs, nil
 }
 
 // prepare transcribes audio parts, renders the prompt and prefills it into a new sequence.
-func (r *Request) prepare(resp *response) (*engine.Sequence, error) {
+func (r *Request) prepare(resp *response) (*gpu.Sequence, error) {
 	p, ctx := r.p, r.ts.ctx
 	msgs, err := r.messages(resp)
 	if err != nil {
@@ -276,7 +276,7 @@ func (r *Request) prepare(resp *response) (*engine.Sequence, error) {
 			return nil, err
 		}
 	}
-	seq, err := p.deps.Engine.Open(ctx, engine.SeqOptions{Sampling: r.req.Sampling})
+	seq, err := p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: r.req.Sampling})
 	if err != nil {
 		return nil, fmt.Errorf("opening sequence: %w", err)
 	}
@@ -334,9 +334,9 @@ func hasChatAudio(msgs []ChatMessage) bool {
 
 // remoteSamplingUnsupported refuses the sampling features the remote thinker does not forward
 // upstream (it sends temperature, top_p, seed, max_tokens and stop).
-func remoteSamplingUnsupported(s *engine.Sampling) error {
+func remoteSamplingUnsupported(s *gpu.Sampling) error {
 	unsupported := func(param string) error {
-		return &engine.SamplingError{Param: param, Detail: "not supported with a remote thinker stage"}
+		return &gpu.SamplingError{Param: param, Detail: "not supported with a remote thinker stage"}
 	}
 	switch {
 	case s.Grammar != "":

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -29,7 +29,7 @@ type DuplexStream struct {
 	opts DuplexOptions
 	rid  string
 	disp *dispatcher
-	seq  *engine.Sequence
+	seq  *gpu.Sequence
 
 	ctx      context.Context //nolint:containedctx // the stream's lifetime; Close cancels it
 	stopLink context.CancelFunc
@@ -50,7 +50,7 @@ type DuplexStream struct {
 	gen     *turnState              // the response generating now
 	spec    *speculation            // a response started before its endpoint (preempt.go)
 	specs   specCounts
-	history []engine.ChatMessage // the conversation as the model should see it
+	history []gpu.ChatMessage // the conversation as the model should see it
 	fedText string               // the rendered history already in the sequence
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
@@ -101,9 +101,9 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		vad.Close()
 		return nil, fmt.Errorf("opening duplex stream: %w", err)
 	}
-	var seq *engine.Sequence // nil with a remote thinker: the conversation lives in history only
+	var seq *gpu.Sequence // nil with a remote thinker: the conversation lives in history only
 	if p.remote == nil {
-		seq, err = p.deps.Engine.Open(ctx, engine.SeqOptions{Sampling: opts.Sampling})
+		seq, err = p.deps.Engine.Open(ctx, gpu.SeqOptions{Sampling: opts.Sampling})
 		if err != nil {
 			asr.Close()
 			vad.Close()
@@ -125,7 +125,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		d.asrq, d.asrDone = make(chan asrJob, p.cfg.StreamQueue), make(chan struct{})
 	}
 	if strings.TrimSpace(opts.Instructions) != "" {
-		d.history = append(d.history, engine.ChatMessage{Role: "system", Content: opts.Instructions})
+		d.history = append(d.history, gpu.ChatMessage{Role: "system", Content: opts.Instructions})
 		d.jobs <- seqJob{turn: 1} // prefill the instructions now, not on the first response
 	}
 	if err := p.register(d); err != nil {
@@ -208,7 +208,7 @@ func (d *DuplexStream) addMessage(role, text string) error {
 		return fmt.Errorf("appending to stream: %w", ErrClosed)
 	}
 	d.dropSpecLocked("conversation changed")
-	d.history = append(d.history, engine.ChatMessage{Role: role, Content: text})
+	d.history = append(d.history, gpu.ChatMessage{Role: role, Content: text})
 	// The rows of the prefill belong to the turn after the last one started now: a Respond that
 	// follows at once increments turns before the loop runs the job.
 	select {
@@ -424,27 +424,27 @@ func (d *DuplexStream) loop() {
 }
 
 // syncHistory prefills the part of the rendered history the sequence does not have yet.
-func (d *DuplexStream) syncHistory(ctx context.Context, addGen bool) (engine.AppendStats, error) {
+func (d *DuplexStream) syncHistory(ctx context.Context, addGen bool) (gpu.AppendStats, error) {
 	d.mu.Lock()
-	hist := append([]engine.ChatMessage(nil), d.history...)
+	hist := append([]gpu.ChatMessage(nil), d.history...)
 	d.mu.Unlock()
 	return d.syncHistoryTo(ctx, hist, addGen)
 }
 
 // syncHistoryTo prefills the part of hist's rendering the sequence does not have yet.
-func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []engine.ChatMessage, addGen bool) (engine.AppendStats, error) {
+func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage, addGen bool) (gpu.AppendStats, error) {
 	if d.seq == nil {
-		return engine.AppendStats{}, nil // remote thinker: each response sends the whole history
+		return gpu.AppendStats{}, nil // remote thinker: each response sends the whole history
 	}
 	d.mu.Lock()
 	fed := d.fedText
 	d.mu.Unlock()
 	if len(hist) == 0 && !addGen {
-		return engine.AppendStats{}, nil
+		return gpu.AppendStats{}, nil
 	}
 	want, err := d.p.deps.Engine.ChatPrompt(hist, addGen)
 	if err != nil {
-		return engine.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
+		return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
 	}
 	delta, ok := strings.CutPrefix(want, fed)
 	if !ok {
@@ -452,15 +452,15 @@ func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []engine.ChatMess
 		// append the newest message rendered alone rather than re-prefilling everything.
 		last := hist[max(len(hist)-1, 0):]
 		if delta, err = d.p.deps.Engine.ChatPrompt(last, addGen); err != nil {
-			return engine.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
+			return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
 		}
 	}
 	if delta == "" {
-		return engine.AppendStats{}, nil
+		return gpu.AppendStats{}, nil
 	}
 	st, err := d.seq.AppendText(ctx, delta)
 	if err != nil {
-		return engine.AppendStats{}, fmt.Errorf("prefilling conversation: %w", err)
+		return gpu.AppendStats{}, fmt.Errorf("prefilling conversation: %w", err)
 	}
 	d.mu.Lock()
 	d.fedText = want
@@ -516,7 +516,7 @@ func (d *DuplexStream) respond(ts *turnState, maxTokens int) {
 			p.talker.unadmit()
 		}
 		if ts.ctx.Err() != nil || ts.aborted.Load() {
-			p.abortMetrics(r, engine.GenerateResult{}) // aborted while prefilling
+			p.abortMetrics(r, gpu.GenerateResult{}) // aborted while prefilling
 			return
 		}
 		p.fail(r, 0, err)
@@ -529,14 +529,14 @@ func (d *DuplexStream) respond(ts *turnState, maxTokens int) {
 	at := len(d.history) // the reply answers what was there when it began
 	var g generator = d.seq
 	if p.remote != nil {
-		g = remoteGen{t: p.remote, msgs: append([]engine.ChatMessage(nil), d.history...), sampling: d.opts.Sampling}
+		g = remoteGen{t: p.remote, msgs: append([]gpu.ChatMessage(nil), d.history...), sampling: d.opts.Sampling}
 	}
 	d.mu.Unlock()
-	text, _, _ := p.generate(r, g, engine.GenerateOptions{MaxTokens: maxTokens})
+	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
 	d.mu.Lock()
 	d.gen = nil
 	if text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
-		d.history = slices.Insert(d.history, min(at, len(d.history)), engine.ChatMessage{Role: "assistant", Content: text})
+		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
 		d.fedText += text
 	}
 	d.mu.Unlock()

@@ -3,7 +3,7 @@ package stage
 import (
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // CheckInstructions refuses a system prompt that cannot fit a duplex stream's context window
@@ -15,7 +15,7 @@ func (p *Pipeline) CheckInstructions(text string) error {
 	if p.remote != nil || text == "" {
 		return nil
 	}
-	prompt, err := p.deps.Engine.ChatPrompt([]engine.ChatMessage{{Role: "system", Content: text}}, true)
+	prompt, err := p.deps.Engine.ChatPrompt([]gpu.ChatMessage{{Role: "system", Content: text}}, true)
 	if err != nil {
 		return fmt.Errorf("rendering instructions: %w", err)
 	}

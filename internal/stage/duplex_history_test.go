@@ -6,24 +6,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 func TestDuplexHistoryBudget(t *testing.T) {
-	msg := func(role string, n int) engine.ChatMessage {
-		return engine.ChatMessage{Role: role, Content: strings.Repeat("x", n)}
+	msg := func(role string, n int) gpu.ChatMessage {
+		return gpu.ChatMessage{Role: role, Content: strings.Repeat("x", n)}
 	}
 	cases := []struct {
 		name  string
 		limit int
-		hist  []engine.ChatMessage
+		hist  []gpu.ChatMessage
 		want  []int // lengths kept
 	}{
-		{"under the budget", 100, []engine.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40)}, []int{10, 40, 40}},
-		{"oldest dropped, instructions kept", 100, []engine.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40), msg("user", 40)}, []int{10, 40, 40}},
-		{"several dropped", 60, []engine.ChatMessage{msg("user", 30), msg("assistant", 30), msg("user", 30), msg("assistant", 30)}, []int{30, 30}},
-		{"the newest is always kept", 10, []engine.ChatMessage{msg("system", 5), msg("user", 50), msg("user", 50)}, []int{5, 50}},
-		{"unbounded", 0, []engine.ChatMessage{msg("user", 500), msg("user", 500)}, []int{500, 500}},
+		{"under the budget", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40)}, []int{10, 40, 40}},
+		{"oldest dropped, instructions kept", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40), msg("user", 40)}, []int{10, 40, 40}},
+		{"several dropped", 60, []gpu.ChatMessage{msg("user", 30), msg("assistant", 30), msg("user", 30), msg("assistant", 30)}, []int{30, 30}},
+		{"the newest is always kept", 10, []gpu.ChatMessage{msg("system", 5), msg("user", 50), msg("user", 50)}, []int{5, 50}},
+		{"unbounded", 0, []gpu.ChatMessage{msg("user", 500), msg("user", 500)}, []int{500, 500}},
 	}
 	for _, tc := range cases {
 		d := &DuplexStream{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist}

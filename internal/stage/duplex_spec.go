@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -24,7 +24,7 @@ type ResponseSpec struct {
 	Instructions *string
 	// Input, when non-nil, replaces the conversation as the response's context (empty: the
 	// instructions alone). It is prefilled into a sequence of its own, freed after the reply.
-	Input []engine.ChatMessage
+	Input []gpu.ChatMessage
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
 }
@@ -70,7 +70,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 			p.talker.unadmit()
 		}
 		if ts.ctx.Err() != nil || ts.aborted.Load() {
-			p.abortMetrics(r, engine.GenerateResult{})
+			p.abortMetrics(r, gpu.GenerateResult{})
 			return
 		}
 		p.fail(r, 0, err)
@@ -116,7 +116,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		fedBefore := d.fedText
 		d.mu.Unlock()
 		if spec.Instructions != nil {
-			hist = append(hist, engine.ChatMessage{Role: "system", Content: *spec.Instructions})
+			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
 		}
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
@@ -141,7 +141,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		// The instructions first, then the generation prompt: the same appends (and so the
 		// same tokens) as a system message added to the conversation before a response.
 		instr, err := d.syncHistoryTo(ts.ctx, hist, false)
-		var st engine.AppendStats
+		var st gpu.AppendStats
 		if err == nil {
 			st, err = d.syncHistoryTo(ts.ctx, hist, true)
 		}
@@ -159,7 +159,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	d.mu.Lock()
 	d.gen = ts
 	d.mu.Unlock()
-	text, _, _ := p.generate(r, g, engine.GenerateOptions{MaxTokens: maxTokens})
+	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
 	if rollback != nil {
 		rollback()
 	}
@@ -167,57 +167,57 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	d.gen = nil
 	if !spec.OutOfBand && text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
 		// Not in the sequence (rolled back, or generated elsewhere): the next sync prefills it.
-		d.history = slices.Insert(d.history, min(at, len(d.history)), engine.ChatMessage{Role: "assistant", Content: text})
+		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
 	}
 	d.mu.Unlock()
 }
 
 // specMessages is the context of a response with its own input: its instructions (or the
 // stream's) as the system prompt, then the input.
-func (d *DuplexStream) specMessages(spec ResponseSpec) []engine.ChatMessage {
+func (d *DuplexStream) specMessages(spec ResponseSpec) []gpu.ChatMessage {
 	sys := d.opts.Instructions
 	if spec.Instructions != nil {
 		sys = *spec.Instructions
 	}
-	var msgs []engine.ChatMessage
+	var msgs []gpu.ChatMessage
 	if sys != "" {
-		msgs = append(msgs, engine.ChatMessage{Role: "system", Content: sys})
+		msgs = append(msgs, gpu.ChatMessage{Role: "system", Content: sys})
 	}
 	return append(msgs, spec.Input...)
 }
 
 // openSpecSequence prefills msgs with the generation prompt into a new sequence, refusing a
 // prompt that cannot fit its context (ContextLengthError) before prefilling anything.
-func (d *DuplexStream) openSpecSequence(ctx context.Context, msgs []engine.ChatMessage) (*engine.Sequence, engine.AppendStats, error) {
+func (d *DuplexStream) openSpecSequence(ctx context.Context, msgs []gpu.ChatMessage) (*gpu.Sequence, gpu.AppendStats, error) {
 	eng := d.p.deps.Engine
 	prompt, err := eng.ChatPrompt(msgs, true)
 	if err != nil {
-		return nil, engine.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
+		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
 	}
 	limit := eng.Info().SeqContext
 	n, over, err := eng.CountTokens(prompt, limit)
 	if err != nil {
-		return nil, engine.AppendStats{}, fmt.Errorf("counting response input tokens: %w", err)
+		return nil, gpu.AppendStats{}, fmt.Errorf("counting response input tokens: %w", err)
 	}
 	if over || n >= limit {
-		return nil, engine.AppendStats{}, &ContextLengthError{PromptTokens: n, Limit: limit}
+		return nil, gpu.AppendStats{}, &ContextLengthError{PromptTokens: n, Limit: limit}
 	}
-	seq, err := eng.Open(ctx, engine.SeqOptions{Sampling: d.opts.Sampling})
+	seq, err := eng.Open(ctx, gpu.SeqOptions{Sampling: d.opts.Sampling})
 	if err != nil {
-		return nil, engine.AppendStats{}, fmt.Errorf("opening a sequence for the response input: %w", err)
+		return nil, gpu.AppendStats{}, fmt.Errorf("opening a sequence for the response input: %w", err)
 	}
 	// The messages, then the generation prompt: the same appends (and so the same tokens) as
 	// a conversation of these messages gets before its response.
 	body, err := eng.ChatPrompt(msgs, false)
 	if err != nil {
 		seq.Close()
-		return nil, engine.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
+		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
 	}
 	tail, ok := strings.CutPrefix(prompt, body)
 	if !ok {
 		body, tail = prompt, ""
 	}
-	var st engine.AppendStats
+	var st gpu.AppendStats
 	for _, part := range []string{body, tail} {
 		if part == "" {
 			continue
@@ -225,7 +225,7 @@ func (d *DuplexStream) openSpecSequence(ctx context.Context, msgs []engine.ChatM
 		one, err := seq.AppendText(ctx, part)
 		if err != nil {
 			seq.Close()
-			return nil, engine.AppendStats{}, fmt.Errorf("prefilling response input: %w", err)
+			return nil, gpu.AppendStats{}, fmt.Errorf("prefilling response input: %w", err)
 		}
 		one.Tokens += st.Tokens
 		st = one

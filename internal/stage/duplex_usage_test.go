@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // A duplex response's usage is the engine's own count: what it prefilled for its turn
@@ -25,7 +25,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 	defer d.Close()
 	ctx := context.Background()
 
-	render := func(h []engine.ChatMessage, gen bool) string {
+	render := func(h []gpu.ChatMessage, gen bool) string {
 		s, err := eng.ChatPrompt(h, gen)
 		require.NoError(t, err)
 		return s
@@ -35,7 +35,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 		require.NoError(t, err)
 		return len(toks)
 	}
-	hist := []engine.ChatMessage{{Role: "system", Content: instructions}}
+	hist := []gpu.ChatMessage{{Role: "system", Content: instructions}}
 	// The instructions are prefilled on their own at open (BOS first); each user message then
 	// by its own prefill job, and the generation prompt by the response: wait for the first, so
 	// that the appends, and so their tokens, are the ones the test counts below.
@@ -96,7 +96,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 		// Independently, the tokenizer's count of the rendered conversation the turn appended:
 		// the instructions (with BOS, the sequence's first append) on turn 1, then the user
 		// message and the generation prompt.
-		hist = append(hist, engine.ChatMessage{Role: "user", Content: text})
+		hist = append(hist, gpu.ChatMessage{Role: "user", Content: text})
 		user, want := render(hist, false), render(hist, true)
 		delta, ok := strings.CutPrefix(user, fed)
 		if !ok {
@@ -113,7 +113,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 			require.GreaterOrEqual(t, u.CachedTokens, prev.InputTokens, "turn %d: the previous prompt is cached", turn)
 		}
 		require.Equal(t, expect, u.InputTokens-u.CachedTokens, "turn %d: prefilled tokens = the tokenizer's count of the appended rendering", turn)
-		hist = append(hist, engine.ChatMessage{Role: "assistant", Content: reply.String()})
+		hist = append(hist, gpu.ChatMessage{Role: "assistant", Content: reply.String()})
 		fed = want + reply.String()
 		prev = u
 	}
@@ -203,7 +203,7 @@ func TestDuplexUsageResponseSpec(t *testing.T) {
 	require.Equal(t, out, u.OutputTokens)
 	require.Equal(t, first.InputTokens+first.OutputTokens, u.CachedTokens, "turn 1 is cached")
 
-	n, err = d.RespondWith(ctx, ResponseSpec{Input: []engine.ChatMessage{{Role: "user", Content: "hello there"}}, OutOfBand: true})
+	n, err = d.RespondWith(ctx, ResponseSpec{Input: []gpu.ChatMessage{{Role: "user", Content: "hello there"}}, OutOfBand: true})
 	require.NoError(t, err)
 	u, in, out = turnUsage(t, sink, n)
 	t.Logf("own input: %+v, stats in %d out %d", u, in, out)

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -62,9 +62,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func loadEngine(t testing.TB) *engine.Runner {
+func loadEngine(t testing.TB) *gpu.Runner {
 	t.Helper()
-	r, err := engine.Load(context.Background(), engine.Config{
+	r, err := gpu.Load(context.Background(), gpu.Config{
 		Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 2,
 		ContextSize: 4096, MaxSequences: 8, SeqContext: 1024,
 	}, zap.NewNop())
@@ -74,7 +74,7 @@ func loadEngine(t testing.TB) *engine.Runner {
 }
 
 // newTestPipeline builds the default graph on real components.
-func newTestPipeline(t testing.TB, mod func(*PipelineConfig)) (*Pipeline, *engine.Runner) {
+func newTestPipeline(t testing.TB, mod func(*PipelineConfig)) (*Pipeline, *gpu.Runner) {
 	t.Helper()
 	eng := loadEngine(t)
 	cfg := DefaultPipelineConfig()

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -82,7 +82,7 @@ type OutputMessage struct {
 	Usage *TokenUsage
 	// Logprobs of the tokens behind a Text delta, when the request's sampling asked for them
 	// (tokens whose text was cut by a stop string have none).
-	Logprobs      []engine.TokenLogprob
+	Logprobs      []gpu.TokenLogprob
 	Audio         []float32
 	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
 	Finished      bool
@@ -161,7 +161,7 @@ type ChatRequest struct {
 	// that is refused (ContextLengthError) instead of getting a shorter completion.
 	MaxTokensSet bool
 	Stop         []string
-	Sampling     engine.Sampling
+	Sampling     gpu.Sampling
 	WantAudio    bool
 }
 
@@ -184,7 +184,7 @@ type DuplexOptions struct {
 	AutoResponse bool
 	WantAudio    bool
 	MaxTokens    int
-	Sampling     engine.Sampling
+	Sampling     gpu.Sampling
 	// MaxHistoryBytes bounds the conversation's text: past it the oldest messages (not the
 	// instructions) are dropped before the next job (duplex_history.go). 0 = unbounded.
 	MaxHistoryBytes int

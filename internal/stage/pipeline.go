@@ -8,13 +8,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // Deps are the engines the stages run on; the caller owns and closes them after Pipeline.Close.
 type Deps struct {
-	Engine *engine.Runner // required unless the thinker is remote (PipelineConfig.NeedsLocalEngine)
+	Engine *gpu.Runner // required unless the thinker is remote (PipelineConfig.NeedsLocalEngine)
 	ASR    *speech.ASR    // for duplex streams and audio chat parts, unless the ASR is remote
 	TTS    *speech.TTS    // required when the graph has a talker, unless the TTS is remote
 }

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -222,7 +222,7 @@ func (d *DuplexStream) confirmSpec(ctx context.Context, sp *speculation, submitT
 		d.dropSpecLocked("stream changed")
 		return ErrClosed
 	}
-	d.history = append(d.history, engine.ChatMessage{Role: "user", Content: sp.transcript})
+	d.history = append(d.history, gpu.ChatMessage{Role: "user", Content: sp.transcript})
 	sp.at = len(d.history)
 	d.turns++
 	d.live[sp.ts] = struct{}{}
@@ -245,13 +245,13 @@ func (d *DuplexStream) releaseSpec(sp *speculation) {
 func (d *DuplexStream) speculate(sp *speculation, maxTokens int) {
 	ts := sp.ts
 	defer d.finishTurn(ts)
-	var mark engine.Mark
+	var mark gpu.Mark
 	if d.seq != nil {
 		mark = d.seq.Mark()
 	}
 	d.mu.Lock()
 	fedBefore := d.fedText
-	hist := append(slices.Clone(d.history), engine.ChatMessage{Role: "user", Content: sp.transcript})
+	hist := append(slices.Clone(d.history), gpu.ChatMessage{Role: "user", Content: sp.transcript})
 	d.mu.Unlock()
 	text, ok := d.speculativeResponse(ts, hist, maxTokens)
 	confirmed := false
@@ -263,7 +263,7 @@ func (d *DuplexStream) speculate(sp *speculation, maxTokens int) {
 	d.gen = nil
 	if confirmed {
 		if ok && text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
-			d.history = slices.Insert(d.history, min(sp.at, len(d.history)), engine.ChatMessage{Role: "assistant", Content: text})
+			d.history = slices.Insert(d.history, min(sp.at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
 			d.fedText += text
 		}
 		d.mu.Unlock()
@@ -284,7 +284,7 @@ func (d *DuplexStream) speculate(sp *speculation, maxTokens int) {
 // speculativeResponse is respond for a speculation: it prefills hist with the generation prompt
 // and generates. ok is false when it failed before generating (then, if confirmed, the turn
 // ends as a failed response would).
-func (d *DuplexStream) speculativeResponse(ts *turnState, hist []engine.ChatMessage, maxTokens int) (string, bool) {
+func (d *DuplexStream) speculativeResponse(ts *turnState, hist []gpu.ChatMessage, maxTokens int) (string, bool) {
 	p := d.p
 	if err := p.thinker.acquire(ts.ctx); err != nil {
 		if d.opts.WantAudio {
@@ -317,7 +317,7 @@ func (d *DuplexStream) speculativeResponse(ts *turnState, hist []engine.ChatMess
 			p.talker.unadmit()
 		}
 		if ts.ctx.Err() != nil || ts.aborted.Load() {
-			p.abortMetrics(r, engine.GenerateResult{})
+			p.abortMetrics(r, gpu.GenerateResult{})
 			return "", false
 		}
 		p.fail(r, 0, err)
@@ -332,6 +332,6 @@ func (d *DuplexStream) speculativeResponse(ts *turnState, hist []engine.ChatMess
 		g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
 	}
 	d.mu.Unlock()
-	text, _, _ := p.generate(r, g, engine.GenerateOptions{MaxTokens: maxTokens})
+	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
 	return text, true
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // pacedRun is what one duplex stream produced for audio fed at real-time pace.
@@ -18,7 +18,7 @@ type pacedRun struct {
 	outs       []OutputMessage
 	sms        []StageMetricsMessage
 	ends       []TurnEnd
-	history    []engine.ChatMessage
+	history    []gpu.ChatMessage
 	seqLen     int
 	started    int64 // speculations started, confirmed, discarded
 	confirmed  int64
@@ -90,7 +90,7 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	r.ends = append([]TurnEnd(nil), sink.ends...)
 	sink.mu.Unlock()
 	d.mu.Lock()
-	r.history = append([]engine.ChatMessage(nil), d.history...)
+	r.history = append([]gpu.ChatMessage(nil), d.history...)
 	d.mu.Unlock()
 	r.seqLen = d.seq.HistoryLen()
 	mu.Lock()

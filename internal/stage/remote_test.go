@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // upstream is a hand-written OpenAI-compatible fake: it records the calls it gets and answers
@@ -58,11 +58,11 @@ func streamReply(w http.ResponseWriter, words ...string) {
 	sse(w, "[DONE]")
 }
 
-func generateText(t *testing.T, ctx context.Context, cfg RemoteConfig) (string, engine.GenerateResult, error) {
+func generateText(t *testing.T, ctx context.Context, cfg RemoteConfig) (string, gpu.GenerateResult, error) {
 	t.Helper()
 	var b strings.Builder
-	g := remoteGen{t: newRemoteThinker(cfg), msgs: []engine.ChatMessage{{Role: "user", Content: "hi"}}}
-	res, err := g.Generate(ctx, engine.GenerateOptions{MaxTokens: 8}, func(p engine.Piece) error {
+	g := remoteGen{t: newRemoteThinker(cfg), msgs: []gpu.ChatMessage{{Role: "user", Content: "hi"}}}
+	res, err := g.Generate(ctx, gpu.GenerateOptions{MaxTokens: 8}, func(p gpu.Piece) error {
 		b.WriteString(p.Text)
 		return nil
 	})
@@ -158,8 +158,8 @@ func TestRemoteThinker(t *testing.T) {
 			u.gone <- struct{}{}
 		})
 		ctx, cancel := context.WithCancel(context.Background())
-		g := remoteGen{t: newRemoteThinker(u.cfg()), msgs: []engine.ChatMessage{{Role: "user", Content: "hi"}}}
-		res, err := g.Generate(ctx, engine.GenerateOptions{}, func(engine.Piece) error {
+		g := remoteGen{t: newRemoteThinker(u.cfg()), msgs: []gpu.ChatMessage{{Role: "user", Content: "hi"}}}
+		res, err := g.Generate(ctx, gpu.GenerateOptions{}, func(gpu.Piece) error {
 			cancel()
 			return nil
 		})

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -29,12 +29,12 @@ func newRemoteThinker(cfg RemoteConfig) *remoteThinker {
 // where names the backend for logs and errors.
 func (t *remoteThinker) where() string { return t.c.url("/chat/completions") }
 
-// remoteGen is one response of the remote thinker; it has the shape of engine.Sequence's Generate
+// remoteGen is one response of the remote thinker; it has the shape of gpu.Sequence's Generate
 // so that generate streams it to the Sink and the talker exactly like a local generation.
 type remoteGen struct {
 	t        *remoteThinker
-	msgs     []engine.ChatMessage
-	sampling engine.Sampling
+	msgs     []gpu.ChatMessage
+	sampling gpu.Sampling
 }
 
 type chatCompletionBody struct {
@@ -75,7 +75,7 @@ type chatChunk struct {
 // Generate streams the reply: emit gets each content delta as it arrives. Retries happen only
 // before the first token. On ctx end (cancel, barge-in) the upstream request is closed at once
 // and the result is the partial one with reason abort.
-func (g remoteGen) Generate(ctx context.Context, opts engine.GenerateOptions, emit func(engine.Piece) error) (res engine.GenerateResult, err error) {
+func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit func(gpu.Piece) error) (res gpu.GenerateResult, err error) {
 	t := g.t
 	submit := time.Now()
 	res.Stats.SubmitTS = metrics.Now()
@@ -151,7 +151,7 @@ func (g remoteGen) Generate(ctx context.Context, opts engine.GenerateOptions, em
 					res.Stats.ITLsMs = append(res.Stats.ITLsMs, float64(now.Sub(last))/float64(time.Millisecond))
 				}
 				last = now
-				if err := emit(engine.Piece{Text: c.Delta.Content}); err != nil {
+				if err := emit(gpu.Piece{Text: c.Delta.Content}); err != nil {
 					res.FinishReason = FinishAbort
 					g.finishStats(&res)
 					return res, nil
@@ -184,7 +184,7 @@ func (g remoteGen) Generate(ctx context.Context, opts engine.GenerateOptions, em
 
 // end returns the partial result: reason abort when the caller's ctx ended (the error is then
 // not an error), the error otherwise.
-func (g remoteGen) end(ctx context.Context, res engine.GenerateResult, err error) (engine.GenerateResult, error) {
+func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (gpu.GenerateResult, error) {
 	g.finishStats(&res)
 	if ctx.Err() != nil {
 		res.FinishReason = FinishAbort
@@ -199,7 +199,7 @@ func (g remoteGen) end(ctx context.Context, res engine.GenerateResult, err error
 	return res, err
 }
 
-func (g remoteGen) finishStats(res *engine.GenerateResult) {
+func (g remoteGen) finishStats(res *gpu.GenerateResult) {
 	st := &res.Stats
 	if st.TokensOut == 0 {
 		st.TokensOut = len(st.ITLsMs)

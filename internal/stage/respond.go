@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -21,7 +21,7 @@ type response struct {
 	wantAudio bool
 	// Set by the caller: the prefill of the prompt (its tokens count as num_tokens_in), when the
 	// stage started working on the response, and its wall-clock submit time.
-	prefill  engine.AppendStats
+	prefill  gpu.AppendStats
 	started  time.Time
 	submitTS float64
 	// usage, set by a duplex response once its prompt is in the engine, is reported as Usage
@@ -41,9 +41,9 @@ func (r *response) pipelineTimings() map[string]float64 {
 	return map[string]float64{"preprocess_ms": r.preprocessMs}
 }
 
-// generator is one generation: a local *engine.Sequence or a remote thinker's remoteGen.
+// generator is one generation: a local *gpu.Sequence or a remote thinker's remoteGen.
 type generator interface {
-	Generate(ctx context.Context, opts engine.GenerateOptions, emit func(engine.Piece) error) (engine.GenerateResult, error)
+	Generate(ctx context.Context, opts gpu.GenerateOptions, emit func(gpu.Piece) error) (gpu.GenerateResult, error)
 }
 
 // generate streams the reply of seq: Text outputs from stage 0, and with audio the pieces go
@@ -51,7 +51,7 @@ type generator interface {
 // The caller holds a thinker worker; the talker's place must be admitted (admitTalker).
 // It returns the generated text and the result; after an abort it returns the partial text
 // and emits nothing more.
-func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOptions) (string, engine.GenerateResult, error) {
+func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions) (string, gpu.GenerateResult, error) {
 	ts := r.ts
 	var (
 		conn      *connector
@@ -71,7 +71,7 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 		})
 		if err != nil {
 			p.talker.unadmit()
-			return "", engine.GenerateResult{}, err
+			return "", gpu.GenerateResult{}, err
 		}
 	}
 	// waitTalker waits for the talker and then delivers its abort snapshot, if any, so an
@@ -87,9 +87,9 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 	}
 
 	var text strings.Builder
-	var logprobs []engine.TokenLogprob // of tokens whose text is still held back
+	var logprobs []gpu.TokenLogprob // of tokens whose text is still held back
 	held := 0                          // tokens whose text is still held back
-	emit := func(pc engine.Piece) error {
+	emit := func(pc gpu.Piece) error {
 		if pc.Logprob != nil {
 			logprobs = append(logprobs, *pc.Logprob)
 		}
@@ -164,7 +164,7 @@ func (p *Pipeline) generate(r *response, seq generator, opts engine.GenerateOpti
 
 // finalUsage reports a duplex response's usage with its generated tokens (the same counts as
 // its stage-0 statistics). A remote thinker's prompt is known only now, from its own count.
-func (r *response) finalUsage(res engine.GenerateResult) {
+func (r *response) finalUsage(res gpu.GenerateResult) {
 	if r.usage == nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (p *Pipeline) fail(r *response, stageID int, err error) {
 // abortMetrics delivers stage 0's snapshot of an aborted response: the tokens prefilled and
 // generated so far, its time, TTFT and ITLs (res is Generate's partial result, or zero when the
 // abort came before generation began).
-func (p *Pipeline) abortMetrics(r *response, res engine.GenerateResult) {
+func (p *Pipeline) abortMetrics(r *response, res gpu.GenerateResult) {
 	res.FinishReason = FinishAbort
 	r.disp.turnMetrics(r.ts, StageMetricsMessage{
 		RequestID: r.rid, StageID: 0, Turn: r.ts.n, Metrics: thinkerStats(r, res),
@@ -225,7 +225,7 @@ func finalOutputType(wantAudio bool) string {
 }
 
 // thinkerStats is stage 0's snapshot for one response.
-func thinkerStats(r *response, res engine.GenerateResult) metrics.StageRequestStats {
+func thinkerStats(r *response, res gpu.GenerateResult) metrics.StageRequestStats {
 	st := res.Stats
 	in := r.prefill.Tokens
 	if in == 0 {

@@ -1,4 +1,4 @@
-// Package engine is `omniserve bench engine`: the server's engine (internal/engine's Runner, as
+// Package engine is `omniserve bench engine`: the server's engine (internal/gpu's Runner, as
 // internal/server builds it) against a bare llama.cpp loop in the same process: single and
 // 8-sequence decode throughput, batching speedup and efficiency, bridge overhead, TTFT and TPOT.
 package engine
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
-	"github.com/omniserve/omniserve/internal/engine"
+	"github.com/omniserve/omniserve/internal/gpu"
 )
 
 // Options are the measurement's shape.
@@ -25,13 +25,13 @@ type Options struct {
 
 // Run measures r, and the bare loop on the same model and settings (cfg), and returns the figures.
 // Per-round lines go to out.
-func Run(ctx context.Context, r *engine.Runner, cfg engine.Config, o Options, out io.Writer) ([]bench.Figure, error) {
+func Run(ctx context.Context, r *gpu.Runner, cfg gpu.Config, o Options, out io.Writer) ([]bench.Figure, error) {
 	var eng1, eng8, bare1, bare8 []float64
 	// Four decode measurements per round, then one TTFT/TPOT measurement per repetition.
 	prog := o.Meter.Start("engine", 4*o.Rounds+o.TTFTReps, "measurements")
 	defer prog.Done()
 	for round := range o.Rounds {
-		b1, err := engine.BareDecodeBench(ctx, cfg, 1, o.Prompt, o.Tokens)
+		b1, err := gpu.BareDecodeBench(ctx, cfg, 1, o.Prompt, o.Tokens)
 		if err != nil {
 			return nil, err
 		}
@@ -41,7 +41,7 @@ func Run(ctx context.Context, r *engine.Runner, cfg engine.Config, o Options, ou
 			return nil, err
 		}
 		prog.Add(1)
-		b8, err := engine.BareDecodeBench(ctx, cfg, 8, o.Prompt, o.Tokens)
+		b8, err := gpu.BareDecodeBench(ctx, cfg, 8, o.Prompt, o.Tokens)
 		if err != nil {
 			return nil, err
 		}
@@ -88,14 +88,14 @@ func Run(ctx context.Context, r *engine.Runner, cfg engine.Config, o Options, ou
 // engineDecode runs n sequences (promptLen-token prompts incl. BOS) generating tokens+1 tokens
 // each, greedy, and returns the aggregate decode rate over the interval in which all n
 // sequences were decoding.
-func engineDecode(ctx context.Context, r *engine.Runner, n, promptLen, tokens int) (float64, error) {
+func engineDecode(ctx context.Context, r *gpu.Runner, n, promptLen, tokens int) (float64, error) {
 	prompt, err := r.BenchPrompt(promptLen - 1) // + BOS
 	if err != nil {
 		return 0, err
 	}
-	seqs := make([]*engine.Sequence, n)
+	seqs := make([]*gpu.Sequence, n)
 	for i := range seqs {
-		if seqs[i], err = r.Open(ctx, engine.SeqOptions{}); err != nil {
+		if seqs[i], err = r.Open(ctx, gpu.SeqOptions{}); err != nil {
 			return 0, err
 		}
 		defer seqs[i].Close()
@@ -108,7 +108,7 @@ func engineDecode(ctx context.Context, r *engine.Runner, n, promptLen, tokens in
 			if _, errs[i] = s.Append(ctx, prompt); errs[i] != nil {
 				return
 			}
-			_, errs[i] = s.Generate(ctx, engine.GenerateOptions{MaxTokens: tokens + 1}, func(engine.Piece) error {
+			_, errs[i] = s.Generate(ctx, gpu.GenerateOptions{MaxTokens: tokens + 1}, func(gpu.Piece) error {
 				times[i] = append(times[i], time.Now())
 				return nil
 			})
@@ -139,22 +139,22 @@ func engineDecode(ctx context.Context, r *engine.Runner, n, promptLen, tokens in
 
 // latency measures TTFT (Append of a 128-token prompt to the first token) and TPOT over 64
 // generated tokens, reps times on fresh sequences.
-func latency(ctx context.Context, r *engine.Runner, reps int, prog bench.Progress) (ttftMs, tpotMs []float64, err error) {
+func latency(ctx context.Context, r *gpu.Runner, reps int, prog bench.Progress) (ttftMs, tpotMs []float64, err error) {
 	prompt, err := r.BenchPrompt(127) // + BOS = 128
 	if err != nil {
 		return nil, nil, err
 	}
 	for range reps {
-		s, err := r.Open(ctx, engine.SeqOptions{})
+		s, err := r.Open(ctx, gpu.SeqOptions{})
 		if err != nil {
 			return nil, nil, err
 		}
 		t0 := time.Now()
 		var first time.Time
 		_, err = s.Append(ctx, prompt)
-		var res engine.GenerateResult
+		var res gpu.GenerateResult
 		if err == nil {
-			res, err = s.Generate(ctx, engine.GenerateOptions{MaxTokens: 64}, func(engine.Piece) error {
+			res, err = s.Generate(ctx, gpu.GenerateOptions{MaxTokens: 64}, func(gpu.Piece) error {
 				if first.IsZero() {
 					first = time.Now()
 				}

@@ -1,4 +1,4 @@
-package engine
+package gpu
 
 // #include <stdint.h>
 import "C"

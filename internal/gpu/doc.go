@@ -1,5 +1,7 @@
-// Package engine is the model runner: the only package that talks to llama.cpp (through
-// github.com/ollama/ollama/llama, cgo). Everything it exports is plain Go.
+// Package gpu is the model-runner bridge: the only package that talks to llama.cpp (through
+// github.com/ollama/ollama/llama, cgo). It runs on CUDA when a CUDA backend (libggml-cuda.so
+// in lib/ollama next to the binary, see `make cuda`) is present and the device allows it,
+// and on the CPU otherwise; the name is the design card's. Everything it exports is plain Go.
 //
 // # Scheduler
 //
@@ -79,4 +81,4 @@
 // lib/ollama); scripts/build-cuda.sh builds it from the module's own sources. Device "auto" uses
 // the first GPU when one is present, "cuda" requires one, "cpu" never offloads. Info lists the
 // backends and devices.
-package engine
+package gpu

@@ -1,4 +1,4 @@
-package engine
+package gpu
 
 // The binding (github.com/ollama/ollama/llama) exposes no way to free a context, to turn on the
 // unified KV cache, to list backends, to apply a chat template or to read token attributes.

@@ -1,4 +1,4 @@
-package engine
+package gpu
 
 // llama.cpp's own sampler chain (common_sampler: penalties, top-k, top-p, temperature, seeded
 // dist, grammar), called through the C entry points the binding compiles in (sampling_ext.h),
