@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"internal/config": {"configs"},
 
 	// Layer 1: the only cgo packages. gpu (the model-runner bridge) is the only importer of the llama.cpp binding.
-	"internal/gpu": {},
+	"internal/gpu":    {},
 	"internal/speech": {"internal/audio"},
 
 	// Layer 2: the stage pipeline over the engine and the speech libraries.

@@ -51,7 +51,7 @@ type DuplexStream struct {
 	spec    *speculation            // a response started before its endpoint (preempt.go)
 	specs   specCounts
 	history []gpu.ChatMessage // the conversation as the model should see it
-	fedText string               // the rendered history already in the sequence
+	fedText string            // the rendered history already in the sequence
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int

@@ -15,8 +15,8 @@ import (
 // Deps are the engines the stages run on; the caller owns and closes them after Pipeline.Close.
 type Deps struct {
 	Engine *gpu.Runner // required unless the thinker is remote (PipelineConfig.NeedsLocalEngine)
-	ASR    *speech.ASR    // for duplex streams and audio chat parts, unless the ASR is remote
-	TTS    *speech.TTS    // required when the graph has a talker, unless the TTS is remote
+	ASR    *speech.ASR // for duplex streams and audio chat parts, unless the ASR is remote
+	TTS    *speech.TTS // required when the graph has a talker, unless the TTS is remote
 }
 
 // Pipeline runs the stage graph: stage 0 thinker (VAD + ASR + LLM) and stage 1 talker (TTS),

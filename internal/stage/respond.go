@@ -88,7 +88,7 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 
 	var text strings.Builder
 	var logprobs []gpu.TokenLogprob // of tokens whose text is still held back
-	held := 0                          // tokens whose text is still held back
+	held := 0                       // tokens whose text is still held back
 	emit := func(pc gpu.Piece) error {
 		if pc.Logprob != nil {
 			logprobs = append(logprobs, *pc.Logprob)
