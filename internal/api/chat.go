@@ -24,8 +24,12 @@ type ChatClient interface {
 
 // ChatConfig configures the /v1/chat/completions handler. Zero fields take the documented defaults.
 type ChatConfig struct {
-	// Models lists the model names a request may name; empty accepts any name.
+	// Models lists the model names a request may name (and the error message names); empty
+	// accepts any name.
 	Models []string
+	// AcceptModel, when set, decides instead of Models which names are accepted (aliases and
+	// prefixes, internal/server's server.model_aliases).
+	AcceptModel func(string) bool
 	// MaxBodyBytes caps the request body (default DefaultMaxBodyBytes, as server.max_body_bytes); larger
 	// bodies get 413.
 	MaxBodyBytes int64

@@ -154,7 +154,11 @@ func checkChatModel(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *oaie
 	if in.Model == "" {
 		return oaierror.BadRequest("model", "missing_required_parameter", "you must provide a model parameter")
 	}
-	if len(cfg.Models) > 0 && !slices.Contains(cfg.Models, in.Model) {
+	accepted := len(cfg.Models) == 0 || slices.Contains(cfg.Models, in.Model)
+	if cfg.AcceptModel != nil {
+		accepted = cfg.AcceptModel(in.Model)
+	}
+	if !accepted {
 		// 404 model_not_found is what OpenAI and vLLM answer; the SDKs raise NotFoundError.
 		return &oaierror.Error{Status: 404, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 			Message: fmt.Sprintf("The model `%s` does not exist. Available models: %s", in.Model, strings.Join(cfg.Models, ", "))}

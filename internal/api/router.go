@@ -36,6 +36,9 @@ type RouterDeps struct {
 	Draining func() bool
 	// Models are the ids listed by /v1/models.
 	Models []string
+	// AcceptModel, when set, also answers /v1/models/{id} for names it accepts that are not
+	// listed (prefix aliases, server.model_aliases).
+	AcceptModel func(string) bool
 	// Chat serves POST /v1/chat/completions; Realtime serves GET /v1/realtime; Metrics serves
 	// GET /metrics (nil: not mounted).
 	Chat, Realtime, Metrics http.Handler
@@ -111,7 +114,7 @@ func NewRouter(d RouterDeps) http.Handler {
 		}
 		r.Get("/models", modelsHandler(d.Models, created))
 		// A wildcard, not {id}: model ids may contain slashes (org/name), as OpenAI's and vLLM's do.
-		r.Get("/models/*", modelHandler(d.Models, created))
+		r.Get("/models/*", modelHandler(d.Models, d.AcceptModel, created))
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
 		r.Method(http.MethodPost, "/audio/transcriptions", refuseWhile(draining, orUnavailable(d.Transcriptions, "audio transcriptions")))
@@ -168,10 +171,10 @@ func modelsHandler(models []string, created int64) http.HandlerFunc {
 
 // modelHandler serves GET /v1/models/{id}: the model object, or 404 model_not_found as OpenAI
 // answers (the SDKs raise NotFoundError).
-func modelHandler(models []string, created int64) http.HandlerFunc {
+func modelHandler(models []string, accept func(string) bool, created int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := chi.URLParam(r, "*")
-		if slices.Contains(models, id) {
+		if slices.Contains(models, id) || (accept != nil && accept(id)) {
 			writeJSON(w, http.StatusOK, modelCard{ID: id, Object: "model", Created: created, OwnedBy: "omniserve"})
 			return
 		}

@@ -34,12 +34,18 @@ type Config struct {
 
 // Server holds the HTTP surface settings.
 type Server struct {
-	Host            string        `yaml:"host"`
-	Port            int           `yaml:"port"` // 0 picks a free port (tests)
-	LogFormat       string        `yaml:"log_format"`
-	LogLevel        string        `yaml:"log_level"`
-	LogStats        bool          `yaml:"log_stats"`
-	APIKey          string        `yaml:"api_key"`
+	Host      string `yaml:"host"`
+	Port      int    `yaml:"port"` // 0 picks a free port (tests)
+	LogFormat string `yaml:"log_format"`
+	LogLevel  string `yaml:"log_level"`
+	LogStats  bool   `yaml:"log_stats"`
+	APIKey    string `yaml:"api_key"`
+	// ServedModelName is the comma-separated names the model is served under (vLLM's
+	// --served-model-name); the first is its id. Empty: the engine model's id.
+	ServedModelName string `yaml:"served_model_name"`
+	// ModelAliases are further names accepted for the model, comma-separated; a trailing "*"
+	// accepts every name with that prefix. Exact aliases are listed by /v1/models.
+	ModelAliases    string        `yaml:"model_aliases"`
 	MaxSessions     int           `yaml:"max_sessions"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	DrainGrace      time.Duration `yaml:"drain_grace"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -115,6 +116,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if h.sessions.ResumeGrace() > 0 && (q.Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
 		h.serveResume(w, r)
+		return
+	}
+	if m := q.Get("model"); q.Has("model") && !h.sessions.AcceptsModel(m) {
+		// Before the upgrade, so no slot is taken: what the chat endpoint answers for an
+		// unknown model (the SDKs raise it as the connection's error).
+		oaierror.Write(w, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))})
 		return
 	}
 	duplex := truthy(q.Get("duplex"))

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -26,8 +25,8 @@ func (s *Server) buildEngine(ctx context.Context) error {
 	// A remote thinker needs no local model: --model is then only the id served (an invalid
 	// pipeline section is reported by buildSpeech).
 	if pc, err := pipelineConfig(s.cfg.Pipeline); err == nil && !pc.NeedsLocalEngine() {
-		s.models = []string{ModelID(s.cfg.Engine.Model)}
-		s.log.Info("no local engine: the thinker is remote", zap.String("model_id", s.models[0]))
+		s.setModelNames()
+		s.log.Info("no local engine: the thinker is remote", zap.String("model_id", s.names.ID()))
 		return nil
 	}
 	// llama.cpp and ggml log through the server's logger (JSON with --log-format json) from
@@ -39,7 +38,7 @@ func (s *Server) buildEngine(ctx context.Context) error {
 		return err
 	}
 	s.parts.Engine = r
-	s.models = []string{ModelID(s.cfg.Engine.Model)}
+	s.setModelNames()
 	s.onClose("engine", func(context.Context) error { return r.Close() })
 	return nil
 }
@@ -95,7 +94,7 @@ func (s *Server) buildPipeline(context.Context) error {
 	s.onClose("pipeline", func(context.Context) error { p.Close(); return nil })
 	s.parts.Pipeline = p
 
-	id := ModelID(s.cfg.Engine.Model)
+	id := s.names.ID()
 	collectors := metrics.NewCollectors(s.reg, id)
 	collectors.InitStages(p.NumStages())
 	collectors.SetStageLoad(func() []metrics.StageLoad {
@@ -111,14 +110,9 @@ func (s *Server) buildPipeline(context.Context) error {
 		Collectors:      collectors,
 		ModelName:       id,
 	}, s.log)
-	// The engine.model value itself stays accepted, so clients written against the path keep
-	// working.
-	accepted := s.models
-	if s.cfg.Engine.Model != id {
-		accepted = append(slices.Clone(s.models), s.cfg.Engine.Model)
-	}
 	s.chat = api.NewChatHandler(api.ChatConfig{
-		Models:       accepted,
+		Models:       s.models,
+		AcceptModel:  s.acceptModel,
 		MaxBodyBytes: s.cfg.Server.MaxBodyBytes,
 		MaxInFlight:  s.cfg.Server.MaxInFlight,
 	}, s.parts.Client, s.log)
@@ -152,7 +146,9 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		TurnDetection:        &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
 		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
 		Metrics:              s.parts.Client.Collectors(),
-		ModelName:            ModelID(s.cfg.Engine.Model),
+		ModelName:            s.names.ID(),
+		AcceptModel:          s.acceptModel,
+		ServedModels:         s.models,
 		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
 		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
 		MaxHistoryBytes:      s.cfg.Server.SessionHistoryBytes,
@@ -204,6 +200,20 @@ func (s *Server) warmASR() {
 }
 
 // splitList splits a comma-separated setting, dropping blanks.
+// setModelNames resolves the names the model is served under (server.served_model_name,
+// server.model_aliases); /v1/models lists s.models.
+func (s *Server) setModelNames() {
+	s.names = newModelNames(s.cfg.Server.ServedModelName, s.cfg.Server.ModelAliases, ModelID(s.cfg.Engine.Model))
+	s.models = s.names.Listed()
+}
+
+// acceptModel reports whether a chat request or realtime session may name the model so: a
+// served name or alias, or the engine.model value itself, so that clients written against the
+// path keep working.
+func (s *Server) acceptModel(name string) bool {
+	return s.names.Accepts(name) || (name != "" && name == s.cfg.Engine.Model)
+}
+
 func splitList(v string) []string {
 	var out []string
 	for _, f := range strings.Split(v, ",") {

@@ -75,6 +75,7 @@ type Server struct {
 	handler  swapHandler
 
 	models      []string
+	names       modelNames // what the model answers to; models is names.Listed()
 	pipelineCfg stage.PipelineConfig
 	parts       Parts
 	chat        http.Handler // nil until built: the router answers 503
@@ -215,6 +216,7 @@ func (s *Server) router() http.Handler {
 		Ready:          s.ready.Load,
 		Draining:       s.draining.Load,
 		Models:         models,
+		AcceptModel:    s.names.Accepts,
 		Chat:           s.chat,
 		Realtime:       s.realtime,
 		Transcriptions: s.transcribe,

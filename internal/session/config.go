@@ -174,9 +174,8 @@ func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s (%s)", e.Code, 
 // Apply returns cfg with p applied, or a *FieldError.
 func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	if p.Model != nil {
-		if cfg.Model != "" && *p.Model != cfg.Model {
-			return cfg, &FieldError{"model_update_unsupported", "session.model", "the model cannot change within a session"}
-		}
+		// The session checked the name (Session.resolveModel): every name it accepts is this
+		// server's one model.
 		cfg.Model = *p.Model
 	}
 	if p.Modalities != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -83,11 +84,39 @@ func (s *Session) handle(c Command) {
 	}
 }
 
+// resolveModel checks a model name a session.update gives: one of the names the server
+// serves its model under (served names and aliases, so the OpenAI SDKs' default names work),
+// else model_not_found. The session reports the name its client chose first: the connection's
+// ?model=, or else the first update's; a later served name changes nothing, as all of them
+// name the one model.
+func (s *Session) resolveModel(name string) (string, error) {
+	if !s.m.AcceptsModel(name) {
+		return "", &FieldError{"model_not_found", "session.model",
+			fmt.Sprintf("The model `%s` is not served here; served: %s", name, strings.Join(s.m.ServedModels(), ", "))}
+	}
+	if s.modelNamed {
+		return s.cfg.Model, nil
+	}
+	s.modelNamed = true
+	return name, nil
+}
+
 func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	if first {
 		s.emitCreated()
 	}
-	next, err := c.Patch.Apply(s.cfg)
+	patch := c.Patch
+	var err error
+	if patch.Model != nil {
+		var name string
+		if name, err = s.resolveModel(*patch.Model); err == nil {
+			patch.Model = &name
+		}
+	}
+	next := s.cfg
+	if err == nil {
+		next, err = patch.Apply(s.cfg)
+	}
 	if next.IdleTimeout <= 0 || next.IdleTimeout > s.m.cfg.MaxIdleTimeout {
 		// The server's maximum caps what a client may set (an overflowing value included);
 		// session.updated reports the effective timeout.

@@ -51,8 +51,12 @@ type ManagerConfig struct {
 	ResumeGrace time.Duration
 	// Metrics receives the detached-session gauge; nil reports nothing.
 	Metrics ManagerMetrics
-	// ModelName is reported in session.created.
+	// ModelName is reported in session.created when the client names no model.
 	ModelName string
+	// AcceptModel reports whether a client may name the model so (served names and aliases);
+	// nil accepts only ModelName. ServedModels are the names an error lists.
+	AcceptModel  func(string) bool
+	ServedModels []string
 	// Now is the monotonic clock for pacing and timeouts; nil means time.Now.
 	Now func() time.Time
 	// WallClock is the statistics clock (unix seconds); nil means the real one.
@@ -218,6 +222,22 @@ func (m *Manager) Lookup(id string) *Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.byID[id]
+}
+
+// AcceptsModel reports whether a client may name the model so (a served name or alias).
+func (m *Manager) AcceptsModel(name string) bool {
+	if m.cfg.AcceptModel != nil {
+		return m.cfg.AcceptModel(name)
+	}
+	return name != "" && name == m.cfg.ModelName
+}
+
+// ServedModels are the model names the server lists (error messages name them).
+func (m *Manager) ServedModels() []string {
+	if len(m.cfg.ServedModels) == 0 && m.cfg.ModelName != "" {
+		return []string{m.cfg.ModelName}
+	}
+	return m.cfg.ServedModels
 }
 
 // ResumeGrace is how long a session whose connection was lost waits for a resume (0: resume off).

@@ -123,6 +123,9 @@ type Session struct {
 	// dialectFixed: the dialect can no longer change (the header chose it, or the client's
 	// first event was seen).
 	dialectFixed bool
+	// modelNamed: the client chose the session's model name (?model= on the connection, or the
+	// first session.update naming a served one); later updates may name any served name.
+	modelNamed bool
 
 	resumeToken string      // the current resume token (never logged); "" when resume is off
 	attachGen   int         // the connection attachment: 0 the first, +1 per resume
@@ -190,6 +193,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 			vadDefaults:   m.cfg.TurnDetection,
 		},
 	}
+	s.modelNamed = opts.Model != ""
 	if opts.Beta {
 		s.cfg.Modalities = []string{"text", "audio"}
 		s.dialectFixed = true
