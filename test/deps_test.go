@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"internal/audio":       {},
 	"internal/auth":        {},
 	"internal/oaierror":    {},
+	"internal/protocol":    {}, // the realtime wire protocol as types: shared by session, transports and clients
 	"internal/testenv":     {},
 	"internal/talkclient":  {}, // a client: no server code
 	"internal/benchreport": {}, // the bench commands' report, progress bar and nearest-rank quantile
@@ -58,7 +59,9 @@ var allowed = map[string][]string{
 		"internal/speech"},
 
 	// Layer 5: the WebSocket endpoint drives sessions only.
-	"internal/realtime": {"internal/auth", "internal/oaierror", "internal/session"},
+	"internal/realtime": {"internal/auth", "internal/oaierror", "internal/session",
+		// The client events are decoded by the protocol package and mapped to session commands here.
+		"internal/protocol"},
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
