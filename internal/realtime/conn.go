@@ -284,7 +284,7 @@ func (c *conn) dispatch(sess *session.Session, lost chan<- loss) {
 				}
 			}
 		}
-		if err := c.st.Send(werr.Event()); err != nil {
+		if err := c.st.Send(errorEvent(werr)); err != nil {
 			signal(lost, lostSlow)
 			return
 		}

@@ -1,189 +1,20 @@
-// Package realtime is the WebSocket endpoint /v1/realtime: the event codec (OpenAI Realtime GA
-// and beta spellings plus the duplex extensions), validation with OpenAI-style error events,
-// per-connection reader and writer goroutines and the bounded outbound queue.
+// Package realtime is the WebSocket endpoint /v1/realtime: it decodes client events with
+// internal/protocol and hands them to the session as commands, sends refusals as OpenAI-style
+// error events, and runs the per-connection reader and writer goroutines and the bounded
+// outbound queue.
 package realtime
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"math"
-	"strconv"
-	"strings"
-	"unicode/utf8"
-
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
 // WireError is a decoding or validation failure, sent to the client as an error event.
-type WireError struct {
-	Code, Message, Param, EventID string
-}
+type WireError = protocol.Error
 
-func (e *WireError) Error() string { return e.Code + ": " + e.Message }
-
-// Event returns the error as a session event.
-func (e *WireError) Event() session.Event {
+// errorEvent returns the error as a session event.
+func errorEvent(e *WireError) session.Event {
 	return session.Event{Type: "error", Fields: session.ErrorFields(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)}
-}
-
-type envelope struct {
-	Type    *string `json:"type"`
-	EventID string  `json:"event_id"`
-}
-
-// DecodeClientEvent parses one client event (a text frame) into a session command.
-func DecodeClientEvent(data []byte) (session.Command, *WireError) {
-	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		var eid struct {
-			EventID string `json:"event_id"`
-		}
-		_ = json.Unmarshal(data, &eid)
-		return nil, &WireError{Code: "invalid_json", Message: fmt.Sprintf("the event is not a JSON object: %v", err), EventID: eid.EventID}
-	}
-	// encoding/json silently turns invalid UTF-8 into U+FFFD: the event is refused instead, so
-	// that no mangled text reaches the conversation (RFC 8259: JSON text is UTF-8).
-	if !utf8.Valid(data) {
-		return nil, &WireError{Code: "invalid_json", Message: "the event is not valid UTF-8", EventID: env.EventID}
-	}
-	werr := func(code, param, format string, a ...any) *WireError {
-		return &WireError{Code: code, Param: param, Message: fmt.Sprintf(format, a...), EventID: env.EventID}
-	}
-	if env.Type == nil || *env.Type == "" {
-		return nil, werr("missing_required_parameter", "type", "missing required parameter 'type'")
-	}
-	typ := *env.Type
-	base := session.Base{ID: env.EventID, Kind: typ}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, werr("invalid_json", "", "the event is not a JSON object: %v", err)
-	}
-	switch typ {
-	case "session.update":
-		obj := raw
-		if s, ok := raw["session"]; ok {
-			obj = nil // a fresh map: Unmarshal into raw would merge the event's own keys
-			if err := json.Unmarshal(s, &obj); err != nil || obj == nil {
-				return nil, werr("invalid_type", "session", "'session' must be an object")
-			}
-		}
-		p, e := decodePatch(obj)
-		if e != nil {
-			e.EventID = env.EventID
-			return nil, e
-		}
-		return &session.UpdateSession{Base: base, Patch: p, BetaSpelling: betaSpelling(obj)}, nil
-	case "input_audio_buffer.append":
-		b64, ok, e := str(raw, "audio", "delta")
-		if e != nil || !ok {
-			return nil, werr("missing_required_parameter", "audio", "missing required parameter 'audio' (base64)")
-		}
-		audio, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			return nil, werr("bad_audio", "audio", "'audio' is not valid base64: %v", err)
-		}
-		c := &session.AppendAudio{Base: base, Data: audio}
-		if f, present, e := decodeFormat(raw, "format"); e != nil {
-			e.EventID = env.EventID
-			return nil, e
-		} else if present {
-			c.Format = &f
-		}
-		if rate, ok := intField(raw, "sample_rate_hz", "sample_rate"); ok {
-			if c.Format == nil {
-				c.Format = &session.AudioFormat{Type: "pcm16"}
-			}
-			c.Format.Rate = rate
-		}
-		return c, nil
-	case "input_audio_buffer.commit", "input.commit":
-		c := &session.CommitInput{Base: base}
-		if v, ok := raw["response_create"]; ok {
-			var b bool
-			if json.Unmarshal(v, &b) != nil {
-				return nil, werr("invalid_type", "response_create", "'response_create' must be a boolean")
-			}
-			c.ResponseCreate = &b
-		}
-		return c, nil
-	case "input_audio_buffer.clear":
-		return &session.ClearInput{Base: base}, nil
-	case "response.create":
-		return decodeResponseCreate(base, raw, werr)
-	case "response.cancel":
-		id, _, _ := str(raw, "response_id")
-		return &session.CancelResponse{Base: base, ResponseID: id}, nil
-	case "conversation.item.create":
-		return decodeItemCreate(base, raw, werr)
-	case "conversation.item.delete", "conversation.item.retrieve":
-		id, ok, _ := str(raw, "item_id")
-		if !ok || id == "" {
-			return nil, werr("missing_item_id", "item_id", "missing required parameter 'item_id'")
-		}
-		if typ == "conversation.item.delete" {
-			return &session.DeleteItem{Base: base, ItemID: id}, nil
-		}
-		return &session.RetrieveItem{Base: base, ItemID: id}, nil
-	case "conversation.item.truncate":
-		id, ok, _ := str(raw, "item_id")
-		if !ok || id == "" {
-			return nil, werr("missing_item_id", "item_id", "missing required parameter 'item_id'")
-		}
-		end, ok := intField(raw, "audio_end_ms")
-		if !ok {
-			return nil, werr("missing_required_parameter", "audio_end_ms", "missing required parameter 'audio_end_ms' (an integer)")
-		}
-		if end < 0 {
-			return nil, werr("integer_below_min_value", "audio_end_ms", "Invalid 'audio_end_ms': integer below minimum value. Expected a value >= 0, but got %d instead.", end)
-		}
-		ci, ok := intField(raw, "content_index")
-		if _, present := raw["content_index"]; present && !ok {
-			return nil, werr("invalid_type", "content_index", "'content_index' must be an integer")
-		}
-		if ci < 0 {
-			return nil, werr("integer_below_min_value", "content_index", "'content_index' must be >= 0")
-		}
-		return &session.TruncateItem{Base: base, ItemID: id, ContentIndex: ci, AudioEndMs: end}, nil
-	case "output_audio_buffer.clear":
-		id, _, _ := str(raw, "response_id")
-		return &session.ClearOutputAudio{Base: base, ResponseID: id}, nil
-	case "input.cancel":
-		return &session.CancelInput{Base: base}, nil
-	case "barge_in":
-		return &session.BargeIn{Base: base}, nil
-	case "session.close", "close":
-		return &session.CloseSession{Base: base}, nil
-	case "session.heartbeat":
-		return &session.Heartbeat{Base: base}, nil
-	case "session.resume":
-		return decodeResume(base, raw, werr)
-	case "playback.ack":
-		played, ok := intField(raw, "played_ms", "audio_ms")
-		if !ok || played < 0 {
-			return nil, werr("missing_required_parameter", "played_ms", "missing or negative 'played_ms'")
-		}
-		c := &session.PlaybackAck{Base: base, PlayedMs: played}
-		c.ResponseID, _, _ = str(raw, "response_id")
-		c.ItemID, _, _ = str(raw, "item_id")
-		if v, ok := raw["truncate"]; ok {
-			_ = json.Unmarshal(v, &c.Truncate)
-		}
-		return c, nil
-	case "turn.signal":
-		ev, _, _ := str(raw, "event")
-		switch ev {
-		case "input.cancel":
-			return &session.CancelInput{Base: base}, nil
-		case "response.cancel":
-			return &session.CancelResponse{Base: base}, nil
-		case "barge_in":
-			return &session.BargeIn{Base: base}, nil
-		}
-		return nil, werr("invalid_value", "event", "unsupported turn.signal event %q", ev)
-	}
-	return nil, werr("unknown_event", "type", "unsupported event type %q", typ)
 }
 
 // ResumeSession is session.resume, the first event of a connection that takes over a session
@@ -197,438 +28,73 @@ type ResumeSession struct {
 	LastSeq int64
 }
 
-func decodeResume(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
-	c := &ResumeSession{Base: base}
-	var ok bool
-	var e *WireError
-	if c.SessionID, ok, e = str(raw, "session_id"); e != nil || !ok || c.SessionID == "" {
-		return nil, werr("missing_required_parameter", "session_id", "missing required parameter 'session_id' (a string)")
+// DecodeClientEvent parses one client event (a text frame) into a session command.
+func DecodeClientEvent(data []byte) (session.Command, *WireError) {
+	ev, werr := protocol.DecodeClientEvent(data)
+	if werr != nil {
+		return nil, werr
 	}
-	if c.Token, ok, e = str(raw, "resume_token"); e != nil || !ok || c.Token == "" {
-		return nil, werr("missing_required_parameter", "resume_token", "missing required parameter 'resume_token' (the token of session.created or of the last session.resumed)")
-	}
-	v, present := raw["last_received_server_event_seq"]
-	if !present {
-		return nil, werr("missing_required_parameter", "last_received_server_event_seq",
-			"missing required parameter 'last_received_server_event_seq' (an integer >= 0; 0 when no event was received)")
-	}
-	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(v))
-	dec.UseNumber()
-	seq, err := int64(0), dec.Decode(&n)
-	if err == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) {
-		err = fmt.Errorf("a string, not a number")
-	}
-	if err == nil {
-		seq, err = n.Int64()
-	}
-	if err != nil {
-		return nil, werr("invalid_type", "last_received_server_event_seq", "'last_received_server_event_seq' must be an integer")
-	}
-	if seq < 0 {
-		return nil, werr("integer_below_min_value", "last_received_server_event_seq",
-			"Invalid 'last_received_server_event_seq': integer below minimum value. Expected a value >= 0, but got %d instead.", seq)
-	}
-	c.LastSeq = seq
-	return c, nil
+	return command(ev), nil
 }
 
-func str(raw map[string]json.RawMessage, keys ...string) (string, bool, *WireError) {
-	for _, k := range keys {
-		v, ok := raw[k]
-		if !ok || bytes.Equal(v, []byte("null")) {
-			continue
+// command maps a client event to the session's command: the session's configuration types
+// have the protocol's shape, so the mapping is conversion.
+func command(ev protocol.ClientEvent) session.Command {
+	base := session.Base{ID: ev.EventID(), Kind: ev.Type()}
+	switch e := ev.(type) {
+	case *protocol.SessionUpdate:
+		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling}
+	case *protocol.InputAudioBufferAppend:
+		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}
+	case *protocol.InputAudioBufferCommit:
+		return &session.CommitInput{Base: base, ResponseCreate: e.ResponseCreate}
+	case *protocol.InputAudioBufferClear:
+		return &session.ClearInput{Base: base}
+	case *protocol.ResponseCreate:
+		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
+			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
+			Conversation: e.Conversation, Unsupported: e.Unsupported}
+		if e.Input != nil {
+			c.Input = make([]session.InputItem, len(e.Input))
+			for i, it := range e.Input {
+				c.Input[i] = session.InputItem(it)
+			}
 		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return "", false, &WireError{Code: "invalid_type", Param: k, Message: fmt.Sprintf("'%s' must be a string", k)}
-		}
-		return s, true, nil
+		return c
+	case *protocol.ResponseCancel:
+		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}
+	case *protocol.ConversationItemCreate:
+		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
+			Text: e.Text, Audio: e.Audio}
+	case *protocol.ConversationItemDelete:
+		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
+	case *protocol.ConversationItemRetrieve:
+		return &session.RetrieveItem{Base: base, ItemID: e.ItemID}
+	case *protocol.ConversationItemTruncate:
+		return &session.TruncateItem{Base: base, ItemID: e.ItemID, ContentIndex: e.ContentIndex, AudioEndMs: e.AudioEndMs}
+	case *protocol.OutputAudioBufferClear:
+		return &session.ClearOutputAudio{Base: base, ResponseID: e.ResponseID}
+	case *protocol.InputCancel:
+		return &session.CancelInput{Base: base}
+	case *protocol.BargeIn:
+		return &session.BargeIn{Base: base}
+	case *protocol.SessionClose:
+		return &session.CloseSession{Base: base}
+	case *protocol.SessionHeartbeat:
+		return &session.Heartbeat{Base: base}
+	case *protocol.SessionResume:
+		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}
+	case *protocol.PlaybackAck:
+		return &session.PlaybackAck{Base: base, PlayedMs: e.PlayedMs, ResponseID: e.ResponseID, ItemID: e.ItemID, Truncate: e.Truncate}
 	}
-	return "", false, nil
+	panic("realtime: client event without a command: " + ev.Type()) // protocol and this switch list the same events
 }
 
-func intField(raw map[string]json.RawMessage, keys ...string) (int, bool) {
-	for _, k := range keys {
-		v, ok := raw[k]
-		if !ok {
-			continue
-		}
-		var f float64
-		if err := json.Unmarshal(v, &f); err != nil || f != float64(int(f)) {
-			return 0, false
-		}
-		return int(f), true
-	}
-	return 0, false
-}
-
-func object(raw map[string]json.RawMessage, key string) map[string]json.RawMessage {
-	v, ok := raw[key]
-	if !ok {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(v, &m) != nil {
-		return nil
-	}
-	return m
-}
-
-// decodeFormat reads a format given as a string or as {type|format, rate|sample_rate_hz|sample_rate}.
-func decodeFormat(raw map[string]json.RawMessage, key string) (session.AudioFormat, bool, *WireError) {
-	v, ok := raw[key]
-	if !ok || bytes.Equal(v, []byte("null")) {
-		return session.AudioFormat{}, false, nil
-	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		return session.AudioFormat{Type: s}, true, nil
-	}
-	m := object(raw, key)
-	if m == nil {
-		return session.AudioFormat{}, false, &WireError{Code: "invalid_type", Param: key, Message: fmt.Sprintf("'%s' must be a string or an object", key)}
-	}
-	t, _, _ := str(m, "type", "format")
-	rate, _ := intField(m, "rate", "sample_rate_hz", "sample_rate")
-	return session.AudioFormat{Type: t, Rate: rate}, true, nil
-}
-
-func decodeTokens(v json.RawMessage, param string) (int, *WireError) {
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		switch strings.ToLower(s) {
-		case "inf", "infinity", "unlimited":
-			return 0, nil
-		}
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			return n, nil
-		}
-	}
-	var n float64
-	if json.Unmarshal(v, &n) == nil && n >= 1 && n == float64(int(n)) {
-		return int(n), nil
-	}
-	return 0, &WireError{Code: "invalid_value", Param: param, Message: "must be a positive integer or \"inf\""}
-}
-
-func decodePatch(obj map[string]json.RawMessage) (session.ConfigPatch, *WireError) {
-	var p session.ConfigPatch
-	if s, ok, e := str(obj, "model"); e != nil {
-		return p, e
-	} else if ok {
-		p.Model = &s
-	}
-	for _, k := range []string{"output_modalities", "modalities"} {
-		if v, ok := obj[k]; ok {
-			if err := json.Unmarshal(v, &p.Modalities); err != nil {
-				return p, &WireError{Code: "invalid_type", Param: "session." + k, Message: "must be an array of strings"}
-			}
-			if p.Modalities == nil {
-				p.Modalities = []string{}
-			}
-			break
-		}
-	}
-	if s, ok, e := str(obj, "instructions"); e != nil {
-		return p, e
-	} else if ok {
-		p.Instructions = &s
-	}
-	audio := object(obj, "audio")
-	in, out := object(audio, "input"), object(audio, "output")
-	if s, ok, _ := str(obj, "voice"); ok {
-		p.Voice = &s
-	} else if s, ok, _ := str(out, "voice"); ok {
-		p.Voice = &s
-	}
-	if f, ok, e := decodeFormat(obj, "input_audio_format"); e != nil {
-		return p, e
-	} else if ok {
-		p.InputFormat = &f
-	} else if f, ok, e := decodeFormat(in, "format"); e != nil {
-		return p, e
-	} else if ok {
-		p.InputFormat = &f
-	}
-	if rate, ok := intField(in, "sample_rate_hz"); ok {
-		if p.InputFormat == nil {
-			p.InputFormat = &session.AudioFormat{Type: "pcm16"}
-		}
-		p.InputFormat.Rate = rate
-	}
-	if f, ok, e := decodeFormat(obj, "output_audio_format"); e != nil {
-		return p, e
-	} else if ok {
-		p.OutputFormat = &f
-	} else if f, ok, e := decodeFormat(out, "format"); e != nil {
-		return p, e
-	} else if ok {
-		p.OutputFormat = &f
-	}
-	td, tdOK := obj["turn_detection"]
-	tdParam := "session.turn_detection"
-	if !tdOK {
-		td, tdOK = in["turn_detection"]
-		tdParam = "session.audio.input.turn_detection"
-	}
-	if tdOK {
-		p.TurnDetectionSet = true
-		if !bytes.Equal(bytes.TrimSpace(td), []byte("null")) {
-			t, e := decodeTurnDetection(td, tdParam)
-			if e != nil {
-				return p, e
-			}
-			p.TurnDetection = t
-		}
-	}
-	if v, ok := obj["input_audio_transcription"]; ok {
-		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
-	} else if v, ok := in["transcription"]; ok {
-		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
-	}
-	if s, ok, e := str(obj, "type"); e != nil {
-		return p, e
-	} else if ok {
-		p.Type = &s
-	}
-	if v, ok := obj["tools"]; ok {
-		var tools []json.RawMessage
-		if json.Unmarshal(v, &tools) != nil {
-			return p, &WireError{Code: "invalid_type", Param: "session.tools", Message: "tools must be an array"}
-		}
-		if len(tools) > 0 {
-			return p, &WireError{Code: "unsupported_tools", Param: "session.tools", Message: "tools are not supported by omniserve (the array must be empty)"}
-		}
-	}
-	if v, ok := obj["tool_choice"]; ok {
-		var tc string
-		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
-			return p, &WireError{Code: "unsupported_tools", Param: "session.tool_choice", Message: "tool_choice must be \"auto\" or \"none\" (no tools are supported)"}
-		}
-	}
-	if v, ok := obj["idle_timeout_s"]; ok {
-		var f float64
-		if json.Unmarshal(v, &f) != nil {
-			return p, &WireError{Code: "invalid_type", Param: "session.idle_timeout_s", Message: "must be a number"}
-		}
-		p.IdleTimeoutS = &f
-	}
-	extra := object(obj, "extra_body")
-	for _, k := range []string{"auto_response", "full_duplex"} {
-		if v, ok := extra[k]; ok {
-			var b bool
-			if json.Unmarshal(v, &b) != nil {
-				return p, &WireError{Code: "invalid_type", Param: "session.extra_body." + k, Message: "must be a boolean"}
-			}
-			if p.AutoResponse == nil || b {
-				p.AutoResponse = &b
-			}
-		}
-	}
-	if v, ok := extra["seed"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		var f float64
-		if json.Unmarshal(v, &f) != nil || f != math.Trunc(f) || f < 0 || f > math.MaxUint32 {
-			return p, &WireError{Code: "invalid_value", Param: "session.extra_body.seed", Message: fmt.Sprintf("seed must be an integer between 0 and %d", uint64(math.MaxUint32))}
-		}
-		seed := uint32(f)
-		p.Seed = &seed
-	}
-	for _, k := range []string{"max_response_output_tokens", "max_output_tokens", "max_tokens"} {
-		if v, ok := obj[k]; ok {
-			n, e := decodeTokens(v, "session."+k)
-			if e != nil {
-				return p, e
-			}
-			p.MaxOutputTokens = &n
-			break
-		}
-	}
-	if v, ok := obj["temperature"]; ok {
-		var f float64
-		if json.Unmarshal(v, &f) != nil || f < 0 || f > 2 {
-			return p, &WireError{Code: "invalid_value", Param: "session.temperature", Message: "temperature must be a number in [0, 2]"}
-		}
-		p.Temperature = &f
-	}
-	return p, nil
-}
-
-// decodeTurnDetection reads a turn_detection object; absent fields take their type's defaults.
-func decodeTurnDetection(raw json.RawMessage, param string) (*session.TurnDetectionPatch, *WireError) {
-	var w struct {
-		Type              *string  `json:"type"`
-		Threshold         *float64 `json:"threshold"`
-		PrefixPaddingMs   *float64 `json:"prefix_padding_ms"`
-		SilenceDurationMs *float64 `json:"silence_duration_ms"`
-		IdleTimeoutMs     *float64 `json:"idle_timeout_ms"`
-		CreateResponse    *bool    `json:"create_response"`
-		InterruptResponse *bool    `json:"interrupt_response"`
-		Eagerness         *string  `json:"eagerness"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, &WireError{Code: "invalid_type", Param: param, Message: fmt.Sprintf("turn_detection must be null or an object with typed fields: %v", err)}
-	}
-	p := &session.TurnDetectionPatch{Type: w.Type, Threshold: w.Threshold, CreateResponse: w.CreateResponse,
-		InterruptResponse: w.InterruptResponse, Eagerness: w.Eagerness}
-	ms := func(v *float64, name string) (*int, *WireError) {
-		if v == nil {
-			return nil, nil
-		}
-		if *v > 1<<31 || *v < -(1<<31) || *v != math.Trunc(*v) {
-			return nil, &WireError{Code: "invalid_type", Param: param + "." + name, Message: name + " must be an integer number of milliseconds"}
-		}
-		n := int(*v)
-		return &n, nil
-	}
-	var e *WireError
-	if p.PrefixPaddingMs, e = ms(w.PrefixPaddingMs, "prefix_padding_ms"); e != nil {
-		return nil, e
-	}
-	if p.SilenceDurationMs, e = ms(w.SilenceDurationMs, "silence_duration_ms"); e != nil {
-		return nil, e
-	}
-	if p.IdleTimeoutMs, e = ms(w.IdleTimeoutMs, "idle_timeout_ms"); e != nil {
-		return nil, e
-	}
-	return p, nil
-}
-
-func decodeResponseCreate(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
-	c := &session.CreateResponse{Base: base}
-	if v, ok := raw["response"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) && object(raw, "response") == nil {
-		return nil, werr("invalid_type", "response", "'response' must be an object")
-	}
-	r := object(raw, "response")
-	if s, ok, e := str(r, "instructions"); e != nil {
-		return nil, werr("invalid_type", "response.instructions", "'response.instructions' must be a string")
-	} else if ok {
-		c.Instructions = &s
-	}
-	if conv, ok, e := str(r, "conversation"); e != nil {
-		return nil, werr("invalid_type", "response.conversation", "'response.conversation' must be \"auto\" or \"none\"")
-	} else if ok {
-		switch conv {
-		case "auto":
-		case "none":
-			c.Conversation = "none"
-		default:
-			return nil, werr("invalid_value", "response.conversation", "'response.conversation' must be \"auto\" or \"none\"")
-		}
-	}
-	if v, ok := r["input"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		in, e := decodeResponseInput(v)
-		if e != nil {
-			e.EventID = base.ID
-			return nil, e
-		}
-		c.Input = in
-	}
-	for _, k := range []string{"prompt", "temperature", "reasoning"} {
-		if v, ok := r[k]; ok && !bytes.Equal(v, []byte("null")) && c.Unsupported == "" {
-			c.Unsupported = k
-		}
-	}
-	if v, ok := r["tools"]; ok {
-		var tools []json.RawMessage
-		if json.Unmarshal(v, &tools) != nil || len(tools) > 0 {
-			c.Unsupported = "tools"
-		}
-	}
-	if v, ok := r["tool_choice"]; ok {
-		var tc string
-		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
-			c.Unsupported = "tool_choice"
-		}
-	}
-	for _, k := range []string{"max_output_tokens", "max_response_output_tokens"} {
-		if v, ok := r[k]; ok {
-			n, e := decodeTokens(v, "response."+k)
-			if e != nil {
-				e.EventID = base.ID
-				return nil, e
-			}
-			c.MaxOutputTokens = &n
-		}
-	}
-	for _, k := range []string{"output_modalities", "modalities"} {
-		if v, ok := r[k]; ok {
-			if json.Unmarshal(v, &c.Modalities) != nil {
-				return nil, werr("invalid_type", "response."+k, "must be an array of strings")
-			}
-			if c.Modalities == nil {
-				c.Modalities = []string{}
-			}
-		}
-	}
-	if v, ok := r["metadata"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		if json.Unmarshal(v, &c.Metadata) != nil {
-			return nil, werr("invalid_type", "response.metadata", "'response.metadata' must be an object of string values")
-		}
-	}
-	out := object(object(r, "audio"), "output")
-	if f, ok, e := decodeFormat(r, "output_audio_format"); e != nil {
-		return nil, werr("invalid_type", "response.output_audio_format", "%s", e.Message)
-	} else if ok {
-		c.OutputFormat = &f
-	} else if f, ok, e := decodeFormat(out, "format"); e != nil {
-		return nil, werr("invalid_type", "response.audio.output.format", "%s", e.Message)
-	} else if ok {
-		c.OutputFormat = &f
-	}
-	// voice: omniserve's talker has one voice; the name is a label (as session.voice), accepted.
-	return c, nil
-}
-
-func decodeItemCreate(base session.Base, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *WireError) (session.Command, *WireError) {
-	it := object(raw, "item")
-	if it == nil {
-		return nil, werr("missing_required_parameter", "item", "missing required parameter 'item'")
-	}
-	c := &session.CreateItem{Base: base}
-	c.ItemID, _, _ = str(it, "id")
-	if prev, ok, e := str(raw, "previous_item_id"); e != nil {
-		return nil, werr("invalid_type", "previous_item_id", "'previous_item_id' must be a string")
-	} else if ok {
-		c.PreviousItemID = prev
-	}
-	typ, _, _ := str(it, "type")
-	if typ != "" && typ != "message" {
-		return nil, werr("invalid_value", "item.type", "unsupported item type %q (only message)", typ)
-	}
-	role, ok, _ := str(it, "role")
-	if !ok || role == "" {
-		return nil, werr("missing_required_parameter", "item.role", "missing required parameter 'item.role'")
-	}
-	c.Role = role
-	var parts []map[string]json.RawMessage
-	if v, ok := it["content"]; !ok || json.Unmarshal(v, &parts) != nil || len(parts) == 0 {
-		return nil, werr("missing_required_parameter", "item.content", "'item.content' must be a non-empty array")
-	}
-	var text strings.Builder
-	for i, p := range parts {
-		pt, _, _ := str(p, "type")
-		switch pt {
-		case "input_text", "text", "output_text":
-			s, _, _ := str(p, "text")
-			text.WriteString(s)
-		case "input_audio":
-			b64, ok, _ := str(p, "audio")
-			if !ok {
-				return nil, werr("missing_required_parameter", fmt.Sprintf("item.content[%d].audio", i), "missing base64 'audio'")
-			}
-			a, err := base64.StdEncoding.DecodeString(b64)
-			if err != nil {
-				return nil, werr("bad_audio", fmt.Sprintf("item.content[%d].audio", i), "'audio' is not valid base64: %v", err)
-			}
-			c.Audio = append(c.Audio, a...)
-		default:
-			return nil, werr("invalid_value", fmt.Sprintf("item.content[%d].type", i), "unsupported content type %q", pt)
-		}
-	}
-	c.Text = text.String()
-	if c.Text == "" && len(c.Audio) == 0 {
-		return nil, werr("missing_required_parameter", "item.content", "the item has no text or audio")
-	}
-	return c, nil
+func configPatch(p protocol.SessionPatch) session.ConfigPatch {
+	return session.ConfigPatch{Model: p.Model, Modalities: p.Modalities, Instructions: p.Instructions, Voice: p.Voice,
+		InputFormat: (*session.AudioFormat)(p.InputFormat), OutputFormat: (*session.AudioFormat)(p.OutputFormat),
+		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: (*session.TurnDetectionPatch)(p.TurnDetection),
+		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
+		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
+		Temperature: p.Temperature, Seed: p.Seed}
 }

@@ -30,7 +30,7 @@ func FuzzDecodeClientEvent(f *testing.F) {
 			if werr.Code == "" || werr.Message == "" {
 				t.Fatalf("error without code or message: %+v", werr)
 			}
-			ev := werr.Event()
+			ev := errorEvent(werr)
 			if ev.Type != "error" {
 				t.Fatalf("error event type %q", ev.Type)
 			}

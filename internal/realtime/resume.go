@@ -112,7 +112,7 @@ func notFound(req resumeReq) *WireError {
 
 // refuseResume answers a refused resume; the handshake reply has no server_event_seq.
 func (c *conn) refuseResume(werr *WireError) {
-	c.refuse(werr.Event(), websocket.StatusPolicyViolation, "session resume refused", false)
+	c.refuse(errorEvent(werr), websocket.StatusPolicyViolation, "session resume refused", false)
 }
 
 // resumeRequest reads the resume request: the headers when the token is there, else the first

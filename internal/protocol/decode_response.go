@@ -1,48 +1,46 @@
-package realtime
+package protocol
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/omniserve/omniserve/internal/session"
 )
 
 // decodeResponseInput reads response.create's input: message items with text content, and
 // item_reference entries ({type:"item_reference", id}). Audio content is refused with its
 // param: an out-of-band response has no input buffer to transcribe it through.
-func decodeResponseInput(v json.RawMessage) ([]session.InputItem, *WireError) {
+func decodeResponseInput(v json.RawMessage) ([]InputItem, *Error) {
 	var items []map[string]json.RawMessage
 	if err := json.Unmarshal(v, &items); err != nil {
-		return nil, &WireError{Code: "invalid_type", Param: "response.input", Message: "'response.input' must be an array of items"}
+		return nil, &Error{Code: "invalid_type", Param: "response.input", Message: "'response.input' must be an array of items"}
 	}
-	out := make([]session.InputItem, 0, len(items))
+	out := make([]InputItem, 0, len(items))
 	for i, it := range items {
 		param := fmt.Sprintf("response.input[%d]", i)
 		if it == nil {
-			return nil, &WireError{Code: "invalid_type", Param: param, Message: "each input entry must be an object"}
+			return nil, &Error{Code: "invalid_type", Param: param, Message: "each input entry must be an object"}
 		}
 		typ, _, _ := str(it, "type")
 		switch typ {
 		case "item_reference":
 			id, ok, _ := str(it, "id")
 			if !ok || id == "" {
-				return nil, &WireError{Code: "missing_required_parameter", Param: param + ".id", Message: "an item_reference needs the 'id' of a conversation item"}
+				return nil, &Error{Code: "missing_required_parameter", Param: param + ".id", Message: "an item_reference needs the 'id' of a conversation item"}
 			}
-			out = append(out, session.InputItem{Ref: id})
+			out = append(out, InputItem{Ref: id})
 			continue
 		case "", "message":
 		default:
-			return nil, &WireError{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("unsupported input item type %q (message or item_reference)", typ)}
+			return nil, &Error{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("unsupported input item type %q (message or item_reference)", typ)}
 		}
 		role, ok, _ := str(it, "role")
 		if !ok || role == "" {
-			return nil, &WireError{Code: "missing_required_parameter", Param: param + ".role", Message: "missing required parameter 'role'"}
+			return nil, &Error{Code: "missing_required_parameter", Param: param + ".role", Message: "missing required parameter 'role'"}
 		}
 		var parts []map[string]json.RawMessage
 		if c, ok := it["content"]; !ok || json.Unmarshal(c, &parts) != nil || len(parts) == 0 {
-			return nil, &WireError{Code: "missing_required_parameter", Param: param + ".content", Message: "'content' must be a non-empty array"}
+			return nil, &Error{Code: "missing_required_parameter", Param: param + ".content", Message: "'content' must be a non-empty array"}
 		}
 		var text strings.Builder
 		for j, p := range parts {
@@ -52,14 +50,14 @@ func decodeResponseInput(v json.RawMessage) ([]session.InputItem, *WireError) {
 				s, _, _ := str(p, "text")
 				text.WriteString(s)
 			default:
-				return nil, &WireError{Code: "invalid_value", Param: fmt.Sprintf("%s.content[%d].type", param, j),
+				return nil, &Error{Code: "invalid_value", Param: fmt.Sprintf("%s.content[%d].type", param, j),
 					Message: fmt.Sprintf("unsupported content type %q in a response's input (text only; reference an audio item with item_reference)", pt)}
 			}
 		}
 		if strings.TrimSpace(text.String()) == "" {
-			return nil, &WireError{Code: "missing_required_parameter", Param: param + ".content", Message: "the item has no text"}
+			return nil, &Error{Code: "missing_required_parameter", Param: param + ".content", Message: "the item has no text"}
 		}
-		out = append(out, session.InputItem{Role: role, Text: text.String()})
+		out = append(out, InputItem{Role: role, Text: text.String()})
 	}
 	return out, nil
 }

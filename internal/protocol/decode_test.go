@@ -1,0 +1,63 @@
+package protocol
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDecodeClientEvent(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want ClientEvent
+	}{
+		{"append", `{"type":"input_audio_buffer.append","event_id":"e1","audio":"AAA="}`,
+			&InputAudioBufferAppend{Header: Header{ID: "e1", Kind: "input_audio_buffer.append"}, Audio: []byte{0, 0}}},
+		{"append with rate", `{"type":"input_audio_buffer.append","audio":"AAA=","sample_rate_hz":16000}`,
+			&InputAudioBufferAppend{Header: Header{Kind: "input_audio_buffer.append"}, Audio: []byte{0, 0}, Format: &AudioFormat{Type: "pcm16", Rate: 16000}}},
+		{"commit", `{"type":"input_audio_buffer.commit"}`, &InputAudioBufferCommit{Header: Header{Kind: "input_audio_buffer.commit"}}},
+		{"turn.signal keeps its type", `{"type":"turn.signal","event":"barge_in"}`, &BargeIn{Header: Header{Kind: "turn.signal"}}},
+		{"playback.ack", `{"type":"playback.ack","played_ms":120,"response_id":"r"}`,
+			&PlaybackAck{Header: Header{Kind: "playback.ack"}, PlayedMs: 120, ResponseID: "r"}},
+		{"beta session", `{"type":"session.update","session":{"modalities":["text","audio"],"input_audio_format":"pcm16"}}`,
+			&SessionUpdate{Header: Header{Kind: "session.update"}, BetaSpelling: true,
+				Session: SessionPatch{Modalities: []string{"text", "audio"}, InputFormat: &AudioFormat{Type: "pcm16"}}}},
+		{"GA session", `{"type":"session.update","session":{"type":"realtime","output_modalities":["audio"],"audio":{"input":{"format":{"type":"audio/pcm","rate":24000}}}}}`,
+			&SessionUpdate{Header: Header{Kind: "session.update"}, Session: SessionPatch{Type: ptr("realtime"),
+				Modalities: []string{"audio"}, InputFormat: &AudioFormat{Type: "audio/pcm", Rate: 24000}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeClientEvent([]byte(tt.in))
+			require.Nil(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// The five spellings omniserve once accepted without documenting them are refused like any
+// unknown event or missing parameter.
+func TestDecodeRefusesUndocumentedSpellings(t *testing.T) {
+	tests := []struct {
+		name, in, code, param string
+	}{
+		{"input.commit", `{"type":"input.commit","event_id":"e"}`, "unknown_event", "type"},
+		{"close", `{"type":"close","event_id":"e"}`, "unknown_event", "type"},
+		{"delta", `{"type":"input_audio_buffer.append","event_id":"e","delta":"AAA="}`, "missing_required_parameter", "audio"},
+		{"audio_ms", `{"type":"playback.ack","event_id":"e","audio_ms":100}`, "missing_required_parameter", "played_ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeClientEvent([]byte(tt.in))
+			require.NotNil(t, err)
+			require.Equal(t, Error{Code: tt.code, Param: tt.param, EventID: "e", Message: err.Message}, *err)
+		})
+	}
+	// sample_rate is not a rate: the chunk keeps the session's format.
+	got, err := DecodeClientEvent([]byte(`{"type":"input_audio_buffer.append","audio":"AAA=","sample_rate":16000}`))
+	require.Nil(t, err)
+	require.Nil(t, got.(*InputAudioBufferAppend).Format)
+}
+
+func ptr[T any](v T) *T { return &v }
