@@ -20,16 +20,19 @@ const outCap = 64
 // Runner owns one model and one llama.cpp context. A single scheduler goroutine, locked to
 // its OS thread, owns the context; callers talk to it through a queue of operations.
 type Runner struct {
-	cfg    Config
-	log    *zap.Logger
-	info   ModelInfo
-	chat   chatTemplate
-	model  *llama.Model
-	lctx   *llama.Context
-	batch  *llama.Batch
-	bos    int // -1 when the model has none
-	addBOS bool
-	vocab  int
+	cfg Config
+	log *zap.Logger
+	// onPanic counts a recovered scheduler panic (SetPanicCounter; the collectors are built
+	// after the model loads).
+	onPanic atomic.Pointer[func(component string)]
+	info    ModelInfo
+	chat    chatTemplate
+	model   *llama.Model
+	lctx    *llama.Context
+	batch   *llama.Batch
+	bos     int // -1 when the model has none
+	addBOS  bool
+	vocab   int
 
 	mu     sync.Mutex
 	closed bool
@@ -251,13 +254,19 @@ func (r *Runner) shutdown() {
 	llama.FreeModel(r.model)
 }
 
-// safeStep runs one step; a Go panic inside it fails the sequences of that step instead of
+// SetPanicCounter sets the counter of scheduler panics (omniserve_panics_total{component="engine"}).
+func (r *Runner) SetPanicCounter(count func(component string)) { r.onPanic.Store(&count) }
+
+// safeStep is the scheduler goroutine's per-step root: it runs one step; a Go panic inside it fails the sequences of that step instead of
 // killing the server.
 func (r *Runner) safeStep() (worked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("engine: scheduler step panicked: %v", p)
-			r.log.Error("scheduler step failed", zap.Error(err))
+			r.log.Error("scheduler step failed", zap.Error(err), zap.Stack("stack"))
+			if f := r.onPanic.Load(); f != nil {
+				(*f)("engine")
+			}
 			for _, pt := range r.parts {
 				r.failSeq(pt.seq, err)
 			}

@@ -55,6 +55,7 @@ type Collectors struct {
 	detachedSessions prometheus.Gauge
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
+	panics           *prometheus.CounterVec
 	bargeIn          prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
@@ -142,6 +143,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
 			Help: "Duplex streams refused because the engine was at capacity.",
 		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "omniserve", Name: "panics_total",
+			Help: "Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.",
+		}, []string{"component"}),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
@@ -164,9 +169,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
 	// Present from start-up: every bounded label combination that is known up front.
+	for _, comp := range PanicComponents {
+		c.panics.WithLabelValues(comp)
+	}
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
 			if succeeded(r) {
@@ -204,6 +212,16 @@ func (c *Collectors) SessionClosed(lifetime float64) {
 func (c *Collectors) AddDetachedSessions(delta int) {
 	if c != nil {
 		c.detachedSessions.Add(float64(delta))
+	}
+}
+
+// PanicComponents are the goroutine roots that recover a panic (the panics_total labels).
+var PanicComponents = []string{"session", "session_jobs", "http", "engine"}
+
+// CountPanic counts a panic recovered at the root of a component's goroutine.
+func (c *Collectors) CountPanic(component string) {
+	if c != nil {
+		c.panics.WithLabelValues(component).Inc()
 	}
 }
 

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
@@ -347,10 +346,10 @@ func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 
 // Finalize ends the turn once: it writes one collapsed row per stage, records the e2e time from
 // arrival, and, when logStats is set, logs the tables with the turn's identity in the titles and
-// the [OmniTiming] line. It returns false when the turn was already finalized. A panic while
-// rendering or logging is recovered and logged; the turn still counts as finalized and Finalize
-// returns true, so a close path never loses its state: metrics must never break a session.
-func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) (ok bool) {
+// the [OmniTiming] line. It returns false when the turn was already finalized. It is marked
+// finalized before rendering, so a panic while rendering (a bug, recovered at the caller's
+// goroutine root) can never finalize it twice.
+func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bool {
 	if t == nil {
 		return false
 	}
@@ -368,16 +367,6 @@ func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) (o
 	}
 	t.mu.Unlock()
 
-	defer func() {
-		if r := recover(); r != nil {
-			ok = true
-			if log != nil {
-				log.Error("failed to log duplex turn summary",
-					zap.String("req", t.requestID), zap.String("response", t.responseID),
-					zap.String("panic", fmt.Sprint(r)))
-			}
-		}
-	}()
 	t.collapseAndClose()
 	if logStats {
 		t.agg.SetTimingIdentity(&TimingIdentity{Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason})

@@ -97,6 +97,10 @@ func (s *Server) buildPipeline(context.Context) error {
 	id := s.names.ID()
 	collectors := metrics.NewCollectors(s.reg, id)
 	collectors.InitStages(p.NumStages())
+	s.countPanic = collectors.CountPanic
+	if s.parts.Engine != nil {
+		s.parts.Engine.SetPanicCounter(collectors.CountPanic)
+	}
 	collectors.SetStageLoad(func() []metrics.StageLoad {
 		var out []metrics.StageLoad
 		for _, l := range p.Load() {

@@ -308,7 +308,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
 			if m := turnStats(s.engine); m != nil {
 				lat := s.m.cfg.WallClock() - onset
-				s.safeHook("observe_barge_in", func() { m.ObserveBargeIn(lat) })
+				m.ObserveBargeIn(lat)
 			}
 		}
 	}
@@ -349,7 +349,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if vr.started && s.onsetAt > 0 {
 			at = s.onsetAt
 		}
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
+		s.engine.MarkTurnArrival(at)
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
@@ -381,7 +381,7 @@ func (s *Session) forwardInput() {
 		if at <= 0 {
 			at = s.m.cfg.WallClock()
 		}
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
+		s.engine.MarkTurnArrival(at)
 	}
 	for s.inputFwd < len(s.inputBuf) {
 		if err := s.engine.AppendAudio(s.engineCtx, s.inputBuf[s.inputFwd]); err != nil {
@@ -417,7 +417,7 @@ func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
 	if m := turnStats(s.engine); m != nil {
-		s.safeHook("clear_turn_input", m.ClearTurnInput)
+		m.ClearTurnInput()
 	}
 }
 
@@ -451,9 +451,9 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		if !s.ensureEngine(eventID) {
 			return false
 		}
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
 		if m := turnStats(s.engine); m != nil {
-			s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+			m.MarkInputEnd(s.m.cfg.WallClock())
 		}
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
@@ -491,9 +491,9 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
-	s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(started) })
+	s.engine.MarkTurnArrival(started)
 	if m := turnStats(s.engine); m != nil {
-		s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+		m.MarkInputEnd(s.m.cfg.WallClock())
 	}
 	var r *response
 	var ro respOptions
@@ -699,7 +699,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
 	}
 	eng := s.engine
 	text := c.Text

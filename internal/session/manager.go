@@ -109,6 +109,8 @@ func (c ManagerConfig) WithDefaults() ManagerConfig {
 type ManagerMetrics interface {
 	// AddDetachedSessions moves the gauge of sessions waiting for a resume.
 	AddDetachedSessions(delta int)
+	// CountPanic counts a panic recovered at the root of a session goroutine.
+	CountPanic(component string)
 }
 
 // Admission errors.

@@ -123,17 +123,6 @@ func (r *response) neverStarts() bool {
 	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
 }
 
-// safeHook runs a metrics hook; a panic is logged and never reaches the session: metrics must
-// never break a turn's state transitions.
-func (s *Session) safeHook(name string, fn func()) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("turn metrics hook panicked", zap.String("hook", name), zap.Any("panic", p))
-		}
-	}()
-	fn()
-}
-
 // beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
 // response.created sequence.
 func (s *Session) beginResponse(stageTurn, maxTokens int) *response {
@@ -153,10 +142,8 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
-		s.safeHook("begin_turn", func() {
-			arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
-			s.engine.BeginTurn(r.id, r.turnID, arrival)
-		})
+		arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+		s.engine.BeginTurn(r.id, r.turnID, arrival)
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it
@@ -261,18 +248,18 @@ func (s *Session) endResponse(reason string) *response {
 	}
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
-			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs, r.underrunMs) })
+			m.SetTurnDelivered(r.sentMs, r.underrunMs)
 		}
 		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
-			s.safeHook("set_turn_played", func() { m.SetTurnPlayed(r.ackedMs) })
+			m.SetTurnPlayed(r.ackedMs)
 		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
-			s.safeHook("set_turn_detached", func() { m.SetTurnDetached(r.detachedMs) })
+			m.SetTurnDetached(r.detachedMs)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
 			s.finalizeUnstarted(u, reason)
 		} else {
-			s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
+			s.engine.FinalizeTurn(reason)
 		}
 	}
 	return r
@@ -284,7 +271,7 @@ func (s *Session) endResponse(reason string) *response {
 // behind the input's own jobs reports settled. Without room for that job the engine's drain
 // bound finalizes the turn.
 func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
-	s.safeHook("finalize_turn", func() { u.FinalizeUnstartedTurn(reason) })
+	u.FinalizeUnstartedTurn(reason)
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		if err := u.SettleInput(ctx); err != nil {
 			s.log.Debug("settling the input of a cancelled response", zap.Error(err))

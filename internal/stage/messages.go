@@ -203,8 +203,6 @@ var (
 	ErrClosed = errors.New("stage: closed")
 	// ErrInvalidRequest reports a malformed request: no messages, an unknown role.
 	ErrInvalidRequest = errors.New("stage: invalid request")
-	// ErrResponseActive reports Respond while a response of the stream is still running.
-	ErrResponseActive = errors.New("stage: a response is already active")
 	// ErrNoDuplex reports OpenDuplex on a pipeline without an ASR.
 	ErrNoDuplex = errors.New("stage: pipeline does not support duplex")
 	// ErrContextLength reports a prompt that does not fit the model's context window; the
