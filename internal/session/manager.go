@@ -1,6 +1,3 @@
-// Package session implements the Session actor: the per-connection turn state machine,
-// epoch fence, begin/end response with its metrics hooks, overlap (barge-in) policy, output pacing,
-// timeouts, and admission of sessions.
 package session
 
 import (
