@@ -99,7 +99,10 @@ type DuplexOptions struct {
 	// MaxHistoryBytes bounds the conversation's text (oldest messages dropped first); 0 =
 	// unbounded.
 	MaxHistoryBytes int
-	// The stream's endpointing VAD (the speak decision of the cascaded stage 0).
+	// The stream's endpointing VAD (the speak decision of the cascaded stage 0): the session's
+	// turn_detection, so both VADs run on the same settings. VADThreshold in (0, 1] selects the
+	// WebRTC aggressiveness (speech.VADConfig); 0 = pipeline.thinker.vad's.
+	VADThreshold                       float64
 	PrefixPaddingMs, SilenceDurationMs int
 	// Temperature and Seed override pipeline.thinker.sampling (nil = the pipeline's; without a
 	// configured seed every response draws a fresh random one).
@@ -226,7 +229,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 		MaxHistoryBytes: o.MaxHistoryBytes,
 		Sampling:        base,
 	}
-	out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.PrefixPaddingMs, o.SilenceDurationMs
+	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
 		out.Sampling.Temperature = float32(*o.Temperature)
 	}
