@@ -19,7 +19,7 @@ type FinalizedRequest struct {
 	AudioTTFPStage   int
 }
 
-// Bucket sets of the reference (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
+// Bucket sets of vllm-omni (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
 var (
 	secondsBuckets     = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
 	secondsFastBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60}

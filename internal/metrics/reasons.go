@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Finished reasons a turn or request is logged with (the reference's set, plus length). Anything
+// Finished reasons a turn or request is logged with (vllm-omni's set, plus length). Anything
 // else normalizes to ReasonAbort.
 const (
 	ReasonStop = "stop"
@@ -37,9 +37,9 @@ const (
 	CancelLeaseExpired           = "lease_expired"
 )
 
-// FinishedReasonForCancel maps a cancel source to the logged finished_reason with the reference's
+// FinishedReasonForCancel maps a cancel source to the logged finished_reason with vllm-omni's
 // table, except in two deliberate ways: server-VAD barge-in (`turn_detected`) is a barge-in, not a
-// cancel (the reference logged every real barge-in as a cancel), and an engine / data-plane error
+// cancel (vllm-omni logged every real barge-in as a cancel), and an engine / data-plane error
 // ends the turn as `error`, not `stop` (so a failed turn does not look like a normal one). Only
 // the logged reason is mapped; the wire event keeps its own documented reason, which clients read.
 func FinishedReasonForCancel(source string) string {

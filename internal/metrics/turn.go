@@ -9,10 +9,10 @@ import (
 // TurnMetrics collects one assistant turn of a duplex session (one response_id), the unit that
 // prints one set of --log-stats tables, as one chat completion does. Snapshots are merged per
 // stage as they arrive, so a turn holds O(stages) rows however many segments the engine emits; the
-// result is the reference's collapse at finalize (one row per stage).
+// result is vllm-omni's collapse at finalize (one row per stage).
 //
 // A nil *TurnMetrics is valid and does nothing: callers with --log-stats off simply never create
-// one, and that path allocates nothing (the reference built aggregators and copied every snapshot
+// one, and that path allocates nothing (vllm-omni built aggregators and copied every snapshot
 // even with --log-stats off). Methods are safe for concurrent use.
 type TurnMetrics struct {
 	mu         sync.Mutex
@@ -181,7 +181,7 @@ func (t *TurnMetrics) stageLocked(stage int) *turnStage {
 
 // MarkFirstOutput records when a stage first produced client-visible output for this turn; the
 // first call per stage wins. At Finalize the stage's serving_time_to_first_output_ms becomes the
-// real duration from arrival to that output (the reference put an epoch timestamp there and had to
+// real duration from arrival to that output (vllm-omni put an epoch timestamp there and had to
 // hide the row in duplex tables), and an audio stage's mark is the turn's audio time to first
 // packet.
 func (t *TurnMetrics) MarkFirstOutput(stage int, ts float64, audio bool) {
@@ -320,7 +320,7 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 
 // CopySessionTX copies connector TX that landed on the session aggregator under the stage-0
 // resource id into the turn, as the delta since the previous copy (initially since NewTurn's
-// baseline), so TX from before the turn opened is excluded. Unlike the reference it
+// baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
 // advances the baseline, so calling it twice never counts TX twice.
 func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 	if t == nil || session == nil {

@@ -159,7 +159,7 @@ func (st *chatState) ingestLocked(stageID int, m metrics.StageRequestStats, subm
 	if st.agg == nil {
 		return
 	}
-	// A real duration from arrival, not an epoch stamp (the reference put one there on duplex
+	// A real duration from arrival, not an epoch stamp (vllm-omni put one there on duplex
 	// snapshots and had to hide the row).
 	if stageID >= 0 && stageID < len(st.firstOutputTS) && st.firstOutputTS[stageID] > 0 {
 		m.ServingTimeToFirstOutputMs = (st.firstOutputTS[stageID] - st.wallStart) * 1000
@@ -200,7 +200,7 @@ func (st *chatState) finishLocked(reason string, err error) {
 	}
 	if st.agg != nil {
 		if reason == "abort" || reason == "error" {
-			// Chat tables keep the reference's format; only a cut-short request names its reason.
+			// Chat tables keep vllm-omni's format; only a cut-short request names its reason.
 			st.agg.SetTimingIdentity(&metrics.TimingIdentity{Req: st.id, Turn: -1, Reason: reason})
 		}
 		st.agg.OnFinalizeRequest(st.finalStage, st.id, st.reqStart)

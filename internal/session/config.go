@@ -73,7 +73,7 @@ func SemanticSilenceMs(eagerness string) int {
 	return 500 // medium, auto
 }
 
-// Overlap policies (the reference's names): what input during an active response does.
+// Overlap policies (vllm-omni's names): what input during an active response does.
 const (
 	PolicyBargeIn    = "barge_in_on_speech"
 	PolicyListenOnly = "listen_only"
@@ -267,7 +267,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	return cfg, nil
 }
 
-// NormalizeInputFormat maps the aliases the reference accepts (audio/pcm, pcm, s16le, f32le,
+// NormalizeInputFormat maps the aliases vllm-omni accepts (audio/pcm, pcm, s16le, f32le,
 // ulaw, mulaw, alaw, ...) to canonical names and checks the rate.
 func NormalizeInputFormat(f AudioFormat) (AudioFormat, error) {
 	t := strings.ToLower(strings.TrimSpace(f.Type))

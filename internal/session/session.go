@@ -44,7 +44,7 @@ const (
 	ReasonInternalError = "internal_error"
 )
 
-// Turn states, named as in the reference's Session.
+// Turn states, named as in vllm-omni's Session.
 const (
 	TurnIdle                = "idle"
 	TurnUserSpeaking        = "user_speaking"
@@ -435,7 +435,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		cancelSource = metrics.CancelSessionClose
 	case ReasonShutdown, ReasonInternalError:
 		// The server, not the client, ends the session: its engine work is aborted under it, as
-		// the reference's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
+		// vllm-omni's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
 		// The wire keeps reason "shutdown": only the logged reason is mapped, so the client
 		// still learns why its session ended.
 		cancelSource = metrics.ReasonAbort
