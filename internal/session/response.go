@@ -82,7 +82,7 @@ type respOptions struct {
 	metadata  map[string]string
 	// Per-response context (response_spec.go): nil / false = the session's and the conversation.
 	instructions *string
-	input        []Message
+	input        []requestclient.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
 }
