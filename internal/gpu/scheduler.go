@@ -339,12 +339,17 @@ func (r *Runner) step() bool {
 // is truncated (truncate policy) or failed with ErrContextFull; the others retry next step.
 func (r *Runner) decodeFailed(err error) {
 	if errors.Is(err, llama.ErrKvCacheFull) {
+		r.kvFull.Add(1)
 		var hog *Sequence
 		for _, p := range r.parts {
 			if hog == nil || len(p.seq.history) > len(hog.history) {
 				hog = p.seq
 			}
 		}
+		// A planned cache never gets here (engine.context_size ≥ sequences × seq_context, checked
+		// at start-up): say so loudly, it is a capacity condition the operator must see.
+		r.log.Warn("KV cache full: the longest sequence gives way", zap.Int("cells", r.cfg.ContextSize),
+			zap.Int("sequences", len(r.seqs)), zap.Int("longest", len(hog.history)), zap.String("overflow", r.cfg.Overflow))
 		if r.cfg.Overflow == OverflowTruncate && r.truncate(hog, max(1, len(hog.history)/2)) {
 			return
 		}

@@ -66,6 +66,7 @@ type Collectors struct {
 	transferRxDecode *prometheus.HistogramVec
 	transferInFlight *prometheus.HistogramVec
 	load             *loadCollector
+	kv               *kvCollector
 }
 
 // Request kinds (the kind label).
@@ -166,11 +167,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		transferInFlight: hist("transfer", "in_flight_seconds",
 			"Time at least one item was queued on a connector, per request.", secondsFastBuckets, "from_stage", "to_stage"),
 		load: newLoadCollector(),
+		kv:   newKVCollector(),
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
 		c.detachedSessions, c.sessionDuration, c.admissionReject, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
-		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
+		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
 		c.panics.WithLabelValues(comp)
@@ -398,6 +400,64 @@ func (l *loadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(l.running, prometheus.GaugeValue, float64(s.Running), st)
 		ch <- prometheus.MustNewConstMetric(l.waiting, prometheus.GaugeValue, float64(s.Waiting), st)
 	}
+}
+
+// EngineKV is the local engine's shared KV cache as the collectors export it.
+type EngineKV struct {
+	Cells, CellsHeld, Sequences int
+	FullEvents                  int64
+}
+
+// kvCollector exports the engine's KV cache figures from a function read at scrape time.
+type kvCollector struct {
+	cells, held, seqs, full *prometheus.Desc
+	mu                      sync.Mutex
+	fn                      func() EngineKV
+}
+
+func newKVCollector() *kvCollector {
+	return &kvCollector{
+		cells: prometheus.NewDesc("omniserve_engine_kv_cells",
+			"Cells of the engine's shared KV cache (engine.context_size).", nil, nil),
+		held: prometheus.NewDesc("omniserve_engine_kv_cells_held",
+			"KV cells the open sequences hold now.", nil, nil),
+		seqs: prometheus.NewDesc("omniserve_engine_sequences",
+			"Open engine sequences (one per realtime session and per chat request generating).", nil, nil),
+		full: prometheus.NewDesc("omniserve_engine_kv_cache_full_total",
+			"Decode steps that found the shared KV cache full (the longest sequence was truncated, or failed under engine overflow \"error\"); a planned cache keeps this at 0.", nil, nil),
+	}
+}
+
+func (k *kvCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- k.cells
+	ch <- k.held
+	ch <- k.seqs
+	ch <- k.full
+}
+
+func (k *kvCollector) Collect(ch chan<- prometheus.Metric) {
+	k.mu.Lock()
+	fn := k.fn
+	k.mu.Unlock()
+	var s EngineKV
+	if fn != nil {
+		s = fn()
+	}
+	ch <- prometheus.MustNewConstMetric(k.cells, prometheus.GaugeValue, float64(s.Cells))
+	ch <- prometheus.MustNewConstMetric(k.held, prometheus.GaugeValue, float64(s.CellsHeld))
+	ch <- prometheus.MustNewConstMetric(k.seqs, prometheus.GaugeValue, float64(s.Sequences))
+	ch <- prometheus.MustNewConstMetric(k.full, prometheus.CounterValue, float64(s.FullEvents))
+}
+
+// SetEngineKV makes the engine KV families read fn at every scrape (a server without a local
+// engine exports zeros).
+func (c *Collectors) SetEngineKV(fn func() EngineKV) {
+	if c == nil {
+		return
+	}
+	c.kv.mu.Lock()
+	c.kv.fn = fn
+	c.kv.mu.Unlock()
 }
 
 // SetStageLoad makes the queue / running gauges read fn at every scrape.
