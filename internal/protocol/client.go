@@ -52,12 +52,16 @@ type SessionPatch struct {
 	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
 	TranscriptionSet bool           // audio.input.transcription (or input_audio_transcription) was present
 	Transcription    bool           // it was an object (not null)
-	Type             *string        // GA session.type
-	IdleTimeoutS     *float64
-	AutoResponse     *bool // extra_body.auto_response / full_duplex
-	MaxOutputTokens  *int  // 0 = unlimited ("inf")
-	Temperature      *float64
-	Seed             *uint32 // extra_body.seed
+	// NoiseReductionSet: audio.input.noise_reduction (or input_audio_noise_reduction) was
+	// present; NoiseReduction is its type ("near_field" or "far_field"), "" for null.
+	NoiseReductionSet bool
+	NoiseReduction    string
+	Type              *string // GA session.type
+	IdleTimeoutS      *float64
+	AutoResponse      *bool // extra_body.auto_response / full_duplex
+	MaxOutputTokens   *int  // 0 = unlimited ("inf")
+	Temperature       *float64
+	Seed              *uint32 // extra_body.seed
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a

@@ -360,6 +360,30 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	} else if v, ok := in["transcription"]; ok {
 		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
 	}
+	nr, nrOK := obj["input_audio_noise_reduction"]
+	nrParam := "session.input_audio_noise_reduction"
+	if !nrOK {
+		nr, nrOK = in["noise_reduction"]
+		nrParam = "session.audio.input.noise_reduction"
+	}
+	if nrOK {
+		p.NoiseReductionSet = true
+		if !bytes.Equal(bytes.TrimSpace(nr), []byte("null")) {
+			var w struct {
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(nr, &w); err != nil {
+				return p, &Error{Code: "invalid_type", Param: nrParam, Message: "noise_reduction must be null or an object {\"type\": \"near_field\" | \"far_field\"}"}
+			}
+			switch w.Type {
+			case "near_field", "far_field":
+				p.NoiseReduction = w.Type
+			default:
+				return p, &Error{Code: "invalid_value", Param: nrParam + ".type",
+					Message: fmt.Sprintf("noise_reduction type %q is not supported (near_field or far_field)", w.Type)}
+			}
+		}
+	}
 	if s, ok, e := str(obj, "type"); e != nil {
 		return p, e
 	} else if ok {

@@ -81,14 +81,17 @@ const (
 
 // Config is the effective configuration of one session.
 type Config struct {
-	Model           string
-	Modalities      []string
-	Instructions    string
-	Voice           string
-	InputFormat     AudioFormat
-	OutputFormat    AudioFormat
-	TurnDetection   *TurnDetection
-	Transcription   bool // audio.input.transcription is set: transcription events are sent
+	Model         string
+	Modalities    []string
+	Instructions  string
+	Voice         string
+	InputFormat   AudioFormat
+	OutputFormat  AudioFormat
+	TurnDetection *TurnDetection
+	Transcription bool // audio.input.transcription is set: transcription events are sent
+	// NoiseReduction is the input's noise reduction ("" = off, speech.NoiseNearField or
+	// speech.NoiseFarField), applied before the VAD and the ASR.
+	NoiseReduction  string
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -156,12 +159,16 @@ type ConfigPatch struct {
 	TurnDetection    *TurnDetectionPatch // nil with TurnDetectionSet = null
 	TranscriptionSet bool                // audio.input.transcription was present
 	Transcription    bool                // it was an object (not null)
-	Type             *string             // GA session.type
-	IdleTimeoutS     *float64
-	AutoResponse     *bool
-	MaxOutputTokens  *int // 0 = unlimited
-	Temperature      *float64
-	Seed             *uint32
+	// NoiseReductionSet: audio.input.noise_reduction was present; NoiseReduction is its type
+	// (speech.NoiseNearField or speech.NoiseFarField), "" for null.
+	NoiseReductionSet bool
+	NoiseReduction    string
+	Type              *string // GA session.type
+	IdleTimeoutS      *float64
+	AutoResponse      *bool
+	MaxOutputTokens   *int // 0 = unlimited
+	Temperature       *float64
+	Seed              *uint32
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -219,6 +226,15 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	}
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
+	}
+	if p.NoiseReductionSet {
+		switch p.NoiseReduction {
+		case "", speech.NoiseNearField, speech.NoiseFarField:
+			cfg.NoiseReduction = p.NoiseReduction
+		default:
+			return cfg, &FieldError{"invalid_value", "session.audio.input.noise_reduction.type",
+				fmt.Sprintf("noise_reduction type %q is not supported (near_field or far_field)", p.NoiseReduction)}
+		}
 	}
 	if p.TurnDetectionSet {
 		if p.TurnDetection == nil {

@@ -146,6 +146,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	}
 	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
+	s.applyNoiseReduction()
 	s.resetIdle()
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
@@ -251,7 +252,7 @@ func (s *Session) publicSession() map[string]any {
 		sess["input_audio_format"] = betaFormat(s.cfg.InputFormat)
 		sess["output_audio_format"] = betaFormat(s.cfg.OutputFormat)
 		sess["input_audio_transcription"] = s.transcriptionWire()
-		sess["input_audio_noise_reduction"] = nil
+		sess["input_audio_noise_reduction"] = s.noiseReductionWire()
 		sess["turn_detection"] = tdAny
 		sess["max_response_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
 		temp := 0.8
@@ -272,7 +273,7 @@ func (s *Session) publicSession() map[string]any {
 	sess["include"] = nil
 	sess["audio"] = map[string]any{
 		"input": map[string]any{"format": wireFormat(s.cfg.InputFormat), "transcription": s.transcriptionWire(),
-			"noise_reduction": nil, "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
+			"noise_reduction": s.noiseReductionWire(), "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
 		"output": map[string]any{"format": wireFormat(s.cfg.OutputFormat), "voice": s.cfg.Voice, "speed": 1.0},
 	}
 	return sess
@@ -296,6 +297,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	if len(pcm) == 0 {
 		return
 	}
+	s.denoiseInput(pcm)
 	s.inputMs += float64(len(pcm)) * 1000 / EngineRate
 	vr := s.detectSpeech(pcm)
 	if vr.started {

@@ -110,8 +110,9 @@ type Session struct {
 	jobsOut      int // jobs submitted whose result has not come back
 	pendingIn    int // committed user inputs not yet answered
 	items        []*item
-	vad          *speech.VAD   // server_vad's overlap detector, created on the first append
-	vadTD        TurnDetection // the settings vad was created with
+	vad          *speech.VAD      // server_vad's overlap detector, created on the first append
+	denoise      *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
+	vadTD        TurnDetection    // the settings vad was created with
 	// vadMarks remembers when the last appends reached vad (stream ms at their end, wall time),
 	// so a speech onset the VAD reports later is stamped with the receipt of its own append.
 	vadMarks    [16]vadMark
@@ -270,6 +271,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
+	defer s.closeDenoise()
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
 	defer s.graceTimer.Stop()
