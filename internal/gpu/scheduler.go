@@ -173,7 +173,7 @@ func (r *Runner) finish(s *Sequence, reason string, err error) {
 	s.active = nil
 	tail := ""
 	if reason != "abort" {
-		tail = validText(g.text)
+		tail = g.leadingTrim(validText(g.text))
 	}
 	g.text = ""
 	// Publish the history before the caller can observe the end of its Generate.
@@ -392,7 +392,7 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	}
 	g.text += r.model.TokenToPiece(tok)
 	text, stopped := releasable(g.text, g.opts.Stop)
-	ev.piece.Text = validText(text)
+	ev.piece.Text = g.leadingTrim(validText(text))
 	ev.piece.Logprob = lp
 	g.text = g.text[len(text):]
 	g.out <- ev
@@ -409,6 +409,19 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 		// model that never emits EOS cannot run forever.
 		r.finish(s, "length", nil)
 	}
+}
+
+// leadingTrim drops the whitespace a reply's first tokens carry: word-initial tokens spell
+// their space ("▁even", "Ġeven"), so the first one released reads " even". A reply's text
+// starts at its first visible character, as every OpenAI answer does; the history keeps the
+// tokens as sampled, and a token's logprob keeps its own text.
+func (g *genJob) leadingTrim(text string) string {
+	if g.spoke {
+		return text
+	}
+	text = strings.TrimLeft(text, " \t\n\r")
+	g.spoke = text != ""
+	return text
 }
 
 // validText makes released text valid UTF-8: byte tokens can form invalid sequences (a random
