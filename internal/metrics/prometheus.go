@@ -76,12 +76,14 @@ const (
 )
 
 // finishedReasons is every value the finished_reason label takes.
-var finishedReasons = []string{ReasonStop, ReasonLength, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
+var finishedReasons = []string{ReasonStop, ReasonLength, ReasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
 
-// succeeded reports a finished reason that counts as a success: the model finished (stop) or
-// hit its token limit (length). Everything else (cancelled, barged in, closed, aborted, failed)
+// succeeded reports a finished reason that counts as a success: the model finished (stop), hit
+// its token limit (length) or called tools (tool_calls). Everything else (cancelled, barged in, closed, aborted, failed)
 // is a failure of the request, counted apart.
-func succeeded(reason string) bool { return reason == ReasonStop || reason == ReasonLength }
+func succeeded(reason string) bool {
+	return reason == ReasonStop || reason == ReasonLength || reason == ReasonToolCalls
+}
 
 // NewCollectors registers the families on reg with a constant model_name label. It panics if a
 // family is already registered on reg, like prometheus.MustRegister: that is a wiring bug.
@@ -102,7 +104,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	c := &Collectors{
 		requestSuccess: counter("request", "success_total",
-			"Chat requests and duplex turns that finished (stop) or hit their token limit (length).", "kind", "finished_reason"),
+			"Chat requests and duplex turns that finished (stop), hit their token limit (length) or called tools (tool_calls).", "kind", "finished_reason"),
 		requestFailure: counter("request", "failure_total",
 			"Chat requests and duplex turns cut short: barge_in, cancel, close, abort or error.", "kind", "finished_reason"),
 		e2eLatency: hist("request", "e2e_latency_seconds",

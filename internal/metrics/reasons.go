@@ -12,12 +12,14 @@ const (
 	ReasonStop = "stop"
 	// ReasonLength is a response cut by max_output_tokens / max_tokens (the wire says
 	// max_output_tokens; every log says length, as chat does).
-	ReasonLength  = "length"
-	ReasonBargeIn = "barge_in"
-	ReasonCancel  = "cancel"
-	ReasonClose   = "close"
-	ReasonAbort   = "abort"
-	ReasonError   = "error"
+	ReasonLength = "length"
+	// ReasonToolCalls is a reply that ended in tool calls (Chat Completions' finish_reason).
+	ReasonToolCalls = "tool_calls"
+	ReasonBargeIn   = "barge_in"
+	ReasonCancel    = "cancel"
+	ReasonClose     = "close"
+	ReasonAbort     = "abort"
+	ReasonError     = "error"
 )
 
 // Cancel sources: the `reason` a session passes when it cancels the active response.
@@ -70,7 +72,7 @@ func NormalizeFinishedReason(r string) string {
 
 func isKnownReason(r string) bool {
 	switch r {
-	case ReasonStop, ReasonLength, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
+	case ReasonStop, ReasonLength, ReasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
 		return true
 	}
 	return false

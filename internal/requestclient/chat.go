@@ -21,9 +21,11 @@ const chatAbortWait = 5 * time.Second
 
 // ChatEvent is one piece of a chat completion. Text carries the thinker's text deltas; Audio carries
 // talker PCM chunks (mono float32 at SampleRate, 24 kHz by default). The last event has Done (with
-// FinishReason stop | length | abort and the token counts) or Err.
+// FinishReason stop | length | tool_calls | abort and the token counts) or Err. A ToolCall event
+// is one complete call of the model (its markup never comes as Text).
 type ChatEvent struct {
 	Text                           string
+	ToolCall                       *ToolCall
 	Logprobs                       []TokenLogprob // of Text's tokens, when asked
 	Audio                          []float32
 	SampleRate                     int

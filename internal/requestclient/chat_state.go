@@ -103,6 +103,11 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 		if m.Text != "" || len(m.Logprobs) > 0 {
 			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: logprobsFromEngine(m.Logprobs)})
 		}
+	case stage.ToolCalled:
+		if c := m.ToolCall; c != nil {
+			tc := ToolCall(*c)
+			st.pushLocked(ChatEvent{ToolCall: &tc})
+		}
 	case stage.Audio:
 		// The chunk's Text is the phrase it speaks; the client already has it from stage 0.
 		if len(m.Audio) > 0 {
