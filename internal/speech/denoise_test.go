@@ -252,3 +252,22 @@ func TestDenoiseWordAccuracy(t *testing.T) {
 		t.Logf("snr_db=%v noise_reduction=%s wer=%.1f%% (%d/%d words)", c.snr, label, 100*float64(errs)/float64(words), errs, words)
 	}
 }
+
+// TestASRSameAudioSameWords: a pooled decoder starts every utterance from the same state, so
+// the same audio gives the same transcript whatever the decoder heard before (live cepstral
+// mean normalisation used to carry one request's adaptation into the next).
+func TestASRSameAudioSameWords(t *testing.T) {
+	a := newTestASR(t, 1) // one decoder: every request reuses it
+	ctx := context.Background()
+	noisy := mixAt(loadRaw(t, goforwardRaw), pinkNoise(16000, 5), 10)
+	other := loadRaw(t, "/usr/share/pocketsphinx/test/data/numbers.raw")
+	first, err := a.Transcribe(ctx, noisy)
+	require.NoError(t, err)
+	for i, before := range [][]float32{other, noisy, mixAt(other, pinkNoise(16000, 9), 0)} {
+		_, err := a.Transcribe(ctx, before)
+		require.NoError(t, err)
+		again, err := a.Transcribe(ctx, noisy)
+		require.NoError(t, err)
+		require.Equal(t, first, again, "after clip %d", i)
+	}
+}
