@@ -56,6 +56,7 @@ type Collectors struct {
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
 	panics           *prometheus.CounterVec
+	evictions        prometheus.Counter
 	bargeIn          prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
@@ -146,6 +147,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
 			Help: "Duplex streams refused because the engine was at capacity.",
 		}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "omniserve", Subsystem: "duplex", Name: "evictions_total",
+			Help: "Detached realtime sessions (kept for a resume) ended to admit a new client when every slot was taken.",
+		}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "omniserve", Name: "panics_total",
 			Help: "Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.",
@@ -173,7 +178,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -221,6 +226,13 @@ func (c *Collectors) AddDetachedSessions(delta int) {
 
 // PanicComponents are the goroutine roots that recover a panic (the panics_total labels).
 var PanicComponents = []string{"session", "session_jobs", "http", "engine"}
+
+// CountEviction counts a detached session ended to admit a new client.
+func (c *Collectors) CountEviction() {
+	if c != nil {
+		c.evictions.Inc()
+	}
+}
 
 // CountPanic counts a panic recovered at the root of a component's goroutine.
 func (c *Collectors) CountPanic(component string) {
