@@ -161,6 +161,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
 		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
 		MaxHistoryBytes:      s.cfg.Server.SessionHistoryBytes,
+		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
 	s.realtime = realtime.NewHandler(realtime.HandlerConfig{

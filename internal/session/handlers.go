@@ -196,6 +196,9 @@ func (s *Session) maxTokensWire(n int) any {
 	if n > 0 {
 		return n
 	}
+	if d := s.m.cfg.DefaultMaxOutputTokens; d > 0 {
+		return d // what the engine applies to "inf": the session tells the limit in force
+	}
 	return "inf"
 }
 

@@ -38,6 +38,10 @@ type ManagerConfig struct {
 	// MaxHistoryBytes bounds the conversation's text; past it the oldest items are dropped
 	// (conversation.item.deleted). Default DefaultMaxHistoryBytes.
 	MaxHistoryBytes int
+	// DefaultMaxOutputTokens is the reply limit the engine applies when a session sets none
+	// or "inf" (pipeline.thinker.max_tokens): the session reports it, so a client sees the
+	// limit that cuts its replies. 0: unknown, reported as "inf".
+	DefaultMaxOutputTokens int
 	// MaxInstructionsBytes bounds session and per-response instructions (error
 	// string_above_max_length). Default DefaultMaxInstructionsBytes.
 	MaxInstructionsBytes int
