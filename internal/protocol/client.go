@@ -52,6 +52,10 @@ type SessionPatch struct {
 	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
 	TranscriptionSet bool           // audio.input.transcription (or input_audio_transcription) was present
 	Transcription    bool           // it was an object (not null)
+	// ToolsSet: tools was present (an array; empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []Tool
+	ToolChoice *ToolChoice
 	// NoiseReductionSet: audio.input.noise_reduction (or input_audio_noise_reduction) was
 	// present; NoiseReduction is its type ("near_field" or "far_field"), "" for null.
 	NoiseReductionSet bool
@@ -109,6 +113,12 @@ type ResponseCreate struct {
 	Instructions    *string // nil = the session's
 	Conversation    string  // "none" for an out-of-band response, "" for the default one
 	Input           []InputItem
+	// ToolsSet: tools was present (the response's own tools replace the session's);
+	// ToolChoice and ParallelToolCalls override the session's for this response.
+	ToolsSet          bool
+	Tools             []Tool
+	ToolChoice        *ToolChoice
+	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve refuses ("" when none), as its param.
 	Unsupported string
 }
@@ -124,6 +134,9 @@ type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
+	// ItemType is "" or "message", or "function_call_output" with CallID and Output.
+	ItemType       string
+	CallID, Output string
 	Role           string
 	Text           string // the text parts, concatenated
 	Audio          []byte // the input_audio parts, decoded and concatenated

@@ -208,6 +208,8 @@ type ResponseSpec struct {
 	Input []Message
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
+	// Tools, when set, are the functions this reply may call and how (OutToolCall outputs).
+	Tools *ToolSpec
 }
 
 // OutputKind says what a duplex Output carries.
@@ -330,7 +332,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 
 // toStage converts a response spec for the pipeline.
 func (s ResponseSpec) toStage() stage.ResponseSpec {
-	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand}
+	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand, Tools: s.Tools.toStagePtr()}
 	if s.Input != nil {
 		out.Input = make([]gpu.ChatMessage, len(s.Input))
 		for i, m := range s.Input {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"strings"
 	"time"
 
@@ -91,7 +92,10 @@ type Config struct {
 	Transcription bool // audio.input.transcription is set: transcription events are sent
 	// NoiseReduction is the input's noise reduction ("" = off, speech.NoiseNearField or
 	// speech.NoiseFarField), applied before the VAD and the ASR.
-	NoiseReduction  string
+	NoiseReduction string
+	// Tools are the functions the model may call, and ToolChoice how (tools.go).
+	Tools           []requestclient.Tool
+	ToolChoice      ToolChoice
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -169,6 +173,10 @@ type ConfigPatch struct {
 	MaxOutputTokens   *int // 0 = unlimited
 	Temperature       *float64
 	Seed              *uint32
+	// ToolsSet: tools was present (empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []requestclient.Tool
+	ToolChoice *ToolChoice
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -226,6 +234,19 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	}
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
+	}
+	if p.ToolsSet || p.ToolChoice != nil {
+		tools, choice := cfg.Tools, cfg.ToolChoice
+		if p.ToolsSet {
+			tools = p.Tools
+		}
+		if p.ToolChoice != nil {
+			choice = *p.ToolChoice
+		}
+		if fe := checkTools(tools, choice, 0, "session"); fe != nil {
+			return cfg, fe
+		}
+		cfg.Tools, cfg.ToolChoice = tools, choice
 	}
 	if p.NoiseReductionSet {
 		switch p.NoiseReduction {

@@ -235,7 +235,7 @@ func (s *Session) publicSession() map[string]any {
 	}
 	sess := map[string]any{
 		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
-		"instructions": s.cfg.Instructions, "tools": []any{}, "tool_choice": "auto",
+		"instructions": s.cfg.Instructions, "tools": toolsWire(s.cfg.Tools), "tool_choice": toolChoiceWire(s.cfg.ToolChoice),
 		"expires_at": s.expiresAt.Unix(),
 		// omniserve extensions
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
@@ -437,7 +437,7 @@ func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	if !respond {
 		return s.commit(eventID, nil)
 	}
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat}
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.sessionTools()}
 	return s.commit(eventID, &o)
 }
 
@@ -570,6 +570,9 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
+	if fe := s.resolveTools(c, &o); fe != nil {
+		return o, fe
+	}
 	if c.Modalities != nil {
 		audio, text := false, false
 		for _, m := range c.Modalities {
@@ -658,6 +661,10 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 }
 
 func (s *Session) handleCreateItem(c *CreateItem) {
+	if c.ItemType == "function_call_output" {
+		s.createFunctionOutput(c)
+		return
+	}
 	role := c.Role
 	if role != "user" && role != "system" && role != "assistant" {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")

@@ -32,6 +32,7 @@ type sentFrame struct {
 }
 
 type response struct {
+	calls      []*item // the function_call items the reply made (tools.go)
 	id, itemID string
 	epoch      int
 	turnID     int
@@ -85,6 +86,8 @@ type respOptions struct {
 	input        []requestclient.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
+	// tools are the functions the reply may call (nil: none); set on the actor.
+	tools *requestclient.ToolSpec
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -311,6 +314,10 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			u := *o.Usage
 			r.engineUsage = &u
 		}
+	case requestclient.OutToolCall:
+		if o.ToolCall != nil {
+			s.emitFunctionCall(r, o.ToolCall)
+		}
 	case requestclient.OutFinished:
 		r.finished = true
 		r.finish = o.FinishReason
@@ -421,6 +428,8 @@ func (s *Session) completeResponse(r *response) {
 	case "abort":
 		status, reason = "cancelled", "abort"
 		details = map[string]any{"type": "cancelled", "reason": "abort"}
+	case requestclient.FinishToolCalls:
+		reason = requestclient.FinishToolCalls // completed, logged as a turn that ended in calls
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
@@ -494,6 +503,9 @@ func (s *Session) emitDone(r *response, status string, details any) {
 	u := r.usage()
 	if !r.ownInput && r.engineUsage != nil {
 		s.lastUsage = u // what the next response finds cached
+	}
+	for _, c := range r.calls {
+		output = append(output, c.wire(s.opts.Beta))
 	}
 	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})
