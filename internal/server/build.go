@@ -148,19 +148,19 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	// pipeline.thinker.vad is the server_vad default of every realtime session.
 	vad := s.pipelineCfg.Thinker.VAD
 	mgr := session.NewManager(session.ManagerConfig{
-		MaxSessions:          s.cfg.Server.MaxSessions,
-		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
-		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
-		IdleTimeout:          s.cfg.EffectiveIdleTimeout(),
-		TurnDetection:        &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
-		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
-		Metrics:              s.parts.Client.Collectors(),
-		ModelName:            s.names.ID(),
-		AcceptModel:          s.acceptModel,
-		ServedModels:         s.models,
-		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
-		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
-		MaxHistoryBytes:      s.cfg.Server.SessionHistoryBytes,
+		MaxSessions:            s.cfg.Server.MaxSessions,
+		DrainGrace:             s.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout:         s.cfg.Server.MaxIdleTimeout,
+		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
+		TurnDetection:          &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
+		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
+		Metrics:                s.parts.Client.Collectors(),
+		ModelName:              s.names.ID(),
+		AcceptModel:            s.acceptModel,
+		ServedModels:           s.models,
+		MaxInstructionsBytes:   s.cfg.Server.MaxInstructionsBytes,
+		MaxInboxBytes:          s.cfg.Server.SessionInboxBytes,
+		MaxHistoryBytes:        s.cfg.Server.SessionHistoryBytes,
 		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
