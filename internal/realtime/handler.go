@@ -187,7 +187,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	c.serve(sess, 0)
 	wg.Wait()
-	c.log.Debug("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
+	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
 }
 
 // accept upgrades the request; nil when the upgrade failed (the library answered).

@@ -270,7 +270,7 @@ func (s *Session) publicSession() map[string]any {
 	sess["type"] = "realtime"
 	sess["output_modalities"] = outputModalities(audio)
 	sess["max_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
-	sess["tracing"] = nil
+	sess["tracing"] = s.cfg.Tracing
 	sess["truncation"] = "auto"
 	sess["prompt"] = nil
 	sess["include"] = nil
