@@ -51,6 +51,9 @@ type RouterDeps struct {
 	// BodyReadTimeout bounds the reading of a whole request body (0 = DefaultBodyReadTimeout); a
 	// slower client gets its connection closed.
 	BodyReadTimeout time.Duration
+	// CORSOrigins are the browser origins allowed to call /v1 from their pages: exact origins or
+	// "*" (server.cors_origins, SplitOrigins); empty answers no cross-origin request.
+	CORSOrigins []string
 }
 
 // DefaultBodyReadTimeout is RouterDeps.BodyReadTimeout's default: 64 MiB at ~2.5 MB/s.
@@ -109,6 +112,7 @@ func NewRouter(d RouterDeps) http.Handler {
 
 	created := time.Now().Unix()
 	r.Route("/v1", func(r chi.Router) {
+		r.Use(cors(d.CORSOrigins)) // before the key check: a preflight carries no key
 		if d.APIKey != "" {
 			r.Use(requireAPIKey(d.APIKey))
 		}

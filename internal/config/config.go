@@ -40,6 +40,9 @@ type Server struct {
 	LogLevel  string `yaml:"log_level"`
 	LogStats  bool   `yaml:"log_stats"`
 	APIKey    string `yaml:"api_key"`
+	// CORSOrigins are the browser origins whose pages may call /v1 (comma-separated exact
+	// origins, or "*"); empty: none.
+	CORSOrigins string `yaml:"cors_origins"`
 	// ServedModelName is the comma-separated names the model is served under (vLLM's
 	// --served-model-name); the first is its id. Empty: the engine model's id.
 	ServedModelName string `yaml:"served_model_name"`
@@ -116,6 +119,7 @@ func Defaults() Config {
 			Port:                 8000,
 			LogFormat:            "console",
 			LogLevel:             "info",
+			CORSOrigins:          "*",
 			MaxSessions:          64,
 			ShutdownTimeout:      30 * time.Second,
 			DrainGrace:           10 * time.Second,

@@ -223,6 +223,7 @@ func (s *Server) router() http.Handler {
 		Speech:         s.speech,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}),
 		MaxBodyBytes:   s.cfg.Server.MaxBodyBytes,
+		CORSOrigins:    api.SplitOrigins(s.cfg.Server.CORSOrigins),
 	})
 }
 
