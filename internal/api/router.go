@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/api/console"
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
@@ -54,6 +55,10 @@ type RouterDeps struct {
 	// CORSOrigins are the browser origins allowed to call /v1 from their pages: exact origins or
 	// "*" (server.cors_origins, SplitOrigins); empty answers no cross-origin request.
 	CORSOrigins []string
+	// Secrets are the minted client secrets ("ek_" keys) the key check accepts for a realtime
+	// connection; ClientSecrets serves POST /v1/realtime/client_secrets (nil: 503).
+	Secrets       *clientsecret.Store
+	ClientSecrets http.Handler
 }
 
 // DefaultBodyReadTimeout is RouterDeps.BodyReadTimeout's default: 64 MiB at ~2.5 MB/s.
@@ -113,14 +118,15 @@ func NewRouter(d RouterDeps) http.Handler {
 	created := time.Now().Unix()
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(cors(d.CORSOrigins)) // before the key check: a preflight carries no key
-		if d.APIKey != "" {
-			r.Use(requireAPIKey(d.APIKey))
+		if d.APIKey != "" || d.Secrets != nil {
+			r.Use(requireAPIKey(d.APIKey, d.Secrets))
 		}
 		r.Get("/models", modelsHandler(d.Models, created))
 		// A wildcard, not {id}: model ids may contain slashes (org/name), as OpenAI's and vLLM's do.
 		r.Get("/models/*", modelHandler(d.Models, d.AcceptModel, created))
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
+		r.Method(http.MethodPost, "/realtime/client_secrets", refuseWhile(draining, orUnavailable(d.ClientSecrets, "client secrets")))
 		r.Method(http.MethodPost, "/audio/transcriptions", refuseWhile(draining, orUnavailable(d.Transcriptions, "audio transcriptions")))
 		r.Method(http.MethodPost, "/audio/speech", refuseWhile(draining, orUnavailable(d.Speech, "audio speech")))
 	})

@@ -165,7 +165,9 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxEventBytes:    s.cfg.Realtime.MaxEventBytes,
 		SendQueue:        s.cfg.Realtime.SendQueueEvents,
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),
+		Secrets:          s.secrets,
 	}, mgr, s.log)
+	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr
 	s.log.Info("realtime endpoint ready", zap.Int("max_sessions", s.cfg.Server.MaxSessions))
