@@ -64,6 +64,9 @@ var allowed = map[string][]string{
 
 	// Layer 5: the WebSocket endpoint drives sessions only.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
+		// The WebRTC transport (calls.go): Opus through libopus, resampling the session's
+		// output audio to the 48 kHz RTP clock.
+		"internal/opus", "internal/audio",
 		// The client events are decoded by the protocol package and mapped to session commands here.
 		"internal/protocol"},
 

@@ -59,6 +59,9 @@ type RouterDeps struct {
 	// connection; ClientSecrets serves POST /v1/realtime/client_secrets (nil: 503).
 	Secrets       *clientsecret.Store
 	ClientSecrets http.Handler
+	// Calls serves the WebRTC transport: POST /v1/realtime/calls and
+	// /v1/realtime/calls/{id}/hangup (nil: 503).
+	Calls http.Handler
 }
 
 // DefaultBodyReadTimeout is RouterDeps.BodyReadTimeout's default: 64 MiB at ~2.5 MB/s.
@@ -126,6 +129,9 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Get("/models/*", modelHandler(d.Models, d.AcceptModel, created))
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
+		calls := orUnavailable(d.Calls, "WebRTC calls")
+		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, calls))
+		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)
 		r.Method(http.MethodPost, "/realtime/client_secrets", refuseWhile(draining, orUnavailable(d.ClientSecrets, "client secrets")))
 		r.Method(http.MethodPost, "/audio/transcriptions", refuseWhile(draining, orUnavailable(d.Transcriptions, "audio transcriptions")))
 		r.Method(http.MethodPost, "/audio/speech", refuseWhile(draining, orUnavailable(d.Speech, "audio speech")))

@@ -78,6 +78,8 @@ var keys = []Key{
 	{"realtime.write_timeout", "", "bound on writing one event to a realtime client; a client that stops reading is closed with 1008", func(c *Config) any { return &c.Realtime.WriteTimeout }},
 	{"realtime.max_event_bytes", "", "largest realtime client event (larger: error event_too_large, the connection stays)", func(c *Config) any { return &c.Realtime.MaxEventBytes }},
 	{"realtime.send_queue_events", "", "queued model events per realtime connection before the client counts as too slow (1008)", func(c *Config) any { return &c.Realtime.SendQueueEvents }},
+	{"realtime.webrtc_udp_port", "webrtc-udp-port", "the one UDP port of all WebRTC calls' media (ICE UDP mux; 0 picks a free one, logged)", func(c *Config) any { return &c.Realtime.WebRTCUDPPort }},
+	{"realtime.webrtc_public_ips", "webrtc-public-ips", "IP addresses announced to browsers for WebRTC media instead of the host's own (NAT 1:1), comma-separated", func(c *Config) any { return &c.Realtime.WebRTCPublicIPs }},
 	{"realtime.origin_patterns", "", "extra browser origins allowed to open the realtime WebSocket, comma-separated host patterns (same origin is always allowed)", func(c *Config) any { return &c.Realtime.OriginPatterns }},
 	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine default)", func(c *Config) any { return &c.Engine.ContextSize }},
 	{"engine.max_sequences", "", "concurrent sequences (0 = engine default)", func(c *Config) any { return &c.Engine.MaxSequences }},

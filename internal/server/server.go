@@ -89,6 +89,7 @@ type Server struct {
 	// secrets are the minted client secrets (ek_ keys); clientSecrets mints them.
 	secrets       *clientsecret.Store
 	clientSecrets http.Handler // nil until built
+	calls         http.Handler // nil until built: the WebRTC transport
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser
@@ -234,6 +235,7 @@ func (s *Server) router() http.Handler {
 		CORSOrigins:    api.SplitOrigins(s.cfg.Server.CORSOrigins),
 		Secrets:        s.secrets,
 		ClientSecrets:  s.clientSecrets,
+		Calls:          s.calls,
 	})
 }
 
