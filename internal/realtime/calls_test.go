@@ -215,3 +215,78 @@ func TestCallSpeech(t *testing.T) {
 	_ = pc.Close()
 	readers.Wait()
 }
+
+// TestCallBargeIn: the browser SDK's interrupt (response.cancel, output_audio_buffer.clear) cuts
+// the audio (output_audio_buffer.cleared) and the server truncates the assistant item to what it
+// had played; the multipart form's session applies.
+func TestCallBargeIn(t *testing.T) {
+	t.Parallel()
+	s := newCallsServer(t)
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	require.NoError(t, err)
+	defer pc.Close()
+	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly})
+	require.NoError(t, err)
+	dc, err := pc.CreateDataChannel("oai-events", nil)
+	require.NoError(t, err)
+	events := make(chan map[string]any, 8192)
+	dc.OnMessage(func(m webrtc.DataChannelMessage) {
+		var ev map[string]any
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events <- ev
+		}
+	})
+	var readers sync.WaitGroup
+	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				if _, _, err := tr.ReadRTP(); err != nil {
+					return
+				}
+			}
+		}()
+	})
+	offer, err := pc.CreateOffer(nil)
+	require.NoError(t, err)
+	require.NoError(t, pc.SetLocalDescription(offer))
+	form := "--b\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\n" + offer.SDP +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n" +
+		`{"type":"realtime","instructions":"Talk at length.","audio":{"input":{"turn_detection":null}}}` + "\r\n--b--\r\n"
+	resp, answer := post(t, s.url, "multipart/form-data; boundary=b", form)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
+	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
+	until := func(typ string, d time.Duration) map[string]any {
+		t.Helper()
+		deadline := time.After(d)
+		for {
+			select {
+			case ev := <-events:
+				if ev["type"] == typ {
+					return ev
+				}
+			case <-deadline:
+				t.Fatalf("no %s within %v", typ, d)
+			}
+		}
+	}
+	created := until("session.created", 20*time.Second)
+	require.Equal(t, "Talk at length.", created["session"].(map[string]any)["instructions"])
+	require.NoError(t, dc.SendText(`{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"Tell me a long story."}]}}`))
+	require.NoError(t, dc.SendText(`{"type":"response.create"}`))
+	started := until("output_audio_buffer.started", 60*time.Second)
+	time.Sleep(300 * time.Millisecond) // some audio is played
+	require.NoError(t, dc.SendText(`{"type":"response.cancel"}`))
+	require.NoError(t, dc.SendText(`{"type":"output_audio_buffer.clear"}`))
+	cleared := until("output_audio_buffer.cleared", 10*time.Second)
+	require.Equal(t, started["response_id"], cleared["response_id"])
+	tr := until("conversation.item.truncated", 10*time.Second)
+	played := tr["audio_end_ms"].(float64)
+	require.Greater(t, played, 100.0, "about 300 ms were played")
+	require.Less(t, played, 2000.0, "truncated to what was played, not what was generated")
+	t.Logf("truncated at %v ms", played)
+	_ = pc.Close()
+	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 30*time.Second, 20*time.Millisecond)
+	readers.Wait()
+}
