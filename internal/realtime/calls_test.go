@@ -93,7 +93,9 @@ func TestCallsBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := post(t, tt.url, tt.ctype, tt.body)
 			require.Equal(t, tt.want, resp.StatusCode, string(body))
-			var e struct{ Error struct{ Type, Code, Message string } }
+			var e struct {
+				Error struct{ Type, Code, Message string }
+			}
 			require.NoError(t, json.Unmarshal(body, &e), string(body))
 			require.Equal(t, tt.code, e.Error.Code)
 			require.NotEmpty(t, e.Error.Message)
