@@ -106,7 +106,7 @@ func TestWebRTCCall(t *testing.T) {
 			}
 		}
 	})
-	var packets atomic.Int64
+	var packets, firstPacketAt atomic.Int64
 	var codec atomic.Value
 	var readers sync.WaitGroup
 	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
@@ -118,7 +118,9 @@ func TestWebRTCCall(t *testing.T) {
 				if _, _, err := tr.ReadRTP(); err != nil {
 					return
 				}
-				packets.Add(1)
+				if packets.Add(1) == 1 {
+					firstPacketAt.Store(time.Now().UnixNano())
+				}
 			}
 		}()
 	})
@@ -177,6 +179,8 @@ func TestWebRTCCall(t *testing.T) {
 			}
 		}
 	}()
+	until("input_audio_buffer.committed", 90*time.Second)
+	committedAt := time.Now()
 	tr := until("conversation.item.input_audio_transcription.completed", 90*time.Second)
 	require.Contains(t, strings.ToLower(tr["transcript"].(string)), "forward")
 	until("output_audio_buffer.started", 90*time.Second)
@@ -185,7 +189,8 @@ func TestWebRTCCall(t *testing.T) {
 	require.NotContains(t, seen, "response.output_audio.delta")
 	require.Greater(t, packets.Load(), int64(5), "the answer's audio arrives as RTP")
 	require.Equal(t, "audio/opus", strings.ToLower(codec.Load().(string)))
-	t.Logf("answer audio: %d RTP packets", packets.Load())
+	t.Logf("answer audio: %d RTP packets; first packet %v after input_audio_buffer.committed arrived",
+		packets.Load(), time.Unix(0, firstPacketAt.Load()).Sub(committedAt).Round(time.Millisecond))
 	<-micDone
 
 	resp, body = postWith(t, base+loc+"/hangup", "sk", "", "")
