@@ -15,6 +15,7 @@ packages=(
   pocketsphinx-testdata         # real human speech used by the tests
   libwebrtc-audio-processing-dev  # VAD
   libopus-dev                   # Opus for WebRTC calls (internal/opus, cgo)
+  libspeexdsp-dev               # noise reduction (speex preprocessor)
   nodejs                        # OpenAI Node SDK compatibility test
   npm
   chromium                      # headless browser for the console and bench report tests (test/browser)

@@ -68,7 +68,10 @@ var allowed = map[string][]string{
 		// output audio to the 48 kHz RTP clock.
 		"internal/opus", "internal/audio",
 		// The client events are decoded by the protocol package and mapped to session commands here.
-		"internal/protocol"},
+		"internal/protocol",
+		// A function tool is requestclient's domain type (one definition from the wire to the
+		// engine); the session's commands carry it as is.
+		"internal/requestclient"},
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.

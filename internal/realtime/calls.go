@@ -152,7 +152,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 		return
 	}
-	slot, err := c.h.sessions.Acquire()
+	slot, err := c.h.sessions.Acquire(r.Context())
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		callError(w, http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())

@@ -29,6 +29,7 @@ import (
 	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -82,14 +83,15 @@ type Server struct {
 	names       modelNames // what the model answers to; models is names.Listed()
 	pipelineCfg stage.PipelineConfig
 	parts       Parts
-	chat        http.Handler // nil until built: the router answers 503
-	realtime    http.Handler // nil until built
-	transcribe  http.Handler // nil until built
-	speech      http.Handler // nil until built, and without a talker stage
 	// secrets are the minted client secrets (ek_ keys); clientSecrets mints them.
 	secrets       *clientsecret.Store
-	clientSecrets http.Handler // nil until built
-	calls         http.Handler // nil until built: the WebRTC transport
+	clientSecrets http.Handler           // nil until built
+	calls         http.Handler           // nil until built: the WebRTC transport
+	chat          http.Handler           // nil until built: the router answers 503
+	countPanic    func(component string) // nil until the collectors exist
+	realtime      http.Handler           // nil until built
+	transcribe    http.Handler           // nil until built
+	speech        http.Handler           // nil until built, and without a talker stage
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser
@@ -236,8 +238,13 @@ func (s *Server) router() http.Handler {
 		Secrets:        s.secrets,
 		ClientSecrets:  s.clientSecrets,
 		Calls:          s.calls,
+		CountPanic:     s.countPanic,
 	})
 }
+
+// ConnContext is the http.Server ConnContext the server's listener needs: the realtime
+// endpoint sizes the send buffer of the connections it upgrades.
+var ConnContext = realtime.ConnContext
 
 // swapHandler lets the server answer probes while the model loads and switch to the full
 // router once every component exists, without restarting the listener.
