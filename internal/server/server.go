@@ -34,6 +34,7 @@ import (
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/tracing"
 )
 
 // WarmDecoders is how many ASR decoders the server builds in the background right after start:
@@ -89,6 +90,7 @@ type Server struct {
 	calls         http.Handler           // nil until built: the WebRTC transport
 	chat          http.Handler           // nil until built: the router answers 503
 	countPanic    func(component string) // nil until the collectors exist
+	tracer        *tracing.Tracer        // nil: tracing off
 	realtime      http.Handler           // nil until built
 	transcribe    http.Handler           // nil until built
 	speech        http.Handler           // nil until built, and without a talker stage
