@@ -15,8 +15,8 @@ import (
 // commit). It reports, over all streams and utterances, the finish latency (last audio written
 // → final transcript: what a session adds to the VAD's silence window before
 // conversation.item.input_audio_transcription.completed) p50/p90, and the worst lag of a write
-// behind the audio clock; n streams keep up while that lag stays below one chunk (100 ms) and
-// the transcripts stay right. Run:
+// behind the audio clock; n streams keep up while that lag stays below 400 ms (bench speech's
+// --max-lag) and the transcripts stay right. Run:
 //
 //	go test -run '^$' -bench BenchmarkASRRealtimeStreams -benchtime 1x ./internal/speech/
 func BenchmarkASRRealtimeStreams(b *testing.B) {
