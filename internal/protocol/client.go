@@ -42,22 +42,24 @@ type TurnDetection struct {
 // SessionPatch is the session object of session.update, in either dialect; nil fields were
 // absent.
 type SessionPatch struct {
-	Model            *string
-	Modalities       []string // output_modalities (GA) or modalities (beta)
-	Instructions     *string
-	Voice            *string
-	InputFormat      *AudioFormat
-	OutputFormat     *AudioFormat
-	TurnDetectionSet bool           // the key was present
-	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
-	TranscriptionSet bool           // audio.input.transcription (or input_audio_transcription) was present
-	Transcription    bool           // it was an object (not null)
-	Type             *string        // GA session.type
-	IdleTimeoutS     *float64
-	AutoResponse     *bool // extra_body.auto_response / full_duplex
-	MaxOutputTokens  *int  // 0 = unlimited ("inf")
-	Temperature      *float64
-	Seed             *uint32 // extra_body.seed
+	Model             *string
+	Modalities        []string // output_modalities (GA) or modalities (beta)
+	Instructions      *string
+	Voice             *string
+	InputFormat       *AudioFormat
+	OutputFormat      *AudioFormat
+	TurnDetectionSet  bool           // the key was present
+	TurnDetection     *TurnDetection // nil with TurnDetectionSet = null
+	TranscriptionSet  bool           // audio.input.transcription (or input_audio_transcription) was present
+	Transcription     bool           // it was an object (not null)
+	NoiseReductionSet bool           // audio.input.noise_reduction (or input_audio_noise_reduction) was present
+	NoiseReduction    *string        // its type; nil with NoiseReductionSet = null (off)
+	Type              *string        // GA session.type
+	IdleTimeoutS      *float64
+	AutoResponse      *bool // extra_body.auto_response / full_duplex
+	MaxOutputTokens   *int  // 0 = unlimited ("inf")
+	Temperature       *float64
+	Seed              *uint32 // extra_body.seed
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a

@@ -360,6 +360,30 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	} else if v, ok := in["transcription"]; ok {
 		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
 	}
+	nr, nrOK := obj["input_audio_noise_reduction"]
+	nrParam := "session.input_audio_noise_reduction"
+	if !nrOK {
+		nr, nrOK = in["noise_reduction"]
+		nrParam = "session.audio.input.noise_reduction"
+	}
+	if nrOK {
+		p.NoiseReductionSet = true
+		if !bytes.Equal(bytes.TrimSpace(nr), []byte("null")) {
+			var w map[string]json.RawMessage
+			if err := json.Unmarshal(nr, &w); err != nil {
+				return p, &Error{Code: "invalid_type", Param: nrParam, Message: "noise_reduction must be an object or null"}
+			}
+			t, ok, e := str(w, "type")
+			if e != nil {
+				e.Param = nrParam + ".type"
+				return p, e
+			}
+			if !ok {
+				return p, &Error{Code: "missing_required_parameter", Param: nrParam + ".type", Message: "noise_reduction.type is required"}
+			}
+			p.NoiseReduction = &t
+		}
+	}
 	if s, ok, e := str(obj, "type"); e != nil {
 		return p, e
 	} else if ok {

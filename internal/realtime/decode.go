@@ -95,6 +95,7 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		InputFormat: (*session.AudioFormat)(p.InputFormat), OutputFormat: (*session.AudioFormat)(p.OutputFormat),
 		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: (*session.TurnDetectionPatch)(p.TurnDetection),
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
+		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
 		Temperature: p.Temperature, Seed: p.Seed}
 }

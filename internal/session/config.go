@@ -88,7 +88,8 @@ type Config struct {
 	InputFormat     AudioFormat
 	OutputFormat    AudioFormat
 	TurnDetection   *TurnDetection
-	Transcription   bool // audio.input.transcription is set: transcription events are sent
+	Transcription   bool   // audio.input.transcription is set: transcription events are sent
+	NoiseReduction  string // "" (off) | near_field | far_field: speexdsp before VAD and ASR
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -146,22 +147,24 @@ func DefaultTurnDetection() *TurnDetection {
 
 // ConfigPatch is a session.update payload: nil fields are left unchanged.
 type ConfigPatch struct {
-	Model            *string
-	Modalities       []string
-	Instructions     *string
-	Voice            *string
-	InputFormat      *AudioFormat
-	OutputFormat     *AudioFormat
-	TurnDetectionSet bool                // the key was present
-	TurnDetection    *TurnDetectionPatch // nil with TurnDetectionSet = null
-	TranscriptionSet bool                // audio.input.transcription was present
-	Transcription    bool                // it was an object (not null)
-	Type             *string             // GA session.type
-	IdleTimeoutS     *float64
-	AutoResponse     *bool
-	MaxOutputTokens  *int // 0 = unlimited
-	Temperature      *float64
-	Seed             *uint32
+	Model             *string
+	Modalities        []string
+	Instructions      *string
+	Voice             *string
+	InputFormat       *AudioFormat
+	OutputFormat      *AudioFormat
+	TurnDetectionSet  bool                // the key was present
+	TurnDetection     *TurnDetectionPatch // nil with TurnDetectionSet = null
+	TranscriptionSet  bool                // audio.input.transcription was present
+	Transcription     bool                // it was an object (not null)
+	NoiseReductionSet bool                // audio.input.noise_reduction was present
+	NoiseReduction    *string             // its type (near_field | far_field); nil = null (off)
+	Type              *string             // GA session.type
+	IdleTimeoutS      *float64
+	AutoResponse      *bool
+	MaxOutputTokens   *int // 0 = unlimited
+	Temperature       *float64
+	Seed              *uint32
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -219,6 +222,18 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	}
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
+	}
+	if p.NoiseReductionSet {
+		cfg.NoiseReduction = ""
+		if p.NoiseReduction != nil {
+			switch *p.NoiseReduction {
+			case speech.NoiseNearField, speech.NoiseFarField:
+				cfg.NoiseReduction = *p.NoiseReduction
+			default:
+				return cfg, &FieldError{"invalid_value", "session.audio.input.noise_reduction.type",
+					fmt.Sprintf("noise_reduction type %q is not supported: use near_field, far_field or null", *p.NoiseReduction)}
+			}
+		}
 	}
 	if p.TurnDetectionSet {
 		if p.TurnDetection == nil {

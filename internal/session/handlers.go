@@ -251,7 +251,7 @@ func (s *Session) publicSession() map[string]any {
 		sess["input_audio_format"] = betaFormat(s.cfg.InputFormat)
 		sess["output_audio_format"] = betaFormat(s.cfg.OutputFormat)
 		sess["input_audio_transcription"] = s.transcriptionWire()
-		sess["input_audio_noise_reduction"] = nil
+		sess["input_audio_noise_reduction"] = s.noiseReductionWire()
 		sess["turn_detection"] = tdAny
 		sess["max_response_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
 		temp := 0.8
@@ -272,7 +272,7 @@ func (s *Session) publicSession() map[string]any {
 	sess["include"] = nil
 	sess["audio"] = map[string]any{
 		"input": map[string]any{"format": wireFormat(s.cfg.InputFormat), "transcription": s.transcriptionWire(),
-			"noise_reduction": nil, "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
+			"noise_reduction": s.noiseReductionWire(), "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
 		"output": map[string]any{"format": wireFormat(s.cfg.OutputFormat), "voice": s.cfg.Voice, "speed": 1.0},
 	}
 	return sess
@@ -291,6 +291,10 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	pcm, err := s.inDec.Decode(c.Data, f)
 	if err != nil {
 		s.sendError("bad_audio", err.Error(), c.ID, "audio")
+		return
+	}
+	if pcm, err = s.denoiseInput(pcm); err != nil {
+		s.sendError("server_error", err.Error(), c.ID, "")
 		return
 	}
 	if len(pcm) == 0 {

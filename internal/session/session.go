@@ -116,8 +116,10 @@ type Session struct {
 	onsetAt     float64 // wall time of the onset reported by the last append; 0 = none
 	inSpeech    bool    // speech_started went out and its speech_stopped has not
 	paceTimer   *time.Timer
-	vadIdle     *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
-	idleFromMs  float64     // the input audio position when vadIdle was armed (response.done)
+	vadIdle     *time.Timer      // turn_detection.idle_timeout_ms after a response (stopped otherwise)
+	idleFromMs  float64          // the input audio position when vadIdle was armed (response.done)
+	denoiser    *speech.Denoiser // noise_reduction's preprocessor (denoise.go); nil when off
+	denoiseMode string           // the mode denoiser was built for
 	idleTimer   *time.Timer
 	closeReason string
 	sinkBroken  bool // the connection refused an event: nothing more can be sent
@@ -268,6 +270,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
+	defer s.closeDenoiser()
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
 	defer s.graceTimer.Stop()
