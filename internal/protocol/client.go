@@ -42,19 +42,25 @@ type TurnDetection struct {
 // SessionPatch is the session object of session.update, in either dialect; nil fields were
 // absent.
 type SessionPatch struct {
-	Model             *string
-	Modalities        []string // output_modalities (GA) or modalities (beta)
-	Instructions      *string
-	Voice             *string
-	InputFormat       *AudioFormat
-	OutputFormat      *AudioFormat
-	TurnDetectionSet  bool           // the key was present
-	TurnDetection     *TurnDetection // nil with TurnDetectionSet = null
-	TranscriptionSet  bool           // audio.input.transcription (or input_audio_transcription) was present
-	Transcription     bool           // it was an object (not null)
-	NoiseReductionSet bool           // audio.input.noise_reduction (or input_audio_noise_reduction) was present
-	NoiseReduction    *string        // its type; nil with NoiseReductionSet = null (off)
-	Type              *string        // GA session.type
+	Model            *string
+	Modalities       []string // output_modalities (GA) or modalities (beta)
+	Instructions     *string
+	Voice            *string
+	InputFormat      *AudioFormat
+	OutputFormat     *AudioFormat
+	TurnDetectionSet bool           // the key was present
+	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
+	TranscriptionSet bool           // audio.input.transcription (or input_audio_transcription) was present
+	Transcription    bool           // it was an object (not null)
+	// ToolsSet: tools was present (an array; empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []Tool
+	ToolChoice *ToolChoice
+	// NoiseReductionSet: audio.input.noise_reduction (or input_audio_noise_reduction) was
+	// present; NoiseReduction is its type ("near_field" or "far_field"), "" for null.
+	NoiseReductionSet bool
+	NoiseReduction    string
+	Type              *string // GA session.type
 	IdleTimeoutS      *float64
 	AutoResponse      *bool // extra_body.auto_response / full_duplex
 	MaxOutputTokens   *int  // 0 = unlimited ("inf")
@@ -107,6 +113,12 @@ type ResponseCreate struct {
 	Instructions    *string // nil = the session's
 	Conversation    string  // "none" for an out-of-band response, "" for the default one
 	Input           []InputItem
+	// ToolsSet: tools was present (the response's own tools replace the session's);
+	// ToolChoice and ParallelToolCalls override the session's for this response.
+	ToolsSet          bool
+	Tools             []Tool
+	ToolChoice        *ToolChoice
+	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve refuses ("" when none), as its param.
 	Unsupported string
 }
@@ -122,6 +134,9 @@ type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
+	// ItemType is "" or "message", or "function_call_output" with CallID and Output.
+	ItemType       string
+	CallID, Output string
 	Role           string
 	Text           string // the text parts, concatenated
 	Audio          []byte // the input_audio parts, decoded and concatenated

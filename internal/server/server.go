@@ -28,6 +28,7 @@ import (
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -78,10 +79,11 @@ type Server struct {
 	names       modelNames // what the model answers to; models is names.Listed()
 	pipelineCfg stage.PipelineConfig
 	parts       Parts
-	chat        http.Handler // nil until built: the router answers 503
-	realtime    http.Handler // nil until built
-	transcribe  http.Handler // nil until built
-	speech      http.Handler // nil until built, and without a talker stage
+	chat        http.Handler           // nil until built: the router answers 503
+	countPanic  func(component string) // nil until the collectors exist
+	realtime    http.Handler           // nil until built
+	transcribe  http.Handler           // nil until built
+	speech      http.Handler           // nil until built, and without a talker stage
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser
@@ -223,8 +225,13 @@ func (s *Server) router() http.Handler {
 		Speech:         s.speech,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}),
 		MaxBodyBytes:   s.cfg.Server.MaxBodyBytes,
+		CountPanic:     s.countPanic,
 	})
 }
+
+// ConnContext is the http.Server ConnContext the server's listener needs: the realtime
+// endpoint sizes the send buffer of the connections it upgrades.
+var ConnContext = realtime.ConnContext
 
 // swapHandler lets the server answer probes while the model loads and switch to the full
 // router once every component exists, without restarting the listener.

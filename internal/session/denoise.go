@@ -1,43 +1,50 @@
 package session
 
 import (
-	"fmt"
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-// denoiseInput applies audio.input.noise_reduction to decoded input (16 kHz) before the VAD
-// and the ASR see it, as OpenAI's noise reduction does. The preprocessor keeps a running noise
-// estimate, so it lives as long as its mode; a change of mode starts a fresh one. The output
-// lags by under one 20 ms frame: the tail of an append waits for the next one.
-func (s *Session) denoiseInput(pcm []float32) ([]float32, error) {
-	mode := s.cfg.NoiseReduction
-	if mode != s.denoiseMode {
-		s.closeDenoiser()
+// The input's noise reduction (audio.input.noise_reduction): a speex preprocessor over the
+// decoded 16 kHz input, before the session VAD, the engine's VAD and the ASR, so all of them
+// hear the same cleaned audio. It delays the input by one 20 ms frame.
+
+// applyNoiseReduction makes the denoiser match the configuration: created when noise reduction
+// is turned on, replaced when its type changes, closed when it is turned off.
+func (s *Session) applyNoiseReduction() {
+	kind := s.cfg.NoiseReduction
+	if s.denoise != nil && s.denoise.Kind() == kind {
+		return
 	}
-	if mode == "" {
-		return pcm, nil
+	s.closeDenoise()
+	if kind == "" {
+		return
 	}
-	if s.denoiser == nil {
-		d, err := speech.NewDenoiser(mode)
-		if err != nil {
-			return nil, fmt.Errorf("noise reduction: %w", err)
-		}
-		s.denoiser, s.denoiseMode = d, mode
+	d, err := speech.NewDenoiser(kind, EngineRate)
+	if err != nil {
+		// The configuration was validated: only a broken speex library gets here.
+		s.log.Error("noise reduction unavailable", zap.String("type", kind), zap.Error(err))
+		return
 	}
-	return s.denoiser.Process(pcm), nil
+	s.denoise = d
 }
 
-// closeDenoiser frees the preprocessor (C memory the GC does not see); Run defers it.
-func (s *Session) closeDenoiser() {
-	if s.denoiser != nil {
-		s.denoiser.Close()
-		s.denoiser = nil
+// denoiseInput cleans one decoded append in place.
+func (s *Session) denoiseInput(pcm []float32) {
+	if s.denoise != nil {
+		s.denoise.ProcessFloat(pcm)
 	}
-	s.denoiseMode = ""
 }
 
-// noiseReductionWire is the session's noise_reduction object (null when off).
+func (s *Session) closeDenoise() {
+	if s.denoise != nil {
+		s.denoise.Close()
+		s.denoise = nil
+	}
+}
+
+// noiseReductionWire is the session object's noise_reduction: null or {"type": …}.
 func (s *Session) noiseReductionWire() any {
 	if s.cfg.NoiseReduction == "" {
 		return nil

@@ -12,23 +12,6 @@ static const char *omni_ps_hyp(ps_decoder_t *ps) {
 	int32 score;
 	return ps_get_hyp(ps, &score);
 }
-
-// omni_cmn_len is the length of the decoder's cepstral mean vector (0 when it has none).
-static int omni_cmn_len(ps_decoder_t *ps) {
-	feat_t *f = ps_get_feat(ps);
-	return (f == NULL || f->cmn_struct == NULL) ? 0 : f->cmn_struct->veclen;
-}
-
-// omni_cmn_get copies the live cepstral mean into vec (omni_cmn_len entries).
-static void omni_cmn_get(ps_decoder_t *ps, mfcc_t *vec) {
-	cmn_live_get(ps_get_feat(ps)->cmn_struct, vec);
-}
-
-// omni_cmn_set restores the live cepstral mean, its running sum and frame count, as
-// -cmninit sets them when the decoder is built.
-static void omni_cmn_set(ps_decoder_t *ps, const mfcc_t *vec) {
-	cmn_live_set(ps_get_feat(ps)->cmn_struct, vec);
-}
 */
 import "C"
 
@@ -87,11 +70,6 @@ type ASR struct {
 	shared *C.omni_asr_shared_t // nil when sharing is off (decoders own their models)
 	dict   string               // the LM-restricted dictionary file, kept while decoders may need it
 	tmpDir string               // holds dict; removed by Close
-	// cmnInit is the cepstral mean of a freshly built decoder. Live CMN moves the mean towards
-	// each utterance's audio at its end, so a pooled decoder would recognise the same audio
-	// differently depending on what it heard before; NewStream restores this mean so every
-	// stream (one request, one session) starts from the same state.
-	cmnInit []C.mfcc_t
 
 	mu     sync.Mutex
 	idle   []C.omni_dec_t
@@ -143,10 +121,6 @@ func NewASR(cfg ASRConfig, log *zap.Logger) (*ASR, error) {
 	if err != nil {
 		a.removeDict()
 		return nil, err
-	}
-	if n := int(C.omni_cmn_len(first.ps)); n > 0 {
-		a.cmnInit = make([]C.mfcc_t, n)
-		C.omni_cmn_get(first.ps, &a.cmnInit[0])
 	}
 	a.idle = append(a.idle, first)
 	a.live = 1
@@ -330,9 +304,7 @@ func (a *ASR) Warm(ctx context.Context, n int) error {
 }
 
 // NewStream takes a decoder from the pool, building one if fewer than PoolSize exist, or waits
-// until a stream closes or ctx ends. The decoder's adaptation (live cepstral mean) is reset, so
-// a stream's transcripts do not depend on earlier streams; within one stream it adapts from
-// utterance to utterance as pocketsphinx does.
+// until a stream closes or ctx ends.
 func (a *ASR) NewStream(ctx context.Context) (*ASRStream, error) {
 	select {
 	case a.slots <- struct{}{}:
@@ -372,25 +344,7 @@ func (a *ASR) NewStream(ctx context.Context) (*ASRStream, error) {
 		}
 		a.mu.Unlock()
 	}
-	if err := a.reset(d); err != nil {
-		a.release(d)
-		return nil, err
-	}
 	return &ASRStream{asr: a, dec: d, ps: d.ps}, nil
-}
-
-// reset puts a decoder back in the state it was built in, as far as audio goes: the front end's
-// noise estimate (spectral noise subtraction tracks the background across utterances) and the
-// live cepstral mean. Without it the same noisy clip came out as "food for if" or "go forward
-// and if" depending on the clip decoded before it.
-func (a *ASR) reset(d C.omni_dec_t) error {
-	if rc := C.ps_start_stream(d.ps); rc < 0 {
-		return fmt.Errorf("resetting asr decoder: pocketsphinx error %d", int(rc))
-	}
-	if len(a.cmnInit) > 0 {
-		C.omni_cmn_set(d.ps, &a.cmnInit[0])
-	}
-	return nil
 }
 
 func (a *ASR) release(d C.omni_dec_t) {
@@ -471,7 +425,7 @@ func (s *ASRStream) Write(pcm16k []float32) error {
 		return nil
 	}
 	if !s.started {
-		if rc := C.ps_start_utt(s.ps); rc < 0 {
+		if rc := C.omni_dec_start_utt(&s.dec); rc < 0 {
 			return fmt.Errorf("starting utterance: pocketsphinx error %d", int(rc))
 		}
 		s.started = true

@@ -27,9 +27,9 @@ func withNoise(pcm []float32, snrDB float64, seed uint64) []float32 {
 	return out
 }
 
-// The same audio gives the same transcript whatever the pooled decoder heard before: live
-// cepstral mean normalisation moved the mean towards each utterance, so a noisy clip decoded
-// after a clean one of another speaker came out differently (issue 26).
+// The same audio gives the same transcript whatever the pooled decoder heard before: the front
+// end's noise estimate and the live cepstral mean carried over between utterances, so a noisy
+// clip decoded after another clip came out differently (issue 26).
 func TestASRDeterministicAcrossRequests(t *testing.T) {
 	a := newTestASR(t, 1) // one decoder: every request reuses it
 	ctx := context.Background()
