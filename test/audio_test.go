@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"math"
+	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
 	"os"
@@ -70,6 +72,7 @@ func TestAudioEndpoints(t *testing.T) {
 			{"srt", map[string]string{"model": "m", "response_format": "srt"}, "a.wav", wav, "response_format"},
 			{"french", map[string]string{"model": "m", "language": "fr"}, "a.wav", wav, "language"},
 			{"odd pcm", map[string]string{"model": "m"}, "a.pcm", []byte{1, 2, 3}, "file"},
+			{"logprobs", map[string]string{"model": "m", "stream": "true", "include[]": "logprobs"}, "a.wav", wav, "include"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -153,6 +156,15 @@ func TestAudioEndpoints(t *testing.T) {
 			FR struct {
 				Status int `json:"status"`
 			} `json:"fr"`
+			Stream struct {
+				Events []string `json:"events"`
+				Joined string   `json:"joined"`
+			} `json:"stream"`
+			StreamDone string `json:"streamDone"`
+			Logprobs   struct {
+				Status int    `json:"status"`
+				Param  string `json:"param"`
+			} `json:"logprobs"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(out), &got), out)
 		require.Equal(t, "go forward ten meters", got.JSON)
@@ -163,6 +175,12 @@ func TestAudioEndpoints(t *testing.T) {
 		require.Equal(t, 400, got.MP3.Status)
 		require.Equal(t, "response_format", got.MP3.Param)
 		require.Equal(t, 400, got.FR.Status)
+		require.Equal(t, "go forward ten meters", got.StreamDone)
+		require.Equal(t, "go forward ten meters", got.Stream.Joined)
+		require.GreaterOrEqual(t, len(got.Stream.Events), 3, "deltas while decoding, then done: %v", got.Stream.Events)
+		require.Equal(t, "transcript.text.done", got.Stream.Events[len(got.Stream.Events)-1])
+		require.Equal(t, 400, got.Logprobs.Status)
+		require.Equal(t, "include", got.Logprobs.Param)
 	})
 }
 
@@ -263,4 +281,46 @@ func requireOpenAIError(t *testing.T, body []byte, typ, param string) {
 	require.NotEmpty(t, e.Error.Message)
 	require.NotNil(t, e.Error.Param, string(body))
 	require.Equal(t, param, *e.Error.Param)
+}
+
+// TestAudioTranscriptionDeterministic posts the same noisy clip before and after other speech:
+// each request starts the recognizer from the same state, so the transcript does not change.
+func TestAudioTranscriptionDeterministic(t *testing.T) {
+	raw, err := os.ReadFile(goForwardRaw)
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	other, err := os.ReadFile("/usr/share/pocketsphinx/test/data/numbers.raw")
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	base := "http://" + s.addr + "/v1"
+	noisy := pcm16WAV(addNoise(raw, 5, 26), 16000)
+	transcribe := func(wav []byte) string {
+		code, body := postForm(t, base, map[string]string{"model": "whisper-1", "response_format": "text"}, "a.wav", wav)
+		require.Equal(t, http.StatusOK, code, string(body))
+		return string(body)
+	}
+	first := transcribe(noisy)
+	for range 3 {
+		transcribe(pcm16WAV(other, 16000))
+		require.Equal(t, first, transcribe(noisy), "the same audio must give the same transcript")
+	}
+	t.Logf("noisy clip (5 dB SNR): %q", strings.TrimSpace(first))
+}
+
+// addNoise mixes white noise into s16le pcm at snrDB from a fixed seed.
+func addNoise(pcm []byte, snrDB float64, seed uint64) []byte {
+	n := len(pcm) / 2
+	var p float64
+	for i := range n {
+		v := float64(int16(binary.LittleEndian.Uint16(pcm[2*i:])))
+		p += v * v
+	}
+	sigma := math.Sqrt(p / float64(n) / math.Pow(10, snrDB/10))
+	r := rand.New(rand.NewPCG(seed, seed))
+	out := make([]byte, len(pcm))
+	for i := range n {
+		v := float64(int16(binary.LittleEndian.Uint16(pcm[2*i:]))) + r.NormFloat64()*sigma
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(int16(max(-32768, min(32767, v)))))
+	}
+	return out
 }

@@ -56,7 +56,8 @@ type transcriptionsHandler struct {
 // NewTranscriptionsHandler serves OpenAI's POST /v1/audio/transcriptions: a multipart upload
 // with file (WAV, or raw 16-bit LE PCM named *.pcm / *.raw at sample_rate, default 16000),
 // model, and optional language (English only), response_format (json, text, verbose_json),
-// temperature and prompt (accepted, unused). log may be nil.
+// stream (text/event-stream of transcript.text.delta and .done events), temperature and prompt
+// (accepted, unused); include=logprobs is refused. log may be nil.
 func NewTranscriptionsHandler(cfg AudioConfig, asr Transcriber, log *zap.Logger) http.Handler {
 	cfg.withDefaults()
 	if log == nil {
@@ -69,6 +70,7 @@ type transcriptionForm struct {
 	audio    []float32 // 16 kHz mono
 	format   string
 	language string
+	stream   bool
 }
 
 func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -83,6 +85,10 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 	default:
 		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
 			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent transcriptions; retry later", h.cfg.MaxInFlight)})
+		return
+	}
+	if f.stream {
+		h.serveStream(w, r, f)
 		return
 	}
 	text, err := h.asr.Transcribe(r.Context(), f.audio)
@@ -140,8 +146,9 @@ func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int6
 		return nil, oaierror.BadRequest("language", "unsupported_value",
 			fmt.Sprintf("language %q is not supported; this server transcribes English (en)", f.language))
 	}
-	if s := val("stream"); s != "" && s != "false" {
-		return nil, oaierror.BadRequest("stream", "unsupported_value", "streaming transcriptions are not supported")
+	var apiErr *oaierror.Error
+	if f.stream, apiErr = parseStreamFields(r); apiErr != nil {
+		return nil, apiErr
 	}
 	file, hdr, err := r.FormFile("file")
 	if err != nil {

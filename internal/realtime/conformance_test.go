@@ -111,9 +111,17 @@ func TestIdleTimeout(t *testing.T) {
 	c.appendAudio(silence(1000), 200, false)
 	first := readResponse(t, c, 60*time.Second)
 	t0 := time.Now()
+	// A client streams its microphone all along: the silence after the reply, in real time
+	// (the reply's audio came at once: MaxOutputLead is a minute here, so it "plays" during
+	// this too). 9 s covers the reply's playback and the 5 s timeout.
+	c.appendAudio(silence(9000), 100, true)
 	trig, _ := c.until("input_audio_buffer.timeout_triggered", 30*time.Second)
 	require.GreaterOrEqual(t, time.Since(t0), 4*time.Second, "the clock starts at response.done")
 	require.NotEmpty(t, trig.str("item_id"))
+	// The segment is the silence after the reply finished playing, roughly the timeout.
+	span := trig["audio_end_ms"].(float64) - trig["audio_start_ms"].(float64)
+	t.Logf("timeout_triggered audio_start_ms %v audio_end_ms %v (span %v ms)", trig["audio_start_ms"], trig["audio_end_ms"], span)
+	require.InDelta(t, 5000, span, 600, "audio_end_ms - audio_start_ms")
 	second := readResponse(t, c, 60*time.Second)
 	require.NotEqual(t, first.id, second.id)
 }

@@ -158,6 +158,8 @@ func TestBadInputKeepsSession(t *testing.T) {
 		{"negative silence", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","silence_duration_ms":-1}}}}}`, "integer_below_min_value", "session.audio.input.turn_detection.silence_duration_ms"},
 		{"negative padding", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","prefix_padding_ms":-1}}}}}`, "integer_below_min_value", "session.audio.input.turn_detection.prefix_padding_ms"},
 		{"idle timeout overflow", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":1e300}}}}}`, "invalid_type", "session.audio.input.turn_detection.idle_timeout_ms"},
+		{"idle timeout below 5000", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":4999}}}}}`, "invalid_value", "session.audio.input.turn_detection.idle_timeout_ms"},
+		{"idle timeout above 30000", `{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":30001}}}}}`, "invalid_value", "session.audio.input.turn_detection.idle_timeout_ms"},
 		{"max tokens range", `{"type":"session.update","session":{"max_output_tokens":4097}}`, "invalid_value", "session.max_output_tokens"},
 		{"max tokens word", `{"type":"session.update","session":{"max_output_tokens":"lots"}}`, "invalid_value", "session.max_output_tokens"},
 		{"empty voice", `{"type":"session.update","session":{"audio":{"output":{"voice":""}}}}`, "invalid_value", "session.audio.output.voice"},

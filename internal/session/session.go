@@ -128,6 +128,7 @@ type Session struct {
 	inSpeech    bool    // speech_started went out and its speech_stopped has not
 	paceTimer   *time.Timer
 	vadIdle     *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
+	idleFromMs  float64     // the input audio position when vadIdle was armed (response.done)
 	idleTimer   *time.Timer
 	closeReason string
 	sinkBroken  bool // the connection refused an event: nothing more can be sent

@@ -180,6 +180,7 @@ func (s *Session) armIdleTimeout(r *response) {
 		ahead = max(0, r.sentMs-float64(s.m.cfg.Now().Sub(r.started))/float64(time.Millisecond))
 	}
 	s.stopIdleTimeout()
+	s.idleFromMs = s.inputMs
 	s.vadIdle.Reset(time.Duration(float64(td.IdleTimeoutMs)+ahead) * time.Millisecond)
 }
 
@@ -202,10 +203,12 @@ func (s *Session) idleTimeoutTriggered() {
 	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil || s.detached {
 		return
 	}
-	start := s.inputMs
-	if len(s.inputBuf) > 0 {
-		start = s.bufStartMs
-	}
+	// The silent segment is the input heard since the assistant's audio finished playing: the
+	// last idle_timeout_ms of input when the client streams in real time (as it must to be
+	// heard), never from before response.done. The buffer since the last commit would also
+	// span the reply (10.3 s for a 5 s timeout), which OpenAI's "roughly matches the
+	// configured timeout" rules out.
+	start := min(s.inputMs, max(s.idleFromMs, s.inputMs-float64(td.IdleTimeoutMs)))
 	id := s.speechItemID
 	if id == "" {
 		id = newItemID()

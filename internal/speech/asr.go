@@ -361,6 +361,16 @@ func (a *ASR) release(d C.omni_dec_t) {
 
 // Transcribe decodes one whole 16 kHz utterance.
 func (a *ASR) Transcribe(ctx context.Context, pcm16k []float32) (string, error) {
+	return a.TranscribeStream(ctx, pcm16k, nil)
+}
+
+// partialEvery is how much audio TranscribeStream decodes between two partial hypotheses.
+const partialEvery = audio.ASRSampleRate / 4
+
+// TranscribeStream decodes one whole 16 kHz utterance as Transcribe does, and calls partial
+// (when not nil) with the best hypothesis so far after each 250 ms of audio, on the caller's
+// goroutine. A partial may revise earlier words; the returned text is the final one.
+func (a *ASR) TranscribeStream(ctx context.Context, pcm16k []float32, partial func(string)) (string, error) {
 	if len(pcm16k) == 0 {
 		return "", fmt.Errorf("transcribing: %w", audio.ErrEmptyAudio)
 	}
@@ -372,13 +382,18 @@ func (a *ASR) Transcribe(ctx context.Context, pcm16k []float32) (string, error) 
 		return "", err
 	}
 	defer s.Close()
-	// Feed in one-second chunks so a cancelled ctx stops a long clip early.
-	for off := 0; off < len(pcm16k); off += audio.ASRSampleRate {
+	// Feed in chunks so a cancelled ctx stops a long clip early.
+	for off := 0; off < len(pcm16k); off += partialEvery {
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("transcribing: %w", err)
 		}
-		if err := s.Write(pcm16k[off:min(off+audio.ASRSampleRate, len(pcm16k))]); err != nil {
+		if err := s.Write(pcm16k[off:min(off+partialEvery, len(pcm16k))]); err != nil {
 			return "", err
+		}
+		if partial != nil {
+			if p := s.Partial(); p != "" {
+				partial(p)
+			}
 		}
 	}
 	return s.Finish()

@@ -86,6 +86,19 @@ func (p *Pipeline) Transcribe(ctx context.Context, pcm16k []float32) (string, er
 	return p.asr.Transcribe(ctx, pcm16k)
 }
 
+// TranscribeStream is Transcribe with the recognizer's partial hypotheses passed to partial as
+// decoding goes (the local ASR's; a remote ASR gives none). It serves
+// POST /v1/audio/transcriptions with stream=true.
+func (p *Pipeline) TranscribeStream(ctx context.Context, pcm16k []float32, partial func(string)) (string, error) {
+	if p.asr == nil {
+		return "", fmt.Errorf("transcribing: %w: no ASR", ErrInvalidRequest)
+	}
+	if l, ok := p.asr.(localASR); ok {
+		return l.a.TranscribeStream(ctx, pcm16k, partial)
+	}
+	return p.asr.Transcribe(ctx, pcm16k)
+}
+
 // Synthesize runs the talker's TTS (local or remote) on text; it serves POST /v1/audio/speech.
 func (p *Pipeline) Synthesize(ctx context.Context, text string) ([]float32, error) {
 	if p.tts == nil {

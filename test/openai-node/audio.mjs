@@ -55,4 +55,22 @@ try {
   assert.ok(e instanceof OpenAI.BadRequestError, String(e));
   out.fr = { status: e.status, param: e.param };
 }
+
+// 6. Streamed transcription (gpt-4o-transcribe style): deltas, then done with the full text.
+const st = await client.audio.transcriptions.create({ file: fs.createReadStream(wav), model: "gpt-4o-transcribe", stream: true });
+const events = [];
+let joined = "";
+for await (const ev of st) {
+  events.push(ev.type);
+  if (ev.type === "transcript.text.delta") joined += ev.delta;
+  if (ev.type === "transcript.text.done") out.streamDone = ev.text;
+}
+out.stream = { events, joined };
+try {
+  await client.audio.transcriptions.create({ file: fs.createReadStream(wav), model: "gpt-4o-transcribe", stream: true, include: ["logprobs"] });
+  assert.fail("include logprobs accepted");
+} catch (e) {
+  assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+  out.logprobs = { status: e.status, param: e.param };
+}
 console.log(JSON.stringify(out));
