@@ -39,8 +39,6 @@ var allowed = map[string][]string{
 	// Layer 1: the only cgo packages. gpu (the model-runner bridge) is the only importer of the llama.cpp binding.
 	"internal/gpu":    {},
 	"internal/speech": {"internal/audio"},
-	// libopus for the WebRTC transport's audio (cgo, Debian's libopus-dev).
-	"internal/opus": {},
 	// The minted "ek_" client secrets: a key check over auth's, shared by api and realtime.
 	"internal/clientsecret": {"internal/auth"},
 
@@ -64,9 +62,10 @@ var allowed = map[string][]string{
 
 	// Layer 5: the WebSocket endpoint drives sessions only.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
-		// The WebRTC transport (calls.go): Opus through libopus, resampling the session's
-		// output audio to the 48 kHz RTP clock.
-		"internal/opus", "internal/audio",
+		// The WebRTC transport (calls.go): Opus through speech's libopus binding (cgo stays in
+		// the design's two cgo packages), resampling the session's output audio to the 48 kHz
+		// RTP clock.
+		"internal/speech", "internal/audio",
 		// The client events are decoded by the protocol package and mapped to session commands here.
 		"internal/protocol",
 		// A function tool is requestclient's domain type (one definition from the wire to the
@@ -113,7 +112,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/opus": 1, "internal/tracing": 1,
+	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,

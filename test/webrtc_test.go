@@ -16,7 +16,7 @@ import (
 	"github.com/pion/webrtc/v4/pkg/media"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/opus"
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 func postWith(t *testing.T, url, key, ctype, body string) (*http.Response, []byte) {
@@ -159,7 +159,7 @@ func TestWebRTCCall(t *testing.T) {
 		pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
 	}
 	pcm = append(pcm, make([]int16, 16000*2)...) // 2 s of silence ends the turn
-	enc, err := opus.NewEncoder(16000, 32000)
+	enc, err := speech.NewOpusEncoder(16000, 32000)
 	require.NoError(t, err)
 	defer enc.Close()
 	micDone := make(chan struct{})

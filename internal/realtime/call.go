@@ -10,8 +10,8 @@ import (
 	"github.com/pion/webrtc/v4"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/opus"
 	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // call is one WebRTC session. Its goroutines (the session actor, the data-channel writer, the
@@ -202,7 +202,7 @@ func (cl *call) onMessage(msg webrtc.DataChannelMessage) {
 // receive decodes the browser's Opus RTP to 24 kHz PCM16 and appends it to the session's input
 // buffer in 100 ms pieces; a gap in the sequence numbers is concealed (PLC).
 func (cl *call) receive(t *webrtc.TrackRemote) {
-	dec, err := opus.NewDecoder(24000)
+	dec, err := speech.NewOpusDecoder(24000)
 	if err != nil {
 		cl.log.Error("opus decoder", zap.Error(err))
 		return

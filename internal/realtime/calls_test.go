@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/opus"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 type callsServer struct {
@@ -113,7 +113,7 @@ func TestCallsBadInput(t *testing.T) {
 func TestCallSpeech(t *testing.T) {
 	t.Parallel()
 	s := newCallsServer(t)
-	speech := goForward(t) // 24 kHz PCM16
+	voice := goForward(t) // 24 kHz PCM16
 
 	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
 	require.NoError(t, err)
@@ -180,12 +180,12 @@ func TestCallSpeech(t *testing.T) {
 	until("session.updated", 10*time.Second)
 
 	// The microphone: 20 ms Opus frames in real time, then a second of silence.
-	enc, err := opus.NewEncoder(24000, 32000)
+	enc, err := speech.NewOpusEncoder(24000, 32000)
 	require.NoError(t, err)
 	defer enc.Close()
-	pcm := make([]int16, len(speech)/2)
+	pcm := make([]int16, len(voice)/2)
 	for i := range pcm {
-		pcm[i] = int16(binary.LittleEndian.Uint16(speech[2*i:]))
+		pcm[i] = int16(binary.LittleEndian.Uint16(voice[2*i:]))
 	}
 	pcm = append(pcm, make([]int16, 24000*1500/1000)...)
 	pkt := make([]byte, 1500)

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/opus"
 	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // rtcFrameSamples is one 20 ms frame at the 48 kHz RTP clock of Opus.
@@ -138,7 +138,7 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 // between talk-spurts; the marker bit starts each spurt and the timestamp advances across the
 // gap, so the browser's jitter buffer is not reset per packet.
 func (p *player) run(stop <-chan struct{}) {
-	enc, err := opus.NewEncoder(48000, 32000)
+	enc, err := speech.NewOpusEncoder(48000, 32000)
 	if err != nil {
 		p.log.Error("opus encoder", zap.Error(err))
 		return

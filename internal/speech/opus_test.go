@@ -1,4 +1,4 @@
-package opus
+package speech
 
 import (
 	"math"
@@ -7,14 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRoundTrip: a 440 Hz tone encoded at 48 kHz and decoded at 24 kHz comes back as a tone of
+// TestOpusRoundTrip: a 440 Hz tone encoded at 48 kHz and decoded at 24 kHz comes back as a tone of
 // the same frequency and about the same level, frame by frame.
-func TestRoundTrip(t *testing.T) {
+func TestOpusRoundTrip(t *testing.T) {
 	t.Parallel()
-	enc, err := NewEncoder(48000, 32000)
+	enc, err := NewOpusEncoder(48000, 32000)
 	require.NoError(t, err)
 	defer enc.Close()
-	dec, err := NewDecoder(24000)
+	dec, err := NewOpusDecoder(24000)
 	require.NoError(t, err)
 	defer dec.Close()
 	require.Equal(t, 960, enc.FrameSamples())
@@ -64,10 +64,10 @@ func TestRoundTrip(t *testing.T) {
 // (the answer's audio) and one packet decoded to 24 kHz (the microphone). ns/op ÷ 20 ms is the
 // share of a core one talking call's Opus takes.
 func BenchmarkCallCodec(b *testing.B) {
-	enc, err := NewEncoder(48000, 32000)
+	enc, err := NewOpusEncoder(48000, 32000)
 	require.NoError(b, err)
 	defer enc.Close()
-	dec, err := NewDecoder(24000)
+	dec, err := NewOpusDecoder(24000)
 	require.NoError(b, err)
 	defer dec.Close()
 	frame := make([]int16, 960)
