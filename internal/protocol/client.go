@@ -62,6 +62,7 @@ type SessionPatch struct {
 	MaxOutputTokens   *int  // 0 = unlimited ("inf")
 	Temperature       *float64
 	Seed              *uint32 // extra_body.seed
+	Tools             ToolsPatch
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a
@@ -111,6 +112,9 @@ type ResponseCreate struct {
 	Input           []InputItem
 	// Unsupported names a per-response option omniserve refuses ("" when none), as its param.
 	Unsupported string
+	// Tools are the response's own tools, tool_choice and parallel_tool_calls (unset: the
+	// session's).
+	Tools ToolsPatch
 }
 
 // ResponseCancel is response.cancel (or turn.signal {event: response.cancel}).
@@ -119,11 +123,15 @@ type ResponseCancel struct {
 	ResponseID string
 }
 
-// ConversationItemCreate is conversation.item.create with a message item.
+// ConversationItemCreate is conversation.item.create with a message item, or with a
+// function_call_output item (ItemType, CallID, Output).
 type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
+	ItemType       string // "" (message) or function_call_output
+	CallID         string // function_call_output: the call it answers
+	Output         string // function_call_output: the result, as text
 	Role           string
 	Text           string // the text parts, concatenated
 	Audio          []byte // the input_audio parts, decoded and concatenated

@@ -389,21 +389,11 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	} else if ok {
 		p.Type = &s
 	}
-	if v, ok := obj["tools"]; ok {
-		var tools []json.RawMessage
-		if json.Unmarshal(v, &tools) != nil {
-			return p, &Error{Code: "invalid_type", Param: "session.tools", Message: "tools must be an array"}
-		}
-		if len(tools) > 0 {
-			return p, &Error{Code: "unsupported_tools", Param: "session.tools", Message: "tools are not supported by omniserve (the array must be empty)"}
-		}
+	tools, te := decodeToolsPatch(obj, "session")
+	if te != nil {
+		return p, te
 	}
-	if v, ok := obj["tool_choice"]; ok {
-		var tc string
-		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
-			return p, &Error{Code: "unsupported_tools", Param: "session.tool_choice", Message: "tool_choice must be \"auto\" or \"none\" (no tools are supported)"}
-		}
-	}
+	p.Tools = tools
 	if v, ok := obj["idle_timeout_s"]; ok {
 		var f float64
 		if json.Unmarshal(v, &f) != nil {
@@ -526,18 +516,12 @@ func decodeResponseCreate(base Header, raw map[string]json.RawMessage, werr func
 			c.Unsupported = k
 		}
 	}
-	if v, ok := r["tools"]; ok {
-		var tools []json.RawMessage
-		if json.Unmarshal(v, &tools) != nil || len(tools) > 0 {
-			c.Unsupported = "tools"
-		}
+	tp, e := decodeToolsPatch(r, "response")
+	if e != nil {
+		e.EventID = base.ID
+		return nil, e
 	}
-	if v, ok := r["tool_choice"]; ok {
-		var tc string
-		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
-			c.Unsupported = "tool_choice"
-		}
-	}
+	c.Tools = tp
 	for _, k := range []string{"max_output_tokens", "max_response_output_tokens"} {
 		if v, ok := r[k]; ok {
 			n, e := decodeTokens(v, "response."+k)
@@ -590,8 +574,11 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		c.PreviousItemID = prev
 	}
 	typ, _, _ := str(it, "type")
+	if typ == "function_call_output" {
+		return decodeFunctionCallOutput(c, it, werr)
+	}
 	if typ != "" && typ != "message" {
-		return nil, werr("invalid_value", "item.type", "unsupported item type %q (only message)", typ)
+		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message or function_call_output)", typ)
 	}
 	role, ok, _ := str(it, "role")
 	if !ok || role == "" {

@@ -53,7 +53,7 @@ func command(ev protocol.ClientEvent) session.Command {
 	case *protocol.ResponseCreate:
 		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
 			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
-			Conversation: e.Conversation, Unsupported: e.Unsupported}
+			Conversation: e.Conversation, Unsupported: e.Unsupported, Tools: toolsPatch(e.Tools)}
 		if e.Input != nil {
 			c.Input = make([]session.InputItem, len(e.Input))
 			for i, it := range e.Input {
@@ -65,7 +65,7 @@ func command(ev protocol.ClientEvent) session.Command {
 		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}
 	case *protocol.ConversationItemCreate:
 		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
-			Text: e.Text, Audio: e.Audio}
+			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output}
 	case *protocol.ConversationItemDelete:
 		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
 	case *protocol.ConversationItemRetrieve:
@@ -97,5 +97,16 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
 		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
-		Temperature: p.Temperature, Seed: p.Seed}
+		Temperature: p.Temperature, Seed: p.Seed, Tools: toolsPatch(p.Tools)}
+}
+
+func toolsPatch(p protocol.ToolsPatch) session.ToolsPatch {
+	out := session.ToolsPatch{ToolsSet: p.ToolsSet, ToolChoice: (*session.ToolChoice)(p.ToolChoice), ParallelToolCalls: p.ParallelToolCalls}
+	if p.Tools != nil {
+		out.Tools = make([]session.Tool, len(p.Tools))
+		for i, t := range p.Tools {
+			out.Tools[i] = session.Tool(t)
+		}
+	}
+	return out
 }

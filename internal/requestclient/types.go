@@ -208,6 +208,8 @@ type ResponseSpec struct {
 	Input []Message
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
+	// Tools, when set, replace the stream's tools (DuplexRequest.SetTools) for this response.
+	Tools *ToolSpec
 }
 
 // OutputKind says what a duplex Output carries.
@@ -252,7 +254,7 @@ type Output struct {
 	Tokens       int    // model tokens behind an OutText delta
 	Audio        []float32
 	SampleRate   int    // OutAudio: 24 kHz by default, mono
-	FinishReason string // stop | length | abort | error
+	FinishReason string // stop | length | tool_calls | abort | error
 	Err          error
 	Usage        *Usage    // OutUsage
 	ToolCall     *ToolCall // OutToolCall
@@ -330,7 +332,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 
 // toStage converts a response spec for the pipeline.
 func (s ResponseSpec) toStage() stage.ResponseSpec {
-	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand}
+	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand, Tools: s.Tools.toStagePtr()}
 	if s.Input != nil {
 		out.Input = make([]gpu.ChatMessage, len(s.Input))
 		for i, m := range s.Input {

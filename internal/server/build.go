@@ -120,10 +120,11 @@ func (s *Server) buildPipeline(context.Context) error {
 		ModelName:       id,
 	}, s.log)
 	s.chat = api.NewChatHandler(api.ChatConfig{
-		Models:       s.models,
-		AcceptModel:  s.acceptModel,
-		MaxBodyBytes: s.cfg.Server.MaxBodyBytes,
-		MaxInFlight:  s.cfg.Server.MaxInFlight,
+		CountToolCall: collectors.CountToolCall,
+		Models:        s.models,
+		AcceptModel:   s.acceptModel,
+		MaxBodyBytes:  s.cfg.Server.MaxBodyBytes,
+		MaxInFlight:   s.cfg.Server.MaxInFlight,
 	}, s.parts.Client, s.log)
 	// /v1/audio/transcriptions and /v1/audio/speech run on the pipeline's ASR and TTS (local
 	// or remote, as the pipeline config selects).

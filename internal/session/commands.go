@@ -63,6 +63,8 @@ type CreateResponse struct {
 	Input []InputItem
 	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.
 	Unsupported string
+	// Tools are the response's own tool fields (unset: the session's).
+	Tools ToolsPatch
 }
 
 // CancelResponse is response.cancel.
@@ -79,6 +81,8 @@ type CreateItem struct {
 	Role           string
 	Text           string
 	Audio          []byte // decoded input_audio part, in the session's input format
+	// ItemType is "" (a message) or function_call_output (CallID, Output).
+	ItemType, CallID, Output string
 }
 
 // DeleteItem is conversation.item.delete.

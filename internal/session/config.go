@@ -98,6 +98,8 @@ type Config struct {
 	// Seed (extension extra_body.seed) makes sampling reproducible; nil = a fresh random seed
 	// per response unless the server's configuration sets one.
 	Seed *uint32
+	// Tools are session.tools, tool_choice and parallel_tool_calls (tools.go).
+	Tools ToolSet
 	// vadDefaults is the server's server_vad defaults (ManagerConfig.TurnDetection), which a
 	// turn_detection object or auto_response starts from.
 	vadDefaults *TurnDetection
@@ -169,6 +171,7 @@ type ConfigPatch struct {
 	MaxOutputTokens   *int // 0 = unlimited
 	Temperature       *float64
 	Seed              *uint32
+	Tools             ToolsPatch
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -280,6 +283,11 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	if p.Temperature != nil {
 		cfg.Temperature = p.Temperature
 	}
+	ts, fe := p.Tools.apply(cfg.Tools, "session")
+	if fe != nil {
+		return cfg, fe
+	}
+	cfg.Tools = ts
 	return cfg, nil
 }
 

@@ -159,6 +159,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 			return jobResult{err: eng.AppendText(ctx, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
+	s.syncTools()
 	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 }
 
@@ -232,7 +233,7 @@ func (s *Session) publicSession() map[string]any {
 	}
 	sess := map[string]any{
 		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
-		"instructions": s.cfg.Instructions, "tools": []any{}, "tool_choice": "auto",
+		"instructions": s.cfg.Instructions, "tools": s.cfg.Tools.toolsWire(), "tool_choice": s.cfg.Tools.choiceWire(s.opts.Beta),
 		"expires_at": s.expiresAt.Unix(),
 		// omniserve extensions
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
@@ -265,6 +266,7 @@ func (s *Session) publicSession() map[string]any {
 		return sess
 	}
 	sess["type"] = "realtime"
+	sess["parallel_tool_calls"] = s.cfg.Tools.Parallel
 	sess["output_modalities"] = outputModalities(audio)
 	sess["max_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
 	sess["tracing"] = nil
@@ -567,6 +569,13 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
+	if c.Tools.set() {
+		ts, fe := c.Tools.apply(s.cfg.Tools, "response")
+		if fe != nil {
+			return o, fe
+		}
+		o.tools, o.toolsOwn = ts.spec(), true
+	}
 	if c.Modalities != nil {
 		audio, text := false, false
 		for _, m := range c.Modalities {
@@ -655,6 +664,10 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 }
 
 func (s *Session) handleCreateItem(c *CreateItem) {
+	if c.ItemType == "function_call_output" {
+		s.handleToolOutput(c)
+		return
+	}
 	role := c.Role
 	if role != "user" && role != "system" && role != "assistant" {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")

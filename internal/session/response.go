@@ -71,7 +71,8 @@ type response struct {
 	clearedAudio bool                 // output_audio_buffer.cleared went out
 	// outOfBand: conversation "none"; the item lives here only, never in the conversation.
 	outOfBand bool
-	item      *item // the response's output item
+	item      *item   // the response's output item
+	calls     []*item // the function_call items the model made, after item (tools.go)
 }
 
 // respOptions are the per-response settings of response.create (or the session's).
@@ -85,6 +86,10 @@ type respOptions struct {
 	input        []requestclient.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
+	// tools, when set, are the response's own tools (response.create tools / tool_choice /
+	// parallel_tool_calls), replacing the session's for it when toolsOwn (nil: it may call none).
+	tools    *requestclient.ToolSpec
+	toolsOwn bool
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -306,6 +311,8 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		s.turnState = TurnAssistantPlaying
 		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
 		s.pace()
+	case requestclient.OutToolCall:
+		s.onToolCall(r, o.ToolCall)
 	case requestclient.OutUsage:
 		if o.Usage != nil {
 			u := *o.Usage
@@ -412,6 +419,8 @@ func (s *Session) pace() {
 func (s *Session) completeResponse(r *response) {
 	status, details, reason := "completed", any(nil), "stop"
 	switch r.finish {
+	case "tool_calls":
+		reason = "tool_calls"
 	case "length":
 		status = "incomplete"
 		details = map[string]any{"type": "incomplete", "reason": "max_output_tokens"}
@@ -486,6 +495,7 @@ func (s *Session) emitDone(r *response, status string, details any) {
 		}
 		w = it.wire(s.opts.Beta)
 		output = []any{w}
+		output = append(output, r.callsWire(s.opts.Beta)...)
 		s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
 		if !r.outOfBand {
 			s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})

@@ -71,6 +71,11 @@ type Session struct {
 	jobs    chan job
 	results chan jobResult
 
+	// toolsEngine and toolsKey are the engine the session's tools were last given to, and
+	// what it was given (tools.go syncTools).
+	toolsEngine Engine
+	toolsKey    string
+
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
 	lost      chan int
@@ -521,6 +526,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
+	s.syncTools()
 	return true
 }
 

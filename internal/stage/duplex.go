@@ -55,6 +55,9 @@ type DuplexStream struct {
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
+	// tools are the stream's tools (SetTools): with them every response runs as respondSpec,
+	// which declares them after the conversation and parses the reply for calls.
+	tools *ToolSpec
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -416,6 +419,8 @@ func (d *DuplexStream) loop() {
 			case j.rspec != nil:
 				j.rspec.MaxTokens = j.maxTokens
 				d.respondSpec(j.ts, *j.rspec)
+			case d.toolSpec() != nil:
+				d.respondSpec(j.ts, ResponseSpec{MaxTokens: j.maxTokens})
 			default:
 				d.respond(j.ts, j.maxTokens)
 			}

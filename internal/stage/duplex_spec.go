@@ -27,6 +27,8 @@ type ResponseSpec struct {
 	Input []gpu.ChatMessage
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
+	// Tools, when set, replace the stream's tools (SetTools) for this response.
+	Tools *ToolSpec
 }
 
 // RespondWith starts a response with per-response options and returns its turn number; it
@@ -78,6 +80,20 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	d.mu.Lock()
 	at := len(d.history)
 	d.mu.Unlock()
+	tools := d.responseTools(&spec)
+	var sampling *gpu.Sampling
+	if tools != nil {
+		if p.remote != nil {
+			fail(fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: "tools", Detail: "not supported with a remote thinker stage"}))
+			return
+		}
+		var err error
+		if sampling, err = d.toolSampling(tools, maxTokens); err != nil {
+			fail(err)
+			return
+		}
+		r.tools = newToolParser(p.toolFormat(), tools.Parallel)
+	}
 
 	var (
 		g        generator
@@ -85,7 +101,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	)
 	switch {
 	case spec.Input != nil:
-		msgs := d.specMessages(spec)
+		msgs := d.withTools(d.specMessages(spec), tools)
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: msgs, sampling: d.opts.Sampling}
 			r.usage = &TokenUsage{} // the remote's count, after generation
@@ -118,6 +134,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		if spec.Instructions != nil {
 			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
 		}
+		hist = d.withTools(hist, tools)
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
 			r.usage = &TokenUsage{} // the remote's count, after generation
@@ -159,15 +176,16 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	d.mu.Lock()
 	d.gen = ts
 	d.mu.Unlock()
-	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
+	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens, Sampling: sampling})
 	if rollback != nil {
 		rollback()
 	}
+	reply := d.replyText(text, r.calls)
 	d.mu.Lock()
 	d.gen = nil
-	if !spec.OutOfBand && text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
+	if !spec.OutOfBand && reply != "" && (!ts.aborted.Load() || ts.keep.Load()) {
 		// Not in the sequence (rolled back, or generated elsewhere): the next sync prefills it.
-		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
+		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: reply})
 	}
 	d.mu.Unlock()
 }

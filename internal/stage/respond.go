@@ -33,6 +33,8 @@ type response struct {
 	// tools, when the reply may call tools, splits its text into content and calls: only the
 	// content becomes Text and reaches the talker.
 	tools *toolParser
+	// calls are the tool calls the reply made, in order.
+	calls []ToolCall
 }
 
 // pipelineTimings is the response's pipeline_timings: preprocess_ms when its input was
@@ -117,6 +119,7 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 		}
 		for i := range calls {
 			ncalls++
+			r.calls = append(r.calls, calls[i])
 			held = 0 // the call's tokens are behind no text
 			logprobs = nil
 			if err := r.disp.output(ts.ctx, ts, OutputMessage{
