@@ -128,6 +128,22 @@ func TestRealtimeFunctionTools(t *testing.T) {
 	require.Equal(t, "incomplete", resp["status"], "8 tokens of words, no call: %v", resp["status_details"])
 	require.Len(t, resp["output"], 1, "no function_call item")
 
+	// The session's choice back to auto; one response forces the call itself.
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"tool_choice": "auto"}})
+	upd := c.until(t, "session.updated", 10*time.Second)
+	require.Equal(t, "auto", upd["session"].(map[string]any)["tool_choice"])
+	require.Len(t, upd["session"].(map[string]any)["tools"], 1)
+	c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "message", "role": "user",
+		"content": []any{map[string]any{"type": "input_text", "text": "And order 7?"}}}})
+	c.until(t, "conversation.item.done", 10*time.Second)
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{
+		"tool_choice": map[string]any{"type": "function", "name": "lookup_order"}}})
+	done = c.until(t, "response.function_call_arguments.done", 60*time.Second)
+	require.Equal(t, "lookup_order", done["name"])
+	require.NoError(t, json.Unmarshal([]byte(done["arguments"].(string)), &args))
+	resp = c.until(t, "response.done", 60*time.Second)["response"].(map[string]any)
+	require.Equal(t, "completed", resp["status"])
+
 	res, err := http.Get("http://" + s.addr + "/metrics") //nolint:noctx // bounded by the server under test
 	require.NoError(t, err)
 	body, err := io.ReadAll(res.Body)
@@ -136,6 +152,6 @@ func TestRealtimeFunctionTools(t *testing.T) {
 	m := regexp.MustCompile(`omniserve_tool_calls_total\{api="realtime",model_name="[^"]*"\} (\d+)`).FindSubmatch(body)
 	require.NotNil(t, m, "omniserve_tool_calls_total is exported")
 	n, _ := strconv.Atoi(string(m[1]))
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n)
 	c.close(t)
 }
