@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -153,5 +154,30 @@ func TestRealtimeFunctionTools(t *testing.T) {
 	require.NotNil(t, m, "omniserve_tool_calls_total is exported")
 	n, _ := strconv.Atoi(string(m[1]))
 	require.Equal(t, 2, n)
+	c.close(t)
+}
+
+// Session tools on a server-VAD turn the server takes by itself: the user's speech ends, the
+// engine answers, and with tool_choice required the answer is a call (the stream's own tools,
+// not response.create's).
+func TestRealtimeToolsServerVAD(t *testing.T) {
+	raw, err := os.ReadFile(goForwardRaw)
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	c := dialRT(t, s, map[string]any{"modalities": []string{"text"}, "max_response_output_tokens": 120,
+		"turn_detection": map[string]any{"type": "server_vad", "create_response": true, "silence_duration_ms": 500},
+		"tools": []any{map[string]any{"type": "function", "name": "move", "parameters": map[string]any{"type": "object",
+			"properties": map[string]any{"meters": map[string]any{"type": "integer"}}, "required": []string{"meters"}}}},
+		"tool_choice": "required"})
+	c.stream(t, append(raw, make([]byte, 32000)...), 100*time.Millisecond)
+	done := c.until(t, "response.function_call_arguments.done", 60*time.Second)
+	require.Equal(t, "move", done["name"])
+	var args map[string]any
+	require.NoError(t, json.Unmarshal([]byte(done["arguments"].(string)), &args))
+	_, ok := args["meters"].(float64)
+	require.True(t, ok, "meters is a number: %v", args)
+	resp := c.until(t, "response.done", 30*time.Second)["response"].(map[string]any)
+	require.Equal(t, "completed", resp["status"])
 	c.close(t)
 }

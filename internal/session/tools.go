@@ -203,7 +203,11 @@ func (s *Session) syncTools() {
 		return
 	}
 	key := s.cfg.Tools.key()
-	if s.toolsEngine == s.engine && s.toolsKey == key {
+	if s.toolsEngine != s.engine {
+		// A new stream has no tools: nothing to give it while the session has none.
+		s.toolsEngine, s.toolsKey = s.engine, ""
+	}
+	if s.toolsKey == key {
 		return
 	}
 	te, ok := s.engine.(ToolEngine)
@@ -213,7 +217,7 @@ func (s *Session) syncTools() {
 		}
 		return
 	}
-	s.toolsEngine, s.toolsKey = s.engine, key
+	s.toolsKey = key
 	spec := s.cfg.Tools.spec()
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		return jobResult{err: te.SetTools(ctx, spec), errCode: "runtime_append_failed"}
