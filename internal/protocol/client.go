@@ -52,6 +52,10 @@ type SessionPatch struct {
 	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
 	TranscriptionSet bool           // audio.input.transcription (or input_audio_transcription) was present
 	Transcription    bool           // it was an object (not null)
+	// ToolsSet: tools was present (an array; empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []Tool
+	ToolChoice *ToolChoice
 	// NoiseReductionSet: audio.input.noise_reduction (or input_audio_noise_reduction) was
 	// present; NoiseReduction is its type ("near_field" or "far_field"), "" for null.
 	NoiseReductionSet bool
@@ -62,7 +66,6 @@ type SessionPatch struct {
 	MaxOutputTokens   *int  // 0 = unlimited ("inf")
 	Temperature       *float64
 	Seed              *uint32 // extra_body.seed
-	Tools             ToolsPatch
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a
@@ -110,11 +113,14 @@ type ResponseCreate struct {
 	Instructions    *string // nil = the session's
 	Conversation    string  // "none" for an out-of-band response, "" for the default one
 	Input           []InputItem
+	// ToolsSet: tools was present (the response's own tools replace the session's);
+	// ToolChoice and ParallelToolCalls override the session's for this response.
+	ToolsSet          bool
+	Tools             []Tool
+	ToolChoice        *ToolChoice
+	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve refuses ("" when none), as its param.
 	Unsupported string
-	// Tools are the response's own tools, tool_choice and parallel_tool_calls (unset: the
-	// session's).
-	Tools ToolsPatch
 }
 
 // ResponseCancel is response.cancel (or turn.signal {event: response.cancel}).
@@ -123,15 +129,14 @@ type ResponseCancel struct {
 	ResponseID string
 }
 
-// ConversationItemCreate is conversation.item.create with a message item, or with a
-// function_call_output item (ItemType, CallID, Output).
+// ConversationItemCreate is conversation.item.create with a message item.
 type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
-	ItemType       string // "" (message) or function_call_output
-	CallID         string // function_call_output: the call it answers
-	Output         string // function_call_output: the result, as text
+	// ItemType is "" or "message", or "function_call_output" with CallID and Output.
+	ItemType       string
+	CallID, Output string
 	Role           string
 	Text           string // the text parts, concatenated
 	Audio          []byte // the input_audio parts, decoded and concatenated

@@ -389,11 +389,20 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	} else if ok {
 		p.Type = &s
 	}
-	tools, te := decodeToolsPatch(obj, "session")
-	if te != nil {
-		return p, te
+	if v, ok := obj["tools"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tools, e := decodeTools(v, "session.tools")
+		if e != nil {
+			return p, e
+		}
+		p.ToolsSet, p.Tools = true, tools
 	}
-	p.Tools = tools
+	if v, ok := obj["tool_choice"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tc, e := decodeToolChoice(v, "session.tool_choice")
+		if e != nil {
+			return p, e
+		}
+		p.ToolChoice = tc
+	}
 	if v, ok := obj["idle_timeout_s"]; ok {
 		var f float64
 		if json.Unmarshal(v, &f) != nil {
@@ -516,12 +525,29 @@ func decodeResponseCreate(base Header, raw map[string]json.RawMessage, werr func
 			c.Unsupported = k
 		}
 	}
-	tp, e := decodeToolsPatch(r, "response")
-	if e != nil {
-		e.EventID = base.ID
-		return nil, e
+	if v, ok := r["tools"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tools, e := decodeTools(v, "response.tools")
+		if e != nil {
+			e.EventID = base.ID
+			return nil, e
+		}
+		c.ToolsSet, c.Tools = true, tools
 	}
-	c.Tools = tp
+	if v, ok := r["tool_choice"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tc, e := decodeToolChoice(v, "response.tool_choice")
+		if e != nil {
+			e.EventID = base.ID
+			return nil, e
+		}
+		c.ToolChoice = tc
+	}
+	if v, ok := r["parallel_tool_calls"]; ok {
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			return nil, werr("invalid_type", "response.parallel_tool_calls", "'response.parallel_tool_calls' must be a boolean")
+		}
+		c.ParallelToolCalls = &b
+	}
 	for _, k := range []string{"max_output_tokens", "max_response_output_tokens"} {
 		if v, ok := r[k]; ok {
 			n, e := decodeTokens(v, "response."+k)
@@ -575,7 +601,17 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 	}
 	typ, _, _ := str(it, "type")
 	if typ == "function_call_output" {
-		return decodeFunctionCallOutput(c, it, werr)
+		c.ItemType = typ
+		callID, ok, e := str(it, "call_id")
+		if e != nil || !ok || callID == "" {
+			return nil, werr("missing_required_parameter", "item.call_id", "a function_call_output item needs the call_id of the call it answers")
+		}
+		output, ok, e := str(it, "output")
+		if e != nil || !ok {
+			return nil, werr("missing_required_parameter", "item.output", "a function_call_output item needs output (a string)")
+		}
+		c.CallID, c.Output = callID, output
+		return c, nil
 	}
 	if typ != "" && typ != "message" {
 		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message or function_call_output)", typ)

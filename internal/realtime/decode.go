@@ -6,6 +6,7 @@ package realtime
 
 import (
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -53,7 +54,8 @@ func command(ev protocol.ClientEvent) session.Command {
 	case *protocol.ResponseCreate:
 		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
 			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
-			Conversation: e.Conversation, Unsupported: e.Unsupported, Tools: toolsPatch(e.Tools)}
+			Conversation: e.Conversation, Unsupported: e.Unsupported,
+			ToolsSet: e.ToolsSet, Tools: tools(e.Tools), ToolChoice: (*session.ToolChoice)(e.ToolChoice), ParallelToolCalls: e.ParallelToolCalls}
 		if e.Input != nil {
 			c.Input = make([]session.InputItem, len(e.Input))
 			for i, it := range e.Input {
@@ -96,17 +98,19 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: (*session.TurnDetectionPatch)(p.TurnDetection),
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
 		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
+		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
-		Temperature: p.Temperature, Seed: p.Seed, Tools: toolsPatch(p.Tools)}
+		Temperature: p.Temperature, Seed: p.Seed}
 }
 
-func toolsPatch(p protocol.ToolsPatch) session.ToolsPatch {
-	out := session.ToolsPatch{ToolsSet: p.ToolsSet, ToolChoice: (*session.ToolChoice)(p.ToolChoice), ParallelToolCalls: p.ParallelToolCalls}
-	if p.Tools != nil {
-		out.Tools = make([]session.Tool, len(p.Tools))
-		for i, t := range p.Tools {
-			out.Tools[i] = session.Tool(t)
-		}
+// tools converts the wire's function tools for the session.
+func tools(in []protocol.Tool) []requestclient.Tool {
+	if in == nil {
+		return nil
+	}
+	out := make([]requestclient.Tool, len(in))
+	for i, t := range in {
+		out[i] = requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
 	}
 	return out
 }

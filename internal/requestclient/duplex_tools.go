@@ -8,11 +8,10 @@ import (
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
-// toolStream is the part of *stage.DuplexStream behind the session's function tools; a stream
-// without it (a test fake) refuses tools.
+// toolStream is the part of *stage.DuplexStream that holds a session's tools for the responses
+// the stream starts by itself; a stream without it (a test fake) refuses them.
 type toolStream interface {
 	SetTools(spec *stage.ToolSpec) error
-	AppendToolResult(ctx context.Context, name, output string) error
 }
 
 // ErrToolsUnsupported reports tools on a stream that cannot run them.
@@ -27,19 +26,6 @@ func (d *DuplexRequest) SetTools(ctx context.Context, spec *ToolSpec) error {
 	}
 	if err := d.barrier(ctx, func(context.Context) error { return ts.SetTools(spec.toStagePtr()) }); err != nil {
 		return fmt.Errorf("setting tools: %w", err)
-	}
-	return nil
-}
-
-// AppendToolResult adds the output of a call of the function name to the conversation, in wire
-// order with the session's other engine work.
-func (d *DuplexRequest) AppendToolResult(ctx context.Context, name, output string) error {
-	ts, ok := d.stream.(toolStream)
-	if !ok {
-		return ErrToolsUnsupported
-	}
-	if err := d.barrier(ctx, func(ctx context.Context) error { return ts.AppendToolResult(ctx, name, output) }); err != nil {
-		return fmt.Errorf("appending a tool result: %w", err)
 	}
 	return nil
 }

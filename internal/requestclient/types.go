@@ -208,7 +208,7 @@ type ResponseSpec struct {
 	Input []Message
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
-	// Tools, when set, replace the stream's tools (DuplexRequest.SetTools) for this response.
+	// Tools, when set, are the functions this reply may call and how (OutToolCall outputs).
 	Tools *ToolSpec
 }
 
@@ -254,7 +254,7 @@ type Output struct {
 	Tokens       int    // model tokens behind an OutText delta
 	Audio        []float32
 	SampleRate   int    // OutAudio: 24 kHz by default, mono
-	FinishReason string // stop | length | tool_calls | abort | error
+	FinishReason string // stop | length | abort | error
 	Err          error
 	Usage        *Usage    // OutUsage
 	ToolCall     *ToolCall // OutToolCall

@@ -149,19 +149,20 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	// pipeline.thinker.vad is the server_vad default of every realtime session.
 	vad := s.pipelineCfg.Thinker.VAD
 	mgr := session.NewManager(session.ManagerConfig{
-		MaxSessions:          s.cfg.Server.MaxSessions,
-		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
-		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
-		IdleTimeout:          s.cfg.EffectiveIdleTimeout(),
-		TurnDetection:        &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
-		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
-		Metrics:              s.parts.Client.Collectors(),
-		ModelName:            s.names.ID(),
-		AcceptModel:          s.acceptModel,
-		ServedModels:         s.models,
-		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
-		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
-		MaxHistoryBytes:      s.cfg.Server.SessionHistoryBytes,
+		MaxSessions:            s.cfg.Server.MaxSessions,
+		DrainGrace:             s.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout:         s.cfg.Server.MaxIdleTimeout,
+		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
+		TurnDetection:          &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
+		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
+		Metrics:                s.parts.Client.Collectors(),
+		ModelName:              s.names.ID(),
+		AcceptModel:            s.acceptModel,
+		ServedModels:           s.models,
+		MaxInstructionsBytes:   s.cfg.Server.MaxInstructionsBytes,
+		MaxInboxBytes:          s.cfg.Server.SessionInboxBytes,
+		MaxHistoryBytes:        s.cfg.Server.SessionHistoryBytes,
+		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
 	s.realtime = realtime.NewHandler(realtime.HandlerConfig{
@@ -172,6 +173,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		JournalEvents:    s.cfg.Realtime.ResumeJournalEvents,
 		HandshakeTimeout: s.cfg.Realtime.HandshakeTimeout,
 		WriteTimeout:     s.cfg.Realtime.WriteTimeout,
+		StallTimeout:     s.cfg.Realtime.StallTimeout,
+		OnStall:          s.parts.Client.Collectors().CountStalledClient,
 		MaxEventBytes:    s.cfg.Realtime.MaxEventBytes,
 		SendQueue:        s.cfg.Realtime.SendQueueEvents,
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),

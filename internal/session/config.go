@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"strings"
 	"time"
 
@@ -91,15 +92,16 @@ type Config struct {
 	Transcription bool // audio.input.transcription is set: transcription events are sent
 	// NoiseReduction is the input's noise reduction ("" = off, speech.NoiseNearField or
 	// speech.NoiseFarField), applied before the VAD and the ASR.
-	NoiseReduction  string
+	NoiseReduction string
+	// Tools are the functions the model may call, and ToolChoice how (tools.go).
+	Tools           []requestclient.Tool
+	ToolChoice      ToolChoice
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
 	// Seed (extension extra_body.seed) makes sampling reproducible; nil = a fresh random seed
 	// per response unless the server's configuration sets one.
 	Seed *uint32
-	// Tools are session.tools, tool_choice and parallel_tool_calls (tools.go).
-	Tools ToolSet
 	// vadDefaults is the server's server_vad defaults (ManagerConfig.TurnDetection), which a
 	// turn_detection object or auto_response starts from.
 	vadDefaults *TurnDetection
@@ -171,7 +173,10 @@ type ConfigPatch struct {
 	MaxOutputTokens   *int // 0 = unlimited
 	Temperature       *float64
 	Seed              *uint32
-	Tools             ToolsPatch
+	// ToolsSet: tools was present (empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []requestclient.Tool
+	ToolChoice *ToolChoice
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -230,6 +235,19 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
 	}
+	if p.ToolsSet || p.ToolChoice != nil {
+		tools, choice := cfg.Tools, cfg.ToolChoice
+		if p.ToolsSet {
+			tools = p.Tools
+		}
+		if p.ToolChoice != nil {
+			choice = *p.ToolChoice
+		}
+		if fe := checkTools(tools, choice, 0, "session"); fe != nil {
+			return cfg, fe
+		}
+		cfg.Tools, cfg.ToolChoice = tools, choice
+	}
 	if p.NoiseReductionSet {
 		switch p.NoiseReduction {
 		case "", speech.NoiseNearField, speech.NoiseFarField:
@@ -283,11 +301,6 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	if p.Temperature != nil {
 		cfg.Temperature = p.Temperature
 	}
-	ts, fe := p.Tools.apply(cfg.Tools, "session")
-	if fe != nil {
-		return cfg, fe
-	}
-	cfg.Tools = ts
 	return cfg, nil
 }
 

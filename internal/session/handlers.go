@@ -197,6 +197,9 @@ func (s *Session) maxTokensWire(n int) any {
 	if n > 0 {
 		return n
 	}
+	if d := s.m.cfg.DefaultMaxOutputTokens; d > 0 {
+		return d // what the engine applies to "inf": the session tells the limit in force
+	}
 	return "inf"
 }
 
@@ -233,7 +236,7 @@ func (s *Session) publicSession() map[string]any {
 	}
 	sess := map[string]any{
 		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
-		"instructions": s.cfg.Instructions, "tools": s.cfg.Tools.toolsWire(), "tool_choice": s.cfg.Tools.choiceWire(s.opts.Beta),
+		"instructions": s.cfg.Instructions, "tools": toolsWire(s.cfg.Tools), "tool_choice": toolChoiceWire(s.cfg.ToolChoice),
 		"expires_at": s.expiresAt.Unix(),
 		// omniserve extensions
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
@@ -266,7 +269,6 @@ func (s *Session) publicSession() map[string]any {
 		return sess
 	}
 	sess["type"] = "realtime"
-	sess["parallel_tool_calls"] = s.cfg.Tools.Parallel
 	sess["output_modalities"] = outputModalities(audio)
 	sess["max_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
 	sess["tracing"] = nil
@@ -436,7 +438,7 @@ func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	if !respond {
 		return s.commit(eventID, nil)
 	}
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat}
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.sessionTools()}
 	return s.commit(eventID, &o)
 }
 
@@ -569,12 +571,8 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
-	if c.Tools.set() {
-		ts, fe := c.Tools.apply(s.cfg.Tools, "response")
-		if fe != nil {
-			return o, fe
-		}
-		o.tools, o.toolsOwn = ts.spec(), true
+	if fe := s.resolveTools(c, &o); fe != nil {
+		return o, fe
 	}
 	if c.Modalities != nil {
 		audio, text := false, false
@@ -665,7 +663,7 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 
 func (s *Session) handleCreateItem(c *CreateItem) {
 	if c.ItemType == "function_call_output" {
-		s.handleToolOutput(c)
+		s.createFunctionOutput(c)
 		return
 	}
 	role := c.Role

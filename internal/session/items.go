@@ -14,7 +14,7 @@ type item struct {
 	ResponseID             string
 	Transcript             string
 	Truncated              bool // conversation.item.truncate cut it: its transcript is gone
-	// function_call / function_call_output items (tools.go)
+	// function_call (CallID, Name, Arguments) and function_call_output (CallID, Output) items.
 	CallID, Name, Arguments, Output string
 }
 
@@ -135,3 +135,8 @@ func (s *Session) removeItem(id string) bool {
 	}
 	return false
 }
+
+// rawJSON is JSON kept as written (a tool's parameters schema) in an event's fields.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }

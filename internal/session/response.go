@@ -32,6 +32,7 @@ type sentFrame struct {
 }
 
 type response struct {
+	calls      []*item // the function_call items the reply made (tools.go)
 	id, itemID string
 	epoch      int
 	turnID     int
@@ -71,8 +72,7 @@ type response struct {
 	clearedAudio bool                 // output_audio_buffer.cleared went out
 	// outOfBand: conversation "none"; the item lives here only, never in the conversation.
 	outOfBand bool
-	item      *item   // the response's output item
-	calls     []*item // the function_call items the model made, after item (tools.go)
+	item      *item // the response's output item
 }
 
 // respOptions are the per-response settings of response.create (or the session's).
@@ -86,10 +86,8 @@ type respOptions struct {
 	input        []requestclient.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
-	// tools, when set, are the response's own tools (response.create tools / tool_choice /
-	// parallel_tool_calls), replacing the session's for it when toolsOwn (nil: it may call none).
-	tools    *requestclient.ToolSpec
-	toolsOwn bool
+	// tools are the functions the reply may call (nil: none); set on the actor.
+	tools *requestclient.ToolSpec
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -311,12 +309,14 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		s.turnState = TurnAssistantPlaying
 		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
 		s.pace()
-	case requestclient.OutToolCall:
-		s.onToolCall(r, o.ToolCall)
 	case requestclient.OutUsage:
 		if o.Usage != nil {
 			u := *o.Usage
 			r.engineUsage = &u
+		}
+	case requestclient.OutToolCall:
+		if o.ToolCall != nil {
+			s.emitFunctionCall(r, o.ToolCall)
 		}
 	case requestclient.OutFinished:
 		r.finished = true
@@ -419,8 +419,6 @@ func (s *Session) pace() {
 func (s *Session) completeResponse(r *response) {
 	status, details, reason := "completed", any(nil), "stop"
 	switch r.finish {
-	case "tool_calls":
-		reason = "tool_calls"
 	case "length":
 		status = "incomplete"
 		details = map[string]any{"type": "incomplete", "reason": "max_output_tokens"}
@@ -430,6 +428,8 @@ func (s *Session) completeResponse(r *response) {
 	case "abort":
 		status, reason = "cancelled", "abort"
 		details = map[string]any{"type": "cancelled", "reason": "abort"}
+	case requestclient.FinishToolCalls:
+		reason = requestclient.FinishToolCalls // completed, logged as a turn that ended in calls
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
@@ -495,7 +495,6 @@ func (s *Session) emitDone(r *response, status string, details any) {
 		}
 		w = it.wire(s.opts.Beta)
 		output = []any{w}
-		output = append(output, r.callsWire(s.opts.Beta)...)
 		s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
 		if !r.outOfBand {
 			s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
@@ -504,6 +503,9 @@ func (s *Session) emitDone(r *response, status string, details any) {
 	u := r.usage()
 	if !r.ownInput && r.engineUsage != nil {
 		s.lastUsage = u // what the next response finds cached
+	}
+	for _, c := range r.calls {
+		output = append(output, c.wire(s.opts.Beta))
 	}
 	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})

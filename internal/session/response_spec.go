@@ -30,7 +30,7 @@ func (e pipelineEngine) RespondWith(ctx context.Context, spec requestclient.Resp
 
 // special reports whether the response needs more of the engine than Respond.
 func (o respOptions) special() bool {
-	return o.instructions != nil || o.outOfBand || o.input != nil || o.toolsOwn
+	return o.instructions != nil || o.outOfBand || o.input != nil || o.tools != nil
 }
 
 // respond starts the engine response of o on eng (run from a job, off the actor).
@@ -42,14 +42,7 @@ func (o respOptions) respond(ctx context.Context, eng Engine) (int, error) {
 	if !ok {
 		return 0, ErrSpecUnsupported
 	}
-	spec := requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand}
-	if o.toolsOwn {
-		spec.Tools = o.tools
-		if spec.Tools == nil {
-			spec.Tools = &requestclient.ToolSpec{} // tool_choice none: no tools for this response
-		}
-	}
-	return sr.RespondWith(ctx, spec)
+	return sr.RespondWith(ctx, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 
 // resolveSpec fills o's instructions, conversation and input from response.create, each

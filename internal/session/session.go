@@ -42,6 +42,8 @@ const (
 	// logged with its stack and counted (omniserve_panics_total), the client gets an error
 	// event, and the open turn is finalized as an abort.
 	ReasonInternalError = "internal_error"
+	// ReasonEvicted ends a detached session whose slot a new client needs (Manager.Acquire).
+	ReasonEvicted = "evicted"
 )
 
 // Turn states, named as in vllm-omni's Session.
@@ -72,7 +74,7 @@ type Session struct {
 	results chan jobResult
 
 	// toolsEngine and toolsKey are the engine the session's tools were last given to, and
-	// what it was given (tools.go syncTools).
+	// what it was given (tools_sync.go syncTools).
 	toolsEngine Engine
 	toolsKey    string
 
@@ -280,11 +282,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
 	defer s.graceTimer.Stop()
-	defer func() {
-		if s.detached {
-			s.m.detachedDelta(-1)
-		}
-	}()
+	defer s.m.setDetached(s, false, time.Time{})
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -450,10 +448,12 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		cancelSource = metrics.CancelDisconnect
 	case ReasonResumeExpired:
 		cancelSource = metrics.CancelDisconnectGraceExpired
+	case ReasonEvicted:
+		cancelSource = metrics.CancelSessionClose
 	}
 	// Nobody hears a session that lost its client (disconnect, slow client, resume expired):
 	// its end is not announced.
-	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || s.detached
+	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || reason == ReasonEvicted || s.detached
 	s.cancelActive(cancelSource, reason, !quiet)
 	if reason != ReasonDisconnect && reason != ReasonShutdown && reason != ReasonInternalError {
 		// Input the session accepted (appends, items, the assistant text the user heard before

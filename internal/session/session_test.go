@@ -191,7 +191,7 @@ var manual16k = ConfigPatch{TurnDetectionSet: true, InputFormat: &AudioFormat{Ty
 // reported, so a test that reads it sees the slot returned.
 func runSession(t *testing.T, m *Manager, opts Options, sk testSink, patch ConfigPatch) (s *Session, wait func() string) {
 	t.Helper()
-	slot, err := m.Acquire()
+	slot, err := m.Acquire(context.Background())
 	require.NoError(t, err)
 	s = m.NewSession(slot, opts, sk)
 	done := make(chan string, 1)
@@ -260,6 +260,7 @@ type panicCounter struct {
 }
 
 func (p *panicCounter) AddDetachedSessions(int) {}
+func (p *panicCounter) CountEviction()          {}
 func (p *panicCounter) CountPanic(component string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -295,18 +296,18 @@ func TestPanicEndsSessionNotProcess(t *testing.T) {
 
 func TestAdmission(t *testing.T) {
 	m := NewManager(ManagerConfig{MaxSessions: 2}, nil, nil)
-	a, err := m.Acquire()
+	a, err := m.Acquire(context.Background())
 	require.NoError(t, err)
-	b, err := m.Acquire()
+	b, err := m.Acquire(context.Background())
 	require.NoError(t, err)
-	_, err = m.Acquire()
+	_, err = m.Acquire(context.Background())
 	require.ErrorIs(t, err, ErrCapacity)
 	a.Release()
 	a.Release() // idempotent
 	require.Equal(t, 1, m.Active())
 	b.Release()
 	require.NoError(t, m.Shutdown(context.Background()))
-	_, err = m.Acquire()
+	_, err = m.Acquire(context.Background())
 	require.ErrorIs(t, err, ErrShuttingDown)
 }
 

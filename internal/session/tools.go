@@ -2,285 +2,132 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-// Tool is one entry of session.tools or response.tools. Type selects its kind; function tools
-// are run by the client (the model's call goes out as a function_call item and the client
-// answers with a function_call_output item). Raw keeps the object for other kinds.
-type Tool struct {
-	Type        string
-	Name        string
-	Description string
-	Parameters  json.RawMessage
-	Raw         json.RawMessage
-}
+// Function tools (session.tools, response.create tools): the model's calls become function_call
+// items; the client answers each with a function_call_output item and asks for the next
+// response. The calls and their results join the engine's conversation in the model's own tool
+// markup (internal/stage/tools.go); none of it is ever spoken.
 
-// ToolChoice is tool_choice: Mode auto (the default) | none | required | function (Name) |
-// mcp (ServerLabel, Name).
+// ToolChoice is tool_choice: Mode auto (default), none, required, or function with Function
+// the forced function's name.
 type ToolChoice struct {
-	Mode        string
-	Name        string
-	ServerLabel string
-}
-
-// ToolsPatch is the tool fields of session.update or response.create (unset: unchanged / the
-// session's).
-type ToolsPatch struct {
-	ToolsSet          bool
-	Tools             []Tool
-	ToolChoice        *ToolChoice
-	ParallelToolCalls *bool
-}
-
-// set reports whether the patch names any tool field.
-func (p ToolsPatch) set() bool {
-	return p.ToolsSet || p.ToolChoice != nil || p.ParallelToolCalls != nil
-}
-
-// ToolSet is the effective tools of a session or response.
-type ToolSet struct {
-	Tools      []Tool
-	Choice     ToolChoice
-	Parallel   bool
-	configured bool // a tool field was ever set (else the wire shows the defaults)
-}
-
-// ToolEngine is implemented by engines that run function tools: SetTools gives the stream the
-// session's tools (its responses declare them and are parsed for calls), AppendToolResult adds
-// a call's output to the conversation.
-type ToolEngine interface {
-	SetTools(ctx context.Context, spec *requestclient.ToolSpec) error
-	AppendToolResult(ctx context.Context, name, output string) error
-}
-
-// SetTools implements ToolEngine.
-func (e pipelineEngine) SetTools(ctx context.Context, spec *requestclient.ToolSpec) error {
-	return e.d.SetTools(ctx, spec)
-}
-
-// AppendToolResult implements ToolEngine.
-func (e pipelineEngine) AppendToolResult(ctx context.Context, name, output string) error {
-	return e.d.AppendToolResult(ctx, name, output)
+	Mode     string
+	Function string
 }
 
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// apply returns ts with p applied; prefix names the params ("session" or "response").
-func (p ToolsPatch) apply(ts ToolSet, prefix string) (ToolSet, *FieldError) {
-	if !p.set() {
-		return ts, nil
-	}
-	ts.configured = true
-	if p.ToolsSet {
-		seen := map[string]bool{}
-		tools := make([]Tool, 0, len(p.Tools))
-		for i, t := range p.Tools {
-			param := fmt.Sprintf("%s.tools[%d]", prefix, i)
-			// The tool-kind dispatch: function tools run here; MCP tools (issue 24 item 4) plug
-			// in as their own case, with the server connection they need.
-			switch t.Type {
-			case "function":
-				if !toolNameRE.MatchString(t.Name) {
-					return ts, &FieldError{"invalid_value", param + ".name", fmt.Sprintf("tool name %q must be 1 to 64 letters, digits, _ or -", t.Name)}
-				}
-				if seen[t.Name] {
-					return ts, &FieldError{"invalid_value", param + ".name", fmt.Sprintf("tool name %q is declared twice", t.Name)}
-				}
-				seen[t.Name] = true
-				spec := requestclient.ToolSpec{Tools: []requestclient.Tool{{Name: t.Name, Parameters: t.Parameters}}}
-				if err := requestclient.CheckTools(spec, math.MaxInt32); err != nil {
-					return ts, &FieldError{"invalid_value", param + ".parameters", err.Error()}
-				}
-			case "mcp":
-				return ts, &FieldError{"unsupported_tools", param + ".type", "mcp tools are not supported by this server build (function tools are)"}
-			default:
-				return ts, &FieldError{"invalid_value", param + ".type", fmt.Sprintf("unsupported tool type %q (function)", t.Type)}
-			}
-			tools = append(tools, t)
+// checkTools validates a tool set and a choice over it; param is "session" or "response".
+func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, param string) *FieldError {
+	seen := map[string]bool{}
+	for i, t := range tools {
+		p := fmt.Sprintf("%s.tools[%d].name", param, i)
+		if !toolNameRE.MatchString(t.Name) {
+			return &FieldError{"invalid_value", p, fmt.Sprintf("invalid function name %q: 1 to 64 characters of a-z, A-Z, 0-9, _ and -", t.Name)}
 		}
-		ts.Tools = tools
-	}
-	if p.ToolChoice != nil {
-		ts.Choice = *p.ToolChoice
-	}
-	if p.ParallelToolCalls != nil {
-		ts.Parallel = *p.ParallelToolCalls
-	}
-	switch ts.Choice.Mode {
-	case "", "auto", "none", "required":
-	case "function":
-		if !ts.has(ts.Choice.Name) {
-			return ts, &FieldError{"invalid_value", prefix + ".tool_choice.name", fmt.Sprintf("tool_choice names function %q, which is not in tools", ts.Choice.Name)}
+		if seen[t.Name] {
+			return &FieldError{"invalid_value", p, fmt.Sprintf("duplicate function name %q", t.Name)}
 		}
-	case "mcp":
-		return ts, &FieldError{"unsupported_tools", prefix + ".tool_choice", "mcp tools are not supported by this server build"}
+		seen[t.Name] = true
+		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{t}}, MaxOutputTokensLimit); err != nil {
+			return &FieldError{"invalid_value", fmt.Sprintf("%s.tools[%d].parameters", param, i), fmt.Sprintf("invalid schema for function %q: %v", t.Name, err)}
+		}
 	}
-	if ts.Choice.Mode == "required" && len(ts.Tools) == 0 {
-		return ts, &FieldError{"invalid_value", prefix + ".tool_choice", "tool_choice \"required\" needs at least one tool"}
+	if choice.Mode == requestclient.ToolChoiceFunction && !seen[choice.Function] {
+		return &FieldError{"invalid_value", param + ".tool_choice", fmt.Sprintf("tool_choice names function %q, which is not among the tools", choice.Function)}
 	}
-	return ts, nil
+	if (choice.Mode == requestclient.ToolChoiceRequired || choice.Mode == requestclient.ToolChoiceFunction) && len(tools) == 0 {
+		return &FieldError{"invalid_value", param + ".tool_choice", "tool_choice " + choice.Mode + " needs tools"}
+	}
+	spec := toolSpec(tools, choice, true)
+	if spec != nil && maxTokens > 0 {
+		if err := requestclient.CheckTools(*spec, maxTokens); err != nil {
+			return &FieldError{"invalid_value", param + ".max_output_tokens", fmt.Sprintf("too small for a complete forced call: %v", err)}
+		}
+	}
+	return nil
 }
 
-func (ts ToolSet) has(name string) bool {
-	for _, t := range ts.Tools {
-		if t.Type == "function" && t.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// spec is the engine's view of ts: nil when the model may call nothing.
-func (ts ToolSet) spec() *requestclient.ToolSpec {
-	if len(ts.Tools) == 0 || ts.Choice.Mode == "none" {
+// toolSpec is what the engine gets for a reply: nil when no call may be made.
+func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *requestclient.ToolSpec {
+	if len(tools) == 0 || choice.Mode == requestclient.ToolChoiceNone {
 		return nil
 	}
-	out := &requestclient.ToolSpec{Choice: requestclient.ToolChoiceAuto, Parallel: ts.Parallel}
-	switch ts.Choice.Mode {
-	case "required":
-		out.Choice = requestclient.ToolChoiceRequired
-	case "function":
-		out.Choice, out.Function = requestclient.ToolChoiceFunction, ts.Choice.Name
+	mode := choice.Mode
+	if mode == "" {
+		mode = requestclient.ToolChoiceAuto
 	}
-	for _, t := range ts.Tools {
-		if t.Type == "function" {
-			out.Tools = append(out.Tools, requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-		}
-	}
-	return out
+	return &requestclient.ToolSpec{Tools: tools, Choice: mode, Function: choice.Function, Parallel: parallel}
 }
 
-// key identifies what spec gives the engine.
-func (ts ToolSet) key() string {
-	s := ts.spec()
-	if s == nil {
-		return ""
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
+// sessionTools is the session's tools for a response that declares none of its own.
+func (s *Session) sessionTools() *requestclient.ToolSpec {
+	return toolSpec(s.cfg.Tools, s.cfg.ToolChoice, true)
 }
 
-// toolsWire is session.tools as the client declared them.
-func (ts ToolSet) toolsWire() []any {
-	out := make([]any, 0, len(ts.Tools))
-	for _, t := range ts.Tools {
-		w := map[string]any{"type": t.Type, "name": t.Name}
-		if t.Description != "" {
-			w["description"] = t.Description
-		}
-		if t.Parameters != nil {
-			w["parameters"] = t.Parameters
+// toolsWire is the session object's tools.
+func toolsWire(tools []requestclient.Tool) []any {
+	out := make([]any, 0, len(tools))
+	for _, t := range tools {
+		w := map[string]any{"type": "function", "name": t.Name, "description": t.Description}
+		if len(t.Parameters) > 0 {
+			w["parameters"] = rawJSON(t.Parameters)
 		}
 		out = append(out, w)
 	}
 	return out
 }
 
-// choiceWire is tool_choice in the dialect's shape (beta: a function choice is its name).
-func (ts ToolSet) choiceWire(beta bool) any {
-	switch ts.Choice.Mode {
+// toolChoiceWire is the session object's tool_choice.
+func toolChoiceWire(c ToolChoice) any {
+	switch c.Mode {
 	case "":
-		return "auto"
-	case "function":
-		if beta {
-			return ts.Choice.Name
-		}
-		return map[string]any{"type": "function", "name": ts.Choice.Name}
+		return requestclient.ToolChoiceAuto
+	case requestclient.ToolChoiceFunction:
+		return map[string]any{"type": "function", "name": c.Function}
 	}
-	return ts.Choice.Mode
+	return c.Mode
 }
 
-// syncTools gives the engine the session's tools when they changed or the engine is new, in
-// order with the session's other engine jobs.
-func (s *Session) syncTools() {
-	if s.engine == nil {
-		return
-	}
-	key := s.cfg.Tools.key()
-	if s.toolsEngine != s.engine {
-		// A new stream has no tools: nothing to give it while the session has none.
-		s.toolsEngine, s.toolsKey = s.engine, ""
-	}
-	if s.toolsKey == key {
-		return
-	}
-	te, ok := s.engine.(ToolEngine)
-	if !ok {
-		if key != "" {
-			s.sendError("unsupported_tools", "this engine does not run tools", "", "session.tools")
-		}
-		return
-	}
-	s.toolsKey = key
-	spec := s.cfg.Tools.spec()
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-		return jobResult{err: te.SetTools(ctx, spec), errCode: "runtime_append_failed"}
-	}}) {
-		s.toolsKey = "\x00" // not applied: the next sync tries again
-		s.sendError("input_backpressure", "too many pending engine jobs; the session's tools were not applied yet", "", "session.tools")
-	}
-}
-
-// onToolCall announces a call of the model as a function_call output item with the documented
-// sequence: output_item.added, conversation.item.added, function_call_arguments.delta / .done,
-// conversation.item.done, output_item.done. The item follows the response's message item.
-func (s *Session) onToolCall(r *response, c *requestclient.ToolCall) {
-	if c == nil {
-		return
-	}
+// emitFunctionCall turns one complete call of the model into a function_call item: added,
+// its arguments (one delta: the call arrives whole), done.
+func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 	s.m.observeToolCall()
-	it := &item{ID: newItemID(), Type: "function_call", Status: "in_progress", ResponseID: r.id, CallID: c.ID, Name: c.Name}
-	idx := 1 + len(r.calls)
+	it := &item{ID: newItemID(), Type: "function_call", Status: "in_progress", ResponseID: r.id,
+		CallID: c.ID, Name: c.Name}
+	idx := 1 + len(r.calls) // the message item is output 0
 	r.calls = append(r.calls, it)
-	prev := s.lastItemID()
-	if !r.outOfBand {
-		s.items = append(s.items, it)
-	}
 	added := it.wire(s.opts.Beta)
 	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
 		"response_id": r.id, "output_index": idx, "item": added}})
 	if !r.outOfBand {
-		s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"previous_item_id": prev, "item": added}})
+		s.insertItem(it, "")
+		s.sendItemAdded(it, r.epoch, true)
 	}
 	base := func() map[string]any {
 		return map[string]any{"response_id": r.id, "item_id": it.ID, "output_index": idx, "call_id": c.ID}
 	}
-	f := base()
-	f["delta"] = c.Arguments
-	s.send(Event{Type: "response.function_call_arguments.delta", Epoch: r.epoch, Model: true, Fields: f})
+	d := base()
+	d["delta"] = c.Arguments
+	s.send(Event{Type: "response.function_call_arguments.delta", Epoch: r.epoch, Model: true, Fields: d})
 	it.Arguments, it.Status = c.Arguments, "completed"
-	f = base()
-	f["arguments"] = c.Arguments
-	if !s.opts.Beta {
-		f["name"] = c.Name // GA only
-	}
-	s.send(Event{Type: "response.function_call_arguments.done", Epoch: r.epoch, Model: true, Fields: f})
+	done := base()
+	done["arguments"], done["name"] = c.Arguments, c.Name
+	s.send(Event{Type: "response.function_call_arguments.done", Epoch: r.epoch, Model: true, Fields: done})
 	w := it.wire(s.opts.Beta)
 	if !r.outOfBand {
-		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"previous_item_id": prev, "item": w}})
+		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
 	}
 	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
 		"response_id": r.id, "output_index": idx, "item": w}})
 }
 
-// callsWire is the response's function_call items, for response.done's output.
-func (r *response) callsWire(beta bool) []any {
-	out := make([]any, 0, len(r.calls))
-	for _, it := range r.calls {
-		out = append(out, it.wire(beta))
-	}
-	return out
-}
-
-// findCall is the function_call item of callID in the conversation, or nil.
+// findCall is the function_call item of call id, or nil.
 func (s *Session) findCall(callID string) *item {
 	for _, it := range s.items {
 		if it.Type == "function_call" && it.CallID == callID {
@@ -290,35 +137,23 @@ func (s *Session) findCall(callID string) *item {
 	return nil
 }
 
-func (s *Session) findCallOutput(callID string) *item {
-	for _, it := range s.items {
-		if it.Type == "function_call_output" && it.CallID == callID {
-			return it
-		}
-	}
-	return nil
-}
-
-// handleToolOutput is conversation.item.create with a function_call_output item: the result of
-// a call the model made in this conversation. It joins the conversation as that call's result
-// (named by the call's function, so other items between them keep the pairing), and a
-// response.create then continues from it; no response starts by itself.
-func (s *Session) handleToolOutput(c *CreateItem) {
+// createFunctionOutput is conversation.item.create with a function_call_output: the result of
+// an earlier call joins the conversation (the engine reads it in the template's tool-result
+// form), and counts as input a response.create may answer.
+func (s *Session) createFunctionOutput(c *CreateItem) {
 	call := s.findCall(c.CallID)
 	if call == nil {
-		s.sendError("invalid_value", fmt.Sprintf("no function_call item with call_id %q is in the conversation", c.CallID), c.ID, "item.call_id")
+		s.sendError("invalid_value", fmt.Sprintf("no function_call item has call_id %q", c.CallID), c.ID, "item.call_id")
 		return
 	}
-	if s.findCallOutput(c.CallID) != nil {
-		s.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output", c.CallID), c.ID, "item.call_id")
-		return
+	for _, it := range s.items {
+		if it.Type == "function_call_output" && it.CallID == c.CallID {
+			// One result per call: a second would leave the model two answers to one question.
+			s.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
+			return
+		}
 	}
 	if !s.ensureEngine(c.ID) {
-		return
-	}
-	te, ok := s.engine.(ToolEngine)
-	if !ok {
-		s.sendError("unsupported_tools", "this engine does not run tools", c.ID, "item.type")
 		return
 	}
 	id := c.ItemID
@@ -329,34 +164,43 @@ func (s *Session) handleToolOutput(c *CreateItem) {
 		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
 		return
 	}
-	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
-		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
-		return
-	}
 	if !s.canSubmitJob() {
 		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
 		return
 	}
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
-	s.insertItem(it, c.PreviousItemID)
+	s.insertItem(it, "")
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
-	s.pendingIn++ // a response.create may answer it
-	s.engine.MarkTurnArrival(s.m.cfg.WallClock())
-	name, output := call.Name, c.Output
+	s.pendingIn++
+	eng, out := s.engine, c.Output
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
-		return jobResult{err: te.AppendToolResult(ctx, name, output), errCode: "runtime_append_failed"}
+		return jobResult{err: eng.AppendText(ctx, "tool", out), errCode: "runtime_append_failed"}
 	}})
 }
 
-// ToolCallMetrics is implemented by metrics that count the model's tool calls
-// (metrics.Collectors: omniserve_tool_calls_total).
-type ToolCallMetrics interface {
-	CountToolCall(api string)
-}
-
-func (m *Manager) observeToolCall() {
-	if tm, ok := m.cfg.Metrics.(ToolCallMetrics); ok {
-		tm.CountToolCall("realtime")
+// resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
+// over the session's.
+func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
+	tools, choice, parallel := s.cfg.Tools, s.cfg.ToolChoice, true
+	if c.ToolsSet {
+		tools = c.Tools
 	}
+	if c.ToolChoice != nil {
+		choice = *c.ToolChoice
+	}
+	if c.ParallelToolCalls != nil {
+		parallel = *c.ParallelToolCalls
+	}
+	if c.ToolsSet || c.ToolChoice != nil {
+		limit := o.maxTokens
+		if limit <= 0 {
+			limit = s.m.cfg.DefaultMaxOutputTokens
+		}
+		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
+			return fe
+		}
+	}
+	o.tools = toolSpec(tools, choice, parallel)
+	return nil
 }

@@ -55,8 +55,7 @@ type DuplexStream struct {
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
-	// tools are the stream's tools (SetTools): with them every response runs as respondSpec,
-	// which declares them after the conversation and parses the reply for calls.
+	// tools are the stream's tools (SetTools), for the responses it starts by itself.
 	tools *ToolSpec
 
 	closeOnce sync.Once
@@ -194,6 +193,11 @@ func (d *DuplexStream) upcoming() int {
 func (d *DuplexStream) AppendText(ctx context.Context, role, text string) error {
 	if err := validRole(role); err != nil {
 		return err
+	}
+	if role == "tool" {
+		// A function's result (it may be empty), in the role and wrapping the chat template's
+		// family gives it.
+		role, text = d.p.toolFormat().resultMessage("", text)
 	}
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("appending text: %w", audio.ErrEmptyText)
@@ -419,8 +423,6 @@ func (d *DuplexStream) loop() {
 			case j.rspec != nil:
 				j.rspec.MaxTokens = j.maxTokens
 				d.respondSpec(j.ts, *j.rspec)
-			case d.toolSpec() != nil:
-				d.respondSpec(j.ts, ResponseSpec{MaxTokens: j.maxTokens})
 			default:
 				d.respond(j.ts, j.maxTokens)
 			}

@@ -31,9 +31,8 @@ func TestDuplexForcedToolCall(t *testing.T) {
 		d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: fmt.Sprintf("duplex-tools-%d", seed), MaxTokens: 200,
 			Sampling: gpu.Sampling{Temperature: 1, TopP: 1, Seed: uint32(seed)}}, sink)
 		require.NoError(t, err)
-		require.NoError(t, d.SetTools(spec))
 		require.NoError(t, d.AppendText(context.Background(), "user", "what is the weather in Paris?"))
-		_, err = d.Respond(context.Background(), 0)
+		_, err = d.RespondWith(context.Background(), ResponseSpec{Tools: spec})
 		require.NoError(t, err)
 		require.True(t, sink.waitFor(60*time.Second, finishedTurn(1)), "seed %d", seed)
 		outs, _, _ := sink.snapshot()
@@ -50,7 +49,7 @@ func TestDuplexForcedToolCall(t *testing.T) {
 		require.Len(t, fin, 1)
 		require.Equal(t, FinishToolCalls, fin[0].FinishReason, "seed %d", seed)
 		if seed == 0 {
-			require.NoError(t, d.AppendToolResult(context.Background(), c.Name, `{"temperature":21}`))
+			require.NoError(t, d.AppendText(context.Background(), "tool", `{"temperature":21}`))
 			_, err = d.RespondWith(context.Background(), ResponseSpec{MaxTokens: 6, Tools: &ToolSpec{Choice: ToolChoiceNone}})
 			require.NoError(t, err)
 			require.True(t, sink.waitFor(60*time.Second, finishedTurn(2)))
@@ -66,4 +65,32 @@ func TestDuplexForcedToolCall(t *testing.T) {
 		}
 		d.Close()
 	}
+}
+
+// The stream's own tools are declared once, in the conversation, so that the KV cache keeps
+// the declaration; setting the same tools again adds nothing, and a response with them reads
+// no declaration of its own.
+func TestDuplexSetToolsDeclaresOnce(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-settools", MaxTokens: 4}, newRecSink(t))
+	require.NoError(t, err)
+	defer d.Close()
+	spec := &ToolSpec{Tools: testTools()[1:2], Choice: ToolChoiceAuto}
+	require.NoError(t, d.SetTools(spec))
+	require.NoError(t, d.SetTools(spec))
+	decl := p.toolFormat().toolsInstructions(spec.Tools)
+	n := 0
+	d.mu.Lock()
+	for _, m := range d.history {
+		if m.Role == "system" && m.Content == decl {
+			n++
+		}
+	}
+	d.mu.Unlock()
+	require.Equal(t, 1, n)
+	require.Nil(t, d.toolsDeclaration(spec), "declared in the conversation")
+	require.NotNil(t, d.toolsDeclaration(&ToolSpec{Tools: testTools()[2:], Choice: ToolChoiceAuto}), "other tools are declared per response")
+	require.NotNil(t, d.toolSpec())
+	require.NoError(t, d.SetTools(&ToolSpec{Tools: spec.Tools, Choice: ToolChoiceNone}))
+	require.Nil(t, d.toolSpec(), "tool_choice none: the stream's turns call nothing")
 }

@@ -33,7 +33,7 @@ type response struct {
 	// tools, when the reply may call tools, splits its text into content and calls: only the
 	// content becomes Text and reaches the talker.
 	tools *toolParser
-	// calls are the tool calls the reply made, in order.
+	// calls are the tool calls the reply made, in order (for the conversation's history).
 	calls []ToolCall
 }
 
