@@ -72,7 +72,9 @@ var allowed = map[string][]string{
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
-		"internal/requestclient", "internal/session", "internal/speech", "internal/stage"},
+		"internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
+	// Traces are built from the closed records of internal/metrics, and nothing else.
+	"internal/tracing": {"internal/metrics"},
 
 	// The benchmarks: figures over benchreport (one quantile definition, no server code); the
 	// outsider clients (chat, latency) use figures only; the in-process measurements reach the
@@ -104,7 +106,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/gpu": 1, "internal/speech": 1,
+	"internal/gpu": 1, "internal/speech": 1, "internal/tracing": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,

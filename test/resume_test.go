@@ -28,8 +28,14 @@ type resumeConn struct {
 
 func dialResume(t *testing.T, url string) *resumeConn {
 	t.Helper()
+	return dialResumeHeader(t, url, nil)
+}
+
+// dialResumeHeader is dialResume with headers on the upgrade request.
+func dialResumeHeader(t *testing.T, url string, h http.Header) *resumeConn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	ws, _, err := websocket.Dial(ctx, url, nil) //nolint:bodyclose // coder/websocket closes it
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h}) //nolint:bodyclose // coder/websocket closes it
 	require.NoError(t, err)
 	ws.SetReadLimit(64 << 20)
 	c := &resumeConn{ws: ws, events: make(chan map[string]any, 8192), done: make(chan struct{}), ctx: ctx, cancel: cancel}

@@ -30,6 +30,9 @@ type ChatConfig struct {
 	// AcceptModel, when set, decides instead of Models which names are accepted (aliases and
 	// prefixes, internal/server's server.model_aliases).
 	AcceptModel func(string) bool
+	// Trace, when set, is called with each request and its completion id before it runs: the
+	// request's traceparent parents the record's spans (internal/tracing).
+	Trace func(r *http.Request, id string) func()
 	// MaxBodyBytes caps the request body (default DefaultMaxBodyBytes, as server.max_body_bytes); larger
 	// bodies get 413.
 	MaxBodyBytes int64
@@ -155,6 +158,9 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *chatHandler) serve(w http.ResponseWriter, r *http.Request, p *chatParsed) {
 	created := time.Now().Unix()
 	id := newChatCompletionID()
+	if h.cfg.Trace != nil {
+		h.cfg.Trace(r, id) // not ended here: the record may close after the handler returns
+	}
 	streams := make([]*requestclient.ChatStream, 0, p.N)
 	// Close aborts a generation when the client went away or a write failed; after a normal
 	// end it only releases the request.

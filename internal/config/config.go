@@ -43,6 +43,8 @@ type Server struct {
 	// ServedModelName is the comma-separated names the model is served under (vLLM's
 	// --served-model-name); the first is its id. Empty: the engine model's id.
 	ServedModelName string `yaml:"served_model_name"`
+	// OTLPEndpoint is where traces go (internal/tracing); "" leaves it to the OTEL_* environment.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
 	// ModelAliases are further names accepted for the model, comma-separated; a trailing "*"
 	// accepts every name with that prefix. Exact aliases are listed by /v1/models.
 	ModelAliases    string        `yaml:"model_aliases"`

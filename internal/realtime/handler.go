@@ -49,6 +49,9 @@ type HandlerConfig struct {
 	BaseContext context.Context
 	// OriginPatterns are extra allowed browser origins (coder/websocket AcceptOptions).
 	OriginPatterns []string
+	// Trace, when set, is called with the upgrade request and the session id: the request's
+	// traceparent parents the spans of the session's turns until the returned func runs.
+	Trace func(r *http.Request, sessionID string) func()
 	// JournalBytes and JournalEvents bound each resumable session's replay journal (the recent
 	// events a resuming client may have missed). Defaults 1 MiB and 1024 events.
 	JournalBytes  int
@@ -155,6 +158,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
+		if h.cfg.Trace != nil {
+			defer h.cfg.Trace(r, sess.ID())()
+		}
 	}
 	limitSendBuffer(r.Context())
 	ws := h.accept(w, r, beta)

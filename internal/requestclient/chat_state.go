@@ -242,6 +242,9 @@ func (st *chatState) recordPrometheus(reason string) {
 	}
 	st.mu.Lock()
 	r := st.prom.record(reason)
+	if r.E2E.RequestID == "" {
+		r.E2E.RequestID = st.id // the tables' request_id: traces name their record by it
+	}
 	for stageID, ts := range st.firstOutputTS {
 		if stageID > 0 && ts > 0 { // stage 0 writes text; the later stages speak
 			r.AudioTTFPSeconds, r.AudioTTFPStage = ts-st.wallStart, stageID
@@ -250,4 +253,7 @@ func (st *chatState) recordPrometheus(reason string) {
 	}
 	st.mu.Unlock()
 	st.c.opts.Collectors.ObserveFinalized(r)
+	if f := st.c.opts.OnFinalized; f != nil {
+		f(r)
+	}
 }

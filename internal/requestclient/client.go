@@ -33,6 +33,10 @@ type Options struct {
 	// TurnDrainTimeout bounds how long an interrupted duplex turn waits for its stages' partial
 	// snapshots before it is finalized; 0 means DefaultTurnDrainTimeout.
 	TurnDrainTimeout time.Duration
+	// OnFinalized, when set, also receives every closed record (chat requests and duplex
+	// turns) that Collectors observes: the traces of internal/tracing are built from it, so a
+	// span's duration is its table figure.
+	OnFinalized func(metrics.FinalizedRequest)
 }
 
 // Client owns the request-state registry shared by the chat path and the duplex sessions. It is

@@ -132,6 +132,7 @@ func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *DuplexRequ
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats || c.opts.Collectors != nil {
 		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats, c.opts.TurnDrainTimeout)
+		d.turns.onFinal = c.opts.OnFinalized
 		d.turns.structured = c.opts.StructuredStats
 	}
 	c.register(f.Stage0ID(), "duplex")

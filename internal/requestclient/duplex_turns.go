@@ -34,6 +34,7 @@ type turnState struct {
 	clock      metrics.Clock
 	log        *zap.Logger
 	col        *metrics.Collectors
+	onFinal    func(metrics.FinalizedRequest) // Options.OnFinalized
 	logStats   bool
 	structured bool
 	drain      time.Duration
@@ -324,6 +325,9 @@ func (s *turnState) finish(t *metrics.TurnMetrics, reason string) bool {
 	if ok && s.col != nil {
 		if rec, have := t.Record(); have {
 			s.col.ObserveFinalized(rec)
+			if s.onFinal != nil {
+				s.onFinal(rec)
+			}
 		}
 	}
 	return ok

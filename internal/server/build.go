@@ -17,6 +17,7 @@ import (
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/tracing"
 )
 
 // buildEngine loads the model, generating the dummy GGUF on first use; gpu.Load logs what it
@@ -86,7 +87,7 @@ func (s *Server) buildSpeech(context.Context) error {
 }
 
 // buildPipeline starts the stage graph, the request client and the chat and audio handlers.
-func (s *Server) buildPipeline(context.Context) error {
+func (s *Server) buildPipeline(ctx context.Context) error {
 	p, err := stage.New(s.pipelineCfg, stage.Deps{Engine: s.parts.Engine, ASR: s.parts.ASR, TTS: s.parts.TTS}, s.log)
 	if err != nil {
 		return err
@@ -113,7 +114,20 @@ func (s *Server) buildPipeline(context.Context) error {
 		}
 		return out
 	})
+	tr, err := tracing.New(ctx, tracing.Config{Endpoint: s.cfg.Server.OTLPEndpoint, Version: api.Version}, s.log.Named("tracing"))
+	if err != nil {
+		return err
+	}
+	s.tracer = tr
+	var onFinal func(metrics.FinalizedRequest)
+	if tr != nil {
+		// Closed after the realtime sessions (closers run in reverse): their last turns are
+		// finalized, then flushed.
+		s.onClose("tracing", tr.Shutdown)
+		onFinal = tr.ObserveFinalized
+	}
 	s.parts.Client = requestclient.New(p, requestclient.Options{
+		OnFinalized:     onFinal,
 		LogStats:        s.cfg.Server.LogStats,
 		StructuredStats: s.cfg.Server.LogFormat == "json",
 		Collectors:      collectors,
@@ -125,6 +139,7 @@ func (s *Server) buildPipeline(context.Context) error {
 		AcceptModel:   s.acceptModel,
 		MaxBodyBytes:  s.cfg.Server.MaxBodyBytes,
 		MaxInFlight:   s.cfg.Server.MaxInFlight,
+		Trace:         s.tracer.HTTPHook(),
 	}, s.parts.Client, s.log)
 	// /v1/audio/transcriptions and /v1/audio/speech run on the pipeline's ASR and TTS (local
 	// or remote, as the pipeline config selects).
@@ -178,6 +193,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxEventBytes:    s.cfg.Realtime.MaxEventBytes,
 		SendQueue:        s.cfg.Realtime.SendQueueEvents,
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),
+		Trace:            s.tracer.HTTPHook(),
 	}, mgr, s.log)
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr

@@ -33,6 +33,7 @@ import (
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/tracing"
 )
 
 // WarmDecoders is how many ASR decoders the server builds in the background right after start:
@@ -81,6 +82,7 @@ type Server struct {
 	parts       Parts
 	chat        http.Handler           // nil until built: the router answers 503
 	countPanic  func(component string) // nil until the collectors exist
+	tracer      *tracing.Tracer        // nil: tracing off
 	realtime    http.Handler           // nil until built
 	transcribe  http.Handler           // nil until built
 	speech      http.Handler           // nil until built, and without a talker stage

@@ -1,0 +1,191 @@
+package test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// otlpReceiver is a real OTLP/HTTP trace receiver on loopback: it decodes what the server
+// exports with the OTLP protobuf definitions.
+type otlpReceiver struct {
+	mu    sync.Mutex
+	spans []*tracepb.Span
+	srv   *http.Server
+	addr  string
+}
+
+func startOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := &otlpReceiver{addr: ln.Addr().String()}
+	r.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body io.Reader = req.Body
+		if req.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(req.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		if err != nil || req.URL.Path != "/v1/traces" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		var ex collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &ex); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		for _, rs := range ex.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				r.spans = append(r.spans, ss.Spans...)
+			}
+		}
+		r.mu.Unlock()
+		out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
+	})}
+	go func() { _ = r.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = r.srv.Close() })
+	return r
+}
+
+func (r *otlpReceiver) all() []*tracepb.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*tracepb.Span(nil), r.spans...)
+}
+
+func spanAttr(s *tracepb.Span, key string) (string, float64) {
+	for _, a := range s.Attributes {
+		if a.Key == key {
+			return a.Value.GetStringValue(), a.Value.GetDoubleValue()
+		}
+	}
+	return "", 0
+}
+
+// TestTracesFromTheTurnRecord: with OTEL_EXPORTER_OTLP_ENDPOINT set, a chat request sent with
+// a W3C traceparent and a realtime session opened with one export span trees in those traces
+// to a real OTLP receiver, and each stage span lasts exactly its --log-stats figure.
+func TestTracesFromTheTurnRecord(t *testing.T) {
+	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	rec := startOTLPReceiver(t)
+	s := startBinaryEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + rec.addr, "OTEL_SERVICE_NAME=omniserve-test"},
+		"--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	const chatTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	const rtTrace = "0af7651916cd43dd8448eb211c80319c"
+
+	// A chat request continuing the caller's trace.
+	body, _ := json.Marshal(map[string]any{"model": "dummy:tiny", "max_tokens": 8,
+		"messages": []any{map[string]any{"role": "user", "content": "hello"}}})
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+s.addr+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+chatTrace+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+
+	// A realtime turn in a session opened with a traceparent.
+	c := dialResumeHeader(t, "ws://"+s.addr+"/v1/realtime", http.Header{"Traceparent": {"00-" + rtTrace + "-b7ad6b7169203331-01"}})
+	require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime", "max_output_tokens": 8,
+		"audio": map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}}})
+	for i := 0; i < len(raw); i += 3200 {
+		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
+	}
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+	c.send(t, map[string]any{"type": "response.create"})
+	for {
+		ev := c.next(t, 60*time.Second)
+		require.NotEqual(t, "error", ev["type"], "%v", ev)
+		if ev["type"] == "response.done" {
+			break
+		}
+	}
+
+	byTrace := func(tid string) []*tracepb.Span {
+		var out []*tracepb.Span
+		for _, sp := range rec.all() {
+			if hex.EncodeToString(sp.TraceId) == tid {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && len(byTrace(rtTrace)) >= 3 }, 20*time.Second, 100*time.Millisecond,
+		"spans of both traces reach the receiver") {
+		for _, sp := range rec.all() {
+			rid, _ := spanAttr(sp, "omniserve.request_id")
+			t.Logf("span %s trace %x parent %x rid %s", sp.Name, sp.TraceId, sp.ParentSpanId, rid)
+		}
+		t.FailNow()
+	}
+	records := statsRecords(s.logs.String())
+	for _, tc := range []struct{ trace, root string }{{chatTrace, "chat.completion"}, {rtTrace, "realtime.turn"}} {
+		spans := byTrace(tc.trace)
+		var root *tracepb.Span
+		for _, sp := range spans {
+			if sp.Name == tc.root {
+				root = sp
+			}
+		}
+		require.NotNil(t, root, "%s in trace %s", tc.root, tc.trace)
+		rid, _ := spanAttr(root, "omniserve.request_id")
+		require.NotEmpty(t, rid)
+		stages := 0
+		for _, sp := range spans {
+			if sp == root || !bytes.Equal(sp.ParentSpanId, root.SpanId) {
+				continue
+			}
+			_, gen := spanAttr(sp, "omniserve.stage_gen_time_ms")
+			if gen == 0 {
+				continue
+			}
+			stages++
+			durMs := float64(sp.EndTimeUnixNano-sp.StartTimeUnixNano) / 1e6
+			require.InDelta(t, gen, durMs, 0.001, "%s: the span lasts its table figure", sp.Name)
+			// The same figure is in that request's StageRequestStats record.
+			found := false
+			for _, r := range records {
+				if (r.RequestID != rid && r.ResponseID != rid) || r.Msg != "StageRequestStats" {
+					continue
+				}
+				for _, st := range r.Stages {
+					if v, ok := st["stage_gen_time_ms"].(float64); ok && (v-gen) < 0.001 && (gen-v) < 0.001 {
+						found = true
+					}
+				}
+			}
+			require.True(t, found, "%s: stage_gen_time_ms %.3f is the --log-stats figure of %s", sp.Name, gen, rid)
+		}
+		require.Positive(t, stages, "stage spans under %s", tc.root)
+	}
+}
