@@ -6,7 +6,7 @@ FROM golang:1.26-bookworm AS builder
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       pkg-config nlohmann-json3-dev libstb-dev flite1-dev libpocketsphinx-dev libsphinxbase-dev \
-      pocketsphinx-en-us libwebrtc-audio-processing-dev libspeexdsp-dev \
+      pocketsphinx-en-us libwebrtc-audio-processing-dev libspeexdsp-dev libopus-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -19,7 +19,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates libstdc++6 libflite1 libpocketsphinx3 libsphinxbase3 pocketsphinx-en-us \
-      libwebrtc-audio-processing1 libspeexdsp1 \
+      libwebrtc-audio-processing1 libspeexdsp1 libopus0 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --create-home --home-dir /home/omniserve omniserve
 COPY --from=builder /src/bin/omniserve /usr/local/bin/omniserve
@@ -28,6 +28,7 @@ USER omniserve
 WORKDIR /home/omniserve
 ENV OMNISERVE_CONFIG=/etc/omniserve/omni-cpu.yaml
 EXPOSE 8000
+# WebRTC media: publish the UDP port set with --webrtc-udp-port (docs/DEPLOY.md).
 # The dummy model is generated into ~/.cache/omniserve on first start; mount a volume there to keep it.
 ENTRYPOINT ["omniserve"]
 CMD ["serve"]

@@ -14,6 +14,7 @@ packages=(
   pocketsphinx-en-us            # acoustic model, dictionary, language model
   pocketsphinx-testdata         # real human speech used by the tests
   libwebrtc-audio-processing-dev  # VAD
+  libopus-dev                   # Opus for WebRTC calls (internal/opus, cgo)
   libspeexdsp-dev               # noise reduction (speex preprocessor)
   nodejs                        # OpenAI Node SDK compatibility test
   npm

@@ -56,6 +56,7 @@ func TestAgentsSDKQuickstart(t *testing.T) {
 		Model         string         `json:"model"`
 		TurnDetection string         `json:"turn_detection"`
 		Transcript    string         `json:"transcript"`
+		Tracing       any            `json:"tracing"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
 	t.Logf("Agents SDK quick-start: %s", lines[len(lines)-1])
@@ -65,6 +66,7 @@ func TestAgentsSDKQuickstart(t *testing.T) {
 	require.True(t, strings.HasPrefix(got.Model, "gpt-realtime"), "the SDK's default model is the session's: %q", got.Model)
 	require.Equal(t, "semantic_vad", got.TurnDetection)
 	require.Equal(t, 2, got.Events["session.updated"], "both of the SDK's updates are accepted")
+	require.Equal(t, "auto", got.Tracing, "the SDK's tracing setting is applied and echoed, not dropped")
 	require.Contains(t, got.Transcript, "forward")
 	require.GreaterOrEqual(t, got.AudioBytes, 48000, "the turn is answered with audio")
 }

@@ -39,6 +39,10 @@ var allowed = map[string][]string{
 	// Layer 1: the only cgo packages. gpu (the model-runner bridge) is the only importer of the llama.cpp binding.
 	"internal/gpu":    {},
 	"internal/speech": {"internal/audio"},
+	// libopus for the WebRTC transport's audio (cgo, Debian's libopus-dev).
+	"internal/opus": {},
+	// The minted "ek_" client secrets: a key check over auth's, shared by api and realtime.
+	"internal/clientsecret": {"internal/auth"},
 
 	// Layer 2: the stage pipeline over the engine and the speech libraries.
 	"internal/stage": {"internal/audio", "internal/gpu", "internal/metrics", "internal/speech"},
@@ -59,7 +63,10 @@ var allowed = map[string][]string{
 		"internal/speech"},
 
 	// Layer 5: the WebSocket endpoint drives sessions only.
-	"internal/realtime": {"internal/auth", "internal/oaierror", "internal/session",
+	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
+		// The WebRTC transport (calls.go): Opus through libopus, resampling the session's
+		// output audio to the 48 kHz RTP clock.
+		"internal/opus", "internal/audio",
 		// The client events are decoded by the protocol package and mapped to session commands here.
 		"internal/protocol",
 		// A function tool is requestclient's domain type (one definition from the wire to the
@@ -68,10 +75,10 @@ var allowed = map[string][]string{
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
-	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/oaierror", "internal/requestclient"},
+	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/clientsecret", "internal/oaierror", "internal/requestclient"},
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
-	"internal/server": {"internal/api", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
+	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
 		"internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
 	// Traces are built from the closed records of internal/metrics, and nothing else.
 	"internal/tracing": {"internal/metrics"},
@@ -106,7 +113,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/gpu": 1, "internal/speech": 1, "internal/tracing": 1,
+	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/opus": 1, "internal/tracing": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/omniserve/omniserve/internal/auth"
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
@@ -161,23 +163,50 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// requireAPIKey checks the API key (auth.Check: Bearer in any case or the WebSocket key
-// sub-protocol, constant time) and answers 401 in OpenAI's shape.
-func requireAPIKey(key string) func(http.Handler) http.Handler {
+// requireAPIKey checks the key (clientsecret.Store.Check: the API key by auth.Check, Bearer in
+// any case or the WebSocket key sub-protocol, constant time; or a live minted "ek_" client
+// secret) and answers 401 in OpenAI's shape. A client secret authorises only the opening of a
+// realtime connection (realtimeConnect); the request then carries it (clientsecret.FromContext).
+// With no API key configured, other keys pass, but a stale "ek_" one is still refused.
+func requireAPIKey(key string, secrets *clientsecret.Store) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch auth.Check(r, key) {
-			case auth.Missing:
+			sec, res := secrets.Check(r, key)
+			switch {
+			case res == auth.Missing:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve"`)
 				oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 					"You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."))
 				return
-			case auth.Invalid:
+			case res == auth.Invalid:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve", error="invalid_token"`)
-				oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided."))
+				msg := "Incorrect API key provided."
+				if tok, _ := auth.Presented(r); strings.HasPrefix(tok, clientsecret.Prefix) {
+					msg = "The client secret is unknown or has expired; mint a new one (POST /v1/realtime/client_secrets)."
+				}
+				oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", msg))
 				return
+			case sec != nil && !realtimeConnect(r):
+				w.Header().Set("WWW-Authenticate", `Bearer realm="omniserve", error="insufficient_scope"`)
+				oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+					"A client secret (ek_) authorises only a realtime connection (GET /v1/realtime, POST /v1/realtime/calls); use the API key."))
+				return
+			case sec != nil:
+				r = r.WithContext(clientsecret.WithSecret(r.Context(), sec))
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// realtimeConnect reports the requests a client secret may make: opening a realtime session
+// over a WebSocket or a WebRTC call.
+func realtimeConnect(r *http.Request) bool {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/realtime":
+		return true
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/realtime/calls":
+		return true
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/api/console"
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
@@ -51,6 +52,16 @@ type RouterDeps struct {
 	// BodyReadTimeout bounds the reading of a whole request body (0 = DefaultBodyReadTimeout); a
 	// slower client gets its connection closed.
 	BodyReadTimeout time.Duration
+	// CORSOrigins are the browser origins allowed to call /v1 from their pages: exact origins or
+	// "*" (server.cors_origins, SplitOrigins); empty answers no cross-origin request.
+	CORSOrigins []string
+	// Secrets are the minted client secrets ("ek_" keys) the key check accepts for a realtime
+	// connection; ClientSecrets serves POST /v1/realtime/client_secrets (nil: 503).
+	Secrets       *clientsecret.Store
+	ClientSecrets http.Handler
+	// Calls serves the WebRTC transport: POST /v1/realtime/calls and
+	// /v1/realtime/calls/{id}/hangup (nil: 503).
+	Calls http.Handler
 	// CountPanic counts a handler panic the router recovered (nil: not counted).
 	CountPanic func(component string)
 }
@@ -111,14 +122,19 @@ func NewRouter(d RouterDeps) http.Handler {
 
 	created := time.Now().Unix()
 	r.Route("/v1", func(r chi.Router) {
-		if d.APIKey != "" {
-			r.Use(requireAPIKey(d.APIKey))
+		r.Use(cors(d.CORSOrigins)) // before the key check: a preflight carries no key
+		if d.APIKey != "" || d.Secrets != nil {
+			r.Use(requireAPIKey(d.APIKey, d.Secrets))
 		}
 		r.Get("/models", modelsHandler(d.Models, created))
 		// A wildcard, not {id}: model ids may contain slashes (org/name), as OpenAI's and vLLM's do.
 		r.Get("/models/*", modelHandler(d.Models, d.AcceptModel, created))
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
+		calls := orUnavailable(d.Calls, "WebRTC calls")
+		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, calls))
+		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)
+		r.Method(http.MethodPost, "/realtime/client_secrets", refuseWhile(draining, orUnavailable(d.ClientSecrets, "client secrets")))
 		r.Method(http.MethodPost, "/audio/transcriptions", refuseWhile(draining, orUnavailable(d.Transcriptions, "audio transcriptions")))
 		r.Method(http.MethodPost, "/audio/speech", refuseWhile(draining, orUnavailable(d.Speech, "audio speech")))
 	})

@@ -31,7 +31,7 @@ func Check(r *http.Request, key string) Result {
 	if key == "" {
 		return OK
 	}
-	got, ok := presented(r)
+	got, ok := Presented(r)
 	if !ok {
 		return Missing
 	}
@@ -41,7 +41,9 @@ func Check(r *http.Request, key string) Result {
 	return OK
 }
 
-func presented(r *http.Request) (string, bool) {
+// Presented returns the key r presents (Authorization: Bearer, else the WebSocket key
+// sub-protocol) and whether it presents one; a malformed Authorization header presents "".
+func Presented(r *http.Request) (string, bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
 		if ok && strings.EqualFold(scheme, "Bearer") {

@@ -9,6 +9,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -40,6 +42,9 @@ type Server struct {
 	LogLevel  string `yaml:"log_level"`
 	LogStats  bool   `yaml:"log_stats"`
 	APIKey    string `yaml:"api_key"`
+	// CORSOrigins are the browser origins whose pages may call /v1 (comma-separated exact
+	// origins, or "*"); empty: none.
+	CORSOrigins string `yaml:"cors_origins"`
 	// ServedModelName is the comma-separated names the model is served under (vLLM's
 	// --served-model-name); the first is its id. Empty: the engine model's id.
 	ServedModelName string `yaml:"served_model_name"`
@@ -94,6 +99,11 @@ type Realtime struct {
 	// OriginPatterns are extra browser origins allowed to open a WebSocket (comma-separated
 	// host patterns such as "example.com,*.example.org"); same-origin pages always may.
 	OriginPatterns string `yaml:"origin_patterns"`
+	// WebRTCUDPPort is the one UDP port of every WebRTC call's media (0: a free one, logged).
+	WebRTCUDPPort int `yaml:"webrtc_udp_port"`
+	// WebRTCPublicIPs are the addresses announced to browsers instead of the host's (NAT 1:1),
+	// comma-separated.
+	WebRTCPublicIPs string `yaml:"webrtc_public_ips"`
 }
 
 // Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
@@ -120,6 +130,7 @@ func Defaults() Config {
 			Port:                 8000,
 			LogFormat:            "console",
 			LogLevel:             "info",
+			CORSOrigins:          "*",
 			MaxSessions:          64,
 			ShutdownTimeout:      30 * time.Second,
 			DrainGrace:           10 * time.Second,
@@ -221,6 +232,8 @@ func (c *Config) Validate() error {
 		{rt.StallTimeout <= 0, "realtime.stall_timeout", rt.StallTimeout, "must be positive"},
 		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
+		{rt.WebRTCUDPPort < 0 || rt.WebRTCUDPPort > 65535, "realtime.webrtc_udp_port", rt.WebRTCUDPPort, "must be 0..65535"},
+		{!ipList(rt.WebRTCPublicIPs), "realtime.webrtc_public_ips", rt.WebRTCPublicIPs, "must be comma-separated IP addresses"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -237,4 +250,14 @@ func oneOf(v string, allowed ...string) bool {
 		}
 	}
 	return false
+}
+
+// ipList reports whether v is empty or comma-separated IP addresses.
+func ipList(v string) bool {
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" && net.ParseIP(f) == nil {
+			return false
+		}
+	}
+	return true
 }

@@ -392,7 +392,16 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	}
 	g.text += r.model.TokenToPiece(tok)
 	text, stopped := releasable(g.text, g.opts.Stop)
+	leading := !g.spoke
 	ev.piece.Text = g.leadingTrim(validText(text))
+	if leading && lp != nil {
+		// The reply's first position starts at its first visible character for every
+		// alternative too, so the logprob tokens still join to the content.
+		lp.Text = strings.TrimLeft(lp.Text, " \t\n\r")
+		for i := range lp.Top {
+			lp.Top[i].Text = strings.TrimLeft(lp.Top[i].Text, " \t\n\r")
+		}
+	}
 	ev.piece.Logprob = lp
 	g.text = g.text[len(text):]
 	g.out <- ev

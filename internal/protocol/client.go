@@ -66,6 +66,10 @@ type SessionPatch struct {
 	MaxOutputTokens   *int  // 0 = unlimited ("inf")
 	Temperature       *float64
 	Seed              *uint32 // extra_body.seed
+	// Tracing is session.tracing when present: TracingSet, and Tracing nil (null), "auto" or
+	// the tracing configuration object (workflow_name, group_id, metadata).
+	TracingSet bool
+	Tracing    any
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a

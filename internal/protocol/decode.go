@@ -403,6 +403,16 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 		}
 		p.ToolChoice = tc
 	}
+	if e := refuseUnhonoured(obj, out); e != nil {
+		return p, e
+	}
+	if v, ok := obj["tracing"]; ok {
+		t, e := decodeTracing(v)
+		if e != nil {
+			return p, e
+		}
+		p.TracingSet, p.Tracing = true, t
+	}
 	if v, ok := obj["idle_timeout_s"]; ok {
 		var f float64
 		if json.Unmarshal(v, &f) != nil {

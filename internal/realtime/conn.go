@@ -150,8 +150,13 @@ func (c *conn) serve(sess *session.Session, gen int) {
 			}
 		default:
 			reason := session.ReasonDisconnect
-			if cause == lostSlow {
+			switch cause {
+			case lostSlow:
 				reason = session.ReasonSlowClient
+			case lostClosed:
+				// A close frame is the client's decision, as session.close is: logged as such,
+				// not as a network drop.
+				reason = session.ReasonClientClose
 			}
 			sess.Stop(reason)
 			code, text := closeCode(sess.CloseReason())

@@ -100,7 +100,7 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
 		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
-		Temperature: p.Temperature, Seed: p.Seed}
+		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing}
 }
 
 // tools converts the wire's function tools for the session.

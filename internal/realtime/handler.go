@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/auth"
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -56,6 +57,9 @@ type HandlerConfig struct {
 	// events a resuming client may have missed). Defaults 1 MiB and 1024 events.
 	JournalBytes  int
 	JournalEvents int
+	// Secrets are the minted client secrets: an "ek_" key opens a session with the
+	// configuration it was minted with (nil: no client secrets).
+	Secrets *clientsecret.Store
 }
 
 // WithDefaults is c with every zero value replaced by its documented default (the server's
@@ -108,8 +112,9 @@ func NewHandler(cfg HandlerConfig, sessions *session.Manager, log *zap.Logger) h
 
 // authorized applies the server's one key check (internal/auth), so the endpoint mounted
 // on its own (tests, other routers) accepts exactly what the /v1 middleware accepts.
-func (h *handler) authorized(r *http.Request) bool {
-	return auth.Check(r, h.cfg.APIKey) == auth.OK
+func (h *handler) authorized(r *http.Request) (*clientsecret.Secret, bool) {
+	sec, res := h.cfg.Secrets.Check(r, h.cfg.APIKey)
+	return sec, res == auth.OK
 }
 
 func truthy(v string) bool {
@@ -121,9 +126,19 @@ func truthy(v string) bool {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.authorized(r) {
+	sec, ok := h.authorized(r)
+	if !ok {
 		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key"))
 		return
+	}
+	var initial *session.ConfigPatch
+	if sec != nil {
+		p, werr := sessionPatch(sec.Session)
+		if werr != nil { // validated at minting; only a bug gets here
+			oaierror.Write(w, oaierror.New(http.StatusInternalServerError, "server_error", "invalid_client_secret", werr.Message))
+			return
+		}
+		initial = &p
 	}
 	q := r.URL.Query()
 	if h.sessions.ResumeGrace() > 0 && (q.Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
@@ -154,7 +169,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := newStream(beta, j)
 	var sess *session.Session
 	if !duplex || h.sessions.SupportsDuplex() {
-		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: q.Get("model"), Beta: beta}, st)
+		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: q.Get("model"), Beta: beta, Initial: initial}, st)
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
@@ -187,7 +202,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	c.serve(sess, 0)
 	wg.Wait()
-	c.log.Debug("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
+	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
 }
 
 // accept upgrades the request; nil when the upgrade failed (the library answered).

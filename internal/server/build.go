@@ -180,7 +180,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
-	s.realtime = realtime.NewHandler(realtime.HandlerConfig{
+	hcfg := realtime.HandlerConfig{
 		APIKey:           s.cfg.Server.APIKey,
 		BaseContext:      context.WithoutCancel(ctx),
 		SendQueueBytes:   s.cfg.Server.SessionOutputBytes,
@@ -193,8 +193,20 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		MaxEventBytes:    s.cfg.Realtime.MaxEventBytes,
 		SendQueue:        s.cfg.Realtime.SendQueueEvents,
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),
+		Secrets:          s.secrets,
 		Trace:            s.tracer.HTTPHook(),
-	}, mgr, s.log)
+	}
+	s.realtime = realtime.NewHandler(hcfg, mgr, s.log)
+	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
+	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs)},
+		hcfg, mgr, s.log)
+	if err != nil {
+		return err
+	}
+	// Registered after the session manager, so closed before it: calls hang up first.
+	s.onClose("webrtc calls", calls.Close)
+	s.calls = calls
+	s.log.Info("webrtc calls ready", zap.Int("udp_port", calls.Port()))
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr
 	s.log.Info("realtime endpoint ready", zap.Int("max_sessions", s.cfg.Server.MaxSessions))

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/realtime"
@@ -40,6 +41,9 @@ import (
 // building one takes about a second, which the first sessions would otherwise each pay on their
 // first audio. The pool grows lazily past this (one decoder per live session).
 const WarmDecoders = 2
+
+// maxClientSecrets bounds the live minted client secrets (a few hundred bytes each).
+const maxClientSecrets = 10000
 
 // Options are what a caller adds to the configuration.
 type Options struct {
@@ -80,12 +84,16 @@ type Server struct {
 	names       modelNames // what the model answers to; models is names.Listed()
 	pipelineCfg stage.PipelineConfig
 	parts       Parts
-	chat        http.Handler           // nil until built: the router answers 503
-	countPanic  func(component string) // nil until the collectors exist
-	tracer      *tracing.Tracer        // nil: tracing off
-	realtime    http.Handler           // nil until built
-	transcribe  http.Handler           // nil until built
-	speech      http.Handler           // nil until built, and without a talker stage
+	// secrets are the minted client secrets (ek_ keys); clientSecrets mints them.
+	secrets       *clientsecret.Store
+	clientSecrets http.Handler           // nil until built
+	calls         http.Handler           // nil until built: the WebRTC transport
+	chat          http.Handler           // nil until built: the router answers 503
+	countPanic    func(component string) // nil until the collectors exist
+	tracer        *tracing.Tracer        // nil: tracing off
+	realtime      http.Handler           // nil until built
+	transcribe    http.Handler           // nil until built
+	speech        http.Handler           // nil until built, and without a talker stage
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser
@@ -106,7 +114,8 @@ func New(cfg config.Config, opts Options) *Server {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	s := &Server{cfg: cfg, opts: opts, log: opts.Log, reg: reg, warmed: make(chan struct{})}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Log, reg: reg, warmed: make(chan struct{}),
+		secrets: clientsecret.NewStore(maxClientSecrets, nil)}
 	s.handler.set(s.router()) // probes only until the components exist: /ready is 503
 	return s
 }
@@ -227,6 +236,10 @@ func (s *Server) router() http.Handler {
 		Speech:         s.speech,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}),
 		MaxBodyBytes:   s.cfg.Server.MaxBodyBytes,
+		CORSOrigins:    api.SplitOrigins(s.cfg.Server.CORSOrigins),
+		Secrets:        s.secrets,
+		ClientSecrets:  s.clientSecrets,
+		Calls:          s.calls,
 		CountPanic:     s.countPanic,
 	})
 }

@@ -102,6 +102,9 @@ type Config struct {
 	// Seed (extension extra_body.seed) makes sampling reproducible; nil = a fresh random seed
 	// per response unless the server's configuration sets one.
 	Seed *uint32
+	// Tracing is session.tracing as the client set it, echoed in the session. omniserve
+	// uploads no traces to OpenAI; its own traces go to the OTLP endpoint (docs/STATS.md).
+	Tracing any
 	// vadDefaults is the server's server_vad defaults (ManagerConfig.TurnDetection), which a
 	// turn_detection object or auto_response starts from.
 	vadDefaults *TurnDetection
@@ -177,6 +180,8 @@ type ConfigPatch struct {
 	ToolsSet   bool
 	Tools      []requestclient.Tool
 	ToolChoice *ToolChoice
+	TracingSet bool
+	Tracing    any // nil, "auto" or the tracing object (validated by internal/protocol)
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -267,6 +272,9 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 			}
 			cfg.TurnDetection = td
 		}
+	}
+	if p.TracingSet {
+		cfg.Tracing = p.Tracing
 	}
 	if p.IdleTimeoutS != nil {
 		if *p.IdleTimeoutS <= 0 {

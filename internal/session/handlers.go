@@ -101,11 +101,9 @@ func (s *Session) resolveModel(name string) (string, error) {
 	return name, nil
 }
 
-func (s *Session) handleUpdate(c *UpdateSession, first bool) {
-	if first {
-		s.emitCreated()
-	}
-	patch := c.Patch
+// nextConfig is the configuration patch makes of the current one, or the refusal; it changes
+// nothing but the model's naming (resolveModel).
+func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	var err error
 	if patch.Model != nil {
 		var name string
@@ -134,6 +132,14 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
 	}
+	return next, err
+}
+
+func (s *Session) handleUpdate(c *UpdateSession, first bool) {
+	if first {
+		s.emitCreated()
+	}
+	next, err := s.nextConfig(c.Patch)
 	if err != nil {
 		// A failed update changes nothing.
 		var fe *FieldError
@@ -271,7 +277,7 @@ func (s *Session) publicSession() map[string]any {
 	sess["type"] = "realtime"
 	sess["output_modalities"] = outputModalities(audio)
 	sess["max_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
-	sess["tracing"] = nil
+	sess["tracing"] = s.cfg.Tracing
 	sess["truncation"] = "auto"
 	sess["prompt"] = nil
 	sess["include"] = nil

@@ -25,6 +25,11 @@ type Options struct {
 	// Beta selects the beta Realtime dialect's session shape (OpenAI-Beta: realtime=v1); the
 	// connection renames the server events.
 	Beta bool
+	// Initial is the configuration a client secret was minted with (POST
+	// /v1/realtime/client_secrets): applied before session.created, so that event shows it.
+	// Validated at minting (Manager.Preview); a patch that no longer applies is logged and
+	// dropped.
+	Initial *ConfigPatch
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
@@ -213,8 +218,30 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		s.resumeToken = newResumeToken()
 	}
 	s.log = m.log.With(zap.String("session_id", s.id))
+	if opts.Initial != nil {
+		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
+			s.log.Warn("the client secret's session no longer applies; the defaults stand", zap.Error(err))
+		} else {
+			s.cfg = cfg
+		}
+	}
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
 	return s
+}
+
+// Preview is the session object (as session.created shows it) a new session with opts would
+// have after patch, or the refusal (a *FieldError for a bad field): how POST
+// /v1/realtime/client_secrets validates and echoes the session it mints a key for. It takes no
+// slot and starts nothing.
+func (m *Manager) Preview(opts Options, patch ConfigPatch) (map[string]any, error) {
+	opts.Initial = nil
+	s := m.NewSession(nil, opts, nil)
+	cfg, err := s.nextConfig(patch)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg = cfg
+	return s.publicSession(), nil
 }
 
 // ID returns the session id, duplex-<uuid>.

@@ -21,6 +21,7 @@ session.on("transport_event", (ev) => {
     out.instructions = ev.session?.instructions;
     out.model = ev.session?.model;
     out.turn_detection = ev.session?.audio?.input?.turn_detection?.type;
+    out.tracing = ev.session?.tracing;
   }
   if (ev.type === "error") out.errors.push(JSON.stringify(ev.error ?? ev));
   if (ev.type === "conversation.item.input_audio_transcription.completed") out.transcript = ev.transcript;

@@ -1,0 +1,139 @@
+// Package clientsecret mints and checks the short-lived "ek_" keys of POST
+// /v1/realtime/client_secrets: an app's backend, holding the server's API key, mints one for a
+// browser, which may then open exactly one kind of thing with it, a realtime connection
+// (WebSocket or WebRTC) with the session configuration the key was minted with, until it
+// expires. A key may open several sessions until then, as OpenAI's do.
+package clientsecret
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/omniserve/omniserve/internal/auth"
+)
+
+// Prefix starts every minted key; OpenAI's browser SDK treats a key as a client key iff it
+// starts with it.
+const Prefix = "ek_"
+
+// TTL bounds of expires_after.seconds (OpenAI's).
+const (
+	MinTTL     = 10 * time.Second
+	MaxTTL     = 7200 * time.Second
+	DefaultTTL = 600 * time.Second
+)
+
+// ErrFull is Mint's refusal when MaxLive unexpired keys exist.
+var ErrFull = errors.New("too many live client secrets")
+
+// Secret is one minted key.
+type Secret struct {
+	Value     string
+	ExpiresAt time.Time
+	// Session is the session object the key was minted with (the request's "session", as sent;
+	// nil when none): what a connection opened with the key starts from.
+	Session json.RawMessage
+}
+
+// Store holds the live keys in memory: a restart revokes them all, which is what a short-lived
+// key may cost. Safe for concurrent use; a nil *Store knows no keys.
+type Store struct {
+	mu      sync.Mutex
+	keys    map[string]Secret
+	maxLive int
+	now     func() time.Time
+}
+
+// NewStore returns a store holding at most maxLive unexpired keys (a bound on the memory a
+// key holder can make the server keep); now is the clock (nil: time.Now).
+func NewStore(maxLive int, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{keys: map[string]Secret{}, maxLive: maxLive, now: now}
+}
+
+// Mint makes a key valid for ttl (clamped by the caller to MinTTL..MaxTTL).
+func (s *Store) Mint(ttl time.Duration, session json.RawMessage) (Secret, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Secret{}, err
+	}
+	now := s.now()
+	sec := Secret{Value: Prefix + hex.EncodeToString(b[:]), ExpiresAt: now.Add(ttl), Session: session}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.keys) >= s.maxLive {
+		s.pruneLocked(now)
+		if len(s.keys) >= s.maxLive {
+			return Secret{}, ErrFull
+		}
+	}
+	s.keys[sec.Value] = sec
+	return sec, nil
+}
+
+// Lookup returns the key's secret while it is unexpired.
+func (s *Store) Lookup(value string) (Secret, bool) {
+	if s == nil {
+		return Secret{}, false
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sec, ok := s.keys[value]
+	if ok && !now.Before(sec.ExpiresAt) {
+		delete(s.keys, value)
+		return Secret{}, false
+	}
+	return sec, ok
+}
+
+// Live counts the keys held (expired ones not yet pruned included).
+func (s *Store) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys)
+}
+
+func (s *Store) pruneLocked(now time.Time) {
+	for k, sec := range s.keys {
+		if !now.Before(sec.ExpiresAt) {
+			delete(s.keys, k)
+		}
+	}
+}
+
+// Check authenticates r: an "ek_" key must be a live minted one (with or without a server API
+// key: a stale client secret is refused either way, so a browser learns it must mint anew), and
+// then its secret is returned; any other key goes through auth.Check against key.
+func (s *Store) Check(r *http.Request, key string) (*Secret, auth.Result) {
+	tok, ok := auth.Presented(r)
+	if ok && strings.HasPrefix(tok, Prefix) {
+		if sec, live := s.Lookup(tok); live {
+			return &sec, auth.OK
+		}
+		return nil, auth.Invalid
+	}
+	return nil, auth.Check(r, key)
+}
+
+type ctxKey struct{}
+
+// WithSecret records the client secret a request was authorised by.
+func WithSecret(ctx context.Context, sec *Secret) context.Context {
+	return context.WithValue(ctx, ctxKey{}, sec)
+}
+
+// FromContext is the client secret a request was authorised by, nil for the API key.
+func FromContext(ctx context.Context) *Secret {
+	sec, _ := ctx.Value(ctxKey{}).(*Secret)
+	return sec
+}

@@ -1,0 +1,94 @@
+package clientsecret
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/auth"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func TestMintLookupExpiry(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStore(2, c.now)
+	a, err := s.Mint(10*time.Second, json.RawMessage(`{"instructions":"x"}`))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(a.Value, Prefix))
+	require.Len(t, a.Value, len(Prefix)+32)
+	require.Equal(t, c.now().Add(10*time.Second), a.ExpiresAt)
+	got, ok := s.Lookup(a.Value)
+	require.True(t, ok)
+	require.JSONEq(t, `{"instructions":"x"}`, string(got.Session))
+
+	b, err := s.Mint(time.Minute, nil)
+	require.NoError(t, err)
+	require.NotEqual(t, a.Value, b.Value)
+	_, err = s.Mint(time.Minute, nil)
+	require.ErrorIs(t, err, ErrFull, "two live keys fill a store of 2")
+
+	c.advance(10 * time.Second)
+	_, ok = s.Lookup(a.Value)
+	require.False(t, ok, "a key is dead at its expires_at")
+	_, err = s.Mint(time.Minute, nil)
+	require.NoError(t, err, "the expired key's place is free again")
+	_, ok = s.Lookup("ek_unknown")
+	require.False(t, ok)
+	var nilStore *Store
+	_, ok = nilStore.Lookup(b.Value)
+	require.False(t, ok)
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStore(10, c.now)
+	live, err := s.Mint(time.Minute, nil)
+	require.NoError(t, err)
+	stale, err := s.Mint(10*time.Second, nil)
+	require.NoError(t, err)
+	c.advance(30 * time.Second)
+	tests := []struct {
+		name       string
+		key        string // the server's API key
+		header     string
+		want       auth.Result
+		wantSecret bool
+	}{
+		{"live secret", "sk", "Bearer " + live.Value, auth.OK, true},
+		{"live secret, no API key", "", "Bearer " + live.Value, auth.OK, true},
+		{"expired secret", "sk", "Bearer " + stale.Value, auth.Invalid, false},
+		{"expired secret, no API key", "", "Bearer " + stale.Value, auth.Invalid, false},
+		{"made-up secret", "sk", "Bearer ek_0000", auth.Invalid, false},
+		{"API key", "sk", "Bearer sk", auth.OK, false},
+		{"wrong API key", "sk", "Bearer sx", auth.Invalid, false},
+		{"no key", "sk", "", auth.Missing, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/v1/realtime", nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			sec, res := s.Check(r, tt.key)
+			require.Equal(t, tt.want, res)
+			require.Equal(t, tt.wantSecret, sec != nil)
+			if sec != nil {
+				require.Equal(t, sec, FromContext(WithSecret(r.Context(), sec)))
+			}
+		})
+	}
+}

@@ -1,0 +1,255 @@
+package realtime
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/pion/webrtc/v4"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/opus"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// call is one WebRTC session. Its goroutines (the session actor, the data-channel writer, the
+// player, the RTP and RTCP readers) are owned by run, which ends them all and waits for them.
+type call struct {
+	id     string
+	pc     *webrtc.PeerConnection
+	st     *stream
+	q      *outQueue
+	sink   *callSink
+	player *player
+	sess   *session.Session
+	h      *handler
+	cfg    CallsConfig
+	log    *zap.Logger
+
+	dcOpen    chan *webrtc.DataChannel
+	connected chan struct{}
+	failed    chan struct{}
+	stop      chan struct{} // closed by hangup
+	stopOnce  sync.Once
+	connOnce  sync.Once
+	failOnce  sync.Once
+	reason    string
+	reasonMu  sync.Mutex
+	wg        sync.WaitGroup // readers and the player
+	// ctx and sess are set before ready is closed; the pion callbacks (which may fire before
+	// that) wait for it.
+	ctx       context.Context
+	ctxCancel context.CancelFunc
+	ready     chan struct{}
+	wdone     chan struct{} // closed when the data-channel writer has ended
+}
+
+// waitReady waits until the session exists; false when the call ended first.
+func (cl *call) waitReady() bool {
+	select {
+	case <-cl.ready:
+		return true
+	case <-cl.stop:
+		return false
+	case <-cl.failed:
+		return false
+	}
+}
+
+func (cl *call) once(o *sync.Once, ch chan struct{}) { o.Do(func() { close(ch) }) }
+
+func (cl *call) hangup(reason string) {
+	cl.stopOnce.Do(func() {
+		cl.reasonMu.Lock()
+		cl.reason = reason
+		cl.reasonMu.Unlock()
+		close(cl.stop)
+	})
+}
+
+// callSink is the session's Sink on a call: audio deltas go to the player (RTP), not to the
+// data channel; everything else goes to the data channel through the stream and queue the
+// WebSocket uses.
+type callSink struct{ c *call }
+
+func (s *callSink) Send(ev session.Event) error {
+	switch ev.Type {
+	case "response.output_audio.delta":
+		return s.c.player.delta(ev)
+	case "response.done":
+		if r, ok := ev.Fields["response"].(map[string]any); ok {
+			id, _ := r["id"].(string)
+			s.c.player.responseDone(id)
+		}
+	}
+	return s.c.st.Send(ev)
+}
+
+func (s *callSink) DropStale(epoch int) {
+	s.c.player.clear(epoch)
+	s.c.st.DropStale(epoch)
+}
+
+// run drives the call until the session ends, the peer goes away or hangup.
+func (cl *call) run() {
+	ctx := cl.ctx
+	defer cl.ctxCancel()
+	sessDone := make(chan struct{})
+	go func() { defer close(sessDone); cl.sess.Run(ctx, nil) }()
+	stopPlayer := make(chan struct{})
+	cl.wg.Add(2)
+	go func() { defer cl.wg.Done(); cl.player.run(stopPlayer) }()
+	go func() { defer cl.wg.Done(); defer close(cl.wdone); cl.writeLoop() }()
+	connectBy := time.NewTimer(cl.cfg.ConnectTimeout)
+	defer connectBy.Stop()
+	reason := ""
+	for reason == "" {
+		select {
+		case <-cl.connected:
+			connectBy.Stop()
+			cl.connected = nil
+		case <-connectBy.C:
+			reason = session.ReasonTimeout
+		case <-cl.failed:
+			reason = session.ReasonDisconnect
+		case <-cl.stop:
+			cl.reasonMu.Lock()
+			reason = cl.reason
+			cl.reasonMu.Unlock()
+		case <-sessDone:
+			reason = "session_ended"
+		}
+	}
+	cl.log.Debug("call ending", zap.String("reason", reason))
+	if reason != "session_ended" {
+		cl.sess.Stop(reason)
+		<-sessDone
+	}
+	// session.closed is queued: give the writer a moment to send it before the channel goes.
+	cl.q.close()
+	select {
+	case <-cl.wdone:
+	case <-time.After(time.Second):
+	}
+	close(stopPlayer)
+	_ = cl.pc.Close()
+	cl.wg.Wait()
+}
+
+// writeLoop sends the session's events on the data channel once it is open, in order.
+func (cl *call) writeLoop() {
+	var dc *webrtc.DataChannel
+	select {
+	case dc = <-cl.dcOpen:
+	case <-cl.stop:
+		return
+	case <-cl.failed:
+		return
+	}
+	for {
+		data, done, err := cl.st.next(cl.q)
+		if err != nil || done {
+			return
+		}
+		if data == nil {
+			select {
+			case <-cl.q.notify:
+			case <-cl.failed:
+				return
+			}
+			continue
+		}
+		if err := dc.SendText(string(data)); err != nil {
+			cl.log.Debug("data channel send", zap.Error(err))
+		}
+	}
+}
+
+// onMessage takes one client event from the data channel. output_audio_buffer.clear (the
+// browser SDK's barge-in, after response.cancel) cuts the audio and truncates the assistant
+// item to what was played; other events go to the session as on the WebSocket.
+func (cl *call) onMessage(msg webrtc.DataChannelMessage) {
+	var env struct {
+		Type    string `json:"type"`
+		EventID string `json:"event_id"`
+	}
+	_ = json.Unmarshal(msg.Data, &env)
+	if !cl.waitReady() {
+		return
+	}
+	ctx := cl.ctx
+	if env.Type == "output_audio_buffer.clear" {
+		itemID, played, had := cl.player.clear(0)
+		if had && itemID != "" {
+			_ = cl.sess.Submit(ctx, &session.TruncateItem{Base: session.Base{ID: env.EventID, Kind: "conversation.item.truncate"},
+				ItemID: itemID, AudioEndMs: played})
+		}
+		return
+	}
+	cmd, werr := DecodeClientEvent(msg.Data)
+	if werr == nil {
+		if _, ok := cmd.(*ResumeSession); !ok {
+			_ = cl.sess.Submit(ctx, cmd)
+			return
+		}
+		werr = &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(), Message: "session.resume is not available on a call"}
+	}
+	_ = cl.st.Send(errorEvent(werr))
+}
+
+// receive decodes the browser's Opus RTP to 24 kHz PCM16 and appends it to the session's input
+// buffer in 100 ms pieces; a gap in the sequence numbers is concealed (PLC).
+func (cl *call) receive(t *webrtc.TrackRemote) {
+	dec, err := opus.NewDecoder(24000)
+	if err != nil {
+		cl.log.Error("opus decoder", zap.Error(err))
+		return
+	}
+	defer dec.Close()
+	pcm := make([]int16, dec.MaxFrameSamples())
+	var buf []byte
+	var lastSeq uint16
+	have := false
+	format := &session.AudioFormat{Type: "pcm16", Rate: 24000}
+	if !cl.waitReady() {
+		return
+	}
+	flush := func() bool {
+		err := cl.sess.Submit(cl.ctx, &session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: buf, Format: format})
+		buf = nil
+		return err == nil
+	}
+	for {
+		pkt, _, err := t.ReadRTP()
+		if err != nil {
+			return
+		}
+		if have {
+			for gap := pkt.SequenceNumber - lastSeq - 1; gap > 0 && gap < 10; gap-- {
+				n, err := dec.Decode(nil, pcm)
+				if err == nil {
+					buf = appendPCM(buf, pcm[:n])
+				}
+			}
+		}
+		have, lastSeq = true, pkt.SequenceNumber
+		n, err := dec.Decode(pkt.Payload, pcm)
+		if err != nil {
+			cl.log.Debug("opus decode", zap.Error(err))
+			continue
+		}
+		buf = appendPCM(buf, pcm[:n])
+		if len(buf) >= 24000*2/10 && !flush() {
+			return
+		}
+	}
+}
+
+func appendPCM(b []byte, pcm []int16) []byte {
+	for _, v := range pcm {
+		b = binary.LittleEndian.AppendUint16(b, uint16(v))
+	}
+	return b
+}

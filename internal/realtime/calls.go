@@ -1,0 +1,397 @@
+package realtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pion/ice/v4"
+	"github.com/pion/interceptor"
+	"github.com/pion/sdp/v3"
+	"github.com/pion/webrtc/v4"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/auth"
+	"github.com/omniserve/omniserve/internal/oaierror"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+var (
+	errUnsupportedFormat = errors.New("the session's output format cannot be played on a call")
+	errPlayoutOverflow   = errors.New("the call's playout queue overflowed")
+)
+
+// CallsConfig configures the WebRTC transport (POST /v1/realtime/calls).
+type CallsConfig struct {
+	// UDPPort is the one UDP port every call's media uses (ICE UDP mux); 0 picks a free one.
+	UDPPort int
+	// PublicIPs, when set, are the addresses announced in the answer instead of the host's own
+	// (NAT 1:1: a container or a cloud VM behind a static NAT).
+	PublicIPs []string
+	// ConnectTimeout ends a call whose peer has not connected by then. Default 30 s.
+	ConnectTimeout time.Duration
+}
+
+// Calls is the WebRTC transport: POST /v1/realtime/calls makes a call (a session whose audio is
+// Opus RTP and whose events flow on the "oai-events" data channel), POST
+// /v1/realtime/calls/{id}/hangup ends it. Close hangs up every call and frees the UDP port.
+type Calls struct {
+	h    *handler
+	cfg  CallsConfig
+	mux  ice.UDPMux
+	port int
+	se   webrtc.SettingEngine
+
+	mu     sync.Mutex
+	calls  map[string]*call
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewCalls opens the UDP port and returns the transport; hcfg and sessions are the WebSocket
+// endpoint's (same key check, client secrets, queue bounds and sessions).
+func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, log *zap.Logger) (*Calls, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 30 * time.Second
+	}
+	mux, err := ice.NewMultiUDPMuxFromPort(cfg.UDPPort, ice.UDPMuxFromPortWithLoopback(),
+		ice.UDPMuxFromPortWithNetworks(ice.NetworkTypeUDP4))
+	if err != nil {
+		return nil, fmt.Errorf("opening the WebRTC UDP port %d: %w", cfg.UDPPort, err)
+	}
+	c := &Calls{h: &handler{cfg: hcfg.WithDefaults(), sessions: sessions, log: log.Named("calls")}, cfg: cfg, mux: mux, calls: map[string]*call{}}
+	for _, a := range mux.GetListenAddresses() {
+		if ua, ok := a.(*net.UDPAddr); ok {
+			c.port = ua.Port
+		}
+	}
+	c.se.SetICEUDPMux(mux)
+	c.se.SetIncludeLoopbackCandidate(true)
+	c.se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	if len(cfg.PublicIPs) > 0 {
+		c.se.SetNAT1To1IPs(cfg.PublicIPs, webrtc.ICECandidateTypeHost)
+	}
+	return c, nil
+}
+
+// Port is the UDP port the calls' media uses.
+func (c *Calls) Port() int { return c.port }
+
+// Active is the number of live calls.
+func (c *Calls) Active() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}
+
+// Close hangs up every call, waits for them and closes the UDP port.
+func (c *Calls) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	live := make([]*call, 0, len(c.calls))
+	for _, cl := range c.calls {
+		live = append(live, cl)
+	}
+	c.mu.Unlock()
+	for _, cl := range live {
+		cl.hangup(session.ReasonShutdown)
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.mux.Close()
+}
+
+func callError(w http.ResponseWriter, status int, code, param, msg string) {
+	typ := "invalid_request_error"
+	if status >= 500 {
+		typ = "server_error"
+	}
+	oaierror.Write(w, &oaierror.Error{Status: status, Type: typ, Code: code, Param: param, Message: msg})
+}
+
+// Create serves POST /v1/realtime/calls.
+func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
+	sec, res := c.h.cfg.Secrets.Check(r, c.h.cfg.APIKey)
+	if res != auth.OK {
+		callError(w, http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key")
+		return
+	}
+	offer, sessRaw, status, perr := readOffer(r, sec != nil)
+	if perr != nil {
+		callError(w, status, perr.Code, perr.Param, perr.Message)
+		return
+	}
+	if sec != nil {
+		sessRaw = sec.Session
+	}
+	patch, werr := sessionPatch(sessRaw)
+	if werr != nil {
+		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
+		return
+	}
+	if werr := checkOffer(offer); werr != nil {
+		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
+		return
+	}
+	slot, err := c.h.sessions.Acquire(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		callError(w, http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
+		return
+	}
+	cl, answer, err := c.newCall(r.Context(), offer)
+	if err != nil {
+		slot.Release()
+		callError(w, http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = cl.pc.Close()
+		slot.Release()
+		callError(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
+		return
+	}
+	c.calls[cl.id] = cl
+	c.wg.Add(1)
+	c.mu.Unlock()
+	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch}, cl.sink)
+	cl.ctx, cl.ctxCancel = context.WithCancel(c.h.cfg.BaseContext)
+	close(cl.ready)
+	go func() {
+		defer c.wg.Done()
+		defer slot.Release()
+		cl.run()
+		c.mu.Lock()
+		delete(c.calls, cl.id)
+		c.mu.Unlock()
+	}()
+	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
+	w.Header().Set("Content-Type", "application/sdp")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = io.WriteString(w, answer)
+}
+
+// Hangup serves POST /v1/realtime/calls/{id}/hangup (id from the path's last-but-one element).
+func (c *Calls) Hangup(w http.ResponseWriter, r *http.Request, id string) {
+	if _, res := c.h.cfg.Secrets.Check(r, c.h.cfg.APIKey); res != auth.OK {
+		callError(w, http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key")
+		return
+	}
+	c.mu.Lock()
+	cl := c.calls[id]
+	c.mu.Unlock()
+	if cl == nil {
+		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
+		return
+	}
+	cl.hangup(session.ReasonClientClose)
+	w.WriteHeader(http.StatusOK)
+}
+
+// readOffer takes the SDP offer (and, with the API key, the optional session) from
+// application/sdp or multipart/form-data (parts "sdp" and "session").
+func readOffer(r *http.Request, withSecret bool) (offer string, sess json.RawMessage, status int, werr *WireError) {
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		ct = ""
+	}
+	bad := func(code, param, msg string) (string, json.RawMessage, int, *WireError) {
+		return "", nil, http.StatusBadRequest, &WireError{Code: code, Param: param, Message: msg}
+	}
+	switch ct {
+	case "application/sdp":
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return bad("invalid_body", "", "reading the offer: "+err.Error())
+		}
+		return string(b), nil, 0, nil
+	case "multipart/form-data":
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return bad("invalid_body", "", "reading the multipart form: "+err.Error())
+			}
+			b, err := io.ReadAll(part)
+			if err != nil {
+				return bad("invalid_body", part.FormName(), "reading part "+part.FormName()+": "+err.Error())
+			}
+			switch part.FormName() {
+			case "sdp":
+				offer = string(b)
+			case "session":
+				if withSecret {
+					return bad("invalid_request_error", "session", "a client secret carries its session; send the offer as application/sdp")
+				}
+				sess = b
+			default:
+				return bad("unknown_parameter", part.FormName(), "unknown form field "+part.FormName()+"; expected sdp and session")
+			}
+		}
+		if offer == "" {
+			return bad("missing_required_parameter", "sdp", "missing required form field 'sdp'")
+		}
+		return offer, sess, 0, nil
+	}
+	return "", nil, http.StatusUnsupportedMediaType, &WireError{Code: "unsupported_content_type", Param: "Content-Type",
+		Message: "send the SDP offer as application/sdp, or as multipart/form-data with fields sdp and session"}
+}
+
+// checkOffer refuses what no call can come of: SDP that does not parse, or an offer without
+// an audio m-line.
+func checkOffer(offer string) *WireError {
+	var d sdp.SessionDescription
+	if err := d.UnmarshalString(offer); err != nil {
+		return &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer does not parse: " + err.Error()}
+	}
+	for _, m := range d.MediaDescriptions {
+		if m.MediaName.Media == "audio" {
+			return nil
+		}
+	}
+	return &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer has no audio m-line (add a microphone track or a recvonly audio transceiver)"}
+}
+
+func newCallID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "rtc_" + hex.EncodeToString(b[:])
+}
+
+// newCall makes the peer connection and its answer (all candidates in it: no trickle).
+func (c *Calls) newCall(ctx context.Context, offer string) (*call, string, error) {
+	m := &webrtc.MediaEngine{}
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{
+		MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1"},
+		PayloadType: 111}, webrtc.RTPCodecTypeAudio); err != nil {
+		return nil, "", err
+	}
+	ir := &interceptor.Registry{}
+	if err := webrtc.RegisterDefaultInterceptors(m, ir); err != nil {
+		return nil, "", err
+	}
+	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(c.se))
+	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		return nil, "", err
+	}
+	fail := func(err error) (*call, string, error) { _ = pc.Close(); return nil, "", err }
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", "omniserve")
+	if err != nil {
+		return fail(err)
+	}
+	sender, err := pc.AddTrack(track)
+	if err != nil {
+		return fail(err)
+	}
+	id := newCallID()
+	log := c.h.log.With(zap.String("call_id", id))
+	st := newStream(false, nil)
+	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
+		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1),
+		stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
+		ready: make(chan struct{}), wdone: make(chan struct{})}
+	cl.player = newPlayer(st, track, log)
+	cl.sink = &callSink{c: cl}
+	st.attach(cl.q, 0)
+	cl.wg.Add(1)
+	go func() { // RTCP from the browser: read so the interceptors (reports, NACK) work
+		defer cl.wg.Done()
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := sender.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	pc.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		if t.Kind() != webrtc.RTPCodecTypeAudio {
+			return
+		}
+		cl.wg.Add(1)
+		go func() { defer cl.wg.Done(); cl.receive(t) }()
+	})
+	pc.OnDataChannel(func(dc *webrtc.DataChannel) {
+		if dc.Label() != "oai-events" {
+			return
+		}
+		dc.OnOpen(func() {
+			select {
+			case cl.dcOpen <- dc:
+			default:
+			}
+		})
+		dc.OnMessage(func(msg webrtc.DataChannelMessage) { cl.onMessage(msg) })
+	})
+	pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
+		switch s {
+		case webrtc.PeerConnectionStateConnected:
+			cl.once(&cl.connOnce, cl.connected)
+		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
+			cl.once(&cl.failOnce, cl.failed)
+		}
+	})
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
+		return fail(err)
+	}
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		return fail(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(answer); err != nil {
+		return fail(err)
+	}
+	select {
+	case <-gathered:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	case <-time.After(5 * time.Second):
+	}
+	return cl, pc.LocalDescription().SDP, nil
+}
+
+// ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup.
+func (c *Calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/realtime/calls")
+	switch {
+	case rest == "" || rest == "/":
+		if r.Method != http.MethodPost {
+			callError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", r.Method+" is not allowed on "+r.URL.Path)
+			return
+		}
+		c.Create(w, r)
+	case strings.HasSuffix(rest, "/hangup") && strings.Count(rest, "/") == 2:
+		if r.Method != http.MethodPost {
+			callError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", r.Method+" is not allowed on "+r.URL.Path)
+			return
+		}
+		c.Hangup(w, r, strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/hangup"))
+	default:
+		callError(w, http.StatusNotFound, "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
+	}
+}

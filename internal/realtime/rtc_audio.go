@@ -1,0 +1,221 @@
+package realtime
+
+import (
+	"encoding/base64"
+	"sync"
+	"time"
+
+	"github.com/pion/rtp"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/opus"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// rtcFrameSamples is one 20 ms frame at the 48 kHz RTP clock of Opus.
+const rtcFrameSamples = 960
+
+// maxPlayoutMs bounds the audio waiting to be played out on a call: the session sends at most
+// its output lead ahead of real time, so more than this means a bug, and the call ends rather
+// than grow without bound.
+const maxPlayoutMs = 120_000
+
+// rtpWriter is where paced Opus packets go (the call's outbound track).
+type rtpWriter interface{ WriteRTP(p *rtp.Packet) error }
+
+// player is a call's outbound audio: the session's audio deltas, decoded and re-framed into
+// 20 ms frames at 48 kHz, encoded to Opus and written as RTP by one goroutine paced by the
+// clock. It emits output_audio_buffer.started / .stopped / .cleared from what was actually
+// written, and knows how much of each item was played (server-side truncation on barge-in).
+type player struct {
+	st  *stream
+	out rtpWriter
+	log *zap.Logger
+
+	mu       sync.Mutex
+	pcm      []int16 // 48 kHz mono waiting to be framed
+	respID   string  // the response whose audio is queued or playing ("" = none)
+	itemID   string
+	epoch    int
+	minEpoch int
+	playedMs int  // of itemID, written to the wire
+	started  bool // output_audio_buffer.started went out for respID
+	doneResp bool // response.done of respID has passed: the queue's end is the audio's end
+	err      error
+
+	wake chan struct{}
+}
+
+func newPlayer(st *stream, out rtpWriter, log *zap.Logger) *player {
+	return &player{st: st, out: out, log: log, wake: make(chan struct{}, 1)}
+}
+
+// delta takes one response.output_audio.delta event's audio.
+func (p *player) delta(ev session.Event) error {
+	f := ev.Fields
+	b64, _ := f["delta"].(string)
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return err
+	}
+	format, _ := f["format"].(string)
+	rate, _ := f["sample_rate_hz"].(int)
+	var fl []float32
+	switch format {
+	case "g711_ulaw":
+		fl, rate = audio.ULawToFloat32(nil, data), 8000
+	case "g711_alaw":
+		fl, rate = audio.ALawToFloat32(nil, data), 8000
+	default: // pcm16 (pcm_f32le is not offered on calls; decoded as pcm16 it would be noise, so refused below)
+		if format != "pcm16" {
+			return errUnsupportedFormat
+		}
+		if fl, err = audio.PCM16BytesToFloat32(nil, data); err != nil {
+			return err
+		}
+	}
+	if rate != 48000 {
+		if fl, err = audio.Resample(fl, rate, 48000); err != nil {
+			return err
+		}
+	}
+	respID, _ := f["response_id"].(string)
+	itemID, _ := f["item_id"].(string)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ev.Epoch < p.minEpoch {
+		return nil // the response was cut
+	}
+	if respID != p.respID {
+		p.respID, p.itemID, p.epoch, p.playedMs, p.started, p.doneResp = respID, itemID, ev.Epoch, 0, false, false
+	}
+	p.pcm = audio.Float32ToInt16(p.pcm, fl)
+	if len(p.pcm) > maxPlayoutMs*48 {
+		return errPlayoutOverflow
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// responseDone notes response.done: when the queue drains, the audio of that response ended.
+func (p *player) responseDone(respID string) {
+	p.mu.Lock()
+	if respID == p.respID {
+		p.doneResp = true
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// clear drops the queued audio (barge-in, output_audio_buffer.clear, a stale epoch) and returns
+// the item whose audio was cut and how much of it was played; it sends
+// output_audio_buffer.cleared when there was audio.
+func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
+	p.mu.Lock()
+	if minEpoch > p.minEpoch {
+		p.minEpoch = minEpoch
+	}
+	had = p.respID != "" && (len(p.pcm) > 0 || p.started && !p.doneResp)
+	respID := p.respID
+	itemID, playedMs = p.itemID, p.playedMs
+	p.pcm = p.pcm[:0]
+	p.respID, p.started, p.doneResp = "", false, false
+	p.mu.Unlock()
+	if had {
+		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Fields: map[string]any{"response_id": respID}})
+	}
+	return itemID, playedMs, had
+}
+
+// run writes one frame every 20 ms while audio is queued, until stop. Silence is not sent
+// between talk-spurts; the marker bit starts each spurt and the timestamp advances across the
+// gap, so the browser's jitter buffer is not reset per packet.
+func (p *player) run(stop <-chan struct{}) {
+	enc, err := opus.NewEncoder(48000, 32000)
+	if err != nil {
+		p.log.Error("opus encoder", zap.Error(err))
+		return
+	}
+	defer enc.Close()
+	frame := make([]int16, rtcFrameSamples)
+	pkt := make([]byte, 1500)
+	var seq uint16
+	var ts uint32
+	spurt := true
+	var lastAt time.Time
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		n := len(p.pcm)
+		p.mu.Unlock()
+		if n == 0 {
+			p.maybeStopped()
+			spurt = true
+			select {
+			case <-stop:
+				return
+			case <-p.wake:
+				continue
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		if len(p.pcm) == 0 {
+			p.mu.Unlock()
+			continue
+		}
+		k := copy(frame, p.pcm)
+		clear(frame[k:]) // the last frame of a response is padded with silence
+		p.pcm = append(p.pcm[:0], p.pcm[k:]...)
+		first := !p.started
+		p.started = true
+		respID := p.respID
+		p.playedMs += k / 48
+		p.mu.Unlock()
+		if first {
+			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Fields: map[string]any{"response_id": respID}})
+		}
+		m, err := enc.Encode(frame, pkt)
+		if err != nil {
+			p.log.Warn("opus encode", zap.Error(err))
+			continue
+		}
+		now := time.Now()
+		if spurt && !lastAt.IsZero() {
+			ts += uint32(now.Sub(lastAt) / time.Millisecond * 48) // the gap, on the RTP clock
+		}
+		lastAt = now
+		if err := p.out.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: spurt, SequenceNumber: seq, Timestamp: ts},
+			Payload: pkt[:m]}); err != nil {
+			p.log.Debug("rtp write", zap.Error(err))
+		}
+		spurt = false
+		seq++
+		ts += rtcFrameSamples
+	}
+}
+
+// maybeStopped sends output_audio_buffer.stopped once the finished response's audio is out.
+func (p *player) maybeStopped() {
+	p.mu.Lock()
+	if !p.started || !p.doneResp || len(p.pcm) > 0 {
+		p.mu.Unlock()
+		return
+	}
+	respID := p.respID
+	p.respID, p.started, p.doneResp = "", false, false
+	p.mu.Unlock()
+	_ = p.st.Send(session.Event{Type: "output_audio_buffer.stopped", Fields: map[string]any{"response_id": respID}})
+}
