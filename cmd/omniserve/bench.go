@@ -204,6 +204,7 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 	fs.StringVar(&o.Interrupt, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech used to interrupt")
 	fs.IntVar(&o.Runs, "runs", 10, "sessions per scenario")
 	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
+	fs.IntVar(&o.Tools, "tools", 0, "function tools each session declares, with tool_choice auto (the overhead of declaring tools; 0 = none)")
 	addReportFlag(fs)
 	return cmd
 }

@@ -52,6 +52,8 @@ type ChatConfig struct {
 	// AudioStoreBytes bounds the transcripts of audio responses kept for multi-turn audio
 	// (default 16 MiB; least recently used first out). Ids expire after an hour, as OpenAI's.
 	AudioStoreBytes int64
+	// CountToolCall, when set, counts each tool call a reply made (omniserve_tool_calls_total).
+	CountToolCall func(api string)
 }
 
 func (c *ChatConfig) withDefaults() {

@@ -296,6 +296,7 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 		o.lps = append(o.lps, ev.Logprobs...)
 		if ev.ToolCall != nil {
 			o.calls = append(o.calls, *ev.ToolCall)
+			h.countToolCall()
 		}
 		if len(ev.Audio) > 0 {
 			pcm, err := o.convertAudio(ev)

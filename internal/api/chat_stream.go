@@ -164,6 +164,7 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 		o.text.WriteString(ev.Text)
 		if c := ev.ToolCall; c != nil {
 			o.calls = append(o.calls, *c)
+			h.countToolCall()
 			for _, td := range toolCallDeltas(*c) {
 				if err := sse.send(chunk(ie.i, chatDelta{ToolCalls: []chatToolCallDelta{td}}, nil, nil)); err != nil {
 					return

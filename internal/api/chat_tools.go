@@ -233,3 +233,9 @@ func toolCallDeltas(c requestclient.ToolCall) []chatToolCallDelta {
 		{Index: c.Index, Function: chatToolFunctionDelta{Arguments: c.Arguments}},
 	}
 }
+
+func (h *chatHandler) countToolCall() {
+	if h.cfg.CountToolCall != nil {
+		h.cfg.CountToolCall("chat")
+	}
+}

@@ -56,6 +56,7 @@ type Collectors struct {
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
 	panics           *prometheus.CounterVec
+	toolCalls        *prometheus.CounterVec
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
 	bargeIn          prometheus.Histogram
@@ -160,6 +161,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Name: "panics_total",
 			Help: "Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.",
 		}, []string{"component"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "omniserve", Name: "tool_calls_total",
+			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call item).",
+		}, []string{"api"}),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
@@ -183,11 +188,14 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
 		c.panics.WithLabelValues(comp)
+	}
+	for _, api := range ToolCallAPIs {
+		c.toolCalls.WithLabelValues(api)
 	}
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
@@ -250,6 +258,16 @@ func (c *Collectors) CountEviction() {
 func (c *Collectors) CountPanic(component string) {
 	if c != nil {
 		c.panics.WithLabelValues(component).Inc()
+	}
+}
+
+// ToolCallAPIs are the api label values of omniserve_tool_calls_total.
+var ToolCallAPIs = []string{"chat", "realtime"}
+
+// CountToolCall counts one tool call the model made through api (ToolCallAPIs).
+func (c *Collectors) CountToolCall(api string) {
+	if c != nil {
+		c.toolCalls.WithLabelValues(api).Inc()
 	}
 }
 

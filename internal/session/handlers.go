@@ -165,6 +165,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 			return jobResult{err: eng.AppendText(ctx, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
+	s.syncTools()
 	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 }
 

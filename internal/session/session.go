@@ -78,6 +78,11 @@ type Session struct {
 	jobs    chan job
 	results chan jobResult
 
+	// toolsEngine and toolsKey are the engine the session's tools were last given to, and
+	// what it was given (tools_sync.go syncTools).
+	toolsEngine Engine
+	toolsKey    string
+
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
 	lost      chan int
@@ -549,6 +554,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
+	s.syncTools()
 	return true
 }
 

@@ -97,6 +97,7 @@ func toolChoiceWire(c ToolChoice) any {
 // emitFunctionCall turns one complete call of the model into a function_call item: added,
 // its arguments (one delta: the call arrives whole), done.
 func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
+	s.m.observeToolCall()
 	it := &item{ID: newItemID(), Type: "function_call", Status: "in_progress", ResponseID: r.id,
 		CallID: c.ID, Name: c.Name}
 	idx := 1 + len(r.calls) // the message item is output 0
@@ -144,6 +145,13 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 	if call == nil {
 		s.sendError("invalid_value", fmt.Sprintf("no function_call item has call_id %q", c.CallID), c.ID, "item.call_id")
 		return
+	}
+	for _, it := range s.items {
+		if it.Type == "function_call_output" && it.CallID == c.CallID {
+			// One result per call: a second would leave the model two answers to one question.
+			s.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
+			return
+		}
 	}
 	if !s.ensureEngine(c.ID) {
 		return

@@ -55,6 +55,8 @@ type DuplexStream struct {
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
+	// tools are the stream's tools (SetTools), for the responses it starts by itself.
+	tools *ToolSpec
 
 	closeOnce sync.Once
 	closed    chan struct{}

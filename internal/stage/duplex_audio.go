@@ -345,5 +345,10 @@ func (d *DuplexStream) commitTranscript(ctx context.Context, tr string, respond 
 	if !respond {
 		return nil, nil
 	}
+	if t := d.toolSpec(); t != nil {
+		// The stream's own turn with the session's tools: declared, parsed or forced as a
+		// response's own are.
+		return d.startResponseSpec(0, &ResponseSpec{Tools: t})
+	}
 	return d.startResponse(0)
 }

@@ -124,7 +124,9 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
 		}
 		if spec.Tools.parses() {
-			hist = append(hist, gpu.ChatMessage{Role: "system", Content: p.toolFormat().toolsInstructions(spec.Tools.Tools)})
+			if decl := d.toolsDeclaration(spec.Tools); decl != nil {
+				hist = append(hist, *decl)
+			}
 		}
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}

@@ -150,7 +150,9 @@ func (d *DuplexStream) startSpeculation(tr string, endMs int64) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.isClosed() || d.spec != nil || len(d.live) > 0 || d.gen != nil {
+	// With tools, a reply may be a call: no speculative reply (it would be spoken before the
+	// reply is parsed for calls).
+	if d.isClosed() || d.spec != nil || len(d.live) > 0 || d.gen != nil || d.tools != nil {
 		d.unadmit()
 		return
 	}

@@ -49,6 +49,7 @@ type Options struct {
 	Interrupt string      // 16 kHz PCM16 speech used to interrupt
 	Runs      int         // sessions per scenario
 	SilenceMs int         // server VAD silence_duration_ms
+	Tools     int         // function tools each session declares (tool_choice auto); 0 = none
 	Meter     bench.Meter // progress of the sessions; nil shows none
 }
 
@@ -97,7 +98,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 
 	// Manual turns: two per session, first and later.
 	for i := range o.Runs {
-		for turn, m := range manualTurns(ctx, url, speech, 2, session("manual turns, run %d", i)) {
+		for turn, m := range manualTurns(ctx, url, o.Tools, speech, 2, session("manual turns, run %d", i)) {
 			if m.err != nil {
 				return nil, tls, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
 			}
@@ -115,7 +116,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 	fmt.Fprintf(out, "manual turns: %d sessions done\n", o.Runs)
 	// Server VAD: speech then silence; the server takes the turn.
 	for i := range o.Runs {
-		m, err := vadTurn(ctx, url, speech, o.SilenceMs, session("server VAD turn, run %d", i))
+		m, err := vadTurn(ctx, url, o.Tools, speech, o.SilenceMs, session("server VAD turn, run %d", i))
 		if err != nil {
 			return nil, tls, fmt.Errorf("vad run %d: %w", i, err)
 		}
@@ -126,7 +127,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
 	var fpNoise, fpEcho, overEcho int
 	for i := range o.Runs {
-		b, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeech, session("barge-in by speech, run %d", i))
+		b, err := bargeIn(ctx, url, o.Tools, speech, interrupt, o.SilenceMs, interruptSpeech, session("barge-in by speech, run %d", i))
 		if err != nil {
 			return nil, tls, fmt.Errorf("barge-in run %d: %w", i, err)
 		}
@@ -135,7 +136,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 			add("bargein_onset_to_silence", b.silence)
 			add("bargein_onset_to_last_old_delta", b.lastOld)
 		}
-		n, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptNoise, session("noise bursts during a reply, run %d", i))
+		n, err := bargeIn(ctx, url, o.Tools, speech, interrupt, o.SilenceMs, interruptNoise, session("noise bursts during a reply, run %d", i))
 		if err != nil {
 			return nil, tls, fmt.Errorf("noise run %d: %w", i, err)
 		}
@@ -143,7 +144,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		if n.interrupted {
 			fpNoise++
 		}
-		e, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptEcho, session("the reply's own echo, run %d", i))
+		e, err := bargeIn(ctx, url, o.Tools, speech, interrupt, o.SilenceMs, interruptEcho, session("the reply's own echo, run %d", i))
 		if err != nil {
 			return nil, tls, fmt.Errorf("echo run %d: %w", i, err)
 		}
@@ -151,7 +152,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		if e.interrupted {
 			fpEcho++
 		}
-		se, err := bargeIn(ctx, url, speech, interrupt, o.SilenceMs, interruptSpeechOverEcho, session("barge-in by speech over the echo, run %d", i))
+		se, err := bargeIn(ctx, url, o.Tools, speech, interrupt, o.SilenceMs, interruptSpeechOverEcho, session("barge-in by speech over the echo, run %d", i))
 		if err != nil {
 			return nil, tls, fmt.Errorf("speech-over-echo run %d: %w", i, err)
 		}
@@ -279,7 +280,9 @@ type vadMark struct {
 	ms   float64
 }
 
-func dial(ctx context.Context, url string, turnDetection any) (*client, error) {
+// dial opens a session; tools > 0 declares that many function tools with tool_choice auto (the
+// overhead of declaring them: each reply reads them and is parsed for calls).
+func dial(ctx context.Context, url string, tools int, turnDetection any) (*client, error) {
 	c, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)
@@ -298,6 +301,10 @@ func dial(ctx context.Context, url string, turnDetection any) (*client, error) {
 			"output": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": outRate}},
 		},
 		"max_output_tokens": 24,
+	}
+	if tools > 0 {
+		session["tools"] = benchTools(tools)
+		session["tool_choice"] = "auto"
 	}
 	if turnDetection != nil {
 		// omniserve's documented duplex extension for VAD-taken turns, for servers that still
@@ -503,9 +510,9 @@ type manualResult struct {
 
 // manualTurns runs turns manual turns on one session: speech streamed at pace, then commit and
 // response.create; each reply is read to response.done.
-func manualTurns(ctx context.Context, url string, speech []float32, turns int, tl *timeline) []manualResult {
+func manualTurns(ctx context.Context, url string, tools int, speech []float32, turns int, tl *timeline) []manualResult {
 	out := make([]manualResult, turns)
-	cl, err := dial(ctx, url, nil)
+	cl, err := dial(ctx, url, tools, nil)
 	if err != nil {
 		out[0].err = err
 		return out[:1]
@@ -615,8 +622,8 @@ func dueAt(start time.Time, i int) time.Time {
 
 // vadTurn streams speech and 2 s of silence under server VAD and returns end of speech (the
 // send time of the last voiced sample) → first audible sample of the reply.
-func vadTurn(ctx context.Context, url string, speech []float32, silenceMs int, tl *timeline) (float64, error) {
-	cl, err := dial(ctx, url, serverVAD(silenceMs))
+func vadTurn(ctx context.Context, url string, tools int, speech []float32, silenceMs int, tl *timeline) (float64, error) {
+	cl, err := dial(ctx, url, tools, serverVAD(silenceMs))
 	if err != nil {
 		return 0, err
 	}
@@ -668,9 +675,9 @@ type bargeResult struct {
 // reply's own audio as played back (−6 dB, 120 ms late: a loudspeaker without echo
 // cancellation), or speech over that echo. The reply counts as interrupted when it ends
 // cancelled. tl gets the session's timeline, also when the scenario fails part-way.
-func bargeIn(ctx context.Context, url string, speech, interrupt []float32, silenceMs int, kind interruption, tl *timeline) (bargeResult, error) {
+func bargeIn(ctx context.Context, url string, tools int, speech, interrupt []float32, silenceMs int, kind interruption, tl *timeline) (bargeResult, error) {
 	var res bargeResult
-	cl, err := dial(ctx, url, serverVAD(silenceMs))
+	cl, err := dial(ctx, url, tools, serverVAD(silenceMs))
 	if err != nil {
 		return res, err
 	}
@@ -943,4 +950,31 @@ func (tl *timeline) vad(cl *client) {
 
 func (tl *timeline) session() benchreport.Session {
 	return benchreport.Session{Label: tl.label, Spans: tl.spans}
+}
+
+// benchTools are n function tools of a typical voice agent's size (a name, a sentence, two or
+// three typed arguments), as the Realtime API declares them.
+func benchTools(n int) []any {
+	kinds := []map[string]any{
+		{"name": "lookup_order", "description": "Look up an order by its number.", "parameters": map[string]any{"type": "object",
+			"properties": map[string]any{"order_number": map[string]any{"type": "string"}}, "required": []string{"order_number"}}},
+		{"name": "book_slot", "description": "Book an appointment slot.", "parameters": map[string]any{"type": "object",
+			"properties": map[string]any{"day": map[string]any{"type": "string"}, "hour": map[string]any{"type": "integer"}},
+			"required":   []string{"day", "hour"}}},
+		{"name": "get_weather", "description": "The weather in a city.", "parameters": map[string]any{"type": "object",
+			"properties": map[string]any{"city": map[string]any{"type": "string"}, "unit": map[string]any{"enum": []string{"c", "f"}}},
+			"required":   []string{"city"}}},
+	}
+	out := make([]any, 0, n)
+	for i := range n {
+		t := map[string]any{"type": "function"}
+		for k, v := range kinds[i%len(kinds)] {
+			t[k] = v
+		}
+		if i >= len(kinds) {
+			t["name"] = fmt.Sprintf("%s_%d", t["name"], i)
+		}
+		out = append(out, t)
+	}
+	return out
 }

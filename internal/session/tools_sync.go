@@ -1,0 +1,64 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
+)
+
+// ToolEngine is implemented by engines that take turns with the session's tools: SetTools
+// gives the stream session.tools / tool_choice for the responses it starts by itself (server
+// VAD with create_response on ?duplex=1), which response.create's own tools never reach.
+type ToolEngine interface {
+	SetTools(ctx context.Context, spec *requestclient.ToolSpec) error
+}
+
+// SetTools implements ToolEngine.
+func (e pipelineEngine) SetTools(ctx context.Context, spec *requestclient.ToolSpec) error {
+	return e.d.SetTools(ctx, spec)
+}
+
+// syncTools gives the engine stream the session's tools when they changed or the stream is
+// new, in order with the session's other engine jobs. A new stream has none, so a session
+// without tools costs nothing.
+func (s *Session) syncTools() {
+	if s.engine == nil {
+		return
+	}
+	spec := s.sessionTools()
+	key := ""
+	if spec != nil {
+		b, _ := json.Marshal(spec)
+		key = string(b)
+	}
+	if s.toolsEngine != s.engine {
+		s.toolsEngine, s.toolsKey = s.engine, ""
+	}
+	if s.toolsKey == key {
+		return
+	}
+	te, ok := s.engine.(ToolEngine)
+	if !ok {
+		return // responses the session starts carry the tools themselves
+	}
+	s.toolsKey = key
+	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+		return jobResult{err: te.SetTools(ctx, spec), errCode: "runtime_append_failed"}
+	}}) {
+		s.toolsKey = "\x00" // not applied: the next sync tries again
+		s.sendError("input_backpressure", "too many pending engine jobs; the session's tools were not applied yet", "", "session.tools")
+	}
+}
+
+// ToolCallMetrics is implemented by metrics that count the model's tool calls
+// (metrics.Collectors: omniserve_tool_calls_total).
+type ToolCallMetrics interface {
+	CountToolCall(api string)
+}
+
+func (m *Manager) observeToolCall() {
+	if tm, ok := m.cfg.Metrics.(ToolCallMetrics); ok {
+		tm.CountToolCall("realtime")
+	}
+}
