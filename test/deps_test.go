@@ -31,7 +31,11 @@ var allowed = map[string][]string{
 	"internal/talkclient":  {}, // a client: no server code
 	"internal/benchreport": {}, // the bench commands' report, progress bar and nearest-rank quantile
 	"internal/api/console": {}, // the console page's embedded files
-	"configs":              {}, // the YAML configs, embedded (go:embed)
+	// The client for remote MCP servers (realtime `type: "mcp"` tools) over the official Go
+	// SDK, with the operator's URL allow-list: a leaf, so the session owns connections
+	// without the SDK reaching any other layer.
+	"internal/mcpclient": {},
+	"configs":            {}, // the YAML configs, embedded (go:embed)
 	// The server config: its defaults are the embedded configs/omni-cpu.yaml. Only
 	// internal/server and cmd/ read it.
 	"internal/config": {"configs"},
@@ -101,7 +105,8 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/gpu": 1, "internal/speech": 1,
+	"internal/mcpclient": 0,
+	"internal/gpu":       1, "internal/speech": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,
