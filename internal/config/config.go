@@ -9,6 +9,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -90,6 +92,10 @@ type Realtime struct {
 	// OriginPatterns are extra browser origins allowed to open a WebSocket (comma-separated
 	// host patterns such as "example.com,*.example.org"); same-origin pages always may.
 	OriginPatterns string `yaml:"origin_patterns"`
+	// MCPAllowedURLs are the URL prefixes (comma-separated) a session's `type: "mcp"` tool
+	// may name as server_url. Empty (the default) allows none: a client must not be able to
+	// make the server reach arbitrary hosts.
+	MCPAllowedURLs string `yaml:"mcp_allowed_urls"`
 }
 
 // Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
@@ -215,6 +221,7 @@ func (c *Config) Validate() error {
 		{rt.WriteTimeout <= 0, "realtime.write_timeout", rt.WriteTimeout, "must be positive"},
 		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
+		{badURLPrefixes(rt.MCPAllowedURLs), "realtime.mcp_allowed_urls", rt.MCPAllowedURLs, "must be comma-separated absolute http:// or https:// URLs without user info"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -222,6 +229,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// badURLPrefixes reports whether a comma-separated list holds an entry that is not an
+// absolute http(s) URL with a host.
+func badURLPrefixes(list string) bool {
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func oneOf(v string, allowed ...string) bool {

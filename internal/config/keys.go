@@ -78,6 +78,7 @@ var keys = []Key{
 	{"realtime.max_event_bytes", "", "largest realtime client event (larger: error event_too_large, the connection stays)", func(c *Config) any { return &c.Realtime.MaxEventBytes }},
 	{"realtime.send_queue_events", "", "queued model events per realtime connection before the client counts as too slow (1008)", func(c *Config) any { return &c.Realtime.SendQueueEvents }},
 	{"realtime.origin_patterns", "", "extra browser origins allowed to open the realtime WebSocket, comma-separated host patterns (same origin is always allowed)", func(c *Config) any { return &c.Realtime.OriginPatterns }},
+	{"realtime.mcp_allowed_urls", "mcp-allowed-urls", "URL prefixes, comma-separated, that a realtime session's MCP tool (server_url) may reach; empty = none", func(c *Config) any { return &c.Realtime.MCPAllowedURLs }},
 	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine default)", func(c *Config) any { return &c.Engine.ContextSize }},
 	{"engine.max_sequences", "", "concurrent sequences (0 = engine default)", func(c *Config) any { return &c.Engine.MaxSequences }},
 	{"engine.batch_size", "", "max tokens per scheduler step (0 = engine default)", func(c *Config) any { return &c.Engine.BatchSize }},
