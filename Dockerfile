@@ -6,7 +6,7 @@ FROM golang:1.26-bookworm AS builder
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       pkg-config nlohmann-json3-dev libstb-dev flite1-dev libpocketsphinx-dev libsphinxbase-dev \
-      pocketsphinx-en-us libwebrtc-audio-processing-dev \
+      pocketsphinx-en-us libwebrtc-audio-processing-dev libspeexdsp-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -19,7 +19,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates libstdc++6 libflite1 libpocketsphinx3 libsphinxbase3 pocketsphinx-en-us \
-      libwebrtc-audio-processing1 \
+      libwebrtc-audio-processing1 libspeexdsp1 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --create-home --home-dir /home/omniserve omniserve
 COPY --from=builder /src/bin/omniserve /usr/local/bin/omniserve

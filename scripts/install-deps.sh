@@ -14,6 +14,7 @@ packages=(
   pocketsphinx-en-us            # acoustic model, dictionary, language model
   pocketsphinx-testdata         # real human speech used by the tests
   libwebrtc-audio-processing-dev  # VAD
+  libspeexdsp-dev               # noise reduction (speex preprocessor)
   nodejs                        # OpenAI Node SDK compatibility test
   npm
   chromium                      # headless browser for the console and bench report tests (test/browser)

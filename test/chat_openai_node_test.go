@@ -83,6 +83,15 @@ func testChatOpenAINode(t *testing.T, f *chatFixture) {
 		ContextLength struct {
 			Code string `json:"code"`
 		} `json:"context_length"`
+		Tools struct {
+			Finish       string `json:"finish"`
+			Name         string `json:"name"`
+			StreamFinish string `json:"stream_finish"`
+			Orphan       *struct {
+				Status int    `json:"status"`
+				Param  string `json:"param"`
+			} `json:"orphan"`
+		} `json:"tools"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
 	t.Logf("OpenAI Node SDK: %s", lines[len(lines)-1])
@@ -101,4 +110,10 @@ func testChatOpenAINode(t *testing.T, f *chatFixture) {
 	require.Equal(t, chatModel, got.Model)
 	require.Equal(t, 404, got.RetrieveUnknown.Status)
 	require.Equal(t, "context_length_exceeded", got.ContextLength.Code)
+	require.Equal(t, "tool_calls", got.Tools.Finish)
+	require.Equal(t, "lookup_order", got.Tools.Name)
+	require.Equal(t, "tool_calls", got.Tools.StreamFinish)
+	require.NotNil(t, got.Tools.Orphan, "a tool message without its call is refused")
+	require.Equal(t, 400, got.Tools.Orphan.Status)
+	require.Equal(t, "messages[1].tool_call_id", got.Tools.Orphan.Param)
 }

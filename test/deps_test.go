@@ -65,7 +65,10 @@ var allowed = map[string][]string{
 	// Layer 5: the WebSocket endpoint drives sessions only.
 	"internal/realtime": {"internal/auth", "internal/oaierror", "internal/session",
 		// The client events are decoded by the protocol package and mapped to session commands here.
-		"internal/protocol"},
+		"internal/protocol",
+		// A function tool is requestclient's domain type (one definition from the wire to the
+		// engine); the session's commands carry it as is.
+		"internal/requestclient"},
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.

@@ -249,7 +249,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.LogStatsN, "logstats-n", 40, "turns per side timed with and without --log-stats")
 	fs.IntVar(&o.MaxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	fs.DurationVar(&o.Ramp, "ramp", 8*time.Second, "audio streamed per concurrency step")
-	fs.IntSliceVar(&o.RSSSessions, "rss-sessions", []int{8, 32}, "live-session counts at which rss_per_session_mib is measured (empty: skip)")
+	fs.IntSliceVar(&o.RSSSessions, "rss-sessions", []int{8, 32}, "live-session counts at which rss_per_session_mib is measured (0: skip the step)")
 	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		most := o.MaxSessions

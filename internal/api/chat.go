@@ -230,7 +230,7 @@ func contextLengthError(err error) *oaierror.Error {
 }
 
 // newChatCompletionID returns the external id chatcmpl-<16 hex>; the request client appends
-// -<8 hex> for its internal id, as the reference does.
+// -<8 hex> for its internal id, as vllm-omni does.
 func newChatCompletionID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -24,8 +24,8 @@ const (
 )
 
 // chatRequestBody is the subset of OpenAI's chat completion request that omniserve reads. Fields
-// whose meaning omniserve cannot honour (tools, functions) are rejected rather than ignored, so a
-// client never gets a silently different answer.
+// whose meaning omniserve cannot honour (the legacy functions) are rejected rather than ignored,
+// so a client never gets a silently different answer.
 type chatRequestBody struct {
 	Model               string            `json:"model"`
 	Messages            []chatMessageBody `json:"messages"`
@@ -50,8 +50,11 @@ type chatRequestBody struct {
 	TopLogprobs      *int               `json:"top_logprobs"`
 	N                *int               `json:"n"`
 
-	// Rejected when set: omniserve cannot do them.
-	Tools     json.RawMessage `json:"tools"`
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+
+	// Rejected when set: the legacy form of tools.
 	Functions json.RawMessage `json:"functions"`
 }
 
@@ -85,6 +88,8 @@ type chatMessageBody struct {
 	Audio *struct {
 		ID string `json:"id"`
 	} `json:"audio"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`   // assistant: the calls it made
+	ToolCallID string          `json:"tool_call_id"` // tool: the call this is the result of
 }
 
 type chatContentPart struct {
@@ -135,6 +140,9 @@ func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*cha
 	if e := checkChatModalities(&in, out); e != nil {
 		return nil, e
 	}
+	if e := checkChatTools(&in, out); e != nil {
+		return nil, e
+	}
 	if in.StreamOptions != nil {
 		if !in.Stream {
 			return nil, oaierror.BadRequest("stream_options", "invalid_value", "stream_options is only allowed when stream is true")
@@ -143,6 +151,9 @@ func parseChatRequest(body []byte, cfg *ChatConfig, audio *chatAudioStore) (*cha
 	}
 	msgs, e := convertChatMessages(in.Messages, audio)
 	if e != nil {
+		return nil, e
+	}
+	if e := checkToolMessages(in.Messages, msgs); e != nil {
 		return nil, e
 	}
 	out.Req.Messages = msgs
@@ -171,11 +182,8 @@ func checkChatModel(in *chatRequestBody, cfg *ChatConfig, out *chatParsed) *oaie
 }
 
 func checkChatUnsupported(in *chatRequestBody) *oaierror.Error {
-	if chatRawSet(in.Tools) {
-		return oaierror.BadRequest("tools", "unsupported_parameter", "tools are not supported by this server")
-	}
 	if chatRawSet(in.Functions) {
-		return oaierror.BadRequest("functions", "unsupported_parameter", "functions are not supported by this server")
+		return oaierror.BadRequest("functions", "unsupported_parameter", "functions (deprecated) are not supported by this server; use tools")
 	}
 	return nil
 }
@@ -400,24 +408,38 @@ func convertChatMessages(in []chatMessageBody, audio *chatAudioStore) ([]request
 		param := fmt.Sprintf("messages[%d]", i)
 		role := m.Role
 		switch role {
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		case "developer": // newer OpenAI clients send developer for system instructions
 			role = "system"
 		case "":
 			return nil, oaierror.BadRequest(param+".role", "missing_required_parameter", "each message needs a role")
 		default:
-			return nil, oaierror.BadRequest(param+".role", "unsupported_value", fmt.Sprintf("unsupported role %q; use system, user or assistant", m.Role))
+			return nil, oaierror.BadRequest(param+".role", "unsupported_value", fmt.Sprintf("unsupported role %q; use system, user, assistant or tool", m.Role))
 		}
-		msg := requestclient.ChatMessage{Role: role}
+		msg := requestclient.ChatMessage{Role: role, ToolCallID: m.ToolCallID}
 		if e := fillChatContent(&msg, m.Content, param); e != nil {
 			return nil, e
+		}
+		if chatRawSet(m.ToolCalls) {
+			if role != "assistant" {
+				return nil, oaierror.BadRequest(param+".tool_calls", "invalid_value", "tool_calls are only allowed in assistant messages")
+			}
+			calls, e := parseAssistantToolCalls(m.ToolCalls, param+".tool_calls")
+			if e != nil {
+				return nil, e
+			}
+			msg.ToolCalls = calls
+		}
+		if role == "tool" {
+			out = append(out, msg) // a tool's result may be empty
+			continue
 		}
 		if m.Audio != nil {
 			if e := resolveChatAudio(&msg, m.Audio.ID, param+".audio", audio); e != nil {
 				return nil, e
 			}
 		}
-		if strings.TrimSpace(msg.Text) == "" && len(msg.Audio) == 0 {
+		if strings.TrimSpace(msg.Text) == "" && len(msg.Audio) == 0 && len(msg.ToolCalls) == 0 {
 			if role == "assistant" {
 				return nil, oaierror.BadRequest(param+".content", "invalid_value", "an assistant message needs content or audio: {id} of an earlier audio response")
 			}

@@ -38,10 +38,11 @@ type chatAudioOut struct {
 }
 
 type chatResponseMessage struct {
-	Role    string        `json:"role"`
-	Content *string       `json:"content"`
-	Refusal *string       `json:"refusal"`
-	Audio   *chatAudioOut `json:"audio,omitempty"`
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	Audio     *chatAudioOut  `json:"audio,omitempty"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
 }
 
 type chatChoice struct {
@@ -110,9 +111,10 @@ type chatAudioDelta struct {
 }
 
 type chatDelta struct {
-	Role    string          `json:"role,omitempty"`
-	Content *string         `json:"content,omitempty"`
-	Audio   *chatAudioDelta `json:"audio,omitempty"`
+	Role      string              `json:"role,omitempty"`
+	Content   *string             `json:"content,omitempty"`
+	Audio     *chatAudioDelta     `json:"audio,omitempty"`
+	ToolCalls []chatToolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type chatChunkChoice struct {
@@ -142,6 +144,7 @@ type chatOutput struct {
 	logprobs  bool
 	text      strings.Builder
 	lps       []requestclient.TokenLogprob
+	calls     []requestclient.ToolCall
 	pcm       []float32        // 24 kHz
 	rs        *audio.Resampler // the request's output stream resampler, made on first need
 	rsIn      int              // samples that went into rs
@@ -209,8 +212,8 @@ func (o *chatOutput) flushAudio() []float32 {
 func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
 	o.done = true
 	o.finish = ev.FinishReason
-	if o.finish != "length" {
-		o.finish = "stop" // the wire knows stop and length only
+	if o.finish != "length" && o.finish != requestclient.FinishToolCalls {
+		o.finish = "stop" // the wire knows stop, length and tool_calls only
 	}
 	o.usage = chatUsage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens,
 		TotalTokens: ev.PromptTokens + ev.CompletionTokens}
@@ -239,9 +242,10 @@ func (h *chatHandler) serveJSON(w http.ResponseWriter, r *http.Request, streams 
 		if o.audio {
 			// As OpenAI: with audio output the words are the audio's transcript and content is null.
 			msg.Audio = &chatAudioOut{ID: o.audioID, Data: o.encodeAudio(), Transcript: text, ExpiresAt: o.expiresAt()}
-		} else {
-			msg.Content = &text
+		} else if text != "" || len(o.calls) == 0 {
+			msg.Content = &text // null when the reply is tool calls alone, as OpenAI's
 		}
+		msg.ToolCalls = wireToolCalls(o.calls)
 		choices[i] = chatChoice{Index: i, Message: msg, FinishReason: o.finish}
 		if o.logprobs {
 			choices[i].Logprobs = &chatLogprobs{Content: wireLogprobs(o.lps)}
@@ -290,6 +294,9 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 		}
 		o.text.WriteString(ev.Text)
 		o.lps = append(o.lps, ev.Logprobs...)
+		if ev.ToolCall != nil {
+			o.calls = append(o.calls, *ev.ToolCall)
+		}
 		if len(ev.Audio) > 0 {
 			pcm, err := o.convertAudio(ev)
 			if err != nil {

@@ -162,6 +162,14 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 			return
 		}
 		o.text.WriteString(ev.Text)
+		if c := ev.ToolCall; c != nil {
+			o.calls = append(o.calls, *c)
+			for _, td := range toolCallDeltas(*c) {
+				if err := sse.send(chunk(ie.i, chatDelta{ToolCalls: []chatToolCallDelta{td}}, nil, nil)); err != nil {
+					return
+				}
+			}
+		}
 		if d, has := h.streamDelta(o, ev); has || len(ev.Logprobs) > 0 {
 			if err := sse.send(chunk(ie.i, d, nil, ev.Logprobs)); err != nil {
 				h.log.Debug("chat stream write", zap.String("id", o.id), zap.Error(err))

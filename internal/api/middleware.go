@@ -92,7 +92,7 @@ func accessLog(log *zap.Logger) func(http.Handler) http.Handler {
 
 // recoverer turns a handler panic into a logged 500 in OpenAI's error shape; the server keeps
 // serving. http.ErrAbortHandler is re-raised: it is net/http's way to abort a response silently.
-func recoverer(log *zap.Logger) func(http.Handler) http.Handler {
+func recoverer(log *zap.Logger, count func(component string)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			defer func() {
@@ -109,6 +109,9 @@ func recoverer(log *zap.Logger) func(http.Handler) http.Handler {
 					zap.String("path", r.URL.Path),
 					zap.String("request_id", RequestIDFromContext(r.Context())),
 					zap.Stack("stack"))
+				if count != nil {
+					count("http")
+				}
 				if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
 					return // headers already sent; the client sees a truncated response
 				}

@@ -51,6 +51,8 @@ type RouterDeps struct {
 	// BodyReadTimeout bounds the reading of a whole request body (0 = DefaultBodyReadTimeout); a
 	// slower client gets its connection closed.
 	BodyReadTimeout time.Duration
+	// CountPanic counts a handler panic the router recovered (nil: not counted).
+	CountPanic func(component string)
 }
 
 // DefaultBodyReadTimeout is RouterDeps.BodyReadTimeout's default: 64 MiB at ~2.5 MB/s.
@@ -75,7 +77,7 @@ func NewRouter(d RouterDeps) http.Handler {
 	if bodyTimeout <= 0 {
 		bodyTimeout = DefaultBodyReadTimeout
 	}
-	r.Use(requestID, accessLog(log), recoverer(log), limitBody(maxBody, bodyTimeout))
+	r.Use(requestID, accessLog(log), recoverer(log, d.CountPanic), limitBody(maxBody, bodyTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oaierror.New(http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path))
 	})

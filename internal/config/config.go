@@ -99,7 +99,7 @@ type Realtime struct {
 }
 
 // Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
-// own default" (docs/CONTRACTS.md lists them), so the defaults live in one place.
+// own default" (gpu.Config documents them), so the defaults live in one place.
 type Engine struct {
 	Model        string `yaml:"model"`
 	Device       string `yaml:"device"`

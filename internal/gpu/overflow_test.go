@@ -84,9 +84,14 @@ func TestSharedCacheFull(t *testing.T) {
 		require.NoError(t, err)
 		seqs = append(seqs, s)
 	}
+	before := r.KVStats()
+	require.Equal(t, KVStats{Cells: 512, CellsHeld: before.CellsHeld, SeqContext: 512, Sequences: 3, MaxSequences: 4,
+		WorstCaseHeld: 3 * 512}, before)
+	require.Greater(t, before.CellsHeld, 3*100, "the three sequences hold their prompts")
 	s := openSeq(t, r, SeqOptions{})
 	_, err := s.AppendText(ctx, randomText(testRNG(), 150))
 	require.ErrorIs(t, err, ErrContextFull)
+	require.Positive(t, r.KVStats().FullEvents, "a full cache is counted")
 	seqs[0].Close()
 	toks, _, _ := generate(t, seqs[1], GenerateOptions{MaxTokens: 5})
 	require.Len(t, toks, 5)

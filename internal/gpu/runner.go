@@ -20,22 +20,28 @@ const outCap = 64
 // Runner owns one model and one llama.cpp context. A single scheduler goroutine, locked to
 // its OS thread, owns the context; callers talk to it through a queue of operations.
 type Runner struct {
-	cfg    Config
-	log    *zap.Logger
-	info   ModelInfo
-	chat   chatTemplate
-	model  *llama.Model
-	lctx   *llama.Context
-	batch  *llama.Batch
-	bos    int // -1 when the model has none
-	addBOS bool
-	vocab  int
+	cfg Config
+	log *zap.Logger
+	// onPanic counts a recovered scheduler panic (SetPanicCounter; the collectors are built
+	// after the model loads).
+	onPanic atomic.Pointer[func(component string)]
+	info    ModelInfo
+	chat    chatTemplate
+	model   *llama.Model
+	lctx    *llama.Context
+	batch   *llama.Batch
+	bos     int // -1 when the model has none
+	addBOS  bool
+	vocab   int
 
 	mu     sync.Mutex
 	closed bool
 	ops    []op
-	slots  []bool // KV sequence ids in use
+	slots  []bool      // KV sequence ids in use
+	bySlot []*Sequence // the open sequence of each slot (KVStats)
 	live   int
+	// kvFull counts decode steps that found the shared KV cache full (KVStats).
+	kvFull atomic.Int64
 	wake   chan struct{} // cap 1: "ops queued or closing"
 	done   chan struct{} // closed when the scheduler has exited and freed the context
 
@@ -84,6 +90,7 @@ func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Log
 		cfg: cfg, log: log, model: model, lctx: lctx, batch: batch,
 		bos: -1, addBOS: model.AddBOSToken(), vocab: model.NumVocab(),
 		slots:    make([]bool, cfg.MaxSequences),
+		bySlot:   make([]*Sequence, cfg.MaxSequences),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		canShift: lctx.KvCacheCanShift(),
@@ -113,6 +120,34 @@ func (r *Runner) Close() error {
 	}
 	<-r.done
 	return nil
+}
+
+// KVStats is the shared KV cache's state: its planned capacity, what the open sequences hold,
+// and how often a decode found it full (each time the longest sequence was truncated, or failed
+// with ErrContextFull under the error policy).
+type KVStats struct {
+	Cells         int   // Config.ContextSize: cells shared by all sequences
+	CellsHeld     int   // tokens the open sequences hold now
+	SeqContext    int   // the most one sequence may hold
+	Sequences     int   // open sequences
+	MaxSequences  int   // Config.MaxSequences
+	FullEvents    int64 // decode steps that found the cache full, since load
+	WorstCaseHeld int   // Sequences × SeqContext: what the open sequences may grow to
+}
+
+// KVStats reports the KV cache's state; it is safe to call from any goroutine.
+func (r *Runner) KVStats() KVStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := KVStats{Cells: r.cfg.ContextSize, SeqContext: r.cfg.SeqContext, Sequences: r.live,
+		MaxSequences: r.cfg.MaxSequences, FullEvents: r.kvFull.Load()}
+	for _, s := range r.bySlot {
+		if s != nil {
+			st.CellsHeld += int(s.histLen.Load())
+			st.WorstCaseHeld += s.opts.MaxContext
+		}
+	}
+	return st
 }
 
 // LiveSequences counts open sequences (KV slots in use).
@@ -170,6 +205,7 @@ func (r *Runner) Open(ctx context.Context, opts SeqOptions) (*Sequence, error) {
 	r.slots[slot] = true
 	r.live++
 	s := &Sequence{r: r, slot: slot, opts: opts}
+	r.bySlot[slot] = s
 	r.ops = append(r.ops, op{kind: opAdd, seq: s})
 	r.signal()
 	return s, nil
@@ -178,6 +214,7 @@ func (r *Runner) Open(ctx context.Context, opts SeqOptions) (*Sequence, error) {
 func (r *Runner) freeSlot(slot int) {
 	r.mu.Lock()
 	r.slots[slot] = false
+	r.bySlot[slot] = nil
 	r.live--
 	r.mu.Unlock()
 }
@@ -251,13 +288,19 @@ func (r *Runner) shutdown() {
 	llama.FreeModel(r.model)
 }
 
-// safeStep runs one step; a Go panic inside it fails the sequences of that step instead of
+// SetPanicCounter sets the counter of scheduler panics (omniserve_panics_total{component="engine"}).
+func (r *Runner) SetPanicCounter(count func(component string)) { r.onPanic.Store(&count) }
+
+// safeStep is the scheduler goroutine's per-step root: it runs one step; a Go panic inside it fails the sequences of that step instead of
 // killing the server.
 func (r *Runner) safeStep() (worked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("engine: scheduler step panicked: %v", p)
-			r.log.Error("scheduler step failed", zap.Error(err))
+			r.log.Error("scheduler step failed", zap.Error(err), zap.Stack("stack"))
+			if f := r.onPanic.Load(); f != nil {
+				(*f)("engine")
+			}
 			for _, pt := range r.parts {
 				r.failSeq(pt.seq, err)
 			}

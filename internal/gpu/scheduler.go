@@ -173,7 +173,7 @@ func (r *Runner) finish(s *Sequence, reason string, err error) {
 	s.active = nil
 	tail := ""
 	if reason != "abort" {
-		tail = validText(g.text)
+		tail = g.leadingTrim(validText(g.text))
 	}
 	g.text = ""
 	// Publish the history before the caller can observe the end of its Generate.
@@ -339,12 +339,17 @@ func (r *Runner) step() bool {
 // is truncated (truncate policy) or failed with ErrContextFull; the others retry next step.
 func (r *Runner) decodeFailed(err error) {
 	if errors.Is(err, llama.ErrKvCacheFull) {
+		r.kvFull.Add(1)
 		var hog *Sequence
 		for _, p := range r.parts {
 			if hog == nil || len(p.seq.history) > len(hog.history) {
 				hog = p.seq
 			}
 		}
+		// A planned cache never gets here (engine.context_size ≥ sequences × seq_context, checked
+		// at start-up): say so loudly, it is a capacity condition the operator must see.
+		r.log.Warn("KV cache full: the longest sequence gives way", zap.Int("cells", r.cfg.ContextSize),
+			zap.Int("sequences", len(r.seqs)), zap.Int("longest", len(hog.history)), zap.String("overflow", r.cfg.Overflow))
 		if r.cfg.Overflow == OverflowTruncate && r.truncate(hog, max(1, len(hog.history)/2)) {
 			return
 		}
@@ -387,7 +392,7 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	}
 	g.text += r.model.TokenToPiece(tok)
 	text, stopped := releasable(g.text, g.opts.Stop)
-	ev.piece.Text = validText(text)
+	ev.piece.Text = g.leadingTrim(validText(text))
 	ev.piece.Logprob = lp
 	g.text = g.text[len(text):]
 	g.out <- ev
@@ -404,6 +409,19 @@ func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 		// model that never emits EOS cannot run forever.
 		r.finish(s, "length", nil)
 	}
+}
+
+// leadingTrim drops the whitespace a reply's first tokens carry: word-initial tokens spell
+// their space ("▁even", "Ġeven"), so the first one released reads " even". A reply's text
+// starts at its first visible character, as every OpenAI answer does; the history keeps the
+// tokens as sampled, and a token's logprob keeps its own text.
+func (g *genJob) leadingTrim(text string) string {
+	if g.spoke {
+		return text
+	}
+	text = strings.TrimLeft(text, " \t\n\r")
+	g.spoke = text != ""
+	return text
 }
 
 // validText makes released text valid UTF-8: byte tokens can form invalid sequences (a random

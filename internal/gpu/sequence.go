@@ -61,6 +61,7 @@ type genJob struct {
 	sampler   *sampler
 	produced  int
 	text      string // generated text not yet released (could start a stop string)
+	spoke     bool   // released text has begun (leadingTrim)
 	tokensIn  int
 	prefillMs float64
 }

@@ -17,7 +17,7 @@ func WithClock(c Clock) AggregatorOption {
 	}
 }
 
-// WithFinalStages sets a per-request final stage id (the reference's `{rid: int}` form of
+// WithFinalStages sets a per-request final stage id (vllm-omni's `{rid: int}` form of
 // final_stage_id_for_e2e); requests not in the map use the constructor's finalStage.
 func WithFinalStages(m map[string]int) AggregatorOption {
 	return func(a *Aggregator) { a.finalStages = m }
@@ -35,7 +35,7 @@ type edgeKey struct {
 	rid      string
 }
 
-// Aggregator is the reference's OrchestratorAggregator: it collects stage snapshots,
+// Aggregator is vllm-omni's OrchestratorAggregator: it collects stage snapshots,
 // connector transfers and end-to-end records for one or more requests and renders the
 // --log-stats tables. Its methods are safe for concurrent use.
 type Aggregator struct {
@@ -153,7 +153,7 @@ func (a *Aggregator) addStageEventLocked(stage int, rid string, m StageRequestSt
 	a.stageEvents[rid] = append(a.stageEvents[rid], m)
 }
 
-// recordRXLocked is the reference record_transfer_rx: RX figures of a stage>0 snapshot belong to
+// recordRXLocked is vllm-omni's record_transfer_rx: RX figures of a stage>0 snapshot belong to
 // the edge that fed it.
 func (a *Aggregator) recordRXLocked(stage int, rid string, m StageRequestStats) {
 	if stage <= 0 {

@@ -2,7 +2,7 @@
 // end-to-end records, the request aggregator, the per-turn aggregator of duplex sessions, the
 // PrettyTable-compatible table renderer with its [OmniTiming] line, and the Prometheus
 // collectors. It follows vllm-omni's `vllm_omni/metrics` (names, byte layout, Prometheus buckets)
-// so its logs read like the reference's, except where the reference was wrong: a turn's arrival
+// so its logs read like vllm-omni's, except where vllm-omni was wrong: a turn's arrival
 // stamp survives the previous turn's finalize, nothing is collected with --log-stats off, snapshots
 // before a turn merge per stage instead of piling up, server-VAD barge-in and engine errors keep
 // their own finished reasons, serving_time_to_first_output_ms is a real duration, and every stats

@@ -6,7 +6,7 @@ type fieldKind uint8
 const (
 	kindInt fieldKind = iota + 1
 	kindFloat
-	kindString   // optional string: "" is the reference's None and renders as "None"
+	kindString   // optional string: "" is vllm-omni's None and renders as "None"
 	kindList     // []float64: nil renders "None", a non-empty list "<mean> (n=k)"
 	kindMap      // map[string]float64
 	kindStageRef // *StageStats
@@ -71,8 +71,8 @@ const (
 )
 
 // stageFields lists every StageRequestStats field in dataclass order with its rendering and merge
-// rule. Fields the reference does not merge (batch_id, batch_size, replica_id, rx_*,
-// diffusion_metrics, ...) are mergeKeepFirst: the reference silently dropped a key without a rule,
+// rule. Fields vllm-omni does not merge (batch_id, batch_size, replica_id, rx_*,
+// diffusion_metrics, ...) are mergeKeepFirst: vllm-omni silently dropped a key without a rule,
 // so here every field has one and a test fails when a field is added without it.
 var stageFields = [...]stageField{
 	// batch_id / batch_size: first positive, not keep-first. A duplex turn's stage-0 row starts

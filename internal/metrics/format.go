@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// cell is one rendered table value plus whether the reference's zero filter treats it as zero
+// cell is one rendered table value plus whether vllm-omni's zero filter treats it as zero
 // (value in {0, 0.0, None, ""}). Keeping both lets the filter run on typed values, not on text.
 type cell struct {
 	text string
@@ -18,7 +18,7 @@ func intCell(v int64) cell { return cell{text: formatInt(v), zero: v == 0} }
 
 func floatCell(v float64) cell { return cell{text: formatFloat(v), zero: v == 0} }
 
-// optStringCell renders an optional string: "" is the reference's None.
+// optStringCell renders an optional string: "" is vllm-omni's None.
 func optStringCell(v string) cell {
 	if v == "" {
 		return cell{text: "None", zero: true}
@@ -27,7 +27,7 @@ func optStringCell(v string) cell {
 }
 
 // listCell renders a numeric list as "<mean 3dp> (n=k)", nil as None and an empty list as "".
-// An empty list counts as zero here. The reference's filter does not treat [] as zero, which
+// An empty list counts as zero here. vllm-omni's filter does not treat [] as zero, which
 // prints rows of blank cells for collapsed duplex turns; such a row says nothing,
 // so omniserve drops it like any other all-zero row.
 func listCell(v []float64) cell {
@@ -166,7 +166,7 @@ func renderKV(title string, rows []kv) string {
 	return renderTable(title, []string{"Field", "Value"}, out)
 }
 
-// uniqueHeaders gives repeated column headers `_2`, `_3`, ... suffixes, as the reference does for
+// uniqueHeaders gives repeated column headers `_2`, `_3`, ... suffixes, as vllm-omni does for
 // several events of one stage.
 func uniqueHeaders(hs []string) []string {
 	seen := make(map[string]int, len(hs))

@@ -1,7 +1,7 @@
 package metrics
 
 // Merger folds the segments of one stage into one row with the merge rules of stageFields
-// (the reference's collapse at finalize). It keeps the running tpot weight that the reference
+// (vllm-omni's collapse at finalize). It keeps the running tpot weight that vllm-omni
 // stores in the private `_vllm_tpot_weight` / `_vllm_tpot_weighted_ms` keys, so folding
 // incrementally (as pending snapshots arrive, which keeps their memory O(stages)) gives the same
 // result as folding a stored list at finalize.
@@ -80,7 +80,7 @@ func (mg *Merger) Add(e StageRequestStats) {
 			*fd.f(cur) = mean(*stageFields[fd.meanOf].l(cur))
 		case mergeRecomputeTPOU:
 			// The time per output unit after the first: the mean gap between consecutive
-			// outputs. The reference divided generation time minus a first-output figure from
+			// outputs. vllm-omni divided generation time minus a first-output figure from
 			// another clock by units-1; the gaps are what the name says (docs/STATS.md).
 			cur.TimePerOutputUnitMs = mean(cur.InterOutputLatenciesMs)
 		default:
@@ -92,7 +92,7 @@ func (mg *Merger) mergeTpot(prevOut int, e *StageRequestStats) {
 	cur := &mg.cur
 	if mg.tpotW == 0 && cur.VllmTpotMs > 0 {
 		// The running row came from outside this Merger's history: rebuild its weight from the
-		// tokens it carried before e was summed in (the reference's prev_tokens).
+		// tokens it carried before e was summed in (vllm-omni's prev_tokens).
 		mg.tpotW = tpotWeight(prevOut)
 		mg.tpotWSum = cur.VllmTpotMs * mg.tpotW
 	}
@@ -114,7 +114,7 @@ func (mg *Merger) Result() StageRequestStats { return mg.cur }
 func (mg *Merger) Reset() { *mg = Merger{} }
 
 // MergeStageStats folds next into cur with the merge table. cur's tpot weight is
-// rebuilt from its token count, as the reference does when no running weight is known.
+// rebuilt from its token count, as vllm-omni does when no running weight is known.
 func MergeStageStats(cur, next StageRequestStats) StageRequestStats {
 	mg := Merger{cur: cur.Clone(), n: 1}
 	mg.Add(next)

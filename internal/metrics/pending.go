@@ -5,7 +5,7 @@ import "sync"
 // PendingTurn buffers the stage snapshots of a duplex session that arrive while no turn is open
 // (auto-response: the engine works before begin_response), plus the next turn's arrival stamp.
 // Snapshots are merged per stage as they arrive with the collapse rules, so a long listen-only
-// stretch costs O(stages) memory, not O(chunks) (the reference kept every snapshot until the turn
+// stretch costs O(stages) memory, not O(chunks) (vllm-omni kept every snapshot until the turn
 // began, growing without bound while the user only listened). A nil *PendingTurn does nothing.
 // Methods are safe for concurrent use.
 type PendingTurn struct {
@@ -253,7 +253,7 @@ func (p *PendingTurn) Reset() {
 	p.stages, p.arrival, p.hasArrival, p.inputEnd = nil, 0, false, 0
 }
 
-// BeginTurn opens a turn the way the reference's begin_turn_metrics does: its t0 is
+// BeginTurn opens a turn the way vllm-omni's begin_turn_metrics does: its t0 is
 // arrival if > 0, else the stored stamp, else now; the buffered snapshots are replayed into it and
 // the stamp is cleared.
 func (p *PendingTurn) BeginTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator) *TurnMetrics {

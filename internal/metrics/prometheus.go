@@ -19,7 +19,7 @@ type FinalizedRequest struct {
 	AudioTTFPStage   int
 }
 
-// Bucket sets of the reference (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
+// Bucket sets of vllm-omni (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
 var (
 	secondsBuckets     = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
 	secondsFastBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60}
@@ -55,6 +55,8 @@ type Collectors struct {
 	detachedSessions prometheus.Gauge
 	sessionDuration  prometheus.Histogram
 	admissionReject  prometheus.Counter
+	panics           *prometheus.CounterVec
+	evictions        prometheus.Counter
 	bargeIn          prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
@@ -65,6 +67,7 @@ type Collectors struct {
 	transferRxDecode *prometheus.HistogramVec
 	transferInFlight *prometheus.HistogramVec
 	load             *loadCollector
+	kv               *kvCollector
 }
 
 // Request kinds (the kind label).
@@ -74,12 +77,14 @@ const (
 )
 
 // finishedReasons is every value the finished_reason label takes.
-var finishedReasons = []string{ReasonStop, ReasonLength, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
+var finishedReasons = []string{ReasonStop, ReasonLength, ReasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
 
-// succeeded reports a finished reason that counts as a success: the model finished (stop) or
-// hit its token limit (length). Everything else (cancelled, barged in, closed, aborted, failed)
+// succeeded reports a finished reason that counts as a success: the model finished (stop), hit
+// its token limit (length) or called tools (tool_calls). Everything else (cancelled, barged in, closed, aborted, failed)
 // is a failure of the request, counted apart.
-func succeeded(reason string) bool { return reason == ReasonStop || reason == ReasonLength }
+func succeeded(reason string) bool {
+	return reason == ReasonStop || reason == ReasonLength || reason == ReasonToolCalls
+}
 
 // NewCollectors registers the families on reg with a constant model_name label. It panics if a
 // family is already registered on reg, like prometheus.MustRegister: that is a wiring bug.
@@ -100,7 +105,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	c := &Collectors{
 		requestSuccess: counter("request", "success_total",
-			"Chat requests and duplex turns that finished (stop) or hit their token limit (length).", "kind", "finished_reason"),
+			"Chat requests and duplex turns that finished (stop), hit their token limit (length) or called tools (tool_calls).", "kind", "finished_reason"),
 		requestFailure: counter("request", "failure_total",
 			"Chat requests and duplex turns cut short: barge_in, cancel, close, abort or error.", "kind", "finished_reason"),
 		e2eLatency: hist("request", "e2e_latency_seconds",
@@ -142,6 +147,14 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
 			Help: "Duplex streams refused because the engine was at capacity.",
 		}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "omniserve", Subsystem: "duplex", Name: "evictions_total",
+			Help: "Detached realtime sessions (kept for a resume) ended to admit a new client when every slot was taken.",
+		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "omniserve", Name: "panics_total",
+			Help: "Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.",
+		}, []string{"component"}),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
@@ -161,12 +174,16 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		transferInFlight: hist("transfer", "in_flight_seconds",
 			"Time at least one item was queued on a connector, per request.", secondsFastBuckets, "from_stage", "to_stage"),
 		load: newLoadCollector(),
+		kv:   newKVCollector(),
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
-		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load)
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
+	for _, comp := range PanicComponents {
+		c.panics.WithLabelValues(comp)
+	}
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
 			if succeeded(r) {
@@ -204,6 +221,23 @@ func (c *Collectors) SessionClosed(lifetime float64) {
 func (c *Collectors) AddDetachedSessions(delta int) {
 	if c != nil {
 		c.detachedSessions.Add(float64(delta))
+	}
+}
+
+// PanicComponents are the goroutine roots that recover a panic (the panics_total labels).
+var PanicComponents = []string{"session", "session_jobs", "http", "engine"}
+
+// CountEviction counts a detached session ended to admit a new client.
+func (c *Collectors) CountEviction() {
+	if c != nil {
+		c.evictions.Inc()
+	}
+}
+
+// CountPanic counts a panic recovered at the root of a component's goroutine.
+func (c *Collectors) CountPanic(component string) {
+	if c != nil {
+		c.panics.WithLabelValues(component).Inc()
 	}
 }
 
@@ -380,6 +414,64 @@ func (l *loadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(l.running, prometheus.GaugeValue, float64(s.Running), st)
 		ch <- prometheus.MustNewConstMetric(l.waiting, prometheus.GaugeValue, float64(s.Waiting), st)
 	}
+}
+
+// EngineKV is the local engine's shared KV cache as the collectors export it.
+type EngineKV struct {
+	Cells, CellsHeld, Sequences int
+	FullEvents                  int64
+}
+
+// kvCollector exports the engine's KV cache figures from a function read at scrape time.
+type kvCollector struct {
+	cells, held, seqs, full *prometheus.Desc
+	mu                      sync.Mutex
+	fn                      func() EngineKV
+}
+
+func newKVCollector() *kvCollector {
+	return &kvCollector{
+		cells: prometheus.NewDesc("omniserve_engine_kv_cells",
+			"Cells of the engine's shared KV cache (engine.context_size).", nil, nil),
+		held: prometheus.NewDesc("omniserve_engine_kv_cells_held",
+			"KV cells the open sequences hold now.", nil, nil),
+		seqs: prometheus.NewDesc("omniserve_engine_sequences",
+			"Open engine sequences (one per realtime session and per chat request generating).", nil, nil),
+		full: prometheus.NewDesc("omniserve_engine_kv_cache_full_total",
+			"Decode steps that found the shared KV cache full (the longest sequence was truncated, or failed under engine overflow \"error\"); a planned cache keeps this at 0.", nil, nil),
+	}
+}
+
+func (k *kvCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- k.cells
+	ch <- k.held
+	ch <- k.seqs
+	ch <- k.full
+}
+
+func (k *kvCollector) Collect(ch chan<- prometheus.Metric) {
+	k.mu.Lock()
+	fn := k.fn
+	k.mu.Unlock()
+	var s EngineKV
+	if fn != nil {
+		s = fn()
+	}
+	ch <- prometheus.MustNewConstMetric(k.cells, prometheus.GaugeValue, float64(s.Cells))
+	ch <- prometheus.MustNewConstMetric(k.held, prometheus.GaugeValue, float64(s.CellsHeld))
+	ch <- prometheus.MustNewConstMetric(k.seqs, prometheus.GaugeValue, float64(s.Sequences))
+	ch <- prometheus.MustNewConstMetric(k.full, prometheus.CounterValue, float64(s.FullEvents))
+}
+
+// SetEngineKV makes the engine KV families read fn at every scrape (a server without a local
+// engine exports zeros).
+func (c *Collectors) SetEngineKV(fn func() EngineKV) {
+	if c == nil {
+		return
+	}
+	c.kv.mu.Lock()
+	c.kv.fn = fn
+	c.kv.mu.Unlock()
 }
 
 // SetStageLoad makes the queue / running gauges read fn at every scrape.

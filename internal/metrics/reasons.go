@@ -6,18 +6,20 @@ import (
 	"strings"
 )
 
-// Finished reasons a turn or request is logged with (the reference's set, plus length). Anything
+// Finished reasons a turn or request is logged with (vllm-omni's set, plus length). Anything
 // else normalizes to ReasonAbort.
 const (
 	ReasonStop = "stop"
 	// ReasonLength is a response cut by max_output_tokens / max_tokens (the wire says
 	// max_output_tokens; every log says length, as chat does).
-	ReasonLength  = "length"
-	ReasonBargeIn = "barge_in"
-	ReasonCancel  = "cancel"
-	ReasonClose   = "close"
-	ReasonAbort   = "abort"
-	ReasonError   = "error"
+	ReasonLength = "length"
+	// ReasonToolCalls is a reply that ended in tool calls (Chat Completions' finish_reason).
+	ReasonToolCalls = "tool_calls"
+	ReasonBargeIn   = "barge_in"
+	ReasonCancel    = "cancel"
+	ReasonClose     = "close"
+	ReasonAbort     = "abort"
+	ReasonError     = "error"
 )
 
 // Cancel sources: the `reason` a session passes when it cancels the active response.
@@ -37,9 +39,9 @@ const (
 	CancelLeaseExpired           = "lease_expired"
 )
 
-// FinishedReasonForCancel maps a cancel source to the logged finished_reason with the reference's
+// FinishedReasonForCancel maps a cancel source to the logged finished_reason with vllm-omni's
 // table, except in two deliberate ways: server-VAD barge-in (`turn_detected`) is a barge-in, not a
-// cancel (the reference logged every real barge-in as a cancel), and an engine / data-plane error
+// cancel (vllm-omni logged every real barge-in as a cancel), and an engine / data-plane error
 // ends the turn as `error`, not `stop` (so a failed turn does not look like a normal one). Only
 // the logged reason is mapped; the wire event keeps its own documented reason, which clients read.
 func FinishedReasonForCancel(source string) string {
@@ -70,7 +72,7 @@ func NormalizeFinishedReason(r string) string {
 
 func isKnownReason(r string) bool {
 	switch r {
-	case ReasonStop, ReasonLength, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
+	case ReasonStop, ReasonLength, ReasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
 		return true
 	}
 	return false

@@ -16,18 +16,18 @@ func Now() float64 {
 }
 
 // StageStats is the per-stage running total the engine attaches to a snapshot. It is never
-// rendered (the reference's STAGE_EXCLUDE) and never merged: the first segment's value is kept.
+// rendered (vllm-omni's STAGE_EXCLUDE) and never merged: the first segment's value is kept.
 type StageStats struct {
 	TotalToken     int
 	TotalGenTimeMs float64
 }
 
 // StageRequestStats is one stage's statistics for one request (or one segment of a duplex turn).
-// Fields follow the reference's dataclass order (vllm_omni/metrics/stats.py); the `stats` tag is
-// the reference field name. Every field has exactly one row in stageFields, which drives rendering and merging; a test
+// Fields follow vllm-omni's dataclass order (vllm_omni/metrics/stats.py); the `stats` tag is the
+// vllm-omni field name. Every field has exactly one row in stageFields, which drives rendering and merging; a test
 // fails when a field is added without a row.
 //
-// "None" in the reference maps to the Go zero value: an empty optional string renders as None, a
+// "None" in vllm-omni maps to the Go zero value: an empty optional string renders as None, a
 // nil list renders as None, a nil map is absent.
 type StageRequestStats struct {
 	BatchID                    int                `stats:"batch_id"`
@@ -64,7 +64,7 @@ type StageRequestStats struct {
 	VllmTpotMs                 float64            `stats:"vllm_tpot_ms"`
 	VllmItlMs                  float64            `stats:"vllm_itl_ms"`
 	VllmItlsMs                 []float64          `stats:"vllm_itls_ms"`
-	// Remote (omniserve; the reference has no such field) names the remote backends that did
+	// Remote (omniserve; vllm-omni has no such field) names the remote backends that did
 	// the stage's work, e.g. "llm=10.0.0.5:8000,asr=10.0.0.6:8000"; "" for a local stage. Its
 	// row is shown only when some stage of the table is remote, so local tables keep the
 	// reference layout (docs/STATS.md).
@@ -115,8 +115,8 @@ type RequestE2EStats struct {
 	TransfersTotalTimeMs float64
 	TransfersTotalBytes  int64
 
-	// Duplex-turn figures the reference has no name for (docs/STATS.md). Zero means unknown and
-	// the row is not printed, so chat tables keep the reference layout.
+	// Duplex-turn figures vllm-omni has no name for (docs/STATS.md). Zero means unknown and
+	// the row is not printed, so chat tables keep vllm-omni's layout.
 
 	// InputEndToFirstTextMs / InputEndToFirstAudioMs run from the end of the user's input (commit,
 	// speech_stopped, VAD endpoint or item create) to the first text unit / audio frame.

@@ -49,7 +49,7 @@ type RequestSummary struct {
 }
 
 // BuildAndLogSummary renders every table and logs each one at info level, one entry per table
-// whose message starts with "\n" (as the reference does), and the [OmniTiming] line. It does
+// whose message starts with "\n" (as vllm-omni does), and the [OmniTiming] line. It does
 // nothing, and allocates nothing, when the aggregator was built with logStats false.
 func (a *Aggregator) BuildAndLogSummary(log *zap.Logger) Summary {
 	if !a.logStats {
@@ -254,8 +254,8 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 	return rs
 }
 
-// omniTiming builds the one-line [OmniTiming] summary in the reference's format. With an identity
-// and no preprocess time (every duplex turn) total= and engine= are left out, as the reference does.
+// omniTiming builds the one-line [OmniTiming] summary in vllm-omni's format. With an identity
+// and no preprocess time (every duplex turn) total= and engine= are left out, as vllm-omni does.
 func (a *Aggregator) omniTiming(rid string, evs []StageRequestStats, edges []TransferEdgeStats,
 	pt map[string]float64, e2e RequestE2EStats, hasE2E bool,
 ) string {
@@ -281,7 +281,7 @@ func (a *Aggregator) omniTiming(rid string, evs []StageRequestStats, edges []Tra
 	if hasE2E && !skipTotal {
 		b.WriteString(" engine=" + strconv.FormatFloat((e2e.E2ETotalMs-pre)/1000, 'f', 2, 64) + "s")
 	}
-	// Empty lists are left out, as the reference does (it formats them only when non-empty).
+	// Empty lists are left out, as vllm-omni does (it formats them only when non-empty).
 	if len(evs) > 0 {
 		b.WriteString(" stages=[")
 		for i, ev := range evs {
@@ -419,7 +419,7 @@ func renderTransferTable(title string, edges []TransferEdgeStats) (string, bool)
 }
 
 // e2eExtraRows are the omniserve-only RequestE2EStats rows (docs/STATS.md); each is printed only
-// when known (non-zero), so a chat table keeps the reference's four rows.
+// when known (non-zero), so a chat table keeps vllm-omni's four rows.
 func e2eExtraRows(e RequestE2EStats) []kv {
 	var rows []kv
 	add := func(key string, v float64) {

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
@@ -10,10 +9,10 @@ import (
 // TurnMetrics collects one assistant turn of a duplex session (one response_id), the unit that
 // prints one set of --log-stats tables, as one chat completion does. Snapshots are merged per
 // stage as they arrive, so a turn holds O(stages) rows however many segments the engine emits; the
-// result is the reference's collapse at finalize (one row per stage).
+// result is vllm-omni's collapse at finalize (one row per stage).
 //
 // A nil *TurnMetrics is valid and does nothing: callers with --log-stats off simply never create
-// one, and that path allocates nothing (the reference built aggregators and copied every snapshot
+// one, and that path allocates nothing (vllm-omni built aggregators and copied every snapshot
 // even with --log-stats off). Methods are safe for concurrent use.
 type TurnMetrics struct {
 	mu         sync.Mutex
@@ -182,7 +181,7 @@ func (t *TurnMetrics) stageLocked(stage int) *turnStage {
 
 // MarkFirstOutput records when a stage first produced client-visible output for this turn; the
 // first call per stage wins. At Finalize the stage's serving_time_to_first_output_ms becomes the
-// real duration from arrival to that output (the reference put an epoch timestamp there and had to
+// real duration from arrival to that output (vllm-omni put an epoch timestamp there and had to
 // hide the row in duplex tables), and an audio stage's mark is the turn's audio time to first
 // packet.
 func (t *TurnMetrics) MarkFirstOutput(stage int, ts float64, audio bool) {
@@ -321,7 +320,7 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 
 // CopySessionTX copies connector TX that landed on the session aggregator under the stage-0
 // resource id into the turn, as the delta since the previous copy (initially since NewTurn's
-// baseline), so TX from before the turn opened is excluded. Unlike the reference it
+// baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
 // advances the baseline, so calling it twice never counts TX twice.
 func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 	if t == nil || session == nil {
@@ -347,10 +346,10 @@ func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 
 // Finalize ends the turn once: it writes one collapsed row per stage, records the e2e time from
 // arrival, and, when logStats is set, logs the tables with the turn's identity in the titles and
-// the [OmniTiming] line. It returns false when the turn was already finalized. A panic while
-// rendering or logging is recovered and logged; the turn still counts as finalized and Finalize
-// returns true, so a close path never loses its state: metrics must never break a session.
-func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) (ok bool) {
+// the [OmniTiming] line. It returns false when the turn was already finalized. It is marked
+// finalized before rendering, so a panic while rendering (a bug, recovered at the caller's
+// goroutine root) can never finalize it twice.
+func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bool {
 	if t == nil {
 		return false
 	}
@@ -368,16 +367,6 @@ func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) (o
 	}
 	t.mu.Unlock()
 
-	defer func() {
-		if r := recover(); r != nil {
-			ok = true
-			if log != nil {
-				log.Error("failed to log duplex turn summary",
-					zap.String("req", t.requestID), zap.String("response", t.responseID),
-					zap.String("panic", fmt.Sprint(r)))
-			}
-		}
-	}()
 	t.collapseAndClose()
 	if logStats {
 		t.agg.SetTimingIdentity(&TimingIdentity{Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason})

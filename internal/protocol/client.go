@@ -52,12 +52,20 @@ type SessionPatch struct {
 	TurnDetection    *TurnDetection // nil with TurnDetectionSet = null
 	TranscriptionSet bool           // audio.input.transcription (or input_audio_transcription) was present
 	Transcription    bool           // it was an object (not null)
-	Type             *string        // GA session.type
-	IdleTimeoutS     *float64
-	AutoResponse     *bool // extra_body.auto_response / full_duplex
-	MaxOutputTokens  *int  // 0 = unlimited ("inf")
-	Temperature      *float64
-	Seed             *uint32 // extra_body.seed
+	// ToolsSet: tools was present (an array; empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []Tool
+	ToolChoice *ToolChoice
+	// NoiseReductionSet: audio.input.noise_reduction (or input_audio_noise_reduction) was
+	// present; NoiseReduction is its type ("near_field" or "far_field"), "" for null.
+	NoiseReductionSet bool
+	NoiseReduction    string
+	Type              *string // GA session.type
+	IdleTimeoutS      *float64
+	AutoResponse      *bool // extra_body.auto_response / full_duplex
+	MaxOutputTokens   *int  // 0 = unlimited ("inf")
+	Temperature       *float64
+	Seed              *uint32 // extra_body.seed
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a
@@ -105,6 +113,12 @@ type ResponseCreate struct {
 	Instructions    *string // nil = the session's
 	Conversation    string  // "none" for an out-of-band response, "" for the default one
 	Input           []InputItem
+	// ToolsSet: tools was present (the response's own tools replace the session's);
+	// ToolChoice and ParallelToolCalls override the session's for this response.
+	ToolsSet          bool
+	Tools             []Tool
+	ToolChoice        *ToolChoice
+	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve refuses ("" when none), as its param.
 	Unsupported string
 }
@@ -120,6 +134,9 @@ type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
+	// ItemType is "" or "message", or "function_call_output" with CallID and Output.
+	ItemType       string
+	CallID, Output string
 	Role           string
 	Text           string // the text parts, concatenated
 	Audio          []byte // the input_audio parts, decoded and concatenated

@@ -360,25 +360,48 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	} else if v, ok := in["transcription"]; ok {
 		p.TranscriptionSet, p.Transcription = true, !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
 	}
+	nr, nrOK := obj["input_audio_noise_reduction"]
+	nrParam := "session.input_audio_noise_reduction"
+	if !nrOK {
+		nr, nrOK = in["noise_reduction"]
+		nrParam = "session.audio.input.noise_reduction"
+	}
+	if nrOK {
+		p.NoiseReductionSet = true
+		if !bytes.Equal(bytes.TrimSpace(nr), []byte("null")) {
+			var w struct {
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(nr, &w); err != nil {
+				return p, &Error{Code: "invalid_type", Param: nrParam, Message: "noise_reduction must be null or an object {\"type\": \"near_field\" | \"far_field\"}"}
+			}
+			switch w.Type {
+			case "near_field", "far_field":
+				p.NoiseReduction = w.Type
+			default:
+				return p, &Error{Code: "invalid_value", Param: nrParam + ".type",
+					Message: fmt.Sprintf("noise_reduction type %q is not supported (near_field or far_field)", w.Type)}
+			}
+		}
+	}
 	if s, ok, e := str(obj, "type"); e != nil {
 		return p, e
 	} else if ok {
 		p.Type = &s
 	}
-	if v, ok := obj["tools"]; ok {
-		var tools []json.RawMessage
-		if json.Unmarshal(v, &tools) != nil {
-			return p, &Error{Code: "invalid_type", Param: "session.tools", Message: "tools must be an array"}
+	if v, ok := obj["tools"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tools, e := decodeTools(v, "session.tools")
+		if e != nil {
+			return p, e
 		}
-		if len(tools) > 0 {
-			return p, &Error{Code: "unsupported_tools", Param: "session.tools", Message: "tools are not supported by omniserve (the array must be empty)"}
-		}
+		p.ToolsSet, p.Tools = true, tools
 	}
-	if v, ok := obj["tool_choice"]; ok {
-		var tc string
-		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
-			return p, &Error{Code: "unsupported_tools", Param: "session.tool_choice", Message: "tool_choice must be \"auto\" or \"none\" (no tools are supported)"}
+	if v, ok := obj["tool_choice"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tc, e := decodeToolChoice(v, "session.tool_choice")
+		if e != nil {
+			return p, e
 		}
+		p.ToolChoice = tc
 	}
 	if v, ok := obj["idle_timeout_s"]; ok {
 		var f float64
@@ -502,17 +525,28 @@ func decodeResponseCreate(base Header, raw map[string]json.RawMessage, werr func
 			c.Unsupported = k
 		}
 	}
-	if v, ok := r["tools"]; ok {
-		var tools []json.RawMessage
-		if json.Unmarshal(v, &tools) != nil || len(tools) > 0 {
-			c.Unsupported = "tools"
+	if v, ok := r["tools"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tools, e := decodeTools(v, "response.tools")
+		if e != nil {
+			e.EventID = base.ID
+			return nil, e
 		}
+		c.ToolsSet, c.Tools = true, tools
 	}
-	if v, ok := r["tool_choice"]; ok {
-		var tc string
-		if json.Unmarshal(v, &tc) != nil || (tc != "auto" && tc != "none") {
-			c.Unsupported = "tool_choice"
+	if v, ok := r["tool_choice"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		tc, e := decodeToolChoice(v, "response.tool_choice")
+		if e != nil {
+			e.EventID = base.ID
+			return nil, e
 		}
+		c.ToolChoice = tc
+	}
+	if v, ok := r["parallel_tool_calls"]; ok {
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			return nil, werr("invalid_type", "response.parallel_tool_calls", "'response.parallel_tool_calls' must be a boolean")
+		}
+		c.ParallelToolCalls = &b
 	}
 	for _, k := range []string{"max_output_tokens", "max_response_output_tokens"} {
 		if v, ok := r[k]; ok {
@@ -566,8 +600,21 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		c.PreviousItemID = prev
 	}
 	typ, _, _ := str(it, "type")
+	if typ == "function_call_output" {
+		c.ItemType = typ
+		callID, ok, e := str(it, "call_id")
+		if e != nil || !ok || callID == "" {
+			return nil, werr("missing_required_parameter", "item.call_id", "a function_call_output item needs the call_id of the call it answers")
+		}
+		output, ok, e := str(it, "output")
+		if e != nil || !ok {
+			return nil, werr("missing_required_parameter", "item.output", "a function_call_output item needs output (a string)")
+		}
+		c.CallID, c.Output = callID, output
+		return c, nil
+	}
 	if typ != "" && typ != "message" {
-		return nil, werr("invalid_value", "item.type", "unsupported item type %q (only message)", typ)
+		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message or function_call_output)", typ)
 	}
 	role, ok, _ := str(it, "role")
 	if !ok || role == "" {

@@ -61,3 +61,36 @@ func TestDecodeRefusesUndocumentedSpellings(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestDecodeNoiseReduction(t *testing.T) {
+	tests := []struct {
+		name, in    string
+		set         bool
+		kind        string
+		code, param string
+	}{
+		{"GA near", `{"type":"session.update","session":{"audio":{"input":{"noise_reduction":{"type":"near_field"}}}}}`, true, "near_field", "", ""},
+		{"beta far", `{"type":"session.update","session":{"input_audio_noise_reduction":{"type":"far_field"}}}`, true, "far_field", "", ""},
+		{"null", `{"type":"session.update","session":{"audio":{"input":{"noise_reduction":null}}}}`, true, "", "", ""},
+		{"absent", `{"type":"session.update","session":{}}`, false, "", "", ""},
+		{"unknown type", `{"type":"session.update","session":{"audio":{"input":{"noise_reduction":{"type":"studio"}}}}}`, false, "",
+			"invalid_value", "session.audio.input.noise_reduction.type"},
+		{"not an object", `{"type":"session.update","session":{"input_audio_noise_reduction":"near_field"}}`, false, "",
+			"invalid_type", "session.input_audio_noise_reduction"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeClientEvent([]byte(tt.in))
+			if tt.code != "" {
+				require.NotNil(t, err)
+				require.Equal(t, tt.code, err.Code)
+				require.Equal(t, tt.param, err.Param)
+				return
+			}
+			require.Nil(t, err)
+			p := got.(*SessionUpdate).Session
+			require.Equal(t, tt.set, p.NoiseReductionSet)
+			require.Equal(t, tt.kind, p.NoiseReduction)
+		})
+	}
+}

@@ -185,6 +185,8 @@ func closeCode(reason string) (websocket.StatusCode, string) {
 		return websocket.StatusPolicyViolation, "connection too slow"
 	case session.ReasonShutdown:
 		return websocket.StatusGoingAway, "server shutting down"
+	case session.ReasonInternalError:
+		return websocket.StatusInternalError, "internal error"
 	}
 	return websocket.StatusNormalClosure, reason
 }

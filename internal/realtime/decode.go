@@ -6,6 +6,7 @@ package realtime
 
 import (
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -53,7 +54,8 @@ func command(ev protocol.ClientEvent) session.Command {
 	case *protocol.ResponseCreate:
 		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
 			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
-			Conversation: e.Conversation, Unsupported: e.Unsupported}
+			Conversation: e.Conversation, Unsupported: e.Unsupported,
+			ToolsSet: e.ToolsSet, Tools: tools(e.Tools), ToolChoice: (*session.ToolChoice)(e.ToolChoice), ParallelToolCalls: e.ParallelToolCalls}
 		if e.Input != nil {
 			c.Input = make([]session.InputItem, len(e.Input))
 			for i, it := range e.Input {
@@ -65,7 +67,7 @@ func command(ev protocol.ClientEvent) session.Command {
 		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}
 	case *protocol.ConversationItemCreate:
 		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
-			Text: e.Text, Audio: e.Audio}
+			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output}
 	case *protocol.ConversationItemDelete:
 		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
 	case *protocol.ConversationItemRetrieve:
@@ -95,6 +97,20 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		InputFormat: (*session.AudioFormat)(p.InputFormat), OutputFormat: (*session.AudioFormat)(p.OutputFormat),
 		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: (*session.TurnDetectionPatch)(p.TurnDetection),
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
+		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
+		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
 		Temperature: p.Temperature, Seed: p.Seed}
+}
+
+// tools converts the wire's function tools for the session.
+func tools(in []protocol.Tool) []requestclient.Tool {
+	if in == nil {
+		return nil
+	}
+	out := make([]requestclient.Tool, len(in))
+	for i, t := range in {
+		out[i] = requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+	}
+	return out
 }

@@ -127,7 +127,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	duplex := truthy(q.Get("duplex"))
 	beta := isBeta(r)
-	slot, err := h.sessions.Acquire()
+	slot, err := h.sessions.Acquire(r.Context())
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		oaierror.Write(w, oaierror.New(http.StatusServiceUnavailable, "rate_limit_error", "resource_exhausted", err.Error()))

@@ -21,9 +21,11 @@ const chatAbortWait = 5 * time.Second
 
 // ChatEvent is one piece of a chat completion. Text carries the thinker's text deltas; Audio carries
 // talker PCM chunks (mono float32 at SampleRate, 24 kHz by default). The last event has Done (with
-// FinishReason stop | length | abort and the token counts) or Err.
+// FinishReason stop | length | tool_calls | abort and the token counts) or Err. A ToolCall event
+// is one complete call of the model (its markup never comes as Text).
 type ChatEvent struct {
 	Text                           string
+	ToolCall                       *ToolCall
 	Logprobs                       []TokenLogprob // of Text's tokens, when asked
 	Audio                          []float32
 	SampleRate                     int
@@ -49,7 +51,7 @@ type ChatStream struct {
 
 // Chat submits req to the pipeline and streams its outputs. A missing req.RequestID gets a fresh
 // chatcmpl-<16 hex>; the internal id (the tables' request_id and the pipeline's) appends -<8 hex>
-// to it, as the reference does, so one external id may be retried without colliding.
+// to it, as vllm-omni does, so one external id may be retried without colliding.
 func (c *Client) Chat(ctx context.Context, creq ChatRequest) (*ChatStream, error) {
 	req := creq.toStage()
 	wallStart := c.clock() // arrival: before any preprocessing in the pipeline
@@ -69,7 +71,7 @@ func (c *Client) Chat(ctx context.Context, creq ChatRequest) (*ChatStream, error
 		c.unregister(req.RequestID)
 		return nil, fmt.Errorf("submitting chat request %s: %w", req.RequestID, err)
 	}
-	st.setReqStart(c.clock()) // the reference's req_start: right after the submit returns
+	st.setReqStart(c.clock()) // vllm-omni's req_start: right after the submit returns
 	s := &ChatStream{c: c, st: st, req: r, cancel: cancel, ctxEnd: reqCtx.Done(),
 		events: make(chan ChatEvent, chatEventBuffer), quit: make(chan struct{}), pumped: make(chan struct{})}
 	go s.pump()

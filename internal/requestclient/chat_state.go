@@ -103,6 +103,11 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 		if m.Text != "" || len(m.Logprobs) > 0 {
 			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: logprobsFromEngine(m.Logprobs)})
 		}
+	case stage.ToolCalled:
+		if c := m.ToolCall; c != nil {
+			tc := ToolCall(*c)
+			st.pushLocked(ChatEvent{ToolCall: &tc})
+		}
 	case stage.Audio:
 		// The chunk's Text is the phrase it speaks; the client already has it from stage 0.
 		if len(m.Audio) > 0 {
@@ -159,7 +164,7 @@ func (st *chatState) ingestLocked(stageID int, m metrics.StageRequestStats, subm
 	if st.agg == nil {
 		return
 	}
-	// A real duration from arrival, not an epoch stamp (the reference put one there on duplex
+	// A real duration from arrival, not an epoch stamp (vllm-omni put one there on duplex
 	// snapshots and had to hide the row).
 	if stageID >= 0 && stageID < len(st.firstOutputTS) && st.firstOutputTS[stageID] > 0 {
 		m.ServingTimeToFirstOutputMs = (st.firstOutputTS[stageID] - st.wallStart) * 1000
@@ -200,7 +205,7 @@ func (st *chatState) finishLocked(reason string, err error) {
 	}
 	if st.agg != nil {
 		if reason == "abort" || reason == "error" {
-			// Chat tables keep the reference's format; only a cut-short request names its reason.
+			// Chat tables keep vllm-omni's format; only a cut-short request names its reason.
 			st.agg.SetTimingIdentity(&metrics.TimingIdentity{Req: st.id, Turn: -1, Reason: reason})
 		}
 		st.agg.OnFinalizeRequest(st.finalStage, st.id, st.reqStart)

@@ -47,7 +47,7 @@ const MaxInputStall = 5 * time.Second
 // MaxPendingInputBytes, so that the queue is bounded in count as well as in bytes.
 const opOverhead = 256
 
-// DuplexRequest is the DuplexRequestClient of one session: it owns the long-lived stage-0 stream,
+// DuplexRequest is the request client of one duplex session: it owns the long-lived stage-0 stream,
 // feeds it in wire order, and keeps the session's turn metrics.
 type DuplexRequest struct {
 	c      *Client

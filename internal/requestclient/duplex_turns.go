@@ -16,7 +16,7 @@ import (
 // abort (measured well under 100 ms), so the bound only matters when a stage is wedged.
 const DefaultTurnDrainTimeout = 2 * time.Second
 
-// turnState is the per-session turn bookkeeping of a DuplexRequest (the reference's per-turn metrics with
+// turnState is the per-session turn bookkeeping of a DuplexRequest (vllm-omni's per-turn metrics with
 // the differences docs/STATS.md lists). It exists only with LogStats on or Prometheus collectors
 // set, so the off path costs nothing.
 //

@@ -35,8 +35,8 @@ package requestclient
 //	                                                               internal/metrics/turn_test.go:TestArrivalStampSurvivesPreviousFinalize,
 //	                                                               duplex_test.go:TestDuplexTurnMetricsSemantics
 //	24 duplex_dump_titles_hide_ttfo_and_skip_total_engine (changed) internal/metrics/turn_test.go:TestDuplexDumpTitlesShowTTFOAndSkipTotalEngine
-//	25 response_hooks_do_not_raise_into_begin_end                  internal/session/session_test.go:TestHooksNeverPanicIntoSession
-//	26 finalize_survives_summary_failure                           internal/metrics/turn_test.go:TestFinalizeSurvivesSummaryFailure
+//	25 response_hooks_do_not_raise_into_begin_end  (changed)      internal/session/session_test.go:TestPanicEndsSessionNotProcess
+//	26 finalize_survives_summary_failure           (changed)      internal/metrics/turn_test.go:TestFinalizeSurvivesSummaryFailure
 //
 // Changed, and why:
 //   - #5: `turn_detected` (server-VAD barge-in) maps to barge_in, not cancel; an engine error maps
@@ -55,6 +55,11 @@ package requestclient
 //     generate() owner for the duplex state).
 //   - #23: a stamp set after the current turn opened survives its finalize: on an auto-response
 //     handoff it is the next turn's t0, which the reference wiped.
+//   - #25/#26: a panic in a hook or in the table render is a bug, not an expected event: it is
+//     not swallowed where it happens (the reference's try/except around each hook) but
+//     recovered at the goroutine's root, logged with its stack and counted in
+//     omniserve_panics_total; the session ends with an error event and reason internal_error.
+//     The turn is still finalized exactly once and its record survives.
 //   - #24: serving_time_to_first_output_ms is a real duration from the turn's arrival and is
 //     shown, instead of an epoch value that had to be hidden.
 

@@ -22,14 +22,98 @@ type ChatRequest struct {
 	Stop         []string
 	Sampling     Sampling
 	WantAudio    bool
+	// Tools, when set, are the functions the model may call and how (nil: none declared).
+	Tools *ToolSpec
 }
 
 // ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
-// and joins Text.
+// and joins Text. An assistant message may carry the ToolCalls it made; a message of role
+// "tool" is the result of the call ToolCallID.
 type ChatMessage struct {
-	Role  string
-	Text  string
-	Audio []float32
+	Role       string
+	Text       string
+	Audio      []float32
+	ToolCalls  []ToolCall
+	ToolCallID string
+}
+
+// Tool is a function the model may call; Parameters is its arguments' JSON schema (nil: none).
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  []byte
+}
+
+// Tool choices (ToolSpec.Choice): the model decides (its own call markup is parsed from the
+// stream, never released as text), never calls, must call one of the tools, or must call
+// ToolSpec.Function. A forced call is constrained by a grammar over the tools' schemas whose
+// every string, array and number is bounded, so that it always finishes within max tokens.
+const (
+	ToolChoiceAuto     = stage.ToolChoiceAuto
+	ToolChoiceNone     = stage.ToolChoiceNone
+	ToolChoiceRequired = stage.ToolChoiceRequired
+	ToolChoiceFunction = stage.ToolChoiceFunction
+)
+
+// ToolSpec is the tools of one generation and how the model may call them. Parallel lets it
+// make several calls in one reply.
+type ToolSpec struct {
+	Tools    []Tool
+	Choice   string // ToolChoice*; "" = auto
+	Function string // with ToolChoiceFunction
+	Parallel bool
+}
+
+// ToolCall is one call the model made: Index counts the reply's calls from 0, ID is call_<hex>,
+// Arguments a JSON object as text.
+type ToolCall struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// FinishToolCalls is the finish reason of a reply that ended in tool calls.
+const FinishToolCalls = stage.FinishToolCalls
+
+// ErrToolSchema reports tool parameters the tool grammar cannot follow; ErrToolBudget a max
+// tokens too small for a complete forced call.
+var (
+	ErrToolSchema = stage.ErrToolSchema
+	ErrToolBudget = stage.ErrToolBudget
+)
+
+// CheckTools checks that a forced call of spec (or each tool, when nothing is forced) has a
+// grammar within maxTokens: the errors the pipeline would give, before a request is built.
+func CheckTools(spec ToolSpec, maxTokens int) error {
+	return stage.CheckTools(spec.toStage(), maxTokens)
+}
+
+func (s *ToolSpec) toStagePtr() *stage.ToolSpec {
+	if s == nil {
+		return nil
+	}
+	out := s.toStage()
+	return &out
+}
+
+func (s ToolSpec) toStage() stage.ToolSpec {
+	out := stage.ToolSpec{Choice: s.Choice, Function: s.Function, Parallel: s.Parallel}
+	for _, t := range s.Tools {
+		out.Tools = append(out.Tools, stage.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	return out
+}
+
+func toolCallsToStage(in []ToolCall) []stage.ToolCall {
+	if in == nil {
+		return nil
+	}
+	out := make([]stage.ToolCall, len(in))
+	for i, c := range in {
+		out[i] = stage.ToolCall(c)
+	}
+	return out
 }
 
 // Limits of the sampling parameters: the engine's, as OpenAI documents them. Callers validate
@@ -99,7 +183,10 @@ type DuplexOptions struct {
 	// MaxHistoryBytes bounds the conversation's text (oldest messages dropped first); 0 =
 	// unbounded.
 	MaxHistoryBytes int
-	// The stream's endpointing VAD (the speak decision of the cascaded stage 0).
+	// The stream's endpointing VAD (the speak decision of the cascaded stage 0): the session's
+	// turn_detection, so both VADs run on the same settings. VADThreshold in (0, 1] selects the
+	// WebRTC aggressiveness (speech.VADConfig); 0 = pipeline.thinker.vad's.
+	VADThreshold                       float64
 	PrefixPaddingMs, SilenceDurationMs int
 	// Temperature and Seed override pipeline.thinker.sampling (nil = the pipeline's; without a
 	// configured seed every response draws a fresh random one).
@@ -121,6 +208,8 @@ type ResponseSpec struct {
 	Input []Message
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
+	// Tools, when set, are the functions this reply may call and how (OutToolCall outputs).
+	Tools *ToolSpec
 }
 
 // OutputKind says what a duplex Output carries.
@@ -143,6 +232,9 @@ const (
 	OutError
 	// OutUsage is the response's token accounting (Output.Usage).
 	OutUsage
+	// OutToolCall is a complete tool call of the model (Output.ToolCall); its markup never
+	// comes as OutText, nor is it spoken.
+	OutToolCall
 )
 
 // Duplex decisions (Output.Decision).
@@ -164,7 +256,8 @@ type Output struct {
 	SampleRate   int    // OutAudio: 24 kHz by default, mono
 	FinishReason string // stop | length | abort | error
 	Err          error
-	Usage        *Usage // OutUsage
+	Usage        *Usage    // OutUsage
+	ToolCall     *ToolCall // OutToolCall
 }
 
 // Usage is a duplex response's token accounting, from the engine's own counts: InputTokens is
@@ -178,11 +271,12 @@ type Usage struct {
 // toStage converts a chat request for the pipeline.
 func (r ChatRequest) toStage() stage.ChatRequest {
 	out := stage.ChatRequest{RequestID: r.RequestID, MaxTokens: r.MaxTokens, MaxTokensSet: r.MaxTokensSet,
-		Stop: r.Stop, Sampling: r.Sampling.toEngine(), WantAudio: r.WantAudio}
+		Stop: r.Stop, Sampling: r.Sampling.toEngine(), WantAudio: r.WantAudio, Tools: r.Tools.toStagePtr()}
 	if r.Messages != nil {
 		out.Messages = make([]stage.ChatMessage, len(r.Messages))
 		for i, m := range r.Messages {
-			out.Messages[i] = stage.ChatMessage{Role: m.Role, Text: m.Text, Audio: m.Audio}
+			out.Messages[i] = stage.ChatMessage{Role: m.Role, Text: m.Text, Audio: m.Audio,
+				ToolCalls: toolCallsToStage(m.ToolCalls), ToolCallID: m.ToolCallID}
 		}
 	}
 	return out
@@ -226,7 +320,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 		MaxHistoryBytes: o.MaxHistoryBytes,
 		Sampling:        base,
 	}
-	out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.PrefixPaddingMs, o.SilenceDurationMs
+	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
 		out.Sampling.Temperature = float32(*o.Temperature)
 	}
@@ -238,7 +332,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 
 // toStage converts a response spec for the pipeline.
 func (s ResponseSpec) toStage() stage.ResponseSpec {
-	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand}
+	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand, Tools: s.Tools.toStagePtr()}
 	if s.Input != nil {
 		out.Input = make([]gpu.ChatMessage, len(s.Input))
 		for i, m := range s.Input {
@@ -264,6 +358,12 @@ func outputFromStage(m stage.OutputMessage) Output {
 		o.Kind = OutAudio
 	case stage.Finished:
 		o.Kind = OutFinished
+	case stage.ToolCalled:
+		o.Kind = OutToolCall
+		if c := m.ToolCall; c != nil {
+			tc := ToolCall(*c)
+			o.ToolCall = &tc
+		}
 	case stage.Usage:
 		o.Kind = OutUsage
 		if u := m.Usage; u != nil {

@@ -50,13 +50,13 @@ func TestDuplexOptionsToStage(t *testing.T) {
 		want stage.DuplexOptions
 	}{
 		{"the pipeline's sampling", DuplexOptions{Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
-			MaxHistoryBytes: 1000, PrefixPaddingMs: 300, SilenceDurationMs: 500},
+			MaxHistoryBytes: 1000, VADThreshold: 0.9, PrefixPaddingMs: 300, SilenceDurationMs: 500},
 			stage.DuplexOptions{RequestID: "rid", Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
 				MaxHistoryBytes: 1000, Sampling: base}},
 		{"temperature and seed override it", DuplexOptions{Temperature: &temp, Seed: &seed},
 			stage.DuplexOptions{RequestID: "rid", Sampling: gpu.Sampling{Temperature: 0.25, TopP: 0.95, TopK: 20, Seed: 42}}},
 	}
-	tests[0].want.VAD.PrefixPaddingMs, tests[0].want.VAD.SilenceDurationMs = 300, 500
+	tests[0].want.VAD.Threshold, tests[0].want.VAD.PrefixPaddingMs, tests[0].want.VAD.SilenceDurationMs = 0.9, 300, 500
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -97,6 +97,15 @@ func (s *Server) buildPipeline(context.Context) error {
 	id := s.names.ID()
 	collectors := metrics.NewCollectors(s.reg, id)
 	collectors.InitStages(p.NumStages())
+	s.countPanic = collectors.CountPanic
+	if eng := s.parts.Engine; eng != nil {
+		eng.SetPanicCounter(collectors.CountPanic)
+		collectors.SetEngineKV(func() metrics.EngineKV {
+			st := eng.KVStats()
+			return metrics.EngineKV{Cells: st.Cells, CellsHeld: st.CellsHeld, Sequences: st.Sequences, FullEvents: st.FullEvents}
+		})
+		s.checkKVPlan(eng.KVStats())
+	}
 	collectors.SetStageLoad(func() []metrics.StageLoad {
 		var out []metrics.StageLoad
 		for _, l := range p.Load() {
@@ -139,19 +148,20 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	// pipeline.thinker.vad is the server_vad default of every realtime session.
 	vad := s.pipelineCfg.Thinker.VAD
 	mgr := session.NewManager(session.ManagerConfig{
-		MaxSessions:          s.cfg.Server.MaxSessions,
-		DrainGrace:           s.cfg.Server.EffectiveDrainGrace(),
-		MaxIdleTimeout:       s.cfg.Server.MaxIdleTimeout,
-		IdleTimeout:          s.cfg.EffectiveIdleTimeout(),
-		TurnDetection:        &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
-		ResumeGrace:          s.cfg.Realtime.ResumeGrace,
-		Metrics:              s.parts.Client.Collectors(),
-		ModelName:            s.names.ID(),
-		AcceptModel:          s.acceptModel,
-		ServedModels:         s.models,
-		MaxInstructionsBytes: s.cfg.Server.MaxInstructionsBytes,
-		MaxInboxBytes:        s.cfg.Server.SessionInboxBytes,
-		MaxHistoryBytes:      s.cfg.Server.SessionHistoryBytes,
+		MaxSessions:            s.cfg.Server.MaxSessions,
+		DrainGrace:             s.cfg.Server.EffectiveDrainGrace(),
+		MaxIdleTimeout:         s.cfg.Server.MaxIdleTimeout,
+		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
+		TurnDetection:          &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
+		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
+		Metrics:                s.parts.Client.Collectors(),
+		ModelName:              s.names.ID(),
+		AcceptModel:            s.acceptModel,
+		ServedModels:           s.models,
+		MaxInstructionsBytes:   s.cfg.Server.MaxInstructionsBytes,
+		MaxInboxBytes:          s.cfg.Server.SessionInboxBytes,
+		MaxHistoryBytes:        s.cfg.Server.SessionHistoryBytes,
+		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
 	s.realtime = realtime.NewHandler(realtime.HandlerConfig{
@@ -222,4 +232,20 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// checkKVPlan warns at start-up when the engine's sequences may outgrow its shared KV cache:
+// every realtime session holds one sequence for its life, so max_sessions sequences (at most
+// engine.max_sequences) of up to seq_context cells each must fit engine.context_size, or a
+// busy server truncates conversations under load (omniserve_engine_kv_cache_full_total).
+func (s *Server) checkKVPlan(kv gpu.KVStats) {
+	seqs := min(kv.MaxSequences, max(s.cfg.Server.MaxSessions, 1))
+	need := seqs * kv.SeqContext
+	if need <= kv.Cells {
+		s.log.Info("KV cache plan fits", zap.Int("sequences", seqs), zap.Int("seq_context", kv.SeqContext), zap.Int("cells", kv.Cells))
+		return
+	}
+	s.log.Warn("KV cache plan does not fit: under full load the longest conversations are truncated",
+		zap.Int("sequences", seqs), zap.Int("seq_context", kv.SeqContext), zap.Int("cells_needed", need),
+		zap.Int("cells", kv.Cells), zap.String("fix", "raise engine.context_size, or lower server.max_sessions or engine.max_sequences"))
 }

@@ -78,10 +78,11 @@ type Server struct {
 	names       modelNames // what the model answers to; models is names.Listed()
 	pipelineCfg stage.PipelineConfig
 	parts       Parts
-	chat        http.Handler // nil until built: the router answers 503
-	realtime    http.Handler // nil until built
-	transcribe  http.Handler // nil until built
-	speech      http.Handler // nil until built, and without a talker stage
+	chat        http.Handler           // nil until built: the router answers 503
+	countPanic  func(component string) // nil until the collectors exist
+	realtime    http.Handler           // nil until built
+	transcribe  http.Handler           // nil until built
+	speech      http.Handler           // nil until built, and without a talker stage
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser
@@ -223,6 +224,7 @@ func (s *Server) router() http.Handler {
 		Speech:         s.speech,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}),
 		MaxBodyBytes:   s.cfg.Server.MaxBodyBytes,
+		CountPanic:     s.countPanic,
 	})
 }
 

@@ -27,7 +27,7 @@ type Backend interface {
 	Open(ctx context.Context, f requestclient.Fence, opts OpenOptions, out func(requestclient.Output)) (Engine, error)
 }
 
-// Engine is the per-session engine handle (the DuplexRequestClient). out is called from engine
+// Engine is the per-session engine handle (requestclient.DuplexRequest behind the pipeline backend). out is called from engine
 // goroutines and must not block; the session queues outputs for its actor.
 type Engine interface {
 	AppendAudio(ctx context.Context, pcm16k []float32) error

@@ -1,5 +1,7 @@
 package session
 
+import "github.com/omniserve/omniserve/internal/requestclient"
+
 // Command is one decoded client event, handed by internal/realtime to the session actor. Every
 // command carries the client's event_id so that errors can echo it.
 type Command interface {
@@ -61,6 +63,12 @@ type CreateResponse struct {
 	Conversation string
 	// Input replaces the conversation as the response's context when non-nil (empty: none).
 	Input []InputItem
+	// ToolsSet: the response declares its own tools (replacing the session's); ToolChoice
+	// and ParallelToolCalls override the session's for this response.
+	ToolsSet          bool
+	Tools             []requestclient.Tool
+	ToolChoice        *ToolChoice
+	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.
 	Unsupported string
 }
@@ -79,6 +87,9 @@ type CreateItem struct {
 	Role           string
 	Text           string
 	Audio          []byte // decoded input_audio part, in the session's input format
+	// ItemType "function_call_output" answers the call CallID with Output (tools.go).
+	ItemType       string
+	CallID, Output string
 }
 
 // DeleteItem is conversation.item.delete.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func SemanticSilenceMs(eagerness string) int {
 	return 500 // medium, auto
 }
 
-// Overlap policies (the reference's names): what input during an active response does.
+// Overlap policies (vllm-omni's names): what input during an active response does.
 const (
 	PolicyBargeIn    = "barge_in_on_speech"
 	PolicyListenOnly = "listen_only"
@@ -81,14 +82,20 @@ const (
 
 // Config is the effective configuration of one session.
 type Config struct {
-	Model           string
-	Modalities      []string
-	Instructions    string
-	Voice           string
-	InputFormat     AudioFormat
-	OutputFormat    AudioFormat
-	TurnDetection   *TurnDetection
-	Transcription   bool // audio.input.transcription is set: transcription events are sent
+	Model         string
+	Modalities    []string
+	Instructions  string
+	Voice         string
+	InputFormat   AudioFormat
+	OutputFormat  AudioFormat
+	TurnDetection *TurnDetection
+	Transcription bool // audio.input.transcription is set: transcription events are sent
+	// NoiseReduction is the input's noise reduction ("" = off, speech.NoiseNearField or
+	// speech.NoiseFarField), applied before the VAD and the ASR.
+	NoiseReduction string
+	// Tools are the functions the model may call, and ToolChoice how (tools.go).
+	Tools           []requestclient.Tool
+	ToolChoice      ToolChoice
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -156,12 +163,20 @@ type ConfigPatch struct {
 	TurnDetection    *TurnDetectionPatch // nil with TurnDetectionSet = null
 	TranscriptionSet bool                // audio.input.transcription was present
 	Transcription    bool                // it was an object (not null)
-	Type             *string             // GA session.type
-	IdleTimeoutS     *float64
-	AutoResponse     *bool
-	MaxOutputTokens  *int // 0 = unlimited
-	Temperature      *float64
-	Seed             *uint32
+	// NoiseReductionSet: audio.input.noise_reduction was present; NoiseReduction is its type
+	// (speech.NoiseNearField or speech.NoiseFarField), "" for null.
+	NoiseReductionSet bool
+	NoiseReduction    string
+	Type              *string // GA session.type
+	IdleTimeoutS      *float64
+	AutoResponse      *bool
+	MaxOutputTokens   *int // 0 = unlimited
+	Temperature       *float64
+	Seed              *uint32
+	// ToolsSet: tools was present (empty clears them); ToolChoice is tool_choice.
+	ToolsSet   bool
+	Tools      []requestclient.Tool
+	ToolChoice *ToolChoice
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -220,6 +235,28 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
 	}
+	if p.ToolsSet || p.ToolChoice != nil {
+		tools, choice := cfg.Tools, cfg.ToolChoice
+		if p.ToolsSet {
+			tools = p.Tools
+		}
+		if p.ToolChoice != nil {
+			choice = *p.ToolChoice
+		}
+		if fe := checkTools(tools, choice, 0, "session"); fe != nil {
+			return cfg, fe
+		}
+		cfg.Tools, cfg.ToolChoice = tools, choice
+	}
+	if p.NoiseReductionSet {
+		switch p.NoiseReduction {
+		case "", speech.NoiseNearField, speech.NoiseFarField:
+			cfg.NoiseReduction = p.NoiseReduction
+		default:
+			return cfg, &FieldError{"invalid_value", "session.audio.input.noise_reduction.type",
+				fmt.Sprintf("noise_reduction type %q is not supported (near_field or far_field)", p.NoiseReduction)}
+		}
+	}
 	if p.TurnDetectionSet {
 		if p.TurnDetection == nil {
 			cfg.TurnDetection = nil
@@ -267,7 +304,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	return cfg, nil
 }
 
-// NormalizeInputFormat maps the aliases the reference accepts (audio/pcm, pcm, s16le, f32le,
+// NormalizeInputFormat maps the aliases vllm-omni accepts (audio/pcm, pcm, s16le, f32le,
 // ulaw, mulaw, alaw, ...) to canonical names and checks the rate.
 func NormalizeInputFormat(f AudioFormat) (AudioFormat, error) {
 	t := strings.ToLower(strings.TrimSpace(f.Type))

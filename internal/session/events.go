@@ -53,6 +53,6 @@ func ErrorType(code string) string {
 	return "invalid_request_error"
 }
 
-// finishedReasonForCancel maps a cancel source to the logged finished_reason (the reference's
+// finishedReasonForCancel maps a cancel source to the logged finished_reason (vllm-omni's
 // table, with internal/metrics' corrections for server-VAD barge-in and engine errors).
 func finishedReasonForCancel(source string) string { return metrics.FinishedReasonForCancel(source) }

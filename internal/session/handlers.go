@@ -146,6 +146,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	}
 	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
+	s.applyNoiseReduction()
 	s.resetIdle()
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
@@ -195,6 +196,9 @@ func (s *Session) maxTokensWire(n int) any {
 	if n > 0 {
 		return n
 	}
+	if d := s.m.cfg.DefaultMaxOutputTokens; d > 0 {
+		return d // what the engine applies to "inf": the session tells the limit in force
+	}
 	return "inf"
 }
 
@@ -231,7 +235,7 @@ func (s *Session) publicSession() map[string]any {
 	}
 	sess := map[string]any{
 		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
-		"instructions": s.cfg.Instructions, "tools": []any{}, "tool_choice": "auto",
+		"instructions": s.cfg.Instructions, "tools": toolsWire(s.cfg.Tools), "tool_choice": toolChoiceWire(s.cfg.ToolChoice),
 		"expires_at": s.expiresAt.Unix(),
 		// omniserve extensions
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
@@ -251,7 +255,7 @@ func (s *Session) publicSession() map[string]any {
 		sess["input_audio_format"] = betaFormat(s.cfg.InputFormat)
 		sess["output_audio_format"] = betaFormat(s.cfg.OutputFormat)
 		sess["input_audio_transcription"] = s.transcriptionWire()
-		sess["input_audio_noise_reduction"] = nil
+		sess["input_audio_noise_reduction"] = s.noiseReductionWire()
 		sess["turn_detection"] = tdAny
 		sess["max_response_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
 		temp := 0.8
@@ -272,7 +276,7 @@ func (s *Session) publicSession() map[string]any {
 	sess["include"] = nil
 	sess["audio"] = map[string]any{
 		"input": map[string]any{"format": wireFormat(s.cfg.InputFormat), "transcription": s.transcriptionWire(),
-			"noise_reduction": nil, "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
+			"noise_reduction": s.noiseReductionWire(), "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
 		"output": map[string]any{"format": wireFormat(s.cfg.OutputFormat), "voice": s.cfg.Voice, "speed": 1.0},
 	}
 	return sess
@@ -296,6 +300,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	if len(pcm) == 0 {
 		return
 	}
+	s.denoiseInput(pcm)
 	s.inputMs += float64(len(pcm)) * 1000 / EngineRate
 	vr := s.detectSpeech(pcm)
 	if vr.started {
@@ -308,7 +313,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
 			if m := turnStats(s.engine); m != nil {
 				lat := s.m.cfg.WallClock() - onset
-				s.safeHook("observe_barge_in", func() { m.ObserveBargeIn(lat) })
+				m.ObserveBargeIn(lat)
 			}
 		}
 	}
@@ -349,7 +354,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if vr.started && s.onsetAt > 0 {
 			at = s.onsetAt
 		}
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
+		s.engine.MarkTurnArrival(at)
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
@@ -381,7 +386,7 @@ func (s *Session) forwardInput() {
 		if at <= 0 {
 			at = s.m.cfg.WallClock()
 		}
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(at) })
+		s.engine.MarkTurnArrival(at)
 	}
 	for s.inputFwd < len(s.inputBuf) {
 		if err := s.engine.AppendAudio(s.engineCtx, s.inputBuf[s.inputFwd]); err != nil {
@@ -417,7 +422,7 @@ func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
 	if m := turnStats(s.engine); m != nil {
-		s.safeHook("clear_turn_input", m.ClearTurnInput)
+		m.ClearTurnInput()
 	}
 }
 
@@ -432,7 +437,7 @@ func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	if !respond {
 		return s.commit(eventID, nil)
 	}
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat}
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.sessionTools()}
 	return s.commit(eventID, &o)
 }
 
@@ -451,9 +456,9 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		if !s.ensureEngine(eventID) {
 			return false
 		}
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
 		if m := turnStats(s.engine); m != nil {
-			s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+			m.MarkInputEnd(s.m.cfg.WallClock())
 		}
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
@@ -491,9 +496,9 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
-	s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(started) })
+	s.engine.MarkTurnArrival(started)
 	if m := turnStats(s.engine); m != nil {
-		s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+		m.MarkInputEnd(s.m.cfg.WallClock())
 	}
 	var r *response
 	var ro respOptions
@@ -563,6 +568,9 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
 	}
 	if fe := s.resolveSpec(c, &o); fe != nil {
+		return o, fe
+	}
+	if fe := s.resolveTools(c, &o); fe != nil {
 		return o, fe
 	}
 	if c.Modalities != nil {
@@ -653,6 +661,10 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 }
 
 func (s *Session) handleCreateItem(c *CreateItem) {
+	if c.ItemType == "function_call_output" {
+		s.createFunctionOutput(c)
+		return
+	}
 	role := c.Role
 	if role != "user" && role != "system" && role != "assistant" {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
@@ -699,7 +711,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++
-		s.safeHook("mark_turn_arrival", func() { s.engine.MarkTurnArrival(s.m.cfg.WallClock()) })
+		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
 	}
 	eng := s.engine
 	text := c.Text

@@ -14,6 +14,8 @@ type item struct {
 	ResponseID             string
 	Transcript             string
 	Truncated              bool // conversation.item.truncate cut it: its transcript is gone
+	// function_call (CallID, Name, Arguments) and function_call_output (CallID, Output) items.
+	CallID, Name, Arguments, Output string
 }
 
 func newItemID() string {
@@ -24,6 +26,14 @@ func newItemID() string {
 
 // wire is the item as GA (output_audio / output_text parts) or beta (audio / text) spell it.
 func (it *item) wire(beta bool) map[string]any {
+	switch it.Type {
+	case "function_call":
+		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
+			"call_id": it.CallID, "name": it.Name, "arguments": it.Arguments}
+	case "function_call_output":
+		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
+			"call_id": it.CallID, "output": it.Output}
+	}
 	var content []any
 	switch {
 	case it.Role == "assistant" && it.Audio:
@@ -125,3 +135,8 @@ func (s *Session) removeItem(id string) bool {
 	}
 	return false
 }
+
+// rawJSON is JSON kept as written (a tool's parameters schema) in an event's fields.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }

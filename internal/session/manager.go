@@ -1,6 +1,3 @@
-// Package session implements the Session actor: the per-connection turn state machine,
-// epoch fence, begin/end response with its metrics hooks, overlap (barge-in) policy, output pacing,
-// timeouts, and admission of sessions.
 package session
 
 import (
@@ -41,6 +38,10 @@ type ManagerConfig struct {
 	// MaxHistoryBytes bounds the conversation's text; past it the oldest items are dropped
 	// (conversation.item.deleted). Default DefaultMaxHistoryBytes.
 	MaxHistoryBytes int
+	// DefaultMaxOutputTokens is the reply limit the engine applies when a session sets none
+	// or "inf" (pipeline.thinker.max_tokens): the session reports it, so a client sees the
+	// limit that cuts its replies. 0: unknown, reported as "inf".
+	DefaultMaxOutputTokens int
 	// MaxInstructionsBytes bounds session and per-response instructions (error
 	// string_above_max_length). Default DefaultMaxInstructionsBytes.
 	MaxInstructionsBytes int
@@ -109,6 +110,10 @@ func (c ManagerConfig) WithDefaults() ManagerConfig {
 type ManagerMetrics interface {
 	// AddDetachedSessions moves the gauge of sessions waiting for a resume.
 	AddDetachedSessions(delta int)
+	// CountPanic counts a panic recovered at the root of a session goroutine.
+	CountPanic(component string)
+	// CountEviction counts a detached session ended to admit a new client.
+	CountEviction()
 }
 
 // Admission errors.
@@ -129,8 +134,12 @@ type Manager struct {
 	drainStart time.Time // when Drain ran
 	sessions   map[*Session]struct{}
 	byID       map[string]*Session
-	detached   int
-	idle       chan struct{} // closed and replaced when active drops to 0 during shutdown
+	// detached are the sessions waiting for a resume, with when they lost their connection;
+	// evicting those told to give their slot to a new client (Acquire).
+	detached map[*Session]time.Time
+	evicting map[*Session]bool
+	idle     chan struct{} // closed and replaced when active drops to 0 during shutdown
+	freed    chan struct{} // closed and replaced whenever a slot is released
 }
 
 // NewManager returns a Manager; log may be nil.
@@ -144,7 +153,10 @@ func NewManager(cfg ManagerConfig, backend Backend, log *zap.Logger) *Manager {
 		log:      log.Named("session"),
 		sessions: make(map[*Session]struct{}),
 		byID:     make(map[string]*Session),
+		detached: make(map[*Session]time.Time),
+		evicting: make(map[*Session]bool),
 		idle:     make(chan struct{}),
+		freed:    make(chan struct{}),
 	}
 }
 
@@ -168,17 +180,61 @@ type Slot struct {
 }
 
 // Acquire takes a slot or fails with ErrCapacity / ErrShuttingDown.
-func (m *Manager) Acquire() (*Slot, error) {
+//
+// A session kept for a resume never keeps a live client out: when every slot is taken and one
+// of them is held by a detached session, the oldest detached session is ended (reason
+// ReasonEvicted: its turn is finalized as a close, a later resume finds no session) and the new
+// client waits for its slot, at most until ctx ends.
+func (m *Manager) Acquire(ctx context.Context) (*Slot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closing {
-		return nil, ErrShuttingDown
+	for {
+		if m.closing {
+			return nil, ErrShuttingDown
+		}
+		if m.active < m.cfg.MaxSessions {
+			m.active++
+			return &Slot{m: m}, nil
+		}
+		if !m.evictOldestLocked() {
+			return nil, fmt.Errorf("%w: limit=%d", ErrCapacity, m.cfg.MaxSessions)
+		}
+		freed := m.freed
+		m.mu.Unlock()
+		select {
+		case <-freed:
+			m.mu.Lock()
+		case <-ctx.Done():
+			m.mu.Lock()
+			return nil, fmt.Errorf("%w: limit=%d, waiting for an evicted session: %w", ErrCapacity, m.cfg.MaxSessions, context.Cause(ctx))
+		}
 	}
-	if m.active >= m.cfg.MaxSessions {
-		return nil, fmt.Errorf("%w: limit=%d", ErrCapacity, m.cfg.MaxSessions)
+}
+
+// evictOldestLocked tells the oldest detached session not already told to end; it reports
+// whether a slot is on its way (an eviction started now or earlier).
+func (m *Manager) evictOldestLocked() bool {
+	var oldest *Session
+	var at time.Time
+	for s, t := range m.detached {
+		if m.evicting[s] {
+			continue
+		}
+		if oldest == nil || t.Before(at) {
+			oldest, at = s, t
+		}
 	}
-	m.active++
-	return &Slot{m: m}, nil
+	if oldest == nil {
+		return len(m.evicting) > 0
+	}
+	m.evicting[oldest] = true
+	oldest.Stop(ReasonEvicted)
+	m.log.Info("evicting the oldest detached session for a new client", zap.String("session_id", oldest.id),
+		zap.Duration("detached_for", m.cfg.Now().Sub(at)))
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.CountEviction()
+	}
+	return true
 }
 
 // Release returns the slot.
@@ -190,6 +246,8 @@ func (s *Slot) Release() {
 		m := s.m
 		m.mu.Lock()
 		m.active--
+		close(m.freed)
+		m.freed = make(chan struct{})
 		if m.active == 0 && m.closing {
 			close(m.idle)
 			m.idle = make(chan struct{})
@@ -247,15 +305,27 @@ func (m *Manager) ResumeGrace() time.Duration { return m.cfg.ResumeGrace }
 func (m *Manager) Detached() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.detached
+	return len(m.detached)
 }
 
-func (m *Manager) detachedDelta(d int) {
+// setDetached records that s lost its connection at at (on) or was resumed or ended (off).
+func (m *Manager) setDetached(s *Session, on bool, at time.Time) {
 	m.mu.Lock()
-	m.detached += d
+	_, was := m.detached[s]
+	if on {
+		m.detached[s] = at
+	} else {
+		delete(m.detached, s)
+		delete(m.evicting, s)
+	}
 	m.mu.Unlock()
-	if m.cfg.Metrics != nil {
-		m.cfg.Metrics.AddDetachedSessions(d)
+	if m.cfg.Metrics == nil || was == on {
+		return
+	}
+	if on {
+		m.cfg.Metrics.AddDetachedSessions(1)
+	} else {
+		m.cfg.Metrics.AddDetachedSessions(-1)
 	}
 }
 

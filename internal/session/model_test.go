@@ -60,3 +60,23 @@ func TestUpdateModelNames(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxOutputTokensTruthful: a session that sets no limit, or "inf", reports the limit the
+// engine applies (pipeline.thinker.max_tokens), not "inf".
+func TestMaxOutputTokensTruthful(t *testing.T) {
+	t.Parallel()
+	m := NewManager(ManagerConfig{MaxSessions: 1, DefaultMaxOutputTokens: 256}, &fakeBackend{&fakeEngine{t: t}}, zap.NewNop())
+	sk := &sink{ch: make(chan Event, 1024)}
+	s, wait := runSession(t, m, Options{}, sk, manual16k)
+	limit := func(ev Event) any { return ev.Fields["session"].(map[string]any)["max_output_tokens"] }
+	sk.mu.Lock()
+	require.Equal(t, 256, limit(sk.events[len(sk.events)-1]))
+	sk.mu.Unlock()
+	ctx := context.Background()
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Patch: ConfigPatch{MaxOutputTokens: ptr(100)}}))
+	require.Equal(t, 100, limit(sk.until(t, "session.updated")))
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Patch: ConfigPatch{MaxOutputTokens: ptr(0)}}))
+	require.Equal(t, 256, limit(sk.until(t, "session.updated")), `"inf" is the engine's limit`)
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	wait()
+}

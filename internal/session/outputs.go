@@ -28,7 +28,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		s.sendEngineError("runtime_append_failed", errString(o.Err), "", o.Err)
 		return
 	}
-	if o.Kind == requestclient.OutDecision && o.Decision == "listen" && s.aheadListens > 0 {
+	if o.Kind == requestclient.OutDecision && o.Decision == requestclient.DecisionListen && s.aheadListens > 0 {
 		s.aheadListens-- // an append forwarded ahead of its commit: internal, as before
 		return
 	}
@@ -43,7 +43,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		return // a turn that is already over: cancelled or done
 	}
 	r := s.resp
-	turnOutput := o.Kind != requestclient.OutDecision || o.Decision == "speak"
+	turnOutput := o.Kind != requestclient.OutDecision || o.Decision == requestclient.DecisionSpeak
 	if r != nil && turnOutput && r.stageTurn >= 0 && o.Turn > r.stageTurn {
 		// The engine moved to a newer turn while this response was open (auto-response handoff):
 		// the old response ends as completed with what was sent.
@@ -54,13 +54,13 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	}
 	if o.Kind == requestclient.OutDecision {
 		switch o.Decision {
-		case "listen":
+		case requestclient.DecisionListen:
 			if r == nil {
 				s.send(Event{Type: "response.listen", Epoch: s.epoch, Fields: map[string]any{
 					"session_id": s.id, "epoch": s.epoch, "turn": o.Turn,
 					"response": map[string]any{"object": "realtime.response", "status": "listening"}}})
 			}
-		case "speak":
+		case requestclient.DecisionSpeak:
 			if r == nil && s.autoResponse() {
 				r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
 			}

@@ -29,6 +29,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		WantAudio:         o.WantAudio,
 		MaxTokens:         o.MaxTokens,
 		MaxHistoryBytes:   o.MaxHistoryBytes,
+		VADThreshold:      o.VADThreshold,
 		PrefixPaddingMs:   o.PrefixPaddingMs,
 		SilenceDurationMs: o.SilenceDurationMs,
 		Temperature:       o.Temperature, // nil: pipeline.thinker.sampling's

@@ -32,6 +32,7 @@ type sentFrame struct {
 }
 
 type response struct {
+	calls      []*item // the function_call items the reply made (tools.go)
 	id, itemID string
 	epoch      int
 	turnID     int
@@ -82,9 +83,11 @@ type respOptions struct {
 	metadata  map[string]string
 	// Per-response context (response_spec.go): nil / false = the session's and the conversation.
 	instructions *string
-	input        []Message
+	input        []requestclient.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
+	// tools are the functions the reply may call (nil: none); set on the actor.
+	tools *requestclient.ToolSpec
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -123,17 +126,6 @@ func (r *response) neverStarts() bool {
 	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
 }
 
-// safeHook runs a metrics hook; a panic is logged and never reaches the session: metrics must
-// never break a turn's state transitions.
-func (s *Session) safeHook(name string, fn func()) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("turn metrics hook panicked", zap.String("hook", name), zap.Any("panic", p))
-		}
-	}()
-	fn()
-}
-
 // beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
 // response.created sequence.
 func (s *Session) beginResponse(stageTurn, maxTokens int) *response {
@@ -153,10 +145,8 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
-		s.safeHook("begin_turn", func() {
-			arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
-			s.engine.BeginTurn(r.id, r.turnID, arrival)
-		})
+		arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+		s.engine.BeginTurn(r.id, r.turnID, arrival)
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it
@@ -261,18 +251,18 @@ func (s *Session) endResponse(reason string) *response {
 	}
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
-			s.safeHook("set_turn_delivered", func() { m.SetTurnDelivered(r.sentMs, r.underrunMs) })
+			m.SetTurnDelivered(r.sentMs, r.underrunMs)
 		}
 		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
-			s.safeHook("set_turn_played", func() { m.SetTurnPlayed(r.ackedMs) })
+			m.SetTurnPlayed(r.ackedMs)
 		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
-			s.safeHook("set_turn_detached", func() { m.SetTurnDetached(r.detachedMs) })
+			m.SetTurnDetached(r.detachedMs)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
 			s.finalizeUnstarted(u, reason)
 		} else {
-			s.safeHook("finalize_turn", func() { s.engine.FinalizeTurn(reason) })
+			s.engine.FinalizeTurn(reason)
 		}
 	}
 	return r
@@ -284,7 +274,7 @@ func (s *Session) endResponse(reason string) *response {
 // behind the input's own jobs reports settled. Without room for that job the engine's drain
 // bound finalizes the turn.
 func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
-	s.safeHook("finalize_turn", func() { u.FinalizeUnstartedTurn(reason) })
+	u.FinalizeUnstartedTurn(reason)
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		if err := u.SettleInput(ctx); err != nil {
 			s.log.Debug("settling the input of a cancelled response", zap.Error(err))
@@ -323,6 +313,10 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		if o.Usage != nil {
 			u := *o.Usage
 			r.engineUsage = &u
+		}
+	case requestclient.OutToolCall:
+		if o.ToolCall != nil {
+			s.emitFunctionCall(r, o.ToolCall)
 		}
 	case requestclient.OutFinished:
 		r.finished = true
@@ -434,6 +428,8 @@ func (s *Session) completeResponse(r *response) {
 	case "abort":
 		status, reason = "cancelled", "abort"
 		details = map[string]any{"type": "cancelled", "reason": "abort"}
+	case requestclient.FinishToolCalls:
+		reason = requestclient.FinishToolCalls // completed, logged as a turn that ended in calls
 	}
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
@@ -507,6 +503,9 @@ func (s *Session) emitDone(r *response, status string, details any) {
 	u := r.usage()
 	if !r.ownInput && r.engineUsage != nil {
 		s.lastUsage = u // what the next response finds cached
+	}
+	for _, c := range r.calls {
+		output = append(output, c.wire(s.opts.Beta))
 	}
 	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
 		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})

@@ -15,42 +15,23 @@ type InputItem struct {
 	Ref        string
 }
 
-// Message is one message of a response's own context.
-type Message struct{ Role, Text string }
-
-// ResponseSpec is a response with per-response options beyond its length.
-type ResponseSpec struct {
-	MaxTokens int
-	// Instructions override the session's for this response only (nil = the session's).
-	Instructions *string
-	// Input replaces the conversation as the response's context (nil = the conversation).
-	Input []Message
-	// OutOfBand keeps the reply out of the conversation (conversation "none").
-	OutOfBand bool
-}
-
 // SpecResponder is implemented by engines that run responses with per-response options.
 type SpecResponder interface {
-	RespondWith(ctx context.Context, spec ResponseSpec) (int, error)
+	RespondWith(ctx context.Context, spec requestclient.ResponseSpec) (int, error)
 }
 
 // ErrSpecUnsupported reports per-response options on an engine without SpecResponder.
 var ErrSpecUnsupported = errors.New("per-response instructions, input and conversation \"none\" are not supported by this engine")
 
 // RespondWith implements SpecResponder.
-func (e pipelineEngine) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
-	rs := requestclient.ResponseSpec{MaxTokens: spec.MaxTokens, Instructions: spec.Instructions, OutOfBand: spec.OutOfBand}
-	if spec.Input != nil {
-		rs.Input = make([]requestclient.Message, len(spec.Input))
-		for i, m := range spec.Input {
-			rs.Input[i] = requestclient.Message{Role: m.Role, Text: m.Text}
-		}
-	}
-	return e.d.RespondWith(ctx, rs)
+func (e pipelineEngine) RespondWith(ctx context.Context, spec requestclient.ResponseSpec) (int, error) {
+	return e.d.RespondWith(ctx, spec)
 }
 
 // special reports whether the response needs more of the engine than Respond.
-func (o respOptions) special() bool { return o.instructions != nil || o.outOfBand || o.input != nil }
+func (o respOptions) special() bool {
+	return o.instructions != nil || o.outOfBand || o.input != nil || o.tools != nil
+}
 
 // respond starts the engine response of o on eng (run from a job, off the actor).
 func (o respOptions) respond(ctx context.Context, eng Engine) (int, error) {
@@ -61,7 +42,7 @@ func (o respOptions) respond(ctx context.Context, eng Engine) (int, error) {
 	if !ok {
 		return 0, ErrSpecUnsupported
 	}
-	return sr.RespondWith(ctx, ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand})
+	return sr.RespondWith(ctx, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 
 // resolveSpec fills o's instructions, conversation and input from response.create, each
@@ -77,13 +58,13 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 	if c.Input == nil {
 		return nil
 	}
-	o.input = []Message{} // present: replaces the conversation, even when empty
+	o.input = []requestclient.Message{} // present: replaces the conversation, even when empty
 	for i, in := range c.Input {
 		if in.Ref == "" {
 			if in.Role != "user" && in.Role != "system" && in.Role != "assistant" {
 				return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
 			}
-			o.input = append(o.input, Message{Role: in.Role, Text: in.Text})
+			o.input = append(o.input, requestclient.Message{Role: in.Role, Text: in.Text})
 			continue
 		}
 		it := s.findItem(in.Ref)
@@ -100,7 +81,7 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 			continue
 		}
 		o.inputAudio += it.audioTokens()
-		o.input = append(o.input, Message{Role: it.Role, Text: text})
+		o.input = append(o.input, requestclient.Message{Role: it.Role, Text: text})
 	}
 	return nil
 }

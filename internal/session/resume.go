@@ -126,7 +126,7 @@ func (s *Session) detach(gen int) {
 	}
 	s.detached = true
 	s.detachedAt = s.m.cfg.Now()
-	s.m.detachedDelta(1)
+	s.m.setDetached(s, true, s.detachedAt)
 	stopTimer(s.paceTimer)
 	s.stopIdleTimeout()
 	stopTimer(s.idleTimer) // the grace bounds a detached session, not the idle timeout
@@ -153,7 +153,7 @@ func (s *Session) resume(call resumeCall) {
 	if s.detached {
 		gap = s.m.cfg.Now().Sub(s.detachedAt)
 		s.detached = false
-		s.m.detachedDelta(-1)
+		s.m.setDetached(s, false, time.Time{})
 		stopTimer(s.graceTimer)
 		if r := s.resp; r != nil {
 			// Delivery was paused for the gap: the playback clock resumes where it stopped, and

@@ -38,10 +38,15 @@ const (
 	ReasonTimeout     = "timeout"
 	ReasonShutdown    = "shutdown"
 	ReasonSlowClient  = "slow_client"
-	ReasonEngineError = "engine_error"
+	// ReasonInternalError ends a session whose actor or job goroutine panicked: the panic is
+	// logged with its stack and counted (omniserve_panics_total), the client gets an error
+	// event, and the open turn is finalized as an abort.
+	ReasonInternalError = "internal_error"
+	// ReasonEvicted ends a detached session whose slot a new client needs (Manager.Acquire).
+	ReasonEvicted = "evicted"
 )
 
-// Turn states, named as in the reference's Session.
+// Turn states, named as in vllm-omni's Session.
 const (
 	TurnIdle                = "idle"
 	TurnUserSpeaking        = "user_speaking"
@@ -107,8 +112,9 @@ type Session struct {
 	jobsOut      int // jobs submitted whose result has not come back
 	pendingIn    int // committed user inputs not yet answered
 	items        []*item
-	vad          *speech.VAD   // server_vad's overlap detector, created on the first append
-	vadTD        TurnDetection // the settings vad was created with
+	vad          *speech.VAD      // server_vad's overlap detector, created on the first append
+	denoise      *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
+	vadTD        TurnDetection    // the settings vad was created with
 	// vadMarks remembers when the last appends reached vad (stream ms at their end, wall time),
 	// so a speech onset the VAD reports later is stamped with the receipt of its own append.
 	vadMarks    [16]vadMark
@@ -267,19 +273,16 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
+	defer s.closeDenoise()
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
 	defer s.graceTimer.Stop()
-	defer func() {
-		if s.detached {
-			s.m.detachedDelta(-1)
-		}
-	}()
+	defer s.m.setDetached(s, false, time.Time{})
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); s.runJobs(jobCtx) }()
+	go func() { defer wg.Done(); s.guardedJobs(jobCtx) }()
 	s.engineCtx = jobCtx
 
 	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
@@ -297,13 +300,46 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	} else {
 		s.emitCreated()
 	}
-	reason = s.loop(ctx)
+	reason = s.guardedLoop(ctx)
 	s.shutdown(reason, func() {
 		// No engine job may run after the engine is closed.
 		cancelJobs()
 		wg.Wait()
 	})
 	return reason
+}
+
+// guardedLoop is the actor's root: a panic in the actor ends this session, not the process.
+// The session's state may be half-updated, so it is closed rather than continued.
+func (s *Session) guardedLoop(ctx context.Context) (reason string) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered("session", p)
+			s.sendError("server_error", "internal error: the session ended", "", "")
+			reason = ReasonInternalError
+		}
+	}()
+	return s.loop(ctx)
+}
+
+// guardedJobs is the job goroutine's root: a panic there is logged and counted, and the actor
+// is told to end the session (its results would otherwise never arrive).
+func (s *Session) guardedJobs(ctx context.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered("session_jobs", p)
+			s.Stop(ReasonInternalError)
+		}
+	}()
+	s.runJobs(ctx)
+}
+
+// recovered logs a panic recovered at a goroutine root, with its stack, and counts it.
+func (s *Session) recovered(component string, p any) {
+	s.log.Error("goroutine panicked", zap.String("component", component), zap.Any("panic", p), zap.Stack("stack"))
+	if s.m.cfg.Metrics != nil {
+		s.m.cfg.Metrics.CountPanic(component)
+	}
 }
 
 func (s *Session) loop(ctx context.Context) string {
@@ -397,9 +433,9 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	switch reason {
 	case ReasonClientClose:
 		cancelSource = metrics.CancelSessionClose
-	case ReasonShutdown:
+	case ReasonShutdown, ReasonInternalError:
 		// The server, not the client, ends the session: its engine work is aborted under it, as
-		// the reference's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
+		// vllm-omni's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
 		// The wire keeps reason "shutdown": only the logged reason is mapped, so the client
 		// still learns why its session ended.
 		cancelSource = metrics.ReasonAbort
@@ -407,12 +443,14 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		cancelSource = metrics.CancelDisconnect
 	case ReasonResumeExpired:
 		cancelSource = metrics.CancelDisconnectGraceExpired
+	case ReasonEvicted:
+		cancelSource = metrics.CancelSessionClose
 	}
 	// Nobody hears a session that lost its client (disconnect, slow client, resume expired):
 	// its end is not announced.
-	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || s.detached
+	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || reason == ReasonEvicted || s.detached
 	s.cancelActive(cancelSource, reason, !quiet)
-	if reason != ReasonDisconnect && reason != ReasonShutdown {
+	if reason != ReasonDisconnect && reason != ReasonShutdown && reason != ReasonInternalError {
 		// Input the session accepted (appends, items, the assistant text the user heard before
 		// an interruption) reaches the engine before it closes, so a close never races the
 		// queue. Not after a disconnect (the jobs' context is already cancelled, nothing queued
@@ -421,7 +459,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	}
 	stopJobs()
 	if s.engine != nil {
-		if reason == ReasonShutdown {
+		if reason == ReasonShutdown || reason == ReasonInternalError {
 			s.engine.Abort()
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

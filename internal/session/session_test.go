@@ -112,9 +112,6 @@ func (f *fakeEngine) SetTurnPlayed(ms float64) { f.rec(fmt.Sprintf("played:%.0f"
 
 func (f *fakeEngine) FinalizeTurn(reason string) bool {
 	f.rec("finalize:" + reason)
-	if f.panics {
-		panic("hook failure")
-	}
 	return true
 }
 
@@ -194,7 +191,7 @@ var manual16k = ConfigPatch{TurnDetectionSet: true, InputFormat: &AudioFormat{Ty
 // reported, so a test that reads it sees the slot returned.
 func runSession(t *testing.T, m *Manager, opts Options, sk testSink, patch ConfigPatch) (s *Session, wait func() string) {
 	t.Helper()
-	slot, err := m.Acquire()
+	slot, err := m.Acquire(context.Background())
 	require.NoError(t, err)
 	s = m.NewSession(slot, opts, sk)
 	done := make(chan string, 1)
@@ -256,35 +253,61 @@ func TestCloseDrainsQueuedJobs(t *testing.T) {
 	require.Equal(t, []string{"text:first", "text:second", "close:close"}, eng.list())
 }
 
-func TestHooksNeverPanicIntoSession(t *testing.T) {
+// panicCounter is a ManagerMetrics that records the panics counted.
+type panicCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (p *panicCounter) AddDetachedSessions(int) {}
+func (p *panicCounter) CountEviction()          {}
+func (p *panicCounter) CountPanic(component string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.counts == nil {
+		p.counts = map[string]int{}
+	}
+	p.counts[component]++
+}
+
+// TestPanicEndsSessionNotProcess: a panic on the actor (here in a turn hook) is recovered at
+// the actor's root: it is counted, the client gets a server_error and session.closed
+// {internal_error}, the engine work is aborted and the open turn finalized as an abort.
+func TestPanicEndsSessionNotProcess(t *testing.T) {
 	eng := &fakeEngine{t: t, panics: true}
-	s, sk, _, wait := startSession(t, eng, time.Minute)
+	pc := &panicCounter{}
+	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute, Metrics: pc}, &fakeBackend{eng}, zap.NewNop())
+	sk := &sink{ch: make(chan Event, 1024)}
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, manual16k)
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
-	sk.until(t, "response.created")
-	require.NoError(t, s.Submit(ctx, &CancelResponse{}))
-	done := sk.until(t, "response.done")
-	require.Equal(t, "client_cancelled", done.Fields["response"].(map[string]any)["status_details"].(map[string]any)["reason"])
-	s.Stop(ReasonShutdown)
-	require.Equal(t, ReasonShutdown, wait())
-	sk.until(t, "session.closed")
+	e := sk.until(t, "error").Fields["error"].(map[string]any)
+	require.Equal(t, "server_error", e["type"])
+	require.Equal(t, ReasonInternalError, wait())
+	require.Equal(t, ReasonInternalError, sk.until(t, "session.closed").Fields["reason"])
+	calls := eng.list()
+	require.Contains(t, calls, "abort")
+	require.Contains(t, calls, "finalize:abort")
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	require.Equal(t, map[string]int{"session": 1}, pc.counts)
 }
 
 func TestAdmission(t *testing.T) {
 	m := NewManager(ManagerConfig{MaxSessions: 2}, nil, nil)
-	a, err := m.Acquire()
+	a, err := m.Acquire(context.Background())
 	require.NoError(t, err)
-	b, err := m.Acquire()
+	b, err := m.Acquire(context.Background())
 	require.NoError(t, err)
-	_, err = m.Acquire()
+	_, err = m.Acquire(context.Background())
 	require.ErrorIs(t, err, ErrCapacity)
 	a.Release()
 	a.Release() // idempotent
 	require.Equal(t, 1, m.Active())
 	b.Release()
 	require.NoError(t, m.Shutdown(context.Background()))
-	_, err = m.Acquire()
+	_, err = m.Acquire(context.Background())
 	require.ErrorIs(t, err, ErrShuttingDown)
 }
 

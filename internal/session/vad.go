@@ -101,7 +101,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{
 					"audio_end_ms": int(end), "item_id": s.speechItemID}})
 				if m := turnStats(s.engine); m != nil {
-					s.safeHook("mark_input_end", func() { m.MarkInputEnd(s.m.cfg.WallClock()) })
+					m.MarkInputEnd(s.m.cfg.WallClock())
 				}
 			}
 		}

@@ -410,7 +410,7 @@ func (s *ASRStream) Write(pcm16k []float32) error {
 		return nil
 	}
 	if !s.started {
-		if rc := C.ps_start_utt(s.ps); rc < 0 {
+		if rc := C.omni_dec_start_utt(&s.dec); rc < 0 {
 			return fmt.Errorf("starting utterance: pocketsphinx error %d", int(rc))
 		}
 		s.started = true

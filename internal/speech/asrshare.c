@@ -31,6 +31,9 @@
 #include <sphinxbase/hash_table.h>
 #include <sphinxbase/logmath.h>
 
+#include <sphinxbase/feat.h>
+#include <sphinxbase/cmn.h>
+
 #include "asrshare.h"
 
 // Exported by libpocketsphinx, declared in its uninstalled dict.h / dict2pid.h.
@@ -234,6 +237,8 @@ omni_asr_shared_t *omni_asr_shared_new(const char *hmm, const char *dict, const 
                                        omni_dec_t *first, const char **why) {
 	first->ps = NULL;
 	first->lm = NULL;
+	first->cmn0 = NULL;
+	first->cmn0type = 0;
 	*why = NULL;
 	ps_decoder_t *ps = omni_init(hmm, dict, NULL);
 	if (ps == NULL)
@@ -294,6 +299,8 @@ int omni_asr_dec_new(omni_asr_shared_t *s, const char *hmm, const char *dict, co
                      omni_dec_t *out) {
 	out->ps = NULL;
 	out->lm = NULL;
+	out->cmn0 = NULL;
+	out->cmn0type = 0;
 	if (s == NULL) {
 		out->ps = omni_init(hmm, dict, lm);
 		return out->ps == NULL ? -1 : 0;
@@ -332,6 +339,30 @@ void omni_asr_dec_free(omni_dec_t *d) {
 	}
 	d->ps = NULL;
 	d->lm = NULL;
+	free(d->cmn0);
+	d->cmn0 = NULL;
+}
+
+int omni_dec_start_utt(omni_dec_t *d) {
+	feat_t *f = ps_get_feat(d->ps);
+	cmn_t *c = f != NULL ? f->cmn_struct : NULL;
+	if (c != NULL && c->veclen > 0) {
+		if (d->cmn0 == NULL) {
+			// First utterance of a fresh decoder: its mean is the model's -cmninit.
+			d->cmn0 = malloc(sizeof(mfcc_t) * c->veclen);
+			if (d->cmn0 != NULL)
+				cmn_live_get(c, d->cmn0);
+			d->cmn0type = f->cmn;
+		} else {
+			cmn_live_set(c, d->cmn0);
+			f->cmn = d->cmn0type;
+		}
+	}
+	// A new stream resets the front end's noise estimate (-remove_noise), which also adapts
+	// to what the decoder heard before.
+	if (ps_start_stream(d->ps) < 0)
+		return -1;
+	return ps_start_utt(d->ps);
 }
 
 void omni_asr_shared_free(omni_asr_shared_t *s) {

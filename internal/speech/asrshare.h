@@ -15,7 +15,16 @@ typedef struct omni_asr_shared_s omni_asr_shared_t;
 typedef struct omni_dec_s {
 	ps_decoder_t *ps;
 	ngram_model_t *lm;
+	// cmn0 is the live cepstral mean the decoder started with (NULL until its first utterance,
+	// or when it normalizes in batch): every utterance starts from it (omni_dec_start_utt).
+	mfcc_t *cmn0;
+	int cmn0type; // the normalisation it started with (the library turns batch into live after one utterance)
 } omni_dec_t;
+
+// omni_dec_start_utt starts an utterance from the decoder's initial state: live cepstral mean
+// normalisation adapts to each utterance's audio, and a pooled decoder would otherwise carry
+// one request's adaptation into the next, so the same audio could give different words.
+int omni_dec_start_utt(omni_dec_t *d);
 
 // omni_asr_lm_vocab loads the LM at path and returns its word list, one word per line, in a
 // malloc'd string the caller frees (NULL on failure).

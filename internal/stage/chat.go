@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -101,7 +102,8 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 		if m.Audio != nil {
 			return fmt.Errorf("message %d audio: %w", i, audio.ErrEmptyAudio)
 		}
-		if strings.TrimSpace(m.Text) == "" {
+		// A tool's result may be empty, as may the text of an assistant's calls.
+		if strings.TrimSpace(m.Text) == "" && m.Role != "tool" && len(m.ToolCalls) == 0 {
 			return fmt.Errorf("message %d: %w", i, audio.ErrEmptyText)
 		}
 	}
@@ -118,7 +120,13 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 		if err := remoteSamplingUnsupported(&req.Sampling); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
+		if req.Tools != nil && len(req.Tools.Tools) > 0 {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: "tools", Detail: "not supported with a remote thinker stage"})
+		}
 		return nil
+	}
+	if err := p.toolGrammar(req); err != nil {
+		return err
 	}
 	if err := p.deps.Engine.CheckSampling(&req.Sampling); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
@@ -126,15 +134,48 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	if hasAudio {
 		return nil // the prompt is known after transcription: prepare checks it
 	}
-	msgs := make([]gpu.ChatMessage, len(req.Messages))
+	texts := make([]string, len(req.Messages))
 	for i, m := range req.Messages {
-		msgs[i] = gpu.ChatMessage{Role: m.Role, Content: m.Text}
+		texts[i] = m.Text
 	}
-	prompt, err := p.deps.Engine.ChatPrompt(msgs, true)
+	prompt, err := p.deps.Engine.ChatPrompt(p.toolFormat().promptMessages(req.Tools, req.Messages, texts), true)
 	if err != nil {
 		return fmt.Errorf("rendering chat prompt: %w", err)
 	}
 	return p.checkPromptFits(prompt, req)
+}
+
+// toolFormat is the tool-call family of the engine's chat template.
+func (p *Pipeline) toolFormat() toolFormat {
+	if p.deps.Engine == nil {
+		return toolFormatHermes
+	}
+	return toolFormatFor(p.deps.Engine.Info().ChatFormat)
+}
+
+// toolGrammar sets the grammar of a forced call (tool_choice required or a named function),
+// bounded to the reply's room; the one token left is the end of generation.
+func (p *Pipeline) toolGrammar(req *ChatRequest) error {
+	if !req.Tools.forced() {
+		return nil
+	}
+	if req.Sampling.Grammar != "" {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: "tool_choice", Detail: "a forced tool call cannot be combined with response_format"})
+	}
+	only := ""
+	if req.Tools.Choice == ToolChoiceFunction {
+		only = req.Tools.Function
+	}
+	g, err := toolCallGrammar(p.toolFormat(), req.Tools.Tools, only, req.MaxTokens-1, true, false)
+	if err != nil {
+		param := "tools"
+		if errors.Is(err, ErrToolBudget) {
+			param = "max_tokens"
+		}
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: param, Detail: err.Error()})
+	}
+	req.Sampling.Grammar = g
+	return nil
 }
 
 // checkPromptFits refuses a prompt that leaves no room in the sequence's context window (as
@@ -154,13 +195,18 @@ func (p *Pipeline) checkPromptFits(prompt string, req *ChatRequest) error {
 			return &ContextLengthError{PromptTokens: n, CompletionTokens: req.MaxTokens, Limit: limit}
 		}
 		req.MaxTokens = limit - n
+		if req.Tools.forced() {
+			// Less room than the grammar was bounded for: bound it again.
+			req.Sampling.Grammar = ""
+			return p.toolGrammar(req)
+		}
 	}
 	return nil
 }
 
 func validRole(role string) error {
 	switch role {
-	case "system", "developer", "user", "assistant":
+	case "system", "developer", "user", "assistant", "tool":
 		return nil
 	}
 	return fmt.Errorf("%w: role %q", ErrInvalidRequest, role)
@@ -208,6 +254,9 @@ func (r *Request) run() {
 		r.mu.Unlock()
 		seq.Close()
 	}()
+	if r.req.Tools.parses() {
+		resp.tools = newToolParser(p.toolFormat(), r.req.Tools.Parallel)
+	}
 	opts := gpu.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}
 	if _, _, err := p.generate(resp, seq, opts); err != nil {
 		p.log.Debug("chat generation failed", zap.String("request_id", resp.rid), zap.Error(err))
@@ -242,7 +291,7 @@ func (r *Request) runRemote(resp *response) {
 // resp.preprocessMs, not to stage 0's generation time, and stage 0's submit time moves past it.
 func (r *Request) messages(resp *response) ([]gpu.ChatMessage, error) {
 	p, ctx := r.p, r.ts.ctx
-	msgs := make([]gpu.ChatMessage, 0, len(r.req.Messages))
+	texts := make([]string, 0, len(r.req.Messages))
 	for i, m := range r.req.Messages {
 		text := m.Text
 		if len(m.Audio) > 0 {
@@ -255,9 +304,9 @@ func (r *Request) messages(resp *response) ([]gpu.ChatMessage, error) {
 			}
 			text = strings.TrimSpace(strings.TrimSpace(text) + " " + tr)
 		}
-		msgs = append(msgs, gpu.ChatMessage{Role: m.Role, Content: text})
+		texts = append(texts, text)
 	}
-	return msgs, nil
+	return p.toolFormat().promptMessages(r.req.Tools, r.req.Messages, texts), nil
 }
 
 // prepare transcribes audio parts, renders the prompt and prefills it into a new sequence.

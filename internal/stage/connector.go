@@ -8,7 +8,7 @@ import (
 )
 
 // connector is the in-process edge between two stages for one request (or one response of a
-// duplex stream): a bounded queue of encoded payloads with the reference's connector accounting.
+// duplex stream): a bounded queue of encoded payloads with vllm-omni's connector accounting.
 // The TX side (size_bytes, tx_time_ms) is reported by Send; the RX side (bytes received,
 // rx_decode_time_ms, in_flight_time_ms) accumulates in the receiver's RxStats and goes into the
 // receiving stage's StageRequestStats rx_* fields.

@@ -192,6 +192,11 @@ func (d *DuplexStream) AppendText(ctx context.Context, role, text string) error 
 	if err := validRole(role); err != nil {
 		return err
 	}
+	if role == "tool" {
+		// A function's result (it may be empty), in the role and wrapping the chat template's
+		// family gives it.
+		role, text = d.p.toolFormat().resultMessage("", text)
+	}
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("appending text: %w", audio.ErrEmptyText)
 	}

@@ -27,6 +27,11 @@ type ResponseSpec struct {
 	Input []gpu.ChatMessage
 	// OutOfBand keeps the reply out of the conversation (conversation "none").
 	OutOfBand bool
+	// Tools, when set, are the functions this reply may call (the session's tools or the
+	// response's own): declared to the model for this reply only, a forced choice decoded
+	// under the tools' grammar, calls parsed from the output (ToolCalled outputs, never Text
+	// and never spoken), and the calls kept in the conversation in the model's own markup.
+	Tools *ToolSpec
 }
 
 // RespondWith starts a response with per-response options and returns its turn number; it
@@ -118,6 +123,9 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		if spec.Instructions != nil {
 			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
 		}
+		if spec.Tools.parses() {
+			hist = append(hist, gpu.ChatMessage{Role: "system", Content: p.toolFormat().toolsInstructions(spec.Tools.Tools)})
+		}
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
 			r.usage = &TokenUsage{} // the remote's count, after generation
@@ -156,15 +164,45 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		r.usage = d.promptUsage(ts.n, st.Tokens, d.seq)
 		g = d.seq
 	}
+	opts := gpu.GenerateOptions{MaxTokens: maxTokens}
+	if spec.Tools.parses() {
+		r.tools = newToolParser(p.toolFormat(), spec.Tools.Parallel)
+		if spec.Tools.forced() {
+			only := ""
+			if spec.Tools.Choice == ToolChoiceFunction {
+				only = spec.Tools.Function
+			}
+			gr, err := toolCallGrammar(p.toolFormat(), spec.Tools.Tools, only, maxTokens-1, true, false)
+			if err != nil {
+				if rollback != nil {
+					rollback()
+				}
+				fail(fmt.Errorf("%w: %w", ErrInvalidRequest, err))
+				return
+			}
+			s := d.opts.Sampling
+			s.Grammar = gr
+			opts.Sampling = &s
+		}
+	}
 	d.mu.Lock()
 	d.gen = ts
 	d.mu.Unlock()
-	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
+	text, _, _ := p.generate(r, g, opts)
 	if rollback != nil {
 		rollback()
 	}
 	d.mu.Lock()
 	d.gen = nil
+	if len(r.calls) > 0 {
+		// The calls stay in the conversation as the model writes them, so the tool results
+		// that follow answer something the model can see.
+		calls := p.toolFormat().callsText(r.calls)
+		if strings.TrimSpace(text) != "" {
+			calls = text + "\n" + calls
+		}
+		text = calls
+	}
 	if !spec.OutOfBand && text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
 		// Not in the sequence (rolled back, or generated elsewhere): the next sync prefills it.
 		d.history = slices.Insert(d.history, min(at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
@@ -180,6 +218,9 @@ func (d *DuplexStream) specMessages(spec ResponseSpec) []gpu.ChatMessage {
 		sys = *spec.Instructions
 	}
 	var msgs []gpu.ChatMessage
+	if spec.Tools.parses() {
+		sys = strings.TrimSpace(sys + "\n\n" + d.p.toolFormat().toolsInstructions(spec.Tools.Tools))
+	}
 	if sys != "" {
 		msgs = append(msgs, gpu.ChatMessage{Role: "system", Content: sys})
 	}

@@ -39,9 +39,12 @@ const (
 	// its prompt is in the engine, before the first Text, and once more (Final) after the last
 	// token, before Finished. Chat requests get none (their usage comes from the stage metrics).
 	Usage
+	// ToolCalled is a complete tool call the model made (OutputMessage.ToolCall), from stage 0.
+	// Its markup never comes as Text, and never reaches the talker.
+	ToolCalled
 )
 
-var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage"}
+var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage", "tool_call"}
 
 func (k OutputKind) String() string {
 	if k >= 0 && int(k) < len(outputKindNames) {
@@ -80,13 +83,15 @@ type OutputMessage struct {
 	Tokens int
 	// Usage is the response's token accounting (Kind == Usage).
 	Usage *TokenUsage
+	// ToolCall is the call of a ToolCalled output.
+	ToolCall *ToolCall
 	// Logprobs of the tokens behind a Text delta, when the request's sampling asked for them
 	// (tokens whose text was cut by a stop string have none).
 	Logprobs      []gpu.TokenLogprob
 	Audio         []float32
 	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
 	Finished      bool
-	FinishReason  string // stop | length | abort | error
+	FinishReason  string // stop | length | tool_calls | abort | error
 	Metrics       *metrics.StageRequestStats
 	StageSubmitTS float64
 	Err           error
@@ -163,14 +168,20 @@ type ChatRequest struct {
 	Stop         []string
 	Sampling     gpu.Sampling
 	WantAudio    bool
+	// Tools, when set, declares functions in the prompt and says how the model may call them
+	// (tools.go); its calls come as ToolCalled outputs and end with reason tool_calls.
+	Tools *ToolSpec
 }
 
 // ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
-// and joins Text.
+// and joins Text. An assistant message may carry the ToolCalls it made; a message of role
+// "tool" is the result of the call ToolCallID.
 type ChatMessage struct {
-	Role  string
-	Text  string
-	Audio []float32
+	Role       string
+	Text       string
+	Audio      []float32
+	ToolCalls  []ToolCall
+	ToolCallID string
 }
 
 // DuplexOptions configures a duplex stream.
@@ -203,8 +214,6 @@ var (
 	ErrClosed = errors.New("stage: closed")
 	// ErrInvalidRequest reports a malformed request: no messages, an unknown role.
 	ErrInvalidRequest = errors.New("stage: invalid request")
-	// ErrResponseActive reports Respond while a response of the stream is still running.
-	ErrResponseActive = errors.New("stage: a response is already active")
 	// ErrNoDuplex reports OpenDuplex on a pipeline without an ASR.
 	ErrNoDuplex = errors.New("stage: pipeline does not support duplex")
 	// ErrContextLength reports a prompt that does not fit the model's context window; the

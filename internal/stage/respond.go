@@ -30,6 +30,11 @@ type response struct {
 	// preprocessMs is the transcription of a chat request's audio parts (its input
 	// preprocessing): reported as pipeline_timings.preprocess_ms, kept out of stage_gen_time_ms.
 	preprocessMs float64
+	// tools, when the reply may call tools, splits its text into content and calls: only the
+	// content becomes Text and reaches the talker.
+	tools *toolParser
+	// calls are the tool calls the reply made, in order (for the conversation's history).
+	calls []ToolCall
 }
 
 // pipelineTimings is the response's pipeline_timings: preprocess_ms when its input was
@@ -89,6 +94,42 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 	var text strings.Builder
 	var logprobs []gpu.TokenLogprob // of tokens whose text is still held back
 	held := 0                       // tokens whose text is still held back
+	ncalls := 0
+	// release sends content (to the client and the talker) and completed tool calls.
+	release := func(content string, calls []ToolCall) error {
+		if content != "" {
+			text.WriteString(content)
+			lps, n := logprobs, held
+			logprobs, held = nil, 0
+			if err := r.disp.output(ts.ctx, ts, OutputMessage{
+				RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: content, Tokens: n, Logprobs: lps, StageSubmitTS: r.submitTS,
+			}); err != nil {
+				return err
+			}
+			if conn != nil {
+				tx, err := conn.Send(ts.ctx, content)
+				if err != nil {
+					return err
+				}
+				if err := r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
+					SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs}); err != nil {
+					return err
+				}
+			}
+		}
+		for i := range calls {
+			ncalls++
+			r.calls = append(r.calls, calls[i])
+			held = 0 // the call's tokens are behind no text
+			logprobs = nil
+			if err := r.disp.output(ts.ctx, ts, OutputMessage{
+				RequestID: r.rid, StageID: 0, Kind: ToolCalled, Turn: ts.n, ToolCall: &calls[i], StageSubmitTS: r.submitTS,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	emit := func(pc gpu.Piece) error {
 		if pc.Logprob != nil {
 			logprobs = append(logprobs, *pc.Logprob)
@@ -97,23 +138,12 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 		if pc.Text == "" {
 			return nil
 		}
-		text.WriteString(pc.Text)
-		lps, n := logprobs, held
-		logprobs, held = nil, 0
-		if err := r.disp.output(ts.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: pc.Text, Tokens: n, Logprobs: lps, StageSubmitTS: r.submitTS,
-		}); err != nil {
-			return err
+		content := pc.Text
+		var calls []ToolCall
+		if r.tools != nil {
+			content, calls = r.tools.feed(pc.Text)
 		}
-		if conn == nil {
-			return nil
-		}
-		tx, err := conn.Send(ts.ctx, pc.Text)
-		if err != nil {
-			return err
-		}
-		return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
-			SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs})
+		return release(content, calls)
 	}
 	if r.usage != nil && r.usage.InputTokens > 0 {
 		u := *r.usage
@@ -142,6 +172,19 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 		r.finalUsage(res)
 		p.fail(r, 0, fmt.Errorf("generating: %w", err))
 		return text.String(), res, err
+	}
+	if r.tools != nil {
+		// Held-back text is content after all; a call whose closing markup never came counts.
+		content, calls := r.tools.end()
+		if err := release(content, calls); err != nil && ts.ctx.Err() != nil {
+			talkCancel()
+			p.abortMetrics(r, res)
+			waitTalker()
+			return text.String(), res, nil
+		}
+		if ncalls > 0 && res.FinishReason == FinishStop {
+			res.FinishReason = FinishToolCalls
+		}
 	}
 	r.disp.turnMetrics(ts, StageMetricsMessage{
 		RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),

@@ -67,7 +67,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 				ServingTimeToFirstOutputMs: firstMs,
 				InterOutputLatencyMs:       mean(iols),
 				InterOutputLatenciesMs:     iols,
-				// The final stage carries the request's pipeline timings, as in the reference
+				// The final stage carries the request's pipeline timings, as in vllm-omni
 				// ([OmniTiming] reads preprocess= from the last stage).
 				PipelineTimings: r.pipelineTimings(),
 			},

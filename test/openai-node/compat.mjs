@@ -126,6 +126,69 @@ try {
   out.retrieve_unknown = { status: e.status };
 }
 
+// 10b. Tools: a forced call (non-streaming and streamed), the conversation going on from the
+// tool's result, and a tool message without its call refused.
+{
+  const tools = [{
+    type: "function",
+    function: {
+      name: "lookup_order",
+      description: "Look up an order by its id",
+      parameters: { type: "object", properties: { order_id: { type: "string" }, urgent: { type: "boolean" } }, required: ["order_id"] },
+    },
+  }];
+  const ask = [{ role: "user", content: "Where is order 42?" }];
+  const forced = await client.chat.completions.create({ model, messages: ask, tools, tool_choice: "required", max_tokens: 120 });
+  const msg = forced.choices[0].message;
+  assert.equal(forced.choices[0].finish_reason, "tool_calls");
+  assert.equal(msg.content, null);
+  assert.equal(msg.tool_calls.length, 1);
+  const call = msg.tool_calls[0];
+  assert.match(call.id, /^call_[0-9a-f]{24}$/);
+  assert.equal(call.type, "function");
+  assert.equal(call.function.name, "lookup_order");
+  const args = JSON.parse(call.function.arguments);
+  assert.equal(typeof args.order_id, "string");
+
+  const st = await client.chat.completions.create({
+    model, messages: ask, tools, tool_choice: { type: "function", function: { name: "lookup_order" } }, max_tokens: 120, stream: true,
+  });
+  const acc = {};
+  let sfinish = null;
+  for await (const ch of st) {
+    for (const choice of ch.choices) {
+      for (const d of choice.delta.tool_calls || []) {
+        const a = (acc[d.index] ||= { id: "", name: "", args: "" });
+        if (d.id) a.id = d.id;
+        if (d.function?.name) a.name += d.function.name;
+        if (d.function?.arguments) a.args += d.function.arguments;
+      }
+      if (choice.finish_reason) sfinish = choice.finish_reason;
+    }
+  }
+  assert.equal(sfinish, "tool_calls");
+  assert.deepEqual(Object.keys(acc), ["0"]);
+  assert.equal(acc[0].name, "lookup_order");
+  assert.equal(typeof JSON.parse(acc[0].args).order_id, "string");
+
+  const follow = await client.chat.completions.create({
+    model, tools, max_tokens: 8,
+    messages: [...ask, msg, { role: "tool", tool_call_id: call.id, content: "shipped yesterday" }],
+  });
+  assert.equal(typeof follow.choices[0].message.content, "string");
+  assert.ok(["stop", "length"].includes(follow.choices[0].finish_reason));
+
+  let orphan = null;
+  try {
+    await client.chat.completions.create({ model, tools, messages: [...ask, { role: "tool", tool_call_id: "call_none", content: "x" }] });
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    orphan = { status: e.status, param: e.param };
+  }
+  out.tools = { finish: forced.choices[0].finish_reason, name: call.function.name, stream_finish: sfinish,
+    follow_finish: follow.choices[0].finish_reason, orphan };
+}
+
 // 11. Errors surface as the SDK's typed exceptions, naming the parameter.
 for (const [name, body, status, param] of [
   ["unknown_model", { model: "no-such-model", messages }, 404, "model"],

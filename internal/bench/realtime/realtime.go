@@ -148,7 +148,12 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 			steps++
 		}
 	}
-	rssSteps := o.RSSSessions
+	var rssSteps []int
+	for _, n := range o.RSSSessions {
+		if n > 0 { // 0 skips the step (a flag cannot be set to an empty list)
+			rssSteps = append(rssSteps, n)
+		}
+	}
 	if plain.ASR == nil {
 		rssSteps = nil
 	}

@@ -1,0 +1,99 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Tool is a function tool of session.tools or response.create tools: {type: "function", name,
+// description, parameters} (the realtime shape, GA and beta alike). Parameters is its
+// arguments' JSON schema (nil: none).
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// ToolChoice is tool_choice: Mode "auto", "none", "required", or "function" with Function the
+// forced function's name.
+type ToolChoice struct {
+	Mode     string
+	Function string
+}
+
+// decodeTools reads a tools array; param names it in errors ("session.tools").
+func decodeTools(raw json.RawMessage, param string) ([]Tool, *Error) {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, &Error{Code: "invalid_type", Param: param, Message: "tools must be an array of tool objects"}
+	}
+	out := make([]Tool, 0, len(items))
+	for i, it := range items {
+		p := fmt.Sprintf("%s[%d]", param, i)
+		typ, _, _ := str(it, "type")
+		switch typ {
+		case "function":
+		case "mcp":
+			return nil, &Error{Code: "unsupported_tools", Param: p + ".type", Message: "MCP tools are not supported by this server yet; declare function tools and run the MCP call in your client"}
+		case "":
+			return nil, &Error{Code: "missing_required_parameter", Param: p + ".type", Message: "each tool needs type \"function\""}
+		default:
+			return nil, &Error{Code: "invalid_value", Param: p + ".type", Message: fmt.Sprintf("unknown tool type %q (function)", typ)}
+		}
+		name, ok, e := str(it, "name")
+		if e != nil || !ok || name == "" {
+			return nil, &Error{Code: "missing_required_parameter", Param: p + ".name", Message: "a function tool needs a name"}
+		}
+		desc, _, e := str(it, "description")
+		if e != nil {
+			return nil, &Error{Code: "invalid_type", Param: p + ".description", Message: "description must be a string"}
+		}
+		t := Tool{Name: name, Description: desc}
+		if v, ok := it["parameters"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			if !json.Valid(v) || bytes.TrimSpace(v)[0] != '{' {
+				return nil, &Error{Code: "invalid_value", Param: p + ".parameters", Message: "parameters must be a JSON schema object"}
+			}
+			t.Parameters = v
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// decodeToolChoice reads tool_choice: a mode string, or {type: "function", name} (also the
+// chat shape {type: "function", function: {name}}).
+func decodeToolChoice(raw json.RawMessage, param string) (*ToolChoice, *Error) {
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		switch mode {
+		case "auto", "none", "required":
+			return &ToolChoice{Mode: mode}, nil
+		}
+		return nil, &Error{Code: "invalid_value", Param: param, Message: fmt.Sprintf("tool_choice %q must be auto, none, required or {\"type\": \"function\", \"name\": …}", mode)}
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Name     string `json:"name"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, &Error{Code: "invalid_type", Param: param, Message: "tool_choice must be a string or an object"}
+	}
+	if obj.Type == "mcp" {
+		return nil, &Error{Code: "unsupported_tools", Param: param + ".type", Message: "MCP tools are not supported by this server yet"}
+	}
+	if obj.Type != "function" {
+		return nil, &Error{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("tool_choice type %q must be \"function\"", obj.Type)}
+	}
+	name := obj.Name
+	if name == "" && obj.Function != nil {
+		name = obj.Function.Name
+	}
+	if name == "" {
+		return nil, &Error{Code: "missing_required_parameter", Param: param + ".name", Message: "tool_choice of type function needs the function's name"}
+	}
+	return &ToolChoice{Mode: "function", Function: name}, nil
+}

@@ -1,0 +1,53 @@
+// Package session implements the realtime Session actor: the per-connection turn state
+// machine, epoch fence, begin/end of responses with their metrics hooks, overlap (barge-in)
+// policy, output pacing, timeouts, resume, and admission of sessions (Manager). It is
+// transport-independent: the WebSocket endpoint (internal/realtime) hands it Commands and sends
+// the Events it produces through a Sink.
+//
+// # Names of the duplex layers
+//
+// One realtime conversation is one object per layer, each named for its layer: Session here
+// (the wire session: its actor, items, responses, pacing), requestclient.DuplexRequest (the
+// session's request on the pipeline: its input queue, fence and turn statistics) and
+// stage.DuplexStream (stage 0's long-lived stream: VAD, ASR, the KV sequence).
+//
+// # Queues, and why each exists
+//
+// A session's work passes through four bounded queues. Each has a job the others cannot do;
+// merging them would block the actor on the engine or lose an ordering.
+//
+//   - inbox (realtime reader → actor; 64 events and server.session_inbox_bytes): the actor is
+//     single-threaded and applies client events in wire order; the reader waits past the bound,
+//     so TCP pushes back on the client.
+//   - session jobs (actor → one worker goroutine, runJobs; 16 jobs): commit, respond, item text
+//     and history edits wait for the engine (a commit waits for its transcript); the actor hands
+//     them to the worker and gets the result back as a message, so barge-in, cancel, pacing, idle
+//     and shutdown never wait behind the engine.
+//   - input op queue (requestclient.DuplexRequest; 16 MiB of audio and MaxInputStall, 5 s, without
+//     progress): the one place where appends and commits keep their order. Appends are
+//     fire-and-forget from the actor, a commit follows the appends before it; a full queue answers
+//     at once with ErrInputBackpressure instead of blocking the actor.
+//   - sequence and ASR jobs (stage.DuplexStream; pipeline.stream_queue, 16): the engine work of
+//     the session's one KV sequence runs in order on its own goroutine, and the ASR finishes a
+//     commit off the audio path, so decoding never stalls the next append.
+//
+// # Two VADs, and why
+//
+// The session VAD (vad.go) runs on the actor when an append arrives: the server_vad events
+// (speech_started / speech_stopped with their positions) and the barge-in decision must not
+// wait behind queued engine work. Barge-in is timed from the append; the overlap rules (240 ms,
+// or 150 ms of pitched speech) and the echo gate run here. The stream VAD (stage/duplex_audio.go)
+// runs on the audio the engine consumes: it endpoints auto_response turns for the engine's
+// listen/speak decisions and gates the ASR feed by speech segments, in the order and at the
+// position of the audio the ASR sees, also when the ASR is remote. WebRTC's VAD costs about
+// 3.6 µs per 30 ms frame (docs/BENCHMARKS.md), so running it twice costs nothing measurable;
+// the settings are kept equal by passing them down (OpenOptions.VADThreshold, PrefixPaddingMs,
+// SilenceDurationMs).
+//
+// # Panics
+//
+// recover() runs only at the roots of the session's goroutines (the actor loop and the job
+// worker): a panic is logged with its stack, counted (ManagerMetrics.CountPanic), and ends the
+// session with an error event and reason ReasonInternalError; the open turn is finalized as an
+// abort.
+package session

@@ -1,0 +1,198 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
+)
+
+// Function tools (session.tools, response.create tools): the model's calls become function_call
+// items; the client answers each with a function_call_output item and asks for the next
+// response. The calls and their results join the engine's conversation in the model's own tool
+// markup (internal/stage/tools.go); none of it is ever spoken.
+
+// ToolChoice is tool_choice: Mode auto (default), none, required, or function with Function
+// the forced function's name.
+type ToolChoice struct {
+	Mode     string
+	Function string
+}
+
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// checkTools validates a tool set and a choice over it; param is "session" or "response".
+func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, param string) *FieldError {
+	seen := map[string]bool{}
+	for i, t := range tools {
+		p := fmt.Sprintf("%s.tools[%d].name", param, i)
+		if !toolNameRE.MatchString(t.Name) {
+			return &FieldError{"invalid_value", p, fmt.Sprintf("invalid function name %q: 1 to 64 characters of a-z, A-Z, 0-9, _ and -", t.Name)}
+		}
+		if seen[t.Name] {
+			return &FieldError{"invalid_value", p, fmt.Sprintf("duplicate function name %q", t.Name)}
+		}
+		seen[t.Name] = true
+		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{t}}, MaxOutputTokensLimit); err != nil {
+			return &FieldError{"invalid_value", fmt.Sprintf("%s.tools[%d].parameters", param, i), fmt.Sprintf("invalid schema for function %q: %v", t.Name, err)}
+		}
+	}
+	if choice.Mode == requestclient.ToolChoiceFunction && !seen[choice.Function] {
+		return &FieldError{"invalid_value", param + ".tool_choice", fmt.Sprintf("tool_choice names function %q, which is not among the tools", choice.Function)}
+	}
+	if (choice.Mode == requestclient.ToolChoiceRequired || choice.Mode == requestclient.ToolChoiceFunction) && len(tools) == 0 {
+		return &FieldError{"invalid_value", param + ".tool_choice", "tool_choice " + choice.Mode + " needs tools"}
+	}
+	spec := toolSpec(tools, choice, true)
+	if spec != nil && maxTokens > 0 {
+		if err := requestclient.CheckTools(*spec, maxTokens); err != nil {
+			return &FieldError{"invalid_value", param + ".max_output_tokens", fmt.Sprintf("too small for a complete forced call: %v", err)}
+		}
+	}
+	return nil
+}
+
+// toolSpec is what the engine gets for a reply: nil when no call may be made.
+func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *requestclient.ToolSpec {
+	if len(tools) == 0 || choice.Mode == requestclient.ToolChoiceNone {
+		return nil
+	}
+	mode := choice.Mode
+	if mode == "" {
+		mode = requestclient.ToolChoiceAuto
+	}
+	return &requestclient.ToolSpec{Tools: tools, Choice: mode, Function: choice.Function, Parallel: parallel}
+}
+
+// sessionTools is the session's tools for a response that declares none of its own.
+func (s *Session) sessionTools() *requestclient.ToolSpec {
+	return toolSpec(s.cfg.Tools, s.cfg.ToolChoice, true)
+}
+
+// toolsWire is the session object's tools.
+func toolsWire(tools []requestclient.Tool) []any {
+	out := make([]any, 0, len(tools))
+	for _, t := range tools {
+		w := map[string]any{"type": "function", "name": t.Name, "description": t.Description}
+		if len(t.Parameters) > 0 {
+			w["parameters"] = rawJSON(t.Parameters)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// toolChoiceWire is the session object's tool_choice.
+func toolChoiceWire(c ToolChoice) any {
+	switch c.Mode {
+	case "":
+		return requestclient.ToolChoiceAuto
+	case requestclient.ToolChoiceFunction:
+		return map[string]any{"type": "function", "name": c.Function}
+	}
+	return c.Mode
+}
+
+// emitFunctionCall turns one complete call of the model into a function_call item: added,
+// its arguments (one delta: the call arrives whole), done.
+func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
+	it := &item{ID: newItemID(), Type: "function_call", Status: "in_progress", ResponseID: r.id,
+		CallID: c.ID, Name: c.Name}
+	idx := 1 + len(r.calls) // the message item is output 0
+	r.calls = append(r.calls, it)
+	added := it.wire(s.opts.Beta)
+	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "output_index": idx, "item": added}})
+	if !r.outOfBand {
+		s.insertItem(it, "")
+		s.sendItemAdded(it, r.epoch, true)
+	}
+	base := func() map[string]any {
+		return map[string]any{"response_id": r.id, "item_id": it.ID, "output_index": idx, "call_id": c.ID}
+	}
+	d := base()
+	d["delta"] = c.Arguments
+	s.send(Event{Type: "response.function_call_arguments.delta", Epoch: r.epoch, Model: true, Fields: d})
+	it.Arguments, it.Status = c.Arguments, "completed"
+	done := base()
+	done["arguments"], done["name"] = c.Arguments, c.Name
+	s.send(Event{Type: "response.function_call_arguments.done", Epoch: r.epoch, Model: true, Fields: done})
+	w := it.wire(s.opts.Beta)
+	if !r.outOfBand {
+		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+	}
+	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "output_index": idx, "item": w}})
+}
+
+// findCall is the function_call item of call id, or nil.
+func (s *Session) findCall(callID string) *item {
+	for _, it := range s.items {
+		if it.Type == "function_call" && it.CallID == callID {
+			return it
+		}
+	}
+	return nil
+}
+
+// createFunctionOutput is conversation.item.create with a function_call_output: the result of
+// an earlier call joins the conversation (the engine reads it in the template's tool-result
+// form), and counts as input a response.create may answer.
+func (s *Session) createFunctionOutput(c *CreateItem) {
+	call := s.findCall(c.CallID)
+	if call == nil {
+		s.sendError("invalid_value", fmt.Sprintf("no function_call item has call_id %q", c.CallID), c.ID, "item.call_id")
+		return
+	}
+	if !s.ensureEngine(c.ID) {
+		return
+	}
+	id := c.ItemID
+	if id == "" {
+		id = newItemID()
+	}
+	if s.findItem(id) != nil {
+		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+		return
+	}
+	if !s.canSubmitJob() {
+		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return
+	}
+	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
+	s.insertItem(it, "")
+	s.sendItemAdded(it, s.epoch, false)
+	s.sendItemDone(it, s.epoch)
+	s.pendingIn++
+	eng, out := s.engine, c.Output
+	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
+		return jobResult{err: eng.AppendText(ctx, "tool", out), errCode: "runtime_append_failed"}
+	}})
+}
+
+// resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
+// over the session's.
+func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
+	tools, choice, parallel := s.cfg.Tools, s.cfg.ToolChoice, true
+	if c.ToolsSet {
+		tools = c.Tools
+	}
+	if c.ToolChoice != nil {
+		choice = *c.ToolChoice
+	}
+	if c.ParallelToolCalls != nil {
+		parallel = *c.ParallelToolCalls
+	}
+	if c.ToolsSet || c.ToolChoice != nil {
+		limit := o.maxTokens
+		if limit <= 0 {
+			limit = s.m.cfg.DefaultMaxOutputTokens
+		}
+		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
+			return fe
+		}
+	}
+	o.tools = toolSpec(tools, choice, parallel)
+	return nil
+}
