@@ -53,6 +53,8 @@ var allowed = map[string][]string{
 
 	// Layer 4: the duplex session speaks requestclient's types.
 	"internal/session": {"internal/audio", "internal/metrics", "internal/requestclient",
+		// MCP tools: the session owns its MCP connections (mcp.go) as it owns its engine stream.
+		"internal/mcpclient",
 		// The server-VAD barge-in detector (session/vad.go) runs in the session actor on the
 		// audio as it is appended, before that audio is queued for the engine: barge-in must
 		// cut a reply within ~one frame of the onset even while stage 0 is busy or its queue
@@ -76,6 +78,7 @@ var allowed = map[string][]string{
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
+		"internal/mcpclient", // parses realtime.mcp_allowed_urls for the session manager
 		"internal/requestclient", "internal/session", "internal/speech", "internal/stage"},
 
 	// The benchmarks: figures over benchreport (one quantile definition, no server code); the

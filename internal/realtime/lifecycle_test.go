@@ -161,7 +161,9 @@ func TestBadInputKeepsSession(t *testing.T) {
 		{"max tokens range", `{"type":"session.update","session":{"max_output_tokens":4097}}`, "invalid_value", "session.max_output_tokens"},
 		{"max tokens word", `{"type":"session.update","session":{"max_output_tokens":"lots"}}`, "invalid_value", "session.max_output_tokens"},
 		{"empty voice", `{"type":"session.update","session":{"audio":{"output":{"voice":""}}}}`, "invalid_value", "session.audio.output.voice"},
-		{"mcp tools", `{"type":"session.update","session":{"tools":[{"type":"mcp","server_label":"s","server_url":"http://127.0.0.1:1"}]}}`, "unsupported_tools", "session.tools[0].type"},
+		{"mcp tools", `{"type":"session.update","session":{"tools":[{"type":"mcp","server_label":"s","server_url":"http://127.0.0.1:1"}]}}`, "mcp_server_not_allowed", "session.tools[0].server_url"}, // no realtime.mcp_allowed_urls
+		{"mcp tool per response", `{"type":"response.create","response":{"tools":[{"type":"mcp","server_label":"s","server_url":"http://127.0.0.1:1"}]}}`, "unsupported_tools", "response.tools[0].type"},
+		{"mcp tool without url", `{"type":"session.update","session":{"tools":[{"type":"mcp","server_label":"s"}]}}`, "missing_required_parameter", "session.tools[0].server_url"},
 		{"tool_choice naming no tool", `{"type":"session.update","session":{"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}}`, "invalid_value", "session.tool_choice"},
 		{"missing item id", `{"type":"conversation.item.delete"}`, "missing_item_id", "item_id"},
 		{"unknown item", `{"type":"conversation.item.retrieve","item_id":"nope"}`, "item_retrieve_invalid_item_id", "item_id"},
