@@ -162,10 +162,33 @@ func TestRealtimeMCPListTools(t *testing.T) {
 	}
 	require.Positive(t, withToken)
 
+	// Repeating a tool unchanged does not list it again: the retrieve's error comes right after
+	// session.updated (a listing would put its item and in_progress between them). Changing
+	// allowed_tools lists it again, as a new item.
+	calcTool := map[string]any{"type": "mcp", "server_label": "calc", "server_url": ms.url, "headers": map[string]any{"X-Tenant": "acme-tenant"},
+		"authorization": token, "allowed_tools": []any{"add", "echo"}, "require_approval": "never"}
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"instructions": "Be brief.", "tools": []any{calcTool}}})
+	require.Equal(t, "session.updated", c.next(t, 10*time.Second)["type"])
+	c.send(t, map[string]any{"type": "conversation.item.retrieve", "item_id": "item_nope"})
+	e := c.next(t, 10*time.Second)
+	require.Equal(t, "error", e["type"], "%v", e)
+	require.Equal(t, "item_retrieve_invalid_item_id", errField(e, "code"))
+	calcTool["allowed_tools"] = map[string]any{"tool_names": []any{"add", "delete_all"}}
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"tools": []any{calcTool}}})
+	require.Equal(t, "session.updated", c.next(t, 10*time.Second)["type"])
+	relisted := c.next(t, 10*time.Second)
+	require.Equal(t, "conversation.item.added", relisted["type"], "%v", relisted)
+	require.NotEqual(t, calcItem, relisted["item"].(map[string]any)["id"])
+	require.Equal(t, "mcp_list_tools.in_progress", c.next(t, 10*time.Second)["type"])
+	require.Equal(t, "mcp_list_tools.completed", c.next(t, 30*time.Second)["type"])
+	done := c.next(t, 10*time.Second)
+	require.Equal(t, "conversation.item.done", done["type"], "%v", done)
+	require.Len(t, done["item"].(map[string]any)["tools"], 2)
+
 	// A server_url outside the allow-list: refused with its param, nothing changes.
 	c.send(t, map[string]any{"type": "session.update", "event_id": "ev_ssrf", "session": map[string]any{"tools": []any{
 		map[string]any{"type": "mcp", "server_label": "meta", "server_url": "http://169.254.169.254/latest"}}}})
-	e := c.next(t, 10*time.Second)
+	e = c.next(t, 10*time.Second)
 	require.Equal(t, "error", e["type"], "%v", e)
 	require.Equal(t, "mcp_server_not_allowed", errField(e, "code"))
 	require.Equal(t, "session.tools[0].server_url", errField(e, "param"))

@@ -161,6 +161,10 @@ func Connect(ctx context.Context, srv Server, lim Limits) (*Conn, error) {
 	}
 	hc := &http.Client{
 		Transport: tr,
+		// Every step has its own deadline; this bounds the requests the SDK makes without
+		// one (the DELETE that ends the session at Close), so a stalled server cannot hold a
+		// realtime session's shutdown.
+		Timeout: max(lim.ConnectTimeout, lim.ListTimeout, lim.CallTimeout),
 		// A redirect would take the request to a URL the operator's
 		// allow-list never saw.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return errRedirect },
