@@ -37,6 +37,10 @@ type MCPTool struct {
 // servers, and a sender also gives up when the session ends.
 const mcpResultQueue = 8
 
+// MaxMCPServers bounds the MCP tools of one session: each is a connection and up to
+// MCPLimits.MaxResponseBytes of listed tools held by the session.
+const MaxMCPServers = 8
+
 // mcpState is the session's MCP connections and the goroutines that open them.
 type mcpState struct {
 	ctx     context.Context
@@ -50,6 +54,8 @@ type mcpState struct {
 
 // mcpServer is one MCP tool's connection, once listed.
 type mcpServer struct {
+	// cancel stops the listing when the tool is dropped or replaced before it finished.
+	cancel context.CancelFunc
 	tool   MCPTool
 	gen    int
 	itemID string
@@ -89,6 +95,7 @@ func (s *Session) closeMCP() {
 		break
 	}
 	for _, srv := range s.mcp.servers {
+		srv.cancel()
 		if srv.conn != nil {
 			_ = srv.conn.Close()
 		}
@@ -100,6 +107,10 @@ func (s *Session) closeMCP() {
 // labels, a server_url under the operator's allow-list, a well-formed allowed_tools and
 // require_approval.
 func (s *Session) checkMCPTools(tools []MCPTool) *FieldError {
+	if len(tools) > MaxMCPServers {
+		return &FieldError{"invalid_value", fmt.Sprintf("session.tools[%d]", tools[MaxMCPServers].Index),
+			fmt.Sprintf("at most %d MCP tools per session", MaxMCPServers)}
+	}
 	labels := map[string]bool{}
 	for _, t := range tools {
 		p := fmt.Sprintf("session.tools[%d]", t.Index)
@@ -163,6 +174,7 @@ func (s *Session) syncMCP() {
 			continue
 		}
 		delete(s.mcp.servers, label)
+		srv.cancel()
 		if srv.conn != nil {
 			s.closeMCPConn(srv.conn)
 		}
@@ -194,7 +206,8 @@ func (s *Session) closeMCPConn(c *mcpclient.Conn) {
 func (s *Session) listMCP(t MCPTool) {
 	s.mcp.gen++
 	it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
-	srv := &mcpServer{tool: t, gen: s.mcp.gen, itemID: it.ID}
+	ctx, cancel := context.WithCancel(s.mcp.ctx)
+	srv := &mcpServer{tool: t, gen: s.mcp.gen, itemID: it.ID, cancel: cancel}
 	s.mcp.servers[t.ServerLabel] = srv
 	s.insertItem(it, "")
 	s.sendItemAdded(it, s.epoch, false)
@@ -202,7 +215,7 @@ func (s *Session) listMCP(t MCPTool) {
 	filter, _ := mcpclient.ParseFilter(t.AllowedTools) // checked by checkMCPTools
 	lim := s.m.cfg.MCPLimits
 	cfg := mcpclient.Server{URL: t.ServerURL, Headers: t.Headers, Authorization: t.Authorization}
-	ctx, results, gen := s.mcp.ctx, s.mcp.results, srv.gen
+	results, gen, sessionCtx := s.mcp.results, srv.gen, s.mcp.ctx
 	s.mcp.wg.Add(1)
 	go func() {
 		defer s.mcp.wg.Done()
@@ -214,9 +227,11 @@ func (s *Session) listMCP(t MCPTool) {
 				r.conn = nil
 			}
 		}
+		// A listing cut short because the tool was replaced still reports its item; only the
+		// session's end stops the report.
 		select {
 		case results <- r:
-		case <-ctx.Done():
+		case <-sessionCtx.Done():
 			if r.conn != nil {
 				_ = r.conn.Close()
 			}
@@ -231,6 +246,14 @@ func (s *Session) handleMCPResult(r mcpResult) {
 	srv := s.mcp.servers[r.label]
 	current := srv != nil && srv.gen == r.gen
 	it := s.findItem(r.itemID)
+	if !current {
+		// The tool was removed or replaced while it was being listed: its tools are not used.
+		if r.conn != nil {
+			s.closeMCPConn(r.conn)
+			r.conn = nil
+		}
+		r.err = errors.New("the tool was replaced or removed by a session.update before its listing finished")
+	}
 	if r.err != nil {
 		s.log.Info("mcp list tools failed", zap.String("server_label", r.label), zap.Error(r.err))
 		if it != nil {
@@ -247,11 +270,6 @@ func (s *Session) handleMCPResult(r mcpResult) {
 			msg = me.Message
 		}
 		s.sendError("mcp_list_tools_failed", fmt.Sprintf("listing the tools of MCP server %q failed: %s", r.label, msg), "", param)
-		return
-	}
-	if !current {
-		// The tool was removed or replaced while it was being listed.
-		s.closeMCPConn(r.conn)
 		return
 	}
 	srv.conn, srv.tools = r.conn, r.tools
