@@ -93,7 +93,7 @@ func decodeToolChoice(raw json.RawMessage, param string) (*ToolChoice, *Error) {
 		return nil, &Error{Code: "invalid_type", Param: param, Message: "tool_choice must be a string or an object"}
 	}
 	if obj.Type == "mcp" {
-		return nil, &Error{Code: "unsupported_tools", Param: param + ".type", Message: "MCP tools are not supported by this server yet"}
+		return nil, &Error{Code: "unsupported_tools", Param: param + ".type", Message: "calls to MCP tools are not supported by this server yet (MCP servers are listed only); tool_choice may name a function"}
 	}
 	if obj.Type != "function" {
 		return nil, &Error{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("tool_choice type %q must be \"function\"", obj.Type)}
