@@ -82,6 +82,7 @@ func TestRealtimeMCPListTools(t *testing.T) {
 	errField := func(ev map[string]any, k string) any { return ev["error"].(map[string]any)[k] }
 
 	const token = "tok-secret-42"
+	start := time.Now()
 	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime", "tools": []any{
 		map[string]any{"type": "mcp", "server_label": "calc", "server_url": ms.url, "headers": map[string]any{"X-Tenant": "acme-tenant"},
 			"authorization": token, "allowed_tools": []any{"add", "echo"}, "require_approval": "never"},
@@ -135,6 +136,7 @@ func TestRealtimeMCPListTools(t *testing.T) {
 			t.Fatalf("unexpected event %v", ev)
 		}
 	}
+	t.Logf("two MCP servers listed %v after session.update (loopback)", time.Since(start).Round(time.Millisecond))
 	require.Equal(t, map[string][]string{"calc": {"add", "echo"}, "ro": {"echo"}}, listed)
 	require.Equal(t, "object", schema["type"])
 	require.Contains(t, schema["properties"], "a")
@@ -203,7 +205,9 @@ func TestRealtimeMCPListTools(t *testing.T) {
 	require.Equal(t, "conversation.item.added", added["type"], "%v", added)
 	deadItem := added["item"].(map[string]any)["id"]
 	require.Equal(t, "mcp_list_tools.in_progress", c.next(t, 10*time.Second)["type"])
+	deadStart := time.Now()
 	failed := c.next(t, 30*time.Second)
+	t.Logf("dead URL reported failed after %v", time.Since(deadStart).Round(time.Millisecond))
 	require.Equal(t, "mcp_list_tools.failed", failed["type"], "%v", failed)
 	require.Equal(t, deadItem, failed["item_id"])
 	e = c.next(t, 10*time.Second)
