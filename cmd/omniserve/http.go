@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/server"
 )
 
 // httpServer owns the serving goroutine. stopped is closed when it ends; err is its result
@@ -38,6 +39,7 @@ func startHTTP(log *zap.Logger, ln net.Listener, h http.Handler, tlsCfg *tls.Con
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 		BaseContext:       func(net.Listener) context.Context { return hs.base },
+		ConnContext:       server.ConnContext,
 	}
 	srv := hs.srv
 	go func() {

@@ -84,6 +84,8 @@ type Realtime struct {
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// WriteTimeout bounds one frame write: a client that stops reading is closed (1008) by then.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// StallTimeout bounds the age of the oldest event not yet delivered to a client.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// MaxEventBytes is the largest client event (larger ones get event_too_large).
 	MaxEventBytes int64 `yaml:"max_event_bytes"`
 	// SendQueueEvents bounds queued model events per connection (with
@@ -145,6 +147,7 @@ func Defaults() Config {
 			IdleTimeout:         300 * time.Second,
 			HandshakeTimeout:    10 * time.Second,
 			WriteTimeout:        5 * time.Second,
+			StallTimeout:        10 * time.Second,
 			MaxEventBytes:       15 << 20,
 			SendQueueEvents:     512,
 		},
@@ -219,6 +222,7 @@ func (c *Config) Validate() error {
 		{rt.IdleTimeout <= 0, "realtime.idle_timeout", rt.IdleTimeout, "must be positive"},
 		{rt.HandshakeTimeout <= 0, "realtime.handshake_timeout", rt.HandshakeTimeout, "must be positive"},
 		{rt.WriteTimeout <= 0, "realtime.write_timeout", rt.WriteTimeout, "must be positive"},
+		{rt.StallTimeout <= 0, "realtime.stall_timeout", rt.StallTimeout, "must be positive"},
 		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
 		{badURLPrefixes(rt.MCPAllowedURLs), "realtime.mcp_allowed_urls", rt.MCPAllowedURLs, "must be comma-separated absolute http:// or https:// URLs without user info"},

@@ -74,6 +74,7 @@ var keys = []Key{
 	{"realtime.resume_journal_events", "", "server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalEvents }},
 	{"realtime.idle_timeout", "", "a realtime session that sends nothing this long is closed (a client may set idle_timeout_s up to server.max_idle_timeout)", func(c *Config) any { return &c.Realtime.IdleTimeout }},
 	{"realtime.handshake_timeout", "", "how long a resume connection may take to send session.resume", func(c *Config) any { return &c.Realtime.HandshakeTimeout }},
+	{"realtime.stall_timeout", "", "a realtime client whose oldest undelivered event is older than this is not reading: closed with 1008 (or detached for resume)", func(c *Config) any { return &c.Realtime.StallTimeout }},
 	{"realtime.write_timeout", "", "bound on writing one event to a realtime client; a client that stops reading is closed with 1008", func(c *Config) any { return &c.Realtime.WriteTimeout }},
 	{"realtime.max_event_bytes", "", "largest realtime client event (larger: error event_too_large, the connection stays)", func(c *Config) any { return &c.Realtime.MaxEventBytes }},
 	{"realtime.send_queue_events", "", "queued model events per realtime connection before the client counts as too slow (1008)", func(c *Config) any { return &c.Realtime.SendQueueEvents }},

@@ -57,6 +57,7 @@ type Collectors struct {
 	admissionReject  prometheus.Counter
 	panics           *prometheus.CounterVec
 	evictions        prometheus.Counter
+	stalled          prometheus.Counter
 	bargeIn          prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
@@ -151,6 +152,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Subsystem: "duplex", Name: "evictions_total",
 			Help: "Detached realtime sessions (kept for a resume) ended to admit a new client when every slot was taken.",
 		}),
+		stalled: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "omniserve", Subsystem: "realtime", Name: "stalled_clients_total",
+			Help: "Realtime connections closed (or detached for resume) because an event waited past realtime.stall_timeout: the client stopped reading.",
+		}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "omniserve", Name: "panics_total",
 			Help: "Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.",
@@ -178,7 +183,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -226,6 +231,13 @@ func (c *Collectors) AddDetachedSessions(delta int) {
 
 // PanicComponents are the goroutine roots that recover a panic (the panics_total labels).
 var PanicComponents = []string{"session", "session_jobs", "http", "engine"}
+
+// CountStalledClient counts a realtime client found not reading by the age of its oldest event.
+func (c *Collectors) CountStalledClient() {
+	if c != nil {
+		c.stalled.Inc()
+	}
+}
 
 // CountEviction counts a detached session ended to admit a new client.
 func (c *Collectors) CountEviction() {

@@ -162,17 +162,35 @@ func (c *conn) serve(sess *session.Session, gen int) {
 
 // watchQueue reports the failure of the connection's queue: an overflow is known at once, not
 // when the writer (maybe blocked in a write) next looks at the queue.
+//
+// It also finds a client that stopped reading by age: when the oldest undelivered event has
+// waited longer than StallTimeout the queue fails as too slow, whatever the buffer sizes.
 func (c *conn) watchQueue(lost chan<- loss) {
-	select {
-	case <-c.q.failedC():
-		// A failed write is reported by the writer (writeFailed), which knows why it failed.
-		switch err := c.q.err(); {
-		case errors.Is(err, errDetached):
-			signal(lost, lostReplaced)
-		case errors.Is(err, ErrSlowClient):
-			signal(lost, lostSlow)
+	tick := time.NewTicker(max(c.h.cfg.StallTimeout/10, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if age := c.q.headAge(time.Now()); age > c.h.cfg.StallTimeout {
+				c.log.Warn("realtime client is not reading: an event waited past the stall timeout",
+					zap.Duration("age", age), zap.Duration("stall_timeout", c.h.cfg.StallTimeout))
+				if c.h.cfg.OnStall != nil {
+					c.h.cfg.OnStall()
+				}
+				c.q.fail(ErrStalled)
+			}
+			continue
+		case <-c.q.failedC():
+			// A failed write is reported by the writer (writeFailed), which knows why it failed.
+			switch err := c.q.err(); {
+			case errors.Is(err, errDetached):
+				signal(lost, lostReplaced)
+			case errors.Is(err, ErrSlowClient):
+				signal(lost, lostSlow)
+			}
+		case <-c.ctx.Done():
 		}
-	case <-c.ctx.Done():
+		return
 	}
 }
 

@@ -38,6 +38,12 @@ type HandlerConfig struct {
 	// WriteTimeout bounds one frame write; a client that cannot take a frame in time is gone.
 	// Default 5 s.
 	WriteTimeout time.Duration
+	// StallTimeout bounds the age of the oldest undelivered event: a client that lets an event
+	// wait longer is not reading (however large the buffers) and is closed as too slow, or
+	// detached for resume. Default 10 s.
+	StallTimeout time.Duration
+	// OnStall counts a client found stalled (nil: not counted).
+	OnStall func()
 	// BaseContext is the server-owned parent of every session (never the request context, which
 	// ends with the upgrade). Default context.Background().
 	BaseContext context.Context
@@ -66,6 +72,9 @@ func (c HandlerConfig) WithDefaults() HandlerConfig {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 5 * time.Second
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = 10 * time.Second
 	}
 	if c.BaseContext == nil {
 		c.BaseContext = context.Background()
@@ -147,6 +156,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
 	}
+	limitSendBuffer(r.Context())
 	ws := h.accept(w, r, beta)
 	if ws == nil {
 		return

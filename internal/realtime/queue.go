@@ -2,7 +2,9 @@ package realtime
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -11,6 +13,8 @@ import (
 var (
 	ErrSlowClient = errors.New("client too slow: outbound queue full")
 	ErrConnClosed = errors.New("connection closed")
+	// ErrStalled: the oldest undelivered event waited longer than the stall timeout.
+	ErrStalled = fmt.Errorf("%w: an event waited longer than the stall timeout", ErrSlowClient)
 )
 
 // reserve is extra room for non-model events (errors, done, session.closed) so that a response
@@ -23,6 +27,7 @@ const reserve = 64
 type outQueue struct {
 	mu       sync.Mutex
 	items    []session.Event
+	at       []time.Time // when each item was queued (the head's age says whether the client reads)
 	max      int
 	bytes    int // eventBytes of items
 	maxBytes int // bound on bytes (a client that lets more pile up is too slow)
@@ -83,7 +88,7 @@ func (q *outQueue) Send(ev session.Event) error {
 	defer q.mu.Unlock()
 	if q.failed != nil {
 		if q.keep && !q.closed {
-			q.items = append(q.items, ev)
+			q.push(ev)
 			return nil
 		}
 		return q.failed
@@ -103,12 +108,12 @@ func (q *outQueue) Send(ev session.Event) error {
 		q.failLocked(ErrSlowClient)
 		q.wake()
 		if q.keep {
-			q.items = append(q.items, ev)
+			q.push(ev)
 			return nil
 		}
 		return ErrSlowClient
 	}
-	q.items = append(q.items, ev)
+	q.push(ev)
 	q.bytes += n
 	q.wake()
 	return nil
@@ -122,16 +127,16 @@ func (q *outQueue) DropStale(epoch int) {
 		return
 	}
 	q.minEpoch = epoch
-	kept := q.items[:0]
-	for _, ev := range q.items {
+	kept, keptAt := q.items[:0], q.at[:0]
+	for i, ev := range q.items {
 		if !ev.Model || ev.Epoch >= epoch {
-			kept = append(kept, ev)
+			kept, keptAt = append(kept, ev), append(keptAt, q.at[i])
 		} else {
 			q.bytes -= eventBytes(ev)
 		}
 	}
 	clear(q.items[len(kept):])
-	q.items = kept
+	q.items, q.at = kept, keptAt
 }
 
 func (q *outQueue) wake() {
@@ -149,7 +154,7 @@ func (q *outQueue) pop() (ev session.Event, ok, done bool) {
 	defer q.mu.Unlock()
 	if q.failed != nil {
 		if !q.keep {
-			q.items = nil
+			q.items, q.at = nil, nil
 			q.bytes = 0
 		}
 		return session.Event{}, false, true
@@ -160,9 +165,9 @@ func (q *outQueue) pop() (ev session.Event, ok, done bool) {
 	ev = q.items[0]
 	q.bytes -= eventBytes(ev)
 	q.items[0] = session.Event{}
-	q.items = q.items[1:]
+	q.items, q.at = q.items[1:], q.at[1:]
 	if len(q.items) == 0 {
-		q.items = q.items[:0:0] // let the backing array go once drained
+		q.items, q.at = q.items[:0:0], q.at[:0:0] // let the backing arrays go once drained
 	}
 	return ev, true, false
 }
@@ -172,7 +177,7 @@ func (q *outQueue) takeAll() []session.Event {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items
-	q.items = nil
+	q.items, q.at = nil, nil
 	q.bytes = 0
 	return items
 }
@@ -208,4 +213,20 @@ func (q *outQueue) err() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.failed
+}
+
+// push appends ev with its queueing time; q.mu is held.
+func (q *outQueue) push(ev session.Event) {
+	q.items = append(q.items, ev)
+	q.at = append(q.at, time.Now())
+}
+
+// headAge is how long the oldest undelivered event has waited (0 when none is queued).
+func (q *outQueue) headAge(now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.at) == 0 || q.failed != nil {
+		return 0
+	}
+	return now.Sub(q.at[0])
 }

@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -72,4 +73,20 @@ func TestOutQueueSlowClient(t *testing.T) {
 		require.NoError(t, q.Send(session.Event{Type: "delta", Model: true}))
 	}
 	require.ErrorIs(t, q.Send(session.Event{Type: "delta", Model: true}), ErrSlowClient)
+}
+
+// TestQueueHeadAge: the age of the oldest undelivered event is what the stall watch reads; it
+// follows pops and the epoch fence, and a drained queue has none.
+func TestQueueHeadAge(t *testing.T) {
+	q := newOutQueue(16, 1<<20, false)
+	require.Zero(t, q.headAge(time.Now()))
+	require.NoError(t, q.Send(session.Event{Type: "a", Model: true, Epoch: 0}))
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, q.Send(session.Event{Type: "b", Epoch: 1}))
+	require.GreaterOrEqual(t, q.headAge(time.Now()), 20*time.Millisecond)
+	q.DropStale(1) // "a" goes: "b" is the head now
+	require.Less(t, q.headAge(time.Now()), 20*time.Millisecond)
+	_, ok, _ := q.pop()
+	require.True(t, ok)
+	require.Zero(t, q.headAge(time.Now()))
 }

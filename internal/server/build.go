@@ -178,6 +178,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		JournalEvents:    s.cfg.Realtime.ResumeJournalEvents,
 		HandshakeTimeout: s.cfg.Realtime.HandshakeTimeout,
 		WriteTimeout:     s.cfg.Realtime.WriteTimeout,
+		StallTimeout:     s.cfg.Realtime.StallTimeout,
+		OnStall:          s.parts.Client.Collectors().CountStalledClient,
 		MaxEventBytes:    s.cfg.Realtime.MaxEventBytes,
 		SendQueue:        s.cfg.Realtime.SendQueueEvents,
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),

@@ -28,6 +28,7 @@ import (
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/config"
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -227,6 +228,10 @@ func (s *Server) router() http.Handler {
 		CountPanic:     s.countPanic,
 	})
 }
+
+// ConnContext is the http.Server ConnContext the server's listener needs: the realtime
+// endpoint sizes the send buffer of the connections it upgrades.
+var ConnContext = realtime.ConnContext
 
 // swapHandler lets the server answer probes while the model loads and switch to the full
 // router once every component exists, without restarting the listener.
