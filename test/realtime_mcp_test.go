@@ -136,7 +136,7 @@ func TestRealtimeMCPListTools(t *testing.T) {
 			t.Fatalf("unexpected event %v", ev)
 		}
 	}
-	t.Logf("two MCP servers listed %v after session.update (loopback)", time.Since(start).Round(time.Millisecond))
+	t.Logf("two MCP servers listed %v after session.update (loopback)", time.Since(start).Round(100*time.Microsecond))
 	require.Equal(t, map[string][]string{"calc": {"add", "echo"}, "ro": {"echo"}}, listed)
 	require.Equal(t, "object", schema["type"])
 	require.Contains(t, schema["properties"], "a")
@@ -198,6 +198,7 @@ func TestRealtimeMCPListTools(t *testing.T) {
 
 	// A dead URL inside the allow-list: the session is updated, the listing fails with an error
 	// event saying why, and the session still answers.
+	deadStart := time.Now()
 	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"tools": []any{
 		map[string]any{"type": "mcp", "server_label": "dead", "server_url": dead, "authorization": token}}}})
 	require.Equal(t, "session.updated", c.next(t, 10*time.Second)["type"])
@@ -205,9 +206,8 @@ func TestRealtimeMCPListTools(t *testing.T) {
 	require.Equal(t, "conversation.item.added", added["type"], "%v", added)
 	deadItem := added["item"].(map[string]any)["id"]
 	require.Equal(t, "mcp_list_tools.in_progress", c.next(t, 10*time.Second)["type"])
-	deadStart := time.Now()
 	failed := c.next(t, 30*time.Second)
-	t.Logf("dead URL reported failed after %v", time.Since(deadStart).Round(time.Millisecond))
+	t.Logf("dead URL reported failed %v after session.update", time.Since(deadStart).Round(100*time.Microsecond))
 	require.Equal(t, "mcp_list_tools.failed", failed["type"], "%v", failed)
 	require.Equal(t, deadItem, failed["item_id"])
 	e = c.next(t, 10*time.Second)
