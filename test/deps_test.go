@@ -31,7 +31,11 @@ var allowed = map[string][]string{
 	"internal/talkclient":  {}, // a client: no server code
 	"internal/benchreport": {}, // the bench commands' report, progress bar and nearest-rank quantile
 	"internal/api/console": {}, // the console page's embedded files
-	"configs":              {}, // the YAML configs, embedded (go:embed)
+	// The client for remote MCP servers (realtime `type: "mcp"` tools) over the official Go
+	// SDK, with the operator's URL allow-list: a leaf, so the session owns connections
+	// without the SDK reaching any other layer.
+	"internal/mcpclient": {},
+	"configs":            {}, // the YAML configs, embedded (go:embed)
 	// The server config: its defaults are the embedded configs/omni-cpu.yaml. Only
 	// internal/server and cmd/ read it.
 	"internal/config": {"configs"},
@@ -51,6 +55,8 @@ var allowed = map[string][]string{
 
 	// Layer 4: the duplex session speaks requestclient's types.
 	"internal/session": {"internal/audio", "internal/metrics", "internal/requestclient",
+		// MCP tools: the session owns its MCP connections (mcp.go) as it owns its engine stream.
+		"internal/mcpclient",
 		// The server-VAD barge-in detector (session/vad.go) runs in the session actor on the
 		// audio as it is appended, before that audio is queued for the engine: barge-in must
 		// cut a reply within ~one frame of the onset even while stage 0 is busy or its queue
@@ -78,6 +84,7 @@ var allowed = map[string][]string{
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
+		"internal/mcpclient", // parses realtime.mcp_allowed_urls for the session manager
 		"internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
 	// Traces are built from the closed records of internal/metrics, and nothing else.
 	"internal/tracing": {"internal/metrics"},
@@ -112,7 +119,8 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
+	"internal/mcpclient": 0,
+	"internal/gpu":       1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,

@@ -46,7 +46,7 @@ func TestRealtimeFunctionTools(t *testing.T) {
 	c.send(t, map[string]any{"type": "session.update", "event_id": "e2", "session": map[string]any{"type": "realtime",
 		"tools": []any{map[string]any{"type": "mcp", "server_label": "x", "server_url": "http://127.0.0.1:1"}}}})
 	e, _ = until("error")
-	require.Equal(t, "unsupported_tools", e["error"].(map[string]any)["code"])
+	require.Equal(t, "mcp_server_not_allowed", e["error"].(map[string]any)["code"]) // no --mcp-allowed-urls
 	c.send(t, map[string]any{"type": "conversation.item.create", "event_id": "e3", "item": map[string]any{
 		"type": "function_call_output", "call_id": "call_nope", "output": "x"}})
 	e, _ = until("error")

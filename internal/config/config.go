@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -104,6 +105,10 @@ type Realtime struct {
 	// WebRTCPublicIPs are the addresses announced to browsers instead of the host's (NAT 1:1),
 	// comma-separated.
 	WebRTCPublicIPs string `yaml:"webrtc_public_ips"`
+	// MCPAllowedURLs are the URL prefixes (comma-separated) a session's `type: "mcp"` tool
+	// may name as server_url. Empty (the default) allows none: a client must not be able to
+	// make the server reach arbitrary hosts.
+	MCPAllowedURLs string `yaml:"mcp_allowed_urls"`
 }
 
 // Engine holds the model-runner settings handed to internal/gpu. Zero sizes mean "the engine's
@@ -234,6 +239,7 @@ func (c *Config) Validate() error {
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
 		{rt.WebRTCUDPPort < 0 || rt.WebRTCUDPPort > 65535, "realtime.webrtc_udp_port", rt.WebRTCUDPPort, "must be 0..65535"},
 		{!ipList(rt.WebRTCPublicIPs), "realtime.webrtc_public_ips", rt.WebRTCPublicIPs, "must be comma-separated IP addresses"},
+		{badURLPrefixes(rt.MCPAllowedURLs), "realtime.mcp_allowed_urls", rt.MCPAllowedURLs, "must be comma-separated absolute http:// or https:// URLs without user info"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -241,6 +247,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// badURLPrefixes reports whether a comma-separated list holds an entry that is not an
+// absolute http(s) URL with a host.
+func badURLPrefixes(list string) bool {
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func oneOf(v string, allowed ...string) bool {

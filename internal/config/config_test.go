@@ -200,3 +200,17 @@ func TestEffectiveIdleTimeout(t *testing.T) {
 		require.Equal(t, tc.want, c.EffectiveIdleTimeout())
 	}
 }
+
+// TestMCPAllowedURLs: empty by default (no MCP server reachable); env and flag set it; an entry
+// that is not an absolute http(s) URL is refused at start-up, not at a session's first use.
+func TestMCPAllowedURLs(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, Defaults().Realtime.MCPAllowedURLs)
+	c, err := Resolve(Sources{Lookup: env(map[string]string{"OMNISERVE_MCP_ALLOWED_URLS": "http://127.0.0.1:8931/mcp,https://tools.example.com/"})})
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:8931/mcp,https://tools.example.com/", c.Realtime.MCPAllowedURLs)
+	for _, bad := range []string{"127.0.0.1:8931", "ftp://h/x", "http://u:p@h/x", "http:///x"} {
+		_, err := Resolve(Sources{Lookup: env(map[string]string{"OMNISERVE_MCP_ALLOWED_URLS": bad})})
+		require.ErrorContains(t, err, "realtime.mcp_allowed_urls", bad)
+	}
+}

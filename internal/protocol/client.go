@@ -56,6 +56,8 @@ type SessionPatch struct {
 	ToolsSet   bool
 	Tools      []Tool
 	ToolChoice *ToolChoice
+	// MCPTools are the `type: "mcp"` entries of tools (mcp.go), in their order.
+	MCPTools []MCPTool
 	// NoiseReductionSet: audio.input.noise_reduction (or input_audio_noise_reduction) was
 	// present; NoiseReduction is its type ("near_field" or "far_field"), "" for null.
 	NoiseReductionSet bool

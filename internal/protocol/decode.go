@@ -390,11 +390,11 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 		p.Type = &s
 	}
 	if v, ok := obj["tools"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		tools, e := decodeTools(v, "session.tools")
+		tools, mcp, e := decodeTools(v, "session.tools", true)
 		if e != nil {
 			return p, e
 		}
-		p.ToolsSet, p.Tools = true, tools
+		p.ToolsSet, p.Tools, p.MCPTools = true, tools, mcp
 	}
 	if v, ok := obj["tool_choice"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 		tc, e := decodeToolChoice(v, "session.tool_choice")
@@ -536,7 +536,7 @@ func decodeResponseCreate(base Header, raw map[string]json.RawMessage, werr func
 		}
 	}
 	if v, ok := r["tools"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		tools, e := decodeTools(v, "response.tools")
+		tools, _, e := decodeTools(v, "response.tools", false)
 		if e != nil {
 			e.EventID = base.ID
 			return nil, e

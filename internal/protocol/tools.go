@@ -22,43 +22,53 @@ type ToolChoice struct {
 	Function string
 }
 
-// decodeTools reads a tools array; param names it in errors ("session.tools").
-func decodeTools(raw json.RawMessage, param string) ([]Tool, *Error) {
+// decodeTools reads a tools array; param names it in errors ("session.tools"). MCP tools are
+// accepted where allowMCP (session.update); response.create refuses them.
+func decodeTools(raw json.RawMessage, param string, allowMCP bool) ([]Tool, []MCPTool, *Error) {
 	var items []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, &Error{Code: "invalid_type", Param: param, Message: "tools must be an array of tool objects"}
+		return nil, nil, &Error{Code: "invalid_type", Param: param, Message: "tools must be an array of tool objects"}
 	}
 	out := make([]Tool, 0, len(items))
+	var mcp []MCPTool
 	for i, it := range items {
 		p := fmt.Sprintf("%s[%d]", param, i)
 		typ, _, _ := str(it, "type")
 		switch typ {
 		case "function":
 		case "mcp":
-			return nil, &Error{Code: "unsupported_tools", Param: p + ".type", Message: "MCP tools are not supported by this server yet; declare function tools and run the MCP call in your client"}
+			if !allowMCP {
+				return nil, nil, &Error{Code: "unsupported_tools", Param: p + ".type", Message: "MCP tools are declared in session.update (session.tools), not per response"}
+			}
+			m, e := decodeMCPTool(it, p, i)
+			if e != nil {
+				return nil, nil, e
+			}
+			mcp = append(mcp, m)
+			continue
 		case "":
-			return nil, &Error{Code: "missing_required_parameter", Param: p + ".type", Message: "each tool needs type \"function\""}
+			return nil, nil, &Error{Code: "missing_required_parameter", Param: p + ".type", Message: "each tool needs type \"function\" or \"mcp\""}
 		default:
-			return nil, &Error{Code: "invalid_value", Param: p + ".type", Message: fmt.Sprintf("unknown tool type %q (function)", typ)}
+			return nil, nil, &Error{Code: "invalid_value", Param: p + ".type", Message: fmt.Sprintf("unknown tool type %q (function or mcp)", typ)}
 		}
 		name, ok, e := str(it, "name")
 		if e != nil || !ok || name == "" {
-			return nil, &Error{Code: "missing_required_parameter", Param: p + ".name", Message: "a function tool needs a name"}
+			return nil, nil, &Error{Code: "missing_required_parameter", Param: p + ".name", Message: "a function tool needs a name"}
 		}
 		desc, _, e := str(it, "description")
 		if e != nil {
-			return nil, &Error{Code: "invalid_type", Param: p + ".description", Message: "description must be a string"}
+			return nil, nil, &Error{Code: "invalid_type", Param: p + ".description", Message: "description must be a string"}
 		}
 		t := Tool{Name: name, Description: desc}
 		if v, ok := it["parameters"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			if !json.Valid(v) || bytes.TrimSpace(v)[0] != '{' {
-				return nil, &Error{Code: "invalid_value", Param: p + ".parameters", Message: "parameters must be a JSON schema object"}
+				return nil, nil, &Error{Code: "invalid_value", Param: p + ".parameters", Message: "parameters must be a JSON schema object"}
 			}
 			t.Parameters = v
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out, mcp, nil
 }
 
 // decodeToolChoice reads tool_choice: a mode string, or {type: "function", name} (also the
@@ -83,7 +93,7 @@ func decodeToolChoice(raw json.RawMessage, param string) (*ToolChoice, *Error) {
 		return nil, &Error{Code: "invalid_type", Param: param, Message: "tool_choice must be a string or an object"}
 	}
 	if obj.Type == "mcp" {
-		return nil, &Error{Code: "unsupported_tools", Param: param + ".type", Message: "MCP tools are not supported by this server yet"}
+		return nil, &Error{Code: "unsupported_tools", Param: param + ".type", Message: "calls to MCP tools are not supported by this server yet (MCP servers are listed only); tool_choice may name a function"}
 	}
 	if obj.Type != "function" {
 		return nil, &Error{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("tool_choice type %q must be \"function\"", obj.Type)}

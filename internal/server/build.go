@@ -11,6 +11,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -163,7 +164,12 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	}
 	// pipeline.thinker.vad is the server_vad default of every realtime session.
 	vad := s.pipelineCfg.Thinker.VAD
+	mcpAllow, err := mcpclient.ParseAllowList(splitList(s.cfg.Realtime.MCPAllowedURLs))
+	if err != nil {
+		return fmt.Errorf("realtime.mcp_allowed_urls: %w", err)
+	}
 	mgr := session.NewManager(session.ManagerConfig{
+		MCPAllowList:           mcpAllow,
 		MaxSessions:            s.cfg.Server.MaxSessions,
 		DrainGrace:             s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:         s.cfg.Server.MaxIdleTimeout,

@@ -94,8 +94,10 @@ type Config struct {
 	// speech.NoiseFarField), applied before the VAD and the ASR.
 	NoiseReduction string
 	// Tools are the functions the model may call, and ToolChoice how (tools.go).
-	Tools           []requestclient.Tool
-	ToolChoice      ToolChoice
+	Tools      []requestclient.Tool
+	ToolChoice ToolChoice
+	// MCP are the MCP servers of session.tools (mcp.go).
+	MCP             []MCPTool
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -182,6 +184,8 @@ type ConfigPatch struct {
 	ToolChoice *ToolChoice
 	TracingSet bool
 	Tracing    any // nil, "auto" or the tracing object (validated by internal/protocol)
+	// MCPTools are the `type: "mcp"` entries of tools (with ToolsSet).
+	MCPTools []MCPTool
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -252,6 +256,9 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 			return cfg, fe
 		}
 		cfg.Tools, cfg.ToolChoice = tools, choice
+		if p.ToolsSet {
+			cfg.MCP = p.MCPTools
+		}
 	}
 	if p.NoiseReductionSet {
 		switch p.NoiseReduction {

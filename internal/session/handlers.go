@@ -128,6 +128,11 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 			err = fe
 		}
 	}
+	if err == nil && patch.ToolsSet {
+		if fe := s.checkMCPTools(patch.MCPTools); fe != nil {
+			err = fe
+		}
+	}
 	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
@@ -167,6 +172,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	}
 	s.syncTools()
 	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	s.syncMCP()
 }
 
 func (s *Session) emitCreated() {
@@ -242,7 +248,7 @@ func (s *Session) publicSession() map[string]any {
 	}
 	sess := map[string]any{
 		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
-		"instructions": s.cfg.Instructions, "tools": toolsWire(s.cfg.Tools), "tool_choice": toolChoiceWire(s.cfg.ToolChoice),
+		"instructions": s.cfg.Instructions, "tools": append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), "tool_choice": toolChoiceWire(s.cfg.ToolChoice),
 		"expires_at": s.expiresAt.Unix(),
 		// omniserve extensions
 		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),

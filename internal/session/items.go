@@ -3,6 +3,8 @@ package session
 import (
 	"crypto/rand"
 	"encoding/hex"
+
+	"github.com/omniserve/omniserve/internal/mcpclient"
 )
 
 // item is one conversation item as the session tracks it for retrieve/delete/truncate.
@@ -16,6 +18,9 @@ type item struct {
 	Truncated              bool // conversation.item.truncate cut it: its transcript is gone
 	// function_call (CallID, Name, Arguments) and function_call_output (CallID, Output) items.
 	CallID, Name, Arguments, Output string
+	// mcp_list_tools items (mcp.go): the server and the tools it listed.
+	ServerLabel string
+	MCPTools    []mcpclient.Tool
 }
 
 func newItemID() string {
@@ -30,6 +35,8 @@ func (it *item) wire(beta bool) map[string]any {
 	case "function_call":
 		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
 			"call_id": it.CallID, "name": it.Name, "arguments": it.Arguments}
+	case "mcp_list_tools":
+		return mcpListWire(it)
 	case "function_call_output":
 		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
 			"call_id": it.CallID, "output": it.Output}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/mcpclient"
 	"sync"
 	"time"
 
@@ -12,6 +13,11 @@ import (
 
 // ManagerConfig holds server-side session limits. Zero values take the documented defaults.
 type ManagerConfig struct {
+	// MCPAllowList is the URL prefixes a session's MCP tools may reach
+	// (realtime.mcp_allowed_urls); empty allows none.
+	MCPAllowList mcpclient.AllowList
+	// MCPLimits bound each MCP server's handshake, listing and calls; zero = the defaults.
+	MCPLimits mcpclient.Limits
 	// MaxSessions bounds concurrent sessions (admission slots). Default 64, as server.max_sessions.
 	MaxSessions int
 	// IdleTimeout is the receive-idle timeout when a session sets none. Default 300 s.
@@ -67,6 +73,9 @@ type ManagerConfig struct {
 // WithDefaults is c with every zero value replaced by its documented default (the server's
 // config table has the same defaults: internal/server TestDefaultsAgree compares them).
 func (c ManagerConfig) WithDefaults() ManagerConfig {
+	if c.MCPLimits == (mcpclient.Limits{}) {
+		c.MCPLimits = mcpclient.DefaultLimits()
+	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 64
 	}

@@ -77,6 +77,7 @@ type Session struct {
 	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
 	results chan jobResult
+	mcp     mcpState // MCP servers of session.tools (mcp.go)
 
 	// toolsEngine and toolsKey are the engine the session's tools were last given to, and
 	// what it was given (tools_sync.go syncTools).
@@ -306,6 +307,8 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
+	s.initMCP()
+	defer s.closeMCP()
 	defer s.closeDenoise()
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
@@ -387,6 +390,8 @@ func (s *Session) loop(ctx context.Context) string {
 			s.drainOutputs()
 		case r := <-s.results:
 			s.handleResult(r)
+		case r := <-s.mcp.results:
+			s.handleMCPResult(r)
 		case <-s.paceTimer.C:
 			s.pace()
 		case <-s.vadIdle.C:

@@ -1,0 +1,317 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/mcpclient"
+)
+
+// MCP tools (session.tools entries of `type: "mcp"`): the session itself connects to each
+// server the operator's allow-list (ManagerConfig.MCPAllowList) permits, lists its tools
+// through allowed_tools and reports the listing as an mcp_list_tools item with
+// mcp_list_tools.in_progress / .completed / .failed. The network work runs on goroutines the
+// session owns (mcpState); their results come back to the actor on a channel. Headers and
+// authorization are the client's secrets: never logged, never echoed in session objects.
+
+// MCPTool is one `type: "mcp"` tool of session.tools.
+type MCPTool struct {
+	// Index is its position in session.tools, for error params.
+	Index             int
+	ServerLabel       string
+	ServerURL         string
+	ServerDescription string
+	Headers           map[string]string
+	Authorization     string
+	AllowedTools      json.RawMessage
+	RequireApproval   json.RawMessage
+}
+
+// mcpResultQueue bounds listings finished but not yet handled; a session lists at most a few
+// servers, and a sender also gives up when the session ends.
+const mcpResultQueue = 8
+
+// MaxMCPServers bounds the MCP tools of one session: each is a connection and up to
+// MCPLimits.MaxResponseBytes of listed tools held by the session.
+const MaxMCPServers = 8
+
+// mcpState is the session's MCP connections and the goroutines that open them.
+type mcpState struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	results chan mcpResult
+	// servers are the listed (or listing) servers by label.
+	servers map[string]*mcpServer
+	gen     int
+}
+
+// mcpServer is one MCP tool's connection, once listed.
+type mcpServer struct {
+	// cancel stops the listing when the tool is dropped or replaced before it finished.
+	cancel context.CancelFunc
+	tool   MCPTool
+	gen    int
+	itemID string
+	conn   *mcpclient.Conn // nil until listed (or when the listing failed)
+	tools  []mcpclient.Tool
+}
+
+type mcpResult struct {
+	label  string
+	gen    int
+	itemID string
+	conn   *mcpclient.Conn
+	tools  []mcpclient.Tool
+	err    error
+}
+
+func (s *Session) initMCP() {
+	s.mcp.ctx, s.mcp.cancel = context.WithCancel(context.Background())
+	s.mcp.results = make(chan mcpResult, mcpResultQueue)
+	s.mcp.servers = map[string]*mcpServer{}
+}
+
+// closeMCP cancels every listing in flight, waits for their goroutines and closes the
+// connections. It runs when Run returns, after the actor stopped reading results.
+func (s *Session) closeMCP() {
+	s.mcp.cancel()
+	s.mcp.wg.Wait()
+	for {
+		select {
+		case r := <-s.mcp.results:
+			if r.conn != nil {
+				_ = r.conn.Close()
+			}
+			continue
+		default:
+		}
+		break
+	}
+	for _, srv := range s.mcp.servers {
+		srv.cancel()
+		if srv.conn != nil {
+			_ = srv.conn.Close()
+		}
+	}
+	s.mcp.servers = nil
+}
+
+// checkMCPTools validates the MCP tools of a session.update before anything changes: unique
+// labels, a server_url under the operator's allow-list, a well-formed allowed_tools and
+// require_approval.
+func (s *Session) checkMCPTools(tools []MCPTool) *FieldError {
+	if len(tools) > MaxMCPServers {
+		return &FieldError{"invalid_value", fmt.Sprintf("session.tools[%d]", tools[MaxMCPServers].Index),
+			fmt.Sprintf("at most %d MCP tools per session", MaxMCPServers)}
+	}
+	labels := map[string]bool{}
+	for _, t := range tools {
+		p := fmt.Sprintf("session.tools[%d]", t.Index)
+		if labels[t.ServerLabel] {
+			return &FieldError{"invalid_value", p + ".server_label", fmt.Sprintf("duplicate server_label %q", t.ServerLabel)}
+		}
+		labels[t.ServerLabel] = true
+		if !s.m.cfg.MCPAllowList.Permits(t.ServerURL) {
+			msg := fmt.Sprintf("server_url %q is not among the MCP servers this server may reach (realtime.mcp_allowed_urls)", t.ServerURL)
+			if s.m.cfg.MCPAllowList.Len() == 0 {
+				msg = "this server reaches no MCP servers: its operator has not set realtime.mcp_allowed_urls"
+			}
+			return &FieldError{"mcp_server_not_allowed", p + ".server_url", msg}
+		}
+		if _, err := mcpclient.ParseFilter(t.AllowedTools); err != nil {
+			return &FieldError{"invalid_value", p + ".allowed_tools", err.Error()}
+		}
+		if fe := checkRequireApproval(t.RequireApproval, p+".require_approval"); fe != nil {
+			return fe
+		}
+	}
+	return nil
+}
+
+// checkRequireApproval accepts "always", "never" or {always?: filter, never?: filter}.
+func checkRequireApproval(raw json.RawMessage, param string) *FieldError {
+	if len(raw) == 0 {
+		return nil
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		if mode == "always" || mode == "never" {
+			return nil
+		}
+		return &FieldError{"invalid_value", param, fmt.Sprintf("require_approval %q must be always, never or {always, never}", mode)}
+	}
+	var obj struct {
+		Always json.RawMessage `json:"always"`
+		Never  json.RawMessage `json:"never"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return &FieldError{"invalid_type", param, "require_approval must be a string or an object"}
+	}
+	for _, f := range []json.RawMessage{obj.Always, obj.Never} {
+		if _, err := mcpclient.ParseFilter(f); err != nil {
+			return &FieldError{"invalid_value", param, err.Error()}
+		}
+	}
+	return nil
+}
+
+// syncMCP starts listing every MCP tool of the session that is new or changed, and closes
+// the connections of those removed. It runs after session.updated.
+func (s *Session) syncMCP() {
+	want := map[string]MCPTool{}
+	for _, t := range s.cfg.MCP {
+		want[t.ServerLabel] = t
+	}
+	for label, srv := range s.mcp.servers {
+		if t, ok := want[label]; ok && sameMCPServer(t, srv.tool) {
+			continue
+		}
+		delete(s.mcp.servers, label)
+		srv.cancel()
+		if srv.conn != nil {
+			s.closeMCPConn(srv.conn)
+		}
+	}
+	for _, t := range s.cfg.MCP {
+		if _, ok := s.mcp.servers[t.ServerLabel]; ok {
+			continue
+		}
+		s.listMCP(t)
+	}
+}
+
+// sameMCPServer: an update that repeats a tool unchanged does not list it again.
+func sameMCPServer(a, b MCPTool) bool {
+	a.Index, b.Index = 0, 0
+	return reflect.DeepEqual(a, b)
+}
+
+// closeMCPConn closes a connection off the actor: closing ends an HTTP session with the server.
+func (s *Session) closeMCPConn(c *mcpclient.Conn) {
+	s.mcp.wg.Add(1)
+	go func() {
+		defer s.mcp.wg.Done()
+		_ = c.Close()
+	}()
+}
+
+// listMCP adds the tool's mcp_list_tools item and lists the server in the background.
+func (s *Session) listMCP(t MCPTool) {
+	s.mcp.gen++
+	it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
+	ctx, cancel := context.WithCancel(s.mcp.ctx)
+	srv := &mcpServer{tool: t, gen: s.mcp.gen, itemID: it.ID, cancel: cancel}
+	s.mcp.servers[t.ServerLabel] = srv
+	s.insertItem(it, "")
+	s.sendItemAdded(it, s.epoch, false)
+	s.send(Event{Type: "mcp_list_tools.in_progress", Epoch: s.epoch, Fields: map[string]any{"item_id": it.ID}})
+	filter, _ := mcpclient.ParseFilter(t.AllowedTools) // checked by checkMCPTools
+	lim := s.m.cfg.MCPLimits
+	cfg := mcpclient.Server{URL: t.ServerURL, Headers: t.Headers, Authorization: t.Authorization}
+	results, gen, sessionCtx := s.mcp.results, srv.gen, s.mcp.ctx
+	s.mcp.wg.Add(1)
+	go func() {
+		defer s.mcp.wg.Done()
+		r := mcpResult{label: t.ServerLabel, gen: gen, itemID: it.ID}
+		r.conn, r.err = mcpclient.Connect(ctx, cfg, lim)
+		if r.err == nil {
+			if r.tools, r.err = r.conn.ListTools(ctx, filter); r.err != nil {
+				_ = r.conn.Close()
+				r.conn = nil
+			}
+		}
+		// A listing cut short because the tool was replaced still reports its item; only the
+		// session's end stops the report.
+		select {
+		case results <- r:
+		case <-sessionCtx.Done():
+			if r.conn != nil {
+				_ = r.conn.Close()
+			}
+		}
+	}()
+}
+
+// handleMCPResult reports a finished listing: the item gets its tools and
+// mcp_list_tools.completed, or mcp_list_tools.failed and an error event saying why. The
+// session lives on either way.
+func (s *Session) handleMCPResult(r mcpResult) {
+	srv := s.mcp.servers[r.label]
+	current := srv != nil && srv.gen == r.gen
+	it := s.findItem(r.itemID)
+	if !current {
+		// The tool was removed or replaced while it was being listed: its tools are not used.
+		if r.conn != nil {
+			s.closeMCPConn(r.conn)
+			r.conn = nil
+		}
+		r.err = errors.New("the tool was replaced or removed by a session.update before its listing finished")
+	}
+	if r.err != nil {
+		s.log.Info("mcp list tools failed", zap.String("server_label", r.label), zap.Error(r.err))
+		if it != nil {
+			it.Status = "failed"
+		}
+		s.send(Event{Type: "mcp_list_tools.failed", Epoch: s.epoch, Fields: map[string]any{"item_id": r.itemID}})
+		param := ""
+		if current {
+			param = fmt.Sprintf("session.tools[%d].server_url", srv.tool.Index)
+		}
+		msg := r.err.Error()
+		var me *mcpclient.Error
+		if errors.As(r.err, &me) {
+			msg = me.Message
+		}
+		s.sendError("mcp_list_tools_failed", fmt.Sprintf("listing the tools of MCP server %q failed: %s", r.label, msg), "", param)
+		return
+	}
+	srv.conn, srv.tools = r.conn, r.tools
+	if it == nil {
+		return // the conversation dropped the item (history budget, delete); the tools stay
+	}
+	it.MCPTools, it.Status = r.tools, "completed"
+	s.send(Event{Type: "mcp_list_tools.completed", Epoch: s.epoch, Fields: map[string]any{"item_id": it.ID}})
+	s.sendItemDone(it, s.epoch)
+}
+
+// mcpListWire is an mcp_list_tools item on the wire.
+func mcpListWire(it *item) map[string]any {
+	tools := make([]any, 0, len(it.MCPTools))
+	for _, t := range it.MCPTools {
+		w := map[string]any{"name": t.Name, "input_schema": rawJSON(t.InputSchema)}
+		if t.Description != "" {
+			w["description"] = t.Description
+		}
+		if len(t.Annotations) > 0 {
+			w["annotations"] = rawJSON(t.Annotations)
+		}
+		tools = append(tools, w)
+	}
+	return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "server_label": it.ServerLabel, "tools": tools}
+}
+
+// mcpToolsWire is the session object's MCP tools, without headers or authorization.
+func mcpToolsWire(tools []MCPTool) []any {
+	out := make([]any, 0, len(tools))
+	for _, t := range tools {
+		w := map[string]any{"type": "mcp", "server_label": t.ServerLabel, "server_url": t.ServerURL}
+		if t.ServerDescription != "" {
+			w["server_description"] = t.ServerDescription
+		}
+		if len(t.AllowedTools) > 0 {
+			w["allowed_tools"] = rawJSON(t.AllowedTools)
+		}
+		if len(t.RequireApproval) > 0 {
+			w["require_approval"] = rawJSON(t.RequireApproval)
+		}
+		out = append(out, w)
+	}
+	return out
+}
