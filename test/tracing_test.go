@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -117,7 +118,8 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	c := dialResumeHeader(t, "ws://"+s.addr+"/v1/realtime", http.Header{"Traceparent": {"00-" + rtTrace + "-b7ad6b7169203331-01"}})
 	require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
 	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime", "max_output_tokens": 8,
-		"audio": map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}}})
+		"tracing": map[string]any{"workflow_name": "e2e-workflow", "group_id": "group-1", "metadata": map[string]any{"user": "u7"}},
+		"audio":   map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}}})
 	for i := 0; i < len(raw); i += 3200 {
 		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
 	}
@@ -131,6 +133,28 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 	}
 
+	// A second turn, cancelled once its audio flows: an interrupted turn in the same trace.
+	for i := 0; i < len(raw); i += 3200 {
+		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
+	}
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 200}})
+	cancelled := false
+	for {
+		ev := c.next(t, 60*time.Second)
+		require.NotEqual(t, "error", ev["type"], "%v", ev)
+		if ev["type"] == "response.output_audio.delta" && !cancelled {
+			c.send(t, map[string]any{"type": "response.cancel"})
+			cancelled = true
+		}
+		if ev["type"] == "response.done" {
+			break
+		}
+	}
+	require.True(t, cancelled, "the second turn had audio to cancel")
+	// Closing the session ends the session span.
+	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"))
+
 	byTrace := func(tid string) []*tracepb.Span {
 		var out []*tracepb.Span
 		for _, sp := range rec.all() {
@@ -140,7 +164,15 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 		return out
 	}
-	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && len(byTrace(rtTrace)) >= 3 }, 20*time.Second, 100*time.Millisecond,
+	sessionSpan := func() *tracepb.Span {
+		for _, sp := range byTrace(rtTrace) {
+			if sp.Name == "e2e-workflow" {
+				return sp
+			}
+		}
+		return nil
+	}
+	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && sessionSpan() != nil }, 20*time.Second, 100*time.Millisecond,
 		"spans of both traces reach the receiver") {
 		for _, sp := range rec.all() {
 			rid, _ := spanAttr(sp, "omniserve.request_id")
@@ -153,7 +185,7 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		spans := byTrace(tc.trace)
 		var root *tracepb.Span
 		for _, sp := range spans {
-			if sp.Name == tc.root {
+			if reason, _ := spanAttr(sp, "omniserve.finished_reason"); sp.Name == tc.root && reason != "cancel" {
 				root = sp
 			}
 		}
@@ -188,4 +220,38 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 		require.Positive(t, stages, "stage spans under %s", tc.root)
 	}
+
+	// The span tree of the realtime trace: the upgrade's traceparent → the session span (named
+	// by session.tracing's workflow_name, tagged with its group_id and metadata, ended with the
+	// close reason) → a span per turn, the cancelled one marked interrupted.
+	sess := sessionSpan()
+	require.Equal(t, "b7ad6b7169203331", hex.EncodeToString(sess.ParentSpanId), "the session span continues the upgrade's traceparent")
+	for k, want := range map[string]string{"omniserve.workflow_name": "e2e-workflow", "omniserve.group_id": "group-1", "omniserve.metadata.user": "u7"} {
+		got, _ := spanAttr(sess, k)
+		require.Equal(t, want, got, k)
+	}
+	closeReason, _ := spanAttr(sess, "omniserve.close_reason")
+	require.NotEmpty(t, closeReason)
+	reasons := map[string]int{}
+	for _, sp := range byTrace(rtTrace) {
+		if sp.Name != "realtime.turn" {
+			continue
+		}
+		require.Equal(t, sess.SpanId, sp.ParentSpanId, "a turn span is the session span's child")
+		reason, _ := spanAttr(sp, "omniserve.finished_reason")
+		reasons[reason]++
+		if reason == "cancel" {
+			interrupted := false
+			for _, a := range sp.Attributes {
+				if a.Key == "omniserve.interrupted" && a.Value.GetBoolValue() {
+					interrupted = true
+				}
+			}
+			require.True(t, interrupted, "the cancelled turn is marked")
+			require.NotEmpty(t, sp.Events, "the cancelled turn has its interrupted event")
+			require.Equal(t, "interrupted", sp.Events[0].Name)
+		}
+	}
+	require.Equal(t, 1, reasons["cancel"], "the cancelled turn under the session: %v", reasons)
+	require.Len(t, reasons, 2, "one done turn and one cancelled turn under the session: %v", reasons)
 }

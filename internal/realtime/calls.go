@@ -177,11 +177,16 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch}, cl.sink)
 	cl.ctx, cl.ctxCancel = context.WithCancel(c.h.cfg.BaseContext)
+	endSpan := func(string, any) {}
+	if c.h.cfg.Trace != nil {
+		endSpan = c.h.cfg.Trace(r, cl.sess.ID())
+	}
 	close(cl.ready)
 	go func() {
 		defer c.wg.Done()
 		defer slot.Release()
-		cl.run()
+		cl.run() // returns after the session's Run did
+		endSpan(cl.sess.CloseReason(), cl.sess.Tracing())
 		c.mu.Lock()
 		delete(c.calls, cl.id)
 		c.mu.Unlock()

@@ -50,9 +50,11 @@ type HandlerConfig struct {
 	BaseContext context.Context
 	// OriginPatterns are extra allowed browser origins (coder/websocket AcceptOptions).
 	OriginPatterns []string
-	// Trace, when set, is called with the upgrade request and the session id: the request's
-	// traceparent parents the spans of the session's turns until the returned func runs.
-	Trace func(r *http.Request, sessionID string) func()
+	// Trace, when set, is called with the upgrade (or WebRTC call) request and the id of the
+	// session it created: it starts the session span, continuing the request's traceparent,
+	// which then parents the spans of the session's turns. The returned func ends the span
+	// with the session's close reason and tracing field.
+	Trace func(r *http.Request, sessionID string) func(reason string, tracing any)
 	// JournalBytes and JournalEvents bound each resumable session's replay journal (the recent
 	// events a resuming client may have missed). Defaults 1 MiB and 1024 events.
 	JournalBytes  int
@@ -174,7 +176,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
 		if h.cfg.Trace != nil {
-			defer h.cfg.Trace(r, sess.ID())()
+			end := h.cfg.Trace(r, sess.ID())
+			defer func() {
+				select {
+				case <-sess.Done():
+					end(sess.CloseReason(), sess.Tracing())
+				default: // the upgrade failed: the session never ran
+					end("upgrade_failed", nil)
+				}
+			}()
 		}
 	}
 	limitSendBuffer(r.Context())

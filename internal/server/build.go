@@ -200,7 +200,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		SendQueue:        s.cfg.Realtime.SendQueueEvents,
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),
 		Secrets:          s.secrets,
-		Trace:            s.tracer.HTTPHook(),
+		Trace:            s.tracer.SessionHook(),
 	}
 	s.realtime = realtime.NewHandler(hcfg, mgr, s.log)
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)

@@ -80,6 +80,13 @@ func (s *Session) CloseReason() string {
 	return s.endReason
 }
 
+// Tracing is session.tracing as the session had it when Run returned (nil, "auto" or the
+// tracing object): the session span is named and tagged from it at close. Waits for Done.
+func (s *Session) Tracing() any {
+	<-s.done // cfg is the actor's until Run returns
+	return s.cfg.Tracing
+}
+
 // Disconnected tells the session that the connection of attachment gen was lost without a
 // close frame. A resumable session detaches: it keeps its engine stream, conversation and slot
 // for the resume grace, its active response keeps generating (events go to the stream's

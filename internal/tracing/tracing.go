@@ -132,6 +132,10 @@ func (t *Tracer) Begin(ctx context.Context, id string) {
 	if t == nil {
 		return
 	}
+	t.begin(ctx, id, parentTTL)
+}
+
+func (t *Tracer) begin(ctx context.Context, id string, ttl time.Duration) {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return
@@ -146,7 +150,7 @@ func (t *Tracer) Begin(ctx context.Context, id string) {
 			}
 		}
 	}
-	t.parent[id] = parentEntry{sc: sc, until: now.Add(parentTTL)}
+	t.parent[id] = parentEntry{sc: sc, until: now.Add(ttl)}
 }
 
 // End forgets id's trace context.
@@ -207,7 +211,10 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
 	}
 	switch rec.FinishedReason {
 	case metrics.ReasonBargeIn, metrics.ReasonCancel, metrics.ReasonClose, metrics.ReasonAbort:
+		// Marked twice: an attribute to filter on, an event that trace viewers show on the
+		// timeline (the turn was cut short, not failed: the status stays unset).
 		span.SetAttributes(attribute.Bool("omniserve.interrupted", true))
+		span.AddEvent("interrupted", trace.WithTimestamp(end), trace.WithAttributes(attribute.String("omniserve.finished_reason", rec.FinishedReason)))
 	case metrics.ReasonError:
 		span.SetStatus(codes.Error, "the turn failed")
 	}

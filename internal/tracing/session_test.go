@@ -1,0 +1,126 @@
+package tracing
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/metrics"
+)
+
+// newTestTracer is a Tracer exporting synchronously to an in-memory exporter.
+func newTestTracer(t *testing.T) (*Tracer, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	return &Tracer{tp: tp, tr: tp.Tracer("test"), log: zap.NewNop(), parent: map[string]parentEntry{}}, exp
+}
+
+func attrs(kv []attribute.KeyValue) map[string]string {
+	out := map[string]string{}
+	for _, a := range kv {
+		out[string(a.Key)] = a.Value.Emit()
+	}
+	return out
+}
+
+func TestNilTracerHooksAreNil(t *testing.T) {
+	var tr *Tracer
+	require.Nil(t, tr.SessionHook())
+	require.Nil(t, tr.HTTPHook())
+	tr.ObserveFinalized(metrics.FinalizedRequest{})
+}
+
+// TestSessionSpanParentsItsTurns: the session span continues the upgrade's traceparent; each
+// turn's span is its child and is exported when the turn ends, before the session closes; the
+// tracing field names and tags the session span at close.
+func TestSessionSpanParentsItsTurns(t *testing.T) {
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	tests := []struct {
+		name     string
+		tracing  any
+		wantName string
+		want     map[string]string
+	}{
+		{"workflow", map[string]any{"workflow_name": "support-bot", "group_id": "g1", "metadata": map[string]any{"user": "u7", "tier": 2.0}},
+			"support-bot", map[string]string{"omniserve.workflow_name": "support-bot", "omniserve.group_id": "g1", "omniserve.metadata.user": "u7", "omniserve.metadata.tier": "2"}},
+		{"auto", "auto", SessionSpanName, map[string]string{"omniserve.tracing": "auto"}},
+		{"none", nil, SessionSpanName, map[string]string{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, exp := newTestTracer(t)
+			r, err := http.NewRequest(http.MethodGet, "http://x/v1/realtime", nil)
+			require.NoError(t, err)
+			r.Header.Set("traceparent", "00-"+traceID+"-b7ad6b7169203331-01")
+			end := tr.SessionHook()(r, "sess_abc")
+
+			for i, reason := range []string{metrics.ReasonStop, metrics.ReasonBargeIn} {
+				tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: reason,
+					E2E:    metrics.RequestE2EStats{RequestID: "sess_abc-resp" + string(rune('0'+i)), E2ETotalMs: 20},
+					Stages: []metrics.StageRequestStats{{StageID: 0, StageGenTimeMs: 5}}})
+			}
+			turns := exp.GetSpans()
+			require.Len(t, turns, 4, "turn and stage spans are exported as each turn ends")
+			end("client_close", tc.tracing)
+			spans := exp.GetSpans()
+			require.Len(t, spans, 5)
+			sess := spans[4]
+			require.Equal(t, tc.wantName, sess.Name)
+			require.Equal(t, traceID, sess.SpanContext.TraceID().String())
+			require.Equal(t, "b7ad6b7169203331", sess.Parent.SpanID().String(), "continues the upgrade's traceparent")
+			got := attrs(sess.Attributes)
+			require.Equal(t, "client_close", got["omniserve.close_reason"])
+			require.Equal(t, "sess_abc", got["omniserve.session_id"])
+			for k, v := range tc.want {
+				require.Equal(t, v, got[k], k)
+			}
+			var turnSpans []tracetest.SpanStub
+			for _, s := range spans {
+				if s.Name == "realtime.turn" {
+					turnSpans = append(turnSpans, s)
+				}
+			}
+			require.Len(t, turnSpans, 2)
+			for _, s := range turnSpans {
+				require.Equal(t, sess.SpanContext.SpanID(), s.Parent.SpanID(), "a turn is the session span's child")
+				require.Equal(t, traceID, s.SpanContext.TraceID().String())
+			}
+			require.Empty(t, turnSpans[0].Events, "a done turn is not marked")
+			require.Equal(t, "barge_in", attrs(turnSpans[1].Attributes)["omniserve.finished_reason"])
+			require.Equal(t, "true", attrs(turnSpans[1].Attributes)["omniserve.interrupted"])
+			require.Len(t, turnSpans[1].Events, 1)
+			require.Equal(t, "interrupted", turnSpans[1].Events[0].Name)
+
+			// The last turn's record may close just after the session: it still joins the trace.
+			tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonClose,
+				E2E: metrics.RequestE2EStats{RequestID: "sess_abc-resp9", E2ETotalMs: 1}})
+			late := exp.GetSpans()[5]
+			require.Equal(t, sess.SpanContext.SpanID(), late.Parent.SpanID())
+		})
+	}
+}
+
+// TestSessionWithoutTraceparentStartsATrace: no traceparent, a fresh trace rooted at the
+// session span, which still parents the turns.
+func TestSessionWithoutTraceparentStartsATrace(t *testing.T) {
+	tr, exp := newTestTracer(t)
+	r, err := http.NewRequest(http.MethodPost, "http://x/v1/realtime/calls", nil)
+	require.NoError(t, err)
+	end := tr.SessionHook()(r, "sess_q")
+	tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonCancel, E2E: metrics.RequestE2EStats{RequestID: "sess_q-r1", E2ETotalMs: 3}})
+	end("hangup", nil)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 2)
+	require.False(t, spans[1].Parent.IsValid(), "the session span is the root")
+	require.Equal(t, spans[1].SpanContext.TraceID(), spans[0].SpanContext.TraceID())
+	require.Equal(t, spans[1].SpanContext.SpanID(), spans[0].Parent.SpanID())
+	require.Equal(t, trace.SpanKindServer, spans[1].SpanKind)
+}
