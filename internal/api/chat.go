@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/oaierror"
@@ -160,6 +161,8 @@ func (h *chatHandler) serve(w http.ResponseWriter, r *http.Request, p *chatParse
 	id := newChatCompletionID()
 	if h.cfg.Trace != nil {
 		h.cfg.Trace(r, id) // not ended here: the record may close after the handler returns
+		// The request's trace context rides on its context, so remote stages send it on.
+		r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 	}
 	streams := make([]*requestclient.ChatStream, 0, p.N)
 	// Close aborts a generation when the client went away or a write failed; after a normal

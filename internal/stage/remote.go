@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // RemoteStages selects remote backends per stage; a nil entry keeps the stage local. The remote
@@ -260,6 +262,9 @@ func (c *remoteClient) once(ctx context.Context, url string, mk func(ctx context
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
+	// The caller's W3C trace context, when ctx carries one, so a remote omniserve or vLLM joins
+	// the trace (nothing is written without one).
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
