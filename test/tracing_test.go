@@ -255,3 +255,48 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	require.Equal(t, 1, reasons["cancel"], "the cancelled turn under the session: %v", reasons)
 	require.Len(t, reasons, 2, "one done turn and one cancelled turn under the session: %v", reasons)
 }
+
+// TestTraceparentAcrossRemoteStage: a front omniserve whose thinker is remote (a back omniserve
+// on loopback) sends a chat request's traceparent on to the back, so both servers' chat spans
+// land in the caller's trace at the same OTLP receiver.
+func TestTraceparentAcrossRemoteStage(t *testing.T) {
+	rec := startOTLPReceiver(t)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + rec.addr}
+	cache := filepath.Join(t.TempDir(), "cache")
+	back := startBinaryEnv(t, env, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats", "--cache-dir", cache)
+	cfg := filepath.Join(t.TempDir(), "front.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("pipeline:\n  remote:\n    thinker: {base_url: \"http://"+back.addr+"/v1\", model: \"dummy:tiny\"}\n"), 0o600))
+	front := startBinaryEnv(t, env, "--config", cfg, "--model", "dummy:tiny", "--log-stats", "--cache-dir", cache)
+
+	const tid = "5bf92f3577b34da6a3ce929d0e0e4737"
+	body, _ := json.Marshal(map[string]any{"model": "dummy:tiny", "max_tokens": 8,
+		"messages": []any{map[string]any{"role": "user", "content": "hello"}}})
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+front.addr+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+tid+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+
+	chatSpans := func() map[string]bool {
+		ids := map[string]bool{}
+		for _, sp := range rec.all() {
+			if sp.Name == "chat.completion" && hex.EncodeToString(sp.TraceId) == tid {
+				rid, _ := spanAttr(sp, "omniserve.request_id")
+				ids[rid] = true
+			}
+		}
+		return ids
+	}
+	if !assert.Eventually(t, func() bool { return len(chatSpans()) == 2 }, 20*time.Second, 100*time.Millisecond,
+		"the front's and the back's chat.completion spans in the caller's trace: %v", chatSpans()) {
+		for _, sp := range rec.all() {
+			rid, _ := spanAttr(sp, "omniserve.request_id")
+			t.Logf("span %s trace %x parent %x rid %s", sp.Name, sp.TraceId, sp.ParentSpanId, rid)
+		}
+		t.Logf("front:\n%s\nback:\n%s", tail(front.logs.String(), 2000), tail(back.logs.String(), 2000))
+		t.FailNow()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/gpu"
@@ -150,6 +151,11 @@ func (p *Pipeline) goTracked(f func()) error {
 // cancelled. The returned stop releases the link and cancels the request's context.
 func (p *Pipeline) requestContext(ctx context.Context, onAbort func()) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancel(p.ctx)
+	// The request runs under the pipeline's context, not the caller's; its W3C trace context
+	// comes along so remote stages send it on (remote.go once).
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		rctx = trace.ContextWithSpanContext(rctx, sc)
+	}
 	stop := context.AfterFunc(ctx, func() {
 		onAbort()
 		cancel()
