@@ -299,4 +299,33 @@ func TestTraceparentAcrossRemoteStage(t *testing.T) {
 		t.Logf("front:\n%s\nback:\n%s", tail(front.logs.String(), 2000), tail(back.logs.String(), 2000))
 		t.FailNow()
 	}
+
+	// A realtime turn through the front: the back's request joins the session's trace.
+	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	const rtTrace = "6af7651916cd43dd8448eb211c80319d"
+	c := dialResumeHeader(t, "ws://"+front.addr+"/v1/realtime", http.Header{"Traceparent": {"00-" + rtTrace + "-b7ad6b7169203331-01"}})
+	require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime", "max_output_tokens": 8,
+		"audio": map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}}})
+	for i := 0; i < len(raw); i += 3200 {
+		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
+	}
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+	c.send(t, map[string]any{"type": "response.create"})
+	for {
+		ev := c.next(t, 60*time.Second)
+		require.NotEqual(t, "error", ev["type"], "%v", ev)
+		if ev["type"] == "response.done" {
+			break
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, sp := range rec.all() {
+			if sp.Name == "chat.completion" && hex.EncodeToString(sp.TraceId) == rtTrace {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "the back's chat.completion span in the front session's trace")
 }

@@ -176,11 +176,11 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch}, cl.sink)
-	cl.ctx, cl.ctxCancel = context.WithCancel(c.h.cfg.BaseContext)
-	endSpan := func(string, any) {}
+	runCtx, endSpan := c.h.cfg.BaseContext, func(string, any) {}
 	if c.h.cfg.Trace != nil {
-		endSpan = c.h.cfg.Trace(r, cl.sess.ID())
+		runCtx, endSpan = c.h.cfg.Trace(runCtx, r, cl.sess.ID())
 	}
+	cl.ctx, cl.ctxCancel = context.WithCancel(runCtx)
 	close(cl.ready)
 	go func() {
 		defer c.wg.Done()

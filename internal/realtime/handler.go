@@ -54,7 +54,8 @@ type HandlerConfig struct {
 	// session it created: it starts the session span, continuing the request's traceparent,
 	// which then parents the spans of the session's turns. The returned func ends the span
 	// with the session's close reason and tracing field.
-	Trace func(r *http.Request, sessionID string) func(reason string, tracing any)
+	// The session runs under the returned context (BaseContext with the span's context).
+	Trace func(base context.Context, r *http.Request, sessionID string) (context.Context, func(reason string, tracing any))
 	// JournalBytes and JournalEvents bound each resumable session's replay journal (the recent
 	// events a resuming client may have missed). Defaults 1 MiB and 1024 events.
 	JournalBytes  int
@@ -170,13 +171,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStream(beta, j)
 	var sess *session.Session
+	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
 		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: q.Get("model"), Beta: beta, Initial: initial}, st)
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
 		if h.cfg.Trace != nil {
-			end := h.cfg.Trace(r, sess.ID())
+			var end func(string, any)
+			runCtx, end = h.cfg.Trace(runCtx, r, sess.ID())
 			defer func() {
 				select {
 				case <-sess.Done():
@@ -208,7 +211,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer wg.Done()
 		// The session exists from the upgrade on: Run sends session.created with the full
 		// default session at once, and session.update may follow at any time.
-		sess.Run(h.cfg.BaseContext, nil)
+		sess.Run(runCtx, nil)
 	}()
 	c.serve(sess, 0)
 	wg.Wait()

@@ -29,16 +29,19 @@ const afterClose = time.Minute
 // the session id). The returned func ends the span at close with the close reason and the
 // session's tracing field ("auto" or {workflow_name, group_id, metadata}), which name and tag
 // it. Turn spans are exported as their turns end, not held until the session closes.
-func (t *Tracer) SessionHook() func(r *http.Request, sessionID string) func(reason string, tracing any) {
+//
+// The returned context is base with the session span's context on it: the session runs under
+// it, so requests its turns make to remote stages carry the session's traceparent.
+func (t *Tracer) SessionHook() func(base context.Context, r *http.Request, sessionID string) (context.Context, func(reason string, tracing any)) {
 	if t == nil {
 		return nil
 	}
-	return func(r *http.Request, sessionID string) func(string, any) {
+	return func(base context.Context, r *http.Request, sessionID string) (context.Context, func(string, any)) {
 		ctx := Extract(context.Background(), propagation.HeaderCarrier(r.Header))
 		ctx, span := t.tr.Start(ctx, SessionSpanName, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("omniserve.session_id", sessionID)))
 		t.begin(ctx, sessionID, sessionTTL)
-		return func(reason string, tracing any) {
+		return trace.ContextWithSpanContext(base, span.SpanContext()), func(reason string, tracing any) {
 			t.begin(ctx, sessionID, afterClose)
 			span.SetAttributes(attribute.String("omniserve.close_reason", reason))
 			name, attrs := tracingAttrs(tracing)

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
@@ -60,7 +61,8 @@ func TestSessionSpanParentsItsTurns(t *testing.T) {
 			r, err := http.NewRequest(http.MethodGet, "http://x/v1/realtime", nil)
 			require.NoError(t, err)
 			r.Header.Set("traceparent", "00-"+traceID+"-b7ad6b7169203331-01")
-			end := tr.SessionHook()(r, "sess_abc")
+			ctx, end := tr.SessionHook()(context.Background(), r, "sess_abc")
+			require.Equal(t, traceID, trace.SpanContextFromContext(ctx).TraceID().String(), "the session runs under its span")
 
 			for i, reason := range []string{metrics.ReasonStop, metrics.ReasonBargeIn} {
 				tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: reason,
@@ -114,7 +116,7 @@ func TestSessionWithoutTraceparentStartsATrace(t *testing.T) {
 	tr, exp := newTestTracer(t)
 	r, err := http.NewRequest(http.MethodPost, "http://x/v1/realtime/calls", nil)
 	require.NoError(t, err)
-	end := tr.SessionHook()(r, "sess_q")
+	_, end := tr.SessionHook()(context.Background(), r, "sess_q")
 	tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonCancel, E2E: metrics.RequestE2EStats{RequestID: "sess_q-r1", E2ETotalMs: 3}})
 	end("hangup", nil)
 	spans := exp.GetSpans()
