@@ -314,9 +314,9 @@ func (c *Calls) newCall(ctx context.Context, offer string) (*call, string, error
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
 		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1),
 		stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
-		ready: make(chan struct{}), wdone: make(chan struct{})}
-	cl.player = newPlayer(st, track, log)
+		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{})}
 	cl.sink = &callSink{c: cl}
+	cl.player = newPlayer(cl.sink, track, log)
 	st.attach(cl.q, 0)
 	cl.wg.Add(1)
 	go func() { // RTCP from the browser: read so the interceptors (reports, NACK) work

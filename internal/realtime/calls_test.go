@@ -18,24 +18,36 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
 type callsServer struct {
-	url   string
-	m     *session.Manager
-	calls *realtime.Calls
+	url     string // of POST /v1/realtime/calls
+	ws      string // of GET /v1/realtime (ws://)
+	m       *session.Manager
+	calls   *realtime.Calls
+	secrets *clientsecret.Store
 }
 
 func newCallsServer(t *testing.T) *callsServer {
 	t.Helper()
 	m := session.NewManager(session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
-	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, realtime.HandlerConfig{APIKey: "sk"}, m, nil)
+	secrets := clientsecret.NewStore(16, time.Now)
+	hcfg := realtime.HandlerConfig{APIKey: "sk", Secrets: secrets}
+	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, hcfg, m, nil)
 	require.NoError(t, err)
 	require.Positive(t, calls.Port())
-	srv := httptest.NewServer(calls)
+	rt := calls.WithSideband(realtime.NewHandler(hcfg, m, nil))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/realtime" {
+			rt.ServeHTTP(w, r)
+			return
+		}
+		calls.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -43,7 +55,7 @@ func newCallsServer(t *testing.T) *callsServer {
 		require.NoError(t, m.Shutdown(ctx))
 		srv.Close()
 	})
-	return &callsServer{url: srv.URL + "/v1/realtime/calls", m: m, calls: calls}
+	return &callsServer{url: srv.URL + "/v1/realtime/calls", ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/realtime", m: m, calls: calls, secrets: secrets}
 }
 
 func post(t *testing.T, url, ctype, body string) (*http.Response, []byte) {

@@ -21,6 +21,10 @@ const rtcFrameSamples = 960
 // than grow without bound.
 const maxPlayoutMs = 120_000
 
+// eventSender is where the player's output_audio_buffer events go (the call's sink, which
+// gives them to the data channel and every sideband).
+type eventSender interface{ Send(ev session.Event) error }
+
 // rtpWriter is where paced Opus packets go (the call's outbound track).
 type rtpWriter interface{ WriteRTP(p *rtp.Packet) error }
 
@@ -29,7 +33,7 @@ type rtpWriter interface{ WriteRTP(p *rtp.Packet) error }
 // clock. It emits output_audio_buffer.started / .stopped / .cleared from what was actually
 // written, and knows how much of each item was played (server-side truncation on barge-in).
 type player struct {
-	st  *stream
+	st  eventSender
 	out rtpWriter
 	log *zap.Logger
 
@@ -47,7 +51,7 @@ type player struct {
 	wake chan struct{}
 }
 
-func newPlayer(st *stream, out rtpWriter, log *zap.Logger) *player {
+func newPlayer(st eventSender, out rtpWriter, log *zap.Logger) *player {
 	return &player{st: st, out: out, log: log, wake: make(chan struct{}, 1)}
 }
 

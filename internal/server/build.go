@@ -202,13 +202,14 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Secrets:          s.secrets,
 		Trace:            s.tracer.HTTPHook(),
 	}
-	s.realtime = realtime.NewHandler(hcfg, mgr, s.log)
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs)},
 		hcfg, mgr, s.log)
 	if err != nil {
 		return err
 	}
+	// GET /v1/realtime?call_id=rtc_… is a call's sideband; without call_id, a WebSocket session.
+	s.realtime = calls.WithSideband(realtime.NewHandler(hcfg, mgr, s.log))
 	// Registered after the session manager, so closed before it: calls hang up first.
 	s.onClose("webrtc calls", calls.Close)
 	s.calls = calls
