@@ -34,13 +34,21 @@ type callsServer struct {
 
 func newCallsServer(t *testing.T) *callsServer {
 	t.Helper()
-	m := session.NewManager(session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
+	return newCallsServerWith(t, session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"},
+		realtime.HandlerConfig{}, getFixture(t).backend, nil)
+}
+
+// newCallsServerWith is newCallsServer with the manager's and handler's configuration (the API
+// key "sk" and a client-secret store are set on hcfg), a backend and a logger.
+func newCallsServerWith(t *testing.T, mcfg session.ManagerConfig, hcfg realtime.HandlerConfig, backend session.Backend, log *zap.Logger) *callsServer {
+	t.Helper()
+	m := session.NewManager(mcfg, backend, zap.NewNop())
 	secrets := clientsecret.NewStore(16, time.Now)
-	hcfg := realtime.HandlerConfig{APIKey: "sk", Secrets: secrets}
-	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, hcfg, m, nil)
+	hcfg.APIKey, hcfg.Secrets = "sk", secrets
+	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, hcfg, m, log)
 	require.NoError(t, err)
 	require.Positive(t, calls.Port())
-	rt := calls.WithSideband(realtime.NewHandler(hcfg, m, nil))
+	rt := calls.WithSideband(realtime.NewHandler(hcfg, m, log))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/realtime" {
 			rt.ServeHTTP(w, r)

@@ -1,17 +1,25 @@
 package realtime_test
 
 import (
+	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/pion/webrtc/v4"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/session"
 )
 
 // TestSidebandRefusals: each refusal comes before the upgrade, in OpenAI's error shape.
@@ -159,4 +167,96 @@ func TestCallSideband(t *testing.T) {
 	require.Equal(t, "call_not_found", eb.obj("error").str("code"))
 	_ = pc.Close()
 	readers.Wait()
+}
+
+// TestSlowSidebandLeavesTheCallUp: a sideband that stops reading is closed as a slow WebSocket
+// client is (1008, logged), leaves the call, and the call's data channel goes on.
+func TestSlowSidebandLeavesTheCallUp(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.InfoLevel)
+	s := newCallsServerWith(t, session.ManagerConfig{ModelName: "dummy", MaxInstructionsBytes: 128 << 10},
+		realtime.HandlerConfig{WriteTimeout: 300 * time.Millisecond, StallTimeout: 300 * time.Millisecond},
+		uncheckedBackend{getFixture(t).backend}, zap.New(core))
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	require.NoError(t, err)
+	defer pc.Close()
+	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly})
+	require.NoError(t, err)
+	dc, err := pc.CreateDataChannel("oai-events", nil)
+	require.NoError(t, err)
+	instructions := make(chan string, 1024)
+	dc.OnMessage(func(m webrtc.DataChannelMessage) {
+		var ev struct {
+			Type    string
+			Session struct{ Instructions string }
+		}
+		if json.Unmarshal(m.Data, &ev) == nil && (ev.Type == "session.created" || ev.Type == "session.updated") {
+			select {
+			case instructions <- ev.Session.Instructions:
+			default:
+			}
+		}
+	})
+	offer, err := pc.CreateOffer(nil)
+	require.NoError(t, err)
+	require.NoError(t, pc.SetLocalDescription(offer))
+	resp, answer := post(t, s.url, "application/sdp", offer.SDP)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
+	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
+	callID := strings.TrimPrefix(resp.Header.Get("Location"), "/v1/realtime/calls/")
+	select {
+	case <-instructions:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no session.created on the data channel")
+	}
+
+	// The sideband: a small receive buffer, and it never reads.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<10)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	defer tr.CloseIdleConnections()
+	ws, wsResp, err := websocket.Dial(ctx, s.ws+"?call_id="+callID, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr},
+		HTTPHeader: http.Header{"Authorization": {"Bearer sk"}}})
+	if wsResp != nil && wsResp.Body != nil {
+		_ = wsResp.Body.Close()
+	}
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	require.Eventually(t, func() bool { return s.calls.Sidebands(callID) == 1 }, 5*time.Second, 10*time.Millisecond)
+	// Each empty update is echoed with 40 KiB of instructions, to the data channel and the sideband.
+	b, err := json.Marshal(event{"type": "session.update", "session": event{"type": "realtime", "instructions": strings.Repeat("a", 40<<10)}})
+	require.NoError(t, err)
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, b))
+	tiny := []byte(`{"type":"session.update","session":{"type":"realtime"}}`)
+	for range 150 {
+		if ws.Write(ctx, websocket.MessageText, tiny) != nil || s.calls.Sidebands(callID) == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return s.calls.Sidebands(callID) == 0 }, 10*time.Second, 10*time.Millisecond, "the slow sideband left")
+	require.Eventually(t, func() bool {
+		return logs.FilterMessage("sideband is not reading; closing it (1008), the call goes on").Len() == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	// The call goes on: its data channel still steers and hears the session.
+	require.NoError(t, dc.SendText(`{"type":"session.update","session":{"type":"realtime","instructions":"after"}}`))
+	deadline := time.After(30 * time.Second)
+	for got := ""; got != "after"; {
+		select {
+		case got = <-instructions:
+		case <-deadline:
+			t.Fatal("the call's data channel stopped after the sideband was dropped")
+		}
+	}
+	require.Equal(t, 1, s.calls.Active())
 }
