@@ -1,6 +1,8 @@
 package realtime
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -135,6 +137,9 @@ func (c *conn) serveSideband(cl *call) {
 	case <-cl.sbDone:
 	case cause := <-lost:
 		cl.leave(c)
+		if qerr := c.q.err(); cause == lostRead && (errors.Is(qerr, ErrSlowClient) || errors.Is(qerr, context.DeadlineExceeded)) {
+			cause = lostSlow // a timed-out write closes the connection: the reader may report first
+		}
 		switch cause {
 		case lostSlow:
 			c.log.Warn("sideband is not reading; closing it (1008), the call goes on", zap.Error(c.q.err()))

@@ -175,7 +175,7 @@ func TestSlowSidebandLeavesTheCallUp(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zap.InfoLevel)
 	s := newCallsServerWith(t, session.ManagerConfig{ModelName: "dummy", MaxInstructionsBytes: 128 << 10},
-		realtime.HandlerConfig{WriteTimeout: 300 * time.Millisecond, StallTimeout: 300 * time.Millisecond},
+		realtime.HandlerConfig{WriteTimeout: 10 * time.Second, StallTimeout: 200 * time.Millisecond},
 		uncheckedBackend{getFixture(t).backend}, zap.New(core))
 	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
 	require.NoError(t, err)
@@ -237,11 +237,14 @@ func TestSlowSidebandLeavesTheCallUp(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ws.Write(ctx, websocket.MessageText, b))
 	tiny := []byte(`{"type":"session.update","session":{"type":"realtime"}}`)
-	for range 150 {
-		if ws.Write(ctx, websocket.MessageText, tiny) != nil || s.calls.Sidebands(callID) == 0 {
+	// Paced, until the socket is full and the sideband's writer blocks (the server's send buffer
+	// may take a few MiB first).
+	for sent := 0; s.calls.Sidebands(callID) > 0; sent++ {
+		require.Less(t, sent, 2000, "the sideband was never closed")
+		if ws.Write(ctx, websocket.MessageText, tiny) != nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return s.calls.Sidebands(callID) == 0 }, 10*time.Second, 10*time.Millisecond, "the slow sideband left")
 	require.Eventually(t, func() bool {
