@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/session"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // call is one WebRTC session. Its goroutines (the session actor, the data-channel writer, the
@@ -27,6 +26,7 @@ type call struct {
 	h      *handler
 	cfg    CallsConfig
 	log    *zap.Logger
+	codec  rtcCodec
 
 	dcOpen    chan *webrtc.DataChannel
 	connected chan struct{}
@@ -221,12 +221,12 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 	return nil, cl.sess.Submit(ctx, cmd)
 }
 
-// receive decodes the browser's Opus RTP to 24 kHz PCM16 and appends it to the session's input
+// receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the session's input
 // buffer in 100 ms pieces; a gap in the sequence numbers is concealed (PLC).
 func (cl *call) receive(t *webrtc.TrackRemote) {
-	dec, err := speech.NewOpusDecoder(24000)
+	dec, err := cl.codec.newDecoder()
 	if err != nil {
-		cl.log.Error("opus decoder", zap.Error(err))
+		cl.log.Error("audio decoder", zap.Error(err))
 		return
 	}
 	defer dec.Close()
@@ -259,7 +259,7 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 		have, lastSeq = true, pkt.SequenceNumber
 		n, err := dec.Decode(pkt.Payload, pcm)
 		if err != nil {
-			cl.log.Debug("opus decode", zap.Error(err))
+			cl.log.Debug("audio decode", zap.Error(err))
 			continue
 		}
 		buf = appendPCM(buf, pcm[:n])
