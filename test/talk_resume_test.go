@@ -14,23 +14,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// cutProxy relays TCP connections to a server and, on its first connection only, cuts both
-// sides without a close frame once the server has sent the marker: a network that drops
-// mid-reply.
+// cutProxy relays TCP connections to a server and, once armed, cuts the next connection that
+// carries the marker from the server, both sides, without a close frame: a network that drops
+// mid-reply. One arming, one cut.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	marker []byte
 	conns  atomic.Int32
+	armed  atomic.Bool
 	cut    atomic.Bool
 	wg     sync.WaitGroup
 }
 
-func startCutProxy(t *testing.T, target, marker string) *cutProxy {
+func startCutProxy(t *testing.T, target, marker string, armed bool) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &cutProxy{ln: ln, target: target, marker: []byte(marker)}
+	p.armed.Store(armed)
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
@@ -44,13 +46,13 @@ func (p *cutProxy) serve() {
 		if err != nil {
 			return
 		}
-		first := p.conns.Add(1) == 1
+		p.conns.Add(1)
 		p.wg.Add(1)
-		go func() { defer p.wg.Done(); p.relay(c, first) }()
+		go func() { defer p.wg.Done(); p.relay(c) }()
 	}
 }
 
-func (p *cutProxy) relay(client net.Conn, cutThis bool) {
+func (p *cutProxy) relay(client net.Conn) {
 	defer client.Close()
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
@@ -69,9 +71,9 @@ func (p *cutProxy) relay(client net.Conn, cutThis bool) {
 				if _, werr := client.Write(buf[:n]); werr != nil {
 					return
 				}
-				if cutThis {
+				if p.armed.Load() {
 					tail = append(tail, buf[:n]...)
-					if bytes.Contains(tail, p.marker) {
+					if bytes.Contains(tail, p.marker) && p.armed.CompareAndSwap(true, false) {
 						p.cut.Store(true)
 						// Abrupt on both sides: the client sees the TCP connection end, the
 						// server a dropped client (no close frame either way).
@@ -98,7 +100,7 @@ func TestTalkResumesADroppedConnection(t *testing.T) {
 	t.Parallel()
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--max-sessions", "1",
 		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
-	p := startCutProxy(t, s.addr, `"type":"response.output_audio.delta"`)
+	p := startCutProxy(t, s.addr, `"type":"response.output_audio.delta"`, true)
 	wav := speechWAV(t, 0, 0)
 	r := talk(t, nil, "--url", "ws://"+p.ln.Addr().String()+"/v1/realtime", "--in", wav, "--pace", "fast", "--max-tokens", "24")
 	require.True(t, p.cut.Load(), "the proxy cut the first connection")
@@ -120,7 +122,7 @@ func TestTalkStartsANewSessionWhenTheServerLostIt(t *testing.T) {
 	t.Parallel()
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--max-sessions", "1",
 		"--resume-grace", "50ms", "--cache-dir", filepath.Join(t.TempDir(), "cache"))
-	p := startCutProxy(t, s.addr, `"type":"response.output_audio.delta"`)
+	p := startCutProxy(t, s.addr, `"type":"response.output_audio.delta"`, true)
 	wav := speechWAV(t, 0, 0)
 	r := talk(t, nil, "--url", "ws://"+p.ln.Addr().String()+"/v1/realtime", "--in", wav, "--pace", "fast", "--max-tokens", "12")
 	require.True(t, p.cut.Load(), "the proxy cut the first connection")
