@@ -44,7 +44,7 @@ func command(ev protocol.ClientEvent) session.Command {
 	base := session.Base{ID: ev.EventID(), Kind: ev.Type()}
 	switch e := ev.(type) {
 	case *protocol.SessionUpdate:
-		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling}
+		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}
 	case *protocol.InputAudioBufferAppend:
 		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}
 	case *protocol.InputAudioBufferCommit:

@@ -238,8 +238,8 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		}
 		cfg.OutputFormat = f
 	}
-	if p.Type != nil && *p.Type != "realtime" {
-		return cfg, &FieldError{"invalid_value", "session.type", fmt.Sprintf("session type %q is not supported (only \"realtime\")", *p.Type)}
+	if p.Type != nil && *p.Type != "realtime" && *p.Type != "transcription" {
+		return cfg, &FieldError{"invalid_value", "session.type", fmt.Sprintf("Invalid value for 'session.type': %q. Supported values are: \"realtime\" and \"transcription\".", *p.Type)}
 	}
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription

@@ -104,6 +104,9 @@ func (s *Session) resolveModel(name string) (string, error) {
 // nextConfig is the configuration patch makes of the current one, or the refusal; it changes
 // nothing but the model's naming (resolveModel).
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
+	if fe := s.transcriptionUpdateError(patch); fe != nil {
+		return s.cfg, fe
+	}
 	var err error
 	if patch.Model != nil {
 		var name string
@@ -144,6 +147,10 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	if first {
 		s.emitCreated()
 	}
+	if c.Transcription && !s.opts.Transcription {
+		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
+		return
+	}
 	next, err := s.nextConfig(c.Patch)
 	if err != nil {
 		// A failed update changes nothing.
@@ -171,7 +178,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 		}})
 	}
 	s.syncTools()
-	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	s.send(Event{Type: s.sessionEventName("updated", c.Transcription), Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 	s.syncMCP()
 }
 
@@ -181,7 +188,7 @@ func (s *Session) emitCreated() {
 		// omniserve extension: the bearer secret of session.resume (docs/REALTIME.md)
 		f["resume_token"] = s.resumeToken
 	}
-	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: f})
+	s.send(Event{Type: s.sessionEventName("created", false), Epoch: s.epoch, Fields: f})
 }
 
 func (s *Session) emitClosed(reason string) {
@@ -241,6 +248,9 @@ func (s *Session) transcriptionWire() any {
 // publicSession is the full effective session: GA shape (or beta for beta clients), plus the
 // omniserve extensions (duplex, state, capabilities) that strict clients ignore.
 func (s *Session) publicSession() map[string]any {
+	if s.opts.Transcription {
+		return s.transcriptionSession()
+	}
 	td := s.cfg.TurnDetection.Wire()
 	var tdAny any
 	if td != nil {
@@ -351,7 +361,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if vr.stopped {
 			// server_vad commits the buffer at the end of speech, and with create_response
 			// answers it (unless a response is still running: interrupt_response false).
-			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil
+			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
 			s.handleCommit("", &respond)
 		}
 		return
@@ -444,7 +454,7 @@ func (s *Session) clearInput(eventID string) {
 // ordered job: append → commit (transcript) → respond.
 func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	respond := s.autoResponse()
-	if responseCreate != nil {
+	if responseCreate != nil && !s.opts.Transcription {
 		respond = *responseCreate
 	}
 	if !respond {
@@ -634,6 +644,9 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 }
 
 func (s *Session) handleCreateResponse(c *CreateResponse) {
+	if s.refuseInTranscription(c.ID, "response.create") {
+		return
+	}
 	o, fe := s.responseOptions(c)
 	if fe != nil {
 		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
@@ -674,6 +687,9 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 }
 
 func (s *Session) handleCreateItem(c *CreateItem) {
+	if s.refuseInTranscription(c.ID, "conversation.item.create") {
+		return
+	}
 	if c.ItemType == "function_call_output" {
 		s.createFunctionOutput(c)
 		return

@@ -105,6 +105,12 @@ func (s *Session) emitTranscript(itemID, text string) {
 		s.trimHistory()
 		return
 	}
+	if s.opts.Transcription {
+		// The recognizer's final hypothesis as one delta, then completed: what OpenAI sends for
+		// whisper-1 ("the delta event will contain full turn transcript").
+		s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
+			"item_id": itemID, "content_index": 0, "delta": text}})
+	}
 	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
 	if it != nil {
 		f["usage"] = map[string]any{"type": "duration", "seconds": it.AudioMs / 1000}
@@ -132,6 +138,9 @@ func (s *Session) handleResult(res jobResult) {
 		return
 	}
 	if res.err != nil {
+		if res.itemID != "" && s.opts.Transcription {
+			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
+		}
 		if active {
 			s.failResponseErr(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
 		} else {

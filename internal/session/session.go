@@ -30,6 +30,9 @@ type Options struct {
 	// Validated at minting (Manager.Preview); a patch that no longer applies is logged and
 	// dropped.
 	Initial *ConfigPatch
+	// Transcription opens a transcription session (?intent=transcription, transcription.go):
+	// committed audio is transcribed and nothing answers it.
+	Transcription bool
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
@@ -569,7 +572,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 func (s *Session) autoResponse() bool { return s.autoResponseFor(s.cfg) }
 
 func (s *Session) autoResponseFor(c Config) bool {
-	return s.opts.Duplex && c.TurnDetection != nil && c.TurnDetection.CreateResponse
+	return s.opts.Duplex && !s.opts.Transcription && c.TurnDetection != nil && c.TurnDetection.CreateResponse
 }
 
 func (s *Session) fence() requestclient.Fence {
