@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +28,44 @@ func speech24k(t *testing.T, tail time.Duration) []byte {
 	return audio.Float32ToPCM16Bytes(nil, pcm24k)
 }
 
-// sendAudio appends pcm in 100 ms chunks.
+// sendAudio appends pcm in 100 ms chunks as fast as the socket takes them.
 func sendAudio(t *testing.T, c *resumeConn, pcm []byte) {
 	t.Helper()
 	const chunk = 2 * 2400
 	for off := 0; off < len(pcm); off += chunk {
 		end := min(off+chunk, len(pcm))
 		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcm[off:end])})
+	}
+}
+
+// streamAndCollect appends pcm in real time, 100 ms chunks, reading events meanwhile (with
+// their arrival times) until one of type typ.
+func streamAndCollect(t *testing.T, c *resumeConn, pcm []byte, typ string, timeout time.Duration) (start time.Time, evs []map[string]any, at []time.Time) {
+	t.Helper()
+	const chunk = 2 * 2400
+	start = time.Now()
+	deadline := start.Add(timeout)
+	next := 0
+	for {
+		var due <-chan time.Time
+		if next < len(pcm) {
+			due = time.After(time.Until(start.Add(time.Duration(next/chunk) * 100 * time.Millisecond)))
+		}
+		select {
+		case <-due:
+			end := min(next+chunk, len(pcm))
+			c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcm[next:end])})
+			next = end
+		case ev, ok := <-c.events:
+			require.True(t, ok, "the connection ended")
+			require.NotEqual(t, "error", ev["type"], "%v", ev)
+			evs, at = append(evs, ev), append(at, time.Now())
+			if ev["type"] == typ {
+				return start, evs, at
+			}
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("no %s within %v", typ, timeout)
+		}
 	}
 }
 
@@ -84,10 +116,21 @@ func TestRealtimeTranscriptionSession(t *testing.T) {
 		require.Equal(t, "server_vad", in["turn_detection"].(map[string]any)["type"])
 		require.Equal(t, "pocketsphinx", in["transcription"].(map[string]any)["model"], "the model actually used")
 
-		sendAudio(t, c, speech)
-		evs := collectUntil(t, c, "conversation.item.input_audio_transcription.completed", 60*time.Second)
+		start, evs, arrived := streamAndCollect(t, c, speech, "conversation.item.input_audio_transcription.completed", 60*time.Second)
+		// Paced audio: stream time is wall time since start, so the VAD's audio_end_ms (which,
+		// as OpenAI's, includes the silence window, silence_duration_ms 500) places the end of
+		// speech on the clock.
+		completedAt := arrived[len(arrived)-1]
+		for i, ev := range evs {
+			if ev["type"] == "input_audio_buffer.speech_stopped" {
+				end := start.Add(time.Duration(ev["audio_end_ms"].(float64)-500) * time.Millisecond)
+				t.Logf("speech end → transcription completed %d ms (the 500 ms silence window included); speech_stopped → completed %d ms",
+					completedAt.Sub(end).Milliseconds(), completedAt.Sub(arrived[i]).Milliseconds())
+			}
+		}
 		var order []string
 		var committed, delta string
+		var deltaItems []string
 		for _, ev := range evs {
 			typ := ev["type"].(string)
 			require.False(t, strings.HasPrefix(typ, "response."), "a transcription session never responds: %v", ev)
@@ -100,15 +143,24 @@ func TestRealtimeTranscriptionSession(t *testing.T) {
 			case "conversation.item.input_audio_transcription.delta":
 				order = append(order, typ)
 				delta += ev["delta"].(string)
-				require.Equal(t, committed, ev["item_id"])
+				deltaItems = append(deltaItems, ev["item_id"].(string))
 			}
 		}
-		require.Equal(t, []string{"input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed",
-			"conversation.item.input_audio_transcription.delta", "conversation.item.input_audio_transcription.completed"}, order)
+		t.Logf("event order: %v", order)
+		// Deltas stream while the user speaks (the recognizer's settled words), the rest after
+		// the commit; all name the committed item, and they add up to the transcript.
+		require.Equal(t, "input_audio_buffer.speech_started", order[0])
+		require.Equal(t, "conversation.item.input_audio_transcription.completed", order[len(order)-1])
+		require.Less(t, slices.Index(order, "input_audio_buffer.speech_stopped"), slices.Index(order, "input_audio_buffer.committed"))
+		require.Less(t, slices.Index(order, "conversation.item.input_audio_transcription.delta"), slices.Index(order, "input_audio_buffer.committed"),
+			"a delta came before the commit: while the user spoke")
 		done := evs[len(evs)-1]
 		require.Equal(t, committed, done["item_id"])
 		require.Contains(t, strings.ToLower(done["transcript"].(string)), "forward", "pocketsphinx heard the speech")
 		require.Equal(t, done["transcript"], delta)
+		for _, id := range deltaItems {
+			require.Equal(t, committed, id, "every delta names the committed item")
+		}
 		require.Equal(t, "duration", done["usage"].(map[string]any)["type"])
 
 		// What a transcription session does not do is an error with its param; it goes on.

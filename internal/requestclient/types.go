@@ -192,6 +192,9 @@ type DuplexOptions struct {
 	// configured seed every response draws a fresh random one).
 	Temperature *float64
 	Seed        *uint32
+	// TranscriptDeltas: without AutoResponse, the recognizer's settled words come as
+	// OutTranscriptDelta outputs while audio is appended.
+	TranscriptDeltas bool
 }
 
 // Message is one message of a response's own context (ResponseSpec.Input).
@@ -235,6 +238,9 @@ const (
 	// OutToolCall is a complete tool call of the model (Output.ToolCall); its markup never
 	// comes as OutText, nor is it spoken.
 	OutToolCall
+	// OutTranscriptDelta is words of the user's open utterance the recognizer settled on
+	// (DuplexOptions.TranscriptDeltas), before the utterance's OutTranscript.
+	OutTranscriptDelta
 )
 
 // Duplex decisions (Output.Decision).
@@ -312,13 +318,14 @@ func logprobsFromEngine(in []gpu.TokenLogprob) []TokenLogprob {
 // (pipeline.thinker.sampling).
 func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.DuplexOptions {
 	out := stage.DuplexOptions{
-		RequestID:       requestID,
-		Instructions:    o.Instructions,
-		AutoResponse:    o.AutoResponse,
-		WantAudio:       o.WantAudio,
-		MaxTokens:       o.MaxTokens,
-		MaxHistoryBytes: o.MaxHistoryBytes,
-		Sampling:        base,
+		RequestID:        requestID,
+		Instructions:     o.Instructions,
+		AutoResponse:     o.AutoResponse,
+		WantAudio:        o.WantAudio,
+		MaxTokens:        o.MaxTokens,
+		MaxHistoryBytes:  o.MaxHistoryBytes,
+		Sampling:         base,
+		TranscriptDeltas: o.TranscriptDeltas,
 	}
 	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
@@ -352,6 +359,8 @@ func outputFromStage(m stage.OutputMessage) Output {
 		o.Kind = OutDecision
 	case stage.Transcript:
 		o.Kind = OutTranscript
+	case stage.TranscriptDelta:
+		o.Kind = OutTranscriptDelta
 	case stage.Text:
 		o.Kind = OutText
 	case stage.Audio:

@@ -32,6 +32,10 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		s.aheadListens-- // an append forwarded ahead of its commit: internal, as before
 		return
 	}
+	if o.Kind == requestclient.OutTranscriptDelta {
+		s.sendTranscriptDelta(o.Text)
+		return
+	}
 	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
@@ -106,10 +110,7 @@ func (s *Session) emitTranscript(itemID, text string) {
 		return
 	}
 	if s.opts.Transcription {
-		// The recognizer's final hypothesis as one delta, then completed: what OpenAI sends for
-		// whisper-1 ("the delta event will contain full turn transcript").
-		s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
-			"item_id": itemID, "content_index": 0, "delta": text}})
+		s.finishTranscriptDeltas(itemID, text)
 	}
 	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
 	if it != nil {

@@ -160,6 +160,7 @@ type Session struct {
 	vadBaseMs      float64              // inputMs when the VAD's stream time was 0
 	echo           *audio.EchoCanceller // removes the session's own sent audio from what the VAD hears
 	speechItemID   string               // the item id announced by speech_started, used by the next commit
+	tdelta         transcriptDeltas     // a transcription session's deltas of the open utterance
 	bufStartMs     float64              // inputMs at the start of the uncommitted buffer
 	lastUsage      usage                // the previous response's usage (its context is cached)
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"strings"
 )
 
 // A transcription session (?intent=transcription; OpenAI's "realtime transcription") is a
@@ -105,4 +106,47 @@ func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 	s.send(Event{Type: "conversation.item.input_audio_transcription.failed", Epoch: s.epoch, Fields: map[string]any{
 		"item_id": itemID, "content_index": 0,
 		"error": map[string]any{"type": "transcription_error", "code": code, "message": message, "param": nil}}})
+}
+
+// transcriptDeltas is what a transcription session has sent of the open utterance's
+// transcript: the item the deltas named, and their text.
+type transcriptDeltas struct {
+	itemID, sent string
+}
+
+// sendTranscriptDelta sends words the recognizer settled on while the user speaks. They name
+// the item the utterance will be committed as: the one speech_started announced, or one
+// reserved now (the commit takes it, as it takes speech_started's).
+func (s *Session) sendTranscriptDelta(text string) {
+	if !s.opts.Transcription || text == "" {
+		return
+	}
+	if s.speechItemID == "" || s.findItem(s.speechItemID) != nil {
+		s.speechItemID = newItemID()
+	}
+	if s.tdelta.itemID != s.speechItemID {
+		s.tdelta = transcriptDeltas{itemID: s.speechItemID}
+	}
+	s.tdelta.sent += text
+	s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
+		"item_id": s.speechItemID, "content_index": 0, "delta": text}})
+}
+
+// finishTranscriptDeltas sends the rest of the item's final transcript as its last delta,
+// so that the deltas concatenate to it; when the final pass revised words already sent, the
+// deltas stop where they are and completed carries the final text (clients replace on
+// completed). An item with no delta gets its whole transcript as one.
+func (s *Session) finishTranscriptDeltas(itemID, final string) {
+	sent := ""
+	if s.tdelta.itemID == itemID {
+		sent = s.tdelta.sent
+	}
+	s.tdelta = transcriptDeltas{}
+	if !strings.HasPrefix(final, sent) {
+		return
+	}
+	if rest := final[len(sent):]; rest != "" {
+		s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
+			"item_id": itemID, "content_index": 0, "delta": rest}})
+	}
 }
