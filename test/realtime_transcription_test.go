@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -161,6 +162,12 @@ func TestRealtimeTranscriptionSession(t *testing.T) {
 		for _, id := range deltaItems {
 			require.Equal(t, committed, id, "every delta names the committed item")
 		}
+		// --log-stats: one line per transcribed item, and Prometheus times it.
+		itemLine := regexp.MustCompile(`"msg":"transcription item".*"item_id":"` + regexp.QuoteMeta(committed) + `".*"commit_to_transcript_ms":`)
+		require.Eventually(t, func() bool { return itemLine.MatchString(s.logs.String()) }, 5*time.Second, 50*time.Millisecond)
+		code, metrics := s.get(t, "/metrics")
+		require.Equal(t, http.StatusOK, code)
+		require.Regexp(t, `(?m)^omniserve_realtime_transcription_latency_seconds_count\{[^}]*\} [1-9]`, string(metrics))
 		require.Equal(t, "duration", done["usage"].(map[string]any)["type"])
 
 		// What a transcription session does not do is an error with its param; it goes on.

@@ -574,7 +574,7 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 		id = newItemID()
 	}
 	s.speechItemID = ""
-	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs}
+	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
 	prev := s.lastItemID()
 	s.items = append(s.items, it)
 	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": prev, "item_id": it.ID}})

@@ -111,6 +111,9 @@ func (s *Session) emitTranscript(itemID, text string) {
 	}
 	if s.opts.Transcription {
 		s.finishTranscriptDeltas(itemID, text)
+		if it != nil && it.CommittedAt > 0 {
+			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
+		}
 	}
 	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
 	if it != nil {

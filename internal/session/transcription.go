@@ -3,6 +3,8 @@ package session
 import (
 	"fmt"
 	"strings"
+
+	"go.uber.org/zap"
 )
 
 // A transcription session (?intent=transcription; OpenAI's "realtime transcription") is a
@@ -148,5 +150,23 @@ func (s *Session) finishTranscriptDeltas(itemID, final string) {
 	if rest := final[len(sent):]; rest != "" {
 		s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
 			"item_id": itemID, "content_index": 0, "delta": rest}})
+	}
+}
+
+// TranscriptionMetrics is implemented by metrics that time transcription session items
+// (metrics.Collectors: omniserve_realtime_transcription_latency_seconds).
+type TranscriptionMetrics interface {
+	ObserveTranscription(seconds float64)
+}
+
+// observeTranscription records one transcribed item: Prometheus, and with --log-stats a line
+// with the item's figures (a transcription item has no response, so no turn tables).
+func (m *Manager) observeTranscription(it *item, seconds float64, log *zap.Logger) {
+	if tm, ok := m.cfg.Metrics.(TranscriptionMetrics); ok {
+		tm.ObserveTranscription(seconds)
+	}
+	if m.cfg.LogStats {
+		log.Info("transcription item", zap.String("item_id", it.ID), zap.Float64("audio_ms", it.AudioMs),
+			zap.Float64("commit_to_transcript_ms", seconds*1000), zap.Int("transcript_chars", len(it.Transcript)))
 	}
 }
