@@ -687,6 +687,23 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	r.jobbed = true
 }
 
+// newClientItem opens the engine for a client's new item and settles its id (the client's,
+// or a fresh one); false when the client was already told why not.
+func (s *Session) newClientItem(c *CreateItem) (string, bool) {
+	if !s.ensureEngine(c.ID) {
+		return "", false
+	}
+	id := c.ItemID
+	if id == "" {
+		id = newItemID()
+	}
+	if s.findItem(id) != nil {
+		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+		return "", false
+	}
+	return id, true
+}
+
 func (s *Session) handleCreateItem(c *CreateItem) {
 	if s.refuseInTranscription(c.ID, "conversation.item.create") {
 		return
@@ -700,15 +717,8 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
 		return
 	}
-	if !s.ensureEngine(c.ID) {
-		return
-	}
-	id := c.ItemID
-	if id == "" {
-		id = newItemID()
-	}
-	if s.findItem(id) != nil {
-		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+	id, ok := s.newClientItem(c)
+	if !ok {
 		return
 	}
 	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
