@@ -83,7 +83,11 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	c.se.SetIncludeLoopbackCandidate(true)
 	c.se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
 	if len(cfg.PublicIPs) > 0 {
-		c.se.SetNAT1To1IPs(cfg.PublicIPs, webrtc.ICECandidateTypeHost)
+		// NAT 1:1: the host candidates carry the public addresses instead of the local ones.
+		if err := c.se.SetICEAddressRewriteRules(webrtc.ICEAddressRewriteRule{External: cfg.PublicIPs,
+			AsCandidateType: webrtc.ICECandidateTypeHost, Mode: webrtc.ICEAddressRewriteReplace}); err != nil {
+			return nil, fmt.Errorf("webrtc public ips: %w", err)
+		}
 	}
 	return c, nil
 }

@@ -312,3 +312,43 @@ func TestCallBargeIn(t *testing.T) {
 	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 30*time.Second, 20*time.Millisecond)
 	readers.Wait()
 }
+
+// TestCallsPublicIPs: behind a static NAT the answer's host candidates carry the configured
+// public address, not the host's own.
+func TestCallsPublicIPs(t *testing.T) {
+	t.Parallel()
+	m := session.NewManager(session.ManagerConfig{ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
+	calls, err := realtime.NewCalls(realtime.CallsConfig{PublicIPs: []string{"203.0.113.7"}, ConnectTimeout: 5 * time.Second},
+		realtime.HandlerConfig{APIKey: "sk"}, m, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(calls)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, calls.Close(ctx))
+		require.NoError(t, m.Shutdown(ctx))
+		srv.Close()
+	})
+
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	require.NoError(t, err)
+	defer pc.Close()
+	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendrecv})
+	require.NoError(t, err)
+	_, err = pc.CreateDataChannel("oai-events", nil)
+	require.NoError(t, err)
+	offer, err := pc.CreateOffer(nil)
+	require.NoError(t, err)
+	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", offer.SDP)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+	var cands []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "a=candidate:") {
+			cands = append(cands, strings.TrimSpace(l))
+		}
+	}
+	require.NotEmpty(t, cands, "the answer carries its candidates")
+	for _, c := range cands {
+		require.Contains(t, c, " 203.0.113.7 ", "every host candidate announces the public address: %s", c)
+	}
+}

@@ -46,7 +46,6 @@ type player struct {
 	playedMs int  // of itemID, written to the wire
 	started  bool // output_audio_buffer.started went out for respID
 	doneResp bool // response.done of respID has passed: the queue's end is the audio's end
-	err      error
 
 	wake chan struct{}
 }

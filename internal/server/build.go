@@ -177,6 +177,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		TurnDetection:          &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
 		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
 		Metrics:                s.parts.Client.Collectors(),
+		LogStats:               s.cfg.Server.LogStats,
 		ModelName:              s.names.ID(),
 		AcceptModel:            s.acceptModel,
 		ServedModels:           s.models,
