@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,11 +31,22 @@ func TestConsoleBrowser(t *testing.T) {
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--api-key", "console-key",
 		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
 	out := t.ArtifactDir()
+	// The page reaches the server through a proxy that the script arms to cut the connection
+	// carrying the next assistant audio, without a close frame: a network drop mid-reply.
+	proxy := startCutProxy(t, s.addr, `"type":"response.output_audio.delta"`, false)
+	arm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		proxy.armed.Store(true)
+	}))
+	defer arm.Close()
 
 	run := exec.CommandContext(ctx, node, "console.mjs")
 	run.Dir = dir
-	run.Env = append(os.Environ(), "OMNISERVE_URL=http://"+s.addr+"/", "OMNISERVE_API_KEY=console-key",
-		"SPEECH_WAV="+wav, "OUT_DIR="+out, "CHROMIUM="+chromiumPath)
+	run.Env = append(os.Environ(), "OMNISERVE_URL=http://"+proxy.ln.Addr().String()+"/", "OMNISERVE_API_KEY=console-key",
+		"SPEECH_WAV="+wav, "OUT_DIR="+out, "CHROMIUM="+chromiumPath, "CUT_URL="+arm.URL)
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -47,7 +60,11 @@ func TestConsoleBrowser(t *testing.T) {
 		SamplesPlayed   int      `json:"samplesPlayed"`
 		Connects        int      `json:"connects"`
 		Reconnects      int      `json:"reconnects"`
-		BargeIn         *struct {
+		Resume          *struct {
+			SessionID string `json:"sessionId"`
+			Resumes   int    `json:"resumes"`
+		} `json:"resume"`
+		BargeIn *struct {
 			Reason        string `json:"reason"`
 			Dropped       int    `json:"dropped"`
 			BufferedAfter int    `json:"bufferedAfter"`
@@ -69,6 +86,10 @@ func TestConsoleBrowser(t *testing.T) {
 	require.Positive(t, got.BargeIn.Dropped, "queued reply audio was dropped")
 	require.Zero(t, got.BargeIn.BufferedAfter, "the playback buffer is empty after the barge-in")
 	require.GreaterOrEqual(t, got.Reconnects, 1)
+	require.True(t, proxy.cut.Load(), "the proxy cut a connection mid-reply")
+	require.NotNil(t, got.Resume, "the console resumed after the cut")
+	require.Equal(t, 1, got.Resume.Resumes)
+	require.Contains(t, s.logs.String(), "session resumed")
 	require.NotEmpty(t, got.Turns)
 	for _, f := range []string{"console.png", "console-phone.png"} {
 		st, err := os.Stat(filepath.Join(out, f))

@@ -55,6 +55,9 @@ var allowed = map[string][]string{
 
 	// Layer 4: the duplex session speaks requestclient's types.
 	"internal/session": {"internal/audio", "internal/metrics", "internal/requestclient",
+		// The protocol's value types (audio format, turn_detection, MCP tool) are the session's
+		// own: one definition from the wire to the actor (architecture.md, the typed protocol).
+		"internal/protocol",
 		// MCP tools: the session owns its MCP connections (mcp.go) as it owns its engine stream.
 		"internal/mcpclient",
 		// The server-VAD barge-in detector (session/vad.go) runs in the session actor on the

@@ -22,7 +22,9 @@ func newTalkCmd(a *app) *cobra.Command {
 		Short: "Talk to a running server over the realtime WebSocket: stream speech in, print transcripts and per-turn timing",
 		Long: "Talk streams a WAV file (16-bit PCM, any rate; or raw pcm16 on stdin with --in -) to the realtime " +
 			"endpoint, prints both sides' transcripts as they stream and one timing line per assistant turn, " +
-			"and saves the reply audio with --out. Exit codes: 0 ok, 1 the server refused or failed, 2 usage.",
+			"and saves the reply audio with --out. A connection dropped without a close frame is resumed on the same " +
+			"session (omniserve's resume extension); only when the server answers session_not_found is a new session " +
+			"started, and the conversation had again. Exit codes: 0 ok, 1 the server refused or failed, 2 usage.",
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()

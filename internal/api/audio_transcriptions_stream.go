@@ -41,41 +41,6 @@ type transcriptUsage struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// stableDelta returns the words after emitted that the recognizer has settled on: a word is
-// sent once two consecutive partial hypotheses (prev, cur) agree on it and neither ends with it
-// (pocketsphinx revises its last words as audio comes: "go forward can we" became "go forward
-// ten meters"). Nothing is sent while cur no longer begins with the words already sent. With
-// final, cur is the final text and all its remaining words are sent. The deltas concatenate to
-// the final text unless the final revises a word already sent; transcript.text.done carries
-// the final text either way.
-func stableDelta(emitted, prev, cur string, final bool) string {
-	sent, words := strings.Fields(emitted), strings.Fields(cur)
-	if len(words) < len(sent) {
-		return ""
-	}
-	for i, w := range sent {
-		if words[i] != w {
-			return ""
-		}
-	}
-	n := len(words)
-	if !final {
-		before := strings.Fields(prev)
-		n = len(sent)
-		for n < len(words)-1 && n < len(before)-1 && before[n] == words[n] {
-			n++
-		}
-	}
-	if n <= len(sent) {
-		return ""
-	}
-	d := strings.Join(words[len(sent):n], " ")
-	if len(sent) > 0 {
-		d = " " + d
-	}
-	return d
-}
-
 // serveStream answers stream=true as OpenAI streams its transcription models: text/event-stream
 // of transcript.text.delta events while the ASR decodes, then one transcript.text.done. The
 // status line waits for the first delta, so a failure before any text is an HTTP error.
@@ -108,7 +73,7 @@ func (h *transcriptionsHandler) serveStream(w http.ResponseWriter, r *http.Reque
 		emitted += d
 	}
 	partial := func(p string) {
-		send(stableDelta(emitted, prev, p, false))
+		send(audio.StableDelta(emitted, prev, p, false))
 		prev = p
 	}
 	var (
@@ -121,7 +86,7 @@ func (h *transcriptionsHandler) serveStream(w http.ResponseWriter, r *http.Reque
 		text, err = h.asr.Transcribe(ctx, f.audio)
 	}
 	if err == nil {
-		send(stableDelta(emitted, "", text, true))
+		send(audio.StableDelta(emitted, "", text, true))
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		h.log.Info("streamed transcription ended early", zap.Error(cause))

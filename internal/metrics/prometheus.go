@@ -57,6 +57,7 @@ type Collectors struct {
 	admissionReject  prometheus.Counter
 	panics           *prometheus.CounterVec
 	toolCalls        *prometheus.CounterVec
+	transcription    prometheus.Histogram
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
 	bargeIn          prometheus.Histogram
@@ -165,6 +166,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			Namespace: "omniserve", Name: "tool_calls_total",
 			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call item).",
 		}, []string{"api"}),
+		transcription: hist1("realtime", "transcription_latency_seconds",
+			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
@@ -188,7 +191,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.transcription, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -268,6 +271,14 @@ var ToolCallAPIs = []string{"chat", "realtime"}
 func (c *Collectors) CountToolCall(api string) {
 	if c != nil {
 		c.toolCalls.WithLabelValues(api).Inc()
+	}
+}
+
+// ObserveTranscription observes a transcription session item's commit → final transcript
+// latency in seconds.
+func (c *Collectors) ObserveTranscription(seconds float64) {
+	if c != nil && seconds >= 0 {
+		c.transcription.Observe(seconds)
 	}
 }
 

@@ -88,6 +88,9 @@ type SessionUpdate struct {
 	// BetaSpelling: the session object uses beta-only spellings and no GA-only field; as a
 	// connection's first event it marks a beta client that sent no OpenAI-Beta header.
 	BetaSpelling bool
+	// Transcription: the event was the legacy transcription_session.update (its reply is
+	// transcription_session.updated); the session object is read as session.update's.
+	Transcription bool
 }
 
 // InputAudioBufferAppend is input_audio_buffer.append; Audio is the decoded base64 payload.

@@ -45,7 +45,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 		return nil, werr("invalid_json", "", "the event is not a JSON object: %v", err)
 	}
 	switch typ {
-	case "session.update":
+	case "session.update", "transcription_session.update":
 		obj := raw
 		if s, ok := raw["session"]; ok {
 			obj = nil // a fresh map: Unmarshal into raw would merge the event's own keys
@@ -58,7 +58,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 			e.EventID = env.EventID
 			return nil, e
 		}
-		return &SessionUpdate{Header: base, Session: p, BetaSpelling: betaSpelling(obj)}, nil
+		return &SessionUpdate{Header: base, Session: p, BetaSpelling: betaSpelling(obj), Transcription: typ == "transcription_session.update"}, nil
 	case "input_audio_buffer.append":
 		b64, ok, e := str(raw, "audio")
 		if e != nil || !ok {

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/session"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // call is one WebRTC session. Its goroutines (the session actor, the data-channel writer, the
@@ -27,6 +26,7 @@ type call struct {
 	h      *handler
 	cfg    CallsConfig
 	log    *zap.Logger
+	codec  rtcCodec
 
 	dcOpen    chan *webrtc.DataChannel
 	connected chan struct{}
@@ -44,6 +44,13 @@ type call struct {
 	ctxCancel context.CancelFunc
 	ready     chan struct{}
 	wdone     chan struct{} // closed when the data-channel writer has ended
+
+	// sidebands are the server WebSockets joined to the call (GET /v1/realtime?call_id=);
+	// sbDone is closed, with sbEnded set, once the session has ended: they close then.
+	sbMu      sync.Mutex
+	sidebands map[*conn]struct{}
+	sbEnded   bool
+	sbDone    chan struct{}
 }
 
 // waitReady waits until the session exists; false when the call ended first.
@@ -77,6 +84,7 @@ type callSink struct{ c *call }
 func (s *callSink) Send(ev session.Event) error {
 	switch ev.Type {
 	case "response.output_audio.delta":
+		// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
 		return s.c.player.delta(ev)
 	case "response.done":
 		if r, ok := ev.Fields["response"].(map[string]any); ok {
@@ -84,11 +92,17 @@ func (s *callSink) Send(ev session.Event) error {
 			s.c.player.responseDone(id)
 		}
 	}
+	s.c.toSidebands(ev)
 	return s.c.st.Send(ev)
 }
 
 func (s *callSink) DropStale(epoch int) {
 	s.c.player.clear(epoch)
+	s.c.sbMu.Lock()
+	for sb := range s.c.sidebands {
+		sb.st.DropStale(epoch)
+	}
+	s.c.sbMu.Unlock()
 	s.c.st.DropStale(epoch)
 }
 
@@ -127,6 +141,7 @@ func (cl *call) run() {
 		cl.sess.Stop(reason)
 		<-sessDone
 	}
+	cl.endSidebands()
 	// session.closed is queued: give the writer a moment to send it before the channel goes.
 	cl.q.close()
 	select {
@@ -167,44 +182,51 @@ func (cl *call) writeLoop() {
 	}
 }
 
-// onMessage takes one client event from the data channel. output_audio_buffer.clear (the
-// browser SDK's barge-in, after response.cancel) cuts the audio and truncates the assistant
-// item to what was played; other events go to the session as on the WebSocket.
+// onMessage takes one client event from the data channel; a bad one gets its error event on
+// the data channel.
 func (cl *call) onMessage(msg webrtc.DataChannelMessage) {
+	if !cl.waitReady() {
+		return
+	}
+	if werr, err := cl.apply(cl.ctx, msg.Data); err == nil && werr != nil {
+		_ = cl.st.Send(errorEvent(werr))
+	}
+}
+
+// apply acts on one client event from the data channel or a sideband. output_audio_buffer.clear
+// (the browser SDK's barge-in, after response.cancel) cuts the audio and truncates the assistant
+// item to what was played; other events go to the session as on the WebSocket. werr is the
+// error event the sender gets; err says the session has ended.
+func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err error) {
 	var env struct {
 		Type    string `json:"type"`
 		EventID string `json:"event_id"`
 	}
-	_ = json.Unmarshal(msg.Data, &env)
-	if !cl.waitReady() {
-		return
-	}
-	ctx := cl.ctx
+	_ = json.Unmarshal(data, &env)
 	if env.Type == "output_audio_buffer.clear" {
 		itemID, played, had := cl.player.clear(0)
 		if had && itemID != "" {
-			_ = cl.sess.Submit(ctx, &session.TruncateItem{Base: session.Base{ID: env.EventID, Kind: "conversation.item.truncate"},
+			return nil, cl.sess.Submit(ctx, &session.TruncateItem{Base: session.Base{ID: env.EventID, Kind: "conversation.item.truncate"},
 				ItemID: itemID, AudioEndMs: played})
 		}
-		return
+		return nil, nil
 	}
-	cmd, werr := DecodeClientEvent(msg.Data)
-	if werr == nil {
-		if _, ok := cmd.(*ResumeSession); !ok {
-			_ = cl.sess.Submit(ctx, cmd)
-			return
-		}
-		werr = &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(), Message: "session.resume is not available on a call"}
+	cmd, werr := DecodeClientEvent(data)
+	if werr != nil {
+		return werr, nil
 	}
-	_ = cl.st.Send(errorEvent(werr))
+	if _, ok := cmd.(*ResumeSession); ok {
+		return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(), Message: "session.resume is not available on a call"}, nil
+	}
+	return nil, cl.sess.Submit(ctx, cmd)
 }
 
-// receive decodes the browser's Opus RTP to 24 kHz PCM16 and appends it to the session's input
+// receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the session's input
 // buffer in 100 ms pieces; a gap in the sequence numbers is concealed (PLC).
 func (cl *call) receive(t *webrtc.TrackRemote) {
-	dec, err := speech.NewOpusDecoder(24000)
+	dec, err := cl.codec.newDecoder()
 	if err != nil {
-		cl.log.Error("opus decoder", zap.Error(err))
+		cl.log.Error("audio decoder", zap.Error(err))
 		return
 	}
 	defer dec.Close()
@@ -237,7 +259,7 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 		have, lastSeq = true, pkt.SequenceNumber
 		n, err := dec.Decode(pkt.Payload, pcm)
 		if err != nil {
-			cl.log.Debug("opus decode", zap.Error(err))
+			cl.log.Debug("audio decode", zap.Error(err))
 			continue
 		}
 		buf = appendPCM(buf, pcm[:n])

@@ -83,7 +83,11 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	c.se.SetIncludeLoopbackCandidate(true)
 	c.se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
 	if len(cfg.PublicIPs) > 0 {
-		c.se.SetNAT1To1IPs(cfg.PublicIPs, webrtc.ICECandidateTypeHost)
+		// NAT 1:1: the host candidates carry the public addresses instead of the local ones.
+		if err := c.se.SetICEAddressRewriteRules(webrtc.ICEAddressRewriteRule{External: cfg.PublicIPs,
+			AsCandidateType: webrtc.ICECandidateTypeHost, Mode: webrtc.ICEAddressRewriteReplace}); err != nil {
+			return nil, fmt.Errorf("webrtc public ips: %w", err)
+		}
 	}
 	return c, nil
 }
@@ -148,7 +152,8 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 		return
 	}
-	if werr := checkOffer(offer); werr != nil {
+	codec, werr := checkOffer(offer)
+	if werr != nil {
 		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 		return
 	}
@@ -158,7 +163,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
 		return
 	}
-	cl, answer, err := c.newCall(r.Context(), offer)
+	cl, answer, err := c.newCall(r.Context(), offer, codec)
 	if err != nil {
 		slot.Release()
 		callError(w, http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
@@ -266,19 +271,26 @@ func readOffer(r *http.Request, withSecret bool) (offer string, sess json.RawMes
 		Message: "send the SDP offer as application/sdp, or as multipart/form-data with fields sdp and session"}
 }
 
-// checkOffer refuses what no call can come of: SDP that does not parse, or an offer without
-// an audio m-line.
-func checkOffer(offer string) *WireError {
+// checkOffer refuses what no call can come of: SDP that does not parse, an offer without an
+// audio m-line, or one whose audio offers none of Opus, PCMU and PCMA. It returns the codec the
+// call will use.
+func checkOffer(offer string) (rtcCodec, *WireError) {
 	var d sdp.SessionDescription
 	if err := d.UnmarshalString(offer); err != nil {
-		return &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer does not parse: " + err.Error()}
+		return rtcCodec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer does not parse: " + err.Error()}
 	}
+	hasAudio := false
 	for _, m := range d.MediaDescriptions {
-		if m.MediaName.Media == "audio" {
-			return nil
-		}
+		hasAudio = hasAudio || m.MediaName.Media == "audio"
 	}
-	return &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer has no audio m-line (add a microphone track or a recvonly audio transceiver)"}
+	if !hasAudio {
+		return rtcCodec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer has no audio m-line (add a microphone track or a recvonly audio transceiver)"}
+	}
+	c, ok := offerCodec(&d)
+	if !ok {
+		return rtcCodec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer's audio has no supported codec: offer opus/48000/2, PCMU/8000 or PCMA/8000"}
+	}
+	return c, nil
 }
 
 func newCallID() string {
@@ -288,11 +300,10 @@ func newCallID() string {
 }
 
 // newCall makes the peer connection and its answer (all candidates in it: no trickle).
-func (c *Calls) newCall(ctx context.Context, offer string) (*call, string, error) {
+func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*call, string, error) {
 	m := &webrtc.MediaEngine{}
-	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{
-		MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1"},
-		PayloadType: 111}, webrtc.RTPCodecTypeAudio); err != nil {
+	// Only the call's codec: the answer then names it alone, and both directions use it.
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: codec.cap, PayloadType: codec.pt}, webrtc.RTPCodecTypeAudio); err != nil {
 		return nil, "", err
 	}
 	ir := &interceptor.Registry{}
@@ -305,7 +316,7 @@ func (c *Calls) newCall(ctx context.Context, offer string) (*call, string, error
 		return nil, "", err
 	}
 	fail := func(err error) (*call, string, error) { _ = pc.Close(); return nil, "", err }
-	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", "omniserve")
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: codec.cap.MimeType, ClockRate: codec.cap.ClockRate, Channels: codec.cap.Channels}, "audio", "omniserve")
 	if err != nil {
 		return fail(err)
 	}
@@ -318,10 +329,10 @@ func (c *Calls) newCall(ctx context.Context, offer string) (*call, string, error
 	st := newStream(false, nil)
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
 		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1),
-		stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
-		ready: make(chan struct{}), wdone: make(chan struct{})}
-	cl.player = newPlayer(st, track, log)
+		codec: codec, stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
+		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{})}
 	cl.sink = &callSink{c: cl}
+	cl.player = newPlayer(cl.sink, track, codec, log)
 	st.attach(cl.q, 0)
 	cl.wg.Add(1)
 	go func() { // RTCP from the browser: read so the interceptors (reports, NACK) work

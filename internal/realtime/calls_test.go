@@ -18,24 +18,44 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
 type callsServer struct {
-	url   string
-	m     *session.Manager
-	calls *realtime.Calls
+	url     string // of POST /v1/realtime/calls
+	ws      string // of GET /v1/realtime (ws://)
+	m       *session.Manager
+	calls   *realtime.Calls
+	secrets *clientsecret.Store
 }
 
 func newCallsServer(t *testing.T) *callsServer {
 	t.Helper()
-	m := session.NewManager(session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
-	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, realtime.HandlerConfig{APIKey: "sk"}, m, nil)
+	return newCallsServerWith(t, session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"},
+		realtime.HandlerConfig{}, getFixture(t).backend, nil)
+}
+
+// newCallsServerWith is newCallsServer with the manager's and handler's configuration (the API
+// key "sk" and a client-secret store are set on hcfg), a backend and a logger.
+func newCallsServerWith(t *testing.T, mcfg session.ManagerConfig, hcfg realtime.HandlerConfig, backend session.Backend, log *zap.Logger) *callsServer {
+	t.Helper()
+	m := session.NewManager(mcfg, backend, zap.NewNop())
+	secrets := clientsecret.NewStore(16, time.Now)
+	hcfg.APIKey, hcfg.Secrets = "sk", secrets
+	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, hcfg, m, log)
 	require.NoError(t, err)
 	require.Positive(t, calls.Port())
-	srv := httptest.NewServer(calls)
+	rt := calls.WithSideband(realtime.NewHandler(hcfg, m, log))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/realtime" {
+			rt.ServeHTTP(w, r)
+			return
+		}
+		calls.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -43,7 +63,7 @@ func newCallsServer(t *testing.T) *callsServer {
 		require.NoError(t, m.Shutdown(ctx))
 		srv.Close()
 	})
-	return &callsServer{url: srv.URL + "/v1/realtime/calls", m: m, calls: calls}
+	return &callsServer{url: srv.URL + "/v1/realtime/calls", ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/realtime", m: m, calls: calls, secrets: secrets}
 }
 
 func post(t *testing.T, url, ctype, body string) (*http.Response, []byte) {
@@ -291,4 +311,44 @@ func TestCallBargeIn(t *testing.T) {
 	_ = pc.Close()
 	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 30*time.Second, 20*time.Millisecond)
 	readers.Wait()
+}
+
+// TestCallsPublicIPs: behind a static NAT the answer's host candidates carry the configured
+// public address, not the host's own.
+func TestCallsPublicIPs(t *testing.T) {
+	t.Parallel()
+	m := session.NewManager(session.ManagerConfig{ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
+	calls, err := realtime.NewCalls(realtime.CallsConfig{PublicIPs: []string{"203.0.113.7"}, ConnectTimeout: 5 * time.Second},
+		realtime.HandlerConfig{APIKey: "sk"}, m, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(calls)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, calls.Close(ctx))
+		require.NoError(t, m.Shutdown(ctx))
+		srv.Close()
+	})
+
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	require.NoError(t, err)
+	defer pc.Close()
+	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendrecv})
+	require.NoError(t, err)
+	_, err = pc.CreateDataChannel("oai-events", nil)
+	require.NoError(t, err)
+	offer, err := pc.CreateOffer(nil)
+	require.NoError(t, err)
+	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", offer.SDP)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+	var cands []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "a=candidate:") {
+			cands = append(cands, strings.TrimSpace(l))
+		}
+	}
+	require.NotEmpty(t, cands, "the answer carries its candidates")
+	for _, c := range cands {
+		require.Contains(t, c, " 203.0.113.7 ", "every host candidate announces the public address: %s", c)
+	}
 }

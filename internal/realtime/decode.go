@@ -44,7 +44,7 @@ func command(ev protocol.ClientEvent) session.Command {
 	base := session.Base{ID: ev.EventID(), Kind: ev.Type()}
 	switch e := ev.(type) {
 	case *protocol.SessionUpdate:
-		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling}
+		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}
 	case *protocol.InputAudioBufferAppend:
 		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}
 	case *protocol.InputAudioBufferCommit:
@@ -99,7 +99,7 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
 		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
 		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
-		MCPTools:     mcpTools(p.MCPTools),
+		MCPTools:     p.MCPTools,
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
 		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing}
 }
@@ -112,18 +112,6 @@ func tools(in []protocol.Tool) []requestclient.Tool {
 	out := make([]requestclient.Tool, len(in))
 	for i, t := range in {
 		out[i] = requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
-	}
-	return out
-}
-
-// mcpTools converts the wire's MCP tools for the session.
-func mcpTools(in []protocol.MCPTool) []session.MCPTool {
-	if in == nil {
-		return nil
-	}
-	out := make([]session.MCPTool, len(in))
-	for i, t := range in {
-		out[i] = session.MCPTool(t)
 	}
 	return out
 }

@@ -10,3 +10,16 @@ func JournalStats(sink session.Sink) (events, bytes int) {
 	}
 	return st.journalStats()
 }
+
+// Sidebands is the number of sidebands joined to the live call id (tests).
+func (c *Calls) Sidebands(id string) int {
+	c.mu.Lock()
+	cl := c.calls[id]
+	c.mu.Unlock()
+	if cl == nil {
+		return 0
+	}
+	cl.sbMu.Lock()
+	defer cl.sbMu.Unlock()
+	return len(cl.sidebands)
+}

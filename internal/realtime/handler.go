@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -148,14 +149,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveResume(w, r)
 		return
 	}
-	if m := q.Get("model"); q.Has("model") && !h.sessions.AcceptsModel(m) {
+	// ?intent=transcription opens a transcription session (no model: OpenAI's guide omits it,
+	// and a model given anyway is ignored rather than refused).
+	transcription := false
+	if q.Has("intent") {
+		if q.Get("intent") != "transcription" {
+			oaierror.Write(w, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
+				Message: fmt.Sprintf("Invalid value for 'intent': %q. The only intent is \"transcription\".", q.Get("intent"))})
+			return
+		}
+		transcription = true
+	}
+	if m := q.Get("model"); q.Has("model") && !transcription && !h.sessions.AcceptsModel(m) {
 		// Before the upgrade, so no slot is taken: what the chat endpoint answers for an
 		// unknown model (the SDKs raise it as the connection's error).
 		oaierror.Write(w, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))})
 		return
 	}
-	duplex := truthy(q.Get("duplex"))
+	duplex := truthy(q.Get("duplex")) && !transcription // a transcription session never answers
 	beta := isBeta(r)
 	slot, err := h.sessions.Acquire(r.Context())
 	if err != nil {
@@ -173,7 +185,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: q.Get("model"), Beta: beta, Initial: initial}, st)
+		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: beta, Initial: initial, Transcription: transcription}, st)
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
@@ -291,4 +303,13 @@ func betaName(ga string) (name string, keep bool) {
 		return "response.audio_transcript.done", true
 	}
 	return ga, true
+}
+
+// modelParam is the connection's model; a transcription session has none (its transcription
+// model lives in audio.input.transcription).
+func modelParam(q url.Values, transcription bool) string {
+	if transcription {
+		return ""
+	}
+	return q.Get("model")
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/session"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // rtcFrameSamples is one 20 ms frame at the 48 kHz RTP clock of Opus.
@@ -21,6 +20,10 @@ const rtcFrameSamples = 960
 // than grow without bound.
 const maxPlayoutMs = 120_000
 
+// eventSender is where the player's output_audio_buffer events go (the call's sink, which
+// gives them to the data channel and every sideband).
+type eventSender interface{ Send(ev session.Event) error }
+
 // rtpWriter is where paced Opus packets go (the call's outbound track).
 type rtpWriter interface{ WriteRTP(p *rtp.Packet) error }
 
@@ -29,9 +32,10 @@ type rtpWriter interface{ WriteRTP(p *rtp.Packet) error }
 // clock. It emits output_audio_buffer.started / .stopped / .cleared from what was actually
 // written, and knows how much of each item was played (server-side truncation on barge-in).
 type player struct {
-	st  *stream
-	out rtpWriter
-	log *zap.Logger
+	st    eventSender
+	out   rtpWriter
+	codec rtcCodec
+	log   *zap.Logger
 
 	mu       sync.Mutex
 	pcm      []int16 // 48 kHz mono waiting to be framed
@@ -42,13 +46,12 @@ type player struct {
 	playedMs int  // of itemID, written to the wire
 	started  bool // output_audio_buffer.started went out for respID
 	doneResp bool // response.done of respID has passed: the queue's end is the audio's end
-	err      error
 
 	wake chan struct{}
 }
 
-func newPlayer(st *stream, out rtpWriter, log *zap.Logger) *player {
-	return &player{st: st, out: out, log: log, wake: make(chan struct{}, 1)}
+func newPlayer(st eventSender, out rtpWriter, codec rtcCodec, log *zap.Logger) *player {
+	return &player{st: st, out: out, codec: codec, log: log, wake: make(chan struct{}, 1)}
 }
 
 // delta takes one response.output_audio.delta event's audio.
@@ -90,7 +93,7 @@ func (p *player) delta(ev session.Event) error {
 	if respID != p.respID {
 		p.respID, p.itemID, p.epoch, p.playedMs, p.started, p.doneResp = respID, itemID, ev.Epoch, 0, false, false
 	}
-	p.pcm = audio.Float32ToInt16(p.pcm, fl)
+	p.pcm = append(p.pcm, audio.Float32ToInt16(nil, fl)...) // after what is still queued
 	if len(p.pcm) > maxPlayoutMs*48 {
 		return errPlayoutOverflow
 	}
@@ -138,9 +141,9 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 // between talk-spurts; the marker bit starts each spurt and the timestamp advances across the
 // gap, so the browser's jitter buffer is not reset per packet.
 func (p *player) run(stop <-chan struct{}) {
-	enc, err := speech.NewOpusEncoder(48000, 32000)
+	enc, err := p.codec.newEncoder()
 	if err != nil {
-		p.log.Error("opus encoder", zap.Error(err))
+		p.log.Error("audio encoder", zap.Error(err))
 		return
 	}
 	defer enc.Close()
@@ -189,12 +192,12 @@ func (p *player) run(stop <-chan struct{}) {
 		}
 		m, err := enc.Encode(frame, pkt)
 		if err != nil {
-			p.log.Warn("opus encode", zap.Error(err))
+			p.log.Warn("audio encode", zap.Error(err))
 			continue
 		}
 		now := time.Now()
 		if spurt && !lastAt.IsZero() {
-			ts += uint32(now.Sub(lastAt) / time.Millisecond * 48) // the gap, on the RTP clock
+			ts += uint32(int(now.Sub(lastAt)/time.Millisecond) * p.codec.clock / 1000) // the gap, on the RTP clock
 		}
 		lastAt = now
 		if err := p.out.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: spurt, SequenceNumber: seq, Timestamp: ts},
@@ -203,7 +206,7 @@ func (p *player) run(stop <-chan struct{}) {
 		}
 		spurt = false
 		seq++
-		ts += rtcFrameSamples
+		ts += uint32(p.codec.perTick)
 	}
 }
 

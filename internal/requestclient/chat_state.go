@@ -101,7 +101,7 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 	switch m.Kind {
 	case stage.Text:
 		if m.Text != "" || len(m.Logprobs) > 0 {
-			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: logprobsFromEngine(m.Logprobs)})
+			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: m.Logprobs})
 		}
 	case stage.ToolCalled:
 		if c := m.ToolCall; c != nil {

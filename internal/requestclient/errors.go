@@ -21,6 +21,11 @@ var (
 	// ErrContextLength: a prompt that does not fit the model's context window;
 	// ContextLengthErrorOf has the figures.
 	ErrContextLength = stage.ErrContextLength
+	// ErrKVCacheFull: the engine's shared KV cache was full and this sequence, the longest,
+	// gave way (engine.overflow "error"; "truncate" shortens it instead). A capacity condition:
+	// engine.context_size is smaller than the sequences it serves need
+	// (omniserve_engine_kv_cache_full_total counts it).
+	ErrKVCacheFull = gpu.ErrContextFull
 )
 
 // ContextLengthError is the figures of an ErrContextLength failure. PromptTokens is 0 when the

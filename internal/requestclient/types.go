@@ -132,44 +132,19 @@ const JSONObjectGrammar = gpu.JSONGrammar
 // json_schema) with the engine's converter. Errors name the parameter (SamplingErrorOf).
 func SchemaGrammar(schema []byte) (string, error) { return gpu.SchemaGrammar(schema) }
 
-// Sampling selects tokens; the fields mean what gpu.Sampling's do. Temperature 0 is greedy;
-// TopK 0 and TopP 0 disable those filters; RepeatPenalty 0 means 1 (off). Equal Seed and history
-// give equal tokens, unless RandomSeed.
-type Sampling struct {
-	Temperature, TopP float32
-	TopK              int
-	Seed              uint32
-	// RandomSeed draws a fresh seed for every generation; Seed is then ignored.
-	RandomSeed                        bool
-	RepeatPenalty                     float32
-	PresencePenalty, FrequencyPenalty float32
-	// LogitBias adds a bias to the logits of token ids; callers must not modify the map after
-	// handing it over (the engine reads it as it is).
-	LogitBias map[int]float32
-	// Grammar, a GBNF program (start rule "root"), constrains the output: JSONObjectGrammar or
-	// SchemaGrammar's.
-	Grammar string
-	// Logprobs attaches TokenLogprobs to the text deltas, each with TopLogprobs alternatives.
-	Logprobs    bool
-	TopLogprobs int
-}
+// Sampling selects tokens: the engine's own definition (gpu.Sampling), so that one type
+// carries sampling from the API to the engine with no copy to keep in step. Temperature 0 is
+// greedy; TopK 0 and TopP 0 disable those filters; RepeatPenalty 0 means 1 (off). Equal Seed and
+// history give equal tokens, unless RandomSeed.
+type Sampling = gpu.Sampling
 
 // TokenLogprob is one generated token's log probability and, when asked, the most likely
 // alternatives at its position (after logit_bias and penalties, before temperature, top-k /
-// top-p and grammar).
-type TokenLogprob struct {
-	Token   int
-	Text    string
-	Logprob float32
-	Top     []TopLogprob
-}
+// top-p and grammar): the engine's definition.
+type TokenLogprob = gpu.TokenLogprob
 
 // TopLogprob is one alternative of a TokenLogprob.
-type TopLogprob struct {
-	Token   int
-	Text    string
-	Logprob float32
-}
+type TopLogprob = gpu.TopLogprob
 
 // DuplexOptions configures the long-lived stage-0 stream of a duplex session epoch.
 type DuplexOptions struct {
@@ -192,6 +167,9 @@ type DuplexOptions struct {
 	// configured seed every response draws a fresh random one).
 	Temperature *float64
 	Seed        *uint32
+	// TranscriptDeltas: without AutoResponse, the recognizer's settled words come as
+	// OutTranscriptDelta outputs while audio is appended.
+	TranscriptDeltas bool
 }
 
 // Message is one message of a response's own context (ResponseSpec.Input).
@@ -235,6 +213,9 @@ const (
 	// OutToolCall is a complete tool call of the model (Output.ToolCall); its markup never
 	// comes as OutText, nor is it spoken.
 	OutToolCall
+	// OutTranscriptDelta is words of the user's open utterance the recognizer settled on
+	// (DuplexOptions.TranscriptDeltas), before the utterance's OutTranscript.
+	OutTranscriptDelta
 )
 
 // Duplex decisions (Output.Decision).
@@ -271,7 +252,7 @@ type Usage struct {
 // toStage converts a chat request for the pipeline.
 func (r ChatRequest) toStage() stage.ChatRequest {
 	out := stage.ChatRequest{RequestID: r.RequestID, MaxTokens: r.MaxTokens, MaxTokensSet: r.MaxTokensSet,
-		Stop: r.Stop, Sampling: r.Sampling.toEngine(), WantAudio: r.WantAudio, Tools: r.Tools.toStagePtr()}
+		Stop: r.Stop, Sampling: r.Sampling, WantAudio: r.WantAudio, Tools: r.Tools.toStagePtr()}
 	if r.Messages != nil {
 		out.Messages = make([]stage.ChatMessage, len(r.Messages))
 		for i, m := range r.Messages {
@@ -282,43 +263,18 @@ func (r ChatRequest) toStage() stage.ChatRequest {
 	return out
 }
 
-// toEngine converts sampling for the engine.
-func (s Sampling) toEngine() gpu.Sampling {
-	return gpu.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
-		RandomSeed: s.RandomSeed, RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty,
-		FrequencyPenalty: s.FrequencyPenalty, LogitBias: s.LogitBias, Grammar: s.Grammar,
-		Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs}
-}
-
-// logprobsFromEngine converts the logprobs of one text delta (nil stays nil).
-func logprobsFromEngine(in []gpu.TokenLogprob) []TokenLogprob {
-	if in == nil {
-		return nil
-	}
-	out := make([]TokenLogprob, len(in))
-	for i, lp := range in {
-		out[i] = TokenLogprob{Token: lp.Token, Text: lp.Text, Logprob: lp.Logprob}
-		if lp.Top != nil {
-			out[i].Top = make([]TopLogprob, len(lp.Top))
-			for j, t := range lp.Top {
-				out[i].Top[j] = TopLogprob{Token: t.Token, Text: t.Text, Logprob: t.Logprob}
-			}
-		}
-	}
-	return out
-}
-
 // toStage converts duplex options for the pipeline over its default duplex sampling
 // (pipeline.thinker.sampling).
 func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.DuplexOptions {
 	out := stage.DuplexOptions{
-		RequestID:       requestID,
-		Instructions:    o.Instructions,
-		AutoResponse:    o.AutoResponse,
-		WantAudio:       o.WantAudio,
-		MaxTokens:       o.MaxTokens,
-		MaxHistoryBytes: o.MaxHistoryBytes,
-		Sampling:        base,
+		RequestID:        requestID,
+		Instructions:     o.Instructions,
+		AutoResponse:     o.AutoResponse,
+		WantAudio:        o.WantAudio,
+		MaxTokens:        o.MaxTokens,
+		MaxHistoryBytes:  o.MaxHistoryBytes,
+		Sampling:         base,
+		TranscriptDeltas: o.TranscriptDeltas,
 	}
 	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
@@ -352,6 +308,8 @@ func outputFromStage(m stage.OutputMessage) Output {
 		o.Kind = OutDecision
 	case stage.Transcript:
 		o.Kind = OutTranscript
+	case stage.TranscriptDelta:
+		o.Kind = OutTranscriptDelta
 	case stage.Text:
 		o.Kind = OutText
 	case stage.Audio:

@@ -30,16 +30,6 @@ func TestChatRequestToStage(t *testing.T) {
 	require.Nil(t, ChatRequest{}.toStage().Messages)
 }
 
-func TestLogprobsFromEngine(t *testing.T) {
-	t.Parallel()
-	in := []gpu.TokenLogprob{{Token: 1, Text: "a", Logprob: -0.1, Top: []gpu.TopLogprob{{Token: 2, Text: "b", Logprob: -2}}},
-		{Token: 3, Text: "c", Logprob: -0.3}}
-	want := []TokenLogprob{{Token: 1, Text: "a", Logprob: -0.1, Top: []TopLogprob{{Token: 2, Text: "b", Logprob: -2}}},
-		{Token: 3, Text: "c", Logprob: -0.3}}
-	require.Equal(t, want, logprobsFromEngine(in))
-	require.Nil(t, logprobsFromEngine(nil))
-}
-
 func TestDuplexOptionsToStage(t *testing.T) {
 	t.Parallel()
 	base := gpu.Sampling{Temperature: 0.8, TopP: 0.95, TopK: 20, RandomSeed: true}

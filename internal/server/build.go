@@ -177,6 +177,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		TurnDetection:          &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
 		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
 		Metrics:                s.parts.Client.Collectors(),
+		LogStats:               s.cfg.Server.LogStats,
 		ModelName:              s.names.ID(),
 		AcceptModel:            s.acceptModel,
 		ServedModels:           s.models,
@@ -202,13 +203,14 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Secrets:          s.secrets,
 		Trace:            s.tracer.SessionHook(),
 	}
-	s.realtime = realtime.NewHandler(hcfg, mgr, s.log)
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs)},
 		hcfg, mgr, s.log)
 	if err != nil {
 		return err
 	}
+	// GET /v1/realtime?call_id=rtc_… is a call's sideband; without call_id, a WebSocket session.
+	s.realtime = calls.WithSideband(realtime.NewHandler(hcfg, mgr, s.log))
 	// Registered after the session manager, so closed before it: calls hang up first.
 	s.onClose("webrtc calls", calls.Close)
 	s.calls = calls

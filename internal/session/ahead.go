@@ -32,6 +32,7 @@ func (s *Session) openOptions() OpenOptions {
 		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
 		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
+		TranscriptDeltas: s.opts.Transcription,
 	}
 }
 

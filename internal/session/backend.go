@@ -18,6 +18,9 @@ type OpenOptions struct {
 	VADThreshold      float64
 	PrefixPaddingMs   int
 	SilenceDurationMs int
+	// TranscriptDeltas asks for the settled words of the open utterance while audio is
+	// appended (transcription sessions).
+	TranscriptDeltas bool
 }
 
 // Backend opens engine streams. It is declared here, by its consumer; the production

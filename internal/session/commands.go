@@ -31,6 +31,9 @@ type UpdateSession struct {
 	// top-level turn_detection, ...) and no GA-only one; as a connection's first event it marks
 	// a beta client that sent no OpenAI-Beta header (dialect.go).
 	BetaSpelling bool
+	// Transcription: sent as transcription_session.update, answered with
+	// transcription_session.updated.
+	Transcription bool
 }
 
 // AppendAudio is input_audio_buffer.append. Data is the decoded base64 payload in Format (or the

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-// AudioFormat is a wire audio encoding and its sample rate.
-type AudioFormat struct {
-	Type string // pcm16 | pcm_f32le | g711_ulaw | g711_alaw
-	Rate int    // Hz; g711 is always 8000
-}
+// AudioFormat is a wire audio encoding (pcm16 | pcm_f32le | g711_ulaw | g711_alaw, after
+// NormalizeInputFormat) and its sample rate in Hz (g711 is always 8000): the protocol's own
+// definition, one type from the wire to the session.
+type AudioFormat = protocol.AudioFormat
 
 // TurnDetection is the effective server_vad / semantic_vad configuration; a nil *TurnDetection
 // is turn_detection: null. semantic_vad is run by the same VAD with its eagerness mapped to
@@ -48,18 +48,10 @@ func (td *TurnDetection) Wire() map[string]any {
 		"create_response": td.CreateResponse, "interrupt_response": td.InterruptResponse}
 }
 
-// TurnDetectionPatch is a turn_detection object as the client sent it: nil fields take the
-// defaults of its type (an object replaces the previous setting as a whole).
-type TurnDetectionPatch struct {
-	Type              *string
-	Threshold         *float64
-	PrefixPaddingMs   *int
-	SilenceDurationMs *int
-	IdleTimeoutMs     *int // nil = null
-	CreateResponse    *bool
-	InterruptResponse *bool
-	Eagerness         *string
-}
+// TurnDetectionPatch is a turn_detection object as the client sent it (the protocol's
+// definition): nil fields take the defaults of its type (an object replaces the previous
+// setting as a whole).
+type TurnDetectionPatch = protocol.TurnDetection
 
 // SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn. OpenAI's
 // semantic model waits up to 8 s / 4 s / 2 s (low / medium / high); omniserve has no semantic
@@ -238,8 +230,8 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		}
 		cfg.OutputFormat = f
 	}
-	if p.Type != nil && *p.Type != "realtime" {
-		return cfg, &FieldError{"invalid_value", "session.type", fmt.Sprintf("session type %q is not supported (only \"realtime\")", *p.Type)}
+	if p.Type != nil && *p.Type != "realtime" && *p.Type != "transcription" {
+		return cfg, &FieldError{"invalid_value", "session.type", fmt.Sprintf("Invalid value for 'session.type': %q. Supported values are: \"realtime\" and \"transcription\".", *p.Type)}
 	}
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
@@ -273,7 +265,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		if p.TurnDetection == nil {
 			cfg.TurnDetection = nil
 		} else {
-			td, err := p.TurnDetection.resolve(cfg.defaultTurnDetection())
+			td, err := resolveTurnDetection(p.TurnDetection, cfg.defaultTurnDetection())
 			if err != nil {
 				return cfg, err
 			}
@@ -368,8 +360,8 @@ func NormalizeOutputFormat(f AudioFormat) (AudioFormat, error) {
 	return f, fmt.Errorf("unsupported output audio format %q", f.Type)
 }
 
-// resolve validates a turn_detection object and fills its defaults.
-func (p *TurnDetectionPatch) resolve(td *TurnDetection) (*TurnDetection, error) {
+// resolveTurnDetection validates a turn_detection object and fills its defaults from td.
+func resolveTurnDetection(p *TurnDetectionPatch, td *TurnDetection) (*TurnDetection, error) {
 	if p.Type != nil {
 		td.Type = *p.Type
 	}

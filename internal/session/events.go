@@ -47,7 +47,7 @@ func ErrorType(code string) string {
 	switch code {
 	case "resource_exhausted", "duplex_session_busy", "input_backpressure":
 		return "rate_limit_error"
-	case "runtime_open_failed", "runtime_append_failed", "runtime_abort_failed", "engine_error", "server_error":
+	case "runtime_open_failed", "runtime_append_failed", "runtime_abort_failed", "engine_error", "server_error", "kv_cache_full":
 		return "server_error"
 	}
 	return "invalid_request_error"

@@ -104,6 +104,9 @@ func (s *Session) resolveModel(name string) (string, error) {
 // nextConfig is the configuration patch makes of the current one, or the refusal; it changes
 // nothing but the model's naming (resolveModel).
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
+	if fe := s.transcriptionUpdateError(patch); fe != nil {
+		return s.cfg, fe
+	}
 	var err error
 	if patch.Model != nil {
 		var name string
@@ -144,6 +147,10 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	if first {
 		s.emitCreated()
 	}
+	if c.Transcription && !s.opts.Transcription {
+		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
+		return
+	}
 	next, err := s.nextConfig(c.Patch)
 	if err != nil {
 		// A failed update changes nothing.
@@ -171,7 +178,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 		}})
 	}
 	s.syncTools()
-	s.send(Event{Type: "session.updated", Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	s.send(Event{Type: s.sessionEventName("updated", c.Transcription), Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
 	s.syncMCP()
 }
 
@@ -181,7 +188,7 @@ func (s *Session) emitCreated() {
 		// omniserve extension: the bearer secret of session.resume (docs/REALTIME.md)
 		f["resume_token"] = s.resumeToken
 	}
-	s.send(Event{Type: "session.created", Epoch: s.epoch, Fields: f})
+	s.send(Event{Type: s.sessionEventName("created", false), Epoch: s.epoch, Fields: f})
 }
 
 func (s *Session) emitClosed(reason string) {
@@ -241,6 +248,9 @@ func (s *Session) transcriptionWire() any {
 // publicSession is the full effective session: GA shape (or beta for beta clients), plus the
 // omniserve extensions (duplex, state, capabilities) that strict clients ignore.
 func (s *Session) publicSession() map[string]any {
+	if s.opts.Transcription {
+		return s.transcriptionSession()
+	}
 	td := s.cfg.TurnDetection.Wire()
 	var tdAny any
 	if td != nil {
@@ -351,7 +361,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if vr.stopped {
 			// server_vad commits the buffer at the end of speech, and with create_response
 			// answers it (unless a response is still running: interrupt_response false).
-			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil
+			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
 			s.handleCommit("", &respond)
 		}
 		return
@@ -434,6 +444,7 @@ func (s *Session) unforwardInput(eventID string) {
 func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
+	s.tdelta = transcriptDeltas{} // a transcription session's deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
 		m.ClearTurnInput()
 	}
@@ -444,7 +455,7 @@ func (s *Session) clearInput(eventID string) {
 // ordered job: append → commit (transcript) → respond.
 func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	respond := s.autoResponse()
-	if responseCreate != nil {
+	if responseCreate != nil && !s.opts.Transcription {
 		respond = *responseCreate
 	}
 	if !respond {
@@ -563,7 +574,7 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 		id = newItemID()
 	}
 	s.speechItemID = ""
-	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs}
+	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
 	prev := s.lastItemID()
 	s.items = append(s.items, it)
 	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": prev, "item_id": it.ID}})
@@ -634,6 +645,9 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 }
 
 func (s *Session) handleCreateResponse(c *CreateResponse) {
+	if s.refuseInTranscription(c.ID, "response.create") {
+		return
+	}
 	o, fe := s.responseOptions(c)
 	if fe != nil {
 		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
@@ -673,7 +687,27 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	r.jobbed = true
 }
 
+// newClientItem opens the engine for a client's new item and settles its id (the client's,
+// or a fresh one); false when the client was already told why not.
+func (s *Session) newClientItem(c *CreateItem) (string, bool) {
+	if !s.ensureEngine(c.ID) {
+		return "", false
+	}
+	id := c.ItemID
+	if id == "" {
+		id = newItemID()
+	}
+	if s.findItem(id) != nil {
+		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+		return "", false
+	}
+	return id, true
+}
+
 func (s *Session) handleCreateItem(c *CreateItem) {
+	if s.refuseInTranscription(c.ID, "conversation.item.create") {
+		return
+	}
 	if c.ItemType == "function_call_output" {
 		s.createFunctionOutput(c)
 		return
@@ -683,15 +717,8 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
 		return
 	}
-	if !s.ensureEngine(c.ID) {
-		return
-	}
-	id := c.ItemID
-	if id == "" {
-		id = newItemID()
-	}
-	if s.findItem(id) != nil {
-		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+	id, ok := s.newClientItem(c)
+	if !ok {
 		return
 	}
 	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {

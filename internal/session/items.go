@@ -21,6 +21,9 @@ type item struct {
 	// mcp_list_tools items (mcp.go): the server and the tools it listed.
 	ServerLabel string
 	MCPTools    []mcpclient.Tool
+	// CommittedAt is a user audio item's commit time (statistics clock), for its
+	// transcription latency.
+	CommittedAt float64
 }
 
 func newItemID() string {

@@ -68,6 +68,9 @@ type ManagerConfig struct {
 	Now func() time.Time
 	// WallClock is the statistics clock (unix seconds); nil means the real one.
 	WallClock func() float64
+	// LogStats (--log-stats) logs a line per transcription session item (transcription.go);
+	// turn tables come from the engine's records.
+	LogStats bool
 }
 
 // WithDefaults is c with every zero value replaced by its documented default (the server's

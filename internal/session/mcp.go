@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // MCP tools (session.tools entries of `type: "mcp"`): the session itself connects to each
@@ -20,18 +21,9 @@ import (
 // session owns (mcpState); their results come back to the actor on a channel. Headers and
 // authorization are the client's secrets: never logged, never echoed in session objects.
 
-// MCPTool is one `type: "mcp"` tool of session.tools.
-type MCPTool struct {
-	// Index is its position in session.tools, for error params.
-	Index             int
-	ServerLabel       string
-	ServerURL         string
-	ServerDescription string
-	Headers           map[string]string
-	Authorization     string
-	AllowedTools      json.RawMessage
-	RequireApproval   json.RawMessage
-}
+// MCPTool is one `type: "mcp"` tool of session.tools: the protocol's definition (Index is its
+// position in session.tools, for error params).
+type MCPTool = protocol.MCPTool
 
 // mcpResultQueue bounds listings finished but not yet handled; a session lists at most a few
 // servers, and a sender also gives up when the session ends.

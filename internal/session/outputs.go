@@ -32,6 +32,10 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		s.aheadListens-- // an append forwarded ahead of its commit: internal, as before
 		return
 	}
+	if o.Kind == requestclient.OutTranscriptDelta {
+		s.sendTranscriptDelta(o.Text)
+		return
+	}
 	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
@@ -105,6 +109,12 @@ func (s *Session) emitTranscript(itemID, text string) {
 		s.trimHistory()
 		return
 	}
+	if s.opts.Transcription {
+		s.finishTranscriptDeltas(itemID, text)
+		if it != nil && it.CommittedAt > 0 {
+			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
+		}
+	}
 	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
 	if it != nil {
 		f["usage"] = map[string]any{"type": "duration", "seconds": it.AudioMs / 1000}
@@ -132,6 +142,9 @@ func (s *Session) handleResult(res jobResult) {
 		return
 	}
 	if res.err != nil {
+		if res.itemID != "" && s.opts.Transcription {
+			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
+		}
 		if active {
 			s.failResponseErr(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
 		} else {

@@ -34,6 +34,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		SilenceDurationMs: o.SilenceDurationMs,
 		Temperature:       o.Temperature, // nil: pipeline.thinker.sampling's
 		Seed:              o.Seed,        // nil: a fresh random seed per response unless configured
+		TranscriptDeltas:  o.TranscriptDeltas,
 	}
 	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {

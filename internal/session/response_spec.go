@@ -87,10 +87,15 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 }
 
 // outputErrorCode is the error code of an engine Error output: context_length_exceeded for a
-// response context that cannot fit (a response's own input), else engine_error.
+// response context that cannot fit (a response's own input), kv_cache_full when the engine's
+// shared cache ran out under load (a server capacity condition, not the client's doing), else
+// engine_error.
 func outputErrorCode(err error) string {
-	if errors.Is(err, requestclient.ErrContextLength) {
+	switch {
+	case errors.Is(err, requestclient.ErrContextLength):
 		return "context_length_exceeded"
+	case errors.Is(err, requestclient.ErrKVCacheFull):
+		return "kv_cache_full"
 	}
 	return "engine_error"
 }

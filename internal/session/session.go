@@ -30,6 +30,9 @@ type Options struct {
 	// Validated at minting (Manager.Preview); a patch that no longer applies is logged and
 	// dropped.
 	Initial *ConfigPatch
+	// Transcription opens a transcription session (?intent=transcription, transcription.go):
+	// committed audio is transcribed and nothing answers it.
+	Transcription bool
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
@@ -157,6 +160,7 @@ type Session struct {
 	vadBaseMs      float64              // inputMs when the VAD's stream time was 0
 	echo           *audio.EchoCanceller // removes the session's own sent audio from what the VAD hears
 	speechItemID   string               // the item id announced by speech_started, used by the next commit
+	tdelta         transcriptDeltas     // a transcription session's deltas of the open utterance
 	bufStartMs     float64              // inputMs at the start of the uncommitted buffer
 	lastUsage      usage                // the previous response's usage (its context is cached)
 }
@@ -569,7 +573,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 func (s *Session) autoResponse() bool { return s.autoResponseFor(s.cfg) }
 
 func (s *Session) autoResponseFor(c Config) bool {
-	return s.opts.Duplex && c.TurnDetection != nil && c.TurnDetection.CreateResponse
+	return s.opts.Duplex && !s.opts.Transcription && c.TurnDetection != nil && c.TurnDetection.CreateResponse
 }
 
 func (s *Session) fence() requestclient.Fence {

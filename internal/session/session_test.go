@@ -336,7 +336,7 @@ func TestConfigPatch(t *testing.T) {
 		{"max tokens above 4096", ConfigPatch{MaxOutputTokens: ptr(5000)}, "invalid_value"},
 		{"empty voice", ConfigPatch{Voice: ptr("")}, "invalid_value"},
 		{"long voice", ConfigPatch{Voice: ptr(strings.Repeat("v", 65))}, "invalid_value"},
-		{"transcription session", ConfigPatch{Type: ptr("transcription")}, "invalid_value"},
+		{"unknown session type", ConfigPatch{Type: ptr("translation")}, "invalid_value"},
 		{"negative idle", ConfigPatch{IdleTimeoutS: ptr(-1.0)}, "invalid_value"},
 	}
 	for _, tt := range tests {

@@ -153,15 +153,8 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 			return
 		}
 	}
-	if !s.ensureEngine(c.ID) {
-		return
-	}
-	id := c.ItemID
-	if id == "" {
-		id = newItemID()
-	}
-	if s.findItem(id) != nil {
-		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
+	id, ok := s.newClientItem(c)
+	if !ok {
 		return
 	}
 	if !s.canSubmitJob() {

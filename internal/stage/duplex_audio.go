@@ -26,6 +26,9 @@ type audioState struct {
 	closed  bool
 	// preemptedAt is the speech end (VAD ms) of the pause a speculation was last tried on.
 	preemptedAt int64
+	// The open utterance's transcript deltas (TranscriptDeltas): the words sent, and the
+	// previous partial hypothesis.
+	deltaSent, partialPrev string
 }
 
 func newAudioState(vad *speech.VAD, asr asrStream, historyMs int) audioState {
@@ -89,7 +92,25 @@ func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 // finish ends the ASR utterance and returns its transcript.
 func (a *audioState) finish() (string, error) {
 	a.asrHas = false
+	a.deltaSent, a.partialPrev = "", ""
 	return a.asr.Finish()
+}
+
+// settledDelta is the words of the open utterance newly settled since the last call ("" when
+// none, or when the recognizer cannot tell a partial hypothesis).
+func (a *audioState) settledDelta() string {
+	pa, ok := a.asr.(interface{ Partial() string })
+	if !ok || !a.asrHas {
+		return ""
+	}
+	p := pa.Partial()
+	if p == a.partialPrev {
+		return ""
+	}
+	d := audio.StableDelta(a.deltaSent, a.partialPrev, p, false)
+	a.partialPrev = p
+	a.deltaSent += d
+	return d
 }
 
 func (d *DuplexStream) lockAudio(ctx context.Context) error {
@@ -149,6 +170,14 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 		// Manual turns: the client decides what is a turn, so the ASR hears everything.
 		if err := a.feedTo(a.pos+int64(len(pcm16k)), pcm16k); err != nil {
 			return err
+		}
+		if d.opts.TranscriptDeltas {
+			if delta := a.settledDelta(); delta != "" {
+				if err := d.disp.output(ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: TranscriptDelta,
+					Turn: d.upcoming(), Text: delta, StageSubmitTS: submitTS}); err != nil {
+					return err
+				}
+			}
 		}
 	} else {
 		for _, ev := range evs {
@@ -263,6 +292,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		// Dropped without a transcription: nobody wants its text.
 		_, _ = c.Cut()
 		a.asrHas = false
+		a.deltaSent, a.partialPrev = "", ""
 		return nil
 	}
 	if _, err := a.finish(); err != nil && !errors.Is(err, audio.ErrEmptyAudio) {

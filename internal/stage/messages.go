@@ -42,9 +42,13 @@ const (
 	// ToolCalled is a complete tool call the model made (OutputMessage.ToolCall), from stage 0.
 	// Its markup never comes as Text, and never reaches the talker.
 	ToolCalled
+	// TranscriptDelta is words of the user's open utterance the recognizer has settled on
+	// (audio.StableDelta over its partial hypotheses), before its Transcript; only with
+	// DuplexOptions.TranscriptDeltas on manual turns.
+	TranscriptDelta
 )
 
-var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage", "tool_call"}
+var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage", "tool_call", "transcript_delta"}
 
 func (k OutputKind) String() string {
 	if k >= 0 && int(k) < len(outputKindNames) {
@@ -203,6 +207,10 @@ type DuplexOptions struct {
 	// endpoint's silence, releasing its outputs only when the endpoint is confirmed with the same
 	// transcript (see preempt.go). 0 = thinker.preemptive_ms; negative disables.
 	PreemptiveMs int
+	// TranscriptDeltas: on manual turns (no AutoResponse), the recognizer's settled words go
+	// out as TranscriptDelta outputs while the audio is appended (a transcription session's
+	// deltas while the user speaks).
+	TranscriptDeltas bool
 }
 
 // Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,

@@ -141,6 +141,11 @@ type Result struct {
 	UserTranscripts []string
 	// Warnings are error events that did not end the conversation (a cancel or truncate race).
 	Warnings []*ServerError
+	// Resumes counts the dropped connections the session was resumed over.
+	Resumes int
+	// NewSessions counts sessions started again because the server no longer had the
+	// session after a drop (session_not_found); the conversation then starts over.
+	NewSessions int
 }
 
 // ServerError is a Realtime error event.
@@ -227,34 +232,56 @@ func Run(ctx context.Context, o Options, input []int16) (*Result, error) {
 	if err := ValidateOptions(o); err != nil {
 		return nil, err
 	}
-	u, _ := endpoint(o)
 	ctx, cancel := context.WithTimeoutCause(ctx, o.Timeout, ErrTimeout)
 	defer cancel()
+	res, err := runOnce(ctx, o, input)
+	if errors.Is(err, ErrSessionLost) {
+		// The server no longer has the session: only now is a new one started, and the
+		// conversation is had again from the start.
+		fmt.Fprintf(o.Out, "\nsession lost (%v): starting a new session\n", err)
+		var again *Result
+		again, err = runOnce(ctx, o, input)
+		again.Resumes += res.Resumes
+		again.NewSessions = res.NewSessions + 1
+		res = again
+	}
+	if errors.Is(context.Cause(ctx), ErrTimeout) && err != nil && !isServerError(err) {
+		err = fmt.Errorf("%w (%s)", ErrTimeout, o.Timeout)
+	}
+	return res, err
+}
 
+// runOnce has one conversation on one session, resuming it across dropped connections.
+func runOnce(ctx context.Context, o Options, input []int16) (*Result, error) {
+	u, _ := endpoint(o)
 	hdr := http.Header{}
 	if o.APIKey != "" {
 		hdr.Set("Authorization", "Bearer "+o.APIKey)
 	}
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
-		return nil, dialError(u, resp, err)
+		return &Result{}, dialError(u, resp, err)
 	}
-	defer ws.CloseNow()
 	ws.SetReadLimit(64 << 20)
 
-	c := &conv{o: o, ws: ws, input: input, res: &Result{}, events: make(chan serverEvent, 64)}
+	l := newLink(o, u, hdr, ws)
+	c := &conv{o: o, link: l, input: input, res: &Result{}, events: l.events}
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
 	readerDone := make(chan error, 1)
-	go func() { readerDone <- c.readLoop(ctx) }()
-	defer func() {
-		_ = ws.CloseNow()
-		<-readerDone
-	}()
+	go func() { readerDone <- l.readLoop(readCtx) }()
 	err = c.run(ctx)
 	if err == nil {
-		_ = ws.Close(websocket.StatusNormalClosure, "done")
+		l.close(websocket.StatusNormalClosure, "done")
+	} else {
+		l.close(0, "")
 	}
-	if errors.Is(context.Cause(ctx), ErrTimeout) && err != nil && !isServerError(err) {
-		err = fmt.Errorf("%w (%s)", ErrTimeout, o.Timeout)
+	// After the close handshake (which the read loop's Read completes): a read loop waiting
+	// between redials stops too.
+	stopReading()
+	readErr := <-readerDone
+	if err != nil && errors.Is(readErr, ErrSessionLost) {
+		err = readErr
 	}
 	return c.res, err
 }
@@ -291,6 +318,19 @@ type serverEvent struct {
 	at  time.Time
 }
 
+// seq is the event's server_event_seq, when the server numbers its events (resume on).
+func (e serverEvent) seq() (int64, bool) {
+	v, ok := e.raw["server_event_seq"]
+	if !ok {
+		return 0, false
+	}
+	var n int64
+	if json.Unmarshal(v, &n) != nil {
+		return 0, false
+	}
+	return n, true
+}
+
 func (e serverEvent) str(key string) string {
 	var s string
 	_ = json.Unmarshal(e.raw[key], &s)
@@ -301,7 +341,7 @@ func (e serverEvent) str(key string) string {
 // writes (coder/websocket allows concurrent writers) and events, fed by readLoop.
 type conv struct {
 	o      Options
-	ws     *websocket.Conn
+	link   *link
 	input  []int16
 	res    *Result
 	events chan serverEvent
@@ -320,27 +360,6 @@ type conv struct {
 	lineOpen  bool // an "assistant:" line is being written
 }
 
-func (c *conv) readLoop(ctx context.Context) error {
-	defer close(c.events)
-	for {
-		_, b, err := c.ws.Read(ctx)
-		if err != nil {
-			return err
-		}
-		var raw map[string]json.RawMessage
-		if json.Unmarshal(b, &raw) != nil {
-			continue
-		}
-		ev := serverEvent{raw: raw, at: time.Now()}
-		ev.typ = ev.str("type")
-		select {
-		case c.events <- ev:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 func newEventID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -355,7 +374,7 @@ func (c *conv) send(ctx context.Context, ev map[string]any) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encoding %v: %w", ev["type"], err)
 	}
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := c.link.write(ctx, b); err != nil {
 		return "", fmt.Errorf("sending %v: %w", ev["type"], err)
 	}
 	return id, nil
@@ -631,6 +650,12 @@ func (c *conv) closeLine() {
 
 func (c *conv) handle(ctx context.Context, ev serverEvent) error {
 	switch ev.typ {
+	case "omniserve.resumed":
+		c.res.Resumes++
+		c.closeLine()
+		var n int
+		_ = json.Unmarshal(ev.raw["replayed_events"], &n)
+		fmt.Fprintf(c.o.Out, "connection lost: resumed session %s (%d events replayed)\n", ev.str("session_id"), n)
 	case "error":
 		se := decodeError(ev)
 		if c.tolerated[se.EventID] || toleratedCodes[se.Code] {

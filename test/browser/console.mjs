@@ -4,11 +4,14 @@
 //   - a wrong API key is refused in place, the right one connects;
 //   - the user's transcript appears; assistant audio plays;
 //   - barge-in (the looped speech starting again over the reply) empties the playback buffer;
+//   - a network cut mid-reply (CUT_URL arms the test's proxy) resumes the same session and the
+//     conversation goes on;
 //   - a dropped connection reconnects with the microphone off meanwhile; disconnect turns it off.
 // Screenshots go to OUT_DIR. The last stdout line is a JSON summary; exit 1 on any failure.
 //
 // Env: OMNISERVE_URL (http://host:port/), OMNISERVE_API_KEY, SPEECH_WAV, OUT_DIR,
-// CHROMIUM (default /usr/bin/chromium).
+// CHROMIUM (default /usr/bin/chromium), CUT_URL (optional: POST arms a cut of the connection
+// that next carries assistant audio).
 import puppeteer from "puppeteer-core";
 import path from "node:path";
 
@@ -102,6 +105,21 @@ try {
     const s = await stats();
     summary.bargeIn = s.flushes.find((f) => f.reason !== "disconnect" && f.dropped > 0);
   });
+
+  if (process.env.CUT_URL) {
+    await step("a network cut mid-reply resumes the same session", async () => {
+      const before = await stats();
+      const r = await fetch(process.env.CUT_URL, { method: "POST" });
+      if (!r.ok) throw new Error(`arming the cut: HTTP ${r.status}`);
+      await until((n) => window.omni.stats.resumes > n && window.omni.stats.sessionReady && window.omni.stats.micActive,
+        60000, before.resumes);
+      const s = await stats();
+      if (s.sessionId !== before.sessionId) throw new Error(`a new session ${s.sessionId} instead of resuming ${before.sessionId}`);
+      summary.resume = { sessionId: s.sessionId, resumes: s.resumes, connects: s.connects - before.connects };
+      // The conversation goes on over the new socket: more reply audio arrives and plays.
+      await until((n) => window.omni.stats.samplesReceived > n, 60000, s.samplesReceived);
+    });
+  }
 
   await step("screenshots", async () => {
     await page.screenshot({ path: path.join(out, "console.png"), fullPage: true });

@@ -16,7 +16,7 @@
   const $ = (id) => document.getElementById(id);
 
   const stats = {
-    status: "idle", sessionReady: false, sessionId: "", connects: 0, reconnects: 0,
+    status: "idle", sessionReady: false, sessionId: "", connects: 0, reconnects: 0, resumes: 0,
     micActive: false, chunksSent: 0, samplesSent: 0,
     audioDeltas: 0, samplesReceived: 0, samplesPlayed: 0, bufferedSamples: 0, underruns: 0, playing: false,
     flushes: [], userTranscripts: [], assistantTranscripts: [], turns: [], errors: [],
@@ -39,6 +39,11 @@
   const dropped = new Set(); // responses whose audio was flushed: late deltas are ignored
   const userItems = new Map(); // item id → its bubble while its transcript streams
   let retriedWithoutExtension = false;
+  // The session's resume state (omniserve's extension, docs/REALTIME.md "Resuming a session"):
+  // {sessionId, token, lastSeq} once session.created carried a token, else null.
+  let resumable = null;
+  let resumeTries = 0;
+  const RESUME_TRIES = 5;
 
   // ---- status and rendering ------------------------------------------------------------------
 
@@ -386,15 +391,75 @@
       // for the update both answer with session.updated.
       send({ type: "session.update", session: sessionConfig() });
     };
-    sock.onmessage = (e) => {
-      if (sock !== ws) return;
-      let ev;
-      try { ev = JSON.parse(e.data); } catch (_) { return; }
-      onEvent(ev);
-    };
+    sock.onmessage = (e) => onMessage(sock, e);
     sock.onclose = (e) => {
       if (sock !== ws) return;
       onClosed(opened, e);
+    };
+  }
+
+  function onMessage(sock, e) {
+    if (sock !== ws) return;
+    let ev;
+    try { ev = JSON.parse(e.data); } catch (_) { return; }
+    if (resumable && typeof ev.server_event_seq === "number") {
+      if (ev.server_event_seq <= resumable.lastSeq) return; // replayed after a resume: seen
+      resumable.lastSeq = ev.server_event_seq;
+    }
+    onEvent(ev);
+  }
+
+  // resume takes the session over from a new socket after a drop: the first event is
+  // session.resume (browsers cannot set the resume headers); the server replays what this page
+  // missed, and the reply in progress goes on. session_not_found (the grace ran out, the
+  // session was evicted, the server restarted) starts a new session instead.
+  function resume() {
+    if (userClosed || !resumable) return;
+    const u = endpoint();
+    u.searchParams.set("session_id", resumable.sessionId);
+    const key = $("apikey").value.trim();
+    const protocols = ["realtime"];
+    if (key) protocols.push("openai-insecure-api-key." + key);
+    const sock = new WebSocket(u.href, protocols);
+    ws = sock;
+    stats.connects++;
+    let answered = false;
+    sock.onopen = () => {
+      send({ type: "session.resume", session_id: resumable.sessionId, resume_token: resumable.token,
+        last_received_server_event_seq: resumable.lastSeq });
+    };
+    sock.onmessage = (e) => {
+      if (sock !== ws) return;
+      if (answered) { onMessage(sock, e); return; }
+      let ev;
+      try { ev = JSON.parse(e.data); } catch (_) { return; }
+      logEvent("in", ev);
+      answered = true;
+      if (ev.type === "session.resumed") {
+        resumable.token = ev.resume_token;
+        resumeTries = 0;
+        retry = 0;
+        stats.resumes++;
+        stats.sessionReady = true;
+        note(`resumed the session (${ev.replayed_events || 0} events replayed)`);
+        setStatus("ready", mode === "ptt" ? "connected · push-to-talk" : "connected · hands-free");
+        startMic().catch((err) => {
+          showError({ code: "microphone", message: "microphone unavailable: " + (err && err.message || err) });
+        });
+        return;
+      }
+      // Refused: the session is gone. A new one, as after any lost session.
+      const err = ev.error || {};
+      note(`resume refused (${err.code || ev.type}); starting a new session`);
+      resumable = null;
+      sock.onclose = null;
+      sock.close(1000, "resume refused");
+      ws = null;
+      connect();
+    };
+    sock.onclose = (e) => {
+      if (sock !== ws) return;
+      onClosed(answered, e);
     };
   }
 
@@ -403,6 +468,18 @@
     stats.sessionReady = false;
     stopMic();
     pttHeld = false;
+    // A drop without a close frame (1006) keeps the session on the server for its resume grace:
+    // the page takes it over, and what was playing plays on.
+    if (!userClosed && resumable && e.code === 1006 && resumeTries < RESUME_TRIES) {
+      resumeTries++;
+      const delay = 500 * resumeTries;
+      setStatus("reconnecting", `connection lost; resuming the session in ${(delay / 1000).toFixed(1)} s`);
+      note("connection lost; resuming the session");
+      retryTimer = setTimeout(resume, delay);
+      return;
+    }
+    resumable = null;
+    resumeTries = 0;
     flush("disconnect");
     active = null;
     playingItem = null;
@@ -435,6 +512,8 @@
     switch (ev.type) {
       case "session.created":
         stats.sessionId = ev.session && ev.session.id || "";
+        resumable = ev.resume_token && stats.sessionId
+          ? { sessionId: stats.sessionId, token: ev.resume_token, lastSeq: ev.server_event_seq || 0 } : null;
         break;
       case "session.updated":
         if (!stats.sessionReady) {

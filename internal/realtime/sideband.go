@@ -1,0 +1,193 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/auth"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// A sideband is a server's WebSocket joined to a live call (GET /v1/realtime?call_id=rtc_…,
+// OpenAI's server-side tools pattern): it gets every server event the call's data channel gets
+// except audio deltas (the audio is RTP), and its client events act on the call's session. It
+// has its own stream and bounded queue, so a slow sideband is closed (1008) as a slow WebSocket
+// client is, and never stalls the call; closing it does not end the call; the call ending closes
+// it with a close frame.
+
+// WithSideband routes GET /v1/realtime?call_id=… to the call's sideband and every other request
+// to next (the WebSocket endpoint).
+func (c *Calls) WithSideband(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("call_id") {
+			c.Sideband(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Sideband serves GET /v1/realtime?call_id=rtc_…. Only the server's API key opens one: an ek_
+// client secret is the browser's key for its own call, and must not let a page listen in on or
+// steer another call (OpenAI's sideband, too, is opened with the standard key).
+func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
+	sec, res := c.h.cfg.Secrets.Check(r, c.h.cfg.APIKey)
+	if res != auth.OK {
+		callError(w, http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key")
+		return
+	}
+	if sec != nil {
+		callError(w, http.StatusUnauthorized, "invalid_api_key", "",
+			"a client secret (ek_) cannot open a sideband connection; use the server's API key")
+		return
+	}
+	id := r.URL.Query().Get("call_id")
+	c.mu.Lock()
+	cl := c.calls[id]
+	if cl != nil && !c.closed {
+		c.wg.Add(1) // Close waits for the sideband too
+	} else {
+		cl = nil
+	}
+	c.mu.Unlock()
+	if cl == nil {
+		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
+		return
+	}
+	defer c.wg.Done()
+	if !cl.waitReady() {
+		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
+		return
+	}
+	beta := isBeta(r)
+	limitSendBuffer(r.Context())
+	ws := c.h.accept(w, r, beta)
+	if ws == nil {
+		return
+	}
+	sb := c.h.newConn(ws, newStream(beta, nil), newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false))
+	sb.log = c.h.log.With(zap.String("call_id", id), zap.String("sideband", "websocket"))
+	sb.st.attach(sb.q, 0)
+	if !cl.join(sb) {
+		sb.closeWS(websocket.StatusNormalClosure, "call ended")
+		return
+	}
+	sb.log.Debug("sideband joined")
+	sb.serveSideband(cl)
+}
+
+// join adds sb to the call's sidebands; false when the call's session has already ended.
+func (cl *call) join(sb *conn) bool {
+	cl.sbMu.Lock()
+	defer cl.sbMu.Unlock()
+	if cl.sbEnded {
+		return false
+	}
+	cl.sidebands[sb] = struct{}{}
+	return true
+}
+
+func (cl *call) leave(sb *conn) {
+	cl.sbMu.Lock()
+	delete(cl.sidebands, sb)
+	cl.sbMu.Unlock()
+}
+
+// toSidebands queues ev for every sideband. One whose queue refuses it (overflow: a slow
+// sideband) leaves the call; its queue watcher closes it.
+func (cl *call) toSidebands(ev session.Event) {
+	cl.sbMu.Lock()
+	defer cl.sbMu.Unlock()
+	for sb := range cl.sidebands {
+		if err := sb.st.Send(ev); err != nil {
+			delete(cl.sidebands, sb)
+		}
+	}
+}
+
+// endSidebands tells every sideband that the session has ended (what it said last is queued).
+func (cl *call) endSidebands() {
+	cl.sbMu.Lock()
+	defer cl.sbMu.Unlock()
+	if !cl.sbEnded {
+		cl.sbEnded = true
+		close(cl.sbDone)
+	}
+}
+
+// serveSideband runs a sideband until the call ends (close frame 1000 after what is queued) or
+// the connection goes (the call goes on).
+func (c *conn) serveSideband(cl *call) {
+	lost := make(chan loss, 3)
+	var wg sync.WaitGroup
+	writerDone := make(chan struct{})
+	wg.Add(3)
+	go func() { defer wg.Done(); defer close(writerDone); c.writeLoop(lost) }()
+	go func() { defer wg.Done(); c.dispatchSideband(cl, lost) }()
+	go func() { defer wg.Done(); c.watchQueue(lost) }()
+	code, text := websocket.StatusNormalClosure, "call ended"
+	select {
+	case <-cl.sbDone:
+	case cause := <-lost:
+		cl.leave(c)
+		if qerr := c.q.err(); cause == lostRead && (errors.Is(qerr, ErrSlowClient) || errors.Is(qerr, context.DeadlineExceeded)) {
+			cause = lostSlow // a timed-out write closes the connection: the reader may report first
+		}
+		switch cause {
+		case lostSlow:
+			c.log.Warn("sideband is not reading; closing it (1008), the call goes on", zap.Error(c.q.err()))
+			code, text = websocket.StatusPolicyViolation, "connection too slow"
+		case lostClosed:
+			text = "sideband closed"
+		default:
+			code = 0
+		}
+	}
+	c.q.close()
+	if code != 0 {
+		select {
+		case <-writerDone:
+		case <-time.After(c.h.cfg.WriteTimeout):
+		}
+	}
+	c.closeWS(code, text)
+	wg.Wait()
+	c.log.Debug("sideband ended")
+}
+
+// dispatchSideband hands the sideband's client events to the call's session in wire order; a
+// bad one gets its error event on the sideband.
+func (c *conn) dispatchSideband(cl *call, lost chan<- loss) {
+	for {
+		var f frame
+		select {
+		case f = <-c.frames:
+		case <-c.ctx.Done():
+			return
+		}
+		if f.err != nil {
+			signal(lost, lossOf(f.err))
+			return
+		}
+		werr := f.werr
+		if werr == nil {
+			var err error
+			if werr, err = cl.apply(c.ctx, f.data); err != nil {
+				return // the session has ended: sbDone closes the sideband
+			}
+		}
+		if werr != nil {
+			if err := c.st.Send(errorEvent(werr)); err != nil {
+				signal(lost, lostSlow)
+				return
+			}
+		}
+	}
+}

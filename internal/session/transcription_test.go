@@ -1,0 +1,123 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+)
+
+// recSink is a sink that also keeps every event type, to check what never came.
+type recSink struct {
+	sink
+	mu    sync.Mutex
+	types []string
+}
+
+func (r *recSink) Send(ev Event) error {
+	r.mu.Lock()
+	r.types = append(r.types, ev.Type)
+	r.mu.Unlock()
+	return r.sink.Send(ev)
+}
+
+func (r *recSink) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.types...)
+}
+
+func startTranscription(t *testing.T, beta bool, patch ConfigPatch) (*Session, *recSink, *fakeEngine, func() string) {
+	t.Helper()
+	eng := &fakeEngine{t: t}
+	m := NewManager(ManagerConfig{MaxSessions: 1}, &fakeBackend{eng}, zap.NewNop())
+	sk := &recSink{sink: sink{ch: make(chan Event, 1024)}}
+	slot, err := m.Acquire(context.Background())
+	require.NoError(t, err)
+	s := m.NewSession(slot, Options{Transcription: true, Beta: beta}, sk)
+	done := make(chan string, 1)
+	go func() {
+		reason := s.Run(context.Background(), &UpdateSession{Patch: patch, Transcription: beta})
+		slot.Release()
+		done <- reason
+	}()
+	return s, sk, eng, func() string { return <-done }
+}
+
+// A transcription session: its object is realtime.transcription_session, a commit gets the
+// item, one delta and completed, and nothing ever answers (no response.*, no engine respond).
+func TestTranscriptionSessionTranscribesAndNeverResponds(t *testing.T) {
+	s, sk, eng, wait := startTranscription(t, false, ConfigPatch{Type: ptr("transcription"), TurnDetectionSet: true,
+		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
+	created := sk.until(t, "session.created")
+	sess := created.Fields["session"].(map[string]any)
+	require.Equal(t, "realtime.transcription_session", sess["object"])
+	require.Equal(t, "transcription", sess["type"])
+	require.NotContains(t, sess, "instructions")
+	updated := sk.until(t, "session.updated")
+	require.Nil(t, updated.Fields["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)["turn_detection"])
+
+	ctx := context.Background()
+	require.NoError(t, s.Submit(ctx, &AppendAudio{Base: Base{Kind: "input_audio_buffer.append"}, Data: make([]byte, 6400)}))
+	// response_create is a conversation's: a transcription session's commit never answers.
+	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
+	committed := sk.until(t, "input_audio_buffer.committed")
+	delta := sk.until(t, "conversation.item.input_audio_transcription.delta")
+	require.Equal(t, committed.Fields["item_id"], delta.Fields["item_id"])
+	require.Equal(t, "hello", delta.Fields["delta"])
+	done := sk.until(t, "conversation.item.input_audio_transcription.completed")
+	require.Equal(t, "hello", done.Fields["transcript"])
+
+	for _, c := range []Command{&CreateResponse{Base: Base{ID: "evt_r", Kind: "response.create"}},
+		&CreateItem{Base: Base{ID: "evt_i", Kind: "conversation.item.create"}, Role: "user", Text: "hi"}} {
+		require.NoError(t, s.Submit(ctx, c))
+		e := sk.until(t, "error")
+		require.Equal(t, "invalid_value", e.Fields["error"].(map[string]any)["code"])
+		require.Equal(t, "type", e.Fields["error"].(map[string]any)["param"])
+	}
+	for _, bad := range []struct {
+		patch ConfigPatch
+		param string
+	}{
+		{ConfigPatch{Type: ptr("realtime")}, "session.type"},
+		{ConfigPatch{Instructions: ptr("be brief")}, "session.instructions"},
+		{ConfigPatch{TranscriptionSet: true}, "session.audio.input.transcription"},
+	} {
+		require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "evt_u"}, Patch: bad.patch}))
+		e := sk.until(t, "error")
+		require.Equal(t, bad.param, e.Fields["error"].(map[string]any)["param"])
+	}
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+	for _, typ := range sk.seen() {
+		require.NotContains(t, typ, "response.", "a transcription session never responds")
+	}
+	require.NotContains(t, eng.list(), "respond")
+}
+
+// Beta: transcription_session.created / .updated, and the beta object shape.
+func TestTranscriptionSessionBetaNames(t *testing.T) {
+	s, sk, _, wait := startTranscription(t, true, ConfigPatch{TurnDetectionSet: true})
+	created := sk.until(t, "transcription_session.created")
+	require.Equal(t, "realtime.transcription_session", created.Fields["session"].(map[string]any)["object"])
+	updated := sk.until(t, "transcription_session.updated")
+	require.Contains(t, updated.Fields["session"].(map[string]any), "input_audio_transcription")
+	require.NoError(t, s.Submit(context.Background(), &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+}
+
+// A conversation session refuses to become a transcription session, and
+// transcription_session.update.
+func TestConversationRefusesTranscription(t *testing.T) {
+	s, sk, _, wait := startSession(t, &fakeEngine{t: t}, time.Minute)
+	ctx := context.Background()
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "a"}, Patch: ConfigPatch{Type: ptr("transcription")}}))
+	require.Equal(t, "session.type", sk.until(t, "error").Fields["error"].(map[string]any)["param"])
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "b"}, Transcription: true}))
+	require.Equal(t, "type", sk.until(t, "error").Fields["error"].(map[string]any)["param"])
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+}

@@ -1,0 +1,185 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
+)
+
+// guideResult is what test/browser/webrtc_guide.html POSTs to /result.
+type guideResult struct {
+	OK             bool           `json:"ok"`
+	Error          string         `json:"error"`
+	Steps          []string       `json:"steps"`
+	Events         map[string]int `json:"events"`
+	Errors         []any          `json:"errors"`
+	CallStatus     int            `json:"callStatus"`
+	Location       string         `json:"location"`
+	Transcript     string         `json:"transcript"`
+	ResponseStatus string         `json:"responseStatus"`
+	HangupStatus   int            `json:"hangupStatus"`
+	SpeechStopped  *float64       `json:"speechStoppedMs"`
+	Committed      *float64       `json:"committedMs"`
+	AudioStarted   *float64       `json:"audioStartedMs"`
+	FirstPacket    *float64       `json:"firstPacketMs"`
+	Inbound        struct {
+		PacketsReceived  int     `json:"packetsReceived"`
+		BytesReceived    int     `json:"bytesReceived"`
+		TotalAudioEnergy float64 `json:"totalAudioEnergy"`
+		PacketsLost      int     `json:"packetsLost"`
+		Jitter           float64 `json:"jitter"`
+		Codec            string  `json:"codec"`
+	} `json:"inbound"`
+}
+
+// TestWebRTCBrowser runs OpenAI's WebRTC guide flow in Debian's headless Chromium against
+// bin/omniserve: the page (served on loopback by this test, another origin than omniserve's)
+// gets an ek_ key from its backend, sends its fake microphone (Chromium playing the
+// pocketsphinx "go forward ten meters" WAV) with an SDP offer to /v1/realtime/calls, and reports
+// what it saw on oai-events and in getStats: session.created, the user's transcript, a response,
+// its audio received over RTP as Opus (no audio deltas on the channel), and the hangup closing
+// the data channel.
+func TestWebRTCBrowser(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		testenv.Missing(t, "the browser test needs %s (make deps installs it)", chromiumPath)
+	}
+	page, err := os.ReadFile(filepath.Join(binRoot(t), "test", "browser", "webrtc_guide.html"))
+	require.NoError(t, err)
+	wav := speechWAV(t, 500*time.Millisecond, 3*time.Second)
+
+	results := make(chan guideResult, 1)
+	var apiBase string // set before the browser starts
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(page)
+		case "/token": // the app's backend: mints an ek_ key with the API key
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase+"/v1/realtime/client_secrets", strings.NewReader(
+				`{"session":{"type":"realtime","instructions":"Answer in one word.","max_output_tokens":8}}`))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			req.Header.Set("Authorization", "Bearer sk")
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		case "/hangup": // the app's backend hangs up the call the page names (its Location)
+			loc := r.URL.Query().Get("call")
+			if !strings.HasPrefix(loc, "/v1/realtime/calls/rtc_") {
+				http.Error(w, "bad call", http.StatusBadRequest)
+				return
+			}
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase+loc+"/hangup", nil)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			req.Header.Set("Authorization", "Bearer sk")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		case "/result":
+			var res guideResult
+			if err := json.NewDecoder(r.Body).Decode(&res); err != nil {
+				res.Error = "decoding the page's result: " + err.Error()
+			}
+			select {
+			case results <- res:
+			default:
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer app.Close()
+
+	srv := startBinary(t, "--api-key", "sk", "--cors-origins", app.URL)
+	apiBase = "http://" + srv.addr
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var logs bytes.Buffer
+	chrome := exec.CommandContext(ctx, chromiumPath,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+		"--user-data-dir="+t.TempDir(),
+		"--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture="+wav,
+		"--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
+		app.URL+"/?api="+apiBase)
+	chrome.Stdout, chrome.Stderr = &logs, &logs
+	// Chromium forks renderers and helpers: its own process group, killed as one at the end.
+	chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	chrome.Cancel = func() error { return syscall.Kill(-chrome.Process.Pid, syscall.SIGKILL) }
+	chrome.WaitDelay = 5 * time.Second
+	require.NoError(t, chrome.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- chrome.Wait() }()
+	stop := func() {
+		_ = syscall.Kill(-chrome.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+	var got guideResult
+	select {
+	case got = <-results:
+		stop()
+	case err := <-exited:
+		t.Fatalf("chromium exited before the page reported: %v\n%s", err, logs.String())
+	case <-ctx.Done():
+		stop()
+		t.Fatalf("the page did not report within 4 minutes\nchromium:\n%s\nserver:\n%s", logs.String(), srv.logs.String())
+	}
+	pretty, _ := json.MarshalIndent(got, "", "  ")
+	t.Logf("page result:\n%s", pretty)
+	require.True(t, got.OK, "page failed: %s\nserver:\n%s", got.Error, srv.logs.String())
+	require.Equal(t, http.StatusCreated, got.CallStatus)
+	require.Regexp(t, `^/v1/realtime/calls/rtc_[0-9a-f]+$`, got.Location, "Location is readable cross-origin (CORS expose)")
+	require.Equal(t, 1, got.Events["session.created"])
+	require.Contains(t, strings.ToLower(got.Transcript), "forward")
+	// completed, or incomplete at the minted max_output_tokens
+	require.Contains(t, []string{"completed", "incomplete"}, got.ResponseStatus)
+	require.Positive(t, got.Events["output_audio_buffer.started"])
+	require.Zero(t, got.Events["response.output_audio.delta"], "no audio deltas on the data channel")
+	require.Empty(t, got.Errors)
+	require.Positive(t, got.Inbound.PacketsReceived, "the answer's audio arrived over RTP")
+	require.Positive(t, got.Inbound.BytesReceived)
+	require.Positive(t, got.Inbound.TotalAudioEnergy, "the received audio is not silence (Chromium's decoded level)")
+	require.Equal(t, "audio/opus", strings.ToLower(got.Inbound.Codec))
+	require.Equal(t, http.StatusOK, got.HangupStatus)
+	if got.Committed != nil && got.FirstPacket != nil {
+		t.Logf("in the page: input_audio_buffer.committed → first remote RTP packet (getStats, 20 ms polling): %.0f ms; "+
+			"packets %d, bytes %d, lost %d, jitter %.4f s, totalAudioEnergy %.6f",
+			*got.FirstPacket-*got.Committed, got.Inbound.PacketsReceived, got.Inbound.BytesReceived, got.Inbound.PacketsLost,
+			got.Inbound.Jitter, got.Inbound.TotalAudioEnergy)
+	}
+	require.Eventually(t, func() bool {
+		code, _ := srv.get(t, "/ready")
+		return code == http.StatusOK
+	}, 5*time.Second, 50*time.Millisecond)
+}
