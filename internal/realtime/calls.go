@@ -181,7 +181,8 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch}, cl.sink)
-	runCtx, endSpan := c.h.cfg.BaseContext, func(string, any) {}
+	runCtx := c.h.cfg.BaseContext
+	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {
 		runCtx, endSpan = c.h.cfg.Trace(runCtx, r, cl.sess.ID())
 	}
@@ -191,7 +192,15 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		defer c.wg.Done()
 		defer slot.Release()
 		cl.run() // returns after the session's Run did
-		endSpan(cl.sess.CloseReason(), cl.sess.Tracing())
+		if endSpan != nil {
+			// Never blocks: run returns after the session's Run did.
+			select {
+			case <-cl.sess.Done():
+				endSpan(cl.sess.CloseReason(), cl.sess.Tracing())
+			default:
+				endSpan("unknown", nil)
+			}
+		}
 		c.mu.Lock()
 		delete(c.calls, cl.id)
 		c.mu.Unlock()
