@@ -27,7 +27,7 @@ func newTestTracer(t *testing.T) (*Tracer, *tracetest.InMemoryExporter) {
 func attrs(kv []attribute.KeyValue) map[string]string {
 	out := map[string]string{}
 	for _, a := range kv {
-		out[string(a.Key)] = a.Value.Emit()
+		out[string(a.Key)] = a.Value.String()
 	}
 	return out
 }
