@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -62,14 +63,16 @@ func TestWebRTCBrowser(t *testing.T) {
 	wav := speechWAV(t, 500*time.Millisecond, 3*time.Second)
 
 	results := make(chan guideResult, 1)
-	var apiBase string // set before the browser starts
+	// Set before the browser starts; atomic because the app's handlers run on the server's
+	// goroutines and the race detector cannot see the browser launch between the two.
+	var apiBase atomic.Value
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/":
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(page)
 		case "/token": // the app's backend: mints an ek_ key with the API key
-			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase+"/v1/realtime/client_secrets", strings.NewReader(
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase.Load().(string)+"/v1/realtime/client_secrets", strings.NewReader(
 				`{"session":{"type":"realtime","instructions":"Answer in one word.","max_output_tokens":8}}`))
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -92,7 +95,7 @@ func TestWebRTCBrowser(t *testing.T) {
 				http.Error(w, "bad call", http.StatusBadRequest)
 				return
 			}
-			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase+loc+"/hangup", nil)
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase.Load().(string)+loc+"/hangup", nil)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
@@ -122,7 +125,7 @@ func TestWebRTCBrowser(t *testing.T) {
 	defer app.Close()
 
 	srv := startBinary(t, "--api-key", "sk", "--cors-origins", app.URL)
-	apiBase = "http://" + srv.addr
+	apiBase.Store("http://" + srv.addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -132,7 +135,7 @@ func TestWebRTCBrowser(t *testing.T) {
 		"--user-data-dir="+t.TempDir(),
 		"--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture="+wav,
 		"--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
-		app.URL+"/?api="+apiBase)
+		app.URL+"/?api="+apiBase.Load().(string))
 	chrome.Stdout, chrome.Stderr = &logs, &logs
 	// Chromium forks renderers and helpers: its own process group, killed as one at the end.
 	chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
