@@ -46,6 +46,11 @@ var allowed = map[string][]string{
 	// The minted "ek_" client secrets: a key check over auth's, shared by api and realtime.
 	"internal/clientsecret": {"internal/auth"},
 
+	// A WebRTC realtime client (tests, the latency bench): a client, so no server code; the
+	// client events it sends are the protocol's values, its Opus is speech's libopus binding
+	// (cgo stays in the two cgo packages).
+	"internal/rtcclient": {"internal/protocol", "internal/speech"},
+
 	// Layer 2: the stage pipeline over the engine and the speech libraries.
 	"internal/stage": {"internal/audio", "internal/gpu", "internal/metrics", "internal/speech"},
 
@@ -124,7 +129,7 @@ var layer = map[string]int{
 	"internal/testenv": 0, "internal/talkclient": 0, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
 	"internal/mcpclient": 0,
 	"internal/gpu":       1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
-	"internal/stage":         2,
+	"internal/stage": 2, "internal/rtcclient": 2,
 	"internal/requestclient": 3,
 	"internal/session":       4,
 	"internal/realtime":      5,

@@ -1,0 +1,604 @@
+// Package rtcclient is a WebRTC client of the OpenAI Realtime API as a browser speaks it
+// (docs: /work/shared/spec/realtime-webrtc.md): it POSTs an SDP offer to /v1/realtime/calls
+// (application/sdp with an ek_ key, or multipart sdp + session with the API key), exchanges
+// events on the "oai-events" data channel, sends a microphone as Opus RTP paced by the clock in
+// 20 ms frames, and decodes the answer's RTP to PCM with arrival times, so that tests and the
+// latency bench can tell when the reply became audible. It is a client: it imports no server
+// code, only the protocol's types and the Opus binding of internal/speech.
+package rtcclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pion/webrtc/v4"
+	"github.com/pion/webrtc/v4/pkg/media"
+
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/speech"
+)
+
+// AudibleLevel is the default level above which a decoded sample counts as audible: −40 dBFS,
+// the latency bench's definition for WebSocket replies too.
+const AudibleLevel = 0.01
+
+// Config says where to call and what the call carries.
+type Config struct {
+	// BaseURL is the server's http(s)://host:port; the call is POSTed to BaseURL +
+	// /v1/realtime/calls.
+	BaseURL string
+	// Key is the bearer token: an ek_ client secret (the offer is sent as application/sdp) or
+	// the API key (with Session, as multipart/form-data).
+	Key string
+	// Session, when set, is the session object of the multipart form (JSON; "type":"realtime").
+	Session json.RawMessage
+	// MicRate is the rate of the PCM16 that Speak takes (8000, 12000, 16000, 24000 or 48000);
+	// 0 = no microphone: the call only receives audio.
+	MicRate int
+	// OutRate is the rate the received Opus is decoded to. Default 24000.
+	OutRate int
+	// Audible is the level (0..1 of full scale) a decoded sample must reach to be audible.
+	// Default AudibleLevel.
+	Audible float64
+	// EventBuffer bounds the received events not yet read. Default 8192; a full buffer fails
+	// the next read (ErrEventOverflow) instead of blocking the data channel.
+	EventBuffer int
+	// HTTP is the client of the signalling requests. Default: a 30 s timeout.
+	HTTP *http.Client
+}
+
+// ErrEventOverflow is returned once the event buffer was full and an event was lost.
+var ErrEventOverflow = errors.New("rtcclient: the event buffer overflowed: an event was lost")
+
+// HTTPError is a refused signalling request: the status and OpenAI's error envelope.
+type HTTPError struct {
+	Status                     int
+	Type, Code, Param, Message string
+	Body                       string
+}
+
+func (e *HTTPError) Error() string {
+	if e.Message != "" {
+		return fmt.Sprintf("rtcclient: HTTP %d: %s (%s)", e.Status, e.Message, e.Code)
+	}
+	return fmt.Sprintf("rtcclient: HTTP %d: %q", e.Status, e.Body)
+}
+
+// Event is one server event from the data channel.
+type Event struct {
+	Type string
+	At   time.Time      // arrival
+	Data []byte         // the JSON as received
+	M    map[string]any // the JSON decoded
+}
+
+// ResponseID is the event's response_id, or response.id for response.* lifecycle events.
+func (e Event) ResponseID() string {
+	if id, ok := e.M["response_id"].(string); ok {
+		return id
+	}
+	if r, ok := e.M["response"].(map[string]any); ok {
+		id, _ := r["id"].(string)
+		return id
+	}
+	return ""
+}
+
+// Client is one call. Its methods are safe for concurrent use, except that Next and WaitFor
+// are for one reader.
+type Client struct {
+	cfg      Config
+	pc       *webrtc.PeerConnection
+	dc       *webrtc.DataChannel
+	mic      *webrtc.TrackLocalStaticSample
+	location string
+
+	ctx    context.Context // cancelled by Close: ends Speak and the reader goroutines
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	events   chan Event
+	overflow atomic.Bool
+	dcOpen   chan struct{}
+	dcClosed chan struct{}
+	seen     []string // types read by Next, in order (the reader's)
+
+	mu         sync.Mutex
+	closed     bool
+	codec      string
+	packets    int64
+	bytes      int64
+	firstPkt   time.Time
+	audible    []time.Time // first audible sample of each audible packet, in arrival order
+	lastPkt    time.Time
+	speakErr   []chan error
+	onAudio    func(Packet)
+	readerErrs []error
+}
+
+// Packet is one received RTP packet, decoded.
+type Packet struct {
+	At      time.Time
+	Seq     uint16
+	Marker  bool
+	PCM     []int16   // mono at OutRate (nil for a codec other than Opus)
+	Audible time.Time // when its first audible sample sounds (zero: none)
+}
+
+// Dial makes the call: the offer POSTed, the answer applied. It returns once the server
+// answered 201; the data channel opens shortly after (WaitFor "session.created").
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.OutRate == 0 {
+		cfg.OutRate = 24000
+	}
+	if cfg.Audible == 0 {
+		cfg.Audible = AudibleLevel
+	}
+	if cfg.EventBuffer == 0 {
+		cfg.EventBuffer = 8192
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		return nil, fmt.Errorf("rtcclient: peer connection: %w", err)
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &Client{cfg: cfg, pc: pc, ctx: cctx, cancel: cancel, events: make(chan Event, cfg.EventBuffer),
+		dcOpen: make(chan struct{}), dcClosed: make(chan struct{})}
+	if err := c.setup(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) setup(ctx context.Context) error {
+	if c.cfg.MicRate > 0 {
+		mic, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "rtcclient")
+		if err != nil {
+			return fmt.Errorf("rtcclient: microphone track: %w", err)
+		}
+		sender, err := c.pc.AddTrack(mic)
+		if err != nil {
+			return fmt.Errorf("rtcclient: microphone track: %w", err)
+		}
+		c.mic = mic
+		// The sender's RTCP (the server's receiver reports) must be read for the interceptors
+		// to process it.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			buf := make([]byte, 1500)
+			for {
+				if _, _, err := sender.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+	} else if _, err := c.pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+		return fmt.Errorf("rtcclient: audio transceiver: %w", err)
+	}
+	dc, err := c.pc.CreateDataChannel("oai-events", nil)
+	if err != nil {
+		return fmt.Errorf("rtcclient: data channel: %w", err)
+	}
+	c.dc = dc
+	var openOnce, closeOnce sync.Once
+	dc.OnOpen(func() { openOnce.Do(func() { close(c.dcOpen) }) })
+	dc.OnClose(func() { closeOnce.Do(func() { close(c.dcClosed) }) })
+	dc.OnMessage(func(m webrtc.DataChannelMessage) {
+		ev := Event{At: time.Now(), Data: slices.Clone(m.Data)}
+		if json.Unmarshal(m.Data, &ev.M) != nil {
+			ev.Type = "(not JSON)"
+		} else {
+			ev.Type, _ = ev.M["type"].(string)
+		}
+		select {
+		case c.events <- ev:
+		default:
+			c.overflow.Store(true)
+		}
+	})
+	c.pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed {
+			return
+		}
+		c.codec = strings.ToLower(tr.Codec().MimeType)
+		c.wg.Add(1)
+		go c.readTrack(tr)
+	})
+
+	offer, err := c.pc.CreateOffer(nil)
+	if err != nil {
+		return fmt.Errorf("rtcclient: offer: %w", err)
+	}
+	if err := c.pc.SetLocalDescription(offer); err != nil {
+		return fmt.Errorf("rtcclient: offer: %w", err)
+	}
+	answer, loc, err := c.post(ctx, offer.SDP)
+	if err != nil {
+		return err
+	}
+	c.location = loc
+	if err := c.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
+		return fmt.Errorf("rtcclient: answer: %w", err)
+	}
+	return nil
+}
+
+// post sends the offer as the guide does and returns the answer and the Location header.
+func (c *Client) post(ctx context.Context, offer string) (answer, location string, err error) {
+	var body bytes.Buffer
+	ctype := "application/sdp"
+	if c.cfg.Session != nil {
+		mw := multipart.NewWriter(&body)
+		for _, p := range []struct{ name, ctype, data string }{{"sdp", "application/sdp", offer}, {"session", "application/json", string(c.cfg.Session)}} {
+			w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Disposition": {`form-data; name="` + p.name + `"`}, "Content-Type": {p.ctype}})
+			if err != nil {
+				return "", "", err
+			}
+			_, _ = io.WriteString(w, p.data)
+		}
+		if err := mw.Close(); err != nil {
+			return "", "", err
+		}
+		ctype = mw.FormDataContentType()
+	} else {
+		body.WriteString(offer)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+"/v1/realtime/calls", &body)
+	if err != nil {
+		return "", "", fmt.Errorf("rtcclient: %w", err)
+	}
+	req.Header.Set("Content-Type", ctype)
+	req.Header.Set("Accept", "application/sdp")
+	if c.cfg.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
+	}
+	resp, b, err := c.do(req)
+	if err != nil {
+		return "", "", err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return "", "", httpError(resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/sdp") {
+		return "", "", fmt.Errorf("rtcclient: the answer is %q, not application/sdp", ct)
+	}
+	return string(b), resp.Header.Get("Location"), nil
+}
+
+func (c *Client) do(req *http.Request) (*http.Response, []byte, error) {
+	resp, err := c.cfg.HTTP.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rtcclient: %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("rtcclient: %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	return resp, b, nil
+}
+
+func httpError(status int, body []byte) *HTTPError {
+	var env struct {
+		Error struct {
+			Type, Code, Param, Message string
+		}
+	}
+	_ = json.Unmarshal(body, &env)
+	e := env.Error
+	return &HTTPError{Status: status, Type: e.Type, Code: e.Code, Param: e.Param, Message: e.Message, Body: string(body)}
+}
+
+// Location is the call's URL path, /v1/realtime/calls/rtc_….
+func (c *Client) Location() string { return c.location }
+
+// CallID is the call's id (rtc_…), the last segment of Location.
+func (c *Client) CallID() string { return c.location[strings.LastIndexByte(c.location, '/')+1:] }
+
+// PeerConnection is the underlying pion peer, for statistics.
+func (c *Client) PeerConnection() *webrtc.PeerConnection { return c.pc }
+
+// ChannelClosed is closed when the data channel closes (the server hung up).
+func (c *Client) ChannelClosed() <-chan struct{} { return c.dcClosed }
+
+// --- events -------------------------------------------------------------------------------
+
+// Next returns the next server event.
+func (c *Client) Next(ctx context.Context) (Event, error) {
+	select {
+	case ev := <-c.events:
+		c.seen = append(c.seen, ev.Type)
+		return ev, nil
+	default:
+	}
+	if c.overflow.Load() {
+		return Event{}, ErrEventOverflow
+	}
+	select {
+	case ev := <-c.events:
+		c.seen = append(c.seen, ev.Type)
+		return ev, nil
+	case <-ctx.Done():
+		return Event{}, fmt.Errorf("rtcclient: waiting for an event: %w", ctx.Err())
+	case <-c.ctx.Done():
+		return Event{}, errors.New("rtcclient: closed")
+	}
+}
+
+// WaitFor reads events until one of type typ, for at most d. An error event is returned as an
+// error unless typ is "error".
+func (c *Client) WaitFor(ctx context.Context, typ string, d time.Duration) (Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		ev, err := c.Next(ctx)
+		if err != nil {
+			return ev, fmt.Errorf("no %s within %v (last events %v): %w", typ, d, c.lastSeen(20), err)
+		}
+		if ev.Type == typ {
+			return ev, nil
+		}
+		if ev.Type == "error" {
+			return ev, fmt.Errorf("rtcclient: error event while waiting for %s: %s", typ, ev.Data)
+		}
+	}
+}
+
+// Seen is the types of every event read so far, in order.
+func (c *Client) Seen() []string { return slices.Clone(c.seen) }
+
+func (c *Client) lastSeen(n int) []string { return c.seen[max(0, len(c.seen)-n):] }
+
+// Send sends a client event of internal/protocol on the data channel.
+func (c *Client) Send(ev protocol.ClientEvent) error {
+	b, err := encodeEvent(ev)
+	if err != nil {
+		return err
+	}
+	return c.SendJSON(b)
+}
+
+// UpdateSession sends session.update with session (marshalled as JSON).
+func (c *Client) UpdateSession(session any) error {
+	b, err := json.Marshal(map[string]any{"type": "session.update", "session": session})
+	if err != nil {
+		return fmt.Errorf("rtcclient: session.update: %w", err)
+	}
+	return c.SendJSON(b)
+}
+
+// SendJSON sends one event as written.
+func (c *Client) SendJSON(b []byte) error {
+	select {
+	case <-c.dcOpen:
+	case <-c.ctx.Done():
+		return errors.New("rtcclient: closed")
+	}
+	if err := c.dc.SendText(string(b)); err != nil {
+		return fmt.Errorf("rtcclient: sending on oai-events: %w", err)
+	}
+	return nil
+}
+
+// --- microphone -----------------------------------------------------------------------------
+
+// Speak sends pcm (mono PCM16 at MicRate) as the microphone: one 20 ms Opus frame at each
+// start + k·20 ms (a zero start: now), the last partial frame padded with silence. It returns
+// when the last frame is sent, ctx ends or the client closes.
+func (c *Client) Speak(ctx context.Context, pcm []int16, start time.Time) error {
+	if c.mic == nil {
+		return errors.New("rtcclient: the call has no microphone (Config.MicRate)")
+	}
+	enc, err := speech.NewOpusEncoder(c.cfg.MicRate, 32000)
+	if err != nil {
+		return fmt.Errorf("rtcclient: microphone: %w", err)
+	}
+	defer enc.Close()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	frame := enc.FrameSamples()
+	pkt := make([]byte, 1500)
+	buf := make([]int16, frame)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for k, i := 0, 0; i < len(pcm); k, i = k+1, i+frame {
+		timer.Reset(time.Until(start.Add(time.Duration(k) * speech.OpusFrameMs * time.Millisecond)))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.ctx.Done():
+			return errors.New("rtcclient: closed")
+		}
+		clear(buf)
+		copy(buf, pcm[i:min(i+frame, len(pcm))])
+		n, err := enc.Encode(buf, pkt)
+		if err != nil {
+			return fmt.Errorf("rtcclient: microphone: %w", err)
+		}
+		if err := c.mic.WriteSample(media.Sample{Data: slices.Clone(pkt[:n]), Duration: speech.OpusFrameMs * time.Millisecond}); err != nil {
+			return fmt.Errorf("rtcclient: microphone: %w", err)
+		}
+	}
+	return nil
+}
+
+// StartSpeaking runs Speak in a goroutine the client owns (Close ends and waits for it); the
+// channel gets its result.
+func (c *Client) StartSpeaking(pcm []int16, start time.Time) <-chan error {
+	done := make(chan error, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		done <- errors.New("rtcclient: closed")
+		return done
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		done <- c.Speak(c.ctx, pcm, start)
+	}()
+	return done
+}
+
+// --- received audio -----------------------------------------------------------------------
+
+// OnAudio sets a function called with every received packet, on the reader goroutine (keep it
+// short).
+func (c *Client) OnAudio(f func(Packet)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onAudio = f
+}
+
+func (c *Client) readTrack(tr *webrtc.TrackRemote) {
+	defer c.wg.Done()
+	var dec *speech.OpusDecoder
+	if strings.EqualFold(tr.Codec().MimeType, webrtc.MimeTypeOpus) {
+		d, err := speech.NewOpusDecoder(c.cfg.OutRate)
+		if err != nil {
+			c.mu.Lock()
+			c.readerErrs = append(c.readerErrs, err)
+			c.mu.Unlock()
+		} else {
+			dec = d
+			defer d.Close()
+		}
+	}
+	var pcm []int16
+	if dec != nil {
+		pcm = make([]int16, dec.MaxFrameSamples())
+	}
+	level := int16(c.cfg.Audible * 32767)
+	for {
+		p, _, err := tr.ReadRTP()
+		if err != nil {
+			return
+		}
+		pk := Packet{At: time.Now(), Seq: p.SequenceNumber, Marker: p.Marker}
+		if dec != nil {
+			n, err := dec.Decode(p.Payload, pcm)
+			if err == nil {
+				pk.PCM = slices.Clone(pcm[:n])
+				for i, v := range pk.PCM {
+					if v >= level || v <= -level {
+						pk.Audible = pk.At.Add(time.Duration(i) * time.Second / time.Duration(c.cfg.OutRate))
+						break
+					}
+				}
+			}
+		}
+		c.mu.Lock()
+		c.packets++
+		c.bytes += int64(len(p.Payload))
+		if c.firstPkt.IsZero() {
+			c.firstPkt = pk.At
+		}
+		c.lastPkt = pk.At
+		if !pk.Audible.IsZero() {
+			// Bounded: an hour of 20 ms packets.
+			if len(c.audible) >= 180000 {
+				c.audible = slices.Delete(c.audible, 0, 1000)
+			}
+			c.audible = append(c.audible, pk.Audible)
+		}
+		f := c.onAudio
+		c.mu.Unlock()
+		if f != nil {
+			f(pk)
+		}
+	}
+}
+
+// Stats are the received audio so far.
+type Stats struct {
+	Codec            string // "audio/opus", lower case; "" before the track arrived
+	Packets, Bytes   int64
+	FirstPacket      time.Time
+	LastPacket       time.Time
+	FirstAudible     time.Time
+	AudiblePackets   int
+	DecoderFailures  int
+	DecoderFailedErr error
+}
+
+// Stats returns the received audio's figures.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Stats{Codec: c.codec, Packets: c.packets, Bytes: c.bytes, FirstPacket: c.firstPkt, LastPacket: c.lastPkt,
+		AudiblePackets: len(c.audible), DecoderFailures: len(c.readerErrs)}
+	if len(c.audible) > 0 {
+		s.FirstAudible = c.audible[0]
+	}
+	if len(c.readerErrs) > 0 {
+		s.DecoderFailedErr = c.readerErrs[0]
+	}
+	return s
+}
+
+// FirstAudibleAfter is when the first audible sample received at or after t sounded (zero:
+// none yet).
+func (c *Client) FirstAudibleAfter(t time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(c.audible, t, func(a, t time.Time) int { return a.Compare(t) })
+	if i < len(c.audible) {
+		return c.audible[i]
+	}
+	return time.Time{}
+}
+
+// --- ending -------------------------------------------------------------------------------
+
+// Hangup asks the server to end the call (POST …/hangup with key: the API key).
+func (c *Client) Hangup(ctx context.Context, key string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+c.location+"/hangup", nil)
+	if err != nil {
+		return fmt.Errorf("rtcclient: hangup: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, b, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return httpError(resp.StatusCode, b)
+	}
+	return nil
+}
+
+// Close closes the peer connection and waits for every goroutine the client started.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	err := c.pc.Close()
+	c.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("rtcclient: close: %w", err)
+	}
+	return nil
+}
