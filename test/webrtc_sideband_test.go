@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/pion/webrtc/v4"
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/rtcclient"
 )
 
 // TestWebRTCSideband drives OpenAI's server-side tools pattern against bin/omniserve: a "browser"
@@ -32,60 +30,16 @@ func TestWebRTCSideband(t *testing.T) {
 	var secret struct{ Value string }
 	require.NoError(t, json.Unmarshal(body, &secret))
 
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	ctx := context.Background()
+	c, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: base, Key: secret.Value})
 	require.NoError(t, err)
-	defer pc.Close()
-	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly})
-	require.NoError(t, err)
-	dc, err := pc.CreateDataChannel("oai-events", nil)
-	require.NoError(t, err)
-	events := make(chan map[string]any, 8192)
-	dc.OnMessage(func(m webrtc.DataChannelMessage) {
-		var ev map[string]any
-		if json.Unmarshal(m.Data, &ev) == nil {
-			select {
-			case events <- ev:
-			default:
-			}
-		}
-	})
-	var packets atomic.Int64
-	var readers sync.WaitGroup
-	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for {
-				if _, _, err := tr.ReadRTP(); err != nil {
-					return
-				}
-				packets.Add(1)
-			}
-		}()
-	})
-	offer, err := pc.CreateOffer(nil)
-	require.NoError(t, err)
-	require.NoError(t, pc.SetLocalDescription(offer))
-	resp, answer := postWith(t, base+"/v1/realtime/calls", secret.Value, "application/sdp", offer.SDP)
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
-	loc := resp.Header.Get("Location")
-	callID := strings.TrimPrefix(loc, "/v1/realtime/calls/")
-	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
-	var dcSeen []string
-	until := func(typ string, d time.Duration) map[string]any {
+	defer c.Close()
+	loc, callID := c.Location(), c.CallID()
+	until := func(typ string, d time.Duration) rtcclient.Event {
 		t.Helper()
-		deadline := time.After(d)
-		for {
-			select {
-			case ev := <-events:
-				dcSeen = append(dcSeen, ev["type"].(string))
-				if ev["type"] == typ {
-					return ev
-				}
-			case <-deadline:
-				t.Fatalf("no %s on the data channel within %v; seen %v\n%s", typ, d, dcSeen, srv.logs.String())
-			}
-		}
+		ev, err := c.WaitFor(ctx, typ, d)
+		require.NoError(t, err, "on the data channel\n%s", srv.logs.String())
+		return ev
 	}
 	until("session.created", 30*time.Second)
 
@@ -108,7 +62,7 @@ func TestWebRTCSideband(t *testing.T) {
 	sb.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime",
 		"instructions": "Answer in one word.", "max_output_tokens": 8, "tools": []any{tool}}})
 	upd := until("session.updated", 10*time.Second)
-	sess := upd["session"].(map[string]any)
+	sess := upd.M["session"].(map[string]any)
 	require.Equal(t, "Answer in one word.", sess["instructions"], "the sideband's update acts on the call's session")
 	require.Equal(t, "lookup_order", sess["tools"].([]any)[0].(map[string]any)["name"])
 
@@ -128,15 +82,15 @@ func TestWebRTCSideband(t *testing.T) {
 	require.Zero(t, sbSeen["response.output_audio.delta"], "no audio deltas on a call's sideband")
 	require.Positive(t, sbSeen["response.output_audio.done"])
 	require.Positive(t, sbSeen["output_audio_buffer.started"])
-	require.NotContains(t, dcSeen, "response.output_audio.delta")
-	require.Greater(t, packets.Load(), int64(5), "the sideband's response plays as RTP on the call")
-	t.Logf("sideband response: %d RTP packets on the call; sideband events %v", packets.Load(), sbSeen)
+	require.NotContains(t, c.Seen(), "response.output_audio.delta")
+	packets := c.Stats().Packets
+	require.Greater(t, packets, int64(5), "the sideband's response plays as RTP on the call")
+	t.Logf("sideband response: %d RTP packets on the call; sideband events %v", packets, sbSeen)
 
 	resp, body = postWith(t, base+loc+"/hangup", "sk", "", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Equal(t, websocket.StatusNormalClosure, sb.closeStatus(t, 15*time.Second), "the hangup closes the sideband with a close frame")
-	require.NoError(t, pc.Close())
-	readers.Wait()
+	require.NoError(t, c.Close())
 }
 
 // sidebandConn is a WebSocket client that keeps its close status.

@@ -1,22 +1,19 @@
 package test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/pion/webrtc/v4"
-	"github.com/pion/webrtc/v4/pkg/media"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/speech"
+	"github.com/omniserve/omniserve/internal/rtcclient"
 )
 
 func postWith(t *testing.T, url, key, ctype, body string) (*http.Response, []byte) {
@@ -85,72 +82,19 @@ func TestWebRTCCall(t *testing.T) {
 		require.NotEmpty(t, e.Error.Message, bad.name)
 	}
 
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	ctx := context.Background()
+	c, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: base, Key: secret.Value, MicRate: 16000})
 	require.NoError(t, err)
-	defer pc.Close()
-	mic, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "page")
-	require.NoError(t, err)
-	_, err = pc.AddTrack(mic)
-	require.NoError(t, err)
-	dc, err := pc.CreateDataChannel("oai-events", nil)
-	require.NoError(t, err)
-	events := make(chan map[string]any, 8192)
-	dcClosed := make(chan struct{})
-	dc.OnClose(func() { close(dcClosed) })
-	dc.OnMessage(func(m webrtc.DataChannelMessage) {
-		var ev map[string]any
-		if json.Unmarshal(m.Data, &ev) == nil {
-			select {
-			case events <- ev:
-			default:
-			}
-		}
-	})
-	var packets, firstPacketAt atomic.Int64
-	var codec atomic.Value
-	var readers sync.WaitGroup
-	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
-		codec.Store(tr.Codec().MimeType)
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for {
-				if _, _, err := tr.ReadRTP(); err != nil {
-					return
-				}
-				if packets.Add(1) == 1 {
-					firstPacketAt.Store(time.Now().UnixNano())
-				}
-			}
-		}()
-	})
-	offer, err := pc.CreateOffer(nil)
-	require.NoError(t, err)
-	require.NoError(t, pc.SetLocalDescription(offer))
-	resp, answer := postWith(t, base+"/v1/realtime/calls", secret.Value, "application/sdp", offer.SDP)
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
-	loc := resp.Header.Get("Location")
-	require.Regexp(t, `^/v1/realtime/calls/rtc_[0-9a-f]+$`, loc)
-	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
-
-	var seen []string
-	until := func(typ string, d time.Duration) map[string]any {
+	defer c.Close()
+	require.Regexp(t, `^/v1/realtime/calls/rtc_[0-9a-f]+$`, c.Location())
+	until := func(typ string, d time.Duration) rtcclient.Event {
 		t.Helper()
-		deadline := time.After(d)
-		for {
-			select {
-			case ev := <-events:
-				seen = append(seen, ev["type"].(string))
-				if ev["type"] == typ {
-					return ev
-				}
-			case <-deadline:
-				t.Fatalf("no %s within %v; last events %v\n%s", typ, d, seen[max(0, len(seen)-20):], srv.logs.String())
-			}
-		}
+		ev, err := c.WaitFor(ctx, typ, d)
+		require.NoError(t, err, srv.logs.String())
+		return ev
 	}
 	created := until("session.created", 30*time.Second)
-	require.Equal(t, "Answer in one word.", created["session"].(map[string]any)["instructions"], "the minted session")
+	require.Equal(t, "Answer in one word.", created.M["session"].(map[string]any)["instructions"], "the minted session")
 
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
 	require.NoError(t, err, "install pocketsphinx-testdata")
@@ -159,51 +103,33 @@ func TestWebRTCCall(t *testing.T) {
 		pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
 	}
 	pcm = append(pcm, make([]int16, 16000*2)...) // 2 s of silence ends the turn
-	enc, err := speech.NewOpusEncoder(16000, 32000)
-	require.NoError(t, err)
-	defer enc.Close()
-	micDone := make(chan struct{})
-	go func() { // the microphone: 20 ms frames in real time
-		defer close(micDone)
-		pkt := make([]byte, 1500)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; i+320 <= len(pcm); i += 320 {
-			<-tick.C
-			n, err := enc.Encode(pcm[i:i+320], pkt)
-			if err != nil {
-				return
-			}
-			if mic.WriteSample(media.Sample{Data: append([]byte(nil), pkt[:n]...), Duration: 20 * time.Millisecond}) != nil {
-				return
-			}
-		}
-	}()
-	until("input_audio_buffer.committed", 90*time.Second)
-	committedAt := time.Now()
+	micDone := c.StartSpeaking(pcm, time.Time{}) // the microphone: 20 ms frames in real time
+	committed := until("input_audio_buffer.committed", 90*time.Second)
 	tr := until("conversation.item.input_audio_transcription.completed", 90*time.Second)
-	require.Contains(t, strings.ToLower(tr["transcript"].(string)), "forward")
+	require.Contains(t, strings.ToLower(tr.M["transcript"].(string)), "forward")
 	until("output_audio_buffer.started", 90*time.Second)
 	until("response.done", 90*time.Second)
 	until("output_audio_buffer.stopped", 90*time.Second)
-	require.NotContains(t, seen, "response.output_audio.delta")
-	require.Greater(t, packets.Load(), int64(5), "the answer's audio arrives as RTP")
-	require.Equal(t, "audio/opus", strings.ToLower(codec.Load().(string)))
-	t.Logf("answer audio: %d RTP packets; first packet %v after input_audio_buffer.committed arrived",
-		packets.Load(), time.Unix(0, firstPacketAt.Load()).Sub(committedAt).Round(time.Millisecond))
-	<-micDone
+	require.NotContains(t, c.Seen(), "response.output_audio.delta")
+	st := c.Stats()
+	require.Greater(t, st.Packets, int64(5), "the answer's audio arrives as RTP")
+	require.Equal(t, "audio/opus", st.Codec)
+	audible := c.FirstAudibleAfter(committed.At)
+	require.False(t, audible.IsZero(), "the answer is audible")
+	t.Logf("answer audio: %d RTP packets; first packet %v, first audible sample %v after input_audio_buffer.committed arrived",
+		st.Packets, st.FirstPacket.Sub(committed.At).Round(time.Millisecond), audible.Sub(committed.At).Round(time.Millisecond))
+	require.NoError(t, <-micDone)
 
-	resp, body = postWith(t, base+loc+"/hangup", "sk", "", "")
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.NoError(t, c.Hangup(ctx, "sk"))
 	select {
-	case <-dcClosed:
+	case <-c.ChannelClosed():
 	case <-time.After(15 * time.Second):
 		t.Fatal("the data channel stayed open after hangup")
 	}
+	loc := c.Location()
 	require.Eventually(t, func() bool {
 		r, _ := postWith(t, base+loc+"/hangup", "sk", "", "")
 		return r.StatusCode == http.StatusNotFound
 	}, 10*time.Second, 50*time.Millisecond, "the call is gone")
-	require.NoError(t, pc.Close())
-	readers.Wait()
+	require.NoError(t, c.Close())
 }
