@@ -8,20 +8,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pion/webrtc/v4"
-	"github.com/pion/webrtc/v4/pkg/media"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/clientsecret"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/rtcclient"
 	"github.com/omniserve/omniserve/internal/session"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 type callsServer struct {
@@ -135,107 +133,51 @@ func TestCallSpeech(t *testing.T) {
 	s := newCallsServer(t)
 	voice := goForward(t) // 24 kHz PCM16
 
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
-	require.NoError(t, err)
-	defer pc.Close()
-	mic, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "test")
-	require.NoError(t, err)
-	_, err = pc.AddTrack(mic)
-	require.NoError(t, err)
-	dc, err := pc.CreateDataChannel("oai-events", nil)
-	require.NoError(t, err)
-	events := make(chan map[string]any, 4096)
-	dc.OnMessage(func(m webrtc.DataChannelMessage) {
-		var ev map[string]any
-		if json.Unmarshal(m.Data, &ev) == nil {
-			events <- ev
-		}
-	})
-	var rtpPackets, rtpBytes atomic.Int64
-	var readers sync.WaitGroup
-	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			require.Equal(t, "audio/opus", strings.ToLower(tr.Codec().MimeType))
-			for {
-				p, _, err := tr.ReadRTP()
-				if err != nil {
-					return
-				}
-				rtpPackets.Add(1)
-				rtpBytes.Add(int64(len(p.Payload)))
-			}
-		}()
-	})
-	offer, err := pc.CreateOffer(nil)
-	require.NoError(t, err)
-	require.NoError(t, pc.SetLocalDescription(offer))
-	resp, answer := post(t, s.url, "application/sdp", offer.SDP)
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
-	require.Equal(t, "application/sdp", resp.Header.Get("Content-Type"))
-	loc := resp.Header.Get("Location")
-	require.True(t, strings.HasPrefix(loc, "/v1/realtime/calls/rtc_"), loc)
-	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
-
-	var seen []string
-	until := func(typ string, d time.Duration) map[string]any {
+	c := dialCall(t, s, rtcclient.Config{Key: "sk", MicRate: 24000})
+	require.True(t, strings.HasPrefix(c.Location(), "/v1/realtime/calls/rtc_"), c.Location())
+	until := func(typ string, d time.Duration) rtcclient.Event {
 		t.Helper()
-		deadline := time.After(d)
-		for {
-			select {
-			case ev := <-events:
-				seen = append(seen, ev["type"].(string))
-				if ev["type"] == typ {
-					return ev
-				}
-			case <-deadline:
-				t.Fatalf("no %s within %v; seen (last 20) %v", typ, d, seen[max(0, len(seen)-20):])
-			}
-		}
+		ev, err := c.WaitFor(context.Background(), typ, d)
+		require.NoError(t, err)
+		return ev
 	}
 	until("session.created", 20*time.Second)
 	// A short answer: the dummy model talks until its token budget ends.
-	require.NoError(t, dc.SendText(`{"type":"session.update","session":{"type":"realtime","max_output_tokens":6}}`))
+	require.NoError(t, c.UpdateSession(map[string]any{"type": "realtime", "max_output_tokens": 6}))
 	until("session.updated", 10*time.Second)
 
-	// The microphone: 20 ms Opus frames in real time, then a second of silence.
-	enc, err := speech.NewOpusEncoder(24000, 32000)
-	require.NoError(t, err)
-	defer enc.Close()
+	// The microphone: 20 ms Opus frames in real time, then a second and a half of silence.
 	pcm := make([]int16, len(voice)/2)
 	for i := range pcm {
 		pcm[i] = int16(binary.LittleEndian.Uint16(voice[2*i:]))
 	}
 	pcm = append(pcm, make([]int16, 24000*1500/1000)...)
-	pkt := make([]byte, 1500)
-	go func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; i+480 <= len(pcm); i += 480 {
-			<-tick.C
-			n, err := enc.Encode(pcm[i:i+480], pkt)
-			if err != nil {
-				return
-			}
-			_ = mic.WriteSample(media.Sample{Data: append([]byte(nil), pkt[:n]...), Duration: 20 * time.Millisecond})
-		}
-	}()
+	c.StartSpeaking(pcm, time.Time{})
 	tr := until("conversation.item.input_audio_transcription.completed", 60*time.Second)
-	require.Contains(t, strings.ToLower(tr["transcript"].(string)), "forward")
+	require.Contains(t, strings.ToLower(tr.M["transcript"].(string)), "forward")
 	until("output_audio_buffer.started", 60*time.Second)
 	until("response.done", 60*time.Second)
 	until("output_audio_buffer.stopped", 60*time.Second)
-	require.NotContains(t, seen, "response.output_audio.delta")
-	require.Contains(t, seen, "response.output_audio.done")
-	require.Greater(t, rtpPackets.Load(), int64(10), "the response's audio arrives as RTP")
-	t.Logf("response audio: %d RTP packets, %d bytes of Opus", rtpPackets.Load(), rtpBytes.Load())
+	require.NotContains(t, c.Seen(), "response.output_audio.delta")
+	require.Contains(t, c.Seen(), "response.output_audio.done")
+	st := c.Stats()
+	require.Equal(t, "audio/opus", st.Codec)
+	require.Greater(t, st.Packets, int64(10), "the response's audio arrives as RTP")
+	require.False(t, st.FirstAudible.IsZero(), "and is audible")
+	t.Logf("response audio: %d RTP packets, %d bytes of Opus", st.Packets, st.Bytes)
 
-	resp, body := post(t, strings.TrimSuffix(s.url, "/v1/realtime/calls")+loc+"/hangup", "", "")
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.NoError(t, c.Hangup(context.Background(), "sk"))
 	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 10*time.Second, 20*time.Millisecond)
-	_ = pc.Close()
-	readers.Wait()
+}
+
+// dialCall makes a call on s with rtcclient (cfg's BaseURL is s's); the test's cleanup closes it.
+func dialCall(t *testing.T, s *callsServer, cfg rtcclient.Config) *rtcclient.Client {
+	t.Helper()
+	cfg.BaseURL = strings.TrimSuffix(s.url, "/v1/realtime/calls")
+	c, err := rtcclient.Dial(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // TestCallBargeIn: the browser SDK's interrupt (response.cancel, output_audio_buffer.clear) cuts
@@ -244,73 +186,31 @@ func TestCallSpeech(t *testing.T) {
 func TestCallBargeIn(t *testing.T) {
 	t.Parallel()
 	s := newCallsServer(t)
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
-	require.NoError(t, err)
-	defer pc.Close()
-	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly})
-	require.NoError(t, err)
-	dc, err := pc.CreateDataChannel("oai-events", nil)
-	require.NoError(t, err)
-	events := make(chan map[string]any, 8192)
-	dc.OnMessage(func(m webrtc.DataChannelMessage) {
-		var ev map[string]any
-		if json.Unmarshal(m.Data, &ev) == nil {
-			events <- ev
-		}
-	})
-	var readers sync.WaitGroup
-	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for {
-				if _, _, err := tr.ReadRTP(); err != nil {
-					return
-				}
-			}
-		}()
-	})
-	offer, err := pc.CreateOffer(nil)
-	require.NoError(t, err)
-	require.NoError(t, pc.SetLocalDescription(offer))
-	form := "--b\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\n" + offer.SDP +
-		"\r\n--b\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n" +
-		`{"type":"realtime","instructions":"Talk at length.","audio":{"input":{"turn_detection":null}}}` + "\r\n--b--\r\n"
-	resp, answer := post(t, s.url, "multipart/form-data; boundary=b", form)
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
-	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
-	until := func(typ string, d time.Duration) map[string]any {
+	c := dialCall(t, s, rtcclient.Config{Key: "sk",
+		Session: json.RawMessage(`{"type":"realtime","instructions":"Talk at length.","audio":{"input":{"turn_detection":null}}}`)})
+	until := func(typ string, d time.Duration) rtcclient.Event {
 		t.Helper()
-		deadline := time.After(d)
-		for {
-			select {
-			case ev := <-events:
-				if ev["type"] == typ {
-					return ev
-				}
-			case <-deadline:
-				t.Fatalf("no %s within %v", typ, d)
-			}
-		}
+		ev, err := c.WaitFor(context.Background(), typ, d)
+		require.NoError(t, err)
+		return ev
 	}
 	created := until("session.created", 20*time.Second)
-	require.Equal(t, "Talk at length.", created["session"].(map[string]any)["instructions"])
-	require.NoError(t, dc.SendText(`{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"Tell me a long story."}]}}`))
-	require.NoError(t, dc.SendText(`{"type":"response.create"}`))
+	require.Equal(t, "Talk at length.", created.M["session"].(map[string]any)["instructions"])
+	require.NoError(t, c.Send(&protocol.ConversationItemCreate{Header: protocol.Header{Kind: "conversation.item.create"}, Role: "user", Text: "Tell me a long story."}))
+	require.NoError(t, c.Send(&protocol.ResponseCreate{Header: protocol.Header{Kind: "response.create"}}))
 	started := until("output_audio_buffer.started", 60*time.Second)
 	time.Sleep(300 * time.Millisecond) // some audio is played
-	require.NoError(t, dc.SendText(`{"type":"response.cancel"}`))
-	require.NoError(t, dc.SendText(`{"type":"output_audio_buffer.clear"}`))
+	require.NoError(t, c.Send(&protocol.ResponseCancel{Header: protocol.Header{Kind: "response.cancel"}}))
+	require.NoError(t, c.Send(&protocol.OutputAudioBufferClear{Header: protocol.Header{Kind: "output_audio_buffer.clear"}}))
 	cleared := until("output_audio_buffer.cleared", 10*time.Second)
-	require.Equal(t, started["response_id"], cleared["response_id"])
+	require.Equal(t, started.ResponseID(), cleared.ResponseID())
 	tr := until("conversation.item.truncated", 10*time.Second)
-	played := tr["audio_end_ms"].(float64)
+	played := tr.M["audio_end_ms"].(float64)
 	require.Greater(t, played, 100.0, "about 300 ms were played")
 	require.Less(t, played, 2000.0, "truncated to what was played, not what was generated")
 	t.Logf("truncated at %v ms", played)
-	_ = pc.Close()
+	require.NoError(t, c.Close())
 	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 30*time.Second, 20*time.Millisecond)
-	readers.Wait()
 }
 
 // TestCallsPublicIPs: behind a static NAT the answer's host candidates carry the configured
