@@ -174,6 +174,10 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 			"It streams real speech at real-time pace in 100 ms appends and times the first audible sample of each reply " +
 			"(first sample above −40 dBFS on the playback clock of a client that plays on receipt): manual turns, " +
 			"server-VAD turns, barge-in by speech, and false barge-ins by noise and by the reply's own echo. " +
+			"The manual and server-VAD turns also run on WebRTC calls (POST /v1/realtime/calls, the speech as paced Opus RTP, " +
+			"the reply's RTP decoded on receipt) interleaved with the WebSocket ones, so that WebRTC's added latency is " +
+			"measured in one run (rtc_added_*); --cpu-sessions N measures the started server's CPU time per session " +
+			"(/proc/<pid>/stat) over N sessions at once, WebSocket against WebRTC. " +
 			"--report draws each session as a timeline: the user's speech as sent, the server VAD's speech_started / " +
 			"speech_stopped at their audio_start_ms / audio_end_ms, the reply on the client's playback clock, barge-ins. " +
 			bench.QuantileDefinition,
@@ -205,6 +209,8 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.Runs, "runs", 10, "sessions per scenario")
 	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
 	fs.IntVar(&o.Tools, "tools", 0, "function tools each session declares, with tool_choice auto (the overhead of declaring tools; 0 = none)")
+	fs.StringVar(&o.APIKey, "api-key", "", "bearer key of the server at --addr (the started server has none)")
+	fs.IntVar(&o.CPUSessions, "cpu-sessions", 4, "sessions at once in the CPU batches, WebSocket against WebRTC (0 = skip; only with a started server)")
 	addReportFlag(fs)
 	return cmd
 }

@@ -121,7 +121,8 @@ type Client struct {
 	packets    int64
 	bytes      int64
 	firstPkt   time.Time
-	audible    []time.Time // first audible sample of each audible packet, in arrival order
+	arrivals   []int64 // every packet's arrival (Unix ns), in order; bounded by maxKept
+	audible    []int64 // first audible sample of each audible packet (Unix ns), in arrival order
 	lastPkt    time.Time
 	speakErr   []chan error
 	onAudio    func(Packet)
@@ -464,8 +465,21 @@ func (c *Client) StartSpeaking(pcm []int16, start time.Time) <-chan error {
 
 // --- received audio -----------------------------------------------------------------------
 
-// OnAudio sets a function called with every received packet, on the reader goroutine (keep it
-// short).
+// maxKept bounds the arrival times kept for FirstAudibleAfter and FirstPacketAfter: an hour of
+// 20 ms packets.
+const maxKept = 180000
+
+// keep appends v to a bounded series, dropping its oldest thousand when full.
+func keep(s []int64, v int64) []int64 {
+	if len(s) >= maxKept {
+		s = slices.Delete(s, 0, 1000)
+	}
+	return append(s, v)
+}
+
+// OnAudio sets a function called with every received packet, on the reader goroutine and under
+// the client's lock: once OnAudio returns, the previous function is not running and is not
+// called again. f must be short and must not call the client's methods.
 func (c *Client) OnAudio(f func(Packet)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -516,31 +530,27 @@ func (c *Client) readTrack(tr *webrtc.TrackRemote) {
 			c.firstPkt = pk.At
 		}
 		c.lastPkt = pk.At
+		c.arrivals = keep(c.arrivals, pk.At.UnixNano())
 		if !pk.Audible.IsZero() {
-			// Bounded: an hour of 20 ms packets.
-			if len(c.audible) >= 180000 {
-				c.audible = slices.Delete(c.audible, 0, 1000)
-			}
-			c.audible = append(c.audible, pk.Audible)
+			c.audible = keep(c.audible, pk.Audible.UnixNano())
 		}
-		f := c.onAudio
+		if c.onAudio != nil {
+			c.onAudio(pk)
+		}
 		c.mu.Unlock()
-		if f != nil {
-			f(pk)
-		}
 	}
 }
 
 // Stats are the received audio so far.
 type Stats struct {
-	Codec            string // "audio/opus", lower case; "" before the track arrived
-	Packets, Bytes   int64
-	FirstPacket      time.Time
-	LastPacket       time.Time
-	FirstAudible     time.Time
-	AudiblePackets   int
-	DecoderFailures  int
-	DecoderFailedErr error
+	Codec          string // "audio/opus", lower case; "" before the track arrived
+	Packets, Bytes int64
+	FirstPacket    time.Time
+	LastPacket     time.Time
+	FirstAudible   time.Time
+	AudiblePackets int
+	// DecoderErr is why received Opus could not be decoded (nil: it could).
+	DecoderErr error
 }
 
 // Stats returns the received audio's figures.
@@ -548,24 +558,36 @@ func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Stats{Codec: c.codec, Packets: c.packets, Bytes: c.bytes, FirstPacket: c.firstPkt, LastPacket: c.lastPkt,
-		AudiblePackets: len(c.audible), DecoderFailures: len(c.readerErrs)}
+		AudiblePackets: len(c.audible)}
 	if len(c.audible) > 0 {
-		s.FirstAudible = c.audible[0]
+		s.FirstAudible = time.Unix(0, c.audible[0])
 	}
 	if len(c.readerErrs) > 0 {
-		s.DecoderFailedErr = c.readerErrs[0]
+		s.DecoderErr = c.readerErrs[0]
 	}
 	return s
 }
 
-// FirstAudibleAfter is when the first audible sample received at or after t sounded (zero:
-// none yet).
+// FirstAudibleAfter is when the first audible sample at or after t sounded (zero: none yet).
 func (c *Client) FirstAudibleAfter(t time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(c.audible, t, func(a, t time.Time) int { return a.Compare(t) })
-	if i < len(c.audible) {
-		return c.audible[i]
+	return firstAfter(c.audible, t)
+}
+
+// FirstPacketAfter is the arrival of the first packet at or after t (zero: none yet).
+func (c *Client) FirstPacketAfter(t time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return firstAfter(c.arrivals, t)
+}
+
+func firstAfter(s []int64, t time.Time) time.Time {
+	if t.IsZero() {
+		t = time.Unix(0, 0)
+	}
+	if i, _ := slices.BinarySearch(s, t.UnixNano()); i < len(s) {
+		return time.Unix(0, s[i])
 	}
 	return time.Time{}
 }

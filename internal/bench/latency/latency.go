@@ -1,7 +1,8 @@
 // Package latency is `omniserve bench latency`: latency as a user hears it. It starts the
 // omniserve binary (`serve`) as a child process, or uses a running server, and connects as an
 // independent WebSocket client written from OpenAI's Realtime documents (GA event names; this
-// package imports nothing of the server, only the figures of internal/bench). It streams real
+// package imports nothing of the server, only the figures of internal/bench and the WebRTC
+// client internal/rtcclient), and as a WebRTC client making calls (webrtc.go). It streams real
 // speech at real-time pace in 100 ms appends and times what it receives: the first audible
 // sample of the reply (first sample above −40 dBFS, placed on a playback clock that starts at the
 // first audio delta, as a client that plays on receipt hears it). Every session is also kept as
@@ -42,15 +43,19 @@ const (
 
 // Options say which server to measure and how often.
 type Options struct {
-	Bin       string      // server binary started as a child process (unless Addr)
-	Addr      string      // host:port of a running server instead of starting one
-	Model     string      // model of the started server
-	Speech    string      // 16 kHz PCM16 speech: the user's turn
-	Interrupt string      // 16 kHz PCM16 speech used to interrupt
-	Runs      int         // sessions per scenario
-	SilenceMs int         // server VAD silence_duration_ms
-	Tools     int         // function tools each session declares (tool_choice auto); 0 = none
-	Meter     bench.Meter // progress of the sessions; nil shows none
+	Bin       string // server binary started as a child process (unless Addr)
+	Addr      string // host:port of a running server instead of starting one
+	Model     string // model of the started server
+	Speech    string // 16 kHz PCM16 speech: the user's turn
+	Interrupt string // 16 kHz PCM16 speech used to interrupt
+	Runs      int    // sessions per scenario
+	SilenceMs int    // server VAD silence_duration_ms
+	Tools     int    // function tools each session declares (tool_choice auto); 0 = none
+	APIKey    string // bearer key of the server at Addr ("" for the started server: it has none)
+	// CPUSessions is how many sessions at once measure the server's CPU per session, WebSocket
+	// against WebRTC (0: not measured; only a started server, whose process is known, is).
+	CPUSessions int
+	Meter       bench.Meter // progress of the sessions; nil shows none
 }
 
 // Run measures and returns the figures and every session's timeline; progress lines go to out.
@@ -74,16 +79,17 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	addr := o.Addr
+	addr, pid := o.Addr, 0
 	if addr == "" {
-		stop, a, err := startServer(ctx, o)
+		stop, a, p, err := startServer(ctx, o)
 		if err != nil {
 			return nil, nil, err
 		}
 		defer stop()
-		addr = a
+		addr, pid = a, p
 	}
 	url := "ws://" + addr + "/v1/realtime?duplex=1"
+	base := "http://" + addr
 	res := map[string][]float64{}
 	add := func(k string, v float64) { res[k] = append(res[k], v) }
 	var tls []*timeline
@@ -92,8 +98,13 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		tls = append(tls, tl)
 		return tl
 	}
-	// Six sessions per run: manual, server VAD, and the four barge-in scenarios.
-	prog := o.Meter.Start("latency", 6*o.Runs, "sessions")
+	// Eight sessions per run: manual and server VAD, each over WebSocket and WebRTC, and the
+	// four barge-in scenarios; then the CPU batches.
+	total := 8 * o.Runs
+	if pid != 0 && o.CPUSessions > 0 {
+		total += 4 * o.CPUSessions
+	}
+	prog := o.Meter.Start("latency", total, "sessions")
 	defer prog.Done()
 
 	// Manual turns: two per session, first and later.
@@ -112,8 +123,18 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 			add("commit_to_transcript", m.transcript)
 		}
 		prog.Add(1)
+		// The same turns on a WebRTC call, right after: one run, the same machine state.
+		for turn, m := range rtcManualTurns(ctx, base, o.APIKey, o.Tools, speech, 2, session("WebRTC manual turns, run %d", i)) {
+			if m.err != nil {
+				return nil, tls, fmt.Errorf("webrtc manual run %d turn %d: %w", i, turn+1, m.err)
+			}
+			add("rtc_commit_to_audible", m.audible)
+			add("rtc_commit_to_first_packet", m.firstDelta)
+			add("rtc_commit_to_transcript", m.transcript)
+		}
+		prog.Add(1)
 	}
-	fmt.Fprintf(out, "manual turns: %d sessions done\n", o.Runs)
+	fmt.Fprintf(out, "manual turns: %d sessions each over WebSocket and WebRTC done\n", o.Runs)
 	// Server VAD: speech then silence; the server takes the turn.
 	for i := range o.Runs {
 		m, err := vadTurn(ctx, url, o.Tools, speech, o.SilenceMs, session("server VAD turn, run %d", i))
@@ -122,8 +143,14 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		}
 		add("speech_end_to_audible", m)
 		prog.Add(1)
+		r, err := rtcVADTurn(ctx, base, o.APIKey, o.Tools, speech, o.SilenceMs, session("WebRTC server VAD turn, run %d", i))
+		if err != nil {
+			return nil, tls, fmt.Errorf("webrtc vad run %d: %w", i, err)
+		}
+		add("rtc_speech_end_to_audible", r)
+		prog.Add(1)
 	}
-	fmt.Fprintf(out, "server VAD turns: %d sessions done\n", o.Runs)
+	fmt.Fprintf(out, "server VAD turns: %d sessions each over WebSocket and WebRTC done\n", o.Runs)
 	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
 	var fpNoise, fpEcho, overEcho int
 	for i := range o.Runs {
@@ -172,11 +199,16 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		"commit_to_transcript":            "manual turn: commit + response.create sent → the user transcript (ASR tail after the commit)",
 		"bargein_onset_to_last_old_delta": "speech onset → the last audio delta of the interrupted reply",
 	}
+	defs["rtc_commit_to_audible"] = "WebRTC call, manual turn: commit + response.create sent on oai-events → first audible sample of the reply's RTP (arrival + offset in the packet; all turns)"
+	defs["rtc_speech_end_to_audible"] = "WebRTC call, server VAD: end of the last audible 10 ms window of the speech sent as Opus RTP → first audible sample of the reply's RTP"
+	defs["rtc_commit_to_first_packet"] = "WebRTC call, manual turn: commit + response.create sent → first RTP packet of the reply"
+	defs["rtc_commit_to_transcript"] = "WebRTC call, manual turn: commit + response.create sent → the user transcript on oai-events"
 	var figs []bench.Figure
-	for _, k := range []string{"commit_to_audible", "commit_to_audible_first", "commit_to_audible_later", "speech_end_to_audible", "bargein_onset_to_silence"} {
+	for _, k := range []string{"commit_to_audible", "rtc_commit_to_audible", "commit_to_audible_first", "commit_to_audible_later",
+		"speech_end_to_audible", "rtc_speech_end_to_audible", "bargein_onset_to_silence"} {
 		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50, bench.P90}, Digits: 1})
 	}
-	for _, k := range []string{"commit_to_first_delta", "commit_to_transcript", "bargein_onset_to_last_old_delta"} {
+	for _, k := range []string{"commit_to_first_delta", "rtc_commit_to_first_packet", "commit_to_transcript", "rtc_commit_to_transcript", "bargein_onset_to_last_old_delta"} {
 		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50}, Digits: 1})
 	}
 	runs := float64(o.Runs)
@@ -185,30 +217,40 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		bench.One("bargein_false_positive_noise", "replies", "replies interrupted by 100 ms white-noise bursts at −10 dBFS", float64(fpNoise), 0),
 		bench.One("bargein_false_positive_echo", "replies", "replies interrupted by their own audio fed back at −6 dB, 120 ms late", float64(fpEcho), 0),
 		bench.One("bargein_over_echo_detected", "share", "share of replies interrupted by real speech over that echo", float64(overEcho)/runs, 2),
+		diffP50("rtc_added_commit_to_audible_p50_ms", "WebRTC's commit → first audible p50 minus WebSocket's, in this run", res["rtc_commit_to_audible"], res["commit_to_audible"]),
+		diffP50("rtc_added_speech_end_to_audible_p50_ms", "WebRTC's speech end → first audible p50 minus WebSocket's, in this run", res["rtc_speech_end_to_audible"], res["speech_end_to_audible"]),
 	)
+	if pid != 0 && o.CPUSessions > 0 {
+		cpu, err := cpuFigures(ctx, o, url, base, pid, speech, prog)
+		if err != nil {
+			return figs, tls, err
+		}
+		fmt.Fprintf(out, "CPU: %d sessions at once, twice over each transport, done\n", o.CPUSessions)
+		figs = append(figs, cpu...)
+	}
 	return figs, tls, nil
 }
 
 // --- the server -----------------------------------------------------------------------------
 
-func startServer(ctx context.Context, o Options) (stop func(), addr string, err error) {
+func startServer(ctx context.Context, o Options) (stop func(), addr string, pid int, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
 	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cache, err := os.MkdirTemp("", "bench-latency-*")
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	cmd := exec.CommandContext(ctx, o.Bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--model", o.Model, "--cache-dir", cache, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(cache)
-		return nil, "", fmt.Errorf("starting %s: %w", o.Bin, err)
+		return nil, "", 0, fmt.Errorf("starting %s: %w", o.Bin, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -228,18 +270,18 @@ func startServer(ctx context.Context, o Options) (stop func(), addr string, err 
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return stop, addr, nil
+				return stop, addr, cmd.Process.Pid, nil
 			}
 		}
 		select {
 		case <-done:
 			stop()
-			return nil, "", errors.New("server exited before ready")
+			return nil, "", 0, errors.New("server exited before ready")
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	stop()
-	return nil, "", errors.New("server not ready in 3 minutes")
+	return nil, "", 0, errors.New("server not ready in 3 minutes")
 }
 
 // --- the client ---------------------------------------------------------------------------
