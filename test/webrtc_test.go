@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,37 @@ func TestWebRTCCall(t *testing.T) {
 		st.Packets, st.FirstPacket.Sub(committed.At).Round(time.Millisecond), audible.Sub(committed.At).Round(time.Millisecond))
 	require.NoError(t, <-micDone)
 
+	// The call's RTP figures in Prometheus, while it is up and after it ended.
+	metric := func(body, series string) float64 {
+		t.Helper()
+		for _, l := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				require.NoError(t, err, l)
+				return f
+			}
+		}
+		t.Fatalf("no %s in /metrics", series)
+		return 0
+	}
+	scrape := func() string {
+		r, err := http.Get(base + "/metrics")
+		require.NoError(t, err)
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	live := scrape()
+	id := c.CallID()
+	received := metric(live, `omniserve_webrtc_rtp_packets_total{call_id="`+id+`",direction="received"}`)
+	sent := metric(live, `omniserve_webrtc_rtp_packets_total{call_id="`+id+`",direction="sent"}`)
+	require.Greater(t, received, 100.0, "the microphone's packets")
+	require.GreaterOrEqual(t, sent, float64(st.Packets), "the reply's packets, as many as the client got")
+	metric(live, `omniserve_webrtc_rtp_jitter_seconds{call_id="`+id+`",direction="received"}`)
+	metric(live, `omniserve_webrtc_rtp_packets_lost_total{call_id="`+id+`",direction="sent"}`)
+	t.Logf("/metrics during the call: %v packets received, %v sent", received, sent)
+
 	require.NoError(t, c.Hangup(ctx, "sk"))
 	select {
 	case <-c.ChannelClosed():
@@ -131,5 +163,10 @@ func TestWebRTCCall(t *testing.T) {
 		r, _ := postWith(t, base+loc+"/hangup", "sk", "", "")
 		return r.StatusCode == http.StatusNotFound
 	}, 10*time.Second, 50*time.Millisecond, "the call is gone")
+	ended := scrape()
+	require.NotContains(t, ended, `call_id="`+id+`"`, "an ended call's series go")
+	require.Equal(t, 1.0, metric(ended, "omniserve_webrtc_ended_calls_total"))
+	require.GreaterOrEqual(t, metric(ended, `omniserve_webrtc_ended_rtp_packets_total{direction="sent"}`), sent)
+	require.GreaterOrEqual(t, metric(ended, `omniserve_webrtc_ended_rtp_packets_total{direction="received"}`), received)
 	require.NoError(t, c.Close())
 }

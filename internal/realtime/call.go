@@ -27,6 +27,10 @@ type call struct {
 	cfg    CallsConfig
 	log    *zap.Logger
 	codec  rtcCodec
+	// rtp holds the RTP figures; lastRTP is their final value, taken by run before the peer
+	// connection closes.
+	rtp     *rtpRecorder
+	lastRTP RTPStats
 
 	dcOpen    chan *webrtc.DataChannel
 	connected chan struct{}
@@ -149,6 +153,7 @@ func (cl *call) run() {
 	case <-time.After(time.Second):
 	}
 	close(stopPlayer)
+	cl.lastRTP = cl.rtp.snapshot(cl.id) // the interceptor forgets the streams on Close
 	_ = cl.pc.Close()
 	cl.wg.Wait()
 }

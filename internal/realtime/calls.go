@@ -55,6 +55,7 @@ type Calls struct {
 
 	mu     sync.Mutex
 	calls  map[string]*call
+	ended  RTPTotals // of the calls that have ended
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -203,6 +204,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Lock()
 		delete(c.calls, cl.id)
+		c.ended.add(cl.lastRTP)
 		c.mu.Unlock()
 	}()
 	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
@@ -316,7 +318,8 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 		return nil, "", err
 	}
 	ir := &interceptor.Registry{}
-	if err := webrtc.RegisterDefaultInterceptors(m, ir); err != nil {
+	rec := &rtpRecorder{}
+	if err := registerInterceptors(m, ir, rec); err != nil {
 		return nil, "", err
 	}
 	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(c.se))
@@ -333,13 +336,16 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 	if err != nil {
 		return fail(err)
 	}
+	if enc := sender.GetParameters().Encodings; len(enc) > 0 {
+		rec.setOut(uint32(enc[0].SSRC))
+	}
 	id := newCallID()
 	log := c.h.log.With(zap.String("call_id", id))
 	st := newStream(false, nil)
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
 		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1),
 		codec: codec, stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
-		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{})}
+		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{}), rtp: rec}
 	cl.sink = &callSink{c: cl}
 	cl.player = newPlayer(cl.sink, track, codec, log)
 	st.attach(cl.q, 0)
@@ -357,6 +363,7 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 		if t.Kind() != webrtc.RTPCodecTypeAudio {
 			return
 		}
+		rec.setIn(uint32(t.SSRC()))
 		cl.wg.Add(1)
 		go func() { defer cl.wg.Done(); cl.receive(t) }()
 	})

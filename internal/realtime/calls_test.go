@@ -166,8 +166,27 @@ func TestCallSpeech(t *testing.T) {
 	require.False(t, st.FirstAudible.IsZero(), "and is audible")
 	t.Logf("response audio: %d RTP packets, %d bytes of Opus", st.Packets, st.Bytes)
 
+	// The server's RTP figures: the microphone's packets in, the reply's out, as the client
+	// counted them; the round trip from the client's receiver reports.
+	rtp := s.calls.RTPStats()
+	require.Len(t, rtp, 1)
+	require.Equal(t, c.CallID(), rtp[0].CallID)
+	require.Greater(t, rtp[0].PacketsReceived, uint64(100), "the microphone: %+v", rtp[0])
+	require.GreaterOrEqual(t, rtp[0].PacketsSent, uint64(st.Packets), "every packet the client got was sent: %+v", rtp[0])
+	require.Positive(t, rtp[0].BytesSent)
+	require.Less(t, rtp[0].JitterIn, 0.5, "seconds")
+	// Sender reports go out every second; the client's next receiver report answers one.
+	require.Eventually(t, func() bool { rtp = s.calls.RTPStats(); return rtp[0].RTTMeasured }, 5*time.Second, 50*time.Millisecond,
+		"the round trip is measured from the client's receiver reports")
+	require.Less(t, rtp[0].RTT, 0.5, "seconds, on loopback")
+	t.Logf("server RTP: %+v", rtp[0])
+
 	require.NoError(t, c.Hangup(context.Background(), "sk"))
 	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 10*time.Second, 20*time.Millisecond)
+	ended := s.calls.EndedRTP()
+	require.Equal(t, 1, ended.Calls)
+	require.GreaterOrEqual(t, ended.PacketsSent, rtp[0].PacketsSent, "the ended call's totals are kept")
+	require.GreaterOrEqual(t, ended.PacketsReceived, rtp[0].PacketsReceived)
 }
 
 // dialCall makes a call on s with rtcclient (cfg's BaseURL is s's); the test's cleanup closes it.

@@ -214,15 +214,25 @@ func (c *Client) setup(ctx context.Context) error {
 			c.overflow.Store(true)
 		}
 	})
-	c.pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+	c.pc.OnTrack(func(tr *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.closed {
 			return
 		}
 		c.codec = strings.ToLower(tr.Codec().MimeType)
-		c.wg.Add(1)
+		c.wg.Add(2)
 		go c.readTrack(tr)
+		// The server's sender reports: read, as a browser does, so that the interceptors answer
+		// them in receiver reports (LSR/DLSR: the server measures the round trip from those).
+		go func() {
+			defer c.wg.Done()
+			for {
+				if _, _, err := recv.ReadRTCP(); err != nil {
+					return
+				}
+			}
+		}()
 	})
 
 	offer, err := c.pc.CreateOffer(nil)

@@ -214,6 +214,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	// Registered after the session manager, so closed before it: calls hang up first.
 	s.onClose("webrtc calls", calls.Close)
 	s.calls = calls
+	s.reg.MustRegister(newRTPCollector(calls))
 	s.log.Info("webrtc calls ready", zap.Int("udp_port", calls.Port()))
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr
