@@ -41,6 +41,9 @@ type CallsConfig struct {
 	PublicIPs []string
 	// ConnectTimeout ends a call whose peer has not connected by then. Default 30 s.
 	ConnectTimeout time.Duration
+	// OnCallEnd, when set, gets each ended call's final RTP figures (the server's metrics
+	// observe them per call); it is called on the call's goroutine and must not block.
+	OnCallEnd func(RTPStats)
 }
 
 // Calls is the WebRTC transport: POST /v1/realtime/calls makes a call (a session whose audio is
@@ -206,6 +209,9 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		delete(c.calls, cl.id)
 		c.ended.add(cl.lastRTP)
 		c.mu.Unlock()
+		if c.cfg.OnCallEnd != nil {
+			c.cfg.OnCallEnd(cl.lastRTP)
+		}
 	}()
 	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
 	w.Header().Set("Content-Type", "application/sdp")

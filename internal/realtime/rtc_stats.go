@@ -36,6 +36,7 @@ type RTPStats struct {
 type RTPTotals struct {
 	Calls                         int
 	PacketsReceived, PacketsSent  uint64
+	BytesReceived, BytesSent      uint64
 	PacketsLostIn, PacketsLostOut int64
 }
 
@@ -43,6 +44,8 @@ func (t *RTPTotals) add(s RTPStats) {
 	t.Calls++
 	t.PacketsReceived += s.PacketsReceived
 	t.PacketsSent += s.PacketsSent
+	t.BytesReceived += s.BytesReceived
+	t.BytesSent += s.BytesSent
 	t.PacketsLostIn += s.PacketsLostIn
 	t.PacketsLostOut += s.PacketsLostOut
 }

@@ -204,8 +204,9 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Trace:            s.tracer.SessionHook(),
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
-	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs)},
-		hcfg, mgr, s.log)
+	rtp := newRTPCollector()
+	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs),
+		OnCallEnd: rtp.ObserveCall}, hcfg, mgr, s.log)
 	if err != nil {
 		return err
 	}
@@ -214,7 +215,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	// Registered after the session manager, so closed before it: calls hang up first.
 	s.onClose("webrtc calls", calls.Close)
 	s.calls = calls
-	s.reg.MustRegister(newRTPCollector(calls))
+	rtp.setSource(calls)
+	s.reg.MustRegister(rtp)
 	s.log.Info("webrtc calls ready", zap.Int("udp_port", calls.Port()))
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/omniserve/omniserve/internal/realtime"
@@ -13,59 +15,89 @@ type rtpSource interface {
 	EndedRTP() realtime.RTPTotals
 }
 
-// rtpCollector exports the WebRTC calls' RTP figures at scrape time: per live call (label
-// call_id; a call's series go when it ends) and, for the ended calls, totals, so that a sum over
-// both counts every packet.
+// rtpCollector exports the WebRTC calls' RTP figures. Labels stay bounded (no call id): the
+// packet counters sum the ended calls' totals and the live calls' counts at scrape time; each
+// call's jitter, loss and round trip are observed in histograms when it ends (ObserveCall).
 type rtpCollector struct {
-	src                                 rtpSource
-	packets, lost, bytes, jitter, rtt   *prometheus.Desc
-	endedCalls, endedPackets, endedLost *prometheus.Desc
+	src                  atomic.Pointer[rtpSource]
+	packets, lost, bytes *prometheus.Desc
+	calls                *prometheus.Desc
+	jitter, lossRatio    *prometheus.HistogramVec
+	rtt                  prometheus.Histogram
 }
 
-func newRTPCollector(src rtpSource) *rtpCollector {
+func newRTPCollector() *rtpCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("omniserve_webrtc_"+name, help, labels, nil)
 	}
-	return &rtpCollector{src: src,
-		packets: d("rtp_packets_total", "RTP packets of a live call: direction received (the browser's audio) or sent (the reply's audio).", "call_id", "direction"),
-		lost: d("rtp_packets_lost_total", "RTP packets of a live call lost on the way: received = sequence gaps in the browser's audio; "+
-			"sent = what the browser's RTCP receiver reports count lost of the reply's audio.", "call_id", "direction"),
-		bytes: d("rtp_bytes_total", "RTP payload bytes of a live call, by direction.", "call_id", "direction"),
-		jitter: d("rtp_jitter_seconds", "Interarrival jitter (RFC 3550) of a live call: received = of the browser's audio as it arrives; "+
-			"sent = of the reply's audio as the browser's RTCP receiver reports state it.", "call_id", "direction"),
-		rtt: d("rtt_seconds", "Round-trip time of a live call from the browser's RTCP receiver reports answering the server's sender "+
-			"reports (absent until the first one).", "call_id"),
-		endedCalls:   d("ended_calls_total", "WebRTC calls that have ended."),
-		endedPackets: d("ended_rtp_packets_total", "RTP packets of the calls that have ended, by direction.", "direction"),
-		endedLost:    d("ended_rtp_packets_lost_total", "RTP packets lost of the calls that have ended, by direction (as rtp_packets_lost_total).", "direction"),
+	return &rtpCollector{
+		packets: d("rtp_packets_total", "RTP packets of WebRTC calls, live and ended: direction received (the browser's audio) or sent (the replies' audio).", "direction"),
+		lost: d("rtp_packets_lost_total", "RTP packets of WebRTC calls lost on the way: received = sequence gaps in the browser's audio; "+
+			"sent = what the browsers' RTCP receiver reports count lost of the replies' audio.", "direction"),
+		bytes: d("rtp_payload_bytes_total", "RTP payload bytes of WebRTC calls, live and ended, by direction.", "direction"),
+		calls: d("calls_ended_total", "WebRTC calls that have ended."),
+		jitter: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "omniserve_webrtc_call_jitter_seconds",
+			Help: "Per ended call, the last interarrival jitter (RFC 3550): received = of the browser's audio as it arrived; " +
+				"sent = of the reply's audio as the browser's last RTCP receiver report stated it.",
+			Buckets: []float64{.001, .0025, .005, .01, .02, .04, .08, .16, .32}}, []string{"direction"}),
+		lossRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "omniserve_webrtc_call_packet_loss_ratio",
+			Help:    "Per ended call with packets that way, lost / (received + lost), by direction (as rtp_packets_lost_total).",
+			Buckets: []float64{0, .001, .005, .01, .02, .05, .1, .2, .5}}, []string{"direction"}),
+		rtt: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omniserve_webrtc_call_rtt_seconds",
+			Help:    "Per ended call whose browser answered a sender report, the last round-trip time from its RTCP receiver reports.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .2, .4, .8}}),
+	}
+}
+
+// setSource starts reading the transport's figures (the collector exists before it).
+func (c *rtpCollector) setSource(src rtpSource) { c.src.Store(&src) }
+
+// ObserveCall observes an ended call's figures (realtime.CallsConfig.OnCallEnd).
+func (c *rtpCollector) ObserveCall(s realtime.RTPStats) {
+	if s.PacketsReceived > 0 {
+		c.jitter.WithLabelValues("received").Observe(s.JitterIn)
+		c.lossRatio.WithLabelValues("received").Observe(float64(s.PacketsLostIn) / float64(int64(s.PacketsReceived)+s.PacketsLostIn))
+	}
+	if s.PacketsSent > 0 && s.RTTMeasured { // the browser reported on the reply's audio
+		c.jitter.WithLabelValues("sent").Observe(s.JitterOut)
+		c.lossRatio.WithLabelValues("sent").Observe(float64(s.PacketsLostOut) / float64(s.PacketsSent))
+		c.rtt.Observe(s.RTT)
 	}
 }
 
 func (c *rtpCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.packets, c.lost, c.bytes, c.jitter, c.rtt, c.endedCalls, c.endedPackets, c.endedLost} {
+	for _, d := range []*prometheus.Desc{c.packets, c.lost, c.bytes, c.calls} {
 		ch <- d
 	}
+	c.jitter.Describe(ch)
+	c.lossRatio.Describe(ch)
+	c.rtt.Describe(ch)
 }
 
 func (c *rtpCollector) Collect(ch chan<- prometheus.Metric) {
-	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
-	for _, s := range c.src.RTPStats() {
-		ch <- prometheus.MustNewConstMetric(c.packets, counter, float64(s.PacketsReceived), s.CallID, "received")
-		ch <- prometheus.MustNewConstMetric(c.packets, counter, float64(s.PacketsSent), s.CallID, "sent")
-		ch <- prometheus.MustNewConstMetric(c.lost, counter, float64(s.PacketsLostIn), s.CallID, "received")
-		ch <- prometheus.MustNewConstMetric(c.lost, counter, float64(s.PacketsLostOut), s.CallID, "sent")
-		ch <- prometheus.MustNewConstMetric(c.bytes, counter, float64(s.BytesReceived), s.CallID, "received")
-		ch <- prometheus.MustNewConstMetric(c.bytes, counter, float64(s.BytesSent), s.CallID, "sent")
-		ch <- prometheus.MustNewConstMetric(c.jitter, gauge, s.JitterIn, s.CallID, "received")
-		ch <- prometheus.MustNewConstMetric(c.jitter, gauge, s.JitterOut, s.CallID, "sent")
-		if s.RTTMeasured {
-			ch <- prometheus.MustNewConstMetric(c.rtt, gauge, s.RTT, s.CallID)
+	var t realtime.RTPTotals
+	var bytesIn, bytesOut uint64
+	if src := c.src.Load(); src != nil {
+		t = (*src).EndedRTP()
+		bytesIn, bytesOut = t.BytesReceived, t.BytesSent
+		for _, s := range (*src).RTPStats() {
+			t.PacketsReceived += s.PacketsReceived
+			t.PacketsSent += s.PacketsSent
+			t.PacketsLostIn += s.PacketsLostIn
+			t.PacketsLostOut += s.PacketsLostOut
+			bytesIn += s.BytesReceived
+			bytesOut += s.BytesSent
 		}
 	}
-	t := c.src.EndedRTP()
-	ch <- prometheus.MustNewConstMetric(c.endedCalls, counter, float64(t.Calls))
-	ch <- prometheus.MustNewConstMetric(c.endedPackets, counter, float64(t.PacketsReceived), "received")
-	ch <- prometheus.MustNewConstMetric(c.endedPackets, counter, float64(t.PacketsSent), "sent")
-	ch <- prometheus.MustNewConstMetric(c.endedLost, counter, float64(t.PacketsLostIn), "received")
-	ch <- prometheus.MustNewConstMetric(c.endedLost, counter, float64(t.PacketsLostOut), "sent")
+	counter := prometheus.CounterValue
+	ch <- prometheus.MustNewConstMetric(c.packets, counter, float64(t.PacketsReceived), "received")
+	ch <- prometheus.MustNewConstMetric(c.packets, counter, float64(t.PacketsSent), "sent")
+	ch <- prometheus.MustNewConstMetric(c.lost, counter, float64(t.PacketsLostIn), "received")
+	ch <- prometheus.MustNewConstMetric(c.lost, counter, float64(t.PacketsLostOut), "sent")
+	ch <- prometheus.MustNewConstMetric(c.bytes, counter, float64(bytesIn), "received")
+	ch <- prometheus.MustNewConstMetric(c.bytes, counter, float64(bytesOut), "sent")
+	ch <- prometheus.MustNewConstMetric(c.calls, counter, float64(t.Calls))
+	c.jitter.Collect(ch)
+	c.lossRatio.Collect(ch)
+	c.rtt.Collect(ch)
 }
