@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"testing"
@@ -37,19 +38,25 @@ func TestParseStatCPU(t *testing.T) {
 	}
 }
 
-// TestMeasureCPU: a batch that burns CPU in this process shows it; a failing session fails the
-// batch.
+// TestMeasureCPU: a batch that does CPU work in this process shows it; a failing session fails
+// the batch. The work is a fixed amount (hashing), not a wall-clock spin, so that a loaded
+// machine does not shrink it.
 func TestMeasureCPU(t *testing.T) {
-	burn := func(context.Context) error {
-		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+	buf := make([]byte, 1<<20)
+	work := func(context.Context) error {
+		for range 64 { // 64 MiB of SHA-256: tens of ms of CPU on any machine
+			sha256.Sum256(buf)
 		}
 		return nil
 	}
-	b, err := measureCPU(context.Background(), os.Getpid(), 2, burn)
+	start := time.Now()
+	b, err := measureCPU(context.Background(), os.Getpid(), 2, work)
 	require.NoError(t, err)
 	require.Equal(t, 2, b.n)
-	require.Greater(t, b.cpu, 250*time.Millisecond, "two goroutines spinning 300 ms each")
-	require.Greater(t, b.perSession(), 100.0)
+	require.GreaterOrEqual(t, b.cpu, 20*time.Millisecond, "two sessions hashing 64 MiB each")
+	require.LessOrEqual(t, b.wall, time.Since(start))
+	require.InDelta(t, ms(b.cpu)/2, b.perSession(), 0.001)
+	t.Logf("%v of CPU over %v", b.cpu, b.wall)
 	_, err = measureCPU(context.Background(), os.Getpid(), 2, func(context.Context) error { return errors.New("refused") })
 	require.ErrorContains(t, err, "refused")
 }
