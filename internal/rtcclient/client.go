@@ -1,5 +1,5 @@
-// Package rtcclient is a WebRTC client of the OpenAI Realtime API as a browser speaks it
-// (docs: /work/shared/spec/realtime-webrtc.md): it POSTs an SDP offer to /v1/realtime/calls
+// Package rtcclient is a WebRTC client of the OpenAI Realtime API as a browser speaks it (OpenAI's
+// WebRTC guide, docs/REALTIME.md "WebRTC"): it POSTs an SDP offer to /v1/realtime/calls
 // (application/sdp with an ek_ key, or multipart sdp + session with the API key), exchanges
 // events on the "oai-events" data channel, sends a microphone as Opus RTP paced by the clock in
 // 20 ms frames, and decodes the answer's RTP to PCM with arrival times, so that tests and the
