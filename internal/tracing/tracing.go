@@ -33,6 +33,12 @@ import (
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
+// The span names of the closed records: a realtime turn and a chat request.
+const (
+	TurnSpanName = "realtime.turn"
+	ChatSpanName = "chat.completion"
+)
+
 // Config is the server's own tracing configuration; the OTEL_* environment applies on top.
 type Config struct {
 	// Endpoint is an OTLP endpoint URL (tracing.otlp_endpoint); "" = the OTEL_* environment's.
@@ -195,9 +201,9 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
 	if sc, ok := t.parentOf(rec.E2E.RequestID); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	name := "chat.completion"
+	name := ChatSpanName
 	if rec.Duplex {
-		name = "realtime.turn"
+		name = TurnSpanName
 	}
 	ctx, span := t.tr.Start(ctx, name, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
