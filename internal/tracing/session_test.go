@@ -39,6 +39,21 @@ func TestNilTracerHooksAreNil(t *testing.T) {
 	tr.ObserveFinalized(metrics.FinalizedRequest{})
 }
 
+// With tracing off (a nil *Tracer) what the server still calls per turn or request costs no
+// allocation: off means no cost, not a cheaper one.
+func TestNilTracerAllocatesNothing(t *testing.T) {
+	var tr *Tracer
+	rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop}
+	rec.E2E.RequestID = "resp-1"
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		tr.Begin(ctx, "sess-1")
+		tr.ObserveFinalized(rec)
+		tr.End("sess-1")
+	})
+	require.Zero(t, allocs)
+}
+
 // TestSessionSpanParentsItsTurns: the session span continues the upgrade's traceparent; each
 // turn's span is its child and is exported when the turn ends, before the session closes; the
 // tracing field names and tags the session span at close.
