@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,6 +257,63 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	}
 	require.Equal(t, 1, reasons["cancel"], "the cancelled turn under the session: %v", reasons)
 	require.Len(t, reasons, 2, "one done turn and one cancelled turn under the session: %v", reasons)
+
+	// Exemplars: scraped as OpenMetrics, the e2e latency histogram carries, per kind, the trace
+	// id of the last traced record and its value: the e2e figure of that record's span.
+	e2eOf := map[string][]float64{} // trace id → e2e seconds of its chat / turn spans
+	for _, sp := range rec.all() {
+		if sp.Name == "chat.completion" || sp.Name == "realtime.turn" {
+			_, e2e := spanAttr(sp, "omniserve.e2e_total_ms")
+			e2eOf[hex.EncodeToString(sp.TraceId)] = append(e2eOf[hex.EncodeToString(sp.TraceId)], e2e/1000)
+		}
+	}
+	ex := scrapeExemplars(t, "http://"+s.addr+"/metrics", "omniserve_request_e2e_latency_seconds_bucket")
+	for kind, trace := range map[string]string{"chat": chatTrace, "duplex": rtTrace} {
+		got, ok := ex[kind]
+		require.True(t, ok, "an exemplar on the %s e2e histogram: %v", kind, ex)
+		require.Equal(t, trace, got.traceID, kind)
+		matched := false
+		for _, v := range e2eOf[trace] {
+			matched = matched || (v-got.value < 1e-9 && got.value-v < 1e-9)
+		}
+		require.True(t, matched, "%s exemplar value %v is the e2e figure of a span of its trace (%v)", kind, got.value, e2eOf[trace])
+	}
+}
+
+type exemplar struct {
+	traceID string
+	value   float64
+}
+
+var exemplarLine = regexp.MustCompile(`^(\w+)\{([^}]*)\} \S+ # \{trace_id="([0-9a-f]{32})"\} (\S+)`)
+
+// scrapeExemplars GETs url as OpenMetrics and returns the exemplars of family's buckets by their
+// kind label.
+func scrapeExemplars(t *testing.T, url, family string) map[string]exemplar {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "application/openmetrics-text")
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]exemplar{}
+	for _, line := range strings.Split(string(body), "\n") {
+		m := exemplarLine.FindStringSubmatch(line)
+		if m == nil || m[1] != family {
+			continue
+		}
+		kind := regexp.MustCompile(`kind="(\w+)"`).FindStringSubmatch(m[2])
+		require.NotNil(t, kind, line)
+		v, err := strconv.ParseFloat(m[4], 64)
+		require.NoError(t, err, line)
+		out[kind[1]] = exemplar{traceID: m[3], value: v}
+	}
+	return out
 }
 
 // TestTraceparentAcrossRemoteStage: a front omniserve whose thinker is remote (a back omniserve

@@ -101,7 +101,10 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 			var finalized []string
 			opts := Options{Collectors: col}
 			if tc.tracing {
-				opts.OnFinalized = func(r metrics.FinalizedRequest) { finalized = append(finalized, r.FinishedReason) }
+				opts.OnFinalized = func(r metrics.FinalizedRequest) string {
+					finalized = append(finalized, r.FinishedReason)
+					return ""
+				}
 			}
 			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(Output) {})
 			d.start(&fakeStream{t: t})

@@ -141,3 +141,24 @@ func TestSessionWithoutTraceparentStartsATrace(t *testing.T) {
 	require.Equal(t, spans[1].SpanContext.SpanID(), spans[0].Parent.SpanID())
 	require.Equal(t, trace.SpanKindServer, spans[1].SpanKind)
 }
+
+// ObserveFinalized returns the trace id of the span it exported (the record's Prometheus
+// exemplar), and "" when the sampler dropped the span: an exemplar must lead to a trace.
+func TestObserveFinalizedReturnsTheExportedTraceID(t *testing.T) {
+	rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop}
+	rec.E2E.RequestID = "resp-7"
+	rec.E2E.E2ETotalMs = 120
+
+	tr, exp := newTestTracer(t)
+	id := tr.ObserveFinalized(rec)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	require.Equal(t, spans[0].SpanContext.TraceID().String(), id)
+
+	never := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(never), sdktrace.WithSampler(sdktrace.NeverSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	unsampled := &Tracer{tp: tp, tr: tp.Tracer("test"), log: zap.NewNop(), parent: map[string]parentEntry{}}
+	require.Empty(t, unsampled.ObserveFinalized(rec))
+	require.Empty(t, never.GetSpans())
+}

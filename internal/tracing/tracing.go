@@ -186,10 +186,11 @@ func (t *Tracer) parentOf(requestID string) (trace.SpanContext, bool) {
 // ObserveFinalized exports a closed record as a span tree: the request or turn, ended now and
 // as long as its e2e figure, with a child per stage (its stage_gen_time_ms, ending with the
 // parent) and per transfer edge (tx_time_ms). It implements the observer the request client
-// calls with every record it finalizes.
-func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
+// calls with every record it finalizes, and returns the trace id (hex) when the span was
+// sampled, "" otherwise: the record's Prometheus exemplar.
+func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
 	if t == nil {
-		return
+		return ""
 	}
 	end := time.Now()
 	total := rec.E2E.E2ETotalMs
@@ -241,6 +242,10 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
 		s.End(trace.WithTimestamp(end))
 	}
 	span.End(trace.WithTimestamp(end))
+	if sc := span.SpanContext(); sc.IsSampled() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
