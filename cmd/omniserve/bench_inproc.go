@@ -235,8 +235,9 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "realtime",
 		Short: "The realtime WebSocket endpoint: event overhead, TTFP, barge-in, real-time sessions, --log-stats and tracing cost",
-		Long: "Realtime builds three servers (plain, whose session backend is timed; one with --log-stats --log-format " +
-			"json whose log is discarded; one tracing over OTLP/HTTP to a receiver the bench runs on loopback) and " +
+		Long: "Realtime builds servers (plain, whose session backend is timed; one with --log-stats --log-format " +
+			"json whose log is discarded; with --tracing-n, twins that differ only in tracing over OTLP/HTTP to a " +
+			"receiver the bench runs on loopback) and " +
 			"drives their /v1/realtime with real WebSocket clients over loopback and real speech (16 kHz, stated in the " +
 			"session, in 100 ms appends). The OTEL_* exporter environment must be unset (the plain server must not " +
 			"trace). docs/BENCHMARKS.md defines each figure. " + bench.QuantileDefinition,
@@ -312,27 +313,38 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 				}
 				return t
 			}
-			var traced benchrt.Target
+			ts := benchrt.Targets{Plain: ws(plain), LogStats: ws(stats)}
 			if o.TracingN > 0 {
 				rcv, err := otlpreceiver.Start(0) // counts only: nothing kept
 				if err != nil {
 					return err
 				}
 				defer rcv.Close()
+				// Twins: the same config but for the OTLP endpoint (the plain server differs in
+				// its timed backend and session bound, and was measurably slower).
+				untracedCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"}, noResume)
+				if err != nil {
+					return err
+				}
 				tracedCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"}, noResume,
 					config.FlagValue{Name: "otlp-endpoint", Value: rcv.Endpoint()})
 				if err != nil {
 					return err
 				}
+				ub, err := startServer(ctx, untracedCfg, server.Options{})
+				if err != nil {
+					return err
+				}
+				defer ub.stop()
 				tb, err := startServer(ctx, tracedCfg, server.Options{})
 				if err != nil {
 					return err
 				}
 				defer tb.stop() // before rcv.Close: the last spans are flushed at close
-				traced = ws(tb)
-				traced.TurnSpans = func() int { return rcv.CountNamed(tracing.TurnSpanName) }
+				ts.Untraced, ts.Traced = ws(ub), ws(tb)
+				ts.Traced.TurnSpans = func() int { return rcv.CountNamed(tracing.TurnSpanName) }
 			}
-			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), traced, timer, pcm, out)
+			figs, err := benchrt.Run(ctx, o, ts, timer, pcm, out)
 			res.Add(figs...)
 			return err
 		})

@@ -1,6 +1,6 @@
 // Package realtime is `omniserve bench realtime`: the realtime WebSocket endpoint of servers
-// built as `omniserve serve` builds them (one plain, one with --log-stats, one tracing), driven
-// by real coder/websocket clients over loopback with real speech. The plain server's session backend is
+// built as `omniserve serve` builds them (one plain, one with --log-stats, and twins with and
+// without tracing), driven by real coder/websocket clients over loopback with real speech. The plain server's session backend is
 // wrapped by a Timer (internal/server's WrapBackend) that stamps each engine append and counts
 // stage-0 decisions, the two things a client cannot see.
 package realtime
@@ -141,10 +141,19 @@ func (e *timedEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 	return err
 }
 
-// Run measures plain (whose backend timer wraps), logStats and traced (tracing to an OTLP
-// receiver on loopback; used only with o.TracingN > 0) with pcm (16 kHz PCM16 speech) and
-// returns the figures; progress lines go to out.
-func Run(ctx context.Context, o Options, plain, logStats, traced Target, timer *Timer, pcm []byte, out io.Writer) ([]bench.Figure, error) {
+// Targets are the servers under test.
+type Targets struct {
+	Plain    Target // the timer wraps its backend
+	LogStats Target // --log-stats --log-format json
+	// Traced exports to an OTLP receiver on loopback; Untraced is its twin without tracing
+	// (the same config otherwise). Used only with Options.TracingN > 0.
+	Traced, Untraced Target
+}
+
+// Run measures the targets (the timer wraps ts.Plain's backend) with pcm (16 kHz PCM16 speech)
+// and returns the figures; progress lines go to out.
+func Run(ctx context.Context, o Options, ts Targets, timer *Timer, pcm []byte, out io.Writer) ([]bench.Figure, error) {
+	plain, logStats := ts.Plain, ts.LogStats
 	// One step per measurement, turn, pair of turns or concurrency step (the steps after the
 	// first that fails to keep up are skipped).
 	steps := 0
@@ -201,7 +210,7 @@ func Run(ctx context.Context, o Options, plain, logStats, traced Target, timer *
 	}
 	var tracingFigs []bench.Figure
 	if o.TracingN > 0 {
-		if tracingFigs, err = benchTracing(ctx, plain, traced, pcm, o.TracingN, prog, out); err != nil {
+		if tracingFigs, err = benchTracing(ctx, ts.Untraced, ts.Traced, pcm, o.TracingN, prog, out); err != nil {
 			return nil, fmt.Errorf("tracing overhead: %w", err)
 		}
 	}
