@@ -258,6 +258,42 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	require.Equal(t, 1, reasons["cancel"], "the cancelled turn under the session: %v", reasons)
 	require.Len(t, reasons, 2, "one done turn and one cancelled turn under the session: %v", reasons)
 
+	// Each turn's input and output.audio children sit where its RequestE2EStats record puts
+	// them: input = t0 (the turn span's start) → input_ms; output.audio ends delivery_total_ms
+	// after t0.
+	placed := map[string]int{}
+	for _, turn := range byTrace(rtTrace) {
+		if turn.Name != "realtime.turn" {
+			continue
+		}
+		rid, _ := spanAttr(turn, "omniserve.request_id")
+		var e2e *statsRecord
+		for _, r := range records {
+			if r.Msg == "RequestE2EStats" && (r.RequestID == rid || r.ResponseID == rid) {
+				e2e = &r
+			}
+		}
+		require.NotNil(t, e2e, "the RequestE2EStats record of %s", rid)
+		for _, sp := range byTrace(rtTrace) {
+			if !bytes.Equal(sp.ParentSpanId, turn.SpanId) {
+				continue
+			}
+			fromT0 := func(ns uint64) float64 { return float64(ns-turn.StartTimeUnixNano) / 1e6 }
+			switch sp.Name {
+			case "input":
+				require.Zero(t, fromT0(sp.StartTimeUnixNano), "input starts at t0")
+				require.InDelta(t, e2e.InputMs, fromT0(sp.EndTimeUnixNano), 0.001, "%s: input lasts input_ms", rid)
+				placed[sp.Name]++
+			case "output.audio":
+				require.InDelta(t, e2e.DeliveryTotalMs, fromT0(sp.EndTimeUnixNano), 0.001, "%s: output.audio ends at delivery_total_ms", rid)
+				require.Less(t, fromT0(sp.StartTimeUnixNano), fromT0(sp.EndTimeUnixNano))
+				placed[sp.Name]++
+			}
+		}
+	}
+	require.Equal(t, 2, placed["input"], "both turns had input: %v", placed)
+	require.Positive(t, placed["output.audio"], "the done turn played audio: %v", placed)
+
 	// Exemplars: scraped as OpenMetrics, the e2e latency histogram carries, per kind, the trace
 	// id of the last traced record and its value: the e2e figure of that record's span.
 	e2eOf := map[string][]float64{} // trace id → e2e seconds of its chat / turn spans

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -161,4 +162,46 @@ func TestObserveFinalizedReturnsTheExportedTraceID(t *testing.T) {
 	unsampled := &Tracer{tp: tp, tr: tp.Tracer("test"), log: zap.NewNop(), parent: map[string]parentEntry{}}
 	require.Empty(t, unsampled.ObserveFinalized(rec))
 	require.Empty(t, never.GetSpans())
+}
+
+// A turn's input and output.audio children sit on its timeline where the record puts them: the
+// turn starts at t0; input lasts input_ms from t0; output.audio runs from the first audio
+// packet (audio TTFP after t0) to the delivery end (delivery_total_ms after t0). A turn without
+// those figures (or a chat request) gets neither.
+func TestTurnInputAndOutputSpans(t *testing.T) {
+	tests := []struct {
+		name                  string
+		inputMs, ttfpS, delMs float64
+		want                  map[string][2]float64 // span → start, end in ms after t0
+	}{
+		{"spoken and played", 800, 1.2, 2500, map[string][2]float64{InputSpanName: {0, 800}, OutputSpanName: {1200, 2500}}},
+		{"text only", 300, 0, 0, map[string][2]float64{InputSpanName: {0, 300}}},
+		{"committed without appends", 0, 0.4, 900, map[string][2]float64{OutputSpanName: {400, 900}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, exp := newTestTracer(t)
+			rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop, AudioTTFPSeconds: tc.ttfpS}
+			rec.E2E.RequestID = "resp-9"
+			rec.E2E.E2ETotalMs = 1500
+			rec.E2E.InputMs, rec.E2E.DeliveryTotalMs = tc.inputMs, tc.delMs
+			tr.ObserveFinalized(rec)
+			var t0 time.Time
+			got := map[string][2]float64{}
+			spans := exp.GetSpans()
+			for _, s := range spans {
+				if s.Name == TurnSpanName {
+					t0 = s.StartTime
+					require.InDelta(t, max(1500, tc.delMs), float64(s.EndTime.Sub(s.StartTime).Microseconds())/1000, 0.001)
+				}
+			}
+			for _, s := range spans {
+				if s.Name == InputSpanName || s.Name == OutputSpanName {
+					require.Equal(t, spans[len(spans)-1].SpanContext.SpanID(), s.Parent.SpanID(), "a child of the turn")
+					got[s.Name] = [2]float64{float64(s.StartTime.Sub(t0).Microseconds()) / 1000, float64(s.EndTime.Sub(t0).Microseconds()) / 1000}
+				}
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
 }
