@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/tracing"
 )
 
 // spanWait bounds how long the bench waits for the traced server's turn spans: the tracer
@@ -19,8 +22,8 @@ const spanWait = 15 * time.Second
 // response_required turns on the two, whose configs differ only in the OTLP endpoint; the
 // traced one's spans go over OTLP/HTTP to a real receiver on loopback. It fails unless the receiver got a turn span
 // for every traced turn: an overhead measured without export would measure nothing.
-func benchTracing(ctx context.Context, untraced, traced Target, pcm []byte, n int, prog bench.Progress, out io.Writer) ([]bench.Figure, error) {
-	if traced.TurnSpans == nil {
+func benchTracing(ctx context.Context, untraced, traced Target, endpoint string, pcm []byte, n int, prog bench.Progress, out io.Writer) ([]bench.Figure, error) {
+	if traced.TurnSpans == nil || endpoint == "" {
 		return nil, fmt.Errorf("the traced server has no OTLP receiver")
 	}
 	allocsOff, err := turnMetricsAllocsPerChunk(ctx, untraced.Client, "tracing-off")
@@ -49,8 +52,18 @@ func benchTracing(ctx context.Context, untraced, traced Target, pcm []byte, n in
 	if got < want {
 		return nil, fmt.Errorf("the OTLP receiver got %d turn spans for %d traced turns within %s", got, want, spanWait)
 	}
-	fmt.Fprintf(out, "tracing: allocs/chunk off=%.1f on=%.1f; n=%d per side; turn ms p50 off=%.1f on=%.1f; turn spans received=%d\n",
-		allocsOff, allocsOn, len(off), benchreport.Quantile(off, 50), benchreport.Quantile(on, 50), got)
+	var cost []float64
+	for range costRounds {
+		us, err := tracerCostPerTurn(ctx, endpoint, traced.TurnSpans, costTurns)
+		if err != nil {
+			return nil, fmt.Errorf("tracer cost: %w", err)
+		}
+		cost = append(cost, us)
+	}
+	prog.Add(1)
+	costUs, turnMs := benchreport.Quantile(cost, 50), benchreport.Quantile(off, 50)
+	fmt.Fprintf(out, "tracing: allocs/chunk off=%.1f on=%.1f; n=%d per side; turn ms p50 off=%.1f on=%.1f; turn spans received=%d; tracer cost per turn p50=%.1fus (%v)\n",
+		allocsOff, allocsOn, len(off), turnMs, benchreport.Quantile(on, 50), got, costUs, cost)
 	return []bench.Figure{
 		bench.One("tracing_allocs_per_chunk_off", "allocs", "allocations of the per-chunk turn-metrics ingest (as turn_metrics_allocs_per_chunk_off) of the untraced twin server; must be 0", allocsOff, 0),
 		bench.One("tracing_allocs_per_chunk_on", "allocs", "the same on the server with tracing on (its finalized records feed the tracer)", allocsOn, 0),
@@ -59,5 +72,67 @@ func benchTracing(ctx context.Context, untraced, traced Target, pcm []byte, n in
 		{Name: "tracing_turn_ms_off", Unit: "ms", Samples: off, Definition: "untraced twin server: one response_required text turn in a fresh session, first append → response.done"},
 		{Name: "tracing_turn_ms_on", Unit: "ms", Samples: on, Definition: "traced server: the same turn (its session and turn spans exported)"},
 		bench.One("tracing_turn_spans", "spans", "realtime.turn spans the loopback OTLP receiver decoded for the traced turns (one per turn, warm-up included)", float64(got), 0),
+		{Name: "tracing_cost_us_per_turn", Unit: "us", Samples: cost, Keys: []bench.Stat{bench.P50}, Bare: true, Digits: 1,
+			Definition: fmt.Sprintf("wall time per turn of a tracer built as the server builds it, for %d sessions of one turn each (session span, a 3-stage turn record's spans, their OTLP/HTTP export to the loopback receiver, flushed), one sample per round of %d", costTurns, costTurns)},
+		bench.One("tracing_cost_pct_of_turn", "%", "tracing_cost_us_per_turn / the untraced twin's median turn wall time (tracing_turn_ms_off p50)", costUs/(turnMs*1000)*100, 3),
 	}, nil
+}
+
+// costTurns turns per round of the tracer cost: their spans (9 each) stay below the SDK's
+// 2048-span queue, so none is dropped before the flush.
+const (
+	costTurns  = 200
+	costRounds = 5
+)
+
+// tracerCostPerTurn builds a tracer as the server does (tracing.New, OTLP/HTTP to endpoint) and
+// times what n sessions of one turn each cost it: the session span started (as on the upgrade)
+// and ended, the turn's closed record turned into spans, and the export of all of them to the
+// receiver, which Shutdown flushes. It returns microseconds per turn and fails unless the
+// receiver counted n more turn spans. The record is shaped like a spoken turn of the pipeline
+// (three stages, two transfer edges, input and delivery figures).
+func tracerCostPerTurn(ctx context.Context, endpoint string, turnSpans func() int, n int) (float64, error) {
+	tr, err := tracing.New(ctx, tracing.Config{Endpoint: endpoint}, nil)
+	if err != nil {
+		return 0, err
+	}
+	if tr == nil {
+		return 0, fmt.Errorf("tracing is off (OTEL_SDK_DISABLED?)")
+	}
+	upgrade, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/v1/realtime", nil)
+	if err != nil {
+		return 0, err
+	}
+	upgrade.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	hook := tr.SessionHook()
+	rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop, AudioTTFPSeconds: 0.3,
+		E2E: metrics.RequestE2EStats{E2ETotalMs: 900, E2ETotalTokens: 40, InputMs: 2800, InputEndToFirstAudioMs: 120,
+			DeliveryTotalMs: 1800, AudioDeliveredS: 1.4},
+		Stages: []metrics.StageRequestStats{
+			{StageID: 0, NumTokensIn: 60, NumTokensOut: 12, StageGenTimeMs: 80, FinishReason: metrics.ReasonStop},
+			{StageID: 1, NumTokensIn: 12, NumTokensOut: 28, StageGenTimeMs: 300, FinishReason: metrics.ReasonStop},
+			{StageID: 2, StageGenTimeMs: 90, FinishReason: metrics.ReasonStop},
+		},
+		Transfers: []metrics.TransferEdgeStats{{FromStage: 0, ToStage: 1, TxTimeMs: 0.02, SizeBytes: 64}, {FromStage: 1, ToStage: 2, TxTimeMs: 0.05, SizeBytes: 512}},
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("sess_bench_%06d", i)
+	}
+	before := turnSpans()
+	start := time.Now()
+	for _, id := range ids {
+		_, end := hook(ctx, upgrade, id)
+		rec.E2E.RequestID = "resp_" + id // a turn's id contains its session's
+		tr.ObserveFinalized(rec)
+		end("client_closed", nil)
+	}
+	if err := tr.Shutdown(ctx); err != nil {
+		return 0, err
+	}
+	elapsed := time.Since(start)
+	if got := turnSpans() - before; got != n {
+		return 0, fmt.Errorf("the receiver got %d of %d turn spans", got, n)
+	}
+	return float64(elapsed.Microseconds()) / float64(n), nil
 }
