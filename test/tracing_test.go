@@ -155,6 +155,26 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 	}
 	require.True(t, cancelled, "the second turn had audio to cancel")
+
+	// A third turn, barged in on once its audio flows.
+	for i := 0; i < len(raw); i += 3200 {
+		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
+	}
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 200}})
+	barged := false
+	for {
+		ev := c.next(t, 60*time.Second)
+		require.NotEqual(t, "error", ev["type"], "%v", ev)
+		if ev["type"] == "response.output_audio.delta" && !barged {
+			c.send(t, map[string]any{"type": "barge_in"})
+			barged = true
+		}
+		if ev["type"] == "response.done" {
+			break
+		}
+	}
+	require.True(t, barged, "the third turn had audio to barge in on")
 	// Closing the session ends the session span.
 	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"))
 
@@ -175,7 +195,16 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 		return nil
 	}
-	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && sessionSpan() != nil }, 20*time.Second, 100*time.Millisecond,
+	turnSpans := func() int {
+		n := 0
+		for _, sp := range byTrace(rtTrace) {
+			if sp.Name == "realtime.turn" {
+				n++
+			}
+		}
+		return n
+	}
+	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && sessionSpan() != nil && turnSpans() >= 3 }, 20*time.Second, 100*time.Millisecond,
 		"spans of both traces reach the receiver") {
 		for _, sp := range rec.all() {
 			rid, _ := spanAttr(sp, "omniserve.request_id")
@@ -243,20 +272,21 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		require.Equal(t, sess.SpanId, sp.ParentSpanId, "a turn span is the session span's child")
 		reason, _ := spanAttr(sp, "omniserve.finished_reason")
 		reasons[reason]++
-		if reason == "cancel" {
+		if reason == "cancel" || reason == "barge_in" {
 			interrupted := false
 			for _, a := range sp.Attributes {
 				if a.Key == "omniserve.interrupted" && a.Value.GetBoolValue() {
 					interrupted = true
 				}
 			}
-			require.True(t, interrupted, "the cancelled turn is marked")
-			require.NotEmpty(t, sp.Events, "the cancelled turn has its interrupted event")
+			require.True(t, interrupted, "the %s turn is marked", reason)
+			require.NotEmpty(t, sp.Events, "the %s turn has its interrupted event", reason)
 			require.Equal(t, "interrupted", sp.Events[0].Name)
 		}
 	}
 	require.Equal(t, 1, reasons["cancel"], "the cancelled turn under the session: %v", reasons)
-	require.Len(t, reasons, 2, "one done turn and one cancelled turn under the session: %v", reasons)
+	require.Equal(t, 1, reasons["barge_in"], "the barged-in turn under the session: %v", reasons)
+	require.Len(t, reasons, 3, "a done, a cancelled and a barged-in turn under the session: %v", reasons)
 
 	// Each turn's input and output.audio children sit where its RequestE2EStats record puts
 	// them: input = t0 (the turn span's start) → input_ms; output.audio ends delivery_total_ms
@@ -291,7 +321,7 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 2, placed["input"], "both turns had input: %v", placed)
+	require.Equal(t, 3, placed["input"], "every turn had input: %v", placed)
 	require.Positive(t, placed["output.audio"], "the done turn played audio: %v", placed)
 
 	// Exemplars: scraped as OpenMetrics, the e2e latency histogram carries, per kind, the trace
