@@ -239,8 +239,8 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 			"json whose log is discarded; with --tracing-n, twins that differ only in tracing over OTLP/HTTP to a " +
 			"receiver the bench runs on loopback) and " +
 			"drives their /v1/realtime with real WebSocket clients over loopback and real speech (16 kHz, stated in the " +
-			"session, in 100 ms appends). The OTEL_* exporter environment must be unset (the plain server must not " +
-			"trace). docs/BENCHMARKS.md defines each figure. " + bench.QuantileDefinition,
+			"session, in 100 ms appends). The OTEL_* exporter environment must be unset (only the " +
+			"traced twin may trace). docs/BENCHMARKS.md defines each figure. " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
