@@ -37,7 +37,16 @@ type guideResult struct {
 	Committed      *float64       `json:"committedMs"`
 	AudioStarted   *float64       `json:"audioStartedMs"`
 	FirstPacket    *float64       `json:"firstPacketMs"`
-	Inbound        struct {
+	Statuses       []string       `json:"responseStatuses"`
+	BargeIn        *struct {
+		PacketsPlaying         int     `json:"packetsPlaying"`
+		PacketsAtClear         int     `json:"packetsAtClear"`
+		PacketsAfter           int     `json:"packetsAfter"`
+		LastPacketAfterClearMs float64 `json:"lastPacketAfterClearMs"`
+		ClearedAfterMs         float64 `json:"clearedAfterMs"`
+		AudioEndMs             float64 `json:"audioEndMs"`
+	} `json:"bargeIn"`
+	Inbound struct {
 		PacketsReceived  int     `json:"packetsReceived"`
 		BytesReceived    int     `json:"bytesReceived"`
 		TotalAudioEnergy float64 `json:"totalAudioEnergy"`
@@ -174,6 +183,19 @@ func TestWebRTCBrowser(t *testing.T) {
 	require.Positive(t, got.Inbound.BytesReceived)
 	require.Positive(t, got.Inbound.TotalAudioEnergy, "the received audio is not silence (Chromium's decoded level)")
 	require.Equal(t, "audio/opus", strings.ToLower(got.Inbound.Codec))
+	// Barge-in: the long reply was cancelled while it played, its audio stopped (the remote
+	// packet count stopped growing well before the 2 s the page watched) and the item was
+	// truncated to what had been played.
+	require.NotNil(t, got.BargeIn)
+	require.Len(t, got.Statuses, 2)
+	require.Equal(t, "cancelled", got.Statuses[1], "the long reply was cut, not finished")
+	require.Positive(t, got.Events["output_audio_buffer.cleared"])
+	require.Greater(t, got.BargeIn.PacketsAtClear, got.BargeIn.PacketsPlaying, "the reply's audio was flowing in the 200 ms before the clear")
+	require.Positive(t, got.BargeIn.AudioEndMs, "truncated to the audio played")
+	require.Less(t, got.BargeIn.LastPacketAfterClearMs, 1000.0, "remote audio kept coming after the clear")
+	t.Logf("barge-in in the page: output_audio_buffer.clear sent → cleared event %.0f ms, last remote RTP packet %.0f ms "+
+		"(getStats, 20 ms polling); %d packets after the clear; item truncated at %.0f ms",
+		got.BargeIn.ClearedAfterMs, got.BargeIn.LastPacketAfterClearMs, got.BargeIn.PacketsAfter-got.BargeIn.PacketsAtClear, got.BargeIn.AudioEndMs)
 	require.Equal(t, http.StatusOK, got.HangupStatus)
 	if got.Committed != nil && got.FirstPacket != nil {
 		t.Logf("in the page: input_audio_buffer.committed → first remote RTP packet (getStats, 20 ms polling): %.0f ms; "+
