@@ -109,7 +109,8 @@ var allowed = map[string][]string{
 	// Sink side of requestclient, which only the pipeline calls in the server).
 	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/metrics", "internal/requestclient",
 		"internal/session", "internal/stage",
-		"internal/tracing"}, // a tracer built as the server builds it, timed per turn
+		"internal/tracing",       // a tracer built as the server builds it, timed per turn
+		"internal/otlpreceiver"}, // ... exporting to a receiver of its own
 
 	// The CLI: builds the server (internal/server), runs the bench commands and the talk
 	// client; api only for its shutdown cause (api.ErrShuttingDown).

@@ -341,7 +341,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 					return err
 				}
 				defer tb.stop() // before rcv.Close: the last spans are flushed at close
-				ts.Untraced, ts.Traced, ts.OTLPEndpoint = ws(ub), ws(tb), rcv.Endpoint()
+				ts.Untraced, ts.Traced = ws(ub), ws(tb)
 				ts.Traced.TurnSpans = func() int { return rcv.CountNamed(tracing.TurnSpanName) }
 			}
 			figs, err := benchrt.Run(ctx, o, ts, timer, pcm, out)

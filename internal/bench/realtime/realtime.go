@@ -145,10 +145,9 @@ func (e *timedEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 type Targets struct {
 	Plain    Target // the timer wraps its backend
 	LogStats Target // --log-stats --log-format json
-	// Traced exports to an OTLP receiver on loopback (at OTLPEndpoint); Untraced is its twin
-	// without tracing (the same config otherwise). Used only with Options.TracingN > 0.
+	// Traced exports to an OTLP receiver on loopback; Untraced is its twin without tracing
+	// (the same config otherwise). Used only with Options.TracingN > 0.
 	Traced, Untraced Target
-	OTLPEndpoint     string
 }
 
 // Run measures the targets (the timer wraps ts.Plain's backend) with pcm (16 kHz PCM16 speech)
@@ -211,7 +210,7 @@ func Run(ctx context.Context, o Options, ts Targets, timer *Timer, pcm []byte, o
 	}
 	var tracingFigs []bench.Figure
 	if o.TracingN > 0 {
-		if tracingFigs, err = benchTracing(ctx, ts.Untraced, ts.Traced, ts.OTLPEndpoint, pcm, o.TracingN, prog, out); err != nil {
+		if tracingFigs, err = benchTracing(ctx, ts.Untraced, ts.Traced, pcm, o.TracingN, prog, out); err != nil {
 			return nil, fmt.Errorf("tracing overhead: %w", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/otlpreceiver"
 	"github.com/omniserve/omniserve/internal/tracing"
 )
 
@@ -22,8 +23,8 @@ const spanWait = 15 * time.Second
 // response_required turns on the two, whose configs differ only in the OTLP endpoint; the
 // traced one's spans go over OTLP/HTTP to a real receiver on loopback. It fails unless the receiver got a turn span
 // for every traced turn: an overhead measured without export would measure nothing.
-func benchTracing(ctx context.Context, untraced, traced Target, endpoint string, pcm []byte, n int, prog bench.Progress, out io.Writer) ([]bench.Figure, error) {
-	if traced.TurnSpans == nil || endpoint == "" {
+func benchTracing(ctx context.Context, untraced, traced Target, pcm []byte, n int, prog bench.Progress, out io.Writer) ([]bench.Figure, error) {
+	if traced.TurnSpans == nil {
 		return nil, fmt.Errorf("the traced server has no OTLP receiver")
 	}
 	allocsOff, err := turnMetricsAllocsPerChunk(ctx, untraced.Client, "tracing-off")
@@ -35,26 +36,26 @@ func benchTracing(ctx context.Context, untraced, traced Target, endpoint string,
 		return nil, err
 	}
 	prog.Add(1)
+	// The allocation measurement's turn is traced too: its span is counted before the turns.
+	if _, err := waitSpans(ctx, traced.TurnSpans, 1); err != nil {
+		return nil, err
+	}
 	before := traced.TurnSpans()
 	off, on, err := benchPairedTurns(ctx, untraced.URL, traced.URL, pcm, n, prog)
 	if err != nil {
 		return nil, err
 	}
 	want := n + 1 // the warm-up pair's turn is traced too
-	got := traced.TurnSpans() - before
-	for deadline := time.Now().Add(spanWait); got < want && time.Now().Before(deadline); got = traced.TurnSpans() - before {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	got, err := waitSpans(ctx, func() int { return traced.TurnSpans() - before }, want)
+	if err != nil {
+		return nil, err
 	}
 	if got < want {
 		return nil, fmt.Errorf("the OTLP receiver got %d turn spans for %d traced turns within %s", got, want, spanWait)
 	}
 	var cost []float64
 	for range costRounds {
-		us, err := tracerCostPerTurn(ctx, endpoint, traced.TurnSpans, costTurns)
+		us, err := tracerCostPerTurn(ctx, costTurns)
 		if err != nil {
 			return nil, fmt.Errorf("tracer cost: %w", err)
 		}
@@ -73,9 +74,22 @@ func benchTracing(ctx context.Context, untraced, traced Target, endpoint string,
 		{Name: "tracing_turn_ms_on", Unit: "ms", Samples: on, Definition: "traced server: the same turn (its session and turn spans exported)"},
 		bench.One("tracing_turn_spans", "spans", "realtime.turn spans the loopback OTLP receiver decoded for the traced turns (one per turn, warm-up included)", float64(got), 0),
 		{Name: "tracing_cost_us_per_turn", Unit: "us", Samples: cost, Keys: []bench.Stat{bench.P50}, Bare: true, Digits: 1,
-			Definition: fmt.Sprintf("wall time per turn of a tracer built as the server builds it, for %d sessions of one turn each (session span, a 3-stage turn record's spans, their OTLP/HTTP export to the loopback receiver, flushed), one sample per round of %d", costTurns, costTurns)},
+			Definition: fmt.Sprintf("wall time per turn of a tracer built as the server builds it, for %d sessions of one turn each (session span, a 3-stage turn record's spans, their OTLP/HTTP export to a receiver of its own on loopback, flushed), one sample per round", costTurns)},
 		bench.One("tracing_cost_pct_of_turn", "%", "tracing_cost_us_per_turn / the untraced twin's median turn wall time (tracing_turn_ms_off p50)", costUs/(turnMs*1000)*100, 3),
 	}, nil
+}
+
+// waitSpans polls count until it reaches want or spanWait passes, and returns the last count.
+func waitSpans(ctx context.Context, count func() int, want int) (int, error) {
+	got := count()
+	for deadline := time.Now().Add(spanWait); got < want && time.Now().Before(deadline); got = count() {
+		select {
+		case <-ctx.Done():
+			return got, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return got, nil
 }
 
 // costTurns turns per round of the tracer cost: their spans (9 each) stay below the SDK's
@@ -85,13 +99,23 @@ const (
 	costRounds = 5
 )
 
-// tracerCostPerTurn builds a tracer as the server does (tracing.New, OTLP/HTTP to endpoint) and
-// times what n sessions of one turn each cost it: the session span started (as on the upgrade)
-// and ended, the turn's closed record turned into spans, and the export of all of them to the
-// receiver, which Shutdown flushes. It returns microseconds per turn and fails unless the
-// receiver counted n more turn spans. The record is shaped like a spoken turn of the pipeline
-// (three stages, two transfer edges, input and delivery figures).
-func tracerCostPerTurn(ctx context.Context, endpoint string, turnSpans func() int, n int) (float64, error) {
+// tracerCostPerTurn builds a tracer as the server does (tracing.New, OTLP/HTTP to a receiver of
+// its own on loopback: the traced server's late spans must not be counted) and times what n
+// sessions of one turn each cost it: the session span started (as on the upgrade) and ended,
+// the turn's closed record turned into spans, and the export of all of them to the receiver,
+// which Shutdown flushes. It returns microseconds per turn and fails unless the receiver
+// counted n turn spans. The record is shaped like a spoken turn of the pipeline (three stages,
+// two transfer edges, input and delivery figures).
+func tracerCostPerTurn(ctx context.Context, n int) (float64, error) {
+	rcv, err := otlpreceiver.Start(0)
+	if err != nil {
+		return 0, err
+	}
+	defer rcv.Close()
+	return timeTracer(ctx, rcv.Endpoint(), func() int { return rcv.CountNamed(tracing.TurnSpanName) }, n)
+}
+
+func timeTracer(ctx context.Context, endpoint string, turnSpans func() int, n int) (float64, error) {
 	tr, err := tracing.New(ctx, tracing.Config{Endpoint: endpoint}, nil)
 	if err != nil {
 		return 0, err

@@ -25,7 +25,7 @@ func TestTracerCostPerTurnExportsEveryTurn(t *testing.T) {
 	turns := func() int { return rcv.CountNamed(tracing.TurnSpanName) }
 	ctx := context.Background()
 
-	us, err := tracerCostPerTurn(ctx, rcv.Endpoint(), turns, 50)
+	us, err := timeTracer(ctx, rcv.Endpoint(), turns, 50)
 	require.NoError(t, err)
 	require.Positive(t, us)
 	for _, name := range []string{tracing.TurnSpanName, tracing.SessionSpanName, tracing.InputSpanName, tracing.OutputSpanName, "stage 0", "stage 2", "transfer 1->2"} {
@@ -33,6 +33,11 @@ func TestTracerCostPerTurnExportsEveryTurn(t *testing.T) {
 	}
 
 	lost := func() int { return turns() / 2 }
-	_, err = tracerCostPerTurn(ctx, rcv.Endpoint(), lost, 10)
+	_, err = timeTracer(ctx, rcv.Endpoint(), lost, 10)
 	require.ErrorContains(t, err, "turn spans")
+
+	us, err = tracerCostPerTurn(ctx, 20) // with a receiver of its own
+	require.NoError(t, err)
+	require.Positive(t, us)
+	require.Equal(t, 50+10, turns(), "nothing of it reached the first receiver")
 }
