@@ -64,109 +64,9 @@ type guideResult struct {
 // its audio received over RTP as Opus (no audio deltas on the channel), and the hangup closing
 // the data channel.
 func TestWebRTCBrowser(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		testenv.Missing(t, "the browser test needs %s (make deps installs it)", chromiumPath)
-	}
-	page, err := os.ReadFile(filepath.Join(binRoot(t), "test", "browser", "webrtc_guide.html"))
-	require.NoError(t, err)
-	wav := speechWAV(t, 500*time.Millisecond, 3*time.Second)
-
-	results := make(chan guideResult, 1)
-	// Set before the browser starts; atomic because the app's handlers run on the server's
-	// goroutines and the race detector cannot see the browser launch between the two.
-	var apiBase atomic.Value
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/":
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = w.Write(page)
-		case "/token": // the app's backend: mints an ek_ key with the API key
-			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase.Load().(string)+"/v1/realtime/client_secrets", strings.NewReader(
-				`{"session":{"type":"realtime","instructions":"Answer in one word.","max_output_tokens":8}}`))
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			req.Header.Set("Authorization", "Bearer sk")
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			defer resp.Body.Close()
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
-		case "/hangup": // the app's backend hangs up the call the page names (its Location)
-			loc := r.URL.Query().Get("call")
-			if !strings.HasPrefix(loc, "/v1/realtime/calls/rtc_") {
-				http.Error(w, "bad call", http.StatusBadRequest)
-				return
-			}
-			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase.Load().(string)+loc+"/hangup", nil)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			req.Header.Set("Authorization", "Bearer sk")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			defer resp.Body.Close()
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
-		case "/result":
-			var res guideResult
-			if err := json.NewDecoder(r.Body).Decode(&res); err != nil {
-				res.Error = "decoding the page's result: " + err.Error()
-			}
-			select {
-			case results <- res:
-			default:
-			}
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer app.Close()
-
-	srv := startBinary(t, "--api-key", "sk", "--cors-origins", app.URL)
-	apiBase.Store("http://" + srv.addr)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var logs bytes.Buffer
-	chrome := exec.CommandContext(ctx, chromiumPath,
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
-		"--user-data-dir="+t.TempDir(),
-		"--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture="+wav,
-		"--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
-		app.URL+"/?api="+apiBase.Load().(string))
-	chrome.Stdout, chrome.Stderr = &logs, &logs
-	// Chromium forks renderers and helpers: its own process group, killed as one at the end.
-	chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	chrome.Cancel = func() error { return syscall.Kill(-chrome.Process.Pid, syscall.SIGKILL) }
-	chrome.WaitDelay = 5 * time.Second
-	require.NoError(t, chrome.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- chrome.Wait() }()
-	stop := func() {
-		_ = syscall.Kill(-chrome.Process.Pid, syscall.SIGKILL)
-		<-exited
-	}
+	srv, raw := runWebRTCPage(t, "webrtc_guide.html", `{"session":{"type":"realtime","instructions":"Answer in one word.","max_output_tokens":8}}`, nil)
 	var got guideResult
-	select {
-	case got = <-results:
-		stop()
-	case err := <-exited:
-		t.Fatalf("chromium exited before the page reported: %v\n%s", err, logs.String())
-	case <-ctx.Done():
-		stop()
-		t.Fatalf("the page did not report within 4 minutes\nchromium:\n%s\nserver:\n%s", logs.String(), srv.logs.String())
-	}
+	require.NoError(t, json.Unmarshal(raw, &got), string(raw))
 	pretty, _ := json.MarshalIndent(got, "", "  ")
 	t.Logf("page result:\n%s", pretty)
 	require.True(t, got.OK, "page failed: %s\nserver:\n%s", got.Error, srv.logs.String())
@@ -207,4 +107,111 @@ func TestWebRTCBrowser(t *testing.T) {
 		code, _ := srv.get(t, "/ready")
 		return code == http.StatusOK
 	}, 5*time.Second, 50*time.Millisecond)
+}
+
+// runWebRTCPage serves test/browser/<page> as an app on its own origin (another origin than
+// omniserve's) and runs it in headless Chromium, whose fake microphone plays the "go forward
+// ten meters" WAV, against a fresh bin/omniserve (API key "sk", CORS for the app). The app's
+// backend mints an ek_ key for secretBody at /token and hangs up the call the page names at
+// /hangup?call=<Location>; static serves more paths (prefix → directory). It returns the server
+// and the JSON the page POSTed to /result.
+func runWebRTCPage(t *testing.T, page, secretBody string, static map[string]string) (*binServer, json.RawMessage) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		testenv.Missing(t, "the browser test needs %s (make deps installs it)", chromiumPath)
+	}
+	html, err := os.ReadFile(filepath.Join(binRoot(t), "test", "browser", page))
+	require.NoError(t, err)
+	wav := speechWAV(t, 500*time.Millisecond, 3*time.Second)
+
+	results := make(chan json.RawMessage, 1)
+	// Set before the browser starts; atomic because the app's handlers run on the server's
+	// goroutines and the race detector cannot see the browser launch between the two.
+	var apiBase atomic.Value
+	forward := func(w http.ResponseWriter, r *http.Request, path string, body io.Reader) {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, apiBase.Load().(string)+path, body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header.Set("Authorization", "Bearer sk")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(html)
+	})
+	// The app's backend mints an ek_ key with the API key: the page never sees the API key.
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		forward(w, r, "/v1/realtime/client_secrets", strings.NewReader(secretBody))
+	})
+	mux.HandleFunc("/hangup", func(w http.ResponseWriter, r *http.Request) {
+		loc := r.URL.Query().Get("call")
+		if !strings.HasPrefix(loc, "/v1/realtime/calls/rtc_") {
+			http.Error(w, "bad call", http.StatusBadRequest)
+			return
+		}
+		forward(w, r, loc+"/hangup", nil)
+	})
+	mux.HandleFunc("/result", func(_ http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"error": "reading the page's result: " + err.Error()})
+		}
+		select {
+		case results <- b:
+		default:
+		}
+	})
+	for prefix, dir := range static {
+		mux.Handle(prefix, http.StripPrefix(prefix, http.FileServer(http.Dir(dir))))
+	}
+	app := httptest.NewServer(mux)
+	defer app.Close()
+
+	srv := startBinary(t, "--api-key", "sk", "--cors-origins", app.URL)
+	apiBase.Store("http://" + srv.addr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var logs bytes.Buffer
+	chrome := exec.CommandContext(ctx, chromiumPath,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+		"--user-data-dir="+t.TempDir(),
+		"--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture="+wav,
+		"--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
+		app.URL+"/?api="+apiBase.Load().(string))
+	chrome.Stdout, chrome.Stderr = &logs, &logs
+	// Chromium forks renderers and helpers: its own process group, killed as one at the end.
+	chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	chrome.Cancel = func() error { return syscall.Kill(-chrome.Process.Pid, syscall.SIGKILL) }
+	chrome.WaitDelay = 5 * time.Second
+	require.NoError(t, chrome.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- chrome.Wait() }()
+	stop := func() {
+		_ = syscall.Kill(-chrome.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+	select {
+	case got := <-results:
+		stop()
+		return srv, got
+	case err := <-exited:
+		t.Fatalf("chromium exited before the page reported: %v\n%s", err, logs.String())
+	case <-ctx.Done():
+		stop()
+		t.Fatalf("the page did not report within 4 minutes\nchromium:\n%s\nserver:\n%s", logs.String(), srv.logs.String())
+	}
+	return nil, nil
 }

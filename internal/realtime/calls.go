@@ -416,7 +416,7 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 	log := c.h.log.With(zap.String("call_id", id))
 	st := newStream(false, nil)
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
-		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1),
+		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1), dcClosed: make(chan struct{}),
 		codec: codec, stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
 		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{})}
 	cl.sink = &callSink{c: cl}
@@ -444,11 +444,13 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 			return
 		}
 		dc.OnOpen(func() {
+			cl.dc.Store(dc)
 			select {
 			case cl.dcOpen <- dc:
 			default:
 			}
 		})
+		dc.OnClose(func() { cl.dcCloseOnce.Do(func() { close(cl.dcClosed) }) })
 		dc.OnMessage(func(msg webrtc.DataChannelMessage) { cl.onMessage(msg) })
 	})
 	pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
