@@ -522,12 +522,7 @@
       setStatus("idle", "disconnected");
       return;
     }
-    const delay = Math.min(10000, 500 * 2 ** retry) * (0.75 + Math.random() / 2);
-    retry++;
-    stats.reconnects++;
-    setStatus("reconnecting", `call ended; reconnecting in ${(delay / 1000).toFixed(1)} s`);
-    note("call ended; reconnecting");
-    retryTimer = setTimeout(() => { if (!userClosed) connect(); }, delay);
+    reconnectLater("call ended");
   }
 
   function onMessage(sock, e) {
@@ -619,10 +614,14 @@
       setStatus("idle", "disconnected");
       return;
     }
+    reconnectLater(opened ? `connection closed (${e.code}${e.reason ? " " + e.reason : ""})` : "could not connect");
+  }
+
+  // reconnectLater starts a new session after a backoff (exponential, jittered).
+  function reconnectLater(why) {
     const delay = Math.min(10000, 500 * 2 ** retry) * (0.75 + Math.random() / 2);
     retry++;
     stats.reconnects++;
-    const why = opened ? `connection closed (${e.code}${e.reason ? " " + e.reason : ""})` : "could not connect";
     setStatus("reconnecting", `${why}; retrying in ${(delay / 1000).toFixed(1)} s`);
     note(`${why}; reconnecting`);
     retryTimer = setTimeout(() => { if (!userClosed) connect(); }, delay);
