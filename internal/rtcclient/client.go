@@ -44,10 +44,13 @@ type Config struct {
 	Key string
 	// Session, when set, is the session object of the multipart form (JSON; "type":"realtime").
 	Session json.RawMessage
-	// MicRate is the rate of the PCM16 that Speak takes (8000, 12000, 16000, 24000 or 48000);
-	// 0 = no microphone: the call only receives audio.
+	// MicRate is the rate of the PCM16 that Speak takes (8000, 12000, 16000, 24000 or 48000;
+	// 8000 for G.711); 0 = no microphone: the call only receives audio.
 	MicRate int
-	// OutRate is the rate the received Opus is decoded to. Default 24000.
+	// Codec is what the call offers: CodecOpus (the default, with pion's other codecs, as a
+	// browser offers), CodecPCMU or CodecPCMA (that codec alone).
+	Codec string
+	// OutRate is the rate the received Opus is decoded to (G.711 stays at 8000). Default 24000.
 	OutRate int
 	// Audible is the level (0..1 of full scale) a decoded sample must reach to be audible.
 	// Default AudibleLevel.
@@ -134,7 +137,7 @@ type Packet struct {
 	At      time.Time
 	Seq     uint16
 	Marker  bool
-	PCM     []int16   // mono at OutRate (nil for a codec other than Opus)
+	PCM     []int16   // mono at OutRate for Opus, 8 kHz for G.711 (nil for another codec)
 	Audible time.Time // when its first audible sample sounds (zero: none)
 }
 
@@ -153,7 +156,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	pc, err := newPeerConnection(cfg.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("rtcclient: peer connection: %w", err)
 	}
@@ -169,7 +172,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 func (c *Client) setup(ctx context.Context) error {
 	if c.cfg.MicRate > 0 {
-		mic, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "rtcclient")
+		capab, _, err := codecCapability(c.cfg.Codec)
+		if err != nil {
+			return err
+		}
+		mic, err := webrtc.NewTrackLocalStaticSample(capab, "mic", "rtcclient")
 		if err != nil {
 			return fmt.Errorf("rtcclient: microphone track: %w", err)
 		}
@@ -419,7 +426,7 @@ func (c *Client) Speak(ctx context.Context, pcm []int16, start time.Time) error 
 	if c.mic == nil {
 		return errors.New("rtcclient: the call has no microphone (Config.MicRate)")
 	}
-	enc, err := speech.NewOpusEncoder(c.cfg.MicRate, 32000)
+	enc, err := newEncoder(c.cfg.Codec, c.cfg.MicRate)
 	if err != nil {
 		return fmt.Errorf("rtcclient: microphone: %w", err)
 	}
@@ -498,22 +505,17 @@ func (c *Client) OnAudio(f func(Packet)) {
 
 func (c *Client) readTrack(tr *webrtc.TrackRemote) {
 	defer c.wg.Done()
-	var dec *speech.OpusDecoder
-	if strings.EqualFold(tr.Codec().MimeType, webrtc.MimeTypeOpus) {
-		d, err := speech.NewOpusDecoder(c.cfg.OutRate)
-		if err != nil {
-			c.mu.Lock()
-			c.readerErrs = append(c.readerErrs, err)
-			c.mu.Unlock()
-		} else {
-			dec = d
-			defer d.Close()
-		}
+	dec, rate, err := newDecoder(tr.Codec().MimeType, c.cfg.OutRate)
+	if err != nil {
+		c.mu.Lock()
+		c.readerErrs = append(c.readerErrs, err)
+		c.mu.Unlock()
+		dec = nil
 	}
-	var pcm []int16
 	if dec != nil {
-		pcm = make([]int16, dec.MaxFrameSamples())
+		defer dec.Close()
 	}
+	pcm := make([]int16, rate*120/1000) // the longest packet: 120 ms
 	level := int16(c.cfg.Audible * 32767)
 	for {
 		p, _, err := tr.ReadRTP()
@@ -527,7 +529,7 @@ func (c *Client) readTrack(tr *webrtc.TrackRemote) {
 				pk.PCM = slices.Clone(pcm[:n])
 				for i, v := range pk.PCM {
 					if v >= level || v <= -level {
-						pk.Audible = pk.At.Add(time.Duration(i) * time.Second / time.Duration(c.cfg.OutRate))
+						pk.Audible = pk.At.Add(time.Duration(i) * time.Second / time.Duration(rate))
 						break
 					}
 				}
