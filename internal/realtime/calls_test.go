@@ -92,6 +92,22 @@ func dataOnlyOffer(t *testing.T) string {
 	return offer.SDP
 }
 
+// audioOffer is a real offer from a peer with an audio transceiver (sendrecv) and the data
+// channel, for tests that read the answer rather than make the call.
+func audioOffer(t *testing.T) string {
+	t.Helper()
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	require.NoError(t, err)
+	defer pc.Close()
+	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendrecv})
+	require.NoError(t, err)
+	_, err = pc.CreateDataChannel("oai-events", nil)
+	require.NoError(t, err)
+	offer, err := pc.CreateOffer(nil)
+	require.NoError(t, err)
+	return offer.SDP
+}
+
 // TestCallsBadInput: each refusal is a 4xx in OpenAI's shape and leaves no call or session.
 func TestCallsBadInput(t *testing.T) {
 	t.Parallel()
@@ -249,16 +265,7 @@ func TestCallsPublicIPs(t *testing.T) {
 		srv.Close()
 	})
 
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
-	require.NoError(t, err)
-	defer pc.Close()
-	_, err = pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendrecv})
-	require.NoError(t, err)
-	_, err = pc.CreateDataChannel("oai-events", nil)
-	require.NoError(t, err)
-	offer, err := pc.CreateOffer(nil)
-	require.NoError(t, err)
-	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", offer.SDP)
+	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", audioOffer(t))
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
 	var cands []string
 	for _, l := range strings.Split(string(body), "\n") {
