@@ -41,8 +41,9 @@ func TestBenchReportBrowser(t *testing.T) {
 	require.Equal(t, r.Figures[0].Samples, back.Figures[0].Samples, "report.json next to the page holds the raw samples")
 }
 
-// TestBenchReportBrowserLatency runs the real `bin/omniserve bench latency --runs 1 --report`
-// (a child `serve`, one session of each of its six scenarios, about 45 s) and renders the page
+// TestBenchReportBrowserLatency runs the real `bin/omniserve bench latency --runs 1
+// --cpu-sessions 0 --report` (a child `serve`, one session of each of its eight scenarios, the
+// manual and server-VAD turns over both WebSocket and WebRTC, no CPU batches; about a minute) and renders the page
 // it wrote in headless Chromium, with the same checks and screenshots as TestBenchReportBrowser.
 // Before that it checks that the timelines hold what the client and the server did: a session
 // per scenario, the user's speech, the server VAD's decisions placed around it, the replies,
@@ -50,7 +51,7 @@ func TestBenchReportBrowser(t *testing.T) {
 // plain lines (not a terminal) and stdout is still the key=value block.
 func TestBenchReportBrowserLatency(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a real bench run of about 45 s")
+		t.Skip("a real bench run of about a minute")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -58,13 +59,13 @@ func TestBenchReportBrowserLatency(t *testing.T) {
 	bin := omniserveBin(t)
 
 	out := t.ArtifactDir()
-	bench := exec.CommandContext(ctx, bin, "bench", "latency", "--runs", "1", "--report", out)
+	bench := exec.CommandContext(ctx, bin, "bench", "latency", "--runs", "1", "--cpu-sessions", "0", "--report", out)
 	var stdout, stderr bytes.Buffer
 	bench.Stdout, bench.Stderr = &stdout, &stderr
 	err := bench.Run()
 	t.Logf("bench latency stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(stderr.String(), 2000))
 	require.NoError(t, err)
-	require.Contains(t, stderr.String(), "latency: 6/6 sessions, done in")
+	require.Contains(t, stderr.String(), "latency: 8/8 sessions, done in")
 	require.NotContains(t, stderr.String(), "\r", "no terminal redraws off a terminal")
 	require.Regexp(t, `(?m)^cpus=\d+\nlat_commit_to_audible_ms_p50=`, stdout.String())
 	require.NotContains(t, stdout.String(), "latency:", "progress stays off stdout")
@@ -81,7 +82,10 @@ func TestBenchReportBrowserLatency(t *testing.T) {
 		}
 		require.NotEmpty(t, f.Samples, f.Key)
 	}
-	require.Len(t, r.Sessions, 6, "one session per scenario")
+	require.Len(t, r.Sessions, 8, "one session per scenario")
+	require.Contains(t, r.Sessions[1].Label, "WebRTC manual turns")
+	require.Contains(t, r.Sessions[3].Label, "WebRTC server VAD turn")
+	require.Contains(t, scalars, "rtc_added_commit_to_audible_p50_ms", "WebRTC against WebSocket in the same run")
 	interrupted := 0
 	for _, k := range []string{"bargein_detected_speech", "bargein_over_echo_detected", "bargein_false_positive_noise", "bargein_false_positive_echo"} {
 		v, ok := scalars[k]
@@ -106,7 +110,7 @@ func TestBenchReportBrowserLatency(t *testing.T) {
 	// The server VAD turn: speech_started before the end of the user's speech (its
 	// audio_start_ms includes prefix_padding_ms), speech_stopped after it (audio_end_ms includes
 	// the silence window).
-	vad := r.Sessions[1]
+	vad := r.Sessions[2]
 	require.Contains(t, vad.Label, "server VAD")
 	var speech benchreport.Span
 	var started, stopped []float64
