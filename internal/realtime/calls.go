@@ -444,13 +444,21 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 			}
 		}
 	}()
-	pc.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+	pc.OnTrack(func(t *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		if t.Kind() != webrtc.RTPCodecTypeAudio {
 			return
 		}
 		rec.setIn(uint32(t.SSRC()))
-		cl.wg.Add(1)
+		cl.wg.Add(2)
 		go func() { defer cl.wg.Done(); cl.receive(t) }()
+		go func() { // the browser's sender reports: read so that our receiver reports answer them
+			defer cl.wg.Done()
+			for {
+				if _, _, err := recv.ReadRTCP(); err != nil {
+					return
+				}
+			}
+		}()
 	})
 	pc.OnDataChannel(func(dc *webrtc.DataChannel) {
 		if dc.Label() != "oai-events" {

@@ -195,6 +195,11 @@ func TestCallSpeech(t *testing.T) {
 	require.Eventually(t, func() bool { rtp = s.calls.RTPStats(); return rtp[0].RTTMeasured }, 5*time.Second, 50*time.Millisecond,
 		"the round trip is measured from the client's receiver reports")
 	require.Less(t, rtp[0].RTT, 0.5, "seconds, on loopback")
+	// And the other way: the server reads the client's sender reports, so its receiver reports
+	// let the client (a browser's getStats) measure the round trip too.
+	require.Eventually(t, func() bool { return c.Stats().MicRTTMeasured }, 5*time.Second, 50*time.Millisecond,
+		"the client measures the round trip from the server's receiver reports")
+	require.Less(t, c.Stats().MicRTT, 500*time.Millisecond)
 	t.Logf("server RTP: %+v", rtp[0])
 
 	require.NoError(t, c.Hangup(context.Background(), "sk"))

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/interceptor/pkg/stats"
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media"
 
@@ -129,6 +130,8 @@ type Client struct {
 	lastPkt    time.Time
 	speakErr   []chan error
 	onAudio    func(Packet)
+	stats      stats.Getter // the interceptor's statistics (nil until the peer connection binds it)
+	micSSRC    uint32
 	readerErrs []error
 }
 
@@ -156,13 +159,19 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
-	pc, err := newPeerConnection(cfg.Codec)
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &Client{cfg: cfg, ctx: cctx, cancel: cancel, events: make(chan Event, cfg.EventBuffer),
+		dcOpen: make(chan struct{}), dcClosed: make(chan struct{})}
+	pc, err := newPeerConnection(cfg.Codec, func(g stats.Getter) {
+		c.mu.Lock()
+		c.stats = g
+		c.mu.Unlock()
+	})
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("rtcclient: peer connection: %w", err)
 	}
-	cctx, cancel := context.WithCancel(context.Background())
-	c := &Client{cfg: cfg, pc: pc, ctx: cctx, cancel: cancel, events: make(chan Event, cfg.EventBuffer),
-		dcOpen: make(chan struct{}), dcClosed: make(chan struct{})}
+	c.pc = pc
 	if err := c.setup(ctx); err != nil {
 		_ = c.Close()
 		return nil, err
@@ -185,6 +194,9 @@ func (c *Client) setup(ctx context.Context) error {
 			return fmt.Errorf("rtcclient: microphone track: %w", err)
 		}
 		c.mic = mic
+		if enc := sender.GetParameters().Encodings; len(enc) > 0 {
+			c.micSSRC = uint32(enc[0].SSRC)
+		}
 		// The sender's RTCP (the server's receiver reports) must be read for the interceptors
 		// to process it.
 		c.wg.Add(1)
@@ -561,6 +573,10 @@ type Stats struct {
 	LastPacket     time.Time
 	FirstAudible   time.Time
 	AudiblePackets int
+	// MicRTT is the round trip measured from the server's RTCP receiver reports on the
+	// microphone (MicRTTMeasured: at least one report answered a sender report of ours).
+	MicRTT         time.Duration
+	MicRTTMeasured bool
 	// DecoderErr is why received Opus could not be decoded (nil: it could).
 	DecoderErr error
 }
@@ -576,6 +592,12 @@ func (c *Client) Stats() Stats {
 	}
 	if len(c.readerErrs) > 0 {
 		s.DecoderErr = c.readerErrs[0]
+	}
+	if c.stats != nil && c.micSSRC != 0 {
+		if st := c.stats.Get(c.micSSRC); st != nil {
+			s.MicRTT = st.RemoteInboundRTPStreamStats.RoundTripTime
+			s.MicRTTMeasured = st.RemoteInboundRTPStreamStats.RoundTripTimeMeasurements > 0
+		}
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/stats"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/omniserve/omniserve/internal/audio"
@@ -33,8 +34,10 @@ func codecCapability(name string) (webrtc.RTPCodecCapability, webrtc.PayloadType
 }
 
 // newPeerConnection is a peer that offers the configured codec: pion's defaults for Opus, the
-// one G.711 codec otherwise; pion's default interceptors either way.
-func newPeerConnection(codec string) (*webrtc.PeerConnection, error) {
+// one G.711 codec otherwise; pion's default interceptors either way, its statistics delivered to
+// setStats (registered first, so that it sees the sender reports the report interceptor writes
+// and can match the server's receiver reports to them: the round trip).
+func newPeerConnection(codec string, setStats func(stats.Getter)) (*webrtc.PeerConnection, error) {
 	capab, pt, err := codecCapability(codec)
 	if err != nil {
 		return nil, err
@@ -49,8 +52,21 @@ func newPeerConnection(codec string) (*webrtc.PeerConnection, error) {
 		return nil, fmt.Errorf("rtcclient: codecs: %w", err)
 	}
 	ir := &interceptor.Registry{}
-	if err := webrtc.RegisterDefaultInterceptors(m, ir); err != nil {
+	sf, err := stats.NewInterceptor()
+	if err != nil {
 		return nil, fmt.Errorf("rtcclient: interceptors: %w", err)
+	}
+	sf.OnNewPeerConnection(func(_ string, g stats.Getter) { setStats(g) })
+	ir.Add(sf)
+	for _, f := range []func() error{
+		func() error { return webrtc.ConfigureNack(m, ir) },
+		func() error { return webrtc.ConfigureRTCPReports(ir) },
+		func() error { return webrtc.ConfigureSimulcastExtensionHeaders(m) },
+		func() error { return webrtc.ConfigureTWCCSender(m, ir) },
+	} {
+		if err := f(); err != nil {
+			return nil, fmt.Errorf("rtcclient: interceptors: %w", err)
+		}
 	}
 	return webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir)).NewPeerConnection(webrtc.Configuration{})
 }
