@@ -17,6 +17,10 @@ type FinalizedRequest struct {
 	// AudioTTFPSeconds is the time from arrival to the first audio packet; <= 0 when unknown.
 	AudioTTFPSeconds float64
 	AudioTTFPStage   int
+	// TraceID is the id (32 hex digits) of the trace the record was exported in, "" when it
+	// was not traced (or not sampled): the latency histograms carry it as an exemplar, so a
+	// dashboard can go from a slow bucket to the turn's trace.
+	TraceID string
 }
 
 // Bucket sets of vllm-omni (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
@@ -337,6 +341,22 @@ func (c *Collectors) AdmissionRejected() {
 // promReason bounds the finished_reason label to finishedReasons.
 func promReason(r string) string { return NormalizeFinishedReason(r) }
 
+// ExemplarTraceID is the exemplar label holding a trace id (the name Grafana's exemplar links
+// and Prometheus' docs use).
+const ExemplarTraceID = "trace_id"
+
+// observe records v on o, with the exemplar ex when it is set (OpenMetrics exposition shows
+// the latest exemplar per bucket).
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if ex != nil {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, ex)
+			return
+		}
+	}
+	o.Observe(v)
+}
+
 // ObserveFinalized records one finalized chat request or duplex turn. The chat and turn finalize
 // paths call it once per request (TurnMetrics.Record, Aggregator.FinalizedRequest).
 func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
@@ -344,15 +364,19 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		return
 	}
 	reason := promReason(r.FinishedReason)
+	var ex prometheus.Labels // only a traced record pays for its exemplar
+	if r.TraceID != "" {
+		ex = prometheus.Labels{ExemplarTraceID: r.TraceID}
+	}
 	kind := KindChat
 	if r.Duplex {
 		kind = KindDuplex
 		c.duplexTurns.WithLabelValues(reason).Inc()
 		if v := r.E2E.InputEndToFirstAudioMs; v > 0 {
-			c.inputToAudio.Observe(v / 1000)
+			observe(c.inputToAudio, v/1000, ex)
 		}
 		if v := r.E2E.InputEndToFirstTextMs; v > 0 {
-			c.inputToText.Observe(v / 1000)
+			observe(c.inputToText, v/1000, ex)
 		}
 		if v := r.E2E.AudioDeliveredS; v > 0 {
 			c.audioDelivered.Observe(v)
@@ -367,13 +391,13 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	} else {
 		c.requestFailure.WithLabelValues(kind, reason).Inc()
 	}
-	c.e2eLatency.WithLabelValues(kind).Observe(max(r.E2E.E2ETotalMs, 0) / 1000)
+	observe(c.e2eLatency.WithLabelValues(kind), max(r.E2E.E2ETotalMs, 0)/1000, ex)
 	var prompt, gen int
 	for _, s := range r.Stages {
 		if s.StageID == 0 {
 			prompt += s.NumTokensIn
 			if s.VllmTtftMs > 0 {
-				c.ttft.WithLabelValues(kind).Observe(s.VllmTtftMs / 1000)
+				observe(c.ttft.WithLabelValues(kind), s.VllmTtftMs/1000, ex)
 			}
 			for _, v := range s.VllmItlsMs {
 				c.itl.WithLabelValues(kind).Observe(v / 1000)
@@ -399,7 +423,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	c.promptTokens.Add(float64(prompt))
 	c.generationTokens.Add(float64(gen))
 	if r.AudioTTFPSeconds > 0 {
-		c.audioTTFP.WithLabelValues(kind, strconv.Itoa(r.AudioTTFPStage)).Observe(r.AudioTTFPSeconds)
+		observe(c.audioTTFP.WithLabelValues(kind, strconv.Itoa(r.AudioTTFPStage)), r.AudioTTFPSeconds, ex)
 	}
 	for _, e := range r.Transfers {
 		from, to := strconv.Itoa(e.FromStage), strconv.Itoa(e.ToStage)

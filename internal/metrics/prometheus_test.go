@@ -168,3 +168,64 @@ func TestObserveMCPCall(t *testing.T) {
 	var nilC *Collectors
 	nilC.ObserveMCPCall(1, "") // a server without metrics
 }
+
+// A traced record's latency observations carry its trace id as the bucket's exemplar, with the
+// observed value; an untraced record's carry none.
+func TestLatencyExemplarsCarryTheTraceID(t *testing.T) {
+	t.Parallel()
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	tests := []struct {
+		name    string
+		traceID string
+	}{
+		{"traced", traceID},
+		{"not traced", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			c := NewCollectors(reg, "dummy:tiny")
+			turn, _ := duplexExample(t)
+			require.True(t, turn.Finalize(ReasonStop, nil, false))
+			rec, ok := turn.Record()
+			require.True(t, ok)
+			rec.TraceID = tc.traceID
+			c.ObserveFinalized(rec)
+			fams, err := reg.Gather()
+			require.NoError(t, err)
+			want := map[string]float64{ // family → the value observed for it
+				"omniserve_request_e2e_latency_seconds":        rec.E2E.E2ETotalMs / 1000,
+				"omniserve_audio_time_to_first_packet_seconds": rec.AudioTTFPSeconds,
+			}
+			for _, st := range rec.Stages {
+				if st.StageID == 0 {
+					want["omniserve_request_time_to_first_token_seconds"] = st.VllmTtftMs / 1000
+				}
+			}
+			got := map[string]float64{}
+			for _, f := range fams {
+				for _, m := range f.GetMetric() {
+					for _, b := range m.GetHistogram().GetBucket() {
+						ex := b.GetExemplar()
+						if ex == nil {
+							continue
+						}
+						require.Len(t, ex.GetLabel(), 1, f.GetName())
+						require.Equal(t, ExemplarTraceID, ex.GetLabel()[0].GetName())
+						require.Equal(t, tc.traceID, ex.GetLabel()[0].GetValue())
+						require.LessOrEqual(t, ex.GetValue(), b.GetUpperBound(), "the exemplar sits in its bucket")
+						got[f.GetName()] = ex.GetValue()
+					}
+				}
+			}
+			if tc.traceID == "" {
+				require.Empty(t, got)
+				return
+			}
+			for fam, v := range want {
+				require.Positive(t, v, fam)
+				require.InDelta(t, v, got[fam], 1e-12, fam)
+			}
+		})
+	}
+}

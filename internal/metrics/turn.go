@@ -415,6 +415,9 @@ func (t *TurnMetrics) collapseAndClose() {
 		t.agg.onFinalizeRequestAt(final, t.responseID, t.arrival, end)
 	}
 	t.agg.setE2EExtras(t.responseID, func(e *RequestE2EStats) {
+		if t.inputEnd > t.arrival {
+			e.InputMs = (t.inputEnd - t.arrival) * 1000
+		}
 		if t.inputEnd > 0 && t.firstText >= t.inputEnd {
 			e.InputEndToFirstTextMs = (t.firstText - t.inputEnd) * 1000
 		}

@@ -441,7 +441,9 @@ func (s *Session) unforwardInput(eventID string) {
 	}
 	if err := d.DiscardAudio(s.engineCtx); err != nil {
 		s.sendError("runtime_append_failed", err.Error(), eventID, "")
+		return
 	}
+	s.txCut("")
 }
 
 // clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
@@ -449,7 +451,7 @@ func (s *Session) unforwardInput(eventID string) {
 func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
-	s.tdelta = transcriptDeltas{} // a transcription session's deltas of the dropped audio are void
+	s.dropOpenDeltas() // a transcription session's deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
 		m.ClearTurnInput()
 	}
@@ -522,6 +524,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	started := s.inputStartTS
 	s.inputBuf, s.inputBytes, s.inputFwd, s.inputStartTS = nil, 0, 0, 0
 	it := s.commitUserAudioItem(s.inputMs - s.bufStartMs)
+	s.txCut(it.ID)
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
