@@ -61,6 +61,8 @@ type Collectors struct {
 	admissionReject  prometheus.Counter
 	panics           *prometheus.CounterVec
 	toolCalls        *prometheus.CounterVec
+	mcpCallDuration  *prometheus.HistogramVec
+	mcpCallFailures  *prometheus.CounterVec
 	transcription    prometheus.Histogram
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
@@ -168,8 +170,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		}, []string{"component"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "omniserve", Name: "tool_calls_total",
-			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call item).",
+			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call, mcp_call or mcp_approval_request item).",
 		}, []string{"api"}),
+		mcpCallDuration: hist("realtime", "mcp_call_duration_seconds",
+			"Realtime MCP tool calls that reached their server: time from the request to its answer (or failure), by outcome (completed or failed).", secondsFastBuckets, "outcome"),
+		mcpCallFailures: counter("realtime", "mcp_call_failures_total",
+			"Realtime MCP tool calls that failed, by kind: the mcp_call item's error type (protocol_error, tool_execution_error, http_error) or cancelled (its response ended first).", "kind"),
 		transcription: hist1("realtime", "transcription_latency_seconds",
 			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
@@ -195,7 +201,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.transcription, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.transcription, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -203,6 +209,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	for _, api := range ToolCallAPIs {
 		c.toolCalls.WithLabelValues(api)
+	}
+	for _, o := range []string{"completed", "failed"} {
+		c.mcpCallDuration.WithLabelValues(o)
+	}
+	for _, k := range MCPFailureKinds {
+		c.mcpCallFailures.WithLabelValues(k)
 	}
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
@@ -275,6 +287,32 @@ var ToolCallAPIs = []string{"chat", "realtime"}
 func (c *Collectors) CountToolCall(api string) {
 	if c != nil {
 		c.toolCalls.WithLabelValues(api).Inc()
+	}
+}
+
+// MCPFailureKinds are the kind label values of omniserve_realtime_mcp_call_failures_total.
+var MCPFailureKinds = []string{"protocol_error", "tool_execution_error", "http_error", "cancelled"}
+
+// ObserveMCPCall records one realtime MCP call: its duration (seconds < 0: it never reached
+// the server, only the failure is counted) and failure ("" when it completed, else a
+// MCPFailureKinds value).
+func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
+	if c == nil {
+		return
+	}
+	outcome := "completed"
+	if failure != "" {
+		outcome = "failed"
+		kind := "protocol_error"
+		for _, k := range MCPFailureKinds {
+			if k == failure {
+				kind = k
+			}
+		}
+		c.mcpCallFailures.WithLabelValues(kind).Inc()
+	}
+	if seconds >= 0 {
+		c.mcpCallDuration.WithLabelValues(outcome).Observe(seconds)
 	}
 }
 

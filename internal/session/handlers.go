@@ -136,6 +136,11 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 			err = fe
 		}
 	}
+	if err == nil {
+		if fe := checkMCPChoice(next); fe != nil {
+			err = fe
+		}
+	}
 	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
@@ -711,8 +716,12 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	if s.refuseInTranscription(c.ID, "conversation.item.create") {
 		return
 	}
-	if c.ItemType == "function_call_output" {
+	switch c.ItemType {
+	case "function_call_output":
 		s.createFunctionOutput(c)
+		return
+	case "mcp_approval_response":
+		s.createApprovalResponse(c)
 		return
 	}
 	role := c.Role

@@ -21,6 +21,8 @@ type item struct {
 	// mcp_list_tools items (mcp.go): the server and the tools it listed.
 	ServerLabel string
 	MCPTools    []mcpclient.Tool
+	// MCP is what mcp_call and mcp_approval_* items carry besides (mcp_call.go).
+	MCP *mcpItem
 	// CommittedAt is a user audio item's commit time (statistics clock), for its
 	// transcription latency.
 	CommittedAt float64
@@ -40,6 +42,8 @@ func (it *item) wire(beta bool) map[string]any {
 			"call_id": it.CallID, "name": it.Name, "arguments": it.Arguments}
 	case "mcp_list_tools":
 		return mcpListWire(it)
+	case "mcp_call", "mcp_approval_request", "mcp_approval_response":
+		return mcpItemWire(it)
 	case "function_call_output":
 		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
 			"call_id": it.CallID, "output": it.Output}

@@ -55,7 +55,11 @@ type Options struct {
 	// CPUSessions is how many sessions at once measure the server's CPU per session, WebSocket
 	// against WebRTC (0: not measured; only a started server, whose process is known, is).
 	CPUSessions int
-	Meter       bench.Meter // progress of the sessions; nil shows none
+	// CompareTools runs each manual and server-VAD session twice, with Tools tools and with
+	// none, alternating which goes first, so that both are measured under the same load in one
+	// run (compare.go).
+	CompareTools bool
+	Meter        bench.Meter // progress of the sessions; nil shows none
 }
 
 // Run measures and returns the figures and every session's timeline; progress lines go to out.
@@ -98,9 +102,10 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		tls = append(tls, tl)
 		return tl
 	}
-	// Eight sessions per run: manual and server VAD, each over WebSocket and WebRTC, and the
-	// four barge-in scenarios; then the CPU batches.
-	total := 8 * o.Runs
+	// Per run: the manual and server-VAD sessions over the WebSocket (per tools variant) and
+	// over a WebRTC call, and the four barge-in scenarios; then the CPU batches.
+	vs := o.variants()
+	total := (4 + 2*len(vs) + 2) * o.Runs
 	if pid != 0 && o.CPUSessions > 0 {
 		total += 4 * o.CPUSessions
 	}
@@ -109,20 +114,22 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 
 	// Manual turns: two per session, first and later.
 	for i := range o.Runs {
-		for turn, m := range manualTurns(ctx, url, o.Tools, speech, 2, session("manual turns, run %d", i)) {
-			if m.err != nil {
-				return nil, tls, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+		for _, v := range vs.order(i) {
+			for turn, m := range manualTurns(ctx, url, v.tools, speech, 2, session("manual turns"+v.label+", run %d", i)) {
+				if m.err != nil {
+					return nil, tls, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+				}
+				which := "first"
+				if turn > 0 {
+					which = "later"
+				}
+				add("commit_to_audible_"+which+v.suffix, m.audible)
+				add("commit_to_audible"+v.suffix, m.audible)
+				add("commit_to_first_delta"+v.suffix, m.firstDelta)
+				add("commit_to_transcript"+v.suffix, m.transcript)
 			}
-			which := "first"
-			if turn > 0 {
-				which = "later"
-			}
-			add("commit_to_audible_"+which, m.audible)
-			add("commit_to_audible", m.audible)
-			add("commit_to_first_delta", m.firstDelta)
-			add("commit_to_transcript", m.transcript)
+			prog.Add(1)
 		}
-		prog.Add(1)
 		// The same turns on a WebRTC call, right after: one run, the same machine state.
 		for turn, m := range rtcManualTurns(ctx, base, o.APIKey, o.Tools, speech, 2, session("WebRTC manual turns, run %d", i)) {
 			if m.err != nil {
@@ -134,15 +141,17 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		}
 		prog.Add(1)
 	}
-	fmt.Fprintf(out, "manual turns: %d sessions each over WebSocket and WebRTC done\n", o.Runs)
+	fmt.Fprintf(out, "manual turns: %d sessions over WebSocket and %d over WebRTC done\n", o.Runs*len(vs), o.Runs)
 	// Server VAD: speech then silence; the server takes the turn.
 	for i := range o.Runs {
-		m, err := vadTurn(ctx, url, o.Tools, speech, o.SilenceMs, session("server VAD turn, run %d", i))
-		if err != nil {
-			return nil, tls, fmt.Errorf("vad run %d: %w", i, err)
+		for _, v := range vs.order(i) {
+			m, err := vadTurn(ctx, url, v.tools, speech, o.SilenceMs, session("server VAD turn"+v.label+", run %d", i))
+			if err != nil {
+				return nil, tls, fmt.Errorf("vad run %d: %w", i, err)
+			}
+			add("speech_end_to_audible"+v.suffix, m)
+			prog.Add(1)
 		}
-		add("speech_end_to_audible", m)
-		prog.Add(1)
 		r, err := rtcVADTurn(ctx, base, o.APIKey, o.Tools, speech, o.SilenceMs, session("WebRTC server VAD turn, run %d", i))
 		if err != nil {
 			return nil, tls, fmt.Errorf("webrtc vad run %d: %w", i, err)
@@ -150,7 +159,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		add("rtc_speech_end_to_audible", r)
 		prog.Add(1)
 	}
-	fmt.Fprintf(out, "server VAD turns: %d sessions each over WebSocket and WebRTC done\n", o.Runs)
+	fmt.Fprintf(out, "server VAD turns: %d sessions over WebSocket and %d over WebRTC done\n", o.Runs*len(vs), o.Runs)
 	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
 	var fpNoise, fpEcho, overEcho int
 	for i := range o.Runs {
@@ -211,6 +220,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 	for _, k := range []string{"commit_to_first_delta", "rtc_commit_to_first_packet", "commit_to_transcript", "rtc_commit_to_transcript", "bargein_onset_to_last_old_delta"} {
 		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50}, Digits: 1})
 	}
+	figs = append(figs, o.compareFigures(res, defs)...)
 	runs := float64(o.Runs)
 	figs = append(figs,
 		bench.One("bargein_detected_speech", "share", "share of replies interrupted by real speech", float64(len(res["bargein_onset_to_silence"]))/runs, 2),
