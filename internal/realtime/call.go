@@ -110,6 +110,10 @@ func (s *callSink) DropStale(epoch int) {
 	s.c.st.DropStale(epoch)
 }
 
+// dcCloseLinger is how long a hang-up lets the acknowledgement of the browser's stream reset
+// travel before the association is aborted (a round trip and a retransmission on a LAN).
+const dcCloseLinger = 250 * time.Millisecond
+
 // run drives the call until the session ends, the peer goes away or hangup.
 func (cl *call) run() {
 	ctx := cl.ctx
@@ -160,7 +164,11 @@ func (cl *call) run() {
 		_ = dc.Close()
 		select {
 		case <-cl.dcClosed:
+			// Our side is closed when the browser's reset arrived; the browser's is once our
+			// acknowledgement of it does. An abort before that is still an error there.
+			time.Sleep(dcCloseLinger)
 		case <-time.After(time.Second):
+			cl.log.Info("the data channel did not close within 1 s of the hang-up; closing the call anyway")
 		}
 	}
 	_ = cl.pc.Close()
