@@ -280,31 +280,6 @@ func newEventID() string {
 	return "event_" + hex.EncodeToString(b[:])
 }
 
-// betaName returns the beta spelling (OpenAI-Beta: realtime=v1) of a GA server event; keep is
-// false for GA-only events that beta clients do not get (conversation.item.done: beta sends one
-// conversation.item.created per item).
-func betaName(ga string) (name string, keep bool) {
-	switch ga {
-	case "conversation.item.done":
-		return "", false
-	case "conversation.item.added":
-		return "conversation.item.created", true
-	case "response.output_text.delta":
-		return "response.text.delta", true
-	case "response.output_text.done":
-		return "response.text.done", true
-	case "response.output_audio.delta":
-		return "response.audio.delta", true
-	case "response.output_audio.done":
-		return "response.audio.done", true
-	case "response.output_audio_transcript.delta":
-		return "response.audio_transcript.delta", true
-	case "response.output_audio_transcript.done":
-		return "response.audio_transcript.done", true
-	}
-	return ga, true
-}
-
 // modelParam is the connection's model; a transcription session has none (its transcription
 // model lives in audio.input.transcription).
 func modelParam(q url.Values, transcription bool) string {

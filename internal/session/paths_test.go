@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -281,8 +282,9 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	for len(words) < 2 {
 		ev := sk.until(t, "response.output_audio_transcript.delta")
 		require.Equal(t, 1, ev.Epoch)
-		require.Equal(t, second, ev.Fields["response_id"])
-		words = append(words, ev.Fields["delta"].(string))
+		d := payload[protocol.ResponseOutputAudioTranscriptDelta](t, ev)
+		require.Equal(t, second, d.ResponseID)
+		words = append(words, d.Delta)
 	}
 	require.Equal(t, []string{"one ", "two "}, words)
 	closeSession(t, s, sk, wait)

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -300,8 +301,8 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 				"part": map[string]any{"type": "text", "text": ""}}})
 		}
 		r.text.WriteString(o.Text)
-		s.send(Event{Type: "response.output_text.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": o.Text}})
+		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputTextDelta{
+			ResponseID: r.id, ItemID: r.itemID, Delta: o.Text}})
 	case requestclient.OutAudio:
 		if !r.audio {
 			return
@@ -404,12 +405,11 @@ func (s *Session) pace() {
 		if f.ref != nil {
 			s.echoCanceller().Reference(f.ref)
 		}
-		s.send(Event{Type: "response.output_audio.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"delta": base64.StdEncoding.EncodeToString(f.data), "format": r.format.Type,
-			"sample_rate_hz": r.format.Rate, "audio_duration_ms": f.ms}})
-		s.send(Event{Type: "response.output_audio_transcript.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": f.text}})
+		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioDelta{
+			ResponseID: r.id, ItemID: r.itemID, Delta: base64.StdEncoding.EncodeToString(f.data),
+			Format: r.format.Type, SampleRateHz: r.format.Rate, AudioDurationMs: f.ms}})
+		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioTranscriptDelta{
+			ResponseID: r.id, ItemID: r.itemID, Delta: f.text}})
 	}
 	if r.finished {
 		s.completeResponse(r)

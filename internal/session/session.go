@@ -585,6 +585,9 @@ func (s *Session) send(ev Event) {
 		return
 	}
 	ev.Beta = s.opts.Beta
+	if ev.Payload != nil {
+		ev.Type = ev.Payload.EventType()
+	}
 	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
 		s.sinkBroken = true

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -415,4 +416,12 @@ func TestTurnDetectionDefaults(t *testing.T) {
 	f, err = NormalizeInputFormat(AudioFormat{Type: "pcm16", Rate: 16000})
 	require.NoError(t, err)
 	require.Equal(t, 16000, f.Rate, "explicit rates stay accepted")
+}
+
+// payload is ev's typed payload, which must be a T.
+func payload[T protocol.ServerEvent](t *testing.T, ev Event) T {
+	t.Helper()
+	p, ok := ev.Payload.(T)
+	require.True(t, ok, "%s carries a %T", ev.Type, ev.Payload)
+	return p
 }
