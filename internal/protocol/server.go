@@ -258,3 +258,6 @@ func BetaEventName(ga string) (name string, keep bool) {
 	}
 	return ga, true
 }
+
+// marshalFloat encodes f as encoding/json does.
+func marshalFloat(f float64) ([]byte, error) { return json.Marshal(f) }

@@ -113,8 +113,9 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// No session exists yet: the id of the preview would name nothing.
-	delete(view, "id")
-	view["type"] = "realtime"
+	if v, ok := view.(*protocol.Session); ok {
+		v.ID, v.Type = "", "realtime"
+	}
 	h.log.Debug("client secret minted", zap.Time("expires_at", sec.ExpiresAt))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"value": sec.Value, "expires_at": sec.ExpiresAt.Unix(), "session": view})

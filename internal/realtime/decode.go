@@ -15,7 +15,7 @@ type WireError = protocol.Error
 
 // errorEvent returns the error as a session event.
 func errorEvent(e *WireError) session.Event {
-	return session.Event{Type: "error", Fields: session.ErrorFields(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)}
+	return session.ErrorEvent(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)
 }
 
 // ResumeSession is session.resume, the first event of a connection that takes over a session

@@ -209,8 +209,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := h.newConn(ws, st, newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable))
 	if sess == nil {
-		c.refuse(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "unsupported",
-			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
+		c.refuse(session.ErrorEvent("invalid_request_error", "unsupported",
+			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex"), websocket.StatusPolicyViolation, "duplex unsupported", true)
 		return
 	}
 	st.attach(c.q, 0)

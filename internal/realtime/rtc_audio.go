@@ -134,7 +134,7 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	p.respID, p.started, p.doneResp = "", false, false
 	p.mu.Unlock()
 	if had {
-		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Fields: map[string]any{"response_id": respID}})
+		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Payload: protocol.OutputAudioBufferCleared{ResponseID: &respID}})
 	}
 	return itemID, playedMs, had
 }
@@ -190,7 +190,7 @@ func (p *player) run(stop <-chan struct{}) {
 		p.playedMs += k / 48
 		p.mu.Unlock()
 		if first {
-			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Fields: map[string]any{"response_id": respID}})
+			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Payload: protocol.OutputAudioBufferStarted{ResponseID: respID}})
 		}
 		m, err := enc.Encode(frame, pkt)
 		if err != nil {
@@ -222,5 +222,5 @@ func (p *player) maybeStopped() {
 	respID := p.respID
 	p.respID, p.started, p.doneResp = "", false, false
 	p.mu.Unlock()
-	_ = p.st.Send(session.Event{Type: "output_audio_buffer.stopped", Fields: map[string]any{"response_id": respID}})
+	_ = p.st.Send(session.Event{Type: "output_audio_buffer.stopped", Payload: protocol.OutputAudioBufferStopped{ResponseID: respID}})
 }

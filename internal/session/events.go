@@ -34,20 +34,9 @@ type Sink interface {
 	DropStale(epoch int)
 }
 
-// ErrorFields builds the payload of an OpenAI-style error event.
-func ErrorFields(typ, code, message, eventID, param string) map[string]any {
-	e := map[string]any{"type": typ, "code": code, "message": message}
-	if eventID != "" {
-		e["event_id"] = eventID
-	} else {
-		e["event_id"] = nil
-	}
-	if param != "" {
-		e["param"] = param
-	} else {
-		e["param"] = nil
-	}
-	return map[string]any{"error": e}
+// ErrorEvent is an OpenAI-style error event; empty eventID and param are null.
+func ErrorEvent(typ, code, message, eventID, param string) Event {
+	return Event{Type: "error", Payload: protocol.NewErrorEvent(typ, code, message, eventID, param)}
 }
 
 // ErrorType maps an error code to its Realtime error class.
