@@ -235,6 +235,13 @@ func serverSamples() []sample {
 		{"session.closing", SessionClosing{SessionID: "duplex-1", Reason: "server_shutdown", GraceMs: 30000}},
 		{"session.closed", SessionClosed{SessionID: "duplex-1", Reason: "client_close"}},
 		{"session.heartbeat_ack", SessionHeartbeatAck{SessionID: "duplex-1"}},
+		{"response.function_call_arguments.delta", ResponseFunctionCallArgumentsDelta{ResponseID: "resp_1", ItemID: "item_2",
+			OutputIndex: 1, CallID: "call_1", Delta: `{"city":"Paris"}`}},
+		{"response.function_call_arguments.done", ResponseFunctionCallArgumentsDone{ResponseID: "resp_1", ItemID: "item_2",
+			OutputIndex: 1, CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}},
+		{"mcp_list_tools.in_progress", MCPListToolsInProgress{ItemID: "item_4"}},
+		{"mcp_list_tools.completed", MCPListToolsCompleted{ItemID: "item_4"}},
+		{"mcp_list_tools.failed", MCPListToolsFailed{ItemID: "item_4"}},
 	}
 }
 
@@ -299,4 +306,43 @@ func hasJSONTags(typ reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// TestDecodeServerEvent: a client decoding a GA frame gets the value that was encoded (the
+// re-encoded frame is the same bytes), with the envelope; a beta frame decodes into the same GA
+// type; an event without a type comes back whole as an OtherEvent.
+func TestDecodeServerEvent(t *testing.T) {
+	for _, tt := range serverSamples() {
+		if strings.HasSuffix(tt.name, ".open") {
+			continue // an open item is the server's map: clients read its id and type only
+		}
+		env := Envelope{Type: tt.ev.EventType(), EventID: "event_9", Seq: 3}
+		data, err := Encode(tt.ev, env, false)
+		require.NoError(t, err)
+		got, gotEnv, err := DecodeServerEvent(data)
+		require.NoError(t, err, tt.name)
+		require.Equal(t, env, gotEnv)
+		again, err := Encode(got, env, false)
+		require.NoError(t, err, tt.name)
+		require.Equal(t, string(data), string(again), tt.name)
+
+		beta, keep := BetaEventName(tt.ev.EventType())
+		if !keep {
+			continue
+		}
+		data, err = Encode(tt.ev, Envelope{Type: beta, EventID: "event_9"}, true)
+		require.NoError(t, err)
+		got, gotEnv, err = DecodeServerEvent(data)
+		require.NoError(t, err, tt.name)
+		require.Equal(t, reflect.TypeOf(tt.ev), reflect.TypeOf(got), tt.name)
+		require.Equal(t, int64(0), gotEnv.Seq)
+	}
+	ev, env, err := DecodeServerEvent([]byte(`{"type":"x.future","event_id":"e","a":1}`))
+	require.NoError(t, err)
+	require.Equal(t, OtherEvent{Name: "x.future", Raw: json.RawMessage(`{"type":"x.future","event_id":"e","a":1}`)}, ev)
+	require.Equal(t, "e", env.EventID)
+	_, err = Encode(ev, env, false)
+	require.Error(t, err, "an OtherEvent is never sent")
+	_, _, err = DecodeServerEvent([]byte(`{"type":"response.done","response":"nope"}`))
+	require.ErrorContains(t, err, "decoding response.done")
 }
