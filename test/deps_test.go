@@ -92,18 +92,18 @@ var allowed = map[string][]string{
 	"internal/tracing": {"internal/metrics"},
 
 	// The benchmarks: figures over benchreport (one quantile definition, no server code); the
-	// outsider clients (chat, latency) use figures only; the in-process measurements reach the
+	// outsider clients (chat, latency) use figures (and the wire protocol's types) only; the in-process measurements reach the
 	// parts they measure. Only cmd/ imports them.
 	"internal/bench":         {"internal/benchreport"},
 	"internal/bench/chat":    {"internal/bench"},
-	"internal/bench/latency": {"internal/bench", "internal/benchreport"},
+	"internal/bench/latency": {"internal/bench", "internal/benchreport", "internal/protocol"}, // reads the server's events as the protocol's types
 	"internal/bench/engine":  {"internal/bench", "internal/gpu"},
 	// The pipeline without a session or WebSocket: the stage front end's cost per session.
 	"internal/bench/frontend": {"internal/audio", "internal/bench", "internal/benchreport", "internal/metrics",
 		"internal/speech", "internal/stage"},
 	// Sessions over a timed Backend, and the turn statistics fed stage messages directly (the
 	// Sink side of requestclient, which only the pipeline calls in the server).
-	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/metrics", "internal/requestclient",
+	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/metrics", "internal/protocol", "internal/requestclient",
 		"internal/session", "internal/stage"},
 
 	// The CLI: builds the server (internal/server), runs the bench commands and the talk
