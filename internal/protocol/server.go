@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 )
@@ -33,6 +34,13 @@ type wireSizer interface {
 	wireSize() int
 }
 
+// framer is a payload that writes its whole frame itself, envelope included, without the
+// reflection of encoding/json: the audio delta, sent every few tens of milliseconds. Its output
+// is what the generic path writes (server_test.go compares them).
+type framer interface {
+	frame(env Envelope) ([]byte, error)
+}
+
 // Envelope is what the transport stamps on an event as it writes it.
 type Envelope struct {
 	// Type is the event type as written: the GA name, or the beta one (BetaEventName).
@@ -47,6 +55,9 @@ type Envelope struct {
 // encoding puts them. beta selects the beta field spelling (the session speaks the beta
 // dialect); the event's name is env.Type, already mapped by the caller.
 func Encode(ev ServerEvent, env Envelope, beta bool) ([]byte, error) {
+	if f, ok := ev.(framer); ok {
+		return f.frame(env)
+	}
 	if beta {
 		if b, ok := ev.(betaSpeller); ok {
 			ev = b.betaSpelling()
@@ -261,3 +272,30 @@ func BetaEventName(ga string) (name string, keep bool) {
 
 // marshalFloat encodes f as encoding/json does.
 func marshalFloat(f float64) ([]byte, error) { return json.Marshal(f) }
+
+// appendFloat writes f as encoding/json does, for the values a frame carries (finite, written
+// without an exponent); others go through encoding/json.
+func appendFloat(b []byte, f float64) ([]byte, error) {
+	if abs := math.Abs(f); math.IsInf(f, 0) || math.IsNaN(f) || (abs != 0 && (abs < 1e-6 || abs >= 1e21)) {
+		j, err := json.Marshal(f)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, j...), nil
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64), nil
+}
+
+// appendBase64 writes s, base64 audio, as a JSON string: as it is when it is plain base64 (no
+// byte needs escaping), else through encoding/json.
+func appendBase64(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return appendString(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

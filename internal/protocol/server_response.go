@@ -1,6 +1,10 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
 
 // The response.* events: one response's lifecycle and its model output.
 
@@ -24,6 +28,39 @@ func (ResponseOutputAudioDelta) EventType() string { return "response.output_aud
 
 func (e ResponseOutputAudioDelta) wireSize() int {
 	return 200 + len(e.Delta) + len(e.Format) + len(e.ItemID) + len(e.ResponseID)
+}
+
+// frame writes the delta's frame in one pass: its keys and the envelope's, sorted.
+func (e ResponseOutputAudioDelta) frame(env Envelope) ([]byte, error) {
+	b := make([]byte, 0, e.wireSize()+len(env.Type)+len(env.EventID)+64)
+	b = append(b, `{"audio_duration_ms":`...)
+	b, err := appendFloat(b, e.AudioDurationMs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", e.EventType(), err)
+	}
+	b = append(b, `,"content_index":`...)
+	b = strconv.AppendInt(b, int64(e.ContentIndex), 10)
+	b = append(b, `,"delta":`...)
+	b = appendBase64(b, e.Delta)
+	b = append(b, `,"event_id":`...)
+	b = appendString(b, env.EventID)
+	b = append(b, `,"format":`...)
+	b = appendString(b, e.Format)
+	b = append(b, `,"item_id":`...)
+	b = appendString(b, e.ItemID)
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(e.OutputIndex), 10)
+	b = append(b, `,"response_id":`...)
+	b = appendString(b, e.ResponseID)
+	b = append(b, `,"sample_rate_hz":`...)
+	b = strconv.AppendInt(b, int64(e.SampleRateHz), 10)
+	if env.Seq != 0 {
+		b = append(b, `,"server_event_seq":`...)
+		b = strconv.AppendInt(b, env.Seq, 10)
+	}
+	b = append(b, `,"type":`...)
+	b = appendString(b, env.Type)
+	return append(b, '}'), nil
 }
 
 // ResponseOutputAudioTranscriptDelta is response.output_audio_transcript.delta (beta:

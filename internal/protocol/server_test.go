@@ -162,6 +162,9 @@ func serverSamples() []sample {
 	return []sample{
 		{"response.output_audio.delta", ResponseOutputAudioDelta{AudioDurationMs: 40, Delta: "AAECAw==", Format: "pcm16",
 			ItemID: "item_resp_1", ResponseID: "resp_1", SampleRateHz: 24000}},
+		{"response.output_audio.delta.escaped", ResponseOutputAudioDelta{AudioDurationMs: 12.5, Delta: "not <base64> \"at\" all\n", Format: "g711_ulaw",
+			ItemID: "item_<1>", OutputIndex: 2, ContentIndex: 1, ResponseID: "resp_\"1\"", SampleRateHz: 8000}},
+		{"response.output_audio.delta.tiny", ResponseOutputAudioDelta{AudioDurationMs: 1e-7, Delta: "", Format: "pcm16", SampleRateHz: 24000}},
 		{"response.output_audio_transcript.delta", ResponseOutputAudioTranscriptDelta{Delta: "héllo \"<you>\"\n",
 			ItemID: "item_resp_1", ResponseID: "resp_1"}},
 		{"response.output_text.delta", ResponseOutputTextDelta{Delta: "Hi", ItemID: "item_resp_1", ResponseID: "resp_1"}},
