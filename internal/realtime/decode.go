@@ -1,7 +1,8 @@
-// Package realtime is the WebSocket endpoint /v1/realtime: it decodes client events with
-// internal/protocol and hands them to the session as commands, sends refusals as OpenAI-style
-// error events, and runs the per-connection reader and writer goroutines and the bounded
-// outbound queue.
+// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it decodes
+// client events with internal/protocol and hands them to the session as commands, sends
+// refusals as OpenAI-style error events, and runs the per-connection reader and writer
+// goroutines and the bounded outbound queue. It writes the session's typed server events with
+// protocol.Encode, stamping event_id and server_event_seq when it writes them (stream.go).
 package realtime
 
 import (
