@@ -83,8 +83,8 @@ func TestStalledReaderFoundByAge(t *testing.T) {
 	require.NotZero(t, admitted, "the stalled client kept the only slot for 90 s")
 	t.Logf("a new client was admitted %v after the first client stopped reading (stall_timeout 10s, write_timeout 5s)", admitted.Round(100*time.Millisecond))
 	require.Less(t, admitted, 20*time.Second)
-	// How the end is logged races: the connection's watch ("not reading", reason slow_client),
-	// or the read failing first once the timed-out write closed the socket (reason
-	// disconnect). Known misattribution, to fix: the slot comes back either way.
-	require.Regexp(t, `not reading|"reason":"disconnect"`, s.logs.String())
+	// The timed-out write closes the socket, so the read often fails first: the end is still the
+	// client not reading (slow_client), never a network drop.
+	require.Contains(t, s.logs.String(), "not reading")
+	require.NotContains(t, s.logs.String(), `"reason":"disconnect"`)
 }

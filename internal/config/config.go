@@ -105,6 +105,11 @@ type Realtime struct {
 	// WebRTCPublicIPs are the addresses announced to browsers instead of the host's (NAT 1:1),
 	// comma-separated.
 	WebRTCPublicIPs string `yaml:"webrtc_public_ips"`
+	// WebRTCTCPPort, when set, also offers ICE-TCP candidates on that TCP port (0: off).
+	WebRTCTCPPort int `yaml:"webrtc_tcp_port"`
+	// WebRTCInterfaces are the only network interfaces whose addresses calls announce
+	// (comma-separated names; empty: all).
+	WebRTCInterfaces string `yaml:"webrtc_interfaces"`
 	// MCPAllowedURLs are the URL prefixes (comma-separated) a session's `type: "mcp"` tool
 	// may name as server_url. Empty (the default) allows none: a client must not be able to
 	// make the server reach arbitrary hosts.
@@ -239,6 +244,7 @@ func (c *Config) Validate() error {
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
 		{rt.WebRTCUDPPort < 0 || rt.WebRTCUDPPort > 65535, "realtime.webrtc_udp_port", rt.WebRTCUDPPort, "must be 0..65535"},
 		{!ipList(rt.WebRTCPublicIPs), "realtime.webrtc_public_ips", rt.WebRTCPublicIPs, "must be comma-separated IP addresses"},
+		{rt.WebRTCTCPPort < 0 || rt.WebRTCTCPPort > 65535, "realtime.webrtc_tcp_port", rt.WebRTCTCPPort, "must be 0..65535"},
 		{badURLPrefixes(rt.MCPAllowedURLs), "realtime.mcp_allowed_urls", rt.MCPAllowedURLs, "must be comma-separated absolute http:// or https:// URLs without user info"},
 	}
 	for _, ch := range checks {

@@ -81,6 +81,8 @@ var keys = []Key{
 	{"realtime.max_event_bytes", "", "largest realtime client event (larger: error event_too_large, the connection stays)", func(c *Config) any { return &c.Realtime.MaxEventBytes }},
 	{"realtime.send_queue_events", "", "queued model events per realtime connection before the client counts as too slow (1008)", func(c *Config) any { return &c.Realtime.SendQueueEvents }},
 	{"realtime.webrtc_udp_port", "webrtc-udp-port", "the one UDP port of all WebRTC calls' media (ICE UDP mux; 0 picks a free one, logged)", func(c *Config) any { return &c.Realtime.WebRTCUDPPort }},
+	{"realtime.webrtc_tcp_port", "webrtc-tcp-port", "also offer ICE-TCP candidates for WebRTC calls on this TCP port, for browsers on networks that block UDP (0 = off)", func(c *Config) any { return &c.Realtime.WebRTCTCPPort }},
+	{"realtime.webrtc_interfaces", "webrtc-interfaces", "the only network interfaces whose addresses WebRTC calls announce, comma-separated (empty = all)", func(c *Config) any { return &c.Realtime.WebRTCInterfaces }},
 	{"realtime.webrtc_public_ips", "webrtc-public-ips", "IP addresses announced to browsers for WebRTC media instead of the host's own (NAT 1:1), comma-separated", func(c *Config) any { return &c.Realtime.WebRTCPublicIPs }},
 	{"realtime.origin_patterns", "", "extra browser origins allowed to open the realtime WebSocket, comma-separated host patterns (same origin is always allowed)", func(c *Config) any { return &c.Realtime.OriginPatterns }},
 	{"realtime.mcp_allowed_urls", "mcp-allowed-urls", "URL prefixes, comma-separated, that a realtime session's MCP tool (server_url) may reach; empty = none", func(c *Config) any { return &c.Realtime.MCPAllowedURLs }},

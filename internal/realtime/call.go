@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/webrtc/v4"
@@ -29,16 +30,19 @@ type call struct {
 	log    *zap.Logger
 	codec  rtcCodec
 
-	dcOpen    chan *webrtc.DataChannel
-	connected chan struct{}
-	failed    chan struct{}
-	stop      chan struct{} // closed by hangup
-	stopOnce  sync.Once
-	connOnce  sync.Once
-	failOnce  sync.Once
-	reason    string
-	reasonMu  sync.Mutex
-	wg        sync.WaitGroup // readers and the player
+	dcOpen      chan *webrtc.DataChannel
+	dc          atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
+	dcClosed    chan struct{}                      // closed when oai-events has closed
+	dcCloseOnce sync.Once
+	connected   chan struct{}
+	failed      chan struct{}
+	stop        chan struct{} // closed by hangup
+	stopOnce    sync.Once
+	connOnce    sync.Once
+	failOnce    sync.Once
+	reason      string
+	reasonMu    sync.Mutex
+	wg          sync.WaitGroup // readers and the player
 	// ctx and sess are set before ready is closed; the pion callbacks (which may fire before
 	// that) wait for it.
 	ctx       context.Context
@@ -149,6 +153,16 @@ func (cl *call) run() {
 	case <-time.After(time.Second):
 	}
 	close(stopPlayer)
+	// Closing the peer connection aborts the SCTP association, which a browser reports on a
+	// channel still open as an error ("User-Initiated Abort"; the Agents SDK raises it): the
+	// channel is closed first, by a stream reset the browser answers, a clean close.
+	if dc := cl.dc.Load(); dc != nil && dc.ReadyState() == webrtc.DataChannelStateOpen {
+		_ = dc.Close()
+		select {
+		case <-cl.dcClosed:
+		case <-time.After(time.Second):
+		}
+	}
 	_ = cl.pc.Close()
 	cl.wg.Wait()
 }

@@ -12,6 +12,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,17 +42,27 @@ type CallsConfig struct {
 	PublicIPs []string
 	// ConnectTimeout ends a call whose peer has not connected by then. Default 30 s.
 	ConnectTimeout time.Duration
+	// ICETCP also offers ICE-TCP candidates (passive, RFC 6544) on TCPPort, for browsers on
+	// networks that block UDP; 0 picks a free port. Media over TCP suffers head-of-line
+	// blocking on loss, so UDP stays preferred (browsers try UDP pairs first).
+	ICETCP  bool
+	TCPPort int
+	// Interfaces, when set, are the only network interfaces whose addresses are gathered and
+	// announced (e.g. "eth0"); empty: every interface, loopback included.
+	Interfaces []string
 }
 
 // Calls is the WebRTC transport: POST /v1/realtime/calls makes a call (a session whose audio is
 // Opus RTP and whose events flow on the "oai-events" data channel), POST
 // /v1/realtime/calls/{id}/hangup ends it. Close hangs up every call and frees the UDP port.
 type Calls struct {
-	h    *handler
-	cfg  CallsConfig
-	mux  ice.UDPMux
-	port int
-	se   webrtc.SettingEngine
+	h       *handler
+	cfg     CallsConfig
+	mux     ice.UDPMux
+	port    int
+	tcpMux  ice.TCPMux // nil without ICE-TCP
+	tcpPort int
+	se      webrtc.SettingEngine
 
 	mu     sync.Mutex
 	calls  map[string]*call
@@ -68,10 +79,14 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 30 * time.Second
 	}
-	mux, err := ice.NewMultiUDPMuxFromPort(cfg.UDPPort, ice.UDPMuxFromPortWithLoopback(),
-		ice.UDPMuxFromPortWithNetworks(ice.NetworkTypeUDP4))
+	udpOpts := []ice.UDPMuxFromPortOption{ice.UDPMuxFromPortWithLoopback(), ice.UDPMuxFromPortWithNetworks(ice.NetworkTypeUDP4)}
+	keep := interfaceFilter(cfg.Interfaces)
+	if keep != nil {
+		udpOpts = append(udpOpts, ice.UDPMuxFromPortWithInterfaceFilter(keep))
+	}
+	mux, err := openUDPMux(cfg.UDPPort, udpOpts)
 	if err != nil {
-		return nil, fmt.Errorf("opening the WebRTC UDP port %d: %w", cfg.UDPPort, err)
+		return nil, err
 	}
 	c := &Calls{h: &handler{cfg: hcfg.WithDefaults(), sessions: sessions, log: log.Named("calls")}, cfg: cfg, mux: mux, calls: map[string]*call{}}
 	for _, a := range mux.GetListenAddresses() {
@@ -81,11 +96,30 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	}
 	c.se.SetICEUDPMux(mux)
 	c.se.SetIncludeLoopbackCandidate(true)
-	c.se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	networks := []webrtc.NetworkType{webrtc.NetworkTypeUDP4}
+	if keep != nil {
+		c.se.SetInterfaceFilter(keep)
+	}
+	if cfg.ICETCP {
+		ln, err := net.Listen("tcp4", fmt.Sprintf(":%d", cfg.TCPPort))
+		if err != nil {
+			_ = mux.Close()
+			return nil, fmt.Errorf("opening the WebRTC ICE-TCP port %d: %w", cfg.TCPPort, err)
+		}
+		c.tcpPort = ln.Addr().(*net.TCPAddr).Port
+		c.tcpMux = ice.NewTCPMuxDefault(ice.TCPMuxParams{Listener: ln, ReadBufferSize: 64,
+			// What a sender may queue on one connection before its packets are dropped: media
+			// is better late-dropped than blocking the call's writer.
+			WriteBufferSize: 4 << 20})
+		c.se.SetICETCPMux(c.tcpMux)
+		networks = append(networks, webrtc.NetworkTypeTCP4)
+	}
+	c.se.SetNetworkTypes(networks)
 	if len(cfg.PublicIPs) > 0 {
 		// NAT 1:1: the host candidates carry the public addresses instead of the local ones.
 		if err := c.se.SetICEAddressRewriteRules(webrtc.ICEAddressRewriteRule{External: cfg.PublicIPs,
 			AsCandidateType: webrtc.ICECandidateTypeHost, Mode: webrtc.ICEAddressRewriteReplace}); err != nil {
+			_ = c.closePorts()
 			return nil, fmt.Errorf("webrtc public ips: %w", err)
 		}
 	}
@@ -94,6 +128,51 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 
 // Port is the UDP port the calls' media uses.
 func (c *Calls) Port() int { return c.port }
+
+// TCPPort is the ICE-TCP port (0: ICE-TCP is off).
+func (c *Calls) TCPPort() int { return c.tcpPort }
+
+// openUDPMux opens port on every kept interface. Port 0 is one free port for them all (the
+// mux binds each interface's address on its own, and a 0 there would give each its own port):
+// it is learnt from the wildcard address first, and retried if another process takes it in
+// between.
+func openUDPMux(port int, opts []ice.UDPMuxFromPortOption) (*ice.MultiUDPMuxDefault, error) {
+	for try := 0; ; try++ {
+		p := port
+		if port == 0 {
+			pc, err := net.ListenPacket("udp4", ":0")
+			if err != nil {
+				return nil, fmt.Errorf("finding a free UDP port for WebRTC: %w", err)
+			}
+			p = pc.LocalAddr().(*net.UDPAddr).Port
+			_ = pc.Close()
+		}
+		mux, err := ice.NewMultiUDPMuxFromPort(p, opts...)
+		if err == nil {
+			return mux, nil
+		}
+		if port != 0 || try == 2 {
+			return nil, fmt.Errorf("opening the WebRTC UDP port %d: %w", p, err)
+		}
+	}
+}
+
+// interfaceFilter keeps the named interfaces; nil (no filter) when none are named.
+func interfaceFilter(names []string) func(string) bool {
+	if len(names) == 0 {
+		return nil
+	}
+	return func(name string) bool { return slices.Contains(names, name) }
+}
+
+// closePorts closes the UDP mux and, with ICE-TCP, its listener.
+func (c *Calls) closePorts() error {
+	err := c.mux.Close()
+	if c.tcpMux != nil {
+		err = errors.Join(err, c.tcpMux.Close())
+	}
+	return err
+}
 
 // Active is the number of live calls.
 func (c *Calls) Active() int {
@@ -121,7 +200,7 @@ func (c *Calls) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return c.mux.Close()
+	return c.closePorts()
 }
 
 func callError(w http.ResponseWriter, status int, code, param, msg string) {
@@ -337,7 +416,7 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 	log := c.h.log.With(zap.String("call_id", id))
 	st := newStream(false, nil)
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
-		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1),
+		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1), dcClosed: make(chan struct{}),
 		codec: codec, stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
 		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{})}
 	cl.sink = &callSink{c: cl}
@@ -365,11 +444,13 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*cal
 			return
 		}
 		dc.OnOpen(func() {
+			cl.dc.Store(dc)
 			select {
 			case cl.dcOpen <- dc:
 			default:
 			}
 		})
+		dc.OnClose(func() { cl.dcCloseOnce.Do(func() { close(cl.dcClosed) }) })
 		dc.OnMessage(func(msg webrtc.DataChannelMessage) { cl.onMessage(msg) })
 	})
 	pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {

@@ -279,17 +279,22 @@ func TestCallBargeIn(t *testing.T) {
 	resp, answer := post(t, s.url, "multipart/form-data; boundary=b", form)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(answer))
 	require.NoError(t, pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: string(answer)}))
+	var seen []any
 	until := func(typ string, d time.Duration) map[string]any {
 		t.Helper()
 		deadline := time.After(d)
 		for {
 			select {
 			case ev := <-events:
+				seen = append(seen, ev["type"])
+				if ev["type"] == "error" {
+					seen = append(seen, ev["error"])
+				}
 				if ev["type"] == typ {
 					return ev
 				}
 			case <-deadline:
-				t.Fatalf("no %s within %v", typ, d)
+				t.Fatalf("no %s within %v; seen %v", typ, d, seen)
 			}
 		}
 	}

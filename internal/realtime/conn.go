@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,6 +33,10 @@ type conn struct {
 	frames     chan frame
 	readerDone chan struct{}
 	readErr    error // what ended the reader; read after readerDone is closed
+	// writingSince is when the write in flight began (unix ns; 0 when none is). It is left set
+	// after a failed write: a write that timed out closes the socket, and the reader, failing
+	// next, must still learn that the client stopped reading rather than dropped.
+	writingSince atomic.Int64
 }
 
 // loss is why a connection ended before its session.
@@ -283,6 +288,24 @@ func lossOf(err error) loss {
 
 // dispatch decodes frames and hands commands to the session in wire order.
 func (c *conn) dispatch(sess *session.Session, lost chan<- loss) {
+	c.dispatchFrames(lost, func(data []byte) (*WireError, error) {
+		cmd, werr := DecodeClientEvent(data)
+		if werr != nil {
+			return werr, nil
+		}
+		if _, ok := cmd.(*ResumeSession); ok {
+			return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(),
+				Message: "session.resume is only valid as the first event of a connection opened with ?session_id=<id>"}, nil
+		}
+		return nil, sess.Submit(c.ctx, cmd)
+	})
+}
+
+// dispatchFrames hands the connection's frames, in wire order, to handle. A frame that could not
+// be read as an event, or that handle refuses, gets its error event on this connection. It
+// returns when the connection is lost (reported on lost), or when handle fails: the session has
+// ended, and its end closes the connection.
+func (c *conn) dispatchFrames(lost chan<- loss, handle func(data []byte) (*WireError, error)) {
 	for {
 		var f frame
 		select {
@@ -291,23 +314,18 @@ func (c *conn) dispatch(sess *session.Session, lost chan<- loss) {
 			return
 		}
 		if f.err != nil {
-			signal(lost, lossOf(f.err))
+			signal(lost, c.readLoss(f.err))
 			return
 		}
 		werr := f.werr
 		if werr == nil {
-			var cmd session.Command
-			if cmd, werr = DecodeClientEvent(f.data); werr == nil {
-				if _, ok := cmd.(*ResumeSession); ok {
-					werr = &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(),
-						Message: "session.resume is only valid as the first event of a connection opened with ?session_id=<id>"}
-				} else {
-					if err := sess.Submit(c.ctx, cmd); err != nil {
-						return
-					}
-					continue
-				}
+			var err error
+			if werr, err = handle(f.data); err != nil {
+				return
 			}
+		}
+		if werr == nil {
+			continue
 		}
 		if err := c.st.Send(errorEvent(werr)); err != nil {
 			signal(lost, lostSlow)
@@ -388,7 +406,27 @@ func (c *conn) writeFailed(err error, lost chan<- loss) {
 func (c *conn) writeFrame(data []byte) error {
 	wctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.WriteTimeout)
 	defer cancel()
-	return c.ws.Write(wctx, websocket.MessageText, data)
+	c.writingSince.Store(time.Now().UnixNano())
+	err := c.ws.Write(wctx, websocket.MessageText, data)
+	if err == nil {
+		c.writingSince.Store(0)
+	}
+	return err
+}
+
+// readLoss classifies the read error that ended the reader. A write that times out closes the
+// socket, so the read often fails before the writer has reported the timeout: a read failure
+// while a write has been blocked for (about) WriteTimeout is the client not reading, not a
+// network drop.
+func (c *conn) readLoss(err error) loss {
+	l := lossOf(err)
+	if l != lostRead {
+		return l
+	}
+	if since := c.writingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= c.h.cfg.WriteTimeout*9/10 {
+		return lostSlow
+	}
+	return l
 }
 
 // encodeUnnumbered encodes ev with an event_id and without server_event_seq, in the stream's

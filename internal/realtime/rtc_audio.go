@@ -48,6 +48,11 @@ type player struct {
 	playedMs int  // of itemID, written to the wire
 	started  bool // output_audio_buffer.started went out for respID
 	doneResp bool // response.done of respID has passed: the queue's end is the audio's end
+	// cutItem / cutMs: the item a cancel's epoch fence cut, and how much of it was played, until
+	// the client's output_audio_buffer.clear truncates it. The browser SDKs send response.cancel
+	// and then output_audio_buffer.clear; the cancel usually clears the player first.
+	cutItem string
+	cutMs   int
 
 	wake chan struct{}
 }
@@ -94,6 +99,7 @@ func (p *player) delta(ev session.Event) error {
 	}
 	if respID != p.respID {
 		p.respID, p.itemID, p.epoch, p.playedMs, p.started, p.doneResp = respID, itemID, ev.Epoch, 0, false, false
+		p.cutItem, p.cutMs = "", 0
 	}
 	p.pcm = append(p.pcm, audio.Float32ToInt16(nil, fl)...) // after what is still queued
 	if len(p.pcm) > maxPlayoutMs*48 {
@@ -121,7 +127,9 @@ func (p *player) responseDone(respID string) {
 
 // clear drops the queued audio (barge-in, output_audio_buffer.clear, a stale epoch) and returns
 // the item whose audio was cut and how much of it was played; it sends
-// output_audio_buffer.cleared when there was audio.
+// output_audio_buffer.cleared when there was audio. A clear by the client (minEpoch 0) after a
+// cancel's fence already cut the audio returns the item that fence cut, without a second
+// cleared event.
 func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	p.mu.Lock()
 	if minEpoch > p.minEpoch {
@@ -132,6 +140,17 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	itemID, playedMs = p.itemID, p.playedMs
 	p.pcm = p.pcm[:0]
 	p.respID, p.started, p.doneResp = "", false, false
+	switch {
+	case had && minEpoch > 0:
+		p.cutItem, p.cutMs = itemID, playedMs
+	case !had && minEpoch == 0 && p.cutItem != "":
+		itemID, playedMs = p.cutItem, p.cutMs
+		p.cutItem, p.cutMs = "", 0
+		p.mu.Unlock()
+		return itemID, playedMs, true
+	case minEpoch == 0:
+		p.cutItem, p.cutMs = "", 0 // the client's clear cuts what plays now
+	}
 	p.mu.Unlock()
 	if had {
 		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Payload: protocol.OutputAudioBufferCleared{ResponseID: &respID}})

@@ -1,8 +1,6 @@
 package realtime
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -137,9 +135,6 @@ func (c *conn) serveSideband(cl *call) {
 	case <-cl.sbDone:
 	case cause := <-lost:
 		cl.leave(c)
-		if qerr := c.q.err(); cause == lostRead && (errors.Is(qerr, ErrSlowClient) || errors.Is(qerr, context.DeadlineExceeded)) {
-			cause = lostSlow // a timed-out write closes the connection: the reader may report first
-		}
 		switch cause {
 		case lostSlow:
 			c.log.Warn("sideband is not reading; closing it (1008), the call goes on", zap.Error(c.q.err()))
@@ -165,29 +160,5 @@ func (c *conn) serveSideband(cl *call) {
 // dispatchSideband hands the sideband's client events to the call's session in wire order; a
 // bad one gets its error event on the sideband.
 func (c *conn) dispatchSideband(cl *call, lost chan<- loss) {
-	for {
-		var f frame
-		select {
-		case f = <-c.frames:
-		case <-c.ctx.Done():
-			return
-		}
-		if f.err != nil {
-			signal(lost, lossOf(f.err))
-			return
-		}
-		werr := f.werr
-		if werr == nil {
-			var err error
-			if werr, err = cl.apply(c.ctx, f.data); err != nil {
-				return // the session has ended: sbDone closes the sideband
-			}
-		}
-		if werr != nil {
-			if err := c.st.Send(errorEvent(werr)); err != nil {
-				signal(lost, lostSlow)
-				return
-			}
-		}
-	}
+	c.dispatchFrames(lost, func(data []byte) (*WireError, error) { return cl.apply(c.ctx, data) })
 }

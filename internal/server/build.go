@@ -204,7 +204,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Trace:            s.tracer.SessionHook(),
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
-	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs)},
+	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs),
+		ICETCP: s.cfg.Realtime.WebRTCTCPPort > 0, TCPPort: s.cfg.Realtime.WebRTCTCPPort, Interfaces: splitList(s.cfg.Realtime.WebRTCInterfaces)},
 		hcfg, mgr, s.log)
 	if err != nil {
 		return err
@@ -214,7 +215,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	// Registered after the session manager, so closed before it: calls hang up first.
 	s.onClose("webrtc calls", calls.Close)
 	s.calls = calls
-	s.log.Info("webrtc calls ready", zap.Int("udp_port", calls.Port()))
+	s.log.Info("webrtc calls ready", zap.Int("udp_port", calls.Port()), zap.Int("ice_tcp_port", calls.TCPPort()))
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr
 	s.log.Info("realtime endpoint ready", zap.Int("max_sessions", s.cfg.Server.MaxSessions))

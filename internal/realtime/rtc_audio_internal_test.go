@@ -1,0 +1,69 @@
+package realtime
+
+import (
+	"encoding/base64"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// sentEvents records what the player sends.
+type sentEvents struct {
+	mu    sync.Mutex
+	types []string
+}
+
+func (s *sentEvents) Send(ev session.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.types = append(s.types, ev.Type)
+	return nil
+}
+
+// The browser SDKs barge in with response.cancel and then output_audio_buffer.clear. The
+// cancel's epoch fence usually clears the player first; the client's clear must still learn
+// which item was cut (to truncate it), and output_audio_buffer.cleared goes out once.
+func TestPlayerClearAfterCancelFence(t *testing.T) {
+	delta := func(p *player, resp, item string, epoch int) {
+		t.Helper()
+		pcm := make([]byte, 4800) // 100 ms at 24 kHz
+		require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: epoch, Fields: map[string]any{
+			"response_id": resp, "item_id": item, "delta": base64.StdEncoding.EncodeToString(pcm), "format": "pcm16", "sample_rate_hz": 24000}}))
+	}
+	for _, tc := range []struct {
+		name      string
+		fence     bool   // the cancel's DropStale ran before the client's clear
+		newResp   bool   // a new response started playing between the two
+		wantItem  string // what the client's clear truncates ("" = nothing)
+		wantClear int    // output_audio_buffer.cleared events
+	}{
+		{"clear alone", false, false, "item_1", 1},
+		{"fence, then clear", true, false, "item_1", 1},
+		{"fence, a new response, then clear", true, true, "item_2", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := &sentEvents{}
+			p := newPlayer(ev, nil, rtcCodec{}, zap.NewNop())
+			delta(p, "resp_1", "item_1", 1)
+			if tc.fence {
+				item, _, had := p.clear(2)
+				require.True(t, had)
+				require.Equal(t, "item_1", item)
+			}
+			if tc.newResp {
+				delta(p, "resp_2", "item_2", 2)
+			}
+			item, _, had := p.clear(0)
+			require.Equal(t, tc.wantItem != "", had)
+			require.Equal(t, tc.wantItem, item)
+			require.Len(t, ev.types, tc.wantClear)
+			// Consumed: a second clear truncates nothing.
+			_, _, had = p.clear(0)
+			require.False(t, had)
+		})
+	}
+}
