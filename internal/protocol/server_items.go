@@ -12,7 +12,8 @@ import (
 type Item struct {
 	Arguments *string `json:"arguments,omitempty"`
 	CallID    *string `json:"call_id,omitempty"`
-	// Content is a message's parts; non-nil (possibly empty) for a message, nil otherwise.
+	// Content is a message's parts; a message always writes the key ([] when it has none),
+	// other items never.
 	Content []ContentPart `json:"content,omitempty"`
 	ID      string        `json:"id"`
 	Name    *string       `json:"name,omitempty"`

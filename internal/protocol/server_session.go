@@ -339,8 +339,8 @@ type SessionResumed struct {
 // EventType implements ServerEvent.
 func (SessionResumed) EventType() string { return "session.resumed" }
 
-// SessionResumed is not beta-spelled as a whole: a resume answers on the dialect the session
-// was created with, and its items and session follow it like the other events.
+// betaSpelling spells the session, the items and the response beta; the event keeps its GA
+// name in both dialects.
 func (e SessionResumed) betaSpelling() ServerEvent {
 	e.Session = betaObject(e.Session)
 	if e.Items != nil {
