@@ -27,6 +27,10 @@
 // (talkclient and the bench clients use it), or an OtherEvent for a type this package does not
 // have.
 //
+// A new server event is a struct with its fields in JSON-name order and an EventType method;
+// it is registered in server_decode.go's init, and gets a sample in server_test.go's
+// serverSamples, whose golden frames `go test ./internal/protocol/ -run Golden -update` writes.
+//
 // The package is a leaf (layer 0): it imports no other omniserve package, so the session, the
 // transports (WebSocket and WebRTC) and the clients (talkclient, the benches) can share it.
 package protocol
