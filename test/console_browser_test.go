@@ -69,6 +69,14 @@ func TestConsoleBrowser(t *testing.T) {
 			Dropped       int    `json:"dropped"`
 			BufferedAfter int    `json:"bufferedAfter"`
 		} `json:"bargeIn"`
+		WebRTC *struct {
+			RTP struct {
+				Packets int     `json:"packets"`
+				Energy  float64 `json:"energy"`
+			} `json:"rtp"`
+			Transcript string   `json:"transcript"`
+			Turns      []string `json:"turns"`
+		} `json:"webrtc"`
 		Turns []struct {
 			Status       string   `json:"status"`
 			Reason       string   `json:"reason"`
@@ -91,6 +99,12 @@ func TestConsoleBrowser(t *testing.T) {
 	require.Equal(t, 1, got.Resume.Resumes)
 	require.Contains(t, s.logs.String(), "session resumed")
 	require.NotEmpty(t, got.Turns)
+	// WebRTC, the console's default: the reply came as audible RTP and a barge-in cancelled one.
+	require.NotNil(t, got.WebRTC, "the WebRTC step ran")
+	require.Positive(t, got.WebRTC.RTP.Packets)
+	require.Positive(t, got.WebRTC.RTP.Energy)
+	require.Contains(t, got.WebRTC.Turns, "cancelled/turn_detected")
+	t.Logf("console over WebRTC: %d RTP packets, transcript %q, turns %v", got.WebRTC.RTP.Packets, got.WebRTC.Transcript, got.WebRTC.Turns)
 	for _, f := range []string{"console.png", "console-phone.png"} {
 		st, err := os.Stat(filepath.Join(out, f))
 		require.NoError(t, err)

@@ -34,7 +34,10 @@ var allowed = map[string][]string{
 	// SDK, with the operator's URL allow-list: a leaf, so the session owns connections
 	// without the SDK reaching any other layer.
 	"internal/mcpclient": {},
-	"configs":            {}, // the YAML configs, embedded (go:embed)
+	// A real OTLP/HTTP trace receiver on loopback (OTLP protobuf only): the traced server of
+	// `bench realtime` exports to it.
+	"internal/otlpreceiver": {},
+	"configs":               {}, // the YAML configs, embedded (go:embed)
 	// The server config: its defaults are the embedded configs/omni-cpu.yaml. Only
 	// internal/server and cmd/ read it.
 	"internal/config": {"configs"},
@@ -104,13 +107,17 @@ var allowed = map[string][]string{
 	// Sessions over a timed Backend, and the turn statistics fed stage messages directly (the
 	// Sink side of requestclient, which only the pipeline calls in the server).
 	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/metrics", "internal/protocol", "internal/requestclient",
-		"internal/session", "internal/stage"},
+		"internal/session", "internal/stage",
+		"internal/tracing",       // a tracer built as the server builds it, timed per turn
+		"internal/otlpreceiver"}, // ... exporting to a receiver of its own
 
 	// The CLI: builds the server (internal/server), runs the bench commands and the talk
 	// client; api only for its shutdown cause (api.ErrShuttingDown).
 	"cmd/omniserve": {"internal/api", "internal/bench", "internal/bench/chat", "internal/bench/engine",
 		"internal/bench/frontend", "internal/bench/latency", "internal/bench/realtime", "internal/benchreport",
-		"internal/config", "internal/server", "internal/talkclient"},
+		"internal/config", "internal/server", "internal/talkclient",
+		"internal/otlpreceiver", // bench realtime's traced server exports to its own receiver
+		"internal/tracing"},     // the turn span's name, to count the turn spans that receiver got
 	// The talk client reads the server's events as the protocol's types (the ones the server
 	// encodes); it imports no server code.
 	"internal/talkclient": {"internal/protocol"},
@@ -124,8 +131,8 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 1, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/mcpclient": 0,
-	"internal/gpu":       1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
+	"internal/mcpclient": 0, "internal/otlpreceiver": 0,
+	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage":         2,
 	"internal/requestclient": 3,
 	"internal/session":       4,

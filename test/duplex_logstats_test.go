@@ -521,6 +521,9 @@ type statsRecord struct {
 	DeliveredS float64          `json:"audio_delivered_s"`
 	PlayedS    float64          `json:"audio_played_s"`
 	Stages     []map[string]any `json:"stages"`
+	// The RequestE2EStats figures the input and output.audio spans are placed by.
+	InputMs         float64 `json:"input_ms"`
+	DeliveryTotalMs float64 `json:"delivery_total_ms"`
 }
 
 // statsRecords returns every statistics record of a JSON log.

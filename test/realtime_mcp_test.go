@@ -2,10 +2,12 @@ package test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,23 @@ type mcpTestServer struct {
 	url     string
 	mu      sync.Mutex
 	headers []http.Header
+	calls   map[string]int // tools/call count by tool
+	// hung is signalled when a call of "hang" starts; that call answers only when the
+	// server dies (kill).
+	hung chan struct{}
+	kill func()
+}
+
+func (s *mcpTestServer) called(tool string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[tool]
+}
+
+func (s *mcpTestServer) count(tool string) {
+	s.mu.Lock()
+	s.calls[tool]++
+	s.mu.Unlock()
 }
 
 func (s *mcpTestServer) seen() []http.Header {
@@ -32,28 +51,45 @@ func (s *mcpTestServer) seen() []http.Header {
 func startMCPServer(t *testing.T) *mcpTestServer {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "omniserve-test", Version: "1"}, nil)
+	s := &mcpTestServer{calls: map[string]int{}, hung: make(chan struct{}, 1)}
+	release := make(chan struct{}) // closed by kill: a stateless server's Close waits for its handlers
 	type addIn struct {
 		A int `json:"a"`
 		B int `json:"b"`
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "adds two integers"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sum"}}}, nil, nil
+			s.count("add")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sum=" + strconv.Itoa(in.A+in.B)}}}, nil, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echoes its text", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
 			Text string `json:"text"`
 		}) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+			s.count("echo")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo:" + in.Text}}}, nil, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "delete_all", Description: "deletes everything"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			s.count("delete_all")
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "gone"}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "hang", Description: "never answers"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			s.count("hang")
+			select {
+			case s.hung <- struct{}{}:
+			default:
+			}
+			select { // the server dies under it
+			case <-ctx.Done():
+			case <-release:
+			}
+			return nil, nil, errors.New("server gone")
 		})
 	// Stateless: no server session outlives its request, so nothing is left running when the
 	// test ends, whatever the client did.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	s := &mcpTestServer{}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.headers = append(s.headers, r.Header.Clone())
@@ -62,6 +98,15 @@ func startMCPServer(t *testing.T) *mcpTestServer {
 	}))
 	t.Cleanup(hs.Close)
 	s.url = hs.URL + "/mcp"
+	var once sync.Once
+	s.kill = func() {
+		once.Do(func() {
+			hs.CloseClientConnections() // the call in flight loses its connection
+			close(release)
+			hs.Close()
+		})
+	}
+	t.Cleanup(s.kill)
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,24 @@ func TestRealtimeTranscriptionSession(t *testing.T) {
 		code, metrics := s.get(t, "/metrics")
 		require.Equal(t, http.StatusOK, code)
 		require.Regexp(t, `(?m)^omniserve_realtime_transcription_latency_seconds_count\{[^}]*\} [1-9]`, string(metrics))
+		// The figure agrees with the client's own clock: committed → completed as they arrived
+		// (this is the only item the server has transcribed so far).
+		var committedAt time.Time
+		for i, ev := range evs {
+			if ev["type"] == "input_audio_buffer.committed" {
+				committedAt = arrived[i]
+			}
+		}
+		client := completedAt.Sub(committedAt).Seconds()
+		server := metricValue(t, s, "omniserve_realtime_transcription_latency_seconds_sum")
+		logged := regexp.MustCompile(`"commit_to_transcript_ms":([0-9.]+)`).FindStringSubmatch(s.logs.String())
+		require.Len(t, logged, 2)
+		t.Logf("commit → transcript: Prometheus %.1f ms, --log-stats %s ms, client (committed → completed arrival) %.1f ms",
+			server*1000, logged[1], client*1000)
+		require.InDelta(t, client, server, 0.1, "the histogram measures what the client sees")
+		loggedMs, err := strconv.ParseFloat(logged[1], 64)
+		require.NoError(t, err)
+		require.InDelta(t, server*1000, loggedMs, 1, "the log line and the histogram are one measurement")
 		require.Equal(t, "duration", done["usage"].(map[string]any)["type"])
 
 		// What a transcription session does not do is an error with its param; it goes on.

@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,6 +155,26 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 	}
 	require.True(t, cancelled, "the second turn had audio to cancel")
+
+	// A third turn, barged in on once its audio flows.
+	for i := 0; i < len(raw); i += 3200 {
+		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
+	}
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 200}})
+	barged := false
+	for {
+		ev := c.next(t, 60*time.Second)
+		require.NotEqual(t, "error", ev["type"], "%v", ev)
+		if ev["type"] == "response.output_audio.delta" && !barged {
+			c.send(t, map[string]any{"type": "barge_in"})
+			barged = true
+		}
+		if ev["type"] == "response.done" {
+			break
+		}
+	}
+	require.True(t, barged, "the third turn had audio to barge in on")
 	// Closing the session ends the session span.
 	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"))
 
@@ -172,7 +195,16 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		}
 		return nil
 	}
-	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && sessionSpan() != nil }, 20*time.Second, 100*time.Millisecond,
+	turnSpans := func() int {
+		n := 0
+		for _, sp := range byTrace(rtTrace) {
+			if sp.Name == "realtime.turn" {
+				n++
+			}
+		}
+		return n
+	}
+	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && sessionSpan() != nil && turnSpans() >= 3 }, 20*time.Second, 100*time.Millisecond,
 		"spans of both traces reach the receiver") {
 		for _, sp := range rec.all() {
 			rid, _ := spanAttr(sp, "omniserve.request_id")
@@ -240,20 +272,114 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 		require.Equal(t, sess.SpanId, sp.ParentSpanId, "a turn span is the session span's child")
 		reason, _ := spanAttr(sp, "omniserve.finished_reason")
 		reasons[reason]++
-		if reason == "cancel" {
+		if reason == "cancel" || reason == "barge_in" {
 			interrupted := false
 			for _, a := range sp.Attributes {
 				if a.Key == "omniserve.interrupted" && a.Value.GetBoolValue() {
 					interrupted = true
 				}
 			}
-			require.True(t, interrupted, "the cancelled turn is marked")
-			require.NotEmpty(t, sp.Events, "the cancelled turn has its interrupted event")
+			require.True(t, interrupted, "the %s turn is marked", reason)
+			require.NotEmpty(t, sp.Events, "the %s turn has its interrupted event", reason)
 			require.Equal(t, "interrupted", sp.Events[0].Name)
 		}
 	}
 	require.Equal(t, 1, reasons["cancel"], "the cancelled turn under the session: %v", reasons)
-	require.Len(t, reasons, 2, "one done turn and one cancelled turn under the session: %v", reasons)
+	require.Equal(t, 1, reasons["barge_in"], "the barged-in turn under the session: %v", reasons)
+	require.Len(t, reasons, 3, "a done, a cancelled and a barged-in turn under the session: %v", reasons)
+
+	// Each turn's input and output.audio children sit where its RequestE2EStats record puts
+	// them: input = t0 (the turn span's start) → input_ms; output.audio ends delivery_total_ms
+	// after t0.
+	placed := map[string]int{}
+	for _, turn := range byTrace(rtTrace) {
+		if turn.Name != "realtime.turn" {
+			continue
+		}
+		rid, _ := spanAttr(turn, "omniserve.request_id")
+		var e2e *statsRecord
+		for _, r := range records {
+			if r.Msg == "RequestE2EStats" && (r.RequestID == rid || r.ResponseID == rid) {
+				e2e = &r
+			}
+		}
+		require.NotNil(t, e2e, "the RequestE2EStats record of %s", rid)
+		for _, sp := range byTrace(rtTrace) {
+			if !bytes.Equal(sp.ParentSpanId, turn.SpanId) {
+				continue
+			}
+			fromT0 := func(ns uint64) float64 { return float64(ns-turn.StartTimeUnixNano) / 1e6 }
+			switch sp.Name {
+			case "input":
+				require.Zero(t, fromT0(sp.StartTimeUnixNano), "input starts at t0")
+				require.InDelta(t, e2e.InputMs, fromT0(sp.EndTimeUnixNano), 0.001, "%s: input lasts input_ms", rid)
+				placed[sp.Name]++
+			case "output.audio":
+				require.InDelta(t, e2e.DeliveryTotalMs, fromT0(sp.EndTimeUnixNano), 0.001, "%s: output.audio ends at delivery_total_ms", rid)
+				require.Less(t, fromT0(sp.StartTimeUnixNano), fromT0(sp.EndTimeUnixNano))
+				placed[sp.Name]++
+			}
+		}
+	}
+	require.Equal(t, 3, placed["input"], "every turn had input: %v", placed)
+	require.Positive(t, placed["output.audio"], "the done turn played audio: %v", placed)
+
+	// Exemplars: scraped as OpenMetrics, the e2e latency histogram carries, per kind, the trace
+	// id of the last traced record and its value: the e2e figure of that record's span.
+	e2eOf := map[string][]float64{} // trace id → e2e seconds of its chat / turn spans
+	for _, sp := range rec.all() {
+		if sp.Name == "chat.completion" || sp.Name == "realtime.turn" {
+			_, e2e := spanAttr(sp, "omniserve.e2e_total_ms")
+			e2eOf[hex.EncodeToString(sp.TraceId)] = append(e2eOf[hex.EncodeToString(sp.TraceId)], e2e/1000)
+		}
+	}
+	ex := scrapeExemplars(t, "http://"+s.addr+"/metrics", "omniserve_request_e2e_latency_seconds_bucket")
+	for kind, trace := range map[string]string{"chat": chatTrace, "duplex": rtTrace} {
+		got, ok := ex[kind]
+		require.True(t, ok, "an exemplar on the %s e2e histogram: %v", kind, ex)
+		require.Equal(t, trace, got.traceID, kind)
+		matched := false
+		for _, v := range e2eOf[trace] {
+			matched = matched || (v-got.value < 1e-9 && got.value-v < 1e-9)
+		}
+		require.True(t, matched, "%s exemplar value %v is the e2e figure of a span of its trace (%v)", kind, got.value, e2eOf[trace])
+	}
+}
+
+type exemplar struct {
+	traceID string
+	value   float64
+}
+
+var exemplarLine = regexp.MustCompile(`^(\w+)\{([^}]*)\} \S+ # \{trace_id="([0-9a-f]{32})"\} (\S+)`)
+
+// scrapeExemplars GETs url as OpenMetrics and returns the exemplars of family's buckets by their
+// kind label.
+func scrapeExemplars(t *testing.T, url, family string) map[string]exemplar {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "application/openmetrics-text")
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]exemplar{}
+	for _, line := range strings.Split(string(body), "\n") {
+		m := exemplarLine.FindStringSubmatch(line)
+		if m == nil || m[1] != family {
+			continue
+		}
+		kind := regexp.MustCompile(`kind="(\w+)"`).FindStringSubmatch(m[2])
+		require.NotNil(t, kind, line)
+		v, err := strconv.ParseFloat(m[4], 64)
+		require.NoError(t, err, line)
+		out[kind[1]] = exemplar{traceID: m[3], value: v}
+	}
+	return out
 }
 
 // TestTraceparentAcrossRemoteStage: a front omniserve whose thinker is remote (a back omniserve

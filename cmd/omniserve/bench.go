@@ -205,6 +205,7 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.Runs, "runs", 10, "sessions per scenario")
 	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms")
 	fs.IntVar(&o.Tools, "tools", 0, "function tools each session declares, with tool_choice auto (the overhead of declaring tools; 0 = none)")
+	fs.BoolVar(&o.CompareTools, "compare-tools", false, "run each manual and server-VAD session twice, with --tools tools and with none (alternating which goes first), and report both and the ratio of their medians: the overhead of declaring tools, measured under one load")
 	addReportFlag(fs)
 	return cmd
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/omniserve/omniserve/internal/bench/frontend"
 	benchrt "github.com/omniserve/omniserve/internal/bench/realtime"
 	"github.com/omniserve/omniserve/internal/config"
+	"github.com/omniserve/omniserve/internal/otlpreceiver"
 	"github.com/omniserve/omniserve/internal/server"
+	"github.com/omniserve/omniserve/internal/tracing"
 )
 
 func newBenchEngineCmd(a *app) *cobra.Command {
@@ -232,11 +234,13 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "realtime",
-		Short: "The realtime WebSocket endpoint: event overhead, TTFP, barge-in, real-time sessions, --log-stats cost",
-		Long: "Realtime builds two servers (plain, whose session backend is timed, and one with --log-stats --log-format " +
-			"json whose log is discarded) and drives their /v1/realtime with real WebSocket clients over loopback and " +
-			"real speech (16 kHz, stated in the session, in 100 ms appends). docs/BENCHMARKS.md defines each figure. " +
-			bench.QuantileDefinition,
+		Short: "The realtime WebSocket endpoint: event overhead, TTFP, barge-in, real-time sessions, --log-stats and tracing cost",
+		Long: "Realtime builds servers (plain, whose session backend is timed; one with --log-stats --log-format " +
+			"json whose log is discarded; with --tracing-n, twins that differ only in tracing over OTLP/HTTP to a " +
+			"receiver the bench runs on loopback) and " +
+			"drives their /v1/realtime with real WebSocket clients over loopback and real speech (16 kHz, stated in the " +
+			"session, in 100 ms appends). The OTEL_* exporter environment must be unset (only the " +
+			"traced twin may trace). docs/BENCHMARKS.md defines each figure. " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -247,6 +251,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.PacedTurns, "paced-turns", 7, "turns of the paced TTFP session (the first is dropped)")
 	fs.IntVar(&o.BargeN, "barge-n", 20, "barge-ins timed")
 	fs.IntVar(&o.LogStatsN, "logstats-n", 40, "turns per side timed with and without --log-stats")
+	fs.IntVar(&o.TracingN, "tracing-n", 40, "turns per side timed with and without tracing (0: skip)")
 	fs.IntVar(&o.MaxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	fs.DurationVar(&o.Ramp, "ramp", 8*time.Second, "audio streamed per concurrency step")
 	fs.IntSliceVar(&o.RSSSessions, "rss-sessions", []int{8, 32}, "live-session counts at which rss_per_session_mib is measured (0: skip the step)")
@@ -269,6 +274,17 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 			config.FlagValue{Name: "log-stats", Value: "true"}, config.FlagValue{Name: "log-format", Value: "json"})
 		if err != nil {
 			return err
+		}
+		if cfg.Server.OTLPEndpoint != "" {
+			return errors.New("bench realtime: --otlp-endpoint is not for the bench: it runs its own OTLP receiver for the traced server")
+		}
+		// With the exporter environment set every server would trace, and the plain side of
+		// each comparison would not be plain.
+		for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_SDK_DISABLED"} {
+			if os.Getenv(k) != "" {
+				return fmt.Errorf("bench realtime: unset %s: the bench compares a server without tracing with one tracing to its own receiver", k)
+			}
 		}
 		return runBench(cmd, a, "realtime", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
 			o.Meter = meter
@@ -297,7 +313,38 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 				}
 				return t
 			}
-			figs, err := benchrt.Run(ctx, o, ws(plain), ws(stats), timer, pcm, out)
+			ts := benchrt.Targets{Plain: ws(plain), LogStats: ws(stats)}
+			if o.TracingN > 0 {
+				rcv, err := otlpreceiver.Start(0) // counts only: nothing kept
+				if err != nil {
+					return err
+				}
+				defer rcv.Close()
+				// Twins: the same config but for the OTLP endpoint (the plain server differs in
+				// its timed backend and session bound, and was measurably slower).
+				untracedCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"}, noResume)
+				if err != nil {
+					return err
+				}
+				tracedCfg, err := sf.resolve(fs, config.FlagValue{Name: "max-sessions", Value: "4"}, noResume,
+					config.FlagValue{Name: "otlp-endpoint", Value: rcv.Endpoint()})
+				if err != nil {
+					return err
+				}
+				ub, err := startServer(ctx, untracedCfg, server.Options{})
+				if err != nil {
+					return err
+				}
+				defer ub.stop()
+				tb, err := startServer(ctx, tracedCfg, server.Options{})
+				if err != nil {
+					return err
+				}
+				defer tb.stop() // before rcv.Close: the last spans are flushed at close
+				ts.Untraced, ts.Traced = ws(ub), ws(tb)
+				ts.Traced.TurnSpans = func() int { return rcv.CountNamed(tracing.TurnSpanName) }
+			}
+			figs, err := benchrt.Run(ctx, o, ts, timer, pcm, out)
 			res.Add(figs...)
 			return err
 		})

@@ -17,6 +17,10 @@ type FinalizedRequest struct {
 	// AudioTTFPSeconds is the time from arrival to the first audio packet; <= 0 when unknown.
 	AudioTTFPSeconds float64
 	AudioTTFPStage   int
+	// TraceID is the id (32 hex digits) of the trace the record was exported in, "" when it
+	// was not traced (or not sampled): the latency histograms carry it as an exemplar, so a
+	// dashboard can go from a slow bucket to the turn's trace.
+	TraceID string
 }
 
 // Bucket sets of vllm-omni (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
@@ -57,6 +61,8 @@ type Collectors struct {
 	admissionReject  prometheus.Counter
 	panics           *prometheus.CounterVec
 	toolCalls        *prometheus.CounterVec
+	mcpCallDuration  *prometheus.HistogramVec
+	mcpCallFailures  *prometheus.CounterVec
 	transcription    prometheus.Histogram
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
@@ -164,8 +170,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		}, []string{"component"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "omniserve", Name: "tool_calls_total",
-			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call item).",
+			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call, mcp_call or mcp_approval_request item).",
 		}, []string{"api"}),
+		mcpCallDuration: hist("realtime", "mcp_call_duration_seconds",
+			"Realtime MCP tool calls that reached their server: time from the request to its answer (or failure), by outcome (completed or failed).", secondsFastBuckets, "outcome"),
+		mcpCallFailures: counter("realtime", "mcp_call_failures_total",
+			"Realtime MCP tool calls that failed, by kind: the mcp_call item's error type (protocol_error, tool_execution_error, http_error) or cancelled (its response ended first).", "kind"),
 		transcription: hist1("realtime", "transcription_latency_seconds",
 			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
@@ -191,7 +201,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.transcription, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.transcription, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -199,6 +209,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	for _, api := range ToolCallAPIs {
 		c.toolCalls.WithLabelValues(api)
+	}
+	for _, o := range []string{"completed", "failed"} {
+		c.mcpCallDuration.WithLabelValues(o)
+	}
+	for _, k := range MCPFailureKinds {
+		c.mcpCallFailures.WithLabelValues(k)
 	}
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
@@ -274,6 +290,32 @@ func (c *Collectors) CountToolCall(api string) {
 	}
 }
 
+// MCPFailureKinds are the kind label values of omniserve_realtime_mcp_call_failures_total.
+var MCPFailureKinds = []string{"protocol_error", "tool_execution_error", "http_error", "cancelled"}
+
+// ObserveMCPCall records one realtime MCP call: its duration (seconds < 0: it never reached
+// the server, only the failure is counted) and failure ("" when it completed, else a
+// MCPFailureKinds value).
+func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
+	if c == nil {
+		return
+	}
+	outcome := "completed"
+	if failure != "" {
+		outcome = "failed"
+		kind := "protocol_error"
+		for _, k := range MCPFailureKinds {
+			if k == failure {
+				kind = k
+			}
+		}
+		c.mcpCallFailures.WithLabelValues(kind).Inc()
+	}
+	if seconds >= 0 {
+		c.mcpCallDuration.WithLabelValues(outcome).Observe(seconds)
+	}
+}
+
 // ObserveTranscription observes a transcription session item's commit → final transcript
 // latency in seconds.
 func (c *Collectors) ObserveTranscription(seconds float64) {
@@ -299,6 +341,22 @@ func (c *Collectors) AdmissionRejected() {
 // promReason bounds the finished_reason label to finishedReasons.
 func promReason(r string) string { return NormalizeFinishedReason(r) }
 
+// ExemplarTraceID is the exemplar label holding a trace id (the name Grafana's exemplar links
+// and Prometheus' docs use).
+const ExemplarTraceID = "trace_id"
+
+// observe records v on o, with the exemplar ex when it is set (OpenMetrics exposition shows
+// the latest exemplar per bucket).
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if ex != nil {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, ex)
+			return
+		}
+	}
+	o.Observe(v)
+}
+
 // ObserveFinalized records one finalized chat request or duplex turn. The chat and turn finalize
 // paths call it once per request (TurnMetrics.Record, Aggregator.FinalizedRequest).
 func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
@@ -306,15 +364,19 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		return
 	}
 	reason := promReason(r.FinishedReason)
+	var ex prometheus.Labels // only a traced record pays for its exemplar
+	if r.TraceID != "" {
+		ex = prometheus.Labels{ExemplarTraceID: r.TraceID}
+	}
 	kind := KindChat
 	if r.Duplex {
 		kind = KindDuplex
 		c.duplexTurns.WithLabelValues(reason).Inc()
 		if v := r.E2E.InputEndToFirstAudioMs; v > 0 {
-			c.inputToAudio.Observe(v / 1000)
+			observe(c.inputToAudio, v/1000, ex)
 		}
 		if v := r.E2E.InputEndToFirstTextMs; v > 0 {
-			c.inputToText.Observe(v / 1000)
+			observe(c.inputToText, v/1000, ex)
 		}
 		if v := r.E2E.AudioDeliveredS; v > 0 {
 			c.audioDelivered.Observe(v)
@@ -329,13 +391,13 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	} else {
 		c.requestFailure.WithLabelValues(kind, reason).Inc()
 	}
-	c.e2eLatency.WithLabelValues(kind).Observe(max(r.E2E.E2ETotalMs, 0) / 1000)
+	observe(c.e2eLatency.WithLabelValues(kind), max(r.E2E.E2ETotalMs, 0)/1000, ex)
 	var prompt, gen int
 	for _, s := range r.Stages {
 		if s.StageID == 0 {
 			prompt += s.NumTokensIn
 			if s.VllmTtftMs > 0 {
-				c.ttft.WithLabelValues(kind).Observe(s.VllmTtftMs / 1000)
+				observe(c.ttft.WithLabelValues(kind), s.VllmTtftMs/1000, ex)
 			}
 			for _, v := range s.VllmItlsMs {
 				c.itl.WithLabelValues(kind).Observe(v / 1000)
@@ -361,7 +423,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	c.promptTokens.Add(float64(prompt))
 	c.generationTokens.Add(float64(gen))
 	if r.AudioTTFPSeconds > 0 {
-		c.audioTTFP.WithLabelValues(kind, strconv.Itoa(r.AudioTTFPStage)).Observe(r.AudioTTFPSeconds)
+		observe(c.audioTTFP.WithLabelValues(kind, strconv.Itoa(r.AudioTTFPStage)), r.AudioTTFPSeconds, ex)
 	}
 	for _, e := range r.Transfers {
 		from, to := strconv.Itoa(e.FromStage), strconv.Itoa(e.ToStage)

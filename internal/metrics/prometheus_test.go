@@ -73,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 34, "all but the backpressure family, which nothing observed and no stage was initialized")
+	require.Len(t, mfs, 36, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -99,7 +99,7 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 37)
+	require.Len(t, mfs, 39)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
@@ -132,4 +132,100 @@ func TestCollectorsRejectDoubleRegistration(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	NewCollectors(reg, "m")
 	require.Panics(t, func() { NewCollectors(reg, "m") })
+}
+
+// MCP calls: a completed and a failed call observe their duration by outcome; a failure is
+// counted by its kind (an unknown one as protocol_error); a call that never reached its
+// server (seconds < 0) is counted but not timed.
+func TestObserveMCPCall(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	c := NewCollectors(reg, "m")
+	c.ObserveMCPCall(0.2, "")
+	c.ObserveMCPCall(0.03, "tool_execution_error")
+	c.ObserveMCPCall(-1, "cancelled")
+	c.ObserveMCPCall(-1, "weird")
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("tool_execution_error")), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("cancelled")), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("protocol_error")), 0)
+	require.InDelta(t, 0.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("http_error")), 0)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	samples := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "omniserve_realtime_mcp_call_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					samples[l.GetValue()] = m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]uint64{"completed": 1, "failed": 1}, samples)
+	var nilC *Collectors
+	nilC.ObserveMCPCall(1, "") // a server without metrics
+}
+
+// A traced record's latency observations carry its trace id as the bucket's exemplar, with the
+// observed value; an untraced record's carry none.
+func TestLatencyExemplarsCarryTheTraceID(t *testing.T) {
+	t.Parallel()
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	tests := []struct {
+		name    string
+		traceID string
+	}{
+		{"traced", traceID},
+		{"not traced", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			c := NewCollectors(reg, "dummy:tiny")
+			turn, _ := duplexExample(t)
+			require.True(t, turn.Finalize(ReasonStop, nil, false))
+			rec, ok := turn.Record()
+			require.True(t, ok)
+			rec.TraceID = tc.traceID
+			c.ObserveFinalized(rec)
+			fams, err := reg.Gather()
+			require.NoError(t, err)
+			want := map[string]float64{ // family → the value observed for it
+				"omniserve_request_e2e_latency_seconds":        rec.E2E.E2ETotalMs / 1000,
+				"omniserve_audio_time_to_first_packet_seconds": rec.AudioTTFPSeconds,
+			}
+			for _, st := range rec.Stages {
+				if st.StageID == 0 {
+					want["omniserve_request_time_to_first_token_seconds"] = st.VllmTtftMs / 1000
+				}
+			}
+			got := map[string]float64{}
+			for _, f := range fams {
+				for _, m := range f.GetMetric() {
+					for _, b := range m.GetHistogram().GetBucket() {
+						ex := b.GetExemplar()
+						if ex == nil {
+							continue
+						}
+						require.Len(t, ex.GetLabel(), 1, f.GetName())
+						require.Equal(t, ExemplarTraceID, ex.GetLabel()[0].GetName())
+						require.Equal(t, tc.traceID, ex.GetLabel()[0].GetValue())
+						require.LessOrEqual(t, ex.GetValue(), b.GetUpperBound(), "the exemplar sits in its bucket")
+						got[f.GetName()] = ex.GetValue()
+					}
+				}
+			}
+			if tc.traceID == "" {
+				require.Empty(t, got)
+				return
+			}
+			for fam, v := range want {
+				require.Positive(t, v, fam)
+				require.InDelta(t, v, got[fam], 1e-12, fam)
+			}
+		})
+	}
 }

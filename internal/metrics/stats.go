@@ -118,6 +118,9 @@ type RequestE2EStats struct {
 	// Duplex-turn figures vllm-omni has no name for (docs/STATS.md). Zero means unknown and
 	// the row is not printed, so chat tables keep vllm-omni's layout.
 
+	// InputMs runs from t0 (the first append of the user input, or its commit) to the end of
+	// that input (commit, speech_stopped, VAD endpoint or item create): the user's turn.
+	InputMs float64
 	// InputEndToFirstTextMs / InputEndToFirstAudioMs run from the end of the user's input (commit,
 	// speech_stopped, VAD endpoint or item create) to the first text unit / audio frame.
 	InputEndToFirstTextMs  float64

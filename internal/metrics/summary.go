@@ -432,6 +432,7 @@ func e2eExtraRows(e RequestE2EStats) []kv {
 	add("audio_underrun_s", e.AudioUnderrunS)
 	add("delivery_total_ms", e.DeliveryTotalMs)
 	add("delivery_detached_ms", e.DeliveryDetachedMs)
+	add("input_ms", e.InputMs)
 	add("input_end_to_first_audio_ms", e.InputEndToFirstAudioMs)
 	add("input_end_to_first_text_ms", e.InputEndToFirstTextMs)
 	return rows

@@ -267,42 +267,28 @@ func (t *TurnMetrics) SetDelivered(audioS, ts float64) {
 }
 
 // SetUnderrun records the time the client's playback ran out of sent audio during the turn.
-func (t *TurnMetrics) SetUnderrun(s float64) {
+func (t *TurnMetrics) SetUnderrun(s float64) { t.whileOpen(func() { t.underrunS = max(s, 0) }) }
+
+// whileOpen runs set under the turn's lock unless the turn is nil or finalized (its record is
+// immutable).
+func (t *TurnMetrics) whileOpen(set func()) {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.finalized {
-		t.underrunS = max(s, 0)
+		set()
 	}
 }
 
 // SetPlayed records the audio the client acknowledged as played (playback.ack), in seconds:
 // delivery as the listener had it, next to what was sent (SetDelivered).
-func (t *TurnMetrics) SetPlayed(s float64) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.finalized {
-		t.playedS = max(s, 0)
-	}
-}
+func (t *TurnMetrics) SetPlayed(s float64) { t.whileOpen(func() { t.playedS = max(s, 0) }) }
 
 // SetDetached records how long delivery of the turn was paused because its client was
 // disconnected and then resumed the session: a delivery delay of the same turn.
-func (t *TurnMetrics) SetDetached(ms float64) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.finalized {
-		t.detachedMs = max(ms, 0)
-	}
-}
+func (t *TurnMetrics) SetDetached(ms float64) { t.whileOpen(func() { t.detachedMs = max(ms, 0) }) }
 
 // AddTransfer records one connector send of this turn on its (from → to) edge: size and tx time
 // add up; blockedMs (waiting for room on a full queue) is backpressure, not transfer time.
@@ -415,6 +401,9 @@ func (t *TurnMetrics) collapseAndClose() {
 		t.agg.onFinalizeRequestAt(final, t.responseID, t.arrival, end)
 	}
 	t.agg.setE2EExtras(t.responseID, func(e *RequestE2EStats) {
+		if t.inputEnd > t.arrival {
+			e.InputMs = (t.inputEnd - t.arrival) * 1000
+		}
 		if t.inputEnd > 0 && t.firstText >= t.inputEnd {
 			e.InputEndToFirstTextMs = (t.firstText - t.inputEnd) * 1000
 		}

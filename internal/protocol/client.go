@@ -143,12 +143,16 @@ type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
-	// ItemType is "" or "message", or "function_call_output" with CallID and Output.
-	ItemType       string
-	CallID, Output string
-	Role           string
-	Text           string // the text parts, concatenated
-	Audio          []byte // the input_audio parts, decoded and concatenated
+	// ItemType is "" or "message", "function_call_output" with CallID and Output, or
+	// "mcp_approval_response" with ApprovalRequestID, Approve and Reason.
+	ItemType          string
+	CallID, Output    string
+	ApprovalRequestID string
+	Approve           bool
+	Reason            string
+	Role              string
+	Text              string // the text parts, concatenated
+	Audio             []byte // the input_audio parts, decoded and concatenated
 }
 
 // ConversationItemDelete is conversation.item.delete.

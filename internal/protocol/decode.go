@@ -623,8 +623,15 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		c.CallID, c.Output = callID, output
 		return c, nil
 	}
+	if typ == "mcp_approval_response" {
+		ev, e := decodeApprovalResponse(c, it)
+		if e != nil {
+			return nil, werr(e.Code, e.Param, "%s", e.Message)
+		}
+		return ev, nil
+	}
 	if typ != "" && typ != "message" {
-		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message or function_call_output)", typ)
+		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message, function_call_output or mcp_approval_response)", typ)
 	}
 	role, ok, _ := str(it, "role")
 	if !ok || role == "" {

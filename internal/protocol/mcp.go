@@ -67,3 +67,45 @@ func decodeMCPTool(it map[string]json.RawMessage, p string, index int) (MCPTool,
 	}
 	return m, nil
 }
+
+// decodeMCPToolChoice reads tool_choice {type: "mcp", server_label, name?}: a call of the
+// named tool of that server is forced (without a name: a call of any of its tools).
+func decodeMCPToolChoice(raw json.RawMessage, param string) (*ToolChoice, *Error) {
+	var obj struct {
+		ServerLabel *string `json:"server_label"`
+		Name        *string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, &Error{Code: "invalid_type", Param: param, Message: "tool_choice {type: \"mcp\"} needs server_label (a string) and an optional name (a string)"}
+	}
+	if obj.ServerLabel == nil || *obj.ServerLabel == "" {
+		return nil, &Error{Code: "missing_required_parameter", Param: param + ".server_label", Message: "tool_choice of type mcp needs the server_label of a session MCP tool"}
+	}
+	tc := &ToolChoice{Mode: "mcp", ServerLabel: *obj.ServerLabel}
+	if obj.Name != nil {
+		tc.Function = *obj.Name
+	}
+	return tc, nil
+}
+
+// decodeApprovalResponse reads an mcp_approval_response item of conversation.item.create: the
+// client's answer to an mcp_approval_request (approve, and an optional reason).
+func decodeApprovalResponse(c *ConversationItemCreate, it map[string]json.RawMessage) (ClientEvent, *Error) {
+	c.ItemType = "mcp_approval_response"
+	id, ok, e := str(it, "approval_request_id")
+	if e != nil || !ok || id == "" {
+		return nil, &Error{Code: "missing_required_parameter", Param: "item.approval_request_id", Message: "an mcp_approval_response item needs the approval_request_id of the mcp_approval_request it answers"}
+	}
+	v, ok := it["approve"]
+	if !ok {
+		return nil, &Error{Code: "missing_required_parameter", Param: "item.approve", Message: "an mcp_approval_response item needs approve (true or false)"}
+	}
+	if err := json.Unmarshal(v, &c.Approve); err != nil {
+		return nil, &Error{Code: "invalid_type", Param: "item.approve", Message: "approve must be true or false"}
+	}
+	if c.Reason, _, e = str(it, "reason"); e != nil {
+		return nil, &Error{Code: "invalid_type", Param: "item.reason", Message: "reason must be a string"}
+	}
+	c.ApprovalRequestID = id
+	return c, nil
+}

@@ -36,3 +36,49 @@ func TestDecodeMCPTools(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeMCPToolChoice(t *testing.T) {
+	ev, err := DecodeClientEvent([]byte(`{"type":"response.create","response":{"tool_choice":{"type":"mcp","server_label":"calc","name":"add"}}}`))
+	require.Nil(t, err)
+	require.Equal(t, &ToolChoice{Mode: "mcp", ServerLabel: "calc", Function: "add"}, ev.(*ResponseCreate).ToolChoice)
+	ev, err = DecodeClientEvent([]byte(`{"type":"session.update","session":{"tool_choice":{"type":"mcp","server_label":"calc"}}}`))
+	require.Nil(t, err)
+	require.Equal(t, &ToolChoice{Mode: "mcp", ServerLabel: "calc"}, ev.(*SessionUpdate).Session.ToolChoice)
+	for _, tc := range []struct{ name, choice, code, param string }{
+		{"no label", `{"type":"mcp","name":"add"}`, "missing_required_parameter", "session.tool_choice.server_label"},
+		{"label not a string", `{"type":"mcp","server_label":7}`, "invalid_type", "session.tool_choice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeClientEvent([]byte(`{"type":"session.update","session":{"tool_choice":` + tc.choice + `}}`))
+			require.NotNil(t, err)
+			require.Equal(t, tc.code, err.Code)
+			require.Equal(t, tc.param, err.Param)
+		})
+	}
+}
+
+func TestDecodeMCPApprovalResponse(t *testing.T) {
+	ev, err := DecodeClientEvent([]byte(`{"type":"conversation.item.create","event_id":"e1","previous_item_id":"item_r","item":{
+		"type":"mcp_approval_response","approval_request_id":"item_r","approve":true,"reason":"ok"}}`))
+	require.Nil(t, err)
+	c := ev.(*ConversationItemCreate)
+	require.Equal(t, "mcp_approval_response", c.ItemType)
+	require.Equal(t, "item_r", c.ApprovalRequestID)
+	require.True(t, c.Approve)
+	require.Equal(t, "ok", c.Reason)
+	require.Equal(t, "item_r", c.PreviousItemID)
+	for _, tc := range []struct{ name, item, code, param string }{
+		{"no request id", `{"type":"mcp_approval_response","approve":true}`, "missing_required_parameter", "item.approval_request_id"},
+		{"no approve", `{"type":"mcp_approval_response","approval_request_id":"r"}`, "missing_required_parameter", "item.approve"},
+		{"approve not a bool", `{"type":"mcp_approval_response","approval_request_id":"r","approve":"yes"}`, "invalid_type", "item.approve"},
+		{"reason not a string", `{"type":"mcp_approval_response","approval_request_id":"r","approve":false,"reason":1}`, "invalid_type", "item.reason"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeClientEvent([]byte(`{"type":"conversation.item.create","event_id":"e2","item":` + tc.item + `}`))
+			require.NotNil(t, err)
+			require.Equal(t, tc.code, err.Code)
+			require.Equal(t, tc.param, err.Param)
+			require.Equal(t, "e2", err.EventID)
+		})
+	}
+}

@@ -237,12 +237,13 @@ type TranscriptionSession struct {
 	Audio        SessionAudio              `json:"audio"`
 	Capabilities TranscriptionCapabilities `json:"capabilities"`
 	ExpiresAt    int64                     `json:"expires_at"`
-	ID           string                    `json:"id"`
-	IdleTimeoutS float64                   `json:"idle_timeout_s"`
-	Include      *[]string                 `json:"include"`
-	Object       string                    `json:"object"`
-	State        string                    `json:"state"`
-	Type         string                    `json:"type"`
+	// ID is left out only where no session exists yet (a client secret's preview).
+	ID           string    `json:"id,omitempty"`
+	IdleTimeoutS float64   `json:"idle_timeout_s"`
+	Include      *[]string `json:"include"`
+	Object       string    `json:"object"`
+	State        string    `json:"state"`
+	Type         string    `json:"type"`
 }
 
 // TranscriptionCapabilities is a transcription session's capabilities extension.

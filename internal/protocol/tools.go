@@ -15,11 +15,13 @@ type Tool struct {
 	Parameters  json.RawMessage
 }
 
-// ToolChoice is tool_choice: Mode "auto", "none", "required", or "function" with Function the
-// forced function's name.
+// ToolChoice is tool_choice: Mode "auto", "none", "required", "function" with Function the
+// forced function's name, or "mcp" with ServerLabel and (optionally) Function the forced MCP
+// tool's name.
 type ToolChoice struct {
-	Mode     string
-	Function string
+	Mode        string
+	Function    string
+	ServerLabel string
 }
 
 // decodeTools reads a tools array; param names it in errors ("session.tools"). MCP tools are
@@ -93,10 +95,10 @@ func decodeToolChoice(raw json.RawMessage, param string) (*ToolChoice, *Error) {
 		return nil, &Error{Code: "invalid_type", Param: param, Message: "tool_choice must be a string or an object"}
 	}
 	if obj.Type == "mcp" {
-		return nil, &Error{Code: "unsupported_tools", Param: param + ".type", Message: "calls to MCP tools are not supported by this server yet (MCP servers are listed only); tool_choice may name a function"}
+		return decodeMCPToolChoice(raw, param)
 	}
 	if obj.Type != "function" {
-		return nil, &Error{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("tool_choice type %q must be \"function\"", obj.Type)}
+		return nil, &Error{Code: "invalid_value", Param: param + ".type", Message: fmt.Sprintf("tool_choice type %q must be \"function\" or \"mcp\"", obj.Type)}
 	}
 	name := obj.Name
 	if name == "" && obj.Function != nil {

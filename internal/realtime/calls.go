@@ -259,7 +259,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.calls[cl.id] = cl
 	c.wg.Add(1)
 	c.mu.Unlock()
-	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch}, cl.sink)
+	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, cl.sink)
 	runCtx := c.h.cfg.BaseContext
 	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {

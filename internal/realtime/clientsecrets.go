@@ -92,7 +92,8 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, werr.Code, werr.Param, werr.Message)
 		return
 	}
-	view, err := h.sessions.Preview(session.Options{}, patch)
+	transcription := secretIsTranscription(req.Session)
+	view, err := h.sessions.Preview(session.Options{Transcription: transcription}, patch)
 	if err != nil {
 		var fe *session.FieldError
 		if errors.As(err, &fe) {
@@ -113,12 +114,24 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// No session exists yet: the id of the preview would name nothing.
-	if v, ok := view.(*protocol.Session); ok {
+	switch v := view.(type) {
+	case *protocol.Session:
 		v.ID, v.Type = "", "realtime"
+	case *protocol.TranscriptionSession:
+		v.ID = ""
 	}
 	h.log.Debug("client secret minted", zap.Time("expires_at", sec.ExpiresAt))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"value": sec.Value, "expires_at": sec.ExpiresAt.Unix(), "session": view})
+}
+
+// secretIsTranscription reports whether a client secret's session is a transcription session
+// (`"type": "transcription"`): its key opens one, with or without ?intent=transcription.
+func secretIsTranscription(raw json.RawMessage) bool {
+	var head struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(raw, &head) == nil && head.Type == "transcription"
 }
 
 // sessionPatch decodes a session object (the "session" of a client secret request or of a

@@ -143,3 +143,40 @@ func TestClientSecretOpensItsSession(t *testing.T) {
 	status, _ = httpStatus(t, wsURL, http.Header{"Authorization": {"Bearer ek_made_up"}})
 	require.Equal(t, http.StatusUnauthorized, status)
 }
+
+// TestClientSecretTranscription: a key minted for `"type": "transcription"` opens a
+// transcription session (as OpenAI's browser transcription flow does), whatever model the URL
+// names (the SDKs always name one); a conversation key cannot open one with
+// ?intent=transcription; a bad transcription field is refused at minting with its param.
+func TestClientSecretTranscription(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{t: time.Now()}
+	base, _ := secretsServer(t, clk.now)
+	code, out := mint(t, base, `{"session":{"type":"transcription","audio":{"input":{"transcription":{"model":"gpt-4o-transcribe","language":"en"},"turn_detection":{"type":"server_vad","silence_duration_ms":400}}}}}`)
+	require.Equal(t, 200, code, "%v", out)
+	sess := out.obj("session")
+	require.Equal(t, "transcription", sess.str("type"), "%v", out)
+	require.Equal(t, "realtime.transcription_session", sess.str("object"))
+	require.Equal(t, "en", sess.obj("audio").obj("input").obj("transcription").str("language"))
+	key := out.str("value")
+	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/v1/realtime"
+
+	for _, query := range []string{"?model=gpt-realtime", "?intent=transcription", ""} {
+		c := dial(t, wsURL+query, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		created, _ := c.until("session.created", 10*time.Second)
+		s := created.obj("session")
+		require.Equal(t, "transcription", s.str("type"), "query %q", query)
+		require.Equal(t, "en", s.obj("audio").obj("input").obj("transcription").str("language"))
+		c.close()
+	}
+
+	code, out = mint(t, base, `{"session":{"type":"realtime"}}`)
+	require.Equal(t, 200, code, "%v", out)
+	status, body := httpStatus(t, wsURL+"?intent=transcription", http.Header{"Authorization": {"Bearer " + out.str("value")}})
+	require.Equal(t, http.StatusBadRequest, status, "%v", body)
+	require.Equal(t, "intent", body.obj("error").str("param"))
+
+	code, out = mint(t, base, `{"session":{"type":"transcription","audio":{"input":{"noise_reduction":{"type":"loud_field"}}}}}`)
+	require.Equal(t, 400, code, "%v", out)
+	require.Equal(t, "session.audio.input.noise_reduction.type", out.obj("error").str("param"))
+}

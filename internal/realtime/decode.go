@@ -68,7 +68,8 @@ func command(ev protocol.ClientEvent) session.Command {
 		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}
 	case *protocol.ConversationItemCreate:
 		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
-			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output}
+			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output,
+			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}
 	case *protocol.ConversationItemDelete:
 		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
 	case *protocol.ConversationItemRetrieve:

@@ -160,6 +160,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		transcription = true
 	}
+	if sec != nil {
+		// A client secret opens the kind of session it was minted for; the SDKs always name a
+		// model in the URL, which a transcription session ignores.
+		minted := secretIsTranscription(sec.Session)
+		if transcription && !minted {
+			oaierror.Write(w, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
+				Message: "this client secret was minted for a conversation session; ?intent=transcription needs one minted with session.type \"transcription\""})
+			return
+		}
+		transcription = minted
+	}
 	if m := q.Get("model"); q.Has("model") && !transcription && !h.sessions.AcceptsModel(m) {
 		// Before the upgrade, so no slot is taken: what the chat endpoint answers for an
 		// unknown model (the SDKs raise it as the connection's error).

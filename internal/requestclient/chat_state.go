@@ -252,8 +252,8 @@ func (st *chatState) recordPrometheus(reason string) {
 		}
 	}
 	st.mu.Unlock()
-	st.c.opts.Collectors.ObserveFinalized(r)
 	if f := st.c.opts.OnFinalized; f != nil {
-		f(r)
+		r.TraceID = f(r)
 	}
+	st.c.opts.Collectors.ObserveFinalized(r)
 }

@@ -35,8 +35,9 @@ type Options struct {
 	TurnDrainTimeout time.Duration
 	// OnFinalized, when set, also receives every closed record (chat requests and duplex
 	// turns) that Collectors observes: the traces of internal/tracing are built from it, so a
-	// span's duration is its table figure.
-	OnFinalized func(metrics.FinalizedRequest)
+	// span's duration is its table figure. It is called first and returns the id of the trace
+	// the record was exported in ("" when none): Collectors keeps it as the record's exemplar.
+	OnFinalized func(metrics.FinalizedRequest) (traceID string)
 }
 
 // Client owns the request-state registry shared by the chat path and the duplex sessions. It is

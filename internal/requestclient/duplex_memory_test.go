@@ -85,21 +85,48 @@ func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 
 // With --log-stats off but Prometheus on (the server's default), duplex turns are kept for the
 // metrics; the per-chunk path (a listen row, its decision, the arrival stamp) still allocates
-// nothing.
+// nothing, with tracing off (no OnFinalized) and on (the tracer is called once per finalized
+// turn, never per chunk).
 func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
-	col := metrics.NewCollectors(prometheus.NewRegistry(), "m")
-	d := New(nil, Options{Collectors: col}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(Output) {})
-	d.start(&fakeStream{t: t})
-	require.NotNil(t, d.turns, "turns are kept for Prometheus")
-	listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}
-	decision := stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionListen}
-	d.MarkTurnArrival(1)
-	d.OnStageMetrics(listen) // the first row of a stage sizes its merge state
-	allocs := testing.AllocsPerRun(1000, func() {
-		d.MarkTurnArrival(0)
-		d.OnStageMetrics(listen)
-		d.OnOutput(decision)
-	})
-	require.Zero(t, allocs)
-	require.NoError(t, d.Close(context.Background(), ""))
+	tests := []struct {
+		name    string
+		tracing bool
+	}{
+		{"tracing off", false},
+		{"tracing on", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			col := metrics.NewCollectors(prometheus.NewRegistry(), "m")
+			var finalized []string
+			opts := Options{Collectors: col}
+			if tc.tracing {
+				opts.OnFinalized = func(r metrics.FinalizedRequest) string {
+					finalized = append(finalized, r.FinishedReason)
+					return ""
+				}
+			}
+			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(Output) {})
+			d.start(&fakeStream{t: t})
+			require.NotNil(t, d.turns, "turns are kept for Prometheus")
+			listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}
+			decision := stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionListen}
+			d.MarkTurnArrival(1)
+			d.OnStageMetrics(listen) // the first row of a stage sizes its merge state
+			d.BeginTurn("resp-prom", 1, 1)
+			allocs := testing.AllocsPerRun(1000, func() {
+				d.MarkTurnArrival(0)
+				d.OnStageMetrics(listen)
+				d.OnOutput(decision)
+			})
+			require.Zero(t, allocs)
+			require.Empty(t, finalized, "nothing reaches the tracer per chunk")
+			d.SetTurnDelivered(100, 0)
+			require.True(t, d.FinalizeTurn(metrics.ReasonStop))
+			if tc.tracing {
+				require.Equal(t, []string{metrics.ReasonStop}, finalized, "the finalized turn reaches the tracer once")
+			}
+			require.NoError(t, d.Close(context.Background(), ""))
+		})
+	}
 }

@@ -34,7 +34,7 @@ type turnState struct {
 	clock      metrics.Clock
 	log        *zap.Logger
 	col        *metrics.Collectors
-	onFinal    func(metrics.FinalizedRequest) // Options.OnFinalized
+	onFinal    func(metrics.FinalizedRequest) string // Options.OnFinalized
 	logStats   bool
 	structured bool
 	drain      time.Duration
@@ -324,10 +324,10 @@ func (s *turnState) finish(t *metrics.TurnMetrics, reason string) bool {
 	ok := t.Finalize(reason, s.log, s.logStats)
 	if ok && s.col != nil {
 		if rec, have := t.Record(); have {
-			s.col.ObserveFinalized(rec)
 			if s.onFinal != nil {
-				s.onFinal(rec)
+				rec.TraceID = s.onFinal(rec)
 			}
+			s.col.ObserveFinalized(rec)
 		}
 	}
 	return ok

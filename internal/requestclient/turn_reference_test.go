@@ -395,6 +395,7 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	require.Regexp(t, `e2e_total_ms\s+\|\s+102,000\.000 \|`, e2e, "t0 100 to the interruption at 202, not to when the stages stopped: %s", e2e)
 	require.Regexp(t, `input_end_to_first_text_ms\s+\|\s+50,500\.000 \|`, e2e, "%s", e2e)
 	require.Regexp(t, `input_end_to_first_audio_ms\s+\|\s+51,000\.000 \|`, e2e, "%s", e2e)
+	require.Regexp(t, `input_ms\s+\|\s+50,000\.000 \|`, e2e, "t0 100 to the input end at 150: %s", e2e)
 
 	d.BeginTurn("resp-next", 2, 0)
 	rows := d.turns.openTurn().StageRows()

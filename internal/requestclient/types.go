@@ -214,7 +214,8 @@ const (
 	// comes as OutText, nor is it spoken.
 	OutToolCall
 	// OutTranscriptDelta is words of the user's open utterance the recognizer settled on
-	// (DuplexOptions.TranscriptDeltas), before the utterance's OutTranscript.
+	// (DuplexOptions.TranscriptDeltas), before the utterance's OutTranscript; with empty Text,
+	// the mark of a DiscardAudio (the deltas before it were of the discarded audio).
 	OutTranscriptDelta
 )
 

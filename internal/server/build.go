@@ -120,7 +120,7 @@ func (s *Server) buildPipeline(ctx context.Context) error {
 		return err
 	}
 	s.tracer = tr
-	var onFinal func(metrics.FinalizedRequest)
+	var onFinal func(metrics.FinalizedRequest) string
 	if tr != nil {
 		// Closed after the realtime sessions (closers run in reverse): their last turns are
 		// finalized, then flushed.

@@ -234,13 +234,15 @@ func (s *Server) router() http.Handler {
 		Realtime:       s.realtime,
 		Transcriptions: s.transcribe,
 		Speech:         s.speech,
-		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}),
-		MaxBodyBytes:   s.cfg.Server.MaxBodyBytes,
-		CORSOrigins:    api.SplitOrigins(s.cfg.Server.CORSOrigins),
-		Secrets:        s.secrets,
-		ClientSecrets:  s.clientSecrets,
-		Calls:          s.calls,
-		CountPanic:     s.countPanic,
+		// OpenMetrics when the scraper asks for it (Accept: application/openmetrics-text):
+		// only that format carries the latency histograms' trace-id exemplars.
+		Metrics:       promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true}),
+		MaxBodyBytes:  s.cfg.Server.MaxBodyBytes,
+		CORSOrigins:   api.SplitOrigins(s.cfg.Server.CORSOrigins),
+		Secrets:       s.secrets,
+		ClientSecrets: s.clientSecrets,
+		Calls:         s.calls,
+		CountPanic:    s.countPanic,
 	})
 }
 

@@ -90,9 +90,13 @@ type CreateItem struct {
 	Role           string
 	Text           string
 	Audio          []byte // decoded input_audio part, in the session's input format
-	// ItemType "function_call_output" answers the call CallID with Output (tools.go).
-	ItemType       string
-	CallID, Output string
+	// ItemType "function_call_output" answers the call CallID with Output (tools.go);
+	// "mcp_approval_response" answers the mcp_approval_request ApprovalRequestID (mcp_call.go).
+	ItemType          string
+	CallID, Output    string
+	ApprovalRequestID string
+	Approve           bool
+	Reason            string
 }
 
 // DeleteItem is conversation.item.delete.

@@ -137,6 +137,11 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 			err = fe
 		}
 	}
+	if err == nil {
+		if fe := checkMCPChoice(next); fe != nil {
+			err = fe
+		}
+	}
 	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
@@ -404,7 +409,9 @@ func (s *Session) unforwardInput(eventID string) {
 	}
 	if err := d.DiscardAudio(s.engineCtx); err != nil {
 		s.sendError("runtime_append_failed", err.Error(), eventID, "")
+		return
 	}
+	s.txCut("")
 }
 
 // clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
@@ -412,7 +419,7 @@ func (s *Session) unforwardInput(eventID string) {
 func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
-	s.tdelta = transcriptDeltas{} // a transcription session's deltas of the dropped audio are void
+	s.dropOpenDeltas() // a transcription session's deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
 		m.ClearTurnInput()
 	}
@@ -485,6 +492,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	started := s.inputStartTS
 	s.inputBuf, s.inputBytes, s.inputFwd, s.inputStartTS = nil, 0, 0, 0
 	it := s.commitUserAudioItem(s.inputMs - s.bufStartMs)
+	s.txCut(it.ID)
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
@@ -676,8 +684,12 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	if s.refuseInTranscription(c.ID, "conversation.item.create") {
 		return
 	}
-	if c.ItemType == "function_call_output" {
+	switch c.ItemType {
+	case "function_call_output":
 		s.createFunctionOutput(c)
+		return
+	case "mcp_approval_response":
+		s.createApprovalResponse(c)
 		return
 	}
 	role := c.Role

@@ -23,6 +23,8 @@ type item struct {
 	// mcp_list_tools items (mcp.go): the server and the tools it listed.
 	ServerLabel string
 	MCPTools    []mcpclient.Tool
+	// MCP is what mcp_call and mcp_approval_* items carry besides (mcp_call.go).
+	MCP *mcpItem
 	// CommittedAt is a user audio item's commit time (statistics clock), for its
 	// transcription latency.
 	CommittedAt float64
@@ -42,6 +44,8 @@ func (it *item) item() protocol.Item {
 		return protocol.FunctionCallItem(it.ID, it.Status, it.CallID, it.Name, it.Arguments)
 	case "mcp_list_tools":
 		return protocol.Item{ID: it.ID, Type: it.Type, Open: mcpListWire(it)} // mcp.go builds it as a map
+	case "mcp_call", "mcp_approval_request", "mcp_approval_response":
+		return protocol.Item{ID: it.ID, Type: it.Type, Open: mcpItemWire(it)} // mcp_call.go builds them as maps
 	case "function_call_output":
 		return protocol.FunctionCallOutputItem(it.ID, it.Status, it.CallID, it.Output)
 	}

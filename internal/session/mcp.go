@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // MCP tools (session.tools entries of `type: "mcp"`): the session itself connects to each
@@ -42,6 +44,8 @@ type mcpState struct {
 	// servers are the listed (or listing) servers by label.
 	servers map[string]*mcpServer
 	gen     int
+	// calls are the running MCP calls by mcp_call item id (mcp_call.go).
+	calls map[string]*mcpCall
 }
 
 // mcpServer is one MCP tool's connection, once listed.
@@ -53,6 +57,9 @@ type mcpServer struct {
 	itemID string
 	conn   *mcpclient.Conn // nil until listed (or when the listing failed)
 	tools  []mcpclient.Tool
+	// usable are the tools the model may be offered: those whose input schema the tool
+	// grammar can follow.
+	usable []mcpclient.Tool
 }
 
 type mcpResult struct {
@@ -62,12 +69,15 @@ type mcpResult struct {
 	conn   *mcpclient.Conn
 	tools  []mcpclient.Tool
 	err    error
+	// call, when set, is a finished call instead of a listing (mcp_call.go).
+	call *mcpCallResult
 }
 
 func (s *Session) initMCP() {
 	s.mcp.ctx, s.mcp.cancel = context.WithCancel(context.Background())
 	s.mcp.results = make(chan mcpResult, mcpResultQueue)
 	s.mcp.servers = map[string]*mcpServer{}
+	s.mcp.calls = map[string]*mcpCall{}
 }
 
 // closeMCP cancels every listing in flight, waits for their goroutines and closes the
@@ -235,6 +245,10 @@ func (s *Session) listMCP(t MCPTool) {
 // mcp_list_tools.completed, or mcp_list_tools.failed and an error event saying why. The
 // session lives on either way.
 func (s *Session) handleMCPResult(r mcpResult) {
+	if r.call != nil {
+		s.handleMCPCallResult(*r.call)
+		return
+	}
 	srv := s.mcp.servers[r.label]
 	current := srv != nil && srv.gen == r.gen
 	it := s.findItem(r.itemID)
@@ -265,12 +279,26 @@ func (s *Session) handleMCPResult(r mcpResult) {
 		return
 	}
 	srv.conn, srv.tools = r.conn, r.tools
-	if it == nil {
-		return // the conversation dropped the item (history budget, delete); the tools stay
+	var unusable []string
+	srv.usable = nil
+	for _, t := range r.tools {
+		ft := requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
+		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{ft}}, MaxOutputTokensLimit); err != nil {
+			unusable = append(unusable, t.Name)
+			continue
+		}
+		srv.usable = append(srv.usable, t)
 	}
-	it.MCPTools, it.Status = r.tools, "completed"
-	s.send(Event{Type: "mcp_list_tools.completed", Epoch: s.epoch, Fields: map[string]any{"item_id": it.ID}})
-	s.sendItemDone(it, s.epoch)
+	defer s.syncTools() // the engine's own turns offer the new tools too
+	if it != nil {
+		it.MCPTools, it.Status = r.tools, "completed"
+		s.send(Event{Type: "mcp_list_tools.completed", Epoch: s.epoch, Fields: map[string]any{"item_id": it.ID}})
+		s.sendItemDone(it, s.epoch)
+	} // else the conversation dropped the item (history budget, delete); the tools stay
+	if len(unusable) > 0 {
+		s.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",
+			r.label, strings.Join(unusable, ", ")), "", fmt.Sprintf("session.tools[%d]", srv.tool.Index))
+	}
 }
 
 // mcpListWire is an mcp_list_tools item on the wire.

@@ -34,8 +34,20 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		return
 	}
 	if o.Kind == requestclient.OutTranscriptDelta {
+		if o.Text == "" {
+			s.txCutReached("", false) // a discard's mark
+			return
+		}
 		s.sendTranscriptDelta(o.Text)
 		return
+	}
+	if o.Kind == requestclient.OutTranscript && s.opts.Transcription {
+		for len(s.txCuts) > 0 && s.txCuts[0] == "" {
+			s.txCutReached("", false) // a discard whose mark was lost: the outputs are past it
+		}
+		if len(s.txCuts) > 0 {
+			s.txCutReached(s.txCuts[0], false)
+		}
 	}
 	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
@@ -142,6 +154,7 @@ func (s *Session) handleResult(res jobResult) {
 	}
 	if res.err != nil {
 		if res.itemID != "" && s.opts.Transcription {
+			s.txCutReached(res.itemID, true)
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		if active {

@@ -33,7 +33,8 @@ type sentFrame struct {
 }
 
 type response struct {
-	calls      []*item // the function_call items the reply made (tools.go)
+	calls      []*item // the function_call and mcp_* items the reply made (tools.go, mcp_call.go)
+	mcp        mcpResp // its MCP calls (mcp_call.go)
 	id, itemID string
 	epoch      int
 	turnID     int
@@ -87,8 +88,11 @@ type respOptions struct {
 	input        []requestclient.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
-	// tools are the functions the reply may call (nil: none); set on the actor.
-	tools *requestclient.ToolSpec
+	// tools are the functions the reply may call (nil: none); set on the actor. mcpRefs are
+	// the MCP tools among them by name (nil: the session's), mcpDepth counts follow-ups.
+	tools    *requestclient.ToolSpec
+	mcpRefs  map[string]mcpRef
+	mcpDepth int
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -141,6 +145,7 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
+		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
 	r.itemID = "item_" + r.id
 	s.resp = r
@@ -227,6 +232,7 @@ func (s *Session) endResponse(reason string) *response {
 	if r == nil {
 		return nil
 	}
+	s.endMCPCalls(r)
 	s.resp = nil
 	s.turnState = TurnIdle
 	if r.stageTurn > s.lastClosed {
@@ -310,7 +316,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			r.engineUsage = &u
 		}
 	case requestclient.OutToolCall:
-		if o.ToolCall != nil {
+		if o.ToolCall != nil && !s.emitMCPCall(r, o.ToolCall) {
 			s.emitFunctionCall(r, o.ToolCall)
 		}
 	case requestclient.OutFinished:
@@ -370,8 +376,9 @@ func (s *Session) pace() {
 	if s.detached {
 		// Output pacing is paused while no client listens: the audio waits for a resume. A
 		// response with nothing left to send still completes (into the journal).
-		if r.finished && len(r.frames) == 0 {
+		if r.finished && len(r.frames) == 0 && !s.mcpHolds(r) {
 			s.completeResponse(r)
+			s.mcpFollowUp(r)
 		}
 		return
 	}
@@ -405,8 +412,9 @@ func (s *Session) pace() {
 		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioTranscriptDelta{
 			ResponseID: r.id, ItemID: r.itemID, Delta: f.text}})
 	}
-	if r.finished {
+	if r.finished && !s.mcpHolds(r) {
 		s.completeResponse(r)
+		s.mcpFollowUp(r)
 	}
 }
 

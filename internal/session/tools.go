@@ -13,11 +13,13 @@ import (
 // response. The calls and their results join the engine's conversation in the model's own tool
 // markup (internal/stage/tools.go); none of it is ever spoken.
 
-// ToolChoice is tool_choice: Mode auto (default), none, required, or function with Function
-// the forced function's name.
+// ToolChoice is tool_choice: Mode auto (default), none, required, function with Function the
+// forced function's name, or mcp with ServerLabel and (optionally) Function the forced MCP
+// tool's name (mcp_call.go).
 type ToolChoice struct {
-	Mode     string
-	Function string
+	Mode        string
+	Function    string
+	ServerLabel string
 }
 
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -37,6 +39,9 @@ func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, pa
 		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{t}}, MaxOutputTokensLimit); err != nil {
 			return &FieldError{"invalid_value", fmt.Sprintf("%s.tools[%d].parameters", param, i), fmt.Sprintf("invalid schema for function %q: %v", t.Name, err)}
 		}
+	}
+	if choice.Mode == "mcp" {
+		return nil // the MCP tools are checked when a response forces one (mcp_call.go toolsFor)
 	}
 	if choice.Mode == requestclient.ToolChoiceFunction && !seen[choice.Function] {
 		return &FieldError{"invalid_value", param + ".tool_choice", fmt.Sprintf("tool_choice names function %q, which is not among the tools", choice.Function)}
@@ -67,7 +72,12 @@ func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *req
 
 // sessionTools is the session's tools for a response that declares none of its own.
 func (s *Session) sessionTools() *requestclient.ToolSpec {
-	return toolSpec(s.cfg.Tools, s.cfg.ToolChoice, true)
+	spec, _, fe := s.toolsFor(s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
+	if fe != nil {
+		// tool_choice forces an MCP tool not listed (yet): the engine's own turns choose.
+		spec, _, _ = s.toolsFor(s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+	}
+	return spec
 }
 
 // toolsWire is the session object's tools.
@@ -90,6 +100,12 @@ func toolChoiceWire(c ToolChoice) any {
 		return requestclient.ToolChoiceAuto
 	case requestclient.ToolChoiceFunction:
 		return map[string]any{"type": "function", "name": c.Function}
+	case "mcp":
+		w := map[string]any{"type": "mcp", "server_label": c.ServerLabel}
+		if c.Function != "" {
+			w["name"] = c.Function
+		}
+		return w
 	}
 	return c.Mode
 }
@@ -194,6 +210,26 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 			return fe
 		}
 	}
-	o.tools = toolSpec(tools, choice, parallel)
+	param := "session"
+	if c.ToolsSet || c.ToolChoice != nil {
+		param = "response"
+	}
+	spec, refs, fe := s.toolsFor(tools, choice, parallel, !c.ToolsSet, param)
+	if fe != nil {
+		return fe
+	}
+	if spec != nil && choice.Mode == "mcp" {
+		// As checkTools does for a forced function: the forced MCP call must fit the reply.
+		limit := o.maxTokens
+		if limit <= 0 {
+			limit = s.m.cfg.DefaultMaxOutputTokens
+		}
+		if limit > 0 {
+			if err := requestclient.CheckTools(*spec, limit); err != nil {
+				return &FieldError{"invalid_value", param + ".max_output_tokens", fmt.Sprintf("too small for a complete forced call: %v", err)}
+			}
+		}
+	}
+	o.tools, o.mcpRefs = spec, refs
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // recSink is a sink that also keeps every event type, to check what never came.
@@ -120,4 +122,60 @@ func TestConversationRefusesTranscription(t *testing.T) {
 	require.Equal(t, "type", sk.until(t, "error").wire()["error"].(map[string]any)["param"])
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
+}
+
+// The engine's outputs lag the session: deltas of an utterance can come after the session
+// committed it (they belong to that item, not to a new one), after its final transcript went out
+// (stale: dropped), or after a clear discarded their audio (dropped); the next utterance's
+// deltas may start while the previous item's final pass runs. In every case the deltas of an
+// item concatenate to its transcript.
+func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
+	m := NewManager(ManagerConfig{MaxSessions: 1}, &fakeBackend{&fakeEngine{t: t}}, zap.NewNop())
+	sk := &recSink{sink: sink{ch: make(chan Event, 64)}}
+	slot, err := m.Acquire(context.Background())
+	require.NoError(t, err)
+	defer slot.Release()
+	s := m.NewSession(slot, Options{Transcription: true}, sk) // not run: the test is the actor
+	transcriptOut := func() { s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscript, Text: "x"}) }
+	deltaOut := func(text string) {
+		s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})
+	}
+
+	// Utterance 1: a delta, the commit, a late delta, then the final (job result) before the
+	// Transcript output, and one more stale delta.
+	deltaOut("go")
+	first := s.commitUserAudioItem(1000)
+	s.txCut(first.ID)
+	deltaOut(" forward")
+	s.emitTranscript(first.ID, "go forward ten")
+	deltaOut(" ten") // stale: the final went out
+	transcriptOut()
+	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
+	deltaOut("turn")
+	s.dropOpenDeltas()
+	s.txCut("")
+	deltaOut(" left")
+	deltaOut("") // the discard's mark
+	// Utterance 3: deltas start before utterance 4's... the final of 3 comes after 4 began.
+	deltaOut("stop")
+	third := s.commitUserAudioItem(1000)
+	s.txCut(third.ID)
+	transcriptOut()
+	deltaOut("go")
+	s.emitTranscript(third.ID, "stop here")
+
+	deltas := map[string]string{}
+	for _, ev := range sk.events {
+		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+			deltas[ev.wire()["item_id"].(string)] += ev.wire()["delta"].(string)
+		}
+	}
+	require.Equal(t, "go forward ten", deltas[first.ID])
+	require.Equal(t, "stop here", deltas[third.ID])
+	require.Len(t, deltas, 4, "%v", deltas) // the cleared utterance's item and utterance 4's
+	for id, d := range deltas {
+		if id != first.ID && id != third.ID {
+			require.Contains(t, []string{"turn", "go"}, d, "no late word of another utterance: %v", deltas)
+		}
+	}
 }

@@ -280,6 +280,13 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		return fmt.Errorf("discarding audio: %w", err)
 	}
 	defer d.unlockAudio()
+	if d.opts.TranscriptDeltas {
+		// An empty delta marks the cut in the output order: the open utterance's deltas still on
+		// their way came before it, and the session drops them.
+		defer func() {
+			_ = d.disp.output(ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: TranscriptDelta, Turn: d.upcoming()})
+		}()
+	}
 	a := &d.audio
 	a.fed, a.inSeg = a.pos, false
 	d.mu.Lock()

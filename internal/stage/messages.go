@@ -44,7 +44,8 @@ const (
 	ToolCalled
 	// TranscriptDelta is words of the user's open utterance the recognizer has settled on
 	// (audio.StableDelta over its partial hypotheses), before its Transcript; only with
-	// DuplexOptions.TranscriptDeltas on manual turns.
+	// DuplexOptions.TranscriptDeltas on manual turns. One with empty Text marks a DiscardAudio:
+	// the deltas before it were of the discarded audio.
 	TranscriptDelta
 )
 

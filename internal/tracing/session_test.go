@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -37,6 +38,21 @@ func TestNilTracerHooksAreNil(t *testing.T) {
 	require.Nil(t, tr.SessionHook())
 	require.Nil(t, tr.HTTPHook())
 	tr.ObserveFinalized(metrics.FinalizedRequest{})
+}
+
+// With tracing off (a nil *Tracer) what the server still calls per turn or request costs no
+// allocation: off means no cost, not a cheaper one.
+func TestNilTracerAllocatesNothing(t *testing.T) {
+	var tr *Tracer
+	rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop}
+	rec.E2E.RequestID = "resp-1"
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		tr.Begin(ctx, "sess-1")
+		tr.ObserveFinalized(rec)
+		tr.End("sess-1")
+	})
+	require.Zero(t, allocs)
 }
 
 // TestSessionSpanParentsItsTurns: the session span continues the upgrade's traceparent; each
@@ -125,4 +141,67 @@ func TestSessionWithoutTraceparentStartsATrace(t *testing.T) {
 	require.Equal(t, spans[1].SpanContext.TraceID(), spans[0].SpanContext.TraceID())
 	require.Equal(t, spans[1].SpanContext.SpanID(), spans[0].Parent.SpanID())
 	require.Equal(t, trace.SpanKindServer, spans[1].SpanKind)
+}
+
+// ObserveFinalized returns the trace id of the span it exported (the record's Prometheus
+// exemplar), and "" when the sampler dropped the span: an exemplar must lead to a trace.
+func TestObserveFinalizedReturnsTheExportedTraceID(t *testing.T) {
+	rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop}
+	rec.E2E.RequestID = "resp-7"
+	rec.E2E.E2ETotalMs = 120
+
+	tr, exp := newTestTracer(t)
+	id := tr.ObserveFinalized(rec)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	require.Equal(t, spans[0].SpanContext.TraceID().String(), id)
+
+	never := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(never), sdktrace.WithSampler(sdktrace.NeverSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	unsampled := &Tracer{tp: tp, tr: tp.Tracer("test"), log: zap.NewNop(), parent: map[string]parentEntry{}}
+	require.Empty(t, unsampled.ObserveFinalized(rec))
+	require.Empty(t, never.GetSpans())
+}
+
+// A turn's input and output.audio children sit on its timeline where the record puts them: the
+// turn starts at t0; input lasts input_ms from t0; output.audio runs from the first audio
+// packet (audio TTFP after t0) to the delivery end (delivery_total_ms after t0). A turn without
+// those figures (or a chat request) gets neither.
+func TestTurnInputAndOutputSpans(t *testing.T) {
+	tests := []struct {
+		name                  string
+		inputMs, ttfpS, delMs float64
+		want                  map[string][2]float64 // span → start, end in ms after t0
+	}{
+		{"spoken and played", 800, 1.2, 2500, map[string][2]float64{InputSpanName: {0, 800}, OutputSpanName: {1200, 2500}}},
+		{"text only", 300, 0, 0, map[string][2]float64{InputSpanName: {0, 300}}},
+		{"committed without appends", 0, 0.4, 900, map[string][2]float64{OutputSpanName: {400, 900}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, exp := newTestTracer(t)
+			rec := metrics.FinalizedRequest{Duplex: true, FinishedReason: metrics.ReasonStop, AudioTTFPSeconds: tc.ttfpS}
+			rec.E2E.RequestID = "resp-9"
+			rec.E2E.E2ETotalMs = 1500
+			rec.E2E.InputMs, rec.E2E.DeliveryTotalMs = tc.inputMs, tc.delMs
+			tr.ObserveFinalized(rec)
+			var t0 time.Time
+			got := map[string][2]float64{}
+			spans := exp.GetSpans()
+			for _, s := range spans {
+				if s.Name == TurnSpanName {
+					t0 = s.StartTime
+					require.InDelta(t, max(1500, tc.delMs), float64(s.EndTime.Sub(s.StartTime).Microseconds())/1000, 0.001)
+				}
+			}
+			for _, s := range spans {
+				if s.Name == InputSpanName || s.Name == OutputSpanName {
+					require.Equal(t, spans[len(spans)-1].SpanContext.SpanID(), s.Parent.SpanID(), "a child of the turn")
+					got[s.Name] = [2]float64{float64(s.StartTime.Sub(t0).Microseconds()) / 1000, float64(s.EndTime.Sub(t0).Microseconds()) / 1000}
+				}
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
 }

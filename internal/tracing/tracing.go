@@ -33,6 +33,15 @@ import (
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
+// The span names of the closed records: a realtime turn and a chat request.
+const (
+	TurnSpanName = "realtime.turn"
+	ChatSpanName = "chat.completion"
+	// A turn's children placed on its timeline: the user's input and the audio's delivery.
+	InputSpanName  = "input"
+	OutputSpanName = "output.audio"
+)
+
 // Config is the server's own tracing configuration; the OTEL_* environment applies on top.
 type Config struct {
 	// Endpoint is an OTLP endpoint URL (tracing.otlp_endpoint); "" = the OTEL_* environment's.
@@ -178,12 +187,15 @@ func (t *Tracer) parentOf(requestID string) (trace.SpanContext, bool) {
 }
 
 // ObserveFinalized exports a closed record as a span tree: the request or turn, ended now and
-// as long as its e2e figure, with a child per stage (its stage_gen_time_ms, ending with the
-// parent) and per transfer edge (tx_time_ms). It implements the observer the request client
-// calls with every record it finalizes.
-func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
+// as long as its e2e figure (so it starts at the record's t0), with a child per stage (its
+// stage_gen_time_ms, ending with the parent) and per transfer edge (tx_time_ms); a turn also
+// gets an input child (t0 → input end: input_ms) and an output.audio child (first audio
+// packet → delivery end: delivery_total_ms), placed where the record puts them. It implements the observer the request client
+// calls with every record it finalizes, and returns the trace id (hex) when the span was
+// sampled, "" otherwise: the record's Prometheus exemplar.
+func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
 	if t == nil {
-		return
+		return ""
 	}
 	end := time.Now()
 	total := rec.E2E.E2ETotalMs
@@ -195,9 +207,9 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
 	if sc, ok := t.parentOf(rec.E2E.RequestID); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	name := "chat.completion"
+	name := ChatSpanName
 	if rec.Duplex {
-		name = "realtime.turn"
+		name = TurnSpanName
 	}
 	ctx, span := t.tr.Start(ctx, name, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
@@ -229,12 +241,31 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) {
 			))
 		s.End(trace.WithTimestamp(end))
 	}
+	if v := rec.E2E.InputMs; v > 0 {
+		_, s := t.tr.Start(ctx, InputSpanName, trace.WithTimestamp(start), trace.WithAttributes(attribute.Float64("omniserve.input_ms", v)))
+		s.End(trace.WithTimestamp(start.Add(ms(v))))
+	}
+	if d := rec.E2E.DeliveryTotalMs; d > 0 && rec.AudioTTFPSeconds > 0 {
+		first := rec.AudioTTFPSeconds * 1000
+		_, s := t.tr.Start(ctx, OutputSpanName, trace.WithTimestamp(start.Add(ms(min(first, d)))), trace.WithAttributes(
+			attribute.Float64("omniserve.audio_ttfp_ms", first),
+			attribute.Float64("omniserve.delivery_total_ms", d),
+			attribute.Float64("omniserve.audio_delivered_s", rec.E2E.AudioDeliveredS),
+			attribute.Float64("omniserve.audio_played_s", rec.E2E.AudioPlayedS),
+			attribute.Float64("omniserve.audio_underrun_s", rec.E2E.AudioUnderrunS),
+		))
+		s.End(trace.WithTimestamp(start.Add(ms(d))))
+	}
 	for _, e := range rec.Transfers {
 		_, s := t.tr.Start(ctx, fmt.Sprintf("transfer %d->%d", e.FromStage, e.ToStage), trace.WithTimestamp(end.Add(-ms(e.TxTimeMs))),
 			trace.WithAttributes(attribute.Float64("omniserve.tx_time_ms", e.TxTimeMs), attribute.Int64("omniserve.size_bytes", e.SizeBytes)))
 		s.End(trace.WithTimestamp(end))
 	}
 	span.End(trace.WithTimestamp(end))
+	if sc := span.SpanContext(); sc.IsSampled() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }

@@ -41,6 +41,7 @@ const browser = await puppeteer.launch({
     "--use-fake-device-for-media-stream",
     `--use-file-for-fake-audio-capture=${wav}`,
     "--autoplay-policy=no-user-gesture-required",
+    "--allow-loopback-in-peer-connection", // the call's candidates on a machine with only loopback
   ],
 });
 
@@ -86,8 +87,13 @@ try {
     await page.$eval("#apikey", (el) => { el.value = ""; });
     if (key) await page.type("#apikey", key);
     await page.click('input[name="mode"][value="handsfree"]');
+    // The WebSocket first (its playback, resume and reconnect are checked below); WebRTC, the
+    // default where the browser has it, is the last step.
+    await page.click('input[name="transport"][value="websocket"]');
     await page.click("#connect");
     await until(() => window.omni.stats.sessionReady && window.omni.stats.micActive, 30000);
+    const s = await stats();
+    if (s.transport !== "websocket") throw new Error("transport " + s.transport);
   });
 
   await step("the user transcript appears", async () => {
@@ -167,6 +173,27 @@ try {
     await new Promise((r) => setTimeout(r, 500));
     if ((await stats()).samplesSent !== idle) throw new Error("audio is sent while Space is up");
     summary.ptt = { heldSamples: held, transcript: (await stats()).userTranscripts.at(-1) };
+    await page.click("#disconnect");
+    await until(() => window.omni.stats.status === "idle" && !window.omni.stats.micActive, 10000);
+  });
+
+  await step("WebRTC by default: the call hears the user, its audio plays, barge-in cuts it", async () => {
+    const before = await stats();
+    await page.click('input[name="transport"][value="auto"]');
+    await page.click('input[name="mode"][value="handsfree"]');
+    await page.click("#connect");
+    await until(() => window.omni.stats.transport === "webrtc" && window.omni.stats.sessionReady && window.omni.stats.micActive, 30000);
+    const shown = await page.$eval("#transport", (el) => el.textContent);
+    if (!/WebRTC/.test(shown)) throw new Error("the page does not show the transport: " + shown);
+    await until((n) => window.omni.stats.userTranscripts.length > n, 60000, before.userTranscripts.length);
+    // The reply arrives as RTP on the call's track, audible (Chromium's decoded level), and no
+    // audio delta comes on the data channel.
+    await until(() => window.omni.stats.rtp.packets > 20 && window.omni.stats.rtp.energy > 0, 60000);
+    // The looping fake microphone speaks over a reply: server VAD cancels it.
+    await until((n) => window.omni.stats.turns.slice(n).some((t) => t.status === "cancelled"), 90000, before.turns.length);
+    const s = await stats();
+    if (s.audioDeltas !== before.audioDeltas) throw new Error(`${s.audioDeltas - before.audioDeltas} audio deltas on the data channel`);
+    summary.webrtc = { rtp: s.rtp, transcript: s.userTranscripts.at(-1), turns: s.turns.slice(before.turns.length).map((t) => `${t.status}/${t.reason}`) };
     await page.click("#disconnect");
     await until(() => window.omni.stats.status === "idle" && !window.omni.stats.micActive, 10000);
   });

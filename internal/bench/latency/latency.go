@@ -43,15 +43,19 @@ const (
 
 // Options say which server to measure and how often.
 type Options struct {
-	Bin       string      // server binary started as a child process (unless Addr)
-	Addr      string      // host:port of a running server instead of starting one
-	Model     string      // model of the started server
-	Speech    string      // 16 kHz PCM16 speech: the user's turn
-	Interrupt string      // 16 kHz PCM16 speech used to interrupt
-	Runs      int         // sessions per scenario
-	SilenceMs int         // server VAD silence_duration_ms
-	Tools     int         // function tools each session declares (tool_choice auto); 0 = none
-	Meter     bench.Meter // progress of the sessions; nil shows none
+	Bin       string // server binary started as a child process (unless Addr)
+	Addr      string // host:port of a running server instead of starting one
+	Model     string // model of the started server
+	Speech    string // 16 kHz PCM16 speech: the user's turn
+	Interrupt string // 16 kHz PCM16 speech used to interrupt
+	Runs      int    // sessions per scenario
+	SilenceMs int    // server VAD silence_duration_ms
+	Tools     int    // function tools each session declares (tool_choice auto); 0 = none
+	// CompareTools runs each manual and server-VAD session twice, with Tools tools and with
+	// none, alternating which goes first, so that both are measured under the same load in one
+	// run (compare.go).
+	CompareTools bool
+	Meter        bench.Meter // progress of the sessions; nil shows none
 }
 
 // Run measures and returns the figures and every session's timeline; progress lines go to out.
@@ -94,35 +98,40 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		return tl
 	}
 	// Six sessions per run: manual, server VAD, and the four barge-in scenarios.
-	prog := o.Meter.Start("latency", 6*o.Runs, "sessions")
+	vs := o.variants()
+	prog := o.Meter.Start("latency", (4+2*len(vs))*o.Runs, "sessions")
 	defer prog.Done()
 
 	// Manual turns: two per session, first and later.
 	for i := range o.Runs {
-		for turn, m := range manualTurns(ctx, url, o.Tools, speech, 2, session("manual turns, run %d", i)) {
-			if m.err != nil {
-				return nil, tls, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+		for _, v := range vs.order(i) {
+			for turn, m := range manualTurns(ctx, url, v.tools, speech, 2, session("manual turns"+v.label+", run %d", i)) {
+				if m.err != nil {
+					return nil, tls, fmt.Errorf("manual run %d turn %d: %w", i, turn+1, m.err)
+				}
+				which := "first"
+				if turn > 0 {
+					which = "later"
+				}
+				add("commit_to_audible_"+which+v.suffix, m.audible)
+				add("commit_to_audible"+v.suffix, m.audible)
+				add("commit_to_first_delta"+v.suffix, m.firstDelta)
+				add("commit_to_transcript"+v.suffix, m.transcript)
 			}
-			which := "first"
-			if turn > 0 {
-				which = "later"
-			}
-			add("commit_to_audible_"+which, m.audible)
-			add("commit_to_audible", m.audible)
-			add("commit_to_first_delta", m.firstDelta)
-			add("commit_to_transcript", m.transcript)
+			prog.Add(1)
 		}
-		prog.Add(1)
 	}
-	fmt.Fprintf(out, "manual turns: %d sessions done\n", o.Runs)
+	fmt.Fprintf(out, "manual turns: %d sessions done\n", o.Runs*len(vs))
 	// Server VAD: speech then silence; the server takes the turn.
 	for i := range o.Runs {
-		m, err := vadTurn(ctx, url, o.Tools, speech, o.SilenceMs, session("server VAD turn, run %d", i))
-		if err != nil {
-			return nil, tls, fmt.Errorf("vad run %d: %w", i, err)
+		for _, v := range vs.order(i) {
+			m, err := vadTurn(ctx, url, v.tools, speech, o.SilenceMs, session("server VAD turn"+v.label+", run %d", i))
+			if err != nil {
+				return nil, tls, fmt.Errorf("vad run %d: %w", i, err)
+			}
+			add("speech_end_to_audible"+v.suffix, m)
+			prog.Add(1)
 		}
-		add("speech_end_to_audible", m)
-		prog.Add(1)
 	}
 	fmt.Fprintf(out, "server VAD turns: %d sessions done\n", o.Runs)
 	// Barge-in by real speech, false positives by noise and by echo, speech over echo.
@@ -180,6 +189,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 	for _, k := range []string{"commit_to_first_delta", "commit_to_transcript", "bargein_onset_to_last_old_delta"} {
 		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50}, Digits: 1})
 	}
+	figs = append(figs, o.compareFigures(res, defs)...)
 	runs := float64(o.Runs)
 	figs = append(figs,
 		bench.One("bargein_detected_speech", "share", "share of replies interrupted by real speech", float64(len(res["bargein_onset_to_silence"]))/runs, 2),

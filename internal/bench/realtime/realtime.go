@@ -1,6 +1,6 @@
-// Package realtime is `omniserve bench realtime`: the realtime WebSocket endpoint of two servers
-// built as `omniserve serve` builds them (one plain, one with --log-stats), driven by real
-// coder/websocket clients over loopback with real speech. The plain server's session backend is
+// Package realtime is `omniserve bench realtime`: the realtime WebSocket endpoint of servers
+// built as `omniserve serve` builds them (one plain, one with --log-stats, and twins with and
+// without tracing), driven by real coder/websocket clients over loopback with real speech. The plain server's session backend is
 // wrapped by a Timer (internal/server's WrapBackend) that stamps each engine append and counts
 // stage-0 decisions, the two things a client cannot see.
 package realtime
@@ -26,6 +26,7 @@ type Options struct {
 	PacedTurns  int           // turns of the paced TTFP session (the first is dropped)
 	BargeN      int           // barge-ins timed
 	LogStatsN   int           // turns per side timed with and without --log-stats
+	TracingN    int           // turns per side timed with and without tracing; 0 skips it
 	MaxSessions int           // largest concurrency tried for real time
 	Ramp        time.Duration // audio streamed per concurrency step
 	RSSSessions []int         // live-session counts at which the RSS per session is measured; none skips it
@@ -38,6 +39,9 @@ type Target struct {
 	Client   *requestclient.Client
 	Sessions *session.Manager
 	ASR      ASRPool // the server's ASR decoder pool; nil when the ASR is remote
+	// TurnSpans counts the realtime.turn spans the server's OTLP receiver has decoded; nil
+	// when the server does not trace.
+	TurnSpans func() int
 }
 
 // ASRPool is what the RSS measurement reads of the server's ASR (speech.ASR).
@@ -137,9 +141,19 @@ func (e *timedEngine) AppendAudio(ctx context.Context, pcm []float32) error {
 	return err
 }
 
-// Run measures plain (whose backend timer wraps) and logStats with pcm (16 kHz PCM16 speech) and
-// returns the figures; progress lines go to out.
-func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, pcm []byte, out io.Writer) ([]bench.Figure, error) {
+// Targets are the servers under test.
+type Targets struct {
+	Plain    Target // the timer wraps its backend
+	LogStats Target // --log-stats --log-format json
+	// Traced exports to an OTLP receiver on loopback; Untraced is its twin without tracing
+	// (the same config otherwise). Used only with Options.TracingN > 0.
+	Traced, Untraced Target
+}
+
+// Run measures the targets (the timer wraps ts.Plain's backend) with pcm (16 kHz PCM16 speech)
+// and returns the figures; progress lines go to out.
+func Run(ctx context.Context, o Options, ts Targets, timer *Timer, pcm []byte, out io.Writer) ([]bench.Figure, error) {
+	plain, logStats := ts.Plain, ts.LogStats
 	// One step per measurement, turn, pair of turns or concurrency step (the steps after the
 	// first that fails to keep up are skipped).
 	steps := 0
@@ -157,7 +171,11 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 	if plain.ASR == nil {
 		rssSteps = nil
 	}
-	prog := o.Meter.Start("realtime", len(rssSteps)+4+o.LogStatsN+1+o.TTFPN+o.PacedTurns+o.BargeN+steps, "steps")
+	tracingSteps := 0
+	if o.TracingN > 0 {
+		tracingSteps = 1 + o.TracingN + 1 + 1
+	}
+	prog := o.Meter.Start("realtime", len(rssSteps)+4+o.LogStatsN+1+tracingSteps+o.TTFPN+o.PacedTurns+o.BargeN+steps, "steps")
 	defer prog.Done()
 	var figs []bench.Figure
 	if len(rssSteps) > 0 {
@@ -186,9 +204,15 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 		return nil, fmt.Errorf("stats heap growth: %w", err)
 	}
 	prog.Add(1)
-	lsOff, lsOn, err := benchLogStatsOverhead(ctx, plain.URL, logStats.URL, pcm, o.LogStatsN, prog)
+	lsOff, lsOn, err := benchPairedTurns(ctx, plain.URL, logStats.URL, pcm, o.LogStatsN, prog)
 	if err != nil {
 		return nil, fmt.Errorf("log-stats overhead: %w", err)
+	}
+	var tracingFigs []bench.Figure
+	if o.TracingN > 0 {
+		if tracingFigs, err = benchTracing(ctx, ts.Untraced, ts.Traced, pcm, o.TracingN, prog, out); err != nil {
+			return nil, fmt.Errorf("tracing overhead: %w", err)
+		}
 	}
 	over, err := benchOverhead(ctx, plain.URL, pcm, timer.appends, o.OverheadN)
 	if err != nil {
@@ -231,6 +255,7 @@ func Run(ctx context.Context, o Options, plain, logStats Target, timer *Timer, p
 		bench.One("realtime_sessions", "sessions", "largest step of concurrent auto_response sessions whose stage-0 decisions keep up with real-time audio", float64(sessions), 0),
 	}...)
 	figs = append(figs, turnMetricsFigures(allocsOff, allocsOn, lsOff, lsOn, out)...)
+	figs = append(figs, tracingFigs...)
 	figs = append(figs, bench.One("stats_heap_growth_kib_per_session_hour", "KiB",
 		"heap growth of one --log-stats session's statistics fed an hour of 100 ms units (target ≤ 64)", heapKiB, 1))
 	return figs, nil

@@ -41,11 +41,12 @@ func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, na
 	}), nil
 }
 
-// benchLogStatsOverhead runs the same response_required text turns (2.8 s of speech appended
-// faster than real time, commit with response_create, wait for response.done) alternately on a
-// server without and one with --log-stats, over the same pipeline, and returns the per-turn
-// wall times of each. Interleaving spreads the other jobs' load over both sides.
-func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte, n int, prog bench.Progress) (off, on []float64, err error) {
+// benchPairedTurns runs the same response_required text turns (2.8 s of speech appended
+// faster than real time, commit with response_create, wait for response.done), each in a fresh
+// session, alternately on a server without (urlOff) and one with (urlOn) the feature measured
+// (--log-stats, tracing), and returns the per-turn wall times of each. Interleaving spreads the
+// other jobs' load over both sides.
+func benchPairedTurns(ctx context.Context, urlOff, urlOn string, pcm []byte, n int, prog bench.Progress) (off, on []float64, err error) {
 	turn := func(url string) (float64, error) {
 		c, err := dial(ctx, url+"?duplex=1")
 		if err != nil {
@@ -95,7 +96,7 @@ func benchLogStatsOverhead(ctx context.Context, urlOff, urlOn string, pcm []byte
 	return off, on, nil
 }
 
-// pairOverheadPct is on/off − 1 in percent for each back-to-back pair (positive: --log-stats is
+// pairOverheadPct is on/off − 1 in percent for each back-to-back pair (positive: the feature is
 // slower). Each pair ran back to back, so slow drift of the shared machine cancels within a
 // pair, and the figure's p50 ignores the odd turn a background job stretched; with summed times
 // one such turn decided the figure (2.0 % and 7.0 % in two runs of the same code).

@@ -20,9 +20,16 @@
     micActive: false, chunksSent: 0, samplesSent: 0,
     audioDeltas: 0, samplesReceived: 0, samplesPlayed: 0, bufferedSamples: 0, underruns: 0, playing: false,
     flushes: [], userTranscripts: [], assistantTranscripts: [], turns: [], errors: [],
+    transport: "", rtp: { packets: 0, energy: 0 },
   };
 
   let ws = null;
+  // rtc is the WebRTC call when the session runs over one (the console's default where the
+  // browser has RTCPeerConnection): {pc, dc, stream, audioEl, timer}. The microphone is its
+  // track (the browser's echo cancellation on) and the reply plays from its remote track; the
+  // events flow on the "oai-events" data channel.
+  let rtc = null;
+  let pttStartAt = 0;
   let userClosed = true;
   let retry = 0;
   let retryTimer = 0;
@@ -225,10 +232,17 @@
   }
 
   async function startMic() {
+    if (rtc) { // the call's track is the microphone; push-to-talk enables it while held
+      for (const tr of rtc.stream.getAudioTracks()) tr.enabled = mode !== "ptt" || pttHeld;
+      stats.micActive = true;
+      $("mic").textContent = mode === "ptt" ? "ready (hold to talk)" : "on";
+      $("mic").dataset.on = "true";
+      return;
+    }
     if (mic) return;
     const a = await ensureAudio();
     const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true } });
-    if (!ws || userClosed) { // disconnected while the permission prompt was open
+    if (!ws || userClosed || rtc) { // disconnected (or moved to a call) while the permission prompt was open
       for (const tr of stream.getTracks()) tr.stop();
       return;
     }
@@ -243,6 +257,11 @@
   }
 
   function stopMic() {
+    if (rtc) {
+      stats.micActive = false;
+      $("mic").textContent = "off";
+      $("mic").dataset.on = "false";
+    }
     if (!mic) return;
     for (const tr of mic.stream.getTracks()) tr.stop();
     mic.source.disconnect();
@@ -272,6 +291,8 @@
     if (pttHeld || mode !== "ptt" || !stats.sessionReady) return;
     pttHeld = true;
     pttSamples = 0;
+    pttStartAt = performance.now();
+    if (rtc) for (const tr of rtc.stream.getAudioTracks()) tr.enabled = true;
     $("talk").setAttribute("aria-pressed", "true");
     $("talk").textContent = "Listening… release to send";
     // Talking over the assistant interrupts it, as server VAD would.
@@ -284,7 +305,9 @@
     pttHeld = false;
     $("talk").setAttribute("aria-pressed", "false");
     $("talk").textContent = "Hold to talk";
-    if (pttSamples < WIRE_RATE / 10) { // under 100 ms: nothing worth a turn
+    if (rtc) for (const tr of rtc.stream.getAudioTracks()) tr.enabled = false;
+    const heldMs = rtc ? performance.now() - pttStartAt : pttSamples * 1000 / WIRE_RATE;
+    if (heldMs < 100) { // under 100 ms: nothing worth a turn
       send({ type: "input_audio_buffer.clear" });
       note("too short: hold the button while you speak");
       return;
@@ -297,9 +320,10 @@
   // ---- protocol ------------------------------------------------------------------------------
 
   function send(ev, quiet) {
-    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    const open = rtc ? rtc.dc.readyState === "open" : ws && ws.readyState === WebSocket.OPEN;
+    if (!open) return false;
     ev.event_id = "evt_console_" + Math.random().toString(36).slice(2, 10);
-    ws.send(JSON.stringify(ev));
+    (rtc ? rtc.dc : ws).send(JSON.stringify(ev));
     if (!quiet || !$("hide-audio").checked) logEvent("out", ev);
     return true;
   }
@@ -354,6 +378,7 @@
     userClosed = false;
     // A connect may replace a socket whose close event has not run yet: start clean.
     stopMic();
+    closeRTC();
     stats.sessionReady = false;
     active = null;
     playingItem = null;
@@ -379,6 +404,17 @@
       setStatus("error", "API key rejected");
       return;
     }
+    if (document.querySelector('input[name="transport"]:checked').value === "auto" && window.RTCPeerConnection) {
+      try {
+        await connectRTC(u, key);
+        return;
+      } catch (e) {
+        closeRTC();
+        if (userClosed) return;
+        note(`WebRTC unavailable (${e && e.message || e}); using the WebSocket`);
+      }
+    }
+    setTransport("websocket");
     const protocols = ["realtime"];
     if (key) protocols.push("openai-insecure-api-key." + key);
     const sock = new WebSocket(u.href, protocols);
@@ -396,6 +432,97 @@
       if (sock !== ws) return;
       onClosed(opened, e);
     };
+  }
+
+  function setTransport(kind) {
+    stats.transport = kind;
+    $("transport").textContent = kind === "webrtc" ? "WebRTC (echo cancellation on)" : kind === "websocket" ? "WebSocket" : "–";
+  }
+
+  // connectRTC opens the session as a WebRTC call, as OpenAI's WebRTC guide does: a client
+  // secret minted for the session (this page is the app and holds the key the user typed), the
+  // SDP offer to /v1/realtime/calls with it, the microphone as the call's track. It throws when
+  // any step fails, and connect falls back to the WebSocket.
+  async function connectRTC(u, key) {
+    const base = `${u.protocol === "wss:" ? "https:" : "http:"}//${u.host}`;
+    const cfg = sessionConfig();
+    delete cfg.extra_body; // a call runs the GA session: server VAD answers by itself
+    const headers = { "Content-Type": "application/json" };
+    if (key) headers.Authorization = "Bearer " + key;
+    const minted = await fetch(base + "/v1/realtime/client_secrets", { method: "POST", headers, body: JSON.stringify({ session: cfg }) });
+    if (!minted.ok) throw new Error(`client secret: HTTP ${minted.status}`);
+    const secret = (await minted.json()).value;
+    const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true } });
+    const pc = new RTCPeerConnection();
+    const link = { pc, dc: null, stream, audioEl: new Audio(), timer: 0 };
+    rtc = link;
+    link.audioEl.autoplay = true;
+    pc.ontrack = (e) => { link.audioEl.srcObject = e.streams[0]; };
+    for (const tr of stream.getAudioTracks()) {
+      tr.enabled = mode !== "ptt";
+      pc.addTrack(tr, stream);
+    }
+    const dc = pc.createDataChannel("oai-events");
+    link.dc = dc;
+    const opened = new Promise((resolve, reject) => {
+      dc.onopen = resolve;
+      setTimeout(() => reject(new Error("the call did not connect within 10 s")), 10000);
+    });
+    dc.onmessage = (e) => {
+      if (rtc !== link) return;
+      let ev;
+      try { ev = JSON.parse(e.data); } catch (_) { return; }
+      onEvent(ev);
+    };
+    const offer = await pc.createOffer();
+    await pc.setLocalDescription(offer);
+    const r = await fetch(base + "/v1/realtime/calls", { method: "POST", body: offer.sdp,
+      headers: { Authorization: "Bearer " + secret, "Content-Type": "application/sdp" } });
+    const answer = await r.text();
+    if (r.status !== 201) throw new Error(`POST /v1/realtime/calls: HTTP ${r.status}`);
+    await pc.setRemoteDescription({ type: "answer", sdp: answer });
+    await opened;
+    if (rtc !== link) throw new Error("disconnected");
+    stats.connects++;
+    setTransport("webrtc");
+    dc.onclose = () => { if (rtc === link) onRTCClosed(); };
+    pc.onconnectionstatechange = () => {
+      if (rtc === link && (pc.connectionState === "failed" || pc.connectionState === "closed")) onRTCClosed();
+    };
+    link.timer = setInterval(async () => { // what the call's audio brought in (the page's own measure)
+      if (rtc !== link) return;
+      (await pc.getStats()).forEach((st) => {
+        if (st.type === "inbound-rtp" && st.kind === "audio") {
+          stats.rtp = { packets: st.packetsReceived || 0, energy: st.totalAudioEnergy || 0 };
+        }
+      });
+    }, 500);
+    send({ type: "session.update", session: cfg });
+  }
+
+  function closeRTC() {
+    const link = rtc;
+    if (!link) return;
+    rtc = null;
+    clearInterval(link.timer);
+    for (const tr of link.stream ? link.stream.getTracks() : []) tr.stop();
+    link.audioEl.srcObject = null;
+    link.pc.close();
+  }
+
+  // onRTCClosed: the call ended (hang-up, the network): a new one, as after a lost socket; a
+  // call cannot be resumed.
+  function onRTCClosed() {
+    closeRTC();
+    stats.sessionReady = false;
+    stopMic();
+    pttHeld = false;
+    active = null;
+    if (userClosed) {
+      setStatus("idle", "disconnected");
+      return;
+    }
+    reconnectLater("call ended");
   }
 
   function onMessage(sock, e) {
@@ -487,10 +614,14 @@
       setStatus("idle", "disconnected");
       return;
     }
+    reconnectLater(opened ? `connection closed (${e.code}${e.reason ? " " + e.reason : ""})` : "could not connect");
+  }
+
+  // reconnectLater starts a new session after a backoff (exponential, jittered).
+  function reconnectLater(why) {
     const delay = Math.min(10000, 500 * 2 ** retry) * (0.75 + Math.random() / 2);
     retry++;
     stats.reconnects++;
-    const why = opened ? `connection closed (${e.code}${e.reason ? " " + e.reason : ""})` : "could not connect";
     setStatus("reconnecting", `${why}; retrying in ${(delay / 1000).toFixed(1)} s`);
     note(`${why}; reconnecting`);
     retryTimer = setTimeout(() => { if (!userClosed) connect(); }, delay);
@@ -500,7 +631,10 @@
     userClosed = true;
     clearTimeout(retryTimer);
     stopMic();
-    if (ws) {
+    if (rtc) {
+      closeRTC();
+      setStatus("idle", "disconnected");
+    } else if (ws) {
       ws.close(1000, "bye");
     } else {
       setStatus("idle", "disconnected");
@@ -630,7 +764,7 @@
     for (const r of document.querySelectorAll('input[name="mode"]')) {
       r.addEventListener("change", () => {
         // turn_detection is fixed once audio flows: a new mode is a new session.
-        if (ws && !userClosed) { disconnect(); setTimeout(connect, 100); } else { mode = r.value; setStatus(stats.status, $("status").textContent); }
+        if ((ws || rtc) && !userClosed) { disconnect(); setTimeout(connect, 100); } else { mode = r.value; setStatus(stats.status, $("status").textContent); }
       });
     }
     const talk = $("talk");
@@ -648,13 +782,13 @@
     document.addEventListener("keyup", (e) => {
       if (e.key === " " && e.target !== talk) pttUp();
     });
-    window.addEventListener("pagehide", () => { userClosed = true; stopMic(); if (ws) ws.close(1001, "page closed"); });
+    window.addEventListener("pagehide", () => { userClosed = true; stopMic(); closeRTC(); if (ws) ws.close(1001, "page closed"); });
     setStatus("idle", "disconnected");
   }
 
   // drop closes the socket as a network failure would (the console then reconnects); for tests
   // and for trying the backoff by hand.
-  const drop = () => { if (ws) ws.close(4000, "dropped"); };
+  const drop = () => { if (ws) ws.close(4000, "dropped"); else if (rtc) onRTCClosed(); };
   window.omni = { stats, connect, disconnect, pttDown, pttUp, drop };
   init();
 })();

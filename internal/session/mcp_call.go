@@ -1,0 +1,594 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/requestclient"
+)
+
+// MCP tool calls. The listed tools of the session's MCP servers are offered to the model next
+// to its function tools; a call of one becomes an mcp_call item that the session runs itself on
+// the server's connection (a goroutine of mcpState, never the actor), or, when the tool's
+// require_approval matches, an mcp_approval_request item the client answers with an
+// mcp_approval_response. The call's output (or error) joins the engine's conversation as the
+// call's tool result, and the session carries on by itself with a follow-up response that
+// reads it.
+//
+// Shape of the turn: a response whose model made MCP calls stays open until they finish (their
+// items complete in it), then ends, and a follow-up response speaks about the results. An
+// approved call runs in a response of its own that the session starts on the approval, and the
+// model's follow-up comes in that same response, after the call.
+
+// mcpRef names an MCP tool the model was offered: its server and its name there.
+type mcpRef struct{ label, name string }
+
+// mcpResp is a response's MCP state (response.mcp).
+type mcpResp struct {
+	// refs maps the tool names the model was offered to MCP tools; nil: the session's (an
+	// engine-started turn), empty: none (a response with its own tools).
+	refs map[string]mcpRef
+	// pending counts the response's calls still running: the response does not complete
+	// before they finish.
+	pending int
+	// followUp: a call finished after the model's reply, so a follow-up response reads it.
+	followUp bool
+	// start runs the model's reply of a response that first ran an approved call; nil once
+	// started (or for a response the model began).
+	start func()
+	// depth counts the follow-ups before this response since the client's own response.
+	depth int
+}
+
+// mcpItem is what mcp_call, mcp_approval_request and mcp_approval_response items carry besides
+// item's shared fields (ServerLabel, Name, Arguments, Status).
+type mcpItem struct {
+	Output            *string
+	Error             map[string]any
+	ApprovalRequestID string
+	Approve           bool
+	Reason            string
+	// AnsweredBy is the mcp_approval_response item that answered a request ("" = none yet).
+	AnsweredBy string
+}
+
+// mcpCallResult is a finished call, reported to the actor on mcpState.results.
+type mcpCallResult struct {
+	itemID string
+	output string
+	err    error
+	dur    time.Duration
+}
+
+// mcpCall is a running call.
+type mcpCall struct {
+	r       *response
+	it      *item
+	idx     int
+	cancel  context.CancelFunc
+	started time.Time
+}
+
+// MaxMCPCallsInFlight bounds the calls one session runs at once (parallel tool calls); a call
+// past it fails at once.
+const MaxMCPCallsInFlight = 4
+
+// MaxMCPRounds bounds the follow-ups the session starts by itself in a row: the follow-up
+// after that many offers no tools, so a model that keeps calling cannot loop forever.
+const MaxMCPRounds = 8
+
+// MCPCallMetrics is implemented by metrics that observe MCP calls (metrics.Collectors):
+// failure is "" for a call that completed, else its error type or "cancelled"; seconds < 0 for
+// a call that failed before it reached the server.
+type MCPCallMetrics interface {
+	ObserveMCPCall(seconds float64, failure string)
+}
+
+func (m *Manager) observeMCPCall(d time.Duration, failure string) {
+	if mm, ok := m.cfg.Metrics.(MCPCallMetrics); ok {
+		secs := d.Seconds()
+		if d < 0 {
+			secs = -1
+		}
+		mm.ObserveMCPCall(secs, failure)
+	}
+}
+
+// mcpOffered are the listed tools of the session's MCP servers that the model may be offered
+// (only those of label when it is set), named so as not to clash with taken (the function
+// tools' names): a tool keeps its own name unless taken, then it is label__name.
+func (s *Session) mcpOffered(taken map[string]bool, label string) ([]requestclient.Tool, map[string]mcpRef) {
+	var out []requestclient.Tool
+	refs := map[string]mcpRef{}
+	for _, t := range s.cfg.MCP {
+		srv := s.mcp.servers[t.ServerLabel]
+		if srv == nil || srv.conn == nil || (label != "" && t.ServerLabel != label) {
+			continue
+		}
+		for _, mt := range srv.usable {
+			name := mt.Name
+			if taken[name] {
+				name = t.ServerLabel + "__" + mt.Name
+			}
+			if taken[name] {
+				continue
+			}
+			taken[name] = true
+			refs[name] = mcpRef{label: t.ServerLabel, name: mt.Name}
+			out = append(out, requestclient.Tool{Name: name, Description: mt.Description, Parameters: mt.InputSchema})
+		}
+	}
+	return out, refs
+}
+
+// forcedChoice reports a tool_choice that forces a call.
+func forcedChoice(c ToolChoice) bool {
+	return c.Mode == requestclient.ToolChoiceRequired || c.Mode == requestclient.ToolChoiceFunction || c.Mode == "mcp"
+}
+
+// toolsFor is the engine's tool spec of a reply with function tools fn and choice, with the
+// session's MCP tools when withMCP, and the MCP tools it offers by name. param names the
+// choice in errors ("session" or "response").
+func (s *Session) toolsFor(fn []requestclient.Tool, choice ToolChoice, parallel, withMCP bool, param string) (*requestclient.ToolSpec, map[string]mcpRef, *FieldError) {
+	taken := map[string]bool{}
+	for _, t := range fn {
+		taken[t.Name] = true
+	}
+	refs := map[string]mcpRef{}
+	if choice.Mode != "mcp" {
+		tools := fn
+		if withMCP {
+			var mt []requestclient.Tool
+			mt, refs = s.mcpOffered(taken, "")
+			tools = append(append([]requestclient.Tool(nil), fn...), mt...)
+		}
+		return toolSpec(tools, choice, parallel), refs, nil
+	}
+	if !withMCP {
+		return nil, nil, &FieldError{"invalid_value", param + ".tool_choice", "tool_choice {type: \"mcp\"} forces a session MCP tool, but this response declares its own tools"}
+	}
+	unavailable := "(its listing has not finished, failed, or allowed_tools leaves it out)"
+	if choice.Function == "" {
+		mt, refs := s.mcpOffered(taken, choice.ServerLabel)
+		if len(mt) == 0 {
+			return nil, nil, &FieldError{"invalid_value", param + ".tool_choice.server_label",
+				fmt.Sprintf("MCP server %q has no listed tools to call %s", choice.ServerLabel, unavailable)}
+		}
+		return &requestclient.ToolSpec{Tools: mt, Choice: requestclient.ToolChoiceRequired, Parallel: parallel}, refs, nil
+	}
+	mt, refs := s.mcpOffered(taken, "")
+	for name, ref := range refs {
+		if ref.label == choice.ServerLabel && ref.name == choice.Function {
+			tools := append(append([]requestclient.Tool(nil), fn...), mt...)
+			return &requestclient.ToolSpec{Tools: tools, Choice: requestclient.ToolChoiceFunction, Function: name, Parallel: parallel}, refs, nil
+		}
+	}
+	return nil, nil, &FieldError{"invalid_value", param + ".tool_choice.name",
+		fmt.Sprintf("MCP server %q has no listed tool %q %s", choice.ServerLabel, choice.Function, unavailable)}
+}
+
+// checkMCPChoice checks at session.update that a tool_choice {type: "mcp"} names one of the
+// session's MCP servers (its tool is checked when a response forces it: listing is async).
+func checkMCPChoice(cfg Config) *FieldError {
+	if cfg.ToolChoice.Mode != "mcp" {
+		return nil
+	}
+	for _, t := range cfg.MCP {
+		if t.ServerLabel == cfg.ToolChoice.ServerLabel {
+			return nil
+		}
+	}
+	return &FieldError{"invalid_value", "session.tool_choice.server_label",
+		fmt.Sprintf("tool_choice names MCP server %q, which is not among the session's MCP tools", cfg.ToolChoice.ServerLabel)}
+}
+
+// needsApproval evaluates require_approval (checked by checkRequireApproval) for a tool:
+// absent is "always", as OpenAI's default; a filter object asks when "always" matches the
+// tool, not when "never" does, and otherwise asks.
+func needsApproval(raw json.RawMessage, name string, readOnly bool) bool {
+	if len(raw) == 0 {
+		return true
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		return mode != "never"
+	}
+	var obj struct {
+		Always json.RawMessage `json:"always"`
+		Never  json.RawMessage `json:"never"`
+	}
+	_ = json.Unmarshal(raw, &obj)
+	if f, _ := mcpclient.ParseFilter(obj.Always); f != nil && f.Allows(name, readOnly) {
+		return true
+	}
+	if f, _ := mcpclient.ParseFilter(obj.Never); f != nil && f.Allows(name, readOnly) {
+		return false
+	}
+	return true
+}
+
+// readOnlyTool reports the listed tool's readOnlyHint annotation.
+func readOnlyTool(srv *mcpServer, name string) bool {
+	for _, t := range srv.tools {
+		if t.Name == name && len(t.Annotations) > 0 {
+			var a struct {
+				ReadOnlyHint bool `json:"readOnlyHint"`
+			}
+			_ = json.Unmarshal(t.Annotations, &a)
+			return a.ReadOnlyHint
+		}
+	}
+	return false
+}
+
+// mcpRefOf maps a call of the model to the MCP tool it names, if it does.
+func (s *Session) mcpRefOf(r *response, name string) (mcpRef, bool) {
+	refs := r.mcp.refs
+	if refs == nil {
+		// A turn the engine started by itself has the session's tools.
+		_, refs, _ = s.toolsFor(s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+	}
+	ref, ok := refs[name]
+	return ref, ok
+}
+
+// emitMCPCall turns a call of the model that names an MCP tool into an mcp_call item it runs,
+// or an mcp_approval_request item when the tool needs the client's approval. false: the call
+// names no MCP tool (a function call).
+func (s *Session) emitMCPCall(r *response, c *requestclient.ToolCall) bool {
+	ref, ok := s.mcpRefOf(r, c.Name)
+	if !ok {
+		return false
+	}
+	s.m.observeToolCall()
+	srv := s.mcp.servers[ref.label]
+	if srv != nil && needsApproval(srv.tool.RequireApproval, ref.name, readOnlyTool(srv, ref.name)) {
+		s.emitApprovalRequest(r, ref, c.Arguments)
+		return true
+	}
+	it := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
+		ServerLabel: ref.label, Name: ref.name, MCP: &mcpItem{}}
+	s.emitCallItem(r, it, c.Arguments)
+	return true
+}
+
+// emitApprovalRequest adds an mcp_approval_request item to the response instead of a call.
+func (s *Session) emitApprovalRequest(r *response, ref mcpRef, args string) {
+	it := &item{ID: newItemID(), Type: "mcp_approval_request", Status: "completed", ResponseID: r.id,
+		ServerLabel: ref.label, Name: ref.name, Arguments: args, MCP: &mcpItem{}}
+	idx := 1 + len(r.calls)
+	r.calls = append(r.calls, it)
+	w := it.wire(s.opts.Beta)
+	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "output_index": idx, "item": w}})
+	if !r.outOfBand {
+		s.insertItem(it, "")
+		s.sendItemAdded(it, r.epoch, true)
+		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+	}
+	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "output_index": idx, "item": w}})
+}
+
+// emitCallItem adds the mcp_call item it to the response (added, its arguments in one delta:
+// the call arrives whole, done, in_progress) and runs the call.
+func (s *Session) emitCallItem(r *response, it *item, args string) {
+	idx := 1 + len(r.calls)
+	r.calls = append(r.calls, it)
+	added := it.wire(s.opts.Beta)
+	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "output_index": idx, "item": added}})
+	if !r.outOfBand {
+		s.insertItem(it, "")
+		s.sendItemAdded(it, r.epoch, true)
+	}
+	s.send(Event{Type: "response.mcp_call_arguments.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "item_id": it.ID, "output_index": idx, "delta": args}})
+	it.Arguments = args
+	s.send(Event{Type: "response.mcp_call_arguments.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
+		"response_id": r.id, "item_id": it.ID, "output_index": idx, "arguments": args}})
+	s.send(Event{Type: "response.mcp_call.in_progress", Epoch: r.epoch, Fields: map[string]any{
+		"output_index": idx, "item_id": it.ID}})
+	s.runMCPCall(&mcpCall{r: r, it: it, idx: idx})
+}
+
+// runMCPCall starts the call on a goroutine of mcpState; its result comes back to the actor
+// (handleMCPCallResult). A call that cannot start fails at once.
+func (s *Session) runMCPCall(c *mcpCall) {
+	c.r.mcp.pending++
+	srv := s.mcp.servers[c.it.ServerLabel]
+	switch {
+	case srv == nil || srv.conn == nil:
+		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol,
+			Message: fmt.Sprintf("MCP server %q is not connected (its tool was removed or its listing failed)", c.it.ServerLabel)}, -1)
+		s.continueAfterCall(c.r)
+		return
+	case len(s.mcp.calls) >= MaxMCPCallsInFlight:
+		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol,
+			Message: fmt.Sprintf("more than %d MCP calls at once in one session", MaxMCPCallsInFlight)}, -1)
+		s.continueAfterCall(c.r)
+		return
+	}
+	ctx, cancel := context.WithCancel(s.mcp.ctx)
+	c.cancel, c.started = cancel, time.Now()
+	s.mcp.calls[c.it.ID] = c
+	conn, name, args, id := srv.conn, c.it.Name, json.RawMessage(c.it.Arguments), c.it.ID
+	results, sessionCtx := s.mcp.results, s.mcp.ctx
+	s.mcp.wg.Add(1)
+	go func() {
+		defer s.mcp.wg.Done()
+		defer cancel()
+		start := time.Now()
+		out, err := conn.Call(ctx, name, args)
+		res := mcpResult{call: &mcpCallResult{itemID: id, output: out, err: err, dur: time.Since(start)}}
+		select {
+		case results <- res:
+		case <-sessionCtx.Done():
+		}
+	}()
+}
+
+// handleMCPCallResult completes a finished call's item and carries the response on. A call
+// whose response ended meanwhile was already reported failed (endMCPCalls).
+func (s *Session) handleMCPCallResult(res mcpCallResult) {
+	c := s.mcp.calls[res.itemID]
+	if c == nil {
+		return
+	}
+	delete(s.mcp.calls, res.itemID)
+	c.cancel()
+	s.finishMCPCall(c, res.output, res.err, res.dur)
+	s.continueAfterCall(c.r)
+}
+
+// finishMCPCall completes the call's item with its output, or fails it with its error and an
+// error event saying why; the output (or the error) joins the engine's conversation as the
+// call's result unless the response was cancelled.
+func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Duration) {
+	r, it := c.r, c.it
+	r.mcp.pending--
+	failure := ""
+	result := output
+	if err == nil {
+		it.Status = "completed"
+		it.MCP.Output = &output
+		s.send(Event{Type: "response.mcp_call.completed", Epoch: r.epoch, Fields: map[string]any{"output_index": c.idx, "item_id": it.ID}})
+	} else {
+		kind, msg := mcpclient.KindProtocol, err.Error()
+		var me *mcpclient.Error
+		if errors.As(err, &me) {
+			kind, msg = me.Kind, me.Message
+		}
+		failure = kind
+		if errors.Is(err, errMCPCallCancelled) {
+			failure = "cancelled"
+		}
+		it.Status = "failed"
+		it.MCP.Error = map[string]any{"type": kind, "message": msg}
+		if me != nil && me.Kind != mcpclient.KindTool {
+			it.MCP.Error["code"] = me.Code
+		}
+		s.log.Info("mcp call failed", zap.String("server_label", it.ServerLabel), zap.String("tool", it.Name),
+			zap.String("error_type", kind), zap.Error(err))
+		s.send(Event{Type: "response.mcp_call.failed", Epoch: r.epoch, Fields: map[string]any{"output_index": c.idx, "item_id": it.ID}})
+		if failure != "cancelled" {
+			// A cancelled call was the client's doing (response.cancel, barge-in, close).
+			s.sendError("mcp_call_failed", fmt.Sprintf("the call of tool %q on MCP server %q failed (%s): %s", it.Name, it.ServerLabel, kind, msg), "", "")
+		}
+		result = fmt.Sprintf("error (%s): %s", kind, msg)
+	}
+	s.m.observeMCPCall(d, failure)
+	w := it.wire(s.opts.Beta)
+	if !r.outOfBand && s.findItem(it.ID) != nil {
+		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+	}
+	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": c.idx, "item": w}})
+	if errors.Is(err, errMCPCallCancelled) || r.outOfBand {
+		return // the model's call left the engine's conversation with its cancelled reply
+	}
+	s.appendToolResult(result)
+	if r.mcp.start == nil {
+		r.mcp.followUp = true
+	}
+}
+
+// errMCPCallCancelled fails a call whose response ended before it finished.
+var errMCPCallCancelled = errors.New("the response ended (cancelled, interrupted or closed) before the call finished")
+
+// continueAfterCall: once a response's calls are done, an approved call's response starts the
+// model's reply; a response the model made completes (pace), and its follow-up starts.
+func (s *Session) continueAfterCall(r *response) {
+	if r != s.resp || r.mcp.pending > 0 {
+		return
+	}
+	if start := r.mcp.start; start != nil {
+		r.mcp.start = nil
+		start()
+		return
+	}
+	s.pace()
+}
+
+// endMCPCalls fails the running calls of a response that ends (endResponse): cancelled,
+// interrupted, failed or closed. Their goroutines stop with the cancel; their results are
+// dropped.
+func (s *Session) endMCPCalls(r *response) {
+	for id, c := range s.mcp.calls {
+		if c.r != r {
+			continue
+		}
+		delete(s.mcp.calls, id)
+		c.cancel()
+		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
+	}
+	r.mcp.start = nil
+}
+
+// mcpHolds reports a finished response that waits for its calls before it completes.
+func (s *Session) mcpHolds(r *response) bool { return r.mcp.pending > 0 || r.mcp.start != nil }
+
+// appendToolResult gives the engine a call's result, in order with the session's other jobs.
+func (s *Session) appendToolResult(text string) {
+	if s.engine == nil {
+		return
+	}
+	if text == "" {
+		text = "(no output)"
+	}
+	eng := s.engine
+	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+		return jobResult{err: eng.AppendText(ctx, "tool", text), errCode: "runtime_append_failed"}
+	}}) {
+		s.sendError("input_backpressure", "too many pending engine jobs; an MCP call's result did not reach the model", "", "")
+	}
+}
+
+// mcpFollowUp starts the follow-up of a completed response whose MCP calls finished after the
+// model's reply: the model reads their results and carries on.
+func (s *Session) mcpFollowUp(r *response) {
+	if !r.mcp.followUp {
+		return
+	}
+	s.startFollowUp(r.mcp.depth + 1)
+}
+
+// followUpOptions are a follow-up's: the session's tools with a forced choice relaxed to auto
+// (it would call again forever), none past MaxMCPRounds.
+func (s *Session) followUpOptions(depth int) respOptions {
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat}
+	choice := s.cfg.ToolChoice
+	if forcedChoice(choice) {
+		choice = ToolChoice{Mode: requestclient.ToolChoiceAuto}
+	}
+	if depth >= MaxMCPRounds {
+		choice = ToolChoice{Mode: requestclient.ToolChoiceNone}
+	}
+	o.tools, o.mcpRefs, _ = s.toolsFor(s.cfg.Tools, choice, true, true, "session")
+	o.mcpDepth = depth
+	return o
+}
+
+// startFollowUp starts a response of the session's own after MCP results joined the
+// conversation. With a response already active (the user spoke meanwhile) none starts: the
+// results stay in the conversation for it.
+func (s *Session) startFollowUp(depth int) {
+	if s.resp != nil || s.closeReason != "" || !s.ensureEngine("") {
+		return
+	}
+	s.pendingIn++ // the results are input the follow-up answers
+	o := s.followUpOptions(depth)
+	r := s.beginResponseWith(-1, o)
+	s.startModelReply(r, o)
+}
+
+// startModelReply queues the engine response of r (as response.create does).
+func (s *Session) startModelReply(r *response, o respOptions) {
+	eng := s.engine
+	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
+		if !r.claimEngine() {
+			return jobResult{}
+		}
+		t, err := o.respond(ctx, eng)
+		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
+	}}) {
+		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+		return
+	}
+	r.jobbed = true
+}
+
+// createApprovalResponse is conversation.item.create with an mcp_approval_response: the
+// client's answer to an mcp_approval_request. Approved, the session runs the call in a
+// response of its own whose model reply follows the call; denied, the denial joins the
+// conversation as the call's result and a follow-up response reads it. Either way the
+// session carries on by itself (the Agents SDK sends no response.create after it).
+func (s *Session) createApprovalResponse(c *CreateItem) {
+	const param = "item.approval_request_id"
+	req := s.findItem(c.ApprovalRequestID)
+	if req == nil || req.Type != "mcp_approval_request" {
+		s.sendError("invalid_value", fmt.Sprintf("no mcp_approval_request item has id %q", c.ApprovalRequestID), c.ID, param)
+		return
+	}
+	if req.MCP.AnsweredBy != "" {
+		s.sendError("invalid_value", fmt.Sprintf("the approval request %q was already answered (item %s)", req.ID, req.MCP.AnsweredBy), c.ID, param)
+		return
+	}
+	if s.resp != nil {
+		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
+			"Conversation already has an active response in progress: %s. Send the approval once it is finished; the call runs in a response of its own.", s.resp.id), c.ID, "")
+		return
+	}
+	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
+		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
+		return
+	}
+	id, ok := s.newClientItem(c)
+	if !ok {
+		return
+	}
+	if cap(s.jobs)-len(s.jobs) < 2 {
+		s.sendError("input_backpressure", "too many pending engine jobs; the approval was not taken", c.ID, "item")
+		return
+	}
+	it := &item{ID: id, Type: "mcp_approval_response", Status: "completed",
+		MCP: &mcpItem{ApprovalRequestID: req.ID, Approve: c.Approve, Reason: c.Reason}}
+	s.insertItem(it, c.PreviousItemID)
+	s.sendItemAdded(it, s.epoch, false)
+	s.sendItemDone(it, s.epoch)
+	req.MCP.AnsweredBy = id
+	if !c.Approve {
+		denied := fmt.Sprintf("the user denied this call of %s", req.Name)
+		if c.Reason != "" {
+			denied += ": " + c.Reason
+		}
+		s.appendToolResult(denied)
+		s.startFollowUp(1)
+		return
+	}
+	s.pendingIn++ // the call's result is input the response answers
+	o := s.followUpOptions(1)
+	r := s.beginResponseWith(-1, o)
+	r.mcp.start = func() { s.startModelReply(r, o) }
+	call := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
+		ServerLabel: req.ServerLabel, Name: req.Name, MCP: &mcpItem{ApprovalRequestID: req.ID}}
+	s.emitCallItem(r, call, req.Arguments)
+}
+
+// mcpItemWire is an mcp_call, mcp_approval_request or mcp_approval_response item on the wire.
+func mcpItemWire(it *item) map[string]any {
+	w := map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type}
+	m := it.MCP
+	if m == nil {
+		m = &mcpItem{}
+	}
+	switch it.Type {
+	case "mcp_call":
+		var out, errw, appr any
+		if m.Output != nil {
+			out = *m.Output
+		}
+		if m.Error != nil {
+			errw = m.Error
+		}
+		if m.ApprovalRequestID != "" {
+			appr = m.ApprovalRequestID
+		}
+		w["status"], w["server_label"], w["name"], w["arguments"] = it.Status, it.ServerLabel, it.Name, it.Arguments
+		w["output"], w["error"], w["approval_request_id"] = out, errw, appr
+	case "mcp_approval_request":
+		w["server_label"], w["name"], w["arguments"] = it.ServerLabel, it.Name, it.Arguments
+	case "mcp_approval_response":
+		var reason any
+		if m.Reason != "" {
+			reason = m.Reason
+		}
+		w["approval_request_id"], w["approve"], w["reason"] = m.ApprovalRequestID, m.Approve, reason
+	}
+	return w
+}
