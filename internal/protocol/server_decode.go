@@ -84,6 +84,11 @@ func init() {
 	register[MCPListToolsInProgress]()
 	register[MCPListToolsCompleted]()
 	register[MCPListToolsFailed]()
+	register[ResponseMCPCallArgumentsDelta]()
+	register[ResponseMCPCallArgumentsDone]()
+	register[ResponseMCPCallInProgress]()
+	register[ResponseMCPCallCompleted]()
+	register[ResponseMCPCallFailed]()
 	// session.created / .updated and their transcription_session spellings
 	for _, name := range []string{"session.created", "transcription_session.created"} {
 		serverDecoders[name] = func(data []byte) (ServerEvent, error) {
@@ -258,4 +263,20 @@ func (e *SessionResumed) UnmarshalJSON(data []byte) error {
 	*e = SessionResumed(w.plain)
 	e.Session = s
 	return err
+}
+
+// UnmarshalJSON reads an item; one of a type this package does not type (the MCP items) keeps
+// its whole object in Open, so that it re-encodes as it came.
+func (it *Item) UnmarshalJSON(data []byte) error {
+	type plain Item
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*it = Item(p)
+	switch it.Type {
+	case "message", "function_call", "function_call_output":
+		return nil
+	}
+	return json.Unmarshal(data, &it.Open)
 }

@@ -156,6 +156,7 @@ func (s *sink) until(t *testing.T, typ string) Event {
 	for {
 		select {
 		case ev := <-s.ch:
+			checkMapEvent(t, ev)
 			if ev.Type == typ {
 				return ev
 			}
@@ -444,4 +445,28 @@ func (ev Event) wire() map[string]any {
 	delete(m, "type")
 	delete(m, "event_id")
 	return m
+}
+
+// checkMapEvent: an event still built as a map (tools.go, mcp.go, mcp_call.go) has the shape
+// of its protocol type, if it has one: decoded into it and encoded again, it is the same frame.
+func checkMapEvent(t *testing.T, ev Event) {
+	t.Helper()
+	if ev.Payload != nil || ev.Fields == nil {
+		return
+	}
+	m := make(map[string]any, len(ev.Fields)+2)
+	for k, v := range ev.Fields {
+		m[k] = v
+	}
+	m["type"], m["event_id"] = ev.Type, "event_1"
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	pe, env, err := protocol.DecodeServerEvent(data)
+	require.NoError(t, err, "%s", data)
+	if _, untyped := pe.(protocol.OtherEvent); untyped {
+		return
+	}
+	again, err := protocol.Encode(pe, env, ev.Beta)
+	require.NoError(t, err)
+	require.Equal(t, string(data), string(again), "%s built as a map has its protocol type's shape", ev.Type)
 }
