@@ -2,85 +2,36 @@ package test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/omniserve/omniserve/internal/otlpreceiver"
 )
 
-// otlpReceiver is a real OTLP/HTTP trace receiver on loopback: it decodes what the server
-// exports with the OTLP protobuf definitions.
-type otlpReceiver struct {
-	mu    sync.Mutex
-	spans []*tracepb.Span
-	srv   *http.Server
-	addr  string
-}
-
-func startOTLPReceiver(t *testing.T) *otlpReceiver {
+// startOTLPReceiver starts a real OTLP/HTTP trace receiver on loopback (internal/otlpreceiver:
+// it decodes what the server exports with the OTLP protobuf definitions), closed at the end.
+func startOTLPReceiver(t *testing.T) *otlpreceiver.Receiver {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := otlpreceiver.Start(1 << 16)
 	require.NoError(t, err)
-	r := &otlpReceiver{addr: ln.Addr().String()}
-	r.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var body io.Reader = req.Body
-		if req.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
-		}
-		b, err := io.ReadAll(body)
-		if err != nil || req.URL.Path != "/v1/traces" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		var ex collectortrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(b, &ex); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		for _, rs := range ex.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				r.spans = append(r.spans, ss.Spans...)
-			}
-		}
-		r.mu.Unlock()
-		out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(out)
-	})}
-	go func() { _ = r.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = r.srv.Close() })
+	t.Cleanup(func() { _ = r.Close() })
 	return r
-}
-
-func (r *otlpReceiver) all() []*tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*tracepb.Span(nil), r.spans...)
 }
 
 func spanAttr(s *tracepb.Span, key string) (string, float64) {
@@ -99,7 +50,7 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
 	require.NoError(t, err, "install pocketsphinx-testdata")
 	rec := startOTLPReceiver(t)
-	s := startBinaryEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + rec.addr, "OTEL_SERVICE_NAME=omniserve-test"},
+	s := startBinaryEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rec.Endpoint(), "OTEL_SERVICE_NAME=omniserve-test"},
 		"--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats",
 		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
 	const chatTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -180,7 +131,7 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 
 	byTrace := func(tid string) []*tracepb.Span {
 		var out []*tracepb.Span
-		for _, sp := range rec.all() {
+		for _, sp := range rec.Spans() {
 			if hex.EncodeToString(sp.TraceId) == tid {
 				out = append(out, sp)
 			}
@@ -206,7 +157,7 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	}
 	if !assert.Eventually(t, func() bool { return len(byTrace(chatTrace)) >= 2 && sessionSpan() != nil && turnSpans() >= 3 }, 20*time.Second, 100*time.Millisecond,
 		"spans of both traces reach the receiver") {
-		for _, sp := range rec.all() {
+		for _, sp := range rec.Spans() {
 			rid, _ := spanAttr(sp, "omniserve.request_id")
 			t.Logf("span %s trace %x parent %x rid %s", sp.Name, sp.TraceId, sp.ParentSpanId, rid)
 		}
@@ -327,7 +278,7 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	// Exemplars: scraped as OpenMetrics, the e2e latency histogram carries, per kind, the trace
 	// id of the last traced record and its value: the e2e figure of that record's span.
 	e2eOf := map[string][]float64{} // trace id → e2e seconds of its chat / turn spans
-	for _, sp := range rec.all() {
+	for _, sp := range rec.Spans() {
 		if sp.Name == "chat.completion" || sp.Name == "realtime.turn" {
 			_, e2e := spanAttr(sp, "omniserve.e2e_total_ms")
 			e2eOf[hex.EncodeToString(sp.TraceId)] = append(e2eOf[hex.EncodeToString(sp.TraceId)], e2e/1000)
@@ -387,7 +338,7 @@ func scrapeExemplars(t *testing.T, url, family string) map[string]exemplar {
 // land in the caller's trace at the same OTLP receiver.
 func TestTraceparentAcrossRemoteStage(t *testing.T) {
 	rec := startOTLPReceiver(t)
-	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + rec.addr}
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rec.Endpoint()}
 	cache := filepath.Join(t.TempDir(), "cache")
 	back := startBinaryEnv(t, env, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats", "--cache-dir", cache)
 	cfg := filepath.Join(t.TempDir(), "front.yaml")
@@ -408,7 +359,7 @@ func TestTraceparentAcrossRemoteStage(t *testing.T) {
 
 	chatSpans := func() map[string]bool {
 		ids := map[string]bool{}
-		for _, sp := range rec.all() {
+		for _, sp := range rec.Spans() {
 			if sp.Name == "chat.completion" && hex.EncodeToString(sp.TraceId) == tid {
 				rid, _ := spanAttr(sp, "omniserve.request_id")
 				ids[rid] = true
@@ -418,7 +369,7 @@ func TestTraceparentAcrossRemoteStage(t *testing.T) {
 	}
 	if !assert.Eventually(t, func() bool { return len(chatSpans()) == 2 }, 20*time.Second, 100*time.Millisecond,
 		"the front's and the back's chat.completion spans in the caller's trace: %v", chatSpans()) {
-		for _, sp := range rec.all() {
+		for _, sp := range rec.Spans() {
 			rid, _ := spanAttr(sp, "omniserve.request_id")
 			t.Logf("span %s trace %x parent %x rid %s", sp.Name, sp.TraceId, sp.ParentSpanId, rid)
 		}
@@ -447,7 +398,7 @@ func TestTraceparentAcrossRemoteStage(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		for _, sp := range rec.all() {
+		for _, sp := range rec.Spans() {
 			if sp.Name == "chat.completion" && hex.EncodeToString(sp.TraceId) == rtTrace {
 				return true
 			}
