@@ -11,6 +11,7 @@ import (
 	"github.com/pion/webrtc/v4"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -91,9 +92,8 @@ func (s *callSink) Send(ev session.Event) error {
 		// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
 		return s.c.player.delta(ev)
 	case "response.done":
-		if r, ok := ev.Fields["response"].(map[string]any); ok {
-			id, _ := r["id"].(string)
-			s.c.player.responseDone(id)
+		if d, ok := ev.Payload.(protocol.ResponseDone); ok {
+			s.c.player.responseDone(d.Response.ID)
 		}
 	}
 	s.c.toSidebands(ev)
