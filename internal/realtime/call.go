@@ -11,6 +11,7 @@ import (
 	"github.com/pion/webrtc/v4"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -95,9 +96,8 @@ func (s *callSink) Send(ev session.Event) error {
 		// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
 		return s.c.player.delta(ev)
 	case "response.done":
-		if r, ok := ev.Fields["response"].(map[string]any); ok {
-			id, _ := r["id"].(string)
-			s.c.player.responseDone(id)
+		if d, ok := ev.Payload.(protocol.ResponseDone); ok {
+			s.c.player.responseDone(d.Response.ID)
 		}
 	}
 	s.c.toSidebands(ev)
@@ -113,6 +113,10 @@ func (s *callSink) DropStale(epoch int) {
 	s.c.sbMu.Unlock()
 	s.c.st.DropStale(epoch)
 }
+
+// dcCloseLinger is how long a hang-up lets the acknowledgement of the browser's stream reset
+// travel before the association is aborted (a round trip and a retransmission on a LAN).
+const dcCloseLinger = 250 * time.Millisecond
 
 // run drives the call until the session ends, the peer goes away or hangup.
 func (cl *call) run() {
@@ -164,7 +168,11 @@ func (cl *call) run() {
 		_ = dc.Close()
 		select {
 		case <-cl.dcClosed:
+			// Our side is closed when the browser's reset arrived; the browser's is once our
+			// acknowledgement of it does. An abort before that is still an error there.
+			time.Sleep(dcCloseLinger)
 		case <-time.After(time.Second):
+			cl.log.Info("the data channel did not close within 1 s of the hang-up; closing the call anyway")
 		}
 	}
 	cl.lastRTP = cl.rtp.snapshot(cl.id) // the interceptor forgets the streams on Close

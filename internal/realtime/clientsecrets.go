@@ -114,9 +114,11 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// No session exists yet: the id of the preview would name nothing.
-	delete(view, "id")
-	if !transcription {
-		view["type"] = "realtime"
+	switch v := view.(type) {
+	case *protocol.Session:
+		v.ID, v.Type = "", "realtime"
+	case *protocol.TranscriptionSession:
+		v.ID = ""
 	}
 	h.log.Debug("client secret minted", zap.Time("expires_at", sec.ExpiresAt))
 	w.Header().Set("Content-Type", "application/json")

@@ -2,7 +2,6 @@ package realtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -432,15 +432,5 @@ func (c *conn) readLoss(err error) loss {
 // encodeUnnumbered encodes ev with an event_id and without server_event_seq, in the stream's
 // dialect.
 func (s *stream) encodeUnnumbered(ev session.Event) ([]byte, error) {
-	m := make(map[string]any, len(ev.Fields)+2)
-	for k, v := range ev.Fields {
-		m[k] = v
-	}
-	m["type"] = ev.Type
-	m["event_id"] = newEventID()
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", ev.Type, err)
-	}
-	return data, nil
+	return encodeEvent(ev, protocol.Envelope{Type: eventType(ev), EventID: newEventID()})
 }

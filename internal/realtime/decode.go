@@ -1,7 +1,8 @@
-// Package realtime is the WebSocket endpoint /v1/realtime: it decodes client events with
-// internal/protocol and hands them to the session as commands, sends refusals as OpenAI-style
-// error events, and runs the per-connection reader and writer goroutines and the bounded
-// outbound queue.
+// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it decodes
+// client events with internal/protocol and hands them to the session as commands, sends
+// refusals as OpenAI-style error events, and runs the per-connection reader and writer
+// goroutines and the bounded outbound queue. It writes the session's typed server events with
+// protocol.Encode, stamping event_id and server_event_seq when it writes them (stream.go).
 package realtime
 
 import (
@@ -15,7 +16,7 @@ type WireError = protocol.Error
 
 // errorEvent returns the error as a session event.
 func errorEvent(e *WireError) session.Event {
-	return session.Event{Type: "error", Fields: session.ErrorFields(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)}
+	return session.ErrorEvent(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)
 }
 
 // ResumeSession is session.resume, the first event of a connection that takes over a session

@@ -220,8 +220,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := h.newConn(ws, st, newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable))
 	if sess == nil {
-		c.refuse(session.Event{Type: "error", Fields: session.ErrorFields("invalid_request_error", "unsupported",
-			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
+		c.refuse(session.ErrorEvent("invalid_request_error", "unsupported",
+			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex"), websocket.StatusPolicyViolation, "duplex unsupported", true)
 		return
 	}
 	st.attach(c.q, 0)
@@ -289,31 +289,6 @@ func newEventID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "event_" + hex.EncodeToString(b[:])
-}
-
-// betaName returns the beta spelling (OpenAI-Beta: realtime=v1) of a GA server event; keep is
-// false for GA-only events that beta clients do not get (conversation.item.done: beta sends one
-// conversation.item.created per item).
-func betaName(ga string) (name string, keep bool) {
-	switch ga {
-	case "conversation.item.done":
-		return "", false
-	case "conversation.item.added":
-		return "conversation.item.created", true
-	case "response.output_text.delta":
-		return "response.text.delta", true
-	case "response.output_text.done":
-		return "response.text.done", true
-	case "response.output_audio.delta":
-		return "response.audio.delta", true
-	case "response.output_audio.done":
-		return "response.audio.done", true
-	case "response.output_audio_transcript.delta":
-		return "response.audio_transcript.delta", true
-	case "response.output_audio_transcript.done":
-		return "response.audio_transcript.done", true
-	}
-	return ga, true
 }
 
 // modelParam is the connection's model; a transcription session has none (its transcription

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -48,7 +49,12 @@ func newOutQueue(max, maxBytes int, keep bool) *outQueue {
 
 // eventBytes estimates what an event takes on the wire (its strings, keys and a few bytes per
 // number), without encoding it.
-func eventBytes(ev session.Event) int { return 64 + len(ev.Type) + valueBytes(ev.Fields) }
+func eventBytes(ev session.Event) int {
+	if ev.Payload != nil {
+		return 64 + len(ev.Type) + protocol.WireSize(ev.Payload)
+	}
+	return 64 + len(ev.Type) + valueBytes(ev.Fields)
+}
 
 func valueBytes(v any) int {
 	switch v := v.(type) {

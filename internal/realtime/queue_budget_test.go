@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -13,8 +14,8 @@ import (
 // the byte budget, whatever their count; what the writer took no longer counts.
 func TestOutQueueByteBudget(t *testing.T) {
 	q := newOutQueue(512, 64<<10, false)
-	big := session.Event{Type: "conversation.item.retrieved", Fields: map[string]any{"item": map[string]any{
-		"content": []any{map[string]any{"type": "input_text", "text": strings.Repeat("x", 20<<10)}}}}}
+	big := session.Event{Type: "conversation.item.retrieved", Payload: protocol.ConversationItemRetrieved{
+		Item: protocol.MessageItem("item_1", "user", "completed", protocol.TextPart("input_text", strings.Repeat("x", 20<<10)))}}
 	for range 3 {
 		require.NoError(t, q.Send(big))
 	}

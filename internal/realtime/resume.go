@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -88,12 +89,13 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 	}
 	c.st = st
 	ev := res.Event
-	ev.Fields["last_received_server_event_seq"] = req.lastSeq
-	ev.Fields["last_server_event_seq"] = last
 	if res.Resync {
 		replay = nil
 	}
-	ev.Fields["replayed_events"] = len(replay)
+	if p, ok := ev.Payload.(protocol.SessionResumed); ok {
+		p.LastReceivedServerEventSeq, p.LastServerEventSeq, p.ReplayedEvents = req.lastSeq, last, len(replay)
+		ev.Payload = p
+	}
 	resumed, err := st.encodeUnnumbered(ev)
 	if err != nil {
 		// Cannot happen (plain values); the session stays attached and this connection ends.

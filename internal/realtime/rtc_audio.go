@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"encoding/base64"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -61,14 +63,15 @@ func newPlayer(st eventSender, out rtpWriter, codec rtcCodec, log *zap.Logger) *
 
 // delta takes one response.output_audio.delta event's audio.
 func (p *player) delta(ev session.Event) error {
-	f := ev.Fields
-	b64, _ := f["delta"].(string)
-	data, err := base64.StdEncoding.DecodeString(b64)
+	d, ok := ev.Payload.(protocol.ResponseOutputAudioDelta)
+	if !ok {
+		return fmt.Errorf("an audio delta without its payload: %T", ev.Payload)
+	}
+	data, err := base64.StdEncoding.DecodeString(d.Delta)
 	if err != nil {
 		return err
 	}
-	format, _ := f["format"].(string)
-	rate, _ := f["sample_rate_hz"].(int)
+	format, rate := d.Format, d.SampleRateHz
 	var fl []float32
 	switch format {
 	case "g711_ulaw":
@@ -88,8 +91,7 @@ func (p *player) delta(ev session.Event) error {
 			return err
 		}
 	}
-	respID, _ := f["response_id"].(string)
-	itemID, _ := f["item_id"].(string)
+	respID, itemID := d.ResponseID, d.ItemID
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ev.Epoch < p.minEpoch {
@@ -151,7 +153,7 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	}
 	p.mu.Unlock()
 	if had {
-		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Fields: map[string]any{"response_id": respID}})
+		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Payload: protocol.OutputAudioBufferCleared{ResponseID: &respID}})
 	}
 	return itemID, playedMs, had
 }
@@ -207,7 +209,7 @@ func (p *player) run(stop <-chan struct{}) {
 		p.playedMs += k / 48
 		p.mu.Unlock()
 		if first {
-			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Fields: map[string]any{"response_id": respID}})
+			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Payload: protocol.OutputAudioBufferStarted{ResponseID: respID}})
 		}
 		m, err := enc.Encode(frame, pkt)
 		if err != nil {
@@ -239,5 +241,5 @@ func (p *player) maybeStopped() {
 	respID := p.respID
 	p.respID, p.started, p.doneResp = "", false, false
 	p.mu.Unlock()
-	_ = p.st.Send(session.Event{Type: "output_audio_buffer.stopped", Fields: map[string]any{"response_id": respID}})
+	_ = p.st.Send(session.Event{Type: "output_audio_buffer.stopped", Payload: protocol.OutputAudioBufferStopped{ResponseID: respID}})
 }

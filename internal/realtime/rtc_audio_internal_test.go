@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -31,8 +32,8 @@ func TestPlayerClearAfterCancelFence(t *testing.T) {
 	delta := func(p *player, resp, item string, epoch int) {
 		t.Helper()
 		pcm := make([]byte, 4800) // 100 ms at 24 kHz
-		require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: epoch, Fields: map[string]any{
-			"response_id": resp, "item_id": item, "delta": base64.StdEncoding.EncodeToString(pcm), "format": "pcm16", "sample_rate_hz": 24000}}))
+		require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: epoch, Payload: protocol.ResponseOutputAudioDelta{
+			ResponseID: resp, ItemID: item, Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
 	}
 	for _, tc := range []struct {
 		name      string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -98,28 +99,57 @@ func (s *stream) next(q *outQueue) (data []byte, done bool, err error) {
 // stampLocked gives ev the next seq, encodes it with its event_id and journals the frame. It
 // returns nil for an event the dialect does not send.
 func (s *stream) stampLocked(ev session.Event) ([]byte, error) {
-	typ := ev.Type
+	typ, keep := s.wireName(ev)
+	if !keep {
+		return nil, nil
+	}
+	data, err := encodeEvent(ev, protocol.Envelope{Type: typ, EventID: newEventID(), Seq: s.seq + 1})
+	if err != nil {
+		return nil, err
+	}
+	s.seq++
+	if s.j != nil {
+		s.j.add(s.seq, data)
+	}
+	return data, nil
+}
+
+// wireName is ev's type in the stream's dialect; keep is false for an event the dialect does
+// not send.
+func (s *stream) wireName(ev session.Event) (typ string, keep bool) {
+	typ = eventType(ev)
 	if s.beta || ev.Beta {
-		t, keep := betaName(ev.Type)
-		if !keep {
-			return nil, nil
-		}
-		typ = t
+		return protocol.BetaEventName(typ)
+	}
+	return typ, true
+}
+
+// eventType is ev's GA type: Type, or its payload's when the session did not fill it.
+func eventType(ev session.Event) string {
+	if ev.Type == "" && ev.Payload != nil {
+		return ev.Payload.EventType()
+	}
+	return ev.Type
+}
+
+// encodeEvent writes ev with env: a typed payload in the session's field spelling (ev.Beta),
+// or the map of an event that is not typed yet, whose keys json sorts as the typed ones are.
+func encodeEvent(ev session.Event, env protocol.Envelope) ([]byte, error) {
+	if ev.Payload != nil {
+		return protocol.Encode(ev.Payload, env, ev.Beta)
 	}
 	m := make(map[string]any, len(ev.Fields)+3)
 	for k, v := range ev.Fields {
 		m[k] = v
 	}
-	m["type"] = typ
-	m["event_id"] = newEventID()
-	m["server_event_seq"] = s.seq + 1
+	m["type"] = env.Type
+	m["event_id"] = env.EventID
+	if env.Seq != 0 {
+		m["server_event_seq"] = env.Seq
+	}
 	data, err := json.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", ev.Type, err)
-	}
-	s.seq++
-	if s.j != nil {
-		s.j.add(s.seq, data)
+		return nil, fmt.Errorf("encoding %s: %w", env.Type, err)
 	}
 	return data, nil
 }

@@ -68,7 +68,7 @@ func TestFirstTurnDecodesAhead(t *testing.T) {
 
 	require.NoError(t, s.Submit(ctx, &CommitInput{}))
 	tr := sk.until(t, "conversation.item.input_audio_transcription.completed")
-	require.Equal(t, "0.1 0.2 0.3", tr.Fields["transcript"])
+	require.Equal(t, "0.1 0.2 0.3", tr.wire()["transcript"])
 	require.Equal(t, []string{"mark", "append", "append", "append", "mark", "commit"}, eng.list(),
 		"the commit feeds nothing: the ASR had everything")
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
@@ -106,7 +106,7 @@ func TestUpdateReopensEarlyStream(t *testing.T) {
 
 	require.NoError(t, s.Submit(ctx, &CommitInput{}))
 	tr := sk.until(t, "conversation.item.input_audio_transcription.completed")
-	require.Equal(t, "0.1 0.2 0.3", tr.Fields["transcript"], "no audio lost to the reopen")
+	require.Equal(t, "0.1 0.2 0.3", tr.wire()["transcript"], "no audio lost to the reopen")
 	for _, c := range engines[1].list() {
 		require.NotContains(t, c, "text:", "the instructions came with the open, not as a message")
 	}

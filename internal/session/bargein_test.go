@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -44,7 +45,7 @@ func TestBargeInOnPitchedSpeech(t *testing.T) {
 	sk.mu.Lock()
 	for _, ev := range sk.events {
 		if ev.Type == "input_audio_buffer.speech_started" {
-			onsetMs = ev.Fields["audio_start_ms"].(int) + DefaultTurnDetection().PrefixPaddingMs
+			onsetMs = payload[protocol.InputAudioBufferSpeechStarted](t, ev).AudioStartMs + DefaultTurnDetection().PrefixPaddingMs
 		}
 	}
 	sk.mu.Unlock()

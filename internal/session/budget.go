@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Default byte budgets of one session (ManagerConfig; docs/CONFIG.md lists every buffer).
@@ -115,8 +117,7 @@ func (s *Session) trimHistory() {
 		it := s.items[i]
 		s.items = append(s.items[:i], s.items[i+1:]...)
 		total -= itemBytes(it)
-		s.send(Event{Type: "conversation.item.deleted", Epoch: s.epoch, Fields: map[string]any{
-			"item_id": it.ID, "reason": "history_budget"}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: it.ID, Reason: "history_budget"}})
 		s.log.Debug("conversation over its byte budget: dropped the oldest item",
 			zap.String("item_id", it.ID), zap.Int("max_history_bytes", limit))
 	}

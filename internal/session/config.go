@@ -2,9 +2,10 @@ package session
 
 import (
 	"fmt"
-	"github.com/omniserve/omniserve/internal/requestclient"
 	"strings"
 	"time"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/protocol"
@@ -30,22 +31,14 @@ type TurnDetection struct {
 	Eagerness         string // semantic_vad only: low | medium | high | auto
 }
 
-// Wire returns the GA / beta turn_detection object.
-func (td *TurnDetection) Wire() map[string]any {
+// Wire returns the turn_detection object (nil: null).
+func (td *TurnDetection) Wire() *protocol.TurnDetectionObject {
 	if td == nil {
 		return nil
 	}
-	idle := any(nil)
-	if td.IdleTimeoutMs > 0 {
-		idle = td.IdleTimeoutMs
-	}
-	if td.Type == "semantic_vad" {
-		return map[string]any{"type": td.Type, "eagerness": td.Eagerness, "create_response": td.CreateResponse,
-			"interrupt_response": td.InterruptResponse}
-	}
-	return map[string]any{"type": td.Type, "threshold": td.Threshold, "prefix_padding_ms": td.PrefixPaddingMs,
-		"silence_duration_ms": td.SilenceDurationMs, "idle_timeout_ms": idle,
-		"create_response": td.CreateResponse, "interrupt_response": td.InterruptResponse}
+	return &protocol.TurnDetectionObject{Type: td.Type, Threshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs,
+		SilenceDurationMs: td.SilenceDurationMs, IdleTimeoutMs: td.IdleTimeoutMs, CreateResponse: td.CreateResponse,
+		InterruptResponse: td.InterruptResponse, Eagerness: td.Eagerness}
 }
 
 // TurnDetectionPatch is a turn_detection object as the client sent it (the protocol's

@@ -3,6 +3,7 @@ package session
 import (
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -45,9 +46,9 @@ func (s *Session) closeDenoise() {
 }
 
 // noiseReductionWire is the session object's noise_reduction: null or {"type": …}.
-func (s *Session) noiseReductionWire() any {
+func (s *Session) noiseReductionWire() *protocol.NoiseReduction {
 	if s.cfg.NoiseReduction == "" {
 		return nil
 	}
-	return map[string]any{"type": s.cfg.NoiseReduction}
+	return &protocol.NoiseReduction{Type: s.cfg.NoiseReduction}
 }

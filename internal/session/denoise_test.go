@@ -21,14 +21,14 @@ func TestNoiseReduction(t *testing.T) {
 	updated := sk.events[len(sk.events)-1]
 	sk.mu.Unlock()
 	nr := func(ev Event) any {
-		return ev.Fields["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)["noise_reduction"]
+		return ev.wire()["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)["noise_reduction"]
 	}
 	require.Equal(t, map[string]any{"type": "far_field"}, nr(updated))
 
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "evt_nr"}, Patch: ConfigPatch{NoiseReductionSet: true, NoiseReduction: "studio"}}))
-	e := sk.until(t, "error").Fields["error"].(map[string]any)
+	e := sk.until(t, "error").wire()["error"].(map[string]any)
 	require.Equal(t, "invalid_value", e["code"])
 	require.Equal(t, "session.audio.input.noise_reduction.type", e["param"])
 	require.Equal(t, "evt_nr", e["event_id"])

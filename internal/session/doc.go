@@ -2,7 +2,8 @@
 // machine, epoch fence, begin/end of responses with their metrics hooks, overlap (barge-in)
 // policy, output pacing, timeouts, resume, and admission of sessions (Manager). It is
 // transport-independent: the WebSocket endpoint (internal/realtime) hands it Commands and sends
-// the Events it produces through a Sink.
+// the Events it produces through a Sink. An Event's payload is a protocol.ServerEvent (one Go
+// type per server event, GA-shaped); the transport encodes it in the session's dialect.
 //
 // # Names of the duplex layers
 //

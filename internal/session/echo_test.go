@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -43,7 +44,7 @@ func TestEchoDoesNotBargeIn(t *testing.T) {
 		var sent []float32
 		for len(sent) < len(assistant) {
 			ev := sk.until(t, "response.output_audio.delta")
-			b, err := base64.StdEncoding.DecodeString(ev.Fields["delta"].(string))
+			b, err := base64.StdEncoding.DecodeString(payload[protocol.ResponseOutputAudioDelta](t, ev).Delta)
 			require.NoError(t, err)
 			for i := 0; i+1 < len(b); i += 2 {
 				sent = append(sent, float32(int16(binary.LittleEndian.Uint16(b[i:])))/32768)

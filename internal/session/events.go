@@ -1,11 +1,19 @@
 package session
 
-import "github.com/omniserve/omniserve/internal/metrics"
+import (
+	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/protocol"
+)
 
 // Event is one server event as the session produces it. internal/realtime stamps event_id and
-// server_event_seq at write time and serializes Type plus Fields.
+// server_event_seq at write time and encodes Payload (protocol.Encode), or Type plus Fields for
+// an event not typed yet.
 type Event struct {
+	// Type is the GA event type; Session.send fills it from Payload.
 	Type string
+	// Payload is the typed event. Fields is used only where it is nil: the events that
+	// tools.go and mcp.go still build as maps.
+	Payload protocol.ServerEvent
 	// Epoch is the session epoch the event belongs to.
 	Epoch int
 	// Model marks model output (deltas, item/part added) that the stale-epoch filter drops once
@@ -26,20 +34,9 @@ type Sink interface {
 	DropStale(epoch int)
 }
 
-// ErrorFields builds the payload of an OpenAI-style error event.
-func ErrorFields(typ, code, message, eventID, param string) map[string]any {
-	e := map[string]any{"type": typ, "code": code, "message": message}
-	if eventID != "" {
-		e["event_id"] = eventID
-	} else {
-		e["event_id"] = nil
-	}
-	if param != "" {
-		e["param"] = param
-	} else {
-		e["param"] = nil
-	}
-	return map[string]any{"error": e}
+// ErrorEvent is an OpenAI-style error event; empty eventID and param are null.
+func ErrorEvent(typ, code, message, eventID, param string) Event {
+	return Event{Type: "error", Payload: protocol.NewErrorEvent(typ, code, message, eventID, param)}
 }
 
 // ErrorType maps an error code to its Realtime error class.

@@ -80,7 +80,7 @@ func TestClearForgetsForwardedInput(t *testing.T) {
 		require.NoError(t, s.Submit(ctx, &AppendAudio{Data: pcmOf(v, 1600)}))
 	}
 	transcript := func() string {
-		return sk.until(t, "conversation.item.input_audio_transcription.completed").Fields["transcript"].(string)
+		return sk.until(t, "conversation.item.input_audio_transcription.completed").wire()["transcript"].(string)
 	}
 
 	// Turn 1's first append opens the engine and streams into it ahead of the commit too.

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -23,7 +24,7 @@ func (s *Session) handle(c Command) {
 		s.handleCommit(c.ID, c.ResponseCreate)
 	case *ClearInput:
 		s.clearInput(c.ID)
-		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCleared{}})
 	case *CreateResponse:
 		s.handleCreateResponse(c)
 	case *CancelResponse:
@@ -43,40 +44,40 @@ func (s *Session) handle(c Command) {
 			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Type: "conversation.item.deleted", Epoch: s.epoch, Fields: map[string]any{"item_id": c.ItemID}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: c.ItemID}})
 	case *RetrieveItem:
 		it := s.findItem(c.ItemID)
 		if it == nil {
 			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Type: "conversation.item.retrieved", Epoch: s.epoch, Fields: map[string]any{"item": it.wire(s.opts.Beta)}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemRetrieved{Item: it.item()}})
 	case *TruncateItem:
 		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
 	case *ClearOutputAudio:
 		r := s.resp
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
 		if r == nil || !r.clearedAudio {
-			rid := any(nil)
+			var rid *string
 			if r != nil {
-				rid = r.id
+				rid = &r.id
 			}
-			s.send(Event{Type: "output_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{"response_id": rid}})
+			s.send(Event{Epoch: s.epoch, Payload: protocol.OutputAudioBufferCleared{ResponseID: rid}})
 		}
 	case *CancelInput:
 		s.clearInput(c.ID)
-		s.send(Event{Type: "input_audio_buffer.cleared", Epoch: s.epoch, Fields: map[string]any{}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCleared{}})
 		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
 		// (cancel). The reference changed the wire reason too, which clients do not expect.
 		s.cancelActive("cancel", "barge_in", true)
 	case *BargeIn:
-		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
-			"session_id": s.id, "epoch": s.epoch, "policy": s.cfg.OverlapPolicy(), "action": "barge_in", "reason": "client"}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+			SessionID: s.id, Epoch: s.epoch, Policy: s.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
 		s.cancelActive("barge_in", "barge_in", true)
 	case *CloseSession:
 		s.closeReason = ReasonClientClose
 	case *Heartbeat:
-		s.send(Event{Type: "session.heartbeat_ack", Epoch: s.epoch, Fields: map[string]any{"session_id": s.id}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionHeartbeatAck{SessionID: s.id}})
 	case *PlaybackAck:
 		s.handlePlaybackAck(c)
 	default:
@@ -183,48 +184,41 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 		}})
 	}
 	s.syncTools()
-	s.send(Event{Type: s.sessionEventName("updated", c.Transcription), Epoch: s.epoch, Fields: map[string]any{"session": s.publicSession()}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(c.Transcription)}})
 	s.syncMCP()
 }
 
 func (s *Session) emitCreated() {
-	f := map[string]any{"session": s.publicSession()}
-	if s.resumeToken != "" {
-		// omniserve extension: the bearer secret of session.resume (docs/REALTIME.md)
-		f["resume_token"] = s.resumeToken
-	}
-	s.send(Event{Type: s.sessionEventName("created", false), Epoch: s.epoch, Fields: f})
+	// ResumeToken (an extension, empty unless resumable) is the bearer secret of
+	// session.resume (docs/REALTIME.md).
+	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
+		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
 }
 
 func (s *Session) emitClosed(reason string) {
-	s.send(Event{Type: "session.closed", Epoch: s.epoch, Fields: map[string]any{"session_id": s.id, "reason": reason}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
 }
 
 // wireFormat is the GA audio format object.
-func wireFormat(f AudioFormat) map[string]any {
+func wireFormat(f AudioFormat) protocol.FormatSpec {
 	switch f.Type {
 	case "g711_ulaw":
-		return map[string]any{"type": "audio/pcmu"}
+		return protocol.FormatSpec{Type: "audio/pcmu"}
 	case "g711_alaw":
-		return map[string]any{"type": "audio/pcma"}
+		return protocol.FormatSpec{Type: "audio/pcma"}
 	case "pcm_f32le":
-		return map[string]any{"type": "audio/pcm_f32le", "rate": f.Rate}
+		return protocol.FormatSpec{Type: "audio/pcm_f32le", Rate: f.Rate}
 	}
-	return map[string]any{"type": "audio/pcm", "rate": f.Rate}
+	return protocol.FormatSpec{Type: "audio/pcm", Rate: f.Rate}
 }
 
-// betaFormat is the beta format string; rates other than the OpenAI ones are an extension
-// reported in audio.input.sample_rate_hz.
-func betaFormat(f AudioFormat) string { return f.Type }
-
-func (s *Session) maxTokensWire(n int) any {
+func (s *Session) maxTokensWire(n int) protocol.MaxTokens {
 	if n > 0 {
-		return n
+		return protocol.MaxTokens(n)
 	}
-	if d := s.m.cfg.DefaultMaxOutputTokens; d > 0 {
-		return d // what the engine applies to "inf": the session tells the limit in force
-	}
-	return "inf"
+	// 0 is "inf"; with a server default, that is what the engine applies to "inf": the
+	// session tells the limit in force.
+	return protocol.MaxTokens(s.m.cfg.DefaultMaxOutputTokens)
 }
 
 // outputModalities is the GA single-modality view: audio implies its transcript.
@@ -235,79 +229,53 @@ func outputModalities(audio bool) []string {
 	return []string{"text"}
 }
 
-// betaModalities is the beta view: audio comes with text.
-func betaModalities(audio bool) []string {
-	if audio {
-		return []string{"text", "audio"}
-	}
-	return []string{"text"}
-}
-
-func (s *Session) transcriptionWire() any {
+func (s *Session) transcriptionWire() *protocol.Transcription {
 	if !s.cfg.Transcription {
 		return nil
 	}
-	return map[string]any{"model": "pocketsphinx", "language": "en", "prompt": ""}
+	return &protocol.Transcription{Model: "pocketsphinx", Language: "en", Prompt: ""}
 }
 
-// publicSession is the full effective session: GA shape (or beta for beta clients), plus the
-// omniserve extensions (duplex, state, capabilities) that strict clients ignore.
-func (s *Session) publicSession() map[string]any {
+// publicSession is the full effective session (protocol.Encode spells it beta for beta
+// clients), plus the omniserve extensions (duplex, state, capabilities) that strict clients
+// ignore.
+func (s *Session) publicSession() protocol.SessionObject {
 	if s.opts.Transcription {
 		return s.transcriptionSession()
 	}
-	td := s.cfg.TurnDetection.Wire()
-	var tdAny any
-	if td != nil {
-		tdAny = td
-	}
-	sess := map[string]any{
-		"id": s.id, "object": "realtime.session", "model": s.cfg.Model,
-		"instructions": s.cfg.Instructions, "tools": append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), "tool_choice": toolChoiceWire(s.cfg.ToolChoice),
-		"expires_at": s.expiresAt.Unix(),
+	speed := 1.0
+	return &protocol.Session{
+		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.cfg.Model,
+		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
+		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
+		MaxOutputTokens: s.maxTokensWire(s.cfg.MaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
+		Temperature: s.temperature(),
+		Audio: protocol.SessionAudio{
+			Input:  s.audioInput(false),
+			Output: &protocol.AudioOutput{Format: wireFormat(s.cfg.OutputFormat), Voice: s.cfg.Voice, Speed: &speed},
+		},
 		// omniserve extensions
-		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "overlap_policy": s.cfg.OverlapPolicy(),
-		"duplex": s.opts.Duplex, "auto_response": s.autoResponse(), "state": s.state, "turn_state": s.turnState,
-		"epoch": s.epoch, "turn": s.turnID,
-		"extra_body": map[string]any{"auto_response": s.autoResponse(), "seed": s.seedWire()},
-		"capabilities": map[string]any{"supports_barge_in": true, "supports_session_resume": s.Resumable(),
-			"supports_audio_truncate": true, "chunk_period_ms": frameMs, "target_barge_in_latency_ms": 100, "barge_in_min_speech_ms": overlapMinSpeechMs,
-			"barge_in_pitched_speech_ms": overlapEarlySpeechMs,
-			"max_output_lead_ms":         s.m.cfg.MaxOutputLead.Milliseconds(), "full_duplex": s.opts.Duplex},
+		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), OverlapPolicy: s.cfg.OverlapPolicy(),
+		Duplex: s.opts.Duplex, AutoResponse: s.autoResponse(), State: s.state, TurnState: s.turnState,
+		Epoch: s.epoch, Turn: s.turnID,
+		ExtraBody: protocol.ExtraBody{AutoResponse: s.autoResponse(), Seed: s.cfg.Seed},
+		Capabilities: protocol.Capabilities{SupportsBargeIn: true, SupportsSessionResume: s.Resumable(),
+			SupportsAudioTruncate: true, ChunkPeriodMs: frameMs, TargetBargeInLatencyMs: 100, BargeInMinSpeechMs: overlapMinSpeechMs,
+			BargeInPitchedSpeechMs: overlapEarlySpeechMs,
+			MaxOutputLeadMs:        s.m.cfg.MaxOutputLead.Milliseconds(), FullDuplex: s.opts.Duplex},
 	}
-	audio := s.cfg.WantAudio()
-	if s.opts.Beta {
-		sess["object"] = "realtime.session"
-		sess["modalities"] = betaModalities(audio)
-		sess["voice"] = s.cfg.Voice
-		sess["input_audio_format"] = betaFormat(s.cfg.InputFormat)
-		sess["output_audio_format"] = betaFormat(s.cfg.OutputFormat)
-		sess["input_audio_transcription"] = s.transcriptionWire()
-		sess["input_audio_noise_reduction"] = s.noiseReductionWire()
-		sess["turn_detection"] = tdAny
-		sess["max_response_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
-		temp := 0.8
-		if s.cfg.Temperature != nil {
-			temp = *s.cfg.Temperature
-		}
-		sess["temperature"] = temp
-		sess["speed"] = 1.0
-		sess["audio"] = map[string]any{"input": map[string]any{"sample_rate_hz": s.cfg.InputFormat.Rate}}
-		return sess
+}
+
+// audioInput is the session's audio.input; a transcription session's turn_detection has no
+// response flags (noResponse).
+func (s *Session) audioInput(noResponse bool) protocol.AudioInput {
+	in := protocol.AudioInput{Format: wireFormat(s.cfg.InputFormat), Transcription: s.transcriptionWire(),
+		NoiseReduction: s.noiseReductionWire(), SampleRateHz: s.cfg.InputFormat.Rate}
+	if td := s.cfg.TurnDetection.Wire(); td != nil {
+		td.NoResponse = noResponse
+		in.TurnDetection = td
 	}
-	sess["type"] = "realtime"
-	sess["output_modalities"] = outputModalities(audio)
-	sess["max_output_tokens"] = s.maxTokensWire(s.cfg.MaxOutputTokens)
-	sess["tracing"] = s.cfg.Tracing
-	sess["truncation"] = "auto"
-	sess["prompt"] = nil
-	sess["include"] = nil
-	sess["audio"] = map[string]any{
-		"input": map[string]any{"format": wireFormat(s.cfg.InputFormat), "transcription": s.transcriptionWire(),
-			"noise_reduction": s.noiseReductionWire(), "turn_detection": tdAny, "sample_rate_hz": s.cfg.InputFormat.Rate},
-		"output": map[string]any{"format": wireFormat(s.cfg.OutputFormat), "voice": s.cfg.Voice, "speed": 1.0},
-	}
-	return sess
+	return in
 }
 
 func (s *Session) handleAppend(c *AppendAudio) {
@@ -335,8 +303,8 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		s.stopIdleTimeout() // the user spoke: no idle follow-up
 	}
 	if s.resp != nil && vr.started && s.cfg.TurnDetection != nil && s.cfg.TurnDetection.InterruptResponse {
-		s.send(Event{Type: "overlap.decision", Epoch: s.epoch, Fields: map[string]any{
-			"session_id": s.id, "epoch": s.epoch, "policy": PolicyBargeIn, "action": "barge_in", "reason": "speech"}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+			SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
 		onset := s.onsetAt
 		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
 			if m := turnStats(s.engine); m != nil {
@@ -585,7 +553,7 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
 	prev := s.lastItemID()
 	s.items = append(s.items, it)
-	s.send(Event{Type: "input_audio_buffer.committed", Epoch: s.epoch, Fields: map[string]any{"previous_item_id": prev, "item_id": it.ID}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	return it
@@ -820,8 +788,8 @@ func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs
 	it.AudioMs = endMs
 	it.Text = ""
 	it.Truncated = true
-	s.send(Event{Type: "conversation.item.truncated", Epoch: s.epoch, Fields: map[string]any{
-		"item_id": itemID, "content_index": contentIndex, "audio_end_ms": int(endMs)}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemTruncated{
+		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
 }
 
 func (s *Session) handlePlaybackAck(c *PlaybackAck) {
@@ -833,8 +801,8 @@ func (s *Session) handlePlaybackAck(c *PlaybackAck) {
 	played := math.Min(float64(c.PlayedMs), r.sentMs)
 	r.playedMs = played
 	r.ackedMs = played
-	s.send(Event{Type: "playback.acknowledged", Epoch: s.epoch, Fields: map[string]any{
-		"response_id": r.id, "item_id": r.itemID, "played_ms": int(played), "sent_ms": int(r.sentMs)}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.PlaybackAcknowledged{
+		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.sentMs)}})
 	if c.Truncate {
 		s.handleTruncate(c.ID, r.itemID, 0, played)
 	}

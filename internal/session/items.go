@@ -3,8 +3,10 @@ package session
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // item is one conversation item as the session tracks it for retrieve/delete/truncate.
@@ -34,48 +36,52 @@ func newItemID() string {
 	return "item_" + hex.EncodeToString(b[:])
 }
 
-// wire is the item as GA (output_audio / output_text parts) or beta (audio / text) spell it.
-func (it *item) wire(beta bool) map[string]any {
+// item is the item as the protocol describes it, in GA spelling (output_audio / output_text
+// parts; protocol.Encode spells them audio / text for beta clients).
+func (it *item) item() protocol.Item {
 	switch it.Type {
 	case "function_call":
-		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
-			"call_id": it.CallID, "name": it.Name, "arguments": it.Arguments}
+		return protocol.FunctionCallItem(it.ID, it.Status, it.CallID, it.Name, it.Arguments)
 	case "mcp_list_tools":
-		return mcpListWire(it)
+		return protocol.Item{ID: it.ID, Type: it.Type, Open: mcpListWire(it)} // mcp.go builds it as a map
 	case "mcp_call", "mcp_approval_request", "mcp_approval_response":
-		return mcpItemWire(it)
+		return protocol.Item{ID: it.ID, Type: it.Type, Open: mcpItemWire(it)} // mcp_call.go builds them as maps
 	case "function_call_output":
-		return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "status": it.Status,
-			"call_id": it.CallID, "output": it.Output}
+		return protocol.FunctionCallOutputItem(it.ID, it.Status, it.CallID, it.Output)
 	}
-	var content []any
+	var part protocol.ContentPart
 	switch {
 	case it.Role == "assistant" && it.Audio:
-		t := "output_audio"
-		if beta {
-			t = "audio"
-		}
-		content = []any{map[string]any{"type": t, "transcript": it.Text}}
+		part = protocol.AudioPart("output_audio", it.Text)
 	case it.Role == "assistant":
-		t := "output_text"
-		if beta {
-			t = "text"
-		}
-		content = []any{map[string]any{"type": t, "text": it.Text}}
+		part = protocol.TextPart("output_text", it.Text)
 	case it.Audio:
-		content = []any{map[string]any{"type": "input_audio", "transcript": nullable(it.Transcript)}}
+		part = protocol.InputAudioPart(it.Transcript)
 	default:
-		content = []any{map[string]any{"type": "input_text", "text": it.Text}}
+		part = protocol.TextPart("input_text", it.Text)
 	}
-	return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "role": it.Role,
-		"status": it.Status, "content": content}
+	return protocol.MessageItem(it.ID, it.Role, it.Status, part)
 }
 
-func nullable(s string) any {
-	if s == "" {
-		return nil
+// wire is the item as a map in the session's dialect, for the events tools.go still builds as
+// maps (it goes when they are typed).
+func (it *item) wire(beta bool) map[string]any {
+	w := it.item()
+	if w.Open != nil {
+		return w.Open
 	}
-	return s
+	ev := protocol.ConversationItemRetrieved{Item: w}
+	data, err := protocol.Encode(ev, protocol.Envelope{}, beta)
+	if err != nil {
+		panic("session: an item that does not encode: " + err.Error()) // strings only: cannot fail
+	}
+	var m struct {
+		Item map[string]any `json:"item"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		panic("session: an encoded item that does not decode: " + err.Error())
+	}
+	return m.Item
 }
 
 func (s *Session) findItem(id string) *item {
@@ -87,21 +93,22 @@ func (s *Session) findItem(id string) *item {
 	return nil
 }
 
-func (s *Session) lastItemID() any {
+func (s *Session) lastItemID() *string {
 	if len(s.items) == 0 {
 		return nil
 	}
-	return s.items[len(s.items)-1].ID
+	return &s.items[len(s.items)-1].ID
 }
 
 // previousItemID is the id of the item before it in the conversation, or nil.
-func (s *Session) previousItemID(it *item) any {
+func (s *Session) previousItemID(it *item) *string {
 	for i, x := range s.items {
 		if x == it {
 			if i == 0 {
 				return nil
 			}
-			return s.items[i-1].ID
+			id := s.items[i-1].ID
+			return &id
 		}
 	}
 	return nil
@@ -130,14 +137,14 @@ func (s *Session) insertItem(it *item, prev string) bool {
 // sendItemAdded emits conversation.item.added (the connection spells it
 // conversation.item.created for beta clients).
 func (s *Session) sendItemAdded(it *item, epoch int, model bool) {
-	s.send(Event{Type: "conversation.item.added", Epoch: epoch, Model: model, Fields: map[string]any{
-		"previous_item_id": s.previousItemID(it), "item": it.wire(s.opts.Beta)}})
+	s.send(Event{Epoch: epoch, Model: model, Payload: protocol.ConversationItemAdded{
+		PreviousItemID: s.previousItemID(it), Item: it.item()}})
 }
 
 // sendItemDone emits conversation.item.done (GA only; beta clients do not get it).
 func (s *Session) sendItemDone(it *item, epoch int) {
-	s.send(Event{Type: "conversation.item.done", Epoch: epoch, Fields: map[string]any{
-		"previous_item_id": s.previousItemID(it), "item": it.wire(s.opts.Beta)}})
+	s.send(Event{Epoch: epoch, Payload: protocol.ConversationItemDone{
+		PreviousItemID: s.previousItemID(it), Item: it.item()}})
 }
 
 func (s *Session) removeItem(id string) bool {

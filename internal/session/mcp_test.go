@@ -62,10 +62,10 @@ func TestMCPListingReplaced(t *testing.T) {
 	inProgress := sk.until(t, "mcp_list_tools.in_progress")
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true}}))
 	failed := sk.until(t, "mcp_list_tools.failed")
-	require.Equal(t, inProgress.Fields["item_id"], failed.Fields["item_id"])
+	require.Equal(t, inProgress.wire()["item_id"], failed.wire()["item_id"])
 	e := sk.until(t, "error")
-	require.Equal(t, "mcp_list_tools_failed", e.Fields["error"].(map[string]any)["code"])
-	require.True(t, strings.Contains(e.Fields["error"].(map[string]any)["message"].(string), "replaced or removed"))
+	require.Equal(t, "mcp_list_tools_failed", e.wire()["error"].(map[string]any)["code"])
+	require.True(t, strings.Contains(e.wire()["error"].(map[string]any)["message"].(string), "replaced or removed"))
 	s.Stop(ReasonClientClose)
 	require.Equal(t, ReasonClientClose, wait())
 }

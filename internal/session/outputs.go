@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -72,9 +73,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		switch o.Decision {
 		case requestclient.DecisionListen:
 			if r == nil {
-				s.send(Event{Type: "response.listen", Epoch: s.epoch, Fields: map[string]any{
-					"session_id": s.id, "epoch": s.epoch, "turn": o.Turn,
-					"response": map[string]any{"object": "realtime.response", "status": "listening"}}})
+				s.send(Event{Epoch: s.epoch, Payload: protocol.ResponseListen{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn,
+					Response: protocol.ListenResponse{Object: "realtime.response", Status: "listening"}}})
 			}
 		case requestclient.DecisionSpeak:
 			if r == nil && s.autoResponse() {
@@ -84,9 +84,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 				r.stageTurn = o.Turn
 			}
 			if r != nil {
-				s.send(Event{Type: "response.speak", Epoch: r.epoch, Model: true, Fields: map[string]any{
-					"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
-					"metadata": map[string]any{"session_id": s.id, "epoch": r.epoch, "model_speak": true}}})
+				s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseSpeak{ResponseID: r.id, ItemID: r.itemID,
+					Metadata: protocol.SpeakMetadata{SessionID: s.id, Epoch: r.epoch, ModelSpeak: true}}})
 			}
 		}
 		return
@@ -127,11 +126,11 @@ func (s *Session) emitTranscript(itemID, text string) {
 			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
 		}
 	}
-	f := map[string]any{"item_id": itemID, "content_index": 0, "transcript": text}
+	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
 	if it != nil {
-		f["usage"] = map[string]any{"type": "duration", "seconds": it.AudioMs / 1000}
+		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
 	}
-	s.send(Event{Type: "conversation.item.input_audio_transcription.completed", Epoch: s.epoch, Fields: f})
+	s.send(Event{Epoch: s.epoch, Payload: done})
 	s.trimHistory()
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -29,7 +30,7 @@ func startAudioResponse(t *testing.T, eng *fakeEngine) (*Session, *sink, func() 
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
-	id := sk.until(t, "response.created").Fields["response"].(map[string]any)["id"].(string)
+	id := sk.until(t, "response.created").wire()["response"].(map[string]any)["id"].(string)
 	sk.until(t, "response.output_audio.delta")
 	sk.until(t, "response.output_audio.delta")
 	return s, sk, wait, id
@@ -46,12 +47,12 @@ func closeSession(t *testing.T, s *Session, sk *sink, wait func() string) {
 // errorCode waits for the next error event and returns its code and param.
 func errorCode(t *testing.T, sk *sink) (code, param string) {
 	t.Helper()
-	e := sk.until(t, "error").Fields["error"].(map[string]any)
+	e := sk.until(t, "error").wire()["error"].(map[string]any)
 	p, _ := e["param"].(string)
 	return e["code"].(string), p
 }
 
-func itemOf(ev Event) map[string]any { return ev.Fields["item"].(map[string]any) }
+func itemOf(ev Event) map[string]any { return ev.wire()["item"].(map[string]any) }
 
 func TestItemCreateRetrieveDelete(t *testing.T) {
 	eng := &fakeEngine{t: t}
@@ -62,13 +63,13 @@ func TestItemCreateRetrieveDelete(t *testing.T) {
 	submit(&CreateItem{ItemID: "item_b", Role: "assistant", Text: "second"})
 	added := sk.until(t, "conversation.item.added")
 	require.Equal(t, "item_b", itemOf(added)["id"])
-	require.Nil(t, added.Fields["previous_item_id"])
+	require.Nil(t, added.wire()["previous_item_id"])
 	require.Equal(t, "item_b", itemOf(sk.until(t, "conversation.item.done"))["id"])
 
 	// previous_item_id "root" puts the item first: its previous id is nil, and item_b's is now it.
 	submit(&CreateItem{ItemID: "item_a", Role: "assistant", Text: "first", PreviousItemID: "root"})
 	added = sk.until(t, "conversation.item.added")
-	require.Nil(t, added.Fields["previous_item_id"])
+	require.Nil(t, added.wire()["previous_item_id"])
 	submit(&RetrieveItem{ItemID: "item_b"})
 	got := itemOf(sk.until(t, "conversation.item.retrieved"))
 	require.Equal(t, "item_b", got["id"])
@@ -80,7 +81,7 @@ func TestItemCreateRetrieveDelete(t *testing.T) {
 	require.Equal(t, "item.id", param)
 
 	submit(&DeleteItem{ItemID: "item_a"})
-	require.Equal(t, "item_a", sk.until(t, "conversation.item.deleted").Fields["item_id"])
+	require.Equal(t, "item_a", sk.until(t, "conversation.item.deleted").wire()["item_id"])
 	submit(&RetrieveItem{ItemID: "item_a"})
 	code, param = errorCode(t, sk)
 	require.Equal(t, "item_retrieve_invalid_item_id", code)
@@ -116,11 +117,11 @@ func TestTruncateActiveAudioItem(t *testing.T) {
 
 	submit(&TruncateItem{ItemID: itemID, AudioEndMs: 50})
 	tr := sk.until(t, "conversation.item.truncated")
-	require.Equal(t, map[string]any{"item_id": itemID, "content_index": 0, "audio_end_ms": 50}, tr.Fields)
+	require.Equal(t, protocol.ConversationItemTruncated{ItemID: itemID, AudioEndMs: 50}, tr.Payload)
 
 	submit(&CancelResponse{})
 	cleared := sk.until(t, "output_audio_buffer.cleared")
-	require.Equal(t, 50, cleared.Fields["audio_end_ms"], "the client holds audio past the cut")
+	require.Equal(t, 50, *payload[protocol.OutputAudioBufferCleared](t, cleared).AudioEndMs, "the client holds audio past the cut")
 	sk.until(t, "response.done")
 	submit(&RetrieveItem{ItemID: itemID})
 	got := itemOf(sk.until(t, "conversation.item.retrieved"))
@@ -131,7 +132,7 @@ func TestTruncateActiveAudioItem(t *testing.T) {
 	// the cut, and a cut past its audio is refused.
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	submit(&CommitInput{ResponseCreate: ptr(true)})
-	second := "item_" + sk.until(t, "response.created").Fields["response"].(map[string]any)["id"].(string)
+	second := "item_" + sk.until(t, "response.created").wire()["response"].(map[string]any)["id"].(string)
 	sk.until(t, "response.output_audio.delta")
 	sk.until(t, "response.output_audio.delta")
 	submit(&PlaybackAck{PlayedMs: 200})
@@ -145,7 +146,7 @@ func TestTruncateActiveAudioItem(t *testing.T) {
 	code, _ = errorCode(t, sk)
 	require.Equal(t, "invalid_value", code)
 	submit(&TruncateItem{ItemID: second, AudioEndMs: 100})
-	require.Equal(t, 100, sk.until(t, "conversation.item.truncated").Fields["audio_end_ms"])
+	require.Equal(t, 100, payload[protocol.ConversationItemTruncated](t, sk.until(t, "conversation.item.truncated")).AudioEndMs)
 	submit(&RetrieveItem{ItemID: second})
 	got = itemOf(sk.until(t, "conversation.item.retrieved"))
 	require.Equal(t, []any{map[string]any{"type": "output_audio", "transcript": ""}}, got["content"])
@@ -184,15 +185,15 @@ func TestPlaybackAck(t *testing.T) {
 
 	submit(&PlaybackAck{PlayedMs: 10_000, ResponseID: id})
 	ack := sk.until(t, "playback.acknowledged")
-	require.Equal(t, 200, ack.Fields["played_ms"], "capped at the audio sent")
-	require.Equal(t, 200, ack.Fields["sent_ms"])
+	require.Equal(t, protocol.PlaybackAcknowledged{ResponseID: id, ItemID: "item_" + id, PlayedMs: 200, SentMs: 200},
+		ack.Payload, "played capped at the audio sent")
 
 	submit(&PlaybackAck{PlayedMs: 120, ItemID: "item_" + id, Truncate: true})
-	require.Equal(t, 120, sk.until(t, "playback.acknowledged").Fields["played_ms"])
-	require.Equal(t, 120, sk.until(t, "conversation.item.truncated").Fields["audio_end_ms"])
+	require.Equal(t, 120, payload[protocol.PlaybackAcknowledged](t, sk.until(t, "playback.acknowledged")).PlayedMs)
+	require.Equal(t, 120, payload[protocol.ConversationItemTruncated](t, sk.until(t, "conversation.item.truncated")).AudioEndMs)
 
 	submit(&BargeIn{})
-	require.Equal(t, 120, sk.until(t, "output_audio_buffer.cleared").Fields["audio_end_ms"])
+	require.Equal(t, 120, *payload[protocol.OutputAudioBufferCleared](t, sk.until(t, "output_audio_buffer.cleared")).AudioEndMs)
 	sk.until(t, "response.done")
 	submit(&PlaybackAck{PlayedMs: 10})
 	code, _ = errorCode(t, sk)
@@ -247,7 +248,7 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
-	first := sk.until(t, "response.created").Fields["response"].(map[string]any)["id"].(string)
+	first := sk.until(t, "response.created").wire()["response"].(map[string]any)["id"].(string)
 	sk.until(t, "response.output_audio.delta")
 	require.NoError(t, s.Submit(ctx, &CancelResponse{}))
 	done := sk.until(t, "response.done")
@@ -266,14 +267,14 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 		if ev.Type == "session.heartbeat_ack" {
 			break
 		}
-		require.NotContains(t, ev.Type, "response.output", "late output of a cancelled turn: %v", ev.Fields)
+		require.NotContains(t, ev.Type, "response.output", "late output of a cancelled turn: %v", ev.wire())
 	}
 
 	// The next response: epoch 1, stage turn 2, its deltas go out.
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
 	created := sk.until(t, "response.created")
-	second := created.Fields["response"].(map[string]any)["id"].(string)
+	second := created.wire()["response"].(map[string]any)["id"].(string)
 	require.NotEqual(t, first, second)
 	require.Equal(t, 1, created.Epoch)
 	// Its engine turn first delivers turn 1's last word: only turn 2's words are the response's.
@@ -281,8 +282,9 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	for len(words) < 2 {
 		ev := sk.until(t, "response.output_audio_transcript.delta")
 		require.Equal(t, 1, ev.Epoch)
-		require.Equal(t, second, ev.Fields["response_id"])
-		words = append(words, ev.Fields["delta"].(string))
+		d := payload[protocol.ResponseOutputAudioTranscriptDelta](t, ev)
+		require.Equal(t, second, d.ResponseID)
+		words = append(words, d.Delta)
 	}
 	require.Equal(t, []string{"one ", "two "}, words)
 	closeSession(t, s, sk, wait)
@@ -393,7 +395,7 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 		if ev.Type == "session.heartbeat_ack" {
 			break
 		}
-		require.NotContains(t, ev.Type, "response.", "the cancelled turn stays silent: %v", ev.Fields)
+		require.NotContains(t, ev.Type, "response.", "the cancelled turn stays silent: %v", ev.wire())
 	}
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -68,7 +69,7 @@ type response struct {
 	engineUsage  *requestclient.Usage // the engine's count of the response, when it reported one
 	inputUsage   usage                // the audio of the context the response read (usage.go)
 	ownInput     bool                 // the response read its own input[], not the conversation
-	prevItemID   any                  // the item before the response's item
+	prevItemID   *string              // the item before the response's item
 	truncated    bool                 // the client truncated the item while it played
 	clearedAudio bool                 // output_audio_buffer.cleared went out
 	// outOfBand: conversation "none"; the item lives here only, never in the conversation.
@@ -162,62 +163,57 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
 	// response.done for a response it never saw created. Only the model's output is fenced.
-	s.send(Event{Type: "response.created", Epoch: r.epoch, Fields: map[string]any{
-		"response_id": r.id, "response": s.responseObject(r, "in_progress", nil, []any{}, nil)}})
-	added := it.wire(s.opts.Beta)
-	added["content"] = []any{}
-	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Fields: map[string]any{
-		"response_id": r.id, "output_index": 0, "item": added}})
+	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseCreated{
+		ResponseID: r.id, Response: s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)}})
+	added := it.item()
+	added.Content = []protocol.ContentPart{}
+	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, Item: added}})
 	if !r.outOfBand {
-		s.send(Event{Type: "conversation.item.added", Epoch: r.epoch, Fields: map[string]any{
-			"previous_item_id": r.prevItemID, "item": added}})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemAdded{PreviousItemID: r.prevItemID, Item: added}})
 	}
 	if r.audio {
-		s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"part": map[string]any{"type": "audio", "transcript": ""}}})
+		// The part is "audio" in both dialects (what omniserve has always sent here).
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartAdded{
+			ResponseID: r.id, ItemID: r.itemID, Part: protocol.AudioPart("audio", "")}})
 	}
 	return r
 }
 
 // responseObject is the realtime.response of response.created / response.done.
-func (s *Session) responseObject(r *response, status string, details any, output []any, u *usage) map[string]any {
-	var meta any
-	if r.metadata != nil {
-		meta = r.metadata
+func (s *Session) responseObject(r *response, status string, details *protocol.StatusDetails, output []protocol.Item, u *usage) protocol.Response {
+	o := protocol.Response{ID: r.id, Object: "realtime.response", Status: status, StatusDetails: details,
+		Output: output, ConversationID: s.conversationIDOf(r), Metadata: r.metadata,
+		MaxOutputTokens:  s.maxTokensWire(r.maxTokens),
+		Omniserve:        protocol.ResponseExtension{SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs},
+		OutputModalities: outputModalities(r.audio),
+		Audio:            &protocol.ResponseAudio{Output: protocol.AudioOutput{Format: wireFormat(r.format), Voice: s.cfg.Voice}},
+		Temperature:      s.temperature(),
 	}
-	o := map[string]any{"id": r.id, "object": "realtime.response", "status": status, "status_details": details,
-		"output": output, "conversation_id": s.conversationIDOf(r), "metadata": meta, "usage": nil,
-		"max_output_tokens": s.maxTokensWire(r.maxTokens),
-		// omniserve extension: where the response sits in the duplex session
-		"omniserve": map[string]any{"session_id": s.id, "epoch": r.epoch, "turn_id": r.turnID, "audio_sent_ms": r.sentMs}}
 	if u != nil {
-		o["usage"] = u.wire()
-	}
-	if s.opts.Beta {
-		o["modalities"] = betaModalities(r.audio)
-		o["voice"] = s.cfg.Voice
-		o["output_audio_format"] = r.format.Type
-		temp := 0.8
-		if s.cfg.Temperature != nil {
-			temp = *s.cfg.Temperature
-		}
-		o["temperature"] = temp
-	} else {
-		o["output_modalities"] = outputModalities(r.audio)
-		o["audio"] = map[string]any{"output": map[string]any{"format": wireFormat(r.format), "voice": s.cfg.Voice}}
+		w := u.wire()
+		o.Usage = &w
 	}
 	return o
+}
+
+// temperature is the sampling temperature in force (the beta session and response objects
+// tell it).
+func (s *Session) temperature() float64 {
+	if s.cfg.Temperature != nil {
+		return *s.cfg.Temperature
+	}
+	return 0.8
 }
 
 func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
 // conversationIDOf is a response's conversation_id: null out of band (OpenAI).
-func (s *Session) conversationIDOf(r *response) any {
+func (s *Session) conversationIDOf(r *response) *string {
 	if r.outOfBand {
 		return nil
 	}
-	return s.conversationID()
+	id := s.conversationID()
+	return &id
 }
 
 // responseItem is the response's output item: in the conversation unless out of band (nil
@@ -301,13 +297,12 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		}
 		if !r.textPart {
 			r.textPart = true
-			s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
-				"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
-				"part": map[string]any{"type": "text", "text": ""}}})
+			s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseContentPartAdded{
+				ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", "")}})
 		}
 		r.text.WriteString(o.Text)
-		s.send(Event{Type: "response.output_text.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": o.Text}})
+		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputTextDelta{
+			ResponseID: r.id, ItemID: r.itemID, Delta: o.Text}})
 	case requestclient.OutAudio:
 		if !r.audio {
 			return
@@ -411,12 +406,11 @@ func (s *Session) pace() {
 		if f.ref != nil {
 			s.echoCanceller().Reference(f.ref)
 		}
-		s.send(Event{Type: "response.output_audio.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0,
-			"delta": base64.StdEncoding.EncodeToString(f.data), "format": r.format.Type,
-			"sample_rate_hz": r.format.Rate, "audio_duration_ms": f.ms}})
-		s.send(Event{Type: "response.output_audio_transcript.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-			"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0, "delta": f.text}})
+		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioDelta{
+			ResponseID: r.id, ItemID: r.itemID, Delta: base64.StdEncoding.EncodeToString(f.data),
+			Format: r.format.Type, SampleRateHz: r.format.Rate, AudioDurationMs: f.ms}})
+		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioTranscriptDelta{
+			ResponseID: r.id, ItemID: r.itemID, Delta: f.text}})
 	}
 	if r.finished && !s.mcpHolds(r) {
 		s.completeResponse(r)
@@ -425,17 +419,18 @@ func (s *Session) pace() {
 }
 
 func (s *Session) completeResponse(r *response) {
-	status, details, reason := "completed", any(nil), "stop"
+	status, reason := "completed", "stop"
+	var details *protocol.StatusDetails
 	switch r.finish {
 	case "length":
 		status = "incomplete"
-		details = map[string]any{"type": "incomplete", "reason": "max_output_tokens"}
+		details = &protocol.StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
 	case "error":
 		status, reason = "failed", "error"
-		details = map[string]any{"type": "failed", "reason": "engine_error"}
+		details = &protocol.StatusDetails{Type: "failed", Reason: "engine_error"}
 	case "abort":
 		status, reason = "cancelled", "abort"
-		details = map[string]any{"type": "cancelled", "reason": "abort"}
+		details = &protocol.StatusDetails{Type: "cancelled", Reason: "abort"}
 	case requestclient.FinishToolCalls:
 		reason = requestclient.FinishToolCalls // completed, logged as a turn that ended in calls
 	}
@@ -457,55 +452,45 @@ func (s *Session) failResponseErr(r *response, code, msg string, err error) {
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
 	s.endResponse("error")
-	s.emitDone(r, "failed", map[string]any{"type": "failed", "reason": code})
+	s.emitDone(r, "failed", &protocol.StatusDetails{Type: "failed", Reason: code})
 	s.advanceEpoch("response.cancel")
 }
 
 // emitDone sends the terminal sequence of a response. These events are not Model output, so
 // they pass the stale filter even after the epoch advanced.
-func (s *Session) emitDone(r *response, status string, details any) {
+func (s *Session) emitDone(r *response, status string, details *protocol.StatusDetails) {
 	heard := r.heardText()
 	if r.truncated {
 		heard = "" // the client truncated the item: its transcript is gone
 	}
-	base := func() map[string]any {
-		return map[string]any{"response_id": r.id, "item_id": r.itemID, "output_index": 0, "content_index": 0}
-	}
 	if r.audio {
-		s.send(Event{Type: "response.output_audio.done", Epoch: r.epoch, Fields: base()})
-		f := base()
-		f["transcript"] = heard
-		s.send(Event{Type: "response.output_audio_transcript.done", Epoch: r.epoch, Fields: f})
-		f = base()
-		f["part"] = map[string]any{"type": "audio", "transcript": heard}
-		s.send(Event{Type: "response.content_part.done", Epoch: r.epoch, Fields: f})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputAudioDone{ResponseID: r.id, ItemID: r.itemID}})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputAudioTranscriptDone{
+			ResponseID: r.id, ItemID: r.itemID, Transcript: heard}})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartDone{
+			ResponseID: r.id, ItemID: r.itemID, Part: protocol.AudioPart("audio", heard)}})
 	} else {
 		if !r.textPart {
 			r.textPart = true
-			f := base()
-			f["part"] = map[string]any{"type": "text", "text": ""}
-			s.send(Event{Type: "response.content_part.added", Epoch: r.epoch, Fields: f})
+			s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartAdded{
+				ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", "")}})
 		}
-		f := base()
-		f["text"] = heard
-		s.send(Event{Type: "response.output_text.done", Epoch: r.epoch, Fields: f})
-		f = base()
-		f["part"] = map[string]any{"type": "text", "text": heard}
-		s.send(Event{Type: "response.content_part.done", Epoch: r.epoch, Fields: f})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputTextDone{ResponseID: r.id, ItemID: r.itemID, Text: heard}})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartDone{
+			ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", heard)}})
 	}
 	it := s.responseItem(r)
-	var w map[string]any
-	output := []any{}
+	output := []protocol.Item{}
 	if it != nil {
 		it.Status = "completed"
 		if status != "completed" {
 			it.Status = "incomplete"
 		}
-		w = it.wire(s.opts.Beta)
-		output = []any{w}
-		s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": 0, "item": w}})
+		w := it.item()
+		output = append(output, w)
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, Item: w}})
 		if !r.outOfBand {
-			s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.previousItemID(it), Item: w}})
 		}
 	}
 	u := r.usage()
@@ -513,13 +498,12 @@ func (s *Session) emitDone(r *response, status string, details any) {
 		s.lastUsage = u // what the next response finds cached
 	}
 	for _, c := range r.calls {
-		output = append(output, c.wire(s.opts.Beta))
+		output = append(output, c.item())
 	}
-	s.send(Event{Type: "response.done", Epoch: r.epoch, Fields: map[string]any{
-		"response_id": r.id, "response": s.responseObject(r, status, details, output, &u)}})
-	s.send(Event{Type: "rate_limits.updated", Epoch: r.epoch, Fields: map[string]any{"rate_limits": []any{
-		map[string]any{"name": "requests", "limit": 0, "remaining": 0, "reset_seconds": 0},
-		map[string]any{"name": "tokens", "limit": 0, "remaining": 0, "reset_seconds": 0}}}})
+	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseDone{
+		ResponseID: r.id, Response: s.responseObject(r, status, details, output, &u)}})
+	s.send(Event{Epoch: r.epoch, Payload: protocol.RateLimitsUpdated{RateLimits: []protocol.RateLimit{
+		{Name: "requests"}, {Name: "tokens"}}}})
 }
 
 // cancelActive is _cancel_active_response: end the response with the mapped finished_reason
@@ -543,13 +527,14 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 		}
 		if notify {
 			r.clearedAudio = true
-			s.send(Event{Type: "output_audio_buffer.cleared", Epoch: r.epoch, Fields: map[string]any{
-				"response_id": r.id, "item_id": r.itemID, "audio_end_ms": int(r.playedMs)}})
+			end := int(r.playedMs)
+			s.send(Event{Epoch: r.epoch, Payload: protocol.OutputAudioBufferCleared{
+				ResponseID: &r.id, ItemID: r.itemID, AudioEndMs: &end}})
 		}
 	}
 	s.endResponse(finishedReasonForCancel(source))
 	if notify {
-		s.emitDone(r, "cancelled", map[string]any{"type": "cancelled", "reason": wireReason})
+		s.emitDone(r, "cancelled", &protocol.StatusDetails{Type: "cancelled", Reason: wireReason})
 	}
 	signal := "response.cancel"
 	switch source {

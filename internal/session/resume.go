@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Resume errors, mapped to wire error codes by internal/realtime.
@@ -172,20 +174,21 @@ func (s *Session) resume(call resumeCall) {
 		}
 	}
 	s.resetIdle()
-	f := map[string]any{"session_id": s.id, "resume_token": s.resumeToken, "resync_required": !complete,
-		"session": s.publicSession()}
+	ev := protocol.SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
+		Session: s.publicSession()}
 	if !complete {
-		items := make([]any, 0, len(s.items))
+		items := make([]protocol.Item, 0, len(s.items))
 		for _, it := range s.items {
-			items = append(items, it.wire(s.opts.Beta))
+			items = append(items, it.item())
 		}
-		f["items"] = items
+		ev.Items = &items
 		if r := s.resp; r != nil {
-			f["response"] = s.responseObject(r, "in_progress", nil, []any{}, nil)
+			o := s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)
+			ev.Response = &o
 		}
 	}
 	s.log.Info("session resumed", zap.Duration("gap", gap), zap.Bool("resync_required", !complete))
-	reply(ResumeResult{Event: Event{Type: "session.resumed", Epoch: s.epoch, Fields: f}, Gen: s.attachGen, Resync: !complete}, nil)
+	reply(ResumeResult{Event: Event{Type: ev.EventType(), Epoch: s.epoch, Beta: s.opts.Beta, Payload: ev}, Gen: s.attachGen, Resync: !complete}, nil)
 	// Output paused while detached goes on; it queues behind the replay on the new connection.
 	s.pace()
 }

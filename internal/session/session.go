@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
+
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
-	"go.uber.org/zap"
 )
 
 // Options configures one session at creation.
@@ -243,7 +245,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 // have after patch, or the refusal (a *FieldError for a bad field): how POST
 // /v1/realtime/client_secrets validates and echoes the session it mints a key for. It takes no
 // slot and starts nothing.
-func (m *Manager) Preview(opts Options, patch ConfigPatch) (map[string]any, error) {
+func (m *Manager) Preview(opts Options, patch ConfigPatch) (protocol.SessionObject, error) {
 	opts.Initial = nil
 	s := m.NewSession(nil, opts, nil)
 	cfg, err := s.nextConfig(patch)
@@ -408,8 +410,8 @@ func (s *Session) loop(ctx context.Context) string {
 			return ReasonTimeout
 		case g := <-s.drain:
 			// Told at once, so the client can finish its turn and reconnect elsewhere.
-			s.send(Event{Type: "session.closing", Epoch: s.epoch, Fields: map[string]any{
-				"session_id": s.id, "reason": ReasonShutdown, "grace_ms": g.Milliseconds()}})
+			s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosing{
+				SessionID: s.id, Reason: ReasonShutdown, GraceMs: g.Milliseconds()}})
 		case r := <-s.stop:
 			return r
 		case gen := <-s.lost:
@@ -589,6 +591,9 @@ func (s *Session) send(ev Event) {
 		return
 	}
 	ev.Beta = s.opts.Beta
+	if ev.Payload != nil {
+		ev.Type = ev.Payload.EventType()
+	}
 	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
 		s.sinkBroken = true
@@ -600,7 +605,9 @@ func (s *Session) send(ev Event) {
 
 func (s *Session) sendError(typ, message, eventID, param string) {
 	code := typ
-	s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ErrorType(code), code, message, eventID, param)})
+	ev := ErrorEvent(ErrorType(code), code, message, eventID, param)
+	ev.Epoch = s.epoch
+	s.send(ev)
 }
 
 // sendEngineError tells the client about an engine failure err. When a remote stage failed
@@ -608,7 +615,9 @@ func (s *Session) sendError(typ, message, eventID, param string) {
 // naming the stage and the upstream status; otherwise it is sendError(code, msg).
 func (s *Session) sendEngineError(code, msg, eventID string, err error) {
 	if ue, ok := requestclient.UpstreamErrorOf(err); ok {
-		s.send(Event{Type: "error", Epoch: s.epoch, Fields: ErrorFields(ue.Type, ue.Code, ue.Message, eventID, ue.Param)})
+		ev := ErrorEvent(ue.Type, ue.Code, ue.Message, eventID, ue.Param)
+		ev.Epoch = s.epoch
+		s.send(ev)
 		return
 	}
 	s.sendError(code, msg, eventID, "")

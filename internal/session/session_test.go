@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -154,6 +156,7 @@ func (s *sink) until(t *testing.T, typ string) Event {
 	for {
 		select {
 		case ev := <-s.ch:
+			checkMapEvent(t, ev)
 			if ev.Type == typ {
 				return ev
 			}
@@ -219,7 +222,7 @@ func TestCancelFinalizesBeforeEpochAdvance(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &PlaybackAck{PlayedMs: 50}))
 	require.NoError(t, s.Submit(ctx, &BargeIn{}))
 	done := sk.until(t, "response.done")
-	require.Equal(t, "cancelled", done.Fields["response"].(map[string]any)["status"])
+	require.Equal(t, "cancelled", done.wire()["response"].(map[string]any)["status"])
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
 	require.Equal(t, 0, m.Active())
@@ -282,10 +285,10 @@ func TestPanicEndsSessionNotProcess(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
-	e := sk.until(t, "error").Fields["error"].(map[string]any)
+	e := sk.until(t, "error").wire()["error"].(map[string]any)
 	require.Equal(t, "server_error", e["type"])
 	require.Equal(t, ReasonInternalError, wait())
-	require.Equal(t, ReasonInternalError, sk.until(t, "session.closed").Fields["reason"])
+	require.Equal(t, ReasonInternalError, sk.until(t, "session.closed").wire()["reason"])
 	calls := eng.list()
 	require.Contains(t, calls, "abort")
 	require.Contains(t, calls, "finalize:abort")
@@ -415,4 +418,55 @@ func TestTurnDetectionDefaults(t *testing.T) {
 	f, err = NormalizeInputFormat(AudioFormat{Type: "pcm16", Rate: 16000})
 	require.NoError(t, err)
 	require.Equal(t, 16000, f.Rate, "explicit rates stay accepted")
+}
+
+// payload is ev's typed payload, which must be a T.
+func payload[T protocol.ServerEvent](t *testing.T, ev Event) T {
+	t.Helper()
+	p, ok := ev.Payload.(T)
+	require.True(t, ok, "%s carries a %T", ev.Type, ev.Payload)
+	return p
+}
+
+// wire is ev as the client receives it (its payload encoded in its spelling), decoded: what
+// tests of the wire shape compare (numbers are float64).
+func (ev Event) wire() map[string]any {
+	if ev.Payload == nil {
+		return ev.Fields
+	}
+	data, err := protocol.Encode(ev.Payload, protocol.Envelope{Type: ev.Type}, ev.Beta)
+	if err != nil {
+		panic(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		panic(err)
+	}
+	delete(m, "type")
+	delete(m, "event_id")
+	return m
+}
+
+// checkMapEvent: an event still built as a map (tools.go, mcp.go, mcp_call.go) has the shape
+// of its protocol type, if it has one: decoded into it and encoded again, it is the same frame.
+func checkMapEvent(t *testing.T, ev Event) {
+	t.Helper()
+	if ev.Payload != nil || ev.Fields == nil {
+		return
+	}
+	m := make(map[string]any, len(ev.Fields)+2)
+	for k, v := range ev.Fields {
+		m[k] = v
+	}
+	m["type"], m["event_id"] = ev.Type, "event_1"
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	pe, env, err := protocol.DecodeServerEvent(data)
+	require.NoError(t, err, "%s", data)
+	if _, untyped := pe.(protocol.OtherEvent); untyped {
+		return
+	}
+	again, err := protocol.Encode(pe, env, ev.Beta)
+	require.NoError(t, err)
+	require.Equal(t, string(data), string(again), "%s built as a map has its protocol type's shape", ev.Type)
 }

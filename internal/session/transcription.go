@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // A transcription session (?intent=transcription; OpenAI's "realtime transcription") is a
@@ -64,51 +66,30 @@ func (s *Session) refuseInTranscription(eventID, kind string) bool {
 	return true
 }
 
-// sessionEventName is session.created / session.updated, or the transcription_session.*
-// spelling for a beta transcription session and for an update sent as
+// legacyTranscription: the session events are spelled transcription_session.created /
+// .updated, for a beta transcription session and for an update sent as
 // transcription_session.update.
-func (s *Session) sessionEventName(suffix string, legacy bool) string {
-	if s.opts.Transcription && (s.opts.Beta || legacy) {
-		return "transcription_session." + suffix
-	}
-	return "session." + suffix
+func (s *Session) legacyTranscription(legacy bool) bool {
+	return s.opts.Transcription && (s.opts.Beta || legacy)
 }
 
-// transcriptionSession is the effective realtime.transcription_session object (GA shape, or
-// the beta one), plus the omniserve extensions a client may need (resume, idle timeout).
-func (s *Session) transcriptionSession() map[string]any {
-	var td any
-	if w := s.cfg.TurnDetection.Wire(); w != nil {
-		delete(w, "create_response")
-		delete(w, "interrupt_response")
-		td = w
-	}
-	sess := map[string]any{
-		"id": s.id, "object": "realtime.transcription_session", "expires_at": s.expiresAt.Unix(), "include": nil,
+// transcriptionSession is the effective realtime.transcription_session (protocol.Encode spells
+// it beta for beta clients), plus the omniserve extensions a client may need (resume, idle
+// timeout).
+func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
+	return &protocol.TranscriptionSession{
+		ID: s.id, Object: "realtime.transcription_session", Type: "transcription", ExpiresAt: s.expiresAt.Unix(),
+		Audio: protocol.SessionAudio{Input: s.audioInput(true)},
 		// omniserve extensions
-		"idle_timeout_s": s.cfg.IdleTimeout.Seconds(), "state": s.state,
-		"capabilities": map[string]any{"supports_session_resume": s.Resumable()},
+		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), State: s.state,
+		Capabilities: protocol.TranscriptionCapabilities{SupportsSessionResume: s.Resumable()},
 	}
-	if s.opts.Beta {
-		sess["input_audio_format"] = betaFormat(s.cfg.InputFormat)
-		sess["input_audio_transcription"] = s.transcriptionWire()
-		sess["input_audio_noise_reduction"] = s.noiseReductionWire()
-		sess["turn_detection"] = td
-		sess["modalities"] = []string{"text"}
-		return sess
-	}
-	sess["type"] = "transcription"
-	sess["audio"] = map[string]any{"input": map[string]any{"format": wireFormat(s.cfg.InputFormat),
-		"transcription": s.transcriptionWire(), "noise_reduction": s.noiseReductionWire(), "turn_detection": td,
-		"sample_rate_hz": s.cfg.InputFormat.Rate}}
-	return sess
 }
 
 // sendTranscriptionFailed reports a committed item that could not be transcribed.
 func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
-	s.send(Event{Type: "conversation.item.input_audio_transcription.failed", Epoch: s.epoch, Fields: map[string]any{
-		"item_id": itemID, "content_index": 0,
-		"error": map[string]any{"type": "transcription_error", "code": code, "message": message, "param": nil}}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionFailed{ItemID: itemID,
+		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
 }
 
 // transcriptDeltas is what a transcription session has sent of the open utterance's
@@ -150,8 +131,7 @@ func (s *Session) sendTranscriptDelta(text string) {
 		return
 	}
 	d.sent += text
-	s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
-		"item_id": target, "content_index": 0, "delta": text}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: target, Delta: text}})
 }
 
 // txCut records an utterance end sent to the engine: the committed item's id, or "" for a
@@ -211,8 +191,7 @@ func (s *Session) finishTranscriptDeltas(itemID, final string) {
 		return
 	}
 	if rest := final[len(sent):]; rest != "" {
-		s.send(Event{Type: "conversation.item.input_audio_transcription.delta", Epoch: s.epoch, Fields: map[string]any{
-			"item_id": itemID, "content_index": 0, "delta": rest}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: itemID, Delta: rest}})
 	}
 }
 

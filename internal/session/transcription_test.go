@@ -55,12 +55,12 @@ func TestTranscriptionSessionTranscribesAndNeverResponds(t *testing.T) {
 	s, sk, eng, wait := startTranscription(t, false, ConfigPatch{Type: ptr("transcription"), TurnDetectionSet: true,
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	created := sk.until(t, "session.created")
-	sess := created.Fields["session"].(map[string]any)
+	sess := created.wire()["session"].(map[string]any)
 	require.Equal(t, "realtime.transcription_session", sess["object"])
 	require.Equal(t, "transcription", sess["type"])
 	require.NotContains(t, sess, "instructions")
 	updated := sk.until(t, "session.updated")
-	require.Nil(t, updated.Fields["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)["turn_detection"])
+	require.Nil(t, updated.wire()["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)["turn_detection"])
 
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Base: Base{Kind: "input_audio_buffer.append"}, Data: make([]byte, 6400)}))
@@ -68,17 +68,17 @@ func TestTranscriptionSessionTranscribesAndNeverResponds(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &CommitInput{ResponseCreate: ptr(true)}))
 	committed := sk.until(t, "input_audio_buffer.committed")
 	delta := sk.until(t, "conversation.item.input_audio_transcription.delta")
-	require.Equal(t, committed.Fields["item_id"], delta.Fields["item_id"])
-	require.Equal(t, "hello", delta.Fields["delta"])
+	require.Equal(t, committed.wire()["item_id"], delta.wire()["item_id"])
+	require.Equal(t, "hello", delta.wire()["delta"])
 	done := sk.until(t, "conversation.item.input_audio_transcription.completed")
-	require.Equal(t, "hello", done.Fields["transcript"])
+	require.Equal(t, "hello", done.wire()["transcript"])
 
 	for _, c := range []Command{&CreateResponse{Base: Base{ID: "evt_r", Kind: "response.create"}},
 		&CreateItem{Base: Base{ID: "evt_i", Kind: "conversation.item.create"}, Role: "user", Text: "hi"}} {
 		require.NoError(t, s.Submit(ctx, c))
 		e := sk.until(t, "error")
-		require.Equal(t, "invalid_value", e.Fields["error"].(map[string]any)["code"])
-		require.Equal(t, "type", e.Fields["error"].(map[string]any)["param"])
+		require.Equal(t, "invalid_value", e.wire()["error"].(map[string]any)["code"])
+		require.Equal(t, "type", e.wire()["error"].(map[string]any)["param"])
 	}
 	for _, bad := range []struct {
 		patch ConfigPatch
@@ -90,7 +90,7 @@ func TestTranscriptionSessionTranscribesAndNeverResponds(t *testing.T) {
 	} {
 		require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "evt_u"}, Patch: bad.patch}))
 		e := sk.until(t, "error")
-		require.Equal(t, bad.param, e.Fields["error"].(map[string]any)["param"])
+		require.Equal(t, bad.param, e.wire()["error"].(map[string]any)["param"])
 	}
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
@@ -104,9 +104,9 @@ func TestTranscriptionSessionTranscribesAndNeverResponds(t *testing.T) {
 func TestTranscriptionSessionBetaNames(t *testing.T) {
 	s, sk, _, wait := startTranscription(t, true, ConfigPatch{TurnDetectionSet: true})
 	created := sk.until(t, "transcription_session.created")
-	require.Equal(t, "realtime.transcription_session", created.Fields["session"].(map[string]any)["object"])
+	require.Equal(t, "realtime.transcription_session", created.wire()["session"].(map[string]any)["object"])
 	updated := sk.until(t, "transcription_session.updated")
-	require.Contains(t, updated.Fields["session"].(map[string]any), "input_audio_transcription")
+	require.Contains(t, updated.wire()["session"].(map[string]any), "input_audio_transcription")
 	require.NoError(t, s.Submit(context.Background(), &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
 }
@@ -117,9 +117,9 @@ func TestConversationRefusesTranscription(t *testing.T) {
 	s, sk, _, wait := startSession(t, &fakeEngine{t: t}, time.Minute)
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "a"}, Patch: ConfigPatch{Type: ptr("transcription")}}))
-	require.Equal(t, "session.type", sk.until(t, "error").Fields["error"].(map[string]any)["param"])
+	require.Equal(t, "session.type", sk.until(t, "error").wire()["error"].(map[string]any)["param"])
 	require.NoError(t, s.Submit(ctx, &UpdateSession{Base: Base{ID: "b"}, Transcription: true}))
-	require.Equal(t, "type", sk.until(t, "error").Fields["error"].(map[string]any)["param"])
+	require.Equal(t, "type", sk.until(t, "error").wire()["error"].(map[string]any)["param"])
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
 }
@@ -167,7 +167,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
 		if ev.Type == "conversation.item.input_audio_transcription.delta" {
-			deltas[ev.Fields["item_id"].(string)] += ev.Fields["delta"].(string)
+			deltas[ev.wire()["item_id"].(string)] += ev.wire()["delta"].(string)
 		}
 	}
 	require.Equal(t, "go forward ten", deltas[first.ID])

@@ -1,6 +1,10 @@
 package session
 
-import "math"
+import (
+	"math"
+
+	"github.com/omniserve/omniserve/internal/protocol"
+)
 
 // Token accounting for response.done usage (docs/REALTIME.md "Usage").
 //
@@ -47,16 +51,15 @@ func (it *item) audioTokens() int {
 	}
 }
 
-func (u usage) wire() map[string]any {
+func (u usage) wire() protocol.Usage {
 	in, out := u.inText+u.inAudio, u.outText+u.outAudio
-	return map[string]any{
-		"total_tokens": in + out, "input_tokens": in, "output_tokens": out,
-		"input_token_details": map[string]any{
-			"text_tokens": u.inText, "audio_tokens": u.inAudio, "image_tokens": 0,
-			"cached_tokens":         u.cached,
-			"cached_tokens_details": map[string]any{"text_tokens": u.cachedText, "audio_tokens": u.cachedAudio, "image_tokens": 0},
+	return protocol.Usage{
+		TotalTokens: in + out, InputTokens: in, OutputTokens: out,
+		InputTokenDetails: protocol.InputTokenDetails{
+			TextTokens: u.inText, AudioTokens: u.inAudio, CachedTokens: u.cached,
+			CachedTokensDetails: protocol.CachedTokenDetails{TextTokens: u.cachedText, AudioTokens: u.cachedAudio},
 		},
-		"output_token_details": map[string]any{"text_tokens": u.outText, "audio_tokens": u.outAudio},
+		OutputTokenDetails: protocol.OutputTokenDetails{TextTokens: u.outText, AudioTokens: u.outAudio},
 	}
 }
 

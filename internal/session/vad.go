@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -90,16 +91,16 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 				if s.speechItemID == "" {
 					s.speechItemID = newItemID()
 				}
-				s.send(Event{Type: "input_audio_buffer.speech_started", Epoch: s.epoch, Fields: map[string]any{
-					"audio_start_ms": int(s.vadBaseMs) + int(ev.AtMs), "item_id": s.speechItemID}})
+				s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
+					AudioStartMs: int(s.vadBaseMs) + int(ev.AtMs), ItemID: s.speechItemID}})
 			}
 		case speech.SpeechStopped:
 			if s.inSpeech {
 				s.inSpeech = false
 				res.stopped = true
 				end := min(s.vadBaseMs+float64(ev.AtMs)+float64(td.SilenceDurationMs), s.inputMs)
-				s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{
-					"audio_end_ms": int(end), "item_id": s.speechItemID}})
+				s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+					AudioEndMs: int(end), ItemID: s.speechItemID}})
 				if m := turnStats(s.engine); m != nil {
 					m.MarkInputEnd(s.m.cfg.WallClock())
 				}
@@ -149,8 +150,8 @@ func (s *Session) resetVAD() {
 	}
 	if s.inSpeech {
 		s.inSpeech = false
-		s.send(Event{Type: "input_audio_buffer.speech_stopped", Epoch: s.epoch, Fields: map[string]any{
-			"audio_end_ms": int(s.inputMs), "item_id": s.speechItemID}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
 	}
 	s.vad.Reset()
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
@@ -214,8 +215,8 @@ func (s *Session) idleTimeoutTriggered() {
 		id = newItemID()
 		s.speechItemID = id
 	}
-	s.send(Event{Type: "input_audio_buffer.timeout_triggered", Epoch: s.epoch, Fields: map[string]any{
-		"audio_start_ms": int(start), "audio_end_ms": int(s.inputMs), "item_id": id}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferTimeoutTriggered{
+		AudioStartMs: int(start), AudioEndMs: int(s.inputMs), ItemID: id}})
 	if !s.autoResponse() && len(s.inputBuf) > 0 && s.inputMs-s.bufStartMs >= 100 {
 		respond := true // the timeout's purpose is the response
 		s.handleCommit("", &respond)

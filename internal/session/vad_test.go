@@ -108,10 +108,10 @@ func TestBargeInNeedsSpeech(t *testing.T) {
 		}
 	}
 	sk.mu.Unlock()
-	require.Equal(t, "speech", decision.Fields["reason"])
-	require.Equal(t, "barge_in", decision.Fields["action"])
-	resp := done.Fields["response"].(map[string]any)
-	require.Equal(t, created.Fields["response_id"], done.Fields["response_id"])
+	require.Equal(t, "speech", decision.wire()["reason"])
+	require.Equal(t, "barge_in", decision.wire()["action"])
+	resp := done.wire()["response"].(map[string]any)
+	require.Equal(t, created.wire()["response_id"], done.wire()["response_id"])
 	require.Equal(t, "cancelled", resp["status"])
 	require.Equal(t, "turn_detected", resp["status_details"].(map[string]any)["reason"])
 	require.Contains(t, eng.list(), "finalize:barge_in")

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Modes of turn-taking.
@@ -311,30 +313,17 @@ func dialError(u string, resp *http.Response, err error) error {
 	return de
 }
 
-// serverEvent is one decoded server event and when it arrived.
+// serverEvent is one decoded server event (its protocol type, in either dialect) and when it
+// arrived.
 type serverEvent struct {
-	typ string
-	raw map[string]json.RawMessage
+	ev  protocol.ServerEvent
+	env protocol.Envelope
 	at  time.Time
 }
 
-// seq is the event's server_event_seq, when the server numbers its events (resume on).
-func (e serverEvent) seq() (int64, bool) {
-	v, ok := e.raw["server_event_seq"]
-	if !ok {
-		return 0, false
-	}
-	var n int64
-	if json.Unmarshal(v, &n) != nil {
-		return 0, false
-	}
-	return n, true
-}
-
-func (e serverEvent) str(key string) string {
-	var s string
-	_ = json.Unmarshal(e.raw[key], &s)
-	return s
+func decodeEvent(b []byte) (serverEvent, error) {
+	ev, env, err := protocol.DecodeServerEvent(b)
+	return serverEvent{ev: ev, env: env, at: time.Now()}, err
 }
 
 // conv is the state of one conversation. Only run's goroutine touches it, except the socket
@@ -600,29 +589,19 @@ func (c *conv) awaitUpdated(ctx context.Context) error {
 			if !ok {
 				return errors.New("the server closed the connection during the handshake")
 			}
-			switch ev.typ {
-			case "session.updated":
+			switch e := ev.ev.(type) {
+			case protocol.SessionUpdated:
 				return nil
-			case "error":
-				return decodeError(ev)
+			case protocol.ErrorEvent:
+				return decodeError(e)
 			}
 		}
 	}
 }
 
-func decodeError(ev serverEvent) *ServerError {
-	var e struct {
-		Type    string  `json:"type"`
-		Code    *string `json:"code"`
-		Message string  `json:"message"`
-		Param   *string `json:"param"`
-		EventID *string `json:"event_id"`
-	}
-	_ = json.Unmarshal(ev.raw["error"], &e)
-	se := &ServerError{Type: e.Type, Message: e.Message}
-	if e.Code != nil {
-		se.Code = *e.Code
-	}
+func decodeError(ev protocol.ErrorEvent) *ServerError {
+	e := ev.Error
+	se := &ServerError{Type: e.Type, Code: e.Code, Message: e.Message}
 	if e.Param != nil {
 		se.Param = *e.Param
 	}
@@ -648,15 +627,13 @@ func (c *conv) closeLine() {
 	}
 }
 
-func (c *conv) handle(ctx context.Context, ev serverEvent) error {
-	switch ev.typ {
-	case "omniserve.resumed":
+func (c *conv) handle(ctx context.Context, se serverEvent) error {
+	switch ev := se.ev.(type) {
+	case protocol.SessionResumed: // the link resumed the session on a new connection
 		c.res.Resumes++
 		c.closeLine()
-		var n int
-		_ = json.Unmarshal(ev.raw["replayed_events"], &n)
-		fmt.Fprintf(c.o.Out, "connection lost: resumed session %s (%d events replayed)\n", ev.str("session_id"), n)
-	case "error":
+		fmt.Fprintf(c.o.Out, "connection lost: resumed session %s (%d events replayed)\n", ev.SessionID, ev.ReplayedEvents)
+	case protocol.ErrorEvent:
 		se := decodeError(ev)
 		if c.tolerated[se.EventID] || toleratedCodes[se.Code] {
 			c.res.Warnings = append(c.res.Warnings, se)
@@ -665,44 +642,41 @@ func (c *conv) handle(ctx context.Context, ev serverEvent) error {
 			return nil
 		}
 		return se
-	case "input_audio_buffer.speech_started":
+	case protocol.InputAudioBufferSpeechStarted:
 		if c.o.Mode == ModeVAD && c.active != nil && !c.active.FirstAudio.IsZero() {
 			if err := c.truncate(ctx, c.active); err != nil {
 				return err
 			}
 		}
-	case "input_audio_buffer.speech_stopped":
-		c.inputEnd = ev.at
-	case "conversation.item.input_audio_transcription.completed":
-		text := strings.TrimSpace(ev.str("transcript"))
+	case protocol.InputAudioBufferSpeechStopped:
+		c.inputEnd = se.at
+	case protocol.TranscriptionCompleted:
+		text := strings.TrimSpace(ev.Transcript)
 		c.res.UserTranscripts = append(c.res.UserTranscripts, text)
 		c.users = append(c.users, text)
 		c.closeLine()
 		fmt.Fprintf(c.o.Out, "you: %s\n", text)
-	case "response.created":
-		var r struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(ev.raw["response"], &r)
-		t := &Turn{N: len(c.res.Turns) + len(c.turns) + 1, ResponseID: r.ID, Created: ev.at, InputEnd: c.inputEnd}
+	case protocol.ResponseCreated:
+		id := ev.Response.ID
+		t := &Turn{N: len(c.res.Turns) + len(c.turns) + 1, ResponseID: id, Created: se.at, InputEnd: c.inputEnd}
 		if c.o.Mode == ModeVAD && t.InputEnd.IsZero() {
 			t.InputEnd = c.lastSent
 		}
 		c.inputEnd = time.Time{}
-		c.turns[r.ID] = t
+		c.turns[id] = t
 		c.active = t
-	case "response.output_audio.delta", "response.audio.delta":
-		t := c.turns[ev.str("response_id")]
+	case protocol.ResponseOutputAudioDelta:
+		t := c.turns[ev.ResponseID]
 		if t == nil {
 			return nil
 		}
-		pcm, err := base64.StdEncoding.DecodeString(ev.str("delta"))
+		pcm, err := base64.StdEncoding.DecodeString(ev.Delta)
 		if err != nil {
 			return fmt.Errorf("decoding assistant audio: %w", err)
 		}
 		s := PCM16(pcm)
 		if t.FirstAudio.IsZero() {
-			t.FirstAudio = ev.at
+			t.FirstAudio = se.at
 		}
 		t.AudioMs += float64(len(s)) * 1000 / Rate
 		c.res.Reply = append(c.res.Reply, s...)
@@ -710,39 +684,20 @@ func (c *conv) handle(ctx context.Context, ev serverEvent) error {
 			c.o.OnAudio(s)
 		}
 		if t.item == "" {
-			t.item = ev.str("item_id")
+			t.item = ev.ItemID
 		}
-	case "response.output_audio_transcript.delta", "response.audio_transcript.delta",
-		"response.output_text.delta", "response.text.delta":
-		t := c.turns[ev.str("response_id")]
-		d := ev.str("delta")
-		if t == nil || d == "" {
-			return nil
-		}
-		t.Assistant += d
-		if !c.lineOpen {
-			fmt.Fprint(c.o.Out, "assistant:")
-			c.lineOpen = true
-			if !strings.HasPrefix(d, " ") {
-				d = " " + d
-			}
-		}
-		fmt.Fprint(c.o.Out, d)
-	case "response.done":
-		var r struct {
-			ID            string `json:"id"`
-			Status        string `json:"status"`
-			StatusDetails *struct {
-				Reason string `json:"reason"`
-			} `json:"status_details"`
-		}
-		_ = json.Unmarshal(ev.raw["response"], &r)
+	case protocol.ResponseOutputAudioTranscriptDelta:
+		c.assistantText(ev.ResponseID, ev.Delta)
+	case protocol.ResponseOutputTextDelta:
+		c.assistantText(ev.ResponseID, ev.Delta)
+	case protocol.ResponseDone:
+		r := ev.Response
 		t := c.turns[r.ID]
 		if t == nil {
 			t = &Turn{N: len(c.res.Turns) + 1, ResponseID: r.ID}
 		}
 		delete(c.turns, r.ID)
-		t.Status, t.Done = r.Status, ev.at
+		t.Status, t.Done = r.Status, se.at
 		if r.StatusDetails != nil {
 			t.Reason = r.StatusDetails.Reason
 		}
@@ -759,4 +714,21 @@ func (c *conv) handle(ctx context.Context, ev serverEvent) error {
 		fmt.Fprintln(c.o.Out, t.Line())
 	}
 	return nil
+}
+
+// assistantText prints a transcript or text delta of response id.
+func (c *conv) assistantText(id, d string) {
+	t := c.turns[id]
+	if t == nil || d == "" {
+		return
+	}
+	t.Assistant += d
+	if !c.lineOpen {
+		fmt.Fprint(c.o.Out, "assistant:")
+		c.lineOpen = true
+		if !strings.HasPrefix(d, " ") {
+			d = " " + d
+		}
+	}
+	fmt.Fprint(c.o.Out, d)
 }

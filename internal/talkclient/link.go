@@ -2,7 +2,6 @@ package talkclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // ErrSessionLost means the connection dropped and the server no longer has the session
@@ -108,24 +109,24 @@ func (l *link) readLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		var raw map[string]json.RawMessage
-		if json.Unmarshal(b, &raw) != nil {
+		ev, err := decodeEvent(b)
+		if err != nil {
 			continue
 		}
-		ev := serverEvent{raw: raw, at: time.Now()}
-		ev.typ = ev.str("type")
-		if seq, ok := ev.seq(); ok {
+		if seq := ev.env.Seq; seq != 0 {
 			if seq <= l.lastSeq {
 				continue // replayed, and already handled
 			}
 			l.lastSeq = seq
 		}
-		if ev.typ == "session.created" {
-			var s struct {
-				ID string `json:"id"`
+		if c, ok := ev.ev.(protocol.SessionCreated); ok {
+			switch s := c.Session.(type) {
+			case *protocol.Session:
+				l.sessionID = s.ID
+			case *protocol.TranscriptionSession:
+				l.sessionID = s.ID
 			}
-			_ = json.Unmarshal(raw["session"], &s)
-			l.sessionID, l.token = s.ID, ev.str("resume_token")
+			l.token = c.ResumeToken
 		}
 		select {
 		case l.events <- ev:
@@ -167,12 +168,7 @@ func (l *link) resume(ctx context.Context) error {
 			last = err
 			continue
 		}
-		var r struct {
-			Token    string `json:"resume_token"`
-			Resync   bool   `json:"resync_required"`
-			Replayed int    `json:"replayed_events"`
-		}
-		_ = json.Unmarshal(mustJSON(ev.raw), &r)
+		r := ev.ev.(protocol.SessionResumed)
 		l.mu.Lock()
 		if l.ended {
 			l.mu.Unlock()
@@ -180,18 +176,18 @@ func (l *link) resume(ctx context.Context) error {
 			return errors.New("the conversation ended during a reconnection")
 		}
 		old := l.ws
-		l.ws, l.token = ws, r.Token
+		l.ws, l.token = ws, r.ResumeToken
 		close(l.swapped)
 		l.swapped = make(chan struct{})
 		l.resumes++
 		l.mu.Unlock()
 		_ = old.CloseNow()
 		select {
-		case l.events <- serverEvent{typ: "omniserve.resumed", raw: ev.raw, at: ev.at}:
+		case l.events <- ev:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if r.Resync {
+		if r.ResyncRequired {
 			// The server's journal no longer holds every event after ours: the reply in flight
 			// cannot be followed to its end event by event.
 			return errors.New("resumed, but the server could not replay the missed events (resync_required)")
@@ -226,26 +222,19 @@ func (l *link) dialResume(ctx context.Context) (*websocket.Conn, serverEvent, er
 		_ = ws.CloseNow()
 		return nil, serverEvent{}, fmt.Errorf("reading the resume answer: %w", err)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
+	ev, err := decodeEvent(b)
+	if err != nil {
 		_ = ws.CloseNow()
 		return nil, serverEvent{}, fmt.Errorf("decoding the resume answer: %w", err)
 	}
-	ev := serverEvent{raw: raw, at: time.Now()}
-	ev.typ = ev.str("type")
-	switch ev.typ {
-	case "session.resumed":
+	switch e := ev.ev.(type) {
+	case protocol.SessionResumed:
 		return ws, ev, nil
-	case "error":
+	case protocol.ErrorEvent:
 		_ = ws.CloseNow()
-		return nil, ev, decodeError(ev)
+		return nil, ev, decodeError(e)
 	default:
 		_ = ws.CloseNow()
-		return nil, ev, fmt.Errorf("the resume was answered with %q", ev.typ)
+		return nil, ev, fmt.Errorf("the resume was answered with %q", ev.env.Type)
 	}
-}
-
-func mustJSON(raw map[string]json.RawMessage) []byte {
-	b, _ := json.Marshal(raw)
-	return b
 }

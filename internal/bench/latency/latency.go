@@ -32,6 +32,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
+	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 const (
@@ -298,11 +299,11 @@ func startServer(ctx context.Context, o Options) (stop func(), addr string, pid 
 
 // event is one received server event with its arrival time.
 type event struct {
-	typ  string
+	typ  string // the GA event type; "audio" for an audio delta
 	at   time.Time
-	raw  map[string]any
+	ev   protocol.ServerEvent
 	pcm  []float32 // decoded audio of an audio delta
-	resp string    // response id of a delta / done
+	resp string    // response id of an audio delta / response.done
 }
 
 type client struct {
@@ -386,36 +387,29 @@ func (cl *client) read(ctx context.Context) {
 			return
 		}
 		at := time.Now()
-		var m map[string]any
-		if json.Unmarshal(b, &m) != nil {
+		pe, _, err := protocol.DecodeServerEvent(b)
+		if err != nil {
 			continue
 		}
-		e := event{at: at, raw: m}
-		e.typ, _ = m["type"].(string)
-		e.resp, _ = m["response_id"].(string)
-		switch e.typ {
-		case "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped":
-			k, field := benchreport.SpeechStarted, "audio_start_ms"
-			if e.typ == "input_audio_buffer.speech_stopped" {
-				k, field = benchreport.SpeechStopped, "audio_end_ms"
-			}
-			if v, ok := m[field].(float64); ok {
-				cl.mu.Lock()
-				cl.vad = append(cl.vad, vadMark{kind: k, ms: v})
-				cl.mu.Unlock()
-			}
-		case "response.output_audio.delta", "response.audio.delta":
-			e.typ = "audio"
-			s, _ := m["delta"].(string)
-			b, _ := base64.StdEncoding.DecodeString(s)
+		e := event{at: at, ev: pe, typ: pe.EventType()}
+		switch v := pe.(type) {
+		case protocol.InputAudioBufferSpeechStarted:
+			cl.mu.Lock()
+			cl.vad = append(cl.vad, vadMark{kind: benchreport.SpeechStarted, ms: float64(v.AudioStartMs)})
+			cl.mu.Unlock()
+		case protocol.InputAudioBufferSpeechStopped:
+			cl.mu.Lock()
+			cl.vad = append(cl.vad, vadMark{kind: benchreport.SpeechStopped, ms: float64(v.AudioEndMs)})
+			cl.mu.Unlock()
+		case protocol.ResponseOutputAudioDelta:
+			e.typ, e.resp = "audio", v.ResponseID
+			b, _ := base64.StdEncoding.DecodeString(v.Delta)
 			e.pcm = make([]float32, len(b)/2)
 			for i := range e.pcm {
 				e.pcm[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / 32768
 			}
-		case "response.done":
-			if r, ok := m["response"].(map[string]any); ok {
-				e.resp, _ = r["id"].(string)
-			}
+		case protocol.ResponseDone:
+			e.resp = v.Response.ID
 		}
 		select {
 		case cl.events <- e:
@@ -446,6 +440,14 @@ func (cl *client) appendAudio(ctx context.Context, pcm []float32, due time.Time)
 	return cl.send(ctx, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(b)})
 }
 
+// serverError is the error of an error event.
+func serverError(e event) error {
+	if v, ok := e.ev.(protocol.ErrorEvent); ok {
+		return fmt.Errorf("server error: %s: %s", v.Error.Code, v.Error.Message)
+	}
+	return fmt.Errorf("server error: %s", e.typ)
+}
+
 // waitFor returns the first event that matches, failing on an error event or the timeout.
 func (cl *client) waitFor(ctx context.Context, d time.Duration, match func(event) bool) (event, error) {
 	t := time.NewTimer(d)
@@ -459,7 +461,7 @@ func (cl *client) waitFor(ctx context.Context, d time.Duration, match func(event
 				return event{}, fmt.Errorf("connection ended: %v", cl.readErr)
 			}
 			if e.typ == "error" {
-				return e, fmt.Errorf("server error: %v", e.raw["error"])
+				return e, serverError(e)
 			}
 			if match(e) {
 				return e, nil
@@ -848,7 +850,7 @@ func bargeIn(ctx context.Context, url string, tools int, speech, interrupt []flo
 				case e.typ == "response.done" && e.resp == oldResp:
 					ended, doneEv = true, e
 				case e.typ == "error":
-					return res, fmt.Errorf("server error: %v", e.raw["error"])
+					return res, serverError(e)
 				}
 			case <-time.After(wait):
 			case <-ctx.Done():
@@ -909,9 +911,8 @@ func bargeIn(ctx context.Context, url string, tools int, speech, interrupt []flo
 			return res, nil // not interrupted
 		}
 	}
-	r, _ := doneEv.raw["response"].(map[string]any)
-	status, _ := r["status"].(string)
-	res.interrupted = status == "cancelled"
+	done, _ := doneEv.ev.(protocol.ResponseDone)
+	res.interrupted = done.Response.Status == "cancelled"
 	if res.interrupted {
 		// The client stops playing at output_audio_buffer.cleared, or at response.done
 		// {cancelled} when that comes first.

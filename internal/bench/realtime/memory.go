@@ -113,7 +113,7 @@ func holdSession(ctx context.Context, url string, tb *Timer, pcm []byte, decided
 	if err != nil {
 		return err
 	}
-	sid, _ := created["session"].(map[string]any)["id"].(string)
+	sid := sessionID(created)
 	counter := tb.counter(sid)
 	readDone := make(chan struct{})
 	go func() { // drain the replies

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -38,31 +39,43 @@ func (c *client) send(ev map[string]any) error {
 	return c.ws.Write(c.ctx, websocket.MessageText, b)
 }
 
-func (c *client) read(timeout time.Duration) (map[string]any, error) {
+// read returns the next server event as its protocol type.
+func (c *client) read(timeout time.Duration) (protocol.ServerEvent, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	defer cancel()
 	_, b, err := c.ws.Read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var ev map[string]any
-	return ev, json.Unmarshal(b, &ev)
+	ev, _, err := protocol.DecodeServerEvent(b)
+	return ev, err
 }
 
-func (c *client) until(typ string, timeout time.Duration) (map[string]any, error) {
+// until reads up to the first event of GA type typ, failing on an error event.
+func (c *client) until(typ string, timeout time.Duration) (protocol.ServerEvent, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		ev, err := c.read(time.Until(deadline))
 		if err != nil {
 			return nil, fmt.Errorf("waiting for %s: %w", typ, err)
 		}
-		if ev["type"] == typ {
+		if ev.EventType() == typ {
 			return ev, nil
 		}
-		if ev["type"] == "error" {
-			return nil, fmt.Errorf("waiting for %s: error event %v", typ, ev["error"])
+		if e, ok := ev.(protocol.ErrorEvent); ok {
+			return nil, fmt.Errorf("waiting for %s: error event %s: %s", typ, e.Error.Code, e.Error.Message)
 		}
 	}
+}
+
+// sessionID is the id of the session a session.created announces.
+func sessionID(ev protocol.ServerEvent) string {
+	if c, ok := ev.(protocol.SessionCreated); ok {
+		if s, ok := c.Session.(*protocol.Session); ok {
+			return s.ID
+		}
+	}
+	return ""
 }
 
 // speech16k declares the speech file's rate: pcm16 without a rate is OpenAI's 24 kHz.
@@ -189,9 +202,9 @@ func benchBargeIn(ctx context.Context, url string, pcm []byte, n int, prog bench
 			if err != nil {
 				return nil, err
 			}
-			if ev["type"] == "response.output_audio.delta" {
+			if d, ok := ev.(protocol.ResponseOutputAudioDelta); ok {
 				deltas++
-				rid, _ = ev["response_id"].(string)
+				rid = d.ResponseID
 			}
 		}
 		start := time.Now()
@@ -204,8 +217,8 @@ func benchBargeIn(ctx context.Context, url string, pcm []byte, n int, prog bench
 			if err != nil {
 				return nil, err
 			}
-			switch ev["type"] {
-			case "response.done":
+			switch ev.(type) {
+			case protocol.ResponseDone:
 				out = append(out, float64(time.Since(start).Microseconds())/1000)
 				done = true
 			}
@@ -219,10 +232,10 @@ func benchBargeIn(ctx context.Context, url string, pcm []byte, n int, prog bench
 			if err != nil {
 				return nil, err
 			}
-			if ev["type"] == "response.output_audio.delta" && ev["response_id"] == rid {
+			if d, ok := ev.(protocol.ResponseOutputAudioDelta); ok && d.ResponseID == rid {
 				return nil, fmt.Errorf("audio of %s after its response.done", rid)
 			}
-			if ev["type"] == "session.heartbeat_ack" {
+			if _, ok := ev.(protocol.SessionHeartbeatAck); ok {
 				break
 			}
 		}
@@ -285,7 +298,7 @@ func realTimeAt(ctx context.Context, url string, tb *Timer, unit []byte, n int, 
 				errs[i] = err
 				return
 			}
-			sid, _ := created["session"].(map[string]any)["id"].(string)
+			sid := sessionID(created)
 			decisions := tb.counter(sid)
 			readDone := make(chan struct{})
 			go func() { // the speaker: drain
