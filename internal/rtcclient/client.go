@@ -100,6 +100,16 @@ func (e Event) ResponseID() string {
 	return ""
 }
 
+// Typed decodes the event into internal/protocol's server event types (protocol.OtherEvent for
+// a type it has none for).
+func (e Event) Typed() (protocol.ServerEvent, error) {
+	ev, _, err := protocol.DecodeServerEvent(e.Data)
+	if err != nil {
+		return nil, fmt.Errorf("rtcclient: %w", err)
+	}
+	return ev, nil
+}
+
 // Client is one call. Its methods are safe for concurrent use, except that Next and WaitFor
 // are for one reader.
 type Client struct {

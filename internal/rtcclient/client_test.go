@@ -253,8 +253,11 @@ func TestCall(t *testing.T) {
 	defer c.Close()
 	require.Equal(t, "rtc_test", c.CallID())
 	require.Equal(t, "application/sdp", p.contentType())
-	_, err = c.WaitFor(ctx, "session.created", 10*time.Second)
+	created, err := c.WaitFor(ctx, "session.created", 10*time.Second)
 	require.NoError(t, err)
+	typed, err := created.Typed()
+	require.NoError(t, err)
+	require.IsType(t, protocol.SessionCreated{}, typed, "the protocol's server event type")
 
 	sentAt := time.Now()
 	create := &protocol.ResponseCreate{Header: protocol.Header{Kind: "response.create"}, MaxOutputTokens: ptr(6)}
