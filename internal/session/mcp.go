@@ -213,7 +213,7 @@ func (s *Session) listMCP(t MCPTool) {
 	s.mcp.servers[t.ServerLabel] = srv
 	s.insertItem(it, "")
 	s.sendItemAdded(it, s.epoch, false)
-	s.send(Event{Type: "mcp_list_tools.in_progress", Epoch: s.epoch, Fields: map[string]any{"item_id": it.ID}})
+	s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
 	filter, _ := mcpclient.ParseFilter(t.AllowedTools) // checked by checkMCPTools
 	lim := s.m.cfg.MCPLimits
 	cfg := mcpclient.Server{URL: t.ServerURL, Headers: t.Headers, Authorization: t.Authorization}
@@ -265,7 +265,7 @@ func (s *Session) handleMCPResult(r mcpResult) {
 		if it != nil {
 			it.Status = "failed"
 		}
-		s.send(Event{Type: "mcp_list_tools.failed", Epoch: s.epoch, Fields: map[string]any{"item_id": r.itemID}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsFailed{ItemID: r.itemID}})
 		param := ""
 		if current {
 			param = fmt.Sprintf("session.tools[%d].server_url", srv.tool.Index)
@@ -292,7 +292,7 @@ func (s *Session) handleMCPResult(r mcpResult) {
 	defer s.syncTools() // the engine's own turns offer the new tools too
 	if it != nil {
 		it.MCPTools, it.Status = r.tools, "completed"
-		s.send(Event{Type: "mcp_list_tools.completed", Epoch: s.epoch, Fields: map[string]any{"item_id": it.ID}})
+		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsCompleted{ItemID: it.ID}})
 		s.sendItemDone(it, s.epoch)
 	} // else the conversation dropped the item (history budget, delete); the tools stay
 	if len(unusable) > 0 {

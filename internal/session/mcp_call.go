@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -264,16 +265,12 @@ func (s *Session) emitApprovalRequest(r *response, ref mcpRef, args string) {
 		ServerLabel: ref.label, Name: ref.name, Arguments: args, MCP: &mcpItem{}}
 	idx := 1 + len(r.calls)
 	r.calls = append(r.calls, it)
-	w := it.wire(s.opts.Beta)
-	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "output_index": idx, "item": w}})
+	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
 		s.insertItem(it, "")
 		s.sendItemAdded(it, r.epoch, true)
-		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
 	}
-	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "output_index": idx, "item": w}})
+	s.sendOutputItemDone(r, idx, it, true)
 }
 
 // emitCallItem adds the mcp_call item it to the response (added, its arguments in one delta:
@@ -281,20 +278,17 @@ func (s *Session) emitApprovalRequest(r *response, ref mcpRef, args string) {
 func (s *Session) emitCallItem(r *response, it *item, args string) {
 	idx := 1 + len(r.calls)
 	r.calls = append(r.calls, it)
-	added := it.wire(s.opts.Beta)
-	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "output_index": idx, "item": added}})
+	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
 		s.insertItem(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
-	s.send(Event{Type: "response.mcp_call_arguments.delta", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "item_id": it.ID, "output_index": idx, "delta": args}})
+	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Delta: args}})
 	it.Arguments = args
-	s.send(Event{Type: "response.mcp_call_arguments.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "item_id": it.ID, "output_index": idx, "arguments": args}})
-	s.send(Event{Type: "response.mcp_call.in_progress", Epoch: r.epoch, Fields: map[string]any{
-		"output_index": idx, "item_id": it.ID}})
+	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDone{
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Arguments: args}})
+	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallInProgress{OutputIndex: idx, ItemID: it.ID}})
 	s.runMCPCall(&mcpCall{r: r, it: it, idx: idx})
 }
 
@@ -358,7 +352,7 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 	if err == nil {
 		it.Status = "completed"
 		it.MCP.Output = &output
-		s.send(Event{Type: "response.mcp_call.completed", Epoch: r.epoch, Fields: map[string]any{"output_index": c.idx, "item_id": it.ID}})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallCompleted{OutputIndex: c.idx, ItemID: it.ID}})
 	} else {
 		kind, msg := mcpclient.KindProtocol, err.Error()
 		var me *mcpclient.Error
@@ -376,7 +370,7 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 		}
 		s.log.Info("mcp call failed", zap.String("server_label", it.ServerLabel), zap.String("tool", it.Name),
 			zap.String("error_type", kind), zap.Error(err))
-		s.send(Event{Type: "response.mcp_call.failed", Epoch: r.epoch, Fields: map[string]any{"output_index": c.idx, "item_id": it.ID}})
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallFailed{OutputIndex: c.idx, ItemID: it.ID}})
 		if failure != "cancelled" {
 			// A cancelled call was the client's doing (response.cancel, barge-in, close).
 			s.sendError("mcp_call_failed", fmt.Sprintf("the call of tool %q on MCP server %q failed (%s): %s", it.Name, it.ServerLabel, kind, msg), "", "")
@@ -384,11 +378,7 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 		result = fmt.Sprintf("error (%s): %s", kind, msg)
 	}
 	s.m.observeMCPCall(d, failure)
-	w := it.wire(s.opts.Beta)
-	if !r.outOfBand && s.findItem(it.ID) != nil {
-		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
-	}
-	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Fields: map[string]any{"response_id": r.id, "output_index": c.idx, "item": w}})
+	s.sendOutputItemDone(r, c.idx, it, false)
 	if errors.Is(err, errMCPCallCancelled) || r.outOfBand {
 		return // the model's call left the engine's conversation with its cancelled reply
 	}

@@ -167,7 +167,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 	require.Equal(t, "message", added.wire()["item"].(map[string]any)["type"])
 	added = sk.until(t, "response.output_item.added")
 	require.Equal(t, "mcp_call", added.wire()["item"].(map[string]any)["type"])
-	require.Equal(t, 1, added.wire()["output_index"])
+	require.EqualValues(t, 1, added.wire()["output_index"])
 	require.Equal(t, `{"a":2,"b":3}`, sk.until(t, "response.mcp_call_arguments.done").wire()["arguments"])
 	sk.until(t, "response.mcp_call.in_progress")
 	sk.until(t, "response.mcp_call.completed")

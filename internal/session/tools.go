@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -118,29 +119,32 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 		CallID: c.ID, Name: c.Name}
 	idx := 1 + len(r.calls) // the message item is output 0
 	r.calls = append(r.calls, it)
-	added := it.wire(s.opts.Beta)
-	s.send(Event{Type: "response.output_item.added", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "output_index": idx, "item": added}})
+	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
 		s.insertItem(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
-	base := func() map[string]any {
-		return map[string]any{"response_id": r.id, "item_id": it.ID, "output_index": idx, "call_id": c.ID}
-	}
-	d := base()
-	d["delta"] = c.Arguments
-	s.send(Event{Type: "response.function_call_arguments.delta", Epoch: r.epoch, Model: true, Fields: d})
+	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
 	it.Arguments, it.Status = c.Arguments, "completed"
-	done := base()
-	done["arguments"], done["name"] = c.Arguments, c.Name
-	s.send(Event{Type: "response.function_call_arguments.done", Epoch: r.epoch, Model: true, Fields: done})
-	w := it.wire(s.opts.Beta)
-	if !r.outOfBand {
-		s.send(Event{Type: "conversation.item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{"previous_item_id": s.previousItemID(it), "item": w}})
+	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDone{
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Arguments: c.Arguments, Name: c.Name}})
+	s.sendOutputItemDone(r, idx, it, true)
+}
+
+// sendOutputItemAdded emits response.output_item.added for a tool item of r at output idx.
+func (s *Session) sendOutputItemAdded(r *response, idx int, it *item) {
+	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
+}
+
+// sendOutputItemDone ends a tool item of r at output idx: conversation.item.done (when it is in
+// the conversation) and response.output_item.done. model marks them model output (dropped once
+// the response's epoch is over); the end of an MCP call, which the server itself ran, is not.
+func (s *Session) sendOutputItemDone(r *response, idx int, it *item, model bool) {
+	if !r.outOfBand && s.findItem(it.ID) != nil {
+		s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ConversationItemDone{PreviousItemID: s.previousItemID(it), Item: it.item()}})
 	}
-	s.send(Event{Type: "response.output_item.done", Epoch: r.epoch, Model: true, Fields: map[string]any{
-		"response_id": r.id, "output_index": idx, "item": w}})
+	s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
 }
 
 // findCall is the function_call item of call id, or nil.
