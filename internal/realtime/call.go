@@ -34,6 +34,12 @@ type call struct {
 	rtp     *rtpRecorder
 	lastRTP RTPStats
 
+	// inBuf is the microphone's decoded audio not yet appended (it goes to the session in 100 ms
+	// pieces); inMu orders those appends with a commit or clear from the data channel, so that a
+	// commit takes every sample received before it.
+	inMu  sync.Mutex
+	inBuf []byte
+
 	dcOpen      chan *webrtc.DataChannel
 	dc          atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
 	dcClosed    chan struct{}                      // closed when oai-events has closed
@@ -242,10 +248,34 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 	if werr != nil {
 		return werr, nil
 	}
-	if _, ok := cmd.(*ResumeSession); ok {
+	switch cmd.(type) {
+	case *ResumeSession:
 		return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(), Message: "session.resume is not available on a call"}, nil
+	case *session.CommitInput, *session.ClearInput:
+		// After the microphone's audio received so far: appended first (commit), or dropped
+		// with the rest of the buffer (clear).
+		cl.inMu.Lock()
+		defer cl.inMu.Unlock()
+		if _, commit := cmd.(*session.CommitInput); commit {
+			if err := cl.appendInputLocked(ctx); err != nil {
+				return nil, err
+			}
+		} else {
+			cl.inBuf = nil
+		}
 	}
 	return nil, cl.sess.Submit(ctx, cmd)
+}
+
+// appendInputLocked hands the microphone's buffered audio to the session (inMu held).
+func (cl *call) appendInputLocked(ctx context.Context) error {
+	if len(cl.inBuf) == 0 {
+		return nil
+	}
+	err := cl.sess.Submit(ctx, &session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: cl.inBuf,
+		Format: &session.AudioFormat{Type: "pcm16", Rate: 24000}})
+	cl.inBuf = nil
+	return err
 }
 
 // receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the session's input
@@ -258,17 +288,18 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 	}
 	defer dec.Close()
 	pcm := make([]int16, dec.MaxFrameSamples())
-	var buf []byte
 	var lastSeq uint16
 	have := false
-	format := &session.AudioFormat{Type: "pcm16", Rate: 24000}
 	if !cl.waitReady() {
 		return
 	}
-	flush := func() bool {
-		err := cl.sess.Submit(cl.ctx, &session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: buf, Format: format})
-		buf = nil
-		return err == nil
+	var buf []byte // this packet's audio (with concealed losses before it)
+	take := func() bool {
+		cl.inMu.Lock()
+		defer cl.inMu.Unlock()
+		cl.inBuf = append(cl.inBuf, buf...)
+		buf = buf[:0]
+		return len(cl.inBuf) < 24000*2/10 || cl.appendInputLocked(cl.ctx) == nil
 	}
 	for {
 		pkt, _, err := t.ReadRTP()
@@ -290,7 +321,7 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 			continue
 		}
 		buf = appendPCM(buf, pcm[:n])
-		if len(buf) >= 24000*2/10 && !flush() {
+		if !take() {
 			return
 		}
 	}

@@ -286,3 +286,28 @@ func TestCallsPublicIPs(t *testing.T) {
 		require.Contains(t, c, " 203.0.113.7 ", "every host candidate announces the public address: %s", c)
 	}
 }
+
+// TestCallCommitTakesAllAudio: the microphone's audio reaches the session in 100 ms pieces; a
+// commit from the data channel (push-to-talk's release) takes every sample received before it,
+// the unfinished piece included, not only the whole pieces.
+func TestCallCommitTakesAllAudio(t *testing.T) {
+	t.Parallel()
+	s := newCallsServer(t)
+	c := dialCall(t, s, rtcclient.Config{Key: "sk", MicRate: 24000,
+		Session: json.RawMessage(`{"type":"realtime","audio":{"input":{"turn_detection":null,"transcription":{"model":"whisper-1"}}}}`)})
+	_, err := c.WaitFor(context.Background(), "session.created", 20*time.Second)
+	require.NoError(t, err)
+	voice := goForward(t)
+	pcm := make([]int16, 24000*1080/1000) // 1.08 s: 54 frames of 20 ms, ten 100 ms pieces and 80 ms
+	for i := range pcm {
+		pcm[i] = int16(binary.LittleEndian.Uint16(voice[2*(i%(len(voice)/2)):]))
+	}
+	require.NoError(t, c.Speak(context.Background(), pcm, time.Time{}))
+	time.Sleep(300 * time.Millisecond) // every packet has arrived and been decoded
+	require.NoError(t, c.SendJSON([]byte(`{"type":"input_audio_buffer.commit"}`)))
+	done, err := c.WaitFor(context.Background(), "conversation.item.input_audio_transcription.completed", 60*time.Second)
+	require.NoError(t, err)
+	secs := done.M["usage"].(map[string]any)["seconds"].(float64)
+	t.Logf("committed audio: %.3f s of 1.080 s spoken", secs)
+	require.InDelta(t, 1.08, secs, 0.025, "the commit took the last, unfinished 100 ms piece too")
+}
