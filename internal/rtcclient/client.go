@@ -138,7 +138,6 @@ type Client struct {
 	arrivals   []int64 // every packet's arrival (Unix ns), in order; bounded by maxKept
 	audible    []int64 // first audible sample of each audible packet (Unix ns), in arrival order
 	lastPkt    time.Time
-	speakErr   []chan error
 	onAudio    func(Packet)
 	stats      stats.Getter // the interceptor's statistics (nil until the peer connection binds it)
 	micSSRC    uint32

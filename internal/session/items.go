@@ -3,7 +3,6 @@ package session
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/protocol"
@@ -61,27 +60,6 @@ func (it *item) item() protocol.Item {
 		part = protocol.TextPart("input_text", it.Text)
 	}
 	return protocol.MessageItem(it.ID, it.Role, it.Status, part)
-}
-
-// wire is the item as a map in the session's dialect, for the events tools.go still builds as
-// maps (it goes when they are typed).
-func (it *item) wire(beta bool) map[string]any {
-	w := it.item()
-	if w.Open != nil {
-		return w.Open
-	}
-	ev := protocol.ConversationItemRetrieved{Item: w}
-	data, err := protocol.Encode(ev, protocol.Envelope{}, beta)
-	if err != nil {
-		panic("session: an item that does not encode: " + err.Error()) // strings only: cannot fail
-	}
-	var m struct {
-		Item map[string]any `json:"item"`
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		panic("session: an encoded item that does not decode: " + err.Error())
-	}
-	return m.Item
 }
 
 func (s *Session) findItem(id string) *item {

@@ -63,11 +63,3 @@ func (s *Session) checkInstructions(text, param string) *FieldError {
 		return &FieldError{"server_error", param, fmt.Sprintf("checking the instructions: %v", err)}
 	}
 }
-
-// seedWire is the session's extra_body.seed: null when responses draw random seeds.
-func (s *Session) seedWire() any {
-	if s.cfg.Seed == nil {
-		return nil
-	}
-	return *s.cfg.Seed
-}
