@@ -648,19 +648,7 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	r := s.beginResponseWith(-1, o)
-	eng := s.engine
-	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
-		if !r.claimEngine() {
-			return jobResult{}
-		}
-		t, err := o.respond(ctx, eng)
-		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
-	}}) {
-		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
-		return
-	}
-	r.jobbed = true
+	s.startModelReply(s.beginResponseWith(-1, o), o)
 }
 
 // newClientItem opens the engine for a client's new item and settles its id (the client's,
