@@ -1,21 +1,13 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/pem"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // sdkUsage is a response.done usage as the SDK client received it.
@@ -46,48 +38,12 @@ type sdkUsage struct {
 // response (conversation "none", own instructions, metadata). It never skips: node and
 // npm are installed by `make deps`.
 func TestRealtimeOpenAINode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "node is required (make deps installs it)")
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "npm is required (make deps installs it)")
-	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
-	require.NoError(t, err, "install pocketsphinx-testdata")
-
-	// The real server's handler (its realtime endpoint included) over TLS: the SDK connects
-	// over wss. The fixture closes the server, and with it the sessions, after this listener.
-	f := newChatFixture(t)
-	srv := httptest.NewUnstartedServer(f.plainSrv.Handler())
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	certFile := filepath.Join(dir, "cert.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
-
-	// goforward.raw is 16 kHz; the SDK flow streams OpenAI's 24 kHz.
-	pcm16k, err := audio.PCM16BytesToFloat32(nil, raw)
-	require.NoError(t, err)
-	pcm24k, err := audio.Resample(pcm16k, 16000, 24000)
-	require.NoError(t, err)
-	speechFile := filepath.Join(dir, "speech24k.pcm")
-	require.NoError(t, os.WriteFile(speechFile, audio.Float32ToPCM16Bytes(nil, pcm24k), 0o600))
-
-	sdkDir := filepath.Join(repoRoot(t), "test", "openai-node")
+	srv, certFile := nodeTLSServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
-	install.Dir = sdkDir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm install in %s:\n%s", sdkDir, out)
-
-	run := exec.CommandContext(ctx, node, "realtime.mjs")
-	run.Dir = sdkDir
-	run.Env = append(os.Environ(), "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_MODEL="+chatModel,
-		"OMNISERVE_SPEECH_24K="+speechFile, "NODE_EXTRA_CA_CERTS="+certFile)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "realtime.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
-
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	// goforward.raw is 16 kHz; the SDK flow streams OpenAI's 24 kHz.
+	last := runOpenAINode(ctx, t, "realtime.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_MODEL="+chatModel,
+		"OMNISERVE_SPEECH_24K="+writeSpeech24k(t), "NODE_EXTRA_CA_CERTS="+certFile)
 	var got struct {
 		Events map[string]int `json:"events"`
 		Turn1  struct {
@@ -105,8 +61,7 @@ func TestRealtimeOpenAINode(t *testing.T) {
 			Status string `json:"status"`
 		} `json:"out_of_band"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
-	t.Logf("OpenAI Node SDK realtime: %s", lines[len(lines)-1])
+	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
 	require.Contains(t, strings.ToLower(got.Turn1.Transcript), "forward", "24 kHz speech was heard as such")
 	require.Positive(t, got.Turn1.AudioBytes)
 	// The script checked every usage field is an integer and that the parts add up; the totals

@@ -1,21 +1,13 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/pem"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // TestRealtimeTranscriptionOpenAINode: the official OpenAI Node SDK mints a client secret for a
@@ -24,42 +16,11 @@ import (
 // VAD commits each; each gets transcription deltas and then its completed transcript, in the
 // order spoken; no response event is ever sent, and no error.
 func TestRealtimeTranscriptionOpenAINode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "node is required (make deps installs it)")
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "npm is required (make deps installs it)")
-	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
-	require.NoError(t, err, "install pocketsphinx-testdata")
-
-	f := newChatFixture(t)
-	srv := httptest.NewUnstartedServer(f.plainSrv.Handler())
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	certFile := filepath.Join(dir, "cert.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
-	pcm16k, err := audio.PCM16BytesToFloat32(nil, raw)
-	require.NoError(t, err)
-	pcm24k, err := audio.Resample(pcm16k, 16000, 24000)
-	require.NoError(t, err)
-	speechFile := filepath.Join(dir, "speech24k.pcm")
-	require.NoError(t, os.WriteFile(speechFile, audio.Float32ToPCM16Bytes(nil, pcm24k), 0o600))
-
-	sdkDir := filepath.Join(repoRoot(t), "test", "openai-node")
+	srv, certFile := nodeTLSServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
-	install.Dir = sdkDir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm install in %s:\n%s", sdkDir, out)
-
-	run := exec.CommandContext(ctx, node, "transcription.mjs")
-	run.Dir = sdkDir
-	run.Env = append(os.Environ(), "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_SPEECH_24K="+speechFile, "NODE_EXTRA_CA_CERTS="+certFile)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "transcription.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	last := runOpenAINode(ctx, t, "transcription.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1",
+		"OMNISERVE_SPEECH_24K="+writeSpeech24k(t), "NODE_EXTRA_CA_CERTS="+certFile)
 	var got struct {
 		MintedType   string         `json:"minted_type"`
 		MintedObject string         `json:"minted_object"`
@@ -75,8 +36,7 @@ func TestRealtimeTranscriptionOpenAINode(t *testing.T) {
 			CompletedIndex       int    `json:"completed_index"`
 		} `json:"items"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
-	t.Logf("OpenAI Node SDK transcription session: %s", lines[len(lines)-1])
+	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
 	require.Empty(t, got.Errors)
 	require.Equal(t, "transcription", got.MintedType)
 	require.Equal(t, "realtime.transcription_session", got.MintedObject)

@@ -1,15 +1,8 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/pem"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,19 +17,7 @@ import (
 // for a response, which the call answers: session.updated and a finished response on the
 // sideband, no error, and no audio deltas there (the audio is the call's RTP).
 func TestWebRTCSidebandOpenAINode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "node is required (make deps installs it)")
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "npm is required (make deps installs it)")
-
-	f := newChatFixture(t)
-	srv := httptest.NewUnstartedServer(f.plainSrv.Handler())
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	certFile := filepath.Join(dir, "cert.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
-
+	srv, certFile := nodeTLSServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	call, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: srv.URL, Key: "unused", HTTP: srv.Client(),
@@ -46,19 +27,8 @@ func TestWebRTCSidebandOpenAINode(t *testing.T) {
 	_, err = call.WaitFor(ctx, "session.created", 30*time.Second)
 	require.NoError(t, err)
 
-	sdkDir := filepath.Join(repoRoot(t), "test", "openai-node")
-	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
-	install.Dir = sdkDir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm install in %s:\n%s", sdkDir, out)
-	run := exec.CommandContext(ctx, node, "sideband.mjs")
-	run.Dir = sdkDir
-	run.Env = append(os.Environ(), "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_API_KEY=unused",
+	last := runOpenAINode(ctx, t, "sideband.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_API_KEY=unused",
 		"CALL_ID="+call.CallID(), "NODE_EXTRA_CA_CERTS="+certFile)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "sideband.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var got struct {
 		Events       map[string]int `json:"events"`
 		Errors       []any          `json:"errors"`
@@ -66,8 +36,7 @@ func TestWebRTCSidebandOpenAINode(t *testing.T) {
 		Status       string         `json:"status"`
 		OutputTypes  []string       `json:"output_types"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
-	t.Logf("OpenAI Node SDK sideband: %s", lines[len(lines)-1])
+	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
 	require.Empty(t, got.Errors)
 	require.Equal(t, "Answer in one word.", got.Instructions, "the sideband's session.update applies to the call")
 	require.Contains(t, []string{"completed", "incomplete"}, got.Status)
