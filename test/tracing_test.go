@@ -74,58 +74,32 @@ func TestTracesFromTheTurnRecord(t *testing.T) {
 	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime", "max_output_tokens": 8,
 		"tracing": map[string]any{"workflow_name": "e2e-workflow", "group_id": "group-1", "metadata": map[string]any{"user": "u7"}},
 		"audio":   map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}}})
-	for i := 0; i < len(raw); i += 3200 {
-		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
-	}
-	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
-	c.send(t, map[string]any{"type": "response.create"})
-	for {
-		ev := c.next(t, 60*time.Second)
-		require.NotEqual(t, "error", ev["type"], "%v", ev)
-		if ev["type"] == "response.done" {
-			break
+	// turn speaks, commits and asks for a response; interrupt, when set, is sent once the
+	// response's audio flows. It returns whether interrupt was sent.
+	turn := func(resp map[string]any, interrupt string) bool {
+		for i := 0; i < len(raw); i += 3200 {
+			c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
+		}
+		c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+		c.send(t, map[string]any{"type": "response.create", "response": resp})
+		sent := false
+		for {
+			ev := c.next(t, 60*time.Second)
+			require.NotEqual(t, "error", ev["type"], "%v", ev)
+			if ev["type"] == "response.output_audio.delta" && interrupt != "" && !sent {
+				c.send(t, map[string]any{"type": interrupt})
+				sent = true
+			}
+			if ev["type"] == "response.done" {
+				return sent
+			}
 		}
 	}
-
+	turn(map[string]any{}, "")
 	// A second turn, cancelled once its audio flows: an interrupted turn in the same trace.
-	for i := 0; i < len(raw); i += 3200 {
-		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
-	}
-	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
-	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 200}})
-	cancelled := false
-	for {
-		ev := c.next(t, 60*time.Second)
-		require.NotEqual(t, "error", ev["type"], "%v", ev)
-		if ev["type"] == "response.output_audio.delta" && !cancelled {
-			c.send(t, map[string]any{"type": "response.cancel"})
-			cancelled = true
-		}
-		if ev["type"] == "response.done" {
-			break
-		}
-	}
-	require.True(t, cancelled, "the second turn had audio to cancel")
-
+	require.True(t, turn(map[string]any{"max_output_tokens": 200}, "response.cancel"), "the second turn had audio to cancel")
 	// A third turn, barged in on once its audio flows.
-	for i := 0; i < len(raw); i += 3200 {
-		c.send(t, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(raw[i:min(i+3200, len(raw))])})
-	}
-	c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
-	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"max_output_tokens": 200}})
-	barged := false
-	for {
-		ev := c.next(t, 60*time.Second)
-		require.NotEqual(t, "error", ev["type"], "%v", ev)
-		if ev["type"] == "response.output_audio.delta" && !barged {
-			c.send(t, map[string]any{"type": "barge_in"})
-			barged = true
-		}
-		if ev["type"] == "response.done" {
-			break
-		}
-	}
-	require.True(t, barged, "the third turn had audio to barge in on")
+	require.True(t, turn(map[string]any{"max_output_tokens": 200}, "barge_in"), "the third turn had audio to barge in on")
 	// Closing the session ends the session span.
 	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"))
 
