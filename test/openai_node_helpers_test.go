@@ -1,14 +1,10 @@
 package test
 
 import (
-	"bytes"
-	"context"
 	"encoding/pem"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,28 +39,4 @@ func writeSpeech24k(t *testing.T) string {
 	file := filepath.Join(t.TempDir(), "speech24k.pcm")
 	require.NoError(t, os.WriteFile(file, audio.Float32ToPCM16Bytes(nil, pcm24k), 0o600))
 	return file
-}
-
-// runOpenAINode installs the OpenAI Node SDK (test/openai-node's lock) and runs script there
-// with env added; it returns the script's last stdout line, its JSON summary.
-func runOpenAINode(ctx context.Context, t *testing.T, script string, env ...string) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "node is required (make deps installs it)")
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "npm is required (make deps installs it)")
-	dir := filepath.Join(repoRoot(t), "test", "openai-node")
-	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm install in %s:\n%s", dir, out)
-	run := exec.CommandContext(ctx, node, script)
-	run.Dir = dir
-	run.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "%s failed:\nstdout: %s\nstderr: %s", script, stdout.String(), stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	t.Logf("%s: %s", script, lines[len(lines)-1])
-	return lines[len(lines)-1]
 }

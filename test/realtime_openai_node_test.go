@@ -1,11 +1,9 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -39,10 +37,8 @@ type sdkUsage struct {
 // npm are installed by `make deps`.
 func TestRealtimeOpenAINode(t *testing.T) {
 	srv, certFile := nodeTLSServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	// goforward.raw is 16 kHz; the SDK flow streams OpenAI's 24 kHz.
-	last := runOpenAINode(ctx, t, "realtime.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_MODEL="+chatModel,
+	last := runNodeScript(t, "realtime.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_MODEL="+chatModel,
 		"OMNISERVE_SPEECH_24K="+writeSpeech24k(t), "NODE_EXTRA_CA_CERTS="+certFile)
 	var got struct {
 		Events map[string]int `json:"events"`

@@ -1,11 +1,9 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,9 +15,7 @@ import (
 // order spoken; no response event is ever sent, and no error.
 func TestRealtimeTranscriptionOpenAINode(t *testing.T) {
 	srv, certFile := nodeTLSServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	last := runOpenAINode(ctx, t, "transcription.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1",
+	last := runNodeScript(t, "transcription.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1",
 		"OMNISERVE_SPEECH_24K="+writeSpeech24k(t), "NODE_EXTRA_CA_CERTS="+certFile)
 	var got struct {
 		MintedType   string         `json:"minted_type"`

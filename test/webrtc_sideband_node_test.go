@@ -27,7 +27,7 @@ func TestWebRTCSidebandOpenAINode(t *testing.T) {
 	_, err = call.WaitFor(ctx, "session.created", 30*time.Second)
 	require.NoError(t, err)
 
-	last := runOpenAINode(ctx, t, "sideband.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_API_KEY=unused",
+	last := runNodeScript(t, "sideband.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1", "OMNISERVE_API_KEY=unused",
 		"CALL_ID="+call.CallID(), "NODE_EXTRA_CA_CERTS="+certFile)
 	var got struct {
 		Events       map[string]int `json:"events"`
