@@ -87,6 +87,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	var (
 		g        generator
 		rollback func() // undoes the response's tokens in the stream's sequence
+		plain    bool   // the sequence holds the conversation and the generation prompt only
 	)
 	switch {
 	case spec.Input != nil:
@@ -120,6 +121,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		hist := slices.Clone(d.history)
 		fedBefore := d.fedText
 		d.mu.Unlock()
+		base := len(hist)
 		if spec.Instructions != nil {
 			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
 		}
@@ -128,6 +130,10 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 				hist = append(hist, *decl)
 			}
 		}
+		// Nothing of this response's own precedes the reply (no instructions, the tools already
+		// declared in the conversation): a reply without calls can stay in the sequence, as a
+		// plain response's does, instead of being rolled back and read again next turn.
+		plain = len(hist) == base
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
 			r.usage = &TokenUsage{} // the remote's count, after generation
@@ -191,11 +197,16 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 	d.gen = ts
 	d.mu.Unlock()
 	text, _, _ := p.generate(r, g, opts)
-	if rollback != nil {
+	kept := plain && rollback != nil && !spec.OutOfBand && len(r.calls) == 0 && text != "" && (!ts.aborted.Load() || ts.keep.Load())
+	if rollback != nil && !kept {
 		rollback()
 	}
 	d.mu.Lock()
 	d.gen = nil
+	if kept {
+		// In the sequence already, exactly as generated (a plain response's bookkeeping).
+		d.fedText += text
+	}
 	if len(r.calls) > 0 {
 		// The calls stay in the conversation as the model writes them, so the tool results
 		// that follow answer something the model can see.
