@@ -57,6 +57,10 @@ type Runner struct {
 
 	maxPieceOnce sync.Once
 	maxPiece     int // bytes of the longest token text (CountTokens)
+
+	turnEndOnce sync.Once
+	turnEnd     UserTurnEnd // the chat template's end of a user message (UserTurnEnd)
+	turnEndErr  error
 }
 
 type opKind int
@@ -68,6 +72,7 @@ const (
 	opAbort
 	opClose
 	opRollback
+	opScore
 )
 
 type op struct {
@@ -79,6 +84,8 @@ type op struct {
 	done chan struct{} // opClose: closed once the slot is free
 	mark Mark          // opRollback: where the history goes back to
 	res  chan error    // opRollback: the outcome (cap 1)
+	// opScore: a NextTokenProb call (turnend.go)
+	score *scoreJob
 }
 
 func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Logger) (*Runner, error) {
@@ -265,6 +272,8 @@ func (r *Runner) rejectOp(o op, err error) {
 		close(o.done)
 	case opRollback:
 		o.res <- err
+	case opScore:
+		o.score.res <- scoreResult{err: err}
 	}
 }
 

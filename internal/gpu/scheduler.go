@@ -41,6 +41,8 @@ func (r *Runner) apply(o op) {
 		r.finish(s, "abort", nil)
 	case opRollback:
 		o.res <- r.applyRollback(s, o.mark)
+	case opScore:
+		r.applyScore(s, o.score)
 	case opClose:
 		r.failSeq(s, ErrClosed)
 		s.schedClosed = true
