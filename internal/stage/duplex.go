@@ -70,6 +70,7 @@ type seqJob struct {
 	maxTokens int
 	rspec     *ResponseSpec // set for a response with per-response options (duplex_spec.go)
 	settle    bool          // a SettleInput marker (ts nil): report InputSettled for turn
+	eot       *eotJob       // an end-of-turn score (ts nil; duplex_eot.go)
 }
 
 // OpenDuplex starts a duplex stream: an engine sequence (prefilled with the instructions), a
@@ -403,6 +404,9 @@ func (d *DuplexStream) loop() {
 			for {
 				select {
 				case j := <-d.jobs:
+					if j.eot != nil {
+						j.eot.res <- eotResult{err: ErrClosed}
+					}
 					if j.ts != nil {
 						d.unadmit()
 						d.finishTurn(j.ts)
@@ -416,6 +420,8 @@ func (d *DuplexStream) loop() {
 			switch {
 			case j.settle:
 				d.disp.inputSettled(d.rid, j.turn)
+			case j.eot != nil:
+				d.scoreEndOfTurn(j.eot)
 			case j.ts == nil:
 				d.prefill(j.turn)
 			case j.spec != nil:

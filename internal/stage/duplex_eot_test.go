@@ -1,0 +1,47 @@
+package stage
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDuplexEndOfTurn: in a pause after "go forward ten meters" the stream scores the ASR's
+// partial hypothesis (not the final transcript: the utterance is still open) with the thinker;
+// the estimate is a probability, the same when asked twice, and the stream goes on as without
+// it: the commit transcribes the utterance and a response answers it. On the dummy model the
+// number itself means nothing; the real signal needs a real GGUF.
+func TestDuplexEndOfTurn(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-eot", MaxTokens: 4, Instructions: "be brief"}, newRecSink(t))
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+
+	estimate := func() EndOfTurn {
+		wait, err := d.StartEndOfTurn(ctx)
+		require.NoError(t, err)
+		e, err := wait(ctx)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, e.Prob, 0.0)
+		require.LessOrEqual(t, e.Prob, 1.0)
+		return e
+	}
+	empty := estimate()
+	require.Empty(t, empty.Text, "nothing heard yet")
+
+	feedUnits(t, d, goForward(t))
+	first := estimate()
+	require.GreaterOrEqual(t, wordOverlap(first.Text, "go forward ten meters"), 0.75, "partial %q", first.Text)
+	again := estimate()
+	require.Equal(t, first, again, "the same partial scores the same")
+	require.NotEqual(t, empty.Prob, first.Prob, "other words, another probability")
+
+	tr, err := d.Commit(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, first.Text, tr, "the pause's partial is the utterance's transcript here")
+	turn, err := d.Respond(ctx, 4)
+	require.NoError(t, err)
+	require.Equal(t, 1, turn)
+}
