@@ -136,8 +136,22 @@ func (InputAudioBufferSpeechStarted) EventType() string { return "input_audio_bu
 
 // InputAudioBufferSpeechStopped is input_audio_buffer.speech_stopped.
 type InputAudioBufferSpeechStopped struct {
-	AudioEndMs int    `json:"audio_end_ms"`
-	ItemID     string `json:"item_id"`
+	AudioEndMs int `json:"audio_end_ms"`
+	// EndOfTurn is omniserve's extension under semantic_vad: why the pause ended the turn.
+	EndOfTurn *EndOfTurnInfo `json:"end_of_turn,omitempty"`
+	ItemID    string         `json:"item_id"`
+}
+
+// EndOfTurnInfo is semantic_vad's decision on a speech_stopped (an omniserve extension field).
+type EndOfTurnInfo struct {
+	// Probability is the thinker's estimate for the pause; absent without one.
+	Probability *float64 `json:"probability,omitempty"`
+	// Reason: "semantic" (the thinker's end-of-turn probability reached the eagerness's
+	// threshold), "max_wait" (the pause reached the eagerness's maximum wait), or "silence"
+	// (no estimate: silence alone decided, with the reason in the server log).
+	Reason string `json:"reason"`
+	// SilenceMs is the pause at the decision, in input audio.
+	SilenceMs int `json:"silence_ms"`
 }
 
 // EventType implements ServerEvent.

@@ -46,9 +46,9 @@ func (td *TurnDetection) Wire() *protocol.TurnDetectionObject {
 // setting as a whole).
 type TurnDetectionPatch = protocol.TurnDetection
 
-// SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn. OpenAI's
-// semantic model waits up to 8 s / 4 s / 2 s (low / medium / high); omniserve has no semantic
-// end-of-turn model, so eagerness selects the VAD's silence window instead.
+// SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn when there is
+// no end-of-turn estimate: the duplex auto-response path (the stage endpoints on silence) and
+// an engine that cannot score (semvad.go). With an estimate, SemanticParams rules.
 func SemanticSilenceMs(eagerness string) int {
 	switch eagerness {
 	case "low":

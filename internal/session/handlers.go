@@ -331,11 +331,11 @@ func (s *Session) handleAppend(c *AppendAudio) {
 			s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
 		}
 		s.forwardInput()
-		if vr.stopped {
-			// server_vad commits the buffer at the end of speech, and with create_response
-			// answers it (unless a response is still running: interrupt_response false).
-			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
-			s.handleCommit("", &respond)
+		if vr.stopped || s.semanticEnd() {
+			// server_vad commits the buffer at the end of speech (semantic_vad at the end of
+			// the turn), and with create_response answers it (unless a response is still
+			// running: interrupt_response false).
+			s.commitTurn()
 		}
 		return
 	}
@@ -417,6 +417,7 @@ func (s *Session) unforwardInput(eventID string) {
 // clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
 // dropped.
 func (s *Session) clearInput(eventID string) {
+	s.closePause()
 	s.unforwardInput(eventID)
 	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
 	s.dropOpenDeltas() // a transcription session's deltas of the dropped audio are void
@@ -429,6 +430,7 @@ func (s *Session) clearInput(eventID string) {
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
 // ordered job: append → commit (transcript) → respond.
 func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
+	s.closePause()
 	respond := s.autoResponse()
 	if responseCreate != nil && !s.opts.Transcription {
 		respond = *responseCreate

@@ -167,8 +167,9 @@ type Session struct {
 	// yet, in order: a committed item's id (until its Transcript output) or "" for a discard
 	// (until its mark). Deltas still on their way belong to the first.
 	txCuts     []string
-	bufStartMs float64 // inputMs at the start of the uncommitted buffer
-	lastUsage  usage   // the previous response's usage (its context is cached)
+	bufStartMs float64  // inputMs at the start of the uncommitted buffer
+	lastUsage  usage    // the previous response's usage (its context is cached)
+	sem        semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
 type job struct {
@@ -351,6 +352,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 		// No engine job may run after the engine is closed.
 		cancelJobs()
 		wg.Wait()
+		s.sem.wg.Wait() // an end-of-turn estimate ends with the jobs' context
 	})
 	return reason
 }
@@ -402,6 +404,8 @@ func (s *Session) loop(ctx context.Context) string {
 			s.handleResult(r)
 		case r := <-s.mcp.results:
 			s.handleMCPResult(r)
+		case a := <-s.sem.results:
+			s.endOfTurnAnswer(a)
 		case <-s.paceTimer.C:
 			s.pace()
 		case <-s.vadIdle.C:

@@ -63,7 +63,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 	if s.vad == nil {
 		v, err := speech.NewVAD(speech.VADConfig{
 			SampleRate: EngineRate, Threshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs,
-			SilenceDurationMs: td.SilenceDurationMs, MinSpeechMs: overlapMinSpeechMs,
+			SilenceDurationMs: s.vadSilenceMs(td), MinSpeechMs: overlapMinSpeechMs,
 			EarlySpeechMs: overlapEarlySpeechMs,
 		})
 		if err != nil {
@@ -86,6 +86,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		switch ev.Kind {
 		case speech.SpeechStarted:
 			res.voiced, res.started = true, true
+			s.resumeSpeech() // a semantic_vad pause that had not ended the turn: the same turn goes on
 			if announce && !s.inSpeech {
 				s.inSpeech = true
 				if s.speechItemID == "" {
@@ -95,6 +96,11 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 					AudioStartMs: int(s.vadBaseMs) + int(ev.AtMs), ItemID: s.speechItemID}})
 			}
 		case speech.SpeechStopped:
+			if s.inSpeech && s.semanticPauses(td) && announce {
+				// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
+				s.beginPause(s.vadBaseMs + float64(ev.AtMs))
+				continue
+			}
 			if s.inSpeech {
 				s.inSpeech = false
 				res.stopped = true
@@ -153,6 +159,7 @@ func (s *Session) resetVAD() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
 	}
+	s.sem.pause = nil
 	s.vad.Reset()
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 	s.vadBaseMs = s.inputMs
@@ -166,6 +173,7 @@ func (s *Session) closeVAD() {
 		s.vad = nil
 	}
 	s.inSpeech = false
+	s.sem.pause = nil
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 }
 
