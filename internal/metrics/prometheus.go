@@ -67,6 +67,8 @@ type Collectors struct {
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
 	bargeIn          prometheus.Histogram
+	semanticTurns    *prometheus.CounterVec
+	endOfTurnProb    prometheus.Histogram
 	audioTTFP        *prometheus.HistogramVec
 	audioDuration    *prometheus.HistogramVec
 	audioRTF         *prometheus.HistogramVec
@@ -180,6 +182,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
+		semanticTurns: counter("realtime", "semantic_vad_turns_total",
+			"Turns semantic_vad ended, by reason: semantic (the thinker's end-of-turn probability reached the eagerness's threshold), max_wait (the pause reached the eagerness's maximum wait) or silence (no estimate: silence alone).", "reason"),
+		endOfTurnProb: hist1("realtime", "semantic_vad_end_of_turn_probability",
+			"semantic_vad: the thinker's end-of-turn probability at each turn it decided (turns with an estimate).", []float64{0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1}),
 		audioTTFP: hist("audio", "time_to_first_packet_seconds",
 			"Time from request or turn arrival to the first audio packet.", secondsBuckets, "kind", "stage"),
 		audioDuration: hist("audio", "duration_seconds",
@@ -201,7 +207,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.transcription, c.bargeIn, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.transcription, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -209,6 +215,9 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	for _, api := range ToolCallAPIs {
 		c.toolCalls.WithLabelValues(api)
+	}
+	for _, r := range EndOfTurnReasons {
+		c.semanticTurns.WithLabelValues(r)
 	}
 	for _, o := range []string{"completed", "failed"} {
 		c.mcpCallDuration.WithLabelValues(o)
@@ -328,6 +337,21 @@ func (c *Collectors) ObserveTranscription(seconds float64) {
 func (c *Collectors) BargeIn(latency float64) {
 	if c != nil && latency >= 0 {
 		c.bargeIn.Observe(latency)
+	}
+}
+
+// EndOfTurnReasons is every value of semantic_vad_turns_total's reason label.
+var EndOfTurnReasons = []string{"semantic", "max_wait", "silence"}
+
+// ObserveEndOfTurn counts a turn semantic_vad ended and, when it had an estimate, the
+// thinker's end-of-turn probability at the decision.
+func (c *Collectors) ObserveEndOfTurn(reason string, prob float64, scored bool) {
+	if c == nil {
+		return
+	}
+	c.semanticTurns.WithLabelValues(reason).Inc()
+	if scored {
+		c.endOfTurnProb.Observe(prob)
 	}
 }
 

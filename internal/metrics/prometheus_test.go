@@ -73,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 36, "all but the backpressure family, which nothing observed and no stage was initialized")
+	require.Len(t, mfs, 38, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -99,7 +99,7 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 39)
+	require.Len(t, mfs, 41)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)
@@ -228,4 +228,33 @@ func TestLatencyExemplarsCarryTheTraceID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// semantic_vad's decisions: one count per turn by reason, and the probability of the turns that
+// had an estimate.
+func TestObserveEndOfTurn(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	c := NewCollectors(reg, "m")
+	c.ObserveEndOfTurn("semantic", 0.8, true)
+	c.ObserveEndOfTurn("max_wait", 0.01, true)
+	c.ObserveEndOfTurn("silence", 0, false)
+	c.ObserveEndOfTurn("semantic", 0.6, true)
+	require.InDelta(t, 2, testutil.ToFloat64(c.semanticTurns.WithLabelValues("semantic")), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(c.semanticTurns.WithLabelValues("max_wait")), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(c.semanticTurns.WithLabelValues("silence")), 0)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "omniserve_realtime_semantic_vad_end_of_turn_probability" {
+			found = true
+			h := mf.GetMetric()[0].GetHistogram()
+			require.EqualValues(t, 3, h.GetSampleCount(), "the turns with an estimate")
+			require.InDelta(t, 1.41, h.GetSampleSum(), 1e-9)
+		}
+	}
+	require.True(t, found)
+	var nilC *Collectors
+	nilC.ObserveEndOfTurn("semantic", 1, true) // a nil *Collectors does nothing
 }

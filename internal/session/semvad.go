@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -62,6 +63,9 @@ func (e pipelineEngine) EndOfTurnProb(ctx context.Context) (requestclient.EndOfT
 type EndOfTurnObserver interface {
 	ObserveEndOfTurn(reason string, prob float64, scored bool)
 }
+
+// The production metrics count the decisions (the manager holds them as ManagerMetrics).
+var _ EndOfTurnObserver = (*metrics.Collectors)(nil)
 
 // semState is semantic_vad's state on the actor; the estimate runs on a goroutine of its own
 // (one at a time) whose answer comes back through results.
