@@ -22,6 +22,9 @@
 // appended token is decoded with the next call, which needs its logits), Generate samples after
 // the history and appends its output to it, Abort stops a Generate at once, Close frees the
 // slot. The first Append of a sequence gets the model's BOS token when the model wants one.
+// NextTokenProb reads the probability of one token after the history plus a text and removes
+// the evaluated positions again (semantic_vad asks it for the chat template's end-of-user-turn
+// token, Runner.UserTurnEnd), leaving the history and the KV cache as they were.
 // Sampling uses a fresh sampler per Generate seeded with Sampling.Seed, so the same seed and
 // history give the same tokens.
 //
