@@ -145,10 +145,12 @@ func (s *Session) semanticEnd() bool {
 	if p == nil || !s.semanticPauses(td) {
 		return false
 	}
-	if !p.asked {
+	rule := SemanticParams(td.Eagerness)
+	if !p.asked && s.inputMs-p.endMs < float64(rule.MaxWaitMs) {
+		// (An append that already holds the whole maximum wait ends the turn without asking.)
 		s.askEndOfTurn(p)
 	}
-	return s.decidePause(p, SemanticParams(td.Eagerness), td.Eagerness)
+	return s.decidePause(p, rule, td.Eagerness)
 }
 
 // decidePause ends the turn (speech_stopped with the reason) when the estimate, or the pause's

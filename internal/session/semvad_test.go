@@ -218,3 +218,25 @@ func TestSemanticVADBadEagerness(t *testing.T) {
 	s.Stop(ReasonClientClose)
 	wait()
 }
+
+// TestSemanticVADOneAppend: a client that sends speech and more than the maximum wait of silence
+// in one append gets the turn ended at once (max_wait), and the thinker is not asked about a
+// pause that is already over.
+func TestSemanticVADOneAppend(t *testing.T) {
+	raw := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
+	fake := &fakeEngine{t: t}
+	eng := &scoringEngine{fakeEngine: fake, probs: []float64{0.9}}
+	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
+	sk := &sink{ch: make(chan Event, 4096)}
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, ConfigPatch{
+		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high"), CreateResponse: ptr(false)},
+		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
+	require.NoError(t, s.Submit(context.Background(), &AppendAudio{Data: append(append([]byte(nil), raw...), make([]byte, 2*16000*3)...)}))
+	st := payload[protocol.InputAudioBufferSpeechStopped](t, sk.until(t, "input_audio_buffer.speech_stopped"))
+	require.Equal(t, EndOfTurnMaxWait, st.EndOfTurn.Reason)
+	require.Nil(t, st.EndOfTurn.Probability)
+	sk.until(t, "input_audio_buffer.committed")
+	s.Stop(ReasonClientClose)
+	wait()
+	require.Zero(t, countCalls(fake.list(), "eot:"))
+}
