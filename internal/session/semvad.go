@@ -74,7 +74,11 @@ type semState struct {
 	seq     int // pauses begun; an answer for an older one is stale
 	asking  bool
 	results chan eotAnswer // cap 1: at most one estimate is in flight
-	wg      sync.WaitGroup
+	// timer ends a pause at its maximum wait in wall time when the client stops sending audio
+	// (a client that sends its speech and a second of silence, then waits): silence counts in
+	// input audio while it arrives, and in time when it does not. Stopped while no pause runs.
+	timer *time.Timer
+	wg    sync.WaitGroup
 	// noEstimate is why the last pause had no estimate, logged when it changes.
 	noEstimate string
 }
@@ -88,6 +92,11 @@ type semPause struct {
 	prob     float64
 	text     string // the partial transcript the estimate was made on
 	fallback bool   // no estimate: silence alone decides
+	// startedAt is when the pause began (wall time) and startSilenceMs the silence already heard
+	// then: the pause's length in time is startSilenceMs + time since startedAt.
+	startedAt      time.Time
+	startSilenceMs float64
+	timedOut       bool // the maximum wait passed in time (timer)
 }
 
 type eotAnswer struct {
@@ -116,7 +125,48 @@ func (s *Session) vadSilenceMs(td *TurnDetection) int {
 // segment stays announced until the pause is decided.
 func (s *Session) beginPause(endMs float64) {
 	s.sem.seq++
-	s.sem.pause = &semPause{seq: s.sem.seq, endMs: endMs}
+	p := &semPause{seq: s.sem.seq, endMs: endMs, startedAt: time.Now(), startSilenceMs: max(0, s.inputMs-endMs)}
+	s.sem.pause = p
+	if td := s.cfg.TurnDetection; td != nil {
+		wait := time.Duration(float64(SemanticParams(td.Eagerness).MaxWaitMs)-p.startSilenceMs) * time.Millisecond
+		if s.sem.timer == nil {
+			s.sem.timer = time.NewTimer(max(wait, 0))
+		} else {
+			s.stopPauseTimer()
+			s.sem.timer.Reset(max(wait, 0))
+		}
+	}
+}
+
+// pauseTimerC is the pause timer's channel (nil, never ready, before the first pause).
+func (s *Session) pauseTimerC() <-chan time.Time {
+	if s.sem.timer == nil {
+		return nil
+	}
+	return s.sem.timer.C
+}
+
+func (s *Session) stopPauseTimer() {
+	if s.sem.timer != nil && !s.sem.timer.Stop() {
+		select {
+		case <-s.sem.timer.C:
+		default:
+		}
+	}
+}
+
+// pauseTimedOut runs on the actor when the pause timer fires: a pause still undecided has
+// lasted its maximum wait in time, though the audio that says so did not arrive.
+func (s *Session) pauseTimedOut() {
+	p := s.sem.pause
+	td := s.cfg.TurnDetection
+	if p == nil || !s.semanticPauses(td) {
+		return
+	}
+	p.timedOut = true
+	if s.decidePause(p, SemanticParams(td.Eagerness), td.Eagerness) {
+		s.commitTurn()
+	}
 }
 
 // closePause ends an undecided pause without a decision: the client committed or cleared the
@@ -126,6 +176,7 @@ func (s *Session) closePause() {
 		return
 	}
 	s.sem.pause = nil
+	s.stopPauseTimer()
 	if s.inSpeech {
 		s.inSpeech = false
 		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
@@ -134,7 +185,12 @@ func (s *Session) closePause() {
 }
 
 // resumeSpeech drops the pause: the user spoke again, in the same turn.
-func (s *Session) resumeSpeech() { s.sem.pause = nil }
+func (s *Session) resumeSpeech() {
+	if s.sem.pause != nil {
+		s.sem.pause = nil
+		s.stopPauseTimer()
+	}
+}
 
 // semanticEnd asks for the pause's estimate when it has none yet and reports whether the turn
 // ends now; the caller then commits the buffer as server_vad does at speech_stopped. Call it
@@ -157,13 +213,16 @@ func (s *Session) semanticEnd() bool {
 // length, says so.
 func (s *Session) decidePause(p *semPause, rule SemanticEndpointing, eagerness string) bool {
 	silence := s.inputMs - p.endMs
+	if p.timedOut {
+		silence = max(silence, p.startSilenceMs+float64(time.Since(p.startedAt))/float64(time.Millisecond))
+	}
 	reason := ""
 	switch {
 	case p.scored && p.prob >= rule.Threshold:
 		reason = EndOfTurnSemantic
 	case p.fallback && silence >= float64(SemanticSilenceMs(eagerness)):
 		reason = EndOfTurnSilence
-	case silence >= float64(rule.MaxWaitMs):
+	case silence >= float64(rule.MaxWaitMs) || p.timedOut:
 		reason = EndOfTurnMaxWait
 	default:
 		return false
@@ -174,6 +233,7 @@ func (s *Session) decidePause(p *semPause, rule SemanticEndpointing, eagerness s
 		info.Probability = &prob
 	}
 	s.sem.pause = nil
+	s.stopPauseTimer()
 	s.inSpeech = false
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 		AudioEndMs: int(s.inputMs), ItemID: s.speechItemID, EndOfTurn: info}})

@@ -240,3 +240,31 @@ func TestSemanticVADOneAppend(t *testing.T) {
 	wait()
 	require.Zero(t, countCalls(fake.list(), "eot:"))
 }
+
+// TestSemanticVADMaxWaitInTime: a client that sends its speech and half a second of silence and
+// then stops sending (as the Agents SDK quick-start does) still gets its turn ended at the
+// maximum wait, counted in time when no audio says it: max_wait after about 2 s (high).
+func TestSemanticVADMaxWaitInTime(t *testing.T) {
+	raw := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
+	fake := &fakeEngine{t: t}
+	eng := &scoringEngine{fakeEngine: fake, probs: []float64{0.001}}
+	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
+	sk := &sink{ch: make(chan Event, 4096)}
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, ConfigPatch{
+		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high"), CreateResponse: ptr(false)},
+		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
+	b := append(append([]byte(nil), raw...), make([]byte, 2*16000/2)...)
+	start := time.Now()
+	for i := 0; i < len(b); i += 3200 {
+		require.NoError(t, s.Submit(context.Background(), &AppendAudio{Data: b[i:min(i+3200, len(b))]}))
+	}
+	st := payload[protocol.InputAudioBufferSpeechStopped](t, sk.until(t, "input_audio_buffer.speech_stopped"))
+	took := time.Since(start)
+	require.Equal(t, EndOfTurnMaxWait, st.EndOfTurn.Reason)
+	require.Equal(t, 0.001, *st.EndOfTurn.Probability)
+	require.GreaterOrEqual(t, st.EndOfTurn.SilenceMs, 2000, "the pause is reported as long as it lasted")
+	require.GreaterOrEqual(t, took, 1500*time.Millisecond, "the wait ran in time: %v", took)
+	sk.until(t, "input_audio_buffer.committed")
+	s.Stop(ReasonClientClose)
+	wait()
+}

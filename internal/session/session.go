@@ -318,6 +318,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
+	defer s.stopPauseTimer()
 	s.initMCP()
 	defer s.closeMCP()
 	defer s.closeDenoise()
@@ -406,6 +407,8 @@ func (s *Session) loop(ctx context.Context) string {
 			s.handleMCPResult(r)
 		case a := <-s.sem.results:
 			s.endOfTurnAnswer(a)
+		case <-s.pauseTimerC():
+			s.pauseTimedOut()
 		case <-s.paceTimer.C:
 			s.pace()
 		case <-s.vadIdle.C:

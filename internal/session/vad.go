@@ -159,7 +159,7 @@ func (s *Session) resetVAD() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
 	}
-	s.sem.pause = nil
+	s.resumeSpeech() // an undecided semantic_vad pause is forgotten
 	s.vad.Reset()
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 	s.vadBaseMs = s.inputMs
@@ -173,7 +173,7 @@ func (s *Session) closeVAD() {
 		s.vad = nil
 	}
 	s.inSpeech = false
-	s.sem.pause = nil
+	s.resumeSpeech() // an undecided semantic_vad pause is forgotten
 	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 }
 
