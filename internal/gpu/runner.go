@@ -45,8 +45,8 @@ type Runner struct {
 	// refusedSlots and refusedKV count Opens refused for want of a slot or of KV cells
 	// (guarded by mu).
 	refusedSlots, refusedKV int64
-	wake   chan struct{} // cap 1: "ops queued or closing"
-	done   chan struct{} // closed when the scheduler has exited and freed the context
+	wake                    chan struct{} // cap 1: "ops queued or closing"
+	done                    chan struct{} // closed when the scheduler has exited and freed the context
 
 	// Owned by the scheduler goroutine.
 	seqs     []*Sequence
