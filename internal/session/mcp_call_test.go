@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -29,6 +30,8 @@ type callEngine struct {
 	args    string
 	appends []string
 	choices []string
+	// turnCalls are the tool calls the session handed to its turns (TurnToolMarker).
+	turnCalls []metrics.ToolCallStats
 }
 
 func (e *callEngine) AppendAudio(context.Context, []float32) error              { return nil }
@@ -90,18 +93,27 @@ func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptio
 	return b.eng, nil
 }
 
-// mcpMetrics records ObserveMCPCall.
-type mcpMetrics struct {
-	panicCounter
-	mu       sync.Mutex
-	failures []string
+// AddTurnToolCalls implements TurnToolMarker: the calls timed for each turn, in order.
+func (e *callEngine) AddTurnToolCalls(calls []metrics.ToolCallStats) {
+	e.mu.Lock()
+	e.turnCalls = append(e.turnCalls, calls...)
+	e.mu.Unlock()
 }
 
-func (m *mcpMetrics) ObserveMCPCall(_ float64, failure string) {
-	m.mu.Lock()
-	m.failures = append(m.failures, failure)
-	m.mu.Unlock()
+// failures are the Error of every MCP call handed to a turn ("" = completed).
+func (e *callEngine) failures() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, c := range e.turnCalls {
+		if c.Kind == metrics.ToolKindMCP {
+			out = append(out, c.Error)
+		}
+	}
+	return out
 }
+
+type mcpMetrics struct{ panicCounter }
 
 // callMCPServer is a real MCP server on loopback (the official SDK): add answers, block waits
 // for its caller to give up.
@@ -161,7 +173,7 @@ func forceMCP(name string) *CreateResponse {
 // reads it.
 func TestMCPCallAndFollowUp(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":2,"b":3}`}
-	s, sk, mm, wait := callSession(t, eng, "never")
+	s, sk, _, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	added := sk.until(t, "response.output_item.added")
 	require.Equal(t, "message", added.wire()["item"].(map[string]any)["type"])
@@ -182,7 +194,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 	appends, choices := eng.seen()
 	require.Equal(t, []string{"user:hi", "tool:5"}, appends)
 	require.Equal(t, []string{"function:add", "auto"}, choices, "the follow-up does not force the call again")
-	require.Equal(t, []string{""}, mm.failures)
+	require.Equal(t, []string{""}, eng.failures())
 	s.Stop(ReasonClientClose)
 	require.Equal(t, ReasonClientClose, wait())
 }
@@ -192,7 +204,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 // (TestMain's leak check).
 func TestMCPCallCancelled(t *testing.T) {
 	eng := &callEngine{t: t, args: `{}`}
-	s, sk, mm, wait := callSession(t, eng, "never")
+	s, sk, _, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("block")))
 	sk.until(t, "response.mcp_call.in_progress")
 	require.NoError(t, s.Submit(context.Background(), &CancelResponse{}))
@@ -216,7 +228,7 @@ func TestMCPCallCancelled(t *testing.T) {
 	require.Equal(t, 1, created, "no follow-up")
 	appends, _ := eng.seen()
 	require.Equal(t, []string{"user:hi"}, appends)
-	require.Equal(t, []string{"cancelled"}, mm.failures)
+	require.Equal(t, []string{"cancelled"}, eng.failures())
 }
 
 // require_approval: the call becomes an mcp_approval_request; a bad answer is refused with its
@@ -224,7 +236,7 @@ func TestMCPCallCancelled(t *testing.T) {
 // call never runs.
 func TestMCPApprovalDenied(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":1,"b":1}`}
-	s, sk, mm, wait := callSession(t, eng, "always")
+	s, sk, _, wait := callSession(t, eng, "always")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	req := sk.until(t, "response.output_item.done").wire()["item"].(map[string]any)
 	require.Equal(t, "mcp_approval_request", req["type"])
@@ -255,7 +267,7 @@ func TestMCPApprovalDenied(t *testing.T) {
 	require.Equal(t, ReasonClientClose, wait())
 	appends, _ := eng.seen()
 	require.Equal(t, []string{"user:hi", "tool:the user denied this call of add: no"}, appends)
-	require.Empty(t, mm.failures, "no call ran")
+	require.Empty(t, eng.failures(), "no call ran")
 }
 
 func TestNeedsApproval(t *testing.T) {
