@@ -30,6 +30,8 @@ type callEngine struct {
 	args    string
 	appends []string
 	choices []string
+	// tools are the names of the tools every reply was offered (nil: none).
+	tools [][]string
 	// turnCalls are the tool calls the session handed to its turns (TurnToolMarker).
 	turnCalls []metrics.ToolCallStats
 }
@@ -67,6 +69,13 @@ func (e *callEngine) RespondWith(_ context.Context, spec requestclient.ResponseS
 		}
 	}
 	e.choices = append(e.choices, choice)
+	var names []string
+	if spec.Tools != nil {
+		for _, t := range spec.Tools.Tools {
+			names = append(names, t.Name)
+		}
+	}
+	e.tools = append(e.tools, names)
 	e.mu.Unlock()
 	if spec.Tools != nil && spec.Tools.Choice == requestclient.ToolChoiceFunction {
 		e.out(requestclient.Output{Kind: requestclient.OutToolCall, Turn: n, ToolCall: &requestclient.ToolCall{
@@ -113,8 +122,6 @@ func (e *callEngine) failures() []string {
 	return out
 }
 
-type mcpMetrics struct{ panicCounter }
-
 // callMCPServer is a real MCP server on loopback (the official SDK): add answers, block waits
 // for its caller to give up.
 func callMCPServer(t *testing.T) string {
@@ -145,23 +152,28 @@ func callMCPServer(t *testing.T) string {
 }
 
 // callSession runs a text session whose MCP tool "srv" (require_approval approval) is listed.
-func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sink, *mcpMetrics, func() string) {
+func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sink, func() string) {
+	t.Helper()
+	return callSessionWith(t, eng, approval, nil, nil)
+}
+
+// callSessionWith is callSession with the session's function tools fn and tool_choice choice.
+func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []requestclient.Tool, choice *ToolChoice) (*Session, *sink, func() string) {
 	t.Helper()
 	url := callMCPServer(t)
 	allow, err := mcpclient.ParseAllowList([]string{url})
 	require.NoError(t, err)
-	mm := &mcpMetrics{}
-	m := NewManager(ManagerConfig{MaxSessions: 1, MCPAllowList: allow, Metrics: mm}, &callBackend{eng}, zap.NewNop())
+	m := NewManager(ManagerConfig{MaxSessions: 1, MCPAllowList: allow, Metrics: &panicCounter{}}, &callBackend{eng}, zap.NewNop())
 	sk := &sink{ch: make(chan Event, 1024)}
 	patch := manual16k
 	patch.Modalities = []string{"text"}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
-	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true,
+	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: fn, ToolChoice: choice,
 		MCPTools: []MCPTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
 	sk.until(t, "mcp_list_tools.completed")
 	require.NoError(t, s.Submit(context.Background(), &CreateItem{ItemID: "u1", Role: "user", Text: "hi"}))
 	sk.until(t, "conversation.item.done")
-	return s, sk, mm, wait
+	return s, sk, wait
 }
 
 func forceMCP(name string) *CreateResponse {
@@ -173,7 +185,7 @@ func forceMCP(name string) *CreateResponse {
 // reads it.
 func TestMCPCallAndFollowUp(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":2,"b":3}`}
-	s, sk, _, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	added := sk.until(t, "response.output_item.added")
 	require.Equal(t, "message", added.wire()["item"].(map[string]any)["type"])
@@ -204,7 +216,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 // (TestMain's leak check).
 func TestMCPCallCancelled(t *testing.T) {
 	eng := &callEngine{t: t, args: `{}`}
-	s, sk, _, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("block")))
 	sk.until(t, "response.mcp_call.in_progress")
 	require.NoError(t, s.Submit(context.Background(), &CancelResponse{}))
@@ -236,7 +248,7 @@ func TestMCPCallCancelled(t *testing.T) {
 // call never runs.
 func TestMCPApprovalDenied(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":1,"b":1}`}
-	s, sk, _, wait := callSession(t, eng, "always")
+	s, sk, wait := callSession(t, eng, "always")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	req := sk.until(t, "response.output_item.done").wire()["item"].(map[string]any)
 	require.Equal(t, "mcp_approval_request", req["type"])

@@ -55,7 +55,7 @@ func TestFunctionCallTimedForTheFollowUp(t *testing.T) {
 // id, when it started and how long it took (the wall time around the server's answer).
 func TestMCPCallTimedForItsTurn(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":2,"b":3}`}
-	s, sk, _, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	before := float64(time.Now().UnixNano()) / 1e9
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	item := sk.until(t, "response.mcp_call.completed").wire()["item_id"].(string)
