@@ -302,6 +302,11 @@ var MCPFailureKinds = []string{"protocol_error", "tool_execution_error", "http_e
 // the server, only the failure is counted) and failure ("" when it completed, else a
 // MCPFailureKinds value). ObserveFinalized calls it for each MCP call of a turn's record.
 func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
+	c.observeMCPCall(seconds, failure, nil)
+}
+
+// observeMCPCall is ObserveMCPCall with the exemplar of the turn's trace (nil: none).
+func (c *Collectors) observeMCPCall(seconds float64, failure string, ex prometheus.Labels) {
 	if c == nil {
 		return
 	}
@@ -317,7 +322,7 @@ func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
 		c.mcpCallFailures.WithLabelValues(kind).Inc()
 	}
 	if seconds >= 0 {
-		c.mcpCallDuration.WithLabelValues(outcome).Observe(seconds)
+		observe(c.mcpCallDuration.WithLabelValues(outcome), seconds, ex)
 	}
 }
 
@@ -433,7 +438,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	for _, tc := range r.ToolCalls {
 		switch tc.Kind {
 		case ToolKindMCP:
-			c.ObserveMCPCall(tc.DurationMs/1000, tc.Error) // < 0: never reached its server
+			c.observeMCPCall(tc.DurationMs/1000, tc.Error, ex) // < 0: never reached its server
 		case ToolKindFunction:
 			observe(c.functionCall, max(tc.DurationMs, 0)/1000, ex)
 		}

@@ -79,13 +79,15 @@ func TestToolCallRecord(t *testing.T) {
 
 // Prometheus observes the calls from the finalized record: MCP calls in the MCP families (a
 // call that never reached its server counts as a failure with no duration), function calls in
-// the function call histogram.
+// the function call histogram; a traced turn's trace id is their exemplar.
 func TestToolCallsObservedFromTheRecord(t *testing.T) {
 	t.Parallel()
 	turn := toolCallsExample(t)
 	require.True(t, turn.Finalize(ReasonStop, nil, false))
 	rec, ok := turn.Record()
 	require.True(t, ok)
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	rec.TraceID = traceID
 	reg := prometheus.NewPedanticRegistry()
 	c := NewCollectors(reg, "m")
 	c.ObserveFinalized(rec)
@@ -95,6 +97,18 @@ func TestToolCallsObservedFromTheRecord(t *testing.T) {
 	require.NoError(t, err)
 	got := map[string]uint64{}
 	sums := map[string]float64{}
+	exemplars := map[float64]string{} // value → trace id
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				if ex := b.GetExemplar(); ex != nil && (mf.GetName() == "omniserve_realtime_mcp_call_duration_seconds" ||
+					mf.GetName() == "omniserve_realtime_function_call_duration_seconds") {
+					exemplars[ex.GetValue()] = ex.GetLabel()[0].GetValue()
+				}
+			}
+		}
+	}
+	require.Equal(t, map[float64]string{0.04125: traceID, 0.3005: traceID, 1.2505: traceID}, exemplars)
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "omniserve_realtime_mcp_call_duration_seconds":
