@@ -64,7 +64,8 @@ type Aggregator struct {
 
 	stageEvents   map[string][]StageRequestStats
 	transfers     map[edgeKey]*TransferEdgeStats
-	transferOrder []edgeKey // insertion order, for the [OmniTiming] transfers list
+	transferOrder []edgeKey                  // insertion order, for the [OmniTiming] transfers list
+	toolCalls     map[string][]ToolCallStats // a turn's tool and MCP calls (toolcalls.go); nil = none
 }
 
 // NewAggregator makes an aggregator for numStages stages. wallStart (unix seconds) anchors the

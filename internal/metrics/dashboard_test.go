@@ -66,7 +66,7 @@ func TestGrafanaDashboardShowsExemplars(t *testing.T) {
 	// The families with exemplars: those a traced record's observations mark.
 	reg := prometheus.NewPedanticRegistry()
 	c := NewCollectors(reg, "m")
-	turn, _ := duplexExample(t)
+	turn := toolCallsExample(t) // with calls: the tool call histograms carry exemplars too
 	require.True(t, turn.Finalize(ReasonStop, nil, false))
 	rec, ok := turn.Record()
 	require.True(t, ok)
@@ -85,7 +85,7 @@ func TestGrafanaDashboardShowsExemplars(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, withExemplars, 5, "%v", withExemplars)
+	require.Len(t, withExemplars, 7, "%v", withExemplars)
 	shown := 0
 	re := regexp.MustCompile(`omniserve_[a-z0-9_]+`)
 	for _, p := range dash.Panels {

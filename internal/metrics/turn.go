@@ -32,14 +32,15 @@ type TurnMetrics struct {
 
 	firstAudio      float64
 	firstAudioStage int
-	firstText       float64 // first text unit of any stage; 0 = none
-	inputEnd        float64 // end of the user input this turn answers; 0 = unknown
-	genEnd          float64 // every working stage finished (MarkStagesDone); 0 = not yet
-	deliveredS      float64 // audio sent to the client (SetDelivered)
-	playedS         float64 // audio the client acknowledged as played (SetPlayed)
-	deliveredEnd    float64 // when delivery ended; 0 = at finalize
-	underrunS       float64 // client playback starved (SetUnderrun)
-	detachedMs      float64 // delivery paused while the client was disconnected (SetDetached)
+	firstText       float64         // first text unit of any stage; 0 = none
+	inputEnd        float64         // end of the user input this turn answers; 0 = unknown
+	genEnd          float64         // every working stage finished (MarkStagesDone); 0 = not yet
+	deliveredS      float64         // audio sent to the client (SetDelivered)
+	playedS         float64         // audio the client acknowledged as played (SetPlayed)
+	deliveredEnd    float64         // when delivery ended; 0 = at finalize
+	underrunS       float64         // client playback starved (SetUnderrun)
+	detachedMs      float64         // delivery paused while the client was disconnected (SetDetached)
+	toolCalls       []ToolCallStats // tool and MCP calls timed for the turn (AddToolCalls)
 	record          FinalizedRequest
 	summary         Summary
 }
@@ -423,7 +424,10 @@ func (t *TurnMetrics) collapseAndClose() {
 		}
 	})
 	e2e, _ := t.agg.E2E(t.responseID)
+	calls := t.toolCallsLocked()
+	t.agg.setToolCalls(t.responseID, calls)
 	t.record = FinalizedRequest{
+		ToolCalls:      calls,
 		Duplex:         true,
 		FinishedReason: t.reason,
 		E2E:            e2e,

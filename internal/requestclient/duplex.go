@@ -347,6 +347,14 @@ func (d *DuplexRequest) SetTurnDetached(ms float64) {
 	}
 }
 
+// AddTurnToolCalls records the tool calls timed for the open turn (its ToolCallStats); the
+// session calls it when it ends the response, before FinalizeTurn.
+func (d *DuplexRequest) AddTurnToolCalls(calls []metrics.ToolCallStats) {
+	if d.turns != nil {
+		d.turns.openTurn().AddToolCalls(calls...)
+	}
+}
+
 // AppendText adds a history message after every earlier append.
 func (d *DuplexRequest) AppendText(ctx context.Context, role, text string) error {
 	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, role, text) }); err != nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -87,6 +88,14 @@ type TurnDetachMarker interface {
 // client acknowledged as played (its last playback.ack of the response), next to what was sent.
 type TurnPlaybackMarker interface {
 	SetTurnPlayed(ms float64)
+}
+
+// TurnToolMarker is implemented by engines that keep per-turn statistics: the tool calls timed
+// for the turn (the MCP calls the server ran during it, the function calls whose outputs came
+// before it), handed over once when the session ends the response, before FinalizeTurn. The
+// turn's record then feeds them to its table, Prometheus and its trace alike.
+type TurnToolMarker interface {
+	AddTurnToolCalls(calls []metrics.ToolCallStats)
 }
 
 // turnStats returns the engine's TurnStatsMarker, or nil.

@@ -19,6 +19,9 @@ type item struct {
 	Truncated              bool // conversation.item.truncate cut it: its transcript is gone
 	// function_call (CallID, Name, Arguments) and function_call_output (CallID, Output) items.
 	CallID, Name, Arguments, Output string
+	// CalledAt is a function_call's response.function_call_arguments.done (statistics clock):
+	// the start of the client's time to answer it.
+	CalledAt float64
 	// mcp_list_tools items (mcp.go): the server and the tools it listed.
 	ServerLabel string
 	MCPTools    []mcpclient.Tool

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -74,6 +75,8 @@ type mcpCall struct {
 	idx     int
 	cancel  context.CancelFunc
 	started time.Time
+	// startedAt is started on the statistics clock (its turn's ToolCallStats).
+	startedAt float64
 }
 
 // MaxMCPCallsInFlight bounds the calls one session runs at once (parallel tool calls); a call
@@ -83,23 +86,6 @@ const MaxMCPCallsInFlight = 4
 // MaxMCPRounds bounds the follow-ups the session starts by itself in a row: the follow-up
 // after that many offers no tools, so a model that keeps calling cannot loop forever.
 const MaxMCPRounds = 8
-
-// MCPCallMetrics is implemented by metrics that observe MCP calls (metrics.Collectors):
-// failure is "" for a call that completed, else its error type or "cancelled"; seconds < 0 for
-// a call that failed before it reached the server.
-type MCPCallMetrics interface {
-	ObserveMCPCall(seconds float64, failure string)
-}
-
-func (m *Manager) observeMCPCall(d time.Duration, failure string) {
-	if mm, ok := m.cfg.Metrics.(MCPCallMetrics); ok {
-		secs := d.Seconds()
-		if d < 0 {
-			secs = -1
-		}
-		mm.ObserveMCPCall(secs, failure)
-	}
-}
 
 // mcpOffered are the listed tools of the session's MCP servers that the model may be offered
 // (only those of label when it is set), named so as not to clash with taken (the function
@@ -310,7 +296,7 @@ func (s *Session) runMCPCall(c *mcpCall) {
 		return
 	}
 	ctx, cancel := context.WithCancel(s.mcp.ctx)
-	c.cancel, c.started = cancel, time.Now()
+	c.cancel, c.started, c.startedAt = cancel, time.Now(), s.m.cfg.WallClock()
 	s.mcp.calls[c.it.ID] = c
 	conn, name, args, id := srv.conn, c.it.Name, json.RawMessage(c.it.Arguments), c.it.ID
 	results, sessionCtx := s.mcp.results, s.mcp.ctx
@@ -377,7 +363,14 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 		}
 		result = fmt.Sprintf("error (%s): %s", kind, msg)
 	}
-	s.m.observeMCPCall(d, failure)
+	// The call's figures join its response's turn record, which feeds the turn's tables,
+	// Prometheus and its trace (metrics.ToolCallStats).
+	st := metrics.ToolCallStats{Kind: metrics.ToolKindMCP, ServerLabel: it.ServerLabel, Name: it.Name, CallID: it.ID,
+		Start: c.startedAt, DurationMs: float64(d) / float64(time.Millisecond), Error: failure}
+	if d < 0 || c.startedAt == 0 {
+		st.Start, st.DurationMs = s.m.cfg.WallClock(), -1 // never reached its server
+	}
+	r.toolCalls = append(r.toolCalls, st)
 	s.sendOutputItemDone(r, c.idx, it, false)
 	if errors.Is(err, errMCPCallCancelled) || r.outOfBand {
 		return // the model's call left the engine's conversation with its cancelled reply

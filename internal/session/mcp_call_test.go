@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -29,6 +30,10 @@ type callEngine struct {
 	args    string
 	appends []string
 	choices []string
+	// tools are the names of the tools every reply was offered (nil: none).
+	tools [][]string
+	// turnCalls are the tool calls the session handed to its turns (TurnToolMarker).
+	turnCalls []metrics.ToolCallStats
 }
 
 func (e *callEngine) AppendAudio(context.Context, []float32) error              { return nil }
@@ -64,6 +69,13 @@ func (e *callEngine) RespondWith(_ context.Context, spec requestclient.ResponseS
 		}
 	}
 	e.choices = append(e.choices, choice)
+	var names []string
+	if spec.Tools != nil {
+		for _, t := range spec.Tools.Tools {
+			names = append(names, t.Name)
+		}
+	}
+	e.tools = append(e.tools, names)
 	e.mu.Unlock()
 	if spec.Tools != nil && spec.Tools.Choice == requestclient.ToolChoiceFunction {
 		e.out(requestclient.Output{Kind: requestclient.OutToolCall, Turn: n, ToolCall: &requestclient.ToolCall{
@@ -90,17 +102,24 @@ func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptio
 	return b.eng, nil
 }
 
-// mcpMetrics records ObserveMCPCall.
-type mcpMetrics struct {
-	panicCounter
-	mu       sync.Mutex
-	failures []string
+// AddTurnToolCalls implements TurnToolMarker: the calls timed for each turn, in order.
+func (e *callEngine) AddTurnToolCalls(calls []metrics.ToolCallStats) {
+	e.mu.Lock()
+	e.turnCalls = append(e.turnCalls, calls...)
+	e.mu.Unlock()
 }
 
-func (m *mcpMetrics) ObserveMCPCall(_ float64, failure string) {
-	m.mu.Lock()
-	m.failures = append(m.failures, failure)
-	m.mu.Unlock()
+// failures are the Error of every MCP call handed to a turn ("" = completed).
+func (e *callEngine) failures() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, c := range e.turnCalls {
+		if c.Kind == metrics.ToolKindMCP {
+			out = append(out, c.Error)
+		}
+	}
+	return out
 }
 
 // callMCPServer is a real MCP server on loopback (the official SDK): add answers, block waits
@@ -133,23 +152,28 @@ func callMCPServer(t *testing.T) string {
 }
 
 // callSession runs a text session whose MCP tool "srv" (require_approval approval) is listed.
-func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sink, *mcpMetrics, func() string) {
+func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sink, func() string) {
+	t.Helper()
+	return callSessionWith(t, eng, approval, nil, nil)
+}
+
+// callSessionWith is callSession with the session's function tools fn and tool_choice choice.
+func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []requestclient.Tool, choice *ToolChoice) (*Session, *sink, func() string) {
 	t.Helper()
 	url := callMCPServer(t)
 	allow, err := mcpclient.ParseAllowList([]string{url})
 	require.NoError(t, err)
-	mm := &mcpMetrics{}
-	m := NewManager(ManagerConfig{MaxSessions: 1, MCPAllowList: allow, Metrics: mm}, &callBackend{eng}, zap.NewNop())
+	m := NewManager(ManagerConfig{MaxSessions: 1, MCPAllowList: allow, Metrics: &panicCounter{}}, &callBackend{eng}, zap.NewNop())
 	sk := &sink{ch: make(chan Event, 1024)}
 	patch := manual16k
 	patch.Modalities = []string{"text"}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
-	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true,
+	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: fn, ToolChoice: choice,
 		MCPTools: []MCPTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
 	sk.until(t, "mcp_list_tools.completed")
 	require.NoError(t, s.Submit(context.Background(), &CreateItem{ItemID: "u1", Role: "user", Text: "hi"}))
 	sk.until(t, "conversation.item.done")
-	return s, sk, mm, wait
+	return s, sk, wait
 }
 
 func forceMCP(name string) *CreateResponse {
@@ -161,7 +185,7 @@ func forceMCP(name string) *CreateResponse {
 // reads it.
 func TestMCPCallAndFollowUp(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":2,"b":3}`}
-	s, sk, mm, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	added := sk.until(t, "response.output_item.added")
 	require.Equal(t, "message", added.wire()["item"].(map[string]any)["type"])
@@ -182,7 +206,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 	appends, choices := eng.seen()
 	require.Equal(t, []string{"user:hi", "tool:5"}, appends)
 	require.Equal(t, []string{"function:add", "auto"}, choices, "the follow-up does not force the call again")
-	require.Equal(t, []string{""}, mm.failures)
+	require.Equal(t, []string{""}, eng.failures())
 	s.Stop(ReasonClientClose)
 	require.Equal(t, ReasonClientClose, wait())
 }
@@ -192,7 +216,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 // (TestMain's leak check).
 func TestMCPCallCancelled(t *testing.T) {
 	eng := &callEngine{t: t, args: `{}`}
-	s, sk, mm, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("block")))
 	sk.until(t, "response.mcp_call.in_progress")
 	require.NoError(t, s.Submit(context.Background(), &CancelResponse{}))
@@ -216,7 +240,7 @@ func TestMCPCallCancelled(t *testing.T) {
 	require.Equal(t, 1, created, "no follow-up")
 	appends, _ := eng.seen()
 	require.Equal(t, []string{"user:hi"}, appends)
-	require.Equal(t, []string{"cancelled"}, mm.failures)
+	require.Equal(t, []string{"cancelled"}, eng.failures())
 }
 
 // require_approval: the call becomes an mcp_approval_request; a bad answer is refused with its
@@ -224,7 +248,7 @@ func TestMCPCallCancelled(t *testing.T) {
 // call never runs.
 func TestMCPApprovalDenied(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":1,"b":1}`}
-	s, sk, mm, wait := callSession(t, eng, "always")
+	s, sk, wait := callSession(t, eng, "always")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	req := sk.until(t, "response.output_item.done").wire()["item"].(map[string]any)
 	require.Equal(t, "mcp_approval_request", req["type"])
@@ -255,7 +279,7 @@ func TestMCPApprovalDenied(t *testing.T) {
 	require.Equal(t, ReasonClientClose, wait())
 	appends, _ := eng.seen()
 	require.Equal(t, []string{"user:hi", "tool:the user denied this call of add: no"}, appends)
-	require.Empty(t, mm.failures, "no call ran")
+	require.Empty(t, eng.failures(), "no call ran")
 }
 
 func TestNeedsApproval(t *testing.T) {

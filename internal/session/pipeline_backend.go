@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -92,6 +93,9 @@ func (e pipelineEngine) ClearTurnInput()         { e.d.ClearTurnInput() }
 func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {
 	e.d.SetTurnDelivered(audioMs, underrunMs)
 }
-func (e pipelineEngine) SetTurnDetached(ms float64)      { e.d.SetTurnDetached(ms) }
-func (e pipelineEngine) SetTurnPlayed(ms float64)        { e.d.SetTurnPlayed(ms) }
-func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }
+func (e pipelineEngine) SetTurnDetached(ms float64) { e.d.SetTurnDetached(ms) }
+
+// AddTurnToolCalls implements TurnToolMarker.
+func (e pipelineEngine) AddTurnToolCalls(calls []metrics.ToolCallStats) { e.d.AddTurnToolCalls(calls) }
+func (e pipelineEngine) SetTurnPlayed(ms float64)                       { e.d.SetTurnPlayed(ms) }
+func (e pipelineEngine) ObserveBargeIn(latencyS float64)                { e.d.ObserveBargeIn(latencyS) }

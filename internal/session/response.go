@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -33,8 +34,11 @@ type sentFrame struct {
 }
 
 type response struct {
-	calls      []*item // the function_call and mcp_* items the reply made (tools.go, mcp_call.go)
-	mcp        mcpResp // its MCP calls (mcp_call.go)
+	calls []*item // the function_call and mcp_* items the reply made (tools.go, mcp_call.go)
+	mcp   mcpResp // its MCP calls (mcp_call.go)
+	// toolCalls are the calls timed for its turn's statistics: its MCP calls, and the function
+	// calls whose outputs arrived before it started (metrics.ToolCallStats).
+	toolCalls  []metrics.ToolCallStats
 	id, itemID string
 	epoch      int
 	turnID     int
@@ -148,6 +152,7 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
 	r.itemID = "item_" + r.id
+	r.toolCalls, s.toolCallsAnswered = s.toolCallsAnswered, nil
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
@@ -260,6 +265,9 @@ func (s *Session) endResponse(reason string) *response {
 		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
 			m.SetTurnDetached(r.detachedMs)
+		}
+		if m, ok := s.engine.(TurnToolMarker); ok && len(r.toolCalls) > 0 {
+			m.AddTurnToolCalls(r.toolCalls)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
 			s.finalizeUnstarted(u, reason)

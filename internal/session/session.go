@@ -127,10 +127,13 @@ type Session struct {
 	aheadListens int
 	jobsOut      int // jobs submitted whose result has not come back
 	pendingIn    int // committed user inputs not yet answered
-	items        []*item
-	vad          *speech.VAD      // server_vad's overlap detector, created on the first append
-	denoise      *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
-	vadTD        TurnDetection    // the settings vad was created with
+	// toolCallsAnswered are the function calls the client answered since the last response
+	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
+	toolCallsAnswered []metrics.ToolCallStats
+	items             []*item
+	vad               *speech.VAD      // server_vad's overlap detector, created on the first append
+	denoise           *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
+	vadTD             TurnDetection    // the settings vad was created with
 	// vadMarks remembers when the last appends reached vad (stream ms at their end, wall time),
 	// so a speech onset the VAD reports later is stamped with the receipt of its own append.
 	vadMarks    [16]vadMark

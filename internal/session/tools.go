@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -126,7 +127,7 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 	}
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
-	it.Arguments, it.Status = c.Arguments, "completed"
+	it.Arguments, it.Status, it.CalledAt = c.Arguments, "completed", s.m.cfg.WallClock()
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDone{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Arguments: c.Arguments, Name: c.Name}})
 	s.sendOutputItemDone(r, idx, it, true)
@@ -186,10 +187,25 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	s.pendingIn++
+	s.timeFunctionCall(call)
 	eng, out := s.engine, c.Output
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		return jobResult{err: eng.AppendText(ctx, "tool", out), errCode: "runtime_append_failed"}
 	}})
+}
+
+// maxToolCallsAnswered bounds the answered calls kept for the next response's statistics (a
+// client answering calls with no response after them); later ones are not timed.
+const maxToolCallsAnswered = 64
+
+// timeFunctionCall times the client's answer to call (arguments done → its function_call_output)
+// for the next response's turn: the follow-up the output is for.
+func (s *Session) timeFunctionCall(call *item) {
+	if call.CalledAt <= 0 || len(s.toolCallsAnswered) >= maxToolCallsAnswered {
+		return
+	}
+	s.toolCallsAnswered = append(s.toolCallsAnswered, metrics.ToolCallStats{Kind: metrics.ToolKindFunction,
+		Name: call.Name, CallID: call.CallID, Start: call.CalledAt, DurationMs: max(s.m.cfg.WallClock()-call.CalledAt, 0) * 1000})
 }
 
 // resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
