@@ -40,13 +40,13 @@ func (s *Session) handle(c Command) {
 	case *CreateItem:
 		s.handleCreateItem(c)
 	case *DeleteItem:
-		if !s.removeItem(c.ItemID) {
+		if !s.conv.remove(c.ItemID) {
 			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
 		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: c.ItemID}})
 	case *RetrieveItem:
-		it := s.findItem(c.ItemID)
+		it := s.conv.find(c.ItemID)
 		if it == nil {
 			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
@@ -545,14 +545,11 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 // announced, if any) and sends input_audio_buffer.committed, conversation.item.added and
 // conversation.item.done; the transcript follows with transcription.completed.
 func (s *Session) commitUserAudioItem(audioMs float64) *item {
-	id := s.speechItemID
-	if id == "" || s.findItem(id) != nil {
-		id = newItemID()
-	}
+	id := s.conv.freshID(s.speechItemID)
 	s.speechItemID = ""
 	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
-	prev := s.lastItemID()
-	s.items = append(s.items, it)
+	prev := s.conv.lastID()
+	s.conv.insert(it, "")
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
@@ -661,7 +658,7 @@ func (s *Session) newClientItem(c *CreateItem) (string, bool) {
 	if id == "" {
 		id = newItemID()
 	}
-	if s.findItem(id) != nil {
+	if s.conv.find(id) != nil {
 		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
 		return "", false
 	}
@@ -689,7 +686,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	if !ok {
 		return
 	}
-	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
+	if !s.conv.hasPrevious(c.PreviousItemID) {
 		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
 		return
 	}
@@ -713,7 +710,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}
 	// The item takes its place in the item list; the engine's context is append-only, so the
 	// model reads it after everything before it in time (documented in docs/REALTIME.md).
-	s.insertItem(it, c.PreviousItemID)
+	s.conv.insert(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	s.trimHistory()
@@ -738,44 +735,24 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}})
 }
 
-// truncateSlackMs is how far past the audio sent a truncate may point and still be taken as
-// "truncate at the end": client playback clocks overshoot (pipecat measured ~85 ms).
-const truncateSlackMs = 250
-
 // handleTruncate is conversation.item.truncate: the user heard only the first endMs of the
 // assistant item's audio. The audio after the cut is dropped and, as OpenAI does, the item's
 // transcript is removed. Every failure is an error event; the session goes on.
 func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
-	it := s.findItem(itemID)
-	if it == nil {
-		s.sendError("item_truncate_invalid_item_id", fmt.Sprintf("Error truncating item: the item with id '%s' does not exist.", itemID), eventID, "item_id")
-		return
-	}
-	if it.Role != "assistant" || !it.Audio {
-		s.sendError("invalid_value", "Only model output audio messages can be truncated", eventID, "item_id")
-		return
-	}
-	if contentIndex != 0 {
-		s.sendError("invalid_value", fmt.Sprintf("content_index %d does not exist (the item has one audio part, index 0)", contentIndex), eventID, "content_index")
-		return
-	}
-	length := it.AudioMs
+	length := -1.0
 	active := s.resp != nil && s.resp.itemID == itemID
 	if active {
 		length = s.resp.sentMs
 	}
-	if endMs > length+truncateSlackMs {
-		s.sendError("invalid_value", fmt.Sprintf("Audio content of %.0fms is already shorter than %.0fms", length, endMs), eventID, "audio_end_ms")
+	endMs, terr := s.conv.truncate(itemID, contentIndex, endMs, length)
+	if terr != nil {
+		s.sendError(terr.code, terr.message, eventID, terr.param)
 		return
 	}
-	endMs = min(endMs, length)
 	if active {
 		s.resp.playedMs = endMs
 		s.resp.truncated = true
 	}
-	it.AudioMs = endMs
-	it.Text = ""
-	it.Truncated = true
 	s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemTruncated{
 		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
 }

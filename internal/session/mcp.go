@@ -211,7 +211,7 @@ func (s *Session) listMCP(t MCPTool) {
 	ctx, cancel := context.WithCancel(s.mcp.ctx)
 	srv := &mcpServer{tool: t, gen: s.mcp.gen, itemID: it.ID, cancel: cancel}
 	s.mcp.servers[t.ServerLabel] = srv
-	s.insertItem(it, "")
+	s.conv.insert(it, "")
 	s.sendItemAdded(it, s.epoch, false)
 	s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
 	filter, _ := mcpclient.ParseFilter(t.AllowedTools) // checked by checkMCPTools
@@ -251,7 +251,7 @@ func (s *Session) handleMCPResult(r mcpResult) {
 	}
 	srv := s.mcp.servers[r.label]
 	current := srv != nil && srv.gen == r.gen
-	it := s.findItem(r.itemID)
+	it := s.conv.find(r.itemID)
 	if !current {
 		// The tool was removed or replaced while it was being listed: its tools are not used.
 		if r.conn != nil {

@@ -267,7 +267,7 @@ func (s *Session) emitApprovalRequest(r *response, ref mcpRef, args string) {
 	r.calls = append(r.calls, it)
 	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
-		s.insertItem(it, "")
+		s.conv.insert(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
 	s.sendOutputItemDone(r, idx, it, true)
@@ -280,7 +280,7 @@ func (s *Session) emitCallItem(r *response, it *item, args string) {
 	r.calls = append(r.calls, it)
 	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
-		s.insertItem(it, "")
+		s.conv.insert(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
@@ -500,7 +500,7 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 // session carries on by itself (the Agents SDK sends no response.create after it).
 func (s *Session) createApprovalResponse(c *CreateItem) {
 	const param = "item.approval_request_id"
-	req := s.findItem(c.ApprovalRequestID)
+	req := s.conv.find(c.ApprovalRequestID)
 	if req == nil || req.Type != "mcp_approval_request" {
 		s.sendError("invalid_value", fmt.Sprintf("no mcp_approval_request item has id %q", c.ApprovalRequestID), c.ID, param)
 		return
@@ -514,7 +514,7 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 			"Conversation already has an active response in progress: %s. Send the approval once it is finished; the call runs in a response of its own.", s.resp.id), c.ID, "")
 		return
 	}
-	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
+	if !s.conv.hasPrevious(c.PreviousItemID) {
 		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
 		return
 	}
@@ -528,7 +528,7 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 	}
 	it := &item{ID: id, Type: "mcp_approval_response", Status: "completed",
 		MCP: &mcpItem{ApprovalRequestID: req.ID, Approve: c.Approve, Reason: c.Reason}}
-	s.insertItem(it, c.PreviousItemID)
+	s.conv.insert(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	req.MCP.AnsweredBy = id

@@ -112,7 +112,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 // sends conversation.item.input_audio_transcription.completed. The item itself was added and
 // done at its commit (its transcript was null then, as OpenAI sends it).
 func (s *Session) emitTranscript(itemID, text string) {
-	it := s.findItem(itemID)
+	it := s.conv.find(itemID)
 	if it != nil {
 		it.Transcript = text
 	}

@@ -156,9 +156,9 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it
-	r.prevItemID = s.lastItemID()
+	r.prevItemID = s.conv.lastID()
 	if !r.outOfBand {
-		s.items = append(s.items, it)
+		s.conv.insert(it, "")
 	}
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
@@ -222,7 +222,7 @@ func (s *Session) responseItem(r *response) *item {
 	if r.outOfBand {
 		return r.item
 	}
-	return s.findItem(r.itemID)
+	return s.conv.find(r.itemID)
 }
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
@@ -490,7 +490,7 @@ func (s *Session) emitDone(r *response, status string, details *protocol.StatusD
 		output = append(output, w)
 		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, Item: w}})
 		if !r.outOfBand {
-			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.previousItemID(it), Item: w}})
+			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: w}})
 		}
 	}
 	u := r.usage()

@@ -125,9 +125,9 @@ type Session struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	jobsOut      int // jobs submitted whose result has not come back
-	pendingIn    int // committed user inputs not yet answered
-	items        []*item
+	jobsOut      int              // jobs submitted whose result has not come back
+	pendingIn    int              // committed user inputs not yet answered
+	conv         conversation     // the conversation's items (conversation.go)
 	vad          *speech.VAD      // server_vad's overlap detector, created on the first append
 	denoise      *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
 	vadTD        TurnDetection    // the settings vad was created with

@@ -114,9 +114,7 @@ func (s *Session) sendTranscriptDelta(text string) {
 			return // of audio input_audio_buffer.clear discarded
 		}
 	} else {
-		if s.speechItemID == "" || s.findItem(s.speechItemID) != nil {
-			s.speechItemID = newItemID()
-		}
+		s.speechItemID = s.conv.freshID(s.speechItemID)
 		target = s.speechItemID
 	}
 	if s.tdeltas == nil {
@@ -163,7 +161,7 @@ func (s *Session) txCutReached(itemID string, failed bool) {
 // dropOpenDeltas forgets the open utterance's deltas (its audio was discarded); the next
 // utterance gets a new item id.
 func (s *Session) dropOpenDeltas() {
-	if s.opts.Transcription && s.speechItemID != "" && s.findItem(s.speechItemID) == nil {
+	if s.opts.Transcription && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
 		delete(s.tdeltas, s.speechItemID)
 		s.speechItemID = ""
 	}
