@@ -3,7 +3,6 @@ package session
 import (
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -43,12 +42,4 @@ func (s *Session) closeDenoise() {
 		s.denoise.Close()
 		s.denoise = nil
 	}
-}
-
-// noiseReductionWire is the session object's noise_reduction: null or {"type": …}.
-func (s *Session) noiseReductionWire() *protocol.NoiseReduction {
-	if s.cfg.NoiseReduction == "" {
-		return nil
-	}
-	return &protocol.NoiseReduction{Type: s.cfg.NoiseReduction}
 }

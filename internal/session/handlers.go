@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -85,48 +84,12 @@ func (s *Session) handle(c Command) {
 	}
 }
 
-// resolveModel checks a model name a session.update gives: one of the names the server
-// serves its model under (served names and aliases, so the OpenAI SDKs' default names work),
-// else model_not_found. The session reports the name its client chose first: the connection's
-// ?model=, or else the first update's; a later served name changes nothing, as all of them
-// name the one model.
-func (s *Session) resolveModel(name string) (string, error) {
-	if !s.m.AcceptsModel(name) {
-		return "", &FieldError{"model_not_found", "session.model",
-			fmt.Sprintf("The model `%s` is not served here; served: %s", name, strings.Join(s.m.ServedModels(), ", "))}
-	}
-	if s.modelNamed {
-		return s.cfg.Model, nil
-	}
-	s.modelNamed = true
-	return name, nil
-}
-
-// nextConfig is the configuration patch makes of the current one, or the refusal; it changes
-// nothing but the model's naming (resolveModel).
+// nextConfig is the configuration patch makes of the current one, or the refusal: the
+// settings' own checks (settings.next), then those that ask the server (the instructions'
+// length in the model's context, the MCP allow-list) or the engine. It changes nothing but the
+// model's naming (settings.resolveModel).
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
-	if fe := s.transcriptionUpdateError(patch); fe != nil {
-		return s.cfg, fe
-	}
-	var err error
-	if patch.Model != nil {
-		var name string
-		if name, err = s.resolveModel(*patch.Model); err == nil {
-			patch.Model = &name
-		}
-	}
-	next := s.cfg
-	if err == nil {
-		next, err = patch.Apply(s.cfg)
-	}
-	if next.IdleTimeout <= 0 || next.IdleTimeout > s.m.cfg.MaxIdleTimeout {
-		// The server's maximum caps what a client may set (an overflowing value included);
-		// session.updated reports the effective timeout.
-		next.IdleTimeout = s.m.cfg.MaxIdleTimeout
-	}
-	if err == nil && next.Voice != s.cfg.Voice && s.assistantAudio {
-		err = &FieldError{"cannot_update_voice", "session.audio.output.voice", "Cannot update a conversation's voice if assistant audio is present."}
-	}
+	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
 	if err == nil && next.Instructions != s.cfg.Instructions {
 		if fe := s.checkInstructions(next.Instructions, "session.instructions"); fe != nil {
 			err = fe
@@ -227,13 +190,6 @@ func outputModalities(audio bool) []string {
 		return []string{"audio"}
 	}
 	return []string{"text"}
-}
-
-func (s *Session) transcriptionWire() *protocol.Transcription {
-	if !s.cfg.Transcription {
-		return nil
-	}
-	return &protocol.Transcription{Model: "pocketsphinx", Language: "en", Prompt: ""}
 }
 
 // publicSession is the full effective session (protocol.Encode spells it beta for beta

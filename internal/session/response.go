@@ -196,15 +196,6 @@ func (s *Session) responseObject(r *response, status string, details *protocol.S
 	return o
 }
 
-// temperature is the sampling temperature in force (the beta session and response objects
-// tell it).
-func (s *Session) temperature() float64 {
-	if s.cfg.Temperature != nil {
-		return *s.cfg.Temperature
-	}
-	return 0.8
-}
-
 func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
 // conversationIDOf is a response's conversation_id: null out of band (OpenAI).

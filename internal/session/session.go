@@ -69,10 +69,10 @@ const (
 // Session is the actor that owns all state of one realtime session. Its Run goroutine is
 // the only one touching that state; other goroutines talk to it through bounded channels.
 type Session struct {
+	settings // cfg, opts and what limits session.update (settings.go)
+
 	id   string
 	m    *Manager
-	cfg  Config
-	opts Options
 	sink Sink
 	log  *zap.Logger
 
@@ -143,12 +143,6 @@ type Session struct {
 	idleTimer   *time.Timer
 	closeReason string
 	sinkBroken  bool // the connection refused an event: nothing more can be sent
-	// dialectFixed: the dialect can no longer change (the header chose it, or the client's
-	// first event was seen).
-	dialectFixed bool
-	// modelNamed: the client chose the session's model name (?model= on the connection, or the
-	// first session.update naming a served one); later updates may name any served name.
-	modelNamed bool
 
 	resumeToken string      // the current resume token (never logged); "" when resume is off
 	attachGen   int         // the connection attachment: 0 the first, +1 per resume
@@ -156,13 +150,12 @@ type Session struct {
 	detachedAt  time.Time   // when the session detached
 	graceTimer  *time.Timer // the resume grace of a detached session
 
-	expiresAt      time.Time
-	assistantAudio bool                         // assistant audio was sent: the voice is fixed
-	inputMs        float64                      // input audio written this session (audio_start_ms / audio_end_ms clock)
-	vadBaseMs      float64                      // inputMs when the VAD's stream time was 0
-	echo           *audio.EchoCanceller         // removes the session's own sent audio from what the VAD hears
-	speechItemID   string                       // the item id announced by speech_started, used by the next commit
-	tdeltas        map[string]*transcriptDeltas // a transcription session's deltas by item, until final
+	expiresAt    time.Time
+	inputMs      float64                      // input audio written this session (audio_start_ms / audio_end_ms clock)
+	vadBaseMs    float64                      // inputMs when the VAD's stream time was 0
+	echo         *audio.EchoCanceller         // removes the session's own sent audio from what the VAD hears
+	speechItemID string                       // the item id announced by speech_started, used by the next commit
+	tdeltas      map[string]*transcriptDeltas // a transcription session's deltas by item, until final
 	// txCuts are a transcription session's utterance ends the engine's outputs have not reached
 	// yet, in order: a committed item's id (until its Transcript output) or "" for a discard
 	// (until its mark). Deltas still on their way belong to the first.
@@ -191,7 +184,6 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s := &Session{
 		id:         "duplex-" + uuid.NewString(),
 		m:          m,
-		opts:       opts,
 		sink:       sink,
 		inbox:      make(chan Command, 64),
 		inboxB:     newByteBudget(m.cfg.MaxInboxBytes),
@@ -207,24 +199,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		turnState:  TurnIdle,
 		lastClosed: -1,
 		expiresAt:  m.cfg.Now().Add(maxSessionLength),
-		// OpenAI's defaults: audio out, 24 kHz pcm16 both ways, server_vad that creates and
-		// interrupts responses. Input transcription is on (the ASR is the pipeline's input).
-		cfg: Config{
-			Model:         firstNonEmpty(opts.Model, m.cfg.ModelName),
-			Modalities:    []string{"audio"},
-			Voice:         "alloy",
-			InputFormat:   AudioFormat{Type: "pcm16", Rate: 24000},
-			OutputFormat:  AudioFormat{Type: "pcm16", Rate: 24000},
-			TurnDetection: m.cfg.TurnDetection.copy(),
-			Transcription: true,
-			IdleTimeout:   m.cfg.IdleTimeout,
-			vadDefaults:   m.cfg.TurnDetection,
-		},
-	}
-	s.modelNamed = opts.Model != ""
-	if opts.Beta {
-		s.cfg.Modalities = []string{"text", "audio"}
-		s.dialectFixed = true
+		settings:   newSettings(opts, m.cfg),
 	}
 	if m.cfg.ResumeGrace > 0 {
 		s.resumeToken = newResumeToken()
@@ -341,7 +316,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.paceTimer.Stop()
 
 	if first != nil {
-		s.detectDialect(first)
+		s.fixDialect(first)
 		s.handleUpdate(first, true)
 	} else {
 		s.emitCreated()
@@ -394,7 +369,7 @@ func (s *Session) loop(ctx context.Context) string {
 		case c := <-s.inbox:
 			s.inboxB.release(commandBytes(c))
 			s.resetIdle()
-			s.detectDialect(c)
+			s.fixDialect(c)
 			s.handle(c)
 		case <-s.outNotify:
 			s.drainOutputs()
@@ -573,13 +548,11 @@ func (s *Session) ensureEngine(eventID string) bool {
 	return true
 }
 
-// autoResponse reports whether the engine takes turns itself: on ?duplex=1, server_vad with
-// create_response is the native auto_response (the engine's VAD endpointing makes listen /
-// speak decisions). Without duplex the session's own VAD commits and creates responses.
-func (s *Session) autoResponse() bool { return s.autoResponseFor(s.cfg) }
-
-func (s *Session) autoResponseFor(c Config) bool {
-	return s.opts.Duplex && !s.opts.Transcription && c.TurnDetection != nil && c.TurnDetection.CreateResponse
+// fixDialect fixes the dialect at the client's first event (settings.detectDialect).
+func (s *Session) fixDialect(c Command) {
+	if s.detectDialect(c) {
+		s.log.Debug("beta client detected from its session.update fields")
+	}
 }
 
 func (s *Session) fence() requestclient.Fence {

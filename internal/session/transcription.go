@@ -16,46 +16,6 @@ import (
 // with no response.* ever. Its session object is realtime.transcription_session; beta clients
 // get transcription_session.created / .updated.
 
-// transcriptionUpdateError refuses what a transcription session cannot take: a switch of the
-// session type either way, turning transcription off, and the conversation-only fields.
-func (s *Session) transcriptionUpdateError(p ConfigPatch) *FieldError {
-	if !s.opts.Transcription {
-		if p.Type != nil && *p.Type == "transcription" {
-			return &FieldError{"invalid_value", "session.type",
-				"A conversation session cannot become a transcription session: connect with ?intent=transcription (and no model)."}
-		}
-		return nil
-	}
-	if p.Type != nil && *p.Type != "transcription" {
-		return &FieldError{"invalid_value", "session.type",
-			fmt.Sprintf("This is a transcription session (?intent=transcription): session.type must be \"transcription\", not %q.", *p.Type)}
-	}
-	if p.TranscriptionSet && !p.Transcription {
-		return &FieldError{"invalid_value", "session.audio.input.transcription",
-			"A transcription session transcribes: audio.input.transcription cannot be null."}
-	}
-	conversationOnly := []struct {
-		set   bool
-		param string
-	}{
-		{p.Instructions != nil, "session.instructions"},
-		{p.Voice != nil, "session.audio.output.voice"},
-		{p.OutputFormat != nil, "session.audio.output.format"},
-		{p.Modalities != nil, "session.output_modalities"},
-		{p.MaxOutputTokens != nil, "session.max_output_tokens"},
-		{p.ToolsSet, "session.tools"},
-		{p.ToolChoice != nil, "session.tool_choice"},
-		{p.Temperature != nil, "session.temperature"},
-	}
-	for _, f := range conversationOnly {
-		if f.set {
-			return &FieldError{"unknown_parameter", f.param,
-				fmt.Sprintf("Unknown parameter: '%s'. A transcription session has no responses.", f.param)}
-		}
-	}
-	return nil
-}
-
 // refuseInTranscription answers a client event that only a conversation has; it reports
 // whether it did.
 func (s *Session) refuseInTranscription(eventID, kind string) bool {
@@ -64,13 +24,6 @@ func (s *Session) refuseInTranscription(eventID, kind string) bool {
 	}
 	s.sendError("invalid_value", fmt.Sprintf("%s is not accepted in a transcription session: it transcribes committed audio and never responds (connect without ?intent=transcription for a conversation).", kind), eventID, "type")
 	return true
-}
-
-// legacyTranscription: the session events are spelled transcription_session.created /
-// .updated, for a beta transcription session and for an update sent as
-// transcription_session.update.
-func (s *Session) legacyTranscription(legacy bool) bool {
-	return s.opts.Transcription && (s.opts.Beta || legacy)
 }
 
 // transcriptionSession is the effective realtime.transcription_session (protocol.Encode spells
