@@ -82,12 +82,7 @@ type Session struct {
 	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
 	results chan jobResult
-	mcp     mcpState // MCP servers of session.tools (mcp.go)
-
-	// toolsEngine and toolsKey are the engine the session's tools were last given to, and
-	// what it was given (tools_sync.go syncTools).
-	toolsEngine Engine
-	toolsKey    string
+	tools   toolState // MCP servers and what the engine was given of the tools (toolstate.go)
 
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
@@ -292,8 +287,8 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
-	s.initMCP()
-	defer s.closeMCP()
+	s.tools.open()
+	defer s.tools.close()
 	defer s.closeDenoise()
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
@@ -375,7 +370,7 @@ func (s *Session) loop(ctx context.Context) string {
 			s.drainOutputs()
 		case r := <-s.results:
 			s.handleResult(r)
-		case r := <-s.mcp.results:
+		case r := <-s.tools.mcp.results:
 			s.handleMCPResult(r)
 		case <-s.paceTimer.C:
 			s.pace()

@@ -42,7 +42,7 @@ func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, pa
 		}
 	}
 	if choice.Mode == "mcp" {
-		return nil // the MCP tools are checked when a response forces one (mcp_call.go toolsFor)
+		return nil // the MCP tools are checked when a response forces one (toolstate.go specFor)
 	}
 	if choice.Mode == requestclient.ToolChoiceFunction && !seen[choice.Function] {
 		return &FieldError{"invalid_value", param + ".tool_choice", fmt.Sprintf("tool_choice names function %q, which is not among the tools", choice.Function)}
@@ -73,10 +73,10 @@ func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *req
 
 // sessionTools is the session's tools for a response that declares none of its own.
 func (s *Session) sessionTools() *requestclient.ToolSpec {
-	spec, _, fe := s.toolsFor(s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
+	spec, _, fe := s.tools.specFor(s.cfg.MCP, s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
 	if fe != nil {
 		// tool_choice forces an MCP tool not listed (yet): the engine's own turns choose.
-		spec, _, _ = s.toolsFor(s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		spec, _, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
 	}
 	return spec
 }
@@ -206,7 +206,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 	if c.ToolsSet || c.ToolChoice != nil {
 		param = "response"
 	}
-	spec, refs, fe := s.toolsFor(tools, choice, parallel, !c.ToolsSet, param)
+	spec, refs, fe := s.tools.specFor(s.cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
 	if fe != nil {
 		return fe
 	}
