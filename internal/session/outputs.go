@@ -35,19 +35,14 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	}
 	if o.Kind == requestclient.OutTranscriptDelta {
 		if o.Text == "" {
-			s.txCutReached("", false) // a discard's mark
+			s.tx.reached("", false) // a discard's mark
 			return
 		}
 		s.sendTranscriptDelta(o.Text)
 		return
 	}
 	if o.Kind == requestclient.OutTranscript && s.opts.Transcription {
-		for len(s.txCuts) > 0 && s.txCuts[0] == "" {
-			s.txCutReached("", false) // a discard whose mark was lost: the outputs are past it
-		}
-		if len(s.txCuts) > 0 {
-			s.txCutReached(s.txCuts[0], false)
-		}
+		s.tx.transcriptArrived()
 	}
 	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
@@ -154,7 +149,7 @@ func (s *Session) handleResult(res jobResult) {
 	}
 	if res.err != nil {
 		if res.itemID != "" && s.opts.Transcription {
-			s.txCutReached(res.itemID, true)
+			s.tx.reached(res.itemID, true)
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		if active {

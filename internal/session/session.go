@@ -146,17 +146,13 @@ type Session struct {
 	graceTimer  *time.Timer // the resume grace of a detached session
 
 	expiresAt    time.Time
-	inputMs      float64                      // input audio written this session (audio_start_ms / audio_end_ms clock)
-	vadBaseMs    float64                      // inputMs when the VAD's stream time was 0
-	echo         *audio.EchoCanceller         // removes the session's own sent audio from what the VAD hears
-	speechItemID string                       // the item id announced by speech_started, used by the next commit
-	tdeltas      map[string]*transcriptDeltas // a transcription session's deltas by item, until final
-	// txCuts are a transcription session's utterance ends the engine's outputs have not reached
-	// yet, in order: a committed item's id (until its Transcript output) or "" for a discard
-	// (until its mark). Deltas still on their way belong to the first.
-	txCuts     []string
-	bufStartMs float64 // inputMs at the start of the uncommitted buffer
-	lastUsage  usage   // the previous response's usage (its context is cached)
+	inputMs      float64              // input audio written this session (audio_start_ms / audio_end_ms clock)
+	vadBaseMs    float64              // inputMs when the VAD's stream time was 0
+	echo         *audio.EchoCanceller // removes the session's own sent audio from what the VAD hears
+	speechItemID string               // the item id announced by speech_started, used by the next commit
+	tx           transcripts          // a transcription session's deltas and utterance ends (transcripts.go)
+	bufStartMs   float64              // inputMs at the start of the uncommitted buffer
+	lastUsage    usage                // the previous response's usage (its context is cached)
 }
 
 type job struct {
