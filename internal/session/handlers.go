@@ -234,65 +234,20 @@ func (s *Session) audioInput(noResponse bool) protocol.AudioInput {
 	return in
 }
 
+// handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
+// onto the input clock (takeAppend), heard by the overlap VAD (detectSpeech), a possible
+// barge-in on the response (bargeIn), then either buffered until its commit (bufferInput:
+// manual turns and the session's own server_vad) or, with auto_response, streamed to the
+// engine here.
 func (s *Session) handleAppend(c *AppendAudio) {
-	f := s.cfg.InputFormat
-	if c.Format != nil {
-		nf, err := NormalizeInputFormat(*c.Format)
-		if err != nil {
-			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
-			return
-		}
-		f = nf
-	}
-	pcm, err := s.inDec.Decode(c.Data, f)
-	if err != nil {
-		s.sendError("bad_audio", err.Error(), c.ID, "audio")
+	pcm, ok := s.takeAppend(c)
+	if !ok {
 		return
 	}
-	if len(pcm) == 0 {
-		return
-	}
-	s.denoiseInput(pcm)
-	s.inputMs += float64(len(pcm)) * 1000 / EngineRate
 	vr := s.detectSpeech(pcm)
-	if vr.started {
-		s.stopIdleTimeout() // the user spoke: no idle follow-up
-	}
-	if s.resp != nil && vr.started && s.cfg.TurnDetection != nil && s.cfg.TurnDetection.InterruptResponse {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
-			SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
-		onset := s.onsetAt
-		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
-			if m := turnStats(s.engine); m != nil {
-				lat := s.m.cfg.WallClock() - onset
-				m.ObserveBargeIn(lat)
-			}
-		}
-	}
+	s.bargeIn(vr)
 	if !s.autoResponse() {
-		if s.inputBytes+4*len(pcm) > s.m.cfg.MaxPendingInputBytes {
-			s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
-			return
-		}
-		if len(s.inputBuf) == 0 {
-			s.bufStartMs = s.inputMs - float64(len(pcm))*1000/EngineRate
-			s.inputStartTS = s.m.cfg.WallClock()
-		}
-		s.inputBuf = append(s.inputBuf, pcm)
-		s.inputBytes += 4 * len(pcm)
-		if s.resp == nil {
-			s.turnState = TurnUserSpeaking
-		}
-		if len(s.inputBuf) == 1 {
-			s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
-		}
-		s.forwardInput()
-		if vr.stopped {
-			// server_vad commits the buffer at the end of speech, and with create_response
-			// answers it (unless a response is still running: interrupt_response false).
-			respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
-			s.handleCommit("", &respond)
-		}
+		s.bufferInput(c.ID, pcm, vr)
 		return
 	}
 	if !s.ensureEngine(c.ID) {
@@ -314,6 +269,72 @@ func (s *Session) handleAppend(c *AppendAudio) {
 			return
 		}
 		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
+	}
+}
+
+// takeAppend decodes one append in its format (the session's, or the event's own) and cleans
+// it (inputAudio.take); false when there is nothing to hear (the client was told of an error).
+func (s *Session) takeAppend(c *AppendAudio) ([]float32, bool) {
+	f := s.cfg.InputFormat
+	if c.Format != nil {
+		nf, err := NormalizeInputFormat(*c.Format)
+		if err != nil {
+			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
+			return nil, false
+		}
+		f = nf
+	}
+	pcm, err := s.take(c.Data, f)
+	if err != nil {
+		s.sendError("bad_audio", err.Error(), c.ID, "audio")
+		return nil, false
+	}
+	return pcm, len(pcm) > 0
+}
+
+// bargeIn is the overlap policy on speech the VAD confirmed in an append: it ends the idle
+// follow-up, and under interrupt_response it cancels the active response, timing the barge-in
+// from the onset's own append.
+func (s *Session) bargeIn(vr vadResult) {
+	if !vr.started {
+		return
+	}
+	s.stopIdleTimeout() // the user spoke: no idle follow-up
+	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
+		return
+	}
+	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+		SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
+	onset := s.onsetAt
+	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
+		if m := turnStats(s.engine); m != nil {
+			lat := s.m.cfg.WallClock() - onset
+			m.ObserveBargeIn(lat)
+		}
+	}
+}
+
+// bufferInput keeps an append in the uncommitted buffer (manual turns, the session's own
+// server_vad), opens the engine ahead at the buffer's first chunk, forwards what may go ahead,
+// and under server_vad commits at the end of speech.
+func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
+	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
+	if !ok {
+		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), eventID, "audio")
+		return
+	}
+	if s.resp == nil {
+		s.turnState = TurnUserSpeaking
+	}
+	if first {
+		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
+	}
+	s.forwardInput()
+	if vr.stopped {
+		// server_vad commits the buffer at the end of speech, and with create_response
+		// answers it (unless a response is still running: interrupt_response false).
+		respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
+		s.handleCommit("", &respond)
 	}
 }
 
@@ -374,7 +395,7 @@ func (s *Session) unforwardInput(eventID string) {
 // dropped.
 func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
-	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
+	s.clearBuffer()
 	s.dropOpenDeltas() // a transcription session's deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
 		m.ClearTurnInput()
@@ -428,10 +449,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		}
 		return true
 	}
-	if bufMs := s.inputMs - s.bufStartMs; len(s.inputBuf) == 0 || bufMs < 100 {
-		if len(s.inputBuf) == 0 {
-			bufMs = 0
-		}
+	if bufMs := s.bufferedMs(); len(s.inputBuf) == 0 || bufMs < 100 {
 		s.sendError("input_audio_buffer_commit_empty", fmt.Sprintf(
 			"Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.", bufMs), eventID, "")
 		return false
@@ -444,10 +462,8 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	if !s.ensureEngine(eventID) {
 		return false
 	}
-	buf := s.inputBuf[s.inputFwd:] // the forwarded head is already in the engine's ASR
-	started := s.inputStartTS
-	s.inputBuf, s.inputBytes, s.inputFwd, s.inputStartTS = nil, 0, 0, 0
-	it := s.commitUserAudioItem(s.inputMs - s.bufStartMs)
+	buf, started, audioMs := s.takeBuffer() // the forwarded head is already in the engine's ASR
+	it := s.commitUserAudioItem(audioMs)
 	s.txCut(it.ID)
 	s.pendingIn++
 	s.turnState = TurnUserCommitted

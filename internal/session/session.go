@@ -10,11 +10,9 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // Options configures one session at creation.
@@ -76,13 +74,14 @@ type Session struct {
 	sink Sink
 	log  *zap.Logger
 
-	inbox   chan Command
-	inboxB  *byteBudget        // bytes of the commands in inbox
-	stop    chan string        // buffered(1): a Stop reason
-	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
-	jobs    chan job
-	results chan jobResult
-	tools   toolState // MCP servers and what the engine was given of the tools (toolstate.go)
+	inbox      chan Command
+	inboxB     *byteBudget        // bytes of the commands in inbox
+	stop       chan string        // buffered(1): a Stop reason
+	drain      chan time.Duration // buffered(1): the server is shutting down, with this grace
+	jobs       chan job
+	results    chan jobResult
+	tools      toolState // MCP servers and what the engine was given of the tools (toolstate.go)
+	inputAudio           // decoding, noise reduction, echo, the overlap VAD, the buffer (input.go)
 
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
@@ -107,37 +106,19 @@ type Session struct {
 	epoch       int
 	turnID      int
 	resp        *response
-	lastClosed  int          // highest engine turn whose output is over (done or cancelled)
-	inDec       InputDecoder // the append stream's decoder: one resampler for the session's input
-	inputBuf    [][]float32
-	inputBytes  int
-	// inputStartTS is the wall time of the first append after the last commit / clear: a
-	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
-	inputStartTS float64
-	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
-	// commit (decoded while the user speaks); the commit job feeds only the rest.
-	inputFwd int
+	lastClosed  int // highest engine turn whose output is over (done or cancelled)
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	jobsOut      int              // jobs submitted whose result has not come back
-	pendingIn    int              // committed user inputs not yet answered
-	conv         conversation     // the conversation's items (conversation.go)
-	vad          *speech.VAD      // server_vad's overlap detector, created on the first append
-	denoise      *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
-	vadTD        TurnDetection    // the settings vad was created with
-	// vadMarks remembers when the last appends reached vad (stream ms at their end, wall time),
-	// so a speech onset the VAD reports later is stamped with the receipt of its own append.
-	vadMarks    [16]vadMark
-	vadFed      int64   // samples fed to vad since it was created or reset
-	onsetAt     float64 // wall time of the onset reported by the last append; 0 = none
-	inSpeech    bool    // speech_started went out and its speech_stopped has not
-	paceTimer   *time.Timer
-	vadIdle     *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
-	idleFromMs  float64     // the input audio position when vadIdle was armed (response.done)
-	idleTimer   *time.Timer
-	closeReason string
-	sinkBroken  bool // the connection refused an event: nothing more can be sent
+	jobsOut      int          // jobs submitted whose result has not come back
+	pendingIn    int          // committed user inputs not yet answered
+	conv         conversation // the conversation's items (conversation.go)
+	paceTimer    *time.Timer
+	vadIdle      *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
+	idleFromMs   float64     // the input audio position when vadIdle was armed (response.done)
+	idleTimer    *time.Timer
+	closeReason  string
+	sinkBroken   bool // the connection refused an event: nothing more can be sent
 
 	resumeToken string      // the current resume token (never logged); "" when resume is off
 	attachGen   int         // the connection attachment: 0 the first, +1 per resume
@@ -145,14 +126,9 @@ type Session struct {
 	detachedAt  time.Time   // when the session detached
 	graceTimer  *time.Timer // the resume grace of a detached session
 
-	expiresAt    time.Time
-	inputMs      float64              // input audio written this session (audio_start_ms / audio_end_ms clock)
-	vadBaseMs    float64              // inputMs when the VAD's stream time was 0
-	echo         *audio.EchoCanceller // removes the session's own sent audio from what the VAD hears
-	speechItemID string               // the item id announced by speech_started, used by the next commit
-	tx           transcripts          // a transcription session's deltas and utterance ends (transcripts.go)
-	bufStartMs   float64              // inputMs at the start of the uncommitted buffer
-	lastUsage    usage                // the previous response's usage (its context is cached)
+	expiresAt time.Time
+	tx        transcripts // a transcription session's deltas and utterance ends (transcripts.go)
+	lastUsage usage       // the previous response's usage (its context is cached)
 }
 
 type job struct {
