@@ -51,7 +51,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		}
 		return
 	}
-	if o.Turn <= s.lastClosed {
+	if s.over(o.Turn) {
 		return // a turn that is already over: cancelled or done
 	}
 	r := s.resp
@@ -87,8 +87,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	}
 	if r == nil {
 		if !s.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
-			if o.Kind == requestclient.OutFinished && o.Turn > s.lastClosed {
-				s.lastClosed = o.Turn
+			if o.Kind == requestclient.OutFinished {
+				s.closeTurn(o.Turn)
 			}
 			return
 		}
@@ -139,8 +139,8 @@ func (s *Session) handleResult(res jobResult) {
 	active := r != nil && res.responseID != "" && r.id == res.responseID
 	if res.responseID != "" && !active {
 		// The response was cancelled while its job ran; make sure its turn stays fenced off.
-		if res.haveTurn && res.turn > s.lastClosed {
-			s.lastClosed = res.turn
+		if res.haveTurn {
+			s.closeTurn(res.turn)
 			if s.engine != nil {
 				s.stopCancelledTurn(res.turn)
 			}

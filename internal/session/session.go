@@ -66,22 +66,30 @@ const (
 
 // Session is the actor that owns all state of one realtime session. Its Run goroutine is
 // the only one touching that state; other goroutines talk to it through bounded channels.
+//
+// Its state is split by concern into the components below, one file each, each a plain struct
+// that sends no event and calls no engine (the package doc lists them). Those whose fields the
+// session reads everywhere are embedded, so s.cfg, s.resp, s.inputBuf name them directly; the
+// others are used through their methods.
 type Session struct {
-	settings // cfg, opts and what limits session.update (settings.go)
+	settings                // configuration: cfg, opts, what limits session.update (settings.go)
+	inputAudio              // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
+	responses               // the active response and its counters (responses.go)
+	conv       conversation // the conversation's items (conversation.go)
+	tools      toolState    // MCP servers, what the engine was given of the tools (toolstate.go)
+	tx         transcripts  // a transcription session's live deltas (transcripts.go)
 
 	id   string
 	m    *Manager
 	sink Sink
 	log  *zap.Logger
 
-	inbox      chan Command
-	inboxB     *byteBudget        // bytes of the commands in inbox
-	stop       chan string        // buffered(1): a Stop reason
-	drain      chan time.Duration // buffered(1): the server is shutting down, with this grace
-	jobs       chan job
-	results    chan jobResult
-	tools      toolState // MCP servers and what the engine was given of the tools (toolstate.go)
-	inputAudio           // decoding, noise reduction, echo, the overlap VAD, the buffer (input.go)
+	inbox   chan Command
+	inboxB  *byteBudget        // bytes of the commands in inbox
+	stop    chan string        // buffered(1): a Stop reason
+	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
+	jobs    chan job
+	results chan jobResult
 
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
@@ -105,14 +113,10 @@ type Session struct {
 	turnState   string
 	epoch       int
 	turnID      int
-	resp        *response
-	lastClosed  int // highest engine turn whose output is over (done or cancelled)
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	jobsOut      int          // jobs submitted whose result has not come back
-	pendingIn    int          // committed user inputs not yet answered
-	conv         conversation // the conversation's items (conversation.go)
+	jobsOut      int // jobs submitted whose result has not come back
 	paceTimer    *time.Timer
 	vadIdle      *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
 	idleFromMs   float64     // the input audio position when vadIdle was armed (response.done)
@@ -127,8 +131,6 @@ type Session struct {
 	graceTimer  *time.Timer // the resume grace of a detached session
 
 	expiresAt time.Time
-	tx        transcripts // a transcription session's deltas and utterance ends (transcripts.go)
-	lastUsage usage       // the previous response's usage (its context is cached)
 }
 
 type job struct {
@@ -149,24 +151,24 @@ type jobResult struct {
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
 func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s := &Session{
-		id:         "duplex-" + uuid.NewString(),
-		m:          m,
-		sink:       sink,
-		inbox:      make(chan Command, 64),
-		inboxB:     newByteBudget(m.cfg.MaxInboxBytes),
-		stop:       make(chan string, 1),
-		drain:      make(chan time.Duration, 1),
-		jobs:       make(chan job, 16),
-		results:    make(chan jobResult, 16),
-		outNotify:  make(chan struct{}, 1),
-		lost:       make(chan int, 1),
-		resumes:    make(chan resumeCall),
-		done:       make(chan struct{}),
-		state:      "open",
-		turnState:  TurnIdle,
-		lastClosed: -1,
-		expiresAt:  m.cfg.Now().Add(maxSessionLength),
-		settings:   newSettings(opts, m.cfg),
+		id:        "duplex-" + uuid.NewString(),
+		m:         m,
+		sink:      sink,
+		inbox:     make(chan Command, 64),
+		inboxB:    newByteBudget(m.cfg.MaxInboxBytes),
+		stop:      make(chan string, 1),
+		drain:     make(chan time.Duration, 1),
+		jobs:      make(chan job, 16),
+		results:   make(chan jobResult, 16),
+		outNotify: make(chan struct{}, 1),
+		lost:      make(chan int, 1),
+		resumes:   make(chan resumeCall),
+		done:      make(chan struct{}),
+		state:     "open",
+		turnState: TurnIdle,
+		responses: newResponses(),
+		expiresAt: m.cfg.Now().Add(maxSessionLength),
+		settings:  newSettings(opts, m.cfg),
 	}
 	if m.cfg.ResumeGrace > 0 {
 		s.resumeToken = newResumeToken()
