@@ -139,7 +139,7 @@ func (s *Session) handleResult(res jobResult) {
 	active := r != nil && res.responseID != "" && r.id == res.responseID
 	if res.responseID != "" && !active {
 		// The response was cancelled while its job ran; make sure its turn stays fenced off.
-		if res.haveTurn {
+		if res.haveTurn && !s.over(res.turn) {
 			s.closeTurn(res.turn)
 			if s.engine != nil {
 				s.stopCancelledTurn(res.turn)
