@@ -304,14 +304,14 @@ func TestNeedsApproval(t *testing.T) {
 	}
 }
 
-// toolsFor: listed MCP tools join the function tools (a clashing name becomes label__name),
+// specFor: listed MCP tools join the function tools (a clashing name becomes label__name),
 // tool_choice {type: mcp} forces a named tool or any of one server's, and a tool that is not
 // listed is refused with its param.
 func TestToolsForMCP(t *testing.T) {
-	s := &Session{}
-	s.cfg.MCP = []MCPTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
+	servers := []MCPTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
 	conn := &mcpclient.Conn{}
-	s.mcp.servers = map[string]*mcpServer{
+	var ts toolState
+	ts.mcp.servers = map[string]*mcpServer{
 		"a":    {conn: conn, usable: []mcpclient.Tool{{Name: "add"}, {Name: "f"}}},
 		"b":    {conn: conn, usable: []mcpclient.Tool{{Name: "add"}}},
 		"down": {usable: []mcpclient.Tool{{Name: "x"}}}, // not connected: its listing failed
@@ -324,17 +324,17 @@ func TestToolsForMCP(t *testing.T) {
 		}
 		return out
 	}
-	spec, refs, fe := s.toolsFor(fn, ToolChoice{}, true, true, "response")
+	spec, refs, fe := ts.specFor(servers, fn, ToolChoice{}, true, true, "response")
 	require.Nil(t, fe)
 	require.Equal(t, []string{"f", "add", "a__f", "b__add"}, names(spec))
 	require.Equal(t, map[string]mcpRef{"add": {"a", "add"}, "a__f": {"a", "f"}, "b__add": {"b", "add"}}, refs)
 
-	spec, _, fe = s.toolsFor(fn, ToolChoice{Mode: "mcp", ServerLabel: "b", Function: "add"}, true, true, "response")
+	spec, _, fe = ts.specFor(servers, fn, ToolChoice{Mode: "mcp", ServerLabel: "b", Function: "add"}, true, true, "response")
 	require.Nil(t, fe)
 	require.Equal(t, requestclient.ToolChoiceFunction, spec.Choice)
 	require.Equal(t, "b__add", spec.Function)
 
-	spec, _, fe = s.toolsFor(fn, ToolChoice{Mode: "mcp", ServerLabel: "a"}, true, true, "response")
+	spec, _, fe = ts.specFor(servers, fn, ToolChoice{Mode: "mcp", ServerLabel: "a"}, true, true, "response")
 	require.Nil(t, fe)
 	require.Equal(t, requestclient.ToolChoiceRequired, spec.Choice)
 	require.Equal(t, []string{"add", "a__f"}, names(spec), "only the server's tools")
@@ -350,7 +350,7 @@ func TestToolsForMCP(t *testing.T) {
 		{"own tools", ToolChoice{Mode: "mcp", ServerLabel: "a", Function: "add"}, false, "response.tool_choice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, fe := s.toolsFor(fn, tc.choice, true, tc.withMCP, "response")
+			_, _, fe := ts.specFor(servers, fn, tc.choice, true, tc.withMCP, "response")
 			require.NotNil(t, fe)
 			require.Equal(t, tc.param, fe.Param)
 		})

@@ -161,9 +161,9 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it
-	r.prevItemID = s.lastItemID()
+	r.prevItemID = s.conv.lastID()
 	if !r.outOfBand {
-		s.items = append(s.items, it)
+		s.conv.insert(it, "")
 	}
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
@@ -201,15 +201,6 @@ func (s *Session) responseObject(r *response, status string, details *protocol.S
 	return o
 }
 
-// temperature is the sampling temperature in force (the beta session and response objects
-// tell it).
-func (s *Session) temperature() float64 {
-	if s.cfg.Temperature != nil {
-		return *s.cfg.Temperature
-	}
-	return 0.8
-}
-
 func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
 // conversationIDOf is a response's conversation_id: null out of band (OpenAI).
@@ -227,7 +218,7 @@ func (s *Session) responseItem(r *response) *item {
 	if r.outOfBand {
 		return r.item
 	}
-	return s.findItem(r.itemID)
+	return s.conv.find(r.itemID)
 }
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
@@ -238,23 +229,10 @@ func (s *Session) endResponse(reason string) *response {
 		return nil
 	}
 	s.endMCPCalls(r)
-	s.resp = nil
+	s.responses.end()
 	s.turnState = TurnIdle
-	if r.stageTurn > s.lastClosed {
-		s.lastClosed = r.stageTurn
-	}
-	if s.pendingIn > 0 && !r.outOfBand {
-		s.pendingIn--
-	}
 	if it := s.responseItem(r); it != nil {
-		it.Text = r.heardText()
-		if r.truncated {
-			it.Text = ""
-		}
-		it.AudioMs = r.sentMs
-		if r.playedMs >= 0 {
-			it.AudioMs = min(r.sentMs, r.playedMs)
-		}
+		r.settleItem(it)
 	}
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
@@ -316,7 +294,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			return
 		}
 		s.turnState = TurnAssistantPlaying
-		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
+		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.listening())
 		s.pace()
 	case requestclient.OutUsage:
 		if o.Usage != nil {
@@ -343,37 +321,6 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// joinTranscript returns a phrase's transcript delta so that the deltas concatenate into the
-// exact transcript: the talker's phrases carry no separating space.
-func (s *Session) joinTranscript(r *response, text string) string {
-	if text == "" {
-		return ""
-	}
-	if cur := r.transcript.String(); cur != "" && !strings.HasSuffix(cur, " ") && !strings.HasPrefix(text, " ") {
-		text = " " + text
-	}
-	r.transcript.WriteString(text)
-	return text
-}
-
-func (s *Session) queueAudio(r *response, pcm []float32, text string) {
-	per := OutputRate * frameMs / 1000
-	for i := 0; i < len(pcm); i += per {
-		end := min(i+per, len(pcm))
-		f := frame{data: r.enc.Encode(pcm[i:end], r.format), ms: float64(end-i) * 1000 / OutputRate}
-		if s.listening() {
-			f.ref = echoReference(pcm[i:end])
-		}
-		if i == 0 {
-			f.text = text
-		}
-		r.frames = append(r.frames, f)
-	}
-	if len(pcm) == 0 && text != "" {
-		r.frames = append(r.frames, frame{text: text})
-	}
-}
-
 // pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
 // real time, arms the timer for the next frame, and completes a finished, drained response.
 func (s *Session) pace() {
@@ -392,24 +339,15 @@ func (s *Session) pace() {
 	}
 	now := s.m.cfg.Now()
 	lead := float64(s.m.cfg.MaxOutputLead) / float64(time.Millisecond)
-	if len(r.frames) > 0 && r.started.IsZero() {
-		r.started = now
-	}
-	for len(r.frames) > 0 {
-		elapsed := float64(now.Sub(r.started)) / float64(time.Millisecond)
-		if r.sentMs > elapsed+lead {
-			wait := time.Duration((r.sentMs - elapsed - lead) * float64(time.Millisecond))
-			s.paceTimer.Reset(max(wait, time.Millisecond))
-			return
+	for {
+		f, wait, ok := r.nextFrame(now, lead)
+		if !ok {
+			if wait > 0 {
+				s.paceTimer.Reset(wait)
+				return
+			}
+			break
 		}
-		if play := elapsed - r.underrunMs; r.sentMs > 0 && play > r.sentMs {
-			// The client played everything sent before this frame was ready: an underrun.
-			r.underrunMs += play - r.sentMs
-		}
-		f := r.frames[0]
-		r.frames = r.frames[1:]
-		r.sent = append(r.sent, sentFrame{startMs: r.sentMs, text: f.text})
-		r.sentMs += f.ms
 		s.assistantAudio = true
 		if f.ref != nil {
 			s.echoCanceller().Reference(f.ref)
@@ -427,21 +365,7 @@ func (s *Session) pace() {
 }
 
 func (s *Session) completeResponse(r *response) {
-	status, reason := "completed", "stop"
-	var details *protocol.StatusDetails
-	switch r.finish {
-	case "length":
-		status = "incomplete"
-		details = &protocol.StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
-	case "error":
-		status, reason = "failed", "error"
-		details = &protocol.StatusDetails{Type: "failed", Reason: "engine_error"}
-	case "abort":
-		status, reason = "cancelled", "abort"
-		details = &protocol.StatusDetails{Type: "cancelled", Reason: "abort"}
-	case requestclient.FinishToolCalls:
-		reason = requestclient.FinishToolCalls // completed, logged as a turn that ended in calls
-	}
+	status, reason, details := doneStatus(r.finish)
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
 	s.trimHistory()
@@ -498,13 +422,11 @@ func (s *Session) emitDone(r *response, status string, details *protocol.StatusD
 		output = append(output, w)
 		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, Item: w}})
 		if !r.outOfBand {
-			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.previousItemID(it), Item: w}})
+			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: w}})
 		}
 	}
 	u := r.usage()
-	if !r.ownInput && r.engineUsage != nil {
-		s.lastUsage = u // what the next response finds cached
-	}
+	s.keepUsage(r, u)
 	for _, c := range r.calls {
 		output = append(output, c.item())
 	}
@@ -529,10 +451,7 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 		// The client holds audio it has not played yet: tell it which to drop, and keep in the
 		// item only what was played (the client's playback.ack, else the pacing clock, which
 		// assumes playback at real time from the first delta).
-		if r.playedMs < 0 {
-			elapsed := float64(s.m.cfg.Now().Sub(r.started)) / float64(time.Millisecond)
-			r.playedMs = max(0, min(r.sentMs, elapsed))
-		}
+		r.assumePlayed(s.m.cfg.Now())
 		if notify {
 			r.clearedAudio = true
 			end := int(r.playedMs)

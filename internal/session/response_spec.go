@@ -67,7 +67,7 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 			o.input = append(o.input, requestclient.Message{Role: in.Role, Text: in.Text})
 			continue
 		}
-		it := s.findItem(in.Ref)
+		it := s.conv.find(in.Ref)
 		if it == nil {
 			return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
 				fmt.Sprintf("the item with id '%s' does not exist in the conversation", in.Ref)}
