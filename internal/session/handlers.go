@@ -692,6 +692,9 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}
 	eng := s.engine
 	text := c.Text
+	if len(pcm) > 0 {
+		s.txCut(id) // the item's audio is an utterance of its own: its deltas name it
+	}
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		res := jobResult{errCode: "runtime_append_failed"}
 		if len(pcm) > 0 {

@@ -41,7 +41,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		s.sendTranscriptDelta(o.Text)
 		return
 	}
-	if o.Kind == requestclient.OutTranscript && s.opts.Transcription {
+	if o.Kind == requestclient.OutTranscript && s.tracksDeltas() {
 		s.tx.transcriptArrived()
 	}
 	if o.Kind == requestclient.OutTranscript {
@@ -111,12 +111,13 @@ func (s *Session) emitTranscript(itemID, text string) {
 	if it != nil {
 		it.Transcript = text
 	}
+	// Late deltas of the item are stale from here on, also when no transcript is sent.
+	s.finishTranscriptDeltas(itemID, text)
 	if !s.cfg.Transcription {
 		s.trimHistory()
 		return
 	}
 	if s.opts.Transcription {
-		s.finishTranscriptDeltas(itemID, text)
 		if it != nil && it.CommittedAt > 0 {
 			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
 		}
@@ -148,8 +149,10 @@ func (s *Session) handleResult(res jobResult) {
 		return
 	}
 	if res.err != nil {
-		if res.itemID != "" && s.opts.Transcription {
+		if res.itemID != "" && s.tracksDeltas() {
 			s.tx.reached(res.itemID, true)
+		}
+		if res.itemID != "" && s.opts.Transcription {
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		if active {

@@ -43,12 +43,30 @@ func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
 }
 
+// sendsTranscripts reports whether the client gets input transcription events: always in a
+// transcription session, in a conversation while audio.input.transcription is set.
+func (s *Session) sendsTranscripts() bool { return s.opts.Transcription || s.cfg.Transcription }
+
+// tracksDeltas reports whether the engine stream sends transcript deltas, so that the session
+// keeps their utterance ends (transcripts.cuts). It follows the stream, not the current
+// setting: a stream opened with deltas keeps sending them after transcription is turned off,
+// and those must still find their item (to be dropped).
+func (s *Session) tracksDeltas() bool { return s.opts.Transcription || s.engineOpts.TranscriptDeltas }
+
+// wantsDeltas is whether a stream opened now should send transcript deltas: a transcription
+// session, or a conversation with input transcription on whose turns the session ends (on
+// engine-endpointed turns, ?duplex=1 auto-response, the stage has no deltas to send).
+func (s *Session) wantsDeltas() bool {
+	return s.opts.Transcription || (s.cfg.Transcription && !s.autoResponse())
+}
+
 // sendTranscriptDelta sends words the recognizer settled on while the user speaks, to the item
 // they belong to (transcripts.ahead); with no utterance end ahead of them they are the open
 // utterance's: the item speech_started announced, or one reserved now (the commit takes it, as
-// it takes speech_started's).
+// it takes speech_started's). Conversation sessions send them only while input transcription
+// is on (OpenAI sends none without it).
 func (s *Session) sendTranscriptDelta(text string) {
-	if !s.opts.Transcription || text == "" {
+	if !s.sendsTranscripts() || text == "" {
 		return
 	}
 	target, ahead := s.tx.ahead()
@@ -67,7 +85,7 @@ func (s *Session) sendTranscriptDelta(text string) {
 // txCut records an utterance end sent to the engine: the committed item's id, or "" for a
 // discard.
 func (s *Session) txCut(itemID string) {
-	if s.opts.Transcription {
+	if s.tracksDeltas() {
 		s.tx.cut(itemID)
 	}
 }
@@ -75,16 +93,16 @@ func (s *Session) txCut(itemID string) {
 // dropOpenDeltas forgets the open utterance's deltas (its audio was discarded); the next
 // utterance gets a new item id.
 func (s *Session) dropOpenDeltas() {
-	if s.opts.Transcription && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
+	if s.tracksDeltas() && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
 		s.tx.drop(s.speechItemID)
 		s.speechItemID = ""
 	}
 }
 
-// finishTranscriptDeltas sends the rest of the item's final transcript as its last delta
-// (transcripts.finish).
+// finishTranscriptDeltas ends the item's deltas (transcripts.finish) and, while transcripts are
+// sent, sends the rest of its final transcript as its last delta.
 func (s *Session) finishTranscriptDeltas(itemID, final string) {
-	if rest := s.tx.finish(itemID, final); rest != "" {
+	if rest := s.tx.finish(itemID, final); rest != "" && s.sendsTranscripts() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: itemID, Delta: rest}})
 	}
 }
