@@ -94,6 +94,9 @@ func (s *Session) reopenFresh() bool {
 	// Close returns after the stream's last output: route what it queued (listen decisions of
 	// the forwarded chunks), then forget the ones it never sent.
 	s.drainOutputs()
+	if s.tracksDeltas() {
+		s.tx.reopened(s.speechItemID) // the new stream repeats the open utterance's words
+	}
 	s.engine, s.engineFresh, s.inputFwd, s.aheadListens = nil, false, 0, 0
 	if len(s.inputBuf) == 0 {
 		return true // the next append opens the new stream

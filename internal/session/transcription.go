@@ -77,7 +77,7 @@ func (s *Session) sendTranscriptDelta(text string) {
 		s.speechItemID = s.conv.freshID(s.speechItemID)
 		target = s.speechItemID
 	}
-	if s.tx.add(target, text) {
+	if text = s.tx.add(target, text); text != "" {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: target, Delta: text}})
 	}
 }

@@ -257,3 +257,59 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	require.True(t, d.autoResponse())
 	require.False(t, d.openOptions().TranscriptDeltas)
 }
+
+// deltaEngine is asrEngine that also sends, as the stage does, each appended chunk's "word" (its
+// value) as a transcript delta: a new stream starts its utterance's words from the beginning.
+type deltaEngine struct{ *asrEngine }
+
+func (d deltaEngine) AppendAudio(ctx context.Context, pcm []float32) error {
+	if err := d.asrEngine.AppendAudio(ctx, pcm); err != nil {
+		return err
+	}
+	heard := d.heardNow()
+	word := heard[len(heard)-1]
+	if len(heard) > 1 {
+		word = " " + word
+	}
+	d.out(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: word})
+	return nil
+}
+
+type deltaBackend struct{ streamsBackend }
+
+func (b *deltaBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+	e, err := b.streamsBackend.Open(ctx, f, o, out)
+	return deltaEngine{e.(*asrEngine)}, err
+}
+
+// A session.update before the first commit reopens the early stream (ahead.go), and the new
+// stream decodes the buffered utterance again from its start: the words already sent are not
+// sent twice, so the deltas still concatenate to the transcript.
+func TestReopenedStreamDoesNotRepeatDeltas(t *testing.T) {
+	b := &deltaBackend{streamsBackend{t: t}}
+	s, sk, wait := startAheadSession(t, b)
+	ctx := context.Background()
+	appendAudio := func(v float64) { require.NoError(t, s.Submit(ctx, &AppendAudio{Data: pcmOf(v, 1600)})) }
+	appendAudio(0.1)
+	appendAudio(0.2)
+	drainUntilAck(t, s, sk)
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Patch: ConfigPatch{Instructions: ptr("Be brief.")}}))
+	sk.until(t, "session.updated")
+	appendAudio(0.3)
+	require.NoError(t, s.Submit(ctx, &CommitInput{}))
+	done := sk.until(t, "conversation.item.input_audio_transcription.completed")
+	require.Equal(t, "0.1 0.2 0.3", done.wire()["transcript"])
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+
+	opts, _ := b.streams()
+	require.Len(t, opts, 2, "the update reopened the stream")
+	var deltas []string
+	for _, ev := range sk.events {
+		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+			require.Equal(t, done.wire()["item_id"], ev.wire()["item_id"])
+			deltas = append(deltas, ev.wire()["delta"].(string))
+		}
+	}
+	require.Equal(t, []string{"0.1", " 0.2", " 0.3"}, deltas)
+}

@@ -24,6 +24,12 @@ type transcripts struct {
 type transcriptDeltas struct {
 	sent  string
 	final bool // the final transcript went out: later deltas of the item are stale
+	// replay is what a reopened engine stream, which decodes the utterance again from its
+	// start, has yet to repeat of sent: those words are not sent twice.
+	replay string
+	// diverged: the reopened stream's words differ from those sent; the item's deltas wait
+	// for its final transcript (finish).
+	diverged bool
 }
 
 // ahead is the utterance end the next delta belongs to: the first cut (an item id, or "" for
@@ -35,8 +41,9 @@ func (x *transcripts) ahead() (itemID string, ok bool) {
 	return x.cuts[0], true
 }
 
-// add records text as sent for itemID; false when it is stale (the item's final went out).
-func (x *transcripts) add(itemID, text string) bool {
+// add records text for itemID and returns what of it to send: "" when it is stale (the item's
+// final went out) or a reopened stream's repeat of words already sent.
+func (x *transcripts) add(itemID, text string) string {
 	if x.deltas == nil {
 		x.deltas = map[string]*transcriptDeltas{}
 	}
@@ -45,11 +52,34 @@ func (x *transcripts) add(itemID, text string) bool {
 		d = &transcriptDeltas{}
 		x.deltas[itemID] = d
 	}
-	if d.final {
-		return false
+	if d.final || d.diverged {
+		return ""
+	}
+	if d.replay != "" {
+		switch {
+		case strings.HasPrefix(d.replay, text):
+			d.replay = d.replay[len(text):]
+			return ""
+		case strings.HasPrefix(text, d.replay):
+			text = text[len(d.replay):]
+			d.replay = ""
+		default:
+			d.diverged = true
+			return ""
+		}
 	}
 	d.sent += text
-	return true
+	return text
+}
+
+// reopened: the engine stream was replaced before its first commit (ahead.go reopenFresh) and
+// the new one decodes the buffered audio again, so the open utterance's words come again from
+// its start. The old stream's utterance ends went with it (its outputs were all routed).
+func (x *transcripts) reopened(openItem string) {
+	x.cuts = nil
+	if d := x.deltas[openItem]; d != nil && !d.final {
+		d.replay = d.sent
+	}
 }
 
 // cut records an utterance end sent to the engine: the committed item's id, or "" for a

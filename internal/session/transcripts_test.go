@@ -14,6 +14,7 @@ func TestTranscripts(t *testing.T) {
 		id   string
 		text string
 		want string // delta: the item it is sent to ("" = not sent); finish: the rest sent
+		sent string // delta: the text sent, when it is not all of text
 	}
 	tests := []struct {
 		name  string
@@ -59,6 +60,26 @@ func TestTranscripts(t *testing.T) {
 		{"an item without deltas gets its whole transcript", []step{
 			{op: "finish", id: "i9", text: "hello", want: "hello"},
 		}},
+		{"a reopened stream's outputs are past the old stream's cuts", []step{
+			{op: "cut", id: ""},
+			{op: "reopened", id: "open"},
+			{op: "delta", text: "x", want: "open"},
+		}},
+		{"a reopened stream's repeat is not sent twice", []step{
+			{op: "delta", text: "go", want: "open"},
+			{op: "delta", text: " for", want: "open"},
+			{op: "reopened", id: "open"},
+			{op: "delta", text: "go", want: ""},                                 // repeated
+			{op: "delta", text: " forward ten", want: "open", sent: "ward ten"}, // the new words only
+			{op: "finish", id: "open", text: "go forward ten", want: ""},
+		}},
+		{"a reopened stream that hears otherwise stops the deltas until the final", []step{
+			{op: "delta", text: "go for", want: "open"},
+			{op: "reopened", id: "open"},
+			{op: "delta", text: "goal", want: ""},
+			{op: "delta", text: " four", want: ""},
+			{op: "finish", id: "open", text: "go forward", want: "ward"},
+		}},
 		{"dropped deltas do not prefix the next final", []step{
 			{op: "delta", text: "turn", want: "open"},
 			{op: "drop", id: "open"},
@@ -75,11 +96,18 @@ func TestTranscripts(t *testing.T) {
 					if !ahead {
 						target = "open"
 					}
-					got := ""
-					if (!ahead || target != "") && x.add(target, st.text) {
-						got = target
+					got, sent := "", ""
+					if !ahead || target != "" {
+						if sent = x.add(target, st.text); sent != "" {
+							got = target
+						}
 					}
 					require.Equal(t, st.want, got, "step %d", i)
+					if st.sent != "" {
+						require.Equal(t, st.sent, sent, "step %d", i)
+					}
+				case "reopened":
+					x.reopened(st.id)
 				case "cut":
 					x.cut(st.id)
 				case "reached":
