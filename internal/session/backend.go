@@ -20,7 +20,7 @@ type OpenOptions struct {
 	PrefixPaddingMs   int
 	SilenceDurationMs int
 	// TranscriptDeltas asks for the settled words of the open utterance while audio is
-	// appended (transcription sessions).
+	// appended (input transcription: transcription sessions, and conversations with it on).
 	TranscriptDeltas bool
 }
 

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// transcripts is a transcription session's live transcript deltas: what was sent of each
+// transcripts is a session's live input transcript deltas (a transcription session's, or a
+// conversation's with input transcription on): what was sent of each
 // utterance's transcript, and the utterance ends (cuts) the engine's outputs have not reached
 // yet. The engine's outputs lag the session: a delta belongs to the first cut still ahead of it
 // (a committed item, or discarded audio), not to whatever the session has open now; once an
@@ -20,7 +21,7 @@ type transcripts struct {
 	cuts []string
 }
 
-// transcriptDeltas is what a transcription session has sent of one item's transcript.
+// transcriptDeltas is what the session has sent of one item's transcript.
 type transcriptDeltas struct {
 	sent  string
 	final bool // the final transcript went out: later deltas of the item are stale

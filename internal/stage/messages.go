@@ -209,8 +209,8 @@ type DuplexOptions struct {
 	// transcript (see preempt.go). 0 = thinker.preemptive_ms; negative disables.
 	PreemptiveMs int
 	// TranscriptDeltas: on manual turns (no AutoResponse), the recognizer's settled words go
-	// out as TranscriptDelta outputs while the audio is appended (a transcription session's
-	// deltas while the user speaks).
+	// out as TranscriptDelta outputs while the audio is appended (input transcription deltas
+	// while the user speaks, in transcription sessions and conversations).
 	TranscriptDeltas bool
 }
 
