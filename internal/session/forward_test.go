@@ -24,15 +24,15 @@ type asrEngine struct {
 	heard []string
 }
 
-func (a *asrEngine) AppendAudio(ctx context.Context, pcm []float32) error {
+func (a *asrEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
 	a.amu.Lock()
 	a.heard = append(a.heard, fmt.Sprintf("%.1f", pcm[0]))
 	a.amu.Unlock()
-	return a.fakeEngine.AppendAudio(ctx, pcm)
+	return a.fakeEngine.AppendAudio(ctx, turn, pcm)
 }
 
-func (a *asrEngine) Commit(ctx context.Context, respond bool) (string, error) {
-	_, _ = a.fakeEngine.Commit(ctx, respond)
+func (a *asrEngine) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+	_, _ = a.fakeEngine.Commit(ctx, turn, respond)
 	a.amu.Lock()
 	defer a.amu.Unlock()
 	tr := strings.Join(a.heard, " ")

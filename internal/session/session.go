@@ -111,11 +111,15 @@ type Session struct {
 	turnState   string
 	epoch       int
 	turnID      int
-	resp        *response
-	lastClosed  int          // highest engine turn whose output is over (done or cancelled)
-	inDec       InputDecoder // the append stream's decoder: one resampler for the session's input
-	inputBuf    [][]float32
-	inputBytes  int
+	// input is the id of the turn the user's input is building: every input and response
+	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
+	// abandons it. Ids are never reused.
+	input      int
+	resp       *response
+	lastClosed int          // highest engine turn whose output is over (done or cancelled)
+	inDec      InputDecoder // the append stream's decoder: one resampler for the session's input
+	inputBuf   [][]float32
+	inputBytes int
 	// inputStartTS is the wall time of the first append after the last commit / clear: a
 	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
 	inputStartTS float64
@@ -205,8 +209,8 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		done:       make(chan struct{}),
 		state:      "open",
 		turnState:  TurnIdle,
-		lastClosed: -1,
-		expiresAt:  m.cfg.Now().Add(maxSessionLength),
+		lastClosed: -1, input: 1,
+		expiresAt: m.cfg.Now().Add(maxSessionLength),
 		// OpenAI's defaults: audio out, 24 kHz pcm16 both ways, server_vad that creates and
 		// interrupts responses. Input transcription is on (the ASR is the pipeline's input).
 		cfg: Config{

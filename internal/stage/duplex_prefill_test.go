@@ -21,8 +21,8 @@ func TestDuplexPrefillRowsBelongToTheirTurn(t *testing.T) {
 	ctx := context.Background()
 	for i, text := range []string{"go forward ten meters", "and then turn left"} {
 		want := i + 1
-		require.NoError(t, d.AppendText(ctx, "user", text))
-		turn, err := d.Respond(ctx, 0)
+		require.NoError(t, d.AppendText(ctx, 0, "user", text))
+		turn, err := d.Respond(ctx, 0, 0)
 		require.NoError(t, err)
 		require.Equal(t, want, turn)
 		// The turn's end is reported after its last row (Finished output may come first).
