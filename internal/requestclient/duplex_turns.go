@@ -43,9 +43,8 @@ type turnState struct {
 
 // turnEntry is one turn between its first input and its record.
 type turnEntry struct {
-	id      int
-	pending *metrics.PendingTurn // its rows before the response began
-	t       *metrics.TurnMetrics // nil until BeginTurn
+	id int
+	t  *metrics.TurnMetrics // born at the first input; its response attached at BeginTurn
 
 	reason  string // the owner's close reason ("" while open)
 	closing bool   // the owner closed it; the record waits for the stages' report
@@ -69,16 +68,17 @@ func newTurnState(numStages int, clock metrics.Clock, log *zap.Logger, col *metr
 	}
 }
 
-// entryLocked returns turn id's entry, made on first use unless the id is over (recorded or
-// abandoned: nil).
-func (s *turnState) entryLocked(id int) *turnEntry {
+// entryLocked returns turn id's entry, born now with t0 arrival (<= 0: now) unless it exists or
+// the id is over (recorded or abandoned: nil).
+func (s *turnState) entryLocked(id int, rid string, arrival float64) *turnEntry {
 	if e := s.open[id]; e != nil {
 		return e
 	}
 	if id <= s.floor {
 		return nil
 	}
-	e := &turnEntry{id: id, pending: metrics.NewPendingTurn(s.clock)}
+	e := &turnEntry{id: id, t: metrics.NewInputTurn(rid, arrival, s.numStages, s.clock)}
+	e.t.SetStructuredRecords(s.structured)
 	s.open[id] = e
 	return e
 }
@@ -98,15 +98,11 @@ func (s *turnState) routeLocked(k int) *turnEntry {
 func (s *turnState) ingest(k, stageID int, m metrics.StageRequestStats, finalOutputType string, submitTS float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.routeLocked(k)
-	switch {
-	case e == nil:
-		s.log.Debug("dropping stage metrics of no open turn", zap.Int("stage", stageID), zap.Int("turn", k))
-	case e.t != nil:
+	if e := s.routeLocked(k); e != nil {
 		e.t.Accumulate(stageID, m, finalOutputType, submitTS)
-	default:
-		e.pending.Add(stageID, m, finalOutputType, submitTS)
+		return
 	}
+	s.log.Debug("dropping stage metrics of no open turn", zap.Int("stage", stageID), zap.Int("turn", k))
 }
 
 func (s *turnState) output(m stage.OutputMessage) {
@@ -121,7 +117,7 @@ func (s *turnState) output(m stage.OutputMessage) {
 			// The stream answered the input by itself: its response runs under this id, and
 			// the engine's own endpoint ends the input when no speech_stopped / commit did.
 			e.started = true
-			e.pending.MarkInputEndIfUnset(m.StageSubmitTS)
+			e.t.MarkInputEndIfUnset(m.StageSubmitTS)
 		}
 		return
 	}
@@ -237,29 +233,38 @@ func (s *turnState) finish(e *turnEntry) {
 	}
 }
 
-// markArrival stamps turn id's t0 (keep first) and returns it; an id that is over keeps no
-// stamp and gets ts back.
-func (s *turnState) markArrival(id int, ts float64) float64 {
+// markArrival is turn id's first input: the turn is born with t0 ts (<= 0: now) unless it
+// already was (keep first). It returns the turn's t0; an id that is over gets ts back.
+func (s *turnState) markArrival(id int, rid string, ts float64) float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entryLocked(id)
-	if e == nil {
-		if ts <= 0 {
-			ts = s.clock()
-		}
-		return ts
+	if ts <= 0 {
+		ts = s.clock()
 	}
-	return e.pending.MarkArrival(ts)
+	if e := s.entryLocked(id, rid, ts); e != nil {
+		return e.t.Arrival()
+	}
+	return ts
 }
 
-// begin opens turn id's metrics for responseID; a second call for the same id does nothing. A
-// begun older turn its owner never closed is recorded with reason abort and reported by
-// Unclosed; older turns whose response never began are dropped (their input was answered by
-// none).
+// arrival returns turn id's t0 when the turn is open.
+func (s *turnState) arrival(id int) (float64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil {
+		return e.t.Arrival(), true
+	}
+	return 0, false
+}
+
+// begin attaches responseID to turn id (born now, at arrival, when no input came first); a
+// second call does nothing. A begun older turn its owner never closed is recorded with reason
+// abort and reported by Unclosed; older turns whose response never began are dropped (their
+// input was answered by none).
 func (s *turnState) begin(id int, rid, responseID string, turnID int, arrival float64) {
 	s.mu.Lock()
-	e := s.entryLocked(id)
-	if e == nil || e.t != nil {
+	e := s.entryLocked(id, rid, arrival) // a response with no new input: born at its begin
+	if e == nil || !e.t.Begin(responseID, turnID) {
 		s.mu.Unlock()
 		return
 	}
@@ -267,7 +272,7 @@ func (s *turnState) begin(id int, rid, responseID string, turnID int, arrival fl
 	for oid, o := range s.open {
 		switch {
 		case oid >= id || o.closing:
-		case o.t == nil:
+		case !o.t.Begun():
 			delete(s.open, oid)
 		default:
 			o.closing, o.reason = true, metrics.ReasonAbort
@@ -276,11 +281,6 @@ func (s *turnState) begin(id int, rid, responseID string, turnID int, arrival fl
 		}
 	}
 	s.recordAllLocked(stale)
-	e.t = e.pending.BeginTurn(rid, responseID, turnID, arrival, s.numStages, nil)
-	e.t.SetStructuredRecords(s.structured)
-	if e.stagesDone > 0 {
-		e.t.MarkStagesDone(e.stagesDone)
-	}
 	s.mu.Unlock()
 	for _, o := range stale {
 		s.log.Warn("a turn was never closed by its owner; recording it as aborted",
@@ -305,7 +305,7 @@ func interrupted(reason string) bool {
 func (s *turnState) finalize(id int, reason string) bool {
 	s.mu.Lock()
 	e := s.open[id]
-	if e == nil || e.t == nil || e.closing {
+	if e == nil || !e.t.Begun() || e.closing {
 		s.mu.Unlock()
 		return false
 	}
@@ -329,7 +329,7 @@ func (s *turnState) current() int {
 	defer s.mu.Unlock()
 	n := 0
 	for id, e := range s.open {
-		if e.t != nil && !e.closing {
+		if !e.closing && e.t.Begun() {
 			n = max(n, id)
 		}
 	}
@@ -343,7 +343,7 @@ func (s *turnState) current() int {
 func (s *turnState) finalizeUnstarted(id int, reason string) bool {
 	s.mu.Lock()
 	e := s.open[id]
-	if e == nil || e.t == nil || e.closing {
+	if e == nil || !e.t.Begun() || e.closing {
 		s.mu.Unlock()
 		return false
 	}
@@ -380,8 +380,8 @@ func (s *turnState) flush(reason string) {
 	s.closed = true
 	var done []*turnEntry
 	for id, e := range s.open {
-		if e.t == nil {
-			delete(s.open, id)
+		if !e.t.Begun() {
+			delete(s.open, id) // input no response answered: no record
 			continue
 		}
 		if !e.closing {
@@ -399,7 +399,10 @@ func (s *turnState) markInputEnd(id int, ts float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.open[id]; e != nil {
-		e.pending.MarkInputEnd(ts)
+		if ts <= 0 {
+			ts = s.clock()
+		}
+		e.t.MarkInputEnd(ts)
 	}
 }
 
@@ -409,17 +412,18 @@ func (s *turnState) markInputEnd(id int, ts float64) {
 func (s *turnState) abandon(id int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.open[id]; e != nil && e.t != nil {
+	if e := s.open[id]; e != nil && e.t.Begun() {
 		return
 	}
 	delete(s.open, id)
 	s.floor = max(s.floor, id)
 }
 
+// begun returns turn id's metrics once its response began (nil before, and once recorded).
 func (s *turnState) begun(id int) *metrics.TurnMetrics {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.open[id]; e != nil {
+	if e := s.open[id]; e != nil && e.t.Begun() {
 		return e.t
 	}
 	return nil
@@ -449,15 +453,12 @@ func (s *turnState) openCount() int {
 	return len(s.open)
 }
 
-// openTurn returns turn id's metrics while it is open (tests).
-func (s *turnState) openTurn(id int) *metrics.TurnMetrics { return s.begun(id) }
-
-// pendingOf returns turn id's rows before its response began (tests).
-func (s *turnState) pendingOf(id int) *metrics.PendingTurn {
+// openTurn returns turn id's metrics while it is open, begun or not (tests).
+func (s *turnState) openTurn(id int) *metrics.TurnMetrics {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.open[id]; e != nil {
-		return e.pending
+		return e.t
 	}
 	return nil
 }

@@ -136,10 +136,8 @@ func TestRefMetricsBeforeBeginFlushedOnBegin(t *testing.T) {
 	d.MarkTurnArrival(1, 50)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m, StageSubmitTS: 51})
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m, StageSubmitTS: 52})
-	require.Equal(t, 1, d.turns.pendingOf(1).Stages(), "the turn holds one merged row per stage")
-	a, ok := d.turns.pendingOf(1).Arrival()
-	require.True(t, ok)
-	require.Equal(t, 50.0, a)
+	require.Len(t, d.turns.openTurn(1).StageRows(), 1, "the turn holds one merged row per stage")
+	require.Equal(t, 50.0, d.turns.openTurn(1).Arrival())
 
 	d.BeginTurn(1, "resp-auto", 1, 0)
 	turn := d.turns.openTurn(1)
@@ -438,7 +436,7 @@ func TestClearAbandonsTheInputTurn(t *testing.T) {
 	d.MarkTurnArrival(1, 100)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(8), StageSubmitTS: 101})
 	d.ClearTurnInput(1)
-	require.Nil(t, d.turns.pendingOf(1), "clear drops the turn with its stamp and rows")
+	require.Nil(t, d.turns.openTurn(1), "clear drops the turn with its stamp and rows")
 	// A row of an append made before the clear that arrives late is dropped too.
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(8), StageSubmitTS: 102})
 	require.Equal(t, 300.0, d.MarkTurnArrival(1, 300), "an abandoned turn is not born again")
