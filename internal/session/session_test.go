@@ -33,7 +33,32 @@ type fakeEngine struct {
 	turn   int
 	speak  []float32     // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
 	gate   chan struct{} // when set, AppendText waits for it to close (or for its context)
+	ids    []string      // the turn id of every input, response and close: "append:1", "clear:1"
 }
+
+func (f *fakeEngine) recID(c string, turn int) {
+	f.mu.Lock()
+	f.ids = append(f.ids, fmt.Sprintf("%s:%d", c, turn))
+	f.mu.Unlock()
+}
+
+func (f *fakeEngine) idList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// MarkInputEnd, ClearTurnInput, SetTurnDelivered and ObserveBargeIn implement TurnStatsMarker.
+func (f *fakeEngine) MarkInputEnd(turn int, ts float64) {
+	assert.Positive(f.t, turn)
+	assert.Positive(f.t, ts)
+}
+func (f *fakeEngine) ClearTurnInput(turn int) { f.recID("clear", turn) }
+func (f *fakeEngine) SetTurnDelivered(turn int, audioMs, _ float64) {
+	assert.Positive(f.t, turn)
+	assert.GreaterOrEqual(f.t, audioMs, 0.0)
+}
+func (f *fakeEngine) ObserveBargeIn(latencyS float64) { assert.GreaterOrEqual(f.t, latencyS, 0.0) }
 
 func (f *fakeEngine) rec(c string) {
 	f.mu.Lock()
@@ -50,11 +75,13 @@ func (f *fakeEngine) list() []string {
 func (f *fakeEngine) AppendAudio(_ context.Context, turn int, pcm []float32) error {
 	assert.Positive(f.t, turn)
 	assert.NotEmpty(f.t, pcm)
+	f.recID("append", turn)
 	f.rec("append")
 	return nil
 }
 func (f *fakeEngine) Commit(_ context.Context, turn int, _ bool) (string, error) {
 	assert.Positive(f.t, turn)
+	f.recID("commit", turn)
 	f.rec("commit")
 	return "hello", nil
 }
@@ -75,6 +102,7 @@ func (f *fakeEngine) AppendText(ctx context.Context, turn int, role, text string
 // Respond numbers responses itself, as an engine that answered input by itself would.
 func (f *fakeEngine) Respond(_ context.Context, turn, _ int) (int, error) {
 	assert.Positive(f.t, turn)
+	f.recID("respond", turn)
 	f.rec("respond")
 	f.mu.Lock()
 	f.turn++
@@ -123,6 +151,7 @@ func (f *fakeEngine) SetTurnPlayed(_ int, ms float64) { f.rec(fmt.Sprintf("playe
 
 func (f *fakeEngine) FinalizeTurn(turn int, reason string) bool {
 	assert.Positive(f.t, turn)
+	f.recID("close", turn)
 	f.rec("finalize:" + reason)
 	return true
 }
