@@ -141,7 +141,7 @@ func Defaults() Config {
 			LogFormat:            "console",
 			LogLevel:             "info",
 			CORSOrigins:          "*",
-			MaxSessions:          64,
+			MaxSessions:          32,
 			ShutdownTimeout:      30 * time.Second,
 			DrainGrace:           10 * time.Second,
 			MaxIdleTimeout:       30 * time.Minute,

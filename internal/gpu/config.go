@@ -15,7 +15,7 @@ type Config struct {
 	Device       string // auto | cpu | cuda ("" = auto)
 	GPULayers    int    // -1 = all layers when a GPU is used (0 = -1)
 	Threads      int    // 0 = all cores but one, at least 1 (see doc.go, Threads)
-	ContextSize  int    // KV cells shared by all sequences (default 8192)
+	ContextSize  int    // KV cells shared by all sequences (default MaxSequences × SeqContext: every sequence's window fits)
 	MaxSequences int    // KV slots = concurrent sequences (default 32)
 	BatchSize    int    // max tokens per scheduler step (default 512)
 	PrefillChunk int    // max prefill tokens of one sequence per step (default 128)
@@ -50,9 +50,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Threads <= 0 {
 		c.Threads = max(1, runtime.NumCPU()-1)
 	}
-	if c.ContextSize <= 0 {
-		c.ContextSize = 8192
-	}
 	if c.MaxSequences <= 0 {
 		c.MaxSequences = 32
 	}
@@ -64,6 +61,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SeqContext <= 0 {
 		c.SeqContext = 2048
+	}
+	if c.ContextSize <= 0 {
+		// Every sequence reserves its window at Open (Runner.Open), so the default cache is the
+		// one that admits MaxSequences sequences: capacity is planned, never found full mid-turn.
+		c.ContextSize = c.MaxSequences * c.SeqContext
 	}
 	// A sequence can never hold more cells than the shared cache has.
 	c.SeqContext = min(c.SeqContext, c.ContextSize)

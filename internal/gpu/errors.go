@@ -13,6 +13,10 @@ var (
 	ErrContextFull = errors.New("engine: sequence context is full")
 	// ErrNoFreeSlot is returned by Open when MaxSequences sequences are already live.
 	ErrNoFreeSlot = errors.New("engine: no free sequence slot")
+	// ErrKVReserved is returned by Open when the open sequences' reserved windows leave no room
+	// in the shared KV cache for another one. It is an ErrNoFreeSlot: callers that map an
+	// overloaded engine to 503 need no new case.
+	ErrKVReserved = fmt.Errorf("%w: the KV cache has no room for another sequence's window", ErrNoFreeSlot)
 	// ErrClosed is returned by calls on a closed Runner or Sequence.
 	ErrClosed = errors.New("engine: closed")
 	// ErrBusy is returned by Append or Generate while the same sequence already runs a Generate.

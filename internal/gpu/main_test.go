@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 func loadTiny(t *testing.T, mod func(*Config)) *Runner {
 	t.Helper()
 	cfg := Config{Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 1,
-		ContextSize: 4096, MaxSequences: 16, SeqContext: 512, PrefillChunk: 32, BatchSize: 256}
+		ContextSize: 16 * 512, MaxSequences: 16, SeqContext: 512, PrefillChunk: 32, BatchSize: 256}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -67,34 +67,42 @@ func TestOverflowError(t *testing.T) {
 	require.Len(t, toks, 5, "the other sequence is unaffected")
 }
 
-func TestSharedCacheFull(t *testing.T) {
-	// 4 sequences of up to 512 tokens share 512 cells: the cache fills before any sequence
-	// reaches its own limit.
+func TestOpenReservesWindow(t *testing.T) {
+	// 512 cells hold two 256-token windows: a third sequence is refused when it opens, not
+	// when the cache fills under the first two, and the two fill their windows untouched.
 	r := loadTiny(t, func(c *Config) {
 		c.ContextSize = 512
-		c.SeqContext = 512
+		c.SeqContext = 256
 		c.MaxSequences = 4
-		c.Overflow = OverflowError
 	})
 	ctx := context.Background()
-	var seqs []*Sequence
-	for range 3 {
-		s := openSeq(t, r, SeqOptions{})
-		_, err := s.AppendText(ctx, randomText(testRNG(), 150))
+	a := openSeq(t, r, SeqOptions{})
+	b := openSeq(t, r, SeqOptions{})
+	_, err := r.Open(ctx, SeqOptions{})
+	require.ErrorIs(t, err, ErrKVReserved)
+	require.ErrorIs(t, err, ErrNoFreeSlot, "callers that map no slot to 503 need no new case")
+	require.ErrorContains(t, err, "512 of 512 cells are reserved by 2 sequences, this one needs 256")
+	small, err := r.Open(ctx, SeqOptions{MaxContext: 64})
+	require.ErrorIs(t, err, ErrKVReserved, "a smaller window does not fit either")
+	require.Nil(t, small)
+
+	for _, s := range []*Sequence{a, b} {
+		_, err := s.AppendText(ctx, randomText(testRNG(), 200))
 		require.NoError(t, err)
-		seqs = append(seqs, s)
+		toks, _, _ := generate(t, s, GenerateOptions{MaxTokens: 400})
+		require.Len(t, toks, 400, "each sequence runs past its window, dropping its own oldest tokens")
+		require.LessOrEqual(t, s.HistoryLen(), 256)
 	}
-	before := r.KVStats()
-	require.Equal(t, KVStats{Cells: 512, CellsHeld: before.CellsHeld, SeqContext: 512, Sequences: 3, MaxSequences: 4,
-		WorstCaseHeld: 3 * 512}, before)
-	require.Greater(t, before.CellsHeld, 3*100, "the three sequences hold their prompts")
-	s := openSeq(t, r, SeqOptions{})
-	_, err := s.AppendText(ctx, randomText(testRNG(), 150))
-	require.ErrorIs(t, err, ErrContextFull)
-	require.Positive(t, r.KVStats().FullEvents, "a full cache is counted")
-	seqs[0].Close()
-	toks, _, _ := generate(t, seqs[1], GenerateOptions{MaxTokens: 5})
-	require.Len(t, toks, 5)
+	st := r.KVStats()
+	require.Zero(t, st.FullEvents, "the cache was never found full")
+	require.Equal(t, int64(2), st.RefusedKV)
+	require.Equal(t, 512, st.WorstCaseHeld)
+	require.LessOrEqual(t, st.CellsHeld, 512)
+
+	a.Close()
+	c := openSeq(t, r, SeqOptions{})
+	toks, _, _ := generate(t, c, GenerateOptions{MaxTokens: 5})
+	require.Len(t, toks, 5, "a closed sequence's window is free again")
 }
 
 func TestUnboundedGenerateEndsAtWindow(t *testing.T) {

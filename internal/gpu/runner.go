@@ -42,8 +42,11 @@ type Runner struct {
 	live   int
 	// kvFull counts decode steps that found the shared KV cache full (KVStats).
 	kvFull atomic.Int64
-	wake   chan struct{} // cap 1: "ops queued or closing"
-	done   chan struct{} // closed when the scheduler has exited and freed the context
+	// refusedSlots and refusedKV count Opens refused for want of a slot or of KV cells
+	// (guarded by mu).
+	refusedSlots, refusedKV int64
+	wake                    chan struct{} // cap 1: "ops queued or closing"
+	done                    chan struct{} // closed when the scheduler has exited and freed the context
 
 	// Owned by the scheduler goroutine.
 	seqs     []*Sequence
@@ -132,7 +135,9 @@ type KVStats struct {
 	Sequences     int   // open sequences
 	MaxSequences  int   // Config.MaxSequences
 	FullEvents    int64 // decode steps that found the cache full, since load
-	WorstCaseHeld int   // Sequences × SeqContext: what the open sequences may grow to
+	WorstCaseHeld int   // the open sequences' reserved windows: what they may grow to
+	RefusedSlots  int64 // Opens refused because MaxSequences sequences were live, since load
+	RefusedKV     int64 // Opens refused because the cache could not reserve the window, since load
 }
 
 // KVStats reports the KV cache's state; it is safe to call from any goroutine.
@@ -140,7 +145,8 @@ func (r *Runner) KVStats() KVStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := KVStats{Cells: r.cfg.ContextSize, SeqContext: r.cfg.SeqContext, Sequences: r.live,
-		MaxSequences: r.cfg.MaxSequences, FullEvents: r.kvFull.Load()}
+		MaxSequences: r.cfg.MaxSequences, FullEvents: r.kvFull.Load(),
+		RefusedSlots: r.refusedSlots, RefusedKV: r.refusedKV}
 	for _, s := range r.bySlot {
 		if s != nil {
 			st.CellsHeld += int(s.histLen.Load())
@@ -200,7 +206,21 @@ func (r *Runner) Open(ctx context.Context, opts SeqOptions) (*Sequence, error) {
 		}
 	}
 	if slot < 0 {
+		r.refusedSlots++
 		return nil, ErrNoFreeSlot
+	}
+	// A sequence reserves its whole window: the open sequences' windows never add up to more
+	// than the cache, so a decode never finds it full and no conversation gives way to another.
+	reserved := 0
+	for _, s := range r.bySlot {
+		if s != nil {
+			reserved += s.opts.MaxContext
+		}
+	}
+	if reserved+opts.MaxContext > r.cfg.ContextSize {
+		r.refusedKV++
+		return nil, fmt.Errorf("%w: %d of %d cells are reserved by %d sequences, this one needs %d",
+			ErrKVReserved, reserved, r.cfg.ContextSize, r.live, opts.MaxContext)
 	}
 	r.slots[slot] = true
 	r.live++

@@ -169,6 +169,8 @@ func TestOpenCloseNoSlotLeak(t *testing.T) {
 	}
 	_, err := r.Open(ctx, SeqOptions{})
 	require.ErrorIs(t, err, ErrNoFreeSlot)
+	require.NotErrorIs(t, err, ErrKVReserved)
+	require.Equal(t, int64(1), r.KVStats().RefusedSlots)
 	for _, s := range seqs {
 		s.Close()
 	}
@@ -378,7 +380,7 @@ func TestCancelledAppendStopsPrefill(t *testing.T) {
 // Prefill chunks of different sequences interleave: a short prompt appended while a long one
 // prefills is done long before it, not after it.
 func TestPrefillInterleaves(t *testing.T) {
-	r := loadTiny(t, func(c *Config) { c.PrefillChunk = 16; c.BatchSize = 32; c.SeqContext = 4096 })
+	r := loadTiny(t, func(c *Config) { c.PrefillChunk = 16; c.BatchSize = 32; c.SeqContext = 4096; c.ContextSize = 2 * 4096 })
 	big, small := openSeq(t, r, SeqOptions{}), openSeq(t, r, SeqOptions{})
 	long := make([]int, 2000)
 	for i := range long {

@@ -521,15 +521,18 @@ func (l *loadCollector) Collect(ch chan<- prometheus.Metric) {
 
 // EngineKV is the local engine's shared KV cache as the collectors export it.
 type EngineKV struct {
-	Cells, CellsHeld, Sequences int
-	FullEvents                  int64
+	Cells, CellsHeld, CellsReserved, Sequences int
+	FullEvents                                 int64
+	// RefusedSlots and RefusedKV count sequence opens refused for want of a slot or of room
+	// to reserve a window in the cache.
+	RefusedSlots, RefusedKV int64
 }
 
 // kvCollector exports the engine's KV cache figures from a function read at scrape time.
 type kvCollector struct {
-	cells, held, seqs, full *prometheus.Desc
-	mu                      sync.Mutex
-	fn                      func() EngineKV
+	cells, held, reserved, seqs, full, refused *prometheus.Desc
+	mu                                         sync.Mutex
+	fn                                         func() EngineKV
 }
 
 func newKVCollector() *kvCollector {
@@ -538,18 +541,24 @@ func newKVCollector() *kvCollector {
 			"Cells of the engine's shared KV cache (engine.context_size).", nil, nil),
 		held: prometheus.NewDesc("omniserve_engine_kv_cells_held",
 			"KV cells the open sequences hold now.", nil, nil),
+		reserved: prometheus.NewDesc("omniserve_engine_kv_cells_reserved",
+			"KV cells reserved by the open sequences (each reserves its whole window when it opens).", nil, nil),
 		seqs: prometheus.NewDesc("omniserve_engine_sequences",
 			"Open engine sequences (one per realtime session and per chat request generating).", nil, nil),
 		full: prometheus.NewDesc("omniserve_engine_kv_cache_full_total",
 			"Decode steps that found the shared KV cache full (the longest sequence was truncated, or failed under engine overflow \"error\"); a planned cache keeps this at 0.", nil, nil),
+		refused: prometheus.NewDesc("omniserve_engine_sequences_refused_total",
+			"Engine sequence opens refused up front, by reason: slots (engine.max_sequences live) or kv (no room to reserve a window in the cache).", []string{"reason"}, nil),
 	}
 }
 
 func (k *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- k.cells
 	ch <- k.held
+	ch <- k.reserved
 	ch <- k.seqs
 	ch <- k.full
+	ch <- k.refused
 }
 
 func (k *kvCollector) Collect(ch chan<- prometheus.Metric) {
@@ -563,7 +572,10 @@ func (k *kvCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(k.cells, prometheus.GaugeValue, float64(s.Cells))
 	ch <- prometheus.MustNewConstMetric(k.held, prometheus.GaugeValue, float64(s.CellsHeld))
 	ch <- prometheus.MustNewConstMetric(k.seqs, prometheus.GaugeValue, float64(s.Sequences))
+	ch <- prometheus.MustNewConstMetric(k.reserved, prometheus.GaugeValue, float64(s.CellsReserved))
 	ch <- prometheus.MustNewConstMetric(k.full, prometheus.CounterValue, float64(s.FullEvents))
+	ch <- prometheus.MustNewConstMetric(k.refused, prometheus.CounterValue, float64(s.RefusedSlots), "slots")
+	ch <- prometheus.MustNewConstMetric(k.refused, prometheus.CounterValue, float64(s.RefusedKV), "kv")
 }
 
 // SetEngineKV makes the engine KV families read fn at every scrape (a server without a local

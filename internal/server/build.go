@@ -104,9 +104,10 @@ func (s *Server) buildPipeline(ctx context.Context) error {
 		eng.SetPanicCounter(collectors.CountPanic)
 		collectors.SetEngineKV(func() metrics.EngineKV {
 			st := eng.KVStats()
-			return metrics.EngineKV{Cells: st.Cells, CellsHeld: st.CellsHeld, Sequences: st.Sequences, FullEvents: st.FullEvents}
+			return metrics.EngineKV{Cells: st.Cells, CellsHeld: st.CellsHeld, CellsReserved: st.WorstCaseHeld,
+				Sequences: st.Sequences, FullEvents: st.FullEvents, RefusedSlots: st.RefusedSlots, RefusedKV: st.RefusedKV}
 		})
-		s.checkKVPlan(eng.KVStats())
+		s.sessionLimit = s.kvSessionLimit(eng.KVStats())
 	}
 	collectors.SetStageLoad(func() []metrics.StageLoad {
 		var out []metrics.StageLoad
@@ -170,7 +171,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	}
 	mgr := session.NewManager(session.ManagerConfig{
 		MCPAllowList:           mcpAllow,
-		MaxSessions:            s.cfg.Server.MaxSessions,
+		MaxSessions:            s.effectiveMaxSessions(),
 		DrainGrace:             s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:         s.cfg.Server.MaxIdleTimeout,
 		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
@@ -221,7 +222,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 	s.log.Info("webrtc calls ready", zap.Int("udp_port", calls.Port()), zap.Int("ice_tcp_port", calls.TCPPort()))
 	s.parts.Backend = backend
 	s.parts.Sessions = mgr
-	s.log.Info("realtime endpoint ready", zap.Int("max_sessions", s.cfg.Server.MaxSessions))
+	s.log.Info("realtime endpoint ready", zap.Int("max_sessions", s.effectiveMaxSessions()))
 	return nil
 }
 
@@ -277,18 +278,33 @@ func splitList(v string) []string {
 	return out
 }
 
-// checkKVPlan warns at start-up when the engine's sequences may outgrow its shared KV cache:
-// every realtime session holds one sequence for its life, so max_sessions sequences (at most
-// engine.max_sequences) of up to seq_context cells each must fit engine.context_size, or a
-// busy server truncates conversations under load (omniserve_engine_kv_cache_full_total).
-func (s *Server) checkKVPlan(kv gpu.KVStats) {
-	seqs := min(kv.MaxSequences, max(s.cfg.Server.MaxSessions, 1))
-	need := seqs * kv.SeqContext
-	if need <= kv.Cells {
-		s.log.Info("KV cache plan fits", zap.Int("sequences", seqs), zap.Int("seq_context", kv.SeqContext), zap.Int("cells", kv.Cells))
-		return
+// kvSessionLimit is how many realtime sessions the engine can hold at once. Every realtime
+// session holds one engine sequence for its life, and every sequence reserves its whole window
+// (seq_context cells) when it opens, so the engine holds min(engine.max_sequences,
+// engine.context_size / seq_context) of them. Admission stops there (a new client gets 503
+// up front) rather than letting a session in whose first turn would fail for want of a
+// sequence or of KV cells.
+func (s *Server) kvSessionLimit(kv gpu.KVStats) int {
+	want := max(s.cfg.Server.MaxSessions, 1)
+	fit := min(kv.MaxSequences, kv.Cells/max(kv.SeqContext, 1))
+	if fit >= want {
+		s.log.Info("KV cache plan fits", zap.Int("sessions", want), zap.Int("seq_context", kv.SeqContext),
+			zap.Int("cells", kv.Cells), zap.Int("max_sequences", kv.MaxSequences))
+		return want
 	}
-	s.log.Warn("KV cache plan does not fit: under full load the longest conversations are truncated",
-		zap.Int("sequences", seqs), zap.Int("seq_context", kv.SeqContext), zap.Int("cells_needed", need),
-		zap.Int("cells", kv.Cells), zap.String("fix", "raise engine.context_size, or lower server.max_sessions or engine.max_sequences"))
+	limit := max(fit, 1)
+	s.log.Warn("KV cache plan: admitting fewer realtime sessions than server.max_sessions",
+		zap.Int("max_sessions", want), zap.Int("admitted", limit), zap.Int("seq_context", kv.SeqContext),
+		zap.Int("cells", kv.Cells), zap.Int("max_sequences", kv.MaxSequences),
+		zap.String("fix", "raise engine.context_size and engine.max_sequences, or lower engine.seq_context"))
+	return limit
+}
+
+// effectiveMaxSessions is server.max_sessions, lowered to what the local engine's KV plan holds
+// (kvSessionLimit); a server without a local engine (remote thinker) admits max_sessions.
+func (s *Server) effectiveMaxSessions() int {
+	if s.sessionLimit > 0 {
+		return min(s.sessionLimit, s.cfg.Server.MaxSessions)
+	}
+	return s.cfg.Server.MaxSessions
 }

@@ -94,6 +94,9 @@ type Server struct {
 	realtime      http.Handler           // nil until built
 	transcribe    http.Handler           // nil until built
 	speech        http.Handler           // nil until built, and without a talker stage
+	// sessionLimit is the realtime sessions the local engine's KV plan holds (kvSessionLimit);
+	// 0 without a local engine.
+	sessionLimit int
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser

@@ -18,7 +18,7 @@ type ManagerConfig struct {
 	MCPAllowList mcpclient.AllowList
 	// MCPLimits bound each MCP server's handshake, listing and calls; zero = the defaults.
 	MCPLimits mcpclient.Limits
-	// MaxSessions bounds concurrent sessions (admission slots). Default 64, as server.max_sessions.
+	// MaxSessions bounds concurrent sessions (admission slots). Default 32, as server.max_sessions.
 	MaxSessions int
 	// IdleTimeout is the receive-idle timeout when a session sets none. Default 300 s.
 	IdleTimeout time.Duration
@@ -80,7 +80,7 @@ func (c ManagerConfig) WithDefaults() ManagerConfig {
 		c.MCPLimits = mcpclient.DefaultLimits()
 	}
 	if c.MaxSessions <= 0 {
-		c.MaxSessions = 64
+		c.MaxSessions = 32
 	}
 	td := DefaultTurnDetection()
 	if c.TurnDetection != nil {
