@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // These tests drive the real bin/omniserve, as a user or an orchestrator would.
@@ -193,6 +195,11 @@ func startBinaryEnv(t *testing.T, env []string, args ...string) *binServer {
 		default:
 			_ = cmd.Process.Kill()
 			<-s.done
+		}
+		// Every turn has one owner that closes it exactly once: a turn recorded without its
+		// owner's close is a bug, whatever the test was about.
+		if strings.Contains(s.logs.String(), requestclient.UnclosedTurnsMessage) {
+			t.Errorf("omniserve recorded turns its session never closed:\n%s", s.logs.String())
 		}
 	})
 	deadline := time.Now().Add(2 * time.Minute) // a cold dummy-model generation included
