@@ -168,6 +168,24 @@ func (a *Aggregator) recordRXLocked(stage int, rid string, m StageRequestStats) 
 	e.InFlightTimeMs += m.RxInFlightTimeMs
 }
 
+// renameRequest moves the transfer edges recorded under request id from to id to (a duplex turn's
+// edges recorded before its response id was known).
+func (a *Aggregator) renameRequest(from, to string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, k := range a.transferOrder {
+		if k.rid != from {
+			continue
+		}
+		e := a.transfers[k]
+		delete(a.transfers, k)
+		k.rid = to
+		e.RequestID = to
+		a.transfers[k] = e
+		a.transferOrder[i] = k
+	}
+}
+
 func (a *Aggregator) edgeLocked(from, to int, rid string) *TransferEdgeStats {
 	k := edgeKey{from, to, rid}
 	e, ok := a.transfers[k]

@@ -73,7 +73,6 @@ type toolKindRow struct {
 	kind           string
 	calls, failed  int
 	totalMs, maxMs float64
-	hasTime        bool
 }
 
 // toolKinds sums the calls per kind, in kind order (function, mcp).

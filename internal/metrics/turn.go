@@ -88,6 +88,49 @@ func NewTurn(requestID, responseID string, turnID int, arrival float64, numStage
 	return t
 }
 
+// NewInputTurn opens a duplex turn at its first input (arrival, <= 0: now), before its response
+// exists: the rows of the input accumulate into it as they arrive, and Begin attaches the
+// response when it begins. requestID is the session's stage-0 resource id. Until Begin the
+// turn's response id is empty and its turn id unknown (-1).
+func NewInputTurn(requestID string, arrival float64, numStages int, clock Clock) *TurnMetrics {
+	return NewTurn(requestID, "", -1, arrival, numStages, nil, clock)
+}
+
+// Begin attaches the turn's response (response_id keys its rows and titles, turnID is its
+// number) and reports whether it did: a turn begins once. The input end defaults to t0 when
+// none was marked (a text item: its create is both the start and the end of the input).
+func (t *TurnMetrics) Begin(responseID string, turnID int) bool {
+	if t == nil || responseID == "" {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.responseID != "" || t.finalized {
+		return false
+	}
+	t.responseID, t.turnID = responseID, turnID
+	for i := range t.stages {
+		if t.stages[i].merger.Len() > 0 {
+			t.stages[i].merger.cur.RequestID = responseID
+		}
+	}
+	t.agg.renameRequest("", responseID)
+	if t.inputEnd <= 0 {
+		t.inputEnd = t.arrival
+	}
+	return true
+}
+
+// Begun reports whether the turn's response is attached (Begin ran, or NewTurn named it).
+func (t *TurnMetrics) Begun() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.responseID != ""
+}
+
 // SetStructuredRecords makes Finalize log structured records instead of ASCII tables
 // (Aggregator.SetStructuredRecords).
 func (t *TurnMetrics) SetStructuredRecords(on bool) {
@@ -99,11 +142,19 @@ func (t *TurnMetrics) SetStructuredRecords(on bool) {
 // RequestID is the stage-0 resource id.
 func (t *TurnMetrics) RequestID() string { return t.requestID }
 
-// ResponseID keys the turn.
-func (t *TurnMetrics) ResponseID() string { return t.responseID }
+// ResponseID keys the turn ("" before Begin).
+func (t *TurnMetrics) ResponseID() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.responseID
+}
 
 // TurnID is the turn number, or < 0 when unknown.
-func (t *TurnMetrics) TurnID() int { return t.turnID }
+func (t *TurnMetrics) TurnID() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.turnID
+}
 
 // Arrival is the turn's t0 in wall seconds.
 func (t *TurnMetrics) Arrival() float64 { return t.arrival }
@@ -220,6 +271,23 @@ func (t *TurnMetrics) MarkInputEnd(ts float64) {
 	if !t.finalized {
 		t.inputEnd = ts
 	}
+}
+
+// MarkInputEndIfUnset is MarkInputEnd unless an input end is already recorded (the engine's own
+// endpoint is a fallback for sessions without server-VAD events); ts <= 0 means now.
+func (t *TurnMetrics) MarkInputEndIfUnset(ts float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized || t.inputEnd > 0 {
+		return
+	}
+	if ts <= 0 {
+		ts = t.clock()
+	}
+	t.inputEnd = ts
 }
 
 // MarkStagesDone records when every stage that worked for the turn had finished (the last

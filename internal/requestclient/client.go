@@ -6,7 +6,6 @@ package requestclient
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -30,9 +29,6 @@ type Options struct {
 	// StructuredStats logs each statistics table as one structured record (fields = the
 	// table's fields and ids) instead of an ASCII table: for --log-format json.
 	StructuredStats bool
-	// TurnDrainTimeout bounds how long an interrupted duplex turn waits for its stages' partial
-	// snapshots before it is finalized; 0 means DefaultTurnDrainTimeout.
-	TurnDrainTimeout time.Duration
 	// OnFinalized, when set, also receives every closed record (chat requests and duplex
 	// turns) that Collectors observes: the traces of internal/tracing are built from it, so a
 	// span's duration is its table figure. It is called first and returns the id of the trace

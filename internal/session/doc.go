@@ -47,6 +47,18 @@
 // pipeline_backend.go bind the session to the engine (requestclient); manager.go admits
 // sessions.
 //
+// # Turns: one id, one owner
+//
+// The session numbers turns (Session.input) and owns each one. Every input goes to the engine
+// with the id of the turn it builds (append, commit, text item, tool result), a response takes
+// that id and the next input starts the next one, input_audio_buffer.clear abandons it
+// (Engine.ClearTurnInput) and moves on; the engine's own auto-response answers the current id
+// and reports it in its speak decision. The engine tags every row, output and end report with the
+// id; endResponse closes the turn once with its reason (Engine.FinalizeTurn, or
+// FinalizeUnstartedTurn for a response cancelled before it started). How a turn is born, served
+// and recorded: response.go (beginResponseWith, endResponse), requestclient/duplex_turns.go
+// (routing and the record), metrics/turn.go (the figures); docs/STATS.md "One turn, one id".
+//
 // # Queues, and why each exists
 //
 // A session's work passes through four bounded queues. Each has a job the others cannot do;

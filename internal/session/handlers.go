@@ -141,9 +141,9 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	if instructionsChanged && s.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.
-		eng, text := s.engine, next.Instructions
+		eng, text, turn := s.engine, next.Instructions, s.input
 		s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, "system", text), errCode: "runtime_append_failed"}
+			return jobResult{err: eng.AppendText(ctx, turn, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
 	s.syncTools()
@@ -261,9 +261,9 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if vr.started && s.onsetAt > 0 {
 			at = s.onsetAt
 		}
-		s.engine.MarkTurnArrival(at)
+		s.engine.MarkTurnArrival(s.input, at)
 	}
-	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
+	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
 			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
 			return
@@ -359,10 +359,10 @@ func (s *Session) forwardInput() {
 		if at <= 0 {
 			at = s.m.cfg.WallClock()
 		}
-		s.engine.MarkTurnArrival(at)
+		s.engine.MarkTurnArrival(s.input, at)
 	}
 	for s.inputFwd < len(s.inputBuf) {
-		if err := s.engine.AppendAudio(s.engineCtx, s.inputBuf[s.inputFwd]); err != nil {
+		if err := s.engine.AppendAudio(s.engineCtx, s.input, s.inputBuf[s.inputFwd]); err != nil {
 			// Backpressure or a closing engine: the rest stays local for the commit job, which
 			// reports a lasting failure.
 			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
@@ -396,10 +396,11 @@ func (s *Session) unforwardInput(eventID string) {
 func (s *Session) clearInput(eventID string) {
 	s.unforwardInput(eventID)
 	s.clearBuffer()
-	s.dropOpenDeltas() // a transcription session's deltas of the dropped audio are void
+	s.dropOpenDeltas() // input transcription deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
-		m.ClearTurnInput()
+		m.ClearTurnInput(s.input)
 	}
+	s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
 }
 
 // handleCommit commits buffered input as a user item; with a response it precreates the
@@ -432,13 +433,14 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		if !s.ensureEngine(eventID) {
 			return false
 		}
-		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+		turn := s.input
+		s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
 		if m := turnStats(s.engine); m != nil {
-			m.MarkInputEnd(s.m.cfg.WallClock())
+			m.MarkInputEnd(turn, s.m.cfg.WallClock())
 		}
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			_, err := eng.Commit(ctx, respond)
+			_, err := eng.Commit(ctx, turn, respond)
 			if errors.Is(err, audio.ErrEmptyAudio) {
 				return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
 			}
@@ -468,9 +470,10 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
-	s.engine.MarkTurnArrival(started)
+	turn := s.input
+	s.engine.MarkTurnArrival(turn, started)
 	if m := turnStats(s.engine); m != nil {
-		m.MarkInputEnd(s.m.cfg.WallClock())
+		m.MarkInputEnd(turn, s.m.cfg.WallClock())
 	}
 	var r *response
 	var ro respOptions
@@ -483,15 +486,15 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	j := job{run: func(ctx context.Context) jobResult {
 		res := jobResult{itemID: itemID, errCode: "runtime_append_failed"}
 		for _, pcm := range buf {
-			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
+			if res.err = eng.AppendAudio(ctx, turn, pcm); res.err != nil {
 				return res
 			}
 		}
-		if res.transcript, res.err = eng.Commit(ctx, false); res.err != nil {
+		if res.transcript, res.err = eng.Commit(ctx, turn, false); res.err != nil {
 			return res
 		}
 		if r != nil && r.claimEngine() {
-			res.turn, res.err = ro.respond(ctx, eng)
+			res.turn, res.err = ro.respond(ctx, eng, r.turn)
 			res.haveTurn = res.err == nil
 			res.errCode = "runtime_respond_failed"
 		}
@@ -688,9 +691,9 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++
-		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
 	}
-	eng := s.engine
+	eng, turn := s.engine, s.input
 	text := c.Text
 	if len(pcm) > 0 {
 		s.txCut(id) // the item's audio is an utterance of its own: its deltas name it
@@ -699,13 +702,13 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		res := jobResult{errCode: "runtime_append_failed"}
 		if len(pcm) > 0 {
 			res.itemID = id // only audio items get a transcript
-			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
+			if res.err = eng.AppendAudio(ctx, turn, pcm); res.err != nil {
 				return res
 			}
-			res.transcript, res.err = eng.Commit(ctx, false)
+			res.transcript, res.err = eng.Commit(ctx, turn, false)
 			return res
 		}
-		res.err = eng.AppendText(ctx, role, text)
+		res.err = eng.AppendText(ctx, turn, role, text)
 		return res
 	}})
 }

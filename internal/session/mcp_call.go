@@ -356,9 +356,9 @@ func (s *Session) appendToolResult(text string) {
 	if text == "" {
 		text = "(no output)"
 	}
-	eng := s.engine
+	eng, turn := s.engine, s.input
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-		return jobResult{err: eng.AppendText(ctx, "tool", text), errCode: "runtime_append_failed"}
+		return jobResult{err: eng.AppendText(ctx, turn, "tool", text), errCode: "runtime_append_failed"}
 	}}) {
 		s.sendError("input_backpressure", "too many pending engine jobs; an MCP call's result did not reach the model", "", "")
 	}
@@ -409,7 +409,7 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 		if !r.claimEngine() {
 			return jobResult{}
 		}
-		t, err := o.respond(ctx, eng)
+		t, err := o.respond(ctx, eng, r.turn)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")

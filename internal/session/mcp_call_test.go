@@ -36,16 +36,16 @@ type callEngine struct {
 	turnCalls []metrics.ToolCallStats
 }
 
-func (e *callEngine) AppendAudio(context.Context, []float32) error              { return nil }
-func (e *callEngine) Commit(context.Context, bool) (string, error)              { return "", nil }
+func (e *callEngine) AppendAudio(context.Context, int, []float32) error         { return nil }
+func (e *callEngine) Commit(context.Context, int, bool) (string, error)         { return "", nil }
 func (e *callEngine) Signal(context.Context, string, requestclient.Fence) error { return nil }
 func (e *callEngine) Close(context.Context, string) error                       { return nil }
 func (e *callEngine) Abort()                                                    {}
-func (e *callEngine) MarkTurnArrival(ts float64) float64                        { return ts }
-func (e *callEngine) BeginTurn(string, int, float64)                            {}
-func (e *callEngine) FinalizeTurn(string) bool                                  { return true }
+func (e *callEngine) MarkTurnArrival(_ int, ts float64) float64                 { return ts }
+func (e *callEngine) BeginTurn(int, string, int, float64)                       {}
+func (e *callEngine) FinalizeTurn(int, string) bool                             { return true }
 
-func (e *callEngine) AppendText(_ context.Context, role, text string) error {
+func (e *callEngine) AppendText(_ context.Context, _ int, role, text string) error {
 	assert.Contains(e.t, []string{"user", "tool"}, role)
 	e.mu.Lock()
 	e.appends = append(e.appends, role+":"+text)
@@ -53,11 +53,11 @@ func (e *callEngine) AppendText(_ context.Context, role, text string) error {
 	return nil
 }
 
-func (e *callEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
-	return e.RespondWith(ctx, requestclient.ResponseSpec{MaxTokens: maxTokens})
+func (e *callEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
+	return e.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: maxTokens})
 }
 
-func (e *callEngine) RespondWith(_ context.Context, spec requestclient.ResponseSpec) (int, error) {
+func (e *callEngine) RespondWith(_ context.Context, _ int, spec requestclient.ResponseSpec) (int, error) {
 	e.mu.Lock()
 	e.turn++
 	n := e.turn
@@ -102,8 +102,10 @@ func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptio
 	return b.eng, nil
 }
 
+var _ TurnToolMarker = (*callEngine)(nil)
+
 // AddTurnToolCalls implements TurnToolMarker: the calls timed for each turn, in order.
-func (e *callEngine) AddTurnToolCalls(calls []metrics.ToolCallStats) {
+func (e *callEngine) AddTurnToolCalls(_ int, calls []metrics.ToolCallStats) {
 	e.mu.Lock()
 	e.turnCalls = append(e.turnCalls, calls...)
 	e.mu.Unlock()

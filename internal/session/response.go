@@ -42,10 +42,13 @@ type response struct {
 	id, itemID string
 	epoch      int
 	turnID     int
-	stageTurn  int // engine turn, -1 until bound
-	audio      bool
-	maxTokens  int
-	cancelled  atomic.Bool // read by the job goroutine before it starts generation
+	// turn is the id the engine knows the response's turn by (Session.input when it began): its
+	// input, rows and record carry it, and the session closes it once at endResponse.
+	turn      int
+	stageTurn int // engine turn, -1 until bound
+	audio     bool
+	maxTokens int
+	cancelled atomic.Bool // read by the job goroutine before it starts generation
 	// claimed is set by the response's job right before it reads cancelled and starts the
 	// engine response (claimEngine); jobbed says such a job was queued (actor only). A response
 	// cancelled while a queued job has not claimed it never reaches the engine.
@@ -145,8 +148,15 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	s.stopIdleTimeout()
 	s.resetVAD()
 	s.turnID++
+	// The response answers the input built so far (or the engine's own turn, which already
+	// answered it); the next input is a new turn.
+	turn := stageTurn
+	if turn < 0 {
+		turn = s.input
+	}
+	s.input = max(s.input, turn+1)
 	r := &response{
-		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
+		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
@@ -156,8 +166,8 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
-		arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
-		s.engine.BeginTurn(r.id, r.turnID, arrival)
+		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
+		s.engine.BeginTurn(r.turn, r.id, r.turnID, arrival)
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it
@@ -236,21 +246,21 @@ func (s *Session) endResponse(reason string) *response {
 	}
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
-			m.SetTurnDelivered(r.sentMs, r.underrunMs)
+			m.SetTurnDelivered(r.turn, r.sentMs, r.underrunMs)
 		}
 		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
-			m.SetTurnPlayed(r.ackedMs)
+			m.SetTurnPlayed(r.turn, r.ackedMs)
 		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
-			m.SetTurnDetached(r.detachedMs)
+			m.SetTurnDetached(r.turn, r.detachedMs)
 		}
 		if m, ok := s.engine.(TurnToolMarker); ok && len(r.toolCalls) > 0 {
-			m.AddTurnToolCalls(r.toolCalls)
+			m.AddTurnToolCalls(r.turn, r.toolCalls)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
-			s.finalizeUnstarted(u, reason)
+			s.finalizeUnstarted(u, r.turn, reason)
 		} else {
-			s.engine.FinalizeTurn(reason)
+			s.engine.FinalizeTurn(r.turn, reason)
 		}
 	}
 	return r
@@ -259,17 +269,17 @@ func (s *Session) endResponse(reason string) *response {
 // finalizeUnstarted ends the turn of a response cancelled before its engine response started,
 // e.g. a response.cancel right after response.create while the input's commit is still queued:
 // the turn waits for that input's work (its transcription and prefill), which a job queued
-// behind the input's own jobs reports settled. Without room for that job the engine's drain
-// bound finalizes the turn.
-func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
-	u.FinalizeUnstartedTurn(reason)
+// behind the input's own jobs reports settled. Without room for that job the turn is recorded
+// when the stream closes.
+func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, turn int, reason string) {
+	u.FinalizeUnstartedTurn(turn, reason)
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-		if err := u.SettleInput(ctx); err != nil {
+		if err := u.SettleInput(ctx, turn); err != nil {
 			s.log.Debug("settling the input of a cancelled response", zap.Error(err))
 		}
 		return jobResult{} // statistics only: nothing for the client
 	}}) {
-		s.log.Debug("no room to settle the input of a cancelled response; its turn waits for the drain bound")
+		s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
 	}
 }
 
@@ -474,9 +484,9 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 	s.turnState = TurnBargeIn
 	if heard := r.heardText(); heard != "" && !r.outOfBand && s.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
-		eng := s.engine
+		eng, turn := s.engine, s.input
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, "assistant", heard), errCode: "runtime_append_failed"}
+			return jobResult{err: eng.AppendText(ctx, turn, "assistant", heard), errCode: "runtime_append_failed"}
 		}}) {
 			s.log.Warn("dropping the heard assistant text: engine job queue full", zap.Int("chars", len(heard)))
 			s.sendError("input_backpressure", "too many pending engine jobs; the assistant text heard before the interruption was not kept in the conversation", "", "")

@@ -113,6 +113,10 @@ type Session struct {
 	turnState   string
 	epoch       int
 	turnID      int
+	// input is the id of the turn the user's input is building: every input and response
+	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
+	// abandons it. Ids are never reused.
+	input int
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
@@ -172,6 +176,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		responses: newResponses(),
 		expiresAt: m.cfg.Now().Add(maxSessionLength),
 		settings:  newSettings(opts, m.cfg),
+		input:     1,
 	}
 	if m.cfg.ResumeGrace > 0 {
 		s.resumeToken = newResumeToken()

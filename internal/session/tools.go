@@ -176,9 +176,9 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 	s.sendItemDone(it, s.epoch)
 	s.pendingIn++
 	s.timeFunctionCall(call)
-	eng, out := s.engine, c.Output
+	eng, out, turn := s.engine, c.Output, s.input
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
-		return jobResult{err: eng.AppendText(ctx, "tool", out), errCode: "runtime_append_failed"}
+		return jobResult{err: eng.AppendText(ctx, turn, "tool", out), errCode: "runtime_append_failed"}
 	}})
 }
 

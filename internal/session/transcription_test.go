@@ -262,8 +262,8 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 // value) as a transcript delta: a new stream starts its utterance's words from the beginning.
 type deltaEngine struct{ *asrEngine }
 
-func (d deltaEngine) AppendAudio(ctx context.Context, pcm []float32) error {
-	if err := d.asrEngine.AppendAudio(ctx, pcm); err != nil {
+func (d deltaEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
+	if err := d.asrEngine.AppendAudio(ctx, turn, pcm); err != nil {
 		return err
 	}
 	heard := d.heardNow()

@@ -61,7 +61,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 			AudioEndMs: e.atMs, ItemID: s.speechItemID}})
 		if m := turnStats(s.engine); m != nil {
-			m.MarkInputEnd(s.m.cfg.WallClock())
+			m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 		}
 	}
 	return res
@@ -142,7 +142,7 @@ func (s *Session) respondNow(maxTok int) {
 		if !r.claimEngine() {
 			return jobResult{}
 		}
-		t, err := eng.Respond(ctx, maxTok)
+		t, err := eng.Respond(ctx, r.turn, maxTok)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
