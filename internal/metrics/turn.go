@@ -43,6 +43,7 @@ type TurnMetrics struct {
 	toolCalls       []ToolCallStats // tool and MCP calls timed for the turn (AddToolCalls)
 	record          FinalizedRequest
 	summary         Summary
+	req             *requestTurn // a chat completion's turn (NewRequestTurn); nil for duplex
 }
 
 type turnStage struct {
@@ -213,6 +214,10 @@ func (t *TurnMetrics) Accumulate(stage int, m StageRequestStats, finalOutputType
 	if t.finalized {
 		return
 	}
+	if t.req != nil {
+		t.accumulateRequestLocked(stage, m, finalOutputType, submitTS)
+		return
+	}
 	st := t.stageLocked(stage)
 	m.RequestID = t.responseID
 	st.merger.Add(m)
@@ -370,6 +375,10 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 	if t.finalized {
 		return
 	}
+	if t.req != nil {
+		t.addRequestSendLocked(from, to, sizeBytes, txMs, usedShm)
+		return
+	}
 	t.agg.addSend(from, to, t.responseID, sizeBytes, txMs, blockedMs, usedShm)
 }
 
@@ -403,10 +412,14 @@ func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 // arrival, and, when logStats is set, logs the tables with the turn's identity in the titles and
 // the [OmniTiming] line. It returns false when the turn was already finalized. It is marked
 // finalized before rendering, so a panic while rendering (a bug, recovered at the caller's
-// goroutine root) can never finalize it twice.
+// goroutine root) can never finalize it twice. A chat request's turn (NewRequestTurn) logs its
+// tables when it was opened with them, whatever logStats says.
 func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bool {
 	if t == nil {
 		return false
+	}
+	if t.req != nil {
+		return t.finalizeRequest(reason, log)
 	}
 	t.mu.Lock()
 	if t.finalized {

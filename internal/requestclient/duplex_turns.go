@@ -222,15 +222,34 @@ func (s *turnState) finishAll(es []*turnEntry) {
 
 // finish makes e's one record: the tables, the structured record, Prometheus.
 func (s *turnState) finish(e *turnEntry) {
-	if !e.t.Finalize(e.reason, s.log, s.logStats) || s.col == nil {
+	if e.t.Finalize(e.reason, s.log, s.logStats) {
+		observeTurn(e.t, s.col, s.onFinal)
+	}
+}
+
+// publishTurn closes a chat request's turn with its reason and publishes its record; the tables
+// (when the turn has them) are logged by Finalize.
+func publishTurn(t *metrics.TurnMetrics, reason string, log *zap.Logger, col *metrics.Collectors,
+	onFinal func(metrics.FinalizedRequest) string) {
+	if t.Finalize(reason, log, t.HasTables()) {
+		observeTurn(t, col, onFinal)
+	}
+}
+
+// observeTurn hands a finalized turn's one record to tracing (which names the trace) and to
+// Prometheus: the same path for a duplex turn and a chat request.
+func observeTurn(t *metrics.TurnMetrics, col *metrics.Collectors, onFinal func(metrics.FinalizedRequest) string) {
+	if col == nil {
 		return
 	}
-	if rec, have := e.t.Record(); have {
-		if s.onFinal != nil {
-			rec.TraceID = s.onFinal(rec)
-		}
-		s.col.ObserveFinalized(rec)
+	rec, have := t.Record()
+	if !have {
+		return
 	}
+	if onFinal != nil {
+		rec.TraceID = onFinal(rec)
+	}
+	col.ObserveFinalized(rec)
 }
 
 // markArrival is turn id's first input: the turn is born with t0 ts (<= 0: now) unless it
