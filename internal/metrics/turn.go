@@ -7,7 +7,8 @@ import (
 )
 
 // TurnMetrics collects one assistant turn of a duplex session (one response_id), the unit that
-// prints one set of --log-stats tables, as one chat completion does. Snapshots are merged per
+// prints one set of --log-stats tables, or one chat completion (NewRequestTurn): both close once
+// and yield one FinalizedRequest that the tables, Prometheus and tracing read. Snapshots are merged per
 // stage as they arrive, so a turn holds O(stages) rows however many segments the engine emits; the
 // result is vllm-omni's collapse at finalize (one row per stage).
 //
@@ -387,7 +388,8 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 // baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
 // advances the baseline, so calling it twice never counts TX twice.
 func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
-	if t == nil || session == nil {
+	// A chat request's turn has no session, and maybe no aggregator.
+	if t == nil || session == nil || t.req != nil {
 		return
 	}
 	edges := session.Transfers(t.requestID)
