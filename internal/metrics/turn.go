@@ -7,7 +7,8 @@ import (
 )
 
 // TurnMetrics collects one assistant turn of a duplex session (one response_id), the unit that
-// prints one set of --log-stats tables, as one chat completion does. Snapshots are merged per
+// prints one set of --log-stats tables, or one chat completion (NewRequestTurn): both close once
+// and yield one FinalizedRequest that the tables, Prometheus and tracing read. Snapshots are merged per
 // stage as they arrive, so a turn holds O(stages) rows however many segments the engine emits; the
 // result is vllm-omni's collapse at finalize (one row per stage).
 //
@@ -43,6 +44,7 @@ type TurnMetrics struct {
 	toolCalls       []ToolCallStats // tool and MCP calls timed for the turn (AddToolCalls)
 	record          FinalizedRequest
 	summary         Summary
+	req             *requestTurn // a chat completion's turn (NewRequestTurn); nil for duplex
 }
 
 type turnStage struct {
@@ -213,6 +215,10 @@ func (t *TurnMetrics) Accumulate(stage int, m StageRequestStats, finalOutputType
 	if t.finalized {
 		return
 	}
+	if t.req != nil {
+		t.accumulateRequestLocked(stage, m, finalOutputType, submitTS)
+		return
+	}
 	st := t.stageLocked(stage)
 	m.RequestID = t.responseID
 	st.merger.Add(m)
@@ -370,6 +376,10 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 	if t.finalized {
 		return
 	}
+	if t.req != nil {
+		t.addRequestSendLocked(from, to, sizeBytes, txMs, usedShm)
+		return
+	}
 	t.agg.addSend(from, to, t.responseID, sizeBytes, txMs, blockedMs, usedShm)
 }
 
@@ -378,7 +388,8 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 // baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
 // advances the baseline, so calling it twice never counts TX twice.
 func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
-	if t == nil || session == nil {
+	// A chat request's turn has no session, and maybe no aggregator.
+	if t == nil || session == nil || t.req != nil {
 		return
 	}
 	edges := session.Transfers(t.requestID)
@@ -403,10 +414,14 @@ func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 // arrival, and, when logStats is set, logs the tables with the turn's identity in the titles and
 // the [OmniTiming] line. It returns false when the turn was already finalized. It is marked
 // finalized before rendering, so a panic while rendering (a bug, recovered at the caller's
-// goroutine root) can never finalize it twice.
+// goroutine root) can never finalize it twice. A chat request's turn (NewRequestTurn) logs its
+// tables when it was opened with them, whatever logStats says.
 func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bool {
 	if t == nil {
 		return false
+	}
+	if t.req != nil {
+		return t.finalizeRequest(reason, log)
 	}
 	t.mu.Lock()
 	if t.finalized {

@@ -16,8 +16,8 @@ import (
 // Options configures a Client. The zero value is usable.
 type Options struct {
 	// LogStats prints the statistics tables for every chat request and every duplex turn. When
-	// false no aggregators are built (a chat request keeps only the figures Prometheus observes,
-	// when Collectors is set), and without Collectors either no pending-turn buffers or
+	// false no aggregators are built (a chat request's turn keeps only the figures Prometheus
+	// observes, when Collectors is set), and without Collectors either no pending-turn buffers or
 	// per-chunk copies are created at all.
 	LogStats bool
 	// Collectors receives Prometheus observations; nil disables them.

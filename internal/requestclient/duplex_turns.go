@@ -222,14 +222,8 @@ func (s *turnState) finishAll(es []*turnEntry) {
 
 // finish makes e's one record: the tables, the structured record, Prometheus.
 func (s *turnState) finish(e *turnEntry) {
-	if !e.t.Finalize(e.reason, s.log, s.logStats) || s.col == nil {
-		return
-	}
-	if rec, have := e.t.Record(); have {
-		if s.onFinal != nil {
-			rec.TraceID = s.onFinal(rec)
-		}
-		s.col.ObserveFinalized(rec)
+	if e.t.Finalize(e.reason, s.log, s.logStats) {
+		observeTurn(e.t, s.col, s.onFinal)
 	}
 }
 
