@@ -27,19 +27,13 @@ func TestAgentsSDKQuickstart(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "node is not installed: skipping the Agents SDK quick-start (`make deps` installs it)")
 	}
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "node is installed but npm is not; the SDK cannot be installed")
 	speech := "/usr/share/pocketsphinx/test/data/goforward.raw"
 	testenv.NeedFile(t, speech, "pocketsphinx-testdata")
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--cache-dir", filepath.Join(t.TempDir(), "cache"))
 
-	dir := filepath.Join(repoRoot(t), "test", "agents-sdk")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
+	dir := npmProject(ctx, t, "agents-sdk")
 
 	run := exec.CommandContext(ctx, node, "quickstart.mjs")
 	run.Dir = dir

@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // TestAgentsSDKWebRTCBrowser runs the OpenAI Agents SDK in headless Chromium: the page imports
@@ -23,17 +20,9 @@ import (
 // (audio stops, the item is truncated to what was played), and the app's hangup must end the
 // call, all without an error event.
 func TestAgentsSDKWebRTCBrowser(t *testing.T) {
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		testenv.Missing(t, "npm is not installed: skipping the Agents SDK browser test (`make deps` installs it)")
-	}
-	dir := filepath.Join(repoRoot(t), "test", "agents-sdk")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
+	dir := npmProject(ctx, t, "agents-sdk")
 
 	srv, raw := runWebRTCPage(t, "agents_webrtc.html", `{"session":{"type":"realtime","max_output_tokens":8}}`,
 		map[string]string{"/sdk/": filepath.Join(dir, "node_modules", "@openai", "agents-realtime", "dist", "bundle")})

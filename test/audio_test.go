@@ -193,17 +193,9 @@ func runNodeScript(t *testing.T, script string, env ...string) string {
 	if err != nil {
 		testenv.Missing(t, "node is not installed: skipping the OpenAI Node SDK test (apt-get install nodejs npm, or `make deps`, to run it)")
 	}
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "node is installed but npm is not")
-	dir := filepath.Join(repoRoot(t), "test", "openai-node")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
-		install.Dir = dir
-		out, err := install.CombinedOutput()
-		require.NoError(t, err, "npm install in %s:\n%s", dir, out)
-	}
+	dir := npmProject(ctx, t, "openai-node")
 	run := exec.CommandContext(ctx, node, script)
 	run.Dir = dir
 	run.Env = append(os.Environ(), env...)

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // These tests drive the real bin/omniserve, as a user or an orchestrator would.
@@ -28,19 +30,12 @@ var (
 	buildErr  error
 )
 
-// binRoot is the repository root.
-func binRoot(t testing.TB) string {
-	_, file, _, ok := runtime.Caller(0)
-	require.True(t, ok)
-	return filepath.Dir(filepath.Dir(file))
-}
-
 // omniserveBin returns bin/omniserve, building it with the Makefile (its cgo flags and header
 // path, so the build cache is shared) when it is missing or older than any source it is built
 // from, so the suite never tests a stale binary. `make test` builds it first.
 func omniserveBin(t testing.TB) string {
 	t.Helper()
-	root := binRoot(t)
+	root := repoRoot(t)
 	bin := filepath.Join(root, "bin", "omniserve")
 	buildOnce.Do(func() {
 		why := "missing"
@@ -188,7 +183,7 @@ func startBinaryEnv(t *testing.T, env []string, args ...string) *binServer {
 	port := freePort(t)
 	all := append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
 	cmd := exec.Command(omniserveBin(t), all...)
-	cmd.Dir = binRoot(t)
+	cmd.Dir = repoRoot(t)
 	cmd.Env = append(append(os.Environ(), "OMNISERVE_LOG_FORMAT=json"), env...)
 	s := &binServer{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), logs: &syncBuf{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
@@ -200,6 +195,11 @@ func startBinaryEnv(t *testing.T, env []string, args ...string) *binServer {
 		default:
 			_ = cmd.Process.Kill()
 			<-s.done
+		}
+		// Every turn has one owner that closes it exactly once: a turn recorded without its
+		// owner's close is a bug, whatever the test was about.
+		if strings.Contains(s.logs.String(), requestclient.UnclosedTurnsMessage) {
+			t.Errorf("omniserve recorded turns its session never closed:\n%s", s.logs.String())
 		}
 	})
 	deadline := time.Now().Add(2 * time.Minute) // a cold dummy-model generation included
@@ -264,7 +264,7 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(omniserveBin(t), tt.args...)
-			cmd.Dir = binRoot(t)
+			cmd.Dir = repoRoot(t)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()

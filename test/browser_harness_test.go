@@ -4,10 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/testenv"
 )
@@ -21,18 +18,9 @@ const chromiumPath = "/usr/bin/chromium"
 func browserHarness(ctx context.Context, t *testing.T) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
-	npm, npmErr := exec.LookPath("npm")
 	_, chromeErr := os.Stat(chromiumPath)
-	if err != nil || npmErr != nil || chromeErr != nil {
+	if err != nil || chromeErr != nil {
 		testenv.Missing(t, "browser tests need node, npm and %s (make deps installs them)", chromiumPath)
 	}
-	dir = filepath.Join(binRoot(t), "test", "browser")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "puppeteer-core")); err != nil {
-		install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		install.Dir = dir
-		install.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
-		out, err := install.CombinedOutput()
-		require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
-	}
-	return node, dir
+	return node, npmProject(ctx, t, "browser", "PUPPETEER_SKIP_DOWNLOAD=1")
 }

@@ -293,7 +293,7 @@ func startBinaryAt(t *testing.T, port int, args ...string) *binServer {
 	t.Helper()
 	all := append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
 	cmd := exec.Command(omniserveBin(t), all...)
-	cmd.Dir = binRoot(t)
+	cmd.Dir = repoRoot(t)
 	s := &binServer{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), logs: &syncBuf{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	require.NoError(t, cmd.Start())

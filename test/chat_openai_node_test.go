@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,16 +25,9 @@ func testChatOpenAINode(t *testing.T, f *chatFixture) {
 	if err != nil {
 		testenv.Missing(t, "node is not installed: skipping the OpenAI Node SDK compatibility test (apt-get install nodejs npm, or `make deps`, to run it)")
 	}
-	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "node is installed but npm is not; the SDK cannot be installed")
-	dir := filepath.Join(repoRoot(t), "test", "openai-node")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-
-	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm install in %s:\n%s", dir, out)
+	dir := npmProject(ctx, t, "openai-node")
 
 	run := exec.CommandContext(ctx, node, "compat.mjs")
 	run.Dir = dir

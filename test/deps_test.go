@@ -155,7 +155,7 @@ var layer = map[string]int{
 // allowed, in one `go list` call, and logs what each package imports (go test -v).
 func TestImportAllowList(t *testing.T) {
 	t.Parallel()
-	lines := goList(t, binRoot(t), "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
+	lines := goList(t, repoRoot(t), "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
 	require.NotEmpty(t, lines)
 	for _, l := range lines {
 		f := strings.Fields(l)
@@ -274,7 +274,7 @@ func moduleImports(imps []string) []string {
 // and speech use cgo.
 func TestCgoConfinement(t *testing.T) {
 	t.Parallel()
-	root := binRoot(t)
+	root := repoRoot(t)
 	lines := goList(t, root, "-f", "{{.ImportPath}}|{{len .CgoFiles}}|{{join .Imports \",\"}}", "./...")
 	for _, l := range lines {
 		f := strings.SplitN(l, "|", 3)

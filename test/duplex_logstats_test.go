@@ -524,6 +524,8 @@ type statsRecord struct {
 	// The RequestE2EStats figures the input and output.audio spans are placed by.
 	InputMs         float64 `json:"input_ms"`
 	DeliveryTotalMs float64 `json:"delivery_total_ms"`
+	// The ToolCallStats record's columns (kind, calls, failed_calls, max_time_ms, total_time_ms).
+	Kinds []map[string]any `json:"kinds"`
 }
 
 // statsRecords returns every statistics record of a JSON log.
@@ -537,7 +539,7 @@ func statsRecords(logs string) []statsRecord {
 			continue
 		}
 		switch r.Msg {
-		case "Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats", "TransferEdgeStats":
+		case "Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats", "TransferEdgeStats", "ToolCallStats":
 			out = append(out, r)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // README.md and docs/ may neither cite sections nor point at ../shared/.
 func TestNoSpecSectionCitations(t *testing.T) {
 	t.Parallel()
-	hits, err := outOfRepoCitations(binRoot(t))
+	hits, err := outOfRepoCitations(repoRoot(t))
 	require.NoError(t, err)
 	require.Empty(t, hits, "state the rule itself instead of citing a document outside the repository")
 }

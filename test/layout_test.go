@@ -33,7 +33,7 @@ var designLayout = []struct {
 // package where it is one.
 func TestDesignLayout(t *testing.T) {
 	t.Parallel()
-	root := binRoot(t)
+	root := repoRoot(t)
 	for _, p := range designLayout {
 		st, err := os.Stat(filepath.Join(root, p.path))
 		require.NoError(t, err, "design card lists %s", p.path)

@@ -2,7 +2,6 @@ package test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -20,24 +19,8 @@ import (
 func TestRealtimeMCPCalls(t *testing.T) {
 	ms := startMCPServer(t) // first: their cleanups run after the binary's
 	dying := startMCPServer(t)
-	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-format", "json",
-		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--mcp-allowed-urls", ms.url+","+dying.url)
-	c := dialResume(t, "ws://"+s.addr+"/v1/realtime")
-	require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
-	until := func(typ string) (map[string]any, []map[string]any) {
-		t.Helper()
-		var seen []map[string]any
-		for {
-			ev := c.next(t, 60*time.Second)
-			seen = append(seen, ev)
-			if ev["type"] == typ {
-				return ev, seen
-			}
-			if typ != "error" {
-				require.NotEqual(t, "error", ev["type"], "%v", ev)
-			}
-		}
-	}
+	s, c := startToolSession(t, nil, nil, "--mcp-allowed-urls", ms.url+","+dying.url)
+	until := func(typ string) (map[string]any, []map[string]any) { t.Helper(); return c.until(t, typ) }
 	errOf := func(ev map[string]any) map[string]any { return ev["error"].(map[string]any) }
 	force := func(label, name string) map[string]any {
 		return map[string]any{"type": "response.create", "response": map[string]any{

@@ -43,10 +43,11 @@ func TestRealtimeOpenAINode(t *testing.T) {
 	var got struct {
 		Events map[string]int `json:"events"`
 		Turn1  struct {
-			Transcript string   `json:"transcript"`
-			Status     string   `json:"status"`
-			AudioBytes int      `json:"audio_bytes"`
-			Usage      sdkUsage `json:"usage"`
+			Transcript  string   `json:"transcript"`
+			InputDeltas int      `json:"input_deltas"`
+			Status      string   `json:"status"`
+			AudioBytes  int      `json:"audio_bytes"`
+			Usage       sdkUsage `json:"usage"`
 		} `json:"turn1"`
 		BargeIn struct {
 			Reason string   `json:"reason"`
@@ -60,6 +61,7 @@ func TestRealtimeOpenAINode(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
 	require.Contains(t, strings.ToLower(got.Turn1.Transcript), "forward", "24 kHz speech was heard as such")
 	require.Positive(t, got.Turn1.AudioBytes)
+	require.Positive(t, got.Turn1.InputDeltas, "input transcription deltas of the user's item (joined to its transcript: checked by the script)")
 	// The script checked every usage field is an integer and that the parts add up; the totals
 	// are checked here once more, as the client decoded them.
 	for _, u := range []sdkUsage{got.Turn1.Usage, got.BargeIn.Usage} {

@@ -2,10 +2,8 @@ package test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -16,24 +14,8 @@ import (
 // the client's function_call_output and a response.create that continues from it, and the
 // refusals (an unknown call_id, a tool_choice naming no tool, MCP tools).
 func TestRealtimeFunctionTools(t *testing.T) {
-	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats", "--log-format", "json",
-		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
-	c := dialResume(t, "ws://"+s.addr+"/v1/realtime")
-	require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
-	until := func(typ string) (map[string]any, []map[string]any) {
-		t.Helper()
-		var seen []map[string]any
-		for {
-			ev := c.next(t, 60*time.Second)
-			seen = append(seen, ev)
-			if ev["type"] == typ {
-				return ev, seen
-			}
-			if typ != "error" {
-				require.NotEqual(t, "error", ev["type"], "%v", ev)
-			}
-		}
-	}
+	s, c := startToolSession(t, nil, nil, "--log-stats")
+	until := func(typ string) (map[string]any, []map[string]any) { t.Helper(); return c.until(t, typ) }
 	tool := map[string]any{"type": "function", "name": "lookup_order", "description": "Look up an order",
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"},
 			"rush": map[string]any{"type": "boolean"}}, "required": []any{"order_id"}}}

@@ -380,3 +380,141 @@ func TestTraceparentAcrossRemoteStage(t *testing.T) {
 		return false
 	}, 20*time.Second, 100*time.Millisecond, "the back's chat.completion span in the front session's trace")
 }
+
+// TestTracesToolCallSpans: a realtime turn that makes an MCP call to a real MCP server on
+// loopback (the official Go SDK) and a turn that follows a client's function call export, under
+// their turn spans, an mcp.call and a tool.call span that last exactly the figures of those
+// turns' ToolCallStats records; the MCP call's Prometheus observation is the same figure.
+func TestTracesToolCallSpans(t *testing.T) {
+	ms := startMCPServer(t) // first: its cleanup runs after the binary's
+	rec := startOTLPReceiver(t)
+	const rtTrace = "5b8efff798038103d269b633813fc60c"
+	s, c := startToolSession(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rec.Endpoint()},
+		http.Header{"Traceparent": {"00-" + rtTrace + "-eee19b7ec3c1b174-01"}}, "--log-stats", "--mcp-allowed-urls", ms.url)
+	lookup := map[string]any{"type": "function", "name": "lookup_order", "description": "Look up an order",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []any{"order_id"}}}
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime",
+		"output_modalities": []any{"text"}, "max_output_tokens": 160,
+		"audio": map[string]any{"input": map[string]any{"turn_detection": nil}},
+		"tools": []any{lookup, map[string]any{"type": "mcp", "server_label": "calc", "server_url": ms.url,
+			"allowed_tools": []any{"add"}, "require_approval": "never"}}}})
+	c.until(t, "session.updated")
+	c.until(t, "mcp_list_tools.completed")
+	ask := func(text string) {
+		t.Helper()
+		c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "message", "role": "user",
+			"content": []any{map[string]any{"type": "input_text", "text": text}}}})
+		c.until(t, "conversation.item.done")
+	}
+	respID := func(ev map[string]any) string { return ev["response"].(map[string]any)["id"].(string) }
+
+	// A forced MCP call: its turn is the response that holds the mcp_call item.
+	ask("What is two plus three?")
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{
+		"tool_choice": map[string]any{"type": "mcp", "server_label": "calc", "name": "add"}}})
+	completed, _ := c.until(t, "response.mcp_call.completed")
+	mcpItem := completed["item_id"].(string)
+	done, _ := c.until(t, "response.done")
+	mcpTurn := respID(done)
+	c.until(t, "response.created") // the session's follow-up reads the result
+	c.until(t, "response.done")
+	require.Equal(t, 1, ms.called("add"))
+
+	// A forced function call, answered by the client a moment later; the response after the
+	// output is the follow-up turn that the call's time belongs to.
+	ask("Where is order 42?")
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{
+		"tool_choice": map[string]any{"type": "function", "name": "lookup_order"}}})
+	args, _ := c.until(t, "response.function_call_arguments.done")
+	callID := args["call_id"].(string)
+	c.until(t, "response.done")
+	time.Sleep(150 * time.Millisecond) // the client runs the function
+	c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{
+		"type": "function_call_output", "call_id": callID, "output": `{"status":"shipped"}`}})
+	c.until(t, "conversation.item.done")
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"tool_choice": "none"}})
+	done, _ = c.until(t, "response.done")
+	fnTurn := respID(done)
+	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, "bye"))
+
+	// The ToolCallStats records: one per turn with calls, with the calls' figures.
+	figure := func(turn, kind string) float64 {
+		t.Helper()
+		var out []float64
+		for _, r := range statsRecords(s.logs.String()) {
+			if r.Msg != "ToolCallStats" {
+				continue
+			}
+			require.Contains(t, []string{mcpTurn, fnTurn}, r.ResponseID, "only the turns with calls have a ToolCallStats record")
+			for _, k := range r.Kinds {
+				if r.ResponseID == turn && k["kind"] == kind {
+					require.InDelta(t, 1.0, k["calls"], 0)
+					require.InDelta(t, 0.0, k["failed_calls"], 0)
+					require.Equal(t, k["max_time_ms"], k["total_time_ms"])
+					out = append(out, k["total_time_ms"].(float64))
+				}
+			}
+		}
+		require.Len(t, out, 1, "the %s call in the record of %s", kind, turn)
+		return out[0]
+	}
+	var spans []*tracepb.Span
+	find := func(name string) *tracepb.Span {
+		for _, sp := range spans {
+			if sp.Name == name {
+				return sp
+			}
+		}
+		return nil
+	}
+	require.Eventually(t, func() bool {
+		spans = nil
+		for _, sp := range rec.Spans() {
+			if hex.EncodeToString(sp.TraceId) == rtTrace {
+				spans = append(spans, sp)
+			}
+		}
+		return find("mcp.call add") != nil && find("tool.call lookup_order") != nil
+	}, 20*time.Second, 100*time.Millisecond, "the tool call spans reach the receiver")
+	for _, tc := range []struct{ span, kind, turn, callID string }{
+		{"mcp.call add", "mcp", mcpTurn, mcpItem},
+		{"tool.call lookup_order", "function", fnTurn, callID},
+	} {
+		sp := find(tc.span)
+		var parent *tracepb.Span
+		for _, p := range spans {
+			if bytes.Equal(p.SpanId, sp.ParentSpanId) {
+				parent = p
+			}
+		}
+		require.NotNil(t, parent, "%s has its parent in the trace", tc.span)
+		require.Equal(t, "realtime.turn", parent.Name)
+		rid, _ := spanAttr(parent, "omniserve.request_id")
+		require.Equal(t, tc.turn, rid, "%s is a child of the turn it belongs to", tc.span)
+		id, _ := spanAttr(sp, "gen_ai.tool.call.id")
+		require.Equal(t, tc.callID, id)
+		kind, _ := spanAttr(sp, "omniserve.tool.kind")
+		require.Equal(t, tc.kind, kind)
+		want := figure(tc.turn, tc.kind)
+		durMs := float64(sp.EndTimeUnixNano-sp.StartTimeUnixNano) / 1e6
+		require.InDelta(t, want, durMs, 0.001, "%s lasts its ToolCallStats figure", tc.span)
+		_, attr := spanAttr(sp, "omniserve.tool_call_ms")
+		require.InDelta(t, want, attr, 1e-9)
+		t.Logf("%s: %.3f ms (span and ToolCallStats record)", tc.span, durMs)
+	}
+	label, _ := spanAttr(find("mcp.call add"), "omniserve.mcp.server_label")
+	require.Equal(t, "calc", label)
+	require.GreaterOrEqual(t, figure(fnTurn, "function"), 150.0, "the client's time to answer")
+
+	// Prometheus observed the same calls from the same records.
+	_, metrics := s.get(t, "/metrics")
+	sum := func(re string) float64 {
+		m := regexp.MustCompile(re).FindSubmatch(metrics)
+		require.NotNil(t, m, re)
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		require.NoError(t, err)
+		return v
+	}
+	require.InDelta(t, figure(mcpTurn, "mcp")/1000, sum(`omniserve_realtime_mcp_call_duration_seconds_sum\{model_name="[^"]*",outcome="completed"\} (\S+)`), 1e-9)
+	require.InDelta(t, figure(fnTurn, "function")/1000, sum(`omniserve_realtime_function_call_duration_seconds_sum\{model_name="[^"]*"\} (\S+)`), 1e-9)
+}

@@ -120,7 +120,7 @@ func runWebRTCPage(t *testing.T, page, secretBody string, static map[string]stri
 	if _, err := os.Stat(chromiumPath); err != nil {
 		testenv.Missing(t, "the browser test needs %s (make deps installs it)", chromiumPath)
 	}
-	html, err := os.ReadFile(filepath.Join(binRoot(t), "test", "browser", page))
+	html, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "browser", page))
 	require.NoError(t, err)
 	wav := speechWAV(t, 500*time.Millisecond, 3*time.Second)
 

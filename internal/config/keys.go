@@ -86,7 +86,7 @@ var keys = []Key{
 	{"realtime.webrtc_public_ips", "webrtc-public-ips", "IP addresses announced to browsers for WebRTC media instead of the host's own (NAT 1:1), comma-separated", func(c *Config) any { return &c.Realtime.WebRTCPublicIPs }},
 	{"realtime.origin_patterns", "", "extra browser origins allowed to open the realtime WebSocket, comma-separated host patterns (same origin is always allowed)", func(c *Config) any { return &c.Realtime.OriginPatterns }},
 	{"realtime.mcp_allowed_urls", "mcp-allowed-urls", "URL prefixes, comma-separated, that a realtime session's MCP tool (server_url) may reach; empty = none", func(c *Config) any { return &c.Realtime.MCPAllowedURLs }},
-	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine default)", func(c *Config) any { return &c.Engine.ContextSize }},
+	{"engine.context_size", "", "KV cells shared by all sequences (0 = engine.max_sequences × the per-sequence context: every sequence's window fits)", func(c *Config) any { return &c.Engine.ContextSize }},
 	{"engine.max_sequences", "", "concurrent sequences (0 = engine default)", func(c *Config) any { return &c.Engine.MaxSequences }},
 	{"engine.batch_size", "", "max tokens per scheduler step (0 = engine default)", func(c *Config) any { return &c.Engine.BatchSize }},
 	{"engine.prefill_chunk", "", "max prefill tokens of one sequence per step (0 = engine default)", func(c *Config) any { return &c.Engine.PrefillChunk }},

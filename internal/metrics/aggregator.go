@@ -64,7 +64,8 @@ type Aggregator struct {
 
 	stageEvents   map[string][]StageRequestStats
 	transfers     map[edgeKey]*TransferEdgeStats
-	transferOrder []edgeKey // insertion order, for the [OmniTiming] transfers list
+	transferOrder []edgeKey                  // insertion order, for the [OmniTiming] transfers list
+	toolCalls     map[string][]ToolCallStats // a turn's tool and MCP calls (toolcalls.go); nil = none
 }
 
 // NewAggregator makes an aggregator for numStages stages. wallStart (unix seconds) anchors the
@@ -165,6 +166,24 @@ func (a *Aggregator) recordRXLocked(stage int, rid string, m StageRequestStats) 
 	}
 	e.RxDecodeTimeMs += m.RxDecodeTimeMs
 	e.InFlightTimeMs += m.RxInFlightTimeMs
+}
+
+// renameRequest moves the transfer edges recorded under request id from to id to (a duplex turn's
+// edges recorded before its response id was known).
+func (a *Aggregator) renameRequest(from, to string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, k := range a.transferOrder {
+		if k.rid != from {
+			continue
+		}
+		e := a.transfers[k]
+		delete(a.transfers, k)
+		k.rid = to
+		e.RequestID = to
+		a.transfers[k] = e
+		a.transferOrder[i] = k
+	}
 }
 
 func (a *Aggregator) edgeLocked(from, to int, rid string) *TransferEdgeStats {

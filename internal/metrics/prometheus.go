@@ -17,6 +17,8 @@ type FinalizedRequest struct {
 	// AudioTTFPSeconds is the time from arrival to the first audio packet; <= 0 when unknown.
 	AudioTTFPSeconds float64
 	AudioTTFPStage   int
+	// ToolCalls are the tool and MCP calls timed for a turn (StartMs set), nil for none.
+	ToolCalls []ToolCallStats
 	// TraceID is the id (32 hex digits) of the trace the record was exported in, "" when it
 	// was not traced (or not sampled): the latency histograms carry it as an exemplar, so a
 	// dashboard can go from a slow bucket to the turn's trace.
@@ -63,6 +65,7 @@ type Collectors struct {
 	toolCalls        *prometheus.CounterVec
 	mcpCallDuration  *prometheus.HistogramVec
 	mcpCallFailures  *prometheus.CounterVec
+	functionCall     prometheus.Histogram
 	transcription    prometheus.Histogram
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
@@ -176,6 +179,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		}, []string{"api"}),
 		mcpCallDuration: hist("realtime", "mcp_call_duration_seconds",
 			"Realtime MCP tool calls that reached their server: time from the request to its answer (or failure), by outcome (completed or failed).", secondsFastBuckets, "outcome"),
+		functionCall: hist1("realtime", "function_call_duration_seconds",
+			"Realtime function calls the client answered: time from the call's arguments (response.function_call_arguments.done) to its function_call_output item.", secondsBuckets),
 		mcpCallFailures: counter("realtime", "mcp_call_failures_total",
 			"Realtime MCP tool calls that failed, by kind: the mcp_call item's error type (protocol_error, tool_execution_error, http_error) or cancelled (its response ended first).", "kind"),
 		transcription: hist1("realtime", "transcription_latency_seconds",
@@ -207,7 +212,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.transcription, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.functionCall, c.transcription, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -304,8 +309,13 @@ var MCPFailureKinds = []string{"protocol_error", "tool_execution_error", "http_e
 
 // ObserveMCPCall records one realtime MCP call: its duration (seconds < 0: it never reached
 // the server, only the failure is counted) and failure ("" when it completed, else a
-// MCPFailureKinds value).
+// MCPFailureKinds value). ObserveFinalized calls it for each MCP call of a turn's record.
 func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
+	c.observeMCPCall(seconds, failure, nil)
+}
+
+// observeMCPCall is ObserveMCPCall with the exemplar of the turn's trace (nil: none).
+func (c *Collectors) observeMCPCall(seconds float64, failure string, ex prometheus.Labels) {
 	if c == nil {
 		return
 	}
@@ -321,7 +331,7 @@ func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
 		c.mcpCallFailures.WithLabelValues(kind).Inc()
 	}
 	if seconds >= 0 {
-		c.mcpCallDuration.WithLabelValues(outcome).Observe(seconds)
+		observe(c.mcpCallDuration.WithLabelValues(outcome), seconds, ex)
 	}
 }
 
@@ -448,6 +458,14 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	c.generationTokens.Add(float64(gen))
 	if r.AudioTTFPSeconds > 0 {
 		observe(c.audioTTFP.WithLabelValues(kind, strconv.Itoa(r.AudioTTFPStage)), r.AudioTTFPSeconds, ex)
+	}
+	for _, tc := range r.ToolCalls {
+		switch tc.Kind {
+		case ToolKindMCP:
+			c.observeMCPCall(tc.DurationMs/1000, tc.Error, ex) // < 0: never reached its server
+		case ToolKindFunction:
+			observe(c.functionCall, max(tc.DurationMs, 0)/1000, ex)
+		}
 	}
 	for _, e := range r.Transfers {
 		from, to := strconv.Itoa(e.FromStage), strconv.Itoa(e.ToStage)

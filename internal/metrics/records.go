@@ -10,7 +10,7 @@ import (
 // logRecords logs a built summary as structured records, one per table (and one for the
 // [OmniTiming] line), in the text order. Each record's message is the table's kind
 // ("Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats",
-// "TransferEdgeStats"); its fields are the table's rows (the same rows the text table shows)
+// "TransferEdgeStats", "ToolCallStats"); its fields are the table's rows (the same rows the text table shows)
 // plus the ids: request_id, and for a duplex turn response_id, turn and reason.
 func logRecords(log *zap.Logger, s Summary, id *TimingIdentity) {
 	ids := func(rid string) []zap.Field {
@@ -84,6 +84,7 @@ func logRecords(log *zap.Logger, s Summary, id *TimingIdentity) {
 		if len(rs.Transfers) > 0 {
 			log.Info("TransferEdgeStats", append(ids(rs.RequestID), zap.Array("edges", edgeColumns(rs.Transfers)))...)
 		}
+		logToolCallRecord(log, ids(rs.RequestID), rs.ToolCalls)
 	}
 }
 

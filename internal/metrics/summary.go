@@ -46,6 +46,7 @@ type RequestSummary struct {
 	Stages     []StageRequestStats // sorted by stage id
 	Transfers  []TransferEdgeStats // sorted by (from, to)
 	OmniTiming string              // "" when not printed
+	ToolCalls  []ToolCallStats     // a turn's tool and MCP calls; nil = none (no table)
 }
 
 // BuildAndLogSummary renders every table and logs each one at info level, one entry per table
@@ -219,6 +220,7 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 		return x.ToStage - y.ToStage
 	})
 	rs.Transfers = sorted
+	rs.ToolCalls = a.toolCalls[rid]
 
 	// 1. RequestE2EStats.
 	if hasE2E {
@@ -249,6 +251,10 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 	}
 	// 4. TransferEdgeStats.
 	if t, ok := renderTransferTable(a.title("TransferEdgeStats", rid), sorted); ok {
+		rs.entries = append(rs.entries, t)
+	}
+	// 5. ToolCallStats (omniserve only, docs/STATS.md): only for a turn with calls.
+	if t, ok := renderToolCallTable(a.title("ToolCallStats", rid), rs.ToolCalls); ok {
 		rs.entries = append(rs.entries, t)
 	}
 	return rs

@@ -7,7 +7,8 @@ import (
 )
 
 // TurnMetrics collects one assistant turn of a duplex session (one response_id), the unit that
-// prints one set of --log-stats tables, as one chat completion does. Snapshots are merged per
+// prints one set of --log-stats tables, or one chat completion (NewRequestTurn): both close once
+// and yield one FinalizedRequest that the tables, Prometheus and tracing read. Snapshots are merged per
 // stage as they arrive, so a turn holds O(stages) rows however many segments the engine emits; the
 // result is vllm-omni's collapse at finalize (one row per stage).
 //
@@ -32,16 +33,18 @@ type TurnMetrics struct {
 
 	firstAudio      float64
 	firstAudioStage int
-	firstText       float64 // first text unit of any stage; 0 = none
-	inputEnd        float64 // end of the user input this turn answers; 0 = unknown
-	genEnd          float64 // every working stage finished (MarkStagesDone); 0 = not yet
-	deliveredS      float64 // audio sent to the client (SetDelivered)
-	playedS         float64 // audio the client acknowledged as played (SetPlayed)
-	deliveredEnd    float64 // when delivery ended; 0 = at finalize
-	underrunS       float64 // client playback starved (SetUnderrun)
-	detachedMs      float64 // delivery paused while the client was disconnected (SetDetached)
+	firstText       float64         // first text unit of any stage; 0 = none
+	inputEnd        float64         // end of the user input this turn answers; 0 = unknown
+	genEnd          float64         // every working stage finished (MarkStagesDone); 0 = not yet
+	deliveredS      float64         // audio sent to the client (SetDelivered)
+	playedS         float64         // audio the client acknowledged as played (SetPlayed)
+	deliveredEnd    float64         // when delivery ended; 0 = at finalize
+	underrunS       float64         // client playback starved (SetUnderrun)
+	detachedMs      float64         // delivery paused while the client was disconnected (SetDetached)
+	toolCalls       []ToolCallStats // tool and MCP calls timed for the turn (AddToolCalls)
 	record          FinalizedRequest
 	summary         Summary
+	req             *requestTurn // a chat completion's turn (NewRequestTurn); nil for duplex
 }
 
 type turnStage struct {
@@ -87,6 +90,49 @@ func NewTurn(requestID, responseID string, turnID int, arrival float64, numStage
 	return t
 }
 
+// NewInputTurn opens a duplex turn at its first input (arrival, <= 0: now), before its response
+// exists: the rows of the input accumulate into it as they arrive, and Begin attaches the
+// response when it begins. requestID is the session's stage-0 resource id. Until Begin the
+// turn's response id is empty and its turn id unknown (-1).
+func NewInputTurn(requestID string, arrival float64, numStages int, clock Clock) *TurnMetrics {
+	return NewTurn(requestID, "", -1, arrival, numStages, nil, clock)
+}
+
+// Begin attaches the turn's response (response_id keys its rows and titles, turnID is its
+// number) and reports whether it did: a turn begins once. The input end defaults to t0 when
+// none was marked (a text item: its create is both the start and the end of the input).
+func (t *TurnMetrics) Begin(responseID string, turnID int) bool {
+	if t == nil || responseID == "" {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.responseID != "" || t.finalized {
+		return false
+	}
+	t.responseID, t.turnID = responseID, turnID
+	for i := range t.stages {
+		if t.stages[i].merger.Len() > 0 {
+			t.stages[i].merger.cur.RequestID = responseID
+		}
+	}
+	t.agg.renameRequest("", responseID)
+	if t.inputEnd <= 0 {
+		t.inputEnd = t.arrival
+	}
+	return true
+}
+
+// Begun reports whether the turn's response is attached (Begin ran, or NewTurn named it).
+func (t *TurnMetrics) Begun() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.responseID != ""
+}
+
 // SetStructuredRecords makes Finalize log structured records instead of ASCII tables
 // (Aggregator.SetStructuredRecords).
 func (t *TurnMetrics) SetStructuredRecords(on bool) {
@@ -98,11 +144,19 @@ func (t *TurnMetrics) SetStructuredRecords(on bool) {
 // RequestID is the stage-0 resource id.
 func (t *TurnMetrics) RequestID() string { return t.requestID }
 
-// ResponseID keys the turn.
-func (t *TurnMetrics) ResponseID() string { return t.responseID }
+// ResponseID keys the turn ("" before Begin).
+func (t *TurnMetrics) ResponseID() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.responseID
+}
 
 // TurnID is the turn number, or < 0 when unknown.
-func (t *TurnMetrics) TurnID() int { return t.turnID }
+func (t *TurnMetrics) TurnID() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.turnID
+}
 
 // Arrival is the turn's t0 in wall seconds.
 func (t *TurnMetrics) Arrival() float64 { return t.arrival }
@@ -159,6 +213,10 @@ func (t *TurnMetrics) Accumulate(stage int, m StageRequestStats, finalOutputType
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.finalized {
+		return
+	}
+	if t.req != nil {
+		t.accumulateRequestLocked(stage, m, finalOutputType, submitTS)
 		return
 	}
 	st := t.stageLocked(stage)
@@ -219,6 +277,23 @@ func (t *TurnMetrics) MarkInputEnd(ts float64) {
 	if !t.finalized {
 		t.inputEnd = ts
 	}
+}
+
+// MarkInputEndIfUnset is MarkInputEnd unless an input end is already recorded (the engine's own
+// endpoint is a fallback for sessions without server-VAD events); ts <= 0 means now.
+func (t *TurnMetrics) MarkInputEndIfUnset(ts float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalized || t.inputEnd > 0 {
+		return
+	}
+	if ts <= 0 {
+		ts = t.clock()
+	}
+	t.inputEnd = ts
 }
 
 // MarkStagesDone records when every stage that worked for the turn had finished (the last
@@ -301,6 +376,10 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 	if t.finalized {
 		return
 	}
+	if t.req != nil {
+		t.addRequestSendLocked(from, to, sizeBytes, txMs, usedShm)
+		return
+	}
 	t.agg.addSend(from, to, t.responseID, sizeBytes, txMs, blockedMs, usedShm)
 }
 
@@ -309,7 +388,8 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 // baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
 // advances the baseline, so calling it twice never counts TX twice.
 func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
-	if t == nil || session == nil {
+	// A chat request's turn has no session, and maybe no aggregator.
+	if t == nil || session == nil || t.req != nil {
 		return
 	}
 	edges := session.Transfers(t.requestID)
@@ -334,10 +414,14 @@ func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
 // arrival, and, when logStats is set, logs the tables with the turn's identity in the titles and
 // the [OmniTiming] line. It returns false when the turn was already finalized. It is marked
 // finalized before rendering, so a panic while rendering (a bug, recovered at the caller's
-// goroutine root) can never finalize it twice.
+// goroutine root) can never finalize it twice. A chat request's turn (NewRequestTurn) logs its
+// tables when it was opened with them, whatever logStats says.
 func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bool {
 	if t == nil {
 		return false
+	}
+	if t.req != nil {
+		return t.finalizeRequest(reason, log)
 	}
 	t.mu.Lock()
 	if t.finalized {
@@ -423,7 +507,10 @@ func (t *TurnMetrics) collapseAndClose() {
 		}
 	})
 	e2e, _ := t.agg.E2E(t.responseID)
+	calls := t.toolCallsLocked()
+	t.agg.setToolCalls(t.responseID, calls)
 	t.record = FinalizedRequest{
+		ToolCalls:      calls,
 		Duplex:         true,
 		FinishedReason: t.reason,
 		E2E:            e2e,

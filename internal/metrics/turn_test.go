@@ -119,65 +119,56 @@ func TestAccumulatePrefersStageSubmitTS(t *testing.T) {
 	require.InDelta(t, 200.0, f, 0)
 }
 
-// #8 test_metrics_before_begin_are_flushed_on_begin. Differs from the reference: buffered merged
-// per stage, not one copy per chunk, so a long listen-only stretch cannot grow without bound.
-func TestPendingFlushedOnBegin(t *testing.T) {
+// #8 test_metrics_before_begin_are_flushed_on_begin. Differs from the reference: a duplex turn
+// is born at its first input and the input's rows accumulate into it directly (merged per
+// stage), so nothing is buffered and replayed, and a long listen-only stretch cannot grow
+// without bound; its response is attached when it begins.
+func TestInputTurnKeepsRowsBeforeBegin(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(60)
-	p := NewPendingTurn(clk.now)
-	// Silence never stamps: a snapshot before any user input is dropped.
-	require.False(t, p.Add(0, StageRequestStats{NumTokensOut: 99}, "text", 40))
-	_, ok := p.Arrival()
-	require.False(t, ok)
-	p.MarkArrival(50)
-	require.True(t, p.Add(0, StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}, "text", 50))
-	require.Equal(t, 1, p.Stages())
-	a, ok := p.Arrival()
-	require.True(t, ok)
-	require.InDelta(t, 50.0, a, 0)
-
-	turn := p.BeginTurn(metricsRID, "resp-auto", 0, 0, 3, nil)
+	turn := NewInputTurn(metricsRID, 50, 3, clk.now)
+	require.False(t, turn.Begun())
+	turn.Accumulate(0, StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}, "text", 50)
+	require.True(t, turn.Begin("resp-auto", 1))
+	require.False(t, turn.Begin("resp-other", 2), "a turn begins once")
+	require.Equal(t, "resp-auto", turn.ResponseID())
 	require.InDelta(t, 50.0, turn.Arrival(), 0)
 	rows := turn.StageRows()
 	require.Len(t, rows, 1)
 	require.Equal(t, 7, rows[0].NumTokensOut)
+	require.Equal(t, "resp-auto", rows[0].RequestID, "rows before the begin carry the response id")
 	require.InDelta(t, 30.0, rows[0].StageGenTimeMs, 0)
-	require.Zero(t, p.Stages(), "pending emptied")
-	_, ok = p.Arrival()
-	require.False(t, ok, "arrival cleared")
 	f, _, _ := turn.Aggregator().StageTimes(0)
-	require.InDelta(t, 50.0, f, 0, "replay keeps the first submit ts")
+	require.InDelta(t, 50.0, f, 0, "the first submit ts is kept")
 }
 
-// A long listen-only stretch keeps one merged row per stage (the reference kept every snapshot
-// until the turn began), with the same result as accumulating every snapshot into an open turn.
-func TestPendingIsBoundedAndEqualsOneForOne(t *testing.T) {
+// A long listen-only stretch before the begin keeps one merged row per stage, with the same
+// result as accumulating every snapshot into a turn whose response was known from the start
+// (RX edges recorded before the begin move to the response id).
+func TestInputTurnIsBoundedAndEqualsOneForOne(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(10)
-	p := NewPendingTurn(clk.now)
-	p.MarkArrival(10) // user input began: snapshots from here on belong to the next turn
+	born := NewInputTurn(metricsRID, 10, 2, clk.now)
 	direct := NewTurn(metricsRID, "resp-direct", 0, 10, 2, nil, clk.now)
 	for i := range 5000 {
 		s := StageRequestStats{NumTokensIn: 3, NumTokensOut: 2 + i%5, StageGenTimeMs: 1.5,
 			VllmTpotMs: float64(10 + i%7), VllmItlsMs: []float64{float64(i % 3)}}
-		p.Add(0, s, "text", 0)
+		born.Accumulate(0, s, "text", 0)
 		direct.Accumulate(0, s, "text", 0)
 		if i%10 == 0 {
 			r := StageRequestStats{NumTokensOut: 1, RxDecodeTimeMs: 0.5, RxInFlightTimeMs: 0.25, RxTransferBytes: 64}
-			p.Add(1, r, "audio", 0)
+			born.Accumulate(1, r, "audio", 0)
 			direct.Accumulate(1, r, "audio", 0)
 		}
 	}
-	require.Equal(t, 2, p.Stages())
-	require.Equal(t, 5500, p.SegmentCount())
-	turn := p.BeginTurn(metricsRID, "resp-direct", 0, 10, 2, nil)
-	require.Equal(t, direct.StageRows(), turn.StageRows())
-	require.Equal(t, 5500, turn.SegmentCount())
+	require.True(t, born.Begin("resp-direct", 0))
+	require.Equal(t, direct.StageRows(), born.StageRows())
+	require.Equal(t, 5500, born.SegmentCount())
 	clk.set(11)
-	require.True(t, turn.Finalize(ReasonStop, nil, false))
+	require.True(t, born.Finalize(ReasonStop, nil, false))
 	require.True(t, direct.Finalize(ReasonStop, nil, false))
-	require.Equal(t, direct.Aggregator().Transfers("resp-direct"), turn.Aggregator().Transfers("resp-direct"))
-	tr := turn.Aggregator().Transfers("resp-direct")
+	require.Equal(t, direct.Aggregator().Transfers("resp-direct"), born.Aggregator().Transfers("resp-direct"))
+	tr := born.Aggregator().Transfers("resp-direct")
 	require.Len(t, tr, 1)
 	require.InDelta(t, 250.0, tr[0].RxDecodeTimeMs, 1e-9)
 	require.Equal(t, int64(64), tr[0].SizeBytes)
@@ -198,10 +189,9 @@ func TestFinalizeNoLogWhenLogStatsOff(t *testing.T) {
 func TestTwoTurnsTwoSummaries(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(1)
-	p := NewPendingTurn(clk.now)
 	var all []string
 	for _, resp := range []string{"resp-a", "resp-b"} {
-		turn := p.BeginTurn(metricsRID, resp, 0, 0, 3, nil)
+		turn := NewTurn(metricsRID, resp, 0, 0, 3, nil, clk.now)
 		turn.Accumulate(0, StageRequestStats{NumTokensOut: 1}, "text", 0)
 		log, logs := observedLogger()
 		require.True(t, turn.Finalize(ReasonStop, log, true))
@@ -232,42 +222,33 @@ func TestSessionTXCopiedIntoTurn(t *testing.T) {
 		TxTimeMs: 7.5, UsedShm: true, RxDecodeTimeMs: 1.0, InFlightTimeMs: 0.5}, tr[0])
 }
 
-// #23 test_mark_turn_arrival_stamps_before_begin (the chat-id half lives in requestclient).
-func TestMarkArrivalKeepsFirst(t *testing.T) {
+// #23 test_mark_turn_arrival_stamps_before_begin (the keep-first stamp and the next turn's
+// own t0 live in requestclient, where turns are born: duplex_test.go:TestDuplexTurnMetricsSemantics).
+// A turn born at its input keeps that t0 whenever its response begins; the input end defaults
+// to t0 (a text item) unless one was marked, and the engine's endpoint only fills a missing one.
+func TestInputTurnKeepsItsT0AndInputEnd(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(42)
-	p := NewPendingTurn(clk.now)
-	require.InDelta(t, 42.0, p.MarkArrival(0), 0)
-	clk.set(99)
-	require.InDelta(t, 42.0, p.MarkArrival(0), 0)
-	require.InDelta(t, 42.0, p.MarkArrival(77), 0)
-	turn := p.BeginTurn(metricsRID, "resp-arr", 0, 0, 3, nil)
-	require.InDelta(t, 42.0, turn.Arrival(), 0)
+	turn := NewInputTurn(metricsRID, 0, 3, clk.now)
+	require.InDelta(t, 42.0, turn.Arrival(), 0, "t0 <= 0 is now")
 	require.InDelta(t, 42.0, turn.Aggregator().WallStart(), 0)
-	// An explicit arrival wins over the stamp.
-	p.MarkArrival(50)
-	require.InDelta(t, 60.0, p.BeginTurn(metricsRID, "resp-x", 0, 60, 3, nil).Arrival(), 0)
-}
+	clk.set(99)
+	require.True(t, turn.Begin("resp-arr", 1))
+	require.InDelta(t, 42.0, turn.Arrival(), 0, "t0 is the first input, not the begin")
+	clk.set(100)
+	require.True(t, turn.Finalize(ReasonStop, nil, false))
+	e, _ := turn.Aggregator().E2E("resp-arr")
+	require.InDelta(t, 58000.0, e.E2ETotalMs, 1e-6)
+	require.Zero(t, e.InputMs, "a text item's input ends where it starts")
 
-// On an auto-response handoff the next turn's first append stamps arrival while the old turn is
-// still open; finalizing the old turn must not wipe it (the reference did, so the new turn's e2e
-// started at begin_response instead of at the user's input).
-func TestArrivalStampSurvivesPreviousFinalize(t *testing.T) {
-	t.Parallel()
-	clk := newFakeClock(10)
-	p := NewPendingTurn(clk.now)
-	old := p.BeginTurn(metricsRID, "resp-old", 0, 0, 3, nil)
+	spoken := NewInputTurn(metricsRID, 10, 3, clk.now)
+	spoken.MarkInputEnd(12)
+	spoken.MarkInputEndIfUnset(15) // the engine's endpoint does not override speech_stopped
+	require.True(t, spoken.Begin("resp-spoken", 2))
 	clk.set(20)
-	p.MarkArrival(0) // first append of the next user input
-	clk.set(25)
-	require.True(t, old.Finalize(ReasonStop, nil, true))
-	clk.set(30)
-	next := p.BeginTurn(metricsRID, "resp-next", 1, 0, 3, nil)
-	require.InDelta(t, 20.0, next.Arrival(), 0, "t0 is the first append, not begin_response")
-	clk.set(31)
-	require.True(t, next.Finalize(ReasonStop, nil, false))
-	e, _ := next.Aggregator().E2E("resp-next")
-	require.InDelta(t, 11000.0, e.E2ETotalMs, 1e-6)
+	require.True(t, spoken.Finalize(ReasonStop, nil, false))
+	e, _ = spoken.Aggregator().E2E("resp-spoken")
+	require.InDelta(t, 2000.0, e.InputMs, 1e-6)
 }
 
 // #24 test_duplex_dump_titles_hide_ttfo_and_skip_total_engine. Differs from the reference:
@@ -374,7 +355,6 @@ func TestTurnRecordForPrometheus(t *testing.T) {
 // of an aggregator built with logStats false.
 func TestOffPathDoesNotAllocate(t *testing.T) {
 	var turn *TurnMetrics
-	var p *PendingTurn
 	var c *Collectors
 	off := NewAggregator(3, false, 0, 2)
 	s := StageRequestStats{NumTokensOut: 3, VllmItlsMs: []float64{1}}
@@ -383,9 +363,8 @@ func TestOffPathDoesNotAllocate(t *testing.T) {
 		turn.MarkFirstOutput(1, 5, true)
 		turn.CopySessionTX(off)
 		_ = turn.Finalize(ReasonStop, nil, false)
-		p.Add(0, s, "text", 5)
-		p.MarkArrival(5)
-		p.ReplayInto(turn)
+		_ = turn.Begin("resp-off", 1)
+		turn.MarkInputEndIfUnset(5)
 		_ = off.BuildAndLogSummary(nil)
 		c.ObserveFinalized(FinalizedRequest{})
 	})

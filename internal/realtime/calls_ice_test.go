@@ -1,40 +1,26 @@
 package realtime_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"testing"
 	"time"
 
 	"github.com/pion/webrtc/v4"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/realtime"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
-// callsWith serves POST /v1/realtime/calls with cfg (API key "sk").
+// callsWith is a calls server with the transport's configuration cfg.
 func callsWith(t *testing.T, cfg realtime.CallsConfig) (string, *realtime.Calls) {
 	t.Helper()
-	m := session.NewManager(session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
-	cfg.ConnectTimeout = 20 * time.Second
-	calls, err := realtime.NewCalls(cfg, realtime.HandlerConfig{APIKey: "sk", Secrets: clientsecret.NewStore(4, time.Now)}, m, nil)
-	require.NoError(t, err)
-	srv := httptest.NewServer(calls)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, calls.Close(ctx))
-		require.NoError(t, m.Shutdown(ctx))
-		srv.Close()
-	})
-	return srv.URL + "/v1/realtime/calls", calls
+	s := newCallsServerWith(t, session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"},
+		realtime.HandlerConfig{}, cfg, getFixture(t).backend, nil)
+	return s.url, s.calls
 }
 
 // multipartOffer is the API-key form of a call request: the offer and a session.

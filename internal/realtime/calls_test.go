@@ -33,17 +33,21 @@ type callsServer struct {
 func newCallsServer(t *testing.T) *callsServer {
 	t.Helper()
 	return newCallsServerWith(t, session.ManagerConfig{MaxOutputLead: 200 * time.Millisecond, ModelName: "dummy"},
-		realtime.HandlerConfig{}, getFixture(t).backend, nil)
+		realtime.HandlerConfig{}, realtime.CallsConfig{}, getFixture(t).backend, nil)
 }
 
-// newCallsServerWith is newCallsServer with the manager's and handler's configuration (the API
-// key "sk" and a client-secret store are set on hcfg), a backend and a logger.
-func newCallsServerWith(t *testing.T, mcfg session.ManagerConfig, hcfg realtime.HandlerConfig, backend session.Backend, log *zap.Logger) *callsServer {
+// newCallsServerWith is newCallsServer with the manager's, handler's and transport's
+// configuration (the API key "sk" and a client-secret store are set on hcfg; a zero
+// ConnectTimeout is 20 s), a backend and a logger.
+func newCallsServerWith(t *testing.T, mcfg session.ManagerConfig, hcfg realtime.HandlerConfig, ccfg realtime.CallsConfig, backend session.Backend, log *zap.Logger) *callsServer {
 	t.Helper()
 	m := session.NewManager(mcfg, backend, zap.NewNop())
 	secrets := clientsecret.NewStore(16, time.Now)
 	hcfg.APIKey, hcfg.Secrets = "sk", secrets
-	calls, err := realtime.NewCalls(realtime.CallsConfig{ConnectTimeout: 20 * time.Second}, hcfg, m, log)
+	if ccfg.ConnectTimeout == 0 {
+		ccfg.ConnectTimeout = 20 * time.Second
+	}
+	calls, err := realtime.NewCalls(ccfg, hcfg, m, log)
 	require.NoError(t, err)
 	require.Positive(t, calls.Port())
 	rt := calls.WithSideband(realtime.NewHandler(hcfg, m, log))

@@ -130,7 +130,7 @@ func TestSlowSidebandLeavesTheCallUp(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zap.InfoLevel)
 	s := newCallsServerWith(t, session.ManagerConfig{ModelName: "dummy", MaxInstructionsBytes: 128 << 10},
-		realtime.HandlerConfig{WriteTimeout: 10 * time.Second, StallTimeout: 200 * time.Millisecond},
+		realtime.HandlerConfig{WriteTimeout: 10 * time.Second, StallTimeout: 200 * time.Millisecond}, realtime.CallsConfig{},
 		uncheckedBackend{getFixture(t).backend}, zap.New(core))
 	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
 	require.NoError(t, err)

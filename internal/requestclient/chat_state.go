@@ -13,25 +13,19 @@ import (
 // chatState is the request state of one chat completion and its stage.Sink. The pipeline calls the
 // sink methods serialized per request, but Close and the pump run on other goroutines, hence mu.
 type chatState struct {
-	c          *Client
-	id         string
-	wallStart  float64
-	finalStage int                 // the stage whose Finished output ends the request
-	numStages  int                 //
-	agg        *metrics.Aggregator // the tables' aggregator: only with LogStats
-	prom       *chatFigures        // what Prometheus observes: only with Collectors
-	notify     chan struct{}       // cap 1: "the queue changed"
+	c      *Client
+	id     string
+	turn   *metrics.TurnMetrics // the request's one turn: nil with neither LogStats nor Collectors
+	notify chan struct{}        // cap 1: "the queue changed"
 
-	mu            sync.Mutex
-	reqStart      float64
-	queue         []ChatEvent
-	finished      bool // the last event (Done or Err) is queued
-	reason        string
-	err           error // the cause reported by an Error output
-	promptTokens  int
-	outputTokens  int
-	firstOutputTS []float64 // per stage, wall seconds; for serving_time_to_first_output_ms
-	reported      bool
+	mu           sync.Mutex
+	queue        []ChatEvent
+	finished     bool // the last event (Done or Err) is queued
+	reason       string
+	err          error // the cause reported by an Error output
+	promptTokens int
+	outputTokens int
+	reported     bool
 }
 
 func newChatState(c *Client, req stage.ChatRequest, wallStart float64, n int) *chatState {
@@ -39,18 +33,16 @@ func newChatState(c *Client, req stage.ChatRequest, wallStart float64, n int) *c
 	if req.WantAudio && n > 1 {
 		final = n - 1
 	}
-	st := &chatState{c: c, id: req.RequestID, wallStart: wallStart, finalStage: final, numStages: n,
-		notify: make(chan struct{}, 1), firstOutputTS: make([]float64, n)}
-	// The aggregator renders the tables, so only --log-stats builds it. Prometheus (on by
-	// default) gets its figures from chatFigures: a few counters and the stage rows it reads,
-	// observed directly, with no per-request maps or tables.
-	if c.opts.LogStats {
-		st.agg = metrics.NewAggregator(n, true, wallStart, final, metrics.WithClock(c.clock),
-			metrics.WithStructuredRecords(c.opts.StructuredStats))
-		c.chatAggregators.Add(1)
+	st := &chatState{c: c, id: req.RequestID, notify: make(chan struct{}, 1)}
+	// The request is one turn, as a duplex response is: born here, fed by the sink, ended once
+	// with its reason and reported once. Only --log-stats gives it the tables' aggregator;
+	// Prometheus alone (the server's default) keeps a few figures, no per-request maps.
+	if c.opts.LogStats || c.opts.Collectors != nil {
+		st.turn = metrics.NewRequestTurn(req.RequestID, wallStart, n, final, c.opts.LogStats,
+			c.opts.StructuredStats, c.clock)
 	}
-	if c.opts.Collectors != nil {
-		st.prom = &chatFigures{}
+	if st.turn.HasTables() {
+		c.chatAggregators.Add(1)
 	}
 	return st
 }
@@ -58,7 +50,7 @@ func newChatState(c *Client, req stage.ChatRequest, wallStart float64, n int) *c
 func (st *chatState) setReqStart(ts float64) {
 	st.mu.Lock()
 	if !st.finished {
-		st.reqStart = ts
+		st.turn.SetRequestStart(ts)
 	}
 	st.mu.Unlock()
 }
@@ -94,9 +86,8 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 	if st.finished {
 		return // late output of an aborted or failed request
 	}
-	if m.StageID >= 0 && m.StageID < len(st.firstOutputTS) && st.firstOutputTS[m.StageID] == 0 &&
-		(m.Kind == stage.Text || m.Kind == stage.Audio) {
-		st.firstOutputTS[m.StageID] = now
+	if m.Kind == stage.Text || m.Kind == stage.Audio {
+		st.turn.MarkFirstOutput(m.StageID, now, m.Kind == stage.Audio)
 	}
 	switch m.Kind {
 	case stage.Text:
@@ -157,33 +148,12 @@ func (st *chatState) ingestLocked(stageID int, m metrics.StageRequestStats, subm
 		st.promptTokens += m.NumTokensIn
 		st.outputTokens += m.NumTokensOut
 	}
-	if st.reported {
-		return
-	}
-	st.prom.addStage(stageID, m)
-	if st.agg == nil {
-		return
-	}
-	// A real duration from arrival, not an epoch stamp (vllm-omni put one there on duplex
-	// snapshots and had to hide the row).
-	if stageID >= 0 && stageID < len(st.firstOutputTS) && st.firstOutputTS[stageID] > 0 {
-		m.ServingTimeToFirstOutputMs = (st.firstOutputTS[stageID] - st.wallStart) * 1000
-	}
-	st.agg.MarkStageTimes(stageID, submitTS)
-	st.agg.OnStageMetrics(stageID, st.id, m.Clone(), finalType)
+	st.turn.Accumulate(stageID, m, finalType, submitTS)
 }
 
 // OnTransfer implements stage.Sink: connector TX for the request's edge.
 func (st *chatState) OnTransfer(t stage.TransferEvent) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.reported {
-		return
-	}
-	st.prom.addSend(t.From, t.To, t.SizeBytes, t.TxMs)
-	if st.agg != nil {
-		st.agg.OnForward(t.From, t.To, st.id, t.SizeBytes, t.TxMs, t.UsedShm)
-	}
+	st.turn.AddTransfer(t.From, t.To, t.SizeBytes, t.TxMs, t.BlockedMs, t.UsedShm)
 }
 
 // finish ends the request from outside the sink (Close, a pipeline that gave up).
@@ -200,16 +170,7 @@ func (st *chatState) finishLocked(reason string, err error) {
 	}
 	st.finished = true
 	st.reason = reason
-	if st.prom != nil {
-		st.prom.e2eMs = (st.c.clock() - st.reqStart) * 1000
-	}
-	if st.agg != nil {
-		if reason == "abort" || reason == "error" {
-			// Chat tables keep vllm-omni's format; only a cut-short request names its reason.
-			st.agg.SetTimingIdentity(&metrics.TimingIdentity{Req: st.id, Turn: -1, Reason: reason})
-		}
-		st.agg.OnFinalizeRequest(st.finalStage, st.id, st.reqStart)
-	}
+	st.turn.End(reason)
 	if err != nil {
 		st.pushLocked(ChatEvent{Err: err})
 		return
@@ -217,8 +178,9 @@ func (st *chatState) finishLocked(reason string, err error) {
 	st.pushLocked(ChatEvent{Done: true, FinishReason: reason, PromptTokens: st.promptTokens, CompletionTokens: st.outputTokens})
 }
 
-// report prints the tables (when LogStats), records Prometheus and drops the request state, once.
-// It runs on the stream's own goroutines, never on a stage worker.
+// report makes the request's one record, once: the tables (when LogStats), the structured
+// record, Prometheus and the trace, as a duplex turn's finish does; then it drops the request
+// state. It runs on the stream's own goroutines, never on a stage worker.
 func (st *chatState) report() {
 	st.mu.Lock()
 	if st.reported || !st.finished {
@@ -228,32 +190,7 @@ func (st *chatState) report() {
 	st.reported = true
 	reason := st.reason
 	st.mu.Unlock()
-	if st.agg != nil {
-		st.agg.BuildAndLogSummary(st.c.log)
-	}
-	st.recordPrometheus(reason)
+	publishTurn(st.turn, reason, st.c.log, st.c.opts.Collectors, st.c.opts.OnFinalized)
 	st.c.unregister(st.id)
 	st.c.log.Debug("chat request done", zap.String("request_id", st.id), zap.String("reason", reason))
-}
-
-func (st *chatState) recordPrometheus(reason string) {
-	if st.c.opts.Collectors == nil || st.prom == nil {
-		return
-	}
-	st.mu.Lock()
-	r := st.prom.record(reason)
-	if r.E2E.RequestID == "" {
-		r.E2E.RequestID = st.id // the tables' request_id: traces name their record by it
-	}
-	for stageID, ts := range st.firstOutputTS {
-		if stageID > 0 && ts > 0 { // stage 0 writes text; the later stages speak
-			r.AudioTTFPSeconds, r.AudioTTFPStage = ts-st.wallStart, stageID
-			break
-		}
-	}
-	st.mu.Unlock()
-	if f := st.c.opts.OnFinalized; f != nil {
-		r.TraceID = f(r)
-	}
-	st.c.opts.Collectors.ObserveFinalized(r)
 }

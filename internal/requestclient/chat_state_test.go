@@ -20,8 +20,9 @@ func (c *setClock) read() float64 { return c.now }
 
 // feedChat drives a two-stage (text + audio) chat request through its Sink the way the pipeline
 // does: text deltas, connector sends, stage 0's snapshot, audio, and stage 1's Finished with
-// its snapshot; then the request is reported. It returns the state.
-func feedChat(t *testing.T, opts Options, reason string) *chatState {
+// its snapshot; then the request is reported. It returns the state and the audio's time to
+// first packet as the clock gave it.
+func feedChat(t *testing.T, opts Options, reason string) (*chatState, float64) {
 	t.Helper()
 	clk := &setClock{now: 5000}
 	opts.Clock = clk.read
@@ -39,6 +40,7 @@ func feedChat(t *testing.T, opts Options, reason string) *chatState {
 		Metrics: metrics.StageRequestStats{NumTokensIn: 42, NumTokensOut: 5, StageGenTimeMs: 180.5, VllmTtftMs: 61.25,
 			VllmItlsMs: []float64{9.5, 10.25, 11, 12.75}, OutputUnitType: "text", OutputUnitCount: 5}})
 	clk.now += 0.100
+	ttfp := clk.now - 5000
 	st.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 240), SampleRate: 24000})
 	clk.now += 0.250
 	st.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Turn: 1, Finished: true, FinishReason: reason,
@@ -46,7 +48,7 @@ func feedChat(t *testing.T, opts Options, reason string) *chatState {
 			AudioSampleRate: 24000, AudioDurationS: 1.5, OutputUnitType: "audio", OutputUnitCount: 1,
 			RxTransferBytes: 46, RxDecodeTimeMs: 0.5, RxInFlightTimeMs: 3.25}})
 	st.report()
-	return st
+	return st, ttfp
 }
 
 func exposition(t *testing.T, reg *prometheus.Registry) string {
@@ -71,26 +73,27 @@ func TestChatPrometheusWithoutLogStatsBuildsNoAggregator(t *testing.T) {
 			refReg := prometheus.NewRegistry()
 			refCol := metrics.NewCollectors(refReg, "m")
 			onReg := prometheus.NewRegistry()
-			on := feedChat(t, Options{LogStats: true, Collectors: metrics.NewCollectors(onReg, "m")}, reason)
-			require.NotNil(t, on.agg, "--log-stats builds the tables' aggregator")
+			on, ttfp := feedChat(t, Options{LogStats: true, Collectors: metrics.NewCollectors(onReg, "m")}, reason)
+			require.True(t, on.turn.HasTables(), "--log-stats builds the tables' aggregator")
 			require.EqualValues(t, 1, on.c.chatAggregators.Load())
-			rec, ok := on.agg.FinalizedRequest(on.id, reason)
+			require.True(t, on.turn.Finalized(), "reported: the turn is closed once")
+			rec, ok := on.turn.Aggregator().FinalizedRequest(on.id, reason)
 			require.True(t, ok)
-			rec.AudioTTFPSeconds, rec.AudioTTFPStage = on.firstOutputTS[1]-on.wallStart, 1
+			rec.AudioTTFPSeconds, rec.AudioTTFPStage = ttfp, 1
 			refCol.ObserveFinalized(rec)
 			want := exposition(t, refReg)
 			require.Contains(t, want, `omniserve_request_prompt_tokens_total{model_name="m"} 42`)
 
 			offReg := prometheus.NewRegistry()
-			off := feedChat(t, Options{Collectors: metrics.NewCollectors(offReg, "m")}, reason)
-			require.Nil(t, off.agg, "--log-stats off: no per-request aggregator for Prometheus")
+			off, _ := feedChat(t, Options{Collectors: metrics.NewCollectors(offReg, "m")}, reason)
+			require.NotNil(t, off.turn, "Prometheus alone still makes the request a turn")
+			require.False(t, off.turn.HasTables(), "--log-stats off: no per-request aggregator for Prometheus")
 			require.Zero(t, off.c.chatAggregators.Load())
 			require.Equal(t, want, exposition(t, offReg))
 			require.Equal(t, want, exposition(t, onReg), "with --log-stats on Prometheus sees the same figures")
 
-			none := feedChat(t, Options{}, reason)
-			require.Nil(t, none.agg)
-			require.Nil(t, none.prom)
+			none, _ := feedChat(t, Options{}, reason)
+			require.Nil(t, none.turn, "neither tables nor Prometheus: no turn at all")
 		})
 	}
 }

@@ -6,7 +6,6 @@ package requestclient
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -17,8 +16,8 @@ import (
 // Options configures a Client. The zero value is usable.
 type Options struct {
 	// LogStats prints the statistics tables for every chat request and every duplex turn. When
-	// false no aggregators are built (a chat request keeps only the figures Prometheus observes,
-	// when Collectors is set), and without Collectors either no pending-turn buffers or
+	// false no aggregators are built (a chat request's turn keeps only the figures Prometheus
+	// observes, when Collectors is set), and without Collectors either no pending-turn buffers or
 	// per-chunk copies are created at all.
 	LogStats bool
 	// Collectors receives Prometheus observations; nil disables them.
@@ -30,9 +29,6 @@ type Options struct {
 	// StructuredStats logs each statistics table as one structured record (fields = the
 	// table's fields and ids) instead of an ASCII table: for --log-format json.
 	StructuredStats bool
-	// TurnDrainTimeout bounds how long an interrupted duplex turn waits for its stages' partial
-	// snapshots before it is finalized; 0 means DefaultTurnDrainTimeout.
-	TurnDrainTimeout time.Duration
 	// OnFinalized, when set, also receives every closed record (chat requests and duplex
 	// turns) that Collectors observes: the traces of internal/tracing are built from it, so a
 	// span's duration is its table figure. It is called first and returns the id of the trace

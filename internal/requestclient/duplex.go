@@ -70,10 +70,7 @@ type DuplexRequest struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  atomic.Bool
-	// responding counts Respond calls in progress: an interrupted turn with no stage turn yet
-	// waits for its engine response only while one may still start.
-	responding atomic.Int32
-	opened     time.Time // when OpenDuplex succeeded (zero for test-made streams)
+	opened  time.Time // when OpenDuplex succeeded (zero for test-made streams)
 
 	mu        sync.Mutex
 	fence     Fence
@@ -84,14 +81,14 @@ type DuplexRequest struct {
 // duplexStream is what Duplex needs of *stage.DuplexStream (declared here, by the consumer, so
 // tests can drive the FIFO and turn metrics with a fake that checks its inputs).
 type duplexStream interface {
-	AppendAudio(ctx context.Context, pcm16k []float32) error
-	StartCommit(ctx context.Context, respond bool) (wait func(context.Context) (string, error), err error)
+	AppendAudio(ctx context.Context, turn int, pcm16k []float32) error
+	StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (string, error), err error)
 	DiscardAudio(ctx context.Context) error
-	AppendText(ctx context.Context, role, text string) error
-	Respond(ctx context.Context, maxTokens int) (int, error)
+	AppendText(ctx context.Context, turn int, role, text string) error
+	Respond(ctx context.Context, turn, maxTokens int) (int, error)
 	CancelResponse(keepHistory bool)
 	CancelTurn(n int, keepHistory bool)
-	SettleInput(ctx context.Context) error
+	SettleInput(ctx context.Context, turn int) error
 	Close()
 }
 
@@ -131,7 +128,7 @@ func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *DuplexRequ
 		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats || c.opts.Collectors != nil {
-		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats, c.opts.TurnDrainTimeout)
+		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats)
 		d.turns.onFinal = c.opts.OnFinalized
 		d.turns.structured = c.opts.StructuredStats
 	}
@@ -261,21 +258,22 @@ func (d *DuplexRequest) Stage0ID() string {
 	return d.fence.Stage0ID()
 }
 
-// AppendAudio queues 16 kHz audio behind earlier appends and returns at once; a failure is
-// reported through out as an Error output with Turn -1 and stops the queued appends.
-func (d *DuplexRequest) AppendAudio(ctx context.Context, pcm16k []float32) error {
+// AppendAudio queues 16 kHz audio of turn's input behind earlier appends and returns at once; a
+// failure is reported through out as an Error output with Turn -1 and stops the queued
+// appends.
+func (d *DuplexRequest) AppendAudio(ctx context.Context, turn int, pcm16k []float32) error {
 	n := int64(4 * len(pcm16k))
-	return d.enqueue(ctx, &op{bytes: n, run: func(ctx context.Context) error { return d.stream.AppendAudio(ctx, pcm16k) }})
+	return d.enqueue(ctx, &op{bytes: n, run: func(ctx context.Context) error { return d.stream.AppendAudio(ctx, turn, pcm16k) }})
 }
 
 // Commit ends the user's utterance after every earlier append and returns its transcript.
 // Only the cut of the utterance runs in the append FIFO; its transcription is waited for
 // outside it, so that appends sent after the commit go on while a remote ASR works.
-func (d *DuplexRequest) Commit(ctx context.Context, respond bool) (string, error) {
+func (d *DuplexRequest) Commit(ctx context.Context, turn int, respond bool) (string, error) {
 	var wait func(context.Context) (string, error)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
-		wait, err = d.stream.StartCommit(ctx, respond)
+		wait, err = d.stream.StartCommit(ctx, turn, respond)
 		return err
 	})
 	if err != nil {
@@ -295,25 +293,20 @@ func (d *DuplexRequest) DiscardAudio(ctx context.Context) error {
 	return d.enqueue(ctx, &op{always: true, run: d.stream.DiscardAudio})
 }
 
-// ClearTurnInput is input_audio_buffer.clear for the statistics: the next turn's t0 stamp,
-// input end and buffered listen rows are dropped, and rows of appends made before the clear
-// that are still on their way are dropped when they arrive (a barrier in the append FIFO).
-func (d *DuplexRequest) ClearTurnInput() {
-	if d.turns == nil {
-		return
+// ClearTurnInput is input_audio_buffer.clear for the statistics: turn's input is abandoned
+// (its t0 stamp, input end and rows are dropped, and its rows still on their way are dropped
+// when they arrive); the caller gives its next input a new id.
+func (d *DuplexRequest) ClearTurnInput(turn int) {
+	if d.turns != nil {
+		d.turns.abandon(turn)
 	}
-	d.turns.clearInput()
-	_ = d.enqueue(context.Background(), &op{always: true, run: func(context.Context) error {
-		d.turns.clearBarrier()
-		return nil
-	}})
 }
 
-// MarkInputEnd records where the user's input for the next turn ended (commit, speech_stopped,
-// item create); input end → first output is measured from it.
-func (d *DuplexRequest) MarkInputEnd(ts float64) {
+// MarkInputEnd records where the user's input of turn ended (commit, speech_stopped, item
+// create); input end → first output is measured from it.
+func (d *DuplexRequest) MarkInputEnd(turn int, ts float64) {
 	if d.turns != nil {
-		d.turns.markInputEnd(ts)
+		d.turns.markInputEnd(turn, ts)
 	}
 }
 
@@ -322,59 +315,71 @@ func (d *DuplexRequest) ObserveBargeIn(latencyS float64) {
 	d.c.opts.Collectors.BargeIn(latencyS)
 }
 
-// SetTurnDelivered records the audio actually sent to the client for the open turn; the
-// session calls it when it ends the response, before FinalizeTurn.
+// SetTurnDelivered records the audio actually sent to the client for turn; the session calls
+// it when it ends the response, before FinalizeTurn.
 // underrunMs is the time the client's playback ran out of sent audio.
-func (d *DuplexRequest) SetTurnDelivered(audioMs, underrunMs float64) {
+func (d *DuplexRequest) SetTurnDelivered(turn int, audioMs, underrunMs float64) {
 	if d.turns != nil {
-		d.turns.setDelivered(audioMs/1000, underrunMs/1000)
+		d.turns.setDelivered(turn, audioMs/1000, underrunMs/1000)
 	}
 }
 
-// SetTurnPlayed records the audio the client acknowledged as played for the open turn (its last
+// SetTurnPlayed records the audio the client acknowledged as played for turn (its last
 // playback.ack); the session calls it when it ends the response, before FinalizeTurn.
-func (d *DuplexRequest) SetTurnPlayed(playedMs float64) {
+func (d *DuplexRequest) SetTurnPlayed(turn int, playedMs float64) {
 	if d.turns != nil {
-		d.turns.setPlayed(playedMs / 1000)
+		d.turns.setPlayed(turn, playedMs/1000)
 	}
 }
 
-// SetTurnDetached records how long the open turn's delivery was paused by a disconnect that the
-// client resumed (delivery delay of the same turn).
-func (d *DuplexRequest) SetTurnDetached(ms float64) {
+// SetTurnDetached records how long turn's delivery was paused by a disconnect that the client
+// resumed (delivery delay of the same turn).
+func (d *DuplexRequest) SetTurnDetached(turn int, ms float64) {
 	if d.turns != nil {
-		d.turns.setDetached(ms)
+		d.turns.setDetached(turn, ms)
 	}
 }
 
-// AppendText adds a history message after every earlier append.
-func (d *DuplexRequest) AppendText(ctx context.Context, role, text string) error {
-	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, role, text) }); err != nil {
+// AddTurnToolCalls records the tool calls timed for turn (its ToolCallStats); the session
+// calls it when it ends the response, before FinalizeTurn.
+func (d *DuplexRequest) AddTurnToolCalls(turn int, calls []metrics.ToolCallStats) {
+	if d.turns != nil {
+		d.turns.addToolCalls(turn, calls)
+	}
+}
+
+// AppendText adds a history message, input of turn, after every earlier append.
+func (d *DuplexRequest) AppendText(ctx context.Context, turn int, role, text string) error {
+	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, turn, role, text) }); err != nil {
 		return fmt.Errorf("appending text: %w", err)
 	}
 	return nil
 }
 
-// Respond starts a response after every earlier input and returns its turn.
-func (d *DuplexRequest) Respond(ctx context.Context, maxTokens int) (int, error) {
-	var turn int
-	d.responding.Add(1)
-	defer d.responding.Add(-1)
+// Respond starts turn's response after every earlier input and returns the id it runs under
+// (turn, unless the stream already answered that input by itself: then the next).
+func (d *DuplexRequest) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
+	return d.respond(ctx, turn, func(ctx context.Context) (int, error) { return d.stream.Respond(ctx, turn, maxTokens) })
+}
+
+// respond runs start in the FIFO, telling the turn book that turn's response may start.
+func (d *DuplexRequest) respond(ctx context.Context, turn int, start func(context.Context) (int, error)) (int, error) {
+	if d.turns != nil {
+		d.turns.respondStart(turn)
+	}
+	var n int
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
-		turn, err = d.stream.Respond(ctx, maxTokens)
+		n, err = start(ctx)
 		return err
 	})
+	if d.turns != nil {
+		d.turns.respondEnd(turn, n)
+	}
 	if err != nil {
-		if d.turns != nil {
-			d.turns.noEngineTurn()
-		}
 		return 0, fmt.Errorf("starting a response: %w", err)
 	}
-	if d.turns != nil {
-		d.turns.bind(turn)
-	}
-	return turn, nil
+	return n, nil
 }
 
 // Signal applies a turn signal: barge_in, input.cancel and response.cancel stop the current
@@ -403,8 +408,8 @@ func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) er
 	d.mu.Lock()
 	moves := next != d.fence
 	d.mu.Unlock()
-	if moves {
-		d.FinalizeTurn(reason)
+	if moves && d.turns != nil {
+		d.FinalizeTurn(d.turns.current(), reason)
 	}
 	d.mu.Lock()
 	old := d.fence
@@ -420,44 +425,40 @@ func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) er
 	return nil
 }
 
-// FinalizeUnstartedTurn ends the open turn of a response that was cancelled before its engine
-// response started, and that never will (the caller's job sees the cancel): the turn waits,
-// bounded by Options.TurnDrainTimeout, for the rows of the input it answered until SettleInput
-// reports them delivered. It returns false when no turn was open.
-func (d *DuplexRequest) FinalizeUnstartedTurn(reason string) bool {
+// FinalizeUnstartedTurn is the owner's close of turn, whose response was cancelled before its
+// engine response started and never will (the caller's job sees the cancel): the turn is
+// recorded once SettleInput(turn) reports the rows of the input it answered delivered, or when
+// the stream closes. It returns false when the turn was not open.
+func (d *DuplexRequest) FinalizeUnstartedTurn(turn int, reason string) bool {
 	if d.turns == nil {
 		return false
 	}
-	return d.turns.finalizeUnstarted(reason)
+	return d.turns.finalizeUnstarted(turn, reason)
 }
 
 // SettleInput runs after every earlier append, commit and text and asks the stream to report
-// once the rows of that input were delivered; the turns FinalizeUnstartedTurn left waiting are
-// finalized then. Call it after the commands of the input a cancelled response answered.
-func (d *DuplexRequest) SettleInput(ctx context.Context) error {
+// once the rows of turn's input were delivered; a turn FinalizeUnstartedTurn closed is recorded
+// then (at once when the stream cannot report it). Call it after the commands of the input a
+// cancelled response answered.
+func (d *DuplexRequest) SettleInput(ctx context.Context, turn int) error {
 	if d.turns == nil {
 		return nil
 	}
-	err := d.barrier(ctx, func(ctx context.Context) error {
-		d.turns.settleCut()
-		return d.stream.SettleInput(ctx)
-	})
+	err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.SettleInput(ctx, turn) })
 	if err != nil {
+		d.turns.settleFailed(turn)
 		return fmt.Errorf("settling input: %w", err)
 	}
 	return nil
 }
 
-// CancelTurn stops the engine work of stage turn n only (see stage.DuplexStream.CancelTurn); it
-// neither finalizes a metrics turn nor moves the fence.
+// CancelTurn stops the engine work of turn n only (see stage.DuplexStream.CancelTurn); it
+// neither closes the turn (its owner does) nor moves the fence.
 func (d *DuplexRequest) CancelTurn(n int) {
 	if d.closed.Load() {
 		return
 	}
 	d.stream.CancelTurn(n, false)
-	if d.turns != nil {
-		d.turns.orphan(n)
-	}
 }
 
 // Close finalizes the open turn with reason (close unless given), stops the FIFO and closes the
@@ -491,7 +492,12 @@ func (d *DuplexRequest) shutdown(reason string) {
 	if reason == metrics.ReasonAbort {
 		d.stream.CancelResponse(false)
 	}
-	d.FinalizeTurn(reason)
+	// The stream's close is the owner's close of every turn still open.
+	if d.turns != nil {
+		for id := d.turns.current(); id > 0; id = d.turns.current() {
+			d.FinalizeTurn(id, reason)
+		}
+	}
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -500,7 +506,10 @@ func (d *DuplexRequest) shutdown(reason string) {
 	// it returns; the interrupted turns are finalized with them, the rest right after.
 	d.stream.Close()
 	if d.turns != nil {
-		d.turns.flush()
+		d.turns.flush(reason)
+		if ids := d.turns.unclosed(); len(ids) > 0 {
+			d.log.Warn(UnclosedTurnsMessage, zap.Ints("turns", ids))
+		}
 	}
 	if !d.opened.IsZero() {
 		d.c.opts.Collectors.SessionClosed(time.Since(d.opened).Seconds())
@@ -524,10 +533,9 @@ func (d *DuplexRequest) OnOutput(m stage.OutputMessage) {
 	}
 }
 
-// OnStageMetrics ingests a stage snapshot into the metrics turn of its stage turn: the open
-// turn, an interrupted turn still waiting for its stages, or the next turn's pending buffer.
-// An aborted response's partial rows arrive after the session ended it; they go to its own
-// (closing) turn, never to the next one.
+// OnStageMetrics ingests a stage snapshot into the turn it is tagged with. An aborted
+// response's partial rows arrive after the session closed it; they go to its own (closing)
+// turn, never to the next one.
 func (d *DuplexRequest) OnStageMetrics(m stage.StageMetricsMessage) {
 	if d.turns == nil {
 		return
@@ -543,7 +551,8 @@ func (d *DuplexRequest) OnTransfer(t stage.TransferEvent) {
 	d.turns.transfer(t)
 }
 
-// OnTurnEnd is the stages' report that stage turn n is finished (stage.TurnEndSink).
+// OnTurnEnd is the stages' report that turn n's response is finished, or its input settled
+// (stage.TurnEndSink).
 func (d *DuplexRequest) OnTurnEnd(e stage.TurnEnd) {
 	if d.turns == nil {
 		return
@@ -555,30 +564,47 @@ func (d *DuplexRequest) OnTurnEnd(e stage.TurnEnd) {
 	d.turns.turnEnd(e.Turn)
 }
 
-// MarkTurnArrival stamps the next turn's t0 (keep first) and returns it; with LogStats off it
-// returns ts and records nothing.
-func (d *DuplexRequest) MarkTurnArrival(ts float64) float64 {
+// MarkTurnArrival stamps turn's t0 (keep first; the turn is born at its first input) and
+// returns it; with LogStats off it returns ts and records nothing.
+func (d *DuplexRequest) MarkTurnArrival(turn int, ts float64) float64 {
 	if d.turns == nil {
 		return ts
 	}
-	return d.turns.pending.MarkArrival(ts)
+	if a, ok := d.turns.arrival(turn); ok {
+		return a // keep first; and the per-chunk path builds no resource id
+	}
+	return d.turns.markArrival(turn, d.Stage0ID(), ts)
 }
 
-// BeginTurn opens the metrics turn of responseID; idempotent for the same id, and a different id
-// finalizes the open turn with reason abort first.
-func (d *DuplexRequest) BeginTurn(responseID string, turnID int, arrival float64) {
+// BeginTurn attaches turn's response (responseID, its wire turnID) as the response begins;
+// idempotent. A begun older turn its owner never closed is recorded as aborted and reported by
+// Unclosed.
+func (d *DuplexRequest) BeginTurn(turn int, responseID string, turnID int, arrival float64) {
 	if d.turns == nil || responseID == "" {
 		return
 	}
-	d.turns.begin(d.Stage0ID(), responseID, turnID, arrival)
+	d.turns.begin(turn, d.Stage0ID(), responseID, turnID, arrival)
 }
 
-// FinalizeTurn ends the open turn once (later calls return false and print nothing). An
-// interrupted turn (any reason but stop and length) is logged once every stage that worked for
-// it reported its partial snapshot, bounded by Options.TurnDrainTimeout.
-func (d *DuplexRequest) FinalizeTurn(reason string) bool {
+// FinalizeTurn is the owner's close of turn, once (later calls return false and print
+// nothing). An interrupted turn (any reason but stop and length) is recorded once its stages
+// reported its response finished, at once when no response runs for it, or at Close.
+func (d *DuplexRequest) FinalizeTurn(turn int, reason string) bool {
 	if d.turns == nil {
 		return false
 	}
-	return d.turns.finalize(reason, d.responding.Load() > 0)
+	return d.turns.finalize(turn, reason)
+}
+
+// UnclosedTurnsMessage is the warning a stream logs at its close when turns were recorded
+// without their owner closing them; the end-to-end tests fail on it.
+const UnclosedTurnsMessage = "turns were recorded without their owner closing them"
+
+// Unclosed returns the ids of turns recorded without their owner closing them (a newer turn
+// began first): each is a bug in the caller, which tests check for.
+func (d *DuplexRequest) Unclosed() []int {
+	if d.turns == nil {
+		return nil
+	}
+	return d.turns.unclosed()
 }

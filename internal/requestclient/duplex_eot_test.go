@@ -43,15 +43,15 @@ func TestDuplexEndOfTurn(t *testing.T) {
 	out := &outputs{}
 	d = New(nil, Options{}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-eot"}, 2, out.add)
 	d.start(fs)
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
 	e, err := d.EndOfTurnProb(ctx)
 	require.NoError(t, err)
 	require.Equal(t, EndOfTurn{Prob: 0.8, Text: "go forward"}, e)
 	fs.fail = true
 	_, err = d.EndOfTurnProb(ctx)
 	require.ErrorContains(t, err, "no room for a score")
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.2}))
-	_, err = d.Commit(ctx, false)
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.2}))
+	_, err = d.Commit(ctx, 1, false)
 	require.NoError(t, err)
 	require.Equal(t, []string{"append", "eot", "eot", "append", "commit"}, fs.callList())
 	require.Zero(t, out.errors())

@@ -28,29 +28,30 @@ func feedSession(d *DuplexRequest, chunks, turn int) int {
 		StageGenTimeMs: 30, InterOutputLatenciesMs: []float64{5}, OutputUnitType: "audio", FinishReason: stage.FinishStop}
 	for i := range chunks {
 		if i%50 == 10 {
-			d.MarkTurnArrival(0)
+			d.MarkTurnArrival(turn, 0)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: turn, Metrics: listen, StageSubmitTS: metrics.Now()})
 		d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionListen})
 		if i%50 != 49 {
 			continue
 		}
-		d.MarkInputEnd(0)
-		d.BeginTurn(fmt.Sprintf("resp-%d", turn), turn, 0)
+		d.MarkInputEnd(turn, 0)
+		d.BeginTurn(turn, fmt.Sprintf("resp-%d", turn), turn, 0)
+		d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionSpeak})
 		d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: turn, Text: "hello"})
 		d.OnTransfer(stage.TransferEvent{From: 0, To: 1, Turn: turn, SizeBytes: 6, TxMs: 0.01})
 		d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: turn})
 		cancel := turn%5 == 0
 		if cancel {
-			d.SetTurnDelivered(300, 0)
-			d.FinalizeTurn(metrics.ReasonCancel)
+			d.SetTurnDelivered(turn, 300, 0)
+			d.FinalizeTurn(turn, metrics.ReasonCancel)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{Turn: turn, Aborted: cancel})
 		if !cancel {
-			d.SetTurnDelivered(1000, 0)
-			d.FinalizeTurn(metrics.ReasonStop)
+			d.SetTurnDelivered(turn, 1000, 0)
+			d.FinalizeTurn(turn, metrics.ReasonStop)
 		}
 		turn++
 	}
@@ -79,7 +80,7 @@ func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 	growthKiB := (float64(after) - float64(before)) / 1024
 	t.Logf("stats heap growth over a session hour: %.1f KiB", growthKiB)
 	require.LessOrEqual(t, growthKiB, 64.0)
-	require.LessOrEqual(t, d.turns.pending.Stages(), 2, "pending holds at most one row per stage")
+	require.Zero(t, d.turns.openCount(), "every turn of the hour was recorded")
 	require.NoError(t, d.Close(context.Background(), ""))
 }
 
@@ -111,18 +112,18 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 			require.NotNil(t, d.turns, "turns are kept for Prometheus")
 			listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}
 			decision := stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionListen}
-			d.MarkTurnArrival(1)
+			d.MarkTurnArrival(1, 1)
 			d.OnStageMetrics(listen) // the first row of a stage sizes its merge state
-			d.BeginTurn("resp-prom", 1, 1)
+			d.BeginTurn(1, "resp-prom", 1, 1)
 			allocs := testing.AllocsPerRun(1000, func() {
-				d.MarkTurnArrival(0)
+				d.MarkTurnArrival(1, 0)
 				d.OnStageMetrics(listen)
 				d.OnOutput(decision)
 			})
 			require.Zero(t, allocs)
 			require.Empty(t, finalized, "nothing reaches the tracer per chunk")
-			d.SetTurnDelivered(100, 0)
-			require.True(t, d.FinalizeTurn(metrics.ReasonStop))
+			d.SetTurnDelivered(1, 100, 0)
+			require.True(t, d.FinalizeTurn(1, metrics.ReasonStop))
 			if tc.tracing {
 				require.Equal(t, []string{metrics.ReasonStop}, finalized, "the finalized turn reaches the tracer once")
 			}

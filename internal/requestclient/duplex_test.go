@@ -59,7 +59,8 @@ func (f *fakeStream) record(c string) {
 	f.calls = append(f.calls, c)
 }
 
-func (f *fakeStream) AppendAudio(_ context.Context, pcm []float32) error {
+func (f *fakeStream) AppendAudio(_ context.Context, turn int, pcm []float32) error {
+	assert.Positive(f.t, turn)
 	assert.NotEmpty(f.t, pcm)
 	f.mu.Lock()
 	f.appends++
@@ -75,7 +76,8 @@ func (f *fakeStream) AppendAudio(_ context.Context, pcm []float32) error {
 	return nil
 }
 
-func (f *fakeStream) StartCommit(_ context.Context, respond bool) (func(context.Context) (string, error), error) {
+func (f *fakeStream) StartCommit(_ context.Context, turn int, respond bool) (func(context.Context) (string, error), error) {
+	assert.Positive(f.t, turn)
 	f.record("commit")
 	return func(context.Context) (string, error) { return "go forward", nil }, nil
 }
@@ -85,18 +87,22 @@ func (f *fakeStream) DiscardAudio(context.Context) error {
 	return nil
 }
 
-func (f *fakeStream) AppendText(_ context.Context, role, text string) error {
+func (f *fakeStream) AppendText(_ context.Context, turn int, role, text string) error {
+	assert.Positive(f.t, turn)
 	assert.NotEmpty(f.t, role)
 	f.record("text:" + role + ":" + text)
 	return nil
 }
 
-func (f *fakeStream) Respond(_ context.Context, maxTokens int) (int, error) {
+// Respond runs the response under the id it is given, as the stage does for input it has not
+// answered by itself.
+func (f *fakeStream) Respond(_ context.Context, turn, maxTokens int) (int, error) {
+	assert.Positive(f.t, turn)
 	f.record("respond")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.respondN++
-	return f.respondN, nil
+	return turn, nil
 }
 
 func (f *fakeStream) CancelResponse(keep bool) {
@@ -109,8 +115,8 @@ func (f *fakeStream) CancelTurn(n int, _ bool) {
 	f.record(fmt.Sprintf("cancel_turn:%d", n))
 }
 
-func (f *fakeStream) SettleInput(context.Context) error {
-	f.record("settle")
+func (f *fakeStream) SettleInput(_ context.Context, turn int) error {
+	f.record(fmt.Sprintf("settle:%d", turn))
 	return nil
 }
 
@@ -168,26 +174,26 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	gateFirstAppend(fs, d, 4) // appends 2-4 and the commit
 	ctx := context.Background()
 	for range 4 {
-		require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
+		require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
 	}
 	// The barrier runs after the queued appends; it belongs to the failed chain, so it is skipped.
-	_, err := d.Commit(ctx, false)
+	_, err := d.Commit(ctx, 1, false)
 	require.Error(t, err)
 	require.Equal(t, []string{"append", "append"}, fs.callList(), "appends 3 and 4 never ran")
 	require.Equal(t, 1, out.errors(), "the failure is reported once")
 	// A later command starts a new chain.
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.2}))
-	tr, err := d.Commit(ctx, false)
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.2}))
+	tr, err := d.Commit(ctx, 1, false)
 	require.NoError(t, err)
 	require.Equal(t, "go forward", tr)
-	turn, err := d.Respond(ctx, 4)
+	turn, err := d.Respond(ctx, 1, 4)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)
 	require.Equal(t, []string{"append", "append", "append", "commit", "respond"}, fs.callList())
 	require.Equal(t, 1, c.Live())
 	require.NoError(t, d.Close(ctx, ""))
 	require.Equal(t, 0, c.Live())
-	_, err = d.Commit(ctx, false)
+	_, err = d.Commit(ctx, 1, false)
 	require.ErrorIs(t, err, ErrDuplexClosed)
 }
 
@@ -198,14 +204,14 @@ func TestDuplexDiscardRunsAfterFailedChain(t *testing.T) {
 	d, out, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
 	gateFirstAppend(fs, d, 3) // append 2, the discard and the commit: queued before append 1 fails
 	ctx := context.Background()
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.1}))
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
 	require.NoError(t, d.DiscardAudio(ctx))
-	_, err := d.Commit(ctx, false)
+	_, err := d.Commit(ctx, 1, false)
 	require.Error(t, err, "the commit belongs to the failed chain")
 	require.Equal(t, []string{"append", "discard"}, fs.callList(), "append 2 is skipped with its chain; the discard still runs")
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.3}))
-	tr, err := d.Commit(ctx, false)
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.3}))
+	tr, err := d.Commit(ctx, 1, false)
 	require.NoError(t, err)
 	require.Equal(t, "go forward", tr)
 	require.Equal(t, []string{"append", "discard", "append", "commit"}, fs.callList())
@@ -221,11 +227,11 @@ func TestDuplexBackpressure(t *testing.T) {
 	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(Output) {})
 	d.start(fs)
 	big := make([]float32, MaxPendingInputBytes/4/2+1)
-	require.NoError(t, d.AppendAudio(context.Background(), big))
-	require.ErrorIs(t, d.AppendAudio(context.Background(), big), ErrInputBackpressure)
+	require.NoError(t, d.AppendAudio(context.Background(), 1, big))
+	require.ErrorIs(t, d.AppendAudio(context.Background(), 1, big), ErrInputBackpressure)
 	close(block)
 	require.Eventually(t, func() bool { return d.pending.Load() == 0 }, 5*time.Second, time.Millisecond)
-	require.NoError(t, d.AppendAudio(context.Background(), big))
+	require.NoError(t, d.AppendAudio(context.Background(), 1, big))
 	require.NoError(t, d.Close(context.Background(), ""))
 }
 
@@ -248,18 +254,18 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 
 	start := time.Now()
 	for i := range 2000 { // 2.5 MB: far more ops than the old channel held, well under the byte bound
-		require.NoError(t, d.AppendAudio(ctx, chunk), "append %d", i)
+		require.NoError(t, d.AppendAudio(ctx, 1, chunk), "append %d", i)
 	}
 	require.Less(t, time.Since(start), time.Second, "2000 appends behind a stalled ASR must not wait")
 
 	advance(MaxInputStall + time.Millisecond)
 	start = time.Now()
-	err := d.AppendAudio(ctx, chunk)
+	err := d.AppendAudio(ctx, 1, chunk)
 	require.ErrorIs(t, err, ErrInputBackpressure)
 	require.Contains(t, err.Error(), "no input for")
 	require.Less(t, time.Since(start), 100*time.Millisecond)
 	// A commit (through the job goroutine) fails the same way instead of queueing forever.
-	_, err = d.Commit(ctx, false)
+	_, err = d.Commit(ctx, 1, false)
 	require.ErrorIs(t, err, ErrInputBackpressure)
 	// A discard only lightens the work: it is still accepted.
 	require.NoError(t, d.DiscardAudio(ctx))
@@ -278,7 +284,7 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	require.NoError(t, d.Close(closeCtx, ""))
 	require.Less(t, time.Since(start), time.Second)
 	require.Equal(t, 0, c.Live())
-	require.ErrorIs(t, d.AppendAudio(ctx, chunk), ErrDuplexClosed)
+	require.ErrorIs(t, d.AppendAudio(ctx, 1, chunk), ErrDuplexClosed)
 }
 
 // The byte bound counts ops without audio too, so the queue is bounded in count as well.
@@ -289,7 +295,7 @@ func TestDuplexQueueBoundedInCount(t *testing.T) {
 	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(Output) {})
 	d.start(fs)
 	ctx := context.Background()
-	require.NoError(t, d.AppendAudio(ctx, []float32{0.1})) // the runner is stuck in this one
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1})) // the runner is stuck in this one
 	require.Eventually(t, func() bool { return d.queued() == 0 }, 5*time.Second, time.Millisecond)
 	var err error
 	n := 0
@@ -308,7 +314,7 @@ type blockingStream struct {
 	block chan struct{}
 }
 
-func (b *blockingStream) AppendAudio(ctx context.Context, pcm []float32) error {
+func (b *blockingStream) AppendAudio(ctx context.Context, _ int, pcm []float32) error {
 	select {
 	case <-b.block:
 	case <-ctx.Done():
@@ -328,36 +334,37 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	fs := &fakeStream{t: t}
 	d, _, _ := newTestDuplex(t, Options{LogStats: true, Clock: clock}, zap.New(core), fs)
 
-	// Keep-first arrival stamp.
-	require.Equal(t, 42.0, d.MarkTurnArrival(42))
-	require.Equal(t, 42.0, d.MarkTurnArrival(99))
-	// Snapshots before begin are pending, then flushed into the turn.
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 43})
-	d.BeginTurn("resp-a", 1, d.MarkTurnArrival(0))
-	d.BeginTurn("resp-a", 1, 0) // idempotent
+	// Keep-first arrival stamp: the turn is born at its first input.
+	require.Equal(t, 42.0, d.MarkTurnArrival(1, 42))
+	require.Equal(t, 42.0, d.MarkTurnArrival(1, 99))
+	// Rows of the turn's input before its response began are kept, then merged into it.
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5), StageSubmitTS: 43})
+	d.BeginTurn(1, "resp-a", 1, d.MarkTurnArrival(1, 0))
+	d.BeginTurn(1, "resp-a", 1, 0) // idempotent
 	now = 101
-	// A stamp set after the turn opened belongs to the next turn and survives its finalize.
-	require.Equal(t, 101.0, d.MarkTurnArrival(0))
-	require.True(t, d.FinalizeTurn("stop"))
-	require.False(t, d.FinalizeTurn("stop"), "finalize once")
+	// The next turn's input, given while turn 1 is open, is its own from the start.
+	require.Equal(t, 101.0, d.MarkTurnArrival(2, 0))
+	require.True(t, d.FinalizeTurn(1, "stop"))
+	require.False(t, d.FinalizeTurn(1, "stop"), "closing twice is a no-op")
 	require.True(t, logged(logs, "response=resp-a", "reason=stop"))
 
 	now = 102
-	d.BeginTurn("resp-b", 2, d.MarkTurnArrival(0))
-	rec := d.turns.turnRecordArrival()
-	require.Equal(t, 101.0, rec, "the next turn's t0 is its first input, not its begin")
-	// A different response id finalizes the open turn with abort first.
-	d.BeginTurn("resp-c", 3, 0)
+	d.BeginTurn(2, "resp-b", 2, d.MarkTurnArrival(2, 0))
+	require.Equal(t, 101.0, d.turns.openTurn(2).Arrival(), "the turn's t0 is its first input, not its begin")
+	// A newer turn beginning while turn 2's owner never closed it: recorded as aborted, and
+	// reported as a bug of the owner.
+	d.BeginTurn(3, "resp-c", 3, 0)
 	require.True(t, logged(logs, "response=resp-b", "reason=abort"))
-	// Signal finalizes with barge_in before moving the state to the next epoch's id.
+	require.Equal(t, []int{2}, d.Unclosed())
+	// Signal closes the current turn with barge_in before moving the state to the next epoch's id.
 	require.NoError(t, d.Signal(context.Background(), "barge_in", Fence{SessionID: "duplex-test", Epoch: 1}))
 	require.True(t, logged(logs, "response=resp-c", "reason=barge_in"))
 	require.Equal(t, Fence{SessionID: "duplex-test", Epoch: 1}.Stage0ID(), d.Stage0ID())
-	// Close finalizes an open turn with close.
-	d.BeginTurn("resp-d", 4, 0)
+	// Close closes an open turn with close.
+	d.BeginTurn(4, "resp-d", 4, 0)
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.True(t, logged(logs, "response=resp-d", "reason=close"))
-	require.False(t, d.FinalizeTurn("abort"), "nothing left after close")
+	require.False(t, d.FinalizeTurn(4, "abort"), "nothing left after close")
 }
 
 func logged(logs *observer.ObservedLogs, parts ...string) bool {
@@ -380,24 +387,24 @@ func TestDuplexLogStatsOffAllocatesNothing(t *testing.T) {
 	msg := stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 1}
 	allocs := testing.AllocsPerRun(1000, func() {
 		d.OnStageMetrics(msg)
-		d.MarkTurnArrival(1)
-		d.BeginTurn("resp-x", 1, 1)
-		d.FinalizeTurn("stop")
+		d.MarkTurnArrival(1, 1)
+		d.BeginTurn(1, "resp-x", 1, 1)
+		d.FinalizeTurn(1, "stop")
 	})
 	require.Zero(t, allocs)
 	require.NoError(t, d.Close(context.Background(), ""))
 }
 
-// CancelTurn stops one stage turn (a response the session cancelled before Respond told it the
-// turn's number): the stream cancels that turn only, the fence does not move, the open metrics
-// turn stays open, and rows of the cancelled turn never reach it. After Close it does nothing.
+// CancelTurn stops one turn's engine work (a response the session cancelled before Respond
+// returned): the stream cancels that turn only, the fence does not move, the open turn stays
+// open, and rows of the cancelled turn never reach it. After Close it does nothing.
 func TestDuplexCancelTurn(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	fs := &fakeStream{t: t}
 	d, _, _ := newTestDuplex(t, Options{LogStats: true}, zap.New(core), fs)
 	ctx := context.Background()
 	stage0 := d.Stage0ID()
-	d.BeginTurn("resp-b", 2, d.MarkTurnArrival(1))
+	d.BeginTurn(2, "resp-b", 2, d.MarkTurnArrival(2, 1))
 	d.CancelTurn(1)
 	require.Equal(t, []string{"cancel_turn:1"}, fs.callList())
 	require.Equal(t, stage0, d.Stage0ID(), "the fence does not move")
@@ -405,7 +412,7 @@ func TestDuplexCancelTurn(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensOut: 50, OutputUnitType: "text"}})
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(5)})
 	require.Empty(t, logs.All(), "nothing finalized")
-	require.True(t, d.FinalizeTurn("stop"))
+	require.True(t, d.FinalizeTurn(2, "stop"))
 	var table string
 	for _, e := range logs.All() {
 		if strings.Contains(e.Message, "response=resp-b") && strings.Contains(e.Message, "num_tokens_out") {

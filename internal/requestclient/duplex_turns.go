@@ -3,7 +3,6 @@ package requestclient
 import (
 	"slices"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -11,23 +10,19 @@ import (
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
-// DefaultTurnDrainTimeout bounds how long an interrupted turn waits for the partial snapshots
-// of its working stages before it is finalized with what it has. The stages report at once on
-// abort (measured well under 100 ms), so the bound only matters when a stage is wedged.
-const DefaultTurnDrainTimeout = 2 * time.Second
-
-// turnState is the per-session turn bookkeeping of a DuplexRequest (vllm-omni's per-turn metrics with
-// the differences docs/STATS.md lists). It exists only with LogStats on or Prometheus collectors
-// set, so the off path costs nothing.
+// turnState is the per-session turn bookkeeping of a DuplexRequest (vllm-omni's per-turn metrics
+// with the differences docs/STATS.md lists). It exists only with LogStats on or Prometheus
+// collectors set, so the off path costs nothing.
 //
-// Every stage message carries the stage turn it belongs to (listen rows carry the turn they
-// lead to), so rows are routed by that number, not by arrival order: the open metrics turn is
-// bound to one stage turn, rows of a later stage turn are the next turn's (pending), rows of an
-// earlier one are stale. An interrupted turn (cancel, barge-in, close, abort) is not finalized
-// when the session ends it: it moves to closing and is finalized when the stages report that
-// stage turn finished (every working stage delivered its partial snapshot first), or after
-// drain at the latest. Its state is O(stages × edges) whatever the session length: no
-// session-scoped aggregator, no per-chunk rows.
+// A turn has one id from its first input to its record: the session numbers turns and passes
+// the id down with every input and with Respond, and the stages tag every row, output,
+// transfer and TurnEnd with it. Rows are routed by that id alone. The session owns the turn: it
+// closes it once with its reason (FinalizeTurn, FinalizeUnstartedTurn), and the record is made
+// when the stages reported: at once for a natural end (stop, length: the stages reported
+// before the last output), when TurnEnd(id) arrives for an interrupted turn whose response
+// started, when InputSettled(id) arrives for one whose response never started, or when the
+// stream closes. No timer decides anything. The state is O(open turns × stages) however long
+// the session: no session-scoped aggregator, no per-chunk rows.
 type turnState struct {
 	mu         sync.Mutex
 	numStages  int
@@ -37,319 +32,255 @@ type turnState struct {
 	onFinal    func(metrics.FinalizedRequest) string // Options.OnFinalized
 	logStats   bool
 	structured bool
-	drain      time.Duration
-	pending    *metrics.PendingTurn
 
-	turn      *metrics.TurnMetrics // open turn, nil between turns
-	turnN     int                  // the stage turn the open turn is bound to; 0 = not yet known
-	closing   []*closingTurn       // interrupted turns waiting for their stages' partial rows
-	lastEnded int                  // highest stage turn whose stages all finished
-	lastDone  int                  // highest stage turn whose metrics turn was finalized
-	barrier   float64              // listen rows submitted before it belong to cleared input
-	closed    bool
-
-	timers sync.WaitGroup // drain timers that may still run
+	open   map[int]*turnEntry // turns not recorded yet, by id
+	floor  int                // highest id recorded or abandoned: its rows are dropped
+	closed bool               // the stream closed: a turn closed from now on is recorded at once
+	// unowned lists turns that were recorded without their owner closing them (a newer turn
+	// began first): a bug in the caller, reported by Unclosed.
+	unowned []int
 }
 
-type closingTurn struct {
-	t      *metrics.TurnMetrics
-	n      int
-	reason string
-	timer  *time.Timer
-	// inputOnly: the turn's engine response never started (cancelled before its job started
-	// it). It waits for the rows of the input it answered, which carry the upcoming stage turn
-	// (n once the first arrived), until the stages report that input settled; that stage turn
-	// stays open for the next response. cut is when SettleInput's barrier ran in the append
-	// FIFO (0 before): every append of that input was processed by then, so a listen row
-	// submitted later is the next input's.
-	inputOnly bool
-	cut       float64
+// turnEntry is one turn between its first input and its record.
+type turnEntry struct {
+	id int
+	t  *metrics.TurnMetrics // born at the first input; its response attached at BeginTurn
+
+	reason  string // the owner's close reason ("" while open)
+	closing bool   // the owner closed it; the record waits for the stages' report
+	// unstarted: closed by FinalizeUnstartedTurn, its record waits for InputSettled(id).
+	unstarted bool
+	// started: a stage response runs under this id (Respond returned it, or the stream's own
+	// speak decision announced it); responding counts Respond calls in flight for it.
+	started    bool
+	responding int
+	stagesDone float64 // when TurnEnd(id) arrived; 0 = not yet
 }
 
-func newTurnState(numStages int, clock metrics.Clock, log *zap.Logger, col *metrics.Collectors, logStats bool, drain time.Duration) *turnState {
-	if drain <= 0 {
-		drain = DefaultTurnDrainTimeout
-	}
+func newTurnState(numStages int, clock metrics.Clock, log *zap.Logger, col *metrics.Collectors, logStats bool) *turnState {
 	return &turnState{
 		numStages: max(numStages, 1),
 		clock:     clock,
 		log:       log,
 		col:       col,
 		logStats:  logStats,
-		drain:     drain,
-		pending:   metrics.NewPendingTurn(clock),
+		open:      map[int]*turnEntry{},
 	}
 }
 
-// target is where a row of stage turn k goes: a closing turn bound to k, the open turn, the
-// pending buffer (toPending), or nowhere (stale: its turn was finalized). k == 0 means the
-// sender did not say (tests, chat-shaped callers): the open turn, else pending.
-func (s *turnState) targetLocked(k int) (t *metrics.TurnMetrics, toPending bool) {
-	if k > 0 {
-		for _, c := range s.closing {
-			if c.n == k && !c.inputOnly {
-				return c.t, false
-			}
+// entryLocked returns turn id's entry, born now with t0 arrival (<= 0: now) unless it exists or
+// the id is over (recorded or abandoned: nil).
+func (s *turnState) entryLocked(id int, rid string, arrival float64) *turnEntry {
+	if e := s.open[id]; e != nil {
+		return e
+	}
+	if id <= s.floor {
+		return nil
+	}
+	e := &turnEntry{id: id, t: metrics.NewInputTurn(rid, arrival, s.numStages, s.clock)}
+	e.t.SetStructuredRecords(s.structured)
+	s.open[id] = e
+	return e
+}
+
+// routeLocked is the entry a row of turn k goes to: k's own, or nil (its turn is over, or no
+// input of it was stamped: work before the user began, which belongs to no turn). k <= 0 means
+// the sender did not say (tests, chat-shaped callers): the newest turn.
+func (s *turnState) routeLocked(k int) *turnEntry {
+	if k <= 0 {
+		for id := range s.open {
+			k = max(k, id)
 		}
 	}
-	if s.turn != nil {
-		switch {
-		case k == 0 || s.turnN == k:
-			return s.turn, false
-		case s.turnN == 0 && k > s.lastDone:
-			s.turnN = k
-			if k <= s.lastEnded {
-				s.turn.MarkStagesDone(0)
-			}
-			return s.turn, false
-		case k > s.turnN:
-			return nil, true
-		default:
-			return nil, false
-		}
-	}
-	if k > 0 && k <= s.lastDone {
-		return nil, false
-	}
-	return nil, true
+	return s.open[k]
 }
 
 func (s *turnState) ingest(k, stageID int, m metrics.StageRequestStats, finalOutputType string, submitTS float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.unstartedLocked(k, m, submitTS); c != nil {
-		c.t.Accumulate(stageID, m, finalOutputType, submitTS)
+	if e := s.routeLocked(k); e != nil {
+		e.t.Accumulate(stageID, m, finalOutputType, submitTS)
 		return
 	}
-	t, toPending := s.targetLocked(k)
-	switch {
-	case t != nil:
-		t.Accumulate(stageID, m, finalOutputType, submitTS)
-	case toPending:
-		if submitTS > 0 && submitTS < s.barrier {
-			return // work on input the client cleared
-		}
-		s.pending.Add(stageID, m, finalOutputType, submitTS)
-	default:
-		s.log.Debug("dropping stage metrics of a finalized turn",
-			zap.Int("stage", stageID), zap.Int("stage_turn", k))
-	}
-}
-
-// unstartedLocked returns the inputOnly closing turn a row of stage turn k belongs to: a row
-// of the input it answered, that is of the stage turn it is bound to (or, unbound, of one not
-// finalized yet) and not of input given after its cancel. The prefill of history committed
-// before the cancel runs later, so a row with prompt tokens is the turn's whenever it comes
-// before the input settled.
-func (s *turnState) unstartedLocked(k int, m metrics.StageRequestStats, submitTS float64) *closingTurn {
-	if k <= 0 {
-		return nil
-	}
-	for _, c := range s.closing {
-		if !c.inputOnly || (c.n != k && (c.n != 0 || k <= s.lastDone)) {
-			continue
-		}
-		if c.cut > 0 && submitTS > c.cut && m.NumTokensIn == 0 {
-			return nil
-		}
-		c.n = k
-		return c
-	}
-	return nil
+	s.log.Debug("dropping stage metrics of no open turn", zap.Int("stage", stageID), zap.Int("turn", k))
 }
 
 func (s *turnState) output(m stage.OutputMessage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e := s.routeLocked(m.Turn)
+	if e == nil {
+		return
+	}
 	if m.Kind == stage.Decision {
 		if m.Decision == stage.DecisionSpeak {
-			// The engine's own endpoint ends the input when no speech_stopped / commit did.
-			s.pending.MarkInputEndIfUnset(m.StageSubmitTS)
+			// The stream answered the input by itself: its response runs under this id, and
+			// the engine's own endpoint ends the input when no speech_stopped / commit did.
+			e.started = true
+			e.t.MarkInputEndIfUnset(m.StageSubmitTS)
 		}
 		return
 	}
-	if m.Kind != stage.Audio && m.Kind != stage.Text {
-		return
-	}
-	if t, _ := s.targetLocked(m.Turn); t != nil {
-		t.MarkFirstOutput(m.StageID, s.clock(), m.Kind == stage.Audio)
+	if m.Kind == stage.Audio || m.Kind == stage.Text {
+		e.started = true // only a response speaks
+		e.t.MarkFirstOutput(m.StageID, s.clock(), m.Kind == stage.Audio)
 	}
 }
 
-func (s *turnState) transfer(e stage.TransferEvent) {
+func (s *turnState) transfer(ev stage.TransferEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, _ := s.targetLocked(e.Turn); t != nil {
-		t.AddTransfer(e.From, e.To, e.SizeBytes, e.TxMs, e.BlockedMs, e.UsedShm)
+	if e := s.routeLocked(ev.Turn); e != nil {
+		e.t.AddTransfer(ev.From, ev.To, ev.SizeBytes, ev.TxMs, ev.BlockedMs, ev.UsedShm)
 	}
 }
 
-// turnEnd is the stages' report that stage turn n is finished: every stage that worked for it
-// delivered its (partial) snapshot before this.
+// turnEnd is the stages' report that turn n's response is finished: every stage that worked
+// for it delivered its (partial) snapshot before this.
 func (s *turnState) turnEnd(n int) {
 	s.mu.Lock()
-	s.lastEnded = max(s.lastEnded, n)
-	if s.turn != nil && s.turnN == n {
-		s.turn.MarkStagesDone(0)
-	}
-	var done []*closingTurn
-	s.closing = slices.DeleteFunc(s.closing, func(c *closingTurn) bool {
-		if c.n > 0 && c.n <= n {
-			c.t.MarkStagesDone(0)
-			done = append(done, c)
-			return true
-		}
-		return false
-	})
-	s.settleLocked(done)
-	s.mu.Unlock()
-	s.finishAll(done)
-}
-
-// bind ties the oldest unbound turn to stage turn n (Respond returned n): a turn cancelled
-// before its engine response started is finalized as soon as that response's stages are done.
-func (s *turnState) bind(n int) {
-	s.mu.Lock()
-	var done []*closingTurn
-	bound := false
-	for i, c := range s.closing {
-		if c.n == 0 && !c.inputOnly {
-			c.n, bound = n, true
-			if n <= s.lastEnded {
-				done = append(done, c)
-				s.closing = slices.Delete(s.closing, i, i+1)
-			}
-			break
-		}
-	}
-	if !bound && s.turn != nil && s.turnN == 0 {
-		s.turnN = n
-		if n <= s.lastEnded {
-			s.turn.MarkStagesDone(0)
-		}
-	}
-	s.settleLocked(done)
-	s.mu.Unlock()
-	s.finishAll(done)
-}
-
-// orphan marks stage turn n as belonging to no metrics turn (a response the session cancelled
-// before it learnt its number): its rows are dropped, and a turn bound to it by mistake is
-// unbound.
-func (s *turnState) orphan(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.closing {
-		if c.n == n {
-			return // it is that closing turn's own work
-		}
-	}
-	if s.turn != nil && s.turnN == n {
-		s.turnN = 0
-	}
-	s.lastDone = max(s.lastDone, n)
-}
-
-// noEngineTurn finalizes unbound closing turns now: their engine response never started.
-func (s *turnState) noEngineTurn() {
-	s.mu.Lock()
-	var done []*closingTurn
-	s.closing = slices.DeleteFunc(s.closing, func(c *closingTurn) bool {
-		if c.n == 0 && !c.inputOnly {
-			done = append(done, c)
-			return true
-		}
-		return false
-	})
-	s.settleLocked(done)
-	s.mu.Unlock()
-	s.finishAll(done)
-}
-
-// settleLocked stops the drain timers of turns leaving closing and advances lastDone (not for
-// an inputOnly turn: its stage turn is the next response's).
-func (s *turnState) settleLocked(done []*closingTurn) {
-	for _, c := range done {
-		if c.timer != nil && c.timer.Stop() {
-			s.timers.Done() // the timer will not run
-		}
-		if !c.inputOnly {
-			s.lastDone = max(s.lastDone, c.n)
-		}
-	}
-}
-
-// inputSettled is the stages' report that every row of the input given before stage turn k's
-// SettleInput was delivered: the inputOnly turns waiting for it are finalized.
-func (s *turnState) inputSettled(k int) {
-	s.mu.Lock()
-	var done []*closingTurn
-	s.closing = slices.DeleteFunc(s.closing, func(c *closingTurn) bool {
-		if c.inputOnly && c.n <= k {
-			done = append(done, c)
-			return true
-		}
-		return false
-	})
-	s.settleLocked(done)
-	s.mu.Unlock()
-	s.finishAll(done)
-}
-
-func (s *turnState) expire(c *closingTurn) {
-	defer s.timers.Done()
-	s.mu.Lock()
-	i := slices.Index(s.closing, c)
-	if i < 0 {
+	e := s.open[n]
+	if e == nil {
 		s.mu.Unlock()
 		return
 	}
-	s.closing = slices.Delete(s.closing, i, i+1)
-	if !c.inputOnly {
-		s.lastDone = max(s.lastDone, c.n)
-	}
-	s.mu.Unlock()
-	s.log.Debug("finalizing an interrupted turn before all stages reported",
-		zap.String("response_id", c.t.ResponseID()), zap.Int("stage_turn", c.n), zap.Duration("waited", s.drain))
-	s.finish(c.t, c.reason)
-}
-
-func (s *turnState) finishAll(cs []*closingTurn) {
-	for _, c := range cs {
-		s.finish(c.t, c.reason)
-	}
-}
-
-func (s *turnState) finish(t *metrics.TurnMetrics, reason string) bool {
-	ok := t.Finalize(reason, s.log, s.logStats)
-	if ok && s.col != nil {
-		if rec, have := t.Record(); have {
-			if s.onFinal != nil {
-				rec.TraceID = s.onFinal(rec)
-			}
-			s.col.ObserveFinalized(rec)
-		}
-	}
-	return ok
-}
-
-func (s *turnState) begin(rid, responseID string, turnID int, arrival float64) {
-	s.mu.Lock()
-	if s.turn != nil {
-		if s.turn.ResponseID() == responseID {
-			s.mu.Unlock()
-			return
-		}
-		old := s.turn
-		s.turn, s.turnN = nil, 0
+	e.stagesDone = s.clock()
+	e.t.MarkStagesDone(e.stagesDone)
+	if !e.closing || e.unstarted {
 		s.mu.Unlock()
-		s.finish(old, metrics.ReasonAbort)
-		s.mu.Lock()
+		return
 	}
-	s.turn = s.pending.BeginTurn(rid, responseID, turnID, arrival, s.numStages, nil)
-	s.turn.SetStructuredRecords(s.structured)
-	s.turnN = 0
+	s.recordLocked(e)
 	s.mu.Unlock()
+	s.finish(e)
+}
+
+// inputSettled is the stages' report that every row of the input of turn k given before
+// SettleInput was delivered: a turn closed before its response started is recorded now.
+func (s *turnState) inputSettled(k int) {
+	s.mu.Lock()
+	var done []*turnEntry
+	for id, e := range s.open {
+		if id <= k && e.closing && e.unstarted {
+			done = append(done, e)
+		}
+	}
+	s.recordAllLocked(done)
+	s.mu.Unlock()
+	s.finishAll(done)
+}
+
+// respondStart and respondEnd bracket a Respond call for turn id; n is the id the stream ran
+// the response under (0 on failure). A closed turn whose response cannot start any more is
+// recorded at once: there is no stage work to wait for.
+func (s *turnState) respondStart(id int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil {
+		e.responding++
+	}
+}
+
+func (s *turnState) respondEnd(id, n int) {
+	s.mu.Lock()
+	e := s.open[id]
+	if e != nil {
+		e.responding--
+	}
+	if n > 0 {
+		if en := s.open[n]; en != nil {
+			en.started = true
+		}
+	}
+	if e == nil || !e.closing || e.unstarted || e.started || e.responding > 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.recordLocked(e)
+	s.mu.Unlock()
+	s.finish(e)
+}
+
+// recordLocked takes e out of the open turns; finish (outside the lock) makes its record.
+func (s *turnState) recordLocked(e *turnEntry) {
+	delete(s.open, e.id)
+	s.floor = max(s.floor, e.id)
+}
+
+func (s *turnState) recordAllLocked(es []*turnEntry) {
+	slices.SortFunc(es, func(a, b *turnEntry) int { return a.id - b.id })
+	for _, e := range es {
+		s.recordLocked(e)
+	}
+}
+
+func (s *turnState) finishAll(es []*turnEntry) {
+	for _, e := range es {
+		s.finish(e)
+	}
+}
+
+// finish makes e's one record: the tables, the structured record, Prometheus.
+func (s *turnState) finish(e *turnEntry) {
+	if e.t.Finalize(e.reason, s.log, s.logStats) {
+		observeTurn(e.t, s.col, s.onFinal)
+	}
+}
+
+// markArrival is turn id's first input: the turn is born with t0 ts (<= 0: now) unless it
+// already was (keep first). It returns the turn's t0; an id that is over gets ts back.
+func (s *turnState) markArrival(id int, rid string, ts float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts <= 0 {
+		ts = s.clock()
+	}
+	if e := s.entryLocked(id, rid, ts); e != nil {
+		return e.t.Arrival()
+	}
+	return ts
+}
+
+// arrival returns turn id's t0 when the turn is open.
+func (s *turnState) arrival(id int) (float64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil {
+		return e.t.Arrival(), true
+	}
+	return 0, false
+}
+
+// begin attaches responseID to turn id (born now, at arrival, when no input came first); a
+// second call does nothing. A begun older turn its owner never closed is recorded with reason
+// abort and reported by Unclosed; older turns whose response never began are dropped (their
+// input was answered by none).
+func (s *turnState) begin(id int, rid, responseID string, turnID int, arrival float64) {
+	s.mu.Lock()
+	e := s.entryLocked(id, rid, arrival) // a response with no new input: born at its begin
+	if e == nil || !e.t.Begin(responseID, turnID) {
+		s.mu.Unlock()
+		return
+	}
+	var stale []*turnEntry
+	for oid, o := range s.open {
+		switch {
+		case oid >= id || o.closing:
+		case !o.t.Begun():
+			delete(s.open, oid)
+		default:
+			o.closing, o.reason = true, metrics.ReasonAbort
+			s.unowned = append(s.unowned, oid)
+			stale = append(stale, o)
+		}
+	}
+	s.recordAllLocked(stale)
+	s.mu.Unlock()
+	for _, o := range stale {
+		s.log.Warn("a turn was never closed by its owner; recording it as aborted",
+			zap.Int("turn", o.id), zap.String("response_id", o.t.ResponseID()))
+		s.finish(o)
+	}
 }
 
 // interrupted reports a finished_reason after which the stages may still be working.
@@ -361,147 +292,171 @@ func interrupted(reason string) bool {
 	return true
 }
 
-// finalize ends the open turn with reason. A natural end (stop, length) is finalized now: its
-// stages already reported. An interrupted turn waits, bounded by drain, for its stages'
-// partial snapshots (see turnState). It returns false when no turn was open. The pending stamp
-// of the next turn, if one was set after this turn opened, survives: on an auto-response handoff
-// it is the next turn's t0.
-//
-// mayStart says an engine response may still start for an unbound turn (a Respond call is in
-// progress); without one an unbound turn has no stage work to wait for.
-func (s *turnState) finalize(reason string, mayStart bool) bool {
+// finalize is the owner's close of turn id with reason; closing twice is a no-op (false). A
+// natural end (stop, length) is recorded now: its stages already reported. An interrupted turn
+// is recorded when its stages report its response finished (TurnEnd), at once when none runs
+// or can still start, or when the stream closes. It returns false when the turn was not open.
+func (s *turnState) finalize(id int, reason string) bool {
 	s.mu.Lock()
-	t, n := s.turn, s.turnN
-	s.turn, s.turnN = nil, 0
-	if t == nil {
+	e := s.open[id]
+	if e == nil || !e.t.Begun() || e.closing {
 		s.mu.Unlock()
 		return false
 	}
+	e.closing, e.reason = true, reason
 	if interrupted(reason) {
-		t.MarkStagesDone(0) // generation ends at the interruption (keep-first: earlier if done)
+		e.t.MarkStagesDone(0) // generation ends at the interruption (keep-first: earlier if done)
 	}
-	if !interrupted(reason) || s.closed || (n > 0 && n <= s.lastEnded) || (n == 0 && !mayStart) {
-		s.lastDone = max(s.lastDone, n)
+	if interrupted(reason) && !s.closed && e.stagesDone == 0 && (e.started || e.responding > 0) {
 		s.mu.Unlock()
-		return s.finish(t, reason)
+		return true
 	}
-	c := &closingTurn{t: t, n: n, reason: reason}
-	s.timers.Add(1)
-	c.timer = time.AfterFunc(s.drain, func() { s.expire(c) })
-	s.closing = append(s.closing, c)
+	s.recordLocked(e)
 	s.mu.Unlock()
+	s.finish(e)
 	return true
 }
 
-// finalizeUnstarted ends the open turn of a response cancelled before its engine response
-// started (the session's job will not start it): there is no stage turn to wait for, but the
-// input it answered may still be on its way (its transcription and prefill queued behind the
-// cancel). The turn keeps that input's rows and is finalized when the stages report the input
-// settled (inputSettled), after drain at the latest, or at close.
-func (s *turnState) finalizeUnstarted(reason string) bool {
-	s.mu.Lock()
-	t, n := s.turn, s.turnN
-	s.turn, s.turnN = nil, 0
-	if t == nil {
-		s.mu.Unlock()
-		return false
-	}
-	t.MarkStagesDone(0)
-	if s.closed {
-		s.mu.Unlock()
-		return s.finish(t, reason)
-	}
-	c := &closingTurn{t: t, n: n, reason: reason, inputOnly: true}
-	s.timers.Add(1)
-	// Its input may still wait behind queued engine work, which the FIFO's stall bound limits.
-	c.timer = time.AfterFunc(s.drain+MaxInputStall, func() { s.expire(c) })
-	s.closing = append(s.closing, c)
-	s.mu.Unlock()
-	return true
-}
-
-// settleCut runs in the append FIFO, after every append of the input the waiting inputOnly
-// turns answered: listen rows submitted from now on are the next input's.
-func (s *turnState) settleCut() {
+// current is the newest begun turn its owner has not closed (0: none).
+func (s *turnState) current() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock()
-	for _, c := range s.closing {
-		if c.inputOnly && c.cut == 0 {
-			c.cut = now
+	n := 0
+	for id, e := range s.open {
+		if !e.closing && e.t.Begun() {
+			n = max(n, id)
 		}
+	}
+	return n
+}
+
+// finalizeUnstarted is the owner's close of turn id whose response was cancelled before it
+// started (and never will): no response runs, but the input it answered may still be on its
+// way (its transcription and prefill queued behind the cancel). The turn keeps that input's
+// rows and is recorded when the stages report the input settled (inputSettled), or at close.
+func (s *turnState) finalizeUnstarted(id int, reason string) bool {
+	s.mu.Lock()
+	e := s.open[id]
+	if e == nil || !e.t.Begun() || e.closing {
+		s.mu.Unlock()
+		return false
+	}
+	e.closing, e.reason, e.unstarted = true, reason, true
+	e.t.MarkStagesDone(0)
+	if !s.closed {
+		s.mu.Unlock()
+		return true
+	}
+	s.recordLocked(e)
+	s.mu.Unlock()
+	s.finish(e)
+	return true
+}
+
+// settleFailed records turn id now: the stages cannot report its input settled.
+func (s *turnState) settleFailed(id int) {
+	s.mu.Lock()
+	e := s.open[id]
+	if e == nil || !e.unstarted {
+		s.mu.Unlock()
+		return
+	}
+	s.recordLocked(e)
+	s.mu.Unlock()
+	s.finish(e)
+}
+
+// flush records every turn still open with the reason it was closed with (reason for one never
+// closed: the stream's close is its owner's) and drops the input of turns never begun. The
+// stream is closed: nothing more will arrive.
+func (s *turnState) flush(reason string) {
+	s.mu.Lock()
+	s.closed = true
+	var done []*turnEntry
+	for id, e := range s.open {
+		if !e.t.Begun() {
+			delete(s.open, id) // input no response answered: no record
+			continue
+		}
+		if !e.closing {
+			e.closing, e.reason = true, reason
+		}
+		done = append(done, e)
+	}
+	s.recordAllLocked(done)
+	s.mu.Unlock()
+	s.finishAll(done)
+}
+
+// markInputEnd records the end of turn id's user input.
+func (s *turnState) markInputEnd(id int, ts float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil {
+		if ts <= 0 {
+			ts = s.clock()
+		}
+		e.t.MarkInputEnd(ts)
 	}
 }
 
-// flush finalizes every closing turn now (the stream is closed: nothing more will arrive) and
-// waits for drain timers that already fired.
-func (s *turnState) flush() {
+// abandon is input_audio_buffer.clear: turn id's input is dropped with its stamp, input end and
+// rows, and rows of it still on their way are dropped when they arrive (the session gives its
+// next input a new id). A turn whose response began keeps its rows.
+func (s *turnState) abandon(id int) {
 	s.mu.Lock()
-	s.closed = true
-	done := s.closing
-	s.closing = nil
-	s.settleLocked(done)
-	s.mu.Unlock()
-	s.finishAll(done)
-	s.timers.Wait()
-	s.pending.Reset()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil && e.t.Begun() {
+		return
+	}
+	delete(s.open, id)
+	s.floor = max(s.floor, id)
 }
 
-// markInputEnd records the end of the next turn's user input.
-func (s *turnState) markInputEnd(ts float64) {
-	s.pending.MarkInputEnd(ts)
-}
-
-// clearInput is input_audio_buffer.clear: the next turn's stamp, input end and buffered rows
-// are dropped now.
-func (s *turnState) clearInput() {
-	s.pending.ClearInput()
-}
-
-// clearBarrier runs in the append FIFO after every append made before the clear: rows of those
-// appends that are still on their way (submitted before now) are dropped when they arrive.
-func (s *turnState) clearBarrier() {
+// begun returns turn id's metrics once its response began (nil before, and once recorded).
+func (s *turnState) begun(id int) *metrics.TurnMetrics {
 	s.mu.Lock()
-	s.barrier = s.clock()
-	s.mu.Unlock()
-	s.pending.DropRows()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil && e.t.Begun() {
+		return e.t
+	}
+	return nil
 }
 
-func (s *turnState) setDelivered(audioS, underrunS float64) {
-	s.mu.Lock()
-	t := s.turn
-	s.mu.Unlock()
+func (s *turnState) setDelivered(id int, audioS, underrunS float64) {
+	t := s.begun(id)
 	t.SetDelivered(audioS, s.clock())
 	t.SetUnderrun(underrunS)
 }
 
-func (s *turnState) setPlayed(playedS float64) {
-	s.mu.Lock()
-	t := s.turn
-	s.mu.Unlock()
-	t.SetPlayed(playedS)
+func (s *turnState) setPlayed(id int, playedS float64) { s.begun(id).SetPlayed(playedS) }
+
+func (s *turnState) setDetached(id int, ms float64) { s.begun(id).SetDetached(ms) }
+
+func (s *turnState) addToolCalls(id int, calls []metrics.ToolCallStats) {
+	s.begun(id).AddToolCalls(calls...)
 }
 
-func (s *turnState) setDetached(ms float64) {
-	s.mu.Lock()
-	t := s.turn
-	s.mu.Unlock()
-	t.SetDetached(ms)
-}
-
-// openTurn returns the open turn (tests).
-func (s *turnState) openTurn() *metrics.TurnMetrics {
+// unclosed returns the ids of turns recorded without their owner's close.
+func (s *turnState) unclosed() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.turn
+	return slices.Clone(s.unowned)
 }
 
-// turnRecordArrival returns the open turn's t0 (tests).
-func (s *turnState) turnRecordArrival() float64 {
+// openCount is the number of turns not recorded yet (tests).
+func (s *turnState) openCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.turn == nil {
-		return 0
+	return len(s.open)
+}
+
+// openTurn returns turn id's metrics while it is open, begun or not (tests).
+func (s *turnState) openTurn(id int) *metrics.TurnMetrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.open[id]; e != nil {
+		return e.t
 	}
-	return s.turn.Arrival()
+	return nil
 }

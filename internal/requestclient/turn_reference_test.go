@@ -68,7 +68,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -119,9 +118,9 @@ func summaries(logs *observer.ObservedLogs, parts ...string) int {
 
 func TestRefStageMetricsMessageForwardsSubmitTS(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
-	d.BeginTurn("resp-ts", 1, 0)
-	d.OnStageMetrics(stage.StageMetricsMessage{RequestID: d.Stage0ID(), StageID: 0, Metrics: stageSnap(5), StageSubmitTS: 50})
-	first, last, ok := d.turns.openTurn().Aggregator().StageTimes(0)
+	d.BeginTurn(1, "resp-ts", 1, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{RequestID: d.Stage0ID(), StageID: 0, Turn: 1, Metrics: stageSnap(5), StageSubmitTS: 50})
+	first, last, ok := d.turns.openTurn(1).Aggregator().StageTimes(0)
 	require.True(t, ok)
 	require.Equal(t, 50.0, first, "the first stage time prefers stage_submit_ts")
 	require.Equal(t, 200.0, last, "the last stage time is receipt time")
@@ -132,28 +131,21 @@ func TestRefMetricsBeforeBeginFlushedOnBegin(t *testing.T) {
 	m := metrics.StageRequestStats{NumTokensOut: 7, StageGenTimeMs: 30}
 	// Changed: only user input stamps t0. A snapshot before any input (server-side silence,
 	// setup) belongs to no turn and is dropped; it does not stamp.
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m, StageSubmitTS: 40})
-	require.Zero(t, d.turns.pending.Stages())
-	_, ok := d.turns.pending.Arrival()
-	require.False(t, ok, "silence never stamps")
-	require.Equal(t, 1, d.turns.pending.Dropped())
-	d.MarkTurnArrival(50)
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m, StageSubmitTS: 51})
-	require.Equal(t, 1, d.turns.pending.Stages(), "the pending buffer holds one merged row")
-	a, ok := d.turns.pending.Arrival()
-	require.True(t, ok)
-	require.Equal(t, 50.0, a)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m, StageSubmitTS: 40})
+	require.Zero(t, d.turns.openCount(), "silence never stamps: no turn is born")
+	d.MarkTurnArrival(1, 50)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m, StageSubmitTS: 51})
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m, StageSubmitTS: 52})
+	require.Len(t, d.turns.openTurn(1).StageRows(), 1, "the turn holds one merged row per stage")
+	require.Equal(t, 50.0, d.turns.openTurn(1).Arrival())
 
-	d.BeginTurn("resp-auto", 1, 0)
-	turn := d.turns.openTurn()
+	d.BeginTurn(1, "resp-auto", 1, 0)
+	turn := d.turns.openTurn(1)
 	require.Equal(t, 50.0, turn.Arrival())
 	rows := turn.StageRows()
 	require.Len(t, rows, 1)
-	require.Equal(t, 7, rows[0].NumTokensOut)
-	require.Equal(t, 30.0, rows[0].StageGenTimeMs)
-	require.Zero(t, d.turns.pending.Stages(), "pending emptied")
-	_, ok = d.turns.pending.Arrival()
-	require.False(t, ok, "the stamp is consumed by begin")
+	require.Equal(t, 14, rows[0].NumTokensOut)
+	require.Equal(t, 60.0, rows[0].StageGenTimeMs)
 }
 
 func TestRefLogStatsOffCollectsNothing(t *testing.T) {
@@ -161,9 +153,9 @@ func TestRefLogStatsOffCollectsNothing(t *testing.T) {
 	fs := &fakeStream{t: t}
 	d, _, _ := newTestDuplex(t, Options{}, log, fs)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5)})
-	d.BeginTurn("resp-off", 1, 0)
+	d.BeginTurn(1, "resp-off", 1, 0)
 	require.Nil(t, d.turns, "no aggregator, pending buffer or turn")
-	require.False(t, d.FinalizeTurn("stop"), "with --log-stats off no turn exists: nothing to finalize")
+	require.False(t, d.FinalizeTurn(1, "stop"), "with --log-stats off no turn exists: nothing to finalize")
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Zero(t, logs.Len())
 }
@@ -171,11 +163,11 @@ func TestRefLogStatsOffCollectsNothing(t *testing.T) {
 func TestRefTwoTurnsEmitTwoSummaries(t *testing.T) {
 	log, logs := observed()
 	d, _, now := refDuplex(t, log)
-	for _, id := range []string{"resp-a", "resp-b"} {
-		d.BeginTurn(id, 1, 0)
-		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5)})
+	for i, id := range []string{"resp-a", "resp-b"} {
+		d.BeginTurn(i+1, id, i+1, 0)
+		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: i + 1, Metrics: stageSnap(5)})
 		*now++
-		require.True(t, d.FinalizeTurn("stop"))
+		require.True(t, d.FinalizeTurn(i+1, "stop"))
 	}
 	require.Equal(t, 2, summaries(logs))
 	for _, e := range logs.All() {
@@ -184,7 +176,7 @@ func TestRefTwoTurnsEmitTwoSummaries(t *testing.T) {
 	}
 	require.Equal(t, 1, summaries(logs, "response=resp-a"))
 	require.Equal(t, 1, summaries(logs, "response=resp-b"))
-	require.Nil(t, d.turns.openTurn())
+	require.Zero(t, d.turns.openCount())
 }
 
 func TestRefBeginPreregistersAndIgnoresChatIDs(t *testing.T) {
@@ -194,22 +186,23 @@ func TestRefBeginPreregistersAndIgnoresChatIDs(t *testing.T) {
 	c.mu.Unlock()
 	require.Equal(t, "duplex", kind, "the duplex state exists before any engine output")
 	require.True(t, metrics.IsDuplexResourceRequestID(d.Stage0ID()))
-	d.BeginTurn("resp-pre", 1, 0)
-	require.NotNil(t, d.turns.openTurn())
+	d.BeginTurn(1, "resp-pre", 1, 0)
+	require.NotNil(t, d.turns.openTurn(1))
 	for _, chat := range []string{"chatcmpl-1", "chatcmpl-abc-1234abcd", "duplex-sid-e0-stage0"} {
 		require.False(t, metrics.IsDuplexResourceRequestID(chat), chat)
 	}
-	d.BeginTurn("", 2, 0)
-	require.Equal(t, "resp-pre", d.turns.openTurn().ResponseID(), "an empty response id opens nothing")
+	d.BeginTurn(2, "", 2, 0)
+	require.Nil(t, d.turns.openTurn(2), "an empty response id opens nothing")
+	require.Equal(t, "resp-pre", d.turns.openTurn(1).ResponseID())
 }
 
 func TestRefStageMetricsAndOutputRecordIntoOpenTurn(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
-	d.BeginTurn("resp-rec", 1, 0)
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}})
-	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Finished: true,
+	d.BeginTurn(1, "resp-rec", 1, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}})
+	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Turn: 1, Finished: true,
 		Metrics: &metrics.StageRequestStats{AudioGeneratedFrames: 12000, AudioDurationS: 0.5}})
-	rows := d.turns.openTurn().StageRows()
+	rows := d.turns.openTurn(1).StageRows()
 	require.Len(t, rows, 2)
 	require.Equal(t, 0, rows[0].StageID)
 	require.Equal(t, 4, rows[0].NumTokensOut)
@@ -234,7 +227,7 @@ func TestRefSignalBargeInFinalizesBeforePop(t *testing.T) {
 		return nil
 	}))
 	d, c, _ = refDuplex(t, log)
-	d.BeginTurn("resp-barge", 1, 0)
+	d.BeginTurn(1, "resp-barge", 1, 0)
 	require.NoError(t, d.Signal(context.Background(), "barge_in", Fence{SessionID: "sid-metrics", Epoch: 1}))
 	require.Equal(t, 1, summaries(logs, "response=resp-barge", "reason=barge_in"))
 	require.Equal(t, int32(1), registeredAtLog.Load(), "the old epoch's state still existed when its turn was logged")
@@ -243,9 +236,9 @@ func TestRefSignalBargeInFinalizesBeforePop(t *testing.T) {
 	c.mu.Unlock()
 	require.False(t, stillOld, "popped after the finalize")
 	// A re-signal that moves no epoch must not finalize the turn that is open now.
-	d.BeginTurn("resp-next", 2, 0)
+	d.BeginTurn(2, "resp-next", 2, 0)
 	require.NoError(t, d.Signal(context.Background(), "response.cancel", Fence{SessionID: "sid-metrics", Epoch: 1}))
-	require.Equal(t, "resp-next", d.turns.openTurn().ResponseID())
+	require.Equal(t, "resp-next", d.turns.openTurn(2).ResponseID())
 	require.Zero(t, summaries(logs, "response=resp-next"))
 }
 
@@ -260,7 +253,7 @@ func TestRefCloseWithoutOpenTurnDoesNotLog(t *testing.T) {
 func TestRefCloseOpenTurnEmitsClose(t *testing.T) {
 	log, logs := observed()
 	d, c, _ := refDuplex(t, log)
-	d.BeginTurn("resp-close", 1, 0)
+	d.BeginTurn(1, "resp-close", 1, 0)
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Equal(t, 1, summaries(logs, "response=resp-close", "reason=close"))
 	require.Zero(t, c.Live())
@@ -269,8 +262,8 @@ func TestRefCloseOpenTurnEmitsClose(t *testing.T) {
 func TestRefSessionCloseCancelThenCloseLogsOnce(t *testing.T) {
 	log, logs := observed()
 	d, _, _ := refDuplex(t, log)
-	d.BeginTurn("resp-sc", 1, 0)
-	require.True(t, d.FinalizeTurn(metrics.FinishedReasonForCancel(metrics.CancelSessionClose)))
+	d.BeginTurn(1, "resp-sc", 1, 0)
+	require.True(t, d.FinalizeTurn(1, metrics.FinishedReasonForCancel(metrics.CancelSessionClose)))
 	require.NoError(t, d.Close(context.Background(), metrics.ReasonClose))
 	require.Equal(t, 1, summaries(logs))
 	require.Equal(t, 1, summaries(logs, "reason=close"))
@@ -279,12 +272,12 @@ func TestRefSessionCloseCancelThenCloseLogsOnce(t *testing.T) {
 func TestRefSessionTransferTXCopiedIntoTurn(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
 	rid := d.Stage0ID()
-	d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, SizeBytes: 512, TxMs: 3})
-	d.BeginTurn("resp-tx", 1, 0)
-	d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, SizeBytes: 1024, TxMs: 7.5, UsedShm: true})
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Metrics: metrics.StageRequestStats{RxDecodeTimeMs: 1, RxInFlightTimeMs: 0.5, RxTransferBytes: 1024}})
-	turn := d.turns.openTurn()
-	require.True(t, d.FinalizeTurn("stop"))
+	d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: 1, SizeBytes: 512, TxMs: 3})
+	d.BeginTurn(1, "resp-tx", 1, 0)
+	d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: 1, SizeBytes: 1024, TxMs: 7.5, UsedShm: true})
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: 1, Metrics: metrics.StageRequestStats{RxDecodeTimeMs: 1, RxInFlightTimeMs: 0.5, RxTransferBytes: 1024}})
+	turn := d.turns.openTurn(1)
+	require.True(t, d.FinalizeTurn(1, "stop"))
 	edges := turn.Aggregator().Transfers("resp-tx")
 	require.Len(t, edges, 1)
 	require.Equal(t, 7.5, edges[0].TxTimeMs, "TX before begin is excluded")
@@ -297,10 +290,10 @@ func TestRefSessionTransferTXCopiedIntoTurn(t *testing.T) {
 func TestRefAbortEmitsOnceThenCloseIsNoop(t *testing.T) {
 	log, logs := observed()
 	d, c, _ := refDuplex(t, log)
-	d.BeginTurn("resp-abort", 1, 0)
+	d.BeginTurn(1, "resp-abort", 1, 0)
 	d.Abort()
 	require.Equal(t, 1, summaries(logs, "response=resp-abort", "reason=abort"))
-	require.False(t, d.FinalizeTurn(metrics.ReasonAbort), "a second finalize does nothing")
+	require.False(t, d.FinalizeTurn(1, metrics.ReasonAbort), "a second finalize does nothing")
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Equal(t, 1, summaries(logs))
 	require.Zero(t, c.Live(), "changed: Abort ends the stream, so its state is dropped")
@@ -308,12 +301,12 @@ func TestRefAbortEmitsOnceThenCloseIsNoop(t *testing.T) {
 
 func TestRefDecisionOutputNotCountedTwice(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
-	d.BeginTurn("resp-dec", 1, 0)
+	d.BeginTurn(1, "resp-dec", 1, 0)
 	m := metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: m})
-	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Decision: stage.DecisionSpeak, Finished: true, Metrics: &m})
-	require.Equal(t, 1, d.turns.openTurn().SegmentCount())
-	rows := d.turns.openTurn().StageRows()
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m})
+	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionSpeak, Finished: true, Metrics: &m})
+	require.Equal(t, 1, d.turns.openTurn(1).SegmentCount())
+	rows := d.turns.openTurn(1).StageRows()
 	require.Len(t, rows, 1)
 	require.Equal(t, 10, rows[0].NumTokensIn)
 	require.Equal(t, 4, rows[0].NumTokensOut)
@@ -326,17 +319,17 @@ func TestRefDecisionOutputNotCountedTwice(t *testing.T) {
 func TestAbortRowsOfFinalizedTurnDoNotLeakIntoNextTurn(t *testing.T) {
 	log, logs := observed()
 	d, _, now := refDuplex(t, log)
-	d.BeginTurn("resp-a", 1, 0)
+	d.BeginTurn(1, "resp-a", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
 	*now++
-	require.True(t, d.FinalizeTurn("barge_in"))
+	require.True(t, d.FinalizeTurn(1, "barge_in"))
 	late := stageSnap(7)
 	late.FinishReason = stage.FinishAbort
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: late})
-	d.BeginTurn("resp-b", 2, 0)
+	d.BeginTurn(2, "resp-b", 2, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(3)})
 	*now++
-	require.True(t, d.FinalizeTurn("stop"))
+	require.True(t, d.FinalizeTurn(2, "stop"))
 	var table string
 	for _, e := range logs.All() {
 		if strings.Contains(e.Message, "StageRequestStats") && strings.Contains(e.Message, "response=resp-b") {
@@ -352,22 +345,22 @@ func TestAbortRowsOfFinalizedTurnDoNotLeakIntoNextTurn(t *testing.T) {
 func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	log, logs := observed()
 	d, _, now := refDuplex(t, log)
-	d.MarkTurnArrival(100)
-	d.MarkInputEnd(150)
-	d.BeginTurn("resp-cut", 1, 0)
+	d.MarkTurnArrival(1, 100)
+	d.MarkInputEnd(1, 150)
+	d.BeginTurn(1, "resp-cut", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
 	*now = 200.5
 	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: 1, Text: "hi"})
 	*now = 201
 	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 10)})
-	d.SetTurnDelivered(750, 120)
-	d.SetTurnPlayed(500)
+	d.SetTurnDelivered(1, 750, 120)
+	d.SetTurnPlayed(1, 500)
 	*now = 202
-	require.True(t, d.FinalizeTurn(metrics.ReasonCancel))
+	require.True(t, d.FinalizeTurn(1, metrics.ReasonCancel))
 	require.Zero(t, summaries(logs), "the turn waits for its stages' partial snapshots")
 
 	// The next utterance starts while the stages wind down: its rows are the next turn's.
-	d.MarkTurnArrival(202)
+	d.MarkTurnArrival(2, 202)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(4), StageSubmitTS: 202})
 	// The partial snapshots of turn 1 (what the stages did before the abort), then its end.
 	cut := metrics.StageRequestStats{NumTokensOut: 15, StageGenTimeMs: 300, FinishReason: stage.FinishAbort}
@@ -397,100 +390,102 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	require.Regexp(t, `input_end_to_first_audio_ms\s+\|\s+51,000\.000 \|`, e2e, "%s", e2e)
 	require.Regexp(t, `input_ms\s+\|\s+50,000\.000 \|`, e2e, "t0 100 to the input end at 150: %s", e2e)
 
-	d.BeginTurn("resp-next", 2, 0)
-	rows := d.turns.openTurn().StageRows()
+	d.BeginTurn(2, "resp-next", 2, 0)
+	rows := d.turns.openTurn(2).StageRows()
 	require.Len(t, rows, 1)
 	require.Equal(t, 4.0, rows[0].StageGenTimeMs, "only the next turn's own listen row")
-	require.Equal(t, 202.0, d.turns.openTurn().Arrival())
+	require.Equal(t, 202.0, d.turns.openTurn(2).Arrival())
+	require.Empty(t, d.Unclosed())
 }
 
-// A wedged stage never reports: the interrupted turn is still finalized, after the drain bound.
-func TestInterruptedTurnDrainIsBounded(t *testing.T) {
+// An interrupted turn whose response never started (no Respond returned it, no speak decision
+// announced it) has no stage work to wait for: it is recorded at once, and its late rows, if
+// any, go nowhere.
+func TestInterruptedTurnWithoutResponseIsRecordedAtOnce(t *testing.T) {
 	log, logs := observed()
-	fs := &fakeStream{t: t}
-	d, _, _ := newTestDuplex(t, Options{LogStats: true, TurnDrainTimeout: 20 * time.Millisecond}, log, fs)
-	d.BeginTurn("resp-wedged", 1, 0)
+	d, _, _ := refDuplex(t, log)
+	d.BeginTurn(1, "resp-none", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
-	require.True(t, d.FinalizeTurn(metrics.ReasonBargeIn))
-	require.Eventually(t, func() bool { return summaries(logs, "response=resp-wedged", "reason=barge_in") == 1 },
-		10*time.Second, 5*time.Millisecond)
-	// Its late rows, if they ever come, go nowhere.
+	require.True(t, d.FinalizeTurn(1, metrics.ReasonBargeIn))
+	require.Equal(t, 1, summaries(logs, "response=resp-none", "reason=barge_in"))
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(7)})
-	d.MarkTurnArrival(0)
-	d.BeginTurn("resp-after", 2, 0)
-	require.Empty(t, d.turns.openTurn().StageRows())
+	d.MarkTurnArrival(2, 0)
+	d.BeginTurn(2, "resp-after", 2, 0)
+	require.Empty(t, d.turns.openTurn(2).StageRows())
 }
 
 // Close finalizes the turns still waiting for their stages once the stream delivered everything.
 func TestCloseFlushesInterruptedTurns(t *testing.T) {
 	log, logs := observed()
 	d, _, _ := refDuplex(t, log)
-	d.BeginTurn("resp-closing", 1, 0)
+	d.BeginTurn(1, "resp-closing", 1, 0)
+	n, err := d.Respond(context.Background(), 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the response runs under the turn's id")
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
-	require.True(t, d.FinalizeTurn(metrics.ReasonCancel))
+	require.True(t, d.FinalizeTurn(1, metrics.ReasonCancel))
 	require.Zero(t, summaries(logs))
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Equal(t, 1, summaries(logs, "response=resp-closing", "reason=cancel"))
 }
 
-// input_audio_buffer.clear drops the next turn's stamp and buffered listen rows.
-func TestClearDropsStampAndListenRows(t *testing.T) {
+// input_audio_buffer.clear abandons the input's turn: its stamp and rows are dropped, and its
+// rows still on their way are dropped when they arrive; the next input is a new turn.
+func TestClearAbandonsTheInputTurn(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
-	d.MarkTurnArrival(100)
+	d.MarkTurnArrival(1, 100)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(8), StageSubmitTS: 101})
-	d.ClearTurnInput()
-	_, ok := d.turns.pending.Arrival()
-	require.False(t, ok, "clear un-stamps")
-	require.Zero(t, d.turns.pending.Stages(), "clear drops the buffered listen rows")
-	// Wait for the clear's barrier in the append FIFO (it runs after every earlier append).
-	require.NoError(t, d.barrier(context.Background(), func(context.Context) error { return nil }))
+	d.ClearTurnInput(1)
+	require.Nil(t, d.turns.openTurn(1), "clear drops the turn with its stamp and rows")
 	// A row of an append made before the clear that arrives late is dropped too.
-	d.MarkTurnArrival(300)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(8), StageSubmitTS: 102})
-	require.Zero(t, d.turns.pending.Stages())
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(2), StageSubmitTS: 301})
-	d.BeginTurn("resp-clean", 1, 0)
-	rows := d.turns.openTurn().StageRows()
+	require.Equal(t, 300.0, d.MarkTurnArrival(1, 300), "an abandoned turn is not born again")
+	require.Zero(t, d.turns.openCount())
+	d.MarkTurnArrival(2, 300)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(2), StageSubmitTS: 301})
+	d.BeginTurn(2, "resp-clean", 1, 0)
+	rows := d.turns.openTurn(2).StageRows()
 	require.Len(t, rows, 1)
 	require.Equal(t, 2.0, rows[0].StageGenTimeMs)
-	require.Equal(t, 300.0, d.turns.openTurn().Arrival())
+	require.Equal(t, 300.0, d.turns.openTurn(2).Arrival())
 }
 
 // A turn cut by the token limit is logged as length, though the session ends it like a stop.
 func TestTruncatedTurnLogsLength(t *testing.T) {
 	log, logs := observed()
 	d, _, _ := refDuplex(t, log)
-	d.BeginTurn("resp-len", 1, 0)
+	d.BeginTurn(1, "resp-len", 1, 0)
 	m := stageSnap(5)
 	m.FinishReason = stage.FinishLength
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m})
-	require.True(t, d.FinalizeTurn(metrics.ReasonStop))
+	require.True(t, d.FinalizeTurn(1, metrics.ReasonStop))
 	require.Equal(t, 1, summaries(logs, "response=resp-len", "reason=length"))
 }
 
 // A response cancelled before its engine response started (response.cancel right after
 // response.create, its input's commit still queued) keeps the work of the input it answered:
 // the listen rows processed after the cancel and the prefill of the committed utterance, up to
-// the stages' InputSettled report. Input given after SettleInput's barrier is the next turn's,
-// and the stage turn the rows carry stays free for the next response.
+// the stages' InputSettled report. Input given after the cancel is the next turn's (the session
+// moved to the next id when the response began).
 func TestUnstartedTurnWaitsForItsInput(t *testing.T) {
 	log, logs := observed()
 	d, _, now := refDuplex(t, log)
-	d.MarkTurnArrival(100)
-	d.MarkInputEnd(150)
+	d.MarkTurnArrival(1, 100)
+	d.MarkInputEnd(1, 150)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5), StageSubmitTS: 101})
-	d.BeginTurn("resp-unstarted", 1, 0)
+	d.BeginTurn(1, "resp-unstarted", 1, 0)
 	*now = 202
-	require.True(t, d.FinalizeUnstartedTurn(metrics.ReasonCancel))
+	require.True(t, d.FinalizeUnstartedTurn(1, metrics.ReasonCancel))
+	require.False(t, d.FinalizeTurn(1, metrics.ReasonCancel), "closing twice is a no-op")
 	require.Zero(t, summaries(logs), "the turn waits for its input's rows")
 
 	// The input's own appends, processed after the cancel (they were queued behind it).
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(3), StageSubmitTS: 203})
 	*now = 205
-	require.NoError(t, d.SettleInput(context.Background()))
-	// After the barrier: the next utterance's append, then the prefill of the committed one.
-	d.MarkTurnArrival(206)
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(4), StageSubmitTS: 206})
+	require.NoError(t, d.SettleInput(context.Background(), 1))
+	// The next utterance's append, then the prefill of the committed one.
+	d.MarkTurnArrival(2, 206)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(4), StageSubmitTS: 206})
 	prefill := metrics.StageRequestStats{NumTokensIn: 8, StageGenTimeMs: 2}
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: prefill, StageSubmitTS: 207})
 	require.Zero(t, summaries(logs))
@@ -505,27 +500,28 @@ func TestUnstartedTurnWaitsForItsInput(t *testing.T) {
 	require.Regexp(t, `num_tokens_in\s+\|\s+8 \|`, stages, "%s", stages)
 	require.Regexp(t, `stage_gen_time_ms\s+\|\s+10\.000 \|`, stages, "5 + 3 ms of listening and 2 ms of prefill: %s", stages)
 
-	// The next response is stage turn 1 too: its rows are its own.
-	d.BeginTurn("resp-next", 2, 0)
-	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensIn: 9, NumTokensOut: 4, StageGenTimeMs: 30}})
-	rows := d.turns.openTurn().StageRows()
+	// The next response is turn 2: its rows are its own.
+	d.BeginTurn(2, "resp-next", 2, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: metrics.StageRequestStats{NumTokensIn: 9, NumTokensOut: 4, StageGenTimeMs: 30}})
+	rows := d.turns.openTurn(2).StageRows()
 	require.Len(t, rows, 1)
 	require.Equal(t, 9, rows[0].NumTokensIn)
 	require.Equal(t, 34.0, rows[0].StageGenTimeMs, "the next utterance's listen row and its response")
-	d.OnTurnEnd(stage.TurnEnd{Turn: 1, InputSettled: true})
-	require.True(t, d.FinalizeTurn(metrics.ReasonStop))
+	require.True(t, d.FinalizeTurn(2, metrics.ReasonStop))
 	require.Equal(t, 1, summaries(logs, "response=resp-next", "reason=stop"))
 	require.Equal(t, 1, summaries(logs, "response=resp-unstarted"), "logged exactly once")
+	require.Empty(t, d.Unclosed())
 }
 
-// Without the stages' report the unstarted turn is still logged, after its bound.
-func TestUnstartedTurnWaitIsBounded(t *testing.T) {
+// Without the stages' report the unstarted turn is still recorded, with its reason, when the
+// stream closes: no timer decides.
+func TestUnstartedTurnRecordedAtClose(t *testing.T) {
 	log, logs := observed()
-	fs := &fakeStream{t: t}
-	d, _, _ := newTestDuplex(t, Options{LogStats: true, TurnDrainTimeout: 20 * time.Millisecond}, log, fs)
-	d.MarkTurnArrival(100)
-	d.BeginTurn("resp-lost", 1, 0)
-	require.True(t, d.FinalizeUnstartedTurn(metrics.ReasonCancel))
-	require.Eventually(t, func() bool { return summaries(logs, "response=resp-lost", "reason=cancel") == 1 },
-		MaxInputStall+10*time.Second, 10*time.Millisecond)
+	d, _, _ := refDuplex(t, log)
+	d.MarkTurnArrival(1, 100)
+	d.BeginTurn(1, "resp-lost", 1, 0)
+	require.True(t, d.FinalizeUnstartedTurn(1, metrics.ReasonCancel))
+	require.Zero(t, summaries(logs))
+	require.NoError(t, d.Close(context.Background(), ""))
+	require.Equal(t, 1, summaries(logs, "response=resp-lost", "reason=cancel"))
 }

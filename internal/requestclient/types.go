@@ -228,8 +228,8 @@ const (
 // Output is one output of a duplex stream, in the order the pipeline produced it.
 type Output struct {
 	Kind OutputKind
-	// Turn is the stage turn (response) it belongs to: 1 for the first response; listen
-	// decisions and transcripts carry the turn they lead to; -1 for a failed append.
+	// Turn is the id of the turn it belongs to (the session's id, given with the input or the
+	// Respond it answers); -1 for a failed append.
 	Turn         int
 	Decision     string // listen | speak (OutDecision)
 	Text         string // transcript / text delta / the phrase an audio chunk speaks

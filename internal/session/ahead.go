@@ -32,7 +32,7 @@ func (s *Session) openOptions() OpenOptions {
 		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
 		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
-		TranscriptDeltas: s.opts.Transcription,
+		TranscriptDeltas: s.wantsDeltas(),
 	}
 }
 
@@ -42,7 +42,8 @@ func sameStreamSettings(a, b OpenOptions) bool {
 	if a.Instructions != b.Instructions || a.AutoResponse != b.AutoResponse || a.WantAudio != b.WantAudio ||
 		a.MaxTokens != b.MaxTokens || (a.Temperature == nil) != (b.Temperature == nil) ||
 		(a.Temperature != nil && *a.Temperature != *b.Temperature) ||
-		(a.Seed == nil) != (b.Seed == nil) || (a.Seed != nil && *a.Seed != *b.Seed) {
+		(a.Seed == nil) != (b.Seed == nil) || (a.Seed != nil && *a.Seed != *b.Seed) ||
+		a.TranscriptDeltas != b.TranscriptDeltas {
 		return false
 	}
 	return !a.AutoResponse || (a.VADThreshold == b.VADThreshold && a.PrefixPaddingMs == b.PrefixPaddingMs &&
@@ -93,6 +94,9 @@ func (s *Session) reopenFresh() bool {
 	// Close returns after the stream's last output: route what it queued (listen decisions of
 	// the forwarded chunks), then forget the ones it never sent.
 	s.drainOutputs()
+	if s.tracksDeltas() {
+		s.tx.reopened(s.speechItemID) // the new stream repeats the open utterance's words
+	}
 	s.engine, s.engineFresh, s.inputFwd, s.aheadListens = nil, false, 0, 0
 	if len(s.inputBuf) == 0 {
 		return true // the next append opens the new stream

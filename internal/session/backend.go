@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -19,7 +20,7 @@ type OpenOptions struct {
 	PrefixPaddingMs   int
 	SilenceDurationMs int
 	// TranscriptDeltas asks for the settled words of the open utterance while audio is
-	// appended (transcription sessions).
+	// appended (input transcription: transcription sessions, and conversations with it on).
 	TranscriptDeltas bool
 }
 
@@ -32,17 +33,23 @@ type Backend interface {
 
 // Engine is the per-session engine handle (requestclient.DuplexRequest behind the pipeline backend). out is called from engine
 // goroutines and must not block; the session queues outputs for its actor.
+//
+// Every input and response carries the id of the turn it belongs to (the session numbers turns,
+// Session.input): the engine tags its rows and outputs with it, and the session, the turn's
+// owner, closes it once with FinalizeTurn.
 type Engine interface {
-	AppendAudio(ctx context.Context, pcm16k []float32) error
-	Commit(ctx context.Context, respond bool) (string, error)
-	AppendText(ctx context.Context, role, text string) error
-	Respond(ctx context.Context, maxTokens int) (int, error)
+	AppendAudio(ctx context.Context, turn int, pcm16k []float32) error
+	Commit(ctx context.Context, turn int, respond bool) (string, error)
+	AppendText(ctx context.Context, turn int, role, text string) error
+	// Respond starts turn's response and returns the id it runs under: turn, unless the engine
+	// already answered that input by itself (auto-response), then the next.
+	Respond(ctx context.Context, turn, maxTokens int) (int, error)
 	Signal(ctx context.Context, event string, next requestclient.Fence) error
 	Close(ctx context.Context, reason string) error
 	Abort()
-	MarkTurnArrival(ts float64) float64
-	BeginTurn(responseID string, turnID int, arrival float64)
-	FinalizeTurn(reason string) bool
+	MarkTurnArrival(turn int, ts float64) float64
+	BeginTurn(turn int, responseID string, turnID int, arrival float64)
+	FinalizeTurn(turn int, reason string) bool
 }
 
 // AudioDiscarder is implemented by engines that can forget uncommitted audio
@@ -63,16 +70,18 @@ type TurnCanceller interface {
 // turn (instead of FinalizeTurn), and SettleInput, run as a job after the input's commands,
 // lets it be logged once that input's work (transcription, prefill) was counted.
 type UnstartedTurnFinalizer interface {
-	FinalizeUnstartedTurn(reason string) bool
-	SettleInput(ctx context.Context) error
+	FinalizeUnstartedTurn(turn int, reason string) bool
+	SettleInput(ctx context.Context, turn int) error
 }
 
 // TurnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
 // where the user's input ended, when it was cleared, and how much audio the client was sent.
 type TurnStatsMarker interface {
-	MarkInputEnd(ts float64)
-	ClearTurnInput()
-	SetTurnDelivered(audioMs, underrunMs float64)
+	MarkInputEnd(turn int, ts float64)
+	// ClearTurnInput abandons turn's input (input_audio_buffer.clear); the session's next
+	// input takes a new id.
+	ClearTurnInput(turn int)
+	SetTurnDelivered(turn int, audioMs, underrunMs float64)
 	// ObserveBargeIn reports a server-VAD barge-in: seconds from the speech onset to the cut.
 	ObserveBargeIn(latencyS float64)
 }
@@ -80,13 +89,21 @@ type TurnStatsMarker interface {
 // TurnDetachMarker is implemented by engines that keep per-turn statistics: a turn whose
 // client was disconnected and resumed records how long delivery was paused (delivery delay).
 type TurnDetachMarker interface {
-	SetTurnDetached(ms float64)
+	SetTurnDetached(turn int, ms float64)
 }
 
 // TurnPlaybackMarker is implemented by engines that keep per-turn statistics: the audio the
 // client acknowledged as played (its last playback.ack of the response), next to what was sent.
 type TurnPlaybackMarker interface {
-	SetTurnPlayed(ms float64)
+	SetTurnPlayed(turn int, ms float64)
+}
+
+// TurnToolMarker is implemented by engines that keep per-turn statistics: the tool calls timed
+// for the turn (the MCP calls the server ran during it, the function calls whose outputs came
+// before it), handed over once when the session ends the response, before FinalizeTurn. The
+// turn's record then feeds them to its table, Prometheus and its trace alike.
+type TurnToolMarker interface {
+	AddTurnToolCalls(turn int, calls []metrics.ToolCallStats)
 }
 
 // turnStats returns the engine's TurnStatsMarker, or nil.

@@ -91,9 +91,6 @@ func commandBytes(c Command) int {
 	return n
 }
 
-// itemBytes is what an item holds of the conversation's text.
-func itemBytes(it *item) int { return len(it.Text) + len(it.Transcript) }
-
 // trimHistory drops the oldest conversation items while their text exceeds
 // MaxHistoryBytes, as OpenAI's truncation drops the oldest items when a conversation outgrows
 // its budget; each dropped item is announced with conversation.item.deleted (extension field
@@ -102,21 +99,11 @@ func itemBytes(it *item) int { return len(it.Text) + len(it.Transcript) }
 // budget (requestclient.DuplexOptions.MaxHistoryBytes).
 func (s *Session) trimHistory() {
 	limit := s.m.cfg.MaxHistoryBytes
-	total := 0
-	for _, it := range s.items {
-		total += itemBytes(it)
+	keep := ""
+	if s.resp != nil {
+		keep = s.resp.itemID
 	}
-	for total > limit && len(s.items) > 1 {
-		i := 0
-		if s.resp != nil && s.items[0].ID == s.resp.itemID {
-			i = 1
-		}
-		if i >= len(s.items)-1 {
-			return
-		}
-		it := s.items[i]
-		s.items = append(s.items[:i], s.items[i+1:]...)
-		total -= itemBytes(it)
+	for _, it := range s.conv.trim(limit, keep) {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: it.ID, Reason: "history_budget"}})
 		s.log.Debug("conversation over its byte budget: dropped the oldest item",
 			zap.String("item_id", it.ID), zap.Int("max_history_bytes", limit))

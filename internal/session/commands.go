@@ -29,7 +29,7 @@ type UpdateSession struct {
 	Patch ConfigPatch
 	// BetaSpelling: the session object uses beta-only fields (modalities, input_audio_format,
 	// top-level turn_detection, ...) and no GA-only one; as a connection's first event it marks
-	// a beta client that sent no OpenAI-Beta header (dialect.go).
+	// a beta client that sent no OpenAI-Beta header (settings.go detectDialect).
 	BetaSpelling bool
 	// Transcription: sent as transcription_session.update, answered with
 	// transcription_session.updated.

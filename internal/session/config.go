@@ -183,7 +183,7 @@ func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s (%s)", e.Code, 
 // Apply returns cfg with p applied, or a *FieldError.
 func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 	if p.Model != nil {
-		// The session checked the name (Session.resolveModel): every name it accepts is this
+		// The session checked the name (settings.resolveModel): every name it accepts is this
 		// server's one model.
 		cfg.Model = *p.Model
 	}

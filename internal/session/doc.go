@@ -12,6 +12,53 @@
 // session's request on the pipeline: its input queue, fence and turn statistics) and
 // stage.DuplexStream (stage 0's long-lived stream: VAD, ASR, the KV sequence).
 //
+// # Where each concern lives
+//
+// Session (session.go) is the actor: its Run goroutine owns every piece of state below, so
+// none of it has a lock (the MCP network work is the one part on goroutines of its own, which
+// toolState starts and Run cancels and waits for), and the actor never waits on the engine
+// (engine work goes to the job worker). Its state is split by concern into plain structs, one
+// file each, each with its own table test (<file>_test.go) that runs without a Session; they
+// send no event and call no engine, the session does that with what their methods return:
+//
+//   - settings.go (settings): the configuration. Config and Options, the dialect, the model
+//     name, the fixed voice, and session.update's own checks (settings.next); config.go has
+//     Config and ConfigPatch.Apply, the field-by-field validation.
+//   - input.go (inputAudio): the input audio up to the engine. Decoding and noise reduction onto
+//     the input clock (take), the echo canceller, the overlap VAD with the timing of its onsets
+//     (ensureVAD, hear), the uncommitted buffer and its forwarded head (buffer, takeBuffer).
+//   - conversation.go (conversation): the conversation's items, lookups by item and call id,
+//     insertion, removal, truncation and the history budget.
+//   - responses.go (responses): the active response, the engine turns that are over, the
+//     input waiting for an answer, the cached usage; and a response's transcript, audio frames,
+//     pacing (nextFrame) and what the user heard of it.
+//   - toolstate.go (toolState): the tools' runtime state. MCP servers with the goroutines that
+//     list and call them (opened and closed by Run), and what the engine was last given.
+//   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
+//     ends the engine's outputs have not reached yet.
+//
+// The session's own files turn those into events and engine calls: handlers.go (client
+// events: handleAppend is take → detectSpeech → bargeIn → bufferInput or the engine append,
+// handleCommit, items), vad.go (speech_started / stopped, the idle timeout), ahead.go (decode
+// ahead of the commit), response.go (a response's life: begin, outputs, pacing, done, cancel),
+// outputs.go (the engine's outputs and job results), tools.go, mcp.go and mcp_call.go
+// (function and MCP tools), transcription.go (transcription sessions), resume.go, budget.go
+// (the inbox's byte budget, the history trim), usage.go, limits.go. backend.go and
+// pipeline_backend.go bind the session to the engine (requestclient); manager.go admits
+// sessions.
+//
+// # Turns: one id, one owner
+//
+// The session numbers turns (Session.input) and owns each one. Every input goes to the engine
+// with the id of the turn it builds (append, commit, text item, tool result), a response takes
+// that id and the next input starts the next one, input_audio_buffer.clear abandons it
+// (Engine.ClearTurnInput) and moves on; the engine's own auto-response answers the current id
+// and reports it in its speak decision. The engine tags every row, output and end report with the
+// id; endResponse closes the turn once with its reason (Engine.FinalizeTurn, or
+// FinalizeUnstartedTurn for a response cancelled before it started). How a turn is born, served
+// and recorded: response.go (beginResponseWith, endResponse), requestclient/duplex_turns.go
+// (routing and the record), metrics/turn.go (the figures); docs/STATS.md "One turn, one id".
+//
 // # Queues, and why each exists
 //
 // A session's work passes through four bounded queues. Each has a job the others cannot do;

@@ -24,15 +24,15 @@ type asrEngine struct {
 	heard []string
 }
 
-func (a *asrEngine) AppendAudio(ctx context.Context, pcm []float32) error {
+func (a *asrEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
 	a.amu.Lock()
 	a.heard = append(a.heard, fmt.Sprintf("%.1f", pcm[0]))
 	a.amu.Unlock()
-	return a.fakeEngine.AppendAudio(ctx, pcm)
+	return a.fakeEngine.AppendAudio(ctx, turn, pcm)
 }
 
-func (a *asrEngine) Commit(ctx context.Context, respond bool) (string, error) {
-	_, _ = a.fakeEngine.Commit(ctx, respond)
+func (a *asrEngine) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+	_, _ = a.fakeEngine.Commit(ctx, turn, respond)
 	a.amu.Lock()
 	defer a.amu.Unlock()
 	tr := strings.Join(a.heard, " ")
@@ -114,4 +114,10 @@ func TestClearForgetsForwardedInput(t *testing.T) {
 	require.Len(t, eng.list(), n, "nothing reaches the engine while the response is active")
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
+	// One id per turn: a commit alone does not end the turn's input (a response does), the clear
+	// abandons the input's id, the response takes the id of the input it answers and is closed
+	// once under it.
+	require.Equal(t, []string{"append:1", "commit:1",
+		"append:1", "append:1", "clear:1", "append:2", "append:2", "commit:2",
+		"append:2", "commit:2", "respond:2", "close:2"}, eng.idList())
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -40,13 +39,13 @@ func (s *Session) handle(c Command) {
 	case *CreateItem:
 		s.handleCreateItem(c)
 	case *DeleteItem:
-		if !s.removeItem(c.ItemID) {
+		if !s.conv.remove(c.ItemID) {
 			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
 		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: c.ItemID}})
 	case *RetrieveItem:
-		it := s.findItem(c.ItemID)
+		it := s.conv.find(c.ItemID)
 		if it == nil {
 			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
@@ -85,48 +84,12 @@ func (s *Session) handle(c Command) {
 	}
 }
 
-// resolveModel checks a model name a session.update gives: one of the names the server
-// serves its model under (served names and aliases, so the OpenAI SDKs' default names work),
-// else model_not_found. The session reports the name its client chose first: the connection's
-// ?model=, or else the first update's; a later served name changes nothing, as all of them
-// name the one model.
-func (s *Session) resolveModel(name string) (string, error) {
-	if !s.m.AcceptsModel(name) {
-		return "", &FieldError{"model_not_found", "session.model",
-			fmt.Sprintf("The model `%s` is not served here; served: %s", name, strings.Join(s.m.ServedModels(), ", "))}
-	}
-	if s.modelNamed {
-		return s.cfg.Model, nil
-	}
-	s.modelNamed = true
-	return name, nil
-}
-
-// nextConfig is the configuration patch makes of the current one, or the refusal; it changes
-// nothing but the model's naming (resolveModel).
+// nextConfig is the configuration patch makes of the current one, or the refusal: the
+// settings' own checks (settings.next), then those that ask the server (the instructions'
+// length in the model's context, the MCP allow-list) or the engine. It changes nothing but the
+// model's naming (settings.resolveModel).
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
-	if fe := s.transcriptionUpdateError(patch); fe != nil {
-		return s.cfg, fe
-	}
-	var err error
-	if patch.Model != nil {
-		var name string
-		if name, err = s.resolveModel(*patch.Model); err == nil {
-			patch.Model = &name
-		}
-	}
-	next := s.cfg
-	if err == nil {
-		next, err = patch.Apply(s.cfg)
-	}
-	if next.IdleTimeout <= 0 || next.IdleTimeout > s.m.cfg.MaxIdleTimeout {
-		// The server's maximum caps what a client may set (an overflowing value included);
-		// session.updated reports the effective timeout.
-		next.IdleTimeout = s.m.cfg.MaxIdleTimeout
-	}
-	if err == nil && next.Voice != s.cfg.Voice && s.assistantAudio {
-		err = &FieldError{"cannot_update_voice", "session.audio.output.voice", "Cannot update a conversation's voice if assistant audio is present."}
-	}
+	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
 	if err == nil && next.Instructions != s.cfg.Instructions {
 		if fe := s.checkInstructions(next.Instructions, "session.instructions"); fe != nil {
 			err = fe
@@ -178,9 +141,9 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	if instructionsChanged && s.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.
-		eng, text := s.engine, next.Instructions
+		eng, text, turn := s.engine, next.Instructions, s.input
 		s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, "system", text), errCode: "runtime_append_failed"}
+			return jobResult{err: eng.AppendText(ctx, turn, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
 	s.syncTools()
@@ -229,13 +192,6 @@ func outputModalities(audio bool) []string {
 	return []string{"text"}
 }
 
-func (s *Session) transcriptionWire() *protocol.Transcription {
-	if !s.cfg.Transcription {
-		return nil
-	}
-	return &protocol.Transcription{Model: "pocketsphinx", Language: "en", Prompt: ""}
-}
-
 // publicSession is the full effective session (protocol.Encode spells it beta for beta
 // clients), plus the omniserve extensions (duplex, state, capabilities) that strict clients
 // ignore.
@@ -278,65 +234,20 @@ func (s *Session) audioInput(noResponse bool) protocol.AudioInput {
 	return in
 }
 
+// handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
+// onto the input clock (takeAppend), heard by the overlap VAD (detectSpeech), a possible
+// barge-in on the response (bargeIn), then either buffered until its commit (bufferInput:
+// manual turns and the session's own server_vad) or, with auto_response, streamed to the
+// engine here.
 func (s *Session) handleAppend(c *AppendAudio) {
-	f := s.cfg.InputFormat
-	if c.Format != nil {
-		nf, err := NormalizeInputFormat(*c.Format)
-		if err != nil {
-			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
-			return
-		}
-		f = nf
-	}
-	pcm, err := s.inDec.Decode(c.Data, f)
-	if err != nil {
-		s.sendError("bad_audio", err.Error(), c.ID, "audio")
+	pcm, ok := s.takeAppend(c)
+	if !ok {
 		return
 	}
-	if len(pcm) == 0 {
-		return
-	}
-	s.denoiseInput(pcm)
-	s.inputMs += float64(len(pcm)) * 1000 / EngineRate
 	vr := s.detectSpeech(pcm)
-	if vr.started {
-		s.stopIdleTimeout() // the user spoke: no idle follow-up
-	}
-	if s.resp != nil && vr.started && s.cfg.TurnDetection != nil && s.cfg.TurnDetection.InterruptResponse {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
-			SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
-		onset := s.onsetAt
-		if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
-			if m := turnStats(s.engine); m != nil {
-				lat := s.m.cfg.WallClock() - onset
-				m.ObserveBargeIn(lat)
-			}
-		}
-	}
+	s.bargeIn(vr)
 	if !s.autoResponse() {
-		if s.inputBytes+4*len(pcm) > s.m.cfg.MaxPendingInputBytes {
-			s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
-			return
-		}
-		if len(s.inputBuf) == 0 {
-			s.bufStartMs = s.inputMs - float64(len(pcm))*1000/EngineRate
-			s.inputStartTS = s.m.cfg.WallClock()
-		}
-		s.inputBuf = append(s.inputBuf, pcm)
-		s.inputBytes += 4 * len(pcm)
-		if s.resp == nil {
-			s.turnState = TurnUserSpeaking
-		}
-		if len(s.inputBuf) == 1 {
-			s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
-		}
-		s.forwardInput()
-		if vr.stopped || s.semanticEnd() {
-			// server_vad commits the buffer at the end of speech (semantic_vad at the end of
-			// the turn), and with create_response answers it (unless a response is still
-			// running: interrupt_response false).
-			s.commitTurn()
-		}
+		s.bufferInput(c.ID, pcm, vr)
 		return
 	}
 	if !s.ensureEngine(c.ID) {
@@ -350,14 +261,80 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		if vr.started && s.onsetAt > 0 {
 			at = s.onsetAt
 		}
-		s.engine.MarkTurnArrival(at)
+		s.engine.MarkTurnArrival(s.input, at)
 	}
-	if err := s.engine.AppendAudio(s.engineCtx, pcm); err != nil {
+	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
 			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
 			return
 		}
 		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
+	}
+}
+
+// takeAppend decodes one append in its format (the session's, or the event's own) and cleans
+// it (inputAudio.take); false when there is nothing to hear (the client was told of an error).
+func (s *Session) takeAppend(c *AppendAudio) ([]float32, bool) {
+	f := s.cfg.InputFormat
+	if c.Format != nil {
+		nf, err := NormalizeInputFormat(*c.Format)
+		if err != nil {
+			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
+			return nil, false
+		}
+		f = nf
+	}
+	pcm, err := s.take(c.Data, f)
+	if err != nil {
+		s.sendError("bad_audio", err.Error(), c.ID, "audio")
+		return nil, false
+	}
+	return pcm, len(pcm) > 0
+}
+
+// bargeIn is the overlap policy on speech the VAD confirmed in an append: it ends the idle
+// follow-up, and under interrupt_response it cancels the active response, timing the barge-in
+// from the onset's own append.
+func (s *Session) bargeIn(vr vadResult) {
+	if !vr.started {
+		return
+	}
+	s.stopIdleTimeout() // the user spoke: no idle follow-up
+	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
+		return
+	}
+	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+		SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
+	onset := s.onsetAt
+	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
+		if m := turnStats(s.engine); m != nil {
+			lat := s.m.cfg.WallClock() - onset
+			m.ObserveBargeIn(lat)
+		}
+	}
+}
+
+// bufferInput keeps an append in the uncommitted buffer (manual turns, the session's own
+// server_vad), opens the engine ahead at the buffer's first chunk, forwards what may go ahead,
+// and under server_vad commits at the end of speech.
+func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
+	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
+	if !ok {
+		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), eventID, "audio")
+		return
+	}
+	if s.resp == nil {
+		s.turnState = TurnUserSpeaking
+	}
+	if first {
+		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
+	}
+	s.forwardInput()
+	if vr.stopped || s.semanticEnd() {
+		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
+		// turn), and with create_response answers it (unless a response is still running:
+		// interrupt_response false).
+		s.commitTurn()
 	}
 }
 
@@ -382,10 +359,10 @@ func (s *Session) forwardInput() {
 		if at <= 0 {
 			at = s.m.cfg.WallClock()
 		}
-		s.engine.MarkTurnArrival(at)
+		s.engine.MarkTurnArrival(s.input, at)
 	}
 	for s.inputFwd < len(s.inputBuf) {
-		if err := s.engine.AppendAudio(s.engineCtx, s.inputBuf[s.inputFwd]); err != nil {
+		if err := s.engine.AppendAudio(s.engineCtx, s.input, s.inputBuf[s.inputFwd]); err != nil {
 			// Backpressure or a closing engine: the rest stays local for the commit job, which
 			// reports a lasting failure.
 			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
@@ -419,11 +396,12 @@ func (s *Session) unforwardInput(eventID string) {
 func (s *Session) clearInput(eventID string) {
 	s.closePause()
 	s.unforwardInput(eventID)
-	s.inputBuf, s.inputBytes, s.inputStartTS = nil, 0, 0
-	s.dropOpenDeltas() // a transcription session's deltas of the dropped audio are void
+	s.clearBuffer()
+	s.dropOpenDeltas() // input transcription deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
-		m.ClearTurnInput()
+		m.ClearTurnInput(s.input)
 	}
+	s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
 }
 
 // handleCommit commits buffered input as a user item; with a response it precreates the
@@ -457,13 +435,14 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		if !s.ensureEngine(eventID) {
 			return false
 		}
-		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+		turn := s.input
+		s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
 		if m := turnStats(s.engine); m != nil {
-			m.MarkInputEnd(s.m.cfg.WallClock())
+			m.MarkInputEnd(turn, s.m.cfg.WallClock())
 		}
 		eng := s.engine
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			_, err := eng.Commit(ctx, respond)
+			_, err := eng.Commit(ctx, turn, respond)
 			if errors.Is(err, audio.ErrEmptyAudio) {
 				return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
 			}
@@ -474,10 +453,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		}
 		return true
 	}
-	if bufMs := s.inputMs - s.bufStartMs; len(s.inputBuf) == 0 || bufMs < 100 {
-		if len(s.inputBuf) == 0 {
-			bufMs = 0
-		}
+	if bufMs := s.bufferedMs(); len(s.inputBuf) == 0 || bufMs < 100 {
 		s.sendError("input_audio_buffer_commit_empty", fmt.Sprintf(
 			"Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.", bufMs), eventID, "")
 		return false
@@ -490,17 +466,16 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	if !s.ensureEngine(eventID) {
 		return false
 	}
-	buf := s.inputBuf[s.inputFwd:] // the forwarded head is already in the engine's ASR
-	started := s.inputStartTS
-	s.inputBuf, s.inputBytes, s.inputFwd, s.inputStartTS = nil, 0, 0, 0
-	it := s.commitUserAudioItem(s.inputMs - s.bufStartMs)
+	buf, started, audioMs := s.takeBuffer() // the forwarded head is already in the engine's ASR
+	it := s.commitUserAudioItem(audioMs)
 	s.txCut(it.ID)
 	s.pendingIn++
 	s.turnState = TurnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
-	s.engine.MarkTurnArrival(started)
+	turn := s.input
+	s.engine.MarkTurnArrival(turn, started)
 	if m := turnStats(s.engine); m != nil {
-		m.MarkInputEnd(s.m.cfg.WallClock())
+		m.MarkInputEnd(turn, s.m.cfg.WallClock())
 	}
 	var r *response
 	var ro respOptions
@@ -513,15 +488,15 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	j := job{run: func(ctx context.Context) jobResult {
 		res := jobResult{itemID: itemID, errCode: "runtime_append_failed"}
 		for _, pcm := range buf {
-			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
+			if res.err = eng.AppendAudio(ctx, turn, pcm); res.err != nil {
 				return res
 			}
 		}
-		if res.transcript, res.err = eng.Commit(ctx, false); res.err != nil {
+		if res.transcript, res.err = eng.Commit(ctx, turn, false); res.err != nil {
 			return res
 		}
 		if r != nil && r.claimEngine() {
-			res.turn, res.err = ro.respond(ctx, eng)
+			res.turn, res.err = ro.respond(ctx, eng, r.turn)
 			res.haveTurn = res.err == nil
 			res.errCode = "runtime_respond_failed"
 		}
@@ -547,14 +522,11 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 // announced, if any) and sends input_audio_buffer.committed, conversation.item.added and
 // conversation.item.done; the transcript follows with transcription.completed.
 func (s *Session) commitUserAudioItem(audioMs float64) *item {
-	id := s.speechItemID
-	if id == "" || s.findItem(id) != nil {
-		id = newItemID()
-	}
+	id := s.conv.freshID(s.speechItemID)
 	s.speechItemID = ""
 	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
-	prev := s.lastItemID()
-	s.items = append(s.items, it)
+	prev := s.conv.lastID()
+	s.conv.insert(it, "")
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
@@ -663,7 +635,7 @@ func (s *Session) newClientItem(c *CreateItem) (string, bool) {
 	if id == "" {
 		id = newItemID()
 	}
-	if s.findItem(id) != nil {
+	if s.conv.find(id) != nil {
 		s.sendError("item_exists", fmt.Sprintf("item %q already exists", id), c.ID, "item.id")
 		return "", false
 	}
@@ -691,7 +663,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	if !ok {
 		return
 	}
-	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
+	if !s.conv.hasPrevious(c.PreviousItemID) {
 		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
 		return
 	}
@@ -715,69 +687,52 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}
 	// The item takes its place in the item list; the engine's context is append-only, so the
 	// model reads it after everything before it in time (documented in docs/REALTIME.md).
-	s.insertItem(it, c.PreviousItemID)
+	s.conv.insert(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++
-		s.engine.MarkTurnArrival(s.m.cfg.WallClock())
+		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
 	}
-	eng := s.engine
+	eng, turn := s.engine, s.input
 	text := c.Text
+	if len(pcm) > 0 {
+		s.txCut(id) // the item's audio is an utterance of its own: its deltas name it
+	}
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		res := jobResult{errCode: "runtime_append_failed"}
 		if len(pcm) > 0 {
 			res.itemID = id // only audio items get a transcript
-			if res.err = eng.AppendAudio(ctx, pcm); res.err != nil {
+			if res.err = eng.AppendAudio(ctx, turn, pcm); res.err != nil {
 				return res
 			}
-			res.transcript, res.err = eng.Commit(ctx, false)
+			res.transcript, res.err = eng.Commit(ctx, turn, false)
 			return res
 		}
-		res.err = eng.AppendText(ctx, role, text)
+		res.err = eng.AppendText(ctx, turn, role, text)
 		return res
 	}})
 }
-
-// truncateSlackMs is how far past the audio sent a truncate may point and still be taken as
-// "truncate at the end": client playback clocks overshoot (pipecat measured ~85 ms).
-const truncateSlackMs = 250
 
 // handleTruncate is conversation.item.truncate: the user heard only the first endMs of the
 // assistant item's audio. The audio after the cut is dropped and, as OpenAI does, the item's
 // transcript is removed. Every failure is an error event; the session goes on.
 func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
-	it := s.findItem(itemID)
-	if it == nil {
-		s.sendError("item_truncate_invalid_item_id", fmt.Sprintf("Error truncating item: the item with id '%s' does not exist.", itemID), eventID, "item_id")
-		return
-	}
-	if it.Role != "assistant" || !it.Audio {
-		s.sendError("invalid_value", "Only model output audio messages can be truncated", eventID, "item_id")
-		return
-	}
-	if contentIndex != 0 {
-		s.sendError("invalid_value", fmt.Sprintf("content_index %d does not exist (the item has one audio part, index 0)", contentIndex), eventID, "content_index")
-		return
-	}
-	length := it.AudioMs
+	length := -1.0
 	active := s.resp != nil && s.resp.itemID == itemID
 	if active {
 		length = s.resp.sentMs
 	}
-	if endMs > length+truncateSlackMs {
-		s.sendError("invalid_value", fmt.Sprintf("Audio content of %.0fms is already shorter than %.0fms", length, endMs), eventID, "audio_end_ms")
+	endMs, terr := s.conv.truncate(itemID, contentIndex, endMs, length)
+	if terr != nil {
+		s.sendError(terr.code, terr.message, eventID, terr.param)
 		return
 	}
-	endMs = min(endMs, length)
 	if active {
 		s.resp.playedMs = endMs
 		s.resp.truncated = true
 	}
-	it.AudioMs = endMs
-	it.Text = ""
-	it.Truncated = true
 	s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemTruncated{
 		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 
@@ -73,38 +72,6 @@ type mcpResult struct {
 	call *mcpCallResult
 }
 
-func (s *Session) initMCP() {
-	s.mcp.ctx, s.mcp.cancel = context.WithCancel(context.Background())
-	s.mcp.results = make(chan mcpResult, mcpResultQueue)
-	s.mcp.servers = map[string]*mcpServer{}
-	s.mcp.calls = map[string]*mcpCall{}
-}
-
-// closeMCP cancels every listing in flight, waits for their goroutines and closes the
-// connections. It runs when Run returns, after the actor stopped reading results.
-func (s *Session) closeMCP() {
-	s.mcp.cancel()
-	s.mcp.wg.Wait()
-	for {
-		select {
-		case r := <-s.mcp.results:
-			if r.conn != nil {
-				_ = r.conn.Close()
-			}
-			continue
-		default:
-		}
-		break
-	}
-	for _, srv := range s.mcp.servers {
-		srv.cancel()
-		if srv.conn != nil {
-			_ = srv.conn.Close()
-		}
-	}
-	s.mcp.servers = nil
-}
-
 // checkMCPTools validates the MCP tools of a session.update before anything changes: unique
 // labels, a server_url under the operator's allow-list, a well-formed allowed_tools and
 // require_approval.
@@ -167,60 +134,28 @@ func checkRequireApproval(raw json.RawMessage, param string) *FieldError {
 // syncMCP starts listing every MCP tool of the session that is new or changed, and closes
 // the connections of those removed. It runs after session.updated.
 func (s *Session) syncMCP() {
-	want := map[string]MCPTool{}
-	for _, t := range s.cfg.MCP {
-		want[t.ServerLabel] = t
-	}
-	for label, srv := range s.mcp.servers {
-		if t, ok := want[label]; ok && sameMCPServer(t, srv.tool) {
-			continue
-		}
-		delete(s.mcp.servers, label)
-		srv.cancel()
-		if srv.conn != nil {
-			s.closeMCPConn(srv.conn)
-		}
-	}
-	for _, t := range s.cfg.MCP {
-		if _, ok := s.mcp.servers[t.ServerLabel]; ok {
-			continue
-		}
+	for _, t := range s.tools.retire(s.cfg.MCP) {
 		s.listMCP(t)
 	}
 }
 
-// sameMCPServer: an update that repeats a tool unchanged does not list it again.
-func sameMCPServer(a, b MCPTool) bool {
-	a.Index, b.Index = 0, 0
-	return reflect.DeepEqual(a, b)
-}
-
-// closeMCPConn closes a connection off the actor: closing ends an HTTP session with the server.
-func (s *Session) closeMCPConn(c *mcpclient.Conn) {
-	s.mcp.wg.Add(1)
-	go func() {
-		defer s.mcp.wg.Done()
-		_ = c.Close()
-	}()
-}
-
 // listMCP adds the tool's mcp_list_tools item and lists the server in the background.
 func (s *Session) listMCP(t MCPTool) {
-	s.mcp.gen++
+	s.tools.mcp.gen++
 	it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
-	ctx, cancel := context.WithCancel(s.mcp.ctx)
-	srv := &mcpServer{tool: t, gen: s.mcp.gen, itemID: it.ID, cancel: cancel}
-	s.mcp.servers[t.ServerLabel] = srv
-	s.insertItem(it, "")
+	ctx, cancel := context.WithCancel(s.tools.mcp.ctx)
+	srv := &mcpServer{tool: t, gen: s.tools.mcp.gen, itemID: it.ID, cancel: cancel}
+	s.tools.mcp.servers[t.ServerLabel] = srv
+	s.conv.insert(it, "")
 	s.sendItemAdded(it, s.epoch, false)
 	s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
 	filter, _ := mcpclient.ParseFilter(t.AllowedTools) // checked by checkMCPTools
 	lim := s.m.cfg.MCPLimits
 	cfg := mcpclient.Server{URL: t.ServerURL, Headers: t.Headers, Authorization: t.Authorization}
-	results, gen, sessionCtx := s.mcp.results, srv.gen, s.mcp.ctx
-	s.mcp.wg.Add(1)
+	results, gen, sessionCtx := s.tools.mcp.results, srv.gen, s.tools.mcp.ctx
+	s.tools.mcp.wg.Add(1)
 	go func() {
-		defer s.mcp.wg.Done()
+		defer s.tools.mcp.wg.Done()
 		r := mcpResult{label: t.ServerLabel, gen: gen, itemID: it.ID}
 		r.conn, r.err = mcpclient.Connect(ctx, cfg, lim)
 		if r.err == nil {
@@ -249,13 +184,13 @@ func (s *Session) handleMCPResult(r mcpResult) {
 		s.handleMCPCallResult(*r.call)
 		return
 	}
-	srv := s.mcp.servers[r.label]
+	srv := s.tools.mcp.servers[r.label]
 	current := srv != nil && srv.gen == r.gen
-	it := s.findItem(r.itemID)
+	it := s.conv.find(r.itemID)
 	if !current {
 		// The tool was removed or replaced while it was being listed: its tools are not used.
 		if r.conn != nil {
-			s.closeMCPConn(r.conn)
+			s.tools.closeConn(r.conn)
 			r.conn = nil
 		}
 		r.err = errors.New("the tool was replaced or removed by a session.update before its listing finished")

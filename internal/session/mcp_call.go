@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -74,6 +75,8 @@ type mcpCall struct {
 	idx     int
 	cancel  context.CancelFunc
 	started time.Time
+	// startedAt is started on the statistics clock (its turn's ToolCallStats).
+	startedAt float64
 }
 
 // MaxMCPCallsInFlight bounds the calls one session runs at once (parallel tool calls); a call
@@ -84,94 +87,9 @@ const MaxMCPCallsInFlight = 4
 // after that many offers no tools, so a model that keeps calling cannot loop forever.
 const MaxMCPRounds = 8
 
-// MCPCallMetrics is implemented by metrics that observe MCP calls (metrics.Collectors):
-// failure is "" for a call that completed, else its error type or "cancelled"; seconds < 0 for
-// a call that failed before it reached the server.
-type MCPCallMetrics interface {
-	ObserveMCPCall(seconds float64, failure string)
-}
-
-func (m *Manager) observeMCPCall(d time.Duration, failure string) {
-	if mm, ok := m.cfg.Metrics.(MCPCallMetrics); ok {
-		secs := d.Seconds()
-		if d < 0 {
-			secs = -1
-		}
-		mm.ObserveMCPCall(secs, failure)
-	}
-}
-
-// mcpOffered are the listed tools of the session's MCP servers that the model may be offered
-// (only those of label when it is set), named so as not to clash with taken (the function
-// tools' names): a tool keeps its own name unless taken, then it is label__name.
-func (s *Session) mcpOffered(taken map[string]bool, label string) ([]requestclient.Tool, map[string]mcpRef) {
-	var out []requestclient.Tool
-	refs := map[string]mcpRef{}
-	for _, t := range s.cfg.MCP {
-		srv := s.mcp.servers[t.ServerLabel]
-		if srv == nil || srv.conn == nil || (label != "" && t.ServerLabel != label) {
-			continue
-		}
-		for _, mt := range srv.usable {
-			name := mt.Name
-			if taken[name] {
-				name = t.ServerLabel + "__" + mt.Name
-			}
-			if taken[name] {
-				continue
-			}
-			taken[name] = true
-			refs[name] = mcpRef{label: t.ServerLabel, name: mt.Name}
-			out = append(out, requestclient.Tool{Name: name, Description: mt.Description, Parameters: mt.InputSchema})
-		}
-	}
-	return out, refs
-}
-
 // forcedChoice reports a tool_choice that forces a call.
 func forcedChoice(c ToolChoice) bool {
 	return c.Mode == requestclient.ToolChoiceRequired || c.Mode == requestclient.ToolChoiceFunction || c.Mode == "mcp"
-}
-
-// toolsFor is the engine's tool spec of a reply with function tools fn and choice, with the
-// session's MCP tools when withMCP, and the MCP tools it offers by name. param names the
-// choice in errors ("session" or "response").
-func (s *Session) toolsFor(fn []requestclient.Tool, choice ToolChoice, parallel, withMCP bool, param string) (*requestclient.ToolSpec, map[string]mcpRef, *FieldError) {
-	taken := map[string]bool{}
-	for _, t := range fn {
-		taken[t.Name] = true
-	}
-	refs := map[string]mcpRef{}
-	if choice.Mode != "mcp" {
-		tools := fn
-		if withMCP {
-			var mt []requestclient.Tool
-			mt, refs = s.mcpOffered(taken, "")
-			tools = append(append([]requestclient.Tool(nil), fn...), mt...)
-		}
-		return toolSpec(tools, choice, parallel), refs, nil
-	}
-	if !withMCP {
-		return nil, nil, &FieldError{"invalid_value", param + ".tool_choice", "tool_choice {type: \"mcp\"} forces a session MCP tool, but this response declares its own tools"}
-	}
-	unavailable := "(its listing has not finished, failed, or allowed_tools leaves it out)"
-	if choice.Function == "" {
-		mt, refs := s.mcpOffered(taken, choice.ServerLabel)
-		if len(mt) == 0 {
-			return nil, nil, &FieldError{"invalid_value", param + ".tool_choice.server_label",
-				fmt.Sprintf("MCP server %q has no listed tools to call %s", choice.ServerLabel, unavailable)}
-		}
-		return &requestclient.ToolSpec{Tools: mt, Choice: requestclient.ToolChoiceRequired, Parallel: parallel}, refs, nil
-	}
-	mt, refs := s.mcpOffered(taken, "")
-	for name, ref := range refs {
-		if ref.label == choice.ServerLabel && ref.name == choice.Function {
-			tools := append(append([]requestclient.Tool(nil), fn...), mt...)
-			return &requestclient.ToolSpec{Tools: tools, Choice: requestclient.ToolChoiceFunction, Function: name, Parallel: parallel}, refs, nil
-		}
-	}
-	return nil, nil, &FieldError{"invalid_value", param + ".tool_choice.name",
-		fmt.Sprintf("MCP server %q has no listed tool %q %s", choice.ServerLabel, choice.Function, unavailable)}
 }
 
 // checkMCPChoice checks at session.update that a tool_choice {type: "mcp"} names one of the
@@ -233,7 +151,7 @@ func (s *Session) mcpRefOf(r *response, name string) (mcpRef, bool) {
 	refs := r.mcp.refs
 	if refs == nil {
 		// A turn the engine started by itself has the session's tools.
-		_, refs, _ = s.toolsFor(s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		_, refs, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
 	}
 	ref, ok := refs[name]
 	return ref, ok
@@ -248,7 +166,7 @@ func (s *Session) emitMCPCall(r *response, c *requestclient.ToolCall) bool {
 		return false
 	}
 	s.m.observeToolCall()
-	srv := s.mcp.servers[ref.label]
+	srv := s.tools.mcp.servers[ref.label]
 	if srv != nil && needsApproval(srv.tool.RequireApproval, ref.name, readOnlyTool(srv, ref.name)) {
 		s.emitApprovalRequest(r, ref, c.Arguments)
 		return true
@@ -267,7 +185,7 @@ func (s *Session) emitApprovalRequest(r *response, ref mcpRef, args string) {
 	r.calls = append(r.calls, it)
 	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
-		s.insertItem(it, "")
+		s.conv.insert(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
 	s.sendOutputItemDone(r, idx, it, true)
@@ -280,7 +198,7 @@ func (s *Session) emitCallItem(r *response, it *item, args string) {
 	r.calls = append(r.calls, it)
 	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
-		s.insertItem(it, "")
+		s.conv.insert(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
@@ -296,27 +214,27 @@ func (s *Session) emitCallItem(r *response, it *item, args string) {
 // (handleMCPCallResult). A call that cannot start fails at once.
 func (s *Session) runMCPCall(c *mcpCall) {
 	c.r.mcp.pending++
-	srv := s.mcp.servers[c.it.ServerLabel]
+	srv := s.tools.mcp.servers[c.it.ServerLabel]
 	switch {
 	case srv == nil || srv.conn == nil:
 		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol,
 			Message: fmt.Sprintf("MCP server %q is not connected (its tool was removed or its listing failed)", c.it.ServerLabel)}, -1)
 		s.continueAfterCall(c.r)
 		return
-	case len(s.mcp.calls) >= MaxMCPCallsInFlight:
+	case len(s.tools.mcp.calls) >= MaxMCPCallsInFlight:
 		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol,
 			Message: fmt.Sprintf("more than %d MCP calls at once in one session", MaxMCPCallsInFlight)}, -1)
 		s.continueAfterCall(c.r)
 		return
 	}
-	ctx, cancel := context.WithCancel(s.mcp.ctx)
-	c.cancel, c.started = cancel, time.Now()
-	s.mcp.calls[c.it.ID] = c
+	ctx, cancel := context.WithCancel(s.tools.mcp.ctx)
+	c.cancel, c.started, c.startedAt = cancel, time.Now(), s.m.cfg.WallClock()
+	s.tools.mcp.calls[c.it.ID] = c
 	conn, name, args, id := srv.conn, c.it.Name, json.RawMessage(c.it.Arguments), c.it.ID
-	results, sessionCtx := s.mcp.results, s.mcp.ctx
-	s.mcp.wg.Add(1)
+	results, sessionCtx := s.tools.mcp.results, s.tools.mcp.ctx
+	s.tools.mcp.wg.Add(1)
 	go func() {
-		defer s.mcp.wg.Done()
+		defer s.tools.mcp.wg.Done()
 		defer cancel()
 		start := time.Now()
 		out, err := conn.Call(ctx, name, args)
@@ -331,11 +249,11 @@ func (s *Session) runMCPCall(c *mcpCall) {
 // handleMCPCallResult completes a finished call's item and carries the response on. A call
 // whose response ended meanwhile was already reported failed (endMCPCalls).
 func (s *Session) handleMCPCallResult(res mcpCallResult) {
-	c := s.mcp.calls[res.itemID]
+	c := s.tools.mcp.calls[res.itemID]
 	if c == nil {
 		return
 	}
-	delete(s.mcp.calls, res.itemID)
+	delete(s.tools.mcp.calls, res.itemID)
 	c.cancel()
 	s.finishMCPCall(c, res.output, res.err, res.dur)
 	s.continueAfterCall(c.r)
@@ -377,7 +295,14 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 		}
 		result = fmt.Sprintf("error (%s): %s", kind, msg)
 	}
-	s.m.observeMCPCall(d, failure)
+	// The call's figures join its response's turn record, which feeds the turn's tables,
+	// Prometheus and its trace (metrics.ToolCallStats).
+	st := metrics.ToolCallStats{Kind: metrics.ToolKindMCP, ServerLabel: it.ServerLabel, Name: it.Name, CallID: it.ID,
+		Start: c.startedAt, DurationMs: float64(d) / float64(time.Millisecond), Error: failure}
+	if d < 0 || c.startedAt == 0 {
+		st.Start, st.DurationMs = s.m.cfg.WallClock(), -1 // never reached its server
+	}
+	r.toolCalls = append(r.toolCalls, st)
 	s.sendOutputItemDone(r, c.idx, it, false)
 	if errors.Is(err, errMCPCallCancelled) || r.outOfBand {
 		return // the model's call left the engine's conversation with its cancelled reply
@@ -409,11 +334,11 @@ func (s *Session) continueAfterCall(r *response) {
 // interrupted, failed or closed. Their goroutines stop with the cancel; their results are
 // dropped.
 func (s *Session) endMCPCalls(r *response) {
-	for id, c := range s.mcp.calls {
+	for id, c := range s.tools.mcp.calls {
 		if c.r != r {
 			continue
 		}
-		delete(s.mcp.calls, id)
+		delete(s.tools.mcp.calls, id)
 		c.cancel()
 		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
 	}
@@ -431,9 +356,9 @@ func (s *Session) appendToolResult(text string) {
 	if text == "" {
 		text = "(no output)"
 	}
-	eng := s.engine
+	eng, turn := s.engine, s.input
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-		return jobResult{err: eng.AppendText(ctx, "tool", text), errCode: "runtime_append_failed"}
+		return jobResult{err: eng.AppendText(ctx, turn, "tool", text), errCode: "runtime_append_failed"}
 	}}) {
 		s.sendError("input_backpressure", "too many pending engine jobs; an MCP call's result did not reach the model", "", "")
 	}
@@ -459,7 +384,7 @@ func (s *Session) followUpOptions(depth int) respOptions {
 	if depth >= MaxMCPRounds {
 		choice = ToolChoice{Mode: requestclient.ToolChoiceNone}
 	}
-	o.tools, o.mcpRefs, _ = s.toolsFor(s.cfg.Tools, choice, true, true, "session")
+	o.tools, o.mcpRefs, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, choice, true, true, "session")
 	o.mcpDepth = depth
 	return o
 }
@@ -484,7 +409,7 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 		if !r.claimEngine() {
 			return jobResult{}
 		}
-		t, err := o.respond(ctx, eng)
+		t, err := o.respond(ctx, eng, r.turn)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
@@ -500,7 +425,7 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 // session carries on by itself (the Agents SDK sends no response.create after it).
 func (s *Session) createApprovalResponse(c *CreateItem) {
 	const param = "item.approval_request_id"
-	req := s.findItem(c.ApprovalRequestID)
+	req := s.conv.find(c.ApprovalRequestID)
 	if req == nil || req.Type != "mcp_approval_request" {
 		s.sendError("invalid_value", fmt.Sprintf("no mcp_approval_request item has id %q", c.ApprovalRequestID), c.ID, param)
 		return
@@ -514,7 +439,7 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 			"Conversation already has an active response in progress: %s. Send the approval once it is finished; the call runs in a response of its own.", s.resp.id), c.ID, "")
 		return
 	}
-	if c.PreviousItemID != "" && c.PreviousItemID != "root" && s.findItem(c.PreviousItemID) == nil {
+	if !s.conv.hasPrevious(c.PreviousItemID) {
 		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
 		return
 	}
@@ -528,7 +453,7 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 	}
 	it := &item{ID: id, Type: "mcp_approval_response", Status: "completed",
 		MCP: &mcpItem{ApprovalRequestID: req.ID, Approve: c.Approve, Reason: c.Reason}}
-	s.insertItem(it, c.PreviousItemID)
+	s.conv.insert(it, c.PreviousItemID)
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	req.MCP.AnsweredBy = id

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -29,18 +30,22 @@ type callEngine struct {
 	args    string
 	appends []string
 	choices []string
+	// tools are the names of the tools every reply was offered (nil: none).
+	tools [][]string
+	// turnCalls are the tool calls the session handed to its turns (TurnToolMarker).
+	turnCalls []metrics.ToolCallStats
 }
 
-func (e *callEngine) AppendAudio(context.Context, []float32) error              { return nil }
-func (e *callEngine) Commit(context.Context, bool) (string, error)              { return "", nil }
+func (e *callEngine) AppendAudio(context.Context, int, []float32) error         { return nil }
+func (e *callEngine) Commit(context.Context, int, bool) (string, error)         { return "", nil }
 func (e *callEngine) Signal(context.Context, string, requestclient.Fence) error { return nil }
 func (e *callEngine) Close(context.Context, string) error                       { return nil }
 func (e *callEngine) Abort()                                                    {}
-func (e *callEngine) MarkTurnArrival(ts float64) float64                        { return ts }
-func (e *callEngine) BeginTurn(string, int, float64)                            {}
-func (e *callEngine) FinalizeTurn(string) bool                                  { return true }
+func (e *callEngine) MarkTurnArrival(_ int, ts float64) float64                 { return ts }
+func (e *callEngine) BeginTurn(int, string, int, float64)                       {}
+func (e *callEngine) FinalizeTurn(int, string) bool                             { return true }
 
-func (e *callEngine) AppendText(_ context.Context, role, text string) error {
+func (e *callEngine) AppendText(_ context.Context, _ int, role, text string) error {
 	assert.Contains(e.t, []string{"user", "tool"}, role)
 	e.mu.Lock()
 	e.appends = append(e.appends, role+":"+text)
@@ -48,11 +53,11 @@ func (e *callEngine) AppendText(_ context.Context, role, text string) error {
 	return nil
 }
 
-func (e *callEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
-	return e.RespondWith(ctx, requestclient.ResponseSpec{MaxTokens: maxTokens})
+func (e *callEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
+	return e.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: maxTokens})
 }
 
-func (e *callEngine) RespondWith(_ context.Context, spec requestclient.ResponseSpec) (int, error) {
+func (e *callEngine) RespondWith(_ context.Context, _ int, spec requestclient.ResponseSpec) (int, error) {
 	e.mu.Lock()
 	e.turn++
 	n := e.turn
@@ -64,6 +69,13 @@ func (e *callEngine) RespondWith(_ context.Context, spec requestclient.ResponseS
 		}
 	}
 	e.choices = append(e.choices, choice)
+	var names []string
+	if spec.Tools != nil {
+		for _, t := range spec.Tools.Tools {
+			names = append(names, t.Name)
+		}
+	}
+	e.tools = append(e.tools, names)
 	e.mu.Unlock()
 	if spec.Tools != nil && spec.Tools.Choice == requestclient.ToolChoiceFunction {
 		e.out(requestclient.Output{Kind: requestclient.OutToolCall, Turn: n, ToolCall: &requestclient.ToolCall{
@@ -90,17 +102,26 @@ func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptio
 	return b.eng, nil
 }
 
-// mcpMetrics records ObserveMCPCall.
-type mcpMetrics struct {
-	panicCounter
-	mu       sync.Mutex
-	failures []string
+var _ TurnToolMarker = (*callEngine)(nil)
+
+// AddTurnToolCalls implements TurnToolMarker: the calls timed for each turn, in order.
+func (e *callEngine) AddTurnToolCalls(_ int, calls []metrics.ToolCallStats) {
+	e.mu.Lock()
+	e.turnCalls = append(e.turnCalls, calls...)
+	e.mu.Unlock()
 }
 
-func (m *mcpMetrics) ObserveMCPCall(_ float64, failure string) {
-	m.mu.Lock()
-	m.failures = append(m.failures, failure)
-	m.mu.Unlock()
+// failures are the Error of every MCP call handed to a turn ("" = completed).
+func (e *callEngine) failures() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, c := range e.turnCalls {
+		if c.Kind == metrics.ToolKindMCP {
+			out = append(out, c.Error)
+		}
+	}
+	return out
 }
 
 // callMCPServer is a real MCP server on loopback (the official SDK): add answers, block waits
@@ -133,23 +154,28 @@ func callMCPServer(t *testing.T) string {
 }
 
 // callSession runs a text session whose MCP tool "srv" (require_approval approval) is listed.
-func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sink, *mcpMetrics, func() string) {
+func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sink, func() string) {
+	t.Helper()
+	return callSessionWith(t, eng, approval, nil, nil)
+}
+
+// callSessionWith is callSession with the session's function tools fn and tool_choice choice.
+func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []requestclient.Tool, choice *ToolChoice) (*Session, *sink, func() string) {
 	t.Helper()
 	url := callMCPServer(t)
 	allow, err := mcpclient.ParseAllowList([]string{url})
 	require.NoError(t, err)
-	mm := &mcpMetrics{}
-	m := NewManager(ManagerConfig{MaxSessions: 1, MCPAllowList: allow, Metrics: mm}, &callBackend{eng}, zap.NewNop())
+	m := NewManager(ManagerConfig{MaxSessions: 1, MCPAllowList: allow, Metrics: &panicCounter{}}, &callBackend{eng}, zap.NewNop())
 	sk := &sink{ch: make(chan Event, 1024)}
 	patch := manual16k
 	patch.Modalities = []string{"text"}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
-	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true,
+	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: fn, ToolChoice: choice,
 		MCPTools: []MCPTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
 	sk.until(t, "mcp_list_tools.completed")
 	require.NoError(t, s.Submit(context.Background(), &CreateItem{ItemID: "u1", Role: "user", Text: "hi"}))
 	sk.until(t, "conversation.item.done")
-	return s, sk, mm, wait
+	return s, sk, wait
 }
 
 func forceMCP(name string) *CreateResponse {
@@ -161,7 +187,7 @@ func forceMCP(name string) *CreateResponse {
 // reads it.
 func TestMCPCallAndFollowUp(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":2,"b":3}`}
-	s, sk, mm, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	added := sk.until(t, "response.output_item.added")
 	require.Equal(t, "message", added.wire()["item"].(map[string]any)["type"])
@@ -182,7 +208,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 	appends, choices := eng.seen()
 	require.Equal(t, []string{"user:hi", "tool:5"}, appends)
 	require.Equal(t, []string{"function:add", "auto"}, choices, "the follow-up does not force the call again")
-	require.Equal(t, []string{""}, mm.failures)
+	require.Equal(t, []string{""}, eng.failures())
 	s.Stop(ReasonClientClose)
 	require.Equal(t, ReasonClientClose, wait())
 }
@@ -192,7 +218,7 @@ func TestMCPCallAndFollowUp(t *testing.T) {
 // (TestMain's leak check).
 func TestMCPCallCancelled(t *testing.T) {
 	eng := &callEngine{t: t, args: `{}`}
-	s, sk, mm, wait := callSession(t, eng, "never")
+	s, sk, wait := callSession(t, eng, "never")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("block")))
 	sk.until(t, "response.mcp_call.in_progress")
 	require.NoError(t, s.Submit(context.Background(), &CancelResponse{}))
@@ -216,7 +242,7 @@ func TestMCPCallCancelled(t *testing.T) {
 	require.Equal(t, 1, created, "no follow-up")
 	appends, _ := eng.seen()
 	require.Equal(t, []string{"user:hi"}, appends)
-	require.Equal(t, []string{"cancelled"}, mm.failures)
+	require.Equal(t, []string{"cancelled"}, eng.failures())
 }
 
 // require_approval: the call becomes an mcp_approval_request; a bad answer is refused with its
@@ -224,7 +250,7 @@ func TestMCPCallCancelled(t *testing.T) {
 // call never runs.
 func TestMCPApprovalDenied(t *testing.T) {
 	eng := &callEngine{t: t, args: `{"a":1,"b":1}`}
-	s, sk, mm, wait := callSession(t, eng, "always")
+	s, sk, wait := callSession(t, eng, "always")
 	require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 	req := sk.until(t, "response.output_item.done").wire()["item"].(map[string]any)
 	require.Equal(t, "mcp_approval_request", req["type"])
@@ -255,7 +281,7 @@ func TestMCPApprovalDenied(t *testing.T) {
 	require.Equal(t, ReasonClientClose, wait())
 	appends, _ := eng.seen()
 	require.Equal(t, []string{"user:hi", "tool:the user denied this call of add: no"}, appends)
-	require.Empty(t, mm.failures, "no call ran")
+	require.Empty(t, eng.failures(), "no call ran")
 }
 
 func TestNeedsApproval(t *testing.T) {
@@ -280,14 +306,14 @@ func TestNeedsApproval(t *testing.T) {
 	}
 }
 
-// toolsFor: listed MCP tools join the function tools (a clashing name becomes label__name),
+// specFor: listed MCP tools join the function tools (a clashing name becomes label__name),
 // tool_choice {type: mcp} forces a named tool or any of one server's, and a tool that is not
 // listed is refused with its param.
 func TestToolsForMCP(t *testing.T) {
-	s := &Session{}
-	s.cfg.MCP = []MCPTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
+	servers := []MCPTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
 	conn := &mcpclient.Conn{}
-	s.mcp.servers = map[string]*mcpServer{
+	var ts toolState
+	ts.mcp.servers = map[string]*mcpServer{
 		"a":    {conn: conn, usable: []mcpclient.Tool{{Name: "add"}, {Name: "f"}}},
 		"b":    {conn: conn, usable: []mcpclient.Tool{{Name: "add"}}},
 		"down": {usable: []mcpclient.Tool{{Name: "x"}}}, // not connected: its listing failed
@@ -300,17 +326,17 @@ func TestToolsForMCP(t *testing.T) {
 		}
 		return out
 	}
-	spec, refs, fe := s.toolsFor(fn, ToolChoice{}, true, true, "response")
+	spec, refs, fe := ts.specFor(servers, fn, ToolChoice{}, true, true, "response")
 	require.Nil(t, fe)
 	require.Equal(t, []string{"f", "add", "a__f", "b__add"}, names(spec))
 	require.Equal(t, map[string]mcpRef{"add": {"a", "add"}, "a__f": {"a", "f"}, "b__add": {"b", "add"}}, refs)
 
-	spec, _, fe = s.toolsFor(fn, ToolChoice{Mode: "mcp", ServerLabel: "b", Function: "add"}, true, true, "response")
+	spec, _, fe = ts.specFor(servers, fn, ToolChoice{Mode: "mcp", ServerLabel: "b", Function: "add"}, true, true, "response")
 	require.Nil(t, fe)
 	require.Equal(t, requestclient.ToolChoiceFunction, spec.Choice)
 	require.Equal(t, "b__add", spec.Function)
 
-	spec, _, fe = s.toolsFor(fn, ToolChoice{Mode: "mcp", ServerLabel: "a"}, true, true, "response")
+	spec, _, fe = ts.specFor(servers, fn, ToolChoice{Mode: "mcp", ServerLabel: "a"}, true, true, "response")
 	require.Nil(t, fe)
 	require.Equal(t, requestclient.ToolChoiceRequired, spec.Choice)
 	require.Equal(t, []string{"add", "a__f"}, names(spec), "only the server's tools")
@@ -326,7 +352,7 @@ func TestToolsForMCP(t *testing.T) {
 		{"own tools", ToolChoice{Mode: "mcp", ServerLabel: "a", Function: "add"}, false, "response.tool_choice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, fe := s.toolsFor(fn, tc.choice, true, tc.withMCP, "response")
+			_, _, fe := ts.specFor(servers, fn, tc.choice, true, tc.withMCP, "response")
 			require.NotNil(t, fe)
 			require.Equal(t, tc.param, fe.Param)
 		})

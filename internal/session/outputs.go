@@ -35,19 +35,14 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	}
 	if o.Kind == requestclient.OutTranscriptDelta {
 		if o.Text == "" {
-			s.txCutReached("", false) // a discard's mark
+			s.tx.reached("", false) // a discard's mark
 			return
 		}
 		s.sendTranscriptDelta(o.Text)
 		return
 	}
-	if o.Kind == requestclient.OutTranscript && s.opts.Transcription {
-		for len(s.txCuts) > 0 && s.txCuts[0] == "" {
-			s.txCutReached("", false) // a discard whose mark was lost: the outputs are past it
-		}
-		if len(s.txCuts) > 0 {
-			s.txCutReached(s.txCuts[0], false)
-		}
+	if o.Kind == requestclient.OutTranscript && s.tracksDeltas() {
+		s.tx.transcriptArrived()
 	}
 	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
@@ -56,7 +51,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		}
 		return
 	}
-	if o.Turn <= s.lastClosed {
+	if s.over(o.Turn) {
 		return // a turn that is already over: cancelled or done
 	}
 	r := s.resp
@@ -92,8 +87,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	}
 	if r == nil {
 		if !s.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
-			if o.Kind == requestclient.OutFinished && o.Turn > s.lastClosed {
-				s.lastClosed = o.Turn
+			if o.Kind == requestclient.OutFinished {
+				s.closeTurn(o.Turn)
 			}
 			return
 		}
@@ -112,16 +107,17 @@ func (s *Session) routeOutput(o requestclient.Output) {
 // sends conversation.item.input_audio_transcription.completed. The item itself was added and
 // done at its commit (its transcript was null then, as OpenAI sends it).
 func (s *Session) emitTranscript(itemID, text string) {
-	it := s.findItem(itemID)
+	it := s.conv.find(itemID)
 	if it != nil {
 		it.Transcript = text
 	}
+	// Late deltas of the item are stale from here on, also when no transcript is sent.
+	s.finishTranscriptDeltas(itemID, text)
 	if !s.cfg.Transcription {
 		s.trimHistory()
 		return
 	}
 	if s.opts.Transcription {
-		s.finishTranscriptDeltas(itemID, text)
 		if it != nil && it.CommittedAt > 0 {
 			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
 		}
@@ -144,8 +140,8 @@ func (s *Session) handleResult(res jobResult) {
 	active := r != nil && res.responseID != "" && r.id == res.responseID
 	if res.responseID != "" && !active {
 		// The response was cancelled while its job ran; make sure its turn stays fenced off.
-		if res.haveTurn && res.turn > s.lastClosed {
-			s.lastClosed = res.turn
+		if res.haveTurn && !s.over(res.turn) {
+			s.closeTurn(res.turn)
 			if s.engine != nil {
 				s.stopCancelledTurn(res.turn)
 			}
@@ -153,8 +149,10 @@ func (s *Session) handleResult(res jobResult) {
 		return
 	}
 	if res.err != nil {
+		if res.itemID != "" && s.tracksDeltas() {
+			s.tx.reached(res.itemID, true)
+		}
 		if res.itemID != "" && s.opts.Transcription {
-			s.txCutReached(res.itemID, true)
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		if active {

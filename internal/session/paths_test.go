@@ -224,7 +224,7 @@ type lateEngine struct {
 	responds int
 }
 
-func (l *lateEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
+func (l *lateEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
 	l.mu.Lock()
 	l.responds++
 	n := l.responds
@@ -232,7 +232,7 @@ func (l *lateEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
 	if n > 1 {
 		l.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n - 1, Audio: make([]float32, 2400), Text: "late "})
 	}
-	return l.fakeEngine.Respond(ctx, maxTokens)
+	return l.fakeEngine.Respond(ctx, turn, maxTokens)
 }
 
 // The epoch fence: output the engine delivers for a turn after its response was cancelled never
@@ -349,7 +349,7 @@ type cancellingEngine struct {
 	release    chan struct{}
 }
 
-func (c *cancellingEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
+func (c *cancellingEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
 	close(c.responding)
 	<-c.release
 	c.rec("respond")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -46,14 +47,27 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 	return pipelineEngine{d}, nil
 }
 
+// The pipeline's engine has every optional capability the session looks for with a type
+// assertion; these checks keep a changed signature from silently dropping one.
+var (
+	_ AudioDiscarder         = pipelineEngine{}
+	_ TurnCanceller          = pipelineEngine{}
+	_ UnstartedTurnFinalizer = pipelineEngine{}
+	_ TurnStatsMarker        = pipelineEngine{}
+	_ TurnDetachMarker       = pipelineEngine{}
+	_ TurnPlaybackMarker     = pipelineEngine{}
+	_ TurnToolMarker         = pipelineEngine{}
+	_ ToolEngine             = pipelineEngine{}
+)
+
 // pipelineEngine adapts *requestclient.DuplexRequest to Engine.
 type pipelineEngine struct{ d *requestclient.DuplexRequest }
 
-func (e pipelineEngine) AppendAudio(ctx context.Context, pcm []float32) error {
-	return e.d.AppendAudio(ctx, pcm)
+func (e pipelineEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
+	return e.d.AppendAudio(ctx, turn, pcm)
 }
-func (e pipelineEngine) Commit(ctx context.Context, respond bool) (string, error) {
-	return e.d.Commit(ctx, respond)
+func (e pipelineEngine) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+	return e.d.Commit(ctx, turn, respond)
 }
 
 // CancelTurn implements TurnCanceller.
@@ -62,11 +76,11 @@ func (e pipelineEngine) CancelTurn(turn int) { e.d.CancelTurn(turn) }
 func (e pipelineEngine) DiscardAudio(ctx context.Context) error {
 	return e.d.DiscardAudio(ctx)
 }
-func (e pipelineEngine) AppendText(ctx context.Context, role, text string) error {
-	return e.d.AppendText(ctx, role, text)
+func (e pipelineEngine) AppendText(ctx context.Context, turn int, role, text string) error {
+	return e.d.AppendText(ctx, turn, role, text)
 }
-func (e pipelineEngine) Respond(ctx context.Context, maxTokens int) (int, error) {
-	return e.d.Respond(ctx, maxTokens)
+func (e pipelineEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
+	return e.d.Respond(ctx, turn, maxTokens)
 }
 func (e pipelineEngine) Signal(ctx context.Context, event string, next requestclient.Fence) error {
 	return e.d.Signal(ctx, event, next)
@@ -74,24 +88,38 @@ func (e pipelineEngine) Signal(ctx context.Context, event string, next requestcl
 func (e pipelineEngine) Close(ctx context.Context, reason string) error {
 	return e.d.Close(ctx, reason)
 }
-func (e pipelineEngine) Abort()                             { e.d.Abort() }
-func (e pipelineEngine) MarkTurnArrival(ts float64) float64 { return e.d.MarkTurnArrival(ts) }
-func (e pipelineEngine) BeginTurn(responseID string, turnID int, arrival float64) {
-	e.d.BeginTurn(responseID, turnID, arrival)
+func (e pipelineEngine) Abort() { e.d.Abort() }
+func (e pipelineEngine) MarkTurnArrival(turn int, ts float64) float64 {
+	return e.d.MarkTurnArrival(turn, ts)
 }
-func (e pipelineEngine) FinalizeTurn(reason string) bool { return e.d.FinalizeTurn(reason) }
+func (e pipelineEngine) BeginTurn(turn int, responseID string, turnID int, arrival float64) {
+	e.d.BeginTurn(turn, responseID, turnID, arrival)
+}
+func (e pipelineEngine) FinalizeTurn(turn int, reason string) bool {
+	return e.d.FinalizeTurn(turn, reason)
+}
 
 // FinalizeUnstartedTurn and SettleInput implement UnstartedTurnFinalizer.
-func (e pipelineEngine) FinalizeUnstartedTurn(reason string) bool {
-	return e.d.FinalizeUnstartedTurn(reason)
+func (e pipelineEngine) FinalizeUnstartedTurn(turn int, reason string) bool {
+	return e.d.FinalizeUnstartedTurn(turn, reason)
 }
-func (e pipelineEngine) SettleInput(ctx context.Context) error { return e.d.SettleInput(ctx) }
+func (e pipelineEngine) SettleInput(ctx context.Context, turn int) error {
+	return e.d.SettleInput(ctx, turn)
+}
 
-func (e pipelineEngine) MarkInputEnd(ts float64) { e.d.MarkInputEnd(ts) }
-func (e pipelineEngine) ClearTurnInput()         { e.d.ClearTurnInput() }
-func (e pipelineEngine) SetTurnDelivered(audioMs, underrunMs float64) {
-	e.d.SetTurnDelivered(audioMs, underrunMs)
+func (e pipelineEngine) MarkInputEnd(turn int, ts float64) { e.d.MarkInputEnd(turn, ts) }
+func (e pipelineEngine) ClearTurnInput(turn int)           { e.d.ClearTurnInput(turn) }
+func (e pipelineEngine) SetTurnDelivered(turn int, audioMs, underrunMs float64) {
+	e.d.SetTurnDelivered(turn, audioMs, underrunMs)
 }
-func (e pipelineEngine) SetTurnDetached(ms float64)      { e.d.SetTurnDetached(ms) }
-func (e pipelineEngine) SetTurnPlayed(ms float64)        { e.d.SetTurnPlayed(ms) }
+func (e pipelineEngine) SetTurnDetached(turn int, ms float64) { e.d.SetTurnDetached(turn, ms) }
+func (e pipelineEngine) SetTurnPlayed(turn int, ms float64)   { e.d.SetTurnPlayed(turn, ms) }
+
+// Unclosed reports turns recorded without the session closing them (tests check for none).
+func (e pipelineEngine) Unclosed() []int                 { return e.d.Unclosed() }
 func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }
+
+// AddTurnToolCalls implements TurnToolMarker.
+func (e pipelineEngine) AddTurnToolCalls(turn int, calls []metrics.ToolCallStats) {
+	e.d.AddTurnToolCalls(turn, calls)
+}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -33,15 +34,21 @@ type sentFrame struct {
 }
 
 type response struct {
-	calls      []*item // the function_call and mcp_* items the reply made (tools.go, mcp_call.go)
-	mcp        mcpResp // its MCP calls (mcp_call.go)
+	calls []*item // the function_call and mcp_* items the reply made (tools.go, mcp_call.go)
+	mcp   mcpResp // its MCP calls (mcp_call.go)
+	// toolCalls are the calls timed for its turn's statistics: its MCP calls, and the function
+	// calls whose outputs arrived before it started (metrics.ToolCallStats).
+	toolCalls  []metrics.ToolCallStats
 	id, itemID string
 	epoch      int
 	turnID     int
-	stageTurn  int // engine turn, -1 until bound
-	audio      bool
-	maxTokens  int
-	cancelled  atomic.Bool // read by the job goroutine before it starts generation
+	// turn is the id the engine knows the response's turn by (Session.input when it began): its
+	// input, rows and record carry it, and the session closes it once at endResponse.
+	turn      int
+	stageTurn int // engine turn, -1 until bound
+	audio     bool
+	maxTokens int
+	cancelled atomic.Bool // read by the job goroutine before it starts generation
 	// claimed is set by the response's job right before it reads cancelled and starts the
 	// engine response (claimEngine); jobbed says such a job was queued (actor only). A response
 	// cancelled while a queued job has not claimed it never reaches the engine.
@@ -141,24 +148,32 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	s.stopIdleTimeout()
 	s.resetVAD()
 	s.turnID++
+	// The response answers the input built so far (or the engine's own turn, which already
+	// answered it); the next input is a new turn.
+	turn := stageTurn
+	if turn < 0 {
+		turn = s.input
+	}
+	s.input = max(s.input, turn+1)
 	r := &response{
-		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn,
+		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
 	r.itemID = "item_" + r.id
+	r.toolCalls, s.toolCallsAnswered = s.toolCallsAnswered, nil
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
-		arrival := s.engine.MarkTurnArrival(s.m.cfg.WallClock())
-		s.engine.BeginTurn(r.id, r.turnID, arrival)
+		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
+		s.engine.BeginTurn(r.turn, r.id, r.turnID, arrival)
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it
-	r.prevItemID = s.lastItemID()
+	r.prevItemID = s.conv.lastID()
 	if !r.outOfBand {
-		s.items = append(s.items, it)
+		s.conv.insert(it, "")
 	}
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
@@ -196,15 +211,6 @@ func (s *Session) responseObject(r *response, status string, details *protocol.S
 	return o
 }
 
-// temperature is the sampling temperature in force (the beta session and response objects
-// tell it).
-func (s *Session) temperature() float64 {
-	if s.cfg.Temperature != nil {
-		return *s.cfg.Temperature
-	}
-	return 0.8
-}
-
 func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
 
 // conversationIDOf is a response's conversation_id: null out of band (OpenAI).
@@ -222,7 +228,7 @@ func (s *Session) responseItem(r *response) *item {
 	if r.outOfBand {
 		return r.item
 	}
-	return s.findItem(r.itemID)
+	return s.conv.find(r.itemID)
 }
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
@@ -233,38 +239,28 @@ func (s *Session) endResponse(reason string) *response {
 		return nil
 	}
 	s.endMCPCalls(r)
-	s.resp = nil
+	s.responses.end()
 	s.turnState = TurnIdle
-	if r.stageTurn > s.lastClosed {
-		s.lastClosed = r.stageTurn
-	}
-	if s.pendingIn > 0 && !r.outOfBand {
-		s.pendingIn--
-	}
 	if it := s.responseItem(r); it != nil {
-		it.Text = r.heardText()
-		if r.truncated {
-			it.Text = ""
-		}
-		it.AudioMs = r.sentMs
-		if r.playedMs >= 0 {
-			it.AudioMs = min(r.sentMs, r.playedMs)
-		}
+		r.settleItem(it)
 	}
 	if s.engine != nil {
 		if m := turnStats(s.engine); m != nil {
-			m.SetTurnDelivered(r.sentMs, r.underrunMs)
+			m.SetTurnDelivered(r.turn, r.sentMs, r.underrunMs)
 		}
 		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
-			m.SetTurnPlayed(r.ackedMs)
+			m.SetTurnPlayed(r.turn, r.ackedMs)
 		}
 		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
-			m.SetTurnDetached(r.detachedMs)
+			m.SetTurnDetached(r.turn, r.detachedMs)
+		}
+		if m, ok := s.engine.(TurnToolMarker); ok && len(r.toolCalls) > 0 {
+			m.AddTurnToolCalls(r.turn, r.toolCalls)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
-			s.finalizeUnstarted(u, reason)
+			s.finalizeUnstarted(u, r.turn, reason)
 		} else {
-			s.engine.FinalizeTurn(reason)
+			s.engine.FinalizeTurn(r.turn, reason)
 		}
 	}
 	return r
@@ -273,17 +269,17 @@ func (s *Session) endResponse(reason string) *response {
 // finalizeUnstarted ends the turn of a response cancelled before its engine response started,
 // e.g. a response.cancel right after response.create while the input's commit is still queued:
 // the turn waits for that input's work (its transcription and prefill), which a job queued
-// behind the input's own jobs reports settled. Without room for that job the engine's drain
-// bound finalizes the turn.
-func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, reason string) {
-	u.FinalizeUnstartedTurn(reason)
+// behind the input's own jobs reports settled. Without room for that job the turn is recorded
+// when the stream closes.
+func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, turn int, reason string) {
+	u.FinalizeUnstartedTurn(turn, reason)
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-		if err := u.SettleInput(ctx); err != nil {
+		if err := u.SettleInput(ctx, turn); err != nil {
 			s.log.Debug("settling the input of a cancelled response", zap.Error(err))
 		}
 		return jobResult{} // statistics only: nothing for the client
 	}}) {
-		s.log.Debug("no room to settle the input of a cancelled response; its turn waits for the drain bound")
+		s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
 	}
 }
 
@@ -308,7 +304,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			return
 		}
 		s.turnState = TurnAssistantPlaying
-		s.queueAudio(r, o.Audio, s.joinTranscript(r, o.Text))
+		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.listening())
 		s.pace()
 	case requestclient.OutUsage:
 		if o.Usage != nil {
@@ -335,37 +331,6 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// joinTranscript returns a phrase's transcript delta so that the deltas concatenate into the
-// exact transcript: the talker's phrases carry no separating space.
-func (s *Session) joinTranscript(r *response, text string) string {
-	if text == "" {
-		return ""
-	}
-	if cur := r.transcript.String(); cur != "" && !strings.HasSuffix(cur, " ") && !strings.HasPrefix(text, " ") {
-		text = " " + text
-	}
-	r.transcript.WriteString(text)
-	return text
-}
-
-func (s *Session) queueAudio(r *response, pcm []float32, text string) {
-	per := OutputRate * frameMs / 1000
-	for i := 0; i < len(pcm); i += per {
-		end := min(i+per, len(pcm))
-		f := frame{data: r.enc.Encode(pcm[i:end], r.format), ms: float64(end-i) * 1000 / OutputRate}
-		if s.listening() {
-			f.ref = echoReference(pcm[i:end])
-		}
-		if i == 0 {
-			f.text = text
-		}
-		r.frames = append(r.frames, f)
-	}
-	if len(pcm) == 0 && text != "" {
-		r.frames = append(r.frames, frame{text: text})
-	}
-}
-
 // pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
 // real time, arms the timer for the next frame, and completes a finished, drained response.
 func (s *Session) pace() {
@@ -384,24 +349,15 @@ func (s *Session) pace() {
 	}
 	now := s.m.cfg.Now()
 	lead := float64(s.m.cfg.MaxOutputLead) / float64(time.Millisecond)
-	if len(r.frames) > 0 && r.started.IsZero() {
-		r.started = now
-	}
-	for len(r.frames) > 0 {
-		elapsed := float64(now.Sub(r.started)) / float64(time.Millisecond)
-		if r.sentMs > elapsed+lead {
-			wait := time.Duration((r.sentMs - elapsed - lead) * float64(time.Millisecond))
-			s.paceTimer.Reset(max(wait, time.Millisecond))
-			return
+	for {
+		f, wait, ok := r.nextFrame(now, lead)
+		if !ok {
+			if wait > 0 {
+				s.paceTimer.Reset(wait)
+				return
+			}
+			break
 		}
-		if play := elapsed - r.underrunMs; r.sentMs > 0 && play > r.sentMs {
-			// The client played everything sent before this frame was ready: an underrun.
-			r.underrunMs += play - r.sentMs
-		}
-		f := r.frames[0]
-		r.frames = r.frames[1:]
-		r.sent = append(r.sent, sentFrame{startMs: r.sentMs, text: f.text})
-		r.sentMs += f.ms
 		s.assistantAudio = true
 		if f.ref != nil {
 			s.echoCanceller().Reference(f.ref)
@@ -419,21 +375,7 @@ func (s *Session) pace() {
 }
 
 func (s *Session) completeResponse(r *response) {
-	status, reason := "completed", "stop"
-	var details *protocol.StatusDetails
-	switch r.finish {
-	case "length":
-		status = "incomplete"
-		details = &protocol.StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
-	case "error":
-		status, reason = "failed", "error"
-		details = &protocol.StatusDetails{Type: "failed", Reason: "engine_error"}
-	case "abort":
-		status, reason = "cancelled", "abort"
-		details = &protocol.StatusDetails{Type: "cancelled", Reason: "abort"}
-	case requestclient.FinishToolCalls:
-		reason = requestclient.FinishToolCalls // completed, logged as a turn that ended in calls
-	}
+	status, reason, details := doneStatus(r.finish)
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
 	s.trimHistory()
@@ -490,13 +432,11 @@ func (s *Session) emitDone(r *response, status string, details *protocol.StatusD
 		output = append(output, w)
 		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, Item: w}})
 		if !r.outOfBand {
-			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.previousItemID(it), Item: w}})
+			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: w}})
 		}
 	}
 	u := r.usage()
-	if !r.ownInput && r.engineUsage != nil {
-		s.lastUsage = u // what the next response finds cached
-	}
+	s.keepUsage(r, u)
 	for _, c := range r.calls {
 		output = append(output, c.item())
 	}
@@ -521,10 +461,7 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 		// The client holds audio it has not played yet: tell it which to drop, and keep in the
 		// item only what was played (the client's playback.ack, else the pacing clock, which
 		// assumes playback at real time from the first delta).
-		if r.playedMs < 0 {
-			elapsed := float64(s.m.cfg.Now().Sub(r.started)) / float64(time.Millisecond)
-			r.playedMs = max(0, min(r.sentMs, elapsed))
-		}
+		r.assumePlayed(s.m.cfg.Now())
 		if notify {
 			r.clearedAudio = true
 			end := int(r.playedMs)
@@ -547,9 +484,9 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 	s.turnState = TurnBargeIn
 	if heard := r.heardText(); heard != "" && !r.outOfBand && s.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
-		eng := s.engine
+		eng, turn := s.engine, s.input
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, "assistant", heard), errCode: "runtime_append_failed"}
+			return jobResult{err: eng.AppendText(ctx, turn, "assistant", heard), errCode: "runtime_append_failed"}
 		}}) {
 			s.log.Warn("dropping the heard assistant text: engine job queue full", zap.Int("chars", len(heard)))
 			s.sendError("input_backpressure", "too many pending engine jobs; the assistant text heard before the interruption was not kept in the conversation", "", "")

@@ -17,15 +17,15 @@ type InputItem struct {
 
 // SpecResponder is implemented by engines that run responses with per-response options.
 type SpecResponder interface {
-	RespondWith(ctx context.Context, spec requestclient.ResponseSpec) (int, error)
+	RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error)
 }
 
 // ErrSpecUnsupported reports per-response options on an engine without SpecResponder.
 var ErrSpecUnsupported = errors.New("per-response instructions, input and conversation \"none\" are not supported by this engine")
 
 // RespondWith implements SpecResponder.
-func (e pipelineEngine) RespondWith(ctx context.Context, spec requestclient.ResponseSpec) (int, error) {
-	return e.d.RespondWith(ctx, spec)
+func (e pipelineEngine) RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error) {
+	return e.d.RespondWith(ctx, turn, spec)
 }
 
 // special reports whether the response needs more of the engine than Respond.
@@ -33,16 +33,16 @@ func (o respOptions) special() bool {
 	return o.instructions != nil || o.outOfBand || o.input != nil || o.tools != nil
 }
 
-// respond starts the engine response of o on eng (run from a job, off the actor).
-func (o respOptions) respond(ctx context.Context, eng Engine) (int, error) {
+// respond starts the engine response of o for turn on eng (run from a job, off the actor).
+func (o respOptions) respond(ctx context.Context, eng Engine, turn int) (int, error) {
 	if !o.special() {
-		return eng.Respond(ctx, o.maxTokens)
+		return eng.Respond(ctx, turn, o.maxTokens)
 	}
 	sr, ok := eng.(SpecResponder)
 	if !ok {
 		return 0, ErrSpecUnsupported
 	}
-	return sr.RespondWith(ctx, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
+	return sr.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 
 // resolveSpec fills o's instructions, conversation and input from response.create, each
@@ -67,7 +67,7 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 			o.input = append(o.input, requestclient.Message{Role: in.Role, Text: in.Text})
 			continue
 		}
-		it := s.findItem(in.Ref)
+		it := s.conv.find(in.Ref)
 		if it == nil {
 			return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
 				fmt.Sprintf("the item with id '%s' does not exist in the conversation", in.Ref)}

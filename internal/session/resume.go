@@ -177,10 +177,7 @@ func (s *Session) resume(call resumeCall) {
 	ev := protocol.SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
 		Session: s.publicSession()}
 	if !complete {
-		items := make([]protocol.Item, 0, len(s.items))
-		for _, it := range s.items {
-			items = append(items, it.item())
-		}
+		items := s.conv.wire()
 		ev.Items = &items
 		if r := s.resp; r != nil {
 			o := s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)

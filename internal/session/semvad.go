@@ -238,7 +238,7 @@ func (s *Session) decidePause(p *semPause, rule SemanticEndpointing, eagerness s
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 		AudioEndMs: int(s.inputMs), ItemID: s.speechItemID, EndOfTurn: info}})
 	if m := turnStats(s.engine); m != nil {
-		m.MarkInputEnd(s.m.cfg.WallClock())
+		m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 	}
 	s.log.Debug("semantic_vad end of turn", zap.String("reason", reason), zap.Float64("probability", p.prob),
 		zap.Bool("scored", p.scored), zap.Int("silence_ms", int(silence)), zap.String("eagerness", eagerness))

@@ -10,11 +10,9 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // Options configures one session at creation.
@@ -68,11 +66,21 @@ const (
 
 // Session is the actor that owns all state of one realtime session. Its Run goroutine is
 // the only one touching that state; other goroutines talk to it through bounded channels.
+//
+// Its state is split by concern into the components below, one file each, each a plain struct
+// that sends no event and calls no engine (the package doc lists them). Those whose fields the
+// session reads everywhere are embedded, so s.cfg, s.resp, s.inputBuf name them directly; the
+// others are used through their methods.
 type Session struct {
+	settings                // configuration: cfg, opts, what limits session.update (settings.go)
+	inputAudio              // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
+	responses               // the active response and its counters (responses.go)
+	conv       conversation // the conversation's items (conversation.go)
+	tools      toolState    // MCP servers, what the engine was given of the tools (toolstate.go)
+	tx         transcripts  // a transcription session's live deltas (transcripts.go)
+
 	id   string
 	m    *Manager
-	cfg  Config
-	opts Options
 	sink Sink
 	log  *zap.Logger
 
@@ -82,12 +90,6 @@ type Session struct {
 	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobs    chan job
 	results chan jobResult
-	mcp     mcpState // MCP servers of session.tools (mcp.go)
-
-	// toolsEngine and toolsKey are the engine the session's tools were last given to, and
-	// what it was given (tools_sync.go syncTools).
-	toolsEngine Engine
-	toolsKey    string
 
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
@@ -111,44 +113,23 @@ type Session struct {
 	turnState   string
 	epoch       int
 	turnID      int
-	resp        *response
-	lastClosed  int          // highest engine turn whose output is over (done or cancelled)
-	inDec       InputDecoder // the append stream's decoder: one resampler for the session's input
-	inputBuf    [][]float32
-	inputBytes  int
-	// inputStartTS is the wall time of the first append after the last commit / clear: a
-	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
-	inputStartTS float64
-	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
-	// commit (decoded while the user speaks); the commit job feeds only the rest.
-	inputFwd int
+	// input is the id of the turn the user's input is building: every input and response
+	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
+	// abandons it. Ids are never reused.
+	input int
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
 	jobsOut      int // jobs submitted whose result has not come back
-	pendingIn    int // committed user inputs not yet answered
-	items        []*item
-	vad          *speech.VAD      // server_vad's overlap detector, created on the first append
-	denoise      *speech.Denoiser // audio.input.noise_reduction (denoise.go); nil = off
-	vadTD        TurnDetection    // the settings vad was created with
-	// vadMarks remembers when the last appends reached vad (stream ms at their end, wall time),
-	// so a speech onset the VAD reports later is stamped with the receipt of its own append.
-	vadMarks    [16]vadMark
-	vadFed      int64   // samples fed to vad since it was created or reset
-	onsetAt     float64 // wall time of the onset reported by the last append; 0 = none
-	inSpeech    bool    // speech_started went out and its speech_stopped has not
-	paceTimer   *time.Timer
-	vadIdle     *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
-	idleFromMs  float64     // the input audio position when vadIdle was armed (response.done)
-	idleTimer   *time.Timer
-	closeReason string
-	sinkBroken  bool // the connection refused an event: nothing more can be sent
-	// dialectFixed: the dialect can no longer change (the header chose it, or the client's
-	// first event was seen).
-	dialectFixed bool
-	// modelNamed: the client chose the session's model name (?model= on the connection, or the
-	// first session.update naming a served one); later updates may name any served name.
-	modelNamed bool
+	// toolCallsAnswered are the function calls the client answered since the last response
+	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
+	toolCallsAnswered []metrics.ToolCallStats
+	paceTimer         *time.Timer
+	vadIdle           *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
+	idleFromMs        float64     // the input audio position when vadIdle was armed (response.done)
+	idleTimer         *time.Timer
+	closeReason       string
+	sinkBroken        bool // the connection refused an event: nothing more can be sent
 
 	resumeToken string      // the current resume token (never logged); "" when resume is off
 	attachGen   int         // the connection attachment: 0 the first, +1 per resume
@@ -156,20 +137,8 @@ type Session struct {
 	detachedAt  time.Time   // when the session detached
 	graceTimer  *time.Timer // the resume grace of a detached session
 
-	expiresAt      time.Time
-	assistantAudio bool                         // assistant audio was sent: the voice is fixed
-	inputMs        float64                      // input audio written this session (audio_start_ms / audio_end_ms clock)
-	vadBaseMs      float64                      // inputMs when the VAD's stream time was 0
-	echo           *audio.EchoCanceller         // removes the session's own sent audio from what the VAD hears
-	speechItemID   string                       // the item id announced by speech_started, used by the next commit
-	tdeltas        map[string]*transcriptDeltas // a transcription session's deltas by item, until final
-	// txCuts are a transcription session's utterance ends the engine's outputs have not reached
-	// yet, in order: a committed item's id (until its Transcript output) or "" for a discard
-	// (until its mark). Deltas still on their way belong to the first.
-	txCuts     []string
-	bufStartMs float64  // inputMs at the start of the uncommitted buffer
-	lastUsage  usage    // the previous response's usage (its context is cached)
-	sem        semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
+	expiresAt time.Time
+	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
 type job struct {
@@ -190,42 +159,25 @@ type jobResult struct {
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
 func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s := &Session{
-		id:         "duplex-" + uuid.NewString(),
-		m:          m,
-		opts:       opts,
-		sink:       sink,
-		inbox:      make(chan Command, 64),
-		inboxB:     newByteBudget(m.cfg.MaxInboxBytes),
-		stop:       make(chan string, 1),
-		drain:      make(chan time.Duration, 1),
-		jobs:       make(chan job, 16),
-		results:    make(chan jobResult, 16),
-		outNotify:  make(chan struct{}, 1),
-		lost:       make(chan int, 1),
-		resumes:    make(chan resumeCall),
-		done:       make(chan struct{}),
-		state:      "open",
-		turnState:  TurnIdle,
-		lastClosed: -1,
-		expiresAt:  m.cfg.Now().Add(maxSessionLength),
-		// OpenAI's defaults: audio out, 24 kHz pcm16 both ways, server_vad that creates and
-		// interrupts responses. Input transcription is on (the ASR is the pipeline's input).
-		cfg: Config{
-			Model:         firstNonEmpty(opts.Model, m.cfg.ModelName),
-			Modalities:    []string{"audio"},
-			Voice:         "alloy",
-			InputFormat:   AudioFormat{Type: "pcm16", Rate: 24000},
-			OutputFormat:  AudioFormat{Type: "pcm16", Rate: 24000},
-			TurnDetection: m.cfg.TurnDetection.copy(),
-			Transcription: true,
-			IdleTimeout:   m.cfg.IdleTimeout,
-			vadDefaults:   m.cfg.TurnDetection,
-		},
-	}
-	s.modelNamed = opts.Model != ""
-	if opts.Beta {
-		s.cfg.Modalities = []string{"text", "audio"}
-		s.dialectFixed = true
+		id:        "duplex-" + uuid.NewString(),
+		m:         m,
+		sink:      sink,
+		inbox:     make(chan Command, 64),
+		inboxB:    newByteBudget(m.cfg.MaxInboxBytes),
+		stop:      make(chan string, 1),
+		drain:     make(chan time.Duration, 1),
+		jobs:      make(chan job, 16),
+		results:   make(chan jobResult, 16),
+		outNotify: make(chan struct{}, 1),
+		lost:      make(chan int, 1),
+		resumes:   make(chan resumeCall),
+		done:      make(chan struct{}),
+		state:     "open",
+		turnState: TurnIdle,
+		responses: newResponses(),
+		expiresAt: m.cfg.Now().Add(maxSessionLength),
+		settings:  newSettings(opts, m.cfg),
+		input:     1,
 	}
 	if m.cfg.ResumeGrace > 0 {
 		s.resumeToken = newResumeToken()
@@ -319,8 +271,8 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.m.untrack(s)
 	defer s.closeVAD()
 	defer s.stopPauseTimer()
-	s.initMCP()
-	defer s.closeMCP()
+	s.tools.open()
+	defer s.tools.close()
 	defer s.closeDenoise()
 	s.graceTimer = time.NewTimer(time.Hour)
 	s.graceTimer.Stop()
@@ -343,7 +295,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.paceTimer.Stop()
 
 	if first != nil {
-		s.detectDialect(first)
+		s.fixDialect(first)
 		s.handleUpdate(first, true)
 	} else {
 		s.emitCreated()
@@ -397,13 +349,13 @@ func (s *Session) loop(ctx context.Context) string {
 		case c := <-s.inbox:
 			s.inboxB.release(commandBytes(c))
 			s.resetIdle()
-			s.detectDialect(c)
+			s.fixDialect(c)
 			s.handle(c)
 		case <-s.outNotify:
 			s.drainOutputs()
 		case r := <-s.results:
 			s.handleResult(r)
-		case r := <-s.mcp.results:
+		case r := <-s.tools.mcp.results:
 			s.handleMCPResult(r)
 		case a := <-s.sem.results:
 			s.endOfTurnAnswer(a)
@@ -580,13 +532,11 @@ func (s *Session) ensureEngine(eventID string) bool {
 	return true
 }
 
-// autoResponse reports whether the engine takes turns itself: on ?duplex=1, server_vad with
-// create_response is the native auto_response (the engine's VAD endpointing makes listen /
-// speak decisions). Without duplex the session's own VAD commits and creates responses.
-func (s *Session) autoResponse() bool { return s.autoResponseFor(s.cfg) }
-
-func (s *Session) autoResponseFor(c Config) bool {
-	return s.opts.Duplex && !s.opts.Transcription && c.TurnDetection != nil && c.TurnDetection.CreateResponse
+// fixDialect fixes the dialect at the client's first event (settings.detectDialect).
+func (s *Session) fixDialect(c Command) {
+	if s.detectDialect(c) {
+		s.log.Debug("beta client detected from its session.update fields")
+	}
 }
 
 func (s *Session) fence() requestclient.Fence {

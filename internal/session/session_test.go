@@ -33,7 +33,32 @@ type fakeEngine struct {
 	turn   int
 	speak  []float32     // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
 	gate   chan struct{} // when set, AppendText waits for it to close (or for its context)
+	ids    []string      // the turn id of every input, response and close: "append:1", "clear:1"
 }
+
+func (f *fakeEngine) recID(c string, turn int) {
+	f.mu.Lock()
+	f.ids = append(f.ids, fmt.Sprintf("%s:%d", c, turn))
+	f.mu.Unlock()
+}
+
+func (f *fakeEngine) idList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// MarkInputEnd, ClearTurnInput, SetTurnDelivered and ObserveBargeIn implement TurnStatsMarker.
+func (f *fakeEngine) MarkInputEnd(turn int, ts float64) {
+	assert.Positive(f.t, turn)
+	assert.Positive(f.t, ts)
+}
+func (f *fakeEngine) ClearTurnInput(turn int) { f.recID("clear", turn) }
+func (f *fakeEngine) SetTurnDelivered(turn int, audioMs, _ float64) {
+	assert.Positive(f.t, turn)
+	assert.GreaterOrEqual(f.t, audioMs, 0.0)
+}
+func (f *fakeEngine) ObserveBargeIn(latencyS float64) { assert.GreaterOrEqual(f.t, latencyS, 0.0) }
 
 func (f *fakeEngine) rec(c string) {
 	f.mu.Lock()
@@ -47,16 +72,21 @@ func (f *fakeEngine) list() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeEngine) AppendAudio(_ context.Context, pcm []float32) error {
+func (f *fakeEngine) AppendAudio(_ context.Context, turn int, pcm []float32) error {
+	assert.Positive(f.t, turn)
 	assert.NotEmpty(f.t, pcm)
+	f.recID("append", turn)
 	f.rec("append")
 	return nil
 }
-func (f *fakeEngine) Commit(context.Context, bool) (string, error) {
+func (f *fakeEngine) Commit(_ context.Context, turn int, _ bool) (string, error) {
+	assert.Positive(f.t, turn)
+	f.recID("commit", turn)
 	f.rec("commit")
 	return "hello", nil
 }
-func (f *fakeEngine) AppendText(ctx context.Context, role, text string) error {
+func (f *fakeEngine) AppendText(ctx context.Context, turn int, role, text string) error {
+	assert.Positive(f.t, turn)
 	assert.Equal(f.t, "assistant", role)
 	if f.gate != nil {
 		select {
@@ -68,7 +98,11 @@ func (f *fakeEngine) AppendText(ctx context.Context, role, text string) error {
 	f.rec("text:" + text)
 	return nil
 }
-func (f *fakeEngine) Respond(context.Context, int) (int, error) {
+
+// Respond numbers responses itself, as an engine that answered input by itself would.
+func (f *fakeEngine) Respond(_ context.Context, turn, _ int) (int, error) {
+	assert.Positive(f.t, turn)
+	f.recID("respond", turn)
 	f.rec("respond")
 	f.mu.Lock()
 	f.turn++
@@ -95,12 +129,15 @@ func (f *fakeEngine) Close(_ context.Context, reason string) error {
 	return nil
 }
 func (f *fakeEngine) Abort() { f.rec("abort") }
-func (f *fakeEngine) MarkTurnArrival(ts float64) float64 {
+func (f *fakeEngine) MarkTurnArrival(turn int, ts float64) float64 {
+	assert.Positive(f.t, turn)
 	assert.Positive(f.t, ts)
 	f.rec("mark")
 	return ts
 }
-func (f *fakeEngine) BeginTurn(id string, turn int, arrival float64) {
+func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64) {
+	assert.Positive(f.t, turn)
+	assert.Positive(f.t, turnID)
 	assert.Contains(f.t, id, "resp-duplex-")
 	assert.Positive(f.t, arrival)
 	f.rec("begin")
@@ -110,9 +147,11 @@ func (f *fakeEngine) BeginTurn(id string, turn int, arrival float64) {
 }
 
 // SetTurnPlayed implements TurnPlaybackMarker.
-func (f *fakeEngine) SetTurnPlayed(ms float64) { f.rec(fmt.Sprintf("played:%.0f", ms)) }
+func (f *fakeEngine) SetTurnPlayed(_ int, ms float64) { f.rec(fmt.Sprintf("played:%.0f", ms)) }
 
-func (f *fakeEngine) FinalizeTurn(reason string) bool {
+func (f *fakeEngine) FinalizeTurn(turn int, reason string) bool {
+	assert.Positive(f.t, turn)
+	f.recID("close", turn)
 	f.rec("finalize:" + reason)
 	return true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -42,7 +43,7 @@ func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, pa
 		}
 	}
 	if choice.Mode == "mcp" {
-		return nil // the MCP tools are checked when a response forces one (mcp_call.go toolsFor)
+		return nil // the MCP tools are checked when a response forces one (toolstate.go specFor)
 	}
 	if choice.Mode == requestclient.ToolChoiceFunction && !seen[choice.Function] {
 		return &FieldError{"invalid_value", param + ".tool_choice", fmt.Sprintf("tool_choice names function %q, which is not among the tools", choice.Function)}
@@ -73,10 +74,10 @@ func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *req
 
 // sessionTools is the session's tools for a response that declares none of its own.
 func (s *Session) sessionTools() *requestclient.ToolSpec {
-	spec, _, fe := s.toolsFor(s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
+	spec, _, fe := s.tools.specFor(s.cfg.MCP, s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
 	if fe != nil {
 		// tool_choice forces an MCP tool not listed (yet): the engine's own turns choose.
-		spec, _, _ = s.toolsFor(s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		spec, _, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
 	}
 	return spec
 }
@@ -121,12 +122,12 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 	r.calls = append(r.calls, it)
 	s.sendOutputItemAdded(r, idx, it)
 	if !r.outOfBand {
-		s.insertItem(it, "")
+		s.conv.insert(it, "")
 		s.sendItemAdded(it, r.epoch, true)
 	}
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
-	it.Arguments, it.Status = c.Arguments, "completed"
+	it.Arguments, it.Status, it.CalledAt = c.Arguments, "completed", s.m.cfg.WallClock()
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDone{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Arguments: c.Arguments, Name: c.Name}})
 	s.sendOutputItemDone(r, idx, it, true)
@@ -141,37 +142,25 @@ func (s *Session) sendOutputItemAdded(r *response, idx int, it *item) {
 // the conversation) and response.output_item.done. model marks them model output (dropped once
 // the response's epoch is over); the end of an MCP call, which the server itself ran, is not.
 func (s *Session) sendOutputItemDone(r *response, idx int, it *item, model bool) {
-	if !r.outOfBand && s.findItem(it.ID) != nil {
-		s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ConversationItemDone{PreviousItemID: s.previousItemID(it), Item: it.item()}})
+	if !r.outOfBand && s.conv.find(it.ID) != nil {
+		s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: it.item()}})
 	}
 	s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
-}
-
-// findCall is the function_call item of call id, or nil.
-func (s *Session) findCall(callID string) *item {
-	for _, it := range s.items {
-		if it.Type == "function_call" && it.CallID == callID {
-			return it
-		}
-	}
-	return nil
 }
 
 // createFunctionOutput is conversation.item.create with a function_call_output: the result of
 // an earlier call joins the conversation (the engine reads it in the template's tool-result
 // form), and counts as input a response.create may answer.
 func (s *Session) createFunctionOutput(c *CreateItem) {
-	call := s.findCall(c.CallID)
+	call := s.conv.findCall(c.CallID)
 	if call == nil {
 		s.sendError("invalid_value", fmt.Sprintf("no function_call item has call_id %q", c.CallID), c.ID, "item.call_id")
 		return
 	}
-	for _, it := range s.items {
-		if it.Type == "function_call_output" && it.CallID == c.CallID {
-			// One result per call: a second would leave the model two answers to one question.
-			s.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
-			return
-		}
+	if it := s.conv.callOutput(c.CallID); it != nil {
+		// One result per call: a second would leave the model two answers to one question.
+		s.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
+		return
 	}
 	id, ok := s.newClientItem(c)
 	if !ok {
@@ -182,14 +171,29 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 		return
 	}
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
-	s.insertItem(it, "")
+	s.conv.insert(it, "")
 	s.sendItemAdded(it, s.epoch, false)
 	s.sendItemDone(it, s.epoch)
 	s.pendingIn++
-	eng, out := s.engine, c.Output
+	s.timeFunctionCall(call)
+	eng, out, turn := s.engine, c.Output, s.input
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
-		return jobResult{err: eng.AppendText(ctx, "tool", out), errCode: "runtime_append_failed"}
+		return jobResult{err: eng.AppendText(ctx, turn, "tool", out), errCode: "runtime_append_failed"}
 	}})
+}
+
+// maxToolCallsAnswered bounds the answered calls kept for the next response's statistics (a
+// client answering calls with no response after them); later ones are not timed.
+const maxToolCallsAnswered = 64
+
+// timeFunctionCall times the client's answer to call (arguments done → its function_call_output)
+// for the next response's turn: the follow-up the output is for.
+func (s *Session) timeFunctionCall(call *item) {
+	if call.CalledAt <= 0 || len(s.toolCallsAnswered) >= maxToolCallsAnswered {
+		return
+	}
+	s.toolCallsAnswered = append(s.toolCallsAnswered, metrics.ToolCallStats{Kind: metrics.ToolKindFunction,
+		Name: call.Name, CallID: call.CallID, Start: call.CalledAt, DurationMs: max(s.m.cfg.WallClock()-call.CalledAt, 0) * 1000})
 }
 
 // resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
@@ -218,7 +222,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 	if c.ToolsSet || c.ToolChoice != nil {
 		param = "response"
 	}
-	spec, refs, fe := s.toolsFor(tools, choice, parallel, !c.ToolsSet, param)
+	spec, refs, fe := s.tools.specFor(s.cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
 	if fe != nil {
 		return fe
 	}

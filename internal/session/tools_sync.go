@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -26,27 +25,18 @@ func (s *Session) syncTools() {
 	if s.engine == nil {
 		return
 	}
-	spec := s.sessionTools()
-	key := ""
-	if spec != nil {
-		b, _ := json.Marshal(spec)
-		key = string(b)
-	}
-	if s.toolsEngine != s.engine {
-		s.toolsEngine, s.toolsKey = s.engine, ""
-	}
-	if s.toolsKey == key {
-		return
-	}
 	te, ok := s.engine.(ToolEngine)
 	if !ok {
 		return // responses the session starts carry the tools themselves
 	}
-	s.toolsKey = key
+	spec := s.sessionTools()
+	if !s.tools.give(s.engine, spec) {
+		return
+	}
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		return jobResult{err: te.SetTools(ctx, spec), errCode: "runtime_append_failed"}
 	}}) {
-		s.toolsKey = "\x00" // not applied: the next sync tries again
+		s.tools.notGiven() // the next sync tries again
 		s.sendError("input_backpressure", "too many pending engine jobs; the session's tools were not applied yet", "", "session.tools")
 	}
 }

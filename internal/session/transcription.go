@@ -2,8 +2,6 @@ package session
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -16,46 +14,6 @@ import (
 // with no response.* ever. Its session object is realtime.transcription_session; beta clients
 // get transcription_session.created / .updated.
 
-// transcriptionUpdateError refuses what a transcription session cannot take: a switch of the
-// session type either way, turning transcription off, and the conversation-only fields.
-func (s *Session) transcriptionUpdateError(p ConfigPatch) *FieldError {
-	if !s.opts.Transcription {
-		if p.Type != nil && *p.Type == "transcription" {
-			return &FieldError{"invalid_value", "session.type",
-				"A conversation session cannot become a transcription session: connect with ?intent=transcription (and no model)."}
-		}
-		return nil
-	}
-	if p.Type != nil && *p.Type != "transcription" {
-		return &FieldError{"invalid_value", "session.type",
-			fmt.Sprintf("This is a transcription session (?intent=transcription): session.type must be \"transcription\", not %q.", *p.Type)}
-	}
-	if p.TranscriptionSet && !p.Transcription {
-		return &FieldError{"invalid_value", "session.audio.input.transcription",
-			"A transcription session transcribes: audio.input.transcription cannot be null."}
-	}
-	conversationOnly := []struct {
-		set   bool
-		param string
-	}{
-		{p.Instructions != nil, "session.instructions"},
-		{p.Voice != nil, "session.audio.output.voice"},
-		{p.OutputFormat != nil, "session.audio.output.format"},
-		{p.Modalities != nil, "session.output_modalities"},
-		{p.MaxOutputTokens != nil, "session.max_output_tokens"},
-		{p.ToolsSet, "session.tools"},
-		{p.ToolChoice != nil, "session.tool_choice"},
-		{p.Temperature != nil, "session.temperature"},
-	}
-	for _, f := range conversationOnly {
-		if f.set {
-			return &FieldError{"unknown_parameter", f.param,
-				fmt.Sprintf("Unknown parameter: '%s'. A transcription session has no responses.", f.param)}
-		}
-	}
-	return nil
-}
-
 // refuseInTranscription answers a client event that only a conversation has; it reports
 // whether it did.
 func (s *Session) refuseInTranscription(eventID, kind string) bool {
@@ -64,13 +22,6 @@ func (s *Session) refuseInTranscription(eventID, kind string) bool {
 	}
 	s.sendError("invalid_value", fmt.Sprintf("%s is not accepted in a transcription session: it transcribes committed audio and never responds (connect without ?intent=transcription for a conversation).", kind), eventID, "type")
 	return true
-}
-
-// legacyTranscription: the session events are spelled transcription_session.created /
-// .updated, for a beta transcription session and for an update sent as
-// transcription_session.update.
-func (s *Session) legacyTranscription(legacy bool) bool {
-	return s.opts.Transcription && (s.opts.Beta || legacy)
 }
 
 // transcriptionSession is the effective realtime.transcription_session (protocol.Encode spells
@@ -92,105 +43,66 @@ func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
 }
 
-// transcriptDeltas is what a transcription session has sent of the open utterance's
-// transcript: the item the deltas named, and their text.
-type transcriptDeltas struct {
-	sent  string
-	final bool // the final transcript went out: later deltas of the item are stale
+// sendsTranscripts reports whether the client gets input transcription events: always in a
+// transcription session, in a conversation while audio.input.transcription is set.
+func (s *Session) sendsTranscripts() bool { return s.opts.Transcription || s.cfg.Transcription }
+
+// tracksDeltas reports whether the engine stream sends transcript deltas, so that the session
+// keeps their utterance ends (transcripts.cuts). It follows the stream, not the current
+// setting: a stream opened with deltas keeps sending them after transcription is turned off,
+// and those must still find their item (to be dropped).
+func (s *Session) tracksDeltas() bool { return s.opts.Transcription || s.engineOpts.TranscriptDeltas }
+
+// wantsDeltas is whether a stream opened now should send transcript deltas: a transcription
+// session, or a conversation with input transcription on whose turns the session ends (on
+// engine-endpointed turns, ?duplex=1 auto-response, the stage has no deltas to send).
+func (s *Session) wantsDeltas() bool {
+	return s.opts.Transcription || (s.cfg.Transcription && !s.autoResponse())
 }
 
-// sendTranscriptDelta sends words the recognizer settled on while the user speaks. They belong
-// to the first utterance end still ahead of them in the engine's outputs (txCuts): a committed
-// item, or discarded audio (dropped). With none ahead they are the open utterance's: the item
-// speech_started announced, or one reserved now (the commit takes it, as it takes
-// speech_started's).
+// sendTranscriptDelta sends words the recognizer settled on while the user speaks, to the item
+// they belong to (transcripts.ahead); with no utterance end ahead of them they are the open
+// utterance's: the item speech_started announced, or one reserved now (the commit takes it, as
+// it takes speech_started's). Conversation sessions send them only while input transcription
+// is on (OpenAI sends none without it).
 func (s *Session) sendTranscriptDelta(text string) {
-	if !s.opts.Transcription || text == "" {
+	if !s.sendsTranscripts() || text == "" {
 		return
 	}
-	var target string
-	if len(s.txCuts) > 0 {
-		if target = s.txCuts[0]; target == "" {
-			return // of audio input_audio_buffer.clear discarded
-		}
-	} else {
-		if s.speechItemID == "" || s.findItem(s.speechItemID) != nil {
-			s.speechItemID = newItemID()
-		}
+	target, ahead := s.tx.ahead()
+	if ahead && target == "" {
+		return // of audio input_audio_buffer.clear discarded
+	}
+	if !ahead {
+		s.speechItemID = s.conv.freshID(s.speechItemID)
 		target = s.speechItemID
 	}
-	if s.tdeltas == nil {
-		s.tdeltas = map[string]*transcriptDeltas{}
+	if text = s.tx.add(target, text); text != "" {
+		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: target, Delta: text}})
 	}
-	d := s.tdeltas[target]
-	if d == nil {
-		d = &transcriptDeltas{}
-		s.tdeltas[target] = d
-	}
-	if d.final {
-		return
-	}
-	d.sent += text
-	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: target, Delta: text}})
 }
 
 // txCut records an utterance end sent to the engine: the committed item's id, or "" for a
 // discard.
 func (s *Session) txCut(itemID string) {
-	if s.opts.Transcription {
-		s.txCuts = append(s.txCuts, itemID)
-	}
-}
-
-// txCutReached takes an utterance end off txCuts: the first one, once the engine's outputs
-// reached it (a Transcript output for an item, a discard's mark for ""), or a failed commit's
-// item wherever it is (it has no output).
-func (s *Session) txCutReached(itemID string, failed bool) {
-	for i, id := range s.txCuts {
-		if id == itemID {
-			s.txCuts = slices.Delete(s.txCuts, i, i+1)
-			break
-		}
-		if !failed {
-			break
-		}
-	}
-	if d := s.tdeltas[itemID]; itemID != "" && (failed || d != nil && d.final) {
-		delete(s.tdeltas, itemID)
+	if s.tracksDeltas() {
+		s.tx.cut(itemID)
 	}
 }
 
 // dropOpenDeltas forgets the open utterance's deltas (its audio was discarded); the next
 // utterance gets a new item id.
 func (s *Session) dropOpenDeltas() {
-	if s.opts.Transcription && s.speechItemID != "" && s.findItem(s.speechItemID) == nil {
-		delete(s.tdeltas, s.speechItemID)
+	if s.tracksDeltas() && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
+		s.tx.drop(s.speechItemID)
 		s.speechItemID = ""
 	}
 }
 
-// finishTranscriptDeltas sends the rest of the item's final transcript as its last delta,
-// so that the deltas concatenate to it; when the final pass revised words already sent, the
-// deltas stop where they are and completed carries the final text (clients replace on
-// completed). An item with no delta gets its whole transcript as one.
+// finishTranscriptDeltas ends the item's deltas (transcripts.finish) and, while transcripts are
+// sent, sends the rest of its final transcript as its last delta.
 func (s *Session) finishTranscriptDeltas(itemID, final string) {
-	sent := ""
-	if d := s.tdeltas[itemID]; d != nil {
-		sent = d.sent
-	}
-	if slices.Contains(s.txCuts, itemID) {
-		// Deltas of it may still be on their way (ahead of its Transcript output): stale.
-		if s.tdeltas == nil {
-			s.tdeltas = map[string]*transcriptDeltas{}
-		}
-		s.tdeltas[itemID] = &transcriptDeltas{final: true}
-	} else {
-		delete(s.tdeltas, itemID)
-	}
-	if !strings.HasPrefix(final, sent) {
-		return
-	}
-	if rest := final[len(sent):]; rest != "" {
+	if rest := s.tx.finish(itemID, final); rest != "" && s.sendsTranscripts() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: itemID, Delta: rest}})
 	}
 }

@@ -179,3 +179,137 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 		}
 	}
 }
+
+// optsBackend is fakeBackend that also hands the test the options each stream is opened with.
+type optsBackend struct {
+	fakeBackend
+	opened chan OpenOptions
+}
+
+func (b *optsBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+	eng, err := b.fakeBackend.Open(ctx, f, o, out)
+	b.opened <- o
+	return eng, err
+}
+
+// A conversation session with input transcription on gets the same deltas as a transcription
+// session: the engine stream is asked for them, the words heard before the commit name the item
+// the commit then adds, and the deltas concatenate to the completed transcript.
+func TestConversationSendsTranscriptDeltas(t *testing.T) {
+	eng := &fakeEngine{t: t}
+	b := &optsBackend{fakeBackend{eng}, make(chan OpenOptions, 4)}
+	m := NewManager(ManagerConfig{MaxSessions: 1}, b, zap.NewNop())
+	sk := &recSink{sink: sink{ch: make(chan Event, 1024)}}
+	s, wait := runSession(t, m, Options{}, sk, manual16k)
+	ctx := context.Background()
+
+	require.NoError(t, s.Submit(ctx, &AppendAudio{Base: Base{Kind: "input_audio_buffer.append"}, Data: make([]byte, 6400)}))
+	require.True(t, (<-b.opened).TranscriptDeltas, "the first append opens the stream with deltas")
+	eng.out(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "hel"})
+	delta := sk.until(t, "conversation.item.input_audio_transcription.delta")
+	require.Equal(t, "hel", delta.wire()["delta"])
+	require.EqualValues(t, 0, delta.wire()["content_index"])
+
+	require.NoError(t, s.Submit(ctx, &CommitInput{}))
+	committed := sk.until(t, "input_audio_buffer.committed")
+	require.Equal(t, delta.wire()["item_id"], committed.wire()["item_id"], "the delta named the item the commit added")
+	rest := sk.until(t, "conversation.item.input_audio_transcription.delta")
+	require.Equal(t, committed.wire()["item_id"], rest.wire()["item_id"])
+	require.Equal(t, "lo", rest.wire()["delta"], "the last delta is the rest of the final transcript")
+	done := sk.until(t, "conversation.item.input_audio_transcription.completed")
+	require.Equal(t, "hello", done.wire()["transcript"])
+
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+}
+
+// With audio.input.transcription null a conversation gets no deltas (OpenAI sends none): the
+// stream is not asked for them, and deltas of a stream opened while it was on are dropped, also
+// the last one a commit's transcript would send. The session is driven on the test's goroutine
+// (it is the actor) so that "nothing was sent" is a fact, not a race.
+func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
+	m := NewManager(ManagerConfig{MaxSessions: 1}, &fakeBackend{&fakeEngine{t: t}}, zap.NewNop())
+	sk := &recSink{sink: sink{ch: make(chan Event, 64)}}
+	slot, err := m.Acquire(context.Background())
+	require.NoError(t, err)
+	defer slot.Release()
+	s := m.NewSession(slot, Options{}, sk)
+	require.True(t, s.openOptions().TranscriptDeltas, "on by default")
+	s.cfg.TurnDetection = nil
+	s.engineOpts = s.openOptions() // the stream was opened with transcription on
+
+	s.cfg.Transcription = false // then session.update turned it off
+	require.False(t, s.openOptions().TranscriptDeltas)
+	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "go"})
+	it := s.commitUserAudioItem(1000)
+	s.txCut(it.ID)
+	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: " on"})
+	s.emitTranscript(it.ID, "go on")
+	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscript, Text: "go on"})
+	for _, typ := range sk.seen() {
+		require.NotContains(t, typ, "input_audio_transcription", "transcription is off")
+	}
+	require.Empty(t, s.tx.deltas, "nothing kept for an item whose deltas were not sent")
+	require.Empty(t, s.tx.cuts)
+
+	// Engine-endpointed turns (?duplex=1 auto-response) have no deltas to ask for.
+	d := m.NewSession(slot, Options{Duplex: true}, sk)
+	require.True(t, d.autoResponse())
+	require.False(t, d.openOptions().TranscriptDeltas)
+}
+
+// deltaEngine is asrEngine that also sends, as the stage does, each appended chunk's "word" (its
+// value) as a transcript delta: a new stream starts its utterance's words from the beginning.
+type deltaEngine struct{ *asrEngine }
+
+func (d deltaEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
+	if err := d.asrEngine.AppendAudio(ctx, turn, pcm); err != nil {
+		return err
+	}
+	heard := d.heardNow()
+	word := heard[len(heard)-1]
+	if len(heard) > 1 {
+		word = " " + word
+	}
+	d.out(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: word})
+	return nil
+}
+
+type deltaBackend struct{ streamsBackend }
+
+func (b *deltaBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+	e, err := b.streamsBackend.Open(ctx, f, o, out)
+	return deltaEngine{e.(*asrEngine)}, err
+}
+
+// A session.update before the first commit reopens the early stream (ahead.go), and the new
+// stream decodes the buffered utterance again from its start: the words already sent are not
+// sent twice, so the deltas still concatenate to the transcript.
+func TestReopenedStreamDoesNotRepeatDeltas(t *testing.T) {
+	b := &deltaBackend{streamsBackend{t: t}}
+	s, sk, wait := startAheadSession(t, b)
+	ctx := context.Background()
+	appendAudio := func(v float64) { require.NoError(t, s.Submit(ctx, &AppendAudio{Data: pcmOf(v, 1600)})) }
+	appendAudio(0.1)
+	appendAudio(0.2)
+	drainUntilAck(t, s, sk)
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Patch: ConfigPatch{Instructions: ptr("Be brief.")}}))
+	sk.until(t, "session.updated")
+	appendAudio(0.3)
+	require.NoError(t, s.Submit(ctx, &CommitInput{}))
+	done := sk.until(t, "conversation.item.input_audio_transcription.completed")
+	require.Equal(t, "0.1 0.2 0.3", done.wire()["transcript"])
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
+
+	opts, _ := b.streams()
+	require.Len(t, opts, 2, "the update reopened the stream")
+	var deltas []string
+	for _, ev := range sk.events {
+		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+			require.Equal(t, done.wire()["item_id"], ev.wire()["item_id"])
+			deltas = append(deltas, ev.wire()["delta"].(string))
+		}
+	}
+	require.Equal(t, []string{"0.1", " 0.2", " 0.3"}, deltas)
+}

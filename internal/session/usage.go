@@ -69,10 +69,7 @@ func (s *Session) audioUsage(o respOptions) usage {
 	if o.input != nil {
 		return usage{inAudio: o.inputAudio} // a context of its own: nothing cached
 	}
-	var u usage
-	for _, it := range s.items {
-		u.inAudio += it.audioTokens()
-	}
+	u := usage{inAudio: s.conv.audioTokens()}
 	prev := s.lastUsage
 	u.cachedAudio = min(u.inAudio, prev.inAudio+prev.outAudio)
 	return u

@@ -6,9 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/speech"
 )
 
 // overlapMinSpeechMs is the voiced time the overlap VAD needs before it reports speech (eight
@@ -25,28 +23,12 @@ const overlapMinSpeechMs = 240
 // 0–90 ms sooner (measured on four pocketsphinx clips; internal/speech TestVADEarlySpeech).
 const overlapEarlySpeechMs = 150
 
-// vadResult is what one append did to the speech segmentation.
-type vadResult struct {
-	started bool // a segment opened in this append (speech_started)
-	stopped bool // a segment closed in this append (speech_stopped)
-	voiced  bool // speech anywhere in this append, or a segment still open
-}
-
-// detectSpeech runs the session's WebRTC VAD over one decoded 16 kHz append and, under
-// server_vad, emits speech_started / speech_stopped with their positions in the session's input
-// audio (audio_start_ms includes prefix_padding_ms, audio_end_ms the silence window, as OpenAI
-// reports them) and the id the user item will get on commit. started feeds the overlap decision
-// (the VAD requires overlapMinSpeechMs of voiced frames, or overlapEarlySpeechMs of pitched
-// ones, so a click, a noise burst or a short cough does not interrupt); voiced lets auto_response stamp the turn's t0. With turn_detection null the VAD
-// runs only for auto_response's t0, silently and with the default settings. Call it after
-// s.inputMs counts pcm.
+// detectSpeech runs the session's overlap VAD over one taken append (inputAudio.hear) and,
+// under server_vad, emits speech_started / speech_stopped with their positions in the
+// session's input audio and the id the user item will get on commit. With turn_detection null
+// the VAD runs only for auto_response's t0, silently and with the default settings.
 func (s *Session) detectSpeech(pcm []float32) vadResult {
-	// The VAD hears the input without the echo of what the session itself sent: a client
-	// without echo cancellation must not barge in on its own assistant. The canceller's clock
-	// advances with every append, whether a VAD runs or not.
-	if s.echo != nil {
-		pcm = s.echo.Process(pcm)
-	}
+	heard := s.withoutEcho(pcm)
 	td := s.cfg.TurnDetection
 	announce := td != nil
 	if td == nil {
@@ -56,125 +38,55 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		}
 		td = s.cfg.defaultTurnDetection()
 	}
-	if s.vad != nil && s.vadTD != *td {
-		// session.update changed the VAD settings: the next segment uses the new ones.
-		s.closeVAD()
+	vt := *td
+	vt.SilenceDurationMs = s.vadSilenceMs(td) // semantic_vad finds pauses with its minimum silence
+	if err := s.ensureVAD(vt, len(pcm)); err != nil {
+		// Config validation keeps the threshold in range, so only allocation can fail here;
+		// the session keeps working without barge-in on speech.
+		s.log.Warn("no overlap vad", zap.Error(err))
+		return vadResult{}
 	}
-	if s.vad == nil {
-		v, err := speech.NewVAD(speech.VADConfig{
-			SampleRate: EngineRate, Threshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs,
-			SilenceDurationMs: s.vadSilenceMs(td), MinSpeechMs: overlapMinSpeechMs,
-			EarlySpeechMs: overlapEarlySpeechMs,
-		})
-		if err != nil {
-			// Config validation keeps the threshold in range, so only allocation can fail here;
-			// the session keeps working without barge-in on speech.
-			s.log.Warn("creating the overlap vad", zap.Error(err))
-			return vadResult{}
-		}
-		s.vad, s.vadTD = v, *td
-		s.vadBaseMs = s.inputMs - float64(len(pcm))*1000/EngineRate
-	}
-	evs, err := s.vad.Process(pcm)
+	res, edges, err := s.hear(heard, announce, s.semanticPauses(td), s.m.cfg.WallClock())
 	if err != nil {
 		s.log.Debug("overlap vad", zap.Error(err))
 		return vadResult{}
 	}
-	s.markVAD(len(pcm), td.PrefixPaddingMs, evs)
-	var res vadResult
-	for _, ev := range evs { // evs is reused by the next Process call: consumed here
-		switch ev.Kind {
-		case speech.SpeechStarted:
-			res.voiced, res.started = true, true
+	for _, e := range edges {
+		switch {
+		case e.resumed:
 			s.resumeSpeech() // a semantic_vad pause that had not ended the turn: the same turn goes on
-			if announce && !s.inSpeech {
-				s.inSpeech = true
-				if s.speechItemID == "" {
-					s.speechItemID = newItemID()
-				}
-				s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
-					AudioStartMs: int(s.vadBaseMs) + int(ev.AtMs), ItemID: s.speechItemID}})
-			}
-		case speech.SpeechStopped:
-			if s.inSpeech && s.semanticPauses(td) && announce {
-				// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
-				s.beginPause(s.vadBaseMs + float64(ev.AtMs))
-				continue
-			}
-			if s.inSpeech {
-				s.inSpeech = false
-				res.stopped = true
-				end := min(s.vadBaseMs+float64(ev.AtMs)+float64(td.SilenceDurationMs), s.inputMs)
-				s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-					AudioEndMs: int(end), ItemID: s.speechItemID}})
-				if m := turnStats(s.engine); m != nil {
-					m.MarkInputEnd(s.m.cfg.WallClock())
-				}
-			}
-		}
-	}
-	res.voiced = res.voiced || s.vad.InSpeech()
-	return res
-}
-
-// vadMark is one append as the VAD saw it.
-type vadMark struct {
-	endMs int64
-	at    float64
-}
-
-// markVAD records the append that was just processed and, when it completed a SpeechStarted,
-// sets onsetAt to the receipt time of the append holding the onset (the VAD confirms speech
-// only after min speech; the turn's t0 is the onset, as speech_started reports it).
-func (s *Session) markVAD(samples, prefixPaddingMs int, evs []speech.VADEvent) {
-	now := s.m.cfg.WallClock()
-	s.vadFed += int64(samples)
-	copy(s.vadMarks[:], s.vadMarks[1:])
-	s.vadMarks[len(s.vadMarks)-1] = vadMark{endMs: s.vadFed * 1000 / EngineRate, at: now}
-	s.onsetAt = 0
-	for _, ev := range evs {
-		if ev.Kind != speech.SpeechStarted {
+			continue
+		case e.pause:
+			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
+			s.beginPause(float64(e.atMs))
 			continue
 		}
-		onset := ev.AtMs + int64(prefixPaddingMs) // AtMs has the prefix padding taken off
-		s.onsetAt = now
-		for _, m := range s.vadMarks {
-			if m.at > 0 && m.endMs > onset {
-				s.onsetAt = m.at
-				break
+		if e.started {
+			if s.speechItemID == "" {
+				s.speechItemID = newItemID()
 			}
+			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
+				AudioStartMs: e.atMs, ItemID: s.speechItemID}})
+			continue
+		}
+		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+			AudioEndMs: e.atMs, ItemID: s.speechItemID}})
+		if m := turnStats(s.engine); m != nil {
+			m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 		}
 	}
+	return res
 }
 
 // resetVAD starts a response with a fresh detector, so only speech that begins during the
 // response can barge in on it. A segment announced to the client is closed first: the VAD
 // forgets it, and speech_started must not come twice without a speech_stopped between.
 func (s *Session) resetVAD() {
-	if s.vad == nil {
-		return
-	}
-	if s.inSpeech {
-		s.inSpeech = false
+	s.resumeSpeech() // an undecided semantic_vad pause is forgotten
+	if s.restartVAD() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
 	}
-	s.resumeSpeech() // an undecided semantic_vad pause is forgotten
-	s.vad.Reset()
-	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
-	s.vadBaseMs = s.inputMs
-}
-
-// closeVAD frees the WebRTC instance (C memory the GC does not see); Run defers it so every exit
-// path releases it.
-func (s *Session) closeVAD() {
-	if s.vad != nil {
-		s.vad.Close()
-		s.vad = nil
-	}
-	s.inSpeech = false
-	s.resumeSpeech() // an undecided semantic_vad pause is forgotten
-	s.vadMarks, s.vadFed, s.onsetAt = [16]vadMark{}, 0, 0
 }
 
 // armIdleTimeout starts turn_detection.idle_timeout_ms after a response: the clock runs from
@@ -242,7 +154,7 @@ func (s *Session) respondNow(maxTok int) {
 		if !r.claimEngine() {
 			return jobResult{}
 		}
-		t, err := eng.Respond(ctx, maxTok)
+		t, err := eng.Respond(ctx, r.turn, maxTok)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
 		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
@@ -251,40 +163,8 @@ func (s *Session) respondNow(maxTok int) {
 	r.jobbed = true
 }
 
-// echoMaxDelayMs bounds the delay between sending audio and hearing it back in the input that
-// the echo canceller searches: the client's playback buffer plus the room.
-const echoMaxDelayMs = 400
-
 // listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
 // which is when sent audio must be kept as the echo canceller's reference.
 func (s *Session) listening() bool {
 	return s.cfg.TurnDetection != nil || s.autoResponse()
-}
-
-// echoCanceller returns the session's canceller, made on the first audio sent while a VAD
-// listens (pure Go, no C memory).
-func (s *Session) echoCanceller() *audio.EchoCanceller {
-	if s.echo == nil {
-		s.echo = audio.NewEchoCanceller(echoMaxDelayMs)
-	}
-	return s.echo
-}
-
-// echoReference converts a 24 kHz talker frame to 16 kHz (linear interpolation: the canceller
-// correlates and subtracts, it does not need a band-limited resampler).
-func echoReference(pcm []float32) []float32 {
-	n := len(pcm) * EngineRate / OutputRate
-	out := make([]float32, n)
-	for i := range out {
-		x := float64(i) * OutputRate / EngineRate
-		j := int(x)
-		frac := float32(x - float64(j))
-		a := pcm[j]
-		b := a
-		if j+1 < len(pcm) {
-			b = pcm[j+1]
-		}
-		out[i] = a + (b-a)*frac
-	}
-	return out
 }

@@ -44,14 +44,21 @@ type DuplexStream struct {
 	asrq    chan asrJob
 	asrDone chan struct{}
 
-	mu      sync.Mutex
-	turns   int                     // responses started
-	live    map[*turnState]struct{} // responses not finished
-	gen     *turnState              // the response generating now
-	spec    *speculation            // a response started before its endpoint (preempt.go)
-	specs   specCounts
-	history []gpu.ChatMessage // the conversation as the model should see it
-	fedText string            // the rendered history already in the sequence
+	mu sync.Mutex
+	// input is the turn id the listen side's rows carry: the id the caller gave with its last
+	// input (AppendAudio, StartCommit, AppendText), or the one after the last response the
+	// stream started, whichever is higher. The caller (the session) numbers turns; the stream
+	// reports its ids, never a count of its own.
+	input int
+	// answered is the highest turn id a response was started for: a response's id is never
+	// reused, and input given with an answered id belongs to the next turn.
+	answered int
+	live     map[*turnState]struct{} // responses not finished
+	gen      *turnState              // the response generating now
+	spec     *speculation            // a response started before its endpoint (preempt.go)
+	specs    specCounts
+	history  []gpu.ChatMessage // the conversation as the model should see it
+	fedText  string            // the rendered history already in the sequence
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
@@ -120,7 +127,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		p: p, opts: opts, rid: opts.RequestID, disp: disp, seq: seq,
 		ctx: sctx, stopLink: stop, jobs: make(chan seqJob, p.cfg.StreamQueue), loopDone: make(chan struct{}),
 		audioMu: make(chan struct{}, 1), live: map[*turnState]struct{}{}, closed: make(chan struct{}),
-		prefilled: map[int]int{},
+		prefilled: map[int]int{}, input: 1,
 	}
 	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
 	_, remoteASR := asr.(asrCutter)
@@ -182,16 +189,33 @@ func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
 // ID is the stream's request id.
 func (d *DuplexStream) ID() string { return d.rid }
 
-// upcoming is the turn that listen-side events lead to: responses so far + 1.
+// upcoming is the turn id that listen-side rows carry (see input).
 func (d *DuplexStream) upcoming() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.turns + 1
+	return d.input
 }
 
-// AppendText adds a message to the conversation (role system, developer, user or assistant);
-// it is prefilled into the sequence in the background, after any running response.
-func (d *DuplexStream) AppendText(ctx context.Context, role, text string) error {
+// setInput takes the caller's turn id of the input it gives now (<= 0: keep the current one).
+// An id whose response already started is the next turn's: the stream answered that input by
+// itself (an auto-response endpoint) before the caller knew.
+func (d *DuplexStream) setInput(turn int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.setInputLocked(turn)
+}
+
+func (d *DuplexStream) setInputLocked(turn int) int {
+	if turn > 0 {
+		d.input = max(turn, d.answered+1)
+	}
+	return d.input
+}
+
+// AppendText adds a message to the conversation (role system, developer, user or assistant)
+// as input of turn (<= 0: the current input); it is prefilled into the sequence in the
+// background, after any running response, and its rows carry that turn.
+func (d *DuplexStream) AppendText(ctx context.Context, turn int, role, text string) error {
 	if err := validRole(role); err != nil {
 		return err
 	}
@@ -206,10 +230,11 @@ func (d *DuplexStream) AppendText(ctx context.Context, role, text string) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("appending text: %w", err)
 	}
-	return d.addMessage(role, text)
+	return d.addMessage(turn, role, text)
 }
 
-func (d *DuplexStream) addMessage(role, text string) error {
+// addMessage adds a message as input of turn (<= 0: the current input).
+func (d *DuplexStream) addMessage(turn int, role, text string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.isClosed() {
@@ -217,10 +242,10 @@ func (d *DuplexStream) addMessage(role, text string) error {
 	}
 	d.dropSpecLocked("conversation changed")
 	d.history = append(d.history, gpu.ChatMessage{Role: role, Content: text})
-	// The rows of the prefill belong to the turn after the last one started now: a Respond that
-	// follows at once increments turns before the loop runs the job.
+	// The rows of the prefill belong to the turn whose input the message is, fixed now: the
+	// response that answers it may start before the loop runs the job.
 	select {
-	case d.jobs <- seqJob{turn: d.turns + 1}:
+	case d.jobs <- seqJob{turn: d.setInputLocked(turn)}:
 	default:
 		// A prefill job is queued or a response is pending; either syncs the whole history.
 	}
@@ -234,13 +259,18 @@ func (d *DuplexStream) addMessage(role, text string) error {
 // turn keeps the work of the input it answered (docs/STATS.md). The marker waits behind a
 // running response; it is dropped when the stream closes (the close flushes the turns), and
 // refused when the job queue is full.
-func (d *DuplexStream) SettleInput(_ context.Context) error {
+//
+// turn is the id of the input to settle (<= 0: the current input); the report carries it.
+func (d *DuplexStream) SettleInput(_ context.Context, turn int) error {
 	d.mu.Lock()
 	if d.isClosed() {
 		d.mu.Unlock()
 		return fmt.Errorf("settling input: %w", ErrClosed)
 	}
-	j := seqJob{settle: true, turn: d.turns + 1}
+	if turn <= 0 {
+		turn = d.input
+	}
+	j := seqJob{settle: true, turn: turn}
 	d.mu.Unlock()
 	// Never wait for room: the caller runs in the append FIFO, which must not stall behind a
 	// long response. A full queue leaves the waiting turn to its drain bound.
@@ -254,23 +284,26 @@ func (d *DuplexStream) SettleInput(_ context.Context) error {
 	}
 }
 
-// Respond starts a response and returns its turn number. Responses queue behind a running one.
-func (d *DuplexStream) Respond(ctx context.Context, maxTokens int) (int, error) {
+// Respond starts the response of turn (<= 0: the current input's) and returns the id it runs
+// under: turn, unless the stream already answered that input by itself (auto-response), then
+// the next one. Its outputs, rows and TurnEnd carry that id. Responses queue behind a running
+// one.
+func (d *DuplexStream) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("starting response: %w", err)
 	}
-	ts, err := d.startResponse(maxTokens)
+	ts, err := d.startResponse(turn, maxTokens)
 	if err != nil {
 		return 0, err
 	}
 	return ts.n, nil
 }
 
-func (d *DuplexStream) startResponse(maxTokens int) (*turnState, error) {
-	return d.startResponseSpec(maxTokens, nil)
+func (d *DuplexStream) startResponse(turn, maxTokens int) (*turnState, error) {
+	return d.startResponseSpec(turn, maxTokens, nil)
 }
 
-func (d *DuplexStream) startResponseSpec(maxTokens int, rspec *ResponseSpec) (*turnState, error) {
+func (d *DuplexStream) startResponseSpec(turn, maxTokens int, rspec *ResponseSpec) (*turnState, error) {
 	if maxTokens <= 0 {
 		maxTokens = d.opts.MaxTokens
 	}
@@ -289,7 +322,7 @@ func (d *DuplexStream) startResponseSpec(maxTokens int, rspec *ResponseSpec) (*t
 		return nil, fmt.Errorf("starting response: %w", ErrClosed)
 	}
 	d.dropSpecLocked("response requested")
-	ts := newTurn(d.ctx, d.turns+1)
+	ts := newTurn(d.ctx, d.setInputLocked(turn))
 	select {
 	case d.jobs <- seqJob{ts: ts, maxTokens: maxTokens, rspec: rspec}:
 	default:
@@ -297,9 +330,15 @@ func (d *DuplexStream) startResponseSpec(maxTokens int, rspec *ResponseSpec) (*t
 		d.unadmit()
 		return nil, fmt.Errorf("starting response: %w", ErrQueueFull)
 	}
-	d.turns++
+	d.answerLocked(ts.n)
 	d.live[ts] = struct{}{}
 	return ts, nil
+}
+
+// answerLocked records that turn n's response started: input from now on is the next turn's.
+func (d *DuplexStream) answerLocked(n int) {
+	d.answered = max(d.answered, n)
+	d.input = max(d.input, n+1)
 }
 
 func (d *DuplexStream) unadmit() {
@@ -327,7 +366,7 @@ func (d *DuplexStream) CancelResponse(keepHistory bool) {
 	}
 }
 
-// CancelTurn aborts response n only, running or queued; a later response is untouched. It is
+// CancelTurn aborts the response of turn n only, running or queued; a later response is untouched. It is
 // for a cancel that raced the response's start: the caller learns n only after it cancelled,
 // and by then the next response may already be queued behind n.
 func (d *DuplexStream) CancelTurn(n int, keepHistory bool) {

@@ -26,6 +26,7 @@ type asrJob struct {
 	respond    bool
 	submitTS   float64
 	done       chan commitResult // buffered (1); nil for an endpoint job
+	turn       int               // the id of the input cut: its rows and response carry it
 }
 
 type commitResult struct {
@@ -90,7 +91,7 @@ func (d *DuplexStream) transcribeJob(j asrJob) {
 	}
 	// The transcription is stage-0 work of the turn it leads to, as a local ASR's is.
 	_ = d.disp.stageMetrics(d.ctx, nil, StageMetricsMessage{
-		RequestID: d.rid, StageID: 0, Turn: d.upcoming(), StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
+		RequestID: d.rid, StageID: 0, Turn: j.turn, StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
 		Metrics: metrics.StageRequestStats{StageGenTimeMs: msSince(start), OutputUnitType: "text"},
 	})
 	if err != nil {
@@ -105,11 +106,11 @@ func (d *DuplexStream) transcribeJob(j asrJob) {
 		return
 	}
 	if j.done != nil {
-		_, err := d.commitTranscript(d.ctx, tr, j.respond, j.submitTS)
+		_, err := d.commitTranscript(d.ctx, j.turn, tr, j.respond, j.submitTS)
 		j.done <- commitResult{tr: tr, err: err}
 		return
 	}
-	ts, err := d.commitTranscript(d.ctx, tr, true, j.submitTS)
+	ts, err := d.commitTranscript(d.ctx, j.turn, tr, true, j.submitTS)
 	if err != nil {
 		_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: Error, Turn: -1,
 			Err: fmt.Errorf("responding to the utterance: %w", err)})

@@ -131,8 +131,10 @@ func (d *DuplexStream) unlockAudio() { <-d.audioMu }
 // AppendAudio consumes one unit of 16 kHz mono audio: VAD and streaming ASR. It sends one
 // Decision output for the unit, "listen", or "speak" when the unit holds a VAD endpoint and
 // AutoResponse is on (then a Transcript output precedes it and a response starts), and one
-// StageMetricsMessage with the unit's stage-0 time.
-func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err error) {
+// StageMetricsMessage with the unit's stage-0 time. turn is the caller's id of the input the
+// unit belongs to (<= 0: the current input); the unit's rows carry it, and a response the
+// unit's endpoint starts answers it.
+func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float32) (err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("appending audio: %w", err)
@@ -148,6 +150,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 		return err
 	}
 	defer d.unlockAudio()
+	d.setInput(turn)
 	start := time.Now()
 	submitTS := metrics.Now()
 	a := &d.audio
@@ -201,7 +204,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 					if sp != nil {
 						d.discardSpec(sp, "remote asr")
 					}
-					if err := d.queueTranscription(c, asrJob{respond: true, submitTS: submitTS}); err != nil {
+					if err := d.queueTranscription(c, asrJob{respond: true, submitTS: submitTS, turn: d.upcoming()}); err != nil {
 						return err
 					}
 					continue
@@ -234,7 +237,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 		}
 	}
 	// The unit's own stage-0 work (VAD + ASR) belongs to the turn it leads to.
-	turn := d.upcoming()
+	turn = d.upcoming()
 	_ = d.disp.stageMetrics(ctx, nil, StageMetricsMessage{
 		RequestID: d.rid, StageID: 0, Turn: turn, StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
 		Metrics: metrics.StageRequestStats{StageGenTimeMs: msSince(start), OutputUnitType: "text"},
@@ -252,7 +255,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, pcm16k []float32) (err e
 			decision.Decision, decision.Turn = DecisionSpeak, e.sp.ts.n
 			continue
 		}
-		ts, err := d.commitTranscript(ctx, e.tr, true, submitTS)
+		ts, err := d.commitTranscript(ctx, d.upcoming(), e.tr, true, submitTS)
 		if err != nil {
 			respondErr = err
 			continue
@@ -311,8 +314,8 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 // Commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with audio.ErrEmptyAudio.
-func (d *DuplexStream) Commit(ctx context.Context, respond bool) (string, error) {
-	wait, err := d.StartCommit(ctx, respond)
+func (d *DuplexStream) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+	wait, err := d.StartCommit(ctx, turn, respond)
 	if err != nil {
 		return "", err
 	}
@@ -323,12 +326,14 @@ func (d *DuplexStream) Commit(ctx context.Context, respond bool) (string, error)
 // (after every earlier append), and wait returns its transcript once it is committed. With a
 // remote ASR the transcription runs on the stream's transcriber meanwhile, so audio calls made
 // after StartCommit returns go on while the upstream works; with the local ASR everything is
-// done when StartCommit returns. wait giving up on its ctx does not undo the commit.
-func (d *DuplexStream) StartCommit(ctx context.Context, respond bool) (wait func(context.Context) (string, error), err error) {
+// done when StartCommit returns. wait giving up on its ctx does not undo the commit. turn is
+// the caller's id of the input committed (<= 0: the current input).
+func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (string, error), err error) {
 	if err := d.lockAudio(ctx); err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
 	defer d.unlockAudio()
+	turn = d.setInput(turn)
 	a := &d.audio
 	if a.inSeg {
 		if err := a.feedTo(a.pos, nil); err != nil {
@@ -340,7 +345,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, respond bool) (wait func
 	}
 	if c, ok := a.asr.(asrCutter); ok {
 		done := make(chan commitResult, 1)
-		if err := d.queueTranscription(c, asrJob{respond: respond, submitTS: metrics.Now(), done: done}); err != nil {
+		if err := d.queueTranscription(c, asrJob{respond: respond, submitTS: metrics.Now(), done: done, turn: turn}); err != nil {
 			return nil, fmt.Errorf("committing audio: %w", err)
 		}
 		return func(ctx context.Context) (string, error) {
@@ -359,7 +364,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, respond bool) (wait func
 	if err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
-	if _, err := d.commitTranscript(ctx, tr, respond, metrics.Now()); err != nil {
+	if _, err := d.commitTranscript(ctx, turn, tr, respond, metrics.Now()); err != nil {
 		err = fmt.Errorf("committing audio: %w", err)
 		return func(context.Context) (string, error) { return tr, err }, nil
 	}
@@ -367,15 +372,15 @@ func (d *DuplexStream) StartCommit(ctx context.Context, respond bool) (wait func
 }
 
 // commitTranscript sends the Transcript output, adds the user message and optionally starts a
-// response (returned; nil without respond).
-func (d *DuplexStream) commitTranscript(ctx context.Context, tr string, respond bool, submitTS float64) (*turnState, error) {
+// response (returned; nil without respond), all as turn's.
+func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr string, respond bool, submitTS float64) (*turnState, error) {
 	if err := d.disp.output(ctx, nil, OutputMessage{
-		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: d.upcoming(), Text: tr, StageSubmitTS: submitTS,
+		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: turn, Text: tr, StageSubmitTS: submitTS,
 	}); err != nil {
 		return nil, err
 	}
 	if tr != "" {
-		if err := d.addMessage("user", tr); err != nil {
+		if err := d.addMessage(turn, "user", tr); err != nil {
 			return nil, err
 		}
 	}
@@ -385,7 +390,7 @@ func (d *DuplexStream) commitTranscript(ctx context.Context, tr string, respond 
 	if t := d.toolSpec(); t != nil {
 		// The stream's own turn with the session's tools: declared, parsed or forced as a
 		// response's own are.
-		return d.startResponseSpec(0, &ResponseSpec{Tools: t})
+		return d.startResponseSpec(turn, 0, &ResponseSpec{Tools: t})
 	}
-	return d.startResponse(0)
+	return d.startResponse(turn, 0)
 }

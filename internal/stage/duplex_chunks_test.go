@@ -26,14 +26,14 @@ func TestDuplexAppendSizeKeepsAllAudio(t *testing.T) {
 				require.NoError(t, err)
 				defer d.Close()
 				for off := 0; off < len(speech); off += unit {
-					require.NoError(t, d.AppendAudio(ctx, speech[off:min(off+unit, len(speech))]))
+					require.NoError(t, d.AppendAudio(ctx, 0, speech[off:min(off+unit, len(speech))]))
 				}
 				var tr string
 				if !auto {
-					tr, err = d.Commit(ctx, false)
+					tr, err = d.Commit(ctx, 0, false)
 					require.NoError(t, err)
 				} else {
-					require.NoError(t, d.AppendAudio(ctx, silence))
+					require.NoError(t, d.AppendAudio(ctx, 0, silence))
 					require.True(t, sink.waitFor(30*time.Second, func(outs []OutputMessage) bool {
 						return len(ofKind(outs, Transcript)) > 0
 					}), "no transcript at the endpoint")

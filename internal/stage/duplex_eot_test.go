@@ -50,10 +50,10 @@ func TestDuplexEndOfTurn(t *testing.T) {
 	require.Equal(t, first, again, "the same partial scores the same")
 	require.NotEqual(t, empty.Prob, first.Prob, "other words, another probability")
 
-	tr, err := d.Commit(ctx, false)
+	tr, err := d.Commit(ctx, 0, false)
 	require.NoError(t, err)
 	require.Equal(t, first.Text, tr, "the pause's partial is the utterance's transcript here")
-	turn, err := d.Respond(ctx, 4)
+	turn, err := d.Respond(ctx, 0, 4)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)
 }

@@ -34,9 +34,9 @@ type ResponseSpec struct {
 	Tools *ToolSpec
 }
 
-// RespondWith starts a response with per-response options and returns its turn number; it
-// queues behind a running response as Respond does.
-func (d *DuplexStream) RespondWith(ctx context.Context, spec ResponseSpec) (int, error) {
+// RespondWith starts the response of turn with per-response options and returns the id it
+// runs under, as Respond does; it queues behind a running response as Respond does.
+func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec ResponseSpec) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("starting response: %w", err)
 	}
@@ -45,7 +45,7 @@ func (d *DuplexStream) RespondWith(ctx context.Context, spec ResponseSpec) (int,
 			return 0, err
 		}
 	}
-	ts, err := d.startResponseSpec(spec.MaxTokens, &spec)
+	ts, err := d.startResponseSpec(turn, spec.MaxTokens, &spec)
 	if err != nil {
 		return 0, err
 	}

@@ -27,7 +27,7 @@ func (d *DuplexStream) SetTools(spec *ToolSpec) error {
 	if declared {
 		return nil
 	}
-	return d.addMessage("system", decl)
+	return d.addMessage(0, "system", decl)
 }
 
 // toolSpec is the stream's tools (nil: none).

@@ -31,8 +31,8 @@ func TestDuplexForcedToolCall(t *testing.T) {
 		d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: fmt.Sprintf("duplex-tools-%d", seed), MaxTokens: 200,
 			Sampling: gpu.Sampling{Temperature: 1, TopP: 1, Seed: uint32(seed)}}, sink)
 		require.NoError(t, err)
-		require.NoError(t, d.AppendText(context.Background(), "user", "what is the weather in Paris?"))
-		_, err = d.RespondWith(context.Background(), ResponseSpec{Tools: spec})
+		require.NoError(t, d.AppendText(context.Background(), 0, "user", "what is the weather in Paris?"))
+		_, err = d.RespondWith(context.Background(), 0, ResponseSpec{Tools: spec})
 		require.NoError(t, err)
 		require.True(t, sink.waitFor(60*time.Second, finishedTurn(1)), "seed %d", seed)
 		outs, _, _ := sink.snapshot()
@@ -49,8 +49,8 @@ func TestDuplexForcedToolCall(t *testing.T) {
 		require.Len(t, fin, 1)
 		require.Equal(t, FinishToolCalls, fin[0].FinishReason, "seed %d", seed)
 		if seed == 0 {
-			require.NoError(t, d.AppendText(context.Background(), "tool", `{"temperature":21}`))
-			_, err = d.RespondWith(context.Background(), ResponseSpec{MaxTokens: 6, Tools: &ToolSpec{Choice: ToolChoiceNone}})
+			require.NoError(t, d.AppendText(context.Background(), 0, "tool", `{"temperature":21}`))
+			_, err = d.RespondWith(context.Background(), 0, ResponseSpec{MaxTokens: 6, Tools: &ToolSpec{Choice: ToolChoiceNone}})
 			require.NoError(t, err)
 			require.True(t, sink.waitFor(60*time.Second, finishedTurn(2)))
 			outs, _, _ = sink.snapshot()

@@ -50,8 +50,8 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 	var prev TokenUsage
 	for i, text := range []string{"go forward ten meters", "and then turn left"} {
 		turn := i + 1
-		require.NoError(t, d.AppendText(ctx, "user", text))
-		n, err := d.Respond(ctx, 0)
+		require.NoError(t, d.AppendText(ctx, 0, "user", text))
+		n, err := d.Respond(ctx, 0, 0)
 		require.NoError(t, err)
 		require.Equal(t, turn, n)
 		sms := sink.waitTurnEnd(t, turn, 20*time.Second)
@@ -134,8 +134,8 @@ func TestDuplexUsageRemoteThinker(t *testing.T) {
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-remote-usage", MaxTokens: 8}, sink)
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.AppendText(context.Background(), "user", "hi"))
-	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, d.AppendText(context.Background(), 0, "user", "hi"))
+	turn, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
 	sms := sink.waitTurnEnd(t, turn, 10*time.Second)
 	require.True(t, sink.waitFor(10*time.Second, finishedTurn(turn)))
@@ -188,14 +188,14 @@ func TestDuplexUsageResponseSpec(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
-	require.NoError(t, d.AppendText(ctx, "user", "go forward ten meters"))
-	n, err := d.Respond(ctx, 0)
+	require.NoError(t, d.AppendText(ctx, 0, "user", "go forward ten meters"))
+	n, err := d.Respond(ctx, 0, 0)
 	require.NoError(t, err)
 	first, _, _ := turnUsage(t, sink, n)
 
 	sys := "Answer in one word."
-	require.NoError(t, d.AppendText(ctx, "user", "and then turn left"))
-	n, err = d.RespondWith(ctx, ResponseSpec{Instructions: &sys})
+	require.NoError(t, d.AppendText(ctx, 0, "user", "and then turn left"))
+	n, err = d.RespondWith(ctx, 0, ResponseSpec{Instructions: &sys})
 	require.NoError(t, err)
 	u, in, out := turnUsage(t, sink, n)
 	t.Logf("own instructions: %+v, stats in %d out %d", u, in, out)
@@ -203,7 +203,7 @@ func TestDuplexUsageResponseSpec(t *testing.T) {
 	require.Equal(t, out, u.OutputTokens)
 	require.Equal(t, first.InputTokens+first.OutputTokens, u.CachedTokens, "turn 1 is cached")
 
-	n, err = d.RespondWith(ctx, ResponseSpec{Input: []gpu.ChatMessage{{Role: "user", Content: "hello there"}}, OutOfBand: true})
+	n, err = d.RespondWith(ctx, 0, ResponseSpec{Input: []gpu.ChatMessage{{Role: "user", Content: "hello there"}}, OutOfBand: true})
 	require.NoError(t, err)
 	u, in, out = turnUsage(t, sink, n)
 	t.Logf("own input: %+v, stats in %d out %d", u, in, out)

@@ -66,7 +66,7 @@ func loadEngine(t testing.TB) *gpu.Runner {
 	t.Helper()
 	r, err := gpu.Load(context.Background(), gpu.Config{
 		Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 2,
-		ContextSize: 4096, MaxSequences: 8, SeqContext: 1024,
+		ContextSize: 8 * 1024, MaxSequences: 8, SeqContext: 1024,
 	}, zap.NewNop())
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })

@@ -77,8 +77,9 @@ type OutputMessage struct {
 	RequestID string
 	StageID   int
 	Kind      OutputKind
-	// Turn is the response the output belongs to: 1 for the first response of a duplex stream.
-	// Listen decisions and transcripts carry the turn they lead to (responses so far + 1).
+	// Turn is the id of the turn the output belongs to: on a duplex stream the id the caller
+	// gave with the input (listen decisions, transcripts) or with Respond (a response's
+	// outputs); a response the stream started by itself answers the current input's id.
 	// Chat requests have turn 1.
 	Turn     int
 	Decision string // "listen" | "speak" (Kind == Decision)
@@ -122,7 +123,7 @@ type TokenUsage struct {
 type StageMetricsMessage struct {
 	RequestID       string
 	StageID         int
-	Turn            int
+	Turn            int // the turn id the work was for (OutputMessage.Turn)
 	Metrics         metrics.StageRequestStats
 	StageSubmitTS   float64 // wall-clock unix seconds when the stage started this work
 	FinalOutputType string
@@ -133,7 +134,7 @@ type StageMetricsMessage struct {
 type TransferEvent struct {
 	From, To  int
 	RequestID string
-	Turn      int // the response the send belongs to (1 for chat)
+	Turn      int // the turn id the send belongs to (1 for chat)
 	SizeBytes int64
 	// TxMs is the hand-off cost only: encoding and enqueueing. Time spent waiting for room on a
 	// full queue is BlockedMs (backpressure), not transfer time.
@@ -151,8 +152,8 @@ type TurnEnd struct {
 	Aborted   bool
 	// InputSettled marks the answer to DuplexStream.SettleInput rather than a response's end:
 	// every row of the input given before the call (listen units, the prefill of committed
-	// history) was delivered before it. Turn is the stage turn those rows carry (the upcoming
-	// one); no response of that number ran, so it is not finished.
+	// history) was delivered before it. Turn is the id of that input's turn; no response of it
+	// ran, so it is not finished.
 	InputSettled bool
 }
 
@@ -209,8 +210,8 @@ type DuplexOptions struct {
 	// transcript (see preempt.go). 0 = thinker.preemptive_ms; negative disables.
 	PreemptiveMs int
 	// TranscriptDeltas: on manual turns (no AutoResponse), the recognizer's settled words go
-	// out as TranscriptDelta outputs while the audio is appended (a transcription session's
-	// deltas while the user speaks).
+	// out as TranscriptDelta outputs while the audio is appended (input transcription deltas
+	// while the user speaks, in transcription sessions and conversations).
 	TranscriptDeltas bool
 }
 

@@ -21,7 +21,7 @@ func feedUnits(t *testing.T, d *DuplexStream, pcm []float32) int {
 	t.Helper()
 	n := 0
 	for off := 0; off < len(pcm); off += unitSamples {
-		require.NoError(t, d.AppendAudio(context.Background(), pcm[off:min(off+unitSamples, len(pcm))]))
+		require.NoError(t, d.AppendAudio(context.Background(), 0, pcm[off:min(off+unitSamples, len(pcm))]))
 		n++
 	}
 	return n
@@ -178,19 +178,19 @@ func TestDuplexManualTurns(t *testing.T) {
 	require.Len(t, ofKind(outs, Decision), units)
 	require.Empty(t, ofKind(outs, Transcript))
 
-	tr, err := d.Commit(context.Background(), false)
+	tr, err := d.Commit(context.Background(), 0, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, wordOverlap(tr, "go forward ten meters"), 0.75, "transcript %q", tr)
-	_, err = d.Commit(context.Background(), false)
+	_, err = d.Commit(context.Background(), 0, false)
 	require.ErrorIs(t, err, audio.ErrEmptyAudio, "nothing heard since the last commit")
 
-	turn, err := d.Respond(context.Background(), 0)
+	turn, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(1)))
 
-	require.NoError(t, d.AppendText(context.Background(), "user", "and then turn left"))
-	turn, err = d.Respond(context.Background(), 5)
+	require.NoError(t, d.AppendText(context.Background(), 0, "user", "and then turn left"))
+	turn, err = d.Respond(context.Background(), 0, 5)
 	require.NoError(t, err)
 	require.Equal(t, 2, turn)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(2)))
@@ -338,15 +338,15 @@ func TestDuplexCancelResponse(t *testing.T) {
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-cancel", WantAudio: true, MaxTokens: 4000}, sink)
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.AppendText(context.Background(), "user", "tell me a long story"))
-	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, d.AppendText(context.Background(), 0, "user", "tell me a long story"))
+	turn, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
 	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Audio)) > 0 }))
 	d.CancelResponse(false)
 	atCancel, _, _ := sink.snapshot()
 	// The stream still listens and still answers.
-	require.NoError(t, d.AppendAudio(context.Background(), make([]float32, unitSamples)))
-	turn2, err := d.Respond(context.Background(), 6)
+	require.NoError(t, d.AppendAudio(context.Background(), 0, make([]float32, unitSamples)))
+	turn2, err := d.Respond(context.Background(), 0, 6)
 	require.NoError(t, err)
 	require.Equal(t, turn+1, turn2)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(turn2)))
@@ -411,12 +411,12 @@ func TestBadInput(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"empty audio", func() error { return d.AppendAudio(ctx, nil) }, audio.ErrEmptyAudio},
-		{"nan audio", func() error { return d.AppendAudio(ctx, nan) }, audio.ErrNonFinite},
-		{"inf audio", func() error { return d.AppendAudio(ctx, inf) }, audio.ErrNonFinite},
-		{"commit nothing", func() error { _, err := d.Commit(ctx, true); return err }, audio.ErrEmptyAudio},
-		{"whitespace text", func() error { return d.AppendText(ctx, "user", " \n\t") }, audio.ErrEmptyText},
-		{"bad role", func() error { return d.AppendText(ctx, "robot", "hi") }, ErrInvalidRequest},
+		{"empty audio", func() error { return d.AppendAudio(ctx, 0, nil) }, audio.ErrEmptyAudio},
+		{"nan audio", func() error { return d.AppendAudio(ctx, 0, nan) }, audio.ErrNonFinite},
+		{"inf audio", func() error { return d.AppendAudio(ctx, 0, inf) }, audio.ErrNonFinite},
+		{"commit nothing", func() error { _, err := d.Commit(ctx, 0, true); return err }, audio.ErrEmptyAudio},
+		{"whitespace text", func() error { return d.AppendText(ctx, 0, "user", " \n\t") }, audio.ErrEmptyText},
+		{"bad role", func() error { return d.AppendText(ctx, 0, "robot", "hi") }, ErrInvalidRequest},
 		{"unsupported vad rate", func() error {
 			_, err := p.OpenDuplex(ctx, DuplexOptions{VAD: speech.VADConfig{SampleRate: 44100}}, sink)
 			return err
@@ -445,8 +445,8 @@ func TestBadInput(t *testing.T) {
 	require.Empty(t, sms)
 
 	d.Close()
-	require.ErrorIs(t, d.AppendAudio(ctx, make([]float32, 160)), ErrClosed)
-	_, err = d.Respond(ctx, 1)
+	require.ErrorIs(t, d.AppendAudio(ctx, 0, make([]float32, 160)), ErrClosed)
+	_, err = d.Respond(ctx, 0, 1)
 	require.ErrorIs(t, err, ErrClosed)
 }
 
@@ -463,7 +463,7 @@ func TestPipelineClose(t *testing.T) {
 	require.Equal(t, 0, eng.LiveSequences())
 	_, err = p.SubmitChat(context.Background(), ChatRequest{Messages: []ChatMessage{{Role: "user", Text: "go"}}}, sink)
 	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, d.AppendAudio(context.Background(), make([]float32, 160)), ErrClosed)
+	require.ErrorIs(t, d.AppendAudio(context.Background(), 0, make([]float32, 160)), ErrClosed)
 }
 
 // TestChatContextCancel: cancelling the caller's ctx aborts like Abort does.
@@ -535,10 +535,10 @@ func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-cancel-turn", WantAudio: true, MaxTokens: 4000}, sink)
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.AppendText(context.Background(), "user", "tell me a long story"))
-	first, err := d.Respond(context.Background(), 0)
+	require.NoError(t, d.AppendText(context.Background(), 0, "user", "tell me a long story"))
+	first, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
-	second, err := d.Respond(context.Background(), 6)
+	second, err := d.Respond(context.Background(), 0, 6)
 	require.NoError(t, err)
 	require.Equal(t, first+1, second)
 	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Text)) > 0 }))
@@ -563,9 +563,9 @@ func TestDuplexSettleInputFollowsTheInputsRows(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	units := feedUnits(t, d, goForward(t))
-	_, err = d.Commit(context.Background(), false)
+	_, err = d.Commit(context.Background(), 0, false)
 	require.NoError(t, err)
-	require.NoError(t, d.SettleInput(context.Background()))
+	require.NoError(t, d.SettleInput(context.Background(), 0))
 	var end TurnEnd
 	var before []StageMetricsMessage
 	require.Eventually(t, func() bool {
@@ -581,7 +581,7 @@ func TestDuplexSettleInputFollowsTheInputsRows(t *testing.T) {
 		tokensIn += m.Metrics.NumTokensIn
 	}
 	require.Positive(t, tokensIn, "the committed utterance's prefill")
-	turn, err := d.Respond(context.Background(), 0)
+	turn, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn, "the settled input's turn number is the next response's")
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(1)))

@@ -156,7 +156,7 @@ func (d *DuplexStream) startSpeculation(tr string, endMs int64) {
 		d.unadmit()
 		return
 	}
-	ts := newTurn(d.ctx, d.turns+1)
+	ts := newTurn(d.ctx, d.input)
 	ts.hold = &specHold{}
 	sp := &speculation{ts: ts, transcript: tr, endMs: endMs, started: time.Now(), verdict: make(chan bool, 1)}
 	select {
@@ -219,14 +219,14 @@ func (d *DuplexStream) confirmSpec(ctx context.Context, sp *speculation, submitT
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.isClosed() || sp.ts.n != d.turns+1 {
+	if d.isClosed() || sp.ts.n != d.input {
 		d.spec = sp
 		d.dropSpecLocked("stream changed")
 		return ErrClosed
 	}
 	d.history = append(d.history, gpu.ChatMessage{Role: "user", Content: sp.transcript})
 	sp.at = len(d.history)
-	d.turns++
+	d.answerLocked(sp.ts.n)
 	d.live[sp.ts] = struct{}{}
 	d.specs.confirmed.Add(1)
 	d.p.log.Debug("speculative turn confirmed", zap.String("request_id", d.rid), zap.Int("turn", sp.ts.n),

@@ -67,7 +67,7 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 			if !silent {
 				lastSpeech = now
 			}
-			require.NoError(t, d.AppendAudio(context.Background(), seg[off:min(off+unitSamples, len(seg))]))
+			require.NoError(t, d.AppendAudio(context.Background(), 0, seg[off:min(off+unitSamples, len(seg))]))
 		}
 	}
 	require.True(t, sink.waitFor(60*time.Second, finishedTurn(1)), "no Finished output for turn 1")

@@ -91,12 +91,12 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		// silence first ends the VAD's segment the discard cut short.)
 		feedUnits(t, d, silence)
 		feedUnits(t, d, speechPCM[:len(speechPCM)/2])
-		wait, err := d.StartCommit(ctx, false)
+		wait, err := d.StartCommit(ctx, 0, false)
 		require.NoError(t, err)
 		feedUnits(t, d, make([]float32, 2*unitSamples)) // appends after the commit go on
 		// A response to a typed message runs and is cancelled while both transcriptions wait.
-		require.NoError(t, d.AppendText(ctx, "user", "tell me a long story"))
-		turn, err := d.Respond(ctx, 4000)
+		require.NoError(t, d.AppendText(ctx, 0, "user", "tell me a long story"))
+		turn, err := d.Respond(ctx, 0, 4000)
 		require.NoError(t, err)
 		require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool {
 			for _, x := range ofKind(o, Text) {
@@ -157,10 +157,10 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-stalled-close"}, newRecSink(t))
 		require.NoError(t, err)
 		feedUnits(t, d, speechPCM)
-		first, err := d.StartCommit(ctx, true)
+		first, err := d.StartCommit(ctx, 0, true)
 		require.NoError(t, err)
 		feedUnits(t, d, speechPCM)
-		second, err := d.StartCommit(ctx, true) // queued behind the stalled one
+		second, err := d.StartCommit(ctx, 0, true) // queued behind the stalled one
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return up.u.calls.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
 		d.Close()

@@ -241,8 +241,8 @@ func TestRemoteThinkerFailureKeepsPartialWork(t *testing.T) {
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-remote-fail", MaxTokens: 8}, sink)
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.AppendText(context.Background(), "user", "hi"))
-	turn, err := d.Respond(context.Background(), 0)
+	require.NoError(t, d.AppendText(context.Background(), 0, "user", "hi"))
+	turn, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
 	sms := sink.waitTurnEnd(t, turn, 10*time.Second)
 	var s0 *StageMetricsMessage

@@ -40,6 +40,10 @@ const (
 	// A turn's children placed on its timeline: the user's input and the audio's delivery.
 	InputSpanName  = "input"
 	OutputSpanName = "output.audio"
+	// A turn's tool calls: "mcp.call <tool>" (the server called an MCP tool) and
+	// "tool.call <function>" (the client ran a function tool).
+	MCPCallSpanPrefix  = "mcp.call "
+	ToolCallSpanPrefix = "tool.call "
 )
 
 // Config is the server's own tracing configuration; the OTEL_* environment applies on top.
@@ -189,8 +193,10 @@ func (t *Tracer) parentOf(requestID string) (trace.SpanContext, bool) {
 // ObserveFinalized exports a closed record as a span tree: the request or turn, ended now and
 // as long as its e2e figure (so it starts at the record's t0), with a child per stage (its
 // stage_gen_time_ms, ending with the parent) and per transfer edge (tx_time_ms); a turn also
-// gets an input child (t0 → input end: input_ms) and an output.audio child (first audio
-// packet → delivery end: delivery_total_ms), placed where the record puts them. It implements the observer the request client
+// gets an input child (t0 → input end: input_ms), an output.audio child (first audio
+// packet → delivery end: delivery_total_ms) and a child per tool call (its ToolCallStats
+// figure, from its start), placed where the record puts them; a call that ends later
+// stretches the turn span to its end. It implements the observer the request client
 // calls with every record it finalizes, and returns the trace id (hex) when the span was
 // sampled, "" otherwise: the record's Prometheus exemplar.
 func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
@@ -202,7 +208,15 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
 	if rec.E2E.DeliveryTotalMs > total {
 		total = rec.E2E.DeliveryTotalMs
 	}
-	start := end.Add(-ms(total))
+	// A tool call may end after the turn's other figures (an MCP call the response waited for
+	// while its text was long done): the turn span then ends with it, so it holds its children.
+	spanTotal := total
+	for _, c := range rec.ToolCalls {
+		spanTotal = max(spanTotal, c.StartMs+max(c.DurationMs, 0))
+	}
+	start := end.Add(-ms(spanTotal))
+	end = start.Add(ms(total)) // where the stage and transfer spans end, as without calls
+	spanEnd := start.Add(ms(spanTotal))
 	ctx := context.Background()
 	if sc, ok := t.parentOf(rec.E2E.RequestID); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
@@ -226,7 +240,7 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
 		// Marked twice: an attribute to filter on, an event that trace viewers show on the
 		// timeline (the turn was cut short, not failed: the status stays unset).
 		span.SetAttributes(attribute.Bool("omniserve.interrupted", true))
-		span.AddEvent("interrupted", trace.WithTimestamp(end), trace.WithAttributes(attribute.String("omniserve.finished_reason", rec.FinishedReason)))
+		span.AddEvent("interrupted", trace.WithTimestamp(spanEnd), trace.WithAttributes(attribute.String("omniserve.finished_reason", rec.FinishedReason)))
 	case metrics.ReasonError:
 		span.SetStatus(codes.Error, "the turn failed")
 	}
@@ -261,11 +275,54 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
 			trace.WithAttributes(attribute.Float64("omniserve.tx_time_ms", e.TxTimeMs), attribute.Int64("omniserve.size_bytes", e.SizeBytes)))
 		s.End(trace.WithTimestamp(end))
 	}
-	span.End(trace.WithTimestamp(end))
+	for _, c := range rec.ToolCalls {
+		t.toolCallSpan(ctx, start, c)
+	}
+	span.End(trace.WithTimestamp(spanEnd))
 	if sc := span.SpanContext(); sc.IsSampled() {
 		return sc.TraceID().String()
 	}
 	return ""
+}
+
+// toolCallSpan exports one tool call of a turn whose span starts at t0: placed at the call's
+// start (StartMs after t0; a function call, timed before its follow-up turn began, starts
+// before it) and lasting its ToolCallStats figure. Its attributes name the call, never its
+// arguments, output, headers or tokens.
+func (t *Tracer) toolCallSpan(ctx context.Context, t0 time.Time, c metrics.ToolCallStats) {
+	name := ToolCallSpanPrefix + c.Name
+	if c.Kind == metrics.ToolKindMCP {
+		name = MCPCallSpanPrefix + c.Name
+	}
+	outcome := "completed"
+	if c.Error != "" {
+		outcome = "failed"
+	}
+	attrs := []attribute.KeyValue{
+		// The OpenTelemetry GenAI conventions' names for a tool execution, and omniserve's.
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", c.Name),
+		attribute.String("gen_ai.tool.call.id", c.CallID),
+		attribute.String("omniserve.tool.kind", c.Kind),
+		attribute.String("omniserve.tool.outcome", outcome),
+		attribute.Float64("omniserve.tool_call_ms", max(c.DurationMs, 0)),
+	}
+	if c.ServerLabel != "" {
+		attrs = append(attrs, attribute.String("omniserve.mcp.server_label", c.ServerLabel))
+	}
+	if c.Error != "" {
+		attrs = append(attrs, attribute.String("error.type", c.Error))
+	}
+	if c.DurationMs < 0 {
+		attrs = append(attrs, attribute.Bool("omniserve.tool.reached_server", false))
+	}
+	begin := t0.Add(ms(c.StartMs))
+	_, s := t.tr.Start(ctx, name, trace.WithTimestamp(begin), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if c.Error != "" && c.Error != "cancelled" {
+		// A cancelled call was the client's doing (its response ended first), not a failure.
+		s.SetStatus(codes.Error, "the tool call failed: "+c.Error)
+	}
+	s.End(trace.WithTimestamp(begin.Add(ms(max(c.DurationMs, 0)))))
 }
 
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }

@@ -104,6 +104,12 @@ const deltaP = next("response.output_audio.delta", 90_000);
 const doneP = next("response.done", 120_000);
 let transcriptDeltas = "";
 rt.on("response.output_audio_transcript.delta", (ev) => { transcriptDeltas += ev.delta; });
+// Input transcription is on by default here: its deltas come as the speech is decoded, per item.
+const inputDeltas = {};
+rt.on("conversation.item.input_audio_transcription.delta", (ev) => {
+  assert.equal(ev.content_index, 0);
+  inputDeltas[ev.item_id] = (inputDeltas[ev.item_id] || "") + ev.delta;
+});
 let audioBytes = 0;
 rt.on("response.output_audio.delta", (ev) => { audioBytes += Buffer.from(ev.delta, "base64").length; });
 stream(speech);
@@ -112,6 +118,8 @@ const started = await startedP, stopped = await stoppedP, committed = await comm
 assert.ok(started.item_id && started.item_id === committed.item_id, "speech_started.item_id is the committed item");
 assert.ok(stopped.audio_end_ms > started.audio_start_ms);
 const tr = await transcriptP;
+assert.equal(tr.item_id, committed.item_id);
+assert.equal(inputDeltas[committed.item_id], tr.transcript, "input transcription deltas join into the item's transcript");
 const resp = await createdP;
 assert.equal(resp.response.status, "in_progress");
 await deltaP;
@@ -125,7 +133,8 @@ assert.ok(u.output_token_details.audio_tokens > 0, "assistant audio counted");
 assert.ok(u.output_token_details.text_tokens > 0, "transcript tokens counted");
 assert.equal(transcriptDeltas, transcriptDone.transcript, "transcript deltas join into the transcript");
 out.turn1 = {
-  transcript: tr.transcript, audio_start_ms: started.audio_start_ms, audio_end_ms: stopped.audio_end_ms,
+  transcript: tr.transcript, input_deltas: seen.filter((e) =>
+    e.type === "conversation.item.input_audio_transcription.delta" && e.item_id === committed.item_id).length, audio_start_ms: started.audio_start_ms, audio_end_ms: stopped.audio_end_ms,
   status: done.response.status, audio_bytes: audioBytes, usage: u, assistant: transcriptDone.transcript,
 };
 

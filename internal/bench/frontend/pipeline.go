@@ -140,7 +140,7 @@ func oneRun(ctx context.Context, p *stage.Pipeline, audio []float32, o PipelineO
 				time.Sleep(wait)
 			}
 		}
-		if err := d.AppendAudio(ctx, audio[off:min(off+unit, len(audio))]); err != nil {
+		if err := d.AppendAudio(ctx, 0, audio[off:min(off+unit, len(audio))]); err != nil {
 			return result{}, err
 		}
 	}

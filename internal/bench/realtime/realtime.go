@@ -132,8 +132,8 @@ type timedEngine struct {
 	appends chan time.Time
 }
 
-func (e *timedEngine) AppendAudio(ctx context.Context, pcm []float32) error {
-	err := e.Engine.AppendAudio(ctx, pcm)
+func (e *timedEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
+	err := e.Engine.AppendAudio(ctx, turn, pcm)
 	select {
 	case e.appends <- time.Now():
 	default:

@@ -31,10 +31,10 @@ func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, na
 	listen := stage.OutputMessage{RequestID: d.Stage0ID(), StageID: 0, Kind: stage.Decision, Decision: stage.DecisionListen}
 	textMetrics := metrics.StageRequestStats{NumTokensOut: 1, StageGenTimeMs: 2}
 	text := stage.OutputMessage{RequestID: d.Stage0ID(), StageID: 0, Kind: stage.Text, Text: "hi", Metrics: &textMetrics}
-	d.BeginTurn("resp-bench-allocs", 1, 0)
-	defer d.FinalizeTurn(metrics.ReasonStop)
+	d.BeginTurn(1, "resp-bench-allocs", 1, 0)
+	defer d.FinalizeTurn(1, metrics.ReasonStop)
 	return testing.AllocsPerRun(2000, func() {
-		d.MarkTurnArrival(0)
+		d.MarkTurnArrival(1, 0)
 		d.OnStageMetrics(snap)
 		d.OnOutput(listen)
 		d.OnOutput(text)
@@ -153,28 +153,29 @@ func feedStatsSession(d *requestclient.DuplexRequest, chunks, turn int) int {
 	rid := d.Stage0ID()
 	for i := range chunks {
 		if i%50 == 10 {
-			d.MarkTurnArrival(0)
+			d.MarkTurnArrival(turn, 0)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: listen, StageSubmitTS: metrics.Now()})
 		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionListen})
 		if i%50 != 49 {
 			continue
 		}
-		d.MarkInputEnd(0)
-		d.BeginTurn(fmt.Sprintf("resp-bench-%d", turn), turn, 0)
+		d.MarkInputEnd(turn, 0)
+		d.BeginTurn(turn, fmt.Sprintf("resp-bench-%d", turn), turn, 0)
+		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionSpeak})
 		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Text, Turn: turn, Text: "hello"})
 		d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: turn, SizeBytes: 6, TxMs: 0.01})
 		cut := turn%5 == 0
 		if cut {
-			d.SetTurnDelivered(300, 0)
-			d.FinalizeTurn(metrics.ReasonCancel)
+			d.SetTurnDelivered(turn, 300, 0)
+			d.FinalizeTurn(turn, metrics.ReasonCancel)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{RequestID: rid, Turn: turn, Aborted: cut})
 		if !cut {
-			d.SetTurnDelivered(1000, 0)
-			d.FinalizeTurn(metrics.ReasonStop)
+			d.SetTurnDelivered(turn, 1000, 0)
+			d.FinalizeTurn(turn, metrics.ReasonStop)
 		}
 		turn++
 	}
