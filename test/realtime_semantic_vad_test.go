@@ -2,6 +2,7 @@ package test
 
 import (
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +20,11 @@ import (
 // the pause within the eagerness's bounds), not which reason won.
 func TestRealtimeSemanticVAD(t *testing.T) {
 	t.Parallel()
-	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+	// The dummy model's probability means nothing, so by default it is not asked
+	// (pipeline.thinker.end_of_turn: auto); this test asks it to drive the mechanics.
+	cfg := filepath.Join(t.TempDir(), "eot.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("pipeline:\n  thinker:\n    end_of_turn: thinker\n"), 0o600))
+	s := startBinary(t, "--config", cfg, "--model", "dummy:tiny",
 		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
 	base := "ws://" + s.addr + "/v1/realtime"
 	// high eagerness: at least 200 ms of silence before the thinker is asked, 2 s at most.

@@ -84,7 +84,19 @@ type ThinkerConfig struct {
 	// dropped if the user resumes or the final transcript differs (default 0: off; must be less
 	// than vad.silence_duration_ms to take effect).
 	PreemptiveMs int `yaml:"preemptive_ms"`
+	// EndOfTurn is where semantic_vad's end-of-turn probability comes from: "thinker" (the
+	// model's probability of closing the user's message after the partial transcript), "off"
+	// (silence alone), or "auto" (default): the thinker, except on the dummy models, whose
+	// probability means nothing, so their sessions keep the silence windows.
+	EndOfTurn string `yaml:"end_of_turn"`
 }
+
+// End-of-turn estimate sources (ThinkerConfig.EndOfTurn).
+const (
+	EndOfTurnAuto    = "auto"
+	EndOfTurnThinker = "thinker"
+	EndOfTurnOff     = "off"
+)
 
 // VADConfig mirrors the Realtime API's server_vad settings.
 type VADConfig struct {
@@ -220,6 +232,9 @@ func (c *PipelineConfig) applyDefaults() {
 	t := &c.Thinker
 	setDefault(&t.MaxTokens, 256)
 	setDefault(&t.AudioHistoryMs, 1000)
+	if t.EndOfTurn == "" {
+		t.EndOfTurn = EndOfTurnAuto
+	}
 	setDefault(&t.VAD.Mode, speech.DefaultMode)
 	if t.VAD.Threshold == 0 {
 		t.VAD.Threshold = speech.DefaultThreshold
@@ -293,6 +308,8 @@ func (c PipelineConfig) Validate() error {
 		{c.SinkQueue < 1, "sink_queue", c.SinkQueue, "must be at least 1"},
 		{c.StreamQueue < 1, "stream_queue", c.StreamQueue, "must be at least 1"},
 		{t.MaxTokens < 1, "thinker.max_tokens", t.MaxTokens, "must be at least 1"},
+		{t.EndOfTurn != EndOfTurnAuto && t.EndOfTurn != EndOfTurnThinker && t.EndOfTurn != EndOfTurnOff,
+			"thinker.end_of_turn", t.EndOfTurn, "want auto, thinker or off"},
 		{t.VAD.Mode < 0 || t.VAD.Mode > 3, "thinker.vad.mode", t.VAD.Mode, "must be 0..3"},
 		{t.VAD.Threshold < 0 || t.VAD.Threshold > 1, "thinker.vad.threshold", t.VAD.Threshold, "must be 0..1"},
 		{t.VAD.PrefixPaddingMs < 0, "thinker.vad.prefix_padding_ms", t.VAD.PrefixPaddingMs, "must not be negative"},

@@ -41,6 +41,9 @@ func (d *DuplexStream) StartEndOfTurn(ctx context.Context) (wait func(context.Co
 	if d.seq == nil {
 		return nil, fmt.Errorf("estimating the end of turn: %w: remote thinker", ErrNoEndOfTurn)
 	}
+	if why := d.p.endOfTurnOff(); why != "" {
+		return nil, fmt.Errorf("estimating the end of turn: %w: %s", ErrNoEndOfTurn, why)
+	}
 	if err := d.lockAudio(ctx); err != nil {
 		return nil, fmt.Errorf("estimating the end of turn: %w", err)
 	}
@@ -123,4 +126,19 @@ func (d *DuplexStream) endOfTurn(text string) (EndOfTurn, error) {
 		return EndOfTurn{}, err
 	}
 	return EndOfTurn{Prob: p, Text: text}, nil
+}
+
+// endOfTurnOff says why the thinker is not asked for the end of a turn (pipeline.thinker
+// .end_of_turn), or "" when it is.
+func (p *Pipeline) endOfTurnOff() string {
+	switch p.cfg.Thinker.EndOfTurn {
+	case EndOfTurnThinker:
+		return ""
+	case EndOfTurnOff:
+		return "pipeline.thinker.end_of_turn is off"
+	}
+	if strings.HasPrefix(p.deps.Engine.Info().Name, "dummy") {
+		return "the dummy model's probability means nothing (pipeline.thinker.end_of_turn: auto; set thinker to use it anyway)"
+	}
+	return ""
 }

@@ -15,7 +15,7 @@ import (
 // it: the commit transcribes the utterance and a response answers it. On the dummy model the
 // number itself means nothing; the real signal needs a real GGUF.
 func TestDuplexEndOfTurn(t *testing.T) {
-	p, _ := newTestPipeline(t, nil)
+	p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = EndOfTurnThinker })
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-eot", MaxTokens: 4, Instructions: "be brief"}, newRecSink(t))
 	require.NoError(t, err)
 	defer d.Close()
@@ -56,4 +56,27 @@ func TestDuplexEndOfTurn(t *testing.T) {
 	turn, err := d.Respond(ctx, 0, 4)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)
+}
+
+// TestDuplexEndOfTurnSource: pipeline.thinker.end_of_turn decides whether the thinker is asked.
+// "auto" does not ask a dummy model (its probability means nothing: its sessions keep the
+// silence windows), "off" asks none, and a value outside the three is a config error.
+func TestDuplexEndOfTurnSource(t *testing.T) {
+	for _, tc := range []struct{ source, why string }{
+		{EndOfTurnAuto, "the dummy model's probability means nothing"},
+		{EndOfTurnOff, "pipeline.thinker.end_of_turn is off"},
+	} {
+		t.Run(tc.source, func(t *testing.T) {
+			p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = tc.source })
+			d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-eot-" + tc.source, MaxTokens: 4}, newRecSink(t))
+			require.NoError(t, err)
+			defer d.Close()
+			_, err = d.StartEndOfTurn(context.Background())
+			require.ErrorIs(t, err, ErrNoEndOfTurn)
+			require.ErrorContains(t, err, tc.why)
+		})
+	}
+	cfg := DefaultPipelineConfig()
+	cfg.Thinker.EndOfTurn = "sometimes"
+	require.ErrorContains(t, cfg.Validate(), "thinker.end_of_turn")
 }
