@@ -14,6 +14,32 @@ type cell struct {
 	zero bool
 }
 
+// fieldDef is one row of a table whose columns are values of C (edges, kinds of call): its
+// field name and its cell in a column.
+type fieldDef[C any] struct {
+	name string
+	get  func(C) cell
+}
+
+// fieldRows renders defs over cols, one row per def; a row zero in every column is dropped, as
+// in every table.
+func fieldRows[C any](defs []fieldDef[C], cols []C) [][]string {
+	var rows [][]string
+	for _, d := range defs {
+		row := []string{d.name}
+		keep := false
+		for _, c := range cols {
+			v := d.get(c)
+			keep = keep || !v.zero
+			row = append(row, v.text)
+		}
+		if keep {
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
 func intCell(v int64) cell { return cell{text: formatInt(v), zero: v == 0} }
 
 func floatCell(v float64) cell { return cell{text: formatFloat(v), zero: v == 0} }

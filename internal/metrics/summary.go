@@ -387,11 +387,7 @@ func renderTransferTable(title string, edges []TransferEdgeStats) (string, bool)
 	if len(edges) == 0 {
 		return "", false
 	}
-	type rowDef struct {
-		name string
-		get  func(TransferEdgeStats) cell
-	}
-	defs := []rowDef{
+	defs := []fieldDef[TransferEdgeStats]{
 		// omniserve-only (docs/STATS.md): time blocked on a full queue, kept out of tx_time_ms.
 		{"backpressure_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.BackpressureTimeMs) }},
 		{"in_flight_time_ms", func(e TransferEdgeStats) cell { return floatCell(e.InFlightTimeMs) }},
@@ -404,19 +400,7 @@ func renderTransferTable(title string, edges []TransferEdgeStats) (string, bool)
 	for _, e := range edges {
 		headers = append(headers, strconv.Itoa(e.FromStage)+"->"+strconv.Itoa(e.ToStage))
 	}
-	var rows [][]string
-	for _, d := range defs {
-		row := []string{d.name}
-		keep := false
-		for _, e := range edges {
-			c := d.get(e)
-			keep = keep || !c.zero
-			row = append(row, c.text)
-		}
-		if keep {
-			rows = append(rows, row)
-		}
-	}
+	rows := fieldRows(defs, edges)
 	if len(rows) == 0 {
 		return "", false
 	}

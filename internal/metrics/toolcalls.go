@@ -109,10 +109,7 @@ func renderToolCallTable(title string, calls []ToolCallStats) (string, bool) {
 	if len(kinds) == 0 {
 		return "", false
 	}
-	defs := []struct {
-		name string
-		get  func(toolKindRow) cell
-	}{
+	defs := []fieldDef[toolKindRow]{
 		{"calls", func(r toolKindRow) cell { return intCell(int64(r.calls)) }},
 		{"failed_calls", func(r toolKindRow) cell { return intCell(int64(r.failed)) }},
 		{"max_time_ms", func(r toolKindRow) cell { return floatCell(r.maxMs) }},
@@ -122,19 +119,7 @@ func renderToolCallTable(title string, calls []ToolCallStats) (string, bool) {
 	for _, k := range kinds {
 		headers = append(headers, k.kind)
 	}
-	var rows [][]string
-	for _, d := range defs {
-		row := []string{d.name}
-		keep := false
-		for _, k := range kinds {
-			c := d.get(k)
-			keep = keep || !c.zero
-			row = append(row, c.text)
-		}
-		if keep {
-			rows = append(rows, row)
-		}
-	}
+	rows := fieldRows(defs, kinds)
 	return renderTable(title, headers, rows), true
 }
 
