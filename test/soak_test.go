@@ -258,6 +258,9 @@ func TestSoak(t *testing.T) {
 	require.Zero(t, errs.Load(), "errors: %v", errList)
 	require.Positive(t, turns.Load())
 	require.Less(t, slope, float64(soakMaxSlopeKiBPerMin), "RSS grows")
+	// Every sequence reserved its window when it opened, so under full load the shared cache
+	// was never found full (the suspected cause of issue 27's unexplained engine_error).
+	require.Zero(t, metricValue(t, s, "omniserve_engine_kv_cache_full_total"), "the KV cache filled under load")
 }
 
 // turnDone waits for the next response.done; an error event or the connection's end is
