@@ -24,25 +24,10 @@ type requestTurn struct {
 // the aggregator that renders --log-stats (structured: as records); without it the turn keeps
 // only the few figures Prometheus reads, with no per-request maps or tables.
 func NewRequestTurn(requestID string, arrival float64, numStages, finalStage int, tables, structured bool, clock Clock) *TurnMetrics {
-	if clock == nil {
-		clock = Now
-	}
-	if arrival <= 0 {
-		arrival = clock()
-	}
-	numStages = max(numStages, 1)
-	t := &TurnMetrics{
-		requestID:  requestID,
-		responseID: requestID,
-		turnID:     -1,
-		arrival:    arrival,
-		numStages:  numStages,
-		clock:      clock,
-		stages:     make([]turnStage, numStages),
-		req:        &requestTurn{finalStage: finalStage, reqStart: arrival},
-	}
+	t := newTurnMetrics(requestID, requestID, -1, arrival, numStages, clock)
+	t.req = &requestTurn{finalStage: finalStage, reqStart: t.arrival}
 	if tables {
-		t.agg = NewAggregator(numStages, true, arrival, finalStage, WithClock(clock), WithStructuredRecords(structured))
+		t.agg = NewAggregator(t.numStages, true, t.arrival, finalStage, WithClock(t.clock), WithStructuredRecords(structured))
 	} else {
 		t.req.figures = &figures{}
 	}

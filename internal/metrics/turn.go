@@ -63,6 +63,21 @@ type txBase struct {
 // commit or first append of the user input that led to it); arrival <= 0 means now. The session
 // aggregator's current TX for requestID becomes the baseline that CopySessionTX subtracts.
 func NewTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator, clock Clock) *TurnMetrics {
+	t := newTurnMetrics(requestID, responseID, turnID, arrival, numStages, clock)
+	// logStats is true here: whether tables are logged is decided by Finalize's argument.
+	t.agg = NewAggregator(t.numStages, true, t.arrival, t.numStages-1, WithClock(t.clock))
+	t.baseline = map[edgeKey]txBase{}
+	if session != nil {
+		for _, e := range session.Transfers(requestID) {
+			t.baseline[edgeKey{e.FromStage, e.ToStage, e.RequestID}] = txBase{e.TxTimeMs, e.SizeBytes}
+		}
+	}
+	return t
+}
+
+// newTurnMetrics is what every turn starts from, duplex or chat: its ids, its t0 (arrival <= 0:
+// now), at least one stage and a clock (nil: Now).
+func newTurnMetrics(requestID, responseID string, turnID int, arrival float64, numStages int, clock Clock) *TurnMetrics {
 	if clock == nil {
 		clock = Now
 	}
@@ -70,24 +85,15 @@ func NewTurn(requestID, responseID string, turnID int, arrival float64, numStage
 		arrival = clock()
 	}
 	numStages = max(numStages, 1)
-	t := &TurnMetrics{
+	return &TurnMetrics{
 		requestID:  requestID,
 		responseID: responseID,
 		turnID:     turnID,
 		arrival:    arrival,
 		numStages:  numStages,
 		clock:      clock,
-		// logStats is true here: whether tables are logged is decided by Finalize's argument.
-		agg:      NewAggregator(numStages, true, arrival, numStages-1, WithClock(clock)),
-		stages:   make([]turnStage, numStages),
-		baseline: map[edgeKey]txBase{},
+		stages:     make([]turnStage, numStages),
 	}
-	if session != nil {
-		for _, e := range session.Transfers(requestID) {
-			t.baseline[edgeKey{e.FromStage, e.ToStage, e.RequestID}] = txBase{e.TxTimeMs, e.SizeBytes}
-		}
-	}
-	return t
 }
 
 // NewInputTurn opens a duplex turn at its first input (arrival, <= 0: now), before its response
