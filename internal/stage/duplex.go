@@ -62,8 +62,10 @@ type DuplexStream struct {
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
-	// tools are the stream's tools (SetTools), for the responses it starts by itself.
+	// tools are the stream's tools (SetTools), for the responses it starts by itself; decl
+	// is their declaration in the conversation (duplex_tools.go).
 	tools *ToolSpec
+	decl  toolsDecl
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -457,12 +459,18 @@ func (d *DuplexStream) loop() {
 		case j := <-d.jobs:
 			d.trimHistory()
 			switch {
+			case j.ts != nil:
+				d.applyTools(j.ts.n) // a response reads the tools as they are when it starts
+			case !j.settle && j.eot == nil:
+				d.applyTools(j.turn)
+			}
+			switch {
 			case j.settle:
 				d.disp.inputSettled(d.rid, j.turn)
 			case j.eot != nil:
 				d.scoreEndOfTurn(j.eot)
 			case j.ts == nil:
-				d.prefill(j.turn)
+				_ = d.prefill(j.turn) // reported by prefill
 			case j.spec != nil:
 				d.speculate(j.spec, j.maxTokens)
 			case j.rspec != nil:
@@ -521,20 +529,28 @@ func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage
 }
 
 // prefill appends committed history and reports it as stage-0 work of turn, the turn that was
-// upcoming when the history was added.
-func (d *DuplexStream) prefill(turn int) {
+// upcoming when the history was added. A failure is reported as an Error output of turn.
+func (d *DuplexStream) prefill(turn int) error {
+	d.mu.Lock()
+	hist := slices.Clone(d.history)
+	d.mu.Unlock()
+	return d.prefillHistory(turn, hist)
+}
+
+// prefillHistory is prefill of hist, the history or a head of it.
+func (d *DuplexStream) prefillHistory(turn int, hist []gpu.ChatMessage) error {
 	submitTS := metrics.Now()
 	start := time.Now()
-	st, err := d.syncHistory(d.ctx, false)
+	st, err := d.syncHistoryTo(d.ctx, hist, false)
 	if err != nil {
 		if d.ctx.Err() == nil {
 			d.p.log.Warn("duplex prefill failed", zap.String("request_id", d.rid), zap.Error(err))
 			_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, Kind: Error, Turn: turn, Err: err})
 		}
-		return
+		return err
 	}
 	if st.Tokens == 0 {
-		return
+		return nil
 	}
 	d.notePrefill(turn, st.Tokens)
 	if st.SubmitTS > 0 {
@@ -547,6 +563,7 @@ func (d *DuplexStream) prefill(turn int) {
 			StageGenTimeMs: msSince(start), OutputUnitType: "text",
 		},
 	})
+	return nil
 }
 
 // respond runs one response: prefill the history with the generation prompt, generate, and

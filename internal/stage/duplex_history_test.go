@@ -17,16 +17,21 @@ func TestDuplexHistoryBudget(t *testing.T) {
 		name  string
 		limit int
 		hist  []gpu.ChatMessage
-		want  []int // lengths kept
+		decl  string // the stream's tools declaration
+		want  []int  // lengths kept
 	}{
-		{"under the budget", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40)}, []int{10, 40, 40}},
-		{"oldest dropped, instructions kept", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40), msg("user", 40)}, []int{10, 40, 40}},
-		{"several dropped", 60, []gpu.ChatMessage{msg("user", 30), msg("assistant", 30), msg("user", 30), msg("assistant", 30)}, []int{30, 30}},
-		{"the newest is always kept", 10, []gpu.ChatMessage{msg("system", 5), msg("user", 50), msg("user", 50)}, []int{5, 50}},
-		{"unbounded", 0, []gpu.ChatMessage{msg("user", 500), msg("user", 500)}, []int{500, 500}},
+		{"under the budget", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40)}, "", []int{10, 40, 40}},
+		{"oldest dropped, instructions kept", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), msg("assistant", 40), msg("user", 40)}, "", []int{10, 40, 40}},
+		{"several dropped", 60, []gpu.ChatMessage{msg("user", 30), msg("assistant", 30), msg("user", 30), msg("assistant", 30)}, "", []int{30, 30}},
+		{"the newest is always kept", 10, []gpu.ChatMessage{msg("system", 5), msg("user", 50), msg("user", 50)}, "", []int{5, 50}},
+		{"unbounded", 0, []gpu.ChatMessage{msg("user", 500), msg("user", 500)}, "", []int{500, 500}},
+		{"the tools declaration kept", 100, []gpu.ChatMessage{msg("system", 10), msg("user", 40), {Role: "system", Content: strings.Repeat("t", 20)}, msg("assistant", 40), msg("user", 40)},
+			strings.Repeat("t", 20), []int{10, 20, 40}},
+		{"another system message is not", 50, []gpu.ChatMessage{msg("user", 20), {Role: "system", Content: strings.Repeat("t", 20)}, msg("user", 40)},
+			strings.Repeat("u", 20), []int{40}},
 	}
 	for _, tc := range cases {
-		d := &DuplexStream{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist}
+		d := &DuplexStream{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
 		d.trimHistory()
 		var got []int
 		for _, m := range d.history {

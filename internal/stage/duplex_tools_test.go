@@ -94,3 +94,133 @@ func TestDuplexSetToolsDeclaresOnce(t *testing.T) {
 	require.NoError(t, d.SetTools(&ToolSpec{Tools: spec.Tools, Choice: ToolChoiceNone}))
 	require.Nil(t, d.toolSpec(), "tool_choice none: the stream's turns call nothing")
 }
+
+// seqTokens is how many tokens the stream's sequence holds and how many the rendering of its
+// history has (the two differ by a few tokens at most where deltas were tokenized apart).
+func seqTokens(t *testing.T, d *DuplexStream) (held, rendered int) {
+	t.Helper()
+	d.mu.Lock()
+	hist := append([]gpu.ChatMessage(nil), d.history...)
+	d.mu.Unlock()
+	prompt, err := d.p.deps.Engine.ChatPrompt(hist, false)
+	require.NoError(t, err)
+	n, _, err := d.p.deps.Engine.CountTokens(prompt, 1<<20)
+	require.NoError(t, err)
+	return d.seq.HistoryLen(), n
+}
+
+// declarations counts the tools declarations of specs in the stream's history.
+func declarations(d *DuplexStream, specs ...[]Tool) []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []int
+	for _, tools := range specs {
+		decl := d.p.toolFormat().toolsInstructions(tools)
+		n := 0
+		for _, m := range d.history {
+			if m.Role == "system" && m.Content == decl {
+				n++
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// The session's tools are read into the conversation's sequence when they are set, not by the
+// next response: the first turn's response prefills only its generation prompt, as a later
+// turn's does, and the declaration's prefill is a row of its own, before the response.
+func TestDuplexToolsPrefilledBeforeTheTurn(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-tools-prefill", MaxTokens: 4}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+	tools := testTools()[1:]
+	require.NoError(t, d.SetTools(&ToolSpec{Tools: tools, Choice: ToolChoiceAuto}))
+	declTokens := 0
+	own := map[int]int{} // turn → tokens its response prefilled itself
+	for i, text := range []string{"go forward ten meters", "and then turn left"} {
+		// At once, no wait: the declaration's job is queued before the user's message.
+		require.NoError(t, d.AppendText(ctx, 0, "user", text))
+		turn, err := d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+		require.NoError(t, err)
+		require.Equal(t, i+1, turn)
+		for _, m := range sink.waitTurnEnd(t, turn, 30*time.Second) {
+			if m.StageID != 0 || m.Turn != turn {
+				continue
+			}
+			if m.Metrics.NumTokensOut > 0 {
+				own[turn] = m.Metrics.NumTokensIn
+			} else if turn == 1 {
+				declTokens = max(declTokens, m.Metrics.NumTokensIn)
+			}
+		}
+	}
+	require.Equal(t, own[2], own[1], "the first response reads what a later one does, no declaration")
+	require.Less(t, own[1], 10)
+	require.Greater(t, declTokens, 100, "the declaration's own prefill row, billed to the first turn")
+	require.Equal(t, []int{1}, declarations(d, tools))
+}
+
+// Changed tools replace the declaration where it was, in the history and in the sequence: the
+// old declaration's tokens leave the KV cache (rolled back, the conversation after it
+// prefilled again), so the model never reads tools it may no longer call. Tools set to none
+// remove the declaration the same way.
+func TestDuplexToolsChangeReplacesTheDeclaration(t *testing.T) {
+	p, _ := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-tools-change", MaxTokens: 6}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+	big, small := testTools()[1:], testTools()[2:]
+	require.NoError(t, d.SetTools(&ToolSpec{Tools: big, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.AppendText(ctx, 0, "user", "go forward ten meters"))
+	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+	require.NoError(t, err)
+	sink.waitTurnEnd(t, 1, 30*time.Second)
+	before, _ := seqTokens(t, d)
+
+	require.NoError(t, d.SetTools(&ToolSpec{Tools: small, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.SettleInput(ctx, 0)) // the tools job ran once the marker is reported
+	waitSettled(t, sink, 2)
+	require.Equal(t, []int{0, 1}, declarations(d, big, small), "the old declaration is gone, the new one there once")
+	d.mu.Lock()
+	first := d.history[0]
+	d.mu.Unlock()
+	require.Equal(t, p.toolFormat().toolsInstructions(small), first.Content, "in the old one's place, before the conversation")
+	held, rendered := seqTokens(t, d)
+	require.InDelta(t, rendered, held, 4, "the sequence holds the history, no stale declaration (held %d, was %d)", held, before)
+	require.Less(t, held, before, "a smaller declaration: fewer tokens than before")
+
+	// The conversation goes on over the new declaration.
+	require.NoError(t, d.AppendText(ctx, 0, "user", "and then turn left"))
+	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+	require.NoError(t, err)
+	require.True(t, sink.waitFor(30*time.Second, finishedTurn(2)))
+	require.Equal(t, []int{0, 1}, declarations(d, big, small))
+
+	require.NoError(t, d.SetTools(nil))
+	require.NoError(t, d.SettleInput(ctx, 0))
+	waitSettled(t, sink, 3)
+	require.Equal(t, []int{0, 0}, declarations(d, big, small), "no tools: no declaration")
+	held, rendered = seqTokens(t, d)
+	require.InDelta(t, rendered, held, 4, "the sequence holds the history without any declaration")
+}
+
+// waitSettled waits for SettleInput's report of turn n: every job queued before it has run.
+func waitSettled(t *testing.T, sink *recSink, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for _, e := range sink.ends {
+			if e.Turn == n && e.InputSettled {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 5*time.Millisecond, "input of turn %d settled", n)
+}
