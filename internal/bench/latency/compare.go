@@ -42,7 +42,9 @@ func (o Options) compareFigures(res map[string][]float64, defs map[string]string
 		return nil
 	}
 	var figs []bench.Figure
-	for _, k := range []string{"commit_to_audible", "commit_to_audible_later", "speech_end_to_audible"} {
+	// The first turn apart too: it is the one a session's tools declaration could delay (it
+	// is prefilled while the user speaks it).
+	for _, k := range []string{"commit_to_audible", "commit_to_audible_first", "commit_to_audible_later", "speech_end_to_audible"} {
 		none := bench.Figure{Name: "lat_" + k + "_notools_ms", Unit: "ms", Definition: defs[k] + ", sessions declaring no tools",
 			Samples: res[k+"_notools"], Keys: []bench.Stat{bench.P50, bench.P90}, Digits: 1}
 		with := bench.Figure{Samples: res[k], Keys: []bench.Stat{bench.P50}}

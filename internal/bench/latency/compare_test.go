@@ -26,6 +26,7 @@ func TestCompareTools(t *testing.T) {
 	require.Equal(t, "_notools", vs[1].suffix)
 	res := map[string][]float64{
 		"commit_to_audible": {100, 110, 300}, "commit_to_audible_notools": {100, 100, 90},
+		"commit_to_audible_first": {60}, "commit_to_audible_first_notools": {50},
 		"commit_to_audible_later": {50}, "commit_to_audible_later_notools": {40},
 		"speech_end_to_audible": {500}, "speech_end_to_audible_notools": {500},
 	}
@@ -37,6 +38,7 @@ func TestCompareTools(t *testing.T) {
 		}
 	}
 	require.InDelta(t, 1.1, ratios["lat_commit_to_audible_tools_ratio"], 1e-9)
+	require.InDelta(t, 1.2, ratios["lat_commit_to_audible_first_tools_ratio"], 1e-9)
 	require.InDelta(t, 1.25, ratios["lat_commit_to_audible_later_tools_ratio"], 1e-9)
 	require.InDelta(t, 1.0, ratios["lat_speech_end_to_audible_tools_ratio"], 1e-9)
 	require.False(t, math.IsNaN(ratios["lat_commit_to_audible_tools_ratio"]))
