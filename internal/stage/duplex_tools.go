@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -104,8 +105,8 @@ func (d *DuplexStream) declIndexLocked(decl string) int {
 // new declaration, then the messages that followed, are prefilled again (the model must not
 // read tools it may no longer call); no tools remove it the same way. When the rollback is
 // impossible (the context was truncated since, so the positions moved; the truncation
-// dropped the oldest tokens, the old declaration among them) the new declaration goes after
-// the conversation instead.
+// dropped the oldest tokens, the old declaration's too when it came early) the new
+// declaration goes after the conversation instead.
 func (d *DuplexStream) applyTools(turn int) {
 	d.mu.Lock()
 	want, have := d.decl.want, d.decl.have
@@ -138,7 +139,13 @@ func (d *DuplexStream) applyTools(turn int) {
 		return
 	}
 	err := d.seq.Rollback(d.ctx, d.decl.mark)
-	if err != nil && d.ctx.Err() == nil {
+	switch {
+	case err == nil || d.ctx.Err() != nil:
+	case errors.Is(err, gpu.ErrMarkLost):
+		// Expected in a long conversation: the truncation that lost the mark dropped the
+		// oldest tokens, the declaration's too when it came early in the conversation.
+		d.p.log.Debug("tools changed after a truncation; the new declaration follows the conversation", zap.String("request_id", d.rid))
+	default:
 		d.p.log.Warn("the old tools declaration may stay in the sequence", zap.String("request_id", d.rid), zap.Error(err))
 	}
 	d.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -223,4 +224,45 @@ func waitSettled(t *testing.T, sink *recSink, n int) {
 		}
 		return false
 	}, 30*time.Second, 5*time.Millisecond, "input of turn %d settled", n)
+}
+
+// When the context was truncated since the declaration went in (the oldest tokens, it among
+// them, were dropped and the positions moved), a change cannot roll back to it: the new
+// declaration goes after the conversation as the sequence holds it when the change is
+// applied, the old one leaves the history, and the conversation goes on without an error.
+func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
+	p, eng := newTestPipeline(t, nil)
+	sink := newRecSink(t)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-tools-trunc", MaxTokens: 4}, sink)
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+	big, small := testTools()[1:], testTools()[2:]
+	require.NoError(t, d.SetTools(&ToolSpec{Tools: big, Choice: ToolChoiceAuto}))
+	// More than the sequence's window after the declaration: the scheduler truncates.
+	long := strings.Repeat("go forward ten meters and then turn left. ", eng.Info().SeqContext/10)
+	require.NoError(t, d.AppendText(ctx, 0, "user", long))
+	require.NoError(t, d.SettleInput(ctx, 0))
+	waitSettled(t, sink, 1)
+
+	require.NoError(t, d.SetTools(&ToolSpec{Tools: small, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.AppendText(ctx, 0, "user", "and stop"))
+	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+	require.NoError(t, err)
+	require.True(t, sink.waitFor(30*time.Second, finishedTurn(1)))
+	outs, _, _ := sink.snapshot()
+	require.Empty(t, ofKind(outs, Error))
+	require.Equal(t, []int{0, 1}, declarations(d, big, small))
+	d.mu.Lock()
+	hist := append([]gpu.ChatMessage(nil), d.history...)
+	d.mu.Unlock()
+	// The change is applied after the messages given up to then (the loop may run it before
+	// or after "and stop" is added; the sequence holds them before the declaration, and the
+	// history says so), never in the old declaration's place before the long message.
+	require.Len(t, hist, 4, "the long message, the second message and the new declaration, the reply")
+	require.Equal(t, long, hist[0].Content)
+	at := slices.IndexFunc(hist, func(m gpu.ChatMessage) bool { return m.Content == p.toolFormat().toolsInstructions(small) })
+	require.Contains(t, []int{1, 2}, at, "after the conversation: no place to roll back to")
+	require.Equal(t, "and stop", hist[3-at].Content)
+	require.Equal(t, "assistant", hist[3].Role)
 }
