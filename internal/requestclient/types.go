@@ -106,6 +106,10 @@ type DuplexOptions struct {
 	// TranscriptDeltas: without AutoResponse, the recognizer's settled words come as
 	// OutTranscriptDelta outputs while audio is appended.
 	TranscriptDeltas bool
+	// TurnType and Eagerness are the session's turn_detection type and semantic_vad eagerness:
+	// with AutoResponse and TurnSemanticVAD the stream ends turns on the thinker's end-of-turn
+	// estimate (its speak decision carries Output.EndOfTurn), not on SilenceDurationMs.
+	TurnType, Eagerness string
 }
 
 // Message is one message of a response's own context (ResponseSpec.Input).
@@ -166,8 +170,10 @@ type Output struct {
 	Kind OutputKind
 	// Turn is the id of the turn it belongs to (the session's id, given with the input or the
 	// Respond it answers); -1 for a failed append.
-	Turn         int
-	Decision     string // listen | speak (OutDecision)
+	Turn     int
+	Decision string // listen | speak (OutDecision)
+	// EndOfTurn is how semantic_vad decided a speak decision's endpoint (nil otherwise).
+	EndOfTurn    *EndOfTurnDecision
 	Text         string // transcript / text delta / the phrase an audio chunk speaks
 	Tokens       int    // model tokens behind an OutText delta
 	Audio        []float32
@@ -198,6 +204,8 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 		MaxHistoryBytes:  o.MaxHistoryBytes,
 		Sampling:         base,
 		TranscriptDeltas: o.TranscriptDeltas,
+		TurnType:         o.TurnType,
+		Eagerness:        o.Eagerness,
 	}
 	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
@@ -224,7 +232,7 @@ func (s ResponseSpec) toStage() stage.ResponseSpec {
 // outputFromStage converts one stage output for the session. A kind this package does not know
 // becomes OutError, so that nothing new passes unnoticed.
 func outputFromStage(m stage.OutputMessage) Output {
-	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Tokens: m.Tokens, Audio: m.Audio,
+	o := Output{Turn: m.Turn, Decision: m.Decision, EndOfTurn: m.EndOfTurn, Text: m.Text, Tokens: m.Tokens, Audio: m.Audio,
 		SampleRate: m.SampleRate, FinishReason: m.FinishReason, Err: m.Err}
 	switch m.Kind {
 	case stage.Decision:

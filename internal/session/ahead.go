@@ -32,7 +32,7 @@ func (s *Session) openOptions() OpenOptions {
 		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
 		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
-		TranscriptDeltas: s.wantsDeltas(),
+		TranscriptDeltas: s.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
 	}
 }
 
@@ -47,7 +47,7 @@ func sameStreamSettings(a, b OpenOptions) bool {
 		return false
 	}
 	return !a.AutoResponse || (a.VADThreshold == b.VADThreshold && a.PrefixPaddingMs == b.PrefixPaddingMs &&
-		a.SilenceDurationMs == b.SilenceDurationMs)
+		a.SilenceDurationMs == b.SilenceDurationMs && a.TurnType == b.TurnType && a.Eagerness == b.Eagerness)
 }
 
 // openAhead opens the engine stream at the first append of a manual turn, so that the ASR

@@ -50,13 +50,7 @@ type TurnDetectionPatch = protocol.TurnDetection
 // no end-of-turn estimate: the duplex auto-response path (the stage endpoints on silence) and
 // an engine that cannot score (semvad.go). With an estimate, SemanticParams rules.
 func SemanticSilenceMs(eagerness string) int {
-	switch eagerness {
-	case "low":
-		return 1000
-	case "high":
-		return 250
-	}
-	return 500 // medium, auto
+	return requestclient.SemanticParams(eagerness).SilenceMs
 }
 
 // Overlap policies (vllm-omni's names): what input during an active response does.

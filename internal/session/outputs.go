@@ -72,6 +72,9 @@ func (s *Session) routeOutput(o requestclient.Output) {
 					Response: protocol.ListenResponse{Object: "realtime.response", Status: "listening"}}})
 			}
 		case requestclient.DecisionSpeak:
+			if o.EndOfTurn != nil {
+				s.engineTurnEnded(o.EndOfTurn)
+			}
 			if r == nil && s.autoResponse() {
 				r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
 			}

@@ -21,29 +21,20 @@ import (
 // / 2 s), unless the user speaks again, which continues the same turn. Silence is counted in
 // input audio, as server_vad counts it. docs/REALTIME.md says why these numbers.
 
-// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness.
-type SemanticEndpointing struct {
-	Threshold    float64 // an estimate at or above it ends the turn
-	MinSilenceMs int     // the pause after which the thinker is asked
-	MaxWaitMs    int     // the pause that ends the turn whatever the estimate
-}
+// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness: the stage's table,
+// which the auto-response stream endpoints on too (stage/duplex_semvad.go).
+type SemanticEndpointing = requestclient.SemanticEndpointing
 
 // SemanticParams returns the rule of an eagerness (auto is medium, as OpenAI defines it).
 func SemanticParams(eagerness string) SemanticEndpointing {
-	switch eagerness {
-	case "low":
-		return SemanticEndpointing{Threshold: 0.5, MinSilenceMs: 500, MaxWaitMs: 8000}
-	case "high":
-		return SemanticEndpointing{Threshold: 0.05, MinSilenceMs: 200, MaxWaitMs: 2000}
-	}
-	return SemanticEndpointing{Threshold: 0.2, MinSilenceMs: 300, MaxWaitMs: 4000}
+	return requestclient.SemanticParams(eagerness)
 }
 
 // End-of-turn reasons (protocol.EndOfTurnInfo.Reason).
 const (
-	EndOfTurnSemantic = "semantic"
-	EndOfTurnMaxWait  = "max_wait"
-	EndOfTurnSilence  = "silence"
+	EndOfTurnSemantic = requestclient.EndOfTurnSemantic
+	EndOfTurnMaxWait  = requestclient.EndOfTurnMaxWait
+	EndOfTurnSilence  = requestclient.EndOfTurnSilence
 )
 
 // EndOfTurnEstimator is implemented by engines whose thinker can estimate whether the user's

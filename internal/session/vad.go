@@ -46,7 +46,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		s.log.Warn("no overlap vad", zap.Error(err))
 		return vadResult{}
 	}
-	res, edges, err := s.hear(heard, announce, s.semanticPauses(td), s.m.cfg.WallClock())
+	res, edges, err := s.hear(heard, announce, s.semanticPauses(td) || s.engineEndsTurns(td), s.m.cfg.WallClock())
 	if err != nil {
 		s.log.Debug("overlap vad", zap.Error(err))
 		return vadResult{}
@@ -57,8 +57,11 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 			s.resumeSpeech() // a semantic_vad pause that had not ended the turn: the same turn goes on
 			continue
 		case e.pause:
-			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
-			s.beginPause(float64(e.atMs))
+			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go), or for
+			// the engine's speak decision on auto-response (semvad_duplex.go).
+			if !s.engineEndsTurns(td) {
+				s.beginPause(float64(e.atMs))
+			}
 			continue
 		}
 		if e.started {
