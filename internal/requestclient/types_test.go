@@ -24,9 +24,10 @@ func TestDuplexOptionsToStage(t *testing.T) {
 		want stage.DuplexOptions
 	}{
 		{"the pipeline's sampling", DuplexOptions{Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
-			MaxHistoryBytes: 1000, VADThreshold: 0.9, PrefixPaddingMs: 300, SilenceDurationMs: 500},
+			MaxHistoryBytes: 1000, VADThreshold: 0.9, PrefixPaddingMs: 300, SilenceDurationMs: 500,
+			TurnType: TurnSemanticVAD, Eagerness: "low"},
 			stage.DuplexOptions{RequestID: "rid", Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
-				MaxHistoryBytes: 1000, Sampling: base}},
+				MaxHistoryBytes: 1000, Sampling: base, TurnType: stage.TurnSemanticVAD, Eagerness: "low"}},
 		{"temperature and seed override it", DuplexOptions{Temperature: &temp, Seed: &seed},
 			stage.DuplexOptions{RequestID: "rid", Sampling: gpu.Sampling{Temperature: 0.25, TopP: 0.95, TopK: 20, Seed: 42}}},
 	}
@@ -57,6 +58,10 @@ func TestOutputFromStage(t *testing.T) {
 		want Output
 	}{
 		{stage.OutputMessage{Kind: stage.Decision, Turn: 2, Decision: stage.DecisionSpeak}, Output{Kind: OutDecision, Turn: 2, Decision: DecisionSpeak}},
+		{stage.OutputMessage{Kind: stage.Decision, Turn: 3, Decision: stage.DecisionSpeak,
+			EndOfTurn: &stage.EndOfTurnDecision{Reason: stage.EndOfTurnSemantic, Prob: 0.7, Scored: true, SilenceMs: 300}},
+			Output{Kind: OutDecision, Turn: 3, Decision: DecisionSpeak,
+				EndOfTurn: &EndOfTurnDecision{Reason: EndOfTurnSemantic, Prob: 0.7, Scored: true, SilenceMs: 300}}},
 		{stage.OutputMessage{Kind: stage.Transcript, Turn: 1, Text: "hello"}, Output{Kind: OutTranscript, Turn: 1, Text: "hello"}},
 		{stage.OutputMessage{Kind: stage.Text, Turn: 1, Text: "hi", Tokens: 2}, Output{Kind: OutText, Turn: 1, Text: "hi", Tokens: 2}},
 		{stage.OutputMessage{Kind: stage.Audio, Turn: 1, Text: "hi", Audio: []float32{1}, SampleRate: 24000},
