@@ -47,8 +47,8 @@ func (td *TurnDetection) Wire() *protocol.TurnDetectionObject {
 type TurnDetectionPatch = protocol.TurnDetection
 
 // SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn when there is
-// no end-of-turn estimate: the duplex auto-response path (the stage endpoints on silence) and
-// an engine that cannot score (semvad.go). With an estimate, SemanticParams rules.
+// no end-of-turn estimate (semvad.go; the auto-response stream applies the same table itself,
+// stage/duplex_semvad.go). With an estimate, SemanticParams rules.
 func SemanticSilenceMs(eagerness string) int {
 	return requestclient.SemanticParams(eagerness).SilenceMs
 }
