@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -117,16 +118,12 @@ func (s *Session) emitTranscript(itemID, text string) {
 		s.trimHistory()
 		return
 	}
-	if s.opts.Transcription {
-		if it != nil && it.CommittedAt > 0 {
-			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
-		}
-	}
 	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
 	if it != nil {
 		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
 	}
 	s.send(Event{Epoch: s.epoch, Payload: done})
+	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "")
 	s.trimHistory()
 }
 
