@@ -114,7 +114,9 @@ func RenderTranscriptionItem(r TranscriptionItem) string { return renderKV(r.tit
 
 // LogTranscriptionItem logs the item once: its table (one entry whose message starts with "\n",
 // as the turn tables), or with structured on (--log-format json) one record with message
-// "TranscriptionItemStats", kind "transcription_item", the ids and every row as a number.
+// "TranscriptionItemStats", kind "transcription_item", item_id, outcome, error and every row
+// (zero rows included) as a number. The record leaves session_id to log: the session's logger
+// already carries it, and a JSON object must not repeat a key.
 func LogTranscriptionItem(log *zap.Logger, r TranscriptionItem, structured bool) {
 	if log == nil {
 		return
@@ -124,7 +126,7 @@ func LogTranscriptionItem(log *zap.Logger, r TranscriptionItem, structured bool)
 		return
 	}
 	f := []zap.Field{zap.String("kind", "transcription_item"), zap.String("item_id", r.ItemID),
-		zap.String("session_id", r.SessionID), zap.String("outcome", r.Outcome)}
+		zap.String("outcome", r.Outcome)}
 	if r.Error != "" {
 		f = append(f, zap.String("error", r.Error))
 	}
