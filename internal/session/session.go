@@ -270,7 +270,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
-	defer s.stopPauseTimer()
+	defer s.sem.stopTimer()
 	s.tools.open()
 	defer s.tools.close()
 	defer s.closeDenoise()
@@ -359,7 +359,7 @@ func (s *Session) loop(ctx context.Context) string {
 			s.handleMCPResult(r)
 		case a := <-s.sem.results:
 			s.endOfTurnAnswer(a)
-		case <-s.pauseTimerC():
+		case <-s.sem.timerC():
 			s.pauseTimedOut()
 		case <-s.paceTimer.C:
 			s.pace()

@@ -39,14 +39,14 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		td = s.cfg.defaultTurnDetection()
 	}
 	vt := *td
-	vt.SilenceDurationMs = s.vadSilenceMs(td) // semantic_vad finds pauses with its minimum silence
+	vt.SilenceDurationMs = vadSilenceMs(td, s.autoResponse()) // semantic_vad finds pauses with its minimum silence
 	if err := s.ensureVAD(vt, len(pcm)); err != nil {
 		// Config validation keeps the threshold in range, so only allocation can fail here;
 		// the session keeps working without barge-in on speech.
 		s.log.Warn("no overlap vad", zap.Error(err))
 		return vadResult{}
 	}
-	res, edges, err := s.hear(heard, announce, s.semanticPauses(td), s.m.cfg.WallClock())
+	res, edges, err := s.hear(heard, announce, semanticPauses(td, s.autoResponse()), s.m.cfg.WallClock())
 	if err != nil {
 		s.log.Debug("overlap vad", zap.Error(err))
 		return vadResult{}
@@ -54,11 +54,11 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 	for _, e := range edges {
 		switch {
 		case e.resumed:
-			s.resumeSpeech() // a semantic_vad pause that had not ended the turn: the same turn goes on
+			s.sem.drop() // a semantic_vad pause that had not ended the turn: the same turn goes on
 			continue
 		case e.pause:
 			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
-			s.beginPause(float64(e.atMs))
+			s.sem.begin(float64(e.atMs), s.inputMs, SemanticParams(s.cfg.TurnDetection.Eagerness), time.Now())
 			continue
 		}
 		if e.started {
@@ -82,7 +82,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 // response can barge in on it. A segment announced to the client is closed first: the VAD
 // forgets it, and speech_started must not come twice without a speech_stopped between.
 func (s *Session) resetVAD() {
-	s.resumeSpeech() // an undecided semantic_vad pause is forgotten
+	s.sem.drop() // an undecided semantic_vad pause is forgotten
 	if s.restartVAD() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
