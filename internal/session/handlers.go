@@ -134,7 +134,7 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
 	s.applyNoiseReduction()
-	s.resetIdle()
+	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
@@ -240,8 +240,12 @@ func (s *Session) audioInput(noResponse bool) protocol.AudioInput {
 // manual turns and the session's own server_vad) or, with auto_response, streamed to the
 // engine here.
 func (s *Session) handleAppend(c *AppendAudio) {
-	pcm, ok := s.takeAppend(c)
-	if !ok {
+	pcm, fe := s.takeAppend(c.Data, s.cfg.InputFormat, c.Format)
+	if fe != nil {
+		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
+		return
+	}
+	if len(pcm) == 0 {
 		return
 	}
 	vr := s.detectSpeech(pcm)
@@ -272,26 +276,6 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	}
 }
 
-// takeAppend decodes one append in its format (the session's, or the event's own) and cleans
-// it (inputAudio.take); false when there is nothing to hear (the client was told of an error).
-func (s *Session) takeAppend(c *AppendAudio) ([]float32, bool) {
-	f := s.cfg.InputFormat
-	if c.Format != nil {
-		nf, err := NormalizeInputFormat(*c.Format)
-		if err != nil {
-			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
-			return nil, false
-		}
-		f = nf
-	}
-	pcm, err := s.take(c.Data, f)
-	if err != nil {
-		s.sendError("bad_audio", err.Error(), c.ID, "audio")
-		return nil, false
-	}
-	return pcm, len(pcm) > 0
-}
-
 // bargeIn is the overlap policy on speech the VAD confirmed in an append: it ends the idle
 // follow-up, and under interrupt_response it cancels the active response, timing the barge-in
 // from the onset's own append.
@@ -299,7 +283,7 @@ func (s *Session) bargeIn(vr vadResult) {
 	if !vr.started {
 		return
 	}
-	s.stopIdleTimeout() // the user spoke: no idle follow-up
+	s.idle.stop() // the user spoke: no idle follow-up
 	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
 		return
 	}
@@ -347,7 +331,7 @@ func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
 // engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
 // stay local and the commit job feeds them, as before.
 func (s *Session) forwardInput() {
-	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd >= len(s.inputBuf) {
+	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || len(s.unforwarded()) == 0 {
 		return
 	}
 	if _, ok := s.engine.(AudioDiscarder); !ok {
@@ -361,14 +345,14 @@ func (s *Session) forwardInput() {
 		}
 		s.engine.MarkTurnArrival(s.input, at)
 	}
-	for s.inputFwd < len(s.inputBuf) {
-		if err := s.engine.AppendAudio(s.engineCtx, s.input, s.inputBuf[s.inputFwd]); err != nil {
+	for _, chunk := range s.unforwarded() {
+		if err := s.engine.AppendAudio(s.engineCtx, s.input, chunk); err != nil {
 			// Backpressure or a closing engine: the rest stays local for the commit job, which
 			// reports a lasting failure.
 			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
 			return
 		}
-		s.inputFwd++
+		s.forwarded()
 		s.aheadListens++
 	}
 }

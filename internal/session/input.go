@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/omniserve/omniserve/internal/audio"
@@ -59,6 +60,24 @@ func (in *inputAudio) take(data []byte, f AudioFormat) ([]float32, error) {
 		in.denoise.ProcessFloat(pcm)
 	}
 	in.inputMs += msOf(len(pcm))
+	return pcm, nil
+}
+
+// takeAppend decodes one append in its own format when the event names one (own), else in the
+// session's (f), and cleans it (take). The refusal says which field was bad; an empty append
+// gives no samples and no error.
+func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) ([]float32, *FieldError) {
+	if own != nil {
+		nf, err := NormalizeInputFormat(*own)
+		if err != nil {
+			return nil, &FieldError{Code: "unsupported_audio_format", Param: "format", Message: err.Error()}
+		}
+		f = nf
+	}
+	pcm, err := in.take(data, f)
+	if err != nil {
+		return nil, &FieldError{Code: "bad_audio", Param: "audio", Message: err.Error()}
+	}
 	return pcm, nil
 }
 
@@ -166,6 +185,46 @@ func echoReference(pcm []float32) []float32 {
 		out[i] = a + (b-a)*frac
 	}
 	return out
+}
+
+// unforwarded are the buffered chunks not yet streamed to the engine ahead of the commit; the
+// session reports each one it streams with forwarded.
+func (in *inputAudio) unforwarded() [][]float32 { return in.inputBuf[in.inputFwd:] }
+
+// forwarded notes that the next unforwarded chunk reached the engine.
+func (in *inputAudio) forwarded() { in.inputFwd++ }
+
+// errNoOverlapVAD: the overlap VAD could not be created (only allocation can fail: config
+// validation keeps its settings in range); the session goes on without barge-in on speech.
+var errNoOverlapVAD = errors.New("no overlap vad")
+
+// listen runs the overlap VAD over one taken append received at now, under the session's
+// turn_detection td. Under server_vad or semantic_vad it returns the edges to announce (a
+// started edge carries the user item's id in speechItemID); with td nil the VAD runs only for
+// auto_response's t0, silently with the settings fallback, and not at all without
+// auto_response. It hears the append without the echo of the session's own audio.
+func (in *inputAudio) listen(pcm []float32, td, fallback *TurnDetection, autoResponse bool, now float64) (vadResult, []speechEdge, error) {
+	heard := in.withoutEcho(pcm)
+	announce := td != nil
+	if td == nil {
+		if !autoResponse {
+			in.closeVAD()
+			return vadResult{}, nil, nil
+		}
+		td = fallback
+	}
+	vt := *td
+	vt.SilenceDurationMs = vadSilenceMs(td, autoResponse) // semantic_vad finds pauses with its minimum silence
+	if err := in.ensureVAD(vt, len(pcm)); err != nil {
+		return vadResult{}, nil, fmt.Errorf("%w: %w", errNoOverlapVAD, err)
+	}
+	res, edges, err := in.hear(heard, announce, semanticPauses(td, autoResponse), now)
+	for _, e := range edges {
+		if e.started && in.speechItemID == "" {
+			in.speechItemID = newItemID()
+		}
+	}
+	return res, edges, err
 }
 
 // vadResult is what one append did to the speech segmentation.

@@ -145,7 +145,7 @@ func (s *Session) beginResponse(stageTurn, maxTokens int) *response {
 }
 
 func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
-	s.stopIdleTimeout()
+	s.idle.stop()
 	s.resetVAD()
 	s.turnID++
 	// The response answers the input built so far (or the engine's own turn, which already

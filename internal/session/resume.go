@@ -137,7 +137,7 @@ func (s *Session) detach(gen int) {
 	s.detachedAt = s.m.cfg.Now()
 	s.m.setDetached(s, true, s.detachedAt)
 	stopTimer(s.paceTimer)
-	s.stopIdleTimeout()
+	s.idle.stop()
 	stopTimer(s.idleTimer) // the grace bounds a detached session, not the idle timeout
 	s.graceTimer.Reset(s.m.cfg.ResumeGrace)
 	s.log.Info("session detached; waiting for a resume", zap.Duration("grace", s.m.cfg.ResumeGrace))
@@ -173,7 +173,7 @@ func (s *Session) resume(call resumeCall) {
 			r.detachedMs += float64(gap) / float64(time.Millisecond)
 		}
 	}
-	s.resetIdle()
+	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
 	ev := protocol.SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
 		Session: s.publicSession()}
 	if !complete {

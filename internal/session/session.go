@@ -125,8 +125,7 @@ type Session struct {
 	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
 	toolCallsAnswered []metrics.ToolCallStats
 	paceTimer         *time.Timer
-	vadIdle           *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
-	idleFromMs        float64     // the input audio position when vadIdle was armed (response.done)
+	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (vad.go)
 	idleTimer         *time.Timer
 	closeReason       string
 	sinkBroken        bool // the connection refused an event: nothing more can be sent
@@ -288,9 +287,8 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
 	s.paceTimer = time.NewTimer(time.Hour)
 	s.paceTimer.Stop()
-	s.vadIdle = time.NewTimer(time.Hour)
-	s.vadIdle.Stop()
-	defer s.vadIdle.Stop()
+	s.idle = newIdleFollowUp()
+	defer s.idle.stop()
 	defer s.idleTimer.Stop()
 	defer s.paceTimer.Stop()
 
@@ -348,7 +346,7 @@ func (s *Session) loop(ctx context.Context) string {
 		select {
 		case c := <-s.inbox:
 			s.inboxB.release(commandBytes(c))
-			s.resetIdle()
+			resetTimer(s.idleTimer, s.cfg.IdleTimeout)
 			s.fixDialect(c)
 			s.handle(c)
 		case <-s.outNotify:
@@ -363,7 +361,7 @@ func (s *Session) loop(ctx context.Context) string {
 			s.pauseTimedOut()
 		case <-s.paceTimer.C:
 			s.pace()
-		case <-s.vadIdle.C:
+		case <-s.idle.timer.C:
 			s.idleTimeoutTriggered()
 		case <-s.idleTimer.C:
 			return ReasonTimeout
@@ -387,14 +385,10 @@ func (s *Session) loop(ctx context.Context) string {
 	return s.closeReason
 }
 
-func (s *Session) resetIdle() {
-	if !s.idleTimer.Stop() {
-		select {
-		case <-s.idleTimer.C:
-		default:
-		}
-	}
-	s.idleTimer.Reset(s.cfg.IdleTimeout)
+// resetTimer restarts t for d, dropping a tick it already fired.
+func resetTimer(t *time.Timer, d time.Duration) {
+	stopTimer(t)
+	t.Reset(d)
 }
 
 // runJobs executes engine jobs (commit, respond, history) one at a time in submission order,

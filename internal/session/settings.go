@@ -202,3 +202,9 @@ func (c *settings) noiseReductionWire() *protocol.NoiseReduction {
 	}
 	return &protocol.NoiseReduction{Type: c.cfg.NoiseReduction}
 }
+
+// listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
+// which is when sent audio must be kept as the echo canceller's reference.
+func (c *settings) listening() bool {
+	return c.cfg.TurnDetection != nil || c.autoResponse()
+}

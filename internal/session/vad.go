@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,31 +24,16 @@ const overlapMinSpeechMs = 240
 // 0–90 ms sooner (measured on four pocketsphinx clips; internal/speech TestVADEarlySpeech).
 const overlapEarlySpeechMs = 150
 
-// detectSpeech runs the session's overlap VAD over one taken append (inputAudio.hear) and,
-// under server_vad, emits speech_started / speech_stopped with their positions in the
-// session's input audio and the id the user item will get on commit. With turn_detection null
-// the VAD runs only for auto_response's t0, silently and with the default settings.
+// detectSpeech hears one taken append (inputAudio.listen) and, under server_vad, emits
+// speech_started / speech_stopped with their positions in the session's input audio and the id
+// the user item will get on commit; semantic_vad's pauses go to semState instead.
 func (s *Session) detectSpeech(pcm []float32) vadResult {
-	heard := s.withoutEcho(pcm)
-	td := s.cfg.TurnDetection
-	announce := td != nil
-	if td == nil {
-		if !s.autoResponse() {
-			s.closeVAD()
-			return vadResult{}
-		}
-		td = s.cfg.defaultTurnDetection()
-	}
-	vt := *td
-	vt.SilenceDurationMs = vadSilenceMs(td, s.autoResponse()) // semantic_vad finds pauses with its minimum silence
-	if err := s.ensureVAD(vt, len(pcm)); err != nil {
-		// Config validation keeps the threshold in range, so only allocation can fail here;
-		// the session keeps working without barge-in on speech.
+	res, edges, err := s.listen(pcm, s.cfg.TurnDetection, s.cfg.defaultTurnDetection(), s.autoResponse(), s.m.cfg.WallClock())
+	switch {
+	case errors.Is(err, errNoOverlapVAD):
 		s.log.Warn("no overlap vad", zap.Error(err))
 		return vadResult{}
-	}
-	res, edges, err := s.hear(heard, announce, semanticPauses(td, s.autoResponse()), s.m.cfg.WallClock())
-	if err != nil {
+	case err != nil:
 		s.log.Debug("overlap vad", zap.Error(err))
 		return vadResult{}
 	}
@@ -55,24 +41,18 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		switch {
 		case e.resumed:
 			s.sem.drop() // a semantic_vad pause that had not ended the turn: the same turn goes on
-			continue
 		case e.pause:
 			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
 			s.sem.begin(float64(e.atMs), s.inputMs, SemanticParams(s.cfg.TurnDetection.Eagerness), time.Now())
-			continue
-		}
-		if e.started {
-			if s.speechItemID == "" {
-				s.speechItemID = newItemID()
-			}
+		case e.started:
 			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
 				AudioStartMs: e.atMs, ItemID: s.speechItemID}})
-			continue
-		}
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-			AudioEndMs: e.atMs, ItemID: s.speechItemID}})
-		if m := turnStats(s.engine); m != nil {
-			m.MarkInputEnd(s.input, s.m.cfg.WallClock())
+		default:
+			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+				AudioEndMs: e.atMs, ItemID: s.speechItemID}})
+			if m := turnStats(s.engine); m != nil {
+				m.MarkInputEnd(s.input, s.m.cfg.WallClock())
+			}
 		}
 	}
 	return res
@@ -89,31 +69,46 @@ func (s *Session) resetVAD() {
 	}
 }
 
-// armIdleTimeout starts turn_detection.idle_timeout_ms after a response: the clock runs from
-// response.done plus the playback still ahead of the client (the audio sent beyond real time).
-func (s *Session) armIdleTimeout(r *response) {
-	td := s.cfg.TurnDetection
-	if td == nil || td.IdleTimeoutMs <= 0 || s.detached {
-		return
-	}
-	ahead := 0.0
-	if !r.started.IsZero() {
-		ahead = max(0, r.sentMs-float64(s.m.cfg.Now().Sub(r.started))/float64(time.Millisecond))
-	}
-	s.stopIdleTimeout()
-	s.idleFromMs = s.inputMs
-	s.vadIdle.Reset(time.Duration(float64(td.IdleTimeoutMs)+ahead) * time.Millisecond)
+// idleFollowUp is turn_detection.idle_timeout_ms's timer, armed at response.done and stopped
+// when the user speaks, with the input audio position it was armed at.
+type idleFollowUp struct {
+	timer  *time.Timer
+	fromMs float64
 }
 
-func (s *Session) stopIdleTimeout() {
-	if s.vadIdle == nil {
-		return
+func newIdleFollowUp() idleFollowUp {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return idleFollowUp{timer: t}
+}
+
+// arm (re)starts the timer for d from input position fromMs.
+func (f *idleFollowUp) arm(d time.Duration, fromMs float64) {
+	f.stop()
+	f.fromMs = fromMs
+	f.timer.Reset(d)
+}
+
+func (f *idleFollowUp) stop() {
+	if f.timer != nil {
+		stopTimer(f.timer)
 	}
-	if !s.vadIdle.Stop() {
-		select {
-		case <-s.vadIdle.C:
-		default:
-		}
+}
+
+// idleWait is how long the idle follow-up waits after response r ended (now): idle_timeout_ms
+// from the end of the playback still ahead of the client (the audio sent beyond real time).
+func idleWait(idleTimeoutMs int, r *response, now time.Time) time.Duration {
+	ahead := 0.0
+	if !r.started.IsZero() {
+		ahead = max(0, r.sentMs-float64(now.Sub(r.started))/float64(time.Millisecond))
+	}
+	return time.Duration(float64(idleTimeoutMs)+ahead) * time.Millisecond
+}
+
+// armIdleTimeout starts turn_detection.idle_timeout_ms after response r (idleWait).
+func (s *Session) armIdleTimeout(r *response) {
+	if td := s.cfg.TurnDetection; td != nil && td.IdleTimeoutMs > 0 && !s.detached {
+		s.idle.arm(idleWait(td.IdleTimeoutMs, r, s.m.cfg.Now()), s.inputMs)
 	}
 }
 
@@ -129,7 +124,7 @@ func (s *Session) idleTimeoutTriggered() {
 	// heard), never from before response.done. The buffer since the last commit would also
 	// span the reply (10.3 s for a 5 s timeout), which OpenAI's "roughly matches the
 	// configured timeout" rules out.
-	start := min(s.inputMs, max(s.idleFromMs, s.inputMs-float64(td.IdleTimeoutMs)))
+	start := min(s.inputMs, max(s.idle.fromMs, s.inputMs-float64(td.IdleTimeoutMs)))
 	id := s.speechItemID
 	if id == "" {
 		id = newItemID()
@@ -161,10 +156,4 @@ func (s *Session) respondNow(maxTok int) {
 		return
 	}
 	r.jobbed = true
-}
-
-// listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
-// which is when sent audio must be kept as the echo canceller's reference.
-func (s *Session) listening() bool {
-	return s.cfg.TurnDetection != nil || s.autoResponse()
 }
