@@ -12,11 +12,7 @@ import (
 // drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
 // become response.listen / response.speak, turn output feeds the active response.
 func (s *Session) drainOutputs() {
-	s.outMu.Lock()
-	q := s.outQ
-	s.outQ = nil
-	s.outMu.Unlock()
-	for _, o := range q {
+	for _, o := range s.takeOutputs() {
 		if s.closeReason != "" {
 			return
 		}
@@ -26,7 +22,7 @@ func (s *Session) drainOutputs() {
 
 func (s *Session) routeOutput(o requestclient.Output) {
 	if o.Kind == requestclient.OutError && o.Turn < 0 {
-		s.sendEngineError("runtime_append_failed", errString(o.Err), "", o.Err)
+		s.send(engineErrorEvent(s.epoch, "runtime_append_failed", errString(o.Err), "", o.Err))
 		return
 	}
 	if o.Kind == requestclient.OutDecision && o.Decision == requestclient.DecisionListen && s.aheadListens > 0 {
@@ -132,7 +128,7 @@ func (s *Session) emitTranscript(itemID, text string) {
 
 // handleResult applies the outcome of an engine job on the actor.
 func (s *Session) handleResult(res jobResult) {
-	s.jobsOut--
+	s.taken()
 	if res.itemID != "" && res.err == nil {
 		s.emitTranscript(res.itemID, res.transcript)
 	}
@@ -158,7 +154,7 @@ func (s *Session) handleResult(res jobResult) {
 		if active {
 			s.failResponseErr(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
 		} else {
-			s.sendEngineError(res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err)
+			s.send(engineErrorEvent(s.epoch, res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err))
 		}
 		return
 	}
@@ -177,5 +173,5 @@ func (s *Session) stopCancelledTurn(turn int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = s.engine.Signal(ctx, "response.cancel", s.fence())
+	_ = s.engine.Signal(ctx, "response.cancel", requestclient.Fence{SessionID: s.id, Epoch: s.epoch})
 }

@@ -390,7 +390,7 @@ func (s *Session) failResponse(r *response, code, msg string) {
 // is told with the upstream's type, code and param (sendEngineError); the response's
 // status_details keep the session's own code.
 func (s *Session) failResponseErr(r *response, code, msg string, err error) {
-	s.sendEngineError(code, msg, "", err)
+	s.send(engineErrorEvent(s.epoch, code, msg, "", err))
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
 	s.endResponse("error")
@@ -502,7 +502,7 @@ func (s *Session) advanceEpoch(signal string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.engine.Signal(ctx, signal, s.fence()); err != nil {
+	if err := s.engine.Signal(ctx, signal, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}); err != nil {
 		s.log.Warn("signalling the engine", zap.String("event", signal), zap.Error(err))
 		s.sendError("runtime_abort_failed", fmt.Sprintf("stopping the engine work: %v", err), "", "")
 	}

@@ -84,12 +84,11 @@ type Session struct {
 	sink Sink
 	log  *zap.Logger
 
-	inbox   chan Command
-	inboxB  *byteBudget        // bytes of the commands in inbox
-	stop    chan string        // buffered(1): a Stop reason
-	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
-	jobs    chan job
-	results chan jobResult
+	inbox    chan Command
+	inboxB   *byteBudget        // bytes of the commands in inbox
+	stop     chan string        // buffered(1): a Stop reason
+	drain    chan time.Duration // buffered(1): the server is shutting down, with this grace
+	jobQueue                    // engine jobs in wire order and their results (jobs.go)
 
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
@@ -98,9 +97,7 @@ type Session struct {
 	done      chan struct{}
 	endReason string
 
-	outMu     sync.Mutex
-	outQ      []requestclient.Output
-	outNotify chan struct{}
+	outputQueue // the engine's outputs on their way to the actor (jobs.go)
 
 	// State below is owned by the Run goroutine.
 	engine     Engine
@@ -120,7 +117,6 @@ type Session struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	jobsOut      int // jobs submitted whose result has not come back
 	// toolCallsAnswered are the function calls the client answered since the last response
 	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
 	toolCallsAnswered []metrics.ToolCallStats
@@ -140,43 +136,27 @@ type Session struct {
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
-type job struct {
-	responseID string
-	run        func(ctx context.Context) jobResult
-}
-
-type jobResult struct {
-	responseID string
-	itemID     string
-	transcript string
-	haveTurn   bool
-	turn       int
-	err        error
-	errCode    string
-}
-
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
 func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s := &Session{
-		id:        "duplex-" + uuid.NewString(),
-		m:         m,
-		sink:      sink,
-		inbox:     make(chan Command, 64),
-		inboxB:    newByteBudget(m.cfg.MaxInboxBytes),
-		stop:      make(chan string, 1),
-		drain:     make(chan time.Duration, 1),
-		jobs:      make(chan job, 16),
-		results:   make(chan jobResult, 16),
-		outNotify: make(chan struct{}, 1),
-		lost:      make(chan int, 1),
-		resumes:   make(chan resumeCall),
-		done:      make(chan struct{}),
-		state:     "open",
-		turnState: TurnIdle,
-		responses: newResponses(),
-		expiresAt: m.cfg.Now().Add(maxSessionLength),
-		settings:  newSettings(opts, m.cfg),
-		input:     1,
+		id:          "duplex-" + uuid.NewString(),
+		m:           m,
+		sink:        sink,
+		inbox:       make(chan Command, 64),
+		inboxB:      newByteBudget(m.cfg.MaxInboxBytes),
+		stop:        make(chan string, 1),
+		drain:       make(chan time.Duration, 1),
+		jobQueue:    newJobQueue(16),
+		outputQueue: newOutputQueue(),
+		lost:        make(chan int, 1),
+		resumes:     make(chan resumeCall),
+		done:        make(chan struct{}),
+		state:       "open",
+		turnState:   TurnIdle,
+		responses:   newResponses(),
+		expiresAt:   m.cfg.Now().Add(maxSessionLength),
+		settings:    newSettings(opts, m.cfg),
+		input:       1,
 	}
 	if m.cfg.ResumeGrace > 0 {
 		s.resumeToken = newResumeToken()
@@ -243,19 +223,6 @@ func (s *Session) notifyDrain(grace time.Duration) {
 	}
 }
 
-// deliver is the engine's output callback: it queues and wakes the actor without blocking.
-// The queue is bounded by the response length (max output tokens) since the actor drains it
-// on every wake-up.
-func (s *Session) deliver(o requestclient.Output) {
-	s.outMu.Lock()
-	s.outQ = append(s.outQ, o)
-	s.outMu.Unlock()
-	select {
-	case s.outNotify <- struct{}{}:
-	default:
-	}
-}
-
 // Run is the actor loop. It returns the close reason after releasing the engine; the caller
 // then closes the connection and releases the slot.
 func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string) {
@@ -293,7 +260,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.paceTimer.Stop()
 
 	if first != nil {
-		s.fixDialect(first)
+		s.detectDialect(first)
 		s.handleUpdate(first, true)
 	} else {
 		s.emitCreated()
@@ -347,7 +314,9 @@ func (s *Session) loop(ctx context.Context) string {
 		case c := <-s.inbox:
 			s.inboxB.release(commandBytes(c))
 			resetTimer(s.idleTimer, s.cfg.IdleTimeout)
-			s.fixDialect(c)
+			if s.detectDialect(c) {
+				s.log.Debug("beta client detected from its session.update fields")
+			}
 			s.handle(c)
 		case <-s.outNotify:
 			s.drainOutputs()
@@ -391,39 +360,13 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	t.Reset(d)
 }
 
-// runJobs executes engine jobs (commit, respond, history) one at a time in submission order,
-// so that they reach the engine in wire order without blocking the actor.
-func (s *Session) runJobs(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case j := <-s.jobs:
-			r := j.run(ctx)
-			r.responseID = j.responseID
-			select {
-			case s.results <- r:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-// canSubmitJob reports whether the next submitJob will succeed: only the actor sends to jobs,
-// so a free slot now is still free when it submits.
-func (s *Session) canSubmitJob() bool { return len(s.jobs) < cap(s.jobs) }
-
 // submitJob queues a job; a full queue is input backpressure.
 func (s *Session) submitJob(j job) bool {
-	select {
-	case s.jobs <- j:
-		s.jobsOut++
-		s.engineFresh = false // the engine holds more than uncommitted audio now
-		return true
-	default:
+	if !s.queue(j) {
 		return false
 	}
+	s.engineFresh = false // the engine holds more than uncommitted audio now
+	return true
 }
 
 // shutdown ends the active response with the close reason's mapping, closes the engine and
@@ -512,29 +455,18 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
+	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.deliver)
 	if err != nil {
 		s.log.Warn("opening engine stream", zap.Error(err))
 		s.sendError("server_error", fmt.Sprintf("opening the engine stream: %v", err), eventID, "")
 		if errors.Is(err, ErrCapacity) {
-			s.sendErrorCode("resource_exhausted", "engine capacity exhausted", eventID, "")
+			s.sendError("resource_exhausted", "engine capacity exhausted", eventID, "")
 		}
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
 	s.syncTools()
 	return true
-}
-
-// fixDialect fixes the dialect at the client's first event (settings.detectDialect).
-func (s *Session) fixDialect(c Command) {
-	if s.detectDialect(c) {
-		s.log.Debug("beta client detected from its session.update fields")
-	}
-}
-
-func (s *Session) fence() requestclient.Fence {
-	return requestclient.Fence{SessionID: s.id, Epoch: s.epoch}
 }
 
 func (s *Session) send(ev Event) {
@@ -561,21 +493,17 @@ func (s *Session) sendError(typ, message, eventID, param string) {
 	s.send(ev)
 }
 
-// sendEngineError tells the client about an engine failure err. When a remote stage failed
-// (requestclient.UpstreamErrorOf) the event carries the upstream's type, code and param and a message
-// naming the stage and the upstream status; otherwise it is sendError(code, msg).
-func (s *Session) sendEngineError(code, msg, eventID string, err error) {
+// engineErrorEvent tells the client about an engine failure err. When a remote stage failed
+// (requestclient.UpstreamErrorOf) the event carries the upstream's type, code and param and a
+// message naming the stage and the upstream status; otherwise it is the error event of code and
+// msg.
+func engineErrorEvent(epoch int, code, msg, eventID string, err error) Event {
+	ev := ErrorEvent(ErrorType(code), code, msg, eventID, "")
 	if ue, ok := requestclient.UpstreamErrorOf(err); ok {
-		ev := ErrorEvent(ue.Type, ue.Code, ue.Message, eventID, ue.Param)
-		ev.Epoch = s.epoch
-		s.send(ev)
-		return
+		ev = ErrorEvent(ue.Type, ue.Code, ue.Message, eventID, ue.Param)
 	}
-	s.sendError(code, msg, eventID, "")
-}
-
-func (s *Session) sendErrorCode(code, message, eventID, param string) {
-	s.sendError(code, message, eventID, param)
+	ev.Epoch = epoch
+	return ev
 }
 
 func firstNonEmpty(a ...string) string {
