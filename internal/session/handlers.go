@@ -96,7 +96,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 		}
 	}
 	if err == nil && patch.ToolsSet {
-		if fe := s.checkMCPTools(patch.MCPTools); fe != nil {
+		if fe := checkMCPTools(patch.MCPTools, s.m.cfg.MCPAllowList); fe != nil {
 			err = fe
 		}
 	}

@@ -341,9 +341,11 @@ func (s *Session) pace() {
 	if s.detached {
 		// Output pacing is paused while no client listens: the audio waits for a resume. A
 		// response with nothing left to send still completes (into the journal).
-		if r.finished && len(r.frames) == 0 && !s.mcpHolds(r) {
+		if r.finished && len(r.frames) == 0 && !r.mcp.holds() {
 			s.completeResponse(r)
-			s.mcpFollowUp(r)
+			if r.mcp.followUp {
+				s.startFollowUp(r.mcp.depth + 1)
+			}
 		}
 		return
 	}
@@ -368,9 +370,11 @@ func (s *Session) pace() {
 		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioTranscriptDelta{
 			ResponseID: r.id, ItemID: r.itemID, Delta: f.text}})
 	}
-	if r.finished && !s.mcpHolds(r) {
+	if r.finished && !r.mcp.holds() {
 		s.completeResponse(r)
-		s.mcpFollowUp(r)
+		if r.mcp.followUp {
+			s.startFollowUp(r.mcp.depth + 1)
+		}
 	}
 }
 
