@@ -91,7 +91,7 @@ func (s *Session) handle(c Command) {
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
 	if err == nil && next.Instructions != s.cfg.Instructions {
-		if fe := s.checkInstructions(next.Instructions, "session.instructions"); fe != nil {
+		if fe := checkInstructions(next.Instructions, "session.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
 			err = fe
 		}
 	}
@@ -175,13 +175,14 @@ func wireFormat(f AudioFormat) protocol.FormatSpec {
 	return protocol.FormatSpec{Type: "audio/pcm", Rate: f.Rate}
 }
 
-func (s *Session) maxTokensWire(n int) protocol.MaxTokens {
+// maxTokensWire is max_output_tokens on the wire: 0 is "inf"; with a server default
+// (serverDefault), that is what the engine applies to "inf", so the session tells the limit in
+// force.
+func maxTokensWire(n, serverDefault int) protocol.MaxTokens {
 	if n > 0 {
 		return protocol.MaxTokens(n)
 	}
-	// 0 is "inf"; with a server default, that is what the engine applies to "inf": the
-	// session tells the limit in force.
-	return protocol.MaxTokens(s.m.cfg.DefaultMaxOutputTokens)
+	return protocol.MaxTokens(serverDefault)
 }
 
 // outputModalities is the GA single-modality view: audio implies its transcript.
@@ -204,7 +205,7 @@ func (s *Session) publicSession() protocol.SessionObject {
 		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.cfg.Model,
 		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
 		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
-		MaxOutputTokens: s.maxTokensWire(s.cfg.MaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
+		MaxOutputTokens: maxTokensWire(s.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
 		Temperature: s.temperature(),
 		Audio: protocol.SessionAudio{
 			Input:  s.audioInput(false),
@@ -220,18 +221,6 @@ func (s *Session) publicSession() protocol.SessionObject {
 			BargeInPitchedSpeechMs: overlapEarlySpeechMs,
 			MaxOutputLeadMs:        s.m.cfg.MaxOutputLead.Milliseconds(), FullDuplex: s.opts.Duplex},
 	}
-}
-
-// audioInput is the session's audio.input; a transcription session's turn_detection has no
-// response flags (noResponse).
-func (s *Session) audioInput(noResponse bool) protocol.AudioInput {
-	in := protocol.AudioInput{Format: wireFormat(s.cfg.InputFormat), Transcription: s.transcriptionWire(),
-		NoiseReduction: s.noiseReductionWire(), SampleRateHz: s.cfg.InputFormat.Rate}
-	if td := s.cfg.TurnDetection.Wire(); td != nil {
-		td.NoResponse = noResponse
-		in.TurnDetection = td
-	}
-	return in
 }
 
 // handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
@@ -512,8 +501,8 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 	prev := s.conv.lastID()
 	s.conv.insert(it, "")
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	return it
 }
 
@@ -672,8 +661,8 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	// The item takes its place in the item list; the engine's context is append-only, so the
 	// model reads it after everything before it in time (documented in docs/REALTIME.md).
 	s.conv.insert(it, c.PreviousItemID)
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++

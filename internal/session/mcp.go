@@ -139,7 +139,7 @@ func (s *Session) syncMCP() {
 		it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
 		s.tools.mcp.list(t, it.ID, s.m.cfg.MCPLimits)
 		s.conv.insert(it, "")
-		s.sendItemAdded(it, s.epoch, false)
+		s.send(s.conv.added(it, s.epoch, false))
 		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
 	}
 }
@@ -239,7 +239,7 @@ func (s *Session) handleMCPResult(r mcpResult) {
 	if it != nil {
 		it.MCPTools, it.Status = r.tools, "completed"
 		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsCompleted{ItemID: it.ID}})
-		s.sendItemDone(it, s.epoch)
+		s.send(s.conv.done(it, s.epoch, false))
 	} // else the conversation dropped the item (history budget, delete); the tools stay
 	if len(unusable) > 0 {
 		s.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",

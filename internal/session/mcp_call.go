@@ -184,10 +184,10 @@ func (s *Session) emitMCPCall(r *response, c *requestclient.ToolCall) bool {
 func (s *Session) addCallItem(r *response, it *item) int {
 	idx := 1 + len(r.calls)
 	r.calls = append(r.calls, it)
-	s.sendOutputItemAdded(r, idx, it)
+	s.send(r.outputItemAdded(idx, it))
 	if !r.outOfBand {
 		s.conv.insert(it, "")
-		s.sendItemAdded(it, r.epoch, true)
+		s.send(s.conv.added(it, r.epoch, true))
 	}
 	return idx
 }
@@ -468,8 +468,8 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 	it := &item{ID: id, Type: "mcp_approval_response", Status: "completed",
 		MCP: &mcpItem{ApprovalRequestID: req.ID, Approve: c.Approve, Reason: c.Reason}}
 	s.conv.insert(it, c.PreviousItemID)
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	req.MCP.AnsweredBy = id
 	if !c.Approve {
 		denied := fmt.Sprintf("the user denied this call of %s", req.Name)

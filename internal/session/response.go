@@ -197,8 +197,8 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 // responseObject is the realtime.response of response.created / response.done.
 func (s *Session) responseObject(r *response, status string, details *protocol.StatusDetails, output []protocol.Item, u *usage) protocol.Response {
 	o := protocol.Response{ID: r.id, Object: "realtime.response", Status: status, StatusDetails: details,
-		Output: output, ConversationID: s.conversationIDOf(r), Metadata: r.metadata,
-		MaxOutputTokens:  s.maxTokensWire(r.maxTokens),
+		Output: output, ConversationID: r.conversationID(s.id), Metadata: r.metadata,
+		MaxOutputTokens:  maxTokensWire(r.maxTokens, s.m.cfg.DefaultMaxOutputTokens),
 		Omniserve:        protocol.ResponseExtension{SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs},
 		OutputModalities: outputModalities(r.audio),
 		Audio:            &protocol.ResponseAudio{Output: protocol.AudioOutput{Format: wireFormat(r.format), Voice: s.cfg.Voice}},
@@ -211,24 +211,22 @@ func (s *Session) responseObject(r *response, status string, details *protocol.S
 	return o
 }
 
-func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
-
-// conversationIDOf is a response's conversation_id: null out of band (OpenAI).
-func (s *Session) conversationIDOf(r *response) *string {
+// conversationID is the conversation_id of r in session sessionID: null out of band (OpenAI).
+func (r *response) conversationID(sessionID string) *string {
 	if r.outOfBand {
 		return nil
 	}
-	id := s.conversationID()
+	id := "conv_" + strings.TrimPrefix(sessionID, "duplex-")
 	return &id
 }
 
-// responseItem is the response's output item: in the conversation unless out of band (nil
-// when the client deleted it).
-func (s *Session) responseItem(r *response) *item {
+// itemIn is the response's output item: in the conversation c unless out of band (nil when the
+// client deleted it).
+func (r *response) itemIn(c *conversation) *item {
 	if r.outOfBand {
 		return r.item
 	}
-	return s.conv.find(r.itemID)
+	return c.find(r.itemID)
 }
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
@@ -241,7 +239,7 @@ func (s *Session) endResponse(reason string) *response {
 	s.endMCPCalls(r)
 	s.responses.end()
 	s.turnState = TurnIdle
-	if it := s.responseItem(r); it != nil {
+	if it := r.itemIn(&s.conv); it != nil {
 		r.settleItem(it)
 	}
 	if s.engine != nil {
@@ -425,7 +423,7 @@ func (s *Session) emitDone(r *response, status string, details *protocol.StatusD
 		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartDone{
 			ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", heard)}})
 	}
-	it := s.responseItem(r)
+	it := r.itemIn(&s.conv)
 	output := []protocol.Item{}
 	if it != nil {
 		it.Status = "completed"

@@ -120,10 +120,10 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 		CallID: c.ID, Name: c.Name}
 	idx := 1 + len(r.calls) // the message item is output 0
 	r.calls = append(r.calls, it)
-	s.sendOutputItemAdded(r, idx, it)
+	s.send(r.outputItemAdded(idx, it))
 	if !r.outOfBand {
 		s.conv.insert(it, "")
-		s.sendItemAdded(it, r.epoch, true)
+		s.send(s.conv.added(it, r.epoch, true))
 	}
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
@@ -133,9 +133,9 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 	s.sendOutputItemDone(r, idx, it, true)
 }
 
-// sendOutputItemAdded emits response.output_item.added for a tool item of r at output idx.
-func (s *Session) sendOutputItemAdded(r *response, idx int, it *item) {
-	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
+// outputItemAdded is response.output_item.added for a tool item of r at output idx.
+func (r *response) outputItemAdded(idx int, it *item) Event {
+	return Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, OutputIndex: idx, Item: it.item()}}
 }
 
 // sendOutputItemDone ends a tool item of r at output idx: conversation.item.done (when it is in
@@ -143,7 +143,7 @@ func (s *Session) sendOutputItemAdded(r *response, idx int, it *item) {
 // the response's epoch is over); the end of an MCP call, which the server itself ran, is not.
 func (s *Session) sendOutputItemDone(r *response, idx int, it *item, model bool) {
 	if !r.outOfBand && s.conv.find(it.ID) != nil {
-		s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: it.item()}})
+		s.send(s.conv.done(it, r.epoch, model))
 	}
 	s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
 }
@@ -172,8 +172,8 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 	}
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
 	s.conv.insert(it, "")
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	s.pendingIn++
 	s.timeFunctionCall(call)
 	eng, out, turn := s.engine, c.Output, s.input
