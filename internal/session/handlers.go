@@ -133,7 +133,10 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	}
 	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
-	s.applyNoiseReduction()
+	if err := s.setNoiseReduction(s.cfg.NoiseReduction); err != nil {
+		// The configuration was validated: only a broken speex library gets here.
+		s.log.Error("noise reduction unavailable", zap.Error(err))
+	}
 	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
@@ -156,10 +159,6 @@ func (s *Session) emitCreated() {
 	// session.resume (docs/REALTIME.md).
 	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
 		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
-}
-
-func (s *Session) emitClosed(reason string) {
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
 }
 
 // wireFormat is the GA audio format object.
@@ -389,7 +388,7 @@ func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	if !respond {
 		return s.commit(eventID, nil)
 	}
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.sessionTools()}
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.tools.sessionTools(s.cfg)}
 	return s.commit(eventID, &o)
 }
 
@@ -454,7 +453,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	var ro respOptions
 	if respond {
 		ro = *o
-		r = s.beginResponseWith(-1, ro)
+		r = s.beginResponse(-1, ro)
 	}
 	eng := s.engine
 	itemID := it.ID
@@ -481,7 +480,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	if !s.submitJob(j) {
 		s.sendError("input_backpressure", "too many pending commits", eventID, "")
 		if r != nil {
-			s.failResponse(r, "input_backpressure", "too many pending commits")
+			s.failResponse(r, "input_backpressure", "too many pending commits", nil)
 		}
 		return false
 	}
@@ -517,7 +516,7 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
-	if fe := s.resolveTools(c, &o); fe != nil {
+	if fe := s.tools.resolveTools(s.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
 	if c.Modalities != nil {
@@ -595,7 +594,7 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	s.startModelReply(s.beginResponseWith(-1, o), o)
+	s.startModelReply(s.beginResponse(-1, o), o)
 }
 
 // newClientItem opens the engine for a client's new item and settles its id (the client's,

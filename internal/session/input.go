@@ -81,6 +81,10 @@ func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) (
 	return pcm, nil
 }
 
+// The input's noise reduction (audio.input.noise_reduction): a speex preprocessor over the
+// decoded 16 kHz input (take), before the session VAD, the engine's VAD and the ASR, so all of
+// them hear the same cleaned audio. It delays the input by one 20 ms frame.
+
 // setNoiseReduction makes the denoiser match kind ("" = off): created when noise reduction is
 // turned on, replaced when its type changes, closed when it is turned off.
 func (in *inputAudio) setNoiseReduction(kind string) error {

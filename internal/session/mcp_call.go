@@ -358,16 +358,6 @@ func (s *Session) continueAfterCall(r *response) {
 	s.pace()
 }
 
-// endMCPCalls fails the running calls of a response that ends (endResponse): cancelled,
-// interrupted, failed or closed. Their goroutines stop with the cancel; their results are
-// dropped.
-func (s *Session) endMCPCalls(r *response) {
-	for _, c := range s.tools.mcp.takeCallsOf(r) {
-		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
-	}
-	r.mcp.start = nil
-}
-
 // holds reports a finished response that waits for its calls before it completes.
 func (m *mcpResp) holds() bool { return m.pending > 0 || m.start != nil }
 
@@ -412,7 +402,7 @@ func (s *Session) startFollowUp(depth int) {
 	}
 	s.pendingIn++ // the results are input the follow-up answers
 	o := s.tools.followUpOptions(s.cfg, depth)
-	r := s.beginResponseWith(-1, o)
+	r := s.beginResponse(-1, o)
 	s.startModelReply(r, o)
 }
 
@@ -426,7 +416,7 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 		t, err := o.respond(ctx, eng, r.turn)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
-		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+		s.failResponse(r, "input_backpressure", "too many pending engine jobs", nil)
 		return
 	}
 	r.jobbed = true
@@ -482,7 +472,7 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 	}
 	s.pendingIn++ // the call's result is input the response answers
 	o := s.tools.followUpOptions(s.cfg, 1)
-	r := s.beginResponseWith(-1, o)
+	r := s.beginResponse(-1, o)
 	r.mcp.start = func() { s.startModelReply(r, o) }
 	call := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
 		ServerLabel: req.ServerLabel, Name: req.Name, MCP: &mcpItem{ApprovalRequestID: req.ID}}

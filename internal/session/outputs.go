@@ -69,7 +69,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			}
 		case requestclient.DecisionSpeak:
 			if r == nil && s.autoResponse() {
-				r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
+				r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
 			}
 			if r != nil && r.stageTurn < 0 {
 				r.stageTurn = o.Turn
@@ -88,7 +88,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			}
 			return
 		}
-		r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
+		r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
 	}
 	if r.stageTurn < 0 {
 		r.stageTurn = o.Turn
@@ -139,7 +139,7 @@ func (s *Session) handleResult(res jobResult) {
 		if res.haveTurn && !s.over(res.turn) {
 			s.closeTurn(res.turn)
 			if s.engine != nil {
-				s.stopCancelledTurn(res.turn)
+				stopCancelledTurn(s.engine, res.turn, requestclient.Fence{SessionID: s.id, Epoch: s.epoch})
 			}
 		}
 		return
@@ -152,7 +152,7 @@ func (s *Session) handleResult(res jobResult) {
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		if active {
-			s.failResponseErr(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
+			s.failResponse(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
 		} else {
 			s.send(engineErrorEvent(s.epoch, res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err))
 		}
@@ -166,12 +166,12 @@ func (s *Session) handleResult(res jobResult) {
 // stopCancelledTurn stops the engine work of a response that was cancelled before its turn was
 // known, without a client-visible event. Only that turn stops: a response the client started
 // since may already be queued behind it in the engine.
-func (s *Session) stopCancelledTurn(turn int) {
-	if tc, ok := s.engine.(TurnCanceller); ok {
+func stopCancelledTurn(eng Engine, turn int, fence requestclient.Fence) {
+	if tc, ok := eng.(TurnCanceller); ok {
 		tc.CancelTurn(turn)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = s.engine.Signal(ctx, "response.cancel", requestclient.Fence{SessionID: s.id, Epoch: s.epoch})
+	_ = eng.Signal(ctx, "response.cancel", fence)
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -138,13 +139,9 @@ func (r *response) neverStarts() bool {
 	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
 }
 
-// beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
-// response.created sequence.
-func (s *Session) beginResponse(stageTurn, maxTokens int) *response {
-	return s.beginResponseWith(stageTurn, respOptions{audio: s.cfg.WantAudio(), maxTokens: maxTokens, format: s.cfg.OutputFormat})
-}
-
-func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
+// beginResponse opens a response with options o (begin_response): new ids, turn state,
+// metrics turn, and the response.created sequence.
+func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.idle.stop()
 	s.resetVAD()
 	s.turnID++
@@ -158,11 +155,11 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
-		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
+		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
 	r.itemID = "item_" + r.id
-	r.toolCalls, s.toolCallsAnswered = s.toolCallsAnswered, nil
+	r.toolCalls = s.toolCallsAnswered.take()
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
@@ -236,7 +233,12 @@ func (s *Session) endResponse(reason string) *response {
 	if r == nil {
 		return nil
 	}
-	s.endMCPCalls(r)
+	// Its running MCP calls fail (cancelled, interrupted, failed or closed): their goroutines
+	// stop with the cancel, their results are dropped.
+	for _, c := range s.tools.mcp.takeCallsOf(r) {
+		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
+	}
+	r.mcp.start = nil
 	s.responses.end()
 	s.turnState = TurnIdle
 	if it := r.itemIn(&s.conv); it != nil {
@@ -318,7 +320,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		r.finish = o.FinishReason
 		s.pace()
 	case requestclient.OutError:
-		s.failResponseErr(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
+		s.failResponse(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
 	}
 }
 
@@ -384,14 +386,10 @@ func (s *Session) completeResponse(r *response) {
 	s.armIdleTimeout(r)
 }
 
-func (s *Session) failResponse(r *response, code, msg string) {
-	s.failResponseErr(r, code, msg, nil)
-}
-
-// failResponseErr is failResponse for an engine failure err: a remote stage's upstream error
-// is told with the upstream's type, code and param (sendEngineError); the response's
-// status_details keep the session's own code.
-func (s *Session) failResponseErr(r *response, code, msg string, err error) {
+// failResponse ends r as failed with code and msg. For an engine failure err a remote stage's
+// upstream error is told with the upstream's type, code and param (engineErrorEvent); the
+// response's status_details keep the session's own code.
+func (s *Session) failResponse(r *response, code, msg string, err error) {
 	s.send(engineErrorEvent(s.epoch, code, msg, "", err))
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)

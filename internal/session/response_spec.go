@@ -99,3 +99,9 @@ func outputErrorCode(err error) string {
 	}
 	return "engine_error"
 }
+
+// replyOptions are the options of a response the session starts itself (no response.create
+// fields): the session's output settings with maxTokens.
+func (c Config) replyOptions(maxTokens int) respOptions {
+	return respOptions{audio: c.WantAudio(), maxTokens: maxTokens, format: c.OutputFormat}
+}

@@ -119,7 +119,7 @@ type Session struct {
 	aheadListens int
 	// toolCallsAnswered are the function calls the client answered since the last response
 	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
-	toolCallsAnswered []metrics.ToolCallStats
+	toolCallsAnswered answeredCalls
 	paceTimer         *time.Timer
 	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (vad.go)
 	idleTimer         *time.Timer
@@ -231,7 +231,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 		close(s.done)
 	}()
 	if !s.m.track(s) {
-		s.emitClosed(ReasonShutdown)
+		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: ReasonShutdown}})
 		return ReasonShutdown
 	}
 	defer s.m.untrack(s)
@@ -248,7 +248,18 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	jobCtx, cancelJobs := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); s.guardedJobs(jobCtx) }()
+	go func() {
+		defer wg.Done()
+		// The job goroutine's root: a panic there is logged and counted, and the actor is told
+		// to end the session (its results would otherwise never arrive).
+		defer func() {
+			if p := recover(); p != nil {
+				recovered(s.log, s.m.cfg.Metrics, "session_jobs", p)
+				s.Stop(ReasonInternalError)
+			}
+		}()
+		s.runJobs(jobCtx)
+	}()
 	s.engineCtx = jobCtx
 
 	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
@@ -280,7 +291,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.recovered("session", p)
+			recovered(s.log, s.m.cfg.Metrics, "session", p)
 			s.sendError("server_error", "internal error: the session ended", "", "")
 			reason = ReasonInternalError
 		}
@@ -288,23 +299,12 @@ func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 	return s.loop(ctx)
 }
 
-// guardedJobs is the job goroutine's root: a panic there is logged and counted, and the actor
-// is told to end the session (its results would otherwise never arrive).
-func (s *Session) guardedJobs(ctx context.Context) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.recovered("session_jobs", p)
-			s.Stop(ReasonInternalError)
-		}
-	}()
-	s.runJobs(ctx)
-}
-
-// recovered logs a panic recovered at a goroutine root, with its stack, and counts it.
-func (s *Session) recovered(component string, p any) {
-	s.log.Error("goroutine panicked", zap.String("component", component), zap.Any("panic", p), zap.Stack("stack"))
-	if s.m.cfg.Metrics != nil {
-		s.m.cfg.Metrics.CountPanic(component)
+// recovered logs a panic recovered at a goroutine root, with its stack, and counts it (m may be
+// nil).
+func recovered(log *zap.Logger, m ManagerMetrics, component string, p any) {
+	log.Error("goroutine panicked", zap.String("component", component), zap.Any("panic", p), zap.Stack("stack"))
+	if m != nil {
+		m.CountPanic(component)
 	}
 }
 
@@ -414,7 +414,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		}
 	}
 	if !quiet {
-		s.emitClosed(reason)
+		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
 	}
 	s.state = "closed"
 }

@@ -72,12 +72,12 @@ func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *req
 	return &requestclient.ToolSpec{Tools: tools, Choice: mode, Function: choice.Function, Parallel: parallel}
 }
 
-// sessionTools is the session's tools for a response that declares none of its own.
-func (s *Session) sessionTools() *requestclient.ToolSpec {
-	spec, _, fe := s.tools.specFor(s.cfg.MCP, s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
+// sessionTools is the session's tools (cfg) for a response that declares none of its own.
+func (t *toolState) sessionTools(cfg Config) *requestclient.ToolSpec {
+	spec, _, fe := t.specFor(cfg.MCP, cfg.Tools, cfg.ToolChoice, true, true, "session")
 	if fe != nil {
 		// tool_choice forces an MCP tool not listed (yet): the engine's own turns choose.
-		spec, _, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		spec, _, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
 	}
 	return spec
 }
@@ -175,7 +175,7 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 	s.send(s.conv.added(it, s.epoch, false))
 	s.send(s.conv.done(it, s.epoch, false))
 	s.pendingIn++
-	s.timeFunctionCall(call)
+	s.toolCallsAnswered.time(call, s.m.cfg.WallClock())
 	eng, out, turn := s.engine, c.Output, s.input
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		return jobResult{err: eng.AppendText(ctx, turn, "tool", out), errCode: "runtime_append_failed"}
@@ -186,20 +186,31 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 // client answering calls with no response after them); later ones are not timed.
 const maxToolCallsAnswered = 64
 
-// timeFunctionCall times the client's answer to call (arguments done → its function_call_output)
+// answeredCalls are the function calls the client answered since the last response began: the
+// next response's turn counts them, at most maxToolCallsAnswered.
+type answeredCalls []metrics.ToolCallStats
+
+// time times the client's answer to call (arguments done → its function_call_output, at now)
 // for the next response's turn: the follow-up the output is for.
-func (s *Session) timeFunctionCall(call *item) {
-	if call.CalledAt <= 0 || len(s.toolCallsAnswered) >= maxToolCallsAnswered {
+func (a *answeredCalls) time(call *item, now float64) {
+	if call.CalledAt <= 0 || len(*a) >= maxToolCallsAnswered {
 		return
 	}
-	s.toolCallsAnswered = append(s.toolCallsAnswered, metrics.ToolCallStats{Kind: metrics.ToolKindFunction,
-		Name: call.Name, CallID: call.CallID, Start: call.CalledAt, DurationMs: max(s.m.cfg.WallClock()-call.CalledAt, 0) * 1000})
+	*a = append(*a, metrics.ToolCallStats{Kind: metrics.ToolKindFunction,
+		Name: call.Name, CallID: call.CallID, Start: call.CalledAt, DurationMs: max(now-call.CalledAt, 0) * 1000})
+}
+
+// take hands the answered calls to a response that begins and starts over.
+func (a *answeredCalls) take() []metrics.ToolCallStats {
+	out := *a
+	*a = nil
+	return out
 }
 
 // resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
-// over the session's.
-func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
-	tools, choice, parallel := s.cfg.Tools, s.cfg.ToolChoice, true
+// over the session's (cfg); defaultMax is the server's max_output_tokens for "inf".
+func (t *toolState) resolveTools(cfg Config, c *CreateResponse, o *respOptions, defaultMax int) *FieldError {
+	tools, choice, parallel := cfg.Tools, cfg.ToolChoice, true
 	if c.ToolsSet {
 		tools = c.Tools
 	}
@@ -212,7 +223,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 	if c.ToolsSet || c.ToolChoice != nil {
 		limit := o.maxTokens
 		if limit <= 0 {
-			limit = s.m.cfg.DefaultMaxOutputTokens
+			limit = defaultMax
 		}
 		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
 			return fe
@@ -222,7 +233,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 	if c.ToolsSet || c.ToolChoice != nil {
 		param = "response"
 	}
-	spec, refs, fe := s.tools.specFor(s.cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
+	spec, refs, fe := t.specFor(cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
 	if fe != nil {
 		return fe
 	}
@@ -230,7 +241,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 		// As checkTools does for a forced function: the forced MCP call must fit the reply.
 		limit := o.maxTokens
 		if limit <= 0 {
-			limit = s.m.cfg.DefaultMaxOutputTokens
+			limit = defaultMax
 		}
 		if limit > 0 {
 			if err := requestclient.CheckTools(*spec, limit); err != nil {

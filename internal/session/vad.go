@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -138,22 +137,7 @@ func (s *Session) idleTimeoutTriggered() {
 		return
 	}
 	s.speechItemID = ""
-	s.respondNow(s.cfg.MaxOutputTokens)
-}
-
-// respondNow starts a response over the conversation as it is, without new input.
-func (s *Session) respondNow(maxTok int) {
-	r := s.beginResponse(-1, maxTok)
-	eng := s.engine
-	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
-		if !r.claimEngine() {
-			return jobResult{}
-		}
-		t, err := eng.Respond(ctx, r.turn, maxTok)
-		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
-	}}) {
-		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
-		return
-	}
-	r.jobbed = true
+	// A response over the conversation as it is, without new input.
+	o := s.cfg.replyOptions(s.cfg.MaxOutputTokens)
+	s.startModelReply(s.beginResponse(-1, o), o)
 }

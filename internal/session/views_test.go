@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // The wire views the actor sends without computing them itself: max_output_tokens, a
@@ -48,7 +49,6 @@ func TestResponseConversationView(t *testing.T) {
 		})
 	}
 }
-
 
 func TestConversationItemEvents(t *testing.T) {
 	var c conversation
@@ -132,4 +132,63 @@ func TestSettingsAudioInputListening(t *testing.T) {
 			require.Equal(t, tc.listening, c.listening())
 		})
 	}
+}
+
+// answeredCalls times the client's answers for the next response, bounded, and hands them over
+// once.
+func TestAnsweredCalls(t *testing.T) {
+	tests := []struct {
+		name     string
+		calledAt float64
+		before   int
+		kept     bool
+		ms       float64
+	}{
+		{"timed", 10, 0, true, 1500},
+		{"never sent to the client", 0, 0, false, 0},
+		{"past the bound", 10, maxToolCallsAnswered, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := make(answeredCalls, tc.before)
+			a.time(&item{Name: "f", CallID: "call_1", CalledAt: tc.calledAt}, 11.5)
+			got := a.take()
+			require.Empty(t, a)
+			if !tc.kept {
+				require.Len(t, got, tc.before)
+				return
+			}
+			require.Len(t, got, tc.before+1)
+			require.Equal(t, "call_1", got[tc.before].CallID)
+			require.InDelta(t, tc.ms, got[tc.before].DurationMs, 1e-6)
+		})
+	}
+}
+
+// audioUsage: a response reads the conversation's audio, cached up to what the previous one
+// read and wrote; one with its own input[] caches nothing.
+func TestAudioUsage(t *testing.T) {
+	tests := []struct {
+		name      string
+		o         respOptions
+		conv      int
+		prev      usage
+		in, cache int
+	}{
+		{"first response", respOptions{}, 100, usage{}, 100, 0},
+		{"after one", respOptions{}, 300, usage{inAudio: 100, outAudio: 150}, 300, 250},
+		{"cache bounded by the input", respOptions{}, 200, usage{inAudio: 180, outAudio: 150}, 200, 200},
+		{"own input", respOptions{input: []requestclient.Message{{Role: "user"}}, inputAudio: 40}, 300, usage{inAudio: 100}, 40, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newResponses()
+			rs.lastUsage = tc.prev
+			u := rs.audioUsage(tc.o, tc.conv)
+			require.Equal(t, tc.in, u.inAudio)
+			require.Equal(t, tc.cache, u.cachedAudio)
+		})
+	}
+	o := Config{Modalities: []string{"audio"}, OutputFormat: AudioFormat{Type: "pcm16", Rate: 24000}}.replyOptions(77)
+	require.Equal(t, respOptions{audio: true, maxTokens: 77, format: AudioFormat{Type: "pcm16", Rate: 24000}}, o)
 }
