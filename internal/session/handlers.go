@@ -16,7 +16,7 @@ import (
 func (s *Session) handle(c Command) {
 	switch c := c.(type) {
 	case *UpdateSession:
-		s.handleUpdate(c, false)
+		s.handleUpdate(c)
 	case *AppendAudio:
 		s.handleAppend(c)
 	case *CommitInput:
@@ -112,10 +112,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	return next, err
 }
 
-func (s *Session) handleUpdate(c *UpdateSession, first bool) {
-	if first {
-		s.emitCreated()
-	}
+func (s *Session) handleUpdate(c *UpdateSession) {
 	if c.Transcription && !s.opts.Transcription {
 		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
 		return
@@ -152,13 +149,6 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	s.syncTools()
 	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(c.Transcription)}})
 	s.syncMCP()
-}
-
-func (s *Session) emitCreated() {
-	// ResumeToken (an extension, empty unless resumable) is the bearer secret of
-	// session.resume (docs/REALTIME.md).
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
-		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
 }
 
 // wireFormat is the GA audio format object.

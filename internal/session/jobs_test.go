@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -79,6 +80,38 @@ func TestOutputQueue(t *testing.T) {
 				require.Equal(t, i, o.Turn)
 			}
 			require.Empty(t, q.takeOutputs())
+		})
+	}
+}
+
+// settler records the turns settleJob settles.
+type settler struct {
+	settled []int
+	err     error
+}
+
+func (f *settler) FinalizeUnstartedTurn(int, string) bool { return true }
+func (f *settler) SettleInput(_ context.Context, turn int) error {
+	f.settled = append(f.settled, turn)
+	return f.err
+}
+
+// settleJob settles the cancelled turn's input and tells the client nothing, also when
+// settling fails.
+func TestSettleJob(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"settled", nil},
+		{"settling failed", errors.New("stream closed")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &settler{err: tc.err}
+			r := settleJob(f, 7, zap.NewNop()).run(t.Context())
+			require.Equal(t, []int{7}, f.settled)
+			require.Equal(t, jobResult{}, r)
 		})
 	}
 }

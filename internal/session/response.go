@@ -258,7 +258,10 @@ func (s *Session) endResponse(reason string) *response {
 			m.AddTurnToolCalls(r.turn, r.toolCalls)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
-			s.finalizeUnstarted(u, r.turn, reason)
+			u.FinalizeUnstartedTurn(r.turn, reason)
+			if !s.submitJob(settleJob(u, r.turn, s.log)) {
+				s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
+			}
 		} else {
 			s.engine.FinalizeTurn(r.turn, reason)
 		}
@@ -266,21 +269,18 @@ func (s *Session) endResponse(reason string) *response {
 	return r
 }
 
-// finalizeUnstarted ends the turn of a response cancelled before its engine response started,
-// e.g. a response.cancel right after response.create while the input's commit is still queued:
-// the turn waits for that input's work (its transcription and prefill), which a job queued
-// behind the input's own jobs reports settled. Without room for that job the turn is recorded
-// when the stream closes.
-func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, turn int, reason string) {
-	u.FinalizeUnstartedTurn(turn, reason)
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+// settleJob ends the turn of a response cancelled before its engine response started (e.g. a
+// response.cancel right after response.create while the input's commit is still queued): the
+// turn waits for that input's work (its transcription and prefill), which this job, queued
+// behind the input's own jobs, reports settled. Without room for it the turn is recorded when
+// the stream closes.
+func settleJob(u UnstartedTurnFinalizer, turn int, log *zap.Logger) job {
+	return job{run: func(ctx context.Context) jobResult {
 		if err := u.SettleInput(ctx, turn); err != nil {
-			s.log.Debug("settling the input of a cancelled response", zap.Error(err))
+			log.Debug("settling the input of a cancelled response", zap.Error(err))
 		}
 		return jobResult{} // statistics only: nothing for the client
-	}}) {
-		s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
-	}
+	}}
 }
 
 // onOutput routes one engine output of the response's turn.

@@ -215,14 +215,6 @@ func (s *Session) Stop(reason string) {
 	}
 }
 
-// notifyDrain tells the session that the server is shutting down; it never blocks.
-func (s *Session) notifyDrain(grace time.Duration) {
-	select {
-	case s.drain <- grace:
-	default:
-	}
-}
-
 // Run is the actor loop. It returns the close reason after releasing the engine; the caller
 // then closes the connection and releases the slot.
 func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string) {
@@ -270,11 +262,16 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.idleTimer.Stop()
 	defer s.paceTimer.Stop()
 
+	// session.created comes first, in the dialect the first update (if any) fixes; its
+	// ResumeToken (an extension, empty unless resumable) is the bearer secret of session.resume
+	// (docs/REALTIME.md).
 	if first != nil {
 		s.detectDialect(first)
-		s.handleUpdate(first, true)
-	} else {
-		s.emitCreated()
+	}
+	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
+		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
+	if first != nil {
+		s.handleUpdate(first)
 	}
 	reason = s.guardedLoop(ctx)
 	s.shutdown(reason, func() {
