@@ -198,6 +198,20 @@ func (in *inputAudio) unforwarded() [][]float32 { return in.inputBuf[in.inputFwd
 // forwarded notes that the next unforwarded chunk reached the engine.
 func (in *inputAudio) forwarded() { in.inputFwd++ }
 
+// speechArrival is the turn's t0 for an auto_response append heard as vr at now: the first
+// speech, not server-side silence (silence appends before the user spoke would inflate
+// e2e_total_ms), stamped with the speech onset's own append when this append confirmed it
+// (docs/STATS.md). false: no speech, nothing to stamp.
+func (in *inputAudio) speechArrival(vr vadResult, now float64) (float64, bool) {
+	if !vr.voiced {
+		return 0, false
+	}
+	if vr.started && in.onsetAt > 0 {
+		return in.onsetAt, true
+	}
+	return now, true
+}
+
 // errNoOverlapVAD: the overlap VAD could not be created (only allocation can fail: config
 // validation keeps its settings in range); the session goes on without barge-in on speech.
 var errNoOverlapVAD = errors.New("no overlap vad")

@@ -352,3 +352,28 @@ func TestIdleWait(t *testing.T) {
 	default:
 	}
 }
+
+// speechArrival: an auto_response turn's t0 is its first speech, at the onset's own append when
+// this append confirmed it.
+func TestSpeechArrival(t *testing.T) {
+	tests := []struct {
+		name    string
+		vr      vadResult
+		onsetAt float64
+		at      float64
+		ok      bool
+	}{
+		{"silence", vadResult{}, 3, 0, false},
+		{"speech goes on", vadResult{voiced: true}, 3, 10, true},
+		{"confirmed here: its onset", vadResult{voiced: true, started: true}, 3, 3, true},
+		{"confirmed, no onset stamp", vadResult{voiced: true, started: true}, 0, 10, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := inputAudio{onsetAt: tc.onsetAt}
+			at, ok := in.speechArrival(tc.vr, 10)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.at, at)
+		})
+	}
+}
