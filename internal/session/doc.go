@@ -24,10 +24,14 @@
 //   - settings.go (settings): the configuration. Config and Options, the dialect, the model
 //     name, the fixed voice, and session.update's own checks (settings.next); config.go has
 //     Config and ConfigPatch.Apply, the field-by-field validation.
-//   - input.go (inputAudio): the input audio up to the engine. Decoding and noise reduction onto
-//     the input clock (takeAppend, take), the echo canceller, the overlap VAD with the timing of
-//     its onsets and the edges to announce (listen, hear), the turn's t0 (speechArrival), the
-//     uncommitted buffer and what of it may still be forwarded (buffer, unforwarded, takeBuffer).
+//   - input.go (inputAudio): the input audio up to the engine, and the input path that uses it.
+//     Decoding and noise reduction onto the input clock (takeAppend, take), the echo canceller,
+//     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear),
+//     the turn's t0 (speechArrival), the uncommitted buffer and what of it may still be
+//     forwarded (buffer, unforwarded, takeBuffer). The same file holds the actor's side of one
+//     append, in the order the audio takes: handleAppend → takeAppend → detectSpeech → bargeIn
+//     → bufferInput (buffer, openAhead, forwardInput, the end of a turn) or, with auto_response,
+//     the engine append; and input_audio_buffer.clear.
 //   - semvad.go (semState): semantic_vad's pauses: when one begins, the end-of-turn estimate on a
 //     goroutine of its own (ask, answer), and the decision (decide).
 //   - jobs.go (jobQueue, outputQueue): the engine jobs in wire order with their results, and the
@@ -45,11 +49,10 @@
 //   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
 //     ends the engine's outputs have not reached yet.
 //
-// The session's own files turn those into events and engine calls: inputpath.go (one append
-// from the wire to the engine: handleAppend is takeAppend → detectSpeech → bargeIn →
-// bufferInput (buffer, openAhead, forwardInput, the end of a turn) or the engine append; clear;
-// speech_started / stopped; the idle follow-up), handlers.go (the other client events:
-// session.update, handleCommit, items, truncation), ahead.go (decode ahead of the commit), response.go (a response's life: begin, outputs, pacing, done, cancel),
+// The session's own files turn those into events and engine calls: input.go (above: one
+// append from the wire to the engine), handlers.go (the other client events: session.update,
+// handleCommit, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go
+// (decode ahead of the commit), response.go (a response's life: begin, outputs, pacing, done, cancel),
 // outputs.go (the engine's outputs and job results), tools.go, mcp.go and mcp_call.go
 // (function and MCP tools), transcription.go (transcription sessions), resume.go, budget.go
 // (the inbox's byte budget, the history trim), usage.go, limits.go. backend.go and
@@ -90,7 +93,7 @@
 //
 // # Two VADs, and why
 //
-// The session VAD (input.go, inputpath.go) runs on the actor when an append arrives: the server_vad events
+// The session VAD (input.go) runs on the actor when an append arrives: the server_vad events
 // (speech_started / speech_stopped with their positions) and the barge-in decision must not
 // wait behind queued engine work. Barge-in is timed from the append; the overlap rules (240 ms,
 // or 150 ms of pitched speech) and the echo gate run here. The stream VAD (stage/duplex_audio.go)

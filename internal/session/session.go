@@ -121,7 +121,7 @@ type Session struct {
 	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
 	toolCallsAnswered answeredCalls
 	paceTimer         *time.Timer
-	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (inputpath.go)
+	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
 	idleTimer         *time.Timer
 	closeReason       string
 	sinkBroken        bool // the connection refused an event: nothing more can be sent
