@@ -46,6 +46,8 @@
 //     followUpOptions), MCP servers with the goroutines that list and call them (list, start,
 //     takeCall; opened and closed by Run), a call's outcome, what the engine was last given, and
 //     the client's answered function calls (answeredCalls).
+//   - resume.go (attachment): the connection the session is attached to, whether it is
+//     detached and since when, the resume grace and the rotating resume token.
 //   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
 //     ends the engine's outputs have not reached yet.
 //

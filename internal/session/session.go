@@ -126,11 +126,7 @@ type Session struct {
 	closeReason       string
 	sinkBroken        bool // the connection refused an event: nothing more can be sent
 
-	resumeToken string      // the current resume token (never logged); "" when resume is off
-	attachGen   int         // the connection attachment: 0 the first, +1 per resume
-	detached    bool        // the connection was lost; waiting for a resume until graceTimer
-	detachedAt  time.Time   // when the session detached
-	graceTimer  *time.Timer // the resume grace of a detached session
+	attachment // the connection the session is attached to, the resume token (resume.go)
 
 	expiresAt time.Time
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
@@ -158,9 +154,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		settings:    newSettings(opts, m.cfg),
 		input:       1,
 	}
-	if m.cfg.ResumeGrace > 0 {
-		s.resumeToken = newResumeToken()
-	}
+	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
 	if opts.Initial != nil {
 		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
@@ -232,8 +226,6 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	s.tools.open()
 	defer s.tools.close()
 	defer s.closeDenoise()
-	s.graceTimer = time.NewTimer(time.Hour)
-	s.graceTimer.Stop()
 	defer s.graceTimer.Stop()
 	defer s.m.setDetached(s, false, time.Time{})
 
