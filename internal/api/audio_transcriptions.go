@@ -143,12 +143,7 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int64) (*transcriptionForm, *oaierror.Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseMultipartForm(8 << 20); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", maxBody)}
-		}
-		return nil, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("the body must be multipart/form-data: %v", err))
+		return nil, bodyError(err, maxBody, "the body must be multipart/form-data")
 	}
 	defer func() { _ = r.MultipartForm.RemoveAll() }()
 	val := func(k string) string { return strings.TrimSpace(r.FormValue(k)) }
