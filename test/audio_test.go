@@ -72,7 +72,8 @@ func TestAudioEndpoints(t *testing.T) {
 			{"srt", map[string]string{"model": "m", "response_format": "srt"}, "a.wav", wav, "response_format"},
 			{"french", map[string]string{"model": "m", "language": "fr"}, "a.wav", wav, "language"},
 			{"odd pcm", map[string]string{"model": "m"}, "a.pcm", []byte{1, 2, 3}, "file"},
-			{"logprobs", map[string]string{"model": "m", "stream": "true", "include[]": "logprobs"}, "a.wav", wav, "include"},
+			{"logprobs with text", map[string]string{"model": "m", "response_format": "text", "include[]": "logprobs"}, "a.wav", wav, "include"},
+			{"unknown include", map[string]string{"model": "m", "stream": "true", "include[]": "tokens"}, "a.wav", wav, "include"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
