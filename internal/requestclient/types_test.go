@@ -14,22 +14,6 @@ import (
 // The converters must carry every field: a field added on one side and not the other shows up
 // here as a difference from the expected value.
 
-func TestChatRequestToStage(t *testing.T) {
-	t.Parallel()
-	in := ChatRequest{RequestID: "chatcmpl-x", MaxTokens: 12, MaxTokensSet: true, Stop: []string{"\n"}, WantAudio: true,
-		Messages: []ChatMessage{{Role: "system", Text: "be brief"}, {Role: "user", Text: "hi", Audio: []float32{0.5}}},
-		Sampling: Sampling{Temperature: 0.7, TopP: 0.9, TopK: 40, Seed: 7, RandomSeed: true, RepeatPenalty: 1.1,
-			PresencePenalty: 0.5, FrequencyPenalty: -0.5, LogitBias: map[int]float32{3: -100}, Grammar: JSONObjectGrammar,
-			Logprobs: true, TopLogprobs: 2}}
-	want := stage.ChatRequest{RequestID: "chatcmpl-x", MaxTokens: 12, MaxTokensSet: true, Stop: []string{"\n"}, WantAudio: true,
-		Messages: []stage.ChatMessage{{Role: "system", Text: "be brief"}, {Role: "user", Text: "hi", Audio: []float32{0.5}}},
-		Sampling: gpu.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 40, Seed: 7, RandomSeed: true, RepeatPenalty: 1.1,
-			PresencePenalty: 0.5, FrequencyPenalty: -0.5, LogitBias: map[int]float32{3: -100}, Grammar: gpu.JSONGrammar,
-			Logprobs: true, TopLogprobs: 2}}
-	require.Equal(t, want, in.toStage())
-	require.Nil(t, ChatRequest{}.toStage().Messages)
-}
-
 func TestDuplexOptionsToStage(t *testing.T) {
 	t.Parallel()
 	base := gpu.Sampling{Temperature: 0.8, TopP: 0.95, TopK: 20, RandomSeed: true}

@@ -358,7 +358,10 @@ func (m *Manager) Drain() {
 	m.mu.Unlock()
 	m.log.Info("draining sessions", zap.Int("sessions", len(live)), zap.Duration("grace", m.cfg.DrainGrace))
 	for _, s := range live {
-		s.notifyDrain(m.cfg.DrainGrace)
+		select { // never blocks: a session already told keeps the first grace
+		case s.drain <- m.cfg.DrainGrace:
+		default:
+		}
 	}
 }
 
