@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // Decode-ahead on a session's first turn. The engine stream (and with it the ASR) used to open
@@ -58,7 +60,7 @@ func (s *Session) openAhead() {
 		return
 	}
 	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
+	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.deliver)
 	if err != nil {
 		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
 		return

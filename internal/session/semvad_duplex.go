@@ -14,8 +14,8 @@ import (
 // its end_of_turn, counted as the conversation path counts its decisions.
 
 // engineEndsTurns reports whether the engine stream decides semantic_vad's end of turn.
-func (s *Session) engineEndsTurns(td *TurnDetection) bool {
-	return td != nil && td.Type == requestclient.TurnSemanticVAD && s.autoResponse()
+func engineEndsTurns(td *TurnDetection, autoResponse bool) bool {
+	return td != nil && td.Type == requestclient.TurnSemanticVAD && autoResponse
 }
 
 // engineTurnEnded applies the engine's end-of-turn decision: speech_stopped with end_of_turn
