@@ -72,7 +72,8 @@ func TestAudioEndpoints(t *testing.T) {
 			{"srt", map[string]string{"model": "m", "response_format": "srt"}, "a.wav", wav, "response_format"},
 			{"french", map[string]string{"model": "m", "language": "fr"}, "a.wav", wav, "language"},
 			{"odd pcm", map[string]string{"model": "m"}, "a.pcm", []byte{1, 2, 3}, "file"},
-			{"logprobs", map[string]string{"model": "m", "stream": "true", "include[]": "logprobs"}, "a.wav", wav, "include"},
+			{"logprobs with text", map[string]string{"model": "m", "response_format": "text", "include[]": "logprobs"}, "a.wav", wav, "include"},
+			{"unknown include", map[string]string{"model": "m", "stream": "true", "include[]": "tokens"}, "a.wav", wav, "include"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +166,18 @@ func TestAudioEndpoints(t *testing.T) {
 				Status int    `json:"status"`
 				Param  string `json:"param"`
 			} `json:"logprobs"`
+			LogprobsJSON struct {
+				Text     string        `json:"text"`
+				Logprobs []nodeLogprob `json:"logprobs"`
+			} `json:"logprobsJSON"`
+			LogprobsStream struct {
+				Deltas []struct {
+					Delta    string        `json:"delta"`
+					Logprobs []nodeLogprob `json:"logprobs"`
+				} `json:"deltas"`
+				Text     string        `json:"text"`
+				Logprobs []nodeLogprob `json:"logprobs"`
+			} `json:"logprobsStream"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(out), &got), out)
 		require.Equal(t, "go forward ten meters", got.JSON)
@@ -179,9 +192,55 @@ func TestAudioEndpoints(t *testing.T) {
 		require.Equal(t, "go forward ten meters", got.Stream.Joined)
 		require.GreaterOrEqual(t, len(got.Stream.Events), 3, "deltas while decoding, then done: %v", got.Stream.Events)
 		require.Equal(t, "transcript.text.done", got.Stream.Events[len(got.Stream.Events)-1])
-		require.Equal(t, 400, got.Logprobs.Status)
+		require.Equal(t, 400, got.Logprobs.Status, "include logprobs with verbose_json")
 		require.Equal(t, "include", got.Logprobs.Param)
+
+		require.Equal(t, "go forward ten meters", got.LogprobsJSON.Text)
+		requireWordLogprobs(t, got.LogprobsJSON.Text, got.LogprobsJSON.Logprobs)
+		ls := got.LogprobsStream
+		require.Equal(t, "go forward ten meters", ls.Text)
+		requireWordLogprobs(t, ls.Text, ls.Logprobs)
+		require.Equal(t, got.LogprobsJSON.Logprobs, ls.Logprobs, "the same audio gives the same posteriors")
+		require.NotEmpty(t, ls.Deltas)
+		var joined strings.Builder
+		for _, d := range ls.Deltas {
+			joined.WriteString(d.Delta)
+		}
+		require.Equal(t, ls.Text, joined.String())
+		last := ls.Deltas[len(ls.Deltas)-1]
+		require.NotEmpty(t, last.Logprobs, "the final delta carries its words' logprobs")
+		var lastTok strings.Builder
+		for _, lp := range last.Logprobs {
+			lastTok.WriteString(lp.Token)
+		}
+		require.Equal(t, last.Delta, lastTok.String())
 	})
+}
+
+// nodeLogprob is OpenAI's transcription logprob entry as the Node SDK hands it back.
+type nodeLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// requireWordLogprobs checks logprobs are one per word of text, each a word with its leading
+// space, its UTF-8 bytes, and a finite log probability ≤ 0, and that the tokens join to text.
+func requireWordLogprobs(t *testing.T, text string, lps []nodeLogprob) {
+	t.Helper()
+	require.Len(t, lps, len(strings.Fields(text)), "one logprob per word: %+v", lps)
+	var joined strings.Builder
+	for i, lp := range lps {
+		joined.WriteString(lp.Token)
+		b := make([]int, len(lp.Token))
+		for j := range len(lp.Token) {
+			b[j] = int(lp.Token[j])
+		}
+		require.Equal(t, b, lp.Bytes, "token %d %q", i, lp.Token)
+		require.LessOrEqual(t, lp.Logprob, 0.0, "token %d", i)
+		require.False(t, math.IsInf(lp.Logprob, 0) || math.IsNaN(lp.Logprob), "token %d", i)
+	}
+	require.Equal(t, text, joined.String())
 }
 
 // runNodeScript installs the pinned SDK (test/openai-node) and runs script there; it returns

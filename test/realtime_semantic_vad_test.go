@@ -17,7 +17,8 @@ import (
 // commits and answers; a transcription session transcribes the turn and never answers; a bad
 // eagerness is invalid_value naming the parameter. The dummy model's end-of-turn probability
 // means nothing, so only the mechanics are asserted (a probability in [0, 1], a known reason,
-// the pause within the eagerness's bounds), not which reason won.
+// the pause within the eagerness's bounds), not which reason won. A ?duplex=1 auto-response
+// session ends its turn on the engine stream's own estimate, with the same end_of_turn.
 func TestRealtimeSemanticVAD(t *testing.T) {
 	t.Parallel()
 	// The dummy model's probability means nothing, so by default it is not asked
@@ -87,6 +88,28 @@ func TestRealtimeSemanticVAD(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		require.GreaterOrEqual(t, metricValue(t, s, "omniserve_realtime_semantic_vad_turns_total"), 1.0)
 		require.GreaterOrEqual(t, metricValue(t, s, "omniserve_realtime_semantic_vad_end_of_turn_probability_count"), 1.0)
+	})
+
+	t.Run("duplex auto-response", func(t *testing.T) {
+		// ?duplex=1 with create_response: the engine stream endpoints the turn itself, on the
+		// same estimate (stage/duplex_semvad.go); its speak decision closes the segment.
+		turns := metricValue(t, s, "omniserve_realtime_semantic_vad_turns_total")
+		c := dialResume(t, base+"?duplex=1")
+		require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
+		c.send(t, update("realtime", map[string]any{"output_modalities": []string{"text"}, "max_output_tokens": 8}))
+		collectUntil(t, c, "session.updated", 10*time.Second)
+		_, evs, _ := streamAndCollect(t, c, speech, "response.done", 60*time.Second)
+		var order []string
+		for _, ev := range evs {
+			switch typ := ev["type"].(string); typ {
+			case "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "response.created", "response.done":
+				order = append(order, typ)
+			}
+		}
+		require.Equal(t, []string{"input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
+			"response.created", "response.done"}, order)
+		endOfTurn(t, evs)
+		require.Greater(t, metricValue(t, s, "omniserve_realtime_semantic_vad_turns_total"), turns)
 	})
 
 	t.Run("transcription session", func(t *testing.T) {

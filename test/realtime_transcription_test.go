@@ -163,8 +163,8 @@ func TestRealtimeTranscriptionSession(t *testing.T) {
 		for _, id := range deltaItems {
 			require.Equal(t, committed, id, "every delta names the committed item")
 		}
-		// --log-stats: one line per transcribed item, and Prometheus times it.
-		itemLine := regexp.MustCompile(`"msg":"transcription item".*"item_id":"` + regexp.QuoteMeta(committed) + `".*"commit_to_transcript_ms":`)
+		// --log-stats (JSON logs): one TranscriptionItemStats record per item, and Prometheus times it.
+		itemLine := regexp.MustCompile(`"msg":"TranscriptionItemStats".*"item_id":"` + regexp.QuoteMeta(committed) + `".*"commit_to_done_ms":`)
 		require.Eventually(t, func() bool { return itemLine.MatchString(s.logs.String()) }, 5*time.Second, 50*time.Millisecond)
 		code, metrics := s.get(t, "/metrics")
 		require.Equal(t, http.StatusOK, code)
@@ -179,7 +179,7 @@ func TestRealtimeTranscriptionSession(t *testing.T) {
 		}
 		client := completedAt.Sub(committedAt).Seconds()
 		server := metricValue(t, s, "omniserve_realtime_transcription_latency_seconds_sum")
-		logged := regexp.MustCompile(`"commit_to_transcript_ms":([0-9.]+)`).FindStringSubmatch(s.logs.String())
+		logged := regexp.MustCompile(`"commit_to_done_ms":([0-9.]+)`).FindStringSubmatch(s.logs.String())
 		require.Len(t, logged, 2)
 		t.Logf("commit → transcript: Prometheus %.1f ms, --log-stats %s ms, client (committed → completed arrival) %.1f ms",
 			server*1000, logged[1], client*1000)

@@ -117,6 +117,12 @@ func TestWebRTCBrowser(t *testing.T) {
 // and the JSON the page POSTed to /result.
 func runWebRTCPage(t *testing.T, page, secretBody string, static map[string]string) (*binServer, json.RawMessage) {
 	t.Helper()
+	return runWebRTCPageEnv(t, page, secretBody, static, nil)
+}
+
+// runWebRTCPageEnv is runWebRTCPage with extra environment variables (KEY=value) for omniserve.
+func runWebRTCPageEnv(t *testing.T, page, secretBody string, static map[string]string, env []string) (*binServer, json.RawMessage) {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		testenv.Missing(t, "the browser test needs %s (make deps installs it)", chromiumPath)
 	}
@@ -179,7 +185,7 @@ func runWebRTCPage(t *testing.T, page, secretBody string, static map[string]stri
 	app := httptest.NewServer(mux)
 	defer app.Close()
 
-	srv := startBinary(t, "--api-key", "sk", "--cors-origins", app.URL)
+	srv := startBinaryEnv(t, env, "--api-key", "sk", "--cors-origins", app.URL)
 	apiBase.Store("http://" + srv.addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -60,13 +60,7 @@ type speechRequest struct {
 func (h *speechHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			oaierror.Write(w, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)})
-			return
-		}
-		oaierror.Write(w, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
+		oaierror.Write(w, bodyError(err, h.cfg.MaxBodyBytes, "reading the request body"))
 		return
 	}
 	req, apiErr := h.parse(body)

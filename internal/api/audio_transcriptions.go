@@ -57,7 +57,8 @@ type transcriptionsHandler struct {
 // with file (WAV, or raw 16-bit LE PCM named *.pcm / *.raw at sample_rate, default 16000),
 // model, and optional language (English only), response_format (json, text, verbose_json),
 // stream (text/event-stream of transcript.text.delta and .done events), temperature and prompt
-// (accepted, unused); include=logprobs is refused. log may be nil.
+// (accepted, unused), and include=logprobs (response_format json only; the answer's logprobs are
+// per word, see transcriptLogprob). log may be nil.
 func NewTranscriptionsHandler(cfg AudioConfig, asr Transcriber, log *zap.Logger) http.Handler {
 	cfg.withDefaults()
 	if log == nil {
@@ -71,6 +72,7 @@ type transcriptionForm struct {
 	format   string
 	language string
 	stream   bool
+	logprobs bool // include=logprobs
 }
 
 func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -87,11 +89,27 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent transcriptions; retry later", h.cfg.MaxInFlight)})
 		return
 	}
+	if f.logprobs {
+		if _, ok := h.asr.(LogprobTranscriber); !ok {
+			oaierror.Write(w, oaierror.BadRequest("include", "unsupported_value",
+				"include logprobs is not supported: this server's speech recognizer gives no log probabilities"))
+			return
+		}
+	}
 	if f.stream {
 		h.serveStream(w, r, f)
 		return
 	}
-	text, err := h.asr.Transcribe(r.Context(), f.audio)
+	var (
+		text  string
+		words []audio.WordLogprob
+		err   error
+	)
+	if f.logprobs {
+		text, words, err = h.asr.(LogprobTranscriber).TranscribeLogprobs(r.Context(), f.audio, nil)
+	} else {
+		text, err = h.asr.Transcribe(r.Context(), f.audio)
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return
@@ -114,6 +132,10 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 			}},
 		})
 	default:
+		if f.logprobs {
+			writeJSON(w, http.StatusOK, map[string]any{"text": text, "logprobs": transcriptLogprobs(words, true)})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"text": text})
 	}
 }
@@ -121,12 +143,7 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int64) (*transcriptionForm, *oaierror.Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseMultipartForm(8 << 20); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", maxBody)}
-		}
-		return nil, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("the body must be multipart/form-data: %v", err))
+		return nil, bodyError(err, maxBody, "the body must be multipart/form-data")
 	}
 	defer func() { _ = r.MultipartForm.RemoveAll() }()
 	val := func(k string) string { return strings.TrimSpace(r.FormValue(k)) }
@@ -147,7 +164,7 @@ func parseTranscriptionForm(w http.ResponseWriter, r *http.Request, maxBody int6
 			fmt.Sprintf("language %q is not supported; this server transcribes English (en)", f.language))
 	}
 	var apiErr *oaierror.Error
-	if f.stream, apiErr = parseStreamFields(r); apiErr != nil {
+	if f.stream, f.logprobs, apiErr = parseStreamFields(r, f.format); apiErr != nil {
 		return nil, apiErr
 	}
 	file, hdr, err := r.FormFile("file")

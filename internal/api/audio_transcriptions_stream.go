@@ -14,6 +14,12 @@ import (
 	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
+// LogprobTranscriber is a StreamTranscriber that can also give each transcript word's log
+// posterior (include=logprobs); the stage pipeline has it.
+type LogprobTranscriber interface {
+	TranscribeLogprobs(ctx context.Context, pcm16k []float32, partial func(string)) (string, []audio.WordLogprob, error)
+}
+
 // StreamTranscriber is a Transcriber that reports partial hypotheses while it decodes; the
 // stage pipeline has it. A Transcriber without it still streams: one delta with the final text.
 type StreamTranscriber interface {
@@ -24,16 +30,43 @@ type StreamTranscriber interface {
 const transcriptStreamWriteTimeout = 10 * time.Second
 
 type transcriptDelta struct {
-	Type     string `json:"type"` // transcript.text.delta
-	Delta    string `json:"delta"`
-	Logprobs []any  `json:"logprobs"` // always null: include=logprobs is refused
+	Type     string              `json:"type"` // transcript.text.delta
+	Delta    string              `json:"delta"`
+	Logprobs []transcriptLogprob `json:"logprobs"` // null unless include=logprobs; see serveStream
 }
 
 type transcriptDone struct {
-	Type     string          `json:"type"` // transcript.text.done
-	Text     string          `json:"text"`
-	Logprobs []any           `json:"logprobs"`
-	Usage    transcriptUsage `json:"usage"`
+	Type     string              `json:"type"` // transcript.text.done
+	Text     string              `json:"text"`
+	Logprobs []transcriptLogprob `json:"logprobs"` // null unless include=logprobs
+	Usage    transcriptUsage     `json:"usage"`
+}
+
+// transcriptLogprob is OpenAI's transcription logprob entry. The recognizer scores words, not
+// sub-word tokens, so a token is a word with the space before it as it stands in the text:
+// the tokens concatenate to the text.
+type transcriptLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"` // the token's UTF-8 bytes as numbers ([]byte would marshal as base64)
+}
+
+// transcriptLogprobs turns word posteriors into tokens; first is whether the first word starts the text
+// (no space before it).
+func transcriptLogprobs(lps []audio.WordLogprob, first bool) []transcriptLogprob {
+	out := make([]transcriptLogprob, 0, len(lps))
+	for i, lp := range lps {
+		tok := lp.Word
+		if i > 0 || !first {
+			tok = " " + tok
+		}
+		b := make([]int, len(tok))
+		for j := range len(tok) {
+			b[j] = int(tok[j])
+		}
+		out = append(out, transcriptLogprob{Token: tok, Logprob: lp.Logprob, Bytes: b})
+	}
+	return out
 }
 
 type transcriptUsage struct {
@@ -59,34 +92,49 @@ func (h *transcriptionsHandler) serveStream(w http.ResponseWriter, r *http.Reque
 		w.WriteHeader(http.StatusOK)
 		sse = &chatSSE{w: w, rc: http.NewResponseController(w), timeout: transcriptStreamWriteTimeout}
 	}
-	send := func(d string) {
+	send := func(d string, lps []transcriptLogprob) {
 		if d == "" || ctx.Err() != nil {
 			return
 		}
 		if sse == nil {
 			start()
 		}
-		if err := sse.send(transcriptDelta{Type: "transcript.text.delta", Delta: d}); err != nil {
+		if err := sse.send(transcriptDelta{Type: "transcript.text.delta", Delta: d, Logprobs: lps}); err != nil {
 			cancel(err) // the client is gone or stalled: stop decoding
 			return
 		}
 		emitted += d
 	}
 	partial := func(p string) {
-		send(audio.StableDelta(emitted, prev, p, false))
+		send(audio.StableDelta(emitted, prev, p, false), nil)
 		prev = p
 	}
 	var (
 		text string
+		lps  []transcriptLogprob
 		err  error
 	)
-	if st, ok := h.asr.(StreamTranscriber); ok {
+	switch st, ok := h.asr.(StreamTranscriber); {
+	case f.logprobs:
+		var words []audio.WordLogprob
+		if text, words, err = h.asr.(LogprobTranscriber).TranscribeLogprobs(ctx, f.audio, partial); err == nil {
+			lps = transcriptLogprobs(words, true)
+		}
+	case ok:
 		text, err = st.TranscribeStream(ctx, f.audio, partial)
-	} else {
+	default:
 		text, err = h.asr.Transcribe(ctx, f.audio)
 	}
 	if err == nil {
-		send(audio.StableDelta(emitted, "", text, true))
+		// Partial hypotheses have no posteriors (the lattice exists once the utterance ends), so
+		// only the last delta carries logprobs: those of its own words, when the deltas spell the
+		// text (a final that revised a word already sent leaves them to the done event).
+		d := audio.StableDelta(emitted, "", text, true)
+		var dl []transcriptLogprob
+		if n := len(strings.Fields(d)); lps != nil && n > 0 && emitted+d == text {
+			dl = lps[len(lps)-n:]
+		}
+		send(d, dl)
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		h.log.Info("streamed transcription ended early", zap.Error(cause))
@@ -108,34 +156,37 @@ func (h *transcriptionsHandler) serveStream(w http.ResponseWriter, r *http.Reque
 	if sse == nil {
 		start()
 	}
-	done := transcriptDone{Type: "transcript.text.done", Text: text,
+	done := transcriptDone{Type: "transcript.text.done", Text: text, Logprobs: lps,
 		Usage: transcriptUsage{Type: "duration", Seconds: float64(len(f.audio)) / audio.ASRSampleRate}}
 	if err := sse.send(done); err != nil {
 		h.log.Info("streamed transcription: client gone before done", zap.Error(err))
 	}
 }
 
-// parseStreamFields reads stream and include; include may name only logprobs, which this ASR
-// cannot give (pocketsphinx scores a path, not tokens), so it is refused rather than ignored.
-func parseStreamFields(r *http.Request) (bool, *oaierror.Error) {
-	stream := false
+// parseStreamFields reads stream and include (as include or include[], the OpenAI SDKs' name
+// for a multipart array); include may name only logprobs, which, as OpenAI's, works only with
+// response_format json (a streamed transcription is json events).
+func parseStreamFields(r *http.Request, format string) (stream, logprobs bool, _ *oaierror.Error) {
 	switch s := strings.TrimSpace(r.FormValue("stream")); s {
 	case "", "false":
 	case "true":
 		stream = true
 	default:
-		return false, oaierror.BadRequest("stream", "invalid_type", fmt.Sprintf("stream %q must be true or false", s))
+		return false, false, oaierror.BadRequest("stream", "invalid_type", fmt.Sprintf("stream %q must be true or false", s))
 	}
 	for _, k := range []string{"include", "include[]"} {
 		for _, v := range r.MultipartForm.Value[k] {
 			switch v = strings.TrimSpace(v); v {
 			case "logprobs":
-				return false, oaierror.BadRequest("include", "unsupported_value",
-					"include logprobs is not supported: this server's speech recognizer gives no token log probabilities")
+				logprobs = true
 			default:
-				return false, oaierror.BadRequest("include", "invalid_value", fmt.Sprintf("include %q is not known; the only value is logprobs", v))
+				return false, false, oaierror.BadRequest("include", "invalid_value", fmt.Sprintf("include %q is not known; the only value is logprobs", v))
 			}
 		}
 	}
-	return stream, nil
+	if logprobs && format != "json" {
+		return false, false, oaierror.BadRequest("include", "unsupported_value",
+			fmt.Sprintf("include logprobs works only with response_format json, not %s", format))
+	}
+	return stream, logprobs, nil
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
 )
 
 // scriptedASR plays back partial hypotheses and a final text; it checks it got the audio.
@@ -30,7 +32,9 @@ func (s *scriptedASR) Transcribe(context.Context, []float32) (string, error) {
 func (s *scriptedASR) TranscribeStream(_ context.Context, pcm []float32, partial func(string)) (string, error) {
 	require.Len(s.t, pcm, s.samples)
 	for _, p := range s.partials {
-		partial(p)
+		if partial != nil { // nil on the non-streaming logprob path, as the real ASR allows
+			partial(p)
+		}
 	}
 	return s.final, nil
 }
@@ -102,8 +106,10 @@ func TestTranscriptionStreamBadFields(t *testing.T) {
 		fields map[string][]string
 		param  string
 	}{
-		{"logprobs", map[string][]string{"stream": {"true"}, "include[]": {"logprobs"}}, "include"},
-		{"logprobs not streamed", map[string][]string{"include": {"logprobs"}}, "include"},
+		{"logprobs from an ASR without them", map[string][]string{"stream": {"true"}, "include[]": {"logprobs"}}, "include"},
+		{"logprobs not streamed, ASR without them", map[string][]string{"include": {"logprobs"}}, "include"},
+		{"logprobs with text", map[string][]string{"include[]": {"logprobs"}, "response_format": {"text"}}, "include"},
+		{"logprobs with verbose_json", map[string][]string{"include[]": {"logprobs"}, "response_format": {"verbose_json"}}, "include"},
 		{"unknown include", map[string][]string{"include[]": {"tokens"}}, "include"},
 		{"stream not a boolean", map[string][]string{"stream": {"yes"}}, "stream"},
 	}
@@ -123,4 +129,80 @@ func TestTranscriptionStreamBadFields(t *testing.T) {
 			require.Equal(t, tt.param, e.Error.Param, e.Error.Message)
 		})
 	}
+}
+
+// logprobASR is scriptedASR with word posteriors; it checks that the logprob path is the one taken.
+type logprobASR struct {
+	scriptedASR
+	lps []audio.WordLogprob
+}
+
+func (s *logprobASR) TranscribeStream(context.Context, []float32, func(string)) (string, error) {
+	s.t.Error("TranscribeStream called: include=logprobs must use TranscribeLogprobs")
+	return "", nil
+}
+
+func (s *logprobASR) TranscribeLogprobs(ctx context.Context, pcm []float32, partial func(string)) (string, []audio.WordLogprob, error) {
+	text, err := s.scriptedASR.TranscribeStream(ctx, pcm, partial)
+	return text, s.lps, err
+}
+
+func TestTranscriptionLogprobs(t *testing.T) {
+	lps := []audio.WordLogprob{{Word: "go", Logprob: -0.002}, {Word: "forward", Logprob: -0.5}, {Word: "ten", Logprob: -0.76}, {Word: "météo", Logprob: -3}}
+	want := []transcriptLogprob{
+		{Token: "go", Logprob: -0.002, Bytes: []int{'g', 'o'}},
+		{Token: " forward", Logprob: -0.5, Bytes: []int{' ', 'f', 'o', 'r', 'w', 'a', 'r', 'd'}},
+		{Token: " ten", Logprob: -0.76, Bytes: []int{' ', 't', 'e', 'n'}},
+		{Token: " météo", Logprob: -3, Bytes: []int{' ', 'm', 0xc3, 0xa9, 't', 0xc3, 0xa9, 'o'}},
+	}
+	newASR := func(t *testing.T) *logprobASR {
+		return &logprobASR{scriptedASR: scriptedASR{t: t, samples: 1600, final: "go forward ten météo",
+			partials: []string{"go", "go four", "go forward ten", "go forward ten me"}}, lps: lps}
+	}
+
+	t.Run("json", func(t *testing.T) {
+		h := NewTranscriptionsHandler(AudioConfig{}, newASR(t), nil)
+		rec := postTranscription(t, h, map[string][]string{"model": {"gpt-4o-transcribe"}, "include[]": {"logprobs"}})
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		var got struct {
+			Text     string              `json:"text"`
+			Logprobs []transcriptLogprob `json:"logprobs"`
+		}
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got))
+		require.Equal(t, "go forward ten météo", got.Text)
+		require.Equal(t, want, got.Logprobs)
+		require.Contains(t, rec.Body.String(), `"bytes":[103,111]`, "bytes are numbers, not base64")
+	})
+
+	t.Run("stream", func(t *testing.T) {
+		h := NewTranscriptionsHandler(AudioConfig{}, newASR(t), nil)
+		rec := postTranscription(t, h, map[string][]string{"model": {"gpt-4o-transcribe"}, "stream": {"true"}, "include": {"logprobs"}})
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		var (
+			deltas []transcriptDelta
+			done   transcriptDone
+		)
+		sc := bufio.NewScanner(rec.Body)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			if strings.Contains(line, `"transcript.text.done"`) {
+				require.NoError(t, json.Unmarshal([]byte(line), &done))
+				continue
+			}
+			var d transcriptDelta
+			require.NoError(t, json.Unmarshal([]byte(line), &d))
+			deltas = append(deltas, d)
+		}
+		require.Equal(t, want, done.Logprobs)
+		// "go" and " forward" went out as partials settled (no posteriors yet); the final delta
+		// " ten météo" carries its two words'.
+		require.Len(t, deltas, 3)
+		require.Nil(t, deltas[0].Logprobs)
+		require.Nil(t, deltas[1].Logprobs)
+		require.Equal(t, " ten météo", deltas[2].Delta)
+		require.Equal(t, want[2:], deltas[2].Logprobs)
+	})
 }

@@ -118,13 +118,7 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			oaierror.Write(w, &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-				Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)})
-			return
-		}
-		oaierror.Write(w, oaierror.BadRequest("", "invalid_body", fmt.Sprintf("reading the request body: %v", err)))
+		oaierror.Write(w, bodyError(err, h.cfg.MaxBodyBytes, "reading the request body"))
 		return
 	}
 	parsed, apiErr := parseChatRequest(body, &h.cfg, h.audio)
@@ -226,6 +220,16 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 }
 
 // isJSONMediaType accepts application/json with any parameters (charset=utf-8).
+// bodyError is the answer to a request body that could not be read: 413 past limit (the
+// MaxBytesReader's error), else 400 invalid_body saying what was being read.
+func bodyError(err error, limit int64, reading string) *oaierror.Error {
+	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+		return &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+			Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
+	}
+	return oaierror.BadRequest("", "invalid_body", fmt.Sprintf("%s: %v", reading, err))
+}
+
 func isJSONMediaType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"

@@ -51,7 +51,7 @@ var keys = []Key{
 	{"engine.gpu_layers", "gpu-layers", "layers to offload to the GPU (-1 = all)", func(c *Config) any { return &c.Engine.GPULayers }},
 	{"engine.threads", "threads", "CPU threads for the engine (0 = all cores but one, left to speech)", func(c *Config) any { return &c.Engine.Threads }},
 	{"engine.cache_dir", "cache-dir", "directory for generated dummy models (default $XDG_CACHE_HOME/omniserve)", func(c *Config) any { return &c.Engine.CacheDir }},
-	{"server.log_stats", "log-stats", "print statistics tables for every request and duplex turn", func(c *Config) any { return &c.Server.LogStats }},
+	{"server.log_stats", "log-stats", "print statistics tables for every request, duplex turn and transcription session item", func(c *Config) any { return &c.Server.LogStats }},
 	{"server.log_format", "log-format", "log format: console or json", func(c *Config) any { return &c.Server.LogFormat }},
 	{"server.log_level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.Server.LogLevel }},
 	{"server.api_key", "api-key", "require this key as 'Authorization: Bearer <key>' on /v1/*", func(c *Config) any { return &c.Server.APIKey }},

@@ -67,6 +67,9 @@ type Collectors struct {
 	mcpCallFailures  *prometheus.CounterVec
 	functionCall     prometheus.Histogram
 	transcription    prometheus.Histogram
+	txSpeechEndDone  prometheus.Histogram
+	txFirstDelta     prometheus.Histogram
+	txItems          *prometheus.CounterVec
 	evictions        prometheus.Counter
 	stalled          prometheus.Counter
 	bargeIn          prometheus.Histogram
@@ -185,6 +188,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Realtime MCP tool calls that failed, by kind: the mcp_call item's error type (protocol_error, tool_execution_error, http_error) or cancelled (its response ended first).", "kind"),
 		transcription: hist1("realtime", "transcription_latency_seconds",
 			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
+		txSpeechEndDone: hist1("realtime", "transcription_speech_end_to_completed_seconds",
+			"Transcription sessions: time from an item's speech end (the server VAD's speech_stopped; a manual commit's commit) to its final transcript (completed items).", secondsFastBuckets),
+		txFirstDelta: hist1("realtime", "transcription_first_delta_seconds",
+			"Transcription sessions: time from an item's speech end (or manual commit) to its first transcript delta; 0 when the first words went out while the user still spoke (items with a delta).", secondsFastBuckets),
+		txItems: counter("realtime", "transcription_items_total",
+			"Transcription session items that ended, by outcome: completed or failed.", "outcome"),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		semanticTurns: counter("realtime", "semantic_vad_turns_total",
@@ -212,7 +221,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.functionCall, c.transcription, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.functionCall, c.transcription, c.txSpeechEndDone, c.txFirstDelta, c.txItems, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -220,6 +229,9 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	for _, api := range ToolCallAPIs {
 		c.toolCalls.WithLabelValues(api)
+	}
+	for _, o := range []string{ItemCompleted, ItemFailed} {
+		c.txItems.WithLabelValues(o) // both outcomes show from the start, at 0
 	}
 	for _, r := range EndOfTurnReasons {
 		c.semanticTurns.WithLabelValues(r)
@@ -335,11 +347,25 @@ func (c *Collectors) observeMCPCall(seconds float64, failure string, ex promethe
 	}
 }
 
-// ObserveTranscription observes a transcription session item's commit → final transcript
-// latency in seconds.
-func (c *Collectors) ObserveTranscription(seconds float64) {
-	if c != nil && seconds >= 0 {
-		c.transcription.Observe(seconds)
+// ObserveTranscriptionItem observes a transcription session item that ended: its outcome, and
+// for a completed item its commit → completed (transcription_latency_seconds, as before the
+// item record), speech end → completed and speech end → first delta.
+func (c *Collectors) ObserveTranscriptionItem(r TranscriptionItem) {
+	if c == nil {
+		return
+	}
+	c.txItems.WithLabelValues(r.Outcome).Inc()
+	if r.Outcome != ItemCompleted {
+		return
+	}
+	if ms := r.CommitToDoneMs(); ms >= 0 {
+		c.transcription.Observe(ms / 1000)
+	}
+	if ms := r.SpeechEndToDoneMs(); ms >= 0 {
+		c.txSpeechEndDone.Observe(ms / 1000)
+	}
+	if ms, ok := r.SpeechEndToFirstDeltaMs(); ok {
+		c.txFirstDelta.Observe(max(ms, 0) / 1000)
 	}
 }
 

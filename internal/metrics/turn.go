@@ -275,49 +275,40 @@ func (t *TurnMetrics) MarkFirstOutput(stage int, ts float64, audio bool) {
 // MarkInputEnd records the end of the user input the turn answers (commit, speech_stopped, VAD
 // endpoint, item create); input end → first output is measured from it. The last call wins.
 func (t *TurnMetrics) MarkInputEnd(ts float64) {
-	if t == nil || ts <= 0 {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.finalized {
-		t.inputEnd = ts
+	if ts > 0 {
+		t.whileOpen(func() { t.inputEnd = ts })
 	}
 }
 
 // MarkInputEndIfUnset is MarkInputEnd unless an input end is already recorded (the engine's own
 // endpoint is a fallback for sessions without server-VAD events); ts <= 0 means now.
 func (t *TurnMetrics) MarkInputEndIfUnset(ts float64) {
-	if t == nil {
-		return
+	if t != nil { // &t.inputEnd would dereference a nil turn
+		t.markFirst(&t.inputEnd, ts)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finalized || t.inputEnd > 0 {
-		return
-	}
-	if ts <= 0 {
-		ts = t.clock()
-	}
-	t.inputEnd = ts
 }
 
 // MarkStagesDone records when every stage that worked for the turn had finished (the last
 // stage produced its last unit, or reported its partial snapshot after an abort): the end of
 // e2e_total_ms. The first call wins; without one, e2e ends at Finalize.
 func (t *TurnMetrics) MarkStagesDone(ts float64) {
-	if t == nil {
-		return
+	if t != nil {
+		t.markFirst(&t.genEnd, ts)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finalized || t.genEnd > 0 {
-		return
-	}
-	if ts <= 0 {
-		ts = t.clock()
-	}
-	t.genEnd = ts
+}
+
+// markFirst sets *field to ts (ts <= 0: now) unless it is already set or the turn is finalized:
+// the first mark of a moment wins.
+func (t *TurnMetrics) markFirst(field *float64, ts float64) {
+	t.whileOpen(func() {
+		if *field > 0 {
+			return
+		}
+		if ts <= 0 {
+			ts = t.clock()
+		}
+		*field = ts
+	})
 }
 
 // StagesDone reports whether MarkStagesDone ran.
@@ -333,18 +324,12 @@ func (t *TurnMetrics) StagesDone() bool {
 // SetDelivered records the audio actually sent to the client (seconds) and when delivery ended
 // (ts <= 0: at Finalize). Delivery is a figure of its own, apart from generation.
 func (t *TurnMetrics) SetDelivered(audioS, ts float64) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finalized {
-		return
-	}
-	t.deliveredS = max(audioS, 0)
-	if ts > 0 {
-		t.deliveredEnd = ts
-	}
+	t.whileOpen(func() {
+		t.deliveredS = max(audioS, 0)
+		if ts > 0 {
+			t.deliveredEnd = ts
+		}
+	})
 }
 
 // SetUnderrun records the time the client's playback ran out of sent audio during the turn.

@@ -48,14 +48,17 @@ func TestDecodeTracing(t *testing.T) {
 func TestDecodeRefusesUnhonouredSessionFields(t *testing.T) {
 	tests := []struct {
 		name, session, wantParam string
+		wantCode                 string // "" = unsupported_value
 	}{
-		{"the Agents SDK's defaults", `"audio":{"input":{"noise_reduction":null},"output":{"speed":1}},"truncation":"auto","prompt":null,"include":[]`, ""},
-		{"noise reduction is honoured", `"audio":{"input":{"noise_reduction":{"type":"near_field"}}}`, ""},
-		{"truncation disabled", `"truncation":"disabled"`, "session.truncation"},
-		{"retention ratio", `"truncation":{"type":"retention_ratio","retention_ratio":0.5}`, "session.truncation"},
-		{"stored prompt", `"prompt":{"id":"pmpt_1"}`, "session.prompt"},
-		{"include logprobs", `"include":["item.input_audio_transcription.logprobs"]`, "session.include"},
-		{"speed", `"audio":{"output":{"speed":1.5}}`, "session.audio.output.speed"},
+		{"the Agents SDK's defaults", `"audio":{"input":{"noise_reduction":null},"output":{"speed":1}},"truncation":"auto","prompt":null,"include":[]`, "", ""},
+		{"noise reduction is honoured", `"audio":{"input":{"noise_reduction":{"type":"near_field"}}}`, "", ""},
+		{"truncation disabled", `"truncation":"disabled"`, "session.truncation", ""},
+		{"retention ratio", `"truncation":{"type":"retention_ratio","retention_ratio":0.5}`, "session.truncation", ""},
+		{"stored prompt", `"prompt":{"id":"pmpt_1"}`, "session.prompt", ""},
+		{"include logprobs", `"include":["item.input_audio_transcription.logprobs"]`, "session.include", ""},
+		{"include unknown", `"include":["item.input_audio_transcription.logprobs","tokens"]`, "session.include", "invalid_value"},
+		{"include not an array", `"include":"item.input_audio_transcription.logprobs"`, "session.include", "invalid_type"},
+		{"speed", `"audio":{"output":{"speed":1.5}}`, "session.audio.output.speed", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +68,11 @@ func TestDecodeRefusesUnhonouredSessionFields(t *testing.T) {
 				return
 			}
 			require.NotNil(t, err)
-			require.Equal(t, "unsupported_value", err.Code)
+			want := tt.wantCode
+			if want == "" {
+				want = "unsupported_value"
+			}
+			require.Equal(t, want, err.Code, err.Message)
 			require.Equal(t, tt.wantParam, err.Param)
 		})
 	}

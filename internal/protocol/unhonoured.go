@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 )
 
 // refuseUnhonoured refuses the GA session fields omniserve cannot honour, with their param,
@@ -22,9 +23,19 @@ func refuseUnhonoured(obj, out map[string]json.RawMessage) *Error {
 		return &Error{Code: "unsupported_value", Param: "session.prompt", Message: "stored prompts are not supported by omniserve (use instructions)"}
 	}
 	if v, ok := obj["include"]; ok && !isNull(v) {
-		var l []json.RawMessage
-		if json.Unmarshal(v, &l) != nil || len(l) > 0 {
-			return &Error{Code: "unsupported_value", Param: "session.include", Message: "include is not supported by omniserve (it must be empty)"}
+		var l []string
+		if json.Unmarshal(v, &l) != nil {
+			return &Error{Code: "invalid_type", Param: "session.include", Message: "include must be an array of strings"}
+		}
+		for _, x := range l {
+			if x != "item.input_audio_transcription.logprobs" {
+				return &Error{Code: "invalid_value", Param: "session.include",
+					Message: fmt.Sprintf(`include %q is not known; the only value is "item.input_audio_transcription.logprobs"`, x)}
+			}
+		}
+		if len(l) > 0 {
+			return &Error{Code: "unsupported_value", Param: "session.include",
+				Message: "transcription logprobs are not given in realtime sessions yet (it must be empty); POST /v1/audio/transcriptions gives them with include logprobs"}
 		}
 	}
 	for _, f := range []struct {

@@ -120,9 +120,21 @@ func (s *callSink) DropStale(epoch int) {
 	s.c.st.DropStale(epoch)
 }
 
-// dcCloseLinger is how long a hang-up lets the acknowledgement of the browser's stream reset
-// travel before the association is aborted (a round trip and a retransmission on a LAN).
-const dcCloseLinger = 250 * time.Millisecond
+// A hang-up lets the acknowledgement of the browser's stream reset travel before the
+// association is aborted: at least dcCloseLinger (a round trip and a retransmission on a LAN),
+// two smoothed round trips of the call's SCTP association on a longer path, at most
+// dcCloseLingerMax.
+const (
+	dcCloseLinger    = 250 * time.Millisecond
+	dcCloseLingerMax = 2 * time.Second
+)
+
+// closeLinger is the hang-up's linger for an association whose smoothed round-trip time is
+// srttS seconds (0: not measured yet).
+func closeLinger(srttS float64) time.Duration {
+	l := time.Duration(2 * srttS * float64(time.Second))
+	return min(max(l, dcCloseLinger), dcCloseLingerMax)
+}
 
 // run drives the call until the session ends, the peer goes away or hangup.
 func (cl *call) run() {
@@ -176,7 +188,7 @@ func (cl *call) run() {
 		case <-cl.dcClosed:
 			// Our side is closed when the browser's reset arrived; the browser's is once our
 			// acknowledgement of it does. An abort before that is still an error there.
-			time.Sleep(dcCloseLinger)
+			time.Sleep(closeLinger(cl.pc.SCTP().Stats().SmoothedRoundTripTime))
 		case <-time.After(time.Second):
 			cl.log.Info("the data channel did not close within 1 s of the hang-up; closing the call anyway")
 		}

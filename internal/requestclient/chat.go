@@ -53,7 +53,7 @@ type ChatStream struct {
 // chatcmpl-<16 hex>; the internal id (the tables' request_id and the pipeline's) appends -<8 hex>
 // to it, as vllm-omni does, so one external id may be retried without colliding.
 func (c *Client) Chat(ctx context.Context, creq ChatRequest) (*ChatStream, error) {
-	req := creq.toStage()
+	req := creq
 	wallStart := c.clock() // arrival: before any preprocessing in the pipeline
 	if req.RequestID == "" {
 		req.RequestID = "chatcmpl-" + randHex(8)

@@ -35,6 +35,11 @@ type fakeStream struct {
 	gate     chan struct{} // when set, the first append waits for it (see gateFirstAppend)
 	// closeGate, when set, holds Close until it is closed: a wedged stage.
 	closeGate chan struct{}
+	// respondShift is added to the id Respond returns: the stage answered that input by itself
+	// (auto-response), so the response runs under the next id. respondGate, when set, holds
+	// Respond until it is closed.
+	respondShift int
+	respondGate  chan struct{}
 }
 
 // gateFirstAppend holds the first append until want ops wait behind it, so a whole burst is
@@ -98,11 +103,14 @@ func (f *fakeStream) AppendText(_ context.Context, turn int, role, text string) 
 // answered by itself.
 func (f *fakeStream) Respond(_ context.Context, turn, maxTokens int) (int, error) {
 	assert.Positive(f.t, turn)
+	if f.respondGate != nil {
+		<-f.respondGate
+	}
 	f.record("respond")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.respondN++
-	return turn, nil
+	return turn + f.respondShift, nil
 }
 
 func (f *fakeStream) CancelResponse(keep bool) {
@@ -365,6 +373,77 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.True(t, logged(logs, "response=resp-d", "reason=close"))
 	require.False(t, d.FinalizeTurn(4, "abort"), "nothing left after close")
+}
+
+// The stage may answer an input by itself (auto-response) while the owner's Respond for it
+// waits in the FIFO; Respond then returns the next id, under which the response runs. The
+// owner's turn, cancelled meanwhile, is recorded exactly once when Respond returns (no response
+// runs under its id), and the next id's turn counts as started: its interrupted close waits for
+// its stages' TurnEnd instead of being recorded without their rows.
+func TestDuplexRespondReturnsTheNextID(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	fs := &fakeStream{t: t, respondShift: 1, respondGate: make(chan struct{})}
+	clock := func() float64 { return 3 }
+	d, _, _ := newTestDuplex(t, Options{LogStats: true, Clock: clock}, zap.New(core), fs)
+	ctx := context.Background()
+	count := func(parts ...string) int {
+		n := 0
+		for _, e := range logs.All() {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(e.Message, p)
+			}
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+
+	d.BeginTurn(1, "resp-a", 1, d.MarkTurnArrival(1, 1))
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := d.Respond(ctx, 1, 8)
+		done <- result{n, err}
+	}()
+	require.Eventually(t, func() bool { return d.turns.openTurn(1) != nil && responding(d, 1) == 1 },
+		5*time.Second, time.Millisecond, "Respond(1) is in flight")
+	require.True(t, d.FinalizeTurn(1, metrics.ReasonCancel))
+	require.Zero(t, count("response=resp-a"), "a response may still start under turn 1: wait for Respond")
+	d.MarkTurnArrival(2, 2) // the next input, answered by the stage's own response
+
+	close(fs.respondGate)
+	res := <-done
+	require.NoError(t, res.err)
+	require.Equal(t, 2, res.n, "the response runs under the next id")
+	require.Eventually(t, func() bool { return count("response=resp-a", "reason=cancel") > 0 },
+		5*time.Second, time.Millisecond, "turn 1 is recorded once Respond says it ran under 2")
+
+	d.BeginTurn(2, "resp-b", 2, 0)
+	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(5)})
+	require.True(t, d.FinalizeTurn(2, metrics.ReasonBargeIn))
+	require.Zero(t, count("response=resp-b"), "turn 2 started: its close waits for its stages")
+	d.OnTurnEnd(stage.TurnEnd{Turn: 2})
+	require.Positive(t, count("response=resp-b", "reason=barge_in"))
+	require.NoError(t, d.Close(ctx, ""))
+	require.Equal(t, 1, count("[OmniTiming]", "response=resp-a", "reason=cancel"), "turn 1 recorded exactly once")
+	require.Equal(t, 1, count("[OmniTiming]", "response=resp-b", "reason=barge_in"))
+	require.Equal(t, 1, count("StageRequestStats", "response=resp-b", "num_tokens_out"), "turn 2 kept its stage's rows")
+	require.Empty(t, d.Unclosed())
+}
+
+// responding is how many Respond calls for turn id are in flight.
+func responding(d *DuplexRequest, id int) int {
+	d.turns.mu.Lock()
+	defer d.turns.mu.Unlock()
+	if e := d.turns.open[id]; e != nil {
+		return e.responding
+	}
+	return -1
 }
 
 func logged(logs *observer.ObservedLogs, parts ...string) bool {

@@ -24,7 +24,7 @@ func (d *DuplexRequest) SetTools(ctx context.Context, spec *ToolSpec) error {
 	if !ok {
 		return ErrToolsUnsupported
 	}
-	if err := d.barrier(ctx, func(context.Context) error { return ts.SetTools(spec.toStagePtr()) }); err != nil {
+	if err := d.barrier(ctx, func(context.Context) error { return ts.SetTools(spec) }); err != nil {
 		return fmt.Errorf("setting tools: %w", err)
 	}
 	return nil

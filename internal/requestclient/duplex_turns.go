@@ -150,9 +150,7 @@ func (s *turnState) turnEnd(n int) {
 		s.mu.Unlock()
 		return
 	}
-	s.recordLocked(e)
-	s.mu.Unlock()
-	s.finish(e)
+	s.recordUnlock(e)
 }
 
 // inputSettled is the stages' report that every row of the input of turn k given before
@@ -196,9 +194,7 @@ func (s *turnState) respondEnd(id, n int) {
 		s.mu.Unlock()
 		return
 	}
-	s.recordLocked(e)
-	s.mu.Unlock()
-	s.finish(e)
+	s.recordUnlock(e)
 }
 
 // recordLocked takes e out of the open turns; finish (outside the lock) makes its record.
@@ -298,12 +294,11 @@ func interrupted(reason string) bool {
 // or can still start, or when the stream closes. It returns false when the turn was not open.
 func (s *turnState) finalize(id int, reason string) bool {
 	s.mu.Lock()
-	e := s.open[id]
-	if e == nil || !e.t.Begun() || e.closing {
+	e := s.closeLocked(id, reason)
+	if e == nil {
 		s.mu.Unlock()
 		return false
 	}
-	e.closing, e.reason = true, reason
 	if interrupted(reason) {
 		e.t.MarkStagesDone(0) // generation ends at the interruption (keep-first: earlier if done)
 	}
@@ -311,10 +306,26 @@ func (s *turnState) finalize(id int, reason string) bool {
 		s.mu.Unlock()
 		return true
 	}
+	s.recordUnlock(e)
+	return true
+}
+
+// closeLocked marks turn id closing with reason and returns it, or nil when its owner cannot
+// close it (unknown, not begun, or already closing). s.mu is held.
+func (s *turnState) closeLocked(id int, reason string) *turnEntry {
+	e := s.open[id]
+	if e == nil || !e.t.Begun() || e.closing {
+		return nil
+	}
+	e.closing, e.reason = true, reason
+	return e
+}
+
+// recordUnlock records e, releases s.mu, then finishes e outside the lock (finish calls out).
+func (s *turnState) recordUnlock(e *turnEntry) {
 	s.recordLocked(e)
 	s.mu.Unlock()
 	s.finish(e)
-	return true
 }
 
 // current is the newest begun turn its owner has not closed (0: none).
@@ -336,20 +347,18 @@ func (s *turnState) current() int {
 // rows and is recorded when the stages report the input settled (inputSettled), or at close.
 func (s *turnState) finalizeUnstarted(id int, reason string) bool {
 	s.mu.Lock()
-	e := s.open[id]
-	if e == nil || !e.t.Begun() || e.closing {
+	e := s.closeLocked(id, reason)
+	if e == nil {
 		s.mu.Unlock()
 		return false
 	}
-	e.closing, e.reason, e.unstarted = true, reason, true
+	e.unstarted = true
 	e.t.MarkStagesDone(0)
 	if !s.closed {
 		s.mu.Unlock()
 		return true
 	}
-	s.recordLocked(e)
-	s.mu.Unlock()
-	s.finish(e)
+	s.recordUnlock(e)
 	return true
 }
 
@@ -361,9 +370,7 @@ func (s *turnState) settleFailed(id int) {
 		s.mu.Unlock()
 		return
 	}
-	s.recordLocked(e)
-	s.mu.Unlock()
-	s.finish(e)
+	s.recordUnlock(e)
 }
 
 // flush records every turn still open with the reason it was closed with (reason for one never

@@ -9,40 +9,21 @@ import (
 // above speak them and import neither stage nor engine (test/deps_test.go). Each has one
 // converter to its stage or engine counterpart, here, tested in types_test.go.
 
-// ChatRequest is one chat completion.
-type ChatRequest struct {
-	// RequestID is the external id (chatcmpl-<hex>); empty gets a fresh one. Chat appends
-	// -<8 hex> for the internal id.
-	RequestID string
-	Messages  []ChatMessage
-	MaxTokens int // 0 = the pipeline's thinker.max_tokens
-	// MaxTokensSet says the client asked for MaxTokens: a prompt that leaves less room than
-	// that is refused (ErrContextLength) instead of getting a shorter completion.
-	MaxTokensSet bool
-	Stop         []string
-	Sampling     Sampling
-	WantAudio    bool
-	// Tools, when set, are the functions the model may call and how (nil: none declared).
-	Tools *ToolSpec
-}
-
-// ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
-// and joins Text. An assistant message may carry the ToolCalls it made; a message of role
-// "tool" is the result of the call ToolCallID.
-type ChatMessage struct {
-	Role       string
-	Text       string
-	Audio      []float32
-	ToolCalls  []ToolCall
-	ToolCallID string
-}
-
-// Tool is a function the model may call; Parameters is its arguments' JSON schema (nil: none).
-type Tool struct {
-	Name        string
-	Description string
-	Parameters  []byte
-}
+// The chat request and its tools are the pipeline's own types (one definition, no converter):
+// requestclient owns only what it adds (the request id's suffix, the event stream).
+type (
+	// ChatRequest is one chat completion. An empty RequestID gets a fresh chatcmpl-<hex>; Chat
+	// appends -<8 hex> for the internal id.
+	ChatRequest = stage.ChatRequest
+	// ChatMessage is one message of a chat request (stage.ChatMessage).
+	ChatMessage = stage.ChatMessage
+	// Tool is a function the model may call; Parameters is its arguments' JSON schema.
+	Tool = stage.Tool
+	// ToolSpec is the tools of one generation and how the model may call them.
+	ToolSpec = stage.ToolSpec
+	// ToolCall is one call the model made.
+	ToolCall = stage.ToolCall
+)
 
 // Tool choices (ToolSpec.Choice): the model decides (its own call markup is parsed from the
 // stream, never released as text), never calls, must call one of the tools, or must call
@@ -54,24 +35,6 @@ const (
 	ToolChoiceRequired = stage.ToolChoiceRequired
 	ToolChoiceFunction = stage.ToolChoiceFunction
 )
-
-// ToolSpec is the tools of one generation and how the model may call them. Parallel lets it
-// make several calls in one reply.
-type ToolSpec struct {
-	Tools    []Tool
-	Choice   string // ToolChoice*; "" = auto
-	Function string // with ToolChoiceFunction
-	Parallel bool
-}
-
-// ToolCall is one call the model made: Index counts the reply's calls from 0, ID is call_<hex>,
-// Arguments a JSON object as text.
-type ToolCall struct {
-	Index     int
-	ID        string
-	Name      string
-	Arguments string
-}
 
 // FinishToolCalls is the finish reason of a reply that ended in tool calls.
 const FinishToolCalls = stage.FinishToolCalls
@@ -86,34 +49,7 @@ var (
 // CheckTools checks that a forced call of spec (or each tool, when nothing is forced) has a
 // grammar within maxTokens: the errors the pipeline would give, before a request is built.
 func CheckTools(spec ToolSpec, maxTokens int) error {
-	return stage.CheckTools(spec.toStage(), maxTokens)
-}
-
-func (s *ToolSpec) toStagePtr() *stage.ToolSpec {
-	if s == nil {
-		return nil
-	}
-	out := s.toStage()
-	return &out
-}
-
-func (s ToolSpec) toStage() stage.ToolSpec {
-	out := stage.ToolSpec{Choice: s.Choice, Function: s.Function, Parallel: s.Parallel}
-	for _, t := range s.Tools {
-		out.Tools = append(out.Tools, stage.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-	}
-	return out
-}
-
-func toolCallsToStage(in []ToolCall) []stage.ToolCall {
-	if in == nil {
-		return nil
-	}
-	out := make([]stage.ToolCall, len(in))
-	for i, c := range in {
-		out[i] = stage.ToolCall(c)
-	}
-	return out
+	return stage.CheckTools(spec, maxTokens)
 }
 
 // Limits of the sampling parameters: the engine's, as OpenAI documents them. Callers validate
@@ -170,6 +106,10 @@ type DuplexOptions struct {
 	// TranscriptDeltas: without AutoResponse, the recognizer's settled words come as
 	// OutTranscriptDelta outputs while audio is appended.
 	TranscriptDeltas bool
+	// TurnType and Eagerness are the session's turn_detection type and semantic_vad eagerness:
+	// with AutoResponse and TurnSemanticVAD the stream ends turns on the thinker's end-of-turn
+	// estimate (its speak decision carries Output.EndOfTurn), not on SilenceDurationMs.
+	TurnType, Eagerness string
 }
 
 // Message is one message of a response's own context (ResponseSpec.Input).
@@ -230,8 +170,10 @@ type Output struct {
 	Kind OutputKind
 	// Turn is the id of the turn it belongs to (the session's id, given with the input or the
 	// Respond it answers); -1 for a failed append.
-	Turn         int
-	Decision     string // listen | speak (OutDecision)
+	Turn     int
+	Decision string // listen | speak (OutDecision)
+	// EndOfTurn is how semantic_vad decided a speak decision's endpoint (nil otherwise).
+	EndOfTurn    *EndOfTurnDecision
 	Text         string // transcript / text delta / the phrase an audio chunk speaks
 	Tokens       int    // model tokens behind an OutText delta
 	Audio        []float32
@@ -250,20 +192,6 @@ type Usage struct {
 	Final                                   bool
 }
 
-// toStage converts a chat request for the pipeline.
-func (r ChatRequest) toStage() stage.ChatRequest {
-	out := stage.ChatRequest{RequestID: r.RequestID, MaxTokens: r.MaxTokens, MaxTokensSet: r.MaxTokensSet,
-		Stop: r.Stop, Sampling: r.Sampling, WantAudio: r.WantAudio, Tools: r.Tools.toStagePtr()}
-	if r.Messages != nil {
-		out.Messages = make([]stage.ChatMessage, len(r.Messages))
-		for i, m := range r.Messages {
-			out.Messages[i] = stage.ChatMessage{Role: m.Role, Text: m.Text, Audio: m.Audio,
-				ToolCalls: toolCallsToStage(m.ToolCalls), ToolCallID: m.ToolCallID}
-		}
-	}
-	return out
-}
-
 // toStage converts duplex options for the pipeline over its default duplex sampling
 // (pipeline.thinker.sampling).
 func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.DuplexOptions {
@@ -276,6 +204,8 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 		MaxHistoryBytes:  o.MaxHistoryBytes,
 		Sampling:         base,
 		TranscriptDeltas: o.TranscriptDeltas,
+		TurnType:         o.TurnType,
+		Eagerness:        o.Eagerness,
 	}
 	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
@@ -289,7 +219,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 
 // toStage converts a response spec for the pipeline.
 func (s ResponseSpec) toStage() stage.ResponseSpec {
-	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand, Tools: s.Tools.toStagePtr()}
+	out := stage.ResponseSpec{MaxTokens: s.MaxTokens, Instructions: s.Instructions, OutOfBand: s.OutOfBand, Tools: s.Tools}
 	if s.Input != nil {
 		out.Input = make([]gpu.ChatMessage, len(s.Input))
 		for i, m := range s.Input {
@@ -302,7 +232,7 @@ func (s ResponseSpec) toStage() stage.ResponseSpec {
 // outputFromStage converts one stage output for the session. A kind this package does not know
 // becomes OutError, so that nothing new passes unnoticed.
 func outputFromStage(m stage.OutputMessage) Output {
-	o := Output{Turn: m.Turn, Decision: m.Decision, Text: m.Text, Tokens: m.Tokens, Audio: m.Audio,
+	o := Output{Turn: m.Turn, Decision: m.Decision, EndOfTurn: m.EndOfTurn, Text: m.Text, Tokens: m.Tokens, Audio: m.Audio,
 		SampleRate: m.SampleRate, FinishReason: m.FinishReason, Err: m.Err}
 	switch m.Kind {
 	case stage.Decision:

@@ -14,22 +14,6 @@ import (
 // The converters must carry every field: a field added on one side and not the other shows up
 // here as a difference from the expected value.
 
-func TestChatRequestToStage(t *testing.T) {
-	t.Parallel()
-	in := ChatRequest{RequestID: "chatcmpl-x", MaxTokens: 12, MaxTokensSet: true, Stop: []string{"\n"}, WantAudio: true,
-		Messages: []ChatMessage{{Role: "system", Text: "be brief"}, {Role: "user", Text: "hi", Audio: []float32{0.5}}},
-		Sampling: Sampling{Temperature: 0.7, TopP: 0.9, TopK: 40, Seed: 7, RandomSeed: true, RepeatPenalty: 1.1,
-			PresencePenalty: 0.5, FrequencyPenalty: -0.5, LogitBias: map[int]float32{3: -100}, Grammar: JSONObjectGrammar,
-			Logprobs: true, TopLogprobs: 2}}
-	want := stage.ChatRequest{RequestID: "chatcmpl-x", MaxTokens: 12, MaxTokensSet: true, Stop: []string{"\n"}, WantAudio: true,
-		Messages: []stage.ChatMessage{{Role: "system", Text: "be brief"}, {Role: "user", Text: "hi", Audio: []float32{0.5}}},
-		Sampling: gpu.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 40, Seed: 7, RandomSeed: true, RepeatPenalty: 1.1,
-			PresencePenalty: 0.5, FrequencyPenalty: -0.5, LogitBias: map[int]float32{3: -100}, Grammar: gpu.JSONGrammar,
-			Logprobs: true, TopLogprobs: 2}}
-	require.Equal(t, want, in.toStage())
-	require.Nil(t, ChatRequest{}.toStage().Messages)
-}
-
 func TestDuplexOptionsToStage(t *testing.T) {
 	t.Parallel()
 	base := gpu.Sampling{Temperature: 0.8, TopP: 0.95, TopK: 20, RandomSeed: true}
@@ -40,9 +24,10 @@ func TestDuplexOptionsToStage(t *testing.T) {
 		want stage.DuplexOptions
 	}{
 		{"the pipeline's sampling", DuplexOptions{Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
-			MaxHistoryBytes: 1000, VADThreshold: 0.9, PrefixPaddingMs: 300, SilenceDurationMs: 500},
+			MaxHistoryBytes: 1000, VADThreshold: 0.9, PrefixPaddingMs: 300, SilenceDurationMs: 500,
+			TurnType: TurnSemanticVAD, Eagerness: "low"},
 			stage.DuplexOptions{RequestID: "rid", Instructions: "hi", AutoResponse: true, WantAudio: true, MaxTokens: 9,
-				MaxHistoryBytes: 1000, Sampling: base}},
+				MaxHistoryBytes: 1000, Sampling: base, TurnType: stage.TurnSemanticVAD, Eagerness: "low"}},
 		{"temperature and seed override it", DuplexOptions{Temperature: &temp, Seed: &seed},
 			stage.DuplexOptions{RequestID: "rid", Sampling: gpu.Sampling{Temperature: 0.25, TopP: 0.95, TopK: 20, Seed: 42}}},
 	}
@@ -73,6 +58,10 @@ func TestOutputFromStage(t *testing.T) {
 		want Output
 	}{
 		{stage.OutputMessage{Kind: stage.Decision, Turn: 2, Decision: stage.DecisionSpeak}, Output{Kind: OutDecision, Turn: 2, Decision: DecisionSpeak}},
+		{stage.OutputMessage{Kind: stage.Decision, Turn: 3, Decision: stage.DecisionSpeak,
+			EndOfTurn: &stage.EndOfTurnDecision{Reason: stage.EndOfTurnSemantic, Prob: 0.7, Scored: true, SilenceMs: 300}},
+			Output{Kind: OutDecision, Turn: 3, Decision: DecisionSpeak,
+				EndOfTurn: &EndOfTurnDecision{Reason: EndOfTurnSemantic, Prob: 0.7, Scored: true, SilenceMs: 300}}},
 		{stage.OutputMessage{Kind: stage.Transcript, Turn: 1, Text: "hello"}, Output{Kind: OutTranscript, Turn: 1, Text: "hello"}},
 		{stage.OutputMessage{Kind: stage.Text, Turn: 1, Text: "hi", Tokens: 2}, Output{Kind: OutText, Turn: 1, Text: "hi", Tokens: 2}},
 		{stage.OutputMessage{Kind: stage.Audio, Turn: 1, Text: "hi", Audio: []float32{1}, SampleRate: 24000},

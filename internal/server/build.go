@@ -179,6 +179,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
 		Metrics:                s.parts.Client.Collectors(),
 		LogStats:               s.cfg.Server.LogStats,
+		StructuredStats:        s.cfg.Server.LogFormat == "json",
 		ModelName:              s.names.ID(),
 		AcceptModel:            s.acceptModel,
 		ServedModels:           s.models,

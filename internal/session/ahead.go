@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // Decode-ahead on a session's first turn. The engine stream (and with it the ASR) used to open
@@ -32,7 +34,7 @@ func (s *Session) openOptions() OpenOptions {
 		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
 		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
-		TranscriptDeltas: s.wantsDeltas(),
+		TranscriptDeltas: s.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
 	}
 }
 
@@ -47,7 +49,7 @@ func sameStreamSettings(a, b OpenOptions) bool {
 		return false
 	}
 	return !a.AutoResponse || (a.VADThreshold == b.VADThreshold && a.PrefixPaddingMs == b.PrefixPaddingMs &&
-		a.SilenceDurationMs == b.SilenceDurationMs)
+		a.SilenceDurationMs == b.SilenceDurationMs && a.TurnType == b.TurnType && a.Eagerness == b.Eagerness)
 }
 
 // openAhead opens the engine stream at the first append of a manual turn, so that the ASR
@@ -58,7 +60,7 @@ func (s *Session) openAhead() {
 		return
 	}
 	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
+	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.deliver)
 	if err != nil {
 		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
 		return

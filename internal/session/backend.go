@@ -22,6 +22,9 @@ type OpenOptions struct {
 	// TranscriptDeltas asks for the settled words of the open utterance while audio is
 	// appended (input transcription: transcription sessions, and conversations with it on).
 	TranscriptDeltas bool
+	// TurnType and Eagerness are turn_detection's type and semantic_vad eagerness: with
+	// AutoResponse, semantic_vad has the engine stream end turns on its end-of-turn estimate.
+	TurnType, Eagerness string
 }
 
 // Backend opens engine streams. It is declared here, by its consumer; the production

@@ -47,16 +47,10 @@ func (td *TurnDetection) Wire() *protocol.TurnDetectionObject {
 type TurnDetectionPatch = protocol.TurnDetection
 
 // SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn when there is
-// no end-of-turn estimate: the duplex auto-response path (the stage endpoints on silence) and
-// an engine that cannot score (semvad.go). With an estimate, SemanticParams rules.
+// no end-of-turn estimate (semvad.go; the auto-response stream applies the same table itself,
+// stage/duplex_semvad.go). With an estimate, SemanticParams rules.
 func SemanticSilenceMs(eagerness string) int {
-	switch eagerness {
-	case "low":
-		return 1000
-	case "high":
-		return 250
-	}
-	return 500 // medium, auto
+	return requestclient.SemanticParams(eagerness).SilenceMs
 }
 
 // Overlap policies (vllm-omni's names): what input during an active response does.

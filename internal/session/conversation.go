@@ -252,17 +252,17 @@ func (c *conversation) truncate(itemID string, contentIndex int, endMs, length f
 	return endMs, nil
 }
 
-// sendItemAdded emits conversation.item.added (the connection spells it
-// conversation.item.created for beta clients).
-func (s *Session) sendItemAdded(it *item, epoch int, model bool) {
-	s.send(Event{Epoch: epoch, Model: model, Payload: protocol.ConversationItemAdded{
-		PreviousItemID: s.conv.previousID(it), Item: it.item()}})
+// added is conversation.item.added for it (the connection spells it conversation.item.created
+// for beta clients), in epoch; model marks it model output.
+func (c *conversation) added(it *item, epoch int, model bool) Event {
+	return Event{Epoch: epoch, Model: model, Payload: protocol.ConversationItemAdded{
+		PreviousItemID: c.previousID(it), Item: it.item()}}
 }
 
-// sendItemDone emits conversation.item.done (GA only; beta clients do not get it).
-func (s *Session) sendItemDone(it *item, epoch int) {
-	s.send(Event{Epoch: epoch, Payload: protocol.ConversationItemDone{
-		PreviousItemID: s.conv.previousID(it), Item: it.item()}})
+// done is conversation.item.done for it (GA only; beta clients do not get it).
+func (c *conversation) done(it *item, epoch int, model bool) Event {
+	return Event{Epoch: epoch, Model: model, Payload: protocol.ConversationItemDone{
+		PreviousItemID: c.previousID(it), Item: it.item()}}
 }
 
 // rawJSON is JSON kept as written (a tool's parameters schema) in an event's fields.

@@ -24,23 +24,37 @@
 //   - settings.go (settings): the configuration. Config and Options, the dialect, the model
 //     name, the fixed voice, and session.update's own checks (settings.next); config.go has
 //     Config and ConfigPatch.Apply, the field-by-field validation.
-//   - input.go (inputAudio): the input audio up to the engine. Decoding and noise reduction onto
-//     the input clock (take), the echo canceller, the overlap VAD with the timing of its onsets
-//     (ensureVAD, hear), the uncommitted buffer and its forwarded head (buffer, takeBuffer).
+//   - input.go (inputAudio): the input audio up to the engine, and the input path that uses it.
+//     Decoding and noise reduction onto the input clock (takeAppend, take), the echo canceller,
+//     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear),
+//     the turn's t0 (speechArrival), the uncommitted buffer and what of it may still be
+//     forwarded (buffer, unforwarded, takeBuffer). The same file holds the actor's side of one
+//     append, in the order the audio takes: handleAppend → takeAppend → detectSpeech → bargeIn
+//     → bufferInput (buffer, openAhead, forwardInput, the end of a turn) or, with auto_response,
+//     the engine append; and input_audio_buffer.clear.
+//   - semvad.go (semState): semantic_vad's pauses: when one begins, the end-of-turn estimate on a
+//     goroutine of its own (ask, answer), and the decision (decide).
+//   - jobs.go (jobQueue, outputQueue): the engine jobs in wire order with their results, and the
+//     engine's outputs on their way to the actor.
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
 //     insertion, removal, truncation and the history budget.
 //   - responses.go (responses): the active response, the engine turns that are over, the
 //     input waiting for an answer, the cached usage; and a response's transcript, audio frames,
 //     pacing (nextFrame) and what the user heard of it.
-//   - toolstate.go (toolState): the tools' runtime state. MCP servers with the goroutines that
-//     list and call them (opened and closed by Run), and what the engine was last given.
+//   - toolstate.go, tools.go, mcp.go, mcp_call.go (toolState, mcpState, mcpCall): the tools'
+//     runtime state and logic. The tools of a response (sessionTools, resolveTools,
+//     followUpOptions), MCP servers with the goroutines that list and call them (list, start,
+//     takeCall; opened and closed by Run), a call's outcome, what the engine was last given, and
+//     the client's answered function calls (answeredCalls).
+//   - resume.go (attachment): the connection the session is attached to, whether it is
+//     detached and since when, the resume grace and the rotating resume token.
 //   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
 //     ends the engine's outputs have not reached yet.
 //
-// The session's own files turn those into events and engine calls: handlers.go (client
-// events: handleAppend is take → detectSpeech → bargeIn → bufferInput or the engine append,
-// handleCommit, items), vad.go (speech_started / stopped, the idle timeout), ahead.go (decode
-// ahead of the commit), response.go (a response's life: begin, outputs, pacing, done, cancel),
+// The session's own files turn those into events and engine calls: input.go (above: one
+// append from the wire to the engine), handlers.go (the other client events: session.update,
+// handleCommit, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go
+// (decode ahead of the commit), response.go (a response's life: begin, outputs, pacing, done, cancel),
 // outputs.go (the engine's outputs and job results), tools.go, mcp.go and mcp_call.go
 // (function and MCP tools), transcription.go (transcription sessions), resume.go, budget.go
 // (the inbox's byte budget, the history trim), usage.go, limits.go. backend.go and
@@ -56,7 +70,7 @@
 // and reports it in its speak decision. The engine tags every row, output and end report with the
 // id; endResponse closes the turn once with its reason (Engine.FinalizeTurn, or
 // FinalizeUnstartedTurn for a response cancelled before it started). How a turn is born, served
-// and recorded: response.go (beginResponseWith, endResponse), requestclient/duplex_turns.go
+// and recorded: response.go (beginResponse, endResponse), requestclient/duplex_turns.go
 // (routing and the record), metrics/turn.go (the figures); docs/STATS.md "One turn, one id".
 //
 // # Queues, and why each exists
@@ -81,7 +95,7 @@
 //
 // # Two VADs, and why
 //
-// The session VAD (vad.go) runs on the actor when an append arrives: the server_vad events
+// The session VAD (input.go) runs on the actor when an append arrives: the server_vad events
 // (speech_started / speech_stopped with their positions) and the barge-in decision must not
 // wait behind queued engine work. Barge-in is timed from the append; the overlap rules (240 ms,
 // or 150 ms of pitched speech) and the echo gate run here. The stream VAD (stage/duplex_audio.go)

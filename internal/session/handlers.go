@@ -10,13 +10,12 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 func (s *Session) handle(c Command) {
 	switch c := c.(type) {
 	case *UpdateSession:
-		s.handleUpdate(c, false)
+		s.handleUpdate(c)
 	case *AppendAudio:
 		s.handleAppend(c)
 	case *CommitInput:
@@ -91,12 +90,12 @@ func (s *Session) handle(c Command) {
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
 	if err == nil && next.Instructions != s.cfg.Instructions {
-		if fe := s.checkInstructions(next.Instructions, "session.instructions"); fe != nil {
+		if fe := checkInstructions(next.Instructions, "session.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
 			err = fe
 		}
 	}
 	if err == nil && patch.ToolsSet {
-		if fe := s.checkMCPTools(patch.MCPTools); fe != nil {
+		if fe := checkMCPTools(patch.MCPTools, s.m.cfg.MCPAllowList); fe != nil {
 			err = fe
 		}
 	}
@@ -112,10 +111,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	return next, err
 }
 
-func (s *Session) handleUpdate(c *UpdateSession, first bool) {
-	if first {
-		s.emitCreated()
-	}
+func (s *Session) handleUpdate(c *UpdateSession) {
 	if c.Transcription && !s.opts.Transcription {
 		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
 		return
@@ -133,8 +129,11 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	}
 	instructionsChanged := next.Instructions != s.cfg.Instructions
 	s.cfg = next
-	s.applyNoiseReduction()
-	s.resetIdle()
+	if err := s.setNoiseReduction(s.cfg.NoiseReduction); err != nil {
+		// The configuration was validated: only a broken speex library gets here.
+		s.log.Error("noise reduction unavailable", zap.Error(err))
+	}
+	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
@@ -151,17 +150,6 @@ func (s *Session) handleUpdate(c *UpdateSession, first bool) {
 	s.syncMCP()
 }
 
-func (s *Session) emitCreated() {
-	// ResumeToken (an extension, empty unless resumable) is the bearer secret of
-	// session.resume (docs/REALTIME.md).
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
-		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
-}
-
-func (s *Session) emitClosed(reason string) {
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
-}
-
 // wireFormat is the GA audio format object.
 func wireFormat(f AudioFormat) protocol.FormatSpec {
 	switch f.Type {
@@ -175,13 +163,14 @@ func wireFormat(f AudioFormat) protocol.FormatSpec {
 	return protocol.FormatSpec{Type: "audio/pcm", Rate: f.Rate}
 }
 
-func (s *Session) maxTokensWire(n int) protocol.MaxTokens {
+// maxTokensWire is max_output_tokens on the wire: 0 is "inf"; with a server default
+// (serverDefault), that is what the engine applies to "inf", so the session tells the limit in
+// force.
+func maxTokensWire(n, serverDefault int) protocol.MaxTokens {
 	if n > 0 {
 		return protocol.MaxTokens(n)
 	}
-	// 0 is "inf"; with a server default, that is what the engine applies to "inf": the
-	// session tells the limit in force.
-	return protocol.MaxTokens(s.m.cfg.DefaultMaxOutputTokens)
+	return protocol.MaxTokens(serverDefault)
 }
 
 // outputModalities is the GA single-modality view: audio implies its transcript.
@@ -204,7 +193,7 @@ func (s *Session) publicSession() protocol.SessionObject {
 		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.cfg.Model,
 		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
 		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
-		MaxOutputTokens: s.maxTokensWire(s.cfg.MaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
+		MaxOutputTokens: maxTokensWire(s.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
 		Temperature: s.temperature(),
 		Audio: protocol.SessionAudio{
 			Input:  s.audioInput(false),
@@ -222,188 +211,6 @@ func (s *Session) publicSession() protocol.SessionObject {
 	}
 }
 
-// audioInput is the session's audio.input; a transcription session's turn_detection has no
-// response flags (noResponse).
-func (s *Session) audioInput(noResponse bool) protocol.AudioInput {
-	in := protocol.AudioInput{Format: wireFormat(s.cfg.InputFormat), Transcription: s.transcriptionWire(),
-		NoiseReduction: s.noiseReductionWire(), SampleRateHz: s.cfg.InputFormat.Rate}
-	if td := s.cfg.TurnDetection.Wire(); td != nil {
-		td.NoResponse = noResponse
-		in.TurnDetection = td
-	}
-	return in
-}
-
-// handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
-// onto the input clock (takeAppend), heard by the overlap VAD (detectSpeech), a possible
-// barge-in on the response (bargeIn), then either buffered until its commit (bufferInput:
-// manual turns and the session's own server_vad) or, with auto_response, streamed to the
-// engine here.
-func (s *Session) handleAppend(c *AppendAudio) {
-	pcm, ok := s.takeAppend(c)
-	if !ok {
-		return
-	}
-	vr := s.detectSpeech(pcm)
-	s.bargeIn(vr)
-	if !s.autoResponse() {
-		s.bufferInput(c.ID, pcm, vr)
-		return
-	}
-	if !s.ensureEngine(c.ID) {
-		return
-	}
-	if vr.voiced && s.engine != nil {
-		// Stamp the turn's t0 at the first speech, not at server-side silence (silence appends
-		// before the user spoke would inflate e2e_total_ms):
-		// the speech onset's own append when this append confirmed it (docs/STATS.md).
-		at := s.m.cfg.WallClock()
-		if vr.started && s.onsetAt > 0 {
-			at = s.onsetAt
-		}
-		s.engine.MarkTurnArrival(s.input, at)
-	}
-	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
-		if errors.Is(err, requestclient.ErrInputBackpressure) {
-			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
-			return
-		}
-		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
-	}
-}
-
-// takeAppend decodes one append in its format (the session's, or the event's own) and cleans
-// it (inputAudio.take); false when there is nothing to hear (the client was told of an error).
-func (s *Session) takeAppend(c *AppendAudio) ([]float32, bool) {
-	f := s.cfg.InputFormat
-	if c.Format != nil {
-		nf, err := NormalizeInputFormat(*c.Format)
-		if err != nil {
-			s.sendError("unsupported_audio_format", err.Error(), c.ID, "format")
-			return nil, false
-		}
-		f = nf
-	}
-	pcm, err := s.take(c.Data, f)
-	if err != nil {
-		s.sendError("bad_audio", err.Error(), c.ID, "audio")
-		return nil, false
-	}
-	return pcm, len(pcm) > 0
-}
-
-// bargeIn is the overlap policy on speech the VAD confirmed in an append: it ends the idle
-// follow-up, and under interrupt_response it cancels the active response, timing the barge-in
-// from the onset's own append.
-func (s *Session) bargeIn(vr vadResult) {
-	if !vr.started {
-		return
-	}
-	s.stopIdleTimeout() // the user spoke: no idle follow-up
-	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
-		return
-	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
-		SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
-	onset := s.onsetAt
-	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
-		if m := turnStats(s.engine); m != nil {
-			lat := s.m.cfg.WallClock() - onset
-			m.ObserveBargeIn(lat)
-		}
-	}
-}
-
-// bufferInput keeps an append in the uncommitted buffer (manual turns, the session's own
-// server_vad), opens the engine ahead at the buffer's first chunk, forwards what may go ahead,
-// and under server_vad commits at the end of speech.
-func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
-	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
-	if !ok {
-		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), eventID, "audio")
-		return
-	}
-	if s.resp == nil {
-		s.turnState = TurnUserSpeaking
-	}
-	if first {
-		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
-	}
-	s.forwardInput()
-	if vr.stopped || s.semanticEnd() {
-		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
-		// turn), and with create_response answers it (unless a response is still running:
-		// interrupt_response false).
-		s.commitTurn()
-	}
-}
-
-// forwardInput streams the uncommitted input buffer into the engine ahead of the commit, so the
-// ASR decodes while the user speaks and the commit pays only the final hypothesis. It forwards
-// only while nothing could reorder it or change what it means: the engine is open (the first
-// append opens it, ahead.go), no response is active (input during a
-// response stays buffered, as the overlap policies expect), no engine job is queued or running
-// (appends go straight to the engine's FIFO and must not overtake a queued commit), and the
-// engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
-// stay local and the commit job feeds them, as before.
-func (s *Session) forwardInput() {
-	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd >= len(s.inputBuf) {
-		return
-	}
-	if _, ok := s.engine.(AudioDiscarder); !ok {
-		return
-	}
-	if s.inputFwd == 0 {
-		// The turn's metrics arrival is its first append (keep-first; the commit's stamp is later).
-		at := s.inputStartTS // the buffer's first append, also when the stream opened later
-		if at <= 0 {
-			at = s.m.cfg.WallClock()
-		}
-		s.engine.MarkTurnArrival(s.input, at)
-	}
-	for s.inputFwd < len(s.inputBuf) {
-		if err := s.engine.AppendAudio(s.engineCtx, s.input, s.inputBuf[s.inputFwd]); err != nil {
-			// Backpressure or a closing engine: the rest stays local for the commit job, which
-			// reports a lasting failure.
-			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
-			return
-		}
-		s.inputFwd++
-		s.aheadListens++
-	}
-}
-
-// unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
-// itself is kept (the next commit feeds all of it).
-func (s *Session) unforwardInput(eventID string) {
-	if s.inputFwd == 0 {
-		return
-	}
-	s.inputFwd = 0
-	d, ok := s.engine.(AudioDiscarder)
-	if !ok {
-		return
-	}
-	if err := d.DiscardAudio(s.engineCtx); err != nil {
-		s.sendError("runtime_append_failed", err.Error(), eventID, "")
-		return
-	}
-	s.txCut("")
-}
-
-// clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
-// dropped.
-func (s *Session) clearInput(eventID string) {
-	s.closePause()
-	s.unforwardInput(eventID)
-	s.clearBuffer()
-	s.dropOpenDeltas() // input transcription deltas of the dropped audio are void
-	if m := turnStats(s.engine); m != nil {
-		m.ClearTurnInput(s.input)
-	}
-	s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
-}
-
 // handleCommit commits buffered input as a user item; with a response it precreates the
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
 // ordered job: append → commit (transcript) → respond.
@@ -416,7 +223,7 @@ func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	if !respond {
 		return s.commit(eventID, nil)
 	}
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.sessionTools()}
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.tools.sessionTools(s.cfg)}
 	return s.commit(eventID, &o)
 }
 
@@ -481,7 +288,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	var ro respOptions
 	if respond {
 		ro = *o
-		r = s.beginResponseWith(-1, ro)
+		r = s.beginResponse(-1, ro)
 	}
 	eng := s.engine
 	itemID := it.ID
@@ -508,7 +315,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	if !s.submitJob(j) {
 		s.sendError("input_backpressure", "too many pending commits", eventID, "")
 		if r != nil {
-			s.failResponse(r, "input_backpressure", "too many pending commits")
+			s.failResponse(r, "input_backpressure", "too many pending commits", nil)
 		}
 		return false
 	}
@@ -528,8 +335,8 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 	prev := s.conv.lastID()
 	s.conv.insert(it, "")
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	return it
 }
 
@@ -544,7 +351,7 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
-	if fe := s.resolveTools(c, &o); fe != nil {
+	if fe := s.tools.resolveTools(s.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
 	if c.Modalities != nil {
@@ -622,7 +429,7 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	s.startModelReply(s.beginResponseWith(-1, o), o)
+	s.startModelReply(s.beginResponse(-1, o), o)
 }
 
 // newClientItem opens the engine for a client's new item and settles its id (the client's,
@@ -688,8 +495,8 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	// The item takes its place in the item list; the engine's context is append-only, so the
 	// model reads it after everything before it in time (documented in docs/REALTIME.md).
 	s.conv.insert(it, c.PreviousItemID)
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	s.trimHistory()
 	if role == "user" {
 		s.pendingIn++

@@ -1,11 +1,23 @@
 package session
 
 import (
+	"errors"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 )
+
+// The input path: one input_audio_buffer.append from the wire to the engine, in the order the
+// audio takes, in this one file. The actor's side (Session methods: handleAppend and what it
+// calls) turns the decisions of inputAudio (decode and clean, listen, buffer, what may be
+// forwarded) and semState (semvad.go: when a semantic pause ends the turn) into events, state
+// transitions and engine calls; inputAudio sends nothing, logs nothing and never calls the engine.
 
 // inputAudio is the session's input audio up to the engine: the decoder (one resampler for
 // the stream), noise reduction, the echo canceller, the overlap VAD with the timing of its
@@ -45,6 +57,220 @@ type inputAudio struct {
 	speechItemID string
 }
 
+// overlapMinSpeechMs is the voiced time the overlap VAD needs before it reports speech (eight
+// 30 ms frames). WebRTC VAD (mode 2, the default threshold 0.5) takes loud white noise for speech
+// and its hangover stretches a burst: measured over 300 seeds × 3 bursts at random frame
+// alignment, 50 ms bursts gave voiced runs of 120–180 ms and 100 ms bursts 180–210 ms (150 ms
+// bursts 240–300 ms). 240 ms rejects every burst up to 100 ms; speech.DefaultMinSpeechMs (150)
+// let most 50 ms bursts through. The cost is barge-in latency: 240 ms of speech after its onset.
+const overlapMinSpeechMs = 240
+
+// overlapEarlySpeechMs is the voiced time that suffices when the run carries a voice's pitch
+// (speech.VADConfig.EarlySpeechMs): white noise has none, and a tone burst of up to 100 ms
+// cannot complete it, so the noise rejection above holds while real speech is confirmed
+// 0–90 ms sooner (measured on four pocketsphinx clips; internal/speech TestVADEarlySpeech).
+const overlapEarlySpeechMs = 150
+
+// handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
+// onto the input clock (takeAppend), heard by the overlap VAD (detectSpeech), a possible
+// barge-in on the response (bargeIn), then either buffered until its commit (bufferInput:
+// manual turns and the session's own server_vad) or, with auto_response, streamed to the
+// engine here.
+func (s *Session) handleAppend(c *AppendAudio) {
+	pcm, fe := s.takeAppend(c.Data, s.cfg.InputFormat, c.Format)
+	if fe != nil {
+		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
+		return
+	}
+	if len(pcm) == 0 {
+		return
+	}
+	vr := s.detectSpeech(pcm)
+	s.bargeIn(vr)
+	if !s.autoResponse() {
+		s.bufferInput(c.ID, pcm, vr)
+		return
+	}
+	if !s.ensureEngine(c.ID) {
+		return
+	}
+	if at, ok := s.speechArrival(vr, s.m.cfg.WallClock()); ok {
+		s.engine.MarkTurnArrival(s.input, at)
+	}
+	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
+		if errors.Is(err, requestclient.ErrInputBackpressure) {
+			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
+			return
+		}
+		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
+	}
+}
+
+// bargeIn is the overlap policy on speech the VAD confirmed in an append: it ends the idle
+// follow-up, and under interrupt_response it cancels the active response, timing the barge-in
+// from the onset's own append.
+func (s *Session) bargeIn(vr vadResult) {
+	if !vr.started {
+		return
+	}
+	s.idle.stop() // the user spoke: no idle follow-up
+	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
+		return
+	}
+	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+		SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
+	onset := s.onsetAt
+	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
+		if m := turnStats(s.engine); m != nil {
+			lat := s.m.cfg.WallClock() - onset
+			m.ObserveBargeIn(lat)
+		}
+	}
+}
+
+// bufferInput keeps an append in the uncommitted buffer (manual turns, the session's own
+// server_vad), opens the engine ahead at the buffer's first chunk, forwards what may go ahead,
+// and under server_vad commits at the end of speech.
+func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
+	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
+	if !ok {
+		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), eventID, "audio")
+		return
+	}
+	if s.resp == nil {
+		s.turnState = TurnUserSpeaking
+	}
+	if first {
+		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
+	}
+	s.forwardInput()
+	if vr.stopped || s.semanticEnd() {
+		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
+		// turn), and with create_response answers it (unless a response is still running:
+		// interrupt_response false).
+		s.commitTurn()
+	}
+}
+
+// forwardInput streams the uncommitted input buffer into the engine ahead of the commit, so the
+// ASR decodes while the user speaks and the commit pays only the final hypothesis. It forwards
+// only while nothing could reorder it or change what it means: the engine is open (the first
+// append opens it, ahead.go), no response is active (input during a
+// response stays buffered, as the overlap policies expect), no engine job is queued or running
+// (appends go straight to the engine's FIFO and must not overtake a queued commit), and the
+// engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
+// stay local and the commit job feeds them, as before.
+func (s *Session) forwardInput() {
+	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || len(s.unforwarded()) == 0 {
+		return
+	}
+	if _, ok := s.engine.(AudioDiscarder); !ok {
+		return
+	}
+	if s.inputFwd == 0 {
+		// The turn's metrics arrival is its first append (keep-first; the commit's stamp is later).
+		at := s.inputStartTS // the buffer's first append, also when the stream opened later
+		if at <= 0 {
+			at = s.m.cfg.WallClock()
+		}
+		s.engine.MarkTurnArrival(s.input, at)
+	}
+	for _, chunk := range s.unforwarded() {
+		if err := s.engine.AppendAudio(s.engineCtx, s.input, chunk); err != nil {
+			// Backpressure or a closing engine: the rest stays local for the commit job, which
+			// reports a lasting failure.
+			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
+			return
+		}
+		s.forwarded()
+		s.aheadListens++
+	}
+}
+
+// unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
+// itself is kept (the next commit feeds all of it).
+func (s *Session) unforwardInput(eventID string) {
+	if s.inputFwd == 0 {
+		return
+	}
+	s.inputFwd = 0
+	d, ok := s.engine.(AudioDiscarder)
+	if !ok {
+		return
+	}
+	if err := d.DiscardAudio(s.engineCtx); err != nil {
+		s.sendError("runtime_append_failed", err.Error(), eventID, "")
+		return
+	}
+	s.txCut("")
+}
+
+// clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
+// dropped.
+func (s *Session) clearInput(eventID string) {
+	s.closePause()
+	s.unforwardInput(eventID)
+	s.clearBuffer()
+	s.dropOpenDeltas() // input transcription deltas of the dropped audio are void
+	if m := turnStats(s.engine); m != nil {
+		m.ClearTurnInput(s.input)
+	}
+	s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
+}
+
+// detectSpeech hears one taken append (inputAudio.listen) and, under server_vad, emits
+// speech_started / speech_stopped with their positions in the session's input audio and the id
+// the user item will get on commit; semantic_vad's pauses go to semState instead.
+func (s *Session) detectSpeech(pcm []float32) vadResult {
+	td, auto := s.cfg.TurnDetection, s.autoResponse()
+	var fallback *TurnDetection // auto_response's silent VAD, when turn_detection is null
+	if td == nil && auto {
+		fallback = s.cfg.defaultTurnDetection()
+	}
+	res, edges, err := s.listen(pcm, td, fallback, auto, s.m.cfg.WallClock())
+	switch {
+	case errors.Is(err, errNoOverlapVAD):
+		s.log.Warn("no overlap vad", zap.Error(err))
+		return vadResult{}
+	case err != nil:
+		s.log.Debug("overlap vad", zap.Error(err))
+		return vadResult{}
+	}
+	for _, e := range edges {
+		switch {
+		case e.resumed:
+			s.sem.drop() // a semantic_vad pause that had not ended the turn: the same turn goes on
+		case e.pause && engineEndsTurns(td, auto):
+			// semantic_vad on auto-response: speech_stopped waits for the engine's speak
+			// decision (semvad_duplex.go).
+		case e.pause:
+			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
+			s.sem.begin(float64(e.atMs), s.inputMs, SemanticParams(s.cfg.TurnDetection.Eagerness), time.Now())
+		case e.started:
+			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
+				AudioStartMs: e.atMs, ItemID: s.speechItemID}})
+		default:
+			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+				AudioEndMs: e.atMs, ItemID: s.speechItemID}})
+			if m := turnStats(s.engine); m != nil {
+				m.MarkInputEnd(s.input, s.m.cfg.WallClock())
+			}
+		}
+	}
+	return res
+}
+
+// resetVAD starts a response with a fresh detector, so only speech that begins during the
+// response can barge in on it. A segment announced to the client is closed first: the VAD
+// forgets it, and speech_started must not come twice without a speech_stopped between.
+func (s *Session) resetVAD() {
+	s.sem.drop() // an undecided semantic_vad pause is forgotten
+	if s.restartVAD() {
+		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
+	}
+}
+
 // msOf is the duration of n samples at EngineRate, in ms.
 func msOf(n int) float64 { return float64(n) * 1000 / EngineRate }
 
@@ -61,6 +287,28 @@ func (in *inputAudio) take(data []byte, f AudioFormat) ([]float32, error) {
 	in.inputMs += msOf(len(pcm))
 	return pcm, nil
 }
+
+// takeAppend decodes one append in its own format when the event names one (own), else in the
+// session's (f), and cleans it (take). The refusal says which field was bad; an empty append
+// gives no samples and no error.
+func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) ([]float32, *FieldError) {
+	if own != nil {
+		nf, err := NormalizeInputFormat(*own)
+		if err != nil {
+			return nil, &FieldError{Code: "unsupported_audio_format", Param: "format", Message: err.Error()}
+		}
+		f = nf
+	}
+	pcm, err := in.take(data, f)
+	if err != nil {
+		return nil, &FieldError{Code: "bad_audio", Param: "audio", Message: err.Error()}
+	}
+	return pcm, nil
+}
+
+// The input's noise reduction (audio.input.noise_reduction): a speex preprocessor over the
+// decoded 16 kHz input (take), before the session VAD, the engine's VAD and the ASR, so all of
+// them hear the same cleaned audio. It delays the input by one 20 ms frame.
 
 // setNoiseReduction makes the denoiser match kind ("" = off): created when noise reduction is
 // turned on, replaced when its type changes, closed when it is turned off.
@@ -166,6 +414,60 @@ func echoReference(pcm []float32) []float32 {
 		out[i] = a + (b-a)*frac
 	}
 	return out
+}
+
+// unforwarded are the buffered chunks not yet streamed to the engine ahead of the commit; the
+// session reports each one it streams with forwarded.
+func (in *inputAudio) unforwarded() [][]float32 { return in.inputBuf[in.inputFwd:] }
+
+// forwarded notes that the next unforwarded chunk reached the engine.
+func (in *inputAudio) forwarded() { in.inputFwd++ }
+
+// speechArrival is the turn's t0 for an auto_response append heard as vr at now: the first
+// speech, not server-side silence (silence appends before the user spoke would inflate
+// e2e_total_ms), stamped with the speech onset's own append when this append confirmed it
+// (docs/STATS.md). false: no speech, nothing to stamp.
+func (in *inputAudio) speechArrival(vr vadResult, now float64) (float64, bool) {
+	if !vr.voiced {
+		return 0, false
+	}
+	if vr.started && in.onsetAt > 0 {
+		return in.onsetAt, true
+	}
+	return now, true
+}
+
+// errNoOverlapVAD: the overlap VAD could not be created (only allocation can fail: config
+// validation keeps its settings in range); the session goes on without barge-in on speech.
+var errNoOverlapVAD = errors.New("no overlap vad")
+
+// listen runs the overlap VAD over one taken append received at now, under the session's
+// turn_detection td. Under server_vad or semantic_vad it returns the edges to announce (a
+// started edge carries the user item's id in speechItemID); with td nil the VAD runs only for
+// auto_response's t0, silently with the settings fallback, and not at all without
+// auto_response. It hears the append without the echo of the session's own audio.
+func (in *inputAudio) listen(pcm []float32, td, fallback *TurnDetection, autoResponse bool, now float64) (vadResult, []speechEdge, error) {
+	heard := in.withoutEcho(pcm)
+	announce := td != nil
+	if td == nil {
+		if !autoResponse {
+			in.closeVAD()
+			return vadResult{}, nil, nil
+		}
+		td = fallback
+	}
+	vt := *td
+	vt.SilenceDurationMs = vadSilenceMs(td, autoResponse) // semantic_vad finds pauses with its minimum silence
+	if err := in.ensureVAD(vt, len(pcm)); err != nil {
+		return vadResult{}, nil, fmt.Errorf("%w: %w", errNoOverlapVAD, err)
+	}
+	res, edges, err := in.hear(heard, announce, semanticPauses(td, autoResponse) || engineEndsTurns(td, autoResponse), now)
+	for _, e := range edges {
+		if e.started && in.speechItemID == "" {
+			in.speechItemID = newItemID()
+		}
+	}
+	return res, edges, err
 }
 
 // vadResult is what one append did to the speech segmentation.

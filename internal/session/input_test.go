@@ -208,3 +208,139 @@ func TestInputNoiseReduction(t *testing.T) {
 	}
 	require.Error(t, in.setNoiseReduction("underwater"))
 }
+
+// takeAppend: the event's own format wins over the session's, and a refusal names its field.
+func TestInputTakeAppend(t *testing.T) {
+	pcm16 := AudioFormat{Type: "pcm16", Rate: 16000}
+	tests := []struct {
+		name    string
+		data    []byte
+		own     *AudioFormat
+		samples int
+		code    string // "" = accepted
+		param   string
+	}{
+		{"session format", make([]byte, 3200), nil, 1600, "", ""},
+		{"own format", make([]byte, 800), &AudioFormat{Type: "g711_ulaw", Rate: 8000}, 1600, "", ""},
+		{"unknown own format", make([]byte, 800), &AudioFormat{Type: "mp3"}, 0, "unsupported_audio_format", "format"},
+		{"undecodable", make([]byte, 3), nil, 0, "bad_audio", "audio"},
+		{"empty", nil, nil, 0, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var in inputAudio
+			pcm, fe := in.takeAppend(tc.data, pcm16, tc.own)
+			if tc.code != "" {
+				require.NotNil(t, fe)
+				require.Equal(t, tc.code, fe.Code)
+				require.Equal(t, tc.param, fe.Param)
+				require.NotEmpty(t, fe.Message)
+				require.Zero(t, in.inputMs)
+				return
+			}
+			require.Nil(t, fe)
+			require.InDelta(t, tc.samples, len(pcm), 16)
+		})
+	}
+}
+
+// listen: which VAD runs under which turn_detection, what it announces, and that a started
+// edge carries the user item's id.
+func TestInputListen(t *testing.T) {
+	speech := pcmFromRaw(testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata"))
+	stream := append(append(make([]float32, EngineRate/2), speech...), make([]float32, EngineRate)...)
+	server := DefaultTurnDetection()
+	semantic := *server
+	semantic.Type, semantic.Eagerness = "semantic_vad", "high"
+	tests := []struct {
+		name       string
+		td         *TurnDetection
+		auto       bool
+		vad        bool // a VAD runs
+		started    int  // started edges
+		stopped    int  // plain (server_vad) stopped edges
+		pauses     bool // semantic_vad reports a pause instead of a stop
+		wantItemID bool
+	}{
+		{"server_vad", server, false, true, 1, 1, false, true},
+		{"semantic_vad pauses", &semantic, false, true, 1, 0, true, true},
+		{"null, auto_response: silent", nil, true, true, 0, 0, false, false},
+		{"null, manual: no vad", nil, false, false, 0, 0, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var in inputAudio
+			defer in.closeVAD()
+			started, stopped, pauses, confirmed := 0, 0, 0, 0
+			for i := 0; i < len(stream); i += 1600 {
+				pcm := stream[i:min(i+1600, len(stream))]
+				in.inputMs += msOf(len(pcm))
+				res, edges, err := in.listen(pcm, tc.td, server, tc.auto, float64(i))
+				require.NoError(t, err)
+				if res.started {
+					confirmed++
+				}
+				for _, e := range edges {
+					switch {
+					case e.started:
+						started++
+					case e.pause:
+						pauses++
+					case !e.resumed:
+						stopped++
+					}
+				}
+			}
+			require.Equal(t, tc.vad, in.vad != nil)
+			require.Equal(t, tc.started, started)
+			require.Equal(t, tc.stopped, stopped)
+			require.Equal(t, tc.pauses, pauses > 0)
+			require.Equal(t, tc.wantItemID, in.speechItemID != "")
+			if tc.vad {
+				require.Equal(t, 1, confirmed, "the VAD confirmed the speech once")
+			}
+		})
+	}
+}
+
+// unforwarded / forwarded: the commit feeds only what did not go ahead.
+func TestInputUnforwarded(t *testing.T) {
+	var in inputAudio
+	chunk := make([]float32, 160)
+	for range 3 {
+		_, ok := in.buffer(chunk, 1<<20, 1)
+		require.True(t, ok)
+	}
+	require.Len(t, in.unforwarded(), 3)
+	in.forwarded()
+	in.forwarded()
+	require.Len(t, in.unforwarded(), 1)
+	rest, _, _ := in.takeBuffer()
+	require.Len(t, rest, 1)
+	require.Empty(t, in.unforwarded())
+}
+
+// speechArrival: an auto_response turn's t0 is its first speech, at the onset's own append when
+// this append confirmed it.
+func TestSpeechArrival(t *testing.T) {
+	tests := []struct {
+		name    string
+		vr      vadResult
+		onsetAt float64
+		at      float64
+		ok      bool
+	}{
+		{"silence", vadResult{}, 3, 0, false},
+		{"speech goes on", vadResult{voiced: true}, 3, 10, true},
+		{"confirmed here: its onset", vadResult{voiced: true, started: true}, 3, 3, true},
+		{"confirmed, no onset stamp", vadResult{voiced: true, started: true}, 0, 10, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := inputAudio{onsetAt: tc.onsetAt}
+			at, ok := in.speechArrival(tc.vr, 10)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.at, at)
+		})
+	}
+}

@@ -35,13 +35,13 @@ func (b *PipelineBackend) CheckInstructions(text string) error {
 // response.instructions): at most MaxInstructionsBytes (OpenAI's string_above_max_length),
 // then within the model's context (context_length_exceeded), so that no turn ever has to
 // prefill a prompt that cannot fit.
-func (s *Session) checkInstructions(text, param string) *FieldError {
-	if limit := s.m.cfg.MaxInstructionsBytes; len(text) > limit {
+func checkInstructions(text, param string, limit int, backend Backend) *FieldError {
+	if len(text) > limit {
 		return &FieldError{"string_above_max_length", param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
 			param, limit, len(text))}
 	}
-	ch, ok := s.m.backend.(InstructionsChecker)
+	ch, ok := backend.(InstructionsChecker)
 	if !ok || text == "" {
 		return nil
 	}

@@ -68,9 +68,11 @@ type ManagerConfig struct {
 	Now func() time.Time
 	// WallClock is the statistics clock (unix seconds); nil means the real one.
 	WallClock func() float64
-	// LogStats (--log-stats) logs a line per transcription session item (transcription.go);
-	// turn tables come from the engine's records.
+	// LogStats (--log-stats) logs a TranscriptionItemStats table per transcription session
+	// item (transcription.go); turn tables come from the engine's records.
 	LogStats bool
+	// StructuredStats (--log-format json) logs each item as one structured record instead.
+	StructuredStats bool
 }
 
 // WithDefaults is c with every zero value replaced by its documented default (the server's
@@ -356,7 +358,10 @@ func (m *Manager) Drain() {
 	m.mu.Unlock()
 	m.log.Info("draining sessions", zap.Int("sessions", len(live)), zap.Duration("grace", m.cfg.DrainGrace))
 	for _, s := range live {
-		s.notifyDrain(m.cfg.DrainGrace)
+		select { // never blocks: a session already told keeps the first grace
+		case s.drain <- m.cfg.DrainGrace:
+		default:
+		}
 	}
 }
 

@@ -75,7 +75,7 @@ type mcpResult struct {
 // checkMCPTools validates the MCP tools of a session.update before anything changes: unique
 // labels, a server_url under the operator's allow-list, a well-formed allowed_tools and
 // require_approval.
-func (s *Session) checkMCPTools(tools []MCPTool) *FieldError {
+func checkMCPTools(tools []MCPTool, allow mcpclient.AllowList) *FieldError {
 	if len(tools) > MaxMCPServers {
 		return &FieldError{"invalid_value", fmt.Sprintf("session.tools[%d]", tools[MaxMCPServers].Index),
 			fmt.Sprintf("at most %d MCP tools per session", MaxMCPServers)}
@@ -87,9 +87,9 @@ func (s *Session) checkMCPTools(tools []MCPTool) *FieldError {
 			return &FieldError{"invalid_value", p + ".server_label", fmt.Sprintf("duplicate server_label %q", t.ServerLabel)}
 		}
 		labels[t.ServerLabel] = true
-		if !s.m.cfg.MCPAllowList.Permits(t.ServerURL) {
+		if !allow.Permits(t.ServerURL) {
 			msg := fmt.Sprintf("server_url %q is not among the MCP servers this server may reach (realtime.mcp_allowed_urls)", t.ServerURL)
-			if s.m.cfg.MCPAllowList.Len() == 0 {
+			if allow.Len() == 0 {
 				msg = "this server reaches no MCP servers: its operator has not set realtime.mcp_allowed_urls"
 			}
 			return &FieldError{"mcp_server_not_allowed", p + ".server_url", msg}
@@ -131,32 +131,33 @@ func checkRequireApproval(raw json.RawMessage, param string) *FieldError {
 	return nil
 }
 
-// syncMCP starts listing every MCP tool of the session that is new or changed, and closes
-// the connections of those removed. It runs after session.updated.
+// syncMCP starts listing every MCP tool of the session that is new or changed (an
+// mcp_list_tools item each, mcpState.list), and closes the connections of those removed. It
+// runs after session.updated.
 func (s *Session) syncMCP() {
 	for _, t := range s.tools.retire(s.cfg.MCP) {
-		s.listMCP(t)
+		it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
+		s.tools.mcp.list(t, it.ID, s.m.cfg.MCPLimits)
+		s.conv.insert(it, "")
+		s.send(s.conv.added(it, s.epoch, false))
+		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
 	}
 }
 
-// listMCP adds the tool's mcp_list_tools item and lists the server in the background.
-func (s *Session) listMCP(t MCPTool) {
-	s.tools.mcp.gen++
-	it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
-	ctx, cancel := context.WithCancel(s.tools.mcp.ctx)
-	srv := &mcpServer{tool: t, gen: s.tools.mcp.gen, itemID: it.ID, cancel: cancel}
-	s.tools.mcp.servers[t.ServerLabel] = srv
-	s.conv.insert(it, "")
-	s.sendItemAdded(it, s.epoch, false)
-	s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
+// list connects to t's server and lists its tools on a goroutine of its own, reported on
+// results for the listing item itemID; t replaces the server of its label.
+func (m *mcpState) list(t MCPTool, itemID string, lim mcpclient.Limits) {
+	m.gen++
+	ctx, cancel := context.WithCancel(m.ctx)
+	srv := &mcpServer{tool: t, gen: m.gen, itemID: itemID, cancel: cancel}
+	m.servers[t.ServerLabel] = srv
 	filter, _ := mcpclient.ParseFilter(t.AllowedTools) // checked by checkMCPTools
-	lim := s.m.cfg.MCPLimits
 	cfg := mcpclient.Server{URL: t.ServerURL, Headers: t.Headers, Authorization: t.Authorization}
-	results, gen, sessionCtx := s.tools.mcp.results, srv.gen, s.tools.mcp.ctx
-	s.tools.mcp.wg.Add(1)
+	results, gen, sessionCtx := m.results, srv.gen, m.ctx
+	m.wg.Add(1)
 	go func() {
-		defer s.tools.mcp.wg.Done()
-		r := mcpResult{label: t.ServerLabel, gen: gen, itemID: it.ID}
+		defer m.wg.Done()
+		r := mcpResult{label: t.ServerLabel, gen: gen, itemID: itemID}
 		r.conn, r.err = mcpclient.Connect(ctx, cfg, lim)
 		if r.err == nil {
 			if r.tools, r.err = r.conn.ListTools(ctx, filter); r.err != nil {
@@ -176,12 +177,32 @@ func (s *Session) listMCP(t MCPTool) {
 	}()
 }
 
+// listed keeps a finished listing's connection and tools and returns the names of those the
+// model cannot be offered (their input schema is beyond the tool grammar).
+func (srv *mcpServer) listed(conn *mcpclient.Conn, tools []mcpclient.Tool) (unusable []string) {
+	srv.conn, srv.tools, srv.usable = conn, tools, nil
+	for _, t := range tools {
+		ft := requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
+		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{ft}}, MaxOutputTokensLimit); err != nil {
+			unusable = append(unusable, t.Name)
+			continue
+		}
+		srv.usable = append(srv.usable, t)
+	}
+	return unusable
+}
+
 // handleMCPResult reports a finished listing: the item gets its tools and
 // mcp_list_tools.completed, or mcp_list_tools.failed and an error event saying why. The
 // session lives on either way.
 func (s *Session) handleMCPResult(r mcpResult) {
 	if r.call != nil {
-		s.handleMCPCallResult(*r.call)
+		// A finished call completes its item and carries its response on; a call whose
+		// response ended meanwhile was already reported failed (endMCPCalls).
+		if c := s.tools.mcp.takeCall(r.call.itemID); c != nil {
+			s.finishMCPCall(c, r.call.output, r.call.err, r.call.dur)
+			s.continueAfterCall(c.r)
+		}
 		return
 	}
 	srv := s.tools.mcp.servers[r.label]
@@ -213,22 +234,12 @@ func (s *Session) handleMCPResult(r mcpResult) {
 		s.sendError("mcp_list_tools_failed", fmt.Sprintf("listing the tools of MCP server %q failed: %s", r.label, msg), "", param)
 		return
 	}
-	srv.conn, srv.tools = r.conn, r.tools
-	var unusable []string
-	srv.usable = nil
-	for _, t := range r.tools {
-		ft := requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
-		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{ft}}, MaxOutputTokensLimit); err != nil {
-			unusable = append(unusable, t.Name)
-			continue
-		}
-		srv.usable = append(srv.usable, t)
-	}
+	unusable := srv.listed(r.conn, r.tools)
 	defer s.syncTools() // the engine's own turns offer the new tools too
 	if it != nil {
 		it.MCPTools, it.Status = r.tools, "completed"
 		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsCompleted{ItemID: it.ID}})
-		s.sendItemDone(it, s.epoch)
+		s.send(s.conv.done(it, s.epoch, false))
 	} // else the conversation dropped the item (history budget, delete); the tools stay
 	if len(unusable) > 0 {
 		s.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",

@@ -146,12 +146,12 @@ func readOnlyTool(srv *mcpServer, name string) bool {
 	return false
 }
 
-// mcpRefOf maps a call of the model to the MCP tool it names, if it does.
-func (s *Session) mcpRefOf(r *response, name string) (mcpRef, bool) {
+// mcpRefOf maps a call of the model in response r to the MCP tool it names, if it does; a
+// turn the engine started by itself (no refs of its own) has the session's tools (cfg).
+func (t *toolState) mcpRefOf(r *response, cfg Config, name string) (mcpRef, bool) {
 	refs := r.mcp.refs
 	if refs == nil {
-		// A turn the engine started by itself has the session's tools.
-		_, refs, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		_, refs, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
 	}
 	ref, ok := refs[name]
 	return ref, ok
@@ -161,14 +161,16 @@ func (s *Session) mcpRefOf(r *response, name string) (mcpRef, bool) {
 // or an mcp_approval_request item when the tool needs the client's approval. false: the call
 // names no MCP tool (a function call).
 func (s *Session) emitMCPCall(r *response, c *requestclient.ToolCall) bool {
-	ref, ok := s.mcpRefOf(r, c.Name)
+	ref, ok := s.tools.mcpRefOf(r, s.cfg, c.Name)
 	if !ok {
 		return false
 	}
 	s.m.observeToolCall()
-	srv := s.tools.mcp.servers[ref.label]
-	if srv != nil && needsApproval(srv.tool.RequireApproval, ref.name, readOnlyTool(srv, ref.name)) {
-		s.emitApprovalRequest(r, ref, c.Arguments)
+	if s.tools.mcp.needsApproval(ref) {
+		// An mcp_approval_request item instead of the call: the client answers it.
+		it := &item{ID: newItemID(), Type: "mcp_approval_request", Status: "completed", ResponseID: r.id,
+			ServerLabel: ref.label, Name: ref.name, Arguments: c.Arguments, MCP: &mcpItem{}}
+		s.sendOutputItemDone(r, s.addCallItem(r, it), it, true)
 		return true
 	}
 	it := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
@@ -177,64 +179,67 @@ func (s *Session) emitMCPCall(r *response, c *requestclient.ToolCall) bool {
 	return true
 }
 
-// emitApprovalRequest adds an mcp_approval_request item to the response instead of a call.
-func (s *Session) emitApprovalRequest(r *response, ref mcpRef, args string) {
-	it := &item{ID: newItemID(), Type: "mcp_approval_request", Status: "completed", ResponseID: r.id,
-		ServerLabel: ref.label, Name: ref.name, Arguments: args, MCP: &mcpItem{}}
+// addCallItem adds a call's item to response r (response.output_item.added, and the
+// conversation unless the response is out of band) and returns its output index.
+func (s *Session) addCallItem(r *response, it *item) int {
 	idx := 1 + len(r.calls)
 	r.calls = append(r.calls, it)
-	s.sendOutputItemAdded(r, idx, it)
+	s.send(r.outputItemAdded(idx, it))
 	if !r.outOfBand {
 		s.conv.insert(it, "")
-		s.sendItemAdded(it, r.epoch, true)
+		s.send(s.conv.added(it, r.epoch, true))
 	}
-	s.sendOutputItemDone(r, idx, it, true)
+	return idx
+}
+
+// needsApproval reports whether a call of ref waits for the client's approval (its server's
+// require_approval; a server no longer listed needs none: the call fails as not connected).
+func (m *mcpState) needsApproval(ref mcpRef) bool {
+	srv := m.servers[ref.label]
+	return srv != nil && needsApproval(srv.tool.RequireApproval, ref.name, readOnlyTool(srv, ref.name))
 }
 
 // emitCallItem adds the mcp_call item it to the response (added, its arguments in one delta:
 // the call arrives whole, done, in_progress) and runs the call.
 func (s *Session) emitCallItem(r *response, it *item, args string) {
-	idx := 1 + len(r.calls)
-	r.calls = append(r.calls, it)
-	s.sendOutputItemAdded(r, idx, it)
-	if !r.outOfBand {
-		s.conv.insert(it, "")
-		s.sendItemAdded(it, r.epoch, true)
-	}
+	idx := s.addCallItem(r, it)
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Delta: args}})
 	it.Arguments = args
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDone{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Arguments: args}})
 	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallInProgress{OutputIndex: idx, ItemID: it.ID}})
-	s.runMCPCall(&mcpCall{r: r, it: it, idx: idx})
+	// The call runs on a goroutine of mcpState; its result comes back to the actor
+	// (handleMCPResult). A call that cannot start fails at once.
+	c := &mcpCall{r: r, it: it, idx: idx}
+	r.mcp.pending++
+	if err := s.tools.mcp.start(c, s.m.cfg.WallClock()); err != nil {
+		s.finishMCPCall(c, "", err, -1)
+		s.continueAfterCall(r)
+	}
 }
 
-// runMCPCall starts the call on a goroutine of mcpState; its result comes back to the actor
-// (handleMCPCallResult). A call that cannot start fails at once.
-func (s *Session) runMCPCall(c *mcpCall) {
-	c.r.mcp.pending++
-	srv := s.tools.mcp.servers[c.it.ServerLabel]
+// start runs call c on a goroutine of its own (at most MaxMCPCallsInFlight at once); its
+// result comes back on results. wallNow stamps its start for the turn's record. The error says
+// why it could not start.
+func (m *mcpState) start(c *mcpCall, wallNow float64) error {
+	srv := m.servers[c.it.ServerLabel]
 	switch {
 	case srv == nil || srv.conn == nil:
-		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol,
-			Message: fmt.Sprintf("MCP server %q is not connected (its tool was removed or its listing failed)", c.it.ServerLabel)}, -1)
-		s.continueAfterCall(c.r)
-		return
-	case len(s.tools.mcp.calls) >= MaxMCPCallsInFlight:
-		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol,
-			Message: fmt.Sprintf("more than %d MCP calls at once in one session", MaxMCPCallsInFlight)}, -1)
-		s.continueAfterCall(c.r)
-		return
+		return &mcpclient.Error{Kind: mcpclient.KindProtocol,
+			Message: fmt.Sprintf("MCP server %q is not connected (its tool was removed or its listing failed)", c.it.ServerLabel)}
+	case len(m.calls) >= MaxMCPCallsInFlight:
+		return &mcpclient.Error{Kind: mcpclient.KindProtocol,
+			Message: fmt.Sprintf("more than %d MCP calls at once in one session", MaxMCPCallsInFlight)}
 	}
-	ctx, cancel := context.WithCancel(s.tools.mcp.ctx)
-	c.cancel, c.started, c.startedAt = cancel, time.Now(), s.m.cfg.WallClock()
-	s.tools.mcp.calls[c.it.ID] = c
+	ctx, cancel := context.WithCancel(m.ctx)
+	c.cancel, c.started, c.startedAt = cancel, time.Now(), wallNow
+	m.calls[c.it.ID] = c
 	conn, name, args, id := srv.conn, c.it.Name, json.RawMessage(c.it.Arguments), c.it.ID
-	results, sessionCtx := s.tools.mcp.results, s.tools.mcp.ctx
-	s.tools.mcp.wg.Add(1)
+	results, sessionCtx := m.results, m.ctx
+	m.wg.Add(1)
 	go func() {
-		defer s.tools.mcp.wg.Done()
+		defer m.wg.Done()
 		defer cancel()
 		start := time.Now()
 		out, err := conn.Call(ctx, name, args)
@@ -244,35 +249,44 @@ func (s *Session) runMCPCall(c *mcpCall) {
 		case <-sessionCtx.Done():
 		}
 	}()
+	return nil
 }
 
-// handleMCPCallResult completes a finished call's item and carries the response on. A call
-// whose response ended meanwhile was already reported failed (endMCPCalls).
-func (s *Session) handleMCPCallResult(res mcpCallResult) {
-	c := s.tools.mcp.calls[res.itemID]
+// takeCall removes the running call of item id (nil when its response already ended it) and
+// stops its context.
+func (m *mcpState) takeCall(id string) *mcpCall {
+	c := m.calls[id]
 	if c == nil {
-		return
+		return nil
 	}
-	delete(s.tools.mcp.calls, res.itemID)
+	delete(m.calls, id)
 	c.cancel()
-	s.finishMCPCall(c, res.output, res.err, res.dur)
-	s.continueAfterCall(c.r)
+	return c
 }
 
-// finishMCPCall completes the call's item with its output, or fails it with its error and an
-// error event saying why; the output (or the error) joins the engine's conversation as the
-// call's result unless the response was cancelled.
-func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Duration) {
-	r, it := c.r, c.it
-	r.mcp.pending--
-	failure := ""
-	result := output
+// takeCallsOf removes and stops the running calls of response r.
+func (m *mcpState) takeCallsOf(r *response) []*mcpCall {
+	var out []*mcpCall
+	for id, c := range m.calls {
+		if c.r == r {
+			out = append(out, m.takeCall(id))
+		}
+	}
+	return out
+}
+
+// outcome completes c's item with the call's output, or fails it with err; it returns the
+// result the engine's conversation gets, the failure kind for the turn's record ("" =
+// completed, "cancelled" = the response ended first) with the error's kind and message, and
+// the call's figures (d < 0: it never reached its server, stamped wallNow).
+func (c *mcpCall) outcome(output string, err error, d time.Duration, wallNow float64) (result, failure, kind, msg string, st metrics.ToolCallStats) {
+	it := c.it
+	result = output
 	if err == nil {
 		it.Status = "completed"
 		it.MCP.Output = &output
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallCompleted{OutputIndex: c.idx, ItemID: it.ID}})
 	} else {
-		kind, msg := mcpclient.KindProtocol, err.Error()
+		kind, msg = mcpclient.KindProtocol, err.Error()
 		var me *mcpclient.Error
 		if errors.As(err, &me) {
 			kind, msg = me.Kind, me.Message
@@ -286,6 +300,28 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 		if me != nil && me.Kind != mcpclient.KindTool {
 			it.MCP.Error["code"] = me.Code
 		}
+		result = fmt.Sprintf("error (%s): %s", kind, msg)
+	}
+	// The call's figures join its response's turn record, which feeds the turn's tables,
+	// Prometheus and its trace (metrics.ToolCallStats).
+	st = metrics.ToolCallStats{Kind: metrics.ToolKindMCP, ServerLabel: it.ServerLabel, Name: it.Name, CallID: it.ID,
+		Start: c.startedAt, DurationMs: float64(d) / float64(time.Millisecond), Error: failure}
+	if d < 0 || c.startedAt == 0 {
+		st.Start, st.DurationMs = wallNow, -1 // never reached its server
+	}
+	return result, failure, kind, msg, st
+}
+
+// finishMCPCall completes the call's item with its output, or fails it with its error and an
+// error event saying why; the output (or the error) joins the engine's conversation as the
+// call's result unless the response was cancelled.
+func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Duration) {
+	r, it := c.r, c.it
+	r.mcp.pending--
+	result, failure, kind, msg, st := c.outcome(output, err, d, s.m.cfg.WallClock())
+	if err == nil {
+		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallCompleted{OutputIndex: c.idx, ItemID: it.ID}})
+	} else {
 		s.log.Info("mcp call failed", zap.String("server_label", it.ServerLabel), zap.String("tool", it.Name),
 			zap.String("error_type", kind), zap.Error(err))
 		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallFailed{OutputIndex: c.idx, ItemID: it.ID}})
@@ -293,14 +329,6 @@ func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Dur
 			// A cancelled call was the client's doing (response.cancel, barge-in, close).
 			s.sendError("mcp_call_failed", fmt.Sprintf("the call of tool %q on MCP server %q failed (%s): %s", it.Name, it.ServerLabel, kind, msg), "", "")
 		}
-		result = fmt.Sprintf("error (%s): %s", kind, msg)
-	}
-	// The call's figures join its response's turn record, which feeds the turn's tables,
-	// Prometheus and its trace (metrics.ToolCallStats).
-	st := metrics.ToolCallStats{Kind: metrics.ToolKindMCP, ServerLabel: it.ServerLabel, Name: it.Name, CallID: it.ID,
-		Start: c.startedAt, DurationMs: float64(d) / float64(time.Millisecond), Error: failure}
-	if d < 0 || c.startedAt == 0 {
-		st.Start, st.DurationMs = s.m.cfg.WallClock(), -1 // never reached its server
 	}
 	r.toolCalls = append(r.toolCalls, st)
 	s.sendOutputItemDone(r, c.idx, it, false)
@@ -330,23 +358,8 @@ func (s *Session) continueAfterCall(r *response) {
 	s.pace()
 }
 
-// endMCPCalls fails the running calls of a response that ends (endResponse): cancelled,
-// interrupted, failed or closed. Their goroutines stop with the cancel; their results are
-// dropped.
-func (s *Session) endMCPCalls(r *response) {
-	for id, c := range s.tools.mcp.calls {
-		if c.r != r {
-			continue
-		}
-		delete(s.tools.mcp.calls, id)
-		c.cancel()
-		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
-	}
-	r.mcp.start = nil
-}
-
-// mcpHolds reports a finished response that waits for its calls before it completes.
-func (s *Session) mcpHolds(r *response) bool { return r.mcp.pending > 0 || r.mcp.start != nil }
+// holds reports a finished response that waits for its calls before it completes.
+func (m *mcpResp) holds() bool { return m.pending > 0 || m.start != nil }
 
 // appendToolResult gives the engine a call's result, in order with the session's other jobs.
 func (s *Session) appendToolResult(text string) {
@@ -364,27 +377,18 @@ func (s *Session) appendToolResult(text string) {
 	}
 }
 
-// mcpFollowUp starts the follow-up of a completed response whose MCP calls finished after the
-// model's reply: the model reads their results and carries on.
-func (s *Session) mcpFollowUp(r *response) {
-	if !r.mcp.followUp {
-		return
-	}
-	s.startFollowUp(r.mcp.depth + 1)
-}
-
 // followUpOptions are a follow-up's: the session's tools with a forced choice relaxed to auto
 // (it would call again forever), none past MaxMCPRounds.
-func (s *Session) followUpOptions(depth int) respOptions {
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat}
-	choice := s.cfg.ToolChoice
+func (t *toolState) followUpOptions(cfg Config, depth int) respOptions {
+	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat}
+	choice := cfg.ToolChoice
 	if forcedChoice(choice) {
 		choice = ToolChoice{Mode: requestclient.ToolChoiceAuto}
 	}
 	if depth >= MaxMCPRounds {
 		choice = ToolChoice{Mode: requestclient.ToolChoiceNone}
 	}
-	o.tools, o.mcpRefs, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, choice, true, true, "session")
+	o.tools, o.mcpRefs, _ = t.specFor(cfg.MCP, cfg.Tools, choice, true, true, "session")
 	o.mcpDepth = depth
 	return o
 }
@@ -397,8 +401,8 @@ func (s *Session) startFollowUp(depth int) {
 		return
 	}
 	s.pendingIn++ // the results are input the follow-up answers
-	o := s.followUpOptions(depth)
-	r := s.beginResponseWith(-1, o)
+	o := s.tools.followUpOptions(s.cfg, depth)
+	r := s.beginResponse(-1, o)
 	s.startModelReply(r, o)
 }
 
@@ -412,7 +416,7 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 		t, err := o.respond(ctx, eng, r.turn)
 		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
 	}}) {
-		s.failResponse(r, "input_backpressure", "too many pending engine jobs")
+		s.failResponse(r, "input_backpressure", "too many pending engine jobs", nil)
 		return
 	}
 	r.jobbed = true
@@ -454,8 +458,8 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 	it := &item{ID: id, Type: "mcp_approval_response", Status: "completed",
 		MCP: &mcpItem{ApprovalRequestID: req.ID, Approve: c.Approve, Reason: c.Reason}}
 	s.conv.insert(it, c.PreviousItemID)
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	req.MCP.AnsweredBy = id
 	if !c.Approve {
 		denied := fmt.Sprintf("the user denied this call of %s", req.Name)
@@ -467,8 +471,8 @@ func (s *Session) createApprovalResponse(c *CreateItem) {
 		return
 	}
 	s.pendingIn++ // the call's result is input the response answers
-	o := s.followUpOptions(1)
-	r := s.beginResponseWith(-1, o)
+	o := s.tools.followUpOptions(s.cfg, 1)
+	r := s.beginResponse(-1, o)
 	r.mcp.start = func() { s.startModelReply(r, o) }
 	call := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
 		ServerLabel: req.ServerLabel, Name: req.Name, MCP: &mcpItem{ApprovalRequestID: req.ID}}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -12,11 +13,7 @@ import (
 // drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
 // become response.listen / response.speak, turn output feeds the active response.
 func (s *Session) drainOutputs() {
-	s.outMu.Lock()
-	q := s.outQ
-	s.outQ = nil
-	s.outMu.Unlock()
-	for _, o := range q {
+	for _, o := range s.takeOutputs() {
 		if s.closeReason != "" {
 			return
 		}
@@ -26,7 +23,7 @@ func (s *Session) drainOutputs() {
 
 func (s *Session) routeOutput(o requestclient.Output) {
 	if o.Kind == requestclient.OutError && o.Turn < 0 {
-		s.sendEngineError("runtime_append_failed", errString(o.Err), "", o.Err)
+		s.send(engineErrorEvent(s.epoch, "runtime_append_failed", errString(o.Err), "", o.Err))
 		return
 	}
 	if o.Kind == requestclient.OutDecision && o.Decision == requestclient.DecisionListen && s.aheadListens > 0 {
@@ -72,8 +69,11 @@ func (s *Session) routeOutput(o requestclient.Output) {
 					Response: protocol.ListenResponse{Object: "realtime.response", Status: "listening"}}})
 			}
 		case requestclient.DecisionSpeak:
+			if o.EndOfTurn != nil {
+				s.engineTurnEnded(o.EndOfTurn)
+			}
 			if r == nil && s.autoResponse() {
-				r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
+				r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
 			}
 			if r != nil && r.stageTurn < 0 {
 				r.stageTurn = o.Turn
@@ -92,7 +92,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			}
 			return
 		}
-		r = s.beginResponse(o.Turn, s.cfg.MaxOutputTokens)
+		r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
 	}
 	if r.stageTurn < 0 {
 		r.stageTurn = o.Turn
@@ -117,22 +117,18 @@ func (s *Session) emitTranscript(itemID, text string) {
 		s.trimHistory()
 		return
 	}
-	if s.opts.Transcription {
-		if it != nil && it.CommittedAt > 0 {
-			s.m.observeTranscription(it, s.m.cfg.WallClock()-it.CommittedAt, s.log)
-		}
-	}
 	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
 	if it != nil {
 		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
 	}
 	s.send(Event{Epoch: s.epoch, Payload: done})
+	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "")
 	s.trimHistory()
 }
 
 // handleResult applies the outcome of an engine job on the actor.
 func (s *Session) handleResult(res jobResult) {
-	s.jobsOut--
+	s.taken()
 	if res.itemID != "" && res.err == nil {
 		s.emitTranscript(res.itemID, res.transcript)
 	}
@@ -143,7 +139,7 @@ func (s *Session) handleResult(res jobResult) {
 		if res.haveTurn && !s.over(res.turn) {
 			s.closeTurn(res.turn)
 			if s.engine != nil {
-				s.stopCancelledTurn(res.turn)
+				stopCancelledTurn(s.engine, res.turn, requestclient.Fence{SessionID: s.id, Epoch: s.epoch})
 			}
 		}
 		return
@@ -156,9 +152,9 @@ func (s *Session) handleResult(res jobResult) {
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		if active {
-			s.failResponseErr(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
+			s.failResponse(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
 		} else {
-			s.sendEngineError(res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err)
+			s.send(engineErrorEvent(s.epoch, res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err))
 		}
 		return
 	}
@@ -170,12 +166,12 @@ func (s *Session) handleResult(res jobResult) {
 // stopCancelledTurn stops the engine work of a response that was cancelled before its turn was
 // known, without a client-visible event. Only that turn stops: a response the client started
 // since may already be queued behind it in the engine.
-func (s *Session) stopCancelledTurn(turn int) {
-	if tc, ok := s.engine.(TurnCanceller); ok {
+func stopCancelledTurn(eng Engine, turn int, fence requestclient.Fence) {
+	if tc, ok := eng.(TurnCanceller); ok {
 		tc.CancelTurn(turn)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = s.engine.Signal(ctx, "response.cancel", s.fence())
+	_ = eng.Signal(ctx, "response.cancel", fence)
 }

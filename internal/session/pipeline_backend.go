@@ -36,6 +36,8 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		Temperature:       o.Temperature, // nil: pipeline.thinker.sampling's
 		Seed:              o.Seed,        // nil: a fresh random seed per response unless configured
 		TranscriptDeltas:  o.TranscriptDeltas,
+		TurnType:          o.TurnType,
+		Eagerness:         o.Eagerness,
 	}
 	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -138,14 +139,10 @@ func (r *response) neverStarts() bool {
 	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
 }
 
-// beginResponse opens a response (begin_response): new ids, turn state, metrics turn, and the
-// response.created sequence.
-func (s *Session) beginResponse(stageTurn, maxTokens int) *response {
-	return s.beginResponseWith(stageTurn, respOptions{audio: s.cfg.WantAudio(), maxTokens: maxTokens, format: s.cfg.OutputFormat})
-}
-
-func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
-	s.stopIdleTimeout()
+// beginResponse opens a response with options o (begin_response): new ids, turn state,
+// metrics turn, and the response.created sequence.
+func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
+	s.idle.stop()
 	s.resetVAD()
 	s.turnID++
 	// The response answers the input built so far (or the engine's own turn, which already
@@ -158,11 +155,11 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
-		inputUsage: s.audioUsage(o), outOfBand: o.outOfBand, ownInput: o.input != nil,
+		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
 	r.itemID = "item_" + r.id
-	r.toolCalls, s.toolCallsAnswered = s.toolCallsAnswered, nil
+	r.toolCalls = s.toolCallsAnswered.take()
 	s.resp = r
 	s.turnState = TurnAssistantGenerating
 	if s.engine != nil {
@@ -197,8 +194,8 @@ func (s *Session) beginResponseWith(stageTurn int, o respOptions) *response {
 // responseObject is the realtime.response of response.created / response.done.
 func (s *Session) responseObject(r *response, status string, details *protocol.StatusDetails, output []protocol.Item, u *usage) protocol.Response {
 	o := protocol.Response{ID: r.id, Object: "realtime.response", Status: status, StatusDetails: details,
-		Output: output, ConversationID: s.conversationIDOf(r), Metadata: r.metadata,
-		MaxOutputTokens:  s.maxTokensWire(r.maxTokens),
+		Output: output, ConversationID: r.conversationID(s.id), Metadata: r.metadata,
+		MaxOutputTokens:  maxTokensWire(r.maxTokens, s.m.cfg.DefaultMaxOutputTokens),
 		Omniserve:        protocol.ResponseExtension{SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs},
 		OutputModalities: outputModalities(r.audio),
 		Audio:            &protocol.ResponseAudio{Output: protocol.AudioOutput{Format: wireFormat(r.format), Voice: s.cfg.Voice}},
@@ -211,24 +208,22 @@ func (s *Session) responseObject(r *response, status string, details *protocol.S
 	return o
 }
 
-func (s *Session) conversationID() string { return "conv_" + strings.TrimPrefix(s.id, "duplex-") }
-
-// conversationIDOf is a response's conversation_id: null out of band (OpenAI).
-func (s *Session) conversationIDOf(r *response) *string {
+// conversationID is the conversation_id of r in session sessionID: null out of band (OpenAI).
+func (r *response) conversationID(sessionID string) *string {
 	if r.outOfBand {
 		return nil
 	}
-	id := s.conversationID()
+	id := "conv_" + strings.TrimPrefix(sessionID, "duplex-")
 	return &id
 }
 
-// responseItem is the response's output item: in the conversation unless out of band (nil
-// when the client deleted it).
-func (s *Session) responseItem(r *response) *item {
+// itemIn is the response's output item: in the conversation c unless out of band (nil when the
+// client deleted it).
+func (r *response) itemIn(c *conversation) *item {
 	if r.outOfBand {
 		return r.item
 	}
-	return s.conv.find(r.itemID)
+	return c.find(r.itemID)
 }
 
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
@@ -238,10 +233,15 @@ func (s *Session) endResponse(reason string) *response {
 	if r == nil {
 		return nil
 	}
-	s.endMCPCalls(r)
+	// Its running MCP calls fail (cancelled, interrupted, failed or closed): their goroutines
+	// stop with the cancel, their results are dropped.
+	for _, c := range s.tools.mcp.takeCallsOf(r) {
+		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
+	}
+	r.mcp.start = nil
 	s.responses.end()
 	s.turnState = TurnIdle
-	if it := s.responseItem(r); it != nil {
+	if it := r.itemIn(&s.conv); it != nil {
 		r.settleItem(it)
 	}
 	if s.engine != nil {
@@ -258,7 +258,10 @@ func (s *Session) endResponse(reason string) *response {
 			m.AddTurnToolCalls(r.turn, r.toolCalls)
 		}
 		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
-			s.finalizeUnstarted(u, r.turn, reason)
+			u.FinalizeUnstartedTurn(r.turn, reason)
+			if !s.submitJob(settleJob(u, r.turn, s.log)) {
+				s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
+			}
 		} else {
 			s.engine.FinalizeTurn(r.turn, reason)
 		}
@@ -266,21 +269,18 @@ func (s *Session) endResponse(reason string) *response {
 	return r
 }
 
-// finalizeUnstarted ends the turn of a response cancelled before its engine response started,
-// e.g. a response.cancel right after response.create while the input's commit is still queued:
-// the turn waits for that input's work (its transcription and prefill), which a job queued
-// behind the input's own jobs reports settled. Without room for that job the turn is recorded
-// when the stream closes.
-func (s *Session) finalizeUnstarted(u UnstartedTurnFinalizer, turn int, reason string) {
-	u.FinalizeUnstartedTurn(turn, reason)
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+// settleJob ends the turn of a response cancelled before its engine response started (e.g. a
+// response.cancel right after response.create while the input's commit is still queued): the
+// turn waits for that input's work (its transcription and prefill), which this job, queued
+// behind the input's own jobs, reports settled. Without room for it the turn is recorded when
+// the stream closes.
+func settleJob(u UnstartedTurnFinalizer, turn int, log *zap.Logger) job {
+	return job{run: func(ctx context.Context) jobResult {
 		if err := u.SettleInput(ctx, turn); err != nil {
-			s.log.Debug("settling the input of a cancelled response", zap.Error(err))
+			log.Debug("settling the input of a cancelled response", zap.Error(err))
 		}
 		return jobResult{} // statistics only: nothing for the client
-	}}) {
-		s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
-	}
+	}}
 }
 
 // onOutput routes one engine output of the response's turn.
@@ -320,7 +320,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		r.finish = o.FinishReason
 		s.pace()
 	case requestclient.OutError:
-		s.failResponseErr(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
+		s.failResponse(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
 	}
 }
 
@@ -341,9 +341,11 @@ func (s *Session) pace() {
 	if s.detached {
 		// Output pacing is paused while no client listens: the audio waits for a resume. A
 		// response with nothing left to send still completes (into the journal).
-		if r.finished && len(r.frames) == 0 && !s.mcpHolds(r) {
+		if r.finished && len(r.frames) == 0 && !r.mcp.holds() {
 			s.completeResponse(r)
-			s.mcpFollowUp(r)
+			if r.mcp.followUp {
+				s.startFollowUp(r.mcp.depth + 1)
+			}
 		}
 		return
 	}
@@ -368,9 +370,11 @@ func (s *Session) pace() {
 		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioTranscriptDelta{
 			ResponseID: r.id, ItemID: r.itemID, Delta: f.text}})
 	}
-	if r.finished && !s.mcpHolds(r) {
+	if r.finished && !r.mcp.holds() {
 		s.completeResponse(r)
-		s.mcpFollowUp(r)
+		if r.mcp.followUp {
+			s.startFollowUp(r.mcp.depth + 1)
+		}
 	}
 }
 
@@ -382,15 +386,11 @@ func (s *Session) completeResponse(r *response) {
 	s.armIdleTimeout(r)
 }
 
-func (s *Session) failResponse(r *response, code, msg string) {
-	s.failResponseErr(r, code, msg, nil)
-}
-
-// failResponseErr is failResponse for an engine failure err: a remote stage's upstream error
-// is told with the upstream's type, code and param (sendEngineError); the response's
-// status_details keep the session's own code.
-func (s *Session) failResponseErr(r *response, code, msg string, err error) {
-	s.sendEngineError(code, msg, "", err)
+// failResponse ends r as failed with code and msg. For an engine failure err a remote stage's
+// upstream error is told with the upstream's type, code and param (engineErrorEvent); the
+// response's status_details keep the session's own code.
+func (s *Session) failResponse(r *response, code, msg string, err error) {
+	s.send(engineErrorEvent(s.epoch, code, msg, "", err))
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
 	s.endResponse("error")
@@ -421,7 +421,7 @@ func (s *Session) emitDone(r *response, status string, details *protocol.StatusD
 		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartDone{
 			ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", heard)}})
 	}
-	it := s.responseItem(r)
+	it := r.itemIn(&s.conv)
 	output := []protocol.Item{}
 	if it != nil {
 		it.Status = "completed"
@@ -502,7 +502,7 @@ func (s *Session) advanceEpoch(signal string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.engine.Signal(ctx, signal, s.fence()); err != nil {
+	if err := s.engine.Signal(ctx, signal, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}); err != nil {
 		s.log.Warn("signalling the engine", zap.String("event", signal), zap.Error(err))
 		s.sendError("runtime_abort_failed", fmt.Sprintf("stopping the engine work: %v", err), "", "")
 	}

@@ -49,7 +49,7 @@ func (o respOptions) respond(ctx context.Context, eng Engine, turn int) (int, er
 // checked with its param named.
 func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
-		if fe := s.checkInstructions(*c.Instructions, "response.instructions"); fe != nil {
+		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
 			return fe
 		}
 		o.instructions = c.Instructions
@@ -98,4 +98,10 @@ func outputErrorCode(err error) string {
 		return "kv_cache_full"
 	}
 	return "engine_error"
+}
+
+// replyOptions are the options of a response the session starts itself (no response.create
+// fields): the session's output settings with maxTokens.
+func (c Config) replyOptions(maxTokens int) respOptions {
+	return respOptions{audio: c.WantAudio(), maxTokens: maxTokens, format: c.OutputFormat}
 }

@@ -66,6 +66,57 @@ func newResumeToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// attachment is the session's connection: which attachment is current, whether the session is
+// detached (its connection lost, waiting for a resume until the grace timer fires) and since
+// when, and the current resume token (a bearer secret, never logged; "" when resume is off).
+// It sends nothing and logs nothing: the actor's detach and resume act on what it reports.
+type attachment struct {
+	resumeToken string
+	attachGen   int // 0 the first connection, +1 per resume
+	detached    bool
+	detachedAt  time.Time
+	graceTimer  *time.Timer // the resume grace of a detached session; stopped otherwise
+}
+
+func newAttachment(resumable bool) attachment {
+	a := attachment{graceTimer: time.NewTimer(time.Hour)}
+	a.graceTimer.Stop()
+	if resumable {
+		a.resumeToken = newResumeToken()
+	}
+	return a
+}
+
+// lose reports whether the loss of attachment gen's connection detaches the session (a stale
+// gen, or a session already detached, changes nothing) and, when it does, starts the grace at
+// now.
+func (a *attachment) lose(gen int, now time.Time, grace time.Duration) bool {
+	if gen != a.attachGen || a.detached {
+		return false
+	}
+	a.detached, a.detachedAt = true, now
+	a.graceTimer.Reset(grace)
+	return true
+}
+
+// tokenMatches compares token with the current one in constant time.
+func (a *attachment) tokenMatches(token string) bool {
+	return subtle.ConstantTimeCompare([]byte(token), []byte(a.resumeToken)) == 1
+}
+
+// reattach moves the session to a new attachment at now: the token rotates (the old one is
+// void), the grace stops, and gap is how long it was detached (0 when it was not).
+func (a *attachment) reattach(now time.Time) (gap time.Duration, wasDetached bool) {
+	a.attachGen++
+	a.resumeToken = newResumeToken()
+	if !a.detached {
+		return 0, false
+	}
+	a.detached = false
+	stopTimer(a.graceTimer)
+	return now.Sub(a.detachedAt), true
+}
+
 // Resumable reports whether the session outlives an abrupt disconnect (resume grace > 0).
 func (s *Session) Resumable() bool { return s.m.cfg.ResumeGrace > 0 }
 
@@ -133,13 +184,11 @@ func (s *Session) detach(gen int) {
 		s.closeReason = ReasonDisconnect
 		return
 	}
-	s.detached = true
-	s.detachedAt = s.m.cfg.Now()
+	s.lose(gen, s.m.cfg.Now(), s.m.cfg.ResumeGrace)
 	s.m.setDetached(s, true, s.detachedAt)
 	stopTimer(s.paceTimer)
-	s.stopIdleTimeout()
+	s.idle.stop()
 	stopTimer(s.idleTimer) // the grace bounds a detached session, not the idle timeout
-	s.graceTimer.Reset(s.m.cfg.ResumeGrace)
 	s.log.Info("session detached; waiting for a resume", zap.Duration("grace", s.m.cfg.ResumeGrace))
 }
 
@@ -150,20 +199,15 @@ func (s *Session) resume(call resumeCall) {
 		reply(ResumeResult{}, ErrSessionGone)
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(call.req.Token), []byte(s.resumeToken)) != 1 {
+	if !s.tokenMatches(call.req.Token) {
 		s.log.Info("session resume refused: invalid token", zap.Bool("detached", s.detached))
 		reply(ResumeResult{}, ErrResumeToken)
 		return
 	}
 	complete := call.req.Attach()
-	s.attachGen++
-	s.resumeToken = newResumeToken()
-	var gap time.Duration
-	if s.detached {
-		gap = s.m.cfg.Now().Sub(s.detachedAt)
-		s.detached = false
+	gap, wasDetached := s.reattach(s.m.cfg.Now())
+	if wasDetached {
 		s.m.setDetached(s, false, time.Time{})
-		stopTimer(s.graceTimer)
 		if r := s.resp; r != nil {
 			// Delivery was paused for the gap: the playback clock resumes where it stopped, and
 			// the turn records the gap as delivery delay.
@@ -173,7 +217,7 @@ func (s *Session) resume(call resumeCall) {
 			r.detachedMs += float64(gap) / float64(time.Millisecond)
 		}
 	}
-	s.resetIdle()
+	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
 	ev := protocol.SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
 		Session: s.publicSession()}
 	if !complete {

@@ -21,29 +21,20 @@ import (
 // / 2 s), unless the user speaks again, which continues the same turn. Silence is counted in
 // input audio, as server_vad counts it. docs/REALTIME.md says why these numbers.
 
-// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness.
-type SemanticEndpointing struct {
-	Threshold    float64 // an estimate at or above it ends the turn
-	MinSilenceMs int     // the pause after which the thinker is asked
-	MaxWaitMs    int     // the pause that ends the turn whatever the estimate
-}
+// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness: the stage's table,
+// which the auto-response stream endpoints on too (stage/duplex_semvad.go).
+type SemanticEndpointing = requestclient.SemanticEndpointing
 
 // SemanticParams returns the rule of an eagerness (auto is medium, as OpenAI defines it).
 func SemanticParams(eagerness string) SemanticEndpointing {
-	switch eagerness {
-	case "low":
-		return SemanticEndpointing{Threshold: 0.5, MinSilenceMs: 500, MaxWaitMs: 8000}
-	case "high":
-		return SemanticEndpointing{Threshold: 0.05, MinSilenceMs: 200, MaxWaitMs: 2000}
-	}
-	return SemanticEndpointing{Threshold: 0.2, MinSilenceMs: 300, MaxWaitMs: 4000}
+	return requestclient.SemanticParams(eagerness)
 }
 
 // End-of-turn reasons (protocol.EndOfTurnInfo.Reason).
 const (
-	EndOfTurnSemantic = "semantic"
-	EndOfTurnMaxWait  = "max_wait"
-	EndOfTurnSilence  = "silence"
+	EndOfTurnSemantic = requestclient.EndOfTurnSemantic
+	EndOfTurnMaxWait  = requestclient.EndOfTurnMaxWait
+	EndOfTurnSilence  = requestclient.EndOfTurnSilence
 )
 
 // EndOfTurnEstimator is implemented by engines whose thinker can estimate whether the user's
@@ -107,114 +98,72 @@ type eotAnswer struct {
 
 // semanticPauses reports whether speech_stopped waits for semantic_vad's decision: manual
 // turns (realtime and transcription sessions). A duplex auto-response session's stage
-// endpoints on silence itself.
-func (s *Session) semanticPauses(td *TurnDetection) bool {
-	return td != nil && td.Type == "semantic_vad" && !s.autoResponse()
+// endpoints itself (semvad_duplex.go).
+func semanticPauses(td *TurnDetection, autoResponse bool) bool {
+	return td != nil && td.Type == "semantic_vad" && !autoResponse
 }
 
 // vadSilenceMs is the VAD's silence window under td: semantic_vad's pause detection uses the
 // minimum silence, the rest td's own.
-func (s *Session) vadSilenceMs(td *TurnDetection) int {
-	if s.semanticPauses(td) {
+func vadSilenceMs(td *TurnDetection, autoResponse bool) int {
+	if semanticPauses(td, autoResponse) {
 		return SemanticParams(td.Eagerness).MinSilenceMs
 	}
 	return td.SilenceDurationMs
 }
 
-// beginPause starts a pause at input position endMs (the speech's end); the open speech
-// segment stays announced until the pause is decided.
-func (s *Session) beginPause(endMs float64) {
-	s.sem.seq++
-	p := &semPause{seq: s.sem.seq, endMs: endMs, startedAt: time.Now(), startSilenceMs: max(0, s.inputMs-endMs)}
-	s.sem.pause = p
-	if td := s.cfg.TurnDetection; td != nil {
-		wait := time.Duration(float64(SemanticParams(td.Eagerness).MaxWaitMs)-p.startSilenceMs) * time.Millisecond
-		if s.sem.timer == nil {
-			s.sem.timer = time.NewTimer(max(wait, 0))
-		} else {
-			s.stopPauseTimer()
-			s.sem.timer.Reset(max(wait, 0))
-		}
+// begin starts a pause at input position endMs (the speech's end), inputMs of input heard so
+// far, at now; its timer runs out at rule's maximum wait in time. The open speech segment stays
+// announced until the pause is decided.
+func (m *semState) begin(endMs, inputMs float64, rule SemanticEndpointing, now time.Time) {
+	m.seq++
+	p := &semPause{seq: m.seq, endMs: endMs, startedAt: now, startSilenceMs: max(0, inputMs-endMs)}
+	m.pause = p
+	wait := max(time.Duration(float64(rule.MaxWaitMs)-p.startSilenceMs)*time.Millisecond, 0)
+	if m.timer == nil {
+		m.timer = time.NewTimer(wait)
+		return
 	}
+	m.stopTimer()
+	m.timer.Reset(wait)
 }
 
-// pauseTimerC is the pause timer's channel (nil, never ready, before the first pause).
-func (s *Session) pauseTimerC() <-chan time.Time {
-	if s.sem.timer == nil {
+// timerC is the pause timer's channel (nil, never ready, before the first pause).
+func (m *semState) timerC() <-chan time.Time {
+	if m.timer == nil {
 		return nil
 	}
-	return s.sem.timer.C
+	return m.timer.C
 }
 
-func (s *Session) stopPauseTimer() {
-	if s.sem.timer != nil && !s.sem.timer.Stop() {
+func (m *semState) stopTimer() {
+	if m.timer != nil && !m.timer.Stop() {
 		select {
-		case <-s.sem.timer.C:
+		case <-m.timer.C:
 		default:
 		}
 	}
 }
 
-// pauseTimedOut runs on the actor when the pause timer fires: a pause still undecided has
-// lasted its maximum wait in time, though the audio that says so did not arrive.
-func (s *Session) pauseTimedOut() {
-	p := s.sem.pause
-	td := s.cfg.TurnDetection
-	if p == nil || !s.semanticPauses(td) {
-		return
-	}
-	p.timedOut = true
-	if s.decidePause(p, SemanticParams(td.Eagerness), td.Eagerness) {
-		s.commitTurn()
-	}
-}
-
-// closePause ends an undecided pause without a decision: the client committed or cleared the
-// buffer itself. The speech segment it held open is closed, as server_vad's was at its stop.
-func (s *Session) closePause() {
-	if s.sem.pause == nil {
-		return
-	}
-	s.sem.pause = nil
-	s.stopPauseTimer()
-	if s.inSpeech {
-		s.inSpeech = false
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
-	}
-}
-
-// resumeSpeech drops the pause: the user spoke again, in the same turn.
-func (s *Session) resumeSpeech() {
-	if s.sem.pause != nil {
-		s.sem.pause = nil
-		s.stopPauseTimer()
-	}
-}
-
-// semanticEnd asks for the pause's estimate when it has none yet and reports whether the turn
-// ends now; the caller then commits the buffer as server_vad does at speech_stopped. Call it
-// after the append was buffered and forwarded.
-func (s *Session) semanticEnd() bool {
-	p := s.sem.pause
-	td := s.cfg.TurnDetection
-	if p == nil || !s.semanticPauses(td) {
+// drop forgets the undecided pause (the user spoke again in the same turn, or the client
+// committed or cleared the buffer itself) and reports whether there was one.
+func (m *semState) drop() bool {
+	if m.pause == nil {
 		return false
 	}
-	rule := SemanticParams(td.Eagerness)
-	if !p.asked && s.inputMs-p.endMs < float64(rule.MaxWaitMs) {
-		// (An append that already holds the whole maximum wait ends the turn without asking.)
-		s.askEndOfTurn(p)
-	}
-	return s.decidePause(p, rule, td.Eagerness)
+	m.pause = nil
+	m.stopTimer()
+	return true
 }
 
-// decidePause ends the turn (speech_stopped with the reason) when the estimate, or the pause's
-// length, says so.
-func (s *Session) decidePause(p *semPause, rule SemanticEndpointing, eagerness string) bool {
-	silence := s.inputMs - p.endMs
+// decide is the pause's end of turn, or nil while the turn goes on: the estimate at or above
+// rule's threshold, silence alone without an estimate, or the maximum wait (in input audio
+// heard, inputMs, or in time since the pause began when its timer ran out). A decided pause is
+// dropped.
+func (m *semState) decide(p *semPause, rule SemanticEndpointing, eagerness string, inputMs float64, now time.Time) *protocol.EndOfTurnInfo {
+	silence := inputMs - p.endMs
 	if p.timedOut {
-		silence = max(silence, p.startSilenceMs+float64(time.Since(p.startedAt))/float64(time.Millisecond))
+		silence = max(silence, p.startSilenceMs+float64(now.Sub(p.startedAt))/float64(time.Millisecond))
 	}
 	reason := ""
 	switch {
@@ -225,92 +174,165 @@ func (s *Session) decidePause(p *semPause, rule SemanticEndpointing, eagerness s
 	case silence >= float64(rule.MaxWaitMs) || p.timedOut:
 		reason = EndOfTurnMaxWait
 	default:
-		return false
+		return nil
 	}
 	info := &protocol.EndOfTurnInfo{Reason: reason, SilenceMs: int(silence)}
 	if p.scored {
 		prob := p.prob
 		info.Probability = &prob
 	}
-	s.sem.pause = nil
-	s.stopPauseTimer()
+	m.drop()
+	return info
+}
+
+// ask starts the estimate of pause p on a goroutine of its own (est: the engine's estimator,
+// nil when it has none; heardAll: the ASR has heard the whole buffer), bounded by wait. It
+// returns why p has no estimate ("" when one was asked for, or one for an older pause is still
+// in flight: p asks when its answer arrives).
+func (m *semState) ask(ctx context.Context, p *semPause, est EndOfTurnEstimator, heardAll bool, wait time.Duration) (noEstimate string) {
+	if m.asking {
+		return ""
+	}
+	p.asked = true
+	switch {
+	case est == nil:
+		return m.without(p, "the engine gives no end-of-turn estimate")
+	case !heardAll:
+		return m.without(p, "the input has not all reached the engine's ASR (kept back during a response)")
+	}
+	if m.results == nil {
+		m.results = make(chan eotAnswer, 1)
+	}
+	m.asking = true
+	seq, results := p.seq, m.results
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		// An answer later than the maximum wait could not change the decision.
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		e, err := est.EndOfTurnProb(ctx)
+		results <- eotAnswer{seq: seq, e: e, err: err} // cap 1, one in flight: never blocks
+	}()
+	return ""
+}
+
+// without marks p as decided by silence alone and returns why, or "" when the last pause had
+// no estimate for the same reason (it is logged once per change).
+func (m *semState) without(p *semPause, why string) string {
+	p.fallback = true
+	if why == m.noEstimate {
+		return ""
+	}
+	m.noEstimate = why
+	return why
+}
+
+// answer applies estimate a to the current pause: it returns the pause when a is its own
+// (scored, or without an estimate: noEstimate says why when that is news), or reask when a
+// was stale and the current pause has not asked yet.
+func (m *semState) answer(a eotAnswer) (p *semPause, reask bool, noEstimate string) {
+	m.asking = false
+	p = m.pause
+	if p == nil {
+		return nil, false, ""
+	}
+	if a.seq != p.seq {
+		return nil, !p.asked, ""
+	}
+	if a.err != nil {
+		return p, false, m.without(p, a.err.Error())
+	}
+	m.noEstimate = ""
+	p.scored, p.prob, p.text = true, a.e.Prob, a.e.Text
+	return p, false, ""
+}
+
+// pauseTimedOut runs on the actor when the pause timer fires: a pause still undecided has
+// lasted its maximum wait in time, though the audio that says so did not arrive.
+func (s *Session) pauseTimedOut() {
+	p := s.sem.pause
+	if p == nil || !semanticPauses(s.cfg.TurnDetection, s.autoResponse()) {
+		return
+	}
+	p.timedOut = true
+	if s.endOfTurn(p) {
+		s.commitTurn()
+	}
+}
+
+// closePause ends an undecided pause without a decision: the client committed or cleared the
+// buffer itself. The speech segment it held open is closed, as server_vad's was at its stop.
+func (s *Session) closePause() {
+	if s.sem.drop() && s.inSpeech {
+		s.inSpeech = false
+		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
+			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
+	}
+}
+
+// semanticEnd asks for the pause's estimate when it has none yet and reports whether the turn
+// ends now; the caller then commits the buffer as server_vad does at speech_stopped. Call it
+// after the append was buffered and forwarded.
+func (s *Session) semanticEnd() bool {
+	p, td := s.sem.pause, s.cfg.TurnDetection
+	if p == nil || !semanticPauses(td, s.autoResponse()) {
+		return false
+	}
+	if !p.asked && s.inputMs-p.endMs < float64(SemanticParams(td.Eagerness).MaxWaitMs) {
+		// (An append that already holds the whole maximum wait ends the turn without asking.)
+		s.askEndOfTurn(p)
+	}
+	return s.endOfTurn(p)
+}
+
+// askEndOfTurn asks for p's estimate (semState.ask), logging why there is none when that is
+// news.
+func (s *Session) askEndOfTurn(p *semPause) {
+	est, _ := s.engine.(EndOfTurnEstimator)
+	wait := time.Duration(SemanticParams(s.cfg.TurnDetection.Eagerness).MaxWaitMs) * time.Millisecond
+	if why := s.sem.ask(s.engineCtx, p, est, s.inputFwd >= len(s.inputBuf), wait); why != "" {
+		s.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
+	}
+}
+
+// endOfTurn ends the turn (speech_stopped with the reason) when semState.decide says the
+// pause's estimate, or its length, ends it.
+func (s *Session) endOfTurn(p *semPause) bool {
+	eagerness := s.cfg.TurnDetection.Eagerness
+	info := s.sem.decide(p, SemanticParams(eagerness), eagerness, s.inputMs, time.Now())
+	if info == nil {
+		return false
+	}
 	s.inSpeech = false
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
 		AudioEndMs: int(s.inputMs), ItemID: s.speechItemID, EndOfTurn: info}})
 	if m := turnStats(s.engine); m != nil {
 		m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 	}
-	s.log.Debug("semantic_vad end of turn", zap.String("reason", reason), zap.Float64("probability", p.prob),
-		zap.Bool("scored", p.scored), zap.Int("silence_ms", int(silence)), zap.String("eagerness", eagerness))
+	s.log.Debug("semantic_vad end of turn", zap.String("reason", info.Reason), zap.Float64("probability", p.prob),
+		zap.Bool("scored", p.scored), zap.Int("silence_ms", info.SilenceMs), zap.String("eagerness", eagerness))
 	if o, ok := s.m.cfg.Metrics.(EndOfTurnObserver); ok {
-		o.ObserveEndOfTurn(reason, p.prob, p.scored)
+		o.ObserveEndOfTurn(info.Reason, p.prob, p.scored)
 	}
 	return true
-}
-
-// askEndOfTurn starts the pause's estimate, or marks it as having none: the engine cannot
-// score, or the ASR has not heard the whole buffer (input kept back during a response).
-func (s *Session) askEndOfTurn(p *semPause) {
-	if s.sem.asking {
-		return // the answer in flight is for an older pause; this one asks when it arrives
-	}
-	p.asked = true
-	est, ok := s.engine.(EndOfTurnEstimator)
-	switch {
-	case s.engine == nil || !ok:
-		s.noEstimate(p, "the engine gives no end-of-turn estimate")
-		return
-	case s.inputFwd < len(s.inputBuf):
-		s.noEstimate(p, "the input has not all reached the engine's ASR (kept back during a response)")
-		return
-	}
-	if s.sem.results == nil {
-		s.sem.results = make(chan eotAnswer, 1)
-	}
-	s.sem.asking = true
-	ctx, seq := s.engineCtx, p.seq
-	wait := time.Duration(SemanticParams(s.cfg.TurnDetection.Eagerness).MaxWaitMs) * time.Millisecond
-	s.sem.wg.Add(1)
-	go func() {
-		defer s.sem.wg.Done()
-		// An answer later than the maximum wait could not change the decision.
-		ctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		e, err := est.EndOfTurnProb(ctx)
-		s.sem.results <- eotAnswer{seq: seq, e: e, err: err} // cap 1, one in flight: never blocks
-	}()
-}
-
-func (s *Session) noEstimate(p *semPause, why string) {
-	p.fallback = true
-	if why != s.sem.noEstimate {
-		s.sem.noEstimate = why
-		s.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
-	}
 }
 
 // endOfTurnAnswer applies an estimate on the actor: the pause it was for ends the turn when it
 // is high enough; a stale answer lets the current pause ask.
 func (s *Session) endOfTurnAnswer(a eotAnswer) {
-	s.sem.asking = false
-	p := s.sem.pause
-	td := s.cfg.TurnDetection
-	if p == nil || !s.semanticPauses(td) {
+	if !semanticPauses(s.cfg.TurnDetection, s.autoResponse()) {
+		s.sem.asking = false
 		return
 	}
-	if a.seq != p.seq {
-		if !p.asked {
-			s.askEndOfTurn(p)
-		}
-		return
+	p, reask, why := s.sem.answer(a)
+	if why != "" {
+		s.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
 	}
-	if a.err != nil {
-		s.noEstimate(p, a.err.Error())
-	} else {
-		s.sem.noEstimate = ""
-		p.scored, p.prob, p.text = true, a.e.Prob, a.e.Text
-	}
-	if s.decidePause(p, SemanticParams(td.Eagerness), td.Eagerness) {
+	switch {
+	case reask:
+		s.askEndOfTurn(s.sem.pause)
+	case p != nil && s.endOfTurn(p):
 		s.commitTurn()
 	}
 }

@@ -84,12 +84,11 @@ type Session struct {
 	sink Sink
 	log  *zap.Logger
 
-	inbox   chan Command
-	inboxB  *byteBudget        // bytes of the commands in inbox
-	stop    chan string        // buffered(1): a Stop reason
-	drain   chan time.Duration // buffered(1): the server is shutting down, with this grace
-	jobs    chan job
-	results chan jobResult
+	inbox    chan Command
+	inboxB   *byteBudget        // bytes of the commands in inbox
+	stop     chan string        // buffered(1): a Stop reason
+	drain    chan time.Duration // buffered(1): the server is shutting down, with this grace
+	jobQueue                    // engine jobs in wire order and their results (jobs.go)
 
 	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
 	// resume attempt; done is closed when Run returns, with endReason set.
@@ -98,9 +97,7 @@ type Session struct {
 	done      chan struct{}
 	endReason string
 
-	outMu     sync.Mutex
-	outQ      []requestclient.Output
-	outNotify chan struct{}
+	outputQueue // the engine's outputs on their way to the actor (jobs.go)
 
 	// State below is owned by the Run goroutine.
 	engine     Engine
@@ -120,68 +117,44 @@ type Session struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	jobsOut      int // jobs submitted whose result has not come back
 	// toolCallsAnswered are the function calls the client answered since the last response
 	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
-	toolCallsAnswered []metrics.ToolCallStats
+	toolCallsAnswered answeredCalls
 	paceTimer         *time.Timer
-	vadIdle           *time.Timer // turn_detection.idle_timeout_ms after a response (stopped otherwise)
-	idleFromMs        float64     // the input audio position when vadIdle was armed (response.done)
+	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
 	idleTimer         *time.Timer
 	closeReason       string
 	sinkBroken        bool // the connection refused an event: nothing more can be sent
 
-	resumeToken string      // the current resume token (never logged); "" when resume is off
-	attachGen   int         // the connection attachment: 0 the first, +1 per resume
-	detached    bool        // the connection was lost; waiting for a resume until graceTimer
-	detachedAt  time.Time   // when the session detached
-	graceTimer  *time.Timer // the resume grace of a detached session
+	attachment // the connection the session is attached to, the resume token (resume.go)
 
 	expiresAt time.Time
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
-type job struct {
-	responseID string
-	run        func(ctx context.Context) jobResult
-}
-
-type jobResult struct {
-	responseID string
-	itemID     string
-	transcript string
-	haveTurn   bool
-	turn       int
-	err        error
-	errCode    string
-}
-
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
 func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s := &Session{
-		id:        "duplex-" + uuid.NewString(),
-		m:         m,
-		sink:      sink,
-		inbox:     make(chan Command, 64),
-		inboxB:    newByteBudget(m.cfg.MaxInboxBytes),
-		stop:      make(chan string, 1),
-		drain:     make(chan time.Duration, 1),
-		jobs:      make(chan job, 16),
-		results:   make(chan jobResult, 16),
-		outNotify: make(chan struct{}, 1),
-		lost:      make(chan int, 1),
-		resumes:   make(chan resumeCall),
-		done:      make(chan struct{}),
-		state:     "open",
-		turnState: TurnIdle,
-		responses: newResponses(),
-		expiresAt: m.cfg.Now().Add(maxSessionLength),
-		settings:  newSettings(opts, m.cfg),
-		input:     1,
+		id:          "duplex-" + uuid.NewString(),
+		m:           m,
+		sink:        sink,
+		inbox:       make(chan Command, 64),
+		inboxB:      newByteBudget(m.cfg.MaxInboxBytes),
+		stop:        make(chan string, 1),
+		drain:       make(chan time.Duration, 1),
+		jobQueue:    newJobQueue(16),
+		outputQueue: newOutputQueue(),
+		lost:        make(chan int, 1),
+		resumes:     make(chan resumeCall),
+		done:        make(chan struct{}),
+		state:       "open",
+		turnState:   TurnIdle,
+		responses:   newResponses(),
+		expiresAt:   m.cfg.Now().Add(maxSessionLength),
+		settings:    newSettings(opts, m.cfg),
+		input:       1,
 	}
-	if m.cfg.ResumeGrace > 0 {
-		s.resumeToken = newResumeToken()
-	}
+	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
 	if opts.Initial != nil {
 		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
@@ -236,27 +209,6 @@ func (s *Session) Stop(reason string) {
 	}
 }
 
-// notifyDrain tells the session that the server is shutting down; it never blocks.
-func (s *Session) notifyDrain(grace time.Duration) {
-	select {
-	case s.drain <- grace:
-	default:
-	}
-}
-
-// deliver is the engine's output callback: it queues and wakes the actor without blocking.
-// The queue is bounded by the response length (max output tokens) since the actor drains it
-// on every wake-up.
-func (s *Session) deliver(o requestclient.Output) {
-	s.outMu.Lock()
-	s.outQ = append(s.outQ, o)
-	s.outMu.Unlock()
-	select {
-	case s.outNotify <- struct{}{}:
-	default:
-	}
-}
-
 // Run is the actor loop. It returns the close reason after releasing the engine; the caller
 // then closes the connection and releases the slot.
 func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string) {
@@ -265,40 +217,53 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 		close(s.done)
 	}()
 	if !s.m.track(s) {
-		s.emitClosed(ReasonShutdown)
+		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: ReasonShutdown}})
 		return ReasonShutdown
 	}
 	defer s.m.untrack(s)
 	defer s.closeVAD()
-	defer s.stopPauseTimer()
+	defer s.sem.stopTimer()
 	s.tools.open()
 	defer s.tools.close()
 	defer s.closeDenoise()
-	s.graceTimer = time.NewTimer(time.Hour)
-	s.graceTimer.Stop()
 	defer s.graceTimer.Stop()
 	defer s.m.setDetached(s, false, time.Time{})
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); s.guardedJobs(jobCtx) }()
+	go func() {
+		defer wg.Done()
+		// The job goroutine's root: a panic there is logged and counted, and the actor is told
+		// to end the session (its results would otherwise never arrive).
+		defer func() {
+			if p := recover(); p != nil {
+				recovered(s.log, s.m.cfg.Metrics, "session_jobs", p)
+				s.Stop(ReasonInternalError)
+			}
+		}()
+		s.runJobs(jobCtx)
+	}()
 	s.engineCtx = jobCtx
 
 	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
 	s.paceTimer = time.NewTimer(time.Hour)
 	s.paceTimer.Stop()
-	s.vadIdle = time.NewTimer(time.Hour)
-	s.vadIdle.Stop()
-	defer s.vadIdle.Stop()
+	s.idle = newIdleFollowUp()
+	defer s.idle.stop()
 	defer s.idleTimer.Stop()
 	defer s.paceTimer.Stop()
 
+	// session.created comes first, in the dialect the first update (if any) fixes; its
+	// ResumeToken (an extension, empty unless resumable) is the bearer secret of session.resume
+	// (docs/REALTIME.md).
 	if first != nil {
-		s.fixDialect(first)
-		s.handleUpdate(first, true)
-	} else {
-		s.emitCreated()
+		s.detectDialect(first)
+	}
+	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
+		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
+	if first != nil {
+		s.handleUpdate(first)
 	}
 	reason = s.guardedLoop(ctx)
 	s.shutdown(reason, func() {
@@ -315,7 +280,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.recovered("session", p)
+			recovered(s.log, s.m.cfg.Metrics, "session", p)
 			s.sendError("server_error", "internal error: the session ended", "", "")
 			reason = ReasonInternalError
 		}
@@ -323,23 +288,12 @@ func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 	return s.loop(ctx)
 }
 
-// guardedJobs is the job goroutine's root: a panic there is logged and counted, and the actor
-// is told to end the session (its results would otherwise never arrive).
-func (s *Session) guardedJobs(ctx context.Context) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.recovered("session_jobs", p)
-			s.Stop(ReasonInternalError)
-		}
-	}()
-	s.runJobs(ctx)
-}
-
-// recovered logs a panic recovered at a goroutine root, with its stack, and counts it.
-func (s *Session) recovered(component string, p any) {
-	s.log.Error("goroutine panicked", zap.String("component", component), zap.Any("panic", p), zap.Stack("stack"))
-	if s.m.cfg.Metrics != nil {
-		s.m.cfg.Metrics.CountPanic(component)
+// recovered logs a panic recovered at a goroutine root, with its stack, and counts it (m may be
+// nil).
+func recovered(log *zap.Logger, m ManagerMetrics, component string, p any) {
+	log.Error("goroutine panicked", zap.String("component", component), zap.Any("panic", p), zap.Stack("stack"))
+	if m != nil {
+		m.CountPanic(component)
 	}
 }
 
@@ -348,8 +302,10 @@ func (s *Session) loop(ctx context.Context) string {
 		select {
 		case c := <-s.inbox:
 			s.inboxB.release(commandBytes(c))
-			s.resetIdle()
-			s.fixDialect(c)
+			resetTimer(s.idleTimer, s.cfg.IdleTimeout)
+			if s.detectDialect(c) {
+				s.log.Debug("beta client detected from its session.update fields")
+			}
 			s.handle(c)
 		case <-s.outNotify:
 			s.drainOutputs()
@@ -359,11 +315,11 @@ func (s *Session) loop(ctx context.Context) string {
 			s.handleMCPResult(r)
 		case a := <-s.sem.results:
 			s.endOfTurnAnswer(a)
-		case <-s.pauseTimerC():
+		case <-s.sem.timerC():
 			s.pauseTimedOut()
 		case <-s.paceTimer.C:
 			s.pace()
-		case <-s.vadIdle.C:
+		case <-s.idle.timer.C:
 			s.idleTimeoutTriggered()
 		case <-s.idleTimer.C:
 			return ReasonTimeout
@@ -387,49 +343,19 @@ func (s *Session) loop(ctx context.Context) string {
 	return s.closeReason
 }
 
-func (s *Session) resetIdle() {
-	if !s.idleTimer.Stop() {
-		select {
-		case <-s.idleTimer.C:
-		default:
-		}
-	}
-	s.idleTimer.Reset(s.cfg.IdleTimeout)
+// resetTimer restarts t for d, dropping a tick it already fired.
+func resetTimer(t *time.Timer, d time.Duration) {
+	stopTimer(t)
+	t.Reset(d)
 }
-
-// runJobs executes engine jobs (commit, respond, history) one at a time in submission order,
-// so that they reach the engine in wire order without blocking the actor.
-func (s *Session) runJobs(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case j := <-s.jobs:
-			r := j.run(ctx)
-			r.responseID = j.responseID
-			select {
-			case s.results <- r:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-// canSubmitJob reports whether the next submitJob will succeed: only the actor sends to jobs,
-// so a free slot now is still free when it submits.
-func (s *Session) canSubmitJob() bool { return len(s.jobs) < cap(s.jobs) }
 
 // submitJob queues a job; a full queue is input backpressure.
 func (s *Session) submitJob(j job) bool {
-	select {
-	case s.jobs <- j:
-		s.jobsOut++
-		s.engineFresh = false // the engine holds more than uncommitted audio now
-		return true
-	default:
+	if !s.queue(j) {
 		return false
 	}
+	s.engineFresh = false // the engine holds more than uncommitted audio now
+	return true
 }
 
 // shutdown ends the active response with the close reason's mapping, closes the engine and
@@ -477,7 +403,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		}
 	}
 	if !quiet {
-		s.emitClosed(reason)
+		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
 	}
 	s.state = "closed"
 }
@@ -518,29 +444,18 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, s.fence(), opts, s.deliver)
+	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.deliver)
 	if err != nil {
 		s.log.Warn("opening engine stream", zap.Error(err))
 		s.sendError("server_error", fmt.Sprintf("opening the engine stream: %v", err), eventID, "")
 		if errors.Is(err, ErrCapacity) {
-			s.sendErrorCode("resource_exhausted", "engine capacity exhausted", eventID, "")
+			s.sendError("resource_exhausted", "engine capacity exhausted", eventID, "")
 		}
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
 	s.syncTools()
 	return true
-}
-
-// fixDialect fixes the dialect at the client's first event (settings.detectDialect).
-func (s *Session) fixDialect(c Command) {
-	if s.detectDialect(c) {
-		s.log.Debug("beta client detected from its session.update fields")
-	}
-}
-
-func (s *Session) fence() requestclient.Fence {
-	return requestclient.Fence{SessionID: s.id, Epoch: s.epoch}
 }
 
 func (s *Session) send(ev Event) {
@@ -567,21 +482,17 @@ func (s *Session) sendError(typ, message, eventID, param string) {
 	s.send(ev)
 }
 
-// sendEngineError tells the client about an engine failure err. When a remote stage failed
-// (requestclient.UpstreamErrorOf) the event carries the upstream's type, code and param and a message
-// naming the stage and the upstream status; otherwise it is sendError(code, msg).
-func (s *Session) sendEngineError(code, msg, eventID string, err error) {
+// engineErrorEvent tells the client about an engine failure err. When a remote stage failed
+// (requestclient.UpstreamErrorOf) the event carries the upstream's type, code and param and a
+// message naming the stage and the upstream status; otherwise it is the error event of code and
+// msg.
+func engineErrorEvent(epoch int, code, msg, eventID string, err error) Event {
+	ev := ErrorEvent(ErrorType(code), code, msg, eventID, "")
 	if ue, ok := requestclient.UpstreamErrorOf(err); ok {
-		ev := ErrorEvent(ue.Type, ue.Code, ue.Message, eventID, ue.Param)
-		ev.Epoch = s.epoch
-		s.send(ev)
-		return
+		ev = ErrorEvent(ue.Type, ue.Code, ue.Message, eventID, ue.Param)
 	}
-	s.sendError(code, msg, eventID, "")
-}
-
-func (s *Session) sendErrorCode(code, message, eventID, param string) {
-	s.sendError(code, message, eventID, param)
+	ev.Epoch = epoch
+	return ev
 }
 
 func firstNonEmpty(a ...string) string {

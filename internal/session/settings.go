@@ -202,3 +202,21 @@ func (c *settings) noiseReductionWire() *protocol.NoiseReduction {
 	}
 	return &protocol.NoiseReduction{Type: c.cfg.NoiseReduction}
 }
+
+// listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
+// which is when sent audio must be kept as the echo canceller's reference.
+func (c *settings) listening() bool {
+	return c.cfg.TurnDetection != nil || c.autoResponse()
+}
+
+// audioInput is the session's audio.input; a transcription session's turn_detection has no
+// response flags (noResponse).
+func (c *settings) audioInput(noResponse bool) protocol.AudioInput {
+	in := protocol.AudioInput{Format: wireFormat(c.cfg.InputFormat), Transcription: c.transcriptionWire(),
+		NoiseReduction: c.noiseReductionWire(), SampleRateHz: c.cfg.InputFormat.Rate}
+	if td := c.cfg.TurnDetection.Wire(); td != nil {
+		td.NoResponse = noResponse
+		in.TurnDetection = td
+	}
+	return in
+}

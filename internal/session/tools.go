@@ -72,12 +72,12 @@ func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *req
 	return &requestclient.ToolSpec{Tools: tools, Choice: mode, Function: choice.Function, Parallel: parallel}
 }
 
-// sessionTools is the session's tools for a response that declares none of its own.
-func (s *Session) sessionTools() *requestclient.ToolSpec {
-	spec, _, fe := s.tools.specFor(s.cfg.MCP, s.cfg.Tools, s.cfg.ToolChoice, true, true, "session")
+// sessionTools is the session's tools (cfg) for a response that declares none of its own.
+func (t *toolState) sessionTools(cfg Config) *requestclient.ToolSpec {
+	spec, _, fe := t.specFor(cfg.MCP, cfg.Tools, cfg.ToolChoice, true, true, "session")
 	if fe != nil {
 		// tool_choice forces an MCP tool not listed (yet): the engine's own turns choose.
-		spec, _, _ = s.tools.specFor(s.cfg.MCP, s.cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		spec, _, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
 	}
 	return spec
 }
@@ -120,10 +120,10 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 		CallID: c.ID, Name: c.Name}
 	idx := 1 + len(r.calls) // the message item is output 0
 	r.calls = append(r.calls, it)
-	s.sendOutputItemAdded(r, idx, it)
+	s.send(r.outputItemAdded(idx, it))
 	if !r.outOfBand {
 		s.conv.insert(it, "")
-		s.sendItemAdded(it, r.epoch, true)
+		s.send(s.conv.added(it, r.epoch, true))
 	}
 	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
@@ -133,9 +133,9 @@ func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 	s.sendOutputItemDone(r, idx, it, true)
 }
 
-// sendOutputItemAdded emits response.output_item.added for a tool item of r at output idx.
-func (s *Session) sendOutputItemAdded(r *response, idx int, it *item) {
-	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
+// outputItemAdded is response.output_item.added for a tool item of r at output idx.
+func (r *response) outputItemAdded(idx int, it *item) Event {
+	return Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, OutputIndex: idx, Item: it.item()}}
 }
 
 // sendOutputItemDone ends a tool item of r at output idx: conversation.item.done (when it is in
@@ -143,7 +143,7 @@ func (s *Session) sendOutputItemAdded(r *response, idx int, it *item) {
 // the response's epoch is over); the end of an MCP call, which the server itself ran, is not.
 func (s *Session) sendOutputItemDone(r *response, idx int, it *item, model bool) {
 	if !r.outOfBand && s.conv.find(it.ID) != nil {
-		s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: it.item()}})
+		s.send(s.conv.done(it, r.epoch, model))
 	}
 	s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
 }
@@ -172,10 +172,10 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 	}
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
 	s.conv.insert(it, "")
-	s.sendItemAdded(it, s.epoch, false)
-	s.sendItemDone(it, s.epoch)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
 	s.pendingIn++
-	s.timeFunctionCall(call)
+	s.toolCallsAnswered.time(call, s.m.cfg.WallClock())
 	eng, out, turn := s.engine, c.Output, s.input
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		return jobResult{err: eng.AppendText(ctx, turn, "tool", out), errCode: "runtime_append_failed"}
@@ -186,20 +186,31 @@ func (s *Session) createFunctionOutput(c *CreateItem) {
 // client answering calls with no response after them); later ones are not timed.
 const maxToolCallsAnswered = 64
 
-// timeFunctionCall times the client's answer to call (arguments done → its function_call_output)
+// answeredCalls are the function calls the client answered since the last response began: the
+// next response's turn counts them, at most maxToolCallsAnswered.
+type answeredCalls []metrics.ToolCallStats
+
+// time times the client's answer to call (arguments done → its function_call_output, at now)
 // for the next response's turn: the follow-up the output is for.
-func (s *Session) timeFunctionCall(call *item) {
-	if call.CalledAt <= 0 || len(s.toolCallsAnswered) >= maxToolCallsAnswered {
+func (a *answeredCalls) time(call *item, now float64) {
+	if call.CalledAt <= 0 || len(*a) >= maxToolCallsAnswered {
 		return
 	}
-	s.toolCallsAnswered = append(s.toolCallsAnswered, metrics.ToolCallStats{Kind: metrics.ToolKindFunction,
-		Name: call.Name, CallID: call.CallID, Start: call.CalledAt, DurationMs: max(s.m.cfg.WallClock()-call.CalledAt, 0) * 1000})
+	*a = append(*a, metrics.ToolCallStats{Kind: metrics.ToolKindFunction,
+		Name: call.Name, CallID: call.CallID, Start: call.CalledAt, DurationMs: max(now-call.CalledAt, 0) * 1000})
+}
+
+// take hands the answered calls to a response that begins and starts over.
+func (a *answeredCalls) take() []metrics.ToolCallStats {
+	out := *a
+	*a = nil
+	return out
 }
 
 // resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
-// over the session's.
-func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
-	tools, choice, parallel := s.cfg.Tools, s.cfg.ToolChoice, true
+// over the session's (cfg); defaultMax is the server's max_output_tokens for "inf".
+func (t *toolState) resolveTools(cfg Config, c *CreateResponse, o *respOptions, defaultMax int) *FieldError {
+	tools, choice, parallel := cfg.Tools, cfg.ToolChoice, true
 	if c.ToolsSet {
 		tools = c.Tools
 	}
@@ -212,7 +223,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 	if c.ToolsSet || c.ToolChoice != nil {
 		limit := o.maxTokens
 		if limit <= 0 {
-			limit = s.m.cfg.DefaultMaxOutputTokens
+			limit = defaultMax
 		}
 		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
 			return fe
@@ -222,7 +233,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 	if c.ToolsSet || c.ToolChoice != nil {
 		param = "response"
 	}
-	spec, refs, fe := s.tools.specFor(s.cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
+	spec, refs, fe := t.specFor(cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
 	if fe != nil {
 		return fe
 	}
@@ -230,7 +241,7 @@ func (s *Session) resolveTools(c *CreateResponse, o *respOptions) *FieldError {
 		// As checkTools does for a forced function: the forced MCP call must fit the reply.
 		limit := o.maxTokens
 		if limit <= 0 {
-			limit = s.m.cfg.DefaultMaxOutputTokens
+			limit = defaultMax
 		}
 		if limit > 0 {
 			if err := requestclient.CheckTools(*spec, limit); err != nil {

@@ -29,7 +29,7 @@ func (s *Session) syncTools() {
 	if !ok {
 		return // responses the session starts carry the tools themselves
 	}
-	spec := s.sessionTools()
+	spec := s.tools.sessionTools(s.cfg)
 	if !s.tools.give(s.engine, spec) {
 		return
 	}

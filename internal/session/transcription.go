@@ -3,8 +3,7 @@ package session
 import (
 	"fmt"
 
-	"go.uber.org/zap"
-
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 )
 
@@ -37,10 +36,12 @@ func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
 	}
 }
 
-// sendTranscriptionFailed reports a committed item that could not be transcribed.
+// sendTranscriptionFailed reports a committed item that could not be transcribed, and records
+// it.
 func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionFailed{ItemID: itemID,
 		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
+	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code)
 }
 
 // sendsTranscripts reports whether the client gets input transcription events: always in a
@@ -79,6 +80,7 @@ func (s *Session) sendTranscriptDelta(text string) {
 	}
 	if text = s.tx.add(target, text); text != "" {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: target, Delta: text}})
+		s.timeDelta(target)
 	}
 }
 
@@ -104,23 +106,55 @@ func (s *Session) dropOpenDeltas() {
 func (s *Session) finishTranscriptDeltas(itemID, final string) {
 	if rest := s.tx.finish(itemID, final); rest != "" && s.sendsTranscripts() {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: itemID, Delta: rest}})
+		s.timeDelta(itemID)
 	}
 }
 
-// TranscriptionMetrics is implemented by metrics that time transcription session items
-// (metrics.Collectors: omniserve_realtime_transcription_latency_seconds).
+// timeDelta notes a delta sent for the item's statistics record (transcription sessions only:
+// a conversation's items are recorded in its turns).
+func (s *Session) timeDelta(itemID string) {
+	if s.opts.Transcription {
+		s.tx.sent(itemID, s.m.cfg.WallClock())
+	}
+}
+
+// TranscriptionMetrics is implemented by metrics that record transcription session items
+// (metrics.Collectors: omniserve_realtime_transcription_* families).
 type TranscriptionMetrics interface {
-	ObserveTranscription(seconds float64)
+	ObserveTranscriptionItem(metrics.TranscriptionItem)
 }
 
-// observeTranscription records one transcribed item: Prometheus, and with --log-stats a line
-// with the item's figures (a transcription item has no response, so no turn tables).
-func (m *Manager) observeTranscription(it *item, seconds float64, log *zap.Logger) {
-	if tm, ok := m.cfg.Metrics.(TranscriptionMetrics); ok {
-		tm.ObserveTranscription(seconds)
+// recordTranscriptionItem records a transcription session item that ended now (.completed or
+// .failed was just sent): one immutable metrics.TranscriptionItem, observed by Prometheus and,
+// with --log-stats, logged as its table (or JSON record). it may be nil (an item the history
+// trimmed); code is the failure's code.
+func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string) {
+	if !s.opts.Transcription {
+		return
 	}
-	if m.cfg.LogStats {
-		log.Info("transcription item", zap.String("item_id", it.ID), zap.Float64("audio_ms", it.AudioMs),
-			zap.Float64("commit_to_transcript_ms", seconds*1000), zap.Int("transcript_chars", len(it.Transcript)))
+	now := s.m.cfg.WallClock()
+	times := s.tx.timing(itemID)
+	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: s.id, Committed: now, Done: now,
+		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code}
+	if it != nil {
+		rec.AudioMs, rec.Transcript = it.AudioMs, it.Transcript
+		if it.CommittedAt > 0 {
+			rec.Committed = it.CommittedAt
+		}
+		// With turn detection on, the server VAD commits in the step that sends speech_stopped
+		// (vad.go), so the commit is the speech end. A client's own commit under VAD is rare
+		// and counted so too.
+		if s.cfg.TurnDetection != nil {
+			rec.SpeechEnd = rec.Committed
+		}
+	}
+	if outcome != metrics.ItemCompleted {
+		rec.Transcript = ""
+	}
+	if tm, ok := s.m.cfg.Metrics.(TranscriptionMetrics); ok {
+		tm.ObserveTranscriptionItem(rec)
+	}
+	if s.m.cfg.LogStats {
+		metrics.LogTranscriptionItem(s.log, rec, s.m.cfg.StructuredStats)
 	}
 }

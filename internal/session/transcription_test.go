@@ -2,13 +2,17 @@ package session
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -312,4 +316,95 @@ func TestReopenedStreamDoesNotRepeatDeltas(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"0.1", " 0.2", " 0.3"}, deltas)
+}
+
+// itemMetrics records the transcription items the session observed.
+type itemMetrics struct {
+	mu    sync.Mutex
+	items []metrics.TranscriptionItem
+}
+
+func (*itemMetrics) AddDetachedSessions(int) {}
+func (*itemMetrics) CountPanic(string)       {}
+func (*itemMetrics) CountEviction()          {}
+func (m *itemMetrics) ObserveTranscriptionItem(r metrics.TranscriptionItem) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.items = append(m.items, r)
+}
+
+// Each item of a transcription session is recorded once when it ends, on the statistics clock:
+// its commit (the speech end under server VAD), its first delta and delta count, its completed
+// or failed time and outcome; with --log-stats the record's table is logged. Items of a manual
+// commit have no speech end.
+func TestTranscriptionItemRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vad  bool
+	}{{"server VAD: the commit is the speech end", true}, {"manual commit: no speech end", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := 1000.0
+			rec := &itemMetrics{}
+			core, logs := observer.New(zapcore.InfoLevel)
+			m := NewManager(ManagerConfig{MaxSessions: 1, LogStats: true, Metrics: rec, WallClock: func() float64 { return now }},
+				&fakeBackend{&fakeEngine{t: t}}, zap.New(core))
+			sk := &recSink{sink: sink{ch: make(chan Event, 64)}}
+			slot, err := m.Acquire(context.Background())
+			require.NoError(t, err)
+			defer slot.Release()
+			s := m.NewSession(slot, Options{Transcription: true}, sk) // not run: the test is the actor
+			if !tc.vad {
+				s.cfg.TurnDetection = nil
+			}
+			deltaOut := func(text string) {
+				s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})
+			}
+
+			deltaOut("go") // while the user speaks
+			now = 1000.5
+			first := s.commitUserAudioItem(1200)
+			s.txCut(first.ID)
+			now = 1000.6
+			deltaOut(" forward")
+			now = 1000.75
+			s.emitTranscript(first.ID, "go forward ten")
+			now = 1001
+			second := s.commitUserAudioItem(640)
+			s.txCut(second.ID)
+			now = 1001.25
+			s.tx.reached(second.ID, true)
+			s.sendTranscriptionFailed(second.ID, "engine_error", "engine: boom")
+
+			require.Len(t, rec.items, 2)
+			done, failed := rec.items[0], rec.items[1]
+			require.Equal(t, first.ID, done.ItemID)
+			require.Equal(t, s.id, done.SessionID)
+			require.Equal(t, metrics.ItemCompleted, done.Outcome)
+			require.InDelta(t, 1200, done.AudioMs, 0)
+			require.InDelta(t, 1000.0, done.FirstDelta, 0, "the first delta went out before the commit")
+			require.Equal(t, 3, done.Deltas, "go, forward and the final's rest")
+			require.Equal(t, "go forward ten", done.Transcript)
+			require.InDelta(t, 250, done.CommitToDoneMs(), 1e-6)
+			require.InDelta(t, 250, done.SpeechEndToDoneMs(), 1e-6)
+			if tc.vad {
+				require.InDelta(t, 1000.5, done.SpeechEnd, 0)
+			} else {
+				require.Zero(t, done.SpeechEnd)
+			}
+			require.Equal(t, second.ID, failed.ItemID)
+			require.Equal(t, metrics.ItemFailed, failed.Outcome)
+			require.Equal(t, "engine_error", failed.Error)
+			require.Zero(t, failed.Deltas)
+			require.InDelta(t, 250, failed.CommitToDoneMs(), 1e-6)
+			require.Empty(t, s.tx.times, "ended items leave no timing behind")
+
+			var tables []string
+			for _, e := range logs.All() {
+				if strings.Contains(e.Message, "TranscriptionItemStats") {
+					tables = append(tables, e.Message)
+				}
+			}
+			require.Equal(t, []string{"\n" + metrics.RenderTranscriptionItem(done), "\n" + metrics.RenderTranscriptionItem(failed)}, tables)
+		})
+	}
 }

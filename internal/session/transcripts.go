@@ -19,6 +19,38 @@ type transcripts struct {
 	// committed item's id (until its Transcript output) or "" for a discard (until its mark).
 	// Deltas still on their way belong to the first.
 	cuts []string
+	// times is each committed item's delta timing for its statistics record
+	// (transcription.go), until the item ends (taken by timing).
+	times map[string]*itemTimes
+}
+
+// itemTimes is what an item's statistics record needs of its deltas.
+type itemTimes struct {
+	first  float64 // wall time of the first delta sent; 0 = none
+	deltas int     // delta events sent
+}
+
+// sent records a delta event sent for itemID at wall time now.
+func (x *transcripts) sent(itemID string, now float64) {
+	if x.times == nil {
+		x.times = map[string]*itemTimes{}
+	}
+	t := x.times[itemID]
+	if t == nil {
+		t = &itemTimes{first: now}
+		x.times[itemID] = t
+	}
+	t.deltas++
+}
+
+// timing takes the item's delta timing (zero when it had no delta) and forgets it.
+func (x *transcripts) timing(itemID string) itemTimes {
+	t := x.times[itemID]
+	delete(x.times, itemID)
+	if t == nil {
+		return itemTimes{}
+	}
+	return *t
 }
 
 // transcriptDeltas is what the session has sent of one item's transcript.
@@ -117,7 +149,10 @@ func (x *transcripts) transcriptArrived() {
 }
 
 // drop forgets the deltas of an utterance whose audio was discarded.
-func (x *transcripts) drop(itemID string) { delete(x.deltas, itemID) }
+func (x *transcripts) drop(itemID string) {
+	delete(x.deltas, itemID)
+	delete(x.times, itemID)
+}
 
 // finish is the rest of the item's final transcript to send as its last delta, so that the
 // deltas concatenate to it ("" = nothing to send); when the final pass revised words already

@@ -64,13 +64,14 @@ func (u usage) wire() protocol.Usage {
 }
 
 // audioUsage is the audio side of the input of a response that starts now with options o: the
-// audio items of the conversation (of the items its input references, with input[]).
-func (s *Session) audioUsage(o respOptions) usage {
+// audio items of the conversation (convAudio tokens; of the items its input references, with
+// input[]), cached up to what the previous response read and wrote.
+func (rs *responses) audioUsage(o respOptions, convAudio int) usage {
 	if o.input != nil {
 		return usage{inAudio: o.inputAudio} // a context of its own: nothing cached
 	}
-	u := usage{inAudio: s.conv.audioTokens()}
-	prev := s.lastUsage
+	u := usage{inAudio: convAudio}
+	prev := rs.lastUsage
 	u.cachedAudio = min(u.inAudio, prev.inAudio+prev.outAudio)
 	return u
 }

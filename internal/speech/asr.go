@@ -7,6 +7,7 @@ package speech
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
 #include "asrshare.h"
+#include "asrprob.h"
 
 static const char *omni_ps_hyp(ps_decoder_t *ps) {
 	int32 score;
@@ -18,8 +19,10 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -371,24 +374,35 @@ const partialEvery = audio.ASRSampleRate / 4
 // (when not nil) with the best hypothesis so far after each 250 ms of audio, on the caller's
 // goroutine. A partial may revise earlier words; the returned text is the final one.
 func (a *ASR) TranscribeStream(ctx context.Context, pcm16k []float32, partial func(string)) (string, error) {
+	text, _, err := a.transcribe(ctx, pcm16k, partial, false)
+	return text, err
+}
+
+// TranscribeLogprobs is TranscribeStream that also returns each transcript word's log
+// posterior (FinishLogprobs says how they are computed and what they cost).
+func (a *ASR) TranscribeLogprobs(ctx context.Context, pcm16k []float32, partial func(string)) (string, []audio.WordLogprob, error) {
+	return a.transcribe(ctx, pcm16k, partial, true)
+}
+
+func (a *ASR) transcribe(ctx context.Context, pcm16k []float32, partial func(string), logprobs bool) (string, []audio.WordLogprob, error) {
 	if len(pcm16k) == 0 {
-		return "", fmt.Errorf("transcribing: %w", audio.ErrEmptyAudio)
+		return "", nil, fmt.Errorf("transcribing: %w", audio.ErrEmptyAudio)
 	}
 	if err := audio.CheckFinite(pcm16k); err != nil {
-		return "", fmt.Errorf("transcribing: %w", err)
+		return "", nil, fmt.Errorf("transcribing: %w", err)
 	}
 	s, err := a.NewStream(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer s.Close()
 	// Feed in chunks so a cancelled ctx stops a long clip early.
 	for off := 0; off < len(pcm16k); off += partialEvery {
 		if err := ctx.Err(); err != nil {
-			return "", fmt.Errorf("transcribing: %w", err)
+			return "", nil, fmt.Errorf("transcribing: %w", err)
 		}
 		if err := s.Write(pcm16k[off:min(off+partialEvery, len(pcm16k))]); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if partial != nil {
 			if p := s.Partial(); p != "" {
@@ -396,7 +410,11 @@ func (a *ASR) TranscribeStream(ctx context.Context, pcm16k []float32, partial fu
 			}
 		}
 	}
-	return s.Finish()
+	if logprobs {
+		return s.FinishLogprobs()
+	}
+	text, err := s.Finish()
+	return text, nil, err
 }
 
 // ASRStream is one utterance-at-a-time decoding stream on a pooled decoder. Its methods may be
@@ -453,19 +471,96 @@ func (s *ASRStream) Partial() string {
 // Finish ends the utterance and returns its final hypothesis; the stream can then take another
 // utterance. Finishing with no audio written gives audio.ErrEmptyAudio.
 func (s *ASRStream) Finish() (string, error) {
+	text, _, err := s.finish(false)
+	return text, err
+}
+
+// FinishLogprobs is Finish that also returns the log posterior of each word of the text, in
+// order (fillers and sentence markers are not words of the text). The forward pass gives no
+// posteriors, so this builds the utterance's word lattice and runs the best-path and
+// forward-backward passes over it (asrprob.c); Finish does not pay for that.
+func (s *ASRStream) FinishLogprobs() (string, []audio.WordLogprob, error) {
+	return s.finish(true)
+}
+
+func (s *ASRStream) finish(logprobs bool) (string, []audio.WordLogprob, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ps == nil {
-		return "", fmt.Errorf("finishing utterance: %w", ErrClosed)
+		return "", nil, fmt.Errorf("finishing utterance: %w", ErrClosed)
 	}
 	if !s.started {
-		return "", fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
+		return "", nil, fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
 	}
 	s.started = false
 	if rc := C.ps_end_utt(s.ps); rc < 0 {
-		return "", fmt.Errorf("ending utterance: pocketsphinx error %d", int(rc))
+		return "", nil, fmt.Errorf("ending utterance: pocketsphinx error %d", int(rc))
 	}
-	return hypText(C.omni_ps_hyp(s.ps)), nil
+	text := hypText(C.omni_ps_hyp(s.ps))
+	if !logprobs || text == "" {
+		return text, nil, nil
+	}
+	cs := C.omni_word_probs(s.ps)
+	if cs == nil {
+		return "", nil, fmt.Errorf("finishing utterance: no word lattice for the log probabilities of %q", text)
+	}
+	raw := C.GoString(cs)
+	C.free(unsafe.Pointer(cs))
+	lps, err := parseWordProbs(raw, text)
+	if err != nil {
+		return "", nil, fmt.Errorf("finishing utterance: %w", err)
+	}
+	return text, lps, nil
+}
+
+// parseWordProbs reads omni_word_probs' lines, drops fillers and sentence markers, strips the
+// alternate-pronunciation suffix ("the(2)"), and checks that the words are text's, in order.
+func parseWordProbs(raw, text string) ([]audio.WordLogprob, error) {
+	var out []audio.WordLogprob
+	for line := range strings.Lines(raw) {
+		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("word posterior line %q: want word, frame and log probability", line)
+		}
+		w := f[0]
+		if isFiller(w) {
+			continue
+		}
+		if i := strings.IndexByte(w, '('); i > 0 && strings.HasSuffix(w, ")") {
+			w = w[:i]
+		}
+		lp, err := strconv.ParseFloat(f[2], 64)
+		if err != nil || math.IsInf(lp, 0) {
+			return nil, fmt.Errorf("word %q at frame %s: log probability %q is not a number", w, f[1], f[2])
+		}
+		if math.IsNaN(lp) {
+			lp = UnsupportedWordLogprob
+		}
+		out = append(out, audio.WordLogprob{Word: w, Logprob: min(lp, 0)}) // rounding can give +1e-9
+	}
+	words := strings.Fields(text)
+	if len(words) != len(out) {
+		return nil, fmt.Errorf("the word segmentation has %d words, the transcript %q %d", len(out), text, len(words))
+	}
+	for i, w := range words {
+		if out[i].Word != w {
+			return nil, fmt.Errorf("word %d of the segmentation is %q, of the transcript %q", i, out[i].Word, w)
+		}
+	}
+	return out, nil
+}
+
+// UnsupportedWordLogprob is the log probability of a transcript word that no link of the
+// utterance's lattice carries at the word's middle frame: on speech buried in noise the
+// forward pass can end on a word the lattice (which keeps only paths reaching the final
+// sentence marker) pruned. The lattice gives it probability 0; this is the log of the smallest
+// positive float64, finite so that JSON can carry it.
+var UnsupportedWordLogprob = math.Log(math.SmallestNonzeroFloat64)
+
+// isFiller reports whether a dictionary word is a sentence marker or filler of the en-us model
+// (<s>, </s>, <sil>, [NOISE], ++BREATH++ and the like), which the transcript leaves out.
+func isFiller(w string) bool {
+	return strings.HasPrefix(w, "<") || strings.HasPrefix(w, "[") || strings.HasPrefix(w, "++")
 }
 
 // Close abandons any open utterance and returns the decoder to the pool. It is idempotent.

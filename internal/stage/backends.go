@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
@@ -97,6 +98,20 @@ func (p *Pipeline) TranscribeStream(ctx context.Context, pcm16k []float32, parti
 		return l.a.TranscribeStream(ctx, pcm16k, partial)
 	}
 	return p.asr.Transcribe(ctx, pcm16k)
+}
+
+// TranscribeLogprobs is TranscribeStream that also returns each transcript word's log
+// posterior; it serves include=logprobs. Only the local recognizer has them: a remote ASR's
+// answer gives none, so asking one is an ErrInvalidRequest rather than a reply without them.
+func (p *Pipeline) TranscribeLogprobs(ctx context.Context, pcm16k []float32, partial func(string)) (string, []audio.WordLogprob, error) {
+	if p.asr == nil {
+		return "", nil, fmt.Errorf("transcribing: %w: no ASR", ErrInvalidRequest)
+	}
+	l, ok := p.asr.(localASR)
+	if !ok {
+		return "", nil, fmt.Errorf("transcribing: %w: log probabilities need the local speech recognizer (this server's ASR is remote)", ErrInvalidRequest)
+	}
+	return l.a.TranscribeLogprobs(ctx, pcm16k, partial)
 }
 
 // Synthesize runs the talker's TTS (local or remote) on text; it serves POST /v1/audio/speech.

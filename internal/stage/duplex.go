@@ -67,6 +67,13 @@ type DuplexStream struct {
 	tools *ToolSpec
 	decl  toolsDecl
 
+	// semantic_vad endpointing (duplex_semvad.go), fixed at open; sem is the undecided pause
+	// (guarded by audioMu). scoreEOT replaces the thinker's estimate in unit tests.
+	semOn, semAsk bool
+	semRule       SemanticEndpointing
+	sem           *semPause
+	scoreEOT      func(text string) (EndOfTurn, error)
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -104,6 +111,11 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		opts.Instructions = p.cfg.Thinker.Instructions
 	}
 	opts.VAD = p.vadConfig(opts.VAD)
+	if opts.AutoResponse && opts.TurnType == TurnSemanticVAD {
+		// Pauses are found at the eagerness's minimum silence; the estimate or the silence
+		// window then decides (duplex_semvad.go).
+		opts.VAD.SilenceDurationMs = SemanticParams(opts.Eagerness).MinSilenceMs
+	}
 	vad, err := speech.NewVAD(opts.VAD)
 	if err != nil {
 		return nil, fmt.Errorf("opening duplex stream: %w", err)
@@ -132,6 +144,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		prefilled: map[int]int{}, input: 1,
 	}
 	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
+	d.semRule, d.semOn, d.semAsk = p.semanticMode(opts, seq == nil, asr)
 	_, remoteASR := asr.(asrCutter)
 	if remoteASR {
 		d.asrq, d.asrDone = make(chan asrJob, p.cfg.StreamQueue), make(chan struct{})

@@ -165,10 +165,43 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 	// endpoints are the unit's confirmed endpoints: each transcript, and the speculation
 	// started on it when one was (confirmed only if it answered the same speech end and text).
 	type endpoint struct {
-		tr string
-		sp *speculation
+		tr  string
+		sp  *speculation
+		eot *EndOfTurnDecision
 	}
 	var endpoints []endpoint
+	// endpointAt ends the open utterance at a VAD endpoint whose speech ended at endMs: its
+	// transcript joins endpoints, or a remote ASR's transcription is queued.
+	endpointAt := func(endMs int64, eot *EndOfTurnDecision) error {
+		sp := d.takeSpec()
+		if c, ok := a.asr.(asrCutter); ok && a.asrHas {
+			// Remote ASR: the endpoint's transcript, response and speak decision
+			// follow from the transcriber; this unit stays a listen.
+			if sp != nil {
+				d.discardSpec(sp, "remote asr")
+			}
+			return d.queueTranscription(c, asrJob{respond: true, submitTS: submitTS, turn: d.upcoming()})
+		}
+		if !a.asrHas {
+			if sp != nil {
+				d.discardSpec(sp, "audio committed by hand")
+			}
+			return nil // committed by hand mid-segment: nothing left to answer
+		}
+		tr, err := a.finish()
+		if err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
+			if sp != nil {
+				d.discardSpec(sp, "asr failed")
+			}
+			return err
+		}
+		if sp != nil && (sp.endMs != endMs || sp.transcript != tr) {
+			d.discardSpec(sp, "endpoint differs")
+			sp = nil
+		}
+		endpoints = append(endpoints, endpoint{tr: tr, sp: sp, eot: eot})
+		return nil
+	}
 	if !d.opts.AutoResponse {
 		// Manual turns: the client decides what is a turn, so the ASR hears everything.
 		if err := a.feedTo(a.pos+int64(len(pcm16k)), pcm16k); err != nil {
@@ -187,6 +220,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 			switch ev.Kind {
 			case speech.SpeechStarted:
 				a.fed, a.inSeg = max(a.fed, sampleAt(ev.AtMs)), true
+				d.sem = nil // a semantic_vad pause that had not ended the turn: the same turn goes on
 				d.mu.Lock()
 				d.dropSpecLocked("new segment") // none expected: a segment's end decides its speculation
 				d.mu.Unlock()
@@ -197,36 +231,21 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 					return err
 				}
 				a.inSeg = false
-				sp := d.takeSpec()
-				if c, ok := a.asr.(asrCutter); ok && a.asrHas {
-					// Remote ASR: the endpoint's transcript, response and speak decision
-					// follow from the transcriber; this unit stays a listen.
-					if sp != nil {
-						d.discardSpec(sp, "remote asr")
-					}
-					if err := d.queueTranscription(c, asrJob{respond: true, submitTS: submitTS, turn: d.upcoming()}); err != nil {
-						return err
-					}
+				if d.semOn && a.asrHas {
+					d.beginSemPause(ev.AtMs) // the estimate or the pause's length decides
 					continue
 				}
-				if !a.asrHas {
-					if sp != nil {
-						d.discardSpec(sp, "audio committed by hand")
-					}
-					continue // committed by hand mid-segment: nothing left to answer
-				}
-				tr, err := a.finish()
-				if err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
-					if sp != nil {
-						d.discardSpec(sp, "asr failed")
-					}
+				if err := endpointAt(ev.AtMs, nil); err != nil {
 					return err
 				}
-				if sp != nil && (sp.endMs != ev.AtMs || sp.transcript != tr) {
-					d.discardSpec(sp, "endpoint differs")
-					sp = nil
+			}
+		}
+		if d.sem != nil {
+			endMs := d.sem.endMs
+			if eot := d.decideSemPause(streamMs(a.pos + int64(len(pcm16k)))); eot != nil {
+				if err := endpointAt(endMs, eot); err != nil {
+					return err
 				}
-				endpoints = append(endpoints, endpoint{tr: tr, sp: sp})
 			}
 		}
 		if a.inSeg {
@@ -252,7 +271,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 				continue
 			}
 			confirmed = append(confirmed, e.sp)
-			decision.Decision, decision.Turn = DecisionSpeak, e.sp.ts.n
+			decision.Decision, decision.Turn, decision.EndOfTurn = DecisionSpeak, e.sp.ts.n, e.eot
 			continue
 		}
 		ts, err := d.commitTranscript(ctx, d.upcoming(), e.tr, true, submitTS)
@@ -260,7 +279,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 			respondErr = err
 			continue
 		}
-		decision.Decision, decision.Turn = DecisionSpeak, ts.n
+		decision.Decision, decision.Turn, decision.EndOfTurn = DecisionSpeak, ts.n, e.eot
 	}
 	err = d.disp.output(ctx, nil, decision)
 	// A confirmed speculation's outputs follow its speak decision, as a response's would.
@@ -291,7 +310,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		}()
 	}
 	a := &d.audio
-	a.fed, a.inSeg = a.pos, false
+	a.fed, a.inSeg, d.sem = a.pos, false, nil
 	d.mu.Lock()
 	d.dropSpecLocked("audio discarded")
 	d.mu.Unlock()
@@ -335,6 +354,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 	defer d.unlockAudio()
 	turn = d.setInput(turn)
 	a := &d.audio
+	d.sem = nil // committed by hand: the pause has nothing left to decide
 	if a.inSeg {
 		if err := a.feedTo(a.pos, nil); err != nil {
 			return nil, fmt.Errorf("committing audio: %w", err)

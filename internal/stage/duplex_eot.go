@@ -87,7 +87,11 @@ func (d *DuplexStream) StartEndOfTurn(ctx context.Context) (wait func(context.Co
 // open message, rendered up to the end of the text, scored for the end-of-user-turn token on
 // top of what the sequence already holds.
 func (d *DuplexStream) scoreEndOfTurn(j *eotJob) {
-	e, err := d.endOfTurn(j.text)
+	score := d.endOfTurn
+	if d.scoreEOT != nil {
+		score = d.scoreEOT
+	}
+	e, err := score(j.text)
 	if err != nil {
 		err = fmt.Errorf("estimating the end of turn: %w", err)
 	}

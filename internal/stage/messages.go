@@ -83,7 +83,9 @@ type OutputMessage struct {
 	// Chat requests have turn 1.
 	Turn     int
 	Decision string // "listen" | "speak" (Kind == Decision)
-	Text     string // transcript / text delta / audio's transcript segment
+	// EndOfTurn is how semantic_vad decided the endpoint of a speak Decision (nil otherwise).
+	EndOfTurn *EndOfTurnDecision
+	Text      string // transcript / text delta / audio's transcript segment
 	// Tokens is the number of model tokens behind a Text delta (tokens whose text was held back,
 	// such as the start of a possible stop string, count with the delta that releases it).
 	Tokens int
@@ -213,6 +215,11 @@ type DuplexOptions struct {
 	// out as TranscriptDelta outputs while the audio is appended (input transcription deltas
 	// while the user speaks, in transcription sessions and conversations).
 	TranscriptDeltas bool
+	// TurnType is the session's turn_detection type: with AutoResponse, TurnSemanticVAD
+	// endpoints on the thinker's end-of-turn estimate at the Eagerness's thresholds
+	// (duplex_semvad.go); anything else on VAD.SilenceDurationMs of silence.
+	TurnType  string
+	Eagerness string // semantic_vad's: low, medium, high or auto ("" = auto)
 }
 
 // Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,

@@ -231,6 +231,21 @@ func (c *remoteClient) url(path string) string {
 
 func (c *remoteClient) close() { c.http.CloseIdleConnections() }
 
+// post sends body to path with its Content-Type (and Accept, when not empty), as do does.
+func (c *remoteClient) post(ctx context.Context, path, ctype, accept string, body []byte) (*http.Response, error) {
+	return c.do(ctx, path, func(ctx context.Context, url string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", ctype)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		return req, nil
+	})
+}
+
 // do sends one request built by mk and returns a 2xx response, retrying (with backoff) on
 // retryable failures. The caller closes the body.
 func (c *remoteClient) do(ctx context.Context, path string, mk func(ctx context.Context, url string) (*http.Request, error)) (*http.Response, error) {

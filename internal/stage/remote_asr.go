@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -83,14 +82,7 @@ func (r *remoteASR) Transcribe(ctx context.Context, pcm16k []float32) (string, e
 	wctx, wd := newWatchdog(ctx, r.c.cfg.FirstByteTimeout, r.c.cfg.IdleTimeout)
 	defer wd.stop()
 	url := r.c.url("/audio/transcriptions")
-	resp, err := r.c.do(wctx, "/audio/transcriptions", func(ctx context.Context, url string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", ctype)
-		return req, nil
-	})
+	resp, err := r.c.post(wctx, "/audio/transcriptions", ctype, "", raw)
 	if err != nil {
 		return "", fmt.Errorf("transcribing: %w", timeoutError(wctx, "asr", url, err))
 	}

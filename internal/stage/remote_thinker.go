@@ -102,15 +102,7 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 	}
 	wctx, wd := newWatchdog(ctx, t.c.cfg.FirstByteTimeout, t.c.cfg.IdleTimeout)
 	defer wd.stop()
-	resp, err := t.c.do(wctx, "/chat/completions", func(ctx context.Context, url string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "text/event-stream")
-		return req, nil
-	})
+	resp, err := t.c.post(wctx, "/chat/completions", "application/json", "text/event-stream", raw)
 	if err != nil {
 		return g.end(ctx, res, timeoutError(wctx, StageThinker, t.where(), err))
 	}

@@ -1,13 +1,11 @@
 package stage
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/omniserve/omniserve/internal/audio"
 )
@@ -69,14 +67,7 @@ func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func
 	url := t.c.url("/audio/speech")
 	wctx, wd := newWatchdog(ctx, t.c.cfg.FirstByteTimeout, t.c.cfg.IdleTimeout)
 	defer wd.stop()
-	resp, err := t.c.do(wctx, "/audio/speech", func(ctx context.Context, url string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		return req, nil
-	})
+	resp, err := t.c.post(wctx, "/audio/speech", "application/json", "", raw)
 	if err != nil {
 		return fmt.Errorf("synthesizing: %w", timeoutError(wctx, "tts", url, err))
 	}

@@ -66,9 +66,19 @@ for await (const ev of st) {
   if (ev.type === "transcript.text.done") out.streamDone = ev.text;
 }
 out.stream = { events, joined };
+// 7. include: ["logprobs"] (the SDK sends include[]=logprobs): per-word tokens in the JSON
+// answer, and in the stream's last delta and its done event.
+const lj = await client.audio.transcriptions.create({ file: fs.createReadStream(wav), model: "gpt-4o-transcribe", include: ["logprobs"] });
+out.logprobsJSON = { text: lj.text, logprobs: lj.logprobs };
+const ls = await client.audio.transcriptions.create({ file: fs.createReadStream(wav), model: "gpt-4o-transcribe", stream: true, include: ["logprobs"] });
+out.logprobsStream = { deltas: [] };
+for await (const ev of ls) {
+  if (ev.type === "transcript.text.delta") out.logprobsStream.deltas.push({ delta: ev.delta, logprobs: ev.logprobs ?? null });
+  if (ev.type === "transcript.text.done") { out.logprobsStream.text = ev.text; out.logprobsStream.logprobs = ev.logprobs; }
+}
 try {
-  await client.audio.transcriptions.create({ file: fs.createReadStream(wav), model: "gpt-4o-transcribe", stream: true, include: ["logprobs"] });
-  assert.fail("include logprobs accepted");
+  await client.audio.transcriptions.create({ file: fs.createReadStream(wav), model: "gpt-4o-transcribe", response_format: "verbose_json", include: ["logprobs"] });
+  assert.fail("include logprobs accepted with verbose_json");
 } catch (e) {
   assert.ok(e instanceof OpenAI.BadRequestError, String(e));
   out.logprobs = { status: e.status, param: e.param };

@@ -1,0 +1,194 @@
+package session
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
+)
+
+// The wire views the actor sends without computing them itself: max_output_tokens, a
+// response's conversation id and item, the conversation's item events, the instructions' limit,
+// the audio.input object and whether a VAD listens.
+func TestMaxTokensWire(t *testing.T) {
+	tests := []struct {
+		n, def int
+		want   protocol.MaxTokens
+	}{
+		{100, 4096, 100},
+		{0, 4096, 4096},
+		{0, 0, 0},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, maxTokensWire(tc.n, tc.def))
+	}
+}
+
+func TestResponseConversationView(t *testing.T) {
+	var c conversation
+	it := &item{ID: "item_a"}
+	c.insert(it, "")
+	own := &item{ID: "item_own"}
+	tests := []struct {
+		name   string
+		r      *response
+		convID *string
+		item   *item
+	}{
+		{"in the conversation", &response{itemID: "item_a"}, ptr("conv_abc"), it},
+		{"deleted by the client", &response{itemID: "item_gone"}, ptr("conv_abc"), nil},
+		{"out of band", &response{outOfBand: true, item: own, itemID: "item_a"}, nil, own},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.convID, tc.r.conversationID("duplex-abc"))
+			require.Same(t, tc.item, tc.r.itemIn(&c))
+		})
+	}
+}
+
+func TestConversationItemEvents(t *testing.T) {
+	var c conversation
+	a, b := &item{ID: "item_a", Type: "message"}, &item{ID: "item_b", Type: "message"}
+	c.insert(a, "")
+	c.insert(b, "")
+	tests := []struct {
+		name  string
+		ev    Event
+		prev  *string
+		model bool
+	}{
+		{"added first", c.added(a, 3, true), nil, true},
+		{"added second", c.added(b, 3, false), ptr("item_a"), false},
+		{"done second", c.done(b, 4, true), ptr("item_a"), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.model, tc.ev.Model)
+			switch p := tc.ev.Payload.(type) {
+			case protocol.ConversationItemAdded:
+				require.Equal(t, tc.prev, p.PreviousItemID)
+			case protocol.ConversationItemDone:
+				require.Equal(t, tc.prev, p.PreviousItemID)
+			default:
+				t.Fatalf("unexpected payload %T", p)
+			}
+		})
+	}
+	r := &response{id: "resp_1", epoch: 2}
+	ev := r.outputItemAdded(1, b)
+	require.Equal(t, 2, ev.Epoch)
+	require.True(t, ev.Model)
+	require.Equal(t, 1, ev.Payload.(protocol.ResponseOutputItemAdded).OutputIndex)
+}
+
+func TestCheckInstructionsLimit(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		code string
+	}{
+		{"within", strings.Repeat("a", 10), ""},
+		{"empty", "", ""},
+		{"too long", strings.Repeat("a", 11), "string_above_max_length"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := checkInstructions(tc.text, "session.instructions", 10, nil)
+			if tc.code == "" {
+				require.Nil(t, fe)
+				return
+			}
+			require.Equal(t, tc.code, fe.Code)
+			require.Equal(t, "session.instructions", fe.Param)
+		})
+	}
+}
+
+func TestSettingsAudioInputListening(t *testing.T) {
+	tests := []struct {
+		name       string
+		td         *TurnDetection
+		noResponse bool
+		listening  bool
+	}{
+		{"server_vad", DefaultTurnDetection(), false, true},
+		{"transcription's view", DefaultTurnDetection(), true, true},
+		{"turn detection null", nil, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newSettings(Options{}, ManagerConfig{TurnDetection: DefaultTurnDetection()})
+			c.cfg.TurnDetection = tc.td
+			in := c.audioInput(tc.noResponse)
+			require.Equal(t, 24000, in.SampleRateHz)
+			require.Equal(t, tc.td != nil, in.TurnDetection != nil)
+			if in.TurnDetection != nil {
+				require.Equal(t, tc.noResponse, in.TurnDetection.NoResponse)
+			}
+			require.Equal(t, tc.listening, c.listening())
+		})
+	}
+}
+
+// answeredCalls times the client's answers for the next response, bounded, and hands them over
+// once.
+func TestAnsweredCalls(t *testing.T) {
+	tests := []struct {
+		name     string
+		calledAt float64
+		before   int
+		kept     bool
+		ms       float64
+	}{
+		{"timed", 10, 0, true, 1500},
+		{"never sent to the client", 0, 0, false, 0},
+		{"past the bound", 10, maxToolCallsAnswered, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := make(answeredCalls, tc.before)
+			a.time(&item{Name: "f", CallID: "call_1", CalledAt: tc.calledAt}, 11.5)
+			got := a.take()
+			require.Empty(t, a)
+			if !tc.kept {
+				require.Len(t, got, tc.before)
+				return
+			}
+			require.Len(t, got, tc.before+1)
+			require.Equal(t, "call_1", got[tc.before].CallID)
+			require.InDelta(t, tc.ms, got[tc.before].DurationMs, 1e-6)
+		})
+	}
+}
+
+// audioUsage: a response reads the conversation's audio, cached up to what the previous one
+// read and wrote; one with its own input[] caches nothing.
+func TestAudioUsage(t *testing.T) {
+	tests := []struct {
+		name      string
+		o         respOptions
+		conv      int
+		prev      usage
+		in, cache int
+	}{
+		{"first response", respOptions{}, 100, usage{}, 100, 0},
+		{"after one", respOptions{}, 300, usage{inAudio: 100, outAudio: 150}, 300, 250},
+		{"cache bounded by the input", respOptions{}, 200, usage{inAudio: 180, outAudio: 150}, 200, 200},
+		{"own input", respOptions{input: []requestclient.Message{{Role: "user"}}, inputAudio: 40}, 300, usage{inAudio: 100}, 40, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newResponses()
+			rs.lastUsage = tc.prev
+			u := rs.audioUsage(tc.o, tc.conv)
+			require.Equal(t, tc.in, u.inAudio)
+			require.Equal(t, tc.cache, u.cachedAudio)
+		})
+	}
+	o := Config{Modalities: []string{"audio"}, OutputFormat: AudioFormat{Type: "pcm16", Rate: 24000}}.replyOptions(77)
+	require.Equal(t, respOptions{audio: true, maxTokens: 77, format: AudioFormat{Type: "pcm16", Rate: 24000}}, o)
+}
