@@ -386,19 +386,7 @@ func TestDuplexRespondReturnsTheNextID(t *testing.T) {
 	clock := func() float64 { return 3 }
 	d, _, _ := newTestDuplex(t, Options{LogStats: true, Clock: clock}, zap.New(core), fs)
 	ctx := context.Background()
-	count := func(parts ...string) int {
-		n := 0
-		for _, e := range logs.All() {
-			ok := true
-			for _, p := range parts {
-				ok = ok && strings.Contains(e.Message, p)
-			}
-			if ok {
-				n++
-			}
-		}
-		return n
-	}
+	count := func(parts ...string) int { return countLogged(logs, parts...) }
 
 	d.BeginTurn(1, "resp-a", 1, d.MarkTurnArrival(1, 1))
 	type result struct {
@@ -447,16 +435,22 @@ func responding(d *DuplexRequest, id int) int {
 }
 
 func logged(logs *observer.ObservedLogs, parts ...string) bool {
+	return countLogged(logs, parts...) > 0
+}
+
+// countLogged counts the log messages that contain every part.
+func countLogged(logs *observer.ObservedLogs, parts ...string) int {
+	n := 0
 	for _, e := range logs.All() {
 		ok := true
 		for _, p := range parts {
 			ok = ok && strings.Contains(e.Message, p)
 		}
 		if ok {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func TestDuplexLogStatsOffAllocatesNothing(t *testing.T) {

@@ -100,20 +100,7 @@ func observed() (*zap.Logger, *observer.ObservedLogs) {
 
 // summaries counts the logged [OmniTiming] lines, one per finalized, logged turn.
 func summaries(logs *observer.ObservedLogs, parts ...string) int {
-	n := 0
-	for _, e := range logs.All() {
-		if !strings.HasPrefix(e.Message, "[OmniTiming] ") {
-			continue
-		}
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(e.Message, p)
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
+	return countLogged(logs, append([]string{"[OmniTiming] "}, parts...)...)
 }
 
 func TestRefStageMetricsMessageForwardsSubmitTS(t *testing.T) {
