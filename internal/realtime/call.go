@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,9 +42,12 @@ type call struct {
 	inMu  sync.Mutex
 	inBuf []byte
 
-	dcOpen      chan *webrtc.DataChannel
-	dc          atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
-	dcClosed    chan struct{}                      // closed when oai-events has closed
+	dcOpen chan *webrtc.DataChannel
+	dc     atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
+	// listens mirrors whether the session's VAD listens (turn_detection set, or auto-response),
+	// from the session.created / .updated it sends: only then is time without packets silence.
+	listens     atomic.Bool
+	dcClosed    chan struct{} // closed when oai-events has closed
 	dcCloseOnce sync.Once
 	connected   chan struct{}
 	failed      chan struct{}
@@ -97,6 +102,12 @@ func (cl *call) hangup(reason string) {
 type callSink struct{ c *call }
 
 func (s *callSink) Send(ev session.Event) error {
+	switch p := ev.Payload.(type) {
+	case protocol.SessionCreated:
+		s.c.listens.Store(sessionListens(p.Session))
+	case protocol.SessionUpdated:
+		s.c.listens.Store(sessionListens(p.Session))
+	}
 	switch ev.Type {
 	case "response.output_audio.delta":
 		// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
@@ -290,8 +301,27 @@ func (cl *call) appendInputLocked(ctx context.Context) error {
 	return err
 }
 
-// receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the session's input
-// buffer in 100 ms pieces; a gap in the sequence numbers is concealed (PLC).
+// sessionListens reports whether a session object has a VAD listening to its input.
+func sessionListens(o protocol.SessionObject) bool {
+	switch o := o.(type) {
+	case *protocol.Session:
+		return o.Audio.Input.TurnDetection != nil || o.AutoResponse
+	case *protocol.TranscriptionSession:
+		return o.Audio.Input.TurnDetection != nil
+	}
+	return false
+}
+
+// rtpQuietAfter is how long without a packet from the browser means it sends nothing for now
+// (Opus DTX, or a source it found silent): the input's time still passes, so a session whose
+// VAD listens sees the pause as silence instead of waiting for the next packet to end the
+// user's turn. Without a VAD nothing is added: a commit takes exactly the audio received.
+const rtpQuietAfter = 100 * time.Millisecond
+
+// receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the
+// session's input buffer in 100 ms pieces. A gap in the sequence numbers is concealed (PLC); a
+// gap in time (no packet for rtpQuietAfter, or a timestamp jump when packets resume after a
+// DTX pause) is appended as silence, each span once, while the session's VAD listens.
 func (cl *call) receive(t *webrtc.TrackRemote) {
 	dec, err := cl.codec.newDecoder()
 	if err != nil {
@@ -300,12 +330,16 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 	}
 	defer dec.Close()
 	pcm := make([]int16, dec.MaxFrameSamples())
-	var lastSeq uint16
-	have := false
+	var (
+		lastSeq uint16
+		lastTS  uint32
+		have    bool
+		gaps    quietFill
+	)
 	if !cl.waitReady() {
 		return
 	}
-	var buf []byte // this packet's audio (with concealed losses before it)
+	var buf []byte // this packet's audio (with concealed losses or silence before it)
 	take := func() bool {
 		cl.inMu.Lock()
 		defer cl.inMu.Unlock()
@@ -314,19 +348,38 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 		return len(cl.inBuf) < 24000*2/10 || cl.appendInputLocked(cl.ctx) == nil
 	}
 	for {
+		if have {
+			_ = t.SetReadDeadline(time.Now().Add(rtpQuietAfter))
+		}
 		pkt, _, err := t.ReadRTP()
 		if err != nil {
+			if ne := net.Error(nil); have && errors.As(err, &ne) && ne.Timeout() {
+				if cl.listens.Load() {
+					buf = appendSilence(buf, gaps.quiet(time.Now()))
+				}
+				if len(buf) > 0 && !take() {
+					return
+				}
+				continue
+			}
 			return
 		}
 		if have {
-			for gap := pkt.SequenceNumber - lastSeq - 1; gap > 0 && gap < 10; gap-- {
+			lost := int(pkt.SequenceNumber - lastSeq - 1)
+			for gap := lost; gap > 0 && gap < 10; gap-- {
 				n, err := dec.Decode(nil, pcm)
 				if err == nil {
 					buf = appendPCM(buf, pcm[:n])
 				}
 			}
+			// The timestamps cover the lost packets too: what is beyond them was not sent.
+			if lost >= 0 && lost < 10 && cl.listens.Load() {
+				span := time.Duration(int64(pkt.Timestamp-lastTS)-int64(lost+1)*int64(cl.codec.perTick)) * time.Second / time.Duration(cl.codec.clock)
+				buf = appendSilence(buf, gaps.resumed(span))
+			}
 		}
-		have, lastSeq = true, pkt.SequenceNumber
+		have, lastSeq, lastTS = true, pkt.SequenceNumber, pkt.Timestamp
+		gaps.packet(time.Now())
 		n, err := dec.Decode(pkt.Payload, pcm)
 		if err != nil {
 			cl.log.Debug("audio decode", zap.Error(err))
@@ -337,6 +390,46 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 			return
 		}
 	}
+}
+
+// quietFill keeps the silence appended for a pause in the browser's packets, so that each span
+// of time is appended once: while no packet comes (quiet, by the clock) and when packets resume
+// after a timestamp jump (resumed, by the RTP clock), whichever sees it first.
+type quietFill struct {
+	lastAt time.Time     // arrival of the last packet
+	filled time.Duration // silence appended since it
+}
+
+const rtpFrame = 20 * time.Millisecond
+
+// packet records a packet's arrival: a new pause starts from it.
+func (q *quietFill) packet(now time.Time) { q.lastAt, q.filled = now, 0 }
+
+// quiet is the silence to append now, no packet having come since the last one: the time since
+// it, beyond that packet's own frame and what was already appended, in whole frames.
+func (q *quietFill) quiet(now time.Time) time.Duration {
+	d := (now.Sub(q.lastAt) - rtpFrame - q.filled).Truncate(rtpFrame)
+	if d <= 0 {
+		return 0
+	}
+	q.filled += d
+	return d
+}
+
+// resumed is the silence to append before a packet whose timestamp is span past the end of the
+// last one (a DTX pause): what quiet has not appended already, in whole frames.
+func (q *quietFill) resumed(span time.Duration) time.Duration {
+	d := (span - q.filled).Truncate(rtpFrame)
+	if d <= 0 {
+		return 0
+	}
+	q.filled += d
+	return d
+}
+
+// appendSilence appends d of 24 kHz PCM16 silence.
+func appendSilence(b []byte, d time.Duration) []byte {
+	return append(b, make([]byte, 2*int(d*24000/time.Second))...)
 }
 
 func appendPCM(b []byte, pcm []int16) []byte {

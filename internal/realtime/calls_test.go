@@ -214,6 +214,35 @@ func TestCallSpeech(t *testing.T) {
 	require.GreaterOrEqual(t, ended.PacketsReceived, rtp[0].PacketsReceived)
 }
 
+// A browser may stop sending packets in a pause (Opus DTX, or a source it finds silent): the
+// user's turn still ends, because the call appends the time without packets as silence. The
+// client here sends the speech and then nothing at all.
+func TestCallPauseWithoutPackets(t *testing.T) {
+	t.Parallel()
+	s := newCallsServer(t)
+	voice := goForward(t) // 24 kHz PCM16
+	c := dialCall(t, s, rtcclient.Config{Key: "sk", MicRate: 24000})
+	_, err := c.WaitFor(context.Background(), "session.created", 20*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, c.UpdateSession(map[string]any{"type": "realtime", "max_output_tokens": 6}))
+	_, err = c.WaitFor(context.Background(), "session.updated", 10*time.Second)
+	require.NoError(t, err)
+
+	pcm := make([]int16, len(voice)/2)
+	for i := range pcm {
+		pcm[i] = int16(binary.LittleEndian.Uint16(voice[2*i:]))
+	}
+	pcm = pcm[:24000*2400/1000] // the clip's own trailing silence cut: its speech ends at 2360 ms
+	require.NoError(t, <-c.StartSpeaking(pcm, time.Time{}))
+	spoke := time.Now()
+	_, err = c.WaitFor(context.Background(), "input_audio_buffer.speech_stopped", 10*time.Second)
+	require.NoError(t, err, "no packet after the speech: the pause must still end the turn")
+	t.Logf("speech_stopped %v after the last packet", time.Since(spoke).Round(time.Millisecond))
+	tr, err := c.WaitFor(context.Background(), "conversation.item.input_audio_transcription.completed", 30*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, strings.ToLower(tr.M["transcript"].(string)), "forward")
+}
+
 // dialCall makes a call on s with rtcclient (cfg's BaseURL is s's); the test's cleanup closes it.
 func dialCall(t *testing.T, s *callsServer, cfg rtcclient.Config) *rtcclient.Client {
 	t.Helper()

@@ -86,3 +86,21 @@ func TestCloseLinger(t *testing.T) {
 		require.Equal(t, tt.want, closeLinger(tt.srttS), "srtt %v s", tt.srttS)
 	}
 }
+
+// A pause in the browser's packets is appended as silence once: by the clock while nothing
+// comes, and by the RTP timestamps for what the clock had not covered when packets resume.
+func TestQuietFill(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	var q quietFill
+	q.packet(t0)
+	require.Zero(t, q.quiet(t0.Add(35*time.Millisecond)), "the last packet's own frame and less than one more")
+	require.Equal(t, 80*time.Millisecond, q.quiet(t0.Add(115*time.Millisecond)), "whole frames past the packet's own")
+	require.Equal(t, 100*time.Millisecond, q.quiet(t0.Add(215*time.Millisecond)), "only what was not appended yet")
+	require.Equal(t, 60*time.Millisecond, q.resumed(240*time.Millisecond), "the timestamps say 240 ms were not sent: 180 are in")
+	require.Zero(t, q.resumed(240*time.Millisecond), "never twice")
+	q.packet(t0.Add(300 * time.Millisecond))
+	require.Zero(t, q.resumed(0), "contiguous packets: nothing")
+	require.Equal(t, 400*time.Millisecond, q.resumed(410*time.Millisecond), "a DTX pause the clock did not see")
+	require.Len(t, appendSilence(nil, 20*time.Millisecond), 960, "20 ms of 24 kHz PCM16")
+}
