@@ -33,7 +33,7 @@ type Options struct {
 	// TxSessions is the largest concurrency of the transcription-session ramp (txSteps); 0
 	// skips it. Each session streams TxUtterances utterances.
 	TxSessions, TxUtterances int
-	Meter       bench.Meter   // progress of the steps; nil shows none
+	Meter                    bench.Meter // progress of the steps; nil shows none
 }
 
 // Target is one server under test.
