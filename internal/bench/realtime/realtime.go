@@ -21,19 +21,18 @@ import (
 
 // Options are the measurement's shape.
 type Options struct {
-	OverheadN   int           // append events timed for the event overhead
-	TTFPN       int           // turns timed for TTFP, a fresh session each
-	PacedTurns  int           // turns of the paced TTFP session (the first is dropped)
-	BargeN      int           // barge-ins timed
-	LogStatsN   int           // turns per side timed with and without --log-stats
-	TracingN    int           // turns per side timed with and without tracing; 0 skips it
-	MaxSessions int           // largest concurrency tried for real time
-	Ramp        time.Duration // audio streamed per concurrency step
-	RSSSessions []int         // live-session counts at which the RSS per session is measured; none skips it
-	// TxSessions is the largest concurrency of the transcription-session ramp (txSteps); 0
-	// skips it. Each session streams TxUtterances utterances.
-	TxSessions, TxUtterances int
-	Meter                    bench.Meter // progress of the steps; nil shows none
+	OverheadN    int           // append events timed for the event overhead
+	TTFPN        int           // turns timed for TTFP, a fresh session each
+	PacedTurns   int           // turns of the paced TTFP session (the first is dropped)
+	BargeN       int           // barge-ins timed
+	LogStatsN    int           // turns per side timed with and without --log-stats
+	TracingN     int           // turns per side timed with and without tracing; 0 skips it
+	MaxSessions  int           // largest concurrency tried for real time
+	Ramp         time.Duration // audio streamed per concurrency step
+	RSSSessions  []int         // live-session counts at which the RSS per session is measured; none skips it
+	TxSessions   int           // largest concurrency of the transcription-session ramp (txSteps); 0 skips it
+	TxUtterances int           // utterances each transcription session streams
+	Meter        bench.Meter   // progress of the steps; nil shows none
 }
 
 // Target is one server under test.
