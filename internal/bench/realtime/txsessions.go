@@ -129,16 +129,14 @@ func txSession(ctx context.Context, url string, stream []byte, want int, paced b
 		return txResult{}, err
 	}
 
-	var (
-		res   txResult
-		mu    sync.Mutex // res's event fields and stopped, written by the reader
-		start time.Time  // the audio clock's zero: set before the reader starts
-	)
+	// res and stopped belong to the reader until readDone is closed.
+	var res txResult
 	stopped := map[string]int{} // item id → audio_end_ms
 	finished := make(chan struct{})
 	readDone := make(chan struct{})
-	start = time.Now()
-	go func() { // the reader, until the connection closes; owned and waited for below
+	start := time.Now() // the audio clock's zero
+	// The reader, until the connection closes; waited for below.
+	go func() {
 		defer close(readDone)
 		closed := false
 		for {
@@ -149,12 +147,9 @@ func txSession(ctx context.Context, url string, stream []byte, want int, paced b
 			at := time.Now()
 			ev, _, err := protocol.DecodeServerEvent(b)
 			if err != nil {
-				mu.Lock()
 				res.errEvs++
-				mu.Unlock()
 				continue
 			}
-			mu.Lock()
 			switch e := ev.(type) {
 			case protocol.InputAudioBufferSpeechStopped:
 				stopped[e.ItemID] = e.AudioEndMs
@@ -175,7 +170,6 @@ func txSession(ctx context.Context, url string, stream []byte, want int, paced b
 				closed = true
 				close(finished)
 			}
-			mu.Unlock()
 		}
 	}()
 
