@@ -36,9 +36,9 @@ type call struct {
 	rtp     *rtpRecorder
 	lastRTP RTPStats
 
-	// inBuf is the microphone's decoded audio not yet appended (it goes to the session in 100 ms
-	// pieces); inMu orders those appends with a commit or clear from the data channel, so that a
-	// commit takes every sample received before it.
+	// inBuf is the microphone's decoded audio not yet appended (it goes to the session as each
+	// packet arrives, rtcInputAppendBytes at least); inMu orders those appends with a commit or
+	// clear from the data channel, so that a commit takes every sample received before it.
 	inMu  sync.Mutex
 	inBuf []byte
 
@@ -318,10 +318,18 @@ func sessionListens(o protocol.SessionObject) bool {
 // user's turn. Without a VAD nothing is added: a commit takes exactly the audio received.
 const rtpQuietAfter = 100 * time.Millisecond
 
+// rtcInputAppendBytes is the least audio the call hands the session in one append: 10 ms of
+// 24 kHz PCM16, under one packet's 20 ms (a streaming resampler may hand out a few samples less
+// for one), so every packet goes on as it arrives. The session's VAD then sees the end of the
+// user's speech when a WebSocket client's 20 ms appends would show it (100 ms pieces delayed it
+// by about 40 ms on average); the appends cost what a WebSocket client's do.
+const rtcInputAppendBytes = 24000 * 2 * 10 / 1000
+
 // receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the
-// session's input buffer in 100 ms pieces. A gap in the sequence numbers is concealed (PLC); a
-// gap in time (no packet for rtpQuietAfter, or a timestamp jump when packets resume after a
-// DTX pause) is appended as silence, each span once, while the session's VAD listens.
+// session's input buffer as it arrives (rtcInputAppendBytes). A gap in the sequence numbers is
+// concealed (PLC); a gap in time (no packet for rtpQuietAfter, or a timestamp jump when packets
+// resume after a DTX pause) is appended as silence, each span once, while the session's VAD
+// listens.
 func (cl *call) receive(t *webrtc.TrackRemote) {
 	dec, err := cl.codec.newDecoder()
 	if err != nil {
@@ -345,7 +353,7 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 		defer cl.inMu.Unlock()
 		cl.inBuf = append(cl.inBuf, buf...)
 		buf = buf[:0]
-		return len(cl.inBuf) < 24000*2/10 || cl.appendInputLocked(cl.ctx) == nil
+		return len(cl.inBuf) < rtcInputAppendBytes || cl.appendInputLocked(cl.ctx) == nil
 	}
 	for {
 		if have {
