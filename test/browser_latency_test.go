@@ -52,6 +52,14 @@ func TestBrowserLatencyWebRTCvsWebSocket(t *testing.T) {
 			JitterBufferDelay        float64 `json:"jitterBufferDelay"`
 			JitterBufferEmittedCount float64 `json:"jitterBufferEmittedCount"`
 			JitterBufferTargetDelay  float64 `json:"jitterBufferTargetDelay"`
+			JitterBufferMinimumDelay float64 `json:"jitterBufferMinimumDelay"`
+			// What NetEq did to the reply's audio besides playing it: stretched it to build
+			// its delay (deceleration), squeezed it to shed delay (acceleration), concealed.
+			TotalSamplesReceived   float64 `json:"totalSamplesReceived"`
+			ConcealedSamples       float64 `json:"concealedSamples"`
+			SilentConcealedSamples float64 `json:"silentConcealedSamples"`
+			InsertedForDecel       float64 `json:"insertedSamplesForDeceleration"`
+			RemovedForAccel        float64 `json:"removedSamplesForAcceleration"`
 		} `json:"inbound"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &got), string(raw))
@@ -76,6 +84,9 @@ func TestBrowserLatencyWebRTCvsWebSocket(t *testing.T) {
 	if in := got.Inbound; in != nil && in.JitterBufferEmittedCount > 0 {
 		table += fmt.Sprintf("WebRTC jitter buffer: mean delay %.1f ms (jitterBufferDelay/jitterBufferEmittedCount), target %.1f ms; packets %d, lost %d\n",
 			1000*in.JitterBufferDelay/in.JitterBufferEmittedCount, 1000*in.JitterBufferTargetDelay/in.JitterBufferEmittedCount, in.PacketsReceived, in.PacketsLost)
+		// At 48 kHz: samples / 48 = ms.
+		table += fmt.Sprintf("WebRTC playout: %.0f ms played out (concealment included); stretched +%.0f ms (deceleration), squeezed −%.0f ms (acceleration), concealed %.0f ms (%.0f ms of it silent)\n",
+			in.TotalSamplesReceived/48, in.InsertedForDecel/48, in.RemovedForAccel/48, in.ConcealedSamples/48, in.SilentConcealedSamples/48)
 	}
 	table += fmt.Sprintf("AudioContext %.0f Hz: baseLatency %.1f ms, outputLatency %.1f ms (both transports alike); speech ends %.0f ms into the clip\n",
 		got.SampleRate, got.BaseLatencyMs, got.OutputLatencyMs, got.SpeechEndInClip)
