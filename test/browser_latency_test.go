@@ -18,6 +18,8 @@ type latencyTurn struct {
 	Mode      string   `json:"mode"`
 	Status    string   `json:"status"`
 	LatencyMs *float64 `json:"latencyMs"`
+	// CommitAckMs (manual turns): commit sent → input_audio_buffer.committed received.
+	CommitAckMs *float64 `json:"commitAckMs"`
 	Error     string   `json:"error"`
 }
 
@@ -76,6 +78,9 @@ func TestBrowserLatencyWebRTCvsWebSocket(t *testing.T) {
 		require.Positive(t, *tr.LatencyMs, "%s %s: heard before its reference", tr.Transport, tr.Mode)
 		k := tr.Mode + "/" + tr.Transport
 		lat[k] = append(lat[k], *tr.LatencyMs)
+		if tr.CommitAckMs != nil {
+			lat["ack/"+tr.Transport] = append(lat["ack/"+tr.Transport], *tr.CommitAckMs)
+		}
 	}
 	for _, k := range []string{"server_vad/webrtc", "server_vad/websocket", "manual/webrtc", "manual/websocket"} {
 		require.Len(t, lat[k], perMode, k)
@@ -101,7 +106,11 @@ func browserLatencyTable(lat map[string][]float64) string {
 	for _, m := range []struct{ mode, name string }{
 		{"server_vad", "speech end → audible"},
 		{"manual", "commit → audible"},
+		{"ack", "commit → committed event"},
 	} {
+		if len(lat[m.mode+"/websocket"])+len(lat[m.mode+"/webrtc"]) == 0 {
+			continue
+		}
 		ws, rtc := lat[m.mode+"/websocket"], lat[m.mode+"/webrtc"]
 		fmt.Fprintf(&b, "%-28s %9.1f %9.1f %9.1f %9.1f %+12.1f\n", m.name,
 			percentile(ws, 50), percentile(ws, 90), percentile(rtc, 50), percentile(rtc, 90), percentile(rtc, 50)-percentile(ws, 50))

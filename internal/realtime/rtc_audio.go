@@ -171,11 +171,23 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 // nothing but what a barge-in then discards.
 const rtcSpurtLead = 40 * time.Millisecond
 
+// A long pause between talk-spurts is advanced on the RTP clock by rtcPauseCut less than it
+// lasted. Over a pause the browser's jitter buffer (NetEq) conceals, and it plays the next spurt
+// once the concealment has covered that spurt's timestamp leap, which keeps the playout delay of
+// the reply before (its target, 55–105 ms on a loaded machine) for the next: a leap shorter than
+// the concealment so far lets the first packet play as it arrives. Only pauses whose shortened
+// leap still exceeds rtcPauseCutAbove: NetEq judges each packet's delay against those of the last
+// 2 s of RTP time, and a packet that seems late against the last spurt's would raise its target.
+const (
+	rtcPauseCut      = 250 * time.Millisecond
+	rtcPauseCutAbove = 2100 * time.Millisecond
+)
+
 // pacer places a call's outbound frames in time. Each frame has a nominal start: the end of the
 // frame before it, or, when the queue had run dry and that end has passed, now (a new
 // talk-spurt, with the marker bit). A frame may be written lead ahead of its nominal start, and
 // the RTP timestamp follows the nominal starts, so a pause between spurts advances it by exactly
-// the pause: the browser keeps the playout delay it had, and does not wait a frame more.
+// the pause (a long one by rtcPauseCut less).
 type pacer struct {
 	frame   time.Duration // one frame's duration
 	lead    time.Duration
@@ -207,7 +219,11 @@ func (p *pacer) take(now time.Time, dry bool) (h rtp.Header, gap time.Duration) 
 	spurt := p.next.IsZero()
 	if !spurt && dry && now.After(p.next) {
 		gap, spurt = now.Sub(p.next), true
-		p.ts += uint32(int64(gap) * int64(p.clock) / int64(time.Second))
+		leap := gap
+		if gap-rtcPauseCut > rtcPauseCutAbove {
+			leap = gap - rtcPauseCut
+		}
+		p.ts += uint32(int64(leap) * int64(p.clock) / int64(time.Second))
 		p.next = now
 	}
 	if p.next.IsZero() {

@@ -109,7 +109,7 @@ func TestQuietFill(t *testing.T) {
 // The pacer writes a talk-spurt's first frame at once and the frames within its lead right
 // after it, then one per frame time; the marker bit starts each spurt; and across a pause the
 // RTP timestamp advances by exactly the pause (a frame more would make the browser's jitter
-// buffer hold the next reply back by that frame).
+// buffer hold the next reply back by that frame), across a long one by rtcPauseCut less.
 func TestPacer(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
@@ -132,6 +132,10 @@ func TestPacer(t *testing.T) {
 		{at: ms(120), dry: true, wait: 0, ts: 5760},                              // ran dry and refilled before its end (123 ms): same spurt
 		{at: ms(500), dry: true, wait: 0, marker: true, ts: 5760 + 960 + 357*48}, // a pause of 357 ms after the end at 143 ms
 		{at: ms(500), wait: 0, ts: 5760 + 2*960 + 357*48},
+		// A pause of 3 s after the end at 540 ms: advanced by 250 ms less, so the browser's
+		// jitter buffer plays the spurt as it arrives.
+		{at: ms(3540), dry: true, wait: 0, marker: true, ts: 5760 + 3*960 + 357*48 + 2750*48},
+		{at: ms(3540), wait: 0, ts: 5760 + 4*960 + 357*48 + 2750*48},
 	} {
 		now := t0.Add(f.at)
 		require.Equal(t, f.wait, p.wait(now), "frame %d: wait", i)
