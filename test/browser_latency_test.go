@@ -20,7 +20,7 @@ type latencyTurn struct {
 	LatencyMs *float64 `json:"latencyMs"`
 	// CommitAckMs (manual turns): commit sent → input_audio_buffer.committed received.
 	CommitAckMs *float64 `json:"commitAckMs"`
-	Error     string   `json:"error"`
+	Error       string   `json:"error"`
 }
 
 // TestBrowserLatencyWebRTCvsWebSocket measures latency as heard in Chromium, WebRTC against
