@@ -167,8 +167,9 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 // buffer (Chromium's NetEq) then holds its target delay (about 35 ms on a LAN) from the first
 // packet, instead of holding the spurt back until that much has arrived or stretching the first
 // frames to build it, which is what made a reply start later over WebRTC than over a WebSocket.
-// The session sends the audio ahead of real time anyway (MaxOutputLead), so the lead costs
-// nothing but what a barge-in then discards.
+// The session sends the audio ahead of real time anyway (MaxOutputLead); what the lead costs is
+// at a barge-in, where up to this much written ahead still plays in the browser (which holds
+// about as much in its jitter buffer anyway) and counts as played for the truncation.
 const rtcSpurtLead = 40 * time.Millisecond
 
 // A long pause between talk-spurts is advanced on the RTP clock by rtcPauseCut less than it
