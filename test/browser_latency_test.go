@@ -18,7 +18,9 @@ type latencyTurn struct {
 	Mode      string   `json:"mode"`
 	Status    string   `json:"status"`
 	LatencyMs *float64 `json:"latencyMs"`
-	Error     string   `json:"error"`
+	// CommitAckMs (manual turns): commit sent → input_audio_buffer.committed received.
+	CommitAckMs *float64 `json:"commitAckMs"`
+	Error       string   `json:"error"`
 }
 
 // TestBrowserLatencyWebRTCvsWebSocket measures latency as heard in Chromium, WebRTC against
@@ -52,6 +54,14 @@ func TestBrowserLatencyWebRTCvsWebSocket(t *testing.T) {
 			JitterBufferDelay        float64 `json:"jitterBufferDelay"`
 			JitterBufferEmittedCount float64 `json:"jitterBufferEmittedCount"`
 			JitterBufferTargetDelay  float64 `json:"jitterBufferTargetDelay"`
+			JitterBufferMinimumDelay float64 `json:"jitterBufferMinimumDelay"`
+			// What NetEq did to the reply's audio besides playing it: stretched it to build
+			// its delay (deceleration), squeezed it to shed delay (acceleration), concealed.
+			TotalSamplesReceived   float64 `json:"totalSamplesReceived"`
+			ConcealedSamples       float64 `json:"concealedSamples"`
+			SilentConcealedSamples float64 `json:"silentConcealedSamples"`
+			InsertedForDecel       float64 `json:"insertedSamplesForDeceleration"`
+			RemovedForAccel        float64 `json:"removedSamplesForAcceleration"`
 		} `json:"inbound"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &got), string(raw))
@@ -68,6 +78,9 @@ func TestBrowserLatencyWebRTCvsWebSocket(t *testing.T) {
 		require.Positive(t, *tr.LatencyMs, "%s %s: heard before its reference", tr.Transport, tr.Mode)
 		k := tr.Mode + "/" + tr.Transport
 		lat[k] = append(lat[k], *tr.LatencyMs)
+		if tr.CommitAckMs != nil {
+			lat["ack/"+tr.Transport] = append(lat["ack/"+tr.Transport], *tr.CommitAckMs)
+		}
 	}
 	for _, k := range []string{"server_vad/webrtc", "server_vad/websocket", "manual/webrtc", "manual/websocket"} {
 		require.Len(t, lat[k], perMode, k)
@@ -76,6 +89,9 @@ func TestBrowserLatencyWebRTCvsWebSocket(t *testing.T) {
 	if in := got.Inbound; in != nil && in.JitterBufferEmittedCount > 0 {
 		table += fmt.Sprintf("WebRTC jitter buffer: mean delay %.1f ms (jitterBufferDelay/jitterBufferEmittedCount), target %.1f ms; packets %d, lost %d\n",
 			1000*in.JitterBufferDelay/in.JitterBufferEmittedCount, 1000*in.JitterBufferTargetDelay/in.JitterBufferEmittedCount, in.PacketsReceived, in.PacketsLost)
+		// At 48 kHz: samples / 48 = ms.
+		table += fmt.Sprintf("WebRTC playout: %.0f ms played out (concealment included); stretched +%.0f ms (deceleration), squeezed −%.0f ms (acceleration), concealed %.0f ms (%.0f ms of it silent)\n",
+			in.TotalSamplesReceived/48, in.InsertedForDecel/48, in.RemovedForAccel/48, in.ConcealedSamples/48, in.SilentConcealedSamples/48)
 	}
 	table += fmt.Sprintf("AudioContext %.0f Hz: baseLatency %.1f ms, outputLatency %.1f ms (both transports alike); speech ends %.0f ms into the clip\n",
 		got.SampleRate, got.BaseLatencyMs, got.OutputLatencyMs, got.SpeechEndInClip)
@@ -90,7 +106,11 @@ func browserLatencyTable(lat map[string][]float64) string {
 	for _, m := range []struct{ mode, name string }{
 		{"server_vad", "speech end → audible"},
 		{"manual", "commit → audible"},
+		{"ack", "commit → committed event"},
 	} {
+		if len(lat[m.mode+"/websocket"])+len(lat[m.mode+"/webrtc"]) == 0 {
+			continue
+		}
 		ws, rtc := lat[m.mode+"/websocket"], lat[m.mode+"/webrtc"]
 		fmt.Fprintf(&b, "%-28s %9.1f %9.1f %9.1f %9.1f %+12.1f\n", m.name,
 			percentile(ws, 50), percentile(ws, 90), percentile(rtc, 50), percentile(rtc, 90), percentile(rtc, 50)-percentile(ws, 50))

@@ -36,9 +36,9 @@ type call struct {
 	rtp     *rtpRecorder
 	lastRTP RTPStats
 
-	// inBuf is the microphone's decoded audio not yet appended (it goes to the session in 100 ms
-	// pieces); inMu orders those appends with a commit or clear from the data channel, so that a
-	// commit takes every sample received before it.
+	// inBuf is the microphone's decoded audio not yet appended (it goes to the session as each
+	// packet arrives while a VAD listens, else in 100 ms pieces); inMu orders those appends with a commit or
+	// clear from the data channel, so that a commit takes every sample received before it.
 	inMu  sync.Mutex
 	inBuf []byte
 
@@ -318,10 +318,25 @@ func sessionListens(o protocol.SessionObject) bool {
 // user's turn. Without a VAD nothing is added: a commit takes exactly the audio received.
 const rtpQuietAfter = 100 * time.Millisecond
 
+// The microphone's audio goes to the session in pieces of at least rtcInputAppendBytes while the
+// session's VAD listens: 10 ms of 24 kHz PCM16, under one packet's 20 ms (a streaming resampler
+// may hand out a few samples less for one), so every packet goes on as it arrives and the VAD
+// sees the end of the user's speech when a WebSocket client's 20 ms appends would show it (100
+// ms pieces delayed it by about 40 ms on average). Without a VAD (push-to-talk) a commit takes
+// what is held anyway, and the pieces stay at rtcInputBatchBytes (100 ms): audio the microphone
+// keeps sending between the client's commit and its response.create is in the session's buffer
+// when the response.create comes, which commits it as input of its own, and a single 20 ms packet
+// there fails that commit (too short) and the response with it.
+const (
+	rtcInputAppendBytes = 24000 * 2 * 10 / 1000
+	rtcInputBatchBytes  = 24000 * 2 * 100 / 1000
+)
+
 // receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the
-// session's input buffer in 100 ms pieces. A gap in the sequence numbers is concealed (PLC); a
-// gap in time (no packet for rtpQuietAfter, or a timestamp jump when packets resume after a
-// DTX pause) is appended as silence, each span once, while the session's VAD listens.
+// session's input buffer (rtcInputAppendBytes, rtcInputBatchBytes). A gap in the sequence
+// numbers is concealed (PLC); a gap in time (no packet for rtpQuietAfter, or a timestamp jump
+// when packets resume after a DTX pause) is appended as silence, each span once, while the
+// session's VAD listens.
 func (cl *call) receive(t *webrtc.TrackRemote) {
 	dec, err := cl.codec.newDecoder()
 	if err != nil {
@@ -345,7 +360,11 @@ func (cl *call) receive(t *webrtc.TrackRemote) {
 		defer cl.inMu.Unlock()
 		cl.inBuf = append(cl.inBuf, buf...)
 		buf = buf[:0]
-		return len(cl.inBuf) < 24000*2/10 || cl.appendInputLocked(cl.ctx) == nil
+		least := rtcInputBatchBytes
+		if cl.listens.Load() {
+			least = rtcInputAppendBytes
+		}
+		return len(cl.inBuf) < least || cl.appendInputLocked(cl.ctx) == nil
 	}
 	for {
 		if have {

@@ -40,8 +40,9 @@ type player struct {
 	log   *zap.Logger
 
 	mu       sync.Mutex
-	pcm      []int16 // 48 kHz mono waiting to be framed
-	respID   string  // the response whose audio is queued or playing ("" = none)
+	pcm      []int16   // 48 kHz mono waiting to be framed
+	queuedAt time.Time // when pcm last went from empty to not (the debug log's start of a spurt)
+	respID   string    // the response whose audio is queued or playing ("" = none)
 	itemID   string
 	epoch    int
 	minEpoch int
@@ -101,6 +102,9 @@ func (p *player) delta(ev session.Event) error {
 		p.respID, p.itemID, p.epoch, p.playedMs, p.started, p.doneResp = respID, itemID, ev.Epoch, 0, false, false
 		p.cutItem, p.cutMs = "", 0
 	}
+	if len(p.pcm) == 0 {
+		p.queuedAt = time.Now()
+	}
 	p.pcm = append(p.pcm, audio.Float32ToInt16(nil, fl)...) // after what is still queued
 	if len(p.pcm) > maxPlayoutMs*48 {
 		return errPlayoutOverflow
@@ -158,9 +162,85 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	return itemID, playedMs, had
 }
 
-// run writes one frame every 20 ms while audio is queued, until stop. Silence is not sent
-// between talk-spurts; the marker bit starts each spurt and the timestamp advances across the
-// gap, so the browser's jitter buffer is not reset per packet.
+// rtcSpurtLead is how far ahead of its place in real time a frame is written. A talk-spurt's
+// first frames within it go out at once, the rest one per frame time: the browser's jitter
+// buffer (Chromium's NetEq) then holds its target delay (about 35 ms on a LAN) from the first
+// packet, instead of holding the spurt back until that much has arrived or stretching the first
+// frames to build it, which is what made a reply start later over WebRTC than over a WebSocket.
+// The session sends the audio ahead of real time anyway (MaxOutputLead); what the lead costs is
+// at a barge-in, where up to this much written ahead still plays in the browser (which holds
+// about as much in its jitter buffer anyway) and counts as played for the truncation.
+const rtcSpurtLead = 40 * time.Millisecond
+
+// A long pause between talk-spurts is advanced on the RTP clock by rtcPauseCut less than it
+// lasted. Over a pause the browser's jitter buffer (NetEq) conceals, and it plays the next spurt
+// once the concealment has covered that spurt's timestamp leap, which keeps the playout delay of
+// the reply before (its target, 55–105 ms on a loaded machine) for the next: a leap shorter than
+// the concealment so far lets the first packet play as it arrives. Only pauses whose shortened
+// leap still exceeds rtcPauseCutAbove: NetEq judges each packet's delay against those of the last
+// 2 s of RTP time, and a packet that seems late against the last spurt's would raise its target.
+const (
+	rtcPauseCut      = 250 * time.Millisecond
+	rtcPauseCutAbove = 2100 * time.Millisecond
+)
+
+// pacer places a call's outbound frames in time. Each frame has a nominal start: the end of the
+// frame before it, or, when the queue had run dry and that end has passed, now (a new
+// talk-spurt, with the marker bit). A frame may be written lead ahead of its nominal start, and
+// the RTP timestamp follows the nominal starts, so a pause between spurts advances it by exactly
+// the pause (a long one by rtcPauseCut less).
+type pacer struct {
+	frame   time.Duration // one frame's duration
+	lead    time.Duration
+	perTick uint32    // RTP timestamp units per frame
+	clock   int       // RTP clock rate
+	next    time.Time // nominal start of the next frame; zero before the first
+	seq     uint16
+	ts      uint32 // the next frame's RTP timestamp
+}
+
+func newPacer(c rtcCodec, lead time.Duration) *pacer {
+	return &pacer{frame: 20 * time.Millisecond, lead: lead, perTick: uint32(c.perTick), clock: c.clock}
+}
+
+// wait is how long from now until the next frame may be written (0: now). A spurt that has
+// played out (next in the past) starts now.
+func (p *pacer) wait(now time.Time) time.Duration {
+	if p.next.IsZero() {
+		return 0
+	}
+	return max(0, p.next.Sub(now)-p.lead)
+}
+
+// take returns the RTP header of the frame written at now and moves on to the next frame. dry
+// says the queue ran dry since the last frame: if that frame has also played out, a new
+// talk-spurt starts now. (A frame merely written late, the queue never having run dry, keeps the
+// spurt's timeline: the browser's jitter buffer absorbs it.)
+func (p *pacer) take(now time.Time, dry bool) (h rtp.Header, gap time.Duration) {
+	spurt := p.next.IsZero()
+	if !spurt && dry && now.After(p.next) {
+		gap, spurt = now.Sub(p.next), true
+		leap := gap
+		if gap-rtcPauseCut > rtcPauseCutAbove {
+			leap = gap - rtcPauseCut
+		}
+		p.ts += uint32(int64(leap) * int64(p.clock) / int64(time.Second))
+		p.next = now
+	}
+	if p.next.IsZero() {
+		p.next = now
+	}
+	h = rtp.Header{Version: 2, Marker: spurt, SequenceNumber: p.seq, Timestamp: p.ts}
+	p.seq++
+	p.ts += p.perTick
+	p.next = p.next.Add(p.frame)
+	return h, gap
+}
+
+// run writes the queued audio one 20 ms frame at a time, each rtcSpurtLead ahead of its place
+// in real time (pacer), until stop. Silence is not sent between talk-spurts; the marker bit
+// starts each spurt and the timestamp advances across the gap, so the browser's jitter buffer
+// is not reset per packet.
 func (p *player) run(stop <-chan struct{}) {
 	enc, err := p.codec.newEncoder()
 	if err != nil {
@@ -170,19 +250,17 @@ func (p *player) run(stop <-chan struct{}) {
 	defer enc.Close()
 	frame := make([]int16, rtcFrameSamples)
 	pkt := make([]byte, 1500)
-	var seq uint16
-	var ts uint32
-	spurt := true
-	var lastAt time.Time
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	pace := newPacer(p.codec, rtcSpurtLead)
+	dry := true
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		p.mu.Lock()
-		n := len(p.pcm)
+		n, queuedAt := len(p.pcm), p.queuedAt
 		p.mu.Unlock()
 		if n == 0 {
 			p.maybeStopped()
-			spurt = true
+			dry = true
 			select {
 			case <-stop:
 				return
@@ -190,10 +268,14 @@ func (p *player) run(stop <-chan struct{}) {
 				continue
 			}
 		}
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
+		if d := pace.wait(time.Now()); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-stop:
+				return
+			case <-timer.C:
+			}
+			continue // the queue may have been cleared meanwhile
 		}
 		p.mu.Lock()
 		if len(p.pcm) == 0 {
@@ -217,17 +299,16 @@ func (p *player) run(stop <-chan struct{}) {
 			continue
 		}
 		now := time.Now()
-		if spurt && !lastAt.IsZero() {
-			ts += uint32(int(now.Sub(lastAt)/time.Millisecond) * p.codec.clock / 1000) // the gap, on the RTP clock
+		h, gap := pace.take(now, dry)
+		dry = false
+		if h.Marker {
+			// Where a reply's time goes on the server: audio queued → its first packet written.
+			p.log.Debug("rtp talk-spurt", zap.String("response_id", respID), zap.Duration("queued_to_first_packet", now.Sub(queuedAt)),
+				zap.Duration("gap", gap), zap.Int("queued_ms", n/48))
 		}
-		lastAt = now
-		if err := p.out.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: spurt, SequenceNumber: seq, Timestamp: ts},
-			Payload: pkt[:m]}); err != nil {
+		if err := p.out.WriteRTP(&rtp.Packet{Header: h, Payload: pkt[:m]}); err != nil {
 			p.log.Debug("rtp write", zap.Error(err))
 		}
-		spurt = false
-		seq++
-		ts += uint32(p.codec.perTick)
 	}
 }
 

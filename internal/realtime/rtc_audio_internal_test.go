@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/rtp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -103,4 +104,94 @@ func TestQuietFill(t *testing.T) {
 	require.Zero(t, q.resumed(0), "contiguous packets: nothing")
 	require.Equal(t, 400*time.Millisecond, q.resumed(410*time.Millisecond), "a DTX pause the clock did not see")
 	require.Len(t, appendSilence(nil, 20*time.Millisecond), 960, "20 ms of 24 kHz PCM16")
+}
+
+// The pacer writes a talk-spurt's first frame at once and the frames within its lead right
+// after it, then one per frame time; the marker bit starts each spurt; and across a pause the
+// RTP timestamp advances by exactly the pause (a frame more would make the browser's jitter
+// buffer hold the next reply back by that frame), across a long one by rtcPauseCut less.
+func TestPacer(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	p := newPacer(codecOpus, 40*time.Millisecond)
+	type frame struct {
+		at     time.Duration // written at t0+at
+		dry    bool          // the queue ran dry before it
+		wait   time.Duration // what wait says at that moment
+		marker bool
+		ts     uint32
+	}
+	for i, f := range []frame{
+		{at: ms(3), dry: true, wait: 0, marker: true, ts: 0},                     // the first spurt: at once
+		{at: ms(3), wait: 0, ts: 960},                                            // within the lead: at once
+		{at: ms(3), wait: 0, ts: 1920},                                           // the lead's last frame
+		{at: ms(3), wait: ms(20), ts: 2880},                                      // the next waits a frame time…
+		{at: ms(43), wait: 0, ts: 3840},                                          // …then one per 20 ms
+		{at: ms(110), wait: 0, ts: 4800},                                         // late (due at 103 ms), but the queue never ran dry: same spurt
+		{at: ms(120), dry: true, wait: 0, ts: 5760},                              // ran dry and refilled before its end (123 ms): same spurt
+		{at: ms(500), dry: true, wait: 0, marker: true, ts: 5760 + 960 + 357*48}, // a pause of 357 ms after the end at 143 ms
+		{at: ms(500), wait: 0, ts: 5760 + 2*960 + 357*48},
+		// A pause of 3 s after the end at 540 ms: advanced by 250 ms less, so the browser's
+		// jitter buffer plays the spurt as it arrives.
+		{at: ms(3540), dry: true, wait: 0, marker: true, ts: 5760 + 3*960 + 357*48 + 2750*48},
+		{at: ms(3540), wait: 0, ts: 5760 + 4*960 + 357*48 + 2750*48},
+	} {
+		now := t0.Add(f.at)
+		require.Equal(t, f.wait, p.wait(now), "frame %d: wait", i)
+		if f.wait > 0 {
+			now = now.Add(f.wait)
+		}
+		h, _ := p.take(now, f.dry)
+		require.Equal(t, f.marker, h.Marker, "frame %d: marker", i)
+		require.Equal(t, f.ts, h.Timestamp, "frame %d: timestamp", i)
+		require.Equal(t, uint16(i), h.SequenceNumber, "frame %d: sequence number", i)
+	}
+}
+
+// rtpLog records the packets the player writes.
+type rtpLog struct {
+	mu   sync.Mutex
+	pkts []rtp.Header
+}
+
+func (l *rtpLog) WriteRTP(p *rtp.Packet) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pkts = append(l.pkts, p.Header)
+	return nil
+}
+
+// A reply is written as one talk-spurt: every frame of its audio (the last padded), the marker
+// on the first only, contiguous sequence numbers and timestamps; output_audio_buffer.started
+// before and .stopped after, once response.done has passed.
+func TestPlayerWritesReplyAsOneSpurt(t *testing.T) {
+	t.Parallel()
+	ev := &sentEvents{}
+	out := &rtpLog{}
+	p := newPlayer(ev, out, codecOpus, zap.NewNop())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(stop) }()
+	defer func() { close(stop); <-done }()
+	for range 3 { // 3 deltas of 70 ms: 210 ms, 11 frames
+		pcm := make([]byte, 70*24*2)
+		require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: 1, Payload: protocol.ResponseOutputAudioDelta{
+			ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+	}
+	p.responseDone("resp_1")
+	require.Eventually(t, func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return len(ev.types) == 2
+	}, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{"output_audio_buffer.started", "output_audio_buffer.stopped"}, ev.types)
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	require.Len(t, out.pkts, 11)
+	for i, h := range out.pkts {
+		require.Equal(t, i == 0, h.Marker, "packet %d", i)
+		require.Equal(t, uint16(i), h.SequenceNumber, "packet %d", i)
+		require.Equal(t, uint32(i*960), h.Timestamp, "packet %d", i)
+	}
 }

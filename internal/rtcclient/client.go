@@ -150,7 +150,7 @@ type Packet struct {
 	Seq     uint16
 	Marker  bool
 	PCM     []int16   // mono at OutRate for Opus, 8 kHz for G.711 (nil for another codec)
-	Audible time.Time // when its first audible sample sounds (zero: none)
+	Audible time.Time // when its first audible sample sounds, played back to back from arrival (zero: none)
 }
 
 // Dial makes the call: the offer POSTed, the answer applied. It returns once the server
@@ -524,6 +524,21 @@ func (c *Client) OnAudio(f func(Packet)) {
 	c.onAudio = f
 }
 
+// playout places received audio in time the simplest way a player can: a packet plays from
+// its arrival, or after the one before it while that still plays (a server may write a
+// talk-spurt's first frames at once), as a WebSocket client plays deltas back to back.
+type playout struct{ end time.Time }
+
+// place returns when audio of duration d that arrived at at starts to play.
+func (p *playout) place(at time.Time, d time.Duration) time.Time {
+	start := at
+	if p.end.After(start) {
+		start = p.end
+	}
+	p.end = start.Add(d)
+	return start
+}
+
 func (c *Client) readTrack(tr *webrtc.TrackRemote) {
 	defer c.wg.Done()
 	dec, rate, err := newDecoder(tr.Codec().MimeType, c.cfg.OutRate)
@@ -538,6 +553,7 @@ func (c *Client) readTrack(tr *webrtc.TrackRemote) {
 	}
 	pcm := make([]int16, rate*120/1000) // the longest packet: 120 ms
 	level := int16(c.cfg.Audible * 32767)
+	var play playout
 	for {
 		p, _, err := tr.ReadRTP()
 		if err != nil {
@@ -548,9 +564,10 @@ func (c *Client) readTrack(tr *webrtc.TrackRemote) {
 			n, err := dec.Decode(p.Payload, pcm)
 			if err == nil {
 				pk.PCM = slices.Clone(pcm[:n])
+				start := play.place(pk.At, time.Duration(n)*time.Second/time.Duration(rate))
 				for i, v := range pk.PCM {
 					if v >= level || v <= -level {
-						pk.Audible = pk.At.Add(time.Duration(i) * time.Second / time.Duration(rate))
+						pk.Audible = start.Add(time.Duration(i) * time.Second / time.Duration(rate))
 						break
 					}
 				}
