@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -95,5 +96,34 @@ func TestEngineErrorNamesItsCause(t *testing.T) {
 			require.NoError(t, s.Submit(ctx, &CloseSession{}))
 			wait()
 		})
+	}
+}
+
+// A turn the engine fails before the session has a response for it (auto_response: the turn's
+// prefill, or a reply failing ahead of its speak decision) has no response to fail; it was
+// dropped without a trace. It is now logged and counted with its cause, and no event invents a
+// response for it.
+func TestEngineErrorWithoutResponseIsCounted(t *testing.T) {
+	eng := &fakeEngine{t: t}
+	cc := &causeCounter{}
+	m := NewManager(ManagerConfig{MaxSessions: 1, Metrics: cc}, &fakeBackend{eng}, zap.NewNop())
+	sk := &sink{ch: make(chan Event, 1024)}
+	patch := ConfigPatch{AutoResponse: ptr(true), InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}
+	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
+	ctx := context.Background()
+	// The engine is open once it took the first audio (its calls are recorded after Open).
+	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
+	require.Eventually(t, func() bool { return len(eng.list()) > 0 }, 5*time.Second, 5*time.Millisecond)
+	err := fmt.Errorf("prefilling conversation: append: %w: %w", gpu.ErrDecode, errors.New("llama_decode failed with code -1"))
+	eng.out(requestclient.Output{Kind: requestclient.OutError, Turn: 1, Err: err})
+	require.Eventually(t, func() bool { return len(cc.list()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{metrics.CauseDecodeFailed}, cc.list())
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	wait()
+	sk.mu.Lock()
+	defer sk.mu.Unlock()
+	for _, ev := range sk.events {
+		require.NotEqual(t, "response.created", ev.Type, "no response is made up for the failed turn")
+		require.NotEqual(t, "error", ev.Type, "no client event for a turn no response carried")
 	}
 }
