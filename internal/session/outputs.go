@@ -158,13 +158,14 @@ func (s *Session) handleResult(res jobResult) {
 		if res.itemID != "" && s.opts.Transcription {
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
-		if res.errCode != "input_audio_buffer_commit_empty" {
-			s.engineFailed(res.errCode, res.err, true)
+		msg := fmt.Sprintf("engine: %v", res.err)
+		if res.errCode != "input_audio_buffer_commit_empty" { // the client's mistake, not the engine's
+			msg = "engine: " + engineErrorMessage(res.err, s.engineFailed(res.errCode, res.err, true))
 		}
 		if active {
-			s.failResponse(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
+			s.failResponse(r, res.errCode, msg, res.err)
 		} else {
-			s.send(engineErrorEvent(s.epoch, res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err))
+			s.send(engineErrorEvent(s.epoch, res.errCode, msg, "", res.err))
 		}
 		return
 	}
