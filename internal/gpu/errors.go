@@ -24,6 +24,17 @@ var (
 	// ErrMarkLost is returned by Rollback when the history no longer holds the mark: it was
 	// truncated (context overflow) since, or is already shorter.
 	ErrMarkLost = errors.New("engine: rollback mark lost")
+	// ErrDecode: llama_decode failed for another reason than a full KV cache (its return code
+	// follows in the message); every sequence of that step fails with it.
+	ErrDecode = errors.New("engine: llama_decode failed")
+	// ErrPanic: a scheduler step panicked (a bug); the sequences of that step fail with it.
+	ErrPanic = errors.New("engine: scheduler step panicked")
+	// ErrNoLogits: the logits row of a sampled position was missing (llama.cpp returned none).
+	ErrNoLogits = errors.New("engine: no logits for the sampled position")
+	// ErrEmptyHistory is returned by Generate on a sequence with nothing to generate from.
+	ErrEmptyHistory = errors.New("engine: nothing to generate from: the sequence has no history")
+	// ErrInvalidToken: a token id outside the model's vocabulary.
+	ErrInvalidToken = errors.New("engine: token outside the vocabulary")
 )
 
 // Reasons a model fails to load; a *LoadError wraps exactly one of them.

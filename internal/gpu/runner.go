@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -42,6 +41,8 @@ type Runner struct {
 	live   int
 	// kvFull counts decode steps that found the shared KV cache full (KVStats).
 	kvFull atomic.Int64
+	// decodeErrors counts decode steps that failed for another reason (KVStats).
+	decodeErrors atomic.Int64
 	// refusedSlots and refusedKV count Opens refused for want of a slot or of KV cells
 	// (guarded by mu).
 	refusedSlots, refusedKV int64
@@ -145,6 +146,7 @@ type KVStats struct {
 	WorstCaseHeld int   // the open sequences' reserved windows: what they may grow to
 	RefusedSlots  int64 // Opens refused because MaxSequences sequences were live, since load
 	RefusedKV     int64 // Opens refused because the cache could not reserve the window, since load
+	DecodeErrors  int64 // decode steps that failed for another reason than a full cache (ErrDecode), since load
 }
 
 // KVStats reports the KV cache's state; it is safe to call from any goroutine.
@@ -152,7 +154,7 @@ func (r *Runner) KVStats() KVStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := KVStats{Cells: r.cfg.ContextSize, SeqContext: r.cfg.SeqContext, Sequences: r.live,
-		MaxSequences: r.cfg.MaxSequences, FullEvents: r.kvFull.Load(),
+		MaxSequences: r.cfg.MaxSequences, FullEvents: r.kvFull.Load(), DecodeErrors: r.decodeErrors.Load(),
 		RefusedSlots: r.refusedSlots, RefusedKV: r.refusedKV}
 	for _, s := range r.bySlot {
 		if s != nil {
@@ -325,7 +327,7 @@ func (r *Runner) SetPanicCounter(count func(component string)) { r.onPanic.Store
 func (r *Runner) safeStep() (worked bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			err := fmt.Errorf("engine: scheduler step panicked: %v", p)
+			err := fmt.Errorf("%w: %v", ErrPanic, p)
 			r.log.Error("scheduler step failed", zap.Error(err), zap.Stack("stack"))
 			if f := r.onPanic.Load(); f != nil {
 				(*f)("engine")
@@ -339,8 +341,6 @@ func (r *Runner) safeStep() (worked bool) {
 	}()
 	return r.step()
 }
-
-var errEmptyHistory = errors.New("engine: nothing to generate from: the sequence has no history")
 
 // wallSeconds is the wall clock as unix seconds (the statistics clock of the project).
 func wallSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

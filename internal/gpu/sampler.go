@@ -233,7 +233,7 @@ func (sm *sampler) sampleAt(lctx *llama.Context, idx int) (int, *TokenLogprob, e
 // sample picks the next token from one row of logits. lp is set when Logprobs is asked.
 func (sm *sampler) sample(logits []float32) (tok int, lp *TokenLogprob, err error) {
 	if len(logits) == 0 {
-		return -1, nil, errors.New("engine: no logits for the sampled position")
+		return -1, nil, ErrNoLogits
 	}
 	sm.adjust(logits)
 	if cap(sm.cands) < len(logits) {

@@ -95,7 +95,7 @@ func (r *Runner) applyGenerate(s *Sequence, g *genJob) {
 	if len(s.pending) == 0 {
 		if len(s.history) == 0 {
 			if !r.addBOS {
-				g.done <- genDone{reason: "stop", err: errEmptyHistory}
+				g.done <- genDone{reason: "stop", err: ErrEmptyHistory}
 				return
 			}
 			s.pending = []int{r.bos}
@@ -360,6 +360,8 @@ func (r *Runner) decodeFailed(err error) {
 		hog.histLen.Store(int64(hog.logicalLen()))
 		return
 	}
+	err = fmt.Errorf("%w: %w", ErrDecode, err)
+	r.decodeErrors.Add(1)
 	r.log.Error("llama decode failed", zap.Error(err), zap.Int("sequences", len(r.parts)))
 	for _, p := range r.parts {
 		r.lctx.KvCacheSeqRm(p.seq.slot, len(p.seq.history), -1)

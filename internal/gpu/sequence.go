@@ -119,7 +119,7 @@ func (s *Sequence) AppendText(ctx context.Context, text string) (AppendStats, er
 func (s *Sequence) Append(ctx context.Context, tokens []int) (AppendStats, error) {
 	for _, t := range tokens {
 		if t < 0 || t >= s.r.vocab {
-			return AppendStats{}, fmt.Errorf("append: token %d outside vocabulary of %d", t, s.r.vocab)
+			return AppendStats{}, fmt.Errorf("append: %w: token %d outside vocabulary of %d", ErrInvalidToken, t, s.r.vocab)
 		}
 	}
 	if err := s.begin(); err != nil {

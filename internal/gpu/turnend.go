@@ -71,7 +71,7 @@ type scoreResult struct {
 // (nothing is truncated for a score).
 func (s *Sequence) NextTokenProb(ctx context.Context, text string, token int) (float64, error) {
 	if token < 0 || token >= s.r.vocab {
-		return 0, fmt.Errorf("next token probability: token %d outside vocabulary of %d", token, s.r.vocab)
+		return 0, fmt.Errorf("next token probability: %w: token %d outside vocabulary of %d", ErrInvalidToken, token, s.r.vocab)
 	}
 	toks, err := s.r.Tokenize(text)
 	if err != nil {
@@ -116,7 +116,7 @@ func (r *Runner) applyScore(s *Sequence, j *scoreJob) {
 	h := len(s.history)
 	switch {
 	case len(toks) == 0:
-		j.res <- scoreResult{err: errEmptyHistory}
+		j.res <- scoreResult{err: ErrEmptyHistory}
 		return
 	case h+len(toks) > s.opts.MaxContext:
 		j.res <- scoreResult{err: fmt.Errorf("%w: %d + %d tokens > limit %d", ErrContextFull, h, len(toks), s.opts.MaxContext)}

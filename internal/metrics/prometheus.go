@@ -65,6 +65,7 @@ type Collectors struct {
 	toolCalls        *prometheus.CounterVec
 	mcpCallDuration  *prometheus.HistogramVec
 	mcpCallFailures  *prometheus.CounterVec
+	engineErrors     *prometheus.CounterVec
 	functionCall     prometheus.Histogram
 	transcription    prometheus.Histogram
 	txSpeechEndDone  prometheus.Histogram
@@ -186,6 +187,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Realtime function calls the client answered: time from the call's arguments (response.function_call_arguments.done) to its function_call_output item.", secondsBuckets),
 		mcpCallFailures: counter("realtime", "mcp_call_failures_total",
 			"Realtime MCP tool calls that failed, by kind: the mcp_call item's error type (protocol_error, tool_execution_error, http_error) or cancelled (its response ended first).", "kind"),
+		engineErrors: counter("engine", "errors_total",
+			"Engine failures that reached a client (a realtime error event, a failed response), by cause: the condition that failed the work.", "cause"),
 		transcription: hist1("realtime", "transcription_latency_seconds",
 			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
 		txSpeechEndDone: hist1("realtime", "transcription_speech_end_to_completed_seconds",
@@ -221,7 +224,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	reg.MustRegister(c.requestSuccess, c.requestFailure, c.e2eLatency, c.ttft, c.itl, c.promptTokens,
 		c.generationTokens, c.duplexTurns, c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun, c.activeSessions,
-		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.functionCall, c.transcription, c.txSpeechEndDone, c.txFirstDelta, c.txItems, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
+		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.engineErrors, c.functionCall, c.transcription, c.txSpeechEndDone, c.txFirstDelta, c.txItems, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
 	for _, comp := range PanicComponents {
@@ -241,6 +244,9 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	}
 	for _, k := range MCPFailureKinds {
 		c.mcpCallFailures.WithLabelValues(k)
+	}
+	for _, k := range EngineErrorCauses {
+		c.engineErrors.WithLabelValues(k)
 	}
 	for _, kind := range []string{KindChat, KindDuplex} {
 		for _, r := range finishedReasons {
@@ -591,6 +597,8 @@ func (l *loadCollector) Collect(ch chan<- prometheus.Metric) {
 type EngineKV struct {
 	Cells, CellsHeld, CellsReserved, Sequences int
 	FullEvents                                 int64
+	// DecodeErrors counts decode steps that failed for another reason than a full cache.
+	DecodeErrors int64
 	// RefusedSlots and RefusedKV count sequence opens refused for want of a slot or of room
 	// to reserve a window in the cache.
 	RefusedSlots, RefusedKV int64
@@ -598,9 +606,9 @@ type EngineKV struct {
 
 // kvCollector exports the engine's KV cache figures from a function read at scrape time.
 type kvCollector struct {
-	cells, held, reserved, seqs, full, refused *prometheus.Desc
-	mu                                         sync.Mutex
-	fn                                         func() EngineKV
+	cells, held, reserved, seqs, full, decodeErrs, refused *prometheus.Desc
+	mu                                                     sync.Mutex
+	fn                                                     func() EngineKV
 }
 
 func newKVCollector() *kvCollector {
@@ -615,6 +623,8 @@ func newKVCollector() *kvCollector {
 			"Open engine sequences (one per realtime session and per chat request generating).", nil, nil),
 		full: prometheus.NewDesc("omniserve_engine_kv_cache_full_total",
 			"Decode steps that found the shared KV cache full (the longest sequence was truncated, or failed under engine overflow \"error\"); a planned cache keeps this at 0.", nil, nil),
+		decodeErrs: prometheus.NewDesc("omniserve_engine_decode_errors_total",
+			"Decode steps llama.cpp failed for another reason than a full KV cache (each failed the step's sequences with cause decode_failed).", nil, nil),
 		refused: prometheus.NewDesc("omniserve_engine_sequences_refused_total",
 			"Engine sequence opens refused up front, by reason: slots (engine.max_sequences live) or kv (no room to reserve a window in the cache).", []string{"reason"}, nil),
 	}
@@ -626,6 +636,7 @@ func (k *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- k.reserved
 	ch <- k.seqs
 	ch <- k.full
+	ch <- k.decodeErrs
 	ch <- k.refused
 }
 
@@ -642,6 +653,7 @@ func (k *kvCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(k.seqs, prometheus.GaugeValue, float64(s.Sequences))
 	ch <- prometheus.MustNewConstMetric(k.reserved, prometheus.GaugeValue, float64(s.CellsReserved))
 	ch <- prometheus.MustNewConstMetric(k.full, prometheus.CounterValue, float64(s.FullEvents))
+	ch <- prometheus.MustNewConstMetric(k.decodeErrs, prometheus.CounterValue, float64(s.DecodeErrors))
 	ch <- prometheus.MustNewConstMetric(k.refused, prometheus.CounterValue, float64(s.RefusedSlots), "slots")
 	ch <- prometheus.MustNewConstMetric(k.refused, prometheus.CounterValue, float64(s.RefusedKV), "kv")
 }

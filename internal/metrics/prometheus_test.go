@@ -73,7 +73,7 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	// carries a session, request or response id.
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 44, "all but the backpressure family, which nothing observed and no stage was initialized")
+	require.Len(t, mfs, 46, "all but the backpressure family, which nothing observed and no stage was initialized")
 	for _, mf := range mfs {
 		name := mf.GetName()
 		require.True(t, strings.HasPrefix(name, "omniserve_"), name)
@@ -99,7 +99,7 @@ func TestCollectorsPresentAtStartup(t *testing.T) {
 	c.InitStages(2)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 47)
+	require.Len(t, mfs, 49)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems)

@@ -16,8 +16,8 @@ import (
 
 // TestConcurrentAutoResponseSessions streams real-time audio into 16 auto_response sessions at
 // once (speech, then silence, repeated) and checks that every session gets decisions and
-// transcripts, that the pipeline answers, that every session closes cleanly, and that all slots
-// and goroutines come back. Streams last 12 s; -short streams 2 s and checks decisions and clean
+// transcripts, that the pipeline answers, that no engine failure is counted (issue 27), that
+// every session closes cleanly, and that all slots and goroutines come back. Streams last 12 s; -short streams 2 s and checks decisions and clean
 // ends only (2 shared cores cannot run 16 real-time ASR streams; see docs/BENCHMARKS.md).
 func TestConcurrentAutoResponseSessions(t *testing.T) {
 	const sessions = 16
@@ -25,7 +25,8 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	if testing.Short() {
 		streamFor = 2 * time.Second
 	}
-	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions}, realtime.HandlerConfig{}, nil)
+	failures := &engineFailures{}
+	srv := newServer(t, session.ManagerConfig{MaxSessions: sessions, Metrics: failures}, realtime.HandlerConfig{}, nil)
 	// The ASR pool builds decoders lazily and one at a time (about a second each, several under
 	// -race on a busy machine): without warming, the last sessions of a cold pool waited half a
 	// minute for theirs and heard nothing in the window. This test is about steady-state
@@ -74,7 +75,10 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 			defer wg.Done()
 			var grace <-chan time.Time
 			for {
-				if grace != nil && ((testing.Short() && results[i].listens > 0) || results[i].transcripts > 0) {
+				// After the stream, wait for the user's last words and the answer to them: the
+				// answer's response.created follows its transcript, so leaving at the transcript
+				// once counted no response at all when every session's ASR lagged the stream.
+				if grace != nil && ((testing.Short() && results[i].listens > 0) || (results[i].transcripts > 0 && results[i].responses > 0)) {
 					return
 				}
 				select {
@@ -130,6 +134,9 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	if !testing.Short() {
 		require.Positive(t, total, "responses")
 	}
+	// Every engine failure is counted with its cause, also one that no response was there to
+	// carry to the client (issue 27's engine_error was seen once and never explained).
+	require.Empty(t, failures.list(), "engine failures by cause")
 	require.Equal(t, sessions, srv.m.Active())
 	// 16 sequences each reserved their window: the shared KV cache was never found full (issue
 	// 27's unexplained engine_error was suspected to be "failed to find a memory slot").
@@ -147,4 +154,26 @@ func TestConcurrentAutoResponseSessions(t *testing.T) {
 	srv.waitSlots(t, 0)
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+2 }, 10*time.Second, 50*time.Millisecond,
 		"goroutines: before %d, now %d", before, runtime.NumGoroutine())
+}
+
+// engineFailures is the session manager's metrics in this test: it keeps the cause of every
+// engine failure the sessions counted.
+type engineFailures struct {
+	mu     sync.Mutex
+	causes []string
+}
+
+func (f *engineFailures) AddDetachedSessions(int) {}
+func (f *engineFailures) CountPanic(string)       {}
+func (f *engineFailures) CountEviction()          {}
+func (f *engineFailures) CountEngineError(cause string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.causes = append(f.causes, cause)
+}
+
+func (f *engineFailures) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.causes...)
 }

@@ -1,9 +1,11 @@
 package requestclient
 
 import (
+	"context"
 	"errors"
 
 	"github.com/omniserve/omniserve/internal/gpu"
+	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -84,4 +86,49 @@ func SamplingErrorOf(err error) (*SamplingError, bool) {
 		return nil, false
 	}
 	return &SamplingError{Param: se.Param, Message: se.Error()}, true
+}
+
+// causes maps the lower layers' sentinels to the cause an engine failure is counted and logged
+// under (metrics.EngineErrorCauses), in the order they are looked for: an error's chain may hold
+// more than one (a synthesis cut by a cancel is a cancel; a decode failure under a prefill is a
+// decode failure).
+var causes = []struct {
+	cause string
+	errs  []error
+}{
+	{metrics.CauseContextLength, []error{stage.ErrContextLength}},
+	{metrics.CauseContextFull, []error{gpu.ErrContextFull}},
+	{metrics.CauseDecodeFailed, []error{gpu.ErrDecode}},
+	{metrics.CauseEnginePanic, []error{gpu.ErrPanic}},
+	{metrics.CauseSampler, []error{gpu.ErrNoLogits, gpu.ErrGrammarStuck}},
+	{metrics.CauseSequenceBusy, []error{gpu.ErrBusy}},
+	{metrics.CauseEmptyHistory, []error{gpu.ErrEmptyHistory}},
+	{metrics.CauseInvalidToken, []error{gpu.ErrInvalidToken}},
+	{metrics.CauseTemplate, []error{stage.ErrTemplate}},
+	{metrics.CauseOverloaded, []error{stage.ErrQueueFull, gpu.ErrNoFreeSlot}},
+	{metrics.CauseCancelled, []error{context.Canceled, context.DeadlineExceeded}},
+	{metrics.CauseClosed, []error{gpu.ErrClosed, stage.ErrClosed}},
+	{metrics.CauseSynthesis, []error{stage.ErrSynthesis}},
+	{metrics.CauseInvalidRequest, []error{stage.ErrInvalidRequest}},
+}
+
+// ErrorCause names the condition behind an engine failure: one of metrics.EngineErrorCauses,
+// metrics.CauseUnknown when err wraps none of the known sentinels (its log line then carries
+// the whole chain).
+func ErrorCause(err error) string {
+	if err == nil {
+		return metrics.CauseUnknown
+	}
+	var ue *stage.UpstreamError
+	if errors.As(err, &ue) {
+		return metrics.CauseUpstream
+	}
+	for _, c := range causes {
+		for _, e := range c.errs {
+			if errors.Is(err, e) {
+				return c.cause
+			}
+		}
+	}
+	return metrics.CauseUnknown
 }

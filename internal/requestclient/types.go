@@ -1,6 +1,8 @@
 package requestclient
 
 import (
+	"fmt"
+
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -260,6 +262,9 @@ func outputFromStage(m stage.OutputMessage) Output {
 		}
 	default:
 		o.Kind = OutError
+		if o.Err == nil {
+			o.Err = fmt.Errorf("stage output of unknown kind %v", m.Kind)
+		}
 	}
 	return o
 }

@@ -70,7 +70,8 @@ func TestOutputFromStage(t *testing.T) {
 		{stage.OutputMessage{Kind: stage.Error, Turn: 1, Err: boom}, Output{Kind: OutError, Turn: 1, Err: boom}},
 		{stage.OutputMessage{Kind: stage.Usage, Turn: 1, Usage: &stage.TokenUsage{InputTokens: 30, CachedTokens: 20, OutputTokens: 5, Final: true}},
 			Output{Kind: OutUsage, Turn: 1, Usage: &Usage{InputTokens: 30, CachedTokens: 20, OutputTokens: 5, Final: true}}},
-		{stage.OutputMessage{Kind: stage.OutputKind(99), Turn: 1}, Output{Kind: OutError, Turn: 1}},
+		// An unknown kind is an error that names itself, never a bare "engine error".
+		{stage.OutputMessage{Kind: stage.OutputKind(99), Turn: 1}, Output{Kind: OutError, Turn: 1, Err: errors.New("stage output of unknown kind OutputKind(99)")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in.Kind.String(), func(t *testing.T) {

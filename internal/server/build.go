@@ -105,7 +105,8 @@ func (s *Server) buildPipeline(ctx context.Context) error {
 		collectors.SetEngineKV(func() metrics.EngineKV {
 			st := eng.KVStats()
 			return metrics.EngineKV{Cells: st.Cells, CellsHeld: st.CellsHeld, CellsReserved: st.WorstCaseHeld,
-				Sequences: st.Sequences, FullEvents: st.FullEvents, RefusedSlots: st.RefusedSlots, RefusedKV: st.RefusedKV}
+				Sequences: st.Sequences, FullEvents: st.FullEvents, RefusedSlots: st.RefusedSlots, RefusedKV: st.RefusedKV,
+				DecodeErrors: st.DecodeErrors}
 		})
 		s.sessionLimit = s.kvSessionLimit(eng.KVStats())
 	}

@@ -23,7 +23,8 @@ func (s *Session) drainOutputs() {
 
 func (s *Session) routeOutput(o requestclient.Output) {
 	if o.Kind == requestclient.OutError && o.Turn < 0 {
-		s.send(engineErrorEvent(s.epoch, "runtime_append_failed", errString(o.Err), "", o.Err))
+		cause := s.engineFailed("runtime_append_failed", o.Err, true)
+		s.send(engineErrorEvent(s.epoch, "runtime_append_failed", engineErrorMessage(o.Err, cause), "", o.Err))
 		return
 	}
 	if o.Kind == requestclient.OutDecision && o.Decision == requestclient.DecisionListen && s.aheadListens > 0 {
@@ -87,8 +88,14 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	}
 	if r == nil {
 		if !s.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
-			if o.Kind == requestclient.OutFinished {
+			switch o.Kind {
+			case requestclient.OutFinished:
 				s.closeTurn(o.Turn)
+			case requestclient.OutError:
+				// A turn that failed before a response was there to carry it (its prefill, or
+				// the engine's reply ahead of its speak decision): no event to fail, but the
+				// failure is logged and counted with its cause.
+				s.engineFailed(outputErrorCode(o.Err), o.Err, false)
 			}
 			return
 		}
@@ -151,10 +158,14 @@ func (s *Session) handleResult(res jobResult) {
 		if res.itemID != "" && s.opts.Transcription {
 			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
+		msg := fmt.Sprintf("engine: %v", res.err)
+		if res.errCode != "input_audio_buffer_commit_empty" { // the client's mistake, not the engine's
+			msg = "engine: " + engineErrorMessage(res.err, s.engineFailed(res.errCode, res.err, true))
+		}
 		if active {
-			s.failResponse(r, res.errCode, fmt.Sprintf("engine: %v", res.err), res.err)
+			s.failResponse(r, res.errCode, msg, res.err)
 		} else {
-			s.send(engineErrorEvent(s.epoch, res.errCode, fmt.Sprintf("engine: %v", res.err), "", res.err))
+			s.send(engineErrorEvent(s.epoch, res.errCode, msg, "", res.err))
 		}
 		return
 	}

@@ -260,7 +260,9 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		r.finish = o.FinishReason
 		s.pace()
 	case requestclient.OutError:
-		s.failResponse(r, outputErrorCode(o.Err), errString(o.Err), o.Err)
+		code := outputErrorCode(o.Err)
+		cause := s.engineFailed(code, o.Err, true)
+		s.failResponse(r, code, engineErrorMessage(o.Err, cause), o.Err)
 	}
 }
 

@@ -517,7 +517,7 @@ func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage
 	}
 	want, err := d.p.deps.Engine.ChatPrompt(hist, addGen)
 	if err != nil {
-		return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
+		return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
 	}
 	delta, ok := strings.CutPrefix(want, fed)
 	if !ok {
@@ -525,7 +525,7 @@ func (d *DuplexStream) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage
 		// append the newest message rendered alone rather than re-prefilling everything.
 		last := hist[max(len(hist)-1, 0):]
 		if delta, err = d.p.deps.Engine.ChatPrompt(last, addGen); err != nil {
-			return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w", err)
+			return gpu.AppendStats{}, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
 		}
 	}
 	if delta == "" {

@@ -110,7 +110,7 @@ func (d *DuplexStream) endOfTurn(text string) (EndOfTurn, error) {
 	d.mu.Unlock()
 	want, err := eng.ChatPrompt(hist, false)
 	if err != nil {
-		return EndOfTurn{}, fmt.Errorf("rendering conversation: %w", err)
+		return EndOfTurn{}, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
 	}
 	delta, ok := strings.CutPrefix(want, fed)
 	if !ok {
@@ -118,7 +118,7 @@ func (d *DuplexStream) endOfTurn(text string) (EndOfTurn, error) {
 		// reply's header): the open message rendered alone follows what the sequence holds,
 		// as syncHistoryTo appends it.
 		if delta, err = eng.ChatPrompt(hist[len(hist)-1:], false); err != nil {
-			return EndOfTurn{}, fmt.Errorf("rendering conversation: %w", err)
+			return EndOfTurn{}, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
 		}
 	}
 	delta, ok = strings.CutSuffix(delta, end.Markup)

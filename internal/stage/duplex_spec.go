@@ -246,7 +246,7 @@ func (d *DuplexStream) openSpecSequence(ctx context.Context, msgs []gpu.ChatMess
 	eng := d.p.deps.Engine
 	prompt, err := eng.ChatPrompt(msgs, true)
 	if err != nil {
-		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
+		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w: %w", ErrTemplate, err)
 	}
 	limit := eng.Info().SeqContext
 	n, over, err := eng.CountTokens(prompt, limit)
@@ -265,7 +265,7 @@ func (d *DuplexStream) openSpecSequence(ctx context.Context, msgs []gpu.ChatMess
 	body, err := eng.ChatPrompt(msgs, false)
 	if err != nil {
 		seq.Close()
-		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w", err)
+		return nil, gpu.AppendStats{}, fmt.Errorf("rendering response input: %w: %w", ErrTemplate, err)
 	}
 	tail, ok := strings.CutPrefix(prompt, body)
 	if !ok {

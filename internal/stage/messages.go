@@ -236,6 +236,10 @@ var (
 	// ErrContextLength reports a prompt that does not fit the model's context window; the
 	// error is a *ContextLengthError.
 	ErrContextLength = errors.New("stage: prompt exceeds the context window")
+	// ErrTemplate reports a conversation the chat template could not render.
+	ErrTemplate = errors.New("stage: chat template")
+	// ErrSynthesis reports a phrase the talker could not voice (the TTS failed).
+	ErrSynthesis = errors.New("stage: speech synthesis")
 )
 
 // ContextLengthError reports a chat prompt (plus the requested completion) longer than the

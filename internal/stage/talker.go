@@ -126,7 +126,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		case errors.Is(err, audio.ErrEmptyText):
 			return nil // nothing to say
 		case err != nil:
-			return fmt.Errorf("synthesizing phrase: %w", err)
+			return fmt.Errorf("synthesizing phrase: %w: %w", ErrSynthesis, err)
 		}
 		return nil
 	}
@@ -144,7 +144,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		case errors.Is(err, audio.ErrEmptyText):
 			return nil // nothing to say (a phrase of symbols flite cannot voice)
 		case err != nil:
-			return fmt.Errorf("synthesizing phrase: %w", err)
+			return fmt.Errorf("synthesizing phrase: %w: %w", ErrSynthesis, err)
 		}
 		// The reply's first audio carries speech at once; later phrases keep a short pause
 		// on each side, the prosody between phrases.
