@@ -1,7 +1,10 @@
 package session
 
 import (
+	"context"
 	"fmt"
+
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
@@ -29,11 +32,58 @@ func (s *Session) refuseInTranscription(eventID, kind string) bool {
 func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
 	return &protocol.TranscriptionSession{
 		ID: s.id, Object: "realtime.transcription_session", Type: "transcription", ExpiresAt: s.expiresAt.Unix(),
-		Audio: protocol.SessionAudio{Input: s.audioInput(true)},
+		Audio: protocol.SessionAudio{Input: s.audioInput(true)}, Include: s.includeWire(),
 		// omniserve extensions
 		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), State: s.state,
 		Capabilities: protocol.TranscriptionCapabilities{SupportsSessionResume: s.Resumable()},
 	}
+}
+
+// includeWire is the session object's include: the logprobs value while it is set, else null.
+func (s *Session) includeWire() *[]string {
+	if !s.cfg.TranscriptLogprobs {
+		return nil
+	}
+	return &[]string{protocol.IncludeLogprobs}
+}
+
+// wantsLogprobs is whether transcripts should carry their words' logprobs now: include asks
+// for them and the client gets transcription events (the lattice passes cost ~1.5 ms per
+// utterance, not paid for nothing).
+func (s *Session) wantsLogprobs() bool { return s.cfg.TranscriptLogprobs && s.sendsTranscripts() }
+
+// transcriptLogprobsError refuses include logprobs where the recognizer has none (a remote
+// ASR answers with text only): an error with its param, not completed events without them.
+func (s *Session) transcriptLogprobsError(next Config) *FieldError {
+	if !next.TranscriptLogprobs {
+		return nil
+	}
+	if b, ok := s.m.backend.(TranscriptLogprobBackend); ok && b.SupportsTranscriptLogprobs() {
+		return nil
+	}
+	return &FieldError{"unsupported_value", "session.include",
+		"item.input_audio_transcription.logprobs needs the local speech recognizer; this server's ASR gives no log probabilities."}
+}
+
+// syncTranscriptLogprobs makes the open engine stream's logprobs setting follow the session's,
+// as a job: in wire order with the commits before and after the session.update, so an item
+// carries logprobs exactly when the include in force at its commit asked.
+func (s *Session) syncTranscriptLogprobs() {
+	on := s.wantsLogprobs()
+	if s.engine == nil || s.engineOpts.TranscriptLogprobs == on {
+		return
+	}
+	setter, ok := s.engine.(TranscriptLogprobSetter)
+	if !ok {
+		return
+	}
+	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+		return jobResult{err: setter.SetTranscriptLogprobs(ctx, on), errCode: "runtime_append_failed"}
+	}}) {
+		s.log.Warn("transcript logprobs setting not queued: the engine queue is full", zap.Bool("on", on))
+		return
+	}
+	s.engineOpts.TranscriptLogprobs = on
 }
 
 // sendTranscriptionFailed reports a committed item that could not be transcribed, and records
