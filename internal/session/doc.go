@@ -52,9 +52,10 @@
 //     ends the engine's outputs have not reached yet.
 //
 // The session's own files turn those into events and engine calls: input.go (above: one
-// append from the wire to the engine), handlers.go (the other client events: session.update,
-// handleCommit, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go
-// (decode ahead of the commit), response.go (a response's life: begin, outputs, pacing, done, cancel),
+// append from the wire to the engine), turn.go (how a turn is born: a commit, response.create or
+// the engine's speak decision, each ending in beginResponse), handlers.go (the other client
+// events: session.update, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go
+// (decode ahead of the commit), response.go (a response's life after its birth: outputs, pacing, done, cancel),
 // outputs.go (the engine's outputs and job results), tools.go, mcp.go and mcp_call.go
 // (function and MCP tools), transcription.go (transcription sessions), resume.go, budget.go
 // (the inbox's byte budget, the history trim), usage.go, limits.go. backend.go and
@@ -70,7 +71,7 @@
 // and reports it in its speak decision. The engine tags every row, output and end report with the
 // id; endResponse closes the turn once with its reason (Engine.FinalizeTurn, or
 // FinalizeUnstartedTurn for a response cancelled before it started). How a turn is born, served
-// and recorded: response.go (beginResponse, endResponse), requestclient/duplex_turns.go
+// and recorded: turn.go (beginResponse), response.go (endResponse), requestclient/duplex_turns.go
 // (routing and the record), metrics/turn.go (the figures); docs/STATS.md "One turn, one id".
 //
 // # Queues, and why each exists

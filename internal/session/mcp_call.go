@@ -406,22 +406,6 @@ func (s *Session) startFollowUp(depth int) {
 	s.startModelReply(r, o)
 }
 
-// startModelReply queues the engine response of r (as response.create does).
-func (s *Session) startModelReply(r *response, o respOptions) {
-	eng := s.engine
-	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
-		if !r.claimEngine() {
-			return jobResult{}
-		}
-		t, err := o.respond(ctx, eng, r.turn)
-		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
-	}}) {
-		s.failResponse(r, "input_backpressure", "too many pending engine jobs", nil)
-		return
-	}
-	r.jobbed = true
-}
-
 // createApprovalResponse is conversation.item.create with an mcp_approval_response: the
 // client's answer to an mcp_approval_request. Approved, the session runs the call in a
 // response of its own whose model reply follows the call; denied, the denial joins the

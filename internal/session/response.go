@@ -2,9 +2,7 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -103,12 +101,6 @@ type respOptions struct {
 	mcpDepth int
 }
 
-func newResponseID(sessionID string, epoch int) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("resp-%s-%d-%s", sessionID, epoch, hex.EncodeToString(b[:]))
-}
-
 // heardText is the assistant text the user has heard: what was sent, clipped to the client's
 // playback acknowledgement when there is one.
 func (r *response) heardText() string {
@@ -137,58 +129,6 @@ func (r *response) claimEngine() bool {
 // their flag before reading the other's, so one of them sees the other.)
 func (r *response) neverStarts() bool {
 	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
-}
-
-// beginResponse opens a response with options o (begin_response): new ids, turn state,
-// metrics turn, and the response.created sequence.
-func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
-	s.idle.stop()
-	s.resetVAD()
-	s.turnID++
-	// The response answers the input built so far (or the engine's own turn, which already
-	// answered it); the next input is a new turn.
-	turn := stageTurn
-	if turn < 0 {
-		turn = s.input
-	}
-	s.input = max(s.input, turn+1)
-	r := &response{
-		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
-		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
-		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
-		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
-	}
-	r.itemID = "item_" + r.id
-	r.toolCalls = s.toolCallsAnswered.take()
-	s.resp = r
-	s.turnState = TurnAssistantGenerating
-	if s.engine != nil {
-		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
-		s.engine.BeginTurn(r.turn, r.id, r.turnID, arrival)
-	}
-	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
-	r.item = it
-	r.prevItemID = s.conv.lastID()
-	if !r.outOfBand {
-		s.conv.insert(it, "")
-	}
-	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
-	// must not drop a response.created the client has not been sent yet, or it would get
-	// response.done for a response it never saw created. Only the model's output is fenced.
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseCreated{
-		ResponseID: r.id, Response: s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)}})
-	added := it.item()
-	added.Content = []protocol.ContentPart{}
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, Item: added}})
-	if !r.outOfBand {
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemAdded{PreviousItemID: r.prevItemID, Item: added}})
-	}
-	if r.audio {
-		// The part is "audio" in both dialects (what omniserve has always sent here).
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartAdded{
-			ResponseID: r.id, ItemID: r.itemID, Part: protocol.AudioPart("audio", "")}})
-	}
-	return r
 }
 
 // responseObject is the realtime.response of response.created / response.done.

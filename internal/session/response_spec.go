@@ -105,3 +105,64 @@ func outputErrorCode(err error) string {
 func (c Config) replyOptions(maxTokens int) respOptions {
 	return respOptions{audio: c.WantAudio(), maxTokens: maxTokens, format: c.OutputFormat}
 }
+
+// responseOptions resolves response.create's overrides against the session; the error names
+// the offending param.
+func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
+	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, metadata: c.Metadata}
+	if c.Unsupported != "" {
+		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
+			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
+	}
+	if fe := s.resolveSpec(c, &o); fe != nil {
+		return o, fe
+	}
+	if fe := s.tools.resolveTools(s.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
+		return o, fe
+	}
+	if c.Modalities != nil {
+		audio, text := false, false
+		for _, m := range c.Modalities {
+			switch m {
+			case "audio":
+				audio = true
+			case "text":
+				text = true
+			default:
+				return o, &FieldError{"invalid_value", "response.output_modalities", fmt.Sprintf("unsupported modality %q", m)}
+			}
+		}
+		if !audio && !text {
+			return o, &FieldError{"invalid_value", "response.output_modalities", "at least one modality is required"}
+		}
+		o.audio = audio
+	}
+	if c.MaxOutputTokens != nil {
+		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > MaxOutputTokensLimit {
+			return o, &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
+		}
+		o.maxTokens = *c.MaxOutputTokens
+	}
+	if c.OutputFormat != nil {
+		f, err := NormalizeOutputFormat(*c.OutputFormat)
+		if err != nil {
+			return o, &FieldError{"invalid_value", "response.audio.output.format", err.Error()}
+		}
+		o.format = f
+	}
+	if len(c.Metadata) > 16 {
+		return o, &FieldError{"invalid_value", "response.metadata", "metadata holds at most 16 pairs"}
+	}
+	for k, v := range c.Metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return o, &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
+		}
+	}
+	if o.audio && !s.cfg.WantAudio() {
+		// The engine stream's talker is chosen with the session's modalities; a text-only
+		// response on an audio session just sends no audio.
+		return o, &FieldError{"invalid_value", "response.output_modalities",
+			"audio responses need output_modalities [\"audio\"] in the session (session.update)"}
+	}
+	return o, nil
+}
