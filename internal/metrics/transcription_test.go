@@ -51,6 +51,12 @@ func TestTranscriptionItemTables(t *testing.T) {
 		Committed: 2000, Done: 2000.031, Outcome: ItemFailed, Error: "engine_error"}
 	checkGolden(t, "transcription_item", RenderTranscriptionItem(vadItem())+"\n")
 	checkGolden(t, "transcription_item_failed", RenderTranscriptionItem(failed)+"\n")
+	// Cut short: committed (it waited 1.2 s for its transcript), or only spoken.
+	committed := TranscriptionItem{ItemID: "item_80b2", SessionID: "sess_91c2", AudioMs: 2340, SpeechEnd: 3000, Committed: 3000,
+		FirstDelta: 2999.6, Done: 3001.2, Deltas: 3, Outcome: ItemCancelled, Reason: "disconnect"}
+	spoken := TranscriptionItem{ItemID: "item_80b3", SessionID: "sess_91c2", FirstDelta: 3500.4, Done: 3501, Deltas: 2,
+		Outcome: ItemCancelled, Reason: "input_audio_buffer_cleared"}
+	checkGolden(t, "transcription_item_cancelled", RenderTranscriptionItem(committed)+"\n"+RenderTranscriptionItem(spoken)+"\n")
 }
 
 func TestLogTranscriptionItem(t *testing.T) {
@@ -79,9 +85,11 @@ func TestObserveTranscriptionItem(t *testing.T) {
 	c := NewCollectors(reg, "m")
 	c.ObserveTranscriptionItem(vadItem())
 	c.ObserveTranscriptionItem(TranscriptionItem{Committed: 1, Done: 1.1, Outcome: ItemFailed, Error: "engine_error"})
+	c.ObserveTranscriptionItem(TranscriptionItem{Committed: 1, Done: 2, Outcome: ItemCancelled, Reason: "disconnect"})
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.txItems.WithLabelValues(ItemCompleted)), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.txItems.WithLabelValues(ItemFailed)), 0)
-	// Failed items are counted, not timed; the partial before the speech end observes 0.
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.txItems.WithLabelValues(ItemCancelled)), 0)
+	// Failed and cancelled items are counted, not timed; the partial before the speech end observes 0.
 	for _, tc := range []struct {
 		name string
 		sum  float64

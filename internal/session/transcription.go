@@ -143,10 +143,40 @@ func (s *Session) txCut(itemID string) {
 }
 
 // dropOpenDeltas forgets the open utterance's deltas (its audio was discarded); the next
-// utterance gets a new item id.
+// utterance gets a new item id. In a transcription session the utterance, announced by
+// speech_started or its deltas, is recorded as cancelled.
 func (s *Session) dropOpenDeltas() {
 	if s.tracksDeltas() && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
+		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reasonCleared)
 		s.tx.drop(s.speechItemID)
+		s.speechItemID = ""
+	}
+}
+
+// reasonCleared is a cancelled item's reason when input_audio_buffer.clear dropped its audio.
+const reasonCleared = "input_audio_buffer_cleared"
+
+// openTranscriptionItem notes a transcription session's committed item: it is recorded once it
+// ends, as completed, failed or (cancelTranscriptionItems) cancelled.
+func (s *Session) openTranscriptionItem(itemID string) {
+	if s.opts.Transcription {
+		s.txOpen = append(s.txOpen, itemID)
+	}
+}
+
+// cancelTranscriptionItems records, as cancelled with the session's close reason, every item
+// of a transcription session that the close cut short: committed items whose transcript never
+// came, then the utterance speech_started (or its deltas) announced but no commit took.
+func (s *Session) cancelTranscriptionItems(reason string) {
+	if !s.opts.Transcription {
+		return
+	}
+	for len(s.txOpen) > 0 {
+		id := s.txOpen[0]
+		s.recordTranscriptionItem(id, s.conv.find(id), metrics.ItemCancelled, reason)
+	}
+	if s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
+		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reason)
 		s.speechItemID = ""
 	}
 }
@@ -175,17 +205,31 @@ type TranscriptionMetrics interface {
 }
 
 // recordTranscriptionItem records a transcription session item that ended now (.completed or
-// .failed was just sent): one immutable metrics.TranscriptionItem, observed by Prometheus and,
-// with --log-stats, logged as its table (or JSON record). it may be nil (an item the history
-// trimmed); code is the failure's code.
+// .failed was just sent, or it was cut short): one immutable metrics.TranscriptionItem,
+// observed by Prometheus and, with --log-stats, logged as its table (or JSON record). it may
+// be nil (an item the history trimmed, or a cancelled one never committed); code is the
+// failure's code, or a cancelled item's reason.
 func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string) {
 	if !s.opts.Transcription {
 		return
+	}
+	committed := false
+	for i, id := range s.txOpen {
+		if id == itemID {
+			s.txOpen, committed = append(s.txOpen[:i], s.txOpen[i+1:]...), true
+			break
+		}
 	}
 	now := s.m.cfg.WallClock()
 	times := s.tx.timing(itemID)
 	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: s.id, Committed: now, Done: now,
 		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code}
+	if outcome == metrics.ItemCancelled {
+		rec.Error, rec.Reason = "", code
+		if !committed {
+			rec.Committed = 0 // only spoken: no commit to measure from
+		}
+	}
 	if it != nil {
 		rec.AudioMs, rec.Transcript = it.AudioMs, it.Transcript
 		if it.CommittedAt > 0 {
