@@ -234,7 +234,7 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "realtime",
-		Short: "The realtime WebSocket endpoint: event overhead, TTFP, barge-in, real-time sessions, --log-stats and tracing cost",
+		Short: "The realtime WebSocket endpoint: event overhead, TTFP, barge-in, real-time sessions, transcription sessions, --log-stats and tracing cost",
 		Long: "Realtime builds servers (plain, whose session backend is timed; one with --log-stats --log-format " +
 			"json whose log is discarded; with --tracing-n, twins that differ only in tracing over OTLP/HTTP to a " +
 			"receiver the bench runs on loopback) and " +
@@ -255,9 +255,17 @@ func newBenchRealtimeCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.MaxSessions, "max-sessions", 16, "largest concurrency tried for real time")
 	fs.DurationVar(&o.Ramp, "ramp", 8*time.Second, "audio streamed per concurrency step")
 	fs.IntSliceVar(&o.RSSSessions, "rss-sessions", []int{8, 32}, "live-session counts at which rss_per_session_mib is measured (0: skip the step)")
+	fs.IntVar(&o.TxSessions, "tx-sessions", 16, "largest concurrency of the transcription-session ramp (1, 2, 4, 6, 8, 12, 16, …; 0: skip it)")
+	fs.IntVar(&o.TxUtterances, "tx-utterances", 3, "utterances (the speech + 1.5 s silence) each transcription session streams")
 	addReportFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		most := o.MaxSessions
+		if o.TxSessions < 0 {
+			return withExitCode(exitUsage, fmt.Errorf("--tx-sessions %d: want 0 (skip) or more", o.TxSessions))
+		}
+		if o.TxUtterances < 1 {
+			return withExitCode(exitUsage, fmt.Errorf("--tx-utterances %d: want at least 1", o.TxUtterances))
+		}
+		most := max(o.MaxSessions, o.TxSessions)
 		for _, n := range o.RSSSessions {
 			most = max(most, n)
 		}

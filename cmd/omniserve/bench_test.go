@@ -40,6 +40,12 @@ func TestBenchUsageErrors(t *testing.T) {
 	code, _, _, errOut = cliRun(t, nil, "bench", "speech", "--part", "nothing")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, `--part "nothing"`)
+	code, _, _, errOut = cliRun(t, nil, "bench", "realtime", "--tx-sessions", "-1")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--tx-sessions -1")
+	code, _, _, errOut = cliRun(t, nil, "bench", "realtime", "--tx-utterances", "0")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--tx-utterances 0")
 	// A report directory that cannot be made fails before the run, not after it.
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))

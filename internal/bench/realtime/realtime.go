@@ -21,16 +21,18 @@ import (
 
 // Options are the measurement's shape.
 type Options struct {
-	OverheadN   int           // append events timed for the event overhead
-	TTFPN       int           // turns timed for TTFP, a fresh session each
-	PacedTurns  int           // turns of the paced TTFP session (the first is dropped)
-	BargeN      int           // barge-ins timed
-	LogStatsN   int           // turns per side timed with and without --log-stats
-	TracingN    int           // turns per side timed with and without tracing; 0 skips it
-	MaxSessions int           // largest concurrency tried for real time
-	Ramp        time.Duration // audio streamed per concurrency step
-	RSSSessions []int         // live-session counts at which the RSS per session is measured; none skips it
-	Meter       bench.Meter   // progress of the steps; nil shows none
+	OverheadN    int           // append events timed for the event overhead
+	TTFPN        int           // turns timed for TTFP, a fresh session each
+	PacedTurns   int           // turns of the paced TTFP session (the first is dropped)
+	BargeN       int           // barge-ins timed
+	LogStatsN    int           // turns per side timed with and without --log-stats
+	TracingN     int           // turns per side timed with and without tracing; 0 skips it
+	MaxSessions  int           // largest concurrency tried for real time
+	Ramp         time.Duration // audio streamed per concurrency step
+	RSSSessions  []int         // live-session counts at which the RSS per session is measured; none skips it
+	TxSessions   int           // largest concurrency of the transcription-session ramp (txSteps); 0 skips it
+	TxUtterances int           // utterances each transcription session streams
+	Meter        bench.Meter   // progress of the steps; nil shows none
 }
 
 // Target is one server under test.
@@ -175,7 +177,11 @@ func Run(ctx context.Context, o Options, ts Targets, timer *Timer, pcm []byte, o
 	if o.TracingN > 0 {
 		tracingSteps = 1 + o.TracingN + 1 + 1
 	}
-	prog := o.Meter.Start("realtime", len(rssSteps)+4+o.LogStatsN+1+tracingSteps+o.TTFPN+o.PacedTurns+o.BargeN+steps, "steps")
+	txCount := len(txSteps(o.TxSessions))
+	if txCount > 0 {
+		txCount++ // the reference session
+	}
+	prog := o.Meter.Start("realtime", len(rssSteps)+4+o.LogStatsN+1+tracingSteps+o.TTFPN+o.PacedTurns+o.BargeN+steps+txCount, "steps")
 	defer prog.Done()
 	var figs []bench.Figure
 	if len(rssSteps) > 0 {
@@ -237,6 +243,14 @@ func Run(ctx context.Context, o Options, ts Targets, timer *Timer, pcm []byte, o
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
+	var txFigs []bench.Figure
+	if o.TxSessions > 0 {
+		tx, best, err := benchTxSessions(ctx, plain.URL, plain.Sessions, pcm, o.TxSessions, o.TxUtterances, out, prog)
+		if err != nil {
+			return nil, fmt.Errorf("transcription sessions: %w", err)
+		}
+		txFigs = txFigures(tx, best, o.TxUtterances)
+	}
 	q := benchreport.Quantile
 	fmt.Fprintf(out, "event overhead: n=%d p50=%.0fus p99=%.0fus\n", len(over), q(over, 50), q(over, 99))
 	fmt.Fprintf(out, "ttfp: n=%d p50=%.1fms p99=%.1fms\n", len(ttfp), q(ttfp, 50), q(ttfp, 99))
@@ -254,6 +268,7 @@ func Run(ctx context.Context, o Options, ts Targets, timer *Timer, pcm []byte, o
 			Definition: "barge_in sent after the 3rd audio delta of a reply → response.done{cancelled}; no old audio may follow"},
 		bench.One("realtime_sessions", "sessions", "largest step of concurrent auto_response sessions whose stage-0 decisions keep up with real-time audio", float64(sessions), 0),
 	}...)
+	figs = append(figs, txFigs...)
 	figs = append(figs, turnMetricsFigures(allocsOff, allocsOn, lsOff, lsOn, out)...)
 	figs = append(figs, tracingFigs...)
 	figs = append(figs, bench.One("stats_heap_growth_kib_per_session_hour", "KiB",
