@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -40,6 +41,10 @@ type TranscriptionItem struct {
 	// Deltas counts the delta events sent for the item, the last one (the rest of the final
 	// transcript) included.
 	Deltas int
+	// RecognizerMs is the CPU time the local recognizer spent on the item's audio (decoding it
+	// as it came, ending the utterance, the logprobs' passes when asked); 0 when not measured (a
+	// remote ASR, a failed or cancelled item).
+	RecognizerMs float64
 	// Transcript is the final transcript ("" when failed).
 	Transcript string
 	// Outcome is ItemCompleted, ItemFailed or ItemCancelled; Error is the failure's code ("" for
@@ -78,6 +83,15 @@ func (r TranscriptionItem) SpeechEndToFirstDeltaMs() (ms float64, ok bool) {
 	return (r.FirstDelta - r.start()) * 1000, true
 }
 
+// RecognizerRTF is the recognizer's real-time factor on the item: its CPU time over the audio's
+// duration (below 1: faster than real time). ok is false when either is unknown.
+func (r TranscriptionItem) RecognizerRTF() (rtf float64, ok bool) {
+	if r.RecognizerMs <= 0 || r.AudioMs <= 0 {
+		return 0, false
+	}
+	return r.RecognizerMs / r.AudioMs, true
+}
+
 // Chars and Words count the final transcript (bytes, as len; whitespace-separated words).
 func (r TranscriptionItem) Chars() int { return len(r.Transcript) }
 
@@ -105,6 +119,10 @@ func (r TranscriptionItem) rows() []kv {
 		rows = append(rows, kv{key: key, val: cell{text: formatFloat(ms)}, num: ms})
 	}
 	rows = append(rows, i("deltas", r.Deltas), i("transcript_chars", r.Chars()), i("transcript_words", r.Words()))
+	rows = append(rows, f("recognizer_ms", r.RecognizerMs))
+	if rtf, ok := r.RecognizerRTF(); ok {
+		rows = append(rows, kv{key: "recognizer_rtf", val: cell{text: strconv.FormatFloat(rtf, 'f', 4, 64)}, num: rtf})
+	}
 	return rows
 }
 

@@ -14,7 +14,7 @@ import (
 func vadItem() TranscriptionItem {
 	return TranscriptionItem{ItemID: "item_7f3a", SessionID: "sess_91c2", AudioMs: 2340,
 		SpeechEnd: 1000.5, Committed: 1000.5, FirstDelta: 1000.08, Done: 1000.6875, Deltas: 4,
-		Transcript: "go forward ten meters", Outcome: ItemCompleted}
+		RecognizerMs: 93.6, Transcript: "go forward ten meters", Outcome: ItemCompleted}
 }
 
 func TestTranscriptionItemFigures(t *testing.T) {
@@ -41,6 +41,11 @@ func TestTranscriptionItemFigures(t *testing.T) {
 			require.InDelta(t, tc.firstDelta, ms, 1e-6)
 		})
 	}
+	rtf, ok := vadItem().RecognizerRTF()
+	require.True(t, ok)
+	require.InDelta(t, 0.04, rtf, 1e-9)
+	_, ok = TranscriptionItem{AudioMs: 640}.RecognizerRTF()
+	require.False(t, ok, "not measured")
 	require.Equal(t, 4, vadItem().Words())
 	require.Equal(t, 21, vadItem().Chars())
 }

@@ -129,7 +129,7 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
 	}
 	s.send(Event{Epoch: s.epoch, Payload: done})
-	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "")
+	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
 	s.trimHistory()
 }
 

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -91,7 +92,7 @@ func (s *Session) syncTranscriptLogprobs() {
 func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionFailed{ItemID: itemID,
 		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
-	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code)
+	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code, 0)
 }
 
 // sendsTranscripts reports whether the client gets input transcription events: always in a
@@ -147,7 +148,7 @@ func (s *Session) txCut(itemID string) {
 // speech_started or its deltas, is recorded as cancelled.
 func (s *Session) dropOpenDeltas() {
 	if s.tracksDeltas() && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
-		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reasonCleared)
+		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reasonCleared, 0)
 		s.tx.drop(s.speechItemID)
 		s.speechItemID = ""
 	}
@@ -173,10 +174,10 @@ func (s *Session) cancelTranscriptionItems(reason string) {
 	}
 	for len(s.txOpen) > 0 {
 		id := s.txOpen[0]
-		s.recordTranscriptionItem(id, s.conv.find(id), metrics.ItemCancelled, reason)
+		s.recordTranscriptionItem(id, s.conv.find(id), metrics.ItemCancelled, reason, 0)
 	}
 	if s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
-		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reason)
+		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reason, 0)
 		s.speechItemID = ""
 	}
 }
@@ -208,8 +209,9 @@ type TranscriptionMetrics interface {
 // .failed was just sent, or it was cut short): one immutable metrics.TranscriptionItem,
 // observed by Prometheus and, with --log-stats, logged as its table (or JSON record). it may
 // be nil (an item the history trimmed, or a cancelled one never committed); code is the
-// failure's code, or a cancelled item's reason.
-func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string) {
+// failure's code, or a cancelled item's reason; recognizer is the recognizer's CPU time on a
+// completed item (0: not measured).
+func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string, recognizer time.Duration) {
 	if !s.opts.Transcription {
 		return
 	}
@@ -223,7 +225,8 @@ func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code
 	now := s.m.cfg.WallClock()
 	times := s.tx.timing(itemID)
 	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: s.id, Committed: now, Done: now,
-		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code}
+		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code,
+		RecognizerMs: float64(recognizer) / float64(time.Millisecond)}
 	if outcome == metrics.ItemCancelled {
 		rec.Error, rec.Reason = "", code
 		if !committed {

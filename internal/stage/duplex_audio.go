@@ -98,15 +98,20 @@ func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 func (a *audioState) finish(keep bool) (Transcription, error) {
 	a.asrHas = false
 	a.deltaSent, a.partialPrev = "", ""
+	var tr Transcription
+	var err error
 	if lf, ok := a.asr.(logprobFinisher); ok && keep && a.logprobs {
-		text, lps, err := lf.FinishLogprobs()
-		if lps == nil {
-			lps = []audio.WordLogprob{} // asked for: an empty transcript has an empty list
+		tr.Text, tr.Logprobs, err = lf.FinishLogprobs()
+		if tr.Logprobs == nil {
+			tr.Logprobs = []audio.WordLogprob{} // asked for: an empty transcript has an empty list
 		}
-		return Transcription{Text: text, Logprobs: lps}, err
+	} else {
+		tr.Text, err = a.asr.Finish()
 	}
-	text, err := a.asr.Finish()
-	return Transcription{Text: text}, err
+	if c, ok := a.asr.(interface{ UtteranceCPU() time.Duration }); ok {
+		tr.RecognizerCPU = c.UtteranceCPU()
+	}
+	return tr, err
 }
 
 // settledDelta is the words of the open utterance newly settled since the last call ("" when

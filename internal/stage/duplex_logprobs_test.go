@@ -44,6 +44,7 @@ func TestDuplexTranscriptLogprobs(t *testing.T) {
 	tr, err := d.Commit(ctx, 0, false)
 	require.NoError(t, err)
 	requireWordLogprobs(t, tr)
+	require.Positive(t, tr.RecognizerCPU, "the recognizer's CPU time on the utterance")
 	text, want, err := p.TranscribeLogprobs(ctx, speech, nil)
 	require.NoError(t, err)
 	require.Equal(t, text, tr.Text)

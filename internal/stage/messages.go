@@ -3,6 +3,7 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/gpu"
@@ -237,6 +238,10 @@ type DuplexOptions struct {
 type Transcription struct {
 	Text     string
 	Logprobs []audio.WordLogprob
+	// RecognizerCPU is the CPU time the local recognizer spent on the utterance (decoding its
+	// audio as it came, ending it, the logprobs' passes); 0 with a remote ASR, whose work is
+	// not ours to measure.
+	RecognizerCPU time.Duration
 }
 
 // Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,
