@@ -460,6 +460,9 @@ type ASRStream struct {
 	// cpu is the decoder's CPU time on the current (or last finished) utterance: decoding
 	// its audio, ending it, and its logprobs' lattice passes.
 	cpu time.Duration
+	// cpuNs receives each C call's CPU time: a field, as a local whose address went to C would
+	// be allocated on every Write.
+	cpuNs C.longlong
 }
 
 // UtteranceCPU is the CPU time the decoder spent on the open utterance, or after Finish on the
@@ -493,9 +496,9 @@ func (s *ASRStream) Write(pcm16k []float32) error {
 		s.cpu = 0
 	}
 	s.buf = audio.Float32ToInt16(s.buf, pcm16k)
-	var ns C.longlong
-	rc := C.omni_process_raw_cpu(s.ps, (*C.int16)(unsafe.Pointer(&s.buf[0])), C.size_t(len(s.buf)), &ns)
-	s.cpu += time.Duration(ns)
+	s.cpuNs = 0
+	rc := C.omni_process_raw_cpu(s.ps, (*C.int16)(unsafe.Pointer(&s.buf[0])), C.size_t(len(s.buf)), &s.cpuNs)
+	s.cpu += time.Duration(s.cpuNs)
 	if rc < 0 {
 		return fmt.Errorf("decoding audio: pocketsphinx error %d", int(rc))
 	}
@@ -538,9 +541,9 @@ func (s *ASRStream) finish(logprobs bool) (string, []audio.WordLogprob, error) {
 		return "", nil, fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
 	}
 	s.started = false
-	var ns C.longlong
-	rc := C.omni_end_utt_cpu(s.ps, &ns)
-	s.cpu += time.Duration(ns)
+	s.cpuNs = 0
+	rc := C.omni_end_utt_cpu(s.ps, &s.cpuNs)
+	s.cpu += time.Duration(s.cpuNs)
 	if rc < 0 {
 		return "", nil, fmt.Errorf("ending utterance: pocketsphinx error %d", int(rc))
 	}
@@ -548,9 +551,9 @@ func (s *ASRStream) finish(logprobs bool) (string, []audio.WordLogprob, error) {
 	if !logprobs || text == "" {
 		return text, nil, nil
 	}
-	ns = 0
-	cs := C.omni_word_probs_cpu(s.ps, &ns)
-	s.cpu += time.Duration(ns)
+	s.cpuNs = 0
+	cs := C.omni_word_probs_cpu(s.ps, &s.cpuNs)
+	s.cpu += time.Duration(s.cpuNs)
 	if cs == nil {
 		return "", nil, fmt.Errorf("finishing utterance: no word lattice for the log probabilities of %q", text)
 	}
