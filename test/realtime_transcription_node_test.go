@@ -12,24 +12,28 @@ import (
 // transcription session (client.realtime.clientSecrets.create) and opens it with
 // OpenAIRealtimeWS over wss, then streams two spoken utterances separated by silence. Server
 // VAD commits each; each gets transcription deltas and then its completed transcript, in the
-// order spoken; no response event is ever sent, and no error.
+// order spoken, with the logprobs the minted session's include asked for; no response event is
+// ever sent, and no error.
 func TestRealtimeTranscriptionOpenAINode(t *testing.T) {
 	srv, certFile := nodeTLSServer(t)
 	last := runNodeScript(t, "transcription.mjs", "OMNISERVE_BASE_URL="+srv.URL+"/v1",
 		"OMNISERVE_SPEECH_24K="+writeSpeech24k(t), "NODE_EXTRA_CA_CERTS="+certFile)
 	var got struct {
-		MintedType   string         `json:"minted_type"`
-		MintedObject string         `json:"minted_object"`
-		SessionType  string         `json:"session_type"`
-		Events       map[string]int `json:"events"`
-		Errors       []any          `json:"errors"`
-		Items        []struct {
-			ID                   string `json:"id"`
-			Deltas               string `json:"deltas"`
-			DeltaEvents          int    `json:"delta_events"`
-			DeltaBeforeCompleted bool   `json:"delta_before_completed"`
-			Transcript           string `json:"transcript"`
-			CompletedIndex       int    `json:"completed_index"`
+		MintedType     string         `json:"minted_type"`
+		MintedObject   string         `json:"minted_object"`
+		MintedInclude  []string       `json:"minted_include"`
+		SessionInclude []string       `json:"session_include"`
+		SessionType    string         `json:"session_type"`
+		Events         map[string]int `json:"events"`
+		Errors         []any          `json:"errors"`
+		Items          []struct {
+			ID                   string            `json:"id"`
+			Deltas               string            `json:"deltas"`
+			DeltaEvents          int               `json:"delta_events"`
+			DeltaBeforeCompleted bool              `json:"delta_before_completed"`
+			Transcript           string            `json:"transcript"`
+			CompletedIndex       int               `json:"completed_index"`
+			Logprobs             []transcriptToken `json:"logprobs"`
 		} `json:"items"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
@@ -37,6 +41,9 @@ func TestRealtimeTranscriptionOpenAINode(t *testing.T) {
 	require.Equal(t, "transcription", got.MintedType)
 	require.Equal(t, "realtime.transcription_session", got.MintedObject)
 	require.Equal(t, "transcription", got.SessionType, "the ek_ key opened a transcription session")
+	logprobs := []string{"item.input_audio_transcription.logprobs"}
+	require.Equal(t, logprobs, got.MintedInclude)
+	require.Equal(t, logprobs, got.SessionInclude, "the session has the minted include")
 	require.Len(t, got.Items, 2, "two utterances, two committed items")
 	for i, it := range got.Items {
 		require.Equal(t, i, it.CompletedIndex, "completed in the order spoken")
@@ -44,6 +51,7 @@ func TestRealtimeTranscriptionOpenAINode(t *testing.T) {
 		require.Positive(t, it.DeltaEvents, "item %d had deltas", i)
 		require.True(t, it.DeltaBeforeCompleted, "item %d: deltas came before completed", i)
 		require.Equal(t, it.Transcript, it.Deltas, "item %d: the deltas concatenate to the transcript", i)
+		requireTranscriptTokens(t, it.Transcript, it.Logprobs)
 	}
 	for typ := range got.Events {
 		require.False(t, strings.HasPrefix(typ, "response."), "a transcription session never responds: %s", typ)

@@ -100,7 +100,7 @@ func TestRealtimeTranscriptionItemStats(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Len(t, tables, n, "one table per item")
 	const slackMs = 50
-	var printed, client []float64
+	var printed, client, rtfs []float64
 	for i, it := range items {
 		tb := tables[i]
 		require.Equal(t, it.id, tb.itemID, "item %d: tables are in item order", i)
@@ -117,12 +117,17 @@ func TestRealtimeTranscriptionItemStats(t *testing.T) {
 		require.InDelta(t, float64(len(strings.Fields(it.transcript))), tb.rows["transcript_words"], 0)
 		require.GreaterOrEqual(t, tb.rows["deltas"], 1.0)
 		require.Greater(t, tb.rows["audio_ms"], 2000.0, "goforward.raw is 2.8 s")
+		// The recognizer's CPU time on the item, and its real-time factor over the item's audio.
+		require.Positive(t, tb.rows["recognizer_ms"], "item %d", i)
+		require.InDelta(t, tb.rows["recognizer_ms"]/tb.rows["audio_ms"], tb.rows["recognizer_rtf"], 1e-4, "item %d", i)
+		rtfs = append(rtfs, tb.rows["recognizer_rtf"])
 		printed, client = append(printed, ms), append(client, clientMs)
 	}
 	slices.Sort(printed)
 	slices.Sort(client)
-	t.Logf("speech end → completed over %d items: printed p50 %.1f ms p90 %.1f ms; client (speech_stopped → completed) p50 %.1f ms p90 %.1f ms",
-		n, pct(printed, 50), pct(printed, 90), pct(client, 50), pct(client, 90))
+	slices.Sort(rtfs)
+	t.Logf("speech end → completed over %d items: printed p50 %.1f ms p90 %.1f ms; client (speech_stopped → completed) p50 %.1f ms p90 %.1f ms; recognizer RTF p50 %.4f p90 %.4f",
+		n, pct(printed, 50), pct(printed, 90), pct(client, 50), pct(client, 90), pct(rtfs, 50), pct(rtfs, 90))
 
 	code, body := s.get(t, "/metrics")
 	require.Equal(t, 200, code)

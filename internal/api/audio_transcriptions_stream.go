@@ -42,31 +42,14 @@ type transcriptDone struct {
 	Usage    transcriptUsage     `json:"usage"`
 }
 
-// transcriptLogprob is OpenAI's transcription logprob entry. The recognizer scores words, not
-// sub-word tokens, so a token is a word with the space before it as it stands in the text:
-// the tokens concatenate to the text.
-type transcriptLogprob struct {
-	Token   string  `json:"token"`
-	Logprob float64 `json:"logprob"`
-	Bytes   []int   `json:"bytes"` // the token's UTF-8 bytes as numbers ([]byte would marshal as base64)
-}
+// transcriptLogprob is OpenAI's transcription logprob entry, one per transcript word
+// (audio.TranscriptToken); realtime input transcription gives the same.
+type transcriptLogprob = audio.TranscriptToken
 
 // transcriptLogprobs turns word posteriors into tokens; first is whether the first word starts the text
 // (no space before it).
 func transcriptLogprobs(lps []audio.WordLogprob, first bool) []transcriptLogprob {
-	out := make([]transcriptLogprob, 0, len(lps))
-	for i, lp := range lps {
-		tok := lp.Word
-		if i > 0 || !first {
-			tok = " " + tok
-		}
-		b := make([]int, len(tok))
-		for j := range len(tok) {
-			b[j] = int(tok[j])
-		}
-		out = append(out, transcriptLogprob{Token: tok, Logprob: lp.Logprob, Bytes: b})
-	}
-	return out
+	return audio.TranscriptTokens(lps, first)
 }
 
 type transcriptUsage struct {

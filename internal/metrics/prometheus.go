@@ -196,7 +196,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		txFirstDelta: hist1("realtime", "transcription_first_delta_seconds",
 			"Transcription sessions: time from an item's speech end (or manual commit) to its first transcript delta; 0 when the first words went out while the user still spoke (items with a delta).", secondsFastBuckets),
 		txItems: counter("realtime", "transcription_items_total",
-			"Transcription session items that ended, by outcome: completed or failed.", "outcome"),
+			"Transcription session items that ended, by outcome: completed, failed, or cancelled (cut short by the session's close or input_audio_buffer.clear).", "outcome"),
 		bargeIn: hist1("duplex", "barge_in_latency_seconds",
 			"Time from the onset of the user's speech to the cut of the response it barged in on (server VAD).", secondsFastBuckets),
 		semanticTurns: counter("realtime", "semantic_vad_turns_total",
@@ -233,8 +233,8 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	for _, api := range ToolCallAPIs {
 		c.toolCalls.WithLabelValues(api)
 	}
-	for _, o := range []string{ItemCompleted, ItemFailed} {
-		c.txItems.WithLabelValues(o) // both outcomes show from the start, at 0
+	for _, o := range []string{ItemCompleted, ItemFailed, ItemCancelled} {
+		c.txItems.WithLabelValues(o) // every outcome shows from the start, at 0
 	}
 	for _, r := range EndOfTurnReasons {
 		c.semanticTurns.WithLabelValues(r)

@@ -14,7 +14,7 @@ import (
 func vadItem() TranscriptionItem {
 	return TranscriptionItem{ItemID: "item_7f3a", SessionID: "sess_91c2", AudioMs: 2340,
 		SpeechEnd: 1000.5, Committed: 1000.5, FirstDelta: 1000.08, Done: 1000.6875, Deltas: 4,
-		Transcript: "go forward ten meters", Outcome: ItemCompleted}
+		RecognizerMs: 93.6, Transcript: "go forward ten meters", Outcome: ItemCompleted}
 }
 
 func TestTranscriptionItemFigures(t *testing.T) {
@@ -41,6 +41,11 @@ func TestTranscriptionItemFigures(t *testing.T) {
 			require.InDelta(t, tc.firstDelta, ms, 1e-6)
 		})
 	}
+	rtf, ok := vadItem().RecognizerRTF()
+	require.True(t, ok)
+	require.InDelta(t, 0.04, rtf, 1e-9)
+	_, ok = TranscriptionItem{AudioMs: 640}.RecognizerRTF()
+	require.False(t, ok, "not measured")
 	require.Equal(t, 4, vadItem().Words())
 	require.Equal(t, 21, vadItem().Chars())
 }
@@ -51,6 +56,12 @@ func TestTranscriptionItemTables(t *testing.T) {
 		Committed: 2000, Done: 2000.031, Outcome: ItemFailed, Error: "engine_error"}
 	checkGolden(t, "transcription_item", RenderTranscriptionItem(vadItem())+"\n")
 	checkGolden(t, "transcription_item_failed", RenderTranscriptionItem(failed)+"\n")
+	// Cut short: committed (it waited 1.2 s for its transcript), or only spoken.
+	committed := TranscriptionItem{ItemID: "item_80b2", SessionID: "sess_91c2", AudioMs: 2340, SpeechEnd: 3000, Committed: 3000,
+		FirstDelta: 2999.6, Done: 3001.2, Deltas: 3, Outcome: ItemCancelled, Reason: "disconnect"}
+	spoken := TranscriptionItem{ItemID: "item_80b3", SessionID: "sess_91c2", FirstDelta: 3500.4, Done: 3501, Deltas: 2,
+		Outcome: ItemCancelled, Reason: "input_audio_buffer_cleared"}
+	checkGolden(t, "transcription_item_cancelled", RenderTranscriptionItem(committed)+"\n"+RenderTranscriptionItem(spoken)+"\n")
 }
 
 func TestLogTranscriptionItem(t *testing.T) {
@@ -79,9 +90,11 @@ func TestObserveTranscriptionItem(t *testing.T) {
 	c := NewCollectors(reg, "m")
 	c.ObserveTranscriptionItem(vadItem())
 	c.ObserveTranscriptionItem(TranscriptionItem{Committed: 1, Done: 1.1, Outcome: ItemFailed, Error: "engine_error"})
+	c.ObserveTranscriptionItem(TranscriptionItem{Committed: 1, Done: 2, Outcome: ItemCancelled, Reason: "disconnect"})
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.txItems.WithLabelValues(ItemCompleted)), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.txItems.WithLabelValues(ItemFailed)), 0)
-	// Failed items are counted, not timed; the partial before the speech end observes 0.
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.txItems.WithLabelValues(ItemCancelled)), 0)
+	// Failed and cancelled items are counted, not timed; the partial before the speech end observes 0.
 	for _, tc := range []struct {
 		name string
 		sum  float64

@@ -72,6 +72,9 @@ type SessionPatch struct {
 	// the tracing configuration object (workflow_name, group_id, metadata).
 	TracingSet bool
 	Tracing    any
+	// TranscriptLogprobs is session.include when present: whether it names
+	// item.input_audio_transcription.logprobs (IncludeLogprobs).
+	TranscriptLogprobs *bool
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a

@@ -406,6 +406,11 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	if e := refuseUnhonoured(obj, out); e != nil {
 		return p, e
 	}
+	if on, e := decodeInclude(obj); e != nil {
+		return p, e
+	} else if on != nil {
+		p.TranscriptLogprobs = on
+	}
 	if v, ok := obj["tracing"]; ok {
 		t, e := decodeTracing(v)
 		if e != nil {

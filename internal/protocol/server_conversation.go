@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/omniserve/omniserve/internal/audio"
+
 // The conversation.item.* and input_audio_buffer.* events.
 
 // ConversationItemAdded is conversation.item.added (beta: conversation.item.created).
@@ -56,12 +58,16 @@ type ConversationItemTruncated struct {
 func (ConversationItemTruncated) EventType() string { return "conversation.item.truncated" }
 
 // TranscriptionCompleted is conversation.item.input_audio_transcription.completed. Usage is
-// nil when the item is gone (it was deleted while it was transcribed).
+// nil when the item is gone (it was deleted while it was transcribed). Logprobs is there only
+// when the session's include asks for them (nil: the key is left out, also for an item whose
+// audio was committed before include asked): one token per word, as POST
+// /v1/audio/transcriptions gives them.
 type TranscriptionCompleted struct {
-	ContentIndex int                 `json:"content_index"`
-	ItemID       string              `json:"item_id"`
-	Transcript   string              `json:"transcript"`
-	Usage        *TranscriptionUsage `json:"usage,omitempty"`
+	ContentIndex int                      `json:"content_index"`
+	ItemID       string                   `json:"item_id"`
+	Logprobs     *[]audio.TranscriptToken `json:"logprobs,omitempty"`
+	Transcript   string                   `json:"transcript"`
+	Usage        *TranscriptionUsage      `json:"usage,omitempty"`
 }
 
 // TranscriptionUsage is a transcription's usage: the seconds of audio transcribed.

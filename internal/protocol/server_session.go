@@ -25,7 +25,8 @@ type Session struct {
 	// ID is left out only where no session exists yet (a client secret's preview).
 	ID           string  `json:"id,omitempty"`
 	IdleTimeoutS float64 `json:"idle_timeout_s"`
-	// Include and Prompt are always null: omniserve has no include options or stored prompts.
+	// Include is ["item.input_audio_transcription.logprobs"] while the session gives them,
+	// else null; Prompt is always null: omniserve has no stored prompts.
 	Include          *[]string `json:"include"`
 	Instructions     string    `json:"instructions"`
 	MaxOutputTokens  MaxTokens `json:"max_output_tokens"`

@@ -43,6 +43,31 @@ func TestDecodeTracing(t *testing.T) {
 	}
 }
 
+// session.include decodes to whether input transcription logprobs are asked for; absent
+// leaves the setting as it is, null and [] turn them off, in both dialects and in
+// transcription_session.update.
+func TestDecodeInclude(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name, event string
+		want        *bool
+	}{
+		{"GA", `{"type":"session.update","session":{"type":"realtime","include":["item.input_audio_transcription.logprobs"]}}`, &on},
+		{"GA transcription", `{"type":"session.update","session":{"type":"transcription","include":["item.input_audio_transcription.logprobs"]}}`, &on},
+		{"beta transcription", `{"type":"transcription_session.update","session":{"input_audio_format":"pcm16","include":["item.input_audio_transcription.logprobs"]}}`, &on},
+		{"empty", `{"type":"session.update","session":{"include":[]}}`, &off},
+		{"null", `{"type":"session.update","session":{"include":null}}`, &off},
+		{"absent", `{"type":"session.update","session":{"instructions":"x"}}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := DecodeClientEvent([]byte(tt.event))
+			require.Nil(t, err)
+			require.Equal(t, tt.want, ev.(*SessionUpdate).Session.TranscriptLogprobs)
+		})
+	}
+}
+
 // Session fields omniserve cannot honour are refused with their param; the values that change
 // nothing (what the Agents SDK sends) are accepted.
 func TestDecodeRefusesUnhonouredSessionFields(t *testing.T) {
@@ -55,7 +80,7 @@ func TestDecodeRefusesUnhonouredSessionFields(t *testing.T) {
 		{"truncation disabled", `"truncation":"disabled"`, "session.truncation", ""},
 		{"retention ratio", `"truncation":{"type":"retention_ratio","retention_ratio":0.5}`, "session.truncation", ""},
 		{"stored prompt", `"prompt":{"id":"pmpt_1"}`, "session.prompt", ""},
-		{"include logprobs", `"include":["item.input_audio_transcription.logprobs"]`, "session.include", ""},
+		{"include logprobs is honoured", `"include":["item.input_audio_transcription.logprobs"]`, "", ""},
 		{"include unknown", `"include":["item.input_audio_transcription.logprobs","tokens"]`, "session.include", "invalid_value"},
 		{"include not an array", `"include":"item.input_audio_transcription.logprobs"`, "session.include", "invalid_type"},
 		{"speed", `"audio":{"output":{"speed":1.5}}`, "session.audio.output.speed", ""},

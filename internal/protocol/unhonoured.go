@@ -9,7 +9,7 @@ import (
 // refuseUnhonoured refuses the GA session fields omniserve cannot honour, with their param,
 // instead of ignoring them: a client that asks for them learns at once (docs/REALTIME.md,
 // "Session"). The values that change nothing (the defaults the Agents SDK and others send:
-// speed 1, truncation "auto", prompt null, include []) are accepted.
+// speed 1, truncation "auto", prompt null) are accepted. include is honoured (decodeInclude).
 func refuseUnhonoured(obj, out map[string]json.RawMessage) *Error {
 	isNull := func(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 	if v, ok := obj["truncation"]; ok && !isNull(v) {
@@ -22,22 +22,40 @@ func refuseUnhonoured(obj, out map[string]json.RawMessage) *Error {
 	if v, ok := obj["prompt"]; ok && !isNull(v) {
 		return &Error{Code: "unsupported_value", Param: "session.prompt", Message: "stored prompts are not supported by omniserve (use instructions)"}
 	}
-	if v, ok := obj["include"]; ok && !isNull(v) {
-		var l []string
-		if json.Unmarshal(v, &l) != nil {
-			return &Error{Code: "invalid_type", Param: "session.include", Message: "include must be an array of strings"}
-		}
-		for _, x := range l {
-			if x != "item.input_audio_transcription.logprobs" {
-				return &Error{Code: "invalid_value", Param: "session.include",
-					Message: fmt.Sprintf(`include %q is not known; the only value is "item.input_audio_transcription.logprobs"`, x)}
-			}
-		}
-		if len(l) > 0 {
-			return &Error{Code: "unsupported_value", Param: "session.include",
-				Message: "transcription logprobs are not given in realtime sessions yet (it must be empty); POST /v1/audio/transcriptions gives them with include logprobs"}
-		}
+	return refuseSpeed(obj, out)
+}
+
+// IncludeLogprobs is the one include value: input transcription logprobs.
+const IncludeLogprobs = "item.input_audio_transcription.logprobs"
+
+// decodeInclude reads session.include: nil when absent, else whether it names
+// IncludeLogprobs (null and [] turn them off). Any other value is refused with its param.
+func decodeInclude(obj map[string]json.RawMessage) (*bool, *Error) {
+	v, ok := obj["include"]
+	if !ok {
+		return nil, nil
 	}
+	on := false
+	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return &on, nil
+	}
+	var l []string
+	if json.Unmarshal(v, &l) != nil {
+		return nil, &Error{Code: "invalid_type", Param: "session.include", Message: "include must be an array of strings"}
+	}
+	for _, x := range l {
+		if x != IncludeLogprobs {
+			return nil, &Error{Code: "invalid_value", Param: "session.include",
+				Message: fmt.Sprintf(`include %q is not known; the only value is %q`, x, IncludeLogprobs)}
+		}
+		on = true
+	}
+	return &on, nil
+}
+
+// refuseSpeed refuses a speed other than 1.
+func refuseSpeed(obj, out map[string]json.RawMessage) *Error {
+	isNull := func(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 	for _, f := range []struct {
 		v     json.RawMessage
 		param string

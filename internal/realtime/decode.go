@@ -103,7 +103,8 @@ func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
 		MCPTools:     p.MCPTools,
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
-		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing}
+		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing,
+		TranscriptLogprobs: p.TranscriptLogprobs}
 }
 
 // tools converts the wire's function tools for the session.

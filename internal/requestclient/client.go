@@ -103,6 +103,12 @@ func (c *Client) SupportsDuplex() bool {
 	return c.pipeline != nil && c.pipeline.SupportsDuplex()
 }
 
+// SupportsTranscriptLogprobs reports whether duplex transcripts can carry each word's log
+// posterior (DuplexOptions.TranscriptLogprobs): only with the local speech recognizer.
+func (c *Client) SupportsTranscriptLogprobs() bool {
+	return c.pipeline != nil && c.pipeline.HasTranscriptLogprobs()
+}
+
 // CheckInstructions refuses duplex instructions that cannot fit the context window with room to
 // answer (an error with ErrContextLength and ContextLengthErrorOf's figures); nil when they fit,
 // or when the thinker is remote and counts its own context.

@@ -82,7 +82,8 @@ type DuplexRequest struct {
 // tests can drive the FIFO and turn metrics with a fake that checks its inputs).
 type duplexStream interface {
 	AppendAudio(ctx context.Context, turn int, pcm16k []float32) error
-	StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (string, error), err error)
+	StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (Transcription, error), err error)
+	SetTranscriptLogprobs(ctx context.Context, on bool) error
 	DiscardAudio(ctx context.Context) error
 	AppendText(ctx context.Context, turn int, role, text string) error
 	Respond(ctx context.Context, turn, maxTokens int) (int, error)
@@ -266,24 +267,46 @@ func (d *DuplexRequest) AppendAudio(ctx context.Context, turn int, pcm16k []floa
 	return d.enqueue(ctx, &op{bytes: n, run: func(ctx context.Context) error { return d.stream.AppendAudio(ctx, turn, pcm16k) }})
 }
 
-// Commit ends the user's utterance after every earlier append and returns its transcript.
-// Only the cut of the utterance runs in the append FIFO; its transcription is waited for
-// outside it, so that appends sent after the commit go on while a remote ASR works.
-func (d *DuplexRequest) Commit(ctx context.Context, turn int, respond bool) (string, error) {
-	var wait func(context.Context) (string, error)
+// Commit ends the user's utterance after every earlier append and returns its transcript
+// (with its words' logprobs when the stream asks for them). Only the cut of the utterance runs
+// in the append FIFO; its transcription is waited for outside it, so that appends sent after
+// the commit go on while a remote ASR works.
+func (d *DuplexRequest) Commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
+	var wait func(context.Context) (Transcription, error)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
 		wait, err = d.stream.StartCommit(ctx, turn, respond)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("committing input: %w", err)
+		return Transcription{}, fmt.Errorf("committing input: %w", err)
 	}
 	tr, err := wait(ctx)
 	if err != nil {
 		return tr, fmt.Errorf("committing input: %w", err)
 	}
 	return tr, nil
+}
+
+// SetTranscriptLogprobs turns the words' logprobs of the transcripts on or off from the next
+// utterance the stream ends: it runs behind earlier appends and commits, and before later
+// ones, so a commit carries them exactly when the setting before it in wire order asked.
+// A remote ASR refuses to turn them on (stage.ErrInvalidRequest).
+func (d *DuplexRequest) SetTranscriptLogprobs(ctx context.Context, on bool) error {
+	// always: the setting is the session's, whatever happened to the appends before it.
+	o := &op{always: true, run: func(ctx context.Context) error { return d.stream.SetTranscriptLogprobs(ctx, on) }, done: make(chan error, 1)}
+	err := d.enqueue(ctx, o)
+	if err == nil {
+		select {
+		case err = <-o.done:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("setting transcript logprobs: %w", err)
+	}
+	return nil
 }
 
 // DiscardAudio queues, behind earlier appends, the stream's forgetting of every uncommitted

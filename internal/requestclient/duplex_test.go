@@ -81,10 +81,15 @@ func (f *fakeStream) AppendAudio(_ context.Context, turn int, pcm []float32) err
 	return nil
 }
 
-func (f *fakeStream) StartCommit(_ context.Context, turn int, respond bool) (func(context.Context) (string, error), error) {
+func (f *fakeStream) StartCommit(_ context.Context, turn int, respond bool) (func(context.Context) (Transcription, error), error) {
 	assert.Positive(f.t, turn)
 	f.record("commit")
-	return func(context.Context) (string, error) { return "go forward", nil }, nil
+	return func(context.Context) (Transcription, error) { return Transcription{Text: "go forward"}, nil }, nil
+}
+
+func (f *fakeStream) SetTranscriptLogprobs(_ context.Context, on bool) error {
+	f.record(fmt.Sprintf("logprobs:%v", on))
+	return nil
 }
 
 func (f *fakeStream) DiscardAudio(context.Context) error {
@@ -193,7 +198,7 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.2}))
 	tr, err := d.Commit(ctx, 1, false)
 	require.NoError(t, err)
-	require.Equal(t, "go forward", tr)
+	require.Equal(t, "go forward", tr.Text)
 	turn, err := d.Respond(ctx, 1, 4)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)
@@ -203,6 +208,23 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	require.Equal(t, 0, c.Live())
 	_, err = d.Commit(ctx, 1, false)
 	require.ErrorIs(t, err, ErrDuplexClosed)
+}
+
+// The logprobs setting runs in wire order with the appends and commits around it, even after a
+// failed append (the setting is the session's, not the chain's).
+func TestDuplexTranscriptLogprobsInOrder(t *testing.T) {
+	fs := &fakeStream{t: t, failAt: map[int]bool{1: true}}
+	d, _, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	gateFirstAppend(fs, d, 2) // append 2 and the setting: queued before append 1 fails
+	ctx := context.Background()
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
+	require.NoError(t, d.SetTranscriptLogprobs(ctx, true))
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.2}))
+	_, err := d.Commit(ctx, 1, false)
+	require.NoError(t, err)
+	require.NoError(t, d.SetTranscriptLogprobs(ctx, false))
+	require.Equal(t, []string{"append", "logprobs:true", "append", "commit", "logprobs:false"}, fs.callList())
 }
 
 // A discard (input_audio_buffer.clear) runs in wire order behind the appends it drops, even
@@ -221,7 +243,7 @@ func TestDuplexDiscardRunsAfterFailedChain(t *testing.T) {
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.3}))
 	tr, err := d.Commit(ctx, 1, false)
 	require.NoError(t, err)
-	require.Equal(t, "go forward", tr)
+	require.Equal(t, "go forward", tr.Text)
 	require.Equal(t, []string{"append", "discard", "append", "commit"}, fs.callList())
 	require.Equal(t, 1, out.errors())
 	require.NoError(t, d.Close(ctx, ""))

@@ -3,6 +3,7 @@ package requestclient
 import (
 	"fmt"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -112,6 +113,10 @@ type DuplexOptions struct {
 	// with AutoResponse and TurnSemanticVAD the stream ends turns on the thinker's end-of-turn
 	// estimate (its speak decision carries Output.EndOfTurn), not on SilenceDurationMs.
 	TurnType, Eagerness string
+	// TranscriptLogprobs: transcripts carry their words' log posteriors (Transcription,
+	// Output.WordLogprobs); SetTranscriptLogprobs changes it later. Only the local recognizer
+	// has them (SupportsTranscriptLogprobs).
+	TranscriptLogprobs bool
 }
 
 // Message is one message of a response's own context (ResponseSpec.Input).
@@ -184,7 +189,14 @@ type Output struct {
 	Err          error
 	Usage        *Usage    // OutUsage
 	ToolCall     *ToolCall // OutToolCall
+	// WordLogprobs of an OutTranscript: each word's log posterior when the stream asks for them
+	// (DuplexOptions.TranscriptLogprobs; non-nil then), nil otherwise.
+	WordLogprobs []audio.WordLogprob
 }
+
+// Transcription is a committed utterance's transcript and, when the stream asks for them,
+// its words' log posteriors (stage.Transcription).
+type Transcription = stage.Transcription
 
 // Usage is a duplex response's token accounting, from the engine's own counts: InputTokens is
 // everything the model read, CachedTokens the part of it already in the KV cache before the
@@ -208,6 +220,8 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 		TranscriptDeltas: o.TranscriptDeltas,
 		TurnType:         o.TurnType,
 		Eagerness:        o.Eagerness,
+
+		TranscriptLogprobs: o.TranscriptLogprobs,
 	}
 	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {
@@ -235,7 +249,7 @@ func (s ResponseSpec) toStage() stage.ResponseSpec {
 // becomes OutError, so that nothing new passes unnoticed.
 func outputFromStage(m stage.OutputMessage) Output {
 	o := Output{Turn: m.Turn, Decision: m.Decision, EndOfTurn: m.EndOfTurn, Text: m.Text, Tokens: m.Tokens, Audio: m.Audio,
-		SampleRate: m.SampleRate, FinishReason: m.FinishReason, Err: m.Err}
+		SampleRate: m.SampleRate, FinishReason: m.FinishReason, Err: m.Err, WordLogprobs: m.WordLogprobs}
 	switch m.Kind {
 	case stage.Decision:
 		o.Kind = OutDecision

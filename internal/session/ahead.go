@@ -35,11 +35,13 @@ func (s *Session) openOptions() OpenOptions {
 		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
 		TranscriptDeltas: s.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
+		TranscriptLogprobs: s.wantsLogprobs(),
 	}
 }
 
 // sameStreamSettings reports whether a stream opened with a serves b. The engine's own VAD
 // only endpoints auto-response turns; on manual turns its settings do not matter.
+// TranscriptLogprobs is set on the open stream (syncTranscriptLogprobs).
 func sameStreamSettings(a, b OpenOptions) bool {
 	if a.Instructions != b.Instructions || a.AutoResponse != b.AutoResponse || a.WantAudio != b.WantAudio ||
 		a.MaxTokens != b.MaxTokens || (a.Temperature == nil) != (b.Temperature == nil) ||

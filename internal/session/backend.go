@@ -25,6 +25,21 @@ type OpenOptions struct {
 	// TurnType and Eagerness are turn_detection's type and semantic_vad eagerness: with
 	// AutoResponse, semantic_vad has the engine stream end turns on its end-of-turn estimate.
 	TurnType, Eagerness string
+	// TranscriptLogprobs asks for each word's log posterior with the transcripts (include
+	// item.input_audio_transcription.logprobs); TranscriptLogprobSetter changes it later.
+	TranscriptLogprobs bool
+}
+
+// TranscriptLogprobBackend is implemented by backends that can tell whether their
+// transcripts can carry word logprobs; one without it cannot.
+type TranscriptLogprobBackend interface {
+	SupportsTranscriptLogprobs() bool
+}
+
+// TranscriptLogprobSetter is implemented by engines whose transcript logprobs can be turned on
+// or off on an open stream, in order with the commits around the call.
+type TranscriptLogprobSetter interface {
+	SetTranscriptLogprobs(ctx context.Context, on bool) error
 }
 
 // Backend opens engine streams. It is declared here, by its consumer; the production
@@ -42,7 +57,9 @@ type Backend interface {
 // owner, closes it once with FinalizeTurn.
 type Engine interface {
 	AppendAudio(ctx context.Context, turn int, pcm16k []float32) error
-	Commit(ctx context.Context, turn int, respond bool) (string, error)
+	// Commit ends the input's utterance and returns its transcript, with its words' logprobs
+	// when the stream gives them (OpenOptions.TranscriptLogprobs).
+	Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error)
 	AppendText(ctx context.Context, turn int, role, text string) error
 	// Respond starts turn's response and returns the id it runs under: turn, unless the engine
 	// already answered that input by itself (auto-response), then the next.

@@ -86,6 +86,9 @@ type Config struct {
 	// Tracing is session.tracing as the client set it, echoed in the session. omniserve
 	// uploads no traces to OpenAI; its own traces go to the OTLP endpoint (docs/STATS.md).
 	Tracing any
+	// TranscriptLogprobs: include names item.input_audio_transcription.logprobs, so each
+	// input_audio_transcription.completed carries its words' logprobs.
+	TranscriptLogprobs bool
 	// vadDefaults is the server's server_vad defaults (ManagerConfig.TurnDetection), which a
 	// turn_detection object or auto_response starts from.
 	vadDefaults *TurnDetection
@@ -165,6 +168,9 @@ type ConfigPatch struct {
 	Tracing    any // nil, "auto" or the tracing object (validated by internal/protocol)
 	// MCPTools are the `type: "mcp"` entries of tools (with ToolsSet).
 	MCPTools []MCPTool
+	// TranscriptLogprobs is include when present: whether it names
+	// item.input_audio_transcription.logprobs.
+	TranscriptLogprobs *bool
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -238,6 +244,9 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		if p.ToolsSet {
 			cfg.MCP = p.MCPTools
 		}
+	}
+	if p.TranscriptLogprobs != nil {
+		cfg.TranscriptLogprobs = *p.TranscriptLogprobs
 	}
 	if p.NoiseReductionSet {
 		switch p.NoiseReduction {

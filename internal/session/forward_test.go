@@ -31,13 +31,13 @@ func (a *asrEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) er
 	return a.fakeEngine.AppendAudio(ctx, turn, pcm)
 }
 
-func (a *asrEngine) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+func (a *asrEngine) Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error) {
 	_, _ = a.fakeEngine.Commit(ctx, turn, respond)
 	a.amu.Lock()
 	defer a.amu.Unlock()
 	tr := strings.Join(a.heard, " ")
 	a.heard = nil
-	return tr, nil
+	return requestclient.Transcription{Text: tr}, nil
 }
 
 func (a *asrEngine) DiscardAudio(context.Context) error {

@@ -103,6 +103,11 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 			err = fe
 		}
 	}
+	if err == nil {
+		if fe := s.transcriptLogprobsError(next); fe != nil {
+			err = fe
+		}
+	}
 	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
@@ -136,6 +141,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
+	s.syncTranscriptLogprobs()
 	if instructionsChanged && s.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.
@@ -193,7 +199,7 @@ func (s *Session) publicSession() protocol.SessionObject {
 		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
 		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
 		MaxOutputTokens: maxTokensWire(s.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
-		Temperature: s.temperature(),
+		Temperature: s.temperature(), Include: s.includeWire(),
 		Audio: protocol.SessionAudio{
 			Input:  s.audioInput(false),
 			Output: &protocol.AudioOutput{Format: wireFormat(s.cfg.OutputFormat), Voice: s.cfg.Voice, Speed: &speed},

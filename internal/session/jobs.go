@@ -20,7 +20,7 @@ type job struct {
 type jobResult struct {
 	responseID string
 	itemID     string
-	transcript string
+	transcript requestclient.Transcription
 	haveTurn   bool
 	turn       int
 	err        error

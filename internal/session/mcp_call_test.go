@@ -36,8 +36,10 @@ type callEngine struct {
 	turnCalls []metrics.ToolCallStats
 }
 
-func (e *callEngine) AppendAudio(context.Context, int, []float32) error         { return nil }
-func (e *callEngine) Commit(context.Context, int, bool) (string, error)         { return "", nil }
+func (e *callEngine) AppendAudio(context.Context, int, []float32) error { return nil }
+func (e *callEngine) Commit(context.Context, int, bool) (requestclient.Transcription, error) {
+	return requestclient.Transcription{}, nil
+}
 func (e *callEngine) Signal(context.Context, string, requestclient.Fence) error { return nil }
 func (e *callEngine) Close(context.Context, string) error                       { return nil }
 func (e *callEngine) Abort()                                                    {}

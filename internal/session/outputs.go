@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -45,7 +46,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 	if o.Kind == requestclient.OutTranscript {
 		if s.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
-			s.emitTranscript(it.ID, o.Text)
+			s.emitTranscript(it.ID, requestclient.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
 		}
 		return
 	}
@@ -111,9 +112,11 @@ func (s *Session) routeOutput(o requestclient.Output) {
 }
 
 // emitTranscript records the user audio item's transcript and, with input transcription on,
-// sends conversation.item.input_audio_transcription.completed. The item itself was added and
-// done at its commit (its transcript was null then, as OpenAI sends it).
-func (s *Session) emitTranscript(itemID, text string) {
+// sends conversation.item.input_audio_transcription.completed, with its words' logprobs while
+// include asks for them and the engine gave them. The item itself was added and done at its
+// commit (its transcript was null then, as OpenAI sends it).
+func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) {
+	text := tr.Text
 	it := s.conv.find(itemID)
 	if it != nil {
 		it.Transcript = text
@@ -125,11 +128,15 @@ func (s *Session) emitTranscript(itemID, text string) {
 		return
 	}
 	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
+	if s.cfg.TranscriptLogprobs && tr.Logprobs != nil {
+		lps := audio.TranscriptTokens(tr.Logprobs, true)
+		done.Logprobs = &lps
+	}
 	if it != nil {
 		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
 	}
 	s.send(Event{Epoch: s.epoch, Payload: done})
-	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "")
+	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
 	s.trimHistory()
 }
 

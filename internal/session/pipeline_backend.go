@@ -19,6 +19,12 @@ func NewPipelineBackend(c *requestclient.Client) *PipelineBackend {
 	return &PipelineBackend{client: c}
 }
 
+// SupportsTranscriptLogprobs implements TranscriptLogprobBackend: only the local recognizer
+// gives word logprobs.
+func (b *PipelineBackend) SupportsTranscriptLogprobs() bool {
+	return b.client.SupportsTranscriptLogprobs()
+}
+
 // SupportsDuplex implements Backend.
 func (b *PipelineBackend) SupportsDuplex() bool { return b.client.SupportsDuplex() }
 
@@ -38,6 +44,8 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		TranscriptDeltas:  o.TranscriptDeltas,
 		TurnType:          o.TurnType,
 		Eagerness:         o.Eagerness,
+
+		TranscriptLogprobs: o.TranscriptLogprobs,
 	}
 	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {
@@ -52,14 +60,17 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 // The pipeline's engine has every optional capability the session looks for with a type
 // assertion; these checks keep a changed signature from silently dropping one.
 var (
-	_ AudioDiscarder         = pipelineEngine{}
-	_ TurnCanceller          = pipelineEngine{}
-	_ UnstartedTurnFinalizer = pipelineEngine{}
-	_ TurnStatsMarker        = pipelineEngine{}
-	_ TurnDetachMarker       = pipelineEngine{}
-	_ TurnPlaybackMarker     = pipelineEngine{}
-	_ TurnToolMarker         = pipelineEngine{}
-	_ ToolEngine             = pipelineEngine{}
+	_ AudioDiscarder          = pipelineEngine{}
+	_ TurnCanceller           = pipelineEngine{}
+	_ UnstartedTurnFinalizer  = pipelineEngine{}
+	_ TurnStatsMarker         = pipelineEngine{}
+	_ TurnDetachMarker        = pipelineEngine{}
+	_ TurnPlaybackMarker      = pipelineEngine{}
+	_ TurnToolMarker          = pipelineEngine{}
+	_ ToolEngine              = pipelineEngine{}
+	_ TranscriptLogprobSetter = pipelineEngine{}
+
+	_ TranscriptLogprobBackend = (*PipelineBackend)(nil)
 )
 
 // pipelineEngine adapts *requestclient.DuplexRequest to Engine.
@@ -68,8 +79,13 @@ type pipelineEngine struct{ d *requestclient.DuplexRequest }
 func (e pipelineEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) error {
 	return e.d.AppendAudio(ctx, turn, pcm)
 }
-func (e pipelineEngine) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+func (e pipelineEngine) Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error) {
 	return e.d.Commit(ctx, turn, respond)
+}
+
+// SetTranscriptLogprobs implements TranscriptLogprobSetter.
+func (e pipelineEngine) SetTranscriptLogprobs(ctx context.Context, on bool) error {
+	return e.d.SetTranscriptLogprobs(ctx, on)
 }
 
 // CancelTurn implements TurnCanceller.

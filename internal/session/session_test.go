@@ -79,11 +79,11 @@ func (f *fakeEngine) AppendAudio(_ context.Context, turn int, pcm []float32) err
 	f.rec("append")
 	return nil
 }
-func (f *fakeEngine) Commit(_ context.Context, turn int, _ bool) (string, error) {
+func (f *fakeEngine) Commit(_ context.Context, turn int, _ bool) (requestclient.Transcription, error) {
 	assert.Positive(f.t, turn)
 	f.recID("commit", turn)
 	f.rec("commit")
-	return "hello", nil
+	return requestclient.Transcription{Text: "hello"}, nil
 }
 func (f *fakeEngine) AppendText(ctx context.Context, turn int, role, text string) error {
 	assert.Positive(f.t, turn)

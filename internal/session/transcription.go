@@ -1,7 +1,11 @@
 package session
 
 import (
+	"context"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/protocol"
@@ -29,11 +33,58 @@ func (s *Session) refuseInTranscription(eventID, kind string) bool {
 func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
 	return &protocol.TranscriptionSession{
 		ID: s.id, Object: "realtime.transcription_session", Type: "transcription", ExpiresAt: s.expiresAt.Unix(),
-		Audio: protocol.SessionAudio{Input: s.audioInput(true)},
+		Audio: protocol.SessionAudio{Input: s.audioInput(true)}, Include: s.includeWire(),
 		// omniserve extensions
 		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), State: s.state,
 		Capabilities: protocol.TranscriptionCapabilities{SupportsSessionResume: s.Resumable()},
 	}
+}
+
+// includeWire is the session object's include: the logprobs value while it is set, else null.
+func (s *Session) includeWire() *[]string {
+	if !s.cfg.TranscriptLogprobs {
+		return nil
+	}
+	return &[]string{protocol.IncludeLogprobs}
+}
+
+// wantsLogprobs is whether transcripts should carry their words' logprobs now: include asks
+// for them and the client gets transcription events (the lattice passes cost ~1.5 ms per
+// utterance, not paid for nothing).
+func (s *Session) wantsLogprobs() bool { return s.cfg.TranscriptLogprobs && s.sendsTranscripts() }
+
+// transcriptLogprobsError refuses include logprobs where the recognizer has none (a remote
+// ASR answers with text only): an error with its param, not completed events without them.
+func (s *Session) transcriptLogprobsError(next Config) *FieldError {
+	if !next.TranscriptLogprobs {
+		return nil
+	}
+	if b, ok := s.m.backend.(TranscriptLogprobBackend); ok && b.SupportsTranscriptLogprobs() {
+		return nil
+	}
+	return &FieldError{"unsupported_value", "session.include",
+		"item.input_audio_transcription.logprobs needs the local speech recognizer; this server's ASR gives no log probabilities."}
+}
+
+// syncTranscriptLogprobs makes the open engine stream's logprobs setting follow the session's,
+// as a job: in wire order with the commits before and after the session.update, so an item
+// carries logprobs exactly when the include in force at its commit asked.
+func (s *Session) syncTranscriptLogprobs() {
+	on := s.wantsLogprobs()
+	if s.engine == nil || s.engineOpts.TranscriptLogprobs == on {
+		return
+	}
+	setter, ok := s.engine.(TranscriptLogprobSetter)
+	if !ok {
+		return
+	}
+	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+		return jobResult{err: setter.SetTranscriptLogprobs(ctx, on), errCode: "runtime_append_failed"}
+	}}) {
+		s.log.Warn("transcript logprobs setting not queued: the engine queue is full", zap.Bool("on", on))
+		return
+	}
+	s.engineOpts.TranscriptLogprobs = on
 }
 
 // sendTranscriptionFailed reports a committed item that could not be transcribed, and records
@@ -41,7 +92,7 @@ func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
 func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionFailed{ItemID: itemID,
 		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
-	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code)
+	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code, 0)
 }
 
 // sendsTranscripts reports whether the client gets input transcription events: always in a
@@ -93,10 +144,40 @@ func (s *Session) txCut(itemID string) {
 }
 
 // dropOpenDeltas forgets the open utterance's deltas (its audio was discarded); the next
-// utterance gets a new item id.
+// utterance gets a new item id. In a transcription session the utterance, announced by
+// speech_started or its deltas, is recorded as cancelled.
 func (s *Session) dropOpenDeltas() {
 	if s.tracksDeltas() && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
+		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reasonCleared, 0)
 		s.tx.drop(s.speechItemID)
+		s.speechItemID = ""
+	}
+}
+
+// reasonCleared is a cancelled item's reason when input_audio_buffer.clear dropped its audio.
+const reasonCleared = "input_audio_buffer_cleared"
+
+// openTranscriptionItem notes a transcription session's committed item: it is recorded once it
+// ends, as completed, failed or (cancelTranscriptionItems) cancelled.
+func (s *Session) openTranscriptionItem(itemID string) {
+	if s.opts.Transcription {
+		s.txOpen = append(s.txOpen, itemID)
+	}
+}
+
+// cancelTranscriptionItems records, as cancelled with the session's close reason, every item
+// of a transcription session that the close cut short: committed items whose transcript never
+// came, then the utterance speech_started (or its deltas) announced but no commit took.
+func (s *Session) cancelTranscriptionItems(reason string) {
+	if !s.opts.Transcription {
+		return
+	}
+	for len(s.txOpen) > 0 {
+		id := s.txOpen[0]
+		s.recordTranscriptionItem(id, s.conv.find(id), metrics.ItemCancelled, reason, 0)
+	}
+	if s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
+		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reason, 0)
 		s.speechItemID = ""
 	}
 }
@@ -125,17 +206,33 @@ type TranscriptionMetrics interface {
 }
 
 // recordTranscriptionItem records a transcription session item that ended now (.completed or
-// .failed was just sent): one immutable metrics.TranscriptionItem, observed by Prometheus and,
-// with --log-stats, logged as its table (or JSON record). it may be nil (an item the history
-// trimmed); code is the failure's code.
-func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string) {
+// .failed was just sent, or it was cut short): one immutable metrics.TranscriptionItem,
+// observed by Prometheus and, with --log-stats, logged as its table (or JSON record). it may
+// be nil (an item the history trimmed, or a cancelled one never committed); code is the
+// failure's code, or a cancelled item's reason; recognizer is the recognizer's CPU time on a
+// completed item (0: not measured).
+func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string, recognizer time.Duration) {
 	if !s.opts.Transcription {
 		return
+	}
+	committed := false
+	for i, id := range s.txOpen {
+		if id == itemID {
+			s.txOpen, committed = append(s.txOpen[:i], s.txOpen[i+1:]...), true
+			break
+		}
 	}
 	now := s.m.cfg.WallClock()
 	times := s.tx.timing(itemID)
 	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: s.id, Committed: now, Done: now,
-		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code}
+		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code,
+		RecognizerMs: float64(recognizer) / float64(time.Millisecond)}
+	if outcome == metrics.ItemCancelled {
+		rec.Error, rec.Reason = "", code
+		if !committed {
+			rec.Committed = 0 // only spoken: no commit to measure from
+		}
+	}
 	if it != nil {
 		rec.AudioMs, rec.Transcript = it.AudioMs, it.Transcript
 		if it.CommittedAt > 0 {

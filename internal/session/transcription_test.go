@@ -151,7 +151,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	first := s.commitUserAudioItem(1000)
 	s.txCut(first.ID)
 	deltaOut(" forward")
-	s.emitTranscript(first.ID, "go forward ten")
+	s.emitTranscript(first.ID, requestclient.Transcription{Text: "go forward ten"})
 	deltaOut(" ten") // stale: the final went out
 	transcriptOut()
 	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
@@ -166,7 +166,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	s.txCut(third.ID)
 	transcriptOut()
 	deltaOut("go")
-	s.emitTranscript(third.ID, "stop here")
+	s.emitTranscript(third.ID, requestclient.Transcription{Text: "stop here"})
 
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
@@ -248,7 +248,7 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	it := s.commitUserAudioItem(1000)
 	s.txCut(it.ID)
 	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: " on"})
-	s.emitTranscript(it.ID, "go on")
+	s.emitTranscript(it.ID, requestclient.Transcription{Text: "go on"})
 	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscript, Text: "go on"})
 	for _, typ := range sk.seen() {
 		require.NotContains(t, typ, "input_audio_transcription", "transcription is off")
@@ -367,7 +367,7 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			now = 1000.6
 			deltaOut(" forward")
 			now = 1000.75
-			s.emitTranscript(first.ID, "go forward ten")
+			s.emitTranscript(first.ID, requestclient.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
 			now = 1001
 			second := s.commitUserAudioItem(640)
 			s.txCut(second.ID)
@@ -384,6 +384,10 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			require.InDelta(t, 1000.0, done.FirstDelta, 0, "the first delta went out before the commit")
 			require.Equal(t, 3, done.Deltas, "go, forward and the final's rest")
 			require.Equal(t, "go forward ten", done.Transcript)
+			require.InDelta(t, 60, done.RecognizerMs, 1e-9, "the recognizer's CPU time on the item")
+			rtf, ok := done.RecognizerRTF()
+			require.True(t, ok)
+			require.InDelta(t, 0.05, rtf, 1e-9)
 			require.InDelta(t, 250, done.CommitToDoneMs(), 1e-6)
 			require.InDelta(t, 250, done.SpeechEndToDoneMs(), 1e-6)
 			if tc.vad {

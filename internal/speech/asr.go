@@ -4,6 +4,7 @@ package speech
 #cgo pkg-config: pocketsphinx sphinxbase
 #include <stdlib.h>
 #include <stdio.h>
+#include <time.h>
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
 #include "asrshare.h"
@@ -12,6 +13,35 @@ package speech
 static const char *omni_ps_hyp(ps_decoder_t *ps) {
 	int32 score;
 	return ps_get_hyp(ps, &score);
+}
+
+// The recognizer's CPU time: the calling thread's, measured inside one C call so that the
+// goroutine cannot move to another thread between the two readings.
+static long long omni_cpu_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int omni_process_raw_cpu(ps_decoder_t *ps, const int16 *data, size_t n, long long *cpu) {
+	long long t0 = omni_cpu_ns();
+	int rc = ps_process_raw(ps, data, n, 0, 0);
+	*cpu += omni_cpu_ns() - t0;
+	return rc;
+}
+
+static int omni_end_utt_cpu(ps_decoder_t *ps, long long *cpu) {
+	long long t0 = omni_cpu_ns();
+	int rc = ps_end_utt(ps);
+	*cpu += omni_cpu_ns() - t0;
+	return rc;
+}
+
+static char *omni_word_probs_cpu(ps_decoder_t *ps, long long *cpu) {
+	long long t0 = omni_cpu_ns();
+	char *out = omni_word_probs(ps);
+	*cpu += omni_cpu_ns() - t0;
+	return out;
 }
 */
 import "C"
@@ -427,6 +457,21 @@ type ASRStream struct {
 	buf     []int16         // reused so Write does not allocate per chunk
 	started bool
 	samples int
+	// cpu is the decoder's CPU time on the current (or last finished) utterance: decoding
+	// its audio, ending it, and its logprobs' lattice passes.
+	cpu time.Duration
+	// cpuNs receives each C call's CPU time: a field, as a local whose address went to C would
+	// be allocated on every Write.
+	cpuNs C.longlong
+}
+
+// UtteranceCPU is the CPU time the decoder spent on the open utterance, or after Finish on the
+// one it finished (until the next Write starts another): the recognizer's own work, without
+// the time it waited for a CPU.
+func (s *ASRStream) UtteranceCPU() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cpu
 }
 
 // Write feeds 16 kHz mono samples, starting an utterance if none is open.
@@ -448,9 +493,12 @@ func (s *ASRStream) Write(pcm16k []float32) error {
 		}
 		s.started = true
 		s.samples = 0
+		s.cpu = 0
 	}
 	s.buf = audio.Float32ToInt16(s.buf, pcm16k)
-	rc := C.ps_process_raw(s.ps, (*C.int16)(unsafe.Pointer(&s.buf[0])), C.size_t(len(s.buf)), 0, 0)
+	s.cpuNs = 0
+	rc := C.omni_process_raw_cpu(s.ps, (*C.int16)(unsafe.Pointer(&s.buf[0])), C.size_t(len(s.buf)), &s.cpuNs)
+	s.cpu += time.Duration(s.cpuNs)
 	if rc < 0 {
 		return fmt.Errorf("decoding audio: pocketsphinx error %d", int(rc))
 	}
@@ -493,14 +541,19 @@ func (s *ASRStream) finish(logprobs bool) (string, []audio.WordLogprob, error) {
 		return "", nil, fmt.Errorf("finishing utterance: %w", audio.ErrEmptyAudio)
 	}
 	s.started = false
-	if rc := C.ps_end_utt(s.ps); rc < 0 {
+	s.cpuNs = 0
+	rc := C.omni_end_utt_cpu(s.ps, &s.cpuNs)
+	s.cpu += time.Duration(s.cpuNs)
+	if rc < 0 {
 		return "", nil, fmt.Errorf("ending utterance: pocketsphinx error %d", int(rc))
 	}
 	text := hypText(C.omni_ps_hyp(s.ps))
 	if !logprobs || text == "" {
 		return text, nil, nil
 	}
-	cs := C.omni_word_probs(s.ps)
+	s.cpuNs = 0
+	cs := C.omni_word_probs_cpu(s.ps, &s.cpuNs)
+	s.cpu += time.Duration(s.cpuNs)
 	if cs == nil {
 		return "", nil, fmt.Errorf("finishing utterance: no word lattice for the log probabilities of %q", text)
 	}

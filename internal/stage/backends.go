@@ -109,9 +109,16 @@ func (p *Pipeline) TranscribeLogprobs(ctx context.Context, pcm16k []float32, par
 	}
 	l, ok := p.asr.(localASR)
 	if !ok {
-		return "", nil, fmt.Errorf("transcribing: %w: log probabilities need the local speech recognizer (this server's ASR is remote)", ErrInvalidRequest)
+		return "", nil, fmt.Errorf("transcribing: %w: %s", ErrInvalidRequest, errNoLogprobs)
 	}
 	return l.a.TranscribeLogprobs(ctx, pcm16k, partial)
+}
+
+// HasTranscriptLogprobs reports whether the pipeline's recognizer gives word log posteriors
+// (TranscribeLogprobs, DuplexOptions.TranscriptLogprobs): only the local one does.
+func (p *Pipeline) HasTranscriptLogprobs() bool {
+	_, ok := p.asr.(localASR)
+	return ok
 }
 
 // Synthesize runs the talker's TTS (local or remote) on text; it serves POST /v1/audio/speech.

@@ -101,6 +101,9 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 	if opts.MaxTokens < 0 {
 		return nil, fmt.Errorf("%w: max_tokens %d", ErrInvalidRequest, opts.MaxTokens)
 	}
+	if opts.TranscriptLogprobs && !p.HasTranscriptLogprobs() {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidRequest, errNoLogprobs)
+	}
 	if opts.RequestID == "" {
 		opts.RequestID = "duplex-" + uuid.NewString()
 	}
@@ -144,6 +147,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 		prefilled: map[int]int{}, input: 1,
 	}
 	d.audio = newAudioState(vad, asr, p.cfg.Thinker.AudioHistoryMs)
+	d.audio.logprobs = opts.TranscriptLogprobs
 	d.semRule, d.semOn, d.semAsk = p.semanticMode(opts, seq == nil, asr)
 	_, remoteASR := asr.(asrCutter)
 	if remoteASR {

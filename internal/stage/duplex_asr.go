@@ -30,7 +30,7 @@ type asrJob struct {
 }
 
 type commitResult struct {
-	tr  string
+	tr  Transcription
 	err error
 }
 
@@ -106,11 +106,11 @@ func (d *DuplexStream) transcribeJob(j asrJob) {
 		return
 	}
 	if j.done != nil {
-		_, err := d.commitTranscript(d.ctx, j.turn, tr, j.respond, j.submitTS)
-		j.done <- commitResult{tr: tr, err: err}
+		_, err := d.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, j.respond, j.submitTS)
+		j.done <- commitResult{tr: Transcription{Text: tr}, err: err}
 		return
 	}
-	ts, err := d.commitTranscript(d.ctx, j.turn, tr, true, j.submitTS)
+	ts, err := d.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, true, j.submitTS)
 	if err != nil {
 		_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: Error, Turn: -1,
 			Err: fmt.Errorf("responding to the utterance: %w", err)})

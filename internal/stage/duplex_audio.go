@@ -29,6 +29,9 @@ type audioState struct {
 	// The open utterance's transcript deltas (TranscriptDeltas): the words sent, and the
 	// previous partial hypothesis.
 	deltaSent, partialPrev string
+	// logprobs: final transcripts carry each word's log posterior (TranscriptLogprobs); only
+	// set on a recognizer that has them.
+	logprobs bool
 }
 
 func newAudioState(vad *speech.VAD, asr asrStream, historyMs int) audioState {
@@ -89,11 +92,26 @@ func (a *audioState) feedTo(end int64, chunk []float32) error {
 
 func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 
-// finish ends the ASR utterance and returns its transcript.
-func (a *audioState) finish() (string, error) {
+// finish ends the ASR utterance and returns its transcript, with each word's log posterior
+// when a.logprobs asks for them and keep is set (a discard keeps nothing, so it does not pay
+// for the lattice passes).
+func (a *audioState) finish(keep bool) (Transcription, error) {
 	a.asrHas = false
 	a.deltaSent, a.partialPrev = "", ""
-	return a.asr.Finish()
+	var tr Transcription
+	var err error
+	if lf, ok := a.asr.(logprobFinisher); ok && keep && a.logprobs {
+		tr.Text, tr.Logprobs, err = lf.FinishLogprobs()
+		if tr.Logprobs == nil {
+			tr.Logprobs = []audio.WordLogprob{} // asked for: an empty transcript has an empty list
+		}
+	} else {
+		tr.Text, err = a.asr.Finish()
+	}
+	if c, ok := a.asr.(interface{ UtteranceCPU() time.Duration }); ok {
+		tr.RecognizerCPU = c.UtteranceCPU()
+	}
+	return tr, err
 }
 
 // settledDelta is the words of the open utterance newly settled since the last call ("" when
@@ -165,7 +183,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 	// endpoints are the unit's confirmed endpoints: each transcript, and the speculation
 	// started on it when one was (confirmed only if it answered the same speech end and text).
 	type endpoint struct {
-		tr  string
+		tr  Transcription
 		sp  *speculation
 		eot *EndOfTurnDecision
 	}
@@ -188,14 +206,14 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 			}
 			return nil // committed by hand mid-segment: nothing left to answer
 		}
-		tr, err := a.finish()
+		tr, err := a.finish(true)
 		if err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
 			if sp != nil {
 				d.discardSpec(sp, "asr failed")
 			}
 			return err
 		}
-		if sp != nil && (sp.endMs != endMs || sp.transcript != tr) {
+		if sp != nil && (sp.endMs != endMs || sp.transcript != tr.Text) {
 			d.discardSpec(sp, "endpoint differs")
 			sp = nil
 		}
@@ -266,7 +284,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 	var confirmed []*speculation
 	for _, e := range endpoints {
 		if e.sp != nil {
-			if err := d.confirmSpec(ctx, e.sp, submitTS); err != nil {
+			if err := d.confirmSpec(ctx, e.sp, e.tr.Logprobs, submitTS); err != nil {
 				respondErr = err
 				continue
 			}
@@ -324,7 +342,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		a.deltaSent, a.partialPrev = "", ""
 		return nil
 	}
-	if _, err := a.finish(); err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
+	if _, err := a.finish(false); err != nil && !errors.Is(err, audio.ErrEmptyAudio) {
 		return fmt.Errorf("discarding audio: %w", err)
 	}
 	return nil
@@ -333,10 +351,10 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 // Commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with audio.ErrEmptyAudio.
-func (d *DuplexStream) Commit(ctx context.Context, turn int, respond bool) (string, error) {
+func (d *DuplexStream) Commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
 	wait, err := d.StartCommit(ctx, turn, respond)
 	if err != nil {
-		return "", err
+		return Transcription{}, err
 	}
 	return wait(ctx)
 }
@@ -347,7 +365,7 @@ func (d *DuplexStream) Commit(ctx context.Context, turn int, respond bool) (stri
 // after StartCommit returns go on while the upstream works; with the local ASR everything is
 // done when StartCommit returns. wait giving up on its ctx does not undo the commit. turn is
 // the caller's id of the input committed (<= 0: the current input).
-func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (string, error), err error) {
+func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (Transcription, error), err error) {
 	if err := d.lockAudio(ctx); err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
@@ -368,7 +386,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 		if err := d.queueTranscription(c, asrJob{respond: respond, submitTS: metrics.Now(), done: done, turn: turn}); err != nil {
 			return nil, fmt.Errorf("committing audio: %w", err)
 		}
-		return func(ctx context.Context) (string, error) {
+		return func(ctx context.Context) (Transcription, error) {
 			select {
 			case r := <-done:
 				if r.err != nil {
@@ -376,31 +394,50 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 				}
 				return r.tr, nil
 			case <-ctx.Done():
-				return "", fmt.Errorf("committing audio: %w", ctx.Err())
+				return Transcription{}, fmt.Errorf("committing audio: %w", ctx.Err())
 			}
 		}, nil
 	}
-	tr, err := a.finish()
+	tr, err := a.finish(true)
 	if err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
 	if _, err := d.commitTranscript(ctx, turn, tr, respond, metrics.Now()); err != nil {
 		err = fmt.Errorf("committing audio: %w", err)
-		return func(context.Context) (string, error) { return tr, err }, nil
+		return func(context.Context) (Transcription, error) { return tr, err }, nil
 	}
-	return func(context.Context) (string, error) { return tr, nil }, nil
+	return func(context.Context) (Transcription, error) { return tr, nil }, nil
 }
+
+// SetTranscriptLogprobs turns each word's log posterior on the final transcripts on or off
+// (DuplexOptions.TranscriptLogprobs), from the next utterance the stream ends: it runs in order
+// with the audio calls. Only the local recognizer has them; a stream on a remote ASR refuses
+// with ErrInvalidRequest.
+func (d *DuplexStream) SetTranscriptLogprobs(ctx context.Context, on bool) error {
+	if err := d.lockAudio(ctx); err != nil {
+		return fmt.Errorf("setting transcript logprobs: %w", err)
+	}
+	defer d.unlockAudio()
+	if _, ok := d.audio.asr.(logprobFinisher); on && !ok {
+		return fmt.Errorf("setting transcript logprobs: %w: %s", ErrInvalidRequest, errNoLogprobs)
+	}
+	d.audio.logprobs = on
+	return nil
+}
+
+// errNoLogprobs says why a remote recognizer cannot give transcript logprobs.
+const errNoLogprobs = "word log probabilities need the local speech recognizer (this server's ASR is remote)"
 
 // commitTranscript sends the Transcript output, adds the user message and optionally starts a
 // response (returned; nil without respond), all as turn's.
-func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr string, respond bool, submitTS float64) (*turnState, error) {
+func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr Transcription, respond bool, submitTS float64) (*turnState, error) {
 	if err := d.disp.output(ctx, nil, OutputMessage{
-		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: turn, Text: tr, StageSubmitTS: submitTS,
+		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: turn, Text: tr.Text, WordLogprobs: tr.Logprobs, StageSubmitTS: submitTS,
 	}); err != nil {
 		return nil, err
 	}
-	if tr != "" {
-		if err := d.addMessage(turn, "user", tr); err != nil {
+	if tr.Text != "" {
+		if err := d.addMessage(turn, "user", tr.Text); err != nil {
 			return nil, err
 		}
 	}

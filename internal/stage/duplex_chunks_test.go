@@ -30,8 +30,10 @@ func TestDuplexAppendSizeKeepsAllAudio(t *testing.T) {
 				}
 				var tr string
 				if !auto {
-					tr, err = d.Commit(ctx, 0, false)
+					var c Transcription
+					c, err = d.Commit(ctx, 0, false)
 					require.NoError(t, err)
+					tr = c.Text
 				} else {
 					require.NoError(t, d.AppendAudio(ctx, 0, silence))
 					require.True(t, sink.waitFor(30*time.Second, func(outs []OutputMessage) bool {

@@ -52,7 +52,7 @@ func TestDuplexEndOfTurn(t *testing.T) {
 
 	tr, err := d.Commit(ctx, 0, false)
 	require.NoError(t, err)
-	require.Equal(t, first.Text, tr, "the pause's partial is the utterance's transcript here")
+	require.Equal(t, first.Text, tr.Text, "the pause's partial is the utterance's transcript here")
 	turn, err := d.Respond(ctx, 0, 4)
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)

@@ -3,7 +3,9 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -95,7 +97,10 @@ type OutputMessage struct {
 	ToolCall *ToolCall
 	// Logprobs of the tokens behind a Text delta, when the request's sampling asked for them
 	// (tokens whose text was cut by a stop string have none).
-	Logprobs      []gpu.TokenLogprob
+	Logprobs []gpu.TokenLogprob
+	// WordLogprobs of a Transcript: each word's log posterior, when the stream asks for them
+	// (DuplexOptions.TranscriptLogprobs; non-nil then); nil otherwise.
+	WordLogprobs  []audio.WordLogprob
 	Audio         []float32
 	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
 	Finished      bool
@@ -220,6 +225,23 @@ type DuplexOptions struct {
 	// (duplex_semvad.go); anything else on VAD.SilenceDurationMs of silence.
 	TurnType  string
 	Eagerness string // semantic_vad's: low, medium, high or auto ("" = auto)
+	// TranscriptLogprobs: each final transcript carries its words' log posteriors
+	// (Transcription.Logprobs, OutputMessage.WordLogprobs), at ~1.5 ms per utterance for the
+	// lattice passes; SetTranscriptLogprobs changes it later. Only the local recognizer has
+	// them: with a remote ASR OpenDuplex refuses it.
+	TranscriptLogprobs bool
+}
+
+// Transcription is a committed utterance's final transcript and, when the stream asks for
+// them (DuplexOptions.TranscriptLogprobs), each word's log posterior: non-nil then, also for
+// an empty transcript; nil when not asked.
+type Transcription struct {
+	Text     string
+	Logprobs []audio.WordLogprob
+	// RecognizerCPU is the CPU time the local recognizer spent on the utterance (decoding its
+	// audio as it came, ending it, the logprobs' passes); 0 with a remote ASR, whose work is
+	// not ours to measure.
+	RecognizerCPU time.Duration
 }
 
 // Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,

@@ -180,7 +180,8 @@ func TestDuplexManualTurns(t *testing.T) {
 
 	tr, err := d.Commit(context.Background(), 0, false)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, wordOverlap(tr, "go forward ten meters"), 0.75, "transcript %q", tr)
+	require.GreaterOrEqual(t, wordOverlap(tr.Text, "go forward ten meters"), 0.75, "transcript %q", tr.Text)
+	require.Nil(t, tr.Logprobs, "logprobs were not asked for")
 	_, err = d.Commit(context.Background(), 0, false)
 	require.ErrorIs(t, err, audio.ErrEmptyAudio, "nothing heard since the last commit")
 

@@ -28,6 +28,12 @@ type asrStream interface {
 	Close()
 }
 
+// logprobFinisher is an asrStream that can also give each word's log posterior with the final
+// transcript (*speech.ASRStream; a remote ASR's answer has none).
+type logprobFinisher interface {
+	FinishLogprobs() (string, []audio.WordLogprob, error)
+}
+
 // ttsBackend is what the talker needs of a synthesizer; *speech.TTS and remoteTTS have it.
 type ttsBackend interface {
 	Synthesize(ctx context.Context, text string) ([]float32, error)
@@ -36,6 +42,8 @@ type ttsBackend interface {
 
 // localASR adapts *speech.ASR, whose NewStream returns its concrete stream type.
 type localASR struct{ a *speech.ASR }
+
+var _ logprobFinisher = (*speech.ASRStream)(nil)
 
 func (l localASR) NewStream(ctx context.Context) (asrStream, error) { return l.a.NewStream(ctx) }
 

@@ -125,7 +125,7 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		up.free()
 		tr, err := wait(ctx)
 		require.NoError(t, err)
-		require.Equal(t, "go forward ten meters", tr)
+		require.Equal(t, "go forward ten meters", tr.Text)
 		// Every cut utterance (the endpoint's, the hand commit's, and any endpoint inside the
 		// speech fed meanwhile) is transcribed in turn and committed; every one but the hand
 		// commit (respond false) speaks, after the cancelled turn.

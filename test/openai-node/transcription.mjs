@@ -3,6 +3,7 @@
 // `session.type: "transcription"` (client.realtime.clientSecrets.create), the client connects
 // OpenAIRealtimeWS with that ek_ key (the SDK always names a model; a transcription key ignores
 // it), and streams 24 kHz speech: two utterances separated by silence, which server VAD commits.
+// The session asks for the transcripts' logprobs (include).
 // Usage: OMNISERVE_BASE_URL=https://127.0.0.1:PORT/v1 OMNISERVE_SPEECH_24K=/path/speech.pcm \
 //        NODE_EXTRA_CA_CERTS=cert.pem node transcription.mjs
 // Prints one JSON line of what it observed.
@@ -20,9 +21,11 @@ const secret = await admin.realtime.clientSecrets.create({
       transcription: { model: "gpt-4o-transcribe", language: "en" },
       turn_detection: { type: "server_vad", silence_duration_ms: 500 },
     } },
+    include: ["item.input_audio_transcription.logprobs"],
   },
 });
-const out = { minted_type: secret.session?.type, minted_object: secret.session?.object, events: {}, order: [], errors: [], log: [] };
+const out = { minted_type: secret.session?.type, minted_object: secret.session?.object, minted_include: secret.session?.include,
+  events: {}, order: [], errors: [], log: [] };
 const rt = await OpenAIRealtimeWS.create(new OpenAI({ baseURL, apiKey: secret.value }), { model: "gpt-realtime" });
 const items = new Map(); // item_id → { deltas, transcript }
 let completed = 0;
@@ -33,7 +36,7 @@ rt.on("event", (ev) => {
     out.log.push([ev.type.replace("conversation.item.input_audio_transcription.", "tx.").replace("input_audio_buffer.", ""), ev.item_id, ev.delta ?? ev.transcript]);
   }
   switch (ev.type) {
-    case "session.created": out.session_type = ev.session?.type; break;
+    case "session.created": out.session_type = ev.session?.type; out.session_include = ev.session?.include; break;
     case "input_audio_buffer.committed": // deltas while the user spoke may have come first
       out.order.push(ev.item_id);
       if (!items.has(ev.item_id)) items.set(ev.item_id, { deltas: "", delta_events: 0 });
@@ -46,7 +49,7 @@ rt.on("event", (ev) => {
     }
     case "conversation.item.input_audio_transcription.completed": {
       const it = items.get(ev.item_id) ?? { deltas: "", delta_events: 0 };
-      it.transcript = ev.transcript; it.completed_index = completed++;
+      it.transcript = ev.transcript; it.logprobs = ev.logprobs; it.completed_index = completed++;
       items.set(ev.item_id, it);
       break;
     }
