@@ -130,6 +130,8 @@ type Engine struct {
 	PrefillChunk int    `yaml:"prefill_chunk"`
 	SeqContext   int    `yaml:"seq_context"`
 	Overflow     string `yaml:"overflow"`
+	// FlashAttention: auto (default: llama.cpp decides on a GPU, off on the CPU), on or off.
+	FlashAttention string `yaml:"flash_attention"`
 }
 
 // Defaults returns the built-in configuration.
@@ -233,6 +235,7 @@ func (c *Config) Validate() error {
 		{e.PrefillChunk < 0, "engine.prefill_chunk", e.PrefillChunk, "must not be negative"},
 		{e.SeqContext < 0, "engine.seq_context", e.SeqContext, "must not be negative"},
 		{!oneOf(e.Overflow, "", "truncate", "error"), "engine.overflow", e.Overflow, "must be truncate or error"},
+		{!oneOf(e.FlashAttention, "", "auto", "on", "off"), "engine.flash_attention", e.FlashAttention, "must be auto, on or off"},
 		{rt.ResumeGrace < 0, "realtime.resume_grace", rt.ResumeGrace, "must not be negative (0 disables resume)"},
 		{rt.ResumeJournalBytes < 1024, "realtime.resume_journal_bytes", rt.ResumeJournalBytes, "must be at least 1024"},
 		{rt.ResumeJournalEvents < 16, "realtime.resume_journal_events", rt.ResumeJournalEvents, "must be at least 16"},

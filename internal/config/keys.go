@@ -92,6 +92,7 @@ var keys = []Key{
 	{"engine.prefill_chunk", "", "max prefill tokens of one sequence per step (0 = engine default)", func(c *Config) any { return &c.Engine.PrefillChunk }},
 	{"engine.seq_context", "", "per-sequence context limit (0 = engine default)", func(c *Config) any { return &c.Engine.SeqContext }},
 	{"engine.overflow", "", "when a sequence is full: truncate or error (empty = engine default)", func(c *Config) any { return &c.Engine.Overflow }},
+	{"engine.flash_attention", "", "flash attention: auto (llama.cpp decides on a GPU; off on the CPU, where it makes each token cost more the longer the context), on or off (empty = auto)", func(c *Config) any { return &c.Engine.FlashAttention }},
 }
 
 // Keys returns every setting, in help order.

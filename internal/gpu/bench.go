@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ollama/ollama/llama"
-	"github.com/ollama/ollama/ml"
 )
 
 // BareDecodeResult is one run of BareDecodeBench.
@@ -44,15 +43,16 @@ func BareDecodeBench(ctx context.Context, cfg Config, nSeq, promptLen, tokens in
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	mp := llama.ModelParams{UseMmap: true}
+	onGPU := false
 	if gpus := llama.EnumerateGPUs(); cfg.Device != "cpu" && len(gpus) > 0 {
-		mp.NumGpuLayers, mp.Devices = 999, []uint64{gpus[0].LlamaID}
+		mp.NumGpuLayers, mp.Devices, onGPU = 999, []uint64{gpus[0].LlamaID}, true
 	}
 	model, err := llama.LoadModelFromFile(path, mp)
 	if err != nil {
 		return res, fmt.Errorf("bare bench: %w", err)
 	}
 	defer llama.FreeModel(model)
-	cp := llama.NewContextParams(cfg.ContextSize, cfg.BatchSize, cfg.MaxSequences, cfg.Threads, ml.FlashAttentionAuto, "")
+	cp := llama.NewContextParams(cfg.ContextSize, cfg.BatchSize, cfg.MaxSequences, cfg.Threads, flashAttention(cfg.FlashAttention, onGPU), "")
 	setContextFlags(&cp, cfg.ContextSize, cfg.MaxSequences, cfg.Threads)
 	lctx, err := llama.NewContextWithModel(model, cp)
 	if err != nil {

@@ -21,11 +21,21 @@ type Config struct {
 	PrefillChunk int    // max prefill tokens of one sequence per step (default 128)
 	SeqContext   int    // per-sequence context limit (default 2048)
 	Overflow     string // "truncate" (drop oldest, keep system prefix; default) | "error"
+	// FlashAttention is "auto" (default: llama.cpp decides when layers run on a GPU, off on
+	// the CPU; see flashAttention), "on" or "off".
+	FlashAttention string
 }
 
 const (
 	OverflowTruncate = "truncate"
 	OverflowError    = "error"
+)
+
+// Values of Config.FlashAttention.
+const (
+	FlashAttentionAuto = "auto"
+	FlashAttentionOn   = "on"
+	FlashAttentionOff  = "off"
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -77,6 +87,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Overflow != OverflowTruncate && c.Overflow != OverflowError {
 		return c, fmt.Errorf("%w: overflow %q (want truncate or error)", ErrInvalidConfig, c.Overflow)
+	}
+	c.FlashAttention = strings.ToLower(c.FlashAttention)
+	if c.FlashAttention == "" {
+		c.FlashAttention = FlashAttentionAuto
+	}
+	switch c.FlashAttention {
+	case FlashAttentionAuto, FlashAttentionOn, FlashAttentionOff:
+	default:
+		return c, fmt.Errorf("%w: flash_attention %q (want auto, on or off)", ErrInvalidConfig, c.FlashAttention)
 	}
 	return c, nil
 }

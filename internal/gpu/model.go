@@ -158,7 +158,7 @@ func Load(ctx context.Context, cfg Config, log *zap.Logger) (*Runner, error) {
 	if err != nil {
 		return nil, loadErr(path, ErrCorruptModel, "llama.cpp could not load the weights (architecture %s): %s", meta.arch, llamaReason(why))
 	}
-	cp := llama.NewContextParams(cfg.ContextSize, cfg.BatchSize, cfg.MaxSequences, cfg.Threads, ml.FlashAttentionAuto, "")
+	cp := llama.NewContextParams(cfg.ContextSize, cfg.BatchSize, cfg.MaxSequences, cfg.Threads, flashAttention(cfg.FlashAttention, gpuLayers != 0), "")
 	unified := setContextFlags(&cp, cfg.ContextSize, cfg.MaxSequences, cfg.Threads)
 	var lctx *llama.Context
 	why = withLlamaErrors(func() { lctx, err = llama.NewContextWithModel(model, cp) })
@@ -274,4 +274,23 @@ func (r *Runner) maxTokenBytes() int {
 		r.maxPiece = m
 	})
 	return r.maxPiece
+}
+
+// flashAttention maps Config.FlashAttention to llama.cpp's setting. auto leaves the choice to
+// llama.cpp when layers run on a GPU (its fused kernel is the fast path there) and turns flash
+// attention off on the CPU: ggml's CPU kernel walks the KV cells one at a time (a dot product,
+// an expf and a V update per cell and head), so every token of the context costs several times
+// what the batched KQ and KQV products of the plain path cost. On dummy:tiny a generated token
+// cost 0.73 ms of CPU with 900 tokens in context against 0.27 ms without flash attention, and
+// the prefill of those 900 tokens three times as much (docs/BENCHMARKS.md, issue 24). The plain
+// path reads every cell up to the highest one any sequence uses, so many long conversations at
+// once may favour on; the operator can say so.
+func flashAttention(setting string, onGPU bool) ml.FlashAttentionType {
+	switch {
+	case setting == FlashAttentionOn:
+		return ml.FlashAttentionEnabled
+	case setting == FlashAttentionOff, !onGPU:
+		return ml.FlashAttentionDisabled
+	}
+	return ml.FlashAttentionAuto
 }

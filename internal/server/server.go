@@ -289,5 +289,7 @@ func EngineConfig(e config.Engine) gpu.Config {
 		PrefillChunk: e.PrefillChunk,
 		SeqContext:   e.SeqContext,
 		Overflow:     e.Overflow,
+		// Empty is the engine's auto (off on the CPU).
+		FlashAttention: e.FlashAttention,
 	}
 }
