@@ -63,16 +63,25 @@ char *omni_word_probs(ps_decoder_t *ps) {
 	if (out == NULL)
 		return NULL;
 	out[0] = '\0';
+	// ps_seg_frames counts frames from the start of the decoder's stream: it adds the frames of
+	// every utterance the decoder decoded before this one (and any the voice detector dropped),
+	// while the lattice counts from this utterance's first searched frame. The first segment
+	// (the start marker) always begins at search frame 0, so its start frame is that offset.
+	// Without it, every utterance but a fresh decoder's first looked up the wrong frames and
+	// its words fell to "not in the lattice" (issue 26).
+	int offset = -1;
 	for (ps_seg_t *seg = ps_seg_iter(ps); seg != NULL; seg = ps_seg_next(seg)) {
 		const char *word = ps_seg_word(seg);
 		int sf, ef, found;
 		ps_seg_frames(seg, &sf, &ef);
+		if (offset < 0)
+			offset = sf;
 		char base[300];
 		snprintf(base, sizeof base, "%s", word);
 		char *paren = strchr(base, '(');
 		if (paren != NULL && paren > base && base[strlen(base) - 1] == ')')
 			*paren = '\0'; // "the(2)": the lattice's base word is "the"
-		int32 p = word_prob(dag, lmath, base, (sf + ef) / 2, &found);
+		int32 p = word_prob(dag, lmath, base, (sf + ef) / 2 - offset, &found);
 		char line[320];
 		int n;
 		if (found)
