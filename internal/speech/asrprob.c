@@ -63,12 +63,11 @@ char *omni_word_probs(ps_decoder_t *ps) {
 	if (out == NULL)
 		return NULL;
 	out[0] = '\0';
-	// ps_seg_frames counts frames from the start of the decoder's stream: it adds the frames of
-	// every utterance the decoder decoded before this one (and any the voice detector dropped),
-	// while the lattice counts from this utterance's first searched frame. The first segment
-	// (the start marker) always begins at search frame 0, so its start frame is that offset.
-	// Without it, every utterance but a fresh decoder's first looked up the wrong frames and
-	// its words fell to "not in the lattice" (issue 26).
+	// ps_seg_frames adds the acoustic model's stream offset to the search's frames; the lattice
+	// counts search frames from 0. The offset is not 0 on many utterances (measured: 38 after
+	// 0.5 s of digital silence, 318 for goforward said twice), and looked up unshifted their
+	// words missed their links and fell to "not in the lattice" (issue 26). The first segment,
+	// the start marker, begins at search frame 0, so its start frame is the offset.
 	int offset = -1;
 	for (ps_seg_t *seg = ps_seg_iter(ps); seg != NULL; seg = ps_seg_next(seg)) {
 		const char *word = ps_seg_word(seg);
