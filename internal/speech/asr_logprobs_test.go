@@ -125,3 +125,41 @@ func BenchmarkASRLogprobs(b *testing.B) {
 		})
 	}
 }
+
+// Issue 26: the transcript's frames count from the decoder's stream, the lattice's from the
+// utterance's first searched frame; looked up unshifted, the words of an utterance after the
+// decoder's first, or after dropped silence, missed their links and fell to the floor (−709.09).
+// Clean speech after or before silence, or said twice, keeps posteriors near the clip's alone.
+func TestASRLogprobsLongUtterance(t *testing.T) {
+	a := newTestASR(t, 1)
+	ctx := context.Background()
+	clean := loadRaw(t, goforwardRaw)
+	_, short, err := a.TranscribeLogprobs(ctx, clean, nil)
+	require.NoError(t, err)
+
+	silence := func(s float64) []float32 { return make([]float32, int(s*16000)) }
+	for _, tc := range []struct {
+		name string
+		pcm  []float32
+	}{
+		{"0.5 s silence first", append(silence(0.5), clean...)},
+		{"1 s silence first", append(silence(1), clean...)},
+		{"1 s silence after", append(append([]float32{}, clean...), silence(1)...)},
+		{"said twice", append(append([]float32{}, clean...), clean...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text, lps, err := a.TranscribeLogprobs(ctx, tc.pcm, nil)
+			require.NoError(t, err)
+			require.NotEmpty(t, lps)
+			t.Logf("%q logprobs %v", text, lps)
+			for i, lp := range lps {
+				require.Greater(t, lp.Logprob, -50.0, "word %d %q", i, lp.Word)
+			}
+			if text == goforwardTxt {
+				for i, lp := range lps {
+					require.InDelta(t, short[i].Logprob, lp.Logprob, 2.0, "word %d %q vs the unpadded clip", i, lp.Word)
+				}
+			}
+		})
+	}
+}
