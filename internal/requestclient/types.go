@@ -117,6 +117,8 @@ type DuplexOptions struct {
 	// Output.WordLogprobs); SetTranscriptLogprobs changes it later. Only the local recognizer
 	// has them (SupportsTranscriptLogprobs).
 	TranscriptLogprobs bool
+	// TranscribeOnly: a transcription session's stream (stage.DuplexOptions.TranscribeOnly).
+	TranscribeOnly bool
 }
 
 // Message is one message of a response's own context (ResponseSpec.Input).
@@ -222,6 +224,7 @@ func (o DuplexOptions) toStage(requestID string, base gpu.Sampling) stage.Duplex
 		Eagerness:        o.Eagerness,
 
 		TranscriptLogprobs: o.TranscriptLogprobs,
+		TranscribeOnly:     o.TranscribeOnly,
 	}
 	out.VAD.Threshold, out.VAD.PrefixPaddingMs, out.VAD.SilenceDurationMs = o.VADThreshold, o.PrefixPaddingMs, o.SilenceDurationMs
 	if o.Temperature != nil {

@@ -36,6 +36,7 @@ func (s *Session) openOptions() OpenOptions {
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
 		TranscriptDeltas: s.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
 		TranscriptLogprobs: s.wantsLogprobs(),
+		TranscribeOnly:     s.opts.Transcription,
 	}
 }
 

@@ -28,6 +28,9 @@ type OpenOptions struct {
 	// TranscriptLogprobs asks for each word's log posterior with the transcripts (include
 	// item.input_audio_transcription.logprobs); TranscriptLogprobSetter changes it later.
 	TranscriptLogprobs bool
+	// TranscribeOnly: a transcription session's stream, whose transcripts never join a
+	// conversation (nothing is prefilled for a reply that never comes).
+	TranscribeOnly bool
 }
 
 // TranscriptLogprobBackend is implemented by backends that can tell whether their

@@ -46,6 +46,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 		Eagerness:         o.Eagerness,
 
 		TranscriptLogprobs: o.TranscriptLogprobs,
+		TranscribeOnly:     o.TranscribeOnly,
 	}
 	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {

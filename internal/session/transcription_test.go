@@ -208,7 +208,9 @@ func TestConversationSendsTranscriptDeltas(t *testing.T) {
 	ctx := context.Background()
 
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Base: Base{Kind: "input_audio_buffer.append"}, Data: make([]byte, 6400)}))
-	require.True(t, (<-b.opened).TranscriptDeltas, "the first append opens the stream with deltas")
+	opened := <-b.opened
+	require.True(t, opened.TranscriptDeltas, "the first append opens the stream with deltas")
+	require.False(t, opened.TranscribeOnly, "a conversation's transcripts join its conversation")
 	eng.out(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "hel"})
 	delta := sk.until(t, "conversation.item.input_audio_transcription.delta")
 	require.Equal(t, "hel", delta.wire()["delta"])
@@ -411,4 +413,21 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			require.Equal(t, []string{"\n" + metrics.RenderTranscriptionItem(done), "\n" + metrics.RenderTranscriptionItem(failed)}, tables)
 		})
 	}
+}
+
+// A transcription session opens its engine stream transcribe-only: its transcripts are never
+// prefilled for a reply that never comes.
+func TestTranscriptionSessionOpensTranscribeOnly(t *testing.T) {
+	eng := &fakeEngine{t: t}
+	b := &optsBackend{fakeBackend{eng}, make(chan OpenOptions, 4)}
+	m := NewManager(ManagerConfig{MaxSessions: 1}, b, zap.NewNop())
+	sk := &recSink{sink: sink{ch: make(chan Event, 1024)}}
+	s, wait := runSession(t, m, Options{Transcription: true}, sk, manual16k)
+	ctx := context.Background()
+	require.NoError(t, s.Submit(ctx, &AppendAudio{Base: Base{Kind: "input_audio_buffer.append"}, Data: make([]byte, 6400)}))
+	opened := <-b.opened
+	require.True(t, opened.TranscribeOnly)
+	require.True(t, opened.TranscriptDeltas)
+	require.NoError(t, s.Submit(ctx, &CloseSession{}))
+	require.Equal(t, ReasonClientClose, wait())
 }

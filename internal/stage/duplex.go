@@ -153,7 +153,7 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 	if remoteASR {
 		d.asrq, d.asrDone = make(chan asrJob, p.cfg.StreamQueue), make(chan struct{})
 	}
-	if strings.TrimSpace(opts.Instructions) != "" {
+	if strings.TrimSpace(opts.Instructions) != "" && !opts.TranscribeOnly {
 		d.history = append(d.history, gpu.ChatMessage{Role: "system", Content: opts.Instructions})
 		d.jobs <- seqJob{turn: 1} // prefill the instructions now, not on the first response
 	}

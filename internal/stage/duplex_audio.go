@@ -436,7 +436,7 @@ func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr Transc
 	}); err != nil {
 		return nil, err
 	}
-	if tr.Text != "" {
+	if tr.Text != "" && !d.opts.TranscribeOnly {
 		if err := d.addMessage(turn, "user", tr.Text); err != nil {
 			return nil, err
 		}

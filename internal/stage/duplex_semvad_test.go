@@ -63,13 +63,21 @@ func speakDecisions(s *recSink) []OutputMessage {
 // returns the speak decisions.
 func silenceUntilSpeak(t *testing.T, d *DuplexStream, sink *recSink, upToMs int) []OutputMessage {
 	t.Helper()
+	return silenceUntilSpeakPaced(t, d, sink, upToMs, 10*time.Millisecond)
+}
+
+// silenceUntilSpeakPaced is silenceUntilSpeak with each 100 ms unit of silence followed by
+// pace of wall time: at real time (100 ms) a real engine's estimate has the wall time a
+// client streaming in real time would give it, on a loaded machine too.
+func silenceUntilSpeakPaced(t *testing.T, d *DuplexStream, sink *recSink, upToMs int, pace time.Duration) []OutputMessage {
+	t.Helper()
 	unit := make([]float32, unitSamples)
 	for fed := 0; fed < upToMs; fed += 100 {
 		require.NoError(t, d.AppendAudio(context.Background(), 0, unit))
 		if s := speakDecisions(sink); len(s) > 0 {
 			return s
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pace)
 	}
 	return speakDecisions(sink)
 }
@@ -169,7 +177,9 @@ func TestDuplexSemanticVADSilenceWindows(t *testing.T) {
 func TestDuplexSemanticVADThinker(t *testing.T) {
 	d, sink := openSemantic(t, EndOfTurnThinker, "high", nil)
 	feedUnits(t, d, goForward(t))
-	speak := silenceUntilSpeak(t, d, sink, 4000)
+	// At real time: fed ten times faster, the maximum wait (counted in audio) could pass before
+	// the thinker's estimate on a loaded machine, and the pause would end unscored.
+	speak := silenceUntilSpeakPaced(t, d, sink, 4000, 100*time.Millisecond)
 	require.Len(t, speak, 1)
 	eot := speak[0].EndOfTurn
 	require.NotNil(t, eot)

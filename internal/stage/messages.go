@@ -230,6 +230,11 @@ type DuplexOptions struct {
 	// lattice passes; SetTranscriptLogprobs changes it later. Only the local recognizer has
 	// them: with a remote ASR OpenDuplex refuses it.
 	TranscriptLogprobs bool
+	// TranscribeOnly: the stream only transcribes (a transcription session): its transcripts go
+	// out but never join the conversation, and the instructions are not read, so the thinker
+	// prefills nothing for a reply that never comes. semantic_vad's estimate still scores the
+	// partial transcript on the stream's sequence.
+	TranscribeOnly bool
 }
 
 // Transcription is a committed utterance's final transcript and, when the stream asks for
