@@ -1,7 +1,5 @@
 package protocol
 
-import "github.com/omniserve/omniserve/internal/audio"
-
 // The conversation.item.* and input_audio_buffer.* events.
 
 // ConversationItemAdded is conversation.item.added (beta: conversation.item.created).
@@ -63,11 +61,11 @@ func (ConversationItemTruncated) EventType() string { return "conversation.item.
 // audio was committed before include asked): one token per word, as POST
 // /v1/audio/transcriptions gives them.
 type TranscriptionCompleted struct {
-	ContentIndex int                      `json:"content_index"`
-	ItemID       string                   `json:"item_id"`
-	Logprobs     *[]audio.TranscriptToken `json:"logprobs,omitempty"`
-	Transcript   string                   `json:"transcript"`
-	Usage        *TranscriptionUsage      `json:"usage,omitempty"`
+	ContentIndex int                  `json:"content_index"`
+	ItemID       string               `json:"item_id"`
+	Logprobs     *[]TranscriptLogprob `json:"logprobs,omitempty"`
+	Transcript   string               `json:"transcript"`
+	Usage        *TranscriptionUsage  `json:"usage,omitempty"`
 }
 
 // TranscriptionUsage is a transcription's usage: the seconds of audio transcribed.
@@ -199,3 +197,13 @@ type OverlapDecision struct {
 
 // EventType implements ServerEvent.
 func (OverlapDecision) EventType() string { return "overlap.decision" }
+
+// TranscriptLogprob is OpenAI's transcription logprob entry (LogProbProperties): a token (here
+// a transcript word with the space before it, so the tokens concatenate to the transcript), its
+// log probability, and its UTF-8 bytes as numbers. The session fills it from the recognizer's
+// word posteriors (audio.TranscriptTokens, the same fields).
+type TranscriptLogprob struct {
+	Bytes   []int   `json:"bytes"`
+	Logprob float64 `json:"logprob"`
+	Token   string  `json:"token"`
+}

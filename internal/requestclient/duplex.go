@@ -171,7 +171,10 @@ func (d *DuplexRequest) runOps(ctx context.Context) {
 		} else if err = o.run(ctx); err != nil {
 			d.failed.Store(o.gen)
 			d.gen.CompareAndSwap(o.gen, o.gen+1)
-			if o.done == nil {
+			// An op that fails while the stream is being closed (its ctx ends, its outputs are
+			// refused) is no failure to report: the session closed the stream, and one reopened
+			// with new settings is given the buffered audio again.
+			if o.done == nil && !d.closed.Load() {
 				d.out(Output{Kind: OutError, Turn: -1, Err: fmt.Errorf("appending audio: %w", err)})
 			}
 		}

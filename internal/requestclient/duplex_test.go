@@ -210,6 +210,22 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	require.ErrorIs(t, err, ErrDuplexClosed)
 }
 
+// An append that fails while the stream is being closed (its output could not be delivered
+// any more) is not reported as an engine failure: the session closed the stream itself.
+func TestDuplexAppendFailingAtCloseIsNotReported(t *testing.T) {
+	fs := &fakeStream{t: t, failAt: map[int]bool{1: true}, gate: make(chan struct{})}
+	d, out, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
+	ctx := context.Background()
+	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close(ctx, "") }()
+	require.Eventually(t, func() bool { return d.closed.Load() }, 5*time.Second, time.Millisecond)
+	close(fs.gate) // the in-flight append now fails, as one whose output the closing stream refused
+	require.NoError(t, <-closed)
+	require.Equal(t, []string{"append"}, fs.callList())
+	require.Zero(t, out.errors(), "a failure of the stream's own close is not an engine error")
+}
+
 // The logprobs setting runs in wire order with the appends and commits around it, even after a
 // failed append (the setting is the session's, not the chain's).
 func TestDuplexTranscriptLogprobsInOrder(t *testing.T) {

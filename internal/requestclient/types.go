@@ -3,7 +3,6 @@ package requestclient
 import (
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -193,7 +192,7 @@ type Output struct {
 	ToolCall     *ToolCall // OutToolCall
 	// WordLogprobs of an OutTranscript: each word's log posterior when the stream asks for them
 	// (DuplexOptions.TranscriptLogprobs; non-nil then), nil otherwise.
-	WordLogprobs []audio.WordLogprob
+	WordLogprobs []stage.WordLogprob
 }
 
 // Transcription is a committed utterance's transcript and, when the stream asks for them,

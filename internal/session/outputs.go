@@ -129,7 +129,11 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 	}
 	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
 	if s.cfg.TranscriptLogprobs && tr.Logprobs != nil {
-		lps := audio.TranscriptTokens(tr.Logprobs, true)
+		toks := audio.TranscriptTokens(tr.Logprobs, true)
+		lps := make([]protocol.TranscriptLogprob, len(toks))
+		for i, t := range toks {
+			lps[i] = protocol.TranscriptLogprob(t)
+		}
 		done.Logprobs = &lps
 	}
 	if it != nil {

@@ -100,7 +100,7 @@ type OutputMessage struct {
 	Logprobs []gpu.TokenLogprob
 	// WordLogprobs of a Transcript: each word's log posterior, when the stream asks for them
 	// (DuplexOptions.TranscriptLogprobs; non-nil then); nil otherwise.
-	WordLogprobs  []audio.WordLogprob
+	WordLogprobs  []WordLogprob
 	Audio         []float32
 	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
 	Finished      bool
@@ -288,3 +288,7 @@ func (e *ContextLengthError) Error() string {
 
 // Is makes errors.Is(err, ErrContextLength) true.
 func (e *ContextLengthError) Is(target error) bool { return target == ErrContextLength }
+
+// WordLogprob is one transcript word and the recognizer's log posterior of it
+// (audio.WordLogprob), named here so that requestclient, which may not import audio, passes it.
+type WordLogprob = audio.WordLogprob
