@@ -53,7 +53,7 @@ func TestDuplexForcedToolCall(t *testing.T) {
 			require.NoError(t, d.AppendText(context.Background(), 0, "tool", `{"temperature":21}`))
 			_, err = d.RespondWith(context.Background(), 0, ResponseSpec{MaxTokens: 6, Tools: &ToolSpec{Choice: ToolChoiceNone}})
 			require.NoError(t, err)
-			require.True(t, sink.waitFor(60*time.Second, finishedTurn(2)))
+			waitResponseEnd(t, sink, 2)
 			outs, _, _ = sink.snapshot()
 			require.Len(t, ofKind(outs, ToolCalled), 1, "tool_choice none: no second call")
 			d.mu.Lock()
@@ -226,6 +226,22 @@ func waitSettled(t *testing.T, sink *recSink, n int) {
 	}, 30*time.Second, 5*time.Millisecond, "input of turn %d settled", n)
 }
 
+// waitResponseEnd waits for response n's end (not a SettleInput report naming the same turn).
+// A reply enters the history after its Finished output and before its turn's end.
+func waitResponseEnd(t *testing.T, sink *recSink, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for _, e := range sink.ends {
+			if e.Turn == n && !e.InputSettled {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 5*time.Millisecond, "response %d ended", n)
+}
+
 // When the context was truncated since the declaration went in (the oldest tokens, it among
 // them, were dropped and the positions moved), a change cannot roll back to it: the new
 // declaration goes after the conversation as the sequence holds it when the change is
@@ -249,7 +265,7 @@ func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
 	require.NoError(t, d.AppendText(ctx, 0, "user", "and stop"))
 	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
 	require.NoError(t, err)
-	require.True(t, sink.waitFor(30*time.Second, finishedTurn(1)))
+	waitResponseEnd(t, sink, 1)
 	outs, _, _ := sink.snapshot()
 	require.Empty(t, ofKind(outs, Error))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
