@@ -55,6 +55,10 @@ type ChatConfig struct {
 	AudioStoreBytes int64
 	// CountToolCall, when set, counts each tool call a reply made (omniserve_tool_calls_total).
 	CountToolCall func(api string)
+	// CountEngineError, when set, counts each completion that failed in the engine or a remote
+	// stage by cause (requestclient.ErrorCause; omniserve_engine_errors_total), as realtime
+	// sessions count theirs.
+	CountEngineError func(cause string)
 }
 
 func (c *ChatConfig) withDefaults() {
@@ -209,13 +213,7 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 	case errors.Is(err, requestclient.ErrInvalidRequest):
 		oaierror.Write(w, oaierror.BadRequest("messages", "invalid_value", err.Error()))
 	default:
-		h.log.Error("starting chat completion", zap.Error(err))
-		if e, ok := upstreamError(err); ok {
-			oaierror.Write(w, e)
-			return
-		}
-		oaierror.Write(w, &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
-			Message: fmt.Sprintf("the engine could not start the completion: %v", err)})
+		oaierror.Write(w, h.engineError("", "the engine could not start the completion", err))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -278,19 +277,13 @@ func (h *chatHandler) collect(r *http.Request, s *requestclient.ChatStream, o *c
 		case ev, ok = <-events:
 		}
 		if !ok {
-			return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
-				Message: "the completion ended without a result"}
+			return h.engineError(o.id, "the completion failed", errNoResult)
 		}
 		if errors.Is(ev.Err, requestclient.ErrContextLength) {
 			return contextLengthError(ev.Err) // known only after transcribing input audio
 		}
 		if ev.Err != nil {
-			h.log.Error("chat completion failed", zap.String("id", o.id), zap.Error(ev.Err))
-			if e, ok := upstreamError(ev.Err); ok {
-				return e
-			}
-			return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
-				Message: fmt.Sprintf("the completion failed: %v", ev.Err)}
+			return h.engineError(o.id, "the completion failed", ev.Err)
 		}
 		o.text.WriteString(ev.Text)
 		o.lps = append(o.lps, ev.Logprobs...)

@@ -208,17 +208,12 @@ func (h *chatHandler) serveStream(w http.ResponseWriter, r *http.Request, p *cha
 // engine_error.
 func (h *chatHandler) streamFailure(o *chatOutput, err error) *oaierror.Error {
 	if err == nil {
-		err = fmt.Errorf("the completion ended without a result")
+		err = errNoResult
 	}
 	if errors.Is(err, requestclient.ErrContextLength) {
 		return contextLengthError(err)
 	}
-	h.log.Error("chat stream failed", zap.String("id", o.id), zap.Error(err))
-	if e, ok := upstreamError(err); ok {
-		return e
-	}
-	return &oaierror.Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "engine_error",
-		Message: fmt.Sprintf("the completion failed: %v", err)}
+	return h.engineError(o.id, "the completion failed", err)
 }
 
 // streamDelta turns one engine event into a delta; has is false when there is nothing to send.

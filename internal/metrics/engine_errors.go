@@ -45,8 +45,8 @@ var EngineErrorCauses = []string{CauseContextLength, CauseContextFull, CauseDeco
 	CauseSampler, CauseSequenceBusy, CauseEmptyHistory, CauseInvalidToken, CauseTemplate, CauseSynthesis,
 	CauseOverloaded, CauseClosed, CauseCancelled, CauseInvalidRequest, CauseUpstream, CauseUnknown}
 
-// CountEngineError counts an engine failure that reached a client (a realtime error event or
-// a failed response), by cause; a value outside EngineErrorCauses counts as unknown.
+// CountEngineError counts an engine failure that reached a client (a realtime error event, a
+// failed response or chat completion), by cause; a value outside EngineErrorCauses counts as unknown.
 func (c *Collectors) CountEngineError(cause string) {
 	if c == nil {
 		return

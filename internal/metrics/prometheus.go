@@ -188,7 +188,7 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		mcpCallFailures: counter("realtime", "mcp_call_failures_total",
 			"Realtime MCP tool calls that failed, by kind: the mcp_call item's error type (protocol_error, tool_execution_error, http_error) or cancelled (its response ended first).", "kind"),
 		engineErrors: counter("engine", "errors_total",
-			"Engine failures that reached a client (a realtime error event, a failed response), by cause: the condition that failed the work.", "cause"),
+			"Engine failures that reached a client (a realtime error event, a failed response, a failed chat completion), by cause: the condition that failed the work.", "cause"),
 		transcription: hist1("realtime", "transcription_latency_seconds",
 			"Transcription sessions: time from an item's commit (the client's, or the server VAD's at the end of its silence window) to its final transcript.", secondsFastBuckets),
 		txSpeechEndDone: hist1("realtime", "transcription_speech_end_to_completed_seconds",

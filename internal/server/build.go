@@ -137,12 +137,13 @@ func (s *Server) buildPipeline(ctx context.Context) error {
 		ModelName:       id,
 	}, s.log)
 	s.chat = api.NewChatHandler(api.ChatConfig{
-		CountToolCall: collectors.CountToolCall,
-		Models:        s.models,
-		AcceptModel:   s.acceptModel,
-		MaxBodyBytes:  s.cfg.Server.MaxBodyBytes,
-		MaxInFlight:   s.cfg.Server.MaxInFlight,
-		Trace:         s.tracer.HTTPHook(),
+		CountToolCall:    collectors.CountToolCall,
+		CountEngineError: collectors.CountEngineError,
+		Models:           s.models,
+		AcceptModel:      s.acceptModel,
+		MaxBodyBytes:     s.cfg.Server.MaxBodyBytes,
+		MaxInFlight:      s.cfg.Server.MaxInFlight,
+		Trace:            s.tracer.HTTPHook(),
 	}, s.parts.Client, s.log)
 	// /v1/audio/transcriptions and /v1/audio/speech run on the pipeline's ASR and TTS (local
 	// or remote, as the pipeline config selects).
