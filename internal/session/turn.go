@@ -170,7 +170,12 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	// An out-of-band response, or one with its own input, answers what it was given: the
 	// input buffer stays as it is, and no committed input is needed.
 	ownContext := o.outOfBand || o.input != nil
-	if len(s.inputBuf) > 0 && !s.autoResponse() && !ownContext {
+	// Buffered audio is committed for the response only when nothing committed awaits an
+	// answer (a client that appends and asks, never committing). After a commit the response
+	// answers that input and the buffer keeps what came since for the next commit, as OpenAI's
+	// API does: over WebRTC the microphone never stops, and the packets landing between a
+	// push-to-talk client's commit and its response.create are not a second user turn.
+	if len(s.inputBuf) > 0 && s.pendingIn == 0 && !s.autoResponse() && !ownContext {
 		s.commit(c.ID, &o)
 		return
 	}
