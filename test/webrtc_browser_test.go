@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -126,8 +128,19 @@ func runWebRTCPageEnv(t *testing.T, page, secretBody string, static map[string]s
 	if _, err := os.Stat(chromiumPath); err != nil {
 		testenv.Missing(t, "the browser test needs %s (make deps installs it)", chromiumPath)
 	}
+	page, query, _ := strings.Cut(page, "?") // the page's own parameters, if any
 	html, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "browser", page))
 	require.NoError(t, err)
+	limit := 4 * time.Minute
+	if query != "" {
+		// A page asked for more turns (latency.html?n=) runs longer: 4 turns of up to 7 s each.
+		if q, err := url.ParseQuery(query); err == nil {
+			if n, err := strconv.Atoi(q.Get("n")); err == nil && n > 5 {
+				limit += time.Duration(n-5) * 4 * 7 * time.Second
+			}
+		}
+		query = "&" + query
+	}
 	wav := speechWAV(t, 500*time.Millisecond, 3*time.Second)
 
 	results := make(chan json.RawMessage, 1)
@@ -188,7 +201,7 @@ func runWebRTCPageEnv(t *testing.T, page, secretBody string, static map[string]s
 	srv := startBinaryEnv(t, env, "--api-key", "sk", "--cors-origins", app.URL)
 	apiBase.Store("http://" + srv.addr)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var logs bytes.Buffer
 	chrome := exec.CommandContext(ctx, chromiumPath,
@@ -196,7 +209,7 @@ func runWebRTCPageEnv(t *testing.T, page, secretBody string, static map[string]s
 		"--user-data-dir="+t.TempDir(),
 		"--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", "--use-file-for-fake-audio-capture="+wav,
 		"--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
-		app.URL+"/?api="+apiBase.Load().(string))
+		app.URL+"/?api="+apiBase.Load().(string)+query)
 	chrome.Stdout, chrome.Stderr = &logs, &logs
 	// Chromium forks renderers and helpers: its own process group, killed as one at the end.
 	chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
