@@ -274,17 +274,16 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 	switch cmd.(type) {
 	case *ResumeSession:
 		return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(), Message: "session.resume is not available on a call"}, nil
-	case *session.CommitInput, *session.ClearInput:
-		// After the microphone's audio received so far: appended first (commit), or dropped
-		// with the rest of the buffer (clear).
+	case *session.CommitInput, *session.CreateResponse, *session.ClearInput:
+		// After the microphone's audio received so far: appended first (a commit, or a
+		// response.create, which commits the buffer when no committed input awaits an answer),
+		// or dropped with the rest of the buffer (clear).
 		cl.inMu.Lock()
 		defer cl.inMu.Unlock()
-		if _, commit := cmd.(*session.CommitInput); commit {
-			if err := cl.appendInputLocked(ctx); err != nil {
-				return nil, err
-			}
-		} else {
+		if _, drop := cmd.(*session.ClearInput); drop {
 			cl.inBuf = nil
+		} else if err := cl.appendInputLocked(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return nil, cl.sess.Submit(ctx, cmd)
@@ -323,10 +322,10 @@ const rtpQuietAfter = 100 * time.Millisecond
 // may hand out a few samples less for one), so every packet goes on as it arrives and the VAD
 // sees the end of the user's speech when a WebSocket client's 20 ms appends would show it (100
 // ms pieces delayed it by about 40 ms on average). Without a VAD (push-to-talk) a commit takes
-// what is held anyway, and the pieces stay at rtcInputBatchBytes (100 ms): audio the microphone
-// keeps sending between the client's commit and its response.create is in the session's buffer
-// when the response.create comes, which commits it as input of its own, and a single 20 ms packet
-// there fails that commit (too short) and the response with it.
+// what is held anyway (the call flushes it first), so the pieces stay at rtcInputBatchBytes
+// (100 ms), a fifth of the appends; the microphone's packets between the client's commit and its
+// response.create wait in the buffer for the next commit (a response.create after a commit does
+// not commit them).
 const (
 	rtcInputAppendBytes = 24000 * 2 * 10 / 1000
 	rtcInputBatchBytes  = 24000 * 2 * 100 / 1000
