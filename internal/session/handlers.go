@@ -104,7 +104,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 		}
 	}
 	if err == nil {
-		if fe := s.transcriptLogprobsError(next); fe != nil {
+		if fe := transcriptLogprobsError(s.m.backend, next); fe != nil {
 			err = fe
 		}
 	}

@@ -106,13 +106,10 @@ type Session struct {
 	// engineFresh: the engine was opened ahead of the first commit (decode-ahead) and holds
 	// nothing but uncommitted audio, so a session.update may still reopen it (ahead.go).
 	engineFresh bool
-	// txOpen are a transcription session's committed items whose record is not written yet
-	// (transcription.go), in commit order: at most the engine jobs queued.
-	txOpen    []string
-	state     string
-	turnState string
-	epoch     int
-	turnID    int
+	state       string
+	turnState   string
+	epoch       int
+	turnID      int
 	// input is the id of the turn the user's input is building: every input and response
 	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
 	// abandons it. Ids are never reused.

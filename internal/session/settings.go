@@ -220,3 +220,27 @@ func (c *settings) audioInput(noResponse bool) protocol.AudioInput {
 	}
 	return in
 }
+
+// includeWire is the session object's include: the logprobs value while it is set, else null.
+func (c *settings) includeWire() *[]string {
+	if !c.cfg.TranscriptLogprobs {
+		return nil
+	}
+	return &[]string{protocol.IncludeLogprobs}
+}
+
+// wantsLogprobs is whether transcripts should carry their words' logprobs now: include asks
+// for them and the client gets transcription events (the lattice passes cost ~1.5 ms per
+// utterance, not paid for nothing).
+func (c *settings) wantsLogprobs() bool { return c.cfg.TranscriptLogprobs && c.sendsTranscripts() }
+
+// sendsTranscripts reports whether the client gets input transcription events: always in a
+// transcription session, in a conversation while audio.input.transcription is set.
+func (c *settings) sendsTranscripts() bool { return c.opts.Transcription || c.cfg.Transcription }
+
+// wantsDeltas is whether a stream opened now should send transcript deltas: a transcription
+// session, or a conversation with input transcription on whose turns the session ends (on
+// engine-endpointed turns, ?duplex=1 auto-response, the stage has no deltas to send).
+func (c *settings) wantsDeltas() bool {
+	return c.opts.Transcription || (c.cfg.Transcription && !c.autoResponse())
+}

@@ -135,3 +135,78 @@ func TestSettingsDefaultsAndFlags(t *testing.T) {
 		})
 	}
 }
+
+// logprobsBackend is a Backend that says whether its ASR gives word logprobs.
+type logprobsBackend struct {
+	Backend
+	logprobs bool
+}
+
+func (b logprobsBackend) SupportsTranscriptLogprobs() bool { return b.logprobs }
+
+// The transcript predicates follow the session kind (opts) and the configuration in force.
+func TestSettingsTranscriptPredicates(t *testing.T) {
+	vad := &TurnDetection{Type: "server_vad", CreateResponse: true}
+	tests := []struct {
+		name                          string
+		opts                          Options
+		cfg                           Config
+		transcripts, deltas, logprobs bool
+		include                       []string // nil = null
+	}{
+		{name: "conversation, transcription off", cfg: Config{}},
+		{name: "conversation, transcription on", cfg: Config{Transcription: true},
+			transcripts: true, deltas: true},
+		{name: "conversation, logprobs asked without transcription", cfg: Config{TranscriptLogprobs: true},
+			include: []string{"item.input_audio_transcription.logprobs"}},
+		{name: "conversation, transcription and logprobs", cfg: Config{Transcription: true, TranscriptLogprobs: true},
+			transcripts: true, deltas: true, logprobs: true, include: []string{"item.input_audio_transcription.logprobs"}},
+		{name: "duplex auto-response: the stage ends turns, no deltas", opts: Options{Duplex: true},
+			cfg: Config{Transcription: true, TurnDetection: vad}, transcripts: true},
+		{name: "transcription session always transcribes", opts: Options{Transcription: true},
+			cfg: Config{}, transcripts: true, deltas: true},
+		{name: "transcription session with logprobs", opts: Options{Transcription: true, Duplex: true},
+			cfg: Config{TranscriptLogprobs: true, TurnDetection: vad}, transcripts: true, deltas: true, logprobs: true,
+			include: []string{"item.input_audio_transcription.logprobs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &settings{cfg: tt.cfg, opts: tt.opts}
+			require.Equal(t, tt.transcripts, c.sendsTranscripts(), "sendsTranscripts")
+			require.Equal(t, tt.deltas, c.wantsDeltas(), "wantsDeltas")
+			require.Equal(t, tt.logprobs, c.wantsLogprobs(), "wantsLogprobs")
+			if tt.include == nil {
+				require.Nil(t, c.includeWire())
+			} else {
+				require.Equal(t, tt.include, *c.includeWire())
+			}
+		})
+	}
+}
+
+// include logprobs is refused, with its param, where the recognizer gives none.
+func TestTranscriptLogprobsError(t *testing.T) {
+	tests := []struct {
+		name    string
+		backend Backend
+		next    Config
+		refused bool
+	}{
+		{name: "not asked", backend: logprobsBackend{}, next: Config{}},
+		{name: "local recognizer", backend: logprobsBackend{logprobs: true}, next: Config{TranscriptLogprobs: true}},
+		{name: "remote ASR", backend: logprobsBackend{}, next: Config{TranscriptLogprobs: true}, refused: true},
+		{name: "backend without the capability", backend: nil, next: Config{TranscriptLogprobs: true}, refused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fe := transcriptLogprobsError(tt.backend, tt.next)
+			if !tt.refused {
+				require.Nil(t, fe)
+				return
+			}
+			require.NotNil(t, fe)
+			require.Equal(t, "unsupported_value", fe.Code)
+			require.Equal(t, "session.include", fe.Param)
+		})
+	}
+}

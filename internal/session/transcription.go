@@ -40,32 +40,6 @@ func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
 	}
 }
 
-// includeWire is the session object's include: the logprobs value while it is set, else null.
-func (s *Session) includeWire() *[]string {
-	if !s.cfg.TranscriptLogprobs {
-		return nil
-	}
-	return &[]string{protocol.IncludeLogprobs}
-}
-
-// wantsLogprobs is whether transcripts should carry their words' logprobs now: include asks
-// for them and the client gets transcription events (the lattice passes cost ~1.5 ms per
-// utterance, not paid for nothing).
-func (s *Session) wantsLogprobs() bool { return s.cfg.TranscriptLogprobs && s.sendsTranscripts() }
-
-// transcriptLogprobsError refuses include logprobs where the recognizer has none (a remote
-// ASR answers with text only): an error with its param, not completed events without them.
-func (s *Session) transcriptLogprobsError(next Config) *FieldError {
-	if !next.TranscriptLogprobs {
-		return nil
-	}
-	if b, ok := s.m.backend.(TranscriptLogprobBackend); ok && b.SupportsTranscriptLogprobs() {
-		return nil
-	}
-	return &FieldError{"unsupported_value", "session.include",
-		"item.input_audio_transcription.logprobs needs the local speech recognizer; this server's ASR gives no log probabilities."}
-}
-
 // syncTranscriptLogprobs makes the open engine stream's logprobs setting follow the session's,
 // as a job: in wire order with the commits before and after the session.update, so an item
 // carries logprobs exactly when the include in force at its commit asked.
@@ -87,6 +61,19 @@ func (s *Session) syncTranscriptLogprobs() {
 	s.engineOpts.TranscriptLogprobs = on
 }
 
+// transcriptLogprobsError refuses include logprobs where the recognizer has none (a remote
+// ASR answers with text only): an error with its param, not completed events without them.
+func transcriptLogprobsError(b Backend, next Config) *FieldError {
+	if !next.TranscriptLogprobs {
+		return nil
+	}
+	if b, ok := b.(TranscriptLogprobBackend); ok && b.SupportsTranscriptLogprobs() {
+		return nil
+	}
+	return &FieldError{"unsupported_value", "session.include",
+		"item.input_audio_transcription.logprobs needs the local speech recognizer; this server's ASR gives no log probabilities."}
+}
+
 // sendTranscriptionFailed reports a committed item that could not be transcribed, and records
 // it.
 func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
@@ -95,22 +82,11 @@ func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
 	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code, 0)
 }
 
-// sendsTranscripts reports whether the client gets input transcription events: always in a
-// transcription session, in a conversation while audio.input.transcription is set.
-func (s *Session) sendsTranscripts() bool { return s.opts.Transcription || s.cfg.Transcription }
-
 // tracksDeltas reports whether the engine stream sends transcript deltas, so that the session
 // keeps their utterance ends (transcripts.cuts). It follows the stream, not the current
 // setting: a stream opened with deltas keeps sending them after transcription is turned off,
 // and those must still find their item (to be dropped).
 func (s *Session) tracksDeltas() bool { return s.opts.Transcription || s.engineOpts.TranscriptDeltas }
-
-// wantsDeltas is whether a stream opened now should send transcript deltas: a transcription
-// session, or a conversation with input transcription on whose turns the session ends (on
-// engine-endpointed turns, ?duplex=1 auto-response, the stage has no deltas to send).
-func (s *Session) wantsDeltas() bool {
-	return s.opts.Transcription || (s.cfg.Transcription && !s.autoResponse())
-}
 
 // sendTranscriptDelta sends words the recognizer settled on while the user speaks, to the item
 // they belong to (transcripts.ahead); with no utterance end ahead of them they are the open
@@ -157,14 +133,6 @@ func (s *Session) dropOpenDeltas() {
 // reasonCleared is a cancelled item's reason when input_audio_buffer.clear dropped its audio.
 const reasonCleared = "input_audio_buffer_cleared"
 
-// openTranscriptionItem notes a transcription session's committed item: it is recorded once it
-// ends, as completed, failed or (cancelTranscriptionItems) cancelled.
-func (s *Session) openTranscriptionItem(itemID string) {
-	if s.opts.Transcription {
-		s.txOpen = append(s.txOpen, itemID)
-	}
-}
-
 // cancelTranscriptionItems records, as cancelled with the session's close reason, every item
 // of a transcription session that the close cut short: committed items whose transcript never
 // came, then the utterance speech_started (or its deltas) announced but no commit took.
@@ -172,8 +140,8 @@ func (s *Session) cancelTranscriptionItems(reason string) {
 	if !s.opts.Transcription {
 		return
 	}
-	for len(s.txOpen) > 0 {
-		id := s.txOpen[0]
+	for len(s.tx.open) > 0 {
+		id := s.tx.open[0]
 		s.recordTranscriptionItem(id, s.conv.find(id), metrics.ItemCancelled, reason, 0)
 	}
 	if s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
@@ -215,13 +183,7 @@ func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code
 	if !s.opts.Transcription {
 		return
 	}
-	committed := false
-	for i, id := range s.txOpen {
-		if id == itemID {
-			s.txOpen, committed = append(s.txOpen[:i], s.txOpen[i+1:]...), true
-			break
-		}
-	}
+	committed := s.tx.closed(itemID)
 	now := s.m.cfg.WallClock()
 	times := s.tx.timing(itemID)
 	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: s.id, Committed: now, Done: now,

@@ -141,5 +141,5 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	require.Equal(t, "item_after", after.ItemID)
 	require.Equal(t, metrics.ItemCancelled, after.Outcome)
 	require.Zero(t, after.Committed)
-	require.Empty(t, s.txOpen)
+	require.Empty(t, s.tx.open)
 }

@@ -22,6 +22,23 @@ type transcripts struct {
 	// times is each committed item's delta timing for its statistics record
 	// (transcription.go), until the item ends (taken by timing).
 	times map[string]*itemTimes
+	// open are a transcription session's committed items whose statistics record is not
+	// written yet (transcription.go), in commit order: at most the engine jobs queued.
+	open []string
+}
+
+// opened notes a transcription session's committed item: it is recorded once it ends, as
+// completed, failed or (cancelTranscriptionItems) cancelled.
+func (x *transcripts) opened(itemID string) { x.open = append(x.open, itemID) }
+
+// closed forgets an open item and reports whether it was open (committed and not recorded).
+func (x *transcripts) closed(itemID string) bool {
+	i := slices.Index(x.open, itemID)
+	if i < 0 {
+		return false
+	}
+	x.open = slices.Delete(x.open, i, i+1)
+	return true
 }
 
 // itemTimes is what an item's statistics record needs of its deltas.

@@ -125,3 +125,38 @@ func TestTranscripts(t *testing.T) {
 		})
 	}
 }
+
+// A transcription session's committed items stay open, in commit order, until recorded once.
+func TestTranscriptsOpenItems(t *testing.T) {
+	tests := []struct {
+		name   string
+		opened []string
+		closed []string
+		was    []bool // closed's answers: whether the item was open
+		open   []string
+	}{
+		{name: "none", closed: []string{"a"}, was: []bool{false}},
+		{name: "in order", opened: []string{"a", "b"}, closed: []string{"a", "b"}, was: []bool{true, true}},
+		{name: "out of order", opened: []string{"a", "b", "c"}, closed: []string{"b"}, was: []bool{true},
+			open: []string{"a", "c"}},
+		{name: "recorded once", opened: []string{"a"}, closed: []string{"a", "a"}, was: []bool{true, false}},
+		{name: "never committed", opened: []string{"a"}, closed: []string{"spoken"}, was: []bool{false},
+			open: []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var x transcripts
+			for _, id := range tt.opened {
+				x.opened(id)
+			}
+			for i, id := range tt.closed {
+				require.Equal(t, tt.was[i], x.closed(id), "closed(%s)", id)
+			}
+			if len(tt.open) == 0 {
+				require.Empty(t, x.open)
+			} else {
+				require.Equal(t, tt.open, x.open)
+			}
+		})
+	}
+}

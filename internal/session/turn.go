@@ -146,7 +146,9 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
 	prev := s.conv.lastID()
 	s.conv.insert(it, "")
-	s.openTranscriptionItem(it.ID)
+	if s.opts.Transcription {
+		s.tx.opened(it.ID)
+	}
 	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
 	s.send(s.conv.added(it, s.epoch, false))
 	s.send(s.conv.done(it, s.epoch, false))
