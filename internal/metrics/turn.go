@@ -139,7 +139,7 @@ func (t *TurnMetrics) Begun() bool {
 	return t.responseID != ""
 }
 
-// setStructuredRecords makes Finalize log structured records instead of ASCII tables
+// SetStructuredRecords makes Finalize log structured records instead of ASCII tables
 // (Aggregator.setStructuredRecords).
 func (t *TurnMetrics) SetStructuredRecords(on bool) {
 	if t != nil {
@@ -157,7 +157,7 @@ func (t *TurnMetrics) ResponseID() string {
 // Arrival is the turn's t0 in wall seconds.
 func (t *TurnMetrics) Arrival() float64 { return t.arrival }
 
-// aggregator is the turn's own aggregator (its rows appear at Finalize).
+// Aggregator is the turn's own aggregator (its rows appear at Finalize).
 func (t *TurnMetrics) Aggregator() *Aggregator { return t.agg }
 
 // Finalized reports whether Finalize already ran.
