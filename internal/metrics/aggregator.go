@@ -5,11 +5,11 @@ import (
 	"sync"
 )
 
-// AggregatorOption configures an Aggregator.
-type AggregatorOption func(*Aggregator)
+// aggregatorOption configures an Aggregator.
+type aggregatorOption func(*Aggregator)
 
-// WithClock replaces the wall clock (tests use a fake one).
-func WithClock(c Clock) AggregatorOption {
+// withClock replaces the wall clock (tests use a fake one).
+func withClock(c Clock) aggregatorOption {
 	return func(a *Aggregator) {
 		if c != nil {
 			a.clock = c
@@ -17,16 +17,16 @@ func WithClock(c Clock) AggregatorOption {
 	}
 }
 
-// WithFinalStages sets a per-request final stage id (vllm-omni's `{rid: int}` form of
+// withFinalStages sets a per-request final stage id (vllm-omni's `{rid: int}` form of
 // final_stage_id_for_e2e); requests not in the map use the constructor's finalStage.
-func WithFinalStages(m map[string]int) AggregatorOption {
+func withFinalStages(m map[string]int) aggregatorOption {
 	return func(a *Aggregator) { a.finalStages = m }
 }
 
-// WithStructuredRecords makes BuildAndLogSummary log each table as one structured record (its
+// withStructuredRecords makes buildAndLogSummary log each table as one structured record (its
 // fields are the table's fields, with the request / response / turn / reason ids) instead of an
 // ASCII table in the message: for --log-format json, so a log pipeline needs no regex.
-func WithStructuredRecords(on bool) AggregatorOption {
+func withStructuredRecords(on bool) aggregatorOption {
 	return func(a *Aggregator) { a.structured = on }
 }
 
@@ -46,7 +46,7 @@ type Aggregator struct {
 	finalStage  int
 	finalStages map[string]int
 	clock       Clock
-	identity    *TimingIdentity
+	identity    *timingIdentity
 	structured  bool
 
 	stageFirst  []float64
@@ -68,9 +68,9 @@ type Aggregator struct {
 	toolCalls     map[string][]ToolCallStats // a turn's tool and MCP calls (toolcalls.go); nil = none
 }
 
-// NewAggregator makes an aggregator for numStages stages. wallStart (unix seconds) anchors the
+// newAggregator makes an aggregator for numStages stages. wallStart (unix seconds) anchors the
 // overall wall time; finalStage is the stage whose finish ends a request.
-func NewAggregator(numStages int, logStats bool, wallStart float64, finalStage int, opts ...AggregatorOption) *Aggregator {
+func newAggregator(numStages int, logStats bool, wallStart float64, finalStage int, opts ...aggregatorOption) *Aggregator {
 	numStages = max(numStages, 1)
 	a := &Aggregator{
 		numStages:   numStages,
@@ -94,17 +94,8 @@ func NewAggregator(numStages int, logStats bool, wallStart float64, finalStage i
 	return a
 }
 
-// NumStages is the number of stages the aggregator was built for.
-func (a *Aggregator) NumStages() int { return a.numStages }
-
-// LogStats reports whether BuildAndLogSummary does anything.
-func (a *Aggregator) LogStats() bool { return a.logStats }
-
-// WallStart is the anchor of the overall wall time.
-func (a *Aggregator) WallStart() float64 { return a.wallStart }
-
-// FinalStage is the final stage of rid.
-func (a *Aggregator) FinalStage(rid string) int {
+// finalStageOf is the final stage of rid.
+func (a *Aggregator) finalStageOf(rid string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.finalStageLocked(rid)
@@ -117,8 +108,8 @@ func (a *Aggregator) finalStageLocked(rid string) int {
 	return a.finalStage
 }
 
-// SetTimingIdentity makes titles and the [OmniTiming] line carry a duplex turn identity.
-func (a *Aggregator) SetTimingIdentity(id *TimingIdentity) {
+// setTimingIdentity makes titles and the [OmniTiming] line carry a duplex turn identity.
+func (a *Aggregator) setTimingIdentity(id *timingIdentity) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if id == nil {
@@ -129,10 +120,10 @@ func (a *Aggregator) SetTimingIdentity(id *TimingIdentity) {
 	a.identity = &c
 }
 
-// OnStageMetrics records one stage snapshot for rid. The aggregator keeps m; pass a
+// onStageMetrics records one stage snapshot for rid. The aggregator keeps m; pass a
 // Clone if the caller mutates it later. For stage > 0 the snapshot's RX figures are added to the
 // edge (stage-1 → stage).
-func (a *Aggregator) OnStageMetrics(stage int, rid string, m StageRequestStats, finalOutputType string) {
+func (a *Aggregator) onStageMetrics(stage int, rid string, m StageRequestStats, finalOutputType string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.addStageEventLocked(stage, rid, m, finalOutputType)
@@ -197,9 +188,9 @@ func (a *Aggregator) edgeLocked(from, to int, rid string) *TransferEdgeStats {
 	return e
 }
 
-// OnForward records connector TX: the receiving stage's first timestamp is set if
+// onForward records connector TX: the receiving stage's first timestamp is set if
 // unset, and size and time add up on the (from, to, rid) edge.
-func (a *Aggregator) OnForward(from, to int, rid string, sizeBytes int64, txMs float64, usedShm bool) {
+func (a *Aggregator) onForward(from, to int, rid string, sizeBytes int64, txMs float64, usedShm bool) {
 	now := a.clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -212,9 +203,9 @@ func (a *Aggregator) OnForward(from, to int, rid string, sizeBytes int64, txMs f
 	e.UsedShm = e.UsedShm || usedShm
 }
 
-// MarkStageTimes stamps a stage on receipt of a snapshot: its first timestamp prefers the
+// markStageTimes stamps a stage on receipt of a snapshot: its first timestamp prefers the
 // engine's submit time (submitTS > 0) and falls back to now; its last timestamp is now.
-func (a *Aggregator) MarkStageTimes(stage int, submitTS float64) {
+func (a *Aggregator) markStageTimes(stage int, submitTS float64) {
 	now := a.clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -245,9 +236,9 @@ func (a *Aggregator) StageTimes(stage int) (first, last float64, ok bool) {
 	return a.stageFirst[stage], a.stageLast[stage], a.hasFirst[stage] && a.hasLast[stage]
 }
 
-// OnFinalizeRequest closes rid at the final stage: e2e_total_ms runs from reqStart
+// onFinalizeRequest closes rid at the final stage: e2e_total_ms runs from reqStart
 // to now. A second call for the same rid is a no-op.
-func (a *Aggregator) OnFinalizeRequest(stage int, rid string, reqStart float64) {
+func (a *Aggregator) onFinalizeRequest(stage int, rid string, reqStart float64) {
 	now := a.clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -276,7 +267,7 @@ func (a *Aggregator) finalizeLocked(stage int, rid string, reqStart, now float64
 	for _, k := range a.transferOrder {
 		if k.rid == rid {
 			e := a.transfers[k]
-			tt += e.TotalTimeMs()
+			tt += e.totalTimeMs()
 			tb += e.SizeBytes
 		}
 	}
@@ -290,16 +281,16 @@ func (a *Aggregator) finalizeLocked(stage int, rid string, reqStart, now float64
 	})
 }
 
-// E2EDone reports whether rid was finalized.
-func (a *Aggregator) E2EDone(rid string) bool {
+// e2eDoneFor reports whether rid was finalized.
+func (a *Aggregator) e2eDoneFor(rid string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, ok := a.e2eDone[rid]
 	return ok
 }
 
-// E2E returns rid's end-to-end record.
-func (a *Aggregator) E2E(rid string) (RequestE2EStats, bool) {
+// e2e returns rid's end-to-end record.
+func (a *Aggregator) e2e(rid string) (RequestE2EStats, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.e2eLocked(rid)
@@ -314,24 +305,16 @@ func (a *Aggregator) e2eLocked(rid string) (RequestE2EStats, bool) {
 	return RequestE2EStats{}, false
 }
 
-// StageEvents returns a copy of rid's stage snapshots in arrival order.
-func (a *Aggregator) StageEvents(rid string) []StageRequestStats {
+// stageEventsOf returns a copy of rid's stage snapshots in arrival order.
+func (a *Aggregator) stageEventsOf(rid string) []StageRequestStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	evs := a.stageEvents[rid]
 	out := make([]StageRequestStats, len(evs))
 	for i, e := range evs {
-		out[i] = e.Clone()
+		out[i] = e.clone()
 	}
 	return out
-}
-
-// StageEventCount is len(StageEvents(rid)) without copying: a cursor for callers that drain new
-// snapshots per append.
-func (a *Aggregator) StageEventCount(rid string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.stageEvents[rid])
 }
 
 // Transfers returns rid's edges in insertion order.
@@ -396,17 +379,6 @@ func (a *Aggregator) addTX(from, to int, rid string, txMs float64, dSize int64, 
 	}
 }
 
-// OnBackpressure adds time a sender spent blocked on a full connector queue to the (from, to,
-// rid) edge. It is reported beside tx_time_ms, never inside it.
-func (a *Aggregator) OnBackpressure(from, to int, rid string, blockedMs float64) {
-	if blockedMs <= 0 {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.edgeLocked(from, to, rid).BackpressureTimeMs += blockedMs
-}
-
 // addSend records one connector send of a turn directly on its edge: size and times add up.
 func (a *Aggregator) addSend(from, to int, rid string, size int64, txMs, blockedMs float64, usedShm bool) {
 	a.mu.Lock()
@@ -418,7 +390,7 @@ func (a *Aggregator) addSend(from, to int, rid string, size int64, txMs, blocked
 	e.UsedShm = e.UsedShm || usedShm
 }
 
-// onFinalizeRequestAt is OnFinalizeRequest with an explicit end time (a duplex turn ends when
+// onFinalizeRequestAt is onFinalizeRequest with an explicit end time (a duplex turn ends when
 // its last stage produced its last unit, which may be before the finalize call).
 func (a *Aggregator) onFinalizeRequestAt(stage int, rid string, reqStart, end float64) {
 	a.mu.Lock()
@@ -437,8 +409,8 @@ func (a *Aggregator) setE2EExtras(rid string, fill func(*RequestE2EStats)) {
 	}
 }
 
-// SetStructuredRecords is WithStructuredRecords after construction.
-func (a *Aggregator) SetStructuredRecords(on bool) {
+// setStructuredRecords is withStructuredRecords after construction.
+func (a *Aggregator) setStructuredRecords(on bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.structured = on

@@ -9,7 +9,7 @@ const (
 	kindString   // optional string: "" is vllm-omni's None and renders as "None"
 	kindList     // []float64: nil renders "None", a non-empty list "<mean> (n=k)"
 	kindMap      // map[string]float64
-	kindStageRef // *StageStats
+	kindStageRef // *stageStats
 )
 
 // mergeRule is how the collapse of several segments of one stage into one row folds a field.
@@ -41,7 +41,7 @@ type stageField struct {
 	s        func(*StageRequestStats) *string
 	l        func(*StageRequestStats) *[]float64
 	m        func(*StageRequestStats) *map[string]float64
-	ref      func(*StageRequestStats) **StageStats
+	ref      func(*StageRequestStats) **stageStats
 }
 
 func intField(name string, excluded bool, r mergeRule, get func(*StageRequestStats) *int) stageField {
@@ -87,7 +87,7 @@ var stageFields = [...]stageField{
 	floatField("rx_decode_time_ms", true, mergeKeepFirst, func(m *StageRequestStats) *float64 { return &m.RxDecodeTimeMs }),
 	floatField("rx_in_flight_time_ms", true, mergeKeepFirst, func(m *StageRequestStats) *float64 { return &m.RxInFlightTimeMs }),
 	{name: "stage_stats", kind: kindStageRef, excluded: true, merge: mergeKeepFirst,
-		ref: func(m *StageRequestStats) **StageStats { return &m.StageStats }},
+		ref: func(m *StageRequestStats) **stageStats { return &m.StageStats }},
 	intField("stage_id", true, mergeKeepFirst, func(m *StageRequestStats) *int { return &m.StageID }),
 	intField("replica_id", false, mergeKeepFirst, func(m *StageRequestStats) *int { return &m.ReplicaID }),
 	stringField("final_output_type", true, mergeLastNonEmpty, func(m *StageRequestStats) *string { return &m.FinalOutputType }),

@@ -46,7 +46,7 @@ func TestFieldTableCoversEveryField(t *testing.T) {
 			v.Set(reflect.ValueOf(map[string]float64{name: 1}))
 			require.Equal(t, map[string]float64{name: 1}, *fd.m(&m), name)
 		case kindStageRef:
-			ss := &StageStats{TotalToken: i}
+			ss := &stageStats{TotalToken: i}
 			v.Set(reflect.ValueOf(ss))
 			require.Same(t, ss, *fd.ref(&m), name)
 		default:
@@ -77,10 +77,10 @@ func TestExcludedFieldsMatchReference(t *testing.T) {
 
 func TestCloneIsDeep(t *testing.T) {
 	t.Parallel()
-	m := StageRequestStats{StageStats: &StageStats{TotalToken: 1}, VllmItlsMs: []float64{1},
+	m := StageRequestStats{StageStats: &stageStats{TotalToken: 1}, VllmItlsMs: []float64{1},
 		InterOutputLatenciesMs: []float64{2}, DiffusionMetrics: map[string]float64{"a": 1},
 		PipelineTimings: map[string]float64{"preprocess_ms": 1}}
-	c := m.Clone()
+	c := m.clone()
 	m.StageStats.TotalToken = 9
 	m.VllmItlsMs[0] = 9
 	m.InterOutputLatenciesMs[0] = 9

@@ -1,12 +1,12 @@
 package metrics
 
-// Merger folds the segments of one stage into one row with the merge rules of stageFields
+// merger folds the segments of one stage into one row with the merge rules of stageFields
 // (vllm-omni's collapse at finalize). It keeps the running tpot weight that vllm-omni
 // stores in the private `_vllm_tpot_weight` / `_vllm_tpot_weighted_ms` keys, so folding
 // incrementally (as pending snapshots arrive, which keeps their memory O(stages)) gives the same
 // result as folding a stored list at finalize.
 // The zero value is ready to use; it is not safe for concurrent use.
-type Merger struct {
+type merger struct {
 	cur      StageRequestStats
 	next     StageRequestStats // the segment being folded: read through &mg.next, so Add's argument never escapes (no allocation per segment)
 	n        int
@@ -14,14 +14,14 @@ type Merger struct {
 	tpotWSum float64
 }
 
-// Len is the number of segments folded so far.
-func (mg *Merger) Len() int { return mg.n }
+// len is the number of segments folded so far.
+func (mg *merger) len() int { return mg.n }
 
-// Add folds e into the running row. e is deep-copied on first use and its lists are copied on
+// add folds e into the running row. e is deep-copied on first use and its lists are copied on
 // concatenation, so the caller keeps ownership of e.
-func (mg *Merger) Add(e StageRequestStats) {
+func (mg *merger) add(e StageRequestStats) {
 	if mg.n == 0 {
-		mg.cur = e.Clone()
+		mg.cur = e.clone()
 		mg.n = 1
 		mg.tpotW, mg.tpotWSum = 0, 0
 		if e.VllmTpotMs > 0 {
@@ -88,7 +88,7 @@ func (mg *Merger) Add(e StageRequestStats) {
 	}
 }
 
-func (mg *Merger) mergeTpot(prevOut int, e *StageRequestStats) {
+func (mg *merger) mergeTpot(prevOut int, e *StageRequestStats) {
 	cur := &mg.cur
 	if mg.tpotW == 0 && cur.VllmTpotMs > 0 {
 		// The running row came from outside this Merger's history: rebuild its weight from the
@@ -106,19 +106,16 @@ func (mg *Merger) mergeTpot(prevOut int, e *StageRequestStats) {
 	}
 }
 
-// Result is the merged row. It shares lists with the Merger: do not Add after using it unless
+// result is the merged row. It shares lists with the Merger: do not Add after using it unless
 // you Clone it first.
-func (mg *Merger) Result() StageRequestStats { return mg.cur }
+func (mg *merger) result() StageRequestStats { return mg.cur }
 
-// Reset empties the Merger for reuse.
-func (mg *Merger) Reset() { *mg = Merger{} }
-
-// MergeStageStats folds next into cur with the merge table. cur's tpot weight is
+// mergeStageStats folds next into cur with the merge table. cur's tpot weight is
 // rebuilt from its token count, as vllm-omni does when no running weight is known.
-func MergeStageStats(cur, next StageRequestStats) StageRequestStats {
-	mg := Merger{cur: cur.Clone(), n: 1}
-	mg.Add(next)
-	return mg.Result()
+func mergeStageStats(cur, next StageRequestStats) StageRequestStats {
+	mg := merger{cur: cur.clone(), n: 1}
+	mg.add(next)
+	return mg.result()
 }
 
 // tpotWeight is the number of inter-token gaps a segment's tpot averages over, at least 1.

@@ -12,13 +12,13 @@ func TestMergeTokenWeightedTpot(t *testing.T) {
 	t.Parallel()
 	a := StageRequestStats{NumTokensOut: 4, VllmTpotMs: 10}
 	b := StageRequestStats{NumTokensOut: 6, VllmTpotMs: 20}
-	require.InDelta(t, 16.25, MergeStageStats(a, b).VllmTpotMs, 1e-12)
+	require.InDelta(t, 16.25, mergeStageStats(a, b).VllmTpotMs, 1e-12)
 
-	var mg Merger
-	mg.Add(a)
-	mg.Add(b)
-	require.InDelta(t, 16.25, mg.Result().VllmTpotMs, 1e-12)
-	require.Equal(t, 10, mg.Result().NumTokensOut)
+	var mg merger
+	mg.add(a)
+	mg.add(b)
+	require.InDelta(t, 16.25, mg.result().VllmTpotMs, 1e-12)
+	require.Equal(t, 10, mg.result().NumTokensOut)
 }
 
 func TestMergeRules(t *testing.T) {
@@ -99,12 +99,12 @@ func TestMergeRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var mg Merger
+			var mg merger
 			for _, s := range tt.segs {
-				mg.Add(s)
+				mg.add(s)
 			}
-			require.Equal(t, len(tt.segs), mg.Len())
-			tt.check(t, mg.Result())
+			require.Equal(t, len(tt.segs), mg.len())
+			tt.check(t, mg.result())
 		})
 	}
 }
@@ -117,13 +117,13 @@ func TestMergerIncrementalEqualsChain(t *testing.T) {
 		{NumTokensOut: 6, VllmTpotMs: 20, VllmItlsMs: []float64{2}},
 		{NumTokensOut: 11, VllmTpotMs: 5},
 	}
-	var mg Merger
+	var mg merger
 	for _, s := range segs {
-		mg.Add(s)
+		mg.add(s)
 	}
 	want := (10.0*3 + 20*5 + 5*10) / 18
-	require.InDelta(t, want, mg.Result().VllmTpotMs, 1e-12)
+	require.InDelta(t, want, mg.result().VllmTpotMs, 1e-12)
 	// The caller's lists are never aliased.
 	segs[0].VllmItlsMs[0] = 99
-	require.Equal(t, []float64{1, 2}, mg.Result().VllmItlsMs)
+	require.Equal(t, []float64{1, 2}, mg.result().VllmItlsMs)
 }

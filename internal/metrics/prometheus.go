@@ -90,18 +90,18 @@ type Collectors struct {
 
 // Request kinds (the kind label).
 const (
-	KindChat   = "chat"
-	KindDuplex = "duplex"
+	kindChat   = "chat"
+	kindDuplex = "duplex"
 )
 
 // finishedReasons is every value the finished_reason label takes.
-var finishedReasons = []string{ReasonStop, ReasonLength, ReasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
+var finishedReasons = []string{ReasonStop, ReasonLength, reasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError}
 
 // succeeded reports a finished reason that counts as a success: the model finished (stop), hit
 // its token limit (length) or called tools (tool_calls). Everything else (cancelled, barged in, closed, aborted, failed)
 // is a failure of the request, counted apart.
 func succeeded(reason string) bool {
-	return reason == ReasonStop || reason == ReasonLength || reason == ReasonToolCalls
+	return reason == ReasonStop || reason == ReasonLength || reason == reasonToolCalls
 }
 
 // NewCollectors registers the families on reg with a constant model_name label. It panics if a
@@ -227,28 +227,28 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		c.detachedSessions, c.sessionDuration, c.admissionReject, c.evictions, c.stalled, c.panics, c.toolCalls, c.mcpCallDuration, c.mcpCallFailures, c.engineErrors, c.functionCall, c.transcription, c.txSpeechEndDone, c.txFirstDelta, c.txItems, c.bargeIn, c.semanticTurns, c.endOfTurnProb, c.audioTTFP, c.audioDuration, c.audioRTF, c.transferSize,
 		c.transferTx, c.transferBlocked, c.transferRxDecode, c.transferInFlight, c.load, c.kv)
 	// Present from start-up: every bounded label combination that is known up front.
-	for _, comp := range PanicComponents {
+	for _, comp := range panicComponents {
 		c.panics.WithLabelValues(comp)
 	}
-	for _, api := range ToolCallAPIs {
+	for _, api := range toolCallAPIs {
 		c.toolCalls.WithLabelValues(api)
 	}
 	for _, o := range []string{ItemCompleted, ItemFailed, ItemCancelled} {
 		c.txItems.WithLabelValues(o) // every outcome shows from the start, at 0
 	}
-	for _, r := range EndOfTurnReasons {
+	for _, r := range endOfTurnReasons {
 		c.semanticTurns.WithLabelValues(r)
 	}
 	for _, o := range []string{"completed", "failed"} {
 		c.mcpCallDuration.WithLabelValues(o)
 	}
-	for _, k := range MCPFailureKinds {
+	for _, k := range mcpFailureKinds {
 		c.mcpCallFailures.WithLabelValues(k)
 	}
 	for _, k := range EngineErrorCauses {
 		c.engineErrors.WithLabelValues(k)
 	}
-	for _, kind := range []string{KindChat, KindDuplex} {
+	for _, kind := range []string{kindChat, kindDuplex} {
 		for _, r := range finishedReasons {
 			if succeeded(r) {
 				c.requestSuccess.WithLabelValues(kind, r)
@@ -288,8 +288,8 @@ func (c *Collectors) AddDetachedSessions(delta int) {
 	}
 }
 
-// PanicComponents are the goroutine roots that recover a panic (the panics_total labels).
-var PanicComponents = []string{"session", "session_jobs", "http", "engine"}
+// panicComponents are the goroutine roots that recover a panic (the panics_total labels).
+var panicComponents = []string{"session", "session_jobs", "http", "engine"}
 
 // CountStalledClient counts a realtime client found not reading by the age of its oldest event.
 func (c *Collectors) CountStalledClient() {
@@ -312,27 +312,23 @@ func (c *Collectors) CountPanic(component string) {
 	}
 }
 
-// ToolCallAPIs are the api label values of omniserve_tool_calls_total.
-var ToolCallAPIs = []string{"chat", "realtime"}
+// toolCallAPIs are the api label values of omniserve_tool_calls_total.
+var toolCallAPIs = []string{"chat", "realtime"}
 
-// CountToolCall counts one tool call the model made through api (ToolCallAPIs).
+// CountToolCall counts one tool call the model made through api (toolCallAPIs).
 func (c *Collectors) CountToolCall(api string) {
 	if c != nil {
 		c.toolCalls.WithLabelValues(api).Inc()
 	}
 }
 
-// MCPFailureKinds are the kind label values of omniserve_realtime_mcp_call_failures_total.
-var MCPFailureKinds = []string{"protocol_error", "tool_execution_error", "http_error", "cancelled"}
+// mcpFailureKinds are the kind label values of omniserve_realtime_mcp_call_failures_total.
+var mcpFailureKinds = []string{"protocol_error", "tool_execution_error", "http_error", "cancelled"}
 
-// ObserveMCPCall records one realtime MCP call: its duration (seconds < 0: it never reached
-// the server, only the failure is counted) and failure ("" when it completed, else a
-// MCPFailureKinds value). ObserveFinalized calls it for each MCP call of a turn's record.
-func (c *Collectors) ObserveMCPCall(seconds float64, failure string) {
-	c.observeMCPCall(seconds, failure, nil)
-}
-
-// observeMCPCall is ObserveMCPCall with the exemplar of the turn's trace (nil: none).
+// observeMCPCall records one realtime MCP call: its duration (seconds < 0: it never reached
+// the server, only the failure is counted), failure ("" when it completed, else a
+// mcpFailureKinds value) and the exemplar of the turn's trace (nil: none). ObserveFinalized
+// calls it for each MCP call of a turn's record.
 func (c *Collectors) observeMCPCall(seconds float64, failure string, ex prometheus.Labels) {
 	if c == nil {
 		return
@@ -341,7 +337,7 @@ func (c *Collectors) observeMCPCall(seconds float64, failure string, ex promethe
 	if failure != "" {
 		outcome = "failed"
 		kind := "protocol_error"
-		for _, k := range MCPFailureKinds {
+		for _, k := range mcpFailureKinds {
 			if k == failure {
 				kind = k
 			}
@@ -370,7 +366,7 @@ func (c *Collectors) ObserveTranscriptionItem(r TranscriptionItem) {
 	if ms := r.SpeechEndToDoneMs(); ms >= 0 {
 		c.txSpeechEndDone.Observe(ms / 1000)
 	}
-	if ms, ok := r.SpeechEndToFirstDeltaMs(); ok {
+	if ms, ok := r.speechEndToFirstDeltaMs(); ok {
 		c.txFirstDelta.Observe(max(ms, 0) / 1000)
 	}
 }
@@ -382,8 +378,8 @@ func (c *Collectors) BargeIn(latency float64) {
 	}
 }
 
-// EndOfTurnReasons is every value of semantic_vad_turns_total's reason label.
-var EndOfTurnReasons = []string{"semantic", "max_wait", "silence"}
+// endOfTurnReasons is every value of semantic_vad_turns_total's reason label.
+var endOfTurnReasons = []string{"semantic", "max_wait", "silence"}
 
 // ObserveEndOfTurn counts a turn semantic_vad ended and, when it had an estimate, the
 // thinker's end-of-turn probability at the decision.
@@ -407,9 +403,9 @@ func (c *Collectors) AdmissionRejected() {
 // promReason bounds the finished_reason label to finishedReasons.
 func promReason(r string) string { return NormalizeFinishedReason(r) }
 
-// ExemplarTraceID is the exemplar label holding a trace id (the name Grafana's exemplar links
+// exemplarTraceID is the exemplar label holding a trace id (the name Grafana's exemplar links
 // and Prometheus' docs use).
-const ExemplarTraceID = "trace_id"
+const exemplarTraceID = "trace_id"
 
 // observe records v on o, with the exemplar ex when it is set (OpenMetrics exposition shows
 // the latest exemplar per bucket).
@@ -432,11 +428,11 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	reason := promReason(r.FinishedReason)
 	var ex prometheus.Labels // only a traced record pays for its exemplar
 	if r.TraceID != "" {
-		ex = prometheus.Labels{ExemplarTraceID: r.TraceID}
+		ex = prometheus.Labels{exemplarTraceID: r.TraceID}
 	}
-	kind := KindChat
+	kind := kindChat
 	if r.Duplex {
-		kind = KindDuplex
+		kind = kindDuplex
 		c.duplexTurns.WithLabelValues(reason).Inc()
 		if v := r.E2E.InputEndToFirstAudioMs; v > 0 {
 			observe(c.inputToAudio, v/1000, ex)
@@ -530,7 +526,7 @@ func (c *Collectors) InitStages(numStages int) {
 	c.load.mu.Unlock()
 	for i := range numStages {
 		st := strconv.Itoa(i)
-		for _, kind := range []string{KindChat, KindDuplex} {
+		for _, kind := range []string{kindChat, kindDuplex} {
 			c.audioTTFP.WithLabelValues(kind, st)
 		}
 		c.audioDuration.WithLabelValues(st)

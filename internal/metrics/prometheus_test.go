@@ -15,7 +15,7 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	c := NewCollectors(reg, "dummy:tiny")
 
 	turn, _ := duplexExample(t)
-	require.True(t, turn.Finalize(FinishedReasonForCancel(CancelTurnDetected), nil, false))
+	require.True(t, turn.Finalize(FinishedReasonForCancel(cancelTurnDetected), nil, false))
 	rec, ok := turn.Record()
 	require.True(t, ok)
 	c.ObserveFinalized(rec)
@@ -141,10 +141,10 @@ func TestObserveMCPCall(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	c := NewCollectors(reg, "m")
-	c.ObserveMCPCall(0.2, "")
-	c.ObserveMCPCall(0.03, "tool_execution_error")
-	c.ObserveMCPCall(-1, "cancelled")
-	c.ObserveMCPCall(-1, "weird")
+	c.observeMCPCall(0.2, "", nil)
+	c.observeMCPCall(0.03, "tool_execution_error", nil)
+	c.observeMCPCall(-1, "cancelled", nil)
+	c.observeMCPCall(-1, "weird", nil)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("tool_execution_error")), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("cancelled")), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.mcpCallFailures.WithLabelValues("protocol_error")), 0)
@@ -166,7 +166,7 @@ func TestObserveMCPCall(t *testing.T) {
 	}
 	require.Equal(t, map[string]uint64{"completed": 1, "failed": 1}, samples)
 	var nilC *Collectors
-	nilC.ObserveMCPCall(1, "") // a server without metrics
+	nilC.observeMCPCall(1, "", nil) // a server without metrics
 }
 
 // A traced record's latency observations carry its trace id as the bucket's exemplar, with the
@@ -211,7 +211,7 @@ func TestLatencyExemplarsCarryTheTraceID(t *testing.T) {
 							continue
 						}
 						require.Len(t, ex.GetLabel(), 1, f.GetName())
-						require.Equal(t, ExemplarTraceID, ex.GetLabel()[0].GetName())
+						require.Equal(t, exemplarTraceID, ex.GetLabel()[0].GetName())
 						require.Equal(t, tc.traceID, ex.GetLabel()[0].GetValue())
 						require.LessOrEqual(t, ex.GetValue(), b.GetUpperBound(), "the exemplar sits in its bucket")
 						got[f.GetName()] = ex.GetValue()

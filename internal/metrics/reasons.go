@@ -13,8 +13,8 @@ const (
 	// ReasonLength is a response cut by max_output_tokens / max_tokens (the wire says
 	// max_output_tokens; every log says length, as chat does).
 	ReasonLength = "length"
-	// ReasonToolCalls is a reply that ended in tool calls (Chat Completions' finish_reason).
-	ReasonToolCalls = "tool_calls"
+	// reasonToolCalls is a reply that ended in tool calls (Chat Completions' finish_reason).
+	reasonToolCalls = "tool_calls"
 	ReasonBargeIn   = "barge_in"
 	ReasonCancel    = "cancel"
 	ReasonClose     = "close"
@@ -24,19 +24,19 @@ const (
 
 // Cancel sources: the `reason` a session passes when it cancels the active response.
 const (
-	CancelBargeIn                = "barge_in"
-	CancelTurnDetected           = "turn_detected"
+	cancelBargeIn                = "barge_in"
+	cancelTurnDetected           = "turn_detected"
 	CancelSessionClose           = "session_close"
 	CancelDisconnect             = "disconnect"
 	CancelDisconnectGraceExpired = "disconnect_grace_expired"
-	CancelTimeout                = "timeout"
-	CancelNewResponse            = "new_response"
-	CancelOutputAudioBufferClear = "output_audio_buffer_clear"
-	CancelInputCancel            = "input.cancel"
-	CancelResponseCancel         = "response.cancel"
-	CancelClientCancelled        = "client_cancelled"
-	CancelEngineError            = "engine_error"
-	CancelLeaseExpired           = "lease_expired"
+	cancelTimeout                = "timeout"
+	cancelNewResponse            = "new_response"
+	cancelOutputAudioBufferClear = "output_audio_buffer_clear"
+	cancelInputCancel            = "input.cancel"
+	cancelResponseCancel         = "response.cancel"
+	cancelClientCancelled        = "client_cancelled"
+	cancelEngineError            = "engine_error"
+	cancelLeaseExpired           = "lease_expired"
 )
 
 // FinishedReasonForCancel maps a cancel source to the logged finished_reason with vllm-omni's
@@ -46,14 +46,14 @@ const (
 // the logged reason is mapped; the wire event keeps its own documented reason, which clients read.
 func FinishedReasonForCancel(source string) string {
 	switch source {
-	case CancelBargeIn, CancelTurnDetected:
+	case cancelBargeIn, cancelTurnDetected:
 		return ReasonBargeIn
-	case CancelSessionClose, CancelDisconnect, CancelDisconnectGraceExpired, CancelLeaseExpired:
+	case CancelSessionClose, CancelDisconnect, CancelDisconnectGraceExpired, cancelLeaseExpired:
 		return ReasonClose
-	case CancelEngineError:
+	case cancelEngineError:
 		return ReasonError
-	case CancelTimeout, CancelNewResponse, CancelOutputAudioBufferClear, CancelInputCancel,
-		CancelResponseCancel, CancelClientCancelled:
+	case cancelTimeout, cancelNewResponse, cancelOutputAudioBufferClear, cancelInputCancel,
+		cancelResponseCancel, cancelClientCancelled:
 		return ReasonCancel
 	}
 	if isKnownReason(source) {
@@ -72,7 +72,7 @@ func NormalizeFinishedReason(r string) string {
 
 func isKnownReason(r string) bool {
 	switch r {
-	case ReasonStop, ReasonLength, ReasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
+	case ReasonStop, ReasonLength, reasonToolCalls, ReasonBargeIn, ReasonCancel, ReasonClose, ReasonAbort, ReasonError:
 		return true
 	}
 	return false
@@ -89,42 +89,42 @@ func DuplexResourceRequestID(sessionID string, incarnation, epoch int, role stri
 		".i." + strconv.Itoa(incarnation) + ".e." + strconv.Itoa(epoch) + ".r." + role
 }
 
-// DuplexResourceID is a parsed DuplexResourceRequestID.
-type DuplexResourceID struct {
+// duplexResourceID is a parsed DuplexResourceRequestID.
+type duplexResourceID struct {
 	SessionID   string
 	Incarnation int
 	Epoch       int
 	Role        string
 }
 
-// ParseDuplexResourceRequestID parses an id made by DuplexResourceRequestID.
-func ParseDuplexResourceRequestID(rid string) (DuplexResourceID, bool) {
+// parseDuplexResourceRequestID parses an id made by DuplexResourceRequestID.
+func parseDuplexResourceRequestID(rid string) (duplexResourceID, bool) {
 	if !strings.HasPrefix(rid, duplexIDPrefix) {
-		return DuplexResourceID{}, false
+		return duplexResourceID{}, false
 	}
 	parts := strings.Split(rid, ".")
 	if len(parts) != 8 || parts[2] != "i" || parts[4] != "e" || parts[6] != "r" {
-		return DuplexResourceID{}, false
+		return duplexResourceID{}, false
 	}
 	// One spelling per id: Strict rejects non-zero trailing bits, and the re-encoding check
 	// rejects what the decoder skips (\r and \n) or any other non-canonical form.
 	sid, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil || len(sid) == 0 || base64.RawURLEncoding.EncodeToString(sid) != parts[1] {
-		return DuplexResourceID{}, false
+		return duplexResourceID{}, false
 	}
 	inc, ok1 := parseNonNegative(parts[3])
 	ep, ok2 := parseNonNegative(parts[5])
 	if !ok1 || !ok2 || !validRole(parts[7]) {
-		return DuplexResourceID{}, false
+		return duplexResourceID{}, false
 	}
-	return DuplexResourceID{SessionID: string(sid), Incarnation: inc, Epoch: ep, Role: parts[7]}, true
+	return duplexResourceID{SessionID: string(sid), Incarnation: inc, Epoch: ep, Role: parts[7]}, true
 }
 
 // IsDuplexResourceRequestID reports whether rid is an 8-part duplex resource id. Unlike the
 // reference predicate it also validates the integers, the base64 and the role charset
 // `[A-Za-z0-9_-]+`, since omniserve only has to accept the ids it makes itself.
 func IsDuplexResourceRequestID(rid string) bool {
-	_, ok := ParseDuplexResourceRequestID(rid)
+	_, ok := parseDuplexResourceRequestID(rid)
 	return ok
 }
 

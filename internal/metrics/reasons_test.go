@@ -37,9 +37,9 @@ func TestIsDuplexResourceRequestID(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, IsDuplexResourceRequestID(tt.rid), tt.rid)
 	}
-	id, ok := ParseDuplexResourceRequestID(DuplexResourceRequestID("sid.with.dots", 2, 7, "stage0"))
+	id, ok := parseDuplexResourceRequestID(DuplexResourceRequestID("sid.with.dots", 2, 7, "stage0"))
 	require.True(t, ok)
-	require.Equal(t, DuplexResourceID{SessionID: "sid.with.dots", Incarnation: 2, Epoch: 7, Role: "stage0"}, id)
+	require.Equal(t, duplexResourceID{SessionID: "sid.with.dots", Incarnation: 2, Epoch: 7, Role: "stage0"}, id)
 }
 
 // #5 test_finished_reason_for_cancel_mapping, plus two deliberate differences from the reference:
@@ -96,10 +96,10 @@ func FuzzDuplexResourceRequestID(f *testing.F) {
 			return
 		}
 		rid := DuplexResourceRequestID(sid, inc, epoch, role)
-		id, ok := ParseDuplexResourceRequestID(rid)
+		id, ok := parseDuplexResourceRequestID(rid)
 		require.True(t, ok, rid)
-		require.Equal(t, DuplexResourceID{SessionID: sid, Incarnation: inc, Epoch: epoch, Role: role}, id)
-		if p, ok := ParseDuplexResourceRequestID(raw); ok {
+		require.Equal(t, duplexResourceID{SessionID: sid, Incarnation: inc, Epoch: epoch, Role: role}, id)
+		if p, ok := parseDuplexResourceRequestID(raw); ok {
 			require.Equal(t, raw, DuplexResourceRequestID(p.SessionID, p.Incarnation, p.Epoch, p.Role))
 		}
 	})

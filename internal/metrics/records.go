@@ -12,7 +12,7 @@ import (
 // ("Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats",
 // "TransferEdgeStats", "ToolCallStats"); its fields are the table's rows (the same rows the text table shows)
 // plus the ids: request_id, and for a duplex turn response_id, turn and reason.
-func logRecords(log *zap.Logger, s Summary, id *TimingIdentity) {
+func logRecords(log *zap.Logger, s summary, id *timingIdentity) {
 	ids := func(rid string) []zap.Field {
 		req := rid
 		if id != nil && id.Req != "" {

@@ -35,18 +35,18 @@ func TestStructuredRecordsOnePerTable(t *testing.T) {
 	var buf bytes.Buffer
 	require.True(t, turn.Finalize(ReasonStop, jsonLogger(&buf), true))
 	recs := parseRecords(t, &buf)
-	text := turn.Aggregator().Render() // the same tables as text, for comparison
+	text := turn.Aggregator().render() // the same tables as text, for comparison
 	require.Len(t, recs, len(text), "one record per table and one for [OmniTiming]")
 	var kinds []string
 	for _, r := range recs {
 		kinds = append(kinds, r["msg"].(string))
-		require.Equal(t, turn.RequestID(), r["request_id"])
+		require.Equal(t, turn.requestID, r["request_id"])
 		require.Equal(t, turn.ResponseID(), r["response_id"])
 		require.Equal(t, "stop", r["reason"])
 		require.NotContains(t, r["msg"], "+---", "no ASCII table in the message")
 	}
 	require.Equal(t, []string{"Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats", "TransferEdgeStats"}, kinds)
-	e2e, ok := turn.Aggregator().E2E(turn.ResponseID())
+	e2e, ok := turn.Aggregator().e2e(turn.ResponseID())
 	require.True(t, ok)
 	require.InDelta(t, e2e.E2ETotalMs, recs[1]["e2e_total_ms"], 1e-9)
 	require.InDelta(t, float64(e2e.E2ETotalTokens), recs[1]["e2e_total_tokens"], 0)

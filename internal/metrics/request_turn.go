@@ -27,7 +27,7 @@ func NewRequestTurn(requestID string, arrival float64, numStages, finalStage int
 	t := newTurnMetrics(requestID, requestID, -1, arrival, numStages, clock)
 	t.req = &requestTurn{finalStage: finalStage, reqStart: t.arrival}
 	if tables {
-		t.agg = NewAggregator(t.numStages, true, t.arrival, finalStage, WithClock(t.clock), WithStructuredRecords(structured))
+		t.agg = newAggregator(t.numStages, true, t.arrival, finalStage, withClock(t.clock), withStructuredRecords(structured))
 	} else {
 		t.req.figures = &figures{}
 	}
@@ -59,15 +59,15 @@ func (t *TurnMetrics) accumulateRequestLocked(stage int, m StageRequestStats, fi
 	if stage < len(t.stages) && t.stages[stage].firstOutput > 0 {
 		m.ServingTimeToFirstOutputMs = (t.stages[stage].firstOutput - t.arrival) * 1000
 	}
-	t.agg.MarkStageTimes(stage, submitTS)
-	t.agg.OnStageMetrics(stage, t.requestID, m.Clone(), finalOutputType)
+	t.agg.markStageTimes(stage, submitTS)
+	t.agg.onStageMetrics(stage, t.requestID, m.clone(), finalOutputType)
 }
 
 // addRequestSendLocked is AddTransfer for a chat request: vllm-omni's on_forward.
 func (t *TurnMetrics) addRequestSendLocked(from, to int, sizeBytes int64, txMs float64, usedShm bool) {
 	t.req.figures.addSend(from, to, sizeBytes, txMs)
 	if t.agg != nil {
-		t.agg.OnForward(from, to, t.requestID, sizeBytes, txMs, usedShm)
+		t.agg.onForward(from, to, t.requestID, sizeBytes, txMs, usedShm)
 	}
 }
 
@@ -88,9 +88,9 @@ func (t *TurnMetrics) End(reason string) bool {
 	if t.agg != nil {
 		if reason == ReasonAbort || reason == ReasonError {
 			// Chat tables keep vllm-omni's format; only a cut-short request names its reason.
-			t.agg.SetTimingIdentity(&TimingIdentity{Req: t.requestID, Turn: -1, Reason: reason})
+			t.agg.setTimingIdentity(&timingIdentity{Req: t.requestID, Turn: -1, Reason: reason})
 		}
-		t.agg.OnFinalizeRequest(t.req.finalStage, t.requestID, t.req.reqStart)
+		t.agg.onFinalizeRequest(t.req.finalStage, t.requestID, t.req.reqStart)
 	}
 	return true
 }
@@ -125,7 +125,7 @@ func (t *TurnMetrics) finalizeRequest(reason string, log *zap.Logger) bool {
 	t.record = rec
 	t.mu.Unlock()
 	if t.agg != nil {
-		s := t.agg.BuildAndLogSummary(log)
+		s := t.agg.buildAndLogSummary(log)
 		t.mu.Lock()
 		t.summary = s
 		t.mu.Unlock()

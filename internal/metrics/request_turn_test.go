@@ -14,7 +14,7 @@ import (
 func TestRequestTurnClosesOnceWithItsReason(t *testing.T) {
 	t.Parallel()
 	for _, tables := range []bool{true, false} {
-		for _, reason := range []string{ReasonStop, ReasonLength, ReasonToolCalls, ReasonAbort, ReasonError} {
+		for _, reason := range []string{ReasonStop, ReasonLength, reasonToolCalls, ReasonAbort, ReasonError} {
 			t.Run(reason, func(t *testing.T) {
 				t.Parallel()
 				clk := newFakeClock(100)
@@ -39,7 +39,7 @@ func TestRequestTurnClosesOnceWithItsReason(t *testing.T) {
 				require.False(t, turn.Finalize(ReasonStop, nil, false), "reported once")
 				turn.Accumulate(0, StageRequestStats{NumTokensOut: 99}, "", 0)
 				require.Equal(t, 2, turn.SegmentCount(), "rows after the report are dropped")
-				require.Equal(t, reason, turn.FinishedReason())
+				require.Equal(t, reason, turn.finishedReason())
 
 				rec, ok := turn.Record()
 				require.True(t, ok)
@@ -56,7 +56,7 @@ func TestRequestTurnClosesOnceWithItsReason(t *testing.T) {
 				require.Equal(t, int64(64), rec.Transfers[0].SizeBytes)
 				require.InDelta(t, 0.5, rec.Transfers[0].TxTimeMs, 0)
 				if tables {
-					evs := turn.Aggregator().StageEvents("chatcmpl-turn")
+					evs := turn.Aggregator().stageEventsOf("chatcmpl-turn")
 					require.Len(t, evs, 2, "one row per snapshot, as vllm-omni's chat tables print them")
 					require.InDelta(t, 50.0, evs[0].ServingTimeToFirstOutputMs, 1e-6, "arrival → first output")
 				} else {

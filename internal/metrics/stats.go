@@ -15,9 +15,9 @@ func Now() float64 {
 	return float64(time.Now().UnixNano()) / 1e9
 }
 
-// StageStats is the per-stage running total the engine attaches to a snapshot. It is never
+// stageStats is the per-stage running total the engine attaches to a snapshot. It is never
 // rendered (vllm-omni's STAGE_EXCLUDE) and never merged: the first segment's value is kept.
-type StageStats struct {
+type stageStats struct {
 	TotalToken     int
 	TotalGenTimeMs float64
 }
@@ -38,7 +38,7 @@ type StageRequestStats struct {
 	RxTransferBytes            int                `stats:"rx_transfer_bytes"`
 	RxDecodeTimeMs             float64            `stats:"rx_decode_time_ms"`
 	RxInFlightTimeMs           float64            `stats:"rx_in_flight_time_ms"`
-	StageStats                 *StageStats        `stats:"stage_stats"`
+	StageStats                 *stageStats        `stats:"stage_stats"`
 	StageID                    int                `stats:"stage_id"`
 	ReplicaID                  int                `stats:"replica_id"`
 	FinalOutputType            string             `stats:"final_output_type"`
@@ -71,9 +71,9 @@ type StageRequestStats struct {
 	Remote string `stats:"remote"`
 }
 
-// Clone returns a deep copy: StageStats, lists and maps are not shared with m, so a snapshot the
+// clone returns a deep copy: stageStats, lists and maps are not shared with m, so a snapshot the
 // engine keeps mutating cannot change what a turn already accumulated.
-func (m StageRequestStats) Clone() StageRequestStats {
+func (m StageRequestStats) clone() StageRequestStats {
 	c := m
 	if m.StageStats != nil {
 		ss := *m.StageStats
@@ -98,12 +98,12 @@ type TransferEdgeStats struct {
 	RxDecodeTimeMs float64
 	InFlightTimeMs float64
 	// BackpressureTimeMs is the time the sender waited for room on a full connector queue. It is
-	// not transfer time (tx_time_ms is the hand-off cost only) and is not part of TotalTimeMs.
+	// not transfer time (tx_time_ms is the hand-off cost only) and is not part of totalTimeMs.
 	BackpressureTimeMs float64
 }
 
-// TotalTimeMs is tx + rx decode + in flight.
-func (t TransferEdgeStats) TotalTimeMs() float64 {
+// totalTimeMs is tx + rx decode + in flight.
+func (t TransferEdgeStats) totalTimeMs() float64 {
 	return t.TxTimeMs + t.RxDecodeTimeMs + t.InFlightTimeMs
 }
 
@@ -140,9 +140,9 @@ type RequestE2EStats struct {
 	DeliveryDetachedMs float64
 }
 
-// TimingIdentity names a duplex turn in titles and the [OmniTiming] line, so each turn's tables can
+// timingIdentity names a duplex turn in titles and the [OmniTiming] line, so each turn's tables can
 // be told apart within a session. Empty strings and a negative Turn are omitted.
-type TimingIdentity struct {
+type timingIdentity struct {
 	Req      string
 	Response string
 	Turn     int

@@ -9,28 +9,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// Summary is what BuildAndLogSummary produced; it exists for tests and callers that want the
+// summary is what buildAndLogSummary produced; it exists for tests and callers that want the
 // figures without parsing log text.
-type Summary struct {
-	// FinalStageIDs is {"*": id}, or the per-request map given WithFinalStages.
+type summary struct {
+	// FinalStageIDs is {"*": id}, or the per-request map given withFinalStages.
 	FinalStageIDs map[string]int
 	// Overall holds the Overall Summary rows that survived the zero filter, in order.
-	Overall []SummaryRow
+	Overall []summaryRow
 	// Requests are the per-request sections in emission (sorted rid) order.
-	Requests []RequestSummary
+	Requests []requestSummary
 	// Entries are the logged texts in order: tables as "[<title>]\n<table>" (logged with a
 	// leading "\n") and the "[OmniTiming] ..." line.
 	Entries []string
 }
 
-// SummaryRow is one Field | Value row of the Overall Summary.
-type SummaryRow struct {
+// summaryRow is one Field | Value row of the Overall Summary.
+type summaryRow struct {
 	Key   string
 	Value float64
 }
 
-// OverallValue returns the Overall Summary value of key.
-func (s Summary) OverallValue(key string) (float64, bool) {
+// overallValue returns the Overall Summary value of key.
+func (s summary) overallValue(key string) (float64, bool) {
 	for _, r := range s.Overall {
 		if r.Key == key {
 			return r.Value, true
@@ -39,8 +39,8 @@ func (s Summary) OverallValue(key string) (float64, bool) {
 	return 0, false
 }
 
-// RequestSummary is one request's section.
-type RequestSummary struct {
+// requestSummary is one request's section.
+type requestSummary struct {
 	RequestID  string
 	E2E        *RequestE2EStats
 	Stages     []StageRequestStats // sorted by stage id
@@ -49,12 +49,12 @@ type RequestSummary struct {
 	ToolCalls  []ToolCallStats     // a turn's tool and MCP calls; nil = none (no table)
 }
 
-// BuildAndLogSummary renders every table and logs each one at info level, one entry per table
+// buildAndLogSummary renders every table and logs each one at info level, one entry per table
 // whose message starts with "\n" (as vllm-omni does), and the [OmniTiming] line. It does
 // nothing, and allocates nothing, when the aggregator was built with logStats false.
-func (a *Aggregator) BuildAndLogSummary(log *zap.Logger) Summary {
+func (a *Aggregator) buildAndLogSummary(log *zap.Logger) summary {
 	if !a.logStats {
-		return Summary{}
+		return summary{}
 	}
 	s := a.build()
 	if log == nil {
@@ -77,17 +77,17 @@ func (a *Aggregator) BuildAndLogSummary(log *zap.Logger) Summary {
 	return s
 }
 
-// Render returns the texts BuildAndLogSummary would log, in order, regardless of logStats.
-func (a *Aggregator) Render() []string {
+// render returns the texts buildAndLogSummary would log, in order, regardless of logStats.
+func (a *Aggregator) render() []string {
 	return a.build().Entries
 }
 
 const omniTimingPrefix = "[OmniTiming] "
 
-func (a *Aggregator) build() Summary {
+func (a *Aggregator) build() summary {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var s Summary
+	var s summary
 	if a.finalStages != nil {
 		s.FinalStageIDs = maps.Clone(a.finalStages)
 	} else {
@@ -102,14 +102,14 @@ func (a *Aggregator) build() Summary {
 	}
 	if len(nonZero) > 0 {
 		for _, r := range nonZero {
-			s.Overall = append(s.Overall, SummaryRow{Key: r.key, Value: r.num})
+			s.Overall = append(s.Overall, summaryRow{Key: r.key, Value: r.num})
 		}
 		s.Entries = append(s.Entries, renderKV("Overall Summary", nonZero))
 	}
 
 	for _, rid := range a.requestIDsLocked() {
 		rs := a.requestSectionLocked(rid)
-		s.Requests = append(s.Requests, rs.RequestSummary)
+		s.Requests = append(s.Requests, rs.requestSummary)
 		s.Entries = append(s.Entries, rs.entries...)
 	}
 	return s
@@ -170,7 +170,7 @@ func (a *Aggregator) requestIDsLocked() []string {
 }
 
 type requestSection struct {
-	RequestSummary
+	requestSummary
 	entries []string
 }
 
@@ -190,7 +190,7 @@ func (a *Aggregator) title(kind, rid string) string {
 	return b.String()
 }
 
-func writeIdentity(b *strings.Builder, id *TimingIdentity) {
+func writeIdentity(b *strings.Builder, id *timingIdentity) {
 	if id.Response != "" {
 		b.WriteString(" response=" + id.Response)
 	}
@@ -203,7 +203,7 @@ func writeIdentity(b *strings.Builder, id *TimingIdentity) {
 }
 
 func (a *Aggregator) requestSectionLocked(rid string) requestSection {
-	rs := requestSection{RequestSummary: RequestSummary{RequestID: rid}}
+	rs := requestSection{requestSummary: requestSummary{RequestID: rid}}
 	evs := slices.Clone(a.stageEvents[rid])
 	slices.SortStableFunc(evs, func(x, y StageRequestStats) int { return x.StageID - y.StageID })
 	rs.Stages = evs

@@ -30,7 +30,7 @@ type ToolCallStats struct {
 	// (not connected, too many in flight); it counts as a call and a failure, with no time.
 	DurationMs float64
 	// Error is "" for a call that completed, else why it failed: the mcp_call item's error
-	// type (MCPFailureKinds) or cancelled.
+	// type (mcpFailureKinds) or cancelled.
 	Error string
 	// StartMs is Start relative to the turn's t0 (set by Finalize; < 0 when the call started
 	// before the turn, as a function call does).

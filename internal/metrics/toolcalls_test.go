@@ -31,7 +31,7 @@ func TestToolCallTable(t *testing.T) {
 	turn := toolCallsExample(t)
 	log, logs := observedLogger()
 	require.True(t, turn.Finalize(ReasonStop, log, true))
-	got := transcript(turn.Summary().Entries)
+	got := transcript(turn.summarySnapshot().Entries)
 	checkGolden(t, "duplex_turn_tools", got)
 	require.Len(t, logs.All(), 6, "the five tables of a turn and the tool call table")
 	require.Contains(t, got, "| Field         |  function |     mcp |")
@@ -43,12 +43,12 @@ func TestToolCallTable(t *testing.T) {
 	require.Len(t, rec.ToolCalls, 4)
 	require.InDelta(t, -1500.0, rec.ToolCalls[0].StartMs, 1e-6, "the function call began before the turn's t0")
 	require.InDelta(t, 700.0, rec.ToolCalls[1].StartMs, 1e-6)
-	require.Equal(t, rec.ToolCalls, turn.Summary().Requests[0].ToolCalls, "one record for the tables and the rest")
+	require.Equal(t, rec.ToolCalls, turn.summarySnapshot().Requests[0].ToolCalls, "one record for the tables and the rest")
 
 	// Without calls: no table (the golden file of the duplex example is unchanged).
 	plain, _ := duplexExample(t)
 	require.True(t, plain.Finalize(ReasonStop, nil, true))
-	require.NotContains(t, transcript(plain.Summary().Entries), "ToolCallStats")
+	require.NotContains(t, transcript(plain.summarySnapshot().Entries), "ToolCallStats")
 	r2, _ := plain.Record()
 	require.Nil(t, r2.ToolCalls)
 }

@@ -72,11 +72,11 @@ func (r TranscriptionItem) SpeechEndToDoneMs() float64 { return (r.Done - r.star
 // omniserve_realtime_transcription_latency_seconds figure).
 func (r TranscriptionItem) CommitToDoneMs() float64 { return (r.Done - r.Committed) * 1000 }
 
-// SpeechEndToFirstDeltaMs runs from the speech end (or commit) to the first delta; negative
+// speechEndToFirstDeltaMs runs from the speech end (or commit) to the first delta; negative
 // when the streaming recognizer's first words went out while the user was still speaking.
 // ok is false when the item had no delta before its final transcript, or neither a speech end
 // nor a commit (a cancelled item that was only spoken).
-func (r TranscriptionItem) SpeechEndToFirstDeltaMs() (ms float64, ok bool) {
+func (r TranscriptionItem) speechEndToFirstDeltaMs() (ms float64, ok bool) {
 	if r.FirstDelta <= 0 || r.start() <= 0 {
 		return 0, false
 	}
@@ -92,11 +92,11 @@ func (r TranscriptionItem) RecognizerRTF() (rtf float64, ok bool) {
 	return r.RecognizerMs / r.AudioMs, true
 }
 
-// Chars and Words count the final transcript (bytes, as len; whitespace-separated words).
-func (r TranscriptionItem) Chars() int { return len(r.Transcript) }
+// chars and Words count the final transcript (bytes, as len; whitespace-separated words).
+func (r TranscriptionItem) chars() int { return len(r.Transcript) }
 
-// Words counts the final transcript's whitespace-separated words.
-func (r TranscriptionItem) Words() int { return len(strings.Fields(r.Transcript)) }
+// words counts the final transcript's whitespace-separated words.
+func (r TranscriptionItem) words() int { return len(strings.Fields(r.Transcript)) }
 
 // rows are the table's rows; zero rows are dropped by renderKV, as in every table (a manual
 // commit has no speech_end rows, an item without deltas no first-delta row).
@@ -110,7 +110,7 @@ func (r TranscriptionItem) rows() []kv {
 	if r.Committed > 0 { // a cancelled item whose audio was never committed has no commit
 		rows = append(rows, f("commit_to_done_ms", r.CommitToDoneMs()))
 	}
-	if ms, ok := r.SpeechEndToFirstDeltaMs(); ok {
+	if ms, ok := r.speechEndToFirstDeltaMs(); ok {
 		key := "commit_to_first_delta_ms"
 		if r.SpeechEnd > 0 {
 			key = "speech_end_to_first_delta_ms"
@@ -118,7 +118,7 @@ func (r TranscriptionItem) rows() []kv {
 		// A first delta exactly at the speech end is a figure, not an absent one.
 		rows = append(rows, kv{key: key, val: cell{text: formatFloat(ms)}, num: ms})
 	}
-	rows = append(rows, i("deltas", r.Deltas), i("transcript_chars", r.Chars()), i("transcript_words", r.Words()))
+	rows = append(rows, i("deltas", r.Deltas), i("transcript_chars", r.chars()), i("transcript_words", r.words()))
 	rows = append(rows, f("recognizer_ms", r.RecognizerMs))
 	if rtf, ok := r.RecognizerRTF(); ok {
 		rows = append(rows, kv{key: "recognizer_rtf", val: cell{text: strconv.FormatFloat(rtf, 'f', 4, 64)}, num: rtf})

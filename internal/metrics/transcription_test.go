@@ -36,7 +36,7 @@ func TestTranscriptionItemFigures(t *testing.T) {
 			t.Parallel()
 			require.InDelta(t, tc.endToDone, tc.rec.SpeechEndToDoneMs(), 1e-6)
 			require.InDelta(t, tc.commitDone, tc.rec.CommitToDoneMs(), 1e-6)
-			ms, ok := tc.rec.SpeechEndToFirstDeltaMs()
+			ms, ok := tc.rec.speechEndToFirstDeltaMs()
 			require.Equal(t, tc.hasDelta, ok)
 			require.InDelta(t, tc.firstDelta, ms, 1e-6)
 		})
@@ -46,8 +46,8 @@ func TestTranscriptionItemFigures(t *testing.T) {
 	require.InDelta(t, 0.04, rtf, 1e-9)
 	_, ok = TranscriptionItem{AudioMs: 640}.RecognizerRTF()
 	require.False(t, ok, "not measured")
-	require.Equal(t, 4, vadItem().Words())
-	require.Equal(t, 21, vadItem().Chars())
+	require.Equal(t, 4, vadItem().words())
+	require.Equal(t, 21, vadItem().chars())
 }
 
 func TestTranscriptionItemTables(t *testing.T) {

@@ -43,12 +43,12 @@ type TurnMetrics struct {
 	detachedMs      float64         // delivery paused while the client was disconnected (SetDetached)
 	toolCalls       []ToolCallStats // tool and MCP calls timed for the turn (AddToolCalls)
 	record          FinalizedRequest
-	summary         Summary
+	summary         summary
 	req             *requestTurn // a chat completion's turn (NewRequestTurn); nil for duplex
 }
 
 type turnStage struct {
-	merger      Merger
+	merger      merger
 	fot         string
 	firstOutput float64 // wall time of the stage's first output for this turn; 0 = none
 }
@@ -58,14 +58,14 @@ type txBase struct {
 	size int64
 }
 
-// NewTurn opens a turn. requestID is the session's stage-0 resource id, responseID keys the turn
+// newTurn opens a turn. requestID is the session's stage-0 resource id, responseID keys the turn
 // (titles, e2e), turnID < 0 means unknown (left out of titles). arrival is the turn's t0 (the
 // commit or first append of the user input that led to it); arrival <= 0 means now. The session
-// aggregator's current TX for requestID becomes the baseline that CopySessionTX subtracts.
-func NewTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator, clock Clock) *TurnMetrics {
+// aggregator's current TX for requestID becomes the baseline that copySessionTX subtracts.
+func newTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator, clock Clock) *TurnMetrics {
 	t := newTurnMetrics(requestID, responseID, turnID, arrival, numStages, clock)
 	// logStats is true here: whether tables are logged is decided by Finalize's argument.
-	t.agg = NewAggregator(t.numStages, true, t.arrival, t.numStages-1, WithClock(t.clock))
+	t.agg = newAggregator(t.numStages, true, t.arrival, t.numStages-1, withClock(t.clock))
 	t.baseline = map[edgeKey]txBase{}
 	if session != nil {
 		for _, e := range session.Transfers(requestID) {
@@ -101,7 +101,7 @@ func newTurnMetrics(requestID, responseID string, turnID int, arrival float64, n
 // response when it begins. requestID is the session's stage-0 resource id. Until Begin the
 // turn's response id is empty and its turn id unknown (-1).
 func NewInputTurn(requestID string, arrival float64, numStages int, clock Clock) *TurnMetrics {
-	return NewTurn(requestID, "", -1, arrival, numStages, nil, clock)
+	return newTurn(requestID, "", -1, arrival, numStages, nil, clock)
 }
 
 // Begin attaches the turn's response (response_id keys its rows and titles, turnID is its
@@ -118,7 +118,7 @@ func (t *TurnMetrics) Begin(responseID string, turnID int) bool {
 	}
 	t.responseID, t.turnID = responseID, turnID
 	for i := range t.stages {
-		if t.stages[i].merger.Len() > 0 {
+		if t.stages[i].merger.len() > 0 {
 			t.stages[i].merger.cur.RequestID = responseID
 		}
 	}
@@ -129,7 +129,7 @@ func (t *TurnMetrics) Begin(responseID string, turnID int) bool {
 	return true
 }
 
-// Begun reports whether the turn's response is attached (Begin ran, or NewTurn named it).
+// Begun reports whether the turn's response is attached (Begin ran, or newTurn named it).
 func (t *TurnMetrics) Begun() bool {
 	if t == nil {
 		return false
@@ -140,28 +140,18 @@ func (t *TurnMetrics) Begun() bool {
 }
 
 // SetStructuredRecords makes Finalize log structured records instead of ASCII tables
-// (Aggregator.SetStructuredRecords).
+// (Aggregator.setStructuredRecords).
 func (t *TurnMetrics) SetStructuredRecords(on bool) {
 	if t != nil {
-		t.agg.SetStructuredRecords(on)
+		t.agg.setStructuredRecords(on)
 	}
 }
-
-// RequestID is the stage-0 resource id.
-func (t *TurnMetrics) RequestID() string { return t.requestID }
 
 // ResponseID keys the turn ("" before Begin).
 func (t *TurnMetrics) ResponseID() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.responseID
-}
-
-// TurnID is the turn number, or < 0 when unknown.
-func (t *TurnMetrics) TurnID() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.turnID
 }
 
 // Arrival is the turn's t0 in wall seconds.
@@ -180,8 +170,8 @@ func (t *TurnMetrics) Finalized() bool {
 	return t.finalized
 }
 
-// FinishedReason is the normalized reason given to Finalize ("" before).
-func (t *TurnMetrics) FinishedReason() string {
+// finishedReason is the normalized reason given to Finalize ("" before).
+func (t *TurnMetrics) finishedReason() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.reason
@@ -200,8 +190,8 @@ func (t *TurnMetrics) StageRows() []StageRequestStats {
 	defer t.mu.Unlock()
 	var out []StageRequestStats
 	for i := range t.stages {
-		if t.stages[i].merger.Len() > 0 {
-			r := t.stages[i].merger.Result().Clone()
+		if t.stages[i].merger.len() > 0 {
+			r := t.stages[i].merger.result().clone()
 			r.StageID = i
 			out = append(out, r)
 		}
@@ -227,13 +217,13 @@ func (t *TurnMetrics) Accumulate(stage int, m StageRequestStats, finalOutputType
 	}
 	st := t.stageLocked(stage)
 	m.RequestID = t.responseID
-	st.merger.Add(m)
+	st.merger.add(m)
 	if finalOutputType != "" {
 		st.fot = finalOutputType
 	}
 	t.segments++
 	t.agg.recordRX(stage, t.responseID, m.RxTransferBytes, m.RxDecodeTimeMs, m.RxInFlightTimeMs)
-	t.agg.MarkStageTimes(stage, submitTS)
+	t.agg.markStageTimes(stage, submitTS)
 }
 
 func (t *TurnMetrics) stageLocked(stage int) *turnStage {
@@ -311,16 +301,6 @@ func (t *TurnMetrics) markFirst(field *float64, ts float64) {
 	})
 }
 
-// StagesDone reports whether MarkStagesDone ran.
-func (t *TurnMetrics) StagesDone() bool {
-	if t == nil {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.genEnd > 0
-}
-
 // SetDelivered records the audio actually sent to the client (seconds) and when delivery ended
 // (ts <= 0: at Finalize). Delivery is a figure of its own, apart from generation.
 func (t *TurnMetrics) SetDelivered(audioS, ts float64) {
@@ -374,11 +354,11 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 	t.agg.addSend(from, to, t.responseID, sizeBytes, txMs, blockedMs, usedShm)
 }
 
-// CopySessionTX copies connector TX that landed on the session aggregator under the stage-0
-// resource id into the turn, as the delta since the previous copy (initially since NewTurn's
+// copySessionTX copies connector TX that landed on the session aggregator under the stage-0
+// resource id into the turn, as the delta since the previous copy (initially since newTurn's
 // baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
 // advances the baseline, so calling it twice never counts TX twice.
-func (t *TurnMetrics) CopySessionTX(session *Aggregator) {
+func (t *TurnMetrics) copySessionTX(session *Aggregator) {
 	// A chat request's turn has no session, and maybe no aggregator.
 	if t == nil || session == nil || t.req != nil {
 		return
@@ -421,8 +401,8 @@ func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bo
 	}
 	t.finalized = true
 	t.reason = NormalizeFinishedReason(reason)
-	if t.reason == ReasonStop && len(t.stages) > 0 && t.stages[0].merger.Len() > 0 &&
-		t.stages[0].merger.Result().FinishReason == ReasonLength {
+	if t.reason == ReasonStop && len(t.stages) > 0 && t.stages[0].merger.len() > 0 &&
+		t.stages[0].merger.result().FinishReason == ReasonLength {
 		// Cut by the token limit: the session ends it like a natural end, the log says length.
 		t.reason = ReasonLength
 	}
@@ -430,8 +410,8 @@ func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bo
 
 	t.collapseAndClose()
 	if logStats {
-		t.agg.SetTimingIdentity(&TimingIdentity{Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason})
-		s := t.agg.BuildAndLogSummary(log)
+		t.agg.setTimingIdentity(&timingIdentity{Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason})
+		s := t.agg.buildAndLogSummary(log)
 		t.mu.Lock()
 		t.summary = s
 		t.mu.Unlock()
@@ -447,10 +427,10 @@ func (t *TurnMetrics) collapseAndClose() {
 	rows := make([]StageRequestStats, 0, len(t.stages))
 	for i := range t.stages {
 		st := &t.stages[i]
-		if st.merger.Len() == 0 {
+		if st.merger.len() == 0 {
 			continue
 		}
-		row := st.merger.Result()
+		row := st.merger.result()
 		if st.firstOutput > 0 {
 			row.ServingTimeToFirstOutputMs = max(st.firstOutput-t.arrival, 0) * 1000
 		}
@@ -461,7 +441,7 @@ func (t *TurnMetrics) collapseAndClose() {
 		}
 		rows = append(rows, row)
 	}
-	final := t.agg.FinalStage(t.responseID)
+	final := t.agg.finalStageOf(t.responseID)
 	now := t.clock()
 	end := now
 	if t.genEnd > 0 {
@@ -472,7 +452,7 @@ func (t *TurnMetrics) collapseAndClose() {
 		// partial counts of an interrupted turn) do not stretch the stage wall times.
 		t.agg.clampStageLast(end)
 	}
-	if !t.agg.E2EDone(t.responseID) {
+	if !t.agg.e2eDoneFor(t.responseID) {
 		t.agg.onFinalizeRequestAt(final, t.responseID, t.arrival, end)
 	}
 	t.agg.setE2EExtras(t.responseID, func(e *RequestE2EStats) {
@@ -497,7 +477,7 @@ func (t *TurnMetrics) collapseAndClose() {
 			e.DeliveryTotalMs = max(dEnd-t.arrival, 0) * 1000
 		}
 	})
-	e2e, _ := t.agg.E2E(t.responseID)
+	e2e, _ := t.agg.e2e(t.responseID)
 	calls := t.toolCallsLocked()
 	t.agg.setToolCalls(t.responseID, calls)
 	t.record = FinalizedRequest{
@@ -525,8 +505,8 @@ func (t *TurnMetrics) Record() (FinalizedRequest, bool) {
 	return t.record, t.finalized && t.record.E2E.RequestID != ""
 }
 
-// Summary is what the logged Finalize produced (empty when logStats was false).
-func (t *TurnMetrics) Summary() Summary {
+// summary is what the logged Finalize produced (empty when logStats was false).
+func (t *TurnMetrics) summarySnapshot() summary {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.summary

@@ -19,7 +19,7 @@ var metricsRID = DuplexResourceRequestID("sid-metrics", 0, 0, "stage0")
 
 func newTestTurn(t *testing.T, clk *fakeClock, resp string, turnID int) *TurnMetrics {
 	t.Helper()
-	return NewTurn(metricsRID, resp, turnID, clk.now(), 3, nil, clk.now)
+	return newTurn(metricsRID, resp, turnID, clk.now(), 3, nil, clk.now)
 }
 
 // #2 test_accumulate_appends_segments_collapse_at_finalize.
@@ -37,7 +37,7 @@ func TestAccumulateSegmentsCollapseAtFinalize(t *testing.T) {
 
 	clk.set(101)
 	require.True(t, turn.Finalize(ReasonStop, nil, true))
-	evs := turn.Aggregator().StageEvents("resp-collapse")
+	evs := turn.Aggregator().stageEventsOf("resp-collapse")
 	require.Len(t, evs, 2)
 	s0, s1 := evs[0], evs[1]
 	require.Equal(t, []int{0, 1}, []int{s0.StageID, s1.StageID})
@@ -50,7 +50,7 @@ func TestAccumulateSegmentsCollapseAtFinalize(t *testing.T) {
 	require.InDelta(t, 0.75, s1.AudioDurationS, 1e-12)
 	require.Equal(t, 12000, s1.AudioGeneratedFrames)
 	require.Equal(t, "resp-collapse", s0.RequestID)
-	e2e, ok := turn.Aggregator().E2E("resp-collapse")
+	e2e, ok := turn.Aggregator().e2e("resp-collapse")
 	require.True(t, ok)
 	require.Equal(t, int64(18+10), e2e.E2ETotalTokens)
 }
@@ -80,8 +80,8 @@ func TestFinalizeLogsOnceWithIdentityLine(t *testing.T) {
 	require.Contains(t, line, "reason=stop")
 	require.NotContains(t, line, "total=")
 	require.NotContains(t, line, "engine=")
-	require.True(t, turn.Aggregator().E2EDone("resp-turn"))
-	require.Equal(t, ReasonStop, turn.FinishedReason())
+	require.True(t, turn.Aggregator().e2eDoneFor("resp-turn"))
+	require.Equal(t, ReasonStop, turn.finishedReason())
 }
 
 // #4 test_finished_reason_passthrough.
@@ -98,7 +98,7 @@ func TestFinishedReasonPassthrough(t *testing.T) {
 			if r == "oops" {
 				want = ReasonAbort
 			}
-			require.Equal(t, want, turn.FinishedReason())
+			require.Equal(t, want, turn.finishedReason())
 			require.Contains(t, strings.Join(messages(logs), "\n"), "reason="+want)
 		})
 	}
@@ -108,7 +108,7 @@ func TestFinishedReasonPassthrough(t *testing.T) {
 func TestAccumulatePrefersStageSubmitTS(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(200)
-	turn := NewTurn(metricsRID, "resp-ts", 0, 150, 3, nil, clk.now)
+	turn := newTurn(metricsRID, "resp-ts", 0, 150, 3, nil, clk.now)
 	turn.Accumulate(0, StageRequestStats{NumTokensOut: 1}, "text", 100)
 	turn.Accumulate(1, StageRequestStats{NumTokensOut: 1}, "audio", 0)
 	f, l, ok := turn.Aggregator().StageTimes(0)
@@ -149,7 +149,7 @@ func TestInputTurnIsBoundedAndEqualsOneForOne(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(10)
 	born := NewInputTurn(metricsRID, 10, 2, clk.now)
-	direct := NewTurn(metricsRID, "resp-direct", 0, 10, 2, nil, clk.now)
+	direct := newTurn(metricsRID, "resp-direct", 0, 10, 2, nil, clk.now)
 	for i := range 5000 {
 		s := StageRequestStats{NumTokensIn: 3, NumTokensOut: 2 + i%5, StageGenTimeMs: 1.5,
 			VllmTpotMs: float64(10 + i%7), VllmItlsMs: []float64{float64(i % 3)}}
@@ -182,7 +182,7 @@ func TestFinalizeNoLogWhenLogStatsOff(t *testing.T) {
 	log, logs := observedLogger()
 	require.True(t, turn.Finalize(ReasonStop, log, false))
 	require.Zero(t, logs.Len())
-	require.Empty(t, turn.Summary().Entries)
+	require.Empty(t, turn.summarySnapshot().Entries)
 }
 
 // #10 test_client_two_turns_emit_two_summaries: each turn owns a fresh aggregator.
@@ -191,7 +191,7 @@ func TestTwoTurnsTwoSummaries(t *testing.T) {
 	clk := newFakeClock(1)
 	var all []string
 	for _, resp := range []string{"resp-a", "resp-b"} {
-		turn := NewTurn(metricsRID, resp, 0, 0, 3, nil, clk.now)
+		turn := newTurn(metricsRID, resp, 0, 0, 3, nil, clk.now)
 		turn.Accumulate(0, StageRequestStats{NumTokensOut: 1}, "text", 0)
 		log, logs := observedLogger()
 		require.True(t, turn.Finalize(ReasonStop, log, true))
@@ -207,13 +207,13 @@ func TestTwoTurnsTwoSummaries(t *testing.T) {
 func TestSessionTXCopiedIntoTurn(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(1)
-	session := NewAggregator(3, true, 1, 2, WithClock(clk.now))
-	session.OnForward(0, 1, metricsRID, 512, 3, false)
-	turn := NewTurn(metricsRID, "resp-tx", 0, 2, 3, session, clk.now)
-	session.OnForward(0, 1, metricsRID, 1024, 7.5, true)
+	session := newAggregator(3, true, 1, 2, withClock(clk.now))
+	session.onForward(0, 1, metricsRID, 512, 3, false)
+	turn := newTurn(metricsRID, "resp-tx", 0, 2, 3, session, clk.now)
+	session.onForward(0, 1, metricsRID, 1024, 7.5, true)
 	turn.Accumulate(1, StageRequestStats{RxDecodeTimeMs: 1.0, RxInFlightTimeMs: 0.5}, "audio", 0)
-	turn.CopySessionTX(session)
-	turn.CopySessionTX(session) // omniserve: a second copy adds nothing
+	turn.copySessionTX(session)
+	turn.copySessionTX(session) // omniserve: a second copy adds nothing
 	clk.set(3)
 	require.True(t, turn.Finalize(ReasonStop, nil, true))
 	tr := turn.Aggregator().Transfers("resp-tx")
@@ -231,13 +231,13 @@ func TestInputTurnKeepsItsT0AndInputEnd(t *testing.T) {
 	clk := newFakeClock(42)
 	turn := NewInputTurn(metricsRID, 0, 3, clk.now)
 	require.InDelta(t, 42.0, turn.Arrival(), 0, "t0 <= 0 is now")
-	require.InDelta(t, 42.0, turn.Aggregator().WallStart(), 0)
+	require.InDelta(t, 42.0, turn.Aggregator().wallStart, 0)
 	clk.set(99)
 	require.True(t, turn.Begin("resp-arr", 1))
 	require.InDelta(t, 42.0, turn.Arrival(), 0, "t0 is the first input, not the begin")
 	clk.set(100)
 	require.True(t, turn.Finalize(ReasonStop, nil, false))
-	e, _ := turn.Aggregator().E2E("resp-arr")
+	e, _ := turn.Aggregator().e2e("resp-arr")
 	require.InDelta(t, 58000.0, e.E2ETotalMs, 1e-6)
 	require.Zero(t, e.InputMs, "a text item's input ends where it starts")
 
@@ -247,7 +247,7 @@ func TestInputTurnKeepsItsT0AndInputEnd(t *testing.T) {
 	require.True(t, spoken.Begin("resp-spoken", 2))
 	clk.set(20)
 	require.True(t, spoken.Finalize(ReasonStop, nil, false))
-	e, _ = spoken.Aggregator().E2E("resp-spoken")
+	e, _ = spoken.Aggregator().e2e("resp-spoken")
 	require.InDelta(t, 2000.0, e.InputMs, 1e-6)
 }
 
@@ -257,7 +257,7 @@ func TestInputTurnKeepsItsT0AndInputEnd(t *testing.T) {
 func TestDuplexDumpTitlesShowTTFOAndSkipTotalEngine(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(1000)
-	turn := NewTurn(metricsRID, "resp-dump", 4, 1000, 3, nil, clk.now)
+	turn := newTurn(metricsRID, "resp-dump", 4, 1000, 3, nil, clk.now)
 	// An engine that (wrongly) reports an epoch value is overridden by the turn's own mark.
 	turn.Accumulate(0, StageRequestStats{NumTokensOut: 3, ServingTimeToFirstOutputMs: 1_757_000_000.0}, "text", 0)
 	turn.MarkFirstOutput(0, 1000.25, false)
@@ -314,7 +314,7 @@ func TestFinalizedTurnIgnoresLateInput(t *testing.T) {
 	turn.Accumulate(0, StageRequestStats{NumTokensOut: 5}, "text", 0)
 	turn.MarkFirstOutput(0, 5, true)
 	require.Zero(t, turn.SegmentCount())
-	require.Empty(t, turn.Aggregator().StageEvents("resp-late"))
+	require.Empty(t, turn.Aggregator().stageEventsOf("resp-late"))
 }
 
 // Accumulate copies its input: later mutation of the caller's snapshot changes nothing.
@@ -323,7 +323,7 @@ func TestAccumulateIsDefensive(t *testing.T) {
 	clk := newFakeClock(1)
 	turn := newTestTurn(t, clk, "resp-copy", 0)
 	s := StageRequestStats{VllmItlsMs: []float64{1, 2}, PipelineTimings: map[string]float64{"preprocess_ms": 1},
-		StageStats: &StageStats{TotalToken: 3}}
+		StageStats: &stageStats{TotalToken: 3}}
 	turn.Accumulate(0, s, "text", 0)
 	s.VllmItlsMs[0] = 100
 	s.PipelineTimings["preprocess_ms"] = 100
@@ -356,16 +356,16 @@ func TestTurnRecordForPrometheus(t *testing.T) {
 func TestOffPathDoesNotAllocate(t *testing.T) {
 	var turn *TurnMetrics
 	var c *Collectors
-	off := NewAggregator(3, false, 0, 2)
+	off := newAggregator(3, false, 0, 2)
 	s := StageRequestStats{NumTokensOut: 3, VllmItlsMs: []float64{1}}
 	allocs := testing.AllocsPerRun(100, func() {
 		turn.Accumulate(0, s, "text", 5)
 		turn.MarkFirstOutput(1, 5, true)
-		turn.CopySessionTX(off)
+		turn.copySessionTX(off)
 		_ = turn.Finalize(ReasonStop, nil, false)
 		_ = turn.Begin("resp-off", 1)
 		turn.MarkInputEndIfUnset(5)
-		_ = off.BuildAndLogSummary(nil)
+		_ = off.buildAndLogSummary(nil)
 		c.ObserveFinalized(FinalizedRequest{})
 	})
 	require.Zero(t, allocs)

@@ -78,9 +78,6 @@ func (c *Client) Chat(ctx context.Context, creq ChatRequest) (*ChatStream, error
 	return s, nil
 }
 
-// RequestID returns the internal request id (the tables' request_id).
-func (s *ChatStream) RequestID() string { return s.st.id }
-
 // Events returns the completion's events; it is closed after the Done (or Err) event, or when the
 // stream is closed.
 func (s *ChatStream) Events() <-chan ChatEvent { return s.events }

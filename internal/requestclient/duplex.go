@@ -21,30 +21,30 @@ type Fence struct {
 	Epoch       int
 }
 
-// Stage0ID is the 8-part resource request id (architecture.md "Identities").
-func (f Fence) Stage0ID() string {
+// stage0ID is the 8-part resource request id (architecture.md "Identities").
+func (f Fence) stage0ID() string {
 	return metrics.DuplexResourceRequestID(f.SessionID, f.Incarnation, f.Epoch, "stage0")
 }
 
 // Duplex errors.
 var (
-	// ErrInputBackpressure: more than MaxPendingInputBytes of appended audio is not yet processed.
+	// ErrInputBackpressure: more than maxPendingInputBytes of appended audio is not yet processed.
 	ErrInputBackpressure = errors.New("input backpressure: too much pending input")
-	// ErrDuplexClosed: the stream was closed or aborted.
-	ErrDuplexClosed = errors.New("duplex stream closed")
+	// errDuplexClosed: the stream was closed or aborted.
+	errDuplexClosed = errors.New("duplex stream closed")
 )
 
-// MaxPendingInputBytes bounds appended, unprocessed float32 audio per session (16 MiB, reference
+// maxPendingInputBytes bounds appended, unprocessed float32 audio per session (16 MiB, reference
 // max_pending_input_bytes_per_session).
-const MaxPendingInputBytes = 16 << 20
+const maxPendingInputBytes = 16 << 20
 
-// MaxInputStall bounds how long queued input may wait behind an op that makes no progress (a
+// maxInputStall bounds how long queued input may wait behind an op that makes no progress (a
 // stalled ASR or engine): past it new input fails fast with ErrInputBackpressure instead of
 // piling up behind the stall.
-const MaxInputStall = 5 * time.Second
+const maxInputStall = 5 * time.Second
 
 // opOverhead is what an op without audio (commit, text, discard, respond) counts against
-// MaxPendingInputBytes, so that the queue is bounded in count as well as in bytes.
+// maxPendingInputBytes, so that the queue is bounded in count as well as in bytes.
 const opOverhead = 256
 
 // DuplexRequest is the request client of one duplex session: it owns the long-lived stage-0 stream,
@@ -55,8 +55,8 @@ type DuplexRequest struct {
 	out    func(Output)
 	log    *zap.Logger
 
-	// The op queue: a FIFO bounded by bytes (pending, MaxPendingInputBytes) and by time (an op
-	// may not wait more than MaxInputStall behind a stalled one), never by blocking the caller:
+	// The op queue: a FIFO bounded by bytes (pending, maxPendingInputBytes) and by time (an op
+	// may not wait more than maxInputStall behind a stalled one), never by blocking the caller:
 	// the session actor calls enqueue and must always get an answer at once.
 	qmu      sync.Mutex
 	queue    []*op
@@ -107,12 +107,12 @@ type op struct {
 // pipeline's goroutine; it must not block.
 func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, out func(Output)) (*DuplexRequest, error) {
 	if c.pipeline == nil {
-		return nil, fmt.Errorf("opening duplex stream: %w", ErrDuplexClosed)
+		return nil, fmt.Errorf("opening duplex stream: %w", errDuplexClosed)
 	}
 	d := c.newDuplex(f, c.pipeline.NumStages(), out)
-	st, err := c.pipeline.OpenDuplex(ctx, opts.toStage(f.Stage0ID(), c.pipeline.DuplexSampling()), d)
+	st, err := c.pipeline.OpenDuplex(ctx, opts.toStage(f.stage0ID(), c.pipeline.DuplexSampling()), d)
 	if err != nil {
-		c.unregister(f.Stage0ID())
+		c.unregister(f.stage0ID())
 		if errors.Is(err, stage.ErrQueueFull) {
 			c.opts.Collectors.AdmissionRejected()
 		}
@@ -133,7 +133,7 @@ func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *DuplexRequ
 		d.turns.onFinal = c.opts.OnFinalized
 		d.turns.structured = c.opts.StructuredStats
 	}
-	c.register(f.Stage0ID(), "duplex")
+	c.register(f.stage0ID(), "duplex")
 	return d
 }
 
@@ -161,7 +161,7 @@ func (d *DuplexRequest) runOps(ctx context.Context) {
 		if ctx.Err() != nil {
 			d.pending.Add(-o.bytes)
 			if o.done != nil {
-				o.done <- ErrDuplexClosed
+				o.done <- errDuplexClosed
 			}
 			continue
 		}
@@ -210,24 +210,24 @@ func (d *DuplexRequest) queued() int {
 }
 
 // enqueue appends o to the FIFO without ever blocking: it fails with ErrInputBackpressure when
-// the pending bytes would pass MaxPendingInputBytes or when the queue has made no progress for
-// MaxInputStall (a discard, which only lightens the engine's work, is exempt from the stall
-// bound), and with ErrDuplexClosed after Close. ctx is unused: nothing here waits.
+// the pending bytes would pass maxPendingInputBytes or when the queue has made no progress for
+// maxInputStall (a discard, which only lightens the engine's work, is exempt from the stall
+// bound), and with errDuplexClosed after Close. ctx is unused: nothing here waits.
 func (d *DuplexRequest) enqueue(_ context.Context, o *op) error {
 	if d.closed.Load() {
-		return ErrDuplexClosed
+		return errDuplexClosed
 	}
 	cost := max(o.bytes, opOverhead)
-	if d.pending.Add(cost) > MaxPendingInputBytes {
+	if d.pending.Add(cost) > maxPendingInputBytes {
 		d.pending.Add(-cost)
-		return fmt.Errorf("%w: more than %d bytes of input are pending", ErrInputBackpressure, MaxPendingInputBytes)
+		return fmt.Errorf("%w: more than %d bytes of input are pending", ErrInputBackpressure, maxPendingInputBytes)
 	}
 	o.bytes = cost
 	d.qmu.Lock()
 	now := d.now()
 	if len(d.queue) == 0 {
 		d.progress = now
-	} else if stalled := now.Sub(d.progress); stalled > MaxInputStall && !o.always {
+	} else if stalled := now.Sub(d.progress); stalled > maxInputStall && !o.always {
 		d.qmu.Unlock()
 		d.pending.Add(-cost)
 		return fmt.Errorf("%w: the engine has taken no input for %s", ErrInputBackpressure, stalled.Round(time.Millisecond))
@@ -259,7 +259,7 @@ func (d *DuplexRequest) barrier(ctx context.Context, run func(ctx context.Contex
 func (d *DuplexRequest) Stage0ID() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.fence.Stage0ID()
+	return d.fence.stage0ID()
 }
 
 // AppendAudio queues 16 kHz audio of turn's input behind earlier appends and returns at once; a
@@ -428,7 +428,7 @@ func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) er
 		return fmt.Errorf("signal %q: unsupported event", event)
 	}
 	if d.closed.Load() {
-		return ErrDuplexClosed
+		return errDuplexClosed
 	}
 	d.stream.CancelResponse(false)
 	d.mu.Lock()
@@ -445,8 +445,8 @@ func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) er
 	cur := d.fence
 	d.mu.Unlock()
 	if cur != old {
-		d.c.unregister(old.Stage0ID())
-		d.c.register(cur.Stage0ID(), "duplex")
+		d.c.unregister(old.stage0ID())
+		d.c.register(cur.stage0ID(), "duplex")
 	}
 	return nil
 }

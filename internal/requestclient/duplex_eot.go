@@ -27,7 +27,6 @@ type (
 
 // Turn detection types and end-of-turn reasons.
 const (
-	TurnServerVAD     = stage.TurnServerVAD
 	TurnSemanticVAD   = stage.TurnSemanticVAD
 	EndOfTurnSemantic = stage.EndOfTurnSemantic
 	EndOfTurnMaxWait  = stage.EndOfTurnMaxWait
@@ -37,9 +36,9 @@ const (
 // SemanticParams returns semantic_vad's rule for an eagerness (auto is medium).
 func SemanticParams(eagerness string) SemanticEndpointing { return stage.SemanticParams(eagerness) }
 
-// ErrNoEndOfTurn reports a stream that cannot estimate the end of a turn (a remote thinker, an
+// errNoEndOfTurn reports a stream that cannot estimate the end of a turn (a remote thinker, an
 // ASR without partial hypotheses): semantic_vad falls back to silence alone.
-var ErrNoEndOfTurn = stage.ErrNoEndOfTurn
+var errNoEndOfTurn = stage.ErrNoEndOfTurn
 
 // endOfTurnStream is the optional part of a stream that estimates the end of a turn.
 type endOfTurnStream interface {
@@ -53,7 +52,7 @@ type endOfTurnStream interface {
 func (d *DuplexRequest) EndOfTurnProb(ctx context.Context) (EndOfTurn, error) {
 	es, ok := d.stream.(endOfTurnStream)
 	if !ok {
-		return EndOfTurn{}, fmt.Errorf("estimating the end of turn: %w", ErrNoEndOfTurn)
+		return EndOfTurn{}, fmt.Errorf("estimating the end of turn: %w", errNoEndOfTurn)
 	}
 	var wait func(context.Context) (stage.EndOfTurn, error)
 	var startErr error

@@ -29,14 +29,14 @@ func (f *eotStream) StartEndOfTurn(context.Context) (func(context.Context) (stag
 }
 
 // TestDuplexEndOfTurn: the estimate runs in wire order after the appends before it; a stream
-// without estimates says so with ErrNoEndOfTurn, and a failed estimate does not stop the
+// without estimates says so with errNoEndOfTurn, and a failed estimate does not stop the
 // appends queued behind it (it is an answer, not a broken input chain).
 func TestDuplexEndOfTurn(t *testing.T) {
 	ctx := context.Background()
 	plain := &fakeStream{t: t}
 	d, _, _ := newTestDuplex(t, Options{}, zap.NewNop(), plain)
 	_, err := d.EndOfTurnProb(ctx)
-	require.ErrorIs(t, err, ErrNoEndOfTurn)
+	require.ErrorIs(t, err, errNoEndOfTurn)
 	require.NoError(t, d.Close(ctx, ""))
 
 	fs := &eotStream{fakeStream: fakeStream{t: t}}

@@ -207,7 +207,7 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	require.NoError(t, d.Close(ctx, ""))
 	require.Equal(t, 0, c.Live())
 	_, err = d.Commit(ctx, 1, false)
-	require.ErrorIs(t, err, ErrDuplexClosed)
+	require.ErrorIs(t, err, errDuplexClosed)
 }
 
 // An append that fails while the stream is being closed (its output could not be delivered
@@ -272,7 +272,7 @@ func TestDuplexBackpressure(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(Output) {})
 	d.start(fs)
-	big := make([]float32, MaxPendingInputBytes/4/2+1)
+	big := make([]float32, maxPendingInputBytes/4/2+1)
 	require.NoError(t, d.AppendAudio(context.Background(), 1, big))
 	require.ErrorIs(t, d.AppendAudio(context.Background(), 1, big), ErrInputBackpressure)
 	close(block)
@@ -282,7 +282,7 @@ func TestDuplexBackpressure(t *testing.T) {
 }
 
 // A stalled ASR never blocks the caller (the session actor): with 20 ms appends queued far past
-// the old 256-slot channel, enqueue answers at once; once the stall passes MaxInputStall, new
+// the old 256-slot channel, enqueue answers at once; once the stall passes maxInputStall, new
 // input fails fast with ErrInputBackpressure; a signal (cancel, barge-in) and Close still work
 // while the stream is stuck inside an append.
 func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
@@ -304,7 +304,7 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), time.Second, "2000 appends behind a stalled ASR must not wait")
 
-	advance(MaxInputStall + time.Millisecond)
+	advance(maxInputStall + time.Millisecond)
 	start = time.Now()
 	err := d.AppendAudio(ctx, 1, chunk)
 	require.ErrorIs(t, err, ErrInputBackpressure)
@@ -330,7 +330,7 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	require.NoError(t, d.Close(closeCtx, ""))
 	require.Less(t, time.Since(start), time.Second)
 	require.Equal(t, 0, c.Live())
-	require.ErrorIs(t, d.AppendAudio(ctx, 1, chunk), ErrDuplexClosed)
+	require.ErrorIs(t, d.AppendAudio(ctx, 1, chunk), errDuplexClosed)
 }
 
 // The byte bound counts ops without audio too, so the queue is bounded in count as well.
@@ -345,13 +345,13 @@ func TestDuplexQueueBoundedInCount(t *testing.T) {
 	require.Eventually(t, func() bool { return d.queued() == 0 }, 5*time.Second, time.Millisecond)
 	var err error
 	n := 0
-	for ; n < MaxPendingInputBytes/opOverhead+10; n++ {
+	for ; n < maxPendingInputBytes/opOverhead+10; n++ {
 		if err = d.DiscardAudio(ctx); err != nil {
 			break
 		}
 	}
 	require.ErrorIs(t, err, ErrInputBackpressure)
-	require.Equal(t, MaxPendingInputBytes/opOverhead-1, n, "the stuck append holds one op's worth")
+	require.Equal(t, maxPendingInputBytes/opOverhead-1, n, "the stuck append holds one op's worth")
 	require.NoError(t, d.Close(ctx, ""))
 }
 
@@ -405,7 +405,7 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	// Signal closes the current turn with barge_in before moving the state to the next epoch's id.
 	require.NoError(t, d.Signal(context.Background(), "barge_in", Fence{SessionID: "duplex-test", Epoch: 1}))
 	require.True(t, logged(logs, "response=resp-c", "reason=barge_in"))
-	require.Equal(t, Fence{SessionID: "duplex-test", Epoch: 1}.Stage0ID(), d.Stage0ID())
+	require.Equal(t, Fence{SessionID: "duplex-test", Epoch: 1}.stage0ID(), d.Stage0ID())
 	// Close closes an open turn with close.
 	d.BeginTurn(4, "resp-d", 4, 0)
 	require.NoError(t, d.Close(context.Background(), ""))

@@ -14,15 +14,15 @@ type toolStream interface {
 	SetTools(spec *stage.ToolSpec) error
 }
 
-// ErrToolsUnsupported reports tools on a stream that cannot run them.
-var ErrToolsUnsupported = errors.New("tools are not supported by this stream")
+// errToolsUnsupported reports tools on a stream that cannot run them.
+var errToolsUnsupported = errors.New("tools are not supported by this stream")
 
 // SetTools sets the tools of the responses that start after it (nil: none), in wire order with
 // the session's other engine work.
 func (d *DuplexRequest) SetTools(ctx context.Context, spec *ToolSpec) error {
 	ts, ok := d.stream.(toolStream)
 	if !ok {
-		return ErrToolsUnsupported
+		return errToolsUnsupported
 	}
 	if err := d.barrier(ctx, func(context.Context) error { return ts.SetTools(spec) }); err != nil {
 		return fmt.Errorf("setting tools: %w", err)

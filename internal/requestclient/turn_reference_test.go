@@ -201,7 +201,7 @@ func TestRefSignalBargeInFinalizesBeforePop(t *testing.T) {
 	var d *DuplexRequest
 	var c *Client
 	var registeredAtLog atomic.Int32
-	old := Fence{SessionID: "sid-metrics"}.Stage0ID()
+	old := Fence{SessionID: "sid-metrics"}.stage0ID()
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
 		if strings.HasPrefix(e.Message, "[OmniTiming] ") {

@@ -41,12 +41,8 @@ const (
 // FinishToolCalls is the finish reason of a reply that ended in tool calls.
 const FinishToolCalls = stage.FinishToolCalls
 
-// ErrToolSchema reports tool parameters the tool grammar cannot follow; ErrToolBudget a max
-// tokens too small for a complete forced call.
-var (
-	ErrToolSchema = stage.ErrToolSchema
-	ErrToolBudget = stage.ErrToolBudget
-)
+// ErrToolBudget reports a max tokens too small for a complete forced call.
+var ErrToolBudget = stage.ErrToolBudget
 
 // CheckTools checks that a forced call of spec (or each tool, when nothing is forced) has a
 // grammar within maxTokens: the errors the pipeline would give, before a request is built.
@@ -80,9 +76,6 @@ type Sampling = gpu.Sampling
 // alternatives at its position (after logit_bias and penalties, before temperature, top-k /
 // top-p and grammar): the engine's definition.
 type TokenLogprob = gpu.TokenLogprob
-
-// TopLogprob is one alternative of a TokenLogprob.
-type TopLogprob = gpu.TopLogprob
 
 // DuplexOptions configures the long-lived stage-0 stream of a duplex session epoch.
 type DuplexOptions struct {

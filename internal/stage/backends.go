@@ -21,7 +21,7 @@ func (p *Pipeline) selectBackends() error {
 		p.remote = newRemoteThinker(*r.Thinker)
 		p.log.Info("stage thinker: remote LLM", zap.String("url", p.remote.where()), zap.String("model", r.Thinker.Model))
 	case p.deps.Engine == nil:
-		return fmt.Errorf("%w: no engine and no pipeline.remote.thinker", ErrConfig)
+		return fmt.Errorf("%w: no engine and no pipeline.remote.thinker", errConfig)
 	}
 	switch {
 	case r.ASR != nil:

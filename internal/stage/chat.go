@@ -364,9 +364,6 @@ func (r *Request) Abort() {
 // Done is closed when every stage has finished with the request and its Sink calls are over.
 func (r *Request) Done() <-chan struct{} { return r.done }
 
-// ID is the request id (generated when the request had none).
-func (r *Request) ID() string { return r.req.RequestID }
-
 func (r *Request) closeForShutdown() {
 	r.Abort()
 	<-r.done

@@ -14,7 +14,7 @@ import (
 
 // PipelineConfig is the `pipeline:` section of configs/*.yaml: the stage graph and the settings
 // of the two stages of the cascaded default (thinker, talker). Zero values mean "the default"
-// written in each field's comment; LoadPipelineConfig and DefaultPipelineConfig fill them in.
+// written in each field's comment; loadPipelineConfig and DefaultPipelineConfig fill them in.
 type PipelineConfig struct {
 	// Stages in stage-id order. Default: thinker (stage 0) and talker (stage 1).
 	Stages []StageConfig `yaml:"stages"`
@@ -93,9 +93,9 @@ type ThinkerConfig struct {
 
 // End-of-turn estimate sources (ThinkerConfig.EndOfTurn).
 const (
-	EndOfTurnAuto    = "auto"
-	EndOfTurnThinker = "thinker"
-	EndOfTurnOff     = "off"
+	endOfTurnAuto    = "auto"
+	endOfTurnThinker = "thinker"
+	endOfTurnOff     = "off"
 )
 
 // VADConfig mirrors the Realtime API's server_vad settings.
@@ -138,12 +138,12 @@ type PhraseConfig struct {
 
 // Stage names of the cascaded default.
 const (
-	StageThinker = "thinker"
-	StageTalker  = "talker"
+	stageThinker = "thinker"
+	stageTalker  = "talker"
 )
 
-// ErrConfig reports an invalid pipeline configuration; the message names the key.
-var ErrConfig = errors.New("stage: invalid pipeline config")
+// errConfig reports an invalid pipeline configuration; the message names the key.
+var errConfig = errors.New("stage: invalid pipeline config")
 
 // DefaultPipelineConfig returns the built-in graph and settings (the ones configs/omni-cpu.yaml
 // spells out).
@@ -153,10 +153,10 @@ func DefaultPipelineConfig() PipelineConfig {
 	return c
 }
 
-// LoadPipelineConfig reads the `pipeline:` section of a YAML file. Other top-level keys belong to
+// loadPipelineConfig reads the `pipeline:` section of a YAML file. Other top-level keys belong to
 // other packages and are ignored; an unknown key inside `pipeline:` is an error that names it.
 // A file without a `pipeline:` section yields the defaults.
-func LoadPipelineConfig(path string) (PipelineConfig, error) {
+func loadPipelineConfig(path string) (PipelineConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return PipelineConfig{}, fmt.Errorf("reading pipeline config: %w", err)
@@ -168,36 +168,36 @@ func LoadPipelineConfig(path string) (PipelineConfig, error) {
 	return c, nil
 }
 
-// ParsePipelineConfig is LoadPipelineConfig on a file's bytes.
+// ParsePipelineConfig is loadPipelineConfig on a file's bytes.
 func ParsePipelineConfig(data []byte) (PipelineConfig, error) {
 	var top struct {
 		Pipeline yaml.Node `yaml:"pipeline"`
 	}
 	if err := yaml.Unmarshal(data, &top); err != nil {
-		return PipelineConfig{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		return PipelineConfig{}, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	return PipelineConfigFromNode(&top.Pipeline)
+	return pipelineConfigFromNode(&top.Pipeline)
 }
 
-// PipelineConfigFromNode decodes an already parsed `pipeline:` node (internal/config keeps it
+// pipelineConfigFromNode decodes an already parsed `pipeline:` node (internal/config keeps it
 // undecoded). A nil or empty node yields the defaults.
-func PipelineConfigFromNode(n *yaml.Node) (PipelineConfig, error) {
+func pipelineConfigFromNode(n *yaml.Node) (PipelineConfig, error) {
 	var c PipelineConfig
 	if n != nil && n.Kind != 0 {
 		// yaml.Node.Decode has no strict mode: re-encode and decode with KnownFields so that a
 		// misspelt key fails loudly instead of silently taking the default.
 		raw, err := yaml.Marshal(n)
 		if err != nil {
-			return PipelineConfig{}, fmt.Errorf("%w: %w", ErrConfig, err)
+			return PipelineConfig{}, fmt.Errorf("%w: %w", errConfig, err)
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil {
-			return PipelineConfig{}, fmt.Errorf("%w: pipeline: %s", ErrConfig, strings.TrimPrefix(err.Error(), "yaml: "))
+			return PipelineConfig{}, fmt.Errorf("%w: pipeline: %s", errConfig, strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return PipelineConfig{}, err
 	}
 	return c, nil
@@ -205,13 +205,13 @@ func PipelineConfigFromNode(n *yaml.Node) (PipelineConfig, error) {
 
 func (c *PipelineConfig) applyDefaults() {
 	if len(c.Stages) == 0 {
-		c.Stages = []StageConfig{{Name: StageThinker}, {Name: StageTalker}}
+		c.Stages = []StageConfig{{Name: stageThinker}, {Name: stageTalker}}
 	}
 	for i := range c.Stages {
 		s := &c.Stages[i]
 		if s.Workers == 0 {
 			s.Workers = 16
-			if s.Name == StageTalker {
+			if s.Name == stageTalker {
 				s.Workers = 4
 			}
 		}
@@ -233,7 +233,7 @@ func (c *PipelineConfig) applyDefaults() {
 	setDefault(&t.MaxTokens, 256)
 	setDefault(&t.AudioHistoryMs, 1000)
 	if t.EndOfTurn == "" {
-		t.EndOfTurn = EndOfTurnAuto
+		t.EndOfTurn = endOfTurnAuto
 	}
 	setDefault(&t.VAD.Mode, speech.DefaultMode)
 	if t.VAD.Threshold == 0 {
@@ -266,16 +266,16 @@ func setDefault(v *int, d int) {
 	}
 }
 
-// Validate checks ranges and the graph shape. The cascaded default is the only graph this
+// validate checks ranges and the graph shape. The cascaded default is the only graph this
 // package runs: stage 0 thinker, optional stage 1 talker, one connector between them.
-func (c PipelineConfig) Validate() error {
+func (c PipelineConfig) validate() error {
 	bad := func(key string, val any, msg string) error {
-		return fmt.Errorf("%w: pipeline.%s = %v: %s", ErrConfig, key, val, msg)
+		return fmt.Errorf("%w: pipeline.%s = %v: %s", errConfig, key, val, msg)
 	}
 	if len(c.Stages) < 1 || len(c.Stages) > 2 {
 		return bad("stages", len(c.Stages), "want 1 (thinker) or 2 (thinker, talker) stages")
 	}
-	want := []string{StageThinker, StageTalker}
+	want := []string{stageThinker, stageTalker}
 	for i, s := range c.Stages {
 		if s.Name != want[i] {
 			return bad(fmt.Sprintf("stages[%d].name", i), s.Name, "want "+want[i])
@@ -308,7 +308,7 @@ func (c PipelineConfig) Validate() error {
 		{c.SinkQueue < 1, "sink_queue", c.SinkQueue, "must be at least 1"},
 		{c.StreamQueue < 1, "stream_queue", c.StreamQueue, "must be at least 1"},
 		{t.MaxTokens < 1, "thinker.max_tokens", t.MaxTokens, "must be at least 1"},
-		{t.EndOfTurn != EndOfTurnAuto && t.EndOfTurn != EndOfTurnThinker && t.EndOfTurn != EndOfTurnOff,
+		{t.EndOfTurn != endOfTurnAuto && t.EndOfTurn != endOfTurnThinker && t.EndOfTurn != endOfTurnOff,
 			"thinker.end_of_turn", t.EndOfTurn, "want auto, thinker or off"},
 		{t.VAD.Mode < 0 || t.VAD.Mode > 3, "thinker.vad.mode", t.VAD.Mode, "must be 0..3"},
 		{t.VAD.Threshold < 0 || t.VAD.Threshold > 1, "thinker.vad.threshold", t.VAD.Threshold, "must be 0..1"},

@@ -22,7 +22,7 @@ func TestParsePipelineConfig(t *testing.T) {
 			check: func(t *testing.T, c PipelineConfig) {
 				require.Equal(t, DefaultPipelineConfig(), c)
 				require.Len(t, c.Stages, 2)
-				require.Equal(t, StageThinker, c.Stages[0].Name)
+				require.Equal(t, stageThinker, c.Stages[0].Name)
 				require.Equal(t, 0.5, c.Thinker.VAD.Threshold)
 				require.Equal(t, 300, c.Thinker.VAD.PrefixPaddingMs)
 				require.Equal(t, 500, c.Thinker.VAD.SilenceDurationMs)
@@ -81,7 +81,7 @@ pipeline:
 			t.Parallel()
 			c, err := ParsePipelineConfig([]byte(tt.yaml))
 			if tt.wantErr != "" {
-				require.ErrorIs(t, err, ErrConfig)
+				require.ErrorIs(t, err, errConfig)
 				require.ErrorContains(t, err, tt.wantErr)
 				return
 			}
@@ -99,9 +99,9 @@ func TestShippedConfigs(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join("..", "..", "configs", name)
 			require.FileExists(t, path, "the repository ships it")
-			c, err := LoadPipelineConfig(path)
+			c, err := loadPipelineConfig(path)
 			require.NoError(t, err)
-			require.NoError(t, c.Validate())
+			require.NoError(t, c.validate())
 			require.Len(t, c.Stages, 2)
 		})
 	}
@@ -109,7 +109,7 @@ func TestShippedConfigs(t *testing.T) {
 
 func TestLoadPipelineConfigMissingFile(t *testing.T) {
 	t.Parallel()
-	_, err := LoadPipelineConfig(filepath.Join(t.TempDir(), "nope.yaml"))
+	_, err := loadPipelineConfig(filepath.Join(t.TempDir(), "nope.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 

@@ -10,7 +10,7 @@ import (
 // connector is the in-process edge between two stages for one request (or one response of a
 // duplex stream): a bounded queue of encoded payloads with vllm-omni's connector accounting.
 // The TX side (size_bytes, tx_time_ms) is reported by Send; the RX side (bytes received,
-// rx_decode_time_ms, in_flight_time_ms) accumulates in the receiver's RxStats and goes into the
+// rx_decode_time_ms, in_flight_time_ms) accumulates in the receiver's rxStats and goes into the
 // receiving stage's StageRequestStats rx_* fields.
 //
 // The payload is the UTF-8 text delta: that is what crosses the edge, so size_bytes is exactly
@@ -20,7 +20,7 @@ type connector struct {
 	ch       chan connItem
 
 	mu      sync.Mutex // guards rx and lastArr (read by the receiver, and by tests)
-	rx      RxStats
+	rx      rxStats
 	lastArr time.Time // latest arrival so far: in-flight time is the union of intervals
 }
 
@@ -31,8 +31,8 @@ type connItem struct {
 	reason  string
 }
 
-// RxStats is the receiving side of one connector edge.
-type RxStats struct {
+// rxStats is the receiving side of one connector edge.
+type rxStats struct {
 	Items    int
 	Bytes    int64
 	DecodeMs float64
@@ -42,8 +42,8 @@ type RxStats struct {
 	InFlightMs float64
 }
 
-// TxStats is what one Send measured.
-type TxStats struct {
+// txStats is what one Send measured.
+type txStats struct {
 	SizeBytes int64
 	// TxMs is the hand-off cost: encoding and enqueueing, without BlockedMs.
 	TxMs float64
@@ -58,7 +58,7 @@ func newConnector(from, to, capacity int) *connector {
 // Send encodes text and queues it, waiting while the queue is full (backpressure) or until ctx
 // ends. TX time is the hand-off cost (encoding and enqueueing); the wait for room is reported
 // apart as BlockedMs, so a slow receiver does not show up as a slow transfer.
-func (c *connector) Send(ctx context.Context, text string) (TxStats, error) {
+func (c *connector) Send(ctx context.Context, text string) (txStats, error) {
 	t0 := time.Now()
 	it := connItem{payload: []byte(text)}
 	it.sentAt = time.Now()
@@ -70,12 +70,12 @@ func (c *connector) Send(ctx context.Context, text string) (TxStats, error) {
 		select {
 		case c.ch <- it:
 		case <-ctx.Done():
-			return TxStats{}, fmt.Errorf("sending on connector %d->%d: %w", c.from, c.to, ctx.Err())
+			return txStats{}, fmt.Errorf("sending on connector %d->%d: %w", c.from, c.to, ctx.Err())
 		}
 		blocked = time.Since(b0)
 	}
 	total := time.Since(t0)
-	return TxStats{
+	return txStats{
 		SizeBytes: int64(len(it.payload)),
 		TxMs:      float64(total-blocked) / float64(time.Millisecond),
 		BlockedMs: float64(blocked) / float64(time.Millisecond),
@@ -124,7 +124,7 @@ func (c *connector) Recv(ctx context.Context) (text string, end bool, reason str
 }
 
 // RxStats returns the receiver's totals so far.
-func (c *connector) RxStats() RxStats {
+func (c *connector) RxStats() rxStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rx

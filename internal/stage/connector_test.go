@@ -96,7 +96,7 @@ func TestConnectorBlockedIsBackpressureNotTx(t *testing.T) {
 	tx, err := c.Send(ctx, "a")
 	require.NoError(t, err)
 	require.Zero(t, tx.BlockedMs, "room in the queue: no wait")
-	got := make(chan TxStats, 1)
+	got := make(chan txStats, 1)
 	go func() {
 		tx, err := c.Send(ctx, "b") // full: waits for the receiver
 		if err == nil {

@@ -93,7 +93,7 @@ type seqJob struct {
 // VAD and an ASR stream. Close it when done; ctx ending aborts its work too.
 func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink) (*DuplexStream, error) {
 	if !p.SupportsDuplex() {
-		return nil, ErrNoDuplex
+		return nil, errNoDuplex
 	}
 	if opts.WantAudio && p.talker == nil {
 		return nil, fmt.Errorf("%w: audio output needs the talker stage", ErrInvalidRequest)
@@ -204,9 +204,6 @@ func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
 	}
 	return v
 }
-
-// ID is the stream's request id.
-func (d *DuplexStream) ID() string { return d.rid }
 
 // upcoming is the turn id that listen-side rows carry (see input).
 func (d *DuplexStream) upcoming() int {

@@ -348,10 +348,10 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 	return nil
 }
 
-// Commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
+// commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with audio.ErrEmptyAudio.
-func (d *DuplexStream) Commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
+func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
 	wait, err := d.StartCommit(ctx, turn, respond)
 	if err != nil {
 		return Transcription{}, err

@@ -31,7 +31,7 @@ func TestDuplexAppendSizeKeepsAllAudio(t *testing.T) {
 				var tr string
 				if !auto {
 					var c Transcription
-					c, err = d.Commit(ctx, 0, false)
+					c, err = d.commit(ctx, 0, false)
 					require.NoError(t, err)
 					tr = c.Text
 				} else {

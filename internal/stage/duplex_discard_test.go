@@ -28,13 +28,13 @@ func TestDuplexDiscardAudio(t *testing.T) {
 	require.NoError(t, d.DiscardAudio(ctx), "nothing heard yet")
 	feedUnits(t, d, numbers[:min(len(numbers), 4*16000)])
 	require.NoError(t, d.DiscardAudio(ctx))
-	_, err = d.Commit(ctx, 0, false)
+	_, err = d.commit(ctx, 0, false)
 	require.ErrorIs(t, err, audio.ErrEmptyAudio, "the discarded audio is gone")
 
 	feedUnits(t, d, numbers[:min(len(numbers), 4*16000)])
 	require.NoError(t, d.DiscardAudio(ctx))
 	feedUnits(t, d, goForward(t))
-	c, err := d.Commit(ctx, 0, false)
+	c, err := d.commit(ctx, 0, false)
 	require.NoError(t, err)
 	tr := c.Text
 	require.GreaterOrEqual(t, wordOverlap(tr, "go forward ten meters"), 0.75, "transcript %q", tr)

@@ -136,9 +136,9 @@ func (d *DuplexStream) endOfTurn(text string) (EndOfTurn, error) {
 // .end_of_turn), or "" when it is.
 func (p *Pipeline) endOfTurnOff() string {
 	switch p.cfg.Thinker.EndOfTurn {
-	case EndOfTurnThinker:
+	case endOfTurnThinker:
 		return ""
-	case EndOfTurnOff:
+	case endOfTurnOff:
 		return "pipeline.thinker.end_of_turn is off"
 	}
 	if strings.HasPrefix(p.deps.Engine.Info().Name, "dummy") {

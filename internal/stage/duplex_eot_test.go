@@ -15,7 +15,7 @@ import (
 // it: the commit transcribes the utterance and a response answers it. On the dummy model the
 // number itself means nothing; the real signal needs a real GGUF.
 func TestDuplexEndOfTurn(t *testing.T) {
-	p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = EndOfTurnThinker })
+	p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = endOfTurnThinker })
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-eot", MaxTokens: 4, Instructions: "be brief"}, newRecSink(t))
 	require.NoError(t, err)
 	defer d.Close()
@@ -50,7 +50,7 @@ func TestDuplexEndOfTurn(t *testing.T) {
 	require.Equal(t, first, again, "the same partial scores the same")
 	require.NotEqual(t, empty.Prob, first.Prob, "other words, another probability")
 
-	tr, err := d.Commit(ctx, 0, false)
+	tr, err := d.commit(ctx, 0, false)
 	require.NoError(t, err)
 	require.Equal(t, first.Text, tr.Text, "the pause's partial is the utterance's transcript here")
 	turn, err := d.Respond(ctx, 0, 4)
@@ -63,8 +63,8 @@ func TestDuplexEndOfTurn(t *testing.T) {
 // silence windows), "off" asks none, and a value outside the three is a config error.
 func TestDuplexEndOfTurnSource(t *testing.T) {
 	for _, tc := range []struct{ source, why string }{
-		{EndOfTurnAuto, "the dummy model's probability means nothing"},
-		{EndOfTurnOff, "pipeline.thinker.end_of_turn is off"},
+		{endOfTurnAuto, "the dummy model's probability means nothing"},
+		{endOfTurnOff, "pipeline.thinker.end_of_turn is off"},
 	} {
 		t.Run(tc.source, func(t *testing.T) {
 			p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = tc.source })
@@ -78,5 +78,5 @@ func TestDuplexEndOfTurnSource(t *testing.T) {
 	}
 	cfg := DefaultPipelineConfig()
 	cfg.Thinker.EndOfTurn = "sometimes"
-	require.ErrorContains(t, cfg.Validate(), "thinker.end_of_turn")
+	require.ErrorContains(t, cfg.validate(), "thinker.end_of_turn")
 }

@@ -41,7 +41,7 @@ func TestDuplexTranscriptLogprobs(t *testing.T) {
 
 	speech := goForward(t)
 	feedUnits(t, d, speech)
-	tr, err := d.Commit(ctx, 0, false)
+	tr, err := d.commit(ctx, 0, false)
 	require.NoError(t, err)
 	requireWordLogprobs(t, tr)
 	require.Positive(t, tr.RecognizerCPU, "the recognizer's CPU time on the utterance")
@@ -55,14 +55,14 @@ func TestDuplexTranscriptLogprobs(t *testing.T) {
 
 	require.NoError(t, d.SetTranscriptLogprobs(ctx, false))
 	feedUnits(t, d, speech)
-	tr, err = d.Commit(ctx, 0, false)
+	tr, err = d.commit(ctx, 0, false)
 	require.NoError(t, err)
 	require.NotEmpty(t, tr.Text)
 	require.Nil(t, tr.Logprobs, "turned off: not computed")
 
 	require.NoError(t, d.SetTranscriptLogprobs(ctx, true))
 	feedUnits(t, d, speech)
-	tr, err = d.Commit(ctx, 0, false)
+	tr, err = d.commit(ctx, 0, false)
 	require.NoError(t, err)
 	requireWordLogprobs(t, tr)
 	require.Equal(t, text, tr.Text)
@@ -105,7 +105,7 @@ func TestDuplexTranscriptLogprobsRemoteASR(t *testing.T) {
 	require.ErrorIs(t, d.SetTranscriptLogprobs(ctx, true), ErrInvalidRequest)
 	require.NoError(t, d.SetTranscriptLogprobs(ctx, false))
 	feedUnits(t, d, goForward(t))
-	tr, err := d.Commit(ctx, 0, false)
+	tr, err := d.commit(ctx, 0, false)
 	require.NoError(t, err)
 	require.Equal(t, Transcription{Text: "go forward"}, tr)
 }

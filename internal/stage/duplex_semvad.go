@@ -15,11 +15,9 @@ import (
 // the pause ends the turn on the eagerness's silence window alone. The session's conversation
 // path (internal/session semvad.go) reads the same table.
 
-// Turn detection types (DuplexOptions.TurnType).
-const (
-	TurnServerVAD   = "server_vad"
-	TurnSemanticVAD = "semantic_vad"
-)
+// TurnSemanticVAD is the DuplexOptions.TurnType that selects semantic endpointing; any other
+// value ("server_vad") ends a turn on silence alone.
+const TurnSemanticVAD = "semantic_vad"
 
 // End-of-turn reasons (EndOfTurnDecision.Reason).
 const (

@@ -87,7 +87,7 @@ func silenceUntilSpeakPaced(t *testing.T, d *DuplexStream, sink *recSink, upToMs
 // The scorer was asked about the partial transcript of the open utterance.
 func TestDuplexSemanticVADEndsOnEstimate(t *testing.T) {
 	sc := &scriptedScorer{prob: 0.9}
-	d, sink := openSemantic(t, EndOfTurnThinker, "medium", sc)
+	d, sink := openSemantic(t, endOfTurnThinker, "medium", sc)
 	feedUnits(t, d, goForward(t))
 	speak := silenceUntilSpeak(t, d, sink, 6000)
 	require.Len(t, speak, 1)
@@ -107,7 +107,7 @@ func TestDuplexSemanticVADEndsOnEstimate(t *testing.T) {
 // pause reaches the maximum wait, counted in input audio.
 func TestDuplexSemanticVADWaitsForMaxWait(t *testing.T) {
 	sc := &scriptedScorer{prob: 0.01}
-	d, sink := openSemantic(t, EndOfTurnThinker, "high", sc)
+	d, sink := openSemantic(t, endOfTurnThinker, "high", sc)
 	feedUnits(t, d, goForward(t))
 	speak := silenceUntilSpeak(t, d, sink, 4000)
 	require.Len(t, speak, 1)
@@ -126,7 +126,7 @@ func TestDuplexSemanticVADWaitsForMaxWait(t *testing.T) {
 // second pause on the longer partial.
 func TestDuplexSemanticVADSpeechResumes(t *testing.T) {
 	sc := &scriptedScorer{prob: 0.01}
-	d, sink := openSemantic(t, EndOfTurnThinker, "medium", sc)
+	d, sink := openSemantic(t, endOfTurnThinker, "medium", sc)
 	speech := goForward(t)
 	feedUnits(t, d, speech)
 	require.Empty(t, silenceUntilSpeak(t, d, sink, 1000), "a low estimate waits")
@@ -152,7 +152,7 @@ func TestDuplexSemanticVADSpeechResumes(t *testing.T) {
 // TestDuplexSemanticVADSilenceWindows: without an estimate (end_of_turn off; auto on a dummy
 // model) the thinker is never asked and the eagerness's silence window ends the turn.
 func TestDuplexSemanticVADSilenceWindows(t *testing.T) {
-	for _, source := range []string{EndOfTurnOff, EndOfTurnAuto} {
+	for _, source := range []string{endOfTurnOff, endOfTurnAuto} {
 		t.Run(source, func(t *testing.T) {
 			sc := &scriptedScorer{prob: 0.9}
 			d, sink := openSemantic(t, source, "low", sc)
@@ -175,7 +175,7 @@ func TestDuplexSemanticVADSilenceWindows(t *testing.T) {
 // scored by the thinker itself (its probability means nothing on random weights, so the reason
 // may be either), and the turn is answered.
 func TestDuplexSemanticVADThinker(t *testing.T) {
-	d, sink := openSemantic(t, EndOfTurnThinker, "high", nil)
+	d, sink := openSemantic(t, endOfTurnThinker, "high", nil)
 	feedUnits(t, d, goForward(t))
 	// At real time: fed ten times faster, the maximum wait (counted in audio) could pass before
 	// the thinker's estimate on a loaded machine, and the pause would end unscored.

@@ -30,7 +30,7 @@ func TestDuplexTranscribeOnlyPrefillsNothing(t *testing.T) {
 			require.NoError(t, err)
 			defer d.Close()
 			feedUnits(t, d, speech)
-			tr, err := d.Commit(ctx, 0, false)
+			tr, err := d.commit(ctx, 0, false)
 			require.NoError(t, err)
 			require.Contains(t, tr.Text, "forward")
 			require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Transcript)) == 1 }),

@@ -258,8 +258,8 @@ var (
 	ErrClosed = errors.New("stage: closed")
 	// ErrInvalidRequest reports a malformed request: no messages, an unknown role.
 	ErrInvalidRequest = errors.New("stage: invalid request")
-	// ErrNoDuplex reports OpenDuplex on a pipeline without an ASR.
-	ErrNoDuplex = errors.New("stage: pipeline does not support duplex")
+	// errNoDuplex reports OpenDuplex on a pipeline without an ASR.
+	errNoDuplex = errors.New("stage: pipeline does not support duplex")
 	// ErrContextLength reports a prompt that does not fit the model's context window; the
 	// error is a *ContextLengthError.
 	ErrContextLength = errors.New("stage: prompt exceeds the context window")

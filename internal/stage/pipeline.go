@@ -55,7 +55,7 @@ func New(cfg PipelineConfig, deps Deps, log *zap.Logger) (*Pipeline, error) {
 	if len(cfg.Stages) == 0 {
 		cfg = DefaultPipelineConfig()
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("creating pipeline: %w", err)
 	}
 	p := &Pipeline{cfg: cfg, deps: deps, log: log.Named("stage"), live: map[closer]struct{}{}}
@@ -66,11 +66,11 @@ func New(cfg PipelineConfig, deps Deps, log *zap.Logger) (*Pipeline, error) {
 	p.thinker = newSlots(cfg.Stages[0].Workers, cfg.Stages[0].QueueSize)
 	if len(cfg.Stages) > 1 {
 		if p.tts == nil {
-			return nil, fmt.Errorf("creating pipeline: %w: stage talker needs a TTS", ErrConfig)
+			return nil, fmt.Errorf("creating pipeline: %w: stage talker needs a TTS", errConfig)
 		}
 		if p.tts.OutputRate() != cfg.Talker.OutputRate {
 			return nil, fmt.Errorf("creating pipeline: %w: TTS rate %d, talker.output_rate %d",
-				ErrConfig, p.tts.OutputRate(), cfg.Talker.OutputRate)
+				errConfig, p.tts.OutputRate(), cfg.Talker.OutputRate)
 		}
 		p.talker = newSlots(cfg.Stages[1].Workers, cfg.Stages[1].QueueSize)
 	}
@@ -79,9 +79,6 @@ func New(cfg PipelineConfig, deps Deps, log *zap.Logger) (*Pipeline, error) {
 		zap.Int("thinker_workers", cfg.Stages[0].Workers), zap.Bool("duplex", p.SupportsDuplex()))
 	return p, nil
 }
-
-// Config returns the configuration in use (defaults filled in).
-func (p *Pipeline) Config() PipelineConfig { return p.cfg }
 
 // NumStages is 2 for the default graph (0 thinker, 1 talker), 1 without a talker.
 func (p *Pipeline) NumStages() int { return len(p.cfg.Stages) }

@@ -178,11 +178,11 @@ func TestDuplexManualTurns(t *testing.T) {
 	require.Len(t, ofKind(outs, Decision), units)
 	require.Empty(t, ofKind(outs, Transcript))
 
-	tr, err := d.Commit(context.Background(), 0, false)
+	tr, err := d.commit(context.Background(), 0, false)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, wordOverlap(tr.Text, "go forward ten meters"), 0.75, "transcript %q", tr.Text)
 	require.Nil(t, tr.Logprobs, "logprobs were not asked for")
-	_, err = d.Commit(context.Background(), 0, false)
+	_, err = d.commit(context.Background(), 0, false)
 	require.ErrorIs(t, err, audio.ErrEmptyAudio, "nothing heard since the last commit")
 
 	turn, err := d.Respond(context.Background(), 0, 0)
@@ -415,7 +415,7 @@ func TestBadInput(t *testing.T) {
 		{"empty audio", func() error { return d.AppendAudio(ctx, 0, nil) }, audio.ErrEmptyAudio},
 		{"nan audio", func() error { return d.AppendAudio(ctx, 0, nan) }, audio.ErrNonFinite},
 		{"inf audio", func() error { return d.AppendAudio(ctx, 0, inf) }, audio.ErrNonFinite},
-		{"commit nothing", func() error { _, err := d.Commit(ctx, 0, true); return err }, audio.ErrEmptyAudio},
+		{"commit nothing", func() error { _, err := d.commit(ctx, 0, true); return err }, audio.ErrEmptyAudio},
 		{"whitespace text", func() error { return d.AppendText(ctx, 0, "user", " \n\t") }, audio.ErrEmptyText},
 		{"bad role", func() error { return d.AppendText(ctx, 0, "robot", "hi") }, ErrInvalidRequest},
 		{"unsupported vad rate", func() error {
@@ -564,7 +564,7 @@ func TestDuplexSettleInputFollowsTheInputsRows(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	units := feedUnits(t, d, goForward(t))
-	_, err = d.Commit(context.Background(), 0, false)
+	_, err = d.commit(context.Background(), 0, false)
 	require.NoError(t, err)
 	require.NoError(t, d.SettleInput(context.Background(), 0))
 	var end TurnEnd

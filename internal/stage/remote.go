@@ -84,7 +84,7 @@ func (c *RemoteConfig) applyDefaults() {
 
 func (c *RemoteConfig) validate(key string) error {
 	bad := func(k string, v any, msg string) error {
-		return fmt.Errorf("%w: pipeline.remote.%s.%s = %v: %s", ErrConfig, key, k, v, msg)
+		return fmt.Errorf("%w: pipeline.remote.%s.%s = %v: %s", errConfig, key, k, v, msg)
 	}
 	if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
 		return bad("base_url", c.BaseURL, "want an http:// or https:// URL ending in the API root, e.g. /v1")

@@ -23,7 +23,7 @@ type remoteThinker struct {
 }
 
 func newRemoteThinker(cfg RemoteConfig) *remoteThinker {
-	return &remoteThinker{c: newRemoteClient(StageThinker, cfg)}
+	return &remoteThinker{c: newRemoteClient(stageThinker, cfg)}
 }
 
 // where names the backend for logs and errors.
@@ -104,7 +104,7 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 	defer wd.stop()
 	resp, err := t.c.post(wctx, "/chat/completions", "application/json", "text/event-stream", raw)
 	if err != nil {
-		return g.end(ctx, res, timeoutError(wctx, StageThinker, t.where(), err))
+		return g.end(ctx, res, timeoutError(wctx, stageThinker, t.where(), err))
 	}
 	defer resp.Body.Close()
 
@@ -124,11 +124,11 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 		wd.kick()
 		var ch chatChunk
 		if err := json.Unmarshal(data, &ch); err != nil {
-			return g.end(ctx, res, &UpstreamError{Stage: StageThinker, URL: t.where(), Status: resp.StatusCode,
+			return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: t.where(), Status: resp.StatusCode,
 				Message: fmt.Sprintf("bad stream chunk: %v", err)})
 		}
 		if ch.Error != nil {
-			ue := upstreamErrorFrom(StageThinker, t.where(), resp.StatusCode, data)
+			ue := upstreamErrorFrom(stageThinker, t.where(), resp.StatusCode, data)
 			return g.end(ctx, res, ue)
 		}
 		if ch.Usage != nil {
@@ -157,15 +157,15 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 		// that ignore stream_options) [DONE] follows. Either way keep reading.
 	}
 	if err := sc.Err(); err != nil {
-		return g.end(ctx, res, timeoutError(wctx, StageThinker, t.where(),
-			&UpstreamError{Stage: StageThinker, URL: t.where(), Message: "stream broken: " + err.Error(), Err: err}))
+		return g.end(ctx, res, timeoutError(wctx, stageThinker, t.where(),
+			&UpstreamError{Stage: stageThinker, URL: t.where(), Message: "stream broken: " + err.Error(), Err: err}))
 	}
 	if ctx.Err() != nil {
 		return g.end(ctx, res, ctx.Err())
 	}
 	if res.FinishReason == "" {
 		// The body ended without a finish_reason or [DONE]: the upstream went away mid-reply.
-		return g.end(ctx, res, &UpstreamError{Stage: StageThinker, URL: t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
+		return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
 	}
 	if res.FinishReason != FinishStop && res.FinishReason != FinishLength {
 		res.FinishReason = FinishStop // content_filter, tool_calls: the text is what it is
@@ -185,7 +185,7 @@ func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (
 	var ue *UpstreamError
 	if !errors.As(err, &ue) && isAbort(err) {
 		// The watchdog cut it but the cause was lost in wrapping: report a timeout.
-		err = &UpstreamError{Stage: StageThinker, URL: g.t.where(), Status: http.StatusGatewayTimeout,
+		err = &UpstreamError{Stage: stageThinker, URL: g.t.where(), Status: http.StatusGatewayTimeout,
 			Type: "server_error", Code: "upstream_timeout", Message: "upstream timed out", Err: err}
 	}
 	return res, err

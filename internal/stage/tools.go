@@ -49,8 +49,8 @@ type ToolCall struct {
 // FinishToolCalls ends a reply whose last output is a tool call, as Chat Completions names it.
 const FinishToolCalls = "tool_calls"
 
-// NewToolCallID returns a fresh call id in OpenAI's call_ form.
-func NewToolCallID() string {
+// newToolCallID returns a fresh call id in OpenAI's call_ form.
+func newToolCallID() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return "call_" + hex.EncodeToString(b)

@@ -18,8 +18,8 @@ import (
 // byte (a grammar never admits an empty control token), so a grammar of at most n bytes ends
 // within n tokens, plus one for the end of generation.
 
-// ErrToolSchema reports a tool's parameters schema the tool grammar cannot follow.
-var ErrToolSchema = errors.New("unsupported tool parameters schema")
+// errToolSchema reports a tool's parameters schema the tool grammar cannot follow.
+var errToolSchema = errors.New("unsupported tool parameters schema")
 
 // ErrToolBudget reports a max_tokens too small for any call of the forced tools.
 var ErrToolBudget = errors.New("max_tokens leaves no room for a complete tool call")
@@ -47,7 +47,7 @@ func toolCallGrammar(f toolFormat, tools []Tool, only string, budget int, withOp
 		}
 	}
 	if len(sel) == 0 {
-		return "", fmt.Errorf("%w: no tool named %q", ErrToolSchema, only)
+		return "", fmt.Errorf("%w: no tool named %q", errToolSchema, only)
 	}
 	calls := 1
 	if parallel && !withOpener {
@@ -149,7 +149,7 @@ func (g *gbnf) toolArgs(t Tool) (string, int, error) {
 	v, err := decodeOrdered(t.Parameters)
 	schema, ok := v.(map[string]any)
 	if err != nil || !ok {
-		return "", 0, fmt.Errorf("%w: parameters must be a JSON schema object", ErrToolSchema)
+		return "", 0, fmt.Errorf("%w: parameters must be a JSON schema object", errToolSchema)
 	}
 	g.defs = map[string]any{}
 	for _, k := range []string{"$defs", "definitions"} {
@@ -160,7 +160,7 @@ func (g *gbnf) toolArgs(t Tool) (string, int, error) {
 		}
 	}
 	if typ, ok := schema["type"]; ok && typ != "object" {
-		return "", 0, fmt.Errorf("%w: parameters must have type object, not %v", ErrToolSchema, typ)
+		return "", 0, fmt.Errorf("%w: parameters must have type object, not %v", errToolSchema, typ)
 	}
 	return g.value(schema, 0)
 }
@@ -168,12 +168,12 @@ func (g *gbnf) toolArgs(t Tool) (string, int, error) {
 // value is the expression of any schema and its longest length in bytes.
 func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 	if depth > maxSchemaDepth {
-		return "", 0, fmt.Errorf("%w: nested deeper than %d levels (a recursive $ref cannot be bounded)", ErrToolSchema, maxSchemaDepth)
+		return "", 0, fmt.Errorf("%w: nested deeper than %d levels (a recursive $ref cannot be bounded)", errToolSchema, maxSchemaDepth)
 	}
 	if ref, ok := s["$ref"].(string); ok {
 		d, ok := g.defs[ref].(map[string]any)
 		if !ok {
-			return "", 0, fmt.Errorf("%w: $ref %q does not name a $defs or definitions entry", ErrToolSchema, ref)
+			return "", 0, fmt.Errorf("%w: $ref %q does not name a $defs or definitions entry", errToolSchema, ref)
 		}
 		return g.value(d, depth+1)
 	}
@@ -188,7 +188,7 @@ func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 			return g.alternatives(alts, func(v any) (string, int, error) {
 				m, ok := v.(map[string]any)
 				if !ok {
-					return "", 0, fmt.Errorf("%w: %s entries must be schemas", ErrToolSchema, k)
+					return "", 0, fmt.Errorf("%w: %s entries must be schemas", errToolSchema, k)
 				}
 				return g.value(m, depth+1)
 			})
@@ -196,11 +196,11 @@ func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 	}
 	if all, ok := s["allOf"].([]any); ok {
 		if len(all) != 1 {
-			return "", 0, fmt.Errorf("%w: allOf with more than one schema", ErrToolSchema)
+			return "", 0, fmt.Errorf("%w: allOf with more than one schema", errToolSchema)
 		}
 		m, ok := all[0].(map[string]any)
 		if !ok {
-			return "", 0, fmt.Errorf("%w: allOf entries must be schemas", ErrToolSchema)
+			return "", 0, fmt.Errorf("%w: allOf entries must be schemas", errToolSchema)
 		}
 		return g.value(m, depth+1)
 	}
@@ -211,7 +211,7 @@ func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 		return g.alternatives(t, func(v any) (string, int, error) {
 			name, ok := v.(string)
 			if !ok {
-				return "", 0, fmt.Errorf("%w: type must be a string or an array of strings", ErrToolSchema)
+				return "", 0, fmt.Errorf("%w: type must be a string or an array of strings", errToolSchema)
 			}
 			return g.typed(name, s, depth)
 		})
@@ -227,13 +227,13 @@ func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 			return g.typed(v.(string), map[string]any{}, depth)
 		})
 	default:
-		return "", 0, fmt.Errorf("%w: type must be a string or an array of strings", ErrToolSchema)
+		return "", 0, fmt.Errorf("%w: type must be a string or an array of strings", errToolSchema)
 	}
 }
 
 func (g *gbnf) alternatives(vs []any, each func(any) (string, int, error)) (string, int, error) {
 	if len(vs) == 0 {
-		return "", 0, fmt.Errorf("%w: an empty enum, anyOf, oneOf or type list admits nothing", ErrToolSchema)
+		return "", 0, fmt.Errorf("%w: an empty enum, anyOf, oneOf or type list admits nothing", errToolSchema)
 	}
 	exprs := make([]string, len(vs))
 	longest := 0
@@ -276,7 +276,7 @@ func (g *gbnf) typed(t string, s map[string]any, depth int) (string, int, error)
 	case "object":
 		return g.object(s, depth)
 	}
-	return "", 0, fmt.Errorf("%w: unknown type %q", ErrToolSchema, t)
+	return "", 0, fmt.Errorf("%w: unknown type %q", errToolSchema, t)
 }
 
 func (g *gbnf) array(s map[string]any, depth int) (string, int, error) {
@@ -295,7 +295,7 @@ func (g *gbnf) array(s map[string]any, depth int) (string, int, error) {
 		}
 		item, itemMax = e, n
 	default:
-		return "", 0, fmt.Errorf("%w: items must be one schema (tuples are not supported)", ErrToolSchema)
+		return "", 0, fmt.Errorf("%w: items must be one schema (tuples are not supported)", errToolSchema)
 	}
 	lo, hi := intKey(s, "minItems", 0), g.itemsMax
 	if m, ok := s["maxItems"]; ok {
@@ -323,10 +323,10 @@ func (g *gbnf) object(s map[string]any, depth int) (string, int, error) {
 		for _, k := range r {
 			name, ok := k.(string)
 			if !ok {
-				return "", 0, fmt.Errorf("%w: required must list property names", ErrToolSchema)
+				return "", 0, fmt.Errorf("%w: required must list property names", errToolSchema)
 			}
 			if _, ok := props[name]; !ok {
-				return "", 0, fmt.Errorf("%w: required property %q is not in properties", ErrToolSchema, name)
+				return "", 0, fmt.Errorf("%w: required property %q is not in properties", errToolSchema, name)
 			}
 			required[name] = true
 		}
@@ -346,7 +346,7 @@ func (g *gbnf) object(s map[string]any, depth int) (string, int, error) {
 			if b, isBool := props[name].(bool); isBool && b {
 				ps = map[string]any{}
 			} else {
-				return "", 0, fmt.Errorf("%w: property %q must be a schema", ErrToolSchema, name)
+				return "", 0, fmt.Errorf("%w: property %q must be a schema", errToolSchema, name)
 			}
 		}
 		e, n, err := g.value(ps, depth+1)
@@ -422,7 +422,7 @@ const orderKey = "\x00order"
 func literal(v any) (string, int, error) {
 	b, err := json.Marshal(withoutOrder(v))
 	if err != nil {
-		return "", 0, fmt.Errorf("%w: %v", ErrToolSchema, err)
+		return "", 0, fmt.Errorf("%w: %v", errToolSchema, err)
 	}
 	return gbnfLit(string(b)), len(b), nil
 }

@@ -57,14 +57,14 @@ func TestToolCallGrammarErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := toolCallGrammar(toolFormatHermes, []Tool{{Name: "f", Parameters: json.RawMessage(tt.schema)}}, "", 1000, true, false)
-			require.ErrorIs(t, err, ErrToolSchema)
+			require.ErrorIs(t, err, errToolSchema)
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
 	_, err := toolCallGrammar(toolFormatHermes, testTools(), "lookup_order", 40, true, false)
 	require.ErrorIs(t, err, ErrToolBudget)
 	_, err = toolCallGrammar(toolFormatHermes, testTools(), "nope", 1000, true, false)
-	require.ErrorIs(t, err, ErrToolSchema)
+	require.ErrorIs(t, err, errToolSchema)
 }
 
 // TestToolCallGrammarsCompile: every family's forced and lazy grammars compile in llama.cpp, and

@@ -209,7 +209,7 @@ func (p *toolParser) parseCalls(body string) ([]ToolCall, bool) {
 		if p.ended {
 			break // no parallel calls: the first one is the reply's call
 		}
-		c.Index, c.ID = p.calls, NewToolCallID()
+		c.Index, c.ID = p.calls, newToolCallID()
 		p.calls++
 		calls = append(calls, c)
 		if !p.parallel {
