@@ -18,8 +18,8 @@ const (
 // g711Rate is the only rate G.711 carries on the wire.
 const g711Rate = 8000
 
-// ErrBadAudio is returned for payloads that are not whole samples or not finite.
-var ErrBadAudio = errors.New("bad audio")
+// errBadAudio is returned for payloads that are not whole samples or not finite.
+var errBadAudio = errors.New("bad audio")
 
 // DecodeInput converts one whole wire audio clip (an item's audio) to 16 kHz mono float32. A
 // stream of appends goes through an InputDecoder instead, which keeps the resampler's state
@@ -57,7 +57,7 @@ func (d *InputDecoder) Decode(data []byte, f AudioFormat) ([]float32, error) {
 	}
 	if d.rs == nil || !sameRates(d.rs, f.Rate, EngineRate) {
 		if d.rs, err = audio.NewResampler(f.Rate, EngineRate); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadAudio, err)
+			return nil, fmt.Errorf("%w: %w", errBadAudio, err)
 		}
 	}
 	return d.rs.Process(nil, pcm), nil
@@ -85,19 +85,19 @@ func toFloat32(data []byte, f AudioFormat) ([]float32, error) {
 	case "pcm16":
 		var err error
 		if pcm, err = audio.PCM16BytesToFloat32(nil, data); err != nil {
-			return nil, fmt.Errorf("%w: pcm16 payload has an odd length (%d bytes)", ErrBadAudio, len(data))
+			return nil, fmt.Errorf("%w: pcm16 payload has an odd length (%d bytes)", errBadAudio, len(data))
 		}
 	case "pcm_f32le":
 		// speech has no float32-bytes decoder (nothing else reads this wire format).
 		if len(data)%4 != 0 {
-			return nil, fmt.Errorf("%w: pcm_f32le payload length %d is not a multiple of 4", ErrBadAudio, len(data))
+			return nil, fmt.Errorf("%w: pcm_f32le payload length %d is not a multiple of 4", errBadAudio, len(data))
 		}
 		pcm = make([]float32, len(data)/4)
 		for i := range pcm {
 			pcm[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
 		if err := audio.CheckFinite(pcm); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadAudio, err)
+			return nil, fmt.Errorf("%w: %w", errBadAudio, err)
 		}
 		for i, v := range pcm {
 			pcm[i] = max(-1, min(1, v))
@@ -107,7 +107,7 @@ func toFloat32(data []byte, f AudioFormat) ([]float32, error) {
 	case "g711_alaw":
 		pcm = audio.ALawToFloat32(nil, data)
 	default:
-		return nil, fmt.Errorf("%w: unsupported format %q", ErrBadAudio, f.Type)
+		return nil, fmt.Errorf("%w: unsupported format %q", errBadAudio, f.Type)
 	}
 	return pcm, nil
 }

@@ -56,14 +56,14 @@ func TestDecodeInputFormats(t *testing.T) {
 		{"pcm16 16k", audio.Float32ToPCM16Bytes(nil, tone16), AudioFormat{Type: "pcm16", Rate: 16000}, 1600, nil, ""},
 		{"pcm16 24k", audio.Float32ToPCM16Bytes(nil, sine(2400, 24000)), AudioFormat{Type: "pcm16", Rate: 24000}, 1600, nil, ""},
 		{"pcm16 48k", audio.Float32ToPCM16Bytes(nil, sine(4800, 48000)), AudioFormat{Type: "pcm16", Rate: 48000}, 1600, nil, ""},
-		{"pcm16 odd", []byte{1, 2, 3}, AudioFormat{Type: "pcm16", Rate: 16000}, 0, ErrBadAudio, "bad audio: pcm16 payload has an odd length (3 bytes)"},
+		{"pcm16 odd", []byte{1, 2, 3}, AudioFormat{Type: "pcm16", Rate: 16000}, 0, errBadAudio, "bad audio: pcm16 payload has an odd length (3 bytes)"},
 		{"f32 16k", f32le(tone16...), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 1600, nil, ""},
-		{"f32 bad length", []byte{0, 0, 0}, AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, ErrBadAudio, "bad audio: pcm_f32le payload length 3 is not a multiple of 4"},
+		{"f32 bad length", []byte{0, 0, 0}, AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, errBadAudio, "bad audio: pcm_f32le payload length 3 is not a multiple of 4"},
 		{"f32 nan", f32le(0, float32(math.NaN())), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, audio.ErrNonFinite, ""},
-		{"f32 inf", f32le(float32(math.Inf(-1))), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, ErrBadAudio, ""},
+		{"f32 inf", f32le(float32(math.Inf(-1))), AudioFormat{Type: "pcm_f32le", Rate: 16000}, 0, errBadAudio, ""},
 		{"ulaw 8k", audio.Float32ToULaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_ulaw", Rate: 8000}, 1600, nil, ""},
 		{"alaw 8k", audio.Float32ToALaw(nil, sine(800, 8000)), AudioFormat{Type: "g711_alaw", Rate: 8000}, 1600, nil, ""},
-		{"unknown", []byte{0, 0}, AudioFormat{Type: "mp3", Rate: 16000}, 0, ErrBadAudio, `bad audio: unsupported format "mp3"`},
+		{"unknown", []byte{0, 0}, AudioFormat{Type: "mp3", Rate: 16000}, 0, errBadAudio, `bad audio: unsupported format "mp3"`},
 		{"empty", nil, AudioFormat{Type: "pcm16", Rate: 24000}, 0, nil, ""},
 	}
 	for _, tt := range tests {
@@ -71,7 +71,7 @@ func TestDecodeInputFormats(t *testing.T) {
 			pcm, err := DecodeInput(tt.data, tt.f)
 			if tt.errIs != nil {
 				require.ErrorIs(t, err, tt.errIs)
-				require.ErrorIs(t, err, ErrBadAudio)
+				require.ErrorIs(t, err, errBadAudio)
 				if tt.msg != "" {
 					require.EqualError(t, err, tt.msg)
 				}

@@ -26,22 +26,22 @@ type OpenOptions struct {
 	// AutoResponse, semantic_vad has the engine stream end turns on its end-of-turn estimate.
 	TurnType, Eagerness string
 	// TranscriptLogprobs asks for each word's log posterior with the transcripts (include
-	// item.input_audio_transcription.logprobs); TranscriptLogprobSetter changes it later.
+	// item.input_audio_transcription.logprobs); transcriptLogprobSetter changes it later.
 	TranscriptLogprobs bool
 	// TranscribeOnly: a transcription session's stream, whose transcripts never join a
 	// conversation (nothing is prefilled for a reply that never comes).
 	TranscribeOnly bool
 }
 
-// TranscriptLogprobBackend is implemented by backends that can tell whether their
+// transcriptLogprobBackend is implemented by backends that can tell whether their
 // transcripts can carry word logprobs; one without it cannot.
-type TranscriptLogprobBackend interface {
+type transcriptLogprobBackend interface {
 	SupportsTranscriptLogprobs() bool
 }
 
-// TranscriptLogprobSetter is implemented by engines whose transcript logprobs can be turned on
+// transcriptLogprobSetter is implemented by engines whose transcript logprobs can be turned on
 // or off on an open stream, in order with the commits around the call.
-type TranscriptLogprobSetter interface {
+type transcriptLogprobSetter interface {
 	SetTranscriptLogprobs(ctx context.Context, on bool) error
 }
 
@@ -88,18 +88,18 @@ type TurnCanceller interface {
 	CancelTurn(turn int)
 }
 
-// UnstartedTurnFinalizer is implemented by engines whose turn statistics can wait for the input
+// unstartedTurnFinalizer is implemented by engines whose turn statistics can wait for the input
 // of a response cancelled before its engine response started: FinalizeUnstartedTurn ends such a
 // turn (instead of FinalizeTurn), and SettleInput, run as a job after the input's commands,
 // lets it be logged once that input's work (transcription, prefill) was counted.
-type UnstartedTurnFinalizer interface {
+type unstartedTurnFinalizer interface {
 	FinalizeUnstartedTurn(turn int, reason string) bool
 	SettleInput(ctx context.Context, turn int) error
 }
 
-// TurnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
+// turnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
 // where the user's input ended, when it was cleared, and how much audio the client was sent.
-type TurnStatsMarker interface {
+type turnStatsMarker interface {
 	MarkInputEnd(turn int, ts float64)
 	// ClearTurnInput abandons turn's input (input_audio_buffer.clear); the session's next
 	// input takes a new id.
@@ -109,28 +109,28 @@ type TurnStatsMarker interface {
 	ObserveBargeIn(latencyS float64)
 }
 
-// TurnDetachMarker is implemented by engines that keep per-turn statistics: a turn whose
+// turnDetachMarker is implemented by engines that keep per-turn statistics: a turn whose
 // client was disconnected and resumed records how long delivery was paused (delivery delay).
-type TurnDetachMarker interface {
+type turnDetachMarker interface {
 	SetTurnDetached(turn int, ms float64)
 }
 
-// TurnPlaybackMarker is implemented by engines that keep per-turn statistics: the audio the
+// turnPlaybackMarker is implemented by engines that keep per-turn statistics: the audio the
 // client acknowledged as played (its last playback.ack of the response), next to what was sent.
-type TurnPlaybackMarker interface {
+type turnPlaybackMarker interface {
 	SetTurnPlayed(turn int, ms float64)
 }
 
-// TurnToolMarker is implemented by engines that keep per-turn statistics: the tool calls timed
+// turnToolMarker is implemented by engines that keep per-turn statistics: the tool calls timed
 // for the turn (the MCP calls the server ran during it, the function calls whose outputs came
 // before it), handed over once when the session ends the response, before FinalizeTurn. The
 // turn's record then feeds them to its table, Prometheus and its trace alike.
-type TurnToolMarker interface {
+type turnToolMarker interface {
 	AddTurnToolCalls(turn int, calls []metrics.ToolCallStats)
 }
 
-// turnStats returns the engine's TurnStatsMarker, or nil.
-func turnStats(e Engine) TurnStatsMarker {
-	m, _ := e.(TurnStatsMarker)
+// turnStats returns the engine's turnStatsMarker, or nil.
+func turnStats(e Engine) turnStatsMarker {
+	m, _ := e.(turnStatsMarker)
 	return m
 }

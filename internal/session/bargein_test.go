@@ -45,7 +45,7 @@ func TestBargeInOnPitchedSpeech(t *testing.T) {
 	sk.mu.Lock()
 	for _, ev := range sk.events {
 		if ev.Type == "input_audio_buffer.speech_started" {
-			onsetMs = payload[protocol.InputAudioBufferSpeechStarted](t, ev).AudioStartMs + DefaultTurnDetection().PrefixPaddingMs
+			onsetMs = payload[protocol.InputAudioBufferSpeechStarted](t, ev).AudioStartMs + defaultTurnDetection().PrefixPaddingMs
 		}
 	}
 	sk.mu.Unlock()

@@ -11,8 +11,8 @@ import (
 
 // Default byte budgets of one session (ManagerConfig; docs/CONFIG.md lists every buffer).
 const (
-	DefaultMaxInboxBytes   = 16 << 20
-	DefaultMaxHistoryBytes = 4 << 20
+	defaultMaxInboxBytes   = 16 << 20
+	defaultMaxHistoryBytes = 4 << 20
 	// commandOverhead is what a command without a payload counts against the inbox budget.
 	commandOverhead = 256
 )

@@ -55,8 +55,8 @@ func SemanticSilenceMs(eagerness string) int {
 
 // Overlap policies (vllm-omni's names): what input during an active response does.
 const (
-	PolicyBargeIn    = "barge_in_on_speech"
-	PolicyListenOnly = "listen_only"
+	policyBargeIn    = "barge_in_on_speech"
+	policyListenOnly = "listen_only"
 )
 
 // Config is the effective configuration of one session.
@@ -76,7 +76,7 @@ type Config struct {
 	Tools      []requestclient.Tool
 	ToolChoice ToolChoice
 	// MCP are the MCP servers of session.tools (mcp.go).
-	MCP             []MCPTool
+	MCP             []mcpTool
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -103,14 +103,14 @@ func (td *TurnDetection) copy() *TurnDetection {
 // defaultTurnDetection is a fresh copy of the session's server_vad defaults.
 func (c Config) defaultTurnDetection() *TurnDetection {
 	if c.vadDefaults == nil {
-		return DefaultTurnDetection()
+		return defaultTurnDetection()
 	}
 	td := *c.vadDefaults
 	return &td
 }
 
-// MaxOutputTokensLimit is the largest max_output_tokens OpenAI accepts.
-const MaxOutputTokensLimit = 4096
+// maxOutputTokensLimit is the largest max_output_tokens OpenAI accepts.
+const maxOutputTokensLimit = 4096
 
 // WantAudio reports whether audio is an output modality.
 func (c Config) WantAudio() bool {
@@ -126,14 +126,14 @@ func (c Config) WantAudio() bool {
 // with turn_detection null) input during a response is only listened to.
 func (c Config) OverlapPolicy() string {
 	if c.TurnDetection != nil && c.TurnDetection.InterruptResponse {
-		return PolicyBargeIn
+		return policyBargeIn
 	}
-	return PolicyListenOnly
+	return policyListenOnly
 }
 
-// DefaultTurnDetection returns the OpenAI server_vad defaults (speech's table); a server's
+// defaultTurnDetection returns the OpenAI server_vad defaults (speech's table); a server's
 // ManagerConfig.TurnDetection may replace them.
-func DefaultTurnDetection() *TurnDetection {
+func defaultTurnDetection() *TurnDetection {
 	return &TurnDetection{Type: "server_vad", Threshold: speech.DefaultThreshold, PrefixPaddingMs: speech.DefaultPrefixPaddingMs,
 		SilenceDurationMs: speech.DefaultSilenceDurationMs, CreateResponse: true, InterruptResponse: true}
 }
@@ -167,7 +167,7 @@ type ConfigPatch struct {
 	TracingSet bool
 	Tracing    any // nil, "auto" or the tracing object (validated by internal/protocol)
 	// MCPTools are the `type: "mcp"` entries of tools (with ToolsSet).
-	MCPTools []MCPTool
+	MCPTools []mcpTool
 	// TranscriptLogprobs is include when present: whether it names
 	// item.input_audio_transcription.logprobs.
 	TranscriptLogprobs *bool
@@ -293,7 +293,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		}
 	}
 	if p.MaxOutputTokens != nil {
-		if *p.MaxOutputTokens < 0 || *p.MaxOutputTokens > MaxOutputTokensLimit {
+		if *p.MaxOutputTokens < 0 || *p.MaxOutputTokens > maxOutputTokensLimit {
 			return cfg, &FieldError{"invalid_value", "session.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
 		}
 		cfg.MaxOutputTokens = *p.MaxOutputTokens

@@ -9,13 +9,13 @@ import (
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-// EngineErrorCounter is implemented by the manager's metrics when they count engine failures by
+// engineErrorCounter is implemented by the manager's metrics when they count engine failures by
 // cause (metrics.Collectors: omniserve_engine_errors_total).
-type EngineErrorCounter interface {
+type engineErrorCounter interface {
 	CountEngineError(cause string)
 }
 
-var _ EngineErrorCounter = (*metrics.Collectors)(nil)
+var _ engineErrorCounter = (*metrics.Collectors)(nil)
 
 // engineFailed logs and counts an engine failure of this session under its cause
 // (requestclient.ErrorCause) and returns the cause. told says whether the client gets an error
@@ -25,7 +25,7 @@ func (s *Session) engineFailed(code string, err error, told bool) string {
 	cause := requestclient.ErrorCause(err)
 	s.log.Warn("engine failure", zap.String("code", code), zap.String("cause", cause), zap.Bool("told_client", told),
 		zap.Int("epoch", s.epoch), zap.Error(err))
-	if c, ok := s.m.cfg.Metrics.(EngineErrorCounter); ok {
+	if c, ok := s.m.cfg.Metrics.(engineErrorCounter); ok {
 		c.CountEngineError(cause)
 	}
 	return cause

@@ -41,7 +41,7 @@ func TestEvictOldestDetached(t *testing.T) {
 	}
 	a, b := start(), start()
 	_, err := m.Acquire(ctx)
-	require.ErrorIs(t, err, ErrCapacity, "no detached session: refused at once")
+	require.ErrorIs(t, err, errCapacity, "no detached session: refused at once")
 
 	a.s.Disconnected(0)
 	require.Eventually(t, func() bool { return m.Detached() == 1 }, 5*time.Second, 5*time.Millisecond)

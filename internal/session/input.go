@@ -118,7 +118,7 @@ func (s *Session) bargeIn(vr vadResult) {
 		return
 	}
 	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
-		SessionID: s.id, Epoch: s.epoch, Policy: PolicyBargeIn, Action: "barge_in", Reason: "speech"}})
+		SessionID: s.id, Epoch: s.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}})
 	onset := s.onsetAt
 	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
 		if m := turnStats(s.engine); m != nil {
@@ -138,7 +138,7 @@ func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
 		return
 	}
 	if s.resp == nil {
-		s.turnState = TurnUserSpeaking
+		s.turnState = turnUserSpeaking
 	}
 	if first {
 		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer

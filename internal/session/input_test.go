@@ -101,7 +101,7 @@ func TestInputHear(t *testing.T) {
 	lead := make([]float32, EngineRate) // 1 s of silence before the speech
 	tail := make([]float32, EngineRate) // and after it
 	stream := append(append(append([]float32{}, lead...), speech...), tail...)
-	td := *DefaultTurnDetection()
+	td := *defaultTurnDetection()
 	tests := []struct {
 		name     string
 		announce bool
@@ -160,7 +160,7 @@ func TestInputVADLifecycle(t *testing.T) {
 	speech := pcmFromRaw(testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata"))
 	var in inputAudio
 	defer in.closeVAD()
-	td := *DefaultTurnDetection()
+	td := *defaultTurnDetection()
 	require.NoError(t, in.ensureVAD(td, 0))
 	first := in.vad
 	require.NoError(t, in.ensureVAD(td, 0))
@@ -249,7 +249,7 @@ func TestInputTakeAppend(t *testing.T) {
 func TestInputListen(t *testing.T) {
 	speech := pcmFromRaw(testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata"))
 	stream := append(append(make([]float32, EngineRate/2), speech...), make([]float32, EngineRate)...)
-	server := DefaultTurnDetection()
+	server := defaultTurnDetection()
 	semantic := *server
 	semantic.Type, semantic.Eagerness = "semantic_vad", "high"
 	tests := []struct {

@@ -7,26 +7,26 @@ import (
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-// DefaultMaxInstructionsBytes is the default bound on session and per-response instructions
+// defaultMaxInstructionsBytes is the default bound on session and per-response instructions
 // (ManagerConfig.MaxInstructionsBytes): far above any real persona prompt, far below what it
 // would cost to tokenize on every update.
-const DefaultMaxInstructionsBytes = 128 << 10
+const defaultMaxInstructionsBytes = 128 << 10
 
-// ErrContextLength reports instructions (or a prompt) that cannot fit the model's context
+// errContextLength reports instructions (or a prompt) that cannot fit the model's context
 // window; the engine's error, joined to it, says by how much.
-var ErrContextLength = errors.New("context length exceeded")
+var errContextLength = errors.New("context length exceeded")
 
-// InstructionsChecker is implemented by backends that can tell, before a session accepts
-// them, whether instructions fit the model's context window (ErrContextLength when not).
-type InstructionsChecker interface {
+// instructionsChecker is implemented by backends that can tell, before a session accepts
+// them, whether instructions fit the model's context window (errContextLength when not).
+type instructionsChecker interface {
 	CheckInstructions(text string) error
 }
 
-// CheckInstructions implements InstructionsChecker.
+// CheckInstructions implements instructionsChecker.
 func (b *PipelineBackend) CheckInstructions(text string) error {
 	err := b.client.CheckInstructions(text)
 	if _, ok := requestclient.ContextLengthErrorOf(err); ok {
-		return errors.Join(ErrContextLength, err)
+		return errors.Join(errContextLength, err)
 	}
 	return err
 }
@@ -41,7 +41,7 @@ func checkInstructions(text, param string, limit int, backend Backend) *FieldErr
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
 			param, limit, len(text))}
 	}
-	ch, ok := backend.(InstructionsChecker)
+	ch, ok := backend.(instructionsChecker)
 	if !ok || text == "" {
 		return nil
 	}
@@ -49,7 +49,7 @@ func checkInstructions(text, param string, limit int, backend Backend) *FieldErr
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrContextLength):
+	case errors.Is(err, errContextLength):
 		msg := "the instructions do not fit the model's context window"
 		if cle, ok := requestclient.ContextLengthErrorOf(err); ok {
 			if cle.PromptTokens > 0 {

@@ -24,7 +24,7 @@ type ManagerConfig struct {
 	IdleTimeout time.Duration
 	// TurnDetection is a new session's server_vad settings and the defaults a turn_detection
 	// object starts from (the server passes pipeline.thinker.vad). Default
-	// DefaultTurnDetection(). Type, CreateResponse and InterruptResponse are always server_vad,
+	// defaultTurnDetection(). Type, CreateResponse and InterruptResponse are always server_vad,
 	// true and true.
 	TurnDetection *TurnDetection
 	// MaxOutputLead bounds how far audio is sent ahead of real time per response. Default 500 ms.
@@ -39,17 +39,17 @@ type ManagerConfig struct {
 	// cannot hold a slot indefinitely. Default 30 min.
 	MaxIdleTimeout time.Duration
 	// MaxInboxBytes bounds the bytes of client commands waiting for the session actor (the
-	// connection's reader waits past it). Default DefaultMaxInboxBytes.
+	// connection's reader waits past it). Default defaultMaxInboxBytes.
 	MaxInboxBytes int
 	// MaxHistoryBytes bounds the conversation's text; past it the oldest items are dropped
-	// (conversation.item.deleted). Default DefaultMaxHistoryBytes.
+	// (conversation.item.deleted). Default defaultMaxHistoryBytes.
 	MaxHistoryBytes int
 	// DefaultMaxOutputTokens is the reply limit the engine applies when a session sets none
 	// or "inf" (pipeline.thinker.max_tokens): the session reports it, so a client sees the
 	// limit that cuts its replies. 0: unknown, reported as "inf".
 	DefaultMaxOutputTokens int
 	// MaxInstructionsBytes bounds session and per-response instructions (error
-	// string_above_max_length). Default DefaultMaxInstructionsBytes.
+	// string_above_max_length). Default defaultMaxInstructionsBytes.
 	MaxInstructionsBytes int
 	// ResumeGrace is how long a session whose connection was lost without a close frame is kept
 	// for a resume (session.resume): its engine stream, conversation and admission slot stay.
@@ -84,7 +84,7 @@ func (c ManagerConfig) WithDefaults() ManagerConfig {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 32
 	}
-	td := DefaultTurnDetection()
+	td := defaultTurnDetection()
 	if c.TurnDetection != nil {
 		td.Threshold, td.PrefixPaddingMs, td.SilenceDurationMs = c.TurnDetection.Threshold, c.TurnDetection.PrefixPaddingMs, c.TurnDetection.SilenceDurationMs
 	}
@@ -103,13 +103,13 @@ func (c ManagerConfig) WithDefaults() ManagerConfig {
 		c.MaxPendingInputBytes = 16 << 20
 	}
 	if c.MaxInboxBytes <= 0 {
-		c.MaxInboxBytes = DefaultMaxInboxBytes
+		c.MaxInboxBytes = defaultMaxInboxBytes
 	}
 	if c.MaxHistoryBytes <= 0 {
-		c.MaxHistoryBytes = DefaultMaxHistoryBytes
+		c.MaxHistoryBytes = defaultMaxHistoryBytes
 	}
 	if c.MaxInstructionsBytes <= 0 {
-		c.MaxInstructionsBytes = DefaultMaxInstructionsBytes
+		c.MaxInstructionsBytes = defaultMaxInstructionsBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -132,8 +132,8 @@ type ManagerMetrics interface {
 
 // Admission errors.
 var (
-	ErrCapacity     = errors.New("duplex_session_capacity_exhausted")
-	ErrShuttingDown = errors.New("server is shutting down")
+	errCapacity     = errors.New("duplex_session_capacity_exhausted")
+	errShuttingDown = errors.New("server is shutting down")
 )
 
 // Manager admits sessions and shuts them down.
@@ -193,7 +193,7 @@ type Slot struct {
 	m    *Manager
 }
 
-// Acquire takes a slot or fails with ErrCapacity / ErrShuttingDown.
+// Acquire takes a slot or fails with errCapacity / errShuttingDown.
 //
 // A session kept for a resume never keeps a live client out: when every slot is taken and one
 // of them is held by a detached session, the oldest detached session is ended (reason
@@ -204,14 +204,14 @@ func (m *Manager) Acquire(ctx context.Context) (*Slot, error) {
 	defer m.mu.Unlock()
 	for {
 		if m.closing {
-			return nil, ErrShuttingDown
+			return nil, errShuttingDown
 		}
 		if m.active < m.cfg.MaxSessions {
 			m.active++
 			return &Slot{m: m}, nil
 		}
 		if !m.evictOldestLocked() {
-			return nil, fmt.Errorf("%w: limit=%d", ErrCapacity, m.cfg.MaxSessions)
+			return nil, fmt.Errorf("%w: limit=%d", errCapacity, m.cfg.MaxSessions)
 		}
 		freed := m.freed
 		m.mu.Unlock()
@@ -220,7 +220,7 @@ func (m *Manager) Acquire(ctx context.Context) (*Slot, error) {
 			m.mu.Lock()
 		case <-ctx.Done():
 			m.mu.Lock()
-			return nil, fmt.Errorf("%w: limit=%d, waiting for an evicted session: %w", ErrCapacity, m.cfg.MaxSessions, context.Cause(ctx))
+			return nil, fmt.Errorf("%w: limit=%d, waiting for an evicted session: %w", errCapacity, m.cfg.MaxSessions, context.Cause(ctx))
 		}
 	}
 }

@@ -22,17 +22,17 @@ import (
 // session owns (mcpState); their results come back to the actor on a channel. Headers and
 // authorization are the client's secrets: never logged, never echoed in session objects.
 
-// MCPTool is one `type: "mcp"` tool of session.tools: the protocol's definition (Index is its
+// mCPTool is one `type: "mcp"` tool of session.tools: the protocol's definition (Index is its
 // position in session.tools, for error params).
-type MCPTool = protocol.MCPTool
+type mcpTool = protocol.MCPTool
 
 // mcpResultQueue bounds listings finished but not yet handled; a session lists at most a few
 // servers, and a sender also gives up when the session ends.
 const mcpResultQueue = 8
 
-// MaxMCPServers bounds the MCP tools of one session: each is a connection and up to
+// maxMCPServers bounds the MCP tools of one session: each is a connection and up to
 // MCPLimits.MaxResponseBytes of listed tools held by the session.
-const MaxMCPServers = 8
+const maxMCPServers = 8
 
 // mcpState is the session's MCP connections and the goroutines that open them.
 type mcpState struct {
@@ -51,7 +51,7 @@ type mcpState struct {
 type mcpServer struct {
 	// cancel stops the listing when the tool is dropped or replaced before it finished.
 	cancel context.CancelFunc
-	tool   MCPTool
+	tool   mcpTool
 	gen    int
 	itemID string
 	conn   *mcpclient.Conn // nil until listed (or when the listing failed)
@@ -75,10 +75,10 @@ type mcpResult struct {
 // checkMCPTools validates the MCP tools of a session.update before anything changes: unique
 // labels, a server_url under the operator's allow-list, a well-formed allowed_tools and
 // require_approval.
-func checkMCPTools(tools []MCPTool, allow mcpclient.AllowList) *FieldError {
-	if len(tools) > MaxMCPServers {
-		return &FieldError{"invalid_value", fmt.Sprintf("session.tools[%d]", tools[MaxMCPServers].Index),
-			fmt.Sprintf("at most %d MCP tools per session", MaxMCPServers)}
+func checkMCPTools(tools []mcpTool, allow mcpclient.AllowList) *FieldError {
+	if len(tools) > maxMCPServers {
+		return &FieldError{"invalid_value", fmt.Sprintf("session.tools[%d]", tools[maxMCPServers].Index),
+			fmt.Sprintf("at most %d MCP tools per session", maxMCPServers)}
 	}
 	labels := map[string]bool{}
 	for _, t := range tools {
@@ -146,7 +146,7 @@ func (s *Session) syncMCP() {
 
 // list connects to t's server and lists its tools on a goroutine of its own, reported on
 // results for the listing item itemID; t replaces the server of its label.
-func (m *mcpState) list(t MCPTool, itemID string, lim mcpclient.Limits) {
+func (m *mcpState) list(t mcpTool, itemID string, lim mcpclient.Limits) {
 	m.gen++
 	ctx, cancel := context.WithCancel(m.ctx)
 	srv := &mcpServer{tool: t, gen: m.gen, itemID: itemID, cancel: cancel}
@@ -183,7 +183,7 @@ func (srv *mcpServer) listed(conn *mcpclient.Conn, tools []mcpclient.Tool) (unus
 	srv.conn, srv.tools, srv.usable = conn, tools, nil
 	for _, t := range tools {
 		ft := requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
-		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{ft}}, MaxOutputTokensLimit); err != nil {
+		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{ft}}, maxOutputTokensLimit); err != nil {
 			unusable = append(unusable, t.Name)
 			continue
 		}
@@ -264,7 +264,7 @@ func mcpListWire(it *item) map[string]any {
 }
 
 // mcpToolsWire is the session object's MCP tools, without headers or authorization.
-func mcpToolsWire(tools []MCPTool) []any {
+func mcpToolsWire(tools []mcpTool) []any {
 	out := make([]any, 0, len(tools))
 	for _, t := range tools {
 		w := map[string]any{"type": "mcp", "server_label": t.ServerLabel, "server_url": t.ServerURL}

@@ -79,13 +79,13 @@ type mcpCall struct {
 	startedAt float64
 }
 
-// MaxMCPCallsInFlight bounds the calls one session runs at once (parallel tool calls); a call
+// maxMCPCallsInFlight bounds the calls one session runs at once (parallel tool calls); a call
 // past it fails at once.
-const MaxMCPCallsInFlight = 4
+const maxMCPCallsInFlight = 4
 
-// MaxMCPRounds bounds the follow-ups the session starts by itself in a row: the follow-up
+// maxMCPRounds bounds the follow-ups the session starts by itself in a row: the follow-up
 // after that many offers no tools, so a model that keeps calling cannot loop forever.
-const MaxMCPRounds = 8
+const maxMCPRounds = 8
 
 // forcedChoice reports a tool_choice that forces a call.
 func forcedChoice(c ToolChoice) bool {
@@ -219,7 +219,7 @@ func (s *Session) emitCallItem(r *response, it *item, args string) {
 	}
 }
 
-// start runs call c on a goroutine of its own (at most MaxMCPCallsInFlight at once); its
+// start runs call c on a goroutine of its own (at most maxMCPCallsInFlight at once); its
 // result comes back on results. wallNow stamps its start for the turn's record. The error says
 // why it could not start.
 func (m *mcpState) start(c *mcpCall, wallNow float64) error {
@@ -228,9 +228,9 @@ func (m *mcpState) start(c *mcpCall, wallNow float64) error {
 	case srv == nil || srv.conn == nil:
 		return &mcpclient.Error{Kind: mcpclient.KindProtocol,
 			Message: fmt.Sprintf("MCP server %q is not connected (its tool was removed or its listing failed)", c.it.ServerLabel)}
-	case len(m.calls) >= MaxMCPCallsInFlight:
+	case len(m.calls) >= maxMCPCallsInFlight:
 		return &mcpclient.Error{Kind: mcpclient.KindProtocol,
-			Message: fmt.Sprintf("more than %d MCP calls at once in one session", MaxMCPCallsInFlight)}
+			Message: fmt.Sprintf("more than %d MCP calls at once in one session", maxMCPCallsInFlight)}
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	c.cancel, c.started, c.startedAt = cancel, time.Now(), wallNow
@@ -378,14 +378,14 @@ func (s *Session) appendToolResult(text string) {
 }
 
 // followUpOptions are a follow-up's: the session's tools with a forced choice relaxed to auto
-// (it would call again forever), none past MaxMCPRounds.
+// (it would call again forever), none past maxMCPRounds.
 func (t *toolState) followUpOptions(cfg Config, depth int) respOptions {
 	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat}
 	choice := cfg.ToolChoice
 	if forcedChoice(choice) {
 		choice = ToolChoice{Mode: requestclient.ToolChoiceAuto}
 	}
-	if depth >= MaxMCPRounds {
+	if depth >= maxMCPRounds {
 		choice = ToolChoice{Mode: requestclient.ToolChoiceNone}
 	}
 	o.tools, o.mcpRefs, _ = t.specFor(cfg.MCP, cfg.Tools, choice, true, true, "session")

@@ -32,7 +32,7 @@ type callEngine struct {
 	choices []string
 	// tools are the names of the tools every reply was offered (nil: none).
 	tools [][]string
-	// turnCalls are the tool calls the session handed to its turns (TurnToolMarker).
+	// turnCalls are the tool calls the session handed to its turns (turnToolMarker).
 	turnCalls []metrics.ToolCallStats
 }
 
@@ -104,9 +104,9 @@ func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptio
 	return b.eng, nil
 }
 
-var _ TurnToolMarker = (*callEngine)(nil)
+var _ turnToolMarker = (*callEngine)(nil)
 
-// AddTurnToolCalls implements TurnToolMarker: the calls timed for each turn, in order.
+// AddTurnToolCalls implements turnToolMarker: the calls timed for each turn, in order.
 func (e *callEngine) AddTurnToolCalls(_ int, calls []metrics.ToolCallStats) {
 	e.mu.Lock()
 	e.turnCalls = append(e.turnCalls, calls...)
@@ -173,7 +173,7 @@ func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []reques
 	patch.Modalities = []string{"text"}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: fn, ToolChoice: choice,
-		MCPTools: []MCPTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
+		MCPTools: []mcpTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
 	sk.until(t, "mcp_list_tools.completed")
 	require.NoError(t, s.Submit(context.Background(), &CreateItem{ItemID: "u1", Role: "user", Text: "hi"}))
 	sk.until(t, "conversation.item.done")
@@ -312,7 +312,7 @@ func TestNeedsApproval(t *testing.T) {
 // tool_choice {type: mcp} forces a named tool or any of one server's, and a tool that is not
 // listed is refused with its param.
 func TestToolsForMCP(t *testing.T) {
-	servers := []MCPTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
+	servers := []mcpTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
 	conn := &mcpclient.Conn{}
 	var ts toolState
 	ts.mcp.servers = map[string]*mcpServer{

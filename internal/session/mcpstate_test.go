@@ -68,7 +68,7 @@ func TestMCPStateCalls(t *testing.T) {
 	ts.open()
 	defer ts.close()
 	m := &ts.mcp
-	m.servers["off"] = &mcpServer{tool: MCPTool{ServerLabel: "off"}, cancel: func() {}}
+	m.servers["off"] = &mcpServer{tool: mcpTool{ServerLabel: "off"}, cancel: func() {}}
 	tests := []struct {
 		name  string
 		label string
@@ -112,7 +112,7 @@ func TestMCPServerListed(t *testing.T) {
 	require.Equal(t, "weather", srv.usable[0].Name)
 }
 
-// followUpOptions relaxes a forced choice to auto and offers no tool past MaxMCPRounds;
+// followUpOptions relaxes a forced choice to auto and offers no tool past maxMCPRounds;
 // mcpResp.holds keeps a response open while calls run or an approved call waits.
 func TestFollowUpOptions(t *testing.T) {
 	tests := []struct {
@@ -123,7 +123,7 @@ func TestFollowUpOptions(t *testing.T) {
 	}{
 		{"auto stays", ToolChoice{Mode: requestclient.ToolChoiceAuto}, 1, requestclient.ToolChoiceAuto},
 		{"required relaxes", ToolChoice{Mode: requestclient.ToolChoiceRequired}, 1, requestclient.ToolChoiceAuto},
-		{"past the rounds", ToolChoice{Mode: requestclient.ToolChoiceAuto}, MaxMCPRounds, requestclient.ToolChoiceNone},
+		{"past the rounds", ToolChoice{Mode: requestclient.ToolChoiceAuto}, maxMCPRounds, requestclient.ToolChoiceNone},
 	}
 	fn := []requestclient.Tool{{Name: "f", Parameters: []byte(`{"type":"object"}`)}}
 	for _, tc := range tests {

@@ -19,7 +19,7 @@ func NewPipelineBackend(c *requestclient.Client) *PipelineBackend {
 	return &PipelineBackend{client: c}
 }
 
-// SupportsTranscriptLogprobs implements TranscriptLogprobBackend: only the local recognizer
+// SupportsTranscriptLogprobs implements transcriptLogprobBackend: only the local recognizer
 // gives word logprobs.
 func (b *PipelineBackend) SupportsTranscriptLogprobs() bool {
 	return b.client.SupportsTranscriptLogprobs()
@@ -51,7 +51,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {
 		if errors.Is(err, requestclient.ErrQueueFull) {
-			return nil, errors.Join(ErrCapacity, err)
+			return nil, errors.Join(errCapacity, err)
 		}
 		return nil, err
 	}
@@ -63,15 +63,15 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 var (
 	_ AudioDiscarder          = pipelineEngine{}
 	_ TurnCanceller           = pipelineEngine{}
-	_ UnstartedTurnFinalizer  = pipelineEngine{}
-	_ TurnStatsMarker         = pipelineEngine{}
-	_ TurnDetachMarker        = pipelineEngine{}
-	_ TurnPlaybackMarker      = pipelineEngine{}
-	_ TurnToolMarker          = pipelineEngine{}
-	_ ToolEngine              = pipelineEngine{}
-	_ TranscriptLogprobSetter = pipelineEngine{}
+	_ unstartedTurnFinalizer  = pipelineEngine{}
+	_ turnStatsMarker         = pipelineEngine{}
+	_ turnDetachMarker        = pipelineEngine{}
+	_ turnPlaybackMarker      = pipelineEngine{}
+	_ turnToolMarker          = pipelineEngine{}
+	_ toolEngine              = pipelineEngine{}
+	_ transcriptLogprobSetter = pipelineEngine{}
 
-	_ TranscriptLogprobBackend = (*PipelineBackend)(nil)
+	_ transcriptLogprobBackend = (*PipelineBackend)(nil)
 )
 
 // pipelineEngine adapts *requestclient.DuplexRequest to Engine.
@@ -84,7 +84,7 @@ func (e pipelineEngine) Commit(ctx context.Context, turn int, respond bool) (req
 	return e.d.Commit(ctx, turn, respond)
 }
 
-// SetTranscriptLogprobs implements TranscriptLogprobSetter.
+// SetTranscriptLogprobs implements transcriptLogprobSetter.
 func (e pipelineEngine) SetTranscriptLogprobs(ctx context.Context, on bool) error {
 	return e.d.SetTranscriptLogprobs(ctx, on)
 }
@@ -118,7 +118,7 @@ func (e pipelineEngine) FinalizeTurn(turn int, reason string) bool {
 	return e.d.FinalizeTurn(turn, reason)
 }
 
-// FinalizeUnstartedTurn and SettleInput implement UnstartedTurnFinalizer.
+// FinalizeUnstartedTurn and SettleInput implement unstartedTurnFinalizer.
 func (e pipelineEngine) FinalizeUnstartedTurn(turn int, reason string) bool {
 	return e.d.FinalizeUnstartedTurn(turn, reason)
 }
@@ -138,7 +138,7 @@ func (e pipelineEngine) SetTurnPlayed(turn int, ms float64)   { e.d.SetTurnPlaye
 func (e pipelineEngine) Unclosed() []int                 { return e.d.Unclosed() }
 func (e pipelineEngine) ObserveBargeIn(latencyS float64) { e.d.ObserveBargeIn(latencyS) }
 
-// AddTurnToolCalls implements TurnToolMarker.
+// AddTurnToolCalls implements turnToolMarker.
 func (e pipelineEngine) AddTurnToolCalls(turn int, calls []metrics.ToolCallStats) {
 	e.d.AddTurnToolCalls(turn, calls)
 }

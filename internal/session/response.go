@@ -180,7 +180,7 @@ func (s *Session) endResponse(reason string) *response {
 	}
 	r.mcp.start = nil
 	s.responses.end()
-	s.turnState = TurnIdle
+	s.turnState = turnIdle
 	if it := r.itemIn(&s.conv); it != nil {
 		r.settleItem(it)
 	}
@@ -188,16 +188,16 @@ func (s *Session) endResponse(reason string) *response {
 		if m := turnStats(s.engine); m != nil {
 			m.SetTurnDelivered(r.turn, r.sentMs, r.underrunMs)
 		}
-		if m, ok := s.engine.(TurnPlaybackMarker); ok && r.ackedMs >= 0 {
+		if m, ok := s.engine.(turnPlaybackMarker); ok && r.ackedMs >= 0 {
 			m.SetTurnPlayed(r.turn, r.ackedMs)
 		}
-		if m, ok := s.engine.(TurnDetachMarker); ok && r.detachedMs > 0 {
+		if m, ok := s.engine.(turnDetachMarker); ok && r.detachedMs > 0 {
 			m.SetTurnDetached(r.turn, r.detachedMs)
 		}
-		if m, ok := s.engine.(TurnToolMarker); ok && len(r.toolCalls) > 0 {
+		if m, ok := s.engine.(turnToolMarker); ok && len(r.toolCalls) > 0 {
 			m.AddTurnToolCalls(r.turn, r.toolCalls)
 		}
-		if u, ok := s.engine.(UnstartedTurnFinalizer); ok && r.neverStarts() {
+		if u, ok := s.engine.(unstartedTurnFinalizer); ok && r.neverStarts() {
 			u.FinalizeUnstartedTurn(r.turn, reason)
 			if !s.submitJob(settleJob(u, r.turn, s.log)) {
 				s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
@@ -214,7 +214,7 @@ func (s *Session) endResponse(reason string) *response {
 // turn waits for that input's work (its transcription and prefill), which this job, queued
 // behind the input's own jobs, reports settled. Without room for it the turn is recorded when
 // the stream closes.
-func settleJob(u UnstartedTurnFinalizer, turn int, log *zap.Logger) job {
+func settleJob(u unstartedTurnFinalizer, turn int, log *zap.Logger) job {
 	return job{run: func(ctx context.Context) jobResult {
 		if err := u.SettleInput(ctx, turn); err != nil {
 			log.Debug("settling the input of a cancelled response", zap.Error(err))
@@ -243,7 +243,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		if !r.audio {
 			return
 		}
-		s.turnState = TurnAssistantPlaying
+		s.turnState = turnAssistantPlaying
 		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.listening())
 		s.pace()
 	case requestclient.OutUsage:
@@ -423,7 +423,7 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 		signal = "input.cancel"
 	}
 	s.advanceEpoch(signal)
-	s.turnState = TurnBargeIn
+	s.turnState = turnBargeIn
 	if heard := r.heardText(); heard != "" && !r.outOfBand && s.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
 		eng, turn := s.engine, s.input

@@ -15,15 +15,15 @@ type InputItem struct {
 	Ref        string
 }
 
-// SpecResponder is implemented by engines that run responses with per-response options.
-type SpecResponder interface {
+// specResponder is implemented by engines that run responses with per-response options.
+type specResponder interface {
 	RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error)
 }
 
-// ErrSpecUnsupported reports per-response options on an engine without SpecResponder.
-var ErrSpecUnsupported = errors.New("per-response instructions, input and conversation \"none\" are not supported by this engine")
+// errSpecUnsupported reports per-response options on an engine without specResponder.
+var errSpecUnsupported = errors.New("per-response instructions, input and conversation \"none\" are not supported by this engine")
 
-// RespondWith implements SpecResponder.
+// RespondWith implements specResponder.
 func (e pipelineEngine) RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error) {
 	return e.d.RespondWith(ctx, turn, spec)
 }
@@ -38,9 +38,9 @@ func (o respOptions) respond(ctx context.Context, eng Engine, turn int) (int, er
 	if !o.special() {
 		return eng.Respond(ctx, turn, o.maxTokens)
 	}
-	sr, ok := eng.(SpecResponder)
+	sr, ok := eng.(specResponder)
 	if !ok {
-		return 0, ErrSpecUnsupported
+		return 0, errSpecUnsupported
 	}
 	return sr.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
@@ -138,7 +138,7 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 		o.audio = audio
 	}
 	if c.MaxOutputTokens != nil {
-		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > MaxOutputTokensLimit {
+		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > maxOutputTokensLimit {
 			return o, &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
 		}
 		o.maxTokens = *c.MaxOutputTokens

@@ -21,8 +21,8 @@ var (
 	// ErrResumeToken: the token is not the session's current one (wrong, or already used by a
 	// resume, which rotated it).
 	ErrResumeToken = errors.New("invalid resume token")
-	// ErrResumeDisabled: the server keeps no session after a disconnect (resume grace 0).
-	ErrResumeDisabled = errors.New("session resume is disabled on this server")
+	// errResumeDisabled: the server keeps no session after a disconnect (resume grace 0).
+	errResumeDisabled = errors.New("session resume is disabled on this server")
 )
 
 // ReasonResumeExpired ends a detached session whose resume grace ran out; the turn it cut is
@@ -157,7 +157,7 @@ func (s *Session) Disconnected(gen int) {
 // closed by the stream). The token is rotated: the old one is void from now on.
 func (s *Session) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error) {
 	if !s.Resumable() {
-		return ResumeResult{}, ErrResumeDisabled
+		return ResumeResult{}, errResumeDisabled
 	}
 	call := resumeCall{req: req, reply: make(chan resumeReply, 1)}
 	select {

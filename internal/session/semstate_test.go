@@ -24,13 +24,13 @@ func TestSemStateDecide(t *testing.T) {
 		silence  int
 		withProb bool
 	}{
-		{name: "scored above threshold", p: semPause{endMs: 1000, scored: true, prob: 0.5}, inputMs: 1300, reason: EndOfTurnSemantic, silence: 300, withProb: true},
+		{name: "scored above threshold", p: semPause{endMs: 1000, scored: true, prob: 0.5}, inputMs: 1300, reason: endOfTurnSemantic, silence: 300, withProb: true},
 		{name: "scored below threshold waits", p: semPause{endMs: 1000, scored: true, prob: 0.1}, inputMs: 1300},
-		{name: "scored below threshold at max wait", p: semPause{endMs: 1000, scored: true, prob: 0.1}, inputMs: 5000, reason: EndOfTurnMaxWait, silence: 4000, withProb: true},
+		{name: "scored below threshold at max wait", p: semPause{endMs: 1000, scored: true, prob: 0.1}, inputMs: 5000, reason: endOfTurnMaxWait, silence: 4000, withProb: true},
 		{name: "no estimate before its silence", p: semPause{endMs: 1000, fallback: true}, inputMs: 1000 + float64(SemanticSilenceMs("medium")) - 1},
-		{name: "no estimate after its silence", p: semPause{endMs: 1000, fallback: true}, inputMs: 1000 + float64(SemanticSilenceMs("medium")), reason: EndOfTurnSilence, silence: SemanticSilenceMs("medium")},
+		{name: "no estimate after its silence", p: semPause{endMs: 1000, fallback: true}, inputMs: 1000 + float64(SemanticSilenceMs("medium")), reason: endOfTurnSilence, silence: SemanticSilenceMs("medium")},
 		{name: "unscored waits", p: semPause{endMs: 1000}, inputMs: 2000},
-		{name: "timed out in time", p: semPause{endMs: 1000, timedOut: true, startedAt: t0, startSilenceMs: 500}, inputMs: 1500, now: t0.Add(3500 * time.Millisecond), reason: EndOfTurnMaxWait, silence: 4000},
+		{name: "timed out in time", p: semPause{endMs: 1000, timedOut: true, startedAt: t0, startSilenceMs: 500}, inputMs: 1500, now: t0.Add(3500 * time.Millisecond), reason: endOfTurnMaxWait, silence: 4000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

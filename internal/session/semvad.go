@@ -15,7 +15,7 @@ import (
 // semantic_vad: a pause in the user's speech ends the turn when the thinker thinks the user is
 // done. After MinSilenceMs of silence the session asks the engine for the probability its
 // thinker gives the chat template's end-of-user-turn token right after the ASR's partial
-// transcript (EndOfTurnEstimator; LiveKit's turn detector reads the same signal from a small
+// transcript (endOfTurnEstimator; LiveKit's turn detector reads the same signal from a small
 // model). At or above the eagerness's threshold the turn ends at once; below it the session
 // waits, and the turn ends when the pause reaches the eagerness's maximum wait (OpenAI's 8 / 4
 // / 2 s), unless the user speaks again, which continues the same turn. Silence is counted in
@@ -32,31 +32,31 @@ func SemanticParams(eagerness string) SemanticEndpointing {
 
 // End-of-turn reasons (protocol.EndOfTurnInfo.Reason).
 const (
-	EndOfTurnSemantic = requestclient.EndOfTurnSemantic
-	EndOfTurnMaxWait  = requestclient.EndOfTurnMaxWait
-	EndOfTurnSilence  = requestclient.EndOfTurnSilence
+	endOfTurnSemantic = requestclient.EndOfTurnSemantic
+	endOfTurnMaxWait  = requestclient.EndOfTurnMaxWait
+	endOfTurnSilence  = requestclient.EndOfTurnSilence
 )
 
-// EndOfTurnEstimator is implemented by engines whose thinker can estimate whether the user's
+// endOfTurnEstimator is implemented by engines whose thinker can estimate whether the user's
 // open utterance ends the turn (requestclient.DuplexRequest.EndOfTurnProb). Without it,
 // semantic_vad ends a turn on silence alone (SemanticSilenceMs) and logs why.
-type EndOfTurnEstimator interface {
+type endOfTurnEstimator interface {
 	EndOfTurnProb(ctx context.Context) (requestclient.EndOfTurn, error)
 }
 
-// EndOfTurnProb implements EndOfTurnEstimator.
+// EndOfTurnProb implements endOfTurnEstimator.
 func (e pipelineEngine) EndOfTurnProb(ctx context.Context) (requestclient.EndOfTurn, error) {
 	return e.d.EndOfTurnProb(ctx)
 }
 
-// EndOfTurnObserver is implemented by the manager's metrics when they count semantic_vad's
+// endOfTurnObserver is implemented by the manager's metrics when they count semantic_vad's
 // decisions (metrics.Collectors).
-type EndOfTurnObserver interface {
+type endOfTurnObserver interface {
 	ObserveEndOfTurn(reason string, prob float64, scored bool)
 }
 
 // The production metrics count the decisions (the manager holds them as ManagerMetrics).
-var _ EndOfTurnObserver = (*metrics.Collectors)(nil)
+var _ endOfTurnObserver = (*metrics.Collectors)(nil)
 
 // semState is semantic_vad's state on the actor; the estimate runs on a goroutine of its own
 // (one at a time) whose answer comes back through results.
@@ -168,11 +168,11 @@ func (m *semState) decide(p *semPause, rule SemanticEndpointing, eagerness strin
 	reason := ""
 	switch {
 	case p.scored && p.prob >= rule.Threshold:
-		reason = EndOfTurnSemantic
+		reason = endOfTurnSemantic
 	case p.fallback && silence >= float64(SemanticSilenceMs(eagerness)):
-		reason = EndOfTurnSilence
+		reason = endOfTurnSilence
 	case silence >= float64(rule.MaxWaitMs) || p.timedOut:
-		reason = EndOfTurnMaxWait
+		reason = endOfTurnMaxWait
 	default:
 		return nil
 	}
@@ -189,7 +189,7 @@ func (m *semState) decide(p *semPause, rule SemanticEndpointing, eagerness strin
 // nil when it has none; heardAll: the ASR has heard the whole buffer), bounded by wait. It
 // returns why p has no estimate ("" when one was asked for, or one for an older pause is still
 // in flight: p asks when its answer arrives).
-func (m *semState) ask(ctx context.Context, p *semPause, est EndOfTurnEstimator, heardAll bool, wait time.Duration) (noEstimate string) {
+func (m *semState) ask(ctx context.Context, p *semPause, est endOfTurnEstimator, heardAll bool, wait time.Duration) (noEstimate string) {
 	if m.asking {
 		return ""
 	}
@@ -289,7 +289,7 @@ func (s *Session) semanticEnd() bool {
 // askEndOfTurn asks for p's estimate (semState.ask), logging why there is none when that is
 // news.
 func (s *Session) askEndOfTurn(p *semPause) {
-	est, _ := s.engine.(EndOfTurnEstimator)
+	est, _ := s.engine.(endOfTurnEstimator)
 	wait := time.Duration(SemanticParams(s.cfg.TurnDetection.Eagerness).MaxWaitMs) * time.Millisecond
 	if why := s.sem.ask(s.engineCtx, p, est, s.inputFwd >= len(s.inputBuf), wait); why != "" {
 		s.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
@@ -312,7 +312,7 @@ func (s *Session) endOfTurn(p *semPause) bool {
 	}
 	s.log.Debug("semantic_vad end of turn", zap.String("reason", info.Reason), zap.Float64("probability", p.prob),
 		zap.Bool("scored", p.scored), zap.Int("silence_ms", info.SilenceMs), zap.String("eagerness", eagerness))
-	if o, ok := s.m.cfg.Metrics.(EndOfTurnObserver); ok {
+	if o, ok := s.m.cfg.Metrics.(endOfTurnObserver); ok {
 		o.ObserveEndOfTurn(info.Reason, p.prob, p.scored)
 	}
 	return true

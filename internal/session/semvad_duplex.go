@@ -33,7 +33,7 @@ func (s *Session) engineTurnEnded(d *requestclient.EndOfTurnDecision) {
 	}
 	s.log.Debug("semantic_vad end of turn (engine)", zap.String("reason", d.Reason), zap.Float64("probability", d.Prob),
 		zap.Bool("scored", d.Scored), zap.Int("silence_ms", d.SilenceMs))
-	if o, ok := s.m.cfg.Metrics.(EndOfTurnObserver); ok {
+	if o, ok := s.m.cfg.Metrics.(endOfTurnObserver); ok {
 		o.ObserveEndOfTurn(d.Reason, d.Prob, d.Scored)
 	}
 }

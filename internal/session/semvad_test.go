@@ -129,8 +129,8 @@ func TestSemanticVADThresholds(t *testing.T) {
 			prob   float64
 			reason string
 		}{
-			{"at threshold", rule.Threshold, EndOfTurnSemantic},
-			{"below threshold", rule.Threshold - 0.01, EndOfTurnMaxWait},
+			{"at threshold", rule.Threshold, endOfTurnSemantic},
+			{"below threshold", rule.Threshold - 0.01, endOfTurnMaxWait},
 		} {
 			t.Run(eagerness+"/"+tc.name, func(t *testing.T) {
 				fake := &fakeEngine{t: t}
@@ -142,7 +142,7 @@ func TestSemanticVADThresholds(t *testing.T) {
 				require.Equal(t, 1, countCalls(calls, "eot:"), "one estimate per pause: %v", calls)
 				require.NotNil(t, st.EndOfTurn.Probability)
 				require.Equal(t, tc.prob, *st.EndOfTurn.Probability)
-				if tc.reason == EndOfTurnSemantic {
+				if tc.reason == endOfTurnSemantic {
 					require.GreaterOrEqual(t, st.EndOfTurn.SilenceMs, rule.MinSilenceMs)
 					require.Less(t, st.EndOfTurn.SilenceMs, rule.MaxWaitMs)
 				} else {
@@ -177,7 +177,7 @@ func TestSemanticVADResume(t *testing.T) {
 	eng := &scoringEngine{fakeEngine: fake, probs: []float64{0.01, 0.9}}
 	st, calls := semanticRun(t, eng, fake, "medium", 6000, 1000)
 	require.NotNil(t, st)
-	require.Equal(t, EndOfTurnSemantic, st.EndOfTurn.Reason)
+	require.Equal(t, endOfTurnSemantic, st.EndOfTurn.Reason)
 	require.Equal(t, 0.9, *st.EndOfTurn.Probability)
 	require.Equal(t, []string{"eot:0.01", "eot:0.90"}, filterCalls(calls, "eot:"))
 	require.Equal(t, 1, countCalls(calls, "commit"), "%v", calls)
@@ -199,7 +199,7 @@ func TestSemanticVADWithoutEstimate(t *testing.T) {
 	fake := &fakeEngine{t: t}
 	st, _ := semanticRun(t, fake, fake, "high", 3000, 0)
 	require.NotNil(t, st)
-	require.Equal(t, EndOfTurnSilence, st.EndOfTurn.Reason)
+	require.Equal(t, endOfTurnSilence, st.EndOfTurn.Reason)
 	require.Nil(t, st.EndOfTurn.Probability)
 	require.GreaterOrEqual(t, st.EndOfTurn.SilenceMs, SemanticSilenceMs("high"))
 	require.Less(t, st.EndOfTurn.SilenceMs, SemanticSilenceMs("high")+100)
@@ -233,7 +233,7 @@ func TestSemanticVADOneAppend(t *testing.T) {
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	require.NoError(t, s.Submit(context.Background(), &AppendAudio{Data: append(append([]byte(nil), raw...), make([]byte, 2*16000*3)...)}))
 	st := payload[protocol.InputAudioBufferSpeechStopped](t, sk.until(t, "input_audio_buffer.speech_stopped"))
-	require.Equal(t, EndOfTurnMaxWait, st.EndOfTurn.Reason)
+	require.Equal(t, endOfTurnMaxWait, st.EndOfTurn.Reason)
 	require.Nil(t, st.EndOfTurn.Probability)
 	sk.until(t, "input_audio_buffer.committed")
 	s.Stop(ReasonClientClose)
@@ -260,7 +260,7 @@ func TestSemanticVADMaxWaitInTime(t *testing.T) {
 	}
 	st := payload[protocol.InputAudioBufferSpeechStopped](t, sk.until(t, "input_audio_buffer.speech_stopped"))
 	took := time.Since(start)
-	require.Equal(t, EndOfTurnMaxWait, st.EndOfTurn.Reason)
+	require.Equal(t, endOfTurnMaxWait, st.EndOfTurn.Reason)
 	require.Equal(t, 0.001, *st.EndOfTurn.Probability)
 	require.GreaterOrEqual(t, st.EndOfTurn.SilenceMs, 2000, "the pause is reported as long as it lasted")
 	require.GreaterOrEqual(t, took, 1500*time.Millisecond, "the wait ran in time: %v", took)

@@ -56,12 +56,12 @@ const (
 
 // Turn states, named as in vllm-omni's Session.
 const (
-	TurnIdle                = "idle"
-	TurnUserSpeaking        = "user_speaking"
-	TurnUserCommitted       = "user_committed"
-	TurnAssistantGenerating = "assistant_generating"
-	TurnAssistantPlaying    = "assistant_playing"
-	TurnBargeIn             = "barge_in"
+	turnIdle                = "idle"
+	turnUserSpeaking        = "user_speaking"
+	turnUserCommitted       = "user_committed"
+	turnAssistantGenerating = "assistant_generating"
+	turnAssistantPlaying    = "assistant_playing"
+	turnBargeIn             = "barge_in"
 )
 
 // Session is the actor that owns all state of one realtime session. Its Run goroutine is
@@ -148,7 +148,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		resumes:     make(chan resumeCall),
 		done:        make(chan struct{}),
 		state:       "open",
-		turnState:   TurnIdle,
+		turnState:   turnIdle,
 		responses:   newResponses(),
 		expiresAt:   m.cfg.Now().Add(maxSessionLength),
 		settings:    newSettings(opts, m.cfg),
@@ -450,7 +450,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 	if err != nil {
 		s.log.Warn("opening engine stream", zap.Error(err))
 		s.sendError("server_error", fmt.Sprintf("opening the engine stream: %v", err), eventID, "")
-		if errors.Is(err, ErrCapacity) {
+		if errors.Is(err, errCapacity) {
 			s.sendError("resource_exhausted", "engine capacity exhausted", eventID, "")
 		}
 		return false

@@ -48,7 +48,7 @@ func (f *fakeEngine) idList() []string {
 	return append([]string(nil), f.ids...)
 }
 
-// MarkInputEnd, ClearTurnInput, SetTurnDelivered and ObserveBargeIn implement TurnStatsMarker.
+// MarkInputEnd, ClearTurnInput, SetTurnDelivered and ObserveBargeIn implement turnStatsMarker.
 func (f *fakeEngine) MarkInputEnd(turn int, ts float64) {
 	assert.Positive(f.t, turn)
 	assert.Positive(f.t, ts)
@@ -146,7 +146,7 @@ func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64)
 	}
 }
 
-// SetTurnPlayed implements TurnPlaybackMarker.
+// SetTurnPlayed implements turnPlaybackMarker.
 func (f *fakeEngine) SetTurnPlayed(_ int, ms float64) { f.rec(fmt.Sprintf("played:%.0f", ms)) }
 
 func (f *fakeEngine) FinalizeTurn(turn int, reason string) bool {
@@ -343,14 +343,14 @@ func TestAdmission(t *testing.T) {
 	b, err := m.Acquire(context.Background())
 	require.NoError(t, err)
 	_, err = m.Acquire(context.Background())
-	require.ErrorIs(t, err, ErrCapacity)
+	require.ErrorIs(t, err, errCapacity)
 	a.Release()
 	a.Release() // idempotent
 	require.Equal(t, 1, m.Active())
 	b.Release()
 	require.NoError(t, m.Shutdown(context.Background()))
 	_, err = m.Acquire(context.Background())
-	require.ErrorIs(t, err, ErrShuttingDown)
+	require.ErrorIs(t, err, errShuttingDown)
 }
 
 func TestConfigPatch(t *testing.T) {
@@ -399,7 +399,7 @@ func TestConfigPatch(t *testing.T) {
 
 func TestDecodeInput(t *testing.T) {
 	_, err := DecodeInput([]byte{1, 2, 3}, AudioFormat{Type: "pcm16", Rate: 16000})
-	require.ErrorIs(t, err, ErrBadAudio)
+	require.ErrorIs(t, err, errBadAudio)
 	pcm, err := DecodeInput(make([]byte, 4800), AudioFormat{Type: "pcm16", Rate: 24000})
 	require.NoError(t, err)
 	require.Len(t, pcm, 1600, "24 kHz → 16 kHz")
@@ -443,8 +443,8 @@ func TestTurnDetectionDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cfg.TurnDetection.CreateResponse)
 	require.False(t, cfg.TurnDetection.InterruptResponse)
-	require.Equal(t, PolicyListenOnly, cfg.OverlapPolicy())
-	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{TurnDetection: DefaultTurnDetection()})
+	require.Equal(t, policyListenOnly, cfg.OverlapPolicy())
+	cfg, err = ConfigPatch{AutoResponse: ptr(true)}.Apply(Config{TurnDetection: defaultTurnDetection()})
 	require.NoError(t, err)
 	require.True(t, cfg.TurnDetection.InterruptResponse)
 	cfg, err = ConfigPatch{AutoResponse: ptr(false)}.Apply(cfg)

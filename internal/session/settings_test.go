@@ -56,7 +56,7 @@ func TestSettingsNext(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newSettings(tc.opts, ManagerConfig{ModelName: "omni", IdleTimeout: 5 * time.Minute, TurnDetection: DefaultTurnDetection()})
+			c := newSettings(tc.opts, ManagerConfig{ModelName: "omni", IdleTimeout: 5 * time.Minute, TurnDetection: defaultTurnDetection()})
 			c.assistantAudio = tc.voiced
 			c.modelNamed = tc.named
 			before := c.cfg
@@ -95,7 +95,7 @@ func TestSettingsDialect(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newSettings(tc.opts, ManagerConfig{TurnDetection: DefaultTurnDetection()})
+			c := newSettings(tc.opts, ManagerConfig{TurnDetection: defaultTurnDetection()})
 			require.Equal(t, tc.detected, c.detectDialect(tc.first))
 			require.Equal(t, tc.wantBeta, c.opts.Beta)
 			require.True(t, c.dialectFixed)
@@ -107,7 +107,7 @@ func TestSettingsDialect(t *testing.T) {
 }
 
 func TestSettingsDefaultsAndFlags(t *testing.T) {
-	td := DefaultTurnDetection()
+	td := defaultTurnDetection()
 	tests := []struct {
 		name       string
 		opts       Options

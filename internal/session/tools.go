@@ -38,7 +38,7 @@ func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, pa
 			return &FieldError{"invalid_value", p, fmt.Sprintf("duplicate function name %q", t.Name)}
 		}
 		seen[t.Name] = true
-		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{t}}, MaxOutputTokensLimit); err != nil {
+		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{t}}, maxOutputTokensLimit); err != nil {
 			return &FieldError{"invalid_value", fmt.Sprintf("%s.tools[%d].parameters", param, i), fmt.Sprintf("invalid schema for function %q: %v", t.Name, err)}
 		}
 	}

@@ -6,14 +6,14 @@ import (
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
-// ToolEngine is implemented by engines that take turns with the session's tools: SetTools
+// toolEngine is implemented by engines that take turns with the session's tools: SetTools
 // gives the stream session.tools / tool_choice for the responses it starts by itself (server
 // VAD with create_response on ?duplex=1), which response.create's own tools never reach.
-type ToolEngine interface {
+type toolEngine interface {
 	SetTools(ctx context.Context, spec *requestclient.ToolSpec) error
 }
 
-// SetTools implements ToolEngine.
+// SetTools implements toolEngine.
 func (e pipelineEngine) SetTools(ctx context.Context, spec *requestclient.ToolSpec) error {
 	return e.d.SetTools(ctx, spec)
 }
@@ -25,7 +25,7 @@ func (s *Session) syncTools() {
 	if s.engine == nil {
 		return
 	}
-	te, ok := s.engine.(ToolEngine)
+	te, ok := s.engine.(toolEngine)
 	if !ok {
 		return // responses the session starts carry the tools themselves
 	}
@@ -41,14 +41,14 @@ func (s *Session) syncTools() {
 	}
 }
 
-// ToolCallMetrics is implemented by metrics that count the model's tool calls
+// toolCallMetrics is implemented by metrics that count the model's tool calls
 // (metrics.Collectors: omniserve_tool_calls_total).
-type ToolCallMetrics interface {
+type toolCallMetrics interface {
 	CountToolCall(api string)
 }
 
 func (m *Manager) observeToolCall() {
-	if tm, ok := m.cfg.Metrics.(ToolCallMetrics); ok {
+	if tm, ok := m.cfg.Metrics.(toolCallMetrics); ok {
 		tm.CountToolCall("realtime")
 	}
 }

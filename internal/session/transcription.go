@@ -48,7 +48,7 @@ func (s *Session) syncTranscriptLogprobs() {
 	if s.engine == nil || s.engineOpts.TranscriptLogprobs == on {
 		return
 	}
-	setter, ok := s.engine.(TranscriptLogprobSetter)
+	setter, ok := s.engine.(transcriptLogprobSetter)
 	if !ok {
 		return
 	}
@@ -67,7 +67,7 @@ func transcriptLogprobsError(b Backend, next Config) *FieldError {
 	if !next.TranscriptLogprobs {
 		return nil
 	}
-	if b, ok := b.(TranscriptLogprobBackend); ok && b.SupportsTranscriptLogprobs() {
+	if b, ok := b.(transcriptLogprobBackend); ok && b.SupportsTranscriptLogprobs() {
 		return nil
 	}
 	return &FieldError{"unsupported_value", "session.include",
@@ -167,9 +167,9 @@ func (s *Session) timeDelta(itemID string) {
 	}
 }
 
-// TranscriptionMetrics is implemented by metrics that record transcription session items
+// transcriptionMetrics is implemented by metrics that record transcription session items
 // (metrics.Collectors: omniserve_realtime_transcription_* families).
-type TranscriptionMetrics interface {
+type transcriptionMetrics interface {
 	ObserveTranscriptionItem(metrics.TranscriptionItem)
 }
 
@@ -210,7 +210,7 @@ func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code
 	if outcome != metrics.ItemCompleted {
 		rec.Transcript = ""
 	}
-	if tm, ok := s.m.cfg.Metrics.(TranscriptionMetrics); ok {
+	if tm, ok := s.m.cfg.Metrics.(transcriptionMetrics); ok {
 		tm.ObserveTranscriptionItem(rec)
 	}
 	if s.m.cfg.LogStats {

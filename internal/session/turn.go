@@ -89,7 +89,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	it := s.commitUserAudioItem(audioMs)
 	s.txCut(it.ID)
 	s.pendingIn++
-	s.turnState = TurnUserCommitted
+	s.turnState = turnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
 	turn := s.input
 	s.engine.MarkTurnArrival(turn, started)
@@ -219,7 +219,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	r.itemID = "item_" + r.id
 	r.toolCalls = s.toolCallsAnswered.take()
 	s.resp = r
-	s.turnState = TurnAssistantGenerating
+	s.turnState = turnAssistantGenerating
 	if s.engine != nil {
 		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
 		s.engine.BeginTurn(r.turn, r.id, r.turnID, arrival)

@@ -115,13 +115,13 @@ func TestSettingsAudioInputListening(t *testing.T) {
 		noResponse bool
 		listening  bool
 	}{
-		{"server_vad", DefaultTurnDetection(), false, true},
-		{"transcription's view", DefaultTurnDetection(), true, true},
+		{"server_vad", defaultTurnDetection(), false, true},
+		{"transcription's view", defaultTurnDetection(), true, true},
 		{"turn detection null", nil, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newSettings(Options{}, ManagerConfig{TurnDetection: DefaultTurnDetection()})
+			c := newSettings(Options{}, ManagerConfig{TurnDetection: defaultTurnDetection()})
 			c.cfg.TurnDetection = tc.td
 			in := c.audioInput(tc.noResponse)
 			require.Equal(t, 24000, in.SampleRateHz)
