@@ -46,12 +46,12 @@ type player struct {
 	itemID   string
 	epoch    int
 	minEpoch int
-	playedMs int  // of itemID, written to the wire
+	playedMs int // of itemID, written to the wire
 	// aheadUntil is the nominal end of the last frame written: frames are written up to
 	// rtcSpurtLead ahead of their place in real time, and what lies past now has not played yet.
 	aheadUntil time.Time
-	started  bool // output_audio_buffer.started went out for respID
-	doneResp bool // response.done of respID has passed: the queue's end is the audio's end
+	started    bool // output_audio_buffer.started went out for respID
+	doneResp   bool // response.done of respID has passed: the queue's end is the audio's end
 	// cutItem / cutMs: the item a cancel's epoch fence cut, and how much of it was played, until
 	// the client's output_audio_buffer.clear truncates it. The browser SDKs send response.cancel
 	// and then output_audio_buffer.clear; the cancel usually clears the player first.
