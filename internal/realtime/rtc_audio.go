@@ -46,9 +46,12 @@ type player struct {
 	itemID   string
 	epoch    int
 	minEpoch int
-	playedMs int  // of itemID, written to the wire
-	started  bool // output_audio_buffer.started went out for respID
-	doneResp bool // response.done of respID has passed: the queue's end is the audio's end
+	playedMs int // of itemID, written to the wire
+	// aheadUntil is the nominal end of the last frame written: frames are written up to
+	// rtcSpurtLead ahead of their place in real time, and what lies past now has not played yet.
+	aheadUntil time.Time
+	started    bool // output_audio_buffer.started went out for respID
+	doneResp   bool // response.done of respID has passed: the queue's end is the audio's end
 	// cutItem / cutMs: the item a cancel's epoch fence cut, and how much of it was played, until
 	// the client's output_audio_buffer.clear truncates it. The browser SDKs send response.cancel
 	// and then output_audio_buffer.clear; the cancel usually clears the player first.
@@ -142,6 +145,11 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	had = p.respID != "" && (len(p.pcm) > 0 || p.started && !p.doneResp)
 	respID := p.respID
 	itemID, playedMs = p.itemID, p.playedMs
+	// Only frames whose nominal time has come count as played: the last ones written ahead of it
+	// (the pacer's lead) have not, and the truncation must not keep audio the user never heard.
+	if ahead := p.aheadUntil.Sub(time.Now()); ahead > 0 {
+		playedMs = max(0, playedMs-int((ahead+time.Millisecond-1)/time.Millisecond))
+	}
 	p.pcm = p.pcm[:0]
 	p.respID, p.started, p.doneResp = "", false, false
 	switch {
@@ -169,7 +177,8 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 // frames to build it, which is what made a reply start later over WebRTC than over a WebSocket.
 // The session sends the audio ahead of real time anyway (MaxOutputLead); what the lead costs is
 // at a barge-in, where up to this much written ahead still plays in the browser (which holds
-// about as much in its jitter buffer anyway) and counts as played for the truncation.
+// about as much in its jitter buffer anyway); the truncation counts as played only the frames
+// whose nominal start has passed.
 const rtcSpurtLead = 40 * time.Millisecond
 
 // A long pause between talk-spurts is advanced on the RTP clock by rtcPauseCut less than it
@@ -289,6 +298,12 @@ func (p *player) run(stop <-chan struct{}) {
 		p.started = true
 		respID := p.respID
 		p.playedMs += k / 48
+		// The frame's place in time is taken with its audio, so clear never sees the one
+		// without the other.
+		now := time.Now()
+		h, gap := pace.take(now, dry)
+		dry = false
+		p.aheadUntil = pace.next
 		p.mu.Unlock()
 		if first {
 			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Payload: protocol.OutputAudioBufferStarted{ResponseID: respID}})
@@ -298,9 +313,6 @@ func (p *player) run(stop <-chan struct{}) {
 			p.log.Warn("audio encode", zap.Error(err))
 			continue
 		}
-		now := time.Now()
-		h, gap := pace.take(now, dry)
-		dry = false
 		if h.Marker {
 			// Where a reply's time goes on the server: audio queued → its first packet written.
 			p.log.Debug("rtp talk-spurt", zap.String("response_id", respID), zap.Duration("queued_to_first_packet", now.Sub(queuedAt)),

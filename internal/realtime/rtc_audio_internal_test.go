@@ -151,13 +151,17 @@ func TestPacer(t *testing.T) {
 
 // rtpLog records the packets the player writes.
 type rtpLog struct {
-	mu   sync.Mutex
-	pkts []rtp.Header
+	mu    sync.Mutex
+	pkts  []rtp.Header
+	first time.Time // when the first packet was written
 }
 
 func (l *rtpLog) WriteRTP(p *rtp.Packet) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.pkts) == 0 {
+		l.first = time.Now()
+	}
 	l.pkts = append(l.pkts, p.Header)
 	return nil
 }
@@ -194,4 +198,33 @@ func TestPlayerWritesReplyAsOneSpurt(t *testing.T) {
 		require.Equal(t, uint16(i), h.SequenceNumber, "packet %d", i)
 		require.Equal(t, uint32(i*960), h.Timestamp, "packet %d", i)
 	}
+}
+
+// A barge-in truncates the reply to what had played: the frames written ahead of their place in
+// real time (the pacer's lead, 2–3 frames at a spurt's start) have not played yet and do not
+// count. At most the time since the first packet went out has played.
+func TestPlayerClearCountsOnlyPlayedFrames(t *testing.T) {
+	t.Parallel()
+	ev := &sentEvents{}
+	out := &rtpLog{}
+	p := newPlayer(ev, out, codecOpus, zap.NewNop())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(stop) }()
+	defer func() { close(stop); <-done }()
+	pcm := make([]byte, 500*24*2) // 500 ms
+	require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: 1, Payload: protocol.ResponseOutputAudioDelta{
+		ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+	require.Eventually(t, func() bool {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return len(out.pkts) >= 2 // the lead's frames, written at once
+	}, 5*time.Second, time.Millisecond)
+	item, played, had := p.clear(0)
+	out.mu.Lock()
+	elapsed, written := time.Since(out.first), len(out.pkts)*20
+	out.mu.Unlock()
+	require.True(t, had)
+	require.Equal(t, "item_1", item)
+	require.LessOrEqual(t, played, int(elapsed/time.Millisecond)+2, "more counted as played than the time since the first packet (%d ms written)", written)
 }
