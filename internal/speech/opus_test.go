@@ -64,30 +64,37 @@ func TestOpusRoundTrip(t *testing.T) {
 }
 
 // BenchmarkCallCodec is the codec work of one WebRTC call per 20 ms: one 48 kHz frame encoded
-// (the answer's audio) and one packet decoded to 24 kHz (the microphone). ns/op ÷ 20 ms is the
-// share of a core one talking call's Opus takes.
+// (the answer's audio, in the low-delay mode calls use and in VoIP mode) and one packet decoded
+// to 24 kHz (the microphone). ns/op ÷ 20 ms is the share of a core one talking call's Opus takes.
 func BenchmarkCallCodec(b *testing.B) {
-	enc, err := NewOpusEncoder(48000, 32000)
-	require.NoError(b, err)
-	defer enc.Close()
-	dec, err := NewOpusDecoder(24000)
-	require.NoError(b, err)
-	defer dec.Close()
-	frame := make([]int16, 960)
-	for i := range frame {
-		frame[i] = int16(6000 * math.Sin(2*math.Pi*220*float64(i)/48000) * (1 + 0.3*math.Sin(float64(i)/37)))
-	}
-	pkt := make([]byte, 1500)
-	pcm := make([]int16, dec.MaxFrameSamples())
-	b.ResetTimer()
-	for range b.N {
-		n, err := enc.Encode(frame, pkt)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := dec.Decode(pkt[:n], pcm); err != nil {
-			b.Fatal(err)
-		}
+	for _, m := range []struct {
+		name string
+		app  OpusApplication
+	}{{"lowdelay", OpusLowDelay}, {"voip", OpusVoIP}} {
+		b.Run(m.name, func(b *testing.B) {
+			enc, err := NewOpusEncoderMode(48000, 32000, m.app)
+			require.NoError(b, err)
+			defer enc.Close()
+			dec, err := NewOpusDecoder(24000)
+			require.NoError(b, err)
+			defer dec.Close()
+			frame := make([]int16, 960)
+			for i := range frame {
+				frame[i] = int16(6000 * math.Sin(2*math.Pi*220*float64(i)/48000) * (1 + 0.3*math.Sin(float64(i)/37)))
+			}
+			pkt := make([]byte, 1500)
+			pcm := make([]int16, dec.MaxFrameSamples())
+			b.ResetTimer()
+			for range b.N {
+				n, err := enc.Encode(frame, pkt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := dec.Decode(pkt[:n], pcm); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
