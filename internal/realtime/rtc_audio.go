@@ -147,7 +147,7 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	itemID, playedMs = p.itemID, p.playedMs
 	// Only frames whose nominal time has come count as played: the last ones written ahead of it
 	// (the pacer's lead) have not, and the truncation must not keep audio the user never heard.
-	if ahead := p.aheadUntil.Sub(time.Now()); ahead > 0 {
+	if ahead := time.Until(p.aheadUntil); ahead > 0 {
 		playedMs = max(0, playedMs-int((ahead+time.Millisecond-1)/time.Millisecond))
 	}
 	p.pcm = p.pcm[:0]
