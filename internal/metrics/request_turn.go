@@ -129,7 +129,7 @@ func (t *TurnMetrics) finalizeRequest(reason string, log *zap.Logger) bool {
 	tables := t.req.tables
 	t.mu.Unlock()
 	if tables {
-		t.logTables(log)
+		t.printTables(log)
 	}
 	return true
 }

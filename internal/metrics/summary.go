@@ -47,16 +47,35 @@ type requestSummary struct {
 	ToolCalls  []ToolCallStats // a turn's tool and MCP calls; nil = none (no table)
 }
 
-// logSummary logs a rendered record at info level: each table as one entry whose message
-// starts with "\n" (as vllm-omni does) and the [OmniTiming] line, or, structured, one record
-// per table (logRecords). A nil log logs nothing.
-func logSummary(log *zap.Logger, s summary, id *timingIdentity, structured bool) {
+// tableInputs are what the --log-stats tables show beside a record's rows, e2e and edges: the
+// Overall Summary's wall times and the identity in titles and the [OmniTiming] line. Only the
+// renderer (summary.go) reads them, so they are not part of the record's exported fields.
+type tableInputs struct {
+	wallStart, wallEnd float64     // e2e_wall_time_ms runs from the turn's t0 to its end
+	stageSpans         []stageSpan // index = stage id: e2e_stage_<i>_wall_time_ms
+	// identity names a duplex turn, or a chat request cut short; nil prints vllm-omni's plain
+	// request_id=<E2E.RequestID>.
+	identity *timingIdentity
+}
+
+// stageSpan is a stage's first and last wall time within a turn (vllm-omni's stage_first_ts and
+// stage_last_ts); its wall time counts only when both are set.
+type stageSpan struct {
+	first, last       float64
+	hasFirst, hasLast bool
+}
+
+// logTables renders a record's tables and logs them at info level: each table as one entry
+// whose message starts with "\n" (as vllm-omni does) and the [OmniTiming] line, or, structured,
+// one record per table (logRecords). A nil log logs nothing. It returns the rendering.
+func logTables(log *zap.Logger, r *FinalizedRequest, structured bool) summary {
+	s := r.tableSummary()
 	if log == nil {
-		return
+		return s
 	}
 	if structured {
-		logRecords(log, s, id)
-		return
+		logRecords(log, s, r.tables.identity)
+		return s
 	}
 	for _, e := range s.Entries {
 		if strings.HasPrefix(e, omniTimingPrefix) {
@@ -65,6 +84,7 @@ func logSummary(log *zap.Logger, s summary, id *timingIdentity, structured bool)
 			log.Info("\n" + e)
 		}
 	}
+	return s
 }
 
 const omniTimingPrefix = "[OmniTiming] "
