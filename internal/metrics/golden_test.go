@@ -113,6 +113,10 @@ func TestDuplexExample(t *testing.T) {
 	require.True(t, turn.Finalize(ReasonStop, log, true))
 	got := transcript(turn.summarySnapshot().Entries)
 	checkGolden(t, "duplex_turn", got)
+	rec, ok := turn.Record()
+	require.True(t, ok)
+	require.Equal(t, turn.summarySnapshot().Entries, logTables(nil, &rec, false).Entries,
+		"the printed tables are a function of the turn's record")
 
 	msgs := messages(logs)
 	require.Len(t, msgs, 5)

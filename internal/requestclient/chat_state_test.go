@@ -87,6 +87,11 @@ func TestChatPrometheusWithoutLogStats(t *testing.T) {
 			off, _ := feedChat(t, Options{Collectors: metrics.NewCollectors(offReg, "m")}, reason)
 			require.NotNil(t, off.turn, "Prometheus alone still makes the request a turn")
 			require.False(t, off.turn.HasTables(), "--log-stats off: no tables")
+			offRec, ok := off.turn.Record()
+			require.True(t, ok)
+			require.Equal(t, rec.E2E.E2ETotalTokens, offRec.E2E.E2ETotalTokens,
+				"the same record without the tables: its trace has the request's tokens")
+			require.Positive(t, offRec.E2E.E2ETotalTokens)
 			require.Equal(t, want, exposition(t, offReg))
 			require.Equal(t, want, exposition(t, onReg), "with --log-stats on Prometheus sees the same figures")
 
