@@ -12,17 +12,15 @@ import (
 func TestConcurrentAccumulateAndFinalize(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(1)
-	session := newAggregator(2, false, 1, 1, withClock(clk.now))
-	turn := newTurn(metricsRID, "resp-conc", 0, 1, 2, session, clk.now)
+	turn := newTurn(metricsRID, "resp-conc", 0, 1, 2, clk.now)
 	var wg sync.WaitGroup
 	wins := make(chan bool, 4)
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 200 {
 				turn.Accumulate(g%2, StageRequestStats{NumTokensOut: 1, VllmItlsMs: []float64{1}}, "text", 0)
-				session.onForward(0, 1, metricsRID, 1, 0.1, false)
+				turn.AddTransfer(0, 1, 1, 0.1, 0, false)
 				if i == 100 {
-					turn.copySessionTX(session)
 					wins <- turn.Finalize(ReasonStop, nil, true)
 				}
 			}

@@ -10,43 +10,48 @@ import (
 
 const chatRID = "chatcmpl-9f1c2e7ab34d4e11-5d0c3a1e"
 
-// chatExample feeds the aggregator the numbers behind the reference's chat-completion example
-// (testdata/chat_spec_4_5.txt), through the same calls the chat path makes, with a fake wall clock.
-func chatExample(t *testing.T) *Aggregator {
+// chatExample feeds a chat request's turn the numbers behind the reference's chat-completion
+// example (testdata/chat_spec_4_5.txt), through the calls the chat path makes, with a fake wall
+// clock; Finalize ends it and renders its record.
+func chatExample(t *testing.T) *TurnMetrics {
 	t.Helper()
 	clk := newFakeClock(1000.0)
-	a := newAggregator(3, true, 1000.0, 2, withClock(clk.now))
+	a := NewRequestTurn(chatRID, 1000.0, 3, 2, true, false, clk.now)
 	const submit = 1000.022477 // req_start_ts, also stage 0's first timestamp
+	a.SetRequestStart(submit)
 
 	clk.set(1000.830000)
-	a.onForward(0, 1, chatRID, 2048*1024, 12.55, true)
+	a.AddTransfer(0, 1, 2048*1024, 12.55, 0, true)
 	clk.set(1000.834767)
-	a.onStageMetrics(0, chatRID, StageRequestStats{
+	a.Accumulate(0, StageRequestStats{
 		BatchID: 17, BatchSize: 1, NumTokensIn: 1512, NumTokensOut: 86, StageGenTimeMs: 790.113,
 		OutputUnitType: "text", VllmTtftMs: 120.404, VllmTpotMs: 7.88, VllmItlMs: 7.902,
 		VllmItlsMs: []float64{7.8, 8.0}, PipelineTimings: map[string]float64{"preprocess_ms": 21.337},
-	}, "text")
-	a.markStageTimes(0, submit)
+	}, "text", submit)
 
 	clk.set(1000.978686)
-	a.onForward(1, 2, chatRID, 112132, 16.17, true)
+	a.AddTransfer(1, 2, 112132, 16.17, 0, true)
 	clk.set(1003.440075)
-	a.onStageMetrics(1, chatRID, StageRequestStats{
+	a.Accumulate(1, StageRequestStats{
 		BatchID: 9, BatchSize: 1, NumTokensOut: 262, StageGenTimeMs: 2580.332,
 		RxTransferBytes: 2048 * 1024, RxDecodeTimeMs: 6.902, RxInFlightTimeMs: 2.114,
-	}, "")
-	a.markStageTimes(1, 0)
+	}, "", 0)
 
 	clk.set(1003.512604)
-	a.onStageMetrics(2, chatRID, StageRequestStats{
+	a.Accumulate(2, StageRequestStats{
 		BatchID: 5, BatchSize: 1, NumTokensOut: 42, StageGenTimeMs: 380.771,
 		AudioGeneratedFrames: 199680, AudioSampleRate: 24000, AudioDurationS: 8.32, OutputUnitType: "audio",
 		RxTransferBytes: 112132, RxDecodeTimeMs: 3.119, RxInFlightTimeMs: 1.007,
 		PipelineTimings: map[string]float64{"preprocess_ms": 21.337},
-	}, "audio")
-	a.markStageTimes(2, 0)
-	a.onFinalizeRequest(2, chatRID, submit)
-	return a
+	}, "audio", 0)
+	return a // Finalize ends it now, with its reason
+}
+
+// rendered finalizes a turn without a logger and returns its rendered tables.
+func rendered(t *testing.T, turn *TurnMetrics) []string {
+	t.Helper()
+	require.True(t, turn.Finalize(ReasonStop, nil, true))
+	return turn.summarySnapshot().Entries
 }
 
 // TestChatExampleMatchesSpec renders the reference's 3-stage chat example from the same numbers
@@ -54,7 +59,7 @@ func chatExample(t *testing.T) *Aggregator {
 // from the reference specification), so the layout matches the reference's tables exactly.
 func TestChatExampleMatchesSpec(t *testing.T) {
 	t.Parallel()
-	got := transcript(chatExample(t).render())
+	got := transcript(rendered(t, chatExample(t)))
 	want, err := os.ReadFile("testdata/chat_spec_4_5.txt")
 	require.NoError(t, err)
 	require.Equal(t, string(want), got)
@@ -67,19 +72,17 @@ func duplexExample(t *testing.T) (*TurnMetrics, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock(1999.0)
 	rid := DuplexResourceRequestID("sid-1", 0, 0, "stage0")
-	session := newAggregator(3, true, 1999.0, 2, withClock(clk.now))
-	session.onForward(0, 1, rid, 512, 3.0, false) // before the turn: must be excluded
 
 	const arrival = 2000.0
 	clk.set(2000.001)
-	turn := newTurn(rid, "resp-sid-1-0-3fa2b9c1", 2, arrival, 3, session, clk.now)
+	turn := newTurn(rid, "resp-sid-1-0-3fa2b9c1", 2, arrival, 3, clk.now)
 
 	clk.set(2000.600)
 	turn.Accumulate(0, StageRequestStats{BatchID: 3, BatchSize: 1, NumTokensIn: 200, NumTokensOut: 20,
 		StageGenTimeMs: 400.0, OutputUnitType: "text", VllmTtftMs: 58.12, VllmTpotMs: 11.873}, "text", 2000.010)
 	turn.MarkFirstOutput(0, 2000.300, false)
 	clk.set(2001.000)
-	session.onForward(0, 1, rid, 256*1024, 3.10, true)
+	turn.AddTransfer(0, 1, 256*1024, 3.10, 0, true)
 	clk.set(2001.500)
 	turn.Accumulate(1, StageRequestStats{BatchID: 7, BatchSize: 1, NumTokensOut: 50, StageGenTimeMs: 209.33,
 		RxTransferBytes: 256 * 1024, RxDecodeTimeMs: 1.0, RxInFlightTimeMs: 0.5}, "", 2000.300)
@@ -89,7 +92,7 @@ func duplexExample(t *testing.T) (*TurnMetrics, *fakeClock) {
 	clk.set(2002.140455)
 	turn.Accumulate(0, StageRequestStats{BatchID: 4, BatchSize: 2, NumTokensIn: 56, NumTokensOut: 18,
 		StageGenTimeMs: 221.442, VllmTtftMs: 70.0, VllmTpotMs: 11.873}, "text", 0)
-	session.onForward(1, 2, rid, 56*1024, 2.05, true)
+	turn.AddTransfer(1, 2, 56*1024, 2.05, 0, true)
 	clk.set(2000.826903)
 	turn.MarkFirstOutput(2, 0, true) // first audio packet at 0.826903 s after arrival
 	turn.Accumulate(2, StageRequestStats{BatchID: 7, BatchSize: 1, NumTokensOut: 30, StageGenTimeMs: 176.905,
@@ -97,7 +100,6 @@ func duplexExample(t *testing.T) (*TurnMetrics, *fakeClock) {
 		RxTransferBytes: 56 * 1024, RxDecodeTimeMs: 1.641, RxInFlightTimeMs: 0.731}, "audio", 0)
 
 	clk.set(2002.481907)
-	turn.copySessionTX(session)
 	return turn, clk
 }
 
@@ -111,6 +113,10 @@ func TestDuplexExample(t *testing.T) {
 	require.True(t, turn.Finalize(ReasonStop, log, true))
 	got := transcript(turn.summarySnapshot().Entries)
 	checkGolden(t, "duplex_turn", got)
+	rec, ok := turn.Record()
+	require.True(t, ok)
+	require.Equal(t, turn.summarySnapshot().Entries, logTables(nil, &rec, false).Entries,
+		"the printed tables are a function of the turn's record")
 
 	msgs := messages(logs)
 	require.Len(t, msgs, 5)
@@ -178,27 +184,25 @@ func TestChatAudioInputGolden(t *testing.T) {
 	t.Parallel()
 	const rid = "chatcmpl-5be0a1c2d3e4f506-0a1b2c3d"
 	clk := newFakeClock(3000.0)
-	a := newAggregator(2, true, 3000.0, 1, withClock(clk.now))
+	a := NewRequestTurn(rid, 3000.0, 2, 1, true, false, clk.now)
+	a.SetRequestStart(3000.0005)
 	pt := map[string]float64{"preprocess_ms": 212.5}
 	const submit = 3000.2145 // stage 0's submit time: after the 212.5 ms transcription
 	clk.set(3000.390)
-	a.onForward(0, 1, rid, 96, 0.42, false)
+	a.AddTransfer(0, 1, 96, 0.42, 0, false)
 	clk.set(3000.6105)
-	a.onStageMetrics(0, rid, StageRequestStats{
+	a.Accumulate(0, StageRequestStats{
 		BatchID: 3, BatchSize: 1, NumTokensIn: 61, NumTokensOut: 12, StageGenTimeMs: 395.75,
 		OutputUnitType: "text", OutputUnitCount: 12, VllmTtftMs: 305.25, VllmTpotMs: 8.5, VllmItlMs: 8.5,
 		VllmItlsMs: []float64{8, 9}, PipelineTimings: pt,
-	}, "audio")
-	a.markStageTimes(0, submit)
+	}, "audio", submit)
 	clk.set(3001.250)
-	a.onStageMetrics(1, rid, StageRequestStats{
+	a.Accumulate(1, StageRequestStats{
 		NumTokensIn: 12, StageGenTimeMs: 480.5, AudioGeneratedFrames: 48000, AudioSampleRate: 24000,
 		AudioDurationS: 2, OutputUnitType: "audio", OutputUnitCount: 2, RxTransferBytes: 96,
 		RxDecodeTimeMs: 0.05, RxInFlightTimeMs: 1.25, PipelineTimings: pt,
-	}, "audio")
-	a.markStageTimes(1, 3000.391)
-	a.onFinalizeRequest(1, rid, 3000.0005)
-	got := transcript(a.render())
+	}, "audio", 3000.391)
+	got := transcript(rendered(t, a))
 	require.Contains(t, got, "| input_preprocess_time_ms    |   212.500 |")
 	require.Contains(t, got, "total=1.25s preprocess=0.21s engine=1.04s stages=[0:0.40s,1:0.48s]")
 	checkGolden(t, "chat_audio_input", got)

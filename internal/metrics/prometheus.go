@@ -7,7 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// FinalizedRequest is what a finalized chat request or duplex turn reports to Prometheus.
+// FinalizedRequest is the one immutable record a chat request or duplex turn yields when it
+// closes (TurnMetrics.Record): the --log-stats tables and structured records render it
+// (tableSummary), Prometheus observes it (ObserveFinalized) and tracing exports it.
 type FinalizedRequest struct {
 	Duplex         bool // a duplex assistant turn, not a chat completion
 	FinishedReason string
@@ -23,6 +25,8 @@ type FinalizedRequest struct {
 	// was not traced (or not sampled): the latency histograms carry it as an exemplar, so a
 	// dashboard can go from a slow bucket to the turn's trace.
 	TraceID string
+	// tables is what the --log-stats tables show beside the fields above (tableSummary).
+	tables tableInputs
 }
 
 // Bucket sets of vllm-omni (vllm_omni/metrics/definitions.py), so dashboards built for it fit.
@@ -420,7 +424,7 @@ func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
 }
 
 // ObserveFinalized records one finalized chat request or duplex turn. The chat and turn finalize
-// paths call it once per request (TurnMetrics.Record, Aggregator.FinalizedRequest).
+// paths call it once per request (TurnMetrics.Record).
 func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	if c == nil {
 		return

@@ -21,11 +21,12 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	c.ObserveFinalized(rec)
 
 	chat := chatExample(t)
-	chatRec, ok := chat.FinalizedRequest(chatRID, "length")
+	_, ok = chat.Record()
+	require.False(t, ok, "no record before the close")
+	require.True(t, chat.Finalize("length", nil, false))
+	chatRec, ok := chat.Record()
 	require.True(t, ok)
 	c.ObserveFinalized(chatRec)
-	_, ok = chat.FinalizedRequest("unknown", "stop")
-	require.False(t, ok)
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// logRecords logs a built summary as structured records, one per table (and one for the
+// logRecords logs a rendered record as structured records, one per table (and one for the
 // [OmniTiming] line), in the text order. Each record's message is the table's kind
 // ("Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats",
 // "TransferEdgeStats", "ToolCallStats"); its fields are the table's rows (the same rows the text table shows)
@@ -32,60 +32,52 @@ func logRecords(log *zap.Logger, s summary, id *timingIdentity) {
 		}
 		return f
 	}
-	first := ""
-	if len(s.Requests) > 0 {
-		first = s.Requests[0].RequestID
-	}
+	rs := s.Request
 	if len(s.Overall) > 0 {
-		f := ids(first)
+		f := ids(rs.RequestID)
 		for _, r := range s.Overall {
 			f = append(f, zap.Float64(r.Key, r.Value))
 		}
 		log.Info("Overall Summary", f...)
 	}
-	for _, rs := range s.Requests {
-		if e := rs.E2E; e != nil {
-			f := ids(rs.RequestID)
-			f = append(f,
-				zap.Float64("e2e_total_ms", e.E2ETotalMs),
-				zap.Int64("e2e_total_tokens", e.E2ETotalTokens),
-				zap.Float64("transfers_total_kbytes", float64(e.TransfersTotalBytes)/1024),
-				zap.Float64("transfers_total_time_ms", e.TransfersTotalTimeMs))
-			for _, r := range e2eExtraRows(*e) {
-				f = append(f, zap.Float64(r.key, r.num))
-			}
-			log.Info("RequestE2EStats", f...)
-		}
-		if rs.OmniTiming != "" {
-			f := ids(rs.RequestID)
-			if e := rs.E2E; e != nil && id == nil {
-				f = append(f, zap.Float64("total_s", e.E2ETotalMs/1000))
-			}
-			stages := make(map[string]float64, len(rs.Stages))
-			for _, st := range rs.Stages {
-				stages[strconv.Itoa(st.StageID)] = st.StageGenTimeMs / 1000
-			}
-			edges := make(map[string]float64, len(rs.Transfers))
-			for _, e := range rs.Transfers {
-				edges[edgeName(e)] = e.TxTimeMs
-			}
-			if len(stages) > 0 {
-				f = append(f, zap.Any("stages_s", stages))
-			}
-			if len(edges) > 0 {
-				f = append(f, zap.Any("transfers_tx_ms", edges))
-			}
-			f = append(f, zap.String("line", rs.OmniTiming))
-			log.Info("OmniTiming", f...)
-		}
-		if cols := stageColumns(rs.Stages); len(cols) > 0 {
-			log.Info("StageRequestStats", append(ids(rs.RequestID), zap.Array("stages", cols))...)
-		}
-		if len(rs.Transfers) > 0 {
-			log.Info("TransferEdgeStats", append(ids(rs.RequestID), zap.Array("edges", edgeColumns(rs.Transfers)))...)
-		}
-		logToolCallRecord(log, ids(rs.RequestID), rs.ToolCalls)
+	e := rs.E2E
+	f := ids(rs.RequestID)
+	f = append(f,
+		zap.Float64("e2e_total_ms", e.E2ETotalMs),
+		zap.Int64("e2e_total_tokens", e.E2ETotalTokens),
+		zap.Float64("transfers_total_kbytes", float64(e.TransfersTotalBytes)/1024),
+		zap.Float64("transfers_total_time_ms", e.TransfersTotalTimeMs))
+	for _, r := range e2eExtraRows(e) {
+		f = append(f, zap.Float64(r.key, r.num))
 	}
+	log.Info("RequestE2EStats", f...)
+	f = ids(rs.RequestID)
+	if id == nil {
+		f = append(f, zap.Float64("total_s", e.E2ETotalMs/1000))
+	}
+	stages := make(map[string]float64, len(rs.Stages))
+	for _, st := range rs.Stages {
+		stages[strconv.Itoa(st.StageID)] = st.StageGenTimeMs / 1000
+	}
+	edges := make(map[string]float64, len(rs.Transfers))
+	for _, e := range rs.Transfers {
+		edges[edgeName(e)] = e.TxTimeMs
+	}
+	if len(stages) > 0 {
+		f = append(f, zap.Any("stages_s", stages))
+	}
+	if len(edges) > 0 {
+		f = append(f, zap.Any("transfers_tx_ms", edges))
+	}
+	f = append(f, zap.String("line", rs.OmniTiming))
+	log.Info("OmniTiming", f...)
+	if cols := stageColumns(rs.Stages); len(cols) > 0 {
+		log.Info("StageRequestStats", append(ids(rs.RequestID), zap.Array("stages", cols))...)
+	}
+	if len(rs.Transfers) > 0 {
+		log.Info("TransferEdgeStats", append(ids(rs.RequestID), zap.Array("edges", edgeColumns(rs.Transfers)))...)
+	}
+	logToolCallRecord(log, ids(rs.RequestID), rs.ToolCalls)
 }
 
 func edgeName(e TransferEdgeStats) string {

@@ -35,7 +35,7 @@ func TestStructuredRecordsOnePerTable(t *testing.T) {
 	var buf bytes.Buffer
 	require.True(t, turn.Finalize(ReasonStop, jsonLogger(&buf), true))
 	recs := parseRecords(t, &buf)
-	text := turn.Aggregator().render() // the same tables as text, for comparison
+	text := turn.summarySnapshot().Entries // the same record rendered as text, for comparison
 	require.Len(t, recs, len(text), "one record per table and one for [OmniTiming]")
 	var kinds []string
 	for _, r := range recs {
@@ -46,8 +46,9 @@ func TestStructuredRecordsOnePerTable(t *testing.T) {
 		require.NotContains(t, r["msg"], "+---", "no ASCII table in the message")
 	}
 	require.Equal(t, []string{"Overall Summary", "RequestE2EStats", "OmniTiming", "StageRequestStats", "TransferEdgeStats"}, kinds)
-	e2e, ok := turn.Aggregator().e2e(turn.ResponseID())
+	rec, ok := turn.Record()
 	require.True(t, ok)
+	e2e := rec.E2E
 	require.InDelta(t, e2e.E2ETotalMs, recs[1]["e2e_total_ms"], 1e-9)
 	require.InDelta(t, float64(e2e.E2ETotalTokens), recs[1]["e2e_total_tokens"], 0)
 	require.Contains(t, text, recs[2]["line"], "the OmniTiming record carries the printed line")
@@ -63,5 +64,5 @@ func TestStructuredRecordsOnePerTable(t *testing.T) {
 		require.False(t, hidden, "excluded fields stay excluded")
 	}
 	edges := recs[4]["edges"].([]any)
-	require.Len(t, edges, len(turn.Aggregator().Transfers(turn.ResponseID())))
+	require.Len(t, edges, len(rec.Transfers))
 }

@@ -7,35 +7,33 @@ import (
 )
 
 // requestTurn is what a chat completion's turn (NewRequestTurn) keeps beside the duplex fields:
-// its rows go to the aggregator snapshot by snapshot, as vllm-omni's chat tables print them, and
-// its e2e ends when the request ends (End), not when it is reported.
+// its rows are kept snapshot by snapshot, as vllm-omni's chat tables print them, and its e2e ends
+// when the request ends (End), not when it is reported.
 type requestTurn struct {
 	finalStage int     // the stage whose Finished output ends the request
 	reqStart   float64 // vllm-omni's req_start: e2e_total_ms runs from here
+	tables     bool    // --log-stats: Finalize logs the record's tables
 	ended      bool
-	rawReason  string   // the reason as the request ended ("abort", not "cancelled"): the record's
-	figures    *figures // what Prometheus observes when no aggregator renders tables
+	rawReason  string              // the reason as the request ended ("abort", not "cancelled"): the record's
+	rows       []StageRequestStats // one per snapshot, in arrival order
+	e2e        RequestE2EStats     // closed by End
 }
 
 // NewRequestTurn opens the turn of one chat completion when it is accepted: the same record
 // type, owner and close-once as a duplex turn, so the tables, the structured record, Prometheus
 // and tracing read one FinalizedRequest. requestID keys it from the start (a chat request has no
-// later response to attach), finalStage is the stage whose Finished output ends it. tables builds
-// the aggregator that renders --log-stats (structured: as records); without it the turn keeps
-// only the few figures Prometheus reads, with no per-request maps or tables.
+// later response to attach), finalStage is the stage whose Finished output ends it. tables makes
+// Finalize log the record's --log-stats tables (structured: as records).
 func NewRequestTurn(requestID string, arrival float64, numStages, finalStage int, tables, structured bool, clock Clock) *TurnMetrics {
 	t := newTurnMetrics(requestID, requestID, -1, arrival, numStages, clock)
-	t.req = &requestTurn{finalStage: finalStage, reqStart: t.arrival}
-	if tables {
-		t.agg = newAggregator(t.numStages, true, t.arrival, finalStage, withClock(t.clock), withStructuredRecords(structured))
-	} else {
-		t.req.figures = &figures{}
-	}
+	t.req = &requestTurn{finalStage: finalStage, reqStart: t.arrival, tables: tables}
+	t.structured = structured
 	return t
 }
 
-// HasTables reports whether the turn renders --log-stats tables (it owns an aggregator).
-func (t *TurnMetrics) HasTables() bool { return t != nil && t.agg != nil }
+// HasTables reports whether Finalize logs the turn's --log-stats tables: a chat request's when
+// it was opened with them; a duplex turn's when Finalize is asked to.
+func (t *TurnMetrics) HasTables() bool { return t != nil && (t.req == nil || t.req.tables) }
 
 // SetRequestStart moves a chat request's e2e start (vllm-omni's req_start: right after the
 // submit returns); ignored once the request ended.
@@ -48,32 +46,40 @@ func (t *TurnMetrics) SetRequestStart(ts float64) {
 }
 
 // accumulateRequestLocked is Accumulate for a chat request: the snapshot is one row of the
-// tables, with serving_time_to_first_output_ms the real duration from arrival when the stage's
+// record, with serving_time_to_first_output_ms the real duration from arrival when the stage's
 // first output came before its snapshot.
 func (t *TurnMetrics) accumulateRequestLocked(stage int, m StageRequestStats, finalOutputType string, submitTS float64) {
 	t.segments++
-	t.req.figures.addStage(stage, m)
-	if t.agg == nil {
-		return
-	}
 	if stage < len(t.stages) && t.stages[stage].firstOutput > 0 {
 		m.ServingTimeToFirstOutputMs = (t.stages[stage].firstOutput - t.arrival) * 1000
 	}
-	t.agg.markStageTimes(stage, submitTS)
-	t.agg.onStageMetrics(stage, t.requestID, m.clone(), finalOutputType)
+	t.markStageLocked(stage, submitTS, t.clock())
+	m = m.clone()
+	m.StageID, m.RequestID = stage, t.requestID
+	if finalOutputType != "" {
+		m.FinalOutputType = finalOutputType
+	}
+	t.req.rows = append(t.req.rows, m)
+	t.recordRXLocked(stage, m)
 }
 
-// addRequestSendLocked is AddTransfer for a chat request: vllm-omni's on_forward.
+// addRequestSendLocked is AddTransfer for a chat request: vllm-omni's on_forward, which also
+// starts the receiving stage's wall time when nothing did.
 func (t *TurnMetrics) addRequestSendLocked(from, to int, sizeBytes int64, txMs float64, usedShm bool) {
-	t.req.figures.addSend(from, to, sizeBytes, txMs)
-	if t.agg != nil {
-		t.agg.onForward(from, to, t.requestID, sizeBytes, txMs, usedShm)
+	now := t.clock()
+	if to >= 0 && to < len(t.spans) && !t.spans[to].hasFirst {
+		t.spans[to].first, t.spans[to].hasFirst = now, true
 	}
+	e := t.edgeLocked(from, to)
+	e.SizeBytes += sizeBytes
+	e.TxTimeMs += txMs
+	e.UsedShm = e.UsedShm || usedShm
 }
 
 // End closes a chat request's generation once with its reason: e2e_total_ms ends now. It is the
 // owner's close; rows that arrive later (a stage's partial snapshot after an abort) still join
-// the tables until Finalize reports the turn. It returns false when the request already ended.
+// the record's rows until Finalize reports the turn. It returns false when the request already
+// ended.
 func (t *TurnMetrics) End(reason string) bool {
 	if t == nil || t.req == nil {
 		return false
@@ -84,14 +90,7 @@ func (t *TurnMetrics) End(reason string) bool {
 		return false
 	}
 	t.req.ended, t.req.rawReason = true, reason
-	t.req.figures.setE2E((t.clock() - t.req.reqStart) * 1000)
-	if t.agg != nil {
-		if reason == ReasonAbort || reason == ReasonError {
-			// Chat tables keep vllm-omni's format; only a cut-short request names its reason.
-			t.agg.setTimingIdentity(&timingIdentity{Req: t.requestID, Turn: -1, Reason: reason})
-		}
-		t.agg.onFinalizeRequest(t.req.finalStage, t.requestID, t.req.reqStart)
-	}
+	t.req.e2e = t.closeE2ELocked(t.req.finalStage, t.requestID, t.req.rows, t.req.reqStart, t.clock())
 	return true
 }
 
@@ -107,14 +106,18 @@ func (t *TurnMetrics) finalizeRequest(reason string, log *zap.Logger) bool {
 	t.finalized = true
 	raw := t.req.rawReason
 	t.reason = NormalizeFinishedReason(raw)
-	var rec FinalizedRequest
-	if t.agg != nil {
-		rec, _ = t.agg.FinalizedRequest(t.requestID, raw)
-	} else {
-		rec = t.req.figures.record(raw)
+	var id *timingIdentity
+	if raw == ReasonAbort || raw == ReasonError {
+		// Chat tables keep vllm-omni's format; only a cut-short request names its reason.
+		id = &timingIdentity{Req: t.requestID, Turn: -1, Reason: raw}
 	}
-	// The tables' request_id: traces name their record by it.
-	rec.E2E.RequestID = t.requestID
+	rec := FinalizedRequest{
+		FinishedReason: raw,
+		E2E:            t.req.e2e,
+		Stages:         slices.Clone(t.req.rows),
+		Transfers:      t.transfersLocked(t.requestID),
+		tables:         t.tableInputsLocked(id),
+	}
 	// Stage 0 writes text; the first later stage with output speaks.
 	for stage := 1; stage < len(t.stages); stage++ {
 		if ts := t.stages[stage].firstOutput; ts > 0 {
@@ -123,76 +126,10 @@ func (t *TurnMetrics) finalizeRequest(reason string, log *zap.Logger) bool {
 		}
 	}
 	t.record = rec
+	tables := t.req.tables
 	t.mu.Unlock()
-	if t.agg != nil {
-		s := t.agg.buildAndLogSummary(log)
-		t.mu.Lock()
-		t.summary = s
-		t.mu.Unlock()
+	if tables {
+		t.printTables(log)
 	}
 	return true
-}
-
-// figures is what Prometheus observes for a chat request without tables, taken directly from
-// the stage snapshots and connector sends: the stage rows (only the fields
-// Collectors.ObserveFinalized reads), one row per edge and the e2e time. The values are those
-// the aggregator's FinalizedRequest gives (TestChatPrometheusWithoutLogStatsBuildsNoAggregator),
-// without its maps and tables. Guarded by the turn's mu; a nil *figures records nothing.
-type figures struct {
-	stages []StageRequestStats
-	edges  []TransferEdgeStats
-	e2eMs  float64
-}
-
-func (f *figures) addStage(stageID int, m StageRequestStats) {
-	if f == nil {
-		return
-	}
-	f.stages = append(f.stages, StageRequestStats{
-		StageID: stageID, NumTokensIn: m.NumTokensIn, NumTokensOut: m.NumTokensOut,
-		StageGenTimeMs: m.StageGenTimeMs, VllmTtftMs: m.VllmTtftMs, VllmItlsMs: slices.Clone(m.VllmItlsMs),
-		AudioGeneratedFrames: m.AudioGeneratedFrames, AudioSampleRate: m.AudioSampleRate, AudioDurationS: m.AudioDurationS,
-	})
-	if stageID > 0 { // the RX side of the edge that fed the stage, as the aggregator records it
-		e := f.edge(stageID-1, stageID)
-		if e.SizeBytes == 0 {
-			e.SizeBytes = int64(m.RxTransferBytes)
-		}
-		e.RxDecodeTimeMs += m.RxDecodeTimeMs
-		e.InFlightTimeMs += m.RxInFlightTimeMs
-	}
-}
-
-func (f *figures) addSend(from, to int, sizeBytes int64, txMs float64) {
-	if f == nil {
-		return
-	}
-	e := f.edge(from, to)
-	e.SizeBytes += sizeBytes
-	e.TxTimeMs += txMs
-}
-
-func (f *figures) setE2E(ms float64) {
-	if f != nil {
-		f.e2eMs = ms
-	}
-}
-
-func (f *figures) edge(from, to int) *TransferEdgeStats {
-	for i := range f.edges {
-		if f.edges[i].FromStage == from && f.edges[i].ToStage == to {
-			return &f.edges[i]
-		}
-	}
-	f.edges = append(f.edges, TransferEdgeStats{FromStage: from, ToStage: to})
-	return &f.edges[len(f.edges)-1]
-}
-
-func (f *figures) record(reason string) FinalizedRequest {
-	return FinalizedRequest{
-		FinishedReason: reason,
-		E2E:            RequestE2EStats{E2ETotalMs: f.e2eMs},
-		Stages:         f.stages,
-		Transfers:      f.edges,
-	}
 }

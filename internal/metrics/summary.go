@@ -9,15 +9,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// summary is what buildAndLogSummary produced; it exists for tests and callers that want the
-// figures without parsing log text.
+// summary is the rendering of one finalized record (FinalizedRequest.tableSummary); it exists
+// for tests and callers that want the figures without parsing log text.
 type summary struct {
-	// FinalStageIDs is {"*": id}, or the per-request map given withFinalStages.
-	FinalStageIDs map[string]int
 	// Overall holds the Overall Summary rows that survived the zero filter, in order.
 	Overall []summaryRow
-	// Requests are the per-request sections in emission (sorted rid) order.
-	Requests []requestSummary
+	// Request is the record's own section.
+	Request requestSummary
 	// Entries are the logged texts in order: tables as "[<title>]\n<table>" (logged with a
 	// leading "\n") and the "[OmniTiming] ..." line.
 	Entries []string
@@ -39,32 +37,44 @@ func (s summary) overallValue(key string) (float64, bool) {
 	return 0, false
 }
 
-// requestSummary is one request's section.
+// requestSummary is the record's section.
 type requestSummary struct {
 	RequestID  string
-	E2E        *RequestE2EStats
+	E2E        RequestE2EStats
 	Stages     []StageRequestStats // sorted by stage id
 	Transfers  []TransferEdgeStats // sorted by (from, to)
-	OmniTiming string              // "" when not printed
-	ToolCalls  []ToolCallStats     // a turn's tool and MCP calls; nil = none (no table)
+	OmniTiming string
+	ToolCalls  []ToolCallStats // a turn's tool and MCP calls; nil = none (no table)
 }
 
-// buildAndLogSummary renders every table and logs each one at info level, one entry per table
-// whose message starts with "\n" (as vllm-omni does), and the [OmniTiming] line. It does
-// nothing, and allocates nothing, when the aggregator was built with logStats false.
-func (a *Aggregator) buildAndLogSummary(log *zap.Logger) summary {
-	if !a.logStats {
-		return summary{}
-	}
-	s := a.build()
+// tableInputs are what the --log-stats tables show beside a record's rows, e2e and edges: the
+// Overall Summary's wall times and the identity in titles and the [OmniTiming] line. Only the
+// renderer (summary.go) reads them, so they are not part of the record's exported fields.
+type tableInputs struct {
+	wallStart, wallEnd float64     // e2e_wall_time_ms runs from the turn's t0 to its end
+	stageSpans         []stageSpan // index = stage id: e2e_stage_<i>_wall_time_ms
+	// identity names a duplex turn, or a chat request cut short; nil prints vllm-omni's plain
+	// request_id=<E2E.RequestID>.
+	identity *timingIdentity
+}
+
+// stageSpan is a stage's first and last wall time within a turn (vllm-omni's stage_first_ts and
+// stage_last_ts); its wall time counts only when both are set.
+type stageSpan struct {
+	first, last       float64
+	hasFirst, hasLast bool
+}
+
+// logTables renders a record's tables and logs them at info level: each table as one entry
+// whose message starts with "\n" (as vllm-omni does) and the [OmniTiming] line, or, structured,
+// one record per table (logRecords). A nil log logs nothing. It returns the rendering.
+func logTables(log *zap.Logger, r *FinalizedRequest, structured bool) summary {
+	s := r.tableSummary()
 	if log == nil {
 		return s
 	}
-	a.mu.Lock()
-	structured, id := a.structured, a.identity
-	a.mu.Unlock()
 	if structured {
-		logRecords(log, s, id)
+		logRecords(log, s, r.tables.identity)
 		return s
 	}
 	for _, e := range s.Entries {
@@ -77,96 +87,61 @@ func (a *Aggregator) buildAndLogSummary(log *zap.Logger) summary {
 	return s
 }
 
-// render returns the texts buildAndLogSummary would log, in order, regardless of logStats.
-func (a *Aggregator) render() []string {
-	return a.build().Entries
-}
-
 const omniTimingPrefix = "[OmniTiming] "
 
-func (a *Aggregator) build() summary {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// tableSummary renders the record's --log-stats tables: the Overall Summary, then its
+// RequestE2EStats, [OmniTiming] line, StageRequestStats, TransferEdgeStats and ToolCallStats.
+// It is a function of the record alone.
+func (r *FinalizedRequest) tableSummary() summary {
 	var s summary
-	if a.finalStages != nil {
-		s.FinalStageIDs = maps.Clone(a.finalStages)
-	} else {
-		s.FinalStageIDs = map[string]int{"*": a.finalStage}
-	}
-	rows := a.overallRowsLocked()
 	var nonZero []kv
-	for _, r := range rows {
-		if !r.val.zero {
-			nonZero = append(nonZero, r)
+	for _, row := range r.overallRows() {
+		if !row.val.zero {
+			nonZero = append(nonZero, row)
 		}
 	}
 	if len(nonZero) > 0 {
-		for _, r := range nonZero {
-			s.Overall = append(s.Overall, summaryRow{Key: r.key, Value: r.num})
+		for _, row := range nonZero {
+			s.Overall = append(s.Overall, summaryRow{Key: row.key, Value: row.num})
 		}
 		s.Entries = append(s.Entries, renderKV("Overall Summary", nonZero))
 	}
-
-	for _, rid := range a.requestIDsLocked() {
-		rs := a.requestSectionLocked(rid)
-		s.Requests = append(s.Requests, rs.requestSummary)
-		s.Entries = append(s.Entries, rs.entries...)
-	}
+	rs := r.requestSection()
+	s.Request = rs.requestSummary
+	s.Entries = append(s.Entries, rs.entries...)
 	return s
 }
 
-func (a *Aggregator) overallRowsLocked() []kv {
-	wallMs := max(0, (a.lastFinish-a.wallStart)*1000)
-	var avgPerReq, avgTokPerS float64
-	if a.e2eCount > 0 {
-		avgPerReq = wallMs / float64(a.e2eCount)
-	}
+// overallRows are vllm-omni's Overall Summary over the one request the record closes.
+func (r *FinalizedRequest) overallRows() []kv {
+	in := &r.tables
+	wallMs := max(0, (in.wallEnd-in.wallStart)*1000)
+	tokens := r.E2E.E2ETotalTokens
+	var avgTokPerS float64
 	if wallMs > 0 {
-		avgTokPerS = float64(a.e2eTotalTokens) * 1000 / wallMs
+		avgTokPerS = float64(tokens) * 1000 / wallMs
 	}
 	rows := []kv{
-		{"e2e_requests", intCell(int64(a.e2eCount)), float64(a.e2eCount)},
+		{"e2e_requests", intCell(1), 1},
 		{"e2e_wall_time_ms", floatCell(wallMs), wallMs},
-		{"e2e_total_tokens", intCell(a.e2eTotalTokens), float64(a.e2eTotalTokens)},
-		{"e2e_avg_time_per_request_ms", floatCell(avgPerReq), avgPerReq},
+		{"e2e_total_tokens", intCell(tokens), float64(tokens)},
+		{"e2e_avg_time_per_request_ms", floatCell(wallMs), wallMs},
 		{"e2e_avg_tokens_per_s", floatCell(avgTokPerS), avgTokPerS},
 	}
-	// input_preprocess_time_ms: mean over requests of the first event's preprocess_ms.
-	var preSum float64
-	var preN int
-	for _, rid := range slices.Sorted(maps.Keys(a.stageEvents)) {
-		evs := a.stageEvents[rid]
-		if len(evs) == 0 {
-			continue
-		}
-		if v, ok := evs[0].PipelineTimings["preprocess_ms"]; ok {
-			preSum += v
-			preN++
+	// input_preprocess_time_ms: the first row's preprocess_ms (vllm-omni: the mean over requests).
+	if len(r.Stages) > 0 {
+		if v, ok := r.Stages[0].PipelineTimings["preprocess_ms"]; ok {
+			rows = append(rows, kv{"input_preprocess_time_ms", floatCell(v), v})
 		}
 	}
-	if preN > 0 {
-		v := preSum / float64(preN)
-		rows = append(rows, kv{"input_preprocess_time_ms", floatCell(v), v})
-	}
-	for i := range a.numStages {
+	for i, sp := range in.stageSpans {
 		var w float64
-		if a.hasFirst[i] && a.hasLast[i] {
-			w = (a.stageLast[i] - a.stageFirst[i]) * 1000
+		if sp.hasFirst && sp.hasLast {
+			w = (sp.last - sp.first) * 1000
 		}
 		rows = append(rows, kv{"e2e_stage_" + strconv.Itoa(i) + "_wall_time_ms", floatCell(w), w})
 	}
 	return rows
-}
-
-func (a *Aggregator) requestIDsLocked() []string {
-	set := make(map[string]struct{}, len(a.stageEvents)+len(a.e2eEvents))
-	for rid := range a.stageEvents {
-		set[rid] = struct{}{}
-	}
-	for _, e := range a.e2eEvents {
-		set[e.RequestID] = struct{}{}
-	}
-	return slices.Sorted(maps.Keys(set))
 }
 
 type requestSection struct {
@@ -174,8 +149,10 @@ type requestSection struct {
 	entries []string
 }
 
-func (a *Aggregator) title(kind, rid string) string {
-	id := a.identity
+// title is a table's title: its kind and the record's identity.
+func (r *FinalizedRequest) title(kind string) string {
+	rid := r.E2E.RequestID
+	id := r.tables.identity
 	if id == nil {
 		return kind + " [request_id=" + rid + "]"
 	}
@@ -202,17 +179,13 @@ func writeIdentity(b *strings.Builder, id *timingIdentity) {
 	}
 }
 
-func (a *Aggregator) requestSectionLocked(rid string) requestSection {
-	rs := requestSection{requestSummary: requestSummary{RequestID: rid}}
-	evs := slices.Clone(a.stageEvents[rid])
+func (r *FinalizedRequest) requestSection() requestSection {
+	e2e := r.E2E
+	rs := requestSection{requestSummary: requestSummary{RequestID: e2e.RequestID, E2E: e2e, ToolCalls: r.ToolCalls}}
+	evs := slices.Clone(r.Stages)
 	slices.SortStableFunc(evs, func(x, y StageRequestStats) int { return x.StageID - y.StageID })
 	rs.Stages = evs
-	e2e, hasE2E := a.e2eLocked(rid)
-	if hasE2E {
-		rs.E2E = &e2e
-	}
-	edges := a.transfersLocked(rid)
-	sorted := slices.Clone(edges)
+	sorted := slices.Clone(r.Transfers)
 	slices.SortStableFunc(sorted, func(x, y TransferEdgeStats) int {
 		if x.FromStage != y.FromStage {
 			return x.FromStage - y.FromStage
@@ -220,41 +193,32 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 		return x.ToStage - y.ToStage
 	})
 	rs.Transfers = sorted
-	rs.ToolCalls = a.toolCalls[rid]
 
 	// 1. RequestE2EStats.
-	if hasE2E {
-		rows := []kv{
-			{key: "e2e_total_ms", val: floatCell(e2e.E2ETotalMs)},
-			{key: "e2e_total_tokens", val: intCell(e2e.E2ETotalTokens)},
-			{key: "transfers_total_kbytes", val: floatCell(float64(e2e.TransfersTotalBytes) / 1024.0)},
-			{key: "transfers_total_time_ms", val: floatCell(e2e.TransfersTotalTimeMs)},
-		}
-		if slices.ContainsFunc(rows, func(r kv) bool { return !r.val.zero }) {
-			rows = append(rows, e2eExtraRows(e2e)...)
-			slices.SortStableFunc(rows, func(x, y kv) int { return strings.Compare(x.key, y.key) })
-			rs.entries = append(rs.entries, renderKV(a.title("RequestE2EStats", rid), rows))
-		}
+	rows := []kv{
+		{key: "e2e_total_ms", val: floatCell(e2e.E2ETotalMs)},
+		{key: "e2e_total_tokens", val: intCell(e2e.E2ETotalTokens)},
+		{key: "transfers_total_kbytes", val: floatCell(float64(e2e.TransfersTotalBytes) / 1024.0)},
+		{key: "transfers_total_time_ms", val: floatCell(e2e.TransfersTotalTimeMs)},
 	}
-	// 2. [OmniTiming].
-	var pt map[string]float64
-	if len(evs) > 0 {
-		pt = evs[len(evs)-1].PipelineTimings
+	if slices.ContainsFunc(rows, func(r kv) bool { return !r.val.zero }) {
+		rows = append(rows, e2eExtraRows(e2e)...)
+		slices.SortStableFunc(rows, func(x, y kv) int { return strings.Compare(x.key, y.key) })
+		rs.entries = append(rs.entries, renderKV(r.title("RequestE2EStats"), rows))
 	}
-	if len(pt) > 0 || hasE2E {
-		rs.OmniTiming = a.omniTiming(rid, evs, edges, pt, e2e, hasE2E)
-		rs.entries = append(rs.entries, rs.OmniTiming)
-	}
+	// 2. [OmniTiming] (the edges in first-use order, as vllm-omni lists them).
+	rs.OmniTiming = r.omniTiming(evs)
+	rs.entries = append(rs.entries, rs.OmniTiming)
 	// 3. StageRequestStats.
-	if t, ok := renderStageTable(a.title("StageRequestStats", rid), evs); ok {
+	if t, ok := renderStageTable(r.title("StageRequestStats"), evs); ok {
 		rs.entries = append(rs.entries, t)
 	}
 	// 4. TransferEdgeStats.
-	if t, ok := renderTransferTable(a.title("TransferEdgeStats", rid), sorted); ok {
+	if t, ok := renderTransferTable(r.title("TransferEdgeStats"), sorted); ok {
 		rs.entries = append(rs.entries, t)
 	}
 	// 5. ToolCallStats (omniserve only, docs/STATS.md): only for a turn with calls.
-	if t, ok := renderToolCallTable(a.title("ToolCallStats", rid), rs.ToolCalls); ok {
+	if t, ok := renderToolCallTable(r.title("ToolCallStats"), rs.ToolCalls); ok {
 		rs.entries = append(rs.entries, t)
 	}
 	return rs
@@ -262,29 +226,33 @@ func (a *Aggregator) requestSectionLocked(rid string) requestSection {
 
 // omniTiming builds the one-line [OmniTiming] summary in vllm-omni's format. With an identity
 // and no preprocess time (every duplex turn) total= and engine= are left out, as vllm-omni does.
-func (a *Aggregator) omniTiming(rid string, evs []StageRequestStats, edges []TransferEdgeStats,
-	pt map[string]float64, e2e RequestE2EStats, hasE2E bool,
-) string {
+// evs are the record's rows sorted by stage; the pipeline timings are the last one's.
+func (r *FinalizedRequest) omniTiming(evs []StageRequestStats) string {
+	e2e, edges := r.E2E, r.Transfers
+	var pt map[string]float64
+	if len(evs) > 0 {
+		pt = evs[len(evs)-1].PipelineTimings
+	}
 	var b strings.Builder
 	b.WriteString(omniTimingPrefix + "req=")
-	id := a.identity
+	id := r.tables.identity
 	if id != nil && id.Req != "" {
 		b.WriteString(id.Req)
 	} else {
-		b.WriteString(rid)
+		b.WriteString(e2e.RequestID)
 	}
 	if id != nil {
 		writeIdentity(&b, id)
 	}
 	pre, hasPre := pt["preprocess_ms"]
 	skipTotal := id != nil && !hasPre
-	if hasE2E && !skipTotal {
+	if !skipTotal {
 		b.WriteString(" total=" + strconv.FormatFloat(e2e.E2ETotalMs/1000, 'f', 2, 64) + "s")
 	}
 	if hasPre {
 		b.WriteString(" preprocess=" + strconv.FormatFloat(pre/1000, 'f', 2, 64) + "s")
 	}
-	if hasE2E && !skipTotal {
+	if !skipTotal {
 		b.WriteString(" engine=" + strconv.FormatFloat((e2e.E2ETotalMs-pre)/1000, 'f', 2, 64) + "s")
 	}
 	// Empty lists are left out, as vllm-omni does (it formats them only when non-empty).

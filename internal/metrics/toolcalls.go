@@ -55,19 +55,6 @@ func (t *TurnMetrics) toolCallsLocked() []ToolCallStats {
 	return out
 }
 
-// setToolCalls records a request's tool calls for its ToolCallStats table.
-func (a *Aggregator) setToolCalls(rid string, calls []ToolCallStats) {
-	if len(calls) == 0 {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.toolCalls == nil {
-		a.toolCalls = map[string][]ToolCallStats{}
-	}
-	a.toolCalls[rid] = calls
-}
-
 // toolKindRow is one kind's column of the ToolCallStats table.
 type toolKindRow struct {
 	kind           string

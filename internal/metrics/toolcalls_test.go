@@ -43,7 +43,7 @@ func TestToolCallTable(t *testing.T) {
 	require.Len(t, rec.ToolCalls, 4)
 	require.InDelta(t, -1500.0, rec.ToolCalls[0].StartMs, 1e-6, "the function call began before the turn's t0")
 	require.InDelta(t, 700.0, rec.ToolCalls[1].StartMs, 1e-6)
-	require.Equal(t, rec.ToolCalls, turn.summarySnapshot().Requests[0].ToolCalls, "one record for the tables and the rest")
+	require.Equal(t, rec.ToolCalls, turn.summarySnapshot().Request.ToolCalls, "one record for the tables and the rest")
 
 	// Without calls: no table (the golden file of the duplex example is unchanged).
 	plain, _ := duplexExample(t)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -10,7 +11,8 @@ import (
 // prints one set of --log-stats tables, or one chat completion (NewRequestTurn): both close once
 // and yield one FinalizedRequest that the tables, Prometheus and tracing read. Snapshots are merged per
 // stage as they arrive, so a turn holds O(stages) rows however many segments the engine emits; the
-// result is vllm-omni's collapse at finalize (one row per stage).
+// result is vllm-omni's collapse at finalize (one row per stage). Closing builds the record once
+// (FinalizedRequest, with what the tables show beside the rows); the tables are a function of it.
 //
 // A nil *TurnMetrics is valid and does nothing: callers with --log-stats off simply never create
 // one, and that path allocates nothing (vllm-omni built aggregators and copied every snapshot
@@ -23,11 +25,13 @@ type TurnMetrics struct {
 	arrival    float64
 	numStages  int
 	clock      Clock
-	agg        *Aggregator
+	structured bool // the tables are logged as structured records (SetStructuredRecords)
 
-	stages    []turnStage // index = stage id
+	stages    []turnStage         // index = stage id
+	spans     []stageSpan         // index = stage id < numStages: the Overall Summary's stage wall times
+	edges     []TransferEdgeStats // one per (from, to) edge, in first-use order; RequestID is set at close
+	wallEnd   float64             // the Overall Summary's wall time ends here (at least arrival)
 	segments  int
-	baseline  map[edgeKey]txBase
 	finalized bool
 	reason    string
 
@@ -53,26 +57,11 @@ type turnStage struct {
 	firstOutput float64 // wall time of the stage's first output for this turn; 0 = none
 }
 
-type txBase struct {
-	txMs float64
-	size int64
-}
-
-// newTurn opens a turn. requestID is the session's stage-0 resource id, responseID keys the turn
-// (titles, e2e), turnID < 0 means unknown (left out of titles). arrival is the turn's t0 (the
-// commit or first append of the user input that led to it); arrival <= 0 means now. The session
-// aggregator's current TX for requestID becomes the baseline that copySessionTX subtracts.
-func newTurn(requestID, responseID string, turnID int, arrival float64, numStages int, session *Aggregator, clock Clock) *TurnMetrics {
-	t := newTurnMetrics(requestID, responseID, turnID, arrival, numStages, clock)
-	// logStats is true here: whether tables are logged is decided by Finalize's argument.
-	t.agg = newAggregator(t.numStages, true, t.arrival, t.numStages-1, withClock(t.clock))
-	t.baseline = map[edgeKey]txBase{}
-	if session != nil {
-		for _, e := range session.Transfers(requestID) {
-			t.baseline[edgeKey{e.FromStage, e.ToStage, e.RequestID}] = txBase{e.TxTimeMs, e.SizeBytes}
-		}
-	}
-	return t
+// newTurn opens a duplex turn. requestID is the session's stage-0 resource id, responseID keys
+// the turn (titles, e2e), turnID < 0 means unknown (left out of titles). arrival is the turn's t0
+// (the commit or first append of the user input that led to it); arrival <= 0 means now.
+func newTurn(requestID, responseID string, turnID int, arrival float64, numStages int, clock Clock) *TurnMetrics {
+	return newTurnMetrics(requestID, responseID, turnID, arrival, numStages, clock)
 }
 
 // newTurnMetrics is what every turn starts from, duplex or chat: its ids, its t0 (arrival <= 0:
@@ -93,6 +82,8 @@ func newTurnMetrics(requestID, responseID string, turnID int, arrival float64, n
 		numStages:  numStages,
 		clock:      clock,
 		stages:     make([]turnStage, numStages),
+		spans:      make([]stageSpan, numStages),
+		wallEnd:    arrival,
 	}
 }
 
@@ -101,7 +92,7 @@ func newTurnMetrics(requestID, responseID string, turnID int, arrival float64, n
 // response when it begins. requestID is the session's stage-0 resource id. Until Begin the
 // turn's response id is empty and its turn id unknown (-1).
 func NewInputTurn(requestID string, arrival float64, numStages int, clock Clock) *TurnMetrics {
-	return newTurn(requestID, "", -1, arrival, numStages, nil, clock)
+	return newTurn(requestID, "", -1, arrival, numStages, clock)
 }
 
 // Begin attaches the turn's response (response_id keys its rows and titles, turnID is its
@@ -122,7 +113,6 @@ func (t *TurnMetrics) Begin(responseID string, turnID int) bool {
 			t.stages[i].merger.cur.RequestID = responseID
 		}
 	}
-	t.agg.renameRequest("", responseID)
 	if t.inputEnd <= 0 {
 		t.inputEnd = t.arrival
 	}
@@ -140,10 +130,12 @@ func (t *TurnMetrics) Begun() bool {
 }
 
 // SetStructuredRecords makes Finalize log structured records instead of ASCII tables
-// (Aggregator.setStructuredRecords).
+// (logRecords): for --log-format json, so a log pipeline needs no regex.
 func (t *TurnMetrics) SetStructuredRecords(on bool) {
 	if t != nil {
-		t.agg.setStructuredRecords(on)
+		t.mu.Lock()
+		t.structured = on
+		t.mu.Unlock()
 	}
 }
 
@@ -156,9 +148,6 @@ func (t *TurnMetrics) ResponseID() string {
 
 // Arrival is the turn's t0 in wall seconds.
 func (t *TurnMetrics) Arrival() float64 { return t.arrival }
-
-// Aggregator is the turn's own aggregator (its rows appear at Finalize).
-func (t *TurnMetrics) Aggregator() *Aggregator { return t.agg }
 
 // Finalized reports whether Finalize already ran.
 func (t *TurnMetrics) Finalized() bool {
@@ -222,8 +211,8 @@ func (t *TurnMetrics) Accumulate(stage int, m StageRequestStats, finalOutputType
 		st.fot = finalOutputType
 	}
 	t.segments++
-	t.agg.recordRX(stage, t.responseID, m.RxTransferBytes, m.RxDecodeTimeMs, m.RxInFlightTimeMs)
-	t.agg.markStageTimes(stage, submitTS)
+	t.recordRXLocked(stage, m)
+	t.markStageLocked(stage, submitTS, t.clock())
 }
 
 func (t *TurnMetrics) stageLocked(stage int) *turnStage {
@@ -351,34 +340,11 @@ func (t *TurnMetrics) AddTransfer(from, to int, sizeBytes int64, txMs, blockedMs
 		t.addRequestSendLocked(from, to, sizeBytes, txMs, usedShm)
 		return
 	}
-	t.agg.addSend(from, to, t.responseID, sizeBytes, txMs, blockedMs, usedShm)
-}
-
-// copySessionTX copies connector TX that landed on the session aggregator under the stage-0
-// resource id into the turn, as the delta since the previous copy (initially since newTurn's
-// baseline), so TX from before the turn opened is excluded. Unlike vllm-omni it
-// advances the baseline, so calling it twice never counts TX twice.
-func (t *TurnMetrics) copySessionTX(session *Aggregator) {
-	// A chat request's turn has no session, and maybe no aggregator.
-	if t == nil || session == nil || t.req != nil {
-		return
-	}
-	edges := session.Transfers(t.requestID)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finalized {
-		return
-	}
-	for _, e := range edges {
-		k := edgeKey{e.FromStage, e.ToStage, e.RequestID}
-		base := t.baseline[k]
-		dTx, dSize := e.TxTimeMs-base.txMs, e.SizeBytes-base.size
-		if dTx <= 0 && dSize <= 0 {
-			continue
-		}
-		t.baseline[k] = txBase{e.TxTimeMs, e.SizeBytes}
-		t.agg.addTX(e.FromStage, e.ToStage, t.responseID, max(dTx, 0), dSize, e.UsedShm)
-	}
+	e := t.edgeLocked(from, to)
+	e.SizeBytes += sizeBytes
+	e.TxTimeMs += txMs
+	e.BackpressureTimeMs += blockedMs
+	e.UsedShm = e.UsedShm || usedShm
 }
 
 // Finalize ends the turn once: it writes one collapsed row per stage, records the e2e time from
@@ -406,24 +372,17 @@ func (t *TurnMetrics) Finalize(reason string, log *zap.Logger, logStats bool) bo
 		// Cut by the token limit: the session ends it like a natural end, the log says length.
 		t.reason = ReasonLength
 	}
+	t.closeLocked()
 	t.mu.Unlock()
-
-	t.collapseAndClose()
 	if logStats {
-		t.agg.setTimingIdentity(&timingIdentity{Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason})
-		s := t.agg.buildAndLogSummary(log)
-		t.mu.Lock()
-		t.summary = s
-		t.mu.Unlock()
+		t.printTables(log)
 	}
 	return true
 }
 
-// collapseAndClose moves the merged rows into the aggregator and closes the e2e record. Accumulate
-// and MarkFirstOutput ignore a finalized turn, so the stage rows are stable here.
-func (t *TurnMetrics) collapseAndClose() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// closeLocked builds the turn's record once from its merged rows, edges and marks (under t.mu).
+// Accumulate and MarkFirstOutput ignore a finalized turn, so the stage rows are stable here.
+func (t *TurnMetrics) closeLocked() {
 	rows := make([]StageRequestStats, 0, len(t.stages))
 	for i := range t.stages {
 		st := &t.stages[i]
@@ -434,59 +393,51 @@ func (t *TurnMetrics) collapseAndClose() {
 		if st.firstOutput > 0 {
 			row.ServingTimeToFirstOutputMs = max(st.firstOutput-t.arrival, 0) * 1000
 		}
-		t.agg.addStageEvent(i, t.responseID, row, st.fot)
 		row.StageID, row.RequestID = i, t.responseID
 		if st.fot != "" {
 			row.FinalOutputType = st.fot
 		}
 		rows = append(rows, row)
 	}
-	final := t.agg.finalStageOf(t.responseID)
 	now := t.clock()
 	end := now
 	if t.genEnd > 0 {
 		end = max(t.genEnd, t.arrival)
-	}
-	if t.genEnd > 0 {
 		// Nothing of the turn ends after its generation end: snapshots received later (the
 		// partial counts of an interrupted turn) do not stretch the stage wall times.
-		t.agg.clampStageLast(end)
+		t.clampSpansLocked(end)
 	}
-	if !t.agg.e2eDoneFor(t.responseID) {
-		t.agg.onFinalizeRequestAt(final, t.responseID, t.arrival, end)
+	e := t.closeE2ELocked(t.numStages-1, t.responseID, rows, t.arrival, end)
+	if t.inputEnd > t.arrival {
+		e.InputMs = (t.inputEnd - t.arrival) * 1000
 	}
-	t.agg.setE2EExtras(t.responseID, func(e *RequestE2EStats) {
-		if t.inputEnd > t.arrival {
-			e.InputMs = (t.inputEnd - t.arrival) * 1000
+	if t.inputEnd > 0 && t.firstText >= t.inputEnd {
+		e.InputEndToFirstTextMs = (t.firstText - t.inputEnd) * 1000
+	}
+	if t.inputEnd > 0 && t.firstAudio >= t.inputEnd {
+		e.InputEndToFirstAudioMs = (t.firstAudio - t.inputEnd) * 1000
+	}
+	e.AudioDeliveredS = t.deliveredS
+	e.AudioPlayedS = t.playedS
+	e.AudioUnderrunS = t.underrunS
+	e.DeliveryDetachedMs = t.detachedMs
+	if t.deliveredS > 0 {
+		dEnd := now
+		if t.deliveredEnd > 0 {
+			dEnd = t.deliveredEnd
 		}
-		if t.inputEnd > 0 && t.firstText >= t.inputEnd {
-			e.InputEndToFirstTextMs = (t.firstText - t.inputEnd) * 1000
-		}
-		if t.inputEnd > 0 && t.firstAudio >= t.inputEnd {
-			e.InputEndToFirstAudioMs = (t.firstAudio - t.inputEnd) * 1000
-		}
-		e.AudioDeliveredS = t.deliveredS
-		e.AudioPlayedS = t.playedS
-		e.AudioUnderrunS = t.underrunS
-		e.DeliveryDetachedMs = t.detachedMs
-		if t.deliveredS > 0 {
-			dEnd := now
-			if t.deliveredEnd > 0 {
-				dEnd = t.deliveredEnd
-			}
-			e.DeliveryTotalMs = max(dEnd-t.arrival, 0) * 1000
-		}
-	})
-	e2e, _ := t.agg.e2e(t.responseID)
-	calls := t.toolCallsLocked()
-	t.agg.setToolCalls(t.responseID, calls)
+		e.DeliveryTotalMs = max(dEnd-t.arrival, 0) * 1000
+	}
 	t.record = FinalizedRequest{
-		ToolCalls:      calls,
+		ToolCalls:      t.toolCallsLocked(),
 		Duplex:         true,
 		FinishedReason: t.reason,
-		E2E:            e2e,
+		E2E:            e,
 		Stages:         rows,
-		Transfers:      t.agg.Transfers(t.responseID),
+		Transfers:      t.transfersLocked(t.responseID),
+		tables: t.tableInputsLocked(&timingIdentity{
+			Req: t.requestID, Response: t.responseID, Turn: t.turnID, Reason: t.reason,
+		}),
 	}
 	if t.firstAudio > 0 {
 		t.record.AudioTTFPSeconds = max(t.firstAudio-t.arrival, 0)
@@ -494,8 +445,130 @@ func (t *TurnMetrics) collapseAndClose() {
 	}
 }
 
-// Record is what Prometheus observes for the finalized turn (Collectors.ObserveFinalized); ok is
-// false before Finalize.
+// markStageLocked stamps a stage on receipt of a snapshot (vllm-omni's record_stage_times): its
+// first time prefers the engine's submit time (submitTS > 0) over now; its last time is now.
+func (t *TurnMetrics) markStageLocked(stage int, submitTS, now float64) {
+	if stage < 0 || stage >= len(t.spans) {
+		return
+	}
+	sp := &t.spans[stage]
+	if !sp.hasFirst {
+		sp.first, sp.hasFirst = now, true
+		if submitTS > 0 {
+			sp.first = submitTS
+		}
+	}
+	sp.last = max(sp.last, now)
+	sp.hasLast = true
+}
+
+// clampSpansLocked caps every stage's last time at end (and its first, so a wall time is never
+// negative).
+func (t *TurnMetrics) clampSpansLocked(end float64) {
+	for i := range t.spans {
+		sp := &t.spans[i]
+		if sp.hasLast && sp.last > end {
+			sp.last = end
+		}
+		if sp.hasFirst && sp.first > end {
+			sp.first = end
+		}
+	}
+}
+
+// StageTimes returns a stage's first and last wall times in the turn; ok is false until both are
+// set.
+func (t *TurnMetrics) StageTimes(stage int) (first, last float64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if stage < 0 || stage >= len(t.spans) {
+		return 0, 0, false
+	}
+	sp := t.spans[stage]
+	return sp.first, sp.last, sp.hasFirst && sp.hasLast
+}
+
+// edgeLocked is the turn's (from → to) edge, added on first use.
+func (t *TurnMetrics) edgeLocked(from, to int) *TransferEdgeStats {
+	for i := range t.edges {
+		if t.edges[i].FromStage == from && t.edges[i].ToStage == to {
+			return &t.edges[i]
+		}
+	}
+	t.edges = append(t.edges, TransferEdgeStats{FromStage: from, ToStage: to})
+	return &t.edges[len(t.edges)-1]
+}
+
+// recordRXLocked is vllm-omni's record_transfer_rx: the RX figures of a stage > 0 snapshot belong
+// to the edge that fed the stage; its size is the first one known.
+func (t *TurnMetrics) recordRXLocked(stage int, m StageRequestStats) {
+	if stage <= 0 {
+		return
+	}
+	e := t.edgeLocked(stage-1, stage)
+	if e.SizeBytes == 0 {
+		e.SizeBytes = int64(m.RxTransferBytes)
+	}
+	e.RxDecodeTimeMs += m.RxDecodeTimeMs
+	e.InFlightTimeMs += m.RxInFlightTimeMs
+}
+
+// transfersLocked is a copy of the turn's edges named rid, in first-use order; nil for none.
+func (t *TurnMetrics) transfersLocked(rid string) []TransferEdgeStats {
+	if len(t.edges) == 0 {
+		return nil
+	}
+	out := slices.Clone(t.edges)
+	for i := range out {
+		out[i].RequestID = rid
+	}
+	return out
+}
+
+// closeE2ELocked is vllm-omni's on_finalize_request: the e2e record of rid runs from reqStart
+// to end, its tokens are those of rows so far (stage 0's input and every stage's output), its
+// transfer totals those of the edges so far; end closes the final stage's span and the wall time.
+func (t *TurnMetrics) closeE2ELocked(finalStage int, rid string, rows []StageRequestStats, reqStart, end float64) RequestE2EStats {
+	if finalStage >= 0 && finalStage < len(t.spans) {
+		sp := &t.spans[finalStage]
+		sp.last = max(sp.last, end)
+		sp.hasLast = true
+	}
+	t.wallEnd = max(t.wallEnd, end)
+	e := RequestE2EStats{RequestID: rid, E2ETotalMs: (end - reqStart) * 1000}
+	for _, r := range rows {
+		if r.StageID == 0 {
+			e.E2ETotalTokens += int64(r.NumTokensIn)
+		}
+		e.E2ETotalTokens += int64(r.NumTokensOut)
+	}
+	for _, edge := range t.edges {
+		e.TransfersTotalTimeMs += edge.totalTimeMs()
+		e.TransfersTotalBytes += edge.SizeBytes
+	}
+	return e
+}
+
+// tableInputsLocked is what the record's tables need beside its rows (a copy: the record is
+// immutable).
+func (t *TurnMetrics) tableInputsLocked(id *timingIdentity) tableInputs {
+	return tableInputs{wallStart: t.arrival, wallEnd: t.wallEnd, stageSpans: slices.Clone(t.spans), identity: id}
+}
+
+// printTables renders the finalized turn's record and logs it (log nil: render only), keeping the
+// rendering for tests.
+func (t *TurnMetrics) printTables(log *zap.Logger) {
+	t.mu.Lock()
+	rec, structured := t.record, t.structured
+	t.mu.Unlock()
+	s := logTables(log, &rec, structured)
+	t.mu.Lock()
+	t.summary = s
+	t.mu.Unlock()
+}
+
+// Record is the finalized turn's one record: what the --log-stats tables render, what Prometheus
+// observes (Collectors.ObserveFinalized) and tracing exports; ok is false before Finalize.
 func (t *TurnMetrics) Record() (FinalizedRequest, bool) {
 	if t == nil {
 		return FinalizedRequest{}, false

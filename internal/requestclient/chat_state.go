@@ -35,14 +35,11 @@ func newChatState(c *Client, req stage.ChatRequest, wallStart float64, n int) *c
 	}
 	st := &chatState{c: c, id: req.RequestID, notify: make(chan struct{}, 1)}
 	// The request is one turn, as a duplex response is: born here, fed by the sink, ended once
-	// with its reason and reported once. Only --log-stats gives it the tables' aggregator;
-	// Prometheus alone (the server's default) keeps a few figures, no per-request maps.
+	// with its reason and reported once; its record is what Prometheus observes, and only
+	// --log-stats also logs it as tables.
 	if c.opts.LogStats || c.opts.Collectors != nil {
 		st.turn = metrics.NewRequestTurn(req.RequestID, wallStart, n, final, c.opts.LogStats,
 			c.opts.StructuredStats, c.clock)
-	}
-	if st.turn.HasTables() {
-		c.chatAggregators.Add(1)
 	}
 	return st
 }

@@ -63,21 +63,20 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 	return b.String()
 }
 
-// TestChatPrometheusWithoutLogStatsBuildsNoAggregator: with --log-stats off and Prometheus on
-// (the server's default) a chat request builds no aggregator, and /metrics gets exactly what
-// the aggregator-based path observed (its FinalizedRequest), family by family.
-func TestChatPrometheusWithoutLogStatsBuildsNoAggregator(t *testing.T) {
+// TestChatPrometheusWithoutLogStats: with --log-stats off and Prometheus on (the server's
+// default) a chat request logs no tables, and /metrics gets exactly what the turn's record
+// gives with them, family by family.
+func TestChatPrometheusWithoutLogStats(t *testing.T) {
 	for _, reason := range []string{stage.FinishStop, stage.FinishLength, "abort"} {
 		t.Run(reason, func(t *testing.T) {
-			// The aggregator-based observation, as the chat path made it before.
+			// The record's observation with the tables on.
 			refReg := prometheus.NewRegistry()
 			refCol := metrics.NewCollectors(refReg, "m")
 			onReg := prometheus.NewRegistry()
 			on, ttfp := feedChat(t, Options{LogStats: true, Collectors: metrics.NewCollectors(onReg, "m")}, reason)
-			require.True(t, on.turn.HasTables(), "--log-stats builds the tables' aggregator")
-			require.EqualValues(t, 1, on.c.chatAggregators.Load())
+			require.True(t, on.turn.HasTables(), "--log-stats logs the record's tables")
 			require.True(t, on.turn.Finalized(), "reported: the turn is closed once")
-			rec, ok := on.turn.Aggregator().FinalizedRequest(on.id, reason)
+			rec, ok := on.turn.Record()
 			require.True(t, ok)
 			rec.AudioTTFPSeconds, rec.AudioTTFPStage = ttfp, 1
 			refCol.ObserveFinalized(rec)
@@ -87,8 +86,12 @@ func TestChatPrometheusWithoutLogStatsBuildsNoAggregator(t *testing.T) {
 			offReg := prometheus.NewRegistry()
 			off, _ := feedChat(t, Options{Collectors: metrics.NewCollectors(offReg, "m")}, reason)
 			require.NotNil(t, off.turn, "Prometheus alone still makes the request a turn")
-			require.False(t, off.turn.HasTables(), "--log-stats off: no per-request aggregator for Prometheus")
-			require.Zero(t, off.c.chatAggregators.Load())
+			require.False(t, off.turn.HasTables(), "--log-stats off: no tables")
+			offRec, ok := off.turn.Record()
+			require.True(t, ok)
+			require.Equal(t, rec.E2E.E2ETotalTokens, offRec.E2E.E2ETotalTokens,
+				"the same record without the tables: its trace has the request's tokens")
+			require.Positive(t, offRec.E2E.E2ETotalTokens)
 			require.Equal(t, want, exposition(t, offReg))
 			require.Equal(t, want, exposition(t, onReg), "with --log-stats on Prometheus sees the same figures")
 

@@ -1,11 +1,10 @@
 // Package requestclient sits between the session / HTTP layers and the stage pipeline. It owns the
 // request-state registry for chat requests (chat*.go) and duplex sessions (duplex*.go), and ingests
-// every stage output and stage-metrics message into the metrics aggregators.
+// every stage output and stage-metrics message into the turn (metrics.TurnMetrics) it belongs to.
 package requestclient
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -15,10 +14,10 @@ import (
 
 // Options configures a Client. The zero value is usable.
 type Options struct {
-	// LogStats prints the statistics tables for every chat request and every duplex turn. When
-	// false no aggregators are built (a chat request's turn keeps only the figures Prometheus
-	// observes, when Collectors is set), and without Collectors either no pending-turn buffers or
-	// per-chunk copies are created at all.
+	// LogStats prints the statistics tables for every chat request and every duplex turn (a
+	// rendering of the turn's record). When false a chat request's turn still closes with its
+	// record for Collectors, and without Collectors either no turns or per-chunk copies are
+	// created at all.
 	LogStats bool
 	// Collectors receives Prometheus observations; nil disables them.
 	Collectors *metrics.Collectors
@@ -43,9 +42,6 @@ type Client struct {
 	opts     Options
 	clock    metrics.Clock
 	log      *zap.Logger
-	// chatAggregators counts the chat aggregators built: only --log-stats builds one (a test
-	// proves that Prometheus alone never does).
-	chatAggregators atomic.Int64
 
 	mu     sync.Mutex
 	states map[string]string // live request id -> kind ("chat" | "duplex"), for diagnostics and leak tests
