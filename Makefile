@@ -44,8 +44,8 @@ test: deps build
 	$(MAKE) --no-print-directory test-soak
 
 # test-soak: load tests on bin/omniserve (test/soak_test.go): 200 abrupt disconnects mid-response,
-# then a 4-minute soak at 8 sessions (SOAK_DURATION) reporting turns, errors and the RSS slope.
-SOAK_DURATION ?= 4m
+# then a 6-minute soak at 8 sessions (SOAK_DURATION) reporting turns, errors and the RSS slope.
+SOAK_DURATION ?= 6m
 test-soak: build
 	OMNISERVE_SOAK=1 OMNISERVE_SOAK_DURATION=$(SOAK_DURATION) \
 	  $(GO) test -count=1 -timeout 20m -parallel 16 -v -run '^(TestDisconnectStorm|TestSoak)$$' ./test/
