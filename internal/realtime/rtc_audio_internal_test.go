@@ -166,22 +166,34 @@ func (l *rtpLog) WriteRTP(p *rtp.Packet) error {
 	return nil
 }
 
+// runPlayer starts an Opus call's player writing into an rtpLog; the test's cleanup stops it
+// and waits for it.
+func runPlayer(t *testing.T) (*player, *sentEvents, *rtpLog) {
+	t.Helper()
+	ev, out := &sentEvents{}, &rtpLog{}
+	p := newPlayer(ev, out, codecOpus, zap.NewNop())
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); p.run(stop) }()
+	t.Cleanup(func() { close(stop); <-done })
+	return p, ev, out
+}
+
+// queueReply hands the player ms of silent 24 kHz PCM16 of response resp_1 as one delta.
+func queueReply(t *testing.T, p *player, ms int) {
+	t.Helper()
+	pcm := make([]byte, ms*24*2)
+	require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: 1, Payload: protocol.ResponseOutputAudioDelta{
+		ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+}
+
 // A reply is written as one talk-spurt: every frame of its audio (the last padded), the marker
 // on the first only, contiguous sequence numbers and timestamps; output_audio_buffer.started
 // before and .stopped after, once response.done has passed.
 func TestPlayerWritesReplyAsOneSpurt(t *testing.T) {
 	t.Parallel()
-	ev := &sentEvents{}
-	out := &rtpLog{}
-	p := newPlayer(ev, out, codecOpus, zap.NewNop())
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); p.run(stop) }()
-	defer func() { close(stop); <-done }()
+	p, ev, out := runPlayer(t)
 	for range 3 { // 3 deltas of 70 ms: 210 ms, 11 frames
-		pcm := make([]byte, 70*24*2)
-		require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: 1, Payload: protocol.ResponseOutputAudioDelta{
-			ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+		queueReply(t, p, 70)
 	}
 	p.responseDone("resp_1")
 	require.Eventually(t, func() bool {
@@ -205,16 +217,8 @@ func TestPlayerWritesReplyAsOneSpurt(t *testing.T) {
 // count. At most the time since the first packet went out has played.
 func TestPlayerClearCountsOnlyPlayedFrames(t *testing.T) {
 	t.Parallel()
-	ev := &sentEvents{}
-	out := &rtpLog{}
-	p := newPlayer(ev, out, codecOpus, zap.NewNop())
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); p.run(stop) }()
-	defer func() { close(stop); <-done }()
-	pcm := make([]byte, 500*24*2) // 500 ms
-	require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: 1, Payload: protocol.ResponseOutputAudioDelta{
-		ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+	p, _, out := runPlayer(t)
+	queueReply(t, p, 500)
 	require.Eventually(t, func() bool {
 		out.mu.Lock()
 		defer out.mu.Unlock()
