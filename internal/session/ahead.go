@@ -42,7 +42,7 @@ func (s *Session) openOptions() OpenOptions {
 
 // sameStreamSettings reports whether a stream opened with a serves b. The engine's own VAD
 // only endpoints auto-response turns; on manual turns its settings do not matter.
-// TranscriptLogprobs is set on the open stream (transcription.syncLogprobs).
+// TranscriptLogprobs is set on the open stream (transcriber.syncLogprobs).
 func sameStreamSettings(a, b OpenOptions) bool {
 	if a.Instructions != b.Instructions || a.AutoResponse != b.AutoResponse || a.WantAudio != b.WantAudio ||
 		a.MaxTokens != b.MaxTokens || (a.Temperature == nil) != (b.Temperature == nil) ||

@@ -77,7 +77,7 @@ type Session struct {
 	responses               // the active response and its counters (responses.go)
 	conv       conversation // the conversation's items (conversation.go)
 	tools      toolState    // MCP servers, what the engine was given of the tools (toolstate.go)
-	tx         transcription // input transcription: live deltas, a transcription session's records (transcription.go)
+	tx         transcriber  // input transcription: live deltas, a transcription session's records (transcription.go)
 
 	id   string
 	m    *Manager
@@ -159,7 +159,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	// The seams reach the session through narrow fields, on the actor only.
 	emit := func(p protocol.ServerEvent) { s.send(Event{Epoch: s.epoch, Payload: p}) }
 	txMetrics, _ := m.cfg.Metrics.(transcriptionMetrics)
-	s.tx = transcription{transcriptionSession: opts.Transcription, sessionID: s.id, send: emit, submit: s.submitJob,
+	s.tx = transcriber{transcriptionSession: opts.Transcription, sessionID: s.id, send: emit, submit: s.submitJob,
 		settings: &s.settings, items: &s.conv, wall: m.cfg.WallClock, log: s.log, metrics: txMetrics,
 		logStats: m.cfg.LogStats, structured: m.cfg.StructuredStats}
 	eotObserver, _ := m.cfg.Metrics.(endOfTurnObserver)

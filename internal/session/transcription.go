@@ -17,11 +17,11 @@ import (
 // with no response.* ever. Its session object is realtime.transcription_session; beta clients
 // get transcription_session.created / .updated.
 
-// transcription is the session's input transcription as the actor runs it: the live deltas
+// transcriber is the session's input transcription as the actor runs it: the live deltas
 // and utterance ends (transcripts), the events they make (deltas, failed), and a transcription
 // session's item records. It runs on the actor only; it reaches the rest of the session through
 // the narrow fields below, never through the Session.
-type transcription struct {
+type transcriber struct {
 	transcripts
 
 	// transcriptionSession: the session is a transcription session (Options.Transcription).
@@ -41,14 +41,14 @@ type transcription struct {
 	logStats, structured bool
 }
 
-// txSettings is what transcription reads of the configuration in force (*settings).
+// txSettings is what transcriber reads of the configuration in force (*settings).
 type txSettings interface {
 	sendsTranscripts() bool
 	wantsLogprobs() bool
 	vadCommits() bool
 }
 
-// txItems is what transcription reads of the conversation (*conversation).
+// txItems is what transcriber reads of the conversation (*conversation).
 type txItems interface {
 	find(id string) *item
 	freshID(want string) string
@@ -58,7 +58,7 @@ type txItems interface {
 func (c *settings) vadCommits() bool { return c.cfg.TurnDetection != nil }
 
 // refuse answers a client event that only a conversation has; it reports whether it did.
-func (t *transcription) refuse(eventID, kind string) bool {
+func (t *transcriber) refuse(eventID, kind string) bool {
 	if !t.transcriptionSession {
 		return false
 	}
@@ -84,7 +84,7 @@ func (c *settings) transcriptionSession(id string, expiresAt time.Time, state st
 // session's, as a job: in wire order with the commits before and after the session.update, so
 // an item carries logprobs exactly when the include in force at its commit asked. It returns
 // the stream's setting once the job is queued (eng nil: no stream, nothing to change).
-func (t *transcription) syncLogprobs(eng Engine, streamOn bool) bool {
+func (t *transcriber) syncLogprobs(eng Engine, streamOn bool) bool {
 	on := t.settings.wantsLogprobs()
 	if eng == nil || streamOn == on {
 		return streamOn
@@ -116,7 +116,7 @@ func transcriptLogprobsError(b Backend, next Config) *FieldError {
 }
 
 // failed reports a committed item that could not be transcribed, and records it.
-func (t *transcription) failed(itemID, code, message string) {
+func (t *transcriber) failed(itemID, code, message string) {
 	t.send(protocol.TranscriptionFailed{ItemID: itemID,
 		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}})
 	t.record(itemID, t.items.find(itemID), metrics.ItemFailed, code, 0)
@@ -126,7 +126,7 @@ func (t *transcription) failed(itemID, code, message string) {
 // opened with them), so that the utterance ends are kept (transcripts.cuts). It follows the
 // stream, not the current setting: a stream opened with deltas keeps sending them after
 // transcription is turned off, and those must still find their item (to be dropped).
-func (t *transcription) tracks(streamDeltas bool) bool {
+func (t *transcriber) tracks(streamDeltas bool) bool {
 	return t.transcriptionSession || streamDeltas
 }
 
@@ -135,7 +135,7 @@ func (t *transcription) tracks(streamDeltas bool) bool {
 // the item speech_started announced (*openItem), or one reserved now in *openItem (the commit
 // takes it, as it takes speech_started's). Conversation sessions send them only while input
 // transcription is on (OpenAI sends none without it).
-func (t *transcription) delta(text string, openItem *string) {
+func (t *transcriber) delta(text string, openItem *string) {
 	if !t.settings.sendsTranscripts() || text == "" {
 		return
 	}
@@ -155,7 +155,7 @@ func (t *transcription) delta(text string, openItem *string) {
 
 // endUtterance records an utterance end sent to the engine: the committed item's id, or "" for
 // a discard (streamDeltas as for tracks).
-func (t *transcription) endUtterance(itemID string, streamDeltas bool) {
+func (t *transcriber) endUtterance(itemID string, streamDeltas bool) {
 	if t.tracks(streamDeltas) {
 		t.cut(itemID)
 	}
@@ -164,7 +164,7 @@ func (t *transcription) endUtterance(itemID string, streamDeltas bool) {
 // dropOpen forgets the open utterance's deltas (its audio was discarded) and clears *openItem,
 // so the next utterance gets a new item id. In a transcription session the utterance,
 // announced by speech_started or its deltas, is recorded as cancelled.
-func (t *transcription) dropOpen(openItem *string, streamDeltas bool) {
+func (t *transcriber) dropOpen(openItem *string, streamDeltas bool) {
 	if t.tracks(streamDeltas) && *openItem != "" && t.items.find(*openItem) == nil {
 		t.record(*openItem, nil, metrics.ItemCancelled, reasonCleared, 0)
 		t.drop(*openItem)
@@ -179,7 +179,7 @@ const reasonCleared = "input_audio_buffer_cleared"
 // transcription session that the close cut short: committed items whose transcript never
 // came, then the utterance speech_started (or its deltas) announced in *openItem but no commit
 // took.
-func (t *transcription) cancelOpen(reason string, openItem *string) {
+func (t *transcriber) cancelOpen(reason string, openItem *string) {
 	if !t.transcriptionSession {
 		return
 	}
@@ -195,7 +195,7 @@ func (t *transcription) cancelOpen(reason string, openItem *string) {
 
 // finishDeltas ends the item's deltas (transcripts.finish) and, while transcripts are sent,
 // sends the rest of its final transcript as its last delta.
-func (t *transcription) finishDeltas(itemID, final string) {
+func (t *transcriber) finishDeltas(itemID, final string) {
 	if rest := t.finish(itemID, final); rest != "" && t.settings.sendsTranscripts() {
 		t.send(protocol.TranscriptionDelta{ItemID: itemID, Delta: rest})
 		t.timeDelta(itemID)
@@ -204,7 +204,7 @@ func (t *transcription) finishDeltas(itemID, final string) {
 
 // timeDelta notes a delta sent for the item's statistics record (transcription sessions only:
 // a conversation's items are recorded in its turns).
-func (t *transcription) timeDelta(itemID string) {
+func (t *transcriber) timeDelta(itemID string) {
 	if t.transcriptionSession {
 		t.sent(itemID, t.wall())
 	}
@@ -222,7 +222,7 @@ type transcriptionMetrics interface {
 // history trimmed, or a cancelled one never committed); code is the failure's code, or a
 // cancelled item's reason; recognizer is the recognizer's CPU time on a completed item (0: not
 // measured).
-func (t *transcription) record(itemID string, it *item, outcome, code string, recognizer time.Duration) {
+func (t *transcriber) record(itemID string, it *item, outcome, code string, recognizer time.Duration) {
 	if !t.transcriptionSession {
 		return
 	}
