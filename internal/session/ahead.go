@@ -42,7 +42,7 @@ func (s *Session) openOptions() OpenOptions {
 
 // sameStreamSettings reports whether a stream opened with a serves b. The engine's own VAD
 // only endpoints auto-response turns; on manual turns its settings do not matter.
-// TranscriptLogprobs is set on the open stream (syncTranscriptLogprobs).
+// TranscriptLogprobs is set on the open stream (transcriber.syncLogprobs).
 func sameStreamSettings(a, b OpenOptions) bool {
 	if a.Instructions != b.Instructions || a.AutoResponse != b.AutoResponse || a.WantAudio != b.WantAudio ||
 		a.MaxTokens != b.MaxTokens || (a.Temperature == nil) != (b.Temperature == nil) ||
@@ -99,7 +99,7 @@ func (s *Session) reopenFresh() bool {
 	// Close returns after the stream's last output: route what it queued (listen decisions of
 	// the forwarded chunks), then forget the ones it never sent.
 	s.drainOutputs()
-	if s.tracksDeltas() {
+	if s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 		s.tx.reopened(s.speechItemID) // the new stream repeats the open utterance's words
 	}
 	s.engine, s.engineFresh, s.inputFwd, s.aheadListens = nil, false, 0, 0

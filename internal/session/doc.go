@@ -19,7 +19,10 @@
 // toolState starts and Run cancels and waits for), and the actor never waits on the engine
 // (engine work goes to the job worker). Its state is split by concern into plain structs, one
 // file each, each with its own table test (<file>_test.go) that runs without a Session; they
-// send no event and call no engine, the session does that with what their methods return:
+// call no engine, and most send no event either: the session does that with what their methods
+// return. The two seams that do (semState, transcriber) send through a narrow send func the
+// session gives them, and reach the rest of it through small fields and arguments, never through
+// the Session:
 //
 //   - settings.go (settings): the configuration. Config and Options, the dialect, the model
 //     name, the fixed voice, and session.update's own checks (settings.next); config.go has
@@ -32,8 +35,11 @@
 //     append, in the order the audio takes: handleAppend → takeAppend → detectSpeech → bargeIn
 //     → bufferInput (buffer, openAhead, forwardInput, the end of a turn) or, with auto_response,
 //     the engine append; and input_audio_buffer.clear.
-//   - semvad.go (semState): semantic_vad's pauses: when one begins, the end-of-turn estimate on a
-//     goroutine of its own (ask, answer), and the decision (decide).
+//   - semvad.go, semvad_duplex.go (semState): semantic_vad's pauses: when one begins, the
+//     end-of-turn estimate on a goroutine of its own (ask, answer), the decision (decide) and what
+//     it does (end, timedOut, answered: speech_stopped with end_of_turn, the turn's input end, the
+//     decision counted; the session commits the turn), and the engine's own decision on
+//     auto-response (engineEnded).
 //   - jobs.go (jobQueue, outputQueue): the engine jobs in wire order with their results, and the
 //     engine's outputs on their way to the actor.
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
@@ -50,6 +56,9 @@
 //     detached and since when, the resume grace and the rotating resume token.
 //   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
 //     ends the engine's outputs have not reached yet.
+//   - transcription.go (transcriber, over transcripts): input transcription's events (deltas,
+//     failed), a transcription session's refusals and its item records (Prometheus, --log-stats),
+//     and the stream's logprobs setting (syncLogprobs).
 //
 // The session's own files turn those into events and engine calls: input.go (above: one
 // append from the wire to the engine), turn.go (how a turn is born: a commit, response.create or
@@ -57,7 +66,7 @@
 // events: session.update, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go
 // (decode ahead of the commit), response.go (a response's life after its birth: outputs, pacing, done, cancel),
 // outputs.go (the engine's outputs and job results), tools.go, mcp.go and mcp_call.go
-// (function and MCP tools), transcription.go (transcription sessions), resume.go, budget.go
+// (function and MCP tools), resume.go, budget.go
 // (the inbox's byte budget, the history trim), usage.go, limits.go. backend.go and
 // pipeline_backend.go bind the session to the engine (requestclient); manager.go admits
 // sessions.

@@ -141,7 +141,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
-	s.syncTranscriptLogprobs()
+	s.engineOpts.TranscriptLogprobs = s.tx.syncLogprobs(s.engine, s.engineOpts.TranscriptLogprobs)
 	if instructionsChanged && s.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.
@@ -191,7 +191,7 @@ func outputModalities(audio bool) []string {
 // ignore.
 func (s *Session) publicSession() protocol.SessionObject {
 	if s.opts.Transcription {
-		return s.transcriptionSession()
+		return s.transcriptionSession(s.id, s.expiresAt, s.state, s.Resumable())
 	}
 	speed := 1.0
 	return &protocol.Session{
@@ -234,7 +234,7 @@ func (s *Session) newClientItem(c *CreateItem) (string, bool) {
 }
 
 func (s *Session) handleCreateItem(c *CreateItem) {
-	if s.refuseInTranscription(c.ID, "conversation.item.create") {
+	if s.tx.refuse(c.ID, "conversation.item.create") {
 		return
 	}
 	switch c.ItemType {
@@ -289,7 +289,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	eng, turn := s.engine, s.input
 	text := c.Text
 	if len(pcm) > 0 {
-		s.txCut(id) // the item's audio is an utterance of its own: its deltas name it
+		s.tx.endUtterance(id, s.engineOpts.TranscriptDeltas) // the item's audio is an utterance of its own: its deltas name it
 	}
 	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
 		res := jobResult{errCode: "runtime_append_failed"}

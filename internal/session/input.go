@@ -144,7 +144,7 @@ func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
 		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
 	}
 	s.forwardInput()
-	if vr.stopped || s.semanticEnd() {
+	if vr.stopped || s.sem.end(s.engineCtx, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
 		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
 		// turn), and with create_response answers it (unless a response is still running:
 		// interrupt_response false).
@@ -202,16 +202,16 @@ func (s *Session) unforwardInput(eventID string) {
 		s.sendError("runtime_append_failed", err.Error(), eventID, "")
 		return
 	}
-	s.txCut("")
+	s.tx.endUtterance("", s.engineOpts.TranscriptDeltas)
 }
 
 // clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
 // dropped.
 func (s *Session) clearInput(eventID string) {
-	s.closePause()
+	s.sem.abandon(&s.inputAudio)
 	s.unforwardInput(eventID)
 	s.clearBuffer()
-	s.dropOpenDeltas() // input transcription deltas of the dropped audio are void
+	s.tx.dropOpen(&s.speechItemID, s.engineOpts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
 		m.ClearTurnInput(s.input)
 	}

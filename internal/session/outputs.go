@@ -37,10 +37,10 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			s.tx.reached("", false) // a discard's mark
 			return
 		}
-		s.sendTranscriptDelta(o.Text)
+		s.tx.delta(o.Text, &s.speechItemID)
 		return
 	}
-	if o.Kind == requestclient.OutTranscript && s.tracksDeltas() {
+	if o.Kind == requestclient.OutTranscript && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 		s.tx.transcriptArrived()
 	}
 	if o.Kind == requestclient.OutTranscript {
@@ -72,7 +72,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			}
 		case requestclient.DecisionSpeak:
 			if o.EndOfTurn != nil {
-				s.engineTurnEnded(o.EndOfTurn)
+				s.sem.engineEnded(o.EndOfTurn, &s.inputAudio)
 			}
 			if r == nil && s.autoResponse() {
 				r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
@@ -122,7 +122,7 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 		it.Transcript = text
 	}
 	// Late deltas of the item are stale from here on, also when no transcript is sent.
-	s.finishTranscriptDeltas(itemID, text)
+	s.tx.finishDeltas(itemID, text)
 	if !s.cfg.Transcription {
 		s.trimHistory()
 		return
@@ -140,7 +140,7 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
 	}
 	s.send(Event{Epoch: s.epoch, Payload: done})
-	s.recordTranscriptionItem(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
+	s.tx.record(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
 	s.trimHistory()
 }
 
@@ -163,11 +163,11 @@ func (s *Session) handleResult(res jobResult) {
 		return
 	}
 	if res.err != nil {
-		if res.itemID != "" && s.tracksDeltas() {
+		if res.itemID != "" && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 			s.tx.reached(res.itemID, true)
 		}
 		if res.itemID != "" && s.opts.Transcription {
-			s.sendTranscriptionFailed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
+			s.tx.failed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		msg := fmt.Sprintf("engine: %v", res.err)
 		if res.errCode != "input_audio_buffer_commit_empty" { // the client's mistake, not the engine's

@@ -58,9 +58,18 @@ type endOfTurnObserver interface {
 // The production metrics count the decisions (the manager holds them as ManagerMetrics).
 var _ endOfTurnObserver = (*metrics.Collectors)(nil)
 
-// semState is semantic_vad's state on the actor; the estimate runs on a goroutine of its own
-// (one at a time) whose answer comes back through results.
+// semState is semantic_vad on the actor: its pause, the decision, and the events and records
+// the decision makes. The estimate runs on a goroutine of its own (one at a time) whose answer
+// comes back through results; the actor owns it (Run stops the timer and waits for wg). It
+// reaches the rest of the session through the narrow fields below and the semMoment each call
+// gets, never through the Session.
 type semState struct {
+	// send sends a server event at the session's current epoch.
+	send     func(protocol.ServerEvent)
+	log      *zap.Logger
+	observer endOfTurnObserver // nil: decisions are not counted
+	wall     func() float64    // the statistics clock (the turn's input end)
+
 	pause   *semPause
 	seq     int // pauses begun; an answer for an older one is stale
 	asking  bool
@@ -248,98 +257,109 @@ func (m *semState) answer(a eotAnswer) (p *semPause, reask bool, noEstimate stri
 	return p, false, ""
 }
 
-// pauseTimedOut runs on the actor when the pause timer fires: a pause still undecided has
-// lasted its maximum wait in time, though the audio that says so did not arrive.
-func (s *Session) pauseTimedOut() {
-	p := s.sem.pause
-	if p == nil || !semanticPauses(s.cfg.TurnDetection, s.autoResponse()) {
-		return
-	}
-	p.timedOut = true
-	if s.endOfTurn(p) {
-		s.commitTurn()
-	}
+// semMoment is the session as semantic_vad's decision reads it, at that moment.
+type semMoment struct {
+	// in is the input: its position, the open speech segment, what of it reached the engine.
+	in *inputAudio
+	// td is the turn detection while semantic_vad's manual pauses are in force
+	// (settings.semanticVAD); nil otherwise.
+	td     *TurnDetection
+	engine Engine // nil before the stream opens: no estimate, no statistics
+	turn   int    // the turn the input builds (Session.input)
 }
 
-// closePause ends an undecided pause without a decision: the client committed or cleared the
-// buffer itself. The speech segment it held open is closed, as server_vad's was at its stop.
-func (s *Session) closePause() {
-	if s.sem.drop() && s.inSpeech {
-		s.inSpeech = false
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
+// semanticVAD is the turn detection while semantic_vad's pauses wait for the session's
+// decision (semanticPauses), or nil.
+func (c *settings) semanticVAD() *TurnDetection {
+	if !semanticPauses(c.cfg.TurnDetection, c.autoResponse()) {
+		return nil
 	}
+	return c.cfg.TurnDetection
 }
 
-// semanticEnd asks for the pause's estimate when it has none yet and reports whether the turn
-// ends now; the caller then commits the buffer as server_vad does at speech_stopped. Call it
-// after the append was buffered and forwarded.
-func (s *Session) semanticEnd() bool {
-	p, td := s.sem.pause, s.cfg.TurnDetection
-	if p == nil || !semanticPauses(td, s.autoResponse()) {
+// timedOut runs on the actor when the pause timer fires: a pause still undecided has lasted its
+// maximum wait in time, though the audio that says so did not arrive. It reports whether the
+// turn ended (the caller commits it).
+func (m *semState) timedOut(at semMoment) bool {
+	p := m.pause
+	if p == nil || at.td == nil {
 		return false
 	}
-	if !p.asked && s.inputMs-p.endMs < float64(SemanticParams(td.Eagerness).MaxWaitMs) {
+	p.timedOut = true
+	return m.endOfTurn(p, at)
+}
+
+// abandon ends an undecided pause without a decision: the client committed or cleared the
+// buffer itself. The speech segment it held open is closed, as server_vad's was at its stop.
+func (m *semState) abandon(in *inputAudio) {
+	if m.drop() && in.inSpeech {
+		in.inSpeech = false
+		m.send(protocol.InputAudioBufferSpeechStopped{AudioEndMs: int(in.inputMs), ItemID: in.speechItemID})
+	}
+}
+
+// end asks for the pause's estimate when it has none yet and reports whether the turn ends
+// now; the caller then commits the buffer as server_vad does at speech_stopped. Call it after
+// the append was buffered and forwarded. ctx is the engine jobs' context.
+func (m *semState) end(ctx context.Context, at semMoment) bool {
+	p := m.pause
+	if p == nil || at.td == nil {
+		return false
+	}
+	if !p.asked && at.in.inputMs-p.endMs < float64(SemanticParams(at.td.Eagerness).MaxWaitMs) {
 		// (An append that already holds the whole maximum wait ends the turn without asking.)
-		s.askEndOfTurn(p)
+		m.askFor(ctx, p, at)
 	}
-	return s.endOfTurn(p)
+	return m.endOfTurn(p, at)
 }
 
-// askEndOfTurn asks for p's estimate (semState.ask), logging why there is none when that is
-// news.
-func (s *Session) askEndOfTurn(p *semPause) {
-	est, _ := s.engine.(endOfTurnEstimator)
-	wait := time.Duration(SemanticParams(s.cfg.TurnDetection.Eagerness).MaxWaitMs) * time.Millisecond
-	if why := s.sem.ask(s.engineCtx, p, est, s.inputFwd >= len(s.inputBuf), wait); why != "" {
-		s.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
+// askFor asks for p's estimate (ask), logging why there is none when that is news.
+func (m *semState) askFor(ctx context.Context, p *semPause, at semMoment) {
+	est, _ := at.engine.(endOfTurnEstimator)
+	wait := time.Duration(SemanticParams(at.td.Eagerness).MaxWaitMs) * time.Millisecond
+	if why := m.ask(ctx, p, est, at.in.inputFwd >= len(at.in.inputBuf), wait); why != "" {
+		m.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
 	}
 }
 
-// endOfTurn ends the turn (speech_stopped with the reason) when semState.decide says the
-// pause's estimate, or its length, ends it.
-func (s *Session) endOfTurn(p *semPause) bool {
-	eagerness := s.cfg.TurnDetection.Eagerness
-	info := s.sem.decide(p, SemanticParams(eagerness), eagerness, s.inputMs, time.Now())
+// endOfTurn ends the turn (speech_stopped with the reason) when decide says the pause's
+// estimate, or its length, ends it.
+func (m *semState) endOfTurn(p *semPause, at semMoment) bool {
+	eagerness := at.td.Eagerness
+	info := m.decide(p, SemanticParams(eagerness), eagerness, at.in.inputMs, time.Now())
 	if info == nil {
 		return false
 	}
-	s.inSpeech = false
-	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-		AudioEndMs: int(s.inputMs), ItemID: s.speechItemID, EndOfTurn: info}})
-	if m := turnStats(s.engine); m != nil {
-		m.MarkInputEnd(s.input, s.m.cfg.WallClock())
+	at.in.inSpeech = false
+	m.send(protocol.InputAudioBufferSpeechStopped{AudioEndMs: int(at.in.inputMs), ItemID: at.in.speechItemID, EndOfTurn: info})
+	if ts := turnStats(at.engine); ts != nil {
+		ts.MarkInputEnd(at.turn, m.wall())
 	}
-	s.log.Debug("semantic_vad end of turn", zap.String("reason", info.Reason), zap.Float64("probability", p.prob),
+	m.log.Debug("semantic_vad end of turn", zap.String("reason", info.Reason), zap.Float64("probability", p.prob),
 		zap.Bool("scored", p.scored), zap.Int("silence_ms", info.SilenceMs), zap.String("eagerness", eagerness))
-	if o, ok := s.m.cfg.Metrics.(endOfTurnObserver); ok {
-		o.ObserveEndOfTurn(info.Reason, p.prob, p.scored)
+	if m.observer != nil {
+		m.observer.ObserveEndOfTurn(info.Reason, p.prob, p.scored)
 	}
 	return true
 }
 
-// endOfTurnAnswer applies an estimate on the actor: the pause it was for ends the turn when it
-// is high enough; a stale answer lets the current pause ask.
-func (s *Session) endOfTurnAnswer(a eotAnswer) {
-	if !semanticPauses(s.cfg.TurnDetection, s.autoResponse()) {
-		s.sem.asking = false
-		return
+// answered applies an estimate on the actor and reports whether the turn ended (the caller
+// commits it): the pause it was for ends the turn when it is high enough; a stale answer lets
+// the current pause ask.
+func (m *semState) answered(ctx context.Context, a eotAnswer, at semMoment) bool {
+	if at.td == nil {
+		m.asking = false
+		return false
 	}
-	p, reask, why := s.sem.answer(a)
+	p, reask, why := m.answer(a)
 	if why != "" {
-		s.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
+		m.log.Info("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.String("reason", why))
 	}
 	switch {
 	case reask:
-		s.askEndOfTurn(s.sem.pause)
-	case p != nil && s.endOfTurn(p):
-		s.commitTurn()
+		m.askFor(ctx, m.pause, at)
+	case p != nil:
+		return m.endOfTurn(p, at)
 	}
-}
-
-// commitTurn commits the buffer at the end of a turn the VAD decided, answering it with
-// create_response (unless a response still runs: interrupt_response false).
-func (s *Session) commitTurn() {
-	respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
-	s.handleCommit("", &respond)
+	return false
 }

@@ -18,22 +18,21 @@ func engineEndsTurns(td *TurnDetection, autoResponse bool) bool {
 	return td != nil && td.Type == requestclient.TurnSemanticVAD && autoResponse
 }
 
-// engineTurnEnded applies the engine's end-of-turn decision: speech_stopped with end_of_turn
-// (audio_end_ms is the session's input position when the decision arrived).
-func (s *Session) engineTurnEnded(d *requestclient.EndOfTurnDecision) {
+// engineEnded applies the engine's end-of-turn decision to the input: speech_stopped with
+// end_of_turn (audio_end_ms is the input position when the decision arrived).
+func (m *semState) engineEnded(d *requestclient.EndOfTurnDecision, in *inputAudio) {
 	info := &protocol.EndOfTurnInfo{Reason: d.Reason, SilenceMs: d.SilenceMs}
 	if d.Scored {
 		prob := d.Prob
 		info.Probability = &prob
 	}
-	if s.inSpeech {
-		s.inSpeech = false
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID, EndOfTurn: info}})
+	if in.inSpeech {
+		in.inSpeech = false
+		m.send(protocol.InputAudioBufferSpeechStopped{AudioEndMs: int(in.inputMs), ItemID: in.speechItemID, EndOfTurn: info})
 	}
-	s.log.Debug("semantic_vad end of turn (engine)", zap.String("reason", d.Reason), zap.Float64("probability", d.Prob),
+	m.log.Debug("semantic_vad end of turn (engine)", zap.String("reason", d.Reason), zap.Float64("probability", d.Prob),
 		zap.Bool("scored", d.Scored), zap.Int("silence_ms", d.SilenceMs))
-	if o, ok := s.m.cfg.Metrics.(endOfTurnObserver); ok {
-		o.ObserveEndOfTurn(d.Reason, d.Prob, d.Scored)
+	if m.observer != nil {
+		m.observer.ObserveEndOfTurn(d.Reason, d.Prob, d.Scored)
 	}
 }

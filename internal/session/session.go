@@ -77,7 +77,7 @@ type Session struct {
 	responses               // the active response and its counters (responses.go)
 	conv       conversation // the conversation's items (conversation.go)
 	tools      toolState    // MCP servers, what the engine was given of the tools (toolstate.go)
-	tx         transcripts  // a transcription session's live deltas (transcripts.go)
+	tx         transcriber  // input transcription: live deltas, a transcription session's records (transcription.go)
 
 	id   string
 	m    *Manager
@@ -156,6 +156,14 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	}
 	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
+	// The seams reach the session through narrow fields, on the actor only.
+	emit := func(p protocol.ServerEvent) { s.send(Event{Epoch: s.epoch, Payload: p}) }
+	txMetrics, _ := m.cfg.Metrics.(transcriptionMetrics)
+	s.tx = transcriber{transcriptionSession: opts.Transcription, sessionID: s.id, send: emit, submit: s.submitJob,
+		settings: &s.settings, items: &s.conv, wall: m.cfg.WallClock, log: s.log, metrics: txMetrics,
+		logStats: m.cfg.LogStats, structured: m.cfg.StructuredStats}
+	eotObserver, _ := m.cfg.Metrics.(endOfTurnObserver)
+	s.sem = semState{send: emit, log: s.log, observer: eotObserver, wall: m.cfg.WallClock}
 	if opts.Initial != nil {
 		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
 			s.log.Warn("the client secret's session no longer applies; the defaults stand", zap.Error(err))
@@ -314,9 +322,13 @@ func (s *Session) loop(ctx context.Context) string {
 		case r := <-s.tools.mcp.results:
 			s.handleMCPResult(r)
 		case a := <-s.sem.results:
-			s.endOfTurnAnswer(a)
+			if s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
+				s.commitTurn()
+			}
 		case <-s.sem.timerC():
-			s.pauseTimedOut()
+			if s.sem.timedOut(semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
+				s.commitTurn()
+			}
 		case <-s.paceTimer.C:
 			s.pace()
 		case <-s.idle.timer.C:
@@ -403,7 +415,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		}
 	}
 	// What the drained jobs did not complete never will: record it as cut short.
-	s.cancelTranscriptionItems(reason)
+	s.tx.cancelOpen(reason, &s.speechItemID)
 	if !quiet {
 		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
 	}

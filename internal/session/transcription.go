@@ -17,48 +17,89 @@ import (
 // with no response.* ever. Its session object is realtime.transcription_session; beta clients
 // get transcription_session.created / .updated.
 
-// refuseInTranscription answers a client event that only a conversation has; it reports
-// whether it did.
-func (s *Session) refuseInTranscription(eventID, kind string) bool {
-	if !s.opts.Transcription {
+// transcriber is the session's input transcription as the actor runs it: the live deltas
+// and utterance ends (transcripts), the events they make (deltas, failed), and a transcription
+// session's item records. It runs on the actor only; it reaches the rest of the session through
+// the narrow fields below, never through the Session.
+type transcriber struct {
+	transcripts
+
+	// transcriptionSession: the session is a transcription session (Options.Transcription).
+	transcriptionSession bool
+	sessionID            string
+	// send sends a server event at the session's current epoch.
+	send func(protocol.ServerEvent)
+	// submit queues an engine job in wire order; false when the queue is full.
+	submit   func(job) bool
+	settings txSettings
+	items    txItems
+	wall     func() float64 // the statistics clock
+	log      *zap.Logger
+	metrics  transcriptionMetrics // nil: items are not observed
+	// logStats, structured: --log-stats logs each item's record, as a table or (structured)
+	// as JSON.
+	logStats, structured bool
+}
+
+// txSettings is what transcriber reads of the configuration in force (*settings).
+type txSettings interface {
+	sendsTranscripts() bool
+	wantsLogprobs() bool
+	vadCommits() bool
+}
+
+// txItems is what transcriber reads of the conversation (*conversation).
+type txItems interface {
+	find(id string) *item
+	freshID(want string) string
+}
+
+// vadCommits reports whether the server VAD commits the input (turn_detection is set).
+func (c *settings) vadCommits() bool { return c.cfg.TurnDetection != nil }
+
+// refuse answers a client event that only a conversation has; it reports whether it did.
+func (t *transcriber) refuse(eventID, kind string) bool {
+	if !t.transcriptionSession {
 		return false
 	}
-	s.sendError("invalid_value", fmt.Sprintf("%s is not accepted in a transcription session: it transcribes committed audio and never responds (connect without ?intent=transcription for a conversation).", kind), eventID, "type")
+	const code = "invalid_value"
+	t.send(protocol.NewErrorEvent(ErrorType(code), code, fmt.Sprintf("%s is not accepted in a transcription session: it transcribes committed audio and never responds (connect without ?intent=transcription for a conversation).", kind), eventID, "type"))
 	return true
 }
 
 // transcriptionSession is the effective realtime.transcription_session (protocol.Encode spells
 // it beta for beta clients), plus the omniserve extensions a client may need (resume, idle
 // timeout).
-func (s *Session) transcriptionSession() *protocol.TranscriptionSession {
+func (c *settings) transcriptionSession(id string, expiresAt time.Time, state string, resumable bool) *protocol.TranscriptionSession {
 	return &protocol.TranscriptionSession{
-		ID: s.id, Object: "realtime.transcription_session", Type: "transcription", ExpiresAt: s.expiresAt.Unix(),
-		Audio: protocol.SessionAudio{Input: s.audioInput(true)}, Include: s.includeWire(),
+		ID: id, Object: "realtime.transcription_session", Type: "transcription", ExpiresAt: expiresAt.Unix(),
+		Audio: protocol.SessionAudio{Input: c.audioInput(true)}, Include: c.includeWire(),
 		// omniserve extensions
-		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), State: s.state,
-		Capabilities: protocol.TranscriptionCapabilities{SupportsSessionResume: s.Resumable()},
+		IdleTimeoutS: c.cfg.IdleTimeout.Seconds(), State: state,
+		Capabilities: protocol.TranscriptionCapabilities{SupportsSessionResume: resumable},
 	}
 }
 
-// syncTranscriptLogprobs makes the open engine stream's logprobs setting follow the session's,
-// as a job: in wire order with the commits before and after the session.update, so an item
-// carries logprobs exactly when the include in force at its commit asked.
-func (s *Session) syncTranscriptLogprobs() {
-	on := s.wantsLogprobs()
-	if s.engine == nil || s.engineOpts.TranscriptLogprobs == on {
-		return
+// syncLogprobs makes the open engine stream's logprobs setting (streamOn) follow the
+// session's, as a job: in wire order with the commits before and after the session.update, so
+// an item carries logprobs exactly when the include in force at its commit asked. It returns
+// the stream's setting once the job is queued (eng nil: no stream, nothing to change).
+func (t *transcriber) syncLogprobs(eng Engine, streamOn bool) bool {
+	on := t.settings.wantsLogprobs()
+	if eng == nil || streamOn == on {
+		return streamOn
 	}
-	setter, ok := s.engine.(transcriptLogprobSetter)
+	setter, ok := eng.(transcriptLogprobSetter)
 	if !ok {
-		return
+		return streamOn
 	}
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+	if !t.submit(job{run: func(ctx context.Context) jobResult {
 		return jobResult{err: setter.SetTranscriptLogprobs(ctx, on), errCode: "runtime_append_failed"}
 	}}) {
-		s.log.Warn("transcript logprobs setting not queued: the engine queue is full", zap.Bool("on", on))
-		return
+		t.log.Warn("transcript logprobs setting not queued: the engine queue is full", zap.Bool("on", on))
+		return streamOn
 	}
-	s.engineOpts.TranscriptLogprobs = on
+	return on
 }
 
 // transcriptLogprobsError refuses include logprobs where the recognizer has none (a remote
@@ -74,96 +115,98 @@ func transcriptLogprobsError(b Backend, next Config) *FieldError {
 		"item.input_audio_transcription.logprobs needs the local speech recognizer; this server's ASR gives no log probabilities."}
 }
 
-// sendTranscriptionFailed reports a committed item that could not be transcribed, and records
-// it.
-func (s *Session) sendTranscriptionFailed(itemID, code, message string) {
-	s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionFailed{ItemID: itemID,
-		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}}})
-	s.recordTranscriptionItem(itemID, s.conv.find(itemID), metrics.ItemFailed, code, 0)
+// failed reports a committed item that could not be transcribed, and records it.
+func (t *transcriber) failed(itemID, code, message string) {
+	t.send(protocol.TranscriptionFailed{ItemID: itemID,
+		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}})
+	t.record(itemID, t.items.find(itemID), metrics.ItemFailed, code, 0)
 }
 
-// tracksDeltas reports whether the engine stream sends transcript deltas, so that the session
-// keeps their utterance ends (transcripts.cuts). It follows the stream, not the current
-// setting: a stream opened with deltas keeps sending them after transcription is turned off,
-// and those must still find their item (to be dropped).
-func (s *Session) tracksDeltas() bool { return s.opts.Transcription || s.engineOpts.TranscriptDeltas }
+// tracks reports whether the engine stream sends transcript deltas (streamDeltas: it was
+// opened with them), so that the utterance ends are kept (transcripts.cuts). It follows the
+// stream, not the current setting: a stream opened with deltas keeps sending them after
+// transcription is turned off, and those must still find their item (to be dropped).
+func (t *transcriber) tracks(streamDeltas bool) bool {
+	return t.transcriptionSession || streamDeltas
+}
 
-// sendTranscriptDelta sends words the recognizer settled on while the user speaks, to the item
-// they belong to (transcripts.ahead); with no utterance end ahead of them they are the open
-// utterance's: the item speech_started announced, or one reserved now (the commit takes it, as
-// it takes speech_started's). Conversation sessions send them only while input transcription
-// is on (OpenAI sends none without it).
-func (s *Session) sendTranscriptDelta(text string) {
-	if !s.sendsTranscripts() || text == "" {
+// delta sends words the recognizer settled on while the user speaks, to the item they belong
+// to (transcripts.ahead); with no utterance end ahead of them they are the open utterance's:
+// the item speech_started announced (*openItem), or one reserved now in *openItem (the commit
+// takes it, as it takes speech_started's). Conversation sessions send them only while input
+// transcription is on (OpenAI sends none without it).
+func (t *transcriber) delta(text string, openItem *string) {
+	if !t.settings.sendsTranscripts() || text == "" {
 		return
 	}
-	target, ahead := s.tx.ahead()
+	target, ahead := t.ahead()
 	if ahead && target == "" {
 		return // of audio input_audio_buffer.clear discarded
 	}
 	if !ahead {
-		s.speechItemID = s.conv.freshID(s.speechItemID)
-		target = s.speechItemID
+		*openItem = t.items.freshID(*openItem)
+		target = *openItem
 	}
-	if text = s.tx.add(target, text); text != "" {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: target, Delta: text}})
-		s.timeDelta(target)
-	}
-}
-
-// txCut records an utterance end sent to the engine: the committed item's id, or "" for a
-// discard.
-func (s *Session) txCut(itemID string) {
-	if s.tracksDeltas() {
-		s.tx.cut(itemID)
+	if text = t.add(target, text); text != "" {
+		t.send(protocol.TranscriptionDelta{ItemID: target, Delta: text})
+		t.timeDelta(target)
 	}
 }
 
-// dropOpenDeltas forgets the open utterance's deltas (its audio was discarded); the next
-// utterance gets a new item id. In a transcription session the utterance, announced by
-// speech_started or its deltas, is recorded as cancelled.
-func (s *Session) dropOpenDeltas() {
-	if s.tracksDeltas() && s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
-		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reasonCleared, 0)
-		s.tx.drop(s.speechItemID)
-		s.speechItemID = ""
+// endUtterance records an utterance end sent to the engine: the committed item's id, or "" for
+// a discard (streamDeltas as for tracks).
+func (t *transcriber) endUtterance(itemID string, streamDeltas bool) {
+	if t.tracks(streamDeltas) {
+		t.cut(itemID)
+	}
+}
+
+// dropOpen forgets the open utterance's deltas (its audio was discarded) and clears *openItem,
+// so the next utterance gets a new item id. In a transcription session the utterance,
+// announced by speech_started or its deltas, is recorded as cancelled.
+func (t *transcriber) dropOpen(openItem *string, streamDeltas bool) {
+	if t.tracks(streamDeltas) && *openItem != "" && t.items.find(*openItem) == nil {
+		t.record(*openItem, nil, metrics.ItemCancelled, reasonCleared, 0)
+		t.drop(*openItem)
+		*openItem = ""
 	}
 }
 
 // reasonCleared is a cancelled item's reason when input_audio_buffer.clear dropped its audio.
 const reasonCleared = "input_audio_buffer_cleared"
 
-// cancelTranscriptionItems records, as cancelled with the session's close reason, every item
-// of a transcription session that the close cut short: committed items whose transcript never
-// came, then the utterance speech_started (or its deltas) announced but no commit took.
-func (s *Session) cancelTranscriptionItems(reason string) {
-	if !s.opts.Transcription {
+// cancelOpen records, as cancelled with the session's close reason, every item of a
+// transcription session that the close cut short: committed items whose transcript never
+// came, then the utterance speech_started (or its deltas) announced in *openItem but no commit
+// took.
+func (t *transcriber) cancelOpen(reason string, openItem *string) {
+	if !t.transcriptionSession {
 		return
 	}
-	for len(s.tx.open) > 0 {
-		id := s.tx.open[0]
-		s.recordTranscriptionItem(id, s.conv.find(id), metrics.ItemCancelled, reason, 0)
+	for len(t.open) > 0 {
+		id := t.open[0]
+		t.record(id, t.items.find(id), metrics.ItemCancelled, reason, 0)
 	}
-	if s.speechItemID != "" && s.conv.find(s.speechItemID) == nil {
-		s.recordTranscriptionItem(s.speechItemID, nil, metrics.ItemCancelled, reason, 0)
-		s.speechItemID = ""
+	if *openItem != "" && t.items.find(*openItem) == nil {
+		t.record(*openItem, nil, metrics.ItemCancelled, reason, 0)
+		*openItem = ""
 	}
 }
 
-// finishTranscriptDeltas ends the item's deltas (transcripts.finish) and, while transcripts are
-// sent, sends the rest of its final transcript as its last delta.
-func (s *Session) finishTranscriptDeltas(itemID, final string) {
-	if rest := s.tx.finish(itemID, final); rest != "" && s.sendsTranscripts() {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.TranscriptionDelta{ItemID: itemID, Delta: rest}})
-		s.timeDelta(itemID)
+// finishDeltas ends the item's deltas (transcripts.finish) and, while transcripts are sent,
+// sends the rest of its final transcript as its last delta.
+func (t *transcriber) finishDeltas(itemID, final string) {
+	if rest := t.finish(itemID, final); rest != "" && t.settings.sendsTranscripts() {
+		t.send(protocol.TranscriptionDelta{ItemID: itemID, Delta: rest})
+		t.timeDelta(itemID)
 	}
 }
 
 // timeDelta notes a delta sent for the item's statistics record (transcription sessions only:
 // a conversation's items are recorded in its turns).
-func (s *Session) timeDelta(itemID string) {
-	if s.opts.Transcription {
-		s.tx.sent(itemID, s.m.cfg.WallClock())
+func (t *transcriber) timeDelta(itemID string) {
+	if t.transcriptionSession {
+		t.sent(itemID, t.wall())
 	}
 }
 
@@ -173,20 +216,20 @@ type transcriptionMetrics interface {
 	ObserveTranscriptionItem(metrics.TranscriptionItem)
 }
 
-// recordTranscriptionItem records a transcription session item that ended now (.completed or
-// .failed was just sent, or it was cut short): one immutable metrics.TranscriptionItem,
-// observed by Prometheus and, with --log-stats, logged as its table (or JSON record). it may
-// be nil (an item the history trimmed, or a cancelled one never committed); code is the
-// failure's code, or a cancelled item's reason; recognizer is the recognizer's CPU time on a
-// completed item (0: not measured).
-func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code string, recognizer time.Duration) {
-	if !s.opts.Transcription {
+// record records a transcription session item that ended now (.completed or .failed was just
+// sent, or it was cut short): one immutable metrics.TranscriptionItem, observed by Prometheus
+// and, with --log-stats, logged as its table (or JSON record). it may be nil (an item the
+// history trimmed, or a cancelled one never committed); code is the failure's code, or a
+// cancelled item's reason; recognizer is the recognizer's CPU time on a completed item (0: not
+// measured).
+func (t *transcriber) record(itemID string, it *item, outcome, code string, recognizer time.Duration) {
+	if !t.transcriptionSession {
 		return
 	}
-	committed := s.tx.closed(itemID)
-	now := s.m.cfg.WallClock()
-	times := s.tx.timing(itemID)
-	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: s.id, Committed: now, Done: now,
+	committed := t.closed(itemID)
+	now := t.wall()
+	times := t.timing(itemID)
+	rec := metrics.TranscriptionItem{ItemID: itemID, SessionID: t.sessionID, Committed: now, Done: now,
 		FirstDelta: times.first, Deltas: times.deltas, Outcome: outcome, Error: code,
 		RecognizerMs: float64(recognizer) / float64(time.Millisecond)}
 	if outcome == metrics.ItemCancelled {
@@ -201,19 +244,19 @@ func (s *Session) recordTranscriptionItem(itemID string, it *item, outcome, code
 			rec.Committed = it.CommittedAt
 		}
 		// With turn detection on, the server VAD commits in the step that sends speech_stopped
-		// (vad.go), so the commit is the speech end. A client's own commit under VAD is rare
+		// (input.go), so the commit is the speech end. A client's own commit under VAD is rare
 		// and counted so too.
-		if s.cfg.TurnDetection != nil {
+		if t.settings.vadCommits() {
 			rec.SpeechEnd = rec.Committed
 		}
 	}
 	if outcome != metrics.ItemCompleted {
 		rec.Transcript = ""
 	}
-	if tm, ok := s.m.cfg.Metrics.(transcriptionMetrics); ok {
-		tm.ObserveTranscriptionItem(rec)
+	if t.metrics != nil {
+		t.metrics.ObserveTranscriptionItem(rec)
 	}
-	if s.m.cfg.LogStats {
-		metrics.LogTranscriptionItem(s.log, rec, s.m.cfg.StructuredStats)
+	if t.logStats {
+		metrics.LogTranscriptionItem(t.log, rec, t.structured)
 	}
 }

@@ -107,17 +107,17 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	now = 1001
 	deltaOut("stop")
 	first := s.commitUserAudioItem(640)
-	s.txCut(first.ID)
+	s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
 	now = 1001.25
 	s.emitTranscript(first.ID, requestclient.Transcription{Text: "stop"})
 
 	now = 1002
 	second := s.commitUserAudioItem(1200)
-	s.txCut(second.ID)
+	s.tx.endUtterance(second.ID, s.engineOpts.TranscriptDeltas)
 	s.speechItemID = "item_after" // speech_started of the next utterance
 	now = 1003
-	s.cancelTranscriptionItems(ReasonDisconnect)
-	s.cancelTranscriptionItems(ReasonDisconnect) // nothing is recorded twice
+	s.tx.cancelOpen(ReasonDisconnect, &s.speechItemID)
+	s.tx.cancelOpen(ReasonDisconnect, &s.speechItemID) // nothing is recorded twice
 
 	require.Len(t, rec.items, 4)
 	cleared, completed, cut, after := rec.items[0], rec.items[1], rec.items[2], rec.items[3]

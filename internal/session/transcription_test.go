@@ -149,21 +149,21 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	// Transcript output, and one more stale delta.
 	deltaOut("go")
 	first := s.commitUserAudioItem(1000)
-	s.txCut(first.ID)
+	s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
 	deltaOut(" forward")
 	s.emitTranscript(first.ID, requestclient.Transcription{Text: "go forward ten"})
 	deltaOut(" ten") // stale: the final went out
 	transcriptOut()
 	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
 	deltaOut("turn")
-	s.dropOpenDeltas()
-	s.txCut("")
+	s.tx.dropOpen(&s.speechItemID, s.engineOpts.TranscriptDeltas)
+	s.tx.endUtterance("", s.engineOpts.TranscriptDeltas)
 	deltaOut(" left")
 	deltaOut("") // the discard's mark
 	// Utterance 3: deltas start before utterance 4's... the final of 3 comes after 4 began.
 	deltaOut("stop")
 	third := s.commitUserAudioItem(1000)
-	s.txCut(third.ID)
+	s.tx.endUtterance(third.ID, s.engineOpts.TranscriptDeltas)
 	transcriptOut()
 	deltaOut("go")
 	s.emitTranscript(third.ID, requestclient.Transcription{Text: "stop here"})
@@ -248,7 +248,7 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	require.False(t, s.openOptions().TranscriptDeltas)
 	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "go"})
 	it := s.commitUserAudioItem(1000)
-	s.txCut(it.ID)
+	s.tx.endUtterance(it.ID, s.engineOpts.TranscriptDeltas)
 	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: " on"})
 	s.emitTranscript(it.ID, requestclient.Transcription{Text: "go on"})
 	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscript, Text: "go on"})
@@ -365,17 +365,17 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			deltaOut("go") // while the user speaks
 			now = 1000.5
 			first := s.commitUserAudioItem(1200)
-			s.txCut(first.ID)
+			s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
 			now = 1000.6
 			deltaOut(" forward")
 			now = 1000.75
 			s.emitTranscript(first.ID, requestclient.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
 			now = 1001
 			second := s.commitUserAudioItem(640)
-			s.txCut(second.ID)
+			s.tx.endUtterance(second.ID, s.engineOpts.TranscriptDeltas)
 			now = 1001.25
 			s.tx.reached(second.ID, true)
-			s.sendTranscriptionFailed(second.ID, "engine_error", "engine: boom")
+			s.tx.failed(second.ID, "engine_error", "engine: boom")
 
 			require.Len(t, rec.items, 2)
 			done, failed := rec.items[0], rec.items[1]

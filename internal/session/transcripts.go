@@ -28,7 +28,7 @@ type transcripts struct {
 }
 
 // opened notes a transcription session's committed item: it is recorded once it ends, as
-// completed, failed or (cancelTranscriptionItems) cancelled.
+// completed, failed or (transcriber.cancelOpen) cancelled.
 func (x *transcripts) opened(itemID string) { x.open = append(x.open, itemID) }
 
 // closed forgets an open item and reports whether it was open (committed and not recorded).

@@ -27,7 +27,7 @@ import (
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
 // ordered job: append → commit (transcript) → respond.
 func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
-	s.closePause()
+	s.sem.abandon(&s.inputAudio)
 	respond := s.autoResponse()
 	if responseCreate != nil && !s.opts.Transcription {
 		respond = *responseCreate
@@ -87,7 +87,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	}
 	buf, started, audioMs := s.takeBuffer() // the forwarded head is already in the engine's ASR
 	it := s.commitUserAudioItem(audioMs)
-	s.txCut(it.ID)
+	s.tx.endUtterance(it.ID, s.engineOpts.TranscriptDeltas)
 	s.pendingIn++
 	s.turnState = turnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
@@ -156,7 +156,7 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 }
 
 func (s *Session) handleCreateResponse(c *CreateResponse) {
-	if s.refuseInTranscription(c.ID, "response.create") {
+	if s.tx.refuse(c.ID, "response.create") {
 		return
 	}
 	o, fe := s.responseOptions(c)
@@ -263,4 +263,11 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 		return
 	}
 	r.jobbed = true
+}
+
+// commitTurn commits the buffer at the end of a turn the VAD decided, answering it with
+// create_response (unless a response still runs: interrupt_response false).
+func (s *Session) commitTurn() {
+	respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
+	s.handleCommit("", &respond)
 }
