@@ -29,9 +29,9 @@
 //     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear),
 //     the turn's t0 (speechArrival), the uncommitted buffer and what of it may still be
 //     forwarded (buffer, unforwarded, takeBuffer). The same file holds the actor's side of one
-//     append, in the order the audio takes: handleAppend → takeAppend → detectSpeech → bargeIn
-//     → bufferInput (buffer, openAhead, forwardInput, the end of a turn) or, with auto_response,
-//     the engine append; and input_audio_buffer.clear.
+//     append, in the order the audio takes: handleAppend → takeAppend → (with turn_detection)
+//     detectSpeech → bargeIn → with auto_response the engine append (streamInput), else buffer,
+//     openAhead, forwardInput and the end of a turn; and input_audio_buffer.clear.
 //   - semvad.go (semState): semantic_vad's pauses: when one begins, the end-of-turn estimate on a
 //     goroutine of its own (ask, answer), and the decision (decide).
 //   - jobs.go (jobQueue, outputQueue): the engine jobs in wire order with their results, and the

@@ -72,10 +72,10 @@ const overlapMinSpeechMs = 240
 const overlapEarlySpeechMs = 150
 
 // handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
-// onto the input clock (takeAppend), heard by the overlap VAD (detectSpeech), a possible
-// barge-in on the response (bargeIn), then either buffered until its commit (bufferInput:
-// manual turns and the session's own server_vad) or, with auto_response, streamed to the
-// engine here.
+// onto the input clock (takeAppend); then, when turn_detection is set, heard by the overlap VAD
+// (detectSpeech) with a possible barge-in on the response (bargeIn); then streamed to the engine
+// here under auto_response (streamInput), or else buffered until its commit, with what may go
+// ahead forwarded to the engine now (forwardInput).
 func (s *Session) handleAppend(c *AppendAudio) {
 	pcm, fe := s.takeAppend(c.Data, s.cfg.InputFormat, c.Format)
 	if fe != nil {
@@ -85,13 +85,47 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	if len(pcm) == 0 {
 		return
 	}
-	vr := s.detectSpeech(pcm)
-	s.bargeIn(vr)
-	if !s.autoResponse() {
-		s.bufferInput(c.ID, pcm, vr)
+	var vr vadResult
+	if s.cfg.TurnDetection == nil {
+		// Manual turns: no VAD listens (auto_response needs turn_detection too), so nothing is
+		// announced and nothing barges in. A VAD a session.update turned off is freed.
+		s.closeVAD()
+		if s.echo != nil {
+			s.echo.Process(pcm) // the canceller's clock follows the input whether a VAD listens or not
+		}
+	} else {
+		vr = s.detectSpeech(pcm)
+		s.bargeIn(vr)
+		if s.autoResponse() {
+			s.streamInput(c.ID, pcm, vr)
+			return
+		}
+	}
+	// Manual turns and the session's own server_vad: the chunk waits in the uncommitted buffer.
+	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
+	if !ok {
+		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
 		return
 	}
-	if !s.ensureEngine(c.ID) {
+	if s.resp == nil {
+		s.turnState = turnUserSpeaking
+	}
+	if first {
+		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
+	}
+	s.forwardInput()
+	if vr.stopped || s.semanticEnd() {
+		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
+		// turn), and with create_response answers it (unless a response is still running:
+		// interrupt_response false).
+		s.commitTurn()
+	}
+}
+
+// streamInput sends an auto_response append heard as vr straight to the engine, whose VAD
+// endpointing takes the turns; its first speech is the turn's t0.
+func (s *Session) streamInput(eventID string, pcm []float32, vr vadResult) {
+	if !s.ensureEngine(eventID) {
 		return
 	}
 	if at, ok := s.speechArrival(vr, s.m.cfg.WallClock()); ok {
@@ -99,10 +133,10 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
-			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
+			s.sendError("input_backpressure", err.Error(), eventID, "audio")
 			return
 		}
-		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
+		s.sendError("runtime_append_failed", err.Error(), eventID, "")
 	}
 }
 
@@ -125,30 +159,6 @@ func (s *Session) bargeIn(vr vadResult) {
 			lat := s.m.cfg.WallClock() - onset
 			m.ObserveBargeIn(lat)
 		}
-	}
-}
-
-// bufferInput keeps an append in the uncommitted buffer (manual turns, the session's own
-// server_vad), opens the engine ahead at the buffer's first chunk, forwards what may go ahead,
-// and under server_vad commits at the end of speech.
-func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
-	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
-	if !ok {
-		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), eventID, "audio")
-		return
-	}
-	if s.resp == nil {
-		s.turnState = turnUserSpeaking
-	}
-	if first {
-		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
-	}
-	s.forwardInput()
-	if vr.stopped || s.semanticEnd() {
-		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
-		// turn), and with create_response answers it (unless a response is still running:
-		// interrupt_response false).
-		s.commitTurn()
 	}
 }
 
@@ -277,7 +287,15 @@ func msOf(n int) float64 { return float64(n) * 1000 / EngineRate }
 // take decodes one append in format f, cleans it (noise reduction) and advances the input
 // clock. An empty append gives no samples and no error.
 func (in *inputAudio) take(data []byte, f AudioFormat) ([]float32, error) {
-	pcm, err := in.inDec.Decode(data, f)
+	var pcm []float32
+	var err error
+	if f.Type == "pcm16" && f.Rate == EngineRate && len(data)%2 == 0 {
+		// The default format is already the engine's: whole pcm16 samples need no resampler
+		// and cannot be refused (the decoder words the refusal of an odd length).
+		pcm, _ = audio.PCM16BytesToFloat32(nil, data)
+	} else {
+		pcm, err = in.inDec.Decode(data, f)
+	}
 	if err != nil || len(pcm) == 0 {
 		return nil, err
 	}
@@ -389,7 +407,8 @@ func (in *inputAudio) echoCanceller() *audio.EchoCanceller {
 
 // withoutEcho is what the VAD hears of pcm: the input without the echo of what the session
 // itself sent, so a client without echo cancellation does not barge in on its own assistant.
-// The canceller's clock advances with every append, whether a VAD runs or not.
+// The canceller's clock advances with every append, whether a VAD runs or not (handleAppend
+// advances it itself when none does).
 func (in *inputAudio) withoutEcho(pcm []float32) []float32 {
 	if in.echo == nil {
 		return pcm
