@@ -25,10 +25,10 @@
 //     name, the fixed voice, and session.update's own checks (settings.next); config.go has
 //     Config and ConfigPatch.Apply, the field-by-field validation.
 //   - input.go (inputAudio): the input audio up to the engine, and the input path that uses it.
-//     Decoding and noise reduction onto the input clock (takeAppend, take), the echo canceller,
+//     Decoding and noise reduction onto the input clock (takeAppend), the echo canceller,
 //     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear),
 //     the turn's t0 (speechArrival), the uncommitted buffer and what of it may still be
-//     forwarded (buffer, unforwarded, takeBuffer). The same file holds the actor's side of one
+//     forwarded (buffer, takeBuffer). The same file holds the actor's side of one
 //     append, in the order the audio takes: handleAppend → takeAppend → (with turn_detection)
 //     detectSpeech → bargeIn → with auto_response the engine append (streamInput), else buffer,
 //     openAhead, forwardInput and the end of a turn; and input_audio_buffer.clear.

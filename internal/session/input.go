@@ -38,7 +38,7 @@ type inputAudio struct {
 	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
 	inputStartTS float64
 	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
-	// commit (decoded while the user speaks); the commit job feeds only the rest.
+	// commit (decoded while the user speaks, forwardInput); the commit job feeds only the rest.
 	inputFwd   int
 	bufStartMs float64 // inputMs at the start of the uncommitted buffer
 
@@ -171,7 +171,7 @@ func (s *Session) bargeIn(vr vadResult) {
 // engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
 // stay local and the commit job feeds them, as before.
 func (s *Session) forwardInput() {
-	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || len(s.unforwarded()) == 0 {
+	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd == len(s.inputBuf) {
 		return
 	}
 	if _, ok := s.engine.(AudioDiscarder); !ok {
@@ -185,14 +185,14 @@ func (s *Session) forwardInput() {
 		}
 		s.engine.MarkTurnArrival(s.input, at)
 	}
-	for _, chunk := range s.unforwarded() {
+	for _, chunk := range s.inputBuf[s.inputFwd:] { // the buffered chunks not yet forwarded
 		if err := s.engine.AppendAudio(s.engineCtx, s.input, chunk); err != nil {
 			// Backpressure or a closing engine: the rest stays local for the commit job, which
 			// reports a lasting failure.
 			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
 			return
 		}
-		s.forwarded()
+		s.inputFwd++
 		s.aheadListens++
 	}
 }
@@ -284,31 +284,9 @@ func (s *Session) resetVAD() {
 // msOf is the duration of n samples at EngineRate, in ms.
 func msOf(n int) float64 { return float64(n) * 1000 / EngineRate }
 
-// take decodes one append in format f, cleans it (noise reduction) and advances the input
-// clock. An empty append gives no samples and no error.
-func (in *inputAudio) take(data []byte, f AudioFormat) ([]float32, error) {
-	var pcm []float32
-	var err error
-	if f.Type == "pcm16" && f.Rate == EngineRate && len(data)%2 == 0 {
-		// The default format is already the engine's: whole pcm16 samples need no resampler
-		// and cannot be refused (the decoder words the refusal of an odd length).
-		pcm, _ = audio.PCM16BytesToFloat32(nil, data)
-	} else {
-		pcm, err = in.inDec.Decode(data, f)
-	}
-	if err != nil || len(pcm) == 0 {
-		return nil, err
-	}
-	if in.denoise != nil {
-		in.denoise.ProcessFloat(pcm)
-	}
-	in.inputMs += msOf(len(pcm))
-	return pcm, nil
-}
-
 // takeAppend decodes one append in its own format when the event names one (own), else in the
-// session's (f), and cleans it (take). The refusal says which field was bad; an empty append
-// gives no samples and no error.
+// session's (f), cleans it (noise reduction) and advances the input clock. The refusal says
+// which field was bad; an empty append gives no samples and no error.
 func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) ([]float32, *FieldError) {
 	if own != nil {
 		nf, err := NormalizeInputFormat(*own)
@@ -317,15 +295,29 @@ func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) (
 		}
 		f = nf
 	}
-	pcm, err := in.take(data, f)
-	if err != nil {
-		return nil, &FieldError{Code: "bad_audio", Param: "audio", Message: err.Error()}
+	var pcm []float32
+	if f.Type == "pcm16" && f.Rate == EngineRate && len(data)%2 == 0 {
+		// The default format is already the engine's: whole pcm16 samples need no resampler
+		// and cannot be refused (the decoder words the refusal of an odd length).
+		pcm, _ = audio.PCM16BytesToFloat32(nil, data)
+	} else {
+		var err error
+		if pcm, err = in.inDec.Decode(data, f); err != nil {
+			return nil, &FieldError{Code: "bad_audio", Param: "audio", Message: err.Error()}
+		}
 	}
+	if len(pcm) == 0 {
+		return nil, nil
+	}
+	if in.denoise != nil {
+		in.denoise.ProcessFloat(pcm)
+	}
+	in.inputMs += msOf(len(pcm))
 	return pcm, nil
 }
 
 // The input's noise reduction (audio.input.noise_reduction): a speex preprocessor over the
-// decoded 16 kHz input (take), before the session VAD, the engine's VAD and the ASR, so all of
+// decoded 16 kHz input (takeAppend), before the session VAD, the engine's VAD and the ASR, so all of
 // them hear the same cleaned audio. It delays the input by one 20 ms frame.
 
 // setNoiseReduction makes the denoiser match kind ("" = off): created when noise reduction is
@@ -435,13 +427,6 @@ func echoReference(pcm []float32) []float32 {
 	return out
 }
 
-// unforwarded are the buffered chunks not yet streamed to the engine ahead of the commit; the
-// session reports each one it streams with forwarded.
-func (in *inputAudio) unforwarded() [][]float32 { return in.inputBuf[in.inputFwd:] }
-
-// forwarded notes that the next unforwarded chunk reached the engine.
-func (in *inputAudio) forwarded() { in.inputFwd++ }
-
 // speechArrival is the turn's t0 for an auto_response append heard as vr at now: the first
 // speech, not server-side silence (silence appends before the user spoke would inflate
 // e2e_total_ms), stamped with the speech onset's own append when this append confirmed it
@@ -535,7 +520,7 @@ func (in *inputAudio) ensureVAD(td TurnDetection, samples int) error {
 // order; without (auto_response's silent VAD) only the result. started feeds the overlap
 // decision (the VAD requires overlapMinSpeechMs of voiced frames, or overlapEarlySpeechMs of
 // pitched ones, so a click, a noise burst or a short cough does not interrupt); voiced lets
-// auto_response stamp the turn's t0. Call it after take counted the append.
+// auto_response stamp the turn's t0. Call it after takeAppend counted the append.
 // With pauses (semantic_vad) an announced segment's end is a pause edge that leaves the segment
 // open (the session decides when the turn ends), and speech after it a resumed edge.
 func (in *inputAudio) hear(pcm []float32, announce, pauses bool, now float64) (vadResult, []speechEdge, error) {
