@@ -343,3 +343,24 @@ func TestSpeechArrival(t *testing.T) {
 		})
 	}
 }
+
+// takeAppend's direct path for pcm16 at the engine rate gives exactly what the decoder gives,
+// and an odd length is refused in the decoder's words.
+func TestInputTakeAppendDirectPCM16(t *testing.T) {
+	data := make([]byte, 3200)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	f := AudioFormat{Type: "pcm16", Rate: EngineRate}
+	var in inputAudio
+	got, fe := in.takeAppend(data, f, nil)
+	require.Nil(t, fe)
+	want, err := DecodeInput(data, f)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	_, fe = in.takeAppend(data[:3], f, nil)
+	require.NotNil(t, fe)
+	_, err = DecodeInput(data[:3], f)
+	require.EqualError(t, err, fe.Message)
+}
