@@ -30,28 +30,23 @@ type ResumeSession struct {
 	LastSeq int64
 }
 
-// DecodeClientEvent parses one client event (a text frame) into a session command.
+// DecodeClientEvent parses one client event (a text frame) into a session command. The session's
+// configuration types have the protocol's shape, so the mapping is conversion.
 func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 	ev, werr := protocol.DecodeClientEvent(data)
 	if werr != nil {
 		return nil, werr
 	}
-	return command(ev), nil
-}
-
-// command maps a client event to the session's command: the session's configuration types
-// have the protocol's shape, so the mapping is conversion.
-func command(ev protocol.ClientEvent) session.Command {
 	base := session.Base{ID: ev.EventID(), Kind: ev.Type()}
 	switch e := ev.(type) {
 	case *protocol.SessionUpdate:
-		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}
+		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}, nil
 	case *protocol.InputAudioBufferAppend:
-		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}
+		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}, nil
 	case *protocol.InputAudioBufferCommit:
-		return &session.CommitInput{Base: base, ResponseCreate: e.ResponseCreate}
+		return &session.CommitInput{Base: base, ResponseCreate: e.ResponseCreate}, nil
 	case *protocol.InputAudioBufferClear:
-		return &session.ClearInput{Base: base}
+		return &session.ClearInput{Base: base}, nil
 	case *protocol.ResponseCreate:
 		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
 			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
@@ -63,33 +58,33 @@ func command(ev protocol.ClientEvent) session.Command {
 				c.Input[i] = session.InputItem(it)
 			}
 		}
-		return c
+		return c, nil
 	case *protocol.ResponseCancel:
-		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}
+		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}, nil
 	case *protocol.ConversationItemCreate:
 		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
 			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output,
-			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}
+			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}, nil
 	case *protocol.ConversationItemDelete:
-		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
+		return &session.DeleteItem{Base: base, ItemID: e.ItemID}, nil
 	case *protocol.ConversationItemRetrieve:
-		return &session.RetrieveItem{Base: base, ItemID: e.ItemID}
+		return &session.RetrieveItem{Base: base, ItemID: e.ItemID}, nil
 	case *protocol.ConversationItemTruncate:
-		return &session.TruncateItem{Base: base, ItemID: e.ItemID, ContentIndex: e.ContentIndex, AudioEndMs: e.AudioEndMs}
+		return &session.TruncateItem{Base: base, ItemID: e.ItemID, ContentIndex: e.ContentIndex, AudioEndMs: e.AudioEndMs}, nil
 	case *protocol.OutputAudioBufferClear:
-		return &session.ClearOutputAudio{Base: base, ResponseID: e.ResponseID}
+		return &session.ClearOutputAudio{Base: base, ResponseID: e.ResponseID}, nil
 	case *protocol.InputCancel:
-		return &session.CancelInput{Base: base}
+		return &session.CancelInput{Base: base}, nil
 	case *protocol.BargeIn:
-		return &session.BargeIn{Base: base}
+		return &session.BargeIn{Base: base}, nil
 	case *protocol.SessionClose:
-		return &session.CloseSession{Base: base}
+		return &session.CloseSession{Base: base}, nil
 	case *protocol.SessionHeartbeat:
-		return &session.Heartbeat{Base: base}
+		return &session.Heartbeat{Base: base}, nil
 	case *protocol.SessionResume:
-		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}
+		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}, nil
 	case *protocol.PlaybackAck:
-		return &session.PlaybackAck{Base: base, PlayedMs: e.PlayedMs, ResponseID: e.ResponseID, ItemID: e.ItemID, Truncate: e.Truncate}
+		return &session.PlaybackAck{Base: base, PlayedMs: e.PlayedMs, ResponseID: e.ResponseID, ItemID: e.ItemID, Truncate: e.Truncate}, nil
 	}
 	panic("realtime: client event without a command: " + ev.Type()) // protocol and this switch list the same events
 }

@@ -28,13 +28,13 @@
 //     name, the fixed voice, and session.update's own checks (settings.next); config.go has
 //     Config and ConfigPatch.Apply, the field-by-field validation.
 //   - input.go (inputAudio): the input audio up to the engine, and the input path that uses it.
-//     Decoding and noise reduction onto the input clock (takeAppend, take), the echo canceller,
+//     Decoding and noise reduction onto the input clock (takeAppend), the echo canceller,
 //     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear),
 //     the turn's t0 (speechArrival), the uncommitted buffer and what of it may still be
-//     forwarded (buffer, unforwarded, takeBuffer). The same file holds the actor's side of one
-//     append, in the order the audio takes: handleAppend → takeAppend → detectSpeech → bargeIn
-//     → bufferInput (buffer, openAhead, forwardInput, the end of a turn) or, with auto_response,
-//     the engine append; and input_audio_buffer.clear.
+//     forwarded (buffer, takeBuffer). The same file holds the actor's side of one
+//     append, in the order the audio takes: handleAppend → takeAppend → (with turn_detection)
+//     detectSpeech → bargeIn → with auto_response the engine append (streamInput), else buffer,
+//     openAhead, forwardInput and the end of a turn; and input_audio_buffer.clear.
 //   - semvad.go, semvad_duplex.go (semState): semantic_vad's pauses: when one begins, the
 //     end-of-turn estimate on a goroutine of its own (ask, answer), the decision (decide) and what
 //     it does (end, timedOut, answered: speech_stopped with end_of_turn, the turn's input end, the

@@ -38,7 +38,7 @@ type inputAudio struct {
 	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
 	inputStartTS float64
 	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
-	// commit (decoded while the user speaks); the commit job feeds only the rest.
+	// commit (decoded while the user speaks, forwardInput); the commit job feeds only the rest.
 	inputFwd   int
 	bufStartMs float64 // inputMs at the start of the uncommitted buffer
 
@@ -72,10 +72,10 @@ const overlapMinSpeechMs = 240
 const overlapEarlySpeechMs = 150
 
 // handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
-// onto the input clock (takeAppend), heard by the overlap VAD (detectSpeech), a possible
-// barge-in on the response (bargeIn), then either buffered until its commit (bufferInput:
-// manual turns and the session's own server_vad) or, with auto_response, streamed to the
-// engine here.
+// onto the input clock (takeAppend); then, when turn_detection is set, heard by the overlap VAD
+// (detectSpeech) with a possible barge-in on the response (bargeIn); then streamed to the engine
+// here under auto_response (streamInput), or else buffered until its commit, with what may go
+// ahead forwarded to the engine now (forwardInput).
 func (s *Session) handleAppend(c *AppendAudio) {
 	pcm, fe := s.takeAppend(c.Data, s.cfg.InputFormat, c.Format)
 	if fe != nil {
@@ -85,13 +85,47 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	if len(pcm) == 0 {
 		return
 	}
-	vr := s.detectSpeech(pcm)
-	s.bargeIn(vr)
-	if !s.autoResponse() {
-		s.bufferInput(c.ID, pcm, vr)
+	var vr vadResult
+	if s.cfg.TurnDetection == nil {
+		// Manual turns: no VAD listens (auto_response needs turn_detection too), so nothing is
+		// announced and nothing barges in. A VAD a session.update turned off is freed.
+		s.closeVAD()
+		if s.echo != nil {
+			s.echo.Process(pcm) // the canceller's clock follows the input whether a VAD listens or not
+		}
+	} else {
+		vr = s.detectSpeech(pcm)
+		s.bargeIn(vr)
+		if s.autoResponse() {
+			s.streamInput(c.ID, pcm, vr)
+			return
+		}
+	}
+	// Manual turns and the session's own server_vad: the chunk waits in the uncommitted buffer.
+	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
+	if !ok {
+		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
 		return
 	}
-	if !s.ensureEngine(c.ID) {
+	if s.resp == nil {
+		s.turnState = turnUserSpeaking
+	}
+	if first {
+		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
+	}
+	s.forwardInput()
+	if vr.stopped || s.sem.end(s.engineCtx, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
+		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
+		// turn), and with create_response answers it (unless a response is still running:
+		// interrupt_response false).
+		s.commitTurn()
+	}
+}
+
+// streamInput sends an auto_response append heard as vr straight to the engine, whose VAD
+// endpointing takes the turns; its first speech is the turn's t0.
+func (s *Session) streamInput(eventID string, pcm []float32, vr vadResult) {
+	if !s.ensureEngine(eventID) {
 		return
 	}
 	if at, ok := s.speechArrival(vr, s.m.cfg.WallClock()); ok {
@@ -99,10 +133,10 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
-			s.sendError("input_backpressure", err.Error(), c.ID, "audio")
+			s.sendError("input_backpressure", err.Error(), eventID, "audio")
 			return
 		}
-		s.sendError("runtime_append_failed", err.Error(), c.ID, "")
+		s.sendError("runtime_append_failed", err.Error(), eventID, "")
 	}
 }
 
@@ -128,30 +162,6 @@ func (s *Session) bargeIn(vr vadResult) {
 	}
 }
 
-// bufferInput keeps an append in the uncommitted buffer (manual turns, the session's own
-// server_vad), opens the engine ahead at the buffer's first chunk, forwards what may go ahead,
-// and under server_vad commits at the end of speech.
-func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
-	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
-	if !ok {
-		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), eventID, "audio")
-		return
-	}
-	if s.resp == nil {
-		s.turnState = turnUserSpeaking
-	}
-	if first {
-		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
-	}
-	s.forwardInput()
-	if vr.stopped || s.sem.end(s.engineCtx, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
-		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
-		// turn), and with create_response answers it (unless a response is still running:
-		// interrupt_response false).
-		s.commitTurn()
-	}
-}
-
 // forwardInput streams the uncommitted input buffer into the engine ahead of the commit, so the
 // ASR decodes while the user speaks and the commit pays only the final hypothesis. It forwards
 // only while nothing could reorder it or change what it means: the engine is open (the first
@@ -161,7 +171,7 @@ func (s *Session) bufferInput(eventID string, pcm []float32, vr vadResult) {
 // engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
 // stay local and the commit job feeds them, as before.
 func (s *Session) forwardInput() {
-	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || len(s.unforwarded()) == 0 {
+	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd == len(s.inputBuf) {
 		return
 	}
 	if _, ok := s.engine.(AudioDiscarder); !ok {
@@ -175,14 +185,14 @@ func (s *Session) forwardInput() {
 		}
 		s.engine.MarkTurnArrival(s.input, at)
 	}
-	for _, chunk := range s.unforwarded() {
+	for _, chunk := range s.inputBuf[s.inputFwd:] { // the buffered chunks not yet forwarded
 		if err := s.engine.AppendAudio(s.engineCtx, s.input, chunk); err != nil {
 			// Backpressure or a closing engine: the rest stays local for the commit job, which
 			// reports a lasting failure.
 			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
 			return
 		}
-		s.forwarded()
+		s.inputFwd++
 		s.aheadListens++
 	}
 }
@@ -274,23 +284,9 @@ func (s *Session) resetVAD() {
 // msOf is the duration of n samples at EngineRate, in ms.
 func msOf(n int) float64 { return float64(n) * 1000 / EngineRate }
 
-// take decodes one append in format f, cleans it (noise reduction) and advances the input
-// clock. An empty append gives no samples and no error.
-func (in *inputAudio) take(data []byte, f AudioFormat) ([]float32, error) {
-	pcm, err := in.inDec.Decode(data, f)
-	if err != nil || len(pcm) == 0 {
-		return nil, err
-	}
-	if in.denoise != nil {
-		in.denoise.ProcessFloat(pcm)
-	}
-	in.inputMs += msOf(len(pcm))
-	return pcm, nil
-}
-
 // takeAppend decodes one append in its own format when the event names one (own), else in the
-// session's (f), and cleans it (take). The refusal says which field was bad; an empty append
-// gives no samples and no error.
+// session's (f), cleans it (noise reduction) and advances the input clock. The refusal says
+// which field was bad; an empty append gives no samples and no error.
 func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) ([]float32, *FieldError) {
 	if own != nil {
 		nf, err := NormalizeInputFormat(*own)
@@ -299,15 +295,29 @@ func (in *inputAudio) takeAppend(data []byte, f AudioFormat, own *AudioFormat) (
 		}
 		f = nf
 	}
-	pcm, err := in.take(data, f)
-	if err != nil {
-		return nil, &FieldError{Code: "bad_audio", Param: "audio", Message: err.Error()}
+	var pcm []float32
+	if f.Type == "pcm16" && f.Rate == EngineRate && len(data)%2 == 0 {
+		// The default format is already the engine's: whole pcm16 samples need no resampler
+		// and cannot be refused (the decoder words the refusal of an odd length).
+		pcm, _ = audio.PCM16BytesToFloat32(nil, data)
+	} else {
+		var err error
+		if pcm, err = in.inDec.Decode(data, f); err != nil {
+			return nil, &FieldError{Code: "bad_audio", Param: "audio", Message: err.Error()}
+		}
 	}
+	if len(pcm) == 0 {
+		return nil, nil
+	}
+	if in.denoise != nil {
+		in.denoise.ProcessFloat(pcm)
+	}
+	in.inputMs += msOf(len(pcm))
 	return pcm, nil
 }
 
 // The input's noise reduction (audio.input.noise_reduction): a speex preprocessor over the
-// decoded 16 kHz input (take), before the session VAD, the engine's VAD and the ASR, so all of
+// decoded 16 kHz input (takeAppend), before the session VAD, the engine's VAD and the ASR, so all of
 // them hear the same cleaned audio. It delays the input by one 20 ms frame.
 
 // setNoiseReduction makes the denoiser match kind ("" = off): created when noise reduction is
@@ -389,7 +399,8 @@ func (in *inputAudio) echoCanceller() *audio.EchoCanceller {
 
 // withoutEcho is what the VAD hears of pcm: the input without the echo of what the session
 // itself sent, so a client without echo cancellation does not barge in on its own assistant.
-// The canceller's clock advances with every append, whether a VAD runs or not.
+// The canceller's clock advances with every append, whether a VAD runs or not (handleAppend
+// advances it itself when none does).
 func (in *inputAudio) withoutEcho(pcm []float32) []float32 {
 	if in.echo == nil {
 		return pcm
@@ -415,13 +426,6 @@ func echoReference(pcm []float32) []float32 {
 	}
 	return out
 }
-
-// unforwarded are the buffered chunks not yet streamed to the engine ahead of the commit; the
-// session reports each one it streams with forwarded.
-func (in *inputAudio) unforwarded() [][]float32 { return in.inputBuf[in.inputFwd:] }
-
-// forwarded notes that the next unforwarded chunk reached the engine.
-func (in *inputAudio) forwarded() { in.inputFwd++ }
 
 // speechArrival is the turn's t0 for an auto_response append heard as vr at now: the first
 // speech, not server-side silence (silence appends before the user spoke would inflate
@@ -516,7 +520,7 @@ func (in *inputAudio) ensureVAD(td TurnDetection, samples int) error {
 // order; without (auto_response's silent VAD) only the result. started feeds the overlap
 // decision (the VAD requires overlapMinSpeechMs of voiced frames, or overlapEarlySpeechMs of
 // pitched ones, so a click, a noise burst or a short cough does not interrupt); voiced lets
-// auto_response stamp the turn's t0. Call it after take counted the append.
+// auto_response stamp the turn's t0. Call it after takeAppend counted the append.
 // With pauses (semantic_vad) an announced segment's end is a pause edge that leaves the segment
 // open (the session decides when the turn ends), and speech after it a resumed edge.
 func (in *inputAudio) hear(pcm []float32, announce, pauses bool, now float64) (vadResult, []speechEdge, error) {

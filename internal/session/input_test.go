@@ -8,7 +8,8 @@ import (
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
-// take: every wire format lands on the 16 kHz input clock; an empty append takes nothing.
+// takeAppend in the session's format: every wire format lands on the 16 kHz input clock; an
+// empty append takes nothing.
 func TestInputTake(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -27,13 +28,13 @@ func TestInputTake(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var in inputAudio
-			pcm, err := in.take(tc.data, tc.format)
+			pcm, fe := in.takeAppend(tc.data, tc.format, nil)
 			if tc.wantErr {
-				require.Error(t, err)
+				require.NotNil(t, fe)
 				require.Zero(t, in.inputMs)
 				return
 			}
-			require.NoError(t, err)
+			require.Nil(t, fe)
 			// A streaming resampler may hold a few samples back: within 1 ms.
 			require.InDelta(t, tc.samples, len(pcm), 16)
 			require.InDelta(t, tc.ms, in.inputMs, 1)
@@ -303,7 +304,7 @@ func TestInputListen(t *testing.T) {
 	}
 }
 
-// unforwarded / forwarded: the commit feeds only what did not go ahead.
+// The commit feeds only what did not go ahead (inputFwd, which forwardInput advances).
 func TestInputUnforwarded(t *testing.T) {
 	var in inputAudio
 	chunk := make([]float32, 160)
@@ -311,13 +312,11 @@ func TestInputUnforwarded(t *testing.T) {
 		_, ok := in.buffer(chunk, 1<<20, 1)
 		require.True(t, ok)
 	}
-	require.Len(t, in.unforwarded(), 3)
-	in.forwarded()
-	in.forwarded()
-	require.Len(t, in.unforwarded(), 1)
+	require.Len(t, in.inputBuf[in.inputFwd:], 3)
+	in.inputFwd += 2
 	rest, _, _ := in.takeBuffer()
 	require.Len(t, rest, 1)
-	require.Empty(t, in.unforwarded())
+	require.Empty(t, in.inputBuf[in.inputFwd:])
 }
 
 // speechArrival: an auto_response turn's t0 is its first speech, at the onset's own append when
@@ -343,4 +342,25 @@ func TestSpeechArrival(t *testing.T) {
 			require.Equal(t, tc.at, at)
 		})
 	}
+}
+
+// takeAppend's direct path for pcm16 at the engine rate gives exactly what the decoder gives,
+// and an odd length is refused in the decoder's words.
+func TestInputTakeAppendDirectPCM16(t *testing.T) {
+	data := make([]byte, 3200)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	f := AudioFormat{Type: "pcm16", Rate: EngineRate}
+	var in inputAudio
+	got, fe := in.takeAppend(data, f, nil)
+	require.Nil(t, fe)
+	want, err := DecodeInput(data, f)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	_, fe = in.takeAppend(data[:3], f, nil)
+	require.NotNil(t, fe)
+	_, err = DecodeInput(data[:3], f)
+	require.EqualError(t, err, fe.Message)
 }

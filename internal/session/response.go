@@ -320,12 +320,30 @@ func (s *Session) pace() {
 	}
 }
 
+// completeResponse ends a response that ran to its end: its turn is closed with the reason its
+// finish maps to (doneStatus), then response.done goes out.
 func (s *Session) completeResponse(r *response) {
 	status, reason, details := doneStatus(r.finish)
 	s.endResponse(reason)
 	s.emitDone(r, status, details)
 	s.trimHistory()
 	s.armIdleTimeout(r)
+}
+
+// doneStatus maps the engine's finish reason of a response that ran to its end to the
+// response.done status, the finished_reason its turn is logged with, and the status details.
+func doneStatus(finish string) (status, reason string, details *protocol.StatusDetails) {
+	switch finish {
+	case "length":
+		return "incomplete", "stop", &protocol.StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
+	case "error":
+		return "failed", "error", &protocol.StatusDetails{Type: "failed", Reason: "engine_error"}
+	case "abort":
+		return "cancelled", "abort", &protocol.StatusDetails{Type: "cancelled", Reason: "abort"}
+	case requestclient.FinishToolCalls:
+		return "completed", requestclient.FinishToolCalls, nil // completed, logged as a turn that ended in calls
+	}
+	return "completed", "stop", nil
 }
 
 // failResponse ends r as failed with code and msg. For an engine failure err a remote stage's

@@ -25,7 +25,7 @@ var errSpecUnsupported = errors.New("per-response instructions, input and conver
 
 // RespondWith implements specResponder.
 func (e pipelineEngine) RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error) {
-	return e.d.RespondWith(ctx, turn, spec)
+	return e.DuplexRequest.RespondWith(ctx, turn, spec)
 }
 
 // special reports whether the response needs more of the engine than Respond.

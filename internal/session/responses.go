@@ -3,9 +3,6 @@ package session
 import (
 	"strings"
 	"time"
-
-	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // responses is the session's response bookkeeping: the active response, the engine turns
@@ -141,20 +138,4 @@ func (r *response) assumePlayed(now time.Time) {
 	}
 	elapsed := float64(now.Sub(r.started)) / float64(time.Millisecond)
 	r.playedMs = max(0, min(r.sentMs, elapsed))
-}
-
-// doneStatus maps the engine's finish reason of a response that ran to its end to the
-// response.done status, the finished_reason its turn is logged with, and the status details.
-func doneStatus(finish string) (status, reason string, details *protocol.StatusDetails) {
-	switch finish {
-	case "length":
-		return "incomplete", "stop", &protocol.StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
-	case "error":
-		return "failed", "error", &protocol.StatusDetails{Type: "failed", Reason: "engine_error"}
-	case "abort":
-		return "cancelled", "abort", &protocol.StatusDetails{Type: "cancelled", Reason: "abort"}
-	case requestclient.FinishToolCalls:
-		return "completed", requestclient.FinishToolCalls, nil // completed, logged as a turn that ended in calls
-	}
-	return "completed", "stop", nil
 }

@@ -46,7 +46,7 @@ type endOfTurnEstimator interface {
 
 // EndOfTurnProb implements endOfTurnEstimator.
 func (e pipelineEngine) EndOfTurnProb(ctx context.Context) (requestclient.EndOfTurn, error) {
-	return e.d.EndOfTurnProb(ctx)
+	return e.DuplexRequest.EndOfTurnProb(ctx)
 }
 
 // endOfTurnObserver is implemented by the manager's metrics when they count semantic_vad's

@@ -15,7 +15,7 @@ type toolEngine interface {
 
 // SetTools implements toolEngine.
 func (e pipelineEngine) SetTools(ctx context.Context, spec *requestclient.ToolSpec) error {
-	return e.d.SetTools(ctx, spec)
+	return e.DuplexRequest.SetTools(ctx, spec)
 }
 
 // syncTools gives the engine stream the session's tools when they changed or the stream is
