@@ -230,7 +230,8 @@ func (s *turnState) abandon(id int) {
 // input was answered by none).
 func (s *turnState) begin(id int, rid, responseID string, turnID int, arrival float64) {
 	s.mu.Lock()
-	if !s.entryLocked(id, rid, arrival).begin(responseID, turnID) { // no new input: born at its begin
+	// A response with no new input before it: the turn is born at its begin.
+	if !s.entryLocked(id, rid, arrival).begin(responseID, turnID) {
 		s.mu.Unlock()
 		return
 	}
@@ -395,12 +396,13 @@ func (s *turnState) inputSettled(k int) {
 // turn was not open, not begun, or already closed.
 func (s *turnState) finalize(id int, reason string) bool {
 	s.mu.Lock()
-	closed, now := s.open[id].close(reason, s.closed)
+	e := s.open[id]
+	closed, now := e.close(reason, s.closed)
 	if !now {
 		s.mu.Unlock()
 		return closed
 	}
-	s.record(s.open[id])
+	s.record(e)
 	return true
 }
 
@@ -408,12 +410,13 @@ func (s *turnState) finalize(id int, reason string) bool {
 // started (turn.closeUnstarted).
 func (s *turnState) finalizeUnstarted(id int, reason string) bool {
 	s.mu.Lock()
-	closed, now := s.open[id].closeUnstarted(reason, s.closed)
+	e := s.open[id]
+	closed, now := e.closeUnstarted(reason, s.closed)
 	if !now {
 		s.mu.Unlock()
 		return closed
 	}
-	s.record(s.open[id])
+	s.record(e)
 	return true
 }
 
