@@ -117,9 +117,6 @@ type Session struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	// toolCallsAnswered are the function calls the client answered since the last response
-	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
-	toolCallsAnswered answeredCalls
 	paceTimer         *time.Timer
 	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
 	idleTimer         *time.Timer
@@ -156,6 +153,10 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	}
 	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
+	s.tools.io = toolIO{send: s.send, sendError: s.sendError, submit: s.submitJob, newItem: s.newClientItem,
+		engine:    func() (Engine, int) { return s.engine, s.input },
+		room:      func() int { return cap(s.jobs) - len(s.jobs) },
+		afterCall: s.continueAfterCall, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
 	if opts.Initial != nil {
 		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
 			s.log.Warn("the client secret's session no longer applies; the defaults stand", zap.Error(err))
@@ -312,7 +313,7 @@ func (s *Session) loop(ctx context.Context) string {
 		case r := <-s.results:
 			s.handleResult(r)
 		case r := <-s.tools.mcp.results:
-			s.handleMCPResult(r)
+			s.tools.handleResult(r, s.epoch, s.cfg)
 		case a := <-s.sem.results:
 			s.endOfTurnAnswer(a)
 		case <-s.sem.timerC():
@@ -456,7 +457,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
-	s.syncTools()
+	s.tools.sync(s.cfg)
 	return true
 }
 
