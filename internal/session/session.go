@@ -90,10 +90,7 @@ type Session struct {
 	drain    chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobQueue                    // engine jobs in wire order and their results (jobs.go)
 
-	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
-	// resume attempt; done is closed when Run returns, with endReason set.
-	lost      chan int
-	resumes   chan resumeCall
+	// done is closed when Run returns, with endReason set.
 	done      chan struct{}
 	endReason string
 
@@ -117,13 +114,13 @@ type Session struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	paceTimer         *time.Timer
-	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
-	idleTimer         *time.Timer
-	closeReason       string
-	sinkBroken        bool // the connection refused an event: nothing more can be sent
+	paceTimer    *time.Timer
+	idle         idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
+	idleTimer    *time.Timer
+	closeReason  string
+	sinkBroken   bool // the connection refused an event: nothing more can be sent
 
-	attachment // the connection the session is attached to, the resume token (resume.go)
+	attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
 
 	expiresAt time.Time
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
@@ -141,8 +138,6 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		drain:       make(chan time.Duration, 1),
 		jobQueue:    newJobQueue(16),
 		outputQueue: newOutputQueue(),
-		lost:        make(chan int, 1),
-		resumes:     make(chan resumeCall),
 		done:        make(chan struct{}),
 		state:       "open",
 		turnState:   turnIdle,
