@@ -68,7 +68,8 @@ const (
 // the only one touching that state; other goroutines talk to it through bounded channels.
 //
 // Its state is split by concern into the components below, one file each, each a plain struct
-// that sends no event and calls no engine (the package doc lists them). Those whose fields the
+// that sends no event and calls no engine but through the actor's functions it is given
+// (toolState's toolIO; the package doc lists them). Those whose fields the
 // session reads everywhere are embedded, so s.cfg, s.resp, s.inputBuf name them directly; the
 // others are used through their methods.
 type Session struct {
@@ -76,7 +77,7 @@ type Session struct {
 	inputAudio              // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
 	responses               // the active response and its counters (responses.go)
 	conv       conversation // the conversation's items (conversation.go)
-	tools      toolState    // MCP servers, what the engine was given of the tools (toolstate.go)
+	tools      toolState    // MCP servers, the tool-call items, what the engine was given (toolstate.go)
 	tx         transcripts  // a transcription session's live deltas (transcripts.go)
 
 	id   string
