@@ -72,11 +72,11 @@ func (s *Session) openAhead() {
 		// Without discard the stream cannot forget a cleared buffer, so nothing is forwarded
 		// to it ahead of a commit (forwardInput): keep it, it is the one the commit would open.
 		s.engine, s.engineOpts, s.engineFresh = eng, opts, false
-		s.syncTools()
+		s.tools.sync(s.cfg)
 		return
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, true
-	s.syncTools()
+	s.tools.sync(s.cfg)
 }
 
 // reopenFresh applies a session.update to a stream opened ahead of the first commit: if the

@@ -51,9 +51,14 @@
 //     runtime state and logic. The tools of a response (sessionTools, resolveTools,
 //     followUpOptions), MCP servers with the goroutines that list and call them (list, start,
 //     takeCall; opened and closed by Run), a call's outcome, what the engine was last given, and
-//     the client's answered function calls (answeredCalls).
+//     the client's answered function calls (answeredCalls). Unlike the others it also turns the
+//     model's calls and the client's answers into items, events and engine jobs (emitMCPCall,
+//     emitFunctionCall, handleResult, createFunctionOutput, answerApproval, sync), through the
+//     actor's functions it is given (toolIO), never the Session; where a response must start,
+//     it returns a followUp the actor starts (startFollowUp).
 //   - resume.go (attachment): the connection the session is attached to, whether it is
-//     detached and since when, the resume grace and the rotating resume token.
+//     detached and since when, the resume grace, the rotating resume token, and the channels
+//     that bring the actor a lost connection and a resume attempt.
 //   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
 //     ends the engine's outputs have not reached yet.
 //   - transcription.go (transcriber, over transcripts): input transcription's events (deltas,

@@ -150,9 +150,9 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 			return jobResult{err: eng.AppendText(ctx, turn, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
-	s.syncTools()
+	s.tools.sync(s.cfg)
 	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(c.Transcription)}})
-	s.syncMCP()
+	s.tools.syncMCP(s.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 
 // wireFormat is the GA audio format object.
@@ -239,10 +239,14 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}
 	switch c.ItemType {
 	case "function_call_output":
-		s.createFunctionOutput(c)
+		if s.tools.createFunctionOutput(c, s.epoch) {
+			s.pendingIn++
+		}
 		return
 	case "mcp_approval_response":
-		s.createApprovalResponse(c)
+		if f := s.tools.answerApproval(c, s.resp, s.epoch); f != nil {
+			s.startFollowUp(*f)
+		}
 		return
 	}
 	role := c.Role

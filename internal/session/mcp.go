@@ -133,14 +133,15 @@ func checkRequireApproval(raw json.RawMessage, param string) *FieldError {
 
 // syncMCP starts listing every MCP tool of the session that is new or changed (an
 // mcp_list_tools item each, mcpState.list), and closes the connections of those removed. It
-// runs after session.updated.
-func (s *Session) syncMCP() {
-	for _, t := range s.tools.retire(s.cfg.MCP) {
-		it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: t.ServerLabel}
-		s.tools.mcp.list(t, it.ID, s.m.cfg.MCPLimits)
-		s.conv.insert(it, "")
-		s.send(s.conv.added(it, s.epoch, false))
-		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
+// runs after session.updated, with the session's MCP tools (want), the operator's limits on
+// MCP responses and the session's epoch.
+func (t *toolState) syncMCP(want []mcpTool, lim mcpclient.Limits, epoch int) {
+	for _, tool := range t.retire(want) {
+		it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: tool.ServerLabel}
+		t.mcp.list(tool, it.ID, lim)
+		t.io.conv.insert(it, "")
+		t.io.send(t.io.conv.added(it, epoch, false))
+		t.io.send(Event{Epoch: epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
 	}
 }
 
@@ -192,36 +193,36 @@ func (srv *mcpServer) listed(conn *mcpclient.Conn, tools []mcpclient.Tool) (unus
 	return unusable
 }
 
-// handleMCPResult reports a finished listing: the item gets its tools and
+// handleResult reports a finished listing: the item gets its tools and
 // mcp_list_tools.completed, or mcp_list_tools.failed and an error event saying why. The
-// session lives on either way.
-func (s *Session) handleMCPResult(r mcpResult) {
+// session lives on either way. epoch and cfg are the session's now.
+func (t *toolState) handleResult(r mcpResult, epoch int, cfg Config) {
 	if r.call != nil {
 		// A finished call completes its item and carries its response on; a call whose
 		// response ended meanwhile was already reported failed (endMCPCalls).
-		if c := s.tools.mcp.takeCall(r.call.itemID); c != nil {
-			s.finishMCPCall(c, r.call.output, r.call.err, r.call.dur)
-			s.continueAfterCall(c.r)
+		if c := t.mcp.takeCall(r.call.itemID); c != nil {
+			t.finishMCPCall(c, r.call.output, r.call.err, r.call.dur)
+			t.io.afterCall(c.r)
 		}
 		return
 	}
-	srv := s.tools.mcp.servers[r.label]
+	srv := t.mcp.servers[r.label]
 	current := srv != nil && srv.gen == r.gen
-	it := s.conv.find(r.itemID)
+	it := t.io.conv.find(r.itemID)
 	if !current {
 		// The tool was removed or replaced while it was being listed: its tools are not used.
 		if r.conn != nil {
-			s.tools.closeConn(r.conn)
+			t.closeConn(r.conn)
 			r.conn = nil
 		}
 		r.err = errors.New("the tool was replaced or removed by a session.update before its listing finished")
 	}
 	if r.err != nil {
-		s.log.Info("mcp list tools failed", zap.String("server_label", r.label), zap.Error(r.err))
+		t.io.log.Info("mcp list tools failed", zap.String("server_label", r.label), zap.Error(r.err))
 		if it != nil {
 			it.Status = "failed"
 		}
-		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsFailed{ItemID: r.itemID}})
+		t.io.send(Event{Epoch: epoch, Payload: protocol.MCPListToolsFailed{ItemID: r.itemID}})
 		param := ""
 		if current {
 			param = fmt.Sprintf("session.tools[%d].server_url", srv.tool.Index)
@@ -231,18 +232,18 @@ func (s *Session) handleMCPResult(r mcpResult) {
 		if errors.As(r.err, &me) {
 			msg = me.Message
 		}
-		s.sendError("mcp_list_tools_failed", fmt.Sprintf("listing the tools of MCP server %q failed: %s", r.label, msg), "", param)
+		t.io.sendError("mcp_list_tools_failed", fmt.Sprintf("listing the tools of MCP server %q failed: %s", r.label, msg), "", param)
 		return
 	}
 	unusable := srv.listed(r.conn, r.tools)
-	defer s.syncTools() // the engine's own turns offer the new tools too
+	defer t.sync(cfg) // the engine's own turns offer the new tools too
 	if it != nil {
 		it.MCPTools, it.Status = r.tools, "completed"
-		s.send(Event{Epoch: s.epoch, Payload: protocol.MCPListToolsCompleted{ItemID: it.ID}})
-		s.send(s.conv.done(it, s.epoch, false))
+		t.io.send(Event{Epoch: epoch, Payload: protocol.MCPListToolsCompleted{ItemID: it.ID}})
+		t.io.send(t.io.conv.done(it, epoch, false))
 	} // else the conversation dropped the item (history budget, delete); the tools stay
 	if len(unusable) > 0 {
-		s.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",
+		t.io.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",
 			r.label, strings.Join(unusable, ", ")), "", fmt.Sprintf("session.tools[%d]", srv.tool.Index))
 	}
 }

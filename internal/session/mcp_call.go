@@ -160,34 +160,34 @@ func (t *toolState) mcpRefOf(r *response, cfg Config, name string) (mcpRef, bool
 // emitMCPCall turns a call of the model that names an MCP tool into an mcp_call item it runs,
 // or an mcp_approval_request item when the tool needs the client's approval. false: the call
 // names no MCP tool (a function call).
-func (s *Session) emitMCPCall(r *response, c *requestclient.ToolCall) bool {
-	ref, ok := s.tools.mcpRefOf(r, s.cfg, c.Name)
+func (t *toolState) emitMCPCall(r *response, c *requestclient.ToolCall, cfg Config) bool {
+	ref, ok := t.mcpRefOf(r, cfg, c.Name)
 	if !ok {
 		return false
 	}
-	s.m.observeToolCall()
-	if s.tools.mcp.needsApproval(ref) {
+	t.io.countCall()
+	if t.mcp.needsApproval(ref) {
 		// An mcp_approval_request item instead of the call: the client answers it.
 		it := &item{ID: newItemID(), Type: "mcp_approval_request", Status: "completed", ResponseID: r.id,
 			ServerLabel: ref.label, Name: ref.name, Arguments: c.Arguments, MCP: &mcpItem{}}
-		s.sendOutputItemDone(r, s.addCallItem(r, it), it, true)
+		t.sendOutputItemDone(r, t.addCallItem(r, it), it, true)
 		return true
 	}
 	it := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
 		ServerLabel: ref.label, Name: ref.name, MCP: &mcpItem{}}
-	s.emitCallItem(r, it, c.Arguments)
+	t.emitCallItem(r, it, c.Arguments)
 	return true
 }
 
 // addCallItem adds a call's item to response r (response.output_item.added, and the
 // conversation unless the response is out of band) and returns its output index.
-func (s *Session) addCallItem(r *response, it *item) int {
+func (t *toolState) addCallItem(r *response, it *item) int {
 	idx := 1 + len(r.calls)
 	r.calls = append(r.calls, it)
-	s.send(r.outputItemAdded(idx, it))
+	t.io.send(r.outputItemAdded(idx, it))
 	if !r.outOfBand {
-		s.conv.insert(it, "")
-		s.send(s.conv.added(it, r.epoch, true))
+		t.io.conv.insert(it, "")
+		t.io.send(t.io.conv.added(it, r.epoch, true))
 	}
 	return idx
 }
@@ -201,21 +201,21 @@ func (m *mcpState) needsApproval(ref mcpRef) bool {
 
 // emitCallItem adds the mcp_call item it to the response (added, its arguments in one delta:
 // the call arrives whole, done, in_progress) and runs the call.
-func (s *Session) emitCallItem(r *response, it *item, args string) {
-	idx := s.addCallItem(r, it)
-	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
+func (t *toolState) emitCallItem(r *response, it *item, args string) {
+	idx := t.addCallItem(r, it)
+	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Delta: args}})
 	it.Arguments = args
-	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDone{
+	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDone{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Arguments: args}})
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallInProgress{OutputIndex: idx, ItemID: it.ID}})
+	t.io.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallInProgress{OutputIndex: idx, ItemID: it.ID}})
 	// The call runs on a goroutine of mcpState; its result comes back to the actor
-	// (handleMCPResult). A call that cannot start fails at once.
+	// (handleResult). A call that cannot start fails at once.
 	c := &mcpCall{r: r, it: it, idx: idx}
 	r.mcp.pending++
-	if err := s.tools.mcp.start(c, s.m.cfg.WallClock()); err != nil {
-		s.finishMCPCall(c, "", err, -1)
-		s.continueAfterCall(r)
+	if err := t.mcp.start(c, t.io.wallNow()); err != nil {
+		t.finishMCPCall(c, "", err, -1)
+		t.io.afterCall(r)
 	}
 }
 
@@ -315,27 +315,27 @@ func (c *mcpCall) outcome(output string, err error, d time.Duration, wallNow flo
 // finishMCPCall completes the call's item with its output, or fails it with its error and an
 // error event saying why; the output (or the error) joins the engine's conversation as the
 // call's result unless the response was cancelled.
-func (s *Session) finishMCPCall(c *mcpCall, output string, err error, d time.Duration) {
+func (t *toolState) finishMCPCall(c *mcpCall, output string, err error, d time.Duration) {
 	r, it := c.r, c.it
 	r.mcp.pending--
-	result, failure, kind, msg, st := c.outcome(output, err, d, s.m.cfg.WallClock())
+	result, failure, kind, msg, st := c.outcome(output, err, d, t.io.wallNow())
 	if err == nil {
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallCompleted{OutputIndex: c.idx, ItemID: it.ID}})
+		t.io.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallCompleted{OutputIndex: c.idx, ItemID: it.ID}})
 	} else {
-		s.log.Info("mcp call failed", zap.String("server_label", it.ServerLabel), zap.String("tool", it.Name),
+		t.io.log.Info("mcp call failed", zap.String("server_label", it.ServerLabel), zap.String("tool", it.Name),
 			zap.String("error_type", kind), zap.Error(err))
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallFailed{OutputIndex: c.idx, ItemID: it.ID}})
+		t.io.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallFailed{OutputIndex: c.idx, ItemID: it.ID}})
 		if failure != "cancelled" {
 			// A cancelled call was the client's doing (response.cancel, barge-in, close).
-			s.sendError("mcp_call_failed", fmt.Sprintf("the call of tool %q on MCP server %q failed (%s): %s", it.Name, it.ServerLabel, kind, msg), "", "")
+			t.io.sendError("mcp_call_failed", fmt.Sprintf("the call of tool %q on MCP server %q failed (%s): %s", it.Name, it.ServerLabel, kind, msg), "", "")
 		}
 	}
 	r.toolCalls = append(r.toolCalls, st)
-	s.sendOutputItemDone(r, c.idx, it, false)
+	t.sendOutputItemDone(r, c.idx, it, false)
 	if errors.Is(err, errMCPCallCancelled) || r.outOfBand {
 		return // the model's call left the engine's conversation with its cancelled reply
 	}
-	s.appendToolResult(result)
+	t.appendToolResult(result)
 	if r.mcp.start == nil {
 		r.mcp.followUp = true
 	}
@@ -362,18 +362,18 @@ func (s *Session) continueAfterCall(r *response) {
 func (m *mcpResp) holds() bool { return m.pending > 0 || m.start != nil }
 
 // appendToolResult gives the engine a call's result, in order with the session's other jobs.
-func (s *Session) appendToolResult(text string) {
-	if s.engine == nil {
+func (t *toolState) appendToolResult(text string) {
+	eng, turn := t.io.engine()
+	if eng == nil {
 		return
 	}
 	if text == "" {
 		text = "(no output)"
 	}
-	eng, turn := s.engine, s.input
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+	if !t.io.submit(job{run: func(ctx context.Context) jobResult {
 		return jobResult{err: eng.AppendText(ctx, turn, "tool", text), errCode: "runtime_append_failed"}
 	}}) {
-		s.sendError("input_backpressure", "too many pending engine jobs; an MCP call's result did not reach the model", "", "")
+		t.io.sendError("input_backpressure", "too many pending engine jobs; an MCP call's result did not reach the model", "", "")
 	}
 }
 
@@ -393,74 +393,87 @@ func (t *toolState) followUpOptions(cfg Config, depth int) respOptions {
 	return o
 }
 
+// followUp is a response the session starts by itself after MCP results: its depth (the
+// follow-ups before it since the client's own response), and for an approved call, the call
+// it runs before the model's reply (its ID and ResponseID are set when the response begins).
+type followUp struct {
+	depth int
+	call  *item
+	args  string
+}
+
 // startFollowUp starts a response of the session's own after MCP results joined the
 // conversation. With a response already active (the user spoke meanwhile) none starts: the
-// results stay in the conversation for it.
-func (s *Session) startFollowUp(depth int) {
-	if s.resp != nil || s.closeReason != "" || !s.ensureEngine("") {
+// results stay in the conversation for it. An approved call (f.call) runs first in the
+// response, whose model reply follows it (continueAfterCall).
+func (s *Session) startFollowUp(f followUp) {
+	if f.call == nil && (s.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
 		return
 	}
 	s.pendingIn++ // the results are input the follow-up answers
-	o := s.tools.followUpOptions(s.cfg, depth)
+	o := s.tools.followUpOptions(s.cfg, f.depth)
 	r := s.beginResponse(-1, o)
-	s.startModelReply(r, o)
+	if f.call == nil {
+		s.startModelReply(r, o)
+		return
+	}
+	r.mcp.start = func() { s.startModelReply(r, o) }
+	f.call.ID, f.call.ResponseID = newItemID(), r.id
+	s.tools.emitCallItem(r, f.call, f.args)
 }
 
-// createApprovalResponse is conversation.item.create with an mcp_approval_response: the
-// client's answer to an mcp_approval_request. Approved, the session runs the call in a
-// response of its own whose model reply follows the call; denied, the denial joins the
-// conversation as the call's result and a follow-up response reads it. Either way the
-// session carries on by itself (the Agents SDK sends no response.create after it).
-func (s *Session) createApprovalResponse(c *CreateItem) {
+// answerApproval is conversation.item.create with an mcp_approval_response: the client's
+// answer to an mcp_approval_request, while active is the session's active response (nil:
+// none). Approved, the session runs the call in a response of its own whose model reply
+// follows the call; denied, the denial joins the conversation as the call's result and a
+// follow-up response reads it. Either way the session carries on by itself (the Agents SDK
+// sends no response.create after it): the follow-up returned is the response the actor starts
+// (nil: the client was told why not).
+func (t *toolState) answerApproval(c *CreateItem, active *response, epoch int) *followUp {
 	const param = "item.approval_request_id"
-	req := s.conv.find(c.ApprovalRequestID)
+	conv := t.io.conv
+	req := conv.find(c.ApprovalRequestID)
 	if req == nil || req.Type != "mcp_approval_request" {
-		s.sendError("invalid_value", fmt.Sprintf("no mcp_approval_request item has id %q", c.ApprovalRequestID), c.ID, param)
-		return
+		t.io.sendError("invalid_value", fmt.Sprintf("no mcp_approval_request item has id %q", c.ApprovalRequestID), c.ID, param)
+		return nil
 	}
 	if req.MCP.AnsweredBy != "" {
-		s.sendError("invalid_value", fmt.Sprintf("the approval request %q was already answered (item %s)", req.ID, req.MCP.AnsweredBy), c.ID, param)
-		return
+		t.io.sendError("invalid_value", fmt.Sprintf("the approval request %q was already answered (item %s)", req.ID, req.MCP.AnsweredBy), c.ID, param)
+		return nil
 	}
-	if s.resp != nil {
-		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
-			"Conversation already has an active response in progress: %s. Send the approval once it is finished; the call runs in a response of its own.", s.resp.id), c.ID, "")
-		return
+	if active != nil {
+		t.io.sendError("conversation_already_has_active_response", fmt.Sprintf(
+			"Conversation already has an active response in progress: %s. Send the approval once it is finished; the call runs in a response of its own.", active.id), c.ID, "")
+		return nil
 	}
-	if !s.conv.hasPrevious(c.PreviousItemID) {
-		s.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
-		return
+	if !conv.hasPrevious(c.PreviousItemID) {
+		t.io.sendError("invalid_value", fmt.Sprintf("previous_item_id %q does not exist", c.PreviousItemID), c.ID, "previous_item_id")
+		return nil
 	}
-	id, ok := s.newClientItem(c)
+	id, ok := t.io.newItem(c)
 	if !ok {
-		return
+		return nil
 	}
-	if cap(s.jobs)-len(s.jobs) < 2 {
-		s.sendError("input_backpressure", "too many pending engine jobs; the approval was not taken", c.ID, "item")
-		return
+	if t.io.room() < 2 {
+		t.io.sendError("input_backpressure", "too many pending engine jobs; the approval was not taken", c.ID, "item")
+		return nil
 	}
 	it := &item{ID: id, Type: "mcp_approval_response", Status: "completed",
 		MCP: &mcpItem{ApprovalRequestID: req.ID, Approve: c.Approve, Reason: c.Reason}}
-	s.conv.insert(it, c.PreviousItemID)
-	s.send(s.conv.added(it, s.epoch, false))
-	s.send(s.conv.done(it, s.epoch, false))
+	conv.insert(it, c.PreviousItemID)
+	t.io.send(conv.added(it, epoch, false))
+	t.io.send(conv.done(it, epoch, false))
 	req.MCP.AnsweredBy = id
 	if !c.Approve {
 		denied := fmt.Sprintf("the user denied this call of %s", req.Name)
 		if c.Reason != "" {
 			denied += ": " + c.Reason
 		}
-		s.appendToolResult(denied)
-		s.startFollowUp(1)
-		return
+		t.appendToolResult(denied)
+		return &followUp{depth: 1}
 	}
-	s.pendingIn++ // the call's result is input the response answers
-	o := s.tools.followUpOptions(s.cfg, 1)
-	r := s.beginResponse(-1, o)
-	r.mcp.start = func() { s.startModelReply(r, o) }
-	call := &item{ID: newItemID(), Type: "mcp_call", Status: "in_progress", ResponseID: r.id,
-		ServerLabel: req.ServerLabel, Name: req.Name, MCP: &mcpItem{ApprovalRequestID: req.ID}}
-	s.emitCallItem(r, call, req.Arguments)
+	return &followUp{depth: 1, args: req.Arguments, call: &item{Type: "mcp_call", Status: "in_progress",
+		ServerLabel: req.ServerLabel, Name: req.Name, MCP: &mcpItem{ApprovalRequestID: req.ID}}}
 }
 
 // mcpItemWire is an mcp_call, mcp_approval_request or mcp_approval_response item on the wire.

@@ -176,7 +176,7 @@ func (s *Session) endResponse(reason string) *response {
 	// Its running MCP calls fail (cancelled, interrupted, failed or closed): their goroutines
 	// stop with the cancel, their results are dropped.
 	for _, c := range s.tools.mcp.takeCallsOf(r) {
-		s.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
+		s.tools.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
 	}
 	r.mcp.start = nil
 	s.responses.end()
@@ -252,8 +252,8 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			r.engineUsage = &u
 		}
 	case requestclient.OutToolCall:
-		if o.ToolCall != nil && !s.emitMCPCall(r, o.ToolCall) {
-			s.emitFunctionCall(r, o.ToolCall)
+		if o.ToolCall != nil && !s.tools.emitMCPCall(r, o.ToolCall, s.cfg) {
+			s.tools.emitFunctionCall(r, o.ToolCall)
 		}
 	case requestclient.OutFinished:
 		r.finished = true
@@ -286,7 +286,7 @@ func (s *Session) pace() {
 		if r.finished && len(r.frames) == 0 && !r.mcp.holds() {
 			s.completeResponse(r)
 			if r.mcp.followUp {
-				s.startFollowUp(r.mcp.depth + 1)
+				s.startFollowUp(followUp{depth: r.mcp.depth + 1})
 			}
 		}
 		return
@@ -315,7 +315,7 @@ func (s *Session) pace() {
 	if r.finished && !r.mcp.holds() {
 		s.completeResponse(r)
 		if r.mcp.followUp {
-			s.startFollowUp(r.mcp.depth + 1)
+			s.startFollowUp(followUp{depth: r.mcp.depth + 1})
 		}
 	}
 }

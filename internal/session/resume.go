@@ -68,9 +68,13 @@ func newResumeToken() string {
 
 // attachment is the session's connection: which attachment is current, whether the session is
 // detached (its connection lost, waiting for a resume until the grace timer fires) and since
-// when, and the current resume token (a bearer secret, never logged; "" when resume is off).
-// It sends nothing and logs nothing: the actor's detach and resume act on what it reports.
+// when, the current resume token (a bearer secret, never logged; "" when resume is off), and
+// the channels that bring the actor a lost connection (Disconnected) and a resume attempt
+// (Resume). It sends nothing and logs nothing: the actor's detach and resume act on what it
+// reports.
 type attachment struct {
+	lost        chan int        // buffered(1): the generation of a connection that was lost
+	resumes     chan resumeCall // a resume attempt, answered on its reply channel
 	resumeToken string
 	attachGen   int // 0 the first connection, +1 per resume
 	detached    bool
@@ -79,7 +83,7 @@ type attachment struct {
 }
 
 func newAttachment(resumable bool) attachment {
-	a := attachment{graceTimer: time.NewTimer(time.Hour)}
+	a := attachment{graceTimer: time.NewTimer(time.Hour), lost: make(chan int, 1), resumes: make(chan resumeCall)}
 	a.graceTimer.Stop()
 	if resumable {
 		a.resumeToken = newResumeToken()

@@ -68,7 +68,8 @@ const (
 // the only one touching that state; other goroutines talk to it through bounded channels.
 //
 // Its state is split by concern into the components below, one file each, each a plain struct
-// that sends no event and calls no engine (the package doc lists them). Those whose fields the
+// that sends no event and calls no engine but through the actor's functions it is given
+// (toolState's toolIO; the package doc lists them). Those whose fields the
 // session reads everywhere are embedded, so s.cfg, s.resp, s.inputBuf name them directly; the
 // others are used through their methods.
 type Session struct {
@@ -76,7 +77,7 @@ type Session struct {
 	inputAudio              // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
 	responses               // the active response and its counters (responses.go)
 	conv       conversation // the conversation's items (conversation.go)
-	tools      toolState    // MCP servers, what the engine was given of the tools (toolstate.go)
+	tools      toolState    // MCP servers, the tool-call items, what the engine was given (toolstate.go)
 	tx         transcriber  // input transcription: live deltas, a transcription session's records (transcription.go)
 
 	id   string
@@ -90,10 +91,7 @@ type Session struct {
 	drain    chan time.Duration // buffered(1): the server is shutting down, with this grace
 	jobQueue                    // engine jobs in wire order and their results (jobs.go)
 
-	// Resume (resume.go): lost carries the generation of a connection that was lost, resumes a
-	// resume attempt; done is closed when Run returns, with endReason set.
-	lost      chan int
-	resumes   chan resumeCall
+	// done is closed when Run returns, with endReason set.
 	done      chan struct{}
 	endReason string
 
@@ -117,16 +115,13 @@ type Session struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	// toolCallsAnswered are the function calls the client answered since the last response
-	// began: the next response's turn counts them (tools.go), at most maxToolCallsAnswered.
-	toolCallsAnswered answeredCalls
-	paceTimer         *time.Timer
-	idle              idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
-	idleTimer         *time.Timer
-	closeReason       string
-	sinkBroken        bool // the connection refused an event: nothing more can be sent
+	paceTimer    *time.Timer
+	idle         idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
+	idleTimer    *time.Timer
+	closeReason  string
+	sinkBroken   bool // the connection refused an event: nothing more can be sent
 
-	attachment // the connection the session is attached to, the resume token (resume.go)
+	attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
 
 	expiresAt time.Time
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
@@ -144,8 +139,6 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		drain:       make(chan time.Duration, 1),
 		jobQueue:    newJobQueue(16),
 		outputQueue: newOutputQueue(),
-		lost:        make(chan int, 1),
-		resumes:     make(chan resumeCall),
 		done:        make(chan struct{}),
 		state:       "open",
 		turnState:   turnIdle,
@@ -164,6 +157,10 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		logStats: m.cfg.LogStats, structured: m.cfg.StructuredStats}
 	eotObserver, _ := m.cfg.Metrics.(endOfTurnObserver)
 	s.sem = semState{send: emit, log: s.log, observer: eotObserver, wall: m.cfg.WallClock}
+	s.tools.io = toolIO{send: s.send, sendError: s.sendError, submit: s.submitJob, newItem: s.newClientItem,
+		engine:    func() (Engine, int) { return s.engine, s.input },
+		room:      func() int { return cap(s.jobs) - len(s.jobs) },
+		afterCall: s.continueAfterCall, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
 	if opts.Initial != nil {
 		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
 			s.log.Warn("the client secret's session no longer applies; the defaults stand", zap.Error(err))
@@ -320,7 +317,7 @@ func (s *Session) loop(ctx context.Context) string {
 		case r := <-s.results:
 			s.handleResult(r)
 		case r := <-s.tools.mcp.results:
-			s.handleMCPResult(r)
+			s.tools.handleResult(r, s.epoch, s.cfg)
 		case a := <-s.sem.results:
 			if s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
 				s.commitTurn()
@@ -468,7 +465,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
-	s.syncTools()
+	s.tools.sync(s.cfg)
 	return true
 }
 

@@ -114,23 +114,23 @@ func toolChoiceWire(c ToolChoice) any {
 
 // emitFunctionCall turns one complete call of the model into a function_call item: added,
 // its arguments (one delta: the call arrives whole), done.
-func (s *Session) emitFunctionCall(r *response, c *requestclient.ToolCall) {
-	s.m.observeToolCall()
+func (t *toolState) emitFunctionCall(r *response, c *requestclient.ToolCall) {
+	t.io.countCall()
 	it := &item{ID: newItemID(), Type: "function_call", Status: "in_progress", ResponseID: r.id,
 		CallID: c.ID, Name: c.Name}
 	idx := 1 + len(r.calls) // the message item is output 0
 	r.calls = append(r.calls, it)
-	s.send(r.outputItemAdded(idx, it))
+	t.io.send(r.outputItemAdded(idx, it))
 	if !r.outOfBand {
-		s.conv.insert(it, "")
-		s.send(s.conv.added(it, r.epoch, true))
+		t.io.conv.insert(it, "")
+		t.io.send(t.io.conv.added(it, r.epoch, true))
 	}
-	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
+	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
-	it.Arguments, it.Status, it.CalledAt = c.Arguments, "completed", s.m.cfg.WallClock()
-	s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDone{
+	it.Arguments, it.Status, it.CalledAt = c.Arguments, "completed", t.io.wallNow()
+	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDone{
 		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Arguments: c.Arguments, Name: c.Name}})
-	s.sendOutputItemDone(r, idx, it, true)
+	t.sendOutputItemDone(r, idx, it, true)
 }
 
 // outputItemAdded is response.output_item.added for a tool item of r at output idx.
@@ -141,45 +141,48 @@ func (r *response) outputItemAdded(idx int, it *item) Event {
 // sendOutputItemDone ends a tool item of r at output idx: conversation.item.done (when it is in
 // the conversation) and response.output_item.done. model marks them model output (dropped once
 // the response's epoch is over); the end of an MCP call, which the server itself ran, is not.
-func (s *Session) sendOutputItemDone(r *response, idx int, it *item, model bool) {
-	if !r.outOfBand && s.conv.find(it.ID) != nil {
-		s.send(s.conv.done(it, r.epoch, model))
+func (t *toolState) sendOutputItemDone(r *response, idx int, it *item, model bool) {
+	if !r.outOfBand && t.io.conv.find(it.ID) != nil {
+		t.io.send(t.io.conv.done(it, r.epoch, model))
 	}
-	s.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
+	t.io.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
 }
 
 // createFunctionOutput is conversation.item.create with a function_call_output: the result of
 // an earlier call joins the conversation (the engine reads it in the template's tool-result
-// form), and counts as input a response.create may answer.
-func (s *Session) createFunctionOutput(c *CreateItem) {
-	call := s.conv.findCall(c.CallID)
+// form). true: it counts as input a response.create may answer (false: the client was told why
+// not).
+func (t *toolState) createFunctionOutput(c *CreateItem, epoch int) bool {
+	conv := t.io.conv
+	call := conv.findCall(c.CallID)
 	if call == nil {
-		s.sendError("invalid_value", fmt.Sprintf("no function_call item has call_id %q", c.CallID), c.ID, "item.call_id")
-		return
+		t.io.sendError("invalid_value", fmt.Sprintf("no function_call item has call_id %q", c.CallID), c.ID, "item.call_id")
+		return false
 	}
-	if it := s.conv.callOutput(c.CallID); it != nil {
+	if it := conv.callOutput(c.CallID); it != nil {
 		// One result per call: a second would leave the model two answers to one question.
-		s.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
-		return
+		t.io.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
+		return false
 	}
-	id, ok := s.newClientItem(c)
+	id, ok := t.io.newItem(c) // opens the engine
 	if !ok {
-		return
+		return false
 	}
-	if !s.canSubmitJob() {
-		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
-		return
+	if t.io.room() < 1 {
+		t.io.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return false
 	}
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
-	s.conv.insert(it, "")
-	s.send(s.conv.added(it, s.epoch, false))
-	s.send(s.conv.done(it, s.epoch, false))
-	s.pendingIn++
-	s.toolCallsAnswered.time(call, s.m.cfg.WallClock())
-	eng, out, turn := s.engine, c.Output, s.input
-	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
+	conv.insert(it, "")
+	t.io.send(conv.added(it, epoch, false))
+	t.io.send(conv.done(it, epoch, false))
+	t.answered.time(call, t.io.wallNow())
+	eng, turn := t.io.engine()
+	out := c.Output
+	t.io.submit(job{run: func(ctx context.Context) jobResult { // cannot fail: room above
 		return jobResult{err: eng.AppendText(ctx, turn, "tool", out), errCode: "runtime_append_failed"}
 	}})
+	return true
 }
 
 // maxToolCallsAnswered bounds the answered calls kept for the next response's statistics (a

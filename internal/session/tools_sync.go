@@ -18,26 +18,27 @@ func (e pipelineEngine) SetTools(ctx context.Context, spec *requestclient.ToolSp
 	return e.DuplexRequest.SetTools(ctx, spec)
 }
 
-// syncTools gives the engine stream the session's tools when they changed or the stream is
+// sync gives the engine stream the session's tools (cfg) when they changed or the stream is
 // new, in order with the session's other engine jobs. A new stream has none, so a session
 // without tools costs nothing.
-func (s *Session) syncTools() {
-	if s.engine == nil {
+func (t *toolState) sync(cfg Config) {
+	eng, _ := t.io.engine()
+	if eng == nil {
 		return
 	}
-	te, ok := s.engine.(toolEngine)
+	te, ok := eng.(toolEngine)
 	if !ok {
 		return // responses the session starts carry the tools themselves
 	}
-	spec := s.tools.sessionTools(s.cfg)
-	if !s.tools.give(s.engine, spec) {
+	spec := t.sessionTools(cfg)
+	if !t.give(eng, spec) {
 		return
 	}
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+	if !t.io.submit(job{run: func(ctx context.Context) jobResult {
 		return jobResult{err: te.SetTools(ctx, spec), errCode: "runtime_append_failed"}
 	}}) {
-		s.tools.notGiven() // the next sync tries again
-		s.sendError("input_backpressure", "too many pending engine jobs; the session's tools were not applied yet", "", "session.tools")
+		t.notGiven() // the next sync tries again
+		t.io.sendError("input_backpressure", "too many pending engine jobs; the session's tools were not applied yet", "", "session.tools")
 	}
 }
 

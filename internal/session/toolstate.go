@@ -6,20 +6,51 @@ import (
 	"fmt"
 	"reflect"
 
+	"go.uber.org/zap"
+
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // toolState is what the session's tools hold beyond their configuration (Config.Tools,
-// ToolChoice, MCP): the MCP servers with the goroutines that list and call them (mcpState), and
-// what the engine was last given, so that syncTools sends only a change. Its methods never
-// send an event; the actor owns it like the rest of the session's state.
+// ToolChoice, MCP): the MCP servers with the goroutines that list and call them (mcpState),
+// the function calls the client answered, and what the engine was last given, so that sync
+// sends only a change. It also turns the model's calls into their items and events (tools.go,
+// mcp_call.go), reaching the rest of the session only through io. The actor owns it like the
+// rest of the session's state: every method runs on the actor.
 type toolState struct {
+	io  toolIO
 	mcp mcpState // MCP servers of session.tools (mcp.go, mcp_call.go)
+	// answered are the function calls the client answered since the last response began: the
+	// next response's turn counts them (tools.go), at most maxToolCallsAnswered.
+	answered answeredCalls
 	// engine and key are the engine the session's tools were last given to, and what it was
 	// given (the spec's JSON; "" none, "\x00" not applied).
 	engine Engine
 	key    string
+}
+
+// toolIO is what toolState uses of the rest of the session: the actor's functions and its
+// conversation, bound when the session is made. Each is called only on the actor.
+type toolIO struct {
+	send      func(Event)
+	sendError func(typ, message, eventID, param string)
+	// engine is the engine stream (nil before it opens) and the turn the user's input builds.
+	engine func() (Engine, int)
+	// submit queues an engine job in order with the session's others (false: the queue is
+	// full); room is how many more jobs it takes now.
+	submit func(job) bool
+	room   func() int
+	// newItem opens the engine for a client's new item and settles its id (false: the client
+	// was told why not).
+	newItem func(*CreateItem) (string, bool)
+	// afterCall carries a response on once one of its MCP calls ended (the actor's
+	// continueAfterCall: it may complete the response or start its model reply).
+	afterCall func(r *response)
+	countCall func()         // omniserve_tool_calls_total
+	wallNow   func() float64 // the statistics clock
+	conv      *conversation
+	log       *zap.Logger
 }
 
 // open makes the MCP state ready: Run calls it before the actor reads mcp.results.

@@ -217,7 +217,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
 	r.itemID = "item_" + r.id
-	r.toolCalls = s.toolCallsAnswered.take()
+	r.toolCalls = s.tools.answered.take()
 	s.resp = r
 	s.turnState = turnAssistantGenerating
 	if s.engine != nil {
