@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"unicode"
@@ -28,10 +27,8 @@ type Synthesizer interface {
 const openAIPCMRate = 24000
 
 type speechHandler struct {
-	cfg   AudioConfig
-	tts   Synthesizer
-	log   *zap.Logger
-	slots chan struct{}
+	audioEndpoint
+	tts Synthesizer
 }
 
 // NewSpeechHandler serves OpenAI's POST /v1/audio/speech: JSON {model, input, voice,
@@ -40,11 +37,7 @@ type speechHandler struct {
 // 24 kHz 16-bit LE mono as OpenAI defines it; wav is a WAV header with unknown length followed
 // by samples at the talker's rate. log may be nil.
 func NewSpeechHandler(cfg AudioConfig, tts Synthesizer, log *zap.Logger) http.Handler {
-	cfg.withDefaults()
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return &speechHandler{cfg: cfg, tts: tts, log: log.Named("audio"), slots: make(chan struct{}, cfg.MaxInFlight)}
+	return &speechHandler{audioEndpoint: newAudioEndpoint(cfg, log), tts: tts}
 }
 
 type speechRequest struct {
@@ -58,9 +51,9 @@ type speechRequest struct {
 }
 
 func (h *speechHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		oaierror.Write(w, bodyError(err, h.cfg.MaxBodyBytes, "reading the request body"))
+	body, apiErr := readBody(w, r, h.cfg.MaxBodyBytes)
+	if apiErr != nil {
+		oaierror.Write(w, apiErr)
 		return
 	}
 	req, apiErr := h.parse(body)
@@ -68,14 +61,11 @@ func (h *speechHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, apiErr)
 		return
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
-		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
-			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent syntheses; retry later", h.cfg.MaxInFlight)})
+	release, ok := h.take(w, "syntheses")
+	if !ok {
 		return
 	}
+	defer release()
 	h.stream(w, r, req)
 }
 

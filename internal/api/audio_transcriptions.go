@@ -46,11 +46,35 @@ func (c *AudioConfig) withDefaults() {
 	}
 }
 
-type transcriptionsHandler struct {
+// audioEndpoint is what the two audio endpoints share: their configuration, their logger and
+// their bound on concurrent requests.
+type audioEndpoint struct {
 	cfg   AudioConfig
-	asr   Transcriber
 	log   *zap.Logger
-	slots chan struct{}
+	slots slots
+}
+
+func newAudioEndpoint(cfg AudioConfig, log *zap.Logger) audioEndpoint {
+	cfg.withDefaults()
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return audioEndpoint{cfg: cfg, log: log.Named("audio"), slots: newSlots(cfg.MaxInFlight)}
+}
+
+// take takes the request's slot; when none is free it answers 429, naming what it counts
+// (syntheses, transcriptions), and ok is false.
+func (e *audioEndpoint) take(w http.ResponseWriter, what string) (release func(), ok bool) {
+	release, ok = e.slots.take(1)
+	if !ok {
+		oaierror.Write(w, overloaded(1, fmt.Sprintf("at the limit of %d concurrent %s; retry later", e.cfg.MaxInFlight, what)))
+	}
+	return release, ok
+}
+
+type transcriptionsHandler struct {
+	audioEndpoint
+	asr Transcriber
 }
 
 // NewTranscriptionsHandler serves OpenAI's POST /v1/audio/transcriptions: a multipart upload
@@ -60,11 +84,7 @@ type transcriptionsHandler struct {
 // (accepted, unused), and include=logprobs (response_format json only; the answer's logprobs are
 // per word, see transcriptLogprob). log may be nil.
 func NewTranscriptionsHandler(cfg AudioConfig, asr Transcriber, log *zap.Logger) http.Handler {
-	cfg.withDefaults()
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return &transcriptionsHandler{cfg: cfg, asr: asr, log: log.Named("audio"), slots: make(chan struct{}, cfg.MaxInFlight)}
+	return &transcriptionsHandler{audioEndpoint: newAudioEndpoint(cfg, log), asr: asr}
 }
 
 type transcriptionForm struct {
@@ -81,14 +101,11 @@ func (h *transcriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request
 		oaierror.Write(w, apiErr)
 		return
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
-		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
-			RetryAfter: 1, Message: fmt.Sprintf("at the limit of %d concurrent transcriptions; retry later", h.cfg.MaxInFlight)})
+	release, ok := h.take(w, "transcriptions")
+	if !ok {
 		return
 	}
+	defer release()
 	if f.logprobs {
 		if _, ok := h.asr.(LogprobTranscriber); !ok {
 			oaierror.Write(w, oaierror.BadRequest("include", "unsupported_value",

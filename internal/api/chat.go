@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"time"
@@ -92,7 +91,7 @@ type chatHandler struct {
 	cfg    ChatConfig
 	client ChatClient
 	log    *zap.Logger
-	slots  chan struct{} // bounded in-flight completions (one per choice)
+	slots  slots // bounded in-flight completions (one per choice)
 	audio  *chatAudioStore
 }
 
@@ -104,7 +103,7 @@ func NewChatHandler(cfg ChatConfig, client ChatClient, log *zap.Logger) http.Han
 		log = zap.NewNop()
 	}
 	return &chatHandler{cfg: cfg, client: client, log: log.Named("chat"),
-		slots: make(chan struct{}, cfg.MaxInFlight), audio: newChatAudioStore(cfg.AudioStoreBytes, chatAudioTTL)}
+		slots: newSlots(cfg.MaxInFlight), audio: newChatAudioStore(cfg.AudioStoreBytes, chatAudioTTL)}
 }
 
 func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,9 +119,9 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Unsupported content type: %q. This API method only accepts 'application/json' requests.", ct)})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		oaierror.Write(w, bodyError(err, h.cfg.MaxBodyBytes, "reading the request body"))
+	body, apiErr := readBody(w, r, h.cfg.MaxBodyBytes)
+	if apiErr != nil {
+		oaierror.Write(w, apiErr)
 		return
 	}
 	parsed, apiErr := parseChatRequest(body, &h.cfg, h.audio)
@@ -132,23 +131,13 @@ func (h *chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Bad requests are answered above even under load; only real work takes slots, one per
 	// choice, all or none.
-	taken := 0
-	defer func() {
-		for range taken {
-			<-h.slots
-		}
-	}()
-	for taken < parsed.N {
-		select {
-		case h.slots <- struct{}{}:
-			taken++
-			continue
-		default:
-		}
-		oaierror.Write(w, &oaierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "engine_overloaded",
-			RetryAfter: h.cfg.RetryAfter, Message: fmt.Sprintf("the engine is at its limit of %d concurrent completions; retry later", h.cfg.MaxInFlight)})
+	release, ok := h.slots.take(parsed.N)
+	if !ok {
+		oaierror.Write(w, overloaded(h.cfg.RetryAfter,
+			fmt.Sprintf("the engine is at its limit of %d concurrent completions; retry later", h.cfg.MaxInFlight)))
 		return
 	}
+	defer release()
 	h.serve(w, r, parsed)
 }
 
@@ -218,16 +207,6 @@ func (h *chatHandler) writeEngineError(w http.ResponseWriter, r *http.Request, e
 }
 
 // isJSONMediaType accepts application/json with any parameters (charset=utf-8).
-// bodyError is the answer to a request body that could not be read: 413 past limit (the
-// MaxBytesReader's error), else 400 invalid_body saying what was being read.
-func bodyError(err error, limit int64, reading string) *oaierror.Error {
-	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-		return &oaierror.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-			Code: "request_too_large", Message: fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
-	}
-	return oaierror.BadRequest("", "invalid_body", fmt.Sprintf("%s: %v", reading, err))
-}
-
 func isJSONMediaType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"

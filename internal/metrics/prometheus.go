@@ -125,6 +125,12 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 	counter := func(sub, name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "omniserve", Subsystem: sub, Name: name, Help: help}, labels)
 	}
+	counter1 := func(sub, name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "omniserve", Subsystem: sub, Name: name, Help: help})
+	}
+	gauge1 := func(sub, name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "omniserve", Subsystem: sub, Name: name, Help: help})
+	}
 	c := &Collectors{
 		requestSuccess: counter("request", "success_total",
 			"Chat requests and duplex turns that finished (stop), hit their token limit (length) or called tools (tool_calls).", "kind", "finished_reason"),
@@ -136,14 +142,10 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Stage-0 time to first token, from submission (queueing and prefill included).", secondsFastBuckets, "kind"),
 		itl: hist("request", "inter_token_latency_seconds",
 			"Stage-0 time between consecutive output tokens.", secondsFastBuckets, "kind"),
-		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "request", Name: "prompt_tokens_total",
-			Help: "Stage-0 input tokens of finalized requests and turns.",
-		}),
-		generationTokens: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "request", Name: "generation_tokens_total",
-			Help: "Output tokens of all stages of finalized requests and turns, cut-short ones included.",
-		}),
+		promptTokens: counter1("request", "prompt_tokens_total",
+			"Stage-0 input tokens of finalized requests and turns."),
+		generationTokens: counter1("request", "generation_tokens_total",
+			"Output tokens of all stages of finalized requests and turns, cut-short ones included."),
 		duplexTurns: counter("duplex", "turns_total", "Finalized duplex assistant turns by finished_reason.", "finished_reason"),
 		inputToAudio: hist1("duplex", "input_end_to_first_audio_seconds",
 			"Time from the end of the user input (commit, speech_stopped, item create) to the turn's first audio frame.", secondsBuckets),
@@ -155,36 +157,22 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Audio the client acknowledged as played per turn (its last playback.ack's played_ms); turns without an ack are not observed.", secondsBuckets),
 		audioUnderrun: hist1("duplex", "audio_underrun_seconds",
 			"Time per turn the client's playback ran out of sent audio (paced delivery fell behind).", secondsFastBuckets),
-		activeSessions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "omniserve", Subsystem: "duplex", Name: "active_sessions",
-			Help: "Duplex engine streams open now.",
-		}),
-		detachedSessions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "omniserve", Subsystem: "duplex", Name: "detached_sessions",
-			Help: "Realtime sessions whose connection was lost, kept for a resume (they hold their admission slot and engine stream).",
-		}),
+		activeSessions: gauge1("duplex", "active_sessions",
+			"Duplex engine streams open now."),
+		detachedSessions: gauge1("duplex", "detached_sessions",
+			"Realtime sessions whose connection was lost, kept for a resume (they hold their admission slot and engine stream)."),
 		sessionDuration: hist1("duplex", "session_duration_seconds",
 			"Lifetime of a duplex engine stream, from open to close.", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200}),
-		admissionReject: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "duplex", Name: "admission_rejections_total",
-			Help: "Duplex streams refused because the engine was at capacity.",
-		}),
-		evictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "duplex", Name: "evictions_total",
-			Help: "Detached realtime sessions (kept for a resume) ended to admit a new client when every slot was taken.",
-		}),
-		stalled: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "omniserve", Subsystem: "realtime", Name: "stalled_clients_total",
-			Help: "Realtime connections closed (or detached for resume) because an event waited past realtime.stall_timeout: the client stopped reading.",
-		}),
-		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "omniserve", Name: "panics_total",
-			Help: "Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.",
-		}, []string{"component"}),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "omniserve", Name: "tool_calls_total",
-			Help: "Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call, mcp_call or mcp_approval_request item).",
-		}, []string{"api"}),
+		admissionReject: counter1("duplex", "admission_rejections_total",
+			"Duplex streams refused because the engine was at capacity."),
+		evictions: counter1("duplex", "evictions_total",
+			"Detached realtime sessions (kept for a resume) ended to admit a new client when every slot was taken."),
+		stalled: counter1("realtime", "stalled_clients_total",
+			"Realtime connections closed (or detached for resume) because an event waited past realtime.stall_timeout: the client stopped reading."),
+		panics: counter("", "panics_total",
+			"Go panics recovered at a goroutine root (the goroutine's work ended with an error, the server kept serving), by component.", "component"),
+		toolCalls: counter("", "tool_calls_total",
+			"Tool calls the model made, by api: chat (a message.tool_calls entry) or realtime (a function_call, mcp_call or mcp_approval_request item).", "api"),
 		mcpCallDuration: hist("realtime", "mcp_call_duration_seconds",
 			"Realtime MCP tool calls that reached their server: time from the request to its answer (or failure), by outcome (completed or failed).", secondsFastBuckets, "outcome"),
 		functionCall: hist1("realtime", "function_call_duration_seconds",

@@ -89,21 +89,21 @@ func init() {
 	register[ResponseMCPCallInProgress]()
 	register[ResponseMCPCallCompleted]()
 	register[ResponseMCPCallFailed]()
-	// session.created / .updated and their transcription_session spellings
-	for _, name := range []string{"session.created", "transcription_session.created"} {
-		serverDecoders[name] = func(data []byte) (ServerEvent, error) {
-			var v SessionCreated
+	registerSessionEvent[SessionCreated]("created")
+	registerSessionEvent[SessionUpdated]("updated")
+}
+
+// registerSessionEvent decodes session.<verb> and its transcription_session spelling into T,
+// marked as a transcription session or not by the name it came under.
+func registerSessionEvent[T interface {
+	ServerEvent
+	withTranscription(bool) ServerEvent
+}](verb string) {
+	for _, transcription := range []bool{false, true} {
+		serverDecoders[sessionEventType(verb, transcription)] = func(data []byte) (ServerEvent, error) {
+			var v T
 			err := json.Unmarshal(data, &v)
-			v.Transcription = name == "transcription_session.created"
-			return v, err
-		}
-	}
-	for _, name := range []string{"session.updated", "transcription_session.updated"} {
-		serverDecoders[name] = func(data []byte) (ServerEvent, error) {
-			var v SessionUpdated
-			err := json.Unmarshal(data, &v)
-			v.Transcription = name == "transcription_session.updated"
-			return v, err
+			return v.withTranscription(transcription), err
 		}
 	}
 }

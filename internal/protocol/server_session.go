@@ -297,14 +297,11 @@ type SessionCreated struct {
 }
 
 // EventType implements ServerEvent.
-func (e SessionCreated) EventType() string {
-	if e.Transcription {
-		return "transcription_session.created"
-	}
-	return "session.created"
-}
+func (e SessionCreated) EventType() string { return sessionEventType("created", e.Transcription) }
 
 func (e SessionCreated) betaSpelling() ServerEvent { e.Session = betaObject(e.Session); return e }
+
+func (e SessionCreated) withTranscription(t bool) ServerEvent { e.Transcription = t; return e }
 
 // SessionUpdated is session.updated (transcription_session.updated: Transcription).
 type SessionUpdated struct {
@@ -313,14 +310,20 @@ type SessionUpdated struct {
 }
 
 // EventType implements ServerEvent.
-func (e SessionUpdated) EventType() string {
-	if e.Transcription {
-		return "transcription_session.updated"
-	}
-	return "session.updated"
-}
+func (e SessionUpdated) EventType() string { return sessionEventType("updated", e.Transcription) }
 
 func (e SessionUpdated) betaSpelling() ServerEvent { e.Session = betaObject(e.Session); return e }
+
+func (e SessionUpdated) withTranscription(t bool) ServerEvent { e.Transcription = t; return e }
+
+// sessionEventType names a session event (verb created or updated): session.<verb>, or
+// transcription_session.<verb> for a beta transcription session.
+func sessionEventType(verb string, transcription bool) string {
+	if transcription {
+		return "transcription_session." + verb
+	}
+	return "session." + verb
+}
 
 // SessionResumed is session.resumed, an extension: a connection took over a session (resume).
 // The session fills the session, its token and, when the replay is incomplete

@@ -326,12 +326,7 @@ func (a *ASR) Warm(ctx context.Context, n int) error {
 			a.mu.Unlock()
 			return err
 		}
-		if a.closed {
-			a.live--
-			a.freeLocked(d)
-		} else {
-			a.idle = append(a.idle, d)
-		}
+		a.putLocked(d)
 		a.mu.Unlock()
 	}
 }
@@ -382,14 +377,20 @@ func (a *ASR) NewStream(ctx context.Context) (*ASRStream, error) {
 
 func (a *ASR) release(d C.omni_dec_t) {
 	a.mu.Lock()
+	a.putLocked(d)
+	a.mu.Unlock()
+	<-a.slots
+}
+
+// putLocked puts a decoder no stream holds back in the idle pool, or frees it once the ASR is
+// closed (the last one freed frees the shared model).
+func (a *ASR) putLocked(d C.omni_dec_t) {
 	if a.closed {
 		a.live--
 		a.freeLocked(d)
-	} else {
-		a.idle = append(a.idle, d)
+		return
 	}
-	a.mu.Unlock()
-	<-a.slots
+	a.idle = append(a.idle, d)
 }
 
 // Transcribe decodes one whole 16 kHz utterance.
