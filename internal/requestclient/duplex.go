@@ -459,7 +459,7 @@ func (d *DuplexRequest) FinalizeUnstartedTurn(turn int, reason string) bool {
 	if d.turns == nil {
 		return false
 	}
-	return d.turns.finalizeUnstarted(turn, reason)
+	return d.turns.finalize(turn, reason, true)
 }
 
 // SettleInput runs after every earlier append, commit and text and asks the stream to report
@@ -619,7 +619,7 @@ func (d *DuplexRequest) FinalizeTurn(turn int, reason string) bool {
 	if d.turns == nil {
 		return false
 	}
-	return d.turns.finalize(turn, reason)
+	return d.turns.finalize(turn, reason, false)
 }
 
 // UnclosedTurnsMessage is the warning a stream logs at its close when turns were recorded

@@ -392,26 +392,17 @@ func (s *turnState) inputSettled(k int) {
 
 // Closed.
 
-// finalize is the owner's close of turn id with reason (turn.close); it returns false when the
-// turn was not open, not begun, or already closed.
-func (s *turnState) finalize(id int, reason string) bool {
+// finalize is the owner's close of turn id with reason (turn.close, or turn.closeUnstarted
+// for a turn whose response was cancelled before it started); it returns false when the turn
+// was not open, not begun, or already closed.
+func (s *turnState) finalize(id int, reason string, unstarted bool) bool {
 	s.mu.Lock()
 	e := s.open[id]
-	closed, now := e.close(reason, s.closed)
-	if !now {
-		s.mu.Unlock()
-		return closed
+	closeTurn := e.close
+	if unstarted {
+		closeTurn = e.closeUnstarted
 	}
-	s.record(e)
-	return true
-}
-
-// finalizeUnstarted is the owner's close of turn id whose response was cancelled before it
-// started (turn.closeUnstarted).
-func (s *turnState) finalizeUnstarted(id int, reason string) bool {
-	s.mu.Lock()
-	e := s.open[id]
-	closed, now := e.closeUnstarted(reason, s.closed)
+	closed, now := closeTurn(reason, s.closed)
 	if !now {
 		s.mu.Unlock()
 		return closed
