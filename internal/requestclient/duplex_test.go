@@ -217,6 +217,13 @@ func TestDuplexAppendFailingAtCloseIsNotReported(t *testing.T) {
 	d, out, _ := newTestDuplex(t, Options{}, zap.NewNop(), fs)
 	ctx := context.Background()
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
+	// The append must be in the stream (held at the gate) before the close begins; queued
+	// behind a closing stream it would rightly never run.
+	require.Eventually(t, func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.appends == 1
+	}, 5*time.Second, time.Millisecond)
 	closed := make(chan error, 1)
 	go func() { closed <- d.Close(ctx, "") }()
 	require.Eventually(t, func() bool { return d.closed.Load() }, 5*time.Second, time.Millisecond)
