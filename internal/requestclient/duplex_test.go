@@ -50,11 +50,20 @@ func gateFirstAppend(fs *fakeStream, d *DuplexRequest, want int) {
 	fs.gate = make(chan struct{})
 	go func() {
 		deadline := time.Now().Add(5 * time.Second)
-		for d.queued() < want && time.Now().Before(deadline) {
+		// queued counts what waits behind the first append only once the worker took that
+		// one into the stream (it is held at the gate).
+		for (fs.started() < 1 || d.queued() < want) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 		close(fs.gate)
 	}()
+}
+
+// started is the number of appends that entered the stream.
+func (f *fakeStream) started() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appends
 }
 
 func (f *fakeStream) record(c string) {
@@ -219,11 +228,7 @@ func TestDuplexAppendFailingAtCloseIsNotReported(t *testing.T) {
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
 	// The append must be in the stream (held at the gate) before the close begins; queued
 	// behind a closing stream it would rightly never run.
-	require.Eventually(t, func() bool {
-		fs.mu.Lock()
-		defer fs.mu.Unlock()
-		return fs.appends == 1
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return fs.started() == 1 }, 5*time.Second, time.Millisecond)
 	closed := make(chan error, 1)
 	go func() { closed <- d.Close(ctx, "") }()
 	require.Eventually(t, func() bool { return d.closed.Load() }, 5*time.Second, time.Millisecond)
@@ -311,6 +316,9 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), time.Second, "2000 appends behind a stalled ASR must not wait")
 
+	// The worker must hold append 1 in the stalled stream before the clock moves: popped later,
+	// it would stamp progress at the advanced time and hide the stall from the commit below.
+	require.Eventually(t, func() bool { return d.queued() == 1999 }, 5*time.Second, time.Millisecond)
 	advance(maxInputStall + time.Millisecond)
 	start = time.Now()
 	err := d.AppendAudio(ctx, 1, chunk)
