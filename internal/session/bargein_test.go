@@ -44,7 +44,7 @@ func TestBargeInOnPitchedSpeech(t *testing.T) {
 	require.Positive(t, decidedMs, "the speech did not interrupt")
 	sk.mu.Lock()
 	for _, ev := range sk.events {
-		if ev.Type == "input_audio_buffer.speech_started" {
+		if ev.typ() == "input_audio_buffer.speech_started" {
 			onsetMs = payload[protocol.InputAudioBufferSpeechStarted](t, ev).AudioStartMs + defaultTurnDetection().PrefixPaddingMs
 		}
 	}

@@ -7,8 +7,6 @@ import (
 	"math"
 
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 func (s *Session) handle(c Command) {
@@ -21,7 +19,7 @@ func (s *Session) handle(c Command) {
 		s.handleCommit(c.ID, c.ResponseCreate)
 	case *ClearInput:
 		s.clearInput(c.ID)
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCleared{}})
+		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 	case *CreateResponse:
 		s.handleCreateResponse(c)
 	case *CancelResponse:
@@ -41,40 +39,40 @@ func (s *Session) handle(c Command) {
 			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: c.ItemID}})
+		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: c.ItemID}})
 	case *RetrieveItem:
 		it := s.conv.find(c.ItemID)
 		if it == nil {
 			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemRetrieved{Item: it.item()}})
+		s.send(Event{Epoch: s.epoch, Effect: ConversationItem{Phase: PhaseRetrieved, Item: it.item()}})
 	case *TruncateItem:
 		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
 	case *ClearOutputAudio:
 		r := s.resp
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
 		if r == nil || !r.clearedAudio {
-			var rid *string
+			rid := ""
 			if r != nil {
-				rid = &r.id
+				rid = r.id
 			}
-			s.send(Event{Epoch: s.epoch, Payload: protocol.OutputAudioBufferCleared{ResponseID: rid}})
+			s.send(Event{Epoch: s.epoch, Effect: AudioBuffer{Phase: PhaseCleared, ResponseID: rid}})
 		}
 	case *CancelInput:
 		s.clearInput(c.ID)
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCleared{}})
+		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
 		// (cancel). The reference changed the wire reason too, which clients do not expect.
 		s.cancelActive("cancel", "barge_in", true)
 	case *BargeIn:
-		s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+		s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 			SessionID: s.id, Epoch: s.epoch, Policy: s.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
 		s.cancelActive("barge_in", "barge_in", true)
 	case *CloseSession:
 		s.closeReason = ReasonClientClose
 	case *Heartbeat:
-		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionHeartbeatAck{SessionID: s.id}})
+		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
 	case *PlaybackAck:
 		s.handlePlaybackAck(c)
 	default:
@@ -151,31 +149,8 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}})
 	}
 	s.tools.sync(s.cfg)
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(c.Transcription)}})
+	s.send(Event{Epoch: s.epoch, Effect: s.sessionUpdated(c.Transcription)})
 	s.tools.syncMCP(s.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
-}
-
-// wireFormat is the GA audio format object.
-func wireFormat(f AudioFormat) protocol.FormatSpec {
-	switch f.Type {
-	case "g711_ulaw":
-		return protocol.FormatSpec{Type: "audio/pcmu"}
-	case "g711_alaw":
-		return protocol.FormatSpec{Type: "audio/pcma"}
-	case "pcm_f32le":
-		return protocol.FormatSpec{Type: "audio/pcm_f32le", Rate: f.Rate}
-	}
-	return protocol.FormatSpec{Type: "audio/pcm", Rate: f.Rate}
-}
-
-// maxTokensWire is max_output_tokens on the wire: 0 is "inf"; with a server default
-// (serverDefault), that is what the engine applies to "inf", so the session tells the limit in
-// force.
-func maxTokensWire(n, serverDefault int) protocol.MaxTokens {
-	if n > 0 {
-		return protocol.MaxTokens(n)
-	}
-	return protocol.MaxTokens(serverDefault)
 }
 
 // outputModalities is the GA single-modality view: audio implies its transcript.
@@ -184,36 +159,6 @@ func outputModalities(audio bool) []string {
 		return []string{"audio"}
 	}
 	return []string{"text"}
-}
-
-// publicSession is the full effective session (protocol.Encode spells it beta for beta
-// clients), plus the omniserve extensions (duplex, state, capabilities) that strict clients
-// ignore.
-func (s *Session) publicSession() protocol.SessionObject {
-	if s.opts.Transcription {
-		return s.transcriptionSession(s.id, s.expiresAt, s.state, s.Resumable())
-	}
-	speed := 1.0
-	return &protocol.Session{
-		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.cfg.Model,
-		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
-		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
-		MaxOutputTokens: maxTokensWire(s.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
-		Temperature: s.temperature(), Include: s.includeWire(),
-		Audio: protocol.SessionAudio{
-			Input:  s.audioInput(false),
-			Output: &protocol.AudioOutput{Format: wireFormat(s.cfg.OutputFormat), Voice: s.cfg.Voice, Speed: &speed},
-		},
-		// omniserve extensions
-		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), OverlapPolicy: s.cfg.OverlapPolicy(),
-		Duplex: s.opts.Duplex, AutoResponse: s.autoResponse(), State: s.state, TurnState: s.turnState,
-		Epoch: s.epoch, Turn: s.turnID,
-		ExtraBody: protocol.ExtraBody{AutoResponse: s.autoResponse(), Seed: s.cfg.Seed},
-		Capabilities: protocol.Capabilities{SupportsBargeIn: true, SupportsSessionResume: s.Resumable(),
-			SupportsAudioTruncate: true, ChunkPeriodMs: frameMs, TargetBargeInLatencyMs: 100, BargeInMinSpeechMs: overlapMinSpeechMs,
-			BargeInPitchedSpeechMs: overlapEarlySpeechMs,
-			MaxOutputLeadMs:        s.m.cfg.MaxOutputLead.Milliseconds(), FullDuplex: s.opts.Duplex},
-	}
 }
 
 // newClientItem opens the engine for a client's new item and settles its id (the client's,
@@ -328,7 +273,7 @@ func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs
 		s.resp.playedMs = endMs
 		s.resp.truncated = true
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemTruncated{
+	s.send(Event{Epoch: s.epoch, Effect: ItemTruncated{
 		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
 }
 
@@ -341,7 +286,7 @@ func (s *Session) handlePlaybackAck(c *PlaybackAck) {
 	played := math.Min(float64(c.PlayedMs), r.sentMs)
 	r.playedMs = played
 	r.ackedMs = played
-	s.send(Event{Epoch: s.epoch, Payload: protocol.PlaybackAcknowledged{
+	s.send(Event{Epoch: s.epoch, Effect: PlaybackAcknowledged{
 		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.sentMs)}})
 	if c.Truncate {
 		s.handleTruncate(c.ID, r.itemID, 0, played)

@@ -2,8 +2,6 @@ package session
 
 import (
 	"time"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // turn_detection.idle_timeout_ms: after a response, the user's silence for that long commits
@@ -70,7 +68,7 @@ func (s *Session) idleTimeoutTriggered() {
 		id = newItemID()
 		s.speechItemID = id
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferTimeoutTriggered{
+	s.send(Event{Epoch: s.epoch, Effect: InputTimeout{
 		AudioStartMs: int(start), AudioEndMs: int(s.inputMs), ItemID: id}})
 	if !s.autoResponse() && len(s.inputBuf) > 0 && s.inputMs-s.bufStartMs >= 100 {
 		respond := true // the timeout's purpose is the response

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -151,7 +150,7 @@ func (s *Session) bargeIn(vr vadResult) {
 	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
 		return
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+	s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 		SessionID: s.id, Epoch: s.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}})
 	onset := s.onsetAt
 	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
@@ -257,11 +256,11 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
 			s.sem.begin(float64(e.atMs), s.inputMs, SemanticParams(s.cfg.TurnDetection.Eagerness), time.Now())
 		case e.started:
-			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
-				AudioStartMs: e.atMs, ItemID: s.speechItemID}})
+			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStarted,
+				AudioMs: e.atMs, ItemID: s.speechItemID}})
 		default:
-			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-				AudioEndMs: e.atMs, ItemID: s.speechItemID}})
+			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
+				AudioMs: e.atMs, ItemID: s.speechItemID}})
 			if m := turnStats(s.engine); m != nil {
 				m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 			}
@@ -276,8 +275,8 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 func (s *Session) resetVAD() {
 	s.sem.drop() // an undecided semantic_vad pause is forgotten
 	if s.restartVAD() {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
+		s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
+			AudioMs: int(s.inputMs), ItemID: s.speechItemID}})
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -67,8 +66,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		switch o.Decision {
 		case requestclient.DecisionListen:
 			if r == nil {
-				s.send(Event{Epoch: s.epoch, Payload: protocol.ResponseListen{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn,
-					Response: protocol.ListenResponse{Object: "realtime.response", Status: "listening"}}})
+				s.send(Event{Epoch: s.epoch, Effect: TurnDecision{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn}})
 			}
 		case requestclient.DecisionSpeak:
 			if o.EndOfTurn != nil {
@@ -81,8 +79,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 				r.stageTurn = o.Turn
 			}
 			if r != nil {
-				s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseSpeak{ResponseID: r.id, ItemID: r.itemID,
-					Metadata: protocol.SpeakMetadata{SessionID: s.id, Epoch: r.epoch, ModelSpeak: true}}})
+				s.send(Event{Epoch: r.epoch, Model: true, Effect: TurnDecision{Speak: true, ResponseID: r.id, ItemID: r.itemID,
+					SessionID: s.id, Epoch: r.epoch}})
 			}
 		}
 		return
@@ -127,19 +125,16 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 		s.trimHistory()
 		return
 	}
-	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
+	done := Transcription{Phase: PhaseCompleted, ItemID: itemID, Text: text}
 	if s.cfg.TranscriptLogprobs && tr.Logprobs != nil {
 		toks := audio.TranscriptTokens(tr.Logprobs, true)
-		lps := make([]protocol.TranscriptLogprob, len(toks))
-		for i, t := range toks {
-			lps[i] = protocol.TranscriptLogprob(t)
-		}
-		done.Logprobs = &lps
+		done.Logprobs = &toks
 	}
 	if it != nil {
-		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
+		secs := it.AudioMs / 1000
+		done.AudioSeconds = &secs
 	}
-	s.send(Event{Epoch: s.epoch, Payload: done})
+	s.send(Event{Epoch: s.epoch, Effect: done})
 	s.tx.record(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
 	s.trimHistory()
 }

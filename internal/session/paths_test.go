@@ -117,7 +117,7 @@ func TestTruncateActiveAudioItem(t *testing.T) {
 
 	submit(&TruncateItem{ItemID: itemID, AudioEndMs: 50})
 	tr := sk.until(t, "conversation.item.truncated")
-	require.Equal(t, protocol.ConversationItemTruncated{ItemID: itemID, AudioEndMs: 50}, tr.Payload)
+	require.Equal(t, protocol.ConversationItemTruncated{ItemID: itemID, AudioEndMs: 50}, tr.payload())
 
 	submit(&CancelResponse{})
 	cleared := sk.until(t, "output_audio_buffer.cleared")
@@ -186,7 +186,7 @@ func TestPlaybackAck(t *testing.T) {
 	submit(&PlaybackAck{PlayedMs: 10_000, ResponseID: id})
 	ack := sk.until(t, "playback.acknowledged")
 	require.Equal(t, protocol.PlaybackAcknowledged{ResponseID: id, ItemID: "item_" + id, PlayedMs: 200, SentMs: 200},
-		ack.Payload, "played capped at the audio sent")
+		ack.payload(), "played capped at the audio sent")
 
 	submit(&PlaybackAck{PlayedMs: 120, ItemID: "item_" + id, Truncate: true})
 	require.Equal(t, 120, payload[protocol.PlaybackAcknowledged](t, sk.until(t, "playback.acknowledged")).PlayedMs)
@@ -264,10 +264,10 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch
-		if ev.Type == "session.heartbeat_ack" {
+		if ev.typ() == "session.heartbeat_ack" {
 			break
 		}
-		require.NotContains(t, ev.Type, "response.output", "late output of a cancelled turn: %v", ev.wire())
+		require.NotContains(t, ev.typ(), "response.output", "late output of a cancelled turn: %v", ev.wire())
 	}
 
 	// The next response: epoch 1, stage turn 2, its deltas go out.
@@ -301,11 +301,11 @@ type failingSink struct {
 
 func (f *failingSink) Send(ev Event) error {
 	f.mu.Lock()
-	if ev.Type == f.failOn {
+	if ev.typ() == f.failOn {
 		f.failed = true
 	}
 	if f.failed {
-		f.after = append(f.after, ev.Type)
+		f.after = append(f.after, ev.typ())
 		f.mu.Unlock()
 		return errors.New("outbound queue full")
 	}
@@ -392,10 +392,10 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch
-		if ev.Type == "session.heartbeat_ack" {
+		if ev.typ() == "session.heartbeat_ack" {
 			break
 		}
-		require.NotContains(t, ev.Type, "response.", "the cancelled turn stays silent: %v", ev.wire())
+		require.NotContains(t, ev.typ(), "response.", "the cancelled turn stays silent: %v", ev.wire())
 	}
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())

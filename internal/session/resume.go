@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Resume errors, mapped to wire error codes by internal/realtime.
@@ -222,18 +220,18 @@ func (s *Session) resume(call resumeCall) {
 		}
 	}
 	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
-	ev := protocol.SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
-		Session: s.publicSession()}
+	ev := SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
+		Session: s.sessionObject()}
 	if !complete {
-		items := s.conv.wire()
+		items := s.conv.views()
 		ev.Items = &items
 		if r := s.resp; r != nil {
-			o := s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)
+			o := s.responseObject(r, "in_progress", nil, []Item{}, nil)
 			ev.Response = &o
 		}
 	}
 	s.log.Info("session resumed", zap.Duration("gap", gap), zap.Bool("resync_required", !complete))
-	reply(ResumeResult{Event: Event{Type: ev.EventType(), Epoch: s.epoch, Beta: s.opts.Beta, Payload: ev}, Gen: s.attachGen, Resync: !complete}, nil)
+	reply(ResumeResult{Event: Event{Epoch: s.epoch, Beta: s.opts.Beta, Effect: ev}, Gen: s.attachGen, Resync: !complete}, nil)
 	// Output paused while detached goes on; it queues behind the replay on the new connection.
 	s.pace()
 }

@@ -76,15 +76,15 @@ func semanticRun(t *testing.T, eng Engine, fake *fakeEngine, eagerness string, m
 		for time.Now().Before(deadline) {
 			select {
 			case ev := <-sk.ch:
-				if ev.Type == "input_audio_buffer.speech_stopped" {
+				if ev.typ() == "input_audio_buffer.speech_stopped" {
 					st := payload[protocol.InputAudioBufferSpeechStopped](t, ev)
 					stopped = &st
 				}
-				if ev.Type == "input_audio_buffer.committed" {
+				if ev.typ() == "input_audio_buffer.committed" {
 					require.NotNil(t, stopped, "speech_stopped comes before the commit")
 					committed = true
 				}
-				if ev.Type == "session.heartbeat_ack" {
+				if ev.typ() == "session.heartbeat_ack" {
 					break collect
 				}
 			case <-time.After(5 * time.Second):

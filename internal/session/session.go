@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -150,7 +149,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
 	// The seams reach the session through narrow fields, on the actor only.
-	emit := func(p protocol.ServerEvent) { s.send(Event{Epoch: s.epoch, Payload: p}) }
+	emit := func(e Effect) { s.send(Event{Epoch: s.epoch, Effect: e}) }
 	txMetrics, _ := m.cfg.Metrics.(transcriptionMetrics)
 	s.tx = transcriber{transcriptionSession: opts.Transcription, sessionID: s.id, send: emit, submit: s.submitJob,
 		settings: &s.settings, items: &s.conv, wall: m.cfg.WallClock, log: s.log, metrics: txMetrics,
@@ -170,21 +169,6 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	}
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
 	return s
-}
-
-// Preview is the session object (as session.created shows it) a new session with opts would
-// have after patch, or the refusal (a *FieldError for a bad field): how POST
-// /v1/realtime/client_secrets validates and echoes the session it mints a key for. It takes no
-// slot and starts nothing.
-func (m *Manager) Preview(opts Options, patch ConfigPatch) (protocol.SessionObject, error) {
-	opts.Initial = nil
-	s := m.NewSession(nil, opts, nil)
-	cfg, err := s.nextConfig(patch)
-	if err != nil {
-		return nil, err
-	}
-	s.cfg = cfg
-	return s.publicSession(), nil
 }
 
 // ID returns the session id, duplex-<uuid>.
@@ -222,7 +206,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 		close(s.done)
 	}()
 	if !s.m.track(s) {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: ReasonShutdown}})
+		s.send(Event{Epoch: s.epoch, Effect: SessionClosed{SessionID: s.id, Reason: ReasonShutdown}})
 		return ReasonShutdown
 	}
 	defer s.m.untrack(s)
@@ -265,8 +249,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	if first != nil {
 		s.detectDialect(first)
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
-		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
+	s.send(Event{Epoch: s.epoch, Effect: s.sessionCreated()})
 	if first != nil {
 		s.handleUpdate(first)
 	}
@@ -334,7 +317,7 @@ func (s *Session) loop(ctx context.Context) string {
 			return ReasonTimeout
 		case g := <-s.drain:
 			// Told at once, so the client can finish its turn and reconnect elsewhere.
-			s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosing{
+			s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
 				SessionID: s.id, Reason: ReasonShutdown, GraceMs: g.Milliseconds()}})
 		case r := <-s.stop:
 			return r
@@ -414,7 +397,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	// What the drained jobs did not complete never will: record it as cut short.
 	s.tx.cancelOpen(reason, &s.speechItemID)
 	if !quiet {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
+		s.send(Event{Epoch: s.epoch, Effect: SessionClosed{SessionID: s.id, Reason: reason}})
 	}
 	s.state = "closed"
 }
@@ -474,9 +457,6 @@ func (s *Session) send(ev Event) {
 		return
 	}
 	ev.Beta = s.opts.Beta
-	if ev.Payload != nil {
-		ev.Type = ev.Payload.EventType()
-	}
 	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
 		s.sinkBroken = true

@@ -33,7 +33,7 @@ type txRig struct {
 func newTxRig(session bool, cfg txConfig) *txRig {
 	r := &txRig{conv: &conversation{}, rec: &itemMetrics{}, now: 100}
 	r.tx = &transcriber{transcriptionSession: session, sessionID: "sess_1",
-		send: func(e protocol.ServerEvent) { r.events = append(r.events, e) },
+		send: func(e Effect) { r.events = append(r.events, effectPayload(e).(protocol.ServerEvent)) },
 		submit: func(j job) bool {
 			if r.full {
 				return false

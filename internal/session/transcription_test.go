@@ -25,7 +25,7 @@ type recSink struct {
 
 func (r *recSink) Send(ev Event) error {
 	r.mu.Lock()
-	r.types = append(r.types, ev.Type)
+	r.types = append(r.types, ev.typ())
 	r.mu.Unlock()
 	return r.sink.Send(ev)
 }
@@ -170,7 +170,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
-		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+		if ev.typ() == "conversation.item.input_audio_transcription.delta" {
 			deltas[ev.wire()["item_id"].(string)] += ev.wire()["delta"].(string)
 		}
 	}
@@ -312,7 +312,7 @@ func TestReopenedStreamDoesNotRepeatDeltas(t *testing.T) {
 	require.Len(t, opts, 2, "the update reopened the stream")
 	var deltas []string
 	for _, ev := range sk.events {
-		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+		if ev.typ() == "conversation.item.input_audio_transcription.delta" {
 			require.Equal(t, done.wire()["item_id"], ev.wire()["item_id"])
 			deltas = append(deltas, ev.wire()["delta"].(string))
 		}

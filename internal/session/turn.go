@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // How a turn is born. A user turn becomes a response in one of three ways, and each ends in
@@ -149,7 +148,7 @@ func (s *Session) commitUserAudioItem(audioMs float64) *item {
 	if s.opts.Transcription {
 		s.tx.opened(it.ID)
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
+	s.send(Event{Epoch: s.epoch, Effect: InputCommitted{PreviousItemID: prev, ItemID: it.ID}})
 	s.send(s.conv.added(it, s.epoch, false))
 	s.send(s.conv.done(it, s.epoch, false))
 	return it
@@ -233,18 +232,17 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
 	// response.done for a response it never saw created. Only the model's output is fenced.
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseCreated{
-		ResponseID: r.id, Response: s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)}})
+	s.send(Event{Epoch: r.epoch, Effect: ResponseStarted{Response: s.responseObject(r, "in_progress", nil, []Item{}, nil)}})
 	added := it.item()
-	added.Content = []protocol.ContentPart{}
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, Item: added}})
+	added.EmptyContent = true
+	s.send(Event{Epoch: r.epoch, Effect: OutputItem{Phase: PhaseAdded, ResponseID: r.id, Item: added}})
 	if !r.outOfBand {
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemAdded{PreviousItemID: r.prevItemID, Item: added}})
+		s.send(Event{Epoch: r.epoch, Effect: ConversationItem{Phase: PhaseAdded, PreviousItemID: r.prevItemID, Item: added}})
 	}
 	if r.audio {
 		// The part is "audio" in both dialects (what omniserve has always sent here).
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartAdded{
-			ResponseID: r.id, ItemID: r.itemID, Part: protocol.AudioPart("audio", "")}})
+		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseAdded,
+			ResponseID: r.id, ItemID: r.itemID, Kind: PartAudio}})
 	}
 	return r
 }

@@ -68,7 +68,7 @@ func TestConversationItemEvents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.model, tc.ev.Model)
-			switch p := tc.ev.Payload.(type) {
+			switch p := tc.ev.payload().(type) {
 			case protocol.ConversationItemAdded:
 				require.Equal(t, tc.prev, p.PreviousItemID)
 			case protocol.ConversationItemDone:
@@ -82,7 +82,7 @@ func TestConversationItemEvents(t *testing.T) {
 	ev := r.outputItemAdded(1, b)
 	require.Equal(t, 2, ev.Epoch)
 	require.True(t, ev.Model)
-	require.Equal(t, 1, ev.Payload.(protocol.ResponseOutputItemAdded).OutputIndex)
+	require.Equal(t, 1, ev.payload().(protocol.ResponseOutputItemAdded).OutputIndex)
 }
 
 func TestCheckInstructionsLimit(t *testing.T) {
