@@ -496,4 +496,3 @@ func (ev Event) wire() map[string]any {
 	delete(m, "event_id")
 	return m
 }
-
