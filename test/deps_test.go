@@ -79,7 +79,10 @@ var allowed = map[string][]string{
 	// Layer 5: the wire dialects. A dialect's translator turns the session's effects into its
 	// server events and its client frames into the session's commands; the session imports
 	// none of them (adding a dialect touches no session file).
-	"internal/realtime/openai": {"internal/session", "internal/protocol"},
+	"internal/realtime/openai": {"internal/session", "internal/protocol",
+		// A function tool is requestclient's domain type (one definition from the wire to the
+		// engine); the session's commands carry it as is.
+		"internal/requestclient"},
 
 	// Layer 6: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
@@ -88,11 +91,9 @@ var allowed = map[string][]string{
 		// the design's two cgo packages), resampling the session's output audio to the 48 kHz
 		// RTP clock.
 		"internal/speech", "internal/audio",
-		// The client events are decoded by the protocol package and mapped to session commands here.
-		"internal/protocol",
-		// A function tool is requestclient's domain type (one definition from the wire to the
-		// engine); the session's commands carry it as is.
-		"internal/requestclient"},
+		// The frames are the protocol's: the connection stamps and encodes the dialect's server
+		// events (protocol.Encode) and reads session.resume's envelope.
+		"internal/protocol"},
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
