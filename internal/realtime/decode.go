@@ -1,8 +1,11 @@
-// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it decodes
-// client events with internal/protocol and hands them to the session as commands, sends
-// refusals as OpenAI-style error events, and runs the per-connection reader and writer
-// goroutines and the bounded outbound queue. It writes the session's typed server events with
-// protocol.Encode, stamping event_id and server_event_seq when it writes them (stream.go).
+// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it hands the
+// client's frames to the dialect's translator (internal/realtime/openai: Decode) and the
+// commands it returns to the session, sends refusals as OpenAI-style error events, and runs the
+// per-connection reader and writer goroutines and the bounded outbound queue. The session's
+// events carry wire-neutral effects; they enter the connection in one place (outbound.go),
+// where the translator (openai.Encode) turns each into its server event, on the session's
+// goroutine and in its order. The stream writes them with protocol.Encode, in GA or beta
+// names and spelling, stamping event_id and server_event_seq when it writes them (stream.go).
 package realtime
 
 import (
