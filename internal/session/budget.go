@@ -98,8 +98,8 @@ func commandBytes(c Command) int {
 func (s *Session) trimHistory() {
 	limit := s.m.cfg.MaxHistoryBytes
 	keep := ""
-	if s.resp != nil {
-		keep = s.resp.itemID
+	if s.responses.resp != nil {
+		keep = s.responses.resp.itemID
 	}
 	for _, it := range s.conv.trim(limit, keep) {
 		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: it.ID, Reason: "history_budget"}})

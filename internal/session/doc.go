@@ -34,9 +34,10 @@
 // none of it has a lock (the MCP network work is the one part on goroutines of its own, which
 // toolState starts and Run cancels and waits for), and the actor never waits on the engine
 // (engine work goes to the job worker). Its state is split by concern into plain structs, one
-// file each, each with its own table test (<file>_test.go) that runs without a Session; they
-// call no engine, and most send no event either: the session does that with what their methods
-// return. The two seams that do (semState, transcriber) send through a narrow send func the
+// file each, each with its own table test (<file>_test.go) that runs without a Session, held
+// as named fields (s.settings.cfg, s.inputAudio.inputMs), not embedded, so that the Session
+// reaches only its own fields and methods; they call no engine, and most send no effect
+// either: the session does that with what their methods return. The two seams that do (semState, transcriber) send through a narrow send func the
 // session gives them, and reach the rest of it through small fields and arguments, never through
 // the Session:
 //

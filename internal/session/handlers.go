@@ -23,11 +23,11 @@ func (s *Session) handle(c Command) {
 	case *CreateResponse:
 		s.handleCreateResponse(c)
 	case *CancelResponse:
-		if s.resp == nil {
+		if s.responses.resp == nil {
 			s.sendError("response_cancel_not_active", "Cancellation failed: no active response found", c.ID, "")
 			return
 		}
-		if c.ResponseID != "" && c.ResponseID != s.resp.id {
+		if c.ResponseID != "" && c.ResponseID != s.responses.resp.id {
 			s.sendError("response_cancel_not_active", fmt.Sprintf("Cancellation failed: response %q is not active", c.ResponseID), c.ID, "response_id")
 			return
 		}
@@ -50,7 +50,7 @@ func (s *Session) handle(c Command) {
 	case *TruncateItem:
 		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
 	case *ClearOutputAudio:
-		r := s.resp
+		r := s.responses.resp
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
 		if r == nil || !r.clearedAudio {
 			rid := ""
@@ -67,7 +67,7 @@ func (s *Session) handle(c Command) {
 		s.cancelActive("cancel", "barge_in", true)
 	case *BargeIn:
 		s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
-			SessionID: s.id, Epoch: s.epoch, Policy: s.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
+			SessionID: s.id, Epoch: s.epoch, Policy: s.settings.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
 		s.cancelActive("barge_in", "barge_in", true)
 	case *CloseSession:
 		s.closeReason = ReasonClientClose
@@ -86,7 +86,7 @@ func (s *Session) handle(c Command) {
 // model's naming (settings.resolveModel).
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
-	if err == nil && next.Instructions != s.cfg.Instructions {
+	if err == nil && next.Instructions != s.settings.cfg.Instructions {
 		if fe := checkInstructions(next.Instructions, "session.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
 			err = fe
 		}
@@ -106,7 +106,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 			err = fe
 		}
 	}
-	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
+	if err == nil && s.engine != nil && s.settings.autoResponse() != s.settings.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
 	}
@@ -114,7 +114,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 }
 
 func (s *Session) handleUpdate(c *UpdateSession) {
-	if c.Transcription && !s.opts.Transcription {
+	if c.Transcription && !s.settings.opts.Transcription {
 		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
 		return
 	}
@@ -129,13 +129,13 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}
 		return
 	}
-	instructionsChanged := next.Instructions != s.cfg.Instructions
-	s.cfg = next
-	if err := s.setNoiseReduction(s.cfg.NoiseReduction); err != nil {
+	instructionsChanged := next.Instructions != s.settings.cfg.Instructions
+	s.settings.cfg = next
+	if err := s.inputAudio.setNoiseReduction(s.settings.cfg.NoiseReduction); err != nil {
 		// The configuration was validated: only a broken speex library gets here.
 		s.log.Error("noise reduction unavailable", zap.Error(err))
 	}
-	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
+	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
@@ -148,9 +148,9 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 			return jobResult{err: eng.AppendText(ctx, turn, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
-	s.tools.sync(s.cfg)
+	s.tools.sync(s.settings.cfg)
 	s.send(Event{Epoch: s.epoch, Effect: s.sessionUpdated(c.Transcription)})
-	s.tools.syncMCP(s.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
+	s.tools.syncMCP(s.settings.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 
 // outputModalities is the GA single-modality view: audio implies its transcript.
@@ -185,11 +185,11 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	switch c.ItemType {
 	case "function_call_output":
 		if s.tools.createFunctionOutput(c, s.epoch) {
-			s.pendingIn++
+			s.responses.pendingIn++
 		}
 		return
 	case "mcp_approval_response":
-		if f := s.tools.answerApproval(c, s.resp, s.epoch); f != nil {
+		if f := s.tools.answerApproval(c, s.responses.resp, s.epoch); f != nil {
 			s.startFollowUp(*f)
 		}
 		return
@@ -211,7 +211,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	var pcm []float32
 	if len(c.Audio) > 0 {
 		var err error
-		if pcm, err = DecodeInput(c.Audio, s.cfg.InputFormat); err != nil {
+		if pcm, err = DecodeInput(c.Audio, s.settings.cfg.InputFormat); err != nil {
 			s.sendError("bad_audio", err.Error(), c.ID, "item.content")
 			return
 		}
@@ -220,7 +220,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		// (its commit feeds the whole buffer again).
 		s.unforwardInput(c.ID)
 	}
-	if !s.canSubmitJob() {
+	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
 		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
 		return
@@ -232,7 +232,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.send(s.conv.done(it, s.epoch, false))
 	s.trimHistory()
 	if role == "user" {
-		s.pendingIn++
+		s.responses.pendingIn++
 		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
 	}
 	eng, turn := s.engine, s.input
@@ -260,9 +260,9 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 // transcript is removed. Every failure is an error event; the session goes on.
 func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
 	length := -1.0
-	active := s.resp != nil && s.resp.itemID == itemID
+	active := s.responses.resp != nil && s.responses.resp.itemID == itemID
 	if active {
-		length = s.resp.sentMs
+		length = s.responses.resp.sentMs
 	}
 	endMs, terr := s.conv.truncate(itemID, contentIndex, endMs, length)
 	if terr != nil {
@@ -270,15 +270,15 @@ func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs
 		return
 	}
 	if active {
-		s.resp.playedMs = endMs
-		s.resp.truncated = true
+		s.responses.resp.playedMs = endMs
+		s.responses.resp.truncated = true
 	}
 	s.send(Event{Epoch: s.epoch, Effect: ItemTruncated{
 		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
 }
 
 func (s *Session) handlePlaybackAck(c *PlaybackAck) {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && c.ItemID != r.itemID) {
 		s.sendError("playback_item_not_found", "no active response matches this playback.ack", c.ID, "response_id")
 		return

@@ -346,7 +346,7 @@ var errMCPCallCancelled = errors.New("the response ended (cancelled, interrupted
 // continueAfterCall: once a response's calls are done, an approved call's response starts the
 // model's reply; a response the model made completes (pace), and its follow-up starts.
 func (s *Session) continueAfterCall(r *response) {
-	if r != s.resp || r.mcp.pending > 0 {
+	if r != s.responses.resp || r.mcp.pending > 0 {
 		return
 	}
 	if start := r.mcp.start; start != nil {
@@ -406,11 +406,11 @@ type followUp struct {
 // results stay in the conversation for it. An approved call (f.call) runs first in the
 // response, whose model reply follows it (continueAfterCall).
 func (s *Session) startFollowUp(f followUp) {
-	if f.call == nil && (s.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
+	if f.call == nil && (s.responses.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
 		return
 	}
-	s.pendingIn++ // the results are input the follow-up answers
-	o := s.tools.followUpOptions(s.cfg, f.depth)
+	s.responses.pendingIn++ // the results are input the follow-up answers
+	o := s.tools.followUpOptions(s.settings.cfg, f.depth)
 	r := s.beginResponse(-1, o)
 	if f.call == nil {
 		s.startModelReply(r, o)

@@ -13,7 +13,7 @@ import (
 // drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
 // become response.listen / response.speak, turn output feeds the active response.
 func (s *Session) drainOutputs() {
-	for _, o := range s.takeOutputs() {
+	for _, o := range s.outputQueue.takeOutputs() {
 		if s.closeReason != "" {
 			return
 		}
@@ -36,23 +36,23 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			s.tx.reached("", false) // a discard's mark
 			return
 		}
-		s.tx.delta(o.Text, &s.speechItemID)
+		s.tx.delta(o.Text, &s.inputAudio.speechItemID)
 		return
 	}
 	if o.Kind == requestclient.OutTranscript && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 		s.tx.transcriptArrived()
 	}
 	if o.Kind == requestclient.OutTranscript {
-		if s.autoResponse() && o.Text != "" {
+		if s.settings.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
 			s.emitTranscript(it.ID, requestclient.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
 		}
 		return
 	}
-	if s.over(o.Turn) {
+	if s.responses.over(o.Turn) {
 		return // a turn that is already over: cancelled or done
 	}
-	r := s.resp
+	r := s.responses.resp
 	turnOutput := o.Kind != requestclient.OutDecision || o.Decision == requestclient.DecisionSpeak
 	if r != nil && turnOutput && r.stageTurn >= 0 && o.Turn > r.stageTurn {
 		// The engine moved to a newer turn while this response was open (auto-response handoff):
@@ -72,8 +72,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			if o.EndOfTurn != nil {
 				s.sem.engineEnded(o.EndOfTurn, &s.inputAudio)
 			}
-			if r == nil && s.autoResponse() {
-				r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
+			if r == nil && s.settings.autoResponse() {
+				r = s.beginResponse(o.Turn, s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 			}
 			if r != nil && r.stageTurn < 0 {
 				r.stageTurn = o.Turn
@@ -86,10 +86,10 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		return
 	}
 	if r == nil {
-		if !s.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
+		if !s.settings.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
 			switch o.Kind {
 			case requestclient.OutFinished:
-				s.closeTurn(o.Turn)
+				s.responses.closeTurn(o.Turn)
 			case requestclient.OutError:
 				// A turn that failed before a response was there to carry it (its prefill, or
 				// the engine's reply ahead of its speak decision): no event to fail, but the
@@ -98,7 +98,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			}
 			return
 		}
-		r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
+		r = s.beginResponse(o.Turn, s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 	}
 	if r.stageTurn < 0 {
 		r.stageTurn = o.Turn
@@ -121,12 +121,12 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 	}
 	// Late deltas of the item are stale from here on, also when no transcript is sent.
 	s.tx.finishDeltas(itemID, text)
-	if !s.cfg.Transcription {
+	if !s.settings.cfg.Transcription {
 		s.trimHistory()
 		return
 	}
 	done := Transcription{Phase: PhaseCompleted, ItemID: itemID, Text: text}
-	if s.cfg.TranscriptLogprobs && tr.Logprobs != nil {
+	if s.settings.cfg.TranscriptLogprobs && tr.Logprobs != nil {
 		toks := audio.TranscriptTokens(tr.Logprobs, true)
 		done.Logprobs = &toks
 	}
@@ -141,16 +141,16 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 
 // handleResult applies the outcome of an engine job on the actor.
 func (s *Session) handleResult(res jobResult) {
-	s.taken()
+	s.jobQueue.taken()
 	if res.itemID != "" && res.err == nil {
 		s.emitTranscript(res.itemID, res.transcript)
 	}
-	r := s.resp
+	r := s.responses.resp
 	active := r != nil && res.responseID != "" && r.id == res.responseID
 	if res.responseID != "" && !active {
 		// The response was cancelled while its job ran; make sure its turn stays fenced off.
-		if res.haveTurn && !s.over(res.turn) {
-			s.closeTurn(res.turn)
+		if res.haveTurn && !s.responses.over(res.turn) {
+			s.responses.closeTurn(res.turn)
 			if s.engine != nil {
 				stopCancelledTurn(s.engine, res.turn, requestclient.Fence{SessionID: s.id, Epoch: s.epoch})
 			}
@@ -161,7 +161,7 @@ func (s *Session) handleResult(res jobResult) {
 		if res.itemID != "" && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 			s.tx.reached(res.itemID, true)
 		}
-		if res.itemID != "" && s.opts.Transcription {
+		if res.itemID != "" && s.settings.opts.Transcription {
 			s.tx.failed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		msg := fmt.Sprintf("engine: %v", res.err)

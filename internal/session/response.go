@@ -140,7 +140,7 @@ func (s *Session) responseObject(r *response, status string, details *StatusDeta
 	o := ResponseInfo{ID: r.id, Status: status, StatusDetails: details,
 		Output: output, ConversationID: r.conversationID(s.id), Metadata: r.metadata, MaxOutputTokens: maxTokens,
 		SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs,
-		Audio: r.audio, Format: r.format, Voice: s.cfg.Voice, Temperature: s.temperature(),
+		Audio: r.audio, Format: r.format, Voice: s.settings.cfg.Voice, Temperature: s.settings.temperature(),
 	}
 	if u != nil {
 		w := u.view()
@@ -170,7 +170,7 @@ func (r *response) itemIn(c *conversation) *item {
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
 // metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
 func (s *Session) endResponse(reason string) *response {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil {
 		return nil
 	}
@@ -245,7 +245,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			return
 		}
 		s.turnState = turnAssistantPlaying
-		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.listening())
+		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.settings.listening())
 		s.pace()
 	case requestclient.OutUsage:
 		if o.Usage != nil {
@@ -253,7 +253,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			r.engineUsage = &u
 		}
 	case requestclient.OutToolCall:
-		if o.ToolCall != nil && !s.tools.emitMCPCall(r, o.ToolCall, s.cfg) {
+		if o.ToolCall != nil && !s.tools.emitMCPCall(r, o.ToolCall, s.settings.cfg) {
 			s.tools.emitFunctionCall(r, o.ToolCall)
 		}
 	case requestclient.OutFinished:
@@ -277,11 +277,11 @@ func errString(err error) string {
 // pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
 // real time, arms the timer for the next frame, and completes a finished, drained response.
 func (s *Session) pace() {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil {
 		return
 	}
-	if s.detached {
+	if s.attachment.detached {
 		// Output pacing is paused while no client listens: the audio waits for a resume. A
 		// response with nothing left to send still completes (into the journal).
 		if r.finished && len(r.frames) == 0 && !r.mcp.holds() {
@@ -303,9 +303,9 @@ func (s *Session) pace() {
 			}
 			break
 		}
-		s.assistantAudio = true
+		s.settings.assistantAudio = true
 		if f.ref != nil {
-			s.echoCanceller().Reference(f.ref)
+			s.inputAudio.echoCanceller().Reference(f.ref)
 		}
 		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartAudio,
 			ResponseID: r.id, ItemID: r.itemID, Audio: f.data, Format: r.format, DurationMs: f.ms}})
@@ -395,7 +395,7 @@ func (s *Session) emitDone(r *response, status string, details *StatusDetails) {
 		}
 	}
 	u := r.usage()
-	s.keepUsage(r, u)
+	s.responses.keepUsage(r, u)
 	for _, c := range r.calls {
 		output = append(output, c.item())
 	}
@@ -407,7 +407,7 @@ func (s *Session) emitDone(r *response, status string, details *StatusDetails) {
 // (before the epoch moves, so the hook sees the ids), drop its queued audio, notify, advance the
 // epoch and stop the engine work. wireReason is what the client sees in status_details.
 func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil {
 		return false
 	}

@@ -48,29 +48,29 @@ func maxTokensWire(n, serverDefault int) protocol.MaxTokens {
 // clients), plus the omniserve extensions (duplex, state, capabilities) that strict clients
 // ignore.
 func (s *Session) publicSession() protocol.SessionObject {
-	if s.opts.Transcription {
-		return s.transcriptionSession(s.id, s.expiresAt, s.state, s.Resumable())
+	if s.settings.opts.Transcription {
+		return s.settings.transcriptionSession(s.id, s.expiresAt, s.state, s.Resumable())
 	}
 	speed := 1.0
 	return &protocol.Session{
-		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.cfg.Model,
-		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
-		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
-		MaxOutputTokens: maxTokensWire(s.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
-		Temperature: s.temperature(), Include: s.includeWire(),
+		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.settings.cfg.Model,
+		Instructions: s.settings.cfg.Instructions, Tools: append(toolsWire(s.settings.cfg.Tools), mcpToolsWire(s.settings.cfg.MCP)...), ToolChoice: toolChoiceWire(s.settings.cfg.ToolChoice),
+		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.settings.cfg.WantAudio()),
+		MaxOutputTokens: maxTokensWire(s.settings.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.settings.cfg.Tracing, Truncation: "auto",
+		Temperature: s.settings.temperature(), Include: s.settings.includeWire(),
 		Audio: protocol.SessionAudio{
-			Input:  s.audioInput(false),
-			Output: &protocol.AudioOutput{Format: wireFormat(s.cfg.OutputFormat), Voice: s.cfg.Voice, Speed: &speed},
+			Input:  s.settings.audioInput(false),
+			Output: &protocol.AudioOutput{Format: wireFormat(s.settings.cfg.OutputFormat), Voice: s.settings.cfg.Voice, Speed: &speed},
 		},
 		// omniserve extensions
-		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), OverlapPolicy: s.cfg.OverlapPolicy(),
-		Duplex: s.opts.Duplex, AutoResponse: s.autoResponse(), State: s.state, TurnState: s.turnState,
+		IdleTimeoutS: s.settings.cfg.IdleTimeout.Seconds(), OverlapPolicy: s.settings.cfg.OverlapPolicy(),
+		Duplex: s.settings.opts.Duplex, AutoResponse: s.settings.autoResponse(), State: s.state, TurnState: s.turnState,
 		Epoch: s.epoch, Turn: s.turnID,
-		ExtraBody: protocol.ExtraBody{AutoResponse: s.autoResponse(), Seed: s.cfg.Seed},
+		ExtraBody: protocol.ExtraBody{AutoResponse: s.settings.autoResponse(), Seed: s.settings.cfg.Seed},
 		Capabilities: protocol.Capabilities{SupportsBargeIn: true, SupportsSessionResume: s.Resumable(),
 			SupportsAudioTruncate: true, ChunkPeriodMs: frameMs, TargetBargeInLatencyMs: 100, BargeInMinSpeechMs: overlapMinSpeechMs,
 			BargeInPitchedSpeechMs: overlapEarlySpeechMs,
-			MaxOutputLeadMs:        s.m.cfg.MaxOutputLead.Milliseconds(), FullDuplex: s.opts.Duplex},
+			MaxOutputLeadMs:        s.m.cfg.MaxOutputLead.Milliseconds(), FullDuplex: s.settings.opts.Duplex},
 	}
 }
 
@@ -98,7 +98,7 @@ func (m *Manager) Preview(opts Options, patch ConfigPatch) (protocol.SessionObje
 	if err != nil {
 		return nil, err
 	}
-	s.cfg = cfg
+	s.settings.cfg = cfg
 	return s.publicSession(), nil
 }
 
@@ -106,14 +106,11 @@ func (m *Manager) Preview(opts Options, patch ConfigPatch) (protocol.SessionObje
 // session), with the resume token of a resumable session.
 func (s *Session) sessionCreated() Effect {
 	return WireSessionEvent{protocol.SessionCreated{Session: s.publicSession(),
-		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}}
+		ResumeToken: s.attachment.resumeToken, Transcription: s.settings.legacyTranscription(false)}}
 }
 
 // sessionUpdated is session.updated (transcription_session.updated for a beta transcription
 // session, or for an update the client sent as transcription_session.update: legacy).
 func (s *Session) sessionUpdated(legacy bool) Effect {
-	return WireSessionEvent{protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(legacy)}}
+	return WireSessionEvent{protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.settings.legacyTranscription(legacy)}}
 }
-
-// sessionObject is the session object as session.updated carries it (session.resumed's).
-func (s *Session) sessionObject() Effect { return s.sessionUpdated(false) }

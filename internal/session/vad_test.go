@@ -118,5 +118,5 @@ func TestBargeInNeedsSpeech(t *testing.T) {
 
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
-	require.Nil(t, s.vad, "the WebRTC instance (C memory) is freed on exit")
+	require.Nil(t, s.inputAudio.vad, "the WebRTC instance (C memory) is freed on exit")
 }
