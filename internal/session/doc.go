@@ -61,7 +61,7 @@
 //     engine's outputs on their way to the actor.
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
 //     insertion, removal, truncation and the history budget; item.item() is an item as the
-//     client sees it (Item, effects.go).
+//     client sees it (Item, effects_item.go).
 //   - responses.go (responses): the active response, the engine turns that are over, the
 //     input waiting for an answer, the cached usage; and a response's transcript, audio frames,
 //     pacing (nextFrame) and what the user heard of it.
