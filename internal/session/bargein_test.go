@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -45,7 +44,7 @@ func TestBargeInOnPitchedSpeech(t *testing.T) {
 	sk.mu.Lock()
 	for _, ev := range sk.events {
 		if ev.typ() == "input_audio_buffer.speech_started" {
-			onsetMs = payload[protocol.InputAudioBufferSpeechStarted](t, ev).AudioStartMs + defaultTurnDetection().PrefixPaddingMs
+			onsetMs = effectOf[InputSpeech](t, ev).AudioMs + defaultTurnDetection().PrefixPaddingMs
 		}
 	}
 	sk.mu.Unlock()

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -458,12 +457,12 @@ func TestTurnDetectionDefaults(t *testing.T) {
 	require.Equal(t, 16000, f.Rate, "explicit rates stay accepted")
 }
 
-// payload is ev's typed payload, which must be a T.
-func payload[T protocol.ServerEvent](t *testing.T, ev Event) T {
+// effectOf is ev's effect, which must be a T.
+func effectOf[T Effect](t *testing.T, ev Event) T {
 	t.Helper()
-	p, ok := ev.payload().(T)
-	require.True(t, ok, "%s carries a %T", ev.typ(), ev.payload())
-	return p
+	e, ok := ev.Effect.(T)
+	require.True(t, ok, "%s carries a %T", ev.typ(), ev.Effect)
+	return e
 }
 
 // wireOf is how the OpenAI dialect writes an event: its GA type, its typed payload and its
@@ -480,9 +479,6 @@ func (ev Event) typ() string { typ, _, _ := wireOf(ev); return typ }
 
 // payload is ev's OpenAI server event (a protocol.ServerEvent).
 func (ev Event) payload() any { _, p, _ := wireOf(ev); return p }
-
-// effectPayload is the OpenAI server event of e.
-func effectPayload(e Effect) any { return Event{Effect: e}.payload() }
 
 // wire is ev as the client receives it (its payload encoded in its spelling), decoded: what
 // tests of the wire shape compare (numbers are float64).
