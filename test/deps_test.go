@@ -76,17 +76,24 @@ var allowed = map[string][]string{
 		// session reaches.
 		"internal/speech"},
 
-	// Layer 5: the WebSocket endpoint drives sessions only.
+	// Layer 5: the wire dialects. A dialect's translator turns the session's effects into its
+	// server events and its client frames into the session's commands; the session imports
+	// none of them (adding a dialect touches no session file).
+	"internal/realtime/openai": {"internal/session", "internal/protocol",
+		// A function tool is requestclient's domain type (one definition from the wire to the
+		// engine); the session's commands carry it as is.
+		"internal/requestclient"},
+
+	// Layer 6: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
+		"internal/realtime/openai",
 		// The WebRTC transport (calls.go): Opus through speech's libopus binding (cgo stays in
 		// the design's two cgo packages), resampling the session's output audio to the 48 kHz
 		// RTP clock.
 		"internal/speech", "internal/audio",
-		// The client events are decoded by the protocol package and mapped to session commands here.
-		"internal/protocol",
-		// A function tool is requestclient's domain type (one definition from the wire to the
-		// engine); the session's commands carry it as is.
-		"internal/requestclient"},
+		// The frames are the protocol's: the connection stamps and encodes the dialect's server
+		// events (protocol.Encode) and reads session.resume's envelope.
+		"internal/protocol"},
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
@@ -141,12 +148,13 @@ var layer = map[string]int{
 	"internal/mcpclient": 0, "internal/otlpreceiver": 0,
 	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage": 2, "internal/rtcclient": 2,
-	"internal/requestclient": 3,
-	"internal/session":       4,
-	"internal/realtime":      5,
-	"internal/api":           6,
-	"internal/server":        7,
-	"internal/bench":         1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
+	"internal/requestclient":   3,
+	"internal/session":         4,
+	"internal/realtime/openai": 5,
+	"internal/realtime":        6,
+	"internal/api":             6,
+	"internal/server":          7,
+	"internal/bench":           1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
 	"internal/bench/frontend": 3, "internal/bench/realtime": 5,
 	"cmd/omniserve": 8, "test": 8,
 }

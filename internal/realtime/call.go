@@ -102,20 +102,21 @@ func (cl *call) hangup(reason string) {
 type callSink struct{ c *call }
 
 func (s *callSink) Send(ev session.Event) error {
-	switch p := ev.Payload.(type) {
-	case protocol.SessionCreated:
-		s.c.listens.Store(sessionListens(p.Session))
-	case protocol.SessionUpdated:
-		s.c.listens.Store(sessionListens(p.Session))
-	}
-	switch ev.Type {
-	case "response.output_audio.delta":
-		// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
-		return s.c.player.delta(ev)
-	case "response.done":
-		if d, ok := ev.Payload.(protocol.ResponseDone); ok {
-			s.c.player.responseDone(d.Response.ID)
+	switch e := ev.Effect.(type) {
+	case session.WireSessionEvent:
+		switch p := e.Payload.(type) {
+		case protocol.SessionCreated:
+			s.c.listens.Store(sessionListens(p.Session))
+		case protocol.SessionUpdated:
+			s.c.listens.Store(sessionListens(p.Session))
 		}
+	case session.OutputDelta:
+		if e.Kind == session.PartAudio {
+			// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
+			return s.c.player.delta(e, ev.Epoch)
+		}
+	case session.ResponseDone:
+		s.c.player.responseDone(e.Response.ID)
 	}
 	s.c.toSidebands(ev)
 	return s.c.st.Send(ev)

@@ -14,6 +14,7 @@ import (
 	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/openai"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -148,5 +149,5 @@ func sessionPatch(raw json.RawMessage) (session.ConfigPatch, *WireError) {
 	if werr != nil {
 		return session.ConfigPatch{}, werr
 	}
-	return configPatch(ce.(*protocol.SessionUpdate).Session), nil
+	return openai.ConfigPatch(ce.(*protocol.SessionUpdate).Session), nil
 }

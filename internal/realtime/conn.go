@@ -79,9 +79,10 @@ func (c *conn) closeWS(code websocket.StatusCode, reason string) {
 // refuse writes ev on a connection that carries no session and closes it. numbered gives the
 // event server_event_seq 1 of the connection's own stream; a resume handshake reply has none
 // (it is not part of any session's stream).
-func (c *conn) refuse(ev session.Event, code websocket.StatusCode, reason string, numbered bool) {
+func (c *conn) refuse(sev session.Event, code websocket.StatusCode, reason string, numbered bool) {
 	var data []byte
 	var err error
+	ev, _ := outbound(sev)
 	if numbered {
 		c.st.mu.Lock()
 		data, err = c.st.stampLocked(ev)
@@ -431,6 +432,6 @@ func (c *conn) readLoss(err error) loss {
 
 // encodeUnnumbered encodes ev with an event_id and without server_event_seq, in the stream's
 // dialect.
-func (s *stream) encodeUnnumbered(ev session.Event) ([]byte, error) {
+func (s *stream) encodeUnnumbered(ev outEvent) ([]byte, error) {
 	return encodeEvent(ev, protocol.Envelope{Type: eventType(ev), EventID: newEventID()})
 }

@@ -1,13 +1,16 @@
-// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it decodes
-// client events with internal/protocol and hands them to the session as commands, sends
-// refusals as OpenAI-style error events, and runs the per-connection reader and writer
-// goroutines and the bounded outbound queue. It writes the session's typed server events with
-// protocol.Encode, stamping event_id and server_event_seq when it writes them (stream.go).
+// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it hands the
+// client's frames to the dialect's translator (internal/realtime/openai: Decode) and the
+// commands it returns to the session, sends refusals as OpenAI-style error events, and runs the
+// per-connection reader and writer goroutines and the bounded outbound queue. The session's
+// events carry wire-neutral effects; they enter the connection in one place (outbound.go),
+// where the translator (openai.Encode) turns each into its server event, on the session's
+// goroutine and in its order. The stream writes them with protocol.Encode, in GA or beta
+// names and spelling, stamping event_id and server_event_seq when it writes them (stream.go).
 package realtime
 
 import (
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/realtime/openai"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -19,97 +22,9 @@ func errorEvent(e *WireError) session.Event {
 	return session.ErrorEvent(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)
 }
 
-// ResumeSession is session.resume, the first event of a connection that takes over a session
-// after a disconnect (docs/REALTIME.md, "Resuming a session"). internal/realtime handles it; it
-// never reaches the session actor.
-type ResumeSession struct {
-	session.Base
-	SessionID string
-	Token     string
-	// LastSeq is the client's last received server_event_seq (0: none).
-	LastSeq int64
-}
+// ResumeSession is session.resume (openai.ResumeSession): the connection handles it.
+type ResumeSession = openai.ResumeSession
 
-// DecodeClientEvent parses one client event (a text frame) into a session command. The session's
-// configuration types have the protocol's shape, so the mapping is conversion.
-func DecodeClientEvent(data []byte) (session.Command, *WireError) {
-	ev, werr := protocol.DecodeClientEvent(data)
-	if werr != nil {
-		return nil, werr
-	}
-	base := session.Base{ID: ev.EventID(), Kind: ev.Type()}
-	switch e := ev.(type) {
-	case *protocol.SessionUpdate:
-		return &session.UpdateSession{Base: base, Patch: configPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}, nil
-	case *protocol.InputAudioBufferAppend:
-		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}, nil
-	case *protocol.InputAudioBufferCommit:
-		return &session.CommitInput{Base: base, ResponseCreate: e.ResponseCreate}, nil
-	case *protocol.InputAudioBufferClear:
-		return &session.ClearInput{Base: base}, nil
-	case *protocol.ResponseCreate:
-		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
-			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
-			Conversation: e.Conversation, Unsupported: e.Unsupported,
-			ToolsSet: e.ToolsSet, Tools: tools(e.Tools), ToolChoice: (*session.ToolChoice)(e.ToolChoice), ParallelToolCalls: e.ParallelToolCalls}
-		if e.Input != nil {
-			c.Input = make([]session.InputItem, len(e.Input))
-			for i, it := range e.Input {
-				c.Input[i] = session.InputItem(it)
-			}
-		}
-		return c, nil
-	case *protocol.ResponseCancel:
-		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}, nil
-	case *protocol.ConversationItemCreate:
-		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
-			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output,
-			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}, nil
-	case *protocol.ConversationItemDelete:
-		return &session.DeleteItem{Base: base, ItemID: e.ItemID}, nil
-	case *protocol.ConversationItemRetrieve:
-		return &session.RetrieveItem{Base: base, ItemID: e.ItemID}, nil
-	case *protocol.ConversationItemTruncate:
-		return &session.TruncateItem{Base: base, ItemID: e.ItemID, ContentIndex: e.ContentIndex, AudioEndMs: e.AudioEndMs}, nil
-	case *protocol.OutputAudioBufferClear:
-		return &session.ClearOutputAudio{Base: base, ResponseID: e.ResponseID}, nil
-	case *protocol.InputCancel:
-		return &session.CancelInput{Base: base}, nil
-	case *protocol.BargeIn:
-		return &session.BargeIn{Base: base}, nil
-	case *protocol.SessionClose:
-		return &session.CloseSession{Base: base}, nil
-	case *protocol.SessionHeartbeat:
-		return &session.Heartbeat{Base: base}, nil
-	case *protocol.SessionResume:
-		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}, nil
-	case *protocol.PlaybackAck:
-		return &session.PlaybackAck{Base: base, PlayedMs: e.PlayedMs, ResponseID: e.ResponseID, ItemID: e.ItemID, Truncate: e.Truncate}, nil
-	}
-	panic("realtime: client event without a command: " + ev.Type()) // protocol and this switch list the same events
-}
-
-func configPatch(p protocol.SessionPatch) session.ConfigPatch {
-	return session.ConfigPatch{Model: p.Model, Modalities: p.Modalities, Instructions: p.Instructions, Voice: p.Voice,
-		InputFormat: (*session.AudioFormat)(p.InputFormat), OutputFormat: (*session.AudioFormat)(p.OutputFormat),
-		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: (*session.TurnDetectionPatch)(p.TurnDetection),
-		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
-		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
-		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
-		MCPTools:     p.MCPTools,
-		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
-		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing,
-		TranscriptLogprobs: p.TranscriptLogprobs}
-}
-
-// tools converts the wire's function tools for the session.
-func tools(in []protocol.Tool) []requestclient.Tool {
-	if in == nil {
-		return nil
-	}
-	out := make([]requestclient.Tool, len(in))
-	for i, t := range in {
-		out[i] = requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
-	}
-	return out
-}
+// DecodeClientEvent parses one client event (a text frame) into a session command, in the
+// OpenAI Realtime dialect (openai.Decode).
+func DecodeClientEvent(data []byte) (session.Command, *WireError) { return openai.Decode(data) }

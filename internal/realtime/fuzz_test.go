@@ -3,6 +3,8 @@ package realtime
 import (
 	"testing"
 	"unicode/utf8"
+
+	"github.com/omniserve/omniserve/internal/session"
 )
 
 func FuzzDecodeClientEvent(f *testing.F) {
@@ -31,8 +33,8 @@ func FuzzDecodeClientEvent(f *testing.F) {
 				t.Fatalf("error without code or message: %+v", werr)
 			}
 			ev := errorEvent(werr)
-			if ev.Type != "error" {
-				t.Fatalf("error event type %q", ev.Type)
+			if _, ok := ev.Effect.(session.Error); !ok {
+				t.Fatalf("error event of effect %T", ev.Effect)
 			}
 			return
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/session"
 )
 
 // Outbound queue errors.
@@ -27,7 +26,7 @@ const reserve = 64
 // DropStale implements the epoch fence for queued model output.
 type outQueue struct {
 	mu       sync.Mutex
-	items    []session.Event
+	items    []outEvent
 	at       []time.Time // when each item was queued (the head's age says whether the client reads)
 	max      int
 	bytes    int // eventBytes of items
@@ -49,47 +48,15 @@ func newOutQueue(max, maxBytes int, keep bool) *outQueue {
 
 // eventBytes estimates what an event takes on the wire (its strings, keys and a few bytes per
 // number), without encoding it.
-func eventBytes(ev session.Event) int {
+func eventBytes(ev outEvent) int {
 	if ev.Payload != nil {
 		return 64 + len(ev.Type) + protocol.WireSize(ev.Payload)
 	}
-	return 64 + len(ev.Type) + valueBytes(ev.Fields)
-}
-
-func valueBytes(v any) int {
-	switch v := v.(type) {
-	case string:
-		return len(v) + 2
-	case map[string]any:
-		n := 2
-		for k, x := range v {
-			n += len(k) + 4 + valueBytes(x)
-		}
-		return n
-	case []any:
-		n := 2
-		for _, x := range v {
-			n += 1 + valueBytes(x)
-		}
-		return n
-	case []string:
-		n := 2
-		for _, x := range v {
-			n += len(x) + 3
-		}
-		return n
-	case map[string]string:
-		n := 2
-		for k, x := range v {
-			n += len(k) + len(x) + 6
-		}
-		return n
-	}
-	return 8
+	return 64 + len(ev.Type)
 }
 
 // Send implements session.Sink.
-func (q *outQueue) Send(ev session.Event) error {
+func (q *outQueue) Send(ev outEvent) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.failed != nil {
@@ -155,7 +122,7 @@ func (q *outQueue) wake() {
 // pop removes the oldest queued event; ok is false when there is none, and done is then true
 // once the queue is closed (or failed): the writer stops. A failed queue of a resumable session
 // keeps its events for the journal.
-func (q *outQueue) pop() (ev session.Event, ok, done bool) {
+func (q *outQueue) pop() (ev outEvent, ok, done bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.failed != nil {
@@ -163,14 +130,14 @@ func (q *outQueue) pop() (ev session.Event, ok, done bool) {
 			q.items, q.at = nil, nil
 			q.bytes = 0
 		}
-		return session.Event{}, false, true
+		return outEvent{}, false, true
 	}
 	if len(q.items) == 0 {
-		return session.Event{}, false, q.closed
+		return outEvent{}, false, q.closed
 	}
 	ev = q.items[0]
 	q.bytes -= eventBytes(ev)
-	q.items[0] = session.Event{}
+	q.items[0] = outEvent{}
 	q.items, q.at = q.items[1:], q.at[1:]
 	if len(q.items) == 0 {
 		q.items, q.at = q.items[:0:0], q.at[:0:0] // let the backing arrays go once drained
@@ -179,7 +146,7 @@ func (q *outQueue) pop() (ev session.Event, ok, done bool) {
 }
 
 // takeAll removes and returns every queued event, failed or not.
-func (q *outQueue) takeAll() []session.Event {
+func (q *outQueue) takeAll() []outEvent {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items
@@ -222,7 +189,7 @@ func (q *outQueue) err() error {
 }
 
 // push appends ev with its queueing time; q.mu is held.
-func (q *outQueue) push(ev session.Event) {
+func (q *outQueue) push(ev outEvent) {
 	q.items = append(q.items, ev)
 	q.at = append(q.at, time.Now())
 }

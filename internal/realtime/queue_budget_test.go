@@ -7,14 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/session"
 )
 
 // TestOutQueueByteBudget: the outbound queue refuses (client too slow) once its events exceed
 // the byte budget, whatever their count; what the writer took no longer counts.
 func TestOutQueueByteBudget(t *testing.T) {
 	q := newOutQueue(512, 64<<10, false)
-	big := session.Event{Type: "conversation.item.retrieved", Payload: protocol.ConversationItemRetrieved{
+	big := outEvent{Type: "conversation.item.retrieved", Payload: protocol.ConversationItemRetrieved{
 		Item: protocol.MessageItem("item_1", "user", "completed", protocol.TextPart("input_text", strings.Repeat("x", 20<<10)))}}
 	for range 3 {
 		require.NoError(t, q.Send(big))

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/session"
 )
 
 // drain pops every queued event; done reports whether the writer would stop.
@@ -25,7 +23,7 @@ func drain(q *outQueue) (types []string, done bool) {
 // moved is skipped by the stream, which checks the epoch under its own lock: stream_test.go.)
 func TestOutQueueEpochFence(t *testing.T) {
 	q := newOutQueue(16, 1<<20, false)
-	for _, ev := range []session.Event{
+	for _, ev := range []outEvent{
 		{Type: "delta.e0", Epoch: 0, Model: true},
 		{Type: "done.e0", Epoch: 0}, // lifecycle events are never fenced
 		{Type: "delta.e1", Epoch: 1, Model: true},
@@ -33,9 +31,9 @@ func TestOutQueueEpochFence(t *testing.T) {
 		require.NoError(t, q.Send(ev))
 	}
 	q.DropStale(1)
-	require.NoError(t, q.Send(session.Event{Type: "late.e0", Epoch: 0, Model: true}), "refused silently")
+	require.NoError(t, q.Send(outEvent{Type: "late.e0", Epoch: 0, Model: true}), "refused silently")
 	q.DropStale(0) // the fence never moves back
-	require.NoError(t, q.Send(session.Event{Type: "late2.e0", Epoch: 0, Model: true}))
+	require.NoError(t, q.Send(outEvent{Type: "late2.e0", Epoch: 0, Model: true}))
 
 	got, done := drain(q)
 	require.False(t, done)
@@ -44,7 +42,7 @@ func TestOutQueueEpochFence(t *testing.T) {
 	q.close()
 	_, done = drain(q)
 	require.True(t, done)
-	require.ErrorIs(t, q.Send(session.Event{Type: "after"}), ErrConnClosed)
+	require.ErrorIs(t, q.Send(outEvent{Type: "after"}), ErrConnClosed)
 }
 
 // A client that does not read fills the queue: model output fails first (the reserve keeps room
@@ -54,15 +52,15 @@ func TestOutQueueSlowClient(t *testing.T) {
 	const limit = 4
 	q := newOutQueue(limit, 1<<20, false)
 	for range limit {
-		require.NoError(t, q.Send(session.Event{Type: "delta", Model: true}))
+		require.NoError(t, q.Send(outEvent{Type: "delta", Model: true}))
 	}
 	// Past the limit, non-model events still fit in the reserve.
 	for range reserve {
-		require.NoError(t, q.Send(session.Event{Type: "response.done"}))
+		require.NoError(t, q.Send(outEvent{Type: "response.done"}))
 	}
-	require.ErrorIs(t, q.Send(session.Event{Type: "response.done"}), ErrSlowClient)
+	require.ErrorIs(t, q.Send(outEvent{Type: "response.done"}), ErrSlowClient)
 	require.ErrorIs(t, q.err(), ErrSlowClient)
-	require.ErrorIs(t, q.Send(session.Event{Type: "session.closed"}), ErrSlowClient, "failed for good")
+	require.ErrorIs(t, q.Send(outEvent{Type: "session.closed"}), ErrSlowClient, "failed for good")
 	got, done := drain(q)
 	require.True(t, done, "the writer stops: nothing more is written to a failed connection")
 	require.Empty(t, got)
@@ -70,9 +68,9 @@ func TestOutQueueSlowClient(t *testing.T) {
 	// Model output alone fails at the limit.
 	q = newOutQueue(limit, 1<<20, false)
 	for range limit {
-		require.NoError(t, q.Send(session.Event{Type: "delta", Model: true}))
+		require.NoError(t, q.Send(outEvent{Type: "delta", Model: true}))
 	}
-	require.ErrorIs(t, q.Send(session.Event{Type: "delta", Model: true}), ErrSlowClient)
+	require.ErrorIs(t, q.Send(outEvent{Type: "delta", Model: true}), ErrSlowClient)
 }
 
 // TestQueueHeadAge: the age of the oldest undelivered event is what the stall watch reads; it
@@ -80,9 +78,9 @@ func TestOutQueueSlowClient(t *testing.T) {
 func TestQueueHeadAge(t *testing.T) {
 	q := newOutQueue(16, 1<<20, false)
 	require.Zero(t, q.headAge(time.Now()))
-	require.NoError(t, q.Send(session.Event{Type: "a", Model: true, Epoch: 0}))
+	require.NoError(t, q.Send(outEvent{Type: "a", Model: true, Epoch: 0}))
 	time.Sleep(20 * time.Millisecond)
-	require.NoError(t, q.Send(session.Event{Type: "b", Epoch: 1}))
+	require.NoError(t, q.Send(outEvent{Type: "b", Epoch: 1}))
 	require.GreaterOrEqual(t, q.headAge(time.Now()), 20*time.Millisecond)
 	q.DropStale(1) // "a" goes: "b" is the head now
 	require.Less(t, q.headAge(time.Now()), 20*time.Millisecond)

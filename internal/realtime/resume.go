@@ -88,7 +88,7 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.st = st
-	ev := res.Event
+	ev, _ := outbound(res.Event)
 	if res.Resync {
 		replay = nil
 	}

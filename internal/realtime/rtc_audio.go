@@ -1,8 +1,6 @@
 package realtime
 
 import (
-	"encoding/base64"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -65,18 +62,14 @@ func newPlayer(st eventSender, out rtpWriter, codec rtcCodec, log *zap.Logger) *
 	return &player{st: st, out: out, codec: codec, log: log, wake: make(chan struct{}, 1)}
 }
 
-// delta takes one response.output_audio.delta event's audio.
-func (p *player) delta(ev session.Event) error {
-	d, ok := ev.Payload.(protocol.ResponseOutputAudioDelta)
-	if !ok {
-		return fmt.Errorf("an audio delta without its payload: %T", ev.Payload)
-	}
-	data, err := base64.StdEncoding.DecodeString(d.Delta)
-	if err != nil {
-		return err
-	}
-	format, rate := d.Format, d.SampleRateHz
-	var fl []float32
+// delta takes one audio delta of the response (response.output_audio.delta's audio) of epoch.
+func (p *player) delta(d session.OutputDelta, epoch int) error {
+	data := d.Audio
+	format, rate := d.Format.Type, d.Format.Rate
+	var (
+		fl  []float32
+		err error
+	)
 	switch format {
 	case "g711_ulaw":
 		fl, rate = audio.ULawToFloat32(nil, data), 8000
@@ -98,11 +91,11 @@ func (p *player) delta(ev session.Event) error {
 	respID, itemID := d.ResponseID, d.ItemID
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ev.Epoch < p.minEpoch {
+	if epoch < p.minEpoch {
 		return nil // the response was cut
 	}
 	if respID != p.respID {
-		p.respID, p.itemID, p.epoch, p.playedMs, p.started, p.doneResp = respID, itemID, ev.Epoch, 0, false, false
+		p.respID, p.itemID, p.epoch, p.playedMs, p.started, p.doneResp = respID, itemID, epoch, 0, false, false
 		p.cutItem, p.cutMs = "", 0
 	}
 	if len(p.pcm) == 0 {
@@ -165,7 +158,7 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	}
 	p.mu.Unlock()
 	if had {
-		_ = p.st.Send(session.Event{Type: "output_audio_buffer.cleared", Payload: protocol.OutputAudioBufferCleared{ResponseID: &respID}})
+		_ = p.st.Send(session.Event{Effect: session.AudioBuffer{Phase: session.PhaseCleared, ResponseID: respID}})
 	}
 	return itemID, playedMs, had
 }
@@ -306,7 +299,7 @@ func (p *player) run(stop <-chan struct{}) {
 		p.aheadUntil = pace.next
 		p.mu.Unlock()
 		if first {
-			_ = p.st.Send(session.Event{Type: "output_audio_buffer.started", Payload: protocol.OutputAudioBufferStarted{ResponseID: respID}})
+			_ = p.st.Send(session.Event{Effect: session.AudioBuffer{Phase: session.PhaseStarted, ResponseID: respID}})
 		}
 		m, err := enc.Encode(frame, pkt)
 		if err != nil {
@@ -334,5 +327,5 @@ func (p *player) maybeStopped() {
 	respID := p.respID
 	p.respID, p.started, p.doneResp = "", false, false
 	p.mu.Unlock()
-	_ = p.st.Send(session.Event{Type: "output_audio_buffer.stopped", Payload: protocol.OutputAudioBufferStopped{ResponseID: respID}})
+	_ = p.st.Send(session.Event{Effect: session.AudioBuffer{Phase: session.PhaseStopped, ResponseID: respID}})
 }

@@ -1,7 +1,6 @@
 package realtime
 
 import (
-	"encoding/base64"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -23,7 +21,8 @@ type sentEvents struct {
 func (s *sentEvents) Send(ev session.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.types = append(s.types, ev.Type)
+	out, _ := outbound(ev)
+	s.types = append(s.types, out.Type)
 	return nil
 }
 
@@ -34,8 +33,8 @@ func TestPlayerClearAfterCancelFence(t *testing.T) {
 	delta := func(p *player, resp, item string, epoch int) {
 		t.Helper()
 		pcm := make([]byte, 4800) // 100 ms at 24 kHz
-		require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: epoch, Payload: protocol.ResponseOutputAudioDelta{
-			ResponseID: resp, ItemID: item, Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+		require.NoError(t, p.delta(session.OutputDelta{Kind: session.PartAudio, ResponseID: resp, ItemID: item, Audio: pcm,
+			Format: session.AudioFormat{Type: "pcm16", Rate: 24000}}, epoch))
 	}
 	for _, tc := range []struct {
 		name      string
@@ -182,8 +181,8 @@ func runPlayer(t *testing.T) (*player, *sentEvents, *rtpLog) {
 func queueReply(t *testing.T, p *player, ms int) {
 	t.Helper()
 	pcm := make([]byte, ms*24*2)
-	require.NoError(t, p.delta(session.Event{Type: "response.output_audio.delta", Epoch: 1, Payload: protocol.ResponseOutputAudioDelta{
-		ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}}))
+	require.NoError(t, p.delta(session.OutputDelta{Kind: session.PartAudio, ResponseID: "resp_1", ItemID: "item_1", Audio: pcm,
+		Format: session.AudioFormat{Type: "pcm16", Rate: 24000}}, 1))
 }
 
 // A reply is written as one talk-spurt: every frame of its audio (the last padded), the marker

@@ -1,7 +1,6 @@
 package realtime
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,8 +31,18 @@ type stream struct {
 
 func newStream(beta bool, j *journal) *stream { return &stream{beta: beta, j: j} }
 
-// Send implements session.Sink.
+// Send implements session.Sink: ev's effect is translated into the dialect's event here, on
+// the session's goroutine, in the order the session produced it.
 func (s *stream) Send(ev session.Event) error {
+	out, ok := outbound(ev)
+	if !ok {
+		return nil // the dialect does not send this effect
+	}
+	return s.send(out)
+}
+
+// send queues ev on the attached connection, or journals it while detached.
+func (s *stream) send(ev outEvent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev.Model && ev.Epoch < s.minEpoch {
@@ -98,7 +107,7 @@ func (s *stream) next(q *outQueue) (data []byte, done bool, err error) {
 
 // stampLocked gives ev the next seq, encodes it with its event_id and journals the frame. It
 // returns nil for an event the dialect does not send.
-func (s *stream) stampLocked(ev session.Event) ([]byte, error) {
+func (s *stream) stampLocked(ev outEvent) ([]byte, error) {
 	typ, keep := s.wireName(ev)
 	if !keep {
 		return nil, nil
@@ -116,7 +125,7 @@ func (s *stream) stampLocked(ev session.Event) ([]byte, error) {
 
 // wireName is ev's type in the stream's dialect; keep is false for an event the dialect does
 // not send.
-func (s *stream) wireName(ev session.Event) (typ string, keep bool) {
+func (s *stream) wireName(ev outEvent) (typ string, keep bool) {
 	typ = eventType(ev)
 	if s.beta || ev.Beta {
 		return protocol.BetaEventName(typ)
@@ -124,34 +133,20 @@ func (s *stream) wireName(ev session.Event) (typ string, keep bool) {
 	return typ, true
 }
 
-// eventType is ev's GA type: Type, or its payload's when the session did not fill it.
-func eventType(ev session.Event) string {
+// eventType is ev's GA type: Type, or its payload's when it is not filled in.
+func eventType(ev outEvent) string {
 	if ev.Type == "" && ev.Payload != nil {
 		return ev.Payload.EventType()
 	}
 	return ev.Type
 }
 
-// encodeEvent writes ev with env: a typed payload in the session's field spelling (ev.Beta),
-// or the map of an event that is not typed yet, whose keys json sorts as the typed ones are.
-func encodeEvent(ev session.Event, env protocol.Envelope) ([]byte, error) {
-	if ev.Payload != nil {
-		return protocol.Encode(ev.Payload, env, ev.Beta)
+// encodeEvent writes ev with env, in the session's field spelling (ev.Beta).
+func encodeEvent(ev outEvent, env protocol.Envelope) ([]byte, error) {
+	if ev.Payload == nil {
+		return nil, fmt.Errorf("encoding %s: no payload", env.Type)
 	}
-	m := make(map[string]any, len(ev.Fields)+3)
-	for k, v := range ev.Fields {
-		m[k] = v
-	}
-	m["type"] = env.Type
-	m["event_id"] = env.EventID
-	if env.Seq != 0 {
-		m["server_event_seq"] = env.Seq
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", env.Type, err)
-	}
-	return data, nil
+	return protocol.Encode(ev.Payload, env, ev.Beta)
 }
 
 // attach makes q the session's connection (a new session's first one, or a resume, which

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/session"
 )
 
 func frameSeqTypes(t *testing.T, frames [][]byte) (seqs []int64, types []string) {
@@ -27,22 +25,22 @@ func TestStreamNumbersAcrossDetach(t *testing.T) {
 	st := newStream(false, newJournal(1<<20, 1024))
 	q := newOutQueue(8, 1<<20, true)
 	st.attach(q, 0)
-	ev := func(typ string, epoch int, model bool) session.Event {
-		return session.Event{Type: typ, Epoch: epoch, Model: model, Fields: map[string]any{}}
+	ev := func(typ string, epoch int, model bool) outEvent {
+		return outEvent{Type: typ, Payload: namedEvent(typ), Epoch: epoch, Model: model}
 	}
-	require.NoError(t, st.Send(ev("a", 0, false)))
-	require.NoError(t, st.Send(ev("b", 0, true)))
+	require.NoError(t, st.send(ev("a", 0, false)))
+	require.NoError(t, st.send(ev("b", 0, true)))
 	data, done, err := st.next(q) // the writer writes a
 	require.NoError(t, err)
 	require.False(t, done)
 	require.NotNil(t, data)
 	st.DropStale(1) // b is stale: never numbered
-	require.NoError(t, st.Send(ev("c", 1, false)))
+	require.NoError(t, st.send(ev("c", 1, false)))
 	st.detach(q) // c was still queued: journaled now
 	_, _, err = st.next(q)
 	require.ErrorIs(t, err, errDetached, "the lost connection's writer stops")
-	require.NoError(t, st.Send(ev("d", 1, true)))
-	require.NoError(t, st.Send(ev("e", 0, true)), "stale while detached: dropped")
+	require.NoError(t, st.send(ev("d", 1, true)))
+	require.NoError(t, st.send(ev("e", 0, true)), "stale while detached: dropped")
 
 	q2 := newOutQueue(8, 1<<20, true)
 	replay, complete := st.attach(q2, 1)
@@ -50,7 +48,7 @@ func TestStreamNumbersAcrossDetach(t *testing.T) {
 	seqs, types := frameSeqTypes(t, replay)
 	require.Equal(t, []int64{2, 3}, seqs)
 	require.Equal(t, []string{"c", "d"}, types)
-	require.NoError(t, st.Send(ev("f", 1, false)))
+	require.NoError(t, st.send(ev("f", 1, false)))
 	data, _, err = st.next(q2)
 	require.NoError(t, err)
 	seqs, types = frameSeqTypes(t, [][]byte{data})
@@ -66,7 +64,7 @@ func TestStreamOverflowKeepsEvents(t *testing.T) {
 	q := newOutQueue(2, 1<<20, true)
 	st.attach(q, 0)
 	for i := 0; i < 2+reserve+10; i++ {
-		require.NoError(t, st.Send(session.Event{Type: "x", Model: true, Fields: map[string]any{}}), "event %d", i)
+		require.NoError(t, st.send(outEvent{Type: "x", Payload: namedEvent("x"), Model: true}), "event %d", i)
 		if i >= 2 {
 			require.Empty(t, q.takeAll(), "event %d: a failed queue holds nothing", i)
 		}
@@ -90,7 +88,13 @@ func TestStreamOverflowKeepsEvents(t *testing.T) {
 	st.attach(q, 0)
 	var sendErr error
 	for i := 0; i < 4 && sendErr == nil; i++ {
-		sendErr = st.Send(session.Event{Type: "x", Model: true, Fields: map[string]any{}})
+		sendErr = st.send(outEvent{Type: "x", Payload: namedEvent("x"), Model: true})
 	}
 	require.ErrorIs(t, sendErr, ErrSlowClient)
 }
+
+// namedEvent is a server event with a name and no fields: what the stream's tests number.
+type namedEvent string
+
+func (e namedEvent) EventType() string            { return string(e) }
+func (e namedEvent) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }

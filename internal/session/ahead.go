@@ -25,18 +25,18 @@ import (
 
 // openOptions is what the engine stream is opened with under the current configuration.
 func (s *Session) openOptions() OpenOptions {
-	td := s.cfg.TurnDetection
+	td := s.settings.cfg.TurnDetection
 	if td == nil {
-		td = s.cfg.defaultTurnDetection()
+		td = s.settings.cfg.defaultTurnDetection()
 	}
 	return OpenOptions{
-		Instructions: s.cfg.Instructions, AutoResponse: s.autoResponse(), WantAudio: s.cfg.WantAudio(),
-		MaxTokens: s.cfg.MaxOutputTokens, Temperature: s.cfg.Temperature, Seed: s.cfg.Seed,
+		Instructions: s.settings.cfg.Instructions, AutoResponse: s.settings.autoResponse(), WantAudio: s.settings.cfg.WantAudio(),
+		MaxTokens: s.settings.cfg.MaxOutputTokens, Temperature: s.settings.cfg.Temperature, Seed: s.settings.cfg.Seed,
 		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
 		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
-		TranscriptDeltas: s.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
-		TranscriptLogprobs: s.wantsLogprobs(),
-		TranscribeOnly:     s.opts.Transcription,
+		TranscriptDeltas: s.settings.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
+		TranscriptLogprobs: s.settings.wantsLogprobs(),
+		TranscribeOnly:     s.settings.opts.Transcription,
 	}
 }
 
@@ -63,7 +63,7 @@ func (s *Session) openAhead() {
 		return
 	}
 	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.deliver)
+	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
 	if err != nil {
 		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
 		return
@@ -72,11 +72,11 @@ func (s *Session) openAhead() {
 		// Without discard the stream cannot forget a cleared buffer, so nothing is forwarded
 		// to it ahead of a commit (forwardInput): keep it, it is the one the commit would open.
 		s.engine, s.engineOpts, s.engineFresh = eng, opts, false
-		s.tools.sync(s.cfg)
+		s.tools.sync(s.settings.cfg)
 		return
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, true
-	s.tools.sync(s.cfg)
+	s.tools.sync(s.settings.cfg)
 }
 
 // reopenFresh applies a session.update to a stream opened ahead of the first commit: if the
@@ -84,7 +84,7 @@ func (s *Session) openAhead() {
 // settings, and the buffered input is forwarded again. It reports whether it reopened (the new
 // stream already has the new instructions).
 func (s *Session) reopenFresh() bool {
-	if s.engine == nil || !s.engineFresh || s.resp != nil || s.jobsOut > 0 {
+	if s.engine == nil || !s.engineFresh || s.responses.resp != nil || s.jobQueue.jobsOut > 0 {
 		return false
 	}
 	if sameStreamSettings(s.engineOpts, s.openOptions()) {
@@ -100,10 +100,10 @@ func (s *Session) reopenFresh() bool {
 	// the forwarded chunks), then forget the ones it never sent.
 	s.drainOutputs()
 	if s.tx.tracks(s.engineOpts.TranscriptDeltas) {
-		s.tx.reopened(s.speechItemID) // the new stream repeats the open utterance's words
+		s.tx.reopened(s.inputAudio.speechItemID) // the new stream repeats the open utterance's words
 	}
-	s.engine, s.engineFresh, s.inputFwd, s.aheadListens = nil, false, 0, 0
-	if len(s.inputBuf) == 0 {
+	s.engine, s.engineFresh, s.inputAudio.inputFwd, s.aheadListens = nil, false, 0, 0
+	if len(s.inputAudio.inputBuf) == 0 {
 		return true // the next append opens the new stream
 	}
 	s.openAhead()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -44,8 +43,8 @@ func TestBargeInOnPitchedSpeech(t *testing.T) {
 	require.Positive(t, decidedMs, "the speech did not interrupt")
 	sk.mu.Lock()
 	for _, ev := range sk.events {
-		if ev.Type == "input_audio_buffer.speech_started" {
-			onsetMs = payload[protocol.InputAudioBufferSpeechStarted](t, ev).AudioStartMs + defaultTurnDetection().PrefixPaddingMs
+		if ev.typ() == "input_audio_buffer.speech_started" {
+			onsetMs = effectOf[InputSpeech](t, ev).AudioMs + defaultTurnDetection().PrefixPaddingMs
 		}
 	}
 	sk.mu.Unlock()

@@ -5,8 +5,6 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Default byte budgets of one session (ManagerConfig; docs/CONFIG.md lists every buffer).
@@ -100,11 +98,11 @@ func commandBytes(c Command) int {
 func (s *Session) trimHistory() {
 	limit := s.m.cfg.MaxHistoryBytes
 	keep := ""
-	if s.resp != nil {
-		keep = s.resp.itemID
+	if s.responses.resp != nil {
+		keep = s.responses.resp.itemID
 	}
 	for _, it := range s.conv.trim(limit, keep) {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: it.ID, Reason: "history_budget"}})
+		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: it.ID, Reason: "history_budget"}})
 		s.log.Debug("conversation over its byte budget: dropped the oldest item",
 			zap.String("item_id", it.ID), zap.Int("max_history_bytes", limit))
 	}

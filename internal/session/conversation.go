@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // item is one conversation item as the session tracks it for retrieve/delete/truncate.
@@ -39,31 +38,16 @@ func newItemID() string {
 	return "item_" + hex.EncodeToString(b[:])
 }
 
-// item is the item as the protocol describes it, in GA spelling (output_audio / output_text
-// parts; protocol.Encode spells them audio / text for beta clients).
-func (it *item) item() protocol.Item {
-	switch it.Type {
-	case "function_call":
-		return protocol.FunctionCallItem(it.ID, it.Status, it.CallID, it.Name, it.Arguments)
-	case "mcp_list_tools":
-		return protocol.Item{ID: it.ID, Type: it.Type, Open: mcpListWire(it)} // mcp.go builds it as a map
-	case "mcp_call", "mcp_approval_request", "mcp_approval_response":
-		return protocol.Item{ID: it.ID, Type: it.Type, Open: mcpItemWire(it)} // mcp_call.go builds them as maps
-	case "function_call_output":
-		return protocol.FunctionCallOutputItem(it.ID, it.Status, it.CallID, it.Output)
+// item is the item as the client sees it now: a copy, which the session's later changes do not
+// reach.
+func (it *item) item() Item {
+	v := Item{ID: it.ID, Type: it.Type, Role: it.Role, Status: it.Status, Text: it.Text, Audio: it.Audio,
+		Transcript: it.Transcript, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments, Output: it.Output,
+		ServerLabel: it.ServerLabel, MCPTools: it.MCPTools}
+	if m := it.MCP; m != nil {
+		v.MCP = MCPItem{Output: m.Output, Error: m.Error, ApprovalRequestID: m.ApprovalRequestID, Approve: m.Approve, Reason: m.Reason}
 	}
-	var part protocol.ContentPart
-	switch {
-	case it.Role == "assistant" && it.Audio:
-		part = protocol.AudioPart("output_audio", it.Text)
-	case it.Role == "assistant":
-		part = protocol.TextPart("output_text", it.Text)
-	case it.Audio:
-		part = protocol.InputAudioPart(it.Transcript)
-	default:
-		part = protocol.TextPart("input_text", it.Text)
-	}
-	return protocol.MessageItem(it.ID, it.Role, it.Status, part)
+	return v
 }
 
 // conversation is the session's item list: the order the client sees (previous_item_id),
@@ -171,9 +155,9 @@ func (c *conversation) callOutput(callID string) *item {
 	return nil
 }
 
-// wire is every item as the protocol describes it, in order (session.resumed's resync).
-func (c *conversation) wire() []protocol.Item {
-	out := make([]protocol.Item, 0, len(c.items))
+// views is every item as the client sees it, in order (session.resumed's resync).
+func (c *conversation) views() []Item {
+	out := make([]Item, 0, len(c.items))
 	for _, it := range c.items {
 		out = append(out, it.item())
 	}
@@ -252,16 +236,15 @@ func (c *conversation) truncate(itemID string, contentIndex int, endMs, length f
 	return endMs, nil
 }
 
-// added is conversation.item.added for it (the connection spells it conversation.item.created
-// for beta clients), in epoch; model marks it model output.
+// added is the effect of it added to the conversation, in epoch; model marks it model output.
 func (c *conversation) added(it *item, epoch int, model bool) Event {
-	return Event{Epoch: epoch, Model: model, Payload: protocol.ConversationItemAdded{
+	return Event{Epoch: epoch, Model: model, Effect: ConversationItem{Phase: PhaseAdded,
 		PreviousItemID: c.previousID(it), Item: it.item()}}
 }
 
-// done is conversation.item.done for it (GA only; beta clients do not get it).
+// done is the effect of it done in the conversation.
 func (c *conversation) done(it *item, epoch int, model bool) Event {
-	return Event{Epoch: epoch, Model: model, Payload: protocol.ConversationItemDone{
+	return Event{Epoch: epoch, Model: model, Effect: ConversationItem{Phase: PhaseDone,
 		PreviousItemID: c.previousID(it), Item: it.item()}}
 }
 

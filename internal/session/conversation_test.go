@@ -183,7 +183,7 @@ func TestConversationAudioTokensAndWire(t *testing.T) {
 	c.insert(&item{ID: "t", Role: "user", Type: "message", Text: "hi"}, "")
 	require.Equal(t, (&item{Role: "user", Audio: true, AudioMs: 1000}).audioTokens(), c.audioTokens())
 	require.Positive(t, c.audioTokens())
-	w := c.wire()
+	w := c.views()
 	require.Len(t, w, 2)
 	require.Equal(t, "u", w[0].ID)
 	require.Equal(t, "t", w[1].ID)

@@ -1,9 +1,25 @@
 // Package session implements the realtime Session actor: the per-connection turn state
 // machine, epoch fence, begin/end of responses with their metrics hooks, overlap (barge-in)
 // policy, output pacing, timeouts, resume, and admission of sessions (Manager). It is
-// transport-independent: the WebSocket endpoint (internal/realtime) hands it Commands and sends
-// the Events it produces through a Sink. An Event's payload is a protocol.ServerEvent (one Go
-// type per server event, GA-shaped); the transport encodes it in the session's dialect.
+// transport- and dialect-independent: the connection (internal/realtime) hands it Commands,
+// which its dialect translator decoded from the client's frames, and the session answers with
+// Events through a Sink. An Event carries an Effect: what happened in the conversation
+// (effects*.go: a response started or done, audio out, an item added, speech started, an
+// error with its code and param, the session closing...), named for what it is, never for how a
+// dialect spells it, with the epoch and model flag the connection's epoch fence needs.
+// Conversation items go out as the session's own Item. The dialect's translator
+// (internal/realtime/openai for OpenAI Realtime, GA and beta) turns each effect into its wire
+// events; a new dialect is a new translator and changes no file here
+// (internal/realtime/openai/toy_dialect_test.go drives a session in a dialect of its own).
+//
+//	client frame ─▶ dialect.Decode ─▶ Command ─▶ Session.Submit ─▶ inbox ─▶ actor (Run)
+//	                                                                          │
+//	client frame ◀─ protocol.Encode ◀─ dialect.Encode ◀─ Sink.Send(Event{Effect}) ◀┘
+//
+// Only session_object.go still builds the session object of session.created / .updated /
+// .resumed in the protocol's shape (with config.go and settings.go, the configuration, it is
+// being made wire-neutral apart); WireSessionEvent carries those events through the translator
+// until then.
 //
 // # Names of the duplex layers
 //
@@ -18,9 +34,10 @@
 // none of it has a lock (the MCP network work is the one part on goroutines of its own, which
 // toolState starts and Run cancels and waits for), and the actor never waits on the engine
 // (engine work goes to the job worker). Its state is split by concern into plain structs, one
-// file each, each with its own table test (<file>_test.go) that runs without a Session; they
-// call no engine, and most send no event either: the session does that with what their methods
-// return. The two seams that do (semState, transcriber) send through a narrow send func the
+// file each, each with its own table test (<file>_test.go) that runs without a Session, held
+// as named fields (s.settings.cfg, s.inputAudio.inputMs), not embedded, so that the Session
+// reaches only its own fields and methods; they call no engine, and most send no effect
+// either: the session does that with what their methods return. The two seams that do (semState, transcriber) send through a narrow send func the
 // session gives them, and reach the rest of it through small fields and arguments, never through
 // the Session:
 //
@@ -43,7 +60,8 @@
 //   - jobs.go (jobQueue, outputQueue): the engine jobs in wire order with their results, and the
 //     engine's outputs on their way to the actor.
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
-//     insertion, removal, truncation and the history budget.
+//     insertion, removal, truncation and the history budget; item.item() is an item as the
+//     client sees it (Item, effects_item.go).
 //   - responses.go (responses): the active response, the engine turns that are over, the
 //     input waiting for an answer, the cached usage; and a response's transcript, audio frames,
 //     pacing (nextFrame) and what the user heard of it.
@@ -65,7 +83,7 @@
 //     failed), a transcription session's refusals and its item records (Prometheus, --log-stats),
 //     and the stream's logprobs setting (syncLogprobs).
 //
-// The session's own files turn those into events and engine calls: input.go (above: one
+// The session's own files turn those into effects and engine calls: input.go (above: one
 // append from the wire to the engine), turn.go (how a turn is born: a commit, response.create or
 // the engine's speak decision, each ending in beginResponse), handlers.go (the other client
 // events: session.update, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -44,8 +42,7 @@ func TestEchoDoesNotBargeIn(t *testing.T) {
 		var sent []float32
 		for len(sent) < len(assistant) {
 			ev := sk.until(t, "response.output_audio.delta")
-			b, err := base64.StdEncoding.DecodeString(payload[protocol.ResponseOutputAudioDelta](t, ev).Delta)
-			require.NoError(t, err)
+			b := effectOf[OutputDelta](t, ev).Audio
 			for i := 0; i+1 < len(b); i += 2 {
 				sent = append(sent, float32(int16(binary.LittleEndian.Uint16(b[i:])))/32768)
 			}

@@ -123,7 +123,7 @@ func TestEngineErrorWithoutResponseIsCounted(t *testing.T) {
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
 	for _, ev := range sk.events {
-		require.NotEqual(t, "response.created", ev.Type, "no response is made up for the failed turn")
-		require.NotEqual(t, "error", ev.Type, "no client event for a turn no response carried")
+		require.NotEqual(t, "response.created", ev.typ(), "no response is made up for the failed turn")
+		require.NotEqual(t, "error", ev.typ(), "no client event for a turn no response carried")
 	}
 }

@@ -1,27 +1,19 @@
 package session
 
-import (
-	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
-)
+import "github.com/omniserve/omniserve/internal/metrics"
 
-// Event is one server event as the session produces it. internal/realtime stamps event_id and
-// server_event_seq at write time and encodes Payload (protocol.Encode), or Type plus Fields for
-// an event not typed yet.
+// Event is one effect as the session hands it to its connection: what happened (Effect), with
+// what the connection's epoch fence needs. The connection's dialect translator turns the effect
+// into wire events; internal/realtime stamps and encodes them.
 type Event struct {
-	// Type is the GA event type; Session.send fills it from Payload.
-	Type string
-	// Payload is the typed event. Fields is used only where it is nil: the events that
-	// tools.go and mcp.go still build as maps.
-	Payload protocol.ServerEvent
+	Effect Effect
 	// Epoch is the session epoch the event belongs to.
 	Epoch int
 	// Model marks model output (deltas, item/part added) that the stale-epoch filter drops once
 	// its epoch is over. Terminal events (done, cancelled) are never Model.
-	Model  bool
-	Fields map[string]any
-	// Beta: the session speaks the beta dialect (known from the header, or detected from the
-	// client's first event): the connection writes the beta event name.
+	Model bool
+	// Beta: the client speaks its dialect's older variant (Options.Beta: known at the upgrade,
+	// or detected from the client's first event), from this event on.
 	Beta bool
 }
 
@@ -34,9 +26,9 @@ type Sink interface {
 	DropStale(epoch int)
 }
 
-// ErrorEvent is an OpenAI-style error event; empty eventID and param are null.
+// ErrorEvent is the event of an Error effect; empty eventID and param are none.
 func ErrorEvent(typ, code, message, eventID, param string) Event {
-	return Event{Type: "error", Payload: protocol.NewErrorEvent(typ, code, message, eventID, param)}
+	return Event{Effect: Error{Type: typ, Code: code, Message: message, EventID: eventID, Param: param}}
 }
 
 // ErrorType maps an error code to its Realtime error class.

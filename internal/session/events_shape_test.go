@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -33,16 +32,16 @@ func TestFunctionCallEventsHaveTheirProtocolShape(t *testing.T) {
 		"response.function_call_arguments.done", "conversation.item.done", "response.output_item.done"} {
 		sk.until(t, typ)
 	}
-	done := payload[protocol.ResponseDone](t, sk.until(t, "response.done"))
-	var call *protocol.Item
+	done := effectOf[ResponseDone](t, sk.until(t, "response.done"))
+	var call *Item
 	for i, it := range done.Response.Output {
 		if it.Type == "function_call" {
 			call = &done.Response.Output[i]
 		}
 	}
 	require.NotNil(t, call, "response.done lists the call")
-	require.Equal(t, "get_weather", *call.Name)
-	require.JSONEq(t, `{"city":"Paris"}`, *call.Arguments)
+	require.Equal(t, "get_weather", call.Name)
+	require.JSONEq(t, `{"city":"Paris"}`, call.Arguments)
 	s.Stop(ReasonClientClose)
 	require.Equal(t, ReasonClientClose, wait())
 }

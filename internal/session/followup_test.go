@@ -35,7 +35,7 @@ func TestFollowUpCarriesTheSessionTools(t *testing.T) {
 			s, sk, wait := callSession(t, eng, "never")
 			require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{
 				ToolsSet: true, Tools: []requestclient.Tool{lookup}, ToolChoice: tc.choice,
-				MCPTools: s.cfg.MCP}}))
+				MCPTools: s.settings.cfg.MCP}}))
 			sk.until(t, "session.updated")
 			require.NoError(t, s.Submit(context.Background(), forceMCP("add")))
 			sk.until(t, "response.mcp_call.completed")

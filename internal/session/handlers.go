@@ -7,8 +7,6 @@ import (
 	"math"
 
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 func (s *Session) handle(c Command) {
@@ -21,15 +19,15 @@ func (s *Session) handle(c Command) {
 		s.handleCommit(c.ID, c.ResponseCreate)
 	case *ClearInput:
 		s.clearInput(c.ID)
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCleared{}})
+		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 	case *CreateResponse:
 		s.handleCreateResponse(c)
 	case *CancelResponse:
-		if s.resp == nil {
+		if s.responses.resp == nil {
 			s.sendError("response_cancel_not_active", "Cancellation failed: no active response found", c.ID, "")
 			return
 		}
-		if c.ResponseID != "" && c.ResponseID != s.resp.id {
+		if c.ResponseID != "" && c.ResponseID != s.responses.resp.id {
 			s.sendError("response_cancel_not_active", fmt.Sprintf("Cancellation failed: response %q is not active", c.ResponseID), c.ID, "response_id")
 			return
 		}
@@ -41,40 +39,40 @@ func (s *Session) handle(c Command) {
 			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemDeleted{ItemID: c.ItemID}})
+		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: c.ItemID}})
 	case *RetrieveItem:
 		it := s.conv.find(c.ItemID)
 		if it == nil {
 			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
 			return
 		}
-		s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemRetrieved{Item: it.item()}})
+		s.send(Event{Epoch: s.epoch, Effect: ConversationItem{Phase: PhaseRetrieved, Item: it.item()}})
 	case *TruncateItem:
 		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
 	case *ClearOutputAudio:
-		r := s.resp
+		r := s.responses.resp
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
 		if r == nil || !r.clearedAudio {
-			var rid *string
+			rid := ""
 			if r != nil {
-				rid = &r.id
+				rid = r.id
 			}
-			s.send(Event{Epoch: s.epoch, Payload: protocol.OutputAudioBufferCleared{ResponseID: rid}})
+			s.send(Event{Epoch: s.epoch, Effect: AudioBuffer{Phase: PhaseCleared, ResponseID: rid}})
 		}
 	case *CancelInput:
 		s.clearInput(c.ID)
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCleared{}})
+		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
 		// (cancel). The reference changed the wire reason too, which clients do not expect.
 		s.cancelActive("cancel", "barge_in", true)
 	case *BargeIn:
-		s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
-			SessionID: s.id, Epoch: s.epoch, Policy: s.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
+		s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
+			SessionID: s.id, Epoch: s.epoch, Policy: s.settings.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
 		s.cancelActive("barge_in", "barge_in", true)
 	case *CloseSession:
 		s.closeReason = ReasonClientClose
 	case *Heartbeat:
-		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionHeartbeatAck{SessionID: s.id}})
+		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
 	case *PlaybackAck:
 		s.handlePlaybackAck(c)
 	default:
@@ -88,7 +86,7 @@ func (s *Session) handle(c Command) {
 // model's naming (settings.resolveModel).
 func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
-	if err == nil && next.Instructions != s.cfg.Instructions {
+	if err == nil && next.Instructions != s.settings.cfg.Instructions {
 		if fe := checkInstructions(next.Instructions, "session.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
 			err = fe
 		}
@@ -108,7 +106,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 			err = fe
 		}
 	}
-	if err == nil && s.engine != nil && s.autoResponse() != s.autoResponseFor(next) {
+	if err == nil && s.engine != nil && s.settings.autoResponse() != s.settings.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
 	}
@@ -116,7 +114,7 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 }
 
 func (s *Session) handleUpdate(c *UpdateSession) {
-	if c.Transcription && !s.opts.Transcription {
+	if c.Transcription && !s.settings.opts.Transcription {
 		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
 		return
 	}
@@ -131,13 +129,13 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}
 		return
 	}
-	instructionsChanged := next.Instructions != s.cfg.Instructions
-	s.cfg = next
-	if err := s.setNoiseReduction(s.cfg.NoiseReduction); err != nil {
+	instructionsChanged := next.Instructions != s.settings.cfg.Instructions
+	s.settings.cfg = next
+	if err := s.inputAudio.setNoiseReduction(s.settings.cfg.NoiseReduction); err != nil {
 		// The configuration was validated: only a broken speex library gets here.
 		s.log.Error("noise reduction unavailable", zap.Error(err))
 	}
-	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
+	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
@@ -150,32 +148,9 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 			return jobResult{err: eng.AppendText(ctx, turn, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
-	s.tools.sync(s.cfg)
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(c.Transcription)}})
-	s.tools.syncMCP(s.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
-}
-
-// wireFormat is the GA audio format object.
-func wireFormat(f AudioFormat) protocol.FormatSpec {
-	switch f.Type {
-	case "g711_ulaw":
-		return protocol.FormatSpec{Type: "audio/pcmu"}
-	case "g711_alaw":
-		return protocol.FormatSpec{Type: "audio/pcma"}
-	case "pcm_f32le":
-		return protocol.FormatSpec{Type: "audio/pcm_f32le", Rate: f.Rate}
-	}
-	return protocol.FormatSpec{Type: "audio/pcm", Rate: f.Rate}
-}
-
-// maxTokensWire is max_output_tokens on the wire: 0 is "inf"; with a server default
-// (serverDefault), that is what the engine applies to "inf", so the session tells the limit in
-// force.
-func maxTokensWire(n, serverDefault int) protocol.MaxTokens {
-	if n > 0 {
-		return protocol.MaxTokens(n)
-	}
-	return protocol.MaxTokens(serverDefault)
+	s.tools.sync(s.settings.cfg)
+	s.send(Event{Epoch: s.epoch, Effect: s.sessionUpdated(c.Transcription)})
+	s.tools.syncMCP(s.settings.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 
 // outputModalities is the GA single-modality view: audio implies its transcript.
@@ -184,36 +159,6 @@ func outputModalities(audio bool) []string {
 		return []string{"audio"}
 	}
 	return []string{"text"}
-}
-
-// publicSession is the full effective session (protocol.Encode spells it beta for beta
-// clients), plus the omniserve extensions (duplex, state, capabilities) that strict clients
-// ignore.
-func (s *Session) publicSession() protocol.SessionObject {
-	if s.opts.Transcription {
-		return s.transcriptionSession(s.id, s.expiresAt, s.state, s.Resumable())
-	}
-	speed := 1.0
-	return &protocol.Session{
-		ID: s.id, Object: "realtime.session", Type: "realtime", Model: s.cfg.Model,
-		Instructions: s.cfg.Instructions, Tools: append(toolsWire(s.cfg.Tools), mcpToolsWire(s.cfg.MCP)...), ToolChoice: toolChoiceWire(s.cfg.ToolChoice),
-		ExpiresAt: s.expiresAt.Unix(), OutputModalities: outputModalities(s.cfg.WantAudio()),
-		MaxOutputTokens: maxTokensWire(s.cfg.MaxOutputTokens, s.m.cfg.DefaultMaxOutputTokens), Tracing: s.cfg.Tracing, Truncation: "auto",
-		Temperature: s.temperature(), Include: s.includeWire(),
-		Audio: protocol.SessionAudio{
-			Input:  s.audioInput(false),
-			Output: &protocol.AudioOutput{Format: wireFormat(s.cfg.OutputFormat), Voice: s.cfg.Voice, Speed: &speed},
-		},
-		// omniserve extensions
-		IdleTimeoutS: s.cfg.IdleTimeout.Seconds(), OverlapPolicy: s.cfg.OverlapPolicy(),
-		Duplex: s.opts.Duplex, AutoResponse: s.autoResponse(), State: s.state, TurnState: s.turnState,
-		Epoch: s.epoch, Turn: s.turnID,
-		ExtraBody: protocol.ExtraBody{AutoResponse: s.autoResponse(), Seed: s.cfg.Seed},
-		Capabilities: protocol.Capabilities{SupportsBargeIn: true, SupportsSessionResume: s.Resumable(),
-			SupportsAudioTruncate: true, ChunkPeriodMs: frameMs, TargetBargeInLatencyMs: 100, BargeInMinSpeechMs: overlapMinSpeechMs,
-			BargeInPitchedSpeechMs: overlapEarlySpeechMs,
-			MaxOutputLeadMs:        s.m.cfg.MaxOutputLead.Milliseconds(), FullDuplex: s.opts.Duplex},
-	}
 }
 
 // newClientItem opens the engine for a client's new item and settles its id (the client's,
@@ -240,11 +185,11 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	switch c.ItemType {
 	case "function_call_output":
 		if s.tools.createFunctionOutput(c, s.epoch) {
-			s.pendingIn++
+			s.responses.pendingIn++
 		}
 		return
 	case "mcp_approval_response":
-		if f := s.tools.answerApproval(c, s.resp, s.epoch); f != nil {
+		if f := s.tools.answerApproval(c, s.responses.resp, s.epoch); f != nil {
 			s.startFollowUp(*f)
 		}
 		return
@@ -266,7 +211,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	var pcm []float32
 	if len(c.Audio) > 0 {
 		var err error
-		if pcm, err = DecodeInput(c.Audio, s.cfg.InputFormat); err != nil {
+		if pcm, err = DecodeInput(c.Audio, s.settings.cfg.InputFormat); err != nil {
 			s.sendError("bad_audio", err.Error(), c.ID, "item.content")
 			return
 		}
@@ -275,7 +220,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		// (its commit feeds the whole buffer again).
 		s.unforwardInput(c.ID)
 	}
-	if !s.canSubmitJob() {
+	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
 		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
 		return
@@ -287,7 +232,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.send(s.conv.done(it, s.epoch, false))
 	s.trimHistory()
 	if role == "user" {
-		s.pendingIn++
+		s.responses.pendingIn++
 		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
 	}
 	eng, turn := s.engine, s.input
@@ -315,9 +260,9 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 // transcript is removed. Every failure is an error event; the session goes on.
 func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
 	length := -1.0
-	active := s.resp != nil && s.resp.itemID == itemID
+	active := s.responses.resp != nil && s.responses.resp.itemID == itemID
 	if active {
-		length = s.resp.sentMs
+		length = s.responses.resp.sentMs
 	}
 	endMs, terr := s.conv.truncate(itemID, contentIndex, endMs, length)
 	if terr != nil {
@@ -325,15 +270,15 @@ func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs
 		return
 	}
 	if active {
-		s.resp.playedMs = endMs
-		s.resp.truncated = true
+		s.responses.resp.playedMs = endMs
+		s.responses.resp.truncated = true
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.ConversationItemTruncated{
+	s.send(Event{Epoch: s.epoch, Effect: ItemTruncated{
 		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
 }
 
 func (s *Session) handlePlaybackAck(c *PlaybackAck) {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && c.ItemID != r.itemID) {
 		s.sendError("playback_item_not_found", "no active response matches this playback.ack", c.ID, "response_id")
 		return
@@ -341,7 +286,7 @@ func (s *Session) handlePlaybackAck(c *PlaybackAck) {
 	played := math.Min(float64(c.PlayedMs), r.sentMs)
 	r.playedMs = played
 	r.ackedMs = played
-	s.send(Event{Epoch: s.epoch, Payload: protocol.PlaybackAcknowledged{
+	s.send(Event{Epoch: s.epoch, Effect: PlaybackAcknowledged{
 		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.sentMs)}})
 	if c.Truncate {
 		s.handleTruncate(c.ID, r.itemID, 0, played)

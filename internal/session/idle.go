@@ -2,8 +2,6 @@ package session
 
 import (
 	"time"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // turn_detection.idle_timeout_ms: after a response, the user's silence for that long commits
@@ -47,16 +45,16 @@ func idleWait(idleTimeoutMs int, r *response, now time.Time) time.Duration {
 
 // armIdleTimeout starts turn_detection.idle_timeout_ms after response r (idleWait).
 func (s *Session) armIdleTimeout(r *response) {
-	if td := s.cfg.TurnDetection; td != nil && td.IdleTimeoutMs > 0 && !s.detached {
-		s.idle.arm(idleWait(td.IdleTimeoutMs, r, s.m.cfg.Now()), s.inputMs)
+	if td := s.settings.cfg.TurnDetection; td != nil && td.IdleTimeoutMs > 0 && !s.attachment.detached {
+		s.idle.arm(idleWait(td.IdleTimeoutMs, r, s.m.cfg.Now()), s.inputAudio.inputMs)
 	}
 }
 
 // idleTimeoutTriggered is OpenAI's idle timeout: the user said nothing for idle_timeout_ms after
 // the assistant finished. The buffer is committed (if it holds audio) and a response follows.
 func (s *Session) idleTimeoutTriggered() {
-	td := s.cfg.TurnDetection
-	if td == nil || td.IdleTimeoutMs <= 0 || s.resp != nil || s.inSpeech || s.engine == nil || s.detached {
+	td := s.settings.cfg.TurnDetection
+	if td == nil || td.IdleTimeoutMs <= 0 || s.responses.resp != nil || s.inputAudio.inSpeech || s.engine == nil || s.attachment.detached {
 		return
 	}
 	// The silent segment is the input heard since the assistant's audio finished playing: the
@@ -64,21 +62,21 @@ func (s *Session) idleTimeoutTriggered() {
 	// heard), never from before response.done. The buffer since the last commit would also
 	// span the reply (10.3 s for a 5 s timeout), which OpenAI's "roughly matches the
 	// configured timeout" rules out.
-	start := min(s.inputMs, max(s.idle.fromMs, s.inputMs-float64(td.IdleTimeoutMs)))
-	id := s.speechItemID
+	start := min(s.inputAudio.inputMs, max(s.idle.fromMs, s.inputAudio.inputMs-float64(td.IdleTimeoutMs)))
+	id := s.inputAudio.speechItemID
 	if id == "" {
 		id = newItemID()
-		s.speechItemID = id
+		s.inputAudio.speechItemID = id
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferTimeoutTriggered{
-		AudioStartMs: int(start), AudioEndMs: int(s.inputMs), ItemID: id}})
-	if !s.autoResponse() && len(s.inputBuf) > 0 && s.inputMs-s.bufStartMs >= 100 {
+	s.send(Event{Epoch: s.epoch, Effect: InputTimeout{
+		AudioStartMs: int(start), AudioEndMs: int(s.inputAudio.inputMs), ItemID: id}})
+	if !s.settings.autoResponse() && len(s.inputAudio.inputBuf) > 0 && s.inputAudio.inputMs-s.inputAudio.bufStartMs >= 100 {
 		respond := true // the timeout's purpose is the response
 		s.handleCommit("", &respond)
 		return
 	}
-	s.speechItemID = ""
+	s.inputAudio.speechItemID = ""
 	// A response over the conversation as it is, without new input.
-	o := s.cfg.replyOptions(s.cfg.MaxOutputTokens)
+	o := s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens)
 	s.startModelReply(s.beginResponse(-1, o), o)
 }

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -77,7 +76,7 @@ const overlapEarlySpeechMs = 150
 // here under auto_response (streamInput), or else buffered until its commit, with what may go
 // ahead forwarded to the engine now (forwardInput).
 func (s *Session) handleAppend(c *AppendAudio) {
-	pcm, fe := s.takeAppend(c.Data, s.cfg.InputFormat, c.Format)
+	pcm, fe := s.inputAudio.takeAppend(c.Data, s.settings.cfg.InputFormat, c.Format)
 	if fe != nil {
 		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
@@ -86,35 +85,35 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		return
 	}
 	var vr vadResult
-	if s.cfg.TurnDetection == nil {
+	if s.settings.cfg.TurnDetection == nil {
 		// Manual turns: no VAD listens (auto_response needs turn_detection too), so nothing is
 		// announced and nothing barges in. A VAD a session.update turned off is freed.
-		s.closeVAD()
-		if s.echo != nil {
-			s.echo.Process(pcm) // the canceller's clock follows the input whether a VAD listens or not
+		s.inputAudio.closeVAD()
+		if s.inputAudio.echo != nil {
+			s.inputAudio.echo.Process(pcm) // the canceller's clock follows the input whether a VAD listens or not
 		}
 	} else {
 		vr = s.detectSpeech(pcm)
 		s.bargeIn(vr)
-		if s.autoResponse() {
+		if s.settings.autoResponse() {
 			s.streamInput(c.ID, pcm, vr)
 			return
 		}
 	}
 	// Manual turns and the session's own server_vad: the chunk waits in the uncommitted buffer.
-	first, ok := s.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
+	first, ok := s.inputAudio.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
 	if !ok {
 		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
 		return
 	}
-	if s.resp == nil {
+	if s.responses.resp == nil {
 		s.turnState = turnUserSpeaking
 	}
 	if first {
 		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
 	}
 	s.forwardInput()
-	if vr.stopped || s.sem.end(s.engineCtx, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
+	if vr.stopped || s.sem.end(s.engineCtx, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
 		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
 		// turn), and with create_response answers it (unless a response is still running:
 		// interrupt_response false).
@@ -128,7 +127,7 @@ func (s *Session) streamInput(eventID string, pcm []float32, vr vadResult) {
 	if !s.ensureEngine(eventID) {
 		return
 	}
-	if at, ok := s.speechArrival(vr, s.m.cfg.WallClock()); ok {
+	if at, ok := s.inputAudio.speechArrival(vr, s.m.cfg.WallClock()); ok {
 		s.engine.MarkTurnArrival(s.input, at)
 	}
 	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
@@ -148,12 +147,12 @@ func (s *Session) bargeIn(vr vadResult) {
 		return
 	}
 	s.idle.stop() // the user spoke: no idle follow-up
-	if s.resp == nil || s.cfg.TurnDetection == nil || !s.cfg.TurnDetection.InterruptResponse {
+	if s.responses.resp == nil || s.settings.cfg.TurnDetection == nil || !s.settings.cfg.TurnDetection.InterruptResponse {
 		return
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.OverlapDecision{
+	s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 		SessionID: s.id, Epoch: s.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}})
-	onset := s.onsetAt
+	onset := s.inputAudio.onsetAt
 	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
 		if m := turnStats(s.engine); m != nil {
 			lat := s.m.cfg.WallClock() - onset
@@ -171,28 +170,28 @@ func (s *Session) bargeIn(vr vadResult) {
 // engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
 // stay local and the commit job feeds them, as before.
 func (s *Session) forwardInput() {
-	if s.engine == nil || s.resp != nil || s.jobsOut > 0 || s.inputFwd == len(s.inputBuf) {
+	if s.engine == nil || s.responses.resp != nil || s.jobQueue.jobsOut > 0 || s.inputAudio.inputFwd == len(s.inputAudio.inputBuf) {
 		return
 	}
 	if _, ok := s.engine.(AudioDiscarder); !ok {
 		return
 	}
-	if s.inputFwd == 0 {
+	if s.inputAudio.inputFwd == 0 {
 		// The turn's metrics arrival is its first append (keep-first; the commit's stamp is later).
-		at := s.inputStartTS // the buffer's first append, also when the stream opened later
+		at := s.inputAudio.inputStartTS // the buffer's first append, also when the stream opened later
 		if at <= 0 {
 			at = s.m.cfg.WallClock()
 		}
 		s.engine.MarkTurnArrival(s.input, at)
 	}
-	for _, chunk := range s.inputBuf[s.inputFwd:] { // the buffered chunks not yet forwarded
+	for _, chunk := range s.inputAudio.inputBuf[s.inputAudio.inputFwd:] { // the buffered chunks not yet forwarded
 		if err := s.engine.AppendAudio(s.engineCtx, s.input, chunk); err != nil {
 			// Backpressure or a closing engine: the rest stays local for the commit job, which
 			// reports a lasting failure.
 			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
 			return
 		}
-		s.inputFwd++
+		s.inputAudio.inputFwd++
 		s.aheadListens++
 	}
 }
@@ -200,10 +199,10 @@ func (s *Session) forwardInput() {
 // unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
 // itself is kept (the next commit feeds all of it).
 func (s *Session) unforwardInput(eventID string) {
-	if s.inputFwd == 0 {
+	if s.inputAudio.inputFwd == 0 {
 		return
 	}
-	s.inputFwd = 0
+	s.inputAudio.inputFwd = 0
 	d, ok := s.engine.(AudioDiscarder)
 	if !ok {
 		return
@@ -220,8 +219,8 @@ func (s *Session) unforwardInput(eventID string) {
 func (s *Session) clearInput(eventID string) {
 	s.sem.abandon(&s.inputAudio)
 	s.unforwardInput(eventID)
-	s.clearBuffer()
-	s.tx.dropOpen(&s.speechItemID, s.engineOpts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
+	s.inputAudio.clearBuffer()
+	s.tx.dropOpen(&s.inputAudio.speechItemID, s.engineOpts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
 	if m := turnStats(s.engine); m != nil {
 		m.ClearTurnInput(s.input)
 	}
@@ -232,12 +231,12 @@ func (s *Session) clearInput(eventID string) {
 // speech_started / speech_stopped with their positions in the session's input audio and the id
 // the user item will get on commit; semantic_vad's pauses go to semState instead.
 func (s *Session) detectSpeech(pcm []float32) vadResult {
-	td, auto := s.cfg.TurnDetection, s.autoResponse()
+	td, auto := s.settings.cfg.TurnDetection, s.settings.autoResponse()
 	var fallback *TurnDetection // auto_response's silent VAD, when turn_detection is null
 	if td == nil && auto {
-		fallback = s.cfg.defaultTurnDetection()
+		fallback = s.settings.cfg.defaultTurnDetection()
 	}
-	res, edges, err := s.listen(pcm, td, fallback, auto, s.m.cfg.WallClock())
+	res, edges, err := s.inputAudio.listen(pcm, td, fallback, auto, s.m.cfg.WallClock())
 	switch {
 	case errors.Is(err, errNoOverlapVAD):
 		s.log.Warn("no overlap vad", zap.Error(err))
@@ -255,13 +254,13 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 			// decision (semvad_duplex.go).
 		case e.pause:
 			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
-			s.sem.begin(float64(e.atMs), s.inputMs, SemanticParams(s.cfg.TurnDetection.Eagerness), time.Now())
+			s.sem.begin(float64(e.atMs), s.inputAudio.inputMs, SemanticParams(s.settings.cfg.TurnDetection.Eagerness), time.Now())
 		case e.started:
-			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStarted{
-				AudioStartMs: e.atMs, ItemID: s.speechItemID}})
+			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStarted,
+				AudioMs: e.atMs, ItemID: s.inputAudio.speechItemID}})
 		default:
-			s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-				AudioEndMs: e.atMs, ItemID: s.speechItemID}})
+			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
+				AudioMs: e.atMs, ItemID: s.inputAudio.speechItemID}})
 			if m := turnStats(s.engine); m != nil {
 				m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 			}
@@ -275,9 +274,9 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 // forgets it, and speech_started must not come twice without a speech_stopped between.
 func (s *Session) resetVAD() {
 	s.sem.drop() // an undecided semantic_vad pause is forgotten
-	if s.restartVAD() {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferSpeechStopped{
-			AudioEndMs: int(s.inputMs), ItemID: s.speechItemID}})
+	if s.inputAudio.restartVAD() {
+		s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
+			AudioMs: int(s.inputAudio.inputMs), ItemID: s.inputAudio.speechItemID}})
 	}
 }
 

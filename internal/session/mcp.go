@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -21,10 +20,6 @@ import (
 // mcp_list_tools.in_progress / .completed / .failed. The network work runs on goroutines the
 // session owns (mcpState); their results come back to the actor on a channel. Headers and
 // authorization are the client's secrets: never logged, never echoed in session objects.
-
-// mCPTool is one `type: "mcp"` tool of session.tools: the protocol's definition (Index is its
-// position in session.tools, for error params).
-type mcpTool = protocol.MCPTool
 
 // mcpResultQueue bounds listings finished but not yet handled; a session lists at most a few
 // servers, and a sender also gives up when the session ends.
@@ -141,7 +136,7 @@ func (t *toolState) syncMCP(want []mcpTool, lim mcpclient.Limits, epoch int) {
 		t.mcp.list(tool, it.ID, lim)
 		t.io.conv.insert(it, "")
 		t.io.send(t.io.conv.added(it, epoch, false))
-		t.io.send(Event{Epoch: epoch, Payload: protocol.MCPListToolsInProgress{ItemID: it.ID}})
+		t.io.send(Event{Epoch: epoch, Effect: MCPListTools{Phase: PhaseInProgress, ItemID: it.ID}})
 	}
 }
 
@@ -222,7 +217,7 @@ func (t *toolState) handleResult(r mcpResult, epoch int, cfg Config) {
 		if it != nil {
 			it.Status = "failed"
 		}
-		t.io.send(Event{Epoch: epoch, Payload: protocol.MCPListToolsFailed{ItemID: r.itemID}})
+		t.io.send(Event{Epoch: epoch, Effect: MCPListTools{Phase: PhaseFailed, ItemID: r.itemID}})
 		param := ""
 		if current {
 			param = fmt.Sprintf("session.tools[%d].server_url", srv.tool.Index)
@@ -239,29 +234,13 @@ func (t *toolState) handleResult(r mcpResult, epoch int, cfg Config) {
 	defer t.sync(cfg) // the engine's own turns offer the new tools too
 	if it != nil {
 		it.MCPTools, it.Status = r.tools, "completed"
-		t.io.send(Event{Epoch: epoch, Payload: protocol.MCPListToolsCompleted{ItemID: it.ID}})
+		t.io.send(Event{Epoch: epoch, Effect: MCPListTools{Phase: PhaseCompleted, ItemID: it.ID}})
 		t.io.send(t.io.conv.done(it, epoch, false))
 	} // else the conversation dropped the item (history budget, delete); the tools stay
 	if len(unusable) > 0 {
 		t.io.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",
 			r.label, strings.Join(unusable, ", ")), "", fmt.Sprintf("session.tools[%d]", srv.tool.Index))
 	}
-}
-
-// mcpListWire is an mcp_list_tools item on the wire.
-func mcpListWire(it *item) map[string]any {
-	tools := make([]any, 0, len(it.MCPTools))
-	for _, t := range it.MCPTools {
-		w := map[string]any{"name": t.Name, "input_schema": rawJSON(t.InputSchema)}
-		if t.Description != "" {
-			w["description"] = t.Description
-		}
-		if len(t.Annotations) > 0 {
-			w["annotations"] = rawJSON(t.Annotations)
-		}
-		tools = append(tools, w)
-	}
-	return map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type, "server_label": it.ServerLabel, "tools": tools}
 }
 
 // mcpToolsWire is the session object's MCP tools, without headers or authorization.

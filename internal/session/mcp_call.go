@@ -11,7 +11,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -203,12 +202,12 @@ func (m *mcpState) needsApproval(ref mcpRef) bool {
 // the call arrives whole, done, in_progress) and runs the call.
 func (t *toolState) emitCallItem(r *response, it *item, args string) {
 	idx := t.addCallItem(r, it)
-	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDelta{
-		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Delta: args}})
+	t.io.send(Event{Epoch: r.epoch, Model: true, Effect: CallArguments{Phase: PhaseDelta, MCP: true,
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Text: args}})
 	it.Arguments = args
-	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseMCPCallArgumentsDone{
-		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Arguments: args}})
-	t.io.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallInProgress{OutputIndex: idx, ItemID: it.ID}})
+	t.io.send(Event{Epoch: r.epoch, Model: true, Effect: CallArguments{Phase: PhaseDone, MCP: true,
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, Text: args}})
+	t.io.send(Event{Epoch: r.epoch, Effect: MCPCall{Phase: PhaseInProgress, OutputIndex: idx, ItemID: it.ID}})
 	// The call runs on a goroutine of mcpState; its result comes back to the actor
 	// (handleResult). A call that cannot start fails at once.
 	c := &mcpCall{r: r, it: it, idx: idx}
@@ -320,11 +319,11 @@ func (t *toolState) finishMCPCall(c *mcpCall, output string, err error, d time.D
 	r.mcp.pending--
 	result, failure, kind, msg, st := c.outcome(output, err, d, t.io.wallNow())
 	if err == nil {
-		t.io.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallCompleted{OutputIndex: c.idx, ItemID: it.ID}})
+		t.io.send(Event{Epoch: r.epoch, Effect: MCPCall{Phase: PhaseCompleted, OutputIndex: c.idx, ItemID: it.ID}})
 	} else {
 		t.io.log.Info("mcp call failed", zap.String("server_label", it.ServerLabel), zap.String("tool", it.Name),
 			zap.String("error_type", kind), zap.Error(err))
-		t.io.send(Event{Epoch: r.epoch, Payload: protocol.ResponseMCPCallFailed{OutputIndex: c.idx, ItemID: it.ID}})
+		t.io.send(Event{Epoch: r.epoch, Effect: MCPCall{Phase: PhaseFailed, OutputIndex: c.idx, ItemID: it.ID}})
 		if failure != "cancelled" {
 			// A cancelled call was the client's doing (response.cancel, barge-in, close).
 			t.io.sendError("mcp_call_failed", fmt.Sprintf("the call of tool %q on MCP server %q failed (%s): %s", it.Name, it.ServerLabel, kind, msg), "", "")
@@ -347,7 +346,7 @@ var errMCPCallCancelled = errors.New("the response ended (cancelled, interrupted
 // continueAfterCall: once a response's calls are done, an approved call's response starts the
 // model's reply; a response the model made completes (pace), and its follow-up starts.
 func (s *Session) continueAfterCall(r *response) {
-	if r != s.resp || r.mcp.pending > 0 {
+	if r != s.responses.resp || r.mcp.pending > 0 {
 		return
 	}
 	if start := r.mcp.start; start != nil {
@@ -407,11 +406,11 @@ type followUp struct {
 // results stay in the conversation for it. An approved call (f.call) runs first in the
 // response, whose model reply follows it (continueAfterCall).
 func (s *Session) startFollowUp(f followUp) {
-	if f.call == nil && (s.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
+	if f.call == nil && (s.responses.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
 		return
 	}
-	s.pendingIn++ // the results are input the follow-up answers
-	o := s.tools.followUpOptions(s.cfg, f.depth)
+	s.responses.pendingIn++ // the results are input the follow-up answers
+	o := s.tools.followUpOptions(s.settings.cfg, f.depth)
 	r := s.beginResponse(-1, o)
 	if f.call == nil {
 		s.startModelReply(r, o)
@@ -474,37 +473,4 @@ func (t *toolState) answerApproval(c *CreateItem, active *response, epoch int) *
 	}
 	return &followUp{depth: 1, args: req.Arguments, call: &item{Type: "mcp_call", Status: "in_progress",
 		ServerLabel: req.ServerLabel, Name: req.Name, MCP: &mcpItem{ApprovalRequestID: req.ID}}}
-}
-
-// mcpItemWire is an mcp_call, mcp_approval_request or mcp_approval_response item on the wire.
-func mcpItemWire(it *item) map[string]any {
-	w := map[string]any{"id": it.ID, "object": "realtime.item", "type": it.Type}
-	m := it.MCP
-	if m == nil {
-		m = &mcpItem{}
-	}
-	switch it.Type {
-	case "mcp_call":
-		var out, errw, appr any
-		if m.Output != nil {
-			out = *m.Output
-		}
-		if m.Error != nil {
-			errw = m.Error
-		}
-		if m.ApprovalRequestID != "" {
-			appr = m.ApprovalRequestID
-		}
-		w["status"], w["server_label"], w["name"], w["arguments"] = it.Status, it.ServerLabel, it.Name, it.Arguments
-		w["output"], w["error"], w["approval_request_id"] = out, errw, appr
-	case "mcp_approval_request":
-		w["server_label"], w["name"], w["arguments"] = it.ServerLabel, it.Name, it.Arguments
-	case "mcp_approval_response":
-		var reason any
-		if m.Reason != "" {
-			reason = m.Reason
-		}
-		w["approval_request_id"], w["approve"], w["reason"] = m.ApprovalRequestID, m.Approve, reason
-	}
-	return w
 }

@@ -235,8 +235,8 @@ func TestMCPCallCancelled(t *testing.T) {
 	sk.mu.Lock()
 	created := 0
 	for _, ev := range sk.events {
-		require.NotEqual(t, "error", ev.Type, "%v", ev.wire())
-		if ev.Type == "response.created" {
+		require.NotEqual(t, "error", ev.typ(), "%v", ev.wire())
+		if ev.typ() == "response.created" {
 			created++
 		}
 	}

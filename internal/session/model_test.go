@@ -38,7 +38,7 @@ func TestUpdateModelNames(t *testing.T) {
 			sk.mu.Lock()
 			updated := sk.events[len(sk.events)-1]
 			sk.mu.Unlock()
-			require.Equal(t, "session.updated", updated.Type)
+			require.Equal(t, "session.updated", updated.typ())
 			require.Equal(t, tc.wantModel, model(updated))
 			require.Equal(t, "Be brief.", updated.wire()["session"].(map[string]any)["instructions"])
 
@@ -72,7 +72,7 @@ func TestMaxOutputTokensTruthful(t *testing.T) {
 	s, wait := runSession(t, m, Options{}, sk, manual16k)
 	limit := func(ev Event) protocol.MaxTokens {
 		var o protocol.SessionObject
-		switch p := ev.Payload.(type) {
+		switch p := ev.payload().(type) {
 		case protocol.SessionCreated:
 			o = p.Session
 		case protocol.SessionUpdated:

@@ -7,14 +7,13 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // drainOutputs routes queued engine outputs: stale turns are dropped (epoch fence), decisions
 // become response.listen / response.speak, turn output feeds the active response.
 func (s *Session) drainOutputs() {
-	for _, o := range s.takeOutputs() {
+	for _, o := range s.outputQueue.takeOutputs() {
 		if s.closeReason != "" {
 			return
 		}
@@ -37,23 +36,23 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			s.tx.reached("", false) // a discard's mark
 			return
 		}
-		s.tx.delta(o.Text, &s.speechItemID)
+		s.tx.delta(o.Text, &s.inputAudio.speechItemID)
 		return
 	}
 	if o.Kind == requestclient.OutTranscript && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 		s.tx.transcriptArrived()
 	}
 	if o.Kind == requestclient.OutTranscript {
-		if s.autoResponse() && o.Text != "" {
+		if s.settings.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
 			s.emitTranscript(it.ID, requestclient.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
 		}
 		return
 	}
-	if s.over(o.Turn) {
+	if s.responses.over(o.Turn) {
 		return // a turn that is already over: cancelled or done
 	}
-	r := s.resp
+	r := s.responses.resp
 	turnOutput := o.Kind != requestclient.OutDecision || o.Decision == requestclient.DecisionSpeak
 	if r != nil && turnOutput && r.stageTurn >= 0 && o.Turn > r.stageTurn {
 		// The engine moved to a newer turn while this response was open (auto-response handoff):
@@ -67,31 +66,30 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		switch o.Decision {
 		case requestclient.DecisionListen:
 			if r == nil {
-				s.send(Event{Epoch: s.epoch, Payload: protocol.ResponseListen{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn,
-					Response: protocol.ListenResponse{Object: "realtime.response", Status: "listening"}}})
+				s.send(Event{Epoch: s.epoch, Effect: TurnDecision{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn}})
 			}
 		case requestclient.DecisionSpeak:
 			if o.EndOfTurn != nil {
 				s.sem.engineEnded(o.EndOfTurn, &s.inputAudio)
 			}
-			if r == nil && s.autoResponse() {
-				r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
+			if r == nil && s.settings.autoResponse() {
+				r = s.beginResponse(o.Turn, s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 			}
 			if r != nil && r.stageTurn < 0 {
 				r.stageTurn = o.Turn
 			}
 			if r != nil {
-				s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseSpeak{ResponseID: r.id, ItemID: r.itemID,
-					Metadata: protocol.SpeakMetadata{SessionID: s.id, Epoch: r.epoch, ModelSpeak: true}}})
+				s.send(Event{Epoch: r.epoch, Model: true, Effect: TurnDecision{Speak: true, ResponseID: r.id, ItemID: r.itemID,
+					SessionID: s.id, Epoch: r.epoch}})
 			}
 		}
 		return
 	}
 	if r == nil {
-		if !s.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
+		if !s.settings.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
 			switch o.Kind {
 			case requestclient.OutFinished:
-				s.closeTurn(o.Turn)
+				s.responses.closeTurn(o.Turn)
 			case requestclient.OutError:
 				// A turn that failed before a response was there to carry it (its prefill, or
 				// the engine's reply ahead of its speak decision): no event to fail, but the
@@ -100,7 +98,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 			}
 			return
 		}
-		r = s.beginResponse(o.Turn, s.cfg.replyOptions(s.cfg.MaxOutputTokens))
+		r = s.beginResponse(o.Turn, s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 	}
 	if r.stageTurn < 0 {
 		r.stageTurn = o.Turn
@@ -123,39 +121,36 @@ func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) 
 	}
 	// Late deltas of the item are stale from here on, also when no transcript is sent.
 	s.tx.finishDeltas(itemID, text)
-	if !s.cfg.Transcription {
+	if !s.settings.cfg.Transcription {
 		s.trimHistory()
 		return
 	}
-	done := protocol.TranscriptionCompleted{ItemID: itemID, Transcript: text}
-	if s.cfg.TranscriptLogprobs && tr.Logprobs != nil {
+	done := Transcription{Phase: PhaseCompleted, ItemID: itemID, Text: text}
+	if s.settings.cfg.TranscriptLogprobs && tr.Logprobs != nil {
 		toks := audio.TranscriptTokens(tr.Logprobs, true)
-		lps := make([]protocol.TranscriptLogprob, len(toks))
-		for i, t := range toks {
-			lps[i] = protocol.TranscriptLogprob(t)
-		}
-		done.Logprobs = &lps
+		done.Logprobs = &toks
 	}
 	if it != nil {
-		done.Usage = &protocol.TranscriptionUsage{Type: "duration", Seconds: it.AudioMs / 1000}
+		secs := it.AudioMs / 1000
+		done.AudioSeconds = &secs
 	}
-	s.send(Event{Epoch: s.epoch, Payload: done})
+	s.send(Event{Epoch: s.epoch, Effect: done})
 	s.tx.record(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
 	s.trimHistory()
 }
 
 // handleResult applies the outcome of an engine job on the actor.
 func (s *Session) handleResult(res jobResult) {
-	s.taken()
+	s.jobQueue.taken()
 	if res.itemID != "" && res.err == nil {
 		s.emitTranscript(res.itemID, res.transcript)
 	}
-	r := s.resp
+	r := s.responses.resp
 	active := r != nil && res.responseID != "" && r.id == res.responseID
 	if res.responseID != "" && !active {
 		// The response was cancelled while its job ran; make sure its turn stays fenced off.
-		if res.haveTurn && !s.over(res.turn) {
-			s.closeTurn(res.turn)
+		if res.haveTurn && !s.responses.over(res.turn) {
+			s.responses.closeTurn(res.turn)
 			if s.engine != nil {
 				stopCancelledTurn(s.engine, res.turn, requestclient.Fence{SessionID: s.id, Epoch: s.epoch})
 			}
@@ -166,7 +161,7 @@ func (s *Session) handleResult(res jobResult) {
 		if res.itemID != "" && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 			s.tx.reached(res.itemID, true)
 		}
-		if res.itemID != "" && s.opts.Transcription {
+		if res.itemID != "" && s.settings.opts.Transcription {
 			s.tx.failed(res.itemID, res.errCode, fmt.Sprintf("engine: %v", res.err))
 		}
 		msg := fmt.Sprintf("engine: %v", res.err)

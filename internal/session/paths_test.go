@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -117,11 +116,11 @@ func TestTruncateActiveAudioItem(t *testing.T) {
 
 	submit(&TruncateItem{ItemID: itemID, AudioEndMs: 50})
 	tr := sk.until(t, "conversation.item.truncated")
-	require.Equal(t, protocol.ConversationItemTruncated{ItemID: itemID, AudioEndMs: 50}, tr.Payload)
+	require.Equal(t, ItemTruncated{ItemID: itemID, AudioEndMs: 50}, tr.Effect)
 
 	submit(&CancelResponse{})
 	cleared := sk.until(t, "output_audio_buffer.cleared")
-	require.Equal(t, 50, *payload[protocol.OutputAudioBufferCleared](t, cleared).AudioEndMs, "the client holds audio past the cut")
+	require.Equal(t, 50, *effectOf[AudioBuffer](t, cleared).AudioEndMs, "the client holds audio past the cut")
 	sk.until(t, "response.done")
 	submit(&RetrieveItem{ItemID: itemID})
 	got := itemOf(sk.until(t, "conversation.item.retrieved"))
@@ -146,7 +145,7 @@ func TestTruncateActiveAudioItem(t *testing.T) {
 	code, _ = errorCode(t, sk)
 	require.Equal(t, "invalid_value", code)
 	submit(&TruncateItem{ItemID: second, AudioEndMs: 100})
-	require.Equal(t, 100, payload[protocol.ConversationItemTruncated](t, sk.until(t, "conversation.item.truncated")).AudioEndMs)
+	require.Equal(t, 100, effectOf[ItemTruncated](t, sk.until(t, "conversation.item.truncated")).AudioEndMs)
 	submit(&RetrieveItem{ItemID: second})
 	got = itemOf(sk.until(t, "conversation.item.retrieved"))
 	require.Equal(t, []any{map[string]any{"type": "output_audio", "transcript": ""}}, got["content"])
@@ -185,15 +184,15 @@ func TestPlaybackAck(t *testing.T) {
 
 	submit(&PlaybackAck{PlayedMs: 10_000, ResponseID: id})
 	ack := sk.until(t, "playback.acknowledged")
-	require.Equal(t, protocol.PlaybackAcknowledged{ResponseID: id, ItemID: "item_" + id, PlayedMs: 200, SentMs: 200},
-		ack.Payload, "played capped at the audio sent")
+	require.Equal(t, PlaybackAcknowledged{ResponseID: id, ItemID: "item_" + id, PlayedMs: 200, SentMs: 200},
+		ack.Effect, "played capped at the audio sent")
 
 	submit(&PlaybackAck{PlayedMs: 120, ItemID: "item_" + id, Truncate: true})
-	require.Equal(t, 120, payload[protocol.PlaybackAcknowledged](t, sk.until(t, "playback.acknowledged")).PlayedMs)
-	require.Equal(t, 120, payload[protocol.ConversationItemTruncated](t, sk.until(t, "conversation.item.truncated")).AudioEndMs)
+	require.Equal(t, 120, effectOf[PlaybackAcknowledged](t, sk.until(t, "playback.acknowledged")).PlayedMs)
+	require.Equal(t, 120, effectOf[ItemTruncated](t, sk.until(t, "conversation.item.truncated")).AudioEndMs)
 
 	submit(&BargeIn{})
-	require.Equal(t, 120, *payload[protocol.OutputAudioBufferCleared](t, sk.until(t, "output_audio_buffer.cleared")).AudioEndMs)
+	require.Equal(t, 120, *effectOf[AudioBuffer](t, sk.until(t, "output_audio_buffer.cleared")).AudioEndMs)
 	sk.until(t, "response.done")
 	submit(&PlaybackAck{PlayedMs: 10})
 	code, _ = errorCode(t, sk)
@@ -264,10 +263,10 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch
-		if ev.Type == "session.heartbeat_ack" {
+		if ev.typ() == "session.heartbeat_ack" {
 			break
 		}
-		require.NotContains(t, ev.Type, "response.output", "late output of a cancelled turn: %v", ev.wire())
+		require.NotContains(t, ev.typ(), "response.output", "late output of a cancelled turn: %v", ev.wire())
 	}
 
 	// The next response: epoch 1, stage turn 2, its deltas go out.
@@ -282,9 +281,9 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	for len(words) < 2 {
 		ev := sk.until(t, "response.output_audio_transcript.delta")
 		require.Equal(t, 1, ev.Epoch)
-		d := payload[protocol.ResponseOutputAudioTranscriptDelta](t, ev)
+		d := effectOf[OutputDelta](t, ev)
 		require.Equal(t, second, d.ResponseID)
-		words = append(words, d.Delta)
+		words = append(words, d.Text)
 	}
 	require.Equal(t, []string{"one ", "two "}, words)
 	closeSession(t, s, sk, wait)
@@ -301,11 +300,11 @@ type failingSink struct {
 
 func (f *failingSink) Send(ev Event) error {
 	f.mu.Lock()
-	if ev.Type == f.failOn {
+	if ev.typ() == f.failOn {
 		f.failed = true
 	}
 	if f.failed {
-		f.after = append(f.after, ev.Type)
+		f.after = append(f.after, ev.typ())
 		f.mu.Unlock()
 		return errors.New("outbound queue full")
 	}
@@ -392,10 +391,10 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch
-		if ev.Type == "session.heartbeat_ack" {
+		if ev.typ() == "session.heartbeat_ack" {
 			break
 		}
-		require.NotContains(t, ev.Type, "response.", "the cancelled turn stays silent: %v", ev.wire())
+		require.NotContains(t, ev.typ(), "response.", "the cancelled turn stays silent: %v", ev.wire())
 	}
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())

@@ -39,7 +39,7 @@ func TestResponseCreateAfterCommitLeavesLateAudioBuffered(t *testing.T) {
 			sk.mu.Lock()
 			var commits, errs int
 			for _, ev := range sk.events {
-				switch ev.Type {
+				switch ev.typ() {
 				case "input_audio_buffer.committed":
 					commits++
 				case "error":

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -132,17 +130,20 @@ func (r *response) neverStarts() bool {
 }
 
 // responseObject is the realtime.response of response.created / response.done.
-func (s *Session) responseObject(r *response, status string, details *protocol.StatusDetails, output []protocol.Item, u *usage) protocol.Response {
-	o := protocol.Response{ID: r.id, Object: "realtime.response", Status: status, StatusDetails: details,
-		Output: output, ConversationID: r.conversationID(s.id), Metadata: r.metadata,
-		MaxOutputTokens:  maxTokensWire(r.maxTokens, s.m.cfg.DefaultMaxOutputTokens),
-		Omniserve:        protocol.ResponseExtension{SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs},
-		OutputModalities: outputModalities(r.audio),
-		Audio:            &protocol.ResponseAudio{Output: protocol.AudioOutput{Format: wireFormat(r.format), Voice: s.cfg.Voice}},
-		Temperature:      s.temperature(),
+func (s *Session) responseObject(r *response, status string, details *StatusDetails, output []Item, u *usage) ResponseInfo {
+	maxTokens := r.maxTokens
+	if maxTokens <= 0 {
+		// "inf": with a server default, that is what the engine applies, so the session tells
+		// the limit in force.
+		maxTokens = s.m.cfg.DefaultMaxOutputTokens
+	}
+	o := ResponseInfo{ID: r.id, Status: status, StatusDetails: details,
+		Output: output, ConversationID: r.conversationID(s.id), Metadata: r.metadata, MaxOutputTokens: maxTokens,
+		SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs,
+		Audio: r.audio, Format: r.format, Voice: s.settings.cfg.Voice, Temperature: s.settings.temperature(),
 	}
 	if u != nil {
-		w := u.wire()
+		w := u.view()
 		o.Usage = &w
 	}
 	return o
@@ -169,7 +170,7 @@ func (r *response) itemIn(c *conversation) *item {
 // endResponse is end_response(finished_reason): clears the active response and finalizes its
 // metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
 func (s *Session) endResponse(reason string) *response {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil {
 		return nil
 	}
@@ -233,18 +234,18 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		}
 		if !r.textPart {
 			r.textPart = true
-			s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseContentPartAdded{
-				ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", "")}})
+			s.send(Event{Epoch: r.epoch, Model: true, Effect: ContentPart{Phase: PhaseAdded,
+				ResponseID: r.id, ItemID: r.itemID, Kind: PartText}})
 		}
 		r.text.WriteString(o.Text)
-		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputTextDelta{
-			ResponseID: r.id, ItemID: r.itemID, Delta: o.Text}})
+		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartText,
+			ResponseID: r.id, ItemID: r.itemID, Text: o.Text}})
 	case requestclient.OutAudio:
 		if !r.audio {
 			return
 		}
 		s.turnState = turnAssistantPlaying
-		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.listening())
+		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.settings.listening())
 		s.pace()
 	case requestclient.OutUsage:
 		if o.Usage != nil {
@@ -252,7 +253,7 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 			r.engineUsage = &u
 		}
 	case requestclient.OutToolCall:
-		if o.ToolCall != nil && !s.tools.emitMCPCall(r, o.ToolCall, s.cfg) {
+		if o.ToolCall != nil && !s.tools.emitMCPCall(r, o.ToolCall, s.settings.cfg) {
 			s.tools.emitFunctionCall(r, o.ToolCall)
 		}
 	case requestclient.OutFinished:
@@ -276,11 +277,11 @@ func errString(err error) string {
 // pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
 // real time, arms the timer for the next frame, and completes a finished, drained response.
 func (s *Session) pace() {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil {
 		return
 	}
-	if s.detached {
+	if s.attachment.detached {
 		// Output pacing is paused while no client listens: the audio waits for a resume. A
 		// response with nothing left to send still completes (into the journal).
 		if r.finished && len(r.frames) == 0 && !r.mcp.holds() {
@@ -302,15 +303,14 @@ func (s *Session) pace() {
 			}
 			break
 		}
-		s.assistantAudio = true
+		s.settings.assistantAudio = true
 		if f.ref != nil {
-			s.echoCanceller().Reference(f.ref)
+			s.inputAudio.echoCanceller().Reference(f.ref)
 		}
-		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioDelta{
-			ResponseID: r.id, ItemID: r.itemID, Delta: base64.StdEncoding.EncodeToString(f.data),
-			Format: r.format.Type, SampleRateHz: r.format.Rate, AudioDurationMs: f.ms}})
-		s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputAudioTranscriptDelta{
-			ResponseID: r.id, ItemID: r.itemID, Delta: f.text}})
+		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartAudio,
+			ResponseID: r.id, ItemID: r.itemID, Audio: f.data, Format: r.format, DurationMs: f.ms}})
+		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartTranscript,
+			ResponseID: r.id, ItemID: r.itemID, Text: f.text}})
 	}
 	if r.finished && !r.mcp.holds() {
 		s.completeResponse(r)
@@ -332,14 +332,14 @@ func (s *Session) completeResponse(r *response) {
 
 // doneStatus maps the engine's finish reason of a response that ran to its end to the
 // response.done status, the finished_reason its turn is logged with, and the status details.
-func doneStatus(finish string) (status, reason string, details *protocol.StatusDetails) {
+func doneStatus(finish string) (status, reason string, details *StatusDetails) {
 	switch finish {
 	case "length":
-		return "incomplete", "stop", &protocol.StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
+		return "incomplete", "stop", &StatusDetails{Type: "incomplete", Reason: "max_output_tokens"}
 	case "error":
-		return "failed", "error", &protocol.StatusDetails{Type: "failed", Reason: "engine_error"}
+		return "failed", "error", &StatusDetails{Type: "failed", Reason: "engine_error"}
 	case "abort":
-		return "cancelled", "abort", &protocol.StatusDetails{Type: "cancelled", Reason: "abort"}
+		return "cancelled", "abort", &StatusDetails{Type: "cancelled", Reason: "abort"}
 	case requestclient.FinishToolCalls:
 		return "completed", requestclient.FinishToolCalls, nil // completed, logged as a turn that ended in calls
 	}
@@ -354,35 +354,34 @@ func (s *Session) failResponse(r *response, code, msg string, err error) {
 	r.frames = nil
 	s.sink.DropStale(s.epoch + 1)
 	s.endResponse("error")
-	s.emitDone(r, "failed", &protocol.StatusDetails{Type: "failed", Reason: code})
+	s.emitDone(r, "failed", &StatusDetails{Type: "failed", Reason: code})
 	s.advanceEpoch("response.cancel")
 }
 
 // emitDone sends the terminal sequence of a response. These events are not Model output, so
 // they pass the stale filter even after the epoch advanced.
-func (s *Session) emitDone(r *response, status string, details *protocol.StatusDetails) {
+func (s *Session) emitDone(r *response, status string, details *StatusDetails) {
 	heard := r.heardText()
 	if r.truncated {
 		heard = "" // the client truncated the item: its transcript is gone
 	}
 	if r.audio {
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputAudioDone{ResponseID: r.id, ItemID: r.itemID}})
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputAudioTranscriptDone{
-			ResponseID: r.id, ItemID: r.itemID, Transcript: heard}})
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartDone{
-			ResponseID: r.id, ItemID: r.itemID, Part: protocol.AudioPart("audio", heard)}})
+		s.send(Event{Epoch: r.epoch, Effect: OutputDone{Kind: PartAudio, ResponseID: r.id, ItemID: r.itemID}})
+		s.send(Event{Epoch: r.epoch, Effect: OutputDone{Kind: PartTranscript, ResponseID: r.id, ItemID: r.itemID, Text: heard}})
+		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseDone,
+			ResponseID: r.id, ItemID: r.itemID, Kind: PartAudio, Text: heard}})
 	} else {
 		if !r.textPart {
 			r.textPart = true
-			s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartAdded{
-				ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", "")}})
+			s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseAdded,
+				ResponseID: r.id, ItemID: r.itemID, Kind: PartText}})
 		}
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputTextDone{ResponseID: r.id, ItemID: r.itemID, Text: heard}})
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartDone{
-			ResponseID: r.id, ItemID: r.itemID, Part: protocol.TextPart("text", heard)}})
+		s.send(Event{Epoch: r.epoch, Effect: OutputDone{Kind: PartText, ResponseID: r.id, ItemID: r.itemID, Text: heard}})
+		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseDone,
+			ResponseID: r.id, ItemID: r.itemID, Kind: PartText, Text: heard}})
 	}
 	it := r.itemIn(&s.conv)
-	output := []protocol.Item{}
+	output := []Item{}
 	if it != nil {
 		it.Status = "completed"
 		if status != "completed" {
@@ -390,27 +389,25 @@ func (s *Session) emitDone(r *response, status string, details *protocol.StatusD
 		}
 		w := it.item()
 		output = append(output, w)
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, Item: w}})
+		s.send(Event{Epoch: r.epoch, Effect: OutputItem{Phase: PhaseDone, ResponseID: r.id, Item: w}})
 		if !r.outOfBand {
-			s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemDone{PreviousItemID: s.conv.previousID(it), Item: w}})
+			s.send(Event{Epoch: r.epoch, Effect: ConversationItem{Phase: PhaseDone, PreviousItemID: s.conv.previousID(it), Item: w}})
 		}
 	}
 	u := r.usage()
-	s.keepUsage(r, u)
+	s.responses.keepUsage(r, u)
 	for _, c := range r.calls {
 		output = append(output, c.item())
 	}
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseDone{
-		ResponseID: r.id, Response: s.responseObject(r, status, details, output, &u)}})
-	s.send(Event{Epoch: r.epoch, Payload: protocol.RateLimitsUpdated{RateLimits: []protocol.RateLimit{
-		{Name: "requests"}, {Name: "tokens"}}}})
+	s.send(Event{Epoch: r.epoch, Effect: ResponseDone{Response: s.responseObject(r, status, details, output, &u)}})
+	s.send(Event{Epoch: r.epoch, Effect: RateLimits{Limits: []RateLimit{{Name: "requests"}, {Name: "tokens"}}}})
 }
 
 // cancelActive is _cancel_active_response: end the response with the mapped finished_reason
 // (before the epoch moves, so the hook sees the ids), drop its queued audio, notify, advance the
 // epoch and stop the engine work. wireReason is what the client sees in status_details.
 func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
-	r := s.resp
+	r := s.responses.resp
 	if r == nil {
 		return false
 	}
@@ -425,13 +422,13 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 		if notify {
 			r.clearedAudio = true
 			end := int(r.playedMs)
-			s.send(Event{Epoch: r.epoch, Payload: protocol.OutputAudioBufferCleared{
-				ResponseID: &r.id, ItemID: r.itemID, AudioEndMs: &end}})
+			s.send(Event{Epoch: r.epoch, Effect: AudioBuffer{Phase: PhaseCleared,
+				ResponseID: r.id, ItemID: r.itemID, AudioEndMs: &end}})
 		}
 	}
 	s.endResponse(finishedReasonForCancel(source))
 	if notify {
-		s.emitDone(r, "cancelled", &protocol.StatusDetails{Type: "cancelled", Reason: wireReason})
+		s.emitDone(r, "cancelled", &StatusDetails{Type: "cancelled", Reason: wireReason})
 	}
 	signal := "response.cancel"
 	switch source {

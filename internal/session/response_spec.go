@@ -48,7 +48,7 @@ func (o respOptions) respond(ctx context.Context, eng Engine, turn int) (int, er
 // resolveSpec fills o's instructions, conversation and input from response.create, each
 // checked with its param named.
 func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
-	if c.Instructions != nil && *c.Instructions != s.cfg.Instructions {
+	if c.Instructions != nil && *c.Instructions != s.settings.cfg.Instructions {
 		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
 			return fe
 		}
@@ -109,7 +109,7 @@ func (c Config) replyOptions(maxTokens int) respOptions {
 // responseOptions resolves response.create's overrides against the session; the error names
 // the offending param.
 func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, metadata: c.Metadata}
+	o := respOptions{audio: s.settings.cfg.WantAudio(), maxTokens: s.settings.cfg.MaxOutputTokens, format: s.settings.cfg.OutputFormat, metadata: c.Metadata}
 	if c.Unsupported != "" {
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
@@ -117,7 +117,7 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
-	if fe := s.tools.resolveTools(s.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
+	if fe := s.tools.resolveTools(s.settings.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
 	if c.Modalities != nil {
@@ -158,7 +158,7 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 			return o, &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
 		}
 	}
-	if o.audio && !s.cfg.WantAudio() {
+	if o.audio && !s.settings.cfg.WantAudio() {
 		// The engine stream's talker is chosen with the session's modalities; a text-only
 		// response on an audio session just sends no audio.
 		return o, &FieldError{"invalid_value", "response.output_modalities",

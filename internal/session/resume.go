@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Resume errors, mapped to wire error codes by internal/realtime.
@@ -141,7 +139,7 @@ func (s *Session) CloseReason() string {
 // tracing object): the session span is named and tagged from it at close. Waits for Done.
 func (s *Session) Tracing() any {
 	<-s.done // cfg is the actor's until Run returns
-	return s.cfg.Tracing
+	return s.settings.cfg.Tracing
 }
 
 // Disconnected tells the session that the connection of attachment gen was lost without a
@@ -151,7 +149,7 @@ func (s *Session) Tracing() any {
 // connection) is ignored.
 func (s *Session) Disconnected(gen int) {
 	select {
-	case s.lost <- gen:
+	case s.attachment.lost <- gen:
 	case <-s.done:
 	}
 }
@@ -165,7 +163,7 @@ func (s *Session) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, 
 	}
 	call := resumeCall{req: req, reply: make(chan resumeReply, 1)}
 	select {
-	case s.resumes <- call:
+	case s.attachment.resumes <- call:
 	case <-s.done:
 		return ResumeResult{}, ErrSessionGone
 	case <-ctx.Done():
@@ -181,15 +179,15 @@ func (s *Session) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, 
 
 // detach is the actor's side of Disconnected.
 func (s *Session) detach(gen int) {
-	if gen != s.attachGen || s.detached || s.closeReason != "" {
+	if gen != s.attachment.attachGen || s.attachment.detached || s.closeReason != "" {
 		return
 	}
 	if !s.Resumable() {
 		s.closeReason = ReasonDisconnect
 		return
 	}
-	s.lose(gen, s.m.cfg.Now(), s.m.cfg.ResumeGrace)
-	s.m.setDetached(s, true, s.detachedAt)
+	s.attachment.lose(gen, s.m.cfg.Now(), s.m.cfg.ResumeGrace)
+	s.m.setDetached(s, true, s.attachment.detachedAt)
 	stopTimer(s.paceTimer)
 	s.idle.stop()
 	stopTimer(s.idleTimer) // the grace bounds a detached session, not the idle timeout
@@ -203,16 +201,16 @@ func (s *Session) resume(call resumeCall) {
 		reply(ResumeResult{}, ErrSessionGone)
 		return
 	}
-	if !s.tokenMatches(call.req.Token) {
-		s.log.Info("session resume refused: invalid token", zap.Bool("detached", s.detached))
+	if !s.attachment.tokenMatches(call.req.Token) {
+		s.log.Info("session resume refused: invalid token", zap.Bool("detached", s.attachment.detached))
 		reply(ResumeResult{}, ErrResumeToken)
 		return
 	}
 	complete := call.req.Attach()
-	gap, wasDetached := s.reattach(s.m.cfg.Now())
+	gap, wasDetached := s.attachment.reattach(s.m.cfg.Now())
 	if wasDetached {
 		s.m.setDetached(s, false, time.Time{})
-		if r := s.resp; r != nil {
+		if r := s.responses.resp; r != nil {
 			// Delivery was paused for the gap: the playback clock resumes where it stopped, and
 			// the turn records the gap as delivery delay.
 			if !r.started.IsZero() {
@@ -221,19 +219,19 @@ func (s *Session) resume(call resumeCall) {
 			r.detachedMs += float64(gap) / float64(time.Millisecond)
 		}
 	}
-	resetTimer(s.idleTimer, s.cfg.IdleTimeout)
-	ev := protocol.SessionResumed{SessionID: s.id, ResumeToken: s.resumeToken, ResyncRequired: !complete,
-		Session: s.publicSession()}
+	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
+	ev := SessionResumed{SessionID: s.id, ResumeToken: s.attachment.resumeToken, ResyncRequired: !complete,
+		Session: s.sessionUpdated(false)}
 	if !complete {
-		items := s.conv.wire()
+		items := s.conv.views()
 		ev.Items = &items
-		if r := s.resp; r != nil {
-			o := s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)
+		if r := s.responses.resp; r != nil {
+			o := s.responseObject(r, "in_progress", nil, []Item{}, nil)
 			ev.Response = &o
 		}
 	}
 	s.log.Info("session resumed", zap.Duration("gap", gap), zap.Bool("resync_required", !complete))
-	reply(ResumeResult{Event: Event{Type: ev.EventType(), Epoch: s.epoch, Beta: s.opts.Beta, Payload: ev}, Gen: s.attachGen, Resync: !complete}, nil)
+	reply(ResumeResult{Event: Event{Epoch: s.epoch, Beta: s.settings.opts.Beta, Effect: ev}, Gen: s.attachment.attachGen, Resync: !complete}, nil)
 	// Output paused while detached goes on; it queues behind the replay on the new connection.
 	s.pace()
 }

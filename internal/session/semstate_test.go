@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -240,8 +239,8 @@ func TestSemStateActions(t *testing.T) {
 			var stops []string
 			counts := &eotCounts{}
 			m := &semState{log: zap.NewNop(), observer: counts, wall: func() float64 { return 1 },
-				send: func(e protocol.ServerEvent) {
-					s, ok := e.(protocol.InputAudioBufferSpeechStopped)
+				send: func(e Effect) {
+					s, ok := e.(InputSpeech)
 					require.True(t, ok, "%T", e)
 					require.Equal(t, "item_1", s.ItemID)
 					if s.EndOfTurn == nil {
@@ -284,15 +283,15 @@ func TestSemStateEngineEnded(t *testing.T) {
 		stops    int
 	}{{"open segment closed", true, 1}, {"no open segment", false, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var sent []protocol.InputAudioBufferSpeechStopped
+			var sent []InputSpeech
 			counts := &eotCounts{}
 			m := &semState{log: zap.NewNop(), observer: counts,
-				send: func(e protocol.ServerEvent) { sent = append(sent, e.(protocol.InputAudioBufferSpeechStopped)) }}
+				send: func(e Effect) { sent = append(sent, e.(InputSpeech)) }}
 			in := &inputAudio{inputMs: 2500, inSpeech: tc.inSpeech, speechItemID: "item_1"}
 			m.engineEnded(&requestclient.EndOfTurnDecision{Reason: endOfTurnSemantic, Prob: 0.8, Scored: true, SilenceMs: 600}, in)
 			require.Len(t, sent, tc.stops)
 			if tc.stops > 0 {
-				require.Equal(t, 2500, sent[0].AudioEndMs)
+				require.Equal(t, 2500, sent[0].AudioMs)
 				require.Equal(t, endOfTurnSemantic, sent[0].EndOfTurn.Reason)
 				require.Equal(t, 600, sent[0].EndOfTurn.SilenceMs)
 				require.InDelta(t, 0.8, *sent[0].EndOfTurn.Probability, 0)

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -30,7 +29,7 @@ func SemanticParams(eagerness string) SemanticEndpointing {
 	return requestclient.SemanticParams(eagerness)
 }
 
-// End-of-turn reasons (protocol.EndOfTurnInfo.Reason).
+// End-of-turn reasons (EndOfTurn.Reason).
 const (
 	endOfTurnSemantic = requestclient.EndOfTurnSemantic
 	endOfTurnMaxWait  = requestclient.EndOfTurnMaxWait
@@ -64,8 +63,8 @@ var _ endOfTurnObserver = (*metrics.Collectors)(nil)
 // reaches the rest of the session through the narrow fields below and the semMoment each call
 // gets, never through the Session.
 type semState struct {
-	// send sends a server event at the session's current epoch.
-	send     func(protocol.ServerEvent)
+	// send sends an effect at the session's current epoch.
+	send     func(Effect)
 	log      *zap.Logger
 	observer endOfTurnObserver // nil: decisions are not counted
 	wall     func() float64    // the statistics clock (the turn's input end)
@@ -169,7 +168,7 @@ func (m *semState) drop() bool {
 // rule's threshold, silence alone without an estimate, or the maximum wait (in input audio
 // heard, inputMs, or in time since the pause began when its timer ran out). A decided pause is
 // dropped.
-func (m *semState) decide(p *semPause, rule SemanticEndpointing, eagerness string, inputMs float64, now time.Time) *protocol.EndOfTurnInfo {
+func (m *semState) decide(p *semPause, rule SemanticEndpointing, eagerness string, inputMs float64, now time.Time) *EndOfTurn {
 	silence := inputMs - p.endMs
 	if p.timedOut {
 		silence = max(silence, p.startSilenceMs+float64(now.Sub(p.startedAt))/float64(time.Millisecond))
@@ -185,7 +184,7 @@ func (m *semState) decide(p *semPause, rule SemanticEndpointing, eagerness strin
 	default:
 		return nil
 	}
-	info := &protocol.EndOfTurnInfo{Reason: reason, SilenceMs: int(silence)}
+	info := &EndOfTurn{Reason: reason, SilenceMs: int(silence)}
 	if p.scored {
 		prob := p.prob
 		info.Probability = &prob
@@ -294,7 +293,7 @@ func (m *semState) timedOut(at semMoment) bool {
 func (m *semState) abandon(in *inputAudio) {
 	if m.drop() && in.inSpeech {
 		in.inSpeech = false
-		m.send(protocol.InputAudioBufferSpeechStopped{AudioEndMs: int(in.inputMs), ItemID: in.speechItemID})
+		m.send(InputSpeech{Phase: PhaseStopped, AudioMs: int(in.inputMs), ItemID: in.speechItemID})
 	}
 }
 
@@ -331,7 +330,7 @@ func (m *semState) endOfTurn(p *semPause, at semMoment) bool {
 		return false
 	}
 	at.in.inSpeech = false
-	m.send(protocol.InputAudioBufferSpeechStopped{AudioEndMs: int(at.in.inputMs), ItemID: at.in.speechItemID, EndOfTurn: info})
+	m.send(InputSpeech{Phase: PhaseStopped, AudioMs: int(at.in.inputMs), ItemID: at.in.speechItemID, EndOfTurn: info})
 	if ts := turnStats(at.engine); ts != nil {
 		ts.MarkInputEnd(at.turn, m.wall())
 	}

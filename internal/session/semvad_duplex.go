@@ -3,7 +3,6 @@ package session
 import (
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -21,14 +20,14 @@ func engineEndsTurns(td *TurnDetection, autoResponse bool) bool {
 // engineEnded applies the engine's end-of-turn decision to the input: speech_stopped with
 // end_of_turn (audio_end_ms is the input position when the decision arrived).
 func (m *semState) engineEnded(d *requestclient.EndOfTurnDecision, in *inputAudio) {
-	info := &protocol.EndOfTurnInfo{Reason: d.Reason, SilenceMs: d.SilenceMs}
+	info := &EndOfTurn{Reason: d.Reason, SilenceMs: d.SilenceMs}
 	if d.Scored {
 		prob := d.Prob
 		info.Probability = &prob
 	}
 	if in.inSpeech {
 		in.inSpeech = false
-		m.send(protocol.InputAudioBufferSpeechStopped{AudioEndMs: int(in.inputMs), ItemID: in.speechItemID, EndOfTurn: info})
+		m.send(InputSpeech{Phase: PhaseStopped, AudioMs: int(in.inputMs), ItemID: in.speechItemID, EndOfTurn: info})
 	}
 	m.log.Debug("semantic_vad end of turn (engine)", zap.String("reason", d.Reason), zap.Float64("probability", d.Prob),
 		zap.Bool("scored", d.Scored), zap.Int("silence_ms", d.SilenceMs))

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
@@ -47,7 +46,7 @@ func (e *scoringEngine) EndOfTurnProb(context.Context) (requestclient.EndOfTurn,
 // next, as a real-time client's are far apart) under semantic_vad with eagerness, until the
 // turn ends or maxSilenceMs of silence went by. It returns the speech_stopped event (nil when
 // none came) and the engine's calls.
-func semanticRun(t *testing.T, eng Engine, fake *fakeEngine, eagerness string, maxSilenceMs int, resumeAtMs int) (*protocol.InputAudioBufferSpeechStopped, []string) {
+func semanticRun(t *testing.T, eng Engine, fake *fakeEngine, eagerness string, maxSilenceMs int, resumeAtMs int) (*InputSpeech, []string) {
 	t.Helper()
 	raw := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
@@ -56,7 +55,7 @@ func semanticRun(t *testing.T, eng Engine, fake *fakeEngine, eagerness string, m
 		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr(eagerness), CreateResponse: ptr(false)},
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	ctx := context.Background()
-	var stopped *protocol.InputAudioBufferSpeechStopped
+	var stopped *InputSpeech
 	committed := false
 	feed := func(b []byte) {
 		for i := 0; i < len(b); i += 3200 {
@@ -76,15 +75,15 @@ func semanticRun(t *testing.T, eng Engine, fake *fakeEngine, eagerness string, m
 		for time.Now().Before(deadline) {
 			select {
 			case ev := <-sk.ch:
-				if ev.Type == "input_audio_buffer.speech_stopped" {
-					st := payload[protocol.InputAudioBufferSpeechStopped](t, ev)
+				if ev.typ() == "input_audio_buffer.speech_stopped" {
+					st := effectOf[InputSpeech](t, ev)
 					stopped = &st
 				}
-				if ev.Type == "input_audio_buffer.committed" {
+				if ev.typ() == "input_audio_buffer.committed" {
 					require.NotNil(t, stopped, "speech_stopped comes before the commit")
 					committed = true
 				}
-				if ev.Type == "session.heartbeat_ack" {
+				if ev.typ() == "session.heartbeat_ack" {
 					break collect
 				}
 			case <-time.After(5 * time.Second):
@@ -211,10 +210,9 @@ func TestSemanticVADBadEagerness(t *testing.T) {
 	s, sk, _, wait := startSession(t, &fakeEngine{t: t}, time.Minute)
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
 		TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("eager")}}}))
-	ev := payload[protocol.ErrorEvent](t, sk.until(t, "error"))
-	require.Equal(t, "invalid_value", ev.Error.Code)
-	require.NotNil(t, ev.Error.Param)
-	require.Equal(t, "session.audio.input.turn_detection.eagerness", *ev.Error.Param)
+	ev := effectOf[Error](t, sk.until(t, "error"))
+	require.Equal(t, "invalid_value", ev.Code)
+	require.Equal(t, "session.audio.input.turn_detection.eagerness", ev.Param)
 	s.Stop(ReasonClientClose)
 	wait()
 }
@@ -232,7 +230,7 @@ func TestSemanticVADOneAppend(t *testing.T) {
 		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high"), CreateResponse: ptr(false)},
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	require.NoError(t, s.Submit(context.Background(), &AppendAudio{Data: append(append([]byte(nil), raw...), make([]byte, 2*16000*3)...)}))
-	st := payload[protocol.InputAudioBufferSpeechStopped](t, sk.until(t, "input_audio_buffer.speech_stopped"))
+	st := effectOf[InputSpeech](t, sk.until(t, "input_audio_buffer.speech_stopped"))
 	require.Equal(t, endOfTurnMaxWait, st.EndOfTurn.Reason)
 	require.Nil(t, st.EndOfTurn.Probability)
 	sk.until(t, "input_audio_buffer.committed")
@@ -258,7 +256,7 @@ func TestSemanticVADMaxWaitInTime(t *testing.T) {
 	for i := 0; i < len(b); i += 3200 {
 		require.NoError(t, s.Submit(context.Background(), &AppendAudio{Data: b[i:min(i+3200, len(b))]}))
 	}
-	st := payload[protocol.InputAudioBufferSpeechStopped](t, sk.until(t, "input_audio_buffer.speech_stopped"))
+	st := effectOf[InputSpeech](t, sk.until(t, "input_audio_buffer.speech_stopped"))
 	took := time.Since(start)
 	require.Equal(t, endOfTurnMaxWait, st.EndOfTurn.Reason)
 	require.Equal(t, 0.001, *st.EndOfTurn.Probability)

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -73,9 +72,9 @@ const (
 // session reads everywhere are embedded, so s.cfg, s.resp, s.inputBuf name them directly; the
 // others are used through their methods.
 type Session struct {
-	settings                // configuration: cfg, opts, what limits session.update (settings.go)
-	inputAudio              // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
-	responses               // the active response and its counters (responses.go)
+	settings   settings     // configuration: cfg, opts, what limits session.update (settings.go)
+	inputAudio inputAudio   // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
+	responses  responses    // the active response and its counters (responses.go)
 	conv       conversation // the conversation's items (conversation.go)
 	tools      toolState    // MCP servers, the tool-call items, what the engine was given (toolstate.go)
 	tx         transcriber  // input transcription: live deltas, a transcription session's records (transcription.go)
@@ -89,13 +88,13 @@ type Session struct {
 	inboxB   *byteBudget        // bytes of the commands in inbox
 	stop     chan string        // buffered(1): a Stop reason
 	drain    chan time.Duration // buffered(1): the server is shutting down, with this grace
-	jobQueue                    // engine jobs in wire order and their results (jobs.go)
+	jobQueue jobQueue           // engine jobs in wire order and their results (jobs.go)
 
 	// done is closed when Run returns, with endReason set.
 	done      chan struct{}
 	endReason string
 
-	outputQueue // the engine's outputs on their way to the actor (jobs.go)
+	outputQueue outputQueue // the engine's outputs on their way to the actor (jobs.go)
 
 	// State below is owned by the Run goroutine.
 	engine     Engine
@@ -121,7 +120,7 @@ type Session struct {
 	closeReason  string
 	sinkBroken   bool // the connection refused an event: nothing more can be sent
 
-	attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
+	attachment attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
 
 	expiresAt time.Time
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
@@ -150,7 +149,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
 	// The seams reach the session through narrow fields, on the actor only.
-	emit := func(p protocol.ServerEvent) { s.send(Event{Epoch: s.epoch, Payload: p}) }
+	emit := func(e Effect) { s.send(Event{Epoch: s.epoch, Effect: e}) }
 	txMetrics, _ := m.cfg.Metrics.(transcriptionMetrics)
 	s.tx = transcriber{transcriptionSession: opts.Transcription, sessionID: s.id, send: emit, submit: s.submitJob,
 		settings: &s.settings, items: &s.conv, wall: m.cfg.WallClock, log: s.log, metrics: txMetrics,
@@ -159,32 +158,17 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s.sem = semState{send: emit, log: s.log, observer: eotObserver, wall: m.cfg.WallClock}
 	s.tools.io = toolIO{send: s.send, sendError: s.sendError, submit: s.submitJob, newItem: s.newClientItem,
 		engine:    func() (Engine, int) { return s.engine, s.input },
-		room:      func() int { return cap(s.jobs) - len(s.jobs) },
+		room:      func() int { return cap(s.jobQueue.jobs) - len(s.jobQueue.jobs) },
 		afterCall: s.continueAfterCall, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
 	if opts.Initial != nil {
 		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
 			s.log.Warn("the client secret's session no longer applies; the defaults stand", zap.Error(err))
 		} else {
-			s.cfg = cfg
+			s.settings.cfg = cfg
 		}
 	}
 	_ = slot // the caller releases the slot after Run returns; kept in the signature so a session cannot exist without one
 	return s
-}
-
-// Preview is the session object (as session.created shows it) a new session with opts would
-// have after patch, or the refusal (a *FieldError for a bad field): how POST
-// /v1/realtime/client_secrets validates and echoes the session it mints a key for. It takes no
-// slot and starts nothing.
-func (m *Manager) Preview(opts Options, patch ConfigPatch) (protocol.SessionObject, error) {
-	opts.Initial = nil
-	s := m.NewSession(nil, opts, nil)
-	cfg, err := s.nextConfig(patch)
-	if err != nil {
-		return nil, err
-	}
-	s.cfg = cfg
-	return s.publicSession(), nil
 }
 
 // ID returns the session id, duplex-<uuid>.
@@ -222,16 +206,16 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 		close(s.done)
 	}()
 	if !s.m.track(s) {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: ReasonShutdown}})
+		s.send(Event{Epoch: s.epoch, Effect: SessionClosed{SessionID: s.id, Reason: ReasonShutdown}})
 		return ReasonShutdown
 	}
 	defer s.m.untrack(s)
-	defer s.closeVAD()
+	defer s.inputAudio.closeVAD()
 	defer s.sem.stopTimer()
 	s.tools.open()
 	defer s.tools.close()
-	defer s.closeDenoise()
-	defer s.graceTimer.Stop()
+	defer s.inputAudio.closeDenoise()
+	defer s.attachment.graceTimer.Stop()
 	defer s.m.setDetached(s, false, time.Time{})
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
@@ -247,11 +231,11 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 				s.Stop(ReasonInternalError)
 			}
 		}()
-		s.runJobs(jobCtx)
+		s.jobQueue.runJobs(jobCtx)
 	}()
 	s.engineCtx = jobCtx
 
-	s.idleTimer = time.NewTimer(s.cfg.IdleTimeout)
+	s.idleTimer = time.NewTimer(s.settings.cfg.IdleTimeout)
 	s.paceTimer = time.NewTimer(time.Hour)
 	s.paceTimer.Stop()
 	s.idle = newIdleFollowUp()
@@ -263,10 +247,9 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	// ResumeToken (an extension, empty unless resumable) is the bearer secret of session.resume
 	// (docs/REALTIME.md).
 	if first != nil {
-		s.detectDialect(first)
+		s.settings.detectDialect(first)
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
-		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
+	s.send(Event{Epoch: s.epoch, Effect: s.sessionCreated()})
 	if first != nil {
 		s.handleUpdate(first)
 	}
@@ -307,23 +290,23 @@ func (s *Session) loop(ctx context.Context) string {
 		select {
 		case c := <-s.inbox:
 			s.inboxB.release(commandBytes(c))
-			resetTimer(s.idleTimer, s.cfg.IdleTimeout)
-			if s.detectDialect(c) {
+			resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
+			if s.settings.detectDialect(c) {
 				s.log.Debug("beta client detected from its session.update fields")
 			}
 			s.handle(c)
-		case <-s.outNotify:
+		case <-s.outputQueue.outNotify:
 			s.drainOutputs()
-		case r := <-s.results:
+		case r := <-s.jobQueue.results:
 			s.handleResult(r)
 		case r := <-s.tools.mcp.results:
-			s.tools.handleResult(r, s.epoch, s.cfg)
+			s.tools.handleResult(r, s.epoch, s.settings.cfg)
 		case a := <-s.sem.results:
-			if s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
+			if s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
 				s.commitTurn()
 			}
 		case <-s.sem.timerC():
-			if s.sem.timedOut(semMoment{&s.inputAudio, s.semanticVAD(), s.engine, s.input}) {
+			if s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
 				s.commitTurn()
 			}
 		case <-s.paceTimer.C:
@@ -334,15 +317,15 @@ func (s *Session) loop(ctx context.Context) string {
 			return ReasonTimeout
 		case g := <-s.drain:
 			// Told at once, so the client can finish its turn and reconnect elsewhere.
-			s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosing{
+			s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
 				SessionID: s.id, Reason: ReasonShutdown, GraceMs: g.Milliseconds()}})
 		case r := <-s.stop:
 			return r
-		case gen := <-s.lost:
+		case gen := <-s.attachment.lost:
 			s.detach(gen)
-		case call := <-s.resumes:
+		case call := <-s.attachment.resumes:
 			s.resume(call)
-		case <-s.graceTimer.C:
+		case <-s.attachment.graceTimer.C:
 			s.log.Info("resume grace expired; closing the session")
 			return ReasonResumeExpired
 		case <-ctx.Done():
@@ -360,7 +343,7 @@ func resetTimer(t *time.Timer, d time.Duration) {
 
 // submitJob queues a job; a full queue is input backpressure.
 func (s *Session) submitJob(j job) bool {
-	if !s.queue(j) {
+	if !s.jobQueue.queue(j) {
 		return false
 	}
 	s.engineFresh = false // the engine holds more than uncommitted audio now
@@ -390,7 +373,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	}
 	// Nobody hears a session that lost its client (disconnect, slow client, resume expired):
 	// its end is not announced.
-	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || reason == ReasonEvicted || s.detached
+	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || reason == ReasonEvicted || s.attachment.detached
 	s.cancelActive(cancelSource, reason, !quiet)
 	if reason != ReasonDisconnect && reason != ReasonShutdown && reason != ReasonInternalError {
 		// Input the session accepted (appends, items, the assistant text the user heard before
@@ -412,9 +395,9 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 		}
 	}
 	// What the drained jobs did not complete never will: record it as cut short.
-	s.tx.cancelOpen(reason, &s.speechItemID)
+	s.tx.cancelOpen(reason, &s.inputAudio.speechItemID)
 	if !quiet {
-		s.send(Event{Epoch: s.epoch, Payload: protocol.SessionClosed{SessionID: s.id, Reason: reason}})
+		s.send(Event{Epoch: s.epoch, Effect: SessionClosed{SessionID: s.id, Reason: reason}})
 	}
 	s.state = "closed"
 }
@@ -426,19 +409,19 @@ const closeDrainTimeout = 5 * time.Second
 // until none is outstanding, or until d has passed (a stuck engine must not hold the close).
 // Jobs of a cancelled response check their response and return at once.
 func (s *Session) drainJobs(d time.Duration) {
-	if s.jobsOut == 0 {
+	if s.jobQueue.jobsOut == 0 {
 		return
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	for s.jobsOut > 0 {
+	for s.jobQueue.jobsOut > 0 {
 		select {
-		case r := <-s.results:
+		case r := <-s.jobQueue.results:
 			s.handleResult(r)
 		case <-s.engineCtx.Done():
 			return
 		case <-timer.C:
-			s.log.Warn("closing with engine jobs still queued", zap.Int("jobs", s.jobsOut))
+			s.log.Warn("closing with engine jobs still queued", zap.Int("jobs", s.jobQueue.jobsOut))
 			return
 		}
 	}
@@ -455,7 +438,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.deliver)
+	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
 	if err != nil {
 		s.log.Warn("opening engine stream", zap.Error(err))
 		s.sendError("server_error", fmt.Sprintf("opening the engine stream: %v", err), eventID, "")
@@ -465,7 +448,7 @@ func (s *Session) ensureEngine(eventID string) bool {
 		return false
 	}
 	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
-	s.tools.sync(s.cfg)
+	s.tools.sync(s.settings.cfg)
 	return true
 }
 
@@ -473,10 +456,7 @@ func (s *Session) send(ev Event) {
 	if s.sinkBroken {
 		return
 	}
-	ev.Beta = s.opts.Beta
-	if ev.Payload != nil {
-		ev.Type = ev.Payload.EventType()
-	}
+	ev.Beta = s.settings.opts.Beta
 	if err := s.sink.Send(ev); err != nil {
 		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
 		s.sinkBroken = true

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -195,8 +194,7 @@ func (s *sink) until(t *testing.T, typ string) Event {
 	for {
 		select {
 		case ev := <-s.ch:
-			checkMapEvent(t, ev)
-			if ev.Type == typ {
+			if ev.typ() == typ {
 				return ev
 			}
 		case <-time.After(5 * time.Second):
@@ -459,24 +457,33 @@ func TestTurnDetectionDefaults(t *testing.T) {
 	require.Equal(t, 16000, f.Rate, "explicit rates stay accepted")
 }
 
-// payload is ev's typed payload, which must be a T.
-func payload[T protocol.ServerEvent](t *testing.T, ev Event) T {
+// effectOf is ev's effect, which must be a T.
+func effectOf[T Effect](t *testing.T, ev Event) T {
 	t.Helper()
-	p, ok := ev.Payload.(T)
-	require.True(t, ok, "%s carries a %T", ev.Type, ev.Payload)
-	return p
+	e, ok := ev.Effect.(T)
+	require.True(t, ok, "%s carries a %T", ev.typ(), ev.Effect)
+	return e
 }
+
+// wireOf is how the OpenAI dialect writes an event: its GA type, its typed payload and its
+// frame (without event_id or seq). The translator imports this package, so its hook is set by
+// wire_hook_test.go, in the external test package: the session's tests read its effects as the
+// OpenAI dialect writes them, and the session itself never does.
+var wireOf func(ev Event) (typ string, payload any, frame []byte)
+
+// SetWireForTests installs wireOf (wire_hook_test.go).
+func SetWireForTests(f func(ev Event) (typ string, payload any, frame []byte)) { wireOf = f }
+
+// typ is ev's GA event type in the OpenAI dialect.
+func (ev Event) typ() string { typ, _, _ := wireOf(ev); return typ }
+
+// payload is ev's OpenAI server event (a protocol.ServerEvent).
+func (ev Event) payload() any { _, p, _ := wireOf(ev); return p }
 
 // wire is ev as the client receives it (its payload encoded in its spelling), decoded: what
 // tests of the wire shape compare (numbers are float64).
 func (ev Event) wire() map[string]any {
-	if ev.Payload == nil {
-		return ev.Fields
-	}
-	data, err := protocol.Encode(ev.Payload, protocol.Envelope{Type: ev.Type}, ev.Beta)
-	if err != nil {
-		panic(err)
-	}
+	_, _, data := wireOf(ev)
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {
 		panic(err)
@@ -484,28 +491,4 @@ func (ev Event) wire() map[string]any {
 	delete(m, "type")
 	delete(m, "event_id")
 	return m
-}
-
-// checkMapEvent: an event still built as a map (tools.go, mcp.go, mcp_call.go) has the shape
-// of its protocol type, if it has one: decoded into it and encoded again, it is the same frame.
-func checkMapEvent(t *testing.T, ev Event) {
-	t.Helper()
-	if ev.Payload != nil || ev.Fields == nil {
-		return
-	}
-	m := make(map[string]any, len(ev.Fields)+2)
-	for k, v := range ev.Fields {
-		m[k] = v
-	}
-	m["type"], m["event_id"] = ev.Type, "event_1"
-	data, err := json.Marshal(m)
-	require.NoError(t, err)
-	pe, env, err := protocol.DecodeServerEvent(data)
-	require.NoError(t, err, "%s", data)
-	if _, untyped := pe.(protocol.OtherEvent); untyped {
-		return
-	}
-	again, err := protocol.Encode(pe, env, ev.Beta)
-	require.NoError(t, err)
-	require.Equal(t, string(data), string(again), "%s built as a map has its protocol type's shape", ev.Type)
 }

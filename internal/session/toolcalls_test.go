@@ -40,7 +40,7 @@ func newToolRig(t *testing.T, room int) *toolRig {
 	g.t.open()
 	t.Cleanup(g.t.close)
 	g.t.io = toolIO{
-		send: func(ev Event) { g.events = append(g.events, ev.Payload.EventType()) },
+		send: func(ev Event) { g.events = append(g.events, ev.typ()) },
 		sendError: func(typ, _, _, param string) {
 			g.errs = append(g.errs, typ+" "+param)
 		},

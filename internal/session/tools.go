@@ -6,7 +6,6 @@ import (
 	"regexp"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -125,17 +124,17 @@ func (t *toolState) emitFunctionCall(r *response, c *requestclient.ToolCall) {
 		t.io.conv.insert(it, "")
 		t.io.send(t.io.conv.added(it, r.epoch, true))
 	}
-	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDelta{
-		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Delta: c.Arguments}})
+	t.io.send(Event{Epoch: r.epoch, Model: true, Effect: CallArguments{Phase: PhaseDelta,
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Text: c.Arguments}})
 	it.Arguments, it.Status, it.CalledAt = c.Arguments, "completed", t.io.wallNow()
-	t.io.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseFunctionCallArgumentsDone{
-		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Arguments: c.Arguments, Name: c.Name}})
+	t.io.send(Event{Epoch: r.epoch, Model: true, Effect: CallArguments{Phase: PhaseDone,
+		ResponseID: r.id, ItemID: it.ID, OutputIndex: idx, CallID: c.ID, Text: c.Arguments, Name: c.Name}})
 	t.sendOutputItemDone(r, idx, it, true)
 }
 
 // outputItemAdded is response.output_item.added for a tool item of r at output idx.
 func (r *response) outputItemAdded(idx int, it *item) Event {
-	return Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, OutputIndex: idx, Item: it.item()}}
+	return Event{Epoch: r.epoch, Model: true, Effect: OutputItem{Phase: PhaseAdded, ResponseID: r.id, OutputIndex: idx, Item: it.item()}}
 }
 
 // sendOutputItemDone ends a tool item of r at output idx: conversation.item.done (when it is in
@@ -145,7 +144,7 @@ func (t *toolState) sendOutputItemDone(r *response, idx int, it *item, model boo
 	if !r.outOfBand && t.io.conv.find(it.ID) != nil {
 		t.io.send(t.io.conv.done(it, r.epoch, model))
 	}
-	t.io.send(Event{Epoch: r.epoch, Model: model, Payload: protocol.ResponseOutputItemDone{ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
+	t.io.send(Event{Epoch: r.epoch, Model: model, Effect: OutputItem{Phase: PhaseDone, ResponseID: r.id, OutputIndex: idx, Item: it.item()}})
 }
 
 // createFunctionOutput is conversation.item.create with a function_call_output: the result of

@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // txConfig is a configuration for the transcriber, as settings would answer.
@@ -23,7 +22,7 @@ func (c txConfig) vadCommits() bool       { return c.vad }
 type txRig struct {
 	tx     *transcriber
 	conv   *conversation
-	events []protocol.ServerEvent
+	events []Effect
 	jobs   []job
 	rec    *itemMetrics
 	now    float64
@@ -33,7 +32,7 @@ type txRig struct {
 func newTxRig(session bool, cfg txConfig) *txRig {
 	r := &txRig{conv: &conversation{}, rec: &itemMetrics{}, now: 100}
 	r.tx = &transcriber{transcriptionSession: session, sessionID: "sess_1",
-		send: func(e protocol.ServerEvent) { r.events = append(r.events, e) },
+		send: func(e Effect) { r.events = append(r.events, e) },
 		submit: func(j job) bool {
 			if r.full {
 				return false
@@ -49,8 +48,8 @@ func newTxRig(session bool, cfg txConfig) *txRig {
 func (r *txRig) deltas() []string {
 	var out []string
 	for _, e := range r.events {
-		if d, ok := e.(protocol.TranscriptionDelta); ok {
-			out = append(out, d.ItemID+":"+d.Delta)
+		if d, ok := e.(Transcription); ok && d.Phase == PhaseDelta {
+			out = append(out, d.ItemID+":"+d.Text)
 		}
 	}
 	return out
@@ -71,13 +70,13 @@ func TestTranscriberRefuse(t *testing.T) {
 				return
 			}
 			require.Len(t, r.events, 1)
-			e, ok := r.events[0].(protocol.ErrorEvent)
+			e, ok := r.events[0].(Error)
 			require.True(t, ok, "%T", r.events[0])
-			require.Equal(t, "invalid_value", e.Error.Code)
-			require.Equal(t, "invalid_request_error", e.Error.Type)
-			require.Equal(t, "evt_1", *e.Error.EventID)
-			require.Equal(t, "type", *e.Error.Param)
-			require.Contains(t, e.Error.Message, "response.create")
+			require.Equal(t, "invalid_value", e.Code)
+			require.Equal(t, "invalid_request_error", e.Type)
+			require.Equal(t, "evt_1", e.EventID)
+			require.Equal(t, "type", e.Param)
+			require.Contains(t, e.Message, "response.create")
 		})
 	}
 }
@@ -213,7 +212,7 @@ func TestTranscriberRecords(t *testing.T) {
 			require.Equal(t, tc.want, r.rec.items)
 			var failed []string
 			for _, e := range r.events {
-				if f, ok := e.(protocol.TranscriptionFailed); ok {
+				if f, ok := e.(Transcription); ok && f.Phase == PhaseFailed {
 					failed = append(failed, f.ItemID)
 					require.Equal(t, "transcription_error", f.Error.Type)
 				}

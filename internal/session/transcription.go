@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // A transcription session (?intent=transcription; OpenAI's "realtime transcription") is a
@@ -27,8 +26,8 @@ type transcriber struct {
 	// transcriptionSession: the session is a transcription session (Options.Transcription).
 	transcriptionSession bool
 	sessionID            string
-	// send sends a server event at the session's current epoch.
-	send func(protocol.ServerEvent)
+	// send sends an effect at the session's current epoch.
+	send func(Effect)
 	// submit queues an engine job in wire order; false when the queue is full.
 	submit   func(job) bool
 	settings txSettings
@@ -63,21 +62,8 @@ func (t *transcriber) refuse(eventID, kind string) bool {
 		return false
 	}
 	const code = "invalid_value"
-	t.send(protocol.NewErrorEvent(ErrorType(code), code, fmt.Sprintf("%s is not accepted in a transcription session: it transcribes committed audio and never responds (connect without ?intent=transcription for a conversation).", kind), eventID, "type"))
+	t.send(Error{Type: ErrorType(code), Code: code, EventID: eventID, Param: "type", Message: fmt.Sprintf("%s is not accepted in a transcription session: it transcribes committed audio and never responds (connect without ?intent=transcription for a conversation).", kind)})
 	return true
-}
-
-// transcriptionSession is the effective realtime.transcription_session (protocol.Encode spells
-// it beta for beta clients), plus the omniserve extensions a client may need (resume, idle
-// timeout).
-func (c *settings) transcriptionSession(id string, expiresAt time.Time, state string, resumable bool) *protocol.TranscriptionSession {
-	return &protocol.TranscriptionSession{
-		ID: id, Object: "realtime.transcription_session", Type: "transcription", ExpiresAt: expiresAt.Unix(),
-		Audio: protocol.SessionAudio{Input: c.audioInput(true)}, Include: c.includeWire(),
-		// omniserve extensions
-		IdleTimeoutS: c.cfg.IdleTimeout.Seconds(), State: state,
-		Capabilities: protocol.TranscriptionCapabilities{SupportsSessionResume: resumable},
-	}
 }
 
 // syncLogprobs makes the open engine stream's logprobs setting (streamOn) follow the
@@ -117,8 +103,8 @@ func transcriptLogprobsError(b Backend, next Config) *FieldError {
 
 // failed reports a committed item that could not be transcribed, and records it.
 func (t *transcriber) failed(itemID, code, message string) {
-	t.send(protocol.TranscriptionFailed{ItemID: itemID,
-		Error: protocol.TranscriptionError{Type: "transcription_error", Code: code, Message: message}})
+	t.send(Transcription{Phase: PhaseFailed, ItemID: itemID,
+		Error: &Error{Type: "transcription_error", Code: code, Message: message}})
 	t.record(itemID, t.items.find(itemID), metrics.ItemFailed, code, 0)
 }
 
@@ -148,7 +134,7 @@ func (t *transcriber) delta(text string, openItem *string) {
 		target = *openItem
 	}
 	if text = t.add(target, text); text != "" {
-		t.send(protocol.TranscriptionDelta{ItemID: target, Delta: text})
+		t.send(Transcription{Phase: PhaseDelta, ItemID: target, Text: text})
 		t.timeDelta(target)
 	}
 }
@@ -197,7 +183,7 @@ func (t *transcriber) cancelOpen(reason string, openItem *string) {
 // sends the rest of its final transcript as its last delta.
 func (t *transcriber) finishDeltas(itemID, final string) {
 	if rest := t.finish(itemID, final); rest != "" && t.settings.sendsTranscripts() {
-		t.send(protocol.TranscriptionDelta{ItemID: itemID, Delta: rest})
+		t.send(Transcription{Phase: PhaseDelta, ItemID: itemID, Text: rest})
 		t.timeDelta(itemID)
 	}
 }

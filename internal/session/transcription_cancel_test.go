@@ -92,13 +92,13 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	require.NoError(t, err)
 	defer slot.Release()
 	s := m.NewSession(slot, Options{Transcription: true}, sk) // not run: the test is the actor
-	s.cfg.TurnDetection = nil
+	s.settings.cfg.TurnDetection = nil
 	deltaOut := func(text string) {
 		s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})
 	}
 
 	deltaOut("go")
-	spoken := s.speechItemID
+	spoken := s.inputAudio.speechItemID
 	require.NotEmpty(t, spoken)
 	now = 1000.5
 	s.clearInput("")
@@ -114,10 +114,10 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	now = 1002
 	second := s.commitUserAudioItem(1200)
 	s.tx.endUtterance(second.ID, s.engineOpts.TranscriptDeltas)
-	s.speechItemID = "item_after" // speech_started of the next utterance
+	s.inputAudio.speechItemID = "item_after" // speech_started of the next utterance
 	now = 1003
-	s.tx.cancelOpen(ReasonDisconnect, &s.speechItemID)
-	s.tx.cancelOpen(ReasonDisconnect, &s.speechItemID) // nothing is recorded twice
+	s.tx.cancelOpen(ReasonDisconnect, &s.inputAudio.speechItemID)
+	s.tx.cancelOpen(ReasonDisconnect, &s.inputAudio.speechItemID) // nothing is recorded twice
 
 	require.Len(t, rec.items, 4)
 	cleared, completed, cut, after := rec.items[0], rec.items[1], rec.items[2], rec.items[3]

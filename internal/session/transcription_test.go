@@ -25,7 +25,7 @@ type recSink struct {
 
 func (r *recSink) Send(ev Event) error {
 	r.mu.Lock()
-	r.types = append(r.types, ev.Type)
+	r.types = append(r.types, ev.typ())
 	r.mu.Unlock()
 	return r.sink.Send(ev)
 }
@@ -156,7 +156,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	transcriptOut()
 	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
 	deltaOut("turn")
-	s.tx.dropOpen(&s.speechItemID, s.engineOpts.TranscriptDeltas)
+	s.tx.dropOpen(&s.inputAudio.speechItemID, s.engineOpts.TranscriptDeltas)
 	s.tx.endUtterance("", s.engineOpts.TranscriptDeltas)
 	deltaOut(" left")
 	deltaOut("") // the discard's mark
@@ -170,7 +170,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
-		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+		if ev.typ() == "conversation.item.input_audio_transcription.delta" {
 			deltas[ev.wire()["item_id"].(string)] += ev.wire()["delta"].(string)
 		}
 	}
@@ -241,10 +241,10 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	defer slot.Release()
 	s := m.NewSession(slot, Options{}, sk)
 	require.True(t, s.openOptions().TranscriptDeltas, "on by default")
-	s.cfg.TurnDetection = nil
+	s.settings.cfg.TurnDetection = nil
 	s.engineOpts = s.openOptions() // the stream was opened with transcription on
 
-	s.cfg.Transcription = false // then session.update turned it off
+	s.settings.cfg.Transcription = false // then session.update turned it off
 	require.False(t, s.openOptions().TranscriptDeltas)
 	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "go"})
 	it := s.commitUserAudioItem(1000)
@@ -260,7 +260,7 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 
 	// Engine-endpointed turns (?duplex=1 auto-response) have no deltas to ask for.
 	d := m.NewSession(slot, Options{Duplex: true}, sk)
-	require.True(t, d.autoResponse())
+	require.True(t, d.settings.autoResponse())
 	require.False(t, d.openOptions().TranscriptDeltas)
 }
 
@@ -312,7 +312,7 @@ func TestReopenedStreamDoesNotRepeatDeltas(t *testing.T) {
 	require.Len(t, opts, 2, "the update reopened the stream")
 	var deltas []string
 	for _, ev := range sk.events {
-		if ev.Type == "conversation.item.input_audio_transcription.delta" {
+		if ev.typ() == "conversation.item.input_audio_transcription.delta" {
 			require.Equal(t, done.wire()["item_id"], ev.wire()["item_id"])
 			deltas = append(deltas, ev.wire()["delta"].(string))
 		}
@@ -356,7 +356,7 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			defer slot.Release()
 			s := m.NewSession(slot, Options{Transcription: true}, sk) // not run: the test is the actor
 			if !tc.vad {
-				s.cfg.TurnDetection = nil
+				s.settings.cfg.TurnDetection = nil
 			}
 			deltaOut := func(text string) {
 				s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})

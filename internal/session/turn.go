@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // How a turn is born. A user turn becomes a response in one of three ways, and each ends in
@@ -28,21 +27,21 @@ import (
 // ordered job: append → commit (transcript) → respond.
 func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	s.sem.abandon(&s.inputAudio)
-	respond := s.autoResponse()
-	if responseCreate != nil && !s.opts.Transcription {
+	respond := s.settings.autoResponse()
+	if responseCreate != nil && !s.settings.opts.Transcription {
 		respond = *responseCreate
 	}
 	if !respond {
 		return s.commit(eventID, nil)
 	}
-	o := respOptions{audio: s.cfg.WantAudio(), maxTokens: s.cfg.MaxOutputTokens, format: s.cfg.OutputFormat, tools: s.tools.sessionTools(s.cfg)}
+	o := respOptions{audio: s.settings.cfg.WantAudio(), maxTokens: s.settings.cfg.MaxOutputTokens, format: s.settings.cfg.OutputFormat, tools: s.tools.sessionTools(s.settings.cfg)}
 	return s.commit(eventID, &o)
 }
 
 // commit commits buffered input as a user item; with o non-nil a response answers it.
 func (s *Session) commit(eventID string, o *respOptions) bool {
 	respond := o != nil
-	if s.autoResponse() {
+	if s.settings.autoResponse() {
 		// Input already streams into the engine; commit ends the utterance now. The transcript
 		// comes back as a Transcript output, which creates the user item.
 		if s.engine == nil {
@@ -72,23 +71,23 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 		}
 		return true
 	}
-	if bufMs := s.bufferedMs(); len(s.inputBuf) == 0 || bufMs < 100 {
+	if bufMs := s.inputAudio.bufferedMs(); len(s.inputAudio.inputBuf) == 0 || bufMs < 100 {
 		s.sendError("input_audio_buffer_commit_empty", fmt.Sprintf(
 			"Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.", bufMs), eventID, "")
 		return false
 	}
-	if respond && s.resp != nil {
+	if respond && s.responses.resp != nil {
 		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
-			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.resp.id), eventID, "")
+			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.responses.resp.id), eventID, "")
 		return false
 	}
 	if !s.ensureEngine(eventID) {
 		return false
 	}
-	buf, started, audioMs := s.takeBuffer() // the forwarded head is already in the engine's ASR
+	buf, started, audioMs := s.inputAudio.takeBuffer() // the forwarded head is already in the engine's ASR
 	it := s.commitUserAudioItem(audioMs)
 	s.tx.endUtterance(it.ID, s.engineOpts.TranscriptDeltas)
-	s.pendingIn++
+	s.responses.pendingIn++
 	s.turnState = turnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
 	turn := s.input
@@ -141,15 +140,15 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 // announced, if any) and sends input_audio_buffer.committed, conversation.item.added and
 // conversation.item.done; the transcript follows with transcription.completed.
 func (s *Session) commitUserAudioItem(audioMs float64) *item {
-	id := s.conv.freshID(s.speechItemID)
-	s.speechItemID = ""
+	id := s.conv.freshID(s.inputAudio.speechItemID)
+	s.inputAudio.speechItemID = ""
 	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
 	prev := s.conv.lastID()
 	s.conv.insert(it, "")
-	if s.opts.Transcription {
+	if s.settings.opts.Transcription {
 		s.tx.opened(it.ID)
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.InputAudioBufferCommitted{PreviousItemID: prev, ItemID: it.ID}})
+	s.send(Event{Epoch: s.epoch, Effect: InputCommitted{PreviousItemID: prev, ItemID: it.ID}})
 	s.send(s.conv.added(it, s.epoch, false))
 	s.send(s.conv.done(it, s.epoch, false))
 	return it
@@ -164,9 +163,9 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
 	}
-	if s.resp != nil {
+	if s.responses.resp != nil {
 		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
-			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.resp.id), c.ID, "")
+			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.responses.resp.id), c.ID, "")
 		return
 	}
 	// An out-of-band response, or one with its own input, answers what it was given: the
@@ -177,11 +176,11 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	// answers that input and the buffer keeps what came since for the next commit, as OpenAI's
 	// API does: over WebRTC the microphone never stops, and the packets landing between a
 	// push-to-talk client's commit and its response.create are not a second user turn.
-	if len(s.inputBuf) > 0 && s.pendingIn == 0 && !s.autoResponse() && !ownContext {
+	if len(s.inputAudio.inputBuf) > 0 && s.responses.pendingIn == 0 && !s.settings.autoResponse() && !ownContext {
 		s.commit(c.ID, &o)
 		return
 	}
-	if s.pendingIn == 0 && !ownContext {
+	if s.responses.pendingIn == 0 && !ownContext {
 		s.sendError("response_create_without_input", "there is no committed input to respond to", c.ID, "")
 		return
 	}
@@ -218,7 +217,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	}
 	r.itemID = "item_" + r.id
 	r.toolCalls = s.tools.answered.take()
-	s.resp = r
+	s.responses.resp = r
 	s.turnState = turnAssistantGenerating
 	if s.engine != nil {
 		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
@@ -233,18 +232,17 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
 	// must not drop a response.created the client has not been sent yet, or it would get
 	// response.done for a response it never saw created. Only the model's output is fenced.
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseCreated{
-		ResponseID: r.id, Response: s.responseObject(r, "in_progress", nil, []protocol.Item{}, nil)}})
+	s.send(Event{Epoch: r.epoch, Effect: ResponseStarted{Response: s.responseObject(r, "in_progress", nil, []Item{}, nil)}})
 	added := it.item()
-	added.Content = []protocol.ContentPart{}
-	s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseOutputItemAdded{ResponseID: r.id, Item: added}})
+	added.EmptyContent = true
+	s.send(Event{Epoch: r.epoch, Effect: OutputItem{Phase: PhaseAdded, ResponseID: r.id, Item: added}})
 	if !r.outOfBand {
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ConversationItemAdded{PreviousItemID: r.prevItemID, Item: added}})
+		s.send(Event{Epoch: r.epoch, Effect: ConversationItem{Phase: PhaseAdded, PreviousItemID: r.prevItemID, Item: added}})
 	}
 	if r.audio {
 		// The part is "audio" in both dialects (what omniserve has always sent here).
-		s.send(Event{Epoch: r.epoch, Payload: protocol.ResponseContentPartAdded{
-			ResponseID: r.id, ItemID: r.itemID, Part: protocol.AudioPart("audio", "")}})
+		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseAdded,
+			ResponseID: r.id, ItemID: r.itemID, Kind: PartAudio}})
 	}
 	return r
 }
@@ -268,6 +266,6 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 // commitTurn commits the buffer at the end of a turn the VAD decided, answering it with
 // create_response (unless a response still runs: interrupt_response false).
 func (s *Session) commitTurn() {
-	respond := s.cfg.TurnDetection != nil && s.cfg.TurnDetection.CreateResponse && s.resp == nil && !s.opts.Transcription
+	respond := s.settings.cfg.TurnDetection != nil && s.settings.cfg.TurnDetection.CreateResponse && s.responses.resp == nil && !s.settings.opts.Transcription
 	s.handleCommit("", &respond)
 }

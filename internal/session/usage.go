@@ -2,8 +2,6 @@ package session
 
 import (
 	"math"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // Token accounting for response.done usage (docs/REALTIME.md "Usage").
@@ -51,15 +49,14 @@ func (it *item) audioTokens() int {
 	}
 }
 
-func (u usage) wire() protocol.Usage {
+// view is the usage as the client sees it.
+func (u usage) view() Usage {
 	in, out := u.inText+u.inAudio, u.outText+u.outAudio
-	return protocol.Usage{
+	return Usage{
 		TotalTokens: in + out, InputTokens: in, OutputTokens: out,
-		InputTokenDetails: protocol.InputTokenDetails{
-			TextTokens: u.inText, AudioTokens: u.inAudio, CachedTokens: u.cached,
-			CachedTokensDetails: protocol.CachedTokenDetails{TextTokens: u.cachedText, AudioTokens: u.cachedAudio},
-		},
-		OutputTokenDetails: protocol.OutputTokenDetails{TextTokens: u.outText, AudioTokens: u.outAudio},
+		InputText: u.inText, InputAudio: u.inAudio, Cached: u.cached,
+		CachedText: u.cachedText, CachedAudio: u.cachedAudio,
+		OutputText: u.outText, OutputAudio: u.outAudio,
 	}
 }
 

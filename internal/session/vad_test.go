@@ -43,10 +43,10 @@ func drainUntilAck(t *testing.T, s *Session, sk *sink) []string {
 	for {
 		select {
 		case ev := <-sk.ch:
-			if ev.Type == "session.heartbeat_ack" {
+			if ev.typ() == "session.heartbeat_ack" {
 				return types
 			}
-			types = append(types, ev.Type)
+			types = append(types, ev.typ())
 		case <-time.After(5 * time.Second):
 			t.Fatal("no session.heartbeat_ack")
 		}
@@ -100,7 +100,7 @@ func TestBargeInNeedsSpeech(t *testing.T) {
 	var decision, done Event
 	sk.mu.Lock()
 	for _, ev := range sk.events {
-		switch ev.Type {
+		switch ev.typ() {
 		case "overlap.decision":
 			decision = ev
 		case "response.done":
@@ -118,5 +118,5 @@ func TestBargeInNeedsSpeech(t *testing.T) {
 
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
-	require.Nil(t, s.vad, "the WebRTC instance (C memory) is freed on exit")
+	require.Nil(t, s.inputAudio.vad, "the WebRTC instance (C memory) is freed on exit")
 }

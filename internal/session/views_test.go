@@ -68,21 +68,16 @@ func TestConversationItemEvents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.model, tc.ev.Model)
-			switch p := tc.ev.Payload.(type) {
-			case protocol.ConversationItemAdded:
-				require.Equal(t, tc.prev, p.PreviousItemID)
-			case protocol.ConversationItemDone:
-				require.Equal(t, tc.prev, p.PreviousItemID)
-			default:
-				t.Fatalf("unexpected payload %T", p)
-			}
+			p, ok := tc.ev.Effect.(ConversationItem)
+			require.True(t, ok, "%T", tc.ev.Effect)
+			require.Equal(t, tc.prev, p.PreviousItemID)
 		})
 	}
 	r := &response{id: "resp_1", epoch: 2}
 	ev := r.outputItemAdded(1, b)
 	require.Equal(t, 2, ev.Epoch)
 	require.True(t, ev.Model)
-	require.Equal(t, 1, ev.Payload.(protocol.ResponseOutputItemAdded).OutputIndex)
+	require.Equal(t, 1, effectOf[OutputItem](t, ev).OutputIndex)
 }
 
 func TestCheckInstructionsLimit(t *testing.T) {
