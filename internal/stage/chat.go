@@ -87,24 +87,8 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	hasAudio := false
 	for i, m := range req.Messages {
 		hasAudio = hasAudio || len(m.Audio) > 0
-		if err := validRole(m.Role); err != nil {
-			return fmt.Errorf("message %d: %w", i, err)
-		}
-		if len(m.Audio) > 0 {
-			if p.asr == nil {
-				return fmt.Errorf("message %d: %w: audio input needs the ASR", i, ErrInvalidRequest)
-			}
-			if err := audio.CheckFinite(m.Audio); err != nil {
-				return fmt.Errorf("message %d audio: %w", i, err)
-			}
-			continue
-		}
-		if m.Audio != nil {
-			return fmt.Errorf("message %d audio: %w", i, audio.ErrEmptyAudio)
-		}
-		// A tool's result may be empty, as may the text of an assistant's calls.
-		if strings.TrimSpace(m.Text) == "" && m.Role != "tool" && len(m.ToolCalls) == 0 {
-			return fmt.Errorf("message %d: %w", i, audio.ErrEmptyText)
+		if err := p.validMessage(i, m); err != nil {
+			return err
 		}
 	}
 	if req.MaxTokens < 0 {
@@ -116,14 +100,7 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 	// Bad sampling (a logit_bias token outside the vocabulary, a grammar that does not
 	// compile) is refused here, before anything streams: a *gpu.SamplingError names the field.
 	if p.remote != nil {
-		// The remote engine counts its own context; what it is not sent must not be accepted.
-		if err := remoteSamplingUnsupported(&req.Sampling); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-		}
-		if req.Tools != nil && len(req.Tools.Tools) > 0 {
-			return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: "tools", Detail: "not supported with a remote thinker stage"})
-		}
-		return nil
+		return remoteChatUnsupported(req)
 	}
 	if err := p.toolGrammar(req); err != nil {
 		return err
@@ -143,6 +120,42 @@ func (p *Pipeline) validateChat(req *ChatRequest) error {
 		return fmt.Errorf("rendering chat prompt: %w", err)
 	}
 	return p.checkPromptFits(prompt, req)
+}
+
+// validMessage checks message i of a chat request: its role, and its audio or its text.
+func (p *Pipeline) validMessage(i int, m ChatMessage) error {
+	if err := validRole(m.Role); err != nil {
+		return fmt.Errorf("message %d: %w", i, err)
+	}
+	if len(m.Audio) > 0 {
+		if p.asr == nil {
+			return fmt.Errorf("message %d: %w: audio input needs the ASR", i, ErrInvalidRequest)
+		}
+		if err := audio.CheckFinite(m.Audio); err != nil {
+			return fmt.Errorf("message %d audio: %w", i, err)
+		}
+		return nil
+	}
+	if m.Audio != nil {
+		return fmt.Errorf("message %d audio: %w", i, audio.ErrEmptyAudio)
+	}
+	// A tool's result may be empty, as may the text of an assistant's calls.
+	if strings.TrimSpace(m.Text) == "" && m.Role != "tool" && len(m.ToolCalls) == 0 {
+		return fmt.Errorf("message %d: %w", i, audio.ErrEmptyText)
+	}
+	return nil
+}
+
+// remoteChatUnsupported refuses what a remote thinker is not sent: the remote engine counts its
+// own context, but options it never sees must not be accepted.
+func remoteChatUnsupported(req *ChatRequest) error {
+	if err := remoteSamplingUnsupported(&req.Sampling); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if req.Tools != nil && len(req.Tools.Tools) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: "tools", Detail: "not supported with a remote thinker stage"})
+	}
+	return nil
 }
 
 // toolFormat is the tool-call family of the engine's chat template.

@@ -204,6 +204,19 @@ func pipelineConfigFromNode(n *yaml.Node) (PipelineConfig, error) {
 }
 
 func (c *PipelineConfig) applyDefaults() {
+	c.applyGraphDefaults()
+	setDefault(&c.SinkQueue, 256)
+	setDefault(&c.StreamQueue, 16)
+	c.applyStageDefaults()
+	for _, r := range []*RemoteConfig{c.Remote.Thinker, c.Remote.ASR, c.Remote.TTS} {
+		if r != nil {
+			r.applyDefaults()
+		}
+	}
+}
+
+// applyGraphDefaults fills in the default graph and each stage's and connector's sizes.
+func (c *PipelineConfig) applyGraphDefaults() {
 	if len(c.Stages) == 0 {
 		c.Stages = []StageConfig{{Name: stageThinker}, {Name: stageTalker}}
 	}
@@ -227,8 +240,10 @@ func (c *PipelineConfig) applyDefaults() {
 			c.Connectors[i].Capacity = 64
 		}
 	}
-	setDefault(&c.SinkQueue, 256)
-	setDefault(&c.StreamQueue, 16)
+}
+
+// applyStageDefaults fills in the thinker's and the talker's settings.
+func (c *PipelineConfig) applyStageDefaults() {
 	t := &c.Thinker
 	setDefault(&t.MaxTokens, 256)
 	setDefault(&t.AudioHistoryMs, 1000)
@@ -253,11 +268,6 @@ func (c *PipelineConfig) applyDefaults() {
 	setDefault(&k.Phrase.FirstMaxWords, 4)
 	setDefault(&k.Phrase.MaxWords, 12)
 	setDefault(&k.Phrase.MinWords, 1)
-	for _, r := range []*RemoteConfig{c.Remote.Thinker, c.Remote.ASR, c.Remote.TTS} {
-		if r != nil {
-			r.applyDefaults()
-		}
-	}
 }
 
 func setDefault(v *int, d int) {
@@ -269,35 +279,59 @@ func setDefault(v *int, d int) {
 // validate checks ranges and the graph shape. The cascaded default is the only graph this
 // package runs: stage 0 thinker, optional stage 1 talker, one connector between them.
 func (c PipelineConfig) validate() error {
-	bad := func(key string, val any, msg string) error {
-		return fmt.Errorf("%w: pipeline.%s = %v: %s", errConfig, key, val, msg)
+	if err := c.validateGraph(); err != nil {
+		return err
 	}
+	if err := c.validateSettings(); err != nil {
+		return err
+	}
+	for key, r := range map[string]*RemoteConfig{"thinker": c.Remote.Thinker, "asr": c.Remote.ASR, "tts": c.Remote.TTS} {
+		if r != nil {
+			if err := r.validate(key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func badConfig(key string, val any, msg string) error {
+	return fmt.Errorf("%w: pipeline.%s = %v: %s", errConfig, key, val, msg)
+}
+
+// validateGraph checks the stages and the connectors between them.
+func (c PipelineConfig) validateGraph() error {
 	if len(c.Stages) < 1 || len(c.Stages) > 2 {
-		return bad("stages", len(c.Stages), "want 1 (thinker) or 2 (thinker, talker) stages")
+		return badConfig("stages", len(c.Stages), "want 1 (thinker) or 2 (thinker, talker) stages")
 	}
 	want := []string{stageThinker, stageTalker}
 	for i, s := range c.Stages {
 		if s.Name != want[i] {
-			return bad(fmt.Sprintf("stages[%d].name", i), s.Name, "want "+want[i])
+			return badConfig(fmt.Sprintf("stages[%d].name", i), s.Name, "want "+want[i])
 		}
 		if s.Workers < 1 {
-			return bad(fmt.Sprintf("stages[%d].workers", i), s.Workers, "must be at least 1")
+			return badConfig(fmt.Sprintf("stages[%d].workers", i), s.Workers, "must be at least 1")
 		}
 		if s.QueueSize < 1 {
-			return bad(fmt.Sprintf("stages[%d].queue_size", i), s.QueueSize, "must be at least 1")
+			return badConfig(fmt.Sprintf("stages[%d].queue_size", i), s.QueueSize, "must be at least 1")
 		}
 	}
 	if len(c.Connectors) != len(c.Stages)-1 {
-		return bad("connectors", len(c.Connectors), fmt.Sprintf("want %d connector(s) for %d stage(s)", len(c.Stages)-1, len(c.Stages)))
+		return badConfig("connectors", len(c.Connectors), fmt.Sprintf("want %d connector(s) for %d stage(s)", len(c.Stages)-1, len(c.Stages)))
 	}
 	for i, cc := range c.Connectors {
 		if cc.From != c.Stages[i].Name || cc.To != c.Stages[i+1].Name {
-			return bad(fmt.Sprintf("connectors[%d]", i), cc.From+"->"+cc.To, "want "+c.Stages[i].Name+"->"+c.Stages[i+1].Name)
+			return badConfig(fmt.Sprintf("connectors[%d]", i), cc.From+"->"+cc.To, "want "+c.Stages[i].Name+"->"+c.Stages[i+1].Name)
 		}
 		if cc.Capacity < 1 {
-			return bad(fmt.Sprintf("connectors[%d].capacity", i), cc.Capacity, "must be at least 1")
+			return badConfig(fmt.Sprintf("connectors[%d].capacity", i), cc.Capacity, "must be at least 1")
 		}
 	}
+	return nil
+}
+
+// validateSettings checks the queues' and the stages' settings.
+func (c PipelineConfig) validateSettings() error {
 	t, k := c.Thinker, c.Talker
 	checks := []struct {
 		bad bool
@@ -324,14 +358,7 @@ func (c PipelineConfig) validate() error {
 	}
 	for _, ch := range checks {
 		if ch.bad {
-			return bad(ch.key, ch.val, ch.msg)
-		}
-	}
-	for key, r := range map[string]*RemoteConfig{"thinker": c.Remote.Thinker, "asr": c.Remote.ASR, "tts": c.Remote.TTS} {
-		if r != nil {
-			if err := r.validate(key); err != nil {
-				return err
-			}
+			return badConfig(ch.key, ch.val, ch.msg)
 		}
 	}
 	return nil

@@ -37,9 +37,8 @@ type commitResult struct {
 // queueTranscription cuts the open utterance and queues its transcription, in cut order
 // (the caller holds the audio lock). A full queue fails at once instead of waiting under the
 // lock: the transcriptions are that far behind the speech.
-func (d *DuplexStream) queueTranscription(c asrCutter, j asrJob) error {
-	transcribe, err := c.Cut()
-	d.audio.asrHas = false
+func (d *DuplexStream) queueTranscription(j asrJob) error {
+	transcribe, err := d.ear.cut()
 	if err != nil {
 		return err
 	}
@@ -106,11 +105,11 @@ func (d *DuplexStream) transcribeJob(j asrJob) {
 		return
 	}
 	if j.done != nil {
-		_, err := d.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, j.respond, j.submitTS)
+		_, err := d.conv.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, j.respond, j.submitTS)
 		j.done <- commitResult{tr: Transcription{Text: tr}, err: err}
 		return
 	}
-	ts, err := d.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, true, j.submitTS)
+	ts, err := d.conv.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, true, j.submitTS)
 	if err != nil {
 		_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: Error, Turn: -1,
 			Err: fmt.Errorf("responding to the utterance: %w", err)})

@@ -38,44 +38,29 @@ type eotResult struct {
 // goroutine, in order with prefills and responses; wait returns the estimate. The sequence is
 // left as it was (gpu.Sequence.NextTokenProb). semantic_vad asks for it in a pause.
 func (d *DuplexStream) StartEndOfTurn(ctx context.Context) (wait func(context.Context) (EndOfTurn, error), err error) {
-	if d.seq == nil {
+	if d.conv.seq == nil {
 		return nil, fmt.Errorf("estimating the end of turn: %w: remote thinker", ErrNoEndOfTurn)
 	}
 	if why := d.p.endOfTurnOff(); why != "" {
 		return nil, fmt.Errorf("estimating the end of turn: %w: %s", ErrNoEndOfTurn, why)
 	}
-	if err := d.lockAudio(ctx); err != nil {
+	if err := d.ear.lock(ctx); err != nil {
 		return nil, fmt.Errorf("estimating the end of turn: %w", err)
 	}
-	pa, ok := d.audio.asr.(interface{ Partial() string })
-	text := ""
-	if ok && d.audio.asrHas {
-		text = pa.Partial()
-	}
-	d.unlockAudio()
+	text, ok := d.ear.partial()
+	d.ear.unlock()
 	if !ok {
 		return nil, fmt.Errorf("estimating the end of turn: %w: the ASR has no partial hypothesis", ErrNoEndOfTurn)
 	}
-	j := &eotJob{text: text, res: make(chan eotResult, 1)}
-	d.mu.Lock()
-	closed := d.isClosed()
-	if !closed {
-		select {
-		case d.jobs <- seqJob{eot: j}:
-		default:
-			d.mu.Unlock()
-			return nil, fmt.Errorf("estimating the end of turn: %w: %d jobs are queued", ErrQueueFull, cap(d.jobs))
-		}
-	}
-	d.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("estimating the end of turn: %w", ErrClosed)
+	j, err := d.conv.queueEndOfTurn(text)
+	if err != nil {
+		return nil, fmt.Errorf("estimating the end of turn: %w", err)
 	}
 	return func(ctx context.Context) (EndOfTurn, error) {
 		select {
 		case r := <-j.res:
 			return r.e, r.err
-		case <-d.closed:
+		case <-d.conv.closed:
 			return EndOfTurn{}, fmt.Errorf("estimating the end of turn: %w", ErrClosed)
 		case <-ctx.Done():
 			return EndOfTurn{}, fmt.Errorf("estimating the end of turn: %w", ctx.Err())
@@ -83,13 +68,31 @@ func (d *DuplexStream) StartEndOfTurn(ctx context.Context) (wait func(context.Co
 	}, nil
 }
 
+// queueEndOfTurn queues the score of text on the sequence goroutine, in order with prefills
+// and responses. It never waits for room: the caller holds the audio lock or runs in the
+// append FIFO.
+func (c *conversation) queueEndOfTurn(text string) (*eotJob, error) {
+	j := &eotJob{text: text, res: make(chan eotResult, 1)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	select {
+	case c.jobs <- seqJob{eot: j}:
+		return j, nil
+	default:
+		return nil, fmt.Errorf("%w: %d jobs are queued", ErrQueueFull, cap(c.jobs))
+	}
+}
+
 // scoreEndOfTurn runs an eotJob: the conversation so far with the partial text as the user's
 // open message, rendered up to the end of the text, scored for the end-of-user-turn token on
 // top of what the sequence already holds.
-func (d *DuplexStream) scoreEndOfTurn(j *eotJob) {
-	score := d.endOfTurn
-	if d.scoreEOT != nil {
-		score = d.scoreEOT
+func (c *conversation) scoreEndOfTurn(j *eotJob) {
+	score := c.endOfTurn
+	if c.scoreEOT != nil {
+		score = c.scoreEOT
 	}
 	e, err := score(j.text)
 	if err != nil {
@@ -98,16 +101,16 @@ func (d *DuplexStream) scoreEndOfTurn(j *eotJob) {
 	j.res <- eotResult{e: e, err: err}
 }
 
-func (d *DuplexStream) endOfTurn(text string) (EndOfTurn, error) {
-	eng := d.p.deps.Engine
+func (c *conversation) endOfTurn(text string) (EndOfTurn, error) {
+	eng := c.p.deps.Engine
 	end, err := eng.UserTurnEnd()
 	if err != nil {
 		return EndOfTurn{}, err
 	}
-	d.mu.Lock()
-	hist := append(append([]gpu.ChatMessage(nil), d.history...), gpu.ChatMessage{Role: "user", Content: text})
-	fed := d.fedText
-	d.mu.Unlock()
+	c.mu.Lock()
+	hist := append(append([]gpu.ChatMessage(nil), c.history...), gpu.ChatMessage{Role: "user", Content: text})
+	fed := c.fedText
+	c.mu.Unlock()
 	want, err := eng.ChatPrompt(hist, false)
 	if err != nil {
 		return EndOfTurn{}, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
@@ -125,7 +128,7 @@ func (d *DuplexStream) endOfTurn(text string) (EndOfTurn, error) {
 	if !ok {
 		return EndOfTurn{}, errors.New("the chat template does not end the user's message with its end-of-turn markup")
 	}
-	p, err := d.seq.NextTokenProb(d.ctx, delta, end.Token)
+	p, err := c.seq.NextTokenProb(c.ctx, delta, end.Token)
 	if err != nil {
 		return EndOfTurn{}, err
 	}

@@ -8,29 +8,29 @@ import "github.com/omniserve/omniserve/internal/gpu"
 // the newest message. It runs on the sequence goroutine between jobs, so no job holds an index
 // into the history while it moves. The engine sequence is not touched: it keeps its own token
 // window; what is dropped here is what later renderings (and a remote thinker) no longer read.
-func (d *DuplexStream) trimHistory() {
-	limit := d.opts.MaxHistoryBytes
+func (c *conversation) trimHistory() {
+	limit := c.opts.MaxHistoryBytes
 	if limit <= 0 {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	total := 0
-	for _, m := range d.history {
+	for _, m := range c.history {
 		total += len(m.Content)
 	}
 	if total <= limit {
 		return
 	}
-	kept := make([]gpu.ChatMessage, 0, len(d.history))
-	for i, m := range d.history {
-		pinned := i == len(d.history)-1 ||
-			(m.Role == "system" && (i == 0 || (d.decl.have != "" && m.Content == d.decl.have)))
+	kept := make([]gpu.ChatMessage, 0, len(c.history))
+	for i, m := range c.history {
+		pinned := i == len(c.history)-1 ||
+			(m.Role == "system" && (i == 0 || (c.decl.have != "" && m.Content == c.decl.have)))
 		if !pinned && total > limit {
 			total -= len(m.Content)
 			continue
 		}
 		kept = append(kept, m)
 	}
-	d.history = kept
+	c.history = kept
 }

@@ -31,15 +31,15 @@ func TestDuplexHistoryBudget(t *testing.T) {
 			strings.Repeat("u", 20), []int{40}},
 	}
 	for _, tc := range cases {
-		d := &DuplexStream{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
-		d.trimHistory()
+		c := &conversation{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
+		c.trimHistory()
 		var got []int
-		for _, m := range d.history {
+		for _, m := range c.history {
 			got = append(got, len(m.Content))
 		}
 		require.Equal(t, tc.want, got, tc.name)
 		if len(tc.hist) > 0 && tc.hist[0].Role == "system" {
-			require.Equal(t, "system", d.history[0].Role, tc.name)
+			require.Equal(t, "system", c.history[0].Role, tc.name)
 		}
 	}
 }

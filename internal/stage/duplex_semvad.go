@@ -55,7 +55,7 @@ type EndOfTurnDecision struct {
 	SilenceMs int // the pause's length in input audio when it was decided
 }
 
-// semPause is an undecided pause of a semantic_vad stream (guarded by audioMu).
+// semPause is an undecided pause of a semantic_vad stream (guarded by the ear's lock).
 type semPause struct {
 	endMs int64   // VAD ms where the speech ended
 	job   *eotJob // the estimate in flight; nil once answered or without one
@@ -72,66 +72,79 @@ func (p *Pipeline) semanticMode(opts DuplexOptions, remoteThinker bool, asr asrS
 		return SemanticEndpointing{}, false, false
 	}
 	rule = SemanticParams(opts.Eagerness)
-	_, partial := asr.(interface{ Partial() string })
+	_, partial := asr.(partialASR)
 	return rule, true, !remoteThinker && partial && p.endOfTurnOff() == ""
 }
 
-// beginSemPause starts a pause whose speech ended at endMs: the partial transcript is queued
-// for its estimate now, in order with the stream's jobs. Called with audioMu held.
-func (d *DuplexStream) beginSemPause(endMs int64) {
-	p := &semPause{endMs: endMs, fallback: true}
-	d.sem = p
-	if !d.semAsk {
+// beginPause starts a pause whose speech ended at endMs: silence alone decides it unless the
+// thinker is asked, and then ask is set and text is the partial transcript to score (queued by
+// the stream, awaitEstimate).
+func (e *ear) beginPause(endMs int64) (text string, ask bool) {
+	e.sem = &semPause{endMs: endMs, fallback: true}
+	if !e.semAsk {
+		return "", false
+	}
+	return e.asr.(partialASR).Partial(), true
+}
+
+// awaitEstimate makes the pause wait for the estimate j (nil: none was queued, silence alone
+// decides).
+func (e *ear) awaitEstimate(j *eotJob) {
+	if j == nil || e.sem == nil {
 		return
 	}
-	pa, _ := d.audio.asr.(interface{ Partial() string })
-	j := &eotJob{text: pa.Partial(), res: make(chan eotResult, 1)}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.isClosed() {
+	e.sem.job, e.sem.fallback = j, false
+}
+
+// decidePause reports the pause's decision, and where its speech ended, once its estimate or
+// its length says the turn ends (nil: keep listening). nowMs is the stream's input position in
+// VAD ms.
+func (e *ear) decidePause(nowMs int64) (endMs int64, dec *EndOfTurnDecision) {
+	p := e.sem
+	if p == nil {
+		return 0, nil
+	}
+	e.collectEstimate()
+	dec = decidePause(p, e.semRule, int(nowMs-p.endMs))
+	if dec != nil {
+		e.sem = nil
+	}
+	return p.endMs, dec
+}
+
+// collectEstimate takes the pause's estimate if it has come: a failed one leaves the silence
+// window to decide.
+func (e *ear) collectEstimate() {
+	p := e.sem
+	if p.job == nil {
 		return
 	}
 	select {
-	case d.jobs <- seqJob{eot: j}:
-		p.job, p.fallback = j, false
+	case r := <-p.job.res:
+		p.job = nil
+		if r.err != nil {
+			p.fallback = true
+			e.log.Debug("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.Error(r.err))
+		} else {
+			p.scored, p.prob = true, r.e.Prob
+		}
 	default:
-		d.p.log.Debug("semantic_vad: no end-of-turn estimate, the stream's queue is full")
 	}
 }
 
-// decideSemPause reports the pause's decision once its estimate or its length says the turn
-// ends (nil: keep listening). nowMs is the stream's input position in VAD ms.
-func (d *DuplexStream) decideSemPause(nowMs int64) *EndOfTurnDecision {
-	p := d.sem
-	if p == nil {
-		return nil
-	}
-	if p.job != nil {
-		select {
-		case r := <-p.job.res:
-			p.job = nil
-			if r.err != nil {
-				p.fallback = true
-				d.p.log.Debug("semantic_vad: no end-of-turn estimate; silence alone ends the turn", zap.Error(r.err))
-			} else {
-				p.scored, p.prob = true, r.e.Prob
-			}
-		default:
-		}
-	}
-	silence := int(nowMs - p.endMs)
-	dec := &EndOfTurnDecision{Prob: p.prob, Scored: p.scored, SilenceMs: silence}
+// decidePause is rule's decision on pause p after silenceMs of it (nil: undecided).
+func decidePause(p *semPause, rule SemanticEndpointing, silenceMs int) *EndOfTurnDecision {
+	dec := &EndOfTurnDecision{Prob: p.prob, Scored: p.scored, SilenceMs: silenceMs}
 	switch {
-	case p.scored && p.prob >= d.semRule.Threshold:
+	case p.scored && p.prob >= rule.Threshold:
 		dec.Reason = EndOfTurnSemantic
-	case p.fallback && silence >= d.semRule.SilenceMs:
+	case p.fallback && silenceMs >= rule.SilenceMs:
 		dec.Reason = EndOfTurnSilence
-	case silence >= d.semRule.MaxWaitMs:
+	case silenceMs >= rule.MaxWaitMs:
 		dec.Reason = EndOfTurnMaxWait
 	default:
 		return nil
 	}
-	d.sem = nil
 	return dec
 }
 

@@ -41,7 +41,7 @@ func openSemantic(t *testing.T, source, eagerness string, sc *scriptedScorer) (*
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	if sc != nil {
-		d.scoreEOT = sc.score
+		d.conv.scoreEOT = sc.score
 	}
 	return d, sink
 }

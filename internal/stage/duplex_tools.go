@@ -34,34 +34,37 @@ type toolsDecl struct {
 // first turn after a session.update with tools reads only the user's input. Changed tools
 // replace the declaration, and tools set to none remove it, from the history and from the
 // sequence (applyTools), so that the model never sees a stale one.
-func (d *DuplexStream) SetTools(spec *ToolSpec) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *DuplexStream) SetTools(spec *ToolSpec) error { return d.conv.setTools(spec) }
+
+// setTools is SetTools.
+func (c *conversation) setTools(spec *ToolSpec) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	want := ""
 	if spec.parses() {
-		c := *spec
-		d.tools = &c
-		want = d.p.toolFormat().toolsInstructions(c.Tools)
+		t := *spec
+		c.tools = &t
+		want = c.p.toolFormat().toolsInstructions(t.Tools)
 	} else {
-		d.tools = nil
+		c.tools = nil
 	}
-	if want == d.decl.want {
+	if want == c.decl.want {
 		return nil
 	}
-	if d.isClosed() {
+	if c.isClosed() {
 		return fmt.Errorf("setting tools: %w", ErrClosed)
 	}
-	d.decl.want = want
-	d.dropSpecLocked("tools changed")
-	if d.decl.have == "" {
+	c.decl.want = want
+	c.dropSpecLocked("tools changed")
+	if c.decl.have == "" {
 		// A first declaration joins the history now, in order with the messages around it;
 		// a change or a removal is made by the sequence goroutine where the old one is.
-		d.history = append(d.history, gpu.ChatMessage{Role: "system", Content: want})
-		d.decl.have = want
+		c.history = append(c.history, gpu.ChatMessage{Role: "system", Content: want})
+		c.decl.have = want
 	}
 	// The prefill is the current input's work, as a message added now would be.
 	select {
-	case d.jobs <- seqJob{turn: d.input}:
+	case c.jobs <- seqJob{turn: c.ids.input}:
 	default:
 		// The queue is full: the next prefill or response job applies the tools first.
 	}
@@ -69,30 +72,30 @@ func (d *DuplexStream) SetTools(spec *ToolSpec) error {
 }
 
 // toolSpec is the stream's tools (nil: none).
-func (d *DuplexStream) toolSpec() *ToolSpec {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.tools
+func (c *conversation) toolSpec() *ToolSpec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tools
 }
 
 // toolsDeclaration is the system message a response with tools t reads after the conversation,
 // or nil when the conversation already declares them (SetTools).
-func (d *DuplexStream) toolsDeclaration(t *ToolSpec) *gpu.ChatMessage {
-	decl := d.p.toolFormat().toolsInstructions(t.Tools)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.declIndexLocked(decl) >= 0 {
+func (c *conversation) toolsDeclaration(t *ToolSpec) *gpu.ChatMessage {
+	decl := c.p.toolFormat().toolsInstructions(t.Tools)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if declIndex(c.history, decl) >= 0 {
 		return nil
 	}
 	return &gpu.ChatMessage{Role: "system", Content: decl}
 }
 
-// declIndexLocked is the index of the declaration decl in the history (-1: not there).
-func (d *DuplexStream) declIndexLocked(decl string) int {
+// declIndex is the index of the declaration decl in hist (-1: not there).
+func declIndex(hist []gpu.ChatMessage, decl string) int {
 	if decl == "" {
 		return -1
 	}
-	return slices.IndexFunc(d.history, func(m gpu.ChatMessage) bool { return m.Role == "system" && m.Content == decl })
+	return slices.IndexFunc(hist, func(m gpu.ChatMessage) bool { return m.Role == "system" && m.Content == decl })
 }
 
 // applyTools brings the conversation's tools declaration, in the history and in the sequence,
@@ -107,81 +110,92 @@ func (d *DuplexStream) declIndexLocked(decl string) int {
 // impossible (the context was truncated since, so the positions moved; the truncation
 // dropped the oldest tokens, the old declaration's too when it came early) the new
 // declaration goes after the conversation instead.
-func (d *DuplexStream) applyTools(turn int) {
-	d.mu.Lock()
-	want, have := d.decl.want, d.decl.have
-	d.mu.Unlock()
-	if want == have && (d.seq == nil || d.decl.fed == have) {
+func (c *conversation) applyTools(turn int) {
+	c.mu.Lock()
+	want, have := c.decl.want, c.decl.have
+	c.mu.Unlock()
+	if want == have && (c.seq == nil || c.decl.fed == have) {
 		return
 	}
-	if d.seq == nil || d.decl.fed == "" {
-		// Nothing of the tools in the sequence yet (or no sequence): only the history changes.
-		d.mu.Lock()
-		d.replaceDeclLocked(want, true)
-		d.mu.Unlock()
-		if d.seq == nil || want == "" {
-			return // a remote thinker reads the history with each response
-		}
-		d.mu.Lock()
-		before := slices.Clone(d.history[:max(d.declIndexLocked(want), 0)])
-		d.mu.Unlock()
-		// What precedes the declaration goes in first, so that the mark is where it starts.
-		if err := d.prefillHistory(turn, before); err != nil {
-			return // reported; the next job tries again
-		}
-		d.decl.mark, d.decl.fed = d.seq.Mark(), want
-		_ = d.prefill(turn) // reported by prefill
+	if c.seq == nil || c.decl.fed == "" {
+		c.declareTools(turn, want)
 		return
 	}
-	// The sequence holds the old declaration (have, = fed) from the mark on. The input added
-	// since goes in first, as the sequence knows the conversation.
-	if err := d.prefill(turn); err != nil {
+	c.redeclareTools(turn, want)
+}
+
+// declareTools is applyTools when nothing of the tools is in the sequence yet (or there is no
+// sequence): the declaration takes its place in the history, and is prefilled after a mark.
+func (c *conversation) declareTools(turn int, want string) {
+	c.mu.Lock()
+	c.history, _ = c.decl.replace(c.history, want, true)
+	c.mu.Unlock()
+	if c.seq == nil || want == "" {
+		return // a remote thinker reads the history with each response
+	}
+	c.mu.Lock()
+	before := slices.Clone(c.history[:max(declIndex(c.history, want), 0)])
+	c.mu.Unlock()
+	// What precedes the declaration goes in first, so that the mark is where it starts.
+	if err := c.prefillHistory(turn, before); err != nil {
+		return // reported; the next job tries again
+	}
+	c.decl.mark, c.decl.fed = c.seq.Mark(), want
+	_ = c.prefill(turn) // reported by prefill
+}
+
+// redeclareTools is applyTools when the sequence holds the old declaration (have, = fed) from
+// the mark on: it is rolled back there, and the new one and what followed are prefilled again.
+func (c *conversation) redeclareTools(turn int, want string) {
+	// The input added since goes in first, as the sequence knows the conversation.
+	if err := c.prefill(turn); err != nil {
 		return
 	}
-	err := d.seq.Rollback(d.ctx, d.decl.mark)
+	err := c.seq.Rollback(c.ctx, c.decl.mark)
 	switch {
-	case err == nil || d.ctx.Err() != nil:
+	case err == nil || c.ctx.Err() != nil:
 	case errors.Is(err, gpu.ErrMarkLost):
 		// Expected in a long conversation: the truncation that lost the mark dropped the
 		// oldest tokens, the declaration's too when it came early in the conversation.
-		d.p.log.Debug("tools changed after a truncation; the new declaration follows the conversation", zap.String("request_id", d.rid))
+		c.p.log.Debug("tools changed after a truncation; the new declaration follows the conversation", zap.String("request_id", c.rid))
 	default:
-		d.p.log.Warn("the old tools declaration may stay in the sequence", zap.String("request_id", d.rid), zap.Error(err))
+		c.p.log.Warn("the old tools declaration may stay in the sequence", zap.String("request_id", c.rid), zap.Error(err))
 	}
-	d.mu.Lock()
-	at := d.replaceDeclLocked(want, err == nil)
-	held := slices.Clone(d.history[:at]) // what the sequence holds now, as rendered
-	d.mu.Unlock()
+	c.mu.Lock()
+	var at int
+	c.history, at = c.decl.replace(c.history, want, err == nil)
+	held := slices.Clone(c.history[:at]) // what the sequence holds now, as rendered
+	c.mu.Unlock()
 	text := ""
 	if len(held) > 0 {
 		var rerr error
-		if text, rerr = d.p.deps.Engine.ChatPrompt(held, false); rerr != nil {
-			d.p.log.Warn("rendering the conversation before the tools declaration", zap.String("request_id", d.rid), zap.Error(rerr))
+		if text, rerr = c.p.deps.Engine.ChatPrompt(held, false); rerr != nil {
+			c.p.log.Warn("rendering the conversation before the tools declaration", zap.String("request_id", c.rid), zap.Error(rerr))
 		}
 	}
-	d.mu.Lock()
-	d.fedText = text
-	d.mu.Unlock()
-	d.decl.mark, d.decl.fed = d.seq.Mark(), want
-	_ = d.prefill(turn) // the new declaration and, after a rollback, the conversation after it
+	c.mu.Lock()
+	c.fedText = text
+	c.mu.Unlock()
+	c.decl.mark, c.decl.fed = c.seq.Mark(), want
+	_ = c.prefill(turn) // the new declaration and, after a rollback, the conversation after it
 }
 
-// replaceDeclLocked puts the declaration want in the history in place of the current one
-// ("" removes it): where the old one was when inPlace or when there was none to move from,
-// else after the conversation. It returns the index the sequence is in step with up to, once
-// rolled back (inPlace: where the old one began) or not (everything but the new one).
-func (d *DuplexStream) replaceDeclLocked(want string, inPlace bool) int {
-	at := len(d.history)
-	if i := d.declIndexLocked(d.decl.have); i >= 0 {
-		d.history = slices.Delete(d.history, i, i+1)
-		at = len(d.history)
+// replace puts the declaration want in hist in place of the one there (have; "" removes it):
+// where the old one was when inPlace or when there was none to move from, else after the
+// conversation. It returns the new history and the index the sequence is in step with up to,
+// once rolled back (inPlace: where the old one began) or not (everything but the new one).
+func (t *toolsDecl) replace(hist []gpu.ChatMessage, want string, inPlace bool) ([]gpu.ChatMessage, int) {
+	at := len(hist)
+	if i := declIndex(hist, t.have); i >= 0 {
+		hist = slices.Delete(hist, i, i+1)
+		at = len(hist)
 		if inPlace {
 			at = i
 		}
 	}
 	if want != "" {
-		d.history = slices.Insert(d.history, at, gpu.ChatMessage{Role: "system", Content: want})
+		hist = slices.Insert(hist, at, gpu.ChatMessage{Role: "system", Content: want})
 	}
-	d.decl.have = want
-	return at
+	t.have = want
+	return hist, at
 }

@@ -56,9 +56,9 @@ func TestDuplexForcedToolCall(t *testing.T) {
 			waitResponseEnd(t, sink, 2)
 			outs, _, _ = sink.snapshot()
 			require.Len(t, ofKind(outs, ToolCalled), 1, "tool_choice none: no second call")
-			d.mu.Lock()
-			hist := append([]gpu.ChatMessage(nil), d.history...)
-			d.mu.Unlock()
+			d.conv.mu.Lock()
+			hist := append([]gpu.ChatMessage(nil), d.conv.history...)
+			d.conv.mu.Unlock()
 			require.GreaterOrEqual(t, len(hist), 3)
 			require.Contains(t, hist[1].Content, "<tool_call>", "the call stays in the conversation")
 			require.Contains(t, hist[1].Content, c.Arguments)
@@ -81,44 +81,44 @@ func TestDuplexSetToolsDeclaresOnce(t *testing.T) {
 	require.NoError(t, d.SetTools(spec))
 	decl := p.toolFormat().toolsInstructions(spec.Tools)
 	n := 0
-	d.mu.Lock()
-	for _, m := range d.history {
+	d.conv.mu.Lock()
+	for _, m := range d.conv.history {
 		if m.Role == "system" && m.Content == decl {
 			n++
 		}
 	}
-	d.mu.Unlock()
+	d.conv.mu.Unlock()
 	require.Equal(t, 1, n)
-	require.Nil(t, d.toolsDeclaration(spec), "declared in the conversation")
-	require.NotNil(t, d.toolsDeclaration(&ToolSpec{Tools: testTools()[2:], Choice: ToolChoiceAuto}), "other tools are declared per response")
-	require.NotNil(t, d.toolSpec())
+	require.Nil(t, d.conv.toolsDeclaration(spec), "declared in the conversation")
+	require.NotNil(t, d.conv.toolsDeclaration(&ToolSpec{Tools: testTools()[2:], Choice: ToolChoiceAuto}), "other tools are declared per response")
+	require.NotNil(t, d.conv.toolSpec())
 	require.NoError(t, d.SetTools(&ToolSpec{Tools: spec.Tools, Choice: ToolChoiceNone}))
-	require.Nil(t, d.toolSpec(), "tool_choice none: the stream's turns call nothing")
+	require.Nil(t, d.conv.toolSpec(), "tool_choice none: the stream's turns call nothing")
 }
 
 // seqTokens is how many tokens the stream's sequence holds and how many the rendering of its
 // history has (the two differ by a few tokens at most where deltas were tokenized apart).
 func seqTokens(t *testing.T, d *DuplexStream) (held, rendered int) {
 	t.Helper()
-	d.mu.Lock()
-	hist := append([]gpu.ChatMessage(nil), d.history...)
-	d.mu.Unlock()
+	d.conv.mu.Lock()
+	hist := append([]gpu.ChatMessage(nil), d.conv.history...)
+	d.conv.mu.Unlock()
 	prompt, err := d.p.deps.Engine.ChatPrompt(hist, false)
 	require.NoError(t, err)
 	n, _, err := d.p.deps.Engine.CountTokens(prompt, 1<<20)
 	require.NoError(t, err)
-	return d.seq.HistoryLen(), n
+	return d.conv.seq.HistoryLen(), n
 }
 
 // declarations counts the tools declarations of specs in the stream's history.
 func declarations(d *DuplexStream, specs ...[]Tool) []int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.conv.mu.Lock()
+	defer d.conv.mu.Unlock()
 	var out []int
 	for _, tools := range specs {
 		decl := d.p.toolFormat().toolsInstructions(tools)
 		n := 0
-		for _, m := range d.history {
+		for _, m := range d.conv.history {
 			if m.Role == "system" && m.Content == decl {
 				n++
 			}
@@ -145,7 +145,7 @@ func TestDuplexToolsPrefilledBeforeTheTurn(t *testing.T) {
 	for i, text := range []string{"go forward ten meters", "and then turn left"} {
 		// At once, no wait: the declaration's job is queued before the user's message.
 		require.NoError(t, d.AppendText(ctx, 0, "user", text))
-		turn, err := d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+		turn, err := d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
 		require.NoError(t, err)
 		require.Equal(t, i+1, turn)
 		for _, m := range sink.waitTurnEnd(t, turn, 30*time.Second) {
@@ -179,7 +179,7 @@ func TestDuplexToolsChangeReplacesTheDeclaration(t *testing.T) {
 	big, small := testTools()[1:], testTools()[2:]
 	require.NoError(t, d.SetTools(&ToolSpec{Tools: big, Choice: ToolChoiceAuto}))
 	require.NoError(t, d.AppendText(ctx, 0, "user", "go forward ten meters"))
-	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	sink.waitTurnEnd(t, 1, 30*time.Second)
 	before, _ := seqTokens(t, d)
@@ -188,9 +188,9 @@ func TestDuplexToolsChangeReplacesTheDeclaration(t *testing.T) {
 	require.NoError(t, d.SettleInput(ctx, 0)) // the tools job ran once the marker is reported
 	waitSettled(t, sink, 2)
 	require.Equal(t, []int{0, 1}, declarations(d, big, small), "the old declaration is gone, the new one there once")
-	d.mu.Lock()
-	first := d.history[0]
-	d.mu.Unlock()
+	d.conv.mu.Lock()
+	first := d.conv.history[0]
+	d.conv.mu.Unlock()
 	require.Equal(t, p.toolFormat().toolsInstructions(small), first.Content, "in the old one's place, before the conversation")
 	held, rendered := seqTokens(t, d)
 	require.InDelta(t, rendered, held, 4, "the sequence holds the history, no stale declaration (held %d, was %d)", held, before)
@@ -198,7 +198,7 @@ func TestDuplexToolsChangeReplacesTheDeclaration(t *testing.T) {
 
 	// The conversation goes on over the new declaration.
 	require.NoError(t, d.AppendText(ctx, 0, "user", "and then turn left"))
-	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	require.True(t, sink.waitFor(30*time.Second, finishedTurn(2)))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
@@ -263,15 +263,15 @@ func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
 
 	require.NoError(t, d.SetTools(&ToolSpec{Tools: small, Choice: ToolChoiceAuto}))
 	require.NoError(t, d.AppendText(ctx, 0, "user", "and stop"))
-	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.toolSpec()})
+	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	waitResponseEnd(t, sink, 1)
 	outs, _, _ := sink.snapshot()
 	require.Empty(t, ofKind(outs, Error))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
-	d.mu.Lock()
-	hist := append([]gpu.ChatMessage(nil), d.history...)
-	d.mu.Unlock()
+	d.conv.mu.Lock()
+	hist := append([]gpu.ChatMessage(nil), d.conv.history...)
+	d.conv.mu.Unlock()
 	// The change is applied after the messages given up to then (the loop may run it before
 	// or after "and stop" is added; the sequence holds them before the declaration, and the
 	// history says so), never in the old declaration's place before the long message.

@@ -35,16 +35,16 @@ func TestDuplexTranscribeOnlyPrefillsNothing(t *testing.T) {
 			require.Contains(t, tr.Text, "forward")
 			require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Transcript)) == 1 }),
 				"the transcript goes out either way")
-			d.mu.Lock()
-			history := len(d.history)
-			d.mu.Unlock()
+			d.conv.mu.Lock()
+			history := len(d.conv.history)
+			d.conv.mu.Unlock()
 			require.Equal(t, tc.history, history)
 			if tc.transcribeOnly {
-				require.Zero(t, d.seq.HistoryLen(), "nothing was queued for the thinker to prefill")
+				require.Zero(t, d.conv.seq.HistoryLen(), "nothing was queued for the thinker to prefill")
 				require.Zero(t, len(d.jobs))
 				return
 			}
-			require.Eventually(t, func() bool { return d.seq.HistoryLen() > 0 }, 30*time.Second, 10*time.Millisecond,
+			require.Eventually(t, func() bool { return d.conv.seq.HistoryLen() > 0 }, 30*time.Second, 10*time.Millisecond,
 				"a conversation's stream prefills its instructions and the transcript")
 		})
 	}

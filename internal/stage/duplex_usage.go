@@ -9,27 +9,20 @@ import "github.com/omniserve/omniserve/internal/gpu"
 // statistics table agree by construction. Everything else in the sequence was in the KV cache
 // before the turn.
 
-// notePrefill records the tokens of a prefill job billed to turn.
-func (d *DuplexStream) notePrefill(turn, tokens int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.prefilled[turn] += tokens
-}
-
 // promptUsage is the input side of response n's usage once its prompt is in seq: own is what
 // the response prefilled itself, to which the prefill jobs billed to turn n add. Those of
 // earlier turns are forgotten; turn n's stay, for the response that replaces a discarded
 // speculation of the same turn. With a remote thinker (seq nil) the input is known only from
 // the remote's count after generation (response.finalUsage).
-func (d *DuplexStream) promptUsage(n, own int, seq *gpu.Sequence) *TokenUsage {
-	d.mu.Lock()
-	fresh := own + d.prefilled[n]
-	for t := range d.prefilled {
+func (c *conversation) promptUsage(n, own int, seq *gpu.Sequence) *TokenUsage {
+	c.mu.Lock()
+	fresh := own + c.prefilled[n]
+	for t := range c.prefilled {
 		if t < n {
-			delete(d.prefilled, t)
+			delete(c.prefilled, t)
 		}
 	}
-	d.mu.Unlock()
+	c.mu.Unlock()
 	u := &TokenUsage{}
 	if seq == nil {
 		return u

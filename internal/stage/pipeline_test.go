@@ -207,7 +207,7 @@ func TestDuplexManualTurns(t *testing.T) {
 		}
 	}
 	require.Equal(t, 5, n)
-	require.Greater(t, d.seq.HistoryLen(), 20, "both turns live in one sequence")
+	require.Greater(t, d.conv.seq.HistoryLen(), 20, "both turns live in one sequence")
 	require.Equal(t, 1, eng.LiveSequences())
 	d.Close()
 	require.Equal(t, 0, eng.LiveSequences())

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/gpu"
-	"github.com/omniserve/omniserve/internal/metrics"
 )
 
 // Preemptive generation (thinker.preemptive_ms). With server-VAD turns, the endpoint is
@@ -98,6 +96,11 @@ type specCounts struct {
 	started, confirmed, discarded atomic.Int64
 }
 
+// answers reports a speculation that the endpoint at endMs with transcript text confirms.
+func (sp *speculation) answers(endMs int64, text string) bool {
+	return sp.endMs == endMs && sp.transcript == text
+}
+
 // preemptMs is the pause after which the stream speculates, 0 when it does not.
 func (d *DuplexStream) preemptMs() int {
 	ms := d.opts.PreemptiveMs
@@ -107,7 +110,7 @@ func (d *DuplexStream) preemptMs() int {
 	if ms <= 0 || !d.opts.AutoResponse || ms >= d.opts.VAD.SilenceDurationMs {
 		return 0
 	}
-	if _, ok := d.audio.asr.(interface{ Partial() string }); !ok {
+	if !d.ear.hasPartial() {
 		return 0 // the ASR cannot tell its hypothesis before the utterance ends
 	}
 	return ms
@@ -120,221 +123,133 @@ func (d *DuplexStream) preempt() {
 	if ms == 0 {
 		return
 	}
-	a := &d.audio
-	silent, end := a.vad.TrailingSilence()
-	d.mu.Lock()
-	if sp := d.spec; sp != nil && (silent == 0 || end != sp.endMs) {
-		d.dropSpecLocked("user resumed speaking")
+	silent, end := d.ear.vad.TrailingSilence()
+	d.conv.dropSpecIfResumed(silent, end)
+	if tr := d.ear.speculationPoint(ms, silent, end); tr != "" {
+		d.conv.startSpeculation(tr, end)
 	}
-	d.mu.Unlock()
-	if silent < ms || end == a.preemptedAt {
-		return
+}
+
+// dropSpecIfResumed drops the speculation when the user spoke again since its pause: the
+// trailing silence is silentMs after speech that ended at endMs.
+func (c *conversation) dropSpecIfResumed(silentMs int, endMs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sp := c.spec; sp != nil && (silentMs == 0 || endMs != sp.endMs) {
+		c.dropSpecLocked("user resumed speaking")
 	}
-	a.preemptedAt = end // one try per pause
-	tr := a.asr.(interface{ Partial() string }).Partial()
-	if tr == "" {
-		return
-	}
-	d.startSpeculation(tr, end)
 }
 
 // startSpeculation queues a speculative response on transcript tr; it does nothing when the
 // stream is busy with another response or a stage has no room.
-func (d *DuplexStream) startSpeculation(tr string, endMs int64) {
-	p := d.p
+func (c *conversation) startSpeculation(tr string, endMs int64) {
+	p := c.p
 	if err := p.thinker.admit(); err != nil {
 		return
 	}
-	if err := p.admitTalker(d.opts.WantAudio); err != nil {
+	if err := p.admitTalker(c.opts.WantAudio); err != nil {
 		p.thinker.unadmit()
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	// With tools, a reply may be a call: no speculative reply (it would be spoken before the
 	// reply is parsed for calls).
-	if d.isClosed() || d.spec != nil || len(d.live) > 0 || d.gen != nil || d.tools != nil {
-		d.unadmit()
+	if c.isClosed() || c.spec != nil || len(c.live) > 0 || c.gen != nil || c.tools != nil {
+		c.unadmit()
 		return
 	}
-	ts := newTurn(d.ctx, d.input)
+	ts := newTurn(c.ctx, c.ids.input)
 	ts.hold = &specHold{}
 	sp := &speculation{ts: ts, transcript: tr, endMs: endMs, started: time.Now(), verdict: make(chan bool, 1)}
 	select {
-	case d.jobs <- seqJob{ts: ts, spec: sp, maxTokens: d.opts.MaxTokens}:
+	case c.jobs <- seqJob{ts: ts, spec: sp, maxTokens: c.opts.MaxTokens}:
 	default:
 		ts.cancel()
-		d.unadmit()
+		c.unadmit()
 		return
 	}
-	d.spec = sp
-	d.specs.started.Add(1)
-	d.p.log.Debug("speculative turn started", zap.String("request_id", d.rid), zap.Int("turn", ts.n),
+	c.spec = sp
+	c.specs.started.Add(1)
+	c.p.log.Debug("speculative turn started", zap.String("request_id", c.rid), zap.Int("turn", ts.n),
 		zap.Int64("speech_end_ms", endMs), zap.String("transcript", tr))
 }
 
-// dropSpecLocked discards the pending speculation, if any; the caller holds d.mu.
-func (d *DuplexStream) dropSpecLocked(why string) {
-	sp := d.spec
+// dropSpec discards the pending speculation, if any.
+func (c *conversation) dropSpec(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropSpecLocked(why)
+}
+
+// dropSpecLocked discards the pending speculation, if any; the caller holds c.mu.
+func (c *conversation) dropSpecLocked(why string) {
+	sp := c.spec
 	if sp == nil {
 		return
 	}
-	d.spec = nil
-	if d.gen == sp.ts && d.seq != nil {
-		d.seq.Abort(false)
+	c.spec = nil
+	if c.gen == sp.ts && c.seq != nil {
+		c.seq.Abort(false)
 	}
 	sp.ts.hold.discard()
 	sp.ts.abort(false)
 	sp.verdict <- false
-	d.specs.discarded.Add(1)
-	d.p.log.Debug("speculative turn discarded", zap.String("request_id", d.rid), zap.Int("turn", sp.ts.n),
+	c.specs.discarded.Add(1)
+	c.p.log.Debug("speculative turn discarded", zap.String("request_id", c.rid), zap.Int("turn", sp.ts.n),
 		zap.String("reason", why), zap.Duration("age", time.Since(sp.started)))
 }
 
 // takeSpec hands the pending speculation to the endpoint that decides it.
-func (d *DuplexStream) takeSpec() *speculation {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	sp := d.spec
-	d.spec = nil
+func (c *conversation) takeSpec() *speculation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp := c.spec
+	c.spec = nil
 	return sp
 }
 
-// discardSpec discards a speculation already taken by takeSpec.
-func (d *DuplexStream) discardSpec(sp *speculation, why string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.spec = sp
-	d.dropSpecLocked(why)
+// discardSpec discards a speculation already taken by takeSpec (nil: none).
+func (c *conversation) discardSpec(sp *speculation, why string) {
+	if sp == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spec = sp
+	c.dropSpecLocked(why)
 }
 
 // confirmSpec makes a speculation the endpoint's turn: the Transcript output (with the
-// endpoint's word logprobs, lps) goes out and the user message joins the conversation as commitTranscript would, the turn counts as started,
-// and it becomes cancellable. The caller releases its held events after the speak decision.
-func (d *DuplexStream) confirmSpec(ctx context.Context, sp *speculation, lps []audio.WordLogprob, submitTS float64) error {
-	if err := d.disp.output(ctx, nil, OutputMessage{
-		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: d.upcoming(), Text: sp.transcript, WordLogprobs: lps, StageSubmitTS: submitTS,
+// endpoint's word logprobs, lps) goes out and the user message joins the conversation as
+// commitTranscript would, the turn counts as started, and it becomes cancellable. The caller
+// releases its held events after the speak decision.
+func (c *conversation) confirmSpec(ctx context.Context, sp *speculation, lps []audio.WordLogprob, submitTS float64) error {
+	if err := c.disp.output(ctx, nil, OutputMessage{
+		RequestID: c.rid, StageID: 0, Kind: Transcript, Turn: c.upcoming(), Text: sp.transcript, WordLogprobs: lps, StageSubmitTS: submitTS,
 	}); err != nil {
-		d.discardSpec(sp, "transcript not delivered")
+		c.discardSpec(sp, "transcript not delivered")
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.isClosed() || sp.ts.n != d.input {
-		d.spec = sp
-		d.dropSpecLocked("stream changed")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isClosed() || sp.ts.n != c.ids.input {
+		c.spec = sp
+		c.dropSpecLocked("stream changed")
 		return ErrClosed
 	}
-	d.history = append(d.history, gpu.ChatMessage{Role: "user", Content: sp.transcript})
-	sp.at = len(d.history)
-	d.answerLocked(sp.ts.n)
-	d.live[sp.ts] = struct{}{}
-	d.specs.confirmed.Add(1)
-	d.p.log.Debug("speculative turn confirmed", zap.String("request_id", d.rid), zap.Int("turn", sp.ts.n),
+	c.history = append(c.history, gpu.ChatMessage{Role: "user", Content: sp.transcript})
+	sp.at = len(c.history)
+	c.ids.answer(sp.ts.n)
+	c.live[sp.ts] = struct{}{}
+	c.specs.confirmed.Add(1)
+	c.p.log.Debug("speculative turn confirmed", zap.String("request_id", c.rid), zap.Int("turn", sp.ts.n),
 		zap.Duration("head_start", time.Since(sp.started)))
 	return nil
 }
 
 // releaseSpec delivers a confirmed speculation's held outputs.
-func (d *DuplexStream) releaseSpec(sp *speculation) {
-	d.disp.release(sp.ts.hold)
+func (c *conversation) releaseSpec(sp *speculation) {
+	c.disp.release(sp.ts.hold)
 	sp.verdict <- true
-}
-
-// speculate is the sequence goroutine's job for a speculation: the response runs as respond
-// runs it, on the history plus the provisional user message, with its events held; then it
-// waits for the verdict and either keeps the turn in the conversation or rolls the engine
-// sequence back to where it was.
-func (d *DuplexStream) speculate(sp *speculation, maxTokens int) {
-	ts := sp.ts
-	defer d.finishTurn(ts)
-	var mark gpu.Mark
-	if d.seq != nil {
-		mark = d.seq.Mark()
-	}
-	d.mu.Lock()
-	fedBefore := d.fedText
-	hist := append(slices.Clone(d.history), gpu.ChatMessage{Role: "user", Content: sp.transcript})
-	d.mu.Unlock()
-	text, ok := d.speculativeResponse(ts, hist, maxTokens)
-	confirmed := false
-	select {
-	case confirmed = <-sp.verdict:
-	case <-d.ctx.Done():
-	}
-	d.mu.Lock()
-	d.gen = nil
-	if confirmed {
-		if ok && text != "" && (!ts.aborted.Load() || ts.keep.Load()) {
-			d.history = slices.Insert(d.history, min(sp.at, len(d.history)), gpu.ChatMessage{Role: "assistant", Content: text})
-			d.fedText += text
-		}
-		d.mu.Unlock()
-		return
-	}
-	d.fedText = fedBefore
-	d.mu.Unlock()
-	if d.seq == nil || d.ctx.Err() != nil {
-		return
-	}
-	// Only this goroutine touches the sequence, so nothing runs on it until the rollback is done.
-	if err := d.seq.Rollback(d.ctx, mark); err != nil {
-		// The sequence keeps the speculative tokens; the next sync appends after them.
-		d.p.log.Warn("rolling back a speculative turn", zap.String("request_id", d.rid), zap.Error(err))
-	}
-}
-
-// speculativeResponse is respond for a speculation: it prefills hist with the generation prompt
-// and generates. ok is false when it failed before generating (then, if confirmed, the turn
-// ends as a failed response would).
-func (d *DuplexStream) speculativeResponse(ts *turnState, hist []gpu.ChatMessage, maxTokens int) (string, bool) {
-	p := d.p
-	if err := p.thinker.acquire(ts.ctx); err != nil {
-		if d.opts.WantAudio {
-			p.talker.unadmit()
-		}
-		return "", false
-	}
-	defer p.thinker.release()
-	// The user message is prefilled first and reported as the endpoint's prefill job reports
-	// it, then the generation prompt: the same appends in the same chunks as without
-	// speculation, so the engine computes (and a greedy reply comes out) exactly the same.
-	pre := time.Now()
-	st, err := d.syncHistoryTo(ts.ctx, hist, false)
-	user := st.Tokens
-	if err == nil && st.Tokens > 0 {
-		_ = d.disp.stageMetrics(ts.ctx, ts, StageMetricsMessage{
-			RequestID: d.rid, StageID: 0, Turn: ts.n, StageSubmitTS: st.SubmitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
-			Metrics: metrics.StageRequestStats{
-				BatchID: int(st.BatchID), BatchSize: st.BatchSize, NumTokensIn: st.Tokens,
-				StageGenTimeMs: msSince(pre), OutputUnitType: "text",
-			},
-		})
-	}
-	r := &response{rid: d.rid, ts: ts, disp: d.disp, wantAudio: d.opts.WantAudio, started: time.Now(), submitTS: metrics.Now()}
-	if err == nil {
-		st, err = d.syncHistoryTo(ts.ctx, hist, true)
-	}
-	if err != nil {
-		if d.opts.WantAudio {
-			p.talker.unadmit()
-		}
-		if ts.ctx.Err() != nil || ts.aborted.Load() {
-			p.abortMetrics(r, gpu.GenerateResult{})
-			return "", false
-		}
-		p.fail(r, 0, err)
-		return "", false
-	}
-	r.prefill = st
-	r.usage = d.promptUsage(ts.n, user+st.Tokens, d.seq)
-	d.mu.Lock()
-	d.gen = ts
-	var g generator = d.seq
-	if p.remote != nil {
-		g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
-	}
-	d.mu.Unlock()
-	text, _, _ := p.generate(r, g, gpu.GenerateOptions{MaxTokens: maxTokens})
-	return text, true
 }

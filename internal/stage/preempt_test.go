@@ -74,9 +74,9 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	// A released speculation may finish before the last units' decisions are delivered.
 	require.True(t, sink.waitFor(10*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Decision)) == len(unitAt) }))
 	require.Eventually(t, func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return len(d.live) == 0 && d.spec == nil && d.gen == nil
+		d.conv.mu.Lock()
+		defer d.conv.mu.Unlock()
+		return len(d.conv.live) == 0 && d.conv.spec == nil && d.conv.gen == nil
 	}, 30*time.Second, 10*time.Millisecond)
 	// The turn's end is queued after it left live; the loop ran every speculation before it.
 	require.Eventually(t, func() bool { _, _, ok := sink.turnEnd(1); return ok }, 10*time.Second, 10*time.Millisecond)
@@ -84,15 +84,15 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	outs, sms, _ := sink.snapshot()
 	decisions := ofKind(outs, Decision)
 	require.Len(t, decisions, len(unitAt), "one decision per unit")
-	r := pacedRun{outs: outs, sms: sms, started: d.specs.started.Load(), confirmed: d.specs.confirmed.Load(),
-		discarded: d.specs.discarded.Load()}
+	r := pacedRun{outs: outs, sms: sms, started: d.conv.specs.started.Load(), confirmed: d.conv.specs.confirmed.Load(),
+		discarded: d.conv.specs.discarded.Load()}
 	sink.mu.Lock()
 	r.ends = append([]TurnEnd(nil), sink.ends...)
 	sink.mu.Unlock()
-	d.mu.Lock()
-	r.history = append([]gpu.ChatMessage(nil), d.history...)
-	d.mu.Unlock()
-	r.seqLen = d.seq.HistoryLen()
+	d.conv.mu.Lock()
+	r.history = append([]gpu.ChatMessage(nil), d.conv.history...)
+	d.conv.mu.Unlock()
+	r.seqLen = d.conv.seq.HistoryLen()
 	mu.Lock()
 	defer mu.Unlock()
 	for i, o := range decisions {

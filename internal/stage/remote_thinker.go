@@ -79,8 +79,52 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 	t := g.t
 	submit := time.Now()
 	res.Stats.SubmitTS = metrics.Now()
+	raw, err := json.Marshal(g.body(opts))
+	if err != nil {
+		return res, fmt.Errorf("encoding chat request: %w", err)
+	}
+	wctx, wd := newWatchdog(ctx, t.c.cfg.FirstByteTimeout, t.c.cfg.IdleTimeout)
+	defer wd.stop()
+	resp, err := t.c.post(wctx, "/chat/completions", "application/json", "text/event-stream", raw)
+	if err != nil {
+		return g.end(ctx, res, timeoutError(wctx, stageThinker, t.where(), err))
+	}
+	defer resp.Body.Close()
+
+	rd := &chatStream{g: g, submit: submit, status: resp.StatusCode, emit: emit}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		data, ok := sseData(sc.Bytes())
+		if !ok {
+			continue // comments, event names, blank separators
+		}
+		if string(data) == "[DONE]" {
+			break
+		}
+		wd.kick()
+		if done, err := rd.chunk(&res, data); done {
+			return g.end(ctx, res, err)
+		}
+		if rd.aborted {
+			res.FinishReason = FinishAbort
+			g.finishStats(&res)
+			return res, nil
+		}
+		// With include_usage the usage chunk follows the finish chunk; without it (servers
+		// that ignore stream_options) [DONE] follows. Either way keep reading.
+	}
+	if err := sc.Err(); err != nil {
+		return g.end(ctx, res, timeoutError(wctx, stageThinker, t.where(),
+			&UpstreamError{Stage: stageThinker, URL: t.where(), Message: "stream broken: " + err.Error(), Err: err}))
+	}
+	return g.ended(ctx, res)
+}
+
+// body is the chat completion request of the generation.
+func (g remoteGen) body(opts gpu.GenerateOptions) chatCompletionBody {
 	body := chatCompletionBody{
-		Model: t.c.cfg.Model, Stream: true, StreamOptions: map[string]bool{"include_usage": true},
+		Model: g.t.c.cfg.Model, Stream: true, StreamOptions: map[string]bool{"include_usage": true},
 		MaxTokens: opts.MaxTokens, Stop: opts.Stop,
 	}
 	s := g.sampling
@@ -96,76 +140,17 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 	for _, m := range g.msgs {
 		body.Messages = append(body.Messages, chatMessageJSON{Role: m.Role, Content: m.Content})
 	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return res, fmt.Errorf("encoding chat request: %w", err)
-	}
-	wctx, wd := newWatchdog(ctx, t.c.cfg.FirstByteTimeout, t.c.cfg.IdleTimeout)
-	defer wd.stop()
-	resp, err := t.c.post(wctx, "/chat/completions", "application/json", "text/event-stream", raw)
-	if err != nil {
-		return g.end(ctx, res, timeoutError(wctx, stageThinker, t.where(), err))
-	}
-	defer resp.Body.Close()
+	return body
+}
 
-	var last time.Time
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue // comments, event names, blank separators
-		}
-		data = bytes.TrimSpace(data)
-		if string(data) == "[DONE]" {
-			break
-		}
-		wd.kick()
-		var ch chatChunk
-		if err := json.Unmarshal(data, &ch); err != nil {
-			return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: t.where(), Status: resp.StatusCode,
-				Message: fmt.Sprintf("bad stream chunk: %v", err)})
-		}
-		if ch.Error != nil {
-			ue := upstreamErrorFrom(stageThinker, t.where(), resp.StatusCode, data)
-			return g.end(ctx, res, ue)
-		}
-		if ch.Usage != nil {
-			res.Stats.TokensIn, res.Stats.TokensOut = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
-		}
-		for _, c := range ch.Choices {
-			if c.Delta.Content != "" {
-				now := time.Now()
-				if last.IsZero() {
-					res.Stats.TTFTMs = float64(now.Sub(submit)) / float64(time.Millisecond)
-				} else {
-					res.Stats.ITLsMs = append(res.Stats.ITLsMs, float64(now.Sub(last))/float64(time.Millisecond))
-				}
-				last = now
-				if err := emit(gpu.Piece{Text: c.Delta.Content}); err != nil {
-					res.FinishReason = FinishAbort
-					g.finishStats(&res)
-					return res, nil
-				}
-			}
-			if c.FinishReason != nil && *c.FinishReason != "" {
-				res.FinishReason = *c.FinishReason
-			}
-		}
-		// With include_usage the usage chunk follows the finish chunk; without it (servers
-		// that ignore stream_options) [DONE] follows. Either way keep reading.
-	}
-	if err := sc.Err(); err != nil {
-		return g.end(ctx, res, timeoutError(wctx, stageThinker, t.where(),
-			&UpstreamError{Stage: stageThinker, URL: t.where(), Message: "stream broken: " + err.Error(), Err: err}))
-	}
+// ended is the result of a stream that ended without an error of its own.
+func (g remoteGen) ended(ctx context.Context, res gpu.GenerateResult) (gpu.GenerateResult, error) {
 	if ctx.Err() != nil {
 		return g.end(ctx, res, ctx.Err())
 	}
 	if res.FinishReason == "" {
 		// The body ended without a finish_reason or [DONE]: the upstream went away mid-reply.
-		return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
+		return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: g.t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
 	}
 	if res.FinishReason != FinishStop && res.FinishReason != FinishLength {
 		res.FinishReason = FinishStop // content_filter, tool_calls: the text is what it is
@@ -174,8 +159,63 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 	return res, nil
 }
 
-// end returns the partial result: reason abort when the caller's ctx ended (the error is then
-// not an error), the error otherwise.
+// sseData is the payload of a server-sent event's data line (ok false for any other line).
+func sseData(line []byte) ([]byte, bool) {
+	data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
+	return bytes.TrimSpace(data), ok
+}
+
+// chatStream reads one streamed chat completion's chunks into the result.
+type chatStream struct {
+	g       remoteGen
+	submit  time.Time
+	status  int
+	emit    func(gpu.Piece) error
+	last    time.Time // when the last content arrived
+	aborted bool      // emit refused a piece: the turn was aborted
+}
+
+// chunk folds one chunk into res; done (with the error to end on) when the chunk is an error.
+func (rd *chatStream) chunk(res *gpu.GenerateResult, data []byte) (done bool, err error) {
+	t := rd.g.t
+	var ch chatChunk
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return true, &UpstreamError{Stage: stageThinker, URL: t.where(), Status: rd.status,
+			Message: fmt.Sprintf("bad stream chunk: %v", err)}
+	}
+	if ch.Error != nil {
+		return true, upstreamErrorFrom(stageThinker, t.where(), rd.status, data)
+	}
+	if ch.Usage != nil {
+		res.Stats.TokensIn, res.Stats.TokensOut = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+	}
+	for _, c := range ch.Choices {
+		if c.Delta.Content != "" && !rd.content(res, c.Delta.Content) {
+			return false, nil
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			res.FinishReason = *c.FinishReason
+		}
+	}
+	return false, nil
+}
+
+// content emits one piece of the reply and times it; false when the turn was aborted.
+func (rd *chatStream) content(res *gpu.GenerateResult, text string) bool {
+	now := time.Now()
+	if rd.last.IsZero() {
+		res.Stats.TTFTMs = float64(now.Sub(rd.submit)) / float64(time.Millisecond)
+	} else {
+		res.Stats.ITLsMs = append(res.Stats.ITLsMs, float64(now.Sub(rd.last))/float64(time.Millisecond))
+	}
+	rd.last = now
+	if err := rd.emit(gpu.Piece{Text: text}); err != nil {
+		rd.aborted = true
+		return false
+	}
+	return true
+}
+
 func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (gpu.GenerateResult, error) {
 	g.finishStats(&res)
 	if ctx.Err() != nil {

@@ -72,40 +72,13 @@ func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func
 		return fmt.Errorf("synthesizing: %w", timeoutError(wctx, "tts", url, err))
 	}
 	defer resp.Body.Close()
-	var (
-		in, out int       // samples received (24 kHz) and handed on (talker rate)
-		pend    []float32 // decoded, not handed on yet
-		dec     []float32
-		chunk   = make([]byte, 16<<10)
-		odd     []byte // a sample split across two reads
-		least   = remoteChunkMs * t.rate / 1000
-	)
-	flush := func(all bool) error {
-		if len(pend) == 0 || (!all && len(pend) < least) {
-			return nil
-		}
-		p := pend
-		pend = nil
-		out += len(p)
-		return emit(p)
-	}
+	sr := &speechReader{rs: rs, emit: emit, least: remoteChunkMs * t.rate / 1000}
+	chunk := make([]byte, 16<<10)
 	for {
 		n, rerr := resp.Body.Read(chunk)
 		if n > 0 {
 			wd.kick()
-			b := append(odd, chunk[:n]...)
-			even := len(b) &^ 1
-			if dec, err = audio.PCM16BytesToFloat32(dec, b[:even]); err != nil {
-				return fmt.Errorf("synthesizing: %w", err)
-			}
-			odd = append([]byte(nil), b[even:]...)
-			in += len(dec)
-			if rs != nil {
-				pend = append(pend, rs.Process(nil, dec)...)
-			} else {
-				pend = append(pend, dec...)
-			}
-			if err := flush(false); err != nil {
+			if err := sr.push(chunk[:n]); err != nil {
 				return err
 			}
 		}
@@ -120,13 +93,54 @@ func (t *remoteTTS) SynthesizeStream(ctx context.Context, text string, emit func
 				&UpstreamError{Stage: "tts", URL: url, Message: "audio stream broken: " + rerr.Error(), Err: rerr}))
 		}
 	}
-	if in == 0 {
+	if sr.in == 0 {
 		return fmt.Errorf("synthesizing %q: upstream sent no audio: %w", text, audio.ErrEmptyText)
 	}
 	if rs != nil {
 		// The filter's delayed tail, cut to the length resampling the phrase whole gives.
-		pend = append(pend, rs.Flush(nil)...)
-		pend = pend[:max(0, min(len(pend), audio.ResampledLen(in, remoteSpeechRate, t.rate)-out))]
+		sr.pend = append(sr.pend, rs.Flush(nil)...)
+		sr.pend = sr.pend[:max(0, min(len(sr.pend), audio.ResampledLen(sr.in, remoteSpeechRate, t.rate)-sr.out))]
 	}
-	return flush(true)
+	return sr.flush(true)
+}
+
+// speechReader decodes a remote speech stream's PCM16 bytes, resamples them to the talker's
+// rate, and hands them on in pieces of at least least samples.
+type speechReader struct {
+	rs      *audio.Resampler // nil: the upstream's rate is the talker's
+	emit    func(pcm []float32) error
+	least   int
+	in, out int       // samples received (24 kHz) and handed on (talker rate)
+	pend    []float32 // decoded, not handed on yet
+	dec     []float32
+	odd     []byte // a sample split across two reads
+}
+
+// push takes one read of the body.
+func (sr *speechReader) push(chunk []byte) error {
+	b := append(sr.odd, chunk...)
+	even := len(b) &^ 1
+	var err error
+	if sr.dec, err = audio.PCM16BytesToFloat32(sr.dec, b[:even]); err != nil {
+		return fmt.Errorf("synthesizing: %w", err)
+	}
+	sr.odd = append([]byte(nil), b[even:]...)
+	sr.in += len(sr.dec)
+	if sr.rs != nil {
+		sr.pend = append(sr.pend, sr.rs.Process(nil, sr.dec)...)
+	} else {
+		sr.pend = append(sr.pend, sr.dec...)
+	}
+	return sr.flush(false)
+}
+
+// flush hands the pending samples on: all of them, or once there are at least least.
+func (sr *speechReader) flush(all bool) error {
+	if len(sr.pend) == 0 || (!all && len(sr.pend) < sr.least) {
+		return nil
+	}
+	p := sr.pend
+	sr.pend = nil
+	sr.out += len(p)
+	return sr.emit(p)
 }

@@ -58,151 +58,204 @@ type generator interface {
 // and emits nothing more.
 func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions) (string, gpu.GenerateResult, error) {
 	ts := r.ts
-	var (
-		conn      *connector
-		talkDone  chan struct{}
-		talkFinal *StageMetricsMessage // the talker's snapshot when the turn was aborted
-	)
 	// The talker gets its own cancel so that a stage-0 failure can stop it without aborting
 	// (and so silencing) the turn's Error output.
 	talkCtx, talkCancel := context.WithCancel(ts.ctx)
 	defer talkCancel()
+	g := &generation{p: p, r: r, talkCancel: talkCancel}
 	if r.wantAudio {
-		conn = newConnector(0, 1, p.cfg.Connectors[0].Capacity)
-		talkDone = make(chan struct{})
-		err := p.goTracked(func() {
-			defer close(talkDone)
-			talkFinal = p.runTalker(talkCtx, r, conn)
-		})
-		if err != nil {
+		if err := g.startTalker(talkCtx); err != nil {
 			p.talker.unadmit()
 			return "", gpu.GenerateResult{}, err
 		}
-	}
-	// waitTalker waits for the talker and then delivers its abort snapshot, if any, so an
-	// aborted turn's rows come in stage order.
-	waitTalker := func() {
-		if talkDone == nil {
-			return
-		}
-		<-talkDone
-		if talkFinal != nil {
-			r.disp.turnMetrics(ts, *talkFinal)
-		}
-	}
-
-	var text strings.Builder
-	var logprobs []gpu.TokenLogprob // of tokens whose text is still held back
-	held := 0                       // tokens whose text is still held back
-	ncalls := 0
-	// release sends content (to the client and the talker) and completed tool calls.
-	release := func(content string, calls []ToolCall) error {
-		if content != "" {
-			text.WriteString(content)
-			lps, n := logprobs, held
-			logprobs, held = nil, 0
-			if err := r.disp.output(ts.ctx, ts, OutputMessage{
-				RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: content, Tokens: n, Logprobs: lps, StageSubmitTS: r.submitTS,
-			}); err != nil {
-				return err
-			}
-			if conn != nil {
-				tx, err := conn.Send(ts.ctx, content)
-				if err != nil {
-					return err
-				}
-				if err := r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
-					SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs}); err != nil {
-					return err
-				}
-			}
-		}
-		for i := range calls {
-			ncalls++
-			r.calls = append(r.calls, calls[i])
-			held = 0 // the call's tokens are behind no text
-			logprobs = nil
-			if err := r.disp.output(ts.ctx, ts, OutputMessage{
-				RequestID: r.rid, StageID: 0, Kind: ToolCalled, Turn: ts.n, ToolCall: &calls[i], StageSubmitTS: r.submitTS,
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	emit := func(pc gpu.Piece) error {
-		if pc.Logprob != nil {
-			logprobs = append(logprobs, *pc.Logprob)
-		}
-		held++
-		if pc.Text == "" {
-			return nil
-		}
-		content := pc.Text
-		var calls []ToolCall
-		if r.tools != nil {
-			content, calls = r.tools.feed(pc.Text)
-		}
-		return release(content, calls)
 	}
 	if r.usage != nil && r.usage.InputTokens > 0 {
 		u := *r.usage
 		_ = r.disp.output(ts.ctx, ts, OutputMessage{RequestID: r.rid, StageID: 0, Kind: Usage, Turn: ts.n, Usage: &u, StageSubmitTS: r.submitTS})
 	}
-	res, err := seq.Generate(ts.ctx, opts, emit)
-	if ts.ctx.Err() != nil || res.FinishReason == FinishAbort {
+	res, err := seq.Generate(ts.ctx, opts, g.emit)
+	switch {
+	case ts.ctx.Err() != nil || res.FinishReason == FinishAbort:
 		// Aborted: no more outputs, but the work done so far is still reported (Generate
 		// returns its partial stats at once on abort, so this does not delay the abort).
-		talkCancel()
-		p.abortMetrics(r, res)
-		waitTalker()
-		return text.String(), res, nil
+		g.abort(res)
+		return g.text.String(), res, nil
+	case err != nil:
+		return g.text.String(), g.fail(res, err), err
 	}
+	res, ok := g.endTools(res)
+	if !ok {
+		g.abort(res)
+		return g.text.String(), res, nil
+	}
+	g.finish(res)
+	return g.text.String(), res, nil
+}
+
+// generation is one generate call's state: the talker it feeds, and the reply's text, tool
+// calls and the token logprobs of text still held back.
+type generation struct {
+	p          *Pipeline
+	r          *response
+	conn       *connector
+	talkCancel context.CancelFunc
+	talkDone   chan struct{}
+	talkFinal  *StageMetricsMessage // the talker's snapshot when the turn was aborted
+
+	text     strings.Builder
+	logprobs []gpu.TokenLogprob // of tokens whose text is still held back
+	held     int                // tokens whose text is still held back
+	ncalls   int
+}
+
+// startTalker starts the response's talker goroutine behind a new connector.
+func (g *generation) startTalker(ctx context.Context) error {
+	p := g.p
+	g.conn = newConnector(0, 1, p.cfg.Connectors[0].Capacity)
+	g.talkDone = make(chan struct{})
+	return p.goTracked(func() {
+		defer close(g.talkDone)
+		g.talkFinal = p.runTalker(ctx, g.r, g.conn)
+	})
+}
+
+// waitTalker waits for the talker and then delivers its abort snapshot, if any, so an aborted
+// turn's rows come in stage order.
+func (g *generation) waitTalker() {
+	if g.talkDone == nil {
+		return
+	}
+	<-g.talkDone
+	if g.talkFinal != nil {
+		g.r.disp.turnMetrics(g.r.ts, *g.talkFinal)
+	}
+}
+
+// emit takes one generated piece: its text, split into content and tool calls when the reply
+// may call tools, is released.
+func (g *generation) emit(pc gpu.Piece) error {
+	if pc.Logprob != nil {
+		g.logprobs = append(g.logprobs, *pc.Logprob)
+	}
+	g.held++
+	if pc.Text == "" {
+		return nil
+	}
+	content := pc.Text
+	var calls []ToolCall
+	if g.r.tools != nil {
+		content, calls = g.r.tools.feed(pc.Text)
+	}
+	return g.release(content, calls)
+}
+
+// release sends content (to the client and the talker) and completed tool calls.
+func (g *generation) release(content string, calls []ToolCall) error {
+	if content != "" {
+		if err := g.sendContent(content); err != nil {
+			return err
+		}
+	}
+	r, ts := g.r, g.r.ts
+	for i := range calls {
+		g.ncalls++
+		r.calls = append(r.calls, calls[i])
+		g.held = 0 // the call's tokens are behind no text
+		g.logprobs = nil
+		if err := r.disp.output(ts.ctx, ts, OutputMessage{
+			RequestID: r.rid, StageID: 0, Kind: ToolCalled, Turn: ts.n, ToolCall: &calls[i], StageSubmitTS: r.submitTS,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendContent sends reply text as a Text output and over the connector to the talker.
+func (g *generation) sendContent(content string) error {
+	r, ts := g.r, g.r.ts
+	g.text.WriteString(content)
+	lps, n := g.logprobs, g.held
+	g.logprobs, g.held = nil, 0
+	if err := r.disp.output(ts.ctx, ts, OutputMessage{
+		RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: content, Tokens: n, Logprobs: lps, StageSubmitTS: r.submitTS,
+	}); err != nil {
+		return err
+	}
+	if g.conn == nil {
+		return nil
+	}
+	tx, err := g.conn.Send(ts.ctx, content)
 	if err != nil {
-		talkCancel()
-		waitTalker()
-		// The tokens generated before the failure are the turn's work, as on abort: their
-		// snapshot goes out before the failure, so the turn (finalized after the turn end)
-		// counts them.
-		res.FinishReason = FinishError
-		r.disp.turnMetrics(ts, StageMetricsMessage{
-			RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
-			StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
-		})
-		r.finalUsage(res)
-		p.fail(r, 0, fmt.Errorf("generating: %w", err))
-		return text.String(), res, err
+		return err
 	}
-	if r.tools != nil {
-		// Held-back text is content after all; a call whose closing markup never came counts.
-		content, calls := r.tools.end()
-		if err := release(content, calls); err != nil && ts.ctx.Err() != nil {
-			talkCancel()
-			p.abortMetrics(r, res)
-			waitTalker()
-			return text.String(), res, nil
-		}
-		if ncalls > 0 && res.FinishReason == FinishStop {
-			res.FinishReason = FinishToolCalls
-		}
+	return r.disp.transfer(ts.ctx, ts, TransferEvent{From: 0, To: 1, RequestID: r.rid, Turn: ts.n,
+		SizeBytes: tx.SizeBytes, TxMs: tx.TxMs, BlockedMs: tx.BlockedMs})
+}
+
+// abort reports an aborted generation: the talker is stopped, and both stages' snapshots go out
+// in stage order.
+func (g *generation) abort(res gpu.GenerateResult) {
+	g.talkCancel()
+	g.p.abortMetrics(g.r, res)
+	g.waitTalker()
+}
+
+// fail reports a failed generation and returns its result, finish reason error.
+func (g *generation) fail(res gpu.GenerateResult, err error) gpu.GenerateResult {
+	r := g.r
+	g.talkCancel()
+	g.waitTalker()
+	// The tokens generated before the failure are the turn's work, as on abort: their
+	// snapshot goes out before the failure, so the turn (finalized after the turn end)
+	// counts them.
+	res.FinishReason = FinishError
+	r.disp.turnMetrics(r.ts, StageMetricsMessage{
+		RequestID: r.rid, StageID: 0, Turn: r.ts.n, Metrics: thinkerStats(r, res),
+		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
+	})
+	r.finalUsage(res)
+	g.p.fail(r, 0, fmt.Errorf("generating: %w", err))
+	return res
+}
+
+// endTools releases what the tool parser still holds at the end of the reply: held-back text
+// is content after all, and a call whose closing markup never came counts. ok is false when
+// the turn was aborted meanwhile.
+func (g *generation) endTools(res gpu.GenerateResult) (_ gpu.GenerateResult, ok bool) {
+	if g.r.tools == nil {
+		return res, true
 	}
+	content, calls := g.r.tools.end()
+	if err := g.release(content, calls); err != nil && g.r.ts.ctx.Err() != nil {
+		return res, false
+	}
+	if g.ncalls > 0 && res.FinishReason == FinishStop {
+		res.FinishReason = FinishToolCalls
+	}
+	return res, true
+}
+
+// finish reports a completed generation: stage 0's snapshot and usage, then the Finished
+// output, from stage 0 or, with audio, from the talker once it has voiced the reply.
+func (g *generation) finish(res gpu.GenerateResult) {
+	r, ts := g.r, g.r.ts
 	r.disp.turnMetrics(ts, StageMetricsMessage{
 		RequestID: r.rid, StageID: 0, Turn: ts.n, Metrics: thinkerStats(r, res),
 		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
 	})
 	r.finalUsage(res) // before the Finished output, which may come from the talker
-	if conn == nil {
+	if g.conn == nil {
 		_ = r.disp.output(ts.ctx, ts, OutputMessage{
 			RequestID: r.rid, StageID: 0, Kind: Finished, Turn: ts.n, Finished: true,
 			FinishReason: res.FinishReason, StageSubmitTS: r.submitTS,
 		})
-		return text.String(), res, nil
+		return
 	}
-	if err := conn.End(ts.ctx, res.FinishReason); err != nil {
-		talkCancel()
+	if err := g.conn.End(ts.ctx, res.FinishReason); err != nil {
+		g.talkCancel()
 	}
-	waitTalker()
-	return text.String(), res, nil
+	g.waitTalker()
 }
 
 // finalUsage reports a duplex response's usage with its generated tokens (the same counts as

@@ -56,48 +56,11 @@ func toolCallGrammar(f toolFormat, tools []Tool, only string, budget int, withOp
 	var lastErr error
 	for _, lim := range toolGrammarLimits {
 		g := &gbnf{strMax: lim.str, itemsMax: lim.items, rules: map[string]string{}}
-		alts := make([]string, len(sel))
-		callMax := 0
-		for i, t := range sel {
-			args, n, err := g.toolArgs(t)
-			if err != nil {
-				return "", fmt.Errorf("tool %q: %w", t.Name, err)
-			}
-			name, _ := json.Marshal(t.Name)
-			key := strconv.Quote(f.argsKey())
-			head := `{"name":` + string(name) + `,` + key + `:`
-			alts[i] = gbnfLit(`{"name":`) + " " + gbnfSp + " " + gbnfLit(string(name)+",") + " " + gbnfSp + " " +
-				gbnfLit(key+":") + " " + gbnfSp + " " + args + " " + gbnfLit("}")
-			callMax = max(callMax, len(head)+3+n+1)
+		callMax, err := g.callRule(f, sel)
+		if err != nil {
+			return "", err
 		}
-		g.rules["call"] = strings.Join(alts, " | ")
-		var root string
-		var total int
-		switch f {
-		case toolFormatHermes:
-			one := gbnfLit("\n") + " call " + gbnfLit("\n"+hermesClose)
-			root, total = one, 1+callMax+1+len(hermesClose)
-			if calls > 1 {
-				more := gbnfLit("\n"+hermesOpen+"\n") + " call " + gbnfLit("\n"+hermesClose)
-				root = one + " (" + more + "){0," + strconv.Itoa(calls-1) + "}"
-				total += (calls - 1) * (len(hermesOpen) + 2 + callMax + 1 + len(hermesClose))
-			}
-			if withOpener {
-				root, total = gbnfLit(hermesOpen)+" "+root, total+len(hermesOpen)
-			}
-		case toolFormatMistral:
-			root, total = gbnfLit("[")+" call ", 1+callMax
-			if calls > 1 {
-				root += "(" + gbnfLit(",") + " " + gbnfSp + " call){0," + strconv.Itoa(calls-1) + "} "
-				total += (calls - 1) * (2 + callMax)
-			}
-			root, total = root+gbnfLit("]"), total+1
-			if withOpener {
-				root, total = gbnfLit(mistralOpen)+" "+root, total+len(mistralOpen)
-			}
-		case toolFormatLlama3:
-			root, total = "call", callMax
-		}
+		root, total := callsRoot(f, callMax, calls, withOpener)
 		if total > budget {
 			lastErr = fmt.Errorf("%w: the longest call is %d bytes, %d tokens are left", ErrToolBudget, total, budget)
 			continue
@@ -106,6 +69,57 @@ func toolCallGrammar(f toolFormat, tools []Tool, only string, budget int, withOp
 		return g.String(), nil
 	}
 	return "", lastErr
+}
+
+// callRule sets the grammar's call rule, one call of any of tools, and returns the length of
+// the longest call.
+func (g *gbnf) callRule(f toolFormat, tools []Tool) (callMax int, err error) {
+	alts := make([]string, len(tools))
+	for i, t := range tools {
+		args, n, err := g.toolArgs(t)
+		if err != nil {
+			return 0, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		name, _ := json.Marshal(t.Name)
+		key := strconv.Quote(f.argsKey())
+		head := `{"name":` + string(name) + `,` + key + `:`
+		alts[i] = gbnfLit(`{"name":`) + " " + gbnfSp + " " + gbnfLit(string(name)+",") + " " + gbnfSp + " " +
+			gbnfLit(key+":") + " " + gbnfSp + " " + args + " " + gbnfLit("}")
+		callMax = max(callMax, len(head)+3+n+1)
+	}
+	g.rules["call"] = strings.Join(alts, " | ")
+	return callMax, nil
+}
+
+// callsRoot is the root rule of up to calls calls in format f's markup (with its opener when
+// withOpener) and the length of its longest output.
+func callsRoot(f toolFormat, callMax, calls int, withOpener bool) (root string, total int) {
+	switch f {
+	case toolFormatHermes:
+		one := gbnfLit("\n") + " call " + gbnfLit("\n"+hermesClose)
+		root, total = one, 1+callMax+1+len(hermesClose)
+		if calls > 1 {
+			more := gbnfLit("\n"+hermesOpen+"\n") + " call " + gbnfLit("\n"+hermesClose)
+			root = one + " (" + more + "){0," + strconv.Itoa(calls-1) + "}"
+			total += (calls - 1) * (len(hermesOpen) + 2 + callMax + 1 + len(hermesClose))
+		}
+		if withOpener {
+			root, total = gbnfLit(hermesOpen)+" "+root, total+len(hermesOpen)
+		}
+	case toolFormatMistral:
+		root, total = gbnfLit("[")+" call ", 1+callMax
+		if calls > 1 {
+			root += "(" + gbnfLit(",") + " " + gbnfSp + " call){0," + strconv.Itoa(calls-1) + "} "
+			total += (calls - 1) * (2 + callMax)
+		}
+		root, total = root+gbnfLit("]"), total+1
+		if withOpener {
+			root, total = gbnfLit(mistralOpen)+" "+root, total+len(mistralOpen)
+		}
+	case toolFormatLlama3:
+		root, total = "call", callMax
+	}
+	return root, total
 }
 
 // gbnf accumulates the rules of one grammar.
@@ -170,31 +184,28 @@ func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 	if depth > maxSchemaDepth {
 		return "", 0, fmt.Errorf("%w: nested deeper than %d levels (a recursive $ref cannot be bounded)", errToolSchema, maxSchemaDepth)
 	}
-	if ref, ok := s["$ref"].(string); ok {
+	switch k := schemaKeyword(s); k {
+	case "$ref":
+		ref := s["$ref"].(string)
 		d, ok := g.defs[ref].(map[string]any)
 		if !ok {
 			return "", 0, fmt.Errorf("%w: $ref %q does not name a $defs or definitions entry", errToolSchema, ref)
 		}
 		return g.value(d, depth+1)
-	}
-	if c, ok := s["const"]; ok {
-		return literal(c)
-	}
-	if e, ok := s["enum"].([]any); ok {
-		return g.alternatives(e, func(v any) (string, int, error) { return literal(v) })
-	}
-	for _, k := range []string{"anyOf", "oneOf"} {
-		if alts, ok := s[k].([]any); ok {
-			return g.alternatives(alts, func(v any) (string, int, error) {
-				m, ok := v.(map[string]any)
-				if !ok {
-					return "", 0, fmt.Errorf("%w: %s entries must be schemas", errToolSchema, k)
-				}
-				return g.value(m, depth+1)
-			})
-		}
-	}
-	if all, ok := s["allOf"].([]any); ok {
+	case "const":
+		return literal(s["const"])
+	case "enum":
+		return g.alternatives(s["enum"].([]any), func(v any) (string, int, error) { return literal(v) })
+	case "anyOf", "oneOf":
+		return g.alternatives(s[k].([]any), func(v any) (string, int, error) {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return "", 0, fmt.Errorf("%w: %s entries must be schemas", errToolSchema, k)
+			}
+			return g.value(m, depth+1)
+		})
+	case "allOf":
+		all := s["allOf"].([]any)
 		if len(all) != 1 {
 			return "", 0, fmt.Errorf("%w: allOf with more than one schema", errToolSchema)
 		}
@@ -204,6 +215,29 @@ func (g *gbnf) value(s map[string]any, depth int) (string, int, error) {
 		}
 		return g.value(m, depth+1)
 	}
+	return g.byType(s, depth)
+}
+
+// schemaKeyword is the keyword that decides a schema before its type, in this order: a $ref,
+// a const, an enum, anyOf or oneOf, allOf ("" none).
+func schemaKeyword(s map[string]any) string {
+	if _, ok := s["$ref"].(string); ok {
+		return "$ref"
+	}
+	if _, ok := s["const"]; ok {
+		return "const"
+	}
+	for _, k := range []string{"enum", "anyOf", "oneOf", "allOf"} {
+		if _, ok := s[k].([]any); ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// byType is the grammar of a schema by its type: one, a list of alternatives, or none given
+// (an object or array by its keywords, else any bounded scalar).
+func (g *gbnf) byType(s map[string]any, depth int) (string, int, error) {
 	switch t := s["type"].(type) {
 	case string:
 		return g.typed(t, s, depth)
@@ -318,49 +352,75 @@ func (g *gbnf) array(s map[string]any, depth int) (string, int, error) {
 // each at most once; no other keys (additional properties are never needed to be valid).
 func (g *gbnf) object(s map[string]any, depth int) (string, int, error) {
 	props, _ := s["properties"].(map[string]any)
-	required := map[string]bool{}
-	if r, ok := s["required"].([]any); ok {
-		for _, k := range r {
-			name, ok := k.(string)
-			if !ok {
-				return "", 0, fmt.Errorf("%w: required must list property names", errToolSchema)
-			}
-			if _, ok := props[name]; !ok {
-				return "", 0, fmt.Errorf("%w: required property %q is not in properties", errToolSchema, name)
-			}
-			required[name] = true
-		}
+	required, err := requiredProps(s, props)
+	if err != nil {
+		return "", 0, err
 	}
 	names := propertyOrder(props)
 	if len(names) == 0 {
 		return gbnfLit("{}"), 2, nil
 	}
-	type kv struct {
-		expr string
-		n    int
+	req, opt, err := g.properties(props, names, required, depth)
+	if err != nil {
+		return "", 0, err
 	}
-	var req, opt []kv
+	return g.objectRule(req, opt)
+}
+
+// requiredProps is the set of an object schema's required properties, each one of props.
+func requiredProps(s, props map[string]any) (map[string]bool, error) {
+	required := map[string]bool{}
+	r, ok := s["required"].([]any)
+	if !ok {
+		return required, nil
+	}
+	for _, k := range r {
+		name, ok := k.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: required must list property names", errToolSchema)
+		}
+		if _, ok := props[name]; !ok {
+			return nil, fmt.Errorf("%w: required property %q is not in properties", errToolSchema, name)
+		}
+		required[name] = true
+	}
+	return required, nil
+}
+
+// gbnfProp is one property's `"key": value` grammar and the length of its longest output.
+type gbnfProp struct {
+	expr string
+	n    int
+}
+
+// properties are the grammars of an object's properties in order, required and optional.
+func (g *gbnf) properties(props map[string]any, names []string, required map[string]bool, depth int) (req, opt []gbnfProp, err error) {
 	for _, name := range names {
 		ps, ok := props[name].(map[string]any)
 		if !ok {
-			if b, isBool := props[name].(bool); isBool && b {
-				ps = map[string]any{}
-			} else {
-				return "", 0, fmt.Errorf("%w: property %q must be a schema", errToolSchema, name)
+			if b, isBool := props[name].(bool); !isBool || !b {
+				return nil, nil, fmt.Errorf("%w: property %q must be a schema", errToolSchema, name)
 			}
+			ps = map[string]any{}
 		}
 		e, n, err := g.value(ps, depth+1)
 		if err != nil {
-			return "", 0, err
+			return nil, nil, err
 		}
 		key, _ := json.Marshal(name)
-		one := kv{gbnfLit(string(key)+":") + " " + gbnfSp + " " + e, len(key) + 2 + n}
+		one := gbnfProp{gbnfLit(string(key)+":") + " " + gbnfSp + " " + e, len(key) + 2 + n}
 		if required[name] {
 			req = append(req, one)
 		} else {
 			opt = append(opt, one)
 		}
 	}
+	return req, opt, nil
+}
+
+// objectRule is an object of the required properties in order, then any in-order choice of the
+// optional ones.
+func (g *gbnf) objectRule(req, opt []gbnfProp) (string, int, error) {
 	var parts []string
 	longest := 2
 	sep := gbnfLit(",") + " " + gbnfSp + " "
@@ -495,44 +555,9 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	case json.Delim:
 		switch t {
 		case '{':
-			m := map[string]any{}
-			var order []any
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, _ := kt.(string)
-				v, err := decodeValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				if _, dup := m[k]; !dup {
-					order = append(order, k)
-				}
-				m[k] = v
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			m[orderKey] = order
-			return m, nil
+			return decodeObject(dec)
 		case '[':
-			var a []any
-			for dec.More() {
-				v, err := decodeValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				a = append(a, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			if a == nil {
-				a = []any{}
-			}
-			return a, nil
+			return decodeArray(dec)
 		}
 	case json.Number:
 		f, err := t.Float64()
@@ -542,6 +567,51 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		return f, nil
 	}
 	return tok, nil
+}
+
+// decodeObject decodes an object's members after its '{', recording the keys' order.
+func decodeObject(dec *json.Decoder) (any, error) {
+	m := map[string]any{}
+	var order []any
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := kt.(string)
+		v, err := decodeValue(dec)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[k]; !dup {
+			order = append(order, k)
+		}
+		m[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	m[orderKey] = order
+	return m, nil
+}
+
+// decodeArray decodes an array's items after its '['.
+func decodeArray(dec *json.Decoder) (any, error) {
+	var a []any
+	for dec.More() {
+		v, err := decodeValue(dec)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if a == nil {
+		a = []any{}
+	}
+	return a, nil
 }
 
 // withoutOrder drops decodeOrdered's order records from a decoded value.

@@ -274,27 +274,42 @@ func jsonEnd(s string) int {
 	if s[i] != '{' && s[i] != '[' {
 		return -2
 	}
-	depth, inStr, esc := 0, false, false
+	var sc jsonScan
 	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inStr && esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case inStr && c == '"':
-			inStr = false
-		case inStr:
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
+		if sc.step(s[i]) {
+			return i + 1
 		}
 	}
 	return -1
+}
+
+// jsonScan follows a JSON value's nesting byte by byte.
+type jsonScan struct {
+	depth      int
+	inStr, esc bool
+}
+
+// step takes one byte; true once the outermost object or array closed.
+func (j *jsonScan) step(c byte) bool {
+	if j.inStr {
+		switch {
+		case j.esc:
+			j.esc = false
+		case c == '\\':
+			j.esc = true
+		case c == '"':
+			j.inStr = false
+		}
+		return false
+	}
+	switch c {
+	case '"':
+		j.inStr = true
+	case '{', '[':
+		j.depth++
+	case '}', ']':
+		j.depth--
+		return j.depth == 0
+	}
+	return false
 }
