@@ -76,8 +76,13 @@ var allowed = map[string][]string{
 		// session reaches.
 		"internal/speech"},
 
-	// Layer 5: the WebSocket endpoint drives sessions only.
+	// Layer 5: the OpenAI Realtime dialect's translator turns the session's effects into the
+	// protocol's events; the session knows no dialect (issue 37).
+	"internal/realtime/openai": {"internal/protocol", "internal/requestclient", "internal/session"},
+
+	// Layer 6 (beside api, which it does not import): the WebSocket endpoint drives sessions only.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
+		"internal/realtime/openai", // the dialect translator of its connections
 		// The WebRTC transport (calls.go): Opus through speech's libopus binding (cgo stays in
 		// the design's two cgo packages), resampling the session's output audio to the 48 kHz
 		// RTP clock.
@@ -141,12 +146,13 @@ var layer = map[string]int{
 	"internal/mcpclient": 0, "internal/otlpreceiver": 0,
 	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage": 2, "internal/rtcclient": 2,
-	"internal/requestclient": 3,
-	"internal/session":       4,
-	"internal/realtime":      5,
-	"internal/api":           6,
-	"internal/server":        7,
-	"internal/bench":         1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
+	"internal/requestclient":   3,
+	"internal/session":         4,
+	"internal/realtime/openai": 5,
+	"internal/realtime":        6,
+	"internal/api":             6,
+	"internal/server":          7,
+	"internal/bench":           1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
 	"internal/bench/frontend": 3, "internal/bench/realtime": 5,
 	"cmd/omniserve": 8, "test": 8,
 }

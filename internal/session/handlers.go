@@ -151,7 +151,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}})
 	}
 	s.tools.sync(s.cfg)
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionUpdated{Session: s.publicSession(), Transcription: s.legacyTranscription(c.Transcription)}})
+	s.sendEffect(SessionUpdated{View: s.sessionView(), LegacyNames: s.legacyTranscription(c.Transcription)})
 	s.tools.syncMCP(s.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 

@@ -172,19 +172,19 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	return s
 }
 
-// Preview is the session object (as session.created shows it) a new session with opts would
+// Preview is the session (as session.created tells it) a new session with opts would
 // have after patch, or the refusal (a *FieldError for a bad field): how POST
 // /v1/realtime/client_secrets validates and echoes the session it mints a key for. It takes no
 // slot and starts nothing.
-func (m *Manager) Preview(opts Options, patch ConfigPatch) (protocol.SessionObject, error) {
+func (m *Manager) Preview(opts Options, patch ConfigPatch) (SessionView, error) {
 	opts.Initial = nil
 	s := m.NewSession(nil, opts, nil)
 	cfg, err := s.nextConfig(patch)
 	if err != nil {
-		return nil, err
+		return SessionView{}, err
 	}
 	s.cfg = cfg
-	return s.publicSession(), nil
+	return s.sessionView(), nil
 }
 
 // ID returns the session id, duplex-<uuid>.
@@ -265,8 +265,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	if first != nil {
 		s.detectDialect(first)
 	}
-	s.send(Event{Epoch: s.epoch, Payload: protocol.SessionCreated{Session: s.publicSession(),
-		ResumeToken: s.resumeToken, Transcription: s.legacyTranscription(false)}})
+	s.sendEffect(SessionCreated{View: s.sessionView(), ResumeToken: s.resumeToken, LegacyNames: s.legacyTranscription(false)})
 	if first != nil {
 		s.handleUpdate(first)
 	}
