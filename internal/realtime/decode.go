@@ -89,6 +89,9 @@ func DecodeClientEvent(data []byte) (session.Command, *WireError) {
 	panic("realtime: client event without a command: " + ev.Type()) // protocol and this switch list the same events
 }
 
+// configPatch is session.update's session object as the session's patch. The session's
+// AudioFormat and TurnDetectionPatch are its own types with the protocol's fields, so they
+// convert (a field added on one side only stops the build here).
 func configPatch(p protocol.SessionPatch) session.ConfigPatch {
 	return session.ConfigPatch{Model: p.Model, Modalities: p.Modalities, Instructions: p.Instructions, Voice: p.Voice,
 		InputFormat: (*session.AudioFormat)(p.InputFormat), OutputFormat: (*session.AudioFormat)(p.OutputFormat),
