@@ -13,7 +13,6 @@ import (
 	"github.com/pion/webrtc/v4"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -103,13 +102,10 @@ type callSink struct{ c *call }
 
 func (s *callSink) Send(ev session.Event) error {
 	switch e := ev.Effect.(type) {
-	case session.WireSessionEvent:
-		switch p := e.Payload.(type) {
-		case protocol.SessionCreated:
-			s.c.listens.Store(sessionListens(p.Session))
-		case protocol.SessionUpdated:
-			s.c.listens.Store(sessionListens(p.Session))
-		}
+	case session.SessionCreated:
+		s.c.listens.Store(sessionListens(e.View))
+	case session.SessionUpdated:
+		s.c.listens.Store(sessionListens(e.View))
 	case session.OutputDelta:
 		if e.Kind == session.PartAudio {
 			// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
@@ -302,14 +298,8 @@ func (cl *call) appendInputLocked(ctx context.Context) error {
 }
 
 // sessionListens reports whether a session object has a VAD listening to its input.
-func sessionListens(o protocol.SessionObject) bool {
-	switch o := o.(type) {
-	case *protocol.Session:
-		return o.Audio.Input.TurnDetection != nil || o.AutoResponse
-	case *protocol.TranscriptionSession:
-		return o.Audio.Input.TurnDetection != nil
-	}
-	return false
+func sessionListens(v session.SessionView) bool {
+	return v.Input.TurnDetection != nil || (!v.Transcription && v.AutoResponse)
 }
 
 // rtpQuietAfter is how long without a packet from the browser means it sends nothing for now

@@ -114,16 +114,10 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oaierror.New(http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "minting a client secret: "+err.Error()))
 		return
 	}
-	// No session exists yet: the id of the preview would name nothing.
-	switch v := view.(type) {
-	case *protocol.Session:
-		v.ID, v.Type = "", "realtime"
-	case *protocol.TranscriptionSession:
-		v.ID = ""
-	}
+	view.ID = "" // no session exists yet: the id of the preview would name nothing
 	h.log.Debug("client secret minted", zap.Time("expires_at", sec.ExpiresAt))
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"value": sec.Value, "expires_at": sec.ExpiresAt.Unix(), "session": view})
+	_ = json.NewEncoder(w).Encode(map[string]any{"value": sec.Value, "expires_at": sec.ExpiresAt.Unix(), "session": openai.SessionObject(view)})
 }
 
 // secretIsTranscription reports whether a client secret's session is a transcription session

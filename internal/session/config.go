@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -8,14 +9,17 @@ import (
 	"github.com/omniserve/omniserve/internal/requestclient"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-// AudioFormat is a wire audio encoding (pcm16 | pcm_f32le | g711_ulaw | g711_alaw, after
-// NormalizeInputFormat) and its sample rate in Hz (g711 is always 8000): the protocol's own
-// definition, one type from the wire to the session.
-type AudioFormat = protocol.AudioFormat
+// AudioFormat is an audio encoding (pcm16 | pcm_f32le | g711_ulaw | g711_alaw, after
+// NormalizeInputFormat) and its sample rate in Hz (g711 is always 8000). It is the session's
+// own: a dialect translator converts its wire's format into it (internal/realtime: the
+// protocol's AudioFormat has the same fields).
+type AudioFormat struct {
+	Type string
+	Rate int
+}
 
 // TurnDetection is the effective server_vad / semantic_vad configuration; a nil *TurnDetection
 // is turn_detection: null. semantic_vad is run by the same VAD with its eagerness mapped to
@@ -31,20 +35,20 @@ type TurnDetection struct {
 	Eagerness         string // semantic_vad only: low | medium | high | auto
 }
 
-// Wire returns the turn_detection object (nil: null).
-func (td *TurnDetection) Wire() *protocol.TurnDetectionObject {
-	if td == nil {
-		return nil
-	}
-	return &protocol.TurnDetectionObject{Type: td.Type, Threshold: td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs,
-		SilenceDurationMs: td.SilenceDurationMs, IdleTimeoutMs: td.IdleTimeoutMs, CreateResponse: td.CreateResponse,
-		InterruptResponse: td.InterruptResponse, Eagerness: td.Eagerness}
+// TurnDetectionPatch is a turn_detection object as the client sent it: nil fields were absent
+// and take the defaults of its type (an object replaces the previous setting as a whole).
+// IdleTimeoutMs nil is null. A dialect translator converts its wire's object into it
+// (internal/realtime: the protocol's TurnDetection has the same fields).
+type TurnDetectionPatch struct {
+	Type              *string
+	Threshold         *float64
+	PrefixPaddingMs   *int
+	SilenceDurationMs *int
+	IdleTimeoutMs     *int
+	CreateResponse    *bool
+	InterruptResponse *bool
+	Eagerness         *string
 }
-
-// TurnDetectionPatch is a turn_detection object as the client sent it (the protocol's
-// definition): nil fields take the defaults of its type (an object replaces the previous
-// setting as a whole).
-type TurnDetectionPatch = protocol.TurnDetection
 
 // SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn when there is
 // no end-of-turn estimate (semvad.go; the auto-response stream applies the same table itself,
@@ -76,7 +80,7 @@ type Config struct {
 	Tools      []requestclient.Tool
 	ToolChoice ToolChoice
 	// MCP are the MCP servers of session.tools (mcp.go).
-	MCP             []mcpTool
+	MCP             []MCPTool
 	IdleTimeout     time.Duration
 	MaxOutputTokens int // 0 = unlimited (engine default)
 	Temperature     *float64
@@ -165,9 +169,9 @@ type ConfigPatch struct {
 	Tools      []requestclient.Tool
 	ToolChoice *ToolChoice
 	TracingSet bool
-	Tracing    any // nil, "auto" or the tracing object (validated by internal/protocol)
+	Tracing    any // nil, "auto" or the tracing object (validated by the dialect's decoder)
 	// MCPTools are the `type: "mcp"` entries of tools (with ToolsSet).
-	MCPTools []mcpTool
+	MCPTools []MCPTool
 	// TranscriptLogprobs is include when present: whether it names
 	// item.input_audio_transcription.logprobs.
 	TranscriptLogprobs *bool
@@ -180,131 +184,226 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Param) }
 
-// Apply returns cfg with p applied, or a *FieldError.
+// Apply returns cfg with p applied, or a *FieldError: the first of its fields that is refused,
+// in the order below (TestConfigPatchApplyRefusals pins it: the client is told of that one).
 func (p ConfigPatch) Apply(cfg Config) (Config, error) {
+	steps := [...]func(ConfigPatch, *Config) *FieldError{
+		ConfigPatch.applyModel, ConfigPatch.applyModalities, ConfigPatch.applyInstructions,
+		ConfigPatch.applyVoice, ConfigPatch.applyInputFormat, ConfigPatch.applyOutputFormat,
+		ConfigPatch.checkType, ConfigPatch.applyTranscription, ConfigPatch.applyTools,
+		ConfigPatch.applyTranscriptLogprobs, ConfigPatch.applyNoiseReduction,
+		ConfigPatch.applyTurnDetection, ConfigPatch.applyTracing, ConfigPatch.applyIdleTimeout,
+		ConfigPatch.applyAutoResponse, ConfigPatch.applyMaxOutputTokens, ConfigPatch.applySampling,
+	}
+	// Each step applies one field (or a few checked together) to cfg, or refuses it and leaves
+	// cfg as it was.
+	for _, step := range steps {
+		if fe := step(p, &cfg); fe != nil {
+			return cfg, fe
+		}
+	}
+	return cfg, nil
+}
+
+func (p ConfigPatch) applyModel(cfg *Config) *FieldError {
 	if p.Model != nil {
 		// The session checked the name (settings.resolveModel): every name it accepts is this
 		// server's one model.
 		cfg.Model = *p.Model
 	}
-	if p.Modalities != nil {
-		seen := map[string]bool{}
-		for _, m := range p.Modalities {
-			if m != "text" && m != "audio" {
-				return cfg, &FieldError{"invalid_value", "session.modalities", fmt.Sprintf("unsupported modality %q", m)}
-			}
-			seen[m] = true
-		}
-		if len(seen) == 0 {
-			return cfg, &FieldError{"invalid_value", "session.modalities", "at least one modality is required"}
-		}
-		cfg.Modalities = append([]string(nil), p.Modalities...)
+	return nil
+}
+
+func (p ConfigPatch) applyModalities(cfg *Config) *FieldError {
+	if p.Modalities == nil {
+		return nil
 	}
+	for _, m := range p.Modalities {
+		if m != "text" && m != "audio" {
+			return &FieldError{"invalid_value", "session.modalities", fmt.Sprintf("unsupported modality %q", m)}
+		}
+	}
+	if len(p.Modalities) == 0 {
+		return &FieldError{"invalid_value", "session.modalities", "at least one modality is required"}
+	}
+	cfg.Modalities = append([]string(nil), p.Modalities...)
+	return nil
+}
+
+func (p ConfigPatch) applyInstructions(cfg *Config) *FieldError {
 	if p.Instructions != nil {
 		cfg.Instructions = *p.Instructions
 	}
-	if p.Voice != nil {
-		if v := strings.TrimSpace(*p.Voice); v == "" || len(v) > 64 {
-			return cfg, &FieldError{"invalid_value", "session.audio.output.voice", "voice must be a non-empty string of at most 64 characters"}
-		}
-		cfg.Voice = *p.Voice
+	return nil
+}
+
+func (p ConfigPatch) applyVoice(cfg *Config) *FieldError {
+	if p.Voice == nil {
+		return nil
 	}
-	if p.InputFormat != nil {
-		f, err := NormalizeInputFormat(*p.InputFormat)
-		if err != nil {
-			return cfg, &FieldError{"unsupported_audio_format", "session.input_audio_format", err.Error()}
-		}
-		cfg.InputFormat = f
+	if v := strings.TrimSpace(*p.Voice); v == "" || len(v) > 64 {
+		return &FieldError{"invalid_value", "session.audio.output.voice", "voice must be a non-empty string of at most 64 characters"}
 	}
-	if p.OutputFormat != nil {
-		f, err := NormalizeOutputFormat(*p.OutputFormat)
-		if err != nil {
-			return cfg, &FieldError{"unsupported_audio_format", "session.output_audio_format", err.Error()}
-		}
-		cfg.OutputFormat = f
+	cfg.Voice = *p.Voice
+	return nil
+}
+
+func (p ConfigPatch) applyInputFormat(cfg *Config) *FieldError {
+	if p.InputFormat == nil {
+		return nil
 	}
+	f, err := NormalizeInputFormat(*p.InputFormat)
+	if err != nil {
+		return &FieldError{"unsupported_audio_format", "session.input_audio_format", err.Error()}
+	}
+	cfg.InputFormat = f
+	return nil
+}
+
+func (p ConfigPatch) applyOutputFormat(cfg *Config) *FieldError {
+	if p.OutputFormat == nil {
+		return nil
+	}
+	f, err := NormalizeOutputFormat(*p.OutputFormat)
+	if err != nil {
+		return &FieldError{"unsupported_audio_format", "session.output_audio_format", err.Error()}
+	}
+	cfg.OutputFormat = f
+	return nil
+}
+
+// checkType refuses a session type other than realtime and transcription; which one a session
+// may name is settings.transcriptionUpdateError's rule.
+func (p ConfigPatch) checkType(*Config) *FieldError {
 	if p.Type != nil && *p.Type != "realtime" && *p.Type != "transcription" {
-		return cfg, &FieldError{"invalid_value", "session.type", fmt.Sprintf("Invalid value for 'session.type': %q. Supported values are: \"realtime\" and \"transcription\".", *p.Type)}
+		return &FieldError{"invalid_value", "session.type", fmt.Sprintf("Invalid value for 'session.type': %q. Supported values are: \"realtime\" and \"transcription\".", *p.Type)}
 	}
+	return nil
+}
+
+func (p ConfigPatch) applyTranscription(cfg *Config) *FieldError {
 	if p.TranscriptionSet {
 		cfg.Transcription = p.Transcription
 	}
-	if p.ToolsSet || p.ToolChoice != nil {
-		tools, choice := cfg.Tools, cfg.ToolChoice
-		if p.ToolsSet {
-			tools = p.Tools
-		}
-		if p.ToolChoice != nil {
-			choice = *p.ToolChoice
-		}
-		if fe := checkTools(tools, choice, 0, "session"); fe != nil {
-			return cfg, fe
-		}
-		cfg.Tools, cfg.ToolChoice = tools, choice
-		if p.ToolsSet {
-			cfg.MCP = p.MCPTools
-		}
+	return nil
+}
+
+// applyTools checks the tools and the choice together: a choice may name a tool of the same
+// patch, or of the session's.
+func (p ConfigPatch) applyTools(cfg *Config) *FieldError {
+	if !p.ToolsSet && p.ToolChoice == nil {
+		return nil
 	}
+	tools, choice := cfg.Tools, cfg.ToolChoice
+	if p.ToolsSet {
+		tools = p.Tools
+	}
+	if p.ToolChoice != nil {
+		choice = *p.ToolChoice
+	}
+	if fe := checkTools(tools, choice, 0, "session"); fe != nil {
+		return fe
+	}
+	cfg.Tools, cfg.ToolChoice = tools, choice
+	if p.ToolsSet {
+		cfg.MCP = p.MCPTools
+	}
+	return nil
+}
+
+func (p ConfigPatch) applyTranscriptLogprobs(cfg *Config) *FieldError {
 	if p.TranscriptLogprobs != nil {
 		cfg.TranscriptLogprobs = *p.TranscriptLogprobs
 	}
-	if p.NoiseReductionSet {
-		switch p.NoiseReduction {
-		case "", speech.NoiseNearField, speech.NoiseFarField:
-			cfg.NoiseReduction = p.NoiseReduction
-		default:
-			return cfg, &FieldError{"invalid_value", "session.audio.input.noise_reduction.type",
-				fmt.Sprintf("noise_reduction type %q is not supported (near_field or far_field)", p.NoiseReduction)}
-		}
+	return nil
+}
+
+func (p ConfigPatch) applyNoiseReduction(cfg *Config) *FieldError {
+	if !p.NoiseReductionSet {
+		return nil
 	}
-	if p.TurnDetectionSet {
-		if p.TurnDetection == nil {
-			cfg.TurnDetection = nil
-		} else {
-			td, err := resolveTurnDetection(p.TurnDetection, cfg.defaultTurnDetection())
-			if err != nil {
-				return cfg, err
-			}
-			cfg.TurnDetection = td
-		}
+	switch p.NoiseReduction {
+	case "", speech.NoiseNearField, speech.NoiseFarField:
+		cfg.NoiseReduction = p.NoiseReduction
+		return nil
 	}
+	return &FieldError{"invalid_value", "session.audio.input.noise_reduction.type",
+		fmt.Sprintf("noise_reduction type %q is not supported (near_field or far_field)", p.NoiseReduction)}
+}
+
+func (p ConfigPatch) applyTurnDetection(cfg *Config) *FieldError {
+	if !p.TurnDetectionSet {
+		return nil
+	}
+	if p.TurnDetection == nil {
+		cfg.TurnDetection = nil
+		return nil
+	}
+	td, fe := resolveTurnDetection(p.TurnDetection, cfg.defaultTurnDetection())
+	if fe != nil {
+		return fe
+	}
+	cfg.TurnDetection = td
+	return nil
+}
+
+func (p ConfigPatch) applyTracing(cfg *Config) *FieldError {
 	if p.TracingSet {
 		cfg.Tracing = p.Tracing
 	}
-	if p.IdleTimeoutS != nil {
-		if *p.IdleTimeoutS <= 0 {
-			return cfg, &FieldError{"invalid_value", "session.idle_timeout_s", "idle_timeout_s must be positive"}
-		}
-		cfg.IdleTimeout = time.Duration(*p.IdleTimeoutS * float64(time.Second))
+	return nil
+}
+
+func (p ConfigPatch) applyIdleTimeout(cfg *Config) *FieldError {
+	if p.IdleTimeoutS == nil {
+		return nil
 	}
-	if p.AutoResponse != nil {
-		// The native extension is server_vad with create_response (plus, on ?duplex=1, the
-		// engine's listen / speak decisions). On a session without turn detection it keeps that
-		// session's listen-only overlap: interrupt_response false.
-		td := cfg.defaultTurnDetection()
-		td.InterruptResponse = false
-		if cfg.TurnDetection != nil {
-			c := *cfg.TurnDetection
-			td = &c
-		}
-		td.CreateResponse = *p.AutoResponse
-		if *p.AutoResponse || cfg.TurnDetection != nil {
-			cfg.TurnDetection = td
-		}
+	if *p.IdleTimeoutS <= 0 {
+		return &FieldError{"invalid_value", "session.idle_timeout_s", "idle_timeout_s must be positive"}
 	}
-	if p.MaxOutputTokens != nil {
-		if *p.MaxOutputTokens < 0 || *p.MaxOutputTokens > maxOutputTokensLimit {
-			return cfg, &FieldError{"invalid_value", "session.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
-		}
-		cfg.MaxOutputTokens = *p.MaxOutputTokens
+	cfg.IdleTimeout = time.Duration(*p.IdleTimeoutS * float64(time.Second))
+	return nil
+}
+
+// applyAutoResponse: the native extension is server_vad with create_response (plus, on
+// ?duplex=1, the engine's listen / speak decisions). On a session without turn detection it
+// keeps that session's listen-only overlap: interrupt_response false.
+func (p ConfigPatch) applyAutoResponse(cfg *Config) *FieldError {
+	if p.AutoResponse == nil {
+		return nil
 	}
+	td := cfg.defaultTurnDetection()
+	td.InterruptResponse = false
+	if cfg.TurnDetection != nil {
+		td = cfg.TurnDetection.copy()
+	}
+	td.CreateResponse = *p.AutoResponse
+	if *p.AutoResponse || cfg.TurnDetection != nil {
+		cfg.TurnDetection = td
+	}
+	return nil
+}
+
+func (p ConfigPatch) applyMaxOutputTokens(cfg *Config) *FieldError {
+	if p.MaxOutputTokens == nil {
+		return nil
+	}
+	if *p.MaxOutputTokens < 0 || *p.MaxOutputTokens > maxOutputTokensLimit {
+		return &FieldError{"invalid_value", "session.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
+	}
+	cfg.MaxOutputTokens = *p.MaxOutputTokens
+	return nil
+}
+
+// applySampling sets the seed and the temperature, which any value may take.
+func (p ConfigPatch) applySampling(cfg *Config) *FieldError {
 	if p.Seed != nil {
 		cfg.Seed = p.Seed
 	}
 	if p.Temperature != nil {
 		cfg.Temperature = p.Temperature
 	}
-	return cfg, nil
+	return nil
 }
 
 // NormalizeInputFormat maps the aliases vllm-omni accepts (audio/pcm, pcm, s16le, f32le,
@@ -356,61 +455,19 @@ func NormalizeOutputFormat(f AudioFormat) (AudioFormat, error) {
 	return f, fmt.Errorf("unsupported output audio format %q", f.Type)
 }
 
-// resolveTurnDetection validates a turn_detection object and fills its defaults from td.
-func resolveTurnDetection(p *TurnDetectionPatch, td *TurnDetection) (*TurnDetection, error) {
+// resolveTurnDetection validates a turn_detection object and fills its defaults from td; the
+// first refusal wins, in the order of the steps below.
+func resolveTurnDetection(p *TurnDetectionPatch, td *TurnDetection) (*TurnDetection, *FieldError) {
 	if p.Type != nil {
 		td.Type = *p.Type
 	}
-	const param = "session.audio.input.turn_detection"
-	switch td.Type {
-	case "server_vad":
-	case "semantic_vad":
-		td.Eagerness = "auto"
-		if p.Eagerness != nil {
-			switch *p.Eagerness {
-			case "low", "medium", "high", "auto":
-				td.Eagerness = *p.Eagerness
-			default:
-				return nil, &FieldError{"invalid_value", param + ".eagerness", fmt.Sprintf("eagerness %q is not one of low, medium, high, auto", *p.Eagerness)}
-			}
-		}
-		td.SilenceDurationMs = SemanticSilenceMs(td.Eagerness)
-	default:
-		return nil, &FieldError{"invalid_value", param + ".type", fmt.Sprintf("turn_detection type %q is not supported (use server_vad, semantic_vad or null)", td.Type)}
+	steps := [...]func(*TurnDetectionPatch, *TurnDetection) *FieldError{
+		resolveVADType, resolveThreshold, resolvePrefixPadding, resolveSilence, resolveIdleTimeoutMs,
 	}
-	if p.Threshold != nil {
-		if *p.Threshold < 0 || *p.Threshold > 1 || *p.Threshold != *p.Threshold {
-			return nil, &FieldError{"invalid_value", param + ".threshold", "threshold must be in [0, 1]"}
+	for _, step := range steps {
+		if fe := step(p, td); fe != nil {
+			return nil, fe
 		}
-		if *p.Threshold > 0 {
-			td.Threshold = *p.Threshold
-		}
-	}
-	if p.PrefixPaddingMs != nil {
-		if *p.PrefixPaddingMs < 0 {
-			return nil, &FieldError{"integer_below_min_value", param + ".prefix_padding_ms", "prefix_padding_ms must be >= 0"}
-		}
-		if *p.PrefixPaddingMs > 10000 {
-			return nil, &FieldError{"integer_above_max_value", param + ".prefix_padding_ms", "prefix_padding_ms must be <= 10000"}
-		}
-		td.PrefixPaddingMs = *p.PrefixPaddingMs
-	}
-	if p.SilenceDurationMs != nil && td.Type == "server_vad" {
-		if *p.SilenceDurationMs < 0 {
-			return nil, &FieldError{"integer_below_min_value", param + ".silence_duration_ms", "silence_duration_ms must be >= 0"}
-		}
-		if *p.SilenceDurationMs > 10000 {
-			return nil, &FieldError{"integer_above_max_value", param + ".silence_duration_ms", "silence_duration_ms must be <= 10000"}
-		}
-		if *p.SilenceDurationMs > 0 {
-			td.SilenceDurationMs = *p.SilenceDurationMs
-		}
-	}
-	if p.IdleTimeoutMs != nil {
-		if *p.IdleTimeoutMs < 5000 || *p.IdleTimeoutMs > 30000 {
-			return nil, &FieldError{"invalid_value", param + ".idle_timeout_ms", "idle_timeout_ms must be null or in [5000, 30000]"}
-		}
-		td.IdleTimeoutMs = *p.IdleTimeoutMs
 	}
 	if p.CreateResponse != nil {
 		td.CreateResponse = *p.CreateResponse
@@ -419,4 +476,106 @@ func resolveTurnDetection(p *TurnDetectionPatch, td *TurnDetection) (*TurnDetect
 		td.InterruptResponse = *p.InterruptResponse
 	}
 	return td, nil
+}
+
+// turnDetectionParam is the param of turn_detection's refusals.
+const turnDetectionParam = "session.audio.input.turn_detection"
+
+// resolveVADType checks the type; semantic_vad takes its eagerness (auto unless given) and the
+// silence it maps to.
+func resolveVADType(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
+	switch td.Type {
+	case "server_vad":
+		return nil
+	case "semantic_vad":
+		td.Eagerness = "auto"
+		if p.Eagerness != nil {
+			switch *p.Eagerness {
+			case "low", "medium", "high", "auto":
+				td.Eagerness = *p.Eagerness
+			default:
+				return &FieldError{"invalid_value", turnDetectionParam + ".eagerness", fmt.Sprintf("eagerness %q is not one of low, medium, high, auto", *p.Eagerness)}
+			}
+		}
+		td.SilenceDurationMs = SemanticSilenceMs(td.Eagerness)
+		return nil
+	}
+	return &FieldError{"invalid_value", turnDetectionParam + ".type", fmt.Sprintf("turn_detection type %q is not supported (use server_vad, semantic_vad or null)", td.Type)}
+}
+
+// resolveThreshold: 0 keeps the default.
+func resolveThreshold(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
+	if p.Threshold == nil {
+		return nil
+	}
+	if *p.Threshold < 0 || *p.Threshold > 1 || *p.Threshold != *p.Threshold {
+		return &FieldError{"invalid_value", turnDetectionParam + ".threshold", "threshold must be in [0, 1]"}
+	}
+	if *p.Threshold > 0 {
+		td.Threshold = *p.Threshold
+	}
+	return nil
+}
+
+func resolvePrefixPadding(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
+	if p.PrefixPaddingMs == nil {
+		return nil
+	}
+	if fe := msInRange(*p.PrefixPaddingMs, "prefix_padding_ms"); fe != nil {
+		return fe
+	}
+	td.PrefixPaddingMs = *p.PrefixPaddingMs
+	return nil
+}
+
+// resolveSilence: server_vad only (semantic_vad's silence follows its eagerness); 0 keeps the
+// default.
+func resolveSilence(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
+	if p.SilenceDurationMs == nil || td.Type != "server_vad" {
+		return nil
+	}
+	if fe := msInRange(*p.SilenceDurationMs, "silence_duration_ms"); fe != nil {
+		return fe
+	}
+	if *p.SilenceDurationMs > 0 {
+		td.SilenceDurationMs = *p.SilenceDurationMs
+	}
+	return nil
+}
+
+// msInRange refuses a duration (field name) outside [0, 10000] ms.
+func msInRange(ms int, name string) *FieldError {
+	if ms < 0 {
+		return &FieldError{"integer_below_min_value", turnDetectionParam + "." + name, name + " must be >= 0"}
+	}
+	if ms > 10000 {
+		return &FieldError{"integer_above_max_value", turnDetectionParam + "." + name, name + " must be <= 10000"}
+	}
+	return nil
+}
+
+func resolveIdleTimeoutMs(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
+	if p.IdleTimeoutMs == nil {
+		return nil
+	}
+	if *p.IdleTimeoutMs < 5000 || *p.IdleTimeoutMs > 30000 {
+		return &FieldError{"invalid_value", turnDetectionParam + ".idle_timeout_ms", "idle_timeout_ms must be null or in [5000, 30000]"}
+	}
+	td.IdleTimeoutMs = *p.IdleTimeoutMs
+	return nil
+}
+
+// MCPTool is one `type: "mcp"` entry of session.tools as the client declared it. Index is its
+// position in session.tools, for error params; AllowedTools and RequireApproval are kept as
+// sent (an array of names or {tool_names, read_only}; "always", "never" or a filter) and parsed
+// by mcp.go, which owns their rules.
+type MCPTool struct {
+	Index             int
+	ServerLabel       string
+	ServerURL         string
+	ServerDescription string
+	Headers           map[string]string
+	Authorization     string
+	AllowedTools      json.RawMessage
+	RequireApproval   json.RawMessage
 }

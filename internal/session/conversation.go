@@ -247,8 +247,3 @@ func (c *conversation) done(it *item, epoch int, model bool) Event {
 	return Event{Epoch: epoch, Model: model, Effect: ConversationItem{Phase: PhaseDone,
 		PreviousItemID: c.previousID(it), Item: it.item()}}
 }
-
-// rawJSON is JSON kept as written (a tool's parameters schema) in an event's fields.
-type rawJSON []byte
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }

@@ -16,10 +16,10 @@
 //	                                                                          │
 //	client frame ◀─ protocol.Encode ◀─ dialect.Encode ◀─ Sink.Send(Event{Effect}) ◀┘
 //
-// Only session_object.go still builds the session object of session.created / .updated /
-// .resumed in the protocol's shape (with config.go and settings.go, the configuration, it is
-// being made wire-neutral apart); WireSessionEvent carries those events through the translator
-// until then.
+// The configuration goes out the same way: settings_effects.go's SessionView is the resolved
+// session (session.created / .updated / .resumed and a client secret's preview carry it), and
+// the translator spells it (internal/realtime/openai/session.go). No file here imports
+// internal/protocol.
 //
 // # Names of the duplex layers
 //
@@ -37,8 +37,8 @@
 // file each, each with its own table test (<file>_test.go) that runs without a Session, held
 // as named fields (s.settings.cfg, s.inputAudio.inputMs), not embedded, so that the Session
 // reaches only its own fields and methods; they call no engine, and most send no effect
-// either: the session does that with what their methods return. The two seams that do (semState, transcriber) send through a narrow send func the
-// session gives them, and reach the rest of it through small fields and arguments, never through
+// either: the session does that with what their methods return. The two seams that do
+// (semState, transcriber) send through a narrow send func the session gives them, and reach the rest of it through small fields and arguments, never through
 // the Session:
 //
 //   - settings.go (settings): the configuration. Config and Options, the dialect, the model

@@ -153,14 +153,6 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 	s.tools.syncMCP(s.settings.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 
-// outputModalities is the GA single-modality view: audio implies its transcript.
-func outputModalities(audio bool) []string {
-	if audio {
-		return []string{"audio"}
-	}
-	return []string{"text"}
-}
-
 // newClientItem opens the engine for a client's new item and settles its id (the client's,
 // or a fresh one); false when the client was already told why not.
 func (s *Session) newClientItem(c *CreateItem) (string, bool) {

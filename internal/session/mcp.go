@@ -46,7 +46,7 @@ type mcpState struct {
 type mcpServer struct {
 	// cancel stops the listing when the tool is dropped or replaced before it finished.
 	cancel context.CancelFunc
-	tool   mcpTool
+	tool   MCPTool
 	gen    int
 	itemID string
 	conn   *mcpclient.Conn // nil until listed (or when the listing failed)
@@ -70,7 +70,7 @@ type mcpResult struct {
 // checkMCPTools validates the MCP tools of a session.update before anything changes: unique
 // labels, a server_url under the operator's allow-list, a well-formed allowed_tools and
 // require_approval.
-func checkMCPTools(tools []mcpTool, allow mcpclient.AllowList) *FieldError {
+func checkMCPTools(tools []MCPTool, allow mcpclient.AllowList) *FieldError {
 	if len(tools) > maxMCPServers {
 		return &FieldError{"invalid_value", fmt.Sprintf("session.tools[%d]", tools[maxMCPServers].Index),
 			fmt.Sprintf("at most %d MCP tools per session", maxMCPServers)}
@@ -130,7 +130,7 @@ func checkRequireApproval(raw json.RawMessage, param string) *FieldError {
 // mcp_list_tools item each, mcpState.list), and closes the connections of those removed. It
 // runs after session.updated, with the session's MCP tools (want), the operator's limits on
 // MCP responses and the session's epoch.
-func (t *toolState) syncMCP(want []mcpTool, lim mcpclient.Limits, epoch int) {
+func (t *toolState) syncMCP(want []MCPTool, lim mcpclient.Limits, epoch int) {
 	for _, tool := range t.retire(want) {
 		it := &item{ID: newItemID(), Type: "mcp_list_tools", ServerLabel: tool.ServerLabel}
 		t.mcp.list(tool, it.ID, lim)
@@ -142,7 +142,7 @@ func (t *toolState) syncMCP(want []mcpTool, lim mcpclient.Limits, epoch int) {
 
 // list connects to t's server and lists its tools on a goroutine of its own, reported on
 // results for the listing item itemID; t replaces the server of its label.
-func (m *mcpState) list(t mcpTool, itemID string, lim mcpclient.Limits) {
+func (m *mcpState) list(t MCPTool, itemID string, lim mcpclient.Limits) {
 	m.gen++
 	ctx, cancel := context.WithCancel(m.ctx)
 	srv := &mcpServer{tool: t, gen: m.gen, itemID: itemID, cancel: cancel}
@@ -241,23 +241,4 @@ func (t *toolState) handleResult(r mcpResult, epoch int, cfg Config) {
 		t.io.sendError("mcp_tool_unsupported", fmt.Sprintf("MCP server %q lists tools whose input schema the tool grammar cannot follow; the model is not offered them: %s",
 			r.label, strings.Join(unusable, ", ")), "", fmt.Sprintf("session.tools[%d]", srv.tool.Index))
 	}
-}
-
-// mcpToolsWire is the session object's MCP tools, without headers or authorization.
-func mcpToolsWire(tools []mcpTool) []any {
-	out := make([]any, 0, len(tools))
-	for _, t := range tools {
-		w := map[string]any{"type": "mcp", "server_label": t.ServerLabel, "server_url": t.ServerURL}
-		if t.ServerDescription != "" {
-			w["server_description"] = t.ServerDescription
-		}
-		if len(t.AllowedTools) > 0 {
-			w["allowed_tools"] = rawJSON(t.AllowedTools)
-		}
-		if len(t.RequireApproval) > 0 {
-			w["require_approval"] = rawJSON(t.RequireApproval)
-		}
-		out = append(out, w)
-	}
-	return out
 }

@@ -173,7 +173,7 @@ func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []reques
 	patch.Modalities = []string{"text"}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: fn, ToolChoice: choice,
-		MCPTools: []mcpTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
+		MCPTools: []MCPTool{{ServerLabel: "srv", ServerURL: url, RequireApproval: json.RawMessage(strconv.Quote(approval))}}}}))
 	sk.until(t, "mcp_list_tools.completed")
 	require.NoError(t, s.Submit(context.Background(), &CreateItem{ItemID: "u1", Role: "user", Text: "hi"}))
 	sk.until(t, "conversation.item.done")
@@ -312,7 +312,7 @@ func TestNeedsApproval(t *testing.T) {
 // tool_choice {type: mcp} forces a named tool or any of one server's, and a tool that is not
 // listed is refused with its param.
 func TestToolsForMCP(t *testing.T) {
-	servers := []mcpTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
+	servers := []MCPTool{{ServerLabel: "a"}, {ServerLabel: "b"}, {ServerLabel: "down"}}
 	conn := &mcpclient.Conn{}
 	var ts toolState
 	ts.mcp.servers = map[string]*mcpServer{

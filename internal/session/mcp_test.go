@@ -44,7 +44,7 @@ func TestMCPListingCancelledAtClose(t *testing.T) {
 	url := hungMCPServer(t)
 	s, sk, wait := mcpSession(t, url)
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true,
-		MCPTools: []mcpTool{{ServerLabel: "hung", ServerURL: url}}}}))
+		MCPTools: []MCPTool{{ServerLabel: "hung", ServerURL: url}}}}))
 	sk.until(t, "mcp_list_tools.in_progress")
 	start := time.Now()
 	s.Stop(ReasonClientClose)
@@ -58,7 +58,7 @@ func TestMCPListingReplaced(t *testing.T) {
 	url := hungMCPServer(t)
 	s, sk, wait := mcpSession(t, url)
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true,
-		MCPTools: []mcpTool{{ServerLabel: "hung", ServerURL: url}}}}))
+		MCPTools: []MCPTool{{ServerLabel: "hung", ServerURL: url}}}}))
 	inProgress := sk.until(t, "mcp_list_tools.in_progress")
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{ToolsSet: true}}))
 	failed := sk.until(t, "mcp_list_tools.failed")

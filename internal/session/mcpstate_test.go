@@ -68,7 +68,7 @@ func TestMCPStateCalls(t *testing.T) {
 	ts.open()
 	defer ts.close()
 	m := &ts.mcp
-	m.servers["off"] = &mcpServer{tool: mcpTool{ServerLabel: "off"}, cancel: func() {}}
+	m.servers["off"] = &mcpServer{tool: MCPTool{ServerLabel: "off"}, cancel: func() {}}
 	tests := []struct {
 		name  string
 		label string

@@ -171,6 +171,21 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	return s
 }
 
+// Preview is the session (as session.created tells it) a new session with opts would
+// have after patch, or the refusal (a *FieldError for a bad field): how POST
+// /v1/realtime/client_secrets validates and echoes the session it mints a key for. It takes no
+// slot and starts nothing.
+func (m *Manager) Preview(opts Options, patch ConfigPatch) (SessionView, error) {
+	opts.Initial = nil
+	s := m.NewSession(nil, opts, nil)
+	cfg, err := s.nextConfig(patch)
+	if err != nil {
+		return SessionView{}, err
+	}
+	s.settings.cfg = cfg
+	return s.sessionView(), nil
+}
+
 // ID returns the session id, duplex-<uuid>.
 func (s *Session) ID() string { return s.id }
 

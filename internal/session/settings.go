@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/omniserve/omniserve/internal/protocol"
 )
 
 // settings is the session's configuration as the actor holds it: the effective Config, the
@@ -187,46 +185,10 @@ func (c *settings) temperature() float64 {
 	return 0.8
 }
 
-// transcriptionWire is the session object's audio.input.transcription: null when off.
-func (c *settings) transcriptionWire() *protocol.Transcription {
-	if !c.cfg.Transcription {
-		return nil
-	}
-	return &protocol.Transcription{Model: "pocketsphinx", Language: "en", Prompt: ""}
-}
-
-// noiseReductionWire is the session object's noise_reduction: null or {"type": …}.
-func (c *settings) noiseReductionWire() *protocol.NoiseReduction {
-	if c.cfg.NoiseReduction == "" {
-		return nil
-	}
-	return &protocol.NoiseReduction{Type: c.cfg.NoiseReduction}
-}
-
 // listening reports whether a VAD runs on the input (server_vad, or auto_response's silent one),
 // which is when sent audio must be kept as the echo canceller's reference.
 func (c *settings) listening() bool {
 	return c.cfg.TurnDetection != nil || c.autoResponse()
-}
-
-// audioInput is the session's audio.input; a transcription session's turn_detection has no
-// response flags (noResponse).
-func (c *settings) audioInput(noResponse bool) protocol.AudioInput {
-	in := protocol.AudioInput{Format: wireFormat(c.cfg.InputFormat), Transcription: c.transcriptionWire(),
-		NoiseReduction: c.noiseReductionWire(), SampleRateHz: c.cfg.InputFormat.Rate}
-	if td := c.cfg.TurnDetection.Wire(); td != nil {
-		td.NoResponse = noResponse
-		in.TurnDetection = td
-	}
-	return in
-}
-
-// includeWire is the session object's include: the logprobs value while it is set, else null.
-func (c *settings) includeWire() *[]string {
-	if !c.cfg.TranscriptLogprobs {
-		return nil
-	}
-	return &[]string{protocol.IncludeLogprobs}
 }
 
 // wantsLogprobs is whether transcripts should carry their words' logprobs now: include asks

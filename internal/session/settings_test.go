@@ -130,8 +130,10 @@ func TestSettingsDefaultsAndFlags(t *testing.T) {
 			require.Equal(t, tc.auto, c.autoResponse())
 			require.Equal(t, tc.legacy, c.legacyTranscription(false))
 			require.Equal(t, 0.8, c.temperature())
-			require.NotNil(t, c.transcriptionWire())
-			require.Nil(t, c.noiseReductionWire())
+			v := c.view(0)
+			require.Equal(t, &InputTranscription{Model: "pocketsphinx", Language: "en"}, v.Input.Transcription)
+			require.Empty(t, v.Input.NoiseReduction)
+			require.Equal(t, 0.8, v.Temperature)
 		})
 	}
 }
@@ -175,11 +177,7 @@ func TestSettingsTranscriptPredicates(t *testing.T) {
 			require.Equal(t, tt.transcripts, c.sendsTranscripts(), "sendsTranscripts")
 			require.Equal(t, tt.deltas, c.wantsDeltas(), "wantsDeltas")
 			require.Equal(t, tt.logprobs, c.wantsLogprobs(), "wantsLogprobs")
-			if tt.include == nil {
-				require.Nil(t, c.includeWire())
-			} else {
-				require.Equal(t, tt.include, *c.includeWire())
-			}
+			require.Equal(t, tt.include != nil, c.view(0).Input.TranscriptLogprobs, "the session tells it includes logprobs")
 		})
 	}
 }

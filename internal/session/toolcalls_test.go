@@ -97,7 +97,7 @@ func TestToolStateEmitsCalls(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newToolRig(t, 4)
 			if tc.approval {
-				g.t.mcp.servers["srv"] = &mcpServer{tool: mcpTool{ServerLabel: "srv"}, cancel: func() {}}
+				g.t.mcp.servers["srv"] = &mcpServer{tool: MCPTool{ServerLabel: "srv"}, cancel: func() {}}
 			}
 			r := &response{id: "resp_1", mcp: mcpResp{refs: refs}}
 			c := &requestclient.ToolCall{ID: "call_1", Name: tc.call, Arguments: `{"q":"x"}`}

@@ -81,36 +81,6 @@ func (t *toolState) sessionTools(cfg Config) *requestclient.ToolSpec {
 	return spec
 }
 
-// toolsWire is the session object's tools.
-func toolsWire(tools []requestclient.Tool) []any {
-	out := make([]any, 0, len(tools))
-	for _, t := range tools {
-		w := map[string]any{"type": "function", "name": t.Name, "description": t.Description}
-		if len(t.Parameters) > 0 {
-			w["parameters"] = rawJSON(t.Parameters)
-		}
-		out = append(out, w)
-	}
-	return out
-}
-
-// toolChoiceWire is the session object's tool_choice.
-func toolChoiceWire(c ToolChoice) any {
-	switch c.Mode {
-	case "":
-		return requestclient.ToolChoiceAuto
-	case requestclient.ToolChoiceFunction:
-		return map[string]any{"type": "function", "name": c.Function}
-	case "mcp":
-		w := map[string]any{"type": "mcp", "server_label": c.ServerLabel}
-		if c.Function != "" {
-			w["name"] = c.Function
-		}
-		return w
-	}
-	return c.Mode
-}
-
 // emitFunctionCall turns one complete call of the model into a function_call item: added,
 // its arguments (one delta: the call arrives whole), done.
 func (t *toolState) emitFunctionCall(r *response, c *requestclient.ToolCall) {

@@ -98,8 +98,8 @@ func (t *toolState) closeConn(c *mcpclient.Conn) {
 // retire drops the MCP servers that want (the session's MCP tools) no longer holds as they
 // were listed, cancelling their listing and closing their connection, and returns the tools
 // that must be listed anew, in want's order.
-func (t *toolState) retire(want []mcpTool) []mcpTool {
-	byLabel := map[string]mcpTool{}
+func (t *toolState) retire(want []MCPTool) []MCPTool {
+	byLabel := map[string]MCPTool{}
 	for _, tool := range want {
 		byLabel[tool.ServerLabel] = tool
 	}
@@ -113,7 +113,7 @@ func (t *toolState) retire(want []mcpTool) []mcpTool {
 			t.closeConn(srv.conn)
 		}
 	}
-	var fresh []mcpTool
+	var fresh []MCPTool
 	for _, tool := range want {
 		if _, ok := t.mcp.servers[tool.ServerLabel]; !ok {
 			fresh = append(fresh, tool)
@@ -123,7 +123,7 @@ func (t *toolState) retire(want []mcpTool) []mcpTool {
 }
 
 // sameMCPServer: an update that repeats a tool unchanged does not list it again.
-func sameMCPServer(a, b mcpTool) bool {
+func sameMCPServer(a, b MCPTool) bool {
 	a.Index, b.Index = 0, 0
 	return reflect.DeepEqual(a, b)
 }
@@ -153,7 +153,7 @@ func (t *toolState) notGiven() { t.key = "\x00" }
 // mcpOffered are the listed tools of the MCP servers (servers: the session's, in order) that the model may be offered
 // (only those of label when it is set), named so as not to clash with taken (the function
 // tools' names): a tool keeps its own name unless taken, then it is label__name.
-func (t *toolState) mcpOffered(servers []mcpTool, taken map[string]bool, label string) ([]requestclient.Tool, map[string]mcpRef) {
+func (t *toolState) mcpOffered(servers []MCPTool, taken map[string]bool, label string) ([]requestclient.Tool, map[string]mcpRef) {
 	var out []requestclient.Tool
 	refs := map[string]mcpRef{}
 	for _, tool := range servers {
@@ -180,7 +180,7 @@ func (t *toolState) mcpOffered(servers []mcpTool, taken map[string]bool, label s
 // specFor is the engine's tool spec of a reply with function tools fn and choice, with the
 // MCP tools of servers when withMCP, and the MCP tools it offers by name. param names the
 // choice in errors ("session" or "response").
-func (t *toolState) specFor(servers []mcpTool, fn []requestclient.Tool, choice ToolChoice, parallel, withMCP bool, param string) (*requestclient.ToolSpec, map[string]mcpRef, *FieldError) {
+func (t *toolState) specFor(servers []MCPTool, fn []requestclient.Tool, choice ToolChoice, parallel, withMCP bool, param string) (*requestclient.ToolSpec, map[string]mcpRef, *FieldError) {
 	taken := map[string]bool{}
 	for _, f := range fn {
 		taken[f.Name] = true

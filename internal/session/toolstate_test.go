@@ -49,22 +49,22 @@ type fakeToolEngine struct {
 // retire: a server the configuration dropped or changed is cancelled and forgotten; an
 // unchanged one (its index aside) stays; new ones are returned for listing, in order.
 func TestToolStateRetire(t *testing.T) {
-	a := mcpTool{ServerLabel: "a", ServerURL: "http://a", Index: 0}
-	b := mcpTool{ServerLabel: "b", ServerURL: "http://b", Index: 1}
-	b2 := mcpTool{ServerLabel: "b", ServerURL: "http://b2", Index: 1}
-	c := mcpTool{ServerLabel: "c", ServerURL: "http://c", Index: 2}
+	a := MCPTool{ServerLabel: "a", ServerURL: "http://a", Index: 0}
+	b := MCPTool{ServerLabel: "b", ServerURL: "http://b", Index: 1}
+	b2 := MCPTool{ServerLabel: "b", ServerURL: "http://b2", Index: 1}
+	c := MCPTool{ServerLabel: "c", ServerURL: "http://c", Index: 2}
 	tests := []struct {
 		name      string
-		have      []mcpTool
-		want      []mcpTool
+		have      []MCPTool
+		want      []MCPTool
 		fresh     []string // labels to list
 		cancelled []string // labels whose listing was cancelled
 	}{
 		{"none", nil, nil, nil, nil},
-		{"all new", nil, []mcpTool{a, b}, []string{"a", "b"}, nil},
-		{"unchanged, moved", []mcpTool{a, b}, []mcpTool{b, withIndex(a, 5)}, nil, nil},
-		{"one dropped", []mcpTool{a, b}, []mcpTool{a}, nil, []string{"b"}},
-		{"one changed, one added", []mcpTool{a, b}, []mcpTool{a, b2, c}, []string{"b", "c"}, []string{"b"}},
+		{"all new", nil, []MCPTool{a, b}, []string{"a", "b"}, nil},
+		{"unchanged, moved", []MCPTool{a, b}, []MCPTool{b, withIndex(a, 5)}, nil, nil},
+		{"one dropped", []MCPTool{a, b}, []MCPTool{a}, nil, []string{"b"}},
+		{"one changed, one added", []MCPTool{a, b}, []MCPTool{a, b2, c}, []string{"b", "c"}, []string{"b"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +91,7 @@ func TestToolStateRetire(t *testing.T) {
 	}
 }
 
-func withIndex(t mcpTool, i int) mcpTool { t.Index = i; return t }
+func withIndex(t MCPTool, i int) MCPTool { t.Index = i; return t }
 
 // open / close: close stops what open started and drops the results nobody read.
 func TestToolStateOpenClose(t *testing.T) {

@@ -6,26 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
-
-// The wire views the actor sends without computing them itself: max_output_tokens, a
-// response's conversation id and item, the conversation's item events, the instructions' limit,
-// the audio.input object and whether a VAD listens.
-func TestMaxTokensWire(t *testing.T) {
-	tests := []struct {
-		n, def int
-		want   protocol.MaxTokens
-	}{
-		{100, 4096, 100},
-		{0, 4096, 4096},
-		{0, 0, 0},
-	}
-	for _, tc := range tests {
-		require.Equal(t, tc.want, maxTokensWire(tc.n, tc.def))
-	}
-}
 
 func TestResponseConversationView(t *testing.T) {
 	var c conversation
@@ -99,32 +81,6 @@ func TestCheckInstructionsLimit(t *testing.T) {
 			}
 			require.Equal(t, tc.code, fe.Code)
 			require.Equal(t, "session.instructions", fe.Param)
-		})
-	}
-}
-
-func TestSettingsAudioInputListening(t *testing.T) {
-	tests := []struct {
-		name       string
-		td         *TurnDetection
-		noResponse bool
-		listening  bool
-	}{
-		{"server_vad", defaultTurnDetection(), false, true},
-		{"transcription's view", defaultTurnDetection(), true, true},
-		{"turn detection null", nil, false, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newSettings(Options{}, ManagerConfig{TurnDetection: defaultTurnDetection()})
-			c.cfg.TurnDetection = tc.td
-			in := c.audioInput(tc.noResponse)
-			require.Equal(t, 24000, in.SampleRateHz)
-			require.Equal(t, tc.td != nil, in.TurnDetection != nil)
-			if in.TurnDetection != nil {
-				require.Equal(t, tc.noResponse, in.TurnDetection.NoResponse)
-			}
-			require.Equal(t, tc.listening, c.listening())
 		})
 	}
 }

@@ -85,7 +85,7 @@ func ConfigPatch(p protocol.SessionPatch) session.ConfigPatch {
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
 		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
 		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
-		MCPTools:     p.MCPTools,
+		MCPTools:     mcpTools(p.MCPTools),
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
 		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing,
 		TranscriptLogprobs: p.TranscriptLogprobs}
@@ -99,6 +99,18 @@ func tools(in []protocol.Tool) []requestclient.Tool {
 	out := make([]requestclient.Tool, len(in))
 	for i, t := range in {
 		out[i] = requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+	}
+	return out
+}
+
+// mcpTools converts session.tools' MCP entries; the session's MCPTool has the protocol's fields.
+func mcpTools(in []protocol.MCPTool) []session.MCPTool {
+	if in == nil {
+		return nil
+	}
+	out := make([]session.MCPTool, len(in))
+	for i, t := range in {
+		out[i] = session.MCPTool(t)
 	}
 	return out
 }

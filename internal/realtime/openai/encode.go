@@ -29,9 +29,10 @@ func Encode(e session.Effect) (ev protocol.ServerEvent, ok bool) {
 
 // encodeSession: the session's own effects, and errors.
 func encodeSession(e session.Effect) (protocol.ServerEvent, bool) {
+	if ev, ok := EncodeSession(e); ok {
+		return ev, true
+	}
 	switch e := e.(type) {
-	case session.WireSessionEvent:
-		return e.Payload, e.Payload != nil
 	case session.Error:
 		return protocol.NewErrorEvent(e.Type, e.Code, e.Message, e.EventID, e.Param), true
 	case session.SessionClosing:
