@@ -1,12 +1,8 @@
-// Package realtime is the WebSocket endpoint /v1/realtime (and the WebRTC calls): it decodes
-// client events with internal/protocol and hands them to the session as commands, sends
-// refusals as OpenAI-style error events, and runs the per-connection reader and writer
-// goroutines and the bounded outbound queue. It writes the session's typed server events with
-// protocol.Encode, stamping event_id and server_event_seq when it writes them (stream.go).
 package realtime
 
 import (
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -14,9 +10,9 @@ import (
 // WireError is a decoding or validation failure, sent to the client as an error event.
 type WireError = protocol.Error
 
-// errorEvent returns the error as a session event.
-func errorEvent(e *WireError) session.Event {
-	return session.ErrorEvent(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)
+// errorEvent returns the error as the core's outbound event.
+func errorEvent(e *WireError) link.Event {
+	return link.Event{Type: "error", Payload: protocol.NewErrorEvent(session.ErrorType(e.Code), e.Code, e.Message, e.EventID, e.Param)}
 }
 
 // ResumeSession is session.resume, the first event of a connection that takes over a session

@@ -2,13 +2,10 @@ package realtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -17,6 +14,8 @@ import (
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -188,15 +187,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer slot.Release()
 	resumable := h.sessions.ResumeGrace() > 0
-	var j *journal
+	var j *link.Journal
 	if resumable {
-		j = newJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
+		j = link.NewJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
 	}
-	st := newStream(beta, j)
+	st := link.NewStream(beta, j)
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: beta, Initial: initial, Transcription: transcription}, st)
+		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: beta, Initial: initial, Transcription: transcription}, &sessionSink{out: st})
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
@@ -218,26 +217,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ws == nil {
 		return
 	}
-	c := h.newConn(ws, st, newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable))
+	c := h.newConn(ws, st, link.NewQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable), h.log)
 	if sess == nil {
-		c.refuse(session.ErrorEvent("invalid_request_error", "unsupported",
-			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex"), websocket.StatusPolicyViolation, "duplex unsupported", true)
+		c.refuse(link.Event{Type: "error", Payload: protocol.NewErrorEvent("invalid_request_error", "unsupported",
+			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
 		return
 	}
-	st.attach(c.q, 0)
+	st.Attach(c.q, 0)
 	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", beta))
 	// The session may outlive this connection (resume grace): this goroutine owns its actor and
-	// holds its slot until the actor returns.
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// The session exists from the upgrade on: Run sends session.created with the full
-		// default session at once, and session.update may follow at any time.
-		sess.Run(runCtx, nil)
-	}()
+	// holds its slot until the actor returns. The session exists from the upgrade on: Run sends
+	// session.created with the full default session at once, and session.update may follow at
+	// any time.
+	ran := runSession(runCtx, sess)
 	c.serve(sess, 0)
-	wg.Wait()
+	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
 	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
 }
@@ -283,12 +277,6 @@ func offersProtocol(r *http.Request, proto string) bool {
 		}
 	}
 	return false
-}
-
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "event_" + hex.EncodeToString(b[:])
 }
 
 // modelParam is the connection's model; a transcription session has none (its transcription
