@@ -141,6 +141,7 @@ func (o callOut) DropStale(epoch int) {
 type dcTransport struct {
 	log    *zap.Logger
 	msgs   chan []byte
+	done   chan struct{}                      // closed by Close: the core reads no more
 	dc     atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
 	opened chan struct{}                      // closed once dc is set
 	shut   atomic.Bool
@@ -148,7 +149,7 @@ type dcTransport struct {
 }
 
 func newDCTransport(log *zap.Logger) *dcTransport {
-	return &dcTransport{log: log, msgs: make(chan []byte), opened: make(chan struct{}), closed: make(chan struct{})}
+	return &dcTransport{log: log, msgs: make(chan []byte), done: make(chan struct{}), opened: make(chan struct{}), closed: make(chan struct{})}
 }
 
 // open notes the oai-events channel open (OnOpen).
@@ -165,11 +166,12 @@ func (t *dcTransport) onClose() {
 	}
 }
 
-// deliver hands one message to the core's reader, or drops it once the call is over.
-func (t *dcTransport) deliver(ctx context.Context, data []byte) {
+// deliver hands one message to the core's reader, or drops it once the core is closed (pion's
+// callback must return: closing the peer connection waits for it).
+func (t *dcTransport) deliver(data []byte) {
 	select {
 	case t.msgs <- data:
-	case <-ctx.Done():
+	case <-t.done:
 	}
 }
 
@@ -196,9 +198,9 @@ func (t *dcTransport) WriteFrame(ctx context.Context, data []byte) error {
 	return nil
 }
 
-// Close does nothing: the call closes the channel itself (closeDataChannel), after the core has
-// drained, with a hang-up's linger.
-func (t *dcTransport) Close(int, string) {}
+// Close releases a delivery waiting for the reader. The channel itself the call closes
+// (closeDataChannel), after the core has drained, with a hang-up's linger.
+func (t *dcTransport) Close(int, string) { close(t.done) }
 
 // A hang-up lets the acknowledgement of the browser's stream reset travel before the
 // association is aborted: at least dcCloseLinger (a round trip and a retransmission on a LAN),
@@ -221,8 +223,7 @@ func (cl *call) run() {
 	defer cl.ctxCancel()
 	sessDone := runSession(cl.ctx, cl.sess)
 	stopPlayer := make(chan struct{})
-	cl.media.Add(1)
-	go func() { defer cl.media.Done(); cl.player.Run(stopPlayer) }()
+	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
 	cl.core.Start(cl.st, nil, replyWith(cl.apply))
 	reason := "session_ended"
@@ -250,6 +251,17 @@ func (cl *call) run() {
 	cl.lastRTP = cl.rtp.Snapshot(cl.id) // the interceptor forgets the streams on Close
 	_ = cl.pc.Close()
 	cl.media.Wait()
+}
+
+// goMedia starts one of the call's media goroutines (the player, the RTP receiver, the RTCP
+// readers): run ends them (the player's stop, closing the peer connection for the readers) and
+// waits for them.
+func (cl *call) goMedia(f func()) {
+	cl.media.Add(1)
+	go func() {
+		defer cl.media.Done()
+		f()
+	}()
 }
 
 // closeDataChannel closes an open channel first, by a stream reset the browser answers, a clean

@@ -281,6 +281,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		cl.connectBy.Stop()
 		_ = cl.pc.Close()
 		slot.Release()
 		callError(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
@@ -423,30 +424,21 @@ func newCallID() string {
 
 // newCall makes the peer connection and its answer (all candidates in it: no trickle).
 func (c *Calls) newCall(ctx context.Context, offer string, codec media.Codec) (*call, string, error) {
-	m := &webrtc.MediaEngine{}
-	// Only the call's codec: the answer then names it alone, and both directions use it.
-	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: codec.Capability(), PayloadType: codec.PayloadType()}, webrtc.RTPCodecTypeAudio); err != nil {
-		return nil, "", err
-	}
-	ir := &interceptor.Registry{}
 	rec := &media.Recorder{}
-	if err := media.RegisterInterceptors(m, ir, rec); err != nil {
-		return nil, "", err
-	}
-	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(c.se))
-	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	pc, err := c.peerConnection(codec, rec)
 	if err != nil {
 		return nil, "", err
 	}
-	fail := func(err error) (*call, string, error) { _ = pc.Close(); return nil, "", err }
 	cp := codec.Capability()
 	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: cp.MimeType, ClockRate: cp.ClockRate, Channels: cp.Channels}, "audio", "omniserve")
 	if err != nil {
-		return fail(err)
+		_ = pc.Close()
+		return nil, "", err
 	}
 	sender, err := pc.AddTrack(track)
 	if err != nil {
-		return fail(err)
+		_ = pc.Close()
+		return nil, "", err
 	}
 	if enc := sender.GetParameters().Encodings; len(enc) > 0 {
 		rec.SetOut(uint32(enc[0].SSRC))
@@ -463,33 +455,48 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec media.Codec) (*
 	// The connect timeout runs from the answer's making: a peer connection connected by then
 	// stops it.
 	cl.connectBy = time.AfterFunc(c.cfg.ConnectTimeout, func() { cl.end(session.ReasonTimeout) })
-	cl.media.Add(1)
-	go func() { // RTCP from the browser: read so the interceptors (reports, NACK) work
-		defer cl.media.Done()
-		buf := make([]byte, 1500)
-		for {
-			if _, _, err := sender.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	pc.OnTrack(func(t *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
+	cl.wire(sender)
+	sdp, err := answer(ctx, pc, offer)
+	if err != nil {
+		cl.connectBy.Stop()
+		_ = pc.Close()
+		return nil, "", err
+	}
+	return cl, sdp, nil
+}
+
+// peerConnection makes a call's peer connection: the call's codec alone (the answer then names
+// it alone, and both directions use it) and the interceptors, with rec's stats.
+func (c *Calls) peerConnection(codec media.Codec, rec *media.Recorder) (*webrtc.PeerConnection, error) {
+	m := &webrtc.MediaEngine{}
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: codec.Capability(), PayloadType: codec.PayloadType()}, webrtc.RTPCodecTypeAudio); err != nil {
+		return nil, err
+	}
+	ir := &interceptor.Registry{}
+	if err := media.RegisterInterceptors(m, ir, rec); err != nil {
+		return nil, err
+	}
+	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(c.se))
+	return api.NewPeerConnection(webrtc.Configuration{})
+}
+
+// wire starts reading the browser's RTCP and hooks the call to the peer connection's events: its
+// audio track (the RTP receiver), the oai-events data channel (the core's transport) and its
+// state (connected, failed).
+func (cl *call) wire(sender *webrtc.RTPSender) {
+	buf := make([]byte, 1500)
+	// RTCP from the browser: read so the interceptors (reports, NACK) work.
+	cl.goMedia(func() { drain(func() error { _, _, err := sender.Read(buf); return err }) })
+	cl.pc.OnTrack(func(t *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		if t.Kind() != webrtc.RTPCodecTypeAudio {
 			return
 		}
-		rec.SetIn(uint32(t.SSRC()))
-		cl.media.Add(2)
-		go func() { defer cl.media.Done(); cl.receive(t) }()
-		go func() { // the browser's sender reports: read so that our receiver reports answer them
-			defer cl.media.Done()
-			for {
-				if _, _, err := recv.ReadRTCP(); err != nil {
-					return
-				}
-			}
-		}()
+		cl.rtp.SetIn(uint32(t.SSRC()))
+		cl.goMedia(func() { cl.receive(t) })
+		// The browser's sender reports: read so that our receiver reports answer them.
+		cl.goMedia(func() { drain(func() error { _, _, err := recv.ReadRTCP(); return err }) })
 	})
-	pc.OnDataChannel(func(dc *webrtc.DataChannel) {
+	cl.pc.OnDataChannel(func(dc *webrtc.DataChannel) {
 		if dc.Label() != "oai-events" {
 			return
 		}
@@ -497,11 +504,11 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec media.Codec) (*
 		dc.OnClose(cl.dc.onClose)
 		dc.OnMessage(func(msg webrtc.DataChannelMessage) {
 			if cl.waitReady() {
-				cl.dc.deliver(cl.ctx, msg.Data)
+				cl.dc.deliver(msg.Data)
 			}
 		})
 	})
-	pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
+	cl.pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
 		switch s {
 		case webrtc.PeerConnectionStateConnected:
 			cl.connectBy.Stop()
@@ -509,24 +516,36 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec media.Codec) (*
 			cl.end(session.ReasonDisconnect)
 		}
 	})
-	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
-		return fail(err)
+}
+
+// drain calls read until it fails (the peer connection closed).
+func drain(read func() error) {
+	for read() == nil {
 	}
-	answer, err := pc.CreateAnswer(nil)
+}
+
+// answer answers offer on pc, with every candidate gathered (at most 5 s).
+func answer(ctx context.Context, pc *webrtc.PeerConnection, offer string) (string, error) {
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
+		return "", err
+	}
+	ans, err := pc.CreateAnswer(nil)
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	gathered := webrtc.GatheringCompletePromise(pc)
-	if err := pc.SetLocalDescription(answer); err != nil {
-		return fail(err)
+	if err := pc.SetLocalDescription(ans); err != nil {
+		return "", err
 	}
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
 	select {
 	case <-gathered:
 	case <-ctx.Done():
-		return fail(ctx.Err())
-	case <-time.After(5 * time.Second):
+		return "", ctx.Err()
+	case <-timer.C:
 	}
-	return cl, pc.LocalDescription().SDP, nil
+	return pc.LocalDescription().SDP, nil
 }
 
 // ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup.

@@ -134,51 +134,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key"))
 		return
 	}
-	var initial *session.ConfigPatch
-	if sec != nil {
-		p, werr := sessionPatch(sec.Session)
-		if werr != nil { // validated at minting; only a bug gets here
-			oaierror.Write(w, oaierror.New(http.StatusInternalServerError, "server_error", "invalid_client_secret", werr.Message))
-			return
-		}
-		initial = &p
-	}
-	q := r.URL.Query()
-	if h.sessions.ResumeGrace() > 0 && (q.Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
+	if h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
 		h.serveResume(w, r)
 		return
 	}
-	// ?intent=transcription opens a transcription session (no model: OpenAI's guide omits it,
-	// and a model given anyway is ignored rather than refused).
-	transcription := false
-	if q.Has("intent") {
-		if q.Get("intent") != "transcription" {
-			oaierror.Write(w, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
-				Message: fmt.Sprintf("Invalid value for 'intent': %q. The only intent is \"transcription\".", q.Get("intent"))})
-			return
-		}
-		transcription = true
-	}
-	if sec != nil {
-		// A client secret opens the kind of session it was minted for; the SDKs always name a
-		// model in the URL, which a transcription session ignores.
-		minted := secretIsTranscription(sec.Session)
-		if transcription && !minted {
-			oaierror.Write(w, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
-				Message: "this client secret was minted for a conversation session; ?intent=transcription needs one minted with session.type \"transcription\""})
-			return
-		}
-		transcription = minted
-	}
-	if m := q.Get("model"); q.Has("model") && !transcription && !h.sessions.AcceptsModel(m) {
-		// Before the upgrade, so no slot is taken: what the chat endpoint answers for an
-		// unknown model (the SDKs raise it as the connection's error).
-		oaierror.Write(w, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))})
+	opts, oerr := h.openOptions(r, sec)
+	if oerr != nil {
+		oaierror.Write(w, oerr)
 		return
 	}
-	duplex := truthy(q.Get("duplex")) && !transcription // a transcription session never answers
-	beta := isBeta(r)
+	duplex, beta := opts.Duplex, opts.Beta
 	slot, err := h.sessions.Acquire(r.Context())
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
@@ -195,7 +160,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: beta, Initial: initial, Transcription: transcription}, &sessionSink{out: st})
+		sess = h.sessions.NewSession(slot, opts, &sessionSink{out: st})
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
@@ -234,6 +199,58 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
 	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+}
+
+// openOptions are the options of the session a new connection opens, from its request: the
+// client secret's configuration and kind, ?intent=transcription, ?model= (refused before the
+// upgrade when not served, so no slot is taken), ?duplex=1 and the dialect.
+func (h *handler) openOptions(r *http.Request, sec *clientsecret.Secret) (session.Options, *oaierror.Error) {
+	var initial *session.ConfigPatch
+	if sec != nil {
+		p, werr := sessionPatch(sec.Session)
+		if werr != nil { // validated at minting; only a bug gets here
+			return session.Options{}, oaierror.New(http.StatusInternalServerError, "server_error", "invalid_client_secret", werr.Message)
+		}
+		initial = &p
+	}
+	q := r.URL.Query()
+	transcription, oerr := transcriptionIntent(q, sec)
+	if oerr != nil {
+		return session.Options{}, oerr
+	}
+	if m := q.Get("model"); q.Has("model") && !transcription && !h.sessions.AcceptsModel(m) {
+		// What the chat endpoint answers for an unknown model (the SDKs raise it as the
+		// connection's error).
+		return session.Options{}, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))}
+	}
+	duplex := truthy(q.Get("duplex")) && !transcription // a transcription session never answers
+	return session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: isBeta(r), Initial: initial, Transcription: transcription}, nil
+}
+
+// transcriptionIntent says whether the connection opens a transcription session:
+// ?intent=transcription (no model: OpenAI's guide omits it, and a model given anyway is
+// ignored rather than refused), or a client secret minted for one (a secret opens the kind of
+// session it was minted for; the SDKs always name a model in the URL, which a transcription
+// session ignores).
+func transcriptionIntent(q url.Values, sec *clientsecret.Secret) (bool, *oaierror.Error) {
+	transcription := false
+	if q.Has("intent") {
+		if q.Get("intent") != "transcription" {
+			return false, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
+				Message: fmt.Sprintf("Invalid value for 'intent': %q. The only intent is \"transcription\".", q.Get("intent"))}
+		}
+		transcription = true
+	}
+	if sec == nil {
+		return transcription, nil
+	}
+	minted := secretIsTranscription(sec.Session)
+	if transcription && !minted {
+		return false, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
+			Message: "this client secret was minted for a conversation session; ?intent=transcription needs one minted with session.type \"transcription\""}
+	}
+	return minted, nil
 }
 
 // accept upgrades the request; nil when the upgrade failed (the library answered).
