@@ -53,8 +53,7 @@ type call struct {
 
 	// ended is closed, with reason set, by the first of: a hang-up, the peer connection failing
 	// or closing, the connect timeout (connectBy, stopped once the peer connects).
-	endMu     sync.Mutex
-	reason    string
+	reason    atomic.Pointer[string]
 	ended     chan struct{}
 	connectBy *time.Timer
 	// ctx and sess are set before ready is closed; the pion callbacks (which may fire before
@@ -83,20 +82,19 @@ func (cl *call) waitReady() bool {
 
 // end ends the call for reason, unless it has already ended for another.
 func (cl *call) end(reason string) {
-	cl.endMu.Lock()
-	defer cl.endMu.Unlock()
-	if cl.reason == "" {
-		cl.reason = reason
+	if cl.reason.CompareAndSwap(nil, &reason) {
 		close(cl.ended)
 	}
 }
 
 func (cl *call) hangup(reason string) { cl.end(reason) }
 
+// endReason is why the call ended ("" while it goes on).
 func (cl *call) endReason() string {
-	cl.endMu.Lock()
-	defer cl.endMu.Unlock()
-	return cl.reason
+	if r := cl.reason.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // callOut is where a call's session events go (the outbound of its sessionSink): audio deltas

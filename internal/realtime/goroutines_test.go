@@ -1,6 +1,7 @@
 package realtime_test
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,11 +20,14 @@ import (
 // goroutine running this package's code is one nobody documented.
 func TestGoroutinesPerSession(t *testing.T) {
 	srv := newServer(t, session.ManagerConfig{MaxSessions: 2}, realtime.HandlerConfig{}, nil)
+	// Goroutine ids only grow: what an earlier test left behind (a session in its resume grace)
+	// has a smaller id than anything this session starts.
+	_, after := transportGoroutines(0)
 	c := dial(t, srv.url, nil)
 	c.until("session.created", 10*time.Second)
 	var got []string
 	require.Eventually(t, func() bool {
-		got = transportGoroutines()
+		got, _ = transportGoroutines(after)
 		return len(got) == 4
 	}, 5*time.Second, 20*time.Millisecond, "goroutines running internal/realtime: %v", got)
 	slices.Sort(got)
@@ -31,13 +35,20 @@ func TestGoroutinesPerSession(t *testing.T) {
 	c.close()
 }
 
-// transportGoroutines names each goroutine whose stack runs through internal/realtime (not its
-// tests) by the role its frames show.
-func transportGoroutines() []string {
+// transportGoroutines names each goroutine with an id above after whose stack runs through
+// internal/realtime (not its tests) by the role its frames show; maxID is the largest id seen.
+func transportGoroutines(after int) (roles []string, maxID int) {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	var roles []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
+		var id int
+		if _, err := fmt.Sscanf(g, "goroutine %d ", &id); err != nil {
+			continue
+		}
+		maxID = max(maxID, id)
+		if id <= after {
+			continue
+		}
 		var frames []string
 		for _, l := range strings.Split(g, "\n") {
 			if strings.HasPrefix(l, "created by") {
@@ -64,5 +75,5 @@ func transportGoroutines() []string {
 			roles = append(roles, s)
 		}
 	}
-	return roles
+	return roles, maxID
 }
