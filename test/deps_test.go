@@ -76,6 +76,13 @@ var allowed = map[string][]string{
 		// session reaches.
 		"internal/speech"},
 
+	// The connection core every realtime transport shares (frames in, events out, one writer,
+	// one bounded queue, one close): it speaks the wire's types, never the session's.
+	"internal/realtime/link": {"internal/protocol"},
+	// A WebRTC call's media (RTP, pacer, Opus through speech's libopus binding, resampling to the
+	// 48 kHz RTP clock); its own events go out as the core's outbound events.
+	"internal/realtime/media": {"internal/audio", "internal/protocol", "internal/realtime/link", "internal/speech"},
+
 	// Layer 5: the wire dialects. A dialect's translator turns the session's effects into its
 	// server events and its client frames into the session's commands; the session imports
 	// none of them (adding a dialect touches no session file).
@@ -87,10 +94,8 @@ var allowed = map[string][]string{
 	// Layer 6: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
 		"internal/realtime/openai",
-		// The WebRTC transport (calls.go): Opus through speech's libopus binding (cgo stays in
-		// the design's two cgo packages), resampling the session's output audio to the 48 kHz
-		// RTP clock.
-		"internal/speech", "internal/audio",
+		// The connection core, and a call's media (RTP, Opus and the pacer live there).
+		"internal/realtime/link", "internal/realtime/media",
 		// The frames are the protocol's: the connection stamps and encodes the dialect's server
 		// events (protocol.Encode) and reads session.resume's envelope.
 		"internal/protocol"},
@@ -151,10 +156,10 @@ var layer = map[string]int{
 	"internal/requestclient":   3,
 	"internal/session":         4,
 	"internal/realtime/openai": 5,
-	"internal/realtime":        6,
-	"internal/api":             6,
-	"internal/server":          7,
-	"internal/bench":           1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
+	"internal/realtime":        6, "internal/realtime/link": 1, "internal/realtime/media": 2,
+	"internal/api":    6,
+	"internal/server": 7,
+	"internal/bench":  1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
 	"internal/bench/frontend": 3, "internal/bench/realtime": 5,
 	"cmd/omniserve": 8, "test": 8,
 }

@@ -2,10 +2,7 @@ package realtime
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,61 +10,62 @@ import (
 	"github.com/pion/webrtc/v4"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/media"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
-// call is one WebRTC session. Its goroutines (the session actor, the data-channel writer, the
-// player, the RTP and RTCP readers) are owned by run, which ends them all and waits for them.
+// call is one WebRTC session. Its events flow over the connection core (link) on the
+// "oai-events" data channel (dcTransport); its audio is RTP (internal/realtime/media). run owns
+// every goroutine of the call: the session actor (runSession), the core's reader and writer
+// (link.Conn), the player, and the RTP and RTCP readers (media, started by the peer
+// connection's callbacks into media); it ends them all and waits for them.
 type call struct {
 	id     string
 	pc     *webrtc.PeerConnection
-	st     *stream
-	q      *outQueue
-	sink   *callSink
-	player *player
-	sess   *session.Session
 	h      *handler
 	cfg    CallsConfig
 	log    *zap.Logger
-	codec  rtcCodec
+	codec  media.Codec
+	player *media.Player
+	sess   *session.Session
+	// dc is the data channel's part of the connection core; st and q are the call's stream and
+	// queue; core, made by run, serves them.
+	dc   *dcTransport
+	st   *link.Stream
+	q    *link.Queue
+	core *link.Conn
 	// rtp holds the RTP figures; lastRTP is their final value, taken by run before the peer
 	// connection closes.
-	rtp     *rtpRecorder
+	rtp     *media.Recorder
 	lastRTP RTPStats
+	media   sync.WaitGroup // the player, the RTP receiver and the RTCP readers
 
 	// inBuf is the microphone's decoded audio not yet appended (it goes to the session as each
 	// packet arrives while a VAD listens, else in 100 ms pieces); inMu orders those appends with a commit or
 	// clear from the data channel, so that a commit takes every sample received before it.
 	inMu  sync.Mutex
 	inBuf []byte
-
-	dcOpen chan *webrtc.DataChannel
-	dc     atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
 	// listens mirrors whether the session's VAD listens (turn_detection set, or auto-response),
 	// from the session.created / .updated it sends: only then is time without packets silence.
-	listens     atomic.Bool
-	dcClosed    chan struct{} // closed when oai-events has closed
-	dcCloseOnce sync.Once
-	connected   chan struct{}
-	failed      chan struct{}
-	stop        chan struct{} // closed by hangup
-	stopOnce    sync.Once
-	connOnce    sync.Once
-	failOnce    sync.Once
-	reason      string
-	reasonMu    sync.Mutex
-	wg          sync.WaitGroup // readers and the player
+	listens atomic.Bool
+
+	// ended is closed, with reason set, by the first of: a hang-up, the peer connection failing
+	// or closing, the connect timeout (connectBy, stopped once the peer connects).
+	reason    atomic.Pointer[string]
+	ended     chan struct{}
+	connectBy *time.Timer
 	// ctx and sess are set before ready is closed; the pion callbacks (which may fire before
 	// that) wait for it.
 	ctx       context.Context
 	ctxCancel context.CancelFunc
 	ready     chan struct{}
-	wdone     chan struct{} // closed when the data-channel writer has ended
 
 	// sidebands are the server WebSockets joined to the call (GET /v1/realtime?call_id=);
 	// sbDone is closed, with sbEnded set, once the session has ended: they close then.
 	sbMu      sync.Mutex
-	sidebands map[*conn]struct{}
+	sidebands map[*wsConn]struct{}
 	sbEnded   bool
 	sbDone    chan struct{}
 }
@@ -77,56 +75,130 @@ func (cl *call) waitReady() bool {
 	select {
 	case <-cl.ready:
 		return true
-	case <-cl.stop:
-		return false
-	case <-cl.failed:
+	case <-cl.ended:
 		return false
 	}
 }
 
-func (cl *call) once(o *sync.Once, ch chan struct{}) { o.Do(func() { close(ch) }) }
-
-func (cl *call) hangup(reason string) {
-	cl.stopOnce.Do(func() {
-		cl.reasonMu.Lock()
-		cl.reason = reason
-		cl.reasonMu.Unlock()
-		close(cl.stop)
-	})
+// end ends the call for reason, unless it has already ended for another.
+func (cl *call) end(reason string) {
+	if cl.reason.CompareAndSwap(nil, &reason) {
+		close(cl.ended)
+	}
 }
 
-// callSink is the session's Sink on a call: audio deltas go to the player (RTP), not to the
-// data channel; everything else goes to the data channel through the stream and queue the
-// WebSocket uses.
-type callSink struct{ c *call }
+func (cl *call) hangup(reason string) { cl.end(reason) }
 
-func (s *callSink) Send(ev session.Event) error {
-	switch e := ev.Effect.(type) {
-	case session.SessionCreated:
-		s.c.listens.Store(sessionListens(e.View))
-	case session.SessionUpdated:
-		s.c.listens.Store(sessionListens(e.View))
-	case session.OutputDelta:
-		if e.Kind == session.PartAudio {
-			// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
-			return s.c.player.delta(e, ev.Epoch)
+// endReason is why the call ended ("" while it goes on).
+func (cl *call) endReason() string {
+	if r := cl.reason.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
+
+// callOut is where a call's session events go (the outbound of its sessionSink): audio deltas
+// to the player (RTP), not to the data channel; everything else to the data channel's stream
+// and every sideband. The player's own events come here too.
+type callOut struct{ c *call }
+
+func (o callOut) Send(ev link.Event) error {
+	switch p := ev.Payload.(type) {
+	case protocol.SessionCreated:
+		o.c.listens.Store(sessionListens(p.Session))
+	case protocol.SessionUpdated:
+		o.c.listens.Store(sessionListens(p.Session))
+	}
+	switch ev.Type {
+	case "response.output_audio.delta":
+		// As on OpenAI's calls, a sideband gets no audio deltas either: the audio is RTP.
+		return o.c.player.Delta(ev.Payload, ev.Epoch)
+	case "response.done":
+		if d, ok := ev.Payload.(protocol.ResponseDone); ok {
+			o.c.player.ResponseDone(d.Response.ID)
 		}
-	case session.ResponseDone:
-		s.c.player.responseDone(e.Response.ID)
 	}
-	s.c.toSidebands(ev)
-	return s.c.st.Send(ev)
+	o.c.toSidebands(ev)
+	return o.c.st.Send(ev)
 }
 
-func (s *callSink) DropStale(epoch int) {
-	s.c.player.clear(epoch)
-	s.c.sbMu.Lock()
-	for sb := range s.c.sidebands {
+func (o callOut) DropStale(epoch int) {
+	o.c.player.Clear(epoch)
+	o.c.sbMu.Lock()
+	for sb := range o.c.sidebands {
 		sb.st.DropStale(epoch)
 	}
-	s.c.sbMu.Unlock()
-	s.c.st.DropStale(epoch)
+	o.c.sbMu.Unlock()
+	o.c.st.DropStale(epoch)
 }
+
+// dcTransport is the data channel's part of the connection core (link.Transport). pion hands
+// each message to OnMessage on its own goroutine, which gives it to the core's reader (and
+// waits for it: the session's backpressure holds back pion's delivery, as it did when the
+// callback submitted itself); writes wait until the channel is open.
+type dcTransport struct {
+	log    *zap.Logger
+	msgs   chan []byte
+	done   chan struct{}                      // closed by Close: the core reads no more
+	dc     atomic.Pointer[webrtc.DataChannel] // the open oai-events channel
+	opened chan struct{}                      // closed once dc is set
+	shut   atomic.Bool
+	closed chan struct{} // closed when oai-events has closed (the browser answered our reset)
+}
+
+func newDCTransport(log *zap.Logger) *dcTransport {
+	return &dcTransport{log: log, msgs: make(chan []byte), done: make(chan struct{}), opened: make(chan struct{}), closed: make(chan struct{})}
+}
+
+// open notes the oai-events channel open (OnOpen).
+func (t *dcTransport) open(dc *webrtc.DataChannel) {
+	if t.dc.CompareAndSwap(nil, dc) {
+		close(t.opened)
+	}
+}
+
+// onClose notes the channel closed (OnClose).
+func (t *dcTransport) onClose() {
+	if t.shut.CompareAndSwap(false, true) {
+		close(t.closed)
+	}
+}
+
+// deliver hands one message to the core's reader, or drops it once the core is closed (pion's
+// callback must return: closing the peer connection waits for it).
+func (t *dcTransport) deliver(data []byte) {
+	select {
+	case t.msgs <- data:
+	case <-t.done:
+	}
+}
+
+func (t *dcTransport) ReadFrame(ctx context.Context) ([]byte, error) {
+	select {
+	case m := <-t.msgs:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// WriteFrame sends one event once the channel is open. A failed send is logged, not fatal: the
+// call's liveness is its peer connection's, not the channel's.
+func (t *dcTransport) WriteFrame(ctx context.Context, data []byte) error {
+	select {
+	case <-t.opened:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := t.dc.Load().SendText(string(data)); err != nil {
+		t.log.Debug("data channel send", zap.Error(err))
+	}
+	return nil
+}
+
+// Close releases a delivery waiting for the reader. The channel itself the call closes
+// (closeDataChannel), after the core has drained, with a hang-up's linger.
+func (t *dcTransport) Close(int, string) { close(t.done) }
 
 // A hang-up lets the acknowledgement of the browser's stream reset travel before the
 // association is aborted: at least dcCloseLinger (a round trip and a retransmission on a LAN),
@@ -146,103 +218,68 @@ func closeLinger(srttS float64) time.Duration {
 
 // run drives the call until the session ends, the peer goes away or hangup.
 func (cl *call) run() {
-	ctx := cl.ctx
 	defer cl.ctxCancel()
-	sessDone := make(chan struct{})
-	go func() { defer close(sessDone); cl.sess.Run(ctx, nil) }()
+	sessDone := runSession(cl.ctx, cl.sess)
 	stopPlayer := make(chan struct{})
-	cl.wg.Add(2)
-	go func() { defer cl.wg.Done(); cl.player.run(stopPlayer) }()
-	go func() { defer cl.wg.Done(); defer close(cl.wdone); cl.writeLoop() }()
-	connectBy := time.NewTimer(cl.cfg.ConnectTimeout)
-	defer connectBy.Stop()
-	reason := ""
-	for reason == "" {
-		select {
-		case <-cl.connected:
-			connectBy.Stop()
-			cl.connected = nil
-		case <-connectBy.C:
-			reason = session.ReasonTimeout
-		case <-cl.failed:
-			reason = session.ReasonDisconnect
-		case <-cl.stop:
-			cl.reasonMu.Lock()
-			reason = cl.reason
-			cl.reasonMu.Unlock()
-		case <-sessDone:
-			reason = "session_ended"
-		}
+	cl.goMedia(func() { cl.player.Run(stopPlayer) })
+	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
+	cl.core.Start(cl.st, nil, replyWith(cl.apply))
+	reason := "session_ended"
+	select {
+	case <-cl.ended:
+		reason = cl.endReason()
+	case <-sessDone:
 	}
+	cl.connectBy.Stop()
 	cl.log.Debug("call ending", zap.String("reason", reason))
 	if reason != "session_ended" {
 		cl.sess.Stop(reason)
 		<-sessDone
 	}
 	cl.endSidebands()
-	// session.closed is queued: give the writer a moment to send it before the channel goes.
-	cl.q.close()
-	select {
-	case <-cl.wdone:
-	case <-time.After(time.Second):
+	// session.closed is queued: the writer sends it (for at most a second) before the channel
+	// goes; a channel never opened has nothing to drain to.
+	code := 0
+	if cl.dc.dc.Load() != nil {
+		code = 1000
 	}
+	cl.core.Close(code, "call ended")
 	close(stopPlayer)
-	// Closing the peer connection aborts the SCTP association, which a browser reports on a
-	// channel still open as an error ("User-Initiated Abort"; the Agents SDK raises it): the
-	// channel is closed first, by a stream reset the browser answers, a clean close.
-	if dc := cl.dc.Load(); dc != nil && dc.ReadyState() == webrtc.DataChannelStateOpen {
-		_ = dc.Close()
-		select {
-		case <-cl.dcClosed:
-			// Our side is closed when the browser's reset arrived; the browser's is once our
-			// acknowledgement of it does. An abort before that is still an error there.
-			time.Sleep(closeLinger(cl.pc.SCTP().Stats().SmoothedRoundTripTime))
-		case <-time.After(time.Second):
-			cl.log.Info("the data channel did not close within 1 s of the hang-up; closing the call anyway")
-		}
-	}
-	cl.lastRTP = cl.rtp.snapshot(cl.id) // the interceptor forgets the streams on Close
+	cl.closeDataChannel()
+	cl.lastRTP = cl.rtp.Snapshot(cl.id) // the interceptor forgets the streams on Close
 	_ = cl.pc.Close()
-	cl.wg.Wait()
+	cl.media.Wait()
 }
 
-// writeLoop sends the session's events on the data channel once it is open, in order.
-func (cl *call) writeLoop() {
-	var dc *webrtc.DataChannel
+// goMedia starts one of the call's media goroutines (the player, the RTP receiver, the RTCP
+// readers): run ends them (the player's stop, closing the peer connection for the readers) and
+// waits for them.
+func (cl *call) goMedia(f func()) {
+	cl.media.Add(1)
+	go func() {
+		defer cl.media.Done()
+		f()
+	}()
+}
+
+// closeDataChannel closes an open channel first, by a stream reset the browser answers, a clean
+// close: closing the peer connection aborts the SCTP association, which a browser reports on a
+// channel still open as an error ("User-Initiated Abort"; the Agents SDK raises it).
+func (cl *call) closeDataChannel() {
+	dc := cl.dc.dc.Load()
+	if dc == nil || dc.ReadyState() != webrtc.DataChannelStateOpen {
+		return
+	}
+	_ = dc.Close()
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
 	select {
-	case dc = <-cl.dcOpen:
-	case <-cl.stop:
-		return
-	case <-cl.failed:
-		return
-	}
-	for {
-		data, done, err := cl.st.next(cl.q)
-		if err != nil || done {
-			return
-		}
-		if data == nil {
-			select {
-			case <-cl.q.notify:
-			case <-cl.failed:
-				return
-			}
-			continue
-		}
-		if err := dc.SendText(string(data)); err != nil {
-			cl.log.Debug("data channel send", zap.Error(err))
-		}
-	}
-}
-
-// onMessage takes one client event from the data channel; a bad one gets its error event on
-// the data channel.
-func (cl *call) onMessage(msg webrtc.DataChannelMessage) {
-	if !cl.waitReady() {
-		return
-	}
-	if werr, err := cl.apply(cl.ctx, msg.Data); err == nil && werr != nil {
-		_ = cl.st.Send(errorEvent(werr))
+	case <-cl.dc.closed:
+		// Our side is closed when the browser's reset arrived; the browser's is once our
+		// acknowledgement of it does. An abort before that is still an error there.
+		time.Sleep(closeLinger(cl.pc.SCTP().Stats().SmoothedRoundTripTime))
+	case <-timer.C:
+		cl.log.Info("the data channel did not close within 1 s of the hang-up; closing the call anyway")
 	}
 }
 
@@ -257,7 +294,7 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 	}
 	_ = json.Unmarshal(data, &env)
 	if env.Type == "output_audio_buffer.clear" {
-		itemID, played, had := cl.player.clear(0)
+		itemID, played, had := cl.player.Clear(0)
 		if had && itemID != "" {
 			return nil, cl.sess.Submit(ctx, &session.TruncateItem{Base: session.Base{ID: env.EventID, Kind: "conversation.item.truncate"},
 				ItemID: itemID, AudioEndMs: played})
@@ -298,15 +335,15 @@ func (cl *call) appendInputLocked(ctx context.Context) error {
 }
 
 // sessionListens reports whether a session object has a VAD listening to its input.
-func sessionListens(v session.SessionView) bool {
-	return v.Input.TurnDetection != nil || (!v.Transcription && v.AutoResponse)
+func sessionListens(o protocol.SessionObject) bool {
+	switch o := o.(type) {
+	case *protocol.Session:
+		return o.Audio.Input.TurnDetection != nil || o.AutoResponse
+	case *protocol.TranscriptionSession:
+		return o.Audio.Input.TurnDetection != nil
+	}
+	return false
 }
-
-// rtpQuietAfter is how long without a packet from the browser means it sends nothing for now
-// (Opus DTX, or a source it found silent): the input's time still passes, so a session whose
-// VAD listens sees the pause as silence instead of waiting for the next packet to end the
-// user's turn. Without a VAD nothing is added: a commit takes exactly the audio received.
-const rtpQuietAfter = 100 * time.Millisecond
 
 // The microphone's audio goes to the session in pieces of at least rtcInputAppendBytes while the
 // session's VAD listens: 10 ms of 24 kHz PCM16, under one packet's 20 ms (a streaming resampler
@@ -322,128 +359,26 @@ const (
 	rtcInputBatchBytes  = 24000 * 2 * 100 / 1000
 )
 
-// receive decodes the browser's RTP (Opus, or G.711) to 24 kHz PCM16 and appends it to the
-// session's input buffer (rtcInputAppendBytes, rtcInputBatchBytes). A gap in the sequence
-// numbers is concealed (PLC); a gap in time (no packet for rtpQuietAfter, or a timestamp jump
-// when packets resume after a DTX pause) is appended as silence, each span once, while the
-// session's VAD listens.
+// Listens implements media.Input: whether the session's VAD listens.
+func (cl *call) Listens() bool { return cl.listens.Load() }
+
+// Take implements media.Input: the microphone's audio is buffered and appended to the session
+// in pieces (rtcInputAppendBytes while a VAD listens, else rtcInputBatchBytes); false once the
+// session has ended.
+func (cl *call) Take(pcm []byte) bool {
+	cl.inMu.Lock()
+	defer cl.inMu.Unlock()
+	cl.inBuf = append(cl.inBuf, pcm...)
+	least := rtcInputBatchBytes
+	if cl.listens.Load() {
+		least = rtcInputAppendBytes
+	}
+	return len(cl.inBuf) < least || cl.appendInputLocked(cl.ctx) == nil
+}
+
+// receive hands the browser's audio track to the media receiver once the session exists.
 func (cl *call) receive(t *webrtc.TrackRemote) {
-	dec, err := cl.codec.newDecoder()
-	if err != nil {
-		cl.log.Error("audio decoder", zap.Error(err))
-		return
+	if cl.waitReady() {
+		media.Receive(t, cl.codec, cl, cl.log)
 	}
-	defer dec.Close()
-	pcm := make([]int16, dec.MaxFrameSamples())
-	var (
-		lastSeq uint16
-		lastTS  uint32
-		have    bool
-		gaps    quietFill
-	)
-	if !cl.waitReady() {
-		return
-	}
-	var buf []byte // this packet's audio (with concealed losses or silence before it)
-	take := func() bool {
-		cl.inMu.Lock()
-		defer cl.inMu.Unlock()
-		cl.inBuf = append(cl.inBuf, buf...)
-		buf = buf[:0]
-		least := rtcInputBatchBytes
-		if cl.listens.Load() {
-			least = rtcInputAppendBytes
-		}
-		return len(cl.inBuf) < least || cl.appendInputLocked(cl.ctx) == nil
-	}
-	for {
-		if have {
-			_ = t.SetReadDeadline(time.Now().Add(rtpQuietAfter))
-		}
-		pkt, _, err := t.ReadRTP()
-		if err != nil {
-			if ne := net.Error(nil); have && errors.As(err, &ne) && ne.Timeout() {
-				if cl.listens.Load() {
-					buf = appendSilence(buf, gaps.quiet(time.Now()))
-				}
-				if len(buf) > 0 && !take() {
-					return
-				}
-				continue
-			}
-			return
-		}
-		if have {
-			lost := int(pkt.SequenceNumber - lastSeq - 1)
-			for gap := lost; gap > 0 && gap < 10; gap-- {
-				n, err := dec.Decode(nil, pcm)
-				if err == nil {
-					buf = appendPCM(buf, pcm[:n])
-				}
-			}
-			// The timestamps cover the lost packets too: what is beyond them was not sent.
-			if lost >= 0 && lost < 10 && cl.listens.Load() {
-				span := time.Duration(int64(pkt.Timestamp-lastTS)-int64(lost+1)*int64(cl.codec.perTick)) * time.Second / time.Duration(cl.codec.clock)
-				buf = appendSilence(buf, gaps.resumed(span))
-			}
-		}
-		have, lastSeq, lastTS = true, pkt.SequenceNumber, pkt.Timestamp
-		gaps.packet(time.Now())
-		n, err := dec.Decode(pkt.Payload, pcm)
-		if err != nil {
-			cl.log.Debug("audio decode", zap.Error(err))
-			continue
-		}
-		buf = appendPCM(buf, pcm[:n])
-		if !take() {
-			return
-		}
-	}
-}
-
-// quietFill keeps the silence appended for a pause in the browser's packets, so that each span
-// of time is appended once: while no packet comes (quiet, by the clock) and when packets resume
-// after a timestamp jump (resumed, by the RTP clock), whichever sees it first.
-type quietFill struct {
-	lastAt time.Time     // arrival of the last packet
-	filled time.Duration // silence appended since it
-}
-
-const rtpFrame = 20 * time.Millisecond
-
-// packet records a packet's arrival: a new pause starts from it.
-func (q *quietFill) packet(now time.Time) { q.lastAt, q.filled = now, 0 }
-
-// quiet is the silence to append now, no packet having come since the last one: the time since
-// it, beyond that packet's own frame and what was already appended, in whole frames.
-func (q *quietFill) quiet(now time.Time) time.Duration {
-	d := (now.Sub(q.lastAt) - rtpFrame - q.filled).Truncate(rtpFrame)
-	if d <= 0 {
-		return 0
-	}
-	q.filled += d
-	return d
-}
-
-// resumed is the silence to append before a packet whose timestamp is span past the end of the
-// last one (a DTX pause): what quiet has not appended already, in whole frames.
-func (q *quietFill) resumed(span time.Duration) time.Duration {
-	d := (span - q.filled).Truncate(rtpFrame)
-	if d <= 0 {
-		return 0
-	}
-	q.filled += d
-	return d
-}
-
-// appendSilence appends d of 24 kHz PCM16 silence.
-func appendSilence(b []byte, d time.Duration) []byte {
-	return append(b, make([]byte, 2*int(d*24000/time.Second))...)
-}
-
-func appendPCM(b []byte, pcm []int16) []byte {
-	for _, v := range pcm {
-		b = binary.LittleEndian.AppendUint16(b, uint16(v))
-	}
-	return b
 }

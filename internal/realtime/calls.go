@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -25,12 +26,16 @@ import (
 
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/oaierror"
+	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/media"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
-var (
-	errUnsupportedFormat = errors.New("the session's output format cannot be played on a call")
-	errPlayoutOverflow   = errors.New("the call's playout queue overflowed")
+// RTPStats and RTPTotals are a call's RTP figures (internal/realtime/media), as the server's
+// metrics read them.
+type (
+	RTPStats  = media.RTPStats
+	RTPTotals = media.RTPTotals
 )
 
 // CallsConfig configures the WebRTC transport (POST /v1/realtime/calls).
@@ -71,7 +76,24 @@ type Calls struct {
 	calls  map[string]*call
 	ended  RTPTotals // of the calls that have ended
 	closed bool
-	wg     sync.WaitGroup
+	// running counts the calls and sidebands Close waits for; idle, made by Close while some
+	// run, is closed when the last one ends.
+	running int
+	idle    chan struct{}
+}
+
+// started counts a call or sideband that Close must wait for (c.mu held).
+func (c *Calls) startedLocked() { c.running++ }
+
+// finished ends what started counted.
+func (c *Calls) finished() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running--
+	if c.running == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
 }
 
 // NewCalls opens the UDP port and returns the transport; hcfg and sessions are the WebSocket
@@ -193,16 +215,20 @@ func (c *Calls) Close(ctx context.Context) error {
 	for _, cl := range c.calls {
 		live = append(live, cl)
 	}
+	if c.running > 0 && c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	idle := c.idle
 	c.mu.Unlock()
 	for _, cl := range live {
 		cl.hangup(session.ReasonShutdown)
 	}
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return c.closePorts()
 }
@@ -255,15 +281,16 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		cl.connectBy.Stop()
 		_ = cl.pc.Close()
 		slot.Release()
 		callError(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
 		return
 	}
 	c.calls[cl.id] = cl
-	c.wg.Add(1)
+	c.startedLocked()
 	c.mu.Unlock()
-	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, cl.sink)
+	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, &sessionSink{out: callOut{cl}})
 	runCtx := c.h.cfg.BaseContext
 	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {
@@ -272,7 +299,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	cl.ctx, cl.ctxCancel = context.WithCancel(runCtx)
 	close(cl.ready)
 	go func() {
-		defer c.wg.Done()
+		defer c.finished()
 		defer slot.Release()
 		cl.run() // returns after the session's Run did
 		if endSpan != nil {
@@ -286,7 +313,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Lock()
 		delete(c.calls, cl.id)
-		c.ended.add(cl.lastRTP)
+		c.ended.Add(cl.lastRTP)
 		c.mu.Unlock()
 		if c.cfg.OnCallEnd != nil {
 			c.cfg.OnCallEnd(cl.lastRTP)
@@ -370,21 +397,21 @@ func readOffer(r *http.Request, withSecret bool) (offer string, sess json.RawMes
 // checkOffer refuses what no call can come of: SDP that does not parse, an offer without an
 // audio m-line, or one whose audio offers none of Opus, PCMU and PCMA. It returns the codec the
 // call will use.
-func checkOffer(offer string) (rtcCodec, *WireError) {
+func checkOffer(offer string) (media.Codec, *WireError) {
 	var d sdp.SessionDescription
 	if err := d.UnmarshalString(offer); err != nil {
-		return rtcCodec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer does not parse: " + err.Error()}
+		return media.Codec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer does not parse: " + err.Error()}
 	}
 	hasAudio := false
 	for _, m := range d.MediaDescriptions {
 		hasAudio = hasAudio || m.MediaName.Media == "audio"
 	}
 	if !hasAudio {
-		return rtcCodec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer has no audio m-line (add a microphone track or a recvonly audio transceiver)"}
+		return media.Codec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer has no audio m-line (add a microphone track or a recvonly audio transceiver)"}
 	}
-	c, ok := offerCodec(&d)
+	c, ok := media.OfferCodec(&d)
 	if !ok {
-		return rtcCodec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer's audio has no supported codec: offer opus/48000/2, PCMU/8000 or PCMA/8000"}
+		return media.Codec{}, &WireError{Code: "invalid_sdp", Param: "sdp", Message: "the SDP offer's audio has no supported codec: offer opus/48000/2, PCMU/8000 or PCMA/8000"}
 	}
 	return c, nil
 }
@@ -396,110 +423,129 @@ func newCallID() string {
 }
 
 // newCall makes the peer connection and its answer (all candidates in it: no trickle).
-func (c *Calls) newCall(ctx context.Context, offer string, codec rtcCodec) (*call, string, error) {
-	m := &webrtc.MediaEngine{}
-	// Only the call's codec: the answer then names it alone, and both directions use it.
-	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: codec.cap, PayloadType: codec.pt}, webrtc.RTPCodecTypeAudio); err != nil {
-		return nil, "", err
-	}
-	ir := &interceptor.Registry{}
-	rec := &rtpRecorder{}
-	if err := registerInterceptors(m, ir, rec); err != nil {
-		return nil, "", err
-	}
-	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(c.se))
-	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+func (c *Calls) newCall(ctx context.Context, offer string, codec media.Codec) (*call, string, error) {
+	rec := &media.Recorder{}
+	pc, err := c.peerConnection(codec, rec)
 	if err != nil {
 		return nil, "", err
 	}
-	fail := func(err error) (*call, string, error) { _ = pc.Close(); return nil, "", err }
-	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: codec.cap.MimeType, ClockRate: codec.cap.ClockRate, Channels: codec.cap.Channels}, "audio", "omniserve")
+	cp := codec.Capability()
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: cp.MimeType, ClockRate: cp.ClockRate, Channels: cp.Channels}, "audio", "omniserve")
 	if err != nil {
-		return fail(err)
+		_ = pc.Close()
+		return nil, "", err
 	}
 	sender, err := pc.AddTrack(track)
 	if err != nil {
-		return fail(err)
+		_ = pc.Close()
+		return nil, "", err
 	}
 	if enc := sender.GetParameters().Encodings; len(enc) > 0 {
-		rec.setOut(uint32(enc[0].SSRC))
+		rec.SetOut(uint32(enc[0].SSRC))
 	}
 	id := newCallID()
 	log := c.h.log.With(zap.String("call_id", id))
-	st := newStream(false, nil)
+	st := link.NewStream(false, nil)
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
-		q: newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dcOpen: make(chan *webrtc.DataChannel, 1), dcClosed: make(chan struct{}),
-		codec: codec, stop: make(chan struct{}), failed: make(chan struct{}), connected: make(chan struct{}),
-		ready: make(chan struct{}), wdone: make(chan struct{}), sidebands: map[*conn]struct{}{}, sbDone: make(chan struct{}), rtp: rec}
-	cl.sink = &callSink{c: cl}
-	cl.player = newPlayer(cl.sink, track, codec, log)
-	st.attach(cl.q, 0)
-	cl.wg.Add(1)
-	go func() { // RTCP from the browser: read so the interceptors (reports, NACK) work
-		defer cl.wg.Done()
-		buf := make([]byte, 1500)
-		for {
-			if _, _, err := sender.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	pc.OnTrack(func(t *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
+		q: link.NewQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dc: newDCTransport(log),
+		codec: codec, ended: make(chan struct{}), ready: make(chan struct{}),
+		sidebands: map[*wsConn]struct{}{}, sbDone: make(chan struct{}), rtp: rec}
+	cl.player = media.NewPlayer(callOut{cl}, track, codec, log)
+	st.Attach(cl.q, 0)
+	// The connect timeout runs from the answer's making: a peer connection connected by then
+	// stops it.
+	cl.connectBy = time.AfterFunc(c.cfg.ConnectTimeout, func() { cl.end(session.ReasonTimeout) })
+	cl.wire(sender)
+	sdp, err := answer(ctx, pc, offer)
+	if err != nil {
+		cl.connectBy.Stop()
+		_ = pc.Close()
+		return nil, "", err
+	}
+	return cl, sdp, nil
+}
+
+// peerConnection makes a call's peer connection: the call's codec alone (the answer then names
+// it alone, and both directions use it) and the interceptors, with rec's stats.
+func (c *Calls) peerConnection(codec media.Codec, rec *media.Recorder) (*webrtc.PeerConnection, error) {
+	m := &webrtc.MediaEngine{}
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: codec.Capability(), PayloadType: codec.PayloadType()}, webrtc.RTPCodecTypeAudio); err != nil {
+		return nil, err
+	}
+	ir := &interceptor.Registry{}
+	if err := media.RegisterInterceptors(m, ir, rec); err != nil {
+		return nil, err
+	}
+	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(c.se))
+	return api.NewPeerConnection(webrtc.Configuration{})
+}
+
+// wire starts reading the browser's RTCP and hooks the call to the peer connection's events: its
+// audio track (the RTP receiver), the oai-events data channel (the core's transport) and its
+// state (connected, failed).
+func (cl *call) wire(sender *webrtc.RTPSender) {
+	buf := make([]byte, 1500)
+	// RTCP from the browser: read so the interceptors (reports, NACK) work.
+	cl.goMedia(func() { drain(func() error { _, _, err := sender.Read(buf); return err }) })
+	cl.pc.OnTrack(func(t *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		if t.Kind() != webrtc.RTPCodecTypeAudio {
 			return
 		}
-		rec.setIn(uint32(t.SSRC()))
-		cl.wg.Add(2)
-		go func() { defer cl.wg.Done(); cl.receive(t) }()
-		go func() { // the browser's sender reports: read so that our receiver reports answer them
-			defer cl.wg.Done()
-			for {
-				if _, _, err := recv.ReadRTCP(); err != nil {
-					return
-				}
-			}
-		}()
+		cl.rtp.SetIn(uint32(t.SSRC()))
+		cl.goMedia(func() { cl.receive(t) })
+		// The browser's sender reports: read so that our receiver reports answer them.
+		cl.goMedia(func() { drain(func() error { _, _, err := recv.ReadRTCP(); return err }) })
 	})
-	pc.OnDataChannel(func(dc *webrtc.DataChannel) {
+	cl.pc.OnDataChannel(func(dc *webrtc.DataChannel) {
 		if dc.Label() != "oai-events" {
 			return
 		}
-		dc.OnOpen(func() {
-			cl.dc.Store(dc)
-			select {
-			case cl.dcOpen <- dc:
-			default:
+		dc.OnOpen(func() { cl.dc.open(dc) })
+		dc.OnClose(cl.dc.onClose)
+		dc.OnMessage(func(msg webrtc.DataChannelMessage) {
+			if cl.waitReady() {
+				cl.dc.deliver(msg.Data)
 			}
 		})
-		dc.OnClose(func() { cl.dcCloseOnce.Do(func() { close(cl.dcClosed) }) })
-		dc.OnMessage(func(msg webrtc.DataChannelMessage) { cl.onMessage(msg) })
 	})
-	pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
+	cl.pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
 		switch s {
 		case webrtc.PeerConnectionStateConnected:
-			cl.once(&cl.connOnce, cl.connected)
+			cl.connectBy.Stop()
 		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
-			cl.once(&cl.failOnce, cl.failed)
+			cl.end(session.ReasonDisconnect)
 		}
 	})
-	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
-		return fail(err)
+}
+
+// drain calls read until it fails (the peer connection closed).
+func drain(read func() error) {
+	for read() == nil {
 	}
-	answer, err := pc.CreateAnswer(nil)
+}
+
+// answer answers offer on pc, with every candidate gathered (at most 5 s).
+func answer(ctx context.Context, pc *webrtc.PeerConnection, offer string) (string, error) {
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
+		return "", err
+	}
+	ans, err := pc.CreateAnswer(nil)
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	gathered := webrtc.GatheringCompletePromise(pc)
-	if err := pc.SetLocalDescription(answer); err != nil {
-		return fail(err)
+	if err := pc.SetLocalDescription(ans); err != nil {
+		return "", err
 	}
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
 	select {
 	case <-gathered:
 	case <-ctx.Done():
-		return fail(ctx.Err())
-	case <-time.After(5 * time.Second):
+		return "", ctx.Err()
+	case <-timer.C:
 	}
-	return cl, pc.LocalDescription().SDP, nil
+	return pc.LocalDescription().SDP, nil
 }
 
 // ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup.
@@ -521,4 +567,27 @@ func (c *Calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		callError(w, http.StatusNotFound, "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
 	}
+}
+
+// RTPStats are the live calls' RTP figures, by call id.
+func (c *Calls) RTPStats() []RTPStats {
+	c.mu.Lock()
+	live := make([]*call, 0, len(c.calls))
+	for _, cl := range c.calls {
+		live = append(live, cl)
+	}
+	c.mu.Unlock()
+	out := make([]RTPStats, 0, len(live))
+	for _, cl := range live {
+		out = append(out, cl.rtp.Snapshot(cl.id))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CallID < out[j].CallID })
+	return out
+}
+
+// EndedRTP are the totals of the calls that have ended.
+func (c *Calls) EndedRTP() RTPTotals {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended
 }

@@ -54,39 +54,10 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"a client secret cannot mint another; use the server's API key"))
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			oaierror.Write(w, oaierror.New(http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "the request body is too large"))
-			return
-		}
-		badRequest(w, "invalid_body", "", "reading the request body: "+err.Error())
+	req, ttl, oerr := readSecretsRequest(r)
+	if oerr != nil {
+		oaierror.Write(w, oerr)
 		return
-	}
-	var req secretsRequest
-	if len(body) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			badRequest(w, "invalid_json", "", "the body is not a client secret request: "+err.Error())
-			return
-		}
-	}
-	ttl := clientsecret.DefaultTTL
-	if ea := req.ExpiresAfter; ea != nil {
-		if ea.Anchor != nil && *ea.Anchor != "created_at" {
-			badRequest(w, "invalid_value", "expires_after.anchor", fmt.Sprintf("Invalid 'expires_after.anchor': %q; the only anchor is \"created_at\"", *ea.Anchor))
-			return
-		}
-		if ea.Seconds != nil {
-			ttl = time.Duration(*ea.Seconds) * time.Second
-			if *ea.Seconds < int64(clientsecret.MinTTL/time.Second) || *ea.Seconds > int64(clientsecret.MaxTTL/time.Second) {
-				badRequest(w, "integer_out_of_range", "expires_after.seconds", fmt.Sprintf(
-					"Invalid 'expires_after.seconds': %d; expected %d to %d", *ea.Seconds, int64(clientsecret.MinTTL/time.Second), int64(clientsecret.MaxTTL/time.Second)))
-				return
-			}
-		}
 	}
 	patch, werr := sessionPatch(req.Session)
 	if werr != nil {
@@ -118,6 +89,46 @@ func (h *secretsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Debug("client secret minted", zap.Time("expires_at", sec.ExpiresAt))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"value": sec.Value, "expires_at": sec.ExpiresAt.Unix(), "session": openai.SessionObject(view)})
+}
+
+// readSecretsRequest reads a client secret request and its lifetime (DefaultTTL unless
+// expires_after names one).
+func readSecretsRequest(r *http.Request) (secretsRequest, time.Duration, *oaierror.Error) {
+	var req secretsRequest
+	bad := func(code, param, msg string) (secretsRequest, time.Duration, *oaierror.Error) {
+		return req, 0, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: code, Param: param, Message: msg}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return req, 0, oaierror.New(http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "the request body is too large")
+		}
+		return bad("invalid_body", "", "reading the request body: "+err.Error())
+	}
+	if len(body) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return bad("invalid_json", "", "the body is not a client secret request: "+err.Error())
+		}
+	}
+	ttl := clientsecret.DefaultTTL
+	ea := req.ExpiresAfter
+	if ea == nil {
+		return req, ttl, nil
+	}
+	if ea.Anchor != nil && *ea.Anchor != "created_at" {
+		return bad("invalid_value", "expires_after.anchor", fmt.Sprintf("Invalid 'expires_after.anchor': %q; the only anchor is \"created_at\"", *ea.Anchor))
+	}
+	if ea.Seconds != nil {
+		ttl = time.Duration(*ea.Seconds) * time.Second
+		if *ea.Seconds < int64(clientsecret.MinTTL/time.Second) || *ea.Seconds > int64(clientsecret.MaxTTL/time.Second) {
+			return bad("integer_out_of_range", "expires_after.seconds", fmt.Sprintf(
+				"Invalid 'expires_after.seconds': %d; expected %d to %d", *ea.Seconds, int64(clientsecret.MinTTL/time.Second), int64(clientsecret.MaxTTL/time.Second)))
+		}
+	}
+	return req, ttl, nil
 }
 
 // secretIsTranscription reports whether a client secret's session is a transcription session

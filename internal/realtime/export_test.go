@@ -4,11 +4,11 @@ import "github.com/omniserve/omniserve/internal/session"
 
 // JournalStats reports what a session's replay journal holds (tests of package realtime_test).
 func JournalStats(sink session.Sink) (events, bytes int) {
-	st, ok := sink.(*stream)
-	if !ok {
+	st := streamOf(sink)
+	if st == nil {
 		return 0, 0
 	}
-	return st.journalStats()
+	return st.JournalStats()
 }
 
 // Sidebands is the number of sidebands joined to the live call id (tests).

@@ -2,13 +2,10 @@ package realtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -17,6 +14,8 @@ import (
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/oaierror"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -135,51 +134,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key"))
 		return
 	}
-	var initial *session.ConfigPatch
-	if sec != nil {
-		p, werr := sessionPatch(sec.Session)
-		if werr != nil { // validated at minting; only a bug gets here
-			oaierror.Write(w, oaierror.New(http.StatusInternalServerError, "server_error", "invalid_client_secret", werr.Message))
-			return
-		}
-		initial = &p
-	}
-	q := r.URL.Query()
-	if h.sessions.ResumeGrace() > 0 && (q.Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
+	if h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
 		h.serveResume(w, r)
 		return
 	}
-	// ?intent=transcription opens a transcription session (no model: OpenAI's guide omits it,
-	// and a model given anyway is ignored rather than refused).
-	transcription := false
-	if q.Has("intent") {
-		if q.Get("intent") != "transcription" {
-			oaierror.Write(w, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
-				Message: fmt.Sprintf("Invalid value for 'intent': %q. The only intent is \"transcription\".", q.Get("intent"))})
-			return
-		}
-		transcription = true
-	}
-	if sec != nil {
-		// A client secret opens the kind of session it was minted for; the SDKs always name a
-		// model in the URL, which a transcription session ignores.
-		minted := secretIsTranscription(sec.Session)
-		if transcription && !minted {
-			oaierror.Write(w, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
-				Message: "this client secret was minted for a conversation session; ?intent=transcription needs one minted with session.type \"transcription\""})
-			return
-		}
-		transcription = minted
-	}
-	if m := q.Get("model"); q.Has("model") && !transcription && !h.sessions.AcceptsModel(m) {
-		// Before the upgrade, so no slot is taken: what the chat endpoint answers for an
-		// unknown model (the SDKs raise it as the connection's error).
-		oaierror.Write(w, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))})
+	opts, oerr := h.openOptions(r, sec)
+	if oerr != nil {
+		oaierror.Write(w, oerr)
 		return
 	}
-	duplex := truthy(q.Get("duplex")) && !transcription // a transcription session never answers
-	beta := isBeta(r)
+	duplex, beta := opts.Duplex, opts.Beta
 	slot, err := h.sessions.Acquire(r.Context())
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
@@ -188,15 +152,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer slot.Release()
 	resumable := h.sessions.ResumeGrace() > 0
-	var j *journal
+	var j *link.Journal
 	if resumable {
-		j = newJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
+		j = link.NewJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
 	}
-	st := newStream(beta, j)
+	st := link.NewStream(beta, j)
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sess = h.sessions.NewSession(slot, session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: beta, Initial: initial, Transcription: transcription}, st)
+		sess = h.sessions.NewSession(slot, opts, &sessionSink{out: st})
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
@@ -218,28 +182,75 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ws == nil {
 		return
 	}
-	c := h.newConn(ws, st, newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable))
+	c := h.newConn(ws, st, link.NewQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, resumable), h.log)
 	if sess == nil {
-		c.refuse(session.ErrorEvent("invalid_request_error", "unsupported",
-			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex"), websocket.StatusPolicyViolation, "duplex unsupported", true)
+		c.refuse(link.Event{Type: "error", Payload: protocol.NewErrorEvent("invalid_request_error", "unsupported",
+			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
 		return
 	}
-	st.attach(c.q, 0)
+	st.Attach(c.q, 0)
 	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", beta))
 	// The session may outlive this connection (resume grace): this goroutine owns its actor and
-	// holds its slot until the actor returns.
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// The session exists from the upgrade on: Run sends session.created with the full
-		// default session at once, and session.update may follow at any time.
-		sess.Run(runCtx, nil)
-	}()
+	// holds its slot until the actor returns. The session exists from the upgrade on: Run sends
+	// session.created with the full default session at once, and session.update may follow at
+	// any time.
+	ran := runSession(runCtx, sess)
 	c.serve(sess, 0)
-	wg.Wait()
+	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
 	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+}
+
+// openOptions are the options of the session a new connection opens, from its request: the
+// client secret's configuration and kind, ?intent=transcription, ?model= (refused before the
+// upgrade when not served, so no slot is taken), ?duplex=1 and the dialect.
+func (h *handler) openOptions(r *http.Request, sec *clientsecret.Secret) (session.Options, *oaierror.Error) {
+	var initial *session.ConfigPatch
+	if sec != nil {
+		p, werr := sessionPatch(sec.Session)
+		if werr != nil { // validated at minting; only a bug gets here
+			return session.Options{}, oaierror.New(http.StatusInternalServerError, "server_error", "invalid_client_secret", werr.Message)
+		}
+		initial = &p
+	}
+	q := r.URL.Query()
+	transcription, oerr := transcriptionIntent(q, sec)
+	if oerr != nil {
+		return session.Options{}, oerr
+	}
+	if m := q.Get("model"); q.Has("model") && !transcription && !h.sessions.AcceptsModel(m) {
+		// What the chat endpoint answers for an unknown model (the SDKs raise it as the
+		// connection's error).
+		return session.Options{}, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))}
+	}
+	duplex := truthy(q.Get("duplex")) && !transcription // a transcription session never answers
+	return session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: isBeta(r), Initial: initial, Transcription: transcription}, nil
+}
+
+// transcriptionIntent says whether the connection opens a transcription session:
+// ?intent=transcription (no model: OpenAI's guide omits it, and a model given anyway is
+// ignored rather than refused), or a client secret minted for one (a secret opens the kind of
+// session it was minted for; the SDKs always name a model in the URL, which a transcription
+// session ignores).
+func transcriptionIntent(q url.Values, sec *clientsecret.Secret) (bool, *oaierror.Error) {
+	transcription := false
+	if q.Has("intent") {
+		if q.Get("intent") != "transcription" {
+			return false, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
+				Message: fmt.Sprintf("Invalid value for 'intent': %q. The only intent is \"transcription\".", q.Get("intent"))}
+		}
+		transcription = true
+	}
+	if sec == nil {
+		return transcription, nil
+	}
+	minted := secretIsTranscription(sec.Session)
+	if transcription && !minted {
+		return false, &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "intent", Code: "invalid_value",
+			Message: "this client secret was minted for a conversation session; ?intent=transcription needs one minted with session.type \"transcription\""}
+	}
+	return minted, nil
 }
 
 // accept upgrades the request; nil when the upgrade failed (the library answered).
@@ -283,12 +294,6 @@ func offersProtocol(r *http.Request, proto string) bool {
 		}
 	}
 	return false
-}
-
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "event_" + hex.EncodeToString(b[:])
 }
 
 // modelParam is the connection's model; a transcription session has none (its transcription

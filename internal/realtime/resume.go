@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -42,11 +42,11 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 	if ws == nil {
 		return
 	}
-	// A fresh stream for the handshake; a resume swaps in the session's.
-	c := h.newConn(ws, newStream(beta, nil), newOutQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, true))
+	// No stream for the handshake (its replies are unnumbered); a resume attaches the session's.
+	c := h.newConn(ws, nil, link.NewQueue(h.cfg.SendQueue, h.cfg.SendQueueBytes, true), h.log)
 	req, werr, gone := c.resumeRequest(r)
 	if gone {
-		c.closeWS(0, "")
+		c.close(0, "")
 		return
 	}
 	if werr != nil {
@@ -55,9 +55,9 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 	}
 	log := h.log.With(zap.String("session_id", req.sessionID))
 	sess := h.sessions.Lookup(req.sessionID)
-	var st *stream
+	var st *link.Stream
 	if sess != nil {
-		st, _ = sess.Sink().(*stream)
+		st = streamOf(sess.Sink())
 	}
 	if st == nil {
 		log.Debug("session resume refused: no such session")
@@ -67,11 +67,11 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 	q := c.q
 	var replay [][]byte
 	var last int64
-	ctx, cancel := context.WithTimeout(c.ctx, h.cfg.HandshakeTimeout)
+	ctx, cancel := context.WithTimeout(c.core.Context(), h.cfg.HandshakeTimeout)
 	res, err := sess.Resume(ctx, session.ResumeRequest{Token: req.token, Attach: func() bool {
 		var complete bool
-		replay, complete = st.attach(q, req.lastSeq)
-		last = st.lastSeq()
+		replay, complete = st.Attach(q, req.lastSeq)
+		last = st.LastSeq()
 		return complete
 	}})
 	cancel()
@@ -88,7 +88,7 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.st = st
-	ev, _ := outbound(res.Event)
+	ev, _ := outEvent(res.Event)
 	if res.Resync {
 		replay = nil
 	}
@@ -96,7 +96,7 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 		p.LastReceivedServerEventSeq, p.LastServerEventSeq, p.ReplayedEvents = req.lastSeq, last, len(replay)
 		ev.Payload = p
 	}
-	resumed, err := st.encodeUnnumbered(ev)
+	resumed, err := link.EncodeUnnumbered(ev)
 	if err != nil {
 		// Cannot happen (plain values); the session stays attached and this connection ends.
 		log.Error("encoding session.resumed", zap.Error(err))
@@ -113,13 +113,13 @@ func notFound(req resumeReq) *WireError {
 }
 
 // refuseResume answers a refused resume; the handshake reply has no server_event_seq.
-func (c *conn) refuseResume(werr *WireError) {
+func (c *wsConn) refuseResume(werr *WireError) {
 	c.refuse(errorEvent(werr), websocket.StatusPolicyViolation, "session resume refused", false)
 }
 
 // resumeRequest reads the resume request: the headers when the token is there, else the first
 // event, which must be session.resume. gone is true when the client left during the handshake.
-func (c *conn) resumeRequest(r *http.Request) (req resumeReq, werr *WireError, gone bool) {
+func (c *wsConn) resumeRequest(r *http.Request) (req resumeReq, werr *WireError, gone bool) {
 	req.sessionID = r.URL.Query().Get("session_id")
 	if tok := r.Header.Get(ResumeTokenHeader); tok != "" {
 		req.token = tok
@@ -136,22 +136,17 @@ func (c *conn) resumeRequest(r *http.Request) (req resumeReq, werr *WireError, g
 		req.lastSeq = n
 		return req, nil, false
 	}
-	timer := time.NewTimer(c.h.cfg.HandshakeTimeout)
-	defer timer.Stop()
-	var f frame
-	select {
-	case f = <-c.frames:
-	case <-timer.C:
+	f, err := c.core.First(c.h.cfg.HandshakeTimeout)
+	switch {
+	case errors.Is(err, link.ErrFirstTimeout):
 		return req, &WireError{Code: "session_resume_timeout", Param: "type",
 			Message: fmt.Sprintf("no session.resume within %v of connecting with ?session_id=", c.h.cfg.HandshakeTimeout)}, false
-	}
-	if f.err != nil {
+	case err != nil:
 		return req, nil, true
+	case f.Refused != nil:
+		return req, f.Refused, false
 	}
-	if f.werr != nil {
-		return req, f.werr, false
-	}
-	cmd, werr := DecodeClientEvent(f.data)
+	cmd, werr := DecodeClientEvent(f.Data)
 	if werr != nil {
 		return req, werr, false
 	}

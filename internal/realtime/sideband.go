@@ -3,14 +3,12 @@ package realtime
 import (
 	"fmt"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/auth"
-	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 )
 
 // A sideband is a server's WebSocket joined to a live call (GET /v1/realtime?call_id=rtc_…,
@@ -50,7 +48,7 @@ func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	cl := c.calls[id]
 	if cl != nil && !c.closed {
-		c.wg.Add(1) // Close waits for the sideband too
+		c.startedLocked() // Close waits for the sideband too
 	} else {
 		cl = nil
 	}
@@ -59,7 +57,7 @@ func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
 		return
 	}
-	defer c.wg.Done()
+	defer c.finished()
 	if !cl.waitReady() {
 		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
 		return
@@ -70,11 +68,11 @@ func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
 	if ws == nil {
 		return
 	}
-	sb := c.h.newConn(ws, newStream(beta, nil), newOutQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false))
-	sb.log = c.h.log.With(zap.String("call_id", id), zap.String("sideband", "websocket"))
-	sb.st.attach(sb.q, 0)
+	sb := c.h.newConn(ws, link.NewStream(beta, nil), link.NewQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false),
+		c.h.log.With(zap.String("call_id", id), zap.String("sideband", "websocket")))
+	sb.st.Attach(sb.q, 0)
 	if !cl.join(sb) {
-		sb.closeWS(websocket.StatusNormalClosure, "call ended")
+		sb.close(websocket.StatusNormalClosure, "call ended")
 		return
 	}
 	sb.log.Debug("sideband joined")
@@ -82,7 +80,7 @@ func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
 }
 
 // join adds sb to the call's sidebands; false when the call's session has already ended.
-func (cl *call) join(sb *conn) bool {
+func (cl *call) join(sb *wsConn) bool {
 	cl.sbMu.Lock()
 	defer cl.sbMu.Unlock()
 	if cl.sbEnded {
@@ -92,7 +90,7 @@ func (cl *call) join(sb *conn) bool {
 	return true
 }
 
-func (cl *call) leave(sb *conn) {
+func (cl *call) leave(sb *wsConn) {
 	cl.sbMu.Lock()
 	delete(cl.sidebands, sb)
 	cl.sbMu.Unlock()
@@ -100,7 +98,7 @@ func (cl *call) leave(sb *conn) {
 
 // toSidebands queues ev for every sideband. One whose queue refuses it (overflow: a slow
 // sideband) leaves the call; its queue watcher closes it.
-func (cl *call) toSidebands(ev session.Event) {
+func (cl *call) toSidebands(ev link.Event) {
 	cl.sbMu.Lock()
 	defer cl.sbMu.Unlock()
 	for sb := range cl.sidebands {
@@ -121,44 +119,23 @@ func (cl *call) endSidebands() {
 }
 
 // serveSideband runs a sideband until the call ends (close frame 1000 after what is queued) or
-// the connection goes (the call goes on).
-func (c *conn) serveSideband(cl *call) {
-	lost := make(chan loss, 3)
-	var wg sync.WaitGroup
-	writerDone := make(chan struct{})
-	wg.Add(3)
-	go func() { defer wg.Done(); defer close(writerDone); c.writeLoop(lost) }()
-	go func() { defer wg.Done(); c.dispatchSideband(cl, lost) }()
-	go func() { defer wg.Done(); c.watchQueue(lost) }()
+// the connection goes (the call goes on). Its client events go to the call's session in wire
+// order; a bad one gets its error event on the sideband.
+func (c *wsConn) serveSideband(cl *call) {
+	loss := c.core.Serve(c.st, nil, replyWith(cl.apply), cl.sbDone)
 	code, text := websocket.StatusNormalClosure, "call ended"
-	select {
-	case <-cl.sbDone:
-	case cause := <-lost:
+	if loss != link.Ended {
 		cl.leave(c)
-		switch cause {
-		case lostSlow:
-			c.log.Warn("sideband is not reading; closing it (1008), the call goes on", zap.Error(c.q.err()))
+		switch loss {
+		case link.LostSlow:
+			c.log.Warn("sideband is not reading; closing it (1008), the call goes on", zap.Error(c.q.Err()))
 			code, text = websocket.StatusPolicyViolation, "connection too slow"
-		case lostClosed:
+		case link.LostClosed:
 			text = "sideband closed"
 		default:
 			code = 0
 		}
 	}
-	c.q.close()
-	if code != 0 {
-		select {
-		case <-writerDone:
-		case <-time.After(c.h.cfg.WriteTimeout):
-		}
-	}
-	c.closeWS(code, text)
-	wg.Wait()
+	c.close(code, text)
 	c.log.Debug("sideband ended")
-}
-
-// dispatchSideband hands the sideband's client events to the call's session in wire order; a
-// bad one gets its error event on the sideband.
-func (c *conn) dispatchSideband(cl *call, lost chan<- loss) {
-	c.dispatchFrames(lost, func(data []byte) (*WireError, error) { return cl.apply(c.ctx, data) })
 }

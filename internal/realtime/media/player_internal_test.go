@@ -1,6 +1,7 @@
-package realtime
+package media
 
 import (
+	"encoding/base64"
 	"sync"
 	"testing"
 	"time"
@@ -9,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 )
 
 // sentEvents records what the player sends.
@@ -18,11 +20,10 @@ type sentEvents struct {
 	types []string
 }
 
-func (s *sentEvents) Send(ev session.Event) error {
+func (s *sentEvents) Send(ev link.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out, _ := outbound(ev)
-	s.types = append(s.types, out.Type)
+	s.types = append(s.types, ev.Type)
 	return nil
 }
 
@@ -30,11 +31,11 @@ func (s *sentEvents) Send(ev session.Event) error {
 // cancel's epoch fence usually clears the player first; the client's clear must still learn
 // which item was cut (to truncate it), and output_audio_buffer.cleared goes out once.
 func TestPlayerClearAfterCancelFence(t *testing.T) {
-	delta := func(p *player, resp, item string, epoch int) {
+	delta := func(p *Player, resp, item string, epoch int) {
 		t.Helper()
 		pcm := make([]byte, 4800) // 100 ms at 24 kHz
-		require.NoError(t, p.delta(session.OutputDelta{Kind: session.PartAudio, ResponseID: resp, ItemID: item, Audio: pcm,
-			Format: session.AudioFormat{Type: "pcm16", Rate: 24000}}, epoch))
+		require.NoError(t, p.Delta(protocol.ResponseOutputAudioDelta{
+			ResponseID: resp, ItemID: item, Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}, epoch))
 	}
 	for _, tc := range []struct {
 		name      string
@@ -49,41 +50,24 @@ func TestPlayerClearAfterCancelFence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := &sentEvents{}
-			p := newPlayer(ev, nil, rtcCodec{}, zap.NewNop())
+			p := NewPlayer(ev, nil, Codec{}, zap.NewNop())
 			delta(p, "resp_1", "item_1", 1)
 			if tc.fence {
-				item, _, had := p.clear(2)
+				item, _, had := p.Clear(2)
 				require.True(t, had)
 				require.Equal(t, "item_1", item)
 			}
 			if tc.newResp {
 				delta(p, "resp_2", "item_2", 2)
 			}
-			item, _, had := p.clear(0)
+			item, _, had := p.Clear(0)
 			require.Equal(t, tc.wantItem != "", had)
 			require.Equal(t, tc.wantItem, item)
 			require.Len(t, ev.types, tc.wantClear)
 			// Consumed: a second clear truncates nothing.
-			_, _, had = p.clear(0)
+			_, _, had = p.Clear(0)
 			require.False(t, had)
 		})
-	}
-}
-
-// The hang-up linger follows the call's measured round trip, never below the LAN floor nor
-// above the cap: a browser far away still gets the reset's acknowledgement before the abort.
-func TestCloseLinger(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		srttS float64
-		want  time.Duration
-	}{
-		{0, dcCloseLinger},              // not measured yet
-		{0.0004, dcCloseLinger},         // loopback
-		{0.180, 360 * time.Millisecond}, // a long-haul path
-		{5, dcCloseLingerMax},           // a pathological estimate
-	} {
-		require.Equal(t, tt.want, closeLinger(tt.srttS), "srtt %v s", tt.srttS)
 	}
 }
 
@@ -113,7 +97,7 @@ func TestPacer(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	p := newPacer(codecOpus, 40*time.Millisecond)
+	p := newPacer(CodecOpus, 40*time.Millisecond)
 	type frame struct {
 		at     time.Duration // written at t0+at
 		dry    bool          // the queue ran dry before it
@@ -167,22 +151,22 @@ func (l *rtpLog) WriteRTP(p *rtp.Packet) error {
 
 // runPlayer starts an Opus call's player writing into an rtpLog; the test's cleanup stops it
 // and waits for it.
-func runPlayer(t *testing.T) (*player, *sentEvents, *rtpLog) {
+func runPlayer(t *testing.T) (*Player, *sentEvents, *rtpLog) {
 	t.Helper()
 	ev, out := &sentEvents{}, &rtpLog{}
-	p := newPlayer(ev, out, codecOpus, zap.NewNop())
+	p := NewPlayer(ev, out, CodecOpus, zap.NewNop())
 	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); p.run(stop) }()
+	go func() { defer close(done); p.Run(stop) }()
 	t.Cleanup(func() { close(stop); <-done })
 	return p, ev, out
 }
 
 // queueReply hands the player ms of silent 24 kHz PCM16 of response resp_1 as one delta.
-func queueReply(t *testing.T, p *player, ms int) {
+func queueReply(t *testing.T, p *Player, ms int) {
 	t.Helper()
 	pcm := make([]byte, ms*24*2)
-	require.NoError(t, p.delta(session.OutputDelta{Kind: session.PartAudio, ResponseID: "resp_1", ItemID: "item_1", Audio: pcm,
-		Format: session.AudioFormat{Type: "pcm16", Rate: 24000}}, 1))
+	require.NoError(t, p.Delta(protocol.ResponseOutputAudioDelta{
+		ResponseID: "resp_1", ItemID: "item_1", Delta: base64.StdEncoding.EncodeToString(pcm), Format: "pcm16", SampleRateHz: 24000}, 1))
 }
 
 // A reply is written as one talk-spurt: every frame of its audio (the last padded), the marker
@@ -194,7 +178,7 @@ func TestPlayerWritesReplyAsOneSpurt(t *testing.T) {
 	for range 3 { // 3 deltas of 70 ms: 210 ms, 11 frames
 		queueReply(t, p, 70)
 	}
-	p.responseDone("resp_1")
+	p.ResponseDone("resp_1")
 	require.Eventually(t, func() bool {
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
@@ -223,7 +207,7 @@ func TestPlayerClearCountsOnlyPlayedFrames(t *testing.T) {
 		defer out.mu.Unlock()
 		return len(out.pkts) >= 2 // the lead's frames, written at once
 	}, 5*time.Second, time.Millisecond)
-	item, played, had := p.clear(0)
+	item, played, had := p.Clear(0)
 	out.mu.Lock()
 	elapsed, written := time.Since(out.first), len(out.pkts)*20
 	out.mu.Unlock()

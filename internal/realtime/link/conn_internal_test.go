@@ -1,11 +1,11 @@
-package realtime
+package link
 
 import (
+	"fmt"
 	"io"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,15 +18,15 @@ func TestReadLossAfterTimedOutWrite(t *testing.T) {
 		name    string
 		err     error
 		writing time.Duration // how long a write has been in flight; 0: none
-		want    loss
+		want    Loss
 	}{
-		{"no write in flight", io.EOF, 0, lostRead},
-		{"a write just began", io.EOF, time.Second, lostRead},
-		{"a write blocked for the timeout", io.EOF, wt, lostSlow},
-		{"a close frame", websocket.CloseError{Code: websocket.StatusNormalClosure}, wt, lostClosed},
+		{"no write in flight", io.EOF, 0, LostRead},
+		{"a write just began", io.EOF, time.Second, LostRead},
+		{"a write blocked for the timeout", io.EOF, wt, LostSlow},
+		{"a close frame", fmt.Errorf("%w: status 1000", ErrPeerClosed), wt, LostClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &conn{h: &handler{cfg: HandlerConfig{WriteTimeout: wt}}}
+			c := &Conn{opts: Options{WriteTimeout: wt}}
 			if tc.writing > 0 {
 				c.writingSince.Store(time.Now().Add(-tc.writing).UnixNano())
 			}

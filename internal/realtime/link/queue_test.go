@@ -1,4 +1,4 @@
-package realtime
+package link
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 )
 
 // drain pops every queued event; done reports whether the writer would stop.
-func drain(q *outQueue) (types []string, done bool) {
+func drain(q *Queue) (types []string, done bool) {
 	for {
 		ev, ok, done := q.pop()
 		if !ok {
@@ -22,8 +22,8 @@ func drain(q *outQueue) (types []string, done bool) {
 // epochs (and only that) and refuses later arrivals of it. (An event popped before the fence
 // moved is skipped by the stream, which checks the epoch under its own lock: stream_test.go.)
 func TestOutQueueEpochFence(t *testing.T) {
-	q := newOutQueue(16, 1<<20, false)
-	for _, ev := range []outEvent{
+	q := NewQueue(16, 1<<20, false)
+	for _, ev := range []Event{
 		{Type: "delta.e0", Epoch: 0, Model: true},
 		{Type: "done.e0", Epoch: 0}, // lifecycle events are never fenced
 		{Type: "delta.e1", Epoch: 1, Model: true},
@@ -31,18 +31,18 @@ func TestOutQueueEpochFence(t *testing.T) {
 		require.NoError(t, q.Send(ev))
 	}
 	q.DropStale(1)
-	require.NoError(t, q.Send(outEvent{Type: "late.e0", Epoch: 0, Model: true}), "refused silently")
+	require.NoError(t, q.Send(Event{Type: "late.e0", Epoch: 0, Model: true}), "refused silently")
 	q.DropStale(0) // the fence never moves back
-	require.NoError(t, q.Send(outEvent{Type: "late2.e0", Epoch: 0, Model: true}))
+	require.NoError(t, q.Send(Event{Type: "late2.e0", Epoch: 0, Model: true}))
 
 	got, done := drain(q)
 	require.False(t, done)
 	require.Equal(t, []string{"done.e0", "delta.e1"}, got)
 
-	q.close()
+	q.Close()
 	_, done = drain(q)
 	require.True(t, done)
-	require.ErrorIs(t, q.Send(outEvent{Type: "after"}), ErrConnClosed)
+	require.ErrorIs(t, q.Send(Event{Type: "after"}), ErrConnClosed)
 }
 
 // A client that does not read fills the queue: model output fails first (the reserve keeps room
@@ -50,37 +50,37 @@ func TestOutQueueEpochFence(t *testing.T) {
 // the session as slow_client.
 func TestOutQueueSlowClient(t *testing.T) {
 	const limit = 4
-	q := newOutQueue(limit, 1<<20, false)
+	q := NewQueue(limit, 1<<20, false)
 	for range limit {
-		require.NoError(t, q.Send(outEvent{Type: "delta", Model: true}))
+		require.NoError(t, q.Send(Event{Type: "delta", Model: true}))
 	}
 	// Past the limit, non-model events still fit in the reserve.
 	for range reserve {
-		require.NoError(t, q.Send(outEvent{Type: "response.done"}))
+		require.NoError(t, q.Send(Event{Type: "response.done"}))
 	}
-	require.ErrorIs(t, q.Send(outEvent{Type: "response.done"}), ErrSlowClient)
-	require.ErrorIs(t, q.err(), ErrSlowClient)
-	require.ErrorIs(t, q.Send(outEvent{Type: "session.closed"}), ErrSlowClient, "failed for good")
+	require.ErrorIs(t, q.Send(Event{Type: "response.done"}), ErrSlowClient)
+	require.ErrorIs(t, q.Err(), ErrSlowClient)
+	require.ErrorIs(t, q.Send(Event{Type: "session.closed"}), ErrSlowClient, "failed for good")
 	got, done := drain(q)
 	require.True(t, done, "the writer stops: nothing more is written to a failed connection")
 	require.Empty(t, got)
 
 	// Model output alone fails at the limit.
-	q = newOutQueue(limit, 1<<20, false)
+	q = NewQueue(limit, 1<<20, false)
 	for range limit {
-		require.NoError(t, q.Send(outEvent{Type: "delta", Model: true}))
+		require.NoError(t, q.Send(Event{Type: "delta", Model: true}))
 	}
-	require.ErrorIs(t, q.Send(outEvent{Type: "delta", Model: true}), ErrSlowClient)
+	require.ErrorIs(t, q.Send(Event{Type: "delta", Model: true}), ErrSlowClient)
 }
 
 // TestQueueHeadAge: the age of the oldest undelivered event is what the stall watch reads; it
 // follows pops and the epoch fence, and a drained queue has none.
 func TestQueueHeadAge(t *testing.T) {
-	q := newOutQueue(16, 1<<20, false)
+	q := NewQueue(16, 1<<20, false)
 	require.Zero(t, q.headAge(time.Now()))
-	require.NoError(t, q.Send(outEvent{Type: "a", Model: true, Epoch: 0}))
+	require.NoError(t, q.Send(Event{Type: "a", Model: true, Epoch: 0}))
 	time.Sleep(20 * time.Millisecond)
-	require.NoError(t, q.Send(outEvent{Type: "b", Epoch: 1}))
+	require.NoError(t, q.Send(Event{Type: "b", Epoch: 1}))
 	require.GreaterOrEqual(t, q.headAge(time.Now()), 20*time.Millisecond)
 	q.DropStale(1) // "a" goes: "b" is the head now
 	require.Less(t, q.headAge(time.Now()), 20*time.Millisecond)

@@ -1,4 +1,4 @@
-package realtime
+package link
 
 import (
 	"strings"
@@ -12,8 +12,8 @@ import (
 // TestOutQueueByteBudget: the outbound queue refuses (client too slow) once its events exceed
 // the byte budget, whatever their count; what the writer took no longer counts.
 func TestOutQueueByteBudget(t *testing.T) {
-	q := newOutQueue(512, 64<<10, false)
-	big := outEvent{Type: "conversation.item.retrieved", Payload: protocol.ConversationItemRetrieved{
+	q := NewQueue(512, 64<<10, false)
+	big := Event{Type: "conversation.item.retrieved", Payload: protocol.ConversationItemRetrieved{
 		Item: protocol.MessageItem("item_1", "user", "completed", protocol.TextPart("input_text", strings.Repeat("x", 20<<10)))}}
 	for range 3 {
 		require.NoError(t, q.Send(big))
@@ -26,6 +26,6 @@ func TestOutQueueByteBudget(t *testing.T) {
 		require.NoError(t, q.Send(big))
 	}
 	require.ErrorIs(t, q.Send(big), ErrSlowClient, "a fourth 20 KiB event passes 64 KiB")
-	one := newOutQueue(512, 1<<10, false)
+	one := NewQueue(512, 1<<10, false)
 	require.NoError(t, one.Send(big), "an event larger than the budget passes alone")
 }

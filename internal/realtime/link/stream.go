@@ -1,12 +1,14 @@
-package realtime
+package link
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/session"
 )
 
 // errDetached is returned to a connection's writer whose connection no longer carries the
@@ -18,31 +20,24 @@ var errDetached = errors.New("the session moved to another connection")
 // and keeps the recent frames in a bounded journal when resume is on. While a connection is
 // attached, events go through that connection's queue and are numbered when its writer takes
 // them (so an event dropped as stale never uses a number); while the session is detached they
-// are numbered and journaled at once. It implements session.Sink.
-type stream struct {
+// are numbered and journaled at once.
+type Stream struct {
 	beta bool
 
 	mu       sync.Mutex
 	seq      int64
-	j        *journal  // nil: resume is off
-	q        *outQueue // the attached connection's queue; nil while detached
+	j        *Journal // nil: resume is off
+	q        *Queue   // the attached connection's queue; nil while detached
 	minEpoch int
 }
 
-func newStream(beta bool, j *journal) *stream { return &stream{beta: beta, j: j} }
+// NewStream returns the stream of a session of the beta dialect (or not), journaled in j (nil:
+// resume is off).
+func NewStream(beta bool, j *Journal) *Stream { return &Stream{beta: beta, j: j} }
 
-// Send implements session.Sink: ev's effect is translated into the dialect's event here, on
-// the session's goroutine, in the order the session produced it.
-func (s *stream) Send(ev session.Event) error {
-	out, ok := outbound(ev)
-	if !ok {
-		return nil // the dialect does not send this effect
-	}
-	return s.send(out)
-}
-
-// send queues ev on the attached connection, or journals it while detached.
-func (s *stream) send(ev outEvent) error {
+// Send queues ev on the attached connection, or journals it while detached; an error means the
+// client is gone or too slow, and the session ends.
+func (s *Stream) Send(ev Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev.Model && ev.Epoch < s.minEpoch {
@@ -50,7 +45,7 @@ func (s *stream) send(ev outEvent) error {
 	}
 	if s.q != nil {
 		err := s.q.Send(ev)
-		if s.j != nil && s.q.err() != nil {
+		if s.j != nil && s.q.Err() != nil {
 			// A resumable session's queue failed (it overflowed, or its writer could not write):
 			// it is detached now and everything it held goes to the journal, which is bounded in
 			// bytes and events. Kept in the queue, the events of a session that goes on
@@ -67,8 +62,8 @@ func (s *stream) send(ev outEvent) error {
 	return nil
 }
 
-// DropStale implements session.Sink.
-func (s *stream) DropStale(epoch int) {
+// DropStale removes queued model output of epochs before epoch and refuses any later.
+func (s *Stream) DropStale(epoch int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if epoch > s.minEpoch {
@@ -84,7 +79,7 @@ func (s *stream) DropStale(epoch int) {
 // or numbered: none is lost between the two. Stale events (their epoch ended while queued) and
 // events the dialect does not send are skipped. data is nil when nothing is queued, done then
 // true once q is closed; errDetached when q no longer carries the session.
-func (s *stream) next(q *outQueue) (data []byte, done bool, err error) {
+func (s *Stream) next(q *Queue) (data []byte, done bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.q != q {
@@ -107,12 +102,12 @@ func (s *stream) next(q *outQueue) (data []byte, done bool, err error) {
 
 // stampLocked gives ev the next seq, encodes it with its event_id and journals the frame. It
 // returns nil for an event the dialect does not send.
-func (s *stream) stampLocked(ev outEvent) ([]byte, error) {
+func (s *Stream) stampLocked(ev Event) ([]byte, error) {
 	typ, keep := s.wireName(ev)
 	if !keep {
 		return nil, nil
 	}
-	data, err := encodeEvent(ev, protocol.Envelope{Type: typ, EventID: newEventID(), Seq: s.seq + 1})
+	data, err := encodeEvent(ev, protocol.Envelope{Type: typ, EventID: NewEventID(), Seq: s.seq + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +120,7 @@ func (s *stream) stampLocked(ev outEvent) ([]byte, error) {
 
 // wireName is ev's type in the stream's dialect; keep is false for an event the dialect does
 // not send.
-func (s *stream) wireName(ev outEvent) (typ string, keep bool) {
+func (s *Stream) wireName(ev Event) (typ string, keep bool) {
 	typ = eventType(ev)
 	if s.beta || ev.Beta {
 		return protocol.BetaEventName(typ)
@@ -133,32 +128,46 @@ func (s *stream) wireName(ev outEvent) (typ string, keep bool) {
 	return typ, true
 }
 
-// eventType is ev's GA type: Type, or its payload's when it is not filled in.
-func eventType(ev outEvent) string {
+// eventType is ev's GA type: Type, or its payload's when the session did not fill it.
+func eventType(ev Event) string {
 	if ev.Type == "" && ev.Payload != nil {
 		return ev.Payload.EventType()
 	}
 	return ev.Type
 }
 
-// encodeEvent writes ev with env, in the session's field spelling (ev.Beta).
-func encodeEvent(ev outEvent, env protocol.Envelope) ([]byte, error) {
-	if ev.Payload == nil {
-		return nil, fmt.Errorf("encoding %s: no payload", env.Type)
+// encodeEvent writes ev with env: a typed payload in the session's field spelling (ev.Beta),
+// or the map of an event that is not typed yet, whose keys json sorts as the typed ones are.
+func encodeEvent(ev Event, env protocol.Envelope) ([]byte, error) {
+	if ev.Payload != nil {
+		return protocol.Encode(ev.Payload, env, ev.Beta)
 	}
-	return protocol.Encode(ev.Payload, env, ev.Beta)
+	m := make(map[string]any, len(ev.Fields)+3)
+	for k, v := range ev.Fields {
+		m[k] = v
+	}
+	m["type"] = env.Type
+	m["event_id"] = env.EventID
+	if env.Seq != 0 {
+		m["server_event_seq"] = env.Seq
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", env.Type, err)
+	}
+	return data, nil
 }
 
-// attach makes q the session's connection (a new session's first one, or a resume, which
+// Attach makes q the session's connection (a new session's first one, or a resume, which
 // replaces any connection still attached). It returns the journaled frames after seq after,
 // which the connection writes before anything queued on q; complete is false when the journal
 // no longer holds all of them.
-func (s *stream) attach(q *outQueue, after int64) (replay [][]byte, complete bool) {
+func (s *Stream) Attach(q *Queue, after int64) (replay [][]byte, complete bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.q; old != nil {
 		s.detachLocked(old)
-		old.fail(errDetached)
+		old.Fail(errDetached)
 	}
 	if s.j != nil {
 		replay, complete = s.j.since(after)
@@ -168,10 +177,10 @@ func (s *stream) attach(q *outQueue, after int64) (replay [][]byte, complete boo
 	return replay, complete
 }
 
-// detach ends q's hold on the session (its connection was lost): events q still holds are
+// Detach ends q's hold on the session (its connection was lost): events q still holds are
 // numbered and journaled in order, and later ones are journaled at once. A q that is not
 // attached any more (replaced by a resume) changes nothing.
-func (s *stream) detach(q *outQueue) {
+func (s *Stream) Detach(q *Queue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.q == q {
@@ -179,7 +188,7 @@ func (s *stream) detach(q *outQueue) {
 	}
 }
 
-func (s *stream) detachLocked(q *outQueue) {
+func (s *Stream) detachLocked(q *Queue) {
 	s.q = nil
 	for _, ev := range q.takeAll() {
 		if ev.Model && ev.Epoch < s.minEpoch {
@@ -189,19 +198,40 @@ func (s *stream) detachLocked(q *outQueue) {
 	}
 }
 
-// lastSeq is the newest event number given out.
-func (s *stream) lastSeq() int64 {
+// LastSeq is the newest event number given out.
+func (s *Stream) LastSeq() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seq
 }
 
-// journalStats reports what the journal holds (tests).
-func (s *stream) journalStats() (events, bytes int) {
+// JournalStats reports what the journal holds (tests).
+func (s *Stream) JournalStats() (events, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.j == nil {
 		return 0, 0
 	}
 	return s.j.len(), s.j.size()
+}
+
+// Stamp numbers, encodes and journals ev at once, outside any queue (a refusal written before
+// the connection serves; nil for an event the dialect does not send).
+func (s *Stream) Stamp(ev Event) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stampLocked(ev)
+}
+
+// EncodeUnnumbered encodes ev with an event_id and without server_event_seq, under its GA name
+// (a resume handshake's reply, which is no part of any session's stream).
+func EncodeUnnumbered(ev Event) ([]byte, error) {
+	return encodeEvent(ev, protocol.Envelope{Type: eventType(ev), EventID: NewEventID()})
+}
+
+// NewEventID returns a fresh event_id.
+func NewEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "event_" + hex.EncodeToString(b[:])
 }

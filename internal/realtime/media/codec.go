@@ -1,4 +1,4 @@
-package realtime
+package media
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-// rtcCodec is a call's audio codec: Opus (48 kHz RTP clock), or G.711 µ-law / A-law (PCMU,
+// Codec is a call's audio codec: Opus (48 kHz RTP clock), or G.711 µ-law / A-law (PCMU,
 // PCMA: 8 kHz) for a client that offers no Opus (SIP gateways, old softphones).
-type rtcCodec struct {
+type Codec struct {
 	cap     webrtc.RTPCodecCapability
 	pt      webrtc.PayloadType
 	law     byte // 0 for Opus, 'u' or 'a'
@@ -22,18 +22,18 @@ type rtcCodec struct {
 }
 
 var (
-	codecOpus = rtcCodec{cap: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2,
+	CodecOpus = Codec{cap: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2,
 		SDPFmtpLine: "minptime=10;useinbandfec=1"}, pt: 111, clock: 48000, perTick: rtcFrameSamples}
-	codecPCMU = rtcCodec{cap: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypePCMU, ClockRate: 8000, Channels: 1}, pt: 0,
+	CodecPCMU = Codec{cap: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypePCMU, ClockRate: 8000, Channels: 1}, pt: 0,
 		law: 'u', clock: 8000, perTick: 160}
-	codecPCMA = rtcCodec{cap: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypePCMA, ClockRate: 8000, Channels: 1}, pt: 8,
+	CodecPCMA = Codec{cap: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypePCMA, ClockRate: 8000, Channels: 1}, pt: 8,
 		law: 'a', clock: 8000, perTick: 160}
-	rtcCodecs = []rtcCodec{codecOpus, codecPCMU, codecPCMA} // in order of preference
+	Codecs = []Codec{CodecOpus, CodecPCMU, CodecPCMA} // in order of preference
 )
 
-// offerCodec picks the call's codec from the offer's first audio m-line: Opus when offered, else
+// OfferCodec picks the call's codec from the offer's first audio m-line: Opus when offered, else
 // PCMU, else PCMA; false when it offers none of them.
-func offerCodec(d *sdp.SessionDescription) (rtcCodec, bool) {
+func OfferCodec(d *sdp.SessionDescription) (Codec, bool) {
 	for _, m := range d.MediaDescriptions {
 		if m.MediaName.Media != "audio" {
 			continue
@@ -57,14 +57,14 @@ func offerCodec(d *sdp.SessionDescription) (rtcCodec, bool) {
 				offered["pcma"] = true
 			}
 		}
-		for _, c := range rtcCodecs {
+		for _, c := range Codecs {
 			if offered[strings.ToLower(strings.TrimPrefix(c.cap.MimeType, "audio/"))] {
 				return c, true
 			}
 		}
-		return rtcCodec{}, false
+		return Codec{}, false
 	}
-	return rtcCodec{}, false
+	return Codec{}, false
 }
 
 // frameEncoder encodes one 20 ms frame of 48 kHz mono PCM16 into an RTP payload.
@@ -80,7 +80,7 @@ type frameDecoder interface {
 	Close()
 }
 
-func (c rtcCodec) newEncoder() (frameEncoder, error) {
+func (c Codec) newEncoder() (frameEncoder, error) {
 	if c.law == 0 {
 		// CELT-only: 4 ms less algorithmic delay than VoIP mode, the same intelligibility at
 		// 32 kbit/s (internal/speech's TestOpusLowDelaySpeech).
@@ -93,7 +93,7 @@ func (c rtcCodec) newEncoder() (frameEncoder, error) {
 	return &g711Encoder{law: c.law, rs: rs}, nil
 }
 
-func (c rtcCodec) newDecoder() (frameDecoder, error) {
+func (c Codec) newDecoder() (frameDecoder, error) {
 	if c.law == 0 {
 		return speech.NewOpusDecoder(24000)
 	}
@@ -160,3 +160,9 @@ func (d *g711Decoder) Decode(payload []byte, pcm24 []int16) (int, error) {
 func (d *g711Decoder) MaxFrameSamples() int { return 24000 * 120 / 1000 }
 
 func (d *g711Decoder) Close() {}
+
+// Capability is the codec as the call's media engine and outbound track register it.
+func (c Codec) Capability() webrtc.RTPCodecCapability { return c.cap }
+
+// PayloadType is the codec's RTP payload type.
+func (c Codec) PayloadType() webrtc.PayloadType { return c.pt }

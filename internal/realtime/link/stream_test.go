@@ -1,4 +1,4 @@
-package realtime
+package link
 
 import (
 	"encoding/json"
@@ -22,33 +22,33 @@ func frameSeqTypes(t *testing.T, frames [][]byte) (seqs []int64, types []string)
 // sent while detached are numbered 1..n once each, in send order, and a resume replays exactly
 // those after the client's last seq; stale model output is dropped without using a number.
 func TestStreamNumbersAcrossDetach(t *testing.T) {
-	st := newStream(false, newJournal(1<<20, 1024))
-	q := newOutQueue(8, 1<<20, true)
-	st.attach(q, 0)
-	ev := func(typ string, epoch int, model bool) outEvent {
-		return outEvent{Type: typ, Payload: namedEvent(typ), Epoch: epoch, Model: model}
+	st := NewStream(false, NewJournal(1<<20, 1024))
+	q := NewQueue(8, 1<<20, true)
+	st.Attach(q, 0)
+	ev := func(typ string, epoch int, model bool) Event {
+		return Event{Type: typ, Epoch: epoch, Model: model, Fields: map[string]any{}}
 	}
-	require.NoError(t, st.send(ev("a", 0, false)))
-	require.NoError(t, st.send(ev("b", 0, true)))
+	require.NoError(t, st.Send(ev("a", 0, false)))
+	require.NoError(t, st.Send(ev("b", 0, true)))
 	data, done, err := st.next(q) // the writer writes a
 	require.NoError(t, err)
 	require.False(t, done)
 	require.NotNil(t, data)
 	st.DropStale(1) // b is stale: never numbered
-	require.NoError(t, st.send(ev("c", 1, false)))
-	st.detach(q) // c was still queued: journaled now
+	require.NoError(t, st.Send(ev("c", 1, false)))
+	st.Detach(q) // c was still queued: journaled now
 	_, _, err = st.next(q)
 	require.ErrorIs(t, err, errDetached, "the lost connection's writer stops")
-	require.NoError(t, st.send(ev("d", 1, true)))
-	require.NoError(t, st.send(ev("e", 0, true)), "stale while detached: dropped")
+	require.NoError(t, st.Send(ev("d", 1, true)))
+	require.NoError(t, st.Send(ev("e", 0, true)), "stale while detached: dropped")
 
-	q2 := newOutQueue(8, 1<<20, true)
-	replay, complete := st.attach(q2, 1)
+	q2 := NewQueue(8, 1<<20, true)
+	replay, complete := st.Attach(q2, 1)
 	require.True(t, complete)
 	seqs, types := frameSeqTypes(t, replay)
 	require.Equal(t, []int64{2, 3}, seqs)
 	require.Equal(t, []string{"c", "d"}, types)
-	require.NoError(t, st.send(ev("f", 1, false)))
+	require.NoError(t, st.Send(ev("f", 1, false)))
 	data, _, err = st.next(q2)
 	require.NoError(t, err)
 	seqs, types = frameSeqTypes(t, [][]byte{data})
@@ -60,21 +60,21 @@ func TestStreamNumbersAcrossDetach(t *testing.T) {
 // connection but loses nothing: it is detached at once and its events, and every later one,
 // go to the journal (bounded), not into the failed queue while its writer waits out a write.
 func TestStreamOverflowKeepsEvents(t *testing.T) {
-	st := newStream(false, newJournal(1<<20, 1024))
-	q := newOutQueue(2, 1<<20, true)
-	st.attach(q, 0)
+	st := NewStream(false, NewJournal(1<<20, 1024))
+	q := NewQueue(2, 1<<20, true)
+	st.Attach(q, 0)
 	for i := 0; i < 2+reserve+10; i++ {
-		require.NoError(t, st.send(outEvent{Type: "x", Payload: namedEvent("x"), Model: true}), "event %d", i)
+		require.NoError(t, st.Send(Event{Type: "x", Model: true, Fields: map[string]any{}}), "event %d", i)
 		if i >= 2 {
 			require.Empty(t, q.takeAll(), "event %d: a failed queue holds nothing", i)
 		}
 	}
-	require.ErrorIs(t, q.err(), ErrSlowClient, "the connection is failed")
+	require.ErrorIs(t, q.Err(), ErrSlowClient, "the connection is failed")
 	_, done, err := st.next(q)
 	require.ErrorIs(t, err, errDetached, "its writer stops")
 	require.True(t, done)
-	st.detach(q)
-	replay, complete := st.attach(newOutQueue(2, 1<<20, true), 0)
+	st.Detach(q)
+	replay, complete := st.Attach(NewQueue(2, 1<<20, true), 0)
 	require.True(t, complete)
 	require.Len(t, replay, 2+reserve+10)
 	seqs, _ := frameSeqTypes(t, replay)
@@ -83,18 +83,12 @@ func TestStreamOverflowKeepsEvents(t *testing.T) {
 	}
 
 	// Without resume the overflow ends the session, as before.
-	st = newStream(false, nil)
-	q = newOutQueue(2, 1<<20, false)
-	st.attach(q, 0)
+	st = NewStream(false, nil)
+	q = NewQueue(2, 1<<20, false)
+	st.Attach(q, 0)
 	var sendErr error
 	for i := 0; i < 4 && sendErr == nil; i++ {
-		sendErr = st.send(outEvent{Type: "x", Payload: namedEvent("x"), Model: true})
+		sendErr = st.Send(Event{Type: "x", Model: true, Fields: map[string]any{}})
 	}
 	require.ErrorIs(t, sendErr, ErrSlowClient)
 }
-
-// namedEvent is a server event with a name and no fields: what the stream's tests number.
-type namedEvent string
-
-func (e namedEvent) EventType() string            { return string(e) }
-func (e namedEvent) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }

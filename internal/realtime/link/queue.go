@@ -1,4 +1,4 @@
-package realtime
+package link
 
 import (
 	"errors"
@@ -21,12 +21,12 @@ var (
 // can always end cleanly even when its deltas filled the queue.
 const reserve = 64
 
-// outQueue is the bounded per-connection send queue. The session's stream pushes without
-// blocking; the writer goroutine pops (through the stream, which numbers what it pops).
-// DropStale implements the epoch fence for queued model output.
-type outQueue struct {
+// Queue is the bounded per-connection send queue. The session's stream pushes without
+// blocking; the connection's writer goroutine pops (through the stream, which numbers what it
+// pops). DropStale implements the epoch fence for queued model output.
+type Queue struct {
 	mu       sync.Mutex
-	items    []outEvent
+	items    []Event
 	at       []time.Time // when each item was queued (the head's age says whether the client reads)
 	max      int
 	bytes    int // eventBytes of items
@@ -42,21 +42,55 @@ type outQueue struct {
 	keep bool
 }
 
-func newOutQueue(max, maxBytes int, keep bool) *outQueue {
-	return &outQueue{max: max, maxBytes: maxBytes, keep: keep, dead: make(chan struct{}), notify: make(chan struct{}, 1)}
+// NewQueue returns a queue of at most max model events and maxBytes (estimated); keep: the
+// session is resumable (see the keep field).
+func NewQueue(max, maxBytes int, keep bool) *Queue {
+	return &Queue{max: max, maxBytes: maxBytes, keep: keep, dead: make(chan struct{}), notify: make(chan struct{}, 1)}
 }
 
 // eventBytes estimates what an event takes on the wire (its strings, keys and a few bytes per
 // number), without encoding it.
-func eventBytes(ev outEvent) int {
+func eventBytes(ev Event) int {
 	if ev.Payload != nil {
 		return 64 + len(ev.Type) + protocol.WireSize(ev.Payload)
 	}
-	return 64 + len(ev.Type)
+	return 64 + len(ev.Type) + valueBytes(ev.Fields)
 }
 
-// Send implements session.Sink.
-func (q *outQueue) Send(ev outEvent) error {
+func valueBytes(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v) + 2
+	case map[string]any:
+		n := 2
+		for k, x := range v {
+			n += len(k) + 4 + valueBytes(x)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, x := range v {
+			n += 1 + valueBytes(x)
+		}
+		return n
+	case []string:
+		n := 2
+		for _, x := range v {
+			n += len(x) + 3
+		}
+		return n
+	case map[string]string:
+		n := 2
+		for k, x := range v {
+			n += len(k) + len(x) + 6
+		}
+		return n
+	}
+	return 8
+}
+
+// Send queues ev without blocking; an error means the client is gone or too slow.
+func (q *Queue) Send(ev Event) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.failed != nil {
@@ -92,8 +126,8 @@ func (q *outQueue) Send(ev outEvent) error {
 	return nil
 }
 
-// DropStale implements session.Sink.
-func (q *outQueue) DropStale(epoch int) {
+// DropStale removes queued model output of epochs before epoch and refuses any later.
+func (q *Queue) DropStale(epoch int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if epoch <= q.minEpoch {
@@ -112,7 +146,7 @@ func (q *outQueue) DropStale(epoch int) {
 	q.items, q.at = kept, keptAt
 }
 
-func (q *outQueue) wake() {
+func (q *Queue) wake() {
 	select {
 	case q.notify <- struct{}{}:
 	default:
@@ -122,7 +156,7 @@ func (q *outQueue) wake() {
 // pop removes the oldest queued event; ok is false when there is none, and done is then true
 // once the queue is closed (or failed): the writer stops. A failed queue of a resumable session
 // keeps its events for the journal.
-func (q *outQueue) pop() (ev outEvent, ok, done bool) {
+func (q *Queue) pop() (ev Event, ok, done bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.failed != nil {
@@ -130,14 +164,14 @@ func (q *outQueue) pop() (ev outEvent, ok, done bool) {
 			q.items, q.at = nil, nil
 			q.bytes = 0
 		}
-		return outEvent{}, false, true
+		return Event{}, false, true
 	}
 	if len(q.items) == 0 {
-		return outEvent{}, false, q.closed
+		return Event{}, false, q.closed
 	}
 	ev = q.items[0]
 	q.bytes -= eventBytes(ev)
-	q.items[0] = outEvent{}
+	q.items[0] = Event{}
 	q.items, q.at = q.items[1:], q.at[1:]
 	if len(q.items) == 0 {
 		q.items, q.at = q.items[:0:0], q.at[:0:0] // let the backing arrays go once drained
@@ -146,7 +180,7 @@ func (q *outQueue) pop() (ev outEvent, ok, done bool) {
 }
 
 // takeAll removes and returns every queued event, failed or not.
-func (q *outQueue) takeAll() []outEvent {
+func (q *Queue) takeAll() []Event {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items
@@ -155,24 +189,24 @@ func (q *outQueue) takeAll() []outEvent {
 	return items
 }
 
-// close stops accepting events; the writer drains what is queued and exits.
-func (q *outQueue) close() {
+// Close stops accepting events; the writer drains what is queued and exits.
+func (q *Queue) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
 	q.wake()
 }
 
-// fail makes every later Send fail with err (the writer could not write), or, for a resumable
+// Fail makes every later Send fail with err (the writer could not write), or, for a resumable
 // session, keep its events for the journal until the connection is detached.
-func (q *outQueue) fail(err error) {
+func (q *Queue) Fail(err error) {
 	q.mu.Lock()
 	q.failLocked(err)
 	q.mu.Unlock()
 	q.wake()
 }
 
-func (q *outQueue) failLocked(err error) {
+func (q *Queue) failLocked(err error) {
 	if q.failed == nil {
 		q.failed = err
 		close(q.dead)
@@ -180,22 +214,23 @@ func (q *outQueue) failLocked(err error) {
 }
 
 // failedC is closed once the queue has failed (its err says why).
-func (q *outQueue) failedC() <-chan struct{} { return q.dead }
+func (q *Queue) failedC() <-chan struct{} { return q.dead }
 
-func (q *outQueue) err() error {
+// Err is why the queue failed (nil: it has not).
+func (q *Queue) Err() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.failed
 }
 
 // push appends ev with its queueing time; q.mu is held.
-func (q *outQueue) push(ev outEvent) {
+func (q *Queue) push(ev Event) {
 	q.items = append(q.items, ev)
 	q.at = append(q.at, time.Now())
 }
 
 // headAge is how long the oldest undelivered event has waited (0 when none is queued).
-func (q *outQueue) headAge(now time.Time) time.Duration {
+func (q *Queue) headAge(now time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.at) == 0 || q.failed != nil {

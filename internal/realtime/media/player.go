@@ -1,6 +1,9 @@
-package realtime
+package media
 
 import (
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -8,32 +11,39 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/session"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/link"
 )
 
 // rtcFrameSamples is one 20 ms frame at the 48 kHz RTP clock of Opus.
 const rtcFrameSamples = 960
+
+// Errors of the player's input.
+var (
+	ErrUnsupportedFormat = errors.New("the session's output format cannot be played on a call")
+	ErrPlayoutOverflow   = errors.New("the call's playout queue overflowed")
+)
 
 // maxPlayoutMs bounds the audio waiting to be played out on a call: the session sends at most
 // its output lead ahead of real time, so more than this means a bug, and the call ends rather
 // than grow without bound.
 const maxPlayoutMs = 120_000
 
-// eventSender is where the player's output_audio_buffer events go (the call's sink, which
-// gives them to the data channel and every sideband).
-type eventSender interface{ Send(ev session.Event) error }
+// EventSender is where the player's output_audio_buffer events go, as the connection core's
+// outbound events (the call gives them to the data channel and every sideband).
+type EventSender interface{ Send(ev link.Event) error }
 
-// rtpWriter is where paced Opus packets go (the call's outbound track).
-type rtpWriter interface{ WriteRTP(p *rtp.Packet) error }
+// RTPWriter is where paced Opus packets go (the call's outbound track).
+type RTPWriter interface{ WriteRTP(p *rtp.Packet) error }
 
-// player is a call's outbound audio: the session's audio deltas, decoded and re-framed into
+// Player is a call's outbound audio: the session's audio deltas, decoded and re-framed into
 // 20 ms frames at 48 kHz, encoded to Opus and written as RTP by one goroutine paced by the
 // clock. It emits output_audio_buffer.started / .stopped / .cleared from what was actually
 // written, and knows how much of each item was played (server-side truncation on barge-in).
-type player struct {
-	st    eventSender
-	out   rtpWriter
-	codec rtcCodec
+type Player struct {
+	st    EventSender
+	out   RTPWriter
+	codec Codec
 	log   *zap.Logger
 
 	mu       sync.Mutex
@@ -58,18 +68,23 @@ type player struct {
 	wake chan struct{}
 }
 
-func newPlayer(st eventSender, out rtpWriter, codec rtcCodec, log *zap.Logger) *player {
-	return &player{st: st, out: out, codec: codec, log: log, wake: make(chan struct{}, 1)}
+// NewPlayer returns the player of a call whose track is out; Run writes it.
+func NewPlayer(st EventSender, out RTPWriter, codec Codec, log *zap.Logger) *Player {
+	return &Player{st: st, out: out, codec: codec, log: log, wake: make(chan struct{}, 1)}
 }
 
-// delta takes one audio delta of the response (response.output_audio.delta's audio) of epoch.
-func (p *player) delta(d session.OutputDelta, epoch int) error {
-	data := d.Audio
-	format, rate := d.Format.Type, d.Format.Rate
-	var (
-		fl  []float32
-		err error
-	)
+// Delta takes one response.output_audio.delta event's audio (payload) of epoch.
+func (p *Player) Delta(payload protocol.ServerEvent, epoch int) error {
+	d, ok := payload.(protocol.ResponseOutputAudioDelta)
+	if !ok {
+		return fmt.Errorf("an audio delta without its payload: %T", payload)
+	}
+	data, err := base64.StdEncoding.DecodeString(d.Delta)
+	if err != nil {
+		return err
+	}
+	format, rate := d.Format, d.SampleRateHz
+	var fl []float32
 	switch format {
 	case "g711_ulaw":
 		fl, rate = audio.ULawToFloat32(nil, data), 8000
@@ -77,7 +92,7 @@ func (p *player) delta(d session.OutputDelta, epoch int) error {
 		fl, rate = audio.ALawToFloat32(nil, data), 8000
 	default: // pcm16 (pcm_f32le is not offered on calls; decoded as pcm16 it would be noise, so refused below)
 		if format != "pcm16" {
-			return errUnsupportedFormat
+			return ErrUnsupportedFormat
 		}
 		if fl, err = audio.PCM16BytesToFloat32(nil, data); err != nil {
 			return err
@@ -103,7 +118,7 @@ func (p *player) delta(d session.OutputDelta, epoch int) error {
 	}
 	p.pcm = append(p.pcm, audio.Float32ToInt16(nil, fl)...) // after what is still queued
 	if len(p.pcm) > maxPlayoutMs*48 {
-		return errPlayoutOverflow
+		return ErrPlayoutOverflow
 	}
 	select {
 	case p.wake <- struct{}{}:
@@ -112,8 +127,8 @@ func (p *player) delta(d session.OutputDelta, epoch int) error {
 	return nil
 }
 
-// responseDone notes response.done: when the queue drains, the audio of that response ended.
-func (p *player) responseDone(respID string) {
+// ResponseDone notes response.done: when the queue drains, the audio of that response ended.
+func (p *Player) ResponseDone(respID string) {
 	p.mu.Lock()
 	if respID == p.respID {
 		p.doneResp = true
@@ -125,12 +140,12 @@ func (p *player) responseDone(respID string) {
 	}
 }
 
-// clear drops the queued audio (barge-in, output_audio_buffer.clear, a stale epoch) and returns
+// Clear drops the queued audio (barge-in, output_audio_buffer.clear, a stale epoch) and returns
 // the item whose audio was cut and how much of it was played; it sends
 // output_audio_buffer.cleared when there was audio. A clear by the client (minEpoch 0) after a
 // cancel's fence already cut the audio returns the item that fence cut, without a second
 // cleared event.
-func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
+func (p *Player) Clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	p.mu.Lock()
 	if minEpoch > p.minEpoch {
 		p.minEpoch = minEpoch
@@ -158,7 +173,7 @@ func (p *player) clear(minEpoch int) (itemID string, playedMs int, had bool) {
 	}
 	p.mu.Unlock()
 	if had {
-		_ = p.st.Send(session.Event{Effect: session.AudioBuffer{Phase: session.PhaseCleared, ResponseID: respID}})
+		_ = p.st.Send(link.Event{Type: "output_audio_buffer.cleared", Payload: protocol.OutputAudioBufferCleared{ResponseID: &respID}})
 	}
 	return itemID, playedMs, had
 }
@@ -201,7 +216,7 @@ type pacer struct {
 	ts      uint32 // the next frame's RTP timestamp
 }
 
-func newPacer(c rtcCodec, lead time.Duration) *pacer {
+func newPacer(c Codec, lead time.Duration) *pacer {
 	return &pacer{frame: 20 * time.Millisecond, lead: lead, perTick: uint32(c.perTick), clock: c.clock}
 }
 
@@ -239,11 +254,11 @@ func (p *pacer) take(now time.Time, dry bool) (h rtp.Header, gap time.Duration) 
 	return h, gap
 }
 
-// run writes the queued audio one 20 ms frame at a time, each rtcSpurtLead ahead of its place
+// Run writes the queued audio one 20 ms frame at a time, each rtcSpurtLead ahead of its place
 // in real time (pacer), until stop. Silence is not sent between talk-spurts; the marker bit
 // starts each spurt and the timestamp advances across the gap, so the browser's jitter buffer
 // is not reset per packet.
-func (p *player) run(stop <-chan struct{}) {
+func (p *Player) Run(stop <-chan struct{}) {
 	enc, err := p.codec.newEncoder()
 	if err != nil {
 		p.log.Error("audio encoder", zap.Error(err))
@@ -299,7 +314,7 @@ func (p *player) run(stop <-chan struct{}) {
 		p.aheadUntil = pace.next
 		p.mu.Unlock()
 		if first {
-			_ = p.st.Send(session.Event{Effect: session.AudioBuffer{Phase: session.PhaseStarted, ResponseID: respID}})
+			_ = p.st.Send(link.Event{Type: "output_audio_buffer.started", Payload: protocol.OutputAudioBufferStarted{ResponseID: respID}})
 		}
 		m, err := enc.Encode(frame, pkt)
 		if err != nil {
@@ -318,7 +333,7 @@ func (p *player) run(stop <-chan struct{}) {
 }
 
 // maybeStopped sends output_audio_buffer.stopped once the finished response's audio is out.
-func (p *player) maybeStopped() {
+func (p *Player) maybeStopped() {
 	p.mu.Lock()
 	if !p.started || !p.doneResp || len(p.pcm) > 0 {
 		p.mu.Unlock()
@@ -327,5 +342,5 @@ func (p *player) maybeStopped() {
 	respID := p.respID
 	p.respID, p.started, p.doneResp = "", false, false
 	p.mu.Unlock()
-	_ = p.st.Send(session.Event{Effect: session.AudioBuffer{Phase: session.PhaseStopped, ResponseID: respID}})
+	_ = p.st.Send(link.Event{Type: "output_audio_buffer.stopped", Payload: protocol.OutputAudioBufferStopped{ResponseID: respID}})
 }

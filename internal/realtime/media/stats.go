@@ -1,7 +1,6 @@
-package realtime
+package media
 
 import (
-	"sort"
 	"sync"
 
 	"github.com/pion/interceptor"
@@ -40,7 +39,8 @@ type RTPTotals struct {
 	PacketsLostIn, PacketsLostOut int64
 }
 
-func (t *RTPTotals) add(s RTPStats) {
+// Add counts one ended call.
+func (t *RTPTotals) Add(s RTPStats) {
 	t.Calls++
 	t.PacketsReceived += s.PacketsReceived
 	t.PacketsSent += s.PacketsSent
@@ -50,18 +50,18 @@ func (t *RTPTotals) add(s RTPStats) {
 	t.PacketsLostOut += s.PacketsLostOut
 }
 
-// rtpRecorder holds a call's stats interceptor and the SSRCs of its two streams.
-type rtpRecorder struct {
+// Recorder holds a call's stats interceptor and the SSRCs of its two streams.
+type Recorder struct {
 	mu     sync.Mutex
 	getter stats.Getter
 	in     uint32 // the browser's audio (0 until its track arrives)
 	out    uint32 // the reply's audio
 }
 
-// registerInterceptors is webrtc.RegisterDefaultInterceptors with the call's own stats
+// RegisterInterceptors is webrtc.RegisterDefaultInterceptors with the call's own stats
 // interceptor: the default one files its Getter in a pion package map that only GetStats
 // reads, which carries no outbound or RTCP-report figures.
-func registerInterceptors(m *webrtc.MediaEngine, ir *interceptor.Registry, rec *rtpRecorder) error {
+func RegisterInterceptors(m *webrtc.MediaEngine, ir *interceptor.Registry, rec *Recorder) error {
 	// The stats interceptor comes first: an interceptor's RTCP writer is wrapped only by those
 	// registered before it, and the stats must see the sender reports the report interceptor
 	// writes, to match the receiver reports' LSR/DLSR to them (the round trip).
@@ -87,21 +87,23 @@ func registerInterceptors(m *webrtc.MediaEngine, ir *interceptor.Registry, rec *
 	return webrtc.ConfigureTWCCSender(m, ir)
 }
 
-func (r *rtpRecorder) setIn(ssrc uint32) {
+// SetIn names the browser's audio stream.
+func (r *Recorder) SetIn(ssrc uint32) {
 	r.mu.Lock()
 	r.in = ssrc
 	r.mu.Unlock()
 }
 
-func (r *rtpRecorder) setOut(ssrc uint32) {
+// SetOut names the reply's audio stream.
+func (r *Recorder) SetOut(ssrc uint32) {
 	r.mu.Lock()
 	r.out = ssrc
 	r.mu.Unlock()
 }
 
-// snapshot reads the figures; the interceptor forgets a stream when the peer connection closes,
+// Snapshot reads the figures; the interceptor forgets a stream when the peer connection closes,
 // so a call takes its last snapshot before that.
-func (r *rtpRecorder) snapshot(id string) RTPStats {
+func (r *Recorder) Snapshot(id string) RTPStats {
 	r.mu.Lock()
 	g, in, out := r.getter, r.in, r.out
 	r.mu.Unlock()
@@ -129,27 +131,4 @@ func (r *rtpRecorder) snapshot(id string) RTPStats {
 		}
 	}
 	return s
-}
-
-// RTPStats are the live calls' RTP figures, by call id.
-func (c *Calls) RTPStats() []RTPStats {
-	c.mu.Lock()
-	live := make([]*call, 0, len(c.calls))
-	for _, cl := range c.calls {
-		live = append(live, cl)
-	}
-	c.mu.Unlock()
-	out := make([]RTPStats, 0, len(live))
-	for _, cl := range live {
-		out = append(out, cl.rtp.snapshot(cl.id))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CallID < out[j].CallID })
-	return out
-}
-
-// EndedRTP are the totals of the calls that have ended.
-func (c *Calls) EndedRTP() RTPTotals {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ended
 }

@@ -1,10 +1,10 @@
-package realtime
+package link
 
-// journal keeps the most recent server events of a session, as the exact frames written (or
+// Journal keeps the most recent server events of a session, as the exact frames written (or
 // due to be written) to the client, so that a client that reconnects (session.resume) gets
 // every event after the last one it received. It is bounded both in bytes and in events: the
 // oldest events go first. Not safe for concurrent use; the session's stream guards it.
-type journal struct {
+type Journal struct {
 	maxBytes  int
 	maxEvents int
 
@@ -21,13 +21,14 @@ type journalEntry struct {
 	data []byte
 }
 
-func newJournal(maxBytes, maxEvents int) *journal {
-	return &journal{maxBytes: maxBytes, maxEvents: maxEvents}
+// NewJournal returns a journal bounded by maxBytes and maxEvents.
+func NewJournal(maxBytes, maxEvents int) *Journal {
+	return &Journal{maxBytes: maxBytes, maxEvents: maxEvents}
 }
 
 // add appends the frame of event seq; seqs must increase by one. An event larger than the byte
 // bound empties the journal (only what it holds can be replayed, and a gap is never hidden).
-func (j *journal) add(seq int64, data []byte) {
+func (j *Journal) add(seq int64, data []byte) {
 	j.last = seq
 	for j.n > 0 && (j.n >= j.maxEvents || j.bytes+len(data) > j.maxBytes) {
 		j.evict()
@@ -43,7 +44,7 @@ func (j *journal) add(seq int64, data []byte) {
 	j.bytes += len(data)
 }
 
-func (j *journal) evict() {
+func (j *Journal) evict() {
 	e := &j.entries[j.head]
 	j.bytes -= len(e.data)
 	*e = journalEntry{}
@@ -51,7 +52,7 @@ func (j *journal) evict() {
 	j.n--
 }
 
-func (j *journal) grow() {
+func (j *Journal) grow() {
 	size := max(16, 2*len(j.entries))
 	if j.maxEvents > 0 {
 		size = min(size, j.maxEvents)
@@ -64,7 +65,7 @@ func (j *journal) grow() {
 }
 
 // first is the oldest seq held, 0 when empty.
-func (j *journal) first() int64 {
+func (j *Journal) first() int64 {
 	if j.n == 0 {
 		return 0
 	}
@@ -74,7 +75,7 @@ func (j *journal) first() int64 {
 // since returns the frames of every event after seq after, oldest first. complete is false when
 // some of them are no longer held (evicted), or when after is beyond the newest event (the
 // client's state is not the server's): the client must resync instead.
-func (j *journal) since(after int64) (frames [][]byte, complete bool) {
+func (j *Journal) since(after int64) (frames [][]byte, complete bool) {
 	if after == j.last {
 		return nil, true
 	}
@@ -94,5 +95,5 @@ func (j *journal) since(after int64) (frames [][]byte, complete bool) {
 }
 
 // len and size report what the journal holds (tests, logs).
-func (j *journal) len() int  { return j.n }
-func (j *journal) size() int { return j.bytes }
+func (j *Journal) len() int  { return j.n }
+func (j *Journal) size() int { return j.bytes }

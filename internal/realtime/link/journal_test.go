@@ -1,4 +1,4 @@
-package realtime
+package link
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func seqsOf(t *testing.T, frames [][]byte) []int64 {
 }
 
 func TestJournalReplayFromSeq(t *testing.T) {
-	j := newJournal(1<<20, 100)
+	j := NewJournal(1<<20, 100)
 	for s := int64(1); s <= 10; s++ {
 		j.add(s, frameOf(s, 10))
 	}
@@ -69,7 +69,7 @@ func TestJournalBounds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			j := newJournal(tc.maxBytes, tc.maxEvts)
+			j := NewJournal(tc.maxBytes, tc.maxEvts)
 			for s := int64(1); s <= tc.adds; s++ {
 				j.add(s, frameOf(s, tc.size))
 				require.LessOrEqual(t, j.size(), tc.maxBytes)
@@ -95,7 +95,7 @@ func TestJournalBounds(t *testing.T) {
 }
 
 func TestJournalRingWrapsInOrder(t *testing.T) {
-	j := newJournal(1<<20, 5)
+	j := NewJournal(1<<20, 5)
 	for s := int64(1); s <= 1000; s++ {
 		j.add(s, frameOf(s, 9))
 		frames, complete := j.since(max(s-3, 0))

@@ -1,0 +1,79 @@
+package realtime_test
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// TestGoroutinesPerSession holds an open WebSocket session to the goroutines the package docs
+// promise (doc.go here and in link): the upgrade's goroutine running the core's watch, the
+// core's reader and writer, and the session's actor (the goroutine runSession starts). Any other
+// goroutine running this package's code is one nobody documented.
+func TestGoroutinesPerSession(t *testing.T) {
+	srv := newServer(t, session.ManagerConfig{MaxSessions: 2}, realtime.HandlerConfig{}, nil)
+	// Goroutine ids only grow: what an earlier test left behind (a session in its resume grace)
+	// has a smaller id than anything this session starts.
+	_, after := transportGoroutines(0)
+	c := dial(t, srv.url, nil)
+	c.until("session.created", 10*time.Second)
+	var got []string
+	require.Eventually(t, func() bool {
+		got, _ = transportGoroutines(after)
+		return len(got) == 4
+	}, 5*time.Second, 20*time.Millisecond, "goroutines running internal/realtime: %v", got)
+	slices.Sort(got)
+	require.Equal(t, []string{"actor", "reader", "watch", "writer"}, got)
+	c.close()
+}
+
+// transportGoroutines names each goroutine with an id above after whose stack runs through
+// internal/realtime (not its tests) by the role its frames show; maxID is the largest id seen.
+func transportGoroutines(after int) (roles []string, maxID int) {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		var id int
+		if _, err := fmt.Sscanf(g, "goroutine %d ", &id); err != nil {
+			continue
+		}
+		maxID = max(maxID, id)
+		if id <= after {
+			continue
+		}
+		var frames []string
+		for _, l := range strings.Split(g, "\n") {
+			if strings.HasPrefix(l, "created by") {
+				break
+			}
+			if strings.Contains(l, "omniserve/internal/realtime") && !strings.Contains(l, "realtime_test") && !strings.HasPrefix(l, "\t") {
+				frames = append(frames, l)
+			}
+		}
+		if len(frames) == 0 {
+			continue
+		}
+		s := strings.Join(frames, " ")
+		switch {
+		case strings.Contains(s, "runSession"):
+			roles = append(roles, "actor")
+		case strings.Contains(s, "link.(*Conn).readLoop"):
+			roles = append(roles, "reader")
+		case strings.Contains(s, "link.(*Conn).writeLoop"):
+			roles = append(roles, "writer")
+		case strings.Contains(s, "link.(*Conn).Serve"):
+			roles = append(roles, "watch")
+		default:
+			roles = append(roles, s)
+		}
+	}
+	return roles, maxID
+}
