@@ -31,9 +31,9 @@ var allowed = map[string][]string{
 	"internal/benchreport": {}, // the bench commands' report, progress bar and nearest-rank quantile
 	"internal/api/console": {}, // the console page's embedded files
 	// The client for remote MCP servers (realtime `type: "mcp"` tools) over the official Go
-	// SDK, with the operator's URL allow-list: a leaf, so the session owns connections
-	// without the SDK reaching any other layer.
-	"internal/mcpclient": {},
+	// SDK, with the operator's URL allow-list: jsonbound its only module import, so the
+	// session owns connections without the SDK reaching any other layer.
+	"internal/mcpclient": {"internal/jsonbound"}, // a server's input schemas are bounded as a client's are
 	// A real OTLP/HTTP trace receiver on loopback (OTLP protobuf only): the traced server of
 	// `bench realtime` exports to it.
 	"internal/otlpreceiver": {},
@@ -143,7 +143,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
 	"internal/testenv": 0, "internal/talkclient": 1, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/mcpclient": 0, "internal/otlpreceiver": 0, "internal/jsonbound": 0,
+	"internal/mcpclient": 1, "internal/otlpreceiver": 0, "internal/jsonbound": 0,
 	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage": 2, "internal/rtcclient": 2,
 	"internal/requestclient": 3,
