@@ -43,8 +43,9 @@ type Server struct {
 	LogLevel  string `yaml:"log_level"`
 	LogStats  bool   `yaml:"log_stats"`
 	APIKey    string `yaml:"api_key"`
-	// CORSOrigins are the browser origins whose pages may call /v1 (comma-separated exact
-	// origins, or "*"); empty: none.
+	// CORSOrigins are the browser origins whose pages may call /v1: comma-separated exact
+	// origins, "local" (localhost, 127.0.0.1, [::1], any port) or "*"; "auto" (the default) is
+	// local without an API key and none with one; empty: none.
 	CORSOrigins string `yaml:"cors_origins"`
 	// ServedModelName is the comma-separated names the model is served under (vLLM's
 	// --served-model-name); the first is its id. Empty: the engine model's id.
@@ -142,7 +143,7 @@ func Defaults() Config {
 			Port:                 8000,
 			LogFormat:            "console",
 			LogLevel:             "info",
-			CORSOrigins:          "*",
+			CORSOrigins:          "auto",
 			MaxSessions:          32,
 			ShutdownTimeout:      30 * time.Second,
 			DrainGrace:           10 * time.Second,

@@ -241,7 +241,7 @@ func (s *Server) router() http.Handler {
 		// only that format carries the latency histograms' trace-id exemplars.
 		Metrics:       promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true}),
 		MaxBodyBytes:  s.cfg.Server.MaxBodyBytes,
-		CORSOrigins:   api.SplitOrigins(s.cfg.Server.CORSOrigins),
+		CORSOrigins:   api.ResolveOrigins(s.cfg.Server.CORSOrigins, s.cfg.Server.APIKey != ""),
 		Secrets:       s.secrets,
 		ClientSecrets: s.clientSecrets,
 		Calls:         s.calls,
