@@ -6,6 +6,7 @@
 package clientsecret
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,8 +31,12 @@ const (
 	DefaultTTL = 600 * time.Second
 )
 
-// ErrFull is Mint's refusal when MaxLive unexpired keys exist.
+// ErrFull is Mint's refusal when maxLive unexpired keys exist, or their sessions hold maxBytes.
 var ErrFull = errors.New("too many live client secrets")
+
+// PruneInterval is how often Prune drops expired keys: a key outlives its expiry by at most
+// this, so memory minted by keys nobody uses comes back on its own.
+const PruneInterval = 10 * time.Second
 
 // Secret is one minted key.
 type Secret struct {
@@ -45,10 +50,12 @@ type Secret struct {
 // Store holds the live keys in memory: a restart revokes them all, which is what a short-lived
 // key may cost. Safe for concurrent use; a nil *Store knows no keys.
 type Store struct {
-	mu      sync.Mutex
-	keys    map[string]Secret
-	maxLive int
-	now     func() time.Time
+	mu       sync.Mutex
+	keys     map[string]Secret
+	bytes    int64 // the sessions' bytes held by keys
+	maxLive  int
+	maxBytes int64
+	now      func() time.Time
 }
 
 // NewStore returns a store holding at most maxLive unexpired keys (a bound on the memory a
@@ -60,6 +67,13 @@ func NewStore(maxLive int, now func() time.Time) *Store {
 	return &Store{keys: map[string]Secret{}, maxLive: maxLive, now: now}
 }
 
+// WithMaxBytes bounds the bytes the live keys' sessions hold together (0: no bound beyond
+// maxLive); a mint past it gets ErrFull. It returns s.
+func (s *Store) WithMaxBytes(n int64) *Store {
+	s.maxBytes = n
+	return s
+}
+
 // Mint makes a key valid for ttl (clamped by the caller to MinTTL..MaxTTL).
 func (s *Store) Mint(ttl time.Duration, session json.RawMessage) (Secret, error) {
 	var b [16]byte
@@ -67,17 +81,40 @@ func (s *Store) Mint(ttl time.Duration, session json.RawMessage) (Secret, error)
 		return Secret{}, err
 	}
 	now := s.now()
-	sec := Secret{Value: Prefix + hex.EncodeToString(b[:]), ExpiresAt: now.Add(ttl), Session: session}
+	// A copy of exactly its length: the caller's slice may share a larger buffer (the body).
+	sec := Secret{Value: Prefix + hex.EncodeToString(b[:]), ExpiresAt: now.Add(ttl), Session: bytes.Clone(session)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.keys) >= s.maxLive {
+	if s.fullLocked(len(session)) {
 		s.pruneLocked(now)
-		if len(s.keys) >= s.maxLive {
+		if s.fullLocked(len(session)) {
 			return Secret{}, ErrFull
 		}
 	}
 	s.keys[sec.Value] = sec
+	s.bytes += int64(len(sec.Session))
 	return sec, nil
+}
+
+func (s *Store) fullLocked(add int) bool {
+	return len(s.keys) >= s.maxLive || (s.maxBytes > 0 && s.bytes+int64(add) > s.maxBytes)
+}
+
+// Prune drops the expired keys every interval until ctx is done: without it an expired key
+// nobody presents again would hold its session until the store fills.
+func (s *Store) Prune(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.mu.Lock()
+			s.pruneLocked(s.now())
+			s.mu.Unlock()
+		}
+	}
 }
 
 // Lookup returns the key's secret while it is unexpired.
@@ -91,6 +128,7 @@ func (s *Store) Lookup(value string) (Secret, bool) {
 	sec, ok := s.keys[value]
 	if ok && !now.Before(sec.ExpiresAt) {
 		delete(s.keys, value)
+		s.bytes -= int64(len(sec.Session))
 		return Secret{}, false
 	}
 	return sec, ok
@@ -103,12 +141,34 @@ func (s *Store) Live() int {
 	return len(s.keys)
 }
 
+// Bytes is the sessions' bytes the keys hold.
+func (s *Store) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+// pruneLocked drops the expired keys into a new map: a Go map never shrinks, so deleting from
+// the old one would keep the buckets of its largest size (10,000 keys) for the process's life.
 func (s *Store) pruneLocked(now time.Time) {
-	for k, sec := range s.keys {
-		if !now.Before(sec.ExpiresAt) {
-			delete(s.keys, k)
+	live := 0
+	for _, sec := range s.keys {
+		if now.Before(sec.ExpiresAt) {
+			live++
 		}
 	}
+	if live == len(s.keys) {
+		return
+	}
+	keys := make(map[string]Secret, live)
+	s.bytes = 0
+	for k, sec := range s.keys {
+		if now.Before(sec.ExpiresAt) {
+			keys[k] = sec
+			s.bytes += int64(len(sec.Session))
+		}
+	}
+	s.keys = keys
 }
 
 // Check authenticates r: an "ek_" key must be a live minted one (with or without a server API

@@ -1,6 +1,7 @@
 package clientsecret
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
@@ -91,4 +92,29 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Prune drops expired keys on its timer, with their sessions' bytes, and stops with its ctx.
+func TestPruneAndByteBound(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStore(100, c.now).WithMaxBytes(10)
+	_, err := s.Mint(10*time.Second, json.RawMessage(`"123456"`)) // 8 bytes
+	require.NoError(t, err)
+	_, err = s.Mint(time.Minute, json.RawMessage(`"abc"`)) // 5 more: past 10
+	require.ErrorIs(t, err, ErrFull)
+	long, err := s.Mint(time.Minute, json.RawMessage(`1`))
+	require.NoError(t, err)
+	require.Equal(t, int64(9), s.Bytes())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Prune(ctx, time.Millisecond) }()
+	c.advance(10 * time.Second)
+	require.Eventually(t, func() bool { return s.Live() == 1 }, 5*time.Second, time.Millisecond, "the expired key is pruned without a mint or a lookup")
+	require.Equal(t, int64(1), s.Bytes())
+	_, ok := s.Lookup(long.Value)
+	require.True(t, ok)
+	cancel()
+	<-done
 }

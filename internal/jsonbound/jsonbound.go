@@ -22,7 +22,10 @@ type Limits struct {
 // and $defs add one more: 64 leaves room for every schema OpenAI accepts, while
 // schema_to_grammar at this depth takes microseconds. 256 KiB holds OpenAI's limits (5,000
 // properties, 120,000 characters of names and enum values) with room for descriptions.
-var Schema = Limits{MaxBytes: 256 << 10, MaxDepth: 64}
+var Schema = Limits{MaxBytes: 256 << 10, MaxDepth: SchemaDepth}
+
+// SchemaDepth is Schema's MaxDepth, for bounds of documents that carry schemas.
+const SchemaDepth = 64
 
 // Error is a document over a bound.
 type Error struct {

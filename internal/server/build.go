@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/omniserve/omniserve/internal/api"
+	"github.com/omniserve/omniserve/internal/clientsecret"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
@@ -208,6 +209,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Trace:            s.tracer.SessionHook(),
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
+	s.prunePeriodically()
 	rtp := newRTPCollector()
 	calls, err := realtime.NewCalls(realtime.CallsConfig{UDPPort: s.cfg.Realtime.WebRTCUDPPort, PublicIPs: splitList(s.cfg.Realtime.WebRTCPublicIPs),
 		ICETCP: s.cfg.Realtime.WebRTCTCPPort > 0, TCPPort: s.cfg.Realtime.WebRTCTCPPort, Interfaces: splitList(s.cfg.Realtime.WebRTCInterfaces),
@@ -310,4 +312,25 @@ func (s *Server) effectiveMaxSessions() int {
 		return min(s.sessionLimit, s.cfg.Server.MaxSessions)
 	}
 	return s.cfg.Server.MaxSessions
+}
+
+// prunePeriodically drops expired client secrets every clientsecret.PruneInterval, so the
+// sessions they hold come back without waiting for the store to fill; the loop is stopped and
+// waited for at Close.
+func (s *Server) prunePeriodically() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.secrets.Prune(ctx, clientsecret.PruneInterval)
+	}()
+	s.onClose("client secrets pruner", func(ctx context.Context) error {
+		cancel()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 }
