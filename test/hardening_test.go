@@ -1,0 +1,139 @@
+package test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// procCPU is the CPU time (user + system) the process has used so far, from /proc/<pid>/stat.
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	// The fields after the command name (which may hold spaces) start after its ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, err := strconv.ParseInt(f[11], 10, 64)
+	require.NoError(t, err)
+	stime, err := strconv.ParseInt(f[12], 10, 64)
+	require.NoError(t, err)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// hardNested is a JSON schema of n nested arrays: issue 40's 4,990-level schema SIGSEGVed the
+// server in llama.cpp's schema_to_grammar.
+func hardNested(n int) string {
+	return strings.Repeat(`{"type":"array","items":`, n) + `{"type":"string"}` + strings.Repeat("}", n)
+}
+
+// TestHardeningBounds replays issue 40's attacks on JSON documents and CORS against a real
+// bin/omniserve with no API key (the default): each is refused in under a second of wall time
+// and of server CPU, and the server still serves afterwards.
+func TestHardeningBounds(t *testing.T) {
+	t.Parallel()
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	base := "http://" + s.addr
+	pid := s.cmd.Process.Pid
+
+	t.Run("deep schemas", func(t *testing.T) {
+		const msgs = `"model":"dummy:tiny","messages":[{"role":"user","content":"hi"}]`
+		for _, tc := range []struct {
+			name, body, param string
+		}{
+			{"response_format 4990", `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + hardNested(4990) + `}}}`, "response_format.json_schema.schema"},
+			{"response_format 9000", `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + hardNested(9000) + `}}}`, "response_format.json_schema.schema"},
+			{"tool parameters 4990", `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":` + hardNested(4990) + `}}}}]}`, "tools[0].function.parameters"},
+		} {
+			cpu0, start := procCPU(t, pid), time.Now()
+			resp, body := postWith(t, base+"/v1/chat/completions", "", "application/json", tc.body)
+			took, cpu := time.Since(start), procCPU(t, pid)-cpu0
+			t.Logf("%s (%d KB): %d in %s, server CPU %s", tc.name, len(tc.body)>>10, resp.StatusCode, took.Round(time.Millisecond), cpu)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+			require.Contains(t, string(body), `"param":"`+tc.param+`"`)
+			require.Contains(t, string(body), "nested deeper than 64 levels")
+			require.Less(t, took, time.Second, tc.name)
+			require.Less(t, cpu, time.Second, tc.name)
+		}
+	})
+
+	t.Run("CORS default without a key: local pages only", func(t *testing.T) {
+		preflight := func(origin string) *http.Response {
+			req, err := http.NewRequest(http.MethodOptions, base+"/v1/realtime/client_secrets", nil)
+			require.NoError(t, err)
+			req.Header.Set("Origin", origin)
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "content-type")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp
+		}
+		evil := preflight("https://evil.example")
+		require.Equal(t, http.StatusForbidden, evil.StatusCode)
+		require.Empty(t, evil.Header.Get("Access-Control-Allow-Origin"))
+		local := preflight("http://localhost:5173")
+		require.Equal(t, http.StatusNoContent, local.StatusCode)
+		require.Equal(t, "http://localhost:5173", local.Header.Get("Access-Control-Allow-Origin"))
+	})
+
+	t.Run("client secret session", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, session, code, param string
+		}{
+			{"unknown field", `{"type":"realtime","padding":"` + strings.Repeat("x", 1<<20) + `"}`, "unknown_parameter", "session.padding"},
+			{"too deep", `{"type":"realtime","tools":[{"type":"function","name":"f","parameters":` + hardNested(4990) + `}]}`, "invalid_value", "session"},
+		} {
+			start := time.Now()
+			resp, body := postWith(t, base+"/v1/realtime/client_secrets", "", "application/json", `{"session":`+tc.session+`}`)
+			require.Less(t, time.Since(start), time.Second, tc.name)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", tc.name, body)
+			require.Contains(t, string(body), `"code":"`+tc.code+`"`, tc.name)
+			require.Contains(t, string(body), `"param":"`+tc.param+`"`, tc.name)
+		}
+		resp, body := postWith(t, base+"/v1/realtime/client_secrets", "", "application/json", `{"session":{"type":"realtime","instructions":"hi"}}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	})
+
+	requireServes(t, s)
+}
+
+// TestShutdownBlackHoledCollector: SIGTERM while the OTLP collector accepts connections and
+// never answers does not wait out the shutdown deadline, and the engine is still closed.
+func TestShutdownBlackHoledCollector(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // held open, never answered
+		}
+	}()
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--otlp-endpoint", "http://"+ln.Addr().String())
+	resp, body := postWith(t, "http://"+s.addr+"/v1/chat/completions", "", "application/json",
+		`{"model":"dummy:tiny","messages":[{"role":"user","content":"hello"}],"max_tokens":3}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body)) // a span is queued for export
+	start := time.Now()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	require.Zero(t, s.exitCode(t, 20*time.Second))
+	took := time.Since(start)
+	t.Logf("SIGTERM → exit in %s with a black-holed collector", took.Round(time.Millisecond))
+	require.Less(t, took, 10*time.Second, "the default --shutdown-timeout is 30 s; the flush is bounded")
+	require.Contains(t, s.logs.String(), "shutdown: closed engine", s.logs.String())
+}
