@@ -1,9 +1,12 @@
 package test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -136,4 +140,50 @@ func TestShutdownBlackHoledCollector(t *testing.T) {
 	t.Logf("SIGTERM → exit in %s with a black-holed collector", took.Round(time.Millisecond))
 	require.Less(t, took, 10*time.Second, "the default --shutdown-timeout is 30 s; the flush is bounded")
 	require.Contains(t, s.logs.String(), "shutdown: closed engine", s.logs.String())
+}
+
+// TestMCPHardening: an MCP server listing a tool whose input schema nests 900 levels (the SDK's
+// own JSON decoding stops at 1,000 on both sides) fails its listing (mcp_list_tools.failed, the session goes on), and issue 40's four escapes of the
+// allow-list are refused as outside it.
+func TestMCPHardening(t *testing.T) {
+	t.Parallel()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "deep", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "deep", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":` + hardNested(900) + `}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	allowed := hs.URL + "/mcp"
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"), "--mcp-allowed-urls", allowed)
+	c := dialResume(t, "ws://"+s.addr+"/v1/realtime")
+	require.Equal(t, "session.created", c.next(t, 10*time.Second)["type"])
+	errField := func(ev map[string]any, k string) any { return ev["error"].(map[string]any)[k] }
+
+	for _, esc := range []string{"/%2e%2e/admin", "/.%2E/admin", "/..%2fadmin", `/..\admin`} {
+		c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"tools": []any{
+			map[string]any{"type": "mcp", "server_label": "esc", "server_url": allowed + esc}}}})
+		e := c.next(t, 10*time.Second)
+		require.Equal(t, "error", e["type"], "%s: %v", esc, e)
+		require.Equal(t, "mcp_server_not_allowed", errField(e, "code"), esc)
+		require.Equal(t, "session.tools[0].server_url", errField(e, "param"), esc)
+	}
+
+	cpu0, start := procCPU(t, s.cmd.Process.Pid), time.Now()
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"tools": []any{
+		map[string]any{"type": "mcp", "server_label": "deep", "server_url": allowed}}}})
+	var failed bool
+	for !failed {
+		ev := c.next(t, 30*time.Second)
+		switch ev["type"] {
+		case "mcp_list_tools.failed":
+			failed = true
+		case "mcp_list_tools.completed":
+			t.Fatalf("a 900-level schema was listed: %v", ev)
+		}
+	}
+	t.Logf("900-level MCP schema: listing failed in %s, server CPU %s", time.Since(start).Round(time.Millisecond), procCPU(t, s.cmd.Process.Pid)-cpu0)
+	e := c.next(t, 10*time.Second)
+	require.Equal(t, "mcp_list_tools_failed", errField(e, "code"), "%v", e)
+	require.Contains(t, errField(e, "message"), "nested deeper than 64")
+	requireServes(t, s)
 }
