@@ -31,6 +31,9 @@ const (
 	DefaultTTL = 600 * time.Second
 )
 
+// ErrSessions is Open's refusal when a key has opened its maxOpens sessions.
+var ErrSessions = errors.New("this client secret has opened all the sessions it may open")
+
 // ErrFull is Mint's refusal when maxLive unexpired keys exist, or their sessions hold maxBytes.
 var ErrFull = errors.New("too many live client secrets")
 
@@ -52,9 +55,11 @@ type Secret struct {
 type Store struct {
 	mu       sync.Mutex
 	keys     map[string]Secret
-	bytes    int64 // the sessions' bytes held by keys
+	bytes    int64          // the sessions' bytes held by keys
+	opens    map[string]int // sessions opened, per key
 	maxLive  int
 	maxBytes int64
+	maxOpens int
 	now      func() time.Time
 }
 
@@ -64,7 +69,27 @@ func NewStore(maxLive int, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{keys: map[string]Secret{}, maxLive: maxLive, now: now}
+	return &Store{keys: map[string]Secret{}, opens: map[string]int{}, maxLive: maxLive, now: now}
+}
+
+// WithMaxOpens bounds the realtime sessions (WebSocket connections and WebRTC calls, resumes
+// included) one key may open in its life (0: no bound), so that one key handed to a page
+// cannot take every admission slot. It returns s.
+func (s *Store) WithMaxOpens(n int) *Store {
+	s.maxOpens = n
+	return s
+}
+
+// Open counts one session opened with the live key value; past maxOpens it returns
+// ErrSessions and the session must not be opened.
+func (s *Store) Open(value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxOpens > 0 && s.opens[value] >= s.maxOpens {
+		return ErrSessions
+	}
+	s.opens[value]++
+	return nil
 }
 
 // WithMaxBytes bounds the bytes the live keys' sessions hold together (0: no bound beyond
@@ -128,6 +153,7 @@ func (s *Store) Lookup(value string) (Secret, bool) {
 	sec, ok := s.keys[value]
 	if ok && !now.Before(sec.ExpiresAt) {
 		delete(s.keys, value)
+		delete(s.opens, value)
 		s.bytes -= int64(len(sec.Session))
 		return Secret{}, false
 	}
@@ -161,14 +187,18 @@ func (s *Store) pruneLocked(now time.Time) {
 		return
 	}
 	keys := make(map[string]Secret, live)
+	opens := make(map[string]int, len(s.opens))
 	s.bytes = 0
 	for k, sec := range s.keys {
 		if now.Before(sec.ExpiresAt) {
 			keys[k] = sec
 			s.bytes += int64(len(sec.Session))
+			if n, ok := s.opens[k]; ok {
+				opens[k] = n
+			}
 		}
 	}
-	s.keys = keys
+	s.keys, s.opens = keys, opens
 }
 
 // Check authenticates r: an "ek_" key must be a live minted one (with or without a server API

@@ -118,3 +118,25 @@ func TestPruneAndByteBound(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A key opens at most maxOpens sessions; its count goes with it when it expires.
+func TestOpenBound(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStore(10, c.now).WithMaxOpens(2)
+	a, err := s.Mint(10*time.Second, nil)
+	require.NoError(t, err)
+	b, err := s.Mint(time.Minute, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Open(a.Value))
+	require.NoError(t, s.Open(a.Value))
+	require.ErrorIs(t, s.Open(a.Value), ErrSessions)
+	require.NoError(t, s.Open(b.Value), "the bound is per key")
+	c.advance(10 * time.Second)
+	_, ok := s.Lookup(a.Value)
+	require.False(t, ok)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.NotContains(t, s.opens, a.Value, "an expired key's count is dropped with it")
+	require.Contains(t, s.opens, b.Value)
+}

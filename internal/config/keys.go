@@ -70,6 +70,7 @@ var keys = []Key{
 	{"server.session_output_bytes", "", "per realtime session: bytes of queued server events (a client that lets more pile up is closed, 1008)", func(c *Config) any { return &c.Server.SessionOutputBytes }},
 	{"server.session_history_bytes", "", "per realtime session: text of the conversation (the oldest items are dropped past it)", func(c *Config) any { return &c.Server.SessionHistoryBytes }},
 	{"server.max_in_flight", "", "chat completions running at once (a request past it gets 429 engine_overloaded)", func(c *Config) any { return &c.Server.MaxInFlight }},
+	{"server.client_secret_max_sessions", "", "realtime sessions (WebSocket connections and WebRTC calls, resumes included) one minted client secret may open (0: no bound)", func(c *Config) any { return &c.Server.ClientSecretMaxSessions }},
 	{"server.max_instructions_bytes", "", "largest realtime instructions (session.update and response.create), in bytes", func(c *Config) any { return &c.Server.MaxInstructionsBytes }},
 	{"realtime.resume_grace", "resume-grace", "how long a realtime session whose connection dropped (no close frame) is kept for session.resume (0 disables resume)", func(c *Config) any { return &c.Realtime.ResumeGrace }},
 	{"realtime.resume_journal_bytes", "", "bytes of recent server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalBytes }},

@@ -123,7 +123,7 @@ func New(cfg config.Config, opts Options) *Server {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	s := &Server{cfg: cfg, opts: opts, log: opts.Log, reg: reg, warmed: make(chan struct{}),
-		secrets: clientsecret.NewStore(maxClientSecrets, nil).WithMaxBytes(maxClientSecretBytes)}
+		secrets: clientsecret.NewStore(maxClientSecrets, nil).WithMaxBytes(maxClientSecretBytes).WithMaxOpens(cfg.Server.ClientSecretMaxSessions)}
 	s.handler.set(s.router()) // probes only until the components exist: /ready is 503
 	return s
 }
