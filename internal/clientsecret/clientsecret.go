@@ -126,8 +126,9 @@ func (s *Store) fullLocked(add int) bool {
 }
 
 // Prune drops the expired keys every interval until ctx is done: without it an expired key
-// nobody presents again would hold its session until the store fills.
-func (s *Store) Prune(ctx context.Context, interval time.Duration) {
+// nobody presents again would hold its session until the store fills. pruned, when not nil,
+// is told after each pass that dropped keys how many and the sessions' bytes they held.
+func (s *Store) Prune(ctx context.Context, interval time.Duration, pruned func(keys int, bytes int64)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -136,8 +137,13 @@ func (s *Store) Prune(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 			s.mu.Lock()
+			n, b := len(s.keys), s.bytes
 			s.pruneLocked(s.now())
+			n, b = n-len(s.keys), b-s.bytes
 			s.mu.Unlock()
+			if n > 0 && pruned != nil {
+				pruned(n, b)
+			}
 		}
 	}
 }

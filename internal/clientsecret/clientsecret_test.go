@@ -109,9 +109,18 @@ func TestPruneAndByteBound(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); s.Prune(ctx, time.Millisecond) }()
+	type pass struct {
+		keys  int
+		bytes int64
+	}
+	passes := make(chan pass, 1)
+	go func() {
+		defer close(done)
+		s.Prune(ctx, time.Millisecond, func(n int, b int64) { passes <- pass{n, b} })
+	}()
 	c.advance(10 * time.Second)
-	require.Eventually(t, func() bool { return s.Live() == 1 }, 5*time.Second, time.Millisecond, "the expired key is pruned without a mint or a lookup")
+	require.Equal(t, pass{1, 8}, <-passes, "the expired key is pruned without a mint or a lookup")
+	require.Equal(t, 1, s.Live())
 	require.Equal(t, int64(1), s.Bytes())
 	_, ok := s.Lookup(long.Value)
 	require.True(t, ok)
