@@ -49,11 +49,11 @@ func TestChatSchemaBound(t *testing.T) {
 		{"response_format 4990 levels", responseFormatBody(nestedSchema(4990)), "response_format.json_schema.schema", "invalid_value"},
 		{"response_format 9000 levels", responseFormatBody(nestedSchema(9000)), "response_format.json_schema.schema", "invalid_value"},
 		{"response_format 70 levels", responseFormatBody(nestedSchema(70)), "response_format.json_schema.schema", "invalid_value"},
-		{"response_format too long", responseFormatBody(wide), "response_format.json_schema.schema", "string_above_max_length"},
+		{"response_format too long", responseFormatBody(wide), "response_format.json_schema.schema", "invalid_value"},
 		{"tool 4990 levels", toolsBody(nestedObject(4990)), "tools[0].function.parameters", "invalid_value"},
 		// 18,000 JSON levels: encoding/json's own bound (10,000) refuses the body first.
 		{"tool 9000 levels", toolsBody(nestedObject(9000)), "", "invalid_json"},
-		{"tool too long", toolsBody(`{"type":"object","description":"` + strings.Repeat("x", 300<<10) + `"}`), "tools[0].function.parameters", "string_above_max_length"},
+		{"tool too long", toolsBody(`{"type":"object","description":"` + strings.Repeat("x", 300<<10) + `"}`), "tools[0].function.parameters", "invalid_value"},
 		{"tool 40 levels", toolsBody(nestedObject(40)), "tools[0].function.parameters", "invalid_value"},
 	}
 	for _, tt := range tests {

@@ -139,15 +139,10 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 // few thousand levels deep, killing the process, and the stage's grammar walk decodes the
 // whole schema before it looks at its depth.
 func checkSchemaBound(param string, schema json.RawMessage) *oaierror.Error {
-	err := jsonbound.Check(schema, jsonbound.Schema)
-	if err == nil {
-		return nil
+	if err := jsonbound.Check(schema, jsonbound.Schema); err != nil {
+		return oaierror.BadRequest(param, "invalid_value", fmt.Sprintf("Invalid schema for '%s': %v", param, err))
 	}
-	var be *jsonbound.Error
-	if errors.As(err, &be) && be.Bound == "bytes" {
-		return oaierror.BadRequest(param, "string_above_max_length", fmt.Sprintf("Invalid schema for '%s': %v", param, err))
-	}
-	return oaierror.BadRequest(param, "invalid_value", fmt.Sprintf("Invalid schema for '%s': %v", param, err))
+	return nil
 }
 
 // parseToolChoice reads none | auto | required | {type: "function", function: {name}}.
