@@ -72,6 +72,20 @@ func TestHardeningBounds(t *testing.T) {
 		}
 	})
 
+	t.Run("realtime function tool", func(t *testing.T) {
+		c := dialRT(t, s, map[string]any{"turn_detection": nil, "modalities": []string{"text"}})
+		defer c.close(t)
+		cpu0, start := procCPU(t, pid), time.Now()
+		c.send(t, map[string]any{"type": "session.update", "event_id": "ev_deep", "session": map[string]any{"tools": []any{
+			map[string]any{"type": "function", "name": "f", "parameters": json.RawMessage(`{"type":"object","properties":{"a":` + hardNested(4990) + `}}`)}}}})
+		e := c.nextError(t, 10*time.Second)
+		t.Logf("realtime tool parameters 4990: error in %s, server CPU %s", time.Since(start).Round(time.Millisecond), procCPU(t, pid)-cpu0)
+		require.Equal(t, "invalid_value", e["code"], "%v", e)
+		require.Equal(t, "session.tools[0].parameters", e["param"], "%v", e)
+		require.Less(t, time.Since(start), time.Second)
+		c.requireStillServes(t)
+	})
+
 	t.Run("CORS default without a key: local pages only", func(t *testing.T) {
 		preflight := func(origin string) *http.Response {
 			req, err := http.NewRequest(http.MethodOptions, base+"/v1/realtime/client_secrets", nil)
