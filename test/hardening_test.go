@@ -86,6 +86,17 @@ func TestHardeningBounds(t *testing.T) {
 		c.requireStillServes(t)
 	})
 
+	t.Run("60 MiB SDP offer", func(t *testing.T) {
+		cpu0, start := procCPU(t, pid), time.Now()
+		offer := "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n" + strings.Repeat("a=x\r\n", 12<<20)
+		resp, err := http.Post(base+"/v1/realtime/calls", "application/sdp", strings.NewReader(offer)) //nolint:noctx // bounded by the server under test
+		require.NoError(t, err)
+		resp.Body.Close()
+		t.Logf("60 MiB SDP offer: %d in %s, server CPU %s", resp.StatusCode, time.Since(start).Round(time.Millisecond), procCPU(t, pid)-cpu0)
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+		require.Less(t, time.Since(start), time.Second)
+	})
+
 	t.Run("CORS default without a key: local pages only", func(t *testing.T) {
 		preflight := func(origin string) *http.Response {
 			req, err := http.NewRequest(http.MethodOptions, base+"/v1/realtime/client_secrets", nil)

@@ -136,7 +136,7 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
 		calls := orUnavailable(d.Calls, "WebRTC calls")
-		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, calls))
+		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, guardCallOffer(calls)))
 		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)
 		secretBytes := d.SecretSessionBytes
 		if secretBytes <= 0 {
