@@ -2,7 +2,9 @@
 // /v1/realtime/client_secrets: an app's backend, holding the server's API key, mints one for a
 // browser, which may then open exactly one kind of thing with it, a realtime connection
 // (WebSocket or WebRTC) with the session configuration the key was minted with, until it
-// expires. A key may open several sessions until then, as OpenAI's do.
+// expires. A key may open several sessions until then, as OpenAI's do, up to a bound
+// (WithMaxOpens); the store bounds the keys and the bytes of their sessions, and Prune drops
+// expired keys on a timer.
 package clientsecret
 
 import (
