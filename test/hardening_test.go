@@ -57,6 +57,10 @@ func TestHardeningBounds(t *testing.T) {
 			name, body, param string
 		}{
 			{"response_format 4990", `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + hardNested(4990) + `}}}`, "response_format.json_schema.schema"},
+			// The shape that SIGSEGVed 7161a1b in cgo after 4.5 s of CPU (objects recurse deeper in
+			// schema_to_grammar than arrays, which got a 400 after 4.3 s).
+			{"response_format 4990 objects", `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` +
+				strings.Repeat(`{"type":"object","properties":{"a":`, 4990) + `{"type":"string"}` + strings.Repeat("}}", 4990) + `}}}`, "response_format.json_schema.schema"},
 			{"response_format 9000", `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + hardNested(9000) + `}}}`, "response_format.json_schema.schema"},
 			{"tool parameters 4990", `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":` + hardNested(4990) + `}}}}]}`, "tools[0].function.parameters"},
 		} {
