@@ -26,18 +26,21 @@ var allowed = map[string][]string{
 	"internal/audio":       {},
 	"internal/auth":        {},
 	"internal/oaierror":    {},
-	"internal/protocol":    {}, // the realtime wire protocol as types: shared by session, transports and clients
+	"internal/protocol":    {"internal/jsonbound"}, // the realtime wire protocol as types: shared by session, transports and clients; tool schemas bounded as they are decoded
 	"internal/testenv":     {},
 	"internal/benchreport": {}, // the bench commands' report, progress bar and nearest-rank quantile
 	"internal/api/console": {}, // the console page's embedded files
 	// The client for remote MCP servers (realtime `type: "mcp"` tools) over the official Go
-	// SDK, with the operator's URL allow-list: a leaf, so the session owns connections
-	// without the SDK reaching any other layer.
-	"internal/mcpclient": {},
+	// SDK, with the operator's URL allow-list: jsonbound its only module import, so the
+	// session owns connections without the SDK reaching any other layer.
+	"internal/mcpclient": {"internal/jsonbound"}, // a server's input schemas are bounded as a client's are
 	// A real OTLP/HTTP trace receiver on loopback (OTLP protobuf only): the traced server of
 	// `bench realtime` exports to it.
 	"internal/otlpreceiver": {},
-	"configs":               {}, // the YAML configs, embedded (go:embed)
+	// The size and depth bound every client JSON document (schemas, a minted session) is
+	// checked against in Go before cgo or a recursive walk reads it.
+	"internal/jsonbound": {},
+	"configs":            {}, // the YAML configs, embedded (go:embed)
 	// The server config: its defaults are the embedded configs/omni-cpu.yaml. Only
 	// internal/server and cmd/ read it.
 	"internal/config": {"configs"},
@@ -102,7 +105,9 @@ var allowed = map[string][]string{
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
-	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/clientsecret", "internal/oaierror", "internal/requestclient"},
+	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/clientsecret", "internal/oaierror", "internal/requestclient",
+		"internal/jsonbound", // client schemas and a minted session are bounded before cgo or a recursive walk reads them
+		"internal/protocol"}, // a minted session's known fields (unknown ones are refused)
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
@@ -148,9 +153,9 @@ var allowed = map[string][]string{
 // allow-list itself points down (TestAllowListPointsDown): an edge added upward, or sideways
 // inside one layer, is a change of architecture, not an allow-list entry.
 var layer = map[string]int{
-	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 0,
-	"internal/testenv": 0, "internal/talkclient": 1, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
-	"internal/mcpclient": 0, "internal/otlpreceiver": 0,
+	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 1,
+	"internal/testenv": 0, "internal/talkclient": 2, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
+	"internal/mcpclient": 1, "internal/otlpreceiver": 0, "internal/jsonbound": 0,
 	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage": 2, "internal/rtcclient": 2,
 	"internal/requestclient":   3,

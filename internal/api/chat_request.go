@@ -329,6 +329,9 @@ func checkChatResponseFormat(in *chatRequestBody, s *requestclient.Sampling) *oa
 			s.Grammar = requestclient.JSONObjectGrammar // no schema: any JSON object
 			return nil
 		}
+		if e := checkSchemaBound("response_format.json_schema.schema", f.JSONSchema.Schema); e != nil {
+			return e
+		}
 		g, err := requestclient.SchemaGrammar(f.JSONSchema.Schema)
 		if err != nil {
 			return oaierror.BadRequest("response_format.json_schema.schema", "invalid_value", fmt.Sprintf("invalid JSON schema: %v", err))

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/omniserve/omniserve/internal/jsonbound"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -97,6 +98,9 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 		seen[f.Name] = i
 		tool := requestclient.Tool{Name: f.Name, Description: f.Description}
 		if chatRawSet(f.Parameters) {
+			if e := checkSchemaBound(param+".function.parameters", f.Parameters); e != nil {
+				return e
+			}
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(f.Parameters, &obj); err != nil {
 				return oaierror.BadRequest(param+".function.parameters", "invalid_value", "parameters must be a JSON schema object")
@@ -127,6 +131,17 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 		}
 	}
 	out.Req.Tools = &spec
+	return nil
+}
+
+// checkSchemaBound refuses a client's JSON schema over jsonbound.Schema before anything
+// recursive reads it: llama.cpp's schema_to_grammar (cgo) overflows its C stack on a schema a
+// few thousand levels deep, killing the process, and the stage's grammar walk decodes the
+// whole schema before it looks at its depth.
+func checkSchemaBound(param string, schema json.RawMessage) *oaierror.Error {
+	if err := jsonbound.Check(schema, jsonbound.Schema); err != nil {
+		return oaierror.BadRequest(param, "invalid_value", fmt.Sprintf("Invalid schema for '%s': %v", param, err))
+	}
 	return nil
 }
 

@@ -70,3 +70,31 @@ func TestClientSecretScope(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, string(body), "expired")
 }
+
+// A client secret opens at most the store's bound of sessions: the next gets 429 with
+// Retry-After, and another key is not affected.
+func TestClientSecretSessionBound(t *testing.T) {
+	t.Parallel()
+	store := clientsecret.NewStore(10, nil).WithMaxOpens(2)
+	a, err := store.Mint(time.Minute, nil)
+	require.NoError(t, err)
+	b, err := store.Mint(time.Minute, nil)
+	require.NoError(t, err)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	srv := newTestServer(t, RouterDeps{APIKey: "sk", Secrets: store, Realtime: ok, Calls: ok})
+	open := func(key, method, path string) (int, http.Header, []byte) {
+		return do(t, method, srv.URL+path, http.Header{"Authorization": {"Bearer " + key}}, "")
+	}
+	code, _, _ := open(a.Value, http.MethodGet, "/v1/realtime")
+	require.Equal(t, http.StatusOK, code)
+	code, _, _ = open(a.Value, http.MethodPost, "/v1/realtime/calls")
+	require.Equal(t, http.StatusOK, code)
+	code, h, body := open(a.Value, http.MethodGet, "/v1/realtime")
+	require.Equal(t, http.StatusTooManyRequests, code)
+	require.NotEmpty(t, h.Get("Retry-After"))
+	requireOpenAIError(t, body, "rate_limit_error", "rate_limit_exceeded")
+	code, _, _ = open(b.Value, http.MethodGet, "/v1/realtime")
+	require.Equal(t, http.StatusOK, code)
+	code, _, _ = open("sk", http.MethodGet, "/v1/realtime")
+	require.Equal(t, http.StatusOK, code, "the API key is not counted")
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -18,10 +19,12 @@ const corsExposed = "Location, Retry-After, " + RequestIDHeader
 // key (browsers never send Authorization on it) and every response, 401s included, must carry
 // Access-Control-Allow-Origin, or the page sees an opaque network error instead of the JSON
 // error. Auth is by bearer token, never cookies, so credentials are not allowed and "*" is safe.
-// origins holds exact origins ("https://app.example.com") or "*"; empty turns CORS off.
+// origins holds exact origins ("https://app.example.com"), LocalOrigins or "*"; empty turns
+// CORS off (same-origin pages, the console among them, need none).
 func cors(origins []string) func(http.Handler) http.Handler {
 	any := slices.Contains(origins, "*")
-	allowed := func(o string) bool { return any || slices.Contains(origins, o) }
+	local := slices.Contains(origins, LocalOrigins)
+	allowed := func(o string) bool { return any || slices.Contains(origins, o) || (local && isLocalOrigin(o)) }
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			origin := r.Header.Get("Origin")
@@ -62,6 +65,42 @@ func cors(origins []string) func(http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 		})
 	}
+}
+
+// The keywords of server.cors_origins besides exact origins and "*".
+const (
+	// AutoOrigins, the default, is LocalOrigins when the server has no API key and none when
+	// it has one: without a key any page the user visits could otherwise mint client secrets
+	// and call chat on the user's local server (ollama's rule for a local server).
+	AutoOrigins = "auto"
+	// LocalOrigins are pages served from this machine: http(s) on localhost, 127.0.0.1 or
+	// [::1], any port.
+	LocalOrigins = "local"
+)
+
+// ResolveOrigins is the origin list of server.cors_origins: AutoOrigins resolved against
+// whether an API key is set, otherwise SplitOrigins.
+func ResolveOrigins(setting string, apiKey bool) []string {
+	if strings.TrimSpace(setting) != AutoOrigins {
+		return SplitOrigins(setting)
+	}
+	if apiKey {
+		return nil
+	}
+	return []string{LocalOrigins}
+}
+
+// isLocalOrigin reports whether origin is a page on this machine (LocalOrigins).
+func isLocalOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || (u.Path != "" && u.Path != "/") {
+		return false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
 }
 
 // SplitOrigins parses a comma-separated origin list (server.cors_origins), dropping blanks and

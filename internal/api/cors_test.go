@@ -36,6 +36,13 @@ func TestCORS(t *testing.T) {
 		{"404 carries the header", []string{"*"}, http.MethodGet, "/v1/nothing", http.Header{"Origin": {page}, "Authorization": {"Bearer k"}}, http.StatusNotFound, "*", "not_found"},
 		{"other origin, not allowed", []string{page}, http.MethodGet, "/v1/models", http.Header{"Origin": {"https://evil.example"}, "Authorization": {"Bearer k"}}, http.StatusOK, "", ""},
 		{"CORS off", nil, http.MethodOptions, "/v1/models", preflight(page), http.StatusUnauthorized, "", "invalid_api_key"},
+		{"local: localhost, any port", []string{LocalOrigins}, http.MethodOptions, "/v1/realtime/client_secrets", preflight("http://localhost:5173"), http.StatusNoContent, "http://localhost:5173", ""},
+		{"local: 127.0.0.1", []string{LocalOrigins}, http.MethodOptions, "/v1/chat/completions", preflight("http://127.0.0.1:3000"), http.StatusNoContent, "http://127.0.0.1:3000", ""},
+		{"local: [::1] over https", []string{LocalOrigins}, http.MethodOptions, "/v1/models", preflight("https://[::1]:8443"), http.StatusNoContent, "https://[::1]:8443", ""},
+		{"local: evil.example refused", []string{LocalOrigins}, http.MethodOptions, "/v1/realtime/client_secrets", preflight("https://evil.example"), http.StatusForbidden, "", "origin_not_allowed"},
+		{"local: a lookalike refused", []string{LocalOrigins}, http.MethodOptions, "/v1/models", preflight("http://localhost.evil.example"), http.StatusForbidden, "", "origin_not_allowed"},
+		{"local: a non-http scheme refused", []string{LocalOrigins}, http.MethodOptions, "/v1/models", preflight("chrome-extension://localhost"), http.StatusForbidden, "", "origin_not_allowed"},
+		{"local: a lookalike's GET gets no header", []string{LocalOrigins}, http.MethodGet, "/v1/models", http.Header{"Origin": {"http://127.0.0.1.nip.io"}, "Authorization": {"Bearer k"}}, http.StatusOK, "", ""},
 		{"no Origin: no headers", []string{"*"}, http.MethodGet, "/v1/models", http.Header{"Authorization": {"Bearer k"}}, http.StatusOK, "", ""},
 	}
 	for _, tt := range tests {
@@ -67,4 +74,14 @@ func TestSplitOrigins(t *testing.T) {
 	require.Equal(t, []string{"*"}, SplitOrigins(" * "))
 	require.Equal(t, []string{"https://a.example", "http://b:8080"}, SplitOrigins("https://a.example/, ,http://b:8080"))
 	require.Nil(t, SplitOrigins(""))
+}
+
+// The default, auto: local pages only without an API key, no other origin with one.
+func TestResolveOrigins(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{LocalOrigins}, ResolveOrigins("auto", false))
+	require.Nil(t, ResolveOrigins(" auto ", true))
+	require.Equal(t, []string{"*"}, ResolveOrigins("*", true))
+	require.Equal(t, []string{LocalOrigins, "https://app.example"}, ResolveOrigins("local,https://app.example", true))
+	require.Nil(t, ResolveOrigins("", false))
 }

@@ -167,7 +167,9 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // any case or the WebSocket key sub-protocol, constant time; or a live minted "ek_" client
 // secret) and answers 401 in OpenAI's shape. A client secret authorises only the opening of a
 // realtime connection (realtimeConnect); the request then carries it (clientsecret.FromContext).
-// With no API key configured, other keys pass, but a stale "ek_" one is still refused.
+// With no API key configured, other keys pass, but a stale "ek_" one is still refused. Each
+// connection a client secret opens counts against its bound (clientsecret.Store.Open): past it,
+// 429 rate_limit_exceeded.
 func requireAPIKey(key string, secrets *clientsecret.Store) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,6 +194,12 @@ func requireAPIKey(key string, secrets *clientsecret.Store) func(http.Handler) h
 					"A client secret (ek_) authorises only a realtime connection (GET /v1/realtime, POST /v1/realtime/calls); use the API key."))
 				return
 			case sec != nil:
+				if err := secrets.Open(sec.Value); err != nil {
+					w.Header().Set("Retry-After", "1")
+					oaierror.Write(w, oaierror.New(http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded",
+						"This client secret has opened all the realtime sessions one key may open; mint a new one (POST /v1/realtime/client_secrets)."))
+					return
+				}
 				r = r.WithContext(clientsecret.WithSecret(r.Context(), sec))
 			}
 			next.ServeHTTP(w, r)

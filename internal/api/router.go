@@ -59,6 +59,10 @@ type RouterDeps struct {
 	// connection; ClientSecrets serves POST /v1/realtime/client_secrets (nil: 503).
 	Secrets       *clientsecret.Store
 	ClientSecrets http.Handler
+	// SecretSessionBytes bounds the session of a client secret request, which the key keeps
+	// until it expires (0 = DefaultSecretSessionBytes); deeper nesting and unknown top-level
+	// fields are refused too (guardClientSecrets).
+	SecretSessionBytes int64
 	// Calls serves the WebRTC transport: POST /v1/realtime/calls and
 	// /v1/realtime/calls/{id}/hangup (nil: 503).
 	Calls http.Handler
@@ -132,9 +136,17 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
 		calls := orUnavailable(d.Calls, "WebRTC calls")
-		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, calls))
+		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, guardCallOffer(calls)))
 		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)
-		r.Method(http.MethodPost, "/realtime/client_secrets", refuseWhile(draining, orUnavailable(d.ClientSecrets, "client secrets")))
+		secretBytes := d.SecretSessionBytes
+		if secretBytes <= 0 {
+			secretBytes = DefaultSecretSessionBytes
+		}
+		mint := d.ClientSecrets
+		if mint != nil {
+			mint = guardClientSecrets(mint, secretBytes)
+		}
+		r.Method(http.MethodPost, "/realtime/client_secrets", refuseWhile(draining, orUnavailable(mint, "client secrets")))
 		r.Method(http.MethodPost, "/audio/transcriptions", refuseWhile(draining, orUnavailable(d.Transcriptions, "audio transcriptions")))
 		r.Method(http.MethodPost, "/audio/speech", refuseWhile(draining, orUnavailable(d.Speech, "audio speech")))
 	})

@@ -2,10 +2,13 @@
 // /v1/realtime/client_secrets: an app's backend, holding the server's API key, mints one for a
 // browser, which may then open exactly one kind of thing with it, a realtime connection
 // (WebSocket or WebRTC) with the session configuration the key was minted with, until it
-// expires. A key may open several sessions until then, as OpenAI's do.
+// expires. A key may open several sessions until then, as OpenAI's do, up to a bound
+// (WithMaxOpens); the store bounds the keys and the bytes of their sessions, and Prune drops
+// expired keys on a timer.
 package clientsecret
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,8 +33,15 @@ const (
 	DefaultTTL = 600 * time.Second
 )
 
-// ErrFull is Mint's refusal when MaxLive unexpired keys exist.
+// ErrSessions is Open's refusal when a key has opened its maxOpens sessions.
+var ErrSessions = errors.New("this client secret has opened all the sessions it may open")
+
+// ErrFull is Mint's refusal when maxLive unexpired keys exist, or their sessions hold maxBytes.
 var ErrFull = errors.New("too many live client secrets")
+
+// PruneInterval is how often Prune drops expired keys: a key outlives its expiry by at most
+// this, so memory minted by keys nobody uses comes back on its own.
+const PruneInterval = 10 * time.Second
 
 // Secret is one minted key.
 type Secret struct {
@@ -45,10 +55,14 @@ type Secret struct {
 // Store holds the live keys in memory: a restart revokes them all, which is what a short-lived
 // key may cost. Safe for concurrent use; a nil *Store knows no keys.
 type Store struct {
-	mu      sync.Mutex
-	keys    map[string]Secret
-	maxLive int
-	now     func() time.Time
+	mu       sync.Mutex
+	keys     map[string]Secret
+	bytes    int64          // the sessions' bytes held by keys
+	opens    map[string]int // sessions opened, per key
+	maxLive  int
+	maxBytes int64
+	maxOpens int
+	now      func() time.Time
 }
 
 // NewStore returns a store holding at most maxLive unexpired keys (a bound on the memory a
@@ -57,7 +71,34 @@ func NewStore(maxLive int, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{keys: map[string]Secret{}, maxLive: maxLive, now: now}
+	return &Store{keys: map[string]Secret{}, opens: map[string]int{}, maxLive: maxLive, now: now}
+}
+
+// WithMaxOpens bounds the realtime sessions (WebSocket connections and WebRTC calls, resumes
+// included) one key may open in its life (0: no bound), so that one key handed to a page
+// cannot take every admission slot. It returns s.
+func (s *Store) WithMaxOpens(n int) *Store {
+	s.maxOpens = n
+	return s
+}
+
+// Open counts one session opened with the live key value; past maxOpens it returns
+// ErrSessions and the session must not be opened.
+func (s *Store) Open(value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxOpens > 0 && s.opens[value] >= s.maxOpens {
+		return ErrSessions
+	}
+	s.opens[value]++
+	return nil
+}
+
+// WithMaxBytes bounds the bytes the live keys' sessions hold together (0: no bound beyond
+// maxLive); a mint past it gets ErrFull. It returns s.
+func (s *Store) WithMaxBytes(n int64) *Store {
+	s.maxBytes = n
+	return s
 }
 
 // Mint makes a key valid for ttl (clamped by the caller to MinTTL..MaxTTL).
@@ -67,17 +108,46 @@ func (s *Store) Mint(ttl time.Duration, session json.RawMessage) (Secret, error)
 		return Secret{}, err
 	}
 	now := s.now()
-	sec := Secret{Value: Prefix + hex.EncodeToString(b[:]), ExpiresAt: now.Add(ttl), Session: session}
+	// A copy of exactly its length: the caller's slice may share a larger buffer (the body).
+	sec := Secret{Value: Prefix + hex.EncodeToString(b[:]), ExpiresAt: now.Add(ttl), Session: bytes.Clone(session)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.keys) >= s.maxLive {
+	if s.fullLocked(len(session)) {
 		s.pruneLocked(now)
-		if len(s.keys) >= s.maxLive {
+		if s.fullLocked(len(session)) {
 			return Secret{}, ErrFull
 		}
 	}
 	s.keys[sec.Value] = sec
+	s.bytes += int64(len(sec.Session))
 	return sec, nil
+}
+
+func (s *Store) fullLocked(add int) bool {
+	return len(s.keys) >= s.maxLive || (s.maxBytes > 0 && s.bytes+int64(add) > s.maxBytes)
+}
+
+// Prune drops the expired keys every interval until ctx is done: without it an expired key
+// nobody presents again would hold its session until the store fills. pruned, when not nil,
+// is told after each pass that dropped keys how many and the sessions' bytes they held.
+func (s *Store) Prune(ctx context.Context, interval time.Duration, pruned func(keys int, bytes int64)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.mu.Lock()
+			n, b := len(s.keys), s.bytes
+			s.pruneLocked(s.now())
+			n, b = n-len(s.keys), b-s.bytes
+			s.mu.Unlock()
+			if n > 0 && pruned != nil {
+				pruned(n, b)
+			}
+		}
+	}
 }
 
 // Lookup returns the key's secret while it is unexpired.
@@ -91,6 +161,8 @@ func (s *Store) Lookup(value string) (Secret, bool) {
 	sec, ok := s.keys[value]
 	if ok && !now.Before(sec.ExpiresAt) {
 		delete(s.keys, value)
+		delete(s.opens, value)
+		s.bytes -= int64(len(sec.Session))
 		return Secret{}, false
 	}
 	return sec, ok
@@ -103,12 +175,38 @@ func (s *Store) Live() int {
 	return len(s.keys)
 }
 
+// Bytes is the sessions' bytes the keys hold.
+func (s *Store) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+// pruneLocked drops the expired keys into a new map: a Go map never shrinks, so deleting from
+// the old one would keep the buckets of its largest size (10,000 keys) for the process's life.
 func (s *Store) pruneLocked(now time.Time) {
-	for k, sec := range s.keys {
-		if !now.Before(sec.ExpiresAt) {
-			delete(s.keys, k)
+	live := 0
+	for _, sec := range s.keys {
+		if now.Before(sec.ExpiresAt) {
+			live++
 		}
 	}
+	if live == len(s.keys) {
+		return
+	}
+	keys := make(map[string]Secret, live)
+	opens := make(map[string]int, len(s.opens))
+	s.bytes = 0
+	for k, sec := range s.keys {
+		if now.Before(sec.ExpiresAt) {
+			keys[k] = sec
+			s.bytes += int64(len(sec.Session))
+			if n, ok := s.opens[k]; ok {
+				opens[k] = n
+			}
+		}
+	}
+	s.keys, s.opens = keys, opens
 }
 
 // Check authenticates r: an "ek_" key must be a live minted one (with or without a server API

@@ -1,6 +1,7 @@
 package clientsecret
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
@@ -91,4 +92,60 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Prune drops expired keys on its timer, with their sessions' bytes, and stops with its ctx.
+func TestPruneAndByteBound(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStore(100, c.now).WithMaxBytes(10)
+	_, err := s.Mint(10*time.Second, json.RawMessage(`"123456"`)) // 8 bytes
+	require.NoError(t, err)
+	_, err = s.Mint(time.Minute, json.RawMessage(`"abc"`)) // 5 more: past 10
+	require.ErrorIs(t, err, ErrFull)
+	long, err := s.Mint(time.Minute, json.RawMessage(`1`))
+	require.NoError(t, err)
+	require.Equal(t, int64(9), s.Bytes())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	type pass struct {
+		keys  int
+		bytes int64
+	}
+	passes := make(chan pass, 1)
+	go func() {
+		defer close(done)
+		s.Prune(ctx, time.Millisecond, func(n int, b int64) { passes <- pass{n, b} })
+	}()
+	c.advance(10 * time.Second)
+	require.Equal(t, pass{1, 8}, <-passes, "the expired key is pruned without a mint or a lookup")
+	require.Equal(t, 1, s.Live())
+	require.Equal(t, int64(1), s.Bytes())
+	_, ok := s.Lookup(long.Value)
+	require.True(t, ok)
+	cancel()
+	<-done
+}
+
+// A key opens at most maxOpens sessions; its count goes with it when it expires.
+func TestOpenBound(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStore(10, c.now).WithMaxOpens(2)
+	a, err := s.Mint(10*time.Second, nil)
+	require.NoError(t, err)
+	b, err := s.Mint(time.Minute, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Open(a.Value))
+	require.NoError(t, s.Open(a.Value))
+	require.ErrorIs(t, s.Open(a.Value), ErrSessions)
+	require.NoError(t, s.Open(b.Value), "the bound is per key")
+	c.advance(10 * time.Second)
+	_, ok := s.Lookup(a.Value)
+	require.False(t, ok)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.NotContains(t, s.opens, a.Value, "an expired key's count is dropped with it")
+	require.Contains(t, s.opens, b.Value)
 }

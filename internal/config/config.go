@@ -43,8 +43,9 @@ type Server struct {
 	LogLevel  string `yaml:"log_level"`
 	LogStats  bool   `yaml:"log_stats"`
 	APIKey    string `yaml:"api_key"`
-	// CORSOrigins are the browser origins whose pages may call /v1 (comma-separated exact
-	// origins, or "*"); empty: none.
+	// CORSOrigins are the browser origins whose pages may call /v1: comma-separated exact
+	// origins, "local" (localhost, 127.0.0.1, [::1], any port) or "*"; "auto" (the default) is
+	// local without an API key and none with one; empty: none.
 	CORSOrigins string `yaml:"cors_origins"`
 	// ServedModelName is the comma-separated names the model is served under (vLLM's
 	// --served-model-name); the first is its id. Empty: the engine model's id.
@@ -65,6 +66,9 @@ type Server struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxInstructionsBytes bounds realtime session and per-response instructions.
 	MaxInstructionsBytes int `yaml:"max_instructions_bytes"`
+	// ClientSecretMaxSessions bounds the realtime sessions one minted client secret may open
+	// (0: no bound).
+	ClientSecretMaxSessions int `yaml:"client_secret_max_sessions"`
 	// Per-session byte budgets of the realtime buffers (docs/CONFIG.md).
 	SessionInboxBytes   int `yaml:"session_inbox_bytes"`
 	SessionOutputBytes  int `yaml:"session_output_bytes"`
@@ -142,7 +146,7 @@ func Defaults() Config {
 			Port:                 8000,
 			LogFormat:            "console",
 			LogLevel:             "info",
-			CORSOrigins:          "*",
+			CORSOrigins:          "auto",
 			MaxSessions:          32,
 			ShutdownTimeout:      30 * time.Second,
 			DrainGrace:           10 * time.Second,
@@ -150,9 +154,12 @@ func Defaults() Config {
 			MaxBodyBytes:         64 << 20, // a chat request may carry base64 audio
 			MaxInFlight:          64,
 			MaxInstructionsBytes: 128 << 10,
-			SessionInboxBytes:    16 << 20,
-			SessionOutputBytes:   16 << 20,
-			SessionHistoryBytes:  4 << 20,
+			// A page reconnects (resume) a few times in a key's 10 minutes; more than this is
+			// one key taking slots.
+			ClientSecretMaxSessions: 8,
+			SessionInboxBytes:       16 << 20,
+			SessionOutputBytes:      16 << 20,
+			SessionHistoryBytes:     4 << 20,
 		},
 		Engine: Engine{
 			Model:     "dummy",
@@ -221,6 +228,7 @@ func (c *Config) Validate() error {
 		{s.MaxBodyBytes < 1024, "server.max_body_bytes", s.MaxBodyBytes, "must be at least 1024"},
 		{s.MaxInFlight < 1, "server.max_in_flight", s.MaxInFlight, "must be at least 1"},
 		{s.MaxInstructionsBytes < 1, "server.max_instructions_bytes", s.MaxInstructionsBytes, "must be at least 1"},
+		{s.ClientSecretMaxSessions < 0, "server.client_secret_max_sessions", s.ClientSecretMaxSessions, "must be at least 0"},
 		{s.SessionInboxBytes < 1<<10, "server.session_inbox_bytes", s.SessionInboxBytes, "must be at least 1024"},
 		{s.SessionOutputBytes < 1<<10, "server.session_output_bytes", s.SessionOutputBytes, "must be at least 1024"},
 		{s.SessionHistoryBytes < 1<<10, "server.session_history_bytes", s.SessionHistoryBytes, "must be at least 1024"},

@@ -70,8 +70,56 @@ func parseHTTPURL(raw string) (*url.URL, error) {
 	if u.User != nil {
 		return nil, fmt.Errorf("user info is not allowed in the URL")
 	}
-	if strings.Contains(u.EscapedPath(), "/../") || strings.HasSuffix(u.EscapedPath(), "/..") {
-		return nil, fmt.Errorf("dot-dot path segments are not allowed")
+	if err := checkNormalPath(u); err != nil {
+		return nil, err
 	}
 	return u, nil
+}
+
+// checkNormalPath refuses a path that a server or a proxy in front of it could read as another
+// one: the prefix check compares paths as written, so `/mcp/%2e%2e/admin`, `/mcp/..%2fadmin`
+// or `/mcp/..\admin` would pass under `/mcp` and then reach `/admin` behind a proxy that
+// decodes and normalises. The path is decoded, its backslashes read as slashes and its dot
+// segments removed (RFC 3986, 5.2.4); a path that changes under this, or that spells a dot, a
+// slash or a backslash encoded, is refused rather than rewritten, so the URL requested is the
+// URL checked.
+func checkNormalPath(u *url.URL) error {
+	esc := strings.ToLower(u.EscapedPath())
+	for _, enc := range []string{"%2e", "%2f", "%5c"} {
+		if strings.Contains(esc, enc) {
+			return fmt.Errorf("encoded dots, slashes and backslashes (%s) are not allowed in the path", strings.ToUpper(enc))
+		}
+	}
+	if strings.Contains(u.Path, `\`) {
+		return fmt.Errorf("backslashes are not allowed in the path")
+	}
+	if removeDotSegments(u.Path) != u.Path {
+		return fmt.Errorf("dot segments (. and ..) are not allowed in the path")
+	}
+	return nil
+}
+
+// removeDotSegments is RFC 3986's remove_dot_segments over a decoded path.
+func removeDotSegments(p string) string {
+	segs := strings.Split(p, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch s {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, "/")
 }

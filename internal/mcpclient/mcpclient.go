@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/omniserve/omniserve/internal/jsonbound"
 )
 
 // Limits bound what one MCP server may cost a session.
@@ -226,6 +228,11 @@ func (c *Conn) ListTools(ctx context.Context, f *Filter) ([]Tool, error) {
 		tool := Tool{Name: t.Name, Description: t.Description}
 		if tool.InputSchema, err = marshalOr(t.InputSchema, `{"type":"object"}`); err != nil {
 			return nil, &Error{Kind: KindProtocol, Message: "mcp tools/list: tool " + t.Name + ": bad input schema", Err: err}
+		}
+		// The schema becomes a grammar (a recursive walk, then the engine's sampler): a
+		// server's schema is held to the bound a client's is.
+		if err := jsonbound.Check(tool.InputSchema, jsonbound.Schema); err != nil {
+			return nil, &Error{Kind: KindProtocol, Message: "mcp tools/list: tool " + t.Name + ": input schema: " + err.Error(), Err: err}
 		}
 		if t.Annotations != nil {
 			if tool.Annotations, err = json.Marshal(t.Annotations); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/jsonbound"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 )
 
@@ -269,6 +270,17 @@ func TestAllowList(t *testing.T) {
 		{"https://127.0.0.1:8931/mcp", false},
 		{"http://user@127.0.0.1:8931/mcp", false},
 		{"http://127.0.0.1:8931/mcp/../admin", false},
+		// Issue 40's escapes: each reaches /admin behind a decoding, normalising proxy.
+		{"http://127.0.0.1:8931/mcp/%2e%2e/admin", false},
+		{"http://127.0.0.1:8931/mcp/.%2E/admin", false},
+		{"http://127.0.0.1:8931/mcp/..%2fadmin", false},
+		{`http://127.0.0.1:8931/mcp/..\admin`, false},
+		{"http://127.0.0.1:8931/mcp/%2E%2E%2Fadmin", false},
+		{"http://127.0.0.1:8931/mcp/..%5cadmin", false},
+		{"http://127.0.0.1:8931/mcp/./x", false},
+		{"http://127.0.0.1:8931/mcp/x/..", false},
+		{"http://127.0.0.1:8931/mcp/a%20b", true}, // other escapes are the path as written
+		{"http://127.0.0.1:8931/mcp/v1.2/x..y", true},
 		{"https://tools.example.com/anything", true},
 		{"https://TOOLS.example.com/x", true},
 		{"https://tools.example.com.evil.org/x", false},
@@ -281,4 +293,64 @@ func TestAllowList(t *testing.T) {
 	require.False(t, empty.Permits("http://127.0.0.1:8931/mcp"))
 	_, err = mcpclient.ParseAllowList([]string{"127.0.0.1:8931"})
 	require.Error(t, err)
+}
+
+// schemaServer is a real MCP server listing one tool whose input schema is schema.
+func schemaServer(t testing.TB, schema json.RawMessage) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "deep", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp"
+}
+
+func nestedParams(n int) string {
+	return strings.Repeat(`{"type":"object","properties":{"a":`, n) + `{"type":"string"}` + strings.Repeat("}}", n)
+}
+
+// listSchema lists schemaServer's tools.
+func listSchema(t testing.TB, schema string) ([]mcpclient.Tool, error) {
+	t.Helper()
+	c, err := mcpclient.Connect(context.Background(), mcpclient.Server{URL: schemaServer(t, json.RawMessage(schema))}, testLimits())
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	return c.ListTools(context.Background(), nil)
+}
+
+// A server's tool schema over jsonbound.Schema fails the listing (protocol_error) before it
+// can reach the grammar walk.
+func TestListToolsSchemaBound(t *testing.T) {
+	t.Parallel()
+	_, err := listSchema(t, nestedParams(40)) // 81 levels of objects
+	var me *mcpclient.Error
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, mcpclient.KindProtocol, me.Kind)
+	require.Contains(t, me.Message, "nested deeper than 64")
+	tools, err := listSchema(t, nestedParams(5))
+	require.NoError(t, err)
+	require.Len(t, tools, 1)
+}
+
+// FuzzListToolsSchema lists a tool whose schema's one property is the fuzzed document: the
+// listing never crashes, and a schema over the bound never comes back.
+func FuzzListToolsSchema(f *testing.F) {
+	for _, s := range []string{`{"type":"string"}`, nestedParams(3), nestedParams(40), `[[[[[[1]]]]]]`, `{"a":"[[[["}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, prop string) {
+		if !json.Valid([]byte(prop)) {
+			t.Skip("the server's SDK refuses to list what is not JSON")
+		}
+		schema := `{"type":"object","properties":{"a":` + prop + `}}`
+		tools, err := listSchema(t, schema)
+		if err != nil {
+			return
+		}
+		for _, tool := range tools {
+			require.NoError(t, jsonbound.Check(tool.InputSchema, jsonbound.Schema))
+		}
+	})
 }

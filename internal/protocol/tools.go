@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/omniserve/omniserve/internal/jsonbound"
 )
 
 // Tool is a function tool of session.tools or response.create tools: {type: "function", name,
@@ -63,6 +65,11 @@ func decodeTools(raw json.RawMessage, param string, allowMCP bool) ([]Tool, []MC
 		}
 		t := Tool{Name: name, Description: desc}
 		if v, ok := it["parameters"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			// Bounded before anything recursive reads it: the tool grammar's walk decodes the
+			// whole schema before it looks at its depth.
+			if err := jsonbound.Check(v, jsonbound.Schema); err != nil {
+				return nil, nil, &Error{Code: "invalid_value", Param: p + ".parameters", Message: fmt.Sprintf("Invalid schema for '%s.parameters': %v", p, err)}
+			}
 			if !json.Valid(v) || bytes.TrimSpace(v)[0] != '{' {
 				return nil, nil, &Error{Code: "invalid_value", Param: p + ".parameters", Message: "parameters must be a JSON schema object"}
 			}

@@ -42,8 +42,13 @@ import (
 // first audio. The pool grows lazily past this (one decoder per live session).
 const WarmDecoders = 2
 
-// maxClientSecrets bounds the live minted client secrets (a few hundred bytes each).
-const maxClientSecrets = 10000
+// maxClientSecrets bounds the live minted client secrets (a few hundred bytes each), and
+// maxClientSecretBytes the sessions they hold together (one may hold up to
+// realtime.max_event_bytes): a mint past either is a 429.
+const (
+	maxClientSecrets     = 10000
+	maxClientSecretBytes = 64 << 20
+)
 
 // Options are what a caller adds to the configuration.
 type Options struct {
@@ -118,7 +123,7 @@ func New(cfg config.Config, opts Options) *Server {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	s := &Server{cfg: cfg, opts: opts, log: opts.Log, reg: reg, warmed: make(chan struct{}),
-		secrets: clientsecret.NewStore(maxClientSecrets, nil)}
+		secrets: clientsecret.NewStore(maxClientSecrets, nil).WithMaxBytes(maxClientSecretBytes).WithMaxOpens(cfg.Server.ClientSecretMaxSessions)}
 	s.handler.set(s.router()) // probes only until the components exist: /ready is 503
 	return s
 }
@@ -241,11 +246,13 @@ func (s *Server) router() http.Handler {
 		// only that format carries the latency histograms' trace-id exemplars.
 		Metrics:       promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true}),
 		MaxBodyBytes:  s.cfg.Server.MaxBodyBytes,
-		CORSOrigins:   api.SplitOrigins(s.cfg.Server.CORSOrigins),
+		CORSOrigins:   api.ResolveOrigins(s.cfg.Server.CORSOrigins, s.cfg.Server.APIKey != ""),
 		Secrets:       s.secrets,
 		ClientSecrets: s.clientSecrets,
-		Calls:         s.calls,
-		CountPanic:    s.countPanic,
+		// A minted session is bounded as session.update is.
+		SecretSessionBytes: s.cfg.Realtime.MaxEventBytes,
+		Calls:              s.calls,
+		CountPanic:         s.countPanic,
 	})
 }
 

@@ -179,7 +179,7 @@ func TestBuildServeDrainClose(t *testing.T) {
 			closed = append(closed, name)
 		}
 	}
-	require.Equal(t, []string{"asr warm-up", "webrtc calls", "realtime sessions", "pipeline", "tts", "asr", "engine", "llama logs"}, closed)
+	require.Equal(t, []string{"asr warm-up", "webrtc calls", "client secrets pruner", "realtime sessions", "pipeline", "tts", "asr", "engine", "llama logs"}, closed)
 }
 
 // TestCloseStopsWarmUp closes right after Build: the warm-up still running is cancelled and

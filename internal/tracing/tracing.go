@@ -120,12 +120,23 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Tracer, error) {
 	return &Tracer{tp: tp, tr: tp.Tracer("github.com/omniserve/omniserve"), log: log, parent: map[string]parentEntry{}}, nil
 }
 
-// Shutdown flushes the spans still queued and stops the exporter.
+// FlushTimeout bounds Shutdown's flush. The exporter's own bounds (a 10 s timeout per export,
+// retries for up to a minute) would let a collector that accepts connections and never answers
+// hold the server's whole shutdown deadline, and the engine, closed after tracing, would never
+// be closed. Spans still queued past it are dropped, as they are when the collector is down.
+const FlushTimeout = 2 * time.Second
+
+// Shutdown flushes the spans still queued and stops the exporter, within FlushTimeout.
 func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.tp.Shutdown(ctx)
+	ctx, cancel := context.WithTimeout(ctx, FlushTimeout)
+	defer cancel()
+	if err := t.tp.Shutdown(ctx); err != nil {
+		return fmt.Errorf("tracing: flushing spans: %w", err)
+	}
+	return nil
 }
 
 // Extract reads a W3C traceparent (and tracestate) from HTTP-style headers.
