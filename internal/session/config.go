@@ -5,9 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
-
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -21,14 +20,12 @@ type AudioFormat = protocol.AudioFormat
 // is turn_detection: null. semantic_vad is run by the same VAD with its eagerness mapped to
 // endpointing parameters (see SemanticSilenceMs).
 type TurnDetection struct {
-	Type              string // server_vad | semantic_vad
-	Threshold         float64
-	PrefixPaddingMs   int
-	SilenceDurationMs int
+	// The type, the VAD's settings and semantic_vad's eagerness: what the engine stream's own
+	// endpointing reads too, passed to it as is (duplex.Options.Turn).
+	duplex.TurnDetection
 	IdleTimeoutMs     int // 0 = null (no idle timeout)
 	CreateResponse    bool
 	InterruptResponse bool
-	Eagerness         string // semantic_vad only: low | medium | high | auto
 }
 
 // Wire returns the turn_detection object (nil: null).
@@ -50,7 +47,7 @@ type TurnDetectionPatch = protocol.TurnDetection
 // no end-of-turn estimate (semvad.go; the auto-response stream applies the same table itself,
 // stage/duplex_semvad.go). With an estimate, SemanticParams rules.
 func SemanticSilenceMs(eagerness string) int {
-	return requestclient.SemanticParams(eagerness).SilenceMs
+	return duplex.SemanticParams(eagerness).SilenceMs
 }
 
 // Overlap policies (vllm-omni's names): what input during an active response does.
@@ -73,7 +70,7 @@ type Config struct {
 	// speech.NoiseFarField), applied before the VAD and the ASR.
 	NoiseReduction string
 	// Tools are the functions the model may call, and ToolChoice how (tools.go).
-	Tools      []requestclient.Tool
+	Tools      []duplex.Tool
 	ToolChoice ToolChoice
 	// MCP are the MCP servers of session.tools (mcp.go).
 	MCP             []mcpTool
@@ -134,8 +131,9 @@ func (c Config) OverlapPolicy() string {
 // defaultTurnDetection returns the OpenAI server_vad defaults (speech's table); a server's
 // ManagerConfig.TurnDetection may replace them.
 func defaultTurnDetection() *TurnDetection {
-	return &TurnDetection{Type: "server_vad", Threshold: speech.DefaultThreshold, PrefixPaddingMs: speech.DefaultPrefixPaddingMs,
-		SilenceDurationMs: speech.DefaultSilenceDurationMs, CreateResponse: true, InterruptResponse: true}
+	return &TurnDetection{TurnDetection: duplex.TurnDetection{Type: "server_vad", Threshold: speech.DefaultThreshold,
+		PrefixPaddingMs: speech.DefaultPrefixPaddingMs, SilenceDurationMs: speech.DefaultSilenceDurationMs},
+		CreateResponse: true, InterruptResponse: true}
 }
 
 // ConfigPatch is a session.update payload: nil fields are left unchanged.
@@ -162,7 +160,7 @@ type ConfigPatch struct {
 	Seed              *uint32
 	// ToolsSet: tools was present (empty clears them); ToolChoice is tool_choice.
 	ToolsSet   bool
-	Tools      []requestclient.Tool
+	Tools      []duplex.Tool
 	ToolChoice *ToolChoice
 	TracingSet bool
 	Tracing    any // nil, "auto" or the tracing object (validated by internal/protocol)

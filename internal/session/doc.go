@@ -118,8 +118,8 @@
 // listen/speak decisions and gates the ASR feed by speech segments, in the order and at the
 // position of the audio the ASR sees, also when the ASR is remote. WebRTC's VAD costs about
 // 3.6 µs per 30 ms frame (docs/BENCHMARKS.md), so running it twice costs nothing measurable;
-// the settings are kept equal by passing them down (OpenOptions.VADThreshold, PrefixPaddingMs,
-// SilenceDurationMs).
+// the settings are kept equal by passing the session's turn detection down as it is
+// (duplex.Options.Turn).
 //
 // # Panics
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // How a turn is born. A user turn becomes a response in one of three ways, and each ends in
@@ -211,7 +212,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	}
 	s.input = max(s.input, turn+1)
 	r := &response{
-		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
+		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, turn: requestclient.NewTurn(turn),
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
@@ -221,8 +222,13 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.resp = r
 	s.turnState = turnAssistantGenerating
 	if s.engine != nil {
-		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
-		s.engine.BeginTurn(r.turn, r.id, r.turnID, arrival)
+		arrival := s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
+		if t := s.engine.BeginTurn(turn, r.id, r.turnID, arrival); t != nil {
+			r.turn = t
+		}
+	}
+	if stageTurn >= 0 {
+		r.turn.Bind(stageTurn) // the engine's own turn: its outputs already carry it
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // The wire views the actor sends without computing them itself: max_output_tokens, a
@@ -178,7 +178,7 @@ func TestAudioUsage(t *testing.T) {
 		{"first response", respOptions{}, 100, usage{}, 100, 0},
 		{"after one", respOptions{}, 300, usage{inAudio: 100, outAudio: 150}, 300, 250},
 		{"cache bounded by the input", respOptions{}, 200, usage{inAudio: 180, outAudio: 150}, 200, 200},
-		{"own input", respOptions{input: []requestclient.Message{{Role: "user"}}, inputAudio: 40}, 300, usage{inAudio: 100}, 40, 0},
+		{"own input", respOptions{input: []duplex.Message{{Role: "user"}}, inputAudio: 40}, 300, usage{inAudio: 100}, 40, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -64,13 +65,13 @@ type DuplexStream struct {
 	prefilled map[int]int
 	// tools are the stream's tools (SetTools), for the responses it starts by itself; decl
 	// is their declaration in the conversation (duplex_tools.go).
-	tools *ToolSpec
+	tools *duplex.ToolSpec
 	decl  toolsDecl
 
 	// semantic_vad endpointing (duplex_semvad.go), fixed at open; sem is the undecided pause
 	// (guarded by audioMu). scoreEOT replaces the thinker's estimate in unit tests.
 	semOn, semAsk bool
-	semRule       SemanticEndpointing
+	semRule       duplex.SemanticEndpointing
 	sem           *semPause
 	scoreEOT      func(text string) (EndOfTurn, error)
 
@@ -84,9 +85,9 @@ type seqJob struct {
 	turn      int          // prefill job (ts nil): the turn its history leads to, fixed when queued
 	spec      *speculation // set for a speculative response (ts is spec.ts)
 	maxTokens int
-	rspec     *ResponseSpec // set for a response with per-response options (duplex_spec.go)
-	settle    bool          // a SettleInput marker (ts nil): report InputSettled for turn
-	eot       *eotJob       // an end-of-turn score (ts nil; duplex_eot.go)
+	rspec     *duplex.ResponseSpec // set for a response with per-response options (duplex_spec.go)
+	settle    bool                 // a SettleInput marker (ts nil): report InputSettled for turn
+	eot       *eotJob              // an end-of-turn score (ts nil; duplex_eot.go)
 }
 
 // OpenDuplex starts a duplex stream: an engine sequence (prefilled with the instructions), a
@@ -113,11 +114,11 @@ func (p *Pipeline) OpenDuplex(ctx context.Context, opts DuplexOptions, sink Sink
 	if opts.Instructions == "" {
 		opts.Instructions = p.cfg.Thinker.Instructions
 	}
-	opts.VAD = p.vadConfig(opts.VAD)
-	if opts.AutoResponse && opts.TurnType == TurnSemanticVAD {
+	opts.VAD = p.vadConfig(turnVAD(opts.VAD, opts.Turn))
+	if opts.AutoResponse && opts.Turn.Type == duplex.TurnSemanticVAD {
 		// Pauses are found at the eagerness's minimum silence; the estimate or the silence
 		// window then decides (duplex_semvad.go).
-		opts.VAD.SilenceDurationMs = SemanticParams(opts.Eagerness).MinSilenceMs
+		opts.VAD.SilenceDurationMs = duplex.SemanticParams(opts.Turn.Eagerness).MinSilenceMs
 	}
 	vad, err := speech.NewVAD(opts.VAD)
 	if err != nil {
@@ -319,7 +320,7 @@ func (d *DuplexStream) startResponse(turn, maxTokens int) (*turnState, error) {
 	return d.startResponseSpec(turn, maxTokens, nil)
 }
 
-func (d *DuplexStream) startResponseSpec(turn, maxTokens int, rspec *ResponseSpec) (*turnState, error) {
+func (d *DuplexStream) startResponseSpec(turn, maxTokens int, rspec *duplex.ResponseSpec) (*turnState, error) {
 	if maxTokens <= 0 {
 		maxTokens = d.opts.MaxTokens
 	}
@@ -559,7 +560,7 @@ func (d *DuplexStream) prefillHistory(turn int, hist []gpu.ChatMessage) error {
 	if err != nil {
 		if d.ctx.Err() == nil {
 			d.p.log.Warn("duplex prefill failed", zap.String("request_id", d.rid), zap.Error(err))
-			_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, Kind: Error, Turn: turn, Err: err})
+			_ = d.disp.output(d.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutError, Turn: turn, Err: err}, RequestID: d.rid})
 		}
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -95,10 +96,10 @@ func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 // finish ends the ASR utterance and returns its transcript, with each word's log posterior
 // when a.logprobs asks for them and keep is set (a discard keeps nothing, so it does not pay
 // for the lattice passes).
-func (a *audioState) finish(keep bool) (Transcription, error) {
+func (a *audioState) finish(keep bool) (duplex.Transcription, error) {
 	a.asrHas = false
 	a.deltaSent, a.partialPrev = "", ""
-	var tr Transcription
+	var tr duplex.Transcription
 	var err error
 	if lf, ok := a.asr.(logprobFinisher); ok && keep && a.logprobs {
 		tr.Text, tr.Logprobs, err = lf.FinishLogprobs()
@@ -183,14 +184,14 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 	// endpoints are the unit's confirmed endpoints: each transcript, and the speculation
 	// started on it when one was (confirmed only if it answered the same speech end and text).
 	type endpoint struct {
-		tr  Transcription
+		tr  duplex.Transcription
 		sp  *speculation
-		eot *EndOfTurnDecision
+		eot *duplex.EndOfTurnDecision
 	}
 	var endpoints []endpoint
 	// endpointAt ends the open utterance at a VAD endpoint whose speech ended at endMs: its
 	// transcript joins endpoints, or a remote ASR's transcription is queued.
-	endpointAt := func(endMs int64, eot *EndOfTurnDecision) error {
+	endpointAt := func(endMs int64, eot *duplex.EndOfTurnDecision) error {
 		sp := d.takeSpec()
 		if c, ok := a.asr.(asrCutter); ok && a.asrHas {
 			// Remote ASR: the endpoint's transcript, response and speak decision
@@ -227,8 +228,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 		}
 		if d.opts.TranscriptDeltas {
 			if delta := a.settledDelta(); delta != "" {
-				if err := d.disp.output(ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: TranscriptDelta,
-					Turn: d.upcoming(), Text: delta, StageSubmitTS: submitTS}); err != nil {
+				if err := d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscriptDelta, Turn: d.upcoming(), Text: delta}, RequestID: d.rid, StageID: 0, StageSubmitTS: submitTS}); err != nil {
 					return err
 				}
 			}
@@ -279,7 +279,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 		RequestID: d.rid, StageID: 0, Turn: turn, StageSubmitTS: submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
 		Metrics: metrics.StageRequestStats{StageGenTimeMs: msSince(start), OutputUnitType: "text"},
 	})
-	decision := OutputMessage{RequestID: d.rid, StageID: 0, Kind: Decision, Turn: turn, Decision: DecisionListen, StageSubmitTS: submitTS}
+	decision := OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: turn, Decision: duplex.DecisionListen}, RequestID: d.rid, StageID: 0, StageSubmitTS: submitTS}
 	var respondErr error
 	var confirmed []*speculation
 	for _, e := range endpoints {
@@ -289,7 +289,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 				continue
 			}
 			confirmed = append(confirmed, e.sp)
-			decision.Decision, decision.Turn, decision.EndOfTurn = DecisionSpeak, e.sp.ts.n, e.eot
+			decision.Decision, decision.Turn, decision.EndOfTurn = duplex.DecisionSpeak, e.sp.ts.n, e.eot
 			continue
 		}
 		ts, err := d.commitTranscript(ctx, d.upcoming(), e.tr, true, submitTS)
@@ -297,7 +297,7 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 			respondErr = err
 			continue
 		}
-		decision.Decision, decision.Turn, decision.EndOfTurn = DecisionSpeak, ts.n, e.eot
+		decision.Decision, decision.Turn, decision.EndOfTurn = duplex.DecisionSpeak, ts.n, e.eot
 	}
 	err = d.disp.output(ctx, nil, decision)
 	// A confirmed speculation's outputs follow its speak decision, as a response's would.
@@ -324,7 +324,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		// An empty delta marks the cut in the output order: the open utterance's deltas still on
 		// their way came before it, and the session drops them.
 		defer func() {
-			_ = d.disp.output(ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: TranscriptDelta, Turn: d.upcoming()})
+			_ = d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscriptDelta, Turn: d.upcoming()}, RequestID: d.rid, StageID: 0})
 		}()
 	}
 	a := &d.audio
@@ -351,10 +351,10 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 // commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with audio.ErrEmptyAudio.
-func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
+func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error) {
 	wait, err := d.StartCommit(ctx, turn, respond)
 	if err != nil {
-		return Transcription{}, err
+		return duplex.Transcription{}, err
 	}
 	return wait(ctx)
 }
@@ -365,7 +365,7 @@ func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (Tran
 // after StartCommit returns go on while the upstream works; with the local ASR everything is
 // done when StartCommit returns. wait giving up on its ctx does not undo the commit. turn is
 // the caller's id of the input committed (<= 0: the current input).
-func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (Transcription, error), err error) {
+func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (duplex.Transcription, error), err error) {
 	if err := d.lockAudio(ctx); err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
@@ -386,7 +386,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 		if err := d.queueTranscription(c, asrJob{respond: respond, submitTS: metrics.Now(), done: done, turn: turn}); err != nil {
 			return nil, fmt.Errorf("committing audio: %w", err)
 		}
-		return func(ctx context.Context) (Transcription, error) {
+		return func(ctx context.Context) (duplex.Transcription, error) {
 			select {
 			case r := <-done:
 				if r.err != nil {
@@ -394,7 +394,7 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 				}
 				return r.tr, nil
 			case <-ctx.Done():
-				return Transcription{}, fmt.Errorf("committing audio: %w", ctx.Err())
+				return duplex.Transcription{}, fmt.Errorf("committing audio: %w", ctx.Err())
 			}
 		}, nil
 	}
@@ -404,9 +404,9 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 	}
 	if _, err := d.commitTranscript(ctx, turn, tr, respond, metrics.Now()); err != nil {
 		err = fmt.Errorf("committing audio: %w", err)
-		return func(context.Context) (Transcription, error) { return tr, err }, nil
+		return func(context.Context) (duplex.Transcription, error) { return tr, err }, nil
 	}
-	return func(context.Context) (Transcription, error) { return tr, nil }, nil
+	return func(context.Context) (duplex.Transcription, error) { return tr, nil }, nil
 }
 
 // SetTranscriptLogprobs turns each word's log posterior on the final transcripts on or off
@@ -430,10 +430,8 @@ const errNoLogprobs = "word log probabilities need the local speech recognizer (
 
 // commitTranscript sends the Transcript output, adds the user message and optionally starts a
 // response (returned; nil without respond), all as turn's.
-func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr Transcription, respond bool, submitTS float64) (*turnState, error) {
-	if err := d.disp.output(ctx, nil, OutputMessage{
-		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: turn, Text: tr.Text, WordLogprobs: tr.Logprobs, StageSubmitTS: submitTS,
-	}); err != nil {
+func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr duplex.Transcription, respond bool, submitTS float64) (*turnState, error) {
+	if err := d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscript, Turn: turn, Text: tr.Text, WordLogprobs: tr.Logprobs}, RequestID: d.rid, StageID: 0, StageSubmitTS: submitTS}); err != nil {
 		return nil, err
 	}
 	if tr.Text != "" && !d.opts.TranscribeOnly {
@@ -447,7 +445,7 @@ func (d *DuplexStream) commitTranscript(ctx context.Context, turn int, tr Transc
 	if t := d.toolSpec(); t != nil {
 		// The stream's own turn with the session's tools: declared, parsed or forced as a
 		// response's own are.
-		return d.startResponseSpec(turn, 0, &ResponseSpec{Tools: t})
+		return d.startResponseSpec(turn, 0, &duplex.ResponseSpec{Tools: t})
 	}
 	return d.startResponse(turn, 0)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -31,7 +32,7 @@ func TestDuplexHistoryBudget(t *testing.T) {
 			strings.Repeat("u", 20), []int{40}},
 	}
 	for _, tc := range cases {
-		d := &DuplexStream{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
+		d := &DuplexStream{opts: DuplexOptions{Options: duplex.Options{MaxHistoryBytes: tc.limit}}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
 		d.trimHistory()
 		var got []int
 		for _, m := range d.history {

@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // semantic_vad on an auto-response stream: a pause of the eagerness's minimum silence does not
@@ -14,46 +15,6 @@ import (
 // estimate (pipeline.thinker.end_of_turn off, or auto on a dummy model; a remote thinker or ASR)
 // the pause ends the turn on the eagerness's silence window alone. The session's conversation
 // path (internal/session semvad.go) reads the same table.
-
-// TurnSemanticVAD is the DuplexOptions.TurnType that selects semantic endpointing; any other
-// value ("server_vad") ends a turn on silence alone.
-const TurnSemanticVAD = "semantic_vad"
-
-// End-of-turn reasons (EndOfTurnDecision.Reason).
-const (
-	EndOfTurnSemantic = "semantic" // the estimate reached the threshold
-	EndOfTurnMaxWait  = "max_wait" // the pause reached the maximum wait
-	EndOfTurnSilence  = "silence"  // no estimate: the silence window ended the turn
-)
-
-// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness. docs/REALTIME.md
-// says why these numbers.
-type SemanticEndpointing struct {
-	Threshold    float64 // an estimate at or above it ends the turn
-	MinSilenceMs int     // the pause after which the thinker is asked
-	MaxWaitMs    int     // the pause that ends the turn whatever the estimate
-	SilenceMs    int     // without an estimate, the pause that ends the turn
-}
-
-// SemanticParams returns the rule of an eagerness (auto is medium, as OpenAI defines it).
-func SemanticParams(eagerness string) SemanticEndpointing {
-	switch eagerness {
-	case "low":
-		return SemanticEndpointing{Threshold: 0.5, MinSilenceMs: 500, MaxWaitMs: 8000, SilenceMs: 1000}
-	case "high":
-		return SemanticEndpointing{Threshold: 0.05, MinSilenceMs: 200, MaxWaitMs: 2000, SilenceMs: 250}
-	}
-	return SemanticEndpointing{Threshold: 0.2, MinSilenceMs: 300, MaxWaitMs: 4000, SilenceMs: 500}
-}
-
-// EndOfTurnDecision is how semantic_vad ended a turn: carried by the speak Decision of the
-// endpoint it decided.
-type EndOfTurnDecision struct {
-	Reason    string  // EndOfTurnSemantic, EndOfTurnMaxWait or EndOfTurnSilence
-	Prob      float64 // the estimate, when Scored
-	Scored    bool
-	SilenceMs int // the pause's length in input audio when it was decided
-}
 
 // semPause is an undecided pause of a semantic_vad stream (guarded by audioMu).
 type semPause struct {
@@ -67,11 +28,11 @@ type semPause struct {
 
 // semanticMode returns the stream's semantic_vad rule, whether semantic_vad endpoints it (on)
 // and whether the thinker is asked (ask false: silence windows). It is fixed when the stream opens.
-func (p *Pipeline) semanticMode(opts DuplexOptions, remoteThinker bool, asr asrStream) (rule SemanticEndpointing, on, ask bool) { //nolint:gocritic // three results read best named
-	if !opts.AutoResponse || opts.TurnType != TurnSemanticVAD {
-		return SemanticEndpointing{}, false, false
+func (p *Pipeline) semanticMode(opts DuplexOptions, remoteThinker bool, asr asrStream) (rule duplex.SemanticEndpointing, on, ask bool) { //nolint:gocritic // three results read best named
+	if !opts.AutoResponse || opts.Turn.Type != duplex.TurnSemanticVAD {
+		return duplex.SemanticEndpointing{}, false, false
 	}
-	rule = SemanticParams(opts.Eagerness)
+	rule = duplex.SemanticParams(opts.Turn.Eagerness)
 	_, partial := asr.(interface{ Partial() string })
 	return rule, true, !remoteThinker && partial && p.endOfTurnOff() == ""
 }
@@ -101,7 +62,7 @@ func (d *DuplexStream) beginSemPause(endMs int64) {
 
 // decideSemPause reports the pause's decision once its estimate or its length says the turn
 // ends (nil: keep listening). nowMs is the stream's input position in VAD ms.
-func (d *DuplexStream) decideSemPause(nowMs int64) *EndOfTurnDecision {
+func (d *DuplexStream) decideSemPause(nowMs int64) *duplex.EndOfTurnDecision {
 	p := d.sem
 	if p == nil {
 		return nil
@@ -120,14 +81,14 @@ func (d *DuplexStream) decideSemPause(nowMs int64) *EndOfTurnDecision {
 		}
 	}
 	silence := int(nowMs - p.endMs)
-	dec := &EndOfTurnDecision{Prob: p.prob, Scored: p.scored, SilenceMs: silence}
+	dec := &duplex.EndOfTurnDecision{Prob: p.prob, Scored: p.scored, SilenceMs: silence}
 	switch {
 	case p.scored && p.prob >= d.semRule.Threshold:
-		dec.Reason = EndOfTurnSemantic
+		dec.Reason = duplex.EndOfTurnSemantic
 	case p.fallback && silence >= d.semRule.SilenceMs:
-		dec.Reason = EndOfTurnSilence
+		dec.Reason = duplex.EndOfTurnSilence
 	case silence >= d.semRule.MaxWaitMs:
-		dec.Reason = EndOfTurnMaxWait
+		dec.Reason = duplex.EndOfTurnMaxWait
 	default:
 		return nil
 	}

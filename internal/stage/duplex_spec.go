@@ -9,34 +9,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
-// ResponseSpec is a response with per-response options beyond its length (OpenAI's
-// response.create instructions, input and conversation "none").
-type ResponseSpec struct {
-	MaxTokens int // 0 = the stream's
-	// Instructions, when set, are this response's own instructions. Over the conversation they
-	// join the prompt as a system message after it, for this response only (the session's
-	// instructions stay at its head: the conversation's KV cache is reused, not re-read); with
-	// Input they are the system prompt instead of the session's.
-	Instructions *string
-	// Input, when non-nil, replaces the conversation as the response's context (empty: the
-	// instructions alone). It is prefilled into a sequence of its own, freed after the reply.
-	Input []gpu.ChatMessage
-	// OutOfBand keeps the reply out of the conversation (conversation "none").
-	OutOfBand bool
-	// Tools, when set, are the functions this reply may call (the session's tools or the
-	// response's own): declared to the model for this reply only, a forced choice decoded
-	// under the tools' grammar, calls parsed from the output (ToolCalled outputs, never Text
-	// and never spoken), and the calls kept in the conversation in the model's own markup.
-	Tools *ToolSpec
-}
-
 // RespondWith starts the response of turn with per-response options and returns the id it
 // runs under, as Respond does; it queues behind a running response as Respond does.
-func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec ResponseSpec) (int, error) {
+func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec duplex.ResponseSpec) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("starting response: %w", err)
 	}
@@ -55,7 +35,7 @@ func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec ResponseS
 // respondSpec is respond for a ResponseSpec: the reply is generated over the conversation plus
 // the response's instructions (rolled back from the sequence afterwards), or over its own input
 // in a sequence of its own; unless out of band it then joins the conversation as respond's does.
-func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
+func (d *DuplexStream) respondSpec(ts *turnState, spec duplex.ResponseSpec) {
 	p := d.p
 	defer d.finishTurn(ts)
 	if err := p.thinker.acquire(ts.ctx); err != nil {
@@ -94,7 +74,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		msgs := d.specMessages(spec)
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: msgs, sampling: d.opts.Sampling}
-			r.usage = &TokenUsage{} // the remote's count, after generation
+			r.usage = &duplex.Usage{} // the remote's count, after generation
 			break
 		}
 		seq, st, err := d.openSpecSequence(ts.ctx, msgs)
@@ -125,7 +105,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		if spec.Instructions != nil {
 			hist = append(hist, gpu.ChatMessage{Role: "system", Content: *spec.Instructions})
 		}
-		if spec.Tools.parses() {
+		if spec.Tools.Parses() {
 			if decl := d.toolsDeclaration(spec.Tools); decl != nil {
 				hist = append(hist, *decl)
 			}
@@ -136,7 +116,7 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		plain = len(hist) == base
 		if p.remote != nil {
 			g = remoteGen{t: p.remote, msgs: hist, sampling: d.opts.Sampling}
-			r.usage = &TokenUsage{} // the remote's count, after generation
+			r.usage = &duplex.Usage{} // the remote's count, after generation
 			break
 		}
 		mark := d.seq.Mark()
@@ -173,11 +153,11 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 		g = d.seq
 	}
 	opts := gpu.GenerateOptions{MaxTokens: maxTokens}
-	if spec.Tools.parses() {
+	if spec.Tools.Parses() {
 		r.tools = newToolParser(p.toolFormat(), spec.Tools.Parallel)
-		if spec.Tools.forced() {
+		if spec.Tools.Forces() {
 			only := ""
-			if spec.Tools.Choice == ToolChoiceFunction {
+			if spec.Tools.Choice == duplex.ToolChoiceFunction {
 				only = spec.Tools.Function
 			}
 			gr, err := toolCallGrammar(p.toolFormat(), spec.Tools.Tools, only, maxTokens-1, true, false)
@@ -225,19 +205,22 @@ func (d *DuplexStream) respondSpec(ts *turnState, spec ResponseSpec) {
 
 // specMessages is the context of a response with its own input: its instructions (or the
 // stream's) as the system prompt, then the input.
-func (d *DuplexStream) specMessages(spec ResponseSpec) []gpu.ChatMessage {
+func (d *DuplexStream) specMessages(spec duplex.ResponseSpec) []gpu.ChatMessage {
 	sys := d.opts.Instructions
 	if spec.Instructions != nil {
 		sys = *spec.Instructions
 	}
 	var msgs []gpu.ChatMessage
-	if spec.Tools.parses() {
+	if spec.Tools.Parses() {
 		sys = strings.TrimSpace(sys + "\n\n" + d.p.toolFormat().toolsInstructions(spec.Tools.Tools))
 	}
 	if sys != "" {
 		msgs = append(msgs, gpu.ChatMessage{Role: "system", Content: sys})
 	}
-	return append(msgs, spec.Input...)
+	for _, m := range spec.Input {
+		msgs = append(msgs, gpu.ChatMessage{Role: m.Role, Content: m.Text})
+	}
+	return msgs
 }
 
 // openSpecSequence prefills msgs with the generation prompt into a new sequence, refusing a

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -34,11 +35,11 @@ type toolsDecl struct {
 // first turn after a session.update with tools reads only the user's input. Changed tools
 // replace the declaration, and tools set to none remove it, from the history and from the
 // sequence (applyTools), so that the model never sees a stale one.
-func (d *DuplexStream) SetTools(spec *ToolSpec) error {
+func (d *DuplexStream) SetTools(spec *duplex.ToolSpec) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	want := ""
-	if spec.parses() {
+	if spec.Parses() {
 		c := *spec
 		d.tools = &c
 		want = d.p.toolFormat().toolsInstructions(c.Tools)
@@ -69,7 +70,7 @@ func (d *DuplexStream) SetTools(spec *ToolSpec) error {
 }
 
 // toolSpec is the stream's tools (nil: none).
-func (d *DuplexStream) toolSpec() *ToolSpec {
+func (d *DuplexStream) toolSpec() *duplex.ToolSpec {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.tools
@@ -77,7 +78,7 @@ func (d *DuplexStream) toolSpec() *ToolSpec {
 
 // toolsDeclaration is the system message a response with tools t reads after the conversation,
 // or nil when the conversation already declares them (SetTools).
-func (d *DuplexStream) toolsDeclaration(t *ToolSpec) *gpu.ChatMessage {
+func (d *DuplexStream) toolsDeclaration(t *duplex.ToolSpec) *gpu.ChatMessage {
 	decl := d.p.toolFormat().toolsInstructions(t.Tools)
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -1,6 +1,9 @@
 package stage
 
-import "github.com/omniserve/omniserve/internal/gpu"
+import (
+	"github.com/omniserve/omniserve/internal/duplex"
+	"github.com/omniserve/omniserve/internal/gpu"
+)
 
 // Token accounting of duplex responses (OpenAI's response.done usage). The counts are the
 // engine's: what a response read is its sequence's history when generation began, and what it
@@ -21,7 +24,7 @@ func (d *DuplexStream) notePrefill(turn, tokens int) {
 // earlier turns are forgotten; turn n's stay, for the response that replaces a discarded
 // speculation of the same turn. With a remote thinker (seq nil) the input is known only from
 // the remote's count after generation (response.finalUsage).
-func (d *DuplexStream) promptUsage(n, own int, seq *gpu.Sequence) *TokenUsage {
+func (d *DuplexStream) promptUsage(n, own int, seq *gpu.Sequence) *duplex.Usage {
 	d.mu.Lock()
 	fresh := own + d.prefilled[n]
 	for t := range d.prefilled {
@@ -30,7 +33,7 @@ func (d *DuplexStream) promptUsage(n, own int, seq *gpu.Sequence) *TokenUsage {
 		}
 	}
 	d.mu.Unlock()
-	u := &TokenUsage{}
+	u := &duplex.Usage{}
 	if seq == nil {
 		return u
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
@@ -212,9 +213,7 @@ func (d *DuplexStream) discardSpec(sp *speculation, why string) {
 // endpoint's word logprobs, lps) goes out and the user message joins the conversation as commitTranscript would, the turn counts as started,
 // and it becomes cancellable. The caller releases its held events after the speak decision.
 func (d *DuplexStream) confirmSpec(ctx context.Context, sp *speculation, lps []audio.WordLogprob, submitTS float64) error {
-	if err := d.disp.output(ctx, nil, OutputMessage{
-		RequestID: d.rid, StageID: 0, Kind: Transcript, Turn: d.upcoming(), Text: sp.transcript, WordLogprobs: lps, StageSubmitTS: submitTS,
-	}); err != nil {
+	if err := d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscript, Turn: d.upcoming(), Text: sp.transcript, WordLogprobs: lps}, RequestID: d.rid, StageID: 0, StageSubmitTS: submitTS}); err != nil {
 		d.discardSpec(sp, "transcript not delivered")
 		return err
 	}

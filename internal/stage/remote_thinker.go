@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
@@ -144,7 +145,7 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 				}
 				last = now
 				if err := emit(gpu.Piece{Text: c.Delta.Content}); err != nil {
-					res.FinishReason = FinishAbort
+					res.FinishReason = duplex.FinishAbort
 					g.finishStats(&res)
 					return res, nil
 				}
@@ -167,8 +168,8 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 		// The body ended without a finish_reason or [DONE]: the upstream went away mid-reply.
 		return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
 	}
-	if res.FinishReason != FinishStop && res.FinishReason != FinishLength {
-		res.FinishReason = FinishStop // content_filter, tool_calls: the text is what it is
+	if res.FinishReason != duplex.FinishStop && res.FinishReason != duplex.FinishLength {
+		res.FinishReason = duplex.FinishStop // content_filter, tool_calls: the text is what it is
 	}
 	g.finishStats(&res)
 	return res, nil
@@ -179,7 +180,7 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (gpu.GenerateResult, error) {
 	g.finishStats(&res)
 	if ctx.Err() != nil {
-		res.FinishReason = FinishAbort
+		res.FinishReason = duplex.FinishAbort
 		return res, nil
 	}
 	var ue *UpstreamError

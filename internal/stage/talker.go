@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -78,7 +79,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 		if conn.RxStats().Items == 0 && frames == 0 {
 			return nil
 		}
-		m := snapshot(FinishAbort)
+		m := snapshot(duplex.FinishAbort)
 		return &m
 	}
 	// send hands one piece of a phrase's audio on; text is the phrase's transcript, carried by
@@ -102,10 +103,7 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 			text = ""
 		}
 		frames += len(pcm)
-		return r.disp.output(ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 1, Kind: Audio, Turn: ts.n, Text: text,
-			Audio: pcm, SampleRate: rate, StageSubmitTS: submitTS,
-		})
+		return r.disp.output(ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutAudio, Turn: ts.n, Text: text, Audio: pcm, SampleRate: rate}, RequestID: r.rid, StageID: 1, StageSubmitTS: submitTS})
 	}
 	// speakStream voices a phrase on a streaming TTS: each piece goes out as it arrives,
 	// trimmed as TrimSilence trims a whole phrase.
@@ -171,15 +169,12 @@ func (p *Pipeline) runTalker(ctx context.Context, r *response, conn *connector) 
 				return abort()
 			}
 			if failed != nil {
-				reason = FinishError
+				reason = duplex.FinishError
 				p.fail(&response{rid: r.rid, ts: ts, disp: r.disp, submitTS: submitTS}, 1, failed)
 			}
 			r.disp.turnMetrics(ts, snapshot(reason))
 			if failed == nil {
-				_ = r.disp.output(ctx, ts, OutputMessage{
-					RequestID: r.rid, StageID: 1, Kind: Finished, Turn: ts.n, Finished: true,
-					FinishReason: reason, StageSubmitTS: submitTS,
-				})
+				_ = r.disp.output(ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutFinished, Turn: ts.n, FinishReason: reason}, RequestID: r.rid, StageID: 1, Finished: true, StageSubmitTS: submitTS})
 			}
 			return nil
 		}
