@@ -14,27 +14,34 @@ import (
 //   - Engine is the engine turn the response's outputs carry, -1 until its owner, the session's
 //     actor, binds it (the id Respond returned, or the turn of the stream's own speak decision).
 //
-// The id never changes; the engine turn is read and bound by the owner alone, so a response's
-// job may pass the handle to Respond while the owner binds it.
+// It is a value (beginning a response allocates nothing, with statistics off as on): the owner
+// keeps it and binds its engine turn; a response's job passes a copy to Respond, which reads
+// only the id, which never changes.
 type Turn struct {
 	id     int
 	engine int
+	bound  bool
 }
 
 // NewTurn returns the handle of turn id with no engine turn bound: what BeginTurn returns, and
 // what an engine that keeps no turns (a test engine) may return.
-func NewTurn(id int) *Turn { return &Turn{id: id, engine: -1} }
+func NewTurn(id int) Turn { return Turn{id: id} }
 
 // ID is the id of the input the response answers.
-func (t *Turn) ID() int { return t.id }
+func (t Turn) ID() int { return t.id }
 
 // Engine is the engine turn the response's outputs carry; -1 until bound.
-func (t *Turn) Engine() int { return t.engine }
+func (t Turn) Engine() int {
+	if !t.bound {
+		return -1
+	}
+	return t.engine
+}
 
 // Bind binds the engine turn n unless one is bound already (the first wins).
 func (t *Turn) Bind(n int) {
-	if t.engine < 0 {
-		t.engine = n
+	if !t.bound {
+		t.engine, t.bound = n, true
 	}
 }
 
@@ -62,7 +69,7 @@ type TurnOutcome struct {
 // BeginTurn attaches turn's response (responseID, its wire turnID) as the response begins and
 // returns the turn's handle; idempotent. A begun older turn its owner never closed is recorded
 // as aborted and reported by Unclosed.
-func (d *DuplexRequest) BeginTurn(turn int, responseID string, turnID int, arrival float64) *Turn {
+func (d *DuplexRequest) BeginTurn(turn int, responseID string, turnID int, arrival float64) Turn {
 	if d.turns != nil && responseID != "" {
 		d.turns.begin(turn, d.Stage0ID(), responseID, turnID, arrival)
 	}
@@ -72,7 +79,7 @@ func (d *DuplexRequest) BeginTurn(turn int, responseID string, turnID int, arriv
 // Respond starts the response of t after every earlier input, with spec's per-response options
 // (instructions, input, out of band, tools) when it has any, and returns the engine turn it runs
 // under (t's id, unless the stream already answered that input by itself: then the next).
-func (d *DuplexRequest) Respond(ctx context.Context, t *Turn, spec duplex.ResponseSpec) (int, error) {
+func (d *DuplexRequest) Respond(ctx context.Context, t Turn, spec duplex.ResponseSpec) (int, error) {
 	turn := t.ID()
 	if plain(spec) {
 		return d.respond(ctx, turn, func(ctx context.Context) (int, error) { return d.stream.Respond(ctx, turn, spec.MaxTokens) })
@@ -89,8 +96,8 @@ func plain(spec duplex.ResponseSpec) bool {
 	return spec.Instructions == nil && !spec.OutOfBand && spec.Input == nil && spec.Tools == nil
 }
 
-// EndTurn is the owner's close of t's turn with its outcome, once: later calls return false and
-// record nothing. The delivery figures join the record first; an interrupted turn (any reason but
+// EndTurn is the owner's close of t's turn with its outcome, once (a second close returns false).
+// The delivery figures join the turn first, as long as it is not recorded; an interrupted turn (any reason but
 // stop and length) is recorded once its stages reported its response finished, at once when no
 // response runs for it, or at Close (duplex_turns.go).
 //
@@ -98,7 +105,7 @@ func plain(spec duplex.ResponseSpec) bool {
 // it answered are delivered: settle, run after the commands of that input (the session's job
 // queue keeps their order), asks the stream to report them; without it the turn is recorded
 // when the stream closes. settle is nil for a turn that started.
-func (d *DuplexRequest) EndTurn(t *Turn, o TurnOutcome) (closed bool, settle func(context.Context) error) {
+func (d *DuplexRequest) EndTurn(t Turn, o TurnOutcome) (closed bool, settle func(context.Context) error) {
 	turn := t.ID()
 	if o.Unstarted {
 		settle = func(ctx context.Context) error { return d.settleInput(ctx, turn) }

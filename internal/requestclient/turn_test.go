@@ -37,6 +37,20 @@ func TestTurnHandle(t *testing.T) {
 	h.Bind(5)
 	require.Equal(t, 4, h.Engine(), "the first binding wins")
 	require.Equal(t, 3, h.ID())
+	var zero Turn
+	require.Equal(t, -1, zero.Engine(), "the zero handle is unbound")
+}
+
+// A turn ends once: a second EndTurn closes nothing.
+func TestEndTurnOnce(t *testing.T) {
+	log, logs := observed()
+	d, _, _ := refDuplex(t, log)
+	h := d.BeginTurn(1, "resp-once", 1, 0)
+	closed, _ := d.EndTurn(h, TurnOutcome{Reason: metrics.ReasonStop, PlayedMs: -1})
+	require.True(t, closed)
+	closed, _ = d.EndTurn(h, TurnOutcome{Reason: metrics.ReasonStop, PlayedMs: -1})
+	require.False(t, closed, "a turn ends once")
+	require.Equal(t, 1, summaries(logs, "response=resp-once", "reason=stop"))
 }
 
 // EndTurn's outcome reaches the turn's record as the calls it replaces did, in their order:
@@ -62,7 +76,7 @@ func TestEndTurnRecordsTheOutcome(t *testing.T) {
 				s.finalize(1, metrics.ReasonBargeIn, false)
 			}},
 	}
-	run := func(t *testing.T, end func(d *DuplexRequest, h *Turn)) string {
+	run := func(t *testing.T, end func(d *DuplexRequest, h Turn)) string {
 		log, logs := observed()
 		d, _, now := refDuplex(t, log)
 		d.MarkTurnArrival(1, 100)
@@ -83,14 +97,12 @@ func TestEndTurnRecordsTheOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := run(t, func(d *DuplexRequest, h *Turn) {
+			got := run(t, func(d *DuplexRequest, h Turn) {
 				closed, settle := d.EndTurn(h, tt.o)
 				require.True(t, closed)
 				require.Nil(t, settle, "a started turn has nothing to settle")
-				closed, _ = d.EndTurn(h, tt.o)
-				require.False(t, closed, "a turn ends once")
 			})
-			want := run(t, func(d *DuplexRequest, _ *Turn) { tt.old(d.turns) })
+			want := run(t, func(d *DuplexRequest, _ Turn) { tt.old(d.turns) })
 			require.NotEmpty(t, got)
 			require.Equal(t, want, got)
 		})

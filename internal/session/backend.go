@@ -45,14 +45,14 @@ type Engine interface {
 	Abort()
 	MarkTurnArrival(turn int, ts float64) float64
 	// BeginTurn begins the turn of a response answering input turn and returns its handle.
-	BeginTurn(turn int, responseID string, turnID int, arrival float64) *requestclient.Turn
+	BeginTurn(turn int, responseID string, turnID int, arrival float64) requestclient.Turn
 	// Respond starts the response of t with spec's options and returns the engine turn it runs
 	// under: t's id, unless the engine already answered that input by itself (auto-response),
 	// then the next. An engine without per-response options refuses a spec that has them.
-	Respond(ctx context.Context, t *requestclient.Turn, spec duplex.ResponseSpec) (int, error)
+	Respond(ctx context.Context, t requestclient.Turn, spec duplex.ResponseSpec) (int, error)
 	// EndTurn ends t's turn with its outcome; settle, when not nil, must run after the commands
 	// of the input the response answered (requestclient.DuplexRequest.EndTurn).
-	EndTurn(t *requestclient.Turn, o requestclient.TurnOutcome) (closed bool, settle func(context.Context) error)
+	EndTurn(t requestclient.Turn, o requestclient.TurnOutcome) (closed bool, settle func(context.Context) error)
 }
 
 // AudioDiscarder is implemented by engines that can forget uncommitted audio

@@ -24,7 +24,7 @@ type failingEngine struct {
 	err error
 }
 
-func (f *failingEngine) Respond(_ context.Context, t *requestclient.Turn, _ duplex.ResponseSpec) (int, error) {
+func (f *failingEngine) Respond(_ context.Context, t requestclient.Turn, _ duplex.ResponseSpec) (int, error) {
 	f.recID("respond", t.ID())
 	f.mu.Lock()
 	f.turn++

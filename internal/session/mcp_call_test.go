@@ -45,7 +45,7 @@ func (e *callEngine) Signal(context.Context, string, requestclient.Fence) error 
 func (e *callEngine) Close(context.Context, string) error                       { return nil }
 func (e *callEngine) Abort()                                                    {}
 func (e *callEngine) MarkTurnArrival(_ int, ts float64) float64                 { return ts }
-func (e *callEngine) BeginTurn(turn int, _ string, _ int, _ float64) *requestclient.Turn {
+func (e *callEngine) BeginTurn(turn int, _ string, _ int, _ float64) requestclient.Turn {
 	return requestclient.NewTurn(turn)
 }
 
@@ -57,7 +57,7 @@ func (e *callEngine) AppendText(_ context.Context, _ int, role, text string) err
 	return nil
 }
 
-func (e *callEngine) Respond(_ context.Context, _ *requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
+func (e *callEngine) Respond(_ context.Context, _ requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
 	e.mu.Lock()
 	e.turn++
 	n := e.turn
@@ -103,7 +103,7 @@ func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ duplex.Op
 }
 
 // EndTurn records the calls timed for each turn, in order.
-func (e *callEngine) EndTurn(_ *requestclient.Turn, o requestclient.TurnOutcome) (bool, func(context.Context) error) {
+func (e *callEngine) EndTurn(_ requestclient.Turn, o requestclient.TurnOutcome) (bool, func(context.Context) error) {
 	e.mu.Lock()
 	e.turnCalls = append(e.turnCalls, o.ToolCalls...)
 	e.mu.Unlock()

@@ -225,7 +225,7 @@ type lateEngine struct {
 	responds int
 }
 
-func (l *lateEngine) Respond(ctx context.Context, t *requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
+func (l *lateEngine) Respond(ctx context.Context, t requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
 	l.mu.Lock()
 	l.responds++
 	n := l.responds
@@ -350,7 +350,7 @@ type cancellingEngine struct {
 	release    chan struct{}
 }
 
-func (c *cancellingEngine) Respond(context.Context, *requestclient.Turn, duplex.ResponseSpec) (int, error) {
+func (c *cancellingEngine) Respond(context.Context, requestclient.Turn, duplex.ResponseSpec) (int, error) {
 	close(c.responding)
 	<-c.release
 	c.rec("respond")

@@ -47,7 +47,7 @@ type response struct {
 	// turn is the response's turn as the engine knows it (requestclient.Turn): the id of the input
 	// it answers (Session.input when it began), and the engine turn its outputs carry once bound.
 	// Respond takes it, and the session ends it once at endResponse.
-	turn      *requestclient.Turn
+	turn      requestclient.Turn
 	audio     bool
 	maxTokens int
 	cancelled atomic.Bool // read by the job goroutine before it starts generation

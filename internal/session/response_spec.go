@@ -17,7 +17,7 @@ type InputItem struct {
 }
 
 // respond starts the engine response of o for t on eng (run from a job, off the actor).
-func (o respOptions) respond(ctx context.Context, eng Engine, t *requestclient.Turn) (int, error) {
+func (o respOptions) respond(ctx context.Context, eng Engine, t requestclient.Turn) (int, error) {
 	return eng.Respond(ctx, t, duplex.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 

@@ -180,7 +180,7 @@ func TestDoneStatus(t *testing.T) {
 }
 
 // bound is a turn handle bound to engine turn n.
-func bound(n int) *requestclient.Turn {
+func bound(n int) requestclient.Turn {
 	t := requestclient.NewTurn(n)
 	t.Bind(n)
 	return t

@@ -106,7 +106,7 @@ func plainSpec(spec duplex.ResponseSpec) bool {
 }
 
 // Respond numbers responses itself, as an engine that answered input by itself would.
-func (f *fakeEngine) Respond(_ context.Context, t *requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
+func (f *fakeEngine) Respond(_ context.Context, t requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
 	if !plainSpec(spec) {
 		return 0, errNoSpec
 	}
@@ -145,7 +145,7 @@ func (f *fakeEngine) MarkTurnArrival(turn int, ts float64) float64 {
 	f.rec("mark")
 	return ts
 }
-func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64) *requestclient.Turn {
+func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64) requestclient.Turn {
 	assert.Positive(f.t, turn)
 	assert.Positive(f.t, turnID)
 	assert.Contains(f.t, id, "resp-duplex-")
@@ -158,7 +158,7 @@ func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64)
 }
 
 // EndTurn records the audio the client acknowledged as played, then the close.
-func (f *fakeEngine) EndTurn(t *requestclient.Turn, o requestclient.TurnOutcome) (bool, func(context.Context) error) {
+func (f *fakeEngine) EndTurn(t requestclient.Turn, o requestclient.TurnOutcome) (bool, func(context.Context) error) {
 	turn := t.ID()
 	assert.Positive(f.t, turn)
 	assert.GreaterOrEqual(f.t, o.DeliveredMs, 0.0)

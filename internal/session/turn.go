@@ -223,9 +223,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.turnState = turnAssistantGenerating
 	if s.engine != nil {
 		arrival := s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
-		if t := s.engine.BeginTurn(turn, r.id, r.turnID, arrival); t != nil {
-			r.turn = t
-		}
+		r.turn = s.engine.BeginTurn(turn, r.id, r.turnID, arrival)
 	}
 	if stageTurn >= 0 {
 		r.turn.Bind(stageTurn) // the engine's own turn: its outputs already carry it

@@ -9,6 +9,11 @@
 // of one realtime session, which owns its VAD, its ASR feed and its KV sequence, decides
 // listen/speak for auto-response turns, and runs each response through the later stages.
 //
+// The duplex vocabulary is internal/duplex's, used here as it is: a stream opens with the
+// session's duplex.Options (DuplexOptions adds the request id, the sampling and the resolved
+// VAD), an OutputMessage carries a duplex.Output (and the statistics' envelope around it), and
+// tools, tool choice and per-response options are duplex's types.
+//
 // Calls to a Sink for one request are serialized and in order, and a Sink must not block for
 // long: internal/requestclient implements it and folds the outputs and metrics into the turn
 // record. Statistics use wall-clock unix seconds (metrics.Now); timeouts use monotonic time.
