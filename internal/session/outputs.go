@@ -80,8 +80,6 @@ func (s *Session) routeOutput(o duplex.Output) {
 			}
 			if r != nil {
 				r.turn.Bind(o.Turn)
-			}
-			if r != nil {
 				s.send(Event{Epoch: r.epoch, Model: true, Payload: protocol.ResponseSpeak{ResponseID: r.id, ItemID: r.itemID,
 					Metadata: protocol.SpeakMetadata{SessionID: s.id, Epoch: r.epoch, ModelSpeak: true}}})
 			}
