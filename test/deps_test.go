@@ -56,15 +56,21 @@ var allowed = map[string][]string{
 	// (cgo stays in the two cgo packages).
 	"internal/rtcclient": {"internal/protocol", "internal/speech", "internal/audio"}, // audio: G.711 calls
 
+	// The duplex vocabulary, declared once for every floor (architecture.md, "Target of the next
+	// step"): the stream's options and turn detection, its outputs, tools and tool choice. The
+	// session builds these values, requestclient passes them to stage as they are, and stage's
+	// outputs come back up in them. audio: a transcript's word logprobs are audio's type.
+	"internal/duplex": {"internal/audio"},
+
 	// Layer 2: the stage pipeline over the engine and the speech libraries.
-	"internal/stage": {"internal/audio", "internal/gpu", "internal/metrics", "internal/speech"},
+	"internal/stage": {"internal/audio", "internal/duplex", "internal/gpu", "internal/metrics", "internal/speech"},
 
 	// Layer 3: the request client translates its own types to stage's and gpu's; nothing
 	// above it sees either.
-	"internal/requestclient": {"internal/gpu", "internal/metrics", "internal/stage"},
+	"internal/requestclient": {"internal/duplex", "internal/gpu", "internal/metrics", "internal/stage"},
 
 	// Layer 4: the duplex session speaks requestclient's types.
-	"internal/session": {"internal/audio", "internal/metrics", "internal/requestclient",
+	"internal/session": {"internal/audio", "internal/duplex", "internal/metrics", "internal/requestclient",
 		// The protocol's value types (audio format, turn_detection, MCP tool) are the session's
 		// own: one definition from the wire to the actor (architecture.md, the typed protocol).
 		"internal/protocol",
@@ -90,9 +96,9 @@ var allowed = map[string][]string{
 	// server events and its client frames into the session's commands; the session imports
 	// none of them (adding a dialect touches no session file).
 	"internal/realtime/openai": {"internal/session", "internal/protocol",
-		// A function tool is requestclient's domain type (one definition from the wire to the
+		// A function tool is the duplex vocabulary's (one definition from the wire to the
 		// engine); the session's commands carry it as is.
-		"internal/requestclient"},
+		"internal/duplex", "internal/requestclient"},
 
 	// Layer 6: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
@@ -105,14 +111,14 @@ var allowed = map[string][]string{
 
 	// Layer 6: the HTTP surface speaks requestclient's types. The /v1/audio handlers declare
 	// their own Transcriber and Synthesizer interfaces; internal/server hands them the pipeline.
-	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/clientsecret", "internal/oaierror", "internal/requestclient",
+	"internal/api": {"internal/api/console", "internal/audio", "internal/auth", "internal/clientsecret", "internal/duplex", "internal/oaierror", "internal/requestclient",
 		"internal/jsonbound", // client schemas and a minted session are bounded before cgo or a recursive walk reads them
 		"internal/protocol"}, // a minted session's known fields (unknown ones are refused)
 
 	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
 		"internal/mcpclient", // parses realtime.mcp_allowed_urls for the session manager
-		"internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
+		"internal/duplex", "internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
 	// Traces are built from the closed records of internal/metrics, and nothing else.
 	"internal/tracing": {"internal/metrics"},
 
@@ -126,11 +132,11 @@ var allowed = map[string][]string{
 	"internal/bench/latency": {"internal/bench", "internal/benchreport", "internal/protocol", "internal/rtcclient"},
 	"internal/bench/engine":  {"internal/bench", "internal/gpu"},
 	// The pipeline without a session or WebSocket: the stage front end's cost per session.
-	"internal/bench/frontend": {"internal/audio", "internal/bench", "internal/benchreport", "internal/metrics",
+	"internal/bench/frontend": {"internal/audio", "internal/bench", "internal/benchreport", "internal/duplex", "internal/metrics",
 		"internal/speech", "internal/stage"},
 	// Sessions over a timed Backend, and the turn statistics fed stage messages directly (the
 	// Sink side of requestclient, which only the pipeline calls in the server).
-	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/metrics", "internal/protocol", "internal/requestclient",
+	"internal/bench/realtime": {"internal/bench", "internal/benchreport", "internal/duplex", "internal/metrics", "internal/protocol", "internal/requestclient",
 		"internal/session", "internal/stage",
 		"internal/tracing",       // a tracer built as the server builds it, timed per turn
 		"internal/otlpreceiver"}, // ... exporting to a receiver of its own
@@ -156,7 +162,7 @@ var layer = map[string]int{
 	"internal/metrics": 0, "internal/config": 1, "internal/audio": 0, "internal/auth": 0, "internal/oaierror": 0, "internal/protocol": 1,
 	"internal/testenv": 0, "internal/talkclient": 2, "internal/benchreport": 0, "internal/api/console": 0, "configs": 0,
 	"internal/mcpclient": 1, "internal/otlpreceiver": 0, "internal/jsonbound": 0,
-	"internal/gpu": 1, "internal/speech": 1, "internal/clientsecret": 1, "internal/tracing": 1,
+	"internal/gpu": 1, "internal/speech": 1, "internal/duplex": 1, "internal/clientsecret": 1, "internal/tracing": 1,
 	"internal/stage": 2, "internal/rtcclient": 2,
 	"internal/requestclient":   3,
 	"internal/session":         4,

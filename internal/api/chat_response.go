@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -143,7 +144,7 @@ type chatOutput struct {
 	logprobs  bool
 	text      strings.Builder
 	lps       []requestclient.TokenLogprob
-	calls     []requestclient.ToolCall
+	calls     []duplex.ToolCall
 	pcm       []float32        // 24 kHz
 	rs        *audio.Resampler // the request's output stream resampler, made on first need
 	rsIn      int              // samples that went into rs
@@ -211,7 +212,7 @@ func (o *chatOutput) flushAudio() []float32 {
 func (o *chatOutput) finishWith(ev requestclient.ChatEvent) {
 	o.done = true
 	o.finish = ev.FinishReason
-	if o.finish != "length" && o.finish != requestclient.FinishToolCalls {
+	if o.finish != "length" && o.finish != duplex.FinishToolCalls {
 		o.finish = "stop" // the wire knows stop, length and tool_calls only
 	}
 	o.usage = chatUsage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens,

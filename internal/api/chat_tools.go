@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/jsonbound"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -67,7 +68,7 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 	if err := json.Unmarshal(in.Tools, &tools); err != nil {
 		return oaierror.BadRequest("tools", "invalid_type", "tools must be an array of {type: \"function\", function: {...}} objects")
 	}
-	spec := requestclient.ToolSpec{Choice: requestclient.ToolChoiceAuto, Parallel: true}
+	spec := duplex.ToolSpec{Choice: duplex.ToolChoiceAuto, Parallel: true}
 	if in.ParallelToolCalls != nil {
 		spec.Parallel = *in.ParallelToolCalls
 	}
@@ -96,7 +97,7 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 				fmt.Sprintf("Duplicate function name %q: tools[%d] has it too; tool names must be unique", f.Name, j))
 		}
 		seen[f.Name] = i
-		tool := requestclient.Tool{Name: f.Name, Description: f.Description}
+		tool := duplex.Tool{Name: f.Name, Description: f.Description}
 		if chatRawSet(f.Parameters) {
 			if e := checkSchemaBound(param+".function.parameters", f.Parameters); e != nil {
 				return e
@@ -111,7 +112,7 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 			}
 			tool.Parameters = f.Parameters
 		}
-		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{tool}}, out.Req.MaxTokens); err != nil {
+		if err := requestclient.CheckTools(duplex.ToolSpec{Tools: []duplex.Tool{tool}}, out.Req.MaxTokens); err != nil {
 			return oaierror.BadRequest(param+".function.parameters", "invalid_value", fmt.Sprintf("Invalid schema for function %q: %v", f.Name, err))
 		}
 		spec.Tools = append(spec.Tools, tool)
@@ -119,12 +120,12 @@ func checkChatTools(in *chatRequestBody, out *chatParsed) *oaierror.Error {
 	if e := parseToolChoice(in.ToolChoice, seen, &spec); e != nil {
 		return e
 	}
-	if spec.Choice == requestclient.ToolChoiceRequired || spec.Choice == requestclient.ToolChoiceFunction {
+	if spec.Choice == duplex.ToolChoiceRequired || spec.Choice == duplex.ToolChoiceFunction {
 		if out.Req.Sampling.Grammar != "" {
 			return oaierror.BadRequest("tool_choice", "invalid_value", "a forced tool call cannot be combined with response_format json_object or json_schema")
 		}
 		if err := requestclient.CheckTools(spec, out.Req.MaxTokens); err != nil {
-			if errors.Is(err, requestclient.ErrToolBudget) {
+			if errors.Is(err, duplex.ErrToolBudget) {
 				return oaierror.BadRequest("max_tokens", "invalid_value", fmt.Sprintf("max_tokens %d is too small for a complete call of the forced tool: %v", out.Req.MaxTokens, err))
 			}
 			return oaierror.BadRequest("tools", "invalid_value", err.Error())
@@ -146,14 +147,14 @@ func checkSchemaBound(param string, schema json.RawMessage) *oaierror.Error {
 }
 
 // parseToolChoice reads none | auto | required | {type: "function", function: {name}}.
-func parseToolChoice(raw json.RawMessage, names map[string]int, spec *requestclient.ToolSpec) *oaierror.Error {
+func parseToolChoice(raw json.RawMessage, names map[string]int, spec *duplex.ToolSpec) *oaierror.Error {
 	if !chatRawSet(raw) {
 		return nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
-		case requestclient.ToolChoiceNone, requestclient.ToolChoiceAuto, requestclient.ToolChoiceRequired:
+		case duplex.ToolChoiceNone, duplex.ToolChoiceAuto, duplex.ToolChoiceRequired:
 			spec.Choice = s
 			return nil
 		}
@@ -178,7 +179,7 @@ func parseToolChoice(raw json.RawMessage, names map[string]int, spec *requestcli
 		return oaierror.BadRequest("tool_choice", "invalid_value",
 			fmt.Sprintf("Invalid value for 'tool_choice': 'tool_choice' refers to function %q, which is not among the tools", obj.Function.Name))
 	}
-	spec.Choice, spec.Function = requestclient.ToolChoiceFunction, obj.Function.Name
+	spec.Choice, spec.Function = duplex.ToolChoiceFunction, obj.Function.Name
 	return nil
 }
 
@@ -206,12 +207,12 @@ func checkToolMessages(in []chatMessageBody, msgs []requestclient.ChatMessage) *
 }
 
 // parseAssistantToolCalls reads an assistant message's tool_calls.
-func parseAssistantToolCalls(raw json.RawMessage, param string) ([]requestclient.ToolCall, *oaierror.Error) {
+func parseAssistantToolCalls(raw json.RawMessage, param string) ([]duplex.ToolCall, *oaierror.Error) {
 	var calls []chatToolCall
 	if err := json.Unmarshal(raw, &calls); err != nil {
 		return nil, oaierror.BadRequest(param, "invalid_type", "tool_calls must be an array of {id, type: \"function\", function: {name, arguments}}")
 	}
-	out := make([]requestclient.ToolCall, len(calls))
+	out := make([]duplex.ToolCall, len(calls))
 	for j, c := range calls {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		if c.ID == "" {
@@ -223,13 +224,13 @@ func parseAssistantToolCalls(raw json.RawMessage, param string) ([]requestclient
 		if c.Function.Name == "" {
 			return nil, oaierror.BadRequest(pp+".function.name", "missing_required_parameter", "each tool call needs function.name")
 		}
-		out[j] = requestclient.ToolCall{Index: j, ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
+		out[j] = duplex.ToolCall{Index: j, ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
 	}
 	return out, nil
 }
 
 // wireToolCalls is a response message's tool_calls (nil when there are none).
-func wireToolCalls(calls []requestclient.ToolCall) []chatToolCall {
+func wireToolCalls(calls []duplex.ToolCall) []chatToolCall {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -242,7 +243,7 @@ func wireToolCalls(calls []requestclient.ToolCall) []chatToolCall {
 
 // toolCallDeltas are the streamed chunks of one complete call: the head (id, type, name, empty
 // arguments), then its arguments.
-func toolCallDeltas(c requestclient.ToolCall) []chatToolCallDelta {
+func toolCallDeltas(c duplex.ToolCall) []chatToolCallDelta {
 	return []chatToolCallDelta{
 		{Index: c.Index, ID: c.ID, Type: "function", Function: chatToolFunctionDelta{Name: c.Name}},
 		{Index: c.Index, Function: chatToolFunctionDelta{Arguments: c.Arguments}},

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/stage"
 )
 
@@ -25,7 +26,7 @@ const chatAbortWait = 5 * time.Second
 // is one complete call of the model (its markup never comes as Text).
 type ChatEvent struct {
 	Text                           string
-	ToolCall                       *ToolCall
+	ToolCall                       *duplex.ToolCall
 	Logprobs                       []TokenLogprob // of Text's tokens, when asked
 	Audio                          []float32
 	SampleRate                     int

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -83,25 +84,25 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 	if st.finished {
 		return // late output of an aborted or failed request
 	}
-	if m.Kind == stage.Text || m.Kind == stage.Audio {
-		st.turn.MarkFirstOutput(m.StageID, now, m.Kind == stage.Audio)
+	if m.Kind == duplex.OutText || m.Kind == duplex.OutAudio {
+		st.turn.MarkFirstOutput(m.StageID, now, m.Kind == duplex.OutAudio)
 	}
 	switch m.Kind {
-	case stage.Text:
+	case duplex.OutText:
 		if m.Text != "" || len(m.Logprobs) > 0 {
 			st.pushLocked(ChatEvent{Text: m.Text, Logprobs: m.Logprobs})
 		}
-	case stage.ToolCalled:
+	case duplex.OutToolCall:
 		if c := m.ToolCall; c != nil {
-			tc := ToolCall(*c)
+			tc := *c
 			st.pushLocked(ChatEvent{ToolCall: &tc})
 		}
-	case stage.Audio:
+	case duplex.OutAudio:
 		// The chunk's Text is the phrase it speaks; the client already has it from stage 0.
 		if len(m.Audio) > 0 {
 			st.pushLocked(ChatEvent{Audio: m.Audio, SampleRate: m.SampleRate})
 		}
-	case stage.Error:
+	case duplex.OutError:
 		// A Finished with reason error follows and carries the last metrics; keep the cause.
 		if m.Err != nil {
 			st.err = m.Err
@@ -109,7 +110,7 @@ func (st *chatState) OnOutput(m stage.OutputMessage) {
 			st.err = errors.New("the pipeline reported an error")
 		}
 	}
-	if m.Kind == stage.Finished || m.Finished {
+	if m.Kind == duplex.OutFinished || m.Finished {
 		st.onFinishedLocked(m)
 	}
 }
@@ -121,10 +122,10 @@ func (st *chatState) onFinishedLocked(m stage.OutputMessage) {
 	}
 	reason := m.FinishReason
 	if reason == "" {
-		reason = stage.FinishStop
+		reason = duplex.FinishStop
 	}
 	err := st.err
-	if reason == stage.FinishError && err == nil {
+	if reason == duplex.FinishError && err == nil {
 		err = m.Err
 		if err == nil {
 			err = errors.New("the pipeline ended the request with an error")

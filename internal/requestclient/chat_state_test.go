@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -32,7 +33,7 @@ func feedChat(t *testing.T, opts Options, reason string) (*chatState, float64) {
 	st.setReqStart(clk.now)
 	for i, txt := range []string{"Go", " forward", " ten", " meters."} {
 		clk.now += 0.030
-		st.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: 1, Text: txt})
+		st.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutText, Turn: 1, Text: txt}, StageID: 0})
 		st.OnTransfer(stage.TransferEvent{From: 0, To: 1, Turn: 1, SizeBytes: int64(10 + i), TxMs: 0.25 + float64(i)/10})
 	}
 	clk.now += 0.020
@@ -41,12 +42,11 @@ func feedChat(t *testing.T, opts Options, reason string) (*chatState, float64) {
 			VllmItlsMs: []float64{9.5, 10.25, 11, 12.75}, OutputUnitType: "text", OutputUnitCount: 5}})
 	clk.now += 0.100
 	ttfp := clk.now - 5000
-	st.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 240), SampleRate: 24000})
+	st.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutAudio, Turn: 1, Audio: make([]float32, 240), SampleRate: 24000}, StageID: 1})
 	clk.now += 0.250
-	st.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Turn: 1, Finished: true, FinishReason: reason,
-		Metrics: &metrics.StageRequestStats{NumTokensIn: 4, StageGenTimeMs: 320.75, AudioGeneratedFrames: 36000,
-			AudioSampleRate: 24000, AudioDurationS: 1.5, OutputUnitType: "audio", OutputUnitCount: 1,
-			RxTransferBytes: 46, RxDecodeTimeMs: 0.5, RxInFlightTimeMs: 3.25}})
+	st.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutFinished, Turn: 1, FinishReason: reason}, StageID: 1, Finished: true, Metrics: &metrics.StageRequestStats{NumTokensIn: 4, StageGenTimeMs: 320.75, AudioGeneratedFrames: 36000,
+		AudioSampleRate: 24000, AudioDurationS: 1.5, OutputUnitType: "audio", OutputUnitCount: 1,
+		RxTransferBytes: 46, RxDecodeTimeMs: 0.5, RxInFlightTimeMs: 3.25}})
 	st.report()
 	return st, ttfp
 }
@@ -67,7 +67,7 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 // default) a chat request logs no tables, and /metrics gets exactly what the turn's record
 // gives with them, family by family.
 func TestChatPrometheusWithoutLogStats(t *testing.T) {
-	for _, reason := range []string{stage.FinishStop, stage.FinishLength, "abort"} {
+	for _, reason := range []string{duplex.FinishStop, duplex.FinishLength, "abort"} {
 		t.Run(reason, func(t *testing.T) {
 			// The record's observation with the tables on.
 			refReg := prometheus.NewRegistry()

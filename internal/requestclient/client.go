@@ -100,7 +100,7 @@ func (c *Client) SupportsDuplex() bool {
 }
 
 // SupportsTranscriptLogprobs reports whether duplex transcripts can carry each word's log
-// posterior (DuplexOptions.TranscriptLogprobs): only with the local speech recognizer.
+// posterior (duplex.Options.TranscriptLogprobs): only with the local speech recognizer.
 func (c *Client) SupportsTranscriptLogprobs() bool {
 	return c.pipeline != nil && c.pipeline.HasTranscriptLogprobs()
 }

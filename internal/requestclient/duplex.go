@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -52,7 +53,7 @@ const opOverhead = 256
 type DuplexRequest struct {
 	c      *Client
 	stream duplexStream
-	out    func(Output)
+	out    func(duplex.Output)
 	log    *zap.Logger
 
 	// The op queue: a FIFO bounded by bytes (pending, maxPendingInputBytes) and by time (an op
@@ -82,7 +83,7 @@ type DuplexRequest struct {
 // tests can drive the FIFO and turn metrics with a fake that checks its inputs).
 type duplexStream interface {
 	AppendAudio(ctx context.Context, turn int, pcm16k []float32) error
-	StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (Transcription, error), err error)
+	StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (duplex.Transcription, error), err error)
 	SetTranscriptLogprobs(ctx context.Context, on bool) error
 	DiscardAudio(ctx context.Context) error
 	AppendText(ctx context.Context, turn int, role, text string) error
@@ -105,12 +106,12 @@ type op struct {
 
 // OpenDuplex opens the session's stage-0 stream. out receives every output in order, from the
 // pipeline's goroutine; it must not block.
-func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, out func(Output)) (*DuplexRequest, error) {
+func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts duplex.Options, out func(duplex.Output)) (*DuplexRequest, error) {
 	if c.pipeline == nil {
 		return nil, fmt.Errorf("opening duplex stream: %w", errDuplexClosed)
 	}
 	d := c.newDuplex(f, c.pipeline.NumStages(), out)
-	st, err := c.pipeline.OpenDuplex(ctx, opts.toStage(f.stage0ID(), c.pipeline.DuplexSampling()), d)
+	st, err := c.pipeline.OpenDuplex(ctx, streamOptions(opts, f.stage0ID(), c.pipeline.DuplexSampling()), d)
 	if err != nil {
 		c.unregister(f.stage0ID())
 		if errors.Is(err, stage.ErrQueueFull) {
@@ -124,7 +125,7 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts DuplexOptions, ou
 	return d, nil
 }
 
-func (c *Client) newDuplex(f Fence, numStages int, out func(Output)) *DuplexRequest {
+func (c *Client) newDuplex(f Fence, numStages int, out func(duplex.Output)) *DuplexRequest {
 	d := &DuplexRequest{c: c, out: out, fence: f, numStages: numStages, wake: make(chan struct{}, 1),
 		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
@@ -175,7 +176,7 @@ func (d *DuplexRequest) runOps(ctx context.Context) {
 			// refused) is no failure to report: the session closed the stream, and one reopened
 			// with new settings is given the buffered audio again.
 			if o.done == nil && !d.closed.Load() {
-				d.out(Output{Kind: OutError, Turn: -1, Err: fmt.Errorf("appending audio: %w", err)})
+				d.out(duplex.Output{Kind: duplex.OutError, Turn: -1, Err: fmt.Errorf("appending audio: %w", err)})
 			}
 		}
 		d.pending.Add(-o.bytes)
@@ -274,15 +275,15 @@ func (d *DuplexRequest) AppendAudio(ctx context.Context, turn int, pcm16k []floa
 // (with its words' logprobs when the stream asks for them). Only the cut of the utterance runs
 // in the append FIFO; its transcription is waited for outside it, so that appends sent after
 // the commit go on while a remote ASR works.
-func (d *DuplexRequest) Commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
-	var wait func(context.Context) (Transcription, error)
+func (d *DuplexRequest) Commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error) {
+	var wait func(context.Context) (duplex.Transcription, error)
 	err := d.barrier(ctx, func(ctx context.Context) error {
 		var err error
 		wait, err = d.stream.StartCommit(ctx, turn, respond)
 		return err
 	})
 	if err != nil {
-		return Transcription{}, fmt.Errorf("committing input: %w", err)
+		return duplex.Transcription{}, fmt.Errorf("committing input: %w", err)
 	}
 	tr, err := wait(ctx)
 	if err != nil {
@@ -341,51 +342,12 @@ func (d *DuplexRequest) ObserveBargeIn(latencyS float64) {
 	d.c.opts.Collectors.BargeIn(latencyS)
 }
 
-// SetTurnDelivered records the audio actually sent to the client for turn; the session calls
-// it when it ends the response, before FinalizeTurn.
-// underrunMs is the time the client's playback ran out of sent audio.
-func (d *DuplexRequest) SetTurnDelivered(turn int, audioMs, underrunMs float64) {
-	if d.turns != nil {
-		d.turns.setDelivered(turn, audioMs/1000, underrunMs/1000)
-	}
-}
-
-// SetTurnPlayed records the audio the client acknowledged as played for turn (its last
-// playback.ack); the session calls it when it ends the response, before FinalizeTurn.
-func (d *DuplexRequest) SetTurnPlayed(turn int, playedMs float64) {
-	if d.turns != nil {
-		d.turns.setPlayed(turn, playedMs/1000)
-	}
-}
-
-// SetTurnDetached records how long turn's delivery was paused by a disconnect that the client
-// resumed (delivery delay of the same turn).
-func (d *DuplexRequest) SetTurnDetached(turn int, ms float64) {
-	if d.turns != nil {
-		d.turns.setDetached(turn, ms)
-	}
-}
-
-// AddTurnToolCalls records the tool calls timed for turn (its ToolCallStats); the session
-// calls it when it ends the response, before FinalizeTurn.
-func (d *DuplexRequest) AddTurnToolCalls(turn int, calls []metrics.ToolCallStats) {
-	if d.turns != nil {
-		d.turns.addToolCalls(turn, calls)
-	}
-}
-
 // AppendText adds a history message, input of turn, after every earlier append.
 func (d *DuplexRequest) AppendText(ctx context.Context, turn int, role, text string) error {
 	if err := d.barrier(ctx, func(ctx context.Context) error { return d.stream.AppendText(ctx, turn, role, text) }); err != nil {
 		return fmt.Errorf("appending text: %w", err)
 	}
 	return nil
-}
-
-// Respond starts turn's response after every earlier input and returns the id it runs under
-// (turn, unless the stream already answered that input by itself: then the next).
-func (d *DuplexRequest) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
-	return d.respond(ctx, turn, func(ctx context.Context) (int, error) { return d.stream.Respond(ctx, turn, maxTokens) })
 }
 
 // respond runs start in the FIFO, telling the turn book that turn's response may start.
@@ -435,7 +397,7 @@ func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) er
 	moves := next != d.fence
 	d.mu.Unlock()
 	if moves && d.turns != nil {
-		d.FinalizeTurn(d.turns.current(), reason)
+		d.turns.finalize(d.turns.current(), reason, false)
 	}
 	d.mu.Lock()
 	old := d.fence
@@ -451,22 +413,10 @@ func (d *DuplexRequest) Signal(ctx context.Context, event string, next Fence) er
 	return nil
 }
 
-// FinalizeUnstartedTurn is the owner's close of turn, whose response was cancelled before its
-// engine response started and never will (the caller's job sees the cancel): the turn is
-// recorded once SettleInput(turn) reports the rows of the input it answered delivered, or when
-// the stream closes. It returns false when the turn was not open.
-func (d *DuplexRequest) FinalizeUnstartedTurn(turn int, reason string) bool {
-	if d.turns == nil {
-		return false
-	}
-	return d.turns.finalize(turn, reason, true)
-}
-
-// SettleInput runs after every earlier append, commit and text and asks the stream to report
-// once the rows of turn's input were delivered; a turn FinalizeUnstartedTurn closed is recorded
-// then (at once when the stream cannot report it). Call it after the commands of the input a
-// cancelled response answered.
-func (d *DuplexRequest) SettleInput(ctx context.Context, turn int) error {
+// settleInput runs after every earlier append, commit and text and asks the stream to report
+// once the rows of turn's input were delivered; a turn EndTurn closed unstarted is recorded
+// then (at once when the stream cannot report it).
+func (d *DuplexRequest) settleInput(ctx context.Context, turn int) error {
 	if d.turns == nil {
 		return nil
 	}
@@ -521,7 +471,7 @@ func (d *DuplexRequest) shutdown(reason string) {
 	// The stream's close is the owner's close of every turn still open.
 	if d.turns != nil {
 		for id := d.turns.current(); id > 0; id = d.turns.current() {
-			d.FinalizeTurn(id, reason)
+			d.turns.finalize(id, reason, false)
 		}
 	}
 	if d.cancel != nil {
@@ -549,13 +499,13 @@ func (d *DuplexRequest) shutdown(reason string) {
 // snapshots already arrived as StageMetricsMessages, so they are not counted twice.
 func (d *DuplexRequest) OnOutput(m stage.OutputMessage) {
 	if d.turns != nil {
-		if m.Metrics != nil && m.Kind != stage.Decision {
+		if m.Metrics != nil && m.Kind != duplex.OutDecision {
 			d.turns.ingest(m.Turn, m.StageID, *m.Metrics, "", m.StageSubmitTS)
 		}
 		d.turns.output(m)
 	}
 	if d.out != nil && !d.closed.Load() {
-		d.out(outputFromStage(m))
+		d.out(m.Output)
 	}
 }
 
@@ -600,26 +550,6 @@ func (d *DuplexRequest) MarkTurnArrival(turn int, ts float64) float64 {
 		return a // keep first; and the per-chunk path builds no resource id
 	}
 	return d.turns.markArrival(turn, d.Stage0ID(), ts)
-}
-
-// BeginTurn attaches turn's response (responseID, its wire turnID) as the response begins;
-// idempotent. A begun older turn its owner never closed is recorded as aborted and reported by
-// Unclosed.
-func (d *DuplexRequest) BeginTurn(turn int, responseID string, turnID int, arrival float64) {
-	if d.turns == nil || responseID == "" {
-		return
-	}
-	d.turns.begin(turn, d.Stage0ID(), responseID, turnID, arrival)
-}
-
-// FinalizeTurn is the owner's close of turn, once (later calls return false and print
-// nothing). An interrupted turn (any reason but stop and length) is recorded once its stages
-// reported its response finished, at once when no response runs for it, or at Close.
-func (d *DuplexRequest) FinalizeTurn(turn int, reason string) bool {
-	if d.turns == nil {
-		return false
-	}
-	return d.turns.finalize(turn, reason, false)
 }
 
 // UnclosedTurnsMessage is the warning a stream logs at its close when turns were recorded

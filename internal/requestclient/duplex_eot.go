@@ -15,27 +15,6 @@ type EndOfTurn struct {
 	Text string
 }
 
-// semantic_vad's rule and decisions are the stage's: one table serves the conversation path
-// (the session asks EndOfTurnProb in its pauses) and the auto-response stream (the stage
-// endpoints itself).
-type (
-	// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness.
-	SemanticEndpointing = stage.SemanticEndpointing
-	// EndOfTurnDecision is how semantic_vad ended an auto-response turn (Output.EndOfTurn).
-	EndOfTurnDecision = stage.EndOfTurnDecision
-)
-
-// Turn detection types and end-of-turn reasons.
-const (
-	TurnSemanticVAD   = stage.TurnSemanticVAD
-	EndOfTurnSemantic = stage.EndOfTurnSemantic
-	EndOfTurnMaxWait  = stage.EndOfTurnMaxWait
-	EndOfTurnSilence  = stage.EndOfTurnSilence
-)
-
-// SemanticParams returns semantic_vad's rule for an eagerness (auto is medium).
-func SemanticParams(eagerness string) SemanticEndpointing { return stage.SemanticParams(eagerness) }
-
 // errNoEndOfTurn reports a stream that cannot estimate the end of a turn (a remote thinker, an
 // ASR without partial hypotheses): semantic_vad falls back to silence alone.
 var errNoEndOfTurn = stage.ErrNoEndOfTurn

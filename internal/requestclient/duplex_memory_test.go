@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -23,35 +24,33 @@ const sessionHourChunks = 36000
 func feedSession(d *DuplexRequest, chunks, turn int) int {
 	listen := metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}
 	thinker := metrics.StageRequestStats{NumTokensIn: 12, NumTokensOut: 8, StageGenTimeMs: 40,
-		VllmTtftMs: 9, VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: stage.FinishStop}
+		VllmTtftMs: 9, VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: duplex.FinishStop}
 	talker := metrics.StageRequestStats{AudioGeneratedFrames: 24000, AudioSampleRate: 24000, AudioDurationS: 1,
-		StageGenTimeMs: 30, InterOutputLatenciesMs: []float64{5}, OutputUnitType: "audio", FinishReason: stage.FinishStop}
+		StageGenTimeMs: 30, InterOutputLatenciesMs: []float64{5}, OutputUnitType: "audio", FinishReason: duplex.FinishStop}
 	for i := range chunks {
 		if i%50 == 10 {
 			d.MarkTurnArrival(turn, 0)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: turn, Metrics: listen, StageSubmitTS: metrics.Now()})
-		d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionListen})
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: turn, Decision: duplex.DecisionListen}, StageID: 0})
 		if i%50 != 49 {
 			continue
 		}
 		d.MarkInputEnd(turn, 0)
-		d.BeginTurn(turn, fmt.Sprintf("resp-%d", turn), turn, 0)
-		d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionSpeak})
-		d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: turn, Text: "hello"})
+		h := d.BeginTurn(turn, fmt.Sprintf("resp-%d", turn), turn, 0)
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: turn, Decision: duplex.DecisionSpeak}, StageID: 0})
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutText, Turn: turn, Text: "hello"}, StageID: 0})
 		d.OnTransfer(stage.TransferEvent{From: 0, To: 1, Turn: turn, SizeBytes: 6, TxMs: 0.01})
-		d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: turn})
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutAudio, Turn: turn}, StageID: 1})
 		cancel := turn%5 == 0
 		if cancel {
-			d.SetTurnDelivered(turn, 300, 0)
-			d.FinalizeTurn(turn, metrics.ReasonCancel)
+			d.EndTurn(h, TurnOutcome{Reason: metrics.ReasonCancel, DeliveredMs: 300, PlayedMs: -1})
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{Turn: turn, Aborted: cancel})
 		if !cancel {
-			d.SetTurnDelivered(turn, 1000, 0)
-			d.FinalizeTurn(turn, metrics.ReasonStop)
+			d.EndTurn(h, TurnOutcome{Reason: metrics.ReasonStop, DeliveredMs: 1000, PlayedMs: -1})
 		}
 		turn++
 	}
@@ -71,7 +70,7 @@ func heapAlloc() uint64 {
 // first ten minutes (the target; the per-chunk aggregator grew 12 MiB per hour).
 func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 	// The outputs go nowhere: the session's own queue is not statistics state.
-	d := New(nil, Options{LogStats: true}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-hour"}, 2, func(Output) {})
+	d := New(nil, Options{LogStats: true}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-hour"}, 2, func(duplex.Output) {})
 	d.start(&fakeStream{t: t})
 	next := feedSession(d, sessionHourChunks/6, 1) // warm-up: every pool, map and buffer at its size
 	before := heapAlloc()
@@ -107,14 +106,14 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 					return ""
 				}
 			}
-			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(Output) {})
+			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(duplex.Output) {})
 			d.start(&fakeStream{t: t})
 			require.NotNil(t, d.turns, "turns are kept for Prometheus")
 			listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}
-			decision := stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionListen}
+			decision := stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: 1, Decision: duplex.DecisionListen}, StageID: 0}
 			d.MarkTurnArrival(1, 1)
 			d.OnStageMetrics(listen) // the first row of a stage sizes its merge state
-			d.BeginTurn(1, "resp-prom", 1, 1)
+			h := d.BeginTurn(1, "resp-prom", 1, 1)
 			allocs := testing.AllocsPerRun(1000, func() {
 				d.MarkTurnArrival(1, 0)
 				d.OnStageMetrics(listen)
@@ -122,8 +121,8 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 			})
 			require.Zero(t, allocs)
 			require.Empty(t, finalized, "nothing reaches the tracer per chunk")
-			d.SetTurnDelivered(1, 100, 0)
-			require.True(t, d.FinalizeTurn(1, metrics.ReasonStop))
+			closed, _ := d.EndTurn(h, TurnOutcome{Reason: metrics.ReasonStop, DeliveredMs: 100, PlayedMs: -1})
+			require.True(t, closed)
 			if tc.tracing {
 				require.Equal(t, []string{metrics.ReasonStop}, finalized, "the finalized turn reaches the tracer once")
 			}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -90,10 +91,12 @@ func (f *fakeStream) AppendAudio(_ context.Context, turn int, pcm []float32) err
 	return nil
 }
 
-func (f *fakeStream) StartCommit(_ context.Context, turn int, respond bool) (func(context.Context) (Transcription, error), error) {
+func (f *fakeStream) StartCommit(_ context.Context, turn int, respond bool) (func(context.Context) (duplex.Transcription, error), error) {
 	assert.Positive(f.t, turn)
 	f.record("commit")
-	return func(context.Context) (Transcription, error) { return Transcription{Text: "go forward"}, nil }, nil
+	return func(context.Context) (duplex.Transcription, error) {
+		return duplex.Transcription{Text: "go forward"}, nil
+	}, nil
 }
 
 func (f *fakeStream) SetTranscriptLogprobs(_ context.Context, on bool) error {
@@ -159,10 +162,10 @@ func (f *fakeStream) callList() []string {
 
 type outputs struct {
 	mu  sync.Mutex
-	all []Output
+	all []duplex.Output
 }
 
-func (o *outputs) add(m Output) {
+func (o *outputs) add(m duplex.Output) {
 	o.mu.Lock()
 	o.all = append(o.all, m)
 	o.mu.Unlock()
@@ -173,7 +176,7 @@ func (o *outputs) errors() int {
 	defer o.mu.Unlock()
 	n := 0
 	for _, m := range o.all {
-		if m.Kind == OutError {
+		if m.Kind == duplex.OutError {
 			n++
 		}
 	}
@@ -208,7 +211,7 @@ func TestDuplexAppendsFIFOFailureStopsChain(t *testing.T) {
 	tr, err := d.Commit(ctx, 1, false)
 	require.NoError(t, err)
 	require.Equal(t, "go forward", tr.Text)
-	turn, err := d.Respond(ctx, 1, 4)
+	turn, err := d.Respond(ctx, NewTurn(1), duplex.ResponseSpec{MaxTokens: 4})
 	require.NoError(t, err)
 	require.Equal(t, 1, turn)
 	require.Equal(t, []string{"append", "append", "append", "commit", "respond"}, fs.callList())
@@ -282,7 +285,7 @@ func TestDuplexBackpressure(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: block}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(Output) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(duplex.Output) {})
 	d.start(fs)
 	big := make([]float32, maxPendingInputBytes/4/2+1)
 	require.NoError(t, d.AppendAudio(context.Background(), 1, big))
@@ -301,7 +304,7 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, 2, func(Output) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, 2, func(duplex.Output) {})
 	var clockMu sync.Mutex
 	now := time.Unix(1000, 0)
 	d.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
@@ -353,7 +356,7 @@ func TestDuplexQueueBoundedInCount(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(Output) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(duplex.Output) {})
 	d.start(fs)
 	ctx := context.Background()
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1})) // the runner is stuck in this one
@@ -405,8 +408,8 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	now = 101
 	// The next turn's input, given while turn 1 is open, is its own from the start.
 	require.Equal(t, 101.0, d.MarkTurnArrival(2, 0))
-	require.True(t, d.FinalizeTurn(1, "stop"))
-	require.False(t, d.FinalizeTurn(1, "stop"), "closing twice is a no-op")
+	require.True(t, d.finalizeTurn(1, "stop"))
+	require.False(t, d.finalizeTurn(1, "stop"), "closing twice is a no-op")
 	require.True(t, logged(logs, "response=resp-a", "reason=stop"))
 
 	now = 102
@@ -425,7 +428,7 @@ func TestDuplexTurnMetricsSemantics(t *testing.T) {
 	d.BeginTurn(4, "resp-d", 4, 0)
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.True(t, logged(logs, "response=resp-d", "reason=close"))
-	require.False(t, d.FinalizeTurn(4, "abort"), "nothing left after close")
+	require.False(t, d.finalizeTurn(4, "abort"), "nothing left after close")
 }
 
 // The stage may answer an input by itself (auto-response) while the owner's Respond for it
@@ -448,12 +451,12 @@ func TestDuplexRespondReturnsTheNextID(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := d.Respond(ctx, 1, 8)
+		n, err := d.Respond(ctx, NewTurn(1), duplex.ResponseSpec{MaxTokens: 8})
 		done <- result{n, err}
 	}()
 	require.Eventually(t, func() bool { return d.turns.openTurn(1) != nil && responding(d, 1) == 1 },
 		5*time.Second, time.Millisecond, "Respond(1) is in flight")
-	require.True(t, d.FinalizeTurn(1, metrics.ReasonCancel))
+	require.True(t, d.finalizeTurn(1, metrics.ReasonCancel))
 	require.Zero(t, count("response=resp-a"), "a response may still start under turn 1: wait for Respond")
 	d.MarkTurnArrival(2, 2) // the next input, answered by the stage's own response
 
@@ -466,7 +469,7 @@ func TestDuplexRespondReturnsTheNextID(t *testing.T) {
 
 	d.BeginTurn(2, "resp-b", 2, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(5)})
-	require.True(t, d.FinalizeTurn(2, metrics.ReasonBargeIn))
+	require.True(t, d.finalizeTurn(2, metrics.ReasonBargeIn))
 	require.Zero(t, count("response=resp-b"), "turn 2 started: its close waits for its stages")
 	d.OnTurnEnd(stage.TurnEnd{Turn: 2})
 	require.Positive(t, count("response=resp-b", "reason=barge_in"))
@@ -515,7 +518,7 @@ func TestDuplexLogStatsOffAllocatesNothing(t *testing.T) {
 		d.OnStageMetrics(msg)
 		d.MarkTurnArrival(1, 1)
 		d.BeginTurn(1, "resp-x", 1, 1)
-		d.FinalizeTurn(1, "stop")
+		d.finalizeTurn(1, "stop")
 	})
 	require.Zero(t, allocs)
 	require.NoError(t, d.Close(context.Background(), ""))
@@ -538,7 +541,7 @@ func TestDuplexCancelTurn(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensOut: 50, OutputUnitType: "text"}})
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(5)})
 	require.Empty(t, logs.All(), "nothing finalized")
-	require.True(t, d.FinalizeTurn(2, "stop"))
+	require.True(t, d.finalizeTurn(2, "stop"))
 	var table string
 	for _, e := range logs.All() {
 		if strings.Contains(e.Message, "response=resp-b") && strings.Contains(e.Message, "num_tokens_out") {

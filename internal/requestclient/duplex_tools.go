@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/omniserve/omniserve/internal/stage"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // toolStream is the part of *stage.DuplexStream that holds a session's tools for the responses
 // the stream starts by itself; a stream without it (a test fake) refuses them.
 type toolStream interface {
-	SetTools(spec *stage.ToolSpec) error
+	SetTools(spec *duplex.ToolSpec) error
 }
 
 // errToolsUnsupported reports tools on a stream that cannot run them.
@@ -19,7 +19,7 @@ var errToolsUnsupported = errors.New("tools are not supported by this stream")
 
 // SetTools sets the tools of the responses that start after it (nil: none), in wire order with
 // the session's other engine work.
-func (d *DuplexRequest) SetTools(ctx context.Context, spec *ToolSpec) error {
+func (d *DuplexRequest) SetTools(ctx context.Context, spec *duplex.ToolSpec) error {
 	ts, ok := d.stream.(toolStream)
 	if !ok {
 		return errToolsUnsupported

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -16,14 +17,16 @@ import (
 //   - Born: the first input of the turn (MarkTurnArrival) opens it with its t0, under the one id
 //     the session numbers turns with. The session passes that id down with every input and with
 //     Respond; the stages tag every row, output, transfer and TurnEnd with it.
-//   - Begun: BeginTurn attaches its response. Only a begun turn has an owner who closes it; the
-//     input of a turn never begun is dropped, never recorded.
+//   - Begun: BeginTurn attaches its response and returns the turn's handle (Turn), which every
+//     later call of the response takes. Only a begun turn has an owner who closes it; the input
+//     of a turn never begun is dropped, never recorded.
 //   - Served: its rows, outputs and transfers are routed to it by id alone; its response has
 //     started once a Respond for it returned, the stream's speak decision announced it, or it
 //     spoke.
-//   - Closed: its owner, the session, closes it exactly once with its reason (FinalizeTurn,
-//     FinalizeUnstartedTurn); the stream's close, or a newer turn begun first, closes a turn its
-//     owner did not (the latter is a bug, reported by Unclosed).
+//   - Closed: its owner, the session, closes it exactly once with its outcome (EndTurn: the
+//     reason, the delivery figures, and whether its response never started); the stream's close,
+//     or a newer turn begun first, closes a turn its owner did not (the latter is a bug,
+//     reported by Unclosed).
 //   - Recorded: once closed and its stages reported, the turn leaves the open turns and its
 //     TurnMetrics makes the one immutable record (tables, structured record, Prometheus). A
 //     natural end (stop, length) is recorded at its close: its stages reported before its last
@@ -318,8 +321,8 @@ func (s *turnState) output(m stage.OutputMessage) {
 	if e == nil {
 		return
 	}
-	if m.Kind == stage.Decision {
-		if m.Decision == stage.DecisionSpeak {
+	if m.Kind == duplex.OutDecision {
+		if m.Decision == duplex.DecisionSpeak {
 			// The stream answered the input by itself: its response runs under this id, and
 			// the engine's own endpoint ends the input when no speech_stopped / commit did.
 			e.started = true
@@ -327,9 +330,9 @@ func (s *turnState) output(m stage.OutputMessage) {
 		}
 		return
 	}
-	if m.Kind == stage.Audio || m.Kind == stage.Text {
+	if m.Kind == duplex.OutAudio || m.Kind == duplex.OutText {
 		e.started = true // only a response speaks
-		e.t.MarkFirstOutput(m.StageID, s.clock(), m.Kind == stage.Audio)
+		e.t.MarkFirstOutput(m.StageID, s.clock(), m.Kind == duplex.OutAudio)
 	}
 }
 

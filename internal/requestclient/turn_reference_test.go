@@ -75,6 +75,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -87,7 +88,7 @@ func refDuplex(t *testing.T, log *zap.Logger) (*DuplexRequest, *Client, *float64
 	fs := &fakeStream{t: t}
 	c := New(nil, Options{LogStats: true, Clock: func() float64 { return *now }}, log)
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "sid-metrics"}, 3, func(Output) {})
+	d := c.newDuplex(Fence{SessionID: "sid-metrics"}, 3, func(duplex.Output) {})
 	d.start(fs)
 	t.Cleanup(func() { _ = d.Close(context.Background(), "") })
 	return d, c, now
@@ -142,7 +143,7 @@ func TestRefLogStatsOffCollectsNothing(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Metrics: stageSnap(5)})
 	d.BeginTurn(1, "resp-off", 1, 0)
 	require.Nil(t, d.turns, "no aggregator, pending buffer or turn")
-	require.False(t, d.FinalizeTurn(1, "stop"), "with --log-stats off no turn exists: nothing to finalize")
+	require.False(t, d.finalizeTurn(1, "stop"), "with --log-stats off no turn exists: nothing to finalize")
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Zero(t, logs.Len())
 }
@@ -154,7 +155,7 @@ func TestRefTwoTurnsEmitTwoSummaries(t *testing.T) {
 		d.BeginTurn(i+1, id, i+1, 0)
 		d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: i + 1, Metrics: stageSnap(5)})
 		*now++
-		require.True(t, d.FinalizeTurn(i+1, "stop"))
+		require.True(t, d.finalizeTurn(i+1, "stop"))
 	}
 	require.Equal(t, 2, summaries(logs))
 	for _, e := range logs.All() {
@@ -187,8 +188,7 @@ func TestRefStageMetricsAndOutputRecordIntoOpenTurn(t *testing.T) {
 	d, _, _ := refDuplex(t, zap.NewNop())
 	d.BeginTurn(1, "resp-rec", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}})
-	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Finished, Turn: 1, Finished: true,
-		Metrics: &metrics.StageRequestStats{AudioGeneratedFrames: 12000, AudioDurationS: 0.5}})
+	d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutFinished, Turn: 1}, StageID: 1, Finished: true, Metrics: &metrics.StageRequestStats{AudioGeneratedFrames: 12000, AudioDurationS: 0.5}})
 	rows := d.turns.openTurn(1).StageRows()
 	require.Len(t, rows, 2)
 	require.Equal(t, 0, rows[0].StageID)
@@ -250,7 +250,7 @@ func TestRefSessionCloseCancelThenCloseLogsOnce(t *testing.T) {
 	log, logs := observed()
 	d, _, _ := refDuplex(t, log)
 	d.BeginTurn(1, "resp-sc", 1, 0)
-	require.True(t, d.FinalizeTurn(1, metrics.FinishedReasonForCancel(metrics.CancelSessionClose)))
+	require.True(t, d.finalizeTurn(1, metrics.FinishedReasonForCancel(metrics.CancelSessionClose)))
 	require.NoError(t, d.Close(context.Background(), metrics.ReasonClose))
 	require.Equal(t, 1, summaries(logs))
 	require.Equal(t, 1, summaries(logs, "reason=close"))
@@ -264,7 +264,7 @@ func TestRefSessionTransferTXCopiedIntoTurn(t *testing.T) {
 	d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: 1, SizeBytes: 1024, TxMs: 7.5, UsedShm: true})
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: 1, Metrics: metrics.StageRequestStats{RxDecodeTimeMs: 1, RxInFlightTimeMs: 0.5, RxTransferBytes: 1024}})
 	turn := d.turns.openTurn(1)
-	require.True(t, d.FinalizeTurn(1, "stop"))
+	require.True(t, d.finalizeTurn(1, "stop"))
 	rec, ok := turn.Record()
 	require.True(t, ok)
 	edges := rec.Transfers
@@ -282,7 +282,7 @@ func TestRefAbortEmitsOnceThenCloseIsNoop(t *testing.T) {
 	d.BeginTurn(1, "resp-abort", 1, 0)
 	d.Abort()
 	require.Equal(t, 1, summaries(logs, "response=resp-abort", "reason=abort"))
-	require.False(t, d.FinalizeTurn(1, metrics.ReasonAbort), "a second finalize does nothing")
+	require.False(t, d.finalizeTurn(1, metrics.ReasonAbort), "a second finalize does nothing")
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Equal(t, 1, summaries(logs))
 	require.Zero(t, c.Live(), "changed: Abort ends the stream, so its state is dropped")
@@ -293,7 +293,7 @@ func TestRefDecisionOutputNotCountedTwice(t *testing.T) {
 	d.BeginTurn(1, "resp-dec", 1, 0)
 	m := metrics.StageRequestStats{NumTokensIn: 10, NumTokensOut: 4, StageGenTimeMs: 15}
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m})
-	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Decision, Turn: 1, Decision: stage.DecisionSpeak, Finished: true, Metrics: &m})
+	d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: 1, Decision: duplex.DecisionSpeak}, StageID: 0, Finished: true, Metrics: &m})
 	require.Equal(t, 1, d.turns.openTurn(1).SegmentCount())
 	rows := d.turns.openTurn(1).StageRows()
 	require.Len(t, rows, 1)
@@ -311,14 +311,14 @@ func TestAbortRowsOfFinalizedTurnDoNotLeakIntoNextTurn(t *testing.T) {
 	d.BeginTurn(1, "resp-a", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
 	*now++
-	require.True(t, d.FinalizeTurn(1, "barge_in"))
+	require.True(t, d.finalizeTurn(1, "barge_in"))
 	late := stageSnap(7)
-	late.FinishReason = stage.FinishAbort
+	late.FinishReason = duplex.FinishAbort
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: late})
 	d.BeginTurn(2, "resp-b", 2, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(3)})
 	*now++
-	require.True(t, d.FinalizeTurn(2, "stop"))
+	require.True(t, d.finalizeTurn(2, "stop"))
 	var table string
 	for _, e := range logs.All() {
 		if strings.Contains(e.Message, "StageRequestStats") && strings.Contains(e.Message, "response=resp-b") {
@@ -336,25 +336,24 @@ func TestInterruptedTurnKeepsItsPartialWork(t *testing.T) {
 	d, _, now := refDuplex(t, log)
 	d.MarkTurnArrival(1, 100)
 	d.MarkInputEnd(1, 150)
-	d.BeginTurn(1, "resp-cut", 1, 0)
+	cutTurn := d.BeginTurn(1, "resp-cut", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
 	*now = 200.5
-	d.OnOutput(stage.OutputMessage{StageID: 0, Kind: stage.Text, Turn: 1, Text: "hi"})
+	d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutText, Turn: 1, Text: "hi"}, StageID: 0})
 	*now = 201
-	d.OnOutput(stage.OutputMessage{StageID: 1, Kind: stage.Audio, Turn: 1, Audio: make([]float32, 10)})
-	d.SetTurnDelivered(1, 750, 120)
-	d.SetTurnPlayed(1, 500)
+	d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutAudio, Turn: 1, Audio: make([]float32, 10)}, StageID: 1})
 	*now = 202
-	require.True(t, d.FinalizeTurn(1, metrics.ReasonCancel))
+	closed, _ := d.EndTurn(cutTurn, TurnOutcome{Reason: metrics.ReasonCancel, DeliveredMs: 750, UnderrunMs: 120, PlayedMs: 500})
+	require.True(t, closed)
 	require.Zero(t, summaries(logs), "the turn waits for its stages' partial snapshots")
 
 	// The next utterance starts while the stages wind down: its rows are the next turn's.
 	d.MarkTurnArrival(2, 202)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(4), StageSubmitTS: 202})
 	// The partial snapshots of turn 1 (what the stages did before the abort), then its end.
-	cut := metrics.StageRequestStats{NumTokensOut: 15, StageGenTimeMs: 300, FinishReason: stage.FinishAbort}
+	cut := metrics.StageRequestStats{NumTokensOut: 15, StageGenTimeMs: 300, FinishReason: duplex.FinishAbort}
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: cut})
-	audio := metrics.StageRequestStats{AudioGeneratedFrames: 48000, AudioSampleRate: 24000, AudioDurationS: 2, FinishReason: stage.FinishAbort}
+	audio := metrics.StageRequestStats{AudioGeneratedFrames: 48000, AudioSampleRate: 24000, AudioDurationS: 2, FinishReason: duplex.FinishAbort}
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 1, Turn: 1, Metrics: audio})
 	*now = 203
 	d.OnTurnEnd(stage.TurnEnd{Turn: 1, Aborted: true})
@@ -395,7 +394,7 @@ func TestInterruptedTurnWithoutResponseIsRecordedAtOnce(t *testing.T) {
 	d, _, _ := refDuplex(t, log)
 	d.BeginTurn(1, "resp-none", 1, 0)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
-	require.True(t, d.FinalizeTurn(1, metrics.ReasonBargeIn))
+	require.True(t, d.finalizeTurn(1, metrics.ReasonBargeIn))
 	require.Equal(t, 1, summaries(logs, "response=resp-none", "reason=barge_in"))
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(7)})
 	d.MarkTurnArrival(2, 0)
@@ -408,11 +407,11 @@ func TestCloseFlushesInterruptedTurns(t *testing.T) {
 	log, logs := observed()
 	d, _, _ := refDuplex(t, log)
 	d.BeginTurn(1, "resp-closing", 1, 0)
-	n, err := d.Respond(context.Background(), 1, 0)
+	n, err := d.Respond(context.Background(), NewTurn(1), duplex.ResponseSpec{})
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the response runs under the turn's id")
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5)})
-	require.True(t, d.FinalizeTurn(1, metrics.ReasonCancel))
+	require.True(t, d.finalizeTurn(1, metrics.ReasonCancel))
 	require.Zero(t, summaries(logs))
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Equal(t, 1, summaries(logs, "response=resp-closing", "reason=cancel"))
@@ -445,9 +444,9 @@ func TestTruncatedTurnLogsLength(t *testing.T) {
 	d, _, _ := refDuplex(t, log)
 	d.BeginTurn(1, "resp-len", 1, 0)
 	m := stageSnap(5)
-	m.FinishReason = stage.FinishLength
+	m.FinishReason = duplex.FinishLength
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: m})
-	require.True(t, d.FinalizeTurn(1, metrics.ReasonStop))
+	require.True(t, d.finalizeTurn(1, metrics.ReasonStop))
 	require.Equal(t, 1, summaries(logs, "response=resp-len", "reason=length"))
 }
 
@@ -464,14 +463,14 @@ func TestUnstartedTurnWaitsForItsInput(t *testing.T) {
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(5), StageSubmitTS: 101})
 	d.BeginTurn(1, "resp-unstarted", 1, 0)
 	*now = 202
-	require.True(t, d.FinalizeUnstartedTurn(1, metrics.ReasonCancel))
-	require.False(t, d.FinalizeTurn(1, metrics.ReasonCancel), "closing twice is a no-op")
+	require.True(t, d.finalizeUnstarted(1, metrics.ReasonCancel))
+	require.False(t, d.finalizeTurn(1, metrics.ReasonCancel), "closing twice is a no-op")
 	require.Zero(t, summaries(logs), "the turn waits for its input's rows")
 
 	// The input's own appends, processed after the cancel (they were queued behind it).
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: stageSnap(3), StageSubmitTS: 203})
 	*now = 205
-	require.NoError(t, d.SettleInput(context.Background(), 1))
+	require.NoError(t, d.settleInput(context.Background(), 1))
 	// The next utterance's append, then the prefill of the committed one.
 	d.MarkTurnArrival(2, 206)
 	d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 2, Metrics: stageSnap(4), StageSubmitTS: 206})
@@ -496,7 +495,7 @@ func TestUnstartedTurnWaitsForItsInput(t *testing.T) {
 	require.Len(t, rows, 1)
 	require.Equal(t, 9, rows[0].NumTokensIn)
 	require.Equal(t, 34.0, rows[0].StageGenTimeMs, "the next utterance's listen row and its response")
-	require.True(t, d.FinalizeTurn(2, metrics.ReasonStop))
+	require.True(t, d.finalizeTurn(2, metrics.ReasonStop))
 	require.Equal(t, 1, summaries(logs, "response=resp-next", "reason=stop"))
 	require.Equal(t, 1, summaries(logs, "response=resp-unstarted"), "logged exactly once")
 	require.Empty(t, d.Unclosed())
@@ -509,7 +508,7 @@ func TestUnstartedTurnRecordedAtClose(t *testing.T) {
 	d, _, _ := refDuplex(t, log)
 	d.MarkTurnArrival(1, 100)
 	d.BeginTurn(1, "resp-lost", 1, 0)
-	require.True(t, d.FinalizeUnstartedTurn(1, metrics.ReasonCancel))
+	require.True(t, d.finalizeUnstarted(1, metrics.ReasonCancel))
 	require.Zero(t, summaries(logs))
 	require.NoError(t, d.Close(context.Background(), ""))
 	require.Equal(t, 1, summaries(logs, "response=resp-lost", "reason=cancel"))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/api"
 	"github.com/omniserve/omniserve/internal/clientsecret"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
@@ -179,7 +180,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		DrainGrace:             s.cfg.Server.EffectiveDrainGrace(),
 		MaxIdleTimeout:         s.cfg.Server.MaxIdleTimeout,
 		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
-		TurnDetection:          &session.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs},
+		TurnDetection:          &session.TurnDetection{TurnDetection: duplex.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs}},
 		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
 		Metrics:                s.parts.Client.Collectors(),
 		LogStats:               s.cfg.Server.LogStats,

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -24,17 +25,17 @@ import (
 // one the lazy open would have built.
 
 // openOptions is what the engine stream is opened with under the current configuration.
-func (s *Session) openOptions() OpenOptions {
+func (s *Session) openOptions() duplex.Options {
 	td := s.settings.cfg.TurnDetection
 	if td == nil {
 		td = s.settings.cfg.defaultTurnDetection()
 	}
-	return OpenOptions{
+	return duplex.Options{
 		Instructions: s.settings.cfg.Instructions, AutoResponse: s.settings.autoResponse(), WantAudio: s.settings.cfg.WantAudio(),
 		MaxTokens: s.settings.cfg.MaxOutputTokens, Temperature: s.settings.cfg.Temperature, Seed: s.settings.cfg.Seed,
-		MaxHistoryBytes: s.m.cfg.MaxHistoryBytes,
-		VADThreshold:    td.Threshold, PrefixPaddingMs: td.PrefixPaddingMs, SilenceDurationMs: td.SilenceDurationMs,
-		TranscriptDeltas: s.settings.wantsDeltas(), TurnType: td.Type, Eagerness: td.Eagerness,
+		MaxHistoryBytes:    s.m.cfg.MaxHistoryBytes,
+		Turn:               td.TurnDetection,
+		TranscriptDeltas:   s.settings.wantsDeltas(),
 		TranscriptLogprobs: s.settings.wantsLogprobs(),
 		TranscribeOnly:     s.settings.opts.Transcription,
 	}
@@ -43,7 +44,7 @@ func (s *Session) openOptions() OpenOptions {
 // sameStreamSettings reports whether a stream opened with a serves b. The engine's own VAD
 // only endpoints auto-response turns; on manual turns its settings do not matter.
 // TranscriptLogprobs is set on the open stream (transcriber.syncLogprobs).
-func sameStreamSettings(a, b OpenOptions) bool {
+func sameStreamSettings(a, b duplex.Options) bool {
 	if a.Instructions != b.Instructions || a.AutoResponse != b.AutoResponse || a.WantAudio != b.WantAudio ||
 		a.MaxTokens != b.MaxTokens || (a.Temperature == nil) != (b.Temperature == nil) ||
 		(a.Temperature != nil && *a.Temperature != *b.Temperature) ||
@@ -51,8 +52,7 @@ func sameStreamSettings(a, b OpenOptions) bool {
 		a.TranscriptDeltas != b.TranscriptDeltas {
 		return false
 	}
-	return !a.AutoResponse || (a.VADThreshold == b.VADThreshold && a.PrefixPaddingMs == b.PrefixPaddingMs &&
-		a.SilenceDurationMs == b.SilenceDurationMs && a.TurnType == b.TurnType && a.Eagerness == b.Eagerness)
+	return !a.AutoResponse || a.Turn == b.Turn
 }
 
 // openAhead opens the engine stream at the first append of a manual turn, so that the ASR

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -15,12 +16,12 @@ import (
 type streamsBackend struct {
 	t       *testing.T
 	mu      sync.Mutex
-	opts    []OpenOptions
+	opts    []duplex.Options
 	engines []*asrEngine
 }
 
 func (b *streamsBackend) SupportsDuplex() bool { return true }
-func (b *streamsBackend) Open(_ context.Context, _ requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *streamsBackend) Open(_ context.Context, _ requestclient.Fence, o duplex.Options, out func(duplex.Output)) (Engine, error) {
 	e := &asrEngine{fakeEngine: &fakeEngine{t: b.t, out: out}}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -29,10 +30,10 @@ func (b *streamsBackend) Open(_ context.Context, _ requestclient.Fence, o OpenOp
 	return e, nil
 }
 
-func (b *streamsBackend) streams() ([]OpenOptions, []*asrEngine) {
+func (b *streamsBackend) streams() ([]duplex.Options, []*asrEngine) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]OpenOptions(nil), b.opts...), append([]*asrEngine(nil), b.engines...)
+	return append([]duplex.Options(nil), b.opts...), append([]*asrEngine(nil), b.engines...)
 }
 
 func (a *asrEngine) heardNow() []string {

@@ -3,35 +3,9 @@ package session
 import (
 	"context"
 
-	"github.com/omniserve/omniserve/internal/metrics"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
-
-// OpenOptions configures the long-lived engine stream of a session.
-type OpenOptions struct {
-	Instructions      string
-	AutoResponse      bool
-	WantAudio         bool
-	MaxTokens         int
-	Temperature       *float64
-	Seed              *uint32 // nil = the pipeline's default (random unless configured)
-	MaxHistoryBytes   int     // the conversation's text budget (the engine's copy)
-	VADThreshold      float64
-	PrefixPaddingMs   int
-	SilenceDurationMs int
-	// TranscriptDeltas asks for the settled words of the open utterance while audio is
-	// appended (input transcription: transcription sessions, and conversations with it on).
-	TranscriptDeltas bool
-	// TurnType and Eagerness are turn_detection's type and semantic_vad eagerness: with
-	// AutoResponse, semantic_vad has the engine stream end turns on its end-of-turn estimate.
-	TurnType, Eagerness string
-	// TranscriptLogprobs asks for each word's log posterior with the transcripts (include
-	// item.input_audio_transcription.logprobs); transcriptLogprobSetter changes it later.
-	TranscriptLogprobs bool
-	// TranscribeOnly: a transcription session's stream, whose transcripts never join a
-	// conversation (nothing is prefilled for a reply that never comes).
-	TranscribeOnly bool
-}
 
 // transcriptLogprobBackend is implemented by backends that can tell whether their
 // transcripts can carry word logprobs; one without it cannot.
@@ -49,30 +23,36 @@ type transcriptLogprobSetter interface {
 // implementation is NewPipelineBackend over internal/requestclient.
 type Backend interface {
 	SupportsDuplex() bool
-	Open(ctx context.Context, f requestclient.Fence, opts OpenOptions, out func(requestclient.Output)) (Engine, error)
+	Open(ctx context.Context, f requestclient.Fence, opts duplex.Options, out func(duplex.Output)) (Engine, error)
 }
 
-// Engine is the per-session engine handle (requestclient.DuplexRequest behind the pipeline backend). out is called from engine
-// goroutines and must not block; the session queues outputs for its actor.
+// Engine is the per-session engine handle (requestclient.DuplexRequest behind the pipeline
+// backend). out is called from engine goroutines and must not block; the session queues outputs
+// for its actor.
 //
-// Every input and response carries the id of the turn it belongs to (the session numbers turns,
-// Session.input): the engine tags its rows and outputs with it, and the session, the turn's
-// owner, closes it once with FinalizeTurn.
+// Every input carries the id of the turn it belongs to (the session numbers turns,
+// Session.input): the engine tags its rows and outputs with it. A response's turn has one
+// handle: BeginTurn returns it, Respond takes it, and the session, the turn's owner, ends it
+// once with EndTurn and the turn's outcome.
 type Engine interface {
 	AppendAudio(ctx context.Context, turn int, pcm16k []float32) error
 	// Commit ends the input's utterance and returns its transcript, with its words' logprobs
-	// when the stream gives them (OpenOptions.TranscriptLogprobs).
-	Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error)
+	// when the stream gives them (duplex.Options.TranscriptLogprobs).
+	Commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error)
 	AppendText(ctx context.Context, turn int, role, text string) error
-	// Respond starts turn's response and returns the id it runs under: turn, unless the engine
-	// already answered that input by itself (auto-response), then the next.
-	Respond(ctx context.Context, turn, maxTokens int) (int, error)
 	Signal(ctx context.Context, event string, next requestclient.Fence) error
 	Close(ctx context.Context, reason string) error
 	Abort()
 	MarkTurnArrival(turn int, ts float64) float64
-	BeginTurn(turn int, responseID string, turnID int, arrival float64)
-	FinalizeTurn(turn int, reason string) bool
+	// BeginTurn begins the turn of a response answering input turn and returns its handle.
+	BeginTurn(turn int, responseID string, turnID int, arrival float64) requestclient.Turn
+	// Respond starts the response of t with spec's options and returns the engine turn it runs
+	// under: t's id, unless the engine already answered that input by itself (auto-response),
+	// then the next. An engine without per-response options refuses a spec that has them.
+	Respond(ctx context.Context, t requestclient.Turn, spec duplex.ResponseSpec) (int, error)
+	// EndTurn ends t's turn with its outcome; settle, when not nil, must run after the commands
+	// of the input the response answered (requestclient.DuplexRequest.EndTurn).
+	EndTurn(t requestclient.Turn, o requestclient.TurnOutcome) (closed bool, settle func(context.Context) error)
 }
 
 // AudioDiscarder is implemented by engines that can forget uncommitted audio
@@ -88,45 +68,16 @@ type TurnCanceller interface {
 	CancelTurn(turn int)
 }
 
-// unstartedTurnFinalizer is implemented by engines whose turn statistics can wait for the input
-// of a response cancelled before its engine response started: FinalizeUnstartedTurn ends such a
-// turn (instead of FinalizeTurn), and SettleInput, run as a job after the input's commands,
-// lets it be logged once that input's work (transcription, prefill) was counted.
-type unstartedTurnFinalizer interface {
-	FinalizeUnstartedTurn(turn int, reason string) bool
-	SettleInput(ctx context.Context, turn int) error
-}
-
 // turnStatsMarker is implemented by engines that keep per-turn statistics: the session reports
-// where the user's input ended, when it was cleared, and how much audio the client was sent.
+// where the user's input ended and when it was cleared (what a response's turn delivered is in
+// its outcome, EndTurn).
 type turnStatsMarker interface {
 	MarkInputEnd(turn int, ts float64)
 	// ClearTurnInput abandons turn's input (input_audio_buffer.clear); the session's next
 	// input takes a new id.
 	ClearTurnInput(turn int)
-	SetTurnDelivered(turn int, audioMs, underrunMs float64)
 	// ObserveBargeIn reports a server-VAD barge-in: seconds from the speech onset to the cut.
 	ObserveBargeIn(latencyS float64)
-}
-
-// turnDetachMarker is implemented by engines that keep per-turn statistics: a turn whose
-// client was disconnected and resumed records how long delivery was paused (delivery delay).
-type turnDetachMarker interface {
-	SetTurnDetached(turn int, ms float64)
-}
-
-// turnPlaybackMarker is implemented by engines that keep per-turn statistics: the audio the
-// client acknowledged as played (its last playback.ack of the response), next to what was sent.
-type turnPlaybackMarker interface {
-	SetTurnPlayed(turn int, ms float64)
-}
-
-// turnToolMarker is implemented by engines that keep per-turn statistics: the tool calls timed
-// for the turn (the MCP calls the server ran during it, the function calls whose outputs came
-// before it), handed over once when the session ends the response, before FinalizeTurn. The
-// turn's record then feeds them to its table, Prometheus and its trace alike.
-type turnToolMarker interface {
-	AddTurnToolCalls(turn int, calls []metrics.ToolCallStats)
 }
 
 // turnStats returns the engine's turnStatsMarker, or nil.

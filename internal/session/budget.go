@@ -94,7 +94,7 @@ func commandBytes(c Command) int {
 // its budget; each dropped item is announced with conversation.item.deleted (extension field
 // reason "history_budget"), so the client's copy of the conversation stays true. The newest
 // item and the active response's item are kept. The engine trims its own copy by the same
-// budget (requestclient.DuplexOptions.MaxHistoryBytes).
+// budget (duplex.Options.MaxHistoryBytes).
 func (s *Session) trimHistory() {
 	limit := s.m.cfg.MaxHistoryBytes
 	keep := ""

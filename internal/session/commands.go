@@ -1,6 +1,8 @@
 package session
 
-import "github.com/omniserve/omniserve/internal/requestclient"
+import (
+	"github.com/omniserve/omniserve/internal/duplex"
+)
 
 // Command is one decoded client event, handed by internal/realtime to the session actor. Every
 // command carries the client's event_id so that errors can echo it.
@@ -69,7 +71,7 @@ type CreateResponse struct {
 	// ToolsSet: the response declares its own tools (replacing the session's); ToolChoice
 	// and ParallelToolCalls override the session's for this response.
 	ToolsSet          bool
-	Tools             []requestclient.Tool
+	Tools             []duplex.Tool
 	ToolChoice        *ToolChoice
 	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.

@@ -3,10 +3,9 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"time"
-
-	"github.com/omniserve/omniserve/internal/requestclient"
 
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -25,14 +24,12 @@ type AudioFormat struct {
 // is turn_detection: null. semantic_vad is run by the same VAD with its eagerness mapped to
 // endpointing parameters (see SemanticSilenceMs).
 type TurnDetection struct {
-	Type              string // server_vad | semantic_vad
-	Threshold         float64
-	PrefixPaddingMs   int
-	SilenceDurationMs int
+	// The type, the VAD's settings and semantic_vad's eagerness: what the engine stream's own
+	// endpointing reads too, passed to it as is (duplex.Options.Turn).
+	duplex.TurnDetection
 	IdleTimeoutMs     int // 0 = null (no idle timeout)
 	CreateResponse    bool
 	InterruptResponse bool
-	Eagerness         string // semantic_vad only: low | medium | high | auto
 }
 
 // TurnDetectionPatch is a turn_detection object as the client sent it: nil fields were absent
@@ -54,7 +51,7 @@ type TurnDetectionPatch struct {
 // no end-of-turn estimate (semvad.go; the auto-response stream applies the same table itself,
 // stage/duplex_semvad.go). With an estimate, SemanticParams rules.
 func SemanticSilenceMs(eagerness string) int {
-	return requestclient.SemanticParams(eagerness).SilenceMs
+	return duplex.SemanticParams(eagerness).SilenceMs
 }
 
 // Overlap policies (vllm-omni's names): what input during an active response does.
@@ -77,7 +74,7 @@ type Config struct {
 	// speech.NoiseFarField), applied before the VAD and the ASR.
 	NoiseReduction string
 	// Tools are the functions the model may call, and ToolChoice how (tools.go).
-	Tools      []requestclient.Tool
+	Tools      []duplex.Tool
 	ToolChoice ToolChoice
 	// MCP are the MCP servers of session.tools (mcp.go).
 	MCP             []MCPTool
@@ -138,8 +135,9 @@ func (c Config) OverlapPolicy() string {
 // defaultTurnDetection returns the OpenAI server_vad defaults (speech's table); a server's
 // ManagerConfig.TurnDetection may replace them.
 func defaultTurnDetection() *TurnDetection {
-	return &TurnDetection{Type: "server_vad", Threshold: speech.DefaultThreshold, PrefixPaddingMs: speech.DefaultPrefixPaddingMs,
-		SilenceDurationMs: speech.DefaultSilenceDurationMs, CreateResponse: true, InterruptResponse: true}
+	return &TurnDetection{TurnDetection: duplex.TurnDetection{Type: "server_vad", Threshold: speech.DefaultThreshold,
+		PrefixPaddingMs: speech.DefaultPrefixPaddingMs, SilenceDurationMs: speech.DefaultSilenceDurationMs},
+		CreateResponse: true, InterruptResponse: true}
 }
 
 // ConfigPatch is a session.update payload: nil fields are left unchanged.
@@ -166,7 +164,7 @@ type ConfigPatch struct {
 	Seed              *uint32
 	// ToolsSet: tools was present (empty clears them); ToolChoice is tool_choice.
 	ToolsSet   bool
-	Tools      []requestclient.Tool
+	Tools      []duplex.Tool
 	ToolChoice *ToolChoice
 	TracingSet bool
 	Tracing    any // nil, "auto" or the tracing object (validated by the dialect's decoder)

@@ -2,14 +2,13 @@ package session
 
 import (
 	"errors"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // Every refusal of ConfigPatch.Apply, with the code and the param the client is told.
@@ -38,9 +37,9 @@ func TestConfigPatchApplyRefusals(t *testing.T) {
 			ConfigPatch{OutputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}}},
 		{"session type", "invalid_value", "session.type", `"translation"`, ConfigPatch{Type: ptr("translation")}},
 		{"tool name", "invalid_value", "session.tools[0].name", "invalid function name",
-			ConfigPatch{ToolsSet: true, Tools: []requestclient.Tool{{Name: "a b"}}}},
+			ConfigPatch{ToolsSet: true, Tools: []duplex.Tool{{Name: "a b"}}}},
 		{"tool choice without the tool", "invalid_value", "session.tool_choice", "not among the tools",
-			ConfigPatch{ToolChoice: &ToolChoice{Mode: requestclient.ToolChoiceFunction, Function: "f"}}},
+			ConfigPatch{ToolChoice: &ToolChoice{Mode: duplex.ToolChoiceFunction, Function: "f"}}},
 		{"noise reduction", "invalid_value", "session.audio.input.noise_reduction.type", `"studio"`,
 			ConfigPatch{NoiseReductionSet: true, NoiseReduction: "studio"}},
 		{"vad type", "invalid_value", tdp + ".type", `"magic_vad"`, td(TurnDetectionPatch{Type: ptr("magic_vad")})},
@@ -117,9 +116,9 @@ func TestConfigPatchApplyAccepted(t *testing.T) {
 		{"output alias", ConfigPatch{OutputFormat: &AudioFormat{Type: "audio/pcma"}}, func(c *Config) { c.OutputFormat = AudioFormat{Type: "g711_alaw", Rate: 8000} }},
 		{"transcription type", ConfigPatch{Type: ptr("transcription")}, func(*Config) {}},
 		{"transcription off", ConfigPatch{TranscriptionSet: true}, func(c *Config) { c.Transcription = false }},
-		{"tools", ConfigPatch{ToolsSet: true, Tools: []requestclient.Tool{{Name: "f"}}, ToolChoice: &ToolChoice{Mode: requestclient.ToolChoiceRequired}},
+		{"tools", ConfigPatch{ToolsSet: true, Tools: []duplex.Tool{{Name: "f"}}, ToolChoice: &ToolChoice{Mode: duplex.ToolChoiceRequired}},
 			func(c *Config) {
-				c.Tools, c.ToolChoice = []requestclient.Tool{{Name: "f"}}, ToolChoice{Mode: requestclient.ToolChoiceRequired}
+				c.Tools, c.ToolChoice = []duplex.Tool{{Name: "f"}}, ToolChoice{Mode: duplex.ToolChoiceRequired}
 			}},
 		{"logprobs", ConfigPatch{TranscriptLogprobs: ptr(true)}, func(c *Config) { c.TranscriptLogprobs = true }},
 		{"noise reduction", ConfigPatch{NoiseReductionSet: true, NoiseReduction: "far_field"}, func(c *Config) { c.NoiseReduction = "far_field" }},

@@ -101,8 +101,9 @@
 // that id and the next input starts the next one, input_audio_buffer.clear abandons it
 // (Engine.ClearTurnInput) and moves on; the engine's own auto-response answers the current id
 // and reports it in its speak decision. The engine tags every row, output and end report with the
-// id; endResponse closes the turn once with its reason (Engine.FinalizeTurn, or
-// FinalizeUnstartedTurn for a response cancelled before it started). How a turn is born, served
+// id. A response's turn has one handle (requestclient.Turn): Engine.BeginTurn returns it,
+// Engine.Respond takes it, and endResponse ends the turn once with its outcome (Engine.EndTurn:
+// the reason, what was delivered and played, and whether the response never started). How a turn is born, served
 // and recorded: turn.go (beginResponse), response.go (endResponse), requestclient/duplex_turns.go
 // (routing and the record), metrics/turn.go (the figures); docs/STATS.md "One turn, one id".
 //
@@ -136,8 +137,8 @@
 // listen/speak decisions and gates the ASR feed by speech segments, in the order and at the
 // position of the audio the ASR sees, also when the ASR is remote. WebRTC's VAD costs about
 // 3.6 µs per 30 ms frame (docs/BENCHMARKS.md), so running it twice costs nothing measurable;
-// the settings are kept equal by passing them down (OpenOptions.VADThreshold, PrefixPaddingMs,
-// SilenceDurationMs).
+// the settings are kept equal by passing the session's turn detection down as it is
+// (duplex.Options.Turn).
 //
 // # Panics
 //

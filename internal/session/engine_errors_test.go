@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -23,21 +24,21 @@ type failingEngine struct {
 	err error
 }
 
-func (f *failingEngine) Respond(_ context.Context, turn, _ int) (int, error) {
-	f.recID("respond", turn)
+func (f *failingEngine) Respond(_ context.Context, t requestclient.Turn, _ duplex.ResponseSpec) (int, error) {
+	f.recID("respond", t.ID())
 	f.mu.Lock()
 	f.turn++
 	n := f.turn
 	f.mu.Unlock()
-	f.out(requestclient.Output{Kind: requestclient.OutError, Turn: n, Err: f.err})
-	f.out(requestclient.Output{Kind: requestclient.OutFinished, Turn: n, FinishReason: "error", Err: f.err})
+	f.out(duplex.Output{Kind: duplex.OutError, Turn: n, Err: f.err})
+	f.out(duplex.Output{Kind: duplex.OutFinished, Turn: n, FinishReason: "error", Err: f.err})
 	return n, nil
 }
 
 type failingBackend struct{ eng *failingEngine }
 
 func (b *failingBackend) SupportsDuplex() bool { return true }
-func (b *failingBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *failingBackend) Open(_ context.Context, _ requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (Engine, error) {
 	b.eng.out = out
 	return b.eng, nil
 }
@@ -115,7 +116,7 @@ func TestEngineErrorWithoutResponseIsCounted(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))
 	require.Eventually(t, func() bool { return len(eng.list()) > 0 }, 5*time.Second, 5*time.Millisecond)
 	err := fmt.Errorf("prefilling conversation: append: %w: %w", gpu.ErrDecode, errors.New("llama_decode failed with code -1"))
-	eng.out(requestclient.Output{Kind: requestclient.OutError, Turn: 1, Err: err})
+	eng.out(duplex.Output{Kind: duplex.OutError, Turn: 1, Err: err})
 	require.Eventually(t, func() bool { return len(cc.list()) == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{metrics.CauseDecodeFailed}, cc.list())
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))

@@ -3,12 +3,11 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // A forced function call: the events tools.go still builds as maps (output item added / done,
@@ -22,12 +21,12 @@ func TestFunctionCallEventsHaveTheirProtocolShape(t *testing.T) {
 	patch.Modalities = []string{"text"}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
 	ctx := context.Background()
-	require.NoError(t, s.Submit(ctx, &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: []requestclient.Tool{
+	require.NoError(t, s.Submit(ctx, &UpdateSession{Patch: ConfigPatch{ToolsSet: true, Tools: []duplex.Tool{
 		{Name: "get_weather", Description: "the weather", Parameters: json.RawMessage(`{"type":"object"}`)}}}}))
 	sk.until(t, "session.updated")
 	require.NoError(t, s.Submit(ctx, &CreateItem{ItemID: "u1", Role: "user", Text: "weather?"}))
 	sk.until(t, "conversation.item.done")
-	require.NoError(t, s.Submit(ctx, &CreateResponse{ToolChoice: &ToolChoice{Mode: requestclient.ToolChoiceFunction, Function: "get_weather"}}))
+	require.NoError(t, s.Submit(ctx, &CreateResponse{ToolChoice: &ToolChoice{Mode: duplex.ToolChoiceFunction, Function: "get_weather"}}))
 	for _, typ := range []string{"response.output_item.added", "response.function_call_arguments.delta",
 		"response.function_call_arguments.done", "conversation.item.done", "response.output_item.done"} {
 		sk.until(t, typ)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // The follow-up response the session starts after MCP results (and the response of an
@@ -15,26 +15,26 @@ import (
 // MCP tools, whatever the response that made the call offered; a forcing choice is relaxed to
 // auto (it would force the call again) and "none" stays none.
 func TestFollowUpCarriesTheSessionTools(t *testing.T) {
-	lookup := requestclient.Tool{Name: "lookup_order"}
+	lookup := duplex.Tool{Name: "lookup_order"}
 	tests := []struct {
 		name      string
 		choice    *ToolChoice // session.tool_choice
 		wantTools []string
 		wantMode  string
 	}{
-		{"session auto", nil, []string{"lookup_order", "add", "block"}, requestclient.ToolChoiceAuto},
-		{"session required is relaxed", &ToolChoice{Mode: requestclient.ToolChoiceRequired},
-			[]string{"lookup_order", "add", "block"}, requestclient.ToolChoiceAuto},
-		{"session forces a function: relaxed", &ToolChoice{Mode: requestclient.ToolChoiceFunction, Function: "lookup_order"},
-			[]string{"lookup_order", "add", "block"}, requestclient.ToolChoiceAuto},
-		{"session none stays none", &ToolChoice{Mode: requestclient.ToolChoiceNone}, nil, "-"},
+		{"session auto", nil, []string{"lookup_order", "add", "block"}, duplex.ToolChoiceAuto},
+		{"session required is relaxed", &ToolChoice{Mode: duplex.ToolChoiceRequired},
+			[]string{"lookup_order", "add", "block"}, duplex.ToolChoiceAuto},
+		{"session forces a function: relaxed", &ToolChoice{Mode: duplex.ToolChoiceFunction, Function: "lookup_order"},
+			[]string{"lookup_order", "add", "block"}, duplex.ToolChoiceAuto},
+		{"session none stays none", &ToolChoice{Mode: duplex.ToolChoiceNone}, nil, "-"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			eng := &callEngine{t: t, args: `{"a":2,"b":3}`}
 			s, sk, wait := callSession(t, eng, "never")
 			require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{
-				ToolsSet: true, Tools: []requestclient.Tool{lookup}, ToolChoice: tc.choice,
+				ToolsSet: true, Tools: []duplex.Tool{lookup}, ToolChoice: tc.choice,
 				MCPTools: s.settings.cfg.MCP}}))
 			sk.until(t, "session.updated")
 			require.NoError(t, s.Submit(context.Background(), forceMCP("add")))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -31,13 +32,13 @@ func (a *asrEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) er
 	return a.fakeEngine.AppendAudio(ctx, turn, pcm)
 }
 
-func (a *asrEngine) Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error) {
+func (a *asrEngine) Commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error) {
 	_, _ = a.fakeEngine.Commit(ctx, turn, respond)
 	a.amu.Lock()
 	defer a.amu.Unlock()
 	tr := strings.Join(a.heard, " ")
 	a.heard = nil
-	return requestclient.Transcription{Text: tr}, nil
+	return duplex.Transcription{Text: tr}, nil
 }
 
 func (a *asrEngine) DiscardAudio(context.Context) error {
@@ -51,7 +52,7 @@ func (a *asrEngine) DiscardAudio(context.Context) error {
 type asrBackend struct{ eng *asrEngine }
 
 func (b *asrBackend) SupportsDuplex() bool { return true }
-func (b *asrBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *asrBackend) Open(_ context.Context, f requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (Engine, error) {
 	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil

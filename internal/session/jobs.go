@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // The actor's two queues to and from the engine. Engine calls that may wait (commit, respond,
@@ -20,7 +20,7 @@ type job struct {
 type jobResult struct {
 	responseID string
 	itemID     string
-	transcript requestclient.Transcription
+	transcript duplex.Transcription
 	haveTurn   bool
 	turn       int
 	err        error
@@ -80,14 +80,14 @@ func (q *jobQueue) runJobs(ctx context.Context) {
 // bounded by the response length (max output tokens), since the actor drains it each time.
 type outputQueue struct {
 	outMu     sync.Mutex
-	outQ      []requestclient.Output
+	outQ      []duplex.Output
 	outNotify chan struct{}
 }
 
 func newOutputQueue() outputQueue { return outputQueue{outNotify: make(chan struct{}, 1)} }
 
 // deliver is the engine's output callback.
-func (q *outputQueue) deliver(o requestclient.Output) {
+func (q *outputQueue) deliver(o duplex.Output) {
 	q.outMu.Lock()
 	q.outQ = append(q.outQ, o)
 	q.outMu.Unlock()
@@ -98,7 +98,7 @@ func (q *outputQueue) deliver(o requestclient.Output) {
 }
 
 // takeOutputs empties the queue.
-func (q *outputQueue) takeOutputs() []requestclient.Output {
+func (q *outputQueue) takeOutputs() []duplex.Output {
 	q.outMu.Lock()
 	defer q.outMu.Unlock()
 	out := q.outQ

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // jobQueue: jobs run in submission order, each result carries its response id, a full queue
@@ -71,7 +71,7 @@ func TestOutputQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newOutputQueue()
 			for i := range tc.n {
-				q.deliver(requestclient.Output{Turn: i, Err: errors.New("x")})
+				q.deliver(duplex.Output{Turn: i, Err: errors.New("x")})
 			}
 			require.Equal(t, min(tc.n, 1), len(q.outNotify))
 			out := q.takeOutputs()
@@ -90,8 +90,7 @@ type settler struct {
 	err     error
 }
 
-func (f *settler) FinalizeUnstartedTurn(int, string) bool { return true }
-func (f *settler) SettleInput(_ context.Context, turn int) error {
+func (f *settler) settleInput(_ context.Context, turn int) error {
 	f.settled = append(f.settled, turn)
 	return f.err
 }
@@ -109,7 +108,7 @@ func TestSettleJob(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &settler{err: tc.err}
-			r := settleJob(f, 7, zap.NewNop()).run(t.Context())
+			r := settleJob(func(ctx context.Context) error { return f.settleInput(ctx, 7) }, zap.NewNop()).run(t.Context())
 			require.Equal(t, []int{7}, f.settled)
 			require.Equal(t, jobResult{}, r)
 		})

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -178,8 +179,8 @@ func (m *mcpState) list(t MCPTool, itemID string, lim mcpclient.Limits) {
 func (srv *mcpServer) listed(conn *mcpclient.Conn, tools []mcpclient.Tool) (unusable []string) {
 	srv.conn, srv.tools, srv.usable = conn, tools, nil
 	for _, t := range tools {
-		ft := requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
-		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{ft}}, maxOutputTokensLimit); err != nil {
+		ft := duplex.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
+		if err := requestclient.CheckTools(duplex.ToolSpec{Tools: []duplex.Tool{ft}}, maxOutputTokensLimit); err != nil {
 			unusable = append(unusable, t.Name)
 			continue
 		}

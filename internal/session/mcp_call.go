@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // MCP tool calls. The listed tools of the session's MCP servers are offered to the model next
@@ -88,7 +88,7 @@ const maxMCPRounds = 8
 
 // forcedChoice reports a tool_choice that forces a call.
 func forcedChoice(c ToolChoice) bool {
-	return c.Mode == requestclient.ToolChoiceRequired || c.Mode == requestclient.ToolChoiceFunction || c.Mode == "mcp"
+	return c.Mode == duplex.ToolChoiceRequired || c.Mode == duplex.ToolChoiceFunction || c.Mode == "mcp"
 }
 
 // checkMCPChoice checks at session.update that a tool_choice {type: "mcp"} names one of the
@@ -150,7 +150,7 @@ func readOnlyTool(srv *mcpServer, name string) bool {
 func (t *toolState) mcpRefOf(r *response, cfg Config, name string) (mcpRef, bool) {
 	refs := r.mcp.refs
 	if refs == nil {
-		_, refs, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		_, refs, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: duplex.ToolChoiceAuto}, true, true, "session")
 	}
 	ref, ok := refs[name]
 	return ref, ok
@@ -159,7 +159,7 @@ func (t *toolState) mcpRefOf(r *response, cfg Config, name string) (mcpRef, bool
 // emitMCPCall turns a call of the model that names an MCP tool into an mcp_call item it runs,
 // or an mcp_approval_request item when the tool needs the client's approval. false: the call
 // names no MCP tool (a function call).
-func (t *toolState) emitMCPCall(r *response, c *requestclient.ToolCall, cfg Config) bool {
+func (t *toolState) emitMCPCall(r *response, c *duplex.ToolCall, cfg Config) bool {
 	ref, ok := t.mcpRefOf(r, cfg, c.Name)
 	if !ok {
 		return false
@@ -382,10 +382,10 @@ func (t *toolState) followUpOptions(cfg Config, depth int) respOptions {
 	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat}
 	choice := cfg.ToolChoice
 	if forcedChoice(choice) {
-		choice = ToolChoice{Mode: requestclient.ToolChoiceAuto}
+		choice = ToolChoice{Mode: duplex.ToolChoiceAuto}
 	}
 	if depth >= maxMCPRounds {
-		choice = ToolChoice{Mode: requestclient.ToolChoiceNone}
+		choice = ToolChoice{Mode: duplex.ToolChoiceNone}
 	}
 	o.tools, o.mcpRefs, _ = t.specFor(cfg.MCP, cfg.Tools, choice, true, true, "session")
 	o.mcpDepth = depth

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -25,7 +26,7 @@ import (
 type callEngine struct {
 	t       *testing.T
 	mu      sync.Mutex
-	out     func(requestclient.Output)
+	out     func(duplex.Output)
 	turn    int
 	args    string
 	appends []string
@@ -37,15 +38,16 @@ type callEngine struct {
 }
 
 func (e *callEngine) AppendAudio(context.Context, int, []float32) error { return nil }
-func (e *callEngine) Commit(context.Context, int, bool) (requestclient.Transcription, error) {
-	return requestclient.Transcription{}, nil
+func (e *callEngine) Commit(context.Context, int, bool) (duplex.Transcription, error) {
+	return duplex.Transcription{}, nil
 }
 func (e *callEngine) Signal(context.Context, string, requestclient.Fence) error { return nil }
 func (e *callEngine) Close(context.Context, string) error                       { return nil }
 func (e *callEngine) Abort()                                                    {}
 func (e *callEngine) MarkTurnArrival(_ int, ts float64) float64                 { return ts }
-func (e *callEngine) BeginTurn(int, string, int, float64)                       {}
-func (e *callEngine) FinalizeTurn(int, string) bool                             { return true }
+func (e *callEngine) BeginTurn(turn int, _ string, _ int, _ float64) requestclient.Turn {
+	return requestclient.NewTurn(turn)
+}
 
 func (e *callEngine) AppendText(_ context.Context, _ int, role, text string) error {
 	assert.Contains(e.t, []string{"user", "tool"}, role)
@@ -55,18 +57,14 @@ func (e *callEngine) AppendText(_ context.Context, _ int, role, text string) err
 	return nil
 }
 
-func (e *callEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
-	return e.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: maxTokens})
-}
-
-func (e *callEngine) RespondWith(_ context.Context, _ int, spec requestclient.ResponseSpec) (int, error) {
+func (e *callEngine) Respond(_ context.Context, _ requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
 	e.mu.Lock()
 	e.turn++
 	n := e.turn
 	choice := "-"
 	if spec.Tools != nil {
 		choice = spec.Tools.Choice
-		if choice == requestclient.ToolChoiceFunction {
+		if choice == duplex.ToolChoiceFunction {
 			choice += ":" + spec.Tools.Function
 		}
 	}
@@ -79,14 +77,14 @@ func (e *callEngine) RespondWith(_ context.Context, _ int, spec requestclient.Re
 	}
 	e.tools = append(e.tools, names)
 	e.mu.Unlock()
-	if spec.Tools != nil && spec.Tools.Choice == requestclient.ToolChoiceFunction {
-		e.out(requestclient.Output{Kind: requestclient.OutToolCall, Turn: n, ToolCall: &requestclient.ToolCall{
+	if spec.Tools != nil && spec.Tools.Choice == duplex.ToolChoiceFunction {
+		e.out(duplex.Output{Kind: duplex.OutToolCall, Turn: n, ToolCall: &duplex.ToolCall{
 			ID: "call_1", Name: spec.Tools.Function, Arguments: e.args}})
-		e.out(requestclient.Output{Kind: requestclient.OutFinished, Turn: n, FinishReason: requestclient.FinishToolCalls})
+		e.out(duplex.Output{Kind: duplex.OutFinished, Turn: n, FinishReason: duplex.FinishToolCalls})
 		return n, nil
 	}
-	e.out(requestclient.Output{Kind: requestclient.OutText, Turn: n, Text: "ok", Tokens: 1})
-	e.out(requestclient.Output{Kind: requestclient.OutFinished, Turn: n, FinishReason: "stop"})
+	e.out(duplex.Output{Kind: duplex.OutText, Turn: n, Text: "ok", Tokens: 1})
+	e.out(duplex.Output{Kind: duplex.OutFinished, Turn: n, FinishReason: "stop"})
 	return n, nil
 }
 
@@ -99,18 +97,17 @@ func (e *callEngine) seen() ([]string, []string) {
 type callBackend struct{ eng *callEngine }
 
 func (b *callBackend) SupportsDuplex() bool { return true }
-func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *callBackend) Open(_ context.Context, _ requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (Engine, error) {
 	b.eng.out = out
 	return b.eng, nil
 }
 
-var _ turnToolMarker = (*callEngine)(nil)
-
-// AddTurnToolCalls implements turnToolMarker: the calls timed for each turn, in order.
-func (e *callEngine) AddTurnToolCalls(_ int, calls []metrics.ToolCallStats) {
+// EndTurn records the calls timed for each turn, in order.
+func (e *callEngine) EndTurn(_ requestclient.Turn, o requestclient.TurnOutcome) (bool, func(context.Context) error) {
 	e.mu.Lock()
-	e.turnCalls = append(e.turnCalls, calls...)
+	e.turnCalls = append(e.turnCalls, o.ToolCalls...)
 	e.mu.Unlock()
+	return true, nil
 }
 
 // failures are the Error of every MCP call handed to a turn ("" = completed).
@@ -162,7 +159,7 @@ func callSession(t *testing.T, eng *callEngine, approval string) (*Session, *sin
 }
 
 // callSessionWith is callSession with the session's function tools fn and tool_choice choice.
-func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []requestclient.Tool, choice *ToolChoice) (*Session, *sink, func() string) {
+func callSessionWith(t *testing.T, eng *callEngine, approval string, fn []duplex.Tool, choice *ToolChoice) (*Session, *sink, func() string) {
 	t.Helper()
 	url := callMCPServer(t)
 	allow, err := mcpclient.ParseAllowList([]string{url})
@@ -320,8 +317,8 @@ func TestToolsForMCP(t *testing.T) {
 		"b":    {conn: conn, usable: []mcpclient.Tool{{Name: "add"}}},
 		"down": {usable: []mcpclient.Tool{{Name: "x"}}}, // not connected: its listing failed
 	}
-	fn := []requestclient.Tool{{Name: "f"}}
-	names := func(spec *requestclient.ToolSpec) []string {
+	fn := []duplex.Tool{{Name: "f"}}
+	names := func(spec *duplex.ToolSpec) []string {
 		var out []string
 		for _, t := range spec.Tools {
 			out = append(out, t.Name)
@@ -335,12 +332,12 @@ func TestToolsForMCP(t *testing.T) {
 
 	spec, _, fe = ts.specFor(servers, fn, ToolChoice{Mode: "mcp", ServerLabel: "b", Function: "add"}, true, true, "response")
 	require.Nil(t, fe)
-	require.Equal(t, requestclient.ToolChoiceFunction, spec.Choice)
+	require.Equal(t, duplex.ToolChoiceFunction, spec.Choice)
 	require.Equal(t, "b__add", spec.Function)
 
 	spec, _, fe = ts.specFor(servers, fn, ToolChoice{Mode: "mcp", ServerLabel: "a"}, true, true, "response")
 	require.Nil(t, fe)
-	require.Equal(t, requestclient.ToolChoiceRequired, spec.Choice)
+	require.Equal(t, duplex.ToolChoiceRequired, spec.Choice)
 	require.Equal(t, []string{"add", "a__f"}, names(spec), "only the server's tools")
 
 	for _, tc := range []struct {

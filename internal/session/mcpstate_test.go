@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // mcpCall.outcome: the item's status, output or error, the result the engine reads, the
@@ -121,18 +121,18 @@ func TestFollowUpOptions(t *testing.T) {
 		depth  int
 		want   string
 	}{
-		{"auto stays", ToolChoice{Mode: requestclient.ToolChoiceAuto}, 1, requestclient.ToolChoiceAuto},
-		{"required relaxes", ToolChoice{Mode: requestclient.ToolChoiceRequired}, 1, requestclient.ToolChoiceAuto},
-		{"past the rounds", ToolChoice{Mode: requestclient.ToolChoiceAuto}, maxMCPRounds, requestclient.ToolChoiceNone},
+		{"auto stays", ToolChoice{Mode: duplex.ToolChoiceAuto}, 1, duplex.ToolChoiceAuto},
+		{"required relaxes", ToolChoice{Mode: duplex.ToolChoiceRequired}, 1, duplex.ToolChoiceAuto},
+		{"past the rounds", ToolChoice{Mode: duplex.ToolChoiceAuto}, maxMCPRounds, duplex.ToolChoiceNone},
 	}
-	fn := []requestclient.Tool{{Name: "f", Parameters: []byte(`{"type":"object"}`)}}
+	fn := []duplex.Tool{{Name: "f", Parameters: []byte(`{"type":"object"}`)}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var ts toolState
 			o := ts.followUpOptions(Config{Tools: fn, ToolChoice: tc.choice, MaxOutputTokens: 7}, tc.depth)
 			require.Equal(t, 7, o.maxTokens)
 			require.Equal(t, tc.depth, o.mcpDepth)
-			if tc.want == requestclient.ToolChoiceNone {
+			if tc.want == duplex.ToolChoiceNone {
 				require.Nil(t, o.tools, "no tools are offered")
 				return
 			}

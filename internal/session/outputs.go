@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -21,17 +22,17 @@ func (s *Session) drainOutputs() {
 	}
 }
 
-func (s *Session) routeOutput(o requestclient.Output) {
-	if o.Kind == requestclient.OutError && o.Turn < 0 {
+func (s *Session) routeOutput(o duplex.Output) {
+	if o.Kind == duplex.OutError && o.Turn < 0 {
 		cause := s.engineFailed("runtime_append_failed", o.Err, true)
 		s.send(engineErrorEvent(s.epoch, "runtime_append_failed", engineErrorMessage(o.Err, cause), "", o.Err))
 		return
 	}
-	if o.Kind == requestclient.OutDecision && o.Decision == requestclient.DecisionListen && s.aheadListens > 0 {
+	if o.Kind == duplex.OutDecision && o.Decision == duplex.DecisionListen && s.aheadListens > 0 {
 		s.aheadListens-- // an append forwarded ahead of its commit: internal, as before
 		return
 	}
-	if o.Kind == requestclient.OutTranscriptDelta {
+	if o.Kind == duplex.OutTranscriptDelta {
 		if o.Text == "" {
 			s.tx.reached("", false) // a discard's mark
 			return
@@ -39,13 +40,13 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		s.tx.delta(o.Text, &s.inputAudio.speechItemID)
 		return
 	}
-	if o.Kind == requestclient.OutTranscript && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
+	if o.Kind == duplex.OutTranscript && s.tx.tracks(s.engineOpts.TranscriptDeltas) {
 		s.tx.transcriptArrived()
 	}
-	if o.Kind == requestclient.OutTranscript {
+	if o.Kind == duplex.OutTranscript {
 		if s.settings.autoResponse() && o.Text != "" {
 			it := s.commitUserAudioItem(0)
-			s.emitTranscript(it.ID, requestclient.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
+			s.emitTranscript(it.ID, duplex.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
 		}
 		return
 	}
@@ -53,8 +54,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		return // a turn that is already over: cancelled or done
 	}
 	r := s.responses.resp
-	turnOutput := o.Kind != requestclient.OutDecision || o.Decision == requestclient.DecisionSpeak
-	if r != nil && turnOutput && r.stageTurn >= 0 && o.Turn > r.stageTurn {
+	turnOutput := o.Kind != duplex.OutDecision || o.Decision == duplex.DecisionSpeak
+	if r != nil && turnOutput && r.turn.Engine() >= 0 && o.Turn > r.turn.Engine() {
 		// The engine moved to a newer turn while this response was open (auto-response handoff):
 		// the old response ends as completed with what was sent.
 		r.frames = nil
@@ -62,23 +63,21 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		s.completeResponse(r)
 		r = nil
 	}
-	if o.Kind == requestclient.OutDecision {
+	if o.Kind == duplex.OutDecision {
 		switch o.Decision {
-		case requestclient.DecisionListen:
+		case duplex.DecisionListen:
 			if r == nil {
 				s.send(Event{Epoch: s.epoch, Effect: TurnDecision{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn}})
 			}
-		case requestclient.DecisionSpeak:
+		case duplex.DecisionSpeak:
 			if o.EndOfTurn != nil {
 				s.sem.engineEnded(o.EndOfTurn, &s.inputAudio)
 			}
 			if r == nil && s.settings.autoResponse() {
 				r = s.beginResponse(o.Turn, s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 			}
-			if r != nil && r.stageTurn < 0 {
-				r.stageTurn = o.Turn
-			}
 			if r != nil {
+				r.turn.Bind(o.Turn)
 				s.send(Event{Epoch: r.epoch, Model: true, Effect: TurnDecision{Speak: true, ResponseID: r.id, ItemID: r.itemID,
 					SessionID: s.id, Epoch: r.epoch}})
 			}
@@ -86,11 +85,11 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		return
 	}
 	if r == nil {
-		if !s.settings.autoResponse() || o.Kind == requestclient.OutFinished || o.Kind == requestclient.OutError || o.Kind == requestclient.OutUsage {
+		if !s.settings.autoResponse() || o.Kind == duplex.OutFinished || o.Kind == duplex.OutError || o.Kind == duplex.OutUsage {
 			switch o.Kind {
-			case requestclient.OutFinished:
+			case duplex.OutFinished:
 				s.responses.closeTurn(o.Turn)
-			case requestclient.OutError:
+			case duplex.OutError:
 				// A turn that failed before a response was there to carry it (its prefill, or
 				// the engine's reply ahead of its speak decision): no event to fail, but the
 				// failure is logged and counted with its cause.
@@ -100,10 +99,8 @@ func (s *Session) routeOutput(o requestclient.Output) {
 		}
 		r = s.beginResponse(o.Turn, s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 	}
-	if r.stageTurn < 0 {
-		r.stageTurn = o.Turn
-	}
-	if o.Turn != r.stageTurn {
+	r.turn.Bind(o.Turn)
+	if o.Turn != r.turn.Engine() {
 		return
 	}
 	s.onResponseOutput(r, o)
@@ -113,7 +110,7 @@ func (s *Session) routeOutput(o requestclient.Output) {
 // sends conversation.item.input_audio_transcription.completed, with its words' logprobs while
 // include asks for them and the engine gave them. The item itself was added and done at its
 // commit (its transcript was null then, as OpenAI sends it).
-func (s *Session) emitTranscript(itemID string, tr requestclient.Transcription) {
+func (s *Session) emitTranscript(itemID string, tr duplex.Transcription) {
 	text := tr.Text
 	it := s.conv.find(itemID)
 	if it != nil {
@@ -175,8 +172,8 @@ func (s *Session) handleResult(res jobResult) {
 		}
 		return
 	}
-	if active && res.haveTurn && r.stageTurn < 0 {
-		r.stageTurn = res.turn
+	if active && res.haveTurn {
+		r.turn.Bind(res.turn)
 	}
 }
 

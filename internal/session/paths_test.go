@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -223,15 +224,15 @@ type lateEngine struct {
 	responds int
 }
 
-func (l *lateEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
+func (l *lateEngine) Respond(ctx context.Context, t requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
 	l.mu.Lock()
 	l.responds++
 	n := l.responds
 	l.mu.Unlock()
 	if n > 1 {
-		l.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n - 1, Audio: make([]float32, 2400), Text: "late "})
+		l.out(duplex.Output{Kind: duplex.OutAudio, Turn: n - 1, Audio: make([]float32, 2400), Text: "late "})
 	}
-	return l.fakeEngine.Respond(ctx, turn, maxTokens)
+	return l.fakeEngine.Respond(ctx, t, spec)
 }
 
 // The epoch fence: output the engine delivers for a turn after its response was cancelled never
@@ -257,9 +258,9 @@ func TestEpochFenceDropsLateOutput(t *testing.T) {
 	sk.mu.Unlock()
 
 	// Turn 1's late output, then a barrier: nothing of it may be sent.
-	fake.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: 1, Audio: make([]float32, 2400), Text: "late "})
-	fake.out(requestclient.Output{Kind: requestclient.OutText, Turn: 1, Text: "late "})
-	fake.out(requestclient.Output{Kind: requestclient.OutFinished, Turn: 1})
+	fake.out(duplex.Output{Kind: duplex.OutAudio, Turn: 1, Audio: make([]float32, 2400), Text: "late "})
+	fake.out(duplex.Output{Kind: duplex.OutText, Turn: 1, Text: "late "})
+	fake.out(duplex.Output{Kind: duplex.OutFinished, Turn: 1})
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch
@@ -348,7 +349,7 @@ type cancellingEngine struct {
 	release    chan struct{}
 }
 
-func (c *cancellingEngine) Respond(ctx context.Context, turn, maxTokens int) (int, error) {
+func (c *cancellingEngine) Respond(context.Context, requestclient.Turn, duplex.ResponseSpec) (int, error) {
 	close(c.responding)
 	<-c.release
 	c.rec("respond")
@@ -363,7 +364,7 @@ type engineBackend struct {
 }
 
 func (b *engineBackend) SupportsDuplex() bool { return true }
-func (b *engineBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *engineBackend) Open(_ context.Context, _ requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (Engine, error) {
 	b.fake.out = out
 	return b.eng, nil
 }
@@ -387,7 +388,7 @@ func TestCancelTurnAfterLateRespond(t *testing.T) {
 	close(eng.release)
 	// The job's result comes back on its own: wait for the engine call it causes.
 	require.Eventually(t, func() bool { return indexOf(eng.list(), "cancel_turn:7") >= 0 }, 5*time.Second, time.Millisecond)
-	fake.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: 7, Audio: make([]float32, 2400), Text: "late "})
+	fake.out(duplex.Output{Kind: duplex.OutAudio, Turn: 7, Audio: make([]float32, 2400), Text: "late "})
 	require.NoError(t, s.Submit(ctx, &Heartbeat{}))
 	for {
 		ev := <-sk.ch

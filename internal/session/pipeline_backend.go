@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -28,25 +29,7 @@ func (b *PipelineBackend) SupportsTranscriptLogprobs() bool {
 func (b *PipelineBackend) SupportsDuplex() bool { return b.client.SupportsDuplex() }
 
 // Open implements Backend.
-func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
-	opts := requestclient.DuplexOptions{
-		Instructions:      o.Instructions,
-		AutoResponse:      o.AutoResponse,
-		WantAudio:         o.WantAudio,
-		MaxTokens:         o.MaxTokens,
-		MaxHistoryBytes:   o.MaxHistoryBytes,
-		VADThreshold:      o.VADThreshold,
-		PrefixPaddingMs:   o.PrefixPaddingMs,
-		SilenceDurationMs: o.SilenceDurationMs,
-		Temperature:       o.Temperature, // nil: pipeline.thinker.sampling's
-		Seed:              o.Seed,        // nil: a fresh random seed per response unless configured
-		TranscriptDeltas:  o.TranscriptDeltas,
-		TurnType:          o.TurnType,
-		Eagerness:         o.Eagerness,
-
-		TranscriptLogprobs: o.TranscriptLogprobs,
-		TranscribeOnly:     o.TranscribeOnly,
-	}
+func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, opts duplex.Options, out func(duplex.Output)) (Engine, error) {
 	d, err := b.client.OpenDuplex(ctx, f, opts, out)
 	if err != nil {
 		if errors.Is(err, requestclient.ErrQueueFull) {
@@ -62,11 +45,7 @@ func (b *PipelineBackend) Open(ctx context.Context, f requestclient.Fence, o Ope
 var (
 	_ AudioDiscarder          = pipelineEngine{}
 	_ TurnCanceller           = pipelineEngine{}
-	_ unstartedTurnFinalizer  = pipelineEngine{}
 	_ turnStatsMarker         = pipelineEngine{}
-	_ turnDetachMarker        = pipelineEngine{}
-	_ turnPlaybackMarker      = pipelineEngine{}
-	_ turnToolMarker          = pipelineEngine{}
 	_ toolEngine              = pipelineEngine{}
 	_ transcriptLogprobSetter = pipelineEngine{}
 

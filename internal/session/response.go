@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
@@ -35,14 +36,16 @@ type response struct {
 	mcp   mcpResp // its MCP calls (mcp_call.go)
 	// toolCalls are the calls timed for its turn's statistics: its MCP calls, and the function
 	// calls whose outputs arrived before it started (metrics.ToolCallStats).
-	toolCalls  []metrics.ToolCallStats
+	toolCalls []metrics.ToolCallStats
+	// id, itemID, epoch and turnID are the response's wire ids (response_id, item_id, and the
+	// omniserve extension's epoch and turn_id).
 	id, itemID string
 	epoch      int
 	turnID     int
-	// turn is the id the engine knows the response's turn by (Session.input when it began): its
-	// input, rows and record carry it, and the session closes it once at endResponse.
-	turn      int
-	stageTurn int // engine turn, -1 until bound
+	// turn is the response's turn as the engine knows it (requestclient.Turn): the id of the input
+	// it answers (Session.input when it began), and the engine turn its outputs carry once bound.
+	// Respond takes it, and the session ends it once at endResponse.
+	turn      requestclient.Turn
 	audio     bool
 	maxTokens int
 	cancelled atomic.Bool // read by the job goroutine before it starts generation
@@ -66,16 +69,16 @@ type response struct {
 	ackedMs    float64 // the last playback.ack's played_ms (only acks, not the pacing estimate); -1 = none
 	textPart   bool
 
-	format       AudioFormat          // output audio format of this response
-	metadata     map[string]string    // response.create metadata, echoed
-	transcript   strings.Builder      // the transcript as sent in deltas
-	outTokens    int                  // model tokens behind the text deltas received
-	engineUsage  *requestclient.Usage // the engine's count of the response, when it reported one
-	inputUsage   usage                // the audio of the context the response read (usage.go)
-	ownInput     bool                 // the response read its own input[], not the conversation
-	prevItemID   *string              // the item before the response's item
-	truncated    bool                 // the client truncated the item while it played
-	clearedAudio bool                 // output_audio_buffer.cleared went out
+	format       AudioFormat       // output audio format of this response
+	metadata     map[string]string // response.create metadata, echoed
+	transcript   strings.Builder   // the transcript as sent in deltas
+	outTokens    int               // model tokens behind the text deltas received
+	engineUsage  *duplex.Usage     // the engine's count of the response, when it reported one
+	inputUsage   usage             // the audio of the context the response read (usage.go)
+	ownInput     bool              // the response read its own input[], not the conversation
+	prevItemID   *string           // the item before the response's item
+	truncated    bool              // the client truncated the item while it played
+	clearedAudio bool              // output_audio_buffer.cleared went out
 	// outOfBand: conversation "none"; the item lives here only, never in the conversation.
 	outOfBand bool
 	item      *item // the response's output item
@@ -89,12 +92,12 @@ type respOptions struct {
 	metadata  map[string]string
 	// Per-response context (response_spec.go): nil / false = the session's and the conversation.
 	instructions *string
-	input        []requestclient.Message
+	input        []duplex.Message
 	inputAudio   int // audio tokens of the conversation items input references (usage.go)
 	outOfBand    bool
 	// tools are the functions the reply may call (nil: none); set on the actor. mcpRefs are
 	// the MCP tools among them by name (nil: the session's), mcpDepth counts follow-ups.
-	tools    *requestclient.ToolSpec
+	tools    *duplex.ToolSpec
 	mcpRefs  map[string]mcpRef
 	mcpDepth int
 }
@@ -126,7 +129,7 @@ func (r *response) claimEngine() bool {
 // the job will see the cancel, so no engine response will ever start for it. (Both sides store
 // their flag before reading the other's, so one of them sees the other.)
 func (r *response) neverStarts() bool {
-	return r.jobbed && r.stageTurn < 0 && r.cancelled.Load() && !r.claimed.Load()
+	return r.jobbed && r.turn.Engine() < 0 && r.cancelled.Load() && !r.claimed.Load()
 }
 
 // responseObject is the realtime.response of response.created / response.done.
@@ -186,25 +189,10 @@ func (s *Session) endResponse(reason string) *response {
 		r.settleItem(it)
 	}
 	if s.engine != nil {
-		if m := turnStats(s.engine); m != nil {
-			m.SetTurnDelivered(r.turn, r.sentMs, r.underrunMs)
-		}
-		if m, ok := s.engine.(turnPlaybackMarker); ok && r.ackedMs >= 0 {
-			m.SetTurnPlayed(r.turn, r.ackedMs)
-		}
-		if m, ok := s.engine.(turnDetachMarker); ok && r.detachedMs > 0 {
-			m.SetTurnDetached(r.turn, r.detachedMs)
-		}
-		if m, ok := s.engine.(turnToolMarker); ok && len(r.toolCalls) > 0 {
-			m.AddTurnToolCalls(r.turn, r.toolCalls)
-		}
-		if u, ok := s.engine.(unstartedTurnFinalizer); ok && r.neverStarts() {
-			u.FinalizeUnstartedTurn(r.turn, reason)
-			if !s.submitJob(settleJob(u, r.turn, s.log)) {
-				s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
-			}
-		} else {
-			s.engine.FinalizeTurn(r.turn, reason)
+		_, settle := s.engine.EndTurn(r.turn, requestclient.TurnOutcome{Reason: reason, DeliveredMs: r.sentMs, UnderrunMs: r.underrunMs,
+			PlayedMs: r.ackedMs, DetachedMs: r.detachedMs, ToolCalls: r.toolCalls, Unstarted: r.neverStarts()})
+		if settle != nil && !s.submitJob(settleJob(settle, s.log)) {
+			s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
 		}
 	}
 	return r
@@ -215,9 +203,9 @@ func (s *Session) endResponse(reason string) *response {
 // turn waits for that input's work (its transcription and prefill), which this job, queued
 // behind the input's own jobs, reports settled. Without room for it the turn is recorded when
 // the stream closes.
-func settleJob(u unstartedTurnFinalizer, turn int, log *zap.Logger) job {
+func settleJob(settle func(context.Context) error, log *zap.Logger) job {
 	return job{run: func(ctx context.Context) jobResult {
-		if err := u.SettleInput(ctx, turn); err != nil {
+		if err := settle(ctx); err != nil {
 			log.Debug("settling the input of a cancelled response", zap.Error(err))
 		}
 		return jobResult{} // statistics only: nothing for the client
@@ -225,9 +213,9 @@ func settleJob(u unstartedTurnFinalizer, turn int, log *zap.Logger) job {
 }
 
 // onOutput routes one engine output of the response's turn.
-func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
+func (s *Session) onResponseOutput(r *response, o duplex.Output) {
 	switch o.Kind {
-	case requestclient.OutText:
+	case duplex.OutText:
 		r.outTokens += o.Tokens
 		if r.audio || o.Text == "" {
 			return // with audio the transcript rides on the audio chunks
@@ -240,27 +228,27 @@ func (s *Session) onResponseOutput(r *response, o requestclient.Output) {
 		r.text.WriteString(o.Text)
 		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartText,
 			ResponseID: r.id, ItemID: r.itemID, Text: o.Text}})
-	case requestclient.OutAudio:
+	case duplex.OutAudio:
 		if !r.audio {
 			return
 		}
 		s.turnState = turnAssistantPlaying
 		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.settings.listening())
 		s.pace()
-	case requestclient.OutUsage:
+	case duplex.OutUsage:
 		if o.Usage != nil {
 			u := *o.Usage
 			r.engineUsage = &u
 		}
-	case requestclient.OutToolCall:
+	case duplex.OutToolCall:
 		if o.ToolCall != nil && !s.tools.emitMCPCall(r, o.ToolCall, s.settings.cfg) {
 			s.tools.emitFunctionCall(r, o.ToolCall)
 		}
-	case requestclient.OutFinished:
+	case duplex.OutFinished:
 		r.finished = true
 		r.finish = o.FinishReason
 		s.pace()
-	case requestclient.OutError:
+	case duplex.OutError:
 		code := outputErrorCode(o.Err)
 		cause := s.engineFailed(code, o.Err, true)
 		s.failResponse(r, code, engineErrorMessage(o.Err, cause), o.Err)
@@ -340,8 +328,8 @@ func doneStatus(finish string) (status, reason string, details *StatusDetails) {
 		return "failed", "error", &StatusDetails{Type: "failed", Reason: "engine_error"}
 	case "abort":
 		return "cancelled", "abort", &StatusDetails{Type: "cancelled", Reason: "abort"}
-	case requestclient.FinishToolCalls:
-		return "completed", requestclient.FinishToolCalls, nil // completed, logged as a turn that ended in calls
+	case duplex.FinishToolCalls:
+		return "completed", duplex.FinishToolCalls, nil // completed, logged as a turn that ended in calls
 	}
 	return "completed", "stop", nil
 }

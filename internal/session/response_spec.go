@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -15,34 +16,9 @@ type InputItem struct {
 	Ref        string
 }
 
-// specResponder is implemented by engines that run responses with per-response options.
-type specResponder interface {
-	RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error)
-}
-
-// errSpecUnsupported reports per-response options on an engine without specResponder.
-var errSpecUnsupported = errors.New("per-response instructions, input and conversation \"none\" are not supported by this engine")
-
-// RespondWith implements specResponder.
-func (e pipelineEngine) RespondWith(ctx context.Context, turn int, spec requestclient.ResponseSpec) (int, error) {
-	return e.DuplexRequest.RespondWith(ctx, turn, spec)
-}
-
-// special reports whether the response needs more of the engine than Respond.
-func (o respOptions) special() bool {
-	return o.instructions != nil || o.outOfBand || o.input != nil || o.tools != nil
-}
-
-// respond starts the engine response of o for turn on eng (run from a job, off the actor).
-func (o respOptions) respond(ctx context.Context, eng Engine, turn int) (int, error) {
-	if !o.special() {
-		return eng.Respond(ctx, turn, o.maxTokens)
-	}
-	sr, ok := eng.(specResponder)
-	if !ok {
-		return 0, errSpecUnsupported
-	}
-	return sr.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
+// respond starts the engine response of o for t on eng (run from a job, off the actor).
+func (o respOptions) respond(ctx context.Context, eng Engine, t requestclient.Turn) (int, error) {
+	return eng.Respond(ctx, t, duplex.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 
 // resolveSpec fills o's instructions, conversation and input from response.create, each
@@ -58,13 +34,13 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 	if c.Input == nil {
 		return nil
 	}
-	o.input = []requestclient.Message{} // present: replaces the conversation, even when empty
+	o.input = []duplex.Message{} // present: replaces the conversation, even when empty
 	for i, in := range c.Input {
 		if in.Ref == "" {
 			if in.Role != "user" && in.Role != "system" && in.Role != "assistant" {
 				return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
 			}
-			o.input = append(o.input, requestclient.Message{Role: in.Role, Text: in.Text})
+			o.input = append(o.input, duplex.Message{Role: in.Role, Text: in.Text})
 			continue
 		}
 		it := s.conv.find(in.Ref)
@@ -81,7 +57,7 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 			continue
 		}
 		o.inputAudio += it.audioTokens()
-		o.input = append(o.input, requestclient.Message{Role: it.Role, Text: text})
+		o.input = append(o.input, duplex.Message{Role: it.Role, Text: text})
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (rs *responses) end() *response {
 		return nil
 	}
 	rs.resp = nil
-	rs.closeTurn(r.stageTurn)
+	rs.closeTurn(r.turn.Engine())
 	if rs.pendingIn > 0 && !r.outOfBand {
 		rs.pendingIn--
 	}

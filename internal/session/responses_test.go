@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -21,10 +22,10 @@ func TestResponsesEnd(t *testing.T) {
 		wantClosed  int
 	}{
 		{"none active", nil, 1, 3, 1, 3},
-		{"answers an input", &response{stageTurn: 5}, 2, 3, 1, 5},
-		{"out of band answers none", &response{stageTurn: 5, outOfBand: true}, 2, 3, 2, 5},
-		{"never bound to a turn", &response{stageTurn: -1}, 1, 3, 0, 3},
-		{"no input pending", &response{stageTurn: 2}, 0, 3, 0, 3},
+		{"answers an input", &response{turn: bound(5)}, 2, 3, 1, 5},
+		{"out of band answers none", &response{turn: bound(5), outOfBand: true}, 2, 3, 2, 5},
+		{"never bound to a turn", &response{turn: requestclient.NewTurn(1)}, 1, 3, 0, 3},
+		{"no input pending", &response{turn: bound(2)}, 0, 3, 0, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,9 +50,9 @@ func TestResponsesKeepUsage(t *testing.T) {
 		r    *response
 		keep bool
 	}{
-		{"counted, over the conversation", &response{engineUsage: &requestclient.Usage{}}, true},
+		{"counted, over the conversation", &response{engineUsage: &duplex.Usage{}}, true},
 		{"not counted by the engine", &response{}, false},
-		{"its own input[]", &response{engineUsage: &requestclient.Usage{}, ownInput: true}, false},
+		{"its own input[]", &response{engineUsage: &duplex.Usage{}, ownInput: true}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,7 +162,7 @@ func TestDoneStatus(t *testing.T) {
 		{"length", "incomplete", "stop", "max_output_tokens"},
 		{"error", "failed", "error", "engine_error"},
 		{"abort", "cancelled", "abort", "abort"},
-		{requestclient.FinishToolCalls, "completed", requestclient.FinishToolCalls, ""},
+		{duplex.FinishToolCalls, "completed", duplex.FinishToolCalls, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.finish, func(t *testing.T) {
@@ -176,4 +177,11 @@ func TestDoneStatus(t *testing.T) {
 			require.Equal(t, tc.detail, details.Reason)
 		})
 	}
+}
+
+// bound is a turn handle bound to engine turn n.
+func bound(n int) requestclient.Turn {
+	t := requestclient.NewTurn(n)
+	t.Bind(n)
+	return t
 }

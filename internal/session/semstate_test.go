@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"testing"
 	"time"
 
@@ -142,10 +143,9 @@ type eotEngine struct {
 func (e *eotEngine) EndOfTurnProb(context.Context) (requestclient.EndOfTurn, error) {
 	return requestclient.EndOfTurn{Prob: e.prob, Text: "is that all"}, e.err
 }
-func (e *eotEngine) MarkInputEnd(turn int, _ float64)       { e.inputEnds = append(e.inputEnds, turn) }
-func (e *eotEngine) ClearTurnInput(int)                     {}
-func (e *eotEngine) SetTurnDelivered(int, float64, float64) {}
-func (e *eotEngine) ObserveBargeIn(float64)                 {}
+func (e *eotEngine) MarkInputEnd(turn int, _ float64) { e.inputEnds = append(e.inputEnds, turn) }
+func (e *eotEngine) ClearTurnInput(int)               {}
+func (e *eotEngine) ObserveBargeIn(float64)           {}
 
 // eotCounts keeps the end-of-turn decisions observed, as "reason/scored".
 type eotCounts struct{ decisions []string }
@@ -172,7 +172,7 @@ func nextAnswer(t *testing.T, m *semState) eotAnswer {
 // ended; a pause the client's own commit or clear ends closes the segment without a decision;
 // nothing happens while semantic_vad's pauses are not in force.
 func TestSemStateActions(t *testing.T) {
-	td := &TurnDetection{Type: "semantic_vad", Eagerness: "medium"} // threshold 0.2, max wait 4000 ms
+	td := &TurnDetection{TurnDetection: duplex.TurnDetection{Type: "semantic_vad", Eagerness: "medium"}} // threshold 0.2, max wait 4000 ms
 	silence := float64(SemanticSilenceMs("medium"))
 	cases := []struct {
 		name      string
@@ -288,7 +288,7 @@ func TestSemStateEngineEnded(t *testing.T) {
 			m := &semState{log: zap.NewNop(), observer: counts,
 				send: func(e Effect) { sent = append(sent, e.(InputSpeech)) }}
 			in := &inputAudio{inputMs: 2500, inSpeech: tc.inSpeech, speechItemID: "item_1"}
-			m.engineEnded(&requestclient.EndOfTurnDecision{Reason: endOfTurnSemantic, Prob: 0.8, Scored: true, SilenceMs: 600}, in)
+			m.engineEnded(&duplex.EndOfTurnDecision{Reason: endOfTurnSemantic, Prob: 0.8, Scored: true, SilenceMs: 600}, in)
 			require.Len(t, sent, tc.stops)
 			if tc.stops > 0 {
 				require.Equal(t, 2500, sent[0].AudioMs)

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -22,18 +23,18 @@ import (
 
 // SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness: the stage's table,
 // which the auto-response stream endpoints on too (stage/duplex_semvad.go).
-type SemanticEndpointing = requestclient.SemanticEndpointing
+type SemanticEndpointing = duplex.SemanticEndpointing
 
 // SemanticParams returns the rule of an eagerness (auto is medium, as OpenAI defines it).
 func SemanticParams(eagerness string) SemanticEndpointing {
-	return requestclient.SemanticParams(eagerness)
+	return duplex.SemanticParams(eagerness)
 }
 
 // End-of-turn reasons (EndOfTurn.Reason).
 const (
-	endOfTurnSemantic = requestclient.EndOfTurnSemantic
-	endOfTurnMaxWait  = requestclient.EndOfTurnMaxWait
-	endOfTurnSilence  = requestclient.EndOfTurnSilence
+	endOfTurnSemantic = duplex.EndOfTurnSemantic
+	endOfTurnMaxWait  = duplex.EndOfTurnMaxWait
+	endOfTurnSilence  = duplex.EndOfTurnSilence
 )
 
 // endOfTurnEstimator is implemented by engines whose thinker can estimate whether the user's

@@ -1,9 +1,8 @@
 package session
 
 import (
+	"github.com/omniserve/omniserve/internal/duplex"
 	"go.uber.org/zap"
-
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // semantic_vad on a ?duplex=1 auto-response session: the engine stream endpoints the turn on
@@ -14,12 +13,12 @@ import (
 
 // engineEndsTurns reports whether the engine stream decides semantic_vad's end of turn.
 func engineEndsTurns(td *TurnDetection, autoResponse bool) bool {
-	return td != nil && td.Type == requestclient.TurnSemanticVAD && autoResponse
+	return td != nil && td.Type == duplex.TurnSemanticVAD && autoResponse
 }
 
 // engineEnded applies the engine's end-of-turn decision to the input: speech_stopped with
 // end_of_turn (audio_end_ms is the input position when the decision arrived).
-func (m *semState) engineEnded(d *requestclient.EndOfTurnDecision, in *inputAudio) {
+func (m *semState) engineEnded(d *duplex.EndOfTurnDecision, in *inputAudio) {
 	info := &EndOfTurn{Reason: d.Reason, SilenceMs: d.SilenceMs}
 	if d.Scored {
 		prob := d.Prob

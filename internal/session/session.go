@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -99,7 +100,7 @@ type Session struct {
 	// State below is owned by the Run goroutine.
 	engine     Engine
 	engineCtx  context.Context
-	engineOpts OpenOptions // the settings the engine stream was opened with
+	engineOpts duplex.Options // the settings the engine stream was opened with
 	// engineFresh: the engine was opened ahead of the first commit (decode-ahead) and holds
 	// nothing but uncommitted audio, so a session.update may still reopen it (ahead.go).
 	engineFresh bool

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ type fakeEngine struct {
 	calls  []string
 	fences []requestclient.Fence
 	panics bool
-	out    func(requestclient.Output)
+	out    func(duplex.Output)
 	turn   int
 	speak  []float32     // 24 kHz audio Respond sends; nil: two 100 ms chunks of silence
 	gate   chan struct{} // when set, AppendText waits for it to close (or for its context)
@@ -47,16 +48,12 @@ func (f *fakeEngine) idList() []string {
 	return append([]string(nil), f.ids...)
 }
 
-// MarkInputEnd, ClearTurnInput, SetTurnDelivered and ObserveBargeIn implement turnStatsMarker.
+// MarkInputEnd, ClearTurnInput and ObserveBargeIn implement turnStatsMarker.
 func (f *fakeEngine) MarkInputEnd(turn int, ts float64) {
 	assert.Positive(f.t, turn)
 	assert.Positive(f.t, ts)
 }
-func (f *fakeEngine) ClearTurnInput(turn int) { f.recID("clear", turn) }
-func (f *fakeEngine) SetTurnDelivered(turn int, audioMs, _ float64) {
-	assert.Positive(f.t, turn)
-	assert.GreaterOrEqual(f.t, audioMs, 0.0)
-}
+func (f *fakeEngine) ClearTurnInput(turn int)         { f.recID("clear", turn) }
 func (f *fakeEngine) ObserveBargeIn(latencyS float64) { assert.GreaterOrEqual(f.t, latencyS, 0.0) }
 
 func (f *fakeEngine) rec(c string) {
@@ -78,11 +75,11 @@ func (f *fakeEngine) AppendAudio(_ context.Context, turn int, pcm []float32) err
 	f.rec("append")
 	return nil
 }
-func (f *fakeEngine) Commit(_ context.Context, turn int, _ bool) (requestclient.Transcription, error) {
+func (f *fakeEngine) Commit(_ context.Context, turn int, _ bool) (duplex.Transcription, error) {
 	assert.Positive(f.t, turn)
 	f.recID("commit", turn)
 	f.rec("commit")
-	return requestclient.Transcription{Text: "hello"}, nil
+	return duplex.Transcription{Text: "hello"}, nil
 }
 func (f *fakeEngine) AppendText(ctx context.Context, turn int, role, text string) error {
 	assert.Positive(f.t, turn)
@@ -98,8 +95,21 @@ func (f *fakeEngine) AppendText(ctx context.Context, turn int, role, text string
 	return nil
 }
 
+// errNoSpec is a test engine's refusal of per-response options (instructions, input, out of
+// band, tools): only callEngine runs them.
+var errNoSpec = errors.New("per-response options are not supported by this test engine")
+
+// plainSpec reports a response with nothing but its length.
+func plainSpec(spec duplex.ResponseSpec) bool {
+	return spec.Instructions == nil && !spec.OutOfBand && spec.Input == nil && spec.Tools == nil
+}
+
 // Respond numbers responses itself, as an engine that answered input by itself would.
-func (f *fakeEngine) Respond(_ context.Context, turn, _ int) (int, error) {
+func (f *fakeEngine) Respond(_ context.Context, t requestclient.Turn, spec duplex.ResponseSpec) (int, error) {
+	if !plainSpec(spec) {
+		return 0, errNoSpec
+	}
+	turn := t.ID()
 	assert.Positive(f.t, turn)
 	f.recID("respond", turn)
 	f.rec("respond")
@@ -108,12 +118,12 @@ func (f *fakeEngine) Respond(_ context.Context, turn, _ int) (int, error) {
 	n := f.turn
 	f.mu.Unlock()
 	if f.speak != nil {
-		f.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: f.speak, Text: "speech "})
+		f.out(duplex.Output{Kind: duplex.OutAudio, Turn: n, Audio: f.speak, Text: "speech "})
 		return n, nil
 	}
 	// The engine speaks: two 100 ms chunks of audio, then (not yet) finished.
-	f.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
-	f.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
+	f.out(duplex.Output{Kind: duplex.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "one "})
+	f.out(duplex.Output{Kind: duplex.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "two "})
 	return n, nil
 }
 func (f *fakeEngine) Signal(_ context.Context, ev string, next requestclient.Fence) error {
@@ -134,7 +144,7 @@ func (f *fakeEngine) MarkTurnArrival(turn int, ts float64) float64 {
 	f.rec("mark")
 	return ts
 }
-func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64) {
+func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64) requestclient.Turn {
 	assert.Positive(f.t, turn)
 	assert.Positive(f.t, turnID)
 	assert.Contains(f.t, id, "resp-duplex-")
@@ -143,22 +153,26 @@ func (f *fakeEngine) BeginTurn(turn int, id string, turnID int, arrival float64)
 	if f.panics {
 		panic("hook failure")
 	}
+	return requestclient.NewTurn(turn)
 }
 
-// SetTurnPlayed implements turnPlaybackMarker.
-func (f *fakeEngine) SetTurnPlayed(_ int, ms float64) { f.rec(fmt.Sprintf("played:%.0f", ms)) }
-
-func (f *fakeEngine) FinalizeTurn(turn int, reason string) bool {
+// EndTurn records the audio the client acknowledged as played, then the close.
+func (f *fakeEngine) EndTurn(t requestclient.Turn, o requestclient.TurnOutcome) (bool, func(context.Context) error) {
+	turn := t.ID()
 	assert.Positive(f.t, turn)
+	assert.GreaterOrEqual(f.t, o.DeliveredMs, 0.0)
+	if o.PlayedMs >= 0 {
+		f.rec(fmt.Sprintf("played:%.0f", o.PlayedMs))
+	}
 	f.recID("close", turn)
-	f.rec("finalize:" + reason)
-	return true
+	f.rec("finalize:" + o.Reason)
+	return true, nil
 }
 
 type fakeBackend struct{ eng *fakeEngine }
 
 func (b *fakeBackend) SupportsDuplex() bool { return true }
-func (b *fakeBackend) Open(_ context.Context, f requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *fakeBackend) Open(_ context.Context, f requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (Engine, error) {
 	assert.Contains(b.eng.t, f.SessionID, "duplex-")
 	b.eng.out = out
 	return b.eng, nil
@@ -428,7 +442,7 @@ func indexOf(xs []string, x string) int {
 func TestTurnDetectionDefaults(t *testing.T) {
 	cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad")}}.Apply(Config{})
 	require.NoError(t, err)
-	require.Equal(t, TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500,
+	require.Equal(t, TurnDetection{TurnDetection: duplex.TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500},
 		CreateResponse: true, InterruptResponse: true}, *cfg.TurnDetection)
 	for eager, ms := range map[string]int{"low": 1000, "medium": 500, "auto": 500, "high": 250} {
 		cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr(eager)}}.Apply(Config{})

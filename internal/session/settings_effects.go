@@ -2,9 +2,8 @@ package session
 
 import (
 	"encoding/json"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"time"
-
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // The effects of the session's configuration: the session was created, a session.update was
@@ -101,7 +100,7 @@ type OutputView struct {
 
 // ToolsView is the tools the model may call and how.
 type ToolsView struct {
-	Functions []requestclient.Tool
+	Functions []duplex.Tool
 	MCP       []MCPServerView
 	Choice    ToolChoice
 }

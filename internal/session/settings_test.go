@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // servedNames is a modelNames that serves the listed names and records what it was asked.
@@ -148,7 +150,7 @@ func (b logprobsBackend) SupportsTranscriptLogprobs() bool { return b.logprobs }
 
 // The transcript predicates follow the session kind (opts) and the configuration in force.
 func TestSettingsTranscriptPredicates(t *testing.T) {
-	vad := &TurnDetection{Type: "server_vad", CreateResponse: true}
+	vad := &TurnDetection{TurnDetection: duplex.TurnDetection{Type: "server_vad"}, CreateResponse: true}
 	tests := []struct {
 		name                          string
 		opts                          Options

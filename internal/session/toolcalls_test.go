@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // textEngine records the tool results the session's jobs append; the rest of Engine is unused.
@@ -100,7 +100,7 @@ func TestToolStateEmitsCalls(t *testing.T) {
 				g.t.mcp.servers["srv"] = &mcpServer{tool: MCPTool{ServerLabel: "srv"}, cancel: func() {}}
 			}
 			r := &response{id: "resp_1", mcp: mcpResp{refs: refs}}
-			c := &requestclient.ToolCall{ID: "call_1", Name: tc.call, Arguments: `{"q":"x"}`}
+			c := &duplex.ToolCall{ID: "call_1", Name: tc.call, Arguments: `{"q":"x"}`}
 			mcp := g.t.emitMCPCall(r, c, Config{})
 			require.Equal(t, tc.wantMCP, mcp)
 			if !mcp {

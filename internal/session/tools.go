@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -26,7 +27,7 @@ type ToolChoice struct {
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // checkTools validates a tool set and a choice over it; param is "session" or "response".
-func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, param string) *FieldError {
+func checkTools(tools []duplex.Tool, choice ToolChoice, maxTokens int, param string) *FieldError {
 	seen := map[string]bool{}
 	for i, t := range tools {
 		p := fmt.Sprintf("%s.tools[%d].name", param, i)
@@ -37,17 +38,17 @@ func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, pa
 			return &FieldError{"invalid_value", p, fmt.Sprintf("duplicate function name %q", t.Name)}
 		}
 		seen[t.Name] = true
-		if err := requestclient.CheckTools(requestclient.ToolSpec{Tools: []requestclient.Tool{t}}, maxOutputTokensLimit); err != nil {
+		if err := requestclient.CheckTools(duplex.ToolSpec{Tools: []duplex.Tool{t}}, maxOutputTokensLimit); err != nil {
 			return &FieldError{"invalid_value", fmt.Sprintf("%s.tools[%d].parameters", param, i), fmt.Sprintf("invalid schema for function %q: %v", t.Name, err)}
 		}
 	}
 	if choice.Mode == "mcp" {
 		return nil // the MCP tools are checked when a response forces one (toolstate.go specFor)
 	}
-	if choice.Mode == requestclient.ToolChoiceFunction && !seen[choice.Function] {
+	if choice.Mode == duplex.ToolChoiceFunction && !seen[choice.Function] {
 		return &FieldError{"invalid_value", param + ".tool_choice", fmt.Sprintf("tool_choice names function %q, which is not among the tools", choice.Function)}
 	}
-	if (choice.Mode == requestclient.ToolChoiceRequired || choice.Mode == requestclient.ToolChoiceFunction) && len(tools) == 0 {
+	if (choice.Mode == duplex.ToolChoiceRequired || choice.Mode == duplex.ToolChoiceFunction) && len(tools) == 0 {
 		return &FieldError{"invalid_value", param + ".tool_choice", "tool_choice " + choice.Mode + " needs tools"}
 	}
 	spec := toolSpec(tools, choice, true)
@@ -60,30 +61,30 @@ func checkTools(tools []requestclient.Tool, choice ToolChoice, maxTokens int, pa
 }
 
 // toolSpec is what the engine gets for a reply: nil when no call may be made.
-func toolSpec(tools []requestclient.Tool, choice ToolChoice, parallel bool) *requestclient.ToolSpec {
-	if len(tools) == 0 || choice.Mode == requestclient.ToolChoiceNone {
+func toolSpec(tools []duplex.Tool, choice ToolChoice, parallel bool) *duplex.ToolSpec {
+	if len(tools) == 0 || choice.Mode == duplex.ToolChoiceNone {
 		return nil
 	}
 	mode := choice.Mode
 	if mode == "" {
-		mode = requestclient.ToolChoiceAuto
+		mode = duplex.ToolChoiceAuto
 	}
-	return &requestclient.ToolSpec{Tools: tools, Choice: mode, Function: choice.Function, Parallel: parallel}
+	return &duplex.ToolSpec{Tools: tools, Choice: mode, Function: choice.Function, Parallel: parallel}
 }
 
 // sessionTools is the session's tools (cfg) for a response that declares none of its own.
-func (t *toolState) sessionTools(cfg Config) *requestclient.ToolSpec {
+func (t *toolState) sessionTools(cfg Config) *duplex.ToolSpec {
 	spec, _, fe := t.specFor(cfg.MCP, cfg.Tools, cfg.ToolChoice, true, true, "session")
 	if fe != nil {
 		// tool_choice forces an MCP tool not listed (yet): the engine's own turns choose.
-		spec, _, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: requestclient.ToolChoiceAuto}, true, true, "session")
+		spec, _, _ = t.specFor(cfg.MCP, cfg.Tools, ToolChoice{Mode: duplex.ToolChoiceAuto}, true, true, "session")
 	}
 	return spec
 }
 
 // emitFunctionCall turns one complete call of the model into a function_call item: added,
 // its arguments (one delta: the call arrives whole), done.
-func (t *toolState) emitFunctionCall(r *response, c *requestclient.ToolCall) {
+func (t *toolState) emitFunctionCall(r *response, c *duplex.ToolCall) {
 	t.io.countCall()
 	it := &item{ID: newItemID(), Type: "function_call", Status: "in_progress", ResponseID: r.id,
 		CallID: c.ID, Name: c.Name}

@@ -3,18 +3,18 @@ package session
 import (
 	"context"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // toolEngine is implemented by engines that take turns with the session's tools: SetTools
 // gives the stream session.tools / tool_choice for the responses it starts by itself (server
 // VAD with create_response on ?duplex=1), which response.create's own tools never reach.
 type toolEngine interface {
-	SetTools(ctx context.Context, spec *requestclient.ToolSpec) error
+	SetTools(ctx context.Context, spec *duplex.ToolSpec) error
 }
 
 // SetTools implements toolEngine.
-func (e pipelineEngine) SetTools(ctx context.Context, spec *requestclient.ToolSpec) error {
+func (e pipelineEngine) SetTools(ctx context.Context, spec *duplex.ToolSpec) error {
 	return e.DuplexRequest.SetTools(ctx, spec)
 }
 

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/mcpclient"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // toolState is what the session's tools hold beyond their configuration (Config.Tools,
@@ -131,7 +131,7 @@ func sameMCPServer(a, b MCPTool) bool {
 // give reports whether eng must be given spec, and records it as given: a new engine has no
 // tools, and an unchanged spec is not sent again. notGiven undoes the record when the job
 // could not be queued.
-func (t *toolState) give(eng Engine, spec *requestclient.ToolSpec) bool {
+func (t *toolState) give(eng Engine, spec *duplex.ToolSpec) bool {
 	key := ""
 	if spec != nil {
 		b, _ := json.Marshal(spec)
@@ -153,8 +153,8 @@ func (t *toolState) notGiven() { t.key = "\x00" }
 // mcpOffered are the listed tools of the MCP servers (servers: the session's, in order) that the model may be offered
 // (only those of label when it is set), named so as not to clash with taken (the function
 // tools' names): a tool keeps its own name unless taken, then it is label__name.
-func (t *toolState) mcpOffered(servers []MCPTool, taken map[string]bool, label string) ([]requestclient.Tool, map[string]mcpRef) {
-	var out []requestclient.Tool
+func (t *toolState) mcpOffered(servers []MCPTool, taken map[string]bool, label string) ([]duplex.Tool, map[string]mcpRef) {
+	var out []duplex.Tool
 	refs := map[string]mcpRef{}
 	for _, tool := range servers {
 		srv := t.mcp.servers[tool.ServerLabel]
@@ -171,7 +171,7 @@ func (t *toolState) mcpOffered(servers []MCPTool, taken map[string]bool, label s
 			}
 			taken[name] = true
 			refs[name] = mcpRef{label: tool.ServerLabel, name: mt.Name}
-			out = append(out, requestclient.Tool{Name: name, Description: mt.Description, Parameters: mt.InputSchema})
+			out = append(out, duplex.Tool{Name: name, Description: mt.Description, Parameters: mt.InputSchema})
 		}
 	}
 	return out, refs
@@ -180,7 +180,7 @@ func (t *toolState) mcpOffered(servers []MCPTool, taken map[string]bool, label s
 // specFor is the engine's tool spec of a reply with function tools fn and choice, with the
 // MCP tools of servers when withMCP, and the MCP tools it offers by name. param names the
 // choice in errors ("session" or "response").
-func (t *toolState) specFor(servers []MCPTool, fn []requestclient.Tool, choice ToolChoice, parallel, withMCP bool, param string) (*requestclient.ToolSpec, map[string]mcpRef, *FieldError) {
+func (t *toolState) specFor(servers []MCPTool, fn []duplex.Tool, choice ToolChoice, parallel, withMCP bool, param string) (*duplex.ToolSpec, map[string]mcpRef, *FieldError) {
 	taken := map[string]bool{}
 	for _, f := range fn {
 		taken[f.Name] = true
@@ -189,9 +189,9 @@ func (t *toolState) specFor(servers []MCPTool, fn []requestclient.Tool, choice T
 	if choice.Mode != "mcp" {
 		tools := fn
 		if withMCP {
-			var mt []requestclient.Tool
+			var mt []duplex.Tool
 			mt, refs = t.mcpOffered(servers, taken, "")
-			tools = append(append([]requestclient.Tool(nil), fn...), mt...)
+			tools = append(append([]duplex.Tool(nil), fn...), mt...)
 		}
 		return toolSpec(tools, choice, parallel), refs, nil
 	}
@@ -205,13 +205,13 @@ func (t *toolState) specFor(servers []MCPTool, fn []requestclient.Tool, choice T
 			return nil, nil, &FieldError{"invalid_value", param + ".tool_choice.server_label",
 				fmt.Sprintf("MCP server %q has no listed tools to call %s", choice.ServerLabel, unavailable)}
 		}
-		return &requestclient.ToolSpec{Tools: mt, Choice: requestclient.ToolChoiceRequired, Parallel: parallel}, refs, nil
+		return &duplex.ToolSpec{Tools: mt, Choice: duplex.ToolChoiceRequired, Parallel: parallel}, refs, nil
 	}
 	mt, refs := t.mcpOffered(servers, taken, "")
 	for name, ref := range refs {
 		if ref.label == choice.ServerLabel && ref.name == choice.Function {
-			tools := append(append([]requestclient.Tool(nil), fn...), mt...)
-			return &requestclient.ToolSpec{Tools: tools, Choice: requestclient.ToolChoiceFunction, Function: name, Parallel: parallel}, refs, nil
+			tools := append(append([]duplex.Tool(nil), fn...), mt...)
+			return &duplex.ToolSpec{Tools: tools, Choice: duplex.ToolChoiceFunction, Function: name, Parallel: parallel}, refs, nil
 		}
 	}
 	return nil, nil, &FieldError{"invalid_value", param + ".tool_choice.name",

@@ -7,20 +7,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omniserve/omniserve/internal/requestclient"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // give: the engine gets the tools once per change and once per new engine; a spec that could
 // not be queued is sent again.
 func TestToolStateGive(t *testing.T) {
 	e1, e2 := &fakeToolEngine{name: "e1"}, &fakeToolEngine{name: "e2"}
-	add := &requestclient.ToolSpec{Tools: []requestclient.Tool{{Name: "add"}}, Choice: requestclient.ToolChoiceAuto}
-	sub := &requestclient.ToolSpec{Tools: []requestclient.Tool{{Name: "sub"}}, Choice: requestclient.ToolChoiceAuto}
+	add := &duplex.ToolSpec{Tools: []duplex.Tool{{Name: "add"}}, Choice: duplex.ToolChoiceAuto}
+	sub := &duplex.ToolSpec{Tools: []duplex.Tool{{Name: "sub"}}, Choice: duplex.ToolChoiceAuto}
 	var ts toolState
 	steps := []struct {
 		name     string
 		eng      Engine
-		spec     *requestclient.ToolSpec
+		spec     *duplex.ToolSpec
 		lost     bool // the job was not queued (notGiven)
 		wantGive bool
 	}{
@@ -109,8 +109,8 @@ func TestToolStateOpenClose(t *testing.T) {
 func TestToolStateGiveSchema(t *testing.T) {
 	var ts toolState
 	eng := &fakeToolEngine{}
-	spec := func(schema string) *requestclient.ToolSpec {
-		return &requestclient.ToolSpec{Tools: []requestclient.Tool{{Name: "f", Parameters: json.RawMessage(schema)}}}
+	spec := func(schema string) *duplex.ToolSpec {
+		return &duplex.ToolSpec{Tools: []duplex.Tool{{Name: "f", Parameters: json.RawMessage(schema)}}}
 	}
 	require.True(t, ts.give(eng, spec(`{"type":"object"}`)))
 	require.False(t, ts.give(eng, spec(`{"type":"object"}`)))

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // A function call is timed from its arguments (response.function_call_arguments.done) to the
@@ -26,11 +26,11 @@ func TestFunctionCallTimedForTheFollowUp(t *testing.T) {
 	patch := manual16k
 	patch.Modalities = []string{"text"}
 	patch.ToolsSet = true
-	patch.Tools = []requestclient.Tool{{Name: "lookup_order"}}
+	patch.Tools = []duplex.Tool{{Name: "lookup_order"}}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, patch)
 	require.NoError(t, s.Submit(context.Background(), &CreateItem{ItemID: "u1", Role: "user", Text: "where is 42?"}))
 	sk.until(t, "conversation.item.done")
-	require.NoError(t, s.Submit(context.Background(), &CreateResponse{ToolChoice: &ToolChoice{Mode: requestclient.ToolChoiceFunction, Function: "lookup_order"}}))
+	require.NoError(t, s.Submit(context.Background(), &CreateResponse{ToolChoice: &ToolChoice{Mode: duplex.ToolChoiceFunction, Function: "lookup_order"}}))
 	sk.until(t, "response.function_call_arguments.done")
 	sk.until(t, "response.done")
 	eng.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -18,16 +19,16 @@ import (
 // context (the session's jobs end with it at close).
 type stuckEngine struct{ *fakeEngine }
 
-func (e *stuckEngine) Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error) {
+func (e *stuckEngine) Commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error) {
 	_, _ = e.fakeEngine.Commit(ctx, turn, respond)
 	<-ctx.Done()
-	return requestclient.Transcription{}, ctx.Err()
+	return duplex.Transcription{}, ctx.Err()
 }
 
 type stuckBackend struct{ eng *stuckEngine }
 
 func (b *stuckBackend) SupportsDuplex() bool { return true }
-func (b *stuckBackend) Open(_ context.Context, _ requestclient.Fence, _ OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *stuckBackend) Open(_ context.Context, _ requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (Engine, error) {
 	b.eng.out = out
 	return b.eng, nil
 }
@@ -94,7 +95,7 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	s := m.NewSession(slot, Options{Transcription: true}, sk) // not run: the test is the actor
 	s.settings.cfg.TurnDetection = nil
 	deltaOut := func(text string) {
-		s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})
+		s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: text})
 	}
 
 	deltaOut("go")
@@ -109,7 +110,7 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	first := s.commitUserAudioItem(640)
 	s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
 	now = 1001.25
-	s.emitTranscript(first.ID, requestclient.Transcription{Text: "stop"})
+	s.emitTranscript(first.ID, duplex.Transcription{Text: "stop"})
 
 	now = 1002
 	second := s.commitUserAudioItem(1200)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -29,7 +30,7 @@ func (e *logprobEngine) SetTranscriptLogprobs(_ context.Context, on bool) error 
 	return nil
 }
 
-func (e *logprobEngine) Commit(ctx context.Context, turn int, respond bool) (requestclient.Transcription, error) {
+func (e *logprobEngine) Commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error) {
 	tr, err := e.fakeEngine.Commit(ctx, turn, respond)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -46,7 +47,7 @@ type logprobBackend struct {
 
 func (b *logprobBackend) SupportsDuplex() bool             { return true }
 func (b *logprobBackend) SupportsTranscriptLogprobs() bool { return b.supported }
-func (b *logprobBackend) Open(_ context.Context, _ requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *logprobBackend) Open(_ context.Context, _ requestclient.Fence, o duplex.Options, out func(duplex.Output)) (Engine, error) {
 	b.eng.out = out
 	b.eng.mu.Lock()
 	b.eng.on = o.TranscriptLogprobs

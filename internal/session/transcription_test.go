@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -140,9 +141,9 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	require.NoError(t, err)
 	defer slot.Release()
 	s := m.NewSession(slot, Options{Transcription: true}, sk) // not run: the test is the actor
-	transcriptOut := func() { s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscript, Text: "x"}) }
+	transcriptOut := func() { s.routeOutput(duplex.Output{Kind: duplex.OutTranscript, Text: "x"}) }
 	deltaOut := func(text string) {
-		s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})
+		s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: text})
 	}
 
 	// Utterance 1: a delta, the commit, a late delta, then the final (job result) before the
@@ -151,7 +152,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	first := s.commitUserAudioItem(1000)
 	s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
 	deltaOut(" forward")
-	s.emitTranscript(first.ID, requestclient.Transcription{Text: "go forward ten"})
+	s.emitTranscript(first.ID, duplex.Transcription{Text: "go forward ten"})
 	deltaOut(" ten") // stale: the final went out
 	transcriptOut()
 	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
@@ -166,7 +167,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	s.tx.endUtterance(third.ID, s.engineOpts.TranscriptDeltas)
 	transcriptOut()
 	deltaOut("go")
-	s.emitTranscript(third.ID, requestclient.Transcription{Text: "stop here"})
+	s.emitTranscript(third.ID, duplex.Transcription{Text: "stop here"})
 
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
@@ -187,10 +188,10 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 // optsBackend is fakeBackend that also hands the test the options each stream is opened with.
 type optsBackend struct {
 	fakeBackend
-	opened chan OpenOptions
+	opened chan duplex.Options
 }
 
-func (b *optsBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *optsBackend) Open(ctx context.Context, f requestclient.Fence, o duplex.Options, out func(duplex.Output)) (Engine, error) {
 	eng, err := b.fakeBackend.Open(ctx, f, o, out)
 	b.opened <- o
 	return eng, err
@@ -201,7 +202,7 @@ func (b *optsBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOpt
 // the commit then adds, and the deltas concatenate to the completed transcript.
 func TestConversationSendsTranscriptDeltas(t *testing.T) {
 	eng := &fakeEngine{t: t}
-	b := &optsBackend{fakeBackend{eng}, make(chan OpenOptions, 4)}
+	b := &optsBackend{fakeBackend{eng}, make(chan duplex.Options, 4)}
 	m := NewManager(ManagerConfig{MaxSessions: 1}, b, zap.NewNop())
 	sk := &recSink{sink: sink{ch: make(chan Event, 1024)}}
 	s, wait := runSession(t, m, Options{}, sk, manual16k)
@@ -211,7 +212,7 @@ func TestConversationSendsTranscriptDeltas(t *testing.T) {
 	opened := <-b.opened
 	require.True(t, opened.TranscriptDeltas, "the first append opens the stream with deltas")
 	require.False(t, opened.TranscribeOnly, "a conversation's transcripts join its conversation")
-	eng.out(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "hel"})
+	eng.out(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: "hel"})
 	delta := sk.until(t, "conversation.item.input_audio_transcription.delta")
 	require.Equal(t, "hel", delta.wire()["delta"])
 	require.EqualValues(t, 0, delta.wire()["content_index"])
@@ -246,12 +247,12 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 
 	s.settings.cfg.Transcription = false // then session.update turned it off
 	require.False(t, s.openOptions().TranscriptDeltas)
-	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: "go"})
+	s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: "go"})
 	it := s.commitUserAudioItem(1000)
 	s.tx.endUtterance(it.ID, s.engineOpts.TranscriptDeltas)
-	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: " on"})
-	s.emitTranscript(it.ID, requestclient.Transcription{Text: "go on"})
-	s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscript, Text: "go on"})
+	s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: " on"})
+	s.emitTranscript(it.ID, duplex.Transcription{Text: "go on"})
+	s.routeOutput(duplex.Output{Kind: duplex.OutTranscript, Text: "go on"})
 	for _, typ := range sk.seen() {
 		require.NotContains(t, typ, "input_audio_transcription", "transcription is off")
 	}
@@ -277,13 +278,13 @@ func (d deltaEngine) AppendAudio(ctx context.Context, turn int, pcm []float32) e
 	if len(heard) > 1 {
 		word = " " + word
 	}
-	d.out(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: word})
+	d.out(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: word})
 	return nil
 }
 
 type deltaBackend struct{ streamsBackend }
 
-func (b *deltaBackend) Open(ctx context.Context, f requestclient.Fence, o OpenOptions, out func(requestclient.Output)) (Engine, error) {
+func (b *deltaBackend) Open(ctx context.Context, f requestclient.Fence, o duplex.Options, out func(duplex.Output)) (Engine, error) {
 	e, err := b.streamsBackend.Open(ctx, f, o, out)
 	return deltaEngine{e.(*asrEngine)}, err
 }
@@ -359,7 +360,7 @@ func TestTranscriptionItemRecords(t *testing.T) {
 				s.settings.cfg.TurnDetection = nil
 			}
 			deltaOut := func(text string) {
-				s.routeOutput(requestclient.Output{Kind: requestclient.OutTranscriptDelta, Text: text})
+				s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: text})
 			}
 
 			deltaOut("go") // while the user speaks
@@ -369,7 +370,7 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			now = 1000.6
 			deltaOut(" forward")
 			now = 1000.75
-			s.emitTranscript(first.ID, requestclient.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
+			s.emitTranscript(first.ID, duplex.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
 			now = 1001
 			second := s.commitUserAudioItem(640)
 			s.tx.endUtterance(second.ID, s.engineOpts.TranscriptDeltas)
@@ -419,7 +420,7 @@ func TestTranscriptionItemRecords(t *testing.T) {
 // prefilled for a reply that never comes.
 func TestTranscriptionSessionOpensTranscribeOnly(t *testing.T) {
 	eng := &fakeEngine{t: t}
-	b := &optsBackend{fakeBackend{eng}, make(chan OpenOptions, 4)}
+	b := &optsBackend{fakeBackend{eng}, make(chan duplex.Options, 4)}
 	m := NewManager(ManagerConfig{MaxSessions: 1}, b, zap.NewNop())
 	sk := &recSink{sink: sink{ch: make(chan Event, 1024)}}
 	s, wait := runSession(t, m, Options{Transcription: true}, sk, manual16k)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/requestclient"
 
 	"github.com/omniserve/omniserve/internal/audio"
 )
@@ -210,7 +211,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	}
 	s.input = max(s.input, turn+1)
 	r := &response{
-		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, stageTurn: stageTurn, turn: turn,
+		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, turn: requestclient.NewTurn(turn),
 		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
 		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
@@ -220,8 +221,11 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.responses.resp = r
 	s.turnState = turnAssistantGenerating
 	if s.engine != nil {
-		arrival := s.engine.MarkTurnArrival(r.turn, s.m.cfg.WallClock())
-		s.engine.BeginTurn(r.turn, r.id, r.turnID, arrival)
+		arrival := s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
+		r.turn = s.engine.BeginTurn(turn, r.id, r.turnID, arrival)
+	}
+	if stageTurn >= 0 {
+		r.turn.Bind(stageTurn) // the engine's own turn: its outputs already carry it
 	}
 	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
 	r.item = it

@@ -6,7 +6,7 @@ import (
 
 // Token accounting for response.done usage (docs/REALTIME.md "Usage").
 //
-// Text tokens are the engine's own counts (requestclient.Usage, from the thinker stage): input text
+// Text tokens are the engine's own counts (duplex.Usage, from the thinker stage): input text
 // tokens are every token the model read for the response (the chat-templated instructions,
 // messages and transcripts in its KV sequence), cached tokens the part of them that was in the
 // KV cache before the turn, so input - cached is exactly the num_tokens_in of the turn's

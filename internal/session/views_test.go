@@ -1,12 +1,11 @@
 package session
 
 import (
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 func TestResponseConversationView(t *testing.T) {
@@ -129,7 +128,7 @@ func TestAudioUsage(t *testing.T) {
 		{"first response", respOptions{}, 100, usage{}, 100, 0},
 		{"after one", respOptions{}, 300, usage{inAudio: 100, outAudio: 150}, 300, 250},
 		{"cache bounded by the input", respOptions{}, 200, usage{inAudio: 180, outAudio: 150}, 200, 200},
-		{"own input", respOptions{input: []requestclient.Message{{Role: "user"}}, inputAudio: 40}, 300, usage{inAudio: 100}, 40, 0},
+		{"own input", respOptions{input: []duplex.Message{{Role: "user"}}, inputAudio: 40}, 300, usage{inAudio: 100}, 40, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,18 +44,22 @@ const (
 // SilenceDurationMs 500, MinSpeechMs 150; a negative duration means 0.
 // Aggressiveness: when Threshold is in (0, 1] it picks the WebRTC mode (0–0.25 → 0, 0.25–0.5 → 1,
 // 0.5–0.75 → 2, above → 3), otherwise Mode (0–3) is used.
+//
+// It is also the pipeline config's VAD block (pipeline.thinker.vad, yaml keys below): the
+// stream VAD's defaults, where the session's turn detection leaves a value unset. The sample
+// rate and early speech are not configured there.
 type VADConfig struct {
-	SampleRate        int     // 8000, 16000, 32000 or 48000
-	Mode              int     // WebRTC aggressiveness 0 (least) … 3 (most), used when Threshold is 0
-	Threshold         float64 // realtime API threshold in [0, 1]
-	PrefixPaddingMs   int     // audio kept before the detected onset; SpeechStarted.AtMs includes it
-	SilenceDurationMs int     // unvoiced time that ends a segment
-	MinSpeechMs       int     // voiced time needed to start a segment
+	SampleRate        int     `yaml:"-"`                   // 8000, 16000, 32000 or 48000
+	Mode              int     `yaml:"mode"`                // WebRTC aggressiveness 0 (least) … 3 (most), used when Threshold is 0
+	Threshold         float64 `yaml:"threshold"`           // realtime API threshold in [0, 1]
+	PrefixPaddingMs   int     `yaml:"prefix_padding_ms"`   // audio kept before the detected onset; SpeechStarted.AtMs includes it
+	SilenceDurationMs int     `yaml:"silence_duration_ms"` // unvoiced time that ends a segment
+	MinSpeechMs       int     `yaml:"min_speech_ms"`       // voiced time needed to start a segment
 	// EarlySpeechMs (0 = off) lets a shorter voiced run start a segment when it carries pitch:
 	// a run of at least EarlySpeechMs with EarlySpeechMs − 30 ms of it pitched and its latest
 	// frame pitched throughout (pitch.go). Noise bursts have no pitch and still need
 	// MinSpeechMs; tone bursts up to EarlySpeechMs − 50 ms are rejected too.
-	EarlySpeechMs int
+	EarlySpeechMs int `yaml:"-"`
 }
 
 // VADEventKind says whether speech started or stopped.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
@@ -169,20 +170,20 @@ func (p *Pipeline) toolFormat() toolFormat {
 // toolGrammar sets the grammar of a forced call (tool_choice required or a named function),
 // bounded to the reply's room; the one token left is the end of generation.
 func (p *Pipeline) toolGrammar(req *ChatRequest) error {
-	if !req.Tools.forced() {
+	if !req.Tools.Forces() {
 		return nil
 	}
 	if req.Sampling.Grammar != "" {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: "tool_choice", Detail: "a forced tool call cannot be combined with response_format"})
 	}
 	only := ""
-	if req.Tools.Choice == ToolChoiceFunction {
+	if req.Tools.Choice == duplex.ToolChoiceFunction {
 		only = req.Tools.Function
 	}
 	g, err := toolCallGrammar(p.toolFormat(), req.Tools.Tools, only, req.MaxTokens-1, true, false)
 	if err != nil {
 		param := "tools"
-		if errors.Is(err, ErrToolBudget) {
+		if errors.Is(err, duplex.ErrToolBudget) {
 			param = "max_tokens"
 		}
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, &gpu.SamplingError{Param: param, Detail: err.Error()})
@@ -208,7 +209,7 @@ func (p *Pipeline) checkPromptFits(prompt string, req *ChatRequest) error {
 			return &ContextLengthError{PromptTokens: n, CompletionTokens: req.MaxTokens, Limit: limit}
 		}
 		req.MaxTokens = limit - n
-		if req.Tools.forced() {
+		if req.Tools.Forces() {
 			// Less room than the grammar was bounded for: bound it again.
 			req.Sampling.Grammar = ""
 			return p.toolGrammar(req)
@@ -267,7 +268,7 @@ func (r *Request) run() {
 		r.mu.Unlock()
 		seq.Close()
 	}()
-	if r.req.Tools.parses() {
+	if r.req.Tools.Parses() {
 		resp.tools = newToolParser(p.toolFormat(), r.req.Tools.Parallel)
 	}
 	opts := gpu.GenerateOptions{MaxTokens: r.req.MaxTokens, Stop: r.req.Stop, Sampling: &r.req.Sampling}

@@ -72,8 +72,10 @@ type ThinkerConfig struct {
 	MaxTokens int `yaml:"max_tokens"`
 	// Instructions is the default system prompt of a duplex stream when DuplexOptions has none.
 	Instructions string `yaml:"instructions"`
-	// VAD holds the default turn-detection settings of duplex streams.
-	VAD VADConfig `yaml:"vad"`
+	// VAD holds the default turn-detection settings of duplex streams: the Realtime API's
+	// server_vad settings (mode, threshold, prefix_padding_ms, silence_duration_ms,
+	// min_speech_ms; speech's defaults: 2, 0.5, 300, 500, 150).
+	VAD speech.VADConfig `yaml:"vad"`
 	// Sampling holds the default sampling settings.
 	Sampling SamplingConfig `yaml:"sampling"`
 	// AudioHistoryMs bounds the audio kept from before a speech start, so that the ASR also hears
@@ -97,15 +99,6 @@ const (
 	endOfTurnThinker = "thinker"
 	endOfTurnOff     = "off"
 )
-
-// VADConfig mirrors the Realtime API's server_vad settings.
-type VADConfig struct {
-	Mode              int     `yaml:"mode"`                // WebRTC aggressiveness 0..3 (default 2)
-	Threshold         float64 `yaml:"threshold"`           // default 0.5
-	PrefixPaddingMs   int     `yaml:"prefix_padding_ms"`   // default 300
-	SilenceDurationMs int     `yaml:"silence_duration_ms"` // default 500
-	MinSpeechMs       int     `yaml:"min_speech_ms"`       // default 150
-}
 
 // SamplingConfig holds default sampling settings (zero = the engine's default).
 type SamplingConfig struct {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 func TestConnectorAccounting(t *testing.T) {
@@ -39,11 +41,11 @@ func TestConnectorAccounting(t *testing.T) {
 	require.LessOrEqual(t, rx.InFlightMs, float64(time.Since(wall))/float64(time.Millisecond))
 	require.GreaterOrEqual(t, rx.DecodeMs, 0.0)
 
-	require.NoError(t, c.End(ctx, FinishLength))
+	require.NoError(t, c.End(ctx, duplex.FinishLength))
 	_, end, reason, err := c.Recv(ctx)
 	require.NoError(t, err)
 	require.True(t, end)
-	require.Equal(t, FinishLength, reason)
+	require.Equal(t, duplex.FinishLength, reason)
 	require.Equal(t, sent, c.RxStats().Bytes, "the end marker carries no bytes")
 }
 

@@ -9,6 +9,11 @@
 // of one realtime session, which listens, keeps the conversation in its KV sequence, decides
 // listen/speak for auto-response turns, and runs each response through the later stages.
 //
+// The duplex vocabulary is internal/duplex's, used here as it is: a stream opens with the
+// session's duplex.Options (DuplexOptions adds the request id, the sampling and the resolved
+// VAD), an OutputMessage carries a duplex.Output (and the statistics' envelope around it), and
+// tools, tool choice and per-response options are duplex's types.
+//
 // # The duplex stream, by job
 //
 // A DuplexStream is a thin owner of two parts and of the goroutines and queues between them:

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"sync"
 
@@ -54,9 +55,9 @@ type seqJob struct {
 	turn      int          // prefill job (ts nil): the turn its history leads to, fixed when queued
 	spec      *speculation // set for a speculative response (ts is spec.ts)
 	maxTokens int
-	rspec     *ResponseSpec // set for a response with per-response options (duplex_spec.go)
-	settle    bool          // a SettleInput marker (ts nil): report InputSettled for turn
-	eot       *eotJob       // an end-of-turn score (ts nil; duplex_eot.go)
+	rspec     *duplex.ResponseSpec // set for a response with per-response options (duplex_spec.go)
+	settle    bool                 // a SettleInput marker (ts nil): report InputSettled for turn
+	eot       *eotJob              // an end-of-turn score (ts nil; duplex_eot.go)
 }
 
 // OpenDuplex starts a duplex stream: an engine sequence (prefilled with the instructions), a
@@ -114,11 +115,11 @@ func (p *Pipeline) duplexOptions(opts DuplexOptions) (DuplexOptions, error) {
 	if opts.Instructions == "" {
 		opts.Instructions = p.cfg.Thinker.Instructions
 	}
-	opts.VAD = p.vadConfig(opts.VAD)
-	if opts.AutoResponse && opts.TurnType == TurnSemanticVAD {
+	opts.VAD = p.vadConfig(turnVAD(opts.VAD, opts.Turn))
+	if opts.AutoResponse && opts.Turn.Type == duplex.TurnSemanticVAD {
 		// Pauses are found at the eagerness's minimum silence; the estimate or the silence
 		// window then decides (duplex_semvad.go).
-		opts.VAD.SilenceDurationMs = SemanticParams(opts.Eagerness).MinSilenceMs
+		opts.VAD.SilenceDurationMs = duplex.SemanticParams(opts.Turn.Eagerness).MinSilenceMs
 	}
 	return opts, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"time"
 
 	"github.com/omniserve/omniserve/internal/metrics"
@@ -30,7 +31,7 @@ type asrJob struct {
 }
 
 type commitResult struct {
-	tr  Transcription
+	tr  duplex.Transcription
 	err error
 }
 
@@ -101,20 +102,18 @@ func (d *DuplexStream) transcribeJob(j asrJob) {
 		}
 		// An endpoint's failure has no caller left to tell: it is reported like a failed
 		// append (an Error output with turn -1), and the stream keeps listening.
-		_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: Error, Turn: -1, Err: err})
+		_ = d.disp.output(d.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutError, Turn: -1, Err: err}, RequestID: d.rid, StageID: 0})
 		return
 	}
 	if j.done != nil {
-		_, err := d.conv.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, j.respond, j.submitTS)
-		j.done <- commitResult{tr: Transcription{Text: tr}, err: err}
+		_, err := d.conv.commitTranscript(d.ctx, j.turn, duplex.Transcription{Text: tr}, j.respond, j.submitTS)
+		j.done <- commitResult{tr: duplex.Transcription{Text: tr}, err: err}
 		return
 	}
-	ts, err := d.conv.commitTranscript(d.ctx, j.turn, Transcription{Text: tr}, true, j.submitTS)
+	ts, err := d.conv.commitTranscript(d.ctx, j.turn, duplex.Transcription{Text: tr}, true, j.submitTS)
 	if err != nil {
-		_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: Error, Turn: -1,
-			Err: fmt.Errorf("responding to the utterance: %w", err)})
+		_ = d.disp.output(d.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutError, Turn: -1, Err: fmt.Errorf("responding to the utterance: %w", err)}, RequestID: d.rid, StageID: 0})
 		return
 	}
-	_ = d.disp.output(d.ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: Decision, Turn: ts.n,
-		Decision: DecisionSpeak, StageSubmitTS: j.submitTS})
+	_ = d.disp.output(d.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: ts.n, Decision: duplex.DecisionSpeak}, RequestID: d.rid, StageID: 0, StageSubmitTS: j.submitTS})
 }

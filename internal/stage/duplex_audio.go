@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"time"
 
 	"github.com/omniserve/omniserve/internal/audio"
@@ -83,8 +84,7 @@ func (d *DuplexStream) listenAll(ctx context.Context, u unit) error {
 	if delta == "" {
 		return nil
 	}
-	return d.disp.output(ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: TranscriptDelta,
-		Turn: d.conv.upcoming(), Text: delta, StageSubmitTS: u.submitTS})
+	return d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscriptDelta, Turn: d.conv.upcoming(), Text: delta}, RequestID: d.rid, StageID: 0, StageSubmitTS: u.submitTS})
 }
 
 // listenSegments is listen on an auto-response stream: the ASR hears the VAD's speech segments,
@@ -158,7 +158,7 @@ func (d *DuplexStream) beginPause(endMs int64) {
 // the endpoint with its transcript and the speculation it confirms, or nil when a remote ASR's
 // transcription was queued (its transcript, response and speak decision follow from the
 // transcriber; this unit stays a listen) or nothing was left to answer.
-func (d *DuplexStream) endpointAt(u unit, endMs int64, eot *EndOfTurnDecision) (*endpoint, error) {
+func (d *DuplexStream) endpointAt(u unit, endMs int64, eot *duplex.EndOfTurnDecision) (*endpoint, error) {
 	sp := d.conv.takeSpec()
 	switch d.ear.pending() {
 	case heardRemote:
@@ -190,7 +190,7 @@ func (d *DuplexStream) decide(ctx context.Context, u unit, eps []endpoint) error
 		RequestID: d.rid, StageID: 0, Turn: turn, StageSubmitTS: u.submitTS, FinalOutputType: finalOutputType(d.opts.WantAudio),
 		Metrics: metrics.StageRequestStats{StageGenTimeMs: msSince(u.start), OutputUnitType: "text"},
 	})
-	decision := OutputMessage{RequestID: d.rid, StageID: 0, Kind: Decision, Turn: turn, Decision: DecisionListen, StageSubmitTS: u.submitTS}
+	decision := OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: turn, Decision: duplex.DecisionListen}, RequestID: d.rid, StageID: 0, StageSubmitTS: u.submitTS}
 	confirmed, respondErr := d.conv.answer(ctx, eps, &decision, u.submitTS)
 	err := d.disp.output(ctx, nil, decision)
 	for _, sp := range confirmed {
@@ -216,7 +216,7 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 		// An empty delta marks the cut in the output order: the open utterance's deltas still on
 		// their way came before it, and the session drops them.
 		defer func() {
-			_ = d.disp.output(ctx, nil, OutputMessage{RequestID: d.rid, StageID: 0, Kind: TranscriptDelta, Turn: d.conv.upcoming()})
+			_ = d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscriptDelta, Turn: d.conv.upcoming()}, RequestID: d.rid, StageID: 0})
 		}()
 	}
 	d.ear.closeSegment()
@@ -230,10 +230,10 @@ func (d *DuplexStream) DiscardAudio(ctx context.Context) error {
 // commit ends the user's audio turn: the ASR's final transcript goes out as a Transcript
 // output, joins the conversation, and with respond a response starts. With nothing heard since
 // the last commit it fails with audio.ErrEmptyAudio.
-func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (Transcription, error) {
+func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (duplex.Transcription, error) {
 	wait, err := d.StartCommit(ctx, turn, respond)
 	if err != nil {
-		return Transcription{}, err
+		return duplex.Transcription{}, err
 	}
 	return wait(ctx)
 }
@@ -244,7 +244,7 @@ func (d *DuplexStream) commit(ctx context.Context, turn int, respond bool) (Tran
 // after StartCommit returns go on while the upstream works; with the local ASR everything is
 // done when StartCommit returns. wait giving up on its ctx does not undo the commit. turn is
 // the caller's id of the input committed (<= 0: the current input).
-func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (Transcription, error), err error) {
+func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) (wait func(context.Context) (duplex.Transcription, error), err error) {
 	if err := d.ear.lock(ctx); err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
@@ -265,19 +265,19 @@ func (d *DuplexStream) StartCommit(ctx context.Context, turn int, respond bool) 
 	}
 	if _, err := d.conv.commitTranscript(ctx, turn, tr, respond, metrics.Now()); err != nil {
 		err = fmt.Errorf("committing audio: %w", err)
-		return func(context.Context) (Transcription, error) { return tr, err }, nil
+		return func(context.Context) (duplex.Transcription, error) { return tr, err }, nil
 	}
-	return func(context.Context) (Transcription, error) { return tr, nil }, nil
+	return func(context.Context) (duplex.Transcription, error) { return tr, nil }, nil
 }
 
 // commitRemote is StartCommit with a remote ASR: the utterance is cut and queued for the
 // transcriber, and wait waits for its commit.
-func (d *DuplexStream) commitRemote(turn int, respond bool) (wait func(context.Context) (Transcription, error), err error) {
+func (d *DuplexStream) commitRemote(turn int, respond bool) (wait func(context.Context) (duplex.Transcription, error), err error) {
 	done := make(chan commitResult, 1)
 	if err := d.queueTranscription(asrJob{respond: respond, submitTS: metrics.Now(), done: done, turn: turn}); err != nil {
 		return nil, fmt.Errorf("committing audio: %w", err)
 	}
-	return func(ctx context.Context) (Transcription, error) {
+	return func(ctx context.Context) (duplex.Transcription, error) {
 		select {
 		case r := <-done:
 			if r.err != nil {
@@ -285,7 +285,7 @@ func (d *DuplexStream) commitRemote(turn int, respond bool) (wait func(context.C
 			}
 			return r.tr, nil
 		case <-ctx.Done():
-			return Transcription{}, fmt.Errorf("committing audio: %w", ctx.Err())
+			return duplex.Transcription{}, fmt.Errorf("committing audio: %w", ctx.Err())
 		}
 	}, nil
 }

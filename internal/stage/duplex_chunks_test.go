@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // TestDuplexAppendSizeKeepsAllAudio: the same speech appended in units of 20 ms, 100 ms, 1 s,
@@ -22,7 +24,7 @@ func TestDuplexAppendSizeKeepsAllAudio(t *testing.T) {
 		for _, unit := range []int{320, 1600, 16000, 32000, 80000, len(speech)} {
 			t.Run(fmt.Sprintf("auto=%v/unit=%d", auto, unit), func(t *testing.T) {
 				sink := newRecSink(t)
-				d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: fmt.Sprintf("duplex-chunks-%v-%d", auto, unit), AutoResponse: auto, MaxTokens: 1}, sink)
+				d, err := p.OpenDuplex(ctx, DuplexOptions{Options: duplex.Options{AutoResponse: auto, MaxTokens: 1}, RequestID: fmt.Sprintf("duplex-chunks-%v-%d", auto, unit)}, sink)
 				require.NoError(t, err)
 				defer d.Close()
 				for off := 0; off < len(speech); off += unit {
@@ -30,17 +32,17 @@ func TestDuplexAppendSizeKeepsAllAudio(t *testing.T) {
 				}
 				var tr string
 				if !auto {
-					var c Transcription
+					var c duplex.Transcription
 					c, err = d.commit(ctx, 0, false)
 					require.NoError(t, err)
 					tr = c.Text
 				} else {
 					require.NoError(t, d.AppendAudio(ctx, 0, silence))
 					require.True(t, sink.waitFor(30*time.Second, func(outs []OutputMessage) bool {
-						return len(ofKind(outs, Transcript)) > 0
+						return len(ofKind(outs, duplex.OutTranscript)) > 0
 					}), "no transcript at the endpoint")
 					outs, _, _ := sink.snapshot()
-					tr = ofKind(outs, Transcript)[0].Text
+					tr = ofKind(outs, duplex.OutTranscript)[0].Text
 				}
 				require.Equal(t, 1.0, wordOverlap(tr, "go forward ten meters"), "transcript %q", tr)
 			})

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"slices"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ type conversation struct {
 	prefilled map[int]int
 	// tools are the stream's tools (SetTools), for the responses it starts by itself; decl
 	// is their declaration in the conversation (duplex_tools.go).
-	tools *ToolSpec
+	tools *duplex.ToolSpec
 	decl  toolsDecl
 	// scoreEOT replaces the thinker's end-of-turn estimate in unit tests (duplex_eot.go).
 	scoreEOT func(text string) (EndOfTurn, error)
@@ -159,7 +160,7 @@ func (c *conversation) settleTurn(turn int) (int, error) {
 
 // startResponse queues the response of turn (<= 0: the current input's) with per-response
 // options rspec (nil: a plain response) and returns its turn.
-func (c *conversation) startResponse(turn, maxTokens int, rspec *ResponseSpec) (*turnState, error) {
+func (c *conversation) startResponse(turn, maxTokens int, rspec *duplex.ResponseSpec) (*turnState, error) {
 	if maxTokens <= 0 {
 		maxTokens = c.opts.MaxTokens
 	}
@@ -300,7 +301,7 @@ func (c *conversation) prefillHistory(turn int, hist []gpu.ChatMessage) error {
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.p.log.Warn("duplex prefill failed", zap.String("request_id", c.rid), zap.Error(err))
-			_ = c.disp.output(c.ctx, nil, OutputMessage{RequestID: c.rid, Kind: Error, Turn: turn, Err: err})
+			_ = c.disp.output(c.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutError, Turn: turn, Err: err}, RequestID: c.rid})
 		}
 		return err
 	}
@@ -326,10 +327,8 @@ func (c *conversation) prefillHistory(turn int, hist []gpu.ChatMessage) error {
 
 // commitTranscript sends the Transcript output, adds the user message and optionally starts a
 // response (returned; nil without respond), all as turn's.
-func (c *conversation) commitTranscript(ctx context.Context, turn int, tr Transcription, respond bool, submitTS float64) (*turnState, error) {
-	if err := c.disp.output(ctx, nil, OutputMessage{
-		RequestID: c.rid, StageID: 0, Kind: Transcript, Turn: turn, Text: tr.Text, WordLogprobs: tr.Logprobs, StageSubmitTS: submitTS,
-	}); err != nil {
+func (c *conversation) commitTranscript(ctx context.Context, turn int, tr duplex.Transcription, respond bool, submitTS float64) (*turnState, error) {
+	if err := c.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscript, Turn: turn, Text: tr.Text, WordLogprobs: tr.Logprobs}, RequestID: c.rid, StageID: 0, StageSubmitTS: submitTS}); err != nil {
 		return nil, err
 	}
 	if tr.Text != "" && !c.opts.TranscribeOnly {
@@ -340,11 +339,11 @@ func (c *conversation) commitTranscript(ctx context.Context, turn int, tr Transc
 	if !respond {
 		return nil, nil
 	}
-	var rspec *ResponseSpec
+	var rspec *duplex.ResponseSpec
 	if t := c.toolSpec(); t != nil {
 		// The stream's own turn with the session's tools: declared, parsed or forced as a
 		// response's own are.
-		rspec = &ResponseSpec{Tools: t}
+		rspec = &duplex.ResponseSpec{Tools: t}
 	}
 	return c.startResponse(turn, 0, rspec)
 }
@@ -353,9 +352,9 @@ func (c *conversation) commitTranscript(ctx context.Context, turn int, tr Transc
 // started on it when one was (kept only if it answered the same speech end and text), and how
 // semantic_vad ended the turn (nil with server_vad).
 type endpoint struct {
-	tr  Transcription
+	tr  duplex.Transcription
 	sp  *speculation
-	eot *EndOfTurnDecision
+	eot *duplex.EndOfTurnDecision
 }
 
 // answer is the listen/speak decision of an audio unit whose endpoints are eps: each endpoint's
@@ -372,7 +371,7 @@ func (c *conversation) answer(ctx context.Context, eps []endpoint, decision *Out
 		if e.sp != nil {
 			confirmed = append(confirmed, e.sp)
 		}
-		decision.Decision, decision.Turn, decision.EndOfTurn = DecisionSpeak, n, e.eot
+		decision.Decision, decision.Turn, decision.EndOfTurn = duplex.DecisionSpeak, n, e.eot
 	}
 	return confirmed, err
 }

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"testing"
 	"time"
 
@@ -101,20 +102,20 @@ func TestConversationAnswer(t *testing.T) {
 		{"one endpoint", DuplexOptions{}, []string{"hello"}, 1, true, []string{"hello"}, 1},
 		{"two endpoints in one unit", DuplexOptions{}, []string{"one", "two"}, 2, true, []string{"one", "two"}, 2},
 		{"an empty transcript is answered, not added", DuplexOptions{}, []string{""}, 1, true, nil, 1},
-		{"transcribe only keeps no history", DuplexOptions{TranscribeOnly: true}, []string{"hi"}, 1, true, nil, 1},
+		{"transcribe only keeps no history", DuplexOptions{Options: duplex.Options{TranscribeOnly: true}}, []string{"hi"}, 1, true, nil, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, jobs, sink := newTestConversation(t, tc.opts)
 			var eps []endpoint
 			for _, text := range tc.texts {
-				eps = append(eps, endpoint{tr: Transcription{Text: text}})
+				eps = append(eps, endpoint{tr: duplex.Transcription{Text: text}})
 			}
-			decision := OutputMessage{Kind: Decision, Turn: c.upcoming(), Decision: DecisionListen}
+			decision := OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: c.upcoming(), Decision: duplex.DecisionListen}}
 			confirmed, err := c.answer(context.Background(), eps, &decision, 0)
 			require.NoError(t, err)
 			require.Empty(t, confirmed)
-			require.Equal(t, tc.wantSpeak, decision.Decision == DecisionSpeak)
+			require.Equal(t, tc.wantSpeak, decision.Decision == duplex.DecisionSpeak)
 			require.Equal(t, tc.wantTurn, decision.Turn)
 			var hist []string
 			for _, m := range c.history {
@@ -131,7 +132,7 @@ func TestConversationAnswer(t *testing.T) {
 			require.Equal(t, tc.wantStarts, starts)
 			require.Len(t, c.live, tc.wantStarts)
 			require.Equal(t, tc.wantTurn+boolInt(tc.wantSpeak), c.upcoming(), "input after an answer is the next turn's")
-			require.True(t, sink.waitFor(5*time.Second, func(outs []OutputMessage) bool { return len(ofKind(outs, Transcript)) == len(tc.texts) }))
+			require.True(t, sink.waitFor(5*time.Second, func(outs []OutputMessage) bool { return len(ofKind(outs, duplex.OutTranscript)) == len(tc.texts) }))
 		})
 	}
 }
@@ -162,7 +163,7 @@ func TestConversationSpeculation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, jobs, sink := newTestConversation(t, DuplexOptions{})
 			if tc.before == nil {
-				c.tools = &ToolSpec{}
+				c.tools = &duplex.ToolSpec{}
 			}
 			c.startSpeculation("go forward", 1000)
 			if !tc.wantStart {
@@ -184,18 +185,18 @@ func TestConversationSpeculation(t *testing.T) {
 			}
 			require.True(t, sp.answers(1000, "go forward"))
 			require.False(t, sp.answers(1000, "go forward ten"))
-			decision := OutputMessage{Kind: Decision, Turn: c.upcoming(), Decision: DecisionListen}
-			confirmed, err := c.answer(context.Background(), []endpoint{{tr: Transcription{Text: "go forward"}, sp: sp}}, &decision, 0)
+			decision := OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: c.upcoming(), Decision: duplex.DecisionListen}}
+			confirmed, err := c.answer(context.Background(), []endpoint{{tr: duplex.Transcription{Text: "go forward"}, sp: sp}}, &decision, 0)
 			require.NoError(t, err)
 			require.Equal(t, []*speculation{sp}, confirmed)
-			require.Equal(t, DecisionSpeak, decision.Decision)
+			require.Equal(t, duplex.DecisionSpeak, decision.Decision)
 			require.Equal(t, sp.ts.n, decision.Turn)
 			require.Equal(t, []gpu.ChatMessage{{Role: "user", Content: "go forward"}}, c.history)
 			require.Equal(t, 1, sp.at)
 			require.Contains(t, c.live, sp.ts)
 			c.releaseSpec(sp)
 			require.True(t, <-sp.verdict)
-			require.True(t, sink.waitFor(5*time.Second, func(outs []OutputMessage) bool { return len(ofKind(outs, Transcript)) == 1 }))
+			require.True(t, sink.waitFor(5*time.Second, func(outs []OutputMessage) bool { return len(ofKind(outs, duplex.OutTranscript)) == 1 }))
 		})
 	}
 }
@@ -254,8 +255,8 @@ func TestReplyFate(t *testing.T) {
 	plain := &reply{inSeq: true}
 	ownCtx := &reply{rspec: true, inSeq: false, undo: mark}
 	nothingOwn := &reply{rspec: true, inSeq: true, undo: mark}
-	input := &reply{rspec: true, spec: ResponseSpec{Input: []gpu.ChatMessage{}}}
-	outOfBand := &reply{rspec: true, spec: ResponseSpec{OutOfBand: true}, inSeq: true, undo: mark}
+	input := &reply{rspec: true, spec: duplex.ResponseSpec{Input: []duplex.Message{}}}
+	outOfBand := &reply{rspec: true, spec: duplex.ResponseSpec{OutOfBand: true}, inSeq: true, undo: mark}
 	spec := &reply{sp: &speculation{}, inSeq: true, undo: mark}
 	type facts struct {
 		text                       string

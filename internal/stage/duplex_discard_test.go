@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -20,7 +21,7 @@ func TestDuplexDiscardAudio(t *testing.T) {
 	numbers, err := audio.PCM16BytesToFloat32(nil, b)
 	require.NoError(t, err)
 	p, _ := newTestPipeline(t, nil)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-discard", MaxTokens: 4}, newRecSink(t))
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-discard"}, newRecSink(t))
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"errors"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,7 +47,7 @@ type ear struct {
 
 	// semantic_vad endpointing (duplex_semvad.go), fixed at open; sem is the undecided pause.
 	semOn, semAsk bool
-	semRule       SemanticEndpointing
+	semRule       duplex.SemanticEndpointing
 	sem           *semPause
 }
 
@@ -188,10 +189,10 @@ func (e *ear) pending() heard {
 // finish ends the ASR utterance and returns its transcript, with each word's log posterior
 // when e.logprobs asks for them and keep is set (a discard keeps nothing, so it does not pay
 // for the lattice passes).
-func (e *ear) finish(keep bool) (Transcription, error) {
+func (e *ear) finish(keep bool) (duplex.Transcription, error) {
 	e.asrHas = false
 	e.deltaSent, e.partialPrev = "", ""
-	var tr Transcription
+	var tr duplex.Transcription
 	var err error
 	if lf, ok := e.asr.(logprobFinisher); ok && keep && e.logprobs {
 		tr.Text, tr.Logprobs, err = lf.FinishLogprobs()

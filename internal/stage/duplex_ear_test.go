@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"errors"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -268,17 +269,17 @@ func TestEarSettledDelta(t *testing.T) {
 
 // TestEarPause: semantic_vad's rule on an undecided pause.
 func TestEarPause(t *testing.T) {
-	rule := SemanticParams("medium")
+	rule := duplex.SemanticParams("medium")
 	cases := []struct {
 		name    string
 		pause   semPause
 		silence int
 		want    string // "" undecided
 	}{
-		{"scored above the threshold", semPause{scored: true, prob: 0.5}, 300, EndOfTurnSemantic},
+		{"scored above the threshold", semPause{scored: true, prob: 0.5}, 300, duplex.EndOfTurnSemantic},
 		{"scored below waits", semPause{scored: true, prob: 0.1}, 1000, ""},
-		{"scored below until the maximum wait", semPause{scored: true, prob: 0.1}, rule.MaxWaitMs, EndOfTurnMaxWait},
-		{"without an estimate, the silence window", semPause{fallback: true}, rule.SilenceMs, EndOfTurnSilence},
+		{"scored below until the maximum wait", semPause{scored: true, prob: 0.1}, rule.MaxWaitMs, duplex.EndOfTurnMaxWait},
+		{"without an estimate, the silence window", semPause{fallback: true}, rule.SilenceMs, duplex.EndOfTurnSilence},
 		{"without an estimate, before the window", semPause{fallback: true}, rule.SilenceMs - 1, ""},
 		{"an estimate in flight waits", semPause{}, rule.SilenceMs, ""},
 	}
@@ -305,16 +306,16 @@ func TestEarPauseEstimate(t *testing.T) {
 		nowMs  int64
 		want   string
 	}{
-		{"no estimate: silence decides", false, nil, 1000 + 500, EndOfTurnSilence},
-		{"the estimate decides", true, &eotResult{e: EndOfTurn{Prob: 0.9}}, 1000 + 300, EndOfTurnSemantic},
-		{"a failed estimate falls back", true, &eotResult{err: errors.New("no")}, 1000 + 500, EndOfTurnSilence},
+		{"no estimate: silence decides", false, nil, 1000 + 500, duplex.EndOfTurnSilence},
+		{"the estimate decides", true, &eotResult{e: EndOfTurn{Prob: 0.9}}, 1000 + 300, duplex.EndOfTurnSemantic},
+		{"a failed estimate falls back", true, &eotResult{err: errors.New("no")}, 1000 + 500, duplex.EndOfTurnSilence},
 		{"an estimate not yet answered waits", true, nil, 1000 + 500, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			asr := &recASR{partial: "so what"}
 			e, _ := newTestEar(asr, 100)
-			e.semOn, e.semAsk, e.semRule = true, tc.ask, SemanticParams("medium")
+			e.semOn, e.semAsk, e.semRule = true, tc.ask, duplex.SemanticParams("medium")
 			text, ask := e.beginPause(1000)
 			require.Equal(t, tc.ask, ask)
 			if ask {

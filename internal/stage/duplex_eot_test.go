@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // TestDuplexEndOfTurn: in a pause after "go forward ten meters" the stream scores the ASR's
@@ -16,7 +18,7 @@ import (
 // number itself means nothing; the real signal needs a real GGUF.
 func TestDuplexEndOfTurn(t *testing.T) {
 	p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = endOfTurnThinker })
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-eot", MaxTokens: 4, Instructions: "be brief"}, newRecSink(t))
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4, Instructions: "be brief"}, RequestID: "duplex-eot"}, newRecSink(t))
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
@@ -68,7 +70,7 @@ func TestDuplexEndOfTurnSource(t *testing.T) {
 	} {
 		t.Run(tc.source, func(t *testing.T) {
 			p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = tc.source })
-			d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-eot-" + tc.source, MaxTokens: 4}, newRecSink(t))
+			d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-eot-" + tc.source}, newRecSink(t))
 			require.NoError(t, err)
 			defer d.Close()
 			_, err = d.StartEndOfTurn(context.Background())

@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestDuplexHistoryBudget(t *testing.T) {
 			strings.Repeat("u", 20), []int{40}},
 	}
 	for _, tc := range cases {
-		c := &conversation{opts: DuplexOptions{MaxHistoryBytes: tc.limit}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
+		c := &conversation{opts: DuplexOptions{Options: duplex.Options{MaxHistoryBytes: tc.limit}}, history: tc.hist, decl: toolsDecl{have: tc.decl}}
 		c.trimHistory()
 		var got []int
 		for _, m := range c.history {

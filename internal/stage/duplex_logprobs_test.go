@@ -12,11 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // requireWordLogprobs checks a final transcript's logprobs: one per word, the words in order,
 // each finite and at most 0.
-func requireWordLogprobs(t *testing.T, tr Transcription) {
+func requireWordLogprobs(t *testing.T, tr duplex.Transcription) {
 	t.Helper()
 	words := strings.Fields(tr.Text)
 	require.NotEmpty(t, words, "no speech recognized")
@@ -35,7 +36,7 @@ func TestDuplexTranscriptLogprobs(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	ctx := context.Background()
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-logprobs", MaxTokens: 1, TranscriptLogprobs: true}, sink)
+	d, err := p.OpenDuplex(ctx, DuplexOptions{Options: duplex.Options{MaxTokens: 1, TranscriptLogprobs: true}, RequestID: "duplex-logprobs"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 
@@ -49,9 +50,9 @@ func TestDuplexTranscriptLogprobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, text, tr.Text)
 	require.InDeltaSlice(t, logprobValues(want), logprobValues(tr.Logprobs), 1e-9, "the stream scores as the one-shot recognizer")
-	require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Transcript)) == 1 }))
+	require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutTranscript)) == 1 }))
 	outs, _, _ := sink.snapshot()
-	require.Equal(t, tr.Logprobs, ofKind(outs, Transcript)[0].WordLogprobs, "the Transcript output carries them too")
+	require.Equal(t, tr.Logprobs, ofKind(outs, duplex.OutTranscript)[0].WordLogprobs, "the Transcript output carries them too")
 
 	require.NoError(t, d.SetTranscriptLogprobs(ctx, false))
 	feedUnits(t, d, speech)
@@ -75,14 +76,14 @@ func TestDuplexTranscriptLogprobsEndpoint(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	ctx := context.Background()
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-logprobs-auto", AutoResponse: true, MaxTokens: 1, TranscriptLogprobs: true}, sink)
+	d, err := p.OpenDuplex(ctx, DuplexOptions{Options: duplex.Options{AutoResponse: true, MaxTokens: 1, TranscriptLogprobs: true}, RequestID: "duplex-logprobs-auto"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	feedUnits(t, d, append(goForward(t), make([]float32, 16000)...))
-	require.True(t, sink.waitFor(30*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Transcript)) > 0 }), "no endpoint")
+	require.True(t, sink.waitFor(30*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutTranscript)) > 0 }), "no endpoint")
 	outs, _, _ := sink.snapshot()
-	o := ofKind(outs, Transcript)[0]
-	requireWordLogprobs(t, Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
+	o := ofKind(outs, duplex.OutTranscript)[0]
+	requireWordLogprobs(t, duplex.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
 }
 
 // TestDuplexTranscriptLogprobsRemoteASR: a remote ASR's answer has no logprobs, so asking for
@@ -96,7 +97,7 @@ func TestDuplexTranscriptLogprobsRemoteASR(t *testing.T) {
 	p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Remote.ASR = &rc })
 	require.False(t, p.HasTranscriptLogprobs())
 	ctx := context.Background()
-	_, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-logprobs-remote", TranscriptLogprobs: true}, newRecSink(t))
+	_, err := p.OpenDuplex(ctx, DuplexOptions{Options: duplex.Options{TranscriptLogprobs: true}, RequestID: "duplex-logprobs-remote"}, newRecSink(t))
 	require.ErrorIs(t, err, ErrInvalidRequest)
 
 	d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-logprobs-remote2"}, newRecSink(t))
@@ -107,7 +108,7 @@ func TestDuplexTranscriptLogprobsRemoteASR(t *testing.T) {
 	feedUnits(t, d, goForward(t))
 	tr, err := d.commit(ctx, 0, false)
 	require.NoError(t, err)
-	require.Equal(t, Transcription{Text: "go forward"}, tr)
+	require.Equal(t, duplex.Transcription{Text: "go forward"}, tr)
 }
 
 func logprobValues(lps []audio.WordLogprob) []float64 {

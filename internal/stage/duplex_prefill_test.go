@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // The prefill of a message is stage-0 work of the turn it leads to, also when Respond follows
@@ -15,7 +17,7 @@ import (
 func TestDuplexPrefillRowsBelongToTheirTurn(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-prefill", MaxTokens: 4}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-prefill"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
@@ -48,7 +50,7 @@ func TestDuplexPrefillRowsBelongToTheirTurn(t *testing.T) {
 func TestDuplexReportsTheCallersTurnIDs(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-ids", MaxTokens: 4}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-ids"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"slices"
 	"strings"
 	"time"
@@ -27,9 +28,9 @@ import (
 type reply struct {
 	c         *conversation
 	ts        *turnState
-	spec      ResponseSpec // zero for a plain response or a speculation
-	rspec     bool         // the response has a ResponseSpec
-	sp        *speculation // set for a speculation
+	spec      duplex.ResponseSpec // zero for a plain response or a speculation
+	rspec     bool                // the response has a ResponseSpec
+	sp        *speculation        // set for a speculation
 	maxTokens int
 
 	r   *response
@@ -190,7 +191,7 @@ func (rp *reply) promptOwnContext() error {
 	plain := len(hist) == base
 	if c.p.remote != nil {
 		rp.g = rp.generatorFor(hist)
-		rp.r.usage = &TokenUsage{} // the remote's count, after generation
+		rp.r.usage = &duplex.Usage{} // the remote's count, after generation
 		rp.inSeq = false
 		return nil
 	}
@@ -221,7 +222,7 @@ func (rp *reply) ownContext() []gpu.ChatMessage {
 	if rp.spec.Instructions != nil {
 		own = append(own, gpu.ChatMessage{Role: "system", Content: *rp.spec.Instructions})
 	}
-	if rp.spec.Tools.parses() {
+	if rp.spec.Tools.Parses() {
 		if decl := rp.c.toolsDeclaration(rp.spec.Tools); decl != nil {
 			own = append(own, *decl)
 		}
@@ -238,7 +239,7 @@ func (rp *reply) promptInput() error {
 	msgs := rp.specMessages(rp.spec)
 	if c.p.remote != nil {
 		rp.g = rp.generatorFor(msgs)
-		rp.r.usage = &TokenUsage{} // the remote's count, after generation
+		rp.r.usage = &duplex.Usage{} // the remote's count, after generation
 		return nil
 	}
 	seq, st, err := rp.openSpecSequence(rp.ts.ctx, msgs)
@@ -290,16 +291,16 @@ func (rp *reply) promptSpeculation() error {
 func (rp *reply) generateOptions() (gpu.GenerateOptions, error) {
 	opts := gpu.GenerateOptions{MaxTokens: rp.maxTokens}
 	tools := rp.spec.Tools
-	if !tools.parses() {
+	if !tools.Parses() {
 		return opts, nil
 	}
 	p := rp.c.p
 	rp.r.tools = newToolParser(p.toolFormat(), tools.Parallel)
-	if !tools.forced() {
+	if !tools.Forces() {
 		return opts, nil
 	}
 	only := ""
-	if tools.Choice == ToolChoiceFunction {
+	if tools.Choice == duplex.ToolChoiceFunction {
 		only = tools.Function
 	}
 	gr, err := toolCallGrammar(p.toolFormat(), tools.Tools, only, rp.maxTokens-1, true, false)

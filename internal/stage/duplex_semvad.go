@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"github.com/omniserve/omniserve/internal/duplex"
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
@@ -15,46 +16,6 @@ import (
 // the pause ends the turn on the eagerness's silence window alone. The session's conversation
 // path (internal/session semvad.go) reads the same table.
 
-// TurnSemanticVAD is the DuplexOptions.TurnType that selects semantic endpointing; any other
-// value ("server_vad") ends a turn on silence alone.
-const TurnSemanticVAD = "semantic_vad"
-
-// End-of-turn reasons (EndOfTurnDecision.Reason).
-const (
-	EndOfTurnSemantic = "semantic" // the estimate reached the threshold
-	EndOfTurnMaxWait  = "max_wait" // the pause reached the maximum wait
-	EndOfTurnSilence  = "silence"  // no estimate: the silence window ended the turn
-)
-
-// SemanticEndpointing is semantic_vad's end-of-turn rule for one eagerness. docs/REALTIME.md
-// says why these numbers.
-type SemanticEndpointing struct {
-	Threshold    float64 // an estimate at or above it ends the turn
-	MinSilenceMs int     // the pause after which the thinker is asked
-	MaxWaitMs    int     // the pause that ends the turn whatever the estimate
-	SilenceMs    int     // without an estimate, the pause that ends the turn
-}
-
-// SemanticParams returns the rule of an eagerness (auto is medium, as OpenAI defines it).
-func SemanticParams(eagerness string) SemanticEndpointing {
-	switch eagerness {
-	case "low":
-		return SemanticEndpointing{Threshold: 0.5, MinSilenceMs: 500, MaxWaitMs: 8000, SilenceMs: 1000}
-	case "high":
-		return SemanticEndpointing{Threshold: 0.05, MinSilenceMs: 200, MaxWaitMs: 2000, SilenceMs: 250}
-	}
-	return SemanticEndpointing{Threshold: 0.2, MinSilenceMs: 300, MaxWaitMs: 4000, SilenceMs: 500}
-}
-
-// EndOfTurnDecision is how semantic_vad ended a turn: carried by the speak Decision of the
-// endpoint it decided.
-type EndOfTurnDecision struct {
-	Reason    string  // EndOfTurnSemantic, EndOfTurnMaxWait or EndOfTurnSilence
-	Prob      float64 // the estimate, when Scored
-	Scored    bool
-	SilenceMs int // the pause's length in input audio when it was decided
-}
-
 // semPause is an undecided pause of a semantic_vad stream (guarded by the ear's lock).
 type semPause struct {
 	endMs int64   // VAD ms where the speech ended
@@ -67,11 +28,11 @@ type semPause struct {
 
 // semanticMode returns the stream's semantic_vad rule, whether semantic_vad endpoints it (on)
 // and whether the thinker is asked (ask false: silence windows). It is fixed when the stream opens.
-func (p *Pipeline) semanticMode(opts DuplexOptions, remoteThinker bool, asr asrStream) (rule SemanticEndpointing, on, ask bool) { //nolint:gocritic // three results read best named
-	if !opts.AutoResponse || opts.TurnType != TurnSemanticVAD {
-		return SemanticEndpointing{}, false, false
+func (p *Pipeline) semanticMode(opts DuplexOptions, remoteThinker bool, asr asrStream) (rule duplex.SemanticEndpointing, on, ask bool) { //nolint:gocritic // three results read best named
+	if !opts.AutoResponse || opts.Turn.Type != duplex.TurnSemanticVAD {
+		return duplex.SemanticEndpointing{}, false, false
 	}
-	rule = SemanticParams(opts.Eagerness)
+	rule = duplex.SemanticParams(opts.Turn.Eagerness)
 	_, partial := asr.(partialASR)
 	return rule, true, !remoteThinker && partial && p.endOfTurnOff() == ""
 }
@@ -99,7 +60,7 @@ func (e *ear) awaitEstimate(j *eotJob) {
 // decidePause reports the pause's decision, and where its speech ended, once its estimate or
 // its length says the turn ends (nil: keep listening). nowMs is the stream's input position in
 // VAD ms.
-func (e *ear) decidePause(nowMs int64) (endMs int64, dec *EndOfTurnDecision) {
+func (e *ear) decidePause(nowMs int64) (endMs int64, dec *duplex.EndOfTurnDecision) {
 	p := e.sem
 	if p == nil {
 		return 0, nil
@@ -133,15 +94,15 @@ func (e *ear) collectEstimate() {
 }
 
 // decidePause is rule's decision on pause p after silenceMs of it (nil: undecided).
-func decidePause(p *semPause, rule SemanticEndpointing, silenceMs int) *EndOfTurnDecision {
-	dec := &EndOfTurnDecision{Prob: p.prob, Scored: p.scored, SilenceMs: silenceMs}
+func decidePause(p *semPause, rule duplex.SemanticEndpointing, silenceMs int) *duplex.EndOfTurnDecision {
+	dec := &duplex.EndOfTurnDecision{Prob: p.prob, Scored: p.scored, SilenceMs: silenceMs}
 	switch {
 	case p.scored && p.prob >= rule.Threshold:
-		dec.Reason = EndOfTurnSemantic
+		dec.Reason = duplex.EndOfTurnSemantic
 	case p.fallback && silenceMs >= rule.SilenceMs:
-		dec.Reason = EndOfTurnSilence
+		dec.Reason = duplex.EndOfTurnSilence
 	case silenceMs >= rule.MaxWaitMs:
-		dec.Reason = EndOfTurnMaxWait
+		dec.Reason = duplex.EndOfTurnMaxWait
 	default:
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // scriptedScorer stands in for the thinker's end-of-turn estimate: it answers prob and records
@@ -36,8 +38,7 @@ func openSemantic(t *testing.T, source, eagerness string, sc *scriptedScorer) (*
 	t.Helper()
 	p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Thinker.EndOfTurn = source })
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-semvad", AutoResponse: true, MaxTokens: 4,
-		PreemptiveMs: -1, TurnType: TurnSemanticVAD, Eagerness: eagerness}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{AutoResponse: true, MaxTokens: 4, Turn: duplex.TurnDetection{Type: duplex.TurnSemanticVAD, Eagerness: eagerness}}, RequestID: "duplex-semvad", PreemptiveMs: -1}, sink)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	if sc != nil {
@@ -51,7 +52,7 @@ func speakDecisions(s *recSink) []OutputMessage {
 	outs, _, _ := s.snapshot()
 	var speak []OutputMessage
 	for _, o := range outs {
-		if o.Kind == Decision && o.Decision == DecisionSpeak {
+		if o.Kind == duplex.OutDecision && o.Decision == duplex.DecisionSpeak {
 			speak = append(speak, o)
 		}
 	}
@@ -93,11 +94,11 @@ func TestDuplexSemanticVADEndsOnEstimate(t *testing.T) {
 	require.Len(t, speak, 1)
 	eot := speak[0].EndOfTurn
 	require.NotNil(t, eot)
-	require.Equal(t, EndOfTurnSemantic, eot.Reason)
+	require.Equal(t, duplex.EndOfTurnSemantic, eot.Reason)
 	require.True(t, eot.Scored)
 	require.InDelta(t, 0.9, eot.Prob, 1e-9)
-	require.GreaterOrEqual(t, eot.SilenceMs, SemanticParams("medium").MinSilenceMs)
-	require.Less(t, eot.SilenceMs, SemanticParams("medium").MaxWaitMs)
+	require.GreaterOrEqual(t, eot.SilenceMs, duplex.SemanticParams("medium").MinSilenceMs)
+	require.Less(t, eot.SilenceMs, duplex.SemanticParams("medium").MaxWaitMs)
 	asked := sc.texts()
 	require.NotEmpty(t, asked)
 	require.GreaterOrEqual(t, wordOverlap(asked[0], "go forward ten meters"), 0.75, "asked about %q", asked[0])
@@ -113,11 +114,11 @@ func TestDuplexSemanticVADWaitsForMaxWait(t *testing.T) {
 	require.Len(t, speak, 1)
 	eot := speak[0].EndOfTurn
 	require.NotNil(t, eot)
-	require.Equal(t, EndOfTurnMaxWait, eot.Reason)
+	require.Equal(t, duplex.EndOfTurnMaxWait, eot.Reason)
 	require.True(t, eot.Scored)
 	require.InDelta(t, 0.01, eot.Prob, 1e-9)
-	require.GreaterOrEqual(t, eot.SilenceMs, SemanticParams("high").MaxWaitMs)
-	require.Less(t, eot.SilenceMs, SemanticParams("high").MaxWaitMs+200, "decided in the unit that reached it")
+	require.GreaterOrEqual(t, eot.SilenceMs, duplex.SemanticParams("high").MaxWaitMs)
+	require.Less(t, eot.SilenceMs, duplex.SemanticParams("high").MaxWaitMs+200, "decided in the unit that reached it")
 	require.Len(t, sc.texts(), 1, "one estimate per pause")
 }
 
@@ -134,14 +135,14 @@ func TestDuplexSemanticVADSpeechResumes(t *testing.T) {
 	feedUnits(t, d, speech)
 	speak := silenceUntilSpeak(t, d, sink, 6000)
 	require.Len(t, speak, 1, "one turn")
-	require.Equal(t, EndOfTurnMaxWait, speak[0].EndOfTurn.Reason)
+	require.Equal(t, duplex.EndOfTurnMaxWait, speak[0].EndOfTurn.Reason)
 	asked := sc.texts()
 	require.Len(t, asked, 2)
 	require.Greater(t, len(asked[1]), len(asked[0]), "the second pause's partial holds both utterances: %q", asked)
 	outs, _, _ := sink.snapshot()
 	var transcripts []string
 	for _, o := range outs {
-		if o.Kind == Transcript {
+		if o.Kind == duplex.OutTranscript {
 			transcripts = append(transcripts, o.Text)
 		}
 	}
@@ -161,9 +162,9 @@ func TestDuplexSemanticVADSilenceWindows(t *testing.T) {
 			require.Len(t, speak, 1)
 			eot := speak[0].EndOfTurn
 			require.NotNil(t, eot)
-			require.Equal(t, EndOfTurnSilence, eot.Reason)
+			require.Equal(t, duplex.EndOfTurnSilence, eot.Reason)
 			require.False(t, eot.Scored)
-			rule := SemanticParams("low")
+			rule := duplex.SemanticParams("low")
 			require.GreaterOrEqual(t, eot.SilenceMs, rule.SilenceMs)
 			require.Less(t, eot.SilenceMs, rule.SilenceMs+200)
 			require.Empty(t, sc.texts(), "the thinker is not asked")
@@ -184,7 +185,7 @@ func TestDuplexSemanticVADThinker(t *testing.T) {
 	eot := speak[0].EndOfTurn
 	require.NotNil(t, eot)
 	require.True(t, eot.Scored)
-	require.Contains(t, []string{EndOfTurnSemantic, EndOfTurnMaxWait}, eot.Reason)
+	require.Contains(t, []string{duplex.EndOfTurnSemantic, duplex.EndOfTurnMaxWait}, eot.Reason)
 	require.GreaterOrEqual(t, eot.Prob, 0.0)
 	require.LessOrEqual(t, eot.Prob, 1.0)
 	t.Logf("dummy thinker: p=%.3g, %s after %d ms", eot.Prob, eot.Reason, eot.SilenceMs)

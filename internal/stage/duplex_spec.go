@@ -3,35 +3,15 @@ package stage
 import (
 	"context"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
-// ResponseSpec is a response with per-response options beyond its length (OpenAI's
-// response.create instructions, input and conversation "none").
-type ResponseSpec struct {
-	MaxTokens int // 0 = the stream's
-	// Instructions, when set, are this response's own instructions. Over the conversation they
-	// join the prompt as a system message after it, for this response only (the session's
-	// instructions stay at its head: the conversation's KV cache is reused, not re-read); with
-	// Input they are the system prompt instead of the session's.
-	Instructions *string
-	// Input, when non-nil, replaces the conversation as the response's context (empty: the
-	// instructions alone). It is prefilled into a sequence of its own, freed after the reply.
-	Input []gpu.ChatMessage
-	// OutOfBand keeps the reply out of the conversation (conversation "none").
-	OutOfBand bool
-	// Tools, when set, are the functions this reply may call (the session's tools or the
-	// response's own): declared to the model for this reply only, a forced choice decoded
-	// under the tools' grammar, calls parsed from the output (ToolCalled outputs, never Text
-	// and never spoken), and the calls kept in the conversation in the model's own markup.
-	Tools *ToolSpec
-}
-
 // RespondWith starts the response of turn with per-response options and returns the id it
 // runs under, as Respond does; it queues behind a running response as Respond does.
-func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec ResponseSpec) (int, error) {
+func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec duplex.ResponseSpec) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("starting response: %w", err)
 	}
@@ -49,20 +29,23 @@ func (d *DuplexStream) RespondWith(ctx context.Context, turn int, spec ResponseS
 
 // specMessages is the context of a response with its own input: its instructions (or the
 // stream's) as the system prompt, then the input.
-func (rp *reply) specMessages(spec ResponseSpec) []gpu.ChatMessage {
+func (rp *reply) specMessages(spec duplex.ResponseSpec) []gpu.ChatMessage {
 	c := rp.c
 	sys := c.opts.Instructions
 	if spec.Instructions != nil {
 		sys = *spec.Instructions
 	}
 	var msgs []gpu.ChatMessage
-	if spec.Tools.parses() {
+	if spec.Tools.Parses() {
 		sys = strings.TrimSpace(sys + "\n\n" + c.p.toolFormat().toolsInstructions(spec.Tools.Tools))
 	}
 	if sys != "" {
 		msgs = append(msgs, gpu.ChatMessage{Role: "system", Content: sys})
 	}
-	return append(msgs, spec.Input...)
+	for _, m := range spec.Input {
+		msgs = append(msgs, gpu.ChatMessage{Role: m.Role, Content: m.Text})
+	}
+	return msgs
 }
 
 // openSpecSequence prefills msgs with the generation prompt into a new sequence, refusing a

@@ -3,6 +3,7 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"slices"
 
 	"go.uber.org/zap"
@@ -34,14 +35,14 @@ type toolsDecl struct {
 // first turn after a session.update with tools reads only the user's input. Changed tools
 // replace the declaration, and tools set to none remove it, from the history and from the
 // sequence (applyTools), so that the model never sees a stale one.
-func (d *DuplexStream) SetTools(spec *ToolSpec) error { return d.conv.setTools(spec) }
+func (d *DuplexStream) SetTools(spec *duplex.ToolSpec) error { return d.conv.setTools(spec) }
 
 // setTools is SetTools.
-func (c *conversation) setTools(spec *ToolSpec) error {
+func (c *conversation) setTools(spec *duplex.ToolSpec) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	want := ""
-	if spec.parses() {
+	if spec.Parses() {
 		t := *spec
 		c.tools = &t
 		want = c.p.toolFormat().toolsInstructions(t.Tools)
@@ -72,7 +73,7 @@ func (c *conversation) setTools(spec *ToolSpec) error {
 }
 
 // toolSpec is the stream's tools (nil: none).
-func (c *conversation) toolSpec() *ToolSpec {
+func (c *conversation) toolSpec() *duplex.ToolSpec {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.tools
@@ -80,7 +81,7 @@ func (c *conversation) toolSpec() *ToolSpec {
 
 // toolsDeclaration is the system message a response with tools t reads after the conversation,
 // or nil when the conversation already declares them (SetTools).
-func (c *conversation) toolsDeclaration(t *ToolSpec) *gpu.ChatMessage {
+func (c *conversation) toolsDeclaration(t *duplex.ToolSpec) *gpu.ChatMessage {
 	decl := c.p.toolFormat().toolsInstructions(t.Tools)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -26,36 +27,35 @@ func TestDuplexForcedToolCall(t *testing.T) {
 	weather := testTools()[2]
 	var schema map[string]any
 	require.NoError(t, json.Unmarshal(weather.Parameters, &schema))
-	spec := &ToolSpec{Tools: []Tool{weather}, Choice: ToolChoiceFunction, Function: weather.Name}
+	spec := &duplex.ToolSpec{Tools: []duplex.Tool{weather}, Choice: duplex.ToolChoiceFunction, Function: weather.Name}
 	for seed := range 100 {
 		sink := newRecSink(t)
-		d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: fmt.Sprintf("duplex-tools-%d", seed), MaxTokens: 200,
-			Sampling: gpu.Sampling{Temperature: 1, TopP: 1, Seed: uint32(seed)}}, sink)
+		d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 200}, RequestID: fmt.Sprintf("duplex-tools-%d", seed), Sampling: gpu.Sampling{Temperature: 1, TopP: 1, Seed: uint32(seed)}}, sink)
 		require.NoError(t, err)
 		require.NoError(t, d.AppendText(context.Background(), 0, "user", "what is the weather in Paris?"))
-		_, err = d.RespondWith(context.Background(), 0, ResponseSpec{Tools: spec})
+		_, err = d.RespondWith(context.Background(), 0, duplex.ResponseSpec{Tools: spec})
 		require.NoError(t, err)
 		require.True(t, sink.waitFor(60*time.Second, finishedTurn(1)), "seed %d", seed)
 		outs, _, _ := sink.snapshot()
-		calls := ofKind(outs, ToolCalled)
+		calls := ofKind(outs, duplex.OutToolCall)
 		require.Len(t, calls, 1, "seed %d", seed)
-		require.Empty(t, ofKind(outs, Text), "seed %d: the call's markup is never text", seed)
+		require.Empty(t, ofKind(outs, duplex.OutText), "seed %d: the call's markup is never text", seed)
 		c := calls[0].ToolCall
 		require.Equal(t, weather.Name, c.Name)
 		require.True(t, strings.HasPrefix(c.ID, "call_"))
 		var args any
 		require.NoError(t, json.Unmarshal([]byte(c.Arguments), &args), "seed %d: %s", seed, c.Arguments)
 		require.NoError(t, validateSchema(schema, args), "seed %d: %s", seed, c.Arguments)
-		fin := ofKind(outs, Finished)
+		fin := ofKind(outs, duplex.OutFinished)
 		require.Len(t, fin, 1)
-		require.Equal(t, FinishToolCalls, fin[0].FinishReason, "seed %d", seed)
+		require.Equal(t, duplex.FinishToolCalls, fin[0].FinishReason, "seed %d", seed)
 		if seed == 0 {
 			require.NoError(t, d.AppendText(context.Background(), 0, "tool", `{"temperature":21}`))
-			_, err = d.RespondWith(context.Background(), 0, ResponseSpec{MaxTokens: 6, Tools: &ToolSpec{Choice: ToolChoiceNone}})
+			_, err = d.RespondWith(context.Background(), 0, duplex.ResponseSpec{MaxTokens: 6, Tools: &duplex.ToolSpec{Choice: duplex.ToolChoiceNone}})
 			require.NoError(t, err)
 			waitResponseEnd(t, sink, 2)
 			outs, _, _ = sink.snapshot()
-			require.Len(t, ofKind(outs, ToolCalled), 1, "tool_choice none: no second call")
+			require.Len(t, ofKind(outs, duplex.OutToolCall), 1, "tool_choice none: no second call")
 			d.conv.mu.Lock()
 			hist := append([]gpu.ChatMessage(nil), d.conv.history...)
 			d.conv.mu.Unlock()
@@ -73,10 +73,10 @@ func TestDuplexForcedToolCall(t *testing.T) {
 // no declaration of its own.
 func TestDuplexSetToolsDeclaresOnce(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-settools", MaxTokens: 4}, newRecSink(t))
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-settools"}, newRecSink(t))
 	require.NoError(t, err)
 	defer d.Close()
-	spec := &ToolSpec{Tools: testTools()[1:2], Choice: ToolChoiceAuto}
+	spec := &duplex.ToolSpec{Tools: testTools()[1:2], Choice: duplex.ToolChoiceAuto}
 	require.NoError(t, d.SetTools(spec))
 	require.NoError(t, d.SetTools(spec))
 	decl := p.toolFormat().toolsInstructions(spec.Tools)
@@ -90,9 +90,9 @@ func TestDuplexSetToolsDeclaresOnce(t *testing.T) {
 	d.conv.mu.Unlock()
 	require.Equal(t, 1, n)
 	require.Nil(t, d.conv.toolsDeclaration(spec), "declared in the conversation")
-	require.NotNil(t, d.conv.toolsDeclaration(&ToolSpec{Tools: testTools()[2:], Choice: ToolChoiceAuto}), "other tools are declared per response")
+	require.NotNil(t, d.conv.toolsDeclaration(&duplex.ToolSpec{Tools: testTools()[2:], Choice: duplex.ToolChoiceAuto}), "other tools are declared per response")
 	require.NotNil(t, d.conv.toolSpec())
-	require.NoError(t, d.SetTools(&ToolSpec{Tools: spec.Tools, Choice: ToolChoiceNone}))
+	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: spec.Tools, Choice: duplex.ToolChoiceNone}))
 	require.Nil(t, d.conv.toolSpec(), "tool_choice none: the stream's turns call nothing")
 }
 
@@ -111,7 +111,7 @@ func seqTokens(t *testing.T, d *DuplexStream) (held, rendered int) {
 }
 
 // declarations counts the tools declarations of specs in the stream's history.
-func declarations(d *DuplexStream, specs ...[]Tool) []int {
+func declarations(d *DuplexStream, specs ...[]duplex.Tool) []int {
 	d.conv.mu.Lock()
 	defer d.conv.mu.Unlock()
 	var out []int
@@ -134,18 +134,18 @@ func declarations(d *DuplexStream, specs ...[]Tool) []int {
 func TestDuplexToolsPrefilledBeforeTheTurn(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-tools-prefill", MaxTokens: 4}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-tools-prefill"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
 	tools := testTools()[1:]
-	require.NoError(t, d.SetTools(&ToolSpec{Tools: tools, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: tools, Choice: duplex.ToolChoiceAuto}))
 	declTokens := 0
 	own := map[int]int{} // turn → tokens its response prefilled itself
 	for i, text := range []string{"go forward ten meters", "and then turn left"} {
 		// At once, no wait: the declaration's job is queued before the user's message.
 		require.NoError(t, d.AppendText(ctx, 0, "user", text))
-		turn, err := d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
+		turn, err := d.RespondWith(ctx, 0, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
 		require.NoError(t, err)
 		require.Equal(t, i+1, turn)
 		for _, m := range sink.waitTurnEnd(t, turn, 30*time.Second) {
@@ -172,19 +172,19 @@ func TestDuplexToolsPrefilledBeforeTheTurn(t *testing.T) {
 func TestDuplexToolsChangeReplacesTheDeclaration(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-tools-change", MaxTokens: 6}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 6}, RequestID: "duplex-tools-change"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
 	big, small := testTools()[1:], testTools()[2:]
-	require.NoError(t, d.SetTools(&ToolSpec{Tools: big, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: big, Choice: duplex.ToolChoiceAuto}))
 	require.NoError(t, d.AppendText(ctx, 0, "user", "go forward ten meters"))
-	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
+	_, err = d.RespondWith(ctx, 0, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	sink.waitTurnEnd(t, 1, 30*time.Second)
 	before, _ := seqTokens(t, d)
 
-	require.NoError(t, d.SetTools(&ToolSpec{Tools: small, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: small, Choice: duplex.ToolChoiceAuto}))
 	require.NoError(t, d.SettleInput(ctx, 0)) // the tools job ran once the marker is reported
 	waitSettled(t, sink, 2)
 	require.Equal(t, []int{0, 1}, declarations(d, big, small), "the old declaration is gone, the new one there once")
@@ -198,7 +198,7 @@ func TestDuplexToolsChangeReplacesTheDeclaration(t *testing.T) {
 
 	// The conversation goes on over the new declaration.
 	require.NoError(t, d.AppendText(ctx, 0, "user", "and then turn left"))
-	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
+	_, err = d.RespondWith(ctx, 0, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	require.True(t, sink.waitFor(30*time.Second, finishedTurn(2)))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
@@ -249,25 +249,25 @@ func waitResponseEnd(t *testing.T, sink *recSink, n int) {
 func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
 	p, eng := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-tools-trunc", MaxTokens: 4}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-tools-trunc"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
 	big, small := testTools()[1:], testTools()[2:]
-	require.NoError(t, d.SetTools(&ToolSpec{Tools: big, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: big, Choice: duplex.ToolChoiceAuto}))
 	// More than the sequence's window after the declaration: the scheduler truncates.
 	long := strings.Repeat("go forward ten meters and then turn left. ", eng.Info().SeqContext/10)
 	require.NoError(t, d.AppendText(ctx, 0, "user", long))
 	require.NoError(t, d.SettleInput(ctx, 0))
 	waitSettled(t, sink, 1)
 
-	require.NoError(t, d.SetTools(&ToolSpec{Tools: small, Choice: ToolChoiceAuto}))
+	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: small, Choice: duplex.ToolChoiceAuto}))
 	require.NoError(t, d.AppendText(ctx, 0, "user", "and stop"))
-	_, err = d.RespondWith(ctx, 0, ResponseSpec{Tools: d.conv.toolSpec()})
+	_, err = d.RespondWith(ctx, 0, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	waitResponseEnd(t, sink, 1)
 	outs, _, _ := sink.snapshot()
-	require.Empty(t, ofKind(outs, Error))
+	require.Empty(t, ofKind(outs, duplex.OutError))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
 	d.conv.mu.Lock()
 	hist := append([]gpu.ChatMessage(nil), d.conv.history...)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // TestDuplexTranscribeOnlyPrefillsNothing: a transcription session's stream sends its
@@ -25,15 +27,14 @@ func TestDuplexTranscribeOnlyPrefillsNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := newRecSink(t)
-			d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-tx-" + tc.name, MaxTokens: 1,
-				Instructions: "You are a helpful assistant.", TranscribeOnly: tc.transcribeOnly}, sink)
+			d, err := p.OpenDuplex(ctx, DuplexOptions{Options: duplex.Options{MaxTokens: 1, Instructions: "You are a helpful assistant.", TranscribeOnly: tc.transcribeOnly}, RequestID: "duplex-tx-" + tc.name}, sink)
 			require.NoError(t, err)
 			defer d.Close()
 			feedUnits(t, d, speech)
 			tr, err := d.commit(ctx, 0, false)
 			require.NoError(t, err)
 			require.Contains(t, tr.Text, "forward")
-			require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Transcript)) == 1 }),
+			require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutTranscript)) == 1 }),
 				"the transcript goes out either way")
 			d.conv.mu.Lock()
 			history := len(d.conv.history)

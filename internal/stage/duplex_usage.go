@@ -1,6 +1,9 @@
 package stage
 
-import "github.com/omniserve/omniserve/internal/gpu"
+import (
+	"github.com/omniserve/omniserve/internal/duplex"
+	"github.com/omniserve/omniserve/internal/gpu"
+)
 
 // Token accounting of duplex responses (OpenAI's response.done usage). The counts are the
 // engine's: what a response read is its sequence's history when generation began, and what it
@@ -14,7 +17,7 @@ import "github.com/omniserve/omniserve/internal/gpu"
 // earlier turns are forgotten; turn n's stay, for the response that replaces a discarded
 // speculation of the same turn. With a remote thinker (seq nil) the input is known only from
 // the remote's count after generation (response.finalUsage).
-func (c *conversation) promptUsage(n, own int, seq *gpu.Sequence) *TokenUsage {
+func (c *conversation) promptUsage(n, own int, seq *gpu.Sequence) *duplex.Usage {
 	c.mu.Lock()
 	fresh := own + c.prefilled[n]
 	for t := range c.prefilled {
@@ -23,7 +26,7 @@ func (c *conversation) promptUsage(n, own int, seq *gpu.Sequence) *TokenUsage {
 		}
 	}
 	c.mu.Unlock()
-	u := &TokenUsage{}
+	u := &duplex.Usage{}
 	if seq == nil {
 		return u
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -20,7 +21,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 	p, eng := newTestPipeline(t, nil)
 	sink := newRecSink(t)
 	const instructions = "You are a terse assistant."
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-usage", Instructions: instructions, MaxTokens: 6}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{Instructions: instructions, MaxTokens: 6}, RequestID: "duplex-usage"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
@@ -47,7 +48,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 	sysTokens, _, err := eng.CountTokens(sys, 0)
 	require.NoError(t, err)
 	fed := sys // the rendered conversation the sequence holds, as the test follows it
-	var prev TokenUsage
+	var prev duplex.Usage
 	for i, text := range []string{"go forward ten meters", "and then turn left"} {
 		turn := i + 1
 		require.NoError(t, d.AppendText(ctx, 0, "user", text))
@@ -58,7 +59,7 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 		require.True(t, sink.waitFor(20*time.Second, finishedTurn(turn)))
 		outs, _, _ := sink.snapshot()
 
-		var usages []TokenUsage
+		var usages []duplex.Usage
 		var reply strings.Builder
 		textTokens := 0
 		for _, o := range outs {
@@ -66,9 +67,9 @@ func TestDuplexUsageIsTheEnginesCount(t *testing.T) {
 				continue
 			}
 			switch o.Kind {
-			case Usage:
+			case duplex.OutUsage:
 				usages = append(usages, *o.Usage)
-			case Text:
+			case duplex.OutText:
 				reply.WriteString(o.Text)
 				textTokens += o.Tokens
 			}
@@ -131,7 +132,7 @@ func TestDuplexUsageRemoteThinker(t *testing.T) {
 		c.Remote.Thinker = &rc
 	})
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-remote-usage", MaxTokens: 8}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 8}, RequestID: "duplex-remote-usage"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	require.NoError(t, d.AppendText(context.Background(), 0, "user", "hi"))
@@ -140,10 +141,10 @@ func TestDuplexUsageRemoteThinker(t *testing.T) {
 	sms := sink.waitTurnEnd(t, turn, 10*time.Second)
 	require.True(t, sink.waitFor(10*time.Second, finishedTurn(turn)))
 	outs, _, _ := sink.snapshot()
-	usages := ofKind(outs, Usage)
+	usages := ofKind(outs, duplex.OutUsage)
 	require.Len(t, usages, 1, "only the final report: the prompt is counted upstream")
 	got := *usages[0].Usage
-	require.Equal(t, TokenUsage{InputTokens: 7, OutputTokens: 2, Final: true}, got, "the upstream's usage")
+	require.Equal(t, duplex.Usage{InputTokens: 7, OutputTokens: 2, Final: true}, got, "the upstream's usage")
 	in, out := 0, 0
 	for _, m := range sms {
 		if m.StageID == 0 && m.Turn == turn {
@@ -157,14 +158,14 @@ func TestDuplexUsageRemoteThinker(t *testing.T) {
 
 // turnUsage waits for turn n's end and returns its final usage and its stage-0 statistics'
 // num_tokens_in and num_tokens_out.
-func turnUsage(t *testing.T, sink *recSink, n int) (TokenUsage, int, int) {
+func turnUsage(t *testing.T, sink *recSink, n int) (duplex.Usage, int, int) {
 	t.Helper()
 	sms := sink.waitTurnEnd(t, n, 20*time.Second)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(n)))
 	outs, _, _ := sink.snapshot()
-	var u *TokenUsage
+	var u *duplex.Usage
 	for _, o := range outs {
-		if o.Kind == Usage && o.Turn == n && o.Usage.Final {
+		if o.Kind == duplex.OutUsage && o.Turn == n && o.Usage.Final {
 			u = o.Usage
 		}
 	}
@@ -184,7 +185,7 @@ func turnUsage(t *testing.T, sink *recSink, n int) (TokenUsage, int, int) {
 func TestDuplexUsageResponseSpec(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-usage-spec", MaxTokens: 4}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-usage-spec"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	ctx := context.Background()
@@ -195,7 +196,7 @@ func TestDuplexUsageResponseSpec(t *testing.T) {
 
 	sys := "Answer in one word."
 	require.NoError(t, d.AppendText(ctx, 0, "user", "and then turn left"))
-	n, err = d.RespondWith(ctx, 0, ResponseSpec{Instructions: &sys})
+	n, err = d.RespondWith(ctx, 0, duplex.ResponseSpec{Instructions: &sys})
 	require.NoError(t, err)
 	u, in, out := turnUsage(t, sink, n)
 	t.Logf("own instructions: %+v, stats in %d out %d", u, in, out)
@@ -203,7 +204,7 @@ func TestDuplexUsageResponseSpec(t *testing.T) {
 	require.Equal(t, out, u.OutputTokens)
 	require.Equal(t, first.InputTokens+first.OutputTokens, u.CachedTokens, "turn 1 is cached")
 
-	n, err = d.RespondWith(ctx, 0, ResponseSpec{Input: []gpu.ChatMessage{{Role: "user", Content: "hello there"}}, OutOfBand: true})
+	n, err = d.RespondWith(ctx, 0, duplex.ResponseSpec{Input: []duplex.Message{{Role: "user", Text: "hello there"}}, OutOfBand: true})
 	require.NoError(t, err)
 	u, in, out = turnUsage(t, sink, n)
 	t.Logf("own input: %+v, stats in %d out %d", u, in, out)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -217,7 +218,7 @@ func (s *recSink) waitFor(timeout time.Duration, cond func([]OutputMessage) bool
 func finishedTurn(turn int) func([]OutputMessage) bool {
 	return func(outs []OutputMessage) bool {
 		for _, o := range outs {
-			if o.Kind == Finished && o.Turn == turn {
+			if o.Kind == duplex.OutFinished && o.Turn == turn {
 				return true
 			}
 		}
@@ -225,7 +226,7 @@ func finishedTurn(turn int) func([]OutputMessage) bool {
 	}
 }
 
-func ofKind(outs []OutputMessage, k OutputKind) []OutputMessage {
+func ofKind(outs []OutputMessage, k duplex.OutputKind) []OutputMessage {
 	var r []OutputMessage
 	for _, o := range outs {
 		if o.Kind == k {

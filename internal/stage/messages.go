@@ -3,9 +3,8 @@ package stage
 import (
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -20,109 +19,19 @@ type Sink interface {
 	OnTransfer(TransferEvent) // connector TX: size and hand-off time of one send
 }
 
-// OutputKind says what an OutputMessage carries.
-type OutputKind int
-
-// Output kinds.
-const (
-	// Decision is a duplex decision of stage 0 for one audio unit: "listen" or "speak".
-	Decision OutputKind = iota
-	// Transcript is the final user transcript of an endpoint or commit (stage 0).
-	Transcript
-	// Text is a delta of generated text (stage 0).
-	Text
-	// Audio is a chunk of synthesized speech (stage 1) with the text of the phrase it speaks.
-	Audio
-	// Finished ends a response or chat request; it comes from the final stage.
-	Finished
-	// Error reports a failure of a response or chat request; a Finished with reason "error" follows.
-	Error
-	// Usage is stage 0's token accounting of a duplex response (OutputMessage.Usage): once when
-	// its prompt is in the engine, before the first Text, and once more (Final) after the last
-	// token, before Finished. Chat requests get none (their usage comes from the stage metrics).
-	Usage
-	// ToolCalled is a complete tool call the model made (OutputMessage.ToolCall), from stage 0.
-	// Its markup never comes as Text, and never reaches the talker.
-	ToolCalled
-	// TranscriptDelta is words of the user's open utterance the recognizer has settled on
-	// (audio.StableDelta over its partial hypotheses), before its Transcript; only with
-	// DuplexOptions.TranscriptDeltas on manual turns. One with empty Text marks a DiscardAudio:
-	// the deltas before it were of the discarded audio.
-	TranscriptDelta
-)
-
-var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage", "tool_call", "transcript_delta"}
-
-func (k OutputKind) String() string {
-	if k >= 0 && int(k) < len(outputKindNames) {
-		return outputKindNames[k]
-	}
-	return fmt.Sprintf("OutputKind(%d)", int(k))
-}
-
-// Duplex decisions.
-const (
-	DecisionListen = "listen"
-	DecisionSpeak  = "speak"
-)
-
-// Finish reasons.
-const (
-	FinishStop   = "stop"
-	FinishLength = "length"
-	FinishAbort  = "abort"
-	FinishError  = "error"
-)
-
-// OutputMessage is one output of a stage for a request.
+// OutputMessage is one output of a stage for a request: the output as the duplex session and
+// the chat client read it (duplex.Output, passed up as is), and what the request client keeps
+// for the statistics.
 type OutputMessage struct {
+	duplex.Output
 	RequestID string
 	StageID   int
-	Kind      OutputKind
-	// Turn is the id of the turn the output belongs to: on a duplex stream the id the caller
-	// gave with the input (listen decisions, transcripts) or with Respond (a response's
-	// outputs); a response the stream started by itself answers the current input's id.
-	// Chat requests have turn 1.
-	Turn     int
-	Decision string // "listen" | "speak" (Kind == Decision)
-	// EndOfTurn is how semantic_vad decided the endpoint of a speak Decision (nil otherwise).
-	EndOfTurn *EndOfTurnDecision
-	Text      string // transcript / text delta / audio's transcript segment
-	// Tokens is the number of model tokens behind a Text delta (tokens whose text was held back,
-	// such as the start of a possible stop string, count with the delta that releases it).
-	Tokens int
-	// Usage is the response's token accounting (Kind == Usage).
-	Usage *TokenUsage
-	// ToolCall is the call of a ToolCalled output.
-	ToolCall *ToolCall
-	// Logprobs of the tokens behind a Text delta, when the request's sampling asked for them
+	// Logprobs of the tokens behind an OutText delta, when the request's sampling asked for them
 	// (tokens whose text was cut by a stop string have none).
-	Logprobs []gpu.TokenLogprob
-	// WordLogprobs of a Transcript: each word's log posterior, when the stream asks for them
-	// (DuplexOptions.TranscriptLogprobs; non-nil then); nil otherwise.
-	WordLogprobs  []WordLogprob
-	Audio         []float32
-	SampleRate    int // Kind == Audio: OutputRate (24 kHz by default), mono
+	Logprobs      []gpu.TokenLogprob
 	Finished      bool
-	FinishReason  string // stop | length | tool_calls | abort | error
 	Metrics       *metrics.StageRequestStats
 	StageSubmitTS float64
-	Err           error
-}
-
-// TokenUsage is a duplex response's token accounting, from the engine's own counts.
-type TokenUsage struct {
-	// InputTokens is every token the model read for the response: the engine sequence's whole
-	// history when generation began, the prompt template's tokens included.
-	InputTokens int
-	// CachedTokens is the part of InputTokens that was in the KV cache before the response's
-	// turn (earlier turns' prompts and replies). InputTokens - CachedTokens are the tokens
-	// prefilled for the turn: the num_tokens_in of its stage-0 statistics.
-	CachedTokens int
-	// OutputTokens is the number of tokens generated (the stage-0 num_tokens_out); set only in
-	// the Final report.
-	OutputTokens int
-	Final        bool
 }
 
 // StageMetricsMessage is one stage's statistics snapshot for one request (or one unit or
@@ -182,8 +91,8 @@ type ChatRequest struct {
 	Sampling     gpu.Sampling
 	WantAudio    bool
 	// Tools, when set, declares functions in the prompt and says how the model may call them
-	// (tools.go); its calls come as ToolCalled outputs and end with reason tool_calls.
-	Tools *ToolSpec
+	// (tools.go); its calls come as OutToolCall outputs and end with reason tool_calls.
+	Tools *duplex.ToolSpec
 }
 
 // ChatMessage is one message of a chat request; Audio (16 kHz mono) is transcribed by the ASR
@@ -193,60 +102,26 @@ type ChatMessage struct {
 	Role       string
 	Text       string
 	Audio      []float32
-	ToolCalls  []ToolCall
+	ToolCalls  []duplex.ToolCall
 	ToolCallID string
 }
 
-// DuplexOptions configures a duplex stream.
+// DuplexOptions configures a duplex stream: the session's settings as it gave them
+// (duplex.Options, passed down as is; its Turn drives the stream's endpointing VAD and
+// semantic_vad) and what the request client and tests add.
 type DuplexOptions struct {
-	RequestID    string
-	Instructions string // system prompt; "" = thinker.instructions
-	VAD          speech.VADConfig
-	// AutoResponse: a VAD endpoint (speech, then silence_duration_ms of silence) commits the
-	// user's audio and starts a response ("speak"). Without it the stream only listens until
-	// Commit or Respond, and the ASR hears all audio, not only the VAD's speech segments.
-	AutoResponse bool
-	WantAudio    bool
-	MaxTokens    int
-	Sampling     gpu.Sampling
-	// MaxHistoryBytes bounds the conversation's text: past it the oldest messages (not the
-	// instructions) are dropped before the next job (duplex_history.go). 0 = unbounded.
-	MaxHistoryBytes int
+	duplex.Options
+	RequestID string
+	// Sampling is the stream's: the request client gives pipeline.thinker.sampling
+	// (Pipeline.DuplexSampling) with Options.Temperature and Seed applied.
+	Sampling gpu.Sampling
+	// VAD is the stream VAD's configuration: OpenDuplex fills it from Options.Turn and
+	// pipeline.thinker.vad (a test may set other fields, such as its sample rate).
+	VAD speech.VADConfig
 	// PreemptiveMs: with AutoResponse, start the response speculatively after this much of the
 	// endpoint's silence, releasing its outputs only when the endpoint is confirmed with the same
 	// transcript (see preempt.go). 0 = thinker.preemptive_ms; negative disables.
 	PreemptiveMs int
-	// TranscriptDeltas: on manual turns (no AutoResponse), the recognizer's settled words go
-	// out as TranscriptDelta outputs while the audio is appended (input transcription deltas
-	// while the user speaks, in transcription sessions and conversations).
-	TranscriptDeltas bool
-	// TurnType is the session's turn_detection type: with AutoResponse, TurnSemanticVAD
-	// endpoints on the thinker's end-of-turn estimate at the Eagerness's thresholds
-	// (duplex_semvad.go); anything else on VAD.SilenceDurationMs of silence.
-	TurnType  string
-	Eagerness string // semantic_vad's: low, medium, high or auto ("" = auto)
-	// TranscriptLogprobs: each final transcript carries its words' log posteriors
-	// (Transcription.Logprobs, OutputMessage.WordLogprobs), at ~1.5 ms per utterance for the
-	// lattice passes; SetTranscriptLogprobs changes it later. Only the local recognizer has
-	// them: with a remote ASR OpenDuplex refuses it.
-	TranscriptLogprobs bool
-	// TranscribeOnly: the stream only transcribes (a transcription session): its transcripts go
-	// out but never join the conversation, and the instructions are not read, so the thinker
-	// prefills nothing for a reply that never comes. semantic_vad's estimate still scores the
-	// partial transcript on the stream's sequence.
-	TranscribeOnly bool
-}
-
-// Transcription is a committed utterance's final transcript and, when the stream asks for
-// them (DuplexOptions.TranscriptLogprobs), each word's log posterior: non-nil then, also for
-// an empty transcript; nil when not asked.
-type Transcription struct {
-	Text     string
-	Logprobs []audio.WordLogprob
-	// RecognizerCPU is the CPU time the local recognizer spent on the utterance (decoding its
-	// audio as it came, ending it, the logprobs' passes); 0 with a remote ASR, whose work is
-	// not ours to measure.
-	RecognizerCPU time.Duration
 }
 
 // Errors of this package; speech's sentinels (ErrOddLength, ErrNonFinite, ErrUnsupportedRate,
@@ -289,6 +164,18 @@ func (e *ContextLengthError) Error() string {
 // Is makes errors.Is(err, ErrContextLength) true.
 func (e *ContextLengthError) Is(target error) bool { return target == ErrContextLength }
 
-// WordLogprob is one transcript word and the recognizer's log posterior of it
-// (audio.WordLogprob), named here so that requestclient, which may not import audio, passes it.
-type WordLogprob = audio.WordLogprob
+// turnVAD is the stream VAD's configuration v with the session's turn detection t over it
+// (where t sets a value): the one translation of turn_detection into the VAD library's terms;
+// pipeline.thinker.vad fills what neither sets (Pipeline.vadConfig).
+func turnVAD(v speech.VADConfig, t duplex.TurnDetection) speech.VADConfig {
+	if t.Threshold != 0 {
+		v.Threshold = t.Threshold
+	}
+	if t.PrefixPaddingMs != 0 {
+		v.PrefixPaddingMs = t.PrefixPaddingMs
+	}
+	if t.SilenceDurationMs != 0 {
+		v.SilenceDurationMs = t.SilenceDurationMs
+	}
+	return v
+}

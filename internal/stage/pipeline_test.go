@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/speech"
 )
@@ -50,10 +51,7 @@ func wordOverlap(got, want string) float64 {
 func TestDuplexSpeechToSpeech(t *testing.T) {
 	p, eng := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{
-		RequestID: "duplex-test", AutoResponse: true, WantAudio: true, MaxTokens: 24,
-		Instructions: "You are a helpful robot.",
-	}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{AutoResponse: true, WantAudio: true, MaxTokens: 24, Instructions: "You are a helpful robot."}, RequestID: "duplex-test"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 
@@ -62,26 +60,26 @@ func TestDuplexSpeechToSpeech(t *testing.T) {
 	require.True(t, sink.waitFor(30*time.Second, finishedTurn(1)), "no Finished output for turn 1")
 
 	outs, sms, txs := sink.snapshot()
-	decisions := ofKind(outs, Decision)
+	decisions := ofKind(outs, duplex.OutDecision)
 	require.Len(t, decisions, units, "one decision per unit")
 	speaks := 0
 	for i, o := range decisions {
 		require.Equal(t, 0, o.StageID)
-		if o.Decision == DecisionSpeak {
+		if o.Decision == duplex.DecisionSpeak {
 			speaks++
 			require.Equal(t, 1, o.Turn)
 			require.Greater(t, i, units/2, "speak only after the speech ended")
 			continue
 		}
-		require.Equal(t, DecisionListen, o.Decision)
+		require.Equal(t, duplex.DecisionListen, o.Decision)
 	}
 	require.Equal(t, 1, speaks)
 
-	trs := ofKind(outs, Transcript)
+	trs := ofKind(outs, duplex.OutTranscript)
 	require.Len(t, trs, 1)
 	require.GreaterOrEqual(t, wordOverlap(trs[0].Text, "go forward ten meters"), 0.75, "transcript %q", trs[0].Text)
 
-	texts := ofKind(outs, Text)
+	texts := ofKind(outs, duplex.OutText)
 	require.NotEmpty(t, texts)
 	var textBytes int64
 	for _, o := range texts {
@@ -89,7 +87,7 @@ func TestDuplexSpeechToSpeech(t *testing.T) {
 		require.Equal(t, 1, o.Turn)
 		textBytes += int64(len(o.Text))
 	}
-	audios := ofKind(outs, Audio)
+	audios := ofKind(outs, duplex.OutAudio)
 	require.NotEmpty(t, audios)
 	frames := 0
 	for _, o := range audios {
@@ -105,11 +103,11 @@ func TestDuplexSpeechToSpeech(t *testing.T) {
 	require.Len(t, strings.Fields(audios[0].Text), p.cfg.Talker.Phrase.FirstMaxWords)
 	require.Greater(t, len(audios), 1)
 
-	fin := ofKind(outs, Finished)
+	fin := ofKind(outs, duplex.OutFinished)
 	require.Len(t, fin, 1)
 	require.Equal(t, 1, fin[0].StageID)
-	require.Equal(t, FinishLength, fin[0].FinishReason)
-	require.Equal(t, Finished, outs[len(outs)-1].Kind, "Finished is the last output")
+	require.Equal(t, duplex.FinishLength, fin[0].FinishReason)
+	require.Equal(t, duplex.OutFinished, outs[len(outs)-1].Kind, "Finished is the last output")
 
 	// Connector accounting: TX events sum to the bytes of the text pieces, and so does RX.
 	var txBytes int64
@@ -165,18 +163,18 @@ func TestDuplexSpeechToSpeech(t *testing.T) {
 func TestDuplexManualTurns(t *testing.T) {
 	p, eng := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-manual", MaxTokens: 8}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 8}, RequestID: "duplex-manual"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 
 	units := feedUnits(t, d, append(goForward(t), make([]float32, 16000)...))
-	require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Decision)) == units }))
+	require.True(t, sink.waitFor(5*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutDecision)) == units }))
 	outs, _, _ := sink.snapshot()
-	for _, o := range ofKind(outs, Decision) {
-		require.Equal(t, DecisionListen, o.Decision)
+	for _, o := range ofKind(outs, duplex.OutDecision) {
+		require.Equal(t, duplex.DecisionListen, o.Decision)
 	}
-	require.Len(t, ofKind(outs, Decision), units)
-	require.Empty(t, ofKind(outs, Transcript))
+	require.Len(t, ofKind(outs, duplex.OutDecision), units)
+	require.Empty(t, ofKind(outs, duplex.OutTranscript))
 
 	tr, err := d.commit(context.Background(), 0, false)
 	require.NoError(t, err)
@@ -196,12 +194,12 @@ func TestDuplexManualTurns(t *testing.T) {
 	require.Equal(t, 2, turn)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(2)))
 	outs, _, _ = sink.snapshot()
-	fin := ofKind(outs, Finished)
+	fin := ofKind(outs, duplex.OutFinished)
 	require.Len(t, fin, 2)
 	require.Equal(t, 0, fin[0].StageID, "text only: stage 0 is final")
-	require.Empty(t, ofKind(outs, Audio))
+	require.Empty(t, ofKind(outs, duplex.OutAudio))
 	n := 0
-	for _, o := range ofKind(outs, Text) {
+	for _, o := range ofKind(outs, duplex.OutText) {
 		if o.Turn == 2 {
 			n++
 		}
@@ -239,19 +237,19 @@ func TestChat(t *testing.T) {
 			}
 			elapsedMs := (metrics.Now() - submitted) * 1000
 			outs, sms, txs := sink.snapshot()
-			require.Len(t, ofKind(outs, Text), 12)
-			fin := ofKind(outs, Finished)
+			require.Len(t, ofKind(outs, duplex.OutText), 12)
+			fin := ofKind(outs, duplex.OutFinished)
 			require.Len(t, fin, 1)
-			require.Equal(t, FinishLength, fin[0].FinishReason)
-			require.Equal(t, Finished, outs[len(outs)-1].Kind)
+			require.Equal(t, duplex.FinishLength, fin[0].FinishReason)
+			require.Equal(t, duplex.OutFinished, outs[len(outs)-1].Kind)
 			if tt.wantAudio {
 				require.Equal(t, 1, fin[0].StageID)
-				require.NotEmpty(t, ofKind(outs, Audio))
+				require.NotEmpty(t, ofKind(outs, duplex.OutAudio))
 				require.Len(t, sms, 2)
 				require.Len(t, txs, 12)
 			} else {
 				require.Equal(t, 0, fin[0].StageID)
-				require.Empty(t, ofKind(outs, Audio))
+				require.Empty(t, ofKind(outs, duplex.OutAudio))
 				require.Len(t, sms, 1)
 				require.Empty(t, txs)
 			}
@@ -297,7 +295,7 @@ func TestAbort(t *testing.T) {
 	rs, err := p.SubmitChat(ctx, short, sinkShort)
 	require.NoError(t, err)
 
-	require.True(t, sinkLong.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Audio)) > 0 }))
+	require.True(t, sinkLong.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutAudio)) > 0 }))
 	rl.Abort()
 	outsAtAbort, smsAtAbort, txAtAbort := sinkLong.snapshot()
 	select {
@@ -309,8 +307,8 @@ func TestAbort(t *testing.T) {
 	// One output or transfer call may have been in progress while Abort ran; nothing after that
 	// but the stage metrics of the work done.
 	require.LessOrEqual(t, len(outs)+len(txs), len(outsAtAbort)+len(txAtAbort)+1)
-	require.Empty(t, ofKind(outs, Finished))
-	require.Less(t, len(ofKind(outs, Text)), 4000)
+	require.Empty(t, ofKind(outs, duplex.OutFinished))
+	require.Less(t, len(ofKind(outs, duplex.OutText)), 4000)
 	require.Empty(t, smsAtAbort, "a running chat request has no stage metrics yet")
 	requireAbortMetrics(t, sms, 1, outs)
 
@@ -320,10 +318,10 @@ func TestAbort(t *testing.T) {
 		t.Fatal("concurrent request did not finish")
 	}
 	outsS, _, _ := sinkShort.snapshot()
-	fin := ofKind(outsS, Finished)
+	fin := ofKind(outsS, duplex.OutFinished)
 	require.Len(t, fin, 1)
-	require.Equal(t, FinishLength, fin[0].FinishReason)
-	require.Len(t, ofKind(outsS, Text), 16)
+	require.Equal(t, duplex.FinishLength, fin[0].FinishReason)
+	require.Len(t, ofKind(outsS, duplex.OutText), 16)
 
 	require.Equal(t, 0, eng.LiveSequences())
 	require.Equal(t, 0, p.thinker.Pending())
@@ -336,13 +334,13 @@ func TestDuplexCancelResponse(t *testing.T) {
 	p, eng := newTestPipeline(t, func(c *PipelineConfig) { c.Connectors[0].Capacity = 4 })
 	sink := newRecSink(t)
 	sink.delay = 2 * time.Millisecond // events of the cancelled turn are still queued at cancel
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-cancel", WantAudio: true, MaxTokens: 4000}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{WantAudio: true, MaxTokens: 4000}, RequestID: "duplex-cancel"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	require.NoError(t, d.AppendText(context.Background(), 0, "user", "tell me a long story"))
 	turn, err := d.Respond(context.Background(), 0, 0)
 	require.NoError(t, err)
-	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Audio)) > 0 }))
+	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutAudio)) > 0 }))
 	d.CancelResponse(false)
 	atCancel, _, _ := sink.snapshot()
 	// The stream still listens and still answers.
@@ -359,7 +357,7 @@ func TestDuplexCancelResponse(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, late, 1, "at most the one call in progress at cancel")
-	for _, o := range ofKind(outs, Finished) {
+	for _, o := range ofKind(outs, duplex.OutFinished) {
 		require.Equal(t, turn2, o.Turn, "the cancelled turn gets no Finished")
 	}
 	var turnOuts []OutputMessage
@@ -377,7 +375,7 @@ func TestDuplexCancelResponse(t *testing.T) {
 	require.True(t, end.Aborted)
 	stagesBefore := map[int]bool{}
 	for _, m := range before {
-		if m.Turn == turn && m.Metrics.FinishReason == FinishAbort {
+		if m.Turn == turn && m.Metrics.FinishReason == duplex.FinishAbort {
 			stagesBefore[m.StageID] = true
 		}
 	}
@@ -389,7 +387,7 @@ func TestDuplexCancelResponse(t *testing.T) {
 	}
 	for _, m := range sms {
 		if m.Turn == turn2 && m.Metrics.FinishReason != "" {
-			require.Equal(t, FinishLength, m.Metrics.FinishReason, "stage %d", m.StageID)
+			require.Equal(t, duplex.FinishLength, m.Metrics.FinishReason, "stage %d", m.StageID)
 		}
 	}
 	d.Close()
@@ -457,9 +455,9 @@ func TestPipelineClose(t *testing.T) {
 	sink := newRecSink(t)
 	_, err := p.SubmitChat(context.Background(), ChatRequest{Messages: []ChatMessage{{Role: "user", Text: "go"}}, MaxTokens: 4000, WantAudio: true}, sink)
 	require.NoError(t, err)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{AutoResponse: true}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{AutoResponse: true}}, sink)
 	require.NoError(t, err)
-	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Text)) > 0 }))
+	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutText)) > 0 }))
 	p.Close()
 	require.Equal(t, 0, eng.LiveSequences())
 	_, err = p.SubmitChat(context.Background(), ChatRequest{Messages: []ChatMessage{{Role: "user", Text: "go"}}}, sink)
@@ -474,7 +472,7 @@ func TestChatContextCancel(t *testing.T) {
 	sink := newRecSink(t)
 	r, err := p.SubmitChat(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Text: "go on"}}, MaxTokens: 4000, WantAudio: true}, sink)
 	require.NoError(t, err)
-	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Text)) > 0 }))
+	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutText)) > 0 }))
 	cancel()
 	select {
 	case <-r.Done():
@@ -482,12 +480,12 @@ func TestChatContextCancel(t *testing.T) {
 		t.Fatal("cancelled request did not stop")
 	}
 	outs, sms, _ := sink.snapshot()
-	require.Empty(t, ofKind(outs, Finished))
+	require.Empty(t, ofKind(outs, duplex.OutFinished))
 	// Stage 0 did work; the talker reports only when it had received text by then.
 	require.NotEmpty(t, sms)
 	require.Equal(t, 0, sms[0].StageID)
 	for _, m := range sms {
-		require.Equal(t, FinishAbort, m.Metrics.FinishReason, "stage %d", m.StageID)
+		require.Equal(t, duplex.FinishAbort, m.Metrics.FinishReason, "stage %d", m.StageID)
 	}
 	require.Equal(t, 0, eng.LiveSequences())
 	require.Equal(t, 0, p.thinker.Pending())
@@ -508,17 +506,17 @@ func requireAbortMetrics(t *testing.T, sms []StageMetricsMessage, turn int, outs
 	th, ta := got[0], got[1]
 	require.Equal(t, 0, th.StageID)
 	require.Equal(t, 1, ta.StageID)
-	texts, audio, samples := ofKind(outs, Text), ofKind(outs, Audio), 0
+	texts, audio, samples := ofKind(outs, duplex.OutText), ofKind(outs, duplex.OutAudio), 0
 	for _, a := range audio {
 		samples += len(a.Audio)
 	}
-	require.Equal(t, FinishAbort, th.Metrics.FinishReason)
+	require.Equal(t, duplex.FinishAbort, th.Metrics.FinishReason)
 	require.Positive(t, th.Metrics.NumTokensIn)
 	require.GreaterOrEqual(t, th.Metrics.NumTokensOut, len(texts), "tokens generated, delivered or not")
 	require.Len(t, th.Metrics.VllmItlsMs, th.Metrics.NumTokensOut-1)
 	require.Positive(t, th.Metrics.VllmTtftMs)
 	require.Positive(t, th.Metrics.StageGenTimeMs)
-	require.Equal(t, FinishAbort, ta.Metrics.FinishReason)
+	require.Equal(t, duplex.FinishAbort, ta.Metrics.FinishReason)
 	require.GreaterOrEqual(t, ta.Metrics.AudioGeneratedFrames, samples, "frames synthesized, delivered or not")
 	require.Positive(t, ta.Metrics.AudioGeneratedFrames)
 	require.GreaterOrEqual(t, ta.Metrics.OutputUnitCount, len(audio))
@@ -533,7 +531,7 @@ func requireAbortMetrics(t *testing.T, sms []StageMetricsMessage, turn int, outs
 func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
 	p, eng := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-cancel-turn", WantAudio: true, MaxTokens: 4000}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{WantAudio: true, MaxTokens: 4000}, RequestID: "duplex-cancel-turn"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	require.NoError(t, d.AppendText(context.Background(), 0, "user", "tell me a long story"))
@@ -542,11 +540,11 @@ func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
 	second, err := d.Respond(context.Background(), 0, 6)
 	require.NoError(t, err)
 	require.Equal(t, first+1, second)
-	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Text)) > 0 }))
+	require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutText)) > 0 }))
 	d.CancelTurn(first, false)
 	require.True(t, sink.waitFor(20*time.Second, finishedTurn(second)), "the queued response still runs to its end")
 	outs, _, _ := sink.snapshot()
-	for _, o := range ofKind(outs, Finished) {
+	for _, o := range ofKind(outs, duplex.OutFinished) {
 		require.Equal(t, second, o.Turn, "the cancelled turn gets no Finished")
 	}
 	d.Close()
@@ -560,7 +558,7 @@ func TestDuplexCancelTurnSparesQueuedResponse(t *testing.T) {
 func TestDuplexSettleInputFollowsTheInputsRows(t *testing.T) {
 	p, _ := newTestPipeline(t, nil)
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-settle", MaxTokens: 4}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 4}, RequestID: "duplex-settle"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	units := feedUnits(t, d, goForward(t))

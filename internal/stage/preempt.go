@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,9 +226,7 @@ func (c *conversation) discardSpec(sp *speculation, why string) {
 // commitTranscript would, the turn counts as started, and it becomes cancellable. The caller
 // releases its held events after the speak decision.
 func (c *conversation) confirmSpec(ctx context.Context, sp *speculation, lps []audio.WordLogprob, submitTS float64) error {
-	if err := c.disp.output(ctx, nil, OutputMessage{
-		RequestID: c.rid, StageID: 0, Kind: Transcript, Turn: c.upcoming(), Text: sp.transcript, WordLogprobs: lps, StageSubmitTS: submitTS,
-	}); err != nil {
+	if err := c.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscript, Turn: c.upcoming(), Text: sp.transcript, WordLogprobs: lps}, RequestID: c.rid, StageID: 0, StageSubmitTS: submitTS}); err != nil {
 		c.discardSpec(sp, "transcript not delivered")
 		return err
 	}

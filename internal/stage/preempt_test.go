@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -43,14 +44,11 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	sink.onOut = func(m OutputMessage) {
 		mu.Lock()
 		defer mu.Unlock()
-		if m.Kind == Audio && firstAudio.IsZero() {
+		if m.Kind == duplex.OutAudio && firstAudio.IsZero() {
 			firstAudio = time.Now()
 		}
 	}
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{
-		RequestID: fmt.Sprintf("duplex-preempt-%d", preemptMs), AutoResponse: true, WantAudio: true,
-		MaxTokens: 12, Instructions: "You are a helpful robot.", PreemptiveMs: preemptMs,
-	}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{AutoResponse: true, WantAudio: true, MaxTokens: 12, Instructions: "You are a helpful robot."}, RequestID: fmt.Sprintf("duplex-preempt-%d", preemptMs), PreemptiveMs: preemptMs}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 
@@ -72,7 +70,7 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	}
 	require.True(t, sink.waitFor(60*time.Second, finishedTurn(1)), "no Finished output for turn 1")
 	// A released speculation may finish before the last units' decisions are delivered.
-	require.True(t, sink.waitFor(10*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Decision)) == len(unitAt) }))
+	require.True(t, sink.waitFor(10*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutDecision)) == len(unitAt) }))
 	require.Eventually(t, func() bool {
 		d.conv.mu.Lock()
 		defer d.conv.mu.Unlock()
@@ -82,7 +80,7 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	require.Eventually(t, func() bool { _, _, ok := sink.turnEnd(1); return ok }, 10*time.Second, 10*time.Millisecond)
 
 	outs, sms, _ := sink.snapshot()
-	decisions := ofKind(outs, Decision)
+	decisions := ofKind(outs, duplex.OutDecision)
 	require.Len(t, decisions, len(unitAt), "one decision per unit")
 	r := pacedRun{outs: outs, sms: sms, started: d.conv.specs.started.Load(), confirmed: d.conv.specs.confirmed.Load(),
 		discarded: d.conv.specs.discarded.Load()}
@@ -96,7 +94,7 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 	mu.Lock()
 	defer mu.Unlock()
 	for i, o := range decisions {
-		if o.Decision != DecisionSpeak {
+		if o.Decision != duplex.DecisionSpeak {
 			continue
 		}
 		r.endpointMs = float64(firstAudio.Sub(unitAt[i])) / float64(time.Millisecond)
@@ -115,21 +113,21 @@ func runPaced(t *testing.T, p *Pipeline, preemptMs int, segments ...[]float32) p
 // stage-0 and one stage-1 response snapshot, so one row in the turn statistics.
 func requireOneTurn(t *testing.T, r pacedRun) {
 	t.Helper()
-	require.Len(t, ofKind(r.outs, Transcript), 1)
+	require.Len(t, ofKind(r.outs, duplex.OutTranscript), 1)
 	speaks := 0
-	for _, o := range ofKind(r.outs, Decision) {
-		if o.Decision == DecisionSpeak {
+	for _, o := range ofKind(r.outs, duplex.OutDecision) {
+		if o.Decision == duplex.DecisionSpeak {
 			speaks++
 		}
 	}
 	require.Equal(t, 1, speaks)
-	for _, k := range []OutputKind{Text, Audio, Finished} {
+	for _, k := range []duplex.OutputKind{duplex.OutText, duplex.OutAudio, duplex.OutFinished} {
 		for _, o := range ofKind(r.outs, k) {
 			require.Equal(t, 1, o.Turn, "%v output of another turn", k)
 		}
 	}
-	require.Len(t, ofKind(r.outs, Finished), 1)
-	require.Empty(t, ofKind(r.outs, Error))
+	require.Len(t, ofKind(r.outs, duplex.OutFinished), 1)
+	require.Empty(t, ofKind(r.outs, duplex.OutError))
 	require.Len(t, r.ends, 1)
 	require.Equal(t, TurnEnd{RequestID: r.ends[0].RequestID, Turn: 1}, r.ends[0])
 	resp := map[int]int{}
@@ -146,11 +144,11 @@ func requireOneTurn(t *testing.T, r pacedRun) {
 // text, spoken phrases and samples, finish reason, conversation and engine history length.
 func requireSameTurn(t *testing.T, want, got pacedRun) {
 	t.Helper()
-	require.Equal(t, ofKind(want.outs, Transcript)[0].Text, ofKind(got.outs, Transcript)[0].Text)
-	require.Equal(t, joinText(ofKind(want.outs, Text)), joinText(ofKind(got.outs, Text)))
-	require.Equal(t, joinText(ofKind(want.outs, Audio)), joinText(ofKind(got.outs, Audio)))
+	require.Equal(t, ofKind(want.outs, duplex.OutTranscript)[0].Text, ofKind(got.outs, duplex.OutTranscript)[0].Text)
+	require.Equal(t, joinText(ofKind(want.outs, duplex.OutText)), joinText(ofKind(got.outs, duplex.OutText)))
+	require.Equal(t, joinText(ofKind(want.outs, duplex.OutAudio)), joinText(ofKind(got.outs, duplex.OutAudio)))
 	phrases := func(r pacedRun) (ps []string, frames int) {
-		for _, o := range ofKind(r.outs, Audio) {
+		for _, o := range ofKind(r.outs, duplex.OutAudio) {
 			ps = append(ps, o.Text)
 			frames += len(o.Audio)
 		}
@@ -160,7 +158,7 @@ func requireSameTurn(t *testing.T, want, got pacedRun) {
 	gp, gf := phrases(got)
 	require.Equal(t, wp, gp, "the same phrases spoken")
 	t.Logf("audio frames: %d without, %d with preemption", wf, gf)
-	require.Equal(t, ofKind(want.outs, Finished)[0].FinishReason, ofKind(got.outs, Finished)[0].FinishReason)
+	require.Equal(t, ofKind(want.outs, duplex.OutFinished)[0].FinishReason, ofKind(got.outs, duplex.OutFinished)[0].FinishReason)
 	require.Equal(t, want.history, got.history, "the conversation is as without speculation")
 	require.Equal(t, want.seqLen, got.seqLen, "the engine sequence holds as many tokens")
 }
@@ -183,7 +181,7 @@ func TestPreemptiveSameTurnEarlier(t *testing.T) {
 	require.Equal(t, int64(1), on.started)
 	require.Equal(t, int64(1), on.confirmed)
 	require.Zero(t, on.discarded)
-	require.GreaterOrEqual(t, wordOverlap(ofKind(on.outs, Transcript)[0].Text, "go forward ten meters"), 0.75)
+	require.GreaterOrEqual(t, wordOverlap(ofKind(on.outs, duplex.OutTranscript)[0].Text, "go forward ten meters"), 0.75)
 
 	t.Logf("endpoint → first audio: %.1f ms without preemption, %.1f ms with preemptive_ms 200", off.endpointMs, on.endpointMs)
 	t.Logf("last speech unit → first audio: %.1f ms without, %.1f ms with (silence_duration_ms %d)",
@@ -215,7 +213,7 @@ func TestPreemptiveUserResumes(t *testing.T) {
 	require.GreaterOrEqual(t, on.started, int64(2), "one speculation in the pause, one at the end")
 	require.Equal(t, on.started-1, on.discarded, "all but the last were dropped")
 	require.Equal(t, int64(1), on.confirmed)
-	tr := ofKind(on.outs, Transcript)[0].Text
+	tr := ofKind(on.outs, duplex.OutTranscript)[0].Text
 	require.GreaterOrEqual(t, len(strings.Fields(tr)), 6, "the transcript %q holds both halves", tr)
 	t.Logf("transcript %q; endpoint → first audio %.1f ms without, %.1f ms with preemption", tr, off.endpointMs, on.endpointMs)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // stalledASR is a remote /v1/audio/transcriptions that holds every request until release is
@@ -51,7 +53,7 @@ func (s *stalledASR) cfg() RemoteConfig {
 
 func transcripts(outs []OutputMessage) []string {
 	var r []string
-	for _, o := range ofKind(outs, Transcript) {
+	for _, o := range ofKind(outs, duplex.OutTranscript) {
 		r = append(r, o.Text)
 	}
 	return r
@@ -74,7 +76,7 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		rc := up.cfg()
 		p, _ := newTestPipeline(t, func(c *PipelineConfig) { c.Remote.ASR = &rc })
 		sink := newRecSink(t)
-		d, err := p.OpenDuplex(ctx, DuplexOptions{RequestID: "duplex-stalled-asr", AutoResponse: true, MaxTokens: 4}, sink)
+		d, err := p.OpenDuplex(ctx, DuplexOptions{Options: duplex.Options{AutoResponse: true, MaxTokens: 4}, RequestID: "duplex-stalled-asr"}, sink)
 		require.NoError(t, err)
 		defer d.Close()
 
@@ -99,7 +101,7 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		turn, err := d.Respond(ctx, 0, 4000)
 		require.NoError(t, err)
 		require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool {
-			for _, x := range ofKind(o, Text) {
+			for _, x := range ofKind(o, duplex.OutText) {
 				if x.Turn == turn {
 					return true
 				}
@@ -117,8 +119,8 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		}
 		outs, _, _ := sink.snapshot()
 		require.Empty(t, transcripts(outs), "nothing was transcribed yet")
-		for _, o := range ofKind(outs, Decision) {
-			require.Equal(t, DecisionListen, o.Decision, "no speak before the transcript")
+		for _, o := range ofKind(outs, duplex.OutDecision) {
+			require.Equal(t, duplex.DecisionListen, o.Decision, "no speak before the transcript")
 		}
 		require.Equal(t, int32(1), up.u.calls.Load(), "one call at a time, in cut order")
 
@@ -130,7 +132,7 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 		// speech fed meanwhile) is transcribed in turn and committed; every one but the hand
 		// commit (respond false) speaks, after the cancelled turn.
 		require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool {
-			return len(transcripts(o)) == int(up.u.calls.Load()) && len(ofKind(o, Finished)) > 0
+			return len(transcripts(o)) == int(up.u.calls.Load()) && len(ofKind(o, duplex.OutFinished)) > 0
 		}), "the endpoint's response did not run after its transcript")
 		outs, _, _ = sink.snapshot()
 		trs := transcripts(outs)
@@ -139,8 +141,8 @@ func TestRemoteASRStalledUpstream(t *testing.T) {
 			require.Equal(t, "go forward ten meters", x)
 		}
 		var speak []OutputMessage
-		for _, o := range ofKind(outs, Decision) {
-			if o.Decision == DecisionSpeak {
+		for _, o := range ofKind(outs, duplex.OutDecision) {
+			if o.Decision == duplex.DecisionSpeak {
 				speak = append(speak, o)
 				require.Greater(t, o.Turn, turn)
 			}

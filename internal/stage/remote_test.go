@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -85,7 +86,7 @@ func TestRemoteThinker(t *testing.T) {
 		text, res, err := generateText(t, context.Background(), u.cfg())
 		require.NoError(t, err)
 		require.Equal(t, "hello there", text)
-		require.Equal(t, FinishStop, res.FinishReason)
+		require.Equal(t, duplex.FinishStop, res.FinishReason)
 		require.Equal(t, 7, res.Stats.TokensIn)
 		require.Equal(t, 2, res.Stats.TokensOut)
 		require.Positive(t, res.Stats.TTFTMs)
@@ -164,7 +165,7 @@ func TestRemoteThinker(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		require.Equal(t, FinishAbort, res.FinishReason)
+		require.Equal(t, duplex.FinishAbort, res.FinishReason)
 		select {
 		case <-u.gone:
 		case <-time.After(2 * time.Second):
@@ -238,7 +239,7 @@ func TestRemoteThinkerFailureKeepsPartialWork(t *testing.T) {
 		c.Remote.Thinker = &rc
 	})
 	sink := newRecSink(t)
-	d, err := p.OpenDuplex(context.Background(), DuplexOptions{RequestID: "duplex-remote-fail", MaxTokens: 8}, sink)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{MaxTokens: 8}, RequestID: "duplex-remote-fail"}, sink)
 	require.NoError(t, err)
 	defer d.Close()
 	require.NoError(t, d.AppendText(context.Background(), 0, "user", "hi"))
@@ -253,9 +254,9 @@ func TestRemoteThinkerFailureKeepsPartialWork(t *testing.T) {
 	}
 	require.NotNil(t, s0, "stage 0's snapshot of the failed response: %+v", sms)
 	require.Equal(t, 3, s0.Metrics.NumTokensOut, "the three tokens streamed before the upstream died")
-	require.Equal(t, FinishError, s0.Metrics.FinishReason)
+	require.Equal(t, duplex.FinishError, s0.Metrics.FinishReason)
 	outs, _, _ := sink.snapshot()
-	errs := ofKind(outs, Error)
+	errs := ofKind(outs, duplex.OutError)
 	require.Len(t, errs, 1)
 	var ue *UpstreamError
 	require.ErrorAs(t, errs[0].Err, &ue)

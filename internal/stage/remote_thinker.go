@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"io"
 	"net/http"
 	"time"
@@ -107,7 +108,7 @@ func (g remoteGen) Generate(ctx context.Context, opts gpu.GenerateOptions, emit 
 			return g.end(ctx, res, err)
 		}
 		if rd.aborted {
-			res.FinishReason = FinishAbort
+			res.FinishReason = duplex.FinishAbort
 			g.finishStats(&res)
 			return res, nil
 		}
@@ -152,8 +153,8 @@ func (g remoteGen) ended(ctx context.Context, res gpu.GenerateResult) (gpu.Gener
 		// The body ended without a finish_reason or [DONE]: the upstream went away mid-reply.
 		return g.end(ctx, res, &UpstreamError{Stage: stageThinker, URL: g.t.where(), Message: "stream ended before the reply finished", Err: io.ErrUnexpectedEOF})
 	}
-	if res.FinishReason != FinishStop && res.FinishReason != FinishLength {
-		res.FinishReason = FinishStop // content_filter, tool_calls: the text is what it is
+	if res.FinishReason != duplex.FinishStop && res.FinishReason != duplex.FinishLength {
+		res.FinishReason = duplex.FinishStop // content_filter, tool_calls: the text is what it is
 	}
 	g.finishStats(&res)
 	return res, nil
@@ -219,7 +220,7 @@ func (rd *chatStream) content(res *gpu.GenerateResult, text string) bool {
 func (g remoteGen) end(ctx context.Context, res gpu.GenerateResult, err error) (gpu.GenerateResult, error) {
 	g.finishStats(&res)
 	if ctx.Err() != nil {
-		res.FinishReason = FinishAbort
+		res.FinishReason = duplex.FinishAbort
 		return res, nil
 	}
 	var ue *UpstreamError

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // TestPhraseTrimmerMatchesTrimSilence: fed in pieces of any size, the streaming trimmer gives
@@ -102,10 +103,10 @@ func TestRemoteTTSStreamsPartialAudio(t *testing.T) {
 		r, err := p.SubmitChat(context.Background(), ChatRequest{
 			Messages: []ChatMessage{{Role: "user", Text: "hi"}}, MaxTokens: 6, WantAudio: true}, sink)
 		require.NoError(t, err)
-		require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, Audio)) > 0 }),
+		require.True(t, sink.waitFor(20*time.Second, func(o []OutputMessage) bool { return len(ofKind(o, duplex.OutAudio)) > 0 }),
 			"no audio while the upstream still sends the first phrase")
 		outs, _, _ := sink.snapshot()
-		first := ofKind(outs, Audio)[0]
+		first := ofKind(outs, duplex.OutAudio)[0]
 		require.NotEmpty(t, first.Text, "the first piece carries the phrase's text")
 		require.Less(t, len(first.Audio), 4800+1, "only what arrived so far")
 		close(more)
@@ -115,7 +116,7 @@ func TestRemoteTTSStreamsPartialAudio(t *testing.T) {
 			t.Fatal("chat did not finish")
 		}
 		outs, sms, _ := sink.snapshot()
-		audio := ofKind(outs, Audio)
+		audio := ofKind(outs, duplex.OutAudio)
 		require.Greater(t, len(audio), 1)
 		var texts, frames int
 		for _, o := range audio {

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ type response struct {
 	submitTS float64
 	// usage, set by a duplex response once its prompt is in the engine, is reported as Usage
 	// outputs (nil for chat requests).
-	usage *TokenUsage
+	usage *duplex.Usage
 	// preprocessMs is the transcription of a chat request's audio parts (its input
 	// preprocessing): reported as pipeline_timings.preprocess_ms, kept out of stage_gen_time_ms.
 	preprocessMs float64
@@ -34,7 +35,7 @@ type response struct {
 	// content becomes Text and reaches the talker.
 	tools *toolParser
 	// calls are the tool calls the reply made, in order (for the conversation's history).
-	calls []ToolCall
+	calls []duplex.ToolCall
 }
 
 // pipelineTimings is the response's pipeline_timings: preprocess_ms when its input was
@@ -71,11 +72,11 @@ func (p *Pipeline) generate(r *response, seq generator, opts gpu.GenerateOptions
 	}
 	if r.usage != nil && r.usage.InputTokens > 0 {
 		u := *r.usage
-		_ = r.disp.output(ts.ctx, ts, OutputMessage{RequestID: r.rid, StageID: 0, Kind: Usage, Turn: ts.n, Usage: &u, StageSubmitTS: r.submitTS})
+		_ = r.disp.output(ts.ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutUsage, Turn: ts.n, Usage: &u}, RequestID: r.rid, StageID: 0, StageSubmitTS: r.submitTS})
 	}
 	res, err := seq.Generate(ts.ctx, opts, g.emit)
 	switch {
-	case ts.ctx.Err() != nil || res.FinishReason == FinishAbort:
+	case ts.ctx.Err() != nil || res.FinishReason == duplex.FinishAbort:
 		// Aborted: no more outputs, but the work done so far is still reported (Generate
 		// returns its partial stats at once on abort, so this does not delay the abort).
 		g.abort(res)
@@ -142,7 +143,7 @@ func (g *generation) emit(pc gpu.Piece) error {
 		return nil
 	}
 	content := pc.Text
-	var calls []ToolCall
+	var calls []duplex.ToolCall
 	if g.r.tools != nil {
 		content, calls = g.r.tools.feed(pc.Text)
 	}
@@ -150,7 +151,7 @@ func (g *generation) emit(pc gpu.Piece) error {
 }
 
 // release sends content (to the client and the talker) and completed tool calls.
-func (g *generation) release(content string, calls []ToolCall) error {
+func (g *generation) release(content string, calls []duplex.ToolCall) error {
 	if content != "" {
 		if err := g.sendContent(content); err != nil {
 			return err
@@ -162,9 +163,7 @@ func (g *generation) release(content string, calls []ToolCall) error {
 		r.calls = append(r.calls, calls[i])
 		g.held = 0 // the call's tokens are behind no text
 		g.logprobs = nil
-		if err := r.disp.output(ts.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 0, Kind: ToolCalled, Turn: ts.n, ToolCall: &calls[i], StageSubmitTS: r.submitTS,
-		}); err != nil {
+		if err := r.disp.output(ts.ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutToolCall, Turn: ts.n, ToolCall: &calls[i]}, RequestID: r.rid, StageID: 0, StageSubmitTS: r.submitTS}); err != nil {
 			return err
 		}
 	}
@@ -177,9 +176,7 @@ func (g *generation) sendContent(content string) error {
 	g.text.WriteString(content)
 	lps, n := g.logprobs, g.held
 	g.logprobs, g.held = nil, 0
-	if err := r.disp.output(ts.ctx, ts, OutputMessage{
-		RequestID: r.rid, StageID: 0, Kind: Text, Turn: ts.n, Text: content, Tokens: n, Logprobs: lps, StageSubmitTS: r.submitTS,
-	}); err != nil {
+	if err := r.disp.output(ts.ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutText, Turn: ts.n, Text: content, Tokens: n}, RequestID: r.rid, StageID: 0, Logprobs: lps, StageSubmitTS: r.submitTS}); err != nil {
 		return err
 	}
 	if g.conn == nil {
@@ -209,7 +206,7 @@ func (g *generation) fail(res gpu.GenerateResult, err error) gpu.GenerateResult 
 	// The tokens generated before the failure are the turn's work, as on abort: their
 	// snapshot goes out before the failure, so the turn (finalized after the turn end)
 	// counts them.
-	res.FinishReason = FinishError
+	res.FinishReason = duplex.FinishError
 	r.disp.turnMetrics(r.ts, StageMetricsMessage{
 		RequestID: r.rid, StageID: 0, Turn: r.ts.n, Metrics: thinkerStats(r, res),
 		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),
@@ -230,8 +227,8 @@ func (g *generation) endTools(res gpu.GenerateResult) (_ gpu.GenerateResult, ok 
 	if err := g.release(content, calls); err != nil && g.r.ts.ctx.Err() != nil {
 		return res, false
 	}
-	if g.ncalls > 0 && res.FinishReason == FinishStop {
-		res.FinishReason = FinishToolCalls
+	if g.ncalls > 0 && res.FinishReason == duplex.FinishStop {
+		res.FinishReason = duplex.FinishToolCalls
 	}
 	return res, true
 }
@@ -246,10 +243,7 @@ func (g *generation) finish(res gpu.GenerateResult) {
 	})
 	r.finalUsage(res) // before the Finished output, which may come from the talker
 	if g.conn == nil {
-		_ = r.disp.output(ts.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 0, Kind: Finished, Turn: ts.n, Finished: true,
-			FinishReason: res.FinishReason, StageSubmitTS: r.submitTS,
-		})
+		_ = r.disp.output(ts.ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutFinished, Turn: ts.n, FinishReason: res.FinishReason}, RequestID: r.rid, StageID: 0, Finished: true, StageSubmitTS: r.submitTS})
 		return
 	}
 	if err := g.conn.End(ts.ctx, res.FinishReason); err != nil {
@@ -269,7 +263,7 @@ func (r *response) finalUsage(res gpu.GenerateResult) {
 		u.InputTokens, u.CachedTokens = res.Stats.TokensIn, 0
 	}
 	u.OutputTokens, u.Final = res.Stats.TokensOut, true
-	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{RequestID: r.rid, StageID: 0, Kind: Usage, Turn: r.ts.n, Usage: &u, StageSubmitTS: r.submitTS})
+	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutUsage, Turn: r.ts.n, Usage: &u}, RequestID: r.rid, StageID: 0, StageSubmitTS: r.submitTS})
 }
 
 // admitTalker reserves a talker place for a response that wants audio.
@@ -293,20 +287,15 @@ func (p *Pipeline) fail(r *response, stageID int, err error) {
 	}
 	p.log.Warn("response failed", zap.String("request_id", r.rid), zap.Int("turn", r.ts.n),
 		zap.Int("stage", stageID), zap.Error(err))
-	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{
-		RequestID: r.rid, StageID: stageID, Kind: Error, Turn: r.ts.n, Err: err, StageSubmitTS: r.submitTS,
-	})
-	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{
-		RequestID: r.rid, StageID: p.NumStages() - 1, Kind: Finished, Turn: r.ts.n, Finished: true,
-		FinishReason: FinishError, Err: err, StageSubmitTS: r.submitTS,
-	})
+	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutError, Turn: r.ts.n, Err: err}, RequestID: r.rid, StageID: stageID, StageSubmitTS: r.submitTS})
+	_ = r.disp.output(r.ts.ctx, r.ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutFinished, Turn: r.ts.n, FinishReason: duplex.FinishError, Err: err}, RequestID: r.rid, StageID: p.NumStages() - 1, Finished: true, StageSubmitTS: r.submitTS})
 }
 
 // abortMetrics delivers stage 0's snapshot of an aborted response: the tokens prefilled and
 // generated so far, its time, TTFT and ITLs (res is Generate's partial result, or zero when the
 // abort came before generation began).
 func (p *Pipeline) abortMetrics(r *response, res gpu.GenerateResult) {
-	res.FinishReason = FinishAbort
+	res.FinishReason = duplex.FinishAbort
 	r.disp.turnMetrics(r.ts, StageMetricsMessage{
 		RequestID: r.rid, StageID: 0, Turn: r.ts.n, Metrics: thinkerStats(r, res),
 		StageSubmitTS: r.submitTS, FinalOutputType: finalOutputType(r.wantAudio),

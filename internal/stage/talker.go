@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
 	"time"
 	"unicode"
@@ -100,7 +101,7 @@ func (t *talk) abort() *StageMetricsMessage {
 	if t.conn.RxStats().Items == 0 && t.frames == 0 {
 		return nil
 	}
-	m := t.snapshot(FinishAbort)
+	m := t.snapshot(duplex.FinishAbort)
 	return &m
 }
 
@@ -129,15 +130,12 @@ func (t *talk) end(last, reason string) *StageMetricsMessage {
 		return t.abort()
 	}
 	if t.failed != nil {
-		reason = FinishError
+		reason = duplex.FinishError
 		t.p.fail(&response{rid: r.rid, ts: ts, disp: r.disp, submitTS: t.submitTS}, 1, t.failed)
 	}
 	r.disp.turnMetrics(ts, t.snapshot(reason))
 	if t.failed == nil {
-		_ = r.disp.output(t.ctx, ts, OutputMessage{
-			RequestID: r.rid, StageID: 1, Kind: Finished, Turn: ts.n, Finished: true,
-			FinishReason: reason, StageSubmitTS: t.submitTS,
-		})
+		_ = r.disp.output(t.ctx, ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutFinished, Turn: ts.n, FinishReason: reason}, RequestID: r.rid, StageID: 1, Finished: true, StageSubmitTS: t.submitTS})
 	}
 	return nil
 }
@@ -162,10 +160,7 @@ func (t *talk) send(pcm []float32, text string) error {
 		text = ""
 	}
 	t.frames += len(pcm)
-	return t.r.disp.output(t.ctx, t.r.ts, OutputMessage{
-		RequestID: t.r.rid, StageID: 1, Kind: Audio, Turn: t.r.ts.n, Text: text,
-		Audio: pcm, SampleRate: t.rate, StageSubmitTS: t.submitTS,
-	})
+	return t.r.disp.output(t.ctx, t.r.ts, OutputMessage{Output: duplex.Output{Kind: duplex.OutAudio, Turn: t.r.ts.n, Text: text, Audio: pcm, SampleRate: t.rate}, RequestID: t.r.rid, StageID: 1, StageSubmitTS: t.submitTS})
 }
 
 // leadMs is the leading pause a phrase keeps: the reply's first audio carries speech at once;

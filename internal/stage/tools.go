@@ -8,46 +8,9 @@ import (
 	"math"
 	"strings"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
-
-// Tool is a function the model may call: its name, what it does, and the JSON schema of its
-// arguments (nil: it takes none). Chat completions and realtime sessions declare them alike.
-type Tool struct {
-	Name        string
-	Description string
-	Parameters  json.RawMessage
-}
-
-// Tool choices (ToolSpec.Choice). A named function is ToolChoiceFunction with ToolSpec.Function.
-const (
-	ToolChoiceAuto     = "auto"     // the model decides; its own tool-call format is parsed from the stream
-	ToolChoiceNone     = "none"     // tools are declared in the prompt but never called
-	ToolChoiceRequired = "required" // a call is forced by a grammar over every tool's schema
-	ToolChoiceFunction = "function" // a call of ToolSpec.Function is forced
-)
-
-// ToolSpec is the tools of one generation and how the model may call them.
-type ToolSpec struct {
-	Tools    []Tool
-	Choice   string // ToolChoice*; "" = auto
-	Function string // the forced function (Choice function)
-	// Parallel lets the model make several calls in one reply; without it the first call ends
-	// the reply's tool calls (later ones are dropped, as llama.cpp's grammar forbids them).
-	Parallel bool
-}
-
-// ToolCall is one call the model made. Arguments is a JSON object as text, as OpenAI's wire
-// carries it. Index counts the reply's calls from 0.
-type ToolCall struct {
-	Index     int
-	ID        string // call_<24 hex>
-	Name      string
-	Arguments string
-}
-
-// FinishToolCalls ends a reply whose last output is a tool call, as Chat Completions names it.
-const FinishToolCalls = "tool_calls"
 
 // newToolCallID returns a fresh call id in OpenAI's call_ form.
 func newToolCallID() string {
@@ -104,7 +67,7 @@ func (f toolFormat) argsKey() string {
 
 // toolsInstructions is the system text that declares the tools in the family's own words: the
 // signatures as JSON, and the markup a call takes.
-func (f toolFormat) toolsInstructions(tools []Tool) string {
+func (f toolFormat) toolsInstructions(tools []duplex.Tool) string {
 	var sigs strings.Builder
 	for _, t := range tools {
 		params := t.Parameters
@@ -142,7 +105,7 @@ func (f toolFormat) toolsInstructions(tools []Tool) string {
 }
 
 // callsText is an assistant's earlier tool calls as the model writes them, for the prompt.
-func (f toolFormat) callsText(calls []ToolCall) string {
+func (f toolFormat) callsText(calls []duplex.ToolCall) string {
 	var b strings.Builder
 	for i, c := range calls {
 		args := strings.TrimSpace(c.Arguments)
@@ -196,7 +159,7 @@ func (f toolFormat) resultMessage(name, content string) (role, text string) {
 // parts transcribed): the tools' declaration joins the first system message (or opens the
 // conversation), an assistant's calls follow its text in the family's markup, and a tool's
 // result takes the family's role and wrapping.
-func (f toolFormat) promptMessages(spec *ToolSpec, msgs []ChatMessage, texts []string) []gpu.ChatMessage {
+func (f toolFormat) promptMessages(spec *duplex.ToolSpec, msgs []ChatMessage, texts []string) []gpu.ChatMessage {
 	out := make([]gpu.ChatMessage, 0, len(msgs)+1)
 	names := map[string]string{} // call id -> function name
 	for i, m := range msgs {
@@ -229,22 +192,12 @@ func (f toolFormat) promptMessages(spec *ToolSpec, msgs []ChatMessage, texts []s
 	return append([]gpu.ChatMessage{{Role: "system", Content: decl}}, out...)
 }
 
-// forced reports whether the spec forces a call (required, or a named function).
-func (s *ToolSpec) forced() bool {
-	return s != nil && len(s.Tools) > 0 && (s.Choice == ToolChoiceRequired || s.Choice == ToolChoiceFunction)
-}
-
-// parses reports whether the model's output is parsed for calls (auto or forced).
-func (s *ToolSpec) parses() bool {
-	return s != nil && len(s.Tools) > 0 && s.Choice != ToolChoiceNone
-}
-
 // CheckTools validates a tool spec before a request is built: every tool's schema must have a
 // grammar, and a forced call one within maxTokens (one token is the end of generation).
-func CheckTools(spec ToolSpec, maxTokens int) error {
-	if spec.forced() {
+func CheckTools(spec duplex.ToolSpec, maxTokens int) error {
+	if spec.Forces() {
 		only := ""
-		if spec.Choice == ToolChoiceFunction {
+		if spec.Choice == duplex.ToolChoiceFunction {
 			only = spec.Function
 		}
 		if _, err := toolCallGrammar(toolFormatHermes, spec.Tools, only, maxTokens-1, true, false); err != nil {
@@ -252,7 +205,7 @@ func CheckTools(spec ToolSpec, maxTokens int) error {
 		}
 	}
 	for _, t := range spec.Tools {
-		if _, err := toolCallGrammar(toolFormatHermes, []Tool{t}, "", math.MaxInt32, false, false); err != nil {
+		if _, err := toolCallGrammar(toolFormatHermes, []duplex.Tool{t}, "", math.MaxInt32, false, false); err != nil {
 			return err
 		}
 	}

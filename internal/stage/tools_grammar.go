@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // The tool-call grammar is built here, not by llama.cpp's json-schema-to-grammar, because a
@@ -20,9 +22,6 @@ import (
 
 // errToolSchema reports a tool's parameters schema the tool grammar cannot follow.
 var errToolSchema = errors.New("unsupported tool parameters schema")
-
-// ErrToolBudget reports a max_tokens too small for any call of the forced tools.
-var ErrToolBudget = errors.New("max_tokens leaves no room for a complete tool call")
 
 // toolGrammarLimits are the bounds of one attempt, largest first.
 var toolGrammarLimits = []struct{ str, items int }{
@@ -39,8 +38,8 @@ const gbnfSp = `" "?`
 // tools (only the one named only, when set) in format f, whose longest sentence is at most
 // budget bytes. withOpener starts it at the call's opener (a forced call); without it, the grammar
 // is what follows the opener once a lazy trigger fired. parallel admits up to four calls.
-func toolCallGrammar(f toolFormat, tools []Tool, only string, budget int, withOpener, parallel bool) (string, error) {
-	var sel []Tool
+func toolCallGrammar(f toolFormat, tools []duplex.Tool, only string, budget int, withOpener, parallel bool) (string, error) {
+	var sel []duplex.Tool
 	for _, t := range tools {
 		if only == "" || t.Name == only {
 			sel = append(sel, t)
@@ -62,7 +61,7 @@ func toolCallGrammar(f toolFormat, tools []Tool, only string, budget int, withOp
 		}
 		root, total := callsRoot(f, callMax, calls, withOpener)
 		if total > budget {
-			lastErr = fmt.Errorf("%w: the longest call is %d bytes, %d tokens are left", ErrToolBudget, total, budget)
+			lastErr = fmt.Errorf("%w: the longest call is %d bytes, %d tokens are left", duplex.ErrToolBudget, total, budget)
 			continue
 		}
 		g.rules["root"] = root
@@ -73,7 +72,7 @@ func toolCallGrammar(f toolFormat, tools []Tool, only string, budget int, withOp
 
 // callRule sets the grammar's call rule, one call of any of tools, and returns the length of
 // the longest call.
-func (g *gbnf) callRule(f toolFormat, tools []Tool) (callMax int, err error) {
+func (g *gbnf) callRule(f toolFormat, tools []duplex.Tool) (callMax int, err error) {
 	alts := make([]string, len(tools))
 	for i, t := range tools {
 		args, n, err := g.toolArgs(t)
@@ -156,7 +155,7 @@ func (g *gbnf) rule(expr string) string {
 }
 
 // toolArgs is the expression of a tool's arguments object and its longest length.
-func (g *gbnf) toolArgs(t Tool) (string, int, error) {
+func (g *gbnf) toolArgs(t duplex.Tool) (string, int, error) {
 	if len(t.Parameters) == 0 {
 		return gbnfLit("{}"), 2, nil
 	}

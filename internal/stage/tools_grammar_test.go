@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 )
 
@@ -33,8 +34,8 @@ const testToolSchema = `{
   "additionalProperties": false
 }`
 
-func testTools() []Tool {
-	return []Tool{
+func testTools() []duplex.Tool {
+	return []duplex.Tool{
 		{Name: "lookup_order", Description: "Look up an order.", Parameters: json.RawMessage(testToolSchema)},
 		{Name: "get_time", Description: "The time now."},
 		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city"]}`)},
@@ -56,13 +57,13 @@ func TestToolCallGrammarErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := toolCallGrammar(toolFormatHermes, []Tool{{Name: "f", Parameters: json.RawMessage(tt.schema)}}, "", 1000, true, false)
+			_, err := toolCallGrammar(toolFormatHermes, []duplex.Tool{{Name: "f", Parameters: json.RawMessage(tt.schema)}}, "", 1000, true, false)
 			require.ErrorIs(t, err, errToolSchema)
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
 	_, err := toolCallGrammar(toolFormatHermes, testTools(), "lookup_order", 40, true, false)
-	require.ErrorIs(t, err, ErrToolBudget)
+	require.ErrorIs(t, err, duplex.ErrToolBudget)
 	_, err = toolCallGrammar(toolFormatHermes, testTools(), "nope", 1000, true, false)
 	require.ErrorIs(t, err, errToolSchema)
 }
@@ -71,7 +72,7 @@ func TestToolCallGrammarErrors(t *testing.T) {
 // a $ref schema is followed.
 func TestToolCallGrammarsCompile(t *testing.T) {
 	eng := loadEngine(t)
-	tools := append(testTools(), Tool{Name: "refs", Parameters: json.RawMessage(
+	tools := append(testTools(), duplex.Tool{Name: "refs", Parameters: json.RawMessage(
 		`{"type":"object","properties":{"p":{"$ref":"#/definitions/pt"}},"required":["p"],"definitions":{"pt":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},"required":["x","y"]}}}`)})
 	for _, f := range []toolFormat{toolFormatHermes, toolFormatLlama3, toolFormatMistral} {
 		for _, opener := range []bool{true, false} {
@@ -115,7 +116,7 @@ func TestForcedToolCallComplete(t *testing.T) {
 				func(p gpu.Piece) error { text.WriteString(p.Text); return nil })
 			seq.Close()
 			require.NoError(t, err)
-			require.Equal(t, FinishStop, res.FinishReason, "max_tokens %d seed %d: %q", maxTokens, seed, text.String())
+			require.Equal(t, duplex.FinishStop, res.FinishReason, "max_tokens %d seed %d: %q", maxTokens, seed, text.String())
 			content, calls := scripted(toolFormatHermes, false, []string{text.String()})
 			require.Empty(t, content)
 			require.Len(t, calls, 1, text.String())

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // toolParser splits a reply's text stream into content and tool calls in a family's markup, as
@@ -28,7 +30,7 @@ func newToolParser(f toolFormat, parallel bool) *toolParser {
 
 // feed takes the next text of the reply and returns the content it releases and the calls it
 // completes.
-func (p *toolParser) feed(text string) (content string, calls []ToolCall) {
+func (p *toolParser) feed(text string) (content string, calls []duplex.ToolCall) {
 	if p.ended {
 		return "", nil
 	}
@@ -76,7 +78,7 @@ func (p *toolParser) feed(text string) (content string, calls []ToolCall) {
 
 // end is the end of the reply: held-back text is content, and a call whose closing markup never
 // came (Qwen often ends at EOS after the JSON) counts when its body parses.
-func (p *toolParser) end() (content string, calls []ToolCall) {
+func (p *toolParser) end() (content string, calls []duplex.ToolCall) {
 	if p.ended {
 		return "", nil
 	}
@@ -185,7 +187,7 @@ func (p *toolParser) callEnd(s string) (body, rest string, complete bool) {
 
 // parseCalls parses a call body: one object (Hermes), an array (Mistral) or ';'-separated
 // objects (Llama 3.x). ok is false when it is not a call.
-func (p *toolParser) parseCalls(body string) ([]ToolCall, bool) {
+func (p *toolParser) parseCalls(body string) ([]duplex.ToolCall, bool) {
 	body = strings.TrimSpace(body)
 	var raws []json.RawMessage
 	switch {
@@ -200,7 +202,7 @@ func (p *toolParser) parseCalls(body string) ([]ToolCall, bool) {
 	default:
 		raws = []json.RawMessage{json.RawMessage(body)}
 	}
-	var calls []ToolCall
+	var calls []duplex.ToolCall
 	for _, r := range raws {
 		c, ok := parseCall(r)
 		if !ok {
@@ -220,14 +222,14 @@ func (p *toolParser) parseCalls(body string) ([]ToolCall, bool) {
 }
 
 // parseCall reads {"name": ..., "arguments"|"parameters": {...} or "<json>"}.
-func parseCall(raw json.RawMessage) (ToolCall, bool) {
+func parseCall(raw json.RawMessage) (duplex.ToolCall, bool) {
 	var v struct {
 		Name       string          `json:"name"`
 		Arguments  json.RawMessage `json:"arguments"`
 		Parameters json.RawMessage `json:"parameters"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil || v.Name == "" {
-		return ToolCall{}, false
+		return duplex.ToolCall{}, false
 	}
 	args := v.Arguments
 	if len(args) == 0 {
@@ -242,9 +244,9 @@ func parseCall(raw json.RawMessage) (ToolCall, bool) {
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, args); err != nil {
-		return ToolCall{}, false
+		return duplex.ToolCall{}, false
 	}
-	return ToolCall{Name: v.Name, Arguments: b.String()}, true
+	return duplex.ToolCall{Name: v.Name, Arguments: b.String()}, true
 }
 
 // splitJSONObjects splits "{...}; {...}" into its objects.

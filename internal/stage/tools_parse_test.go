@@ -5,11 +5,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // scripted feeds a reply to a parser in the given pieces (as tokens would come) and returns the
 // content it released, in order, and the calls.
-func scripted(f toolFormat, parallel bool, pieces []string) (content string, calls []ToolCall) {
+func scripted(f toolFormat, parallel bool, pieces []string) (content string, calls []duplex.ToolCall) {
 	p := newToolParser(f, parallel)
 	var b strings.Builder
 	for _, s := range pieces {

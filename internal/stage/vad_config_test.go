@@ -13,7 +13,7 @@ import (
 // pipeline.thinker.vad, so the session VAD and the stream VAD never disagree.
 func TestStreamVADTakesSessionSettings(t *testing.T) {
 	t.Parallel()
-	p := &Pipeline{cfg: PipelineConfig{Thinker: ThinkerConfig{VAD: VADConfig{
+	p := &Pipeline{cfg: PipelineConfig{Thinker: ThinkerConfig{VAD: speech.VADConfig{
 		Mode: 2, Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500, MinSpeechMs: 150}}}}
 	for _, tc := range []struct {
 		name string

@@ -12,6 +12,7 @@ import (
 	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -94,24 +95,24 @@ func (s *timingSink) OnOutput(m stage.OutputMessage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch m.Kind {
-	case stage.Decision:
-		if m.Decision == stage.DecisionSpeak && s.endpoint == 0 {
+	case duplex.OutDecision:
+		if m.Decision == duplex.DecisionSpeak && s.endpoint == 0 {
 			s.endpoint = m.StageSubmitTS
 		}
-	case stage.Transcript:
+	case duplex.OutTranscript:
 		if s.transcriptAt == 0 {
 			s.transcriptAt, s.heard = now, m.Text
 		}
-	case stage.Text:
+	case duplex.OutText:
 		if s.textAt == 0 {
 			s.textAt = now
 		}
-	case stage.Audio:
+	case duplex.OutAudio:
 		if s.audioAt == 0 {
 			s.audioAt = now
 			s.firstChunkS = float64(len(m.Audio)) / float64(m.SampleRate)
 		}
-	case stage.Finished, stage.Error:
+	case duplex.OutFinished, duplex.OutError:
 		s.once.Do(func() { close(s.finished) })
 	}
 }
@@ -127,7 +128,7 @@ func (s *timingSink) OnTransfer(stage.TransferEvent) {}
 
 func oneRun(ctx context.Context, p *stage.Pipeline, audio []float32, o PipelineOptions) (result, error) {
 	sink := &timingSink{finished: make(chan struct{})}
-	d, err := p.OpenDuplex(ctx, stage.DuplexOptions{AutoResponse: true, WantAudio: true, MaxTokens: o.MaxTokens}, sink)
+	d, err := p.OpenDuplex(ctx, stage.DuplexOptions{Options: duplex.Options{AutoResponse: true, WantAudio: true, MaxTokens: o.MaxTokens}}, sink)
 	if err != nil {
 		return result{}, err
 	}

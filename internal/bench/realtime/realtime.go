@@ -15,6 +15,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -86,10 +87,10 @@ type timedBackend struct {
 	t *Timer
 }
 
-func (b *timedBackend) Open(ctx context.Context, f requestclient.Fence, o session.OpenOptions, out func(requestclient.Output)) (session.Engine, error) {
+func (b *timedBackend) Open(ctx context.Context, f requestclient.Fence, o duplex.Options, out func(duplex.Output)) (session.Engine, error) {
 	cnt := b.t.counter(f.SessionID)
-	e, err := b.Backend.Open(ctx, f, o, func(x requestclient.Output) {
-		if x.Kind == requestclient.OutDecision {
+	e, err := b.Backend.Open(ctx, f, o, func(x duplex.Output) {
+		if x.Kind == duplex.OutDecision {
 			cnt.Add(1)
 		}
 		out(x)

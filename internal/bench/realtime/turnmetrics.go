@@ -10,6 +10,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/bench"
 	"github.com/omniserve/omniserve/internal/benchreport"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/stage"
@@ -21,18 +22,18 @@ import (
 // metrics attached, and the session's arrival stamp. With LogStats off it must be 0: the
 // reference still built aggregators and copied every snapshot when its stats were off.
 func turnMetricsAllocsPerChunk(ctx context.Context, rc *requestclient.Client, name string) (float64, error) {
-	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-allocs-" + name}, requestclient.DuplexOptions{}, func(requestclient.Output) {})
+	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-allocs-" + name}, duplex.Options{}, func(duplex.Output) {})
 	if err != nil {
 		return 0, err
 	}
 	defer d.Close(ctx, "")
 	snap := stage.StageMetricsMessage{RequestID: d.Stage0ID(), StageID: 0, StageSubmitTS: metrics.Now(), FinalOutputType: "audio",
 		Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}}
-	listen := stage.OutputMessage{RequestID: d.Stage0ID(), StageID: 0, Kind: stage.Decision, Decision: stage.DecisionListen}
+	listen := stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Decision: duplex.DecisionListen}, RequestID: d.Stage0ID(), StageID: 0}
 	textMetrics := metrics.StageRequestStats{NumTokensOut: 1, StageGenTimeMs: 2}
-	text := stage.OutputMessage{RequestID: d.Stage0ID(), StageID: 0, Kind: stage.Text, Text: "hi", Metrics: &textMetrics}
-	d.BeginTurn(1, "resp-bench-allocs", 1, 0)
-	defer d.FinalizeTurn(1, metrics.ReasonStop)
+	text := stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutText, Text: "hi"}, RequestID: d.Stage0ID(), StageID: 0, Metrics: &textMetrics}
+	t := d.BeginTurn(1, "resp-bench-allocs", 1, 0)
+	defer d.EndTurn(t, requestclient.TurnOutcome{Reason: metrics.ReasonStop, PlayedMs: -1})
 	return testing.AllocsPerRun(2000, func() {
 		d.MarkTurnArrival(1, 0)
 		d.OnStageMetrics(snap)
@@ -131,7 +132,7 @@ func turnMetricsFigures(allocsOff, allocsOn float64, off, on []float64, out io.W
 // between the end of a ten-minute warm-up and the end of the hour. The stream's real engine
 // work is not run: only the statistics state is measured.
 func statsHeapGrowthPerSessionHour(ctx context.Context, rc *requestclient.Client) (float64, error) {
-	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-heap"}, requestclient.DuplexOptions{}, func(requestclient.Output) {})
+	d, err := rc.OpenDuplex(ctx, requestclient.Fence{SessionID: "bench-heap"}, duplex.Options{}, func(duplex.Output) {})
 	if err != nil {
 		return 0, err
 	}
@@ -147,35 +148,33 @@ func statsHeapGrowthPerSessionHour(ctx context.Context, rc *requestclient.Client
 func feedStatsSession(d *requestclient.DuplexRequest, chunks, turn int) int {
 	listen := metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}
 	thinker := metrics.StageRequestStats{NumTokensIn: 12, NumTokensOut: 8, StageGenTimeMs: 40, VllmTtftMs: 9,
-		VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: stage.FinishStop}
+		VllmTpotMs: 4, VllmItlsMs: []float64{4, 4, 4}, OutputUnitType: "text", FinishReason: duplex.FinishStop}
 	talker := metrics.StageRequestStats{AudioGeneratedFrames: 24000, AudioSampleRate: 24000, AudioDurationS: 1,
-		StageGenTimeMs: 30, InterOutputLatenciesMs: []float64{5}, OutputUnitType: "audio", FinishReason: stage.FinishStop}
+		StageGenTimeMs: 30, InterOutputLatenciesMs: []float64{5}, OutputUnitType: "audio", FinishReason: duplex.FinishStop}
 	rid := d.Stage0ID()
 	for i := range chunks {
 		if i%50 == 10 {
 			d.MarkTurnArrival(turn, 0)
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: listen, StageSubmitTS: metrics.Now()})
-		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionListen})
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: turn, Decision: duplex.DecisionListen}, RequestID: rid, StageID: 0})
 		if i%50 != 49 {
 			continue
 		}
 		d.MarkInputEnd(turn, 0)
-		d.BeginTurn(turn, fmt.Sprintf("resp-bench-%d", turn), turn, 0)
-		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Decision, Turn: turn, Decision: stage.DecisionSpeak})
-		d.OnOutput(stage.OutputMessage{RequestID: rid, StageID: 0, Kind: stage.Text, Turn: turn, Text: "hello"})
+		t := d.BeginTurn(turn, fmt.Sprintf("resp-bench-%d", turn), turn, 0)
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutDecision, Turn: turn, Decision: duplex.DecisionSpeak}, RequestID: rid, StageID: 0})
+		d.OnOutput(stage.OutputMessage{Output: duplex.Output{Kind: duplex.OutText, Turn: turn, Text: "hello"}, RequestID: rid, StageID: 0})
 		d.OnTransfer(stage.TransferEvent{From: 0, To: 1, RequestID: rid, Turn: turn, SizeBytes: 6, TxMs: 0.01})
 		cut := turn%5 == 0
 		if cut {
-			d.SetTurnDelivered(turn, 300, 0)
-			d.FinalizeTurn(turn, metrics.ReasonCancel)
+			d.EndTurn(t, requestclient.TurnOutcome{Reason: metrics.ReasonCancel, DeliveredMs: 300, PlayedMs: -1})
 		}
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 0, Turn: turn, Metrics: thinker})
 		d.OnStageMetrics(stage.StageMetricsMessage{RequestID: rid, StageID: 1, Turn: turn, Metrics: talker})
 		d.OnTurnEnd(stage.TurnEnd{RequestID: rid, Turn: turn, Aborted: cut})
 		if !cut {
-			d.SetTurnDelivered(turn, 1000, 0)
-			d.FinalizeTurn(turn, metrics.ReasonStop)
+			d.EndTurn(t, requestclient.TurnOutcome{Reason: metrics.ReasonStop, DeliveredMs: 1000, PlayedMs: -1})
 		}
 		turn++
 	}

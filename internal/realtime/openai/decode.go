@@ -1,8 +1,8 @@
 package openai
 
 import (
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -92,13 +92,13 @@ func ConfigPatch(p protocol.SessionPatch) session.ConfigPatch {
 }
 
 // tools converts the wire's function tools for the session.
-func tools(in []protocol.Tool) []requestclient.Tool {
+func tools(in []protocol.Tool) []duplex.Tool {
 	if in == nil {
 		return nil
 	}
-	out := make([]requestclient.Tool, len(in))
+	out := make([]duplex.Tool, len(in))
 	for i, t := range in {
-		out[i] = requestclient.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		out[i] = duplex.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
 	}
 	return out
 }

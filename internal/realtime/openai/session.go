@@ -4,8 +4,8 @@
 package openai
 
 import (
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/protocol"
-	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -118,7 +118,7 @@ func sessionInclude(logprobs bool) *[]string {
 
 // sessionFunctionTools is the function tools; a function's parameters are the client's JSON
 // schema, kept as written.
-func sessionFunctionTools(tools []requestclient.Tool) []any {
+func sessionFunctionTools(tools []duplex.Tool) []any {
 	out := make([]any, 0, len(tools))
 	for _, t := range tools {
 		w := map[string]any{"type": "function", "name": t.Name, "description": t.Description}
@@ -154,8 +154,8 @@ func sessionMCPTools(servers []session.MCPServerView) []any {
 func sessionToolChoice(c session.ToolChoice) any {
 	switch c.Mode {
 	case "":
-		return requestclient.ToolChoiceAuto
-	case requestclient.ToolChoiceFunction:
+		return duplex.ToolChoiceAuto
+	case duplex.ToolChoiceFunction:
 		return map[string]any{"type": "function", "name": c.Function}
 	case "mcp":
 		w := map[string]any{"type": "mcp", "server_label": c.ServerLabel}

@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"encoding/json"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"testing"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/openai"
-	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -18,12 +18,11 @@ func conversation() session.SessionView {
 	seed := uint32(9)
 	return session.SessionView{ID: "duplex-1", ExpiresAt: time.Unix(1700000000, 0), Model: "omni", Instructions: "Be brief.",
 		Input: session.InputView{Format: session.AudioFormat{Type: "pcm16", Rate: 16000},
-			TurnDetection: &session.TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500,
-				CreateResponse: true, InterruptResponse: true},
+			TurnDetection:  &session.TurnDetection{TurnDetection: duplex.TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500}, CreateResponse: true, InterruptResponse: true},
 			Transcription:  &session.InputTranscription{Model: "pocketsphinx", Language: "en"},
 			NoiseReduction: "near_field", TranscriptLogprobs: true},
 		Output: session.OutputView{Audio: true, Format: session.AudioFormat{Type: "g711_ulaw", Rate: 8000}, Voice: "alloy", Speed: 1},
-		Tools: session.ToolsView{Functions: []requestclient.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{"type": "object"}`)}},
+		Tools: session.ToolsView{Functions: []duplex.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{"type": "object"}`)}},
 			MCP:    []session.MCPServerView{{Label: "docs", URL: "https://mcp.example", AllowedTools: json.RawMessage(`["a"]`)}},
 			Choice: session.ToolChoice{Mode: "function", Function: "f"}},
 		MaxOutputTokens: 0, Temperature: 0.6, Seed: &seed, IdleTimeout: 90 * time.Second, OverlapPolicy: "barge_in_on_speech",

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"sync"
 	"testing"
 	"time"
@@ -148,14 +149,14 @@ func (c *toyConn) until(t *testing.T, ev string) map[string]any {
 
 // toyEngine answers every response with two 100 ms chunks of speech, then finishes.
 type toyEngine struct {
-	out      func(requestclient.Output)
+	out      func(duplex.Output)
 	mu       sync.Mutex
 	appended int
 	turn     int
 }
 
 func (e *toyEngine) SupportsDuplex() bool { return true }
-func (e *toyEngine) Open(_ context.Context, _ requestclient.Fence, _ session.OpenOptions, out func(requestclient.Output)) (session.Engine, error) {
+func (e *toyEngine) Open(_ context.Context, _ requestclient.Fence, _ duplex.Options, out func(duplex.Output)) (session.Engine, error) {
 	e.out = out
 	return e, nil
 }
@@ -165,26 +166,30 @@ func (e *toyEngine) AppendAudio(_ context.Context, _ int, pcm []float32) error {
 	e.mu.Unlock()
 	return nil
 }
-func (e *toyEngine) Commit(context.Context, int, bool) (requestclient.Transcription, error) {
-	return requestclient.Transcription{Text: "hello"}, nil
+func (e *toyEngine) Commit(context.Context, int, bool) (duplex.Transcription, error) {
+	return duplex.Transcription{Text: "hello"}, nil
 }
 func (e *toyEngine) AppendText(context.Context, int, string, string) error { return nil }
-func (e *toyEngine) Respond(_ context.Context, _, _ int) (int, error) {
+func (e *toyEngine) Respond(context.Context, requestclient.Turn, duplex.ResponseSpec) (int, error) {
 	e.mu.Lock()
 	e.turn++
 	n := e.turn
 	e.mu.Unlock()
-	e.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "good "})
-	e.out(requestclient.Output{Kind: requestclient.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "day"})
-	e.out(requestclient.Output{Kind: requestclient.OutFinished, Turn: n, FinishReason: "stop"})
+	e.out(duplex.Output{Kind: duplex.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "good "})
+	e.out(duplex.Output{Kind: duplex.OutAudio, Turn: n, Audio: make([]float32, 2400), Text: "day"})
+	e.out(duplex.Output{Kind: duplex.OutFinished, Turn: n, FinishReason: "stop"})
 	return n, nil
 }
 func (e *toyEngine) Signal(context.Context, string, requestclient.Fence) error { return nil }
 func (e *toyEngine) Close(context.Context, string) error                       { return nil }
 func (e *toyEngine) Abort()                                                    {}
 func (e *toyEngine) MarkTurnArrival(_ int, ts float64) float64                 { return ts }
-func (e *toyEngine) BeginTurn(int, string, int, float64)                       {}
-func (e *toyEngine) FinalizeTurn(int, string) bool                             { return true }
+func (e *toyEngine) BeginTurn(turn int, _ string, _ int, _ float64) requestclient.Turn {
+	return requestclient.NewTurn(turn)
+}
+func (e *toyEngine) EndTurn(requestclient.Turn, requestclient.TurnOutcome) (bool, func(context.Context) error) {
+	return true, nil
+}
 
 func TestToyDialectDrivesARealSession(t *testing.T) {
 	eng := &toyEngine{}
