@@ -167,7 +167,7 @@ var layer = map[string]int{
 	"internal/requestclient":   3,
 	"internal/session":         4,
 	"internal/realtime/openai": 5,
-	"internal/realtime":        6, "internal/realtime/link": 1, "internal/realtime/media": 2,
+	"internal/realtime":        6, "internal/realtime/link": 2, "internal/realtime/media": 3,
 	"internal/api":    6,
 	"internal/server": 7,
 	"internal/bench":  1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
