@@ -61,7 +61,7 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 	o.input = []requestclient.Message{} // present: replaces the conversation, even when empty
 	for i, in := range c.Input {
 		if in.Ref == "" {
-			if in.Role != "user" && in.Role != "system" && in.Role != "assistant" {
+			if !validRole(in.Role) {
 				return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
 			}
 			o.input = append(o.input, requestclient.Message{Role: in.Role, Text: in.Text})
@@ -109,7 +109,8 @@ func (c Config) replyOptions(maxTokens int) respOptions {
 // responseOptions resolves response.create's overrides against the session; the error names
 // the offending param.
 func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
-	o := respOptions{audio: s.settings.cfg.WantAudio(), maxTokens: s.settings.cfg.MaxOutputTokens, format: s.settings.cfg.OutputFormat, metadata: c.Metadata}
+	cfg := s.settings.cfg
+	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat, metadata: c.Metadata}
 	if c.Unsupported != "" {
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
@@ -117,52 +118,80 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	if fe := s.resolveSpec(c, &o); fe != nil {
 		return o, fe
 	}
-	if fe := s.tools.resolveTools(s.settings.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
+	if fe := s.tools.resolveTools(cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
-	if c.Modalities != nil {
-		audio, text := false, false
-		for _, m := range c.Modalities {
-			switch m {
-			case "audio":
-				audio = true
-			case "text":
-				text = true
-			default:
-				return o, &FieldError{"invalid_value", "response.output_modalities", fmt.Sprintf("unsupported modality %q", m)}
-			}
-		}
-		if !audio && !text {
-			return o, &FieldError{"invalid_value", "response.output_modalities", "at least one modality is required"}
-		}
-		o.audio = audio
+	if fe := o.applyOutput(c); fe != nil {
+		return o, fe
 	}
-	if c.MaxOutputTokens != nil {
-		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > maxOutputTokensLimit {
-			return o, &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
-		}
-		o.maxTokens = *c.MaxOutputTokens
+	if fe := checkMetadata(c.Metadata); fe != nil {
+		return o, fe
 	}
-	if c.OutputFormat != nil {
-		f, err := NormalizeOutputFormat(*c.OutputFormat)
-		if err != nil {
-			return o, &FieldError{"invalid_value", "response.audio.output.format", err.Error()}
-		}
-		o.format = f
-	}
-	if len(c.Metadata) > 16 {
-		return o, &FieldError{"invalid_value", "response.metadata", "metadata holds at most 16 pairs"}
-	}
-	for k, v := range c.Metadata {
-		if len(k) > 64 || len(v) > 512 {
-			return o, &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
-		}
-	}
-	if o.audio && !s.settings.cfg.WantAudio() {
+	if o.audio && !cfg.WantAudio() {
 		// The engine stream's talker is chosen with the session's modalities; a text-only
 		// response on an audio session just sends no audio.
 		return o, &FieldError{"invalid_value", "response.output_modalities",
 			"audio responses need output_modalities [\"audio\"] in the session (session.update)"}
 	}
 	return o, nil
+}
+
+// applyOutput applies response.create's output overrides (modalities, max_output_tokens, the
+// audio format) to o, in that order; the error names the first bad one.
+func (o *respOptions) applyOutput(c *CreateResponse) *FieldError {
+	if c.Modalities != nil {
+		audio, fe := wantsAudio(c.Modalities)
+		if fe != nil {
+			return fe
+		}
+		o.audio = audio
+	}
+	if c.MaxOutputTokens != nil {
+		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > maxOutputTokensLimit {
+			return &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
+		}
+		o.maxTokens = *c.MaxOutputTokens
+	}
+	if c.OutputFormat != nil {
+		f, err := NormalizeOutputFormat(*c.OutputFormat)
+		if err != nil {
+			return &FieldError{"invalid_value", "response.audio.output.format", err.Error()}
+		}
+		o.format = f
+	}
+	return nil
+}
+
+// wantsAudio reports whether response.output_modalities asks for audio; the error is an
+// unknown modality or an empty list.
+func wantsAudio(modalities []string) (bool, *FieldError) {
+	audio, text := false, false
+	for _, m := range modalities {
+		switch m {
+		case "audio":
+			audio = true
+		case "text":
+			text = true
+		default:
+			return false, &FieldError{"invalid_value", "response.output_modalities", fmt.Sprintf("unsupported modality %q", m)}
+		}
+	}
+	if !audio && !text {
+		return false, &FieldError{"invalid_value", "response.output_modalities", "at least one modality is required"}
+	}
+	return audio, nil
+}
+
+// checkMetadata refuses response.metadata beyond OpenAI's bounds: 16 pairs, keys of 64 and
+// values of 512 characters.
+func checkMetadata(metadata map[string]string) *FieldError {
+	if len(metadata) > 16 {
+		return &FieldError{"invalid_value", "response.metadata", "metadata holds at most 16 pairs"}
+	}
+	for k, v := range metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
+		}
+	}
+	return nil
 }
