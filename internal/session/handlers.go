@@ -9,18 +9,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// handle applies one client command. The commands come in three groups (the session's
-// settings, the audio buffers, the conversation's responses and items), each dispatched by its
-// own function; every command's checks live in its handler.
+// handle applies one client command. The audio buffers' and the conversation's commands are
+// dispatched by their own functions; the session's own commands are handled here. Every
+// command's checks live in its handler.
 func (s *Session) handle(c Command) {
-	if s.handleSessionCommand(c) || s.handleAudioCommand(c) || s.handleConversationCommand(c) {
+	if s.handleAudioCommand(c) || s.handleConversationCommand(c) {
 		return
 	}
-	s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
-}
-
-// handleSessionCommand applies the commands about the session itself; false for any other.
-func (s *Session) handleSessionCommand(c Command) bool {
 	switch c := c.(type) {
 	case *UpdateSession:
 		s.handleUpdate(c)
@@ -29,9 +24,8 @@ func (s *Session) handleSessionCommand(c Command) bool {
 	case *Heartbeat:
 		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
 	default:
-		return false
+		s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
 	}
-	return true
 }
 
 // handleAudioCommand applies the commands about the input and output audio; false for any
@@ -234,7 +228,16 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
 		return
 	}
-	s.addClientItem(it, c.PreviousItemID)
+	// The item takes its place in the item list; the engine's context is append-only, so the
+	// model reads it after everything before it in time (documented in docs/REALTIME.md).
+	s.conv.insert(it, c.PreviousItemID)
+	s.send(s.conv.added(it, s.epoch, false))
+	s.send(s.conv.done(it, s.epoch, false))
+	s.trimHistory()
+	if role == "user" {
+		s.responses.pendingIn++
+		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
+	}
 	if len(pcm) > 0 {
 		s.tx.endUtterance(id, s.engineOpts.TranscriptDeltas) // the item's audio is an utterance of its own: its deltas name it
 	}
@@ -280,21 +283,6 @@ func (s *Session) itemAudio(c *CreateItem, it *item) ([]float32, bool) {
 	// (its commit feeds the whole buffer again).
 	s.unforwardInput(c.ID)
 	return pcm, true
-}
-
-// addClientItem puts a client's item in the item list and tells the client; a user's item is
-// input a response will answer.
-func (s *Session) addClientItem(it *item, previousItemID string) {
-	// The item takes its place in the item list; the engine's context is append-only, so the
-	// model reads it after everything before it in time (documented in docs/REALTIME.md).
-	s.conv.insert(it, previousItemID)
-	s.send(s.conv.added(it, s.epoch, false))
-	s.send(s.conv.done(it, s.epoch, false))
-	s.trimHistory()
-	if it.Role == "user" {
-		s.responses.pendingIn++
-		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
-	}
 }
 
 // appendItemJob is the engine job of a client's item: its audio appended and committed (its

@@ -45,31 +45,24 @@ func (o respOptions) respond(ctx context.Context, eng Engine, turn int) (int, er
 	return sr.RespondWith(ctx, turn, requestclient.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 
-// resolveSpec fills o's instructions, conversation and input from response.create, each
-// checked with its param named.
-func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
-	if c.Instructions != nil && *c.Instructions != s.settings.cfg.Instructions {
-		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
-			return fe
-		}
-		o.instructions = c.Instructions
-	}
-	o.outOfBand = c.Conversation == "none"
-	if c.Input == nil {
-		return nil
-	}
-	o.input = []requestclient.Message{} // present: replaces the conversation, even when empty
-	for i, in := range c.Input {
+// responseInput resolves response.create's input against the conversation: messages as they
+// are, references as their items' text (a user's audio item as its transcript), skipping items
+// with nothing to read. It returns the messages and the audio tokens of the items referenced;
+// the error names the offending entry.
+func (c *conversation) responseInput(input []InputItem) ([]requestclient.Message, int, *FieldError) {
+	msgs := []requestclient.Message{} // present: replaces the conversation, even when empty
+	audioTokens := 0
+	for i, in := range input {
 		if in.Ref == "" {
 			if !validRole(in.Role) {
-				return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
+				return msgs, audioTokens, &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
 			}
-			o.input = append(o.input, requestclient.Message{Role: in.Role, Text: in.Text})
+			msgs = append(msgs, requestclient.Message{Role: in.Role, Text: in.Text})
 			continue
 		}
-		it := s.conv.find(in.Ref)
+		it := c.find(in.Ref)
 		if it == nil {
-			return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
+			return msgs, audioTokens, &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
 				fmt.Sprintf("the item with id '%s' does not exist in the conversation", in.Ref)}
 		}
 		text := it.Text
@@ -80,10 +73,10 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 			// An audio item not transcribed yet, or a truncated reply: nothing to read.
 			continue
 		}
-		o.inputAudio += it.audioTokens()
-		o.input = append(o.input, requestclient.Message{Role: it.Role, Text: text})
+		audioTokens += it.audioTokens()
+		msgs = append(msgs, requestclient.Message{Role: it.Role, Text: text})
 	}
-	return nil
+	return msgs, audioTokens, nil
 }
 
 // outputErrorCode is the error code of an engine Error output: context_length_exceeded for a
@@ -115,8 +108,20 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
 	}
-	if fe := s.resolveSpec(c, &o); fe != nil {
-		return o, fe
+	// The response's own instructions, conversation and input, each checked with its param
+	// named.
+	if c.Instructions != nil && *c.Instructions != cfg.Instructions {
+		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
+			return o, fe
+		}
+		o.instructions = c.Instructions
+	}
+	o.outOfBand = c.Conversation == "none"
+	if c.Input != nil {
+		var fe *FieldError
+		if o.input, o.inputAudio, fe = s.conv.responseInput(c.Input); fe != nil {
+			return o, fe
+		}
 	}
 	if fe := s.tools.resolveTools(cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe

@@ -325,9 +325,9 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	case r := <-s.tools.mcp.results:
 		s.tools.handleResult(r, s.epoch, s.settings.cfg)
 	case a := <-s.sem.results:
-		s.semAnswered(a)
+		s.commitTurnIf(s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}))
 	case <-s.sem.timerC():
-		s.semTimedOut()
+		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}))
 	case <-s.paceTimer.C:
 		s.pace()
 	case <-s.idle.timer.C:
@@ -364,16 +364,10 @@ func (s *Session) receive(c Command) {
 	s.handle(c)
 }
 
-// semAnswered applies an end-of-turn estimate of semantic_vad: a finished turn is committed.
-func (s *Session) semAnswered(a eotAnswer) {
-	if s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
-		s.commitTurn()
-	}
-}
-
-// semTimedOut applies semantic_vad's timer: a pause long enough for the eagerness commits.
-func (s *Session) semTimedOut() {
-	if s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
+// commitTurnIf commits the user's turn when semantic_vad decided it ended (its end-of-turn
+// estimate answered, or its pause timer fired).
+func (s *Session) commitTurnIf(ended bool) {
+	if ended {
 		s.commitTurn()
 	}
 }
@@ -401,10 +395,10 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	quiet := unannounced(reason) || s.attachment.detached
 	s.cancelActive(cancelSource, reason, !quiet)
 	if drainsJobsAtClose(reason) {
-		s.drainJobs(closeDrainTimeout)
+		s.jobQueue.drain(s.engineCtx, closeDrainTimeout, s.handleResult, s.log)
 	}
 	stopJobs()
-	s.closeEngine(reason, cancelSource)
+	closeEngine(s.engine, reason, cancelSource, s.log)
 	// What the drained jobs did not complete never will: record it as cut short.
 	s.tx.cancelOpen(reason, &s.inputAudio.speechItemID)
 	if !quiet {
@@ -448,47 +442,25 @@ func drainsJobsAtClose(reason string) bool {
 	return reason != ReasonDisconnect && reason != ReasonShutdown && reason != ReasonInternalError
 }
 
-// closeEngine ends the engine stream, if one was opened: aborted when the server ends the
-// session, else closed with the finish reason of cancelSource.
-func (s *Session) closeEngine(reason, cancelSource string) {
-	if s.engine == nil {
+// closeEngine ends the session's engine stream eng, if one was opened: aborted when the server
+// ends the session, else closed with the finish reason of cancelSource.
+func closeEngine(eng Engine, reason, cancelSource string, log *zap.Logger) {
+	if eng == nil {
 		return
 	}
 	if reason == ReasonShutdown || reason == ReasonInternalError {
-		s.engine.Abort()
+		eng.Abort()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := s.engine.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
-		s.log.Warn("closing engine stream", zap.Error(err))
+	if err := eng.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
+		log.Warn("closing engine stream", zap.Error(err))
 	}
 	cancel()
 }
 
 // closeDrainTimeout bounds how long a closing session waits for its queued engine jobs.
 const closeDrainTimeout = 5 * time.Second
-
-// drainJobs runs on the actor during shutdown: it applies the results of every submitted job
-// until none is outstanding, or until d has passed (a stuck engine must not hold the close).
-// Jobs of a cancelled response check their response and return at once.
-func (s *Session) drainJobs(d time.Duration) {
-	if s.jobQueue.jobsOut == 0 {
-		return
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for s.jobQueue.jobsOut > 0 {
-		select {
-		case r := <-s.jobQueue.results:
-			s.handleResult(r)
-		case <-s.engineCtx.Done():
-			return
-		case <-timer.C:
-			s.log.Warn("closing with engine jobs still queued", zap.Int("jobs", s.jobQueue.jobsOut))
-			return
-		}
-	}
-}
 
 // ensureEngine opens the engine stream on first use. A manual turn's first append opens it
 // earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).
