@@ -9,10 +9,29 @@ import (
 	"go.uber.org/zap"
 )
 
+// handle applies one client command. The audio buffers' and the conversation's commands are
+// dispatched by their own functions; the session's own commands are handled here. Every
+// command's checks live in its handler.
 func (s *Session) handle(c Command) {
+	if s.handleAudioCommand(c) || s.handleConversationCommand(c) {
+		return
+	}
 	switch c := c.(type) {
 	case *UpdateSession:
 		s.handleUpdate(c)
+	case *CloseSession:
+		s.closeReason = ReasonClientClose
+	case *Heartbeat:
+		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
+	default:
+		s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
+	}
+}
+
+// handleAudioCommand applies the commands about the input and output audio; false for any
+// other.
+func (s *Session) handleAudioCommand(c Command) bool {
+	switch c := c.(type) {
 	case *AppendAudio:
 		s.handleAppend(c)
 	case *CommitInput:
@@ -20,35 +39,12 @@ func (s *Session) handle(c Command) {
 	case *ClearInput:
 		s.clearInput(c.ID)
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
-	case *CreateResponse:
-		s.handleCreateResponse(c)
-	case *CancelResponse:
-		if s.responses.resp == nil {
-			s.sendError("response_cancel_not_active", "Cancellation failed: no active response found", c.ID, "")
-			return
-		}
-		if c.ResponseID != "" && c.ResponseID != s.responses.resp.id {
-			s.sendError("response_cancel_not_active", fmt.Sprintf("Cancellation failed: response %q is not active", c.ResponseID), c.ID, "response_id")
-			return
-		}
-		s.cancelActive("client_cancelled", "client_cancelled", true)
-	case *CreateItem:
-		s.handleCreateItem(c)
-	case *DeleteItem:
-		if !s.conv.remove(c.ItemID) {
-			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
-			return
-		}
-		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: c.ItemID}})
-	case *RetrieveItem:
-		it := s.conv.find(c.ItemID)
-		if it == nil {
-			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
-			return
-		}
-		s.send(Event{Epoch: s.epoch, Effect: ConversationItem{Phase: PhaseRetrieved, Item: it.item()}})
-	case *TruncateItem:
-		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
+	case *CancelInput:
+		s.clearInput(c.ID)
+		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
+		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
+		// (cancel). The reference changed the wire reason too, which clients do not expect.
+		s.cancelActive("cancel", "barge_in", true)
 	case *ClearOutputAudio:
 		r := s.responses.resp
 		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
@@ -59,25 +55,55 @@ func (s *Session) handle(c Command) {
 			}
 			s.send(Event{Epoch: s.epoch, Effect: AudioBuffer{Phase: PhaseCleared, ResponseID: rid}})
 		}
-	case *CancelInput:
-		s.clearInput(c.ID)
-		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
-		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
-		// (cancel). The reference changed the wire reason too, which clients do not expect.
-		s.cancelActive("cancel", "barge_in", true)
 	case *BargeIn:
 		s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 			SessionID: s.id, Epoch: s.epoch, Policy: s.settings.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
 		s.cancelActive("barge_in", "barge_in", true)
-	case *CloseSession:
-		s.closeReason = ReasonClientClose
-	case *Heartbeat:
-		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
 	case *PlaybackAck:
 		s.handlePlaybackAck(c)
 	default:
-		s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
+		return false
 	}
+	return true
+}
+
+// handleConversationCommand applies the commands about responses and conversation items;
+// false for any other.
+func (s *Session) handleConversationCommand(c Command) bool {
+	switch c := c.(type) {
+	case *CreateResponse:
+		s.handleCreateResponse(c)
+	case *CancelResponse:
+		if s.responses.resp == nil {
+			s.sendError("response_cancel_not_active", "Cancellation failed: no active response found", c.ID, "")
+			return true // handled: the client was told why not
+		}
+		if c.ResponseID != "" && c.ResponseID != s.responses.resp.id {
+			s.sendError("response_cancel_not_active", fmt.Sprintf("Cancellation failed: response %q is not active", c.ResponseID), c.ID, "response_id")
+			return true // handled: the client was told why not
+		}
+		s.cancelActive("client_cancelled", "client_cancelled", true)
+	case *CreateItem:
+		s.handleCreateItem(c)
+	case *DeleteItem:
+		if !s.conv.remove(c.ItemID) {
+			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
+			return true // handled: the client was told why not
+		}
+		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: c.ItemID}})
+	case *RetrieveItem:
+		it := s.conv.find(c.ItemID)
+		if it == nil {
+			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
+			return true // handled: the client was told why not
+		}
+		s.send(Event{Epoch: s.epoch, Effect: ConversationItem{Phase: PhaseRetrieved, Item: it.item()}})
+	case *TruncateItem:
+		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
+	default:
+		return false
+	}
+	return true
 }
 
 // nextConfig is the configuration patch makes of the current one, or the refusal: the
@@ -170,24 +196,17 @@ func (s *Session) newClientItem(c *CreateItem) (string, bool) {
 	return id, true
 }
 
+// handleCreateItem is conversation.item.create: a tool item goes to the tool state; a message
+// is checked, added to the item list and handed to the engine in wire order.
 func (s *Session) handleCreateItem(c *CreateItem) {
 	if s.tx.refuse(c.ID, "conversation.item.create") {
 		return
 	}
-	switch c.ItemType {
-	case "function_call_output":
-		if s.tools.createFunctionOutput(c, s.epoch) {
-			s.responses.pendingIn++
-		}
-		return
-	case "mcp_approval_response":
-		if f := s.tools.answerApproval(c, s.responses.resp, s.epoch); f != nil {
-			s.startFollowUp(*f)
-		}
+	if s.handleToolItem(c) {
 		return
 	}
 	role := c.Role
-	if role != "user" && role != "system" && role != "assistant" {
+	if !validRole(role) {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
 		return
 	}
@@ -200,17 +219,9 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		return
 	}
 	it := &item{ID: id, Role: role, Type: "message", Status: "completed", Text: c.Text}
-	var pcm []float32
-	if len(c.Audio) > 0 {
-		var err error
-		if pcm, err = DecodeInput(c.Audio, s.settings.cfg.InputFormat); err != nil {
-			s.sendError("bad_audio", err.Error(), c.ID, "item.content")
-			return
-		}
-		it.Audio = true
-		// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
-		// (its commit feeds the whole buffer again).
-		s.unforwardInput(c.ID)
+	pcm, ok := s.itemAudio(c, it)
+	if !ok {
+		return
 	}
 	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
@@ -227,12 +238,58 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		s.responses.pendingIn++
 		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
 	}
-	eng, turn := s.engine, s.input
-	text := c.Text
 	if len(pcm) > 0 {
 		s.tx.endUtterance(id, s.engineOpts.TranscriptDeltas) // the item's audio is an utterance of its own: its deltas name it
 	}
-	s.submitJob(job{run: func(ctx context.Context) jobResult { // cannot fail: canSubmitJob above
+	s.submitJob(appendItemJob(s.engine, s.input, id, c, pcm)) // cannot fail: canSubmitJob above
+}
+
+// handleToolItem hands the tool items (a function call's output, an MCP approval's answer) to
+// the tool state; false for a message.
+func (s *Session) handleToolItem(c *CreateItem) bool {
+	switch c.ItemType {
+	case "function_call_output":
+		if s.tools.createFunctionOutput(c, s.epoch) {
+			s.responses.pendingIn++
+		}
+	case "mcp_approval_response":
+		if f := s.tools.answerApproval(c, s.responses.resp, s.epoch); f != nil {
+			s.startFollowUp(*f)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// validRole reports whether a message item may have role.
+func validRole(role string) bool {
+	return role == "user" || role == "system" || role == "assistant"
+}
+
+// itemAudio decodes a client item's audio, if it has any, and marks it an audio item; false
+// when the client was told the audio is bad.
+func (s *Session) itemAudio(c *CreateItem, it *item) ([]float32, bool) {
+	if len(c.Audio) == 0 {
+		return nil, true
+	}
+	pcm, err := DecodeInput(c.Audio, s.settings.cfg.InputFormat)
+	if err != nil {
+		s.sendError("bad_audio", err.Error(), c.ID, "item.content")
+		return nil, false
+	}
+	it.Audio = true
+	// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
+	// (its commit feeds the whole buffer again).
+	s.unforwardInput(c.ID)
+	return pcm, true
+}
+
+// appendItemJob is the engine job of a client's item: its audio appended and committed (its
+// transcript comes back with the result), or its text appended with its role.
+func appendItemJob(eng Engine, turn int, id string, c *CreateItem, pcm []float32) job {
+	role, text := c.Role, c.Text
+	return job{run: func(ctx context.Context) jobResult {
 		res := jobResult{errCode: "runtime_append_failed"}
 		if len(pcm) > 0 {
 			res.itemID = id // only audio items get a transcript
@@ -244,7 +301,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		}
 		res.err = eng.AppendText(ctx, turn, role, text)
 		return res
-	}})
+	}}
 }
 
 // handleTruncate is conversation.item.truncate: the user heard only the first endMs of the

@@ -3,6 +3,9 @@ package session
 import (
 	"context"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/duplex"
 )
@@ -37,6 +40,29 @@ type jobQueue struct {
 
 func newJobQueue(n int) jobQueue {
 	return jobQueue{jobs: make(chan job, n), results: make(chan jobResult, n)}
+}
+
+// drain runs on the actor during shutdown: it applies (apply, the actor's handleResult) the
+// results of every submitted job until none is outstanding, the engine's context ends, or d has
+// passed (a stuck engine must not hold the close). Jobs of a cancelled response check their
+// response and return at once.
+func (q *jobQueue) drain(engineCtx context.Context, d time.Duration, apply func(jobResult), log *zap.Logger) {
+	if q.jobsOut == 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for q.jobsOut > 0 {
+		select {
+		case r := <-q.results:
+			apply(r)
+		case <-engineCtx.Done():
+			return
+		case <-timer.C:
+			log.Warn("closing with engine jobs still queued", zap.Int("jobs", q.jobsOut))
+			return
+		}
+	}
 }
 
 // canSubmitJob reports whether the next queue will succeed: only the actor sends to jobs, so a

@@ -21,31 +21,24 @@ func (o respOptions) respond(ctx context.Context, eng Engine, t requestclient.Tu
 	return eng.Respond(ctx, t, duplex.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
 }
 
-// resolveSpec fills o's instructions, conversation and input from response.create, each
-// checked with its param named.
-func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
-	if c.Instructions != nil && *c.Instructions != s.settings.cfg.Instructions {
-		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
-			return fe
-		}
-		o.instructions = c.Instructions
-	}
-	o.outOfBand = c.Conversation == "none"
-	if c.Input == nil {
-		return nil
-	}
-	o.input = []duplex.Message{} // present: replaces the conversation, even when empty
-	for i, in := range c.Input {
+// responseInput resolves response.create's input against the conversation: messages as they
+// are, references as their items' text (a user's audio item as its transcript), skipping items
+// with nothing to read. It returns the messages and the audio tokens of the items referenced;
+// the error names the offending entry.
+func (c *conversation) responseInput(input []InputItem) ([]duplex.Message, int, *FieldError) {
+	msgs := []duplex.Message{} // present: replaces the conversation, even when empty
+	audioTokens := 0
+	for i, in := range input {
 		if in.Ref == "" {
-			if in.Role != "user" && in.Role != "system" && in.Role != "assistant" {
-				return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
+			if !validRole(in.Role) {
+				return msgs, audioTokens, &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].role", i), fmt.Sprintf("unsupported item role %q", in.Role)}
 			}
-			o.input = append(o.input, duplex.Message{Role: in.Role, Text: in.Text})
+			msgs = append(msgs, duplex.Message{Role: in.Role, Text: in.Text})
 			continue
 		}
-		it := s.conv.find(in.Ref)
+		it := c.find(in.Ref)
 		if it == nil {
-			return &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
+			return msgs, audioTokens, &FieldError{"invalid_value", fmt.Sprintf("response.input[%d].id", i),
 				fmt.Sprintf("the item with id '%s' does not exist in the conversation", in.Ref)}
 		}
 		text := it.Text
@@ -56,10 +49,10 @@ func (s *Session) resolveSpec(c *CreateResponse, o *respOptions) *FieldError {
 			// An audio item not transcribed yet, or a truncated reply: nothing to read.
 			continue
 		}
-		o.inputAudio += it.audioTokens()
-		o.input = append(o.input, duplex.Message{Role: it.Role, Text: text})
+		audioTokens += it.audioTokens()
+		msgs = append(msgs, duplex.Message{Role: it.Role, Text: text})
 	}
-	return nil
+	return msgs, audioTokens, nil
 }
 
 // outputErrorCode is the error code of an engine Error output: context_length_exceeded for a
@@ -85,60 +78,101 @@ func (c Config) replyOptions(maxTokens int) respOptions {
 // responseOptions resolves response.create's overrides against the session; the error names
 // the offending param.
 func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
-	o := respOptions{audio: s.settings.cfg.WantAudio(), maxTokens: s.settings.cfg.MaxOutputTokens, format: s.settings.cfg.OutputFormat, metadata: c.Metadata}
+	cfg := s.settings.cfg
+	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat, metadata: c.Metadata}
 	if c.Unsupported != "" {
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}
 	}
-	if fe := s.resolveSpec(c, &o); fe != nil {
+	// The response's own instructions, conversation and input, each checked with its param
+	// named.
+	if c.Instructions != nil && *c.Instructions != cfg.Instructions {
+		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
+			return o, fe
+		}
+		o.instructions = c.Instructions
+	}
+	o.outOfBand = c.Conversation == "none"
+	if c.Input != nil {
+		var fe *FieldError
+		if o.input, o.inputAudio, fe = s.conv.responseInput(c.Input); fe != nil {
+			return o, fe
+		}
+	}
+	if fe := s.tools.resolveTools(cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
-	if fe := s.tools.resolveTools(s.settings.cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
+	if fe := o.applyOutput(c); fe != nil {
 		return o, fe
 	}
-	if c.Modalities != nil {
-		audio, text := false, false
-		for _, m := range c.Modalities {
-			switch m {
-			case "audio":
-				audio = true
-			case "text":
-				text = true
-			default:
-				return o, &FieldError{"invalid_value", "response.output_modalities", fmt.Sprintf("unsupported modality %q", m)}
-			}
-		}
-		if !audio && !text {
-			return o, &FieldError{"invalid_value", "response.output_modalities", "at least one modality is required"}
-		}
-		o.audio = audio
+	if fe := checkMetadata(c.Metadata); fe != nil {
+		return o, fe
 	}
-	if c.MaxOutputTokens != nil {
-		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > maxOutputTokensLimit {
-			return o, &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
-		}
-		o.maxTokens = *c.MaxOutputTokens
-	}
-	if c.OutputFormat != nil {
-		f, err := NormalizeOutputFormat(*c.OutputFormat)
-		if err != nil {
-			return o, &FieldError{"invalid_value", "response.audio.output.format", err.Error()}
-		}
-		o.format = f
-	}
-	if len(c.Metadata) > 16 {
-		return o, &FieldError{"invalid_value", "response.metadata", "metadata holds at most 16 pairs"}
-	}
-	for k, v := range c.Metadata {
-		if len(k) > 64 || len(v) > 512 {
-			return o, &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
-		}
-	}
-	if o.audio && !s.settings.cfg.WantAudio() {
+	if o.audio && !cfg.WantAudio() {
 		// The engine stream's talker is chosen with the session's modalities; a text-only
 		// response on an audio session just sends no audio.
 		return o, &FieldError{"invalid_value", "response.output_modalities",
 			"audio responses need output_modalities [\"audio\"] in the session (session.update)"}
 	}
 	return o, nil
+}
+
+// applyOutput applies response.create's output overrides (modalities, max_output_tokens, the
+// audio format) to o, in that order; the error names the first bad one.
+func (o *respOptions) applyOutput(c *CreateResponse) *FieldError {
+	if c.Modalities != nil {
+		audio, fe := wantsAudio(c.Modalities)
+		if fe != nil {
+			return fe
+		}
+		o.audio = audio
+	}
+	if c.MaxOutputTokens != nil {
+		if *c.MaxOutputTokens < 0 || *c.MaxOutputTokens > maxOutputTokensLimit {
+			return &FieldError{"invalid_value", "response.max_output_tokens", "must be an integer in [1, 4096] or \"inf\""}
+		}
+		o.maxTokens = *c.MaxOutputTokens
+	}
+	if c.OutputFormat != nil {
+		f, err := NormalizeOutputFormat(*c.OutputFormat)
+		if err != nil {
+			return &FieldError{"invalid_value", "response.audio.output.format", err.Error()}
+		}
+		o.format = f
+	}
+	return nil
+}
+
+// wantsAudio reports whether response.output_modalities asks for audio; the error is an
+// unknown modality or an empty list.
+func wantsAudio(modalities []string) (bool, *FieldError) {
+	audio, text := false, false
+	for _, m := range modalities {
+		switch m {
+		case "audio":
+			audio = true
+		case "text":
+			text = true
+		default:
+			return false, &FieldError{"invalid_value", "response.output_modalities", fmt.Sprintf("unsupported modality %q", m)}
+		}
+	}
+	if !audio && !text {
+		return false, &FieldError{"invalid_value", "response.output_modalities", "at least one modality is required"}
+	}
+	return audio, nil
+}
+
+// checkMetadata refuses response.metadata beyond OpenAI's bounds: 16 pairs, keys of 64 and
+// values of 512 characters.
+func checkMetadata(metadata map[string]string) *FieldError {
+	if len(metadata) > 16 {
+		return &FieldError{"invalid_value", "response.metadata", "metadata holds at most 16 pairs"}
+	}
+	for k, v := range metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return &FieldError{"invalid_value", "response.metadata", "metadata keys are at most 64 and values at most 512 characters"}
+		}
+	}
+	return nil
 }

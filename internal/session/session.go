@@ -301,54 +301,76 @@ func recovered(log *zap.Logger, m ManagerMetrics, component string, p any) {
 	}
 }
 
+// loop runs the actor until the session ends: each pass waits for one message (next) and
+// applies it; a handler may set closeReason, which ends the loop after that message.
 func (s *Session) loop(ctx context.Context) string {
 	for s.closeReason == "" {
-		select {
-		case c := <-s.inbox:
-			s.inboxB.release(commandBytes(c))
-			resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
-			if s.settings.detectDialect(c) {
-				s.log.Debug("beta client detected from its session.update fields")
-			}
-			s.handle(c)
-		case <-s.outputQueue.outNotify:
-			s.drainOutputs()
-		case r := <-s.jobQueue.results:
-			s.handleResult(r)
-		case r := <-s.tools.mcp.results:
-			s.tools.handleResult(r, s.epoch, s.settings.cfg)
-		case a := <-s.sem.results:
-			if s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
-				s.commitTurn()
-			}
-		case <-s.sem.timerC():
-			if s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
-				s.commitTurn()
-			}
-		case <-s.paceTimer.C:
-			s.pace()
-		case <-s.idle.timer.C:
-			s.idleTimeoutTriggered()
-		case <-s.idleTimer.C:
-			return ReasonTimeout
-		case g := <-s.drain:
-			// Told at once, so the client can finish its turn and reconnect elsewhere.
-			s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
-				SessionID: s.id, Reason: ReasonShutdown, GraceMs: g.Milliseconds()}})
-		case r := <-s.stop:
-			return r
-		case gen := <-s.attachment.lost:
-			s.detach(gen)
-		case call := <-s.attachment.resumes:
-			s.resume(call)
-		case <-s.attachment.graceTimer.C:
-			s.log.Info("resume grace expired; closing the session")
-			return ReasonResumeExpired
-		case <-ctx.Done():
-			return ReasonDisconnect
+		if reason, end := s.next(ctx); end {
+			return reason
 		}
 	}
 	return s.closeReason
+}
+
+// next waits for one message on any of the actor's channels and applies it; end reports the
+// channels that end the session (idle timeout, Stop, resume grace expired, disconnect) with
+// their reason. All channels wait in one select, so none is preferred over another.
+func (s *Session) next(ctx context.Context) (reason string, end bool) {
+	select {
+	case c := <-s.inbox:
+		s.receive(c)
+	case <-s.outputQueue.outNotify:
+		s.drainOutputs()
+	case r := <-s.jobQueue.results:
+		s.handleResult(r)
+	case r := <-s.tools.mcp.results:
+		s.tools.handleResult(r, s.epoch, s.settings.cfg)
+	case a := <-s.sem.results:
+		s.commitTurnIf(s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}))
+	case <-s.sem.timerC():
+		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}))
+	case <-s.paceTimer.C:
+		s.pace()
+	case <-s.idle.timer.C:
+		s.idleTimeoutTriggered()
+	case <-s.idleTimer.C:
+		return ReasonTimeout, true
+	case g := <-s.drain:
+		// Told at once, so the client can finish its turn and reconnect elsewhere.
+		s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
+			SessionID: s.id, Reason: ReasonShutdown, GraceMs: g.Milliseconds()}})
+	case r := <-s.stop:
+		return r, true
+	case gen := <-s.attachment.lost:
+		s.detach(gen)
+	case call := <-s.attachment.resumes:
+		s.resume(call)
+	case <-s.attachment.graceTimer.C:
+		s.log.Info("resume grace expired; closing the session")
+		return ReasonResumeExpired, true
+	case <-ctx.Done():
+		return ReasonDisconnect, true
+	}
+	return "", false
+}
+
+// receive applies a client command from the inbox: its bytes leave the inbox's budget, the
+// idle timeout restarts, and a beta client is recognised before the command is handled.
+func (s *Session) receive(c Command) {
+	s.inboxB.release(commandBytes(c))
+	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
+	if s.settings.detectDialect(c) {
+		s.log.Debug("beta client detected from its session.update fields")
+	}
+	s.handle(c)
+}
+
+// commitTurnIf commits the user's turn when semantic_vad decided it ended (its end-of-turn
+// estimate answered, or its pause timer fired).
+func (s *Session) commitTurnIf(ended bool) {
+	if ended {
+		s.commitTurn()
+	}
 }
 
 // resetTimer restarts t for d, dropping a tick it already fired.
@@ -370,46 +392,14 @@ func (s *Session) submitJob(j job) bool {
 // emits session.closed (not after a disconnect: nobody is listening).
 func (s *Session) shutdown(reason string, stopJobs func()) {
 	s.state = "closing"
-	cancelSource := reason
-	switch reason {
-	case ReasonClientClose:
-		cancelSource = metrics.CancelSessionClose
-	case ReasonShutdown, ReasonInternalError:
-		// The server, not the client, ends the session: its engine work is aborted under it, as
-		// vllm-omni's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
-		// The wire keeps reason "shutdown": only the logged reason is mapped, so the client
-		// still learns why its session ended.
-		cancelSource = metrics.ReasonAbort
-	case ReasonSlowClient:
-		cancelSource = metrics.CancelDisconnect
-	case ReasonResumeExpired:
-		cancelSource = metrics.CancelDisconnectGraceExpired
-	case ReasonEvicted:
-		cancelSource = metrics.CancelSessionClose
-	}
-	// Nobody hears a session that lost its client (disconnect, slow client, resume expired):
-	// its end is not announced.
-	quiet := reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || reason == ReasonEvicted || s.attachment.detached
+	cancelSource := cancelSourceFor(reason)
+	quiet := unannounced(reason) || s.attachment.detached
 	s.cancelActive(cancelSource, reason, !quiet)
-	if reason != ReasonDisconnect && reason != ReasonShutdown && reason != ReasonInternalError {
-		// Input the session accepted (appends, items, the assistant text the user heard before
-		// an interruption) reaches the engine before it closes, so a close never races the
-		// queue. Not after a disconnect (the jobs' context is already cancelled, nothing queued
-		// could run) nor at shutdown (the engine work is aborted under the session).
-		s.drainJobs(closeDrainTimeout)
+	if drainsJobsAtClose(reason) {
+		s.jobQueue.drain(s.engineCtx, closeDrainTimeout, s.handleResult, s.log)
 	}
 	stopJobs()
-	if s.engine != nil {
-		if reason == ReasonShutdown || reason == ReasonInternalError {
-			s.engine.Abort()
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := s.engine.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
-				s.log.Warn("closing engine stream", zap.Error(err))
-			}
-			cancel()
-		}
-	}
+	closeEngine(s.engine, reason, cancelSource, s.log)
 	// What the drained jobs did not complete never will: record it as cut short.
 	s.tx.cancelOpen(reason, &s.inputAudio.speechItemID)
 	if !quiet {
@@ -418,30 +408,60 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	s.state = "closed"
 }
 
-// closeDrainTimeout bounds how long a closing session waits for its queued engine jobs.
-const closeDrainTimeout = 5 * time.Second
+// cancelSourceFor is the logged cancel reason of the response a session closing for reason
+// cuts short; the wire keeps reason itself.
+func cancelSourceFor(reason string) string {
+	switch reason {
+	case ReasonClientClose, ReasonEvicted:
+		return metrics.CancelSessionClose
+	case ReasonShutdown, ReasonInternalError:
+		// The server, not the client, ends the session: its engine work is aborted under it, as
+		// vllm-omni's AsyncOmni._abort does at engine shutdown, so the turn logs `abort`.
+		// The wire keeps reason "shutdown": only the logged reason is mapped, so the client
+		// still learns why its session ended.
+		return metrics.ReasonAbort
+	case ReasonSlowClient:
+		return metrics.CancelDisconnect
+	case ReasonResumeExpired:
+		return metrics.CancelDisconnectGraceExpired
+	}
+	return reason
+}
 
-// drainJobs runs on the actor during shutdown: it applies the results of every submitted job
-// until none is outstanding, or until d has passed (a stuck engine must not hold the close).
-// Jobs of a cancelled response check their response and return at once.
-func (s *Session) drainJobs(d time.Duration) {
-	if s.jobQueue.jobsOut == 0 {
+// unannounced reports whether a session closing for reason lost its client (disconnect, slow
+// client, resume expired, evicted): nobody hears its end, so it is not announced.
+func unannounced(reason string) bool {
+	return reason == ReasonDisconnect || reason == ReasonSlowClient || reason == ReasonResumeExpired || reason == ReasonEvicted
+}
+
+// drainsJobsAtClose reports whether a session closing for reason lets its queued jobs finish:
+// input the session accepted (appends, items, the assistant text the user heard before an
+// interruption) reaches the engine before it closes, so a close never races the queue. Not
+// after a disconnect (the jobs' context is already cancelled, nothing queued could run) nor at
+// shutdown or after a panic (the engine work is aborted under the session).
+func drainsJobsAtClose(reason string) bool {
+	return reason != ReasonDisconnect && reason != ReasonShutdown && reason != ReasonInternalError
+}
+
+// closeEngine ends the session's engine stream eng, if one was opened: aborted when the server
+// ends the session, else closed with the finish reason of cancelSource.
+func closeEngine(eng Engine, reason, cancelSource string, log *zap.Logger) {
+	if eng == nil {
 		return
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for s.jobQueue.jobsOut > 0 {
-		select {
-		case r := <-s.jobQueue.results:
-			s.handleResult(r)
-		case <-s.engineCtx.Done():
-			return
-		case <-timer.C:
-			s.log.Warn("closing with engine jobs still queued", zap.Int("jobs", s.jobQueue.jobsOut))
-			return
-		}
+	if reason == ReasonShutdown || reason == ReasonInternalError {
+		eng.Abort()
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := eng.Close(ctx, finishedReasonForCancel(cancelSource)); err != nil {
+		log.Warn("closing engine stream", zap.Error(err))
+	}
+	cancel()
 }
+
+// closeDrainTimeout bounds how long a closing session waits for its queued engine jobs.
+const closeDrainTimeout = 5 * time.Second
 
 // ensureEngine opens the engine stream on first use. A manual turn's first append opens it
 // earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).

@@ -19,62 +19,109 @@ type ResumeSession struct {
 
 // Decode parses one client event (a text frame, GA or beta) into a session command, or the
 // error event's error for a frame that is not a valid client event. The session's
-// configuration types have the protocol's shape, so the mapping is conversion.
+// configuration types have the protocol's shape, so the mapping is conversion: each group of
+// events (decoders) has its converter, and every client event belongs to exactly one group.
 func Decode(data []byte) (session.Command, *protocol.Error) {
 	ev, werr := protocol.DecodeClientEvent(data)
 	if werr != nil {
 		return nil, werr
 	}
 	base := session.Base{ID: ev.EventID(), Kind: ev.Type()}
+	for _, convert := range decoders {
+		if c := convert(base, ev); c != nil {
+			return c, nil
+		}
+	}
+	panic("openai: client event without a command: " + ev.Type()) // protocol and the converters list the same events
+}
+
+// decoders convert client events to session commands, one group each; a converter returns nil
+// for an event outside its group.
+var decoders = [...]func(session.Base, protocol.ClientEvent) session.Command{
+	sessionCommand, inputAudioCommand, responseCommand, itemCommand,
+}
+
+// sessionCommand converts the events about the session itself: update, close, heartbeat,
+// resume.
+func sessionCommand(base session.Base, ev protocol.ClientEvent) session.Command {
 	switch e := ev.(type) {
 	case *protocol.SessionUpdate:
-		return &session.UpdateSession{Base: base, Patch: ConfigPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}, nil
+		return &session.UpdateSession{Base: base, Patch: ConfigPatch(e.Session), BetaSpelling: e.BetaSpelling, Transcription: e.Transcription}
+	case *protocol.SessionClose:
+		return &session.CloseSession{Base: base}
+	case *protocol.SessionHeartbeat:
+		return &session.Heartbeat{Base: base}
+	case *protocol.SessionResume:
+		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}
+	}
+	return nil
+}
+
+// inputAudioCommand converts the events about the audio buffers: the input buffer's append,
+// commit, clear and cancel, the output buffer's clear, and barge-in.
+func inputAudioCommand(base session.Base, ev protocol.ClientEvent) session.Command {
+	switch e := ev.(type) {
 	case *protocol.InputAudioBufferAppend:
-		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}, nil
+		return &session.AppendAudio{Base: base, Data: e.Audio, Format: (*session.AudioFormat)(e.Format)}
 	case *protocol.InputAudioBufferCommit:
-		return &session.CommitInput{Base: base, ResponseCreate: e.ResponseCreate}, nil
+		return &session.CommitInput{Base: base, ResponseCreate: e.ResponseCreate}
 	case *protocol.InputAudioBufferClear:
-		return &session.ClearInput{Base: base}, nil
+		return &session.ClearInput{Base: base}
+	case *protocol.OutputAudioBufferClear:
+		return &session.ClearOutputAudio{Base: base, ResponseID: e.ResponseID}
+	case *protocol.InputCancel:
+		return &session.CancelInput{Base: base}
+	case *protocol.BargeIn:
+		return &session.BargeIn{Base: base}
+	}
+	return nil
+}
+
+// responseCommand converts the events about responses: create, cancel, and the playback
+// acknowledgement of a response's audio.
+func responseCommand(base session.Base, ev protocol.ClientEvent) session.Command {
+	switch e := ev.(type) {
 	case *protocol.ResponseCreate:
-		c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
-			OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
-			Conversation: e.Conversation, Unsupported: e.Unsupported,
-			ToolsSet: e.ToolsSet, Tools: tools(e.Tools), ToolChoice: (*session.ToolChoice)(e.ToolChoice), ParallelToolCalls: e.ParallelToolCalls}
-		if e.Input != nil {
-			c.Input = make([]session.InputItem, len(e.Input))
-			for i, it := range e.Input {
-				c.Input[i] = session.InputItem(it)
-			}
-		}
-		return c, nil
+		return createResponse(base, e)
 	case *protocol.ResponseCancel:
-		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}, nil
+		return &session.CancelResponse{Base: base, ResponseID: e.ResponseID}
+	case *protocol.PlaybackAck:
+		return &session.PlaybackAck{Base: base, PlayedMs: e.PlayedMs, ResponseID: e.ResponseID, ItemID: e.ItemID, Truncate: e.Truncate}
+	}
+	return nil
+}
+
+// createResponse converts response.create.
+func createResponse(base session.Base, e *protocol.ResponseCreate) *session.CreateResponse {
+	c := &session.CreateResponse{Base: base, MaxOutputTokens: e.MaxOutputTokens, Modalities: e.Modalities,
+		OutputFormat: (*session.AudioFormat)(e.OutputFormat), Metadata: e.Metadata, Instructions: e.Instructions,
+		Conversation: e.Conversation, Unsupported: e.Unsupported,
+		ToolsSet: e.ToolsSet, Tools: tools(e.Tools), ToolChoice: (*session.ToolChoice)(e.ToolChoice), ParallelToolCalls: e.ParallelToolCalls}
+	if e.Input != nil {
+		c.Input = make([]session.InputItem, len(e.Input))
+		for i, it := range e.Input {
+			c.Input[i] = session.InputItem(it)
+		}
+	}
+	return c
+}
+
+// itemCommand converts the events about conversation items: create, delete, retrieve,
+// truncate.
+func itemCommand(base session.Base, ev protocol.ClientEvent) session.Command {
+	switch e := ev.(type) {
 	case *protocol.ConversationItemCreate:
 		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
 			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output,
-			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}, nil
+			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}
 	case *protocol.ConversationItemDelete:
-		return &session.DeleteItem{Base: base, ItemID: e.ItemID}, nil
+		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
 	case *protocol.ConversationItemRetrieve:
-		return &session.RetrieveItem{Base: base, ItemID: e.ItemID}, nil
+		return &session.RetrieveItem{Base: base, ItemID: e.ItemID}
 	case *protocol.ConversationItemTruncate:
-		return &session.TruncateItem{Base: base, ItemID: e.ItemID, ContentIndex: e.ContentIndex, AudioEndMs: e.AudioEndMs}, nil
-	case *protocol.OutputAudioBufferClear:
-		return &session.ClearOutputAudio{Base: base, ResponseID: e.ResponseID}, nil
-	case *protocol.InputCancel:
-		return &session.CancelInput{Base: base}, nil
-	case *protocol.BargeIn:
-		return &session.BargeIn{Base: base}, nil
-	case *protocol.SessionClose:
-		return &session.CloseSession{Base: base}, nil
-	case *protocol.SessionHeartbeat:
-		return &session.Heartbeat{Base: base}, nil
-	case *protocol.SessionResume:
-		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}, nil
-	case *protocol.PlaybackAck:
-		return &session.PlaybackAck{Base: base, PlayedMs: e.PlayedMs, ResponseID: e.ResponseID, ItemID: e.ItemID, Truncate: e.Truncate}, nil
+		return &session.TruncateItem{Base: base, ItemID: e.ItemID, ContentIndex: e.ContentIndex, AudioEndMs: e.AudioEndMs}
 	}
-	panic("openai: client event without a command: " + ev.Type()) // protocol and this switch list the same events
+	return nil
 }
 
 // ConfigPatch is session.update's session object as the session's configuration patch.
