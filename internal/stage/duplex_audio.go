@@ -52,29 +52,26 @@ func (d *DuplexStream) AppendAudio(ctx context.Context, turn int, pcm16k []float
 	// with the VAD's even on an error): feeding reads it from pcm16k, never from a history that
 	// may be shorter than the unit.
 	defer d.ear.record(pcm16k)
-	eps, err := d.listen(ctx, u)
+	evs, err := d.ear.vad.Process(pcm16k)
+	if err != nil {
+		return err
+	}
+	var eps []endpoint
+	if d.opts.AutoResponse {
+		eps, err = d.listenSegments(u, evs)
+	} else {
+		err = d.listenAll(ctx, u)
+	}
 	if err != nil {
 		return err
 	}
 	return d.decide(ctx, u, eps)
 }
 
-// listen runs the unit through the VAD and the ASR and returns the endpoints it confirmed.
-func (d *DuplexStream) listen(ctx context.Context, u unit) ([]endpoint, error) {
-	evs, err := d.ear.vad.Process(u.pcm)
-	if err != nil {
-		return nil, err
-	}
-	if !d.opts.AutoResponse {
-		return nil, d.listenAll(ctx, u)
-	}
-	return d.listenSegments(u, evs)
-}
-
-// listenAll is listen on a manual-turn stream: the client decides what is a turn, so the ASR
-// hears everything, and the words it settles go out as transcript deltas.
+// listenAll feeds the unit on a manual-turn stream: the client decides what is a turn, so the
+// ASR hears everything, and the words it settles go out as transcript deltas.
 func (d *DuplexStream) listenAll(ctx context.Context, u unit) error {
-	if err := d.ear.feedUnit(u.pcm); err != nil {
+	if err := d.ear.feedTo(d.ear.unitEnd(u.pcm), u.pcm); err != nil {
 		return err
 	}
 	if !d.opts.TranscriptDeltas {
@@ -87,7 +84,7 @@ func (d *DuplexStream) listenAll(ctx context.Context, u unit) error {
 	return d.disp.output(ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTranscriptDelta, Turn: d.conv.upcoming(), Text: delta}, RequestID: d.rid, StageID: 0, StageSubmitTS: u.submitTS})
 }
 
-// listenSegments is listen on an auto-response stream: the ASR hears the VAD's speech segments,
+// listenSegments feeds the unit on an auto-response stream: the ASR hears the VAD's speech segments,
 // a segment's end (or the semantic_vad pause it opened, once decided) is an endpoint, and a
 // pause in an open segment may start a speculation.
 func (d *DuplexStream) listenSegments(u unit, evs []speech.VADEvent) ([]endpoint, error) {
@@ -101,7 +98,7 @@ func (d *DuplexStream) listenSegments(u unit, evs []speech.VADEvent) ([]endpoint
 			eps = append(eps, *ep)
 		}
 	}
-	if endMs, eot := d.ear.decidePause(d.ear.unitEndMs(u.pcm)); eot != nil {
+	if endMs, eot := d.ear.decidePause(streamMs(d.ear.unitEnd(u.pcm))); eot != nil {
 		ep, err := d.endpointAt(u, endMs, eot)
 		if err != nil {
 			return nil, err
@@ -111,7 +108,7 @@ func (d *DuplexStream) listenSegments(u unit, evs []speech.VADEvent) ([]endpoint
 		}
 	}
 	if d.ear.inSeg {
-		if err := d.ear.feedUnit(u.pcm); err != nil {
+		if err := d.ear.feedTo(d.ear.unitEnd(u.pcm), u.pcm); err != nil {
 			return nil, err
 		}
 		d.preempt()

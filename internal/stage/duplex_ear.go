@@ -148,11 +148,8 @@ func (e *ear) feedTo(end int64, chunk []float32) error {
 	return nil
 }
 
-// feedUnit feeds the ASR up to the end of unit, the audio being appended.
-func (e *ear) feedUnit(unit []float32) error { return e.feedTo(e.pos+int64(len(unit)), unit) }
-
-// unitEndMs is the stream position at the end of unit, in VAD ms.
-func (e *ear) unitEndMs(unit []float32) int64 { return streamMs(e.pos + int64(len(unit))) }
+// unitEnd is the stream position (in samples) at the end of unit, the audio being appended.
+func (e *ear) unitEnd(unit []float32) int64 { return e.pos + int64(len(unit)) }
 
 func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 
