@@ -90,6 +90,24 @@ func TestHardeningBounds(t *testing.T) {
 		c.requireStillServes(t)
 	})
 
+	// A session.update with no session object is an empty update (its fields, if any, beside the
+	// event's own): at 7161a1b its own type was read as the session's ("Invalid value for
+	// 'session.type': \"session.update\"").
+	t.Run("session.update without a session object", func(t *testing.T) {
+		c := dialRT(t, s, map[string]any{"turn_detection": nil, "modalities": []string{"text"}})
+		defer c.close(t)
+		c.send(t, map[string]any{"type": "session.update", "event_id": "ev_flat"})
+		upd := c.until(t, "session.updated", 10*time.Second)
+		sess, ok := upd["session"].(map[string]any)
+		require.True(t, ok, "%v", upd)
+		require.Equal(t, "realtime", sess["type"], "%v", sess)
+		c.send(t, map[string]any{"type": "session.update", "instructions": "Answer in one word."})
+		sess, ok = c.until(t, "session.updated", 10*time.Second)["session"].(map[string]any)
+		require.True(t, ok)
+		require.Equal(t, "Answer in one word.", sess["instructions"])
+		c.requireStillServes(t)
+	})
+
 	t.Run("60 MiB SDP offer", func(t *testing.T) {
 		cpu0, start := procCPU(t, pid), time.Now()
 		offer := "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n" + strings.Repeat("a=x\r\n", 12<<20)

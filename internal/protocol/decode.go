@@ -46,7 +46,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 	}
 	switch typ {
 	case "session.update", "transcription_session.update":
-		obj := raw
+		obj := flatSession(raw)
 		if s, ok := raw["session"]; ok {
 			obj = nil // a fresh map: Unmarshal into raw would merge the event's own keys
 			if err := json.Unmarshal(s, &obj); err != nil || obj == nil {
@@ -673,4 +673,17 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		return nil, werr("missing_required_parameter", "item.content", "the item has no text or audio")
 	}
 	return c, nil
+}
+
+// flatSession is the session of a flat session.update (its fields beside the event's own, as
+// vllm-omni's turn-based client sends them): the event's keys minus its own type and event_id,
+// which are the event's, never the session's.
+func flatSession(raw map[string]json.RawMessage) map[string]json.RawMessage {
+	obj := make(map[string]json.RawMessage, len(raw))
+	for k, v := range raw {
+		if k != "type" && k != "event_id" {
+			obj[k] = v
+		}
+	}
+	return obj
 }

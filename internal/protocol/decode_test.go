@@ -26,6 +26,11 @@ func TestDecodeClientEvent(t *testing.T) {
 		{"GA session", `{"type":"session.update","session":{"type":"realtime","output_modalities":["audio"],"audio":{"input":{"format":{"type":"audio/pcm","rate":24000}}}}}`,
 			&SessionUpdate{Header: Header{Kind: "session.update"}, Session: SessionPatch{Type: ptr("realtime"),
 				Modalities: []string{"audio"}, InputFormat: &AudioFormat{Type: "audio/pcm", Rate: 24000}}}},
+		// Without a session object the event's own type and event_id are not the session's.
+		{"no session object", `{"type":"session.update","event_id":"e2"}`,
+			&SessionUpdate{Header: Header{ID: "e2", Kind: "session.update"}}},
+		{"flat session", `{"type":"session.update","instructions":"be brief"}`,
+			&SessionUpdate{Header: Header{Kind: "session.update"}, Session: SessionPatch{Instructions: ptr("be brief")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
