@@ -191,9 +191,12 @@ try {
     await until(() => window.omni.stats.rtp.packets > 20 && window.omni.stats.rtp.energy > 0, 60000);
     // The looping fake microphone speaks over a reply: server VAD cancels it.
     await until((n) => window.omni.stats.turns.slice(n).some((t) => t.status === "cancelled"), 90000, before.turns.length);
+    // The Turns row times the call's audio from output_audio_buffer.started / .stopped.
+    await until((n) => window.omni.stats.turns.slice(n).some((t) => t.firstAudioMs > 0 && t.audioMs > 0), 60000, before.turns.length);
     const s = await stats();
     if (s.audioDeltas !== before.audioDeltas) throw new Error(`${s.audioDeltas - before.audioDeltas} audio deltas on the data channel`);
-    summary.webrtc = { rtp: s.rtp, transcript: s.userTranscripts.at(-1), turns: s.turns.slice(before.turns.length).map((t) => `${t.status}/${t.reason}`) };
+    summary.webrtc = { rtp: s.rtp, transcript: s.userTranscripts.at(-1), turns: s.turns.slice(before.turns.length).map((t) => `${t.status}/${t.reason}`),
+      timed: s.turns.slice(before.turns.length).map((t) => ({ firstAudioMs: t.firstAudioMs, audioMs: t.audioMs })) };
     await page.click("#disconnect");
     await until(() => window.omni.stats.status === "idle" && !window.omni.stats.micActive, 10000);
   });

@@ -101,6 +101,8 @@
     const li = document.createElement("li");
     li.className = dir + (ev.type === "error" ? " error" : "");
     li.dataset.type = ev.type || "";
+    // An empty delta (a transcript delta with no text yet) says nothing: it goes with the noisy.
+    li.dataset.empty = ev.delta === "" ? "1" : "";
     const rest = { ...ev };
     delete rest.type;
     delete rest.event_id;
@@ -125,7 +127,7 @@
   function applyFilter(li) {
     const f = $("filter").value.trim().toLowerCase();
     const hideNoisy = $("hide-audio").checked;
-    li.hidden = (hideNoisy && NOISY.test(li.dataset.type)) || (f !== "" && !li.textContent.toLowerCase().includes(f));
+    li.hidden = (hideNoisy && (NOISY.test(li.dataset.type) || li.dataset.empty === "1")) || (f !== "" && !li.textContent.toLowerCase().includes(f));
   }
 
   function refilter() {
@@ -215,6 +217,33 @@
     playingItem.received += s.length;
     pushedSinceReport += s.length;
     if (audio) audio.player.port.postMessage({ type: "push", samples: s }, [s.buffer]);
+  }
+
+  // rtcPlaying: response id → its turn while the call's audio of it plays (WebRTC only).
+  const rtcPlaying = new Map();
+
+  function rtcAudioStarted(id) {
+    const t = responses.get(id);
+    if (!t || t.firstAudioAt !== undefined) return;
+    t.firstAudioAt = performance.now();
+    if (t.inputEnd) t.firstAudioMs = t.firstAudioAt - t.inputEnd;
+    rtcPlaying.set(id, t);
+    renderTurn(t);
+  }
+
+  // rtcAudioStopped closes the turn's audio time; the turn may already be done (its audio
+  // plays out after its last token), so its entry in stats.turns is updated too.
+  function rtcAudioStopped(id) {
+    const t = rtcPlaying.get(id);
+    if (!t) return;
+    rtcPlaying.delete(id);
+    t.audioMs = performance.now() - t.firstAudioAt;
+    const done = stats.turns.find((x) => x.id === id);
+    if (done) {
+      done.firstAudioMs = t.firstAudioMs;
+      done.audioMs = t.audioMs;
+    }
+    renderTurn(t);
   }
 
   // bargeIn stops local playback at once and tells the server what was heard of the item.
@@ -743,7 +772,16 @@
         if (active && active.id === r.id) active = null;
         break;
       }
+      // Over WebRTC the reply plays from the call's track, not from deltas: the server's
+      // output_audio_buffer events say when its audio started and stopped playing.
+      case "output_audio_buffer.started":
+        rtcAudioStarted(ev.response_id);
+        break;
+      case "output_audio_buffer.stopped":
+        rtcAudioStopped(ev.response_id);
+        break;
       case "output_audio_buffer.cleared":
+        rtcAudioStopped(ev.response_id);
         bargeIn("output_audio_buffer.cleared");
         break;
       case "session.closed":
