@@ -36,9 +36,10 @@ func Decode(data []byte) (session.Command, *protocol.Error) {
 }
 
 // decoders convert client events to session commands, one group each; a converter returns nil
-// for an event outside its group.
+// for an event outside its group. The groups are disjoint: the audio buffers' (appends, most of
+// a session's events) are tried first.
 var decoders = [...]func(session.Base, protocol.ClientEvent) session.Command{
-	sessionCommand, inputAudioCommand, responseCommand, itemCommand,
+	inputAudioCommand, responseCommand, itemCommand, sessionCommand,
 }
 
 // sessionCommand converts the events about the session itself: update, close, heartbeat,
