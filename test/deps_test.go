@@ -70,10 +70,9 @@ var allowed = map[string][]string{
 	"internal/requestclient": {"internal/duplex", "internal/gpu", "internal/metrics", "internal/stage"},
 
 	// Layer 4: the duplex session speaks requestclient's types.
+	// It speaks no wire: its commands and effects are its own types, which the dialects under
+	// internal/realtime translate (issue 37; TestShape's figure c counts what would slip).
 	"internal/session": {"internal/audio", "internal/duplex", "internal/metrics", "internal/requestclient",
-		// The protocol's value types (audio format, turn_detection, MCP tool) are the session's
-		// own: one definition from the wire to the actor (architecture.md, the typed protocol).
-		"internal/protocol",
 		// MCP tools: the session owns its MCP connections (mcp.go) as it owns its engine stream.
 		"internal/mcpclient",
 		// The server-VAD barge-in detector (session/vad.go) runs in the session actor on the

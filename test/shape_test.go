@@ -34,12 +34,13 @@ var shapeCeilings = []struct {
 	{figMaxComplexity, 43},   // target 25
 	{figSessionProtocol, 20}, // target 0
 	{figRealtimeGo, 17},      // target 10
-	{figSilenceStructs, 5},   // target 2
+	{figSilenceStructs, 2},   // target 2 (reached: duplex.TurnDetection and speech.VADConfig)
 }
 
 // shapeScope is where the type and complexity bounds hold: these packages and every package
-// under them.
-var shapeScope = []string{"internal/session", "internal/stage", "internal/requestclient", "internal/realtime"}
+// under them. internal/duplex is the vocabulary leaf that took the duplex words out of the four
+// others (issue 37, item 5): it is counted so that nothing escapes the bounds by moving.
+var shapeScope = []string{"internal/session", "internal/stage", "internal/requestclient", "internal/realtime", "internal/duplex"}
 
 const (
 	shapeMaxMethods    = 40 // a type may reach at most this many methods

@@ -1,6 +1,3 @@
-// Package requestclient sits between the session / HTTP layers and the stage pipeline. It owns the
-// request-state registry for chat requests (chat*.go) and duplex sessions (duplex*.go), and ingests
-// every stage output and stage-metrics message into the turn (metrics.TurnMetrics) it belongs to.
 package requestclient
 
 import (

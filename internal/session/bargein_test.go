@@ -19,7 +19,7 @@ func TestBargeInOnPitchedSpeech(t *testing.T) {
 	raw := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/goforward.raw", "pocketsphinx-testdata")
 	eng := &fakeEngine{t: t}
 	s, sk, _, wait := startSessionWith(t, eng, time.Minute, // the response stays active
-		ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad"), CreateResponse: ptr(false)},
+		ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("server_vad"), tdCreateResponse(false)),
 			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	ctx := context.Background()
 	require.NoError(t, s.Submit(ctx, &AppendAudio{Data: make([]byte, 3200)}))

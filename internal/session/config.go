@@ -32,20 +32,35 @@ type TurnDetection struct {
 	InterruptResponse bool
 }
 
-// TurnDetectionPatch is a turn_detection object as the client sent it: nil fields were absent
-// and take the defaults of its type (an object replaces the previous setting as a whole).
-// IdleTimeoutMs nil is null. A dialect translator converts its wire's object into it
-// (internal/realtime: the protocol's TurnDetection has the same fields).
+// TurnDetectionPatch is a turn_detection object as the client sent it: the values of the keys
+// it carried, in the session's own TurnDetection, and which keys those were. An absent key
+// takes the default of its type (an object replaces the previous setting as a whole); an absent
+// idle_timeout_ms is null. A dialect translator builds it from its wire's object
+// (internal/realtime/openai), so the patch declares no vocabulary of its own: a new key of
+// turn_detection is a field of TurnDetection (or of duplex.TurnDetection) and a bit of
+// TurnDetectionKeys.
 type TurnDetectionPatch struct {
-	Type              *string
-	Threshold         *float64
-	PrefixPaddingMs   *int
-	SilenceDurationMs *int
-	IdleTimeoutMs     *int
-	CreateResponse    *bool
-	InterruptResponse *bool
-	Eagerness         *string
+	Value TurnDetection
+	Keys  TurnDetectionKeys
 }
+
+// TurnDetectionKeys is the set of turn_detection keys a client sent (TurnDetectionPatch.Keys).
+type TurnDetectionKeys uint8
+
+// The keys of turn_detection, one bit each.
+const (
+	TurnKeyType TurnDetectionKeys = 1 << iota
+	TurnKeyThreshold
+	TurnKeyPrefixPadding
+	TurnKeySilenceDuration
+	TurnKeyIdleTimeout
+	TurnKeyCreateResponse
+	TurnKeyInterruptResponse
+	TurnKeyEagerness
+)
+
+// Has reports whether every key of keys was sent.
+func (k TurnDetectionKeys) Has(keys TurnDetectionKeys) bool { return k&keys == keys }
 
 // SemanticSilenceMs maps semantic_vad eagerness to the silence that ends a turn when there is
 // no end-of-turn estimate (semvad.go; the auto-response stream applies the same table itself,
@@ -456,8 +471,8 @@ func NormalizeOutputFormat(f AudioFormat) (AudioFormat, error) {
 // resolveTurnDetection validates a turn_detection object and fills its defaults from td; the
 // first refusal wins, in the order of the steps below.
 func resolveTurnDetection(p *TurnDetectionPatch, td *TurnDetection) (*TurnDetection, *FieldError) {
-	if p.Type != nil {
-		td.Type = *p.Type
+	if p.Keys.Has(TurnKeyType) {
+		td.Type = p.Value.Type
 	}
 	steps := [...]func(*TurnDetectionPatch, *TurnDetection) *FieldError{
 		resolveVADType, resolveThreshold, resolvePrefixPadding, resolveSilence, resolveIdleTimeoutMs,
@@ -467,11 +482,11 @@ func resolveTurnDetection(p *TurnDetectionPatch, td *TurnDetection) (*TurnDetect
 			return nil, fe
 		}
 	}
-	if p.CreateResponse != nil {
-		td.CreateResponse = *p.CreateResponse
+	if p.Keys.Has(TurnKeyCreateResponse) {
+		td.CreateResponse = p.Value.CreateResponse
 	}
-	if p.InterruptResponse != nil {
-		td.InterruptResponse = *p.InterruptResponse
+	if p.Keys.Has(TurnKeyInterruptResponse) {
+		td.InterruptResponse = p.Value.InterruptResponse
 	}
 	return td, nil
 }
@@ -487,12 +502,12 @@ func resolveVADType(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
 		return nil
 	case "semantic_vad":
 		td.Eagerness = "auto"
-		if p.Eagerness != nil {
-			switch *p.Eagerness {
+		if p.Keys.Has(TurnKeyEagerness) {
+			switch e := p.Value.Eagerness; e {
 			case "low", "medium", "high", "auto":
-				td.Eagerness = *p.Eagerness
+				td.Eagerness = e
 			default:
-				return &FieldError{"invalid_value", turnDetectionParam + ".eagerness", fmt.Sprintf("eagerness %q is not one of low, medium, high, auto", *p.Eagerness)}
+				return &FieldError{"invalid_value", turnDetectionParam + ".eagerness", fmt.Sprintf("eagerness %q is not one of low, medium, high, auto", e)}
 			}
 		}
 		td.SilenceDurationMs = SemanticSilenceMs(td.Eagerness)
@@ -503,40 +518,40 @@ func resolveVADType(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
 
 // resolveThreshold: 0 keeps the default.
 func resolveThreshold(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
-	if p.Threshold == nil {
+	if !p.Keys.Has(TurnKeyThreshold) {
 		return nil
 	}
-	if *p.Threshold < 0 || *p.Threshold > 1 || *p.Threshold != *p.Threshold {
+	if v := p.Value.Threshold; v < 0 || v > 1 || v != v {
 		return &FieldError{"invalid_value", turnDetectionParam + ".threshold", "threshold must be in [0, 1]"}
 	}
-	if *p.Threshold > 0 {
-		td.Threshold = *p.Threshold
+	if p.Value.Threshold > 0 {
+		td.Threshold = p.Value.Threshold
 	}
 	return nil
 }
 
 func resolvePrefixPadding(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
-	if p.PrefixPaddingMs == nil {
+	if !p.Keys.Has(TurnKeyPrefixPadding) {
 		return nil
 	}
-	if fe := msInRange(*p.PrefixPaddingMs, "prefix_padding_ms"); fe != nil {
+	if fe := msInRange(p.Value.PrefixPaddingMs, "prefix_padding_ms"); fe != nil {
 		return fe
 	}
-	td.PrefixPaddingMs = *p.PrefixPaddingMs
+	td.PrefixPaddingMs = p.Value.PrefixPaddingMs
 	return nil
 }
 
 // resolveSilence: server_vad only (semantic_vad's silence follows its eagerness); 0 keeps the
 // default.
 func resolveSilence(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
-	if p.SilenceDurationMs == nil || td.Type != "server_vad" {
+	if !p.Keys.Has(TurnKeySilenceDuration) || td.Type != "server_vad" {
 		return nil
 	}
-	if fe := msInRange(*p.SilenceDurationMs, "silence_duration_ms"); fe != nil {
+	if fe := msInRange(p.Value.SilenceDurationMs, "silence_duration_ms"); fe != nil {
 		return fe
 	}
-	if *p.SilenceDurationMs > 0 {
-		td.SilenceDurationMs = *p.SilenceDurationMs
+	if p.Value.SilenceDurationMs > 0 {
+		td.SilenceDurationMs = p.Value.SilenceDurationMs
 	}
 	return nil
 }
@@ -553,13 +568,13 @@ func msInRange(ms int, name string) *FieldError {
 }
 
 func resolveIdleTimeoutMs(p *TurnDetectionPatch, td *TurnDetection) *FieldError {
-	if p.IdleTimeoutMs == nil {
+	if !p.Keys.Has(TurnKeyIdleTimeout) {
 		return nil
 	}
-	if *p.IdleTimeoutMs < 5000 || *p.IdleTimeoutMs > 30000 {
+	if ms := p.Value.IdleTimeoutMs; ms < 5000 || ms > 30000 {
 		return &FieldError{"invalid_value", turnDetectionParam + ".idle_timeout_ms", "idle_timeout_ms must be null or in [5000, 30000]"}
 	}
-	td.IdleTimeoutMs = *p.IdleTimeoutMs
+	td.IdleTimeoutMs = p.Value.IdleTimeoutMs
 	return nil
 }
 

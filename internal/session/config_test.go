@@ -13,7 +13,7 @@ import (
 
 // Every refusal of ConfigPatch.Apply, with the code and the param the client is told.
 func TestConfigPatchApplyRefusals(t *testing.T) {
-	td := func(p TurnDetectionPatch) ConfigPatch { return ConfigPatch{TurnDetectionSet: true, TurnDetection: &p} }
+	td := func(p *TurnDetectionPatch) ConfigPatch { return ConfigPatch{TurnDetectionSet: true, TurnDetection: p} }
 	const tdp = "session.audio.input.turn_detection"
 	tests := []struct {
 		name, code, param, message string // message: a part of it
@@ -42,24 +42,24 @@ func TestConfigPatchApplyRefusals(t *testing.T) {
 			ConfigPatch{ToolChoice: &ToolChoice{Mode: duplex.ToolChoiceFunction, Function: "f"}}},
 		{"noise reduction", "invalid_value", "session.audio.input.noise_reduction.type", `"studio"`,
 			ConfigPatch{NoiseReductionSet: true, NoiseReduction: "studio"}},
-		{"vad type", "invalid_value", tdp + ".type", `"magic_vad"`, td(TurnDetectionPatch{Type: ptr("magic_vad")})},
+		{"vad type", "invalid_value", tdp + ".type", `"magic_vad"`, td(turnPatch(tdType("magic_vad")))},
 		{"eagerness", "invalid_value", tdp + ".eagerness", `"eager"`,
-			td(TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("eager")})},
-		{"threshold below 0", "invalid_value", tdp + ".threshold", "[0, 1]", td(TurnDetectionPatch{Threshold: ptr(-0.1)})},
-		{"threshold above 1", "invalid_value", tdp + ".threshold", "[0, 1]", td(TurnDetectionPatch{Threshold: ptr(1.5)})},
-		{"threshold NaN", "invalid_value", tdp + ".threshold", "[0, 1]", td(TurnDetectionPatch{Threshold: ptr(math.NaN())})},
+			td(turnPatch(tdType("semantic_vad"), tdEagerness("eager")))},
+		{"threshold below 0", "invalid_value", tdp + ".threshold", "[0, 1]", td(turnPatch(tdThreshold(-0.1)))},
+		{"threshold above 1", "invalid_value", tdp + ".threshold", "[0, 1]", td(turnPatch(tdThreshold(1.5)))},
+		{"threshold NaN", "invalid_value", tdp + ".threshold", "[0, 1]", td(turnPatch(tdThreshold(math.NaN())))},
 		{"padding below 0", "integer_below_min_value", tdp + ".prefix_padding_ms", "prefix_padding_ms must be >= 0",
-			td(TurnDetectionPatch{PrefixPaddingMs: ptr(-5)})},
+			td(turnPatch(tdPrefixPaddingMs(-5)))},
 		{"padding above 10 s", "integer_above_max_value", tdp + ".prefix_padding_ms", "prefix_padding_ms must be <= 10000",
-			td(TurnDetectionPatch{PrefixPaddingMs: ptr(10001)})},
+			td(turnPatch(tdPrefixPaddingMs(10001)))},
 		{"silence below 0", "integer_below_min_value", tdp + ".silence_duration_ms", "silence_duration_ms must be >= 0",
-			td(TurnDetectionPatch{SilenceDurationMs: ptr(-1)})},
+			td(turnPatch(tdSilenceDurationMs(-1)))},
 		{"silence above 10 s", "integer_above_max_value", tdp + ".silence_duration_ms", "silence_duration_ms must be <= 10000",
-			td(TurnDetectionPatch{SilenceDurationMs: ptr(10001)})},
+			td(turnPatch(tdSilenceDurationMs(10001)))},
 		{"vad idle timeout below", "invalid_value", tdp + ".idle_timeout_ms", "[5000, 30000]",
-			td(TurnDetectionPatch{IdleTimeoutMs: ptr(4999)})},
+			td(turnPatch(tdIdleTimeoutMs(4999)))},
 		{"vad idle timeout above", "invalid_value", tdp + ".idle_timeout_ms", "[5000, 30000]",
-			td(TurnDetectionPatch{IdleTimeoutMs: ptr(30001)})},
+			td(turnPatch(tdIdleTimeoutMs(30001)))},
 		{"idle timeout", "invalid_value", "session.idle_timeout_s", "positive", ConfigPatch{IdleTimeoutS: ptr(0.0)}},
 		{"max tokens below 0", "invalid_value", "session.max_output_tokens", "[1, 4096]", ConfigPatch{MaxOutputTokens: ptr(-1)}},
 		{"max tokens above 4096", "invalid_value", "session.max_output_tokens", "[1, 4096]", ConfigPatch{MaxOutputTokens: ptr(4097)}},
@@ -71,13 +71,13 @@ func TestConfigPatchApplyRefusals(t *testing.T) {
 		{"input format before type", "unsupported_audio_format", "session.input_audio_format", "mp3",
 			ConfigPatch{InputFormat: &AudioFormat{Type: "mp3"}, Type: ptr("translation")}},
 		{"type before turn detection", "invalid_value", "session.type", "translation",
-			ConfigPatch{Type: ptr("translation"), TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("magic_vad")}}},
+			ConfigPatch{Type: ptr("translation"), TurnDetectionSet: true, TurnDetection: turnPatch(tdType("magic_vad"))}},
 		{"turn detection before max tokens", "invalid_value", tdp + ".type", "magic_vad",
-			ConfigPatch{MaxOutputTokens: ptr(-1), TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("magic_vad")}}},
+			ConfigPatch{MaxOutputTokens: ptr(-1), TurnDetectionSet: true, TurnDetection: turnPatch(tdType("magic_vad"))}},
 		{"vad type before threshold", "invalid_value", tdp + ".type", "magic_vad",
-			td(TurnDetectionPatch{Type: ptr("magic_vad"), Threshold: ptr(2.0)})},
+			td(turnPatch(tdType("magic_vad"), tdThreshold(2.0)))},
 		{"threshold before silence", "invalid_value", tdp + ".threshold", "[0, 1]",
-			td(TurnDetectionPatch{Threshold: ptr(2.0), SilenceDurationMs: ptr(-1)})},
+			td(turnPatch(tdThreshold(2.0), tdSilenceDurationMs(-1)))},
 	}
 	base := newSettings(Options{}, ManagerConfig{ModelName: "omni", TurnDetection: defaultTurnDetection()}).cfg
 	for _, tc := range tests {
@@ -95,7 +95,7 @@ func TestConfigPatchApplyRefusals(t *testing.T) {
 
 // What each step of ConfigPatch.Apply makes of an accepted field.
 func TestConfigPatchApplyAccepted(t *testing.T) {
-	td := func(p TurnDetectionPatch) ConfigPatch { return ConfigPatch{TurnDetectionSet: true, TurnDetection: &p} }
+	td := func(p *TurnDetectionPatch) ConfigPatch { return ConfigPatch{TurnDetectionSet: true, TurnDetection: p} }
 	vad := func(f func(*TurnDetection)) *TurnDetection {
 		d := defaultTurnDetection()
 		f(d)
@@ -123,16 +123,16 @@ func TestConfigPatchApplyAccepted(t *testing.T) {
 		{"logprobs", ConfigPatch{TranscriptLogprobs: ptr(true)}, func(c *Config) { c.TranscriptLogprobs = true }},
 		{"noise reduction", ConfigPatch{NoiseReductionSet: true, NoiseReduction: "far_field"}, func(c *Config) { c.NoiseReduction = "far_field" }},
 		{"turn detection null", ConfigPatch{TurnDetectionSet: true}, func(c *Config) { c.TurnDetection = nil }},
-		{"server_vad zeros keep the defaults", td(TurnDetectionPatch{Threshold: ptr(0.0), SilenceDurationMs: ptr(0), PrefixPaddingMs: ptr(0)}),
+		{"server_vad zeros keep the defaults", td(turnPatch(tdThreshold(0.0), tdSilenceDurationMs(0), tdPrefixPaddingMs(0))),
 			func(c *Config) { c.TurnDetection = vad(func(d *TurnDetection) { d.PrefixPaddingMs = 0 }) }},
-		{"server_vad fields", td(TurnDetectionPatch{Threshold: ptr(0.7), SilenceDurationMs: ptr(800), IdleTimeoutMs: ptr(6000),
-			CreateResponse: ptr(false), InterruptResponse: ptr(false)}),
+		{"server_vad fields", td(turnPatch(tdThreshold(0.7), tdSilenceDurationMs(800), tdIdleTimeoutMs(6000),
+			tdCreateResponse(false), tdInterruptResponse(false))),
 			func(c *Config) {
 				c.TurnDetection = vad(func(d *TurnDetection) {
 					d.Threshold, d.SilenceDurationMs, d.IdleTimeoutMs, d.CreateResponse, d.InterruptResponse = 0.7, 800, 6000, false, false
 				})
 			}},
-		{"semantic_vad ignores silence", td(TurnDetectionPatch{Type: ptr("semantic_vad"), SilenceDurationMs: ptr(900)}),
+		{"semantic_vad ignores silence", td(turnPatch(tdType("semantic_vad"), tdSilenceDurationMs(900))),
 			func(c *Config) {
 				c.TurnDetection = vad(func(d *TurnDetection) { d.Type, d.Eagerness, d.SilenceDurationMs = "semantic_vad", "auto", 500 })
 			}},
@@ -156,4 +156,54 @@ func TestConfigPatchApplyAccepted(t *testing.T) {
 			require.Equal(t, want, got)
 		})
 	}
+}
+
+// turnPatch is a turn_detection object as a dialect's decoder builds it: each td* sets one key
+// the client sent (its value, and its bit in Keys).
+func turnPatch(keys ...func(*TurnDetectionPatch)) *TurnDetectionPatch {
+	p := &TurnDetectionPatch{}
+	for _, set := range keys {
+		set(p)
+	}
+	return p
+}
+
+// tdKey sets one key: its value through field, and its bit.
+func tdKey[T any](key TurnDetectionKeys, field func(*TurnDetection) *T, v T) func(*TurnDetectionPatch) {
+	return func(p *TurnDetectionPatch) {
+		*field(&p.Value) = v
+		p.Keys |= key
+	}
+}
+
+func tdType(v string) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyType, func(td *TurnDetection) *string { return &td.Type }, v)
+}
+
+func tdThreshold(v float64) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyThreshold, func(td *TurnDetection) *float64 { return &td.Threshold }, v)
+}
+
+func tdPrefixPaddingMs(v int) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyPrefixPadding, func(td *TurnDetection) *int { return &td.PrefixPaddingMs }, v)
+}
+
+func tdSilenceDurationMs(v int) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeySilenceDuration, func(td *TurnDetection) *int { return &td.SilenceDurationMs }, v)
+}
+
+func tdIdleTimeoutMs(v int) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyIdleTimeout, func(td *TurnDetection) *int { return &td.IdleTimeoutMs }, v)
+}
+
+func tdCreateResponse(v bool) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyCreateResponse, func(td *TurnDetection) *bool { return &td.CreateResponse }, v)
+}
+
+func tdInterruptResponse(v bool) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyInterruptResponse, func(td *TurnDetection) *bool { return &td.InterruptResponse }, v)
+}
+
+func tdEagerness(v string) func(*TurnDetectionPatch) {
+	return tdKey(TurnKeyEagerness, func(td *TurnDetection) *string { return &td.Eagerness }, v)
 }

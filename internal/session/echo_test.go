@@ -26,7 +26,7 @@ func TestEchoDoesNotBargeIn(t *testing.T) {
 		eng := &fakeEngine{t: t, speak: assistant}
 		// A minute of lead: all of the reply is sent at once and the response stays active.
 		s, sk, _, wait := startSessionWith(t, eng, time.Minute,
-			ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad"), CreateResponse: ptr(false)},
+			ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("server_vad"), tdCreateResponse(false)),
 				InputFormat: &AudioFormat{Type: "pcm16", Rate: EngineRate}})
 		ctx := context.Background()
 		appendChunks := func(x []float32) {

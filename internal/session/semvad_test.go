@@ -52,7 +52,7 @@ func semanticRun(t *testing.T, eng Engine, fake *fakeEngine, eagerness string, m
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
 	sk := &sink{ch: make(chan Event, 4096)}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, ConfigPatch{
-		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr(eagerness), CreateResponse: ptr(false)},
+		TurnDetectionSet: true, TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness(eagerness), tdCreateResponse(false)),
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	ctx := context.Background()
 	var stopped *InputSpeech
@@ -209,7 +209,7 @@ func TestSemanticVADWithoutEstimate(t *testing.T) {
 func TestSemanticVADBadEagerness(t *testing.T) {
 	s, sk, _, wait := startSession(t, &fakeEngine{t: t}, time.Minute)
 	require.NoError(t, s.Submit(context.Background(), &UpdateSession{Patch: ConfigPatch{TurnDetectionSet: true,
-		TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("eager")}}}))
+		TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness("eager"))}}))
 	ev := effectOf[Error](t, sk.until(t, "error"))
 	require.Equal(t, "invalid_value", ev.Code)
 	require.Equal(t, "session.audio.input.turn_detection.eagerness", ev.Param)
@@ -227,7 +227,7 @@ func TestSemanticVADOneAppend(t *testing.T) {
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
 	sk := &sink{ch: make(chan Event, 4096)}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, ConfigPatch{
-		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high"), CreateResponse: ptr(false)},
+		TurnDetectionSet: true, TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness("high"), tdCreateResponse(false)),
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	require.NoError(t, s.Submit(context.Background(), &AppendAudio{Data: append(append([]byte(nil), raw...), make([]byte, 2*16000*3)...)}))
 	st := effectOf[InputSpeech](t, sk.until(t, "input_audio_buffer.speech_stopped"))
@@ -249,7 +249,7 @@ func TestSemanticVADMaxWaitInTime(t *testing.T) {
 	m := NewManager(ManagerConfig{MaxSessions: 1, MaxOutputLead: time.Minute}, &engineBackend{eng: eng, fake: fake}, zap.NewNop())
 	sk := &sink{ch: make(chan Event, 4096)}
 	s, wait := runSession(t, m, Options{Duplex: true}, sk, ConfigPatch{
-		TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high"), CreateResponse: ptr(false)},
+		TurnDetectionSet: true, TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness("high"), tdCreateResponse(false)),
 		InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	b := append(append([]byte(nil), raw...), make([]byte, 2*16000/2)...)
 	start := time.Now()

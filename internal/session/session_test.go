@@ -379,14 +379,14 @@ func TestConfigPatch(t *testing.T) {
 		{"44.1 kHz", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 44100}}, ""},
 		{"11.025 kHz", ConfigPatch{InputFormat: &AudioFormat{Type: "pcm16", Rate: 11025}}, ""},
 		{"bad modality", ConfigPatch{Modalities: []string{"video"}}, "invalid_value"},
-		{"semantic vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("high")}}, ""},
-		{"bad eagerness", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr("eager")}}, "invalid_value"},
-		{"unknown vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("magic_vad")}}, "invalid_value"},
-		{"negative silence", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{SilenceDurationMs: ptr(-1)}}, "integer_below_min_value"},
-		{"negative padding", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{PrefixPaddingMs: ptr(-5)}}, "integer_below_min_value"},
-		{"threshold above 1", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Threshold: ptr(1.5)}}, "invalid_value"},
-		{"idle timeout overflow", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{IdleTimeoutMs: ptr(1 << 40)}}, "invalid_value"},
-		{"idle timeout below range", ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{IdleTimeoutMs: ptr(100)}}, "invalid_value"},
+		{"semantic vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness("high"))}, ""},
+		{"bad eagerness", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness("eager"))}, "invalid_value"},
+		{"unknown vad", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("magic_vad"))}, "invalid_value"},
+		{"negative silence", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdSilenceDurationMs(-1))}, "integer_below_min_value"},
+		{"negative padding", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdPrefixPaddingMs(-5))}, "integer_below_min_value"},
+		{"threshold above 1", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdThreshold(1.5))}, "invalid_value"},
+		{"idle timeout overflow", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdIdleTimeoutMs(1 << 40))}, "invalid_value"},
+		{"idle timeout below range", ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdIdleTimeoutMs(100))}, "invalid_value"},
 		{"max tokens above 4096", ConfigPatch{MaxOutputTokens: ptr(5000)}, "invalid_value"},
 		{"empty voice", ConfigPatch{Voice: ptr("")}, "invalid_value"},
 		{"long voice", ConfigPatch{Voice: ptr(strings.Repeat("v", 65))}, "invalid_value"},
@@ -440,12 +440,12 @@ func indexOf(xs []string, x string) int {
 }
 
 func TestTurnDetectionDefaults(t *testing.T) {
-	cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad")}}.Apply(Config{})
+	cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("server_vad"))}.Apply(Config{})
 	require.NoError(t, err)
 	require.Equal(t, TurnDetection{TurnDetection: duplex.TurnDetection{Type: "server_vad", Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500},
 		CreateResponse: true, InterruptResponse: true}, *cfg.TurnDetection)
 	for eager, ms := range map[string]int{"low": 1000, "medium": 500, "auto": 500, "high": 250} {
-		cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("semantic_vad"), Eagerness: ptr(eager)}}.Apply(Config{})
+		cfg, err := ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("semantic_vad"), tdEagerness(eager))}.Apply(Config{})
 		require.NoError(t, err)
 		require.Equal(t, ms, cfg.TurnDetection.SilenceDurationMs, eager)
 	}

@@ -62,7 +62,7 @@ func TestBargeInNeedsSpeech(t *testing.T) {
 	eng := &fakeEngine{t: t}
 	// A minute of lead: the fake engine never finishes, so the response stays active.
 	s, sk, _, wait := startSessionWith(t, eng, time.Minute,
-		ConfigPatch{TurnDetectionSet: true, TurnDetection: &TurnDetectionPatch{Type: ptr("server_vad"), CreateResponse: ptr(false)},
+		ConfigPatch{TurnDetectionSet: true, TurnDetection: turnPatch(tdType("server_vad"), tdCreateResponse(false)),
 			InputFormat: &AudioFormat{Type: "pcm16", Rate: 16000}})
 	ctx := context.Background()
 	appendChunks := func(b []byte) {

@@ -36,9 +36,10 @@ func Decode(data []byte) (session.Command, *protocol.Error) {
 }
 
 // decoders convert client events to session commands, one group each; a converter returns nil
-// for an event outside its group.
+// for an event outside its group. The groups are disjoint: the audio buffers' (appends, most of
+// a session's events) are tried first.
 var decoders = [...]func(session.Base, protocol.ClientEvent) session.Command{
-	sessionCommand, inputAudioCommand, responseCommand, itemCommand,
+	inputAudioCommand, responseCommand, itemCommand, sessionCommand,
 }
 
 // sessionCommand converts the events about the session itself: update, close, heartbeat,
@@ -128,7 +129,7 @@ func itemCommand(base session.Base, ev protocol.ClientEvent) session.Command {
 func ConfigPatch(p protocol.SessionPatch) session.ConfigPatch {
 	return session.ConfigPatch{Model: p.Model, Modalities: p.Modalities, Instructions: p.Instructions, Voice: p.Voice,
 		InputFormat: (*session.AudioFormat)(p.InputFormat), OutputFormat: (*session.AudioFormat)(p.OutputFormat),
-		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: (*session.TurnDetectionPatch)(p.TurnDetection),
+		TurnDetectionSet: p.TurnDetectionSet, TurnDetection: turnDetection(p.TurnDetection),
 		TranscriptionSet: p.TranscriptionSet, Transcription: p.Transcription, Type: p.Type,
 		NoiseReductionSet: p.NoiseReductionSet, NoiseReduction: p.NoiseReduction,
 		ToolsSet: p.ToolsSet, Tools: tools(p.Tools), ToolChoice: (*session.ToolChoice)(p.ToolChoice),
@@ -136,6 +137,33 @@ func ConfigPatch(p protocol.SessionPatch) session.ConfigPatch {
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
 		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing,
 		TranscriptLogprobs: p.TranscriptLogprobs}
+}
+
+// turnDetection converts a turn_detection object: each key the client sent is a value of the
+// session's TurnDetection and a bit of its key set (nil: the object was null, or absent).
+func turnDetection(w *protocol.TurnDetection) *session.TurnDetectionPatch {
+	if w == nil {
+		return nil
+	}
+	p := &session.TurnDetectionPatch{}
+	v := &p.Value
+	put(p, session.TurnKeyType, &v.Type, w.Type)
+	put(p, session.TurnKeyThreshold, &v.Threshold, w.Threshold)
+	put(p, session.TurnKeyPrefixPadding, &v.PrefixPaddingMs, w.PrefixPaddingMs)
+	put(p, session.TurnKeySilenceDuration, &v.SilenceDurationMs, w.SilenceDurationMs)
+	put(p, session.TurnKeyIdleTimeout, &v.IdleTimeoutMs, w.IdleTimeoutMs)
+	put(p, session.TurnKeyCreateResponse, &v.CreateResponse, w.CreateResponse)
+	put(p, session.TurnKeyInterruptResponse, &v.InterruptResponse, w.InterruptResponse)
+	put(p, session.TurnKeyEagerness, &v.Eagerness, w.Eagerness)
+	return p
+}
+
+// put stores a key the client sent (src non-nil) in dst and marks it sent.
+func put[T any](p *session.TurnDetectionPatch, key session.TurnDetectionKeys, dst, src *T) {
+	if src != nil {
+		*dst = *src
+		p.Keys |= key
+	}
 }
 
 // tools converts the wire's function tools for the session.

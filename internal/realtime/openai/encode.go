@@ -8,23 +8,31 @@ import (
 // Encode is the server event of effect e in the OpenAI Realtime dialect, GA-shaped
 // (protocol.Encode spells it beta for beta clients). ok is false for an effect the dialect has
 // no event for.
+//
+// Each group of effects has its encoder, and every effect belongs to exactly one group, so the
+// order only decides how many an effect is tried against: a response's deltas (its audio and
+// transcript: two per 100 ms frame, most of a session's events) go straight to their encoder,
+// the rest of its output is tried first, the session's own effects (a few per session) last.
 func Encode(e session.Effect) (ev protocol.ServerEvent, ok bool) {
-	if ev, ok = encodeSession(e); ok {
+	if d, delta := e.(session.OutputDelta); delta {
+		return outputDelta(d), true
+	}
+	if ev, ok = encodeOutput(e); ok {
 		return ev, true
 	}
 	if ev, ok = encodeResponse(e); ok {
 		return ev, true
 	}
-	if ev, ok = encodeOutput(e); ok {
+	if ev, ok = encodeInput(e); ok {
 		return ev, true
 	}
 	if ev, ok = encodeConversation(e); ok {
 		return ev, true
 	}
-	if ev, ok = encodeInput(e); ok {
+	if ev, ok = encodeTools(e); ok {
 		return ev, true
 	}
-	return encodeTools(e)
+	return encodeSession(e)
 }
 
 // encodeSession: the session's own effects, and errors.

@@ -36,7 +36,8 @@ func encodeResponse(e session.Effect) (protocol.ServerEvent, bool) {
 	return nil, false
 }
 
-// encodeOutput: a response's content parts, deltas and their ends.
+// encodeOutput: a response's content parts and the ends of its deltas (the deltas themselves
+// are outputDelta's, which Encode calls first).
 func encodeOutput(e session.Effect) (protocol.ServerEvent, bool) {
 	switch e := e.(type) {
 	case session.ContentPart:
@@ -44,8 +45,6 @@ func encodeOutput(e session.Effect) (protocol.ServerEvent, bool) {
 			return protocol.ResponseContentPartAdded{ResponseID: e.ResponseID, ItemID: e.ItemID, Part: responsePart(e.Kind, e.Text)}, true
 		}
 		return protocol.ResponseContentPartDone{ResponseID: e.ResponseID, ItemID: e.ItemID, Part: responsePart(e.Kind, e.Text)}, true
-	case session.OutputDelta:
-		return outputDelta(e), true
 	case session.OutputDone:
 		switch e.Kind {
 		case session.PartAudio:
@@ -67,6 +66,7 @@ func responsePart(kind session.PartKind, text string) protocol.ContentPart {
 	return protocol.TextPart("text", text)
 }
 
+// outputDelta is a response's delta: audio, its transcript, or text.
 func outputDelta(e session.OutputDelta) protocol.ServerEvent {
 	switch e.Kind {
 	case session.PartAudio:
