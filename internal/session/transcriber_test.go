@@ -14,9 +14,10 @@ import (
 // txConfig is a configuration for the transcriber, as settings would answer.
 type txConfig struct{ transcripts, logprobs, vad bool }
 
-func (c txConfig) sendsTranscripts() bool { return c.transcripts }
-func (c txConfig) wantsLogprobs() bool    { return c.logprobs }
-func (c txConfig) vadCommits() bool       { return c.vad }
+func (c txConfig) sendsTranscripts() bool   { return c.transcripts }
+func (c txConfig) wantsLogprobs() bool      { return c.logprobs }
+func (c txConfig) vadCommits() bool         { return c.vad }
+func (c txConfig) inputTranscription() bool { return c.transcripts }
 
 // txRig is a transcriber on its own: what it sends, queues and records is kept.
 type txRig struct {
@@ -152,7 +153,7 @@ func TestTranscriberRecords(t *testing.T) {
 	committed := func(r *txRig, id string, atS float64) {
 		r.conv.insert(&item{ID: id, Role: "user", Type: "message", Audio: true, AudioMs: 800, CommittedAt: atS, Transcript: "hi"}, "")
 		if r.tx.transcriptionSession {
-			r.tx.opened(id) // as commitUserAudioItem does
+			r.tx.opened(id) // as transcriber.committed does
 		}
 		r.tx.endUtterance(id, false)
 	}
