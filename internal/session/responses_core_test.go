@@ -292,3 +292,41 @@ func TestResponseCut(t *testing.T) {
 		})
 	}
 }
+
+// startedEvents and conversation.commitAudio: the effects of a response begun and of a user
+// audio item committed.
+func TestStartedAndCommittedEvents(t *testing.T) {
+	rs := newResponses("duplex-s1", 4096)
+	conv := &conversation{}
+	it, evs := conv.commitAudio("item_spoken", 1200, 50, 3)
+	require.Equal(t, "item_spoken", it.ID, "the id speech_started announced")
+	require.InDelta(t, 1200, it.AudioMs, 1e-9)
+	require.Len(t, evs, 3)
+	require.Equal(t, Event{Epoch: 3, Effect: InputCommitted{ItemID: "item_spoken"}}, evs[0])
+	second, _ := conv.commitAudio("item_spoken", 100, 51, 3)
+	require.NotEqual(t, "item_spoken", second.ID, "a taken id is not reused")
+
+	for _, tc := range []struct {
+		name      string
+		r         *response
+		wantKinds int
+	}{
+		{"audio, in the conversation", &response{id: "resp_1", itemID: "item_r", epoch: 3, audio: true, prevItemID: &it.ID}, 4},
+		{"text, out of band", &response{id: "resp_2", itemID: "item_o", epoch: 3, outOfBand: true}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ri := &item{ID: tc.r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: tc.r.id, Audio: tc.r.audio}
+			evs := rs.startedEvents(tc.r, &settings{}, ri)
+			require.Len(t, evs, tc.wantKinds)
+			started := evs[0].Effect.(ResponseStarted).Response
+			require.Equal(t, "in_progress", started.Status)
+			require.Equal(t, 4096, started.MaxOutputTokens, "inf: the server's default is told")
+			require.Equal(t, tc.r.outOfBand, started.ConversationID == nil)
+			added := evs[1].Effect.(OutputItem)
+			require.True(t, added.Item.EmptyContent)
+			for _, ev := range evs {
+				require.False(t, ev.Model, "lifecycle events are not fenced")
+			}
+		})
+	}
+}
