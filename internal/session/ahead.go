@@ -13,7 +13,7 @@ import (
 // Decode-ahead on a session's first turn. The engine stream (and with it the ASR) used to open
 // at the first commit, so the first turn's ASR decoded the whole utterance after the user had
 // finished (≈ 390 ms of the first turn's commit → audible on 2 cores, issue #13). Now a manual
-// turn's first append opens the stream and forwardInput streams the buffer into it while the
+// turn's first append opens the stream and engineLink.forward streams the buffer into it while the
 // user speaks; the commit pays only the final hypothesis, as on every later turn.
 //
 // The settings a stream is opened with (instructions, output modalities, max tokens,
@@ -24,20 +24,21 @@ import (
 // forwarded again: nothing the user said is lost, and the conversation the model sees is the
 // one the lazy open would have built.
 
-// openOptions is what the engine stream is opened with under the current configuration.
-func (s *Session) openOptions() duplex.Options {
-	td := s.settings.cfg.TurnDetection
+// openOptions is what the engine stream is opened with under the configuration st, with the
+// server's history budget maxHistoryBytes.
+func openOptions(st *settings, maxHistoryBytes int) duplex.Options {
+	td := st.cfg.TurnDetection
 	if td == nil {
-		td = s.settings.cfg.defaultTurnDetection()
+		td = st.cfg.defaultTurnDetection()
 	}
 	return duplex.Options{
-		Instructions: s.settings.cfg.Instructions, AutoResponse: s.settings.autoResponse(), WantAudio: s.settings.cfg.WantAudio(),
-		MaxTokens: s.settings.cfg.MaxOutputTokens, Temperature: s.settings.cfg.Temperature, Seed: s.settings.cfg.Seed,
-		MaxHistoryBytes:    s.m.cfg.MaxHistoryBytes,
+		Instructions: st.cfg.Instructions, AutoResponse: st.autoResponse(), WantAudio: st.cfg.WantAudio(),
+		MaxTokens: st.cfg.MaxOutputTokens, Temperature: st.cfg.Temperature, Seed: st.cfg.Seed,
+		MaxHistoryBytes:    maxHistoryBytes,
 		Turn:               td.TurnDetection,
-		TranscriptDeltas:   s.settings.wantsDeltas(),
-		TranscriptLogprobs: s.settings.wantsLogprobs(),
-		TranscribeOnly:     s.settings.opts.Transcription,
+		TranscriptDeltas:   st.wantsDeltas(),
+		TranscriptLogprobs: st.wantsLogprobs(),
+		TranscribeOnly:     st.opts.Transcription,
 	}
 }
 
@@ -59,23 +60,23 @@ func sameStreamSettings(a, b duplex.Options) bool {
 // decodes while the user speaks. It never reports an error: a stream that cannot open now
 // (capacity, no backend) is opened, and its failure reported, by the commit as before.
 func (s *Session) openAhead() {
-	if s.engine != nil || s.m.backend == nil {
+	if s.link.engine != nil || s.m.backend == nil {
 		return
 	}
-	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
+	opts := openOptions(&s.settings, s.m.cfg.MaxHistoryBytes)
+	eng, err := s.m.backend.Open(s.link.ctx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
 	if err != nil {
 		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
 		return
 	}
 	if _, ok := eng.(AudioDiscarder); !ok {
 		// Without discard the stream cannot forget a cleared buffer, so nothing is forwarded
-		// to it ahead of a commit (forwardInput): keep it, it is the one the commit would open.
-		s.engine, s.engineOpts, s.engineFresh = eng, opts, false
+		// to it ahead of a commit (engineLink.forward): keep it, it is the one the commit would open.
+		s.link.opened(eng, opts, false)
 		s.tools.sync(s.settings.cfg)
 		return
 	}
-	s.engine, s.engineOpts, s.engineFresh = eng, opts, true
+	s.link.opened(eng, opts, true)
 	s.tools.sync(s.settings.cfg)
 }
 
@@ -84,13 +85,13 @@ func (s *Session) openAhead() {
 // settings, and the buffered input is forwarded again. It reports whether it reopened (the new
 // stream already has the new instructions).
 func (s *Session) reopenFresh() bool {
-	if s.engine == nil || !s.engineFresh || s.responses.resp != nil || s.jobQueue.jobsOut > 0 {
+	if s.link.engine == nil || !s.link.fresh || s.responses.resp != nil || s.jobQueue.jobsOut > 0 {
 		return false
 	}
-	if sameStreamSettings(s.engineOpts, s.openOptions()) {
+	if sameStreamSettings(s.link.opts, openOptions(&s.settings, s.m.cfg.MaxHistoryBytes)) {
 		return false
 	}
-	old := s.engine
+	old := s.link.engine
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := old.Close(ctx, ""); err != nil {
 		s.log.Debug("closing the early engine stream", zap.Error(err))
@@ -99,14 +100,14 @@ func (s *Session) reopenFresh() bool {
 	// Close returns after the stream's last output: route what it queued (listen decisions of
 	// the forwarded chunks), then forget the ones it never sent.
 	s.drainOutputs()
-	if s.tx.tracks(s.engineOpts.TranscriptDeltas) {
+	if s.tx.tracks(s.link.opts.TranscriptDeltas) {
 		s.tx.reopened(s.inputAudio.speechItemID) // the new stream repeats the open utterance's words
 	}
-	s.engine, s.engineFresh, s.inputAudio.inputFwd, s.aheadListens = nil, false, 0, 0
+	s.link.engine, s.link.fresh, s.inputAudio.inputFwd, s.link.aheadListens = nil, false, 0, 0
 	if len(s.inputAudio.inputBuf) == 0 {
 		return true // the next append opens the new stream
 	}
 	s.openAhead()
-	s.forwardInput()
+	s.link.forward(&s.inputAudio, s.input, s.responses.resp != nil || s.jobQueue.jobsOut > 0, s.m.cfg.WallClock, s.log)
 	return true
 }

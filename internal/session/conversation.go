@@ -247,3 +247,34 @@ func (c *conversation) done(it *item, epoch int, model bool) Event {
 	return Event{Epoch: epoch, Model: model, Effect: ConversationItem{Phase: PhaseDone,
 		PreviousItemID: c.previousID(it), Item: it.item()}}
 }
+
+// deleteItem is conversation.item.delete: the item removed and announced, or the error effect
+// of an unknown id.
+func (c *conversation) deleteItem(cmd *DeleteItem, epoch int) Event {
+	if !c.remove(cmd.ItemID) {
+		return errorEvent(epoch, "item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", cmd.ItemID), cmd.ID, "item_id")
+	}
+	return Event{Epoch: epoch, Effect: ItemDeleted{ItemID: cmd.ItemID}}
+}
+
+// retrieveItem is conversation.item.retrieve: the item as the client sees it, or the error
+// effect of an unknown id.
+func (c *conversation) retrieveItem(cmd *RetrieveItem, epoch int) Event {
+	it := c.find(cmd.ItemID)
+	if it == nil {
+		return errorEvent(epoch, "item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", cmd.ItemID), cmd.ID, "item_id")
+	}
+	return Event{Epoch: epoch, Effect: ConversationItem{Phase: PhaseRetrieved, Item: it.item()}}
+}
+
+// commitAudio adds the committed user audio (audioMs of it, committed at now on the statistics
+// clock) as an item, under the id speech_started announced (want) if it is still free, and
+// returns the item with its effects: input_audio_buffer.committed, conversation.item.added and
+// conversation.item.done. The transcript follows with transcription.completed.
+func (c *conversation) commitAudio(want string, audioMs, now float64, epoch int) (*item, []Event) {
+	it := &item{ID: c.freshID(want), Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: now}
+	prev := c.lastID()
+	c.insert(it, "")
+	return it, []Event{{Epoch: epoch, Effect: InputCommitted{PreviousItemID: prev, ItemID: it.ID}},
+		c.added(it, epoch, false), c.done(it, epoch, false)}
+}

@@ -28,71 +28,95 @@
 // session's request on the pipeline: its input queue, fence and turn statistics) and
 // stage.DuplexStream (stage 0's long-lived stream: VAD, ASR, the KV sequence).
 //
-// # Where each concern lives
+// # Core and shell
 //
-// Session (session.go) is the actor: its Run goroutine owns every piece of state below, so
-// none of it has a lock (the MCP network work is the one part on goroutines of its own, which
-// toolState starts and Run cancels and waits for), and the actor never waits on the engine
-// (engine work goes to the job worker). Its state is split by concern into plain structs, one
-// file each, each with its own table test (<file>_test.go) that runs without a Session, held
-// as named fields (s.settings.cfg, s.inputAudio.inputMs), not embedded, so that the Session
-// reaches only its own fields and methods; they call no engine, and most send no effect
-// either: the session does that with what their methods return. The two seams that do
-// (semState, transcriber) send through a narrow send func the session gives them, and reach the rest of it through small fields and arguments, never through
-// the Session:
+// The session is a conversation core inside a thin actor shell. The core is the sub-states
+// below: plain structs held as named fields of the Session (s.responses, s.conv,
+// s.inputAudio...), never embedded, so that the Session reaches only its own fields and
+// methods. Their decisions are methods that take the sub-state and one typed input (an engine
+// output, a job's result, a client command, a timer that fired) and return the effects (Events:
+// the wire-neutral Effect with its epoch) and, where the shell must act, a plan: no I/O, no
+// goroutine, no clock read (the time is passed in). Each is table-tested (<file>_test.go, and
+// responses_core_test.go for the responses' decisions) without a Session. For example:
+//
+//	engine output ─▶ responses.route ─▶ outputPlan{route, handoff, begin} ─▶ Session.routeOutput
+//	                                                                          (one case per route)
+//	conversation.item.truncate ─▶ responses.truncate ─▶ []Event ─▶ Session.send
+//
+// The shell (Session, session.go) is the actor: its Run goroutine owns every piece of state,
+// so none of it has a lock (the MCP network work is the one part on goroutines of its own,
+// which toolState starts and Run cancels and waits for). It owns the loop (next: one select over
+// every channel), the bounded queues, the clock (ManagerConfig.Now, WallClock), the timers
+// (sessionTimers, idleFollowUp, semState's pause timer, the resume grace), the engine stream
+// (engineLink, engine_link.go: opening, forwarding ahead, discarding, and engineObserver for its
+// failures) and the engine jobs (jobs.go: the actor never waits on the engine), and it runs the
+// effects: send, with the epoch fence and the slow-client rule. The two seams that send
+// themselves (semState, transcriber) do it through a narrow send func the session gives them,
+// and reach the rest of it through small fields and arguments, never through the Session.
+//
+// The sub-states, one file each:
 //
 //   - settings.go (settings): the configuration. Config and Options, the dialect, the model
-//     name, the fixed voice, and session.update's own checks (settings.next); config.go has
-//     Config and ConfigPatch.Apply, the field-by-field validation.
+//     name, the fixed voice, and session.update's own checks (settings.next; nextConfig adds
+//     the server's); config.go has Config and ConfigPatch.Apply, the field-by-field validation.
 //   - input.go (inputAudio): the input audio up to the engine, and the input path that uses it.
 //     Decoding and noise reduction onto the input clock (takeAppend), the echo canceller,
-//     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear),
-//     the turn's t0 (speechArrival), the uncommitted buffer and what of it may still be
-//     forwarded (buffer, takeBuffer). The same file holds the actor's side of one
-//     append, in the order the audio takes: handleAppend → takeAppend → (with turn_detection)
-//     detectSpeech → bargeIn → with auto_response the engine append (streamInput), else buffer,
-//     openAhead, forwardInput and the end of a turn; and input_audio_buffer.clear.
+//     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear,
+//     resetVAD), the turn's t0 (speechArrival), the uncommitted buffer and what of it may still
+//     be forwarded (buffer, takeBuffer, commitRefusal). The same file holds the actor's side of
+//     one append, in the order the audio takes: handleAppend → takeAppend → (with
+//     turn_detection) detectSpeech → bargeIn → with auto_response the engine append
+//     (streamInput), else buffer, openAhead, engineLink.forward and the end of a turn; and
+//     input_audio_buffer.clear.
 //   - semvad.go, semvad_duplex.go (semState): semantic_vad's pauses: when one begins, the
 //     end-of-turn estimate on a goroutine of its own (ask, answer), the decision (decide) and what
 //     it does (end, timedOut, answered: speech_stopped with end_of_turn, the turn's input end, the
-//     decision counted; the session commits the turn), and the engine's own decision on
-//     auto-response (engineEnded).
+//     decision counted; the session commits the turn, vadResponds), and the engine's own
+//     decision on auto-response (engineEnded).
 //   - jobs.go (jobQueue, outputQueue): the engine jobs in wire order with their results, and the
 //     engine's outputs on their way to the actor.
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
-//     insertion, removal, truncation and the history budget; item.item() is an item as the
-//     client sees it (Item, effects_item.go).
-//   - responses.go (responses): the active response, the engine turns that are over, the
-//     input waiting for an answer, the cached usage; and a response's transcript, audio frames,
-//     pacing (nextFrame) and what the user heard of it.
-//   - toolstate.go, tools.go, mcp.go, mcp_call.go (toolState, mcpState, mcpCall): the tools'
-//     runtime state and logic. The tools of a response (sessionTools, resolveTools,
+//     insertion, removal (deleteItem), retrieval (retrieveItem), truncation and the history
+//     budget; item.item() is an item as the client sees it (Item, effects_item.go).
+//   - responses.go, responses_core.go (responses, response, playback, replyText): the active
+//     response, the engine turns that are over, the input waiting for an answer, the cached
+//     usage; a response's ids, its text (replyText), its audio frames, pacing and what the user
+//     heard of it (playback). The decisions: where an engine output goes (route), a job's late
+//     result (fenceLate), the response object (info), the started and done sequences
+//     (startedEvents, doneEvents), a text output, truncation and playback.ack, the refusals of
+//     a cancel or a second response.
+//   - toolstate.go, tools.go, mcp.go, mcp_call.go (toolState, mcpState, mcpCall, mcpResp): the
+//     tools' runtime state and logic. The tools of a response (sessionTools, resolveTools,
 //     followUpOptions), MCP servers with the goroutines that list and call them (list, start,
-//     takeCall; opened and closed by Run), a call's outcome, what the engine was last given, and
-//     the client's answered function calls (answeredCalls). Unlike the others it also turns the
-//     model's calls and the client's answers into items, events and engine jobs (emitMCPCall,
-//     emitFunctionCall, handleResult, createFunctionOutput, answerApproval, sync), through the
-//     actor's functions it is given (toolIO), never the Session; where a response must start,
-//     it returns a followUp the actor starts (startFollowUp).
+//     takeCall; opened and closed by Run), a call's outcome and what follows it
+//     (mcpResp.afterCall), what the engine was last given, and the client's answered function
+//     calls (answeredCalls). Unlike the others it also turns the model's calls and the client's
+//     answers into items, events and engine jobs (emitMCPCall, emitFunctionCall, handleResult,
+//     createItem, createFunctionOutput, answerApproval, sync), through the actor's functions it
+//     is given (toolIO), never the Session; where a response must start, it returns a followUp
+//     the actor starts (startFollowUp).
 //   - resume.go (attachment): the connection the session is attached to, whether it is
 //     detached and since when, the resume grace, the rotating resume token, and the channels
 //     that bring the actor a lost connection and a resume attempt.
 //   - transcripts.go (transcripts): a transcription session's live deltas and the utterance
 //     ends the engine's outputs have not reached yet.
 //   - transcription.go (transcriber, over transcripts): input transcription's events (deltas,
-//     failed), a transcription session's refusals and its item records (Prometheus, --log-stats),
-//     and the stream's logprobs setting (syncLogprobs).
+//     completed, failed), a transcription session's refusals and its item records (Prometheus,
+//     --log-stats), and the stream's logprobs setting (syncLogprobs).
 //
-// The session's own files turn those into effects and engine calls: input.go (above: one
-// append from the wire to the engine), turn.go (how a turn is born: a commit, response.create or
-// the engine's speak decision, each ending in beginResponse), handlers.go (the other client
-// events: session.update, items, truncation), idle.go (turn_detection.idle_timeout_ms), ahead.go
-// (decode ahead of the commit), response.go (a response's life after its birth: outputs, pacing, done, cancel),
-// outputs.go (the engine's outputs and job results), tools.go, mcp.go and mcp_call.go
-// (function and MCP tools), resume.go, budget.go
-// (the inbox's byte budget, the history trim), usage.go, limits.go. backend.go and
-// pipeline_backend.go bind the session to the engine (requestclient); manager.go admits
-// sessions.
+// The shell's own files run those decisions: input.go (above: one append from the wire to the
+// engine), turn.go (how a turn is born: a commit, response.create or the engine's speak
+// decision, each ending in beginResponse), handlers.go (the other client events:
+// session.update, items), idle.go (turn_detection.idle_timeout_ms), ahead.go (decode ahead of
+// the commit), response.go (a response's life after its birth: outputs, pacing, done, cancel),
+// outputs.go (the engine's outputs, routed by responses.route, and job results), tools.go,
+// mcp.go and mcp_call.go (function and MCP tools), resume.go, budget.go (the inbox's byte
+// budget, the history trim), usage.go, limits.go. backend.go and pipeline_backend.go bind the
+// session to the engine (requestclient); manager.go admits sessions.
+//
+// Not yet pure: the response lifecycle (beginResponse, endResponse, cancelActive, pace) and the
+// input path (handleAppend, detectSpeech, bargeIn, clearInput) still decide and act in one
+// Session method, since each interleaves the engine's calls with its events.
 //
 // # Turns: one id, one owner
 //

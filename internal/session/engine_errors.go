@@ -17,16 +17,23 @@ type engineErrorCounter interface {
 
 var _ engineErrorCounter = (*metrics.Collectors)(nil)
 
-// engineFailed logs and counts an engine failure of this session under its cause
+// engineObserver logs and counts the session's engine failures: a shell part, since logging
+// and metrics are I/O the decisions leave to the actor.
+type engineObserver struct {
+	log     *zap.Logger
+	counter engineErrorCounter // nil when the metrics do not count engine failures
+}
+
+// engineFailed logs and counts an engine failure of the session (at epoch) under its cause
 // (requestclient.ErrorCause) and returns the cause. told says whether the client gets an error
 // event for it; a failure no response was there to carry is still logged and counted, never
 // dropped unseen.
-func (s *Session) engineFailed(code string, err error, told bool) string {
+func (o engineObserver) engineFailed(code string, err error, told bool, epoch int) string {
 	cause := requestclient.ErrorCause(err)
-	s.log.Warn("engine failure", zap.String("code", code), zap.String("cause", cause), zap.Bool("told_client", told),
-		zap.Int("epoch", s.epoch), zap.Error(err))
-	if c, ok := s.m.cfg.Metrics.(engineErrorCounter); ok {
-		c.CountEngineError(cause)
+	o.log.Warn("engine failure", zap.String("code", code), zap.String("cause", cause), zap.Bool("told_client", told),
+		zap.Int("epoch", epoch), zap.Error(err))
+	if o.counter != nil {
+		o.counter.CountEngineError(cause)
 	}
 	return cause
 }

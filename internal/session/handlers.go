@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"go.uber.org/zap"
 )
 
-// handle applies one client command. The audio buffers' and the conversation's commands are
-// dispatched by their own functions; the session's own commands are handled here. Every
-// command's checks live in its handler.
-func (s *Session) handle(c Command) {
+// receive applies a client command from the inbox: its bytes leave the inbox's budget, the
+// idle timeout restarts, and a beta client is recognised before the command is handled. The
+// audio buffers' and the conversation's commands are dispatched by their own functions; the
+// session's own commands are handled here. Every command's checks live in its handler.
+func (s *Session) receive(c Command) {
+	s.inboxB.release(commandBytes(c))
+	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
+	if s.settings.detectDialect(c) {
+		s.log.Debug("beta client detected from its session.update fields")
+	}
 	if s.handleAudioCommand(c) || s.handleConversationCommand(c) {
 		return
 	}
@@ -60,7 +65,7 @@ func (s *Session) handleAudioCommand(c Command) bool {
 			SessionID: s.id, Epoch: s.epoch, Policy: s.settings.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
 		s.cancelActive("barge_in", "barge_in", true)
 	case *PlaybackAck:
-		s.handlePlaybackAck(c)
+		s.send(s.responses.playbackAck(c, &s.conv, s.epoch)...)
 	default:
 		return false
 	}
@@ -74,51 +79,38 @@ func (s *Session) handleConversationCommand(c Command) bool {
 	case *CreateResponse:
 		s.handleCreateResponse(c)
 	case *CancelResponse:
-		if s.responses.resp == nil {
-			s.sendError("response_cancel_not_active", "Cancellation failed: no active response found", c.ID, "")
-			return true // handled: the client was told why not
-		}
-		if c.ResponseID != "" && c.ResponseID != s.responses.resp.id {
-			s.sendError("response_cancel_not_active", fmt.Sprintf("Cancellation failed: response %q is not active", c.ResponseID), c.ID, "response_id")
+		if ev := s.responses.cancelRefusal(c, s.epoch); ev != nil {
+			s.send(*ev)
 			return true // handled: the client was told why not
 		}
 		s.cancelActive("client_cancelled", "client_cancelled", true)
 	case *CreateItem:
 		s.handleCreateItem(c)
 	case *DeleteItem:
-		if !s.conv.remove(c.ItemID) {
-			s.sendError("item_delete_invalid_item_id", fmt.Sprintf("Error deleting item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
-			return true // handled: the client was told why not
-		}
-		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: c.ItemID}})
+		s.send(s.conv.deleteItem(c, s.epoch))
 	case *RetrieveItem:
-		it := s.conv.find(c.ItemID)
-		if it == nil {
-			s.sendError("item_retrieve_invalid_item_id", fmt.Sprintf("Error retrieving item: the item with id '%s' does not exist.", c.ItemID), c.ID, "item_id")
-			return true // handled: the client was told why not
-		}
-		s.send(Event{Epoch: s.epoch, Effect: ConversationItem{Phase: PhaseRetrieved, Item: it.item()}})
+		s.send(s.conv.retrieveItem(c, s.epoch))
 	case *TruncateItem:
-		s.handleTruncate(c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))
+		s.send(s.responses.truncate(&s.conv, s.epoch, c.ID, c.ItemID, c.ContentIndex, float64(c.AudioEndMs))...)
 	default:
 		return false
 	}
 	return true
 }
 
-// nextConfig is the configuration patch makes of the current one, or the refusal: the
-// settings' own checks (settings.next), then those that ask the server (the instructions'
-// length in the model's context, the MCP allow-list) or the engine. It changes nothing but the
-// model's naming (settings.resolveModel).
-func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
-	next, err := s.settings.next(patch, s.m, s.m.cfg.MaxIdleTimeout)
-	if err == nil && next.Instructions != s.settings.cfg.Instructions {
-		if fe := checkInstructions(next.Instructions, "session.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
+// nextConfig is the configuration patch makes of st's, or the refusal: the settings' own
+// checks (settings.next), then those that ask the server m (the instructions' length in the
+// model's context, the MCP allow-list) or the engine (engineOpen: audio reached it). It
+// changes nothing but the model's naming (settings.resolveModel).
+func nextConfig(st *settings, m *Manager, engineOpen bool, patch ConfigPatch) (Config, error) {
+	next, err := st.next(patch, m, m.cfg.MaxIdleTimeout)
+	if err == nil && next.Instructions != st.cfg.Instructions {
+		if fe := checkInstructions(next.Instructions, "session.instructions", m.cfg.MaxInstructionsBytes, m.backend); fe != nil {
 			err = fe
 		}
 	}
 	if err == nil && patch.ToolsSet {
-		if fe := checkMCPTools(patch.MCPTools, s.m.cfg.MCPAllowList); fe != nil {
+		if fe := checkMCPTools(patch.MCPTools, m.cfg.MCPAllowList); fe != nil {
 			err = fe
 		}
 	}
@@ -128,11 +120,11 @@ func (s *Session) nextConfig(patch ConfigPatch) (Config, error) {
 		}
 	}
 	if err == nil {
-		if fe := transcriptLogprobsError(s.m.backend, next); fe != nil {
+		if fe := transcriptLogprobsError(m.backend, next); fe != nil {
 			err = fe
 		}
 	}
-	if err == nil && s.engine != nil && s.settings.autoResponse() != s.settings.autoResponseFor(next) {
+	if err == nil && engineOpen && st.autoResponse() != st.autoResponseFor(next) {
 		err = &FieldError{"session_update_unsupported", "session.audio.input.turn_detection",
 			"on ?duplex=1, create_response (auto_response) cannot change once audio has reached the engine"}
 	}
@@ -144,7 +136,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		s.sendError("invalid_value", "transcription_session.update is for transcription sessions (?intent=transcription); this is a conversation: use session.update.", c.ID, "type")
 		return
 	}
-	next, err := s.nextConfig(c.Patch)
+	next, err := nextConfig(&s.settings, s.m, s.link.engine != nil, c.Patch)
 	if err != nil {
 		// A failed update changes nothing.
 		var fe *FieldError
@@ -161,21 +153,21 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		// The configuration was validated: only a broken speex library gets here.
 		s.log.Error("noise reduction unavailable", zap.Error(err))
 	}
-	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
+	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
 	if s.reopenFresh() {
 		instructionsChanged = false // the new stream was opened with them
 	}
-	s.engineOpts.TranscriptLogprobs = s.tx.syncLogprobs(s.engine, s.engineOpts.TranscriptLogprobs)
-	if instructionsChanged && s.engine != nil {
+	s.link.opts.TranscriptLogprobs = s.tx.syncLogprobs(s.link.engine, s.link.opts.TranscriptLogprobs)
+	if instructionsChanged && s.link.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.
-		eng, text, turn := s.engine, next.Instructions, s.input
+		eng, text, turn := s.link.engine, next.Instructions, s.input
 		s.submitJob(job{run: func(ctx context.Context) jobResult {
 			return jobResult{err: eng.AppendText(ctx, turn, "system", text), errCode: "runtime_append_failed"}
 		}})
 	}
 	s.tools.sync(s.settings.cfg)
-	s.send(Event{Epoch: s.epoch, Effect: s.sessionUpdated(c.Transcription)})
+	s.send(Event{Epoch: s.epoch, Effect: sessionUpdated(s.sessionView(), &s.settings, c.Transcription)})
 	s.tools.syncMCP(s.settings.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 
@@ -202,7 +194,10 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	if s.tx.refuse(c.ID, "conversation.item.create") {
 		return
 	}
-	if s.handleToolItem(c) {
+	if handled, f := s.tools.createItem(c, &s.responses, s.epoch); handled {
+		if f != nil {
+			s.startFollowUp(*f)
+		}
 		return
 	}
 	role := c.Role
@@ -219,9 +214,16 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		return
 	}
 	it := &item{ID: id, Role: role, Type: "message", Status: "completed", Text: c.Text}
-	pcm, ok := s.itemAudio(c, it)
-	if !ok {
+	pcm, fe := itemAudio(c, s.settings.cfg.InputFormat)
+	if fe != nil {
+		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
+	}
+	if len(c.Audio) > 0 {
+		it.Audio = true
+		// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
+		// (its commit feeds the whole buffer again).
+		s.unforwardInput(c.ID)
 	}
 	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
@@ -236,30 +238,12 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.trimHistory()
 	if role == "user" {
 		s.responses.pendingIn++
-		s.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
+		s.link.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())
 	}
 	if len(pcm) > 0 {
-		s.tx.endUtterance(id, s.engineOpts.TranscriptDeltas) // the item's audio is an utterance of its own: its deltas name it
+		s.tx.endUtterance(id, s.link.opts.TranscriptDeltas) // the item's audio is an utterance of its own: its deltas name it
 	}
-	s.submitJob(appendItemJob(s.engine, s.input, id, c, pcm)) // cannot fail: canSubmitJob above
-}
-
-// handleToolItem hands the tool items (a function call's output, an MCP approval's answer) to
-// the tool state; false for a message.
-func (s *Session) handleToolItem(c *CreateItem) bool {
-	switch c.ItemType {
-	case "function_call_output":
-		if s.tools.createFunctionOutput(c, s.epoch) {
-			s.responses.pendingIn++
-		}
-	case "mcp_approval_response":
-		if f := s.tools.answerApproval(c, s.responses.resp, s.epoch); f != nil {
-			s.startFollowUp(*f)
-		}
-	default:
-		return false
-	}
-	return true
+	s.submitJob(appendItemJob(s.link.engine, s.input, id, c, pcm)) // cannot fail: canSubmitJob above
 }
 
 // validRole reports whether a message item may have role.
@@ -267,22 +251,17 @@ func validRole(role string) bool {
 	return role == "user" || role == "system" || role == "assistant"
 }
 
-// itemAudio decodes a client item's audio, if it has any, and marks it an audio item; false
-// when the client was told the audio is bad.
-func (s *Session) itemAudio(c *CreateItem, it *item) ([]float32, bool) {
+// itemAudio decodes a client item's audio in the session's input format (nil when it has
+// none); the refusal names the bad field.
+func itemAudio(c *CreateItem, format AudioFormat) ([]float32, *FieldError) {
 	if len(c.Audio) == 0 {
-		return nil, true
+		return nil, nil
 	}
-	pcm, err := DecodeInput(c.Audio, s.settings.cfg.InputFormat)
+	pcm, err := DecodeInput(c.Audio, format)
 	if err != nil {
-		s.sendError("bad_audio", err.Error(), c.ID, "item.content")
-		return nil, false
+		return nil, &FieldError{Code: "bad_audio", Param: "item.content", Message: err.Error()}
 	}
-	it.Audio = true
-	// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
-	// (its commit feeds the whole buffer again).
-	s.unforwardInput(c.ID)
-	return pcm, true
+	return pcm, nil
 }
 
 // appendItemJob is the engine job of a client's item: its audio appended and committed (its
@@ -302,42 +281,4 @@ func appendItemJob(eng Engine, turn int, id string, c *CreateItem, pcm []float32
 		res.err = eng.AppendText(ctx, turn, role, text)
 		return res
 	}}
-}
-
-// handleTruncate is conversation.item.truncate: the user heard only the first endMs of the
-// assistant item's audio. The audio after the cut is dropped and, as OpenAI does, the item's
-// transcript is removed. Every failure is an error event; the session goes on.
-func (s *Session) handleTruncate(eventID, itemID string, contentIndex int, endMs float64) {
-	length := -1.0
-	active := s.responses.resp != nil && s.responses.resp.itemID == itemID
-	if active {
-		length = s.responses.resp.sentMs
-	}
-	endMs, terr := s.conv.truncate(itemID, contentIndex, endMs, length)
-	if terr != nil {
-		s.sendError(terr.code, terr.message, eventID, terr.param)
-		return
-	}
-	if active {
-		s.responses.resp.playedMs = endMs
-		s.responses.resp.truncated = true
-	}
-	s.send(Event{Epoch: s.epoch, Effect: ItemTruncated{
-		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: int(endMs)}})
-}
-
-func (s *Session) handlePlaybackAck(c *PlaybackAck) {
-	r := s.responses.resp
-	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && c.ItemID != r.itemID) {
-		s.sendError("playback_item_not_found", "no active response matches this playback.ack", c.ID, "response_id")
-		return
-	}
-	played := math.Min(float64(c.PlayedMs), r.sentMs)
-	r.playedMs = played
-	r.ackedMs = played
-	s.send(Event{Epoch: s.epoch, Effect: PlaybackAcknowledged{
-		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.sentMs)}})
-	if c.Truncate {
-		s.handleTruncate(c.ID, r.itemID, 0, played)
-	}
 }

@@ -37,45 +37,70 @@ func (f *idleFollowUp) stop() {
 // from the end of the playback still ahead of the client (the audio sent beyond real time).
 func idleWait(idleTimeoutMs int, r *response, now time.Time) time.Duration {
 	ahead := 0.0
-	if !r.started.IsZero() {
-		ahead = max(0, r.sentMs-float64(now.Sub(r.started))/float64(time.Millisecond))
+	if !r.play.started.IsZero() {
+		ahead = max(0, r.play.sentMs-float64(now.Sub(r.play.started))/float64(time.Millisecond))
 	}
 	return time.Duration(float64(idleTimeoutMs)+ahead) * time.Millisecond
 }
 
-// armIdleTimeout starts turn_detection.idle_timeout_ms after response r (idleWait).
-func (s *Session) armIdleTimeout(r *response) {
-	if td := s.settings.cfg.TurnDetection; td != nil && td.IdleTimeoutMs > 0 && !s.attachment.detached {
-		s.idle.arm(idleWait(td.IdleTimeoutMs, r, s.m.cfg.Now()), s.inputAudio.inputMs)
+// armAfter starts turn_detection td's idle_timeout_ms after response r ended at now (idleWait),
+// from input position inputMs; not while no client is attached.
+func (f *idleFollowUp) armAfter(td *TurnDetection, r *response, now time.Time, inputMs float64, detached bool) {
+	if td != nil && td.IdleTimeoutMs > 0 && !detached {
+		f.arm(idleWait(td.IdleTimeoutMs, r, now), inputMs)
 	}
 }
 
-// idleTimeoutTriggered is OpenAI's idle timeout: the user said nothing for idle_timeout_ms after
-// the assistant finished. The buffer is committed (if it holds audio) and a response follows.
-func (s *Session) idleTimeoutTriggered() {
-	td := s.settings.cfg.TurnDetection
-	if td == nil || td.IdleTimeoutMs <= 0 || s.responses.resp != nil || s.inputAudio.inSpeech || s.engine == nil || s.attachment.detached {
-		return
+// idleStep is what turn_detection.idle_timeout_ms asks of the actor when its timer fires: fire
+// false is nothing; else input_audio_buffer.timeout_triggered (event), then either the buffer
+// committed and answered (commit), or a response over the conversation as it is.
+type idleStep struct {
+	fire   bool
+	event  Event
+	commit bool
+}
+
+// fired is OpenAI's idle timeout: the user said nothing for td's idle_timeout_ms after the
+// assistant finished, with input in. Nothing happens while the session is busy (a response
+// runs, no engine is open, no client is attached) or the user speaks. The silent segment is
+// the input heard since the assistant's audio finished playing: the last idle_timeout_ms of
+// input when the client streams in real time (as it must to be heard), never from before
+// response.done. The buffer since the last commit would also span the reply (10.3 s for a 5 s
+// timeout), which OpenAI's "roughly matches the configured timeout" rules out. auto is an
+// auto-response session (its input is not buffered); epoch fences the event.
+func (f *idleFollowUp) fired(in *inputAudio, td *TurnDetection, busy, auto bool, epoch int) idleStep {
+	if td == nil || td.IdleTimeoutMs <= 0 || busy || in.inSpeech {
+		return idleStep{}
 	}
-	// The silent segment is the input heard since the assistant's audio finished playing: the
-	// last idle_timeout_ms of input when the client streams in real time (as it must to be
-	// heard), never from before response.done. The buffer since the last commit would also
-	// span the reply (10.3 s for a 5 s timeout), which OpenAI's "roughly matches the
-	// configured timeout" rules out.
-	start := min(s.inputAudio.inputMs, max(s.idle.fromMs, s.inputAudio.inputMs-float64(td.IdleTimeoutMs)))
-	id := s.inputAudio.speechItemID
+	start := min(in.inputMs, max(f.fromMs, in.inputMs-float64(td.IdleTimeoutMs)))
+	id := in.speechItemID
 	if id == "" {
 		id = newItemID()
-		s.inputAudio.speechItemID = id
+		in.speechItemID = id
 	}
-	s.send(Event{Epoch: s.epoch, Effect: InputTimeout{
-		AudioStartMs: int(start), AudioEndMs: int(s.inputAudio.inputMs), ItemID: id}})
-	if !s.settings.autoResponse() && len(s.inputAudio.inputBuf) > 0 && s.inputAudio.inputMs-s.inputAudio.bufStartMs >= 100 {
+	st := idleStep{fire: true, event: Event{Epoch: epoch, Effect: InputTimeout{
+		AudioStartMs: int(start), AudioEndMs: int(in.inputMs), ItemID: id}}}
+	st.commit = !auto && len(in.inputBuf) > 0 && in.inputMs-in.bufStartMs >= 100
+	if !st.commit {
+		in.speechItemID = "" // no item: the response reads the conversation as it is
+	}
+	return st
+}
+
+// idleTimeoutTriggered runs the idle follow-up's step (idleFollowUp.fired): the buffer is
+// committed (if it holds audio) and a response follows.
+func (s *Session) idleTimeoutTriggered() {
+	busy := s.responses.resp != nil || s.link.engine == nil || s.attachment.detached
+	st := s.idle.fired(&s.inputAudio, s.settings.cfg.TurnDetection, busy, s.settings.autoResponse(), s.epoch)
+	if !st.fire {
+		return
+	}
+	s.send(st.event)
+	if st.commit {
 		respond := true // the timeout's purpose is the response
 		s.handleCommit("", &respond)
 		return
 	}
-	s.inputAudio.speechItemID = ""
 	// A response over the conversation as it is, without new input.
 	o := s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens)
 	s.startModelReply(s.beginResponse(-1, o), o)

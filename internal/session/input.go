@@ -37,7 +37,7 @@ type inputAudio struct {
 	// manual turn's statistics t0 (turn 1 too, whose stream may open only at the commit).
 	inputStartTS float64
 	// inputFwd is how many leading inputBuf chunks already went to the engine ahead of the
-	// commit (decoded while the user speaks, forwardInput); the commit job feeds only the rest.
+	// commit (decoded while the user speaks, engineLink.forward); the commit job feeds only the rest.
 	inputFwd   int
 	bufStartMs float64 // inputMs at the start of the uncommitted buffer
 
@@ -74,7 +74,7 @@ const overlapEarlySpeechMs = 150
 // onto the input clock (takeAppend); then, when turn_detection is set, heard by the overlap VAD
 // (detectSpeech) with a possible barge-in on the response (bargeIn); then streamed to the engine
 // here under auto_response (streamInput), or else buffered until its commit, with what may go
-// ahead forwarded to the engine now (forwardInput).
+// ahead forwarded to the engine now (engineLink.forward).
 func (s *Session) handleAppend(c *AppendAudio) {
 	pcm, fe := s.inputAudio.takeAppend(c.Data, s.settings.cfg.InputFormat, c.Format)
 	if fe != nil {
@@ -112,13 +112,11 @@ func (s *Session) handleAppend(c *AppendAudio) {
 	if first {
 		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
 	}
-	s.forwardInput()
-	if vr.stopped || s.sem.end(s.engineCtx, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}) {
-		// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
-		// turn), and with create_response answers it (unless a response is still running:
-		// interrupt_response false).
-		s.commitTurn()
-	}
+	s.link.forward(&s.inputAudio, s.input, s.responses.resp != nil || s.jobQueue.jobsOut > 0, s.m.cfg.WallClock, s.log)
+	// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
+	// turn), and with create_response answers it (unless a response is still running:
+	// interrupt_response false).
+	s.commitTurnIf(vr.stopped || s.sem.end(s.link.ctx, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
 }
 
 // streamInput sends an auto_response append heard as vr straight to the engine, whose VAD
@@ -128,9 +126,9 @@ func (s *Session) streamInput(eventID string, pcm []float32, vr vadResult) {
 		return
 	}
 	if at, ok := s.inputAudio.speechArrival(vr, s.m.cfg.WallClock()); ok {
-		s.engine.MarkTurnArrival(s.input, at)
+		s.link.engine.MarkTurnArrival(s.input, at)
 	}
-	if err := s.engine.AppendAudio(s.engineCtx, s.input, pcm); err != nil {
+	if err := s.link.engine.AppendAudio(s.link.ctx, s.input, pcm); err != nil {
 		if errors.Is(err, requestclient.ErrInputBackpressure) {
 			s.sendError("input_backpressure", err.Error(), eventID, "audio")
 			return
@@ -139,79 +137,49 @@ func (s *Session) streamInput(eventID string, pcm []float32, vr vadResult) {
 	}
 }
 
-// bargeIn is the overlap policy on speech the VAD confirmed in an append: it ends the idle
-// follow-up, and under interrupt_response it cancels the active response, timing the barge-in
-// from the onset's own append.
+// bargeIn runs the overlap policy on speech the VAD confirmed in an append (bargeDecision): it
+// ends the idle follow-up, and under interrupt_response it cancels the active response, timing
+// the barge-in from the onset's own append.
 func (s *Session) bargeIn(vr vadResult) {
-	if !vr.started {
-		return
+	heard, cancel := bargeDecision(vr, s.responses.resp != nil, s.settings.cfg.TurnDetection)
+	if heard {
+		s.idle.stop() // the user spoke: no idle follow-up
 	}
-	s.idle.stop() // the user spoke: no idle follow-up
-	if s.responses.resp == nil || s.settings.cfg.TurnDetection == nil || !s.settings.cfg.TurnDetection.InterruptResponse {
+	if !cancel {
 		return
 	}
 	s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 		SessionID: s.id, Epoch: s.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}})
 	onset := s.inputAudio.onsetAt
 	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
-		if m := turnStats(s.engine); m != nil {
+		if m := turnStats(s.link.engine); m != nil {
 			lat := s.m.cfg.WallClock() - onset
 			m.ObserveBargeIn(lat)
 		}
 	}
 }
 
-// forwardInput streams the uncommitted input buffer into the engine ahead of the commit, so the
-// ASR decodes while the user speaks and the commit pays only the final hypothesis. It forwards
-// only while nothing could reorder it or change what it means: the engine is open (the first
-// append opens it, ahead.go), no response is active (input during a
-// response stays buffered, as the overlap policies expect), no engine job is queued or running
-// (appends go straight to the engine's FIFO and must not overtake a queued commit), and the
-// engine can discard (input_audio_buffer.clear must make the ASR forget). Otherwise the chunks
-// stay local and the commit job feeds them, as before.
-func (s *Session) forwardInput() {
-	if s.engine == nil || s.responses.resp != nil || s.jobQueue.jobsOut > 0 || s.inputAudio.inputFwd == len(s.inputAudio.inputBuf) {
-		return
+// bargeDecision is the overlap policy on an append heard as vr, while a response is active or
+// not, under turn detection td: heard is speech the VAD confirmed (the idle follow-up ends);
+// cancel says it barges in on the active response (interrupt_response).
+func bargeDecision(vr vadResult, active bool, td *TurnDetection) (heard, cancel bool) {
+	if !vr.started {
+		return false, false
 	}
-	if _, ok := s.engine.(AudioDiscarder); !ok {
-		return
-	}
-	if s.inputAudio.inputFwd == 0 {
-		// The turn's metrics arrival is its first append (keep-first; the commit's stamp is later).
-		at := s.inputAudio.inputStartTS // the buffer's first append, also when the stream opened later
-		if at <= 0 {
-			at = s.m.cfg.WallClock()
-		}
-		s.engine.MarkTurnArrival(s.input, at)
-	}
-	for _, chunk := range s.inputAudio.inputBuf[s.inputAudio.inputFwd:] { // the buffered chunks not yet forwarded
-		if err := s.engine.AppendAudio(s.engineCtx, s.input, chunk); err != nil {
-			// Backpressure or a closing engine: the rest stays local for the commit job, which
-			// reports a lasting failure.
-			s.log.Debug("forwarding input ahead of commit", zap.Error(err))
-			return
-		}
-		s.inputAudio.inputFwd++
-		s.aheadListens++
-	}
+	return true, active && td != nil && td.InterruptResponse
 }
 
 // unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
 // itself is kept (the next commit feeds all of it).
 func (s *Session) unforwardInput(eventID string) {
-	if s.inputAudio.inputFwd == 0 {
-		return
-	}
-	s.inputAudio.inputFwd = 0
-	d, ok := s.engine.(AudioDiscarder)
-	if !ok {
-		return
-	}
-	if err := d.DiscardAudio(s.engineCtx); err != nil {
+	discarded, err := s.link.unforward(&s.inputAudio)
+	if err != nil {
 		s.sendError("runtime_append_failed", err.Error(), eventID, "")
 		return
 	}
-	s.tx.endUtterance("", s.engineOpts.TranscriptDeltas)
+	if discarded {
+		s.tx.endUtterance("", s.link.opts.TranscriptDeltas)
+	}
 }
 
 // clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
@@ -220,8 +188,8 @@ func (s *Session) clearInput(eventID string) {
 	s.sem.abandon(&s.inputAudio)
 	s.unforwardInput(eventID)
 	s.inputAudio.clearBuffer()
-	s.tx.dropOpen(&s.inputAudio.speechItemID, s.engineOpts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
-	if m := turnStats(s.engine); m != nil {
+	s.tx.dropOpen(&s.inputAudio.speechItemID, s.link.opts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
+	if m := turnStats(s.link.engine); m != nil {
 		m.ClearTurnInput(s.input)
 	}
 	s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
@@ -261,7 +229,7 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 		default:
 			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
 				AudioMs: e.atMs, ItemID: s.inputAudio.speechItemID}})
-			if m := turnStats(s.engine); m != nil {
+			if m := turnStats(s.link.engine); m != nil {
 				m.MarkInputEnd(s.input, s.m.cfg.WallClock())
 			}
 		}
@@ -271,13 +239,32 @@ func (s *Session) detectSpeech(pcm []float32) vadResult {
 
 // resetVAD starts a response with a fresh detector, so only speech that begins during the
 // response can barge in on it. A segment announced to the client is closed first: the VAD
-// forgets it, and speech_started must not come twice without a speech_stopped between.
-func (s *Session) resetVAD() {
-	s.sem.drop() // an undecided semantic_vad pause is forgotten
-	if s.inputAudio.restartVAD() {
-		s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
-			AudioMs: int(s.inputAudio.inputMs), ItemID: s.inputAudio.speechItemID}})
+// forgets it, and speech_started must not come twice without a speech_stopped between (the
+// effect returned, at epoch).
+func (in *inputAudio) resetVAD(epoch int) []Event {
+	if !in.restartVAD() {
+		return nil
 	}
+	return []Event{{Epoch: epoch, Effect: InputSpeech{Phase: PhaseStopped, AudioMs: int(in.inputMs), ItemID: in.speechItemID}}}
+}
+
+// commitRefusal is the error effect of a commit of a buffer too small (under 100 ms), or nil.
+func (in *inputAudio) commitRefusal(eventID string, epoch int) *Event {
+	bufMs := in.bufferedMs()
+	if len(in.inputBuf) > 0 && bufMs >= 100 {
+		return nil
+	}
+	ev := errorEvent(epoch, "input_audio_buffer_commit_empty", fmt.Sprintf(
+		"Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.", bufMs), eventID, "")
+	return &ev
+}
+
+// takeSpeechID takes the id speech_started announced for the user item being spoken ("" if
+// none): the item committed now gets it.
+func (in *inputAudio) takeSpeechID() string {
+	id := in.speechItemID
+	in.speechItemID = ""
+	return id
 }
 
 // msOf is the duration of n samples at EngineRate, in ms.

@@ -304,7 +304,7 @@ func TestInputListen(t *testing.T) {
 	}
 }
 
-// The commit feeds only what did not go ahead (inputFwd, which forwardInput advances).
+// The commit feeds only what did not go ahead (inputFwd, which engineLink.forward advances).
 func TestInputUnforwarded(t *testing.T) {
 	var in inputAudio
 	chunk := make([]float32, 160)

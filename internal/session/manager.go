@@ -359,7 +359,7 @@ func (m *Manager) Drain() {
 	m.log.Info("draining sessions", zap.Int("sessions", len(live)), zap.Duration("grace", m.cfg.DrainGrace))
 	for _, s := range live {
 		select { // never blocks: a session already told keeps the first grace
-		case s.drain <- m.cfg.DrainGrace:
+		case s.ctl.drain <- m.cfg.DrainGrace:
 		default:
 		}
 	}

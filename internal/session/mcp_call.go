@@ -343,18 +343,19 @@ func (t *toolState) finishMCPCall(c *mcpCall, output string, err error, d time.D
 // errMCPCallCancelled fails a call whose response ended before it finished.
 var errMCPCallCancelled = errors.New("the response ended (cancelled, interrupted or closed) before the call finished")
 
-// continueAfterCall: once a response's calls are done, an approved call's response starts the
-// model's reply; a response the model made completes (pace), and its follow-up starts.
-func (s *Session) continueAfterCall(r *response) {
-	if r != s.responses.resp || r.mcp.pending > 0 {
-		return
+// afterCall is what a response does when one of its MCP calls ended (its result in, active
+// whether it is still the active response): nothing while other calls run or once it is no
+// longer active; else its model reply starts (start, taken) if it waited for the call, or its
+// pacing goes on (pace: a finished response may complete).
+func (m *mcpResp) afterCall(active bool) (start func(), pace bool) {
+	if !active || m.pending > 0 {
+		return nil, false
 	}
-	if start := r.mcp.start; start != nil {
-		r.mcp.start = nil
-		start()
-		return
+	if start = m.start; start != nil {
+		m.start = nil
+		return start, false
 	}
-	s.pace()
+	return nil, true
 }
 
 // holds reports a finished response that waits for its calls before it completes.
@@ -404,7 +405,7 @@ type followUp struct {
 // startFollowUp starts a response of the session's own after MCP results joined the
 // conversation. With a response already active (the user spoke meanwhile) none starts: the
 // results stay in the conversation for it. An approved call (f.call) runs first in the
-// response, whose model reply follows it (continueAfterCall).
+// response, whose model reply follows it (mcpResp.afterCall).
 func (s *Session) startFollowUp(f followUp) {
 	if f.call == nil && (s.responses.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
 		return

@@ -55,24 +55,13 @@ type response struct {
 	claimed atomic.Bool
 	jobbed  bool
 
-	enc        OutputEncoder // one resampler for the response's audio stream
-	frames     []frame
-	sent       []sentFrame
-	sentMs     float64
-	underrunMs float64 // time the client's playback ran out of sent audio (paced delivery fell behind)
-	detachedMs float64 // time delivery was paused because the client was disconnected (resumed since)
-	started    time.Time
-	text       strings.Builder // text modality deltas
-	finished   bool
-	finish     string
-	playedMs   float64 // client-acknowledged playback, -1 = none
-	ackedMs    float64 // the last playback.ack's played_ms (only acks, not the pacing estimate); -1 = none
-	textPart   bool
+	play     playback // its audio frames, what was sent and what the client played (responses.go)
+	out      replyText
+	finished bool
+	finish   string
 
 	format       AudioFormat       // output audio format of this response
 	metadata     map[string]string // response.create metadata, echoed
-	transcript   strings.Builder   // the transcript as sent in deltas
-	outTokens    int               // model tokens behind the text deltas received
 	engineUsage  *duplex.Usage     // the engine's count of the response, when it reported one
 	inputUsage   usage             // the audio of the context the response read (usage.go)
 	ownInput     bool              // the response read its own input[], not the conversation
@@ -106,11 +95,11 @@ type respOptions struct {
 // playback acknowledgement when there is one.
 func (r *response) heardText() string {
 	if !r.audio {
-		return r.text.String()
+		return r.out.text.String()
 	}
 	var b strings.Builder
-	for _, f := range r.sent {
-		if r.playedMs >= 0 && f.startMs >= r.playedMs {
+	for _, f := range r.play.sent {
+		if r.play.playedMs >= 0 && f.startMs >= r.play.playedMs {
 			break
 		}
 		b.WriteString(f.text)
@@ -130,35 +119,6 @@ func (r *response) claimEngine() bool {
 // their flag before reading the other's, so one of them sees the other.)
 func (r *response) neverStarts() bool {
 	return r.jobbed && r.turn.Engine() < 0 && r.cancelled.Load() && !r.claimed.Load()
-}
-
-// responseObject is the realtime.response of response.created / response.done.
-func (s *Session) responseObject(r *response, status string, details *StatusDetails, output []Item, u *usage) ResponseInfo {
-	maxTokens := r.maxTokens
-	if maxTokens <= 0 {
-		// "inf": with a server default, that is what the engine applies, so the session tells
-		// the limit in force.
-		maxTokens = s.m.cfg.DefaultMaxOutputTokens
-	}
-	o := ResponseInfo{ID: r.id, Status: status, StatusDetails: details,
-		Output: output, ConversationID: r.conversationID(s.id), Metadata: r.metadata, MaxOutputTokens: maxTokens,
-		SessionID: s.id, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.sentMs,
-		Audio: r.audio, Format: r.format, Voice: s.settings.cfg.Voice, Temperature: s.settings.temperature(),
-	}
-	if u != nil {
-		w := u.view()
-		o.Usage = &w
-	}
-	return o
-}
-
-// conversationID is the conversation_id of r in session sessionID: null out of band (OpenAI).
-func (r *response) conversationID(sessionID string) *string {
-	if r.outOfBand {
-		return nil
-	}
-	id := "conv_" + strings.TrimPrefix(sessionID, "duplex-")
-	return &id
 }
 
 // itemIn is the response's output item: in the conversation c unless out of band (nil when the
@@ -188,9 +148,9 @@ func (s *Session) endResponse(reason string) *response {
 	if it := r.itemIn(&s.conv); it != nil {
 		r.settleItem(it)
 	}
-	if s.engine != nil {
-		_, settle := s.engine.EndTurn(r.turn, requestclient.TurnOutcome{Reason: reason, DeliveredMs: r.sentMs, UnderrunMs: r.underrunMs,
-			PlayedMs: r.ackedMs, DetachedMs: r.detachedMs, ToolCalls: r.toolCalls, Unstarted: r.neverStarts()})
+	if s.link.engine != nil {
+		_, settle := s.link.engine.EndTurn(r.turn, requestclient.TurnOutcome{Reason: reason, DeliveredMs: r.play.sentMs, UnderrunMs: r.play.underrunMs,
+			PlayedMs: r.play.ackedMs, DetachedMs: r.play.detachedMs, ToolCalls: r.toolCalls, Unstarted: r.neverStarts()})
 		if settle != nil && !s.submitJob(settleJob(settle, s.log)) {
 			s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
 		}
@@ -216,24 +176,13 @@ func settleJob(settle func(context.Context) error, log *zap.Logger) job {
 func (s *Session) onResponseOutput(r *response, o duplex.Output) {
 	switch o.Kind {
 	case duplex.OutText:
-		r.outTokens += o.Tokens
-		if r.audio || o.Text == "" {
-			return // with audio the transcript rides on the audio chunks
-		}
-		if !r.textPart {
-			r.textPart = true
-			s.send(Event{Epoch: r.epoch, Model: true, Effect: ContentPart{Phase: PhaseAdded,
-				ResponseID: r.id, ItemID: r.itemID, Kind: PartText}})
-		}
-		r.text.WriteString(o.Text)
-		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartText,
-			ResponseID: r.id, ItemID: r.itemID, Text: o.Text}})
+		s.send(r.textOutput(o)...)
 	case duplex.OutAudio:
 		if !r.audio {
 			return
 		}
 		s.turnState = turnAssistantPlaying
-		r.queueAudio(o.Audio, r.joinTranscript(o.Text), s.settings.listening())
+		r.play.queueAudio(o.Audio, r.out.joinTranscript(o.Text), r.format, s.settings.listening())
 		s.pace()
 	case duplex.OutUsage:
 		if o.Usage != nil {
@@ -250,7 +199,7 @@ func (s *Session) onResponseOutput(r *response, o duplex.Output) {
 		s.pace()
 	case duplex.OutError:
 		code := outputErrorCode(o.Err)
-		cause := s.engineFailed(code, o.Err, true)
+		cause := s.link.obs.engineFailed(code, o.Err, true, s.epoch)
 		s.failResponse(r, code, engineErrorMessage(o.Err, cause), o.Err)
 	}
 }
@@ -272,7 +221,7 @@ func (s *Session) pace() {
 	if s.attachment.detached {
 		// Output pacing is paused while no client listens: the audio waits for a resume. A
 		// response with nothing left to send still completes (into the journal).
-		if r.finished && len(r.frames) == 0 && !r.mcp.holds() {
+		if r.finished && len(r.play.frames) == 0 && !r.mcp.holds() {
 			s.completeResponse(r)
 			if r.mcp.followUp {
 				s.startFollowUp(followUp{depth: r.mcp.depth + 1})
@@ -283,10 +232,10 @@ func (s *Session) pace() {
 	now := s.m.cfg.Now()
 	lead := float64(s.m.cfg.MaxOutputLead) / float64(time.Millisecond)
 	for {
-		f, wait, ok := r.nextFrame(now, lead)
+		f, wait, ok := r.play.nextFrame(now, lead)
 		if !ok {
 			if wait > 0 {
-				s.paceTimer.Reset(wait)
+				s.timers.pace.Reset(wait)
 				return
 			}
 			break
@@ -295,10 +244,7 @@ func (s *Session) pace() {
 		if f.ref != nil {
 			s.inputAudio.echoCanceller().Reference(f.ref)
 		}
-		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartAudio,
-			ResponseID: r.id, ItemID: r.itemID, Audio: f.data, Format: r.format, DurationMs: f.ms}})
-		s.send(Event{Epoch: r.epoch, Model: true, Effect: OutputDelta{Kind: PartTranscript,
-			ResponseID: r.id, ItemID: r.itemID, Text: f.text}})
+		s.send(r.frameEvents(f)...)
 	}
 	if r.finished && !r.mcp.holds() {
 		s.completeResponse(r)
@@ -313,9 +259,9 @@ func (s *Session) pace() {
 func (s *Session) completeResponse(r *response) {
 	status, reason, details := doneStatus(r.finish)
 	s.endResponse(reason)
-	s.emitDone(r, status, details)
+	s.send(s.responses.doneEvents(r, &s.settings, &s.conv, status, details)...)
 	s.trimHistory()
-	s.armIdleTimeout(r)
+	s.idle.armAfter(s.settings.cfg.TurnDetection, r, s.m.cfg.Now(), s.inputAudio.inputMs, s.attachment.detached)
 }
 
 // doneStatus maps the engine's finish reason of a response that ran to its end to the
@@ -339,56 +285,11 @@ func doneStatus(finish string) (status, reason string, details *StatusDetails) {
 // response's status_details keep the session's own code.
 func (s *Session) failResponse(r *response, code, msg string, err error) {
 	s.send(engineErrorEvent(s.epoch, code, msg, "", err))
-	r.frames = nil
+	r.play.frames = nil
 	s.sink.DropStale(s.epoch + 1)
 	s.endResponse("error")
-	s.emitDone(r, "failed", &StatusDetails{Type: "failed", Reason: code})
+	s.send(s.responses.doneEvents(r, &s.settings, &s.conv, "failed", &StatusDetails{Type: "failed", Reason: code})...)
 	s.advanceEpoch("response.cancel")
-}
-
-// emitDone sends the terminal sequence of a response. These events are not Model output, so
-// they pass the stale filter even after the epoch advanced.
-func (s *Session) emitDone(r *response, status string, details *StatusDetails) {
-	heard := r.heardText()
-	if r.truncated {
-		heard = "" // the client truncated the item: its transcript is gone
-	}
-	if r.audio {
-		s.send(Event{Epoch: r.epoch, Effect: OutputDone{Kind: PartAudio, ResponseID: r.id, ItemID: r.itemID}})
-		s.send(Event{Epoch: r.epoch, Effect: OutputDone{Kind: PartTranscript, ResponseID: r.id, ItemID: r.itemID, Text: heard}})
-		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseDone,
-			ResponseID: r.id, ItemID: r.itemID, Kind: PartAudio, Text: heard}})
-	} else {
-		if !r.textPart {
-			r.textPart = true
-			s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseAdded,
-				ResponseID: r.id, ItemID: r.itemID, Kind: PartText}})
-		}
-		s.send(Event{Epoch: r.epoch, Effect: OutputDone{Kind: PartText, ResponseID: r.id, ItemID: r.itemID, Text: heard}})
-		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseDone,
-			ResponseID: r.id, ItemID: r.itemID, Kind: PartText, Text: heard}})
-	}
-	it := r.itemIn(&s.conv)
-	output := []Item{}
-	if it != nil {
-		it.Status = "completed"
-		if status != "completed" {
-			it.Status = "incomplete"
-		}
-		w := it.item()
-		output = append(output, w)
-		s.send(Event{Epoch: r.epoch, Effect: OutputItem{Phase: PhaseDone, ResponseID: r.id, Item: w}})
-		if !r.outOfBand {
-			s.send(Event{Epoch: r.epoch, Effect: ConversationItem{Phase: PhaseDone, PreviousItemID: s.conv.previousID(it), Item: w}})
-		}
-	}
-	u := r.usage()
-	s.responses.keepUsage(r, u)
-	for _, c := range r.calls {
-		output = append(output, c.item())
-	}
-	s.send(Event{Epoch: r.epoch, Effect: ResponseDone{Response: s.responseObject(r, status, details, output, &u)}})
-	s.send(Event{Epoch: r.epoch, Effect: RateLimits{Limits: []RateLimit{{Name: "requests"}, {Name: "tokens"}}}})
 }
 
 // cancelActive is _cancel_active_response: end the response with the mapped finished_reason
@@ -399,37 +300,18 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 	if r == nil {
 		return false
 	}
-	r.cancelled.Store(true)
-	r.frames = nil
+	cleared := r.cut(s.m.cfg.Now(), notify)
 	s.sink.DropStale(s.epoch + 1)
-	if r.audio && r.sentMs > 0 {
-		// The client holds audio it has not played yet: tell it which to drop, and keep in the
-		// item only what was played (the client's playback.ack, else the pacing clock, which
-		// assumes playback at real time from the first delta).
-		r.assumePlayed(s.m.cfg.Now())
-		if notify {
-			r.clearedAudio = true
-			end := int(r.playedMs)
-			s.send(Event{Epoch: r.epoch, Effect: AudioBuffer{Phase: PhaseCleared,
-				ResponseID: r.id, ItemID: r.itemID, AudioEndMs: &end}})
-		}
-	}
+	s.send(cleared...)
 	s.endResponse(finishedReasonForCancel(source))
 	if notify {
-		s.emitDone(r, "cancelled", &StatusDetails{Type: "cancelled", Reason: wireReason})
+		s.send(s.responses.doneEvents(r, &s.settings, &s.conv, "cancelled", &StatusDetails{Type: "cancelled", Reason: wireReason})...)
 	}
-	signal := "response.cancel"
-	switch source {
-	case "barge_in", "turn_detected":
-		signal = "barge_in"
-	case "cancel":
-		signal = "input.cancel"
-	}
-	s.advanceEpoch(signal)
+	s.advanceEpoch(cancelSignal(source))
 	s.turnState = turnBargeIn
-	if heard := r.heardText(); heard != "" && !r.outOfBand && s.engine != nil && s.state == "open" {
+	if heard := r.heardText(); heard != "" && !r.outOfBand && s.link.engine != nil && s.state == "open" {
 		// The engine dropped the partial response; put back what the user actually heard.
-		eng, turn := s.engine, s.input
+		eng, turn := s.link.engine, s.input
 		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 			return jobResult{err: eng.AppendText(ctx, turn, "assistant", heard), errCode: "runtime_append_failed"}
 		}}) {
@@ -442,12 +324,12 @@ func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
 
 func (s *Session) advanceEpoch(signal string) {
 	s.epoch++
-	if s.engine == nil {
+	if s.link.engine == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.engine.Signal(ctx, signal, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}); err != nil {
+	if err := s.link.engine.Signal(ctx, signal, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}); err != nil {
 		s.log.Warn("signalling the engine", zap.String("event", signal), zap.Error(err))
 		s.sendError("runtime_abort_failed", fmt.Sprintf("stopping the engine work: %v", err), "", "")
 	}

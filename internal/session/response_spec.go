@@ -75,10 +75,10 @@ func (c Config) replyOptions(maxTokens int) respOptions {
 	return respOptions{audio: c.WantAudio(), maxTokens: maxTokens, format: c.OutputFormat}
 }
 
-// responseOptions resolves response.create's overrides against the session; the error names
-// the offending param.
-func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) {
-	cfg := s.settings.cfg
+// responseOptions resolves response.create's overrides against the session (its settings st,
+// conversation conv and tools, the server m's limits); the error names the offending param.
+func responseOptions(c *CreateResponse, st *settings, conv *conversation, tools *toolState, m *Manager) (respOptions, *FieldError) {
+	cfg := st.cfg
 	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat, metadata: c.Metadata}
 	if c.Unsupported != "" {
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
@@ -87,7 +87,7 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	// The response's own instructions, conversation and input, each checked with its param
 	// named.
 	if c.Instructions != nil && *c.Instructions != cfg.Instructions {
-		if fe := checkInstructions(*c.Instructions, "response.instructions", s.m.cfg.MaxInstructionsBytes, s.m.backend); fe != nil {
+		if fe := checkInstructions(*c.Instructions, "response.instructions", m.cfg.MaxInstructionsBytes, m.backend); fe != nil {
 			return o, fe
 		}
 		o.instructions = c.Instructions
@@ -95,11 +95,11 @@ func (s *Session) responseOptions(c *CreateResponse) (respOptions, *FieldError) 
 	o.outOfBand = c.Conversation == "none"
 	if c.Input != nil {
 		var fe *FieldError
-		if o.input, o.inputAudio, fe = s.conv.responseInput(c.Input); fe != nil {
+		if o.input, o.inputAudio, fe = conv.responseInput(c.Input); fe != nil {
 			return o, fe
 		}
 	}
-	if fe := s.tools.resolveTools(cfg, c, &o, s.m.cfg.DefaultMaxOutputTokens); fe != nil {
+	if fe := tools.resolveTools(cfg, c, &o, m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
 	if fe := o.applyOutput(c); fe != nil {

@@ -9,16 +9,21 @@ import (
 // whose output is over, the user input waiting for an answer, and the usage the next
 // response finds cached. With the response's own methods below (its transcript, its audio
 // frames and their pacing, what the user heard) it is what a response is, without the events
-// and engine calls the session makes of it (response.go). Session embeds it: s.resp and the
-// counters read as they always did.
+// and engine calls the session makes of it (response.go). The decisions it takes on
+// one typed input, returning effects, are in responses_core.go.
 type responses struct {
+	sessionID        string // the session's id, which its responses' ids and objects carry
+	defaultMaxTokens int    // the server's max_output_tokens, told for a response without its own
+
 	resp       *response // the active response; nil = none
 	lastClosed int       // highest engine turn whose output is over (done or cancelled); -1 = none
 	pendingIn  int       // committed user inputs not yet answered
 	lastUsage  usage     // the previous response's usage (its context is cached)
 }
 
-func newResponses() responses { return responses{lastClosed: -1} }
+func newResponses(sessionID string, defaultMaxTokens int) responses {
+	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1}
+}
 
 // over reports whether the engine turn's output is over (done or cancelled): its late outputs
 // are dropped.
@@ -54,6 +59,30 @@ func (rs *responses) keepUsage(r *response, u usage) {
 	}
 }
 
+// playback is a response's audio on its way to the client: the frames queued, those sent with
+// their text, the pacing clock, and what the client acknowledged it played. Its methods cut,
+// pace and clip that audio; they read no clock (now is passed in) and send nothing.
+type playback struct {
+	enc        OutputEncoder // one resampler for the response's audio stream
+	frames     []frame
+	sent       []sentFrame
+	sentMs     float64
+	underrunMs float64 // time the client's playback ran out of sent audio (paced delivery fell behind)
+	detachedMs float64 // time delivery was paused because the client was disconnected (resumed since)
+	started    time.Time
+	playedMs   float64 // client-acknowledged playback, -1 = none
+	ackedMs    float64 // the last playback.ack's played_ms (only acks, not the pacing estimate); -1 = none
+}
+
+// replyText is a response's text: the text modality's deltas, whether its text part was
+// announced, the transcript of its audio as sent in deltas, and the model tokens behind them.
+type replyText struct {
+	text       strings.Builder // text modality deltas
+	textPart   bool
+	transcript strings.Builder // the transcript as sent in deltas
+	outTokens  int             // model tokens behind the text deltas received
+}
+
 // settleItem makes the response's output item what the user got: the text heard (none when
 // the client truncated it) and the audio played (the sent audio, clipped to the client's
 // playback acknowledgement).
@@ -62,43 +91,43 @@ func (r *response) settleItem(it *item) {
 	if r.truncated {
 		it.Text = ""
 	}
-	it.AudioMs = r.sentMs
-	if r.playedMs >= 0 {
-		it.AudioMs = min(r.sentMs, r.playedMs)
+	it.AudioMs = r.play.sentMs
+	if r.play.playedMs >= 0 {
+		it.AudioMs = min(r.play.sentMs, r.play.playedMs)
 	}
 }
 
 // joinTranscript returns a phrase's transcript delta so that the deltas concatenate into the
 // exact transcript: the talker's phrases carry no separating space.
-func (r *response) joinTranscript(text string) string {
+func (t *replyText) joinTranscript(text string) string {
 	if text == "" {
 		return ""
 	}
-	if cur := r.transcript.String(); cur != "" && !strings.HasSuffix(cur, " ") && !strings.HasPrefix(text, " ") {
+	if cur := t.transcript.String(); cur != "" && !strings.HasSuffix(cur, " ") && !strings.HasPrefix(text, " ") {
 		text = " " + text
 	}
-	r.transcript.WriteString(text)
+	t.transcript.WriteString(text)
 	return text
 }
 
 // queueAudio cuts a phrase of talker audio (24 kHz) into frameMs frames in the response's
 // format, the phrase's text on its first frame; withRef keeps each frame at 16 kHz as the echo
 // canceller's reference (while a VAD listens). Text without audio is a frame of its own.
-func (r *response) queueAudio(pcm []float32, text string, withRef bool) {
+func (p *playback) queueAudio(pcm []float32, text string, format AudioFormat, withRef bool) {
 	per := OutputRate * frameMs / 1000
 	for i := 0; i < len(pcm); i += per {
 		end := min(i+per, len(pcm))
-		f := frame{data: r.enc.Encode(pcm[i:end], r.format), ms: float64(end-i) * 1000 / OutputRate}
+		f := frame{data: p.enc.Encode(pcm[i:end], format), ms: float64(end-i) * 1000 / OutputRate}
 		if withRef {
 			f.ref = echoReference(pcm[i:end])
 		}
 		if i == 0 {
 			f.text = text
 		}
-		r.frames = append(r.frames, f)
+		p.frames = append(p.frames, f)
 	}
 	if len(pcm) == 0 && text != "" {
-		r.frames = append(r.frames, frame{text: text})
+		p.frames = append(p.frames, frame{text: text})
 	}
 }
 
@@ -106,36 +135,36 @@ func (r *response) queueAudio(pcm []float32, text string, withRef bool) {
 // audio ahead of real time (the client's playback from the first frame); it counts the time the
 // client's playback ran dry (underrunMs). Without one: wait > 0 is how long until the next may
 // go, 0 that nothing is queued.
-func (r *response) nextFrame(now time.Time, leadMs float64) (f frame, wait time.Duration, ok bool) {
-	if len(r.frames) == 0 {
+func (p *playback) nextFrame(now time.Time, leadMs float64) (f frame, wait time.Duration, ok bool) {
+	if len(p.frames) == 0 {
 		return frame{}, 0, false
 	}
-	if r.started.IsZero() {
-		r.started = now
+	if p.started.IsZero() {
+		p.started = now
 	}
-	elapsed := float64(now.Sub(r.started)) / float64(time.Millisecond)
-	if r.sentMs > elapsed+leadMs {
-		wait := time.Duration((r.sentMs - elapsed - leadMs) * float64(time.Millisecond))
+	elapsed := float64(now.Sub(p.started)) / float64(time.Millisecond)
+	if p.sentMs > elapsed+leadMs {
+		wait := time.Duration((p.sentMs - elapsed - leadMs) * float64(time.Millisecond))
 		return frame{}, max(wait, time.Millisecond), false
 	}
-	if play := elapsed - r.underrunMs; r.sentMs > 0 && play > r.sentMs {
+	if play := elapsed - p.underrunMs; p.sentMs > 0 && play > p.sentMs {
 		// The client played everything sent before this frame was ready: an underrun.
-		r.underrunMs += play - r.sentMs
+		p.underrunMs += play - p.sentMs
 	}
-	f = r.frames[0]
-	r.frames = r.frames[1:]
-	r.sent = append(r.sent, sentFrame{startMs: r.sentMs, text: f.text})
-	r.sentMs += f.ms
+	f = p.frames[0]
+	p.frames = p.frames[1:]
+	p.sent = append(p.sent, sentFrame{startMs: p.sentMs, text: f.text})
+	p.sentMs += f.ms
 	return f, 0, true
 }
 
 // assumePlayed fixes what the client played of the sent audio when the response is cut: its
 // playback.ack if it sent one, else the pacing clock, which assumes playback at real time from
 // the first delta.
-func (r *response) assumePlayed(now time.Time) {
-	if r.playedMs >= 0 {
+func (p *playback) assumePlayed(now time.Time) {
+	if p.playedMs >= 0 {
 		return
 	}
-	elapsed := float64(now.Sub(r.started)) / float64(time.Millisecond)
-	r.playedMs = max(0, min(r.sentMs, elapsed))
+	elapsed := float64(now.Sub(p.started)) / float64(time.Millisecond)
+	p.playedMs = max(0, min(p.sentMs, elapsed))
 }

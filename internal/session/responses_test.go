@@ -29,7 +29,7 @@ func TestResponsesEnd(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := newResponses()
+			rs := newResponses("duplex-test", 0)
 			rs.resp, rs.pendingIn, rs.lastClosed = tc.r, tc.pending, tc.lastClosed
 			require.Same(t, tc.r, rs.end())
 			require.Nil(t, rs.resp)
@@ -39,7 +39,7 @@ func TestResponsesEnd(t *testing.T) {
 			require.False(t, rs.over(tc.wantClosed+1))
 		})
 	}
-	rs := newResponses()
+	rs := newResponses("duplex-test", 0)
 	require.False(t, rs.over(0), "a new session has no turn over")
 }
 
@@ -56,7 +56,7 @@ func TestResponsesKeepUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := newResponses()
+			rs := newResponses("duplex-test", 0)
 			rs.keepUsage(tc.r, u)
 			require.Equal(t, tc.keep, rs.lastUsage == u)
 		})
@@ -67,12 +67,12 @@ func TestResponsesKeepUsage(t *testing.T) {
 func TestResponseNextFrame(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	r := &response{audio: true, playedMs: -1, format: AudioFormat{Type: "pcm16", Rate: 24000}}
-	r.queueAudio(make([]float32, OutputRate), "hello", false) // 1 s: ten 100 ms frames
-	require.Len(t, r.frames, 10)
-	require.Equal(t, "hello", r.frames[0].text)
-	require.Empty(t, r.frames[1].text)
-	require.Len(t, r.frames[0].data, 2*OutputRate/10)
+	r := &response{audio: true, play: playback{playedMs: -1}, format: AudioFormat{Type: "pcm16", Rate: 24000}}
+	r.play.queueAudio(make([]float32, OutputRate), "hello", r.format, false) // 1 s: ten 100 ms frames
+	require.Len(t, r.play.frames, 10)
+	require.Equal(t, "hello", r.play.frames[0].text)
+	require.Empty(t, r.play.frames[1].text)
+	require.Len(t, r.play.frames[0].data, 2*OutputRate/10)
 
 	const lead = 300
 	steps := []struct {
@@ -90,7 +90,7 @@ func TestResponseNextFrame(t *testing.T) {
 		sent := 0
 		var wait time.Duration
 		for {
-			_, w, ok := r.nextFrame(at(st.now), lead)
+			_, w, ok := r.play.nextFrame(at(st.now), lead)
 			if !ok {
 				wait = w
 				break
@@ -99,9 +99,9 @@ func TestResponseNextFrame(t *testing.T) {
 		}
 		require.Equal(t, st.sends, sent, "step %d", i)
 		require.Equal(t, st.wait, wait, "step %d", i)
-		require.InDelta(t, st.underrun, r.underrunMs, 0.001, "step %d", i)
+		require.InDelta(t, st.underrun, r.play.underrunMs, 0.001, "step %d", i)
 	}
-	require.InDelta(t, 1000, r.sentMs, 0.001)
+	require.InDelta(t, 1000, r.play.sentMs, 0.001)
 	require.Equal(t, "hello", r.heardText(), "no ack: everything sent was heard")
 }
 
@@ -110,23 +110,23 @@ func TestResponseHeard(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	// sent is a response that sent three 500 ms phrases at t0.
 	sent := func() *response {
-		r := &response{audio: true, playedMs: -1, ackedMs: -1, format: AudioFormat{Type: "pcm16", Rate: 24000}}
+		r := &response{audio: true, play: playback{playedMs: -1, ackedMs: -1}, format: AudioFormat{Type: "pcm16", Rate: 24000}}
 		for _, phrase := range []string{"Go", "forward", " ten meters"} {
-			r.queueAudio(make([]float32, OutputRate/2), r.joinTranscript(phrase), true)
+			r.play.queueAudio(make([]float32, OutputRate/2), r.out.joinTranscript(phrase), r.format, true)
 		}
 		for {
-			if _, _, ok := r.nextFrame(t0, 10_000); !ok {
+			if _, _, ok := r.play.nextFrame(t0, 10_000); !ok {
 				return r
 			}
 		}
 	}
 	r := sent()
-	require.Equal(t, "Go forward ten meters", r.transcript.String())
-	require.NotNil(t, r.sent)
-	require.InDelta(t, 1500, r.sentMs, 0.001)
+	require.Equal(t, "Go forward ten meters", r.out.transcript.String())
+	require.NotNil(t, r.play.sent)
+	require.InDelta(t, 1500, r.play.sentMs, 0.001)
 	withRef := &response{format: AudioFormat{Type: "pcm16", Rate: 24000}}
-	withRef.queueAudio(make([]float32, OutputRate/10), "", true)
-	require.Len(t, withRef.frames[0].ref, EngineRate/10, "kept as the echo reference, at 16 kHz")
+	withRef.play.queueAudio(make([]float32, OutputRate/10), "", withRef.format, true)
+	require.Len(t, withRef.play.frames[0].ref, EngineRate/10, "kept as the echo reference, at 16 kHz")
 	tests := []struct {
 		name      string
 		playedMs  float64 // -1: no ack
@@ -143,8 +143,8 @@ func TestResponseHeard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sent()
-			c.playedMs, c.truncated = tc.playedMs, tc.truncated
-			c.assumePlayed(t0.Add(time.Duration(tc.cutAt) * time.Millisecond))
+			c.play.playedMs, c.truncated = tc.playedMs, tc.truncated
+			c.play.assumePlayed(t0.Add(time.Duration(tc.cutAt) * time.Millisecond))
 			it := &item{Text: "stale", AudioMs: 99}
 			c.settleItem(it)
 			require.Equal(t, tc.wantText, it.Text)

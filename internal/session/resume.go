@@ -188,9 +188,9 @@ func (s *Session) detach(gen int) {
 	}
 	s.attachment.lose(gen, s.m.cfg.Now(), s.m.cfg.ResumeGrace)
 	s.m.setDetached(s, true, s.attachment.detachedAt)
-	stopTimer(s.paceTimer)
+	stopTimer(s.timers.pace)
 	s.idle.stop()
-	stopTimer(s.idleTimer) // the grace bounds a detached session, not the idle timeout
+	stopTimer(s.timers.idle) // the grace bounds a detached session, not the idle timeout
 	s.log.Info("session detached; waiting for a resume", zap.Duration("grace", s.m.cfg.ResumeGrace))
 }
 
@@ -213,20 +213,20 @@ func (s *Session) resume(call resumeCall) {
 		if r := s.responses.resp; r != nil {
 			// Delivery was paused for the gap: the playback clock resumes where it stopped, and
 			// the turn records the gap as delivery delay.
-			if !r.started.IsZero() {
-				r.started = r.started.Add(gap)
+			if !r.play.started.IsZero() {
+				r.play.started = r.play.started.Add(gap)
 			}
-			r.detachedMs += float64(gap) / float64(time.Millisecond)
+			r.play.detachedMs += float64(gap) / float64(time.Millisecond)
 		}
 	}
-	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
+	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
 	ev := SessionResumed{SessionID: s.id, ResumeToken: s.attachment.resumeToken, ResyncRequired: !complete,
-		Session: s.sessionUpdated(false)}
+		Session: sessionUpdated(s.sessionView(), &s.settings, false)}
 	if !complete {
 		items := s.conv.views()
 		ev.Items = &items
 		if r := s.responses.resp; r != nil {
-			o := s.responseObject(r, "in_progress", nil, []Item{}, nil)
+			o := s.responses.info(r, &s.settings, "in_progress", nil, []Item{}, nil)
 			ev.Response = &o
 		}
 	}

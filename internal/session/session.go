@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -64,14 +63,15 @@ const (
 	turnBargeIn             = "barge_in"
 )
 
-// Session is the actor that owns all state of one realtime session. Its Run goroutine is
-// the only one touching that state; other goroutines talk to it through bounded channels.
+// Session is the actor that owns all state of one realtime session: the shell around the
+// conversation core. Its Run goroutine is the only one touching that state; other goroutines
+// talk to it through bounded channels.
 //
-// Its state is split by concern into the components below, one file each, each a plain struct
-// that sends no event and calls no engine but through the actor's functions it is given
-// (toolState's toolIO; the package doc lists them). Those whose fields the
-// session reads everywhere are embedded, so s.cfg, s.resp, s.inputBuf name them directly; the
-// others are used through their methods.
+// Its state is split by concern into the sub-states below, plain fields (never embedded), one
+// file each, each with its own methods and tests (the package doc lists them). Their decisions
+// take the sub-state and one typed input and return the effects (Events) and the plan; the
+// Session runs them: it sends the events, makes the engine calls, queues the jobs and keeps
+// the timers.
 type Session struct {
 	settings   settings     // configuration: cfg, opts, what limits session.update (settings.go)
 	inputAudio inputAudio   // input audio: decoding, noise reduction, echo, overlap VAD, buffer (input.go)
@@ -86,10 +86,9 @@ type Session struct {
 	log  *zap.Logger
 
 	inbox    chan Command
-	inboxB   *byteBudget        // bytes of the commands in inbox
-	stop     chan string        // buffered(1): a Stop reason
-	drain    chan time.Duration // buffered(1): the server is shutting down, with this grace
-	jobQueue jobQueue           // engine jobs in wire order and their results (jobs.go)
+	inboxB   *byteBudget // bytes of the commands in inbox
+	ctl      control     // Stop and the server's drain, to the actor
+	jobQueue jobQueue    // engine jobs in wire order and their results (jobs.go)
 
 	// done is closed when Run returns, with endReason set.
 	done      chan struct{}
@@ -98,28 +97,19 @@ type Session struct {
 	outputQueue outputQueue // the engine's outputs on their way to the actor (jobs.go)
 
 	// State below is owned by the Run goroutine.
-	engine     Engine
-	engineCtx  context.Context
-	engineOpts duplex.Options // the settings the engine stream was opened with
-	// engineFresh: the engine was opened ahead of the first commit (decode-ahead) and holds
-	// nothing but uncommitted audio, so a session.update may still reopen it (ahead.go).
-	engineFresh bool
-	state       string
-	turnState   string
-	epoch       int
-	turnID      int
+	link      engineLink // the engine stream, its context and the settings it was opened with (engine_link.go)
+	state     string
+	turnState string
+	epoch     int
+	turnID    int
 	// input is the id of the turn the user's input is building: every input and response
 	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
 	// abandons it. Ids are never reused.
-	input int
-	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
-	// answers every append with one, and before streaming ahead none reached the client.
-	aheadListens int
-	paceTimer    *time.Timer
-	idle         idleFollowUp // turn_detection.idle_timeout_ms after a response (idle.go)
-	idleTimer    *time.Timer
-	closeReason  string
-	sinkBroken   bool // the connection refused an event: nothing more can be sent
+	input       int
+	timers      sessionTimers // output pacing and the session's idle timeout
+	idle        idleFollowUp  // turn_detection.idle_timeout_ms after a response (idle.go)
+	closeReason string
+	sinkBroken  bool // the connection refused an event: nothing more can be sent
 
 	attachment attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
 
@@ -127,28 +117,44 @@ type Session struct {
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
+// control carries what other goroutines tell the actor besides commands: a Stop reason, and
+// the server's drain with its grace. Each is buffered(1): telling never blocks.
+type control struct {
+	stop  chan string
+	drain chan time.Duration
+}
+
+// sessionTimers are the actor's own timers: the next paced frame of output (pace) and the
+// session's idle timeout (idle, reset by every client command).
+type sessionTimers struct {
+	pace *time.Timer
+	idle *time.Timer
+}
+
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
 func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
+	id := "duplex-" + uuid.NewString()
 	s := &Session{
-		id:          "duplex-" + uuid.NewString(),
+		id:          id,
 		m:           m,
 		sink:        sink,
 		inbox:       make(chan Command, 64),
 		inboxB:      newByteBudget(m.cfg.MaxInboxBytes),
-		stop:        make(chan string, 1),
-		drain:       make(chan time.Duration, 1),
+		ctl:         control{stop: make(chan string, 1), drain: make(chan time.Duration, 1)},
 		jobQueue:    newJobQueue(16),
 		outputQueue: newOutputQueue(),
 		done:        make(chan struct{}),
 		state:       "open",
 		turnState:   turnIdle,
-		responses:   newResponses(),
+		responses:   newResponses(id, m.cfg.DefaultMaxOutputTokens),
 		expiresAt:   m.cfg.Now().Add(maxSessionLength),
 		settings:    newSettings(opts, m.cfg),
 		input:       1,
 	}
 	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))
+	errCounter, _ := m.cfg.Metrics.(engineErrorCounter)
+	s.link.obs = engineObserver{log: s.log, counter: errCounter}
 	// The seams reach the session through narrow fields, on the actor only.
 	emit := func(e Effect) { s.send(Event{Epoch: s.epoch, Effect: e}) }
 	txMetrics, _ := m.cfg.Metrics.(transcriptionMetrics)
@@ -157,12 +163,19 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		logStats: m.cfg.LogStats, structured: m.cfg.StructuredStats}
 	eotObserver, _ := m.cfg.Metrics.(endOfTurnObserver)
 	s.sem = semState{send: emit, log: s.log, observer: eotObserver, wall: m.cfg.WallClock}
-	s.tools.io = toolIO{send: s.send, sendError: s.sendError, submit: s.submitJob, newItem: s.newClientItem,
-		engine:    func() (Engine, int) { return s.engine, s.input },
-		room:      func() int { return cap(s.jobQueue.jobs) - len(s.jobQueue.jobs) },
-		afterCall: s.continueAfterCall, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
+	s.tools.io = toolIO{send: func(ev Event) { s.send(ev) }, sendError: s.sendError, submit: s.submitJob, newItem: s.newClientItem,
+		engine: func() (Engine, int) { return s.link.engine, s.input },
+		room:   func() int { return cap(s.jobQueue.jobs) - len(s.jobQueue.jobs) },
+		afterCall: func(r *response) {
+			// A call of r ended: its model reply starts, or its pacing goes on (mcpResp.afterCall).
+			if start, pace := r.mcp.afterCall(r == s.responses.resp); start != nil {
+				start()
+			} else if pace {
+				s.pace()
+			}
+		}, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
 	if opts.Initial != nil {
-		if cfg, err := s.nextConfig(*opts.Initial); err != nil {
+		if cfg, err := nextConfig(&s.settings, m, false, *opts.Initial); err != nil {
 			s.log.Warn("the client secret's session no longer applies; the defaults stand", zap.Error(err))
 		} else {
 			s.settings.cfg = cfg
@@ -179,7 +192,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 func (m *Manager) Preview(opts Options, patch ConfigPatch) (SessionView, error) {
 	opts.Initial = nil
 	s := m.NewSession(nil, opts, nil)
-	cfg, err := s.nextConfig(patch)
+	cfg, err := nextConfig(&s.settings, m, false, patch)
 	if err != nil {
 		return SessionView{}, err
 	}
@@ -209,7 +222,7 @@ func (s *Session) Submit(ctx context.Context, c Command) error {
 // Stop asks the session to end with reason (shutdown, disconnect); it never blocks.
 func (s *Session) Stop(reason string) {
 	select {
-	case s.stop <- reason:
+	case s.ctl.stop <- reason:
 	default:
 	}
 }
@@ -249,15 +262,15 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 		}()
 		s.jobQueue.runJobs(jobCtx)
 	}()
-	s.engineCtx = jobCtx
+	s.link.ctx = jobCtx
 
-	s.idleTimer = time.NewTimer(s.settings.cfg.IdleTimeout)
-	s.paceTimer = time.NewTimer(time.Hour)
-	s.paceTimer.Stop()
+	s.timers.idle = time.NewTimer(s.settings.cfg.IdleTimeout)
+	s.timers.pace = time.NewTimer(time.Hour)
+	s.timers.pace.Stop()
 	s.idle = newIdleFollowUp()
 	defer s.idle.stop()
-	defer s.idleTimer.Stop()
-	defer s.paceTimer.Stop()
+	defer s.timers.idle.Stop()
+	defer s.timers.pace.Stop()
 
 	// session.created comes first, in the dialect the first update (if any) fixes; its
 	// ResumeToken (an extension, empty unless resumable) is the bearer secret of session.resume
@@ -265,7 +278,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	if first != nil {
 		s.settings.detectDialect(first)
 	}
-	s.send(Event{Epoch: s.epoch, Effect: s.sessionCreated()})
+	s.send(Event{Epoch: s.epoch, Effect: sessionCreated(s.sessionView(), &s.settings, s.attachment.resumeToken)})
 	if first != nil {
 		s.handleUpdate(first)
 	}
@@ -279,8 +292,10 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	return reason
 }
 
-// guardedLoop is the actor's root: a panic in the actor ends this session, not the process.
-// The session's state may be half-updated, so it is closed rather than continued.
+// guardedLoop is the actor's loop and its root: each pass waits for one message (next) and
+// applies it; a handler may set closeReason, which ends the loop after that message. A panic in
+// the actor ends this session, not the process: the session's state may be half-updated, so it
+// is closed rather than continued.
 func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -289,7 +304,12 @@ func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 			reason = ReasonInternalError
 		}
 	}()
-	return s.loop(ctx)
+	for s.closeReason == "" {
+		if reason, end := s.next(ctx); end {
+			return reason
+		}
+	}
+	return s.closeReason
 }
 
 // recovered logs a panic recovered at a goroutine root, with its stack, and counts it (m may be
@@ -299,17 +319,6 @@ func recovered(log *zap.Logger, m ManagerMetrics, component string, p any) {
 	if m != nil {
 		m.CountPanic(component)
 	}
-}
-
-// loop runs the actor until the session ends: each pass waits for one message (next) and
-// applies it; a handler may set closeReason, which ends the loop after that message.
-func (s *Session) loop(ctx context.Context) string {
-	for s.closeReason == "" {
-		if reason, end := s.next(ctx); end {
-			return reason
-		}
-	}
-	return s.closeReason
 }
 
 // next waits for one message on any of the actor's channels and applies it; end reports the
@@ -326,20 +335,20 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	case r := <-s.tools.mcp.results:
 		s.tools.handleResult(r, s.epoch, s.settings.cfg)
 	case a := <-s.sem.results:
-		s.commitTurnIf(s.sem.answered(s.engineCtx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}))
+		s.commitTurnIf(s.sem.answered(s.link.ctx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
 	case <-s.sem.timerC():
-		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.engine, s.input}))
-	case <-s.paceTimer.C:
+		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
+	case <-s.timers.pace.C:
 		s.pace()
 	case <-s.idle.timer.C:
 		s.idleTimeoutTriggered()
-	case <-s.idleTimer.C:
+	case <-s.timers.idle.C:
 		return ReasonTimeout, true
-	case g := <-s.drain:
+	case g := <-s.ctl.drain:
 		// Told at once, so the client can finish its turn and reconnect elsewhere.
 		s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
 			SessionID: s.id, Reason: ReasonShutdown, GraceMs: g.Milliseconds()}})
-	case r := <-s.stop:
+	case r := <-s.ctl.stop:
 		return r, true
 	case gen := <-s.attachment.lost:
 		s.detach(gen)
@@ -354,23 +363,20 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	return "", false
 }
 
-// receive applies a client command from the inbox: its bytes leave the inbox's budget, the
-// idle timeout restarts, and a beta client is recognised before the command is handled.
-func (s *Session) receive(c Command) {
-	s.inboxB.release(commandBytes(c))
-	resetTimer(s.idleTimer, s.settings.cfg.IdleTimeout)
-	if s.settings.detectDialect(c) {
-		s.log.Debug("beta client detected from its session.update fields")
-	}
-	s.handle(c)
-}
-
-// commitTurnIf commits the user's turn when semantic_vad decided it ended (its end-of-turn
-// estimate answered, or its pause timer fired).
+// commitTurnIf commits the buffer at the end of a turn the VAD decided (server_vad's end of
+// speech, semantic_vad's end-of-turn estimate or pause timer), answering it with
+// create_response (unless a response still runs: interrupt_response false).
 func (s *Session) commitTurnIf(ended bool) {
 	if ended {
-		s.commitTurn()
+		respond := vadResponds(s.settings.cfg, s.settings.opts, s.responses.resp != nil)
+		s.handleCommit("", &respond)
 	}
+}
+
+// vadResponds reports whether a turn the VAD ended is answered: turn_detection's
+// create_response, unless a response is active or the session only transcribes.
+func vadResponds(cfg Config, opts Options, active bool) bool {
+	return cfg.TurnDetection != nil && cfg.TurnDetection.CreateResponse && !active && !opts.Transcription
 }
 
 // resetTimer restarts t for d, dropping a tick it already fired.
@@ -384,7 +390,7 @@ func (s *Session) submitJob(j job) bool {
 	if !s.jobQueue.queue(j) {
 		return false
 	}
-	s.engineFresh = false // the engine holds more than uncommitted audio now
+	s.link.fresh = false // the engine holds more than uncommitted audio now
 	return true
 }
 
@@ -396,10 +402,10 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	quiet := unannounced(reason) || s.attachment.detached
 	s.cancelActive(cancelSource, reason, !quiet)
 	if drainsJobsAtClose(reason) {
-		s.jobQueue.drain(s.engineCtx, closeDrainTimeout, s.handleResult, s.log)
+		s.jobQueue.drain(s.link.ctx, closeDrainTimeout, s.handleResult, s.log)
 	}
 	stopJobs()
-	closeEngine(s.engine, reason, cancelSource, s.log)
+	closeEngine(s.link.engine, reason, cancelSource, s.log)
 	// What the drained jobs did not complete never will: record it as cut short.
 	s.tx.cancelOpen(reason, &s.inputAudio.speechItemID)
 	if !quiet {
@@ -466,15 +472,15 @@ const closeDrainTimeout = 5 * time.Second
 // ensureEngine opens the engine stream on first use. A manual turn's first append opens it
 // earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).
 func (s *Session) ensureEngine(eventID string) bool {
-	if s.engine != nil {
+	if s.link.engine != nil {
 		return true
 	}
 	if s.m.backend == nil {
 		s.sendError("server_error", "no engine is configured", eventID, "")
 		return false
 	}
-	opts := s.openOptions()
-	eng, err := s.m.backend.Open(s.engineCtx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
+	opts := openOptions(&s.settings, s.m.cfg.MaxHistoryBytes)
+	eng, err := s.m.backend.Open(s.link.ctx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
 	if err != nil {
 		s.log.Warn("opening engine stream", zap.Error(err))
 		s.sendError("server_error", fmt.Sprintf("opening the engine stream: %v", err), eventID, "")
@@ -483,30 +489,31 @@ func (s *Session) ensureEngine(eventID string) bool {
 		}
 		return false
 	}
-	s.engine, s.engineOpts, s.engineFresh = eng, opts, false
+	s.link.opened(eng, opts, false)
 	s.tools.sync(s.settings.cfg)
 	return true
 }
 
-func (s *Session) send(ev Event) {
-	if s.sinkBroken {
-		return
-	}
-	ev.Beta = s.settings.opts.Beta
-	if err := s.sink.Send(ev); err != nil {
-		s.log.Info("outbound queue refused an event; closing", zap.Error(err))
-		s.sinkBroken = true
-		if s.closeReason == "" {
-			s.closeReason = ReasonSlowClient
+// send runs the effects evs, in order: each goes to the connection as it is, until the
+// connection refuses one (the session then closes as a slow client, and sends nothing more).
+func (s *Session) send(evs ...Event) {
+	for _, ev := range evs {
+		if s.sinkBroken {
+			return
+		}
+		ev.Beta = s.settings.opts.Beta
+		if err := s.sink.Send(ev); err != nil {
+			s.log.Info("outbound queue refused an event; closing", zap.Error(err))
+			s.sinkBroken = true
+			if s.closeReason == "" {
+				s.closeReason = ReasonSlowClient
+			}
 		}
 	}
 }
 
-func (s *Session) sendError(typ, message, eventID, param string) {
-	code := typ
-	ev := ErrorEvent(ErrorType(code), code, message, eventID, param)
-	ev.Epoch = s.epoch
-	s.send(ev)
+func (s *Session) sendError(code, message, eventID, param string) {
+	s.send(errorEvent(s.epoch, code, message, eventID, param))
 }
 
 // engineErrorEvent tells the client about an engine failure err. When a remote stage failed

@@ -183,6 +183,36 @@ func (a *answeredCalls) take() []metrics.ToolCallStats {
 // resolveTools sets a response's tools: its own (tools, tool_choice, parallel_tool_calls)
 // over the session's (cfg); defaultMax is the server's max_output_tokens for "inf".
 func (t *toolState) resolveTools(cfg Config, c *CreateResponse, o *respOptions, defaultMax int) *FieldError {
+	tools, choice, parallel := responseTools(cfg, c)
+	own := c.ToolsSet || c.ToolChoice != nil
+	limit := o.maxTokens
+	if limit <= 0 {
+		limit = defaultMax
+	}
+	param := "session"
+	if own {
+		param = "response"
+		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
+			return fe
+		}
+	}
+	spec, refs, fe := t.specFor(cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
+	if fe != nil {
+		return fe
+	}
+	if spec != nil && choice.Mode == "mcp" && limit > 0 {
+		// As checkTools does for a forced function: the forced MCP call must fit the reply.
+		if err := requestclient.CheckTools(*spec, limit); err != nil {
+			return &FieldError{"invalid_value", param + ".max_output_tokens", fmt.Sprintf("too small for a complete forced call: %v", err)}
+		}
+	}
+	o.tools, o.mcpRefs = spec, refs
+	return nil
+}
+
+// responseTools are a response's function tools, tool choice and parallel_tool_calls: its own
+// where response.create c sets them, else the session's (cfg).
+func responseTools(cfg Config, c *CreateResponse) ([]duplex.Tool, ToolChoice, bool) {
 	tools, choice, parallel := cfg.Tools, cfg.ToolChoice, true
 	if c.ToolsSet {
 		tools = c.Tools
@@ -193,35 +223,23 @@ func (t *toolState) resolveTools(cfg Config, c *CreateResponse, o *respOptions, 
 	if c.ParallelToolCalls != nil {
 		parallel = *c.ParallelToolCalls
 	}
-	if c.ToolsSet || c.ToolChoice != nil {
-		limit := o.maxTokens
-		if limit <= 0 {
-			limit = defaultMax
+	return tools, choice, parallel
+}
+
+// createItem takes the tool items of conversation.item.create (a function call's output, an
+// MCP approval's answer); handled is false for a message. A function output counts as input a
+// response may answer (rs.pendingIn); an approval may return the follow-up response the actor
+// starts.
+func (t *toolState) createItem(c *CreateItem, rs *responses, epoch int) (handled bool, f *followUp) {
+	switch c.ItemType {
+	case "function_call_output":
+		if t.createFunctionOutput(c, epoch) {
+			rs.pendingIn++
 		}
-		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
-			return fe
-		}
+	case "mcp_approval_response":
+		f = t.answerApproval(c, rs.resp, epoch)
+	default:
+		return false, nil
 	}
-	param := "session"
-	if c.ToolsSet || c.ToolChoice != nil {
-		param = "response"
-	}
-	spec, refs, fe := t.specFor(cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
-	if fe != nil {
-		return fe
-	}
-	if spec != nil && choice.Mode == "mcp" {
-		// As checkTools does for a forced function: the forced MCP call must fit the reply.
-		limit := o.maxTokens
-		if limit <= 0 {
-			limit = defaultMax
-		}
-		if limit > 0 {
-			if err := requestclient.CheckTools(*spec, limit); err != nil {
-				return &FieldError{"invalid_value", param + ".max_output_tokens", fmt.Sprintf("too small for a complete forced call: %v", err)}
-			}
-		}
-	}
-	o.tools, o.mcpRefs = spec, refs
-	return nil
+	return true, f
 }

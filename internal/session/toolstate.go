@@ -45,7 +45,7 @@ type toolIO struct {
 	// was told why not).
 	newItem func(*CreateItem) (string, bool)
 	// afterCall carries a response on once one of its MCP calls ended (the actor's
-	// continueAfterCall: it may complete the response or start its model reply).
+	// mcpResp.afterCall: it may complete the response or start its model reply).
 	afterCall func(r *response)
 	countCall func()         // omniserve_tool_calls_total
 	wallNow   func() float64 // the statistics clock

@@ -2,21 +2,24 @@ package session
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
 // txConfig is a configuration for the transcriber, as settings would answer.
 type txConfig struct{ transcripts, logprobs, vad bool }
 
-func (c txConfig) sendsTranscripts() bool { return c.transcripts }
-func (c txConfig) wantsLogprobs() bool    { return c.logprobs }
-func (c txConfig) vadCommits() bool       { return c.vad }
+func (c txConfig) sendsTranscripts() bool   { return c.transcripts }
+func (c txConfig) wantsLogprobs() bool      { return c.logprobs }
+func (c txConfig) vadCommits() bool         { return c.vad }
+func (c txConfig) inputTranscription() bool { return c.transcripts }
 
 // txRig is a transcriber on its own: what it sends, queues and records is kept.
 type txRig struct {
@@ -152,7 +155,7 @@ func TestTranscriberRecords(t *testing.T) {
 	committed := func(r *txRig, id string, atS float64) {
 		r.conv.insert(&item{ID: id, Role: "user", Type: "message", Audio: true, AudioMs: 800, CommittedAt: atS, Transcript: "hi"}, "")
 		if r.tx.transcriptionSession {
-			r.tx.opened(id) // as commitUserAudioItem does
+			r.tx.opened(id) // as transcriber.committed does
 		}
 		r.tx.endUtterance(id, false)
 	}
@@ -272,6 +275,55 @@ func TestTranscriberSyncLogprobs(t *testing.T) {
 			res := r.jobs[0].run(t.Context())
 			require.NoError(t, res.err)
 			require.Equal(t, []bool{tc.result}, tc.engine.(*logprobSetter).set)
+		})
+	}
+}
+
+// completed, jobFailed and committed: a transcript's end, a failed transcription job, and a
+// committed item, each as input transcription and a transcription session take it.
+func TestTranscriberCompletedAndFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		session   bool
+		cfg       txConfig
+		wantPhase []Phase
+	}{
+		{"transcription off: the item only", false, txConfig{}, nil},
+		{"input transcription", false, txConfig{transcripts: true}, []Phase{PhaseCompleted}},
+		{"transcription session", true, txConfig{transcripts: true}, []Phase{PhaseCompleted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTxRig(tc.session, tc.cfg)
+			it := &item{ID: "item_1", Role: "user", Type: "message", Audio: true, AudioMs: 1500}
+			r.conv.insert(it, "")
+			r.tx.committed(it.ID)
+			r.tx.completed(it.ID, duplex.Transcription{Text: "go on"})
+			require.Equal(t, "go on", it.Transcript)
+			var phases []Phase
+			for _, e := range r.events {
+				tr := e.(Transcription)
+				if tr.Phase == PhaseDelta {
+					continue // the words no delta had told yet (finishDeltas)
+				}
+				phases = append(phases, tr.Phase)
+				require.Equal(t, "go on", tr.Text)
+				require.InDelta(t, 1.5, *tr.AudioSeconds, 1e-9)
+				require.Nil(t, tr.Logprobs, "not asked for")
+			}
+			require.Equal(t, tc.wantPhase, phases)
+
+			r.events = nil
+			r.tx.jobFailed("", "runtime_append_failed", errors.New("down"), false)
+			require.Empty(t, r.events, "no item: nothing to tell")
+			r.tx.jobFailed(it.ID, "runtime_append_failed", errors.New("down"), false)
+			if !tc.session {
+				require.Empty(t, r.events, "a conversation tells the job's error, not a failed item")
+				return
+			}
+			require.Len(t, r.events, 1)
+			failed := r.events[0].(Transcription)
+			require.Equal(t, PhaseFailed, failed.Phase)
+			require.Equal(t, "engine: down", failed.Error.Message)
 		})
 	}
 }

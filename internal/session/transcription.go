@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
 
@@ -45,6 +47,7 @@ type txSettings interface {
 	sendsTranscripts() bool
 	wantsLogprobs() bool
 	vadCommits() bool
+	inputTranscription() bool
 }
 
 // txItems is what transcriber reads of the conversation (*conversation).
@@ -52,6 +55,10 @@ type txItems interface {
 	find(id string) *item
 	freshID(want string) string
 }
+
+// inputTranscription reports whether a conversation's input transcription is on (a
+// transcription session's is: sendsTranscripts).
+func (c *settings) inputTranscription() bool { return c.cfg.Transcription }
 
 // vadCommits reports whether the server VAD commits the input (turn_detection is set).
 func (c *settings) vadCommits() bool { return c.cfg.TurnDetection != nil }
@@ -99,6 +106,67 @@ func transcriptLogprobsError(b Backend, next Config) *FieldError {
 	}
 	return &FieldError{"unsupported_value", "session.include",
 		"item.input_audio_transcription.logprobs needs the local speech recognizer; this server's ASR gives no log probabilities."}
+}
+
+// committed takes a user audio item just committed: a transcription session records it from
+// here (transcripts.opened).
+func (t *transcriber) committed(itemID string) {
+	if t.transcriptionSession {
+		t.opened(itemID)
+	}
+}
+
+// completed records the user audio item's transcript tr and, with input transcription on,
+// sends conversation.item.input_audio_transcription.completed, with its words' logprobs while
+// include asks for them and the engine gave them. The item itself was added and done at its
+// commit (its transcript was null then, as OpenAI sends it).
+func (t *transcriber) completed(itemID string, tr duplex.Transcription) {
+	text := tr.Text
+	it := t.items.find(itemID)
+	if it != nil {
+		it.Transcript = text
+	}
+	// Late deltas of the item are stale from here on, also when no transcript is sent.
+	t.finishDeltas(itemID, text)
+	if !t.settings.inputTranscription() {
+		return
+	}
+	done := Transcription{Phase: PhaseCompleted, ItemID: itemID, Text: text}
+	if t.settings.wantsLogprobs() && tr.Logprobs != nil {
+		toks := audio.TranscriptTokens(tr.Logprobs, true)
+		done.Logprobs = &toks
+	}
+	if it != nil {
+		secs := it.AudioMs / 1000
+		done.AudioSeconds = &secs
+	}
+	t.send(done)
+	t.record(itemID, it, metrics.ItemCompleted, "", tr.RecognizerCPU)
+}
+
+// streamed takes a transcript delta the engine streamed: words of the open utterance, or (empty)
+// the mark of a discard the deltas have reached.
+func (t *transcriber) streamed(text string, openItem *string) {
+	if text == "" {
+		t.reached("", false) // a discard's mark
+		return
+	}
+	t.delta(text, openItem)
+}
+
+// jobFailed takes the failure (code, err) of an engine job that was to transcribe itemID (""
+// for none): its deltas are over (streamDeltas: the stream sends them) and a transcription
+// session tells the item failed.
+func (t *transcriber) jobFailed(itemID, code string, err error, streamDeltas bool) {
+	if itemID == "" {
+		return
+	}
+	if t.tracks(streamDeltas) {
+		t.reached(itemID, true)
+	}
+	if t.transcriptionSession {
+		t.failed(itemID, code, fmt.Sprintf("engine: %v", err))
+	}
 }
 
 // failed reports a committed item that could not be transcribed, and records it.

@@ -107,14 +107,15 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 
 	now = 1001
 	deltaOut("stop")
-	first := s.commitUserAudioItem(640)
-	s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
+	first := commitAudioItem(s, 640)
+	s.tx.endUtterance(first.ID, s.link.opts.TranscriptDeltas)
 	now = 1001.25
-	s.emitTranscript(first.ID, duplex.Transcription{Text: "stop"})
+	s.tx.completed(first.ID, duplex.Transcription{Text: "stop"})
+	s.trimHistory()
 
 	now = 1002
-	second := s.commitUserAudioItem(1200)
-	s.tx.endUtterance(second.ID, s.engineOpts.TranscriptDeltas)
+	second := commitAudioItem(s, 1200)
+	s.tx.endUtterance(second.ID, s.link.opts.TranscriptDeltas)
 	s.inputAudio.speechItemID = "item_after" // speech_started of the next utterance
 	now = 1003
 	s.tx.cancelOpen(ReasonDisconnect, &s.inputAudio.speechItemID)

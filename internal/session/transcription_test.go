@@ -149,25 +149,27 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	// Utterance 1: a delta, the commit, a late delta, then the final (job result) before the
 	// Transcript output, and one more stale delta.
 	deltaOut("go")
-	first := s.commitUserAudioItem(1000)
-	s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
+	first := commitAudioItem(s, 1000)
+	s.tx.endUtterance(first.ID, s.link.opts.TranscriptDeltas)
 	deltaOut(" forward")
-	s.emitTranscript(first.ID, duplex.Transcription{Text: "go forward ten"})
+	s.tx.completed(first.ID, duplex.Transcription{Text: "go forward ten"})
+	s.trimHistory()
 	deltaOut(" ten") // stale: the final went out
 	transcriptOut()
 	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
 	deltaOut("turn")
-	s.tx.dropOpen(&s.inputAudio.speechItemID, s.engineOpts.TranscriptDeltas)
-	s.tx.endUtterance("", s.engineOpts.TranscriptDeltas)
+	s.tx.dropOpen(&s.inputAudio.speechItemID, s.link.opts.TranscriptDeltas)
+	s.tx.endUtterance("", s.link.opts.TranscriptDeltas)
 	deltaOut(" left")
 	deltaOut("") // the discard's mark
 	// Utterance 3: deltas start before utterance 4's... the final of 3 comes after 4 began.
 	deltaOut("stop")
-	third := s.commitUserAudioItem(1000)
-	s.tx.endUtterance(third.ID, s.engineOpts.TranscriptDeltas)
+	third := commitAudioItem(s, 1000)
+	s.tx.endUtterance(third.ID, s.link.opts.TranscriptDeltas)
 	transcriptOut()
 	deltaOut("go")
-	s.emitTranscript(third.ID, duplex.Transcription{Text: "stop here"})
+	s.tx.completed(third.ID, duplex.Transcription{Text: "stop here"})
+	s.trimHistory()
 
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
@@ -241,17 +243,18 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	require.NoError(t, err)
 	defer slot.Release()
 	s := m.NewSession(slot, Options{}, sk)
-	require.True(t, s.openOptions().TranscriptDeltas, "on by default")
+	require.True(t, openOptions(&s.settings, s.m.cfg.MaxHistoryBytes).TranscriptDeltas, "on by default")
 	s.settings.cfg.TurnDetection = nil
-	s.engineOpts = s.openOptions() // the stream was opened with transcription on
+	s.link.opts = openOptions(&s.settings, s.m.cfg.MaxHistoryBytes) // the stream was opened with transcription on
 
 	s.settings.cfg.Transcription = false // then session.update turned it off
-	require.False(t, s.openOptions().TranscriptDeltas)
+	require.False(t, openOptions(&s.settings, s.m.cfg.MaxHistoryBytes).TranscriptDeltas)
 	s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: "go"})
-	it := s.commitUserAudioItem(1000)
-	s.tx.endUtterance(it.ID, s.engineOpts.TranscriptDeltas)
+	it := commitAudioItem(s, 1000)
+	s.tx.endUtterance(it.ID, s.link.opts.TranscriptDeltas)
 	s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: " on"})
-	s.emitTranscript(it.ID, duplex.Transcription{Text: "go on"})
+	s.tx.completed(it.ID, duplex.Transcription{Text: "go on"})
+	s.trimHistory()
 	s.routeOutput(duplex.Output{Kind: duplex.OutTranscript, Text: "go on"})
 	for _, typ := range sk.seen() {
 		require.NotContains(t, typ, "input_audio_transcription", "transcription is off")
@@ -262,7 +265,7 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	// Engine-endpointed turns (?duplex=1 auto-response) have no deltas to ask for.
 	d := m.NewSession(slot, Options{Duplex: true}, sk)
 	require.True(t, d.settings.autoResponse())
-	require.False(t, d.openOptions().TranscriptDeltas)
+	require.False(t, openOptions(&d.settings, d.m.cfg.MaxHistoryBytes).TranscriptDeltas)
 }
 
 // deltaEngine is asrEngine that also sends, as the stage does, each appended chunk's "word" (its
@@ -365,15 +368,16 @@ func TestTranscriptionItemRecords(t *testing.T) {
 
 			deltaOut("go") // while the user speaks
 			now = 1000.5
-			first := s.commitUserAudioItem(1200)
-			s.tx.endUtterance(first.ID, s.engineOpts.TranscriptDeltas)
+			first := commitAudioItem(s, 1200)
+			s.tx.endUtterance(first.ID, s.link.opts.TranscriptDeltas)
 			now = 1000.6
 			deltaOut(" forward")
 			now = 1000.75
-			s.emitTranscript(first.ID, duplex.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
+			s.tx.completed(first.ID, duplex.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
+			s.trimHistory()
 			now = 1001
-			second := s.commitUserAudioItem(640)
-			s.tx.endUtterance(second.ID, s.engineOpts.TranscriptDeltas)
+			second := commitAudioItem(s, 640)
+			s.tx.endUtterance(second.ID, s.link.opts.TranscriptDeltas)
 			now = 1001.25
 			s.tx.reached(second.ID, true)
 			s.tx.failed(second.ID, "engine_error", "engine: boom")
@@ -431,4 +435,13 @@ func TestTranscriptionSessionOpensTranscribeOnly(t *testing.T) {
 	require.True(t, opened.TranscriptDeltas)
 	require.NoError(t, s.Submit(ctx, &CloseSession{}))
 	require.Equal(t, ReasonClientClose, wait())
+}
+
+// commitAudioItem commits audioMs of user audio as an item, as a commit does (the conversation
+// adds it, the transcriber takes it, its events go out).
+func commitAudioItem(s *Session, audioMs float64) *item {
+	it, evs := s.conv.commitAudio(s.inputAudio.takeSpeechID(), audioMs, s.m.cfg.WallClock(), s.epoch)
+	s.tx.committed(it.ID)
+	s.send(evs...)
+	return it
 }

@@ -39,71 +39,90 @@ func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
 	return s.commit(eventID, &o)
 }
 
-// commit commits buffered input as a user item; with o non-nil a response answers it.
+// commit commits buffered input as a user item; with o non-nil a response answers it. Under
+// auto_response the input already streams into the engine (commitStreamed); otherwise the
+// buffer becomes the user item here and one ordered job feeds it to the engine: append →
+// commit (transcript) → respond (commitJob).
 func (s *Session) commit(eventID string, o *respOptions) bool {
-	respond := o != nil
 	if s.settings.autoResponse() {
-		// Input already streams into the engine; commit ends the utterance now. The transcript
-		// comes back as a Transcript output, which creates the user item.
-		if s.engine == nil {
-			// Appends open the engine: without one nothing was heard (and opening it now would
-			// freeze create_response for no reason).
-			s.sendError("input_audio_buffer_commit_empty", "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has 0.00ms of audio.", eventID, "")
-			return false
-		}
-		if !s.ensureEngine(eventID) {
-			return false
-		}
-		turn := s.input
-		s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
-		if m := turnStats(s.engine); m != nil {
-			m.MarkInputEnd(turn, s.m.cfg.WallClock())
-		}
-		eng := s.engine
-		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			_, err := eng.Commit(ctx, turn, respond)
-			if errors.Is(err, audio.ErrEmptyAudio) {
-				return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
-			}
-			return jobResult{err: err, errCode: "runtime_append_failed"}
-		}}) {
-			s.sendError("input_backpressure", "too many pending commits", eventID, "")
-			return false
-		}
-		return true
+		return s.commitStreamed(eventID, o != nil)
 	}
-	if bufMs := s.inputAudio.bufferedMs(); len(s.inputAudio.inputBuf) == 0 || bufMs < 100 {
-		s.sendError("input_audio_buffer_commit_empty", fmt.Sprintf(
-			"Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.", bufMs), eventID, "")
+	if ev := s.inputAudio.commitRefusal(eventID, s.epoch); ev != nil {
+		s.send(*ev)
 		return false
 	}
-	if respond && s.responses.resp != nil {
-		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
-			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.responses.resp.id), eventID, "")
+	if ev := s.responses.activeRefusal(eventID, s.epoch); o != nil && ev != nil {
+		s.send(*ev)
 		return false
 	}
 	if !s.ensureEngine(eventID) {
 		return false
 	}
 	buf, started, audioMs := s.inputAudio.takeBuffer() // the forwarded head is already in the engine's ASR
-	it := s.commitUserAudioItem(audioMs)
-	s.tx.endUtterance(it.ID, s.engineOpts.TranscriptDeltas)
+	it, evs := s.conv.commitAudio(s.inputAudio.takeSpeechID(), audioMs, s.m.cfg.WallClock(), s.epoch)
+	s.tx.committed(it.ID)
+	s.send(evs...)
+	s.tx.endUtterance(it.ID, s.link.opts.TranscriptDeltas)
 	s.responses.pendingIn++
 	s.turnState = turnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
 	turn := s.input
-	s.engine.MarkTurnArrival(turn, started)
-	if m := turnStats(s.engine); m != nil {
+	s.link.engine.MarkTurnArrival(turn, started)
+	if m := turnStats(s.link.engine); m != nil {
 		m.MarkInputEnd(turn, s.m.cfg.WallClock())
 	}
 	var r *response
 	var ro respOptions
-	if respond {
+	if o != nil {
 		ro = *o
 		r = s.beginResponse(-1, ro)
 	}
-	eng := s.engine
-	itemID := it.ID
+	if !s.submitJob(commitJob(s.link.engine, turn, buf, it.ID, r, ro)) {
+		s.sendError("input_backpressure", "too many pending commits", eventID, "")
+		if r != nil {
+			s.failResponse(r, "input_backpressure", "too many pending commits", nil)
+		}
+		return false
+	}
+	if r != nil {
+		r.jobbed = true
+	}
+	return true
+}
+
+// commitStreamed commits the utterance an auto_response session streamed into the engine: the
+// commit ends it now, and its transcript comes back as a Transcript output, which creates the
+// user item.
+func (s *Session) commitStreamed(eventID string, respond bool) bool {
+	if s.link.engine == nil {
+		// Appends open the engine: without one nothing was heard (and opening it now would
+		// freeze create_response for no reason).
+		s.sendError("input_audio_buffer_commit_empty", "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has 0.00ms of audio.", eventID, "")
+		return false
+	}
+	turn := s.input
+	s.link.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
+	if m := turnStats(s.link.engine); m != nil {
+		m.MarkInputEnd(turn, s.m.cfg.WallClock())
+	}
+	eng := s.link.engine
+	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+		_, err := eng.Commit(ctx, turn, respond)
+		if errors.Is(err, audio.ErrEmptyAudio) {
+			return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
+		}
+		return jobResult{err: err, errCode: "runtime_append_failed"}
+	}}) {
+		s.sendError("input_backpressure", "too many pending commits", eventID, "")
+		return false
+	}
+	return true
+}
+
+// commitJob is the engine job of a buffered commit: the buffer buf appended to turn on eng, the
+// commit with the transcript of item itemID, and with a response r (nil: none) its engine
+// response under ro, unless r was cancelled before the job claimed it.
+func commitJob(eng Engine, turn int, buf [][]float32, itemID string, r *response, ro respOptions) job {
 	j := job{run: func(ctx context.Context) jobResult {
 		res := jobResult{itemID: itemID, errCode: "runtime_append_failed"}
 		for _, pcm := range buf {
@@ -124,49 +143,20 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	if r != nil {
 		j.responseID = r.id
 	}
-	if !s.submitJob(j) {
-		s.sendError("input_backpressure", "too many pending commits", eventID, "")
-		if r != nil {
-			s.failResponse(r, "input_backpressure", "too many pending commits", nil)
-		}
-		return false
-	}
-	if r != nil {
-		r.jobbed = true
-	}
-	return true
-}
-
-// commitUserAudioItem adds the committed user audio as an item (with the id speech_started
-// announced, if any) and sends input_audio_buffer.committed, conversation.item.added and
-// conversation.item.done; the transcript follows with transcription.completed.
-func (s *Session) commitUserAudioItem(audioMs float64) *item {
-	id := s.conv.freshID(s.inputAudio.speechItemID)
-	s.inputAudio.speechItemID = ""
-	it := &item{ID: id, Role: "user", Type: "message", Status: "completed", Audio: true, AudioMs: audioMs, CommittedAt: s.m.cfg.WallClock()}
-	prev := s.conv.lastID()
-	s.conv.insert(it, "")
-	if s.settings.opts.Transcription {
-		s.tx.opened(it.ID)
-	}
-	s.send(Event{Epoch: s.epoch, Effect: InputCommitted{PreviousItemID: prev, ItemID: it.ID}})
-	s.send(s.conv.added(it, s.epoch, false))
-	s.send(s.conv.done(it, s.epoch, false))
-	return it
+	return j
 }
 
 func (s *Session) handleCreateResponse(c *CreateResponse) {
 	if s.tx.refuse(c.ID, "response.create") {
 		return
 	}
-	o, fe := s.responseOptions(c)
+	o, fe := responseOptions(c, &s.settings, &s.conv, &s.tools, s.m)
 	if fe != nil {
 		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
 	}
-	if s.responses.resp != nil {
-		s.sendError("conversation_already_has_active_response", fmt.Sprintf(
-			"Conversation already has an active response in progress: %s. Wait until the response is finished before creating a new one.", s.responses.resp.id), c.ID, "")
+	if ev := s.responses.activeRefusal(c.ID, s.epoch); ev != nil {
+		s.send(*ev)
 		return
 	}
 	// An out-of-band response, or one with its own input, answers what it was given: the
@@ -201,7 +191,8 @@ func newResponseID(sessionID string, epoch int) string {
 // metrics turn, and the response.created sequence.
 func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.idle.stop()
-	s.resetVAD()
+	s.sem.drop() // an undecided semantic_vad pause is forgotten
+	s.send(s.inputAudio.resetVAD(s.epoch)...)
 	s.turnID++
 	// The response answers the input built so far (or the engine's own turn, which already
 	// answered it); the next input is a new turn.
@@ -212,7 +203,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.input = max(s.input, turn+1)
 	r := &response{
 		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, turn: requestclient.NewTurn(turn),
-		audio: o.audio, maxTokens: o.maxTokens, playedMs: -1, ackedMs: -1, format: o.format, metadata: o.metadata,
+		audio: o.audio, maxTokens: o.maxTokens, play: playback{playedMs: -1, ackedMs: -1}, format: o.format, metadata: o.metadata,
 		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}
@@ -220,9 +211,9 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	r.toolCalls = s.tools.answered.take()
 	s.responses.resp = r
 	s.turnState = turnAssistantGenerating
-	if s.engine != nil {
-		arrival := s.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
-		r.turn = s.engine.BeginTurn(turn, r.id, r.turnID, arrival)
+	if s.link.engine != nil {
+		arrival := s.link.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
+		r.turn = s.link.engine.BeginTurn(turn, r.id, r.turnID, arrival)
 	}
 	if stageTurn >= 0 {
 		r.turn.Bind(stageTurn) // the engine's own turn: its outputs already carry it
@@ -233,27 +224,13 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	if !r.outOfBand {
 		s.conv.insert(it, "")
 	}
-	// The lifecycle events are not fenced (Model false): a cancel that ends the epoch at once
-	// must not drop a response.created the client has not been sent yet, or it would get
-	// response.done for a response it never saw created. Only the model's output is fenced.
-	s.send(Event{Epoch: r.epoch, Effect: ResponseStarted{Response: s.responseObject(r, "in_progress", nil, []Item{}, nil)}})
-	added := it.item()
-	added.EmptyContent = true
-	s.send(Event{Epoch: r.epoch, Effect: OutputItem{Phase: PhaseAdded, ResponseID: r.id, Item: added}})
-	if !r.outOfBand {
-		s.send(Event{Epoch: r.epoch, Effect: ConversationItem{Phase: PhaseAdded, PreviousItemID: r.prevItemID, Item: added}})
-	}
-	if r.audio {
-		// The part is "audio" in both dialects (what omniserve has always sent here).
-		s.send(Event{Epoch: r.epoch, Effect: ContentPart{Phase: PhaseAdded,
-			ResponseID: r.id, ItemID: r.itemID, Kind: PartAudio}})
-	}
+	s.send(s.responses.startedEvents(r, &s.settings, it)...)
 	return r
 }
 
 // startModelReply queues the engine response of r (as response.create does).
 func (s *Session) startModelReply(r *response, o respOptions) {
-	eng := s.engine
+	eng := s.link.engine
 	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
 		if !r.claimEngine() {
 			return jobResult{}
@@ -265,11 +242,4 @@ func (s *Session) startModelReply(r *response, o respOptions) {
 		return
 	}
 	r.jobbed = true
-}
-
-// commitTurn commits the buffer at the end of a turn the VAD decided, answering it with
-// create_response (unless a response still runs: interrupt_response false).
-func (s *Session) commitTurn() {
-	respond := s.settings.cfg.TurnDetection != nil && s.settings.cfg.TurnDetection.CreateResponse && s.responses.resp == nil && !s.settings.opts.Transcription
-	s.handleCommit("", &respond)
 }

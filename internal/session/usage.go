@@ -80,17 +80,17 @@ func (rs *responses) audioUsage(o respOptions, convAudio int) usage {
 // as output.
 func (r *response) usage() usage {
 	var u usage
-	u.outText = r.outTokens
+	u.outText = r.out.outTokens
 	if e := r.engineUsage; e != nil {
 		u = r.inputUsage
 		u.inText, u.cachedText = e.InputTokens, min(e.CachedTokens, e.InputTokens)
-		u.outText = r.outTokens
+		u.outText = r.out.outTokens
 		if e.Final {
 			u.outText = e.OutputTokens
 		}
 	}
 	if r.audio {
-		u.outAudio = audioTokens(r.sentMs, assistantAudioMsPerToken)
+		u.outAudio = audioTokens(r.play.sentMs, assistantAudioMsPerToken)
 	}
 	u.cached = u.cachedText + u.cachedAudio
 	return u

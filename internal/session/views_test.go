@@ -132,7 +132,7 @@ func TestAudioUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := newResponses()
+			rs := newResponses("duplex-test", 0)
 			rs.lastUsage = tc.prev
 			u := rs.audioUsage(tc.o, tc.conv)
 			require.Equal(t, tc.in, u.inAudio)
