@@ -32,8 +32,8 @@ var shapeCeilings = []struct {
 	{figTypesOverFields, 0},  // target 0
 	{figFuncsOver15, 1},      // target 10
 	{figMaxComplexity, 16},   // target 25
-	{figSessionProtocol, 20}, // target 0
-	{figRealtimeGo, 17},      // target 10
+	{figSessionProtocol, 0},  // target 0 (reached)
+	{figRealtimeGo, 5},       // target 10 (reached)
 	{figSilenceStructs, 2},   // target 2 (reached: duplex.TurnDetection and speech.VADConfig)
 }
 
