@@ -43,6 +43,13 @@ func TestRealtimeFunctionTools(t *testing.T) {
 
 	c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "message", "role": "user",
 		"content": []any{map[string]any{"type": "input_text", "text": "Where is order 42?"}}}})
+	// The session forces a call: a response whose own max_output_tokens cannot hold it is refused
+	// naming that parameter (at 7161a1b it failed later as an engine_error).
+	c.send(t, map[string]any{"type": "response.create", "event_id": "e4", "response": map[string]any{"max_output_tokens": 2}})
+	e, _ = until("error")
+	require.Equal(t, "invalid_value", e["error"].(map[string]any)["code"], "%v", e)
+	require.Equal(t, "response.max_output_tokens", e["error"].(map[string]any)["param"], "%v", e)
+	require.Equal(t, "e4", e["error"].(map[string]any)["event_id"], "%v", e)
 	c.send(t, map[string]any{"type": "response.create"})
 	done, seen := until("response.done")
 	var order []string

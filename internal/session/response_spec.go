@@ -99,10 +99,11 @@ func responseOptions(c *CreateResponse, st *settings, conv *conversation, tools 
 			return o, fe
 		}
 	}
-	if fe := tools.resolveTools(cfg, c, &o, m.cfg.DefaultMaxOutputTokens); fe != nil {
+	if fe := o.applyOutput(c); fe != nil {
 		return o, fe
 	}
-	if fe := o.applyOutput(c); fe != nil {
+	// After applyOutput: a forced call must fit the response's own max_output_tokens.
+	if fe := tools.resolveTools(cfg, c, &o, m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}
 	if fe := checkMetadata(c.Metadata); fe != nil {

@@ -195,6 +195,8 @@ func (t *toolState) resolveTools(cfg Config, c *CreateResponse, o *respOptions, 
 		if fe := checkTools(tools, choice, limit, "response"); fe != nil {
 			return fe
 		}
+	} else if fe := checkForcedBudget(tools, choice, c.MaxOutputTokens, limit); fe != nil {
+		return fe
 	}
 	spec, refs, fe := t.specFor(cfg.MCP, tools, choice, parallel, !c.ToolsSet, param)
 	if fe != nil {
@@ -207,6 +209,23 @@ func (t *toolState) resolveTools(cfg Config, c *CreateResponse, o *respOptions, 
 		}
 	}
 	o.tools, o.mcpRefs = spec, refs
+	return nil
+}
+
+// checkForcedBudget refuses a response whose own max_output_tokens (max, when set) is too small
+// for a complete call that the session's tool_choice forces: named as chat names max_tokens,
+// never an engine_error once the call is cut short.
+func checkForcedBudget(tools []duplex.Tool, choice ToolChoice, max *int, limit int) *FieldError {
+	if max == nil || limit <= 0 || (choice.Mode != duplex.ToolChoiceRequired && choice.Mode != duplex.ToolChoiceFunction) {
+		return nil
+	}
+	spec := toolSpec(tools, choice, true)
+	if spec == nil {
+		return nil
+	}
+	if err := requestclient.CheckTools(*spec, limit); err != nil {
+		return &FieldError{"invalid_value", "response.max_output_tokens", fmt.Sprintf("too small for a complete forced call: %v", err)}
+	}
 	return nil
 }
 
