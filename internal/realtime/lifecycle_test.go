@@ -175,7 +175,6 @@ func TestBadInputKeepsSession(t *testing.T) {
 		{"truncate negative", `{"type":"conversation.item.truncate","item_id":"nope","content_index":0,"audio_end_ms":-1}`, "integer_below_min_value", "audio_end_ms"},
 		{"unknown previous item", `{"type":"conversation.item.create","previous_item_id":"nope","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`, "invalid_value", "previous_item_id"},
 		{"empty commit", `{"type":"input_audio_buffer.commit"}`, "input_audio_buffer_commit_empty", ""},
-		{"response without input", `{"type":"response.create"}`, "response_create_without_input", ""},
 		{"cancel without response", `{"type":"response.cancel"}`, "response_cancel_not_active", ""},
 		{"unknown conversation", `{"type":"response.create","response":{"conversation":"other"}}`, "invalid_value", "response.conversation"},
 		{"input not an array", `{"type":"response.create","response":{"conversation":"none","input":"hi"}}`, "invalid_type", "response.input"},

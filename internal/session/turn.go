@@ -171,10 +171,9 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 		s.commit(c.ID, &o)
 		return
 	}
-	if s.responses.pendingIn == 0 && !ownContext {
-		s.sendError("response_create_without_input", "there is no committed input to respond to", c.ID, "")
-		return
-	}
+	// With nothing committed since the last reply the response answers the conversation as it
+	// stands (its instructions too), as OpenAI's does: a greeting before the user speaks
+	// (LiveKit's generate_reply), or a second reply to the same input.
 	if !s.ensureEngine(c.ID) {
 		return
 	}
