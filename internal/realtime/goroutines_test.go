@@ -20,14 +20,15 @@ import (
 // goroutine running this package's code is one nobody documented.
 func TestGoroutinesPerSession(t *testing.T) {
 	srv := newServer(t, session.ManagerConfig{MaxSessions: 2}, realtime.HandlerConfig{}, nil)
-	// Goroutine ids only grow: what an earlier test left behind (a session in its resume grace)
-	// has a smaller id than anything this session starts.
-	_, after := transportGoroutines(0)
+	// What an earlier test left behind (a session in its resume grace) is running now: its
+	// goroutines are set aside by id. Ids are unique but not ordered (the runtime hands them out
+	// in batches per P), so a threshold would not do.
+	_, before := transportGoroutines(nil)
 	c := dial(t, srv.url, nil)
 	c.until("session.created", 10*time.Second)
 	var got []string
 	require.Eventually(t, func() bool {
-		got, _ = transportGoroutines(after)
+		got, _ = transportGoroutines(before)
 		return len(got) == 4
 	}, 5*time.Second, 20*time.Millisecond, "goroutines running internal/realtime: %v", got)
 	slices.Sort(got)
@@ -35,9 +36,11 @@ func TestGoroutinesPerSession(t *testing.T) {
 	c.close()
 }
 
-// transportGoroutines names each goroutine with an id above after whose stack runs through
-// internal/realtime (not its tests) by the role its frames show; maxID is the largest id seen.
-func transportGoroutines(after int) (roles []string, maxID int) {
+// transportGoroutines names each goroutine not in skip whose stack runs through
+// internal/realtime (not its tests) by the role its frames show; seen holds every goroutine id
+// of the dump.
+func transportGoroutines(skip map[int]bool) (roles []string, seen map[int]bool) {
+	seen = map[int]bool{}
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
@@ -45,8 +48,8 @@ func transportGoroutines(after int) (roles []string, maxID int) {
 		if _, err := fmt.Sscanf(g, "goroutine %d ", &id); err != nil {
 			continue
 		}
-		maxID = max(maxID, id)
-		if id <= after {
+		seen[id] = true
+		if skip[id] {
 			continue
 		}
 		var frames []string
@@ -75,5 +78,5 @@ func transportGoroutines(after int) (roles []string, maxID int) {
 			roles = append(roles, s)
 		}
 	}
-	return roles, maxID
+	return roles, seen
 }
