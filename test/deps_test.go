@@ -100,9 +100,13 @@ var allowed = map[string][]string{
 		// engine); the session's commands carry it as is.
 		"internal/duplex", "internal/requestclient"},
 
+	// vllm-omni's native duplex dialect: OpenAI's translator for the events the two share, plus
+	// vllm-omni's spellings; audio decodes the WAV files its aliases append.
+	"internal/realtime/vllm": {"internal/audio", "internal/protocol", "internal/realtime/openai", "internal/session"},
+
 	// Layer 6: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
-		"internal/realtime/openai",
+		"internal/realtime/openai", "internal/realtime/vllm",
 		// The connection core, and a call's media (RTP, Opus and the pacer live there).
 		"internal/realtime/link", "internal/realtime/media",
 		// The frames are the protocol's: the connection stamps and encodes the dialect's server

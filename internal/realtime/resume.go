@@ -88,7 +88,7 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.st = st
-	ev, _ := outEvent(res.Event)
+	ev, _ := sinkOf(sess).outEvent(res.Event)
 	if res.Resync {
 		replay = nil
 	}
