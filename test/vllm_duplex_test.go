@@ -406,3 +406,49 @@ func TestDuplexAutostartZero(t *testing.T) {
 	require.Equal(t, "Be brief.", updated["session"].(map[string]any)["instructions"])
 	require.Equal(t, 1, c.typesSeen()["session.created"])
 }
+
+// vllm-omni's DuplexClient resumes on the URL it first connected to: after a TCP cut it
+// reconnects there (autostart=0) and sends session.resume as its first frame, with the token of
+// session.created and the last server_event_seq it received. The session goes on (its numbering
+// too); the old token is spent; an unknown session is session_resume_expired, which stops the
+// client's retries.
+func TestDuplexResumeOnTheSameURL(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	url := "ws://" + s.addr + "/v1/realtime?duplex=1&model=dummy:tiny&autostart=0"
+	c := dialAck(t, url)
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"turn_detection": nil, "modalities": []string{"text"}}})
+	created := c.until(t, "session.created", 30*time.Second)
+	id, _ := created["session"].(map[string]any)["id"].(string)
+	token, _ := created["resume_token"].(string)
+	require.NotEmpty(t, id)
+	require.NotEmpty(t, token, "sessions are resumable by default")
+	updated := c.until(t, "session.updated", 30*time.Second)
+	last := int64(updated["server_event_seq"].(float64))
+	require.NoError(t, c.ws.CloseNow()) // a cut, no close frame: the session waits for its client
+	<-c.done
+
+	r := dialAck(t, url)
+	r.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": token, "incarnation": 0,
+		"last_received_server_event_seq": last})
+	resumed := r.until(t, "session.resumed", 30*time.Second)
+	require.Equal(t, id, resumed["session_id"])
+	require.NotEqual(t, token, resumed["resume_token"], "each resume rotates the token")
+	_, numbered := resumed["server_event_seq"]
+	require.False(t, numbered, "session.resumed is no part of the numbered stream")
+	r.send(t, map[string]any{"type": "session.heartbeat"})
+	ack := r.until(t, "session.heartbeat_ack", 10*time.Second)
+	require.Equal(t, float64(last+1), ack["server_event_seq"], "the numbering goes on, nothing lost or repeated")
+
+	stale := dialAck(t, url)
+	stale.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": token, "last_received_server_event_seq": last})
+	e := stale.until(t, "error", 10*time.Second)
+	require.Equal(t, "invalid_resume_token", errorCode(e), "%v", e)
+
+	gone := dialAck(t, url)
+	gone.send(t, map[string]any{"type": "session.resume", "session_id": "duplex-nope", "resume_token": "rt_nope", "last_received_server_event_seq": 0})
+	e = gone.until(t, "error", 10*time.Second)
+	require.Equal(t, "session_resume_expired", errorCode(e), "%v", e)
+	r.send(t, map[string]any{"type": "session.close"})
+	r.until(t, "session.closed", 10*time.Second)
+}

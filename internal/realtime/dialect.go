@@ -17,6 +17,8 @@ type dialect interface {
 	// Encode is the server event of an effect; ok is false for an effect the dialect does not
 	// send.
 	Encode(e session.Effect) (ev protocol.ServerEvent, ok bool)
+	// Code is the dialect's error code for one of the connection's own refusals (OpenAI's code).
+	Code(openAI string) string
 }
 
 // openAIDialect is OpenAI Realtime (GA, beta and transcription sessions): plain /v1/realtime,
@@ -30,3 +32,5 @@ func (openAIDialect) Decode(data []byte) (session.Command, *protocol.Error) {
 }
 
 func (openAIDialect) Encode(e session.Effect) (protocol.ServerEvent, bool) { return openai.Encode(e) }
+
+func (openAIDialect) Code(openAI string) string { return openAI }

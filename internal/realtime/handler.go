@@ -221,6 +221,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if first, pending, ok = c.firstFrame(sinkOf(sess).dialect()); !ok {
 			return
 		}
+		if rs := h.sameURLResume(sinkOf(sess).dialect(), pending); rs != nil {
+			// The client takes its session over on the URL it first connected to: the session
+			// opened for this connection never runs (its span ends as "upgrade_failed"), and
+			// its slot goes back at once.
+			slot.Release()
+			h.resume(c, resumeReq{eventID: rs.ID, sessionID: rs.SessionID, token: rs.Token, lastSeq: rs.LastSeq}, sinkOf(sess).dialect().Code)
+			return
+		}
 	}
 	st.Attach(c.q, 0)
 	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", beta))

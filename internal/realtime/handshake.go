@@ -61,3 +61,18 @@ func (c *wsConn) dispatchFirst(sess *session.Session, f link.Frame) {
 		sinkOf(sess).afterFirst = reply
 	}
 }
+
+// sameURLResume is the session.resume a client that speaks first sent as its first frame on the
+// URL it first connected to (vllm-omni's DuplexClient reconnects so, without ?session_id=); nil
+// for any other first frame, or when sessions are not resumable.
+func (h *handler) sameURLResume(d dialect, pending *link.Frame) *ResumeSession {
+	if pending == nil || pending.Refused != nil || h.sessions.ResumeGrace() <= 0 {
+		return nil
+	}
+	cmd, werr := d.Decode(pending.Data)
+	if werr != nil {
+		return nil
+	}
+	rs, _ := cmd.(*ResumeSession)
+	return rs
+}

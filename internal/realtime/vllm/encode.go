@@ -14,6 +14,8 @@ var codes = map[string]string{
 	"item_truncate_invalid_item_id":            "item_not_found",
 	"response_cancel_not_active":               "response_not_active",
 	"conversation_already_has_active_response": "response_already_active",
+	// A resume of a session that ended, expired or never was (vllm-omni's clients stop retrying).
+	"session_not_found": "session_resume_expired",
 }
 
 // Code is vllm-omni's error code for an OpenAI one (the code itself where the two agree or
@@ -24,6 +26,9 @@ func Code(openAI string) string {
 	}
 	return openAI
 }
+
+// Code implements the connection's dialect: Code.
+func (*Translator) Code(openAI string) string { return Code(openAI) }
 
 // Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes.
 func (*Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
