@@ -440,6 +440,18 @@ func TestDuplexResumeOnTheSameURL(t *testing.T) {
 	ack := r.until(t, "session.heartbeat_ack", 10*time.Second)
 	require.Equal(t, float64(last+1), ack["server_event_seq"], "the numbering goes on, nothing lost or repeated")
 
+	// A resume while r is live moves the session again: r is told, and closed.
+	r2 := dialAck(t, url)
+	r2.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": resumed["resume_token"],
+		"last_received_server_event_seq": last + 1})
+	r2.until(t, "session.resumed", 30*time.Second)
+	replaced := r.until(t, "session.replaced", 10*time.Second)
+	require.Equal(t, id, replaced["session_id"])
+	require.Equal(t, 2.0, replaced["attachment_generation"], "r was the session's second connection")
+	<-r.done
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(r.readErr))
+	r = r2
+
 	stale := dialAck(t, url)
 	stale.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": token, "last_received_server_event_seq": last})
 	e := stale.until(t, "error", 10*time.Second)

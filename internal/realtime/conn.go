@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -77,7 +78,7 @@ func (c *wsConn) serve(sess *session.Session, gen int) {
 	}
 	switch {
 	case loss == link.LostReplaced:
-		c.close(websocket.StatusPolicyViolation, "session resumed on another connection")
+		c.replaced(sess, gen)
 	case loss != link.LostClosed && sess.Resumable():
 		c.st.Detach(c.q)
 		sess.Disconnected(gen)
@@ -90,6 +91,23 @@ func (c *wsConn) serve(sess *session.Session, gen int) {
 		sess.Stop(lossReason(loss))
 		c.close(closeCode(sess.CloseReason()))
 	}
+}
+
+// replaced closes a connection whose session a resume moved to another one (1008). A client of
+// vllm-omni's dialect is told first, as vllm-omni tells it: session.replaced {session_id,
+// attachment_generation} (this connection's: 1 for the session's first, +1 per resume),
+// unnumbered, and the close's reason is session_replaced.
+func (c *wsConn) replaced(sess *session.Session, gen int) {
+	if sinkOf(sess).dialect().Name() != vllm.Name {
+		c.close(websocket.StatusPolicyViolation, "session resumed on another connection")
+		return
+	}
+	data, err := link.EncodeUnnumbered(link.Event{Type: "session.replaced",
+		Fields: map[string]any{"session_id": sess.ID(), "attachment_generation": gen + 1}})
+	if err != nil {
+		data = nil // plain values: cannot happen
+	}
+	c.core.Refuse(data, int(websocket.StatusPolicyViolation), "session_replaced")
 }
 
 // queueSlow reports whether the connection's queue failed because the client did not read.

@@ -20,14 +20,16 @@ import (
 // goroutine running this package's code is one nobody documented.
 func TestGoroutinesPerSession(t *testing.T) {
 	srv := newServer(t, session.ManagerConfig{MaxSessions: 2}, realtime.HandlerConfig{}, nil)
-	// Goroutine ids only grow: what an earlier test left behind (a session in its resume grace)
-	// has a smaller id than anything this session starts.
-	_, after := transportGoroutines(0)
+	// What an earlier test left behind (a session in its resume grace) runs already. (Goroutine
+	// ids are not a clock: each P takes them in batches, so a newer goroutine may have a smaller
+	// id than an older one, and "above the largest id seen" missed this session's goroutines
+	// now and then under load.)
+	_, before := transportGoroutines(nil)
 	c := dial(t, srv.url, nil)
 	c.until("session.created", 10*time.Second)
 	var got []string
 	require.Eventually(t, func() bool {
-		got, _ = transportGoroutines(after)
+		got, _ = transportGoroutines(before)
 		return len(got) == 4
 	}, 5*time.Second, 20*time.Millisecond, "goroutines running internal/realtime: %v", got)
 	slices.Sort(got)
@@ -35,9 +37,11 @@ func TestGoroutinesPerSession(t *testing.T) {
 	c.close()
 }
 
-// transportGoroutines names each goroutine with an id above after whose stack runs through
-// internal/realtime (not its tests) by the role its frames show; maxID is the largest id seen.
-func transportGoroutines(after int) (roles []string, maxID int) {
+// transportGoroutines names each goroutine not in before whose stack runs through
+// internal/realtime (not its tests) by the role its frames show; all is the id of every goroutine
+// running.
+func transportGoroutines(before map[int]bool) (roles []string, all map[int]bool) {
+	all = map[int]bool{}
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
@@ -45,8 +49,8 @@ func transportGoroutines(after int) (roles []string, maxID int) {
 		if _, err := fmt.Sscanf(g, "goroutine %d ", &id); err != nil {
 			continue
 		}
-		maxID = max(maxID, id)
-		if id <= after {
+		all[id] = true
+		if before[id] {
 			continue
 		}
 		var frames []string
@@ -75,5 +79,5 @@ func transportGoroutines(after int) (roles []string, maxID int) {
 			roles = append(roles, s)
 		}
 	}
-	return roles, maxID
+	return roles, all
 }

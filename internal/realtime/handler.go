@@ -214,32 +214,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
 		return
 	}
+	h.runOn(runCtx, c, r, sess, slot)
+}
+
+// runOn runs the new session sess (holding slot) on connection c until it ends: the handshake of
+// a client that speaks first (autostart=0), then the session's actor and the connection. The
+// session may outlive this connection (resume grace): this goroutine owns its actor and holds its
+// slot until the actor returns. The session exists from the upgrade on: Run sends
+// session.created with the full default session at once (after the client's first
+// session.update, for a client that speaks first), and session.update may follow at any time.
+func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *session.Session, slot *session.Slot) {
 	var first *session.UpdateSession
 	var pending *link.Frame
 	if waitsForFirst(r.URL.Query()) {
-		var ok bool
-		if first, pending, ok = c.firstFrame(sinkOf(sess).dialect()); !ok {
-			return
-		}
-		if rs := h.sameURLResume(sinkOf(sess).dialect(), pending); rs != nil {
-			// The client takes its session over on the URL it first connected to: the session
-			// opened for this connection never runs (its span ends as "upgrade_failed"), and
-			// its slot goes back at once.
-			slot.Release()
-			h.resume(c, resumeReq{eventID: rs.ID, sessionID: rs.SessionID, token: rs.Token, lastSeq: rs.LastSeq}, sinkOf(sess).dialect().Code)
+		var open bool
+		if first, pending, open = h.speaksFirst(c, sess, slot); !open {
 			return
 		}
 	}
-	st.Attach(c.q, 0)
-	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", beta))
-	// The session may outlive this connection (resume grace): this goroutine owns its actor and
-	// holds its slot until the actor returns. The session exists from the upgrade on: Run sends
-	// session.created with the full default session at once (after the client's first
-	// session.update, for a client that speaks first), and session.update may follow at any time.
+	c.st.Attach(c.q, 0)
+	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.String("dialect", sinkOf(sess).dialect().Name()))
 	if pending != nil {
 		c.dispatchFirst(sess, *pending)
 	}
-	ran := runSession(runCtx, sess, first)
+	ran := runSession(ctx, sess, first)
 	c.serve(sess, 0)
 	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).

@@ -26,6 +26,25 @@ func waitsForFirst(q url.Values) bool {
 	return truthy(q.Get("resume"))
 }
 
+// speaksFirst runs the handshake of a client that speaks first on c, for sess, which holds slot
+// and has not run yet. open is true when sess is to run: first is the client's session.update
+// that opens it, pending any other first frame. A first frame that resumes another session on
+// this URL takes it over here, and sess never runs (its span ends as "upgrade_failed"; its slot
+// goes back at once); a client that left or said nothing in time ends here too.
+func (h *handler) speaksFirst(c *wsConn, sess *session.Session, slot *session.Slot) (first *session.UpdateSession, pending *link.Frame, open bool) {
+	d := sinkOf(sess).dialect()
+	first, pending, ok := c.firstFrame(d)
+	if !ok {
+		return nil, nil, false
+	}
+	if rs := h.sameURLResume(d, pending); rs != nil {
+		slot.Release()
+		h.resume(c, resumeReq{eventID: rs.ID, sessionID: rs.SessionID, token: rs.Token, lastSeq: rs.LastSeq}, d.Code)
+		return nil, nil, false
+	}
+	return first, pending, true
+}
+
 // firstFrame waits (HandshakeTimeout) for the first frame of a client that speaks first. first
 // is its session.update, which opens the session; pending is any other first frame, handed to
 // the session once it runs (dispatchFirst). ok is false when the client left or sent nothing in

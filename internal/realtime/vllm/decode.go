@@ -83,14 +83,7 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 		}
 	case "session.update":
 		if _, nested := raw["session"]; !nested {
-			// A flat update: the event's own keys are the session's, less its type and id.
-			flat := make(map[string]json.RawMessage, len(raw))
-			for k, v := range raw {
-				if k != "type" && k != "event_id" {
-					flat[k] = v
-				}
-			}
-			return reDecode(map[string]any{"type": name, "event_id": eventID, "session": flat}, typ)
+			return flatUpdate(raw, eventID, typ)
 		}
 	}
 	if name != typ {
@@ -98,6 +91,18 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 		return reDecode(raw, typ)
 	}
 	return openai.Decode(data)
+}
+
+// flatUpdate is a flat session.update: the event's own keys are the session's, less its type
+// and id.
+func flatUpdate(raw map[string]json.RawMessage, eventID, typ string) (session.Command, *protocol.Error) {
+	flat := make(map[string]json.RawMessage, len(raw))
+	for k, v := range raw {
+		if k != "type" && k != "event_id" {
+			flat[k] = v
+		}
+	}
+	return reDecode(map[string]any{"type": "session.update", "event_id": eventID, "session": flat}, typ)
 }
 
 // refuseResponseOptions refuses the response.create options vllm-omni's chat lane takes that
