@@ -305,6 +305,7 @@ func TestDuplexDialectErrorCodes(t *testing.T) {
 		{"truncate an unknown item", map[string]any{"type": "conversation.item.truncate", "item_id": "item_nope", "content_index": 0, "audio_end_ms": 10}, "item_not_found"},
 		{"cancel with no response", map[string]any{"type": "response.cancel"}, "response_not_active"},
 		{"text append without text", map[string]any{"type": "push_text"}, "bad_event"},
+		{"append without audio", map[string]any{"type": "input_audio_buffer.append"}, "bad_event"},
 		{"unknown event", map[string]any{"type": "no.such.event"}, "unknown_event"},
 		{"response.create with temperature (refused, named)", map[string]any{"type": "response.create", "response": map[string]any{"temperature": 0.7}}, "unsupported_response_option"},
 	}

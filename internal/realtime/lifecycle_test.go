@@ -138,6 +138,7 @@ var vllmCodes = map[string]string{
 	"item_truncate_invalid_item_id":            "item_not_found",
 	"response_cancel_not_active":               "response_not_active",
 	"conversation_already_has_active_response": "response_already_active",
+	"missing_required_parameter":               "bad_event",
 }
 
 func TestBadInputKeepsSession(t *testing.T) {

@@ -14,6 +14,8 @@ var codes = map[string]string{
 	"item_truncate_invalid_item_id":            "item_not_found",
 	"response_cancel_not_active":               "response_not_active",
 	"conversation_already_has_active_response": "response_already_active",
+	// vllm-omni's one code for a malformed event (the param still names the field).
+	"missing_required_parameter": "bad_event",
 	// A resume of a session that ended, expired or never was (vllm-omni's clients stop retrying).
 	"session_not_found": "session_resume_expired",
 }

@@ -142,6 +142,7 @@ func TestVLLMErrorCodes(t *testing.T) {
 		"response_cancel_not_active":               "response_not_active",
 		"conversation_already_has_active_response": "response_already_active",
 		"session_not_found":                        "session_resume_expired",
+		"missing_required_parameter":               "bad_event",
 		"invalid_value":                            "invalid_value",
 	} {
 		ev, ok := vllm.New().Encode(session.Error{Type: "invalid_request_error", Code: openAI, Message: "m", EventID: "e"})
