@@ -241,7 +241,8 @@ func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *s
 	c.serve(sess, 0)
 	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
-	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()),
+		zap.String("dialect", sinkOf(sess).dialect().Name()))
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the
