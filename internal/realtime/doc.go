@@ -36,7 +36,8 @@
 //     the RTP receiver (media.Receive) and two RTCP readers, which end when run closes the
 //     peer connection; run waits for them all (call.media).
 //
-// Timers: the core's (link), the resume handshake's (link.Conn.First), a call's connect
-// timeout (an AfterFunc that ends the call), a call's hang-up waits (the data channel's close,
-// the linger) and the answer's ICE gathering bound.
+// Timers: the core's (link), the handshakes' (link.Conn.First: a resume's, and the first frame
+// of a client that speaks first, handshake.go), a call's connect timeout (an AfterFunc that ends
+// the call), a call's hang-up waits (the data channel's close, the linger) and the answer's ICE
+// gathering bound. The invalid-event budget (flood.go) has no timer: it refills when asked.
 package realtime
