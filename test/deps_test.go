@@ -99,9 +99,14 @@ var allowed = map[string][]string{
 		// engine); the session's commands carry it as is.
 		"internal/duplex", "internal/requestclient"},
 
-	// Layer 6: the WebSocket endpoint drives sessions only, through a dialect.
+	// Layer 6: vllm-omni's native duplex dialect, a dialect over OpenAI's: OpenAI's translator
+	// for the events the two share, plus vllm-omni's spellings; audio decodes the WAV files its
+	// aliases append.
+	"internal/realtime/vllm": {"internal/audio", "internal/protocol", "internal/realtime/openai", "internal/session"},
+
+	// Layer 7: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
-		"internal/realtime/openai",
+		"internal/realtime/openai", "internal/realtime/vllm",
 		// The connection core, and a call's media (RTP, Opus and the pacer live there).
 		"internal/realtime/link", "internal/realtime/media",
 		// The frames are the protocol's: the connection stamps and encodes the dialect's server
@@ -114,7 +119,7 @@ var allowed = map[string][]string{
 		"internal/jsonbound", // client schemas and a minted session are bounded before cgo or a recursive walk reads them
 		"internal/protocol"}, // a minted session's known fields (unknown ones are refused)
 
-	// Layer 7: the one place the parts are wired together from the config; only cmd/ imports it.
+	// Layer 8: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
 		"internal/mcpclient", // parses realtime.mcp_allowed_urls for the session manager
 		"internal/duplex", "internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
@@ -166,12 +171,13 @@ var layer = map[string]int{
 	"internal/requestclient":   3,
 	"internal/session":         4,
 	"internal/realtime/openai": 5,
-	"internal/realtime":        6, "internal/realtime/link": 2, "internal/realtime/media": 3,
+	"internal/realtime/vllm":   6,
+	"internal/realtime":        7, "internal/realtime/link": 2, "internal/realtime/media": 3,
 	"internal/api":    6,
-	"internal/server": 7,
+	"internal/server": 8,
 	"internal/bench":  1, "internal/bench/chat": 2, "internal/bench/latency": 3, "internal/bench/engine": 2,
 	"internal/bench/frontend": 3, "internal/bench/realtime": 5,
-	"cmd/omniserve": 8, "test": 8,
+	"cmd/omniserve": 9, "test": 9,
 }
 
 // TestImportAllowList checks every direct import of every package of the module against

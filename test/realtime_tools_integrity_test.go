@@ -54,7 +54,7 @@ func TestRealtimeFunctionToolsIntegrity(t *testing.T) {
 	}
 	require.NotNil(t, refused, "the second response.create is refused")
 	errObj := refused["error"].(map[string]any)
-	require.Equal(t, "conversation_already_has_active_response", errObj["code"])
+	require.Equal(t, "response_already_active", errObj["code"], "vllm-omni's code on ?duplex=1 (OpenAI's conversation_already_has_active_response)")
 	require.Equal(t, "second", errObj["event_id"])
 
 	// The documented sequence of the call item, after the (empty) message item of the reply.

@@ -211,7 +211,7 @@ func requireAPIKey(key string, secrets *clientsecret.Store) func(http.Handler) h
 // over a WebSocket or a WebRTC call.
 func realtimeConnect(r *http.Request) bool {
 	switch {
-	case r.Method == http.MethodGet && r.URL.Path == "/v1/realtime":
+	case r.Method == http.MethodGet && (r.URL.Path == "/v1/realtime" || r.URL.Path == "/v1/duplex"):
 		return true
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/realtime/calls":
 		return true

@@ -135,6 +135,8 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Get("/models/*", modelHandler(d.Models, d.AcceptModel, created))
 		r.Method(http.MethodPost, "/chat/completions", refuseWhile(draining, orUnavailable(d.Chat, "chat completions")))
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
+		// vllm-omni's other name of /v1/realtime?duplex=1 (docs/REALTIME.md, "vllm-omni duplex dialect").
+		r.Method(http.MethodGet, "/duplex", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
 		calls := orUnavailable(d.Calls, "WebRTC calls")
 		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, guardCallOffer(calls)))
 		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)

@@ -206,6 +206,15 @@ type SessionResume struct {
 	LastSeq int64
 }
 
+// SessionEventAck is the extension session.event_ack: the client received every server event
+// up to Seq (server_event_seq). It is consumed by the connection and never answered, not even
+// when it is invalid: Problem then says why ("" when valid), and the connection counts it.
+type SessionEventAck struct {
+	Header
+	Seq     int64
+	Problem string
+}
+
 // PlaybackAck is the duplex extension playback.ack: the client's playback cursor.
 type PlaybackAck struct {
 	Header

@@ -143,6 +143,8 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 		return &SessionHeartbeat{Header: base}, nil
 	case "session.resume":
 		return decodeResume(base, raw, werr)
+	case "session.event_ack":
+		return decodeEventAck(base, raw), nil
 	case "playback.ack":
 		played, ok := intField(raw, "played_ms")
 		if !ok || played < 0 {
@@ -168,6 +170,36 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 		return nil, werr("invalid_value", "event", "unsupported turn.signal event %q", ev)
 	}
 	return nil, werr("unknown_event", "type", "unsupported event type %q", typ)
+}
+
+// decodeEventAck reads session.event_ack. It never fails: an ack is never answered (the answer
+// would be numbered and acked in turn), so a bad one is marked with its problem instead.
+func decodeEventAck(base Header, raw map[string]json.RawMessage) *SessionEventAck {
+	c := &SessionEventAck{Header: base}
+	v, ok := raw["server_event_seq"]
+	if !ok {
+		c.Problem = "missing server_event_seq"
+		return c
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	seq, err := int64(0), dec.Decode(&n)
+	if err == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) {
+		err = fmt.Errorf("a string")
+	}
+	if err == nil {
+		seq, err = n.Int64()
+	}
+	switch {
+	case err != nil:
+		c.Problem = "server_event_seq is not an integer"
+	case seq < 0:
+		c.Problem = "server_event_seq is negative"
+	default:
+		c.Seq = seq
+	}
+	return c
 }
 
 func decodeResume(base Header, raw map[string]json.RawMessage, werr func(code, param, format string, a ...any) *Error) (ClientEvent, *Error) {

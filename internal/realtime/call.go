@@ -219,11 +219,11 @@ func closeLinger(srttS float64) time.Duration {
 // run drives the call until the session ends, the peer goes away or hangup.
 func (cl *call) run() {
 	defer cl.ctxCancel()
-	sessDone := runSession(cl.ctx, cl.sess)
+	sessDone := runSession(cl.ctx, cl.sess, nil)
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
-	cl.core.Start(cl.st, nil, replyWith(cl.apply))
+	cl.core.Start(cl.st, nil, replyWith(sinkOf(cl.sess).guard, cl.apply))
 	reason := "session_ended"
 	select {
 	case <-cl.ended:
@@ -306,6 +306,8 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 		return werr, nil
 	}
 	switch cmd.(type) {
+	case *EventAck:
+		return nil, nil // a call keeps no journal: nothing to trim, and an ack is never answered
 	case *ResumeSession:
 		return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(), Message: "session.resume is not available on a call"}, nil
 	case *session.CommitInput, *session.CreateResponse, *session.ClearInput:

@@ -290,7 +290,9 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	c.calls[cl.id] = cl
 	c.startedLocked()
 	c.mu.Unlock()
-	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, &sessionSink{out: callOut{cl}})
+	sink := c.h.newSink(callOut{cl}, openAIDialect{})
+	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, sink)
+	sink.guard.bind(cl.sess.Stop)
 	runCtx := c.h.cfg.BaseContext
 	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -77,7 +78,7 @@ func (c *wsConn) serve(sess *session.Session, gen int) {
 	}
 	switch {
 	case loss == link.LostReplaced:
-		c.close(websocket.StatusPolicyViolation, "session resumed on another connection")
+		c.replaced(sess, gen)
 	case loss != link.LostClosed && sess.Resumable():
 		c.st.Detach(c.q)
 		sess.Disconnected(gen)
@@ -90,6 +91,23 @@ func (c *wsConn) serve(sess *session.Session, gen int) {
 		sess.Stop(lossReason(loss))
 		c.close(closeCode(sess.CloseReason()))
 	}
+}
+
+// replaced closes a connection whose session a resume moved to another one (1008). A client of
+// vllm-omni's dialect is told first, as vllm-omni tells it: session.replaced {session_id,
+// attachment_generation} (this connection's: 1 for the session's first, +1 per resume),
+// unnumbered, and the close's reason is session_replaced.
+func (c *wsConn) replaced(sess *session.Session, gen int) {
+	if sinkOf(sess).dialect().Name() != vllm.Name {
+		c.close(websocket.StatusPolicyViolation, "session resumed on another connection")
+		return
+	}
+	data, err := link.EncodeUnnumbered(link.Event{Type: "session.replaced",
+		Fields: map[string]any{"session_id": sess.ID(), "attachment_generation": gen + 1}})
+	if err != nil {
+		data = nil // plain values: cannot happen
+	}
+	c.core.Refuse(data, int(websocket.StatusPolicyViolation), "session_replaced")
 }
 
 // queueSlow reports whether the connection's queue failed because the client did not read.
@@ -127,18 +145,27 @@ func closeCode(reason string) (websocket.StatusCode, string) {
 		return websocket.StatusGoingAway, "server shutting down"
 	case session.ReasonInternalError:
 		return websocket.StatusInternalError, "internal error"
+	case ReasonInvalidEvents:
+		return invalidEventsClose, invalidEventsReason
 	}
 	return websocket.StatusNormalClosure, reason
 }
 
-// dispatch decodes the session's frames and hands the commands to it in wire order.
+// dispatch decodes the session's frames in its dialect and hands the commands to it in wire
+// order. Acknowledgements stay here: they trim the stream's journal and are never answered.
 func (c *wsConn) dispatch(sess *session.Session) link.Handler {
-	return replyWith(func(ctx context.Context, data []byte) (*WireError, error) {
-		cmd, werr := DecodeClientEvent(data)
+	sink := sinkOf(sess)
+	d, guard := sink.dialect(), sink.guard
+	return replyWith(guard, func(ctx context.Context, data []byte) (*WireError, error) {
+		cmd, werr := d.Decode(data)
 		if werr != nil {
 			return werr, nil
 		}
-		if _, ok := cmd.(*ResumeSession); ok {
+		switch cmd := cmd.(type) {
+		case *EventAck:
+			c.ack(cmd, guard)
+			return nil, nil
+		case *ResumeSession:
 			return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(),
 				Message: "session.resume is only valid as the first event of a connection opened with ?session_id=<id>"}, nil
 		}
@@ -146,11 +173,30 @@ func (c *wsConn) dispatch(sess *session.Session) link.Handler {
 	})
 }
 
+// ack applies session.event_ack: the journal drops what the client received. An invalid ack
+// (no integer, negative, beyond the newest event) is counted and spends the invalid-event
+// budget, but is never answered: the answer would be numbered, acked, and answered again.
+func (c *wsConn) ack(a *EventAck, guard *floodGuard) {
+	if a.Problem == "" && c.st.Ack(a.Seq) == nil {
+		return
+	}
+	c.log.Debug("invalid session.event_ack ignored", zap.Int64("server_event_seq", a.Seq), zap.String("problem", a.Problem))
+	guard.admit("invalid_event_ack")
+}
+
+// errInvalidEvents ends the dispatch of a connection whose client spent its invalid-event
+// budget: the session is ending (ReasonInvalidEvents), and nothing more is read.
+var errInvalidEvents = errors.New("too many invalid events")
+
 // replyWith is the core's handler over apply: a frame that could not be read as an event, or
-// that apply refuses, gets its error event on the connection; apply's error (the session has
-// ended) ends the dispatch, and the session's end closes the connection.
-func replyWith(apply func(ctx context.Context, data []byte) (*WireError, error)) link.Handler {
+// that apply refuses, gets its error event on the connection while guard admits it; apply's
+// error (the session has ended) ends the dispatch, and the session's end closes the
+// connection. Once the guard's budget is spent nothing more is read.
+func replyWith(guard *floodGuard, apply func(ctx context.Context, data []byte) (*WireError, error)) link.Handler {
 	return func(ctx context.Context, f link.Frame) (*link.Event, error) {
+		if guard.spent() {
+			return nil, errInvalidEvents
+		}
 		werr := f.Refused
 		if werr == nil {
 			var err error
@@ -161,6 +207,9 @@ func replyWith(apply func(ctx context.Context, data []byte) (*WireError, error))
 		if werr == nil {
 			return nil, nil
 		}
+		if !guard.admit(werr.Code) {
+			return nil, errInvalidEvents
+		}
 		ev := errorEvent(werr)
 		return &ev, nil
 	}
@@ -168,12 +217,13 @@ func replyWith(apply func(ctx context.Context, data []byte) (*WireError, error))
 
 // runSession starts sess's actor on its own goroutine, owned by the transport that created the
 // session (the WebSocket handler, or a call's run): it waits for the returned channel, which is
-// closed once Run has returned, before it lets the session's slot go.
-func runSession(ctx context.Context, sess *session.Session) <-chan struct{} {
+// closed once Run has returned, before it lets the session's slot go. first, when not nil, is the
+// client's first session.update, which opens the session (a client that speaks first).
+func runSession(ctx context.Context, sess *session.Session, first *session.UpdateSession) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sess.Run(ctx, nil)
+		sess.Run(ctx, first)
 	}()
 	return done
 }

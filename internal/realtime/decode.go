@@ -18,6 +18,9 @@ func errorEvent(e *WireError) link.Event {
 // ResumeSession is session.resume (openai.ResumeSession): the connection handles it.
 type ResumeSession = openai.ResumeSession
 
+// EventAck is session.event_ack (openai.EventAck): the connection consumes it.
+type EventAck = openai.EventAck
+
 // DecodeClientEvent parses one client event (a text frame) into a session command, in the
 // OpenAI Realtime dialect (openai.Decode).
 func DecodeClientEvent(data []byte) (session.Command, *WireError) { return openai.Decode(data) }

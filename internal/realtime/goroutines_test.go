@@ -20,9 +20,10 @@ import (
 // goroutine running this package's code is one nobody documented.
 func TestGoroutinesPerSession(t *testing.T) {
 	srv := newServer(t, session.ManagerConfig{MaxSessions: 2}, realtime.HandlerConfig{}, nil)
-	// What an earlier test left behind (a session in its resume grace) is running now: its
-	// goroutines are set aside by id. Ids are unique but not ordered (the runtime hands them out
-	// in batches per P), so a threshold would not do.
+	// What an earlier test left behind (a session in its resume grace) runs already. (Goroutine
+	// ids are not a clock: each P takes them in batches, so a newer goroutine may have a smaller
+	// id than an older one, and "above the largest id seen" missed this session's goroutines
+	// now and then under load.)
 	_, before := transportGoroutines(nil)
 	c := dial(t, srv.url, nil)
 	c.until("session.created", 10*time.Second)
@@ -36,11 +37,11 @@ func TestGoroutinesPerSession(t *testing.T) {
 	c.close()
 }
 
-// transportGoroutines names each goroutine not in skip whose stack runs through
-// internal/realtime (not its tests) by the role its frames show; seen holds every goroutine id
-// of the dump.
-func transportGoroutines(skip map[int]bool) (roles []string, seen map[int]bool) {
-	seen = map[int]bool{}
+// transportGoroutines names each goroutine not in before whose stack runs through
+// internal/realtime (not its tests) by the role its frames show; all is the id of every goroutine
+// running.
+func transportGoroutines(before map[int]bool) (roles []string, all map[int]bool) {
+	all = map[int]bool{}
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
@@ -48,8 +49,8 @@ func transportGoroutines(skip map[int]bool) (roles []string, seen map[int]bool) 
 		if _, err := fmt.Sscanf(g, "goroutine %d ", &id); err != nil {
 			continue
 		}
-		seen[id] = true
-		if skip[id] {
+		all[id] = true
+		if before[id] {
 			continue
 		}
 		var frames []string
@@ -78,5 +79,5 @@ func transportGoroutines(skip map[int]bool) (roles []string, seen map[int]bool) 
 			roles = append(roles, s)
 		}
 	}
-	return roles, seen
+	return roles, all
 }

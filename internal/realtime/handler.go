@@ -16,6 +16,7 @@ import (
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -25,8 +26,9 @@ type HandlerConfig struct {
 	// "openai-insecure-api-key.<key>" WebSocket subprotocol (browser clients).
 	APIKey string
 	// HandshakeTimeout bounds the wait for session.resume, the first event of a resume
-	// connection. Default 10 s. (A new session needs no handshake: session.created goes out at
-	// once, as OpenAI sends it, and the idle timeout bounds a silent client.)
+	// connection, and for the first frame of a client that speaks first (autostart=0). Default
+	// 10 s. (Any other new session needs no handshake: session.created goes out at once, as
+	// OpenAI sends it, and the idle timeout bounds a silent client.)
 	HandshakeTimeout time.Duration
 	// MaxEventBytes is the largest inbound event. Default 15 MiB.
 	MaxEventBytes int64
@@ -63,6 +65,15 @@ type HandlerConfig struct {
 	// Secrets are the minted client secrets: an "ek_" key opens a session with the
 	// configuration it was minted with (nil: no client secrets).
 	Secrets *clientsecret.Store
+	// InvalidEventBurst and InvalidEventRate bound the error events one session's client can
+	// provoke (invalid events, refused commands, invalid acks): a burst of InvalidEventBurst,
+	// refilled at InvalidEventRate per second; the first invalid event over it ends the session
+	// (ReasonInvalidEvents, close 1008). Defaults 100 and 10/s: a client's mistakes are served,
+	// a flood or an error loop is not.
+	InvalidEventBurst int
+	InvalidEventRate  float64
+	// InvalidEvents counts invalid events and the sessions closed for them (nil: not counted).
+	InvalidEvents InvalidEventCounter
 }
 
 // WithDefaults is c with every zero value replaced by its documented default (the server's
@@ -95,6 +106,12 @@ func (c HandlerConfig) WithDefaults() HandlerConfig {
 	if c.JournalEvents <= 0 {
 		c.JournalEvents = 1024
 	}
+	if c.InvalidEventBurst <= 0 {
+		c.InvalidEventBurst = 100
+	}
+	if c.InvalidEventRate <= 0 {
+		c.InvalidEventRate = 10
+	}
 	return c
 }
 
@@ -111,6 +128,13 @@ func NewHandler(cfg HandlerConfig, sessions *session.Manager, log *zap.Logger) h
 		log = zap.NewNop()
 	}
 	return &handler{cfg: cfg.WithDefaults(), sessions: sessions, log: log.Named("realtime")}
+}
+
+// newSink is a new session's sink over out, in dialect d, with its own budget of invalid
+// events (bound to the session once it exists: floodGuard.bind).
+func (h *handler) newSink(out outbound, d dialect) *sessionSink {
+	return &sessionSink{out: out, d: d,
+		guard: newFloodGuard(h.cfg.InvalidEventBurst, h.cfg.InvalidEventRate, d.Name(), h.cfg.InvalidEvents)}
 }
 
 // authorized applies the server's one key check (internal/auth), so the endpoint mounted
@@ -160,7 +184,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sess = h.sessions.NewSession(slot, opts, &sessionSink{out: st})
+		sink := h.newSink(st, dialectFor(opts))
+		sess = h.sessions.NewSession(slot, opts, sink)
+		sink.guard.bind(sess.Stop)
 		// The balancer learns which replica holds the session from this header (stickiness for
 		// resume, deploy/haproxy/haproxy.cfg).
 		w.Header().Set(SessionIDHeader, sess.ID())
@@ -188,17 +214,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"full-duplex realtime (?duplex=1) is not supported by this pipeline", "", "duplex")}, websocket.StatusPolicyViolation, "duplex unsupported", true)
 		return
 	}
-	st.Attach(c.q, 0)
-	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.Bool("duplex", duplex), zap.Bool("beta", beta))
-	// The session may outlive this connection (resume grace): this goroutine owns its actor and
-	// holds its slot until the actor returns. The session exists from the upgrade on: Run sends
-	// session.created with the full default session at once, and session.update may follow at
-	// any time.
-	ran := runSession(runCtx, sess)
+	h.runOn(runCtx, c, r, sess, slot)
+}
+
+// runOn runs the new session sess (holding slot) on connection c until it ends: the handshake of
+// a client that speaks first (autostart=0), then the session's actor and the connection. The
+// session may outlive this connection (resume grace): this goroutine owns its actor and holds its
+// slot until the actor returns. The session exists from the upgrade on: Run sends
+// session.created with the full default session at once (after the client's first
+// session.update, for a client that speaks first), and session.update may follow at any time.
+func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *session.Session, slot *session.Slot) {
+	var first *session.UpdateSession
+	var pending *link.Frame
+	if waitsForFirst(r.URL.Query()) {
+		var open bool
+		if first, pending, open = h.speaksFirst(c, sess, slot); !open {
+			return
+		}
+	}
+	c.st.Attach(c.q, 0)
+	c.log.Debug("session opened", zap.String("session_id", sess.ID()), zap.String("dialect", sinkOf(sess).dialect().Name()))
+	if pending != nil {
+		c.dispatchFirst(sess, *pending)
+	}
+	ran := runSession(ctx, sess, first)
 	c.serve(sess, 0)
 	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
-	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()))
+	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()),
+		zap.String("dialect", sinkOf(sess).dialect().Name()))
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the
@@ -224,7 +268,8 @@ func (h *handler) openOptions(r *http.Request, sec *clientsecret.Secret) (sessio
 		return session.Options{}, &oaierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(h.sessions.ServedModels(), ", "))}
 	}
-	duplex := truthy(q.Get("duplex")) && !transcription // a transcription session never answers
+	// /v1/duplex is ?duplex=1's other name (vllm-omni's clients use both).
+	duplex := (truthy(q.Get("duplex")) || r.URL.Path == DuplexPath) && !transcription // a transcription session never answers
 	return session.Options{Duplex: duplex, Model: modelParam(q, transcription), Beta: isBeta(r), Initial: initial, Transcription: transcription}, nil
 }
 
@@ -271,6 +316,20 @@ func (h *handler) accept(w http.ResponseWriter, r *http.Request, beta bool) *web
 }
 
 const betaProtocol = "openai-beta.realtime-v1"
+
+// DuplexPath is the endpoint's other mount point: /v1/realtime?duplex=1 under vllm-omni's
+// other name for it.
+const DuplexPath = "/v1/duplex"
+
+// dialectFor is the dialect of a new session: vllm-omni's native duplex dialect for a duplex
+// session (?duplex=1|true|on, /v1/duplex), OpenAI Realtime otherwise (docs/REALTIME.md,
+// "vllm-omni duplex dialect"). The session's sink keeps it, so a resume speaks it too.
+func dialectFor(opts session.Options) dialect {
+	if opts.Duplex {
+		return vllm.New()
+	}
+	return openAIDialect{}
+}
 
 // isBeta reports a beta Realtime client: the OpenAI-Beta: realtime=v1 header or the
 // openai-beta.realtime-v1 subprotocol. The dialect is fixed for the connection.

@@ -129,14 +129,40 @@ func TestDuplexUnsupported(t *testing.T) {
 	require.Equal(t, false, s.obj("session")["duplex"])
 }
 
+// vllmCodes are vllm-omni's names of the errors both dialects have, as its spec lists them
+// (?duplex=1 speaks vllm-omni's dialect; plain /v1/realtime keeps OpenAI's codes).
+var vllmCodes = map[string]string{
+	"input_audio_buffer_commit_empty":          "input_audio_buffer_empty",
+	"item_retrieve_invalid_item_id":            "item_not_found",
+	"item_delete_invalid_item_id":              "item_not_found",
+	"item_truncate_invalid_item_id":            "item_not_found",
+	"response_cancel_not_active":               "response_not_active",
+	"conversation_already_has_active_response": "response_already_active",
+	"missing_required_parameter":               "bad_event",
+}
+
 func TestBadInputKeepsSession(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, session.ManagerConfig{}, realtime.HandlerConfig{MaxEventBytes: 1 << 20}, nil)
-	c := dial(t, srv.url+"?duplex=1", nil)
+	t.Run("openai", func(t *testing.T) { badInputKeepsSession(t, srv.url, func(c string) string { return c }) })
+	t.Run("vllm duplex", func(t *testing.T) {
+		badInputKeepsSession(t, srv.url+"?duplex=1", func(c string) string {
+			if v, ok := vllmCodes[c]; ok {
+				return v
+			}
+			return c
+		})
+	})
+}
+
+// badInputKeepsSession sends every kind of bad input on one connection to url: each is answered
+// with its error (code maps OpenAI's code to the dialect's), and the session goes on.
+func badInputKeepsSession(t *testing.T, url string, code func(string) string) {
+	c := dial(t, url, nil)
 	// Before any session.update: the session exists (session.created came at once).
 	c.send(event{"type": "input_audio_buffer.commit", "event_id": "ev_early"})
 	e, _ := c.until("error", 5*time.Second)
-	require.Equal(t, "input_audio_buffer_commit_empty", e.obj("error").str("code"))
+	require.Equal(t, code("input_audio_buffer_commit_empty"), e.obj("error").str("code"))
 	require.Equal(t, "ev_early", e.obj("error").str("event_id"))
 	c.update2(event{"turn_detection": nil})
 
@@ -189,7 +215,7 @@ func TestBadInputKeepsSession(t *testing.T) {
 	for _, tc := range cases {
 		require.NoError(t, c.ws.Write(c.ctx, websocket.MessageText, []byte(tc.raw)), tc.name)
 		e, _ := c.until("error", 10*time.Second)
-		require.Equal(t, tc.code, e.obj("error").str("code"), tc.name)
+		require.Equal(t, code(tc.code), e.obj("error").str("code"), tc.name)
 		require.Equal(t, "invalid_request_error", e.obj("error").str("type"), tc.name)
 		if tc.param != "" {
 			require.Equal(t, tc.param, e.obj("error").str("param"), tc.name)
@@ -204,7 +230,7 @@ func TestBadInputKeepsSession(t *testing.T) {
 	c.until("response.created", 30*time.Second)
 	c.send(event{"type": "response.create", "event_id": "dup"})
 	e, _ = c.until("error", 10*time.Second)
-	require.Equal(t, "conversation_already_has_active_response", e.obj("error").str("code"))
+	require.Equal(t, code("conversation_already_has_active_response"), e.obj("error").str("code"))
 	require.Equal(t, "dup", e.obj("error").str("event_id"))
 	require.Contains(t, []string{"completed", "incomplete"}, readResponseAfterCreated(t, c))
 }

@@ -53,6 +53,17 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 		c.refuseResume(werr)
 		return
 	}
+	h.resume(c, req, func(code string) string { return code })
+}
+
+// resume moves the session req names to connection c (whose queue no session holds yet) and
+// serves it there until it ends or the connection is lost. A refused resume gets one error
+// event, its code as code spells it (the dialect's), and the connection closes (1008).
+func (h *handler) resume(c *wsConn, req resumeReq, code func(string) string) {
+	refuse := func(werr *WireError) {
+		werr.Code = code(werr.Code)
+		c.refuseResume(werr)
+	}
 	log := h.log.With(zap.String("session_id", req.sessionID))
 	sess := h.sessions.Lookup(req.sessionID)
 	var st *link.Stream
@@ -61,7 +72,7 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 	}
 	if st == nil {
 		log.Debug("session resume refused: no such session")
-		c.refuseResume(notFound(req))
+		refuse(notFound(req))
 		return
 	}
 	q := c.q
@@ -78,17 +89,17 @@ func (h *handler) serveResume(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, session.ErrSessionGone):
-			c.refuseResume(notFound(req))
+			refuse(notFound(req))
 		case errors.Is(err, session.ErrResumeToken):
-			c.refuseResume(&WireError{Code: "invalid_resume_token", Param: "resume_token", EventID: req.eventID,
+			refuse(&WireError{Code: "invalid_resume_token", Param: "resume_token", EventID: req.eventID,
 				Message: "the resume token is not this session's current token (each resume rotates it: use the token of the last session.resumed)"})
 		default:
-			c.refuseResume(&WireError{Code: "session_resume_failed", EventID: req.eventID, Message: fmt.Sprintf("resuming the session: %v", err)})
+			refuse(&WireError{Code: "session_resume_failed", EventID: req.eventID, Message: fmt.Sprintf("resuming the session: %v", err)})
 		}
 		return
 	}
 	c.st = st
-	ev, _ := outEvent(res.Event)
+	ev, _ := sinkOf(sess).outEvent(res.Event)
 	if res.Resync {
 		replay = nil
 	}

@@ -209,6 +209,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		OriginPatterns:   splitList(s.cfg.Realtime.OriginPatterns),
 		Secrets:          s.secrets,
 		Trace:            s.tracer.SessionHook(),
+		InvalidEvents:    metrics.NewInvalidEvents(s.reg, s.names.ID()),
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	s.prunePeriodically()

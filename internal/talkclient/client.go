@@ -618,6 +618,9 @@ var toleratedCodes = map[string]bool{
 	"response_not_active":                      true,
 	"conversation_already_has_active_response": true,
 	"item_truncate_invalid_item_id":            true,
+	// The same races in vllm-omni's codes (?duplex=1, docs/REALTIME.md "vllm-omni duplex dialect").
+	"response_already_active": true,
+	"item_not_found":          true,
 }
 
 func (c *conv) closeLine() {

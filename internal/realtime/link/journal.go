@@ -64,6 +64,14 @@ func (j *Journal) grow() {
 	j.entries, j.head = next, 0
 }
 
+// trim drops the events up to seq upTo: the client acknowledged them (session.event_ack), so a
+// resume never needs them again. The journal's bounds then hold only what is still unacked.
+func (j *Journal) trim(upTo int64) {
+	for j.n > 0 && j.entries[j.head].seq <= upTo {
+		j.evict()
+	}
+}
+
 // first is the oldest seq held, 0 when empty.
 func (j *Journal) first() int64 {
 	if j.n == 0 {

@@ -108,3 +108,53 @@ func TestJournalRingWrapsInOrder(t *testing.T) {
 	}
 	require.Equal(t, 5, len(j.entries), "the ring never grows past the event bound")
 }
+
+// An acknowledged event leaves the journal (session.event_ack): a resume from the ack's cursor
+// still replays everything after it, one from before it is a gap.
+func TestJournalTrimByAck(t *testing.T) {
+	tests := []struct {
+		name      string
+		ack       int64
+		wantLen   int
+		resumeAt  int64
+		want      []int64
+		complete  bool
+		wantFirst int64
+	}{
+		{"nothing acked", 0, 10, 0, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, true, 1},
+		{"half acked", 5, 5, 5, []int64{6, 7, 8, 9, 10}, true, 6},
+		{"resume from before the ack", 5, 5, 3, nil, false, 6},
+		{"all acked", 10, 0, 10, nil, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := NewJournal(1<<20, 100)
+			for s := int64(1); s <= 10; s++ {
+				j.add(s, frameOf(s, 10))
+			}
+			j.trim(tc.ack)
+			require.Equal(t, tc.wantLen, j.len())
+			require.Equal(t, tc.wantLen*10, j.size())
+			require.Equal(t, tc.wantFirst, j.first())
+			frames, complete := j.since(tc.resumeAt)
+			require.Equal(t, tc.complete, complete)
+			require.Equal(t, tc.want, seqsOf(t, frames))
+		})
+	}
+}
+
+func TestStreamAck(t *testing.T) {
+	st := NewStream(false, NewJournal(1<<20, 100))
+	for range 4 {
+		_, err := st.Stamp(Event{Type: "session.heartbeat_ack", Fields: map[string]any{}})
+		require.NoError(t, err)
+	}
+	require.ErrorIs(t, st.Ack(5), ErrBadAck, "beyond the newest event")
+	require.ErrorIs(t, st.Ack(-1), ErrBadAck)
+	n, _ := st.JournalStats()
+	require.Equal(t, 4, n, "a refused ack trims nothing")
+	require.NoError(t, st.Ack(3))
+	n, _ = st.JournalStats()
+	require.Equal(t, 1, n)
+	require.NoError(t, NewStream(false, nil).Ack(0), "no journal: nothing to trim")
+}

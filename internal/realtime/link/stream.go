@@ -205,6 +205,25 @@ func (s *Stream) LastSeq() int64 {
 	return s.seq
 }
 
+// ErrBadAck refuses an acknowledgement of an event never sent: its seq is beyond the newest
+// one given out.
+var ErrBadAck = errors.New("server_event_seq acknowledges an event not sent yet")
+
+// Ack records that the client received every event up to seq (session.event_ack): the journal
+// drops them. A seq beyond the newest event is ErrBadAck and changes nothing; an ack is never
+// answered either way (an answer would be numbered, and acked, and answered: a loop).
+func (s *Stream) Ack(seq int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq < 0 || seq > s.seq {
+		return ErrBadAck
+	}
+	if s.j != nil {
+		s.j.trim(seq)
+	}
+	return nil
+}
+
 // JournalStats reports what the journal holds (tests).
 func (s *Stream) JournalStats() (events, bytes int) {
 	s.mu.Lock()

@@ -17,6 +17,15 @@ type ResumeSession struct {
 	LastSeq int64
 }
 
+// EventAck is session.event_ack: the client received every server event up to Seq. The
+// connection consumes it (its journal drops what was acked) and never answers it; Problem is
+// why an ack is invalid ("" when valid), which the connection counts instead of answering.
+type EventAck struct {
+	session.Base
+	Seq     int64
+	Problem string
+}
+
 // Decode parses one client event (a text frame, GA or beta) into a session command, or the
 // error event's error for a frame that is not a valid client event. The session's
 // configuration types have the protocol's shape, so the mapping is conversion: each group of
@@ -43,7 +52,7 @@ var decoders = [...]func(session.Base, protocol.ClientEvent) session.Command{
 }
 
 // sessionCommand converts the events about the session itself: update, close, heartbeat,
-// resume.
+// resume, and the acknowledgement of server events.
 func sessionCommand(base session.Base, ev protocol.ClientEvent) session.Command {
 	switch e := ev.(type) {
 	case *protocol.SessionUpdate:
@@ -54,6 +63,8 @@ func sessionCommand(base session.Base, ev protocol.ClientEvent) session.Command 
 		return &session.Heartbeat{Base: base}
 	case *protocol.SessionResume:
 		return &ResumeSession{Base: base, SessionID: e.SessionID, Token: e.Token, LastSeq: e.LastSeq}
+	case *protocol.SessionEventAck:
+		return &EventAck{Base: base, Seq: e.Seq, Problem: e.Problem}
 	}
 	return nil
 }

@@ -10,8 +10,10 @@
   const PREBUFFER_MS = 120;
   const MAX_LOG = 1000;
   // Error codes that are races of barge-in, not failures (OpenAI Realtime clients tolerate them).
+  // On ?duplex=1 (vllm-omni's dialect) the same races carry vllm-omni's codes.
   const RACE_CODES = new Set(["response_cancel_not_active", "response_not_active",
-    "conversation_already_has_active_response", "item_truncate_invalid_item_id", "input_audio_buffer_commit_empty"]);
+    "conversation_already_has_active_response", "response_already_active", "item_truncate_invalid_item_id",
+    "item_not_found", "input_audio_buffer_commit_empty", "input_audio_buffer_empty"]);
 
   const $ = (id) => document.getElementById(id);
 

@@ -1,0 +1,262 @@
+package vllm
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/openai"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+// Name is the dialect's label in metrics and logs.
+const Name = "vllm_duplex"
+
+// aliases are vllm-omni's other names of client events (its normalize_duplex_input_event, and
+// the older spellings its fork still sends), by the name they stand for.
+var aliases = map[string]string{
+	"push_chunk":         "input_audio_buffer.append",
+	"input.audio.append": "input_audio_buffer.append",
+	"push_text":          "input.text.append",
+	"input_text.append":  "input.text.append",
+	"close":              "session.close",
+	"close_session":      "session.close",
+	"signal_turn":        "turn.signal",
+	"audio.playback_ack": "playback.ack",
+}
+
+// wavByDefault are the names whose audio is a WAV file unless format says otherwise.
+var wavByDefault = map[string]bool{"push_chunk": true, "input.audio.append": true}
+
+// Translator is the dialect for one session: Decode and Encode, and what input.commit needs
+// to know of the input since the last commit. Decode runs on the connection's reader, Encode
+// on the session's actor.
+type Translator struct {
+	mu    sync.Mutex
+	text  bool // input.text.append added user text since the last commit
+	audio bool // audio was appended since the last commit or clear
+}
+
+// New returns the dialect's translator for a new session.
+func New() *Translator { return &Translator{} }
+
+// Name implements the connection's dialect.
+func (*Translator) Name() string { return Name }
+
+// Decode turns one client frame into a session command (vllm-omni's names first, then
+// OpenAI's), or the error event's error with vllm-omni's code.
+func (t *Translator) Decode(data []byte) (session.Command, *protocol.Error) {
+	cmd, werr := t.decode(data)
+	if werr != nil {
+		werr.Code = Code(werr.Code)
+		return nil, werr
+	}
+	t.track(cmd)
+	return cmd, nil
+}
+
+func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
+	var raw map[string]json.RawMessage
+	var typ, eventID string
+	if !utf8.Valid(data) || json.Unmarshal(data, &raw) != nil || json.Unmarshal(raw["type"], &typ) != nil {
+		return openai.Decode(data) // not an event: OpenAI's decoder says why
+	}
+	_ = json.Unmarshal(raw["event_id"], &eventID)
+	name := typ
+	if canon, ok := aliases[typ]; ok {
+		name = canon
+	}
+	switch name {
+	case "input.text.append":
+		return textAppend(raw, session.Base{ID: eventID, Kind: typ})
+	case "input.commit", "input_audio_buffer.commit":
+		return t.commit(raw, name == "input.commit", session.Base{ID: eventID, Kind: typ})
+	case "input_audio_buffer.append":
+		return appendAudio(data, raw, typ, session.Base{ID: eventID, Kind: typ})
+	case "response.create":
+		if werr := refuseResponseOptions(raw, eventID); werr != nil {
+			return nil, werr
+		}
+	case "session.update":
+		if _, nested := raw["session"]; !nested {
+			return flatUpdate(raw, eventID, typ)
+		}
+	}
+	if name != typ {
+		raw["type"], _ = json.Marshal(name)
+		return reDecode(raw, typ)
+	}
+	return openai.Decode(data)
+}
+
+// flatUpdate is a flat session.update: the event's own keys are the session's, less its type
+// and id.
+func flatUpdate(raw map[string]json.RawMessage, eventID, typ string) (session.Command, *protocol.Error) {
+	flat := make(map[string]json.RawMessage, len(raw))
+	for k, v := range raw {
+		if k != "type" && k != "event_id" {
+			flat[k] = v
+		}
+	}
+	return reDecode(map[string]any{"type": "session.update", "event_id": eventID, "session": flat}, typ)
+}
+
+// refuseResponseOptions refuses the response.create options vllm-omni's chat lane takes that
+// omniserve's responses have no place for, naming each (OpenAI's decoder already refuses
+// temperature): speed other than 1. Dropping one would answer a request the client did not make.
+func refuseResponseOptions(raw map[string]json.RawMessage, eventID string) *protocol.Error {
+	var r map[string]json.RawMessage
+	if json.Unmarshal(raw["response"], &r) != nil {
+		return nil // absent, or not an object: OpenAI's decoder says so
+	}
+	if v, ok := r["speed"]; ok && string(v) != "null" {
+		var speed float64
+		if json.Unmarshal(v, &speed) != nil || speed != 1 {
+			return &protocol.Error{Code: "unsupported_response_option", Param: "response.speed", EventID: eventID,
+				Message: "response.speed is not supported by omniserve (its voice has one speed; see docs/REALTIME.md)"}
+		}
+	}
+	return nil
+}
+
+// reDecode decodes ev (an event rewritten in OpenAI's spelling) and gives the command the name
+// the client wrote, for its errors and logs.
+func reDecode(ev any, typ string) (session.Command, *protocol.Error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, &protocol.Error{Code: "invalid_json", Message: fmt.Sprintf("re-encoding %s: %v", typ, err)}
+	}
+	cmd, werr := openai.Decode(data)
+	if werr != nil {
+		return nil, werr
+	}
+	setKind(cmd, typ)
+	return cmd, nil
+}
+
+// setKind renames the commands the aliases produce to the client's own name.
+func setKind(cmd session.Command, typ string) {
+	switch c := cmd.(type) {
+	case *session.AppendAudio:
+		c.Kind = typ
+	case *session.CloseSession:
+		c.Kind = typ
+	case *session.PlaybackAck:
+		c.Kind = typ
+	}
+}
+
+// textAppend is input.text.append (and its aliases): the user's text, as a user message item
+// of the conversation; the next input.commit answers it.
+func textAppend(raw map[string]json.RawMessage, base session.Base) (session.Command, *protocol.Error) {
+	var text string
+	if v, ok := raw["text"]; !ok || json.Unmarshal(v, &text) != nil {
+		return nil, &protocol.Error{Code: "bad_event", Param: "text", EventID: base.ID, Message: base.Kind + " requires text (a string)"}
+	}
+	return &session.CreateItem{Base: base, Role: "user", Text: text}, nil
+}
+
+// commit is input_audio_buffer.commit and input.commit: response_create (or create_response)
+// as given; input.commit asks for a response unless it says otherwise. Text appended since the
+// last commit, with no audio, is answered by a response of its own (there is no audio to
+// commit).
+func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base session.Base) (session.Command, *protocol.Error) {
+	var create *bool
+	for _, k := range []string{"response_create", "create_response"} {
+		v, ok := raw[k]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			return nil, &protocol.Error{Code: "invalid_type", Param: k, EventID: base.ID, Message: fmt.Sprintf("'%s' must be a boolean", k)}
+		}
+		create = &b
+		break
+	}
+	if create == nil && input {
+		yes := true
+		create = &yes
+	}
+	t.mu.Lock()
+	textOnly := t.text && !t.audio
+	t.mu.Unlock()
+	if textOnly && create != nil && *create {
+		return &session.CreateResponse{Base: base}, nil
+	}
+	return &session.CommitInput{Base: base, ResponseCreate: create}, nil
+}
+
+// appendAudio is input_audio_buffer.append in vllm-omni's spellings: input_audio_format for
+// format, sample_rate for sample_rate_hz, pcm_s16le and s16le for pcm16, and a WAV file (the
+// format push_chunk and input.audio.append default to), whose samples are appended as PCM16 at
+// the file's rate. An append in OpenAI's spelling is decoded as it came (no copy of its audio).
+func appendAudio(data []byte, raw map[string]json.RawMessage, typ string, base session.Base) (session.Command, *protocol.Error) {
+	changed := typ != "input_audio_buffer.append"
+	rename := func(from, to string) {
+		if v, ok := raw[from]; ok {
+			if _, has := raw[to]; !has {
+				raw[to] = v
+			}
+			delete(raw, from)
+			changed = true
+		}
+	}
+	rename("input_audio_format", "format")
+	rename("sample_rate", "sample_rate_hz")
+	var format string
+	if v, ok := raw["format"]; ok {
+		_ = json.Unmarshal(v, &format) // an object is OpenAI's {type, rate}: its decoder reads it
+	} else if wavByDefault[typ] {
+		format = "wav"
+	}
+	switch format {
+	case "wav", "audio/wav":
+		return wavAppend(raw, base)
+	case "pcm_s16le", "s16le":
+		raw["format"], _ = json.Marshal("pcm16")
+		changed = true
+	}
+	if !changed {
+		return openai.Decode(data)
+	}
+	raw["type"], _ = json.Marshal("input_audio_buffer.append")
+	return reDecode(raw, typ)
+}
+
+// wavAppend decodes an append whose audio is a WAV file.
+func wavAppend(raw map[string]json.RawMessage, base session.Base) (session.Command, *protocol.Error) {
+	var b64 string
+	if v, ok := raw["audio"]; !ok || json.Unmarshal(v, &b64) != nil {
+		return nil, &protocol.Error{Code: "bad_event", Param: "audio", EventID: base.ID, Message: "missing required parameter 'audio' (a base64 WAV file)"}
+	}
+	file, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, &protocol.Error{Code: "bad_audio", Param: "audio", EventID: base.ID, Message: fmt.Sprintf("'audio' is not valid base64: %v", err)}
+	}
+	samples, rate, err := audio.DecodeWAV(file)
+	if err != nil {
+		return nil, &protocol.Error{Code: "bad_audio", Param: "audio", EventID: base.ID, Message: fmt.Sprintf("'audio' is not a WAV file omniserve reads: %v", err)}
+	}
+	return &session.AppendAudio{Base: base, Data: audio.Float32ToPCM16Bytes(nil, samples), Format: &session.AudioFormat{Type: "pcm16", Rate: rate}}, nil
+}
+
+// track notes what input.commit needs to know of the input since the last commit.
+func (t *Translator) track(cmd session.Command) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch c := cmd.(type) {
+	case *session.AppendAudio:
+		t.audio = true
+	case *session.CreateItem:
+		if c.Kind == "input.text.append" || aliases[c.Kind] == "input.text.append" {
+			t.text = true
+		}
+	case *session.CommitInput, *session.CreateResponse, *session.ClearInput, *session.CancelInput, *session.BargeIn:
+		t.text, t.audio = false, false
+	}
+}

@@ -1,0 +1,155 @@
+package vllm_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/protocol"
+	"github.com/omniserve/omniserve/internal/realtime/vllm"
+	"github.com/omniserve/omniserve/internal/session"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func frame(t *testing.T, ev map[string]any) []byte {
+	t.Helper()
+	b, err := json.Marshal(ev)
+	require.NoError(t, err)
+	return b
+}
+
+// Each of vllm-omni's spellings (docs/REALTIME.md "vllm-omni duplex dialect") decodes to the
+// command OpenAI's spelling of the same event would.
+func TestDecodeVLLMSpellings(t *testing.T) {
+	pcm := []byte{1, 0, 2, 0}
+	wav := audio.EncodeWAV([]float32{0, 0.5, -0.5, 0}, 16000)
+	samples, _, err := audio.DecodeWAV(wav)
+	require.NoError(t, err)
+	wavPCM := audio.Float32ToPCM16Bytes(nil, samples)
+	b64 := base64.StdEncoding.EncodeToString
+	tests := []struct {
+		name string
+		ev   map[string]any
+		want session.Command
+	}{
+		{"push_chunk, pcm16 with sample_rate", map[string]any{"type": "push_chunk", "audio": b64(pcm), "format": "pcm16", "sample_rate": 16000},
+			&session.AppendAudio{Base: session.Base{Kind: "push_chunk"}, Data: pcm, Format: &session.AudioFormat{Type: "pcm16", Rate: 16000}}},
+		{"input.audio.append is a WAV file by default", map[string]any{"type": "input.audio.append", "event_id": "e1", "audio": b64(wav)},
+			&session.AppendAudio{Base: session.Base{ID: "e1", Kind: "input.audio.append"}, Data: wavPCM, Format: &session.AudioFormat{Type: "pcm16", Rate: 16000}}},
+		{"append with input_audio_format pcm_s16le", map[string]any{"type": "input_audio_buffer.append", "audio": b64(pcm), "input_audio_format": "pcm_s16le", "sample_rate_hz": 16000},
+			&session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: pcm, Format: &session.AudioFormat{Type: "pcm16", Rate: 16000}}},
+		{"append, format wav", map[string]any{"type": "input_audio_buffer.append", "audio": b64(wav), "format": "wav"},
+			&session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: wavPCM, Format: &session.AudioFormat{Type: "pcm16", Rate: 16000}}},
+		{"input.commit asks for a response", map[string]any{"type": "input.commit", "final": true},
+			&session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
+		{"input.commit, response_create false", map[string]any{"type": "input.commit", "response_create": false},
+			&session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(false)}},
+		{"commit with create_response", map[string]any{"type": "input_audio_buffer.commit", "create_response": true},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true)}},
+		{"commit as OpenAI's", map[string]any{"type": "input_audio_buffer.commit"},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}}},
+		{"input.text.append", map[string]any{"type": "input.text.append", "text": "hello"},
+			&session.CreateItem{Base: session.Base{Kind: "input.text.append"}, Role: "user", Text: "hello"}},
+		{"push_text", map[string]any{"type": "push_text", "text": "hi"},
+			&session.CreateItem{Base: session.Base{Kind: "push_text"}, Role: "user", Text: "hi"}},
+		{"input_text.append", map[string]any{"type": "input_text.append", "text": "hi"},
+			&session.CreateItem{Base: session.Base{Kind: "input_text.append"}, Role: "user", Text: "hi"}},
+		{"flat session.update, its type ignored", map[string]any{"type": "session.update", "event_id": "u", "instructions": "Be brief."},
+			&session.UpdateSession{Base: session.Base{ID: "u", Kind: "session.update"}, Patch: session.ConfigPatch{Instructions: ptr("Be brief.")}}},
+		{"close_session", map[string]any{"type": "close_session"}, &session.CloseSession{Base: session.Base{Kind: "close_session"}}},
+		{"close", map[string]any{"type": "close"}, &session.CloseSession{Base: session.Base{Kind: "close"}}},
+		{"audio.playback_ack", map[string]any{"type": "audio.playback_ack", "played_ms": 400, "response_id": "r"},
+			&session.PlaybackAck{Base: session.Base{Kind: "audio.playback_ack"}, PlayedMs: 400, ResponseID: "r"}},
+		{"signal_turn barge_in", map[string]any{"type": "signal_turn", "event": "barge_in"}, &session.BargeIn{Base: session.Base{Kind: "turn.signal"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, werr := vllm.New().Decode(frame(t, tc.ev))
+			require.Nil(t, werr)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// input.commit answers what came since the last commit: text alone is answered by a response of
+// its own (there is no audio to commit), audio (with or without text) is committed with a
+// response.
+func TestInputCommitAnswersTheInput(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString([]byte{0, 0})
+	text := map[string]any{"type": "input.text.append", "text": "hi"}
+	appendEv := map[string]any{"type": "input_audio_buffer.append", "audio": b64}
+	commit := map[string]any{"type": "input.commit"}
+	tests := []struct {
+		name   string
+		before []map[string]any
+		want   session.Command
+	}{
+		{"text", []map[string]any{text}, &session.CreateResponse{Base: session.Base{Kind: "input.commit"}}},
+		{"text and audio", []map[string]any{text, appendEv}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
+		{"text committed already", []map[string]any{text, commit}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
+		{"text, then a clear", []map[string]any{text, {"type": "input_audio_buffer.clear"}}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := vllm.New()
+			for _, ev := range tc.before {
+				_, werr := tr.Decode(frame(t, ev))
+				require.Nil(t, werr)
+			}
+			got, werr := tr.Decode(frame(t, commit))
+			require.Nil(t, werr)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// Refusals carry vllm-omni's codes, from the decoder and from the session alike.
+func TestVLLMErrorCodes(t *testing.T) {
+	tests := []struct {
+		name  string
+		ev    map[string]any
+		code  string
+		param string
+	}{
+		{"text append without text", map[string]any{"type": "push_text"}, "bad_event", "text"},
+		{"commit flag not a boolean", map[string]any{"type": "input.commit", "response_create": "yes"}, "invalid_type", "response_create"},
+		{"WAV that is not one", map[string]any{"type": "push_chunk", "audio": base64.StdEncoding.EncodeToString([]byte("RIFFnope"))}, "bad_audio", "audio"},
+		{"unknown event", map[string]any{"type": "no.such.event"}, "unknown_event", "type"},
+		{"response speed", map[string]any{"type": "response.create", "response": map[string]any{"speed": 1.5}}, "unsupported_response_option", "response.speed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, werr := vllm.New().Decode(frame(t, tc.ev))
+			require.Nil(t, cmd)
+			require.NotNil(t, werr)
+			require.Equal(t, tc.code, werr.Code)
+			require.Equal(t, tc.param, werr.Param)
+		})
+	}
+	// temperature is refused by the session, which names it (the command carries it as such).
+	cmd, werr := vllm.New().Decode(frame(t, map[string]any{"type": "response.create", "response": map[string]any{"temperature": 0.7}}))
+	require.Nil(t, werr)
+	require.Equal(t, "temperature", cmd.(*session.CreateResponse).Unsupported)
+	for openAI, want := range map[string]string{
+		"input_audio_buffer_commit_empty":          "input_audio_buffer_empty",
+		"item_retrieve_invalid_item_id":            "item_not_found",
+		"item_delete_invalid_item_id":              "item_not_found",
+		"item_truncate_invalid_item_id":            "item_not_found",
+		"response_cancel_not_active":               "response_not_active",
+		"conversation_already_has_active_response": "response_already_active",
+		"session_not_found":                        "session_resume_expired",
+		"missing_required_parameter":               "bad_event",
+		"invalid_value":                            "invalid_value",
+	} {
+		ev, ok := vllm.New().Encode(session.Error{Type: "invalid_request_error", Code: openAI, Message: "m", EventID: "e"})
+		require.True(t, ok)
+		er, ok := ev.(protocol.ErrorEvent)
+		require.True(t, ok)
+		require.Equal(t, want, er.Error.Code, openAI)
+		require.Equal(t, "e", *er.Error.EventID)
+	}
+}
