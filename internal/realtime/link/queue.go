@@ -106,12 +106,15 @@ func (q *Queue) Send(ev Event) error {
 	if ev.Model && ev.Epoch < q.minEpoch {
 		return nil // stale: its epoch already ended
 	}
-	limit := q.max
+	limit, limitBytes := q.max, q.maxBytes
 	if !ev.Model {
-		limit += reserve
+		// The reserve in bytes: the events that end a response, and the echo of a client's own
+		// item (conversation.item.added and .done both carry a 10 MB function_call_output),
+		// fit past what model output may fill. A client that reads is not too slow for them.
+		limit, limitBytes = limit+reserve, 2*q.maxBytes
 	}
 	n := eventBytes(ev)
-	if len(q.items) >= limit || (len(q.items) > 0 && q.bytes+n > q.maxBytes) {
+	if len(q.items) >= limit || (len(q.items) > 0 && q.bytes+n > limitBytes) {
 		q.failLocked(ErrSlowClient)
 		q.wake()
 		if q.keep {

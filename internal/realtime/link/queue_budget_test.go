@@ -10,7 +10,8 @@ import (
 )
 
 // TestOutQueueByteBudget: the outbound queue refuses (client too slow) once its events exceed
-// the byte budget, whatever their count; what the writer took no longer counts.
+// the byte budget (twice it for events that are not model output), whatever their count; what
+// the writer took no longer counts.
 func TestOutQueueByteBudget(t *testing.T) {
 	q := NewQueue(512, 64<<10, false)
 	big := Event{Type: "conversation.item.retrieved", Payload: protocol.ConversationItemRetrieved{
@@ -22,10 +23,10 @@ func TestOutQueueByteBudget(t *testing.T) {
 		_, ok, _ := q.pop()
 		require.True(t, ok, "taken: the bytes are the writer's now")
 	}
-	for range 3 {
+	for range 6 {
 		require.NoError(t, q.Send(big))
 	}
-	require.ErrorIs(t, q.Send(big), ErrSlowClient, "a fourth 20 KiB event passes 64 KiB")
+	require.ErrorIs(t, q.Send(big), ErrSlowClient, "a seventh 20 KiB event passes twice 64 KiB")
 	one := NewQueue(512, 1<<10, false)
 	require.NoError(t, one.Send(big), "an event larger than the budget passes alone")
 }

@@ -73,6 +73,24 @@ func TestOutQueueSlowClient(t *testing.T) {
 	require.ErrorIs(t, q.Send(Event{Type: "delta", Model: true}), ErrSlowClient)
 }
 
+// TestOutQueueBytes: model output fails past the byte bound; the events a client's own item
+// echoes (and those that end a response) fit up to twice the bound, then the queue fails too.
+func TestOutQueueBytes(t *testing.T) {
+	const bound = 1 << 20
+	big := func(typ string, model bool) Event {
+		return Event{Type: typ, Model: model, Fields: map[string]any{"output": string(make([]byte, 800<<10))}}
+	}
+	q := NewQueue(16, bound, false)
+	require.NoError(t, q.Send(big("conversation.item.added", false)))
+	require.NoError(t, q.Send(big("conversation.item.done", false)), "the echo of one item fits past the bound")
+	require.NoError(t, q.Err())
+	require.ErrorIs(t, q.Send(big("conversation.item.added", false)), ErrSlowClient, "a third is past twice the bound")
+
+	q = NewQueue(16, bound, false)
+	require.NoError(t, q.Send(big("response.output_audio.delta", true)))
+	require.ErrorIs(t, q.Send(big("response.output_audio.delta", true)), ErrSlowClient, "model output stops at the bound")
+}
+
 // TestQueueHeadAge: the age of the oldest undelivered event is what the stall watch reads; it
 // follows pops and the epoch fence, and a drained queue has none.
 func TestQueueHeadAge(t *testing.T) {
