@@ -245,6 +245,7 @@ func exportedFamilies(t *testing.T) map[string]dto.MetricType {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	metrics.NewCollectors(reg, "m").InitStages(2)
+	metrics.RegisterAdmission(reg, "m", func() int { return 0 }, 32)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	out := make(map[string]dto.MetricType, len(mfs))

@@ -194,6 +194,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,
 	}, backend, s.log)
 	s.onClose("realtime sessions", mgr.Shutdown)
+	metrics.RegisterAdmission(s.reg, s.names.ID(), mgr.Active, s.effectiveMaxSessions())
 	hcfg := realtime.HandlerConfig{
 		APIKey:           s.cfg.Server.APIKey,
 		BaseContext:      context.WithoutCancel(ctx),
