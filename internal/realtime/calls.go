@@ -45,7 +45,8 @@ type CallsConfig struct {
 	// PublicIPs, when set, are the addresses announced in the answer instead of the host's own
 	// (NAT 1:1: a container or a cloud VM behind a static NAT).
 	PublicIPs []string
-	// ConnectTimeout ends a call whose peer has not connected by then. Default 30 s.
+	// ConnectTimeout ends a call whose peer has not connected by then, freeing its admission
+	// slot (an ek_ key's offers never connected must not hold every slot). Default 10 s.
 	ConnectTimeout time.Duration
 	// ICETCP also offers ICE-TCP candidates (passive, RFC 6544) on TCPPort, for browsers on
 	// networks that block UDP; 0 picks a free port. Media over TCP suffers head-of-line
@@ -103,7 +104,7 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 		log = zap.NewNop()
 	}
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = 30 * time.Second
+		cfg.ConnectTimeout = 10 * time.Second
 	}
 	udpOpts := []ice.UDPMuxFromPortOption{ice.UDPMuxFromPortWithLoopback(), ice.UDPMuxFromPortWithNetworks(ice.NetworkTypeUDP4)}
 	keep := interfaceFilter(cfg.Interfaces)
@@ -121,6 +122,10 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 		}
 	}
 	c.se.SetICEUDPMux(mux)
+	// A connected peer that stops answering ICE's keepalives (consent freshness: killed, or its
+	// network gone) is disconnected after 5 s and failed 5 s later, which ends the call and frees
+	// its slot (pion's defaults are 5 s + 25 s: 7161a1b held such a slot 31–33 s).
+	c.se.SetICETimeouts(5*time.Second, 5*time.Second, 2*time.Second)
 	c.se.SetIncludeLoopbackCandidate(true)
 	networks := []webrtc.NetworkType{webrtc.NetworkTypeUDP4}
 	if keep != nil {

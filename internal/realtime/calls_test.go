@@ -324,6 +324,31 @@ func TestCallsPublicIPs(t *testing.T) {
 	}
 }
 
+// TestCallNeverConnectedFreesSlot: an offer answered but never connected (the peer never
+// applies the answer) holds its admission slot only until the default connect timeout, 10 s.
+func TestCallNeverConnectedFreesSlot(t *testing.T) {
+	t.Parallel()
+	m := session.NewManager(session.ManagerConfig{ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
+	calls, err := realtime.NewCalls(realtime.CallsConfig{}, realtime.HandlerConfig{APIKey: "sk"}, m, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(calls)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, calls.Close(ctx))
+		require.NoError(t, m.Shutdown(ctx))
+		srv.Close()
+	})
+	start := time.Now()
+	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", audioOffer(t))
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+	require.Equal(t, 1, m.Active(), "the call holds a slot")
+	require.Eventually(t, func() bool { return m.Active() == 0 }, 15*time.Second, 50*time.Millisecond, "the slot is freed")
+	took := time.Since(start)
+	t.Logf("slot freed %s after the offer", took.Round(time.Millisecond))
+	require.Greater(t, took, 9*time.Second, "not before the connect timeout")
+}
+
 // TestCallCommitTakesAllAudio: the microphone's audio reaches the session in 100 ms pieces; a
 // commit from the data channel (push-to-talk's release) takes every sample received before it,
 // the unfinished piece included, not only the whole pieces.
