@@ -123,9 +123,9 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	}
 	c.se.SetICEUDPMux(mux)
 	// A connected peer that stops answering ICE's keepalives (consent freshness: killed, or its
-	// network gone) is disconnected after 5 s and failed 5 s later, which ends the call and frees
+	// network gone) is disconnected after 5 s and failed 10 s later, which ends the call and frees
 	// its slot (pion's defaults are 5 s + 25 s: 7161a1b held such a slot 31–33 s).
-	c.se.SetICETimeouts(5*time.Second, 5*time.Second, 2*time.Second)
+	c.se.SetICETimeouts(5*time.Second, 10*time.Second, 2*time.Second)
 	c.se.SetIncludeLoopbackCandidate(true)
 	networks := []webrtc.NetworkType{webrtc.NetworkTypeUDP4}
 	if keep != nil {
