@@ -293,13 +293,12 @@ func TestCallBargeIn(t *testing.T) {
 	require.Eventually(t, func() bool { return s.calls.Active() == 0 && s.m.Active() == 0 }, 30*time.Second, 20*time.Millisecond)
 }
 
-// TestCallsPublicIPs: behind a static NAT the answer's host candidates carry the configured
-// public address, not the host's own.
-func TestCallsPublicIPs(t *testing.T) {
-	t.Parallel()
+// newBareCalls serves the calls endpoint alone with cfg (the API key "sk") on its own session
+// manager, both closed when the test ends.
+func newBareCalls(t *testing.T, cfg realtime.CallsConfig) (*session.Manager, *httptest.Server) {
+	t.Helper()
 	m := session.NewManager(session.ManagerConfig{ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
-	calls, err := realtime.NewCalls(realtime.CallsConfig{PublicIPs: []string{"203.0.113.7"}, ConnectTimeout: 5 * time.Second},
-		realtime.HandlerConfig{APIKey: "sk"}, m, nil)
+	calls, err := realtime.NewCalls(cfg, realtime.HandlerConfig{APIKey: "sk"}, m, nil)
 	require.NoError(t, err)
 	srv := httptest.NewServer(calls)
 	t.Cleanup(func() {
@@ -309,7 +308,14 @@ func TestCallsPublicIPs(t *testing.T) {
 		require.NoError(t, m.Shutdown(ctx))
 		srv.Close()
 	})
+	return m, srv
+}
 
+// TestCallsPublicIPs: behind a static NAT the answer's host candidates carry the configured
+// public address, not the host's own.
+func TestCallsPublicIPs(t *testing.T) {
+	t.Parallel()
+	_, srv := newBareCalls(t, realtime.CallsConfig{PublicIPs: []string{"203.0.113.7"}, ConnectTimeout: 5 * time.Second})
 	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", audioOffer(t))
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
 	var cands []string
@@ -328,17 +334,7 @@ func TestCallsPublicIPs(t *testing.T) {
 // applies the answer) holds its admission slot only until the default connect timeout, 10 s.
 func TestCallNeverConnectedFreesSlot(t *testing.T) {
 	t.Parallel()
-	m := session.NewManager(session.ManagerConfig{ModelName: "dummy"}, getFixture(t).backend, zap.NewNop())
-	calls, err := realtime.NewCalls(realtime.CallsConfig{}, realtime.HandlerConfig{APIKey: "sk"}, m, nil)
-	require.NoError(t, err)
-	srv := httptest.NewServer(calls)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, calls.Close(ctx))
-		require.NoError(t, m.Shutdown(ctx))
-		srv.Close()
-	})
+	m, srv := newBareCalls(t, realtime.CallsConfig{})
 	start := time.Now()
 	resp, body := post(t, srv.URL+"/v1/realtime/calls", "application/sdp", audioOffer(t))
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
