@@ -95,7 +95,9 @@ func (c *ackClient) until(t *testing.T, typ string, timeout time.Duration) map[s
 	for {
 		select {
 		case ev, ok := <-c.events:
-			require.True(t, ok, "the connection ended while waiting for %s: %v", typ, c.readErr)
+			if !ok { // closed after readErr was set: reading it now is no race
+				t.Fatalf("the connection ended while waiting for %s: %v", typ, c.readErr)
+			}
 			if ev["type"] == typ {
 				return ev
 			}
