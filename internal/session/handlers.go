@@ -49,10 +49,10 @@ func (s *Session) handleAudioCommand(c Command) bool {
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
 		// (cancel). The reference changed the wire reason too, which clients do not expect.
-		s.cancelActive("cancel", "barge_in", true)
+		s.run(cancelActive{source: "cancel", wire: "barge_in", notify: true})
 	case *ClearOutputAudio:
 		r := s.responses.resp
-		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
+		s.run(cancelActive{source: "output_audio_buffer_clear", wire: "output_audio_buffer_clear", notify: true})
 		if r == nil || !r.clearedAudio {
 			rid := ""
 			if r != nil {
@@ -63,7 +63,7 @@ func (s *Session) handleAudioCommand(c Command) bool {
 	case *BargeIn:
 		s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 			SessionID: s.id, Epoch: s.epoch, Policy: s.settings.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
-		s.cancelActive("barge_in", "barge_in", true)
+		s.run(cancelActive{source: "barge_in", wire: "barge_in", notify: true})
 	case *PlaybackAck:
 		s.send(s.responses.playbackAck(c, &s.conv, s.epoch)...)
 	default:
@@ -83,7 +83,7 @@ func (s *Session) handleConversationCommand(c Command) bool {
 			s.send(*ev)
 			return true // handled: the client was told why not
 		}
-		s.cancelActive("client_cancelled", "client_cancelled", true)
+		s.run(cancelActive{source: "client_cancelled", wire: "client_cancelled", notify: true})
 	case *CreateItem:
 		s.handleCreateItem(c)
 	case *DeleteItem:
@@ -196,7 +196,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}
 	if handled, f := s.tools.createItem(c, &s.responses, s.epoch); handled {
 		if f != nil {
-			s.startFollowUp(*f)
+			s.run(startFollowUp{f: *f})
 		}
 		return
 	}

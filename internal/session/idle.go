@@ -103,5 +103,5 @@ func (s *Session) idleTimeoutTriggered() {
 	}
 	// A response over the conversation as it is, without new input.
 	o := s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens)
-	s.startModelReply(s.beginResponse(-1, o), o)
+	s.run(replyJob(s.beginResponse(-1, o), o, s.link.engine))
 }

@@ -107,7 +107,7 @@ func (s *Session) handleAppend(c *AppendAudio) {
 		return
 	}
 	if s.responses.resp == nil {
-		s.turnState = turnUserSpeaking
+		s.responses.turnState = turnUserSpeaking
 	}
 	if first {
 		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
@@ -151,7 +151,8 @@ func (s *Session) bargeIn(vr vadResult) {
 	s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 		SessionID: s.id, Epoch: s.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}})
 	onset := s.inputAudio.onsetAt
-	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
+	s.run(cancelActive{source: "turn_detected", wire: "turn_detected", notify: true}) // cancel implies an active response
+	if onset > 0 {
 		if m := turnStats(s.link.engine); m != nil {
 			lat := s.m.cfg.WallClock() - onset
 			m.ObserveBargeIn(lat)
@@ -373,6 +374,14 @@ func (in *inputAudio) clearBuffer() {
 // echoMaxDelayMs bounds the delay between sending audio and hearing it back in the input that
 // the echo canceller searches: the client's playback buffer plus the room.
 const echoMaxDelayMs = 400
+
+// reference gives the echo canceller ref, a frame of the assistant's audio at 16 kHz (nil
+// while no VAD listens: nothing to cancel).
+func (in *inputAudio) reference(ref []float32) {
+	if ref != nil {
+		in.echoCanceller().Reference(ref)
+	}
+}
 
 // echoCanceller returns the session's canceller, made on the first audio sent while a VAD
 // listens (pure Go, no C memory).

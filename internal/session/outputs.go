@@ -30,7 +30,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 		r := s.responses.resp
 		r.play.frames = nil
 		r.finished = true
-		s.completeResponse(r)
+		s.run(completed(r, false)...)
 	}
 	switch p.route {
 	case routeAppendFailed:
@@ -112,7 +112,7 @@ func (s *Session) handleResult(res jobResult) {
 		s.tx.jobFailed(res.itemID, res.errCode, res.err, s.link.opts.TranscriptDeltas)
 		msg := jobErrorMessage(res, s.link.obs, s.epoch)
 		if active {
-			s.failResponse(r, res.errCode, msg, res.err)
+			s.run(failActive{r: r, code: res.errCode, msg: msg, err: res.err})
 		} else {
 			s.send(engineErrorEvent(s.epoch, res.errCode, msg, "", res.err))
 		}

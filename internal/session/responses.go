@@ -19,10 +19,12 @@ type responses struct {
 	lastClosed int       // highest engine turn whose output is over (done or cancelled); -1 = none
 	pendingIn  int       // committed user inputs not yet answered
 	lastUsage  usage     // the previous response's usage (its context is cached)
+	turnState  string    // the conversation's turn state (turnIdle...), told in the session object
+	turnID     int       // the last response's turn number (the omniserve extension's turn_id)
 }
 
 func newResponses(sessionID string, defaultMaxTokens int) responses {
-	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1}
+	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1, turnState: turnIdle}
 }
 
 // over reports whether the engine turn's output is over (done or cancelled): its late outputs

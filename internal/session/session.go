@@ -97,11 +97,9 @@ type Session struct {
 	outputQueue outputQueue // the engine's outputs on their way to the actor (jobs.go)
 
 	// State below is owned by the Run goroutine.
-	link      engineLink // the engine stream, its context and the settings it was opened with (engine_link.go)
-	state     string
-	turnState string
-	epoch     int
-	turnID    int
+	link  engineLink // the engine stream, its context and the settings it was opened with (engine_link.go)
+	state string
+	epoch int
 	// input is the id of the turn the user's input is building: every input and response
 	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
 	// abandons it. Ids are never reused.
@@ -145,7 +143,6 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		outputQueue: newOutputQueue(),
 		done:        make(chan struct{}),
 		state:       "open",
-		turnState:   turnIdle,
 		responses:   newResponses(id, m.cfg.DefaultMaxOutputTokens),
 		expiresAt:   m.cfg.Now().Add(maxSessionLength),
 		settings:    newSettings(opts, m.cfg),
@@ -171,7 +168,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 			if start, pace := r.mcp.afterCall(r == s.responses.resp); start != nil {
 				start()
 			} else if pace {
-				s.pace()
+				s.run(paceOutput{})
 			}
 		}, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
 	if opts.Initial != nil {
@@ -282,7 +279,11 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	if first != nil {
 		s.handleUpdate(first)
 	}
-	reason = s.guardedLoop(ctx)
+	// The connection's end (ctx) reaches the actor as a Stop, so that the loop's one select
+	// waits on the session's own channels only.
+	stopOnDisconnect := context.AfterFunc(ctx, func() { s.Stop(ReasonDisconnect) })
+	reason = s.guardedLoop()
+	stopOnDisconnect()
 	s.shutdown(reason, func() {
 		// No engine job may run after the engine is closed.
 		cancelJobs()
@@ -296,7 +297,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 // applies it; a handler may set closeReason, which ends the loop after that message. A panic in
 // the actor ends this session, not the process: the session's state may be half-updated, so it
 // is closed rather than continued.
-func (s *Session) guardedLoop(ctx context.Context) (reason string) {
+func (s *Session) guardedLoop() (reason string) {
 	defer func() {
 		if p := recover(); p != nil {
 			recovered(s.log, s.m.cfg.Metrics, "session", p)
@@ -305,7 +306,7 @@ func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 		}
 	}()
 	for s.closeReason == "" {
-		if reason, end := s.next(ctx); end {
+		if reason, end := s.next(); end {
 			return reason
 		}
 	}
@@ -322,9 +323,9 @@ func recovered(log *zap.Logger, m ManagerMetrics, component string, p any) {
 }
 
 // next waits for one message on any of the actor's channels and applies it; end reports the
-// channels that end the session (idle timeout, Stop, resume grace expired, disconnect) with
-// their reason. All channels wait in one select, so none is preferred over another.
-func (s *Session) next(ctx context.Context) (reason string, end bool) {
+// channels that end the session (idle timeout, Stop and with it the disconnect, resume grace
+// expired) with their reason. All channels wait in one select, so none is preferred over another.
+func (s *Session) next() (reason string, end bool) {
 	select {
 	case c := <-s.inbox:
 		s.receive(c)
@@ -339,7 +340,7 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	case <-s.sem.timerC():
 		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
 	case <-s.timers.pace.C:
-		s.pace()
+		s.run(paceOutput{})
 	case <-s.idle.timer.C:
 		s.idleTimeoutTriggered()
 	case <-s.timers.idle.C:
@@ -357,8 +358,6 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	case <-s.attachment.graceTimer.C:
 		s.log.Info("resume grace expired; closing the session")
 		return ReasonResumeExpired, true
-	case <-ctx.Done():
-		return ReasonDisconnect, true
 	}
 	return "", false
 }
@@ -400,7 +399,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	s.state = "closing"
 	cancelSource := cancelSourceFor(reason)
 	quiet := unannounced(reason) || s.attachment.detached
-	s.cancelActive(cancelSource, reason, !quiet)
+	s.run(cancelActive{source: cancelSource, wire: reason, notify: !quiet})
 	if drainsJobsAtClose(reason) {
 		s.jobQueue.drain(s.link.ctx, closeDrainTimeout, s.handleResult, s.log)
 	}

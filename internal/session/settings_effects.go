@@ -168,7 +168,7 @@ func mcpServerViews(tools []MCPTool) []MCPServerView {
 // a client secret's preview).
 func (s *Session) sessionView() SessionView {
 	v := s.settings.view(s.m.cfg.DefaultMaxOutputTokens)
-	v.ID, v.ExpiresAt, v.State, v.TurnState, v.Epoch, v.Turn = s.id, s.expiresAt, s.state, s.turnState, s.epoch, s.turnID
+	v.ID, v.ExpiresAt, v.State, v.TurnState, v.Epoch, v.Turn = s.id, s.expiresAt, s.state, s.responses.turnState, s.epoch, s.responses.turnID
 	v.Capabilities = SessionCapabilities{BargeIn: true, AudioTruncate: true, Resume: s.Resumable(), FullDuplex: s.settings.opts.Duplex,
 		ChunkPeriodMs: frameMs, TargetBargeInLatencyMs: targetBargeInLatencyMs, BargeInMinSpeechMs: overlapMinSpeechMs,
 		BargeInPitchedSpeechMs: overlapEarlySpeechMs, MaxOutputLead: s.m.cfg.MaxOutputLead}
