@@ -38,14 +38,14 @@ func (s *Session) receive(c Command) {
 func (s *Session) handleAudioCommand(c Command) bool {
 	switch c := c.(type) {
 	case *AppendAudio:
-		s.handleAppend(c)
+		s.run(appendAudio{c: c})
 	case *CommitInput:
 		s.handleCommit(c.ID, c.ResponseCreate)
 	case *ClearInput:
-		s.clearInput(c.ID)
+		s.run(clearInput{eventID: c.ID})
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 	case *CancelInput:
-		s.clearInput(c.ID)
+		s.run(clearInput{eventID: c.ID})
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
 		// (cancel). The reference changed the wire reason too, which clients do not expect.
@@ -223,7 +223,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		it.Audio = true
 		// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
 		// (its commit feeds the whole buffer again).
-		s.unforwardInput(c.ID)
+		s.run(unforward{eventID: c.ID})
 	}
 	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
@@ -235,7 +235,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.conv.insert(it, c.PreviousItemID)
 	s.send(s.conv.added(it, s.epoch, false))
 	s.send(s.conv.done(it, s.epoch, false))
-	s.trimHistory()
+	s.run(trimHistory{})
 	if role == "user" {
 		s.responses.pendingIn++
 		s.link.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())

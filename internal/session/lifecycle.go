@@ -163,6 +163,20 @@ func (rs *responses) cancel(c cancelActive, now time.Time, eng Engine, turn int)
 	return acts, true
 }
 
+// followUpAfter is what follows a completed response r: a follow-up, when it was asked for and
+// MCP results of r joined the conversation (the input's "no input": nothing).
+func followUpAfter(in settled) action {
+	if in.followUp && in.r.mcp.followUp {
+		return startFollowUp{f: followUp{depth: in.r.mcp.depth + 1}}
+	}
+	return noAction{}
+}
+
+// noAction is the action that does nothing.
+type noAction struct{}
+
+func (noAction) isAction() {}
+
 // followUpPlan starts the follow-up f after MCP results joined the conversation, while a
 // response is active or not and the session is closing or not. With a response already active
 // (the user spoke meanwhile) none starts: the results stay in the conversation for it. An
@@ -253,11 +267,8 @@ func (s *Session) decide(in input) []action {
 		s.epoch++
 		return []action{signal{name: in.signal}}
 	case settled:
-		s.trimHistory()
 		s.idle.armAfter(s.settings.cfg.TurnDetection, in.r, s.m.cfg.Now(), s.inputAudio.inputMs, s.attachment.detached)
-		if in.followUp && in.r.mcp.followUp {
-			return []action{startFollowUp{f: followUp{depth: in.r.mcp.depth + 1}}}
-		}
+		return []action{trimHistory{}, followUpAfter(in)}
 	case startFollowUp:
 		return followUpPlan(in.f, s.responses.resp != nil, s.closeReason != "")
 	case beginFollowUp:
@@ -282,5 +293,5 @@ func (s *Session) decide(in input) []action {
 	case paceOutput:
 		return s.responses.pace(s.m.cfg.Now(), float64(s.m.cfg.MaxOutputLead)/float64(time.Millisecond), s.attachment.detached)
 	}
-	return nil
+	return s.decideInput(in)
 }

@@ -49,7 +49,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 			s.tx.committed(it.ID)
 			s.send(evs...)
 			s.tx.completed(it.ID, duplex.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
-			s.trimHistory()
+			s.run(trimHistory{})
 		}
 	case routeListen:
 		s.send(Event{Epoch: s.epoch, Effect: TurnDecision{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn}})
@@ -98,7 +98,7 @@ func (s *Session) handleResult(res jobResult) {
 	s.jobQueue.taken()
 	if res.itemID != "" && res.err == nil {
 		s.tx.completed(res.itemID, res.transcript)
-		s.trimHistory()
+		s.run(trimHistory{})
 	}
 	r := s.responses.resp
 	active := r != nil && res.responseID != "" && r.id == res.responseID

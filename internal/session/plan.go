@@ -119,6 +119,10 @@ func (s *Session) run(acts ...action) {
 			s.tools.emitCallItem(a.r, a.call, a.args)
 		case engineCall:
 			s.run(s.link.call(a, requestclient.Fence{SessionID: s.id, Epoch: s.epoch})...)
+		case timerCall:
+			a.apply(&s.sem, &s.idle)
+		case openAhead:
+			s.openAhead()
 		case input:
 			s.run(s.decide(a)...)
 		}

@@ -38,6 +38,14 @@ func (rs *responses) closeTurn(turn int) {
 	}
 }
 
+// activeItemID is the active response's item id ("": no response is active).
+func (rs *responses) activeItemID() string {
+	if rs.resp == nil {
+		return ""
+	}
+	return rs.resp.itemID
+}
+
 // end clears the active response and returns it (nil when none): its engine turn is over and,
 // unless it was out of band, it answered one pending input.
 func (rs *responses) end() *response {

@@ -336,9 +336,9 @@ func (s *Session) next() (reason string, end bool) {
 	case r := <-s.tools.mcp.results:
 		s.tools.handleResult(r, s.epoch, s.settings.cfg)
 	case a := <-s.sem.results:
-		s.commitTurnIf(s.sem.answered(s.link.ctx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
+		s.run(turnEnd{stopped: s.sem.answered(s.link.ctx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input})})
 	case <-s.sem.timerC():
-		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
+		s.run(turnEnd{stopped: s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input})})
 	case <-s.timers.pace.C:
 		s.run(paceOutput{})
 	case <-s.idle.timer.C:
@@ -360,16 +360,6 @@ func (s *Session) next() (reason string, end bool) {
 		return ReasonResumeExpired, true
 	}
 	return "", false
-}
-
-// commitTurnIf commits the buffer at the end of a turn the VAD decided (server_vad's end of
-// speech, semantic_vad's end-of-turn estimate or pause timer), answering it with
-// create_response (unless a response still runs: interrupt_response false).
-func (s *Session) commitTurnIf(ended bool) {
-	if ended {
-		respond := vadResponds(s.settings.cfg, s.settings.opts, s.responses.resp != nil)
-		s.handleCommit("", &respond)
-	}
 }
 
 // vadResponds reports whether a turn the VAD ended is answered: turn_detection's
