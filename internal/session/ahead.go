@@ -56,28 +56,24 @@ func sameStreamSettings(a, b duplex.Options) bool {
 	return !a.AutoResponse || a.Turn == b.Turn
 }
 
-// openAhead opens the engine stream at the first append of a manual turn, so that the ASR
-// decodes while the user speaks. It never reports an error: a stream that cannot open now
-// (capacity, no backend) is opened, and its failure reported, by the commit as before.
-func (s *Session) openAhead() {
-	if s.link.engine != nil || s.m.backend == nil {
-		return
+// ahead opens the engine stream (with opts, under fence, its outputs to deliver) at the first
+// append of a manual turn, so that the ASR decodes while the user speaks; it reports whether it
+// opened one. It never reports an error: a stream that cannot open now (capacity, no backend
+// b) is opened, and its failure reported, by the commit as before. Without discard the stream
+// cannot forget a cleared buffer, so nothing is forwarded to it ahead of a commit
+// (engineLink.forward): it is kept, it is the one the commit would open, but not fresh.
+func (l *engineLink) ahead(b Backend, fence requestclient.Fence, opts duplex.Options, deliver func(duplex.Output)) bool {
+	if l.engine != nil || b == nil {
+		return false
 	}
-	opts := openOptions(&s.settings, s.m.cfg.MaxHistoryBytes)
-	eng, err := s.m.backend.Open(s.link.ctx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
+	eng, err := b.Open(l.ctx, fence, opts, deliver)
 	if err != nil {
-		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
-		return
+		l.obs.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
+		return false
 	}
-	if _, ok := eng.(AudioDiscarder); !ok {
-		// Without discard the stream cannot forget a cleared buffer, so nothing is forwarded
-		// to it ahead of a commit (engineLink.forward): keep it, it is the one the commit would open.
-		s.link.opened(eng, opts, false)
-		s.tools.sync(s.settings.cfg)
-		return
-	}
-	s.link.opened(eng, opts, true)
-	s.tools.sync(s.settings.cfg)
+	_, discards := eng.(AudioDiscarder)
+	l.opened(eng, opts, discards)
+	return true
 }
 
 // reopenFresh applies a session.update to a stream opened ahead of the first commit: if the
@@ -107,7 +103,7 @@ func (s *Session) reopenFresh() bool {
 	if len(s.inputAudio.inputBuf) == 0 {
 		return true // the next append opens the new stream
 	}
-	s.openAhead()
+	s.run(openAhead{})
 	s.link.forward(&s.inputAudio, s.input, s.responses.resp != nil || s.jobQueue.jobsOut > 0, s.m.cfg.WallClock, s.log)
 	return true
 }

@@ -167,7 +167,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}})
 	}
 	s.tools.sync(s.settings.cfg)
-	s.send(Event{Epoch: s.epoch, Effect: sessionUpdated(s.sessionView(), &s.settings, c.Transcription)})
+	s.send(Event{Epoch: s.epoch, Effect: sessionUpdated(sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), &s.settings, c.Transcription)})
 	s.tools.syncMCP(s.settings.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 

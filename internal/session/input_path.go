@@ -43,9 +43,14 @@ type (
 		pcm     []float32
 		stopped bool
 	}
-	// turnEnd commits the turn when the VAD ended it (stopped), or, with askPause, when
-	// semantic_vad's pause ends it now (semState.end).
-	turnEnd struct{ stopped, askPause bool }
+	// turnEnd commits the turn when the VAD ended it (stopped: server_vad's end of speech,
+	// semantic_vad's end-of-turn estimate or pause timer), answering it with create_response
+	// (unless a response still runs: interrupt_response false).
+	turnEnd struct{ stopped bool }
+	// pauseEnd ends the turn if semantic_vad's pause ends it now (semState.end).
+	pauseEnd struct{}
+	// idleFired is turn_detection.idle_timeout_ms's timer (idleFollowUp.fired).
+	idleFired struct{}
 	// clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard
 	// are dropped.
 	clearInput struct{ eventID string }
@@ -59,6 +64,10 @@ type (
 func (appendAudio) isAction() {}
 func (keepAudio) isAction()   {}
 func (turnEnd) isAction()     {}
+func (pauseEnd) isAction()    {}
+func (idleFired) isAction()   {}
+func (pauseEnd) isInput()     {}
+func (idleFired) isInput()    {}
 func (clearInput) isAction()  {}
 func (unforward) isAction()   {}
 func (trimHistory) isAction() {}
@@ -172,7 +181,7 @@ func (f forwardAhead) call(l *engineLink, _ requestclient.Fence) []action {
 
 // append is input_audio_buffer.append c under h, in the order the audio takes: decoded and
 // cleaned onto the input clock (takeAppend); then, when turn_detection is set, heard by the
-// overlap VAD (heard) with a possible barge-in on the response (barge); then streamed to the
+// overlap VAD (hearAppend) with a possible barge-in on the response (barge); then streamed to the
 // engine under auto_response, or else kept in the buffer until its commit (keepAudio). Without
 // turn detection no VAD listens (auto_response needs turn_detection too), so nothing is
 // announced and nothing barges in; a VAD a session.update turned off is freed.
@@ -191,7 +200,7 @@ func (in *inputAudio) append(c *AppendAudio, h hearing) []action {
 		}
 		return []action{keepAudio{eventID: c.ID, pcm: pcm}}
 	}
-	vr, acts := in.heard(pcm, h)
+	vr, acts := in.hearAppend(pcm, h)
 	acts = append(acts, barge(vr, h, in.onsetAt)...)
 	if !h.auto {
 		return append(acts, keepAudio{eventID: c.ID, pcm: pcm, stopped: vr.stopped})
@@ -205,11 +214,11 @@ func (in *inputAudio) append(c *AppendAudio, h hearing) []action {
 	return append(acts, openEngine{eventID: c.ID, then: append(then, streamAudio{eventID: c.ID, turn: h.input, pcm: pcm})})
 }
 
-// heard hears one taken append (listen) under h and, under server_vad, announces
+// hearAppend hears one taken append (listen) under h and, under server_vad, announces
 // speech_started / speech_stopped with their positions in the session's input audio and the id
 // the user item will get on commit; semantic_vad's pauses go to semState instead (on
 // auto-response speech_stopped waits for the engine's speak decision, semvad_duplex.go).
-func (in *inputAudio) heard(pcm []float32, h hearing) (vadResult, []action) {
+func (in *inputAudio) hearAppend(pcm []float32, h hearing) (vadResult, []action) {
 	res, edges, err := in.listen(pcm, h.td, nil, h.auto, h.wall)
 	switch {
 	case errors.Is(err, errNoOverlapVAD):
@@ -271,13 +280,25 @@ func (in *inputAudio) keep(k keepAudio, maxBytes int, wall float64, turn int, bu
 	// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
 	// turn), and with create_response answers it (unless a response is still running:
 	// interrupt_response false).
-	return append(acts, forwardAhead{in: in, turn: turn, busy: busy, wall: wall}, turnEnd{stopped: k.stopped, askPause: true}), true
+	acts = append(acts, forwardAhead{in: in, turn: turn, busy: busy, wall: wall})
+	if k.stopped {
+		return append(acts, turnEnd{stopped: true}), true
+	}
+	return append(acts, pauseEnd{}), true
 }
 
-// openAhead opens the engine stream ahead of the first commit (Session.openAhead).
+// openAhead opens the engine stream ahead of the first commit (engineLink.ahead).
 type openAhead struct{}
 
 func (openAhead) isAction() {}
+
+// opened is what follows the stream's opening ahead, ok or not: the tools learn the new stream.
+func (openAhead) opened(ok bool) []action {
+	if !ok {
+		return nil
+	}
+	return []action{syncTools{}}
+}
 
 // trimmed drops the oldest items while the conversation's text exceeds limit bytes, keeping
 // the item keep (the active response's); each goes as conversation.item.deleted at epoch
@@ -301,15 +322,18 @@ func (s *Session) decideInput(in input) []action {
 			wall: s.m.cfg.WallClock(), now: time.Now()})
 	case keepAudio:
 		acts, ok := s.inputAudio.keep(in, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock(), s.input, s.responses.resp != nil || s.jobQueue.jobsOut > 0)
-		if ok && s.responses.resp == nil {
-			s.responses.turnState = turnUserSpeaking
-		}
+		s.responses.userSpeaks(ok)
 		return acts
 	case turnEnd:
-		if in.stopped || in.askPause && s.sem.end(s.link.ctx, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}) {
-			respond := vadResponds(s.settings.cfg, s.settings.opts, s.responses.resp != nil)
-			s.handleCommit("", &respond)
+		if in.stopped {
+			return []action{commitInput{respond: vadResponds(s.settings.cfg, s.settings.opts, s.responses.resp != nil)}}
 		}
+	case pauseEnd:
+		return []action{turnEnd{stopped: s.sem.end(s.link.ctx, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input})}}
+	case idleFired:
+		busy := s.responses.resp != nil || s.link.engine == nil || s.attachment.detached
+		st := s.idle.fired(&s.inputAudio, s.settings.cfg.TurnDetection, busy, s.settings.autoResponse(), s.epoch)
+		return st.plan(s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens))
 	case clearInput:
 		s.sem.abandon(&s.inputAudio)
 		s.run(unforward(in))

@@ -51,6 +51,14 @@ type (
 	}
 	// beginFollowUp begins the follow-up f, its engine open (followUpPlan).
 	beginFollowUp struct{ f followUp }
+	// commitInput commits the buffered input (Session.handleCommit), answered or not
+	// (respond).
+	commitInput struct{ respond bool }
+	// replyOver begins a response under o over the conversation as it is and queues its
+	// engine response.
+	replyOver struct{ o respOptions }
+	// syncTools tells a newly opened engine stream the session's tools.
+	syncTools struct{}
 	// paceOutput sends the active response's audio that is due, and completes it once drained.
 	paceOutput struct{}
 )
@@ -63,6 +71,12 @@ func (startFollowUp) isAction() {}
 func (cancelActive) isAction()  {}
 func (failActive) isAction()    {}
 func (paceOutput) isAction()    {}
+func (commitInput) isAction()   {}
+func (replyOver) isAction()     {}
+func (syncTools) isAction()     {}
+func (commitInput) isInput()    {}
+func (replyOver) isInput()      {}
+func (syncTools) isInput()      {}
 func (beginFollowUp) isAction() {}
 func (beginFollowUp) isInput()  {}
 func (endActive) isInput()      {}
@@ -74,11 +88,14 @@ func (cancelActive) isInput()   {}
 func (failActive) isInput()     {}
 func (paceOutput) isInput()     {}
 
-// ended ends r, the active response, in the state it leaves: r is no longer active, the turn
-// state is state, its item is settled (in conv unless out of band), and its engine turn ends
-// with reason and what was delivered and played (the one action).
-func (rs *responses) ended(r *response, conv *conversation, reason, state string) []action {
-	rs.end()
+// ended ends the active response r (if any) in the state it leaves: r is no longer active, the
+// turn state is state, its item is settled (in conv unless out of band), and its engine turn
+// ends with reason and what was delivered and played (the one action).
+func (rs *responses) ended(conv *conversation, reason, state string) []action {
+	r := rs.end()
+	if r == nil {
+		return nil
+	}
 	rs.turnState = state
 	if it := r.itemIn(conv); it != nil {
 		r.settleItem(it)
@@ -255,12 +272,8 @@ func replyJob(r *response, o respOptions, eng Engine) queueJob {
 func (s *Session) decide(in input) []action {
 	switch in := in.(type) {
 	case endActive:
-		r := s.responses.resp
-		if r == nil {
-			return nil
-		}
-		s.tools.cancelCallsOf(r)
-		return s.responses.ended(r, &s.conv, in.reason, in.state)
+		s.tools.cancelCallsOf(s.responses.resp)
+		return s.responses.ended(&s.conv, in.reason, in.state)
 	case responseDone:
 		return []action{emit{evs: s.responses.doneEvents(in.r, &s.settings, &s.conv, in.status, in.details)}}
 	case nextEpoch:
@@ -282,12 +295,14 @@ func (s *Session) decide(in input) []action {
 		in.f.call.ID, in.f.call.ResponseID = newItemID(), r.id
 		return []action{emitCall{r: r, call: in.f.call, args: in.f.args}}
 	case cancelActive:
-		var eng Engine
-		if s.state == "open" {
-			eng = s.link.engine
-		}
-		acts, _ := s.responses.cancel(in, s.m.cfg.Now(), eng, s.input)
+		acts, _ := s.responses.cancel(in, s.m.cfg.Now(), s.link.while(s.state == "open"), s.input)
 		return acts
+	case commitInput:
+		s.handleCommit("", &in.respond)
+	case replyOver:
+		return []action{replyJob(s.beginResponse(-1, in.o), in.o, s.link.engine)}
+	case syncTools:
+		s.tools.sync(s.settings.cfg)
 	case failActive:
 		return s.responses.fail(in.r, s.epoch, in.code, in.msg, in.err)
 	case paceOutput:

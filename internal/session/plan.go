@@ -122,7 +122,8 @@ func (s *Session) run(acts ...action) {
 		case timerCall:
 			a.apply(&s.sem, &s.idle)
 		case openAhead:
-			s.openAhead()
+			fence := requestclient.Fence{SessionID: s.id, Epoch: s.epoch}
+			s.run(a.opened(s.link.ahead(s.m.backend, fence, openOptions(&s.settings, s.m.cfg.MaxHistoryBytes), s.outputQueue.deliver))...)
 		case input:
 			s.run(s.decide(a)...)
 		}
@@ -157,6 +158,14 @@ func (l logLine) write(log *zap.Logger) {
 	log.Debug(l.msg, l.fields...)
 }
 
+// while is the open stream while ok (nil: none, or not ok).
+func (l *engineLink) while(ok bool) Engine {
+	if !ok {
+		return nil
+	}
+	return l.engine
+}
+
 // call makes the engine call c under fence, when a stream is open (else it is a no-op), and
 // returns what follows from its answer.
 func (l *engineLink) call(c engineCall, fence requestclient.Fence) []action {
@@ -167,8 +176,12 @@ func (l *engineLink) call(c engineCall, fence requestclient.Fence) []action {
 }
 
 // cancelCallsOf fails the running MCP calls of r, which is ending (cancelled, interrupted,
-// failed or closed): their goroutines stop with the cancel, their results are dropped.
+// failed or closed): their goroutines stop with the cancel, their results are dropped. r nil:
+// no response is active, nothing to fail.
 func (t *toolState) cancelCallsOf(r *response) {
+	if r == nil {
+		return
+	}
 	for _, c := range t.mcp.takeCallsOf(r) {
 		t.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
 	}

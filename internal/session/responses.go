@@ -38,6 +38,13 @@ func (rs *responses) closeTurn(turn int) {
 	}
 }
 
+// userSpeaks marks the user speaking when an append was kept (ok) while no response is active.
+func (rs *responses) userSpeaks(ok bool) {
+	if ok && rs.resp == nil {
+		rs.turnState = turnUserSpeaking
+	}
+}
+
 // activeItemID is the active response's item id ("": no response is active).
 func (rs *responses) activeItemID() string {
 	if rs.resp == nil {

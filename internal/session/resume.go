@@ -221,7 +221,7 @@ func (s *Session) resume(call resumeCall) {
 	}
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
 	ev := SessionResumed{SessionID: s.id, ResumeToken: s.attachment.resumeToken, ResyncRequired: !complete,
-		Session: sessionUpdated(s.sessionView(), &s.settings, false)}
+		Session: sessionUpdated(sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), &s.settings, false)}
 	if !complete {
 		items := s.conv.views()
 		ev.Items = &items

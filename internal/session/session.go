@@ -194,7 +194,7 @@ func (m *Manager) Preview(opts Options, patch ConfigPatch) (SessionView, error) 
 		return SessionView{}, err
 	}
 	s.settings.cfg = cfg
-	return s.sessionView(), nil
+	return sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), nil
 }
 
 // ID returns the session id, duplex-<uuid>.
@@ -275,7 +275,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	if first != nil {
 		s.settings.detectDialect(first)
 	}
-	s.send(Event{Epoch: s.epoch, Effect: sessionCreated(s.sessionView(), &s.settings, s.attachment.resumeToken)})
+	s.send(Event{Epoch: s.epoch, Effect: sessionCreated(sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), &s.settings, s.attachment.resumeToken)})
 	if first != nil {
 		s.handleUpdate(first)
 	}
@@ -342,7 +342,7 @@ func (s *Session) next() (reason string, end bool) {
 	case <-s.timers.pace.C:
 		s.run(paceOutput{})
 	case <-s.idle.timer.C:
-		s.idleTimeoutTriggered()
+		s.run(idleFired{})
 	case <-s.timers.idle.C:
 		return ReasonTimeout, true
 	case g := <-s.ctl.drain:
