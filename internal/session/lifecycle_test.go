@@ -47,7 +47,7 @@ func TestResponsesPace(t *testing.T) {
 		{name: "frames within the lead", r: func() *response { return audioResponse(2) }, leadMs: 1000,
 			want: []string{"session.audioOut", "session.audioOut"}},
 		{name: "the lead reached arms the timer", r: func() *response { return audioResponse(3) }, leadMs: 50,
-			want: []string{"session.audioOut", "session.armPace"},
+			want:  []string{"session.audioOut", "session.armPace"},
 			check: func(t *testing.T, acts []action) { require.Equal(t, armPace{wait: 50 * time.Millisecond}, acts[1]) }},
 		{name: "finished and drained completes", r: func() *response { r := audioResponse(1); r.finished, r.finish = true, "length"; return r }, leadMs: 1000,
 			want: []string{"session.audioOut", "session.endActive", "session.responseDone", "session.settled"},
