@@ -8,18 +8,18 @@ import (
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-// The input path: one input_audio_buffer.append from the wire to the engine, in the order the
-// audio takes, in this one file. The actor's side (Session methods: handleAppend and what it
-// calls) turns the decisions of inputAudio (decode and clean, listen, buffer, what may be
-// forwarded) and semState (semvad.go: when a semantic pause ends the turn) into events, state
-// transitions and engine calls; inputAudio sends nothing, logs nothing and never calls the engine.
+// The input audio's state and its primitives (decode and clean, listen, buffer, what may be
+// forwarded). The input path's decisions over it (append, hearAppend, barge, keep: one
+// input_audio_buffer.append from the wire to the engine) are in input_path.go; they return
+// actions the shell runs (plan.go). inputAudio sends nothing, logs nothing and never calls the
+// engine.
 
 // inputAudio is the session's input audio up to the engine: the decoder (one resampler for
 // the stream), noise reduction, the echo canceller, the overlap VAD with the timing of its
 // onsets, the uncommitted buffer with the part of it already forwarded to the engine, and the
 // input clock that audio_start_ms / audio_end_ms count. It sends nothing, logs nothing and never
 // calls the engine: the session turns what its methods return into events and engine calls.
-// Session embeds it (the field names are the ones the session always used).
+// The Session holds it as a field (s.inputAudio), never embedded.
 type inputAudio struct {
 	inDec   InputDecoder         // the append stream's decoder: one resampler for the session's input
 	denoise *speech.Denoiser     // audio.input.noise_reduction; nil = off
@@ -232,7 +232,7 @@ func (in *inputAudio) echoCanceller() *audio.EchoCanceller {
 
 // withoutEcho is what the VAD hears of pcm: the input without the echo of what the session
 // itself sent, so a client without echo cancellation does not barge in on its own assistant.
-// The canceller's clock advances with every append, whether a VAD runs or not (handleAppend
+// The canceller's clock advances with every append, whether a VAD runs or not (append
 // advances it itself when none does).
 func (in *inputAudio) withoutEcho(pcm []float32) []float32 {
 	if in.echo == nil {

@@ -41,7 +41,7 @@ type response struct {
 	turnID     int
 	// turn is the response's turn as the engine knows it (requestclient.Turn): the id of the input
 	// it answers (Session.input when it began), and the engine turn its outputs carry once bound.
-	// Respond takes it, and the session ends it once at endResponse.
+	// Respond takes it, and the session ends it once (responses.ended, the endTurn call).
 	turn      requestclient.Turn
 	audio     bool
 	maxTokens int

@@ -115,15 +115,16 @@ type Session struct {
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
-// control carries what other goroutines tell the actor besides commands: a Stop reason, and
-// the server's drain with its grace. Each is buffered(1): telling never blocks.
+// control carries what other goroutines tell the actor besides commands: a Stop reason (also
+// the connection's end: Run's context, through context.AfterFunc), and the server's drain with
+// its grace. Each is buffered(1): telling never blocks.
 type control struct {
 	stop  chan string
 	drain chan time.Duration
 }
 
-// sessionTimers are the actor's own timers: the next paced frame of output (pace) and the
-// session's idle timeout (idle, reset by every client command).
+// sessionTimers are the actor's own timers: the next paced frame of output (responses.pace,
+// armPace) and the session's idle timeout (idle, reset by every client command).
 type sessionTimers struct {
 	pace *time.Timer
 	idle *time.Timer
@@ -459,7 +460,7 @@ func closeEngine(eng Engine, reason, cancelSource string, log *zap.Logger) {
 const closeDrainTimeout = 5 * time.Second
 
 // ensureEngine opens the engine stream on first use. A manual turn's first append opens it
-// earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).
+// earlier (engineLink.ahead), and a session.update reopens such a fresh stream (ahead.go).
 func (s *Session) ensureEngine(eventID string) bool {
 	if s.link.engine != nil {
 		return true

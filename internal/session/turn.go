@@ -19,8 +19,9 @@ import (
 //     the committed input, or its own input out of band;
 //   - the engine's own speak decision in an auto-response session (outputs.go), which reports a
 //     turn the engine has already started.
-// A response's life after its birth (outputs, pacing, done, cancel) is in response.go; its
-// options (response.create's fields) in response_spec.go; its record is closed by endResponse.
+// A response's life after its birth (outputs in response.go; pacing, done, cancel and failure as
+// the decisions of lifecycle.go); its options (response.create's fields) in response_spec.go;
+// its record is closed by the endActive step (responses.ended, the endTurn call).
 
 // handleCommit commits buffered input as a user item; with a response it precreates the
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
