@@ -143,7 +143,7 @@
 // beginResponse), response.create (handleCreateResponse), beginResponse's own prologue (the idle
 // follow-up, the semantic pause and the VAD reset before responses.begin), the engine outputs
 // (routeOutput, turnOutput, onResponseOutput) and job results (handleResult), session.update
-// with reopenFresh, the clear's and unforward's steps (they call the seams that send:
+// with the reopening of a stale stream (engineLink.stale decides), the clear's and unforward's steps (they call the seams that send:
 // semState.abandon, transcriber), and the steps that reach toolState (cancelCallsOf, sync,
 // emitCallItem), whose MCP and function-call logic sends through toolIO.
 //

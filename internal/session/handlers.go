@@ -154,8 +154,20 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		s.log.Error("noise reduction unavailable", zap.Error(err))
 	}
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
-	if s.reopenFresh() {
-		instructionsChanged = false // the new stream was opened with them
+	if s.link.stale(openOptions(&s.settings, s.m.cfg.MaxHistoryBytes), s.responses.resp != nil || s.jobQueue.jobsOut > 0) {
+		instructionsChanged = false // the new stream is opened with them
+		s.link.closeStale()
+		// Close returns after the stream's last output: route what it queued (listen decisions
+		// of the forwarded chunks), then forget the ones it never sent.
+		s.drainOutputs()
+		if s.tx.tracks(s.link.opts.TranscriptDeltas) {
+			s.tx.reopened(s.inputAudio.speechItemID) // the new stream repeats the open utterance's words
+		}
+		s.link.forget(&s.inputAudio)
+		if len(s.inputAudio.inputBuf) > 0 { // else the next append opens the new stream
+			busy := s.responses.resp != nil || s.jobQueue.jobsOut > 0
+			s.run(openAhead{}, forwardAhead{in: &s.inputAudio, turn: s.input, busy: busy, wall: s.m.cfg.WallClock()})
+		}
 	}
 	s.link.opts.TranscriptLogprobs = s.tx.syncLogprobs(s.link.engine, s.link.opts.TranscriptLogprobs)
 	if instructionsChanged && s.link.engine != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
@@ -292,4 +293,29 @@ func TestIdleStepPlan(t *testing.T) {
 	require.Empty(t, idleStep{}.plan(o))
 	require.Equal(t, []action{emit{evs: []Event{ev}}, commitInput{respond: true}}, idleStep{fire: true, event: ev, commit: true}.plan(o))
 	require.Equal(t, []action{emit{evs: []Event{ev}}, replyOver{o: o}}, idleStep{fire: true, event: ev}.plan(o))
+}
+
+func TestEngineLinkStale(t *testing.T) {
+	opened := openOptions(&settings{cfg: Config{Instructions: "a"}}, 0)
+	changed := opened
+	changed.Instructions = "b"
+	eng := &fakeEngine{t: t}
+	tests := []struct {
+		name  string
+		link  engineLink
+		opts  duplex.Options
+		busy  bool
+		stale bool
+	}{
+		{"no stream", engineLink{fresh: true, opts: opened}, changed, false, false},
+		{"not fresh", engineLink{engine: eng, opts: opened}, changed, false, false},
+		{"busy", engineLink{engine: eng, fresh: true, opts: opened}, changed, true, false},
+		{"same settings", engineLink{engine: eng, fresh: true, opts: opened}, opened, false, false},
+		{"new settings", engineLink{engine: eng, fresh: true, opts: opened}, changed, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.stale, tc.link.stale(tc.opts, tc.busy))
+		})
+	}
 }
