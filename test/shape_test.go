@@ -26,7 +26,7 @@ var shapeCeilings = []struct {
 	name    string
 	ceiling int
 }{
-	{figMaxMethods, 40},      // target 40 (reached: session.Session)
+	{figMaxMethods, 39},      // target 40 (reached: session.Session)
 	{figMaxFields, 28},       // target 30 (reached)
 	{figTypesOverMethods, 0}, // target 0 (reached)
 	{figTypesOverFields, 0},  // target 0
