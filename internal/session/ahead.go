@@ -56,58 +56,46 @@ func sameStreamSettings(a, b duplex.Options) bool {
 	return !a.AutoResponse || a.Turn == b.Turn
 }
 
-// openAhead opens the engine stream at the first append of a manual turn, so that the ASR
-// decodes while the user speaks. It never reports an error: a stream that cannot open now
-// (capacity, no backend) is opened, and its failure reported, by the commit as before.
-func (s *Session) openAhead() {
-	if s.link.engine != nil || s.m.backend == nil {
-		return
+// ahead opens the engine stream (with opts, under fence, its outputs to deliver) at the first
+// append of a manual turn, so that the ASR decodes while the user speaks; it reports whether it
+// opened one. It never reports an error: a stream that cannot open now (capacity, no backend
+// b) is opened, and its failure reported, by the commit as before. Without discard the stream
+// cannot forget a cleared buffer, so nothing is forwarded to it ahead of a commit
+// (engineLink.forward): it is kept, it is the one the commit would open, but not fresh.
+func (l *engineLink) ahead(b Backend, fence requestclient.Fence, opts duplex.Options, deliver func(duplex.Output)) bool {
+	if l.engine != nil || b == nil {
+		return false
 	}
-	opts := openOptions(&s.settings, s.m.cfg.MaxHistoryBytes)
-	eng, err := s.m.backend.Open(s.link.ctx, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}, opts, s.outputQueue.deliver)
+	eng, err := b.Open(l.ctx, fence, opts, deliver)
 	if err != nil {
-		s.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
-		return
+		l.obs.log.Debug("opening the engine stream ahead of the commit; the commit retries", zap.Error(err))
+		return false
 	}
-	if _, ok := eng.(AudioDiscarder); !ok {
-		// Without discard the stream cannot forget a cleared buffer, so nothing is forwarded
-		// to it ahead of a commit (engineLink.forward): keep it, it is the one the commit would open.
-		s.link.opened(eng, opts, false)
-		s.tools.sync(s.settings.cfg)
-		return
-	}
-	s.link.opened(eng, opts, true)
-	s.tools.sync(s.settings.cfg)
+	_, discards := eng.(AudioDiscarder)
+	l.opened(eng, opts, discards)
+	return true
 }
 
-// reopenFresh applies a session.update to a stream opened ahead of the first commit: if the
-// settings it was opened with no longer match, it is closed and a new one opened with the new
-// settings, and the buffered input is forwarded again. It reports whether it reopened (the new
-// stream already has the new instructions).
-func (s *Session) reopenFresh() bool {
-	if s.link.engine == nil || !s.link.fresh || s.responses.resp != nil || s.jobQueue.jobsOut > 0 {
-		return false
-	}
-	if sameStreamSettings(s.link.opts, openOptions(&s.settings, s.m.cfg.MaxHistoryBytes)) {
-		return false
-	}
-	old := s.link.engine
+// stale reports whether a session.update must reopen the stream opened ahead of the first
+// commit: it still holds nothing but uncommitted audio (fresh), the session is not busy (a
+// response, an engine job), and the settings it was opened with no longer match opts, the new
+// ones. The session then closes it (closeStale), routes what it queued, forgets it (forget) and
+// opens a new one with the new settings, forwarding the buffered input again (handleUpdate).
+func (l *engineLink) stale(opts duplex.Options, busy bool) bool {
+	return l.engine != nil && l.fresh && !busy && !sameStreamSettings(l.opts, opts)
+}
+
+// closeStale closes the stale stream (stale); it returns after the stream's last output.
+func (l *engineLink) closeStale() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := old.Close(ctx, ""); err != nil {
-		s.log.Debug("closing the early engine stream", zap.Error(err))
+	defer cancel()
+	if err := l.engine.Close(ctx, ""); err != nil {
+		l.obs.log.Debug("closing the early engine stream", zap.Error(err))
 	}
-	cancel()
-	// Close returns after the stream's last output: route what it queued (listen decisions of
-	// the forwarded chunks), then forget the ones it never sent.
-	s.drainOutputs()
-	if s.tx.tracks(s.link.opts.TranscriptDeltas) {
-		s.tx.reopened(s.inputAudio.speechItemID) // the new stream repeats the open utterance's words
-	}
-	s.link.engine, s.link.fresh, s.inputAudio.inputFwd, s.link.aheadListens = nil, false, 0, 0
-	if len(s.inputAudio.inputBuf) == 0 {
-		return true // the next append opens the new stream
-	}
-	s.openAhead()
-	s.link.forward(&s.inputAudio, s.input, s.responses.resp != nil || s.jobQueue.jobsOut > 0, s.m.cfg.WallClock, s.log)
-	return true
+}
+
+// forget forgets the closed stale stream and what was forwarded to it from in: the next
+// append (or the reopening) opens the new one.
+func (l *engineLink) forget(in *inputAudio) {
+	l.engine, l.fresh, in.inputFwd, l.aheadListens = nil, false, 0, 0
 }

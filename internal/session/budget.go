@@ -3,8 +3,6 @@ package session
 import (
 	"context"
 	"sync"
-
-	"go.uber.org/zap"
 )
 
 // Default byte budgets of one session (ManagerConfig; docs/CONFIG.md lists every buffer).
@@ -87,23 +85,4 @@ func commandBytes(c Command) int {
 		}
 	}
 	return n
-}
-
-// trimHistory drops the oldest conversation items while their text exceeds
-// MaxHistoryBytes, as OpenAI's truncation drops the oldest items when a conversation outgrows
-// its budget; each dropped item is announced with conversation.item.deleted (extension field
-// reason "history_budget"), so the client's copy of the conversation stays true. The newest
-// item and the active response's item are kept. The engine trims its own copy by the same
-// budget (duplex.Options.MaxHistoryBytes).
-func (s *Session) trimHistory() {
-	limit := s.m.cfg.MaxHistoryBytes
-	keep := ""
-	if s.responses.resp != nil {
-		keep = s.responses.resp.itemID
-	}
-	for _, it := range s.conv.trim(limit, keep) {
-		s.send(Event{Epoch: s.epoch, Effect: ItemDeleted{ItemID: it.ID, Reason: "history_budget"}})
-		s.log.Debug("conversation over its byte budget: dropped the oldest item",
-			zap.String("item_id", it.ID), zap.Int("max_history_bytes", limit))
-	}
 }

@@ -33,41 +33,64 @@
 // The session is a conversation core inside a thin actor shell. The core is the sub-states
 // below: plain structs held as named fields of the Session (s.responses, s.conv,
 // s.inputAudio...), never embedded, so that the Session reaches only its own fields and
-// methods. Their decisions are methods that take the sub-state and one typed input (an engine
-// output, a job's result, a client command, a timer that fired) and return the effects (Events:
-// the wire-neutral Effect with its epoch) and, where the shell must act, a plan: no I/O, no
-// goroutine, no clock read (the time is passed in). Each is table-tested (<file>_test.go, and
-// responses_core_test.go for the responses' decisions) without a Session. For example:
+// methods. Their decisions are methods and functions that take the sub-state and one typed
+// input (an engine output, a job's result, a client command, a timer that fired) and return
+// the new state and the effects as values: no I/O, no goroutine, no clock read (the time is
+// passed in). Each is table-tested without a Session (lifecycle_test.go, responses_core_test.go,
+// <file>_test.go).
 //
+// The effects are actions (plan.go), of three kinds:
+//
+//   - the client's events: emit, errorOut, audioOut (a paced frame and its echo reference),
+//     dropStale;
+//   - the engine's calls as values (engineCall: beginTurn, endTurn with its outcome, signal,
+//     markArrival, markInputEnd, streamAudio, forwardAhead, bargedIn, markCleared), each made
+//     through engineLink and returning what follows from the engine's answer (a settle job, an
+//     error); the jobs to queue (queueJob, with what a full queue does instead); the timers to
+//     arm or stop (armPace, timerCall: the semantic pause, the idle follow-up); opening the
+//     stream (openEngine, openAhead);
+//   - the core's next input (input: endActive, responseDone, nextEpoch, settled, cancelActive,
+//     failActive, paceOutput, commitInput, keepAudio, turnEnd...), a step decided when the
+//     shell reaches it, because it must see the state the actions before it left (the MCP calls
+//     a cancelled response still ran, its item settled, the response a barge-in cancelled).
+//
+// One Session method runs them in order (Session.run), and one is the core's step for an input
+// (Session.decide, with decideInput for the input path): it calls the decision with the
+// sub-states, the epoch and the clock's reading, and returns its actions. For example:
+//
+//	response.cancel ─▶ run(cancelActive) ─▶ responses.cancel(now, eng, turn)
+//	    ─▶ [dropStale, emit(cleared), endActive, responseDone, nextEpoch, queueJob(heard text)]
+//	    ─▶ run: endActive ─▶ responses.ended ─▶ [endTurn{outcome}] ─▶ engineLink: EndTurn
+//	input_audio_buffer.append ─▶ run(appendAudio) ─▶ inputAudio.append(c, hearing)
+//	    ─▶ [emit(speech_started), stopIdle, emit(barge_in), cancelActive, bargedIn, keepAudio]
+//	    ─▶ run: keepAudio ─▶ inputAudio.keep ─▶ [openAhead, forwardAhead, pauseEnd]
 //	engine output ─▶ responses.route ─▶ outputPlan{route, handoff, begin} ─▶ Session.routeOutput
-//	                                                                          (one case per route)
-//	conversation.item.truncate ─▶ responses.truncate ─▶ []Event ─▶ Session.send
 //
 // The shell (Session, session.go) is the actor: its Run goroutine owns every piece of state,
 // so none of it has a lock (the MCP network work is the one part on goroutines of its own,
 // which toolState starts and Run cancels and waits for). It owns the loop (next: one select over
-// every channel), the bounded queues, the clock (ManagerConfig.Now, WallClock), the timers
-// (sessionTimers, idleFollowUp, semState's pause timer, the resume grace), the engine stream
-// (engineLink, engine_link.go: opening, forwarding ahead, discarding, and engineObserver for its
-// failures) and the engine jobs (jobs.go: the actor never waits on the engine), and it runs the
-// effects: send, with the epoch fence and the slow-client rule. The two seams that send
-// themselves (semState, transcriber) do it through a narrow send func the session gives them,
-// and reach the rest of it through small fields and arguments, never through the Session.
+// every channel; the connection's end reaches it as a Stop), the bounded queues, the clock
+// (ManagerConfig.Now, WallClock), the timers (sessionTimers, idleFollowUp, semState's pause
+// timer, the resume grace), the engine stream (engineLink, engine_link.go: opening, forwarding
+// ahead, discarding, the engine calls, and engineObserver for its failures) and the engine jobs
+// (jobs.go: the actor never waits on the engine), and it runs the effects: send, with the epoch
+// fence and the slow-client rule. The two seams that send themselves (semState, transcriber) do
+// it through a narrow send func the session gives them, and reach the rest of it through small
+// fields and arguments, never through the Session.
 //
 // The sub-states, one file each:
 //
 //   - settings.go (settings): the configuration. Config and Options, the dialect, the model
 //     name, the fixed voice, and session.update's own checks (settings.next; nextConfig adds
 //     the server's); config.go has Config and ConfigPatch.Apply, the field-by-field validation.
-//   - input.go (inputAudio): the input audio up to the engine, and the input path that uses it.
-//     Decoding and noise reduction onto the input clock (takeAppend), the echo canceller,
-//     the overlap VAD with the timing of its onsets and the edges to announce (listen, hear,
-//     resetVAD), the turn's t0 (speechArrival), the uncommitted buffer and what of it may still
-//     be forwarded (buffer, takeBuffer, commitRefusal). The same file holds the actor's side of
-//     one append, in the order the audio takes: handleAppend → takeAppend → (with
-//     turn_detection) detectSpeech → bargeIn → with auto_response the engine append
-//     (streamInput), else buffer, openAhead, engineLink.forward and the end of a turn; and
-//     input_audio_buffer.clear.
+//   - input.go, input_path.go (inputAudio): the input audio up to the engine. Decoding and
+//     noise reduction onto the input clock (takeAppend), the echo canceller, the overlap VAD
+//     with the timing of its onsets and the edges to announce (listen, hear, resetVAD), the
+//     turn's t0 (speechArrival), the uncommitted buffer and what of it may still be forwarded
+//     (buffer, takeBuffer, commitRefusal). input_path.go holds the decisions of one append, in
+//     the order the audio takes: append → takeAppend → (with turn_detection) hearAppend → barge
+//     → with auto_response the engine append (streamAudio), else keep: buffer, openAhead,
+//     forwardAhead and the end of a turn (turnEnd, pauseEnd); and input_audio_buffer.clear.
 //   - semvad.go, semvad_duplex.go (semState): semantic_vad's pauses: when one begins, the
 //     end-of-turn estimate on a goroutine of its own (ask, answer), the decision (decide) and what
 //     it does (end, timedOut, answered: speech_stopped with end_of_turn, the turn's input end, the
@@ -78,13 +101,14 @@
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
 //     insertion, removal (deleteItem), retrieval (retrieveItem), truncation and the history
 //     budget; item.item() is an item as the client sees it (Item, effects_item.go).
-//   - responses.go, responses_core.go (responses, response, playback, replyText): the active
-//     response, the engine turns that are over, the input waiting for an answer, the cached
-//     usage; a response's ids, its text (replyText), its audio frames, pacing and what the user
-//     heard of it (playback). The decisions: where an engine output goes (route), a job's late
-//     result (fenceLate), the response object (info), the started and done sequences
-//     (startedEvents, doneEvents), a text output, truncation and playback.ack, the refusals of
-//     a cancel or a second response.
+//   - responses.go, responses_core.go, lifecycle.go (responses, response, playback, replyText):
+//     the active response, the turn state and number, the engine turns that are over, the
+//     input waiting for an answer, the cached usage; a response's ids, its text (replyText), its
+//     audio frames, pacing and what the user heard of it (playback). The decisions: where an
+//     engine output goes (route), a job's late result (fenceLate), the response object (info),
+//     the started and done sequences (startedEvents, doneEvents), a text output, truncation and
+//     playback.ack, the refusals of a cancel or a second response; and the lifecycle
+//     (lifecycle.go): begin, pace, cancel, fail, ended, completed, followUpPlan, replyJob.
 //   - toolstate.go, tools.go, mcp.go, mcp_call.go (toolState, mcpState, mcpCall, mcpResp): the
 //     tools' runtime state and logic. The tools of a response (sessionTools, resolveTools,
 //     followUpOptions), MCP servers with the goroutines that list and call them (list, start,
@@ -104,19 +128,24 @@
 //     completed, failed), a transcription session's refusals and its item records (Prometheus,
 //     --log-stats), and the stream's logprobs setting (syncLogprobs).
 //
-// The shell's own files run those decisions: input.go (above: one append from the wire to the
-// engine), turn.go (how a turn is born: a commit, response.create or the engine's speak
-// decision, each ending in beginResponse), handlers.go (the other client events:
-// session.update, items), idle.go (turn_detection.idle_timeout_ms), ahead.go (decode ahead of
-// the commit), response.go (a response's life after its birth: outputs, pacing, done, cancel),
-// outputs.go (the engine's outputs, routed by responses.route, and job results), tools.go,
-// mcp.go and mcp_call.go (function and MCP tools), resume.go, budget.go (the inbox's byte
-// budget, the history trim), usage.go, limits.go. backend.go and pipeline_backend.go bind the
+// The shell's own files run those decisions: plan.go (the actions and Session.run),
+// lifecycle.go and input_path.go (Session.decide and decideInput, the core's step), turn.go (how
+// a turn is born: a commit, response.create or the engine's speak decision, each ending in
+// beginResponse), handlers.go (the other client events: session.update, items), idle.go
+// (turn_detection.idle_timeout_ms), ahead.go (decode ahead of the commit), response.go (a
+// response's outputs), outputs.go (the engine's outputs, routed by responses.route, and job
+// results), tools.go, mcp.go and mcp_call.go (function and MCP tools), resume.go, budget.go (the
+// inbox's byte budget), usage.go, limits.go. backend.go and pipeline_backend.go bind the
 // session to the engine (requestclient); manager.go admits sessions.
 //
-// Not yet pure: the response lifecycle (beginResponse, endResponse, cancelActive, pace) and the
-// input path (handleAppend, detectSpeech, bargeIn, clearInput) still decide and act in one
-// Session method, since each interleaves the engine's calls with its events.
+// Not yet pure (decide and act in one place): the commit (handleCommit, commit,
+// commitStreamed: the user item, the transcriber's records and the commit job around
+// beginResponse), response.create (handleCreateResponse), beginResponse's own prologue (the idle
+// follow-up, the semantic pause and the VAD reset before responses.begin), the engine outputs
+// (routeOutput, turnOutput, onResponseOutput) and job results (handleResult), session.update
+// with the reopening of a stale stream (engineLink.stale decides), the clear's and unforward's steps (they call the seams that send:
+// semState.abandon, transcriber), and the steps that reach toolState (cancelCallsOf, sync,
+// emitCallItem), whose MCP and function-call logic sends through toolIO.
 //
 // # Turns: one id, one owner
 //
@@ -126,9 +155,9 @@
 // (Engine.ClearTurnInput) and moves on; the engine's own auto-response answers the current id
 // and reports it in its speak decision. The engine tags every row, output and end report with the
 // id. A response's turn has one handle (requestclient.Turn): Engine.BeginTurn returns it,
-// Engine.Respond takes it, and endResponse ends the turn once with its outcome (Engine.EndTurn:
+// Engine.Respond takes it, and the endActive step ends the turn once with its outcome (Engine.EndTurn:
 // the reason, what was delivered and played, and whether the response never started). How a turn is born, served
-// and recorded: turn.go (beginResponse), response.go (endResponse), requestclient/duplex_turns.go
+// and recorded: turn.go (beginResponse), lifecycle.go (responses.ended, endTurn), requestclient/duplex_turns.go
 // (routing and the record), metrics/turn.go (the figures); docs/STATS.md "One turn, one id".
 //
 // # Queues, and why each exists

@@ -80,7 +80,7 @@ func (l *engineLink) unforward(in *inputAudio) (discarded bool, err error) {
 }
 
 // opened takes the stream eng just opened with opts: fresh when it may still be reopened by a
-// session.update (it can discard what is forwarded ahead of a commit: openAhead).
+// session.update (it can discard what is forwarded ahead of a commit: engineLink.ahead).
 func (l *engineLink) opened(eng Engine, opts duplex.Options, fresh bool) {
 	l.engine, l.opts, l.fresh = eng, opts, fresh
 }

@@ -38,21 +38,21 @@ func (s *Session) receive(c Command) {
 func (s *Session) handleAudioCommand(c Command) bool {
 	switch c := c.(type) {
 	case *AppendAudio:
-		s.handleAppend(c)
+		s.run(appendAudio{c: c})
 	case *CommitInput:
 		s.handleCommit(c.ID, c.ResponseCreate)
 	case *ClearInput:
-		s.clearInput(c.ID)
+		s.run(clearInput{eventID: c.ID})
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 	case *CancelInput:
-		s.clearInput(c.ID)
+		s.run(clearInput{eventID: c.ID})
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})
 		// The wire keeps the documented reason (barge_in); only the logged reason is mapped
 		// (cancel). The reference changed the wire reason too, which clients do not expect.
-		s.cancelActive("cancel", "barge_in", true)
+		s.run(cancelActive{source: "cancel", wire: "barge_in", notify: true})
 	case *ClearOutputAudio:
 		r := s.responses.resp
-		s.cancelActive("output_audio_buffer_clear", "output_audio_buffer_clear", true)
+		s.run(cancelActive{source: "output_audio_buffer_clear", wire: "output_audio_buffer_clear", notify: true})
 		if r == nil || !r.clearedAudio {
 			rid := ""
 			if r != nil {
@@ -63,7 +63,7 @@ func (s *Session) handleAudioCommand(c Command) bool {
 	case *BargeIn:
 		s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
 			SessionID: s.id, Epoch: s.epoch, Policy: s.settings.cfg.OverlapPolicy(), Action: "barge_in", Reason: "client"}})
-		s.cancelActive("barge_in", "barge_in", true)
+		s.run(cancelActive{source: "barge_in", wire: "barge_in", notify: true})
 	case *PlaybackAck:
 		s.send(s.responses.playbackAck(c, &s.conv, s.epoch)...)
 	default:
@@ -83,7 +83,7 @@ func (s *Session) handleConversationCommand(c Command) bool {
 			s.send(*ev)
 			return true // handled: the client was told why not
 		}
-		s.cancelActive("client_cancelled", "client_cancelled", true)
+		s.run(cancelActive{source: "client_cancelled", wire: "client_cancelled", notify: true})
 	case *CreateItem:
 		s.handleCreateItem(c)
 	case *DeleteItem:
@@ -154,8 +154,20 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		s.log.Error("noise reduction unavailable", zap.Error(err))
 	}
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
-	if s.reopenFresh() {
-		instructionsChanged = false // the new stream was opened with them
+	if s.link.stale(openOptions(&s.settings, s.m.cfg.MaxHistoryBytes), s.responses.resp != nil || s.jobQueue.jobsOut > 0) {
+		instructionsChanged = false // the new stream is opened with them
+		s.link.closeStale()
+		// Close returns after the stream's last output: route what it queued (listen decisions
+		// of the forwarded chunks), then forget the ones it never sent.
+		s.drainOutputs()
+		if s.tx.tracks(s.link.opts.TranscriptDeltas) {
+			s.tx.reopened(s.inputAudio.speechItemID) // the new stream repeats the open utterance's words
+		}
+		s.link.forget(&s.inputAudio)
+		if len(s.inputAudio.inputBuf) > 0 { // else the next append opens the new stream
+			busy := s.responses.resp != nil || s.jobQueue.jobsOut > 0
+			s.run(openAhead{}, forwardAhead{in: &s.inputAudio, turn: s.input, busy: busy, wall: s.m.cfg.WallClock()})
+		}
 	}
 	s.link.opts.TranscriptLogprobs = s.tx.syncLogprobs(s.link.engine, s.link.opts.TranscriptLogprobs)
 	if instructionsChanged && s.link.engine != nil {
@@ -167,7 +179,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}})
 	}
 	s.tools.sync(s.settings.cfg)
-	s.send(Event{Epoch: s.epoch, Effect: sessionUpdated(s.sessionView(), &s.settings, c.Transcription)})
+	s.send(Event{Epoch: s.epoch, Effect: sessionUpdated(sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), &s.settings, c.Transcription)})
 	s.tools.syncMCP(s.settings.cfg.MCP, s.m.cfg.MCPLimits, s.epoch)
 }
 
@@ -196,7 +208,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	}
 	if handled, f := s.tools.createItem(c, &s.responses, s.epoch); handled {
 		if f != nil {
-			s.startFollowUp(*f)
+			s.run(startFollowUp{f: *f})
 		}
 		return
 	}
@@ -223,7 +235,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		it.Audio = true
 		// The item is transcribed alone: take the buffer's forwarded audio back out of the ASR
 		// (its commit feeds the whole buffer again).
-		s.unforwardInput(c.ID)
+		s.run(unforward{eventID: c.ID})
 	}
 	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
@@ -235,7 +247,7 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	s.conv.insert(it, c.PreviousItemID)
 	s.send(s.conv.added(it, s.epoch, false))
 	s.send(s.conv.done(it, s.epoch, false))
-	s.trimHistory()
+	s.run(trimHistory{})
 	if role == "user" {
 		s.responses.pendingIn++
 		s.link.engine.MarkTurnArrival(s.input, s.m.cfg.WallClock())

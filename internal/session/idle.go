@@ -87,21 +87,15 @@ func (f *idleFollowUp) fired(in *inputAudio, td *TurnDetection, busy, auto bool,
 	return st
 }
 
-// idleTimeoutTriggered runs the idle follow-up's step (idleFollowUp.fired): the buffer is
-// committed (if it holds audio) and a response follows.
-func (s *Session) idleTimeoutTriggered() {
-	busy := s.responses.resp != nil || s.link.engine == nil || s.attachment.detached
-	st := s.idle.fired(&s.inputAudio, s.settings.cfg.TurnDetection, busy, s.settings.autoResponse(), s.epoch)
+// plan is what the idle follow-up's step st does (idleFollowUp.fired): nothing, or
+// input_audio_buffer.timeout_triggered, then the buffer committed (if it holds audio) and
+// answered, or a response under o over the conversation as it is, without new input.
+func (st idleStep) plan(o respOptions) []action {
 	if !st.fire {
-		return
+		return nil
 	}
-	s.send(st.event)
 	if st.commit {
-		respond := true // the timeout's purpose is the response
-		s.handleCommit("", &respond)
-		return
+		return []action{emit{evs: []Event{st.event}}, commitInput{respond: true}} // the timeout's purpose is the response
 	}
-	// A response over the conversation as it is, without new input.
-	o := s.settings.cfg.replyOptions(s.settings.cfg.MaxOutputTokens)
-	s.startModelReply(s.beginResponse(-1, o), o)
+	return []action{emit{evs: []Event{st.event}}, replyOver{o: o}}
 }

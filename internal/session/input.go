@@ -3,27 +3,23 @@ package session
 import (
 	"errors"
 	"fmt"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/audio"
-	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/speech"
 )
 
-// The input path: one input_audio_buffer.append from the wire to the engine, in the order the
-// audio takes, in this one file. The actor's side (Session methods: handleAppend and what it
-// calls) turns the decisions of inputAudio (decode and clean, listen, buffer, what may be
-// forwarded) and semState (semvad.go: when a semantic pause ends the turn) into events, state
-// transitions and engine calls; inputAudio sends nothing, logs nothing and never calls the engine.
+// The input audio's state and its primitives (decode and clean, listen, buffer, what may be
+// forwarded). The input path's decisions over it (append, hearAppend, barge, keep: one
+// input_audio_buffer.append from the wire to the engine) are in input_path.go; they return
+// actions the shell runs (plan.go). inputAudio sends nothing, logs nothing and never calls the
+// engine.
 
 // inputAudio is the session's input audio up to the engine: the decoder (one resampler for
 // the stream), noise reduction, the echo canceller, the overlap VAD with the timing of its
 // onsets, the uncommitted buffer with the part of it already forwarded to the engine, and the
 // input clock that audio_start_ms / audio_end_ms count. It sends nothing, logs nothing and never
 // calls the engine: the session turns what its methods return into events and engine calls.
-// Session embeds it (the field names are the ones the session always used).
+// The Session holds it as a field (s.inputAudio), never embedded.
 type inputAudio struct {
 	inDec   InputDecoder         // the append stream's decoder: one resampler for the session's input
 	denoise *speech.Denoiser     // audio.input.noise_reduction; nil = off
@@ -70,95 +66,6 @@ const overlapMinSpeechMs = 240
 // 0–90 ms sooner (measured on four pocketsphinx clips; internal/speech TestVADEarlySpeech).
 const overlapEarlySpeechMs = 150
 
-// handleAppend is input_audio_buffer.append, in the order the audio takes: decoded and cleaned
-// onto the input clock (takeAppend); then, when turn_detection is set, heard by the overlap VAD
-// (detectSpeech) with a possible barge-in on the response (bargeIn); then streamed to the engine
-// here under auto_response (streamInput), or else buffered until its commit, with what may go
-// ahead forwarded to the engine now (engineLink.forward).
-func (s *Session) handleAppend(c *AppendAudio) {
-	pcm, fe := s.inputAudio.takeAppend(c.Data, s.settings.cfg.InputFormat, c.Format)
-	if fe != nil {
-		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
-		return
-	}
-	if len(pcm) == 0 {
-		return
-	}
-	var vr vadResult
-	if s.settings.cfg.TurnDetection == nil {
-		// Manual turns: no VAD listens (auto_response needs turn_detection too), so nothing is
-		// announced and nothing barges in. A VAD a session.update turned off is freed.
-		s.inputAudio.closeVAD()
-		if s.inputAudio.echo != nil {
-			s.inputAudio.echo.Process(pcm) // the canceller's clock follows the input whether a VAD listens or not
-		}
-	} else {
-		vr = s.detectSpeech(pcm)
-		s.bargeIn(vr)
-		if s.settings.autoResponse() {
-			s.streamInput(c.ID, pcm, vr)
-			return
-		}
-	}
-	// Manual turns and the session's own server_vad: the chunk waits in the uncommitted buffer.
-	first, ok := s.inputAudio.buffer(pcm, s.m.cfg.MaxPendingInputBytes, s.m.cfg.WallClock())
-	if !ok {
-		s.sendError("input_backpressure", fmt.Sprintf("more than %d bytes of input are pending", s.m.cfg.MaxPendingInputBytes), c.ID, "audio")
-		return
-	}
-	if s.responses.resp == nil {
-		s.turnState = turnUserSpeaking
-	}
-	if first {
-		s.openAhead() // the first turn decodes ahead too (ahead.go); tried once per buffer
-	}
-	s.link.forward(&s.inputAudio, s.input, s.responses.resp != nil || s.jobQueue.jobsOut > 0, s.m.cfg.WallClock, s.log)
-	// server_vad commits the buffer at the end of speech (semantic_vad at the end of the
-	// turn), and with create_response answers it (unless a response is still running:
-	// interrupt_response false).
-	s.commitTurnIf(vr.stopped || s.sem.end(s.link.ctx, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
-}
-
-// streamInput sends an auto_response append heard as vr straight to the engine, whose VAD
-// endpointing takes the turns; its first speech is the turn's t0.
-func (s *Session) streamInput(eventID string, pcm []float32, vr vadResult) {
-	if !s.ensureEngine(eventID) {
-		return
-	}
-	if at, ok := s.inputAudio.speechArrival(vr, s.m.cfg.WallClock()); ok {
-		s.link.engine.MarkTurnArrival(s.input, at)
-	}
-	if err := s.link.engine.AppendAudio(s.link.ctx, s.input, pcm); err != nil {
-		if errors.Is(err, requestclient.ErrInputBackpressure) {
-			s.sendError("input_backpressure", err.Error(), eventID, "audio")
-			return
-		}
-		s.sendError("runtime_append_failed", err.Error(), eventID, "")
-	}
-}
-
-// bargeIn runs the overlap policy on speech the VAD confirmed in an append (bargeDecision): it
-// ends the idle follow-up, and under interrupt_response it cancels the active response, timing
-// the barge-in from the onset's own append.
-func (s *Session) bargeIn(vr vadResult) {
-	heard, cancel := bargeDecision(vr, s.responses.resp != nil, s.settings.cfg.TurnDetection)
-	if heard {
-		s.idle.stop() // the user spoke: no idle follow-up
-	}
-	if !cancel {
-		return
-	}
-	s.send(Event{Epoch: s.epoch, Effect: OverlapDecision{
-		SessionID: s.id, Epoch: s.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}})
-	onset := s.inputAudio.onsetAt
-	if s.cancelActive("turn_detected", "turn_detected", true) && onset > 0 {
-		if m := turnStats(s.link.engine); m != nil {
-			lat := s.m.cfg.WallClock() - onset
-			m.ObserveBargeIn(lat)
-		}
-	}
-}
-
 // bargeDecision is the overlap policy on an append heard as vr, while a response is active or
 // not, under turn detection td: heard is speech the VAD confirmed (the idle follow-up ends);
 // cancel says it barges in on the active response (interrupt_response).
@@ -167,74 +74,6 @@ func bargeDecision(vr vadResult, active bool, td *TurnDetection) (heard, cancel 
 		return false, false
 	}
 	return true, active && td != nil && td.InterruptResponse
-}
-
-// unforwardInput makes the engine forget the forwarded head of the input buffer; the buffer
-// itself is kept (the next commit feeds all of it).
-func (s *Session) unforwardInput(eventID string) {
-	discarded, err := s.link.unforward(&s.inputAudio)
-	if err != nil {
-		s.sendError("runtime_append_failed", err.Error(), eventID, "")
-		return
-	}
-	if discarded {
-		s.tx.endUtterance("", s.link.opts.TranscriptDeltas)
-	}
-}
-
-// clearInput is input_audio_buffer.clear: the buffer and whatever of it the ASR has heard are
-// dropped.
-func (s *Session) clearInput(eventID string) {
-	s.sem.abandon(&s.inputAudio)
-	s.unforwardInput(eventID)
-	s.inputAudio.clearBuffer()
-	s.tx.dropOpen(&s.inputAudio.speechItemID, s.link.opts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
-	if m := turnStats(s.link.engine); m != nil {
-		m.ClearTurnInput(s.input)
-	}
-	s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
-}
-
-// detectSpeech hears one taken append (inputAudio.listen) and, under server_vad, emits
-// speech_started / speech_stopped with their positions in the session's input audio and the id
-// the user item will get on commit; semantic_vad's pauses go to semState instead.
-func (s *Session) detectSpeech(pcm []float32) vadResult {
-	td, auto := s.settings.cfg.TurnDetection, s.settings.autoResponse()
-	var fallback *TurnDetection // auto_response's silent VAD, when turn_detection is null
-	if td == nil && auto {
-		fallback = s.settings.cfg.defaultTurnDetection()
-	}
-	res, edges, err := s.inputAudio.listen(pcm, td, fallback, auto, s.m.cfg.WallClock())
-	switch {
-	case errors.Is(err, errNoOverlapVAD):
-		s.log.Warn("no overlap vad", zap.Error(err))
-		return vadResult{}
-	case err != nil:
-		s.log.Debug("overlap vad", zap.Error(err))
-		return vadResult{}
-	}
-	for _, e := range edges {
-		switch {
-		case e.resumed:
-			s.sem.drop() // a semantic_vad pause that had not ended the turn: the same turn goes on
-		case e.pause && engineEndsTurns(td, auto):
-			// semantic_vad on auto-response: speech_stopped waits for the engine's speak
-			// decision (semvad_duplex.go).
-		case e.pause:
-			// semantic_vad: speech_stopped waits for the pause's decision (semvad.go).
-			s.sem.begin(float64(e.atMs), s.inputAudio.inputMs, SemanticParams(s.settings.cfg.TurnDetection.Eagerness), time.Now())
-		case e.started:
-			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStarted,
-				AudioMs: e.atMs, ItemID: s.inputAudio.speechItemID}})
-		default:
-			s.send(Event{Epoch: s.epoch, Effect: InputSpeech{Phase: PhaseStopped,
-				AudioMs: e.atMs, ItemID: s.inputAudio.speechItemID}})
-			if m := turnStats(s.link.engine); m != nil {
-				m.MarkInputEnd(s.input, s.m.cfg.WallClock())
-			}
-		}
-	}
-	return res
 }
 
 // resetVAD starts a response with a fresh detector, so only speech that begins during the
@@ -374,6 +213,14 @@ func (in *inputAudio) clearBuffer() {
 // the echo canceller searches: the client's playback buffer plus the room.
 const echoMaxDelayMs = 400
 
+// reference gives the echo canceller ref, a frame of the assistant's audio at 16 kHz (nil
+// while no VAD listens: nothing to cancel).
+func (in *inputAudio) reference(ref []float32) {
+	if ref != nil {
+		in.echoCanceller().Reference(ref)
+	}
+}
+
 // echoCanceller returns the session's canceller, made on the first audio sent while a VAD
 // listens (pure Go, no C memory).
 func (in *inputAudio) echoCanceller() *audio.EchoCanceller {
@@ -385,7 +232,7 @@ func (in *inputAudio) echoCanceller() *audio.EchoCanceller {
 
 // withoutEcho is what the VAD hears of pcm: the input without the echo of what the session
 // itself sent, so a client without echo cancellation does not barge in on its own assistant.
-// The canceller's clock advances with every append, whether a VAD runs or not (handleAppend
+// The canceller's clock advances with every append, whether a VAD runs or not (append
 // advances it itself when none does).
 func (in *inputAudio) withoutEcho(pcm []float32) []float32 {
 	if in.echo == nil {

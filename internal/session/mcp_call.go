@@ -402,26 +402,6 @@ type followUp struct {
 	args  string
 }
 
-// startFollowUp starts a response of the session's own after MCP results joined the
-// conversation. With a response already active (the user spoke meanwhile) none starts: the
-// results stay in the conversation for it. An approved call (f.call) runs first in the
-// response, whose model reply follows it (mcpResp.afterCall).
-func (s *Session) startFollowUp(f followUp) {
-	if f.call == nil && (s.responses.resp != nil || s.closeReason != "" || !s.ensureEngine("")) {
-		return
-	}
-	s.responses.pendingIn++ // the results are input the follow-up answers
-	o := s.tools.followUpOptions(s.settings.cfg, f.depth)
-	r := s.beginResponse(-1, o)
-	if f.call == nil {
-		s.startModelReply(r, o)
-		return
-	}
-	r.mcp.start = func() { s.startModelReply(r, o) }
-	f.call.ID, f.call.ResponseID = newItemID(), r.id
-	s.tools.emitCallItem(r, f.call, f.args)
-}
-
 // answerApproval is conversation.item.create with an mcp_approval_response: the client's
 // answer to an mcp_approval_request, while active is the session's active response (nil:
 // none). Approved, the session runs the call in a response of its own whose model reply

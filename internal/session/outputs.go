@@ -30,7 +30,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 		r := s.responses.resp
 		r.play.frames = nil
 		r.finished = true
-		s.completeResponse(r)
+		s.run(completed(r, false)...)
 	}
 	switch p.route {
 	case routeAppendFailed:
@@ -49,7 +49,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 			s.tx.committed(it.ID)
 			s.send(evs...)
 			s.tx.completed(it.ID, duplex.Transcription{Text: o.Text, Logprobs: o.WordLogprobs})
-			s.trimHistory()
+			s.run(trimHistory{})
 		}
 	case routeListen:
 		s.send(Event{Epoch: s.epoch, Effect: TurnDecision{SessionID: s.id, Epoch: s.epoch, Turn: o.Turn}})
@@ -98,7 +98,7 @@ func (s *Session) handleResult(res jobResult) {
 	s.jobQueue.taken()
 	if res.itemID != "" && res.err == nil {
 		s.tx.completed(res.itemID, res.transcript)
-		s.trimHistory()
+		s.run(trimHistory{})
 	}
 	r := s.responses.resp
 	active := r != nil && res.responseID != "" && r.id == res.responseID
@@ -112,7 +112,7 @@ func (s *Session) handleResult(res jobResult) {
 		s.tx.jobFailed(res.itemID, res.errCode, res.err, s.link.opts.TranscriptDeltas)
 		msg := jobErrorMessage(res, s.link.obs, s.epoch)
 		if active {
-			s.failResponse(r, res.errCode, msg, res.err)
+			s.run(failActive{r: r, code: res.errCode, msg: msg, err: res.err})
 		} else {
 			s.send(engineErrorEvent(s.epoch, res.errCode, msg, "", res.err))
 		}

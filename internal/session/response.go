@@ -2,15 +2,12 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/duplex"
-	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/requestclient"
 )
@@ -44,7 +41,7 @@ type response struct {
 	turnID     int
 	// turn is the response's turn as the engine knows it (requestclient.Turn): the id of the input
 	// it answers (Session.input when it began), and the engine turn its outputs carry once bound.
-	// Respond takes it, and the session ends it once at endResponse.
+	// Respond takes it, and the session ends it once (responses.ended, the endTurn call).
 	turn      requestclient.Turn
 	audio     bool
 	maxTokens int
@@ -130,34 +127,6 @@ func (r *response) itemIn(c *conversation) *item {
 	return c.find(r.itemID)
 }
 
-// endResponse is end_response(finished_reason): clears the active response and finalizes its
-// metrics turn. The ids are captured first, the hook runs last and cannot fail the caller.
-func (s *Session) endResponse(reason string) *response {
-	r := s.responses.resp
-	if r == nil {
-		return nil
-	}
-	// Its running MCP calls fail (cancelled, interrupted, failed or closed): their goroutines
-	// stop with the cancel, their results are dropped.
-	for _, c := range s.tools.mcp.takeCallsOf(r) {
-		s.tools.finishMCPCall(c, "", &mcpclient.Error{Kind: mcpclient.KindProtocol, Message: errMCPCallCancelled.Error(), Err: errMCPCallCancelled}, time.Since(c.started))
-	}
-	r.mcp.start = nil
-	s.responses.end()
-	s.turnState = turnIdle
-	if it := r.itemIn(&s.conv); it != nil {
-		r.settleItem(it)
-	}
-	if s.link.engine != nil {
-		_, settle := s.link.engine.EndTurn(r.turn, requestclient.TurnOutcome{Reason: reason, DeliveredMs: r.play.sentMs, UnderrunMs: r.play.underrunMs,
-			PlayedMs: r.play.ackedMs, DetachedMs: r.play.detachedMs, ToolCalls: r.toolCalls, Unstarted: r.neverStarts()})
-		if settle != nil && !s.submitJob(settleJob(settle, s.log)) {
-			s.log.Debug("no room to settle the input of a cancelled response; its turn is recorded when the stream closes")
-		}
-	}
-	return r
-}
-
 // settleJob ends the turn of a response cancelled before its engine response started (e.g. a
 // response.cancel right after response.create while the input's commit is still queued): the
 // turn waits for that input's work (its transcription and prefill), which this job, queued
@@ -181,9 +150,9 @@ func (s *Session) onResponseOutput(r *response, o duplex.Output) {
 		if !r.audio {
 			return
 		}
-		s.turnState = turnAssistantPlaying
+		s.responses.turnState = turnAssistantPlaying
 		r.play.queueAudio(o.Audio, r.out.joinTranscript(o.Text), r.format, s.settings.listening())
-		s.pace()
+		s.run(paceOutput{})
 	case duplex.OutUsage:
 		if o.Usage != nil {
 			u := *o.Usage
@@ -196,11 +165,11 @@ func (s *Session) onResponseOutput(r *response, o duplex.Output) {
 	case duplex.OutFinished:
 		r.finished = true
 		r.finish = o.FinishReason
-		s.pace()
+		s.run(paceOutput{})
 	case duplex.OutError:
 		code := outputErrorCode(o.Err)
 		cause := s.link.obs.engineFailed(code, o.Err, true, s.epoch)
-		s.failResponse(r, code, engineErrorMessage(o.Err, cause), o.Err)
+		s.run(failActive{r: r, code: code, msg: engineErrorMessage(o.Err, cause), err: o.Err})
 	}
 }
 
@@ -209,59 +178,6 @@ func errString(err error) string {
 		return "engine error"
 	}
 	return err.Error()
-}
-
-// pace sends queued audio of the active response while it is at most MaxOutputLead ahead of
-// real time, arms the timer for the next frame, and completes a finished, drained response.
-func (s *Session) pace() {
-	r := s.responses.resp
-	if r == nil {
-		return
-	}
-	if s.attachment.detached {
-		// Output pacing is paused while no client listens: the audio waits for a resume. A
-		// response with nothing left to send still completes (into the journal).
-		if r.finished && len(r.play.frames) == 0 && !r.mcp.holds() {
-			s.completeResponse(r)
-			if r.mcp.followUp {
-				s.startFollowUp(followUp{depth: r.mcp.depth + 1})
-			}
-		}
-		return
-	}
-	now := s.m.cfg.Now()
-	lead := float64(s.m.cfg.MaxOutputLead) / float64(time.Millisecond)
-	for {
-		f, wait, ok := r.play.nextFrame(now, lead)
-		if !ok {
-			if wait > 0 {
-				s.timers.pace.Reset(wait)
-				return
-			}
-			break
-		}
-		s.settings.assistantAudio = true
-		if f.ref != nil {
-			s.inputAudio.echoCanceller().Reference(f.ref)
-		}
-		s.send(r.frameEvents(f)...)
-	}
-	if r.finished && !r.mcp.holds() {
-		s.completeResponse(r)
-		if r.mcp.followUp {
-			s.startFollowUp(followUp{depth: r.mcp.depth + 1})
-		}
-	}
-}
-
-// completeResponse ends a response that ran to its end: its turn is closed with the reason its
-// finish maps to (doneStatus), then response.done goes out.
-func (s *Session) completeResponse(r *response) {
-	status, reason, details := doneStatus(r.finish)
-	s.endResponse(reason)
-	s.send(s.responses.doneEvents(r, &s.settings, &s.conv, status, details)...)
-	s.trimHistory()
-	s.idle.armAfter(s.settings.cfg.TurnDetection, r, s.m.cfg.Now(), s.inputAudio.inputMs, s.attachment.detached)
 }
 
 // doneStatus maps the engine's finish reason of a response that ran to its end to the
@@ -278,59 +194,4 @@ func doneStatus(finish string) (status, reason string, details *StatusDetails) {
 		return "completed", duplex.FinishToolCalls, nil // completed, logged as a turn that ended in calls
 	}
 	return "completed", "stop", nil
-}
-
-// failResponse ends r as failed with code and msg. For an engine failure err a remote stage's
-// upstream error is told with the upstream's type, code and param (engineErrorEvent); the
-// response's status_details keep the session's own code.
-func (s *Session) failResponse(r *response, code, msg string, err error) {
-	s.send(engineErrorEvent(s.epoch, code, msg, "", err))
-	r.play.frames = nil
-	s.sink.DropStale(s.epoch + 1)
-	s.endResponse("error")
-	s.send(s.responses.doneEvents(r, &s.settings, &s.conv, "failed", &StatusDetails{Type: "failed", Reason: code})...)
-	s.advanceEpoch("response.cancel")
-}
-
-// cancelActive is _cancel_active_response: end the response with the mapped finished_reason
-// (before the epoch moves, so the hook sees the ids), drop its queued audio, notify, advance the
-// epoch and stop the engine work. wireReason is what the client sees in status_details.
-func (s *Session) cancelActive(source, wireReason string, notify bool) bool {
-	r := s.responses.resp
-	if r == nil {
-		return false
-	}
-	cleared := r.cut(s.m.cfg.Now(), notify)
-	s.sink.DropStale(s.epoch + 1)
-	s.send(cleared...)
-	s.endResponse(finishedReasonForCancel(source))
-	if notify {
-		s.send(s.responses.doneEvents(r, &s.settings, &s.conv, "cancelled", &StatusDetails{Type: "cancelled", Reason: wireReason})...)
-	}
-	s.advanceEpoch(cancelSignal(source))
-	s.turnState = turnBargeIn
-	if heard := r.heardText(); heard != "" && !r.outOfBand && s.link.engine != nil && s.state == "open" {
-		// The engine dropped the partial response; put back what the user actually heard.
-		eng, turn := s.link.engine, s.input
-		if !s.submitJob(job{run: func(ctx context.Context) jobResult {
-			return jobResult{err: eng.AppendText(ctx, turn, "assistant", heard), errCode: "runtime_append_failed"}
-		}}) {
-			s.log.Warn("dropping the heard assistant text: engine job queue full", zap.Int("chars", len(heard)))
-			s.sendError("input_backpressure", "too many pending engine jobs; the assistant text heard before the interruption was not kept in the conversation", "", "")
-		}
-	}
-	return true
-}
-
-func (s *Session) advanceEpoch(signal string) {
-	s.epoch++
-	if s.link.engine == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := s.link.engine.Signal(ctx, signal, requestclient.Fence{SessionID: s.id, Epoch: s.epoch}); err != nil {
-		s.log.Warn("signalling the engine", zap.String("event", signal), zap.Error(err))
-		s.sendError("runtime_abort_failed", fmt.Sprintf("stopping the engine work: %v", err), "", "")
-	}
 }

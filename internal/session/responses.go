@@ -19,10 +19,12 @@ type responses struct {
 	lastClosed int       // highest engine turn whose output is over (done or cancelled); -1 = none
 	pendingIn  int       // committed user inputs not yet answered
 	lastUsage  usage     // the previous response's usage (its context is cached)
+	turnState  string    // the conversation's turn state (turnIdle...), told in the session object
+	turnID     int       // the last response's turn number (the omniserve extension's turn_id)
 }
 
 func newResponses(sessionID string, defaultMaxTokens int) responses {
-	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1}
+	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1, turnState: turnIdle}
 }
 
 // over reports whether the engine turn's output is over (done or cancelled): its late outputs
@@ -34,6 +36,21 @@ func (rs *responses) closeTurn(turn int) {
 	if turn > rs.lastClosed {
 		rs.lastClosed = turn
 	}
+}
+
+// userSpeaks marks the user speaking when an append was kept (ok) while no response is active.
+func (rs *responses) userSpeaks(ok bool) {
+	if ok && rs.resp == nil {
+		rs.turnState = turnUserSpeaking
+	}
+}
+
+// activeItemID is the active response's item id ("": no response is active).
+func (rs *responses) activeItemID() string {
+	if rs.resp == nil {
+		return ""
+	}
+	return rs.resp.itemID
 }
 
 // end clears the active response and returns it (nil when none): its engine turn is over and,

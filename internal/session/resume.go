@@ -221,7 +221,7 @@ func (s *Session) resume(call resumeCall) {
 	}
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
 	ev := SessionResumed{SessionID: s.id, ResumeToken: s.attachment.resumeToken, ResyncRequired: !complete,
-		Session: sessionUpdated(s.sessionView(), &s.settings, false)}
+		Session: sessionUpdated(sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), &s.settings, false)}
 	if !complete {
 		items := s.conv.views()
 		ev.Items = &items
@@ -233,7 +233,7 @@ func (s *Session) resume(call resumeCall) {
 	s.log.Info("session resumed", zap.Duration("gap", gap), zap.Bool("resync_required", !complete))
 	reply(ResumeResult{Event: Event{Epoch: s.epoch, Beta: s.settings.opts.Beta, Effect: ev}, Gen: s.attachment.attachGen, Resync: !complete}, nil)
 	// Output paused while detached goes on; it queues behind the replay on the new connection.
-	s.pace()
+	s.run(paceOutput{})
 }
 
 // stopTimer stops t and drains a tick that already fired, so that a later Reset starts clean.

@@ -97,11 +97,9 @@ type Session struct {
 	outputQueue outputQueue // the engine's outputs on their way to the actor (jobs.go)
 
 	// State below is owned by the Run goroutine.
-	link      engineLink // the engine stream, its context and the settings it was opened with (engine_link.go)
-	state     string
-	turnState string
-	epoch     int
-	turnID    int
+	link  engineLink // the engine stream, its context and the settings it was opened with (engine_link.go)
+	state string
+	epoch int
 	// input is the id of the turn the user's input is building: every input and response
 	// goes to the engine with it, a response takes it (the next input is input+1), and a clear
 	// abandons it. Ids are never reused.
@@ -117,15 +115,16 @@ type Session struct {
 	sem       semState // semantic_vad's pause and end-of-turn estimate (semvad.go)
 }
 
-// control carries what other goroutines tell the actor besides commands: a Stop reason, and
-// the server's drain with its grace. Each is buffered(1): telling never blocks.
+// control carries what other goroutines tell the actor besides commands: a Stop reason (also
+// the connection's end: Run's context, through context.AfterFunc), and the server's drain with
+// its grace. Each is buffered(1): telling never blocks.
 type control struct {
 	stop  chan string
 	drain chan time.Duration
 }
 
-// sessionTimers are the actor's own timers: the next paced frame of output (pace) and the
-// session's idle timeout (idle, reset by every client command).
+// sessionTimers are the actor's own timers: the next paced frame of output (responses.pace,
+// armPace) and the session's idle timeout (idle, reset by every client command).
 type sessionTimers struct {
 	pace *time.Timer
 	idle *time.Timer
@@ -145,7 +144,6 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		outputQueue: newOutputQueue(),
 		done:        make(chan struct{}),
 		state:       "open",
-		turnState:   turnIdle,
 		responses:   newResponses(id, m.cfg.DefaultMaxOutputTokens),
 		expiresAt:   m.cfg.Now().Add(maxSessionLength),
 		settings:    newSettings(opts, m.cfg),
@@ -171,7 +169,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 			if start, pace := r.mcp.afterCall(r == s.responses.resp); start != nil {
 				start()
 			} else if pace {
-				s.pace()
+				s.run(paceOutput{})
 			}
 		}, countCall: m.observeToolCall, wallNow: m.cfg.WallClock, conv: &s.conv, log: s.log}
 	if opts.Initial != nil {
@@ -197,7 +195,7 @@ func (m *Manager) Preview(opts Options, patch ConfigPatch) (SessionView, error) 
 		return SessionView{}, err
 	}
 	s.settings.cfg = cfg
-	return s.sessionView(), nil
+	return sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), nil
 }
 
 // ID returns the session id, duplex-<uuid>.
@@ -278,11 +276,15 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	if first != nil {
 		s.settings.detectDialect(first)
 	}
-	s.send(Event{Epoch: s.epoch, Effect: sessionCreated(s.sessionView(), &s.settings, s.attachment.resumeToken)})
+	s.send(Event{Epoch: s.epoch, Effect: sessionCreated(sessionView(&s.settings, s.m.cfg, sessionFacts{s.id, s.expiresAt, s.state, s.epoch, &s.responses}), &s.settings, s.attachment.resumeToken)})
 	if first != nil {
 		s.handleUpdate(first)
 	}
-	reason = s.guardedLoop(ctx)
+	// The connection's end (ctx) reaches the actor as a Stop, so that the loop's one select
+	// waits on the session's own channels only.
+	stopOnDisconnect := context.AfterFunc(ctx, func() { s.Stop(ReasonDisconnect) })
+	reason = s.guardedLoop()
+	stopOnDisconnect()
 	s.shutdown(reason, func() {
 		// No engine job may run after the engine is closed.
 		cancelJobs()
@@ -296,7 +298,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 // applies it; a handler may set closeReason, which ends the loop after that message. A panic in
 // the actor ends this session, not the process: the session's state may be half-updated, so it
 // is closed rather than continued.
-func (s *Session) guardedLoop(ctx context.Context) (reason string) {
+func (s *Session) guardedLoop() (reason string) {
 	defer func() {
 		if p := recover(); p != nil {
 			recovered(s.log, s.m.cfg.Metrics, "session", p)
@@ -305,7 +307,7 @@ func (s *Session) guardedLoop(ctx context.Context) (reason string) {
 		}
 	}()
 	for s.closeReason == "" {
-		if reason, end := s.next(ctx); end {
+		if reason, end := s.next(); end {
 			return reason
 		}
 	}
@@ -322,9 +324,9 @@ func recovered(log *zap.Logger, m ManagerMetrics, component string, p any) {
 }
 
 // next waits for one message on any of the actor's channels and applies it; end reports the
-// channels that end the session (idle timeout, Stop, resume grace expired, disconnect) with
-// their reason. All channels wait in one select, so none is preferred over another.
-func (s *Session) next(ctx context.Context) (reason string, end bool) {
+// channels that end the session (idle timeout, Stop and with it the disconnect, resume grace
+// expired) with their reason. All channels wait in one select, so none is preferred over another.
+func (s *Session) next() (reason string, end bool) {
 	select {
 	case c := <-s.inbox:
 		s.receive(c)
@@ -335,13 +337,13 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	case r := <-s.tools.mcp.results:
 		s.tools.handleResult(r, s.epoch, s.settings.cfg)
 	case a := <-s.sem.results:
-		s.commitTurnIf(s.sem.answered(s.link.ctx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
+		s.run(turnEnd{stopped: s.sem.answered(s.link.ctx, a, semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input})})
 	case <-s.sem.timerC():
-		s.commitTurnIf(s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input}))
+		s.run(turnEnd{stopped: s.sem.timedOut(semMoment{&s.inputAudio, s.settings.semanticVAD(), s.link.engine, s.input})})
 	case <-s.timers.pace.C:
-		s.pace()
+		s.run(paceOutput{})
 	case <-s.idle.timer.C:
-		s.idleTimeoutTriggered()
+		s.run(idleFired{})
 	case <-s.timers.idle.C:
 		return ReasonTimeout, true
 	case g := <-s.ctl.drain:
@@ -357,20 +359,8 @@ func (s *Session) next(ctx context.Context) (reason string, end bool) {
 	case <-s.attachment.graceTimer.C:
 		s.log.Info("resume grace expired; closing the session")
 		return ReasonResumeExpired, true
-	case <-ctx.Done():
-		return ReasonDisconnect, true
 	}
 	return "", false
-}
-
-// commitTurnIf commits the buffer at the end of a turn the VAD decided (server_vad's end of
-// speech, semantic_vad's end-of-turn estimate or pause timer), answering it with
-// create_response (unless a response still runs: interrupt_response false).
-func (s *Session) commitTurnIf(ended bool) {
-	if ended {
-		respond := vadResponds(s.settings.cfg, s.settings.opts, s.responses.resp != nil)
-		s.handleCommit("", &respond)
-	}
 }
 
 // vadResponds reports whether a turn the VAD ended is answered: turn_detection's
@@ -400,7 +390,7 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 	s.state = "closing"
 	cancelSource := cancelSourceFor(reason)
 	quiet := unannounced(reason) || s.attachment.detached
-	s.cancelActive(cancelSource, reason, !quiet)
+	s.run(cancelActive{source: cancelSource, wire: reason, notify: !quiet})
 	if drainsJobsAtClose(reason) {
 		s.jobQueue.drain(s.link.ctx, closeDrainTimeout, s.handleResult, s.log)
 	}
@@ -470,7 +460,7 @@ func closeEngine(eng Engine, reason, cancelSource string, log *zap.Logger) {
 const closeDrainTimeout = 5 * time.Second
 
 // ensureEngine opens the engine stream on first use. A manual turn's first append opens it
-// earlier (openAhead), and a session.update reopens such a fresh stream (ahead.go).
+// earlier (engineLink.ahead), and a session.update reopens such a fresh stream (ahead.go).
 func (s *Session) ensureEngine(eventID string) bool {
 	if s.link.engine != nil {
 		return true

@@ -164,13 +164,23 @@ func mcpServerViews(tools []MCPTool) []MCPServerView {
 	return out
 }
 
+// sessionFacts is what the session object tells besides the configuration: the session's id,
+// expiry, state and epoch, and its responses' turn state and turn.
+type sessionFacts struct {
+	id        string
+	expiresAt time.Time
+	state     string
+	epoch     int
+	responses *responses
+}
+
 // sessionView is the session as its client is told of it now (session.created, session.updated,
-// a client secret's preview).
-func (s *Session) sessionView() SessionView {
-	v := s.settings.view(s.m.cfg.DefaultMaxOutputTokens)
-	v.ID, v.ExpiresAt, v.State, v.TurnState, v.Epoch, v.Turn = s.id, s.expiresAt, s.state, s.turnState, s.epoch, s.turnID
-	v.Capabilities = SessionCapabilities{BargeIn: true, AudioTruncate: true, Resume: s.Resumable(), FullDuplex: s.settings.opts.Duplex,
+// a client secret's preview), under the configuration st and the server's mc.
+func sessionView(st *settings, mc ManagerConfig, f sessionFacts) SessionView {
+	v := st.view(mc.DefaultMaxOutputTokens)
+	v.ID, v.ExpiresAt, v.State, v.TurnState, v.Epoch, v.Turn = f.id, f.expiresAt, f.state, f.responses.turnState, f.epoch, f.responses.turnID
+	v.Capabilities = SessionCapabilities{BargeIn: true, AudioTruncate: true, Resume: mc.ResumeGrace > 0, FullDuplex: st.opts.Duplex,
 		ChunkPeriodMs: frameMs, TargetBargeInLatencyMs: targetBargeInLatencyMs, BargeInMinSpeechMs: overlapMinSpeechMs,
-		BargeInPitchedSpeechMs: overlapEarlySpeechMs, MaxOutputLead: s.m.cfg.MaxOutputLead}
+		BargeInPitchedSpeechMs: overlapEarlySpeechMs, MaxOutputLead: mc.MaxOutputLead}
 	return v
 }

@@ -102,7 +102,7 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	spoken := s.inputAudio.speechItemID
 	require.NotEmpty(t, spoken)
 	now = 1000.5
-	s.clearInput("")
+	s.run(clearInput{eventID: ""})
 	deltaOut("") // the stream's mark of the discard
 
 	now = 1001
@@ -111,7 +111,7 @@ func TestTranscriptionItemCancelledByClear(t *testing.T) {
 	s.tx.endUtterance(first.ID, s.link.opts.TranscriptDeltas)
 	now = 1001.25
 	s.tx.completed(first.ID, duplex.Transcription{Text: "stop"})
-	s.trimHistory()
+	s.run(trimHistory{})
 
 	now = 1002
 	second := commitAudioItem(s, 1200)

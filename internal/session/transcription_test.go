@@ -153,7 +153,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	s.tx.endUtterance(first.ID, s.link.opts.TranscriptDeltas)
 	deltaOut(" forward")
 	s.tx.completed(first.ID, duplex.Transcription{Text: "go forward ten"})
-	s.trimHistory()
+	s.run(trimHistory{})
 	deltaOut(" ten") // stale: the final went out
 	transcriptOut()
 	// Utterance 2 is cleared: its late deltas (before the discard's mark) are dropped.
@@ -169,7 +169,7 @@ func TestTranscriptDeltasFollowTheEngineOrder(t *testing.T) {
 	transcriptOut()
 	deltaOut("go")
 	s.tx.completed(third.ID, duplex.Transcription{Text: "stop here"})
-	s.trimHistory()
+	s.run(trimHistory{})
 
 	deltas := map[string]string{}
 	for _, ev := range sk.events {
@@ -254,7 +254,7 @@ func TestConversationWithoutTranscriptionSendsNoDeltas(t *testing.T) {
 	s.tx.endUtterance(it.ID, s.link.opts.TranscriptDeltas)
 	s.routeOutput(duplex.Output{Kind: duplex.OutTranscriptDelta, Text: " on"})
 	s.tx.completed(it.ID, duplex.Transcription{Text: "go on"})
-	s.trimHistory()
+	s.run(trimHistory{})
 	s.routeOutput(duplex.Output{Kind: duplex.OutTranscript, Text: "go on"})
 	for _, typ := range sk.seen() {
 		require.NotContains(t, typ, "input_audio_transcription", "transcription is off")
@@ -374,7 +374,7 @@ func TestTranscriptionItemRecords(t *testing.T) {
 			deltaOut(" forward")
 			now = 1000.75
 			s.tx.completed(first.ID, duplex.Transcription{Text: "go forward ten", RecognizerCPU: 60 * time.Millisecond})
-			s.trimHistory()
+			s.run(trimHistory{})
 			now = 1001
 			second := commitAudioItem(s, 640)
 			s.tx.endUtterance(second.ID, s.link.opts.TranscriptDeltas)

@@ -122,7 +122,7 @@ func (x *transcripts) add(itemID, text string) string {
 	return text
 }
 
-// reopened: the engine stream was replaced before its first commit (ahead.go reopenFresh) and
+// reopened: the engine stream was replaced before its first commit (engineLink.stale, handleUpdate) and
 // the new one decodes the buffered audio again, so the open utterance's words come again from
 // its start. The old stream's utterance ends went with it (its outputs were all routed).
 func (x *transcripts) reopened(openItem string) {

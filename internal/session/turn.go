@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/omniserve/omniserve/internal/requestclient"
 
 	"github.com/omniserve/omniserve/internal/audio"
 )
@@ -20,8 +19,9 @@ import (
 //     the committed input, or its own input out of band;
 //   - the engine's own speak decision in an auto-response session (outputs.go), which reports a
 //     turn the engine has already started.
-// A response's life after its birth (outputs, pacing, done, cancel) is in response.go; its
-// options (response.create's fields) in response_spec.go; its record is closed by endResponse.
+// A response's life after its birth (outputs in response.go; pacing, done, cancel and failure as
+// the decisions of lifecycle.go); its options (response.create's fields) in response_spec.go;
+// its record is closed by the endActive step (responses.ended, the endTurn call).
 
 // handleCommit commits buffered input as a user item; with a response it precreates the
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
@@ -64,7 +64,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	s.send(evs...)
 	s.tx.endUtterance(it.ID, s.link.opts.TranscriptDeltas)
 	s.responses.pendingIn++
-	s.turnState = turnUserCommitted
+	s.responses.turnState = turnUserCommitted
 	// t0 is the first append of this input (keep-first: a forwarded append may have stamped it).
 	turn := s.input
 	s.link.engine.MarkTurnArrival(turn, started)
@@ -80,7 +80,7 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 	if !s.submitJob(commitJob(s.link.engine, turn, buf, it.ID, r, ro)) {
 		s.sendError("input_backpressure", "too many pending commits", eventID, "")
 		if r != nil {
-			s.failResponse(r, "input_backpressure", "too many pending commits", nil)
+			s.run(failActive{r: r, code: "input_backpressure", msg: "too many pending commits"})
 		}
 		return false
 	}
@@ -177,7 +177,7 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	if !s.ensureEngine(c.ID) {
 		return
 	}
-	s.startModelReply(s.beginResponse(-1, o), o)
+	s.run(replyJob(s.beginResponse(-1, o), o, s.link.engine))
 }
 
 func newResponseID(sessionID string, epoch int) string {
@@ -186,59 +186,17 @@ func newResponseID(sessionID string, epoch int) string {
 	return fmt.Sprintf("resp-%s-%d-%s", sessionID, epoch, hex.EncodeToString(b[:]))
 }
 
-// beginResponse opens a response with options o (begin_response): new ids, turn state,
-// metrics turn, and the response.created sequence.
+// beginResponse opens a response with options o (begin_response, responses.begin): the idle
+// follow-up and an undecided semantic_vad pause are forgotten, the VAD starts afresh, and the
+// response gets its ids, its engine turn and its response.created sequence. stageTurn is the
+// engine's own turn it answers (-1: the input built so far).
 func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	s.idle.stop()
 	s.sem.drop() // an undecided semantic_vad pause is forgotten
-	s.send(s.inputAudio.resetVAD(s.epoch)...)
-	s.turnID++
-	// The response answers the input built so far (or the engine's own turn, which already
-	// answered it); the next input is a new turn.
-	turn := stageTurn
-	if turn < 0 {
-		turn = s.input
-	}
-	s.input = max(s.input, turn+1)
-	r := &response{
-		id: newResponseID(s.id, s.epoch), epoch: s.epoch, turnID: s.turnID, turn: requestclient.NewTurn(turn),
-		audio: o.audio, maxTokens: o.maxTokens, play: playback{playedMs: -1, ackedMs: -1}, format: o.format, metadata: o.metadata,
-		inputUsage: s.responses.audioUsage(o, s.conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
-		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
-	}
-	r.itemID = "item_" + r.id
-	r.toolCalls = s.tools.answered.take()
-	s.responses.resp = r
-	s.turnState = turnAssistantGenerating
-	if s.link.engine != nil {
-		arrival := s.link.engine.MarkTurnArrival(turn, s.m.cfg.WallClock())
-		r.turn = s.link.engine.BeginTurn(turn, r.id, r.turnID, arrival)
-	}
-	if stageTurn >= 0 {
-		r.turn.Bind(stageTurn) // the engine's own turn: its outputs already carry it
-	}
-	it := &item{ID: r.itemID, Role: "assistant", Type: "message", Status: "in_progress", ResponseID: r.id, Audio: r.audio}
-	r.item = it
-	r.prevItemID = s.conv.lastID()
-	if !r.outOfBand {
-		s.conv.insert(it, "")
-	}
-	s.send(s.responses.startedEvents(r, &s.settings, it)...)
+	reset := s.inputAudio.resetVAD(s.epoch)
+	r, next, acts := s.responses.begin(beginning{stageTurn: stageTurn, input: s.input, epoch: s.epoch, o: o,
+		id: newResponseID(s.id, s.epoch), calls: s.tools.answered.take(), now: s.m.cfg.WallClock()}, &s.conv, &s.settings)
+	s.input = next
+	s.run(append([]action{emit{evs: reset}}, acts...)...)
 	return r
-}
-
-// startModelReply queues the engine response of r (as response.create does).
-func (s *Session) startModelReply(r *response, o respOptions) {
-	eng := s.link.engine
-	if !s.submitJob(job{responseID: r.id, run: func(ctx context.Context) jobResult {
-		if !r.claimEngine() {
-			return jobResult{}
-		}
-		t, err := o.respond(ctx, eng, r.turn)
-		return jobResult{turn: t, haveTurn: err == nil, err: err, errCode: "runtime_respond_failed"}
-	}}) {
-		s.failResponse(r, "input_backpressure", "too many pending engine jobs", nil)
-		return
-	}
-	r.jobbed = true
 }
