@@ -241,11 +241,12 @@ func TestDuplexLogStats(t *testing.T) {
 		for _, r := range statsRecords(s.logs.String()) {
 			if r.Msg == "OmniTiming" && r.ResponseID != "" {
 				logged[r.Reason]++
+				require.Equal(t, "vllm_duplex", r.Dialect, "?duplex=1 speaks vllm-omni's dialect: its tables say so")
 			}
 		}
 		require.NotEmpty(t, logged)
 		for reason, n := range logged {
-			re := regexp.MustCompile(`omniserve_duplex_turns_total\{finished_reason="` + reason + `",model_name="[^"]*"\} (\d+)`)
+			re := regexp.MustCompile(`omniserve_duplex_turns_total\{dialect="vllm_duplex",finished_reason="` + reason + `",model_name="[^"]*"\} (\d+)`)
 			m := re.FindSubmatch(body)
 			require.NotNil(t, m, "no duplex_turns_total series for %s", reason)
 			got, err := strconv.Atoi(string(m[1]))
@@ -516,6 +517,7 @@ type statsRecord struct {
 	ResponseID string           `json:"response_id"`
 	Turn       *int             `json:"turn"`
 	Reason     string           `json:"reason"`
+	Dialect    string           `json:"dialect"` // the logger's field: the session's wire dialect
 	Line       string           `json:"line"`
 	E2ETotalMs *float64         `json:"e2e_total_ms"`
 	DeliveredS float64          `json:"audio_delivered_s"`

@@ -30,6 +30,9 @@ type Options struct {
 	// TranscribeOnly: a transcription session's stream: its transcripts never join a
 	// conversation, and nothing is prefilled for a reply that never comes.
 	TranscribeOnly bool
+	// Dialect is the session's wire protocol (metrics.Dialects): it labels the stream's turns
+	// in the --log-stats log lines, Prometheus and traces, and changes nothing else.
+	Dialect string
 }
 
 // TurnDetection is turn_detection's part that a VAD and an endpointer read: its type, the

@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // InvalidEvents counts what realtime clients get wrong: every invalid event (a frame that is
 // no valid event, a command the session refused, an invalid session.event_ack) by dialect and
@@ -11,8 +15,25 @@ type InvalidEvents struct {
 	closes *prometheus.CounterVec
 }
 
-// InvalidEventDialects are the dialect label's values, present from start-up at 0.
-var InvalidEventDialects = []string{"openai", "vllm_duplex"}
+// The realtime dialects (the wire protocols a session speaks): the dialect label's values,
+// present from start-up at 0 in every family that has the label.
+const (
+	DialectOpenAI     = "openai"      // OpenAI Realtime (GA and beta), the calls and transcription sessions
+	DialectVllmDuplex = "vllm_duplex" // vllm-omni's native duplex (?duplex=1, /v1/duplex)
+	DialectGPTLive    = "gpt_live"    // OpenAI GPT-Live (/v1/live/sessions)
+)
+
+// Dialects is every value of the dialect label.
+var Dialects = []string{DialectOpenAI, DialectVllmDuplex, DialectGPTLive}
+
+// NormalizeDialect keeps the label bounded: a name outside Dialects (or none) counts as
+// OpenAI's, the dialect of every session that names none.
+func NormalizeDialect(d string) string {
+	if slices.Contains(Dialects, d) {
+		return d
+	}
+	return DialectOpenAI
+}
 
 // NewInvalidEvents registers the two families on reg with a constant model_name label, as
 // NewCollectors does.
@@ -27,7 +48,7 @@ func NewInvalidEvents(reg prometheus.Registerer, model string) *InvalidEvents {
 			[]string{"dialect"}),
 	}
 	reg.MustRegister(m.events, m.closes)
-	for _, d := range InvalidEventDialects {
+	for _, d := range Dialects {
 		m.closes.WithLabelValues(d)
 	}
 	return m

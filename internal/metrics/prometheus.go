@@ -21,6 +21,9 @@ type FinalizedRequest struct {
 	AudioTTFPStage   int
 	// ToolCalls are the tool and MCP calls timed for a turn (StartMs set), nil for none.
 	ToolCalls []ToolCallStats
+	// Dialect is the wire protocol of a duplex turn's session (one of Dialects; "" for a chat
+	// request): the dialect label of the duplex families and the turn span's omniserve.dialect.
+	Dialect string
 	// TraceID is the id (32 hex digits) of the trace the record was exported in, "" when it
 	// was not traced (or not sampled): the latency histograms carry it as an exemplar, so a
 	// dashboard can go from a slow bucket to the turn's trace.
@@ -56,11 +59,11 @@ type Collectors struct {
 	promptTokens     prometheus.Counter
 	generationTokens prometheus.Counter
 	duplexTurns      *prometheus.CounterVec
-	inputToAudio     prometheus.Histogram
-	inputToText      prometheus.Histogram
-	audioDelivered   prometheus.Histogram
-	audioPlayed      prometheus.Histogram
-	audioUnderrun    prometheus.Histogram
+	inputToAudio     *prometheus.HistogramVec
+	inputToText      *prometheus.HistogramVec
+	audioDelivered   *prometheus.HistogramVec
+	audioPlayed      *prometheus.HistogramVec
+	audioUnderrun    *prometheus.HistogramVec
 	activeSessions   prometheus.Gauge
 	detachedSessions prometheus.Gauge
 	sessionDuration  prometheus.Histogram
@@ -146,17 +149,17 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 			"Stage-0 input tokens of finalized requests and turns."),
 		generationTokens: counter1("request", "generation_tokens_total",
 			"Output tokens of all stages of finalized requests and turns, cut-short ones included."),
-		duplexTurns: counter("duplex", "turns_total", "Finalized duplex assistant turns by finished_reason.", "finished_reason"),
-		inputToAudio: hist1("duplex", "input_end_to_first_audio_seconds",
-			"Time from the end of the user input (commit, speech_stopped, item create) to the turn's first audio frame.", secondsBuckets),
-		inputToText: hist1("duplex", "input_end_to_first_text_seconds",
-			"Time from the end of the user input to the turn's first text unit.", secondsBuckets),
-		audioDelivered: hist1("duplex", "audio_delivered_seconds",
-			"Audio actually sent to the client per turn.", secondsBuckets),
-		audioPlayed: hist1("duplex", "audio_played_seconds",
-			"Audio the client acknowledged as played per turn (its last playback.ack's played_ms); turns without an ack are not observed.", secondsBuckets),
-		audioUnderrun: hist1("duplex", "audio_underrun_seconds",
-			"Time per turn the client's playback ran out of sent audio (paced delivery fell behind).", secondsFastBuckets),
+		duplexTurns: counter("duplex", "turns_total", "Finalized duplex assistant turns by finished_reason and dialect (the session's wire protocol).", "finished_reason", "dialect"),
+		inputToAudio: hist("duplex", "input_end_to_first_audio_seconds",
+			"Time from the end of the user input (commit, speech_stopped, item create) to the turn's first audio frame.", secondsBuckets, "dialect"),
+		inputToText: hist("duplex", "input_end_to_first_text_seconds",
+			"Time from the end of the user input to the turn's first text unit.", secondsBuckets, "dialect"),
+		audioDelivered: hist("duplex", "audio_delivered_seconds",
+			"Audio actually sent to the client per turn.", secondsBuckets, "dialect"),
+		audioPlayed: hist("duplex", "audio_played_seconds",
+			"Audio the client acknowledged as played per turn (its last playback.ack's played_ms); turns without an ack are not observed.", secondsBuckets, "dialect"),
+		audioUnderrun: hist("duplex", "audio_underrun_seconds",
+			"Time per turn the client's playback ran out of sent audio (paced delivery fell behind).", secondsFastBuckets, "dialect"),
 		activeSessions: gauge1("duplex", "active_sessions",
 			"Duplex engine streams open now."),
 		detachedSessions: gauge1("duplex", "detached_sessions",
@@ -252,8 +255,13 @@ func NewCollectors(reg prometheus.Registerer, model string) *Collectors {
 		c.ttft.WithLabelValues(kind)
 		c.itl.WithLabelValues(kind)
 	}
-	for _, r := range finishedReasons {
-		c.duplexTurns.WithLabelValues(r)
+	for _, d := range Dialects {
+		for _, r := range finishedReasons {
+			c.duplexTurns.WithLabelValues(r, d)
+		}
+		for _, h := range []*prometheus.HistogramVec{c.inputToAudio, c.inputToText, c.audioDelivered, c.audioPlayed, c.audioUnderrun} {
+			h.WithLabelValues(d)
+		}
 	}
 	return c
 }
@@ -425,20 +433,7 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 	kind := kindChat
 	if r.Duplex {
 		kind = kindDuplex
-		c.duplexTurns.WithLabelValues(reason).Inc()
-		if v := r.E2E.InputEndToFirstAudioMs; v > 0 {
-			observe(c.inputToAudio, v/1000, ex)
-		}
-		if v := r.E2E.InputEndToFirstTextMs; v > 0 {
-			observe(c.inputToText, v/1000, ex)
-		}
-		if v := r.E2E.AudioDeliveredS; v > 0 {
-			c.audioDelivered.Observe(v)
-			c.audioUnderrun.Observe(r.E2E.AudioUnderrunS) // zero included: the share of clean turns
-		}
-		if v := r.E2E.AudioPlayedS; v > 0 {
-			c.audioPlayed.Observe(v)
-		}
+		c.observeDuplexTurn(r, reason, ex)
 	}
 	if succeeded(reason) {
 		c.requestSuccess.WithLabelValues(kind, reason).Inc()
@@ -504,6 +499,25 @@ func (c *Collectors) ObserveFinalized(r FinalizedRequest) {
 		if e.InFlightTimeMs > 0 {
 			c.transferInFlight.WithLabelValues(from, to).Observe(e.InFlightTimeMs / 1000)
 		}
+	}
+}
+
+// observeDuplexTurn records what only a duplex turn has, under its dialect.
+func (c *Collectors) observeDuplexTurn(r FinalizedRequest, reason string, ex prometheus.Labels) {
+	d := NormalizeDialect(r.Dialect)
+	c.duplexTurns.WithLabelValues(reason, d).Inc()
+	if v := r.E2E.InputEndToFirstAudioMs; v > 0 {
+		observe(c.inputToAudio.WithLabelValues(d), v/1000, ex)
+	}
+	if v := r.E2E.InputEndToFirstTextMs; v > 0 {
+		observe(c.inputToText.WithLabelValues(d), v/1000, ex)
+	}
+	if v := r.E2E.AudioDeliveredS; v > 0 {
+		c.audioDelivered.WithLabelValues(d).Observe(v)
+		c.audioUnderrun.WithLabelValues(d).Observe(r.E2E.AudioUnderrunS) // zero included: the share of clean turns
+	}
+	if v := r.E2E.AudioPlayedS; v > 0 {
+		c.audioPlayed.WithLabelValues(d).Observe(v)
 	}
 }
 

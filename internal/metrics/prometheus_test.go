@@ -44,7 +44,7 @@ func TestCollectorsLintAndObserve(t *testing.T) {
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestFailure.WithLabelValues("duplex", "barge_in")), 0)
 	require.InDelta(t, 0.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("duplex", "stop")), 0)
 	require.InDelta(t, 1.0, testutil.ToFloat64(c.requestSuccess.WithLabelValues("chat", "length")), 0)
-	require.InDelta(t, 1.0, testutil.ToFloat64(c.duplexTurns.WithLabelValues("barge_in")), 0)
+	require.InDelta(t, 1.0, testutil.ToFloat64(c.duplexTurns.WithLabelValues("barge_in", "openai")), 0, "a record with no dialect is OpenAI's")
 	require.InDelta(t, float64(256+1512), testutil.ToFloat64(c.promptTokens), 0)
 	require.InDelta(t, float64(38+91+30+86+262+42), testutil.ToFloat64(c.generationTokens), 0)
 
@@ -90,6 +90,36 @@ omniserve_audio_time_to_first_packet_seconds_count{kind="duplex",model_name="dum
 	}
 	require.Equal(t, 2, testutil.CollectAndCount(c.transferSize), "edges 0->1 and 1->2")
 	require.Equal(t, 1, testutil.CollectAndCount(c.audioDuration), "turn stage 2 and chat stage 2 share one series")
+}
+
+// A duplex turn is counted under its session's dialect; a name outside the known set cannot
+// grow the label's cardinality.
+func TestObserveFinalizedByDialect(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ dialect, want string }{
+		{"vllm_duplex", "vllm_duplex"},
+		{"gpt_live", "gpt_live"},
+		{"openai", "openai"},
+		{"", "openai"},
+		{"made-up", "openai"},
+	} {
+		t.Run(tc.dialect, func(t *testing.T) {
+			t.Parallel()
+			c := NewCollectors(prometheus.NewPedanticRegistry(), "m")
+			rec := FinalizedRequest{Duplex: true, FinishedReason: ReasonStop, Dialect: tc.dialect,
+				E2E: RequestE2EStats{InputEndToFirstAudioMs: 420, AudioDeliveredS: 2}}
+			c.ObserveFinalized(rec)
+			for _, d := range Dialects {
+				want := 0.0
+				if d == tc.want {
+					want = 1
+				}
+				require.InDelta(t, want, testutil.ToFloat64(c.duplexTurns.WithLabelValues(ReasonStop, d)), 0, d)
+			}
+			require.Equal(t, 3*(len(finishedReasons)), testutil.CollectAndCount(c.duplexTurns), "every dialect × reason from start-up, nothing more")
+			require.Equal(t, len(Dialects), testutil.CollectAndCount(c.inputToAudio))
+		})
+	}
 }
 
 // Every family is exported from start-up, before any request: dashboards see zeros, not gaps.

@@ -184,7 +184,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sink := h.newSink(st, dialectFor(opts))
+		d := dialectFor(opts)
+		opts.Dialect = d.Name()
+		sink := h.newSink(st, d)
 		sess = h.sessions.NewSession(slot, opts, sink)
 		sink.guard.bind(sess.Stop)
 		// The balancer learns which replica holds the session from this header (stickiness for

@@ -110,7 +110,7 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts duplex.Options, o
 	if c.pipeline == nil {
 		return nil, fmt.Errorf("opening duplex stream: %w", errDuplexClosed)
 	}
-	d := c.newDuplex(f, c.pipeline.NumStages(), out)
+	d := c.newDuplex(f, opts.Dialect, c.pipeline.NumStages(), out)
 	st, err := c.pipeline.OpenDuplex(ctx, streamOptions(opts, f.stage0ID(), c.pipeline.DuplexSampling()), d)
 	if err != nil {
 		c.unregister(f.stage0ID())
@@ -125,14 +125,18 @@ func (c *Client) OpenDuplex(ctx context.Context, f Fence, opts duplex.Options, o
 	return d, nil
 }
 
-func (c *Client) newDuplex(f Fence, numStages int, out func(duplex.Output)) *DuplexRequest {
+func (c *Client) newDuplex(f Fence, dialect string, numStages int, out func(duplex.Output)) *DuplexRequest {
+	dialect = metrics.NormalizeDialect(dialect)
+	// The dialect rides on every log line of the stream, the --log-stats tables included, so an
+	// operator can tell the sessions of each wire protocol apart.
 	d := &DuplexRequest{c: c, out: out, fence: f, numStages: numStages, wake: make(chan struct{}, 1),
-		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID))}
+		now: time.Now, log: c.log.With(zap.String("session_id", f.SessionID), zap.String("dialect", dialect))}
 	d.gen.Store(1) // failed starts at 0: no chain has failed yet
 	if c.opts.LogStats || c.opts.Collectors != nil {
 		d.turns = newTurnState(numStages, c.clock, d.log, c.opts.Collectors, c.opts.LogStats)
 		d.turns.onFinal = c.opts.OnFinalized
 		d.turns.structured = c.opts.StructuredStats
+		d.turns.dialect = dialect
 	}
 	c.register(f.stage0ID(), "duplex")
 	return d

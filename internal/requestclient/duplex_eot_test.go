@@ -41,7 +41,7 @@ func TestDuplexEndOfTurn(t *testing.T) {
 
 	fs := &eotStream{fakeStream: fakeStream{t: t}}
 	out := &outputs{}
-	d = New(nil, Options{}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-eot"}, 2, out.add)
+	d = New(nil, Options{}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-eot"}, "", 2, out.add)
 	d.start(fs)
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1}))
 	e, err := d.EndOfTurnProb(ctx)

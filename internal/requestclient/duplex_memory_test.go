@@ -70,7 +70,7 @@ func heapAlloc() uint64 {
 // first ten minutes (the target; the per-chunk aggregator grew 12 MiB per hour).
 func TestStatsMemoryFlatOverSessionHour(t *testing.T) {
 	// The outputs go nowhere: the session's own queue is not statistics state.
-	d := New(nil, Options{LogStats: true}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-hour"}, 2, func(duplex.Output) {})
+	d := New(nil, Options{LogStats: true}, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-hour"}, "", 2, func(duplex.Output) {})
 	d.start(&fakeStream{t: t})
 	next := feedSession(d, sessionHourChunks/6, 1) // warm-up: every pool, map and buffer at its size
 	before := heapAlloc()
@@ -106,7 +106,7 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 					return ""
 				}
 			}
-			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, 2, func(duplex.Output) {})
+			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-prom"}, "", 2, func(duplex.Output) {})
 			d.start(&fakeStream{t: t})
 			require.NotNil(t, d.turns, "turns are kept for Prometheus")
 			listen := stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1}
@@ -126,6 +126,31 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 			if tc.tracing {
 				require.Equal(t, []string{metrics.ReasonStop}, finalized, "the finalized turn reaches the tracer once")
 			}
+			require.NoError(t, d.Close(context.Background(), ""))
+		})
+	}
+}
+
+// The stream's dialect reaches its turns' one record: the tracer and Prometheus see it.
+func TestDuplexTurnCarriesDialect(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ given, want string }{{"gpt_live", "gpt_live"}, {"vllm_duplex", "vllm_duplex"}, {"", "openai"}} {
+		t.Run(tc.want, func(t *testing.T) {
+			t.Parallel()
+			col := metrics.NewCollectors(prometheus.NewRegistry(), "m")
+			var got []string
+			opts := Options{Collectors: col, OnFinalized: func(r metrics.FinalizedRequest) string {
+				got = append(got, r.Dialect)
+				return ""
+			}}
+			d := New(nil, opts, zap.NewNop()).newDuplex(Fence{SessionID: "duplex-dialect"}, tc.given, 2, func(duplex.Output) {})
+			d.start(&fakeStream{t: t})
+			d.MarkTurnArrival(1, 1)
+			d.OnStageMetrics(stage.StageMetricsMessage{StageID: 0, Turn: 1, Metrics: metrics.StageRequestStats{StageGenTimeMs: 1.5, OutputUnitType: "text"}, StageSubmitTS: 1})
+			h := d.BeginTurn(1, "resp-dialect", 1, 1)
+			closed, _ := d.EndTurn(h, TurnOutcome{Reason: metrics.ReasonStop, DeliveredMs: 100, PlayedMs: -1})
+			require.True(t, closed)
+			require.Equal(t, []string{tc.want}, got)
 			require.NoError(t, d.Close(context.Background(), ""))
 		})
 	}

@@ -188,7 +188,7 @@ func newTestDuplex(t *testing.T, opts Options, log *zap.Logger, fs *fakeStream) 
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	c := New(nil, opts, log)
 	out := &outputs{}
-	d := c.newDuplex(Fence{SessionID: "duplex-test", Epoch: 0}, 2, out.add)
+	d := c.newDuplex(Fence{SessionID: "duplex-test", Epoch: 0}, "", 2, out.add)
 	d.start(fs)
 	return d, out, c
 }
@@ -285,7 +285,7 @@ func TestDuplexBackpressure(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: block}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, 2, func(duplex.Output) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-bp"}, "", 2, func(duplex.Output) {})
 	d.start(fs)
 	big := make([]float32, maxPendingInputBytes/4/2+1)
 	require.NoError(t, d.AppendAudio(context.Background(), 1, big))
@@ -304,7 +304,7 @@ func TestDuplexStalledASRNeverBlocksTheActor(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, 2, func(duplex.Output) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-stall"}, "", 2, func(duplex.Output) {})
 	var clockMu sync.Mutex
 	now := time.Unix(1000, 0)
 	d.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
@@ -356,7 +356,7 @@ func TestDuplexQueueBoundedInCount(t *testing.T) {
 	fs := &blockingStream{fakeStream: fakeStream{t: t}, block: make(chan struct{})}
 	c := New(nil, Options{}, zap.NewNop())
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "duplex-count"}, 2, func(duplex.Output) {})
+	d := c.newDuplex(Fence{SessionID: "duplex-count"}, "", 2, func(duplex.Output) {})
 	d.start(fs)
 	ctx := context.Background()
 	require.NoError(t, d.AppendAudio(ctx, 1, []float32{0.1})) // the runner is stuck in this one

@@ -139,6 +139,7 @@ type turnState struct {
 	onFinal    func(metrics.FinalizedRequest) string // Options.OnFinalized
 	logStats   bool
 	structured bool
+	dialect    string // the session's wire dialect: the records' Dialect
 
 	open   map[int]*turn // turns not recorded yet, by id
 	floor  int           // highest id recorded or abandoned: its rows are dropped
@@ -458,7 +459,7 @@ func (s *turnState) record(es ...*turn) {
 	s.mu.Unlock()
 	for _, e := range es {
 		if e.t.Finalize(e.reason, s.log, s.logStats) {
-			observeTurn(e.t, s.col, s.onFinal)
+			observeTurn(e.t, s.dialect, s.col, s.onFinal)
 		}
 	}
 }

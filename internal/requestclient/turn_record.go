@@ -11,13 +11,14 @@ import (
 func publishTurn(t *metrics.TurnMetrics, reason string, log *zap.Logger, col *metrics.Collectors,
 	onFinal func(metrics.FinalizedRequest) string) {
 	if t.Finalize(reason, log, t.HasTables()) {
-		observeTurn(t, col, onFinal)
+		observeTurn(t, "", col, onFinal)
 	}
 }
 
 // observeTurn hands a finalized turn's one record to tracing (which names the trace) and to
-// Prometheus: the same path for a duplex turn and a chat request.
-func observeTurn(t *metrics.TurnMetrics, col *metrics.Collectors, onFinal func(metrics.FinalizedRequest) string) {
+// Prometheus: the same path for a duplex turn (of a session speaking dialect) and a chat
+// request (dialect "").
+func observeTurn(t *metrics.TurnMetrics, dialect string, col *metrics.Collectors, onFinal func(metrics.FinalizedRequest) string) {
 	if col == nil {
 		return
 	}
@@ -25,6 +26,7 @@ func observeTurn(t *metrics.TurnMetrics, col *metrics.Collectors, onFinal func(m
 	if !have {
 		return
 	}
+	rec.Dialect = dialect
 	if onFinal != nil {
 		rec.TraceID = onFinal(rec)
 	}

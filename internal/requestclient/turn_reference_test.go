@@ -88,7 +88,7 @@ func refDuplex(t *testing.T, log *zap.Logger) (*DuplexRequest, *Client, *float64
 	fs := &fakeStream{t: t}
 	c := New(nil, Options{LogStats: true, Clock: func() float64 { return *now }}, log)
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
-	d := c.newDuplex(Fence{SessionID: "sid-metrics"}, 3, func(duplex.Output) {})
+	d := c.newDuplex(Fence{SessionID: "sid-metrics"}, "", 3, func(duplex.Output) {})
 	d.start(fs)
 	t.Cleanup(func() { _ = d.Close(context.Background(), "") })
 	return d, c, now

@@ -54,7 +54,7 @@ func TestOutputPassesAsIs(t *testing.T) {
 		{Kind: duplex.OutUsage, Turn: 1, Usage: &duplex.Usage{InputTokens: 30, CachedTokens: 20, OutputTokens: 5, Final: true}},
 	}
 	var got []duplex.Output
-	d := New(nil, Options{}, nil).newDuplex(Fence{SessionID: "s"}, 2, func(o duplex.Output) { got = append(got, o) })
+	d := New(nil, Options{}, nil).newDuplex(Fence{SessionID: "s"}, "", 2, func(o duplex.Output) { got = append(got, o) })
 	for _, o := range outs {
 		d.OnOutput(stage.OutputMessage{Output: o, StageID: 1, Finished: o.Kind == duplex.OutFinished})
 	}

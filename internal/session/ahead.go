@@ -39,6 +39,7 @@ func openOptions(st *settings, maxHistoryBytes int) duplex.Options {
 		TranscriptDeltas:   st.wantsDeltas(),
 		TranscriptLogprobs: st.wantsLogprobs(),
 		TranscribeOnly:     st.opts.Transcription,
+		Dialect:            st.opts.Dialect,
 	}
 }
 

@@ -32,6 +32,10 @@ type Options struct {
 	// Transcription opens a transcription session (?intent=transcription, transcription.go):
 	// committed audio is transcribed and nothing answers it.
 	Transcription bool
+	// Dialect names the wire protocol the connection speaks (metrics.Dialects): a label on the
+	// session's turns in statistics, Prometheus and traces. The session's behaviour never
+	// depends on it: the dialect's translator is what differs.
+	Dialect string
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by

@@ -81,7 +81,7 @@ func TestSessionSpanParentsItsTurns(t *testing.T) {
 			require.Equal(t, traceID, trace.SpanContextFromContext(ctx).TraceID().String(), "the session runs under its span")
 
 			for i, reason := range []string{metrics.ReasonStop, metrics.ReasonBargeIn} {
-				tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: reason,
+				tr.ObserveFinalized(metrics.FinalizedRequest{Duplex: true, FinishedReason: reason, Dialect: []string{"", "vllm_duplex"}[i],
 					E2E:    metrics.RequestE2EStats{RequestID: "sess_abc-resp" + string(rune('0'+i)), E2ETotalMs: 20},
 					Stages: []metrics.StageRequestStats{{StageID: 0, StageGenTimeMs: 5}}})
 			}
@@ -113,6 +113,8 @@ func TestSessionSpanParentsItsTurns(t *testing.T) {
 			}
 			require.Empty(t, turnSpans[0].Events, "a done turn is not marked")
 			require.Equal(t, "barge_in", attrs(turnSpans[1].Attributes)["omniserve.finished_reason"])
+			require.Equal(t, "openai", attrs(turnSpans[0].Attributes)["omniserve.dialect"], "a turn of no named dialect is OpenAI's")
+			require.Equal(t, "vllm_duplex", attrs(turnSpans[1].Attributes)["omniserve.dialect"])
 			require.Equal(t, "true", attrs(turnSpans[1].Attributes)["omniserve.interrupted"])
 			require.Len(t, turnSpans[1].Events, 1)
 			require.Equal(t, "interrupted", turnSpans[1].Events[0].Name)

@@ -246,6 +246,9 @@ func (t *Tracer) ObserveFinalized(rec metrics.FinalizedRequest) string {
 	if rec.E2E.InputEndToFirstAudioMs > 0 {
 		span.SetAttributes(attribute.Float64("omniserve.input_end_to_first_audio_ms", rec.E2E.InputEndToFirstAudioMs))
 	}
+	if rec.Duplex {
+		span.SetAttributes(attribute.String("omniserve.dialect", metrics.NormalizeDialect(rec.Dialect)))
+	}
 	switch rec.FinishedReason {
 	case metrics.ReasonBargeIn, metrics.ReasonCancel, metrics.ReasonClose, metrics.ReasonAbort:
 		// Marked twice: an attribute to filter on, an event that trace viewers show on the
