@@ -211,6 +211,7 @@ func newBenchLatencyCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.Tools, "tools", 0, "function tools each session declares, with tool_choice auto (the overhead of declaring tools; 0 = none)")
 	fs.StringVar(&o.APIKey, "api-key", "", "bearer key of the server at --addr (the started server has none)")
 	fs.IntVar(&o.CPUSessions, "cpu-sessions", 4, "sessions at once in the CPU batches, WebSocket against WebRTC (0 = skip; only with a started server)")
+	fs.BoolVar(&o.Live, "live", true, "also run the server VAD turn and the barge-in by speech over GPT-Live (/v1/live/sessions) and report them next to Realtime ?duplex=1's (a server without GPT-Live is skipped)")
 	fs.BoolVar(&o.CompareTools, "compare-tools", false, "run each manual and server-VAD session twice, with --tools tools and with none (alternating which goes first), and report both and the ratio of their medians: the overhead of declaring tools, measured under one load")
 	addReportFlag(fs)
 	return cmd

@@ -60,7 +60,11 @@ type Options struct {
 	// none, alternating which goes first, so that both are measured under the same load in one
 	// run (compare.go).
 	CompareTools bool
-	Meter        bench.Meter // progress of the sessions; nil shows none
+	// Live also runs the server VAD turn and the barge-in by speech over GPT-Live
+	// (/v1/live/sessions, live.go), next to the Realtime ?duplex=1 ones of the same run; a
+	// server that does not serve it (404) is reported and skipped.
+	Live  bool
+	Meter bench.Meter // progress of the sessions; nil shows none
 }
 
 // Run measures and returns the figures and every session's timeline; progress lines go to out.
@@ -107,6 +111,9 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 	// over a WebRTC call, and the four barge-in scenarios; then the CPU batches.
 	vs := o.variants()
 	total := (4 + 2*len(vs) + 2) * o.Runs
+	if o.Live {
+		total += 2 * o.Runs
+	}
 	if pid != 0 && o.CPUSessions > 0 {
 		total += 4 * o.CPUSessions
 	}
@@ -199,6 +206,10 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		}
 	}
 	fmt.Fprintf(out, "barge-in scenarios: %d replies each done\n", o.Runs)
+	liveDetected, err := o.runLive(ctx, addr, speech, interrupt, add, session, prog, out)
+	if err != nil {
+		return nil, tls, err
+	}
 	defs := map[string]string{
 		"commit_to_audible":               "manual turn: commit + response.create sent → first audible sample (all turns)",
 		"commit_to_audible_first":         "the same, first turn of a fresh session",
@@ -222,6 +233,7 @@ func run(ctx context.Context, o Options, out io.Writer) ([]bench.Figure, []*time
 		figs = append(figs, bench.Figure{Name: "lat_" + k + "_ms", Unit: "ms", Definition: defs[k], Samples: res[k], Keys: []bench.Stat{bench.P50}, Digits: 1})
 	}
 	figs = append(figs, o.compareFigures(res, defs)...)
+	figs = append(figs, o.liveFigures(res, liveDetected)...)
 	runs := float64(o.Runs)
 	figs = append(figs,
 		bench.One("bargein_detected_speech", "share", "share of replies interrupted by real speech", float64(len(res["bargein_onset_to_silence"]))/runs, 2),
