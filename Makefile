@@ -21,7 +21,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency cuda clean
+.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency bench-conversations cuda clean
 
 all: build
 
@@ -85,7 +85,7 @@ vulncheck: headers $(TOOLS_BIN)/govulncheck $(VULNDB)/index/db.json
 # bench runs every benchmark. Each bench-* target is an alias of `omniserve bench <name>` on the
 # bin/omniserve built here, so the benchmarks measure the server users run (docs/BENCHMARKS.md).
 # BENCH_<NAME>_FLAGS add flags, e.g. make bench-latency BENCH_LATENCY_FLAGS="--runs 5".
-BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime bench-latency
+BENCH_TARGETS ?= bench-engine bench-speech bench-chat bench-realtime bench-latency bench-conversations
 bench: build
 	@for t in $(BENCH_TARGETS); do $(MAKE) --no-print-directory $$t || exit 1; done
 
@@ -112,6 +112,13 @@ bench-realtime: build
 BENCH_LATENCY_FLAGS ?=
 bench-latency: build
 	./$(BIN) bench latency $(BENCH_LATENCY_FLAGS)
+
+# bench-conversations: steps of N real-time conversations at once against bin/omniserve serve
+# until one does not keep up (docs/BENCHMARKS.md "Conversations at once"); e.g.
+# BENCH_CONVERSATIONS_FLAGS="--dialect live".
+BENCH_CONVERSATIONS_FLAGS ?=
+bench-conversations: build
+	./$(BIN) bench conversations $(BENCH_CONVERSATIONS_FLAGS)
 
 # bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); bin/omniserve
 # finds a CUDA backend in lib/ollama (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).

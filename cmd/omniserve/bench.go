@@ -39,7 +39,7 @@ func newBenchCmd(a *app) *cobra.Command {
 			"docs/BENCHMARKS.md defines every key. " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchEngineCmd(a), newBenchSpeechCmd(a), newBenchChatCmd(a), newBenchRealtimeCmd(a), newBenchLatencyCmd(a))
+	cmd.AddCommand(newBenchEngineCmd(a), newBenchSpeechCmd(a), newBenchChatCmd(a), newBenchRealtimeCmd(a), newBenchLatencyCmd(a), newBenchConversationsCmd(a))
 	return cmd
 }
 
@@ -162,6 +162,74 @@ func closeServer(srv *server.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv.Close(ctx)
+}
+
+func newBenchConversationsCmd(a *app) *cobra.Command {
+	o := latency.ConversationOptions{Seed: 1}
+	var steps string
+	cmd := &cobra.Command{
+		Use:   "conversations",
+		Short: "How many live conversations one server holds: steps of N real-time conversations at once until one fails to keep up",
+		Long: "Conversations starts this binary's `serve --model <model>` as a child process (or uses --addr) and, for each step " +
+			"of --steps, holds that many conversations at once for --step-time, each a user talking at real time as a " +
+			"microphone would (100 ms appends that never stop): an utterance of real speech, the server VAD ends the turn, " +
+			"the reply is played on receipt, a pause of 0.5–1 s after it has played, the next utterance; every fifth turn " +
+			"the user speaks over the reply (a barge-in, which is also the next turn). A step keeps up when speech end → " +
+			"first audible p99 ≤ the silence window + 300 ms, barge-in onset → the old audio stops p99 ≤ 300 ms, no append " +
+			"went more than 400 ms behind the microphone's clock, every transcript equals the reference (each clip's first " +
+			"transcript in the run) and no error came. It prints conversations_<dialect> (the largest step that kept up), " +
+			"each step's p50/p99 and, for a started server, its CPU seconds per conversation-minute and RSS growth per " +
+			"conversation (/proc/<pid>). --dialect realtime speaks OpenAI Realtime on /v1/realtime, vllm the same events on " +
+			"vllm-omni's duplex endpoint /v1/realtime?duplex=1, live GPT-Live on /v1/live/sessions. " + bench.QuantileDefinition,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Bin == "" && o.Addr == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return withExitCode(exitFailure, fmt.Errorf("finding this binary: %w", err))
+				}
+				o.Bin = exe
+			}
+			var err error
+			if o.Steps, err = parseSteps(steps); err != nil {
+				return withExitCode(exitUsage, err)
+			}
+			return runBench(cmd, a, "conversations", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
+				o.Meter = meter
+				figs, err := latency.RunConversations(ctx, o, out)
+				res.Add(figs...)
+				return err
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&o.Bin, "bin", "", "server binary started as a child process (default: this binary)")
+	fs.StringVar(&o.Addr, "addr", "", "host:port of a running server instead of starting one")
+	fs.StringVar(&o.Model, "model", "dummy:tiny", "model of the started server")
+	fs.StringVar(&o.APIKey, "api-key", "", "bearer key of the server at --addr (the started server has none)")
+	fs.StringVar(&o.Dialect, "dialect", "realtime", "realtime (/v1/realtime), vllm (/v1/realtime?duplex=1) or live (/v1/live/sessions)")
+	fs.StringVar(&steps, "steps", "1,2,4,8,16,24,32,48,64", "conversations at once per step, ascending: the run stops at the first step that does not keep up")
+	fs.DurationVar(&o.StepTime, "step-time", time.Minute, "how long each step holds its conversations")
+	fs.StringSliceVar(&o.Utterances, "utterances", []string{goForwardClip, "/usr/share/pocketsphinx/test/data/something.raw"}, "16 kHz PCM16 clips (2–3 s) the user says in turn")
+	fs.StringVar(&o.Interrupt, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech said over every fifth reply (its first 2.5 s)")
+	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms (live: the server's default is used)")
+	fs.IntVar(&o.ReplyTokens, "reply-tokens", 8, "max_output_tokens of each reply (realtime, vllm)")
+	addReportFlag(fs)
+	return cmd
+}
+
+// parseSteps reads --steps: ascending positive counts.
+func parseSteps(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("--steps %q: want ascending positive counts, e.g. 1,2,4,8", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func newBenchLatencyCmd(a *app) *cobra.Command {

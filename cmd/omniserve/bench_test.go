@@ -118,3 +118,19 @@ func TestBenchChatSmoke(t *testing.T) {
 	require.Equal(t, len(rep.Figures), strings.Count(string(page), `class="histogram"`), "a histogram per figure")
 	require.Contains(t, errOut, filepath.Join(dir, benchreport.HTMLFile))
 }
+
+func TestParseSteps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{{"1,2,4", []int{1, 2, 4}}, {" 8 , 16", []int{8, 16}}, {"4,2", nil}, {"0,1", nil}, {"1,x", nil}, {"2,2", nil}} {
+		got, err := parseSteps(tc.in)
+		if tc.want == nil {
+			require.Error(t, err, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		require.Equal(t, tc.want, got)
+	}
+}

@@ -1,0 +1,662 @@
+package latency
+
+// `omniserve bench conversations`: how many live conversations one server holds. Each
+// conversation is a user talking to the server at real time, as a microphone would: an
+// utterance of real speech, the server VAD ends the turn, the reply is played on receipt, a
+// pause of 0.5–1 s after it has played, the next utterance; every fifth turn the user speaks
+// over the reply instead (the barge-in is also the next turn). Steps of N conversations at once
+// run for a fixed time each; a step keeps up when every rule of keepsUp holds, and the largest
+// step that kept up is conversations_<dialect>.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/benchreport"
+	"github.com/omniserve/omniserve/internal/protocol"
+)
+
+// ConversationOptions say which server to load and how.
+type ConversationOptions struct {
+	Bin, Addr, Model, APIKey string // as Options
+	// Dialect: "realtime" (plain /v1/realtime, OpenAI's semantics), "vllm" (/v1/realtime?duplex=1,
+	// vllm-omni's native duplex endpoint spoken with OpenAI's event names) or "live" (GPT-Live).
+	Dialect     string
+	Utterances  []string // 16 kHz PCM16 clips the user says in turn
+	Interrupt   string   // 16 kHz PCM16 speech said over every fifth reply
+	Steps       []int    // conversations at once per step, ascending; the run stops at the first that fails
+	StepTime    time.Duration
+	SilenceMs   int // server VAD silence_duration_ms (Live: the server's default)
+	ReplyTokens int // max_output_tokens of each reply (a reply of 2–4 s of audio); Live: the server's
+	Seed        uint64
+	Meter       bench.Meter
+}
+
+// Keep-up rules of a step (issue 41).
+const (
+	keepAudibleSlackMs = 300 // speech end → first audible p99 ≤ silence window + this
+	keepBargeInMs      = 300 // barge-in onset → old audio stops p99 ≤ this
+	keepLateMs         = 400 // no append more than this behind the microphone's clock
+)
+
+// stepResult is one step's samples and failures.
+type stepResult struct {
+	n                       int
+	audible, bargeIn, late  []float64 // ms
+	turns, wrongTranscripts int
+	errs                    []string
+	cpu                     time.Duration
+	rssKiB                  int
+	wall                    time.Duration
+}
+
+// keepsUp reports whether the step kept up, and if not why.
+func (r *stepResult) keepsUp(silenceMs int) (bool, string) {
+	switch {
+	case len(r.errs) > 0:
+		return false, "error: " + r.errs[0]
+	case r.turns == 0:
+		return false, "no turn completed"
+	case r.wrongTranscripts > 0:
+		return false, fmt.Sprintf("%d transcripts differ from the reference", r.wrongTranscripts)
+	case len(r.audible) > 0 && benchreport.Quantile(r.audible, 99) > float64(silenceMs+keepAudibleSlackMs):
+		return false, fmt.Sprintf("speech end → first audible p99 %.0f ms > %d ms", benchreport.Quantile(r.audible, 99), silenceMs+keepAudibleSlackMs)
+	case len(r.bargeIn) > 0 && benchreport.Quantile(r.bargeIn, 99) > keepBargeInMs:
+		return false, fmt.Sprintf("barge-in onset → silence p99 %.0f ms > %d ms", benchreport.Quantile(r.bargeIn, 99), keepBargeInMs)
+	case len(r.late) > 0 && slices.Max(r.late) > keepLateMs:
+		return false, fmt.Sprintf("an append went %.0f ms behind the microphone's clock", slices.Max(r.late))
+	}
+	return true, ""
+}
+
+// RunConversations runs the steps and returns the figures; progress lines go to out.
+func RunConversations(ctx context.Context, o ConversationOptions, out io.Writer) ([]bench.Figure, error) {
+	clips := make([][]float32, 0, len(o.Utterances))
+	for _, p := range o.Utterances {
+		c, err := readRaw(p)
+		if err != nil {
+			return nil, err
+		}
+		clips = append(clips, c)
+	}
+	interrupt, err := readRaw(o.Interrupt)
+	if err != nil {
+		return nil, err
+	}
+	interrupt = interrupt[:min(len(interrupt), 5*inRate/2)]
+	addr, pid := o.Addr, 0
+	if addr == "" {
+		stop, a, p, err := startServer(ctx, Options{Bin: o.Bin, Model: o.Model})
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		addr, pid = a, p
+	}
+	run := &convRun{o: o, addr: addr, pid: pid, clips: clips, interrupt: interrupt, refs: map[int]string{}}
+	return run.steps(ctx, out)
+}
+
+// convRun is one run of the bench: the server, the speech, and the reference transcripts.
+type convRun struct {
+	o         ConversationOptions
+	addr      string
+	pid       int
+	clips     [][]float32
+	interrupt []float32
+
+	mu   sync.Mutex
+	refs map[int]string // clip index (-1: the interruption) → its transcript in the first step
+}
+
+// warmUp holds one conversation for its first turns before the steps: the engine's first
+// prefill and the recognizer's first decode are not a step's figures; the transcripts it hears
+// are the references.
+const warmUp = 12 * time.Second
+
+func (r *convRun) steps(ctx context.Context, out io.Writer) ([]bench.Figure, error) {
+	wctx, cancel := context.WithTimeout(ctx, warmUp)
+	w := r.conversation(wctx, 0, 0)
+	cancel()
+	if w.err != nil {
+		return nil, fmt.Errorf("warm-up conversation: %w", w.err)
+	}
+	fmt.Fprintf(out, "warm-up: %d turns\n", w.turns)
+	prog := r.o.Meter.Start("conversations", len(r.o.Steps), "steps")
+	defer prog.Done()
+	var results []*stepResult
+	kept := 0
+	var failed *stepResult
+	var why string
+	for _, n := range r.o.Steps {
+		res, err := r.step(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+		prog.Add(1)
+		ok, reason := res.keepsUp(r.o.SilenceMs)
+		fmt.Fprintf(out, "step %d conversations: %d turns, speech end → audible p50 %.0f p99 %.0f ms, barge-in p99 %.0f ms, max lateness %.0f ms: %s\n",
+			n, res.turns, q(res.audible, 50), q(res.audible, 99), q(res.bargeIn, 99), maxOr0(res.late), verdict(ok, reason))
+		if !ok {
+			failed, why = res, reason
+			break
+		}
+		kept = n
+	}
+	return r.figures(results, kept, failed, why), nil
+}
+
+func verdict(ok bool, reason string) string {
+	if ok {
+		return "kept up"
+	}
+	return "FAILED (" + reason + ")"
+}
+
+func q(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return benchreport.Quantile(v, p)
+}
+
+func maxOr0(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return slices.Max(v)
+}
+
+// step runs n conversations at once for StepTime and measures the server's CPU and RSS.
+func (r *convRun) step(ctx context.Context, n int) (*stepResult, error) {
+	res := &stepResult{n: n}
+	cpu0, rss0, err := r.usage()
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.o.StepTime)
+	defer cancel()
+	start := time.Now()
+	results := make([]*convResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Start the conversations spread over the first second, as callers arrive.
+			results[i] = r.conversation(sctx, i, time.Duration(i)*time.Second/time.Duration(max(n, 1)))
+		}()
+	}
+	wg.Wait()
+	res.wall = time.Since(start)
+	cpu1, rss1, err := r.usage()
+	if err != nil {
+		return nil, err
+	}
+	res.cpu, res.rssKiB = cpu1-cpu0, rss1-rss0
+	for _, c := range results {
+		res.add(c)
+	}
+	return res, nil
+}
+
+func (res *stepResult) add(c *convResult) {
+	res.audible = append(res.audible, c.audible...)
+	res.bargeIn = append(res.bargeIn, c.bargeIn...)
+	res.late = append(res.late, c.late...)
+	res.turns += c.turns
+	res.wrongTranscripts += c.wrong
+	if c.err != nil {
+		res.errs = append(res.errs, c.err.Error())
+	}
+}
+
+// usage is the started server's CPU time and RSS (zero for a server at --addr).
+func (r *convRun) usage() (time.Duration, int, error) {
+	if r.pid == 0 {
+		return 0, 0, nil
+	}
+	cpu, err := procCPU(r.pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	rss, err := procRSSKiB(r.pid)
+	return cpu, rss, err
+}
+
+// procRSSKiB reads a process's resident set size.
+func procRSSKiB(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("reading RSS: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+		}
+	}
+	return 0, errors.New("reading RSS: no VmRSS line")
+}
+
+// reference checks a transcript of clip against the first one heard for it (the reference):
+// it reports whether they agree.
+func (r *convRun) reference(clip int, text string) bool {
+	text = strings.ToLower(strings.Join(strings.Fields(text), " "))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref, ok := r.refs[clip]
+	if !ok {
+		r.refs[clip] = text
+		return true
+	}
+	return ref == text
+}
+
+func (r *convRun) figures(results []*stepResult, kept int, failed *stepResult, why string) []bench.Figure {
+	name := "conversations_" + r.o.Dialect
+	figs := []bench.Figure{bench.One(name, "conversations",
+		"the largest step of conversations at once that kept up (speech end → first audible p99 ≤ silence window + 300 ms, barge-in onset → silence p99 ≤ 300 ms, no append > 400 ms late, every transcript the reference, no error)",
+		float64(kept), 0)}
+	for _, s := range results {
+		p := fmt.Sprintf("conv_%s_n%d_", r.o.Dialect, s.n)
+		figs = append(figs,
+			bench.Figure{Name: p + "speech_end_to_audible_ms", Unit: "ms", Samples: s.audible, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
+				Definition: fmt.Sprintf("%d conversations at once: end of the user's speech → first audible sample of the reply", s.n)},
+			bench.Figure{Name: p + "bargein_onset_to_silence_ms", Unit: "ms", Samples: s.bargeIn, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
+				Definition: fmt.Sprintf("%d conversations at once: speech onset over a reply → the client stops playing it", s.n)})
+		if r.pid != 0 && s.n > 0 {
+			minutes := float64(s.n) * s.wall.Minutes()
+			figs = append(figs,
+				bench.One(p+"cpu_s_per_conversation_minute", "s", "server CPU seconds per conversation-minute in the step", s.cpu.Seconds()/minutes, 2),
+				bench.One(p+"rss_mib_per_conversation", "MiB", "server RSS growth over the step per conversation", float64(s.rssKiB)/1024/float64(s.n), 1))
+		}
+	}
+	if failed != nil {
+		figs = append(figs, bench.One(name+"_failed_step", "conversations", "the first step that did not keep up ("+why+")", float64(failed.n), 0))
+	}
+	return figs
+}
+
+// convEvent is what a conversation needs of a server event, whatever the dialect.
+type convEvent struct {
+	kind      string // audio | transcript | transcript_delta | cleared | done | error
+	at        time.Time
+	pcm       []float32 // audio at outRate
+	resp      string    // the response of audio / done ("" in Live)
+	text      string    // transcript, or the error
+	cancelled bool      // done: the response was cut
+}
+
+// convTransport is one conversation's connection.
+type convTransport interface {
+	appendAudio(ctx context.Context, pcm []float32) error // 16 kHz
+	events() <-chan convEvent
+	close()
+}
+
+// convResult is one conversation's samples.
+type convResult struct {
+	audible, bargeIn, late []float64
+	turns, wrong           int
+	err                    error
+}
+
+// conversation runs one conversation until ctx ends.
+func (r *convRun) conversation(ctx context.Context, idx int, delay time.Duration) *convResult {
+	res := &convResult{}
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		return res
+	}
+	tr, err := r.dial(ctx)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer tr.close()
+	c := newConv(r, res, uint64(idx))
+	if err := c.run(ctx, tr); err != nil && ctx.Err() == nil {
+		res.err = err
+	}
+	return res
+}
+
+func (r *convRun) dial(ctx context.Context) (convTransport, error) {
+	switch r.o.Dialect {
+	case "live":
+		cl, err := liveDial(ctx, r.addr, r.o.APIKey)
+		if err != nil {
+			return nil, err
+		}
+		return newLiveConv(cl), nil
+	case "vllm", "realtime":
+		url := "ws://" + r.addr + "/v1/realtime"
+		if r.o.Dialect == "vllm" {
+			url += "?duplex=1"
+		}
+		cl, err := dialConversation(ctx, url, serverVAD(r.o.SilenceMs), r.o.ReplyTokens)
+		if err != nil {
+			return nil, err
+		}
+		return newRealtimeConv(cl), nil
+	}
+	return nil, fmt.Errorf("unknown dialect %q (realtime, vllm or live)", r.o.Dialect)
+}
+
+// --- one conversation -----------------------------------------------------------------------
+
+// conv is the user's side of one conversation: what the microphone says and when, and what
+// the loudspeaker plays.
+type conv struct {
+	r   *convRun
+	res *convResult
+	rng *rand.Rand
+	mic *liveMic
+
+	turn        int       // turns begun
+	clip        int       // the clip of the current turn (-1: the interruption)
+	speechEnd   time.Time // the current utterance's last voiced sample is due then
+	saidUntil   int       // mic sample where the current utterance ends
+	waiting     bool      // the current turn's reply has not been heard yet
+	lp          livePlayback
+	replyResp   string    // the reply being heard (Realtime)
+	oldResp     string    // the reply barged in on (Realtime): its late audio is not played
+	onset       time.Time // a barge-in's onset, until the old reply stops
+	lastAudible time.Time // Live: the track's last audible sample on the playback clock
+	doneAt      time.Time // the reply being heard ended (its done, or silence in Live)
+	nextAt      int       // mic sample where the next utterance starts (0: not scheduled)
+	transcript  strings.Builder
+}
+
+func newConv(r *convRun, res *convResult, seed uint64) *conv {
+	return &conv{r: r, res: res, rng: rand.New(rand.NewPCG(r.o.Seed, seed)), mic: &liveMic{start: time.Now()}}
+}
+
+// run feeds the microphone at pace and answers the server's events until ctx ends.
+func (c *conv) run(ctx context.Context, tr convTransport) error {
+	c.mic.start = time.Now()
+	c.say(c.turn % len(c.r.clips))
+	for {
+		due := c.mic.due()
+		for wait := time.Until(due); wait > 0; wait = time.Until(due) {
+			select {
+			case e, ok := <-tr.events():
+				if !ok {
+					return errors.New("connection ended")
+				}
+				if err := c.on(e); err != nil {
+					return err
+				}
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		c.tick()
+		c.res.late = append(c.res.late, ms(time.Since(due)))
+		if err := tr.appendAudio(ctx, c.mic.next()); err != nil {
+			return err
+		}
+	}
+}
+
+// say begins turn c.turn with clip (-1: the interruption) at the microphone's next unit.
+func (c *conv) say(clip int) {
+	c.finishTranscript()
+	pcm := c.r.interrupt
+	if clip >= 0 {
+		pcm = c.r.clips[clip]
+	}
+	at := c.mic.sent
+	c.mic.say(at, pcm)
+	c.clip, c.saidUntil = clip, at+len(pcm)
+	c.speechEnd = dueAt(c.mic.start, at+lastVoiced(pcm))
+	c.waiting = true
+	c.lp = livePlayback{from: c.speechEnd}
+	c.doneAt, c.nextAt = time.Time{}, 0
+	c.turn++
+	if clip < 0 {
+		c.onset = dueAt(c.mic.start, at+max(0, firstVoiced(pcm)))
+		c.oldResp, c.replyResp = c.replyResp, ""
+	}
+}
+
+// bargeTurn reports whether the current turn's reply is to be interrupted.
+func (c *conv) bargeTurn() bool { return c.turn%5 == 0 }
+
+// Live's silences: the old reply has stopped liveGapMs after its last audible sample; a reply
+// has ended after liveEndMs of silence (longer than its pauses between sentences).
+const liveEndMs = 1000
+
+// bargeInLost: a barge-in the server has not acted on this long after its onset counts as
+// this long (it fails the step's rule) and the conversation goes on.
+const bargeInLost = 3 * time.Second
+
+// tick runs before each microphone unit: it ends what silence ends and schedules the next
+// utterance.
+func (c *conv) tick() {
+	if c.r.o.Dialect == "live" {
+		c.liveTick()
+	}
+	if !c.onset.IsZero() && time.Since(c.onset) > bargeInLost {
+		c.res.bargeIn = append(c.res.bargeIn, ms(time.Since(c.onset)))
+		c.onset = time.Time{}
+	}
+	switch {
+	case c.nextAt > 0 && c.mic.sent >= c.nextAt:
+		c.say(c.turn % len(c.r.clips))
+	case c.nextAt == 0 && !c.doneAt.IsZero() && !c.lp.pb.end.After(time.Now()):
+		// The reply has played out: a pause of 0.5–1 s, then the next utterance.
+		pause := (500 + c.rng.IntN(500)) * inRate / 1000
+		c.nextAt = c.mic.sent + pause
+	case c.bargeTurn() && c.onset.IsZero() && !c.lp.firstAudible.IsZero() && time.Since(c.lp.firstAudible) >= time.Second && c.doneAt.IsZero():
+		c.say(-1)
+	}
+}
+
+// liveTick reads Live's silences: a barge-in's old reply stopped at its last audible sample
+// once liveGapMs passed without another; the reply being heard ended after liveEndMs.
+func (c *conv) liveTick() {
+	if c.lastAudible.IsZero() {
+		return
+	}
+	quiet := time.Since(c.lastAudible)
+	if !c.onset.IsZero() && quiet >= liveGapMs*time.Millisecond {
+		c.res.bargeIn = append(c.res.bargeIn, max(0, ms(c.lastAudible.Sub(c.onset))))
+		c.onset = time.Time{}
+	}
+	if c.onset.IsZero() && !c.waiting && c.doneAt.IsZero() && quiet >= liveEndMs*time.Millisecond {
+		c.doneAt = c.lastAudible
+	}
+}
+
+// on handles one server event.
+func (c *conv) on(e convEvent) error {
+	switch e.kind {
+	case "error":
+		return errors.New("server error: " + e.text)
+	case "audio":
+		c.onAudio(e)
+	case "transcript":
+		c.check(e.text)
+	case "transcript_delta":
+		c.transcript.WriteString(e.text)
+	case "cleared", "done":
+		return c.onEnd(e)
+	}
+	return nil
+}
+
+func (c *conv) onAudio(e convEvent) {
+	if e.resp != "" && e.resp == c.oldResp {
+		return // the old reply's audio after a barge-in is not played
+	}
+	c.lp.add(liveEvent{at: e.at, pcm: e.pcm})
+	if c.lp.lastAudible.After(c.lastAudible) {
+		c.lastAudible = c.lp.lastAudible
+	}
+	if c.waiting && !c.lp.firstAudible.IsZero() {
+		c.waiting = false
+		c.replyResp = e.resp
+		c.res.audible = append(c.res.audible, ms(c.lp.firstAudible.Sub(c.speechEnd)))
+		c.res.turns++
+	}
+}
+
+// onEnd: a Realtime reply ended (done) or was cleared.
+func (c *conv) onEnd(e convEvent) error {
+	if !c.onset.IsZero() && (e.kind == "cleared" || e.cancelled) {
+		c.res.bargeIn = append(c.res.bargeIn, ms(e.at.Sub(c.onset)))
+		c.onset = time.Time{}
+		return nil
+	}
+	if e.kind == "done" && e.resp != "" && e.resp == c.replyResp {
+		c.doneAt = e.at
+	}
+	if e.kind == "done" && c.waiting && !e.cancelled && e.resp != "" && e.resp != c.oldResp {
+		return fmt.Errorf("turn %d: response %s ended with no audible audio", c.turn, e.resp)
+	}
+	return nil
+}
+
+// check compares a turn's transcript with its clip's reference.
+func (c *conv) check(text string) {
+	if !c.r.reference(c.clip, text) {
+		c.res.wrong++
+	}
+}
+
+func (c *conv) finishTranscript() {
+	if c.transcript.Len() > 0 {
+		c.check(c.transcript.String())
+		c.transcript.Reset()
+	}
+}
+
+// --- transports -----------------------------------------------------------------------------
+
+// dialConversation opens a Realtime session for a conversation: server VAD with
+// create_response and interrupt_response, input transcription, replies of replyTokens.
+func dialConversation(ctx context.Context, url string, turnDetection any, replyTokens int) (*client, error) {
+	cl, err := dial(ctx, url, 0, turnDetection)
+	if err != nil {
+		return nil, err
+	}
+	update := map[string]any{"type": "session.update", "session": map[string]any{
+		"type": "realtime", "max_output_tokens": replyTokens,
+		"audio": map[string]any{"input": map[string]any{"transcription": map[string]any{"model": "gpt-4o-transcribe", "language": "en"}}},
+	}}
+	if err := cl.send(ctx, update); err != nil {
+		cl.close()
+		return nil, err
+	}
+	if _, err := cl.waitFor(ctx, 20*time.Second, func(e event) bool { return e.typ == "session.updated" }); err != nil {
+		cl.close()
+		return nil, fmt.Errorf("session.update: %w", err)
+	}
+	return cl, nil
+}
+
+type realtimeConv struct {
+	cl  *client
+	out chan convEvent
+	wg  sync.WaitGroup
+}
+
+func newRealtimeConv(cl *client) *realtimeConv {
+	t := &realtimeConv{cl: cl, out: make(chan convEvent, 256)}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer close(t.out)
+		for e := range cl.events {
+			if ce, ok := realtimeEvent(e); ok {
+				t.out <- ce
+			}
+		}
+	}()
+	return t
+}
+
+func realtimeEvent(e event) (convEvent, bool) {
+	ce := convEvent{at: e.at, resp: e.resp}
+	switch v := e.ev.(type) {
+	case protocol.ErrorEvent:
+		ce.kind, ce.text = "error", v.Error.Code+": "+v.Error.Message
+	case protocol.TranscriptionCompleted:
+		ce.kind, ce.text = "transcript", v.Transcript
+	case protocol.OutputAudioBufferCleared:
+		ce.kind = "cleared"
+	case protocol.ResponseDone:
+		ce.kind, ce.cancelled = "done", v.Response.Status == "cancelled"
+	default:
+		if e.typ != "audio" {
+			return ce, false
+		}
+		ce.kind, ce.pcm = "audio", e.pcm
+	}
+	return ce, true
+}
+
+func (t *realtimeConv) appendAudio(ctx context.Context, pcm []float32) error {
+	return t.cl.appendAudio(ctx, pcm, time.Now())
+}
+func (t *realtimeConv) events() <-chan convEvent { return t.out }
+func (t *realtimeConv) close() {
+	t.cl.close()
+	t.wg.Wait()
+}
+
+// liveConv is a GPT-Live conversation. Live has no turn events: a reply has ended when the
+// track was silent liveGapMs after its audible samples, and a barge-in stopped the old reply at
+// its last audible sample (liveBargeIn's rule).
+type liveConv struct {
+	cl  *liveClient
+	out chan convEvent
+	wg  sync.WaitGroup
+}
+
+func newLiveConv(cl *liveClient) *liveConv {
+	t := &liveConv{cl: cl, out: make(chan convEvent, 256)}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer close(t.out)
+		for e := range cl.events {
+			ce := convEvent{at: e.at}
+			switch e.typ {
+			case "session.output_audio.delta":
+				ce.kind, ce.pcm = "audio", e.pcm
+			case "session.input_transcript.delta":
+				ce.kind, ce.text = "transcript_delta", fmt.Sprint(e.raw["delta"])
+			case "error":
+				ce.kind, ce.text = "error", liveError(e).Error()
+			default:
+				continue
+			}
+			t.out <- ce
+		}
+	}()
+	return t
+}
+
+func (t *liveConv) appendAudio(ctx context.Context, pcm []float32) error {
+	return t.cl.appendAudio(ctx, pcm)
+}
+func (t *liveConv) events() <-chan convEvent { return t.out }
+func (t *liveConv) close() {
+	t.cl.close()
+	t.wg.Wait()
+}
