@@ -105,6 +105,14 @@ func runServer(ctx context.Context, a *app, cfg config.Config) error {
 	}
 	log.Info("listening", zap.Stringer("addr", ln.Addr()), zap.Bool("tls", tlsCfg != nil),
 		zap.String("config", cfg.Path), zap.String("model", cfg.Engine.Model))
+	if cfg.Server.DebugAddr != "" {
+		dbg, err := startDebug(ctx, cfg.Server.DebugAddr, log)
+		if err != nil {
+			_ = ln.Close()
+			return withExitCode(exitFailure, err)
+		}
+		defer dbg.stop()
+	}
 
 	srv := server.New(cfg, server.Options{Log: log})
 	hs := startHTTP(log, ln, srv.Handler(), tlsCfg)

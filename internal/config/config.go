@@ -52,6 +52,9 @@ type Server struct {
 	ServedModelName string `yaml:"served_model_name"`
 	// OTLPEndpoint is where traces go (internal/tracing); "" leaves it to the OTEL_* environment.
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// DebugAddr, when set, serves Go's profiler (net/http/pprof) on its own listener: never on
+	// the API's port, and off unless an operator names an address (docs/SECURITY.md).
+	DebugAddr string `yaml:"debug_addr"`
 	// ModelAliases are further names accepted for the model, comma-separated; a trailing "*"
 	// accepts every name with that prefix. Exact aliases are listed by /v1/models.
 	ModelAliases    string        `yaml:"model_aliases"`

@@ -57,6 +57,7 @@ var keys = []Key{
 	{"server.api_key", "api-key", "require this key as 'Authorization: Bearer <key>' on /v1/*", func(c *Config) any { return &c.Server.APIKey }},
 	{"server.cors_origins", "cors-origins", "browser origins whose pages may call /v1 (CORS), comma-separated: exact origins (https://app.example.com), local (http(s) on localhost, 127.0.0.1, [::1], any port) or *; auto: local without --api-key, none with it; empty: none", func(c *Config) any { return &c.Server.CORSOrigins }},
 	{"server.otlp_endpoint", "otlp-endpoint", "OTLP endpoint traces are exported to (OpenTelemetry; empty: OTEL_EXPORTER_OTLP_ENDPOINT, or off)", func(c *Config) any { return &c.Server.OTLPEndpoint }},
+	{"server.debug_addr", "debug-addr", "host:port serving Go's profiler (/debug/pprof/) on a listener of its own, e.g. 127.0.0.1:6060 (empty: off; it has no authentication: keep it on loopback)", func(c *Config) any { return &c.Server.DebugAddr }},
 	{"server.served_model_name", "served-model-name", "names the model is served under, comma-separated, as vLLM's --served-model-name (the first is its id; empty: the engine model's id)", func(c *Config) any { return &c.Server.ServedModelName }},
 	{"server.model_aliases", "model-aliases", "further model names accepted (chat, realtime), comma-separated; a trailing * accepts every name with that prefix", func(c *Config) any { return &c.Server.ModelAliases }},
 	{"server.max_sessions", "max-sessions", "maximum concurrent realtime sessions", func(c *Config) any { return &c.Server.MaxSessions }},
