@@ -98,7 +98,7 @@ func TestObserveFinalizedByDialect(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ dialect, want string }{
 		{"vllm_duplex", "vllm_duplex"},
-		{"gpt_live", "gpt_live"},
+		{"live", "live"},
 		{"openai", "openai"},
 		{"", "openai"},
 		{"made-up", "openai"},

@@ -134,7 +134,7 @@ func TestDuplexPrometheusOnlyPerChunkAllocatesNothing(t *testing.T) {
 // The stream's dialect reaches its turns' one record: the tracer and Prometheus see it.
 func TestDuplexTurnCarriesDialect(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ given, want string }{{"gpt_live", "gpt_live"}, {"vllm_duplex", "vllm_duplex"}, {"", "openai"}} {
+	for _, tc := range []struct{ given, want string }{{"live", "live"}, {"vllm_duplex", "vllm_duplex"}, {"", "openai"}} {
 		t.Run(tc.want, func(t *testing.T) {
 			t.Parallel()
 			col := metrics.NewCollectors(prometheus.NewRegistry(), "m")
