@@ -20,7 +20,7 @@ type InvalidEvents struct {
 const (
 	DialectOpenAI     = "openai"      // OpenAI Realtime (GA and beta), the calls and transcription sessions
 	DialectVllmDuplex = "vllm_duplex" // vllm-omni's native duplex (?duplex=1, /v1/duplex)
-	DialectGPTLive    = "live"          // OpenAI GPT-Live (/v1/live/sessions)
+	DialectGPTLive    = "live"        // OpenAI GPT-Live (/v1/live/sessions)
 )
 
 // Dialects is every value of the dialect label.
