@@ -105,6 +105,6 @@ func TestRealtimeFunctionTools(t *testing.T) {
 	}
 	require.NotEmpty(t, spoken.String(), "the reply after the tool result is spoken")
 	_, metrics := s.get(t, "/metrics")
-	require.Regexp(t, `omniserve_duplex_turns_total\{finished_reason="tool_calls",model_name="[^"]*"\} 1\b`, string(metrics),
+	require.Regexp(t, `omniserve_duplex_turns_total\{dialect="openai",finished_reason="tool_calls",model_name="[^"]*"\} 1\b`, string(metrics),
 		"the turn that ended in a call is finalized with reason tool_calls")
 }

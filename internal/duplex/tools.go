@@ -52,5 +52,10 @@ type ToolCall struct {
 	Arguments string
 }
 
+// RoleToolCall is the role of an AppendText that restores a call the model made earlier (a
+// client's function_call item): the text is the call as JSON (a ToolCall), which the stream
+// writes as the assistant's, in the chat template's tool-call form.
+const RoleToolCall = "tool_call"
+
 // ErrToolBudget reports a max_tokens too small for any call of the forced tools.
 var ErrToolBudget = errors.New("max_tokens leaves no room for a complete tool call")

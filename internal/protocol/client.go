@@ -146,10 +146,12 @@ type ConversationItemCreate struct {
 	Header
 	ItemID         string
 	PreviousItemID string // "" = append, "root" = first
-	// ItemType is "" or "message", "function_call_output" with CallID and Output, or
+	// ItemType is "" or "message", "function_call" with CallID, Name and Arguments (a call
+	// restored into the conversation), "function_call_output" with CallID and Output, or
 	// "mcp_approval_response" with ApprovalRequestID, Approve and Reason.
 	ItemType          string
 	CallID, Output    string
+	Name, Arguments   string
 	ApprovalRequestID string
 	Approve           bool
 	Reason            string

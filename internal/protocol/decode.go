@@ -660,6 +660,9 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		c.CallID, c.Output = callID, output
 		return c, nil
 	}
+	if typ == "function_call" {
+		return decodeFunctionCallItem(c, it, werr)
+	}
 	if typ == "mcp_approval_response" {
 		ev, e := decodeApprovalResponse(c, it)
 		if e != nil {
@@ -668,7 +671,7 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		return ev, nil
 	}
 	if typ != "" && typ != "message" {
-		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message, function_call_output or mcp_approval_response)", typ)
+		return nil, werr("invalid_value", "item.type", "unsupported item type %q (message, function_call, function_call_output or mcp_approval_response)", typ)
 	}
 	role, ok, _ := str(it, "role")
 	if !ok || role == "" {
@@ -718,4 +721,32 @@ func flatSession(raw map[string]json.RawMessage) map[string]json.RawMessage {
 		}
 	}
 	return obj
+}
+
+// decodeFunctionCallItem reads a function_call item a client creates: a call the model made
+// earlier, restored into the conversation (OpenAI accepts it; clients rebuild a conversation's
+// history so). call_id and name are required; arguments is the JSON text of the call's
+// arguments ("{}" when absent).
+func decodeFunctionCallItem(c *ConversationItemCreate, it map[string]json.RawMessage, werr func(code, param, format string, a ...any) *Error) (ClientEvent, *Error) {
+	c.ItemType = "function_call"
+	callID, ok, e := str(it, "call_id")
+	if e != nil || !ok || callID == "" {
+		return nil, werr("missing_required_parameter", "item.call_id", "a function_call item needs a call_id (a string)")
+	}
+	name, ok, e := str(it, "name")
+	if e != nil || !ok || name == "" {
+		return nil, werr("missing_required_parameter", "item.name", "a function_call item needs the name of the function called")
+	}
+	args, ok, e := str(it, "arguments")
+	if e != nil {
+		return nil, werr("invalid_type", "item.arguments", "'item.arguments' must be a string: the call's arguments as JSON text")
+	}
+	if !ok || args == "" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return nil, werr("invalid_value", "item.arguments", "'item.arguments' is not valid JSON")
+	}
+	c.CallID, c.Name, c.Arguments = callID, name, args
+	return c, nil
 }

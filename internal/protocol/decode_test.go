@@ -110,3 +110,36 @@ func TestDecodeNoiseReduction(t *testing.T) {
 		})
 	}
 }
+
+// A function_call item a client creates (a conversation's history restored): call_id and name
+// are required, arguments is JSON text ("{}" when absent).
+func TestDecodeFunctionCallItem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, raw, param, args string
+	}{
+		{"whole", `{"type":"conversation.item.create","item":{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"}}`, "", `{"a":1}`},
+		{"no arguments", `{"type":"conversation.item.create","item":{"type":"function_call","call_id":"c1","name":"f"}}`, "", "{}"},
+		{"no call_id", `{"type":"conversation.item.create","item":{"type":"function_call","name":"f"}}`, "item.call_id", ""},
+		{"no name", `{"type":"conversation.item.create","item":{"type":"function_call","call_id":"c1"}}`, "item.name", ""},
+		{"arguments an object", `{"type":"conversation.item.create","item":{"type":"function_call","call_id":"c1","name":"f","arguments":{"a":1}}}`, "item.arguments", ""},
+		{"arguments not JSON", `{"type":"conversation.item.create","item":{"type":"function_call","call_id":"c1","name":"f","arguments":"{a"}}`, "item.arguments", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev, err := DecodeClientEvent([]byte(tc.raw))
+			if tc.param != "" {
+				require.NotNil(t, err)
+				require.Equal(t, tc.param, err.Param)
+				return
+			}
+			require.Nil(t, err)
+			c := ev.(*ConversationItemCreate)
+			require.Equal(t, "function_call", c.ItemType)
+			require.Equal(t, "c1", c.CallID)
+			require.Equal(t, "f", c.Name)
+			require.Equal(t, tc.args, c.Arguments)
+		})
+	}
+}

@@ -92,10 +92,12 @@ type CreateItem struct {
 	Role           string
 	Text           string
 	Audio          []byte // decoded input_audio part, in the session's input format
-	// ItemType "function_call_output" answers the call CallID with Output (tools.go);
+	// ItemType "function_call" restores a call (CallID, Name, Arguments) the model made
+	// earlier; "function_call_output" answers the call CallID with Output (tools.go);
 	// "mcp_approval_response" answers the mcp_approval_request ApprovalRequestID (mcp_call.go).
 	ItemType          string
 	CallID, Output    string
+	Name, Arguments   string
 	ApprovalRequestID string
 	Approve           bool
 	Reason            string

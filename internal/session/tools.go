@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 
@@ -155,6 +156,39 @@ func (t *toolState) createFunctionOutput(c *CreateItem, epoch int) bool {
 	return true
 }
 
+// createFunctionCall is conversation.item.create with a function_call: a call the model made
+// earlier, restored into the conversation (a client rebuilding a conversation's history sends
+// the call, then its function_call_output). The engine reads it as the assistant's call in the
+// chat template's tool-call form. It is no input a response answers: its output is.
+func (t *toolState) createFunctionCall(c *CreateItem, epoch int) {
+	conv := t.io.conv
+	if it := conv.findCall(c.CallID); it != nil {
+		t.io.sendError("invalid_value", fmt.Sprintf("the conversation already has a function_call with call_id %q (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
+		return
+	}
+	call, err := json.Marshal(duplex.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+	if err != nil { // a string and valid JSON text: cannot fail
+		t.io.sendError("invalid_value", err.Error(), c.ID, "item.arguments")
+		return
+	}
+	id, ok := t.io.newItem(c) // opens the engine
+	if !ok {
+		return
+	}
+	if t.io.room() < 1 {
+		t.io.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return
+	}
+	it := &item{ID: id, Type: "function_call", Status: "completed", CallID: c.CallID, Name: c.Name, Arguments: c.Arguments}
+	conv.insert(it, "") // appended, as the engine's conversation is
+	t.io.send(conv.added(it, epoch, false))
+	t.io.send(conv.done(it, epoch, false))
+	eng, turn := t.io.engine()
+	t.io.submit(job{run: func(ctx context.Context) jobResult { // cannot fail: room above
+		return jobResult{err: eng.AppendText(ctx, turn, duplex.RoleToolCall, string(call)), errCode: "runtime_append_failed"}
+	}})
+}
+
 // maxToolCallsAnswered bounds the answered calls kept for the next response's statistics (a
 // client answering calls with no response after them); later ones are not timed.
 const maxToolCallsAnswered = 64
@@ -251,6 +285,8 @@ func responseTools(cfg Config, c *CreateResponse) ([]duplex.Tool, ToolChoice, bo
 // starts.
 func (t *toolState) createItem(c *CreateItem, rs *responses, epoch int) (handled bool, f *followUp) {
 	switch c.ItemType {
+	case "function_call":
+		t.createFunctionCall(c, epoch)
 	case "function_call_output":
 		if t.createFunctionOutput(c, epoch) {
 			rs.pendingIn++

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
@@ -200,10 +201,18 @@ func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
 	return v
 }
 
-// AppendText adds a message to the conversation (role system, developer, user or assistant)
+// AppendText adds a message to the conversation (role system, developer, user or assistant,
+// tool for a function's result, duplex.RoleToolCall for a call restored as the assistant's)
 // as input of turn (<= 0: the current input); it is prefilled into the sequence in the
 // background, after any running response, and its rows carry that turn.
 func (d *DuplexStream) AppendText(ctx context.Context, turn int, role, text string) error {
+	if role == duplex.RoleToolCall {
+		var c duplex.ToolCall
+		if err := json.Unmarshal([]byte(text), &c); err != nil {
+			return fmt.Errorf("appending a tool call: %w: %v", ErrInvalidRequest, err)
+		}
+		role, text = "assistant", d.p.toolFormat().callsText([]duplex.ToolCall{c})
+	}
 	if err := validRole(role); err != nil {
 		return err
 	}
