@@ -112,15 +112,21 @@ static const char *omni_search = "omni";
 // it is given, so each decoder gets its own. One forward pass only: the flat-lexicon rescoring
 // and lattice best path cost about 15% more CPU per stream (asr_rtf 0.106 -> 0.089, one run
 // each); goforward stays exact, the TTS round trip drops from 12/13 to 11/13 words.
+// -maxhmmpf 3000 bounds the HMMs the search keeps active per frame (pocketsphinx's default,
+// 30000, is ten times more): decoding speech is 92 % of a server's CPU with conversations
+// running (docs/BENCHMARKS.md, "Conversations at once"), and the bound halves it with the
+// same words: goforward, something and the five librivox clips of pocketsphinx-testdata gave
+// identical transcripts (word errors 28/80 against the references both ways) in 5.3 against
+// 10.1 s of decoder CPU. Tighter bounds lose words (1500 with -maxwpf 10: 30/80 in 3.4 s).
 static cmd_ln_t *omni_cfg(const char *hmm, const char *dict, const char *lm) {
 	if (dict != NULL && lm != NULL)
 		return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-lm", lm,
-		                   "-fwdflat", "no", "-bestpath", "no", NULL);
+		                   "-fwdflat", "no", "-bestpath", "no", "-maxhmmpf", "3000", NULL);
 	if (dict != NULL)
 		return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict,
-		                   "-fwdflat", "no", "-bestpath", "no", NULL);
+		                   "-fwdflat", "no", "-bestpath", "no", "-maxhmmpf", "3000", NULL);
 	// No -dict: dict_init then holds only the fillers and sentence markers.
-	return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-fwdflat", "no", "-bestpath", "no", NULL);
+	return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-fwdflat", "no", "-bestpath", "no", "-maxhmmpf", "3000", NULL);
 }
 
 static ps_decoder_t *omni_init(const char *hmm, const char *dict, const char *lm) {
