@@ -16,6 +16,7 @@ import (
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -74,6 +75,8 @@ type HandlerConfig struct {
 	InvalidEventRate  float64
 	// InvalidEvents counts invalid events and the sessions closed for them (nil: not counted).
 	InvalidEvents InvalidEventCounter
+	// Live are the settings of GPT-Live sessions (LivePath).
+	Live live.Options
 }
 
 // WithDefaults is c with every zero value replaced by its documented default (the server's
@@ -158,11 +161,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key"))
 		return
 	}
-	if h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
+	isLive := r.URL.Path == LivePath
+	if isLive && sec != nil {
+		// Live has no ephemeral keys: the app's server holds the API key.
+		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"GPT-Live takes the API key, not a client secret (ek_)"))
+		return
+	}
+	if !isLive && h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
 		h.serveResume(w, r)
 		return
 	}
 	opts, oerr := h.openOptions(r, sec)
+	if isLive {
+		// Live is the native duplex session with the engine's auto-response, configured by
+		// session.start (the URL carries no parameters).
+		opts, oerr = session.Options{Duplex: true}, nil
+	}
 	if oerr != nil {
 		oaierror.Write(w, oerr)
 		return
@@ -175,7 +190,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer slot.Release()
-	resumable := h.sessions.ResumeGrace() > 0
+	resumable := h.sessions.ResumeGrace() > 0 && !isLive // a new Live socket is a new session
 	var j *link.Journal
 	if resumable {
 		j = link.NewJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
@@ -184,7 +199,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		sink := h.newSink(st, dialectFor(opts))
+		sink := h.newSink(st, h.dialectFor(opts, isLive))
 		sess = h.sessions.NewSession(slot, opts, sink)
 		sink.guard.bind(sess.Stop)
 		// The balancer learns which replica holds the session from this header (stickiness for
@@ -321,10 +336,16 @@ const betaProtocol = "openai-beta.realtime-v1"
 // other name for it.
 const DuplexPath = "/v1/duplex"
 
-// dialectFor is the dialect of a new session: vllm-omni's native duplex dialect for a duplex
+// LivePath is GPT-Live's primary WebSocket (docs/LIVE.md): a duplex session in the Live dialect.
+const LivePath = "/v1/live/sessions"
+
+// dialectFor is the dialect of a new session: GPT-Live's on LivePath, vllm-omni's native duplex dialect for a duplex
 // session (?duplex=1|true|on, /v1/duplex), OpenAI Realtime otherwise (docs/REALTIME.md,
 // "vllm-omni duplex dialect"). The session's sink keeps it, so a resume speaks it too.
-func dialectFor(opts session.Options) dialect {
+func (h *handler) dialectFor(opts session.Options, isLive bool) dialect {
+	if isLive {
+		return live.New(h.cfg.Live)
+	}
 	if opts.Duplex {
 		return vllm.New()
 	}
