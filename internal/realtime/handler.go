@@ -176,7 +176,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isLive {
 		// Live is the native duplex session with the engine's auto-response, configured by
 		// session.start (the URL carries no parameters).
-		opts, oerr = session.Options{Duplex: true}, nil
+		opts, oerr = session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead}, nil
 	}
 	if oerr != nil {
 		oaierror.Write(w, oerr)

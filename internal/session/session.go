@@ -32,6 +32,9 @@ type Options struct {
 	// Transcription opens a transcription session (?intent=transcription, transcription.go):
 	// committed audio is transcribed and nothing answers it.
 	Transcription bool
+	// MaxOutputLead, when set, bounds how far this session's audio is sent ahead of real time
+	// below the server's ManagerConfig.MaxOutputLead (output_lead.go).
+	MaxOutputLead time.Duration
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by

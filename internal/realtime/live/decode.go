@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/omniserve/omniserve/internal/audio"
@@ -28,6 +29,10 @@ type Options struct {
 	// with DelegateMarker delegate the next user turn to the client.
 	TestHooks bool
 }
+
+// MaxOutputLead bounds how far a Live session's output track runs ahead of real time: Live's
+// audio cannot be recalled (there is no clear), so little is sent that a barge-in would cut.
+const MaxOutputLead = 200 * time.Millisecond
 
 // Reply is Decode's answer to a frame the dialect answers itself, in whole or in part: Events go
 // to the client at once, in order, then Commands to the session, in order.

@@ -68,7 +68,7 @@ func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 func (t *Translator) encodeSession(e session.Effect) []protocol.ServerEvent {
 	switch e := e.(type) {
 	case session.SessionCreated:
-		t.sessionID = "live_" + strings.TrimPrefix(e.View.ID, "sess_")
+		t.sessionID = "live_" + strings.TrimPrefix(e.View.ID, "duplex-") // the session's id, in Live's prefix
 		t.expiresAt = e.View.ExpiresAt.Unix()
 	case session.SessionUpdated:
 		if t.phase != starting {

@@ -1,0 +1,223 @@
+package test
+
+import (
+	"encoding/base64"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/testenv"
+)
+
+// liveStreamer streams 16 kHz PCM16 to a live session at real time in 100 ms appends, from a
+// queue of audio, and digital silence whenever the queue is empty (as real clients do: the
+// timeline only advances with audio).
+type liveStreamer struct {
+	c    *liveClient
+	mu   sync.Mutex
+	q    []byte
+	stop chan struct{}
+	done chan struct{}
+}
+
+func streamLive(t *testing.T, c *liveClient) *liveStreamer {
+	t.Helper()
+	st := &liveStreamer{c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	go st.run(t)
+	t.Cleanup(st.halt)
+	return st
+}
+
+func (st *liveStreamer) halt() {
+	select {
+	case <-st.stop:
+	default:
+		close(st.stop)
+	}
+	<-st.done
+}
+
+// say queues pcm (16 kHz PCM16) to be streamed next.
+func (st *liveStreamer) say(pcm []byte) {
+	st.mu.Lock()
+	st.q = append(st.q, pcm...)
+	st.mu.Unlock()
+}
+
+func (st *liveStreamer) run(t *testing.T) {
+	defer close(st.done)
+	const chunk = 3200 // 100 ms
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-tick.C:
+		}
+		st.mu.Lock()
+		n := min(chunk, len(st.q))
+		b := make([]byte, chunk)
+		copy(b, st.q[:n])
+		st.q = st.q[n:]
+		st.mu.Unlock()
+		if err := st.c.wsWrite(map[string]any{"type": "session.input_audio.append", "audio": base64.StdEncoding.EncodeToString(b)}); err != nil {
+			return
+		}
+	}
+}
+
+func goForwardPCM(t *testing.T) []byte {
+	t.Helper()
+	speech := "/usr/share/pocketsphinx/test/data/goforward.raw"
+	testenv.NeedFile(t, speech, "pocketsphinx-testdata")
+	raw, err := os.ReadFile(speech)
+	require.NoError(t, err)
+	return raw
+}
+
+// events is every event of typ read so far, in order.
+func (c *liveClient) eventsOf(typ string) []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]any
+	for _, m := range c.all {
+		if m["type"] == typ {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitFor polls until cond holds, or fails after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "not within %v: %s", timeout, what)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inputTranscript is the input transcript deltas read so far, concatenated.
+func (c *liveClient) transcript(typ string) string {
+	var b strings.Builder
+	for _, ev := range c.eventsOf(typ) {
+		b.WriteString(ev["delta"].(string))
+	}
+	return b.String()
+}
+
+// audioSince is the output audio bytes read since at.
+func (c *liveClient) audioSince(t *testing.T, at time.Time) (n int, last time.Time) {
+	t.Helper()
+	for _, ev := range c.eventsOf("session.output_audio.delta") {
+		got := ev[recvKey].(time.Time)
+		if got.Before(at) {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(ev["delta"].(string))
+		require.NoError(t, err)
+		n += len(b)
+		last = got
+	}
+	return n, last
+}
+
+// One spoken turn on the real binary, as a client streams it: real speech at real time then
+// silence (16 kHz PCM both ways); the input transcript arrives as stable words on the timeline,
+// the model answers by itself as one paced track with its transcript placed on it, speaking over
+// it silences the track at once, a muted microphone is not heard while the timeline runs, an
+// append is acknowledged when the timeline reaches it, usage comes every 15 s of timeline and
+// session.closed ends the session with the final usage.
+func TestLiveSpeechTurn(t *testing.T) {
+	t.Parallel()
+	s := startLiveBinary(t)
+	c := dialLive(t, s, nil)
+	c.send(t, map[string]any{"type": "session.start", "session": map[string]any{"model": "gpt-live-1",
+		"audio": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}}}})
+	c.until(t, "session.started", 30*time.Second)
+	st := streamLive(t, c)
+	speech := goForwardPCM(t)
+	st.say(speech)
+
+	// The input transcript: stable words only, in timeline order.
+	waitFor(t, 20*time.Second, "the input transcript", func() bool {
+		return strings.Contains(c.transcript("session.input_transcript.delta"), "forward")
+	})
+	var lastEnd float64
+	for _, ev := range c.eventsOf("session.input_transcript.delta") {
+		start, end := ev["start_ms"].(float64), ev["end_ms"].(float64)
+		require.LessOrEqual(t, lastEnd, start, "%v", ev)
+		require.Less(t, start, end, "%v", ev)
+		lastEnd = end
+	}
+	t.Logf("input transcript: %q", c.transcript("session.input_transcript.delta"))
+
+	// The model speaks by itself: one paced track of ~100 ms deltas (3,200 bytes at 16 kHz).
+	waitFor(t, 30*time.Second, "the model's reply", func() bool { return c.count("session.output_audio.delta") > 0 })
+	first := c.eventsOf("session.output_audio.delta")[0][recvKey].(time.Time)
+	time.Sleep(2 * time.Second)
+	n, last := c.audioSince(t, first)
+	elapsed := last.Sub(first).Seconds()
+	t.Logf("paced output: %d bytes in %.2f s (%.2f s of audio)", n, elapsed, float64(n)/32000)
+	require.LessOrEqual(t, float64(n)/32000, elapsed+0.35, "never more than the lead (200 ms) and a frame ahead of real time")
+	require.GreaterOrEqual(t, float64(n)/32000, elapsed-0.3, "the track keeps up with real time")
+	for _, ev := range c.eventsOf("session.output_audio.delta")[:5] {
+		b, _ := base64.StdEncoding.DecodeString(ev["delta"].(string))
+		require.InDelta(t, 3200, len(b), 64, "100 ms frames in the session's format (the resampler's delay shortens the first)")
+		require.NotContains(t, ev, "start_ms", "the primary socket's audio deltas carry no timing")
+	}
+	out := c.eventsOf("session.output_transcript.delta")
+	require.NotEmpty(t, out, "the reply's transcript")
+	require.GreaterOrEqual(t, out[0]["start_ms"].(float64), lastEnd, "placed on the track after the user's words")
+
+	// Barge-in: speaking over the reply silences the track at once (no event says so).
+	bargeAt := time.Now()
+	st.say(speech)
+	waitFor(t, 5*time.Second, "silence after the barge-in", func() bool {
+		_, last := c.audioSince(t, bargeAt)
+		return !last.IsZero() && time.Since(last) > time.Second
+	})
+	_, stopped := c.audioSince(t, bargeAt)
+	t.Logf("barge-in: the track went silent %v after the user started speaking again", stopped.Sub(bargeAt).Round(time.Millisecond))
+	require.Less(t, stopped.Sub(bargeAt), 1500*time.Millisecond)
+	require.Zero(t, c.count("error"))
+
+	// Mute: the model hears silence; the timeline runs (an append is acked meanwhile).
+	time.Sleep(4 * time.Second) // the second turn's transcript is in
+	c.send(t, map[string]any{"type": "session.input_audio.mute", "event_id": "m"})
+	require.Equal(t, "m", c.until(t, "session.input_audio.muted", 10*time.Second)["client_event_id"])
+	heard := c.count("session.input_transcript.delta")
+	c.send(t, map[string]any{"type": "session.instructions.append", "event_id": "i", "content": "Keep answers short.", "delegation_id": nil})
+	st.say(speech)
+	ack := c.until(t, "session.instructions.appended", 10*time.Second)
+	require.Equal(t, "i", ack["client_event_id"])
+	time.Sleep(time.Duration(len(speech)/32)*time.Millisecond + 2*time.Second)
+	require.Equal(t, heard, c.count("session.input_transcript.delta"), "muted speech is not heard")
+	c.send(t, map[string]any{"type": "session.input_audio.unmute", "event_id": "u"})
+	require.Equal(t, "u", c.until(t, "session.input_audio.unmuted", 10*time.Second)["client_event_id"])
+
+	// Usage every 15 s of timeline, then the close with the final usage.
+	waitFor(t, 20*time.Second, "usage", func() bool { return c.count("session.usage.updated") > 0 })
+	for i, u := range c.eventsOf("session.usage.updated") {
+		require.Equal(t, 15.0*float64(i+1), u["usage"].(map[string]any)["seconds"], "cumulative seconds of the timeline")
+		require.Contains(t, u, "context_window", "the KV plan's context is known")
+	}
+	c.send(t, map[string]any{"type": "session.close", "event_id": "bye"})
+	closed := c.until(t, "session.closed", 10*time.Second)
+	st.halt()
+	require.Equal(t, "close_requested", closed["reason"])
+	require.Equal(t, "bye", closed["client_event_id"])
+	require.GreaterOrEqual(t, closed["usage"].(map[string]any)["seconds"].(float64), 15.0)
+	<-c.done
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(c.readErr))
+	c.mu.Lock()
+	require.Equal(t, "session.closed", c.all[len(c.all)-1]["type"], "session.closed is the last event")
+	c.mu.Unlock()
+}
