@@ -162,22 +162,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	isLive := r.URL.Path == LivePath
-	if isLive && sec != nil {
-		// Live has no ephemeral keys: the app's server holds the API key.
-		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-			"GPT-Live takes the API key, not a client secret (ek_)"))
-		return
-	}
-	if !isLive && h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
+	if h.resumes(r, isLive) {
 		h.serveResume(w, r)
 		return
 	}
-	opts, oerr := h.openOptions(r, sec)
-	if isLive {
-		// Live is the native duplex session with the engine's auto-response, configured by
-		// session.start (the URL carries no parameters).
-		opts, oerr = session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead}, nil
-	}
+	opts, oerr := h.sessionOptions(r, sec, isLive)
 	if oerr != nil {
 		oaierror.Write(w, oerr)
 		return
@@ -258,6 +247,27 @@ func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *s
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
 	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()),
 		zap.String("dialect", sinkOf(sess).dialect().Name()))
+}
+
+// resumes reports a connection that resumes a session (?session_id= or the resume token's
+// header), where sessions are resumable; a Live socket never does (Live has no resume).
+func (h *handler) resumes(r *http.Request, isLive bool) bool {
+	return !isLive && h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "")
+}
+
+// sessionOptions are the options of the session a new connection opens: openOptions', or a
+// Live session's. Live is the native duplex session with the engine's auto-response, configured
+// by session.start (its URL carries no parameters), and it takes the API key only: it has no
+// ephemeral keys, the app's server holds the key.
+func (h *handler) sessionOptions(r *http.Request, sec *clientsecret.Secret, isLive bool) (session.Options, *oaierror.Error) {
+	if !isLive {
+		return h.openOptions(r, sec)
+	}
+	if sec != nil {
+		return session.Options{}, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"GPT-Live takes the API key, not a client secret (ek_)")
+	}
+	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead}, nil
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the
