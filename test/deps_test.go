@@ -127,7 +127,7 @@ var allowed = map[string][]string{
 	// Layer 8: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
 		"internal/realtime/live", // the Live sessions' options (the KV plan's context, the test hooks)
-		"internal/mcpclient", // parses realtime.mcp_allowed_urls for the session manager
+		"internal/mcpclient",     // parses realtime.mcp_allowed_urls for the session manager
 		"internal/duplex", "internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
 	// Traces are built from the closed records of internal/metrics, and nothing else.
 	"internal/tracing": {"internal/metrics"},

@@ -49,7 +49,8 @@ func TestLiveSDKQuickstart(t *testing.T) {
 		AudioBytes       int               `json:"audio_bytes"`
 		Acks             map[string][3]any `json:"acks"`
 		Usage            []float64         `json:"usage"`
-		Muted, Unmuted   bool              `json:"muted"`
+		Muted            bool              `json:"muted"`
+		Unmuted          bool              `json:"unmuted"`
 		Started          map[string]any    `json:"started"`
 		Closed           *struct {
 			Reason string             `json:"reason"`
@@ -76,6 +77,8 @@ func TestLiveSDKQuickstart(t *testing.T) {
 	require.Less(t, got.BargeInSilenceMs, 1500.0, "speaking over the reply silences it")
 	require.Equal(t, "evt_instr", got.Acks["instructions"][2])
 	require.Equal(t, "evt_think", got.Acks["thinking"][2])
+	require.True(t, got.Muted)
+	require.True(t, got.Unmuted)
 	require.Equal(t, 1, got.Events["session.input_audio.muted"])
 	require.Equal(t, 1, got.Events["session.input_audio.unmuted"])
 	require.NotEmpty(t, got.Usage)

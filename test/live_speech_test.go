@@ -221,3 +221,54 @@ func TestLiveSpeechTurn(t *testing.T) {
 	require.Equal(t, "session.closed", c.all[len(c.all)-1]["type"], "session.closed is the last event")
 	c.mu.Unlock()
 }
+
+// The test hook (--live-test-hooks): instructions holding the marker make the next user turn end
+// in a client delegation, acknowledged aloud after acknowledgement_delay_ms; the client answers
+// with commentary carrying the delegation's id, acknowledged on the timeline and spoken.
+func TestLiveScriptedDelegation(t *testing.T) {
+	t.Parallel()
+	s := startLiveBinary(t, "--live-test-hooks")
+	c := dialLive(t, s, nil)
+	c.send(t, map[string]any{"type": "session.start", "session": map[string]any{"model": "gpt-live-1",
+		"instructions": "Look things up. [[omniserve-test:delegate]]",
+		"audio":        map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}},
+		"delegation":   map[string]any{"type": "client", "acknowledgement_delay_ms": 300}}})
+	started := c.until(t, "session.started", 30*time.Second)
+	require.Equal(t, "Look things up. [[omniserve-test:delegate]]", started["session"].(map[string]any)["instructions"], "echoed as given")
+	st := streamLive(t, c)
+	st.say(goForwardPCM(t))
+	dc := c.until(t, "session.delegation.created", 30*time.Second)
+	d := dc["delegation"].(map[string]any)
+	require.Equal(t, "client", d["target"])
+	require.Equal(t, "delegation", d["type"])
+	id := d["id"].(string)
+	require.True(t, strings.HasPrefix(id, "item_"), id)
+	require.Greater(t, dc["offset_ms"].(float64), 1000.0, "at the end of the user's request, on the timeline")
+	defer func() {
+		if t.Failed() {
+			c.dump(t)
+		}
+	}()
+	// The engine's own reply to the turn is cancelled (the delegation answers it); the
+	// acknowledgement is spoken, briefly, then the track goes silent.
+	waitFor(t, 30*time.Second, "the spoken acknowledgement", func() bool {
+		n, _ := c.audioSince(t, dc[recvKey].(time.Time))
+		return n > 0
+	})
+	waitFor(t, 60*time.Second, "silence after the acknowledgement", func() bool {
+		_, last := c.audioSince(t, dc[recvKey].(time.Time))
+		return time.Since(last) > time.Second
+	})
+	// The client answers: progress (silent) and the result, spoken.
+	answered := time.Now()
+	c.send(t, map[string]any{"type": "session.thinking.append", "event_id": "th", "content": "Searching the catalogue.", "delegation_id": id})
+	c.send(t, map[string]any{"type": "session.commentary.append", "event_id": "co", "content": "The catalogue has three matches.", "delegation_id": id})
+	require.Equal(t, "co", c.until(t, "session.commentary.appended", 20*time.Second)["client_event_id"])
+	waitFor(t, 30*time.Second, "the commentary spoken", func() bool {
+		n, _ := c.audioSince(t, answered)
+		return n > 0
+	})
+	require.Zero(t, c.count("error"))
+	c.send(t, map[string]any{"type": "session.close"})
+	c.until(t, "session.closed", 20*time.Second)
+}

@@ -275,3 +275,40 @@ func (c *liveClient) wsWrite(ev map[string]any) error {
 	}
 	return c.ws.Write(c.ctx, websocket.MessageText, b)
 }
+
+// dump logs what the session sent: every event but the audio deltas, whose runs are summed
+// (for a failing test's log).
+func (c *liveClient) dump(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var runStart, runLast time.Time
+	var frames int
+	flush := func() {
+		if frames > 0 {
+			t.Logf("  audio: %d deltas %s .. %s", frames, runStart.Format("15:04:05.000"), runLast.Format("15:04:05.000"))
+		}
+		frames = 0
+	}
+	for _, m := range c.all {
+		at := m[recvKey].(time.Time)
+		if m["type"] == "session.output_audio.delta" {
+			if frames == 0 || at.Sub(runLast) > 300*time.Millisecond {
+				flush()
+				runStart = at
+			}
+			runLast = at
+			frames++
+			continue
+		}
+		flush()
+		ev := map[string]any{}
+		for k, v := range m {
+			if k != recvKey && k != "event_id" && k != "session" {
+				ev[k] = v
+			}
+		}
+		t.Logf("%s %v", at.Format("15:04:05.000"), ev)
+	}
+	flush()
+}

@@ -74,8 +74,10 @@ type Translator struct {
 	muted                  bool
 	in                     inputState
 	out                    outputState
-	// commentary counts the commentary appends still to be spoken.
-	commentary int
+	// commentary are the reply budgets (max output tokens) of the commentary appends still to
+	// be spoken, in order; asked is the one last asked for (again at the front if refused).
+	commentary []int
+	asked      int
 	deleg      delegations
 }
 
@@ -324,6 +326,13 @@ const maxAppendTokens = 500
 // dialect has no tokenizer of the thinker's (a remote thinker may have another).
 func estimateTokens(text string) int { return (len(text) + 3) / 4 }
 
+// commentaryBudget bounds the reply that says a commentary: a paraphrase, about as long as
+// the text (twice its tokens, and room to start).
+func commentaryBudget(text string) int { return 32 + 2*estimateTokens(text) }
+
+// ackTokens bounds the spoken acknowledgement of a delegation: a few words.
+const ackTokens = 24
+
 // contextAppend is session.instructions.append, thinking.append and commentary.append:
 // developer text for the model (commentary: to be said), acked when the timeline reaches its
 // end_ms. Commentary asks for a reply once the user has stopped.
@@ -341,7 +350,7 @@ func (t *Translator) contextAppend(ev clientEvent) (session.Command, *protocol.E
 		text = "Background context (do not say it unless asked): " + text
 	case "session.commentary":
 		text = "Tell the user this now, in your own words: " + text
-		t.commentary++
+		t.commentary = append(t.commentary, commentaryBudget(text))
 		t.deleg.ackDue = false // a commentary is the delegation's answer: no "I'm on it" any more
 	}
 	t.tl.ack(kind+".appended", ev.id)

@@ -17,7 +17,12 @@ type delegations struct {
 	ids     []string
 	ackDue  bool
 	ackAtMs int64
-	closeID string // session.close's event id, echoed by session.closed
+	// suppress: the engine's own reply to the delegated turn is to be cancelled when it starts
+	// (the delegation is the turn's answer); cancel is that reply's id, cancelled at the next
+	// append.
+	suppress bool
+	cancel   string
+	closeID  string // session.close's event id, echoed by session.closed
 }
 
 func (d *delegations) known(id string) bool { return slices.Contains(d.ids, id) }
@@ -51,6 +56,11 @@ func (t *Translator) delegate(offsetMs int64) []protocol.ServerEvent {
 		delay = *t.cfg.delegation.AckDelayMs
 	}
 	t.deleg.ackDue, t.deleg.ackAtMs = true, t.tl.ms()+int64(delay)
+	if t.out.active && !t.out.activeOurs && t.out.activeID != "" {
+		t.deleg.cancel = t.out.activeID // the engine's reply began before the session's VAD ended the turn
+	} else {
+		t.deleg.suppress = true
+	}
 	return evs
 }
 
@@ -106,6 +116,10 @@ func (t *Translator) responsesCommand(ev clientEvent) (session.Command, *protoco
 // no reply plays: the delegation's spoken acknowledgement once its delay passed, else a
 // commentary to say.
 func (t *Translator) dueCommands() []session.Command {
+	if id := t.deleg.cancel; id != "" {
+		t.deleg.cancel = ""
+		return []session.Command{&session.CancelResponse{Base: session.Base{ID: t.internalID("cancel"), Kind: "session.delegation.created"}, ResponseID: id}}
+	}
 	if t.in.speaking || t.out.active {
 		return nil
 	}
@@ -114,13 +128,32 @@ func (t *Translator) dueCommands() []session.Command {
 	case t.deleg.ackDue && t.tl.ms() >= t.deleg.ackAtMs:
 		t.deleg.ackDue = false
 		instr := ackInstructions
-		c = &session.CreateResponse{Base: session.Base{ID: t.internalID("ack"), Kind: "session.delegation.created"}, Instructions: &instr}
-	case t.commentary > 0:
-		t.commentary--
-		c = &session.CreateResponse{Base: session.Base{ID: t.internalID("commentary"), Kind: "session.commentary.append"}}
+		n := ackTokens
+		c = &session.CreateResponse{Base: session.Base{ID: t.internalID("ack"), Kind: "session.delegation.created"}, Instructions: &instr, MaxOutputTokens: &n}
+	case len(t.commentary) > 0:
+		t.asked, t.commentary = t.commentary[0], t.commentary[1:]
+		n := t.asked
+		c = &session.CreateResponse{Base: session.Base{ID: t.internalID("commentary"), Kind: "session.commentary.append"}, MaxOutputTokens: &n}
 	default:
 		return nil
 	}
-	t.out.active = true // until its response.done (or its refusal) says otherwise
+	t.out.active, t.out.ours = true, true // until its response.done (or its refusal) says otherwise
 	return []session.Command{c}
+}
+
+// responseStarted notes a reply starting: the track is busy; the engine's own reply to a
+// delegated turn is cancelled at the next append (ours are not: ours is the next to start
+// after we asked).
+func (t *Translator) responseStarted(e session.ResponseStarted) {
+	t.out.active, t.out.activeID, t.out.activeOurs = true, e.Response.ID, t.out.ours
+	if t.out.resampler != nil {
+		t.out.resampler.Reset()
+	}
+	if t.out.ours {
+		t.out.ours = false
+		return
+	}
+	if t.deleg.suppress {
+		t.deleg.suppress, t.deleg.cancel = false, e.Response.ID
+	}
 }

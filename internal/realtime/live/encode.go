@@ -20,7 +20,13 @@ type inputState struct {
 // outputState is the output track: whether a reply is active, where on the timeline the track
 // is, the last frame's place (its transcript is placed there), and the 16 kHz resampler.
 type outputState struct {
-	active          bool
+	active bool
+	// ours: the next reply to start is one the translator asked for (commentary, an
+	// acknowledgement).
+	ours bool
+	// activeID is the active reply's id, activeOurs whether the translator asked for it.
+	activeID        string
+	activeOurs      bool
 	trackMs         float64
 	frameStartMs    float64
 	frameMs         float64
@@ -42,10 +48,7 @@ func (t *Translator) EncodeAll(e session.Effect) []protocol.ServerEvent {
 	case session.InputSpeech:
 		return t.speech(e)
 	case session.ResponseStarted:
-		t.out.active = true
-		if t.out.resampler != nil {
-			t.out.resampler.Reset()
-		}
+		t.responseStarted(e)
 	case session.ResponseDone:
 		t.responseDone(e)
 	case session.Error:
@@ -219,11 +222,13 @@ func (t *Translator) sessionError(e session.Error) []protocol.ServerEvent {
 			t.phase, t.cfg = notStarted, nil
 		}
 		id = t.clientStartID
-	case strings.HasPrefix(id, internalPrefix+"commentary") && e.Code == "conversation_already_has_active_response":
-		t.commentary++
+	case strings.HasPrefix(id, internalPrefix) && e.Code == "conversation_already_has_active_response":
+		t.retry(id)
 		return nil
+	case strings.HasPrefix(id, internalPrefix+"cancel") && e.Code == "response_cancel_not_active":
+		return nil // the reply ended by itself first
 	case strings.HasPrefix(id, internalPrefix):
-		t.out.active = false
+		t.out.active, t.out.ours = false, false
 		id = ""
 	}
 	return []protocol.ServerEvent{errorEvent(&protocol.Error{Code: e.Code, Message: e.Message, Param: e.Param, EventID: id}, e.Type)}
@@ -252,3 +257,15 @@ func (e ErrorEvent) InvalidRequestCode() string {
 
 // Resumable reports that a Live session ends with its connection: Live has no resume.
 func (*Translator) Resumable() bool { return false }
+
+// retry asks again, at the next silence, for the response the translator's command id asked
+// for: a reply started in between (the one that is active is not ours).
+func (t *Translator) retry(id string) {
+	t.out.ours = false
+	switch {
+	case strings.HasPrefix(id, internalPrefix+"commentary"):
+		t.commentary = append([]int{t.asked}, t.commentary...)
+	case strings.HasPrefix(id, internalPrefix+"ack"):
+		t.deleg.ackDue = true
+	}
+}
