@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/base64"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omniserve/omniserve/internal/audio"
 	"github.com/omniserve/omniserve/internal/testenv"
 )
 
@@ -271,4 +273,68 @@ func TestLiveScriptedDelegation(t *testing.T) {
 	require.Zero(t, c.count("error"))
 	c.send(t, map[string]any{"type": "session.close"})
 	c.until(t, "session.closed", 20*time.Second)
+}
+
+// G.711 μ-law at 8 kHz, one format both ways: the speech is heard (transcribed) and the reply
+// comes as μ-law, 800 bytes a 100 ms frame.
+func TestLiveG711(t *testing.T) {
+	t.Parallel()
+	s := startLiveBinary(t)
+	c := dialLive(t, s, nil)
+	c.send(t, map[string]any{"type": "session.start", "session": map[string]any{"model": "gpt-live-1",
+		"audio": map[string]any{"format": map[string]any{"type": "audio/pcmu", "rate": 8000}}}})
+	res := c.until(t, "session.started", 30*time.Second)["session"].(map[string]any)
+	require.Equal(t, map[string]any{"type": "audio/pcmu", "rate": 8000.0}, res["audio"].(map[string]any)["format"])
+	pcm, err := audio.PCM16BytesToFloat32(nil, goForwardPCM(t))
+	require.NoError(t, err)
+	narrow, err := audio.Resample(pcm, 16000, 8000)
+	require.NoError(t, err)
+	ulaw := audio.Float32ToULaw(nil, append(narrow, make([]float32, 8000*3)...)) // then 3 s of silence
+	for off := 0; off < len(ulaw); off += 800 {
+		c.send(t, map[string]any{"type": "session.input_audio.append", "audio": base64.StdEncoding.EncodeToString(ulaw[off:min(off+800, len(ulaw))])})
+		time.Sleep(50 * time.Millisecond) // faster than real time, in order
+	}
+	defer func() {
+		if t.Failed() {
+			c.dump(t)
+		}
+	}()
+	// Heard: pocketsphinx's 16 kHz model gets the narrowband words wrong ("a whore word that
+	// neutered"), but the speech reaches it through the μ-law decoder.
+	waitFor(t, 30*time.Second, "the input transcript", func() bool {
+		return strings.TrimSpace(c.transcript("session.input_transcript.delta")) != ""
+	})
+	t.Logf("8 kHz μ-law speech heard as %q", c.transcript("session.input_transcript.delta"))
+	waitFor(t, 30*time.Second, "the reply", func() bool { return c.count("session.output_audio.delta") > 0 })
+	b, err := base64.StdEncoding.DecodeString(c.eventsOf("session.output_audio.delta")[0]["delta"].(string))
+	require.NoError(t, err)
+	require.Len(t, b, 800, "100 ms of μ-law at 8 kHz")
+	require.Zero(t, c.count("error"))
+}
+
+// The invalid-event budget of the other dialects applies to Live: a flood of bad events gets a
+// bounded number of Live errors, then the session ends (1008); the server goes on serving.
+func TestLiveInvalidEventFlood(t *testing.T) {
+	t.Parallel()
+	s := startLiveBinary(t)
+	c := dialLive(t, s, nil)
+	c.send(t, map[string]any{"type": "session.start", "session": map[string]any{"model": "gpt-live-1"}})
+	c.until(t, "session.started", 30*time.Second)
+	for i := range 5000 {
+		if c.wsWrite(map[string]any{"type": "no.such.event", "event_id": "evt_" + strconv.Itoa(i)}) != nil {
+			break
+		}
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the flooding connection was not closed")
+	}
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(c.readErr), "%v", c.readErr)
+	errs := c.eventsOf("error")
+	require.GreaterOrEqual(t, len(errs), 100)
+	require.LessOrEqual(t, len(errs), 110, "the budget's errors, no more")
+	liveError(t, errs[0], "invalid_value", "type", "evt_0")
+	require.Equal(t, 1.0, metricLabeled(t, s, "omniserve_realtime_invalid_event_closes_total", `dialect="live"`))
+	requireServes(t, s)
 }
