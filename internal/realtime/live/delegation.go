@@ -145,7 +145,7 @@ func (t *Translator) dueCommands() []session.Command {
 // delegated turn is cancelled at the next append (ours are not: ours is the next to start
 // after we asked).
 func (t *Translator) responseStarted(e session.ResponseStarted) {
-	t.out.active, t.out.activeID, t.out.activeOurs = true, e.Response.ID, t.out.ours
+	t.out.active, t.out.activeID, t.out.activeOurs, t.out.newReply = true, e.Response.ID, t.out.ours, true
 	if t.out.resampler != nil {
 		t.out.resampler.Reset()
 	}

@@ -15,6 +15,7 @@ type inputState struct {
 	speechStartMs int64
 	sent          map[string]string
 	lastEndMs     int64
+	any           bool // words were sent
 }
 
 // outputState is the output track: whether a reply is active, where on the timeline the track
@@ -27,6 +28,7 @@ type outputState struct {
 	// activeID is the active reply's id, activeOurs whether the translator asked for it.
 	activeID        string
 	activeOurs      bool
+	newReply, spoke bool // the next words are a new reply's; words were spoken before
 	trackMs         float64
 	frameStartMs    float64
 	frameMs         float64
@@ -144,7 +146,12 @@ func (t *Translator) outputDelta(e session.OutputDelta) []protocol.ServerEvent {
 			return nil
 		}
 		start := int64(t.out.frameStartMs)
-		return []protocol.ServerEvent{transcriptDelta{kind: "session.output_transcript.delta", Delta: e.Text,
+		text := e.Text
+		if t.out.newReply {
+			text, t.out.newReply = spaced(t.out.spoke, text), false
+		}
+		t.out.spoke = true
+		return []protocol.ServerEvent{transcriptDelta{kind: "session.output_transcript.delta", Delta: text,
 			StartMs: start, EndMs: start + int64(t.out.frameMs)}}
 	}
 	return nil
@@ -203,9 +210,13 @@ func (t *Translator) inputTranscript(e session.Transcription) []protocol.ServerE
 	if strings.TrimSpace(delta) == "" {
 		return nil
 	}
-	if sent == "" && e.Phase == session.PhaseDelta || sent == "" && e.Phase == session.PhaseCompleted {
+	if sent == "" {
+		// An utterance's first words: they start where its speech did, a word apart from the
+		// utterances before (Live's transcript is one stream per speaker).
 		t.in.lastEndMs = max(t.in.lastEndMs, t.in.speechStartMs)
+		delta = spaced(t.in.any, delta)
 	}
+	t.in.any = true
 	start, end := t.in.lastEndMs, max(t.in.lastEndMs, t.tl.ms())
 	t.in.lastEndMs = end
 	return []protocol.ServerEvent{transcriptDelta{kind: "session.input_transcript.delta", Delta: delta, StartMs: start, EndMs: end}}
@@ -268,4 +279,13 @@ func (t *Translator) retry(id string) {
 	case strings.HasPrefix(id, internalPrefix+"ack"):
 		t.deleg.ackDue = true
 	}
+}
+
+// spaced is text with a leading space when words came before it and it has none: a new
+// utterance or reply continues its speaker's one transcript stream.
+func spaced(before bool, text string) string {
+	if before && text != "" && text[0] != ' ' {
+		return " " + text
+	}
+	return text
 }

@@ -228,8 +228,27 @@ func TestInputTranscriptNeverRetracts(t *testing.T) {
 	}
 	require.Equal(t, "go forward", delta(tr.EncodeAll(session.Transcription{Phase: session.PhaseDelta, ItemID: "a", Text: "go forward"})))
 	require.Equal(t, " ten meters", delta(tr.EncodeAll(session.Transcription{Phase: session.PhaseCompleted, ItemID: "a", Text: "go forward ten meters"})))
-	require.Equal(t, "go", delta(tr.EncodeAll(session.Transcription{Phase: session.PhaseDelta, ItemID: "b", Text: "go"})))
+	require.Equal(t, " go", delta(tr.EncodeAll(session.Transcription{Phase: session.PhaseDelta, ItemID: "b", Text: "go"})), "a new utterance is a word apart")
 	require.Empty(t, tr.EncodeAll(session.Transcription{Phase: session.PhaseCompleted, ItemID: "b", Text: "no forward"}), "a revision cannot be retracted")
+	require.Equal(t, " stop", delta(tr.EncodeAll(session.Transcription{Phase: session.PhaseCompleted, ItemID: "c", Text: "stop"})), "a whole utterance at its completion")
+}
+
+// A reply's first words are a word apart from the replies before; deltas are placed where their
+// frame starts on the track.
+func TestOutputTranscriptStream(t *testing.T) {
+	tr := New(Options{})
+	start(t, tr, quickStart())
+	say := func(text string) transcriptDelta {
+		tr.EncodeAll(session.OutputDelta{Kind: session.PartAudio, Audio: make([]byte, 4800), DurationMs: 100})
+		return tr.EncodeAll(session.OutputDelta{Kind: session.PartTranscript, Text: text})[0].(transcriptDelta)
+	}
+	tr.EncodeAll(session.ResponseStarted{})
+	require.Equal(t, transcriptDelta{kind: "session.output_transcript.delta", Delta: "hello", StartMs: 0, EndMs: 100}, say("hello"))
+	require.Equal(t, " there", say(" there").Delta)
+	require.Equal(t, int64(200), say("x").StartMs, "the track runs ahead of a frozen timeline")
+	tr.EncodeAll(session.ResponseDone{})
+	tr.EncodeAll(session.ResponseStarted{})
+	require.Equal(t, " again", say("again").Delta)
 }
 
 // Commentary is spoken when the user has stopped and no reply plays; a refusal because a reply
