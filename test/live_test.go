@@ -312,3 +312,27 @@ func (c *liveClient) dump(t *testing.T) {
 	}
 	flush()
 }
+
+// A socket that never sends session.start does not hold a slot: after the handshake timeout
+// the session ends, having sent nothing (a passive socket receives nothing).
+func TestLiveStartDeadline(t *testing.T) {
+	t.Parallel()
+	s := startBinaryEnv(t, []string{"OMNISERVE_HANDSHAKE_TIMEOUT=1s"}, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny",
+		"--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	c := dialLive(t, s, nil)
+	c.send(t, map[string]any{"type": "session.input_audio.append", "event_id": "early", "audio": ""})
+	liveError(t, c.next(t, 10*time.Second), "session_not_started", "", "early")
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a socket that never started was kept")
+	}
+	require.Equal(t, 1, len(c.all), "nothing but the error it asked for: %v", c.all)
+	// A started session has the server's idle timeout instead: it outlives the deadline.
+	d := dialLive(t, s, nil)
+	d.send(t, map[string]any{"type": "session.start", "session": map[string]any{"model": "gpt-live-1"}})
+	d.until(t, "session.started", 30*time.Second)
+	time.Sleep(2 * time.Second)
+	d.send(t, map[string]any{"type": "session.update", "event_id": "u", "session": map[string]any{}})
+	require.Equal(t, "u", d.until(t, "session.updated", 10*time.Second)["client_event_id"])
+}

@@ -27,7 +27,8 @@ type HandlerConfig struct {
 	// "openai-insecure-api-key.<key>" WebSocket subprotocol (browser clients).
 	APIKey string
 	// HandshakeTimeout bounds the wait for session.resume, the first event of a resume
-	// connection, and for the first frame of a client that speaks first (autostart=0). Default
+	// connection, for the first frame of a client that speaks first (autostart=0), and for a
+	// Live socket's session.start (with Live.IdleTimeout set). Default
 	// 10 s. (Any other new session needs no handshake: session.created goes out at once, as
 	// OpenAI sends it, and the idle timeout bounds a silent client.)
 	HandshakeTimeout time.Duration
@@ -267,7 +268,7 @@ func (h *handler) sessionOptions(r *http.Request, sec *clientsecret.Secret, isLi
 		return session.Options{}, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 			"GPT-Live takes the API key, not a client secret (ek_)")
 	}
-	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead}, nil
+	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Initial: h.cfg.Live.StartPatch(h.cfg.HandshakeTimeout)}, nil
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the

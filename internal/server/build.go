@@ -213,7 +213,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Secrets:          s.secrets,
 		Trace:            s.tracer.SessionHook(),
 		InvalidEvents:    metrics.NewInvalidEvents(s.reg, s.names.ID()),
-		Live:             live.Options{ContextTokens: s.seqContext, TestHooks: s.cfg.Realtime.LiveTestHooks},
+		Live: live.Options{ContextTokens: s.seqContext, TestHooks: s.cfg.Realtime.LiveTestHooks,
+			IdleTimeout: s.cfg.EffectiveIdleTimeout()},
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	s.prunePeriodically()

@@ -28,6 +28,20 @@ type Options struct {
 	// TestHooks turns on the scripted decider of the tests (--live-test-hooks): instructions
 	// with DelegateMarker delegate the next user turn to the client.
 	TestHooks bool
+	// IdleTimeout is the server's idle timeout, which a started session has; before its start
+	// a session has the connection's handshake timeout instead (StartPatch), so a socket that
+	// never sends session.start does not hold a slot. 0: no start deadline.
+	IdleTimeout time.Duration
+}
+
+// StartPatch is the configuration a Live session is created with, before its start: the idle
+// timeout bounds the wait for session.start (nil: none).
+func (o Options) StartPatch(deadline time.Duration) *session.ConfigPatch {
+	if o.IdleTimeout <= 0 || deadline <= 0 {
+		return nil
+	}
+	s := deadline.Seconds()
+	return &session.ConfigPatch{IdleTimeoutS: &s}
 }
 
 // MaxOutputLead bounds how far a Live session's output track runs ahead of real time: Live's
@@ -215,6 +229,10 @@ func (t *Translator) start(ev clientEvent) (session.Command, *protocol.Error) {
 	t.startID = t.internalID("start")
 	t.tl = timeline{rate: r.wire.Rate}
 	t.deleg.armed = r.delegate
+	if t.opts.IdleTimeout > 0 {
+		idle := t.opts.IdleTimeout.Seconds() // the start deadline gives way to the idle timeout
+		r.patch.IdleTimeoutS = &idle
+	}
 	cmds := []session.Command{&session.UpdateSession{Base: session.Base{ID: t.startID, Kind: ev.typ}, Patch: r.patch}}
 	for _, it := range r.res.Input {
 		role := it.Role

@@ -82,6 +82,9 @@ func (t *Translator) encodeSession(e session.Effect) []protocol.ServerEvent {
 		t.phase = started
 		return []protocol.ServerEvent{sessionEvent{kind: "session.started", ClientEventID: t.clientStartID, Session: t.resource()}}
 	case session.SessionClosed:
+		if t.phase == notStarted {
+			return nil // a socket that never started gets nothing, not even its end
+		}
 		return []protocol.ServerEvent{t.closed(e.Reason)}
 	}
 	return nil
@@ -97,20 +100,13 @@ func (t *Translator) resource() Resource {
 // closeReasons are Live's reasons for the session's.
 var closeReasons = map[string]string{session.ReasonClientClose: "close_requested", session.ReasonTimeout: "expired"}
 
-// closed is session.closed: the reason, the final snapshot and usage. A session that never
-// started has no snapshot but its id.
+// closed is session.closed: the reason, the final snapshot and usage.
 func (t *Translator) closed(reason string) protocol.ServerEvent {
 	live, ok := closeReasons[reason]
 	if !ok {
 		live = "connection_lost"
 	}
-	var res Resource
-	if t.cfg != nil {
-		res = t.resource()
-	} else {
-		res = Resource{ID: t.sessionID, ExpiresAt: t.expiresAt, Status: "active", Input: []InitialItem{}}
-	}
-	return closedEvent{ClientEventID: t.deleg.closeID, Reason: live, Session: res, Usage: Usage{Seconds: t.tl.seconds()}}
+	return closedEvent{ClientEventID: t.deleg.closeID, Reason: live, Session: t.resource(), Usage: Usage{Seconds: t.tl.seconds()}}
 }
 
 // usage is session.usage.updated now: the timeline's seconds, and how full the context is.
