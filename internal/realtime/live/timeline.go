@@ -18,8 +18,8 @@ const usageEveryMs = 15000
 type timeline struct {
 	rate    int
 	samples int64
-	// nextUsageMs is the timeline position of the next session.usage.updated.
-	nextUsageMs int64
+	// lastUsageMs is the timeline position of the last session.usage.updated (0: none yet).
+	lastUsageMs int64
 	// pending are the acks not due yet, in the order of their appends (so of their end_ms).
 	pending []pendingAck
 }
@@ -64,8 +64,8 @@ func (tl *timeline) advance(n int) (due []protocol.ServerEvent, usage bool) {
 		i++
 	}
 	tl.pending = tl.pending[i:]
-	if now >= tl.nextUsageMs+usageEveryMs {
-		tl.nextUsageMs += usageEveryMs * ((now - tl.nextUsageMs) / usageEveryMs)
+	if now >= tl.lastUsageMs+usageEveryMs {
+		tl.lastUsageMs += usageEveryMs * ((now - tl.lastUsageMs) / usageEveryMs)
 		usage = true
 	}
 	return due, usage
