@@ -104,9 +104,14 @@ var allowed = map[string][]string{
 	// aliases append.
 	"internal/realtime/vllm": {"internal/audio", "internal/protocol", "internal/realtime/openai", "internal/session"},
 
+	// Layer 6: GPT-Live's dialect (/v1/live/sessions), a translator of its own over the session:
+	// its events are its own (no OpenAI Realtime event is shared); audio resamples the talker's
+	// 24 kHz to a 16 kHz session's format.
+	"internal/realtime/live": {"internal/audio", "internal/protocol", "internal/session"},
+
 	// Layer 7: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",
-		"internal/realtime/openai", "internal/realtime/vllm",
+		"internal/realtime/openai", "internal/realtime/vllm", "internal/realtime/live",
 		// The connection core, and a call's media (RTP, Opus and the pacer live there).
 		"internal/realtime/link", "internal/realtime/media",
 		// The frames are the protocol's: the connection stamps and encodes the dialect's server
@@ -121,7 +126,8 @@ var allowed = map[string][]string{
 
 	// Layer 8: the one place the parts are wired together from the config; only cmd/ imports it.
 	"internal/server": {"internal/api", "internal/clientsecret", "internal/config", "internal/gpu", "internal/metrics", "internal/realtime",
-		"internal/mcpclient", // parses realtime.mcp_allowed_urls for the session manager
+		"internal/realtime/live", // the Live sessions' options (the KV plan's context, the test hooks)
+		"internal/mcpclient",     // parses realtime.mcp_allowed_urls for the session manager
 		"internal/duplex", "internal/requestclient", "internal/session", "internal/speech", "internal/stage", "internal/tracing"},
 	// Traces are built from the closed records of internal/metrics, and nothing else.
 	"internal/tracing": {"internal/metrics"},

@@ -137,6 +137,8 @@ func NewRouter(d RouterDeps) http.Handler {
 		r.Method(http.MethodGet, "/realtime", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
 		// vllm-omni's other name of /v1/realtime?duplex=1 (docs/REALTIME.md, "vllm-omni duplex dialect").
 		r.Method(http.MethodGet, "/duplex", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
+		// GPT-Live's primary WebSocket: a duplex session in the Live dialect (docs/LIVE.md).
+		r.Method(http.MethodGet, "/live/sessions", refuseWhile(draining, orUnavailable(d.Realtime, "the realtime API")))
 		calls := orUnavailable(d.Calls, "WebRTC calls")
 		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, guardCallOffer(calls)))
 		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)

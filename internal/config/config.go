@@ -87,6 +87,9 @@ type Realtime struct {
 	// ResumeGrace is how long a session whose connection dropped (no close frame) is kept for a
 	// session.resume; 0 disables resume.
 	ResumeGrace time.Duration `yaml:"resume_grace"`
+	// LiveTestHooks turns on GPT-Live's scripted test decider (docs/LIVE.md): instructions
+	// holding [[omniserve-test:delegate]] delegate the next user turn. For tests only.
+	LiveTestHooks bool `yaml:"live_test_hooks"`
 	// ResumeJournalBytes and ResumeJournalEvents bound each session's replay journal.
 	ResumeJournalBytes  int `yaml:"resume_journal_bytes"`
 	ResumeJournalEvents int `yaml:"resume_journal_events"`

@@ -74,6 +74,7 @@ var keys = []Key{
 	{"server.client_secret_max_sessions", "", "realtime sessions (WebSocket connections and WebRTC calls, resumes included) one minted client secret may open (0: no bound)", func(c *Config) any { return &c.Server.ClientSecretMaxSessions }},
 	{"server.max_instructions_bytes", "", "largest realtime instructions (session.update and response.create), in bytes", func(c *Config) any { return &c.Server.MaxInstructionsBytes }},
 	{"realtime.resume_grace", "resume-grace", "how long a realtime session whose connection dropped (no close frame) is kept for session.resume (0 disables resume)", func(c *Config) any { return &c.Realtime.ResumeGrace }},
+	{"realtime.live_test_hooks", "live-test-hooks", "GPT-Live's scripted test decider: instructions holding [[omniserve-test:delegate]] delegate the next user turn (tests only)", func(c *Config) any { return &c.Realtime.LiveTestHooks }},
 	{"realtime.resume_journal_bytes", "", "bytes of recent server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalBytes }},
 	{"realtime.resume_journal_events", "", "server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalEvents }},
 	{"realtime.idle_timeout", "", "a realtime session that sends nothing this long is closed (a client may set idle_timeout_s up to server.max_idle_timeout)", func(c *Config) any { return &c.Realtime.IdleTimeout }},

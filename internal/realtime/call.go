@@ -223,7 +223,7 @@ func (cl *call) run() {
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
-	cl.core.Start(cl.st, nil, replyWith(sinkOf(cl.sess).guard, cl.apply))
+	cl.core.Start(cl.st, nil, replyWith(sinkOf(cl.sess).guard, errorEvent, cl.apply))
 	reason := "session_ended"
 	select {
 	case <-cl.ended:

@@ -7,6 +7,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
 	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
@@ -79,7 +80,7 @@ func (c *wsConn) serve(sess *session.Session, gen int) {
 	switch {
 	case loss == link.LostReplaced:
 		c.replaced(sess, gen)
-	case loss != link.LostClosed && sess.Resumable():
+	case loss != link.LostClosed && resumable(sess):
 		c.st.Detach(c.q)
 		sess.Disconnected(gen)
 		if loss == link.LostSlow {
@@ -156,7 +157,7 @@ func closeCode(reason string) (websocket.StatusCode, string) {
 func (c *wsConn) dispatch(sess *session.Session) link.Handler {
 	sink := sinkOf(sess)
 	d, guard := sink.dialect(), sink.guard
-	return replyWith(guard, func(ctx context.Context, data []byte) (*WireError, error) {
+	return replyWith(guard, errorEventIn(d), func(ctx context.Context, data []byte) (*WireError, error) {
 		cmd, werr := d.Decode(data)
 		if werr != nil {
 			return werr, nil
@@ -168,9 +169,60 @@ func (c *wsConn) dispatch(sess *session.Session) link.Handler {
 		case *ResumeSession:
 			return &WireError{Code: "invalid_request_error", Param: "type", EventID: cmd.EventID(),
 				Message: "session.resume is only valid as the first event of a connection opened with ?session_id=<id>"}, nil
+		case selfAnswered:
+			return nil, answerSelf(ctx, sess, sink, cmd)
 		}
 		return nil, sess.Submit(ctx, cmd)
 	})
+}
+
+// selfAnswered is a command its dialect answers itself, in whole or in part (Live: its acks
+// on the timeline, mute, session.update): its events go to the client at once, then its
+// commands to the session, in order.
+type selfAnswered interface {
+	Answer() ([]protocol.ServerEvent, []session.Command)
+}
+
+// answerSelf sends cmd's own events on the session's outbound and submits its commands.
+func answerSelf(ctx context.Context, sess *session.Session, sink *sessionSink, cmd selfAnswered) error {
+	evs, cmds := cmd.Answer()
+	for _, ev := range evs {
+		if err := sink.out.Send(link.Event{Type: ev.EventType(), Payload: ev}); err != nil {
+			return err
+		}
+	}
+	for _, c := range cmds {
+		if err := sess.Submit(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resumable reports whether sess outlives a lost connection: a resumable server's session,
+// unless its dialect has no resume (Live: a new socket is a new session).
+func resumable(sess *session.Session) bool {
+	if r, ok := sinkOf(sess).dialect().(interface{ Resumable() bool }); ok && !r.Resumable() {
+		return false
+	}
+	return sess.Resumable()
+}
+
+// errorSpeller is a dialect with an error event of its own shape (Live's).
+type errorSpeller interface {
+	ErrorEvent(e *WireError) protocol.ServerEvent
+}
+
+// errorEventIn is how dialect d writes the connection's error events.
+func errorEventIn(d dialect) func(*WireError) link.Event {
+	s, ok := d.(errorSpeller)
+	if !ok {
+		return errorEvent
+	}
+	return func(e *WireError) link.Event {
+		p := s.ErrorEvent(e)
+		return link.Event{Type: p.EventType(), Payload: p}
+	}
 }
 
 // ack applies session.event_ack: the journal drops what the client received. An invalid ack
@@ -192,7 +244,7 @@ var errInvalidEvents = errors.New("too many invalid events")
 // that apply refuses, gets its error event on the connection while guard admits it; apply's
 // error (the session has ended) ends the dispatch, and the session's end closes the
 // connection. Once the guard's budget is spent nothing more is read.
-func replyWith(guard *floodGuard, apply func(ctx context.Context, data []byte) (*WireError, error)) link.Handler {
+func replyWith(guard *floodGuard, spell func(*WireError) link.Event, apply func(ctx context.Context, data []byte) (*WireError, error)) link.Handler {
 	return func(ctx context.Context, f link.Frame) (*link.Event, error) {
 		if guard.spent() {
 			return nil, errInvalidEvents
@@ -210,7 +262,7 @@ func replyWith(guard *floodGuard, apply func(ctx context.Context, data []byte) (
 		if !guard.admit(werr.Code) {
 			return nil, errInvalidEvents
 		}
-		ev := errorEvent(werr)
+		ev := spell(werr)
 		return &ev, nil
 	}
 }

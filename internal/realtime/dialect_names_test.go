@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/metrics"
-	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -14,9 +13,18 @@ import (
 // would count its sessions' turns as OpenAI's.
 func TestDialectNamesAreLabelValues(t *testing.T) {
 	t.Parallel()
-	for _, d := range []dialect{openAIDialect{}, vllm.New()} {
+	h := &handler{}
+	for _, tc := range []struct {
+		opts   session.Options
+		isLive bool
+		want   string
+	}{
+		{session.Options{}, false, metrics.DialectOpenAI},
+		{session.Options{Duplex: true}, false, metrics.DialectVllmDuplex},
+		{session.Options{Duplex: true}, true, metrics.DialectGPTLive},
+	} {
+		d := h.dialectFor(tc.opts, tc.isLive)
+		require.Equal(t, tc.want, d.Name())
 		require.Contains(t, metrics.Dialects, d.Name())
 	}
-	require.Equal(t, metrics.DialectVllmDuplex, dialectFor(session.Options{Duplex: true}).Name())
-	require.Equal(t, metrics.DialectOpenAI, dialectFor(session.Options{}).Name())
 }

@@ -1,7 +1,9 @@
 // Package realtime is the WebSocket endpoint /v1/realtime, the WebRTC calls
 // (/v1/realtime/calls) and their sidebands: it hands the client's frames to the session's
 // dialect (dialect.go, chosen at the upgrade: internal/realtime/openai, OpenAI Realtime; or
-// internal/realtime/vllm, vllm-omni's native duplex dialect on ?duplex=1 and /v1/duplex), gives
+// internal/realtime/vllm, vllm-omni's native duplex dialect on ?duplex=1 and /v1/duplex; or
+// internal/realtime/live, GPT-Live on /v1/live/sessions, whose own answers (its Reply) go out at
+// once and whose errors have Live's shape), gives
 // the commands to the session, and sends refusals as OpenAI-style error events, within the
 // session's budget of invalid events (flood.go). Acknowledgements (session.event_ack) stay in the
 // connection: they trim the resume journal and are never answered. Every

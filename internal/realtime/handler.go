@@ -16,6 +16,7 @@ import (
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -26,7 +27,8 @@ type HandlerConfig struct {
 	// "openai-insecure-api-key.<key>" WebSocket subprotocol (browser clients).
 	APIKey string
 	// HandshakeTimeout bounds the wait for session.resume, the first event of a resume
-	// connection, and for the first frame of a client that speaks first (autostart=0). Default
+	// connection, for the first frame of a client that speaks first (autostart=0), and for a
+	// Live socket's session.start (with Live.IdleTimeout set). Default
 	// 10 s. (Any other new session needs no handshake: session.created goes out at once, as
 	// OpenAI sends it, and the idle timeout bounds a silent client.)
 	HandshakeTimeout time.Duration
@@ -74,6 +76,8 @@ type HandlerConfig struct {
 	InvalidEventRate  float64
 	// InvalidEvents counts invalid events and the sessions closed for them (nil: not counted).
 	InvalidEvents InvalidEventCounter
+	// Live are the settings of GPT-Live sessions (LivePath).
+	Live live.Options
 }
 
 // WithDefaults is c with every zero value replaced by its documented default (the server's
@@ -158,11 +162,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or invalid API key"))
 		return
 	}
-	if h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "") {
+	isLive := r.URL.Path == LivePath
+	if h.resumes(r, isLive) {
 		h.serveResume(w, r)
 		return
 	}
-	opts, oerr := h.openOptions(r, sec)
+	opts, oerr := h.sessionOptions(r, sec, isLive)
 	if oerr != nil {
 		oaierror.Write(w, oerr)
 		return
@@ -175,7 +180,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer slot.Release()
-	resumable := h.sessions.ResumeGrace() > 0
+	resumable := h.sessions.ResumeGrace() > 0 && !isLive // a new Live socket is a new session
 	var j *link.Journal
 	if resumable {
 		j = link.NewJournal(h.cfg.JournalBytes, h.cfg.JournalEvents)
@@ -184,7 +189,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	runCtx := h.cfg.BaseContext
 	if !duplex || h.sessions.SupportsDuplex() {
-		d := dialectFor(opts)
+		d := h.dialectFor(opts, isLive)
 		opts.Dialect = d.Name()
 		sink := h.newSink(st, d)
 		sess = h.sessions.NewSession(slot, opts, sink)
@@ -245,6 +250,27 @@ func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *s
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
 	c.log.Info("session ended", zap.String("session_id", sess.ID()), zap.String("reason", sess.CloseReason()),
 		zap.String("dialect", sinkOf(sess).dialect().Name()))
+}
+
+// resumes reports a connection that resumes a session (?session_id= or the resume token's
+// header), where sessions are resumable; a Live socket never does (Live has no resume).
+func (h *handler) resumes(r *http.Request, isLive bool) bool {
+	return !isLive && h.sessions.ResumeGrace() > 0 && (r.URL.Query().Has("session_id") || r.Header.Get(ResumeTokenHeader) != "")
+}
+
+// sessionOptions are the options of the session a new connection opens: openOptions', or a
+// Live session's. Live is the native duplex session with the engine's auto-response, configured
+// by session.start (its URL carries no parameters), and it takes the API key only: it has no
+// ephemeral keys, the app's server holds the key.
+func (h *handler) sessionOptions(r *http.Request, sec *clientsecret.Secret, isLive bool) (session.Options, *oaierror.Error) {
+	if !isLive {
+		return h.openOptions(r, sec)
+	}
+	if sec != nil {
+		return session.Options{}, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"GPT-Live takes the API key, not a client secret (ek_)")
+	}
+	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Initial: h.cfg.Live.StartPatch(h.cfg.HandshakeTimeout)}, nil
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the
@@ -323,10 +349,16 @@ const betaProtocol = "openai-beta.realtime-v1"
 // other name for it.
 const DuplexPath = "/v1/duplex"
 
-// dialectFor is the dialect of a new session: vllm-omni's native duplex dialect for a duplex
+// LivePath is GPT-Live's primary WebSocket (docs/LIVE.md): a duplex session in the Live dialect.
+const LivePath = "/v1/live/sessions"
+
+// dialectFor is the dialect of a new session: GPT-Live's on LivePath, vllm-omni's native duplex dialect for a duplex
 // session (?duplex=1|true|on, /v1/duplex), OpenAI Realtime otherwise (docs/REALTIME.md,
 // "vllm-omni duplex dialect"). The session's sink keeps it, so a resume speaks it too.
-func dialectFor(opts session.Options) dialect {
+func (h *handler) dialectFor(opts session.Options, isLive bool) dialect {
+	if isLive {
+		return live.New(h.cfg.Live)
+	}
 	if opts.Duplex {
 		return vllm.New()
 	}

@@ -35,6 +35,9 @@ type sessionSink struct {
 // budget of invalid events, counted under the code the dialect sends; over the budget, the
 // error is not sent (the guard is ending the session).
 func (s *sessionSink) Send(ev session.Event) error {
+	if m, ok := s.dialect().(multiEncoder); ok {
+		return s.sendAll(ev, m)
+	}
 	out, ok := s.outEvent(ev)
 	if !ok {
 		return nil // the dialect has no event for this effect
@@ -86,4 +89,31 @@ func streamOf(sink session.Sink) *link.Stream {
 	}
 	st, _ := s.out.(*link.Stream)
 	return st
+}
+
+// multiEncoder is a dialect whose effects may each be several server events, or none (Live:
+// a delegation and its task), with an error event of its own shape (errorSpeller).
+type multiEncoder interface {
+	EncodeAll(e session.Effect) []protocol.ServerEvent
+	errorSpeller
+}
+
+// errorCode is the code of an error event the client's own event provoked ("" for any other
+// event, or a server error): it spends the budget of invalid events.
+type errorCode interface {
+	InvalidRequestCode() string
+}
+
+// sendAll sends the events of ev's effect in dialect m, in order, each invalid-request error
+// within the session's budget of invalid events.
+func (s *sessionSink) sendAll(ev session.Event, m multiEncoder) error {
+	for _, p := range m.EncodeAll(ev.Effect) {
+		if e, ok := p.(errorCode); ok && e.InvalidRequestCode() != "" && !s.guard.admit(e.InvalidRequestCode()) {
+			continue
+		}
+		if err := s.out.Send(link.Event{Type: p.EventType(), Payload: p, Epoch: ev.Epoch, Model: ev.Model, Beta: ev.Beta}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -122,7 +122,7 @@ func (cl *call) endSidebands() {
 // the connection goes (the call goes on). Its client events go to the call's session in wire
 // order; a bad one gets its error event on the sideband.
 func (c *wsConn) serveSideband(cl *call) {
-	loss := c.core.Serve(c.st, nil, replyWith(nil, cl.apply), cl.sbDone)
+	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEvent, cl.apply), cl.sbDone)
 	code, text := websocket.StatusNormalClosure, "call ended"
 	if loss != link.Ended {
 		cl.leave(c)

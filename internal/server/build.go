@@ -17,6 +17,7 @@ import (
 	"github.com/omniserve/omniserve/internal/mcpclient"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/realtime"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/requestclient"
 	"github.com/omniserve/omniserve/internal/session"
 	"github.com/omniserve/omniserve/internal/speech"
@@ -112,6 +113,7 @@ func (s *Server) buildPipeline(ctx context.Context) error {
 				DecodeErrors: st.DecodeErrors}
 		})
 		s.sessionLimit = s.kvSessionLimit(eng.KVStats())
+		s.seqContext = eng.KVStats().SeqContext
 	}
 	collectors.SetStageLoad(func() []metrics.StageLoad {
 		var out []metrics.StageLoad
@@ -211,6 +213,8 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Secrets:          s.secrets,
 		Trace:            s.tracer.SessionHook(),
 		InvalidEvents:    metrics.NewInvalidEvents(s.reg, s.names.ID()),
+		Live: live.Options{ContextTokens: s.seqContext, TestHooks: s.cfg.Realtime.LiveTestHooks,
+			IdleTimeout: s.cfg.EffectiveIdleTimeout()},
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	s.prunePeriodically()

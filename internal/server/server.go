@@ -102,6 +102,8 @@ type Server struct {
 	// sessionLimit is the realtime sessions the local engine's KV plan holds (kvSessionLimit);
 	// 0 without a local engine.
 	sessionLimit int
+	// seqContext is one KV sequence's context (n_ctx) of the local engine; 0: unknown (remote).
+	seqContext int
 
 	warmed  chan struct{} // closed when the ASR warm-up has ended
 	closers []namedCloser

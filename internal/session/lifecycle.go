@@ -306,7 +306,7 @@ func (s *Session) decide(in input) []action {
 	case failActive:
 		return s.responses.fail(in.r, s.epoch, in.code, in.msg, in.err)
 	case paceOutput:
-		return s.responses.pace(s.m.cfg.Now(), float64(s.m.cfg.MaxOutputLead)/float64(time.Millisecond), s.attachment.detached)
+		return s.responses.pace(s.m.cfg.Now(), float64(outputLead(s.settings.opts, s.m.cfg.MaxOutputLead))/float64(time.Millisecond), s.attachment.detached)
 	}
 	return s.decideInput(in)
 }

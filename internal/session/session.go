@@ -36,6 +36,9 @@ type Options struct {
 	// session's turns in statistics, Prometheus and traces. The session's behaviour never
 	// depends on it: the dialect's translator is what differs.
 	Dialect string
+	// MaxOutputLead, when set, bounds how far this session's audio is sent ahead of real time
+	// below the server's ManagerConfig.MaxOutputLead (output_lead.go).
+	MaxOutputLead time.Duration
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
