@@ -42,6 +42,20 @@ func (t Truncation) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
+// UnmarshalJSON reads any of the shapes MarshalJSON writes (a server's session object).
+func (t *Truncation) UnmarshalJSON(b []byte) error {
+	v, e := decodeTruncation(map[string]json.RawMessage{"truncation": b})
+	if e != nil {
+		return e
+	}
+	if v == nil {
+		*t = Truncation{}
+		return nil
+	}
+	*t = *v
+	return nil
+}
+
 const truncationParam = "session.truncation"
 
 // decodeTruncation reads session.truncation: nil when absent or null (no change), else the
