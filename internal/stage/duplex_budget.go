@@ -30,6 +30,16 @@ type tokenBudget struct {
 	trunc                 duplex.Truncation
 }
 
+// maxReplyShare bounds the room kept for a reply to a quarter of the window: a reply limit
+// near or past the window (max_output_tokens 4096 on a 2048-token window) must not leave the
+// conversation nothing. A reply that outgrows its room ends at the window as before.
+const maxReplyShare = 4
+
+// newBudget is the budget of a window for a reply of up to reply tokens.
+func newBudget(window, reply, pinned int, trunc duplex.Truncation) tokenBudget {
+	return tokenBudget{window: window, reply: min(reply, window/maxReplyShare), pinned: pinned, trunc: trunc}
+}
+
 // limit is the most tokens the conversation after the pinned messages may hold: the window
 // less the reply's room and the pinned messages, or retention_ratio's post_instructions
 // when it is lower.
@@ -173,7 +183,7 @@ func (c *conversation) fit(turn, reply int, extra []gpu.ChatMessage) error {
 	if err != nil {
 		return err
 	}
-	b := tokenBudget{window: eng.Info().SeqContext, reply: reply, pinned: pinned, trunc: trunc}
+	b := newBudget(eng.Info().SeqContext, reply, pinned, trunc)
 	turns := turnsOf(hist)
 	plan := planDrop(b, now-pinned, turns, func(i int) (int, error) {
 		n, err := c.renderTokens(dropTurns(hist, turns[i]), true)

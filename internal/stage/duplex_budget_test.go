@@ -61,6 +61,13 @@ func TestPlanDrop(t *testing.T) {
 	}
 }
 
+// The room kept for a reply is at most a quarter of the window.
+func TestBudgetReplyRoom(t *testing.T) {
+	require.Equal(t, 256, newBudget(2048, 256, 0, duplex.Truncation{}).reply)
+	require.Equal(t, 512, newBudget(2048, 4096, 0, duplex.Truncation{}).reply)
+	require.Equal(t, 1536, newBudget(2048, 4096, 0, duplex.Truncation{}).limit())
+}
+
 // A refusal names the context window: it is a *ContextLengthError, and says truncation is
 // disabled when it is.
 func TestBudgetOverflowNamesTheLimit(t *testing.T) {
