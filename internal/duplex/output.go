@@ -88,8 +88,8 @@ type Output struct {
 	SampleRate   int
 	FinishReason string // stop | length | tool_calls | abort | error
 	Err          error
-	Usage        *Usage    // OutUsage
-	ToolCall     *ToolCall // OutToolCall
+	Usage        *Usage     // OutUsage
+	ToolCall     *ToolCall  // OutToolCall
 	Truncated    *Truncated // OutTruncated
 	// WordLogprobs of an OutTranscript: each word's log posterior when the stream asks for them
 	// (Options.TranscriptLogprobs; non-nil then), nil otherwise.
