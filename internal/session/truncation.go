@@ -73,23 +73,25 @@ type truncationSetter interface {
 // syncTruncation makes the open engine stream's truncation follow the session's after a
 // session.update, as a job in wire order with the input around it. (Every engine of this
 // server can; a test's fake without SetTruncation keeps the setting it was opened with.)
-func (s *Session) syncTruncation() {
-	want := s.settings.cfg.Truncation
-	eng := s.link.engine
-	if eng == nil || s.link.opts.Truncation == want {
+//
+// It is the shell's (it queues a job), but reaches only the engine link, the job queue and the
+// log it is given.
+func syncTruncation(l *engineLink, want duplex.Truncation, submit func(job) bool, log *zap.Logger) {
+	eng := l.engine
+	if eng == nil || l.opts.Truncation == want {
 		return
 	}
 	setter, ok := eng.(truncationSetter)
 	if !ok {
 		return
 	}
-	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
+	if !submit(job{run: func(ctx context.Context) jobResult {
 		return jobResult{err: setter.SetTruncation(ctx, want), errCode: "runtime_append_failed"}
 	}}) {
-		s.log.Warn("truncation setting not queued: the engine queue is full", zap.String("truncation", want.Mode))
+		log.Warn("truncation setting not queued: the engine queue is full", zap.String("truncation", want.Mode))
 		return
 	}
-	s.link.opts.Truncation = want
+	l.opts.Truncation = want
 }
 
 // The pipeline's engine changes truncation on an open stream.

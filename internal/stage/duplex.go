@@ -360,7 +360,7 @@ func (d *DuplexStream) runJob(j seqJob) {
 		// and a prefill leaves its message in the history, not in the sequence, so that the
 		// engine never drops what the session did not.
 		if j.ts != nil {
-			c.refuse(j, fitErr)
+			refuse(c, j, fitErr)
 		}
 		return
 	}

@@ -142,20 +142,28 @@ type pinnedPrefix struct {
 	text string // their rendering: fedText began with it when it was taken
 }
 
+// tokenKeeper keeps a conversation within its token budget (fit): it holds what it learnt of
+// the sequence, the pinned prefix. Its own type, beside the conversation's, so that the
+// conversation stays one concern: the keeper reads it and drops from it. Sequence goroutine.
+type tokenKeeper struct {
+	pinned pinnedPrefix
+}
+
 // notePinned records the pinned prefix after a sync of hist (without the generation prompt)
-// left the sequence holding want, when hist is pinned messages only. Sequence goroutine.
-func (c *conversation) notePinned(hist []gpu.ChatMessage, want string, addGen bool) {
+// left the sequence holding want (histLen tokens), when hist is pinned messages only.
+func (k *tokenKeeper) notePinned(hist []gpu.ChatMessage, want string, addGen bool, histLen int) {
 	if addGen || len(hist) == 0 || slices.ContainsFunc(hist, droppable) {
 		return
 	}
-	c.pinned = pinnedPrefix{tok: c.seq.HistoryLen(), text: want}
+	k.pinned = pinnedPrefix{tok: histLen, text: want}
 }
 
-// keptPrefix is the pinned prefix a drop may keep: while fedText still begins with it (a
-// rollback of the tools declaration may have gone below it), else nothing.
-func (c *conversation) keptPrefix(fed string) pinnedPrefix {
-	p := c.pinned
-	if p.text == "" || !strings.HasPrefix(fed, p.text) || p.tok > c.seq.HistoryLen() {
+// kept is the pinned prefix a drop may keep: while fed (the conversation's fedText) still
+// begins with it and the sequence (histLen tokens) still holds it (a rollback of the tools
+// declaration may have gone below it), else nothing.
+func (k *tokenKeeper) kept(fed string, histLen int) pinnedPrefix {
+	p := k.pinned
+	if p.text == "" || !strings.HasPrefix(fed, p.text) || p.tok > histLen {
 		return pinnedPrefix{}
 	}
 	return p
@@ -166,7 +174,7 @@ func (c *conversation) keptPrefix(fed string) pinnedPrefix {
 // speculation's user message). It returns the error of a conversation that cannot fit (a
 // *ContextLengthError in its chain): with truncation disabled, or when the newest turn alone
 // is too long. Sequence goroutine; a remote thinker counts its own context.
-func (c *conversation) fit(turn, reply int, extra []gpu.ChatMessage) error {
+func (k *tokenKeeper) fit(c *conversation, turn, reply int, extra []gpu.ChatMessage) error {
 	if c.seq == nil || c.opts.TranscribeOnly {
 		return nil
 	}
@@ -175,31 +183,31 @@ func (c *conversation) fit(turn, reply int, extra []gpu.ChatMessage) error {
 	hist := append(slices.Clone(c.history), extra...)
 	fed, trunc := c.fedText, c.opts.Truncation
 	c.mu.Unlock()
-	pinned, err := c.pinnedTokens(hist)
+	pinned, err := pinnedTokens(eng, hist)
 	if err != nil {
 		return err
 	}
-	now, err := c.tokensAfterSync(hist, fed)
+	now, err := tokensAfterSync(eng, c.seq.HistoryLen(), hist, fed)
 	if err != nil {
 		return err
 	}
 	b := newBudget(eng.Info().SeqContext, reply, pinned, trunc)
 	turns := turnsOf(hist)
 	plan := planDrop(b, now-pinned, turns, func(i int) (int, error) {
-		n, err := c.renderTokens(dropTurns(hist, turns[i]), true)
+		n, err := renderTokens(eng, dropTurns(hist, turns[i]), true)
 		return n - pinned, err
 	})
 	if plan.err != nil || plan.through == 0 {
 		return plan.err
 	}
-	return c.drop(turn, plan, now-pinned)
+	return k.drop(c, turn, plan, now-pinned)
 }
 
 // drop forgets the sequence after its kept prefix, drops the turns up to plan.through from the
 // history (the next sync prefills what is kept) and reports it (OutTruncated) as turn's.
-func (c *conversation) drop(turn int, plan dropPlan, before int) error {
+func (k *tokenKeeper) drop(c *conversation, turn int, plan dropPlan, before int) error {
 	c.mu.Lock()
-	keep := c.keptPrefix(c.fedText)
+	keep := k.kept(c.fedText, c.seq.HistoryLen())
 	c.mu.Unlock()
 	if err := c.seq.Forget(c.ctx, keep.tok, c.seq.HistoryLen()); err != nil {
 		return fmt.Errorf("dropping the oldest turns: %w", err)
@@ -221,17 +229,16 @@ func (c *conversation) drop(turn int, plan dropPlan, before int) error {
 
 // pinnedTokens is the tokens of hist's system messages rendered alone, the part of the window
 // truncation never frees.
-func (c *conversation) pinnedTokens(hist []gpu.ChatMessage) (int, error) {
+func pinnedTokens(eng *gpu.Runner, hist []gpu.ChatMessage) (int, error) {
 	pinned := slices.DeleteFunc(slices.Clone(hist), droppable)
 	if len(pinned) == 0 {
 		return 0, nil
 	}
-	return c.renderTokens(pinned, false)
+	return renderTokens(eng, pinned, false)
 }
 
 // renderTokens is the tokens of hist's rendering as a sequence's first append.
-func (c *conversation) renderTokens(hist []gpu.ChatMessage, addGen bool) (int, error) {
-	eng := c.p.deps.Engine
+func renderTokens(eng *gpu.Runner, hist []gpu.ChatMessage, addGen bool) (int, error) {
 	text, err := eng.ChatPrompt(hist, addGen)
 	if err != nil {
 		return 0, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
@@ -244,9 +251,8 @@ func (c *conversation) renderTokens(hist []gpu.ChatMessage, addGen bool) (int, e
 }
 
 // tokensAfterSync is the sequence's length once hist, with the generation prompt, is synced
-// onto it (fed is what it holds, as syncHistoryTo renders it).
-func (c *conversation) tokensAfterSync(hist []gpu.ChatMessage, fed string) (int, error) {
-	eng := c.p.deps.Engine
+// onto it (histLen tokens now; fed is what it holds, as syncHistoryTo renders it).
+func tokensAfterSync(eng *gpu.Runner, histLen int, hist []gpu.ChatMessage, fed string) (int, error) {
 	want, err := eng.ChatPrompt(hist, true)
 	if err != nil {
 		return 0, fmt.Errorf("rendering conversation: %w: %w", ErrTemplate, err)
@@ -261,7 +267,7 @@ func (c *conversation) tokensAfterSync(hist []gpu.ChatMessage, fed string) (int,
 	if err != nil {
 		return 0, fmt.Errorf("counting conversation tokens: %w", err)
 	}
-	return c.seq.HistoryLen() + len(toks), nil
+	return histLen + len(toks), nil
 }
 
 // fitJob keeps the conversation within its token budget before job j (conversation.fit); a
@@ -284,7 +290,7 @@ func (d *DuplexStream) fitJob(j seqJob) error {
 			extra = []gpu.ChatMessage{{Role: "user", Content: j.spec.transcript, Turn: j.ts.n}}
 		}
 	}
-	err := c.fit(turn, reply, extra)
+	err := c.keeper.fit(c, turn, reply, extra)
 	if err != nil && !errBudget(err) {
 		if c.ctx.Err() == nil {
 			c.p.log.Warn("checking the conversation's token budget", zap.String("request_id", c.rid), zap.Error(err))

@@ -43,9 +43,9 @@ type conversation struct {
 	// the sequence already holds.
 	history []gpu.ChatMessage
 	fedText string
-	// pinned is the start of the sequence that holds the instructions alone, which a drop of
-	// the oldest turns keeps cached (duplex_budget.go). Sequence goroutine.
-	pinned pinnedPrefix
+	// keeper keeps the conversation within its token budget (duplex_budget.go). Sequence
+	// goroutine.
+	keeper tokenKeeper
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
@@ -286,7 +286,7 @@ func (c *conversation) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage
 	c.mu.Lock()
 	c.fedText = want
 	c.mu.Unlock()
-	c.notePinned(hist, want, addGen)
+	c.keeper.notePinned(hist, want, addGen, c.seq.HistoryLen())
 	return st, nil
 }
 

@@ -65,7 +65,7 @@ func (c *conversation) respond(j seqJob) {
 
 // refuse ends a response job that the token budget refused (conversation.fit): its turn fails
 // with err, before anything is prefilled.
-func (c *conversation) refuse(j seqJob, err error) {
+func refuse(c *conversation, j seqJob, err error) {
 	defer c.finishTurn(j.ts)
 	rp := newReply(c, j)
 	rp.newResponse()
