@@ -2,10 +2,12 @@ package session
 
 import (
 	"context"
+	"errors"
 
 	"go.uber.org/zap"
 
 	"github.com/omniserve/omniserve/internal/duplex"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // Truncation (session.truncation): the engine keeps the conversation it reads within its
@@ -40,8 +42,8 @@ func (p ConfigPatch) applyTruncation(cfg *Config) *FieldError {
 // of such a turn but system messages (the engine keeps them), the item keep (the active
 // response's) and the newest item. It returns the effects (conversation.item.deleted, reason
 // "truncation", in epoch) and the log line.
-func (c *conversation) truncated(tr duplex.Truncated, keep string, epoch int) []action {
-	if len(c.items) == 0 {
+func (c *conversation) truncated(tr *duplex.Truncated, keep string, epoch int) []action {
+	if tr == nil || len(c.items) == 0 {
 		return nil
 	}
 	newest := c.items[len(c.items)-1]
@@ -62,6 +64,17 @@ func (c *conversation) truncated(tr duplex.Truncated, keep string, epoch int) []
 	return []action{emit{evs: evs}, logLine{msg: "conversation truncated: the engine dropped the oldest turns",
 		fields: []zap.Field{zap.Int("through_turn", tr.Through), zap.Int("items", len(evs)), zap.Int("messages", tr.Messages),
 			zap.Int("tokens_before", tr.TokensBefore), zap.Int("tokens_after", tr.TokensAfter)}}}
+}
+
+// contextFailure is the error event of a turn that failed before a response carried it (an
+// auto-response turn the engine answered by itself) because the conversation no longer fits
+// its context (truncation "disabled"): the client must learn of it, the other failures of such
+// turns are only logged and counted.
+func contextFailure(err error, epoch int) []Event {
+	if !errors.Is(err, requestclient.ErrContextLength) {
+		return nil
+	}
+	return []Event{engineErrorEvent(epoch, "context_length_exceeded", err.Error(), "", err)}
 }
 
 // truncationSetter is implemented by engines whose truncation setting can change on an open

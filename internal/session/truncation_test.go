@@ -1,11 +1,14 @@
 package session
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/duplex"
+	"github.com/omniserve/omniserve/internal/requestclient"
 )
 
 // The items of the turns the engine dropped leave the conversation, each announced with
@@ -41,7 +44,7 @@ func TestConversationTruncated(t *testing.T) {
 			for _, x := range tt.items {
 				c.insert(&item{ID: x.id, Role: x.role, Type: "message", Turn: x.turn}, "")
 			}
-			acts := c.truncated(duplex.Truncated{Through: tt.through, Messages: 3}, tt.keep, 2)
+			acts := c.truncated(&duplex.Truncated{Through: tt.through, Messages: 3}, tt.keep, 2)
 			var deleted []string
 			for _, a := range acts {
 				if e, ok := a.(emit); ok {
@@ -57,6 +60,21 @@ func TestConversationTruncated(t *testing.T) {
 			require.Equal(t, tt.left, nilIfEmpty(c.ids()))
 		})
 	}
+}
+
+// A turn that failed because the conversation no longer fits tells the client; other failures
+// of turns without a response are not events.
+func TestContextFailure(t *testing.T) {
+	cle := fmt.Errorf("truncation is disabled: %w", requestclient.ErrContextLength)
+	evs := contextFailure(cle, 3)
+	require.Len(t, evs, 1)
+	require.Equal(t, 3, evs[0].Epoch)
+	e, ok := evs[0].Effect.(Error)
+	require.True(t, ok)
+	require.Equal(t, "context_length_exceeded", e.Code)
+	require.Contains(t, e.Message, "truncation is disabled")
+	require.Nil(t, contextFailure(errors.New("engine broke"), 3))
+	require.Nil(t, (&conversation{}).truncated(nil, "", 1))
 }
 
 // Items get the session's input turn when they join the conversation.
