@@ -206,7 +206,8 @@ func (r *longRun) deleted() int {
 func (r *longRun) figures() []bench.Figure {
 	n := len(r.turns)
 	lat := make([]float64, 0, n)
-	failed, drops := 0, 0
+	var dropLat []float64 // the turns whose input made the engine drop the oldest turns
+	failed := 0
 	for _, t := range r.turns {
 		if t.failed {
 			failed++
@@ -214,7 +215,7 @@ func (r *longRun) figures() []bench.Figure {
 		}
 		lat = append(lat, t.latency)
 		if t.deleted > 0 {
-			drops++
+			dropLat = append(dropLat, t.latency)
 		}
 	}
 	figs := []bench.Figure{
@@ -223,7 +224,12 @@ func (r *longRun) figures() []bench.Figure {
 		bench.One("long_turns", "turns", "turns run in the session", float64(n), 0),
 		bench.One("long_turns_failed", "turns", "turns whose response did not complete (an error, no audio)", float64(failed), 0),
 		bench.One("long_items_deleted", "items", "conversation.item.deleted events (truncation) over the session", float64(r.deleted()), 0),
-		bench.One("long_truncations", "turns", "turns in which items were deleted (each a drop of the oldest turns)", float64(drops), 0),
+		bench.One("long_truncations", "turns", "turns in which items were deleted (each a drop of the oldest turns)", float64(len(dropLat)), 0),
+	}
+	if len(dropLat) > 0 {
+		figs = append(figs, bench.Figure{Name: "long_drop_turn_latency_ms", Unit: "ms",
+			Definition: "commit → first audio of the turns in which the oldest turns were dropped (the kept turns are prefilled again)",
+			Samples:    dropLat, Keys: []bench.Stat{bench.P50, bench.Max}, Digits: 0})
 	}
 	if n >= 20 && len(lat) == n {
 		head, tail := latencies(r.turns[:10]), latencies(r.turns[n-10:])
