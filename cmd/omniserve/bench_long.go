@@ -27,6 +27,9 @@ func newBenchLongCmd(a *app) *cobra.Command {
 			"/proc/<pid>/status), the latency quantiles, and the turns failed and items deleted. " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := latency.CheckLong(o); err != nil {
+				return withExitCode(exitUsage, err)
+			}
 			if o.Bin == "" && o.Addr == "" {
 				exe, err := os.Executable()
 				if err != nil {

@@ -30,6 +30,21 @@ type LongOptions struct {
 	Meter      bench.Meter
 }
 
+// CheckLong refuses options no long session can run with: the flag and why.
+func CheckLong(o LongOptions) error {
+	if o.Turns < 20 {
+		return fmt.Errorf("--turns %d: at least 20 (the ratio compares the first 10 with the last 10)", o.Turns)
+	}
+	if o.MaxOutputTokens < 1 {
+		return fmt.Errorf("--max-output-tokens %d: at least 1", o.MaxOutputTokens)
+	}
+	if o.SeqContext < 0 {
+		return fmt.Errorf("--seq-context %d: 0 (the server's default) or more", o.SeqContext)
+	}
+	_, err := truncationValue(o.Truncation)
+	return err
+}
+
 // longTurn is what one turn of the long session measured.
 type longTurn struct {
 	latency float64 // commit (or response.create of a text turn) → first audio delta, ms
@@ -40,8 +55,8 @@ type longTurn struct {
 // RunLong runs the long session and returns its figures; a line per tenth of the turns goes to
 // out.
 func RunLong(ctx context.Context, o LongOptions, out io.Writer) ([]bench.Figure, error) {
-	if o.Turns < 20 {
-		return nil, fmt.Errorf("--turns %d: at least 20 (the ratio compares the first 10 with the last 10)", o.Turns)
+	if err := CheckLong(o); err != nil {
+		return nil, err
 	}
 	trunc, err := truncationValue(o.Truncation)
 	if err != nil {
