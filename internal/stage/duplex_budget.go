@@ -208,7 +208,16 @@ func (k *tokenKeeper) fit(c *conversation, turn, reply int, extra []gpu.ChatMess
 func (k *tokenKeeper) drop(c *conversation, turn int, plan dropPlan, before int) error {
 	c.mu.Lock()
 	keep := k.kept(c.fedText, c.seq.HistoryLen())
+	kept := dropTurns(c.history, plan.through)
 	c.mu.Unlock()
+	if keep.text != "" {
+		// The kept prefix stays only when the conversation without the dropped turns still
+		// renders after it (a template that folds the instructions into the first user turn
+		// does not): else everything is prefilled again.
+		if text, err := c.p.deps.Engine.ChatPrompt(kept, false); err != nil || !strings.HasPrefix(text, keep.text) {
+			keep = pinnedPrefix{}
+		}
+	}
 	if err := c.seq.Forget(c.ctx, keep.tok, c.seq.HistoryLen()); err != nil {
 		return fmt.Errorf("dropping the oldest turns: %w", err)
 	}

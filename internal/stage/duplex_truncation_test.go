@@ -70,6 +70,7 @@ func TestDuplexTruncation(t *testing.T) {
 			require.Zero(t, failed, "every turn is answered")
 			require.GreaterOrEqual(t, len(drops), 2, "the conversation outgrew its budget more than once")
 			require.Less(t, len(drops), n/3, "drops come in chunks, not on every turn")
+			requirePrefixReused(t, outs)
 			b := newBudget(eng.Info().SeqContext, 16, 0, tt.trunc)
 			prev := 0
 			for _, tr := range drops {
@@ -80,6 +81,37 @@ func TestDuplexTruncation(t *testing.T) {
 				prev = tr.Through
 			}
 		})
+	}
+}
+
+// requirePrefixReused checks that between drops a turn prefills its own input only (the rest of
+// its prompt is cached), as much as the first turns' inputs, and that a drop turn prefills the
+// kept turns again.
+func requirePrefixReused(t *testing.T, outs []OutputMessage) {
+	t.Helper()
+	dropTurn := map[int]bool{}
+	for _, o := range outs {
+		if o.Kind == duplex.OutTruncated {
+			dropTurn[o.Turn] = true
+		}
+	}
+	own := 0 // the most a turn before any drop prefilled (turns 2–4: the first has the instructions)
+	uncached := map[int]int{}
+	for _, o := range outs {
+		if o.Kind == duplex.OutUsage && !o.Usage.Final {
+			uncached[o.Turn] = o.Usage.InputTokens - o.Usage.CachedTokens
+			if o.Turn >= 2 && o.Turn <= 4 {
+				own = max(own, uncached[o.Turn])
+			}
+		}
+	}
+	require.Positive(t, own)
+	for n, u := range uncached {
+		if dropTurn[n] {
+			require.Greater(t, u, own, "turn %d dropped the oldest turns and prefilled the kept ones", n)
+		} else if n > 1 {
+			require.LessOrEqual(t, u, own+8, "turn %d read its cached prefix", n)
+		}
 	}
 }
 
