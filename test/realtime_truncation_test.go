@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -71,6 +72,48 @@ func TestRealtimeTruncation(t *testing.T) {
 			c.requireStillServes(t)
 		})
 	}
+}
+
+// TestRealtimeTruncationSpokenTurns: spoken turns (goforward.raw appended faster than real time,
+// committed, answered with audio) past a retention_ratio budget: the oldest turns' items, user
+// audio items among them, are deleted with reason "truncation" and every turn is answered with
+// audio and its input transcript.
+func TestRealtimeTruncationSpokenTurns(t *testing.T) {
+	t.Parallel()
+	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	pcm, err := os.ReadFile(goForwardRaw)
+	require.NoError(t, err)
+	c := dialGA(t, s)
+	defer c.close(t)
+	c.update(t, map[string]any{"type": "realtime", "output_modalities": []string{"audio"}, "max_output_tokens": 6,
+		"truncation": map[string]any{"type": "retention_ratio", "retention_ratio": 0.3, "token_limits": map[string]any{"post_instructions": 60}},
+		"audio": map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}})
+	var audioItems, deleted []string
+	for i := range 10 {
+		c.stream(t, pcm, 0)
+		c.send(t, map[string]any{"type": "input_audio_buffer.commit"})
+		c.send(t, map[string]any{"type": "response.create"})
+		sawAudio := false
+		for _, ev := range c.collectUntil(t, "response.done", 2*time.Minute) {
+			switch ev["type"] {
+			case "input_audio_buffer.committed":
+				audioItems = append(audioItems, ev["item_id"].(string))
+			case "conversation.item.deleted":
+				require.Equal(t, "truncation", ev["reason"])
+				deleted = append(deleted, ev["item_id"].(string))
+			case "response.output_audio.delta":
+				sawAudio = true
+			case "error":
+				t.Fatalf("turn %d: %v", i+1, ev["error"])
+			case "response.done":
+				require.Contains(t, []string{"completed", "incomplete"}, status(ev), "turn %d", i+1)
+			}
+		}
+		require.True(t, sawAudio, "turn %d is answered with audio", i+1)
+	}
+	require.NotEmpty(t, deleted, "the spoken conversation outgrew its 60-token budget")
+	require.Contains(t, deleted, audioItems[0], "the first spoken item went first")
+	require.NotContains(t, deleted, audioItems[len(audioItems)-1], "the newest turn stays")
 }
 
 // truncationHistory is what a truncation test saw over its turns.
