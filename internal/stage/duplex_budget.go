@@ -210,13 +210,13 @@ func (k *tokenKeeper) drop(c *conversation, turn int, plan dropPlan, before int)
 	keep := k.kept(c.fedText, c.seq.HistoryLen())
 	kept := dropTurns(c.history, plan.through)
 	c.mu.Unlock()
-	if keep.text != "" {
+	if keep.text != "" && (c.decl.fed != "" || !rendersAfter(c.p.deps.Engine, kept, keep.text)) {
 		// The kept prefix stays only when the conversation without the dropped turns still
 		// renders after it (a template that folds the instructions into the first user turn
-		// does not): else everything is prefilled again.
-		if text, err := c.p.deps.Engine.ChatPrompt(kept, false); err != nil || !strings.HasPrefix(text, keep.text) {
-			keep = pinnedPrefix{}
-		}
+		// does not), and when no tools declaration is in the sequence: the forget loses the
+		// declaration's mark, which a later change of tools rolls back to, so the declaration
+		// goes in again (applyTools) with a fresh mark. Else everything is prefilled again.
+		keep = pinnedPrefix{}
 	}
 	if err := c.seq.Forget(c.ctx, keep.tok, c.seq.HistoryLen()); err != nil {
 		return fmt.Errorf("dropping the oldest turns: %w", err)
@@ -227,13 +227,18 @@ func (k *tokenKeeper) drop(c *conversation, turn int, plan dropPlan, before int)
 	dropped := n - len(c.history)
 	c.fedText = keep.text
 	c.mu.Unlock()
-	if c.decl.fed != "" && !strings.Contains(keep.text, c.decl.fed) {
-		c.decl.fed = "" // forgotten with the rest: applyTools declares it again in its place
-	}
+	c.decl.fed = "" // forgotten with the rest: applyTools declares it again in its place
+
 	c.p.log.Debug("conversation truncated", zap.String("request_id", c.rid), zap.Int("through_turn", plan.through),
 		zap.Int("messages", dropped), zap.Int("tokens_before", before), zap.Int("tokens_after", plan.after), zap.Int("kept_prefix", keep.tok))
 	tr := &duplex.Truncated{Through: plan.through, Messages: dropped, TokensBefore: before, TokensAfter: plan.after}
 	return c.disp.output(c.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutTruncated, Turn: turn, Truncated: tr}, RequestID: c.rid, StageID: 0})
+}
+
+// rendersAfter reports whether hist renders (without the generation prompt) after prefix.
+func rendersAfter(eng *gpu.Runner, hist []gpu.ChatMessage, prefix string) bool {
+	text, err := eng.ChatPrompt(hist, false)
+	return err == nil && strings.HasPrefix(text, prefix)
 }
 
 // pinnedTokens is the tokens of hist's system messages rendered alone, the part of the window
