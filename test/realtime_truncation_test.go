@@ -87,7 +87,7 @@ func TestRealtimeTruncationSpokenTurns(t *testing.T) {
 	defer c.close(t)
 	c.update(t, map[string]any{"type": "realtime", "output_modalities": []string{"audio"}, "max_output_tokens": 6,
 		"truncation": map[string]any{"type": "retention_ratio", "retention_ratio": 0.3, "token_limits": map[string]any{"post_instructions": 60}},
-		"audio": map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}})
+		"audio":      map[string]any{"input": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": 16000}, "turn_detection": nil}}})
 	var audioItems, deleted []string
 	for i := range 10 {
 		c.stream(t, pcm, 0)
