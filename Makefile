@@ -21,7 +21,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency bench-conversations cuda clean
+.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency bench-conversations bench-long cuda clean
 
 all: build
 
@@ -119,6 +119,12 @@ bench-latency: build
 BENCH_CONVERSATIONS_FLAGS ?=
 bench-conversations: build
 	./$(BIN) bench conversations $(BENCH_CONVERSATIONS_FLAGS)
+
+# bench-long: one realtime session of 500 turns against bin/omniserve serve (a child process):
+# the last turns' latency against the first ones', and the server's RSS growth. Not in
+# BENCH_TARGETS: it takes about half an hour.
+bench-long: build
+	./$(BIN) bench long $(BENCH_LONG_FLAGS)
 
 # bench-engine: dummy:0.6b on CPU with 2 threads (docs/BENCHMARKS.md "Engine"); bin/omniserve
 # finds a CUDA backend in lib/ollama (BENCH_ENGINE_FLAGS="--device cuda" on a GPU).

@@ -39,7 +39,7 @@ func newBenchCmd(a *app) *cobra.Command {
 			"docs/BENCHMARKS.md defines every key. " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchEngineCmd(a), newBenchSpeechCmd(a), newBenchChatCmd(a), newBenchRealtimeCmd(a), newBenchLatencyCmd(a), newBenchConversationsCmd(a))
+	cmd.AddCommand(newBenchEngineCmd(a), newBenchSpeechCmd(a), newBenchChatCmd(a), newBenchRealtimeCmd(a), newBenchLatencyCmd(a), newBenchConversationsCmd(a), newBenchLongCmd(a))
 	return cmd
 }
 

@@ -15,7 +15,7 @@ import (
 
 func TestBenchHelp(t *testing.T) {
 	t.Parallel()
-	for _, sub := range []string{"engine", "speech", "chat", "realtime", "latency"} {
+	for _, sub := range []string{"engine", "speech", "chat", "realtime", "latency", "long"} {
 		t.Run(sub, func(t *testing.T) {
 			t.Parallel()
 			code, _, out, errOut := cliRun(t, nil, "bench", sub, "--help")
@@ -27,7 +27,7 @@ func TestBenchHelp(t *testing.T) {
 	}
 	code, _, out, _ := cliRun(t, nil, "bench", "--help")
 	require.Equal(t, exitOK, code)
-	for _, sub := range []string{"engine", "speech", "chat", "realtime", "latency"} {
+	for _, sub := range []string{"engine", "speech", "chat", "realtime", "latency", "long"} {
 		require.Regexp(t, `(?m)^  `+sub+` `, out)
 	}
 }
@@ -46,6 +46,12 @@ func TestBenchUsageErrors(t *testing.T) {
 	code, _, _, errOut = cliRun(t, nil, "bench", "realtime", "--tx-utterances", "0")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "--tx-utterances 0")
+	code, _, _, errOut = cliRun(t, nil, "bench", "long", "--turns", "5")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--turns 5")
+	code, _, _, errOut = cliRun(t, nil, "bench", "long", "--truncation", "sometimes")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--truncation")
 	// A report directory that cannot be made fails before the run, not after it.
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))

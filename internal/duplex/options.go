@@ -13,6 +13,9 @@ type Options struct {
 	// MaxHistoryBytes bounds the conversation's text (oldest messages dropped first); 0 =
 	// unbounded.
 	MaxHistoryBytes int
+	// Truncation keeps the conversation the model reads within its context window, in tokens
+	// (truncation.go); the zero value is "auto".
+	Truncation Truncation
 	// Turn is the session's turn detection: the stream's endpointing VAD (the speak decision of
 	// the cascaded stage 0) runs on the settings of the session's VAD.
 	Turn TurnDetection

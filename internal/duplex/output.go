@@ -36,9 +36,13 @@ const (
 	// (Options.TranscriptDeltas), before the utterance's OutTranscript; with empty Text, the
 	// mark of a discard (the deltas before it were of the discarded audio).
 	OutTranscriptDelta
+	// OutTruncated reports that the engine dropped the oldest turns of the conversation to
+	// keep it within its context (Options.Truncation; Output.Truncated); Turn is the turn
+	// whose input caused it.
+	OutTruncated
 )
 
-var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage", "tool_call", "transcript_delta"}
+var outputKindNames = [...]string{"decision", "transcript", "text", "audio", "finished", "error", "usage", "tool_call", "transcript_delta", "truncated"}
 
 func (k OutputKind) String() string {
 	if k >= 0 && int(k) < len(outputKindNames) {
@@ -84,8 +88,9 @@ type Output struct {
 	SampleRate   int
 	FinishReason string // stop | length | tool_calls | abort | error
 	Err          error
-	Usage        *Usage    // OutUsage
-	ToolCall     *ToolCall // OutToolCall
+	Usage        *Usage     // OutUsage
+	ToolCall     *ToolCall  // OutToolCall
+	Truncated    *Truncated // OutTruncated
 	// WordLogprobs of an OutTranscript: each word's log posterior when the stream asks for them
 	// (Options.TranscriptLogprobs; non-nil then), nil otherwise.
 	WordLogprobs []audio.WordLogprob

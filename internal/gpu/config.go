@@ -124,8 +124,12 @@ type ModelInfo struct {
 	ChatFormat  string   // the model's template by llama.cpp name ("llama3", "gemma", ...), "gguf", "chatml" or "plain" (see doc.go)
 }
 
-// ChatMessage is one message of a chat prompt.
-type ChatMessage struct{ Role, Content string }
+// ChatMessage is one message of a chat prompt. Turn is the caller's label (the conversation
+// turn the message belongs to; 0 for none); rendering ignores it.
+type ChatMessage struct {
+	Role, Content string
+	Turn          int
+}
 
 // SeqOptions configures a sequence.
 type SeqOptions struct {

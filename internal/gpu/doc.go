@@ -33,7 +33,9 @@
 // window at a time, by a KV shift (KvCacheSeqRm + KvCacheSeqAdd) when the cache supports it,
 // else by re-prefilling the kept tail. With "error" the one call that would overflow fails
 // with ErrContextFull. A full shared cache fails (or truncates) the sequence holding the most
-// cells.
+// cells. A caller that keeps its conversation within the window itself (the duplex stream's
+// session.truncation, internal/stage/duplex_budget.go) drops a span of its own choosing with
+// Sequence.Forget, the same way.
 //
 // Determinism: the same seed and history give the same tokens run after run. Across batch
 // shapes (alone vs batched with others) llama.cpp's kernels round differently, so greedy

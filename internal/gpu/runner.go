@@ -77,6 +77,7 @@ const (
 	opClose
 	opRollback
 	opScore
+	opForget
 )
 
 type op struct {
@@ -87,7 +88,8 @@ type op struct {
 	keep bool
 	done chan struct{} // opClose: closed once the slot is free
 	mark Mark          // opRollback: where the history goes back to
-	res  chan error    // opRollback: the outcome (cap 1)
+	res  chan error    // opRollback, opForget: the outcome (cap 1)
+	span [2]int        // opForget: the positions [from, to) dropped
 	// opScore: a NextTokenProb call (turnend.go)
 	score *scoreJob
 }
@@ -292,7 +294,7 @@ func (r *Runner) rejectOp(o op, err error) {
 		o.gen.done <- genDone{reason: "abort", err: err}
 	case opClose:
 		close(o.done)
-	case opRollback:
+	case opRollback, opForget:
 		o.res <- err
 	case opScore:
 		o.score.res <- scoreResult{err: err}

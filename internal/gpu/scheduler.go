@@ -41,6 +41,8 @@ func (r *Runner) apply(o op) {
 		r.finish(s, "abort", nil)
 	case opRollback:
 		o.res <- r.applyRollback(s, o.mark)
+	case opForget:
+		o.res <- r.applyForget(s, o.span[0], o.span[1])
 	case opScore:
 		r.applyScore(s, o.score)
 	case opClose:

@@ -75,6 +75,8 @@ type SessionPatch struct {
 	// TranscriptLogprobs is session.include when present: whether it names
 	// item.input_audio_transcription.logprobs (IncludeLogprobs).
 	TranscriptLogprobs *bool
+	// Truncation is session.truncation when present and not null.
+	Truncation *Truncation
 }
 
 // InputItem is one entry of response.create's input: a text message (Role, Text) or a

@@ -438,6 +438,11 @@ func decodePatch(obj map[string]json.RawMessage) (SessionPatch, *Error) {
 	if e := refuseUnhonoured(obj, out); e != nil {
 		return p, e
 	}
+	if t, e := decodeTruncation(obj); e != nil {
+		return p, e
+	} else if t != nil {
+		p.Truncation = t
+	}
 	if on, e := decodeInclude(obj); e != nil {
 		return p, e
 	} else if on != nil {

@@ -42,12 +42,12 @@ type Session struct {
 	ToolChoice any   `json:"tool_choice"`
 	Tools      []any `json:"tools"`
 	// Tracing is session.tracing as the client set it (null, "auto" or its object), echoed.
-	Tracing     any     `json:"tracing"`
-	Truncation  string  `json:"truncation"`
-	Turn        int     `json:"turn"`
-	TurnState   string  `json:"turn_state"`
-	Type        string  `json:"type"`
-	Temperature float64 `json:"-"`
+	Tracing     any        `json:"tracing"`
+	Truncation  Truncation `json:"truncation"`
+	Turn        int        `json:"turn"`
+	TurnState   string     `json:"turn_state"`
+	Type        string     `json:"type"`
+	Temperature float64    `json:"-"`
 }
 
 // SessionAudio is a session's audio object.

@@ -267,7 +267,7 @@ func sampleSession() *Session {
 	seed := uint32(7)
 	return &Session{ID: "duplex-1", Object: "realtime.session", Type: "realtime", Model: "omni",
 		Instructions: "Be brief.", Tools: []any{map[string]any{"type": "function", "name": "f", "description": "d"}}, ToolChoice: "auto",
-		ExpiresAt: 1700000000, OutputModalities: []string{"audio"}, MaxOutputTokens: 512, Truncation: "auto", Temperature: 0.8,
+		ExpiresAt: 1700000000, OutputModalities: []string{"audio"}, MaxOutputTokens: 512, Truncation: Truncation{Type: "auto"}, Temperature: 0.8,
 		Audio: SessionAudio{
 			Input: AudioInput{Format: FormatSpec{Type: "audio/pcm", Rate: 16000}, SampleRateHz: 16000,
 				NoiseReduction: &NoiseReduction{Type: "near_field"}, Transcription: &Transcription{Model: "pocketsphinx", Language: "en"},

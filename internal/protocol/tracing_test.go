@@ -77,8 +77,8 @@ func TestDecodeRefusesUnhonouredSessionFields(t *testing.T) {
 	}{
 		{"the Agents SDK's defaults", `"audio":{"input":{"noise_reduction":null},"output":{"speed":1}},"truncation":"auto","prompt":null,"include":[]`, "", ""},
 		{"noise reduction is honoured", `"audio":{"input":{"noise_reduction":{"type":"near_field"}}}`, "", ""},
-		{"truncation disabled", `"truncation":"disabled"`, "session.truncation", ""},
-		{"retention ratio", `"truncation":{"type":"retention_ratio","retention_ratio":0.5}`, "session.truncation", ""},
+		{"truncation disabled is honoured", `"truncation":"disabled"`, "", ""},
+		{"retention ratio is honoured", `"truncation":{"type":"retention_ratio","retention_ratio":0.5}`, "", ""},
 		{"stored prompt", `"prompt":{"id":"pmpt_1"}`, "session.prompt", ""},
 		{"include logprobs is honoured", `"include":["item.input_audio_transcription.logprobs"]`, "", ""},
 		{"include unknown", `"include":["item.input_audio_transcription.logprobs","tokens"]`, "session.include", "invalid_value"},

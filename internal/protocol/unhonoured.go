@@ -9,16 +9,10 @@ import (
 // refuseUnhonoured refuses the GA session fields omniserve cannot honour, with their param,
 // instead of ignoring them: a client that asks for them learns at once (docs/REALTIME.md,
 // "Session"). The values that change nothing (the defaults the Agents SDK and others send:
-// speed 1, truncation "auto", prompt null) are accepted. include is honoured (decodeInclude).
+// speed 1, prompt null) are accepted. include is honoured (decodeInclude), and truncation
+// (decodeTruncation).
 func refuseUnhonoured(obj, out map[string]json.RawMessage) *Error {
 	isNull := func(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
-	if v, ok := obj["truncation"]; ok && !isNull(v) {
-		var s string
-		if json.Unmarshal(v, &s) != nil || s != "auto" {
-			return &Error{Code: "unsupported_value", Param: "session.truncation",
-				Message: `only truncation "auto" is supported (the oldest items are dropped past server.session_history_bytes)`}
-		}
-	}
 	if v, ok := obj["prompt"]; ok && !isNull(v) {
 		return &Error{Code: "unsupported_value", Param: "session.prompt", Message: "stored prompts are not supported by omniserve (use instructions)"}
 	}

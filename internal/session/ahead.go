@@ -35,6 +35,7 @@ func openOptions(st *settings, maxHistoryBytes int) duplex.Options {
 		Instructions: st.cfg.Instructions, AutoResponse: st.autoResponse(), WantAudio: st.cfg.WantAudio(),
 		MaxTokens: st.cfg.MaxOutputTokens, Temperature: st.cfg.Temperature, Seed: st.cfg.Seed,
 		MaxHistoryBytes:    maxHistoryBytes,
+		Truncation:         st.cfg.Truncation,
 		Turn:               td.TurnDetection,
 		TranscriptDeltas:   st.wantsDeltas(),
 		TranscriptLogprobs: st.wantsLogprobs(),

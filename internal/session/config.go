@@ -102,6 +102,9 @@ type Config struct {
 	// Tracing is session.tracing as the client set it, echoed in the session. omniserve
 	// uploads no traces to OpenAI; its own traces go to the OTLP endpoint (docs/STATS.md).
 	Tracing any
+	// Truncation keeps the conversation the model reads within its context (truncation.go);
+	// the zero value is "auto".
+	Truncation duplex.Truncation
 	// TranscriptLogprobs: include names item.input_audio_transcription.logprobs, so each
 	// input_audio_transcription.completed carries its words' logprobs.
 	TranscriptLogprobs bool
@@ -188,6 +191,8 @@ type ConfigPatch struct {
 	// TranscriptLogprobs is include when present: whether it names
 	// item.input_audio_transcription.logprobs.
 	TranscriptLogprobs *bool
+	// Truncation is session.truncation when present (validated by applyTruncation).
+	Truncation *duplex.Truncation
 }
 
 // FieldError is a validation failure with the OpenAI error code and the offending parameter.
@@ -207,6 +212,7 @@ func (p ConfigPatch) Apply(cfg Config) (Config, error) {
 		ConfigPatch.applyTranscriptLogprobs, ConfigPatch.applyNoiseReduction,
 		ConfigPatch.applyTurnDetection, ConfigPatch.applyTracing, ConfigPatch.applyIdleTimeout,
 		ConfigPatch.applyAutoResponse, ConfigPatch.applyMaxOutputTokens, ConfigPatch.applySampling,
+		ConfigPatch.applyTruncation,
 	}
 	// Each step applies one field (or a few checked together) to cfg, or refuses it and leaves
 	// cfg as it was.

@@ -30,6 +30,10 @@ type item struct {
 	// CommittedAt is a user audio item's commit time (statistics clock), for its
 	// transcription latency.
 	CommittedAt float64
+	// Turn is the input turn the item was added in (conversation.turn then; 0: none): the
+	// engine's truncation drops whole turns and the session deletes their items
+	// (truncation.go).
+	Turn int
 }
 
 func newItemID() string {
@@ -56,6 +60,8 @@ func (it *item) item() Item {
 // the engine. Owned by the actor like the rest of the session's state.
 type conversation struct {
 	items []*item
+	// turn is the session's input turn now (Session.input), which the items inserted get.
+	turn int
 }
 
 // find is the item with id, or nil.
@@ -107,6 +113,9 @@ func (c *conversation) hasPrevious(prev string) bool {
 // insert adds it after the item prev ("" = at the end, "root" = first); false when prev
 // does not exist.
 func (c *conversation) insert(it *item, prev string) bool {
+	if it.Turn == 0 {
+		it.Turn = c.turn
+	}
 	switch prev {
 	case "":
 		c.items = append(c.items, it)

@@ -101,6 +101,8 @@
 //   - conversation.go (conversation): the conversation's items, lookups by item and call id,
 //     insertion, removal (deleteItem), retrieval (retrieveItem), truncation and the history
 //     budget; item.item() is an item as the client sees it (Item, effects_item.go).
+//     truncation.go: session.truncation (applyTruncation) and the items of the turns the
+//     engine dropped from its context (conversation.truncated, each item tagged with its turn).
 //   - responses.go, responses_core.go, lifecycle.go (responses, response, playback, replyText):
 //     the active response, the turn state and number, the engine turns that are over, the
 //     input waiting for an answer, the cached usage; a response's ids, its text (replyText), its

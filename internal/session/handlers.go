@@ -170,6 +170,7 @@ func (s *Session) handleUpdate(c *UpdateSession) {
 		}
 	}
 	s.link.opts.TranscriptLogprobs = s.tx.syncLogprobs(s.link.engine, s.link.opts.TranscriptLogprobs)
+	syncTruncation(&s.link, s.settings.cfg.Truncation, s.submitJob, s.log)
 	if instructionsChanged && s.link.engine != nil {
 		// The engine stream was opened with the old instructions: the new ones join the
 		// conversation as a system message, in wire order with the input around them.

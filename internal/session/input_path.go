@@ -341,6 +341,7 @@ func (s *Session) decideInput(in input) []action {
 		s.tx.dropOpen(&s.inputAudio.speechItemID, s.link.opts.TranscriptDeltas) // input transcription deltas of the dropped audio are void
 		s.run(markCleared{turn: s.input})
 		s.input++ // the next input is a new turn: rows of the cleared one are dropped on arrival
+		s.conv.turn = s.input
 	case unforward:
 		discarded, err := s.link.unforward(&s.inputAudio)
 		if err != nil {

@@ -60,6 +60,9 @@ func (s *Session) routeOutput(o duplex.Output) {
 		// engine's reply ahead of its speak decision): no event to fail, but the failure is
 		// logged and counted with its cause.
 		s.link.obs.engineFailed(outputErrorCode(o.Err), o.Err, false, s.epoch)
+		s.send(contextFailure(o.Err, s.epoch)...)
+	case routeTruncated:
+		s.run(s.conv.truncated(o.Truncated, s.responses.activeItemID(), s.epoch)...)
 	case routeSpeak, routeResponse:
 		s.turnOutput(o, p)
 	}

@@ -265,6 +265,7 @@ const (
 	routeTurnClosed                         // a turn without a response finished: its late outputs drop
 	routeTurnFailed                         // a turn without a response failed: logged and counted
 	routeResponse                           // output of the response's turn
+	routeTruncated                          // the engine dropped the oldest turns: their items go
 )
 
 // outputPlan is what one engine output asks of the actor: where it goes, whether the active
@@ -290,6 +291,8 @@ func (rs *responses) route(o duplex.Output, aheadListens int, auto bool) outputP
 		return outputPlan{route: routeTranscriptDelta}
 	case o.Kind == duplex.OutTranscript:
 		return outputPlan{route: routeTranscript}
+	case o.Kind == duplex.OutTruncated:
+		return outputPlan{route: routeTruncated}
 	case rs.over(o.Turn):
 		return outputPlan{route: routeDrop} // a turn that is already over: cancelled or done
 	}

@@ -155,6 +155,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		expiresAt:   m.cfg.Now().Add(maxSessionLength),
 		settings:    newSettings(opts, m.cfg),
 		input:       1,
+		conv:        conversation{turn: 1},
 	}
 	s.attachment = newAttachment(m.cfg.ResumeGrace > 0)
 	s.log = m.log.With(zap.String("session_id", s.id))

@@ -54,7 +54,9 @@ type SessionView struct {
 	// Seed is the sampling seed; nil: responses draw random seeds.
 	Seed *uint32
 	// Tracing is the tracing setting as the client set it, echoed.
-	Tracing     any
+	Tracing any
+	// Truncation is the truncation setting in force.
+	Truncation  duplex.Truncation
 	IdleTimeout time.Duration
 	// OverlapPolicy is what input during a response does (Config.OverlapPolicy).
 	OverlapPolicy string
@@ -135,7 +137,7 @@ func (c *settings) view(serverMaxTokens int) SessionView {
 			NoiseReduction: c.cfg.NoiseReduction, TranscriptLogprobs: c.cfg.TranscriptLogprobs},
 		Output:          OutputView{Audio: c.cfg.WantAudio(), Format: c.cfg.OutputFormat, Voice: c.cfg.Voice, Speed: 1},
 		Tools:           ToolsView{Functions: c.cfg.Tools, MCP: mcpServerViews(c.cfg.MCP), Choice: c.cfg.ToolChoice},
-		MaxOutputTokens: c.cfg.MaxOutputTokens, Temperature: c.temperature(), Seed: c.cfg.Seed, Tracing: c.cfg.Tracing,
+		MaxOutputTokens: c.cfg.MaxOutputTokens, Temperature: c.temperature(), Seed: c.cfg.Seed, Tracing: c.cfg.Tracing, Truncation: c.cfg.Truncation,
 		IdleTimeout: c.cfg.IdleTimeout, OverlapPolicy: c.cfg.OverlapPolicy(), Duplex: c.opts.Duplex, AutoResponse: c.autoResponse()}
 	if v.MaxOutputTokens <= 0 {
 		v.MaxOutputTokens = serverMaxTokens

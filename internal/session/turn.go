@@ -197,6 +197,7 @@ func (s *Session) beginResponse(stageTurn int, o respOptions) *response {
 	r, next, acts := s.responses.begin(beginning{stageTurn: stageTurn, input: s.input, epoch: s.epoch, o: o,
 		id: newResponseID(s.id, s.epoch), calls: s.tools.answered.take(), now: s.m.cfg.WallClock()}, &s.conv, &s.settings)
 	s.input = next
+	s.conv.turn = next
 	s.run(append([]action{emit{evs: reset}}, acts...)...)
 	return r
 }

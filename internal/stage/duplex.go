@@ -363,6 +363,16 @@ func (d *DuplexStream) dropJobs() {
 func (d *DuplexStream) runJob(j seqJob) {
 	c := d.conv
 	c.trimHistory()
+	if fitErr := d.fitJob(j); fitErr != nil {
+		// The conversation cannot take the job's input with room for a reply (truncation
+		// disabled, or one turn longer than the window): a response fails with the error,
+		// and a prefill leaves its message in the history, not in the sequence, so that the
+		// engine never drops what the session did not.
+		if j.ts != nil {
+			refuse(c, j, fitErr)
+		}
+		return
+	}
 	switch {
 	case j.ts != nil:
 		c.applyTools(j.ts.n) // a response reads the tools as they are when it starts

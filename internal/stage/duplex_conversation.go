@@ -43,6 +43,9 @@ type conversation struct {
 	// the sequence already holds.
 	history []gpu.ChatMessage
 	fedText string
+	// keeper keeps the conversation within its token budget (duplex_budget.go). Sequence
+	// goroutine.
+	keeper tokenKeeper
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
@@ -134,11 +137,13 @@ func (c *conversation) addMessage(turn int, role, text string) error {
 		return fmt.Errorf("appending to stream: %w", ErrClosed)
 	}
 	c.dropSpecLocked("conversation changed")
-	c.history = append(c.history, gpu.ChatMessage{Role: role, Content: text})
 	// The rows of the prefill belong to the turn whose input the message is, fixed now: the
-	// response that answers it may start before the loop runs the job.
+	// response that answers it may start before the loop runs the job. The message carries
+	// it too: truncation drops whole turns (duplex_budget.go).
+	n := c.ids.given(turn)
+	c.history = append(c.history, gpu.ChatMessage{Role: role, Content: text, Turn: n})
 	select {
-	case c.jobs <- seqJob{turn: c.ids.given(turn)}:
+	case c.jobs <- seqJob{turn: n}:
 	default:
 		// A prefill job is queued or a response is pending; either syncs the whole history.
 	}
@@ -281,6 +286,7 @@ func (c *conversation) syncHistoryTo(ctx context.Context, hist []gpu.ChatMessage
 	c.mu.Lock()
 	c.fedText = want
 	c.mu.Unlock()
+	c.keeper.notePinned(hist, want, addGen, c.seq.HistoryLen())
 	return st, nil
 }
 

@@ -191,7 +191,7 @@ func TestConversationSpeculation(t *testing.T) {
 			require.Equal(t, []*speculation{sp}, confirmed)
 			require.Equal(t, duplex.DecisionSpeak, decision.Decision)
 			require.Equal(t, sp.ts.n, decision.Turn)
-			require.Equal(t, []gpu.ChatMessage{{Role: "user", Content: "go forward"}}, c.history)
+			require.Equal(t, []gpu.ChatMessage{{Role: "user", Content: "go forward", Turn: sp.ts.n}}, c.history)
 			require.Equal(t, 1, sp.at)
 			require.Contains(t, c.live, sp.ts)
 			c.releaseSpec(sp)

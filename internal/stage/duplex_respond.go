@@ -63,6 +63,16 @@ func (c *conversation) respond(j seqJob) {
 	rp.fold(text, generated)
 }
 
+// refuse ends a response job that the token budget refused (conversation.fit): its turn fails
+// with err, before anything is prefilled.
+func refuse(c *conversation, j seqJob, err error) {
+	defer c.finishTurn(j.ts)
+	rp := newReply(c, j)
+	rp.newResponse()
+	c.p.thinker.unadmit()
+	rp.fail(err)
+}
+
 func newReply(c *conversation, j seqJob) *reply {
 	rp := &reply{c: c, ts: j.ts, sp: j.spec, maxTokens: j.maxTokens, inSeq: true}
 	if rp.maxTokens <= 0 {
@@ -79,7 +89,7 @@ func newReply(c *conversation, j seqJob) *reply {
 		}
 		c.mu.Lock()
 		u.fedBefore = c.fedText
-		rp.hist = append(slices.Clone(c.history), gpu.ChatMessage{Role: "user", Content: rp.sp.transcript})
+		rp.hist = append(slices.Clone(c.history), gpu.ChatMessage{Role: "user", Content: rp.sp.transcript, Turn: rp.ts.n})
 		c.mu.Unlock()
 		rp.undo = u
 	}
@@ -391,7 +401,7 @@ func (rp *reply) fold(text string, generated bool) {
 	}
 	if f.joins {
 		// Not kept: the next sync prefills it.
-		c.history = slices.Insert(c.history, min(rp.at, len(c.history)), gpu.ChatMessage{Role: "assistant", Content: text})
+		c.history = slices.Insert(c.history, min(rp.at, len(c.history)), gpu.ChatMessage{Role: "assistant", Content: text, Turn: ts.n})
 	}
 	c.mu.Unlock()
 	if f.undo {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,10 +241,11 @@ func waitResponseEnd(t *testing.T, sink *recSink, n int) {
 	}, 60*time.Second, 5*time.Millisecond, "response %d ended", n)
 }
 
-// When the context was truncated since the declaration went in (the oldest tokens, it among
-// them, were dropped and the positions moved), a change cannot roll back to it: the new
-// declaration goes after the conversation as the sequence holds it when the change is
-// applied, the old one leaves the history, and the conversation goes on without an error.
+// When the conversation outgrew its window since the declaration went in and its oldest turns
+// were dropped (session.truncation "auto"), the sequence was forgotten after the instructions and
+// the declaration went in again where it is in the history, with a fresh mark: a change of tools
+// then takes the old declaration's place, nothing of the old one stays, and the conversation
+// goes on without an error.
 func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
 	p, eng := newTestPipeline(t, nil)
 	sink := newRecSink(t)
@@ -255,30 +255,32 @@ func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
 	ctx := context.Background()
 	big, small := testTools()[1:], testTools()[2:]
 	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: big, Choice: duplex.ToolChoiceAuto}))
-	// More than the sequence's window after the declaration: the scheduler truncates.
-	long := strings.Repeat("go forward ten meters and then turn left. ", eng.Info().SeqContext/10)
-	require.NoError(t, d.AppendText(ctx, 0, "user", long))
-	require.NoError(t, d.SettleInput(ctx, 0))
-	waitSettled(t, sink, 1)
+	// Turns of input that together outgrow the window: the oldest are dropped.
+	chunk := strings.Repeat("go forward ten meters and then turn left. ", eng.Info().SeqContext/60)
+	n := 10
+	for i := range n {
+		require.NoError(t, d.AppendText(ctx, i+1, "user", chunk))
+	}
+	require.NoError(t, d.SettleInput(ctx, n))
+	waitSettled(t, sink, n)
+	outs, _, _ := sink.snapshot()
+	require.NotEmpty(t, ofKind(outs, duplex.OutTruncated), "the oldest turns were dropped")
 
 	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: small, Choice: duplex.ToolChoiceAuto}))
-	require.NoError(t, d.AppendText(ctx, 0, "user", "and stop"))
-	_, err = d.RespondWith(ctx, 0, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
+	require.NoError(t, d.AppendText(ctx, n+1, "user", "and stop"))
+	_, err = d.RespondWith(ctx, n+1, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
-	waitResponseEnd(t, sink, 1)
-	outs, _, _ := sink.snapshot()
+	waitResponseEnd(t, sink, n+1)
+	outs, _, _ = sink.snapshot()
 	require.Empty(t, ofKind(outs, duplex.OutError))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
 	d.conv.mu.Lock()
 	hist := append([]gpu.ChatMessage(nil), d.conv.history...)
+	fed := d.conv.fedText
 	d.conv.mu.Unlock()
-	// The change is applied after the messages given up to then (the loop may run it before
-	// or after "and stop" is added; the sequence holds them before the declaration, and the
-	// history says so), never in the old declaration's place before the long message.
-	require.Len(t, hist, 4, "the long message, the second message and the new declaration, the reply")
-	require.Equal(t, long, hist[0].Content)
-	at := slices.IndexFunc(hist, func(m gpu.ChatMessage) bool { return m.Content == p.toolFormat().toolsInstructions(small) })
-	require.Contains(t, []int{1, 2}, at, "after the conversation: no place to roll back to")
-	require.Equal(t, "and stop", hist[3-at].Content)
-	require.Equal(t, "assistant", hist[3].Role)
+	decl := p.toolFormat().toolsInstructions(small)
+	require.Equal(t, decl, hist[0].Content, "the new declaration took the old one's place")
+	require.NotContains(t, fed, p.toolFormat().toolsInstructions(big), "nothing of the old declaration is in the sequence")
+	require.Equal(t, "and stop", hist[len(hist)-2].Content)
+	require.Equal(t, "assistant", hist[len(hist)-1].Role)
 }

@@ -237,7 +237,7 @@ func (c *conversation) confirmSpec(ctx context.Context, sp *speculation, lps []a
 		c.dropSpecLocked("stream changed")
 		return ErrClosed
 	}
-	c.history = append(c.history, gpu.ChatMessage{Role: "user", Content: sp.transcript})
+	c.history = append(c.history, gpu.ChatMessage{Role: "user", Content: sp.transcript, Turn: sp.ts.n})
 	sp.at = len(c.history)
 	c.ids.answer(sp.ts.n)
 	c.live[sp.ts] = struct{}{}

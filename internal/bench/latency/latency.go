@@ -65,6 +65,8 @@ type Options struct {
 	// server that does not serve it (404) is reported and skipped.
 	Live  bool
 	Meter bench.Meter // progress of the sessions; nil shows none
+	// Env is added to the started server's environment (OMNISERVE_* settings).
+	Env []string
 }
 
 // Run measures and returns the figures and every session's timeline; progress lines go to out.
@@ -271,6 +273,9 @@ func startServer(ctx context.Context, o Options) (stop func(), addr string, pid 
 	cmd := exec.CommandContext(ctx, o.Bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--model", o.Model, "--cache-dir", cache, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(cache)
 		return nil, "", 0, fmt.Errorf("starting %s: %w", o.Bin, err)

@@ -147,7 +147,15 @@ func ConfigPatch(p protocol.SessionPatch) session.ConfigPatch {
 		MCPTools:     mcpTools(p.MCPTools),
 		IdleTimeoutS: p.IdleTimeoutS, AutoResponse: p.AutoResponse, MaxOutputTokens: p.MaxOutputTokens,
 		Temperature: p.Temperature, Seed: p.Seed, TracingSet: p.TracingSet, Tracing: p.Tracing,
-		TranscriptLogprobs: p.TranscriptLogprobs}
+		TranscriptLogprobs: p.TranscriptLogprobs, Truncation: truncation(p.Truncation)}
+}
+
+// truncation converts session.truncation (nil: absent, no change).
+func truncation(t *protocol.Truncation) *duplex.Truncation {
+	if t == nil {
+		return nil
+	}
+	return &duplex.Truncation{Mode: t.Type, RetentionRatio: t.RetentionRatio, PostInstructions: t.PostInstructions}
 }
 
 // turnDetection converts a turn_detection object: each key the client sent is a value of the

@@ -39,7 +39,8 @@ func realtimeSession(v session.SessionView) *protocol.Session {
 		ID: v.ID, Object: "realtime.session", Type: "realtime", Model: v.Model, Instructions: v.Instructions,
 		Tools: append(sessionFunctionTools(v.Tools.Functions), sessionMCPTools(v.Tools.MCP)...), ToolChoice: sessionToolChoice(v.Tools.Choice),
 		ExpiresAt: v.ExpiresAt.Unix(), OutputModalities: sessionModalities(v.Output.Audio),
-		MaxOutputTokens: protocol.MaxTokens(v.MaxOutputTokens), Tracing: v.Tracing, Truncation: "auto",
+		MaxOutputTokens: protocol.MaxTokens(v.MaxOutputTokens), Tracing: v.Tracing,
+		Truncation:  protocol.Truncation{Type: v.Truncation.Mode, RetentionRatio: v.Truncation.RetentionRatio, PostInstructions: v.Truncation.PostInstructions},
 		Temperature: v.Temperature, Include: sessionInclude(v.Input.TranscriptLogprobs),
 		Audio: protocol.SessionAudio{
 			Input:  sessionAudioInput(v.Input, false),
