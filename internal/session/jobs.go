@@ -28,6 +28,9 @@ type jobResult struct {
 	turn       int
 	err        error
 	errCode    string
+	// consumed: a commit found the audio already taken by the engine, and accepts it
+	// (CommitInput.AcceptConsumed).
+	consumed bool
 }
 
 // jobQueue is the session's engine jobs: the bounded queue, their results and how many are

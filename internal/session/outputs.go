@@ -41,6 +41,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 	case routeTranscriptDelta:
 		s.tx.streamed(o.Text, &s.inputAudio.speechItemID)
 	case routeTranscript:
+		s.responses.heard(o.Turn)
 		if s.tx.tracks(s.link.opts.TranscriptDeltas) {
 			s.tx.transcriptArrived()
 		}
@@ -62,6 +63,9 @@ func (s *Session) routeOutput(o duplex.Output) {
 		s.link.obs.engineFailed(outputErrorCode(o.Err), o.Err, false, s.epoch)
 	case routeSpeak, routeResponse:
 		s.turnOutput(o, p)
+	}
+	if reason := s.responses.settleListen(); reason != "" {
+		s.send(s.listenEvent(reason))
 	}
 }
 
@@ -96,6 +100,10 @@ func (s *Session) turnOutput(o duplex.Output, p outputPlan) {
 // told), or the response's engine turn.
 func (s *Session) handleResult(res jobResult) {
 	s.jobQueue.taken()
+	if res.consumed {
+		s.commitWithoutInput(ReasonNoOutput)
+		return
+	}
 	if res.itemID != "" && res.err == nil {
 		s.tx.completed(res.itemID, res.transcript)
 		s.run(trimHistory{})

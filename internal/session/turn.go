@@ -94,6 +94,12 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 // commit ends it now, and its transcript comes back as a Transcript output, which creates the
 // user item.
 func (s *Session) commitStreamed(eventID string, respond bool) bool {
+	return s.commitStreamedAs(eventID, respond, false)
+}
+
+// commitStreamedAs is commitStreamed; with acceptConsumed a commit whose audio the engine has
+// already taken is accepted (jobResult.consumed) rather than refused as empty.
+func (s *Session) commitStreamedAs(eventID string, respond, acceptConsumed bool) bool {
 	if s.link.engine == nil {
 		// Appends open the engine: without one nothing was heard (and opening it now would
 		// freeze create_response for no reason).
@@ -108,6 +114,9 @@ func (s *Session) commitStreamed(eventID string, respond bool) bool {
 	eng := s.link.engine
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		_, err := eng.Commit(ctx, turn, respond)
+		if errors.Is(err, audio.ErrEmptyAudio) && acceptConsumed {
+			return jobResult{consumed: true}
+		}
 		if errors.Is(err, audio.ErrEmptyAudio) {
 			return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
 		}

@@ -39,10 +39,12 @@ type Translator struct {
 	mu    sync.Mutex
 	text  bool // input.text.append added user text since the last commit
 	audio bool // audio was appended since the last commit or clear
+	keys  keys // vllm-omni's session keys in force (session_keys.go)
+	out   outState
 }
 
 // New returns the dialect's translator for a new session.
-func New() *Translator { return &Translator{} }
+func New() *Translator { return &Translator{keys: newKeys()} }
 
 // Name implements the connection's dialect.
 func (*Translator) Name() string { return Name }
@@ -82,9 +84,9 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 			return nil, werr
 		}
 	case "session.update":
-		if _, nested := raw["session"]; !nested {
-			return flatUpdate(raw, eventID, typ)
-		}
+		return t.sessionUpdate(raw, eventID, typ)
+	case "playback.ack":
+		return t.playbackAck(raw, typ)
 	}
 	if name != typ {
 		raw["type"], _ = json.Marshal(name)
@@ -93,16 +95,56 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 	return openai.Decode(data)
 }
 
-// flatUpdate is a flat session.update: the event's own keys are the session's, less its type
-// and id.
-func flatUpdate(raw map[string]json.RawMessage, eventID, typ string) (session.Command, *protocol.Error) {
+// sessionUpdate is session.update with its session object nested, or flat (the event's own
+// keys are the session's, less its type and id).
+func (t *Translator) sessionUpdate(raw map[string]json.RawMessage, eventID, typ string) (session.Command, *protocol.Error) {
+	if v, nested := raw["session"]; nested {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(v, &obj) != nil || obj == nil {
+			return openai.Decode(mustMarshal(raw)) // not an object: OpenAI's decoder says why
+		}
+		return t.update(obj, eventID, typ)
+	}
 	flat := make(map[string]json.RawMessage, len(raw))
 	for k, v := range raw {
 		if k != "type" && k != "event_id" {
 			flat[k] = v
 		}
 	}
-	return reDecode(map[string]any{"type": "session.update", "event_id": eventID, "session": flat}, typ)
+	return t.update(flat, eventID, typ)
+}
+
+// mustMarshal re-encodes a decoded event (it came from JSON, so it encodes).
+func mustMarshal(raw map[string]json.RawMessage) []byte {
+	b, _ := json.Marshal(raw)
+	return b
+}
+
+// playbackAck is playback.ack (and audio.playback_ack): OpenAI's decoding, plus committed_ms
+// and the session's playback_commit_policy.
+func (t *Translator) playbackAck(raw map[string]json.RawMessage, typ string) (session.Command, *protocol.Error) {
+	var committed *int
+	if v, ok := raw["committed_ms"]; ok && string(v) != "null" {
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f < 0 {
+			var eventID string
+			_ = json.Unmarshal(raw["event_id"], &eventID)
+			return nil, &protocol.Error{Code: "bad_event", Param: "committed_ms", EventID: eventID, Message: "committed_ms must be a non-negative number"}
+		}
+		n := int(f)
+		committed = &n
+	}
+	raw["type"], _ = json.Marshal("playback.ack")
+	cmd, werr := reDecode(raw, typ)
+	if werr != nil {
+		return nil, werr
+	}
+	if a, ok := cmd.(*session.PlaybackAck); ok {
+		t.mu.Lock()
+		a.CommittedMs, a.AckOnly = committed, t.keys.playbackPolicy == policyAckOnly
+		t.mu.Unlock()
+	}
+	return cmd, nil
 }
 
 // refuseResponseOptions refuses the response.create options vllm-omni's chat lane takes that
@@ -178,17 +220,47 @@ func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base ses
 		create = &b
 		break
 	}
+	if create != nil && !*create {
+		create = nil // false is absent in vllm-omni: auto_response and the engine decide
+	}
 	if create == nil && input {
 		yes := true
 		create = &yes
 	}
+	silence, werr := notSpeech(raw, base)
+	if werr != nil {
+		return nil, werr
+	}
+	if v, ok := raw["final"]; ok && string(v) != "null" {
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			return nil, &protocol.Error{Code: "invalid_type", Param: "final", EventID: base.ID, Message: "'final' must be a boolean"}
+		}
+		if !b {
+			return nil, &protocol.Error{Code: "unsupported_value", Param: "final", EventID: base.ID,
+				Message: "final: false is not served: a commit always ends the utterance (append more audio before committing)"}
+		}
+	}
 	t.mu.Lock()
-	textOnly := t.text && !t.audio
+	textOnly, audio := t.text && !t.audio, t.audio
 	t.mu.Unlock()
 	if textOnly && create != nil && *create {
 		return &session.CreateResponse{Base: base}, nil
 	}
-	return &session.CommitInput{Base: base, ResponseCreate: create}, nil
+	return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
+}
+
+// notSpeech reads a commit's is_speech: true when the client says the input is not speech.
+func notSpeech(raw map[string]json.RawMessage, base session.Base) (bool, *protocol.Error) {
+	v, ok := raw["is_speech"]
+	if !ok || string(v) == "null" {
+		return false, nil
+	}
+	var b bool
+	if json.Unmarshal(v, &b) != nil {
+		return false, &protocol.Error{Code: "invalid_type", Param: "is_speech", EventID: base.ID, Message: "'is_speech' must be a boolean"}
+	}
+	return !b, nil
 }
 
 // appendAudio is input_audio_buffer.append in vllm-omni's spellings: input_audio_format for
@@ -252,6 +324,7 @@ func (t *Translator) track(cmd session.Command) {
 	switch c := cmd.(type) {
 	case *session.AppendAudio:
 		t.audio = true
+		t.out.heardMs += durationMs(c)
 	case *session.CreateItem:
 		if c.Kind == "input.text.append" || aliases[c.Kind] == "input.text.append" {
 			t.text = true
@@ -259,4 +332,22 @@ func (t *Translator) track(cmd session.Command) {
 	case *session.CommitInput, *session.CreateResponse, *session.ClearInput, *session.CancelInput, *session.BargeIn:
 		t.text, t.audio = false, false
 	}
+}
+
+// durationMs is the duration of an append's audio: PCM16 (the dialect's formats all decode to
+// it but pcm_f32le and G.711) at its rate, the dialect's 16 kHz when it names none.
+func durationMs(c *session.AppendAudio) float64 {
+	rate, width := defaultInputRate, 2
+	if c.Format != nil {
+		if c.Format.Rate > 0 {
+			rate = c.Format.Rate
+		}
+		switch c.Format.Type {
+		case "pcm_f32le":
+			width = 4
+		case "g711_ulaw", "g711_alaw":
+			rate, width = 8000, 1
+		}
+	}
+	return float64(len(c.Data)) * 1000 / float64(rate*width)
 }

@@ -32,11 +32,83 @@ func Code(openAI string) string {
 // Code implements the connection's dialect: Code.
 func (*Translator) Code(openAI string) string { return Code(openAI) }
 
-// Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes.
-func (*Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
+// ChunkPeriodMs is the dialect's model unit: the listen cadence, and capabilities'
+// chunk_period_ms (vllm-omni's clients read one listen handle per unit).
+const ChunkPeriodMs = 1000
+
+// outState is what the encoder keeps between events: the session's id and epoch (vllm-omni's
+// metadata carries them), the audio heard since the last listen was told (Decode adds to it),
+// and the active response's audio so far (audio deltas carry it cumulated).
+type outState struct {
+	sessionID   string
+	epoch       int
+	heardMs     float64
+	respID      string
+	respAudioMs float64
+}
+
+// Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes, fields and
+// nesting (extend), or nothing for an engine listen within the same unit of audio.
+func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 	if er, ok := e.(session.Error); ok {
 		er.Code = Code(er.Code)
 		e = er
 	}
-	return openai.Encode(e)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d, ok := e.(session.TurnDecision); ok && !t.out.tells(d) {
+		return nil, false
+	}
+	ev, ok := openai.Encode(e)
+	if !ok {
+		return nil, false
+	}
+	return t.extend(e, ev), true
+}
+
+// tells reports whether listen decision d goes out: a speak, a listen with a reason or a
+// response, or the engine's listen once a unit of audio came since the last one told.
+func (o *outState) tells(d session.TurnDecision) bool {
+	o.epoch = d.Epoch
+	if d.Speak || d.Reason != "" || d.ResponseID != "" {
+		return true
+	}
+	if o.heardMs < ChunkPeriodMs {
+		return false
+	}
+	o.heardMs = 0
+	return true
+}
+
+// extend is ev, OpenAI's event for e, in vllm-omni's shape.
+func (t *Translator) extend(e session.Effect, ev protocol.ServerEvent) protocol.ServerEvent {
+	o := &t.out
+	switch e := e.(type) {
+	case session.SessionCreated:
+		o.sessionID = e.View.ID
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
+	case session.SessionUpdated:
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
+	case session.SessionResumed:
+		o.sessionID = e.SessionID
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
+	case session.TurnDecision:
+		if !e.Speak {
+			return o.listen(ev, e)
+		}
+	case session.InputCommitted:
+		return o.committed(ev, e)
+	case session.PlaybackAcknowledged:
+		return o.acknowledged(ev, e)
+	case session.OutputDelta:
+		if e.Kind == session.PartAudio {
+			return o.audioDelta(ev, e)
+		}
+	case session.ResponseStarted:
+		o.respID, o.respAudioMs = e.Response.ID, 0
+		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.created", e.Response.ID)}
+	case session.ResponseDone:
+		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.done", e.Response.ID)}
+	}
+	return ev
 }
