@@ -16,10 +16,18 @@ type Extended struct {
 	Event ServerEvent
 	Set   map[string]any
 	Patch func(map[string]any)
+	// Type, when set, is the event's type instead of the inner event's (the same event under
+	// another name: vllm-omni sends an item's conversation.item.added as .created too).
+	Type string
 }
 
-// EventType implements ServerEvent: the inner event's type.
-func (e Extended) EventType() string { return e.Event.EventType() }
+// EventType implements ServerEvent: Type, else the inner event's type.
+func (e Extended) EventType() string {
+	if e.Type != "" {
+		return e.Type
+	}
+	return e.Event.EventType()
+}
 
 // betaSpelling keeps the changes on the inner event's beta spelling.
 func (e Extended) betaSpelling() ServerEvent {

@@ -220,11 +220,11 @@ func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base ses
 		create = &b
 		break
 	}
-	if create != nil && !*create {
-		create = nil // false is absent in vllm-omni: auto_response and the engine decide
-	}
-	if create == nil && input {
-		yes := true
+	switch {
+	case create != nil && !*create:
+		create = nil // false: auto_response and the engine decide, as when absent from input_audio_buffer.commit
+	case create == nil && input:
+		yes := true // input.commit asks for a response unless it says otherwise
 		create = &yes
 	}
 	silence, werr := notSpeech(raw, base)

@@ -45,6 +45,7 @@ type outState struct {
 	heardMs     float64
 	respID      string
 	respAudioMs float64
+	spoke       string // the response response.speak was sent for
 }
 
 // Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes, fields and
@@ -70,13 +71,20 @@ func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 // response, or the engine's listen once a unit of audio came since the last one told.
 func (o *outState) tells(d session.TurnDecision) bool {
 	o.epoch = d.Epoch
-	if d.Speak || d.Reason != "" || d.ResponseID != "" {
+	if d.Speak {
+		told := d.ResponseID != o.spoke // once per response: Around may have sent it already
+		o.spoke = d.ResponseID
+		return told
+	}
+	if d.Reason != "" || d.ResponseID != "" {
 		return true
 	}
 	if o.heardMs < ChunkPeriodMs {
 		return false
 	}
-	o.heardMs = 0
+	// The engine decides on each append after the appends were read: a unit's worth of
+	// decisions is one listen.
+	o.heardMs -= ChunkPeriodMs
 	return true
 }
 
@@ -111,4 +119,35 @@ func (t *Translator) extend(e session.Effect, ev protocol.ServerEvent) protocol.
 		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.done", e.Response.ID)}
 	}
 	return ev
+}
+
+// Around is what the dialect sends around the event of effect e: response.speak before a
+// response's first audio when the engine's speak decision has not told it (a response the
+// commit or response.create started), and an item's conversation.item.added again as
+// conversation.item.created (vllm-omni sends both spellings; a beta session's added is already
+// spelled created).
+func (t *Translator) Around(e session.Effect, beta bool) (before, after []protocol.ServerEvent) {
+	switch e := e.(type) {
+	case session.OutputDelta:
+		if e.Kind != session.PartAudio {
+			return nil, nil
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		o := &t.out
+		if e.ResponseID == o.spoke {
+			return nil, nil
+		}
+		o.spoke = e.ResponseID
+		return []protocol.ServerEvent{protocol.ResponseSpeak{ResponseID: e.ResponseID, ItemID: e.ItemID,
+			Metadata: protocol.SpeakMetadata{SessionID: o.sessionID, Epoch: o.epoch, ModelSpeak: true}}}, nil
+	case session.ConversationItem:
+		if beta || e.Phase != session.PhaseAdded {
+			return nil, nil
+		}
+		if ev, ok := openai.Encode(e); ok {
+			return nil, []protocol.ServerEvent{protocol.Extended{Event: ev, Type: "conversation.item.created"}}
+		}
+	}
+	return nil, nil
 }
