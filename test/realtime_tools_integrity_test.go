@@ -127,7 +127,9 @@ func TestRealtimeFunctionToolsIntegrity(t *testing.T) {
 	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"tool_choice": "none", "max_output_tokens": 8}})
 	evs = c.collectUntil(t, "response.done", 60*time.Second)
 	resp = evs[len(evs)-1]["response"].(map[string]any)
-	require.Equal(t, "incomplete", resp["status"], "8 tokens of words, no call: %v", resp["status_details"])
+	// ?duplex=1 speaks vllm-omni's dialect: completed (OpenAI's incomplete), with the same details.
+	require.Equal(t, "completed", resp["status"], "8 tokens of words, no call: %v", resp["status_details"])
+	require.Equal(t, "max_output_tokens", resp["status_details"].(map[string]any)["reason"])
 	require.Len(t, resp["output"], 1, "no function_call item")
 
 	// The session's choice back to auto; one response forces the call itself.

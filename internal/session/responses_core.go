@@ -180,7 +180,7 @@ func (rs *responses) playbackAck(c *PlaybackAck, conv *conversation, epoch int) 
 	r.play.playedMs = played
 	r.play.ackedMs = played
 	evs := []Event{{Epoch: epoch, Effect: PlaybackAcknowledged{
-		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.play.sentMs), CommittedMs: committedMs(c, played)}}}
+		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.play.sentMs), CommittedMs: committedMs(c, played), Truncated: c.Truncate}}}
 	if c.Truncate {
 		evs = append(evs, rs.truncate(conv, epoch, c.ID, r.itemID, 0, played)...)
 	}
