@@ -94,6 +94,8 @@ func TestVLLMSessionObject(t *testing.T) {
 	require.EqualValues(t, 0, extra["force_listen_count"])
 	require.Equal(t, "pcm16", sess["input_audio_format"], "beta spelling, as the client wrote it")
 	require.NotEmpty(t, created["resume_token"])
+	require.EqualValues(t, 1, created["attachment_generation"], "the session's first connection")
+	require.EqualValues(t, 0, created["incarnation"], "one process: the fork's clients echo it on resume")
 	require.Zero(t, c.typesSeen()["error"])
 }
 
@@ -273,7 +275,7 @@ func TestVLLMListenOncePerUnit(t *testing.T) {
 	s := startDuplexBinary(t)
 	c, _ := openVLLM(t, s, duplexClientSession())
 	appendPCM(t, c, make([]byte, 5*32000), nil) // 5 s of silence in 50 appends
-	time.Sleep(2 * time.Second)                // the engine's decisions on them
+	time.Sleep(2 * time.Second)                 // the engine's decisions on them
 	listens := c.seen("response.listen")
 	require.GreaterOrEqual(t, len(listens), 3, "the engine listened")
 	require.LessOrEqual(t, len(listens), 5, "at most one per second of audio")

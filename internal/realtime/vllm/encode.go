@@ -46,6 +46,8 @@ type outState struct {
 	respID      string
 	respAudioMs float64
 	spoke       string // the response response.speak was sent for
+	generation  int    // attachment_generation: 1 for the session's first connection, +1 per resume
+	active      bool   // a response is on (between response.created and .done)
 }
 
 // Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes, fields and
@@ -93,13 +95,14 @@ func (t *Translator) extend(e session.Effect, ev protocol.ServerEvent) protocol.
 	o := &t.out
 	switch e := e.(type) {
 	case session.SessionCreated:
-		o.sessionID = e.View.ID
-		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
+		o.sessionID, o.generation = e.View.ID, 1
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession, Set: o.attachment()}
 	case session.SessionUpdated:
 		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
 	case session.SessionResumed:
 		o.sessionID = e.SessionID
-		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
+		o.generation++
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession, Set: o.attachment()}
 	case session.TurnDecision:
 		if !e.Speak {
 			return o.listen(ev, e)
@@ -113,9 +116,10 @@ func (t *Translator) extend(e session.Effect, ev protocol.ServerEvent) protocol.
 			return o.audioDelta(ev, e)
 		}
 	case session.ResponseStarted:
-		o.respID, o.respAudioMs = e.Response.ID, 0
+		o.respID, o.respAudioMs, o.active = e.Response.ID, 0, true
 		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.created", e.Response.ID)}
 	case session.ResponseDone:
+		o.active = false
 		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.done", e.Response.ID)}
 	}
 	return ev
@@ -150,4 +154,11 @@ func (t *Translator) Around(e session.Effect, beta bool) (before, after []protoc
 		}
 	}
 	return nil, nil
+}
+
+// attachment is what session.created and .resumed say of the connection: its
+// attachment_generation, and incarnation 0 (omniserve's sessions live in one process; the fork's
+// clients echo it on resume, and 0 or absent is accepted).
+func (o *outState) attachment() map[string]any {
+	return map[string]any{"attachment_generation": o.generation, "incarnation": 0}
 }

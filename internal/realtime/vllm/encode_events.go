@@ -38,6 +38,9 @@ func (o *outState) committed(ev protocol.ServerEvent, c session.InputCommitted) 
 	if c.NoResponse {
 		inner["no_response"] = true
 	}
+	if o.active && !c.Empty {
+		inner["response_create_deferred"] = true // its answer comes after the response that runs
+	}
 	return protocol.Extended{Event: ev, Set: map[string]any{"event": inner}}
 }
 
