@@ -117,6 +117,9 @@ func TestInputRate(t *testing.T) {
 	require.Equal(t, 24000, rate(vllm.New(), map[string]any{"sample_rate_hz": 24000}))
 	require.Equal(t, 48000, rate(vllm.New(), map[string]any{"audio": map[string]any{"input": map[string]any{"sample_rate_hz": 48000}}}))
 	require.Equal(t, 16000, rate(vllm.New(), map[string]any{"input_audio_format": "pcm16"}))
+	cmd, werr := vllm.New().Decode(frame(t, map[string]any{"type": "session.update", "session": map[string]any{"input_audio_format": "g711_ulaw"}}))
+	require.Nil(t, werr)
+	require.Zero(t, cmd.(*session.UpdateSession).Patch.InputFormat.Rate, "G.711 keeps its 8 kHz")
 }
 
 // encoded is the JSON object of the server event the translator makes of effect e.

@@ -204,8 +204,8 @@ func (t *Translator) update(obj map[string]json.RawMessage, eventID, typ string)
 	}
 	switch {
 	case rate != 0:
-	case u.Patch.InputFormat != nil && u.Patch.InputFormat.Rate == 0:
-		rate = defaultInputRate // a format without a rate: pcm16 is 16 kHz in vllm-omni
+	case u.Patch.InputFormat != nil && u.Patch.InputFormat.Rate == 0 && pcm(*u.Patch.InputFormat):
+		rate = defaultInputRate // a PCM format without a rate: 16 kHz in vllm-omni
 	case u.Patch.InputFormat == nil && !next.updated:
 		rate = defaultInputRate
 	}
@@ -221,4 +221,10 @@ func (t *Translator) update(obj map[string]json.RawMessage, eventID, typ string)
 	t.keys = next
 	t.mu.Unlock()
 	return u, nil
+}
+
+// pcm reports whether f is a PCM format (G.711 is 8 kHz whatever the dialect).
+func pcm(f session.AudioFormat) bool {
+	n, err := session.NormalizeInputFormat(f)
+	return err == nil && !strings.HasPrefix(n.Type, "g711")
 }
