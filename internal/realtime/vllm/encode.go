@@ -117,10 +117,10 @@ func (t *Translator) extend(e session.Effect, ev protocol.ServerEvent) protocol.
 		}
 	case session.ResponseStarted:
 		o.respID, o.respAudioMs, o.active = e.Response.ID, 0, true
-		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.created", e.Response.ID)}
+		return protocol.Extended{Event: ev, Patch: completedStatus}
 	case session.ResponseDone:
 		o.active = false
-		return protocol.Extended{Event: ev, Patch: o.duplexEvent("response.done", e.Response.ID)}
+		return protocol.Extended{Event: ev, Patch: completedStatus}
 	}
 	return ev
 }

@@ -66,25 +66,13 @@ func (o *outState) audioDelta(ev protocol.ServerEvent, d session.OutputDelta) pr
 		"audio_duration_ms": int(math.Round(o.respAudioMs))}}}
 }
 
-// duplexEvent adds response.metadata.duplex_event to response.created / .done; a done
-// response that OpenAI calls incomplete (it hit max_output_tokens) is completed in vllm-omni,
-// its status_details still saying why.
-func (o *outState) duplexEvent(typ, responseID string) func(map[string]any) {
-	sessionID, epoch := o.sessionID, o.epoch
-	return func(m map[string]any) {
-		r, ok := m["response"].(map[string]any)
-		if !ok {
-			return
-		}
-		if r["status"] == "incomplete" {
-			r["status"] = "completed"
-		}
-		md, _ := r["metadata"].(map[string]any)
-		if md == nil {
-			md = map[string]any{}
-		}
-		md["duplex_event"] = map[string]any{"type": typ, "session_id": sessionID, "response_id": responseID, "epoch": epoch}
-		r["metadata"] = md
+// completedStatus is a response whose status OpenAI calls incomplete (it hit
+// max_output_tokens): completed in vllm-omni, its status_details still saying why. (vllm-omni's
+// response.metadata.duplex_event is not added: metadata is OpenAI's string map, which typed
+// clients, omniserve's talk among them, read as such.)
+func completedStatus(m map[string]any) {
+	if r, ok := m["response"].(map[string]any); ok && r["status"] == "incomplete" {
+		r["status"] = "completed"
 	}
 }
 
