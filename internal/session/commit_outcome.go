@@ -1,7 +1,5 @@
 package session
 
-import "github.com/omniserve/omniserve/internal/duplex"
-
 // A commit's outcome in vllm-omni's dialect, where a commit ends an utterance and every
 // accepted commit ends in a response or a listen. Two commits have no audio of their own there:
 //   - one whose audio the engine has already taken: under auto_response the input streams into
@@ -10,8 +8,10 @@ import "github.com/omniserve/omniserve/internal/duplex"
 //     when audio came since the last commit), and the engine's empty-audio answer becomes
 //     jobResult.consumed instead of input_audio_buffer_empty;
 //   - one the client says is silence (is_speech: false): the audio is dropped.
-// Both commit an empty user item (input_audio_buffer.committed with Empty), then the running
-// response is the outcome, or, with none, a listen with its reason.
+// Both come back as a job's result (jobResult.consumed, in order with the engine work before
+// them: Session.handleCommit, commitStreamed), and commit an empty user item
+// (input_audio_buffer.committed with Empty); then the running response is the outcome, or,
+// with none, a listen with its reason (Session.handleResult).
 
 // Why a turn ended in a listen without a response (TurnDecision.Reason; vllm-omni's names).
 const (
@@ -19,41 +19,9 @@ const (
 	ReasonNoOutput = "model_turn_completed_without_output" // the engine had taken the audio and is not answering
 )
 
-// handleCommitInput is input_audio_buffer.commit: the silence commit, the commit that accepts
-// consumed audio, or the plain commit (handleCommit).
-func (s *Session) handleCommitInput(c *CommitInput) {
-	switch {
-	case c.Silence:
-		s.run(clearInput{eventID: c.ID})
-		s.commitWithoutInput(ReasonSilence)
-	case c.AcceptConsumed && s.settings.autoResponse():
-		s.sem.abandon(&s.inputAudio)
-		respond := true
-		if c.ResponseCreate != nil && !s.settings.opts.Transcription {
-			respond = *c.ResponseCreate
-		}
-		s.commitStreamedAs(c.ID, respond, true)
-	default:
-		s.handleCommit(c.ID, c.ResponseCreate)
-	}
-}
-
-// commitWithoutInput runs emptyCommit's outcome: the item's events, its (empty) transcript,
-// then the listen when it is due now.
-func (s *Session) commitWithoutInput(reason string) {
-	it, evs, listen := emptyCommit(&s.conv, &s.responses, s.inputAudio.takeSpeechID(), s.m.cfg.WallClock(), s.epoch, reason)
-	s.tx.committed(it.ID)
-	s.send(evs...)
-	s.tx.completed(it.ID, duplex.Transcription{})
-	s.run(trimHistory{})
-	if listen {
-		s.send(s.listenEvent(reason))
-	}
-}
-
 // listenEvent is the listen that ends a turn without a response, for reason.
-func (s *Session) listenEvent(reason string) Event {
-	return Event{Epoch: s.epoch, Effect: TurnDecision{SessionID: s.id, Epoch: s.epoch, Turn: s.input, Reason: reason}}
+func listenEvent(sessionID string, epoch, turn int, reason string) Event {
+	return Event{Epoch: epoch, Effect: TurnDecision{SessionID: sessionID, Epoch: epoch, Turn: turn, Reason: reason}}
 }
 
 // emptyCommit decides a commit without audio of its own: an empty user item joins the

@@ -40,7 +40,7 @@ func (s *Session) handleAudioCommand(c Command) bool {
 	case *AppendAudio:
 		s.run(appendAudio{c: c})
 	case *CommitInput:
-		s.handleCommitInput(c)
+		s.handleCommit(c)
 	case *ClearInput:
 		s.run(clearInput{eventID: c.ID})
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})

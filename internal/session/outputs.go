@@ -65,7 +65,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 		s.turnOutput(o, p)
 	}
 	if reason := s.responses.settleListen(); reason != "" {
-		s.send(s.listenEvent(reason))
+		s.send(listenEvent(s.id, s.epoch, s.input, reason))
 	}
 }
 
@@ -100,8 +100,15 @@ func (s *Session) turnOutput(o duplex.Output, p outputPlan) {
 // told), or the response's engine turn.
 func (s *Session) handleResult(res jobResult) {
 	s.jobQueue.taken()
-	if res.consumed {
-		s.commitWithoutInput(ReasonNoOutput)
+	if res.consumed != "" {
+		it, evs, listen := emptyCommit(&s.conv, &s.responses, s.inputAudio.takeSpeechID(), s.m.cfg.WallClock(), s.epoch, res.consumed)
+		s.tx.committed(it.ID)
+		s.send(evs...)
+		s.tx.completed(it.ID, duplex.Transcription{})
+		s.run(trimHistory{})
+		if listen {
+			s.send(listenEvent(s.id, s.epoch, s.input, res.consumed))
+		}
 		return
 	}
 	if res.itemID != "" && res.err == nil {

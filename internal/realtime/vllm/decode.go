@@ -203,10 +203,34 @@ func textAppend(raw map[string]json.RawMessage, base session.Base) (session.Comm
 }
 
 // commit is input_audio_buffer.commit and input.commit: response_create (or create_response)
-// as given; input.commit asks for a response unless it says otherwise. Text appended since the
-// last commit, with no audio, is answered by a response of its own (there is no audio to
-// commit).
+// as given (commitCreate); input.commit asks for a response unless it says otherwise. Text
+// appended since the last commit, with no audio, is answered by a response of its own (there is
+// no audio to commit). After audio, a commit of audio the engine already took is accepted, and
+// is_speech false makes it a silence commit.
 func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base session.Base) (session.Command, *protocol.Error) {
+	create, werr := commitCreate(raw, input, base)
+	if werr != nil {
+		return nil, werr
+	}
+	silence, werr := notSpeech(raw, base)
+	if werr != nil {
+		return nil, werr
+	}
+	if werr := checkFinal(raw, base); werr != nil {
+		return nil, werr
+	}
+	t.mu.Lock()
+	textOnly, audio := t.text && !t.audio, t.audio
+	t.mu.Unlock()
+	if textOnly && create != nil && *create {
+		return &session.CreateResponse{Base: base}, nil
+	}
+	return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
+}
+
+// commitCreate is a commit's request for a response: nil when the engine decides (false, or
+// absent from input_audio_buffer.commit), true when asked (input.commit's default).
+func commitCreate(raw map[string]json.RawMessage, input bool, base session.Base) (*bool, *protocol.Error) {
 	var create *bool
 	for _, k := range []string{"response_create", "create_response"} {
 		v, ok := raw[k]
@@ -227,27 +251,25 @@ func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base ses
 		yes := true // input.commit asks for a response unless it says otherwise
 		create = &yes
 	}
-	silence, werr := notSpeech(raw, base)
-	if werr != nil {
-		return nil, werr
+	return create, nil
+}
+
+// checkFinal reads a commit's final: true (the default) is what every commit is; false is
+// refused by name.
+func checkFinal(raw map[string]json.RawMessage, base session.Base) *protocol.Error {
+	v, ok := raw["final"]
+	if !ok || string(v) == "null" {
+		return nil
 	}
-	if v, ok := raw["final"]; ok && string(v) != "null" {
-		var b bool
-		if json.Unmarshal(v, &b) != nil {
-			return nil, &protocol.Error{Code: "invalid_type", Param: "final", EventID: base.ID, Message: "'final' must be a boolean"}
-		}
-		if !b {
-			return nil, &protocol.Error{Code: "unsupported_value", Param: "final", EventID: base.ID,
-				Message: "final: false is not served: a commit always ends the utterance (append more audio before committing)"}
-		}
+	var b bool
+	if json.Unmarshal(v, &b) != nil {
+		return &protocol.Error{Code: "invalid_type", Param: "final", EventID: base.ID, Message: "'final' must be a boolean"}
 	}
-	t.mu.Lock()
-	textOnly, audio := t.text && !t.audio, t.audio
-	t.mu.Unlock()
-	if textOnly && create != nil && *create {
-		return &session.CreateResponse{Base: base}, nil
+	if !b {
+		return &protocol.Error{Code: "unsupported_value", Param: "final", EventID: base.ID,
+			Message: "final: false is not served: a commit always ends the utterance (append more audio before committing)"}
 	}
-	return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
+	return nil
 }
 
 // notSpeech reads a commit's is_speech: true when the client says the input is not speech.
