@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs vllm-omni's own duplex clients, unchanged, against a running omniserve (issue 38; spec:
-# docs/REALTIME.md "vllm-omni duplex dialect"): the barge-in example, the MiniCPM-o demo and
+# docs/REALTIME.md "vllm-omni duplex dialect"): the barge-in example (its question without
+# trailing silence, and padded with 1.5 s of it), the MiniCPM-o demo and
 # DuplexClient's resume after a TCP cut (scripts/vllm-omni-resume.py, which drives the client
 # module itself through a cutting proxy).
 #
@@ -66,6 +67,7 @@ PY
 # question (the commit alone must trigger the answer).
 wav() { sox -t raw -r 16000 -e signed -b 16 -c 1 "$1" -r 16000 -c 1 -b 16 "$2" "${@:3}"; }
 wav "$speech/goforward.raw" "$work/question.wav" silence 1 0.05 0.5% reverse silence 1 0.05 0.5% reverse
+wav "$speech/goforward.raw" "$work/question_padded.wav" pad 0 1.5 # the engine's VAD ends this turn before the commit
 wav "$speech/numbers.raw" "$work/interrupt.wav" trim 0 3
 wav "$speech/something.raw" "$work/ref.wav" trim 0 2
 wav "$speech/numbers.raw" "$work/long.wav"
@@ -89,6 +91,9 @@ run() {
 run barge_in examples/online_serving/barge_in_client.py --url "$base/v1/realtime" --model "$model" \
   --ref-audio "$work/ref.wav" --question-wav "$work/question.wav" --interrupt-wav "$work/interrupt.wav" \
   --output-dir "$work/barge_in" --timeout-s 60
+run barge_in_padded examples/online_serving/barge_in_client.py --url "$base/v1/realtime" --model "$model" \
+  --ref-audio "$work/ref.wav" --question-wav "$work/question_padded.wav" --interrupt-wav "$work/interrupt.wav" \
+  --output-dir "$work/barge_in_padded" --timeout-s 60
 run minicpmo_demo examples/online_serving/minicpmo/realtime_duplex_demo.py --url "$base/v1/realtime?duplex=1" \
   --model "$model" --input-wav "$work/long.wav" --ref-audio "$work/ref.wav" --output-dir "$work/demo" --require-audio
 run duplex_client_resume "$here/vllm-omni-resume.py" --url "$base" --model "$model" --wav "$work/question.wav"

@@ -26,14 +26,21 @@ func listenEvent(sessionID string, epoch, turn int, reason string) Event {
 
 // emptyCommit decides a commit without audio of its own: an empty user item joins the
 // conversation, its committed event marked Empty. The turn's outcome is the response that runs,
-// else the one the engine is about to give to the utterance its VAD ended (its turn not over
-// yet: the listen is owed until it is over without one, settleListen), else a listen now.
-// NoResponse marks the last case.
-func emptyCommit(conv *conversation, rs *responses, speechID string, now float64, epoch int, reason string) (*item, []Event, bool) {
-	pending := rs.resp == nil && rs.heardTurn >= 0 && !rs.over(rs.heardTurn)
+// else the one the engine is about to give to the utterance its VAD ended: one whose transcript
+// has not come yet (speech_started announced in.speechItemID, which the transcript's item will
+// take), or whose engine turn is not over. Then the listen is owed until that turn is over
+// without a response (settleListen). Else the listen is due now; NoResponse marks that case.
+func emptyCommit(conv *conversation, rs *responses, in *inputAudio, now float64, epoch int, reason string) (*item, []Event, bool) {
+	// A silence commit dropped the audio: no transcript of it is coming.
+	awaiting := in.speechItemID != "" && reason != ReasonSilence
+	pending := rs.resp == nil && (awaiting || (rs.heardTurn >= 0 && !rs.over(rs.heardTurn)))
 	listen := rs.resp == nil && !pending
 	if pending {
-		rs.owedListen = reason
+		rs.owedListen, rs.owedAwait = reason, awaiting
+	}
+	speechID := ""
+	if !awaiting {
+		speechID = in.takeSpeechID()
 	}
 	it, evs := conv.commitAudio(speechID, 0, now, epoch)
 	for i, ev := range evs {
@@ -47,6 +54,7 @@ func emptyCommit(conv *conversation, rs *responses, speechID string, now float64
 
 // heard records the engine turn of an utterance its VAD ended.
 func (rs *responses) heard(turn int) {
+	rs.owedAwait = false
 	if turn > rs.heardTurn {
 		rs.heardTurn = turn
 	}
@@ -63,7 +71,7 @@ func (rs *responses) settleListen() string {
 	case rs.resp != nil:
 		rs.owedListen = ""
 		return ""
-	case !rs.over(rs.heardTurn):
+	case rs.owedAwait || !rs.over(rs.heardTurn):
 		return ""
 	}
 	rs.owedListen = ""

@@ -31,7 +31,7 @@ func TestEmptyCommitOutcome(t *testing.T) {
 				rs.resp = &response{id: "r"}
 			}
 			conv := &conversation{}
-			it, evs, listen := emptyCommit(conv, &rs, "", 0, 0, ReasonNoOutput)
+			it, evs, listen := emptyCommit(conv, &rs, &inputAudio{}, 0, 0, ReasonNoOutput)
 			require.Equal(t, tc.listenNow, listen)
 			require.Equal(t, tc.owed, rs.owedListen != "")
 			require.NotNil(t, conv.find(it.ID), "the empty user item joins the conversation")
@@ -62,4 +62,22 @@ func TestSettleListen(t *testing.T) {
 	rs.resp = nil
 	rs.closeTurn(5)
 	require.Empty(t, rs.settleListen())
+}
+
+// An utterance announced (speech_started) whose transcript has not come: the engine ended it and
+// will answer or listen to it, so the listen is owed until its transcript and its turn are
+// over; the empty item does not take the utterance's id, which its transcript's item will.
+func TestEmptyCommitAwaitsTheTranscript(t *testing.T) {
+	rs := newResponses("s", 0)
+	in := &inputAudio{speechItemID: "item_speech"}
+	conv := &conversation{}
+	it, _, listen := emptyCommit(conv, &rs, in, 0, 0, ReasonNoOutput)
+	require.False(t, listen)
+	require.NotEqual(t, "item_speech", it.ID)
+	require.Equal(t, "item_speech", in.speechItemID, "left for the transcript's item")
+	require.Empty(t, rs.settleListen(), "no transcript yet")
+	rs.heard(2)
+	require.Empty(t, rs.settleListen(), "its turn is not over")
+	rs.closeTurn(2)
+	require.Equal(t, ReasonNoOutput, rs.settleListen(), "over without a response: the listen")
 }

@@ -101,7 +101,8 @@ func (s *Session) turnOutput(o duplex.Output, p outputPlan) {
 func (s *Session) handleResult(res jobResult) {
 	s.jobQueue.taken()
 	if res.consumed != "" {
-		it, evs, listen := emptyCommit(&s.conv, &s.responses, s.inputAudio.takeSpeechID(), s.m.cfg.WallClock(), s.epoch, res.consumed)
+		s.drainOutputs() // the engine's transcript of the utterance it ended may be queued: it goes first
+		it, evs, listen := emptyCommit(&s.conv, &s.responses, &s.inputAudio, s.m.cfg.WallClock(), s.epoch, res.consumed)
 		s.tx.committed(it.ID)
 		s.send(evs...)
 		s.tx.completed(it.ID, duplex.Transcription{})

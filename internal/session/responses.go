@@ -27,6 +27,7 @@ type responses struct {
 	// response ("": none) (commit_outcome.go).
 	heardTurn  int
 	owedListen string
+	owedAwait  bool // the owed listen waits for the transcript of the utterance the engine ended
 }
 
 func newResponses(sessionID string, defaultMaxTokens int) responses {
