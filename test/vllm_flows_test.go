@@ -309,3 +309,21 @@ func TestVLLMPlainRealtimeKeepsOpenAI(t *testing.T) {
 	e := c.until(t, "error", 10*time.Second)
 	require.Equal(t, "input_audio_buffer_commit_empty", errorCode(e))
 }
+
+// turn.signal with an event that asks for no action (user_started, assistant_done...) is
+// answered with turn.event {session_id, event, turn_state, epoch}, numbered; an acting one
+// (barge_in) acts.
+func TestVLLMTurnSignal(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	c, created := openVLLM(t, s, duplexClientSession())
+	c.send(t, map[string]any{"type": "turn.signal", "event": "user_started", "payload": map[string]any{}})
+	ev := c.until(t, "turn.event", 10*time.Second)
+	require.Equal(t, "user_started", ev["event"])
+	require.Equal(t, "idle", ev["turn_state"])
+	require.Equal(t, created["session"].(map[string]any)["id"], ev["session_id"])
+	require.NotNil(t, ev["server_event_seq"])
+	c.send(t, map[string]any{"type": "signal_turn", "event": "assistant_done"})
+	require.Equal(t, "assistant_done", c.until(t, "turn.event", 10*time.Second)["event"])
+	require.Zero(t, c.typesSeen()["error"])
+}

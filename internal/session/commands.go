@@ -146,6 +146,13 @@ type CloseSession struct{ Base }
 // Heartbeat is session.heartbeat.
 type Heartbeat struct{ Base }
 
+// SignalTurn is a client's turn signal that asks for no action (vllm-omni's turn.signal with an
+// event such as user_started or assistant_done): the session answers with its turn state.
+type SignalTurn struct {
+	Base
+	Event string
+}
+
 // PlaybackAck is the duplex extension playback.ack: the client's playback cursor.
 type PlaybackAck struct {
 	Base

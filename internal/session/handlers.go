@@ -28,6 +28,8 @@ func (s *Session) receive(c Command) {
 		s.closeReason = ReasonClientClose
 	case *Heartbeat:
 		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
+	case *SignalTurn:
+		s.send(Event{Epoch: s.epoch, Effect: TurnSignaled{SessionID: s.id, Event: c.Event, TurnState: s.responses.turnState, Epoch: s.epoch}})
 	default:
 		s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
 	}

@@ -87,6 +87,10 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 		return t.sessionUpdate(raw, eventID, typ)
 	case "playback.ack":
 		return t.playbackAck(raw, typ)
+	case "turn.signal":
+		if cmd := signal(raw, base(eventID, typ)); cmd != nil {
+			return cmd, nil
+		}
 	}
 	if name != typ {
 		raw["type"], _ = json.Marshal(name)
@@ -372,4 +376,24 @@ func durationMs(c *session.AppendAudio) float64 {
 		}
 	}
 	return float64(len(c.Data)) * 1000 / float64(rate*width)
+}
+
+// base is a command's event id and the name the client wrote.
+func base(eventID, typ string) session.Base { return session.Base{ID: eventID, Kind: typ} }
+
+// actingSignals are the turn.signal events that act (OpenAI's decoder reads them), or that
+// vllm-omni turns into another event with its payload (not served: refused as OpenAI refuses
+// them, with the event named).
+var actingSignals = map[string]bool{"input.cancel": true, "response.cancel": true, "barge_in": true,
+	"session.update": true, "conversation.item.create": true, "conversation.item.delete": true,
+	"conversation.item.retrieve": true, "conversation.item.truncate": true}
+
+// signal is turn.signal with an event that asks for no action (user_started, assistant_done...):
+// answered with turn.event; nil for the others.
+func signal(raw map[string]json.RawMessage, b session.Base) session.Command {
+	var ev string
+	if json.Unmarshal(raw["event"], &ev) != nil || ev == "" || actingSignals[ev] {
+		return nil
+	}
+	return &session.SignalTurn{Base: b, Event: ev}
 }

@@ -207,3 +207,20 @@ func TestEventShapes(t *testing.T) {
 		require.EqualValues(t, want, m["metadata"].(map[string]any)["audio_duration_ms"], "chunk %d", i)
 	}
 }
+
+// turn.signal with an event that asks for no action is answered with turn.event; the acting
+// ones are OpenAI's commands.
+func TestTurnSignal(t *testing.T) {
+	tr := vllm.New()
+	cmd, werr := tr.Decode(frame(t, map[string]any{"type": "signal_turn", "event_id": "s1", "event": "user_started"}))
+	require.Nil(t, werr)
+	require.Equal(t, &session.SignalTurn{Base: session.Base{ID: "s1", Kind: "signal_turn"}, Event: "user_started"}, cmd)
+	cmd, werr = tr.Decode(frame(t, map[string]any{"type": "turn.signal", "event": "barge_in"}))
+	require.Nil(t, werr)
+	require.IsType(t, &session.BargeIn{}, cmd)
+	m := encoded(t, tr, session.TurnSignaled{SessionID: "s", Event: "user_started", TurnState: "idle", Epoch: 3})
+	require.Equal(t, "turn.event", m["type"])
+	require.Equal(t, "user_started", m["event"])
+	require.Equal(t, "idle", m["turn_state"])
+	require.EqualValues(t, 3, m["epoch"])
+}

@@ -62,6 +62,9 @@ func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 	if d, ok := e.(session.TurnDecision); ok && !t.out.tells(d) {
 		return nil, false
 	}
+	if s, ok := e.(session.TurnSignaled); ok {
+		return turnEvent{Epoch: s.Epoch, Event: s.Event, SessionID: s.SessionID, TurnState: s.TurnState}, true
+	}
 	ev, ok := openai.Encode(e)
 	if !ok {
 		return nil, false

@@ -113,3 +113,15 @@ func (k keys) patchSession(m map[string]any) {
 		s["extra_body"] = x
 	}
 }
+
+// turnEvent is vllm-omni's turn.event, the answer to a turn.signal that asks for no action.
+// (Its fields are in sorted order: the envelope's splice needs sorted keys.)
+type turnEvent struct {
+	Epoch     int    `json:"epoch"`
+	Event     string `json:"event"`
+	SessionID string `json:"session_id"`
+	TurnState string `json:"turn_state"`
+}
+
+// EventType implements protocol.ServerEvent.
+func (turnEvent) EventType() string { return "turn.event" }
