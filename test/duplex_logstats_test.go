@@ -466,7 +466,9 @@ type turnTables struct {
 // naturalReason is the logged reason of a response that ended by itself: the wire's
 // incomplete (max_output_tokens) is length in the logs, completed is stop.
 func naturalReason(done map[string]any) string {
-	if status(done) == "incomplete" {
+	details, _ := done["response"].(map[string]any)["status_details"].(map[string]any)
+	// OpenAI's dialect says incomplete; vllm-omni's (?duplex=1) completed, with the same details.
+	if status(done) == "incomplete" || (details != nil && details["reason"] == "max_output_tokens") {
 		return "length"
 	}
 	return "stop"

@@ -57,8 +57,9 @@ func TestRealtimeFunctionToolsIntegrity(t *testing.T) {
 	require.Equal(t, "response_already_active", errObj["code"], "vllm-omni's code on ?duplex=1 (OpenAI's conversation_already_has_active_response)")
 	require.Equal(t, "second", errObj["event_id"])
 
-	// The documented sequence of the call item, after the (empty) message item of the reply.
-	want := []string{"response.output_item.added", "conversation.item.added", "response.function_call_arguments.delta",
+	// The documented sequence of the call item, after the (empty) message item of the reply
+	// (?duplex=1 speaks vllm-omni's dialect: an item added is also told as created).
+	want := []string{"response.output_item.added", "conversation.item.added", "conversation.item.created", "response.function_call_arguments.delta",
 		"response.function_call_arguments.done", "conversation.item.done", "response.output_item.done"}
 	var callEvents []map[string]any
 	for _, e := range evs {
@@ -72,7 +73,7 @@ func TestRealtimeFunctionToolsIntegrity(t *testing.T) {
 	for i, e := range callEvents {
 		require.Equal(t, want[i], e["type"])
 	}
-	done := callEvents[3]
+	done := callEvents[4]
 	require.Equal(t, "lookup_order", done["name"], "GA .done carries the name")
 	callID, _ := done["call_id"].(string)
 	require.Regexp(t, `^call_[0-9a-f]{24}$`, callID)
@@ -127,7 +128,9 @@ func TestRealtimeFunctionToolsIntegrity(t *testing.T) {
 	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"tool_choice": "none", "max_output_tokens": 8}})
 	evs = c.collectUntil(t, "response.done", 60*time.Second)
 	resp = evs[len(evs)-1]["response"].(map[string]any)
-	require.Equal(t, "incomplete", resp["status"], "8 tokens of words, no call: %v", resp["status_details"])
+	// ?duplex=1 speaks vllm-omni's dialect: completed (OpenAI's incomplete), with the same details.
+	require.Equal(t, "completed", resp["status"], "8 tokens of words, no call: %v", resp["status_details"])
+	require.Equal(t, "max_output_tokens", resp["status_details"].(map[string]any)["reason"])
 	require.Len(t, resp["output"], 1, "no function_call item")
 
 	// The session's choice back to auto; one response forces the call itself.

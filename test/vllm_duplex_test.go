@@ -437,6 +437,7 @@ func TestDuplexResumeOnTheSameURL(t *testing.T) {
 	resumed := r.until(t, "session.resumed", 30*time.Second)
 	require.Equal(t, id, resumed["session_id"])
 	require.NotEqual(t, token, resumed["resume_token"], "each resume rotates the token")
+	require.EqualValues(t, 2, resumed["attachment_generation"], "+1 per resume")
 	_, numbered := resumed["server_event_seq"]
 	require.False(t, numbered, "session.resumed is no part of the numbered stream")
 	r.send(t, map[string]any{"type": "session.heartbeat"})

@@ -21,6 +21,13 @@ type dialect interface {
 	Code(openAI string) string
 }
 
+// companion is a dialect that sends events of its own around the event of some effects
+// (vllm-omni's response.speak before a response's first audio, its second spelling of an item
+// added). beta: the session speaks the beta dialect.
+type companion interface {
+	Around(e session.Effect, beta bool) (before, after []protocol.ServerEvent)
+}
+
 // openAIDialect is OpenAI Realtime (GA, beta and transcription sessions): plain /v1/realtime,
 // the calls and their sidebands.
 type openAIDialect struct{}

@@ -73,6 +73,9 @@ type wsClient struct {
 	closeE    error
 	lastSq    float64
 	closeOnce sync.Once
+	// vllm: the connection speaks vllm-omni's dialect (?duplex=1, /v1/duplex), whose input is
+	// 16 kHz unless named: appendAudio names its 24 kHz.
+	vllm bool
 }
 
 func dial(t *testing.T, url string, opts *websocket.DialOptions) *wsClient {
@@ -84,7 +87,8 @@ func dial(t *testing.T, url string, opts *websocket.DialOptions) *wsClient {
 	}
 	require.NoError(t, err)
 	ws.SetReadLimit(64 << 20)
-	c := &wsClient{t: t, ws: ws, events: make(chan event, 4096), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	c := &wsClient{t: t, ws: ws, events: make(chan event, 4096), done: make(chan struct{}), ctx: ctx, cancel: cancel,
+		vllm: strings.Contains(url, "duplex=1") || strings.Contains(url, "/v1/duplex")}
 	go c.read()
 	t.Cleanup(c.close)
 	return c
@@ -229,7 +233,11 @@ func (c *wsClient) appendAudio(pcm []byte, chunkMs int, realTime bool) {
 	step := bytesPerMs * chunkMs
 	for i := 0; i < len(pcm); i += step {
 		end := min(i+step, len(pcm))
-		c.send(event{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcm[i:end])})
+		ev := event{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcm[i:end])}
+		if c.vllm {
+			ev["sample_rate_hz"] = 24000
+		}
+		c.send(ev)
 		if realTime {
 			time.Sleep(time.Duration(chunkMs) * time.Millisecond)
 		}

@@ -103,10 +103,7 @@ func (h *handler) resume(c *wsConn, req resumeReq, code func(string) string) {
 	if res.Resync {
 		replay = nil
 	}
-	if p, ok := ev.Payload.(protocol.SessionResumed); ok {
-		p.LastReceivedServerEventSeq, p.LastServerEventSeq, p.ReplayedEvents = req.lastSeq, last, len(replay)
-		ev.Payload = p
-	}
+	ev.Payload = resumedNumbers(ev.Payload, req.lastSeq, last, len(replay))
 	resumed, err := link.EncodeUnnumbered(ev)
 	if err != nil {
 		// Cannot happen (plain values); the session stays attached and this connection ends.
@@ -175,4 +172,18 @@ func (c *wsConn) resumeRequest(r *http.Request) (req resumeReq, werr *WireError,
 			Message: fmt.Sprintf("session.resume names session %q but the URL names %q", rs.SessionID, req.sessionID)}, false
 	}
 	return req, nil, false
+}
+
+// resumedNumbers is session.resumed p with the event numbers the connection knows filled in,
+// also inside a dialect's Extended (vllm-omni's adds attachment_generation).
+func resumedNumbers(p protocol.ServerEvent, lastReceived, last int64, replayed int) protocol.ServerEvent {
+	switch e := p.(type) {
+	case protocol.SessionResumed:
+		e.LastReceivedServerEventSeq, e.LastServerEventSeq, e.ReplayedEvents = lastReceived, last, replayed
+		return e
+	case protocol.Extended:
+		e.Event = resumedNumbers(e.Event, lastReceived, last, replayed)
+		return e
+	}
+	return p
 }

@@ -45,12 +45,35 @@ func (s *sessionSink) Send(ev session.Event) error {
 	if e, isErr := out.Payload.(protocol.ErrorEvent); isErr && e.Error.Type == "invalid_request_error" && !s.guard.admit(e.Error.Code) {
 		return nil
 	}
-	if err := s.out.Send(out); err != nil || s.afterFirst == nil {
+	if err := s.sendAround(ev, out); err != nil || s.afterFirst == nil {
 		return err
 	}
 	next := *s.afterFirst
 	s.afterFirst = nil
 	return s.out.Send(next)
+}
+
+// sendAround sends out, the event of ev, with the events its dialect sends around it (companion).
+func (s *sessionSink) sendAround(ev session.Event, out link.Event) error {
+	c, ok := s.dialect().(companion)
+	if !ok {
+		return s.out.Send(out)
+	}
+	before, after := c.Around(ev.Effect, ev.Beta)
+	for _, p := range before {
+		if err := s.out.Send(link.Event{Type: p.EventType(), Payload: p, Epoch: ev.Epoch, Model: ev.Model, Beta: ev.Beta}); err != nil {
+			return err
+		}
+	}
+	if err := s.out.Send(out); err != nil {
+		return err
+	}
+	for _, p := range after {
+		if err := s.out.Send(link.Event{Type: p.EventType(), Payload: p, Epoch: ev.Epoch, Model: ev.Model, Beta: ev.Beta}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DropStale implements session.Sink.

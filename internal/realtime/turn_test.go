@@ -111,11 +111,13 @@ func TestAutoResponseTurn(t *testing.T) {
 	c.update(event{"extra_body": event{"auto_response": true}, "max_response_output_tokens": 8,
 		"turn_detection": event{"type": "server_vad", "silence_duration_ms": 500}})
 
-	// Silence only: the pipeline listens and never answers.
-	c.appendAudio(silence(1000), 100, false)
-	for i := 0; i < 10; i++ {
+	// Silence only: the pipeline listens and never answers; ?duplex=1 (vllm-omni's dialect) tells
+	// it once per unit (1 s) of audio, not once per append.
+	c.appendAudio(silence(3000), 100, false)
+	for i := 0; i < 3; i++ {
 		e, _ := c.until("response.listen", 10*time.Second)
 		require.Equal(t, "listening", e.obj("response").str("status"))
+		require.Equal(t, "model_listen", e.obj("response").obj("metadata").str("reason"))
 	}
 	if e, ok := c.next(300 * time.Millisecond); ok {
 		require.NotEqual(t, "response.created", e.str("type"))

@@ -50,6 +50,13 @@ type AppendAudio struct {
 type CommitInput struct {
 	Base
 	ResponseCreate *bool
+	// AcceptConsumed: audio came since the last commit, so a commit of audio the engine has
+	// already taken (its own VAD ended the utterance) is accepted, not refused as empty
+	// (vllm-omni's dialect, commit_outcome.go).
+	AcceptConsumed bool
+	// Silence: the client says the input is not speech (vllm-omni's is_speech: false): the
+	// audio is dropped and the commit ends the turn with a listen (commit_outcome.go).
+	Silence bool
 }
 
 // ClearInput is input_audio_buffer.clear.
@@ -141,6 +148,13 @@ type CloseSession struct{ Base }
 // Heartbeat is session.heartbeat.
 type Heartbeat struct{ Base }
 
+// SignalTurn is a client's turn signal that asks for no action (vllm-omni's turn.signal with an
+// event such as user_started or assistant_done): the session answers with its turn state.
+type SignalTurn struct {
+	Base
+	Event string
+}
+
 // PlaybackAck is the duplex extension playback.ack: the client's playback cursor.
 type PlaybackAck struct {
 	Base
@@ -148,4 +162,9 @@ type PlaybackAck struct {
 	ResponseID string
 	ItemID     string
 	Truncate   bool
+	// CommittedMs is how much of the audio the client commits to the conversation (nil: the
+	// played part); AckOnly: the history keeps only that much of the reply's text (vllm-omni's
+	// playback_commit_policy ack_only), else all of it unless Truncate (playback_finished.go).
+	CommittedMs *int
+	AckOnly     bool
 }

@@ -111,6 +111,10 @@
 //     the started and done sequences (startedEvents, doneEvents), a text output, truncation and
 //     playback.ack, the refusals of a cancel or a second response; and the lifecycle
 //     (lifecycle.go): begin, pace, cancel, fail, ended, completed, followUpPlan, replyJob.
+//     playback_finished.go: the responses that ended, which a playback.ack may still name
+//     (finishedAck, with ack_only's cut); commit_outcome.go: a commit without audio of its own
+//     (emptyCommit: audio the engine already took, or a silence commit) and the listen it may
+//     owe until the engine's turn is over (settleListen).
 //   - toolstate.go, tools.go, mcp.go, mcp_call.go (toolState, mcpState, mcpCall, mcpResp): the
 //     tools' runtime state and logic. The tools of a response (sessionTools, resolveTools,
 //     followUpOptions), MCP servers with the goroutines that list and call them (list, start,

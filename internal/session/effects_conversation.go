@@ -44,6 +44,9 @@ type EndOfTurn struct {
 type InputCommitted struct {
 	PreviousItemID *string
 	ItemID         string
+	// Empty: the commit found no audio of its own (the engine had taken it, or the client
+	// said it was silence); NoResponse: the turn ends without one (commit_outcome.go).
+	Empty, NoResponse bool
 }
 
 // InputCleared: the uncommitted input audio was dropped.

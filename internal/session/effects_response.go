@@ -98,6 +98,9 @@ type TurnDecision struct {
 	SessionID          string
 	Epoch, Turn        int
 	ResponseID, ItemID string
+	// Reason is why a turn ended in a listen without a response ("" for the engine's listen
+	// decision on streamed audio): ReasonSilence, ReasonNoOutput.
+	Reason string
 }
 
 // AudioBuffer is the client's output audio buffer: PhaseStarted and PhaseStopped (a WebRTC
@@ -113,6 +116,9 @@ type AudioBuffer struct {
 type PlaybackAcknowledged struct {
 	ResponseID, ItemID string
 	PlayedMs, SentMs   int
+	// CommittedMs is what the conversation keeps of the audio; Truncated: the ack cut the item.
+	CommittedMs int
+	Truncated   bool
 }
 
 // RateLimits are the limits in force after a response.

@@ -26,7 +26,15 @@ type SessionResumed struct {
 // HeartbeatAck answers the client's heartbeat.
 type HeartbeatAck struct{ SessionID string }
 
+// TurnSignaled answers a SignalTurn: the signal's event, the conversation's turn state and the
+// epoch.
+type TurnSignaled struct {
+	SessionID, Event, TurnState string
+	Epoch                       int
+}
+
 func (SessionClosing) effect() {}
 func (SessionClosed) effect()  {}
 func (SessionResumed) effect() {}
 func (HeartbeatAck) effect()   {}
+func (TurnSignaled) effect()   {}

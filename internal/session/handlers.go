@@ -28,6 +28,8 @@ func (s *Session) receive(c Command) {
 		s.closeReason = ReasonClientClose
 	case *Heartbeat:
 		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
+	case *SignalTurn:
+		s.send(Event{Epoch: s.epoch, Effect: TurnSignaled{SessionID: s.id, Event: c.Event, TurnState: s.responses.turnState, Epoch: s.epoch}})
 	default:
 		s.sendError("unknown_event", fmt.Sprintf("unsupported event %q", c.Type()), c.EventID(), "type")
 	}
@@ -40,7 +42,7 @@ func (s *Session) handleAudioCommand(c Command) bool {
 	case *AppendAudio:
 		s.run(appendAudio{c: c})
 	case *CommitInput:
-		s.handleCommit(c.ID, c.ResponseCreate)
+		s.handleCommit(c)
 	case *ClearInput:
 		s.run(clearInput{eventID: c.ID})
 		s.send(Event{Epoch: s.epoch, Effect: InputCleared{}})

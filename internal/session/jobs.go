@@ -28,6 +28,9 @@ type jobResult struct {
 	turn       int
 	err        error
 	errCode    string
+	// consumed: a commit without audio of its own, accepted (commit_outcome.go): the reason of
+	// the listen that ends its turn if no response does.
+	consumed string
 }
 
 // jobQueue is the session's engine jobs: the bounded queue, their results and how many are

@@ -298,7 +298,7 @@ func (s *Session) decide(in input) []action {
 		acts, _ := s.responses.cancel(in, s.m.cfg.Now(), s.link.while(s.state == "open"), s.input)
 		return acts
 	case commitInput:
-		s.handleCommit("", &in.respond)
+		s.handleCommit(&CommitInput{ResponseCreate: &in.respond})
 	case replyOver:
 		return []action{replyJob(s.beginResponse(-1, in.o), in.o, s.link.engine)}
 	case syncTools:

@@ -41,6 +41,7 @@ func (s *Session) routeOutput(o duplex.Output) {
 	case routeTranscriptDelta:
 		s.tx.streamed(o.Text, &s.inputAudio.speechItemID)
 	case routeTranscript:
+		s.responses.heard(o.Turn)
 		if s.tx.tracks(s.link.opts.TranscriptDeltas) {
 			s.tx.transcriptArrived()
 		}
@@ -65,6 +66,9 @@ func (s *Session) routeOutput(o duplex.Output) {
 		s.run(s.conv.truncated(o.Truncated, s.responses.activeItemID(), s.epoch)...)
 	case routeSpeak, routeResponse:
 		s.turnOutput(o, p)
+	}
+	if reason := s.responses.settleListen(); reason != "" {
+		s.send(listenEvent(s.id, s.epoch, s.input, reason))
 	}
 }
 
@@ -99,6 +103,18 @@ func (s *Session) turnOutput(o duplex.Output, p outputPlan) {
 // told), or the response's engine turn.
 func (s *Session) handleResult(res jobResult) {
 	s.jobQueue.taken()
+	if res.consumed != "" {
+		s.drainOutputs() // the engine's transcript of the utterance it ended may be queued: it goes first
+		it, evs, listen := emptyCommit(&s.conv, &s.responses, &s.inputAudio, s.m.cfg.WallClock(), s.epoch, res.consumed)
+		s.tx.committed(it.ID)
+		s.send(evs...)
+		s.tx.completed(it.ID, duplex.Transcription{})
+		s.run(trimHistory{})
+		if listen {
+			s.send(listenEvent(s.id, s.epoch, s.input, res.consumed))
+		}
+		return
+	}
 	if res.itemID != "" && res.err == nil {
 		s.tx.completed(res.itemID, res.transcript)
 		s.run(trimHistory{})

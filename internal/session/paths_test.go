@@ -185,7 +185,7 @@ func TestPlaybackAck(t *testing.T) {
 
 	submit(&PlaybackAck{PlayedMs: 10_000, ResponseID: id})
 	ack := sk.until(t, "playback.acknowledged")
-	require.Equal(t, PlaybackAcknowledged{ResponseID: id, ItemID: "item_" + id, PlayedMs: 200, SentMs: 200},
+	require.Equal(t, PlaybackAcknowledged{ResponseID: id, ItemID: "item_" + id, PlayedMs: 200, SentMs: 200, CommittedMs: 200},
 		ack.Effect, "played capped at the audio sent")
 
 	submit(&PlaybackAck{PlayedMs: 120, ItemID: "item_" + id, Truncate: true})
@@ -196,8 +196,11 @@ func TestPlaybackAck(t *testing.T) {
 	require.Equal(t, 120, *effectOf[AudioBuffer](t, sk.until(t, "output_audio_buffer.cleared")).AudioEndMs)
 	sk.until(t, "response.done")
 	submit(&PlaybackAck{PlayedMs: 10})
+	ack = sk.until(t, "playback.acknowledged")
+	require.Equal(t, id, effectOf[PlaybackAcknowledged](t, ack).ResponseID, "an ack after response.done names the response that ended")
+	submit(&PlaybackAck{PlayedMs: 10, ResponseID: "resp_other"})
 	code, _ = errorCode(t, sk)
-	require.Equal(t, "playback_item_not_found", code, "no active response after the barge-in")
+	require.Equal(t, "playback_item_not_found", code, "no response of that id, active or ended")
 
 	closeSession(t, s, sk, wait)
 	// Both frames started before 120 ms: the user heard both words.

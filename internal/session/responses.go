@@ -15,16 +15,23 @@ type responses struct {
 	sessionID        string // the session's id, which its responses' ids and objects carry
 	defaultMaxTokens int    // the server's max_output_tokens, told for a response without its own
 
-	resp       *response // the active response; nil = none
-	lastClosed int       // highest engine turn whose output is over (done or cancelled); -1 = none
-	pendingIn  int       // committed user inputs not yet answered
-	lastUsage  usage     // the previous response's usage (its context is cached)
-	turnState  string    // the conversation's turn state (turnIdle...), told in the session object
-	turnID     int       // the last response's turn number (the omniserve extension's turn_id)
+	resp       *response       // the active response; nil = none
+	lastClosed int             // highest engine turn whose output is over (done or cancelled); -1 = none
+	pendingIn  int             // committed user inputs not yet answered
+	lastUsage  usage           // the previous response's usage (its context is cached)
+	turnState  string          // the conversation's turn state (turnIdle...), told in the session object
+	turnID     int             // the last response's turn number (the omniserve extension's turn_id)
+	finished   []finishedAudio // the last responses that ended, which playback.ack may still name
+	// heardTurn is the engine turn of the last utterance its own VAD ended (-1: none), and
+	// owedListen the reason of a listen a commit owes until that turn is over without a
+	// response ("": none) (commit_outcome.go).
+	heardTurn  int
+	owedListen string
+	owedAwait  bool // the owed listen waits for the transcript of the utterance the engine ended
 }
 
 func newResponses(sessionID string, defaultMaxTokens int) responses {
-	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1, turnState: turnIdle}
+	return responses{sessionID: sessionID, defaultMaxTokens: defaultMaxTokens, lastClosed: -1, heardTurn: -1, turnState: turnIdle}
 }
 
 // over reports whether the engine turn's output is over (done or cancelled): its late outputs
@@ -61,6 +68,7 @@ func (rs *responses) end() *response {
 		return nil
 	}
 	rs.resp = nil
+	rs.keepFinished(r)
 	rs.closeTurn(r.turn.Engine())
 	if rs.pendingIn > 0 && !r.outOfBand {
 		rs.pendingIn--

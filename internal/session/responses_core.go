@@ -173,14 +173,14 @@ func (rs *responses) truncate(conv *conversation, epoch int, eventID, itemID str
 // (clipped to what was sent), acknowledged, and with truncate the item cut there.
 func (rs *responses) playbackAck(c *PlaybackAck, conv *conversation, epoch int) []Event {
 	r := rs.resp
-	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && c.ItemID != r.itemID) {
-		return []Event{errorEvent(epoch, "playback_item_not_found", "no active response matches this playback.ack", c.ID, "response_id")}
+	if r == nil || (c.ResponseID != "" && c.ResponseID != r.id) || (c.ItemID != "" && !namesItem(c.ItemID, r.id, r.itemID)) {
+		return rs.finishedAck(c, conv, epoch)
 	}
 	played := math.Min(float64(c.PlayedMs), r.play.sentMs)
 	r.play.playedMs = played
 	r.play.ackedMs = played
 	evs := []Event{{Epoch: epoch, Effect: PlaybackAcknowledged{
-		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.play.sentMs)}}}
+		ResponseID: r.id, ItemID: r.itemID, PlayedMs: int(played), SentMs: int(r.play.sentMs), CommittedMs: committedMs(c, played), Truncated: c.Truncate}}}
 	if c.Truncate {
 		evs = append(evs, rs.truncate(conv, epoch, c.ID, r.itemID, 0, played)...)
 	}

@@ -90,7 +90,7 @@ func TestResponsesTruncateAndAck(t *testing.T) {
 		rs, conv, r := newRig()
 		evs := rs.playbackAck(&PlaybackAck{Base: Base{ID: "evt_2"}, PlayedMs: 9000, Truncate: true}, conv, 1)
 		require.Equal(t, []Event{
-			{Epoch: 1, Effect: PlaybackAcknowledged{ResponseID: "resp_1", ItemID: "item_a", PlayedMs: 1500, SentMs: 1500}},
+			{Epoch: 1, Effect: PlaybackAcknowledged{ResponseID: "resp_1", ItemID: "item_a", PlayedMs: 1500, SentMs: 1500, CommittedMs: 1500, Truncated: true}},
 			{Epoch: 1, Effect: ItemTruncated{ItemID: "item_a", AudioEndMs: 1500}},
 		}, evs)
 		require.InDelta(t, 1500, r.play.ackedMs, 0.001)

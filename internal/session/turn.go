@@ -26,26 +26,37 @@ import (
 // handleCommit commits buffered input as a user item; with a response it precreates the
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
 // ordered job: append → commit (transcript) → respond.
-func (s *Session) handleCommit(eventID string, responseCreate *bool) bool {
+// A silence commit (vllm-omni's is_speech: false, commit_outcome.go) drops the audio and ends the
+// turn in order with the engine work before it.
+func (s *Session) handleCommit(c *CommitInput) bool {
 	s.sem.abandon(&s.inputAudio)
+	if c.Silence {
+		s.run(clearInput{eventID: c.ID})
+		if !s.submitJob(job{run: func(context.Context) jobResult { return jobResult{consumed: ReasonSilence} }}) {
+			s.sendError("input_backpressure", "too many pending commits", c.ID, "")
+			return false
+		}
+		return true
+	}
 	respond := s.settings.autoResponse()
-	if responseCreate != nil && !s.settings.opts.Transcription {
-		respond = *responseCreate
+	if c.ResponseCreate != nil && !s.settings.opts.Transcription {
+		respond = *c.ResponseCreate
 	}
 	if !respond {
-		return s.commit(eventID, nil)
+		return s.commit(c.ID, nil, c.AcceptConsumed)
 	}
 	o := respOptions{audio: s.settings.cfg.WantAudio(), maxTokens: s.settings.cfg.MaxOutputTokens, format: s.settings.cfg.OutputFormat, tools: s.tools.sessionTools(s.settings.cfg)}
-	return s.commit(eventID, &o)
+	return s.commit(c.ID, &o, c.AcceptConsumed)
 }
 
 // commit commits buffered input as a user item; with o non-nil a response answers it. Under
 // auto_response the input already streams into the engine (commitStreamed); otherwise the
 // buffer becomes the user item here and one ordered job feeds it to the engine: append →
 // commit (transcript) → respond (commitJob).
-func (s *Session) commit(eventID string, o *respOptions) bool {
+// acceptConsumed: a commit of audio the engine has already taken is accepted (commitStreamed).
+func (s *Session) commit(eventID string, o *respOptions, acceptConsumed bool) bool {
 	if s.settings.autoResponse() {
-		return s.commitStreamed(eventID, o != nil)
+		return s.commitStreamed(eventID, o != nil, acceptConsumed)
 	}
 	if ev := s.inputAudio.commitRefusal(eventID, s.epoch); ev != nil {
 		s.send(*ev)
@@ -92,8 +103,9 @@ func (s *Session) commit(eventID string, o *respOptions) bool {
 
 // commitStreamed commits the utterance an auto_response session streamed into the engine: the
 // commit ends it now, and its transcript comes back as a Transcript output, which creates the
-// user item.
-func (s *Session) commitStreamed(eventID string, respond bool) bool {
+// user item. With acceptConsumed a commit whose audio the engine has already taken is accepted
+// (jobResult.consumed) rather than refused as empty.
+func (s *Session) commitStreamed(eventID string, respond, acceptConsumed bool) bool {
 	if s.link.engine == nil {
 		// Appends open the engine: without one nothing was heard (and opening it now would
 		// freeze create_response for no reason).
@@ -108,6 +120,9 @@ func (s *Session) commitStreamed(eventID string, respond bool) bool {
 	eng := s.link.engine
 	if !s.submitJob(job{run: func(ctx context.Context) jobResult {
 		_, err := eng.Commit(ctx, turn, respond)
+		if errors.Is(err, audio.ErrEmptyAudio) && acceptConsumed {
+			return jobResult{consumed: ReasonNoOutput}
+		}
 		if errors.Is(err, audio.ErrEmptyAudio) {
 			return jobResult{err: err, errCode: "input_audio_buffer_commit_empty"}
 		}
@@ -168,7 +183,7 @@ func (s *Session) handleCreateResponse(c *CreateResponse) {
 	// API does: over WebRTC the microphone never stops, and the packets landing between a
 	// push-to-talk client's commit and its response.create are not a second user turn.
 	if len(s.inputAudio.inputBuf) > 0 && s.responses.pendingIn == 0 && !s.settings.autoResponse() && !ownContext {
-		s.commit(c.ID, &o)
+		s.commit(c.ID, &o, false)
 		return
 	}
 	// With nothing committed since the last reply the response answers the conversation as it

@@ -39,10 +39,12 @@ type Translator struct {
 	mu    sync.Mutex
 	text  bool // input.text.append added user text since the last commit
 	audio bool // audio was appended since the last commit or clear
+	keys  keys // vllm-omni's session keys in force (session_keys.go)
+	out   outState
 }
 
 // New returns the dialect's translator for a new session.
-func New() *Translator { return &Translator{} }
+func New() *Translator { return &Translator{keys: newKeys()} }
 
 // Name implements the connection's dialect.
 func (*Translator) Name() string { return Name }
@@ -82,8 +84,12 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 			return nil, werr
 		}
 	case "session.update":
-		if _, nested := raw["session"]; !nested {
-			return flatUpdate(raw, eventID, typ)
+		return t.sessionUpdate(raw, eventID, typ)
+	case "playback.ack":
+		return t.playbackAck(raw, typ)
+	case "turn.signal":
+		if cmd := signal(raw, base(eventID, typ)); cmd != nil {
+			return cmd, nil
 		}
 	}
 	if name != typ {
@@ -93,16 +99,56 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 	return openai.Decode(data)
 }
 
-// flatUpdate is a flat session.update: the event's own keys are the session's, less its type
-// and id.
-func flatUpdate(raw map[string]json.RawMessage, eventID, typ string) (session.Command, *protocol.Error) {
+// sessionUpdate is session.update with its session object nested, or flat (the event's own
+// keys are the session's, less its type and id).
+func (t *Translator) sessionUpdate(raw map[string]json.RawMessage, eventID, typ string) (session.Command, *protocol.Error) {
+	if v, nested := raw["session"]; nested {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(v, &obj) != nil || obj == nil {
+			return openai.Decode(mustMarshal(raw)) // not an object: OpenAI's decoder says why
+		}
+		return t.update(obj, eventID, typ)
+	}
 	flat := make(map[string]json.RawMessage, len(raw))
 	for k, v := range raw {
 		if k != "type" && k != "event_id" {
 			flat[k] = v
 		}
 	}
-	return reDecode(map[string]any{"type": "session.update", "event_id": eventID, "session": flat}, typ)
+	return t.update(flat, eventID, typ)
+}
+
+// mustMarshal re-encodes a decoded event (it came from JSON, so it encodes).
+func mustMarshal(raw map[string]json.RawMessage) []byte {
+	b, _ := json.Marshal(raw)
+	return b
+}
+
+// playbackAck is playback.ack (and audio.playback_ack): OpenAI's decoding, plus committed_ms
+// and the session's playback_commit_policy.
+func (t *Translator) playbackAck(raw map[string]json.RawMessage, typ string) (session.Command, *protocol.Error) {
+	var committed *int
+	if v, ok := raw["committed_ms"]; ok && string(v) != "null" {
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f < 0 {
+			var eventID string
+			_ = json.Unmarshal(raw["event_id"], &eventID)
+			return nil, &protocol.Error{Code: "bad_event", Param: "committed_ms", EventID: eventID, Message: "committed_ms must be a non-negative number"}
+		}
+		n := int(f)
+		committed = &n
+	}
+	raw["type"], _ = json.Marshal("playback.ack")
+	cmd, werr := reDecode(raw, typ)
+	if werr != nil {
+		return nil, werr
+	}
+	if a, ok := cmd.(*session.PlaybackAck); ok {
+		t.mu.Lock()
+		a.CommittedMs, a.AckOnly = committed, t.keys.playbackPolicy == policyAckOnly
+		t.mu.Unlock()
+	}
+	return cmd, nil
 }
 
 // refuseResponseOptions refuses the response.create options vllm-omni's chat lane takes that
@@ -161,10 +207,34 @@ func textAppend(raw map[string]json.RawMessage, base session.Base) (session.Comm
 }
 
 // commit is input_audio_buffer.commit and input.commit: response_create (or create_response)
-// as given; input.commit asks for a response unless it says otherwise. Text appended since the
-// last commit, with no audio, is answered by a response of its own (there is no audio to
-// commit).
+// as given (commitCreate); input.commit asks for a response unless it says otherwise. Text
+// appended since the last commit, with no audio, is answered by a response of its own (there is
+// no audio to commit). After audio, a commit of audio the engine already took is accepted, and
+// is_speech false makes it a silence commit.
 func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base session.Base) (session.Command, *protocol.Error) {
+	create, werr := commitCreate(raw, input, base)
+	if werr != nil {
+		return nil, werr
+	}
+	silence, werr := notSpeech(raw, base)
+	if werr != nil {
+		return nil, werr
+	}
+	if werr := checkFinal(raw, base); werr != nil {
+		return nil, werr
+	}
+	t.mu.Lock()
+	textOnly, audio := t.text && !t.audio, t.audio
+	t.mu.Unlock()
+	if textOnly && create != nil && *create {
+		return &session.CreateResponse{Base: base}, nil
+	}
+	return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
+}
+
+// commitCreate is a commit's request for a response: nil when the engine decides (false, or
+// absent from input_audio_buffer.commit), true when asked (input.commit's default).
+func commitCreate(raw map[string]json.RawMessage, input bool, base session.Base) (*bool, *protocol.Error) {
 	var create *bool
 	for _, k := range []string{"response_create", "create_response"} {
 		v, ok := raw[k]
@@ -178,17 +248,45 @@ func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base ses
 		create = &b
 		break
 	}
-	if create == nil && input {
-		yes := true
+	switch {
+	case create != nil && !*create:
+		create = nil // false: auto_response and the engine decide, as when absent from input_audio_buffer.commit
+	case create == nil && input:
+		yes := true // input.commit asks for a response unless it says otherwise
 		create = &yes
 	}
-	t.mu.Lock()
-	textOnly := t.text && !t.audio
-	t.mu.Unlock()
-	if textOnly && create != nil && *create {
-		return &session.CreateResponse{Base: base}, nil
+	return create, nil
+}
+
+// checkFinal reads a commit's final: true (the default) is what every commit is; false is
+// refused by name.
+func checkFinal(raw map[string]json.RawMessage, base session.Base) *protocol.Error {
+	v, ok := raw["final"]
+	if !ok || string(v) == "null" {
+		return nil
 	}
-	return &session.CommitInput{Base: base, ResponseCreate: create}, nil
+	var b bool
+	if json.Unmarshal(v, &b) != nil {
+		return &protocol.Error{Code: "invalid_type", Param: "final", EventID: base.ID, Message: "'final' must be a boolean"}
+	}
+	if !b {
+		return &protocol.Error{Code: "unsupported_value", Param: "final", EventID: base.ID,
+			Message: "final: false is not served: a commit always ends the utterance (append more audio before committing)"}
+	}
+	return nil
+}
+
+// notSpeech reads a commit's is_speech: true when the client says the input is not speech.
+func notSpeech(raw map[string]json.RawMessage, base session.Base) (bool, *protocol.Error) {
+	v, ok := raw["is_speech"]
+	if !ok || string(v) == "null" {
+		return false, nil
+	}
+	var b bool
+	if json.Unmarshal(v, &b) != nil {
+		return false, &protocol.Error{Code: "invalid_type", Param: "is_speech", EventID: base.ID, Message: "'is_speech' must be a boolean"}
+	}
+	return !b, nil
 }
 
 // appendAudio is input_audio_buffer.append in vllm-omni's spellings: input_audio_format for
@@ -252,6 +350,7 @@ func (t *Translator) track(cmd session.Command) {
 	switch c := cmd.(type) {
 	case *session.AppendAudio:
 		t.audio = true
+		t.out.heardMs += durationMs(c)
 	case *session.CreateItem:
 		if c.Kind == "input.text.append" || aliases[c.Kind] == "input.text.append" {
 			t.text = true
@@ -259,4 +358,42 @@ func (t *Translator) track(cmd session.Command) {
 	case *session.CommitInput, *session.CreateResponse, *session.ClearInput, *session.CancelInput, *session.BargeIn:
 		t.text, t.audio = false, false
 	}
+}
+
+// durationMs is the duration of an append's audio: PCM16 (the dialect's formats all decode to
+// it but pcm_f32le and G.711) at its rate, the dialect's 16 kHz when it names none.
+func durationMs(c *session.AppendAudio) float64 {
+	rate, width := defaultInputRate, 2
+	if c.Format != nil {
+		if c.Format.Rate > 0 {
+			rate = c.Format.Rate
+		}
+		switch c.Format.Type {
+		case "pcm_f32le":
+			width = 4
+		case "g711_ulaw", "g711_alaw":
+			rate, width = 8000, 1
+		}
+	}
+	return float64(len(c.Data)) * 1000 / float64(rate*width)
+}
+
+// base is a command's event id and the name the client wrote.
+func base(eventID, typ string) session.Base { return session.Base{ID: eventID, Kind: typ} }
+
+// actingSignals are the turn.signal events that act (OpenAI's decoder reads them), or that
+// vllm-omni turns into another event with its payload (not served: refused as OpenAI refuses
+// them, with the event named).
+var actingSignals = map[string]bool{"input.cancel": true, "response.cancel": true, "barge_in": true,
+	"session.update": true, "conversation.item.create": true, "conversation.item.delete": true,
+	"conversation.item.retrieve": true, "conversation.item.truncate": true}
+
+// signal is turn.signal with an event that asks for no action (user_started, assistant_done...):
+// answered with turn.event; nil for the others.
+func signal(raw map[string]json.RawMessage, b session.Base) session.Command {
+	var ev string
+	if json.Unmarshal(raw["event"], &ev) != nil || ev == "" || actingSignals[ev] {
+		return nil
+	}
+	return &session.SignalTurn{Base: b, Event: ev}
 }

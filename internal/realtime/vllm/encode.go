@@ -32,11 +32,136 @@ func Code(openAI string) string {
 // Code implements the connection's dialect: Code.
 func (*Translator) Code(openAI string) string { return Code(openAI) }
 
-// Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes.
-func (*Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
+// ChunkPeriodMs is the dialect's model unit: the listen cadence, and capabilities'
+// chunk_period_ms (vllm-omni's clients read one listen handle per unit).
+const ChunkPeriodMs = 1000
+
+// outState is what the encoder keeps between events: the session's id and epoch (vllm-omni's
+// metadata carries them), the audio heard since the last listen was told (Decode adds to it),
+// and the active response's audio so far (audio deltas carry it cumulated).
+type outState struct {
+	sessionID   string
+	epoch       int
+	heardMs     float64
+	respID      string
+	respAudioMs float64
+	spoke       string // the response response.speak was sent for
+	generation  int    // attachment_generation: 1 for the session's first connection, +1 per resume
+	active      bool   // a response is on (between response.created and .done)
+}
+
+// Encode is the server event of effect e: OpenAI's, with vllm-omni's error codes, fields and
+// nesting (extend), or nothing for an engine listen within the same unit of audio.
+func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 	if er, ok := e.(session.Error); ok {
 		er.Code = Code(er.Code)
 		e = er
 	}
-	return openai.Encode(e)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d, ok := e.(session.TurnDecision); ok && !t.out.tells(d) {
+		return nil, false
+	}
+	if s, ok := e.(session.TurnSignaled); ok {
+		return turnEvent{Epoch: s.Epoch, Event: s.Event, SessionID: s.SessionID, TurnState: s.TurnState}, true
+	}
+	ev, ok := openai.Encode(e)
+	if !ok {
+		return nil, false
+	}
+	return t.extend(e, ev), true
+}
+
+// tells reports whether listen decision d goes out: a speak, a listen with a reason or a
+// response, or the engine's listen once a unit of audio came since the last one told.
+func (o *outState) tells(d session.TurnDecision) bool {
+	o.epoch = d.Epoch
+	if d.Speak {
+		told := d.ResponseID != o.spoke // once per response: Around may have sent it already
+		o.spoke = d.ResponseID
+		return told
+	}
+	if d.Reason != "" || d.ResponseID != "" {
+		return true
+	}
+	if o.heardMs < ChunkPeriodMs {
+		return false
+	}
+	// The engine decides on each append after the appends were read: a unit's worth of
+	// decisions is one listen.
+	o.heardMs -= ChunkPeriodMs
+	return true
+}
+
+// extend is ev, OpenAI's event for e, in vllm-omni's shape.
+func (t *Translator) extend(e session.Effect, ev protocol.ServerEvent) protocol.ServerEvent {
+	o := &t.out
+	switch e := e.(type) {
+	case session.SessionCreated:
+		o.sessionID, o.generation = e.View.ID, 1
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession, Set: o.attachment()}
+	case session.SessionUpdated:
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession}
+	case session.SessionResumed:
+		o.sessionID = e.SessionID
+		o.generation++
+		return protocol.Extended{Event: ev, Patch: t.keys.patchSession, Set: o.attachment()}
+	case session.TurnDecision:
+		if !e.Speak {
+			return o.listen(ev, e)
+		}
+	case session.InputCommitted:
+		return o.committed(ev, e)
+	case session.PlaybackAcknowledged:
+		return o.acknowledged(ev, e)
+	case session.OutputDelta:
+		if e.Kind == session.PartAudio {
+			return o.audioDelta(ev, e)
+		}
+	case session.ResponseStarted:
+		o.respID, o.respAudioMs, o.active = e.Response.ID, 0, true
+		return protocol.Extended{Event: ev, Patch: completedStatus}
+	case session.ResponseDone:
+		o.active = false
+		return protocol.Extended{Event: ev, Patch: completedStatus}
+	}
+	return ev
+}
+
+// Around is what the dialect sends around the event of effect e: response.speak before a
+// response's first audio when the engine's speak decision has not told it (a response the
+// commit or response.create started), and an item's conversation.item.added again as
+// conversation.item.created (vllm-omni sends both spellings; a beta session's added is already
+// spelled created).
+func (t *Translator) Around(e session.Effect, beta bool) (before, after []protocol.ServerEvent) {
+	switch e := e.(type) {
+	case session.OutputDelta:
+		if e.Kind != session.PartAudio {
+			return nil, nil
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		o := &t.out
+		if e.ResponseID == o.spoke {
+			return nil, nil
+		}
+		o.spoke = e.ResponseID
+		return []protocol.ServerEvent{protocol.ResponseSpeak{ResponseID: e.ResponseID, ItemID: e.ItemID,
+			Metadata: protocol.SpeakMetadata{SessionID: o.sessionID, Epoch: o.epoch, ModelSpeak: true}}}, nil
+	case session.ConversationItem:
+		if beta || e.Phase != session.PhaseAdded {
+			return nil, nil
+		}
+		if ev, ok := openai.Encode(e); ok {
+			return nil, []protocol.ServerEvent{protocol.Extended{Event: ev, Type: "conversation.item.created"}}
+		}
+	}
+	return nil, nil
+}
+
+// attachment is what session.created and .resumed say of the connection: its
+// attachment_generation, and incarnation 0 (omniserve's sessions live in one process; the fork's
+// clients echo it on resume, and 0 or absent is accepted).
+func (o *outState) attachment() map[string]any {
+	return map[string]any{"attachment_generation": o.generation, "incarnation": 0}
 }

@@ -47,7 +47,7 @@ func TestDecodeVLLMSpellings(t *testing.T) {
 		{"input.commit asks for a response", map[string]any{"type": "input.commit", "final": true},
 			&session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
 		{"input.commit, response_create false", map[string]any{"type": "input.commit", "response_create": false},
-			&session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(false)}},
+			&session.CommitInput{Base: session.Base{Kind: "input.commit"}}}, // the engine decides
 		{"commit with create_response", map[string]any{"type": "input_audio_buffer.commit", "create_response": true},
 			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true)}},
 		{"commit as OpenAI's", map[string]any{"type": "input_audio_buffer.commit"},
@@ -59,7 +59,8 @@ func TestDecodeVLLMSpellings(t *testing.T) {
 		{"input_text.append", map[string]any{"type": "input_text.append", "text": "hi"},
 			&session.CreateItem{Base: session.Base{Kind: "input_text.append"}, Role: "user", Text: "hi"}},
 		{"flat session.update, its type ignored", map[string]any{"type": "session.update", "event_id": "u", "instructions": "Be brief."},
-			&session.UpdateSession{Base: session.Base{ID: "u", Kind: "session.update"}, Patch: session.ConfigPatch{Instructions: ptr("Be brief.")}}},
+			&session.UpdateSession{Base: session.Base{ID: "u", Kind: "session.update"}, Patch: session.ConfigPatch{Instructions: ptr("Be brief."),
+				InputFormat: &session.AudioFormat{Type: "pcm16", Rate: 16000}}}}, // the dialect's default input rate
 		{"close_session", map[string]any{"type": "close_session"}, &session.CloseSession{Base: session.Base{Kind: "close_session"}}},
 		{"close", map[string]any{"type": "close"}, &session.CloseSession{Base: session.Base{Kind: "close"}}},
 		{"audio.playback_ack", map[string]any{"type": "audio.playback_ack", "played_ms": 400, "response_id": "r"},
@@ -89,7 +90,7 @@ func TestInputCommitAnswersTheInput(t *testing.T) {
 		want   session.Command
 	}{
 		{"text", []map[string]any{text}, &session.CreateResponse{Base: session.Base{Kind: "input.commit"}}},
-		{"text and audio", []map[string]any{text, appendEv}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
+		{"text and audio", []map[string]any{text, appendEv}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true), AcceptConsumed: true}},
 		{"text committed already", []map[string]any{text, commit}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
 		{"text, then a clear", []map[string]any{text, {"type": "input_audio_buffer.clear"}}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
 	}
