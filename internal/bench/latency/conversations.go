@@ -569,25 +569,51 @@ func dialConversation(ctx context.Context, url string, turnDetection any, replyT
 	return cl, nil
 }
 
-type realtimeConv struct {
-	cl  *client
-	out chan convEvent
-	wg  sync.WaitGroup
+// convPipe turns a client's events into a conversation's until they end or halt: the one
+// goroutine of a conversation's transport, owned by its close.
+type convPipe struct {
+	out  chan convEvent
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
-func newRealtimeConv(cl *client) *realtimeConv {
-	t := &realtimeConv{cl: cl, out: make(chan convEvent, 256)}
-	t.wg.Add(1)
+func startPipe[E any](in <-chan E, conv func(E) (convEvent, bool)) *convPipe {
+	p := &convPipe{out: make(chan convEvent, 256), stop: make(chan struct{})}
+	p.wg.Add(1)
 	go func() {
-		defer t.wg.Done()
-		defer close(t.out)
-		for e := range cl.events {
-			if ce, ok := realtimeEvent(e); ok {
-				t.out <- ce
+		defer p.wg.Done()
+		defer close(p.out)
+		for e := range in {
+			ce, ok := conv(e)
+			if !ok {
+				continue
+			}
+			select {
+			case p.out <- ce:
+			case <-p.stop:
+				return
 			}
 		}
 	}()
-	return t
+	return p
+}
+
+func (p *convPipe) events() <-chan convEvent { return p.out }
+
+// halt stops the pipe once closeClient has ended its input, and waits for its goroutine.
+func (p *convPipe) halt(closeClient func()) {
+	close(p.stop)
+	closeClient()
+	p.wg.Wait()
+}
+
+type realtimeConv struct {
+	*convPipe
+	cl *client
+}
+
+func newRealtimeConv(cl *client) *realtimeConv {
+	return &realtimeConv{convPipe: startPipe(cl.events, realtimeEvent), cl: cl}
 }
 
 func realtimeEvent(e event) (convEvent, bool) {
@@ -613,50 +639,36 @@ func realtimeEvent(e event) (convEvent, bool) {
 func (t *realtimeConv) appendAudio(ctx context.Context, pcm []float32) error {
 	return t.cl.appendAudio(ctx, pcm, time.Now())
 }
-func (t *realtimeConv) events() <-chan convEvent { return t.out }
-func (t *realtimeConv) close() {
-	t.cl.close()
-	t.wg.Wait()
-}
+func (t *realtimeConv) close() { t.halt(t.cl.close) }
 
 // liveConv is a GPT-Live conversation. Live has no turn events: a reply has ended when the
-// track was silent liveGapMs after its audible samples, and a barge-in stopped the old reply at
-// its last audible sample (liveBargeIn's rule).
+// track was silent liveEndMs after its audible samples, and a barge-in stopped the old reply at
+// its last audible sample once liveGapMs passed without another (conv.liveTick).
 type liveConv struct {
-	cl  *liveClient
-	out chan convEvent
-	wg  sync.WaitGroup
+	*convPipe
+	cl *liveClient
 }
 
 func newLiveConv(cl *liveClient) *liveConv {
-	t := &liveConv{cl: cl, out: make(chan convEvent, 256)}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		defer close(t.out)
-		for e := range cl.events {
-			ce := convEvent{at: e.at}
-			switch e.typ {
-			case "session.output_audio.delta":
-				ce.kind, ce.pcm = "audio", e.pcm
-			case "session.input_transcript.delta":
-				ce.kind, ce.text = "transcript_delta", fmt.Sprint(e.raw["delta"])
-			case "error":
-				ce.kind, ce.text = "error", liveError(e).Error()
-			default:
-				continue
-			}
-			t.out <- ce
-		}
-	}()
-	return t
+	return &liveConv{convPipe: startPipe(cl.events, liveConvEvent), cl: cl}
+}
+
+func liveConvEvent(e liveEvent) (convEvent, bool) {
+	ce := convEvent{at: e.at}
+	switch e.typ {
+	case "session.output_audio.delta":
+		ce.kind, ce.pcm = "audio", e.pcm
+	case "session.input_transcript.delta":
+		ce.kind, ce.text = "transcript_delta", fmt.Sprint(e.raw["delta"])
+	case "error":
+		ce.kind, ce.text = "error", liveError(e).Error()
+	default:
+		return ce, false
+	}
+	return ce, true
 }
 
 func (t *liveConv) appendAudio(ctx context.Context, pcm []float32) error {
 	return t.cl.appendAudio(ctx, pcm)
 }
-func (t *liveConv) events() <-chan convEvent { return t.out }
-func (t *liveConv) close() {
-	t.cl.close()
-	t.wg.Wait()
-}
+func (t *liveConv) close() { t.halt(t.cl.close) }

@@ -467,26 +467,41 @@ func serverError(e event) error {
 
 // waitFor returns the first event that matches, failing on an error event or the timeout.
 func (cl *client) waitFor(ctx context.Context, d time.Duration, match func(event) bool) (event, error) {
+	return waitEvent(ctx, cl.events, d, match, func(e event) error {
+		if e.typ == "error" {
+			return serverError(e)
+		}
+		return nil
+	}, func() error {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		return cl.readErr
+	})
+}
+
+// waitEvent returns the first event of in that matches, failing on an event errOf calls an
+// error (returned with it), the end of in (readErr says why) or the timeout: the one wait of
+// the Realtime and the GPT-Live clients.
+func waitEvent[E any](ctx context.Context, in <-chan E, d time.Duration, match func(E) bool, errOf func(E) error, readErr func() error) (E, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var zero E
 	for {
 		select {
-		case e, ok := <-cl.events:
+		case e, ok := <-in:
 			if !ok {
-				cl.mu.Lock()
-				defer cl.mu.Unlock()
-				return event{}, fmt.Errorf("connection ended: %v", cl.readErr)
+				return zero, fmt.Errorf("connection ended: %v", readErr())
 			}
-			if e.typ == "error" {
-				return e, serverError(e)
+			if err := errOf(e); err != nil {
+				return e, err
 			}
 			if match(e) {
 				return e, nil
 			}
 		case <-t.C:
-			return event{}, errors.New("timed out")
+			return zero, errors.New("timed out")
 		case <-ctx.Done():
-			return event{}, ctx.Err()
+			return zero, ctx.Err()
 		}
 	}
 }

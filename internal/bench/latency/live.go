@@ -158,28 +158,16 @@ func liveError(e liveEvent) error {
 
 // waitFor returns the first event that matches, failing on an error event or the timeout.
 func (cl *liveClient) waitFor(ctx context.Context, d time.Duration, match func(liveEvent) bool) (liveEvent, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case e, ok := <-cl.events:
-			if !ok {
-				cl.mu.Lock()
-				defer cl.mu.Unlock()
-				return liveEvent{}, fmt.Errorf("connection ended: %v", cl.readErr)
-			}
-			if e.typ == "error" {
-				return e, liveError(e)
-			}
-			if match(e) {
-				return e, nil
-			}
-		case <-t.C:
-			return liveEvent{}, errors.New("timed out")
-		case <-ctx.Done():
-			return liveEvent{}, ctx.Err()
+	return waitEvent(ctx, cl.events, d, match, func(e liveEvent) error {
+		if e.typ == "error" {
+			return liveError(e)
 		}
-	}
+		return nil
+	}, func() error {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		return cl.readErr
+	})
 }
 
 func (cl *liveClient) close() {
