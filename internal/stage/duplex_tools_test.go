@@ -258,20 +258,25 @@ func TestDuplexToolsChangeAfterTruncation(t *testing.T) {
 	// Turns of input that together outgrow the window: the oldest are dropped.
 	chunk := strings.Repeat("go forward ten meters and then turn left. ", eng.Info().SeqContext/60)
 	n := 10
+	// Each turn is prefilled before the next comes (settled one by one), so the drops happen at
+	// the same points in every run, whatever the scheduling.
 	for i := range n {
 		require.NoError(t, d.AppendText(ctx, i+1, "user", chunk))
+		require.NoError(t, d.SettleInput(ctx, i+1))
+		waitSettled(t, sink, i+1)
 	}
-	require.NoError(t, d.SettleInput(ctx, n))
-	waitSettled(t, sink, n)
-	outs, _, _ := sink.snapshot()
-	require.NotEmpty(t, ofKind(outs, duplex.OutTruncated), "the oldest turns were dropped")
+	// The drop's output and the settle report reach the sink on their own paths.
+	require.Eventually(t, func() bool {
+		outs, _, _ := sink.snapshot()
+		return len(ofKind(outs, duplex.OutTruncated)) > 0
+	}, 30*time.Second, 5*time.Millisecond, "the oldest turns were dropped")
 
 	require.NoError(t, d.SetTools(&duplex.ToolSpec{Tools: small, Choice: duplex.ToolChoiceAuto}))
 	require.NoError(t, d.AppendText(ctx, n+1, "user", "and stop"))
 	_, err = d.RespondWith(ctx, n+1, duplex.ResponseSpec{Tools: d.conv.toolSpec()})
 	require.NoError(t, err)
 	waitResponseEnd(t, sink, n+1)
-	outs, _, _ = sink.snapshot()
+	outs, _, _ := sink.snapshot()
 	require.Empty(t, ofKind(outs, duplex.OutError))
 	require.Equal(t, []int{0, 1}, declarations(d, big, small))
 	d.conv.mu.Lock()
