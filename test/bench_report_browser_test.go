@@ -65,7 +65,7 @@ func TestBenchReportBrowserLatency(t *testing.T) {
 	err := bench.Run()
 	t.Logf("bench latency stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(stderr.String(), 2000))
 	require.NoError(t, err)
-	require.Contains(t, stderr.String(), "latency: 8/8 sessions, done in")
+	require.Contains(t, stderr.String(), "latency: 10/10 sessions, done in")
 	require.NotContains(t, stderr.String(), "\r", "no terminal redraws off a terminal")
 	require.Regexp(t, `(?m)^cpus=\d+\nlat_commit_to_audible_ms_p50=`, stdout.String())
 	require.NotContains(t, stdout.String(), "latency:", "progress stays off stdout")
@@ -82,12 +82,12 @@ func TestBenchReportBrowserLatency(t *testing.T) {
 		}
 		require.NotEmpty(t, f.Samples, f.Key)
 	}
-	require.Len(t, r.Sessions, 8, "one session per scenario")
+	require.Len(t, r.Sessions, 10, "one session per scenario, GPT-Live's two included")
 	require.Contains(t, r.Sessions[1].Label, "WebRTC manual turns")
 	require.Contains(t, r.Sessions[3].Label, "WebRTC server VAD turn")
 	require.Contains(t, scalars, "rtc_added_commit_to_audible_p50_ms", "WebRTC against WebSocket in the same run")
 	interrupted := 0
-	for _, k := range []string{"bargein_detected_speech", "bargein_over_echo_detected", "bargein_false_positive_noise", "bargein_false_positive_echo"} {
+	for _, k := range []string{"bargein_detected_speech", "bargein_over_echo_detected", "bargein_false_positive_noise", "bargein_false_positive_echo", "bargein_live_detected_speech"} {
 		v, ok := scalars[k]
 		require.True(t, ok, k)
 		interrupted += int(v) // one run: each is 0 or 1

@@ -27,7 +27,8 @@ func arr(elem *node) *node              { return &node{elem: elem} }
 // leaf is a value with no keys of its own to check (a string, a number, a free-form object).
 var leaf *node
 
-// sessionSchema is SessionConfig as the SDK's types define it (shared/spec/gpt-live.md §3).
+// sessionSchema is SessionConfig as the SDK's types define it (the openai package's
+// resources/live types).
 // Hosted tools (web_search, mcp, ...) and tool_choice keep their own vocabularies, which the
 // Responses API checks; omniserve passes them to the task that refuses them by type.
 func sessionSchema() *node {
