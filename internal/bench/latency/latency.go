@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -324,16 +323,12 @@ type event struct {
 }
 
 type client struct {
-	c      *websocket.Conn
-	events chan event
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
+	*wsConn[event]
 
-	mu      sync.Mutex
-	readErr error
-	sent    int        // input samples appended so far: the server's audio_*_ms clock
-	units   []sentUnit // every append: where it sits on that clock and on the wall clock
-	vad     []vadMark  // the server VAD's decisions, in arrival order
+	mu    sync.Mutex
+	sent  int        // input samples appended so far: the server's audio_*_ms clock
+	units []sentUnit // every append: where it sits on that clock and on the wall clock
+	vad   []vadMark  // the server VAD's decisions, in arrival order
 }
 
 // sentUnit is one append: its first sample's index on the session's input audio clock, and when
@@ -357,11 +352,8 @@ func dial(ctx context.Context, url string, tools int, turnDetection any) (*clien
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)
 	}
-	c.SetReadLimit(64 << 20)
-	rctx, cancel := context.WithCancel(ctx)
-	cl := &client{c: c, events: make(chan event, 4096), cancel: cancel}
-	cl.wg.Add(1)
-	go cl.read(rctx)
+	cl := &client{}
+	cl.wsConn = startConn(ctx, c, cl.decode)
 	format := map[string]any{"type": "audio/pcm", "rate": inRate}
 	session := map[string]any{
 		"type":              "realtime",
@@ -392,56 +384,39 @@ func dial(ctx context.Context, url string, tools int, turnDetection any) (*clien
 	return cl, nil
 }
 
-func (cl *client) read(ctx context.Context) {
-	defer cl.wg.Done()
-	defer close(cl.events)
-	for {
-		_, b, err := cl.c.Read(ctx)
-		if err != nil {
-			cl.mu.Lock()
-			cl.readErr = err
-			cl.mu.Unlock()
-			return
-		}
-		at := time.Now()
-		pe, _, err := protocol.DecodeServerEvent(b)
-		if err != nil {
-			continue
-		}
-		e := event{at: at, ev: pe, typ: pe.EventType()}
-		switch v := pe.(type) {
-		case protocol.InputAudioBufferSpeechStarted:
-			cl.mu.Lock()
-			cl.vad = append(cl.vad, vadMark{kind: benchreport.SpeechStarted, ms: float64(v.AudioStartMs)})
-			cl.mu.Unlock()
-		case protocol.InputAudioBufferSpeechStopped:
-			cl.mu.Lock()
-			cl.vad = append(cl.vad, vadMark{kind: benchreport.SpeechStopped, ms: float64(v.AudioEndMs)})
-			cl.mu.Unlock()
-		case protocol.ResponseOutputAudioDelta:
-			e.typ, e.resp = "audio", v.ResponseID
-			b, _ := base64.StdEncoding.DecodeString(v.Delta)
-			e.pcm = make([]float32, len(b)/2)
-			for i := range e.pcm {
-				e.pcm[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / 32768
-			}
-		case protocol.ResponseDone:
-			e.resp = v.Response.ID
-		}
-		select {
-		case cl.events <- e:
-		case <-ctx.Done():
-			return
-		}
+// decode is a frame as the client keeps it: audio decoded, the server VAD's marks noted.
+func (cl *client) decode(b []byte, at time.Time) (event, bool) {
+	pe, _, err := protocol.DecodeServerEvent(b)
+	if err != nil {
+		return event{}, false
 	}
+	e := event{at: at, ev: pe, typ: pe.EventType()}
+	switch v := pe.(type) {
+	case protocol.InputAudioBufferSpeechStarted:
+		cl.mu.Lock()
+		cl.vad = append(cl.vad, vadMark{kind: benchreport.SpeechStarted, ms: float64(v.AudioStartMs)})
+		cl.mu.Unlock()
+	case protocol.InputAudioBufferSpeechStopped:
+		cl.mu.Lock()
+		cl.vad = append(cl.vad, vadMark{kind: benchreport.SpeechStopped, ms: float64(v.AudioEndMs)})
+		cl.mu.Unlock()
+	case protocol.ResponseOutputAudioDelta:
+		e.typ, e.resp = "audio", v.ResponseID
+		e.pcm = pcmOf(v.Delta)
+	case protocol.ResponseDone:
+		e.resp = v.Response.ID
+	}
+	return e, true
 }
 
-func (cl *client) send(ctx context.Context, ev map[string]any) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
+// pcmOf is base64 PCM16 (little-endian) as samples in [-1, 1).
+func pcmOf(b64 string) []float32 {
+	b, _ := base64.StdEncoding.DecodeString(b64)
+	pcm := make([]float32, len(b)/2)
+	for i := range pcm {
+		pcm[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / 32768
 	}
-	return cl.c.Write(ctx, websocket.MessageText, b)
+	return pcm
 }
 
 // appendAudio sends pcm, whose first sample was due at due on the client's paced clock.
@@ -467,15 +442,11 @@ func serverError(e event) error {
 
 // waitFor returns the first event that matches, failing on an error event or the timeout.
 func (cl *client) waitFor(ctx context.Context, d time.Duration, match func(event) bool) (event, error) {
-	return waitEvent(ctx, cl.events, d, match, func(e event) error {
+	return cl.wsConn.waitFor(ctx, d, match, func(e event) error {
 		if e.typ == "error" {
 			return serverError(e)
 		}
 		return nil
-	}, func() error {
-		cl.mu.Lock()
-		defer cl.mu.Unlock()
-		return cl.readErr
 	})
 }
 
@@ -506,11 +477,7 @@ func waitEvent[E any](ctx context.Context, in <-chan E, d time.Duration, match f
 	}
 }
 
-func (cl *client) close() {
-	_ = cl.c.Close(websocket.StatusNormalClosure, "")
-	cl.cancel()
-	cl.wg.Wait()
-}
+func (cl *client) close() { cl.closeConn() }
 
 // playback places received audio on the clock of a client that starts playing at the first
 // delta and plays continuously: sample k of the reply sounds at max(first + k/rate, arrival of

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -47,13 +46,7 @@ type liveEvent struct {
 }
 
 type liveClient struct {
-	c      *websocket.Conn
-	events chan liveEvent
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
-
-	mu      sync.Mutex
-	readErr error
+	*wsConn[liveEvent]
 }
 
 // liveDial opens a Live session with the quick-start's audio format and waits for
@@ -70,11 +63,7 @@ func liveDial(ctx context.Context, addr, key string) (*liveClient, error) {
 		}
 		return nil, fmt.Errorf("dial live: %w", err)
 	}
-	c.SetReadLimit(64 << 20)
-	rctx, cancel := context.WithCancel(ctx)
-	cl := &liveClient{c: c, events: make(chan liveEvent, 4096), cancel: cancel}
-	cl.wg.Add(1)
-	go cl.read(rctx)
+	cl := &liveClient{startConn(ctx, c, decodeLive)}
 	start := map[string]any{"type": "session.start", "session": map[string]any{
 		"model": liveModel,
 		"audio": map[string]any{"format": map[string]any{"type": "audio/pcm", "rate": liveRate}},
@@ -90,45 +79,19 @@ func liveDial(ctx context.Context, addr, key string) (*liveClient, error) {
 	return cl, nil
 }
 
-func (cl *liveClient) read(ctx context.Context) {
-	defer cl.wg.Done()
-	defer close(cl.events)
-	for {
-		_, b, err := cl.c.Read(ctx)
-		if err != nil {
-			cl.mu.Lock()
-			cl.readErr = err
-			cl.mu.Unlock()
-			return
-		}
-		e := liveEvent{at: time.Now()}
-		if json.Unmarshal(b, &e.raw) != nil {
-			continue
-		}
-		e.typ, _ = e.raw["type"].(string)
-		if e.typ == "session.output_audio.delta" {
-			d, _ := e.raw["delta"].(string)
-			pcm, _ := base64.StdEncoding.DecodeString(d)
-			e.pcm = make([]float32, len(pcm)/2)
-			for i := range e.pcm {
-				e.pcm[i] = float32(int16(binary.LittleEndian.Uint16(pcm[2*i:]))) / 32768
-			}
-			e.raw = nil // the audio is kept decoded only
-		}
-		select {
-		case cl.events <- e:
-		case <-ctx.Done():
-			return
-		}
+// decodeLive is a frame as the client keeps it: an audio delta decoded (and nothing else of
+// it), every other event as its JSON.
+func decodeLive(b []byte, at time.Time) (liveEvent, bool) {
+	e := liveEvent{at: at}
+	if json.Unmarshal(b, &e.raw) != nil {
+		return e, false
 	}
-}
-
-func (cl *liveClient) send(ctx context.Context, ev map[string]any) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
+	e.typ, _ = e.raw["type"].(string)
+	if e.typ == "session.output_audio.delta" {
+		d, _ := e.raw["delta"].(string)
+		e.pcm, e.raw = pcmOf(d), nil
 	}
-	return cl.c.Write(ctx, websocket.MessageText, b)
+	return e, true
 }
 
 // appendAudio sends 16 kHz pcm resampled to the session's 24 kHz (linear interpolation).
@@ -158,23 +121,17 @@ func liveError(e liveEvent) error {
 
 // waitFor returns the first event that matches, failing on an error event or the timeout.
 func (cl *liveClient) waitFor(ctx context.Context, d time.Duration, match func(liveEvent) bool) (liveEvent, error) {
-	return waitEvent(ctx, cl.events, d, match, func(e liveEvent) error {
+	return cl.wsConn.waitFor(ctx, d, match, func(e liveEvent) error {
 		if e.typ == "error" {
 			return liveError(e)
 		}
 		return nil
-	}, func() error {
-		cl.mu.Lock()
-		defer cl.mu.Unlock()
-		return cl.readErr
 	})
 }
 
 func (cl *liveClient) close() {
 	_ = cl.send(context.Background(), map[string]any{"type": "session.close"})
-	_ = cl.c.Close(websocket.StatusNormalClosure, "")
-	cl.cancel()
-	cl.wg.Wait()
+	cl.closeConn()
 }
 
 // livePlayback is a client playing the one output track on receipt, continuously (playback's
