@@ -256,11 +256,16 @@ func TestHostileClients(t *testing.T) {
 			}, maxIdle, 50*time.Millisecond, "the slow client is closed (1008) and logged within the write timeout, before any idle timeout: %s",
 				grepLines(s.logs.String(), sid))
 			t.Logf("slow client closed %v after its last write", time.Since(lastWrite).Round(time.Millisecond))
-			// Reading now drains what was buffered, then the connection is gone.
+			// Reading now drains what was buffered and what was in flight, then the close frame
+			// says why: a client that was only paused learns it was too slow.
 			for err == nil {
 				_, _, err = ws.Read(ctx)
 			}
 			require.NoError(t, ctx.Err(), "the connection ended")
+			require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "the close frame reached the client: %v", err)
+			var ce websocket.CloseError
+			require.ErrorAs(t, err, &ce)
+			require.Contains(t, ce.Reason, "too slow")
 			t.Logf("the stuck client then read: %v", err)
 			requireServes(t, s)
 		})

@@ -198,7 +198,7 @@ func (t *dcTransport) WriteFrame(ctx context.Context, data []byte) error {
 
 // Close releases a delivery waiting for the reader. The channel itself the call closes
 // (closeDataChannel), after the core has drained, with a hang-up's linger.
-func (t *dcTransport) Close(int, string) { close(t.done) }
+func (t *dcTransport) Close(int, string, time.Duration) { close(t.done) }
 
 // A hang-up lets the acknowledgement of the browser's stream reset travel before the
 // association is aborted: at least dcCloseLinger (a round trip and a retransmission on a LAN),

@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -32,9 +33,15 @@ type wsConn struct {
 func (h *handler) newConn(ws *websocket.Conn, st *link.Stream, q *link.Queue, log *zap.Logger) *wsConn {
 	core := link.New(h.cfg.BaseContext, wsTransport{ws: ws, maxEvent: h.cfg.MaxEventBytes}, q, link.Options{
 		WriteTimeout: h.cfg.WriteTimeout, StallTimeout: h.cfg.StallTimeout, OnStall: h.cfg.OnStall,
-		DrainTimeout: h.cfg.WriteTimeout, Log: log})
+		DrainTimeout: h.cfg.WriteTimeout, SlowCloseWait: slowCloseWait, Log: log})
 	return &wsConn{h: h, core: core, st: st, q: q, log: log}
 }
+
+// slowCloseWait is how long a client found not reading has, after its session let it go, to
+// read what was in flight and the close frame (1008 and why): a client that was only paused
+// (a debugger, a GC pause, a suspended laptop) learns why it was closed, not just that the
+// socket is gone. The slot is already free; only the socket waits.
+const slowCloseWait = 10 * time.Second
 
 // close ends the connection with code (0: at once, no close frame), after what is queued.
 func (c *wsConn) close(code websocket.StatusCode, reason string) { c.core.Close(int(code), reason) }

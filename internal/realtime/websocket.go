@@ -53,14 +53,15 @@ func (t wsTransport) WriteFrame(ctx context.Context, data []byte) error {
 	return t.ws.Write(ctx, websocket.MessageText, data)
 }
 
-// Close sends the close frame and waits for the client's for at most a second (0: at once, no
-// close frame).
-func (t wsTransport) Close(code int, reason string) {
+// Close sends the close frame and waits for the client's, for at most wait in all (0 code: at
+// once, no close frame). coder/websocket itself gives the close frame 5 s to get past a write
+// in flight and the client's answer 5 s more.
+func (t wsTransport) Close(code int, reason string, wait time.Duration) {
 	if code == 0 {
 		_ = t.ws.CloseNow()
 		return
 	}
-	abort := time.AfterFunc(time.Second, func() { _ = t.ws.CloseNow() })
+	abort := time.AfterFunc(wait, func() { _ = t.ws.CloseNow() })
 	defer abort.Stop()
 	_ = t.ws.Close(websocket.StatusCode(code), reason)
 }

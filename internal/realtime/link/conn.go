@@ -21,12 +21,13 @@ type Transport interface {
 	// wraps ErrPeerClosed is the peer closing on purpose; any other error ends the connection as
 	// dropped. It is called from one goroutine at a time.
 	ReadFrame(ctx context.Context) ([]byte, error)
-	// WriteFrame writes one frame; ctx bounds it (Options.WriteTimeout) and ends with the
-	// connection. It is called from one goroutine at a time.
+	// WriteFrame writes one frame; it ends with ctx (the connection's). It is called from one
+	// goroutine at a time.
 	WriteFrame(ctx context.Context, data []byte) error
 	// Close ends the connection: with a close frame (code, reason) when code is not 0, at once
-	// otherwise. It returns once a pending ReadFrame or WriteFrame will return.
-	Close(code int, reason string)
+	// otherwise. The close frame (after a write still in flight) and the peer's answer may take
+	// at most wait. It returns once a pending ReadFrame or WriteFrame will return.
+	Close(code int, reason string, wait time.Duration)
 }
 
 // ErrPeerClosed marks a read error that is the peer's decision to close (a WebSocket close
@@ -63,8 +64,10 @@ type Handler func(ctx context.Context, f Frame) (reply *Event, err error)
 
 // Options are the core's bounds and hooks.
 type Options struct {
-	// WriteTimeout bounds one frame write (0: the transport bounds its writes itself). A write
-	// that times out is a client that stopped reading (LostSlow).
+	// WriteTimeout bounds one frame write (0: the transport bounds its writes itself): Serve's
+	// watch takes a write blocked longer for a client that stopped reading (LostSlow). The write
+	// itself is not cancelled: a client that reads again still gets the frame in flight and then
+	// the close frame with its reason (SlowCloseWait).
 	WriteTimeout time.Duration
 	// StallTimeout bounds the age of the oldest undelivered event (0: no stall watch): a client
 	// that lets an event wait longer is not reading, whatever the buffers, and is LostSlow.
@@ -73,6 +76,10 @@ type Options struct {
 	OnStall func()
 	// DrainTimeout bounds how long Close with a code waits for the queued events to be written.
 	DrainTimeout time.Duration
+	// CloseWait bounds the close handshake (0: one second). SlowCloseWait bounds it for a client
+	// found not reading (0: CloseWait): the frame in flight and the close frame wait that long
+	// for it to read again, so that a client that was only paused learns why it was closed.
+	CloseWait, SlowCloseWait time.Duration
 	Log          *zap.Logger
 }
 
@@ -117,6 +124,12 @@ func New(parent context.Context, t Transport, q *Queue, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
+	if opts.CloseWait <= 0 {
+		opts.CloseWait = time.Second
+	}
+	if opts.SlowCloseWait <= 0 {
+		opts.SlowCloseWait = opts.CloseWait
+	}
 	ctx, cancel := context.WithCancel(parent)
 	c := &Conn{t: t, q: q, opts: opts, log: opts.Log, ctx: ctx, cancel: cancel,
 		first: make(chan firstFrame), lost: make(chan Loss, 3), serving: make(chan struct{}),
@@ -157,8 +170,8 @@ func (c *Conn) Start(st *Stream, pre [][]byte, h Handler) {
 func (c *Conn) Serve(st *Stream, pre [][]byte, h Handler, done <-chan struct{}) Loss {
 	c.Start(st, pre, h)
 	var stall <-chan time.Time
-	if c.opts.StallTimeout > 0 {
-		tick := time.NewTicker(max(c.opts.StallTimeout/10, 10*time.Millisecond))
+	if period := watchPeriod(c.opts); period > 0 {
+		tick := time.NewTicker(period)
 		defer tick.Stop()
 		stall = tick.C
 	}
@@ -185,10 +198,35 @@ func (c *Conn) Serve(st *Stream, pre [][]byte, h Handler, done <-chan struct{}) 
 	}
 }
 
-// checkStall fails the queue as too slow when its oldest undelivered event has waited longer
-// than the stall timeout.
+// watchPeriod is how often Serve looks for a stalled client: a tenth of the shorter of the
+// write and stall timeouts (0: neither is set, no watch).
+func watchPeriod(o Options) time.Duration {
+	d := o.StallTimeout
+	if o.WriteTimeout > 0 && (d <= 0 || o.WriteTimeout < d) {
+		d = o.WriteTimeout
+	}
+	if d <= 0 {
+		return 0
+	}
+	return max(d/10, 10*time.Millisecond)
+}
+
+// checkStall fails the queue as too slow when the write in flight has been blocked longer than
+// the write timeout, or its oldest undelivered event has waited longer than the stall timeout.
 func (c *Conn) checkStall() {
-	age := c.q.headAge(time.Now())
+	now := time.Now()
+	if since := c.writingSince.Load(); c.opts.WriteTimeout > 0 && since != 0 && c.q.Err() == nil {
+		if blocked := now.Sub(time.Unix(0, since)); blocked > c.opts.WriteTimeout {
+			c.log.Warn("realtime client is not reading: a write blocked past the write timeout",
+				zap.Duration("blocked", blocked), zap.Duration("write_timeout", c.opts.WriteTimeout))
+			c.q.Fail(ErrWriteTimeout)
+			return
+		}
+	}
+	if c.opts.StallTimeout <= 0 {
+		return
+	}
+	age := c.q.headAge(now)
 	if age <= c.opts.StallTimeout {
 		return
 	}
@@ -202,10 +240,16 @@ func (c *Conn) checkStall() {
 
 // Close is the one close path: the queue takes no more events; with a code, what is queued
 // (session.closed) goes out first, for at most DrainTimeout; then the transport closes with
-// code and reason (0: at once), and Close waits for the reader and the writer.
+// code and reason (0: at once), and Close waits for the reader and the writer. A client found
+// not reading gets no drain (nothing more is written to it) but SlowCloseWait to read what was
+// in flight and the close frame: its session has already let it go.
 func (c *Conn) Close(code int, reason string) {
 	c.q.Close()
-	if code != 0 && c.started {
+	wait := c.opts.CloseWait
+	switch {
+	case errors.Is(c.q.Err(), ErrSlowClient):
+		wait = c.opts.SlowCloseWait
+	case code != 0 && c.started:
 		timer := time.NewTimer(c.opts.DrainTimeout)
 		select {
 		case <-c.writerDone:
@@ -213,7 +257,7 @@ func (c *Conn) Close(code int, reason string) {
 		}
 		timer.Stop()
 	}
-	c.t.Close(code, reason)
+	c.t.Close(code, reason, wait)
 	c.cancel()
 	<-c.readerDone
 	if c.started {
@@ -225,7 +269,13 @@ func (c *Conn) Close(code int, reason string) {
 // closes it with code and reason.
 func (c *Conn) Refuse(data []byte, code int, reason string) {
 	if data != nil {
-		_ = c.writeFrame(data)
+		// Nobody watches this write (Serve does not run): it is bounded here.
+		ctx, cancel := c.ctx, context.CancelFunc(func() {})
+		if c.opts.WriteTimeout > 0 {
+			ctx, cancel = context.WithTimeout(c.ctx, c.opts.WriteTimeout)
+		}
+		_ = c.t.WriteFrame(ctx, data)
+		cancel()
 	}
 	c.Close(code, reason)
 }
@@ -336,14 +386,11 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// writeFrame is the writer's write: it ends with the connection, and Serve's watch takes one
+// blocked past WriteTimeout for a client not reading (checkStall).
 func (c *Conn) writeFrame(data []byte) error {
-	ctx, cancel := c.ctx, context.CancelFunc(func() {})
-	if c.opts.WriteTimeout > 0 {
-		ctx, cancel = context.WithTimeout(c.ctx, c.opts.WriteTimeout)
-	}
-	defer cancel()
 	c.writingSince.Store(time.Now().UnixNano())
-	err := c.t.WriteFrame(ctx, data)
+	err := c.t.WriteFrame(c.ctx, data)
 	if err == nil {
 		c.writingSince.Store(0)
 	}

@@ -15,14 +15,17 @@ import (
 )
 
 // pipe is an in-memory Transport: the test feeds inbound frames (or read errors) and reads what
-// the core wrote; block makes writes hang until the write's ctx ends (a client not reading).
+// the core wrote; block makes writes hang until release is closed (the client reads again) or
+// the write's ctx ends (a client not reading).
 type pipe struct {
-	in     chan any // []byte, *protocol.Error or error
-	mu     sync.Mutex
-	out    [][]byte
-	block  bool
-	closed []int // close codes
-	done   chan struct{}
+	in      chan any // []byte, *protocol.Error or error
+	mu      sync.Mutex
+	out     [][]byte
+	block   bool
+	release chan struct{}
+	closed  []int           // close codes
+	waits   []time.Duration // the close handshakes' bounds
+	done    chan struct{}
 }
 
 func newPipe() *pipe { return &pipe{in: make(chan any, 16), done: make(chan struct{})} }
@@ -49,8 +52,11 @@ func (p *pipe) WriteFrame(ctx context.Context, data []byte) error {
 	block := p.block
 	p.mu.Unlock()
 	if block {
-		<-ctx.Done()
-		return ctx.Err()
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -58,9 +64,10 @@ func (p *pipe) WriteFrame(ctx context.Context, data []byte) error {
 	return nil
 }
 
-func (p *pipe) Close(code int, _ string) {
+func (p *pipe) Close(code int, _ string, wait time.Duration) {
 	p.mu.Lock()
 	p.closed = append(p.closed, code)
+	p.waits = append(p.waits, wait)
 	p.mu.Unlock()
 	select {
 	case <-p.done:
@@ -168,6 +175,46 @@ func TestConnLosses(t *testing.T) {
 			require.Equal(t, tc.want, c.Serve(st, nil, h, nil))
 			c.Close(0, "")
 		})
+	}
+}
+
+// TestConnSlowClientClose: a write blocked past the write timeout is a client not reading
+// (LostSlow), but the write is not cut: a client that reads again still gets the frame in
+// flight, and Close gives the close frame SlowCloseWait without waiting to drain the queue.
+func TestConnSlowClientClose(t *testing.T) {
+	p := newPipe()
+	p.block, p.release = true, make(chan struct{})
+	q := NewQueue(16, 1<<20, false)
+	st := NewStream(false, nil)
+	st.Attach(q, 0)
+	c := New(context.Background(), p, q, Options{WriteTimeout: 50 * time.Millisecond,
+		DrainTimeout: time.Minute, SlowCloseWait: 7 * time.Second})
+	require.NoError(t, st.Send(ev("x")))
+	h := func(context.Context, Frame) (*Event, error) { return nil, nil }
+	require.Equal(t, LostSlow, c.Serve(st, nil, h, nil))
+	require.ErrorIs(t, q.Err(), ErrWriteTimeout)
+	close(p.release) // the client reads again
+	require.Eventually(t, func() bool { return len(p.written(t)) == 1 }, 5*time.Second, time.Millisecond,
+		"the frame in flight is delivered")
+	start := time.Now()
+	c.Close(1008, "connection too slow")
+	require.Less(t, time.Since(start), 10*time.Second, "no drain wait for a client found not reading")
+	require.Equal(t, []int{1008}, p.closed)
+	require.Equal(t, []time.Duration{7 * time.Second}, p.waits)
+	require.Equal(t, []string{"x"}, p.written(t))
+}
+
+func TestWatchPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		write, stall, want time.Duration
+	}{
+		{0, 0, 0},
+		{5 * time.Second, 0, 500 * time.Millisecond},
+		{0, 10 * time.Second, time.Second},
+		{5 * time.Second, 10 * time.Second, 500 * time.Millisecond},
+		{time.Millisecond, 0, 10 * time.Millisecond},
+	} {
+		require.Equal(t, tc.want, watchPeriod(Options{WriteTimeout: tc.write, StallTimeout: tc.stall}), "%v/%v", tc.write, tc.stall)
 	}
 }
 

@@ -4,8 +4,10 @@
 // queue (Queue: a count and a byte budget, a reserve for the events that end a response, the
 // epoch fence DropStale) and one writer, which stamps each event (event_id, server_event_seq)
 // as it takes it (Stream), keeping the recent frames for a resume (Journal); a client that stops
-// reading is found (a write that times out, an overflow, an event older than the stall timeout)
-// and the connection is closed along one path with its reason (Close).
+// reading is found (a write blocked past the write timeout, an overflow, an event older than
+// the stall timeout) and the connection is closed along one path with its reason (Close): the
+// close frame waits behind the write in flight (SlowCloseWait), so a client that reads again
+// learns why.
 //
 // A transport supplies only what differs (Transport: read one frame, write one frame, close).
 // The outbound element is the core's own Event, not the session's: producers convert into it

@@ -15,6 +15,8 @@ var (
 	ErrConnClosed = errors.New("connection closed")
 	// ErrStalled: the oldest undelivered event waited longer than the stall timeout.
 	ErrStalled = fmt.Errorf("%w: an event waited longer than the stall timeout", ErrSlowClient)
+	// ErrWriteTimeout: a write was blocked longer than the write timeout.
+	ErrWriteTimeout = fmt.Errorf("%w: a write blocked longer than the write timeout", ErrSlowClient)
 )
 
 // reserve is extra room for non-model events (errors, done, session.closed) so that a response
