@@ -327,3 +327,39 @@ func TestVLLMTurnSignal(t *testing.T) {
 	require.Equal(t, "assistant_done", c.until(t, "turn.event", 10*time.Second)["event"])
 	require.Zero(t, c.typesSeen()["error"])
 }
+
+// The barge-in example's flow (barge_in_client.py with the MiniCPM-o preset: listen_only, the
+// engine owns the turns): while the answer plays the user talks over it for 3 s. A substantial
+// interruption cuts the answer (overlap.decision barge_in, the first response done cancelled
+// with reason barge_in), and the interruption's own commit brings the second response: the
+// answer to it, not to the question.
+func TestVLLMSubstantialInterruptionCutsTheAnswer(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	session := duplexClientSession()
+	session["max_response_output_tokens"] = 256 // an answer that is still playing when the user talks
+	c, _ := openVLLM(t, s, session)
+	appendPCM(t, c, goForwardSpoken(t), nil)
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
+	first := c.until(t, "response.created", time.Minute)["response"].(map[string]any)["id"].(string)
+	c.until(t, "response.speak", 30*time.Second)
+
+	numbers, err := os.ReadFile("/usr/share/pocketsphinx/test/data/numbers.raw")
+	require.NoError(t, err, "install pocketsphinx-testdata")
+	appendPCM(t, c, numbers[:3*32000], nil)
+	dec := c.until(t, "overlap.decision", 30*time.Second)
+	require.Equal(t, "barge_in", dec["action"])
+	require.Equal(t, "sustained_speech", dec["reason"])
+	require.Equal(t, "listen_only", dec["policy"])
+	done := c.until(t, "response.done", 30*time.Second)["response"].(map[string]any)
+	require.Equal(t, first, done["id"])
+	require.Equal(t, "cancelled", done["status"])
+	require.Equal(t, "barge_in", done["status_details"].(map[string]any)["reason"])
+
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
+	c.until(t, "input_audio_buffer.committed", 30*time.Second)
+	second := c.until(t, "response.created", time.Minute)["response"].(map[string]any)["id"].(string)
+	require.NotEqual(t, first, second)
+	c.until(t, "response.speak", 30*time.Second)
+	require.Zero(t, c.typesSeen()["error"], "no error: the clients raise on any")
+}

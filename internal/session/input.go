@@ -46,6 +46,8 @@ type inputAudio struct {
 	vadMarks [16]vadMark
 	vadFed   int64   // samples fed to vad since it was created or reset
 	onsetAt  float64 // wall time of the onset reported by the last append; 0 = none
+	// overlapMs is the speech heard over the active response, in the current segment (overlap).
+	overlapMs float64
 	inSpeech bool    // speech_started went out and its speech_stopped has not
 	// speechItemID is the item id announced by speech_started (or timeout_triggered, or a
 	// transcription delta), which the next commit gives its user item.
@@ -66,14 +68,42 @@ const overlapMinSpeechMs = 240
 // 0–90 ms sooner (measured on four pocketsphinx clips; internal/speech TestVADEarlySpeech).
 const overlapEarlySpeechMs = 150
 
-// bargeDecision is the overlap policy on an append heard as vr, while a response is active or
-// not, under turn detection td: heard is speech the VAD confirmed (the idle follow-up ends);
-// cancel says it barges in on the active response (interrupt_response).
-func bargeDecision(vr vadResult, active bool, td *TurnDetection) (heard, cancel bool) {
-	if !vr.started {
-		return false, false
+// overlapBargeInMs is how long speech overlapping a response must go on before an engine that
+// owns the turns (auto_response) without interrupt_response (vllm-omni's listen_only) yields
+// to it: vllm-omni's overlap_barge_in_ms. A remark shorter than that ("mm-hm", "right") is
+// heard and answered after the reply; a substantial interruption cuts the reply, as a duplex
+// model stops talking when it is talked over.
+const overlapBargeInMs = 1200
+
+// Why an append barges in on the active response (OverlapDecision.Reason).
+const (
+	bargeSpeech    = "speech"           // interrupt_response: at the speech's onset
+	bargeSustained = "sustained_speech" // the engine's turns: overlapBargeInMs of overlapping speech
+)
+
+// bargeDecision is the overlap policy on an append heard as vr under h, overlapMs the speech
+// that has overlapped the active response so far (overlap): heard is speech the VAD confirmed
+// (the idle follow-up ends); cancel, when not "", says why it barges in on the active response.
+func bargeDecision(vr vadResult, h hearing, overlapMs float64) (heard bool, cancel string) {
+	switch {
+	case !h.active:
+	case vr.started && h.td != nil && h.td.InterruptResponse:
+		cancel = bargeSpeech
+	case h.auto && (h.td == nil || !h.td.InterruptResponse) && vr.voiced && overlapMs >= overlapBargeInMs:
+		cancel = bargeSustained
 	}
-	return true, active && td != nil && td.InterruptResponse
+	return vr.started, cancel
+}
+
+// overlap adds an append of ms heard as vr to the speech overlapping the active response and
+// returns it: 0 when no response is active or the speech stopped (a new remark starts anew).
+func (in *inputAudio) overlap(vr vadResult, active bool, ms float64) float64 {
+	if !active || !vr.voiced {
+		in.overlapMs = 0
+		return 0
+	}
+	in.overlapMs += ms
+	return in.overlapMs
 }
 
 // resetVAD starts a response with a fresh detector, so only speech that begins during the

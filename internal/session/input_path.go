@@ -201,7 +201,7 @@ func (in *inputAudio) append(c *AppendAudio, h hearing) []action {
 		return []action{keepAudio{eventID: c.ID, pcm: pcm}}
 	}
 	vr, acts := in.hearAppend(pcm, h)
-	acts = append(acts, barge(vr, h, in.onsetAt)...)
+	acts = append(acts, barge(vr, h, in.onsetAt, in.overlap(vr, h.active, msOf(len(pcm))))...)
 	if !h.auto {
 		return append(acts, keepAudio{eventID: c.ID, pcm: pcm, stopped: vr.stopped})
 	}
@@ -244,20 +244,26 @@ func (in *inputAudio) hearAppend(pcm []float32, h hearing) (vadResult, []action)
 	return res, acts
 }
 
-// barge runs the overlap policy on an append heard as vr (bargeDecision): speech ends the idle
-// follow-up, and under interrupt_response it cancels the active response, the barge-in timed
-// from onset, its own append (0: unknown).
-func barge(vr vadResult, h hearing, onset float64) []action {
-	heard, cancel := bargeDecision(vr, h.active, h.td)
+// barge runs the overlap policy on an append heard as vr (bargeDecision), overlapMs the speech
+// over the active response so far: speech ends the idle follow-up; under interrupt_response it
+// cancels the active response, the barge-in timed from onset, its own append (0: unknown); an
+// engine that owns the turns cancels it once the overlap is substantial (reason barge_in).
+func barge(vr vadResult, h hearing, onset, overlapMs float64) []action {
+	heard, cancel := bargeDecision(vr, h, overlapMs)
 	var acts []action
 	if heard {
 		acts = append(acts, stopIdle{})
 	}
-	if !cancel {
+	switch cancel {
+	case "":
 		return acts
+	case bargeSustained:
+		return append(acts, emit{evs: []Event{{Epoch: h.epoch, Effect: OverlapDecision{
+			SessionID: h.sessionID, Epoch: h.epoch, Policy: policyListenOnly, Action: "barge_in", Reason: bargeSustained}}}},
+			cancelActive{source: "turn_detected", wire: "barge_in", notify: true})
 	}
 	acts = append(acts, emit{evs: []Event{{Epoch: h.epoch, Effect: OverlapDecision{
-		SessionID: h.sessionID, Epoch: h.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: "speech"}}}},
+		SessionID: h.sessionID, Epoch: h.epoch, Policy: policyBargeIn, Action: "barge_in", Reason: bargeSpeech}}}},
 		cancelActive{source: "turn_detected", wire: "turn_detected", notify: true})
 	if onset > 0 {
 		acts = append(acts, bargedIn{latency: h.wall - onset})

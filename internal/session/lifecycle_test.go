@@ -245,7 +245,7 @@ func TestBarge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			acts := barge(tc.vr, hearing{td: tc.td, active: tc.active, epoch: 4, sessionID: "s", wall: 25}, tc.onset)
+			acts := barge(tc.vr, hearing{td: tc.td, active: tc.active, epoch: 4, sessionID: "s", wall: 25}, tc.onset, 0)
 			require.Equal(t, tc.want, kinds(acts))
 			if len(acts) > 2 {
 				require.Equal(t, cancelActive{source: "turn_detected", wire: "turn_detected", notify: true}, acts[2])
@@ -255,6 +255,18 @@ func TestBarge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An engine that owns the turns yields to a substantial interruption: the reply is cancelled
+// as a barge-in (vllm-omni's reason), untimed (the onset was overlapBargeInMs earlier).
+func TestBargeSustained(t *testing.T) {
+	h := hearing{td: &TurnDetection{}, auto: true, active: true, epoch: 4, sessionID: "s", wall: 25}
+	acts := barge(vadResult{voiced: true}, h, 10, overlapBargeInMs)
+	require.Equal(t, []string{"session.emit", "session.cancelActive"}, kinds(acts))
+	require.Equal(t, OverlapDecision{SessionID: "s", Epoch: 4, Policy: policyListenOnly, Action: "barge_in", Reason: bargeSustained},
+		acts[0].(emit).evs[0].Effect)
+	require.Equal(t, cancelActive{source: "turn_detected", wire: "barge_in", notify: true}, acts[1])
+	require.Empty(t, barge(vadResult{voiced: true}, h, 10, overlapBargeInMs-100), "a remark is heard, not a barge-in")
 }
 
 func TestInputKeep(t *testing.T) {

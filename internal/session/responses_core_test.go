@@ -210,21 +210,40 @@ func TestSubStateDecisions(t *testing.T) {
 	require.False(t, vadResponds(Config{TurnDetection: td}, Options{Transcription: true}, false), "transcription only")
 	require.False(t, vadResponds(Config{}, Options{}, false), "no turn detection")
 
+	interrupt, listen := &TurnDetection{InterruptResponse: true}, &TurnDetection{}
 	for _, tc := range []struct {
-		vr            vadResult
-		active        bool
-		td            *TurnDetection
-		heard, cancel bool
+		vr        vadResult
+		active    bool
+		td        *TurnDetection
+		auto      bool
+		overlapMs float64
+		heard     bool
+		cancel    string
 	}{
-		{vadResult{}, true, &TurnDetection{InterruptResponse: true}, false, false},
-		{vadResult{started: true}, false, &TurnDetection{InterruptResponse: true}, true, false},
-		{vadResult{started: true}, true, &TurnDetection{InterruptResponse: true}, true, true},
-		{vadResult{started: true}, true, &TurnDetection{}, true, false},
-		{vadResult{started: true}, true, nil, true, false},
+		{vadResult{}, true, interrupt, false, 0, false, ""},
+		{vadResult{started: true}, false, interrupt, false, 0, true, ""},
+		{vadResult{started: true, voiced: true}, true, interrupt, false, 0, true, bargeSpeech},
+		{vadResult{started: true}, true, listen, false, 0, true, ""},
+		{vadResult{started: true}, true, nil, false, 0, true, ""},
+		// The engine's turns (auto_response) without interrupt_response: a remark is heard, a
+		// substantial interruption cuts the reply.
+		{vadResult{started: true, voiced: true}, true, listen, true, 300, true, ""},
+		{vadResult{voiced: true}, true, listen, true, overlapBargeInMs - 1, false, ""},
+		{vadResult{voiced: true}, true, listen, true, overlapBargeInMs, false, bargeSustained},
+		{vadResult{voiced: true}, true, listen, false, overlapBargeInMs, false, ""},
+		{vadResult{voiced: true}, false, listen, true, overlapBargeInMs, false, ""},
+		{vadResult{voiced: true}, true, interrupt, true, overlapBargeInMs, false, ""},
 	} {
-		heard, cancel := bargeDecision(tc.vr, tc.active, tc.td)
-		require.Equal(t, []bool{tc.heard, tc.cancel}, []bool{heard, cancel}, "%+v", tc)
+		heard, cancel := bargeDecision(tc.vr, hearing{active: tc.active, td: tc.td, auto: tc.auto}, tc.overlapMs)
+		require.Equal(t, tc.heard, heard, "%+v", tc)
+		require.Equal(t, tc.cancel, cancel, "%+v", tc)
 	}
+	var over inputAudio
+	require.Equal(t, 100.0, over.overlap(vadResult{voiced: true}, true, 100))
+	require.Equal(t, 300.0, over.overlap(vadResult{voiced: true}, true, 200))
+	require.Zero(t, over.overlap(vadResult{}, true, 100), "the speech stopped: a new remark starts anew")
+	require.Equal(t, 100.0, over.overlap(vadResult{voiced: true}, true, 100))
+	require.Zero(t, over.overlap(vadResult{voiced: true}, false, 100), "no response to overlap")
 
 	in := &inputAudio{}
 	ev := in.commitRefusal("evt_c", 2)
