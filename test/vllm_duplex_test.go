@@ -468,3 +468,39 @@ func TestDuplexResumeOnTheSameURL(t *testing.T) {
 	r.send(t, map[string]any{"type": "session.close"})
 	r.until(t, "session.closed", 10*time.Second)
 }
+
+// A resume whose cursor the journal no longer covers gets vllm-omni's answer on its dialect:
+// session.resync_required {session_id, reason: "journal_gap"}, unnumbered, and close 1008 (its
+// clients stop retrying on it), not session.resumed with OpenAI's resync flag.
+func TestDuplexResumeJournalGap(t *testing.T) {
+	t.Parallel()
+	s := startBinaryEnv(t, []string{"OMNISERVE_RESUME_JOURNAL_EVENTS=16"}, "--config", "configs/omni-cpu.yaml",
+		"--model", "dummy:tiny", "--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	url := "ws://" + s.addr + "/v1/realtime?duplex=1&model=dummy:tiny&autostart=0"
+	c := dialAck(t, url)
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"turn_detection": nil, "modalities": []string{"text"}}})
+	created := c.until(t, "session.created", 30*time.Second)
+	id, _ := created["session"].(map[string]any)["id"].(string)
+	token, _ := created["resume_token"].(string)
+	c.until(t, "session.updated", 30*time.Second)
+	for range 20 { // more numbered events than the journal keeps
+		c.send(t, map[string]any{"type": "session.heartbeat"})
+	}
+	for range 20 {
+		c.until(t, "session.heartbeat_ack", 10*time.Second)
+	}
+	require.NoError(t, c.ws.CloseNow())
+	<-c.done
+
+	r := dialAck(t, url)
+	r.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": token, "incarnation": 0,
+		"last_received_server_event_seq": 1})
+	ev := r.until(t, "session.resync_required", 30*time.Second)
+	require.Equal(t, id, ev["session_id"])
+	require.Equal(t, "journal_gap", ev["reason"])
+	_, numbered := ev["server_event_seq"]
+	require.False(t, numbered, "no part of the numbered stream")
+	<-r.done
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(r.readErr), "%v", r.readErr)
+	require.Empty(t, r.seen("session.resumed"))
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -99,6 +100,10 @@ func (h *handler) resume(c *wsConn, req resumeReq, code func(string) string) {
 		return
 	}
 	c.st = st
+	if res.Resync && sinkOf(sess).dialect().Name() == vllm.Name {
+		c.resyncRequired(sess, res.Gen)
+		return
+	}
 	ev, _ := sinkOf(sess).outEvent(res.Event)
 	if res.Resync {
 		replay = nil
@@ -113,6 +118,22 @@ func (h *handler) resume(c *wsConn, req resumeReq, code func(string) string) {
 	log.Info("session resumed on a new connection", zap.Int64("last_received_seq", req.lastSeq),
 		zap.Int64("last_seq", last), zap.Int("replayed_events", len(replay)), zap.Bool("resync_required", res.Resync))
 	c.serve(sess, res.Gen)
+}
+
+// resyncRequired answers a resume whose cursor the journal no longer covers in vllm-omni's
+// dialect, as vllm-omni does: session.resync_required {session_id, reason: "journal_gap"}
+// (unnumbered) and close 1008. Its clients stop retrying on it and start anew (OpenAI's
+// clients get session.resumed {resync_required: true} and the conversation instead); the
+// session is detached again, so its resume grace ends it.
+func (c *wsConn) resyncRequired(sess *session.Session, gen int) {
+	c.st.Detach(c.q)
+	sess.Disconnected(gen)
+	data, err := link.EncodeUnnumbered(link.Event{Type: "session.resync_required",
+		Fields: map[string]any{"session_id": sess.ID(), "reason": "journal_gap"}})
+	if err != nil {
+		data = nil // plain values: cannot happen
+	}
+	c.core.Refuse(data, int(websocket.StatusPolicyViolation), "session_resync_required")
 }
 
 func notFound(req resumeReq) *WireError {
