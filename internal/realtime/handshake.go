@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -39,7 +40,8 @@ func (h *handler) speaksFirst(c *wsConn, sess *session.Session, slot *session.Sl
 	}
 	if rs := h.sameURLResume(d, pending); rs != nil {
 		slot.Release()
-		h.resume(c, resumeReq{eventID: rs.ID, sessionID: rs.SessionID, token: rs.Token, lastSeq: rs.LastSeq}, d.Code)
+		h.resume(c, resumeReq{eventID: rs.ID, sessionID: rs.SessionID, token: rs.Token, lastSeq: rs.LastSeq,
+			gapEvent: d.Name() == vllm.Name}, d.Code)
 		return nil, nil, false
 	}
 	return first, pending, true

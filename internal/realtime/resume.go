@@ -12,7 +12,6 @@ import (
 
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
-	"github.com/omniserve/omniserve/internal/realtime/vllm"
 	"github.com/omniserve/omniserve/internal/session"
 )
 
@@ -32,6 +31,9 @@ type resumeReq struct {
 	sessionID string
 	token     string
 	lastSeq   int64
+	// gapEvent answers a cursor the journal no longer covers with vllm-omni's
+	// session.resync_required (its clients' same-URL resume), not session.resumed's flag.
+	gapEvent bool
 }
 
 // serveResume runs a connection opened with ?session_id=: its first event is session.resume
@@ -100,7 +102,7 @@ func (h *handler) resume(c *wsConn, req resumeReq, code func(string) string) {
 		return
 	}
 	c.st = st
-	if res.Resync && sinkOf(sess).dialect().Name() == vllm.Name {
+	if res.Resync && req.gapEvent {
 		c.resyncRequired(sess, res.Gen)
 		return
 	}
@@ -120,10 +122,10 @@ func (h *handler) resume(c *wsConn, req resumeReq, code func(string) string) {
 	c.serve(sess, res.Gen)
 }
 
-// resyncRequired answers a resume whose cursor the journal no longer covers in vllm-omni's
-// dialect, as vllm-omni does: session.resync_required {session_id, reason: "journal_gap"}
-// (unnumbered) and close 1008. Its clients stop retrying on it and start anew (OpenAI's
-// clients get session.resumed {resync_required: true} and the conversation instead); the
+// resyncRequired answers a same-URL resume (vllm-omni's) whose cursor the journal no longer
+// covers as vllm-omni does: session.resync_required {session_id, reason: "journal_gap"}
+// (unnumbered) and close 1008. Its clients stop retrying on it and start anew (a ?session_id=
+// resume gets session.resumed {resync_required: true} and the conversation instead); the
 // session is detached again, so its resume grace ends it.
 func (c *wsConn) resyncRequired(sess *session.Session, gen int) {
 	c.st.Detach(c.q)

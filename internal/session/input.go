@@ -48,7 +48,7 @@ type inputAudio struct {
 	onsetAt  float64 // wall time of the onset reported by the last append; 0 = none
 	// overlapMs is the speech heard over the active response, in the current segment (overlap).
 	overlapMs float64
-	inSpeech bool    // speech_started went out and its speech_stopped has not
+	inSpeech  bool // speech_started went out and its speech_stopped has not
 	// speechItemID is the item id announced by speech_started (or timeout_triggered, or a
 	// transcription delta), which the next commit gives its user item.
 	speechItemID string

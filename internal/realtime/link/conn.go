@@ -80,7 +80,7 @@ type Options struct {
 	// found not reading (0: CloseWait): the frame in flight and the close frame wait that long
 	// for it to read again, so that a client that was only paused learns why it was closed.
 	CloseWait, SlowCloseWait time.Duration
-	Log          *zap.Logger
+	Log                      *zap.Logger
 }
 
 // Conn is the connection core (doc.go): one reader goroutine that dispatches frames in wire
