@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/realtime/media"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -30,6 +31,10 @@ type call struct {
 	codec  media.Codec
 	player *media.Player
 	sess   *session.Session
+	// live is the translator of a GPT-Live call (POST /v1/live/sessions; nil: Realtime's), and
+	// liveID its session's Live id.
+	live   *live.Translator
+	liveID string
 	// dc is the data channel's part of the connection core; st and q are the call's stream and
 	// queue; core, made by run, serves them.
 	dc   *dcTransport
@@ -116,6 +121,10 @@ func (o callOut) Send(ev link.Event) error {
 	case "response.done":
 		if d, ok := ev.Payload.(protocol.ResponseDone); ok {
 			o.c.player.ResponseDone(d.Response.ID)
+		}
+	case "output_audio_buffer.started", "output_audio_buffer.stopped", "output_audio_buffer.cleared":
+		if o.c.live != nil {
+			return nil // the player's events are Realtime's: Live has none (its track just goes silent)
 		}
 	}
 	o.c.toSidebands(ev)
@@ -223,7 +232,8 @@ func (cl *call) run() {
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
-	cl.core.Start(cl.st, nil, replyWith(sinkOf(cl.sess).guard, errorEvent, cl.apply))
+	sink := sinkOf(cl.sess)
+	cl.core.Start(cl.st, nil, replyWith(sink.guard, errorEventIn(sink.dialect()), cl.apply))
 	reason := "session_ended"
 	select {
 	case <-cl.ended:
@@ -288,6 +298,9 @@ func (cl *call) closeDataChannel() {
 // item to what was played; other events go to the session as on the WebSocket. werr is the
 // error event the sender gets; err says the session has ended.
 func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err error) {
+	if cl.live != nil {
+		return cl.applyLive(ctx, data)
+	}
 	var env struct {
 		Type    string `json:"type"`
 		EventID string `json:"event_id"`
@@ -329,6 +342,9 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 func (cl *call) appendInputLocked(ctx context.Context) error {
 	if len(cl.inBuf) == 0 {
 		return nil
+	}
+	if cl.live != nil {
+		return cl.takeLive(ctx)
 	}
 	err := cl.sess.Submit(ctx, &session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: cl.inBuf,
 		Format: &session.AudioFormat{Type: "pcm16", Rate: 24000}})

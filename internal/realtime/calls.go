@@ -27,6 +27,7 @@ import (
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/realtime/media"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -75,6 +76,7 @@ type Calls struct {
 
 	mu     sync.Mutex
 	calls  map[string]*call
+	live   map[string]*call // the Live calls, by Live session id (live_…)
 	ended  RTPTotals // of the calls that have ended
 	closed bool
 	// running counts the calls and sidebands Close waits for; idle, made by Close while some
@@ -115,7 +117,7 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	if err != nil {
 		return nil, err
 	}
-	c := &Calls{h: &handler{cfg: hcfg.WithDefaults(), sessions: sessions, log: log.Named("calls")}, cfg: cfg, mux: mux, calls: map[string]*call{}}
+	c := &Calls{h: &handler{cfg: hcfg.WithDefaults(), sessions: sessions, log: log.Named("calls")}, cfg: cfg, mux: mux, calls: map[string]*call{}, live: map[string]*call{}}
 	for _, a := range mux.GetListenAddresses() {
 		if ua, ok := a.(*net.UDPAddr); ok {
 			c.port = ua.Port
@@ -271,17 +273,51 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 		return
 	}
+	cl, answer, oerr := c.open(r, offer, codec, callSession{opts: session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, d: openAIDialect{}})
+	if oerr != nil {
+		if oerr.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		oaierror.Write(w, oerr)
+		return
+	}
+	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
+	w.Header().Set("Content-Type", "application/sdp")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = io.WriteString(w, answer)
+}
+
+// callSession is what a new call's session is made of: its options and dialect; a Live call
+// also has its translator (the dialect itself) and the start's commands, submitted before any
+// other.
+type callSession struct {
+	opts  session.Options
+	d     dialect
+	live  *live.Translator
+	start []session.Command
+}
+
+// open makes the call of offer (codec) with its session and starts it: an admission slot, the
+// peer connection and its answer (sdpParam names the offer in an error), the session, its run.
+func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSession) (*call, string, *oaierror.Error) {
 	slot, err := c.h.sessions.Acquire(r.Context())
 	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		callError(w, http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
-		return
+		return nil, "", &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "resource_exhausted", Message: err.Error()}
 	}
 	cl, answer, err := c.newCall(r.Context(), offer, codec)
 	if err != nil {
 		slot.Release()
-		callError(w, http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
-		return
+		return nil, "", &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_sdp", Param: "sdp",
+			Message: "the SDP offer could not be answered: " + err.Error()}
+	}
+	cl.live = cs.live
+	if cl.live != nil {
+		cl.listens.Store(true) // a Live session always listens (the engine's auto-response)
+	}
+	sink := c.h.newSink(callOut{cl}, cs.d)
+	cl.sess = c.h.sessions.NewSession(slot, cs.opts, sink)
+	if cl.live != nil {
+		cl.liveID = live.SessionID(cl.sess.ID())
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -289,15 +325,26 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		cl.connectBy.Stop()
 		_ = cl.pc.Close()
 		slot.Release()
-		callError(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
-		return
+		return nil, "", &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
 	}
 	c.calls[cl.id] = cl
+	if cl.liveID != "" {
+		c.live[cl.liveID] = cl
+	}
 	c.startedLocked()
 	c.mu.Unlock()
-	sink := c.h.newSink(callOut{cl}, openAIDialect{})
-	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, sink)
 	sink.guard.bind(cl.sess.Stop)
+	for _, cmd := range cs.start {
+		// Into the inbox of a session not yet running: it has room for the start and its
+		// history (Live bounds both), ahead of anything the data channel sends.
+		_ = cl.sess.Submit(r.Context(), cmd)
+	}
+	c.run(r, cl, slot)
+	return cl, answer, nil
+}
+
+// run starts the call's goroutine: it runs the call until it ends, then forgets it.
+func (c *Calls) run(r *http.Request, cl *call, slot *session.Slot) {
 	runCtx := c.h.cfg.BaseContext
 	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {
@@ -320,16 +367,13 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Lock()
 		delete(c.calls, cl.id)
+		delete(c.live, cl.liveID)
 		c.ended.Add(cl.lastRTP)
 		c.mu.Unlock()
 		if c.cfg.OnCallEnd != nil {
 			c.cfg.OnCallEnd(cl.lastRTP)
 		}
 	}()
-	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
-	w.Header().Set("Content-Type", "application/sdp")
-	w.WriteHeader(http.StatusCreated)
-	_, _ = io.WriteString(w, answer)
 }
 
 // Hangup serves POST /v1/realtime/calls/{id}/hangup (id from the path's last-but-one element).
@@ -555,8 +599,13 @@ func answer(ctx context.Context, pc *webrtc.PeerConnection, offer string) (strin
 	return pc.LocalDescription().SDP, nil
 }
 
-// ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup.
+// ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup, and
+// GPT-Live's POST /v1/live/sessions and GET /v1/live/sessions/{id}/attach.
 func (c *Calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, LivePath); ok {
+		c.serveLive(w, r, rest)
+		return
+	}
 	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/realtime/calls")
 	switch {
 	case rest == "" || rest == "/":
@@ -571,6 +620,18 @@ func (c *Calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.Hangup(w, r, strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/hangup"))
+	default:
+		callError(w, http.StatusNotFound, "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
+	}
+}
+
+// serveLive routes the Live paths under LivePath (rest is what follows it).
+func (c *Calls) serveLive(w http.ResponseWriter, r *http.Request, rest string) {
+	switch {
+	case (rest == "" || rest == "/") && r.Method == http.MethodPost:
+		c.CreateLive(w, r)
+	case strings.HasSuffix(rest, "/attach") && strings.Count(rest, "/") == 2 && r.Method == http.MethodGet:
+		c.Attach(w, r, strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/attach"))
 	default:
 		callError(w, http.StatusNotFound, "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
 	}
