@@ -77,7 +77,7 @@ type Calls struct {
 	mu     sync.Mutex
 	calls  map[string]*call
 	live   map[string]*call // the Live calls, by Live session id (live_…)
-	ended  RTPTotals // of the calls that have ended
+	ended  RTPTotals        // of the calls that have ended
 	closed bool
 	// running counts the calls and sidebands Close waits for; idle, made by Close while some
 	// run, is closed when the last one ends.
