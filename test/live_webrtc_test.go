@@ -1,10 +1,15 @@
 package test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omniserve/omniserve/internal/rtcclient"
+	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 // liveRTCSession is the MediaSessionConfig the WebRTC tests start with (no audio.format: the
@@ -213,6 +219,17 @@ func TestLiveWebRTC(t *testing.T) {
 	require.Contains(t, said.M, "start_ms")
 	untilSB("session.input_transcript.delta", 30*time.Second, nil)
 	untilSB("session.output_transcript.delta", 30*time.Second, nil)
+	// The sideband's reflected audio: the microphone's and the reply's, PCM16 at 24 kHz, the
+	// reply's placed on the track.
+	out := untilSB("session.output_audio.delta", 30*time.Second, nil)
+	require.NotEmpty(t, out["delta"])
+	require.Greater(t, out["end_ms"], out["start_ms"], "%v", out)
+	in := sbSeen["session.input_audio.append"]
+	require.NotEmpty(t, in, "the microphone reflected")
+	mic, err := base64.StdEncoding.DecodeString(in[0]["audio"].(string))
+	require.NoError(t, err)
+	require.Positive(t, len(mic))
+	require.Zero(t, len(mic)%2, "PCM16")
 	require.NoError(t, <-micDone)
 	require.Eventually(t, func() bool { return !c.FirstAudibleAfter(speechEnd).IsZero() }, 30*time.Second, 50*time.Millisecond,
 		"the reply is audible on the track")
@@ -237,7 +254,8 @@ func TestLiveWebRTC(t *testing.T) {
 	}
 	for typ := range seen {
 		require.False(t, strings.HasPrefix(typ, "response.") || strings.HasPrefix(typ, "output_audio_buffer.") ||
-			strings.HasPrefix(typ, "conversation.") || typ == "session.output_audio.delta" || typ == "session.created",
+			strings.HasPrefix(typ, "conversation.") || typ == "session.output_audio.delta" || typ == "session.created" ||
+			typ == "session.input_audio.append",
 			"only Live's events on oai-events (the audio is RTP): %s", typ)
 	}
 	for typ := range sbSeen {
@@ -271,4 +289,118 @@ func eventTypes[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestLiveWebRTCOpenAINode runs the app's backend of a Live WebRTC session with the official
+// Node SDK (test/openai-live/webrtc_backend.mjs): client.live.create with the browser's offer
+// (the Go peer's, passed through the script as a page passes it to its server) gets the answer
+// and the session id, SidebandWS attaches with graceful_close, its session.update is answered,
+// it hears the user's words and the model's reply (transcripts, reflected audio) while the peer
+// speaks over RTP and hears the reply on its track, and its session.close ends the session
+// with session.closed and a clean close.
+func TestLiveWebRTCOpenAINode(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Missing(t, "node is not installed: skipping the GPT-Live SDK WebRTC backend (`make deps` installs it)")
+	}
+	raw := goForwardPCM(t)
+	s := startLiveBinary(t, "--api-key", "sk-live-node")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := npmProject(ctx, t, "openai-live")
+	run := exec.CommandContext(ctx, node, "webrtc_backend.mjs")
+	run.Dir = dir
+	run.Env = append(os.Environ(), "OPENAI_BASE_URL=http://"+s.addr+"/v1", "OPENAI_API_KEY=sk-live-node")
+	stdin, err := run.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := run.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
+	require.NoError(t, run.Start())
+	defer func() { _ = run.Process.Kill(); _ = run.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	line := func(what string) []byte {
+		t.Helper()
+		require.True(t, lines.Scan(), "webrtc_backend.mjs printed no %s: %v\nstderr: %s\n%s", what, lines.Err(), stderr.String(), s.logs.String())
+		return lines.Bytes()
+	}
+	var sessionID string
+	signal := func(_ context.Context, offer string) (string, error) {
+		b, err := json.Marshal(map[string]string{"sdp": offer})
+		if err != nil {
+			return "", err
+		}
+		if _, err := stdin.Write(append(b, '\n')); err != nil {
+			return "", err
+		}
+		var created struct {
+			SessionID string `json:"session_id"`
+			SDP       string `json:"sdp"`
+		}
+		if err := json.Unmarshal(line("answer"), &created); err != nil {
+			return "", err
+		}
+		sessionID = created.SessionID
+		return created.SDP, nil
+	}
+	c, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: "http://" + s.addr, Signal: signal, MicRate: 16000})
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	defer c.Close()
+	require.Regexp(t, `^live_`, sessionID)
+	started, err := c.WaitFor(ctx, "session.started", 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, sessionID, started.M["session"].(map[string]any)["id"])
+	require.JSONEq(t, `{"attached":true}`, string(line("attachment")))
+
+	pcm := make([]int16, len(raw)/2, len(raw)/2+16000*3)
+	for i := range pcm {
+		pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
+	}
+	pcm = append(pcm, make([]int16, 16000*3)...)
+	micDone := c.StartSpeaking(pcm, time.Time{})
+	var got struct {
+		Errors            []string       `json:"errors"`
+		Events            map[string]int `json:"events"`
+		InputTranscript   string         `json:"input_transcript"`
+		OutputTranscript  string         `json:"output_transcript"`
+		ReflectedInBytes  int            `json:"reflected_in_bytes"`
+		ReflectedOutBytes int            `json:"reflected_out_bytes"`
+		ReflectedOutTimed bool           `json:"reflected_out_timed"`
+		Updated           *struct {
+			ClientEventID string         `json:"client_event_id"`
+			Delegation    map[string]any `json:"delegation"`
+		} `json:"updated"`
+		Closed *struct {
+			Reason  string  `json:"reason"`
+			ID      string  `json:"id"`
+			Seconds float64 `json:"seconds"`
+		} `json:"closed"`
+		CloseCode int `json:"close_code"`
+	}
+	summary := line("summary")
+	t.Logf("webrtc_backend.mjs: %s", summary)
+	require.NoError(t, json.Unmarshal(summary, &got))
+	require.Empty(t, got.Errors)
+	require.Zero(t, got.Events["error"])
+	require.NotNil(t, got.Updated)
+	require.Equal(t, "evt_backend_update", got.Updated.ClientEventID)
+	require.EqualValues(t, 250, got.Updated.Delegation["acknowledgement_delay_ms"])
+	require.Contains(t, strings.ToLower(got.InputTranscript), "forward")
+	require.NotEmpty(t, strings.TrimSpace(got.OutputTranscript))
+	require.Positive(t, got.ReflectedInBytes, "the microphone reflected to the sideband")
+	require.GreaterOrEqual(t, got.ReflectedOutBytes, 48000, "a second of the reply reflected to the sideband")
+	require.True(t, got.ReflectedOutTimed, "reflected output has start_ms < end_ms")
+	require.NotNil(t, got.Closed)
+	require.Equal(t, "close_requested", got.Closed.Reason)
+	require.Equal(t, sessionID, got.Closed.ID)
+	require.Positive(t, got.Closed.Seconds)
+	require.Equal(t, 1000, got.CloseCode, "graceful close after session.closed")
+	require.NoError(t, <-micDone)
+	require.Greater(t, c.Stats().Packets, int64(25), "the reply played on the peer's track (over 0.5 s of 20 ms packets)")
+	_, err = c.WaitFor(ctx, "session.closed", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(), "stderr: %s", stderr.String())
 }

@@ -104,7 +104,8 @@ func (cl *call) endReason() string {
 
 // callOut is where a call's session events go (the outbound of its sessionSink): audio deltas
 // to the player (RTP), not to the data channel; everything else to the data channel's stream
-// and every sideband. The player's own events come here too.
+// and every sideband. The player's own events come here too. A Live call's sidebands also get
+// the reflected audio (live.SidebandOnly), and none of the player's Realtime events.
 type callOut struct{ c *call }
 
 func (o callOut) Send(ev link.Event) error {
@@ -128,6 +129,9 @@ func (o callOut) Send(ev link.Event) error {
 		}
 	}
 	o.c.toSidebands(ev)
+	if o.c.live != nil && live.SidebandOnly(ev.Type) {
+		return nil // the audio reflected to a Live call's sidebands: the data channel's is RTP
+	}
 	return o.c.st.Send(ev)
 }
 

@@ -49,6 +49,9 @@ type Config struct {
 	// to BaseURL + /v1/live/sessions as {session: Live, transport: {type: "webrtc", sdp}} (a
 	// MediaSessionConfig, JSON), and the answer's session id is SessionID.
 	Live json.RawMessage
+	// Signal, when set, exchanges the offer for the answer instead of the POST: the app's own
+	// server makes the session (e.g. with an SDK), as a browser's page has it done.
+	Signal func(ctx context.Context, offer string) (answer string, err error)
 	// MicRate is the rate of the PCM16 that Speak takes (8000, 12000, 16000, 24000 or 48000;
 	// 8000 for G.711); 0 = no microphone: the call only receives audio.
 	MicRate int
@@ -288,6 +291,13 @@ func (c *Client) setup(ctx context.Context) error {
 
 // post sends the offer as the guide does and returns the answer and the Location header.
 func (c *Client) post(ctx context.Context, offer string) (answer, location string, err error) {
+	if c.cfg.Signal != nil {
+		answer, err := c.cfg.Signal(ctx, offer)
+		if err != nil {
+			return "", "", fmt.Errorf("rtcclient: signalling: %w", err)
+		}
+		return answer, "", nil
+	}
 	if c.cfg.Live != nil {
 		return c.postLive(ctx, offer)
 	}

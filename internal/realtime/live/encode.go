@@ -137,7 +137,8 @@ func (t *Translator) outputDelta(e session.OutputDelta) []protocol.ServerEvent {
 		t.out.frameMs = e.DurationMs
 		t.out.trackMs = t.out.frameStartMs + e.DurationMs
 		if t.media {
-			return []protocol.ServerEvent{mediaAudio(e)}
+			return []protocol.ServerEvent{mediaAudio(e),
+				reflectedOutput{Delta: e.Audio, StartMs: int64(t.out.frameStartMs), EndMs: int64(t.out.trackMs)}}
 		}
 		return []protocol.ServerEvent{audioDelta{Delta: t.out.convert(e.Audio)}}
 	case session.PartTranscript, session.PartText:

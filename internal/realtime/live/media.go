@@ -14,7 +14,8 @@ import (
 // channel and its sidebands, and its audio is the call's RTP. The microphone's decoded audio
 // advances the timeline as a WebSocket client's appends do (TakeMedia); the reply's audio
 // frames are handed to the call's player as Realtime's audio deltas (mediaAudio), which it
-// encodes and paces on the outbound track.
+// encodes and paces on the outbound track. A sideband also gets both directions' audio
+// reflected (reflectedInput, reflectedOutput), as OpenAI's does.
 
 // MediaRate is the rate of a WebRTC session's audio on the timeline: the call decodes its
 // microphone to PCM16 at 24 kHz, and its player takes the talker's 24 kHz.
@@ -62,7 +63,16 @@ func (t *Translator) TakeMedia(pcm []byte) *Reply {
 	if t.cfg == nil || t.phase == notStarted {
 		return nil
 	}
-	return t.takeAudio(session.Base{Kind: "session.input_audio.append"}, pcm, len(pcm)/2)
+	reply := t.takeAudio(session.Base{Kind: "session.input_audio.append"}, pcm, len(pcm)/2)
+	reply.Events = append([]protocol.ServerEvent{reflectedInput{Audio: pcm}}, reply.Events...) // before muting
+	return reply
+}
+
+// SidebandOnly reports the event types of a WebRTC session that go to its sidebands only, not
+// to its data channel: the reflected audio (the microphone's, before muting, and the reply's
+// with its place on the track), PCM16 at 24 kHz.
+func SidebandOnly(typ string) bool {
+	return typ == reflectedInput{}.EventType() || typ == reflectedOutput{}.EventType()
 }
 
 // mediaRefuses refuses on a WebRTC session what only a WebSocket client sends: session.start
