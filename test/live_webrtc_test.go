@@ -113,7 +113,14 @@ func TestLiveWebRTC(t *testing.T) {
 	base := "http://" + s.addr
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	sessCfg, err := json.Marshal(liveRTCSession())
+	// A history (submitted with the start, before the microphone's audio).
+	cfg := liveRTCSession()
+	history := make([]any, 8)
+	for i := range history {
+		history[i] = map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "Hello."}}}
+	}
+	cfg["input"] = history
+	sessCfg, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	c, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: base, Key: "sk-live", Live: sessCfg, MicRate: 16000})
 	require.NoError(t, err, s.logs.String())
@@ -155,6 +162,7 @@ func TestLiveWebRTC(t *testing.T) {
 	require.Equal(t, id, snap["id"], "the POST's id is the session's")
 	require.Equal(t, "gpt-live-1", snap["model"])
 	require.Equal(t, "active", snap["status"])
+	require.Len(t, snap["input"], 8)
 
 	sb := dialSideband(t, "ws://"+s.addr+"/v1/live/sessions/"+id+"/attach?graceful_close=true", "sk-live")
 	sbSeen := map[string][]map[string]any{}
@@ -208,7 +216,12 @@ func TestLiveWebRTC(t *testing.T) {
 	}
 	pcm = append(pcm, make([]int16, 16000*3)...)
 	speechEnd := time.Now().Add(time.Duration(len(raw)/2) * time.Second / 16000)
+	// Context appended on the data channel is acknowledged on the timeline the RTP audio runs.
+	require.NoError(t, c.SendJSON([]byte(`{"type":"session.thinking.append","event_id":"evt_think","content":"The user is testing.","delegation_id":null}`)))
 	micDone := c.StartSpeaking(pcm, time.Time{})
+	ack := untilDC("session.thinking.appended", 30*time.Second, nil)
+	require.Equal(t, "evt_think", ack.M["client_event_id"])
+	require.Greater(t, ack.M["end_ms"], ack.M["start_ms"])
 	var heard strings.Builder
 	untilDC("session.input_transcript.delta", 90*time.Second, func(ev rtcclient.Event) bool {
 		heard.WriteString(ev.M["delta"].(string))

@@ -35,6 +35,9 @@ type call struct {
 	// liveID its session's Live id.
 	live   *live.Translator
 	liveID string
+	// start are the commands that start the session (a Live call's, from its POST), submitted
+	// by run before any other.
+	start []session.Command
 	// dc is the data channel's part of the connection core; st and q are the call's stream and
 	// queue; core, made by run, serves them.
 	dc   *dcTransport
@@ -233,6 +236,7 @@ func closeLinger(srttS float64) time.Duration {
 func (cl *call) run() {
 	defer cl.ctxCancel()
 	sessDone := runSession(cl.ctx, cl.sess, nil)
+	cl.submitStart()
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
@@ -263,6 +267,35 @@ func (cl *call) run() {
 	cl.lastRTP = cl.rtp.Snapshot(cl.id) // the interceptor forgets the streams on Close
 	_ = cl.pc.Close()
 	cl.media.Wait()
+}
+
+// submitStart hands the session its start commands, ahead of the microphone's audio (inMu held:
+// Take waits) and of the data channel's events (its core has not started). Once the session
+// runs, its inbox takes any number of them (a Live start has up to 128 history items).
+func (cl *call) submitStart() {
+	if len(cl.start) == 0 {
+		return
+	}
+	cl.inMu.Lock()
+	defer cl.inMu.Unlock()
+	// A session that ends meanwhile (a shutdown) takes no more: the wait for its inbox ends.
+	ctx, cancel := context.WithCancel(cl.ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-cl.sess.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() { cancel(); <-watched }()
+	for _, cmd := range cl.start {
+		if cl.sess.Submit(ctx, cmd) != nil {
+			return
+		}
+	}
+	cl.start = nil
 }
 
 // goMedia starts one of the call's media goroutines (the player, the RTP receiver, the RTCP

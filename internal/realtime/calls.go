@@ -241,11 +241,16 @@ func (c *Calls) Close(ctx context.Context) error {
 }
 
 func callError(w http.ResponseWriter, status int, code, param, msg string) {
+	oaierror.Write(w, restError(status, code, param, msg))
+}
+
+// restError is a refused REST request of the WebRTC endpoints: the usual {error: {…}} body.
+func restError(status int, code, param, msg string) *oaierror.Error {
 	typ := "invalid_request_error"
 	if status >= 500 {
 		typ = "server_error"
 	}
-	oaierror.Write(w, &oaierror.Error{Status: status, Type: typ, Code: code, Param: param, Message: msg})
+	return &oaierror.Error{Status: status, Type: typ, Code: code, Param: param, Message: msg}
 }
 
 // Create serves POST /v1/realtime/calls.
@@ -298,17 +303,17 @@ type callSession struct {
 }
 
 // open makes the call of offer (codec) with its session and starts it: an admission slot, the
-// peer connection and its answer (sdpParam names the offer in an error), the session, its run.
+// peer connection and its answer, the session, its run. An error is the REST answer (an offer
+// that cannot be answered names param "sdp").
 func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSession) (*call, string, *oaierror.Error) {
 	slot, err := c.h.sessions.Acquire(r.Context())
 	if err != nil {
-		return nil, "", &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "resource_exhausted", Message: err.Error()}
+		return nil, "", restError(http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
 	}
 	cl, answer, err := c.newCall(r.Context(), offer, codec)
 	if err != nil {
 		slot.Release()
-		return nil, "", &oaierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_sdp", Param: "sdp",
-			Message: "the SDP offer could not be answered: " + err.Error()}
+		return nil, "", restError(http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
 	}
 	cl.live = cs.live
 	if cl.live != nil {
@@ -325,7 +330,7 @@ func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSe
 		cl.connectBy.Stop()
 		_ = cl.pc.Close()
 		slot.Release()
-		return nil, "", &oaierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
+		return nil, "", restError(http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
 	}
 	c.calls[cl.id] = cl
 	if cl.liveID != "" {
@@ -334,11 +339,7 @@ func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSe
 	c.startedLocked()
 	c.mu.Unlock()
 	sink.guard.bind(cl.sess.Stop)
-	for _, cmd := range cs.start {
-		// Into the inbox of a session not yet running: it has room for the start and its
-		// history (Live bounds both), ahead of anything the data channel sends.
-		_ = cl.sess.Submit(r.Context(), cmd)
-	}
+	cl.start = cs.start
 	c.run(r, cl, slot)
 	return cl, answer, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"go.uber.org/zap"
@@ -30,15 +31,6 @@ import (
 // MaxOfferBytes; the JSON body as a whole has the router's bound of a multipart call).
 const maxLiveSDPBytes = 64 << 10
 
-// liveError is a REST error of the Live endpoints: the usual {error: {…}} body.
-func liveError(status int, code, param, msg string) *oaierror.Error {
-	typ := "invalid_request_error"
-	if status >= 500 {
-		typ = "server_error"
-	}
-	return &oaierror.Error{Status: status, Type: typ, Code: code, Param: param, Message: msg}
-}
-
 // liveOffer is the POST's body.
 type liveOffer struct {
 	Session   json.RawMessage `json:"session"`
@@ -49,20 +41,20 @@ type liveOffer struct {
 // transport {type: "webrtc", sdp} with an SDP within maxLiveSDPBytes.
 func readLiveOffer(r *http.Request) (sess json.RawMessage, sdp string, oerr *oaierror.Error) {
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
-		return nil, "", liveError(http.StatusUnsupportedMediaType, "unsupported_content_type", "Content-Type",
+		return nil, "", restError(http.StatusUnsupportedMediaType, "unsupported_content_type", "Content-Type",
 			"send {session, transport: {type: \"webrtc\", sdp}} as application/json")
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, "", liveError(http.StatusBadRequest, "invalid_body", "", "reading the request: "+err.Error())
+		return nil, "", restError(http.StatusBadRequest, "invalid_body", "", "reading the request: "+err.Error())
 	}
 	var raw map[string]json.RawMessage
 	if json.Unmarshal(body, &raw) != nil || raw == nil {
-		return nil, "", liveError(http.StatusBadRequest, "invalid_json", "", "the body is not a JSON object")
+		return nil, "", restError(http.StatusBadRequest, "invalid_json", "", "the body is not a JSON object")
 	}
 	for k := range raw {
 		if k != "session" && k != "transport" {
-			return nil, "", liveError(http.StatusBadRequest, "unknown_parameter", k, fmt.Sprintf("Unknown parameter: '%s'.", k))
+			return nil, "", restError(http.StatusBadRequest, "unknown_parameter", k, fmt.Sprintf("Unknown parameter: '%s'.", k))
 		}
 	}
 	sdp, oerr = liveTransport(raw["transport"])
@@ -70,7 +62,7 @@ func readLiveOffer(r *http.Request) (sess json.RawMessage, sdp string, oerr *oai
 		return nil, "", oerr
 	}
 	if s, ok := raw["session"]; !ok || string(bytes.TrimSpace(s)) == "null" {
-		return nil, "", liveError(http.StatusBadRequest, "missing_required_parameter", "session", "Missing required parameter: 'session'.")
+		return nil, "", restError(http.StatusBadRequest, "missing_required_parameter", "session", "Missing required parameter: 'session'.")
 	}
 	return raw["session"], sdp, nil
 }
@@ -78,38 +70,38 @@ func readLiveOffer(r *http.Request) (sess json.RawMessage, sdp string, oerr *oai
 // liveTransport checks the POST's transport and returns its SDP offer.
 func liveTransport(raw json.RawMessage) (string, *oaierror.Error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return "", liveError(http.StatusBadRequest, "missing_required_parameter", "transport",
+		return "", restError(http.StatusBadRequest, "missing_required_parameter", "transport",
 			"Missing required parameter: 'transport' ({type: \"webrtc\", sdp}).")
 	}
 	var t map[string]json.RawMessage
 	if json.Unmarshal(raw, &t) != nil {
-		return "", liveError(http.StatusBadRequest, "invalid_type", "transport", "'transport' must be an object {type: \"webrtc\", sdp}.")
+		return "", restError(http.StatusBadRequest, "invalid_type", "transport", "'transport' must be an object {type: \"webrtc\", sdp}.")
 	}
 	for k := range t {
 		if k != "type" && k != "sdp" {
-			return "", liveError(http.StatusBadRequest, "unknown_parameter", "transport."+k, fmt.Sprintf("Unknown parameter: 'transport.%s'.", k))
+			return "", restError(http.StatusBadRequest, "unknown_parameter", "transport."+k, fmt.Sprintf("Unknown parameter: 'transport.%s'.", k))
 		}
 	}
 	var typ, sdp string
 	if v, ok := t["type"]; !ok {
-		return "", liveError(http.StatusBadRequest, "missing_required_parameter", "transport.type", "Missing required parameter: 'transport.type'.")
+		return "", restError(http.StatusBadRequest, "missing_required_parameter", "transport.type", "Missing required parameter: 'transport.type'.")
 	} else if json.Unmarshal(v, &typ) != nil || typ != "webrtc" {
-		return "", liveError(http.StatusBadRequest, "invalid_value", "transport.type",
+		return "", restError(http.StatusBadRequest, "invalid_value", "transport.type",
 			fmt.Sprintf("Invalid value for 'transport.type': %s. The only transport of POST /v1/live/sessions is \"webrtc\".", v))
 	}
 	v, ok := t["sdp"]
 	if !ok {
-		return "", liveError(http.StatusBadRequest, "missing_required_parameter", "transport.sdp", "Missing required parameter: 'transport.sdp' (the SDP offer).")
+		return "", restError(http.StatusBadRequest, "missing_required_parameter", "transport.sdp", "Missing required parameter: 'transport.sdp' (the SDP offer).")
 	}
 	if json.Unmarshal(v, &sdp) != nil {
-		return "", liveError(http.StatusBadRequest, "invalid_type", "transport.sdp", "'transport.sdp' must be a string (the SDP offer).")
+		return "", restError(http.StatusBadRequest, "invalid_type", "transport.sdp", "'transport.sdp' must be a string (the SDP offer).")
 	}
 	if len(sdp) > maxLiveSDPBytes {
-		return "", liveError(http.StatusRequestEntityTooLarge, "request_too_large", "transport.sdp",
+		return "", restError(http.StatusRequestEntityTooLarge, "request_too_large", "transport.sdp",
 			fmt.Sprintf("the offer exceeds the limit of %d bytes", maxLiveSDPBytes))
 	}
 	if strings.TrimSpace(sdp) == "" {
-		return "", liveError(http.StatusBadRequest, "invalid_value", "transport.sdp", "'transport.sdp' is empty: send the SDP offer.")
+		return "", restError(http.StatusBadRequest, "invalid_value", "transport.sdp", "'transport.sdp' is empty: send the SDP offer.")
 	}
 	return sdp, nil
 }
@@ -121,11 +113,11 @@ func liveTransport(raw json.RawMessage) (string, *oaierror.Error) {
 func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 	sec, res := c.h.cfg.Secrets.Check(r, c.h.cfg.APIKey)
 	if res != auth.OK {
-		oaierror.Write(w, liveError(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key"))
+		oaierror.Write(w, restError(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key"))
 		return
 	}
 	if sec != nil {
-		oaierror.Write(w, liveError(http.StatusUnauthorized, "invalid_api_key", "", "GPT-Live takes the API key, not a client secret (ek_)"))
+		oaierror.Write(w, restError(http.StatusUnauthorized, "invalid_api_key", "", "GPT-Live takes the API key, not a client secret (ek_)"))
 		return
 	}
 	sessRaw, offer, oerr := readLiveOffer(r)
@@ -139,7 +131,7 @@ func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 	tr := live.New(c.h.cfg.Live)
 	start, werr := tr.StartMedia(sessRaw)
 	if werr != nil {
-		oaierror.Write(w, liveError(http.StatusBadRequest, werr.Code, werr.Param, werr.Message))
+		oaierror.Write(w, restError(http.StatusBadRequest, werr.Code, werr.Param, werr.Message))
 		return
 	}
 	if m := tr.Model(); !c.h.sessions.AcceptsModel(m) {
@@ -149,7 +141,7 @@ func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 	}
 	codec, werr := checkOffer(offer)
 	if werr != nil {
-		oaierror.Write(w, liveError(http.StatusBadRequest, werr.Code, "transport.sdp", werr.Message))
+		oaierror.Write(w, restError(http.StatusBadRequest, werr.Code, "transport.sdp", werr.Message))
 		return
 	}
 	opts := session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Dialect: live.Name}
@@ -178,7 +170,7 @@ func (c *Calls) checkLiveServed() *oaierror.Error {
 	if c.h.sessions.SupportsDuplex() {
 		return nil
 	}
-	return liveError(http.StatusBadRequest, "unsupported", "", "GPT-Live needs a full-duplex pipeline, which this server does not run")
+	return restError(http.StatusBadRequest, "unsupported", "", "GPT-Live needs a full-duplex pipeline, which this server does not run")
 }
 
 // Attach serves GET /v1/live/sessions/{id}/attach: a sideband joined to a Live WebRTC session
@@ -189,18 +181,12 @@ func (c *Calls) checkLiveServed() *oaierror.Error {
 func (c *Calls) Attach(w http.ResponseWriter, r *http.Request, id string) {
 	sec, res := c.h.cfg.Secrets.Check(r, c.h.cfg.APIKey)
 	if res != auth.OK || sec != nil {
-		oaierror.Write(w, liveError(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (a sideband takes the server's API key)"))
+		oaierror.Write(w, restError(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (a sideband takes the server's API key)"))
 		return
 	}
-	for k, v := range r.URL.Query() {
-		switch {
-		case k != "graceful_close":
-			oaierror.Write(w, liveError(http.StatusBadRequest, "unknown_parameter", k, fmt.Sprintf("Unknown parameter: '%s' (the sideband takes graceful_close).", k)))
-			return
-		case len(v) != 1 || (v[0] != "true" && v[0] != "false"):
-			oaierror.Write(w, liveError(http.StatusBadRequest, "invalid_value", "graceful_close", "graceful_close is true or false."))
-			return
-		}
+	if oerr := checkAttachQuery(r.URL.Query()); oerr != nil {
+		oaierror.Write(w, oerr)
+		return
 	}
 	c.mu.Lock()
 	cl := c.live[id]
@@ -211,16 +197,29 @@ func (c *Calls) Attach(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	c.mu.Unlock()
 	if cl == nil {
-		oaierror.Write(w, liveError(http.StatusNotFound, "session_not_found", "session_id", fmt.Sprintf("No live GPT-Live WebRTC session %q.", id)))
+		oaierror.Write(w, restError(http.StatusNotFound, "session_not_found", "session_id", fmt.Sprintf("No live GPT-Live WebRTC session %q.", id)))
 		return
 	}
 	defer c.finished()
 	if !cl.waitReady() || ended(cl.sess) {
 		// An ended session is refused before the upgrade, while its call still winds down.
-		oaierror.Write(w, liveError(http.StatusNotFound, "session_not_found", "session_id", fmt.Sprintf("No live GPT-Live WebRTC session %q.", id)))
+		oaierror.Write(w, restError(http.StatusNotFound, "session_not_found", "session_id", fmt.Sprintf("No live GPT-Live WebRTC session %q.", id)))
 		return
 	}
 	c.serveSideband(w, r, cl, false, zap.String("live_session_id", id))
+}
+
+// checkAttachQuery refuses a sideband's query parameter other than graceful_close=true|false.
+func checkAttachQuery(q url.Values) *oaierror.Error {
+	for k, v := range q {
+		switch {
+		case k != "graceful_close":
+			return restError(http.StatusBadRequest, "unknown_parameter", k, fmt.Sprintf("Unknown parameter: '%s' (the sideband takes graceful_close).", k))
+		case len(v) != 1 || (v[0] != "true" && v[0] != "false"):
+			return restError(http.StatusBadRequest, "invalid_value", "graceful_close", "graceful_close is true or false.")
+		}
+	}
+	return nil
 }
 
 // applyLive acts on one client event of a Live call, from its data channel or a sideband: the
