@@ -31,13 +31,6 @@ type call struct {
 	codec  media.Codec
 	player *media.Player
 	sess   *session.Session
-	// live is the translator of a GPT-Live call (POST /v1/live/sessions; nil: Realtime's), and
-	// liveID its session's Live id.
-	live   *live.Translator
-	liveID string
-	// start are the commands that start the session (a Live call's, from its POST), submitted
-	// by run before any other.
-	start []session.Command
 	// dc is the data channel's part of the connection core; st and q are the call's stream and
 	// queue; core, made by run, serves them.
 	dc   *dcTransport
@@ -127,12 +120,12 @@ func (o callOut) Send(ev link.Event) error {
 			o.c.player.ResponseDone(d.Response.ID)
 		}
 	case "output_audio_buffer.started", "output_audio_buffer.stopped", "output_audio_buffer.cleared":
-		if o.c.live != nil {
+		if o.c.liveOf() != nil {
 			return nil // the player's events are Realtime's: Live has none (its track just goes silent)
 		}
 	}
 	o.c.toSidebands(ev)
-	if o.c.live != nil && live.SidebandOnly(ev.Type) {
+	if live.SidebandOnly(ev.Type) && o.c.liveOf() != nil {
 		return nil // the audio reflected to a Live call's sidebands: the data channel's is RTP
 	}
 	return o.c.st.Send(ev)
@@ -232,11 +225,12 @@ func closeLinger(srttS float64) time.Duration {
 	return min(max(l, dcCloseLinger), dcCloseLingerMax)
 }
 
-// run drives the call until the session ends, the peer goes away or hangup.
-func (cl *call) run() {
+// run drives the call until the session ends, the peer goes away or hangup; start are the
+// commands that start its session (a Live call's), before any other.
+func (cl *call) run(start []session.Command) {
 	defer cl.ctxCancel()
 	sessDone := runSession(cl.ctx, cl.sess, nil)
-	cl.submitStart()
+	cl.submitStart(start)
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
@@ -269,33 +263,34 @@ func (cl *call) run() {
 	cl.media.Wait()
 }
 
-// submitStart hands the session its start commands, ahead of the microphone's audio (inMu held:
-// Take waits) and of the data channel's events (its core has not started). Once the session
-// runs, its inbox takes any number of them (a Live start has up to 128 history items).
-func (cl *call) submitStart() {
-	if len(cl.start) == 0 {
+// submitStart hands the session its start commands (a Live call's, from its POST), ahead of
+// the microphone's audio (inMu held: Take waits) and of the data channel's events (its core has
+// not started). The session runs, so its inbox drains; one that has ended takes no more.
+func (cl *call) submitStart(start []session.Command) {
+	if len(start) == 0 {
 		return
 	}
 	cl.inMu.Lock()
 	defer cl.inMu.Unlock()
-	// A session that ends meanwhile (a shutdown) takes no more: the wait for its inbox ends.
-	ctx, cancel := context.WithCancel(cl.ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-cl.sess.Done():
+	for _, cmd := range start {
+		for {
+			ctx, cancel := context.WithTimeout(cl.ctx, 100*time.Millisecond)
+			err := cl.sess.Submit(ctx, cmd)
 			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() { cancel(); <-watched }()
-	for _, cmd := range cl.start {
-		if cl.sess.Submit(ctx, cmd) != nil {
-			return
+			if err == nil {
+				break
+			}
+			if ended(cl.sess) || cl.ctx.Err() != nil {
+				return
+			}
 		}
 	}
-	cl.start = nil
+}
+
+// liveOf is a GPT-Live call's translator, its session's dialect (nil: a Realtime call).
+func (cl *call) liveOf() *live.Translator {
+	tr, _ := sinkOf(cl.sess).dialect().(*live.Translator)
+	return tr
 }
 
 // goMedia starts one of the call's media goroutines (the player, the RTP receiver, the RTCP
@@ -335,8 +330,8 @@ func (cl *call) closeDataChannel() {
 // item to what was played; other events go to the session as on the WebSocket. werr is the
 // error event the sender gets; err says the session has ended.
 func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err error) {
-	if cl.live != nil {
-		return cl.applyLive(ctx, data)
+	if tr := cl.liveOf(); tr != nil {
+		return cl.applyLive(ctx, tr, data)
 	}
 	var env struct {
 		Type    string `json:"type"`
@@ -380,8 +375,8 @@ func (cl *call) appendInputLocked(ctx context.Context) error {
 	if len(cl.inBuf) == 0 {
 		return nil
 	}
-	if cl.live != nil {
-		return cl.takeLive(ctx)
+	if tr := cl.liveOf(); tr != nil {
+		return cl.takeLive(ctx, tr)
 	}
 	err := cl.sess.Submit(ctx, &session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: cl.inBuf,
 		Format: &session.AudioFormat{Type: "pcm16", Rate: 24000}})

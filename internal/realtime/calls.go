@@ -293,12 +293,12 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 }
 
 // callSession is what a new call's session is made of: its options and dialect; a Live call
-// also has its translator (the dialect itself) and the start's commands, submitted before any
-// other.
+// (live: its dialect is a live.Translator, and its Live id finds it) also has the start's
+// commands, submitted before any other.
 type callSession struct {
 	opts  session.Options
 	d     dialect
-	live  *live.Translator
+	live  bool
 	start []session.Command
 }
 
@@ -315,15 +315,11 @@ func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSe
 		slot.Release()
 		return nil, "", restError(http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
 	}
-	cl.live = cs.live
-	if cl.live != nil {
+	if cs.live {
 		cl.listens.Store(true) // a Live session always listens (the engine's auto-response)
 	}
 	sink := c.h.newSink(callOut{cl}, cs.d)
 	cl.sess = c.h.sessions.NewSession(slot, cs.opts, sink)
-	if cl.live != nil {
-		cl.liveID = live.SessionID(cl.sess.ID())
-	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -333,19 +329,19 @@ func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSe
 		return nil, "", restError(http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
 	}
 	c.calls[cl.id] = cl
-	if cl.liveID != "" {
-		c.live[cl.liveID] = cl
+	if cs.live {
+		c.live[live.SessionID(cl.sess.ID())] = cl
 	}
 	c.startedLocked()
 	c.mu.Unlock()
 	sink.guard.bind(cl.sess.Stop)
-	cl.start = cs.start
-	c.run(r, cl, slot)
+	c.run(r, cl, slot, cs.start)
 	return cl, answer, nil
 }
 
-// run starts the call's goroutine: it runs the call until it ends, then forgets it.
-func (c *Calls) run(r *http.Request, cl *call, slot *session.Slot) {
+// run starts the call's goroutine: it runs the call (its session started by start) until it
+// ends, then forgets it.
+func (c *Calls) run(r *http.Request, cl *call, slot *session.Slot, start []session.Command) {
 	runCtx := c.h.cfg.BaseContext
 	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {
@@ -356,7 +352,7 @@ func (c *Calls) run(r *http.Request, cl *call, slot *session.Slot) {
 	go func() {
 		defer c.finished()
 		defer slot.Release()
-		cl.run() // returns after the session's Run did
+		cl.run(start) // returns after the session's Run did
 		if endSpan != nil {
 			// Never blocks: run returns after the session's Run did.
 			select {
@@ -368,7 +364,7 @@ func (c *Calls) run(r *http.Request, cl *call, slot *session.Slot) {
 		}
 		c.mu.Lock()
 		delete(c.calls, cl.id)
-		delete(c.live, cl.liveID)
+		delete(c.live, live.SessionID(cl.sess.ID())) // none for a Realtime call
 		c.ended.Add(cl.lastRTP)
 		c.mu.Unlock()
 		if c.cfg.OnCallEnd != nil {

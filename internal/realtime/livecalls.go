@@ -145,7 +145,7 @@ func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts := session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Dialect: live.Name}
-	cl, answer, oerr := c.open(r, offer, codec, callSession{opts: opts, d: tr, live: tr, start: start})
+	cl, answer, oerr := c.open(r, offer, codec, callSession{opts: opts, d: tr, live: true, start: start})
 	if oerr != nil {
 		if oerr.Param == "sdp" {
 			oerr.Param = "transport.sdp"
@@ -156,11 +156,12 @@ func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 		oaierror.Write(w, oerr)
 		return
 	}
-	cl.log.Debug("live session created", zap.String("live_session_id", cl.liveID))
+	id := live.SessionID(cl.sess.ID())
+	cl.log.Debug("live session created", zap.String("live_session_id", id))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"session":   map[string]string{"id": cl.liveID},
+		"session":   map[string]string{"id": id},
 		"transport": map[string]string{"type": "webrtc", "sdp": answer},
 	})
 }
@@ -225,8 +226,8 @@ func checkAttachQuery(q url.Values) *oaierror.Error {
 // applyLive acts on one client event of a Live call, from its data channel or a sideband: the
 // translator decodes it (answering some itself, as on the WebSocket) and the session gets its
 // commands.
-func (cl *call) applyLive(ctx context.Context, data []byte) (*WireError, error) {
-	cmd, werr := cl.live.Decode(data)
+func (cl *call) applyLive(ctx context.Context, tr *live.Translator, data []byte) (*WireError, error) {
+	cmd, werr := tr.Decode(data)
 	if werr != nil {
 		return werr, nil
 	}
@@ -238,8 +239,8 @@ func (cl *call) applyLive(ctx context.Context, data []byte) (*WireError, error) 
 
 // takeLive hands the microphone's buffered audio of a Live call to its translator, which puts
 // it on the session's timeline (inMu held).
-func (cl *call) takeLive(ctx context.Context) error {
-	reply := cl.live.TakeMedia(cl.inBuf)
+func (cl *call) takeLive(ctx context.Context, tr *live.Translator) error {
+	reply := tr.TakeMedia(cl.inBuf)
 	cl.inBuf = nil
 	if reply == nil {
 		return nil
