@@ -52,6 +52,10 @@ func TestLiveWebRTCBadInput(t *testing.T) {
 	}
 	const sdpOK = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\nc=IN IP4 0.0.0.0\r\na=rtpmap:0 PCMU/8000\r\n"
 	webrtc := map[string]any{"type": "webrtc", "sdp": sdpOK}
+	resp, b := postWith(t, base+"/v1/realtime/client_secrets", "sk-live", "application/json", `{"session":{"type":"realtime"}}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	var secret struct{ Value string }
+	require.NoError(t, json.Unmarshal(b, &secret))
 	for _, bad := range []struct {
 		name, key, ctype, body string
 		status                 int
@@ -59,6 +63,8 @@ func TestLiveWebRTCBadInput(t *testing.T) {
 	}{
 		{"no key", "", "application/json", offer(good, webrtc), 401, "invalid_api_key", ""},
 		{"wrong key", "sk-nope", "application/json", offer(good, webrtc), 401, "invalid_api_key", ""},
+		{"client secret", secret.Value, "application/json", offer(good, webrtc), 401, "invalid_api_key", ""},
+		{"oversize body", "sk-live", "application/json", offer(with("instructions", strings.Repeat("x", 1<<20)), webrtc), 413, "request_too_large", ""},
 		{"not JSON", "sk-live", "application/sdp", sdpOK, 415, "unsupported_content_type", "Content-Type"},
 		{"unknown top-level field", "sk-live", "application/json", `{"session":{"model":"gpt-live-1"},"transport":{"type":"webrtc","sdp":"x"},"mode":1}`, 400, "unknown_parameter", "mode"},
 		{"unknown session field", "sk-live", "application/json", offer(with("temprature", 0.5), webrtc), 400, "unknown_parameter", "session.temprature"},
@@ -91,6 +97,8 @@ func TestLiveWebRTCBadInput(t *testing.T) {
 	}{
 		{"unknown session", "live_nope/attach", "sk-live", http.StatusNotFound},
 		{"no key", "live_nope/attach", "", http.StatusUnauthorized},
+		{"client secret", "live_nope/attach", secret.Value, http.StatusUnauthorized},
+		{"unknown query parameter", "live_nope/attach?replay=1", "sk-live", http.StatusBadRequest},
 		{"bad graceful_close", "live_nope/attach?graceful_close=maybe", "sk-live", http.StatusBadRequest},
 	} {
 		code, msg := dialRefused(t, wsBase+bad.path, bad.key)
