@@ -10,7 +10,8 @@ import (
 	"github.com/omniserve/omniserve/internal/oaierror"
 )
 
-// Bounds on a WebRTC offer (POST /v1/realtime/calls), checked before anything parses it: a real
+// Bounds on a WebRTC offer (POST /v1/realtime/calls, and GPT-Live's POST /v1/live/sessions,
+// whose JSON body is bounded as a multipart offer), checked before anything parses it: a real
 // offer is a few KB, while the router's body bound (64 MiB, for chat's base64 audio) let one
 // offer cost 19 s of CPU and 1.8 GB of RSS in the SDP parser before the call was refused.
 const (

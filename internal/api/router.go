@@ -64,7 +64,8 @@ type RouterDeps struct {
 	// fields are refused too (guardClientSecrets).
 	SecretSessionBytes int64
 	// Calls serves the WebRTC transport: POST /v1/realtime/calls and
-	// /v1/realtime/calls/{id}/hangup (nil: 503).
+	// /v1/realtime/calls/{id}/hangup, GPT-Live's POST /v1/live/sessions and GET
+	// /v1/live/sessions/{id}/attach (nil: 503).
 	Calls http.Handler
 	// CountPanic counts a handler panic the router recovered (nil: not counted).
 	CountPanic func(component string)
@@ -142,6 +143,10 @@ func NewRouter(d RouterDeps) http.Handler {
 		calls := orUnavailable(d.Calls, "WebRTC calls")
 		r.Method(http.MethodPost, "/realtime/calls", refuseWhile(draining, guardCallOffer(calls)))
 		r.Method(http.MethodPost, "/realtime/calls/{id}/hangup", calls)
+		// GPT-Live over WebRTC and its sideband: the calls' WebRTC stack (docs/LIVE.md). The JSON
+		// body has a multipart call's bound; the SDP in it, an application/sdp offer's.
+		r.Method(http.MethodPost, "/live/sessions", refuseWhile(draining, guardCallOffer(calls)))
+		r.Method(http.MethodGet, "/live/sessions/{id}/attach", calls)
 		secretBytes := d.SecretSessionBytes
 		if secretBytes <= 0 {
 			secretBytes = DefaultSecretSessionBytes

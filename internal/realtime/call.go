@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/protocol"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/realtime/media"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -99,7 +100,8 @@ func (cl *call) endReason() string {
 
 // callOut is where a call's session events go (the outbound of its sessionSink): audio deltas
 // to the player (RTP), not to the data channel; everything else to the data channel's stream
-// and every sideband. The player's own events come here too.
+// and every sideband. The player's own events come here too. A Live call's sidebands also get
+// the reflected audio (live.SidebandOnly), and none of the player's Realtime events.
 type callOut struct{ c *call }
 
 func (o callOut) Send(ev link.Event) error {
@@ -117,8 +119,15 @@ func (o callOut) Send(ev link.Event) error {
 		if d, ok := ev.Payload.(protocol.ResponseDone); ok {
 			o.c.player.ResponseDone(d.Response.ID)
 		}
+	case "output_audio_buffer.started", "output_audio_buffer.stopped", "output_audio_buffer.cleared":
+		if o.c.liveOf() != nil {
+			return nil // the player's events are Realtime's: Live has none (its track just goes silent)
+		}
 	}
 	o.c.toSidebands(ev)
+	if live.SidebandOnly(ev.Type) && o.c.liveOf() != nil {
+		return nil // the audio reflected to a Live call's sidebands: the data channel's is RTP
+	}
 	return o.c.st.Send(ev)
 }
 
@@ -216,14 +225,17 @@ func closeLinger(srttS float64) time.Duration {
 	return min(max(l, dcCloseLinger), dcCloseLingerMax)
 }
 
-// run drives the call until the session ends, the peer goes away or hangup.
-func (cl *call) run() {
+// run drives the call until the session ends, the peer goes away or hangup; start are the
+// commands that start its session (a Live call's), before any other.
+func (cl *call) run(start []session.Command) {
 	defer cl.ctxCancel()
 	sessDone := runSession(cl.ctx, cl.sess, nil)
+	cl.submitStart(start)
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })
 	cl.core = link.New(cl.ctx, cl.dc, cl.q, link.Options{DrainTimeout: time.Second, Log: cl.log})
-	cl.core.Start(cl.st, nil, replyWith(sinkOf(cl.sess).guard, errorEvent, cl.apply))
+	sink := sinkOf(cl.sess)
+	cl.core.Start(cl.st, nil, replyWith(sink.guard, errorEventIn(sink.dialect()), cl.apply))
 	reason := "session_ended"
 	select {
 	case <-cl.ended:
@@ -249,6 +261,36 @@ func (cl *call) run() {
 	cl.lastRTP = cl.rtp.Snapshot(cl.id) // the interceptor forgets the streams on Close
 	_ = cl.pc.Close()
 	cl.media.Wait()
+}
+
+// submitStart hands the session its start commands (a Live call's, from its POST), ahead of
+// the microphone's audio (inMu held: Take waits) and of the data channel's events (its core has
+// not started). The session runs, so its inbox drains; one that has ended takes no more.
+func (cl *call) submitStart(start []session.Command) {
+	if len(start) == 0 {
+		return
+	}
+	cl.inMu.Lock()
+	defer cl.inMu.Unlock()
+	for _, cmd := range start {
+		for {
+			ctx, cancel := context.WithTimeout(cl.ctx, 100*time.Millisecond)
+			err := cl.sess.Submit(ctx, cmd)
+			cancel()
+			if err == nil {
+				break
+			}
+			if ended(cl.sess) || cl.ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// liveOf is a GPT-Live call's translator, its session's dialect (nil: a Realtime call).
+func (cl *call) liveOf() *live.Translator {
+	tr, _ := sinkOf(cl.sess).dialect().(*live.Translator)
+	return tr
 }
 
 // goMedia starts one of the call's media goroutines (the player, the RTP receiver, the RTCP
@@ -288,6 +330,9 @@ func (cl *call) closeDataChannel() {
 // item to what was played; other events go to the session as on the WebSocket. werr is the
 // error event the sender gets; err says the session has ended.
 func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err error) {
+	if tr := cl.liveOf(); tr != nil {
+		return cl.applyLive(ctx, tr, data)
+	}
 	var env struct {
 		Type    string `json:"type"`
 		EventID string `json:"event_id"`
@@ -329,6 +374,9 @@ func (cl *call) apply(ctx context.Context, data []byte) (werr *WireError, err er
 func (cl *call) appendInputLocked(ctx context.Context) error {
 	if len(cl.inBuf) == 0 {
 		return nil
+	}
+	if tr := cl.liveOf(); tr != nil {
+		return cl.takeLive(ctx, tr)
 	}
 	err := cl.sess.Submit(ctx, &session.AppendAudio{Base: session.Base{Kind: "input_audio_buffer.append"}, Data: cl.inBuf,
 		Format: &session.AudioFormat{Type: "pcm16", Rate: 24000}})

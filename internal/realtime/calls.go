@@ -27,6 +27,7 @@ import (
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/oaierror"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 	"github.com/omniserve/omniserve/internal/realtime/media"
 	"github.com/omniserve/omniserve/internal/session"
 )
@@ -75,7 +76,8 @@ type Calls struct {
 
 	mu     sync.Mutex
 	calls  map[string]*call
-	ended  RTPTotals // of the calls that have ended
+	live   map[string]*call // the Live calls, by Live session id (live_…)
+	ended  RTPTotals        // of the calls that have ended
 	closed bool
 	// running counts the calls and sidebands Close waits for; idle, made by Close while some
 	// run, is closed when the last one ends.
@@ -115,7 +117,7 @@ func NewCalls(cfg CallsConfig, hcfg HandlerConfig, sessions *session.Manager, lo
 	if err != nil {
 		return nil, err
 	}
-	c := &Calls{h: &handler{cfg: hcfg.WithDefaults(), sessions: sessions, log: log.Named("calls")}, cfg: cfg, mux: mux, calls: map[string]*call{}}
+	c := &Calls{h: &handler{cfg: hcfg.WithDefaults(), sessions: sessions, log: log.Named("calls")}, cfg: cfg, mux: mux, calls: map[string]*call{}, live: map[string]*call{}}
 	for _, a := range mux.GetListenAddresses() {
 		if ua, ok := a.(*net.UDPAddr); ok {
 			c.port = ua.Port
@@ -239,11 +241,16 @@ func (c *Calls) Close(ctx context.Context) error {
 }
 
 func callError(w http.ResponseWriter, status int, code, param, msg string) {
+	oaierror.Write(w, restError(status, code, param, msg))
+}
+
+// restError is a refused REST request of the WebRTC endpoints: the usual {error: {…}} body.
+func restError(status int, code, param, msg string) *oaierror.Error {
 	typ := "invalid_request_error"
 	if status >= 500 {
 		typ = "server_error"
 	}
-	oaierror.Write(w, &oaierror.Error{Status: status, Type: typ, Code: code, Param: param, Message: msg})
+	return &oaierror.Error{Status: status, Type: typ, Code: code, Param: param, Message: msg}
 }
 
 // Create serves POST /v1/realtime/calls.
@@ -271,33 +278,70 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 		return
 	}
+	cl, answer, oerr := c.open(r, offer, codec, callSession{opts: session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, d: openAIDialect{}})
+	if oerr != nil {
+		if oerr.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		oaierror.Write(w, oerr)
+		return
+	}
+	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
+	w.Header().Set("Content-Type", "application/sdp")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = io.WriteString(w, answer)
+}
+
+// callSession is what a new call's session is made of: its options and dialect; a Live call
+// (live: its dialect is a live.Translator, and its Live id finds it) also has the start's
+// commands, submitted before any other.
+type callSession struct {
+	opts  session.Options
+	d     dialect
+	live  bool
+	start []session.Command
+}
+
+// open makes the call of offer (codec) with its session and starts it: an admission slot, the
+// peer connection and its answer, the session, its run. An error is the REST answer (an offer
+// that cannot be answered names param "sdp").
+func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSession) (*call, string, *oaierror.Error) {
 	slot, err := c.h.sessions.Acquire(r.Context())
 	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		callError(w, http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
-		return
+		return nil, "", restError(http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
 	}
 	cl, answer, err := c.newCall(r.Context(), offer, codec)
 	if err != nil {
 		slot.Release()
-		callError(w, http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
-		return
+		return nil, "", restError(http.StatusBadRequest, "invalid_sdp", "sdp", "the SDP offer could not be answered: "+err.Error())
 	}
+	if cs.live {
+		cl.listens.Store(true) // a Live session always listens (the engine's auto-response)
+	}
+	sink := c.h.newSink(callOut{cl}, cs.d)
+	cl.sess = c.h.sessions.NewSession(slot, cs.opts, sink)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		cl.connectBy.Stop()
 		_ = cl.pc.Close()
 		slot.Release()
-		callError(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
-		return
+		return nil, "", restError(http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down")
 	}
 	c.calls[cl.id] = cl
+	if cs.live {
+		c.live[live.SessionID(cl.sess.ID())] = cl
+	}
 	c.startedLocked()
 	c.mu.Unlock()
-	sink := c.h.newSink(callOut{cl}, openAIDialect{})
-	cl.sess = c.h.sessions.NewSession(slot, session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, sink)
 	sink.guard.bind(cl.sess.Stop)
+	c.run(r, cl, slot, cs.start)
+	return cl, answer, nil
+}
+
+// run starts the call's goroutine: it runs the call (its session started by start) until it
+// ends, then forgets it.
+func (c *Calls) run(r *http.Request, cl *call, slot *session.Slot, start []session.Command) {
 	runCtx := c.h.cfg.BaseContext
 	var endSpan func(string, any)
 	if c.h.cfg.Trace != nil {
@@ -308,7 +352,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer c.finished()
 		defer slot.Release()
-		cl.run() // returns after the session's Run did
+		cl.run(start) // returns after the session's Run did
 		if endSpan != nil {
 			// Never blocks: run returns after the session's Run did.
 			select {
@@ -320,16 +364,13 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Lock()
 		delete(c.calls, cl.id)
+		delete(c.live, live.SessionID(cl.sess.ID())) // none for a Realtime call
 		c.ended.Add(cl.lastRTP)
 		c.mu.Unlock()
 		if c.cfg.OnCallEnd != nil {
 			c.cfg.OnCallEnd(cl.lastRTP)
 		}
 	}()
-	w.Header().Set("Location", "/v1/realtime/calls/"+cl.id)
-	w.Header().Set("Content-Type", "application/sdp")
-	w.WriteHeader(http.StatusCreated)
-	_, _ = io.WriteString(w, answer)
 }
 
 // Hangup serves POST /v1/realtime/calls/{id}/hangup (id from the path's last-but-one element).
@@ -555,8 +596,13 @@ func answer(ctx context.Context, pc *webrtc.PeerConnection, offer string) (strin
 	return pc.LocalDescription().SDP, nil
 }
 
-// ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup.
+// ServeHTTP routes POST /v1/realtime/calls and POST /v1/realtime/calls/{id}/hangup, and
+// GPT-Live's POST /v1/live/sessions and GET /v1/live/sessions/{id}/attach.
 func (c *Calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, LivePath); ok {
+		c.serveLive(w, r, rest)
+		return
+	}
 	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/realtime/calls")
 	switch {
 	case rest == "" || rest == "/":
@@ -571,6 +617,18 @@ func (c *Calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.Hangup(w, r, strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/hangup"))
+	default:
+		callError(w, http.StatusNotFound, "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
+	}
+}
+
+// serveLive routes the Live paths under LivePath (rest is what follows it).
+func (c *Calls) serveLive(w http.ResponseWriter, r *http.Request, rest string) {
+	switch {
+	case (rest == "" || rest == "/") && r.Method == http.MethodPost:
+		c.CreateLive(w, r)
+	case strings.HasSuffix(rest, "/attach") && strings.Count(rest, "/") == 2 && r.Method == http.MethodGet:
+		c.Attach(w, r, strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/attach"))
 	default:
 		callError(w, http.StatusNotFound, "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
 	}

@@ -62,14 +62,19 @@ func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
 		return
 	}
-	beta := isBeta(r)
+	c.serveSideband(w, r, cl, isBeta(r), zap.String("call_id", id))
+}
+
+// serveSideband upgrades the request and runs it as a sideband of cl until one of them ends;
+// idField names the call in the sideband's log.
+func (c *Calls) serveSideband(w http.ResponseWriter, r *http.Request, cl *call, beta bool, idField zap.Field) {
 	limitSendBuffer(r.Context())
 	ws := c.h.accept(w, r, beta)
 	if ws == nil {
 		return
 	}
 	sb := c.h.newConn(ws, link.NewStream(beta, nil), link.NewQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false),
-		c.h.log.With(zap.String("call_id", id), zap.String("sideband", "websocket")))
+		c.h.log.With(idField, zap.String("sideband", "websocket")))
 	sb.st.Attach(sb.q, 0)
 	if !cl.join(sb) {
 		sb.close(websocket.StatusNormalClosure, "call ended")
@@ -122,7 +127,7 @@ func (cl *call) endSidebands() {
 // the connection goes (the call goes on). Its client events go to the call's session in wire
 // order; a bad one gets its error event on the sideband.
 func (c *wsConn) serveSideband(cl *call) {
-	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEvent, cl.apply), cl.sbDone)
+	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEventIn(sinkOf(cl.sess).dialect()), cl.apply), cl.sbDone)
 	code, text := websocket.StatusNormalClosure, "call ended"
 	if loss != link.Ended {
 		cl.leave(c)

@@ -45,6 +45,13 @@ type Config struct {
 	Key string
 	// Session, when set, is the session object of the multipart form (JSON; "type":"realtime").
 	Session json.RawMessage
+	// Live, when set, makes a GPT-Live session instead of a Realtime call: the offer is POSTed
+	// to BaseURL + /v1/live/sessions as {session: Live, transport: {type: "webrtc", sdp}} (a
+	// MediaSessionConfig, JSON), and the answer's session id is SessionID.
+	Live json.RawMessage
+	// Signal, when set, exchanges the offer for the answer instead of the POST: the app's own
+	// server makes the session (e.g. with an SDK), as a browser's page has it done.
+	Signal func(ctx context.Context, offer string) (answer string, err error)
 	// MicRate is the rate of the PCM16 that Speak takes (8000, 12000, 16000, 24000 or 48000;
 	// 8000 for G.711); 0 = no microphone: the call only receives audio.
 	MicRate int
@@ -118,6 +125,7 @@ type Client struct {
 	dc       *webrtc.DataChannel
 	mic      *webrtc.TrackLocalStaticSample
 	location string
+	liveID   string // a Live session's id (Config.Live)
 
 	ctx    context.Context // cancelled by Close: ends Speak and the reader goroutines
 	cancel context.CancelFunc
@@ -283,6 +291,16 @@ func (c *Client) setup(ctx context.Context) error {
 
 // post sends the offer as the guide does and returns the answer and the Location header.
 func (c *Client) post(ctx context.Context, offer string) (answer, location string, err error) {
+	if c.cfg.Signal != nil {
+		answer, err := c.cfg.Signal(ctx, offer)
+		if err != nil {
+			return "", "", fmt.Errorf("rtcclient: signalling: %w", err)
+		}
+		return answer, "", nil
+	}
+	if c.cfg.Live != nil {
+		return c.postLive(ctx, offer)
+	}
 	var body bytes.Buffer
 	ctype := "application/sdp"
 	if c.cfg.Session != nil {
@@ -322,6 +340,47 @@ func (c *Client) post(ctx context.Context, offer string) (answer, location strin
 	}
 	return string(b), resp.Header.Get("Location"), nil
 }
+
+// postLive creates a GPT-Live session with the offer (OpenAI's Live WebRTC guide: the app's
+// server POSTs it as JSON) and returns the answer; the session's id is kept for SessionID.
+func (c *Client) postLive(ctx context.Context, offer string) (answer, location string, err error) {
+	body, err := json.Marshal(map[string]any{"session": c.cfg.Live, "transport": map[string]string{"type": "webrtc", "sdp": offer}})
+	if err != nil {
+		return "", "", fmt.Errorf("rtcclient: the Live session: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+"/v1/live/sessions", bytes.NewReader(body))
+	if err != nil {
+		return "", "", fmt.Errorf("rtcclient: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.cfg.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
+	}
+	resp, b, err := c.do(req)
+	if err != nil {
+		return "", "", err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return "", "", httpError(resp.StatusCode, b)
+	}
+	var created struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+		Transport struct {
+			Type string `json:"type"`
+			SDP  string `json:"sdp"`
+		} `json:"transport"`
+	}
+	if err := json.Unmarshal(b, &created); err != nil || created.Transport.Type != "webrtc" || created.Transport.SDP == "" || created.Session.ID == "" {
+		return "", "", fmt.Errorf("rtcclient: the Live answer is not {session: {id}, transport: {type: webrtc, sdp}}: %q", b)
+	}
+	c.liveID = created.Session.ID
+	return created.Transport.SDP, "", nil
+}
+
+// SessionID is a Live session's id (Config.Live), as the POST answered it.
+func (c *Client) SessionID() string { return c.liveID }
 
 func (c *Client) do(req *http.Request) (*http.Response, []byte, error) {
 	resp, err := c.cfg.HTTP.Do(req)

@@ -28,10 +28,11 @@ func arr(elem *node) *node              { return &node{elem: elem} }
 var leaf *node
 
 // sessionSchema is SessionConfig as the SDK's types define it (the openai package's
-// resources/live types).
+// resources/live types); media is its MediaSessionConfig, WebRTC's, which has no audio.format
+// (the codec is negotiated in the SDP).
 // Hosted tools (web_search, mcp, ...) and tool_choice keep their own vocabularies, which the
 // Responses API checks; omniserve passes them to the task that refuses them by type.
-func sessionSchema() *node {
+func sessionSchema(media bool) *node {
 	part := obj(map[string]*node{"type": leaf, "text": leaf})
 	item := obj(map[string]*node{"type": leaf, "role": leaf, "content": arr(part), "id": leaf, "status": leaf})
 	responses := obj(map[string]*node{"model": leaf, "instructions": leaf, "max_output_tokens": leaf, "parallel_tool_calls": leaf,
@@ -39,17 +40,19 @@ func sessionSchema() *node {
 		"text": obj(map[string]*node{"verbosity": leaf}), "tool_choice": leaf, "tools": arr(leaf)})
 	delegation := obj(map[string]*node{"type": leaf, "acknowledgement_delay_ms": leaf, "responses": responses,
 		"decisions": obj(map[string]*node{"model": leaf, "questions": leaf})})
+	audio := map[string]*node{"output": obj(map[string]*node{"voice": obj(map[string]*node{"id": leaf})})}
+	if !media {
+		audio["format"] = obj(map[string]*node{"type": leaf, "rate": leaf})
+	}
 	return obj(map[string]*node{
-		"model": leaf, "instructions": leaf, "input": arr(item),
-		"audio": obj(map[string]*node{"format": obj(map[string]*node{"type": leaf, "rate": leaf}),
-			"output": obj(map[string]*node{"voice": obj(map[string]*node{"id": leaf})})}),
+		"model": leaf, "instructions": leaf, "input": arr(item), "audio": obj(audio),
 		"delegation": delegation, "store": leaf, "triggers": leaf, "client": leaf,
 	})
 }
 
 // updateSchema is session.update's session: only what may change after the start.
 func updateSchema() *node {
-	return obj(map[string]*node{"delegation": sessionSchema().fields["delegation"], "triggers": leaf})
+	return obj(map[string]*node{"delegation": sessionSchema(false).fields["delegation"], "triggers": leaf})
 }
 
 // checkKeys refuses the first key of raw that n does not allow, depth first in the order of the
@@ -183,22 +186,23 @@ type resolved struct {
 	wire       session.AudioFormat // the session's input format (and output, but for 16 kHz PCM)
 	delegation delegationConfig
 	delegate   bool // the test hook's marker was in the instructions
+	media      bool // a WebRTC session's start (POST /v1/live/sessions): its audio is RTP
 }
 
 // parseStart checks and resolves session.start's session (raw) for a server with test hooks
-// on or off.
-func parseStart(raw json.RawMessage, hooks bool) (*resolved, *protocol.Error) {
+// on or off; media: a WebRTC session's MediaSessionConfig.
+func parseStart(raw json.RawMessage, hooks, media bool) (*resolved, *protocol.Error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, &protocol.Error{Code: "missing_required_parameter", Param: "session", Message: "Missing required parameter: 'session'."}
 	}
-	if werr := checkKeys(raw, sessionSchema(), "session"); werr != nil {
+	if werr := checkKeys(raw, sessionSchema(media), "session"); werr != nil {
 		return nil, werr
 	}
 	var c startConfig
 	if werr := decodeStrict(raw, &c, "session"); werr != nil {
 		return nil, werr
 	}
-	r := &resolved{}
+	r := &resolved{media: media}
 	steps := [...]func(*startConfig, *resolved) *protocol.Error{resolveModel, resolveAudio, resolveInput, resolveDelegation, resolveExtras}
 	for _, step := range steps {
 		if werr := step(&c, r); werr != nil {
@@ -449,7 +453,11 @@ func resolveExtras(c *startConfig, r *resolved) *protocol.Error {
 		return &protocol.Error{Code: "invalid_value", Param: "session.triggers", Message: "Decisions triggers are not supported by omniserve (it has no Decisions backend)."}
 	}
 	if len(c.Client) > 0 && string(c.Client) != "null" {
-		return &protocol.Error{Code: "invalid_value", Param: "session.client", Message: "session.client is for WebRTC sessions; this is a WebSocket."}
+		msg := "session.client is for WebRTC sessions; this is a WebSocket."
+		if r != nil && r.media {
+			msg = "session.client (the data channel's event permissions) is not supported by omniserve: every client and server event is allowed on oai-events; omit it."
+		}
+		return &protocol.Error{Code: "invalid_value", Param: "session.client", Message: msg}
 	}
 	return nil
 }

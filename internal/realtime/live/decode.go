@@ -93,6 +93,8 @@ type Translator struct {
 	commentary []int
 	asked      int
 	deleg      delegations
+	// media: a WebRTC session (StartMedia): its audio is the call's RTP, its start the POST.
+	media bool
 }
 
 // New returns a Live translator for a new session.
@@ -168,6 +170,9 @@ func (t *Translator) Decode(data []byte) (session.Command, *protocol.Error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if werr := t.mediaRefuses(ev); werr != nil {
+		return nil, werr
+	}
 	if ev.typ != "session.start" && t.phase == notStarted {
 		return nil, &protocol.Error{Code: "session_not_started", EventID: ev.id,
 			Message: fmt.Sprintf("%s before session.start: send session.start first and wait for session.started.", ev.typ)}
@@ -217,15 +222,26 @@ func (t *Translator) start(ev clientEvent) (session.Command, *protocol.Error) {
 	if t.phase != notStarted {
 		return nil, &protocol.Error{Code: "session_already_started", EventID: ev.id, Message: "The session has already started; session.start is sent once."}
 	}
-	r, werr := parseStart(ev.raw["session"], t.opts.TestHooks)
+	r, werr := parseStart(ev.raw["session"], t.opts.TestHooks, false)
 	if werr != nil {
 		werr.EventID = ev.id
 		return nil, werr
 	}
-	if err := t.out.setFormat(r); err != nil {
-		return nil, &protocol.Error{Code: "invalid_value", Param: "session.audio.format", EventID: ev.id, Message: err.Error()}
+	reply, werr := t.begin(r, ev.base())
+	if werr != nil {
+		return nil, werr
 	}
-	t.phase, t.cfg, t.clientStartID = starting, r, ev.id
+	return reply, nil
+}
+
+// begin makes the checked start r the session's: its first update (and the history as
+// items), whose answer is session.started. base is the start's (session.start's, or the WebRTC
+// POST's).
+func (t *Translator) begin(r *resolved, base session.Base) (*Reply, *protocol.Error) {
+	if err := t.out.setFormat(r); err != nil {
+		return nil, &protocol.Error{Code: "invalid_value", Param: "session.audio.format", EventID: base.ID, Message: err.Error()}
+	}
+	t.phase, t.cfg, t.clientStartID = starting, r, base.ID
 	t.startID = t.internalID("start")
 	t.tl = timeline{rate: r.wire.Rate}
 	t.deleg.armed = r.delegate
@@ -233,15 +249,15 @@ func (t *Translator) start(ev clientEvent) (session.Command, *protocol.Error) {
 		idle := t.opts.IdleTimeout.Seconds() // the start deadline gives way to the idle timeout
 		r.patch.IdleTimeoutS = &idle
 	}
-	cmds := []session.Command{&session.UpdateSession{Base: session.Base{ID: t.startID, Kind: ev.typ}, Patch: r.patch}}
+	cmds := []session.Command{&session.UpdateSession{Base: session.Base{ID: t.startID, Kind: base.Kind}, Patch: r.patch}}
 	for _, it := range r.res.Input {
 		role := it.Role
 		if role == "developer" {
 			role = "system"
 		}
-		cmds = append(cmds, &session.CreateItem{Base: session.Base{ID: t.internalID("input"), Kind: ev.typ}, Role: role, Text: it.Content[0].Text})
+		cmds = append(cmds, &session.CreateItem{Base: session.Base{ID: t.internalID("input"), Kind: base.Kind}, Role: role, Text: it.Content[0].Text})
 	}
-	return &Reply{Base: ev.base(), Commands: cmds}, nil
+	return &Reply{Base: base, Commands: cmds}, nil
 }
 
 // update is session.update: the delegation (of the same type) and the triggers (none: there is
@@ -297,6 +313,13 @@ func (t *Translator) appendAudio(ev clientEvent) (session.Command, *protocol.Err
 		}
 		n /= 2
 	}
+	return t.takeAudio(ev.base(), data, n), nil
+}
+
+// takeAudio is n samples of input audio (data, in the session's format) taken on the timeline:
+// the session gets it (muted: silence of the same length), and what came due on the timeline
+// goes out with it.
+func (t *Translator) takeAudio(base session.Base, data []byte, n int) *Reply {
 	if t.muted {
 		data = silence(len(data), t.cfg.wire.Type)
 	}
@@ -304,8 +327,8 @@ func (t *Translator) appendAudio(ev clientEvent) (session.Command, *protocol.Err
 	if usage {
 		due = append(due, t.usage())
 	}
-	cmds := append([]session.Command{&session.AppendAudio{Base: ev.base(), Data: data}}, t.dueCommands()...)
-	return &Reply{Base: ev.base(), Events: due, Commands: cmds}, nil
+	cmds := append([]session.Command{&session.AppendAudio{Base: base, Data: data}}, t.dueCommands()...)
+	return &Reply{Base: base, Events: due, Commands: cmds}
 }
 
 // silence is n bytes of digital silence in the session's format.

@@ -73,7 +73,7 @@ func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 func (t *Translator) encodeSession(e session.Effect) []protocol.ServerEvent {
 	switch e := e.(type) {
 	case session.SessionCreated:
-		t.sessionID = "live_" + strings.TrimPrefix(e.View.ID, "duplex-") // the session's id, in Live's prefix
+		t.sessionID = SessionID(e.View.ID)
 		t.expiresAt = e.View.ExpiresAt.Unix()
 	case session.SessionUpdated:
 		if t.phase != starting {
@@ -136,6 +136,10 @@ func (t *Translator) outputDelta(e session.OutputDelta) []protocol.ServerEvent {
 		t.out.frameStartMs = max(t.out.trackMs, now)
 		t.out.frameMs = e.DurationMs
 		t.out.trackMs = t.out.frameStartMs + e.DurationMs
+		if t.media {
+			return []protocol.ServerEvent{mediaAudio(e),
+				reflectedOutput{Delta: e.Audio, StartMs: int64(t.out.frameStartMs), EndMs: int64(t.out.trackMs)}}
+		}
 		return []protocol.ServerEvent{audioDelta{Delta: t.out.convert(e.Audio)}}
 	case session.PartTranscript, session.PartText:
 		if e.Text == "" {

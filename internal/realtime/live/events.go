@@ -98,6 +98,24 @@ type audioDelta struct {
 
 func (audioDelta) EventType() string { return "session.output_audio.delta" }
 
+// reflectedOutput is a WebRTC session's reply audio as its sidebands get it:
+// session.output_audio.delta with its place on the output track, [start_ms, end_ms).
+type reflectedOutput struct {
+	Delta   []byte `json:"delta"`
+	EndMs   int64  `json:"end_ms"`
+	StartMs int64  `json:"start_ms"`
+}
+
+func (reflectedOutput) EventType() string { return "session.output_audio.delta" }
+
+// reflectedInput is a WebRTC session's microphone audio (before muting) as its sidebands get
+// it: the server event session.input_audio.append.
+type reflectedInput struct {
+	Audio []byte `json:"audio"`
+}
+
+func (reflectedInput) EventType() string { return "session.input_audio.append" }
+
 // Usage is the session's cumulative usage: seconds of its timeline.
 type Usage struct {
 	Seconds float64 `json:"seconds"`
