@@ -273,12 +273,7 @@ func (c *Calls) Create(w http.ResponseWriter, r *http.Request) {
 		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 		return
 	}
-	codec, werr := checkOffer(offer)
-	if werr != nil {
-		callError(w, http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
-		return
-	}
-	cl, answer, oerr := c.open(r, offer, codec, callSession{opts: session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, d: openAIDialect{}})
+	cl, answer, oerr := c.open(r, offer, callSession{opts: session.Options{Initial: &patch, Transcription: secretIsTranscription(sessRaw)}, d: openAIDialect{}})
 	if oerr != nil {
 		if oerr.Status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
@@ -302,13 +297,19 @@ type callSession struct {
 	start []session.Command
 }
 
-// open makes the call of offer (codec) with its session and starts it: an admission slot, the
-// peer connection and its answer, the session, its run. An error is the REST answer (an offer
-// that cannot be answered names param "sdp").
-func (c *Calls) open(r *http.Request, offer string, codec media.Codec, cs callSession) (*call, string, *oaierror.Error) {
+// open makes the call of offer with its session and starts it: an admission slot (first, so
+// that a full server answers 503 before any work on the offer), the offer's check (checkOffer),
+// the peer connection and its answer, the session, its run. An error is the REST answer (an
+// offer that cannot be answered names param "sdp").
+func (c *Calls) open(r *http.Request, offer string, cs callSession) (*call, string, *oaierror.Error) {
 	slot, err := c.h.sessions.Acquire(r.Context())
 	if err != nil {
 		return nil, "", restError(http.StatusServiceUnavailable, "resource_exhausted", "", err.Error())
+	}
+	codec, werr := checkOffer(offer)
+	if werr != nil {
+		slot.Release()
+		return nil, "", restError(http.StatusBadRequest, werr.Code, werr.Param, werr.Message)
 	}
 	cl, answer, err := c.newCall(r.Context(), offer, codec)
 	if err != nil {

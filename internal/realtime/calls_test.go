@@ -144,6 +144,25 @@ func TestCallsBadInput(t *testing.T) {
 	require.Zero(t, s.m.Active())
 }
 
+// TestCallsFullServerAnswersFirst: with every slot held, an offer is answered 503 before any
+// work on it (a malformed one too), and the slot it did not get is not taken.
+func TestCallsFullServerAnswersFirst(t *testing.T) {
+	t.Parallel()
+	s := newCallsServerWith(t, session.ManagerConfig{MaxSessions: 1, ModelName: "dummy"},
+		realtime.HandlerConfig{}, realtime.CallsConfig{}, getFixture(t).backend, nil)
+	slot, err := s.m.Acquire(context.Background())
+	require.NoError(t, err)
+	defer slot.Release()
+	for _, body := range []string{"hello", dataOnlyOffer(t)} {
+		resp, out := post(t, s.url, "application/sdp", body)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(out))
+		require.Contains(t, string(out), "resource_exhausted")
+		require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	}
+	require.Equal(t, 1, s.m.Active())
+	require.Zero(t, s.calls.Active())
+}
+
 // TestCallSpeech: a pion peer sends "go forward ten meters" as Opus RTP; the call answers with
 // 201 + Location, session.created on oai-events, the user's transcript, the response's audio as
 // Opus RTP (never as deltas on the channel), output_audio_buffer.started/stopped, and hangup

@@ -139,13 +139,8 @@ func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(c.h.sessions.ServedModels(), ", "))})
 		return
 	}
-	codec, werr := checkOffer(offer)
-	if werr != nil {
-		oaierror.Write(w, restError(http.StatusBadRequest, werr.Code, "transport.sdp", werr.Message))
-		return
-	}
 	opts := session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Dialect: live.Name}
-	cl, answer, oerr := c.open(r, offer, codec, callSession{opts: opts, d: tr, live: true, start: start})
+	cl, answer, oerr := c.open(r, offer, callSession{opts: opts, d: tr, live: true, start: start})
 	if oerr != nil {
 		if oerr.Param == "sdp" {
 			oerr.Param = "transport.sdp"
