@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -36,20 +37,21 @@ func admissionTools(n int) []any {
 }
 
 // admissionAttack is one attack: events a client sends before its response.create, and the
-// error the first refused one gets.
+// error the first refused one gets. setup, sent once before the clock starts, is what the attack
+// needs and any client sends (the call a function_call_output answers; it opens the session's
+// engine stream, which costs the same for every session).
 type admissionAttack struct {
 	name        string
+	setup       []map[string]any
 	events      func() []map[string]any
 	code, param string
 }
 
 func admissionAttacks() []admissionAttack {
-	callThenOutput := func(n int) func() []map[string]any {
+	call := []map[string]any{{"type": "conversation.item.create", "item": map[string]any{"type": "function_call", "call_id": "call_big", "name": "lookup", "arguments": "{}"}}}
+	output := func(n int) func() []map[string]any {
 		return func() []map[string]any {
-			return []map[string]any{
-				{"type": "conversation.item.create", "item": map[string]any{"type": "function_call", "call_id": "call_big", "name": "lookup", "arguments": "{}"}},
-				{"type": "conversation.item.create", "event_id": "ev_attack", "item": map[string]any{"type": "function_call_output", "call_id": "call_big", "output": admissionFiller(n)}},
-			}
+			return []map[string]any{{"type": "conversation.item.create", "event_id": "ev_attack", "item": map[string]any{"type": "function_call_output", "call_id": "call_big", "output": admissionFiller(n)}}}
 		}
 	}
 	tools := func(n int) func() []map[string]any {
@@ -65,19 +67,19 @@ func admissionAttacks() []admissionAttack {
 		}
 	}
 	return []admissionAttack{
-		{"function_call_output 1 MiB", callThenOutput(1 << 20), "string_above_max_length", "item.output"},
-		{"function_call_output 10 MiB", callThenOutput(10 << 20), "string_above_max_length", "item.output"},
-		{"2,000 tools", tools(2000), "context_length_exceeded", "session.tools"},
-		{"20,000 tools", tools(20000), "context_length_exceeded", "session.tools"},
-		{"user text 200 KB", text(200 << 10), "string_above_max_length", "item.content[0].text"},
-		{"user text 4 MB", text(4 << 20), "string_above_max_length", "item.content[0].text"},
-		{"30 items of 190 KB", items(30, 190<<10), "string_above_max_length", "item.content[0].text"},
+		{"function_call_output 1 MiB", call, output(1 << 20), "string_above_max_length", "item.output"},
+		{"function_call_output 10 MiB", call, output(10 << 20), "string_above_max_length", "item.output"},
+		{"2,000 tools", nil, tools(2000), "context_length_exceeded", "session.tools"},
+		{"20,000 tools", nil, tools(20000), "context_length_exceeded", "session.tools"},
+		{"user text 200 KB", nil, text(200 << 10), "string_above_max_length", "item.content[0].text"},
+		{"user text 4 MB", nil, text(4 << 20), "string_above_max_length", "item.content[0].text"},
+		{"30 items of 190 KB", nil, items(30, 190<<10), "string_above_max_length", "item.content[0].text"},
 		// Under the byte bound, over the window's room (about 6,400 tokens on dummy:tiny's
 		// 2,048-token window): counted, refused by its tokens.
-		{"user text 20 KB", text(20 << 10), "context_length_exceeded", "item.content[0].text"},
+		{"user text 20 KB", nil, text(20 << 10), "context_length_exceeded", "item.content[0].text"},
 		// Each fits (about 640 tokens); together they pass the session's prefill budget (the
 		// window's room: 1,792 tokens) at the third.
-		{"10 items of 2 KB", items(10, 2<<10), "context_length_exceeded", "item.content[0].text"},
+		{"10 items of 2 KB", nil, items(10, 2<<10), "context_length_exceeded", "item.content[0].text"},
 	}
 }
 
@@ -194,13 +196,16 @@ func TestAdmission(t *testing.T) {
 	for range 3 {
 		idle = append(idle, firstAudio(t, victim))
 	}
-	sort.Slice(idle, func(i, j int) bool { return idle[i] < idle[j] })
-	t.Logf("idle first audio: %v (median %v)", idle, idle[1])
+	t.Logf("idle first audio: %v", idle)
 
 	for _, a := range admissionAttacks() {
 		t.Run(a.name, func(t *testing.T) {
 			c := dialRTAt(t, s, "/v1/realtime", textSession(), 5*time.Minute)
 			defer c.close(t)
+			for _, ev := range a.setup {
+				c.send(t, ev)
+				c.until(t, "conversation.item.done", 30*time.Second)
+			}
 			o := runAttack(t, c, pid, a, time.Minute)
 			t.Logf("%s: first error %v after %v; response ended %v after %v; server CPU %v over the attack, %v in the second after",
 				a.name, o.err, o.errAt.Round(time.Millisecond), o.done, o.doneAt.Round(time.Millisecond), o.cpu, o.after)
@@ -214,13 +219,20 @@ func TestAdmission(t *testing.T) {
 			assert.Less(t, o.after, 200*time.Millisecond, "server CPU after the attack")
 			c.requireStillServes(t)
 
-			// The attack again, with another session's turn at the same time.
-			for _, ev := range a.events() {
-				c.send(t, ev)
+			// The attack again, three times, each with another session's turn at the same time,
+			// between idle turns: the median during the attacks against the slowest idle turn
+			// (the machine's own jitter is tens of ms, and the idle turns sample it).
+			var during []time.Duration
+			for range 3 {
+				for _, ev := range a.events() {
+					c.send(t, ev)
+				}
+				during = append(during, firstAudio(t, victim))
+				idle = append(idle, firstAudio(t, victim))
 			}
-			got := firstAudio(t, victim)
-			t.Logf("%s: the other session's first audio %v during the attack (idle %v)", a.name, got, idle[1])
-			assert.LessOrEqual(t, float64(got), 1.2*float64(idle[2]), "the other session's first audio, against the slowest of three idle runs")
+			sort.Slice(during, func(i, j int) bool { return during[i] < during[j] })
+			t.Logf("%s: the other session's first audio %v during the attack (median %v); idle, slowest of %d: %v", a.name, during, during[1], len(idle), slices.Max(idle))
+			assert.LessOrEqual(t, float64(during[1]), 1.2*float64(slices.Max(idle)), "the other session's first audio during the attack, against the slowest idle turn")
 		})
 	}
 }
@@ -285,11 +297,13 @@ func TestAdmissionCancelStopsPrefill(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			busy := procCPU(t, pid) - cpu0
 			tc.stop(t, c)
-			at, cpu := cpuSamples(t, pid, 2*time.Second)
+			at, cpu := cpuSamples(t, pid, 1100*time.Millisecond)
 			stops := burnStops(at, cpu)
-			t.Logf("%s: %v of CPU in the 300 ms before; CPU busy until %v after, %v used in the 2 s after", tc.name, busy, stops, cpu[len(cpu)-1]-cpu[0])
-			require.Greater(t, busy, 100*time.Millisecond, "a prefill was running")
-			require.LessOrEqual(t, stops, 100*time.Millisecond, "the prefill stopped")
+			after := cpu[len(cpu)-1] - cpu[slices.IndexFunc(at, func(d time.Duration) bool { return d >= 100*time.Millisecond })]
+			t.Logf("%s: %v of CPU in the 300 ms before; %v in the second from 100 ms after (busy until %v)", tc.name, busy, after, stops)
+			require.Greater(t, busy, 50*time.Millisecond, "a prefill was running")
+			// A prefill here uses 300-900 ms of CPU a second; idle, the server uses a few ms.
+			require.Less(t, after, 100*time.Millisecond, "the prefill stopped within 100 ms")
 		})
 	}
 	requireServes(t, s)

@@ -142,6 +142,14 @@ func admitTools(r admitRule, param string, tools []duplex.Tool) *FieldError {
 	return nil
 }
 
+// admitPatchTools is admitTools of the tools a session.update sets (nil when it sets none).
+func admitPatchTools(r admitRule, patch ConfigPatch) *FieldError {
+	if !patch.ToolsSet {
+		return nil
+	}
+	return admitTools(r, "session.tools", patch.Tools)
+}
+
 // measureError is the refusal of a measurement that failed with err: too long by its size or
 // its tokens. nil for any other failure (an unknown role, a template that cannot render it):
 // the engine refuses or counts the input when it comes, as before admission.

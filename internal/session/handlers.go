@@ -105,12 +105,10 @@ func (s *Session) handleConversationCommand(c Command) bool {
 // model's context, the MCP allow-list) or the engine (engineOpen: audio reached it). It
 // changes nothing but the model's naming (settings.resolveModel).
 func nextConfig(st *settings, m *Manager, engineOpen bool, patch ConfigPatch) (Config, error) {
-	if patch.ToolsSet {
-		// Measured before the tools' schemas are checked one by one (a grammar each): a
-		// declaration that cannot fit the window costs no more than reading its size.
-		if fe := admitTools(newAdmitRule(m, st.cfg), "session.tools", patch.Tools); fe != nil {
-			return st.cfg, fe
-		}
+	// The tools are measured before their schemas are checked one by one (a grammar each): a
+	// declaration that cannot fit the window costs no more than reading its size.
+	if fe := admitPatchTools(newAdmitRule(m, st.cfg), patch); fe != nil {
+		return st.cfg, fe
 	}
 	next, err := st.next(patch, m, m.cfg.MaxIdleTimeout)
 	if err == nil && next.Instructions != st.cfg.Instructions {

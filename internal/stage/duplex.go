@@ -205,7 +205,7 @@ func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
 // as input of turn (<= 0: the current input); it is prefilled into the sequence in the
 // background, after any running response, and its rows carry that turn.
 func (d *DuplexStream) AppendText(ctx context.Context, turn int, role, text string) error {
-	role, text, err := d.p.inputMessage(role, text)
+	role, text, err := inputMessage(d.p.toolFormat(), role, text)
 	if err != nil {
 		return err
 	}

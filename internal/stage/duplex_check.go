@@ -80,7 +80,7 @@ func (p *Pipeline) MeasureInput(role, text string) (int, error) {
 	if limit := window * MaxInputBytesPerToken; len(text) > limit {
 		return 0, &InputTooLongError{Bytes: len(text), Limit: limit}
 	}
-	role, text, err := p.inputMessage(role, text)
+	role, text, err := inputMessage(p.toolFormat(), role, text)
 	if err != nil {
 		return 0, err
 	}
@@ -117,14 +117,14 @@ func (p *Pipeline) MeasureTools(tools []duplex.Tool) (int, error) {
 }
 
 // inputMessage is the role and text of the message AppendText adds for role and text: a tool
-// call restored as the assistant's, a function's result in its template family's wrapping.
-func (p *Pipeline) inputMessage(role, text string) (string, string, error) {
+// call restored as the assistant's, a function's result in its template family's wrapping (tf).
+func inputMessage(tf toolFormat, role, text string) (string, string, error) {
 	if role == duplex.RoleToolCall {
 		var c duplex.ToolCall
 		if err := json.Unmarshal([]byte(text), &c); err != nil {
 			return "", "", fmt.Errorf("appending a tool call: %w: %v", ErrInvalidRequest, err)
 		}
-		role, text = "assistant", p.toolFormat().callsText([]duplex.ToolCall{c})
+		role, text = "assistant", tf.callsText([]duplex.ToolCall{c})
 	}
 	if err := validRole(role); err != nil {
 		return "", "", err
@@ -132,7 +132,7 @@ func (p *Pipeline) inputMessage(role, text string) (string, string, error) {
 	if role == "tool" {
 		// A function's result (it may be empty), in the role and wrapping the chat template's
 		// family gives it.
-		role, text = p.toolFormat().resultMessage("", text)
+		role, text = tf.resultMessage("", text)
 	}
 	if strings.TrimSpace(text) == "" {
 		return "", "", fmt.Errorf("appending text: %w", audio.ErrEmptyText)
