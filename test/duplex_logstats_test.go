@@ -331,8 +331,14 @@ func dialRT(t *testing.T, s *binServer, session map[string]any) *rtClient {
 // dialRTFor is dialRT for a connection that may live up to life (dialRT: 90 s).
 func dialRTFor(t *testing.T, s *binServer, session map[string]any, life time.Duration) *rtClient {
 	t.Helper()
+	return dialRTAt(t, s, "/v1/realtime?duplex=1", session, life)
+}
+
+// dialRTAt is dialRTFor on path (with its query).
+func dialRTAt(t *testing.T, s *binServer, path string, session map[string]any, life time.Duration) *rtClient {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), life)
-	ws, _, err := websocket.Dial(ctx, "ws://"+s.addr+"/v1/realtime?duplex=1", nil) //nolint:bodyclose // coder/websocket closes it
+	ws, _, err := websocket.Dial(ctx, "ws://"+s.addr+path, nil) //nolint:bodyclose // coder/websocket closes it
 	require.NoError(t, err)
 	ws.SetReadLimit(64 << 20)
 	c := &rtClient{ws: ws, events: make(chan rtEvent, 4096), done: make(chan struct{}), ctx: ctx}

@@ -8,9 +8,11 @@ import (
 )
 
 // TestBigFunctionCallOutputEcho: a 10 MB function_call_output (under the 15 MiB event bound) is
-// echoed as OpenAI echoes it (conversation.item.added and .done, each with the whole output) to a
-// client that reads, and the session lives on. At 7161a1b the two echoes overflowed the 16 MiB
-// outbound budget and the server closed the session as a slow client.
+// refused at admission (it cannot fit the model's context window: docs/SECURITY.md), never
+// echoed nor prefilled, and the session lives on; the call's real output is then accepted and
+// echoed as OpenAI echoes it (conversation.item.added and .done, each with the whole output). At
+// 7161a1b the two echoes of the 10 MB item overflowed the 16 MiB outbound budget and the server
+// closed the session as a slow client; before admission its prefill cost minutes of CPU.
 func TestBigFunctionCallOutputEcho(t *testing.T) {
 	t.Parallel()
 	_, c := startToolSession(t, nil, nil)
@@ -30,7 +32,14 @@ func TestBigFunctionCallOutputEcho(t *testing.T) {
 	}
 	require.NotEmpty(t, callID, "%v", done)
 
-	output := strings.Repeat("r", 10<<20)
+	c.send(t, map[string]any{"type": "conversation.item.create", "event_id": "ev_big", "item": map[string]any{
+		"type": "function_call_output", "call_id": callID, "output": strings.Repeat("r", 10<<20)}})
+	e, _ := c.until(t, "error")
+	require.Equal(t, "string_above_max_length", e["error"].(map[string]any)["code"], "%v", e)
+	require.Equal(t, "item.output", e["error"].(map[string]any)["param"], "%v", e)
+	require.Equal(t, "ev_big", e["error"].(map[string]any)["event_id"], "%v", e)
+
+	output := strings.Repeat("report seven is fine ", 200)
 	c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{
 		"type": "function_call_output", "call_id": callID, "output": output}})
 	for _, typ := range []string{"conversation.item.added", "conversation.item.done"} {

@@ -69,6 +69,9 @@ type Server struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxInstructionsBytes bounds realtime session and per-response instructions.
 	MaxInstructionsBytes int `yaml:"max_instructions_bytes"`
+	// PrefillBudgetTokens bounds the tokens of input a realtime session may queue for the engine
+	// between two responses (0: the model's context window less a reply's room).
+	PrefillBudgetTokens int `yaml:"prefill_budget_tokens"`
 	// ClientSecretMaxSessions bounds the realtime sessions one minted client secret may open
 	// (0: no bound).
 	ClientSecretMaxSessions int `yaml:"client_secret_max_sessions"`
@@ -234,6 +237,7 @@ func (c *Config) Validate() error {
 		{s.MaxBodyBytes < 1024, "server.max_body_bytes", s.MaxBodyBytes, "must be at least 1024"},
 		{s.MaxInFlight < 1, "server.max_in_flight", s.MaxInFlight, "must be at least 1"},
 		{s.MaxInstructionsBytes < 1, "server.max_instructions_bytes", s.MaxInstructionsBytes, "must be at least 1"},
+		{s.PrefillBudgetTokens < 0, "server.prefill_budget_tokens", s.PrefillBudgetTokens, "must be at least 0"},
 		{s.ClientSecretMaxSessions < 0, "server.client_secret_max_sessions", s.ClientSecretMaxSessions, "must be at least 0"},
 		{s.SessionInboxBytes < 1<<10, "server.session_inbox_bytes", s.SessionInboxBytes, "must be at least 1024"},
 		{s.SessionOutputBytes < 1<<10, "server.session_output_bytes", s.SessionOutputBytes, "must be at least 1024"},

@@ -73,6 +73,7 @@ var keys = []Key{
 	{"server.max_in_flight", "", "chat completions running at once (a request past it gets 429 engine_overloaded)", func(c *Config) any { return &c.Server.MaxInFlight }},
 	{"server.client_secret_max_sessions", "", "realtime sessions (WebSocket connections and WebRTC calls, resumes included) one minted client secret may open (0: no bound)", func(c *Config) any { return &c.Server.ClientSecretMaxSessions }},
 	{"server.max_instructions_bytes", "", "largest realtime instructions (session.update and response.create), in bytes", func(c *Config) any { return &c.Server.MaxInstructionsBytes }},
+	{"server.prefill_budget_tokens", "", "tokens of input (items, tool outputs) a realtime session may queue for the model between two responses (0: the context window less a reply's room)", func(c *Config) any { return &c.Server.PrefillBudgetTokens }},
 	{"realtime.resume_grace", "resume-grace", "how long a realtime session whose connection dropped (no close frame) is kept for session.resume (0 disables resume)", func(c *Config) any { return &c.Realtime.ResumeGrace }},
 	{"realtime.live_test_hooks", "live-test-hooks", "GPT-Live's scripted test decider: instructions holding [[omniserve-test:delegate]] delegate the next user turn (tests only)", func(c *Config) any { return &c.Realtime.LiveTestHooks }},
 	{"realtime.resume_journal_bytes", "", "bytes of recent server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalBytes }},

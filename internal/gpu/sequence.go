@@ -113,9 +113,10 @@ func (s *Sequence) AppendText(ctx context.Context, text string) (AppendStats, er
 
 // Append adds tokens to the history and returns once they are in the KV cache (all but the
 // last, which is decoded together with the next Append or Generate so that no step is spent
-// on logits nobody reads). If ctx ends first, Append returns ctx.Err() and the prefill stops
-// within one step: when it is the newest append and no generation runs, its tokens are rolled
-// back (prefilled ones included); otherwise they stay in the history.
+// on logits nobody reads). If ctx ends first, the prefill stops within one step and Append
+// returns ctx.Err() after that step: when it is the newest append and no generation runs, its
+// tokens are rolled back (prefilled ones included); otherwise they stay in the history. An
+// append whose prefill was done by then returns its stats, not an error.
 func (s *Sequence) Append(ctx context.Context, tokens []int) (AppendStats, error) {
 	for _, t := range tokens {
 		if t < 0 || t >= s.r.vocab {
@@ -138,7 +139,19 @@ func (s *Sequence) Append(ctx context.Context, tokens []int) (AppendStats, error
 		}
 		return job.stats, nil
 	case <-ctx.Done():
+		// The scheduler stops the prefill at its next step (dropCancelled); wait for that step,
+		// a chunk's decode, so that the caller reads the sequence as it is when Append returns:
+		// rolled back, or holding every token when the prefill finished first (then it
+		// succeeded). A caller that prefills again at once would otherwise race the rollback.
 		job.cancelled.Store(true)
+		s.r.signal()
+		select {
+		case err := <-job.res:
+			if err == nil {
+				return job.stats, nil
+			}
+		case <-s.r.done:
+		}
 		return AppendStats{}, ctx.Err()
 	}
 }

@@ -364,7 +364,10 @@ func TestCancelledAppendStopsPrefill(t *testing.T) {
 	require.Eventually(t, func() bool { return s.decoded.Load() >= 64 }, 30*time.Second, time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
-	require.Eventually(t, func() bool { return s.cancelledTokens.Load() > 0 }, 5*time.Second, time.Millisecond)
+	// Append returns after the scheduler's step that rolled it back: a caller that appends
+	// again at once finds the sequence as it was.
+	require.Positive(t, s.cancelledTokens.Load())
+	require.Equal(t, 0, s.HistoryLen())
 	stopped := s.decoded.Load()
 	time.Sleep(200 * time.Millisecond)
 	require.Equal(t, stopped, s.decoded.Load(), "no prefill after the cancel")

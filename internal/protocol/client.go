@@ -159,6 +159,7 @@ type ConversationItemCreate struct {
 	Reason            string
 	Role              string
 	Text              string // the text parts, concatenated
+	TextIndex         int    // the index in content of the longest text part (the one an error about the text names)
 	Audio             []byte // the input_audio parts, decoded and concatenated
 }
 

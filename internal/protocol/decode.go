@@ -688,11 +688,15 @@ func decodeItemCreate(base Header, raw map[string]json.RawMessage, werr func(cod
 		return nil, werr("missing_required_parameter", "item.content", "'item.content' must be a non-empty array")
 	}
 	var text strings.Builder
+	longest := -1
 	for i, p := range parts {
 		pt, _, _ := str(p, "type")
 		switch pt {
 		case "input_text", "text", "output_text":
 			s, _, _ := str(p, "text")
+			if len(s) > longest {
+				longest, c.TextIndex = len(s), i
+			}
 			text.WriteString(s)
 		case "input_audio":
 			b64, ok, _ := str(p, "audio")

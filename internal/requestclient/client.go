@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/metrics"
 	"github.com/omniserve/omniserve/internal/stage"
 )
@@ -110,4 +111,31 @@ func (c *Client) CheckInstructions(text string) error {
 		return nil
 	}
 	return c.pipeline.CheckInstructions(text)
+}
+
+// InputWindow is the tokens a duplex stream's context window holds, what MeasureInput measures
+// against (0: no local thinker; a remote one counts its own context).
+func (c *Client) InputWindow() int {
+	if c.pipeline == nil {
+		return 0
+	}
+	return c.pipeline.InputWindow()
+}
+
+// MeasureInput is the tokens a duplex message of role (DuplexRequest.AppendText's) adds to the
+// conversation. A text too long to fit the window fails with ErrInputTooLong (refused by its
+// size, unread; InputTooLongErrorOf has the figures) or ErrContextLength (by its tokens).
+func (c *Client) MeasureInput(role, text string) (int, error) {
+	if c.pipeline == nil {
+		return 0, nil
+	}
+	return c.pipeline.MeasureInput(role, text)
+}
+
+// MeasureTools is MeasureInput of the declaration of tools (DuplexRequest.SetTools).
+func (c *Client) MeasureTools(tools []duplex.Tool) (int, error) {
+	if c.pipeline == nil {
+		return 0, nil
+	}
+	return c.pipeline.MeasureTools(tools)
 }

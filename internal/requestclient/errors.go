@@ -28,7 +28,29 @@ var (
 	// engine.context_size is smaller than the sequences it serves need
 	// (omniserve_engine_kv_cache_full_total counts it).
 	ErrKVCacheFull = gpu.ErrContextFull
+	// ErrInputTooLong: a duplex input refused by its size alone, before it was tokenized
+	// (Client.MeasureInput); InputTooLongErrorOf has the figures.
+	ErrInputTooLong = stage.ErrInputTooLong
 )
+
+// InputTooLongError is the figures of an ErrInputTooLong refusal: the input's bytes and the
+// most the model's context window can hold.
+type InputTooLongError struct {
+	Bytes, Limit int
+}
+
+func (e *InputTooLongError) Error() string {
+	return (&stage.InputTooLongError{Bytes: e.Bytes, Limit: e.Limit}).Error()
+}
+
+// InputTooLongErrorOf finds a refusal by size in err's chain.
+func InputTooLongErrorOf(err error) (*InputTooLongError, bool) {
+	var e *stage.InputTooLongError
+	if !errors.As(err, &e) {
+		return nil, false
+	}
+	return &InputTooLongError{Bytes: e.Bytes, Limit: e.Limit}, true
+}
 
 // ContextLengthError is the figures of an ErrContextLength failure. PromptTokens is 0 when the
 // prompt was refused by its size alone; Message is OpenAI's wording of the failure.

@@ -191,6 +191,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		AcceptModel:            s.acceptModel,
 		ServedModels:           s.models,
 		MaxInstructionsBytes:   s.cfg.Server.MaxInstructionsBytes,
+		PrefillBudgetTokens:    s.cfg.Server.PrefillBudgetTokens,
 		MaxInboxBytes:          s.cfg.Server.SessionInboxBytes,
 		MaxHistoryBytes:        s.cfg.Server.SessionHistoryBytes,
 		DefaultMaxOutputTokens: s.pipelineCfg.Thinker.MaxTokens,

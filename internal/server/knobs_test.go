@@ -119,6 +119,7 @@ func TestDefaultsAgree(t *testing.T) {
 	require.Equal(t, d.Server.SessionInboxBytes, m.MaxInboxBytes, "server.session_inbox_bytes")
 	require.Equal(t, d.Server.SessionHistoryBytes, m.MaxHistoryBytes, "server.session_history_bytes")
 	require.Equal(t, d.Server.MaxInstructionsBytes, m.MaxInstructionsBytes, "server.max_instructions_bytes")
+	require.Equal(t, d.Server.PrefillBudgetTokens, m.PrefillBudgetTokens, "server.prefill_budget_tokens")
 
 	h := realtime.HandlerConfig{}.WithDefaults()
 	require.Equal(t, d.Realtime.HandshakeTimeout, h.HandshakeTimeout, "realtime.handshake_timeout")

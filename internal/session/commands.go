@@ -98,6 +98,7 @@ type CreateItem struct {
 	PreviousItemID string // "" = append, "root" = first
 	Role           string
 	Text           string
+	TextIndex      int    // the content part an error about Text names (item.content[TextIndex].text)
 	Audio          []byte // decoded input_audio part, in the session's input format
 	// ItemType "function_call" restores a call (CallID, Name, Arguments) the model made
 	// earlier; "function_call_output" answers the call CallID with Output (tools.go);

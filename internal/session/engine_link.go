@@ -22,7 +22,9 @@ type engineLink struct {
 	// aheadListens counts the listen decisions still to come for forwarded chunks: the engine
 	// answers every append with one, and before streaming ahead none reached the client.
 	aheadListens int
-	obs          engineObserver // logs and counts the stream's failures (engine_errors.go)
+	// budget is the input admitted for this stream since its last response began (admission.go).
+	budget prefillBudget
+	obs    engineObserver // logs and counts the stream's failures (engine_errors.go)
 }
 
 // forward streams the uncommitted input buffer in into the engine (as turn) ahead of the

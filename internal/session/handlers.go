@@ -105,6 +105,11 @@ func (s *Session) handleConversationCommand(c Command) bool {
 // model's context, the MCP allow-list) or the engine (engineOpen: audio reached it). It
 // changes nothing but the model's naming (settings.resolveModel).
 func nextConfig(st *settings, m *Manager, engineOpen bool, patch ConfigPatch) (Config, error) {
+	// The tools are measured before their schemas are checked one by one (a grammar each): a
+	// declaration that cannot fit the window costs no more than reading its size.
+	if fe := admitPatchTools(newAdmitRule(m, st.cfg), patch); fe != nil {
+		return st.cfg, fe
+	}
 	next, err := st.next(patch, m, m.cfg.MaxIdleTimeout)
 	if err == nil && next.Instructions != st.cfg.Instructions {
 		if fe := checkInstructions(next.Instructions, "session.instructions", m.cfg.MaxInstructionsBytes, m.backend); fe != nil {
@@ -220,6 +225,17 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 		s.sendError("invalid_value", fmt.Sprintf("unsupported item role %q", role), c.ID, "item.role")
 		return
 	}
+	// Measured in tokens before the engine is opened for it, acknowledged or queued
+	// (admission.go); its tokens join the budget below, once nothing else can refuse it.
+	rule := newAdmitRule(s.m, s.settings.cfg)
+	tokens, fe := 0, (*FieldError)(nil)
+	if len(c.Audio) == 0 {
+		tokens, fe = measureText(rule, textParam(c), role, c.Text)
+	}
+	if fe != nil {
+		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
+		return
+	}
 	id, ok := s.newClientItem(c)
 	if !ok {
 		return
@@ -243,6 +259,10 @@ func (s *Session) handleCreateItem(c *CreateItem) {
 	if !s.jobQueue.canSubmitJob() {
 		// Refuse before the acknowledgement: an item the client saw added must reach the engine.
 		s.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return
+	}
+	if fe := s.link.budget.take(rule, textParam(c), tokens); fe != nil {
+		s.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
 	}
 	// The item takes its place in the item list; the engine's context is append-only, so the

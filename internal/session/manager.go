@@ -51,6 +51,10 @@ type ManagerConfig struct {
 	// MaxInstructionsBytes bounds session and per-response instructions (error
 	// string_above_max_length). Default defaultMaxInstructionsBytes.
 	MaxInstructionsBytes int
+	// PrefillBudgetTokens bounds the tokens of input a session may queue for the engine between
+	// two responses (admission.go; error context_length_exceeded). 0: the model's context
+	// window less a reply's room, what one response can read.
+	PrefillBudgetTokens int
 	// ResumeGrace is how long a session whose connection was lost without a close frame is kept
 	// for a resume (session.resume): its engine stream, conversation and admission slot stay.
 	// Zero disables resume: the session ends with its connection (the configuration default,

@@ -216,6 +216,7 @@ func (signal) isAction()    {}
 func (b beginTurn) call(l *engineLink, _ requestclient.Fence) []action {
 	arrival := l.engine.MarkTurnArrival(b.turn, b.arrival)
 	b.r.turn = l.engine.BeginTurn(b.turn, b.r.id, b.r.turnID, arrival)
+	l.budget = prefillBudget{} // the response reads the input admitted so far
 	if b.bind >= 0 {
 		b.r.turn.Bind(b.bind) // the engine's own turn: its outputs already carry it
 	}

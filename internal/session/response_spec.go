@@ -98,11 +98,20 @@ func responseOptions(c *CreateResponse, st *settings, conv *conversation, tools 
 		if o.input, o.inputAudio, fe = conv.responseInput(c.Input); fe != nil {
 			return o, fe
 		}
+		if fe := admitResponseInput(newAdmitRule(m, cfg), o.input); fe != nil {
+			return o, fe
+		}
 	}
 	if fe := o.applyOutput(c); fe != nil {
 		return o, fe
 	}
 	// After applyOutput: a forced call must fit the response's own max_output_tokens.
+	if c.ToolsSet {
+		// Before resolveTools checks each tool's schema: see nextConfig.
+		if fe := admitTools(newAdmitRule(m, cfg), "response.tools", c.Tools); fe != nil {
+			return o, fe
+		}
+	}
 	if fe := tools.resolveTools(cfg, c, &o, m.cfg.DefaultMaxOutputTokens); fe != nil {
 		return o, fe
 	}

@@ -171,6 +171,8 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 	s.sem = semState{send: emit, log: s.log, observer: eotObserver, wall: m.cfg.WallClock}
 	s.tools.io = toolIO{send: func(ev Event) { s.send(ev) }, sendError: s.sendError, submit: s.submitJob, newItem: s.newClientItem,
 		engine: func() (Engine, int) { return s.link.engine, s.input },
+		rule:   func() admitRule { return newAdmitRule(s.m, s.settings.cfg) },
+		budget: func() *prefillBudget { return &s.link.budget },
 		room:   func() int { return cap(s.jobQueue.jobs) - len(s.jobQueue.jobs) },
 		afterCall: func(r *response) {
 			// A call of r ended: its model reply starts, or its pacing goes on (mcpResp.afterCall).

@@ -55,6 +55,8 @@ func newToolRig(t *testing.T, room int) *toolRig {
 		},
 		room:      func() int { return g.room },
 		newItem:   func(c *CreateItem) (string, bool) { return firstNonEmpty(c.ItemID, "item_client"), true },
+		rule:      func() admitRule { return admitRule{} },
+		budget:    func() *prefillBudget { return &prefillBudget{} },
 		afterCall: func(r *response) { g.after = append(g.after, r) },
 		countCall: func() { g.counts++ },
 		wallNow:   func() float64 { return 100 },

@@ -135,12 +135,23 @@ func (t *toolState) createFunctionOutput(c *CreateItem, epoch int) bool {
 		t.io.sendError("invalid_value", fmt.Sprintf("the call %q already has a function_call_output (item %s)", c.CallID, it.ID), c.ID, "item.call_id")
 		return false
 	}
+	// Measured before the engine is opened for it (admission.go).
+	rule := t.io.rule()
+	tokens, fe := measureText(rule, "item.output", "tool", c.Output)
+	if fe != nil {
+		t.io.sendError(fe.Code, fe.Message, c.ID, fe.Param)
+		return false
+	}
 	id, ok := t.io.newItem(c) // opens the engine
 	if !ok {
 		return false
 	}
 	if t.io.room() < 1 {
 		t.io.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return false
+	}
+	if fe := t.io.budget().take(rule, "item.output", tokens); fe != nil {
+		t.io.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return false
 	}
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
@@ -171,12 +182,22 @@ func (t *toolState) createFunctionCall(c *CreateItem, epoch int) {
 		t.io.sendError("invalid_value", err.Error(), c.ID, "item.arguments")
 		return
 	}
+	rule := t.io.rule()
+	tokens, fe := measureText(rule, "item.arguments", duplex.RoleToolCall, string(call))
+	if fe != nil {
+		t.io.sendError(fe.Code, fe.Message, c.ID, fe.Param)
+		return
+	}
 	id, ok := t.io.newItem(c) // opens the engine
 	if !ok {
 		return
 	}
 	if t.io.room() < 1 {
 		t.io.sendError("input_backpressure", "too many pending engine jobs; the item was not added", c.ID, "item")
+		return
+	}
+	if fe := t.io.budget().take(rule, "item.arguments", tokens); fe != nil {
+		t.io.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return
 	}
 	it := &item{ID: id, Type: "function_call", Status: "completed", CallID: c.CallID, Name: c.Name, Arguments: c.Arguments}

@@ -44,6 +44,9 @@ type toolIO struct {
 	// newItem opens the engine for a client's new item and settles its id (false: the client
 	// was told why not).
 	newItem func(*CreateItem) (string, bool)
+	// rule is the session's admission rule now, budget its prefill budget (admission.go).
+	rule   func() admitRule
+	budget func() *prefillBudget
 	// afterCall carries a response on once one of its MCP calls ended (the actor's
 	// mcpResp.afterCall: it may complete the response or start its model reply).
 	afterCall func(r *response)

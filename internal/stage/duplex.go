@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"github.com/omniserve/omniserve/internal/duplex"
 	"strings"
@@ -206,23 +205,9 @@ func (p *Pipeline) vadConfig(v speech.VADConfig) speech.VADConfig {
 // as input of turn (<= 0: the current input); it is prefilled into the sequence in the
 // background, after any running response, and its rows carry that turn.
 func (d *DuplexStream) AppendText(ctx context.Context, turn int, role, text string) error {
-	if role == duplex.RoleToolCall {
-		var c duplex.ToolCall
-		if err := json.Unmarshal([]byte(text), &c); err != nil {
-			return fmt.Errorf("appending a tool call: %w: %v", ErrInvalidRequest, err)
-		}
-		role, text = "assistant", d.p.toolFormat().callsText([]duplex.ToolCall{c})
-	}
-	if err := validRole(role); err != nil {
+	role, text, err := inputMessage(d.p.toolFormat(), role, text)
+	if err != nil {
 		return err
-	}
-	if role == "tool" {
-		// A function's result (it may be empty), in the role and wrapping the chat template's
-		// family gives it.
-		role, text = d.p.toolFormat().resultMessage("", text)
-	}
-	if strings.TrimSpace(text) == "" {
-		return fmt.Errorf("appending text: %w", audio.ErrEmptyText)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("appending text: %w", err)

@@ -3,7 +3,6 @@ package stage
 import (
 	"context"
 	"fmt"
-	"github.com/omniserve/omniserve/internal/duplex"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/omniserve/omniserve/internal/duplex"
 	"github.com/omniserve/omniserve/internal/gpu"
 	"github.com/omniserve/omniserve/internal/metrics"
 )
@@ -46,6 +46,11 @@ type conversation struct {
 	// keeper keeps the conversation within its token budget (duplex_budget.go). Sequence
 	// goroutine.
 	keeper tokenKeeper
+	// stopPrefill cancels the prefill job running now (nil: none), for cancel: a response's
+	// cancel or the stream's close stops the engine's work at its next step, the prefill of
+	// the input it would have read included. The input stays in the history; the next job
+	// prefills it (syncHistoryTo records what the sequence holds only after a prefill).
+	stopPrefill context.CancelFunc
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
@@ -210,7 +215,8 @@ func (c *conversation) unadmitTalker() {
 	}
 }
 
-// cancel aborts the unfinished responses that match (DuplexStream.CancelResponse, CancelTurn).
+// cancel aborts the unfinished responses that match (DuplexStream.CancelResponse, CancelTurn),
+// and the prefill of input running for them.
 func (c *conversation) cancel(keepHistory bool, match func(*turnState) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -222,6 +228,9 @@ func (c *conversation) cancel(keepHistory bool, match func(*turnState) bool) {
 	for ts := range c.live {
 		if match(ts) {
 			ts.abort(keepHistory)
+			if c.stopPrefill != nil {
+				c.stopPrefill()
+			}
 		}
 	}
 }
@@ -299,13 +308,24 @@ func (c *conversation) prefill(turn int) error {
 	return c.prefillHistory(turn, hist)
 }
 
-// prefillHistory is prefill of hist, the history or a head of it.
+// prefillHistory is prefill of hist, the history or a head of it. A cancel (conversation.cancel)
+// stops it at the engine's next step; the history stays, for the next job to prefill.
 func (c *conversation) prefillHistory(turn int, hist []gpu.ChatMessage) error {
 	submitTS := metrics.Now()
 	start := time.Now()
-	st, err := c.syncHistoryTo(c.ctx, hist, false)
+	ctx, stop := context.WithCancel(c.ctx)
+	defer stop()
+	c.mu.Lock()
+	c.stopPrefill = stop
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.stopPrefill = nil
+		c.mu.Unlock()
+	}()
+	st, err := c.syncHistoryTo(ctx, hist, false)
 	if err != nil {
-		if c.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			c.p.log.Warn("duplex prefill failed", zap.String("request_id", c.rid), zap.Error(err))
 			_ = c.disp.output(c.ctx, nil, OutputMessage{Output: duplex.Output{Kind: duplex.OutError, Turn: turn, Err: err}, RequestID: c.rid})
 		}

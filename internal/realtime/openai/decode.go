@@ -124,7 +124,7 @@ func itemCommand(base session.Base, ev protocol.ClientEvent) session.Command {
 	switch e := ev.(type) {
 	case *protocol.ConversationItemCreate:
 		return &session.CreateItem{Base: base, ItemID: e.ItemID, PreviousItemID: e.PreviousItemID, Role: e.Role,
-			Text: e.Text, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output, Name: e.Name, Arguments: e.Arguments,
+			Text: e.Text, TextIndex: e.TextIndex, Audio: e.Audio, ItemType: e.ItemType, CallID: e.CallID, Output: e.Output, Name: e.Name, Arguments: e.Arguments,
 			ApprovalRequestID: e.ApprovalRequestID, Approve: e.Approve, Reason: e.Reason}
 	case *protocol.ConversationItemDelete:
 		return &session.DeleteItem{Base: base, ItemID: e.ItemID}
