@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,25 @@ func TestRealtimeFunctionCallItemCreate(t *testing.T) {
 	done2, _ := c2.until(t, "response.done")
 	without := done2["response"].(map[string]any)["usage"].(map[string]any)["input_tokens"].(float64)
 	require.Greater(t, withCall, without+10, "the restored call and its output reached the model")
+}
+
+// TestRealtimeHistoryBurst: a client restoring a conversation sends its items back to back,
+// one event each (GPT-Live's start carries up to 128): every one is added, none refused for a
+// full engine queue, and the next response reads them all.
+func TestRealtimeHistoryBurst(t *testing.T) {
+	t.Parallel()
+	_, c := startToolSession(t, nil, nil)
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"type": "realtime", "output_modalities": []any{"text"},
+		"max_output_tokens": 8, "audio": map[string]any{"input": map[string]any{"turn_detection": nil}}}})
+	c.until(t, "session.updated")
+	const items = 48
+	for i := range items {
+		c.send(t, textItem(fmt.Sprintf("turn %d", i)))
+	}
+	for range items {
+		c.until(t, "conversation.item.done")
+	}
+	c.send(t, map[string]any{"type": "response.create"})
+	done, _ := c.until(t, "response.done")
+	require.Contains(t, []string{"completed", "incomplete"}, done["response"].(map[string]any)["status"]) // until fails on any error
 }

@@ -33,6 +33,13 @@ type jobResult struct {
 	consumed string
 }
 
+// maxQueuedJobs bounds a session's engine jobs in flight. A client restoring a conversation
+// sends one item per event in a burst (GPT-Live's session.start carries up to 128 history
+// items), and each item is a job: 16 refused the 17th with input_backpressure. Each job holds
+// an item the admission rule already measured (admission.go), so the bound is on events, not
+// on the engine's work.
+const maxQueuedJobs = 256
+
 // jobQueue is the session's engine jobs: the bounded queue, their results and how many are
 // out. Only the actor queues and counts; runJobs is the one goroutine that runs them.
 type jobQueue struct {

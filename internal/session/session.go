@@ -147,7 +147,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		inbox:       make(chan Command, 64),
 		inboxB:      newByteBudget(m.cfg.MaxInboxBytes),
 		ctl:         control{stop: make(chan string, 1), drain: make(chan time.Duration, 1)},
-		jobQueue:    newJobQueue(16),
+		jobQueue:    newJobQueue(maxQueuedJobs),
 		outputQueue: newOutputQueue(),
 		done:        make(chan struct{}),
 		state:       "open",

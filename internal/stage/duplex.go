@@ -347,6 +347,9 @@ func (d *DuplexStream) dropJobs() {
 // while either moves.
 func (d *DuplexStream) runJob(j seqJob) {
 	c := d.conv
+	if j.ts == nil && !j.settle && j.eot == nil {
+		c.prefillBegins(j.turn)
+	}
 	c.trimHistory()
 	if fitErr := d.fitJob(j); fitErr != nil {
 		// The conversation cannot take the job's input with room for a reply (truncation

@@ -51,6 +51,11 @@ type conversation struct {
 	// the input it would have read included. The input stays in the history; the next job
 	// prefills it (syncHistoryTo records what the sequence holds only after a prefill).
 	stopPrefill context.CancelFunc
+	// queuedPrefill is the turn of a message prefill queued and not begun yet (0: none): it
+	// syncs the whole history when it runs, so a burst of messages for the same turn (a client
+	// restoring a conversation) queues one job, not one each, and leaves the queue to the
+	// response that follows.
+	queuedPrefill int
 	// prefilled counts the tokens of prefill jobs by the turn their statistics rows are billed
 	// to; the turn's response takes them into its usage (duplex_usage.go).
 	prefilled map[int]int
@@ -147,12 +152,26 @@ func (c *conversation) addMessage(turn int, role, text string) error {
 	// it too: truncation drops whole turns (duplex_budget.go).
 	n := c.ids.given(turn)
 	c.history = append(c.history, gpu.ChatMessage{Role: role, Content: text, Turn: n})
+	if c.queuedPrefill == n {
+		return nil // the queued prefill of this turn will take it
+	}
 	select {
 	case c.jobs <- seqJob{turn: n}:
+		c.queuedPrefill = n
 	default:
 		// A prefill job is queued or a response is pending; either syncs the whole history.
 	}
 	return nil
+}
+
+// prefillBegins notes that the queued prefill of turn has begun (or been refused): a message
+// from now on queues a prefill of its own.
+func (c *conversation) prefillBegins(turn int) {
+	c.mu.Lock()
+	if c.queuedPrefill == turn {
+		c.queuedPrefill = 0
+	}
+	c.mu.Unlock()
 }
 
 // settleTurn is the id of the input a SettleInput marker settles (turn <= 0: the current one).
