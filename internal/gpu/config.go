@@ -176,10 +176,15 @@ type AppendStats struct {
 // GenerateOptions bounds one Generate. MaxTokens 0 means until the sequence's context limit
 // (FinishReason "length"; no truncation for unbounded calls).
 // Sampling, when set, replaces the sequence's sampling for this call.
+// IgnoreEOS keeps the model's end of sequence from ending the generation, as vLLM's ignore_eos
+// (benchmarks that need replies of a fixed length): a dummy model's drawn end is skipped, a real
+// model's end-of-generation tokens are masked (which takes the Go sampler, as Logprobs does; a
+// grammar still ends its reply).
 type GenerateOptions struct {
 	MaxTokens int
 	Stop      []string
 	Sampling  *Sampling
+	IgnoreEOS bool
 }
 
 // Piece is one generated token. Text is the text that became final with this token: it is
