@@ -24,6 +24,9 @@ type Config struct {
 	// FlashAttention is "auto" (default: llama.cpp decides when layers run on a GPU, off on
 	// the CPU; see flashAttention), "on" or "off".
 	FlashAttention string
+	// DummyReplyMin and DummyReplyMax bound the lengths, in tokens (words), of a dummy model's
+	// replies (default 8 and 32; dummyend.go). Real models ignore them.
+	DummyReplyMin, DummyReplyMax int
 }
 
 const (
@@ -87,6 +90,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Overflow != OverflowTruncate && c.Overflow != OverflowError {
 		return c, fmt.Errorf("%w: overflow %q (want truncate or error)", ErrInvalidConfig, c.Overflow)
+	}
+	if c.DummyReplyMin <= 0 {
+		c.DummyReplyMin = dummyReplyMin
+		if c.DummyReplyMax > 0 {
+			c.DummyReplyMin = min(dummyReplyMin, c.DummyReplyMax)
+		}
+	}
+	if c.DummyReplyMax <= 0 {
+		c.DummyReplyMax = max(dummyReplyMax, c.DummyReplyMin)
+	}
+	if c.DummyReplyMax < c.DummyReplyMin {
+		return c, fmt.Errorf("%w: dummy reply words %d-%d (want MIN <= MAX)", ErrInvalidConfig, c.DummyReplyMin, c.DummyReplyMax)
 	}
 	c.FlashAttention = strings.ToLower(c.FlashAttention)
 	if c.FlashAttention == "" {

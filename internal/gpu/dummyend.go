@@ -23,11 +23,11 @@ import (
 // the step picks the model's EOS instead of sampling, and the Generate ends the way a real
 // model's EOS ends it (the EOS token joins the history, FinishReason "stop"). MaxTokens, a stop
 // string or the window may end it first. A grammar-constrained reply (response_format, a forced
-// tool call) is left to its grammar, which ends it when the grammar is complete; IgnoreEOS
-// skips the end.
+// tool call) is left to its grammar, which ends it when the grammar is complete; IgnoreEOS and
+// a logit_bias of -100 on EOS (token 2) skip the end.
 
-// The drawn lengths, in tokens: each dummy token is a word, and a spoken reply of 8 to 32
-// words lasts about 3 to 11 s of flite audio.
+// The default lengths (Config.DummyReplyMin, DummyReplyMax), in tokens: each dummy token is a
+// word, and a spoken reply of 8 to 32 words lasts about 3 to 12 s of flite audio (0.37 s a word).
 const (
 	dummyReplyMin = 8
 	dummyReplyMax = 32
@@ -36,12 +36,12 @@ const (
 	dummyReplySeedTokens = 256
 )
 
-// dummyReplyLen draws a reply's length in [dummyReplyMin, dummyReplyMax] from the prompt's last
-// dummyReplySeedTokens tokens (history, then pending) and the sampling seed: the same
-// conversation gives the same lengths run after run, whatever the words drawn (RandomSeed
-// leaves seed at its configured value). The distribution is that of the smaller of two uniform
-// draws: short replies are common, long ones rarer (mean about 16 words).
-func dummyReplyLen(seed uint32, history, pending []int) int {
+// dummyReplyLen draws a reply's length in [lo, hi] from the prompt's last dummyReplySeedTokens
+// tokens (history, then pending) and the sampling seed: the same conversation gives the same
+// lengths run after run, whatever the words drawn (RandomSeed leaves seed at its configured
+// value). The distribution is that of the smaller of two uniform draws: short replies are
+// common, long ones rarer (mean lo + (hi-lo)/3, about 16 words by default).
+func dummyReplyLen(lo, hi int, seed uint32, history, pending []int) int {
 	h := fnv.New64a()
 	var b [8]byte
 	binary.LittleEndian.PutUint32(b[:4], seed)
@@ -58,16 +58,18 @@ func dummyReplyLen(seed uint32, history, pending []int) int {
 	sum := h.Sum64()
 	rng := rand.New(rand.NewPCG(sum, sum^0x9E3779B97F4A7C15))
 	u := min(rng.Float64(), rng.Float64())
-	return dummyReplyMin + int(u*float64(dummyReplyMax-dummyReplyMin+1))
+	return lo + int(u*float64(hi-lo+1))
 }
 
 // dummyEndAt is the number of tokens after which g's reply ends (0: no drawn end), read on the
 // scheduler thread when the Generate starts, when s's history and pending input are its prompt.
+// A logit_bias of -100 on EOS bans it, as OpenAI documents the value (a client that wants a
+// reply to run to its max_tokens); a milder bias leaves the drawn end where it is.
 func (r *Runner) dummyEndAt(s *Sequence, g *genJob) int {
-	if !r.dummyEnd || g.opts.IgnoreEOS || g.sampling.Grammar != "" {
+	if !r.dummyEnd || g.opts.IgnoreEOS || g.sampling.Grammar != "" || g.sampling.LogitBias[dummyEOS] <= -MaxLogitBias {
 		return 0
 	}
-	return dummyReplyLen(g.sampling.Seed, s.history, s.pending)
+	return dummyReplyLen(r.cfg.DummyReplyMin, r.cfg.DummyReplyMax, g.sampling.Seed, s.history, s.pending)
 }
 
 // sampleNext picks g's next token from logits row idx: the model's EOS once a dummy reply has
