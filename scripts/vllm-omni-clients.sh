@@ -8,8 +8,8 @@
 #   scripts/vllm-omni-clients.sh CHECKOUT [URL] [MODEL]
 #
 # Without URL the script serves bin/omniserve itself (configs/omni-cpu.yaml, dummy:tiny) with
-# replies of at most 40 tokens (thinker.max_tokens; the dummy model's 256-token replies last a
-# minute of audio, as long as the demo's own 60 s timeout).
+# replies of at most 40 tokens (thinker.max_tokens; a 256-token reply lasts a minute of audio, as
+# long as the demo's own 60 s timeout; the dummy model's own replies end after 8 to 32 words).
 # CHECKOUT is a vllm-omni tree (e.g. `git worktree add` of chickeyton/vllm-omni fullduplex3
 # @ 0d52ef46, or `git archive` of it) holding vllm_omni/clients/ and examples/online_serving/.
 # URL is omniserve's base (default ws://127.0.0.1:8099), MODEL the model it serves (default

@@ -30,8 +30,11 @@ func TestRemoteChain(t *testing.T) {
 	require.NoError(t, err, "install pocketsphinx-testdata")
 	cache := filepath.Join(t.TempDir(), "cache")
 	backPort := freePort(t)
+	// The back's dummy replies run to their max tokens (2000 words): the cancel below must reach
+	// a generation still running, where the default 8-32 words end in milliseconds. The front
+	// cannot ask for that itself: with a remote thinker it refuses logit_bias (other vocabulary).
 	backArgs := []string{"--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats",
-		"--log-format", "json", "--cache-dir", cache}
+		"--log-format", "json", "--cache-dir", cache, "--dummy-reply-words", "2000"}
 	back := startBinaryAt(t, backPort, backArgs...)
 	backURL := "http://" + back.addr + "/v1"
 

@@ -335,8 +335,9 @@ func testChatHTTPEdges(t *testing.T, f *chatFixture) {
 				require.Less(t, took, 5*time.Second)
 			})
 		}
-		// Without max_tokens a long prompt that fits gets the room that is left.
-		c := completeJSON(t, f.url, map[string]any{"model": chatModel, "messages": userText(words(limit - 40))})
+		// Without max_tokens a long prompt that fits gets the room that is left (the dummy's end
+		// banned: its reply would end after 8-32 words, within the room).
+		c := completeJSON(t, f.url, map[string]any{"model": chatModel, "messages": userText(words(limit - 40)), "logit_bias": banEOS})
 		require.Equal(t, "length", c.Choices[0].FinishReason)
 		require.LessOrEqual(t, c.Usage.PromptTokens+c.Usage.CompletionTokens, limit)
 	})

@@ -26,6 +26,11 @@ var chatIDRe = regexp.MustCompile(`^chatcmpl-[0-9a-f]{16}$`)
 // runs to max_tokens. Escaped: source files carry no section sign (TestNoSpecSectionCitations).
 const neverStop = "\u00a7\u00a7\u00a7"
 
+// banEOS is the logit_bias that bans the dummy model's end-of-sequence token (</s>, id 2), as an
+// OpenAI client bans a token: a reply asked to be long runs to max_tokens instead of ending
+// after its 8-32 words.
+var banEOS = map[string]float64{"2": -100}
+
 // TestChat runs every chat behaviour against one real engine; building it once keeps the package
 // fast under -race.
 func TestChat(t *testing.T) {
@@ -256,7 +261,7 @@ func testChatDisconnect(t *testing.T, f *chatFixture) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	resp := postChat(t, ctx, f.statsURL, map[string]any{"model": chatModel, "messages": userText("talk for a long time"),
-		"stream": true, "max_tokens": 2000, "stop": []string{neverStop}})
+		"stream": true, "max_tokens": 2000, "stop": []string{neverStop}, "logit_bias": banEOS})
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	br := bufio.NewReader(resp.Body)
@@ -291,7 +296,7 @@ func testChatDisconnect(t *testing.T, f *chatFixture) {
 		// The control: undisturbed, the same request runs well past the abort bound above.
 		start := time.Now()
 		c := completeJSON(t, f.url, map[string]any{"model": chatModel, "messages": userText("talk for a long time"),
-			"max_tokens": 2000, "stop": []string{neverStop}})
+			"max_tokens": 2000, "stop": []string{neverStop}, "logit_bias": banEOS})
 		took := time.Since(start)
 		t.Logf("%d tokens in %v", c.Usage.CompletionTokens, took)
 		require.Greater(t, took, 250*time.Millisecond, "the engine is too fast for the abort bound to prove anything")
@@ -345,7 +350,7 @@ func testChatLimits(t *testing.T, f *chatFixture) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hold := postChat(t, ctx, small, map[string]any{"model": chatModel, "messages": userText("go on"), "stream": true,
-		"max_tokens": 2000, "stop": []string{neverStop}})
+		"max_tokens": 2000, "stop": []string{neverStop}, "logit_bias": banEOS})
 	defer hold.Body.Close()
 	require.Equal(t, http.StatusOK, hold.StatusCode)
 	_, err := bufio.NewReader(hold.Body).ReadString('\n')

@@ -32,9 +32,12 @@ func TestDuplexLogStats(t *testing.T) {
 	require.NoError(t, err, "install pocketsphinx-testdata")
 	// --resume-grace 0: a dropped connection ends its session at once (the disconnect case);
 	// resume has its own test (resume_test.go).
+	// --dummy-reply-words 60: the long session's replies run to their 60 tokens, so the shutdown
+	// at the end lands while the engine still generates (a dummy reply of 8-32 words is done
+	// before its first audio).
 	s := startBinary(t, "--config", "configs/omni-cpu.yaml", "--model", "dummy:tiny", "--log-stats",
 		"--log-format", "json", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--shutdown-timeout", "10s",
-		"--resume-grace", "0")
+		"--resume-grace", "0", "--dummy-reply-words", "60")
 	utterance := append(append([]byte{}, raw...), make([]byte, 32000)...) // + 1 s of silence: the VAD ends the turn
 
 	text := map[string]any{"turn_detection": nil, "modalities": []string{"text"}, "max_response_output_tokens": 8}

@@ -25,8 +25,9 @@ func TestShutdownKeepsItsPromise(t *testing.T) {
 		"--shutdown-timeout", timeout.String(), "--drain-grace", grace.String())
 	c := dialRT(t, s, map[string]any{"turn_detection": nil, "modalities": []string{"text"}})
 
-	// A chat long enough to outlive the timeout: the talker voices a long reply.
-	body := `{"model":"dummy:tiny","stream":true,"max_tokens":2000,"modalities":["text","audio"],` +
+	// A chat long enough to outlive the timeout: the talker voices a long reply (the dummy's end
+	// banned, test/chat_test.go banEOS, so it runs to its 2000 tokens).
+	body := `{"model":"dummy:tiny","stream":true,"max_tokens":2000,"logit_bias":{"2":-100},"modalities":["text","audio"],` +
 		`"audio":{"voice":"alloy","format":"pcm16"},"messages":[{"role":"user","content":"tell me a long story"}]}`
 	resp, err := http.Post("http://"+s.addr+"/v1/chat/completions", "application/json", strings.NewReader(body)) //nolint:noctx // bounded by the server under test
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,6 +146,27 @@ type Engine struct {
 	Overflow     string `yaml:"overflow"`
 	// FlashAttention: auto (default: llama.cpp decides on a GPU, off on the CPU), on or off.
 	FlashAttention string `yaml:"flash_attention"`
+	// DummyReplyWords: the lengths a dummy model's replies are drawn from, "MIN-MAX" or "N"
+	// words (DummyReplyRange).
+	DummyReplyWords string `yaml:"dummy_reply_words"`
+}
+
+// DummyReplyRange parses DummyReplyWords: "MIN-MAX" or "N" (MIN = MAX = N), 1 <= MIN <= MAX;
+// empty is 0, 0, the engine's default.
+func (e Engine) DummyReplyRange() (lo, hi int, err error) {
+	if strings.TrimSpace(e.DummyReplyWords) == "" {
+		return 0, 0, nil
+	}
+	a, b, isRange := strings.Cut(strings.TrimSpace(e.DummyReplyWords), "-")
+	if !isRange {
+		b = a
+	}
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if err1 != nil || err2 != nil || lo < 1 || hi < lo {
+		return 0, 0, fmt.Errorf("%q is not MIN-MAX or N words with 1 <= MIN <= MAX", e.DummyReplyWords)
+	}
+	return lo, hi, nil
 }
 
 // Defaults returns the built-in configuration.
@@ -171,9 +193,10 @@ func Defaults() Config {
 			SessionHistoryBytes:     4 << 20,
 		},
 		Engine: Engine{
-			Model:     "dummy",
-			Device:    "auto",
-			GPULayers: -1,
+			Model:           "dummy",
+			Device:          "auto",
+			GPULayers:       -1,
+			DummyReplyWords: "8-32",
 		},
 		Realtime: Realtime{
 			ResumeGrace:         30 * time.Second,
@@ -254,6 +277,7 @@ func (c *Config) Validate() error {
 		{e.SeqContext < 0, "engine.seq_context", e.SeqContext, "must not be negative"},
 		{!oneOf(e.Overflow, "", "truncate", "error"), "engine.overflow", e.Overflow, "must be truncate or error"},
 		{!oneOf(e.FlashAttention, "", "auto", "on", "off"), "engine.flash_attention", e.FlashAttention, "must be auto, on or off"},
+		{badRange(e), "engine.dummy_reply_words", e.DummyReplyWords, "must be MIN-MAX or N words, 1 <= MIN <= MAX"},
 		{rt.ResumeGrace < 0, "realtime.resume_grace", rt.ResumeGrace, "must not be negative (0 disables resume)"},
 		{rt.ResumeJournalBytes < 1024, "realtime.resume_journal_bytes", rt.ResumeJournalBytes, "must be at least 1024"},
 		{rt.ResumeJournalEvents < 16, "realtime.resume_journal_events", rt.ResumeJournalEvents, "must be at least 16"},
@@ -290,6 +314,11 @@ func badURLPrefixes(list string) bool {
 		}
 	}
 	return false
+}
+
+func badRange(e Engine) bool {
+	_, _, err := e.DummyReplyRange()
+	return err != nil
 }
 
 func oneOf(v string, allowed ...string) bool {

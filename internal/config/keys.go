@@ -51,6 +51,7 @@ var keys = []Key{
 	{"engine.gpu_layers", "gpu-layers", "layers to offload to the GPU (-1 = all)", func(c *Config) any { return &c.Engine.GPULayers }},
 	{"engine.threads", "threads", "CPU threads for the engine (0 = all cores but one, left to speech)", func(c *Config) any { return &c.Engine.Threads }},
 	{"engine.cache_dir", "cache-dir", "directory for generated dummy models (default $XDG_CACHE_HOME/omniserve)", func(c *Config) any { return &c.Engine.CacheDir }},
+	{"engine.dummy_reply_words", "dummy-reply-words", "a dummy model's replies end after this many words, MIN-MAX or N, drawn from the conversation (real models end where they end)", func(c *Config) any { return &c.Engine.DummyReplyWords }},
 	{"server.log_stats", "log-stats", "print statistics tables for every request, duplex turn and transcription session item", func(c *Config) any { return &c.Server.LogStats }},
 	{"server.log_format", "log-format", "log format: console or json", func(c *Config) any { return &c.Server.LogFormat }},
 	{"server.log_level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.Server.LogLevel }},

@@ -24,6 +24,9 @@ type Config struct {
 	// FlashAttention is "auto" (default: llama.cpp decides when layers run on a GPU, off on
 	// the CPU; see flashAttention), "on" or "off".
 	FlashAttention string
+	// DummyReplyMin and DummyReplyMax bound the lengths, in tokens (words), of a dummy model's
+	// replies (default 8 and 32; dummyend.go). Real models ignore them.
+	DummyReplyMin, DummyReplyMax int
 }
 
 const (
@@ -87,6 +90,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Overflow != OverflowTruncate && c.Overflow != OverflowError {
 		return c, fmt.Errorf("%w: overflow %q (want truncate or error)", ErrInvalidConfig, c.Overflow)
+	}
+	if c.DummyReplyMin <= 0 {
+		c.DummyReplyMin = dummyReplyMin
+		if c.DummyReplyMax > 0 {
+			c.DummyReplyMin = min(dummyReplyMin, c.DummyReplyMax)
+		}
+	}
+	if c.DummyReplyMax <= 0 {
+		c.DummyReplyMax = max(dummyReplyMax, c.DummyReplyMin)
+	}
+	if c.DummyReplyMax < c.DummyReplyMin {
+		return c, fmt.Errorf("%w: dummy reply words %d-%d (want MIN <= MAX)", ErrInvalidConfig, c.DummyReplyMin, c.DummyReplyMax)
 	}
 	c.FlashAttention = strings.ToLower(c.FlashAttention)
 	if c.FlashAttention == "" {
@@ -176,10 +191,15 @@ type AppendStats struct {
 // GenerateOptions bounds one Generate. MaxTokens 0 means until the sequence's context limit
 // (FinishReason "length"; no truncation for unbounded calls).
 // Sampling, when set, replaces the sequence's sampling for this call.
+// IgnoreEOS keeps the model's end of sequence from ending the generation, as vLLM's ignore_eos
+// (benchmarks that need replies of a fixed length): a dummy model's drawn end is skipped, a real
+// model's end-of-generation tokens are masked (which takes the Go sampler, as Logprobs does; a
+// grammar still ends its reply).
 type GenerateOptions struct {
 	MaxTokens int
 	Stop      []string
 	Sampling  *Sampling
+	IgnoreEOS bool
 }
 
 // Piece is one generated token. Text is the text that became final with this token: it is

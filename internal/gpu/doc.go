@@ -53,9 +53,12 @@
 // processes are safe; reused when its identity key matches and its tensors lie inside the
 // file). The vocabulary is SentencePiece-style: <unk>, <s>, </s>, 256 byte tokens, the
 // "▁"-prefixes of a few hundred common English words, and the words. Only whole words have
-// non-zero output weights, so generation produces speakable words and practically never EOS:
-// bound every Generate on a dummy model with MaxTokens. tiny is about 1 MiB (f32), 0.6b is a
-// 28-layer, width-1024 Q8_0 model of about 0.6 GiB (~0.57 B parameters).
+// non-zero output weights, so generation produces speakable words and the weights never pick
+// EOS. A dummy reply still ends as a real model's does: the sampling step picks EOS once the
+// reply has a length drawn (8 to 32 words) from the prompt's last tokens and the sampling seed,
+// so the same conversation gives the same lengths (dummyend.go; GenerateOptions.IgnoreEOS skips
+// it). tiny is about 1 MiB (f32), 0.6b is a 28-layer, width-1024 Q8_0 model of about 0.6 GiB
+// (~0.57 B parameters).
 //
 // Any other value is a GGUF path. Load checks it before llama.cpp sees it and returns a
 // *LoadError (errors.Is: ErrModelNotFound, ErrNotGGUF, ErrUnsupportedArch, ErrCorruptModel,

@@ -25,6 +25,9 @@ const dummyVersion = 1
 // dummySeed seeds every tensor; the model is a pure function of (preset, version, seed).
 const dummySeed = 0x6f6d6e69 // "omni"
 
+// dummyEOS is the dummy models' end-of-sequence token, </s> (dummyVocab's third token).
+const dummyEOS = 2
+
 // dummyPreset is the shape of one dummy model.
 type dummyPreset struct {
 	name              string
@@ -228,7 +231,7 @@ func (p dummyPreset) build() (ggml.KV, []*ggml.Tensor) {
 		"tokenizer.ggml.token_type":              types,
 		"tokenizer.ggml.unknown_token_id":        uint32(0),
 		"tokenizer.ggml.bos_token_id":            uint32(1),
-		"tokenizer.ggml.eos_token_id":            uint32(2),
+		"tokenizer.ggml.eos_token_id":            uint32(dummyEOS),
 		"tokenizer.ggml.add_bos_token":           true,
 		"tokenizer.ggml.add_eos_token":           false,
 	}
@@ -245,7 +248,8 @@ func (p dummyPreset) build() (ggml.KV, []*ggml.Tensor) {
 		p.tensor("output_norm.weight", []uint64{e}, ggml.TensorTypeF32, 0, nil),
 		// Only whole words get non-zero output rows: their logits spread with std logitStd
 		// while prefixes, bytes and EOS sit at exactly 0, so sampling (top-k, or temperature
-		// with this spread) practically always picks a speakable word and never ends early.
+		// with this spread) practically always picks a speakable word. The weights never end a
+		// reply; the sampling step does, at a drawn length (dummyend.go).
 		p.tensor("output.weight", []uint64{e, uint64(vocab)}, p.kind, p.logitStd*wstd(e), isWord),
 	}
 	for l := range p.layers {

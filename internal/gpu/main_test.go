@@ -41,6 +41,10 @@ func TestMain(m *testing.M) {
 }
 
 // loadTiny loads dummy:tiny with small limits; the runner is closed when the test ends.
+// Its replies do not end by themselves: the package's tests of the scheduler's mechanics
+// (batching, overflow, rollback) need replies of the length they ask for. The dummy's own end
+// is tested with it switched back on (dummyend_test.go); set before the first Generate, the
+// scheduler reads it after taking that op under r.mu.
 func loadTiny(t *testing.T, mod func(*Config)) *Runner {
 	t.Helper()
 	cfg := Config{Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 1,
@@ -51,6 +55,8 @@ func loadTiny(t *testing.T, mod func(*Config)) *Runner {
 	r, err := Load(context.Background(), cfg, zaptest.NewLogger(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
+	require.True(t, r.dummyEnd, "a dummy model's replies end by themselves")
+	r.dummyEnd = false
 	return r
 }
 

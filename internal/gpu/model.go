@@ -176,7 +176,7 @@ func Load(ctx context.Context, cfg Config, log *zap.Logger) (*Runner, error) {
 		log.Warn("llama.cpp context params layout unexpected; KV cache is per-sequence", zap.Int("cells_per_sequence", per))
 		cfg.SeqContext = min(cfg.SeqContext, per)
 	}
-	r, err := newRunner(cfg, model, lctx, log)
+	r, err := newRunner(cfg, model, lctx, log, meta.dummy)
 	if err != nil {
 		freeContext(lctx)
 		llama.FreeModel(model)

@@ -32,6 +32,8 @@ type Runner struct {
 	bos     int // -1 when the model has none
 	addBOS  bool
 	vocab   int
+	// dummyEnd: a generated dummy model, whose replies end at a drawn length (dummyend.go).
+	dummyEnd bool
 
 	mu     sync.Mutex
 	closed bool
@@ -94,7 +96,7 @@ type op struct {
 	score *scoreJob
 }
 
-func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Logger) (*Runner, error) {
+func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Logger, dummy bool) (*Runner, error) {
 	batch, err := llama.NewBatch(cfg.BatchSize, 1, 0)
 	if err != nil {
 		return nil, fmt.Errorf("allocate batch: %w", err)
@@ -102,6 +104,7 @@ func newRunner(cfg Config, model *llama.Model, lctx *llama.Context, log *zap.Log
 	r := &Runner{
 		cfg: cfg, log: log, model: model, lctx: lctx, batch: batch,
 		bos: -1, addBOS: model.AddBOSToken(), vocab: model.NumVocab(),
+		dummyEnd: dummy && model.TokenIsEog(dummyEOS),
 		slots:    make([]bool, cfg.MaxSequences),
 		bySlot:   make([]*Sequence, cfg.MaxSequences),
 		wake:     make(chan struct{}, 1),

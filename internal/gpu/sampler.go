@@ -153,9 +153,14 @@ type sampler struct {
 	cands   []llama.TokenData
 	work    []llama.TokenData
 	probs   []float64
+	// noEOG masks the end-of-generation tokens (GenerateOptions.IgnoreEOS on a real model).
+	noEOG []int32
 }
 
-func (r *Runner) newSampler(s Sampling) (*sampler, error) {
+// newSampler builds the sampler of one Generate. ignoreEOS masks a real model's end tokens
+// (the C chain cannot, so it takes the Go sampler); a dummy model's end is not sampled
+// (dummyend.go), and a grammar keeps its end.
+func (r *Runner) newSampler(s Sampling, ignoreEOS bool) (*sampler, error) {
 	if err := r.CheckSampling(&s); err != nil {
 		return nil, err
 	}
@@ -166,7 +171,10 @@ func (r *Runner) newSampler(s Sampling) (*sampler, error) {
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
 	sm := &sampler{r: r, s: s, rng: rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)), counts: map[int32]int{}}
-	if !s.Logprobs && len(s.LogitBias) == 0 {
+	if ignoreEOS && !r.dummyEnd && s.Grammar == "" {
+		sm.noEOG = r.grammarVocabulary().eog
+	}
+	if !s.Logprobs && len(s.LogitBias) == 0 && sm.noEOG == nil {
 		native, err := newNativeSampler(r.lctx, s.nativeParams(uint32(seed)))
 		if err != nil {
 			return nil, err
@@ -280,8 +288,11 @@ func (sm *sampler) accept(tok int) {
 	}
 }
 
-// adjust applies logit_bias and the penalties in place.
+// adjust applies logit_bias, the penalties and the IgnoreEOS mask in place.
 func (sm *sampler) adjust(logits []float32) {
+	for _, id := range sm.noEOG {
+		logits[id] = float32(math.Inf(-1))
+	}
 	for id, b := range sm.s.LogitBias {
 		if id >= 0 && id < len(logits) {
 			logits[id] += b

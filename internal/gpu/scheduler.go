@@ -115,6 +115,7 @@ func (r *Runner) applyGenerate(s *Sequence, g *genJob) {
 		g.done <- genDone{reason: "length", err: ErrContextFull}
 		return
 	}
+	g.endAt = r.dummyEndAt(s, g)
 	s.active = g
 }
 
@@ -376,7 +377,7 @@ func (r *Runner) decodeFailed(err error) {
 // sample picks the next token of s's generation from logits row idx and releases its text.
 func (r *Runner) sample(s *Sequence, idx int, batchID int64, batchSize int) {
 	g := s.active
-	tok, lp, err := g.sampler.sampleAt(r.lctx, idx)
+	tok, lp, err := r.sampleNext(g, idx)
 	if errors.Is(err, errSamplerFreed) {
 		// The caller's Generate returned (abort, ctx, Close) and freed its sampler; the abort
 		// or close op it queued first ends the job (with the rollback it asked for).

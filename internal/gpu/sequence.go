@@ -60,6 +60,7 @@ type genJob struct {
 	// Built by Generate, then used by the scheduler.
 	sampler   *sampler
 	produced  int
+	endAt     int    // a dummy reply's drawn length (dummyend.go); 0: none
 	text      string // generated text not yet released (could start a stop string)
 	spoke     bool   // released text has begun (leadingTrim)
 	tokensIn  int
@@ -184,7 +185,7 @@ func (s *Sequence) Generate(ctx context.Context, opts GenerateOptions, emit func
 	}()
 	// Built here, not on the scheduler thread: compiling a grammar against the vocabulary
 	// would stall every other sequence's step.
-	sm, err := s.r.newSampler(g.sampling)
+	sm, err := s.r.newSampler(g.sampling, opts.IgnoreEOS)
 	if err != nil {
 		return GenerateResult{FinishReason: "abort"}, fmt.Errorf("generate: %w", err)
 	}

@@ -286,7 +286,9 @@ func ModelID(model string) string {
 // EngineConfig maps the engine settings onto internal/gpu's; zero sizes keep the engine
 // defaults.
 func EngineConfig(e config.Engine) gpu.Config {
+	lo, hi, _ := e.DummyReplyRange() // validated with the configuration; 0, 0 is the default
 	return gpu.Config{
+		DummyReplyMin: lo, DummyReplyMax: hi,
 		Model:        e.Model,
 		CacheDir:     e.CacheDir,
 		Device:       e.Device,

@@ -63,12 +63,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func loadEngine(t testing.TB) *gpu.Runner {
+func loadEngine(t testing.TB, mods ...func(*gpu.Config)) *gpu.Runner {
 	t.Helper()
-	r, err := gpu.Load(context.Background(), gpu.Config{
+	cfg := gpu.Config{
 		Model: "dummy:tiny", CacheDir: testCacheDir, Device: "cpu", Threads: 2,
 		ContextSize: 8 * 1024, MaxSequences: 8, SeqContext: 1024,
-	}, zap.NewNop())
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	r, err := gpu.Load(context.Background(), cfg, zap.NewNop())
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	return r
@@ -77,7 +81,19 @@ func loadEngine(t testing.TB) *gpu.Runner {
 // newTestPipeline builds the default graph on real components.
 func newTestPipeline(t testing.TB, mod func(*PipelineConfig)) (*Pipeline, *gpu.Runner) {
 	t.Helper()
-	eng := loadEngine(t)
+	return newPipelineOn(t, loadEngine(t), mod)
+}
+
+// newLongReplyPipeline is newTestPipeline on an engine whose dummy replies run to the max tokens
+// they are given (engine.dummy_reply_words set past them), for the tests that count a reply's
+// outputs or need it still running: the default dummy reply ends after 8-32 words.
+func newLongReplyPipeline(t testing.TB, mod func(*PipelineConfig)) (*Pipeline, *gpu.Runner) {
+	t.Helper()
+	return newPipelineOn(t, loadEngine(t, func(c *gpu.Config) { c.DummyReplyMin, c.DummyReplyMax = 1<<20, 1<<20 }), mod)
+}
+
+func newPipelineOn(t testing.TB, eng *gpu.Runner, mod func(*PipelineConfig)) (*Pipeline, *gpu.Runner) {
+	t.Helper()
 	cfg := DefaultPipelineConfig()
 	if mod != nil {
 		mod(&cfg)

@@ -49,7 +49,7 @@ func wordOverlap(got, want string) float64 {
 // from stage 0, 24 kHz audio from stage 1, stage metrics of both stages, and connector
 // accounting equal to the bytes actually sent.
 func TestDuplexSpeechToSpeech(t *testing.T) {
-	p, eng := newTestPipeline(t, nil)
+	p, eng := newLongReplyPipeline(t, nil)
 	sink := newRecSink(t)
 	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{AutoResponse: true, WantAudio: true, MaxTokens: 24, Instructions: "You are a helpful robot."}, RequestID: "duplex-test"}, sink)
 	require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestDuplexManualTurns(t *testing.T) {
 }
 
 func TestChat(t *testing.T) {
-	p, eng := newTestPipeline(t, nil)
+	p, eng := newLongReplyPipeline(t, nil)
 	speechPCM := goForward(t)
 	tests := []struct {
 		name      string
@@ -281,7 +281,7 @@ func TestChat(t *testing.T) {
 // with the work done so far; its sequence and queues are released, and the other request
 // finishes normally.
 func TestAbort(t *testing.T) {
-	p, eng := newTestPipeline(t, func(c *PipelineConfig) { c.Connectors[0].Capacity = 4 })
+	p, eng := newLongReplyPipeline(t, func(c *PipelineConfig) { c.Connectors[0].Capacity = 4 })
 	ctx := context.Background()
 	long := ChatRequest{RequestID: "chat-long", Messages: []ChatMessage{{Role: "user", Text: "Talk forever."}}, MaxTokens: 4000, WantAudio: true}
 	short := ChatRequest{RequestID: "chat-short", Messages: []ChatMessage{{Role: "user", Text: "Be short."}}, MaxTokens: 16, WantAudio: true}

@@ -87,7 +87,8 @@ func Run(ctx context.Context, r *gpu.Runner, cfg gpu.Config, o Options, out io.W
 
 // engineDecode runs n sequences (promptLen-token prompts incl. BOS) generating tokens+1 tokens
 // each, greedy, and returns the aggregate decode rate over the interval in which all n
-// sequences were decoding.
+// sequences were decoding. Both measurements ignore EOS, as vLLM's benchmarks do: they need the
+// lengths they ask for, where a model (the dummy ones included) would end a reply sooner.
 func engineDecode(ctx context.Context, r *gpu.Runner, n, promptLen, tokens int) (float64, error) {
 	prompt, err := r.BenchPrompt(promptLen - 1) // + BOS
 	if err != nil {
@@ -108,7 +109,7 @@ func engineDecode(ctx context.Context, r *gpu.Runner, n, promptLen, tokens int) 
 			if _, errs[i] = s.Append(ctx, prompt); errs[i] != nil {
 				return
 			}
-			_, errs[i] = s.Generate(ctx, gpu.GenerateOptions{MaxTokens: tokens + 1}, func(gpu.Piece) error {
+			_, errs[i] = s.Generate(ctx, gpu.GenerateOptions{MaxTokens: tokens + 1, IgnoreEOS: true}, func(gpu.Piece) error {
 				times[i] = append(times[i], time.Now())
 				return nil
 			})
@@ -154,7 +155,7 @@ func latency(ctx context.Context, r *gpu.Runner, reps int, prog bench.Progress) 
 		_, err = s.Append(ctx, prompt)
 		var res gpu.GenerateResult
 		if err == nil {
-			res, err = s.Generate(ctx, gpu.GenerateOptions{MaxTokens: 64}, func(gpu.Piece) error {
+			res, err = s.Generate(ctx, gpu.GenerateOptions{MaxTokens: 64, IgnoreEOS: true}, func(gpu.Piece) error {
 				if first.IsZero() {
 					first = time.Now()
 				}
