@@ -154,11 +154,12 @@ func (t *toolState) createFunctionOutput(c *CreateItem, epoch int) bool {
 		t.io.sendError(fe.Code, fe.Message, c.ID, fe.Param)
 		return false
 	}
+	// Timed at its arrival, before its events go out (a client that has seen them may act).
+	t.answered.time(call, t.io.wallNow())
 	it := &item{ID: id, Type: "function_call_output", Status: "completed", CallID: c.CallID, Output: c.Output}
 	conv.insert(it, "")
 	t.io.send(conv.added(it, epoch, false))
 	t.io.send(conv.done(it, epoch, false))
-	t.answered.time(call, t.io.wallNow())
 	eng, turn := t.io.engine()
 	out := c.Output
 	t.io.submit(job{run: func(ctx context.Context) jobResult { // cannot fail: room above
