@@ -184,14 +184,7 @@ func (c *Calls) Attach(w http.ResponseWriter, r *http.Request, id string) {
 		oaierror.Write(w, oerr)
 		return
 	}
-	c.mu.Lock()
-	cl := c.live[id]
-	if cl != nil && !c.closed {
-		c.startedLocked() // Close waits for the sideband too
-	} else {
-		cl = nil
-	}
-	c.mu.Unlock()
+	cl := c.joinSideband(func() *call { return c.live[id] })
 	if cl == nil {
 		oaierror.Write(w, restError(http.StatusNotFound, "session_not_found", "session_id", fmt.Sprintf("No live GPT-Live WebRTC session %q.", id)))
 		return

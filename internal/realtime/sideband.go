@@ -45,14 +45,7 @@ func (c *Calls) Sideband(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.URL.Query().Get("call_id")
-	c.mu.Lock()
-	cl := c.calls[id]
-	if cl != nil && !c.closed {
-		c.startedLocked() // Close waits for the sideband too
-	} else {
-		cl = nil
-	}
-	c.mu.Unlock()
+	cl := c.joinSideband(func() *call { return c.calls[id] })
 	if cl == nil {
 		callError(w, http.StatusNotFound, "call_not_found", "call_id", fmt.Sprintf("no live call %q", id))
 		return
@@ -143,4 +136,18 @@ func (c *wsConn) serveSideband(cl *call) {
 	}
 	c.close(code, text)
 	c.log.Debug("sideband ended")
+}
+
+// joinSideband finds, under the calls' lock, the call a sideband attaches to (find; nil: none)
+// and counts the sideband, so that Close waits for it too. nil: no such call, or the server is
+// closing.
+func (c *Calls) joinSideband(find func() *call) *call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := find()
+	if cl == nil || c.closed {
+		return nil
+	}
+	c.startedLocked()
+	return cl
 }

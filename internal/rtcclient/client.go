@@ -319,21 +319,9 @@ func (c *Client) post(ctx context.Context, offer string) (answer, location strin
 	} else {
 		body.WriteString(offer)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+"/v1/realtime/calls", &body)
-	if err != nil {
-		return "", "", fmt.Errorf("rtcclient: %w", err)
-	}
-	req.Header.Set("Content-Type", ctype)
-	req.Header.Set("Accept", "application/sdp")
-	if c.cfg.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
-	}
-	resp, b, err := c.do(req)
+	resp, b, err := c.create(ctx, "/v1/realtime/calls", ctype, "application/sdp", &body)
 	if err != nil {
 		return "", "", err
-	}
-	if resp.StatusCode != http.StatusCreated {
-		return "", "", httpError(resp.StatusCode, b)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/sdp") {
 		return "", "", fmt.Errorf("rtcclient: the answer is %q, not application/sdp", ct)
@@ -348,20 +336,9 @@ func (c *Client) postLive(ctx context.Context, offer string) (answer, location s
 	if err != nil {
 		return "", "", fmt.Errorf("rtcclient: the Live session: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+"/v1/live/sessions", bytes.NewReader(body))
-	if err != nil {
-		return "", "", fmt.Errorf("rtcclient: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.cfg.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
-	}
-	resp, b, err := c.do(req)
+	_, b, err := c.create(ctx, "/v1/live/sessions", "application/json", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return "", "", err
-	}
-	if resp.StatusCode != http.StatusCreated {
-		return "", "", httpError(resp.StatusCode, b)
 	}
 	var created struct {
 		Session struct {
@@ -381,6 +358,28 @@ func (c *Client) postLive(ctx context.Context, offer string) (answer, location s
 
 // SessionID is a Live session's id (Config.Live), as the POST answered it.
 func (c *Client) SessionID() string { return c.liveID }
+
+// create POSTs an offer's body (ctype) to path with the client's key, asking for accept, and
+// returns the 201 answer; any other status is an *HTTPError.
+func (c *Client) create(ctx context.Context, path, ctype, accept string, body io.Reader) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+path, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rtcclient: %w", err)
+	}
+	req.Header.Set("Content-Type", ctype)
+	req.Header.Set("Accept", accept)
+	if c.cfg.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
+	}
+	resp, b, err := c.do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return nil, nil, httpError(resp.StatusCode, b)
+	}
+	return resp, b, nil
+}
 
 func (c *Client) do(req *http.Request) (*http.Response, []byte, error) {
 	resp, err := c.cfg.HTTP.Do(req)
