@@ -261,6 +261,10 @@ func TestClientSecretMemoryReturns(t *testing.T) {
 		return resp.StatusCode
 	}
 	require.Equal(t, http.StatusOK, mint())
+	// The baseline is the warm server's: the recognizers' warm-up, which runs after ready,
+	// allocates native and Go memory of its own that must not count as the keys'.
+	require.Eventually(t, func() bool { return strings.Contains(s.logs.String(), "asr warm-up done") },
+		time.Minute, 50*time.Millisecond, "the server warms up")
 	rss0, err := readRSSKiB(pid)
 	require.NoError(t, err)
 	heap0 := metricValue(t, s, "go_memstats_heap_inuse_bytes")

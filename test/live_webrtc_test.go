@@ -2,7 +2,6 @@ package test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -337,8 +336,8 @@ func TestLiveWebRTCOpenAINode(t *testing.T) {
 	require.NoError(t, err)
 	stdout, err := run.StdoutPipe()
 	require.NoError(t, err)
-	var stderr bytes.Buffer
-	run.Stderr = &stderr
+	stderr := &syncBuf{} // read in failure messages while node still writes it
+	run.Stderr = stderr
 	require.NoError(t, run.Start())
 	defer func() { _ = run.Process.Kill(); _ = run.Wait() }()
 	lines := bufio.NewScanner(stdout)

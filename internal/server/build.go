@@ -354,5 +354,6 @@ func (s *Server) returnSecretsMemory(keys int, bytes int64) {
 		return
 	}
 	debug.FreeOSMemory()
+	gpu.ReturnNativeMemory() // minting measured each session's instructions in native code
 	s.log.Debug("client secrets expired", zap.Int("keys", keys), zap.Int64("bytes", bytes))
 }
