@@ -348,7 +348,7 @@ func (d *DuplexStream) dropJobs() {
 func (d *DuplexStream) runJob(j seqJob) {
 	c := d.conv
 	if j.ts == nil && !j.settle && j.eot == nil {
-		c.prefillBegins(j.turn)
+		prefillBegins(c, j.turn)
 	}
 	c.trimHistory()
 	if fitErr := d.fitJob(j); fitErr != nil {

@@ -164,9 +164,10 @@ func (c *conversation) addMessage(turn int, role, text string) error {
 	return nil
 }
 
-// prefillBegins notes that the queued prefill of turn has begun (or been refused): a message
-// from now on queues a prefill of its own.
-func (c *conversation) prefillBegins(turn int) {
+// prefillBegins notes that c's queued prefill of turn has begun (or been refused): a message
+// from now on queues a prefill of its own. (A function, not a method: conversation is at its
+// ceiling.)
+func prefillBegins(c *conversation, turn int) {
 	c.mu.Lock()
 	if c.queuedPrefill == turn {
 		c.queuedPrefill = 0
