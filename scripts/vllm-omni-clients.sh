@@ -68,7 +68,7 @@ PY
 wav() { sox -t raw -r 16000 -e signed -b 16 -c 1 "$1" -r 16000 -c 1 -b 16 "$2" "${@:3}"; }
 wav "$speech/goforward.raw" "$work/question.wav" silence 1 0.05 0.5% reverse silence 1 0.05 0.5% reverse
 wav "$speech/goforward.raw" "$work/question_padded.wav" pad 0 1.5 # the engine's VAD ends this turn before the commit
-wav "$speech/numbers.raw" "$work/interrupt.wav" trim 0 3
+wav "$speech/numbers.raw" "$work/interrupt.wav" silence 1 0.05 0.5% trim 0 3 # spoken from its first sample
 wav "$speech/something.raw" "$work/ref.wav" trim 0 2
 wav "$speech/numbers.raw" "$work/long.wav"
 

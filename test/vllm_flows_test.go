@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/base64"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -331,8 +332,12 @@ func TestVLLMTurnSignal(t *testing.T) {
 // The barge-in example's flow (barge_in_client.py with the MiniCPM-o preset: listen_only, the
 // engine owns the turns): while the answer plays the user talks over it for 3 s. A substantial
 // interruption cuts the answer (overlap.decision barge_in, the first response done cancelled
-// with reason barge_in), and the interruption's own commit brings the second response: the
-// answer to it, not to the question.
+// with reason barge_in). The example then does what it does: its wait for "a response.done
+// after the interruption" met by that cut, it commits the interruption, acks the playback and
+// closes at once. The close is held behind the commit's outcome (vllm-omni closes after the
+// events admitted before the close), so the example sees two responses: the commit's
+// committed, the second response (the answer to the interruption), which the close then
+// cancels, and session.closed.
 func TestVLLMSubstantialInterruptionCutsTheAnswer(t *testing.T) {
 	t.Parallel()
 	s := startDuplexBinary(t)
@@ -356,10 +361,63 @@ func TestVLLMSubstantialInterruptionCutsTheAnswer(t *testing.T) {
 	require.Equal(t, "cancelled", done["status"])
 	require.Equal(t, "barge_in", done["status_details"].(map[string]any)["reason"])
 
+	// As the example: commit, ack what was sent, close, all at once.
 	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
+	c.send(t, map[string]any{"type": "playback.ack", "played_ms": 1000, "response_id": first, "item_id": "item_" + first})
+	c.send(t, map[string]any{"type": "session.close"})
 	c.until(t, "input_audio_buffer.committed", 30*time.Second)
-	second := c.until(t, "response.created", time.Minute)["response"].(map[string]any)["id"].(string)
+	second := c.until(t, "response.created", 30*time.Second)["response"].(map[string]any)["id"].(string)
 	require.NotEqual(t, first, second)
-	c.until(t, "response.speak", 30*time.Second)
+	done = c.until(t, "response.done", 30*time.Second)["response"].(map[string]any)
+	require.Equal(t, second, done["id"])
+	require.Equal(t, "cancelled", done["status"], "the close cancels the answer that runs")
+	require.Equal(t, "client_close", done["status_details"].(map[string]any)["reason"])
+	require.Equal(t, "client_close", c.until(t, "session.closed", 10*time.Second)["reason"])
 	require.Zero(t, c.typesSeen()["error"], "no error: the clients raise on any")
+}
+
+// A session.close right after a commit the engine decides is held until the commit's outcome
+// has gone out (here the answer, which the close then cancels); what the client sends after
+// the close is refused, and a commit that is refused owes nothing.
+func TestVLLMCloseAfterCommitAwaitsItsOutcome(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	c, _ := openVLLM(t, s, duplexClientSession())
+	appendPCM(t, c, goForwardSpoken(t), nil)
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
+	c.send(t, map[string]any{"type": "session.close"})
+	c.send(t, map[string]any{"type": "input.text.append", "event_id": "evt_late", "text": "too late"})
+	var order []string
+	var late, done map[string]any
+	rid := ""
+	for ev := range c.events { // the channel ends with the connection, after session.closed
+		typ := ev["type"].(string)
+		switch typ {
+		case "error":
+			late = ev
+		case "response.created":
+			rid = ev["response"].(map[string]any)["id"].(string)
+		case "response.done":
+			done = ev["response"].(map[string]any)
+		}
+		if typ == "error" || typ == "input_audio_buffer.committed" || typ == "response.created" || typ == "response.done" || typ == "session.closed" {
+			order = append(order, typ)
+		}
+	}
+	require.NotNil(t, late, "the event after the close is answered")
+	require.Equal(t, "session_closing", errorCode(late))
+	require.Equal(t, "evt_late", late["error"].(map[string]any)["event_id"])
+	require.NotEqual(t, "error", order[len(order)-1])
+	require.Equal(t, []string{"input_audio_buffer.committed", "response.created", "response.done", "session.closed"},
+		slices.DeleteFunc(order, func(s string) bool { return s == "error" }))
+	require.Equal(t, rid, done["id"])
+	require.Equal(t, "cancelled", done["status"])
+	require.Equal(t, "client_close", done["status_details"].(map[string]any)["reason"])
+
+	// Nothing owed: the close is at once.
+	c2, _ := openVLLM(t, s, duplexClientSession())
+	start := time.Now()
+	c2.send(t, map[string]any{"type": "session.close"})
+	require.Equal(t, "client_close", c2.until(t, "session.closed", 10*time.Second)["reason"])
+	require.Less(t, time.Since(start), 2*time.Second)
 }

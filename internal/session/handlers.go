@@ -15,6 +15,11 @@ import (
 func (s *Session) receive(c Command) {
 	s.inboxB.release(commandBytes(c))
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
+	if s.closeW.reason != "" {
+		// session.close was the client's last word: what follows it is not applied.
+		s.sendError("session_closing", fmt.Sprintf("%s after session.close: the session is closing", c.Type()), c.EventID(), "type")
+		return
+	}
 	if s.settings.detectDialect(c) {
 		s.log.Debug("beta client detected from its session.update fields")
 	}
@@ -25,7 +30,9 @@ func (s *Session) receive(c Command) {
 	case *UpdateSession:
 		s.handleUpdate(c)
 	case *CloseSession:
-		s.closeReason = ReasonClientClose
+		if !s.closeW.hold(ReasonClientClose) {
+			s.closeReason = ReasonClientClose
+		}
 	case *Heartbeat:
 		s.send(Event{Epoch: s.epoch, Effect: HeartbeatAck{SessionID: s.id}})
 	case *SignalTurn:

@@ -114,7 +114,8 @@ type Session struct {
 	timers      sessionTimers // output pacing and the session's idle timeout
 	idle        idleFollowUp  // turn_detection.idle_timeout_ms after a response (idle.go)
 	closeReason string
-	sinkBroken  bool // the connection refused an event: nothing more can be sent
+	closeW      closeWait // a session.close held behind the outcome of the commits before it (closewait.go)
+	sinkBroken  bool      // the connection refused an event: nothing more can be sent
 
 	attachment attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
 
@@ -253,6 +254,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.tools.close()
 	defer s.inputAudio.closeDenoise()
 	defer s.attachment.graceTimer.Stop()
+	defer s.closeW.stop()
 	defer s.m.setDetached(s, false, time.Time{})
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
@@ -356,6 +358,9 @@ func (s *Session) next() (reason string, end bool) {
 		s.run(idleFired{})
 	case <-s.timers.idle.C:
 		return ReasonTimeout, true
+	case <-s.closeW.timerC():
+		s.log.Info("no outcome of the commits before session.close in time; closing")
+		s.closeReason = s.closeW.reason
 	case g := <-s.ctl.drain:
 		// Told at once, so the client can finish its turn and reconnect elsewhere.
 		s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
@@ -508,6 +513,10 @@ func (s *Session) send(evs ...Event) {
 			if s.closeReason == "" {
 				s.closeReason = ReasonSlowClient
 			}
+			return
+		}
+		if s.closeW.observe(ev.Effect) && s.closeReason == "" {
+			s.closeReason = s.closeW.reason // the outcome the held close waited for went out
 		}
 	}
 }

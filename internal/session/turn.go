@@ -131,6 +131,9 @@ func (s *Session) commitStreamed(eventID string, respond, acceptConsumed bool) b
 		s.sendError("input_backpressure", "too many pending commits", eventID, "")
 		return false
 	}
+	if respond {
+		s.closeW.decided() // the engine decides this commit's outcome: a close waits for it
+	}
 	return true
 }
 

@@ -1,0 +1,63 @@
+package session
+
+import "time"
+
+// closeWait holds a client's session.close behind the outcome of the commits admitted before
+// it. In vllm-omni's dialect a commit under auto_response hands the utterance to the engine,
+// which decides, and every accepted commit ends in a response or a listen; vllm-omni closes a
+// session "after previously admitted mailbox events". So a close that arrives while such a
+// commit is undecided waits until the outcome has gone out (a response began, or a listen with
+// its reason ended the turn), at most closeOutcomeWait; then the session closes as usual,
+// cancelling the response that runs. Without it a client that commits and closes at once
+// (vllm-omni's barge-in example) never sees the commit's committed event nor its answer.
+type closeWait struct {
+	owed   int    // commits handed to the engine to decide whose outcome has not gone out
+	reason string // the close being held ("" = none)
+	timer  *time.Timer
+}
+
+// closeOutcomeWait bounds how long a close waits for the outcome of the commits before it.
+const closeOutcomeWait = 5 * time.Second
+
+// decided counts one commit whose outcome the engine decides.
+func (w *closeWait) decided() { w.owed++ }
+
+// hold reports whether a close for reason must wait for an owed outcome; it then arms the
+// bound. A second close while one is held changes nothing.
+func (w *closeWait) hold(reason string) bool {
+	if w.owed == 0 || w.reason != "" {
+		return w.reason != ""
+	}
+	w.reason = reason
+	w.timer = time.NewTimer(closeOutcomeWait)
+	return true
+}
+
+// observe sees an effect going out and reports whether the held close is now due: a response
+// that began is the outcome of every commit before it, a listen with a reason that of one.
+func (w *closeWait) observe(e Effect) bool {
+	switch e := e.(type) {
+	case ResponseStarted:
+		w.owed = 0
+	case TurnDecision:
+		if e.Reason != "" && w.owed > 0 {
+			w.owed--
+		}
+	}
+	return w.reason != "" && w.owed == 0
+}
+
+// timerC is the held close's bound (nil, never ready, when none is held).
+func (w *closeWait) timerC() <-chan time.Time {
+	if w.timer == nil {
+		return nil
+	}
+	return w.timer.C
+}
+
+// stop releases the bound's timer.
+func (w *closeWait) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
