@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -420,4 +421,68 @@ func TestVLLMCloseAfterCommitAwaitsItsOutcome(t *testing.T) {
 	c2.send(t, map[string]any{"type": "session.close"})
 	require.Equal(t, "client_close", c2.until(t, "session.closed", 10*time.Second)["reason"])
 	require.Less(t, time.Since(start), 2*time.Second)
+}
+
+// responseText is the text of a realtime.response's output: its messages' text or transcript.
+func responseText(resp map[string]any) string {
+	var b strings.Builder
+	out, _ := resp["output"].([]any)
+	for _, it := range out {
+		content, _ := it.(map[string]any)["content"].([]any)
+		for _, p := range content {
+			part := p.(map[string]any)
+			for _, k := range []string{"text", "transcript"} {
+				if s, ok := part[k].(string); ok {
+					b.WriteString(s)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// response.create's temperature samples that response alone: on a session sampled greedily
+// (the server's default, temperature 0) the same out-of-band question gets the same answer
+// every time, except from the response asked at 1.8; the next one is greedy again. A
+// temperature out of [0, 2] is refused, naming it; speed other than 1 is refused by name.
+func TestVLLMResponseTemperature(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	c, _ := openVLLM(t, s, map[string]any{"model": "dummy:tiny", "modalities": []string{"text"}, "turn_detection": nil,
+		"max_response_output_tokens": 24})
+	ask := func(extra map[string]any) string {
+		t.Helper()
+		resp := map[string]any{"conversation": "none", "input": []any{map[string]any{"type": "message", "role": "user",
+			"content": []any{map[string]any{"type": "input_text", "text": "what should we do about the weather"}}}}}
+		for k, v := range extra {
+			resp[k] = v
+		}
+		c.send(t, map[string]any{"type": "response.create", "response": resp})
+		done := c.until(t, "response.done", time.Minute)["response"].(map[string]any)
+		require.Equal(t, "completed", done["status"])
+		text := responseText(done)
+		require.NotEmpty(t, text)
+		return text
+	}
+	greedy := ask(nil)
+	hot := ask(map[string]any{"temperature": 1.8})
+	require.NotEqual(t, greedy, hot, "the response's temperature reached its sampling")
+	require.Equal(t, greedy, ask(nil), "the next response samples at the session's temperature again")
+	require.Equal(t, greedy, ask(map[string]any{"temperature": 0, "speed": 1}))
+
+	for _, tc := range []struct {
+		response map[string]any
+		code     string
+		param    string
+	}{
+		{map[string]any{"temperature": 2.1}, "invalid_value", "response.temperature"},
+		{map[string]any{"temperature": "warm"}, "invalid_value", "response.temperature"},
+		{map[string]any{"speed": 1.25}, "unsupported_response_option", "response.speed"},
+	} {
+		c.send(t, map[string]any{"type": "response.create", "event_id": "evt_bad", "response": tc.response})
+		ev := c.until(t, "error", 10*time.Second)
+		require.Equal(t, tc.code, errorCode(ev), tc.response)
+		require.Equal(t, tc.param, ev["error"].(map[string]any)["param"], tc.response)
+		require.Equal(t, "evt_bad", ev["error"].(map[string]any)["event_id"])
+	}
 }

@@ -110,4 +110,7 @@ type ResponseSpec struct {
 	OutOfBand bool
 	// Tools, when set, are the functions this reply may call and how (OutToolCall outputs).
 	Tools *ToolSpec
+	// Temperature, when set, samples this reply alone at it instead of the stream's
+	// (vllm-omni's response.create temperature).
+	Temperature *float64
 }

@@ -93,7 +93,7 @@ func (d *DuplexRequest) Respond(ctx context.Context, t Turn, spec duplex.Respons
 
 // plain reports a response with nothing but its length: the stream's plain Respond runs it.
 func plain(spec duplex.ResponseSpec) bool {
-	return spec.Instructions == nil && !spec.OutOfBand && spec.Input == nil && spec.Tools == nil
+	return spec.Instructions == nil && !spec.OutOfBand && spec.Input == nil && spec.Tools == nil && spec.Temperature == nil
 }
 
 // EndTurn is the owner's close of t's turn with its outcome, once (a second close returns false).

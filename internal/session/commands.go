@@ -83,6 +83,9 @@ type CreateResponse struct {
 	ParallelToolCalls *bool
 	// Unsupported names a per-response option omniserve rejects ("" when none), as its param.
 	Unsupported string
+	// Temperature samples this response alone at it (nil: the session's); a dialect that
+	// takes it checks its range.
+	Temperature *float64
 }
 
 // CancelResponse is response.cancel.

@@ -235,7 +235,7 @@ func (rs *responses) begin(b beginning, conv *conversation, st *settings) (r *re
 	o := b.o
 	r = &response{
 		id: b.id, epoch: b.epoch, turnID: rs.turnID, turn: requestclient.NewTurn(turn),
-		audio: o.audio, maxTokens: o.maxTokens, play: playback{playedMs: -1, ackedMs: -1}, format: o.format, metadata: o.metadata,
+		audio: o.audio, maxTokens: o.maxTokens, temperature: o.temperature, play: playback{playedMs: -1, ackedMs: -1}, format: o.format, metadata: o.metadata,
 		inputUsage: rs.audioUsage(o, conv.audioTokens()), outOfBand: o.outOfBand, ownInput: o.input != nil,
 		mcp: mcpResp{refs: o.mcpRefs, depth: o.mcpDepth},
 	}

@@ -42,10 +42,11 @@ type response struct {
 	// turn is the response's turn as the engine knows it (requestclient.Turn): the id of the input
 	// it answers (Session.input when it began), and the engine turn its outputs carry once bound.
 	// Respond takes it, and the session ends it once (responses.ended, the endTurn call).
-	turn      requestclient.Turn
-	audio     bool
-	maxTokens int
-	cancelled atomic.Bool // read by the job goroutine before it starts generation
+	turn        requestclient.Turn
+	audio       bool
+	maxTokens   int
+	temperature *float64    // its own sampling temperature (nil: the session's)
+	cancelled   atomic.Bool // read by the job goroutine before it starts generation
 	// claimed is set by the response's job right before it reads cancelled and starts the
 	// engine response (claimEngine); jobbed says such a job was queued (actor only). A response
 	// cancelled while a queued job has not claimed it never reaches the engine.
@@ -86,6 +87,8 @@ type respOptions struct {
 	tools    *duplex.ToolSpec
 	mcpRefs  map[string]mcpRef
 	mcpDepth int
+	// temperature samples this response alone (nil: the session's).
+	temperature *float64
 }
 
 // heardText is the assistant text the user has heard: what was sent, clipped to the client's

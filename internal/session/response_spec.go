@@ -18,7 +18,8 @@ type InputItem struct {
 
 // respond starts the engine response of o for t on eng (run from a job, off the actor).
 func (o respOptions) respond(ctx context.Context, eng Engine, t requestclient.Turn) (int, error) {
-	return eng.Respond(ctx, t, duplex.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools})
+	return eng.Respond(ctx, t, duplex.ResponseSpec{MaxTokens: o.maxTokens, Instructions: o.instructions, Input: o.input, OutOfBand: o.outOfBand, Tools: o.tools,
+		Temperature: o.temperature})
 }
 
 // responseInput resolves response.create's input against the conversation: messages as they
@@ -79,7 +80,7 @@ func (c Config) replyOptions(maxTokens int) respOptions {
 // conversation conv and tools, the server m's limits); the error names the offending param.
 func responseOptions(c *CreateResponse, st *settings, conv *conversation, tools *toolState, m *Manager) (respOptions, *FieldError) {
 	cfg := st.cfg
-	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat, metadata: c.Metadata}
+	o := respOptions{audio: cfg.WantAudio(), maxTokens: cfg.MaxOutputTokens, format: cfg.OutputFormat, metadata: c.Metadata, temperature: c.Temperature}
 	if c.Unsupported != "" {
 		return o, &FieldError{"unsupported_response_option", "response." + c.Unsupported,
 			fmt.Sprintf("response.%s is not supported by omniserve (see docs/REALTIME.md)", c.Unsupported)}

@@ -36,6 +36,9 @@ func (rs *responses) info(r *response, st *settings, status string, details *Sta
 		SessionID: rs.sessionID, Epoch: r.epoch, TurnID: r.turnID, AudioSentMs: r.play.sentMs,
 		Audio: r.audio, Format: r.format, Voice: st.cfg.Voice, Temperature: st.temperature(),
 	}
+	if r.temperature != nil {
+		o.Temperature = *r.temperature
+	}
 	if u != nil {
 		w := u.view()
 		o.Usage = &w

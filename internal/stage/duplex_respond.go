@@ -300,6 +300,12 @@ func (rp *reply) promptSpeculation() error {
 // calls, and a forced choice is decoded under the tools' grammar.
 func (rp *reply) generateOptions() (gpu.GenerateOptions, error) {
 	opts := gpu.GenerateOptions{MaxTokens: rp.maxTokens}
+	sampling := rp.c.opts.Sampling
+	if t := rp.spec.Temperature; t != nil {
+		// This reply's own temperature; the stream's sampling stays for the next.
+		sampling.Temperature = float32(*t)
+		opts.Sampling = &sampling
+	}
 	tools := rp.spec.Tools
 	if !tools.Parses() {
 		return opts, nil
@@ -317,7 +323,7 @@ func (rp *reply) generateOptions() (gpu.GenerateOptions, error) {
 	if err != nil {
 		return opts, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	s := rp.c.opts.Sampling
+	s := sampling
 	s.Grammar = gr
 	opts.Sampling = &s
 	return opts, nil

@@ -80,9 +80,7 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 	case "input_audio_buffer.append":
 		return appendAudio(data, raw, typ, session.Base{ID: eventID, Kind: typ})
 	case "response.create":
-		if werr := refuseResponseOptions(raw, eventID); werr != nil {
-			return nil, werr
-		}
+		return responseCreate(raw, base(eventID, typ))
 	case "session.update":
 		return t.sessionUpdate(raw, eventID, typ)
 	case "playback.ack":
@@ -151,22 +149,45 @@ func (t *Translator) playbackAck(raw map[string]json.RawMessage, typ string) (se
 	return cmd, nil
 }
 
-// refuseResponseOptions refuses the response.create options vllm-omni's chat lane takes that
-// omniserve's responses have no place for, naming each (OpenAI's decoder already refuses
-// temperature): speed other than 1. Dropping one would answer a request the client did not make.
-func refuseResponseOptions(raw map[string]json.RawMessage, eventID string) *protocol.Error {
+// The range of response.create's temperature: the session's, as the decoder checks
+// session.temperature (vllm-omni passes any number on to the engine's sampling).
+const maxTemperature = 2
+
+// responseCreate is response.create with vllm-omni's per-response options: temperature samples
+// this response alone (a number in [0, 2], else invalid_value naming it); speed other than 1 is
+// refused by name, since omniserve's voice has one speed (its text-to-speech, flite behind the
+// talker's pool, takes no rate per request). Every other field is OpenAI's.
+func responseCreate(raw map[string]json.RawMessage, b session.Base) (session.Command, *protocol.Error) {
 	var r map[string]json.RawMessage
 	if json.Unmarshal(raw["response"], &r) != nil {
-		return nil // absent, or not an object: OpenAI's decoder says so
+		return reDecode(raw, b.Kind) // absent, or not an object: OpenAI's decoder says so
 	}
 	if v, ok := r["speed"]; ok && string(v) != "null" {
 		var speed float64
 		if json.Unmarshal(v, &speed) != nil || speed != 1 {
-			return &protocol.Error{Code: "unsupported_response_option", Param: "response.speed", EventID: eventID,
+			return nil, &protocol.Error{Code: "unsupported_response_option", Param: "response.speed", EventID: b.ID,
 				Message: "response.speed is not supported by omniserve (its voice has one speed; see docs/REALTIME.md)"}
 		}
 	}
-	return nil
+	var temp *float64
+	if v, ok := r["temperature"]; ok && string(v) != "null" {
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f < 0 || f > maxTemperature {
+			return nil, &protocol.Error{Code: "invalid_value", Param: "response.temperature", EventID: b.ID,
+				Message: fmt.Sprintf("response.temperature must be a number in [0, %d]", maxTemperature)}
+		}
+		temp = &f
+	}
+	delete(r, "temperature") // OpenAI's decoder refuses it: GA has no per-response temperature
+	raw["response"] = mustMarshal(r)
+	cmd, werr := reDecode(raw, b.Kind)
+	if werr != nil {
+		return nil, werr
+	}
+	if c, ok := cmd.(*session.CreateResponse); ok {
+		c.Temperature = temp
+	}
+	return cmd, nil
 }
 
 // reDecode decodes ev (an event rewritten in OpenAI's spelling) and gives the command the name

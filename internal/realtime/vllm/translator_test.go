@@ -121,6 +121,9 @@ func TestVLLMErrorCodes(t *testing.T) {
 		{"WAV that is not one", map[string]any{"type": "push_chunk", "audio": base64.StdEncoding.EncodeToString([]byte("RIFFnope"))}, "bad_audio", "audio"},
 		{"unknown event", map[string]any{"type": "no.such.event"}, "unknown_event", "type"},
 		{"response speed", map[string]any{"type": "response.create", "response": map[string]any{"speed": 1.5}}, "unsupported_response_option", "response.speed"},
+		{"response temperature above 2", map[string]any{"type": "response.create", "response": map[string]any{"temperature": 2.5}}, "invalid_value", "response.temperature"},
+		{"response temperature negative", map[string]any{"type": "response.create", "response": map[string]any{"temperature": -0.1}}, "invalid_value", "response.temperature"},
+		{"response temperature not a number", map[string]any{"type": "response.create", "response": map[string]any{"temperature": "hot"}}, "invalid_value", "response.temperature"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,10 +134,19 @@ func TestVLLMErrorCodes(t *testing.T) {
 			require.Equal(t, tc.param, werr.Param)
 		})
 	}
-	// temperature is refused by the session, which names it (the command carries it as such).
-	cmd, werr := vllm.New().Decode(frame(t, map[string]any{"type": "response.create", "response": map[string]any{"temperature": 0.7}}))
+	// temperature is this response's own, with the rest of the response as OpenAI's.
+	cmd, werr := vllm.New().Decode(frame(t, map[string]any{"type": "response.create", "event_id": "e1",
+		"response": map[string]any{"temperature": 0.7, "speed": 1, "max_output_tokens": 9}}))
 	require.Nil(t, werr)
-	require.Equal(t, "temperature", cmd.(*session.CreateResponse).Unsupported)
+	cr := cmd.(*session.CreateResponse)
+	require.Empty(t, cr.Unsupported)
+	require.NotNil(t, cr.Temperature)
+	require.InDelta(t, 0.7, *cr.Temperature, 1e-9)
+	require.Equal(t, "e1", cr.ID)
+	require.Equal(t, 9, *cr.MaxOutputTokens)
+	cmd, werr = vllm.New().Decode(frame(t, map[string]any{"type": "response.create"}))
+	require.Nil(t, werr)
+	require.Nil(t, cmd.(*session.CreateResponse).Temperature)
 	for openAI, want := range map[string]string{
 		"input_audio_buffer_commit_empty":          "input_audio_buffer_empty",
 		"item_retrieve_invalid_item_id":            "item_not_found",
