@@ -309,7 +309,8 @@ func TestDuplexDialectErrorCodes(t *testing.T) {
 		{"text append without text", map[string]any{"type": "push_text"}, "bad_event"},
 		{"append without audio", map[string]any{"type": "input_audio_buffer.append"}, "bad_event"},
 		{"unknown event", map[string]any{"type": "no.such.event"}, "unknown_event"},
-		{"response.create with temperature (refused, named)", map[string]any{"type": "response.create", "response": map[string]any{"temperature": 0.7}}, "unsupported_response_option"},
+		{"response.create with a temperature out of range", map[string]any{"type": "response.create", "response": map[string]any{"temperature": 2.7}}, "invalid_value"},
+		{"response.create with a speed (refused, named)", map[string]any{"type": "response.create", "response": map[string]any{"speed": 0.8}}, "unsupported_response_option"},
 	}
 	for _, tc := range tests {
 		c.send(t, tc.ev)
@@ -324,8 +325,9 @@ func TestDuplexDialectErrorCodes(t *testing.T) {
 }
 
 // input.text.append and input.commit, as vllm-omni's text lane uses them, on /v1/duplex with a
-// flat session.update: the text becomes a user item and the commit is answered, each event
-// acknowledged and no error.
+// flat session.update: the appends join the open input item (nothing is sent for them), the
+// commit makes the joined text one user item and is answered, each event acknowledged and no
+// error.
 func TestDuplexTextAppendAndInputCommit(t *testing.T) {
 	t.Parallel()
 	s := startDuplexBinary(t)
@@ -333,15 +335,32 @@ func TestDuplexTextAppendAndInputCommit(t *testing.T) {
 		t.Run(alias, func(t *testing.T) {
 			c := openDuplex(t, s, "/v1/duplex", map[string]any{"turn_detection": nil, "modalities": []string{"text"},
 				"max_response_output_tokens": 8, "instructions": "Be brief."}, true)
-			c.send(t, map[string]any{"type": alias, "text": "hello there"})
-			item := c.until(t, "conversation.item.added", 10*time.Second)
-			require.Equal(t, "user", item["item"].(map[string]any)["role"])
+			c.send(t, map[string]any{"type": alias, "text": "hello "})
+			c.send(t, map[string]any{"type": alias, "text": "there"})
+			c.send(t, map[string]any{"type": "session.heartbeat"}) // a marker: nothing came before it for the appends
+			require.Equal(t, "session.heartbeat_ack", c.until(t, "session.heartbeat_ack", 10*time.Second)["type"])
+			require.Zero(t, c.typesSeen()["conversation.item.added"], "an append joins the open item; nothing is sent for it")
 			c.send(t, map[string]any{"type": "input.commit", "final": true})
+			item := c.until(t, "conversation.item.added", 10*time.Second)["item"].(map[string]any)
+			require.Equal(t, "user", item["role"])
+			require.Equal(t, "hello there", item["content"].([]any)[0].(map[string]any)["text"], "the appends are one item")
 			done := c.until(t, "response.done", 2*time.Minute)
 			require.Contains(t, []string{"completed", "incomplete"}, status(done), "%v", done)
 			seen := c.typesSeen()
 			require.Equal(t, 1, seen["response.created"])
+			require.Equal(t, 1, seen["conversation.item.added"]-len(done["response"].(map[string]any)["output"].([]any)))
 			require.Zero(t, seen["error"])
+
+			// Text, then a clear: dropped; a commit of nothing is refused as empty.
+			c.send(t, map[string]any{"type": alias, "text": "never mind"})
+			c.send(t, map[string]any{"type": "input_audio_buffer.clear"})
+			c.send(t, map[string]any{"type": "input.commit"})
+			ev := <-c.events
+			for ev["type"] != "error" {
+				require.NotEqual(t, "conversation.item.added", ev["type"], "the cleared text is no item")
+				ev = <-c.events
+			}
+			require.Equal(t, "input_audio_buffer_empty", errorCode(ev))
 			c.send(t, map[string]any{"type": "close"})
 			c.until(t, "session.closed", 10*time.Second)
 		})

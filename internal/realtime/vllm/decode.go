@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -36,11 +37,11 @@ var wavByDefault = map[string]bool{"push_chunk": true, "input.audio.append": tru
 // to know of the input since the last commit. Decode runs on the connection's reader, Encode
 // on the session's actor.
 type Translator struct {
-	mu    sync.Mutex
-	text  bool // input.text.append added user text since the last commit
-	audio bool // audio was appended since the last commit or clear
-	keys  keys // vllm-omni's session keys in force (session_keys.go)
-	out   outState
+	mu       sync.Mutex
+	openText strings.Builder // the open input item's text (text_input.go)
+	audio    bool            // audio was appended since the last commit or clear
+	keys     keys            // vllm-omni's session keys in force (session_keys.go)
+	out      outState
 }
 
 // New returns the dialect's translator for a new session.
@@ -74,13 +75,17 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 	}
 	switch name {
 	case "input.text.append":
-		return textAppend(raw, session.Base{ID: eventID, Kind: typ})
+		return t.textAppend(raw, session.Base{ID: eventID, Kind: typ})
 	case "input.commit", "input_audio_buffer.commit":
 		return t.commit(raw, name == "input.commit", session.Base{ID: eventID, Kind: typ})
 	case "input_audio_buffer.append":
 		return appendAudio(data, raw, typ, session.Base{ID: eventID, Kind: typ})
 	case "response.create":
-		return responseCreate(raw, base(eventID, typ))
+		cmd, werr := responseCreate(raw, base(eventID, typ))
+		if werr != nil || !t.pendingText() {
+			return cmd, werr
+		}
+		return &withText{Base: base(eventID, typ), t: t, inner: cmd}, nil
 	case "session.update":
 		return t.sessionUpdate(raw, eventID, typ)
 	case "playback.ack":
@@ -217,21 +222,11 @@ func setKind(cmd session.Command, typ string) {
 	}
 }
 
-// textAppend is input.text.append (and its aliases): the user's text, as a user message item
-// of the conversation; the next input.commit answers it.
-func textAppend(raw map[string]json.RawMessage, base session.Base) (session.Command, *protocol.Error) {
-	var text string
-	if v, ok := raw["text"]; !ok || json.Unmarshal(v, &text) != nil {
-		return nil, &protocol.Error{Code: "bad_event", Param: "text", EventID: base.ID, Message: base.Kind + " requires text (a string)"}
-	}
-	return &session.CreateItem{Base: base, Role: "user", Text: text}, nil
-}
-
 // commit is input_audio_buffer.commit and input.commit: response_create (or create_response)
-// as given (commitCreate); input.commit asks for a response unless it says otherwise. Text
-// appended since the last commit, with no audio, is answered by a response of its own (there is
-// no audio to commit). After audio, a commit of audio the engine already took is accepted, and
-// is_speech false makes it a silence commit.
+// as given (commitCreate); input.commit asks for a response unless it says otherwise. The open
+// input item's text (text_input.go) is committed with it as a user item: alone, it is answered
+// when a response is asked for (there is no audio to commit). After audio, a commit of audio the
+// engine already took is accepted, and is_speech false makes it a silence commit.
 func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base session.Base) (session.Command, *protocol.Error) {
 	create, werr := commitCreate(raw, input, base)
 	if werr != nil {
@@ -244,13 +239,24 @@ func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base ses
 	if werr := checkFinal(raw, base); werr != nil {
 		return nil, werr
 	}
+	text := t.pendingText()
 	t.mu.Lock()
-	textOnly, audio := t.text && !t.audio, t.audio
+	audio := t.audio
 	t.mu.Unlock()
-	if textOnly && create != nil && *create {
-		return &session.CreateResponse{Base: base}, nil
+	if !text {
+		return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
 	}
-	return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
+	var inner session.Command
+	switch {
+	case audio:
+		inner = &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: true, Silence: silence}
+	case create != nil && *create:
+		// Text alone: its item is committed and answered (there is no audio to commit).
+		inner = &session.CreateResponse{Base: base}
+	}
+	// Text alone without a request for a response: committed, waiting for response.create,
+	// as vllm-omni's commit of text that is not speech.
+	return &withText{Base: base, t: t, inner: inner}, nil
 }
 
 // commitCreate is a commit's request for a response: nil when the engine decides (false, or
@@ -372,12 +378,11 @@ func (t *Translator) track(cmd session.Command) {
 	case *session.AppendAudio:
 		t.audio = true
 		t.out.heardMs += durationMs(c)
-	case *session.CreateItem:
-		if c.Kind == "input.text.append" || aliases[c.Kind] == "input.text.append" {
-			t.text = true
-		}
-	case *session.CommitInput, *session.CreateResponse, *session.ClearInput, *session.CancelInput, *session.BargeIn:
-		t.text, t.audio = false, false
+	case *session.CommitInput, *session.CreateResponse, *withText:
+		t.audio = false
+	case *session.ClearInput, *session.CancelInput, *session.BargeIn:
+		t.audio = false
+		t.openText.Reset()
 	}
 }
 

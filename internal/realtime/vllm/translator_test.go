@@ -52,12 +52,6 @@ func TestDecodeVLLMSpellings(t *testing.T) {
 			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true)}},
 		{"commit as OpenAI's", map[string]any{"type": "input_audio_buffer.commit"},
 			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}}},
-		{"input.text.append", map[string]any{"type": "input.text.append", "text": "hello"},
-			&session.CreateItem{Base: session.Base{Kind: "input.text.append"}, Role: "user", Text: "hello"}},
-		{"push_text", map[string]any{"type": "push_text", "text": "hi"},
-			&session.CreateItem{Base: session.Base{Kind: "push_text"}, Role: "user", Text: "hi"}},
-		{"input_text.append", map[string]any{"type": "input_text.append", "text": "hi"},
-			&session.CreateItem{Base: session.Base{Kind: "input_text.append"}, Role: "user", Text: "hi"}},
 		{"flat session.update, its type ignored", map[string]any{"type": "session.update", "event_id": "u", "instructions": "Be brief."},
 			&session.UpdateSession{Base: session.Base{ID: "u", Kind: "session.update"}, Patch: session.ConfigPatch{Instructions: ptr("Be brief."),
 				InputFormat: &session.AudioFormat{Type: "pcm16", Rate: 16000}}}}, // the dialect's default input rate
@@ -76,34 +70,69 @@ func TestDecodeVLLMSpellings(t *testing.T) {
 	}
 }
 
-// input.commit answers what came since the last commit: text alone is answered by a response of
-// its own (there is no audio to commit), audio (with or without text) is committed with a
-// response.
+// answerer is a command its dialect answers itself (the connection's selfAnswered).
+type answerer interface {
+	Answer() ([]protocol.ServerEvent, []session.Command)
+}
+
+// apply decodes ev on tr as the connection does and returns the commands the session gets.
+func apply(t *testing.T, tr *vllm.Translator, ev map[string]any) []session.Command {
+	t.Helper()
+	cmd, werr := tr.Decode(frame(t, ev))
+	require.Nil(t, werr)
+	if a, ok := cmd.(answerer); ok {
+		evs, cmds := a.Answer()
+		require.Empty(t, evs)
+		return cmds
+	}
+	return []session.Command{cmd}
+}
+
+// input.text.append joins the open input item: nothing reaches the session until the commit,
+// which makes the joined text (trimmed) one user item before what it does with the audio: text
+// alone is answered by a response of its own when one is asked for (there is no audio to
+// commit), and committed only when not; audio is committed with its response. A clear drops
+// the text; response.create takes it along too.
 func TestInputCommitAnswersTheInput(t *testing.T) {
 	b64 := base64.StdEncoding.EncodeToString([]byte{0, 0})
-	text := map[string]any{"type": "input.text.append", "text": "hi"}
+	text := func(typ, s string) map[string]any { return map[string]any{"type": typ, "text": s} }
 	appendEv := map[string]any{"type": "input_audio_buffer.append", "audio": b64}
-	commit := map[string]any{"type": "input.commit"}
+	commit := map[string]any{"type": "input.commit", "event_id": "c"}
+	item := func(s string) *session.CreateItem {
+		return &session.CreateItem{Base: session.Base{ID: "c", Kind: "input.text.append"}, Role: "user", Text: s}
+	}
+	base := session.Base{ID: "c", Kind: "input.commit"}
 	tests := []struct {
 		name   string
 		before []map[string]any
-		want   session.Command
+		commit map[string]any
+		want   []session.Command
 	}{
-		{"text", []map[string]any{text}, &session.CreateResponse{Base: session.Base{Kind: "input.commit"}}},
-		{"text and audio", []map[string]any{text, appendEv}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true), AcceptConsumed: true}},
-		{"text committed already", []map[string]any{text, commit}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
-		{"text, then a clear", []map[string]any{text, {"type": "input_audio_buffer.clear"}}, &session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}},
+		{"text joined", []map[string]any{text("input.text.append", " what is "), text("push_text", "the"), text("input_text.append", " weather ")}, commit,
+			[]session.Command{item("what is the weather"), &session.CreateResponse{Base: base}}},
+		{"text, response_create false", []map[string]any{text("push_text", "hi")},
+			map[string]any{"type": "input.commit", "event_id": "c", "response_create": false}, []session.Command{item("hi")}},
+		{"text and audio", []map[string]any{text("push_text", "hi"), appendEv}, commit,
+			[]session.Command{item("hi"), &session.CommitInput{Base: base, ResponseCreate: ptr(true), AcceptConsumed: true}}},
+		{"text committed already", []map[string]any{text("push_text", "hi"), commit}, commit,
+			[]session.Command{&session.CommitInput{Base: base, ResponseCreate: ptr(true)}}},
+		{"text, then a clear", []map[string]any{text("push_text", "hi"), {"type": "input_audio_buffer.clear"}}, commit,
+			[]session.Command{&session.CommitInput{Base: base, ResponseCreate: ptr(true)}}},
+		{"blank text", []map[string]any{text("push_text", "  ")}, commit,
+			[]session.Command{&session.CommitInput{Base: base, ResponseCreate: ptr(true)}}},
+		{"response.create takes the text", []map[string]any{text("push_text", "hi")}, map[string]any{"type": "response.create", "event_id": "c"},
+			[]session.Command{item("hi"), &session.CreateResponse{Base: session.Base{ID: "c", Kind: "response.create"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := vllm.New()
 			for _, ev := range tc.before {
-				_, werr := tr.Decode(frame(t, ev))
-				require.Nil(t, werr)
+				cmds := apply(t, tr, ev)
+				if ev["type"] != "input.commit" && ev["type"] != "input_audio_buffer.append" && ev["type"] != "input_audio_buffer.clear" {
+					require.Empty(t, cmds, "an append of text reaches the session only with the commit")
+				}
 			}
-			got, werr := tr.Decode(frame(t, commit))
-			require.Nil(t, werr)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, apply(t, tr, tc.commit))
 		})
 	}
 }
