@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -485,4 +486,58 @@ func TestVLLMResponseTemperature(t *testing.T) {
 		require.Equal(t, tc.param, ev["error"].(map[string]any)["param"], tc.response)
 		require.Equal(t, "evt_bad", ev["error"].(map[string]any)["event_id"])
 	}
+}
+
+// Function calls on vllm-omni's dialect are its tool events (the spec's Nemotron lane): the
+// call is a function_call item (both item spellings), its arguments stream in
+// response.function_call_arguments.delta and end in .done, each with the call's call_id and
+// the done with its name; the client's function_call_output continues the conversation. A
+// call is always well formed here (call markup that does not parse stays the reply's text), so
+// duplex.function_call.done, vllm-omni's event for a call without call_id or name, never comes.
+func TestVLLMFunctionCall(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	tool := map[string]any{"type": "function", "name": "lookup_order", "description": "Look up an order",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}},
+			"required": []any{"order_id"}}}
+	c, _ := openVLLM(t, s, map[string]any{"model": "dummy:tiny", "modalities": []string{"text"}, "turn_detection": nil,
+		"tools": []any{tool}, "tool_choice": "required"})
+	c.send(t, map[string]any{"type": "input.text.append", "text": "Where is order 42?"})
+	c.send(t, map[string]any{"type": "input.commit"})
+	done := c.until(t, "response.done", time.Minute)["response"].(map[string]any)
+	require.Equal(t, "completed", done["status"])
+	args := c.seen("response.function_call_arguments.done")
+	require.Len(t, args, 1)
+	callID, _ := args[0]["call_id"].(string)
+	require.NotEmpty(t, callID)
+	require.Equal(t, "lookup_order", args[0]["name"])
+	var parsed map[string]any
+	require.NoError(t, json.Unmarshal([]byte(args[0]["arguments"].(string)), &parsed))
+	require.IsType(t, "", parsed["order_id"])
+	for _, d := range c.seen("response.function_call_arguments.delta") {
+		require.Equal(t, callID, d["call_id"])
+	}
+	var added, created int
+	for _, typ := range []string{"conversation.item.added", "conversation.item.created"} {
+		for _, ev := range c.seen(typ) {
+			if it := ev["item"].(map[string]any); it["type"] == "function_call" {
+				require.Equal(t, callID, it["call_id"])
+				if typ == "conversation.item.added" {
+					added++
+				} else {
+					created++
+				}
+			}
+		}
+	}
+	require.Equal(t, []int{1, 1}, []int{added, created}, "the call's item in both spellings")
+	require.Empty(t, c.seen("duplex.function_call.done"))
+
+	c.send(t, map[string]any{"type": "conversation.item.create", "item": map[string]any{
+		"type": "function_call_output", "call_id": callID, "output": `{"status":"shipped"}`}})
+	c.send(t, map[string]any{"type": "response.create", "response": map[string]any{"tool_choice": "none", "max_output_tokens": 12}})
+	next := c.until(t, "response.done", time.Minute)["response"].(map[string]any)
+	require.NotEqual(t, done["id"], next["id"])
+	require.NotEmpty(t, responseText(next), "the conversation continues from the result")
+	require.Zero(t, c.typesSeen()["error"])
 }
