@@ -523,3 +523,33 @@ func TestDuplexResumeJournalGap(t *testing.T) {
 	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(r.readErr), "%v", r.readErr)
 	require.Empty(t, r.seen("session.resumed"))
 }
+
+// A session that stays idle for its idle_timeout_s ends as vllm-omni's lease ends it:
+// session.expired {session_id, reason: "idle_ttl_expired"} as its last event, then the
+// connection closes; no session.closed. Its resume token is then refused as expired (vllm-omni's
+// clients stop on session_resume_expired). Acks are no activity: a client that only acks idles.
+func TestDuplexIdleSessionExpires(t *testing.T) {
+	t.Parallel()
+	s := startDuplexBinary(t)
+	url := "ws://" + s.addr + "/v1/realtime?duplex=1&model=dummy:tiny&autostart=0"
+	c := dialAck(t, url)
+	start := time.Now()
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"turn_detection": nil,
+		"modalities": []string{"text"}, "idle_timeout_s": 1}})
+	created := c.until(t, "session.created", 30*time.Second)
+	id := created["session"].(map[string]any)["id"].(string)
+	token := created["resume_token"].(string)
+	expired := c.until(t, "session.expired", 10*time.Second)
+	require.GreaterOrEqual(t, time.Since(start), time.Second)
+	require.Equal(t, id, expired["session_id"])
+	require.Equal(t, "idle_ttl_expired", expired["reason"])
+	require.NotNil(t, expired["server_event_seq"], "numbered, as every session event")
+	for range c.events { // the connection ends after it
+	}
+	require.Zero(t, c.typesSeen()["session.closed"], "session.expired is the last event")
+
+	r := dialAck(t, url)
+	r.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": token, "last_received_server_event_seq": 0})
+	e := r.until(t, "error", 10*time.Second)
+	require.Equal(t, "session_resume_expired", errorCode(e), "%v", e)
+}

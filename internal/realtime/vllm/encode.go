@@ -65,6 +65,11 @@ func (t *Translator) Encode(e session.Effect) (protocol.ServerEvent, bool) {
 	if s, ok := e.(session.TurnSignaled); ok {
 		return turnEvent{Epoch: s.Epoch, Event: s.Event, SessionID: s.SessionID, TurnState: s.TurnState}, true
 	}
+	if c, ok := e.(session.SessionClosed); ok && c.Reason == session.ReasonTimeout {
+		// The idle timeout (idle_timeout_s) ends the session as vllm-omni's lease ends an idle
+		// one: session.expired, the session's last event (its clients then stop, not resume).
+		return sessionExpired{Reason: idleExpired, SessionID: c.SessionID}, true
+	}
 	ev, ok := openai.Encode(e)
 	if !ok {
 		return nil, false

@@ -125,3 +125,17 @@ type turnEvent struct {
 
 // EventType implements protocol.ServerEvent.
 func (turnEvent) EventType() string { return "turn.event" }
+
+// idleExpired is session.expired's reason for a session its idle timeout ended (vllm-omni's
+// lease reason).
+const idleExpired = "idle_ttl_expired"
+
+// sessionExpired is vllm-omni's session.expired: the session ended because it was idle for its
+// idle_timeout_s. (Its fields are in sorted order: the envelope's splice needs sorted keys.)
+type sessionExpired struct {
+	Reason    string `json:"reason"`
+	SessionID string `json:"session_id"`
+}
+
+// EventType implements protocol.ServerEvent.
+func (sessionExpired) EventType() string { return "session.expired" }

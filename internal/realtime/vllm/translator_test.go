@@ -195,3 +195,19 @@ func TestVLLMErrorCodes(t *testing.T) {
 		require.Equal(t, "e", *er.Error.EventID)
 	}
 }
+
+// The idle timeout ends a session with vllm-omni's session.expired {session_id, reason:
+// "idle_ttl_expired"}; every other end is session.closed with its reason.
+func TestIdleTimeoutIsSessionExpired(t *testing.T) {
+	ev, ok := vllm.New().Encode(session.SessionClosed{SessionID: "duplex-1", Reason: session.ReasonTimeout})
+	require.True(t, ok)
+	require.Equal(t, "session.expired", ev.EventType())
+	b, err := json.Marshal(ev)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"reason":"idle_ttl_expired","session_id":"duplex-1"}`, string(b))
+	for _, reason := range []string{session.ReasonClientClose, session.ReasonShutdown, "too_many_invalid_events"} {
+		ev, ok := vllm.New().Encode(session.SessionClosed{SessionID: "duplex-1", Reason: reason})
+		require.True(t, ok)
+		require.Equal(t, "session.closed", ev.EventType(), reason)
+	}
+}

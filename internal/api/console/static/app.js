@@ -789,6 +789,9 @@
       case "session.closed":
         note(`session closed (${ev.reason || "server"})`);
         break;
+      case "session.expired": // vllm-omni's dialect: the idle timeout ended the session
+        note(`session expired (${ev.reason || "idle"})`);
+        break;
     }
   }
 
