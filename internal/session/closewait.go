@@ -47,6 +47,15 @@ func (w *closeWait) observe(e Effect) bool {
 	return w.reason != "" && w.owed == 0
 }
 
+// settle counts one commit whose outcome is the response already running (a commit of audio
+// the engine had taken and is answering) and reports whether the held close is now due.
+func (w *closeWait) settle() bool {
+	if w.owed > 0 {
+		w.owed--
+	}
+	return w.reason != "" && w.owed == 0
+}
+
 // timerC is the held close's bound (nil, never ready, when none is held).
 func (w *closeWait) timerC() <-chan time.Time {
 	if w.timer == nil {

@@ -113,6 +113,9 @@ func (s *Session) handleResult(res jobResult) {
 		if listen {
 			s.send(listenEvent(s.id, s.epoch, s.input, res.consumed))
 		}
+		if s.responses.resp != nil && s.closeW.settle() && s.closeReason == "" {
+			s.closeReason = s.closeW.reason // the running response is this commit's outcome
+		}
 		return
 	}
 	if res.itemID != "" && res.err == nil {
