@@ -552,4 +552,17 @@ func TestDuplexIdleSessionExpires(t *testing.T) {
 	r.send(t, map[string]any{"type": "session.resume", "session_id": id, "resume_token": token, "last_received_server_event_seq": 0})
 	e := r.until(t, "error", 10*time.Second)
 	require.Equal(t, "session_resume_expired", errorCode(e), "%v", e)
+
+	// Text appended to the open input item is activity, as vllm-omni counts it, though nothing
+	// reaches the conversation before its commit.
+	a := dialAck(t, url)
+	a.send(t, map[string]any{"type": "session.update", "session": map[string]any{"turn_detection": nil,
+		"modalities": []string{"text"}, "idle_timeout_s": 1}})
+	a.until(t, "session.created", 30*time.Second)
+	for range 6 {
+		time.Sleep(400 * time.Millisecond)
+		a.send(t, map[string]any{"type": "input.text.append", "text": "still here "})
+	}
+	require.Zero(t, a.typesSeen()["session.expired"], "2.4 s of appends, none more than 1 s apart")
+	a.until(t, "session.expired", 10*time.Second)
 }

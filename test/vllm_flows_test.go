@@ -388,7 +388,8 @@ func TestVLLMCloseAfterCommitAwaitsItsOutcome(t *testing.T) {
 	appendPCM(t, c, goForwardSpoken(t), nil)
 	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
 	c.send(t, map[string]any{"type": "session.close"})
-	c.send(t, map[string]any{"type": "input.text.append", "event_id": "evt_late", "text": "too late"})
+	c.send(t, map[string]any{"type": "conversation.item.create", "event_id": "evt_late", "item": map[string]any{"type": "message",
+		"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "too late"}}}})
 	var order []string
 	var late, done map[string]any
 	rid := ""

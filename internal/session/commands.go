@@ -146,6 +146,10 @@ type CancelInput struct{ Base }
 // BargeIn is the duplex extension barge_in.
 type BargeIn struct{ Base }
 
+// InputActivity is client input a dialect holds itself (vllm-omni's open input item's text,
+// until its commit): the session only notes the client's activity (its idle timeout).
+type InputActivity struct{ Base }
+
 // CloseSession is session.close.
 type CloseSession struct{ Base }
 

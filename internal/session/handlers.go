@@ -29,6 +29,8 @@ func (s *Session) receive(c Command) {
 	switch c := c.(type) {
 	case *UpdateSession:
 		s.handleUpdate(c)
+	case *InputActivity:
+		// The idle timeout restarted above; the input itself comes with its commit.
 	case *CloseSession:
 		if !s.closeW.hold(ReasonClientClose) {
 			s.closeReason = ReasonClientClose

@@ -30,12 +30,13 @@ type textAppended struct {
 	text string
 }
 
-// Answer joins the text; nothing is sent and nothing reaches the session yet.
+// Answer joins the text; nothing is sent, and the session learns only of the client's activity
+// (vllm-omni's append marks user input activity: the idle timeout starts again).
 func (a *textAppended) Answer() ([]protocol.ServerEvent, []session.Command) {
 	a.t.mu.Lock()
 	defer a.t.mu.Unlock()
 	a.t.openText.WriteString(a.text)
-	return nil, nil
+	return nil, []session.Command{&session.InputActivity{Base: a.Base}}
 }
 
 // withText is a commit or response.create that takes the open input item's text along: the

@@ -129,7 +129,8 @@ func TestInputCommitAnswersTheInput(t *testing.T) {
 			for _, ev := range tc.before {
 				cmds := apply(t, tr, ev)
 				if ev["type"] != "input.commit" && ev["type"] != "input_audio_buffer.append" && ev["type"] != "input_audio_buffer.clear" {
-					require.Empty(t, cmds, "an append of text reaches the session only with the commit")
+					require.Len(t, cmds, 1, "an append of text reaches the session only with the commit")
+					require.IsType(t, &session.InputActivity{}, cmds[0], "its activity does (the idle timeout)")
 				}
 			}
 			require.Equal(t, tc.want, apply(t, tr, tc.commit))
