@@ -13,7 +13,7 @@ import "time"
 type closeWait struct {
 	owed   int    // commits handed to the engine to decide whose outcome has not gone out
 	reason string // the close being held ("" = none)
-	timer  *time.Timer
+	bound  *time.Timer
 }
 
 // closeOutcomeWait bounds how long a close waits for the outcome of the commits before it.
@@ -23,13 +23,14 @@ const closeOutcomeWait = 5 * time.Second
 func (w *closeWait) decided() { w.owed++ }
 
 // hold reports whether a close for reason must wait for an owed outcome; it then arms the
-// bound. A second close while one is held changes nothing.
-func (w *closeWait) hold(reason string) bool {
+// bound, which calls expire (the session's Stop: the close goes on without the outcome). A
+// second close while one is held changes nothing.
+func (w *closeWait) hold(reason string, expire func(reason string)) bool {
 	if w.owed == 0 || w.reason != "" {
 		return w.reason != ""
 	}
 	w.reason = reason
-	w.timer = time.NewTimer(closeOutcomeWait)
+	w.bound = time.AfterFunc(closeOutcomeWait, func() { expire(reason) })
 	return true
 }
 
@@ -44,29 +45,28 @@ func (w *closeWait) observe(e Effect) bool {
 			w.owed--
 		}
 	}
-	return w.reason != "" && w.owed == 0
+	return w.due()
 }
 
-// settle counts one commit whose outcome is the response already running (a commit of audio
-// the engine had taken and is answering) and reports whether the held close is now due.
-func (w *closeWait) settle() bool {
-	if w.owed > 0 {
+// settled counts the outcome of one commit of audio the engine had taken, when running (a
+// response runs: it is that commit's outcome), and returns closeReason, or the held close's
+// reason when it is now due and no other close came first.
+func (w *closeWait) settled(running bool, closeReason string) string {
+	if running && w.owed > 0 {
 		w.owed--
 	}
-	return w.reason != "" && w.owed == 0
-}
-
-// timerC is the held close's bound (nil, never ready, when none is held).
-func (w *closeWait) timerC() <-chan time.Time {
-	if w.timer == nil {
-		return nil
+	if closeReason == "" && w.due() {
+		return w.reason
 	}
-	return w.timer.C
+	return closeReason
 }
 
-// stop releases the bound's timer.
+// due reports whether a close is held and nothing is owed any more.
+func (w *closeWait) due() bool { return w.reason != "" && w.owed == 0 }
+
+// stop releases the bound.
 func (w *closeWait) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
+	if w.bound != nil {
+		w.bound.Stop()
 	}
 }

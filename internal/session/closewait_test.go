@@ -2,13 +2,14 @@ package session
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 // A close is held only while a commit the engine decides has no outcome: a response that began
 // settles every commit before it, a listen with a reason one, the running response one
-// (settle); the engine's plain listens settle nothing.
+// (settled); the engine's plain listens settle nothing. Past the bound the close goes on.
 func TestCloseWait(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -29,18 +30,18 @@ func TestCloseWait(t *testing.T) {
 			for range tc.commits {
 				w.decided()
 			}
-			held := w.hold(ReasonClientClose)
+			expire := func(string) { t.Error("the bound fired") }
+			held := w.hold(ReasonClientClose, expire)
 			require.Equal(t, tc.commits > 0, held)
 			if !held {
-				require.Nil(t, w.timerC(), "no bound armed")
+				require.Nil(t, w.bound, "no bound armed")
 				return
 			}
-			require.NotNil(t, w.timerC())
-			require.True(t, w.hold(ReasonClientClose), "a second close while one is held")
+			require.True(t, w.hold(ReasonClientClose, expire), "a second close while one is held")
 			for i, st := range tc.steps {
 				var due bool
 				if st == "settle" {
-					due = w.settle()
+					due = w.settled(true, "") == ReasonClientClose
 				} else {
 					due = w.observe(st.(Effect))
 				}
@@ -48,4 +49,31 @@ func TestCloseWait(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A running response settles nothing when none runs, and a close that came first stands.
+func TestCloseWaitSettled(t *testing.T) {
+	var w closeWait
+	defer w.stop()
+	w.decided()
+	require.True(t, w.hold(ReasonClientClose, func(string) {}))
+	require.Empty(t, w.settled(false, ""), "no response runs: still owed")
+	require.Equal(t, ReasonSlowClient, w.settled(true, ReasonSlowClient))
+	require.Equal(t, ReasonClientClose, w.settled(true, ""))
+}
+
+// Past its bound a held close goes on: expire is told the close's reason.
+func TestCloseWaitBound(t *testing.T) {
+	var w closeWait
+	w.decided()
+	got := make(chan string, 1)
+	require.True(t, w.hold(ReasonClientClose, func(r string) { got <- r }))
+	w.bound.Reset(time.Millisecond)
+	select {
+	case r := <-got:
+		require.Equal(t, ReasonClientClose, r)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the bound never fired")
+	}
+	w.stop()
 }

@@ -15,7 +15,7 @@ import (
 func (s *Session) receive(c Command) {
 	s.inboxB.release(commandBytes(c))
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
-	if s.closeW.reason != "" {
+	if s.timers.closeHold.reason != "" {
 		// session.close was the client's last word: what follows it is not applied.
 		s.sendError("session_closing", fmt.Sprintf("%s after session.close: the session is closing", c.Type()), c.EventID(), "type")
 		return
@@ -32,7 +32,10 @@ func (s *Session) receive(c Command) {
 	case *InputActivity:
 		// The idle timeout restarted above; the input itself comes with its commit.
 	case *CloseSession:
-		if !s.closeW.hold(ReasonClientClose) {
+		if !s.timers.closeHold.hold(ReasonClientClose, func(reason string) {
+			s.log.Info("no outcome of the commits before session.close in time; closing")
+			s.Stop(reason)
+		}) {
 			s.closeReason = ReasonClientClose
 		}
 	case *Heartbeat:

@@ -113,9 +113,7 @@ func (s *Session) handleResult(res jobResult) {
 		if listen {
 			s.send(listenEvent(s.id, s.epoch, s.input, res.consumed))
 		}
-		if s.responses.resp != nil && s.closeW.settle() && s.closeReason == "" {
-			s.closeReason = s.closeW.reason // the running response is this commit's outcome
-		}
+		s.closeReason = s.timers.closeHold.settled(s.responses.resp != nil, s.closeReason)
 		return
 	}
 	if res.itemID != "" && res.err == nil {

@@ -114,8 +114,7 @@ type Session struct {
 	timers      sessionTimers // output pacing and the session's idle timeout
 	idle        idleFollowUp  // turn_detection.idle_timeout_ms after a response (idle.go)
 	closeReason string
-	closeW      closeWait // a session.close held behind the outcome of the commits before it (closewait.go)
-	sinkBroken  bool      // the connection refused an event: nothing more can be sent
+	sinkBroken  bool // the connection refused an event: nothing more can be sent
 
 	attachment attachment // the connection, the resume token, Disconnected and Resume's channels (resume.go)
 
@@ -132,10 +131,12 @@ type control struct {
 }
 
 // sessionTimers are the actor's own timers: the next paced frame of output (responses.pace,
-// armPace) and the session's idle timeout (idle, reset by every client command).
+// armPace), the session's idle timeout (idle, reset by every client command), and a
+// session.close held behind the outcome of the commits before it, with its bound (closewait.go).
 type sessionTimers struct {
-	pace *time.Timer
-	idle *time.Timer
+	pace      *time.Timer
+	idle      *time.Timer
+	closeHold closeWait
 }
 
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
@@ -254,7 +255,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	defer s.tools.close()
 	defer s.inputAudio.closeDenoise()
 	defer s.attachment.graceTimer.Stop()
-	defer s.closeW.stop()
+	defer s.timers.closeHold.stop()
 	defer s.m.setDetached(s, false, time.Time{})
 
 	jobCtx, cancelJobs := context.WithCancel(ctx)
@@ -358,9 +359,6 @@ func (s *Session) next() (reason string, end bool) {
 		s.run(idleFired{})
 	case <-s.timers.idle.C:
 		return ReasonTimeout, true
-	case <-s.closeW.timerC():
-		s.log.Info("no outcome of the commits before session.close in time; closing")
-		s.closeReason = s.closeW.reason
 	case g := <-s.ctl.drain:
 		// Told at once, so the client can finish its turn and reconnect elsewhere.
 		s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
@@ -515,8 +513,8 @@ func (s *Session) send(evs ...Event) {
 			}
 			return
 		}
-		if s.closeW.observe(ev.Effect) && s.closeReason == "" {
-			s.closeReason = s.closeW.reason // the outcome the held close waited for went out
+		if s.timers.closeHold.observe(ev.Effect) && s.closeReason == "" {
+			s.closeReason = s.timers.closeHold.reason // the outcome the held close waited for went out
 		}
 	}
 }

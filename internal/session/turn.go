@@ -132,7 +132,7 @@ func (s *Session) commitStreamed(eventID string, respond, acceptConsumed bool) b
 		return false
 	}
 	if respond {
-		s.closeW.decided() // the engine decides this commit's outcome: a close waits for it
+		s.timers.closeHold.decided() // the engine decides this commit's outcome: a close waits for it
 	}
 	return true
 }

@@ -81,11 +81,7 @@ func (t *Translator) decode(data []byte) (session.Command, *protocol.Error) {
 	case "input_audio_buffer.append":
 		return appendAudio(data, raw, typ, session.Base{ID: eventID, Kind: typ})
 	case "response.create":
-		cmd, werr := responseCreate(raw, base(eventID, typ))
-		if werr != nil || !t.pendingText() {
-			return cmd, werr
-		}
-		return &withText{Base: base(eventID, typ), t: t, inner: cmd}, nil
+		return t.responseCreate(raw, base(eventID, typ))
 	case "session.update":
 		return t.sessionUpdate(raw, eventID, typ)
 	case "playback.ack":
@@ -158,11 +154,11 @@ func (t *Translator) playbackAck(raw map[string]json.RawMessage, typ string) (se
 // session.temperature (vllm-omni passes any number on to the engine's sampling).
 const maxTemperature = 2
 
-// responseCreate is response.create with vllm-omni's per-response options: temperature samples
+// responseOptions decodes response.create with vllm-omni's per-response options: temperature samples
 // this response alone (a number in [0, 2], else invalid_value naming it); speed other than 1 is
 // refused by name, since omniserve's voice has one speed (its text-to-speech, flite behind the
 // talker's pool, takes no rate per request). Every other field is OpenAI's.
-func responseCreate(raw map[string]json.RawMessage, b session.Base) (session.Command, *protocol.Error) {
+func responseOptions(raw map[string]json.RawMessage, b session.Base) (session.Command, *protocol.Error) {
 	var r map[string]json.RawMessage
 	if json.Unmarshal(raw["response"], &r) != nil {
 		return reDecode(raw, b.Kind) // absent, or not an object: OpenAI's decoder says so

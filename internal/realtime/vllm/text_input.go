@@ -60,6 +60,16 @@ func (w *withText) Answer() ([]protocol.ServerEvent, []session.Command) {
 	return nil, cmds
 }
 
+// responseCreate is response.create (responseOptions), taking the open input item's text
+// along when there is any.
+func (t *Translator) responseCreate(raw map[string]json.RawMessage, b session.Base) (session.Command, *protocol.Error) {
+	cmd, werr := responseOptions(raw, b)
+	if werr != nil || !t.pendingText() {
+		return cmd, werr
+	}
+	return &withText{Base: b, t: t, inner: cmd}, nil
+}
+
 // textAppend decodes input.text.append (and its aliases).
 func (t *Translator) textAppend(raw map[string]json.RawMessage, base session.Base) (session.Command, *protocol.Error) {
 	var text string
