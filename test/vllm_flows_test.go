@@ -380,7 +380,8 @@ func TestVLLMSubstantialInterruptionCutsTheAnswer(t *testing.T) {
 
 // A session.close right after a commit the engine decides is held until the commit's outcome
 // has gone out (here the answer, which the close then cancels); what the client sends after
-// the close is refused, and a commit that is refused owes nothing.
+// the close is refused (a heartbeat, which changes no conversation, is still answered); a
+// close with nothing owed is at once.
 func TestVLLMCloseAfterCommitAwaitsItsOutcome(t *testing.T) {
 	t.Parallel()
 	s := startDuplexBinary(t)
@@ -390,6 +391,7 @@ func TestVLLMCloseAfterCommitAwaitsItsOutcome(t *testing.T) {
 	c.send(t, map[string]any{"type": "session.close"})
 	c.send(t, map[string]any{"type": "conversation.item.create", "event_id": "evt_late", "item": map[string]any{"type": "message",
 		"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "too late"}}}})
+	c.send(t, map[string]any{"type": "session.heartbeat"}) // changes no conversation: still answered
 	var order []string
 	var late, done map[string]any
 	rid := ""
@@ -408,6 +410,7 @@ func TestVLLMCloseAfterCommitAwaitsItsOutcome(t *testing.T) {
 		}
 	}
 	require.NotNil(t, late, "the event after the close is answered")
+	require.Equal(t, 1, c.typesSeen()["session.heartbeat_ack"])
 	require.Equal(t, "session_closing", errorCode(late))
 	require.Equal(t, "evt_late", late["error"].(map[string]any)["event_id"])
 	require.NotEqual(t, "error", order[len(order)-1])

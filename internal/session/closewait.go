@@ -16,6 +16,18 @@ type closeWait struct {
 	bound  *time.Timer
 }
 
+// afterClose reports whether command c still applies while a close is held: the ones that
+// change no conversation (a heartbeat, a playback acknowledgement of what was heard, a
+// repeated close). Anything else is refused, input text included (InputActivity: the text a
+// dialect holds would never be committed): the close was the client's last word.
+func afterClose(c Command) bool {
+	switch c.(type) {
+	case *Heartbeat, *PlaybackAck, *CloseSession:
+		return true
+	}
+	return false
+}
+
 // closeOutcomeWait bounds how long a close waits for the outcome of the commits before it.
 const closeOutcomeWait = 5 * time.Second
 

@@ -77,3 +77,23 @@ func TestCloseWaitBound(t *testing.T) {
 	}
 	w.stop()
 }
+
+// While a close is held, what changes no conversation still applies; the rest is refused.
+func TestAfterClose(t *testing.T) {
+	for _, tc := range []struct {
+		c    Command
+		want bool
+	}{
+		{&Heartbeat{}, true},
+		{&PlaybackAck{}, true},
+		{&CloseSession{}, true},
+		{&InputActivity{}, false},
+		{&CommitInput{}, false},
+		{&AppendAudio{}, false},
+		{&CreateItem{}, false},
+		{&CreateResponse{}, false},
+		{&UpdateSession{}, false},
+	} {
+		require.Equal(t, tc.want, afterClose(tc.c), "%T", tc.c)
+	}
+}

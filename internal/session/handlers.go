@@ -15,7 +15,7 @@ import (
 func (s *Session) receive(c Command) {
 	s.inboxB.release(commandBytes(c))
 	resetTimer(s.timers.idle, s.settings.cfg.IdleTimeout)
-	if s.timers.closeHold.reason != "" {
+	if s.timers.closeHold.reason != "" && !afterClose(c) {
 		// session.close was the client's last word: what follows it is not applied.
 		s.sendError("session_closing", fmt.Sprintf("%s after session.close: the session is closing", c.Type()), c.EventID(), "type")
 		return
