@@ -103,7 +103,7 @@ func TestVLLMSessionObject(t *testing.T) {
 }
 
 // Every vllm-omni key omniserve does not serve is refused by name, and the session stays as it
-// was.
+// was; the overlap thresholds are accepted at omniserve's values and echoed.
 func TestVLLMSessionKeysRefusedByName(t *testing.T) {
 	t.Parallel()
 	s := startDuplexBinary(t)
@@ -118,6 +118,9 @@ func TestVLLMSessionKeysRefusedByName(t *testing.T) {
 		{map[string]any{"extra_body": map[string]any{"force_listen_count": 3}}, "unsupported_value", "session.extra_body.force_listen_count"},
 		{map[string]any{"extra_body": map[string]any{"duplex_initial_user_text": "hello"}}, "unsupported_value", "session.extra_body.duplex_initial_user_text"},
 		{map[string]any{"extra_body": map[string]any{"return_stage_metrics": true}}, "unsupported_value", "session.extra_body.return_stage_metrics"},
+		{map[string]any{"overlap_barge_in_ms": 900}, "unsupported_value", "session.overlap_barge_in_ms"},
+		{map[string]any{"overlap_short_ack_ms": 300}, "unsupported_value", "session.overlap_short_ack_ms"},
+		{map[string]any{"overlap_silence_rms": "quiet"}, "invalid_type", "session.overlap_silence_rms"},
 	}
 	for _, tc := range tests {
 		c.send(t, map[string]any{"type": "session.update", "event_id": "evt_" + tc.param, "session": tc.session})
@@ -126,9 +129,14 @@ func TestVLLMSessionKeysRefusedByName(t *testing.T) {
 		require.Equal(t, tc.param, e["error"].(map[string]any)["param"])
 		require.Equal(t, "evt_"+tc.param, e["error"].(map[string]any)["event_id"])
 	}
-	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"instructions": "Be brief."}})
+	// omniserve's own thresholds are what it serves: accepted, and every session object shows them.
+	c.send(t, map[string]any{"type": "session.update", "session": map[string]any{"instructions": "Be brief.",
+		"overlap_barge_in_ms": 1200, "overlap_short_ack_ms": 700, "overlap_silence_rms": 0.003}})
 	sess := c.until(t, "session.updated", 10*time.Second)["session"].(map[string]any)
 	require.Equal(t, "ack_only", sess["playback_commit_policy"], "the refused updates changed nothing")
+	require.InDelta(t, 1200, sess["overlap_barge_in_ms"], 0)
+	require.InDelta(t, 700, sess["overlap_short_ack_ms"], 0)
+	require.InDelta(t, 0.003, sess["overlap_silence_rms"], 1e-9)
 }
 
 // The barge-in example's first turn: the question streamed without trailing silence, then

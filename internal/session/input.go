@@ -68,17 +68,17 @@ const overlapMinSpeechMs = 240
 // 0–90 ms sooner (measured on four pocketsphinx clips; internal/speech TestVADEarlySpeech).
 const overlapEarlySpeechMs = 150
 
-// overlapBargeInMs is how long speech overlapping a response must go on before an engine that
+// OverlapBargeInMs is how long speech overlapping a response must go on before an engine that
 // owns the turns (auto_response) without interrupt_response (vllm-omni's listen_only) yields
 // to it: vllm-omni's overlap_barge_in_ms. A remark shorter than that ("mm-hm", "right") is
 // heard and answered after the reply; a substantial interruption cuts the reply, as a duplex
 // model stops talking when it is talked over.
-const overlapBargeInMs = 1200
+const OverlapBargeInMs = 1200
 
 // Why an append barges in on the active response (OverlapDecision.Reason).
 const (
 	bargeSpeech    = "speech"           // interrupt_response: at the speech's onset
-	bargeSustained = "sustained_speech" // the engine's turns: overlapBargeInMs of overlapping speech
+	bargeSustained = "sustained_speech" // the engine's turns: OverlapBargeInMs of overlapping speech
 )
 
 // bargeDecision is the overlap policy on an append heard as vr under h, overlapMs the speech
@@ -89,7 +89,7 @@ func bargeDecision(vr vadResult, h hearing, overlapMs float64) (heard bool, canc
 	case !h.active:
 	case vr.started && h.td != nil && h.td.InterruptResponse:
 		cancel = bargeSpeech
-	case h.auto && (h.td == nil || !h.td.InterruptResponse) && vr.voiced && overlapMs >= overlapBargeInMs:
+	case h.auto && (h.td == nil || !h.td.InterruptResponse) && vr.voiced && overlapMs >= OverlapBargeInMs:
 		cancel = bargeSustained
 	}
 	return vr.started, cancel

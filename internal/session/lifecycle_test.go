@@ -258,15 +258,15 @@ func TestBarge(t *testing.T) {
 }
 
 // An engine that owns the turns yields to a substantial interruption: the reply is cancelled
-// as a barge-in (vllm-omni's reason), untimed (the onset was overlapBargeInMs earlier).
+// as a barge-in (vllm-omni's reason), untimed (the onset was OverlapBargeInMs earlier).
 func TestBargeSustained(t *testing.T) {
 	h := hearing{td: &TurnDetection{}, auto: true, active: true, epoch: 4, sessionID: "s", wall: 25}
-	acts := barge(vadResult{voiced: true}, h, 10, overlapBargeInMs)
+	acts := barge(vadResult{voiced: true}, h, 10, OverlapBargeInMs)
 	require.Equal(t, []string{"session.emit", "session.cancelActive"}, kinds(acts))
 	require.Equal(t, OverlapDecision{SessionID: "s", Epoch: 4, Policy: policyListenOnly, Action: "barge_in", Reason: bargeSustained},
 		acts[0].(emit).evs[0].Effect)
 	require.Equal(t, cancelActive{source: "turn_detected", wire: "barge_in", notify: true}, acts[1])
-	require.Empty(t, barge(vadResult{voiced: true}, h, 10, overlapBargeInMs-100), "a remark is heard, not a barge-in")
+	require.Empty(t, barge(vadResult{voiced: true}, h, 10, OverlapBargeInMs-100), "a remark is heard, not a barge-in")
 }
 
 func TestInputKeep(t *testing.T) {

@@ -228,11 +228,11 @@ func TestSubStateDecisions(t *testing.T) {
 		// The engine's turns (auto_response) without interrupt_response: a remark is heard, a
 		// substantial interruption cuts the reply.
 		{vadResult{started: true, voiced: true}, true, listen, true, 300, true, ""},
-		{vadResult{voiced: true}, true, listen, true, overlapBargeInMs - 1, false, ""},
-		{vadResult{voiced: true}, true, listen, true, overlapBargeInMs, false, bargeSustained},
-		{vadResult{voiced: true}, true, listen, false, overlapBargeInMs, false, ""},
-		{vadResult{voiced: true}, false, listen, true, overlapBargeInMs, false, ""},
-		{vadResult{voiced: true}, true, interrupt, true, overlapBargeInMs, false, ""},
+		{vadResult{voiced: true}, true, listen, true, OverlapBargeInMs - 1, false, ""},
+		{vadResult{voiced: true}, true, listen, true, OverlapBargeInMs, false, bargeSustained},
+		{vadResult{voiced: true}, true, listen, false, OverlapBargeInMs, false, ""},
+		{vadResult{voiced: true}, false, listen, true, OverlapBargeInMs, false, ""},
+		{vadResult{voiced: true}, true, interrupt, true, OverlapBargeInMs, false, ""},
 	} {
 		heard, cancel := bargeDecision(tc.vr, hearing{active: tc.active, td: tc.td, auto: tc.auto}, tc.overlapMs)
 		require.Equal(t, tc.heard, heard, "%+v", tc)

@@ -102,6 +102,9 @@ func (k keys) patchSession(m map[string]any) {
 	s["ref_audio"] = k.refAudio
 	s["overlap_policy"] = k.overlapPolicy
 	s["playback_commit_policy"] = k.playbackPolicy
+	for _, th := range overlapThresholds {
+		s[th.key] = th.value
+	}
 	if len(k.extra) > 0 {
 		x, _ := s["extra_body"].(map[string]any)
 		if x == nil {

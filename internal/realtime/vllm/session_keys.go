@@ -23,6 +23,9 @@ import (
 //     ack_only (the text of the audio the client's acks committed, session.PlaybackAck.AckOnly).
 //   - sample_rate_hz, audio.input.sample_rate_hz: the input's rate (16 kHz unless given: the
 //     dialect's default, set on the session's first update).
+//   - overlap_short_ack_ms, overlap_barge_in_ms, overlap_silence_rms: vllm-omni's overlap
+//     thresholds. omniserve's are fixed (overlapThresholds): each is echoed, and a value other
+//     than omniserve's is refused by name.
 //   - extra_body: minicpmo45_native_duplex and native_duplex (model flags: echoed),
 //     force_listen_count 0 (none forced; more is refused), return_stage_metrics false (true is
 //     refused: no stage metrics on events), duplex_initial_user_text (refused: send
@@ -73,6 +76,9 @@ func takeKeys(obj map[string]json.RawMessage, next *keys, eventID string) (int, 
 	if werr := takePolicies(obj, next, eventID); werr != nil {
 		return 0, werr
 	}
+	if werr := takeOverlap(obj, eventID); werr != nil {
+		return 0, werr
+	}
 	rate, werr := takeRate(obj, eventID)
 	if werr != nil {
 		return 0, werr
@@ -102,6 +108,43 @@ func takePolicies(obj map[string]json.RawMessage, next *keys, eventID string) *p
 			return keyError("invalid_value", "playback_commit_policy", eventID, "playback_commit_policy must be %q or %q", policyCommitAll, policyAckOnly)
 		}
 		next.playbackPolicy = p
+	}
+	return nil
+}
+
+// overlapThresholds are vllm-omni's overlap keys with omniserve's values, the only ones it
+// serves, and why each is fixed.
+var overlapThresholds = []struct {
+	key   string
+	value float64
+	why   string
+}{
+	// Its default; omniserve makes no short-acknowledgement decision of its own: a commit
+	// during a response is answered after it.
+	{"overlap_short_ack_ms", 700, "omniserve does not tell a short acknowledgement apart: a commit during a response is answered after it"},
+	// The speech over a response after which the engine yields (session's OverlapBargeInMs).
+	{"overlap_barge_in_ms", session.OverlapBargeInMs, fmt.Sprintf("omniserve's engine yields to %d ms of speech over a response", session.OverlapBargeInMs)},
+	// Its default; omniserve's overlap is heard by a voice activity detector, not an RMS floor.
+	{"overlap_silence_rms", 0.003, "omniserve hears overlapping speech with its voice activity detector, not by RMS"},
+}
+
+// takeOverlap reads the overlap thresholds: omniserve's own values are accepted (they are
+// what is served), any other is refused naming its key.
+func takeOverlap(obj map[string]json.RawMessage, eventID string) *protocol.Error {
+	for _, th := range overlapThresholds {
+		v, ok := obj[th.key]
+		if !ok {
+			continue
+		}
+		delete(obj, th.key)
+		var f float64
+		if json.Unmarshal(v, &f) != nil {
+			return keyError("invalid_type", th.key, eventID, "%s must be a number", th.key)
+		}
+		if f != th.value {
+			return keyError("unsupported_value", th.key, eventID, "%s %s is not served (only %g): %s",
+				th.key, strings.TrimSpace(string(v)), th.value, th.why)
+		}
 	}
 	return nil
 }

@@ -212,3 +212,28 @@ func TestIdleTimeoutIsSessionExpired(t *testing.T) {
 		require.Equal(t, "session.closed", ev.EventType(), reason)
 	}
 }
+
+// The overlap thresholds: omniserve's values are accepted (nothing reaches OpenAI's decoder, which
+// would drop them), any other is refused naming its key.
+func TestOverlapThresholds(t *testing.T) {
+	for _, tc := range []struct {
+		session map[string]any
+		code    string
+		param   string
+	}{
+		{map[string]any{"overlap_barge_in_ms": 1200, "overlap_short_ack_ms": 700, "overlap_silence_rms": 0.003}, "", ""},
+		{map[string]any{"overlap_barge_in_ms": 2000}, "unsupported_value", "session.overlap_barge_in_ms"},
+		{map[string]any{"overlap_short_ack_ms": 0}, "unsupported_value", "session.overlap_short_ack_ms"},
+		{map[string]any{"overlap_silence_rms": 0.01}, "unsupported_value", "session.overlap_silence_rms"},
+		{map[string]any{"overlap_barge_in_ms": "long"}, "invalid_type", "session.overlap_barge_in_ms"},
+	} {
+		_, werr := vllm.New().Decode(frame(t, map[string]any{"type": "session.update", "session": tc.session}))
+		if tc.code == "" {
+			require.Nil(t, werr, "%v", tc.session)
+			continue
+		}
+		require.NotNil(t, werr, "%v", tc.session)
+		require.Equal(t, tc.code, werr.Code)
+		require.Equal(t, tc.param, werr.Param)
+	}
+}
