@@ -94,6 +94,9 @@ type Realtime struct {
 	// LiveTestHooks turns on GPT-Live's scripted test decider (docs/LIVE.md): instructions
 	// holding [[omniserve-test:delegate]] delegate the next user turn. For tests only.
 	LiveTestHooks bool `yaml:"live_test_hooks"`
+	// LiveOutputLead is how far a GPT-Live session's output track runs ahead of real time: what
+	// it buys against jitter, a Live client (which cannot flush) plays after a barge-in.
+	LiveOutputLead time.Duration `yaml:"live_output_lead"`
 	// ResumeJournalBytes and ResumeJournalEvents bound each session's replay journal.
 	ResumeJournalBytes  int `yaml:"resume_journal_bytes"`
 	ResumeJournalEvents int `yaml:"resume_journal_events"`
@@ -208,6 +211,7 @@ func Defaults() Config {
 			StallTimeout:        10 * time.Second,
 			MaxEventBytes:       15 << 20,
 			SendQueueEvents:     512,
+			LiveOutputLead:      200 * time.Millisecond,
 		},
 	}
 }
@@ -287,6 +291,7 @@ func (c *Config) Validate() error {
 		{rt.StallTimeout <= 0, "realtime.stall_timeout", rt.StallTimeout, "must be positive"},
 		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
+		{rt.LiveOutputLead < 20*time.Millisecond || rt.LiveOutputLead > 500*time.Millisecond, "realtime.live_output_lead", rt.LiveOutputLead, "must be 20ms..500ms"},
 		{rt.WebRTCUDPPort < 0 || rt.WebRTCUDPPort > 65535, "realtime.webrtc_udp_port", rt.WebRTCUDPPort, "must be 0..65535"},
 		{!ipList(rt.WebRTCPublicIPs), "realtime.webrtc_public_ips", rt.WebRTCPublicIPs, "must be comma-separated IP addresses"},
 		{rt.WebRTCTCPPort < 0 || rt.WebRTCTCPPort > 65535, "realtime.webrtc_tcp_port", rt.WebRTCTCPPort, "must be 0..65535"},

@@ -215,7 +215,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Trace:            s.tracer.SessionHook(),
 		InvalidEvents:    metrics.NewInvalidEvents(s.reg, s.names.ID()),
 		Live: live.Options{ContextTokens: s.seqContext, TestHooks: s.cfg.Realtime.LiveTestHooks,
-			IdleTimeout: s.cfg.EffectiveIdleTimeout()},
+			IdleTimeout: s.cfg.EffectiveIdleTimeout(), OutputLead: s.cfg.Realtime.LiveOutputLead},
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	s.prunePeriodically()

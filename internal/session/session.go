@@ -39,6 +39,9 @@ type Options struct {
 	// MaxOutputLead, when set, bounds how far this session's audio is sent ahead of real time
 	// below the server's ManagerConfig.MaxOutputLead (output_lead.go).
 	MaxOutputLead time.Duration
+	// OutputFrame, when set, is the length of the audio deltas the reply is cut into (default
+	// 100 ms): with a small lead, frames smaller than it (output_lead.go).
+	OutputFrame time.Duration
 }
 
 // maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by

@@ -32,6 +32,22 @@ type Options struct {
 	// a session has the connection's handshake timeout instead (StartPatch), so a socket that
 	// never sends session.start does not hold a slot. 0: no start deadline.
 	IdleTimeout time.Duration
+	// OutputLead is how far the output track may run ahead of real time (0: MaxOutputLead).
+	OutputLead time.Duration
+}
+
+// SessionOptions are the options of a Live session's duplex session: auto-response, and the
+// output track paced with o's lead in frames of half of it (at most 100 ms, at least 20 ms). A
+// Live client cannot flush what it received, so after a barge-in it plays between the lead and
+// the lead plus one frame of the old reply: the lead is what the track buys against the
+// network's and the server's jitter, paid for at every barge-in.
+func (o Options) SessionOptions() session.Options {
+	lead := o.OutputLead
+	if lead <= 0 {
+		lead = MaxOutputLead
+	}
+	return session.Options{Duplex: true, Dialect: Name, MaxOutputLead: lead,
+		OutputFrame: min(max(lead/2, 20*time.Millisecond), 100*time.Millisecond)}
 }
 
 // StartPatch is the configuration a Live session is created with, before its start: the idle
