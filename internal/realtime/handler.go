@@ -270,7 +270,8 @@ func (h *handler) sessionOptions(r *http.Request, sec *clientsecret.Secret, isLi
 		return session.Options{}, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 			"GPT-Live takes the API key, not a client secret (ek_)")
 	}
-	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Initial: h.cfg.Live.StartPatch(h.cfg.HandshakeTimeout)}, nil
+	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, EndsAtExpiry: true,
+		Initial: h.cfg.Live.StartPatch(h.cfg.HandshakeTimeout)}, nil
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the

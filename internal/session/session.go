@@ -39,11 +39,12 @@ type Options struct {
 	// MaxOutputLead, when set, bounds how far this session's audio is sent ahead of real time
 	// below the server's ManagerConfig.MaxOutputLead (output_lead.go).
 	MaxOutputLead time.Duration
+	// EndsAtExpiry ends the session at its expires_at (ManagerConfig.MaxSessionLength after its
+	// creation) with ReasonExpired: the open turn is finalized as at a client's close and
+	// session.closed is the last event. GPT-Live's sessions do; the other dialects only report
+	// expires_at.
+	EndsAtExpiry bool
 }
-
-// maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
-// their idle timeout, not by age.
-const maxSessionLength = 30 * time.Minute
 
 // Close reasons reported in session.closed and returned by Run.
 const (
@@ -58,6 +59,8 @@ const (
 	ReasonInternalError = "internal_error"
 	// ReasonEvicted ends a detached session whose slot a new client needs (Manager.Acquire).
 	ReasonEvicted = "evicted"
+	// ReasonExpired ends a session that reached its expires_at (Options.EndsAtExpiry).
+	ReasonExpired = "expired"
 )
 
 // Turn states, named as in vllm-omni's Session.
@@ -131,10 +134,29 @@ type control struct {
 }
 
 // sessionTimers are the actor's own timers: the next paced frame of output (responses.pace,
-// armPace) and the session's idle timeout (idle, reset by every client command).
+// armPace), the session's idle timeout (idle, reset by every client command) and its
+// expires_at (expiry; nil unless Options.EndsAtExpiry).
 type sessionTimers struct {
-	pace *time.Timer
-	idle *time.Timer
+	pace   *time.Timer
+	idle   *time.Timer
+	expiry *time.Timer
+}
+
+// expiryTimer fires at expiresAt (now is the session's clock) for a session that ends there;
+// nil for one that does not.
+func expiryTimer(opts Options, expiresAt, now time.Time) *time.Timer {
+	if !opts.EndsAtExpiry {
+		return nil
+	}
+	return time.NewTimer(max(0, expiresAt.Sub(now)))
+}
+
+// timerC is t's channel, or nil (a case that never fires) for no timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
@@ -152,7 +174,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		done:        make(chan struct{}),
 		state:       "open",
 		responses:   newResponses(id, m.cfg.DefaultMaxOutputTokens),
-		expiresAt:   m.cfg.Now().Add(maxSessionLength),
+		expiresAt:   m.cfg.Now().Add(m.cfg.MaxSessionLength),
 		settings:    newSettings(opts, m.cfg),
 		input:       1,
 		conv:        conversation{turn: 1},
@@ -273,6 +295,9 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	s.link.ctx = jobCtx
 
 	s.timers.idle = time.NewTimer(s.settings.cfg.IdleTimeout)
+	if s.timers.expiry = expiryTimer(s.settings.opts, s.expiresAt, s.m.cfg.Now()); s.timers.expiry != nil {
+		defer s.timers.expiry.Stop()
+	}
 	s.timers.pace = time.NewTimer(time.Hour)
 	s.timers.pace.Stop()
 	s.idle = newIdleFollowUp()
@@ -356,6 +381,8 @@ func (s *Session) next() (reason string, end bool) {
 		s.run(idleFired{})
 	case <-s.timers.idle.C:
 		return ReasonTimeout, true
+	case <-timerC(s.timers.expiry):
+		return ReasonExpired, true
 	case g := <-s.ctl.drain:
 		// Told at once, so the client can finish its turn and reconnect elsewhere.
 		s.send(Event{Epoch: s.epoch, Effect: SessionClosing{
@@ -418,7 +445,8 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 // cuts short; the wire keeps reason itself.
 func cancelSourceFor(reason string) string {
 	switch reason {
-	case ReasonClientClose, ReasonEvicted:
+	case ReasonClientClose, ReasonEvicted, ReasonExpired:
+		// The session's end, not the user's: the turn it cuts is logged `close`.
 		return metrics.CancelSessionClose
 	case ReasonShutdown, ReasonInternalError:
 		// The server, not the client, ends the session: its engine work is aborted under it, as

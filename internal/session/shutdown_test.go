@@ -2,6 +2,7 @@ package session
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,11 +27,34 @@ func TestCloseReasonDecisions(t *testing.T) {
 		{ReasonSlowClient, metrics.CancelDisconnect, true, true},
 		{ReasonResumeExpired, metrics.CancelDisconnectGraceExpired, true, true},
 		{ReasonEvicted, metrics.CancelSessionClose, true, true},
+		{ReasonExpired, metrics.CancelSessionClose, false, true},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			require.Equal(t, tc.source, cancelSourceFor(tc.reason))
 			require.Equal(t, tc.unannounced, unannounced(tc.reason))
 			require.Equal(t, tc.drains, drainsJobsAtClose(tc.reason))
 		})
+	}
+}
+
+// TestExpiryTimer: only a session that ends at its expiry gets a timer, set for what is left of
+// its length (none left: at once); another's case never fires.
+func TestExpiryTimer(t *testing.T) {
+	now := time.Now()
+	require.Nil(t, expiryTimer(Options{}, now.Add(time.Hour), now))
+	require.Nil(t, timerC(nil))
+	tm := expiryTimer(Options{EndsAtExpiry: true}, now.Add(-time.Second), now)
+	require.NotNil(t, tm)
+	select {
+	case <-timerC(tm):
+	case <-time.After(time.Second):
+		t.Fatal("an expiry already past fires at once")
+	}
+	tm = expiryTimer(Options{EndsAtExpiry: true}, now.Add(time.Hour), now)
+	defer tm.Stop()
+	select {
+	case <-timerC(tm):
+		t.Fatal("an hour's expiry fired at once")
+	case <-time.After(20 * time.Millisecond):
 	}
 }
