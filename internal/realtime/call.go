@@ -69,6 +69,9 @@ type call struct {
 	sidebands map[*wsConn]struct{}
 	sbEnded   bool
 	sbDone    chan struct{}
+	// replay is a Live call's recent sideband events, replayed to a sideband that joins
+	// (livereplay.go; sbMu).
+	replay sidebandReplay
 }
 
 // waitReady waits until the session exists; false when the call ended first.
@@ -137,6 +140,7 @@ func (o callOut) DropStale(epoch int) {
 	for sb := range o.c.sidebands {
 		sb.st.DropStale(epoch)
 	}
+	o.c.replay.dropStale(epoch)
 	o.c.sbMu.Unlock()
 	o.c.st.DropStale(epoch)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 )
 
 // A sideband is a server's WebSocket joined to a live call (GET /v1/realtime?call_id=rtc_…,
@@ -77,12 +78,27 @@ func (c *Calls) serveSideband(w http.ResponseWriter, r *http.Request, cl *call, 
 	sb.serveSideband(cl)
 }
 
-// join adds sb to the call's sidebands; false when the call's session has already ended.
+// join adds sb to the call's sidebands; false when the call's session has already ended. A
+// Live call's new sideband gets the replay first (livereplay.go), in the same hold of sbMu as
+// its joining, so that no event is missed or sent twice between the replay and the live ones;
+// at most half its queue, the newest, so that the replay alone never makes it too slow.
 func (cl *call) join(sb *wsConn) bool {
+	tr := cl.liveOf()
+	var now int64
+	if tr != nil {
+		now = live.TimelineMs(tr)
+	}
 	cl.sbMu.Lock()
 	defer cl.sbMu.Unlock()
 	if cl.sbEnded {
 		return false
+	}
+	if tr != nil {
+		evs := cl.replay.since(now)
+		evs = evs[max(0, len(evs)-cl.h.cfg.SendQueue/2):]
+		for _, ev := range evs {
+			_ = sb.st.Send(ev) // a failed queue closes the sideband as slow (its queue watcher)
+		}
 	}
 	cl.sidebands[sb] = struct{}{}
 	return true
@@ -95,10 +111,21 @@ func (cl *call) leave(sb *wsConn) {
 }
 
 // toSidebands queues ev for every sideband. One whose queue refuses it (overflow: a slow
-// sideband) leaves the call; its queue watcher closes it.
+// sideband) leaves the call; its queue watcher closes it. A Live call's event gets its event_id
+// here, one for all its sidebands, and is kept for the replay (but the reflected audio).
 func (cl *call) toSidebands(ev link.Event) {
+	tr := cl.liveOf()
+	replays := tr != nil && !live.SidebandOnly(ev.Type)
+	var now int64
+	if replays {
+		now = live.TimelineMs(tr)
+	}
 	cl.sbMu.Lock()
 	defer cl.sbMu.Unlock()
+	if replays {
+		ev.EventID = link.NewEventID()
+		cl.replay.add(ev, now)
+	}
 	for sb := range cl.sidebands {
 		if err := sb.st.Send(ev); err != nil {
 			delete(cl.sidebands, sb)
