@@ -63,14 +63,19 @@ type call struct {
 	ctxCancel context.CancelFunc
 	ready     chan struct{}
 
-	// sidebands are the server WebSockets joined to the call (GET /v1/realtime?call_id=);
-	// sbDone is closed, with sbEnded set, once the session has ended: they close then.
-	sbMu      sync.Mutex
-	sidebands map[*wsConn]struct{}
-	sbEnded   bool
-	sbDone    chan struct{}
-	// replay is a Live call's recent sideband events, replayed to a sideband that joins
-	// (livereplay.go; sbMu).
+	// sbs are the server WebSockets joined to the call (GET /v1/realtime?call_id=, a Live
+	// session's attach).
+	sbs callSidebands
+}
+
+// callSidebands are a call's sidebands (sideband.go), under mu: done is closed, with ended set,
+// once the session has ended (they close then); replay is a Live call's recent sideband events,
+// replayed to a sideband that joins (livereplay.go).
+type callSidebands struct {
+	mu     sync.Mutex
+	set    map[*wsConn]struct{}
+	ended  bool
+	done   chan struct{}
 	replay sidebandReplay
 }
 
@@ -136,12 +141,12 @@ func (o callOut) Send(ev link.Event) error {
 
 func (o callOut) DropStale(epoch int) {
 	o.c.player.Clear(epoch)
-	o.c.sbMu.Lock()
-	for sb := range o.c.sidebands {
+	o.c.sbs.mu.Lock()
+	for sb := range o.c.sbs.set {
 		sb.st.DropStale(epoch)
 	}
-	o.c.replay.dropStale(epoch)
-	o.c.sbMu.Unlock()
+	o.c.sbs.replay.dropStale(epoch)
+	o.c.sbs.mu.Unlock()
 	o.c.st.DropStale(epoch)
 }
 

@@ -30,7 +30,7 @@ const (
 	maxReplayBytes  = 256 << 10
 )
 
-// sidebandReplay is a Live call's recent sideband events (sbMu held for every use).
+// sidebandReplay is a Live call's recent sideband events (callSidebands.mu held for every use).
 type sidebandReplay struct {
 	events []replayed
 	bytes  int

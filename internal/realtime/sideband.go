@@ -79,7 +79,7 @@ func (c *Calls) serveSideband(w http.ResponseWriter, r *http.Request, cl *call, 
 }
 
 // join adds sb to the call's sidebands; false when the call's session has already ended. A
-// Live call's new sideband gets the replay first (livereplay.go), in the same hold of sbMu as
+// Live call's new sideband gets the replay first (livereplay.go), in the same hold of the sidebands' lock as
 // its joining, so that no event is missed or sent twice between the replay and the live ones;
 // at most half its queue, the newest, so that the replay alone never makes it too slow.
 func (cl *call) join(sb *wsConn) bool {
@@ -88,26 +88,26 @@ func (cl *call) join(sb *wsConn) bool {
 	if tr != nil {
 		now = live.TimelineMs(tr)
 	}
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
-	if cl.sbEnded {
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
+	if cl.sbs.ended {
 		return false
 	}
 	if tr != nil {
-		evs := cl.replay.since(now)
+		evs := cl.sbs.replay.since(now)
 		evs = evs[max(0, len(evs)-cl.h.cfg.SendQueue/2):]
 		for _, ev := range evs {
 			_ = sb.st.Send(ev) // a failed queue closes the sideband as slow (its queue watcher)
 		}
 	}
-	cl.sidebands[sb] = struct{}{}
+	cl.sbs.set[sb] = struct{}{}
 	return true
 }
 
 func (cl *call) leave(sb *wsConn) {
-	cl.sbMu.Lock()
-	delete(cl.sidebands, sb)
-	cl.sbMu.Unlock()
+	cl.sbs.mu.Lock()
+	delete(cl.sbs.set, sb)
+	cl.sbs.mu.Unlock()
 }
 
 // toSidebands queues ev for every sideband. One whose queue refuses it (overflow: a slow
@@ -120,26 +120,26 @@ func (cl *call) toSidebands(ev link.Event) {
 	if replays {
 		now = live.TimelineMs(tr)
 	}
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
 	if replays {
 		ev.EventID = link.NewEventID()
-		cl.replay.add(ev, now)
+		cl.sbs.replay.add(ev, now)
 	}
-	for sb := range cl.sidebands {
+	for sb := range cl.sbs.set {
 		if err := sb.st.Send(ev); err != nil {
-			delete(cl.sidebands, sb)
+			delete(cl.sbs.set, sb)
 		}
 	}
 }
 
 // endSidebands tells every sideband that the session has ended (what it said last is queued).
 func (cl *call) endSidebands() {
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
-	if !cl.sbEnded {
-		cl.sbEnded = true
-		close(cl.sbDone)
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
+	if !cl.sbs.ended {
+		cl.sbs.ended = true
+		close(cl.sbs.done)
 	}
 }
 
@@ -147,7 +147,7 @@ func (cl *call) endSidebands() {
 // the connection goes (the call goes on). Its client events go to the call's session in wire
 // order; a bad one gets its error event on the sideband.
 func (c *wsConn) serveSideband(cl *call) {
-	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEventIn(sinkOf(cl.sess).dialect()), cl.apply), cl.sbDone)
+	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEventIn(sinkOf(cl.sess).dialect()), cl.apply), cl.sbs.done)
 	code, text := websocket.StatusNormalClosure, "call ended"
 	if loss != link.Ended {
 		cl.leave(c)

@@ -142,21 +142,14 @@ type sessionTimers struct {
 	expiry *time.Timer
 }
 
-// expiryTimer fires at expiresAt (now is the session's clock) for a session that ends there;
-// nil for one that does not.
-func expiryTimer(opts Options, expiresAt, now time.Time) *time.Timer {
+// expiryTimer stops the session with ReasonExpired at expiresAt (now is the session's clock),
+// through stop (Session.Stop: never blocks, and a reason already queued, such as the client's
+// own close, wins); nil for a session that does not end there. The actor stops it when Run ends.
+func expiryTimer(opts Options, expiresAt, now time.Time, stop func(reason string)) *time.Timer {
 	if !opts.EndsAtExpiry {
 		return nil
 	}
-	return time.NewTimer(max(0, expiresAt.Sub(now)))
-}
-
-// timerC is t's channel, or nil (a case that never fires) for no timer.
-func timerC(t *time.Timer) <-chan time.Time {
-	if t == nil {
-		return nil
-	}
-	return t.C
+	return time.AfterFunc(max(0, expiresAt.Sub(now)), func() { stop(ReasonExpired) })
 }
 
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
@@ -295,7 +288,7 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	s.link.ctx = jobCtx
 
 	s.timers.idle = time.NewTimer(s.settings.cfg.IdleTimeout)
-	if s.timers.expiry = expiryTimer(s.settings.opts, s.expiresAt, s.m.cfg.Now()); s.timers.expiry != nil {
+	if s.timers.expiry = expiryTimer(s.settings.opts, s.expiresAt, s.m.cfg.Now(), s.Stop); s.timers.expiry != nil {
 		defer s.timers.expiry.Stop()
 	}
 	s.timers.pace = time.NewTimer(time.Hour)
@@ -381,8 +374,6 @@ func (s *Session) next() (reason string, end bool) {
 		s.run(idleFired{})
 	case <-s.timers.idle.C:
 		return ReasonTimeout, true
-	case <-timerC(s.timers.expiry):
-		return ReasonExpired, true
 	case g := <-s.ctl.drain:
 		// Told at once, so the client can finish its turn and reconnect elsewhere.
 		s.send(Event{Epoch: s.epoch, Effect: SessionClosing{

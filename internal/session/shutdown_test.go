@@ -37,24 +37,26 @@ func TestCloseReasonDecisions(t *testing.T) {
 	}
 }
 
-// TestExpiryTimer: only a session that ends at its expiry gets a timer, set for what is left of
-// its length (none left: at once); another's case never fires.
+// TestExpiryTimer: only a session that ends at its expiry gets a timer, which stops it with
+// ReasonExpired for what is left of its length (none left: at once).
 func TestExpiryTimer(t *testing.T) {
 	now := time.Now()
-	require.Nil(t, expiryTimer(Options{}, now.Add(time.Hour), now))
-	require.Nil(t, timerC(nil))
-	tm := expiryTimer(Options{EndsAtExpiry: true}, now.Add(-time.Second), now)
+	stopped := make(chan string, 1)
+	stop := func(reason string) { stopped <- reason }
+	require.Nil(t, expiryTimer(Options{}, now.Add(time.Hour), now, stop))
+	tm := expiryTimer(Options{EndsAtExpiry: true}, now.Add(-time.Second), now, stop)
 	require.NotNil(t, tm)
 	select {
-	case <-timerC(tm):
+	case r := <-stopped:
+		require.Equal(t, ReasonExpired, r)
 	case <-time.After(time.Second):
 		t.Fatal("an expiry already past fires at once")
 	}
-	tm = expiryTimer(Options{EndsAtExpiry: true}, now.Add(time.Hour), now)
-	defer tm.Stop()
+	tm = expiryTimer(Options{EndsAtExpiry: true}, now.Add(time.Hour), now, stop)
 	select {
-	case <-timerC(tm):
+	case <-stopped:
 		t.Fatal("an hour's expiry fired at once")
 	case <-time.After(20 * time.Millisecond):
 	}
+	require.True(t, tm.Stop(), "stopped by the actor before it fires")
 }
