@@ -79,9 +79,10 @@ func (c *Calls) serveSideband(w http.ResponseWriter, r *http.Request, cl *call, 
 }
 
 // join adds sb to the call's sidebands; false when the call's session has already ended. A
-// Live call's new sideband gets the replay first (livereplay.go), in the same hold of the sidebands' lock as
-// its joining, so that no event is missed or sent twice between the replay and the live ones;
-// at most half its queue, the newest, so that the replay alone never makes it too slow.
+// Live call's new sideband gets the replay first (livereplay.go), in the same hold of the
+// sidebands' lock as its joining, so that no event is missed or sent twice between the replay
+// and the live ones; at most half its queue, the newest, so that the replay alone never makes
+// it too slow.
 func (cl *call) join(sb *wsConn) bool {
 	tr := cl.liveOf()
 	var now int64
