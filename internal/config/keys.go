@@ -81,6 +81,7 @@ var keys = []Key{
 	{"realtime.resume_journal_bytes", "", "bytes of recent server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalBytes }},
 	{"realtime.resume_journal_events", "", "server events each resumable session keeps for replay", func(c *Config) any { return &c.Realtime.ResumeJournalEvents }},
 	{"realtime.idle_timeout", "", "a realtime session that sends nothing this long is closed (a client may set idle_timeout_s up to server.max_idle_timeout)", func(c *Config) any { return &c.Realtime.IdleTimeout }},
+	{"realtime.max_session_length", "max-session-length", "a realtime session's expires_at is its start plus this; a GPT-Live session ends there (session.closed reason expired)", func(c *Config) any { return &c.Realtime.MaxSessionLength }},
 	{"realtime.handshake_timeout", "", "how long a resume connection may take to send session.resume", func(c *Config) any { return &c.Realtime.HandshakeTimeout }},
 	{"realtime.stall_timeout", "", "a realtime client whose oldest undelivered event is older than this is not reading: closed with 1008 (or detached for resume)", func(c *Config) any { return &c.Realtime.StallTimeout }},
 	{"realtime.write_timeout", "", "bound on writing one event to a realtime client; a client that stops reading is closed with 1008", func(c *Config) any { return &c.Realtime.WriteTimeout }},

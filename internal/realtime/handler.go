@@ -244,7 +244,9 @@ func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *s
 	if pending != nil {
 		c.dispatchFirst(sess, *pending)
 	}
-	ran := runSession(ctx, sess, first)
+	// The slot comes back when the session ends, not when its socket has closed: a client found
+	// not reading keeps only its socket for slowCloseWait (conn.go).
+	ran := runSession(ctx, sess, first, slot.Release)
 	c.serve(sess, 0)
 	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).

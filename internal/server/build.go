@@ -184,6 +184,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
 		TurnDetection:          &session.TurnDetection{TurnDetection: duplex.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs}},
 		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
+		MaxSessionLength:       s.cfg.Realtime.MaxSessionLength,
 		Metrics:                s.parts.Client.Collectors(),
 		LogStats:               s.cfg.Server.LogStats,
 		StructuredStats:        s.cfg.Server.LogFormat == "json",

@@ -36,8 +36,8 @@ type Options struct {
 	OutputLead time.Duration
 }
 
-// SessionOptions are the options of a Live session's duplex session: auto-response, and the
-// output track paced with o's lead in frames of half of it (at most 100 ms, at least 20 ms). A
+// SessionOptions are the options of a Live session's duplex session: auto-response, the end at
+// expires_at (Live announces it and ends the session there with "expired"), and the output track paced with o's lead in frames of half of it (at most 100 ms, at least 20 ms). A
 // Live client cannot flush what it received, so after a barge-in it plays between the lead and
 // the lead plus one frame of the old reply: the lead is what the track buys against the
 // network's and the server's jitter, paid for at every barge-in.
@@ -46,7 +46,7 @@ func (o Options) SessionOptions() session.Options {
 	if lead <= 0 {
 		lead = MaxOutputLead
 	}
-	return session.Options{Duplex: true, Dialect: Name, MaxOutputLead: lead,
+	return session.Options{Duplex: true, Dialect: Name, EndsAtExpiry: true, MaxOutputLead: lead,
 		OutputFrame: min(max(lead/2, 20*time.Millisecond), 100*time.Millisecond)}
 }
 

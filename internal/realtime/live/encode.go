@@ -98,7 +98,8 @@ func (t *Translator) resource() Resource {
 }
 
 // closeReasons are Live's reasons for the session's.
-var closeReasons = map[string]string{session.ReasonClientClose: "close_requested", session.ReasonTimeout: "expired"}
+var closeReasons = map[string]string{session.ReasonClientClose: "close_requested", session.ReasonTimeout: "expired",
+	session.ReasonExpired: "expired"}
 
 // closed is session.closed: the reason, the final snapshot and usage.
 func (t *Translator) closed(reason string) protocol.ServerEvent {

@@ -347,3 +347,28 @@ func TestOutputResampledTo16k(t *testing.T) {
 	}
 	require.InDelta(t, 5*3200, n, 100)
 }
+
+// session.closed's reason is Live's for the session's: a client's close is close_requested,
+// the idle timeout and expires_at are expired, anything else (a shutdown, a slow client, an
+// internal error) connection_lost.
+func TestClosedReasons(t *testing.T) {
+	for _, tc := range []struct{ reason, live string }{
+		{session.ReasonClientClose, "close_requested"},
+		{session.ReasonExpired, "expired"},
+		{session.ReasonTimeout, "expired"},
+		{session.ReasonShutdown, "connection_lost"},
+		{session.ReasonSlowClient, "connection_lost"},
+		{session.ReasonInternalError, "connection_lost"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			tr := New(Options{})
+			start(t, tr, map[string]any{"model": "gpt-live-1"})
+			evs := tr.EncodeAll(session.SessionClosed{Reason: tc.reason})
+			require.Len(t, evs, 1)
+			c, ok := evs[0].(closedEvent)
+			require.True(t, ok, "%T", evs[0])
+			require.Equal(t, tc.live, c.Reason)
+			require.Equal(t, int64(1800000000), c.Session.ExpiresAt)
+		})
+	}
+}
