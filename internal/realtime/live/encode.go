@@ -38,10 +38,14 @@ type outputState struct {
 }
 
 // EncodeAll is the server events of effect e: none for what Live does not show (items,
-// responses, buffers), sometimes several (a delegation and its task).
+// responses, buffers), sometimes several (a delegation and its task). A Responses task's
+// effects are its response.event stream (tasks.go), never the track's.
 func (t *Translator) EncodeAll(e session.Effect) []protocol.ServerEvent {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if evs, ok := t.tasks.effect(e); ok {
+		return evs
+	}
 	switch e := e.(type) {
 	case session.OutputDelta:
 		return t.outputDelta(e)
@@ -233,14 +237,20 @@ func (t *Translator) sessionError(e session.Error) []protocol.ServerEvent {
 			t.phase, t.cfg = notStarted, nil
 		}
 		id = t.clientStartID
+	case strings.HasPrefix(id, internalPrefix+"task"):
+		return t.tasks.refused(e)
 	case strings.HasPrefix(id, internalPrefix) && e.Code == "conversation_already_has_active_response":
 		t.retry(id)
 		return nil
 	case strings.HasPrefix(id, internalPrefix+"cancel") && e.Code == "response_cancel_not_active":
 		return nil // the reply ended by itself first
-	case strings.HasPrefix(id, internalPrefix):
+	case strings.HasPrefix(id, internalPrefix+"commentary"), strings.HasPrefix(id, internalPrefix+"ack"):
 		t.out.active, t.out.ours = false, false
 		id = ""
+	case strings.HasPrefix(id, internalPrefix):
+		id = ""
+	default:
+		t.tasks.outputRefused(id)
 	}
 	return []protocol.ServerEvent{errorEvent(&protocol.Error{Code: e.Code, Message: e.Message, Param: e.Param, EventID: id}, e.Type)}
 }
