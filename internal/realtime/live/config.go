@@ -30,8 +30,9 @@ var leaf *node
 // sessionSchema is SessionConfig as the SDK's types define it (the openai package's
 // resources/live types); media is its MediaSessionConfig, WebRTC's, which has no audio.format
 // (the codec is negotiated in the SDP).
-// Hosted tools (web_search, mcp, ...) and tool_choice keep their own vocabularies, which the
-// Responses API checks; omniserve passes them to the task that refuses them by type.
+// Hosted tools (web_search, mcp, ...) keep their own vocabularies, which the Responses API
+// checks; omniserve passes them to the task that refuses them by type (tasks.go), and checks
+// tool_choice against the function tools (toolChoice).
 func sessionSchema(media bool) *node {
 	part := obj(map[string]*node{"type": leaf, "text": leaf})
 	item := obj(map[string]*node{"type": leaf, "role": leaf, "content": arr(part), "id": leaf, "status": leaf})

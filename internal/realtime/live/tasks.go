@@ -34,6 +34,10 @@ const taskMeta = "omniserve_live_task"
 // maxQueuedRuns bounds the task runs waiting for their turn.
 const maxQueuedRuns = 4
 
+// maxTaskTries bounds the runs of a task that are interrupted (each by the user's speech, or
+// an engine abort): the last one's response.incomplete ends the task.
+const maxTaskTries = 3
+
 // maxPendingCalls bounds the function calls waiting for their outputs.
 const maxPendingCalls = 64
 
@@ -47,8 +51,9 @@ type taskRun struct {
 	delegationID string // "" for a task the client began with response.create
 	model        string // the delegation's model, as the client named it
 	// next: the run goes on from its task's function outputs (a forced tool_choice is auto
-	// then).
+	// then); tries counts the task's runs interrupted before this one.
 	next    bool
+	tries   int
 	respID  string // the session's response running it, once it started
 	created int64
 	seq     int
@@ -393,9 +398,10 @@ func (ts *tasks) done(run *taskRun, r session.ResponseInfo) []protocol.ServerEve
 		return append(evs, run.failed(code, msg))
 	case "cancelled":
 		evs = append(evs, run.lifecycle("response.incomplete", "incomplete", map[string]any{"incomplete_details": map[string]any{"reason": "interrupted"}}))
-		if run.calls == 0 {
+		if run.calls == 0 && run.tries+1 < maxTaskTries {
 			// The user spoke over it: the task goes on at the next silence, in a new response.
-			ts.queue = append(ts.queue, &taskRun{id: newID("resp_"), delegationID: run.delegationID, model: run.model, next: run.next, created: time.Now().Unix()})
+			ts.queue = append(ts.queue, &taskRun{id: newID("resp_"), delegationID: run.delegationID, model: run.model,
+				next: run.next, tries: run.tries + 1, created: time.Now().Unix()})
 		}
 		return evs
 	case "incomplete":

@@ -187,6 +187,20 @@ func TestResponsesTaskInterruptedAndFailed(t *testing.T) {
 	cr = appendCmds(t, tr)[0].(*session.CreateResponse)
 	require.NotEqual(t, id, cr.Metadata[taskMeta], "a new response of the same task")
 
+	// Interrupted again and again, the task ends (an engine that aborts every run does not
+	// loop).
+	for i := 2; i < maxTaskTries; i++ {
+		tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "rx", Metadata: cr.Metadata}})
+		tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "rx", Status: "cancelled"}})
+		cr = appendCmds(t, tr)[0].(*session.CreateResponse)
+	}
+	tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "ry", Metadata: cr.Metadata}})
+	got = inner(t, tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "ry", Status: "cancelled"}}))
+	require.Equal(t, "response.incomplete", got[0]["type"])
+	require.Empty(t, appendCmds(t, tr), "the task ended")
+
+	_, _ = tr.Decode(frame(t, map[string]any{"type": "response.create"}))
+	cr = appendCmds(t, tr)[0].(*session.CreateResponse)
 	tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "r2", Metadata: cr.Metadata}})
 	require.Empty(t, tr.EncodeAll(session.Error{Type: "server_error", Code: "engine_error", Message: "the engine broke"}), "the run's failure")
 	got = inner(t, tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "r2", Status: "failed",
