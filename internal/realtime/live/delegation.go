@@ -98,7 +98,7 @@ func (t *Translator) dueCommands() []session.Command {
 // nextResponse is the response to ask for now (nil: none): the acknowledgement, a task's run
 // or a commentary. The translator's own spoken ones hold the track until they end.
 func (t *Translator) nextResponse() *session.CreateResponse {
-	if !t.deleg.ackDue || t.tl.ms() < t.deleg.ackAtMs {
+	if (!t.deleg.ackDue || t.tl.ms() < t.deleg.ackAtMs) && !t.in.deciding(t.tl.ms()) {
 		if c := t.tasks.ask(t.cfg.delegation.Responses, func() string { return t.internalID("task") }); c != nil {
 			return c
 		}
@@ -133,6 +133,7 @@ func (t *Translator) responseStarted(e session.ResponseStarted) {
 		t.out.ours = false
 		return
 	}
+	t.in.decideByMs = 0 // the engine's reply: it decided
 	if t.deleg.suppress {
 		t.deleg.suppress, t.deleg.cancel = false, e.Response.ID
 	}

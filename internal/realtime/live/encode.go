@@ -13,9 +13,13 @@ import (
 type inputState struct {
 	speaking      bool
 	speechStartMs int64
-	sent          map[string]string
-	lastEndMs     int64
-	any           bool // words were sent
+	// decideByMs: the user's turn ended and the engine has not decided on it yet (a reply or
+	// a listen), at most until this timeline position (0: nothing to wait for). A task's
+	// out-of-band response started meanwhile would be cut short by the engine's reply.
+	decideByMs int64
+	sent       map[string]string
+	lastEndMs  int64
+	any        bool // words were sent
 }
 
 // outputState is the output track: whether a reply is active, where on the timeline the track
@@ -37,6 +41,13 @@ type outputState struct {
 	contextReported bool
 }
 
+// decisionWaitMs bounds the wait for the engine's decision on a user's turn (timeline ms).
+const decisionWaitMs = 2000
+
+// deciding reports whether the engine may still decide on the user's last turn at timeline
+// position now.
+func (in *inputState) deciding(now int64) bool { return in.decideByMs > 0 && now < in.decideByMs }
+
 // EncodeAll is the server events of effect e: none for what Live does not show (items,
 // responses, buffers), sometimes several (a delegation and its task). A Responses task's
 // effects are its response.event stream (tasks.go), never the track's.
@@ -57,6 +68,8 @@ func (t *Translator) EncodeAll(e session.Effect) []protocol.ServerEvent {
 		t.responseStarted(e)
 	case session.ResponseDone:
 		t.responseDone(e)
+	case session.TurnDecision:
+		t.in.decideByMs = 0
 	case session.Error:
 		return t.sessionError(e)
 	}
@@ -181,7 +194,7 @@ func (t *Translator) speech(e session.InputSpeech) []protocol.ServerEvent {
 	case session.PhaseStarted:
 		t.in.speaking, t.in.speechStartMs = true, int64(e.AudioMs)
 	case session.PhaseStopped:
-		t.in.speaking = false
+		t.in.speaking, t.in.decideByMs = false, t.tl.ms()+decisionWaitMs
 		if t.deleg.armed && t.cfg != nil {
 			return t.delegate(int64(e.AudioMs))
 		}

@@ -66,6 +66,8 @@ func TestResponsesTaskRuns(t *testing.T) {
 	tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "ack"}})
 	require.Empty(t, appendCmds(t, tr), "nothing while the acknowledgement plays")
 	tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "ack", Status: "completed"}})
+	require.Empty(t, appendCmds(t, tr), "the engine has not decided on the turn yet: a task now would be cut short by its reply")
+	tr.EncodeAll(session.TurnDecision{})
 	cmds = appendCmds(t, tr)
 	require.Len(t, cmds, 1)
 	cr := cmds[0].(*session.CreateResponse)
@@ -184,12 +186,24 @@ func TestResponsesTaskInterruptedAndFailed(t *testing.T) {
 	tr.EncodeAll(session.InputSpeech{Phase: session.PhaseStarted})
 	require.Empty(t, appendCmds(t, tr), "not while the user speaks")
 	tr.EncodeAll(session.InputSpeech{Phase: session.PhaseStopped})
+	require.Empty(t, appendCmds(t, tr), "not before the engine's decision on the turn")
+	tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "reply"}})
+	tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "reply", Status: "completed"}})
 	cr = appendCmds(t, tr)[0].(*session.CreateResponse)
 	require.NotEqual(t, id, cr.Metadata[taskMeta], "a new response of the same task")
+	// A decision that never comes is waited for 2 s of timeline at most.
+	tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "rz", Metadata: cr.Metadata}})
+	tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "rz", Status: "cancelled"}})
+	tr.EncodeAll(session.InputSpeech{Phase: session.PhaseStarted})
+	tr.EncodeAll(session.InputSpeech{Phase: session.PhaseStopped})
+	for range decisionWaitMs/100 - 1 { // 100 ms an append
+		require.Empty(t, appendCmds(t, tr))
+	}
+	cr = appendCmds(t, tr)[0].(*session.CreateResponse)
 
 	// Interrupted again and again, the task ends (an engine that aborts every run does not
 	// loop).
-	for i := 2; i < maxTaskTries; i++ {
+	for i := 3; i < maxTaskTries; i++ {
 		tr.EncodeAll(session.ResponseStarted{Response: session.ResponseInfo{ID: "rx", Metadata: cr.Metadata}})
 		tr.EncodeAll(session.ResponseDone{Response: session.ResponseInfo{ID: "rx", Status: "cancelled"}})
 		cr = appendCmds(t, tr)[0].(*session.CreateResponse)
