@@ -1,6 +1,7 @@
 package live
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -553,6 +554,9 @@ func parseOutputItem(ev clientEvent) (outputItem, *protocol.Error) {
 // responseCreate is response.create: the task whose calls all have their outputs runs on in a
 // new response; with no call waiting, a new task runs over the conversation.
 func (ts *tasks) responseCreate(ev clientEvent, rc *responsesConfig) (session.Command, *protocol.Error) {
+	if raw := bytes.TrimSpace(ev.raw["response"]); len(raw) > 0 && raw[0] != '{' && string(raw) != "null" {
+		return nil, &protocol.Error{Code: "invalid_type", Param: "response", EventID: ev.id, Message: "'response' must be an object."}
+	}
 	if werr := checkKeys(ev.raw["response"], obj(map[string]*node{}), "response"); werr != nil {
 		werr.EventID = ev.id
 		werr.Message += " A task runs with session.delegation.responses (session.update changes it)."

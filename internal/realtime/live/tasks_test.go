@@ -130,7 +130,19 @@ func TestResponsesTaskRuns(t *testing.T) {
 	require.Equal(t, &session.CreateItem{Base: session.Base{ID: "o", Kind: "response.item.create"}, ItemType: "function_call_output", CallID: "call_1", Output: "found"}, cmds[1])
 	_, werr = tr.Decode(frame(t, map[string]any{"type": "response.item.create", "event_id": "o2", "item": map[string]any{"type": "function_call_output", "call_id": "call_1", "output": "again"}}))
 	require.Equal(t, "item.call_id", werr.Param, "one output a call")
-	cmd, werr = tr.Decode(frame(t, map[string]any{"type": "response.create", "event_id": "go"}))
+	for _, tc := range []struct {
+		response    any
+		code, param string
+	}{
+		{map[string]any{"tool_choice": "none"}, "unknown_parameter", "response.tool_choice"},
+		{"now", "invalid_type", "response"},
+	} {
+		_, werr = tr.Decode(frame(t, map[string]any{"type": "response.create", "event_id": "r", "response": tc.response}))
+		require.Equal(t, tc.code, werr.Code, werr.Message)
+		require.Equal(t, tc.param, werr.Param)
+		require.Equal(t, "r", werr.EventID)
+	}
+	cmd, werr = tr.Decode(frame(t, map[string]any{"type": "response.create", "event_id": "go", "response": map[string]any{}}))
 	require.Nil(t, werr)
 	evs, _ = cmd.(*Reply).Answer()
 	require.Empty(t, evs)
