@@ -244,8 +244,8 @@ func resolveInstructions(c *startConfig, r *resolved, hooks bool) {
 	r.patch.Instructions = &text
 }
 
-// DelegateMarker in a session's instructions makes its next user turn end in a client
-// delegation, on a server started with the Live test hooks (--live-test-hooks); it is removed
+// DelegateMarker in a session's instructions makes its next user turn end in a delegation of
+// the session's type (to the client, or a Responses task), on a server started with the Live test hooks (--live-test-hooks); it is removed
 // before the instructions reach the model.
 const DelegateMarker = "[[omniserve-test:delegate]]"
 

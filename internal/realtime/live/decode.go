@@ -26,7 +26,7 @@ type Options struct {
 	// context_window.usage_ratio; 0: unknown, and the ratio is left out.
 	ContextTokens int
 	// TestHooks turns on the scripted decider of the tests (--live-test-hooks): instructions
-	// with DelegateMarker delegate the next user turn to the client.
+	// with DelegateMarker delegate the next user turn (to the client, or to a Responses task).
 	TestHooks bool
 	// IdleTimeout is the server's idle timeout, which a started session has; before its start
 	// a session has the connection's handshake timeout instead (StartPatch), so a socket that
