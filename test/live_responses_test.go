@@ -184,6 +184,23 @@ func TestLiveResponsesDelegation(t *testing.T) {
 		require.False(t, strings.HasPrefix(typ, "response.") && typ != "response.event", "no Realtime event leaks: %s", typ)
 		require.False(t, strings.HasPrefix(typ, "conversation."), "no Realtime event leaks: %s", typ)
 	}
+
+	// The client may start a task itself: it runs over the conversation (the forced call
+	// again), without a delegation.
+	c.send(t, map[string]any{"type": "response.create", "event_id": "mine"})
+	end, inner = c.untilTaskEnd(t, 60*time.Second)
+	require.Equal(t, "response.completed", inner["type"], "%v", inner)
+	require.NotContains(t, end, "delegation_id")
+	var created map[string]any
+	for _, ev := range c.eventsOf("response.event") {
+		if ev["event"].(map[string]any)["type"] == "response.created" {
+			created = ev
+		}
+	}
+	require.Equal(t, "mine", created["client_event_id"], "its response.created echoes the command")
+	runs = c.taskRuns()
+	require.Len(t, runs, 3)
+	require.Contains(t, types(runs[2]), "response.function_call_arguments.done")
 	st.halt()
 	c.send(t, map[string]any{"type": "session.close"})
 	c.until(t, "session.closed", 20*time.Second)

@@ -46,7 +46,7 @@ func (t *Translator) delegate(offsetMs int64) []protocol.ServerEvent {
 	var evs []protocol.ServerEvent
 	if d.Target == "responses" {
 		d.ResponseID = newID("resp_")
-		evs = append([]protocol.ServerEvent{delegationCreated{Delegation: d, OffsetMs: offsetMs}}, t.tasks.add(t.cfg.delegation.Responses, d.ResponseID, d.ID)...)
+		evs = append([]protocol.ServerEvent{delegationCreated{Delegation: d, OffsetMs: offsetMs}}, t.tasks.add(t.cfg.delegation.Responses, d.ResponseID, d.ID, "")...)
 	} else {
 		t.deleg.ids = append(t.deleg.ids, d.ID)
 		evs = []protocol.ServerEvent{delegationCreated{Delegation: d, OffsetMs: offsetMs}}

@@ -51,6 +51,9 @@ type taskRun struct {
 	id           string // the Live response's id (resp_…)
 	delegationID string // "" for a task the client began with response.create
 	model        string // the delegation's model, as the client named it
+	// clientEventID is the response.create that asked for the run ("" for none): its first
+	// event echoes it.
+	clientEventID string
 	// next: the run goes on from its task's function outputs (a forced tool_choice is auto
 	// then); tries counts the task's runs interrupted before this one.
 	next    bool
@@ -100,10 +103,11 @@ func (ts *tasks) runFor(respID string) *taskRun {
 }
 
 // add queues the first run of a task of the delegation rc under Live response id
-// (delegationID: the delegation it answers, "" for one the client began). A task omniserve
+// (delegationID: the delegation it answers, "" for one the client began; clientEventID: the
+// response.create that asked for it, echoed by its first event). A task omniserve
 // cannot run, or one past the queue's bound, fails at once as a task: the events say so.
-func (ts *tasks) add(rc *responsesConfig, id, delegationID string) []protocol.ServerEvent {
-	run := &taskRun{id: id, delegationID: delegationID, model: *rc.Model, created: time.Now().Unix()}
+func (ts *tasks) add(rc *responsesConfig, id, delegationID, clientEventID string) []protocol.ServerEvent {
+	run := &taskRun{id: id, delegationID: delegationID, clientEventID: clientEventID, model: *rc.Model, created: time.Now().Unix()}
 	if code, msg := unrunnable(rc); code != "" {
 		return []protocol.ServerEvent{run.failed(code, msg)}
 	}
@@ -466,8 +470,12 @@ func (run *taskRun) lifecycle(typ, status string, extra map[string]any) protocol
 // stream is ev as the run's next event: response.event with its sequence number.
 func (run *taskRun) stream(ev map[string]any) protocol.ServerEvent {
 	ev["sequence_number"] = run.seq
+	out := responseEvent{DelegationID: run.delegationID, Event: ev}
+	if run.seq == 0 {
+		out.ClientEventID = run.clientEventID
+	}
 	run.seq++
-	return responseEvent{DelegationID: run.delegationID, Event: ev}
+	return out
 }
 
 // sayResults are the commands that say the finished tasks' results: each joins the
@@ -573,7 +581,7 @@ func (ts *tasks) responseCreate(ev clientEvent, rc *responsesConfig) (session.Co
 	if waiting {
 		ts.calls = nil // answered: the next run reads them in the conversation
 	}
-	evs := ts.add(rc, newID("resp_"), delegationID)
+	evs := ts.add(rc, newID("resp_"), delegationID, ev.id)
 	if waiting && len(evs) == 0 {
 		ts.queue[len(ts.queue)-1].next = true
 	}
