@@ -127,6 +127,10 @@ func TestLiveResponsesDelegation(t *testing.T) {
 		{map[string]any{"type": "response.item.create", "event_id": "b4", "item": map[string]any{"type": "function_call_output", "call_id": callID}}, "missing_required_parameter", "item.output"},
 		{map[string]any{"type": "response.item.create", "event_id": "b5", "item": map[string]any{"type": "function_call_output", "call_id": callID, "output": "x", "extra": 1}}, "unknown_parameter", "item.extra"},
 		{map[string]any{"type": "response.create", "event_id": "b6"}, "invalid_value", ""}, // the call has no output yet
+		// Over the admission bound of one text (seq_context × 16 bytes): refused by the session,
+		// named; the call may be answered again.
+		{map[string]any{"type": "response.item.create", "event_id": "b7", "item": map[string]any{"type": "function_call_output", "call_id": callID,
+			"output": strings.Repeat("x", 40<<10)}}, "string_above_max_length", "item.output"},
 	}
 	for _, tc := range bad {
 		c.send(t, tc.ev)
