@@ -142,7 +142,9 @@ func TestLiveResponsesDelegation(t *testing.T) {
 	c.send(t, map[string]any{"type": "response.item.create", "event_id": "out", "item": map[string]any{"type": "function_call_output",
 		"call_id": callID, "output": `{"order_id": "42", "status": "shipped yesterday"}`}})
 	c.send(t, map[string]any{"type": "response.create", "event_id": "go"})
+	asked := time.Now()
 	end, inner = c.untilTaskEnd(t, 60*time.Second)
+	continued := end[recvKey].(time.Time)
 	require.Equal(t, "response.completed", inner["type"], "%v", inner)
 	require.Equal(t, d["id"], end["delegation_id"], "the continuation is the delegation's")
 	runs = c.taskRuns()
@@ -171,6 +173,15 @@ func TestLiveResponsesDelegation(t *testing.T) {
 		n, _ := c.audioSince(t, completedAt)
 		return n > 0
 	})
+	var spoken time.Time
+	for _, ev := range c.eventsOf("session.output_audio.delta") {
+		if at := ev[recvKey].(time.Time); at.After(continued) && spoken.IsZero() {
+			spoken = at
+		}
+	}
+	firstEnd := c.eventsOf("response.event")[len(runs[0])-1][recvKey].(time.Time)
+	t.Logf("delegation.created → first task response done %v; response.create → continuation done %v; → result audible %v",
+		firstEnd.Sub(dc[recvKey].(time.Time)).Round(time.Millisecond), continued.Sub(asked).Round(time.Millisecond), spoken.Sub(continued).Round(time.Millisecond))
 	waitFor(t, 30*time.Second, "the result's transcript", func() bool {
 		for _, ev := range c.eventsOf("session.output_transcript.delta") {
 			if ev[recvKey].(time.Time).After(completedAt) {
