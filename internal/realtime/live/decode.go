@@ -26,7 +26,7 @@ type Options struct {
 	// context_window.usage_ratio; 0: unknown, and the ratio is left out.
 	ContextTokens int
 	// TestHooks turns on the scripted decider of the tests (--live-test-hooks): instructions
-	// with DelegateMarker delegate the next user turn to the client.
+	// with DelegateMarker delegate the next user turn (to the client, or to a Responses task).
 	TestHooks bool
 	// IdleTimeout is the server's idle timeout, which a started session has; before its start
 	// a session has the connection's handshake timeout instead (StartPatch), so a socket that
@@ -109,6 +109,7 @@ type Translator struct {
 	commentary []int
 	asked      int
 	deleg      delegations
+	tasks      tasks // the Responses delegation's tasks (tasks.go)
 	// media: a WebRTC session (StartMedia): its audio is the call's RTP, its start the POST.
 	media bool
 }
@@ -387,6 +388,9 @@ func estimateTokens(text string) int { return (len(text) + 3) / 4 }
 // the text (twice its tokens, and room to start).
 func commentaryBudget(text string) int { return 32 + 2*estimateTokens(text) }
 
+// commentaryText is the developer message that asks the model to say text.
+func commentaryText(text string) string { return "Tell the user this now, in your own words: " + text }
+
 // ackTokens bounds the spoken acknowledgement of a delegation: a few words.
 const ackTokens = 24
 
@@ -406,7 +410,7 @@ func (t *Translator) contextAppend(ev clientEvent) (session.Command, *protocol.E
 	case "session.thinking":
 		text = "Background context (do not say it unless asked): " + text
 	case "session.commentary":
-		text = "Tell the user this now, in your own words: " + text
+		text = commentaryText(text)
 		t.commentary = append(t.commentary, commentaryBudget(text))
 		t.deleg.ackDue = false // a commentary is the delegation's answer: no "I'm on it" any more
 	}

@@ -315,6 +315,7 @@ func TestScriptedDelegation(t *testing.T) {
 
 // Responses delegation: a task needing a hosted tool fails as a task (response.event carrying
 // response.failed, naming the tool), never the session; without it, response.* are refused.
+// tasks_test.go has the tasks that run.
 func TestResponsesDelegation(t *testing.T) {
 	tr := New(Options{})
 	start(t, tr, quickStart())
@@ -323,9 +324,10 @@ func TestResponsesDelegation(t *testing.T) {
 	evs, _ := cmd.(*Reply).Answer()
 	ev := evs[0].(responseEvent)
 	require.Equal(t, "response.failed", ev.Event["type"])
+	require.Equal(t, "unsupported_tool", ev.Event["response"].(map[string]any)["error"].(map[string]any)["code"])
 	require.Contains(t, ev.Event["response"].(map[string]any)["error"].(map[string]any)["message"], "web_search")
 	_, werr = tr.Decode(frame(t, map[string]any{"type": "response.item.create", "item": map[string]any{}}))
-	require.Equal(t, "item", werr.Param)
+	require.Equal(t, "item.type", werr.Param)
 
 	client := New(Options{})
 	start(t, client, with(quickStart(), "delegation", nil))
