@@ -5,30 +5,53 @@
 // stream and events are read, the input is muted and unmuted, context is appended, and it is
 // closed. Only the API key and the base URL point it at omniserve. Prints one JSON line.
 //
+// OMNISERVE_DELEGATION=responses runs the plugin's default instead, Responses delegation, with a
+// LiveKit tool (llm.tool, a zod schema) forced: on a server with --live-test-hooks the user's
+// turn is delegated, the plugin's function_call is answered as AgentSession answers it
+// (_appendItems with the FunctionCallOutput: response.item.create, then response.create once
+// the backend's response completed), and the task's text is spoken.
+//
 // Env: OMNISERVE_BASE_URL (http://host:port/v1), OMNISERVE_API_KEY, OMNISERVE_SPEECH (raw
-// 16 kHz mono PCM16).
+// 16 kHz mono PCM16), OMNISERVE_DELEGATION (client, the default here, or responses).
 import fs from "node:fs";
 import { initializeLogger, llm } from "@livekit/agents";
 import { AudioFrame } from "@livekit/rtc-node";
 import { realtime } from "@livekit/agents-plugin-openai";
+import { z } from "zod";
 
 initializeLogger({ pretty: false, level: "warn" });
 
 const out = { errors: [], events: {}, input_transcript: "", input_final: false, output_transcript: "",
   audio_samples: 0, audio_samples_after_bargein: 0, speech_started: 0, speech_stopped: 0, acks: {}, usage_s: [], closed: null };
+const responses = process.env.OMNISERVE_DELEGATION === "responses";
+out.delegations = []; out.function_calls = []; out.task_events = [];
 const model = new realtime.GPTLiveModel({
   apiKey: process.env.OMNISERVE_API_KEY,
   baseURL: process.env.OMNISERVE_BASE_URL,
-  delegation: "client", // the plugin's default (responses) needs tools under the agent's control
+  delegation: responses ? "responses" : "client",
+  responsesOptions: responses ? { toolChoice: { type: "function", function: { name: "getWeather" } }, maxOutputTokens: 200 } : undefined,
   connOptions: { maxRetry: 0, retryIntervalMs: 100, timeoutMs: 10000 },
 });
 const session = model.session();
+const weather = llm.tool({
+  name: "getWeather",
+  description: "Get the weather.",
+  parameters: z.object({ location: z.string() }),
+  execute: async () => "rainy",
+});
 session.on("openai_server_event_received", (e) => {
   out.events[e.type] = (out.events[e.type] || 0) + 1;
   if (e.type.endsWith(".appended")) out.acks[e.type] = [e.start_ms, e.end_ms];
   if (e.type === "session.usage.updated") out.usage_s.push(e.usage?.seconds);
   if (e.type === "session.closed") out.closed = { reason: e.reason, usage: e.usage };
   if (e.type === "error") out.errors.push(JSON.stringify(e.error));
+  if (e.type === "session.delegation.created") out.delegations.push(e.delegation);
+  if (e.type === "response.event") out.task_events.push(e.event?.type);
+});
+session.on("function_call", (call) => {
+  out.function_calls.push({ name: call.name, args: call.args });
+  // What AgentSession does with a tool's result: hand the output back to the session.
+  session._appendItems([new llm.FunctionCallOutput({ callId: call.callId, name: call.name, output: "rainy", isError: false })]);
 });
 session.on("error", (e) => out.errors.push(String(e.error?.message ?? e)));
 session.on("input_speech_started", () => out.speech_started++);
@@ -39,7 +62,11 @@ session.on("input_audio_transcription_completed", (e) => {
 });
 session.on("transcript_delta", (e) => { out.output_transcript += e.text; });
 
-await session._updateSession("Be brief.", llm.ChatContext.empty(), new llm.ToolContext([]));
+if (responses) {
+  await session._updateSession("Look the weather up. [[omniserve-test:delegate]]", llm.ChatContext.empty(), new llm.ToolContext([weather]));
+} else {
+  await session._updateSession("Be brief.", llm.ChatContext.empty(), new llm.ToolContext([]));
+}
 
 let bargedIn = false;
 const reading = (async () => {
@@ -72,6 +99,18 @@ const until = async (cond, ms) => { const end = Date.now() + ms; while (!cond() 
 
 await say(silence(500));
 await say(speech);
+if (responses) {
+  // The task: a forced call, answered; the task's text is then spoken as commentary.
+  const done = () => out.task_events.filter((t) => t === "response.completed").length >= 2;
+  if (!(await until(done, 30000))) out.errors.push("the delegated task did not complete twice (the call, then its answer)");
+  const heard = out.audio_samples;
+  out.transcript_before_result = out.output_transcript;
+  if (!(await until(() => out.audio_samples > heard + 24000 / 2, 20000))) out.errors.push("the task's result was not spoken");
+  await session.close();
+  await reading;
+  console.log(JSON.stringify(out));
+  process.exit(0);
+}
 if (!(await until(() => out.audio_samples > 24000 * 0.5, 15000))) out.errors.push("no reply audio within 15 s of the speech's end");
 
 // The speech again, over the reply: the user barges in. The reply's audio stops (GPT-Live has no
