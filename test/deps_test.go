@@ -106,8 +106,9 @@ var allowed = map[string][]string{
 
 	// Layer 6: GPT-Live's dialect (/v1/live/sessions), a translator of its own over the session:
 	// its events are its own (no OpenAI Realtime event is shared); audio resamples the talker's
-	// 24 kHz to a 16 kHz session's format.
-	"internal/realtime/live": {"internal/audio", "internal/protocol", "internal/session"},
+	// 24 kHz to a 16 kHz session's format; a Responses task's function tools are the duplex
+	// vocabulary's, as OpenAI's dialect hands them to the session.
+	"internal/realtime/live": {"internal/audio", "internal/duplex", "internal/protocol", "internal/session"},
 
 	// Layer 7: the WebSocket endpoint drives sessions only, through a dialect.
 	"internal/realtime": {"internal/auth", "internal/clientsecret", "internal/oaierror", "internal/session",

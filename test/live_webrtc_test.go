@@ -392,7 +392,12 @@ func TestLiveWebRTCOpenAINode(t *testing.T) {
 		Updated           *struct {
 			ClientEventID string         `json:"client_event_id"`
 			Delegation    map[string]any `json:"delegation"`
+			EventID       string         `json:"event_id"`
 		} `json:"updated"`
+		Replay struct {
+			Types    []string `json:"types"`
+			UpdateID string   `json:"update_id"`
+		} `json:"replay"`
 		Closed *struct {
 			Reason  string  `json:"reason"`
 			ID      string  `json:"id"`
@@ -408,6 +413,11 @@ func TestLiveWebRTCOpenAINode(t *testing.T) {
 	require.NotNil(t, got.Updated)
 	require.Equal(t, "evt_backend_update", got.Updated.ClientEventID)
 	require.EqualValues(t, 250, got.Updated.Delegation["acknowledgement_delay_ms"])
+	// The second SidebandWS got the replay: the session so far (its timeline stood at 0), the
+	// backend's update under the id the first sideband got.
+	require.NotEmpty(t, got.Updated.EventID)
+	require.Equal(t, got.Updated.EventID, got.Replay.UpdateID, "replayed under the same event_id: %v", got.Replay.Types)
+	require.Equal(t, "session.started", got.Replay.Types[0], "the replay starts with the oldest event")
 	require.Contains(t, strings.ToLower(got.InputTranscript), "forward")
 	require.NotEmpty(t, strings.TrimSpace(got.OutputTranscript))
 	require.Positive(t, got.ReflectedInBytes, "the microphone reflected to the sideband")

@@ -22,7 +22,7 @@ func TestDrainingRefusesNewWork(t *testing.T) {
 	var draining atomic.Bool
 	var called atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { called.Add(1); w.WriteHeader(http.StatusOK) })
-	srv := newTestServer(t, RouterDeps{Ready: func() bool { return true }, Draining: draining.Load, Chat: h, Realtime: h})
+	srv := newTestServer(t, RouterDeps{Ready: func() bool { return true }, Draining: draining.Load, Chat: h, Realtime: h, Calls: h})
 	code, _, _ := do(t, http.MethodGet, srv.URL+"/ready", nil, "")
 	require.Equal(t, http.StatusOK, code)
 
@@ -37,7 +37,22 @@ func TestDrainingRefusesNewWork(t *testing.T) {
 	require.Contains(t, string(body), "shutting_down")
 	code, _, _ = do(t, http.MethodGet, srv.URL+"/v1/realtime", nil, "")
 	require.Equal(t, http.StatusServiceUnavailable, code)
+	// New sessions of every kind, and the sidebands that would join running ones.
+	for _, rq := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/live/sessions"},
+		{http.MethodPost, "/v1/live/sessions"},
+		{http.MethodPost, "/v1/realtime/calls"},
+		{http.MethodGet, "/v1/live/sessions/live_x/attach"},
+		{http.MethodGet, "/v1/realtime?call_id=rtc_x"},
+	} {
+		code, _, body = do(t, rq.method, srv.URL+rq.path, nil, "")
+		require.Equal(t, http.StatusServiceUnavailable, code, "%s %s", rq.method, rq.path)
+		require.Contains(t, string(body), "shutting_down", "%s %s", rq.method, rq.path)
+	}
 	require.Zero(t, called.Load())
+	// A call's hang-up still reaches its call: it ends a session, it does not open one.
+	code, _, _ = do(t, http.MethodPost, srv.URL+"/v1/realtime/calls/rtc_x/hangup", nil, "")
+	require.Equal(t, http.StatusOK, code)
 }
 
 // A body trickling in at 1 byte/s is cut at the body read timeout; a body read in time lifts

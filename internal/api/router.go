@@ -32,7 +32,7 @@ type RouterDeps struct {
 	// Nil means never ready.
 	Ready func() bool
 	// Draining reports that the server is shutting down: /ready answers 503 {"status":
-	// "draining"} and new chat requests and realtime sessions get 503 shutting_down, while the
+	// "draining"} and new chat requests, realtime sessions and sidebands get 503 shutting_down, while the
 	// listener stays up for probes and in-flight work. Nil means never.
 	Draining func() bool
 	// Models are the ids listed by /v1/models.
@@ -146,7 +146,10 @@ func NewRouter(d RouterDeps) http.Handler {
 		// GPT-Live over WebRTC and its sideband: the calls' WebRTC stack (docs/LIVE.md). The JSON
 		// body has a multipart call's bound; the SDP in it, an application/sdp offer's.
 		r.Method(http.MethodPost, "/live/sessions", refuseWhile(draining, guardCallOffer(calls)))
-		r.Method(http.MethodGet, "/live/sessions/{id}/attach", calls)
+		// A sideband joins a session that exists, but it is a new connection all the same: while
+		// draining it is refused as a new session is (the /v1/realtime?call_id= sideband is, by
+		// the route above), so the connections that a shutdown waits for only go down.
+		r.Method(http.MethodGet, "/live/sessions/{id}/attach", refuseWhile(draining, calls))
 		secretBytes := d.SecretSessionBytes
 		if secretBytes <= 0 {
 			secretBytes = DefaultSecretSessionBytes

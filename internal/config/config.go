@@ -94,6 +94,9 @@ type Realtime struct {
 	// LiveTestHooks turns on GPT-Live's scripted test decider (docs/LIVE.md): instructions
 	// holding [[omniserve-test:delegate]] delegate the next user turn. For tests only.
 	LiveTestHooks bool `yaml:"live_test_hooks"`
+	// LiveOutputLead is how far a GPT-Live session's output track runs ahead of real time: what
+	// it buys against jitter, a Live client (which cannot flush) plays after a barge-in.
+	LiveOutputLead time.Duration `yaml:"live_output_lead"`
 	// ResumeJournalBytes and ResumeJournalEvents bound each session's replay journal.
 	ResumeJournalBytes  int `yaml:"resume_journal_bytes"`
 	ResumeJournalEvents int `yaml:"resume_journal_events"`
@@ -102,6 +105,11 @@ type Realtime struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// HandshakeTimeout bounds the wait for session.resume on a resume connection.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxSessionLength is every realtime session's expires_at (its start plus this). A GPT-Live
+	// session ends there (session.closed reason "expired"); the other dialects report it and
+	// end by their idle timeout. One key for all, so a dialect that enforces it later
+	// (vllm-omni's session.expired) reads the same bound.
+	MaxSessionLength time.Duration `yaml:"max_session_length"`
 	// WriteTimeout bounds one frame write: a client that stops reading is closed (1008) by then.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// StallTimeout bounds the age of the oldest event not yet delivered to a client.
@@ -204,10 +212,12 @@ func Defaults() Config {
 			ResumeJournalEvents: 1024,
 			IdleTimeout:         300 * time.Second,
 			HandshakeTimeout:    10 * time.Second,
+			MaxSessionLength:    60 * time.Minute,
 			WriteTimeout:        5 * time.Second,
 			StallTimeout:        10 * time.Second,
 			MaxEventBytes:       15 << 20,
 			SendQueueEvents:     512,
+			LiveOutputLead:      200 * time.Millisecond,
 		},
 	}
 }
@@ -283,10 +293,12 @@ func (c *Config) Validate() error {
 		{rt.ResumeJournalEvents < 16, "realtime.resume_journal_events", rt.ResumeJournalEvents, "must be at least 16"},
 		{rt.IdleTimeout <= 0, "realtime.idle_timeout", rt.IdleTimeout, "must be positive"},
 		{rt.HandshakeTimeout <= 0, "realtime.handshake_timeout", rt.HandshakeTimeout, "must be positive"},
+		{rt.MaxSessionLength < time.Second, "realtime.max_session_length", rt.MaxSessionLength, "must be at least 1s"},
 		{rt.WriteTimeout <= 0, "realtime.write_timeout", rt.WriteTimeout, "must be positive"},
 		{rt.StallTimeout <= 0, "realtime.stall_timeout", rt.StallTimeout, "must be positive"},
 		{rt.MaxEventBytes < 1024 || rt.MaxEventBytes > s.MaxBodyBytes, "realtime.max_event_bytes", rt.MaxEventBytes, "must be at least 1024 and at most server.max_body_bytes"},
 		{rt.SendQueueEvents < 16, "realtime.send_queue_events", rt.SendQueueEvents, "must be at least 16"},
+		{rt.LiveOutputLead < 20*time.Millisecond || rt.LiveOutputLead > 500*time.Millisecond, "realtime.live_output_lead", rt.LiveOutputLead, "must be 20ms..500ms"},
 		{rt.WebRTCUDPPort < 0 || rt.WebRTCUDPPort > 65535, "realtime.webrtc_udp_port", rt.WebRTCUDPPort, "must be 0..65535"},
 		{!ipList(rt.WebRTCPublicIPs), "realtime.webrtc_public_ips", rt.WebRTCPublicIPs, "must be comma-separated IP addresses"},
 		{rt.WebRTCTCPPort < 0 || rt.WebRTCTCPPort > 65535, "realtime.webrtc_tcp_port", rt.WebRTCTCPPort, "must be 0..65535"},

@@ -122,6 +122,8 @@ func TestResolveErrors(t *testing.T) {
 		{name: "bad env value", yaml: "\n", env: map[string]string{"OMNISERVE_MAX_SESSIONS": "lots"}, want: []string{"env OMNISERVE_MAX_SESSIONS", `invalid value "lots" for server.max_sessions`}},
 		{name: "bad flag value", yaml: "\n", flags: []FlagValue{{"shutdown-timeout", "soon"}}, want: []string{"flag --shutdown-timeout", `"soon"`}},
 		{name: "zero sessions", yaml: "\n", flags: []FlagValue{{"max-sessions", "0"}}, want: []string{`invalid server.max_sessions "0"`}},
+		{name: "session length under a second", yaml: "realtime:\n  max_session_length: 500ms\n", want: []string{`invalid realtime.max_session_length "500ms"`, "at least 1s"}},
+		{name: "session length from env", yaml: "\n", env: map[string]string{"OMNISERVE_MAX_SESSION_LENGTH": "0s"}, want: []string{`invalid realtime.max_session_length "0s"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,4 +215,26 @@ func TestMCPAllowedURLs(t *testing.T) {
 		_, err := Resolve(Sources{Lookup: env(map[string]string{"OMNISERVE_MCP_ALLOWED_URLS": bad})})
 		require.ErrorContains(t, err, "realtime.mcp_allowed_urls", bad)
 	}
+}
+
+// realtime.max_session_length is set by YAML, env and flag alike (flag over env over YAML).
+func TestMaxSessionLengthSources(t *testing.T) {
+	path := writeFile(t, "realtime:\n  max_session_length: 20m\n")
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags []FlagValue
+		want  time.Duration
+	}{
+		{"yaml", nil, nil, 20 * time.Minute},
+		{"env", map[string]string{"OMNISERVE_MAX_SESSION_LENGTH": "90s"}, nil, 90 * time.Second},
+		{"flag", map[string]string{"OMNISERVE_MAX_SESSION_LENGTH": "90s"}, []FlagValue{{"max-session-length", "3s"}}, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Resolve(Sources{ConfigFlag: path, ConfigFlagSet: true, Lookup: env(tc.env), Flags: tc.flags})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.Realtime.MaxSessionLength)
+		})
+	}
+	require.Equal(t, time.Hour, Defaults().Realtime.MaxSessionLength)
 }

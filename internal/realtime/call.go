@@ -63,12 +63,20 @@ type call struct {
 	ctxCancel context.CancelFunc
 	ready     chan struct{}
 
-	// sidebands are the server WebSockets joined to the call (GET /v1/realtime?call_id=);
-	// sbDone is closed, with sbEnded set, once the session has ended: they close then.
-	sbMu      sync.Mutex
-	sidebands map[*wsConn]struct{}
-	sbEnded   bool
-	sbDone    chan struct{}
+	// sbs are the server WebSockets joined to the call (GET /v1/realtime?call_id=, a Live
+	// session's attach).
+	sbs callSidebands
+}
+
+// callSidebands are a call's sidebands (sideband.go), under mu: done is closed, with ended set,
+// once the session has ended (they close then); replay is a Live call's recent sideband events,
+// replayed to a sideband that joins (livereplay.go).
+type callSidebands struct {
+	mu     sync.Mutex
+	set    map[*wsConn]struct{}
+	ended  bool
+	done   chan struct{}
+	replay sidebandReplay
 }
 
 // waitReady waits until the session exists; false when the call ended first.
@@ -133,11 +141,12 @@ func (o callOut) Send(ev link.Event) error {
 
 func (o callOut) DropStale(epoch int) {
 	o.c.player.Clear(epoch)
-	o.c.sbMu.Lock()
-	for sb := range o.c.sidebands {
+	o.c.sbs.mu.Lock()
+	for sb := range o.c.sbs.set {
 		sb.st.DropStale(epoch)
 	}
-	o.c.sbMu.Unlock()
+	o.c.sbs.replay.dropStale(epoch)
+	o.c.sbs.mu.Unlock()
 	o.c.st.DropStale(epoch)
 }
 
@@ -229,7 +238,7 @@ func closeLinger(srttS float64) time.Duration {
 // commands that start its session (a Live call's), before any other.
 func (cl *call) run(start []session.Command) {
 	defer cl.ctxCancel()
-	sessDone := runSession(cl.ctx, cl.sess, nil)
+	sessDone := runSession(cl.ctx, cl.sess, nil, nil)
 	cl.submitStart(start)
 	stopPlayer := make(chan struct{})
 	cl.goMedia(func() { cl.player.Run(stopPlayer) })

@@ -498,7 +498,7 @@ func (c *Calls) newCall(ctx context.Context, offer string, codec media.Codec) (*
 	cl := &call{id: id, pc: pc, st: st, log: log, h: c.h, cfg: c.cfg,
 		q: link.NewQueue(c.h.cfg.SendQueue, c.h.cfg.SendQueueBytes, false), dc: newDCTransport(log),
 		codec: codec, ended: make(chan struct{}), ready: make(chan struct{}),
-		sidebands: map[*wsConn]struct{}{}, sbDone: make(chan struct{}), rtp: rec}
+		sbs: callSidebands{set: map[*wsConn]struct{}{}, done: make(chan struct{})}, rtp: rec}
 	cl.player = media.NewPlayer(callOut{cl}, track, codec, log)
 	st.Attach(cl.q, 0)
 	// The connect timeout runs from the answer's making: a peer connection connected by then

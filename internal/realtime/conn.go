@@ -276,13 +276,17 @@ func replyWith(guard *floodGuard, spell func(*WireError) link.Event, apply func(
 
 // runSession starts sess's actor on its own goroutine, owned by the transport that created the
 // session (the WebSocket handler, or a call's run): it waits for the returned channel, which is
-// closed once Run has returned, before it lets the session's slot go. first, when not nil, is the
-// client's first session.update, which opens the session (a client that speaks first).
-func runSession(ctx context.Context, sess *session.Session, first *session.UpdateSession) <-chan struct{} {
+// closed once Run has returned. first, when not nil, is the client's first session.update, which
+// opens the session (a client that speaks first); ended, when not nil, runs as Run returns (the
+// WebSocket handler's slot release: the slot is not held while a slow client's socket closes).
+func runSession(ctx context.Context, sess *session.Session, first *session.UpdateSession, ended func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		sess.Run(ctx, first)
+		if ended != nil {
+			ended()
+		}
 	}()
 	return done
 }

@@ -19,7 +19,7 @@ func (c *Calls) Sidebands(id string) int {
 	if cl == nil {
 		return 0
 	}
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
-	return len(cl.sidebands)
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
+	return len(cl.sbs.set)
 }

@@ -244,7 +244,9 @@ func (h *handler) runOn(ctx context.Context, c *wsConn, r *http.Request, sess *s
 	if pending != nil {
 		c.dispatchFirst(sess, *pending)
 	}
-	ran := runSession(ctx, sess, first)
+	// The slot comes back when the session ends, not when its socket has closed: a client found
+	// not reading keeps only its socket for slowCloseWait (conn.go).
+	ran := runSession(ctx, sess, first, slot.Release)
 	c.serve(sess, 0)
 	<-ran
 	// One line per session, at Info: why it ended (client_close, disconnect, slow_client, ...).
@@ -270,7 +272,9 @@ func (h *handler) sessionOptions(r *http.Request, sec *clientsecret.Secret, isLi
 		return session.Options{}, oaierror.New(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 			"GPT-Live takes the API key, not a client secret (ek_)")
 	}
-	return session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Initial: h.cfg.Live.StartPatch(h.cfg.HandshakeTimeout)}, nil
+	opts := h.cfg.Live.SessionOptions()
+	opts.Initial = h.cfg.Live.StartPatch(h.cfg.HandshakeTimeout)
+	return opts, nil
 }
 
 // openOptions are the options of the session a new connection opens, from its request: the

@@ -139,7 +139,7 @@ func (c *Calls) CreateLive(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("The model `%s` is not served here; served: %s", m, strings.Join(c.h.sessions.ServedModels(), ", "))})
 		return
 	}
-	opts := session.Options{Duplex: true, MaxOutputLead: live.MaxOutputLead, Dialect: live.Name}
+	opts := c.h.cfg.Live.SessionOptions()
 	cl, answer, oerr := c.open(r, offer, callSession{opts: opts, d: tr, live: true, start: start})
 	if oerr != nil {
 		if oerr.Param == "sdp" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omniserve/omniserve/internal/auth"
 	"github.com/omniserve/omniserve/internal/realtime/link"
+	"github.com/omniserve/omniserve/internal/realtime/live"
 )
 
 // A sideband is a server's WebSocket joined to a live call (GET /v1/realtime?call_id=rtc_…,
@@ -77,42 +78,69 @@ func (c *Calls) serveSideband(w http.ResponseWriter, r *http.Request, cl *call, 
 	sb.serveSideband(cl)
 }
 
-// join adds sb to the call's sidebands; false when the call's session has already ended.
+// join adds sb to the call's sidebands; false when the call's session has already ended. A
+// Live call's new sideband gets the replay first (livereplay.go), in the same hold of the
+// sidebands' lock as its joining, so that no event is missed or sent twice between the replay
+// and the live ones; at most half its queue, the newest, so that the replay alone never makes
+// it too slow.
 func (cl *call) join(sb *wsConn) bool {
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
-	if cl.sbEnded {
+	tr := cl.liveOf()
+	var now int64
+	if tr != nil {
+		now = live.TimelineMs(tr)
+	}
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
+	if cl.sbs.ended {
 		return false
 	}
-	cl.sidebands[sb] = struct{}{}
+	if tr != nil {
+		evs := cl.sbs.replay.since(now)
+		evs = evs[max(0, len(evs)-cl.h.cfg.SendQueue/2):]
+		for _, ev := range evs {
+			_ = sb.st.Send(ev) // a failed queue closes the sideband as slow (its queue watcher)
+		}
+	}
+	cl.sbs.set[sb] = struct{}{}
 	return true
 }
 
 func (cl *call) leave(sb *wsConn) {
-	cl.sbMu.Lock()
-	delete(cl.sidebands, sb)
-	cl.sbMu.Unlock()
+	cl.sbs.mu.Lock()
+	delete(cl.sbs.set, sb)
+	cl.sbs.mu.Unlock()
 }
 
 // toSidebands queues ev for every sideband. One whose queue refuses it (overflow: a slow
-// sideband) leaves the call; its queue watcher closes it.
+// sideband) leaves the call; its queue watcher closes it. A Live call's event gets its event_id
+// here, one for all its sidebands, and is kept for the replay (but the reflected audio).
 func (cl *call) toSidebands(ev link.Event) {
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
-	for sb := range cl.sidebands {
+	tr := cl.liveOf()
+	replays := tr != nil && !live.SidebandOnly(ev.Type)
+	var now int64
+	if replays {
+		now = live.TimelineMs(tr)
+	}
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
+	if replays {
+		ev.EventID = link.NewEventID()
+		cl.sbs.replay.add(ev, now)
+	}
+	for sb := range cl.sbs.set {
 		if err := sb.st.Send(ev); err != nil {
-			delete(cl.sidebands, sb)
+			delete(cl.sbs.set, sb)
 		}
 	}
 }
 
 // endSidebands tells every sideband that the session has ended (what it said last is queued).
 func (cl *call) endSidebands() {
-	cl.sbMu.Lock()
-	defer cl.sbMu.Unlock()
-	if !cl.sbEnded {
-		cl.sbEnded = true
-		close(cl.sbDone)
+	cl.sbs.mu.Lock()
+	defer cl.sbs.mu.Unlock()
+	if !cl.sbs.ended {
+		cl.sbs.ended = true
+		close(cl.sbs.done)
 	}
 }
 
@@ -120,7 +148,7 @@ func (cl *call) endSidebands() {
 // the connection goes (the call goes on). Its client events go to the call's session in wire
 // order; a bad one gets its error event on the sideband.
 func (c *wsConn) serveSideband(cl *call) {
-	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEventIn(sinkOf(cl.sess).dialect()), cl.apply), cl.sbDone)
+	loss := c.core.Serve(c.st, nil, replyWith(nil, errorEventIn(sinkOf(cl.sess).dialect()), cl.apply), cl.sbs.done)
 	code, text := websocket.StatusNormalClosure, "call ended"
 	if loss != link.Ended {
 		cl.leave(c)

@@ -184,6 +184,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		IdleTimeout:            s.cfg.EffectiveIdleTimeout(),
 		TurnDetection:          &session.TurnDetection{TurnDetection: duplex.TurnDetection{Threshold: vad.Threshold, PrefixPaddingMs: vad.PrefixPaddingMs, SilenceDurationMs: vad.SilenceDurationMs}},
 		ResumeGrace:            s.cfg.Realtime.ResumeGrace,
+		MaxSessionLength:       s.cfg.Realtime.MaxSessionLength,
 		Metrics:                s.parts.Client.Collectors(),
 		LogStats:               s.cfg.Server.LogStats,
 		StructuredStats:        s.cfg.Server.LogFormat == "json",
@@ -215,7 +216,7 @@ func (s *Server) buildRealtime(ctx context.Context) error {
 		Trace:            s.tracer.SessionHook(),
 		InvalidEvents:    metrics.NewInvalidEvents(s.reg, s.names.ID()),
 		Live: live.Options{ContextTokens: s.seqContext, TestHooks: s.cfg.Realtime.LiveTestHooks,
-			IdleTimeout: s.cfg.EffectiveIdleTimeout()},
+			IdleTimeout: s.cfg.EffectiveIdleTimeout(), OutputLead: s.cfg.Realtime.LiveOutputLead},
 	}
 	s.clientSecrets = realtime.NewClientSecretsHandler(s.secrets, mgr, s.log)
 	s.prunePeriodically()
@@ -331,7 +332,7 @@ func (s *Server) prunePeriodically() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.secrets.Prune(ctx, clientsecret.PruneInterval, s.returnSecretsMemory)
+		s.secrets.Prune(ctx, clientsecret.PruneInterval, s.secretsMemoryReturner())
 	}()
 	s.onClose("client secrets pruner", func(ctx context.Context) error {
 		cancel()
@@ -344,16 +345,46 @@ func (s *Server) prunePeriodically() {
 	})
 }
 
-// returnSecretsMemory hands the memory of a large batch of expired client secrets back to the
-// system at once. Left to the runtime, a server that minted 10,000 keys and then went quiet
+// secretsMemoryReturner hands the memory of a large batch of expired client secrets back to
+// the system at once. Left to the runtime, a server that minted 10,000 keys and then went quiet
 // would keep them in RSS for minutes (nothing allocates, so nothing triggers a GC before the
 // forced one every two minutes, and the scavenger returns pages slowly); the operator's
-// dashboards would read that as a leak. A batch this large is rare, so the forced GC is too.
-func (s *Server) returnSecretsMemory(keys int, bytes int64) {
-	if keys < 1000 && bytes < 1<<20 {
-		return
+// dashboards would read that as a leak.
+func (s *Server) secretsMemoryReturner() func(keys int, bytes int64) {
+	var w expiryWave
+	return func(keys int, bytes int64) {
+		if !w.due(keys, bytes) {
+			return
+		}
+		debug.FreeOSMemory()
+		gpu.ReturnNativeMemory() // minting measured each session's instructions in native code
+		s.log.Debug("client secrets expired", zap.Int("keys", keys), zap.Int64("bytes", bytes))
 	}
-	debug.FreeOSMemory()
-	gpu.ReturnNativeMemory() // minting measured each session's instructions in native code
-	s.log.Debug("client secrets expired", zap.Int("keys", keys), zap.Int64("bytes", bytes))
+}
+
+// expiryWave decides when pruned client secrets are worth a forced GC: a thousand keys or a MiB
+// of sessions, added up over passes. Keys minted over a few seconds expire across two prune
+// passes and the second may be small, so the pass after one that returned memory returns the
+// wave's tail too. The forced GC stays rare: once or twice per wave.
+type expiryWave struct {
+	keys  int
+	bytes int64
+	tail  bool // the last pass returned memory
+}
+
+const (
+	waveKeys  = 1000
+	waveBytes = 1 << 20
+)
+
+func (w *expiryWave) due(keys int, bytes int64) bool {
+	w.keys += keys
+	w.bytes += bytes
+	large := w.keys >= waveKeys || w.bytes >= waveBytes
+	if !large && !w.tail {
+		return false
+	}
+	w.tail = large
+	w.keys, w.bytes = 0, 0
+	return true
 }

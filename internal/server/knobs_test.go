@@ -120,6 +120,7 @@ func TestDefaultsAgree(t *testing.T) {
 	require.Equal(t, d.Server.SessionHistoryBytes, m.MaxHistoryBytes, "server.session_history_bytes")
 	require.Equal(t, d.Server.MaxInstructionsBytes, m.MaxInstructionsBytes, "server.max_instructions_bytes")
 	require.Equal(t, d.Server.PrefillBudgetTokens, m.PrefillBudgetTokens, "server.prefill_budget_tokens")
+	require.Equal(t, d.Realtime.MaxSessionLength, m.MaxSessionLength, "realtime.max_session_length")
 
 	h := realtime.HandlerConfig{}.WithDefaults()
 	require.Equal(t, d.Realtime.HandshakeTimeout, h.HandshakeTimeout, "realtime.handshake_timeout")

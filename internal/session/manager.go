@@ -60,6 +60,10 @@ type ManagerConfig struct {
 	// Zero disables resume: the session ends with its connection (the configuration default,
 	// realtime.resume_grace, is 30 s).
 	ResumeGrace time.Duration
+	// MaxSessionLength is every session's expires_at after its creation
+	// (realtime.max_session_length); a session with Options.EndsAtExpiry ends there. Default
+	// 60 min.
+	MaxSessionLength time.Duration
 	// Metrics receives the detached-session gauge; nil reports nothing.
 	Metrics ManagerMetrics
 	// ModelName is reported in session.created when the client names no model.
@@ -102,6 +106,9 @@ func (c ManagerConfig) WithDefaults() ManagerConfig {
 	c.IdleTimeout = min(c.IdleTimeout, c.MaxIdleTimeout)
 	if c.MaxOutputLead <= 0 {
 		c.MaxOutputLead = 500 * time.Millisecond
+	}
+	if c.MaxSessionLength <= 0 {
+		c.MaxSessionLength = 60 * time.Minute
 	}
 	if c.MaxPendingInputBytes <= 0 {
 		c.MaxPendingInputBytes = 16 << 20

@@ -11,3 +11,13 @@ func outputLead(opts Options, server time.Duration) time.Duration {
 	}
 	return server
 }
+
+// outputFrameMs is the length of a session's audio deltas in ms: Options.OutputFrame, else
+// frameMs. A client that cannot flush (GPT-Live) holds between the lead and the lead plus one
+// frame when a barge-in cuts the reply, so a small lead wants small frames.
+func outputFrameMs(opts Options) int {
+	if f := opts.OutputFrame; f >= 10*time.Millisecond && f < frameMs*time.Millisecond {
+		return int(f / time.Millisecond)
+	}
+	return frameMs
+}

@@ -154,7 +154,7 @@ func (s *Session) onResponseOutput(r *response, o duplex.Output) {
 			return
 		}
 		s.responses.turnState = turnAssistantPlaying
-		r.play.queueAudio(o.Audio, r.out.joinTranscript(o.Text), r.format, s.settings.listening())
+		r.play.queueAudio(o.Audio, r.out.joinTranscript(o.Text), r.format, s.settings.listening(), outputFrameMs(s.settings.opts))
 		s.run(paceOutput{})
 	case duplex.OutUsage:
 		if o.Usage != nil {

@@ -135,11 +135,11 @@ func (t *replyText) joinTranscript(text string) string {
 	return text
 }
 
-// queueAudio cuts a phrase of talker audio (24 kHz) into frameMs frames in the response's
+// queueAudio cuts a phrase of talker audio (24 kHz) into frames of ms in the response's
 // format, the phrase's text on its first frame; withRef keeps each frame at 16 kHz as the echo
 // canceller's reference (while a VAD listens). Text without audio is a frame of its own.
-func (p *playback) queueAudio(pcm []float32, text string, format AudioFormat, withRef bool) {
-	per := OutputRate * frameMs / 1000
+func (p *playback) queueAudio(pcm []float32, text string, format AudioFormat, withRef bool, ms int) {
+	per := OutputRate * ms / 1000
 	for i := 0; i < len(pcm); i += per {
 		end := min(i+per, len(pcm))
 		f := frame{data: p.enc.Encode(pcm[i:end], format), ms: float64(end-i) * 1000 / OutputRate}

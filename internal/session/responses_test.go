@@ -68,7 +68,7 @@ func TestResponseNextFrame(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	r := &response{audio: true, play: playback{playedMs: -1}, format: AudioFormat{Type: "pcm16", Rate: 24000}}
-	r.play.queueAudio(make([]float32, OutputRate), "hello", r.format, false) // 1 s: ten 100 ms frames
+	r.play.queueAudio(make([]float32, OutputRate), "hello", r.format, false, frameMs) // 1 s: ten 100 ms frames
 	require.Len(t, r.play.frames, 10)
 	require.Equal(t, "hello", r.play.frames[0].text)
 	require.Empty(t, r.play.frames[1].text)
@@ -112,7 +112,7 @@ func TestResponseHeard(t *testing.T) {
 	sent := func() *response {
 		r := &response{audio: true, play: playback{playedMs: -1, ackedMs: -1}, format: AudioFormat{Type: "pcm16", Rate: 24000}}
 		for _, phrase := range []string{"Go", "forward", " ten meters"} {
-			r.play.queueAudio(make([]float32, OutputRate/2), r.out.joinTranscript(phrase), r.format, true)
+			r.play.queueAudio(make([]float32, OutputRate/2), r.out.joinTranscript(phrase), r.format, true, frameMs)
 		}
 		for {
 			if _, _, ok := r.play.nextFrame(t0, 10_000); !ok {
@@ -125,7 +125,7 @@ func TestResponseHeard(t *testing.T) {
 	require.NotNil(t, r.play.sent)
 	require.InDelta(t, 1500, r.play.sentMs, 0.001)
 	withRef := &response{format: AudioFormat{Type: "pcm16", Rate: 24000}}
-	withRef.play.queueAudio(make([]float32, OutputRate/10), "", withRef.format, true)
+	withRef.play.queueAudio(make([]float32, OutputRate/10), "", withRef.format, true, frameMs)
 	require.Len(t, withRef.play.frames[0].ref, EngineRate/10, "kept as the echo reference, at 16 kHz")
 	tests := []struct {
 		name      string

@@ -39,11 +39,15 @@ type Options struct {
 	// MaxOutputLead, when set, bounds how far this session's audio is sent ahead of real time
 	// below the server's ManagerConfig.MaxOutputLead (output_lead.go).
 	MaxOutputLead time.Duration
+	// OutputFrame, when set, is the length of the audio deltas the reply is cut into (default
+	// 100 ms): with a small lead, frames smaller than it (output_lead.go).
+	OutputFrame time.Duration
+	// EndsAtExpiry ends the session at its expires_at (ManagerConfig.MaxSessionLength after its
+	// creation) with ReasonExpired: the open turn is finalized as at a client's close and
+	// session.closed is the last event. GPT-Live's sessions do; the other dialects only report
+	// expires_at.
+	EndsAtExpiry bool
 }
-
-// maxSessionLength is reported as expires_at (OpenAI: 30 minutes); omniserve sessions end by
-// their idle timeout, not by age.
-const maxSessionLength = 30 * time.Minute
 
 // Close reasons reported in session.closed and returned by Run.
 const (
@@ -58,6 +62,8 @@ const (
 	ReasonInternalError = "internal_error"
 	// ReasonEvicted ends a detached session whose slot a new client needs (Manager.Acquire).
 	ReasonEvicted = "evicted"
+	// ReasonExpired ends a session that reached its expires_at (Options.EndsAtExpiry).
+	ReasonExpired = "expired"
 )
 
 // Turn states, named as in vllm-omni's Session.
@@ -131,12 +137,24 @@ type control struct {
 }
 
 // sessionTimers are the actor's own timers: the next paced frame of output (responses.pace,
-// armPace), the session's idle timeout (idle, reset by every client command), and a
-// session.close held behind the outcome of the commits before it, with its bound (closewait.go).
+// armPace), the session's idle timeout (idle, reset by every client command), its expires_at
+// (expiry; nil unless Options.EndsAtExpiry), and a session.close held behind the outcome of
+// the commits before it, with its bound (closewait.go).
 type sessionTimers struct {
 	pace      *time.Timer
 	idle      *time.Timer
+	expiry    *time.Timer
 	closeHold closeWait
+}
+
+// expiryTimer stops the session with ReasonExpired at expiresAt (now is the session's clock),
+// through stop (Session.Stop: never blocks, and a reason already queued, such as the client's
+// own close, wins); nil for a session that does not end there. The actor stops it when Run ends.
+func expiryTimer(opts Options, expiresAt, now time.Time, stop func(reason string)) *time.Timer {
+	if !opts.EndsAtExpiry {
+		return nil
+	}
+	return time.AfterFunc(max(0, expiresAt.Sub(now)), func() { stop(ReasonExpired) })
 }
 
 // NewSession creates a session that will hold slot until Run returns. sink receives its events.
@@ -154,7 +172,7 @@ func (m *Manager) NewSession(slot *Slot, opts Options, sink Sink) *Session {
 		done:        make(chan struct{}),
 		state:       "open",
 		responses:   newResponses(id, m.cfg.DefaultMaxOutputTokens),
-		expiresAt:   m.cfg.Now().Add(maxSessionLength),
+		expiresAt:   m.cfg.Now().Add(m.cfg.MaxSessionLength),
 		settings:    newSettings(opts, m.cfg),
 		input:       1,
 		conv:        conversation{turn: 1},
@@ -276,6 +294,9 @@ func (s *Session) Run(ctx context.Context, first *UpdateSession) (reason string)
 	s.link.ctx = jobCtx
 
 	s.timers.idle = time.NewTimer(s.settings.cfg.IdleTimeout)
+	if s.timers.expiry = expiryTimer(s.settings.opts, s.expiresAt, s.m.cfg.Now(), s.Stop); s.timers.expiry != nil {
+		defer s.timers.expiry.Stop()
+	}
 	s.timers.pace = time.NewTimer(time.Hour)
 	s.timers.pace.Stop()
 	s.idle = newIdleFollowUp()
@@ -421,7 +442,8 @@ func (s *Session) shutdown(reason string, stopJobs func()) {
 // cuts short; the wire keeps reason itself.
 func cancelSourceFor(reason string) string {
 	switch reason {
-	case ReasonClientClose, ReasonEvicted:
+	case ReasonClientClose, ReasonEvicted, ReasonExpired:
+		// The session's end, not the user's: the turn it cuts is logged `close`.
 		return metrics.CancelSessionClose
 	case ReasonShutdown, ReasonInternalError:
 		// The server, not the client, ends the session: its engine work is aborted under it, as

@@ -6,8 +6,9 @@
 // test's pion peer (test/live_webrtc_test.go): it writes its offer as one JSON line on stdin
 // ({"sdp"}), reads the answer as the first line of stdout ({"session_id", "sdp"}), and speaks
 // once the second line ({"attached": true}) says the sideband is in. The sideband sends
-// session.update, waits for the user's words and the model's reply (transcripts and reflected
-// audio), then session.close, and the last line is a JSON summary of what it observed.
+// session.update, checks that a second sideband gets it replayed under the same event_id, waits
+// for the user's words and the model's reply (transcripts and reflected audio), then
+// session.close, and the last line is a JSON summary of what it observed.
 // Usage: OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 OPENAI_API_KEY=... node webrtc_backend.mjs
 import OpenAI from "openai";
 import { SidebandWS } from "openai/resources/live/sideband/ws";
@@ -38,7 +39,7 @@ sb.on("session.output_audio.delta", (ev) => {
   if (!(ev.end_ms > ev.start_ms)) out.reflected_out_timed = false;
 });
 const updated = new Promise((resolve) => sb.on("session.updated", (ev) => {
-  out.updated = { client_event_id: ev.client_event_id, delegation: ev.session?.delegation };
+  out.updated = { client_event_id: ev.client_event_id, delegation: ev.session?.delegation, event_id: ev.event_id };
   resolve();
 }));
 const closed = new Promise((resolve) => {
@@ -49,6 +50,19 @@ const closed = new Promise((resolve) => {
 sb.send({ type: "session.update", event_id: "evt_backend_update",
   session: { delegation: { type: "client", acknowledgement_delay_ms: 250 } } });
 await updated;
+// A second sideband joining now gets the session's last 3 s replayed first, under the ids the
+// first one got (the timeline has not started: the microphone speaks after "attached").
+const replay = { types: [], update_id: null };
+const sb2 = new SidebandWS(client, { session_id: created.session.id, graceful_close: true });
+sb2.on("error", (err) => out.errors.push("second sideband: " + JSON.stringify(err.error ?? err.message)));
+sb2.on("event", (ev) => {
+  replay.types.push(ev.type);
+  if (ev.type === "session.updated" && ev.client_event_id === "evt_backend_update") replay.update_id = ev.event_id;
+});
+const waitReplay = Date.now() + 10_000;
+while (replay.update_id === null && Date.now() < waitReplay) await new Promise((r) => setTimeout(r, 20));
+sb2.close();
+out.replay = replay;
 console.log(JSON.stringify({ attached: true }));
 
 const deadline = Date.now() + 90_000;

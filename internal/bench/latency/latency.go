@@ -721,6 +721,7 @@ const (
 type bargeResult struct {
 	interrupted      bool
 	silence, lastOld float64
+	dryMs            float64 // GPT-Live: the reply's underruns before the barge-in (livePlayback.dry)
 }
 
 // bargeIn starts a manual reply under server VAD (interrupt_response on), and once its audio

@@ -138,15 +138,19 @@ func (cl *liveClient) close() {
 // rule: a late delta delays the rest). It remembers where the last audible sample sounds.
 type livePlayback struct {
 	pb           playback
-	lastAudible  time.Time // playback time of the last audible sample so far
-	firstAudible time.Time // the first audible sample at or after from (zero: none yet)
-	from         time.Time // audible samples before this do not count as the reply's first
+	lastAudible  time.Time     // playback time of the last audible sample so far
+	firstAudible time.Time     // the first audible sample at or after from (zero: none yet)
+	from         time.Time     // audible samples before this do not count as the reply's first
+	dry          time.Duration // the track ran dry within a reply: a delta came after the audio before it had played (an underrun)
 }
 
 func (lp *livePlayback) add(e liveEvent) {
 	begin := lp.pb.end
 	if lp.pb.n == 0 || e.at.After(begin) {
 		begin = e.at
+	}
+	if gap := e.at.Sub(lp.pb.end); lp.pb.n > 0 && gap > 0 && gap < liveGapMs*time.Millisecond {
+		lp.dry += gap // shorter than a pause between replies: the reply itself stalled
 	}
 	lp.pb.add(event{at: e.at, pcm: e.pcm})
 	for i, v := range e.pcm {
@@ -271,6 +275,7 @@ func liveBargeIn(ctx context.Context, addr, key string, speech, interrupt []floa
 		}
 		lp.add(e)
 		if onset.IsZero() && !lp.firstAudible.IsZero() && time.Since(lp.firstAudible) >= time.Second {
+			res.dryMs = ms(lp.dry) // the reply's first second: what the lead bought against jitter
 			// Speak over the reply from the next unit: the clip's first audible window is the
 			// onset.
 			voice := interrupt[:min(len(interrupt), 2*inRate)]
@@ -337,6 +342,7 @@ func (o Options) runLive(ctx context.Context, addr string, speech, interrupt []f
 			return 0, fmt.Errorf("live barge-in run %d: %w", i, err)
 		}
 		prog.Add(1)
+		add("live_reply_underrun", b.dryMs)
 		if b.interrupted {
 			detected++
 			add("live_bargein_onset_to_silence", b.silence)
@@ -357,6 +363,8 @@ func (o Options) liveFigures(res map[string][]float64, detected int) []bench.Fig
 			Definition: "GPT-Live: end of the last audible 10 ms window of the speech sent (the microphone goes on with silence) → first audible sample of the output track after it"},
 		{Name: "lat_live_bargein_onset_to_silence_ms", Unit: "ms", Samples: res["live_bargein_onset_to_silence"], Keys: []bench.Stat{bench.P50, bench.P90}, Digits: 1,
 			Definition: "GPT-Live: speech onset sent over an audible reply → the reply's last audible sample on the client's playback clock (the track then stays silent ≥ 500 ms)"},
+		{Name: "lat_live_reply_underrun_ms", Unit: "ms", Samples: res["live_reply_underrun"], Keys: []bench.Stat{bench.P50, bench.P90}, Digits: 1,
+			Definition: "GPT-Live: time the output track ran dry during the first second of an audible reply (a delta arrived after the audio before it had played): the jitter the output lead did not absorb (realtime.live_output_lead)"},
 		bench.One("bargein_live_detected_speech", "share", "share of GPT-Live replies that went silent under real speech", float64(detected)/float64(o.Runs), 2),
 		diffP50("live_added_speech_end_to_audible_p50_ms", "GPT-Live's speech end → first audible p50 minus Realtime ?duplex=1's (speech_end_to_audible), in this run",
 			res["live_speech_end_to_audible"], res["speech_end_to_audible"]),

@@ -22,4 +22,8 @@ type Event struct {
 	Model bool
 	// Beta: the event is written in the beta dialect's names and field spelling.
 	Beta bool
+	// EventID, when set, is the event_id to write instead of a fresh one: an event fanned out
+	// to several streams under one id (a GPT-Live call's sidebands, whose replay a sideband
+	// that joins again dedupes by it).
+	EventID string
 }

@@ -107,7 +107,11 @@ func (s *Stream) stampLocked(ev Event) ([]byte, error) {
 	if !keep {
 		return nil, nil
 	}
-	data, err := encodeEvent(ev, protocol.Envelope{Type: typ, EventID: NewEventID(), Seq: s.seq + 1})
+	id := ev.EventID
+	if id == "" {
+		id = NewEventID()
+	}
+	data, err := encodeEvent(ev, protocol.Envelope{Type: typ, EventID: id, Seq: s.seq + 1})
 	if err != nil {
 		return nil, err
 	}

@@ -30,8 +30,9 @@ var leaf *node
 // sessionSchema is SessionConfig as the SDK's types define it (the openai package's
 // resources/live types); media is its MediaSessionConfig, WebRTC's, which has no audio.format
 // (the codec is negotiated in the SDP).
-// Hosted tools (web_search, mcp, ...) and tool_choice keep their own vocabularies, which the
-// Responses API checks; omniserve passes them to the task that refuses them by type.
+// Hosted tools (web_search, mcp, ...) keep their own vocabularies, which the Responses API
+// checks; omniserve passes them to the task that refuses them by type (tasks.go), and checks
+// tool_choice against the function tools (toolChoice).
 func sessionSchema(media bool) *node {
 	part := obj(map[string]*node{"type": leaf, "text": leaf})
 	item := obj(map[string]*node{"type": leaf, "role": leaf, "content": arr(part), "id": leaf, "status": leaf})
@@ -163,10 +164,16 @@ type delegationConfig struct {
 	Decisions  json.RawMessage  `json:"decisions"`
 }
 
+// responsesConfig is the Responses delegation's backend configuration: what a task runs with
+// on the local thinker (tasks.go). reasoning, service_tier and text are checked for their keys
+// and echoed, not applied: the local thinker has none of them (docs/LIVE.md).
 type responsesConfig struct {
-	Model           *string           `json:"model"`
-	MaxOutputTokens *int              `json:"max_output_tokens"`
-	Tools           []json.RawMessage `json:"tools"`
+	Model             *string           `json:"model"`
+	Instructions      *string           `json:"instructions"`
+	MaxOutputTokens   *int              `json:"max_output_tokens"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	Tools             []json.RawMessage `json:"tools"`
 }
 
 // voices are the built-in voices the SDK lists; omniserve speaks every one with its one
@@ -237,8 +244,8 @@ func resolveInstructions(c *startConfig, r *resolved, hooks bool) {
 	r.patch.Instructions = &text
 }
 
-// DelegateMarker in a session's instructions makes its next user turn end in a client
-// delegation, on a server started with the Live test hooks (--live-test-hooks); it is removed
+// DelegateMarker in a session's instructions makes its next user turn end in a delegation of
+// the session's type (to the client, or a Responses task), on a server started with the Live test hooks (--live-test-hooks); it is removed
 // before the instructions reach the model.
 const DelegateMarker = "[[omniserve-test:delegate]]"
 
@@ -396,36 +403,80 @@ func checkResponses(d delegationConfig, path string) *protocol.Error {
 	if m := d.Responses.MaxOutputTokens; m != nil && *m < 16 {
 		return &protocol.Error{Code: "invalid_value", Param: path + ".responses.max_output_tokens", Message: "max_output_tokens must be at least 16."}
 	}
+	var functions []string
 	for i, raw := range d.Responses.Tools {
-		if werr := checkTool(raw, fmt.Sprintf("%s.responses.tools[%d]", path, i)); werr != nil {
+		name, werr := checkTool(raw, fmt.Sprintf("%s.responses.tools[%d]", path, i))
+		if werr != nil {
 			return werr
 		}
+		if name != "" {
+			functions = append(functions, name)
+		}
 	}
-	return nil
+	_, werr := toolChoice(d.Responses.ToolChoice, functions, path+".responses.tool_choice")
+	return werr
 }
 
-func checkTool(raw json.RawMessage, p string) *protocol.Error {
+// toolChoice is the Responses tool_choice raw (null: the thinker's default, auto) for a task
+// whose function tools are functions: "auto", "none", "required" or {type: "function", name}
+// of one of them; a choice of another type (a hosted tool's, mcp, allowed_tools) is returned
+// as Mode that type, for the task to refuse by name. The error names path.
+func toolChoice(raw json.RawMessage, functions []string, path string) (*session.ToolChoice, *protocol.Error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		if !slices.Contains([]string{"auto", "none", "required"}, mode) {
+			return nil, &protocol.Error{Code: "invalid_value", Param: path, Message: fmt.Sprintf("Invalid value for '%s': %q (auto, none, required, or an object).", path, mode)}
+		}
+		if mode == "required" && len(functions) == 0 {
+			return nil, &protocol.Error{Code: "invalid_value", Param: path, Message: "tool_choice required needs a function tool."}
+		}
+		return &session.ToolChoice{Mode: mode}, nil
+	}
+	var c struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if werr := decodeStrict(raw, &c, path); werr != nil {
+		return nil, werr
+	}
+	switch {
+	case c.Type == "":
+		return nil, &protocol.Error{Code: "missing_required_parameter", Param: path + ".type", Message: "A tool_choice object needs a type."}
+	case c.Type != "function":
+		return &session.ToolChoice{Mode: c.Type}, nil
+	case !slices.Contains(functions, c.Name):
+		return nil, &protocol.Error{Code: "invalid_value", Param: path + ".name", Message: fmt.Sprintf("tool_choice names function %q, which is not among the function tools.", c.Name)}
+	}
+	return &session.ToolChoice{Mode: "function", Function: c.Name}, nil
+}
+
+// checkTool checks one tool of a Responses delegation; it returns a function tool's name ("" for
+// a hosted tool, which the task refuses by type when it runs).
+func checkTool(raw json.RawMessage, p string) (string, *protocol.Error) {
 	var t struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
 	if werr := decodeStrict(raw, &t, p); werr != nil {
-		return werr
+		return "", werr
 	}
 	if t.Type == "" {
-		return &protocol.Error{Code: "missing_required_parameter", Param: p + ".type", Message: "A tool needs a type."}
+		return "", &protocol.Error{Code: "missing_required_parameter", Param: p + ".type", Message: "A tool needs a type."}
 	}
 	if t.Type != "function" {
-		return nil // hosted: the task refuses what omniserve cannot run, by name
+		return "", nil // hosted: the task refuses what omniserve cannot run, by name
 	}
 	fn := obj(map[string]*node{"type": leaf, "name": leaf, "description": leaf, "parameters": leaf, "strict": leaf})
 	if werr := checkKeys(raw, fn, p); werr != nil {
-		return werr
+		return "", werr
 	}
 	if t.Name == "" {
-		return &protocol.Error{Code: "missing_required_parameter", Param: p + ".name", Message: "A function tool needs a name."}
+		return "", &protocol.Error{Code: "missing_required_parameter", Param: p + ".name", Message: "A function tool needs a name."}
 	}
-	return nil
+	return t.Name, nil
 }
 
 // delegationJSON is the delegation as the resource shows it: the client's object with

@@ -26,12 +26,28 @@ type Options struct {
 	// context_window.usage_ratio; 0: unknown, and the ratio is left out.
 	ContextTokens int
 	// TestHooks turns on the scripted decider of the tests (--live-test-hooks): instructions
-	// with DelegateMarker delegate the next user turn to the client.
+	// with DelegateMarker delegate the next user turn (to the client, or to a Responses task).
 	TestHooks bool
 	// IdleTimeout is the server's idle timeout, which a started session has; before its start
 	// a session has the connection's handshake timeout instead (StartPatch), so a socket that
 	// never sends session.start does not hold a slot. 0: no start deadline.
 	IdleTimeout time.Duration
+	// OutputLead is how far the output track may run ahead of real time (0: MaxOutputLead).
+	OutputLead time.Duration
+}
+
+// SessionOptions are the options of a Live session's duplex session: auto-response, the end at
+// expires_at (Live announces it and ends the session there with "expired"), and the output track paced with o's lead in frames of half of it (at most 100 ms, at least 20 ms). A
+// Live client cannot flush what it received, so after a barge-in it plays between the lead and
+// the lead plus one frame of the old reply: the lead is what the track buys against the
+// network's and the server's jitter, paid for at every barge-in.
+func (o Options) SessionOptions() session.Options {
+	lead := o.OutputLead
+	if lead <= 0 {
+		lead = MaxOutputLead
+	}
+	return session.Options{Duplex: true, Dialect: Name, EndsAtExpiry: true, MaxOutputLead: lead,
+		OutputFrame: min(max(lead/2, 20*time.Millisecond), 100*time.Millisecond)}
 }
 
 // StartPatch is the configuration a Live session is created with, before its start: the idle
@@ -93,6 +109,7 @@ type Translator struct {
 	commentary []int
 	asked      int
 	deleg      delegations
+	tasks      tasks // the Responses delegation's tasks (tasks.go)
 	// media: a WebRTC session (StartMedia): its audio is the call's RTP, its start the POST.
 	media bool
 }
@@ -371,6 +388,9 @@ func estimateTokens(text string) int { return (len(text) + 3) / 4 }
 // the text (twice its tokens, and room to start).
 func commentaryBudget(text string) int { return 32 + 2*estimateTokens(text) }
 
+// commentaryText is the developer message that asks the model to say text.
+func commentaryText(text string) string { return "Tell the user this now, in your own words: " + text }
+
 // ackTokens bounds the spoken acknowledgement of a delegation: a few words.
 const ackTokens = 24
 
@@ -390,7 +410,7 @@ func (t *Translator) contextAppend(ev clientEvent) (session.Command, *protocol.E
 	case "session.thinking":
 		text = "Background context (do not say it unless asked): " + text
 	case "session.commentary":
-		text = "Tell the user this now, in your own words: " + text
+		text = commentaryText(text)
 		t.commentary = append(t.commentary, commentaryBudget(text))
 		t.deleg.ackDue = false // a commentary is the delegation's answer: no "I'm on it" any more
 	}

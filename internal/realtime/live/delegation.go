@@ -3,7 +3,6 @@ package live
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"slices"
 
 	"github.com/omniserve/omniserve/internal/protocol"
@@ -38,18 +37,19 @@ func newID(prefix string) string {
 const ackInstructions = "Tell the user in a few words that you are working on it."
 
 // delegate ends the user's turn at offsetMs in a delegation (the test hook's scripted decision):
-// session.delegation.created, and the spoken acknowledgement after acknowledgement_delay_ms;
-// a Responses delegation's task fails at once when it needs a hosted tool omniserve cannot run.
+// session.delegation.created, and the spoken acknowledgement after acknowledgement_delay_ms.
+// A Responses delegation's task is queued to run on the local thinker (tasks.go), or fails at
+// once when it needs a tool omniserve cannot run.
 func (t *Translator) delegate(offsetMs int64) []protocol.ServerEvent {
 	t.deleg.armed = false
 	d := Delegation{ID: newID("item_"), Type: "delegation", Target: t.cfg.delegation.Type}
-	evs := []protocol.ServerEvent{}
+	var evs []protocol.ServerEvent
 	if d.Target == "responses" {
 		d.ResponseID = newID("resp_")
-		evs = append(evs, delegationCreated{Delegation: d, OffsetMs: offsetMs}, t.taskFailed(d.ResponseID, d.ID))
+		evs = append([]protocol.ServerEvent{delegationCreated{Delegation: d, OffsetMs: offsetMs}}, t.tasks.add(t.cfg.delegation.Responses, d.ResponseID, d.ID, "")...)
 	} else {
 		t.deleg.ids = append(t.deleg.ids, d.ID)
-		evs = append(evs, delegationCreated{Delegation: d, OffsetMs: offsetMs})
+		evs = []protocol.ServerEvent{delegationCreated{Delegation: d, OffsetMs: offsetMs}}
 	}
 	delay := 0
 	if t.cfg.delegation.AckDelayMs != nil {
@@ -64,64 +64,44 @@ func (t *Translator) delegate(offsetMs int64) []protocol.ServerEvent {
 	return evs
 }
 
-// hostedTools are the Responses delegation's tools omniserve cannot run (every type but
-// function).
-func (t *Translator) hostedTools() []string {
-	var out []string
-	if t.cfg.delegation.Responses == nil {
-		return nil
-	}
-	for i, raw := range t.cfg.delegation.Responses.Tools {
-		var tool struct {
-			Type string `json:"type"`
-		}
-		if decodeStrict(raw, &tool, fmt.Sprint(i)) == nil && tool.Type != "function" {
-			out = append(out, tool.Type)
-		}
-	}
-	return out
-}
-
-// taskFailed is response.event carrying response.failed for a Responses task: omniserve runs no
-// Responses backend, and names the hosted tools it could not have run.
-func (t *Translator) taskFailed(responseID, delegationID string) protocol.ServerEvent {
-	msg := "omniserve runs no Responses backend for delegated tasks yet (docs/LIVE.md)"
-	code := "unsupported_backend"
-	if hosted := t.hostedTools(); len(hosted) > 0 {
-		code = "unsupported_tool"
-		msg = fmt.Sprintf("the task needs hosted tools omniserve cannot run: %v (docs/LIVE.md)", hosted)
-	}
-	return responseEvent{DelegationID: delegationID, Event: map[string]any{
-		"type": "response.failed",
-		"response": map[string]any{"id": responseID, "object": "response", "status": "failed",
-			"model": t.cfg.delegation.Responses.Model, "error": map[string]any{"code": code, "message": msg}},
-	}}
-}
-
-// responsesCommand is response.create and response.item.create: Responses delegation only.
-// omniserve runs no Responses backend yet: response.create's task fails as a task (the session
-// goes on), and there is no task waiting for an item.
+// responsesCommand is response.create and response.item.create: Responses delegation only
+// (tasks.go runs them).
 func (t *Translator) responsesCommand(ev clientEvent) (session.Command, *protocol.Error) {
 	if t.cfg.delegation.Type != "responses" {
 		return nil, &protocol.Error{Code: "invalid_value", Param: "type", EventID: ev.id, Message: ev.typ + " requires Responses delegation."}
 	}
 	if ev.typ == "response.item.create" {
-		return nil, &protocol.Error{Code: "invalid_value", Param: "item", EventID: ev.id,
-			Message: "No Responses task is waiting for an item: omniserve runs no Responses backend yet (docs/LIVE.md)."}
+		return t.tasks.itemCreate(ev, func() string { return t.internalID("call") })
 	}
-	return &Reply{Base: ev.base(), Events: []protocol.ServerEvent{t.taskFailed(newID("resp_"), "")}}, nil
+	return t.tasks.responseCreate(ev, t.cfg.delegation.Responses)
 }
 
-// dueCommands are the responses that are due now, at most one, while the user is silent and
-// no reply plays: the delegation's spoken acknowledgement once its delay passed, else a
-// commentary to say.
+// dueCommands are what is due now: the finished tasks' results joining the conversation, then
+// at most one response, while the user is silent and no reply or task runs: the delegation's
+// spoken acknowledgement once its delay passed, else a task's next run, else a commentary to
+// say.
 func (t *Translator) dueCommands() []session.Command {
+	cmds := t.sayResults()
 	if id := t.deleg.cancel; id != "" {
 		t.deleg.cancel = ""
-		return []session.Command{&session.CancelResponse{Base: session.Base{ID: t.internalID("cancel"), Kind: "session.delegation.created"}, ResponseID: id}}
+		return append(cmds, &session.CancelResponse{Base: session.Base{ID: t.internalID("cancel"), Kind: "session.delegation.created"}, ResponseID: id})
 	}
-	if t.in.speaking || t.out.active {
-		return nil
+	if t.in.speaking || t.out.active || t.tasks.busy() {
+		return cmds
+	}
+	if c := t.nextResponse(); c != nil {
+		cmds = append(cmds, c)
+	}
+	return cmds
+}
+
+// nextResponse is the response to ask for now (nil: none): the acknowledgement, a task's run
+// or a commentary. The translator's own spoken ones hold the track until they end.
+func (t *Translator) nextResponse() *session.CreateResponse {
+	if (!t.deleg.ackDue || t.tl.ms() < t.deleg.ackAtMs) && !t.in.deciding(t.tl.ms()) {
+		if c := t.tasks.ask(t.cfg.delegation.Responses, func() string { return t.internalID("task") }); c != nil {
+			return c
+		}
 	}
 	var c *session.CreateResponse
 	switch {
@@ -138,7 +118,7 @@ func (t *Translator) dueCommands() []session.Command {
 		return nil
 	}
 	t.out.active, t.out.ours = true, true // until its response.done (or its refusal) says otherwise
-	return []session.Command{c}
+	return c
 }
 
 // responseStarted notes a reply starting: the track is busy; the engine's own reply to a
@@ -153,6 +133,7 @@ func (t *Translator) responseStarted(e session.ResponseStarted) {
 		t.out.ours = false
 		return
 	}
+	t.in.decideByMs = 0 // the engine's reply: it decided
 	if t.deleg.suppress {
 		t.deleg.suppress, t.deleg.cancel = false, e.Response.ID
 	}

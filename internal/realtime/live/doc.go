@@ -20,7 +20,11 @@
 //     end_ms, session.usage.updated every 15 s of it; a muted input is replaced by digital
 //     silence of the same length, so the clock keeps running while the model hears nothing;
 //   - what the session cannot be asked from the actor's side: commentary to speak waits until
-//     the user has stopped and no reply is playing, then asks for a response.
+//     the user has stopped and no reply is playing, then asks for a response;
+//   - Responses delegation's tasks (tasks.go): each an out-of-band, text-only response of the
+//     session, its effects told as response.event (the Responses API's stream), never as the
+//     track's; function outputs join the conversation and the task goes on, and its final text
+//     is said as commentary.
 //
 // Decode runs on the connection's reader and Encode on the session's actor; the translator's
 // lock orders them. Frames the dialect answers itself (mute acks, session.update's delegation,

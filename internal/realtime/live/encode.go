@@ -13,9 +13,13 @@ import (
 type inputState struct {
 	speaking      bool
 	speechStartMs int64
-	sent          map[string]string
-	lastEndMs     int64
-	any           bool // words were sent
+	// decideByMs: the user's turn ended and the engine has not decided on it yet (a reply or
+	// a listen), at most until this timeline position (0: nothing to wait for). A task's
+	// out-of-band response started meanwhile would be cut short by the engine's reply.
+	decideByMs int64
+	sent       map[string]string
+	lastEndMs  int64
+	any        bool // words were sent
 }
 
 // outputState is the output track: whether a reply is active, where on the timeline the track
@@ -37,11 +41,22 @@ type outputState struct {
 	contextReported bool
 }
 
+// decisionWaitMs bounds the wait for the engine's decision on a user's turn (timeline ms).
+const decisionWaitMs = 2000
+
+// deciding reports whether the engine may still decide on the user's last turn at timeline
+// position now.
+func (in *inputState) deciding(now int64) bool { return in.decideByMs > 0 && now < in.decideByMs }
+
 // EncodeAll is the server events of effect e: none for what Live does not show (items,
-// responses, buffers), sometimes several (a delegation and its task).
+// responses, buffers), sometimes several (a delegation and its task). A Responses task's
+// effects are its response.event stream (tasks.go), never the track's.
 func (t *Translator) EncodeAll(e session.Effect) []protocol.ServerEvent {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if evs, ok := t.tasks.effect(e); ok {
+		return evs
+	}
 	switch e := e.(type) {
 	case session.OutputDelta:
 		return t.outputDelta(e)
@@ -53,6 +68,8 @@ func (t *Translator) EncodeAll(e session.Effect) []protocol.ServerEvent {
 		t.responseStarted(e)
 	case session.ResponseDone:
 		t.responseDone(e)
+	case session.TurnDecision:
+		t.in.decideByMs = 0
 	case session.Error:
 		return t.sessionError(e)
 	}
@@ -98,7 +115,8 @@ func (t *Translator) resource() Resource {
 }
 
 // closeReasons are Live's reasons for the session's.
-var closeReasons = map[string]string{session.ReasonClientClose: "close_requested", session.ReasonTimeout: "expired"}
+var closeReasons = map[string]string{session.ReasonClientClose: "close_requested", session.ReasonTimeout: "expired",
+	session.ReasonExpired: "expired"}
 
 // closed is session.closed: the reason, the final snapshot and usage.
 func (t *Translator) closed(reason string) protocol.ServerEvent {
@@ -177,7 +195,7 @@ func (t *Translator) speech(e session.InputSpeech) []protocol.ServerEvent {
 	case session.PhaseStarted:
 		t.in.speaking, t.in.speechStartMs = true, int64(e.AudioMs)
 	case session.PhaseStopped:
-		t.in.speaking = false
+		t.in.speaking, t.in.decideByMs = false, t.tl.ms()+decisionWaitMs
 		if t.deleg.armed && t.cfg != nil {
 			return t.delegate(int64(e.AudioMs))
 		}
@@ -233,14 +251,20 @@ func (t *Translator) sessionError(e session.Error) []protocol.ServerEvent {
 			t.phase, t.cfg = notStarted, nil
 		}
 		id = t.clientStartID
+	case strings.HasPrefix(id, internalPrefix+"task"):
+		return t.tasks.refused(e)
 	case strings.HasPrefix(id, internalPrefix) && e.Code == "conversation_already_has_active_response":
 		t.retry(id)
 		return nil
 	case strings.HasPrefix(id, internalPrefix+"cancel") && e.Code == "response_cancel_not_active":
 		return nil // the reply ended by itself first
-	case strings.HasPrefix(id, internalPrefix):
+	case strings.HasPrefix(id, internalPrefix+"commentary"), strings.HasPrefix(id, internalPrefix+"ack"):
 		t.out.active, t.out.ours = false, false
 		id = ""
+	case strings.HasPrefix(id, internalPrefix):
+		id = ""
+	default:
+		t.tasks.outputRefused(id)
 	}
 	return []protocol.ServerEvent{errorEvent(&protocol.Error{Code: e.Code, Message: e.Message, Param: e.Param, EventID: id}, e.Type)}
 }

@@ -180,8 +180,9 @@ func (delegationCreated) EventType() string { return "session.delegation.created
 
 // responseEvent is response.event: one event of a Responses delegation's stream.
 type responseEvent struct {
-	DelegationID string         `json:"delegation_id,omitempty"`
-	Event        map[string]any `json:"event"`
+	ClientEventID string         `json:"client_event_id,omitempty"`
+	DelegationID  string         `json:"delegation_id,omitempty"`
+	Event         map[string]any `json:"event"`
 }
 
 func (responseEvent) EventType() string { return "response.event" }

@@ -315,6 +315,7 @@ func TestScriptedDelegation(t *testing.T) {
 
 // Responses delegation: a task needing a hosted tool fails as a task (response.event carrying
 // response.failed, naming the tool), never the session; without it, response.* are refused.
+// tasks_test.go has the tasks that run.
 func TestResponsesDelegation(t *testing.T) {
 	tr := New(Options{})
 	start(t, tr, quickStart())
@@ -323,9 +324,10 @@ func TestResponsesDelegation(t *testing.T) {
 	evs, _ := cmd.(*Reply).Answer()
 	ev := evs[0].(responseEvent)
 	require.Equal(t, "response.failed", ev.Event["type"])
+	require.Equal(t, "unsupported_tool", ev.Event["response"].(map[string]any)["error"].(map[string]any)["code"])
 	require.Contains(t, ev.Event["response"].(map[string]any)["error"].(map[string]any)["message"], "web_search")
 	_, werr = tr.Decode(frame(t, map[string]any{"type": "response.item.create", "item": map[string]any{}}))
-	require.Equal(t, "item", werr.Param)
+	require.Equal(t, "item.type", werr.Param)
 
 	client := New(Options{})
 	start(t, client, with(quickStart(), "delegation", nil))
@@ -346,4 +348,29 @@ func TestOutputResampledTo16k(t *testing.T) {
 		n += len(evs[0].(audioDelta).Delta)
 	}
 	require.InDelta(t, 5*3200, n, 100)
+}
+
+// session.closed's reason is Live's for the session's: a client's close is close_requested,
+// the idle timeout and expires_at are expired, anything else (a shutdown, a slow client, an
+// internal error) connection_lost.
+func TestClosedReasons(t *testing.T) {
+	for _, tc := range []struct{ reason, live string }{
+		{session.ReasonClientClose, "close_requested"},
+		{session.ReasonExpired, "expired"},
+		{session.ReasonTimeout, "expired"},
+		{session.ReasonShutdown, "connection_lost"},
+		{session.ReasonSlowClient, "connection_lost"},
+		{session.ReasonInternalError, "connection_lost"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			tr := New(Options{})
+			start(t, tr, map[string]any{"model": "gpt-live-1"})
+			evs := tr.EncodeAll(session.SessionClosed{Reason: tc.reason})
+			require.Len(t, evs, 1)
+			c, ok := evs[0].(closedEvent)
+			require.True(t, ok, "%T", evs[0])
+			require.Equal(t, tc.live, c.Reason)
+			require.Equal(t, int64(1800000000), c.Session.ExpiresAt)
+		})
+	}
 }

@@ -104,3 +104,15 @@ func mediaAudio(e session.OutputDelta) protocol.ServerEvent {
 	return protocol.ResponseOutputAudioDelta{Delta: base64.StdEncoding.EncodeToString(e.Audio), Format: format,
 		SampleRateHz: rate, ResponseID: e.ResponseID, ItemID: e.ItemID, AudioDurationMs: e.DurationMs}
 }
+
+// SidebandReplayMs is how much of the session's timeline a sideband joining a WebRTC session
+// gets replayed first (OpenAI's sideband replays its last 3 s).
+const SidebandReplayMs = 3000
+
+// TimelineMs is where t's session timeline stands (ms of input audio taken): the clock of the
+// sideband's replay. A function, not a method: the Translator's methods are the dialect's.
+func TimelineMs(t *Translator) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tl.ms()
+}
