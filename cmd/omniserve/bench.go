@@ -180,7 +180,11 @@ func newBenchConversationsCmd(a *app) *cobra.Command {
 			"transcript in the run) and no error came. It prints conversations_<dialect> (the largest step that kept up), " +
 			"each step's p50/p99 and, for a started server, its CPU seconds per conversation-minute and RSS growth per " +
 			"conversation (/proc/<pid>). --dialect realtime speaks OpenAI Realtime on /v1/realtime, vllm the same events on " +
-			"vllm-omni's duplex endpoint /v1/realtime?duplex=1, live GPT-Live on /v1/live/sessions. " + bench.QuantileDefinition,
+			"vllm-omni's duplex endpoint /v1/realtime?duplex=1, live GPT-Live on /v1/live/sessions. --webrtc-share makes that " +
+			"share of each step's conversations (rounded, at least one) the same user over WebRTC calls (POST " +
+			"/v1/realtime/calls): the speech as paced 20 ms Opus frames, the reply's RTP decoded and played on receipt, first " +
+			"audible and the old audio's stop heard on the client's playback clock; their turns count in the step's rules, " +
+			"and the step also reports each transport's figures (rtc_ and ws_ keys). " + bench.QuantileDefinition,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Bin == "" && o.Addr == "" {
@@ -192,6 +196,9 @@ func newBenchConversationsCmd(a *app) *cobra.Command {
 			}
 			var err error
 			if o.Steps, err = parseSteps(steps); err != nil {
+				return withExitCode(exitUsage, err)
+			}
+			if err := o.Check(); err != nil {
 				return withExitCode(exitUsage, err)
 			}
 			return runBench(cmd, a, "conversations", func(ctx context.Context, res *bench.Result, out io.Writer, meter bench.Meter) error {
@@ -215,6 +222,7 @@ func newBenchConversationsCmd(a *app) *cobra.Command {
 	fs.StringVar(&o.Interrupt, "interrupt", "/usr/share/pocketsphinx/test/data/numbers.raw", "16 kHz PCM16 speech said over every fifth reply (its first 2.5 s)")
 	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms (live: the server's default is used)")
 	fs.IntVar(&o.ReplyTokens, "reply-tokens", 8, "max_output_tokens of each reply (realtime, vllm)")
+	fs.Float64Var(&o.WebRTCShare, "webrtc-share", 0, "share of each step's conversations made over WebRTC calls (POST /v1/realtime/calls; rounded, at least one when > 0; realtime only)")
 	addReportFlag(fs)
 	return cmd
 }

@@ -502,20 +502,15 @@ func (c *Client) SendJSON(b []byte) error {
 // start + k·20 ms (a zero start: now), the last partial frame padded with silence. It returns
 // when the last frame is sent, ctx ends or the client closes.
 func (c *Client) Speak(ctx context.Context, pcm []int16, start time.Time) error {
-	if c.mic == nil {
-		return errors.New("rtcclient: the call has no microphone (Config.MicRate)")
-	}
-	enc, err := newEncoder(c.cfg.Codec, c.cfg.MicRate)
+	m, err := c.Microphone()
 	if err != nil {
-		return fmt.Errorf("rtcclient: microphone: %w", err)
+		return err
 	}
-	defer enc.Close()
+	defer m.Close()
 	if start.IsZero() {
 		start = time.Now()
 	}
-	frame := enc.FrameSamples()
-	pkt := make([]byte, 1500)
-	buf := make([]int16, frame)
+	frame := m.FrameSamples()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -528,18 +523,60 @@ func (c *Client) Speak(ctx context.Context, pcm []int16, start time.Time) error 
 		case <-c.ctx.Done():
 			return errors.New("rtcclient: closed")
 		}
-		clear(buf)
-		copy(buf, pcm[i:min(i+frame, len(pcm))])
-		n, err := enc.Encode(buf, pkt)
-		if err != nil {
-			return fmt.Errorf("rtcclient: microphone: %w", err)
-		}
-		if err := c.mic.WriteSample(media.Sample{Data: slices.Clone(pkt[:n]), Duration: speech.OpusFrameMs * time.Millisecond}); err != nil {
-			return fmt.Errorf("rtcclient: microphone: %w", err)
+		if err := m.Send(pcm[i:min(i+frame, len(pcm))]); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// Microphone is the call's microphone fed one frame at a time by a caller that paces it (a
+// microphone that never stops, as a browser's): one encoder for the whole stream, its state
+// carried from frame to frame. For one goroutine.
+type Microphone struct {
+	c   *Client
+	enc encoder
+	pkt []byte
+	buf []int16
+}
+
+// Microphone opens a microphone stream on the call (Config.MicRate); Close frees its encoder.
+func (c *Client) Microphone() (*Microphone, error) {
+	if c.mic == nil {
+		return nil, errors.New("rtcclient: the call has no microphone (Config.MicRate)")
+	}
+	enc, err := newEncoder(c.cfg.Codec, c.cfg.MicRate)
+	if err != nil {
+		return nil, fmt.Errorf("rtcclient: microphone: %w", err)
+	}
+	return &Microphone{c: c, enc: enc, pkt: make([]byte, 1500), buf: make([]int16, enc.FrameSamples())}, nil
+}
+
+// FrameSamples is the samples of one frame at MicRate (20 ms).
+func (m *Microphone) FrameSamples() int { return len(m.buf) }
+
+// Send encodes pcm (at most one frame; a short one is padded with silence) and writes it now.
+func (m *Microphone) Send(pcm []int16) error {
+	if len(pcm) > len(m.buf) {
+		return fmt.Errorf("rtcclient: microphone: %d samples, a frame is %d", len(pcm), len(m.buf))
+	}
+	if m.c.ctx.Err() != nil {
+		return errors.New("rtcclient: closed")
+	}
+	clear(m.buf)
+	copy(m.buf, pcm)
+	n, err := m.enc.Encode(m.buf, m.pkt)
+	if err != nil {
+		return fmt.Errorf("rtcclient: microphone: %w", err)
+	}
+	if err := m.c.mic.WriteSample(media.Sample{Data: slices.Clone(m.pkt[:n]), Duration: speech.OpusFrameMs * time.Millisecond}); err != nil {
+		return fmt.Errorf("rtcclient: microphone: %w", err)
+	}
+	return nil
+}
+
+// Close frees the encoder.
+func (m *Microphone) Close() { m.enc.Close() }
 
 // StartSpeaking runs Speak in a goroutine the client owns (Close ends and waits for it); the
 // channel gets its result.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -38,8 +39,22 @@ type ConversationOptions struct {
 	StepTime    time.Duration
 	SilenceMs   int // server VAD silence_duration_ms (Live: the server's default)
 	ReplyTokens int // max_output_tokens of each reply (a reply of 2–4 s of audio); Live: the server's
+	// WebRTCShare is the share of each step's conversations made over WebRTC calls (POST
+	// /v1/realtime/calls) instead of the WebSocket: rounded, at least one when > 0. Realtime only.
+	WebRTCShare float64
 	Seed        uint64
 	Meter       bench.Meter
+}
+
+// Check refuses options the run cannot honour.
+func (o ConversationOptions) Check() error {
+	switch {
+	case o.WebRTCShare < 0 || o.WebRTCShare > 1 || math.IsNaN(o.WebRTCShare):
+		return fmt.Errorf("--webrtc-share %v: want a share from 0 to 1", o.WebRTCShare)
+	case o.WebRTCShare > 0 && o.Dialect != "realtime":
+		return fmt.Errorf("--webrtc-share: WebRTC calls (POST /v1/realtime/calls) speak the realtime dialect, not %q", o.Dialect)
+	}
+	return nil
 }
 
 // Keep-up rules of a step (issue 41).
@@ -51,14 +66,18 @@ const (
 
 // stepResult is one step's samples and failures.
 type stepResult struct {
-	n                       int
+	n, rtcN                 int       // conversations, of which calls
 	audible, bargeIn, late  []float64 // ms
+	rtc, ws                 transportSamples
 	turns, wrongTranscripts int
 	errs                    []string
 	cpu                     time.Duration
 	rssKiB                  int
 	wall                    time.Duration
 }
+
+// transportSamples are one transport's share of a step's samples (ms).
+type transportSamples struct{ audible, bargeIn []float64 }
 
 // keepsUp reports whether the step kept up, and if not why.
 func (r *stepResult) keepsUp(silenceMs int) (bool, string) {
@@ -81,6 +100,9 @@ func (r *stepResult) keepsUp(silenceMs int) (bool, string) {
 
 // RunConversations runs the steps and returns the figures; progress lines go to out.
 func RunConversations(ctx context.Context, o ConversationOptions, out io.Writer) ([]bench.Figure, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
 	clips := make([][]float32, 0, len(o.Utterances))
 	for _, p := range o.Utterances {
 		c, err := readRaw(p)
@@ -103,7 +125,7 @@ func RunConversations(ctx context.Context, o ConversationOptions, out io.Writer)
 		defer stop()
 		addr, pid = a, p
 	}
-	run := &convRun{o: o, addr: addr, pid: pid, clips: clips, interrupt: interrupt, refs: map[int]string{}}
+	run := &convRun{o: o, addr: addr, pid: pid, clips: clips, interrupt: interrupt, refs: map[refKey]string{}}
 	return run.steps(ctx, out)
 }
 
@@ -116,7 +138,14 @@ type convRun struct {
 	interrupt []float32
 
 	mu   sync.Mutex
-	refs map[int]string // clip index (-1: the interruption) → its transcript in the first step
+	refs map[refKey]string // clip → its first transcript in the run
+}
+
+// refKey is a clip (-1: the interruption) as one transport carries it: a call's speech is Opus
+// coded, so its transcript has a reference of its own.
+type refKey struct {
+	clip int
+	rtc  bool
 }
 
 // warmUp holds one conversation for its first turns before the steps: the engine's first
@@ -125,13 +154,14 @@ type convRun struct {
 const warmUp = 12 * time.Second
 
 func (r *convRun) steps(ctx context.Context, out io.Writer) ([]bench.Figure, error) {
-	wctx, cancel := context.WithTimeout(ctx, warmUp)
-	w := r.conversation(wctx, 0, 0)
-	cancel()
-	if w.err != nil {
-		return nil, fmt.Errorf("warm-up conversation: %w", w.err)
+	if err := r.warmUp(ctx, false, out); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(out, "warm-up: %d turns\n", w.turns)
+	if r.o.WebRTCShare > 0 {
+		if err := r.warmUp(ctx, true, out); err != nil {
+			return nil, err
+		}
+	}
 	prog := r.o.Meter.Start("conversations", len(r.o.Steps), "steps")
 	defer prog.Done()
 	var results []*stepResult
@@ -146,8 +176,8 @@ func (r *convRun) steps(ctx context.Context, out io.Writer) ([]bench.Figure, err
 		results = append(results, res)
 		prog.Add(1)
 		ok, reason := res.keepsUp(r.o.SilenceMs)
-		fmt.Fprintf(out, "step %d conversations: %d turns, speech end → audible p50 %.0f p99 %.0f ms, barge-in p99 %.0f ms, max lateness %.0f ms: %s\n",
-			n, res.turns, q(res.audible, 50), q(res.audible, 99), q(res.bargeIn, 99), maxOr0(res.late), verdict(ok, reason))
+		fmt.Fprintf(out, "step %d conversations%s: %d turns, speech end → audible p50 %.0f p99 %.0f ms, barge-in p99 %.0f ms, max lateness %.0f ms%s: %s\n",
+			n, overRTC(res), res.turns, q(res.audible, 50), q(res.audible, 99), q(res.bargeIn, 99), maxOr0(res.late), byTransport(res), verdict(ok, reason))
 		if !ok {
 			failed, why = res, reason
 			break
@@ -155,6 +185,42 @@ func (r *convRun) steps(ctx context.Context, out io.Writer) ([]bench.Figure, err
 		kept = n
 	}
 	return r.figures(results, kept, failed, why), nil
+}
+
+// warmUp holds one conversation (over a call: rtc) for its first turns.
+func (r *convRun) warmUp(ctx context.Context, rtc bool, out io.Writer) error {
+	wctx, cancel := context.WithTimeout(ctx, warmUp)
+	w := r.conversation(wctx, 0, 0, rtc)
+	cancel()
+	over := "WebSocket"
+	if rtc {
+		over = "WebRTC"
+	}
+	if w.err != nil {
+		return fmt.Errorf("warm-up conversation (%s): %w", over, w.err)
+	}
+	fmt.Fprintf(out, "warm-up (%s): %d turns\n", over, w.turns)
+	return nil
+}
+
+// overRTC says how many of a step's conversations were calls ("" for none).
+func overRTC(res *stepResult) string {
+	if res.rtcN == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d over WebRTC)", res.rtcN)
+}
+
+// byTransport is each transport's speech end → audible and barge-in when a step had calls.
+func byTransport(res *stepResult) string {
+	if res.rtcN == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; WebRTC: audible p50 %.0f p99 %.0f ms, barge-in p99 %.0f ms", q(res.rtc.audible, 50), q(res.rtc.audible, 99), q(res.rtc.bargeIn, 99))
+	if res.rtcN < res.n {
+		s += fmt.Sprintf("; WebSocket: audible p50 %.0f p99 %.0f ms, barge-in p99 %.0f ms", q(res.ws.audible, 50), q(res.ws.audible, 99), q(res.ws.bargeIn, 99))
+	}
+	return s
 }
 
 func verdict(ok bool, reason string) string {
@@ -180,7 +246,7 @@ func maxOr0(v []float64) float64 {
 
 // step runs n conversations at once for StepTime and measures the server's CPU and RSS.
 func (r *convRun) step(ctx context.Context, n int) (*stepResult, error) {
-	res := &stepResult{n: n}
+	res := &stepResult{n: n, rtcN: rtcCount(n, r.o.WebRTCShare)}
 	cpu0, rss0, err := r.usage()
 	if err != nil {
 		return nil, err
@@ -195,7 +261,7 @@ func (r *convRun) step(ctx context.Context, n int) (*stepResult, error) {
 		go func() {
 			defer wg.Done()
 			// Start the conversations spread over the first second, as callers arrive.
-			results[i] = r.conversation(sctx, i, time.Duration(i)*time.Second/time.Duration(max(n, 1)))
+			results[i] = r.conversation(sctx, i, time.Duration(i)*time.Second/time.Duration(max(n, 1)), isRTC(i, n, res.rtcN))
 		}()
 	}
 	wg.Wait()
@@ -215,6 +281,12 @@ func (res *stepResult) add(c *convResult) {
 	res.audible = append(res.audible, c.audible...)
 	res.bargeIn = append(res.bargeIn, c.bargeIn...)
 	res.late = append(res.late, c.late...)
+	t := &res.ws
+	if c.rtc {
+		t = &res.rtc
+	}
+	t.audible = append(t.audible, c.audible...)
+	t.bargeIn = append(t.bargeIn, c.bargeIn...)
 	res.turns += c.turns
 	res.wrongTranscripts += c.wrong
 	if c.err != nil {
@@ -251,7 +323,7 @@ func procRSSKiB(pid int) (int, error) {
 
 // reference checks a transcript of clip against the first one heard for it (the reference):
 // it reports whether they agree.
-func (r *convRun) reference(clip int, text string) bool {
+func (r *convRun) reference(clip refKey, text string) bool {
 	text = strings.ToLower(strings.Join(strings.Fields(text), " "))
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -275,6 +347,7 @@ func (r *convRun) figures(results []*stepResult, kept int, failed *stepResult, w
 				Definition: fmt.Sprintf("%d conversations at once: end of the user's speech → first audible sample of the reply", s.n)},
 			bench.Figure{Name: p + "bargein_onset_to_silence_ms", Unit: "ms", Samples: s.bargeIn, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
 				Definition: fmt.Sprintf("%d conversations at once: speech onset over a reply → the client stops playing it", s.n)})
+		figs = append(figs, transportFigures(p, s)...)
 		if r.pid != 0 && s.n > 0 {
 			minutes := float64(s.n) * s.wall.Minutes()
 			figs = append(figs,
@@ -284,6 +357,30 @@ func (r *convRun) figures(results []*stepResult, kept int, failed *stepResult, w
 	}
 	if failed != nil {
 		figs = append(figs, bench.One(name+"_failed_step", "conversations", "the first step that did not keep up ("+why+")", float64(failed.n), 0))
+	}
+	return figs
+}
+
+// transportFigures are a step's figures by transport when some of its conversations were calls:
+// rtc_ keys for the calls, ws_ keys for the WebSocket's.
+func transportFigures(p string, s *stepResult) []bench.Figure {
+	if s.rtcN == 0 {
+		return nil
+	}
+	figs := []bench.Figure{bench.One(p+"rtc_conversations", "conversations", fmt.Sprintf("of the %d conversations at once, those over WebRTC calls", s.n), float64(s.rtcN), 0)}
+	kinds := []struct {
+		key, what string
+		t         transportSamples
+	}{{"rtc_", "over WebRTC calls (the reply's RTP decoded on the client's playback clock)", s.rtc}, {"ws_", "over the WebSocket", s.ws}}
+	if s.rtcN == s.n {
+		kinds = kinds[:1]
+	}
+	for _, k := range kinds {
+		figs = append(figs,
+			bench.Figure{Name: p + k.key + "speech_end_to_audible_ms", Unit: "ms", Samples: k.t.audible, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
+				Definition: fmt.Sprintf("%d conversations at once, the turns %s: end of the user's speech → first audible sample of the reply", s.n, k.what)},
+			bench.Figure{Name: p + k.key + "bargein_onset_to_silence_ms", Unit: "ms", Samples: k.t.bargeIn, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
+				Definition: fmt.Sprintf("%d conversations at once, the turns %s: speech onset over a reply → the client stops playing it", s.n, k.what)})
 	}
 	return figs
 }
@@ -300,40 +397,47 @@ type convEvent struct {
 
 // convTransport is one conversation's connection.
 type convTransport interface {
-	appendAudio(ctx context.Context, pcm []float32) error // 16 kHz
+	appendAudio(ctx context.Context, pcm []float32, due time.Time) error // 16 kHz; due: its first sample's time on the microphone's clock
 	events() <-chan convEvent
 	close()
 }
 
 // convResult is one conversation's samples.
 type convResult struct {
+	rtc                    bool // over a WebRTC call
 	audible, bargeIn, late []float64
 	turns, wrong           int
 	err                    error
 }
 
 // conversation runs one conversation until ctx ends.
-func (r *convRun) conversation(ctx context.Context, idx int, delay time.Duration) *convResult {
-	res := &convResult{}
+func (r *convRun) conversation(ctx context.Context, idx int, delay time.Duration, rtc bool) *convResult {
+	res := &convResult{rtc: rtc}
 	select {
 	case <-time.After(delay):
 	case <-ctx.Done():
 		return res
 	}
-	tr, err := r.dial(ctx)
+	tr, err := r.dial(ctx, rtc)
 	if err != nil {
 		res.err = err
 		return res
 	}
-	defer tr.close()
 	c := newConv(r, res, uint64(idx))
 	if err := c.run(ctx, tr); err != nil && ctx.Err() == nil {
 		res.err = err
 	}
+	tr.close()
+	if f, ok := tr.(interface{ frameLate() []float64 }); ok {
+		res.late = append(res.late, f.frameLate()...)
+	}
 	return res
 }
 
-func (r *convRun) dial(ctx context.Context) (convTransport, error) {
+func (r *convRun) dial(ctx context.Context, rtc bool) (convTransport, error) {
+	if rtc {
+		return dialRTCConv(ctx, "http://"+r.addr, r.o.APIKey, r.o.SilenceMs, r.o.ReplyTokens)
+	}
 	switch r.o.Dialect {
 	case "live":
 		cl, err := liveDial(ctx, r.addr, r.o.APIKey)
@@ -364,6 +468,7 @@ type conv struct {
 	res *convResult
 	rng *rand.Rand
 	mic *liveMic
+	rtc bool // over a call: the old audio's stop is heard on the playback clock
 
 	turn        int       // turns begun
 	clip        int       // the clip of the current turn (-1: the interruption)
@@ -381,7 +486,7 @@ type conv struct {
 }
 
 func newConv(r *convRun, res *convResult, seed uint64) *conv {
-	return &conv{r: r, res: res, rng: rand.New(rand.NewPCG(r.o.Seed, seed)), mic: &liveMic{start: time.Now()}}
+	return &conv{r: r, res: res, rng: rand.New(rand.NewPCG(r.o.Seed, seed)), mic: &liveMic{start: time.Now()}, rtc: res.rtc}
 }
 
 // run feeds the microphone at pace and answers the server's events until ctx ends.
@@ -406,7 +511,7 @@ func (c *conv) run(ctx context.Context, tr convTransport) error {
 		}
 		c.tick()
 		c.res.late = append(c.res.late, ms(time.Since(due)))
-		if err := tr.appendAudio(ctx, c.mic.next()); err != nil {
+		if err := tr.appendAudio(ctx, c.mic.next(), due); err != nil {
 			return err
 		}
 	}
@@ -447,8 +552,11 @@ const bargeInLost = 3 * time.Second
 // tick runs before each microphone unit: it ends what silence ends and schedules the next
 // utterance.
 func (c *conv) tick() {
+	if c.rtc || c.r.o.Dialect == "live" {
+		c.oldAudioStopped()
+	}
 	if c.r.o.Dialect == "live" {
-		c.liveTick()
+		c.liveReplyEnded()
 	}
 	if !c.onset.IsZero() && time.Since(c.onset) > bargeInLost {
 		c.res.bargeIn = append(c.res.bargeIn, ms(time.Since(c.onset)))
@@ -466,18 +574,25 @@ func (c *conv) tick() {
 	}
 }
 
-// liveTick reads Live's silences: a barge-in's old reply stopped at its last audible sample
-// once liveGapMs passed without another; the reply being heard ended after liveEndMs.
-func (c *conv) liveTick() {
-	if c.lastAudible.IsZero() {
+// oldAudioStopped reads a barge-in on the playback clock (Live, and calls): the old reply stopped
+// at its last audible sample once liveGapMs passed without another.
+func (c *conv) oldAudioStopped() {
+	if c.lastAudible.IsZero() || c.onset.IsZero() {
 		return
 	}
-	quiet := time.Since(c.lastAudible)
-	if !c.onset.IsZero() && quiet >= liveGapMs*time.Millisecond {
+	if time.Since(c.lastAudible) >= liveGapMs*time.Millisecond {
 		c.res.bargeIn = append(c.res.bargeIn, max(0, ms(c.lastAudible.Sub(c.onset))))
 		c.onset = time.Time{}
 	}
-	if c.onset.IsZero() && !c.waiting && c.doneAt.IsZero() && quiet >= liveEndMs*time.Millisecond {
+}
+
+// liveReplyEnded: Live has no turn events; the reply being heard ended after liveEndMs of
+// silence on the playback clock.
+func (c *conv) liveReplyEnded() {
+	if c.lastAudible.IsZero() {
+		return
+	}
+	if c.onset.IsZero() && !c.waiting && c.doneAt.IsZero() && time.Since(c.lastAudible) >= liveEndMs*time.Millisecond {
 		c.doneAt = c.lastAudible
 	}
 }
@@ -517,6 +632,9 @@ func (c *conv) onAudio(e convEvent) {
 
 // onEnd: a Realtime reply ended (done) or was cleared.
 func (c *conv) onEnd(e convEvent) error {
+	if c.rtc {
+		return c.onCallEnd(e)
+	}
 	if !c.onset.IsZero() && (e.kind == "cleared" || e.cancelled) {
 		c.res.bargeIn = append(c.res.bargeIn, ms(e.at.Sub(c.onset)))
 		c.onset = time.Time{}
@@ -531,9 +649,22 @@ func (c *conv) onEnd(e convEvent) error {
 	return nil
 }
 
+// onCallEnd: on a call, the reply being heard has played out at output_audio_buffer.stopped; a
+// barge-in's cleared is not its stop, which is heard on the playback clock (oldAudioStopped).
+func (c *conv) onCallEnd(e convEvent) error {
+	if e.kind != "done" || !c.onset.IsZero() {
+		return nil
+	}
+	if c.waiting {
+		return fmt.Errorf("turn %d: the reply's audio ended (output_audio_buffer.stopped) with nothing audible", c.turn)
+	}
+	c.doneAt = e.at
+	return nil
+}
+
 // check compares a turn's transcript with its clip's reference.
 func (c *conv) check(text string) {
-	if !c.r.reference(c.clip, text) {
+	if !c.r.reference(refKey{clip: c.clip, rtc: c.rtc}, text) {
 		c.res.wrong++
 	}
 }
@@ -636,7 +767,7 @@ func realtimeEvent(e event) (convEvent, bool) {
 	return ce, true
 }
 
-func (t *realtimeConv) appendAudio(ctx context.Context, pcm []float32) error {
+func (t *realtimeConv) appendAudio(ctx context.Context, pcm []float32, _ time.Time) error {
 	return t.cl.appendAudio(ctx, pcm, time.Now())
 }
 func (t *realtimeConv) close() { t.halt(t.cl.close) }
@@ -668,7 +799,7 @@ func liveConvEvent(e liveEvent) (convEvent, bool) {
 	return ce, true
 }
 
-func (t *liveConv) appendAudio(ctx context.Context, pcm []float32) error {
+func (t *liveConv) appendAudio(ctx context.Context, pcm []float32, _ time.Time) error {
 	return t.cl.appendAudio(ctx, pcm)
 }
 func (t *liveConv) close() { t.halt(t.cl.close) }

@@ -1,9 +1,14 @@
 package latency
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/omniserve/omniserve/internal/bench"
+	"github.com/omniserve/omniserve/internal/rtcclient"
 )
 
 // TestStepKeepsUp: each keep-up rule fails a step on its own, and the reason names it.
@@ -41,9 +46,138 @@ func TestStepKeepsUp(t *testing.T) {
 // compared with it, case and spacing aside.
 func TestReferenceTranscripts(t *testing.T) {
 	t.Parallel()
-	r := &convRun{refs: map[int]string{}}
-	require.True(t, r.reference(0, "Go forward ten meters"))
-	require.True(t, r.reference(0, " go  forward ten METERS "))
-	require.False(t, r.reference(0, "go forward two meters"))
-	require.True(t, r.reference(-1, "one two three"), "each clip has its own reference")
+	r := &convRun{refs: map[refKey]string{}}
+	require.True(t, r.reference(refKey{clip: 0}, "Go forward ten meters"))
+	require.True(t, r.reference(refKey{clip: 0}, " go  forward ten METERS "))
+	require.False(t, r.reference(refKey{clip: 0}, "go forward two meters"))
+	require.True(t, r.reference(refKey{clip: -1}, "one two three"), "each clip has its own reference")
+	require.True(t, r.reference(refKey{clip: 0, rtc: true}, "go forward two meters"), "a call's Opus-coded speech has its own reference")
+	require.False(t, r.reference(refKey{clip: 0, rtc: true}, "go forward ten meters"))
+}
+
+// TestWebRTCSplit: a step's calls are the share of its conversations rounded, at least one when
+// the share is > 0, spread over the step.
+func TestWebRTCSplit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		n     int
+		share float64
+		want  int
+		calls string // which conversations are calls
+	}{
+		{1, 0, 0, "."},
+		{8, 0, 0, "........"},
+		{1, 0.25, 1, "R"},
+		{1, 0.5, 1, "R"},
+		{2, 0.5, 1, ".R"},
+		{4, 0.25, 1, "...R"},
+		{8, 0.25, 2, "...R...R"},
+		{6, 0.5, 3, ".R.R.R"},
+		{3, 0.5, 2, ".RR"},
+		{4, 1, 4, "RRRR"},
+		{24, 0.01, 1, strings.Repeat(".", 23) + "R"},
+	}
+	for _, tc := range tests {
+		k := rtcCount(tc.n, tc.share)
+		require.Equal(t, tc.want, k, "n %d share %v", tc.n, tc.share)
+		var got strings.Builder
+		for i := range tc.n {
+			if isRTC(i, tc.n, k) {
+				got.WriteByte('R')
+			} else {
+				got.WriteByte('.')
+			}
+		}
+		require.Equal(t, tc.calls, got.String(), "n %d share %v", tc.n, tc.share)
+	}
+}
+
+// TestConversationOptionsCheck: a share outside 0..1, or calls on a dialect that has none, are
+// refused by name.
+func TestConversationOptionsCheck(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, ConversationOptions{Dialect: "live"}.Check())
+	require.NoError(t, ConversationOptions{Dialect: "realtime", WebRTCShare: 0.25}.Check())
+	require.ErrorContains(t, ConversationOptions{Dialect: "realtime", WebRTCShare: 1.5}.Check(), "--webrtc-share 1.5: want a share from 0 to 1")
+	require.ErrorContains(t, ConversationOptions{Dialect: "realtime", WebRTCShare: -0.1}.Check(), "want a share from 0 to 1")
+	require.ErrorContains(t, ConversationOptions{Dialect: "vllm", WebRTCShare: 0.5}.Check(), `speak the realtime dialect, not "vllm"`)
+}
+
+// TestTransportFigures: a step with calls reports rtc_ keys (and ws_ keys when some of it was
+// on the WebSocket), each transport's own samples; a step without calls reports neither.
+func TestTransportFigures(t *testing.T) {
+	t.Parallel()
+	res := &stepResult{n: 4, rtcN: 1}
+	res.add(&convResult{audible: []float64{500, 520}, bargeIn: []float64{100}, turns: 2})
+	res.add(&convResult{rtc: true, audible: []float64{610, 640}, bargeIn: []float64{180}, late: []float64{30}, turns: 2})
+	require.Equal(t, []float64{500, 520, 610, 640}, res.audible, "the calls' turns count in the step's figures")
+	require.Equal(t, 4, res.turns)
+	byName := map[string]bench.Figure{}
+	var names []string
+	for _, f := range transportFigures("conv_realtime_n4_", res) {
+		byName[f.Name] = f
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{"conv_realtime_n4_rtc_conversations",
+		"conv_realtime_n4_rtc_speech_end_to_audible_ms", "conv_realtime_n4_rtc_bargein_onset_to_silence_ms",
+		"conv_realtime_n4_ws_speech_end_to_audible_ms", "conv_realtime_n4_ws_bargein_onset_to_silence_ms"}, names)
+	require.Equal(t, []float64{1}, byName["conv_realtime_n4_rtc_conversations"].Samples)
+	require.Equal(t, []float64{610, 640}, byName["conv_realtime_n4_rtc_speech_end_to_audible_ms"].Samples)
+	require.Equal(t, []float64{180}, byName["conv_realtime_n4_rtc_bargein_onset_to_silence_ms"].Samples)
+	require.Equal(t, []float64{500, 520}, byName["conv_realtime_n4_ws_speech_end_to_audible_ms"].Samples)
+
+	all := &stepResult{n: 1, rtcN: 1}
+	all.add(&convResult{rtc: true, audible: []float64{600}})
+	require.Len(t, transportFigures("p_", all), 3, "all calls: no ws_ keys")
+	require.Empty(t, transportFigures("p_", &stepResult{n: 4}))
+}
+
+// TestCallEvents: a call's data channel events as a conversation reads them; the rest skipped.
+func TestCallEvents(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	tests := []struct {
+		typ  string
+		m    map[string]any
+		want convEvent
+		ok   bool
+	}{
+		{"conversation.item.input_audio_transcription.completed", map[string]any{"transcript": "go forward"}, convEvent{kind: "transcript", text: "go forward"}, true},
+		{"output_audio_buffer.stopped", nil, convEvent{kind: "done"}, true},
+		{"output_audio_buffer.cleared", nil, convEvent{kind: "cleared"}, true},
+		{"error", nil, convEvent{kind: "error", text: `{"type":"error"}`}, true},
+		{"response.output_audio_transcript.delta", nil, convEvent{}, false},
+	}
+	for _, tc := range tests {
+		ce, ok := rtcConvEvent(rtcclient.Event{Type: tc.typ, At: at, M: tc.m, Data: []byte(`{"type":"error"}`)})
+		require.Equal(t, tc.ok, ok, tc.typ)
+		if ok {
+			tc.want.at = at
+			require.Equal(t, tc.want, ce, tc.typ)
+		}
+	}
+}
+
+// TestCallReplyEnds: on a call the reply being heard ends at output_audio_buffer.stopped; one
+// that ends with nothing audible fails the turn; a barge-in's stop is not read from events but
+// heard on the playback clock, liveGapMs after the old audio's last audible sample.
+func TestCallReplyEnds(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	c := &conv{rtc: true, res: &convResult{rtc: true}, turn: 3}
+	c.waiting = true
+	require.ErrorContains(t, c.on(convEvent{kind: "done", at: now}), "turn 3: the reply's audio ended")
+	c.waiting = false
+	require.NoError(t, c.on(convEvent{kind: "done", at: now}))
+	require.Equal(t, now, c.doneAt)
+
+	c = &conv{rtc: true, res: &convResult{rtc: true}}
+	c.onset = now.Add(-time.Second)
+	c.lastAudible = now.Add(-time.Second + 120*time.Millisecond)
+	require.NoError(t, c.on(convEvent{kind: "cleared", at: now.Add(-900 * time.Millisecond)}))
+	require.Empty(t, c.res.bargeIn, "cleared is not the stop on a call")
+	c.oldAudioStopped()
+	require.Len(t, c.res.bargeIn, 1)
+	require.InDelta(t, 120, c.res.bargeIn[0], 0.001)
+	require.True(t, c.onset.IsZero())
 }

@@ -20,7 +20,7 @@ import (
 // delay on top, which no server can remove.
 
 // rtcSession is the session object a bench call is made with.
-func rtcSession(tools int, turnDetection any) json.RawMessage {
+func rtcSession(tools int, turnDetection any) map[string]any {
 	s := map[string]any{"type": "realtime", "output_modalities": []string{"audio"},
 		"audio":             map[string]any{"input": map[string]any{"turn_detection": turnDetection}},
 		"max_output_tokens": 24}
@@ -30,13 +30,16 @@ func rtcSession(tools int, turnDetection any) json.RawMessage {
 	if turnDetection != nil {
 		s["extra_body"] = map[string]any{"auto_response": true}
 	}
-	b, _ := json.Marshal(s)
-	return b
+	return s
 }
 
-// rtcCall dials a call and waits for session.created.
-func rtcCall(ctx context.Context, base, key string, tools int, turnDetection any) (*rtcclient.Client, error) {
-	c, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: base, Key: key, Session: rtcSession(tools, turnDetection),
+// rtcCall dials a call made with session and waits for session.created.
+func rtcCall(ctx context.Context, base, key string, session map[string]any) (*rtcclient.Client, error) {
+	b, err := json.Marshal(session)
+	if err != nil {
+		return nil, fmt.Errorf("webrtc call: %w", err)
+	}
+	c, err := rtcclient.Dial(ctx, rtcclient.Config{BaseURL: base, Key: key, Session: b,
 		MicRate: inRate, OutRate: outRate, Audible: audibleT})
 	if err != nil {
 		return nil, fmt.Errorf("webrtc call: %w", err)
@@ -104,7 +107,7 @@ func waitReply(ctx context.Context, c *rtcclient.Client, t0 time.Time) (transcri
 // channel; commit → first audible sample, first packet, transcript.
 func rtcManualTurns(ctx context.Context, base, key string, tools int, speech []float32, turns int, tl *timeline) []manualResult {
 	out := make([]manualResult, turns)
-	c, err := rtcCall(ctx, base, key, tools, nil)
+	c, err := rtcCall(ctx, base, key, rtcSession(tools, nil))
 	if err != nil {
 		out[0].err = err
 		return out[:1]
@@ -152,7 +155,7 @@ func rtcManualTurns(ctx context.Context, base, key string, tools int, speech []f
 // rtcVADTurn is vadTurn on a call: speech then 2 s of silence under server VAD; end of speech
 // → first audible sample of the reply.
 func rtcVADTurn(ctx context.Context, base, key string, tools int, speech []float32, silenceMs int, tl *timeline) (float64, error) {
-	c, err := rtcCall(ctx, base, key, tools, serverVAD(silenceMs))
+	c, err := rtcCall(ctx, base, key, rtcSession(tools, serverVAD(silenceMs)))
 	if err != nil {
 		return 0, err
 	}
