@@ -288,6 +288,19 @@ func TestCall(t *testing.T) {
 	p.mu.Unlock()
 	require.InEpsilon(t, rms(voice), heard, 0.3, "the microphone carries the speech: RMS %.4f sent, %.4f heard", rms(voice), heard)
 
+	// A microphone fed frame by frame by its caller: one packet per Send, a short frame padded,
+	// a longer one refused.
+	mic, err := c.Microphone()
+	require.NoError(t, err)
+	require.Equal(t, 320, mic.FrameSamples())
+	for k := range 3 {
+		require.NoError(t, mic.Send(voice[k*320:(k+1)*320-k]))
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.ErrorContains(t, mic.Send(make([]int16, 321)), "321 samples, a frame is 320")
+	mic.Close()
+	require.Eventually(t, func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.micPkts == frames+3 }, 5*time.Second, 10*time.Millisecond)
+
 	var he2 *HTTPError
 	require.ErrorAs(t, c.Hangup(ctx, "ek_good"), &he2, "the hangup takes the API key")
 	require.NoError(t, c.Hangup(ctx, "sk"))
@@ -319,6 +332,8 @@ func TestCallMultipart(t *testing.T) {
 	require.NoError(t, c.SendJSON([]byte(`{"type":"response.create"}`)))
 	require.Eventually(t, func() bool { return !c.FirstAudibleAfter(time.Time{}).IsZero() }, 10*time.Second, 10*time.Millisecond)
 	require.ErrorContains(t, c.Speak(ctx, make([]int16, 320), time.Time{}), "no microphone")
+	_, err = c.Microphone()
+	require.ErrorContains(t, err, "no microphone")
 	_, err = c.WaitFor(ctx, "never.sent", 50*time.Millisecond)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NoError(t, c.Close())
@@ -328,8 +343,12 @@ func TestCallMultipart(t *testing.T) {
 	_, err = c2.WaitFor(ctx, "session.created", 10*time.Second)
 	require.NoError(t, err)
 	done := c2.StartSpeaking(make([]int16, 16000*60), time.Time{}) // a minute
+	mic, err := c2.Microphone()
+	require.NoError(t, err)
+	defer mic.Close()
 	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, c2.Close())
+	require.ErrorContains(t, mic.Send(make([]int16, 320)), "closed", "a closed call's microphone sends nothing")
 	require.Error(t, <-done, "Close ends the microphone")
 	require.Error(t, <-c2.StartSpeaking(nil, time.Time{}), "a closed client does not speak")
 }
