@@ -70,6 +70,7 @@ type stepResult struct {
 	audible, bargeIn, late  []float64 // ms
 	rtc, ws                 transportSamples
 	turns, wrongTranscripts int
+	firstWrong              string // the first transcript that differed, with its reference
 	errs                    []string
 	cpu                     time.Duration
 	rssKiB                  int
@@ -87,7 +88,7 @@ func (r *stepResult) keepsUp(silenceMs int) (bool, string) {
 	case r.turns == 0:
 		return false, "no turn completed"
 	case r.wrongTranscripts > 0:
-		return false, fmt.Sprintf("%d transcripts differ from the reference", r.wrongTranscripts)
+		return false, fmt.Sprintf("%d transcripts differ from the reference; first %s", r.wrongTranscripts, r.firstWrong)
 	case len(r.audible) > 0 && benchreport.Quantile(r.audible, 99) > float64(silenceMs+keepAudibleSlackMs):
 		return false, fmt.Sprintf("speech end → first audible p99 %.0f ms > %d ms", benchreport.Quantile(r.audible, 99), silenceMs+keepAudibleSlackMs)
 	case len(r.bargeIn) > 0 && benchreport.Quantile(r.bargeIn, 99) > keepBargeInMs:
@@ -289,6 +290,9 @@ func (res *stepResult) add(c *convResult) {
 	t.bargeIn = append(t.bargeIn, c.bargeIn...)
 	res.turns += c.turns
 	res.wrongTranscripts += c.wrong
+	if res.firstWrong == "" {
+		res.firstWrong = c.firstWrong
+	}
 	if c.err != nil {
 		res.errs = append(res.errs, c.err.Error())
 	}
@@ -322,17 +326,17 @@ func procRSSKiB(pid int) (int, error) {
 }
 
 // reference checks a transcript of clip against the first one heard for it (the reference):
-// it reports whether they agree.
-func (r *convRun) reference(clip refKey, text string) bool {
+// it reports whether they agree, and the reference.
+func (r *convRun) reference(clip refKey, text string) (bool, string) {
 	text = strings.ToLower(strings.Join(strings.Fields(text), " "))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ref, ok := r.refs[clip]
 	if !ok {
 		r.refs[clip] = text
-		return true
+		return true, text
 	}
-	return ref == text
+	return ref == text, ref
 }
 
 func (r *convRun) figures(results []*stepResult, kept int, failed *stepResult, why string) []bench.Figure {
@@ -407,6 +411,7 @@ type convResult struct {
 	rtc                    bool // over a WebRTC call
 	audible, bargeIn, late []float64
 	turns, wrong           int
+	firstWrong             string
 	err                    error
 }
 
@@ -664,8 +669,15 @@ func (c *conv) onCallEnd(e convEvent) error {
 
 // check compares a turn's transcript with its clip's reference.
 func (c *conv) check(text string) {
-	if !c.r.reference(refKey{clip: c.clip, rtc: c.rtc}, text) {
+	if ok, ref := c.r.reference(refKey{clip: c.clip, rtc: c.rtc}, text); !ok {
 		c.res.wrong++
+		if c.res.firstWrong == "" {
+			over := "WebSocket"
+			if c.rtc {
+				over = "WebRTC"
+			}
+			c.res.firstWrong = fmt.Sprintf("%q against %q (%s, turn %d)", text, ref, over, c.turn)
+		}
 	}
 }
 

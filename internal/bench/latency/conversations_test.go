@@ -25,7 +25,7 @@ func TestStepKeepsUp(t *testing.T) {
 		{"all rules hold", func(*stepResult) {}, ""},
 		{"an error", func(r *stepResult) { r.errs = []string{"server error: x"} }, "error: server error: x"},
 		{"no turn", func(r *stepResult) { r.turns = 0 }, "no turn completed"},
-		{"a wrong transcript", func(r *stepResult) { r.wrongTranscripts = 1 }, "1 transcripts differ from the reference"},
+		{"a wrong transcript", func(r *stepResult) { r.wrongTranscripts, r.firstWrong = 1, `"a" against "b"` }, `1 transcripts differ from the reference; first "a" against "b"`},
 		{"slow first audio", func(r *stepResult) { r.audible = append(r.audible, 801) }, "speech end → first audible p99 801 ms > 800 ms"},
 		{"slow barge-in", func(r *stepResult) { r.bargeIn = append(r.bargeIn, 301) }, "barge-in onset → silence p99 301 ms > 300 ms"},
 		{"a late append", func(r *stepResult) { r.late = append(r.late, 401) }, "an append went 401 ms behind the microphone's clock"},
@@ -47,12 +47,15 @@ func TestStepKeepsUp(t *testing.T) {
 func TestReferenceTranscripts(t *testing.T) {
 	t.Parallel()
 	r := &convRun{refs: map[refKey]string{}}
-	require.True(t, r.reference(refKey{clip: 0}, "Go forward ten meters"))
-	require.True(t, r.reference(refKey{clip: 0}, " go  forward ten METERS "))
-	require.False(t, r.reference(refKey{clip: 0}, "go forward two meters"))
-	require.True(t, r.reference(refKey{clip: -1}, "one two three"), "each clip has its own reference")
-	require.True(t, r.reference(refKey{clip: 0, rtc: true}, "go forward two meters"), "a call's Opus-coded speech has its own reference")
-	require.False(t, r.reference(refKey{clip: 0, rtc: true}, "go forward ten meters"))
+	agrees := func(k refKey, text string) bool { ok, _ := r.reference(k, text); return ok }
+	require.True(t, agrees(refKey{clip: 0}, "Go forward ten meters"))
+	require.True(t, agrees(refKey{clip: 0}, " go  forward ten METERS "))
+	ok, ref := r.reference(refKey{clip: 0}, "go forward two meters")
+	require.False(t, ok)
+	require.Equal(t, "go forward ten meters", ref)
+	require.True(t, agrees(refKey{clip: -1}, "one two three"), "each clip has its own reference")
+	require.True(t, agrees(refKey{clip: 0, rtc: true}, "go forward two meters"), "a call's Opus-coded speech has its own reference")
+	require.False(t, agrees(refKey{clip: 0, rtc: true}, "go forward ten meters"))
 }
 
 // TestWebRTCSplit: a step's calls are the share of its conversations rounded, at least one when
