@@ -2,7 +2,6 @@ package test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -11,15 +10,12 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omniserve/omniserve/internal/testenv"
 )
 
 const goForwardRaw = "/usr/share/pocketsphinx/test/data/goforward.raw"
@@ -243,27 +239,12 @@ func requireWordLogprobs(t *testing.T, text string, lps []nodeLogprob) {
 	require.Equal(t, text, joined.String())
 }
 
-// runNodeScript installs the pinned SDK (test/openai-node) and runs script there; it returns
-// the script's last stdout line. It skips only when node is not installed at all (and fails
-// then under CI=true).
+// runNodeScript runs script of the pinned OpenAI Node SDK's project (test/openai-node) and
+// returns its last stdout line (runNode).
 func runNodeScript(t *testing.T, script string, env ...string) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.Missing(t, "node is not installed: skipping the OpenAI Node SDK test (apt-get install nodejs npm, or `make deps`, to run it)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	dir := npmProject(ctx, t, "openai-node")
-	run := exec.CommandContext(ctx, node, script)
-	run.Dir = dir
-	run.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "%s failed:\nstdout: %s\nstderr: %s", script, stdout.String(), stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	t.Logf("%s: %s", script, lines[len(lines)-1])
-	return lines[len(lines)-1]
+	last, _ := runNode(t, "openai-node", script, 3*time.Minute, env...)
+	return last
 }
 
 func pcm16WAV(pcm []byte, rate int) []byte {

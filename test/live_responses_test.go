@@ -48,6 +48,19 @@ func (c *liveClient) untilTaskEnd(t *testing.T, timeout time.Duration) (outer, i
 	}
 }
 
+// dialLiveHooked is a Live socket on a server of its own with the scripted decider on
+// (--live-test-hooks); a failed test dumps what the socket read.
+func dialLiveHooked(t *testing.T) *liveClient {
+	t.Helper()
+	c := dialLive(t, startLiveBinary(t, "--live-test-hooks"), nil)
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.dump(t)
+		}
+	})
+	return c
+}
+
 // responsesSession is a 16 kHz session whose next user turn is delegated (the test hook) under
 // Responses delegation with responses.
 func responsesSession(responses map[string]any) map[string]any {
@@ -62,13 +75,7 @@ func responsesSession(responses map[string]any) map[string]any {
 // response.create continuing the task to text, which is spoken as commentary.
 func TestLiveResponsesDelegation(t *testing.T) {
 	t.Parallel()
-	s := startLiveBinary(t, "--live-test-hooks")
-	c := dialLive(t, s, nil)
-	defer func() {
-		if t.Failed() {
-			c.dump(t)
-		}
-	}()
+	c := dialLiveHooked(t)
 	tool := map[string]any{"type": "function", "name": "lookup_order", "description": "Look up an order by its id",
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []any{"order_id"}}}
 	responses := map[string]any{"model": "gpt-5.6-luna", "instructions": "Look orders up with lookup_order.", "max_output_tokens": 200,
@@ -226,13 +233,7 @@ func TestLiveResponsesDelegation(t *testing.T) {
 // and the session closes normally).
 func TestLiveResponsesHostedToolFailsTheTask(t *testing.T) {
 	t.Parallel()
-	s := startLiveBinary(t, "--live-test-hooks")
-	c := dialLive(t, s, nil)
-	defer func() {
-		if t.Failed() {
-			c.dump(t)
-		}
-	}()
+	c := dialLiveHooked(t)
 	c.send(t, map[string]any{"type": "session.start", "session": responsesSession(map[string]any{"model": "gpt-5.6-luna",
 		"tools": []any{map[string]any{"type": "web_search"}}})})
 	c.until(t, "session.started", 30*time.Second)

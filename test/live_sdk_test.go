@@ -1,11 +1,7 @@
 package test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,23 +20,10 @@ import (
 // usage before the socket closes 1000. No error event.
 func TestLiveSDKQuickstart(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.Missing(t, "node is not installed: skipping the GPT-Live SDK quick-start (`make deps` installs it)")
-	}
 	speech := "/usr/share/pocketsphinx/test/data/goforward.raw"
 	testenv.NeedFile(t, speech, "pocketsphinx-testdata")
 	s := startLiveBinary(t, "--api-key", "sk-live-test")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	dir := npmProject(ctx, t, "openai-live")
-	run := exec.CommandContext(ctx, node, "quickstart.mjs")
-	run.Dir = dir
-	run.Env = append(os.Environ(), "OPENAI_BASE_URL=http://"+s.addr+"/v1", "OPENAI_API_KEY=sk-live-test", "OMNISERVE_SPEECH="+speech)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "quickstart.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	last, stderr := runNode(t, "openai-live", "quickstart.mjs", 4*time.Minute, "OPENAI_BASE_URL=http://"+s.addr+"/v1", "OPENAI_API_KEY=sk-live-test", "OMNISERVE_SPEECH="+speech)
 	var got struct {
 		Errors           []string          `json:"errors"`
 		Events           map[string]int    `json:"events"`
@@ -62,9 +45,9 @@ func TestLiveSDKQuickstart(t *testing.T) {
 		Pacing           map[string]float64 `json:"pacing"`
 		TimelineOK       bool               `json:"timeline_ok"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
-	t.Logf("GPT-Live SDK quick-start: %s", lines[len(lines)-1])
-	t.Logf("stderr: %s", stderr.String())
+	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
+	t.Logf("GPT-Live SDK quick-start: %s", last)
+	t.Logf("stderr: %s", stderr)
 	require.Empty(t, got.Errors, "no error")
 	require.Zero(t, got.Events["error"])
 	require.Equal(t, "gpt-live-1", got.Started["model"])

@@ -1,11 +1,7 @@
 package test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -45,27 +41,13 @@ type liveKitRun struct {
 // runLiveKit runs gpt_live.mjs against s with delegation (client or responses).
 func runLiveKit(t *testing.T, s *binServer, key, delegation string) liveKitRun {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.Missing(t, "node is not installed: skipping LiveKit's GPT-Live model (`make deps` installs it)")
-	}
 	speech := "/usr/share/pocketsphinx/test/data/goforward.raw"
 	testenv.NeedFile(t, speech, "pocketsphinx-testdata")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	dir := npmProject(ctx, t, "livekit-live")
-	run := exec.CommandContext(ctx, node, "gpt_live.mjs")
-	run.Dir = dir
-	run.Env = append(os.Environ(), "OMNISERVE_BASE_URL=http://"+s.addr+"/v1", "OMNISERVE_API_KEY="+key,
-		"OMNISERVE_SPEECH="+speech, "OMNISERVE_DELEGATION="+delegation)
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	require.NoError(t, run.Run(), "gpt_live.mjs failed:\nstdout: %s\nstderr: %s", stdout.String(), stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	t.Logf("LiveKit GPTLiveModel (%s delegation): %s", delegation, lines[len(lines)-1])
+	last, stderr := runNode(t, "livekit-live", "gpt_live.mjs", 4*time.Minute, "OMNISERVE_BASE_URL=http://"+s.addr+"/v1",
+		"OMNISERVE_API_KEY="+key, "OMNISERVE_SPEECH="+speech, "OMNISERVE_DELEGATION="+delegation)
 	var got liveKitRun
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), stdout.String())
-	require.Empty(t, got.Errors, "stderr: %s", stderr.String())
+	require.NoError(t, json.Unmarshal([]byte(last), &got), last)
+	require.Empty(t, got.Errors, "stderr: %s", stderr)
 	require.Equal(t, 1, got.Events["session.started"])
 	require.Contains(t, got.InputTranscript, "forward", "the plugin's user turn holds the input transcript")
 	require.True(t, got.InputFinal, "the plugin ended the user's turn from the transcript's timing")

@@ -1,12 +1,15 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,4 +55,27 @@ func npmProject(ctx context.Context, t *testing.T, name string, env ...string) s
 	})
 	require.NoError(t, in.err, "npm ci in %s:\n%s", dir, in.out)
 	return dir
+}
+
+// runNode runs script in test/<project> (its pinned node_modules installed by npmProject) with
+// env added, within timeout, and returns its last stdout line and its stderr; a failing script
+// fails the test. It skips only when node is not installed at all (and fails then under CI=true).
+func runNode(t *testing.T, project, script string, timeout time.Duration, env ...string) (last, stderr string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Missing(t, "node is not installed: skipping test/%s/%s (`make deps` installs it)", project, script)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	dir := npmProject(ctx, t, project)
+	run := exec.CommandContext(ctx, node, script)
+	run.Dir = dir
+	run.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	run.Stdout, run.Stderr = &out, &errOut
+	require.NoError(t, run.Run(), "%s failed:\nstdout: %s\nstderr: %s", script, out.String(), errOut.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	t.Logf("%s: %s", script, lines[len(lines)-1])
+	return lines[len(lines)-1], errOut.String()
 }

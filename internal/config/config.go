@@ -217,7 +217,7 @@ func Defaults() Config {
 			StallTimeout:        10 * time.Second,
 			MaxEventBytes:       15 << 20,
 			SendQueueEvents:     512,
-			LiveOutputLead:      200 * time.Millisecond,
+			LiveOutputLead:      100 * time.Millisecond,
 		},
 	}
 }

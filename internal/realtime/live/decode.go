@@ -32,7 +32,7 @@ type Options struct {
 	// a session has the connection's handshake timeout instead (StartPatch), so a socket that
 	// never sends session.start does not hold a slot. 0: no start deadline.
 	IdleTimeout time.Duration
-	// OutputLead is how far the output track may run ahead of real time (0: MaxOutputLead).
+	// OutputLead is how far the output track may run ahead of real time (0: DefaultOutputLead).
 	OutputLead time.Duration
 }
 
@@ -44,7 +44,7 @@ type Options struct {
 func (o Options) SessionOptions() session.Options {
 	lead := o.OutputLead
 	if lead <= 0 {
-		lead = MaxOutputLead
+		lead = DefaultOutputLead
 	}
 	return session.Options{Duplex: true, Dialect: Name, EndsAtExpiry: true, MaxOutputLead: lead,
 		OutputFrame: min(max(lead/2, 20*time.Millisecond), 100*time.Millisecond)}
@@ -60,9 +60,12 @@ func (o Options) StartPatch(deadline time.Duration) *session.ConfigPatch {
 	return &session.ConfigPatch{IdleTimeoutS: &s}
 }
 
-// MaxOutputLead bounds how far a Live session's output track runs ahead of real time: Live's
-// audio cannot be recalled (there is no clear), so little is sent that a barge-in would cut.
-const MaxOutputLead = 200 * time.Millisecond
+// DefaultOutputLead is how far a Live session's output track runs ahead of real time unless the
+// server says otherwise (realtime.live_output_lead): Live's audio cannot be recalled (there is no
+// clear), so little is sent that a barge-in would cut. At 100 ms (deltas of 50 ms) a Live
+// client's barge-in onset → silence measured within 20 ms of a Realtime client's, which stops at
+// the clear; at 200 ms (deltas of 100 ms), 212–263 ms later (docs/BENCHMARKS.md).
+const DefaultOutputLead = 100 * time.Millisecond
 
 // Reply is Decode's answer to a frame the dialect answers itself, in whole or in part: Events go
 // to the client at once, in order, then Commands to the session, in order.
