@@ -52,6 +52,12 @@ func TestBenchUsageErrors(t *testing.T) {
 	code, _, _, errOut = cliRun(t, nil, "bench", "long", "--truncation", "sometimes")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "--truncation")
+	code, _, _, errOut = cliRun(t, nil, "bench", "conversations", "--webrtc-share", "1.5")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--webrtc-share 1.5: want a share from 0 to 1")
+	code, _, _, errOut = cliRun(t, nil, "bench", "conversations", "--webrtc-share", "0.5", "--dialect", "live")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, `speak the realtime dialect, not "live"`)
 	// A report directory that cannot be made fails before the run, not after it.
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
