@@ -13,7 +13,9 @@ import "context"
 //     bargeDecision) is a turn of its own: committed as always, answered after the response that
 //     runs (the dialect marks its committed event response_create_deferred).
 // No speech over the response (its audio came before it, or was not speech) leaves the commit
-// as it is: a commit of audio the engine already took is accepted (commit_outcome.go).
+// as it is: a commit of audio the engine already took is accepted (commit_outcome.go). The
+// speech counted is that since the last utterance ended: a remark the engine's own VAD ended
+// (its transcript came) is the engine's to answer, and a commit after it has none of its own.
 
 // OverlapShortAckMs is the most speech over a response that a commit takes as an
 // acknowledgement: vllm-omni's overlap_short_ack_ms.
