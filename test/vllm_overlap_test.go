@@ -2,6 +2,7 @@ package test
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func none(t *testing.T, c *ackClient, typ string, d time.Duration) {
 
 // "Go for-" (0.6 s of speech) said over the answer and committed: an acknowledgement. The
 // answer plays to its end, no response answers the remark (the engine forgot its audio), and its
-// user item is empty.
+// user item is empty. The next utterance is answered without it.
 func TestVLLMShortOverlapIsAnAcknowledgement(t *testing.T) {
 	t.Parallel()
 	c, first := answering(t)
@@ -80,6 +81,21 @@ func TestVLLMShortOverlapIsAnAcknowledgement(t *testing.T) {
 	none(t, c, "response.created", 4*time.Second) // nothing answers the acknowledgement
 	require.Len(t, c.seen("response.created"), 1)
 	require.Empty(t, c.seen("overlap.decision"), "no barge-in")
+
+	// The next utterance, with no audio between (the remark's speech segment goes on), is heard
+	// and answered, and its transcript does not carry the remark.
+	appendPCM(t, c, pocketsphinxRaw(t, "numbers.raw", 0.45, 2.5), nil)
+	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
+	next := c.until(t, "input_audio_buffer.committed", 30*time.Second)
+	require.Nil(t, next["event"].(map[string]any)["empty"], "the utterance was heard")
+	var tr map[string]any
+	for tr == nil || tr["item_id"] != next["item_id"] {
+		tr = c.until(t, "conversation.item.input_audio_transcription.completed", 30*time.Second)
+	}
+	words := strings.Fields(strings.ToLower(tr["transcript"].(string)))
+	require.NotEmpty(t, words)
+	require.NotContains(t, words, "go", "transcript %v carries the acknowledgement", words)
+	c.until(t, "response.created", time.Minute)
 	require.Zero(t, c.typesSeen()["error"], "no error: the clients raise on any")
 }
 
