@@ -57,6 +57,9 @@ type CommitInput struct {
 	// Silence: the client says the input is not speech (vllm-omni's is_speech: false): the
 	// audio is dropped and the commit ends the turn with a listen (commit_outcome.go).
 	Silence bool
+	// OverlapTiers: the dialect's rule for a commit during a response (vllm-omni's
+	// overlap_short_ack_ms): a short overlap is an acknowledgement (overlap_commit.go).
+	OverlapTiers bool
 }
 
 // ClearInput is input_audio_buffer.clear.

@@ -114,7 +114,9 @@
 //     playback_finished.go: the responses that ended, which a playback.ack may still name
 //     (finishedAck, with ack_only's cut); commit_outcome.go: a commit without audio of its own
 //     (emptyCommit: audio the engine already took, or a silence commit) and the listen it may
-//     owe until the engine's turn is over (settleListen).
+//     owe until the engine's turn is over (settleListen); overlap_commit.go: a commit during a
+//     response in a dialect with overlap tiers (commitTier: an acknowledgement, ackCommit, or a
+//     turn answered after the response), from the speech over it (inputAudio.overlapSpeechMs).
 //   - toolstate.go, tools.go, mcp.go, mcp_call.go (toolState, mcpState, mcpCall, mcpResp): the
 //     tools' runtime state and logic. The tools of a response (sessionTools, resolveTools,
 //     followUpOptions), MCP servers with the goroutines that list and call them (list, start,

@@ -47,6 +47,9 @@ type InputCommitted struct {
 	// Empty: the commit found no audio of its own (the engine had taken it, or the client
 	// said it was silence); NoResponse: the turn ends without one (commit_outcome.go).
 	Empty, NoResponse bool
+	// OverlapAck: a short remark over the running response, taken as an acknowledgement: its
+	// audio dropped, no response for it (overlap_commit.go).
+	OverlapAck bool
 }
 
 // InputCleared: the uncommitted input audio was dropped.

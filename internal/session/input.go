@@ -48,7 +48,10 @@ type inputAudio struct {
 	onsetAt  float64 // wall time of the onset reported by the last append; 0 = none
 	// overlapMs is the speech heard over the active response, in the current segment (overlap).
 	overlapMs float64
-	inSpeech  bool // speech_started went out and its speech_stopped has not
+	// overlapSpeechMs is all the speech heard over the active response since the last commit,
+	// every run of it: a commit's overlap tier (overlap_commit.go).
+	overlapSpeechMs float64
+	inSpeech        bool // speech_started went out and its speech_stopped has not
 	// speechItemID is the item id announced by speech_started (or timeout_triggered, or a
 	// transcription delta), which the next commit gives its user item.
 	speechItemID string
@@ -97,12 +100,19 @@ func bargeDecision(vr vadResult, h hearing, overlapMs float64) (heard bool, canc
 
 // overlap adds an append of ms heard as vr to the speech overlapping the active response and
 // returns it: 0 when no response is active or the speech stopped (a new remark starts anew).
+// The speech of every run since the last commit is summed too (overlapSpeechMs), while the
+// response lasts.
 func (in *inputAudio) overlap(vr vadResult, active bool, ms float64) float64 {
-	if !active || !vr.voiced {
+	if !active {
+		in.overlapMs, in.overlapSpeechMs = 0, 0
+		return 0
+	}
+	if !vr.voiced {
 		in.overlapMs = 0
 		return 0
 	}
 	in.overlapMs += ms
+	in.overlapSpeechMs += ms
 	return in.overlapMs
 }
 
@@ -111,6 +121,7 @@ func (in *inputAudio) overlap(vr vadResult, active bool, ms float64) float64 {
 // forgets it, and speech_started must not come twice without a speech_stopped between (the
 // effect returned, at epoch).
 func (in *inputAudio) resetVAD(epoch int) []Event {
+	in.overlapSpeechMs = 0 // a new response: only speech over it counts
 	if !in.restartVAD() {
 		return nil
 	}

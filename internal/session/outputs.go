@@ -42,6 +42,9 @@ func (s *Session) routeOutput(o duplex.Output) {
 		s.tx.streamed(o.Text, &s.inputAudio.speechItemID)
 	case routeTranscript:
 		s.responses.heard(o.Turn)
+		// The utterance is over (its commit, or the engine's own VAD ended it): the speech a
+		// later commit's overlap tier counts starts anew (overlap_commit.go).
+		s.inputAudio.overlapSpeechMs = 0
 		if s.tx.tracks(s.link.opts.TranscriptDeltas) {
 			s.tx.transcriptArrived()
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/omniserve/omniserve/internal/audio"
+	"github.com/omniserve/omniserve/internal/duplex"
 )
 
 // How a turn is born. A user turn becomes a response in one of three ways, and each ends in
@@ -27,9 +28,21 @@ import (
 // response (response.created now, the metrics turn begins here) and runs the engine work as one
 // ordered job: append → commit (transcript) → respond.
 // A silence commit (vllm-omni's is_speech: false, commit_outcome.go) drops the audio and ends the
-// turn in order with the engine work before it.
+// turn in order with the engine work before it. In a dialect with overlap tiers, a commit of a
+// short remark over the running response is an acknowledgement (overlap_commit.go).
 func (s *Session) handleCommit(c *CommitInput) bool {
 	s.sem.abandon(&s.inputAudio)
+	overlapMs := s.inputAudio.overlapSpeechMs
+	s.inputAudio.overlapSpeechMs = 0 // each commit's own
+	disc, _ := s.link.engine.(AudioDiscarder)
+	if commitTier(overlapCommit{tiers: c.OverlapTiers && !c.Silence, active: s.responses.resp != nil, overlapMs: overlapMs,
+		streamed: s.settings.autoResponse(), discards: disc != nil}) == tierAck {
+		it, acts := ackCommit(&s.conv, &s.inputAudio, disc, c.ID, s.epoch, s.m.cfg.WallClock())
+		s.tx.committed(it.ID)
+		s.run(acts...)
+		s.tx.completed(it.ID, duplex.Transcription{})
+		return true
+	}
 	if c.Silence {
 		s.run(clearInput{eventID: c.ID})
 		if !s.submitJob(job{run: func(context.Context) jobResult { return jobResult{consumed: ReasonSilence} }}) {

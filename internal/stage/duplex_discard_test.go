@@ -41,3 +41,26 @@ func TestDuplexDiscardAudio(t *testing.T) {
 	require.GreaterOrEqual(t, wordOverlap(tr, "go forward ten meters"), 0.75, "transcript %q", tr)
 	require.LessOrEqual(t, len(strings.Fields(tr)), 5, "transcript %q holds discarded words", tr)
 }
+
+// On an auto-response stream, audio discarded in the middle of a speech segment (a short
+// acknowledgement the session dropped) is forgotten, and speech that follows it with no pause
+// between (the VAD's segment goes on) is still heard: a commit by hand transcribes it.
+func TestDuplexDiscardMidSegment(t *testing.T) {
+	b := testenv.ReadFile(t, "/usr/share/pocketsphinx/test/data/numbers.raw", "pocketsphinx-testdata")
+	numbers, err := audio.PCM16BytesToFloat32(nil, b)
+	require.NoError(t, err)
+	p, _ := newTestPipeline(t, nil)
+	d, err := p.OpenDuplex(context.Background(), DuplexOptions{Options: duplex.Options{AutoResponse: true, MaxTokens: 4}, RequestID: "duplex-discard-mid"}, newRecSink(t))
+	require.NoError(t, err)
+	defer d.Close()
+	ctx := context.Background()
+
+	gf := goForward(t)
+	feedUnits(t, d, gf[:int(1.15*16000)]) // "go for-", still speaking
+	require.NoError(t, d.DiscardAudio(ctx))
+	feedUnits(t, d, numbers[int(0.45*16000):int(2.5*16000)]) // no pause: the VAD's segment goes on
+	c, err := d.commit(ctx, 0, false)
+	require.NoError(t, err, "the speech after the discard is heard")
+	require.NotEmpty(t, strings.Fields(c.Text))
+	require.NotContains(t, strings.Fields(strings.ToLower(c.Text)), "go", "transcript %q holds discarded words", c.Text)
+}

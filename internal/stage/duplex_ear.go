@@ -31,8 +31,12 @@ type ear struct {
 	pos     int64 // samples received so far (stream time)
 	fed     int64 // samples up to which the ASR has been fed
 	inSeg   bool  // VAD-gated feeding: inside a speech segment
-	asrHas  bool  // the ASR's open utterance has audio
-	closed  bool
+	// cutSeg: a discard closed the ear's segment while the VAD's goes on; the audio after the
+	// discard is fed at the VAD's end of it (speechStopped) or at a commit (closeUtterance), so
+	// speech that follows the dropped audio without a pause is still heard.
+	cutSeg bool
+	asrHas bool // the ASR's open utterance has audio
+	closed bool
 	// silenceMs is the VAD's silence_duration_ms: a stop is reported that long after the speech
 	// ended.
 	silenceMs int
@@ -157,7 +161,7 @@ func sampleAt(ms int64) int64 { return ms * audio.ASRSampleRate / 1000 }
 // history holds the prefix padding). A semantic_vad pause that had not ended the turn is over:
 // the same turn goes on.
 func (e *ear) speechStarted(atMs int64) {
-	e.fed, e.inSeg = max(e.fed, sampleAt(atMs)), true
+	e.fed, e.inSeg, e.cutSeg = max(e.fed, sampleAt(atMs)), true, false
 	e.sem = nil
 }
 
@@ -168,7 +172,7 @@ func (e *ear) speechStopped(atMs int64, unit []float32) (pause bool, err error) 
 	if err := e.feedTo(sampleAt(atMs+int64(e.silenceMs)), unit); err != nil {
 		return false, err
 	}
-	e.inSeg = false
+	e.inSeg, e.cutSeg = false, false
 	return e.semOn && e.asrHas, nil
 }
 
@@ -217,15 +221,19 @@ func (e *ear) cut() (transcribe func(ctx context.Context) (string, error), err e
 // far is fed, and a semantic_vad pause has nothing left to decide.
 func (e *ear) closeUtterance() error {
 	e.sem = nil
-	if !e.inSeg {
+	if !e.inSeg && !e.cutSeg {
 		return nil
 	}
 	return e.feedTo(e.pos, nil)
 }
 
 // closeSegment closes an open segment, and a semantic_vad pause, so that their endpoint
-// answers nothing: the audio so far is not fed (DiscardAudio).
-func (e *ear) closeSegment() { e.fed, e.inSeg, e.sem = e.pos, false, nil }
+// answers nothing: the audio so far is not fed (DiscardAudio); what the VAD's segment still
+// brings after it is (cutSeg).
+func (e *ear) closeSegment() {
+	e.cutSeg = e.cutSeg || e.inSeg
+	e.fed, e.inSeg, e.sem = e.pos, false, nil
+}
 
 // discard ends the ASR's open utterance and drops its hypothesis (DiscardAudio).
 func (e *ear) discard() error {

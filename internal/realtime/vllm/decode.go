@@ -222,7 +222,8 @@ func setKind(cmd session.Command, typ string) {
 // as given (commitCreate); input.commit asks for a response unless it says otherwise. The open
 // input item's text (text_input.go) is committed with it as a user item: alone, it is answered
 // when a response is asked for (there is no audio to commit). After audio, a commit of audio the
-// engine already took is accepted, and is_speech false makes it a silence commit.
+// engine already took is accepted, and is_speech false makes it a silence commit. During a
+// response, input_audio_buffer.commit of a short remark is an acknowledgement (OverlapTiers).
 func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base session.Base) (session.Command, *protocol.Error) {
 	create, werr := commitCreate(raw, input, base)
 	if werr != nil {
@@ -240,7 +241,10 @@ func (t *Translator) commit(raw map[string]json.RawMessage, input bool, base ses
 	audio := t.audio
 	t.mu.Unlock()
 	if !text {
-		return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio}, nil
+		// vllm-omni's tiers for a commit during a response are input_audio_buffer.commit's:
+		// input.commit asks for its answer whatever overlapped.
+		return &session.CommitInput{Base: base, ResponseCreate: create, AcceptConsumed: audio, Silence: silence && audio,
+			OverlapTiers: !input}, nil
 	}
 	var inner session.Command
 	switch {

@@ -26,19 +26,19 @@ func TestCommitMeaning(t *testing.T) {
 		code   string
 	}{
 		{"response_create false is absent", nil, map[string]any{"type": "input_audio_buffer.commit", "response_create": false},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}}, ""},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, OverlapTiers: true}, ""},
 		{"create_response true", nil, map[string]any{"type": "input_audio_buffer.commit", "create_response": true},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true)}, ""},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true), OverlapTiers: true}, ""},
 		{"input.commit false: the engine decides", nil, map[string]any{"type": "input.commit", "response_create": false},
 			&session.CommitInput{Base: session.Base{Kind: "input.commit"}}, ""},
 		{"input.commit absent: a response", nil, map[string]any{"type": "input.commit"},
 			&session.CommitInput{Base: session.Base{Kind: "input.commit"}, ResponseCreate: ptr(true)}, ""},
 		{"after audio: consumed audio accepted", []map[string]any{appendEv}, map[string]any{"type": "input_audio_buffer.commit", "final": true},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, AcceptConsumed: true}, ""},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, AcceptConsumed: true, OverlapTiers: true}, ""},
 		{"is_speech false after audio: silence", []map[string]any{appendEv}, map[string]any{"type": "input_audio_buffer.commit", "is_speech": false},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, AcceptConsumed: true, Silence: true}, ""},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, AcceptConsumed: true, Silence: true, OverlapTiers: true}, ""},
 		{"is_speech false with nothing appended: a plain (empty) commit", nil, map[string]any{"type": "input_audio_buffer.commit", "is_speech": false},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}}, ""},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, OverlapTiers: true}, ""},
 		{"final false refused", nil, map[string]any{"type": "input_audio_buffer.commit", "final": false}, nil, "unsupported_value"},
 		{"is_speech not a boolean", nil, map[string]any{"type": "input_audio_buffer.commit", "is_speech": "no"}, nil, "invalid_type"},
 	}
@@ -191,7 +191,17 @@ func TestEventShapes(t *testing.T) {
 	require.Nil(t, ev["response_create_deferred"])
 	encoded(t, tr, session.ResponseStarted{Response: session.ResponseInfo{ID: "r0", Status: "in_progress"}})
 	m = encoded(t, tr, session.InputCommitted{ItemID: "item_2"})
-	require.Equal(t, true, m["event"].(map[string]any)["response_create_deferred"], "committed while a response runs")
+	ev = m["event"].(map[string]any)
+	require.Equal(t, true, ev["response_create_deferred"], "committed while a response runs")
+	require.Equal(t, true, ev["overlap_deferred"])
+	require.Nil(t, ev["overlap_ack"])
+	m = encoded(t, tr, session.InputCommitted{ItemID: "item_3", Empty: true, NoResponse: true, OverlapAck: true})
+	ev = m["event"].(map[string]any)
+	for _, flag := range []string{"empty", "overlap_ack", "no_response"} {
+		require.Equal(t, true, ev[flag], flag)
+	}
+	require.Equal(t, false, ev["is_speech"], "an acknowledgement is not a turn's speech")
+	require.Nil(t, ev["response_create_deferred"], "an acknowledgement is not answered")
 	encoded(t, tr, session.ResponseDone{Response: session.ResponseInfo{ID: "r0", Status: "completed"}})
 
 	m = encoded(t, tr, session.PlaybackAcknowledged{ResponseID: "r", ItemID: "item_r", PlayedMs: 900, SentMs: 1000, CommittedMs: 800, Truncated: true})

@@ -38,8 +38,12 @@ func (o *outState) committed(ev protocol.ServerEvent, c session.InputCommitted) 
 	if c.NoResponse {
 		inner["no_response"] = true
 	}
+	if c.OverlapAck { // a short remark over the response: no answer of its own, the response goes on
+		inner["overlap_ack"], inner["is_speech"] = true, false
+	}
 	if o.active && !c.Empty {
-		inner["response_create_deferred"] = true // its answer comes after the response that runs
+		// Its answer comes after the response that runs (vllm-omni marks the overlap too).
+		inner["response_create_deferred"], inner["overlap_deferred"] = true, true
 	}
 	return protocol.Extended{Event: ev, Set: map[string]any{"event": inner}}
 }

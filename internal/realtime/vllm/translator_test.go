@@ -49,9 +49,9 @@ func TestDecodeVLLMSpellings(t *testing.T) {
 		{"input.commit, response_create false", map[string]any{"type": "input.commit", "response_create": false},
 			&session.CommitInput{Base: session.Base{Kind: "input.commit"}}}, // the engine decides
 		{"commit with create_response", map[string]any{"type": "input_audio_buffer.commit", "create_response": true},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true)}},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, ResponseCreate: ptr(true), OverlapTiers: true}},
 		{"commit as OpenAI's", map[string]any{"type": "input_audio_buffer.commit"},
-			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}}},
+			&session.CommitInput{Base: session.Base{Kind: "input_audio_buffer.commit"}, OverlapTiers: true}},
 		{"flat session.update, its type ignored", map[string]any{"type": "session.update", "event_id": "u", "instructions": "Be brief."},
 			&session.UpdateSession{Base: session.Base{ID: "u", Kind: "session.update"}, Patch: session.ConfigPatch{Instructions: ptr("Be brief."),
 				InputFormat: &session.AudioFormat{Type: "pcm16", Rate: 16000}}}}, // the dialect's default input rate
