@@ -168,11 +168,11 @@ func TestLiveSpeechTurn(t *testing.T) {
 	n, last := c.audioSince(t, first)
 	elapsed := last.Sub(first).Seconds()
 	t.Logf("paced output: %d bytes in %.2f s (%.2f s of audio)", n, elapsed, float64(n)/32000)
-	require.LessOrEqual(t, float64(n)/32000, elapsed+0.35, "never more than the lead (200 ms) and a frame ahead of real time")
+	require.LessOrEqual(t, float64(n)/32000, elapsed+0.35, "never more than the lead (100 ms) and a frame ahead of real time")
 	require.GreaterOrEqual(t, float64(n)/32000, elapsed-0.3, "the track keeps up with real time")
 	for _, ev := range c.eventsOf("session.output_audio.delta")[:5] {
 		b, _ := base64.StdEncoding.DecodeString(ev["delta"].(string))
-		require.InDelta(t, 3200, len(b), 64, "100 ms frames in the session's format (the resampler's delay shortens the first)")
+		require.InDelta(t, 1600, len(b), 64, "50 ms frames (half the default output lead) in the session's format (the resampler's delay shortens the first)")
 		require.NotContains(t, ev, "start_ms", "the primary socket's audio deltas carry no timing")
 	}
 	out := c.eventsOf("session.output_transcript.delta")
@@ -308,7 +308,7 @@ func TestLiveG711(t *testing.T) {
 	waitFor(t, 30*time.Second, "the reply", func() bool { return c.count("session.output_audio.delta") > 0 })
 	b, err := base64.StdEncoding.DecodeString(c.eventsOf("session.output_audio.delta")[0]["delta"].(string))
 	require.NoError(t, err)
-	require.InDelta(t, 800, len(b), 16, "100 ms of μ-law at 8 kHz (the resampler's delay shortens the first frame)")
+	require.InDelta(t, 400, len(b), 16, "50 ms of μ-law at 8 kHz, half the default output lead (the resampler's delay shortens the first frame)")
 	require.Zero(t, c.count("error"))
 }
 
