@@ -350,14 +350,7 @@ func TestVLLMTurnSignal(t *testing.T) {
 // cancels, and session.closed.
 func TestVLLMSubstantialInterruptionCutsTheAnswer(t *testing.T) {
 	t.Parallel()
-	s := startDuplexBinary(t)
-	session := duplexClientSession()
-	session["max_response_output_tokens"] = 256 // an answer that is still playing when the user talks
-	c, _ := openVLLM(t, s, session)
-	appendPCM(t, c, goForwardSpoken(t), nil)
-	c.send(t, map[string]any{"type": "input_audio_buffer.commit", "final": true, "response_create": false})
-	first := c.until(t, "response.created", time.Minute)["response"].(map[string]any)["id"].(string)
-	c.until(t, "response.speak", 30*time.Second)
+	c, first := answering(t)
 
 	numbers, err := os.ReadFile("/usr/share/pocketsphinx/test/data/numbers.raw")
 	require.NoError(t, err, "install pocketsphinx-testdata")
