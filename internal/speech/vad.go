@@ -106,7 +106,11 @@ type VAD struct {
 	silent   int   // consecutive unvoiced frames while in speech
 	lastEnd  int64 // sample index just after the last voiced frame
 	lastStop int64 // ms of the previous SpeechStopped
-	events   []VADEvent
+	// The segment's active speech level: the mean power of the frames that opened or held it
+	// (runPower while the onset run is still short), for holdsSpeech.
+	runPower, segPower float64
+	segFrames          int
+	events             []VADEvent
 }
 
 // NewVAD validates cfg and creates the WebRTC VAD instance.
@@ -174,6 +178,14 @@ func (v *VAD) Process(pcm []float32) ([]VADEvent, error) {
 			break
 		}
 		v.fill = 0
+		power := framePower(v.frame)
+		if power < silentFramePower {
+			// Digital silence is never fed to WebRTC: its noise models adapt on every frame
+			// they are given, and stretches of zeros leave them calling a later clip's room
+			// noise speech (see holdMarginDB).
+			v.step(false, noPitch, power)
+			continue
+		}
 		rc := C.WebRtcVad_Process(v.inst, C.int(v.cfg.SampleRate), (*C.int16_t)(unsafe.Pointer(&v.frame[0])), C.size_t(len(v.frame)))
 		if rc < 0 {
 			return v.events, fmt.Errorf("processing vad frame: webrtc error %d", int(rc))
@@ -182,12 +194,12 @@ func (v *VAD) Process(pcm []float32) ([]VADEvent, error) {
 		if rc == 1 && v.cfg.EarlySpeechMs > 0 && !v.inSpeech {
 			p = pitched(v.frame, v.cfg.SampleRate)
 		}
-		v.step(rc == 1, p)
+		v.step(rc == 1, p, power)
 	}
 	return v.events, nil
 }
 
-func (v *VAD) step(voiced bool, p pitchEvidence) {
+func (v *VAD) step(voiced bool, p pitchEvidence, power float64) {
 	start := v.pos
 	v.pos += int64(len(v.frame))
 	if !v.inSpeech {
@@ -196,9 +208,10 @@ func (v *VAD) step(voiced bool, p pitchEvidence) {
 			return
 		}
 		if v.voiced == 0 {
-			v.runStart, v.pitched = start, 0
+			v.runStart, v.pitched, v.runPower = start, 0, 0
 		}
 		v.voiced++
+		v.runPower = max(v.runPower, power)
 		if p != noPitch {
 			v.pitched++
 		}
@@ -213,12 +226,14 @@ func (v *VAD) step(voiced bool, p pitchEvidence) {
 			return
 		}
 		v.inSpeech, v.silent, v.lastEnd = true, 0, v.pos
+		v.segPower, v.segFrames = v.runPower, v.voiced
 		at := max(v.ms(v.runStart)-int64(v.cfg.PrefixPaddingMs), v.lastStop, 0)
 		v.events = append(v.events, VADEvent{Kind: SpeechStarted, AtMs: at})
 		return
 	}
-	if voiced {
+	if voiced && v.holdsSpeech(power) {
 		v.silent, v.lastEnd = 0, v.pos
+		v.segPower = max(v.segPower, power)
 		return
 	}
 	v.silent++
@@ -227,6 +242,37 @@ func (v *VAD) step(voiced bool, p pitchEvidence) {
 		v.lastStop = v.ms(v.lastEnd)
 		v.events = append(v.events, VADEvent{Kind: SpeechStopped, AtMs: v.lastStop})
 	}
+}
+
+// holdMarginDB: inside a segment, a frame WebRTC calls voiced holds the segment open only
+// within this many dB of the segment's active speech level (the mean power of the frames that
+// opened and held it). WebRTC's mode 2 calls steady noise 20–25 dB under the words speech often
+// enough to hold a segment through a clip's room-noise tail, or a microphone's noise floor, for
+// another silence window: the turn then ends 0.5–0.7 s late (docs/BENCHMARKS.md, "The late
+// turns"). Relative, not absolute, so that a quiet microphone's speech holds its segments as a
+// loud one's does; onsets are WebRTC's decision alone.
+const holdMarginDB = 25
+
+// silentFramePower is −70 dBFS: below it a frame holds nothing a VAD could call speech (a
+// microphone's own noise floor is above it; a client's silence padding is zeros).
+const silentFramePower = 1e-7
+
+// holdsSpeech reports whether a voiced frame of power is loud enough to hold the open segment.
+func (v *VAD) holdsSpeech(power float64) bool {
+	if v.segFrames == 0 {
+		return true
+	}
+	return power >= v.segPower*math.Pow(10, -holdMarginDB/10.0)
+}
+
+// framePower is the mean square of an int16 frame, in full-scale units.
+func framePower(frame []int16) float64 {
+	var sum float64
+	for _, x := range frame {
+		f := float64(x) / 32768
+		sum += f * f
+	}
+	return sum / float64(len(frame))
 }
 
 func (v *VAD) ms(sample int64) int64 { return sample * 1000 / int64(v.cfg.SampleRate) }

@@ -80,7 +80,10 @@ func TestVADPaddedSpeech(t *testing.T) {
 			require.Equal(t, SpeechStarted, got[0].Kind)
 			require.Equal(t, SpeechStopped, got[1].Kind)
 			require.InDelta(t, truthStart, got[0].AtMs+tt.padding, 100, "start (padding %d ms)", tt.padding)
-			require.InDelta(t, truthEnd, got[1].AtMs, 100, "stop")
+			// The stop may come up to 120 ms early: WebRTC calls the −45 and −39 dBFS frames of
+			// "meters" unvoiced, and the −52 dBFS frame it does call voiced is 31 dB under the
+			// peak, too weak to hold the segment (holdMarginDB).
+			require.InDelta(t, truthEnd, got[1].AtMs, 120, "stop")
 			require.Equal(t, lastEnd, got[1].AtMs, "the pause's speech end is the stop's audio_end_ms")
 			require.False(t, v.InSpeech())
 		})
