@@ -2,6 +2,8 @@ package speech
 
 import (
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -155,4 +157,69 @@ func TestVADProcessDoesNotAllocate(t *testing.T) {
 		off += 1600
 	})
 	require.Zero(t, allocs)
+}
+
+// A turn ends one silence window after its words, whatever came before it: a session resets
+// its VAD when a reply starts and then hears seconds of digital silence (a client's padding)
+// or a microphone's noise floor before the next utterance. WebRTC adapts its noise models on
+// every frame it is given, so some stretches of zeros left it calling a clip's room-noise tail
+// (−46 to −64 dBFS) speech for another 450–720 ms, and a −60 dBFS noise floor held numbers.raw
+// 700 ms past its words. The stop is checked against the clip's energy envelope (within 25 dB
+// of its peak) over 60 lengths of silence, each at a different frame phase.
+func TestVADEndsOnTimeAfterSilence(t *testing.T) {
+	const rate = 16000
+	clips := []string{goforwardRaw, numbersRaw, "/usr/share/pocketsphinx/test/data/something.raw"}
+	for _, floor := range []struct {
+		name string
+		rms  float64 // of the noise floor, full scale; 0: digital silence
+	}{{"digital silence", 0}, {"noise floor -60 dBFS", 0.001}} {
+		for _, path := range clips {
+			t.Run(floor.name+"/"+path[strings.LastIndex(path, "/")+1:], func(t *testing.T) {
+				t.Parallel()
+				clip := loadRaw(t, path)
+				_, truthEnd := speechBounds(clip, rate)
+				prior := loadRaw(t, goforwardRaw)
+				r := rand.New(rand.NewPCG(7, 7))
+				noise := func(n int) []float32 {
+					out := make([]float32, n)
+					for i := range out {
+						out[i] = float32(r.NormFloat64() * floor.rms)
+					}
+					return out
+				}
+				v, err := NewVAD(VADConfig{Threshold: 0.5, PrefixPaddingMs: 300, SilenceDurationMs: 500})
+				require.NoError(t, err)
+				defer v.Close()
+				var late []int64
+				for k := range 60 {
+					// the previous utterance and its turn's end, then the reply: a reset and silence
+					_, err := v.Process(append(append([]float32{}, prior...), noise(rate)...))
+					require.NoError(t, err)
+					v.Reset()
+					lead := rate * (300 + 97*k) / 1000
+					heard := append(noise(lead), clip...)
+					for i := range clip {
+						heard[lead+i] += noise(1)[0]
+					}
+					heard = append(heard, noise(rate)...)
+					var stop int64 = -1
+					for off := 0; off < len(heard) && stop < 0; off += rate / 10 {
+						evs, err := v.Process(heard[off:min(off+rate/10, len(heard))])
+						require.NoError(t, err)
+						for _, ev := range evs {
+							if ev.Kind == SpeechStopped {
+								stop = ev.AtMs - int64(lead*1000/rate)
+							}
+						}
+					}
+					require.GreaterOrEqual(t, stop, int64(0), "silence %d ms: no stop", lead*1000/rate)
+					if stop > truthEnd+100 {
+						late = append(late, stop-truthEnd)
+					}
+					v.Reset()
+				}
+				require.Empty(t, late, "stops after the words' end %d ms, by ms", truthEnd)
+			})
+		}
+	}
 }
