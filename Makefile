@@ -21,7 +21,7 @@ export CGO_CXXFLAGS := -O3 -march=x86-64-v3
 export CGO_CPPFLAGS := -I$(BUILD_INCLUDE)
 export GOFLAGS := -mod=mod
 
-.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency bench-conversations bench-long cuda clean
+.PHONY: all deps headers build run test test-soak test-short lint vulncheck bench bench-engine bench-speech bench-chat bench-pipeline bench-realtime bench-latency bench-conversations bench-soak bench-long cuda clean
 
 all: build
 
@@ -119,6 +119,15 @@ bench-latency: build
 BENCH_CONVERSATIONS_FLAGS ?=
 bench-conversations: build
 	./$(BIN) bench conversations $(BENCH_CONVERSATIONS_FLAGS)
+
+# bench-soak: the wall-clock soak of issue 41, opt-in (it takes SOAK_CONVERSATIONS_TIME): 8
+# conversations at real time against bin/omniserve serve (a child process), reported by
+# 10-minute windows: each window's latency and the server's RSS, the last window's p99 over
+# the first's. Not in `make test`.
+SOAK_CONVERSATIONS_TIME ?= 60m
+BENCH_SOAK_FLAGS ?=
+bench-soak: build
+	./$(BIN) bench conversations --steps 8 --step-time $(SOAK_CONVERSATIONS_TIME) --window 10m $(BENCH_SOAK_FLAGS)
 
 # bench-long: one realtime session of 500 turns against bin/omniserve serve (a child process):
 # the last turns' latency against the first ones', and the server's RSS growth. Not in

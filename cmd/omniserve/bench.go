@@ -223,6 +223,7 @@ func newBenchConversationsCmd(a *app) *cobra.Command {
 	fs.IntVar(&o.SilenceMs, "silence-ms", 500, "server VAD silence_duration_ms (live: the server's default is used)")
 	fs.IntVar(&o.ReplyTokens, "reply-tokens", 8, "max_output_tokens of each reply (realtime, vllm)")
 	fs.Float64Var(&o.WebRTCShare, "webrtc-share", 0, "share of each step's conversations made over WebRTC calls (POST /v1/realtime/calls; rounded, at least one when > 0; realtime only)")
+	fs.DurationVar(&o.Window, "window", 0, "also report each step by windows of this length (at most half of --step-time): each window's speech end → audible p50/p99 and the started server's RSS at its end, the last window's p99 over the first's, and the RSS growth after the first (a soak: make bench-soak)")
 	addReportFlag(fs)
 	return cmd
 }

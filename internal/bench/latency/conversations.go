@@ -42,8 +42,11 @@ type ConversationOptions struct {
 	// WebRTCShare is the share of each step's conversations made over WebRTC calls (POST
 	// /v1/realtime/calls) instead of the WebSocket: rounded, at least one when > 0. Realtime only.
 	WebRTCShare float64
-	Seed        uint64
-	Meter       bench.Meter
+	// Window, when set, also reports each step by windows of this length (a soak: the first
+	// and the last window's p99, and the server's RSS at each window's end).
+	Window time.Duration
+	Seed   uint64
+	Meter  bench.Meter
 }
 
 // Check refuses options the run cannot honour.
@@ -53,6 +56,8 @@ func (o ConversationOptions) Check() error {
 		return fmt.Errorf("--webrtc-share %v: want a share from 0 to 1", o.WebRTCShare)
 	case o.WebRTCShare > 0 && o.Dialect != "realtime":
 		return fmt.Errorf("--webrtc-share: WebRTC calls (POST /v1/realtime/calls) speak the realtime dialect, not %q", o.Dialect)
+	case o.Window < 0 || (o.Window > 0 && o.Window > o.StepTime/2):
+		return fmt.Errorf("--window %v: want at most half of --step-time (%v), so that a first and a last window exist", o.Window, o.StepTime)
 	}
 	return nil
 }
@@ -75,6 +80,12 @@ type stepResult struct {
 	cpu                     time.Duration
 	rssKiB                  int
 	wall                    time.Duration
+	// With ConversationOptions.Window: when each audible sample was taken (parallel to
+	// audible) and the server's RSS at each window's end (a started server only).
+	start       time.Time
+	audibleAt   []time.Time
+	windowRSS   []int
+	windowTurns []int
 }
 
 // transportSamples are one transport's share of a step's samples (ms).
@@ -179,6 +190,9 @@ func (r *convRun) steps(ctx context.Context, out io.Writer) ([]bench.Figure, err
 		ok, reason := res.keepsUp(r.o.SilenceMs)
 		fmt.Fprintf(out, "step %d conversations%s: %d turns, speech end → audible p50 %.0f p99 %.0f ms, barge-in p99 %.0f ms, max lateness %.0f ms%s: %s\n",
 			n, overRTC(res), res.turns, q(res.audible, 50), q(res.audible, 99), q(res.bargeIn, 99), maxOr0(res.late), byTransport(res), verdict(ok, reason))
+		if r.o.Window > 0 {
+			printWindows(out, res.windows(r.o.Window, r.o.StepTime))
+		}
 		if !ok {
 			failed, why = res, reason
 			break
@@ -255,8 +269,16 @@ func (r *convRun) step(ctx context.Context, n int) (*stepResult, error) {
 	sctx, cancel := context.WithTimeout(ctx, r.o.StepTime)
 	defer cancel()
 	start := time.Now()
+	res.start = start
 	results := make([]*convResult, n)
 	var wg sync.WaitGroup
+	if r.o.Window > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.windowRSS = r.sampleRSS(sctx, r.o.Window)
+		}()
+	}
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -280,6 +302,7 @@ func (r *convRun) step(ctx context.Context, n int) (*stepResult, error) {
 
 func (res *stepResult) add(c *convResult) {
 	res.audible = append(res.audible, c.audible...)
+	res.audibleAt = append(res.audibleAt, c.audibleAt...)
 	res.bargeIn = append(res.bargeIn, c.bargeIn...)
 	res.late = append(res.late, c.late...)
 	t := &res.ws
@@ -295,6 +318,27 @@ func (res *stepResult) add(c *convResult) {
 	}
 	if c.err != nil {
 		res.errs = append(res.errs, c.err.Error())
+	}
+}
+
+// sampleRSS reads the started server's RSS at the end of every window until ctx ends (none for
+// a server at --addr): the step's own goroutine, which step waits for.
+func (r *convRun) sampleRSS(ctx context.Context, window time.Duration) []int {
+	if r.pid == 0 {
+		return nil
+	}
+	var out []int
+	t := time.NewTicker(window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-t.C:
+			if kib, err := procRSSKiB(r.pid); err == nil {
+				out = append(out, kib)
+			}
+		}
 	}
 }
 
@@ -339,6 +383,71 @@ func (r *convRun) reference(clip refKey, text string) (bool, string) {
 	return ref == text, ref
 }
 
+// window is one window of a step: its audible samples and the server's RSS at its end.
+type window struct {
+	from, to time.Duration
+	audible  []float64
+	rssKiB   int // 0: not sampled
+}
+
+// windows splits a step's audible samples by when they were taken into windows of length w
+// (the samples after the last whole window join it).
+func (res *stepResult) windows(w, stepTime time.Duration) []window {
+	n := max(1, int(stepTime/w))
+	out := make([]window, n)
+	for i := range out {
+		out[i].from, out[i].to = time.Duration(i)*w, time.Duration(i+1)*w
+		if i < len(res.windowRSS) {
+			out[i].rssKiB = res.windowRSS[i]
+		}
+	}
+	for i, at := range res.audibleAt {
+		k := min(n-1, max(0, int(at.Sub(res.start)/w)))
+		out[k].audible = append(out[k].audible, res.audible[i])
+	}
+	return out
+}
+
+func printWindows(out io.Writer, ws []window) {
+	for i, w := range ws {
+		rss := ""
+		if w.rssKiB > 0 {
+			rss = fmt.Sprintf(", server RSS %.1f MiB", float64(w.rssKiB)/1024)
+		}
+		fmt.Fprintf(out, "  window %d (%v–%v): %d turns, speech end → audible p50 %.0f p99 %.0f ms%s\n", i+1, w.from, w.to, len(w.audible), q(w.audible, 50), q(w.audible, 99), rss)
+	}
+	if len(ws) > 1 {
+		first, last := ws[0], ws[len(ws)-1]
+		fmt.Fprintf(out, "  last window's p99 / first's: %.3f\n", q(last.audible, 99)/math.Max(1, q(first.audible, 99)))
+	}
+}
+
+// windowFigures are a step's figures by window (ConversationOptions.Window): each window's
+// speech end → audible and RSS, the last window's p99 over the first's, and the RSS growth
+// from the first window's end to the last's.
+func windowFigures(p string, ws []window) []bench.Figure {
+	var figs []bench.Figure
+	for i, w := range ws {
+		k := fmt.Sprintf("w%d_", i+1)
+		figs = append(figs, bench.Figure{Name: p + k + "speech_end_to_audible_ms", Unit: "ms", Samples: w.audible, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
+			Definition: fmt.Sprintf("the turns whose reply became audible %v–%v into the step: end of the user's speech → first audible sample of the reply", w.from, w.to)})
+		if w.rssKiB > 0 {
+			figs = append(figs, bench.One(p+k+"rss_mib", "MiB", fmt.Sprintf("server RSS %v into the step", w.to), float64(w.rssKiB)/1024, 1))
+		}
+	}
+	if len(ws) < 2 {
+		return figs
+	}
+	first, last := ws[0], ws[len(ws)-1]
+	if len(first.audible) > 0 && len(last.audible) > 0 {
+		figs = append(figs, bench.One(p+"p99_last_over_first_window", "ratio", "speech end → first audible p99 of the last window over the first's", q(last.audible, 99)/q(first.audible, 99), 3))
+	}
+	if first.rssKiB > 0 && last.rssKiB > 0 {
+		figs = append(figs, bench.One(p+"rss_growth_after_first_window_mib", "MiB", "server RSS at the last window's end minus at the first's (the first window is the warm-up)", float64(last.rssKiB-first.rssKiB)/1024, 1))
+	}
+	return figs
+}
+
 func (r *convRun) figures(results []*stepResult, kept int, failed *stepResult, why string) []bench.Figure {
 	name := "conversations_" + r.o.Dialect
 	figs := []bench.Figure{bench.One(name, "conversations",
@@ -352,6 +461,9 @@ func (r *convRun) figures(results []*stepResult, kept int, failed *stepResult, w
 			bench.Figure{Name: p + "bargein_onset_to_silence_ms", Unit: "ms", Samples: s.bargeIn, Keys: []bench.Stat{bench.P50, bench.P99}, Digits: 0,
 				Definition: fmt.Sprintf("%d conversations at once: speech onset over a reply → the client stops playing it", s.n)})
 		figs = append(figs, transportFigures(p, s)...)
+		if r.o.Window > 0 {
+			figs = append(figs, windowFigures(p, s.windows(r.o.Window, r.o.StepTime))...)
+		}
 		if r.pid != 0 && s.n > 0 {
 			minutes := float64(s.n) * s.wall.Minutes()
 			figs = append(figs,
@@ -410,6 +522,7 @@ type convTransport interface {
 type convResult struct {
 	rtc                    bool // over a WebRTC call
 	audible, bargeIn, late []float64
+	audibleAt              []time.Time // when each audible sample was taken
 	turns, wrong           int
 	firstWrong             string
 	err                    error
@@ -631,6 +744,7 @@ func (c *conv) onAudio(e convEvent) {
 		c.waiting = false
 		c.replyResp = e.resp
 		c.res.audible = append(c.res.audible, ms(c.lp.firstAudible.Sub(c.speechEnd)))
+		c.res.audibleAt = append(c.res.audibleAt, c.lp.firstAudible)
 		c.res.turns++
 	}
 }

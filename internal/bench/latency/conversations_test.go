@@ -184,3 +184,47 @@ func TestCallReplyEnds(t *testing.T) {
 	require.InDelta(t, 120, c.res.bargeIn[0], 0.001)
 	require.True(t, c.onset.IsZero())
 }
+
+// TestStepWindows: a soak's samples fall into the window of the time they were taken (the
+// tail after the last whole window joins it), each window carries the RSS read at its end,
+// and the figures compare the last window with the first.
+func TestStepWindows(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	res := &stepResult{
+		start:     start,
+		audible:   []float64{500, 600, 700, 510, 990, 520, 530},
+		audibleAt: []time.Time{at(time.Second), at(9 * time.Minute), at(9*time.Minute + 59*time.Second), at(10 * time.Minute), at(25 * time.Minute), at(29 * time.Minute), at(30*time.Minute + 2*time.Second)},
+		windowRSS: []int{200 << 10, 204 << 10, 206 << 10},
+	}
+	ws := res.windows(10*time.Minute, 30*time.Minute)
+	require.Len(t, ws, 3)
+	require.Equal(t, []float64{500, 600, 700}, ws[0].audible)
+	require.Equal(t, []float64{510}, ws[1].audible)
+	require.Equal(t, []float64{990, 520, 530}, ws[2].audible, "the tail after 30 min joins the last window")
+	require.Equal(t, 206<<10, ws[2].rssKiB)
+
+	byName := map[string]bench.Figure{}
+	for _, f := range windowFigures("conv_realtime_n8_", ws) {
+		byName[f.Name] = f
+	}
+	require.Equal(t, []float64{500, 600, 700}, byName["conv_realtime_n8_w1_speech_end_to_audible_ms"].Samples)
+	require.InDelta(t, 990.0/700, byName["conv_realtime_n8_p99_last_over_first_window"].Samples[0], 1e-9)
+	require.InDelta(t, 6.0, byName["conv_realtime_n8_rss_growth_after_first_window_mib"].Samples[0], 1e-9)
+	require.InDelta(t, 204.0, byName["conv_realtime_n8_w2_rss_mib"].Samples[0], 1e-9)
+
+	var out strings.Builder
+	printWindows(&out, ws)
+	require.Contains(t, out.String(), "window 3 (20m0s–30m0s): 3 turns, speech end → audible p50 530 p99 990 ms, server RSS 206.0 MiB")
+	require.Contains(t, out.String(), "last window's p99 / first's: 1.414")
+}
+
+// TestWindowOption: a window must leave a first and a last one in the step.
+func TestWindowOption(t *testing.T) {
+	t.Parallel()
+	o := ConversationOptions{Dialect: "realtime", StepTime: time.Hour, Window: 10 * time.Minute}
+	require.NoError(t, o.Check())
+	o.Window = 31 * time.Minute
+	require.ErrorContains(t, o.Check(), "--window 31m0s: want at most half of --step-time")
+}
