@@ -118,19 +118,20 @@ static const char *omni_search = "omni";
 // same words: goforward, something and the five librivox clips of pocketsphinx-testdata gave
 // identical transcripts (word errors 28/80 against the references both ways) in 5.3 against
 // 10.1 s of decoder CPU. Tighter bounds lose words (1500 with -maxwpf 10: 30/80 in 3.4 s).
-// -ds 2 scores the acoustic model on every other frame, and -maxhmmpf 2000 with -maxwpf 5
-// (word exits per frame) narrow the search again: over goforward, something, numbers and the
-// librivox clips the decoder CPU went from 5.1–5.6 s to 2.8–3.1 s (three runs each), word
-// errors on the references from 28/75 to 24–26/75, goforward and something the same words.
+// -maxhmmpf 2000 with -maxwpf 5 (word exits per frame) narrow the search again: over
+// goforward, something, numbers and the librivox clips the decoder CPU went from 5.1–5.6 to
+// 3.7–3.9 s (three runs each) with the same words (28–29/75 errors). -ds 2 (the acoustic model
+// scored on every other frame) would save another quarter, but it hears goforward through a
+// WebRTC call's Opus as "go for words ten meters" (docs/BENCHMARKS.md).
 static cmd_ln_t *omni_cfg(const char *hmm, const char *dict, const char *lm) {
 	if (dict != NULL && lm != NULL)
 		return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-lm", lm,
-		                   "-fwdflat", "no", "-bestpath", "no", "-ds", "2", "-maxhmmpf", "2000", "-maxwpf", "5", NULL);
+		                   "-fwdflat", "no", "-bestpath", "no", "-maxhmmpf", "2000", "-maxwpf", "5", NULL);
 	if (dict != NULL)
 		return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict,
-		                   "-fwdflat", "no", "-bestpath", "no", "-ds", "2", "-maxhmmpf", "2000", "-maxwpf", "5", NULL);
+		                   "-fwdflat", "no", "-bestpath", "no", "-maxhmmpf", "2000", "-maxwpf", "5", NULL);
 	// No -dict: dict_init then holds only the fillers and sentence markers.
-	return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-fwdflat", "no", "-bestpath", "no", "-ds", "2", "-maxhmmpf", "2000", "-maxwpf", "5", NULL);
+	return cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-fwdflat", "no", "-bestpath", "no", "-maxhmmpf", "2000", "-maxwpf", "5", NULL);
 }
 
 static ps_decoder_t *omni_init(const char *hmm, const char *dict, const char *lm) {
