@@ -106,10 +106,9 @@ type VAD struct {
 	silent   int   // consecutive unvoiced frames while in speech
 	lastEnd  int64 // sample index just after the last voiced frame
 	lastStop int64 // ms of the previous SpeechStopped
-	// The segment's active speech level: the mean power of the frames that opened or held it
-	// (runPower while the onset run is still short), for holdsSpeech.
+	// The loudest frame's power of the open segment (segPower) and of the voiced run that may
+	// open one (runPower), for holdsSpeech.
 	runPower, segPower float64
-	segFrames          int
 	events             []VADEvent
 }
 
@@ -226,7 +225,7 @@ func (v *VAD) step(voiced bool, p pitchEvidence, power float64) {
 			return
 		}
 		v.inSpeech, v.silent, v.lastEnd = true, 0, v.pos
-		v.segPower, v.segFrames = v.runPower, v.voiced
+		v.segPower = v.runPower
 		at := max(v.ms(v.runStart)-int64(v.cfg.PrefixPaddingMs), v.lastStop, 0)
 		v.events = append(v.events, VADEvent{Kind: SpeechStarted, AtMs: at})
 		return
@@ -245,8 +244,7 @@ func (v *VAD) step(voiced bool, p pitchEvidence, power float64) {
 }
 
 // holdMarginDB: inside a segment, a frame WebRTC calls voiced holds the segment open only
-// within this many dB of the segment's active speech level (the mean power of the frames that
-// opened and held it). WebRTC's mode 2 calls steady noise 20–25 dB under the words speech often
+// within this many dB of the segment's loudest frame so far. WebRTC's mode 2 calls steady noise 20–25 dB under the words speech often
 // enough to hold a segment through a clip's room-noise tail, or a microphone's noise floor, for
 // another silence window: the turn then ends 0.5–0.7 s late (docs/BENCHMARKS.md, "The late
 // turns"). Relative, not absolute, so that a quiet microphone's speech holds its segments as a
@@ -259,9 +257,6 @@ const silentFramePower = 1e-7
 
 // holdsSpeech reports whether a voiced frame of power is loud enough to hold the open segment.
 func (v *VAD) holdsSpeech(power float64) bool {
-	if v.segFrames == 0 {
-		return true
-	}
 	return power >= v.segPower*math.Pow(10, -holdMarginDB/10.0)
 }
 
