@@ -82,10 +82,9 @@ type stepResult struct {
 	wall                    time.Duration
 	// With ConversationOptions.Window: when each audible sample was taken (parallel to
 	// audible) and the server's RSS at each window's end (a started server only).
-	start       time.Time
-	audibleAt   []time.Time
-	windowRSS   []int
-	windowTurns []int
+	start     time.Time
+	audibleAt []time.Time
+	windowRSS []int
 }
 
 // transportSamples are one transport's share of a step's samples (ms).
